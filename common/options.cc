@@ -1,0 +1,181 @@
+#include "common/options.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace fieldprof {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+}  // namespace
+
+OptionTable::OptionTable(std::string program, std::string summary)
+    : program_(std::move(program)), summary_(std::move(summary)) {}
+
+void OptionTable::AddString(std::string name, std::string* target, std::string help) {
+  options_.push_back({name, std::move(help), *target, false, [target](std::string_view v) {
+                        target->assign(v);
+                        return Status::Ok();
+                      }});
+}
+
+void OptionTable::AddInt(std::string name, int64_t* target, std::string help, int64_t min,
+                         int64_t max) {
+  options_.push_back(
+      {name, std::move(help), std::to_string(*target), false,
+       [name, target, min, max](std::string_view v) -> Status {
+         int64_t x = 0;
+         auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+         if (ec != std::errc() || ptr != v.data() + v.size()) {
+           return InvalidArgument(name + ": '" + std::string(v) + "' is not an integer");
+         }
+         if (x < min || x > max) {
+           return InvalidArgument(name + ": " + std::string(v) + " is outside " +
+                                  std::to_string(min) + ".." + std::to_string(max));
+         }
+         *target = x;
+         return Status::Ok();
+       }});
+}
+
+void OptionTable::AddBool(std::string name, bool* target, std::string help) {
+  options_.push_back({name, std::move(help), *target ? "true" : "false", true,
+                      [name, target](std::string_view v) -> Status {
+                        if (v == "true" || v == "1" || v == "yes" || v == "on") {
+                          *target = true;
+                        } else if (v == "false" || v == "0" || v == "no" || v == "off") {
+                          *target = false;
+                        } else {
+                          return InvalidArgument(name + ": '" + std::string(v) +
+                                                 "' is not a boolean (true/false)");
+                        }
+                        return Status::Ok();
+                      }});
+}
+
+const OptionTable::Option* OptionTable::Find(std::string_view name) const {
+  for (const Option& o : options_) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+Status OptionTable::Set(std::string_view name, std::string_view value) {
+  const Option* o = Find(name);
+  if (o == nullptr) {
+    return InvalidArgument("unknown option '" + std::string(name) + "' (see --help)");
+  }
+  return o->set(value);
+}
+
+Status OptionTable::ParseFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open config file " + path);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    std::string_view l = line;
+    if (size_t hash = l.find('#'); hash != std::string_view::npos) l = l.substr(0, hash);
+    l = Trim(l);
+    if (l.empty()) continue;
+    size_t eq = l.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument(path + ":" + std::to_string(lineno) +
+                             ": expected 'name = value', got '" + std::string(l) + "'");
+    }
+    Status s = Set(Trim(l.substr(0, eq)), Trim(l.substr(eq + 1)));
+    if (!s.ok()) return s.WithContext(path + ":" + std::to_string(lineno));
+  }
+  return Status::Ok();
+}
+
+Status OptionTable::Parse(int argc, const char* const* argv) {
+  // Pass 1: the config file, so flags can override it.
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") break;
+    if (a == "--config" && i + 1 < argc) return ParseFileThenFlags(argc, argv, argv[i + 1]);
+    if (a.starts_with("--config=")) {
+      return ParseFileThenFlags(argc, argv, std::string(a.substr(9)));
+    }
+  }
+  return ParseFlags(argc, argv);
+}
+
+Status OptionTable::ParseFileThenFlags(int argc, const char* const* argv, const std::string& f) {
+  FP_RETURN_IF_ERROR(ParseFile(f));
+  return ParseFlags(argc, argv);
+}
+
+Status OptionTable::ParseFlags(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") {
+      for (++i; i < argc; ++i) positional_.emplace_back(argv[i]);
+      break;
+    }
+    if (a == "--help" || a == "-h") {
+      help_requested_ = true;
+      continue;
+    }
+    if (!a.starts_with("--")) {
+      positional_.emplace_back(a);
+      continue;
+    }
+    a.remove_prefix(2);
+    std::string_view name = a;
+    std::string_view value;
+    bool has_value = false;
+    if (size_t eq = a.find('='); eq != std::string_view::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    if (name == "config") {
+      if (!has_value) ++i;  // already read in pass 1
+      continue;
+    }
+    const Option* o = Find(name);
+    if (o == nullptr) {
+      return InvalidArgument("unknown flag --" + std::string(name) + " (see --help)");
+    }
+    if (!has_value) {
+      if (o->is_bool) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return InvalidArgument("flag --" + std::string(name) + " needs a value");
+      }
+    }
+    Status s = o->set(value);
+    if (!s.ok()) return s.WithContext("flag --" + std::string(name));
+  }
+  return Status::Ok();
+}
+
+std::string OptionTable::Help() const {
+  std::ostringstream out;
+  out << "Usage: " << program_ << " [--config FILE] [--name=value ...]\n\n" << summary_ << "\n\n";
+  out << "Every option can also be set in the config file as 'name = value'; flags win.\n\n";
+  out << "  --config FILE\n      read options from FILE first\n";
+  for (const Option& o : options_) {
+    out << "  --" << o.name << (o.is_bool ? "" : "=VALUE") << "\n      " << o.help;
+    out << " (default: " << (o.default_text.empty() ? "\"\"" : o.default_text) << ")\n";
+  }
+  out << "  --help\n      print this help\n";
+  return out.str();
+}
+
+}  // namespace fieldprof

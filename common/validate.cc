@@ -1,0 +1,271 @@
+#include "common/validate.h"
+
+#include <string>
+
+#include "common/histogram.h"
+#include "common/wire.h"
+
+namespace fieldprof {
+namespace {
+
+Status Fail(std::string_view rule, const std::string& detail) {
+  std::string m(rule);
+  m += ": ";
+  m += detail;
+  return InvalidArgument(std::move(m));
+}
+
+// a * b clamped at 2^128-1.
+uint128 MulSat(uint128 a, uint128 b) {
+  if (a == 0 || b == 0) return 0;
+  if (a > kUint128Max / b) return kUint128Max;
+  return a * b;
+}
+
+std::string U(uint128 v) { return Uint128ToString(v); }
+
+Status CheckString(std::string_view field, std::string_view s, size_t max_bytes) {
+  if (s.empty()) return Fail("string_empty", std::string(field) + " is empty");
+  if (s.size() > max_bytes) {
+    return Fail("string_too_long", std::string(field) + " is " + std::to_string(s.size()) +
+                                       " bytes, the limit is " + std::to_string(max_bytes));
+  }
+  if (!IsValidUtf8(s)) return Fail("string_utf8", std::string(field) + " is not valid UTF-8");
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      return Fail("string_control", std::string(field) + " contains control character 0x" +
+                                        HexEncode(std::string_view(reinterpret_cast<char*>(&c), 1)));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    int len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (end - p < len) return false;
+    for (int i = 1; i < len; ++i) {
+      if ((p[i] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) {
+      return false;  // overlong
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    p += len;
+  }
+  return true;
+}
+
+std::string_view ValidationRule(const Status& status) {
+  const std::string& m = status.message();
+  size_t colon = m.find(':');
+  if (colon == std::string::npos) return {};
+  std::string_view rule(m.data(), colon);
+  for (char c : rule) {
+    if (!(c == '_' || (c >= 'a' && c <= 'z'))) return {};
+  }
+  return rule;
+}
+
+Status ValidatePlatform(const wire::Platform& p) {
+  if (!wire::Os_IsValid(p.os())) {
+    return Fail("platform_enum", "unknown os value " + std::to_string(p.os()));
+  }
+  if (!wire::Arch_IsValid(p.arch())) {
+    return Fail("platform_enum", "unknown arch value " + std::to_string(p.arch()));
+  }
+  if (!wire::CpuVendor_IsValid(p.cpu_vendor())) {
+    return Fail("platform_enum", "unknown cpu_vendor value " + std::to_string(p.cpu_vendor()));
+  }
+  if (p.cpu_family() > 255) {
+    return Fail("platform_enum", "cpu_family " + std::to_string(p.cpu_family()) + " is over 255");
+  }
+  return Status::Ok();
+}
+
+Status ValidateHistogram(const wire::Histogram& h) {
+  const bool flag = h.sum_sq_saturated();
+  uint64_t count = h.zero_count();
+  uint128 sum = 0;
+  uint128 sum_sq = 0;
+  bool total_saturated = false;
+  bool any_bucket_saturated = false;
+  int prev = -1;
+  int lowest = -1;
+  int highest = -1;
+  for (int k = 0; k < h.buckets_size(); ++k) {
+    const wire::Bucket& b = h.buckets(k);
+    const std::string where = "bucket " + std::to_string(b.index());
+    if (b.index() >= static_cast<uint32_t>(kNumBuckets)) {
+      return Fail("bucket_index_range", where + " is out of range 0..63");
+    }
+    const int i = static_cast<int>(b.index());
+    if (i <= prev) {
+      return Fail("bucket_order", where + " follows bucket " + std::to_string(prev) +
+                                      " (indexes must be strictly increasing, no repeats)");
+    }
+    prev = i;
+    if (lowest < 0) lowest = i;
+    highest = i;
+    if (b.count() == 0) return Fail("bucket_count_zero", where + " has count 0");
+    const uint128 bsum = MakeUint128(b.sum_lo(), b.sum_hi());
+    const uint128 bsq = MakeUint128(b.sum_sq_lo(), b.sum_sq_hi());
+    const uint128 lo = BucketLow(i);
+    const uint128 hi = BucketHigh(i);
+    const uint128 min_sum = MulSat(b.count(), lo);
+    const uint128 max_sum = MulSat(b.count(), hi);
+    if (bsum < min_sum || bsum > max_sum) {
+      return Fail("bucket_sum_range", where + ": sum " + U(bsum) + " is outside count*[" + U(lo) +
+                                          ", " + U(hi) + "] = [" + U(min_sum) + ", " +
+                                          U(max_sum) + "]");
+    }
+    if (bsq == kUint128Max) {
+      any_bucket_saturated = true;
+      if (!flag) {
+        return Fail("sum_sq_saturated_flag",
+                    where + ": sum of squares is saturated but sum_sq_saturated is false");
+      }
+    } else {
+      // Every value v in [lo, hi] has lo*v <= v^2 <= hi*v, so lo*sum <= sum_sq <= hi*sum;
+      // and by Cauchy-Schwarz sum^2 <= count * sum_sq.
+      const uint128 min_sq = MulSat(bsum, lo);
+      const uint128 max_sq = MulSat(bsum, hi);
+      const long double s = static_cast<long double>(bsum);
+      const long double cs = static_cast<long double>(b.count()) * static_cast<long double>(bsq);
+      if (bsq < min_sq || bsq > max_sq || s * s > cs * (1.0L + 1e-12L)) {
+        return Fail("bucket_sum_sq_range", where + ": sum of squares " + U(bsq) +
+                                               " is inconsistent with count " +
+                                               std::to_string(b.count()) + " and sum " + U(bsum));
+      }
+    }
+    if (count + b.count() < count) {
+      return Fail("total_count", "bucket counts overflow 64 bits");
+    }
+    count += b.count();
+    if (sum + bsum < sum) return Fail("total_sum", "bucket sums overflow 128 bits");
+    sum += bsum;
+    sum_sq = SaturatingAdd(sum_sq, bsq, &total_saturated);
+  }
+  if (count == 0) return Fail("histogram_empty", "histogram has no values");
+  if (h.count() != count) {
+    return Fail("total_count", "count " + std::to_string(h.count()) +
+                                   " differs from zero_count + bucket counts = " +
+                                   std::to_string(count));
+  }
+  if (MakeUint128(h.sum_lo(), h.sum_hi()) != sum) {
+    return Fail("total_sum", "sum " + U(MakeUint128(h.sum_lo(), h.sum_hi())) +
+                                 " differs from the sum of bucket sums " + U(sum));
+  }
+  const bool should_flag = any_bucket_saturated || total_saturated;
+  if (flag != should_flag) {
+    return Fail("sum_sq_saturated_flag",
+                std::string("sum_sq_saturated is ") + (flag ? "true" : "false") +
+                    " but the sums of squares " + (should_flag ? "do" : "do not") + " saturate");
+  }
+  if (MakeUint128(h.sum_sq_lo(), h.sum_sq_hi()) != sum_sq) {
+    return Fail("total_sum_sq", "sum of squares " + U(MakeUint128(h.sum_sq_lo(), h.sum_sq_hi())) +
+                                    " differs from the (saturating) sum over buckets " + U(sum_sq));
+  }
+  if (h.min() > h.max()) {
+    return Fail("min_max_order", "min " + std::to_string(h.min()) + " is greater than max " +
+                                     std::to_string(h.max()));
+  }
+  if (h.zero_count() > 0) {
+    if (h.min() != 0) {
+      return Fail("min_range", "min " + std::to_string(h.min()) + " but zero_count is " +
+                                   std::to_string(h.zero_count()));
+    }
+  } else if (h.min() < BucketLow(lowest) || h.min() > BucketHigh(lowest)) {
+    return Fail("min_range", "min " + std::to_string(h.min()) + " is not in the lowest bucket " +
+                                 std::to_string(lowest));
+  }
+  if (highest < 0) {
+    if (h.max() != 0) {
+      return Fail("max_range", "max " + std::to_string(h.max()) + " but all values are 0");
+    }
+  } else if (h.max() < BucketLow(highest) || h.max() > BucketHigh(highest)) {
+    return Fail("max_range", "max " + std::to_string(h.max()) + " is not in the highest bucket " +
+                                 std::to_string(highest));
+  }
+  return Status::Ok();
+}
+
+Status ValidateRecord(const wire::Record& r) {
+  if (!r.has_key()) return Fail("key_missing", "record has no key");
+  const wire::ApiKey& k = r.key();
+  FP_RETURN_IF_ERROR(CheckString("module", k.module(), kMaxModuleBytes));
+  FP_RETURN_IF_ERROR(CheckString("module_version", k.module_version(), kMaxVersionBytes));
+  FP_RETURN_IF_ERROR(CheckString("symbol", k.symbol(), kMaxSymbolBytes));
+  if (!wire::Metric_IsValid(k.metric()) || k.metric() == wire::METRIC_UNSPECIFIED) {
+    return Fail("metric_unknown", "metric value " + std::to_string(k.metric()) + " is not known");
+  }
+  if (k.has_platform()) FP_RETURN_IF_ERROR(ValidatePlatform(k.platform()));
+  if (!r.has_histogram()) return Fail("histogram_empty", "record has no histogram");
+  FP_RETURN_IF_ERROR(ValidateHistogram(r.histogram()));
+  if (r.runs() == 0) return Fail("runs_zero", "runs is 0 (every record comes from >= 1 run)");
+  if (r.runs() > r.histogram().count()) {
+    return Fail("runs_exceed_calls", "runs " + std::to_string(r.runs()) + " exceeds calls " +
+                                         std::to_string(r.histogram().count()));
+  }
+  return Status::Ok();
+}
+
+Status ValidateBatch(const wire::Batch& batch) {
+  if (batch.schema_version() != kSchemaVersion) {
+    return Fail("schema_version", "schema version " + std::to_string(batch.schema_version()) +
+                                      " is not supported (this server knows " +
+                                      std::to_string(kSchemaVersion) + ")");
+  }
+  if (batch.batch_id().size() != kBatchIdBytes) {
+    return Fail("batch_id_length", "batch id is " + std::to_string(batch.batch_id().size()) +
+                                       " bytes, expected 16");
+  }
+  if (batch.records_size() == 0) return Fail("record_count", "batch has no records");
+  if (batch.records_size() > kMaxRecordsPerBatch) {
+    return Fail("record_count", "batch has " + std::to_string(batch.records_size()) +
+                                    " records, the limit is " +
+                                    std::to_string(kMaxRecordsPerBatch));
+  }
+  FP_RETURN_IF_ERROR(ValidatePlatform(batch.client_platform()));
+  for (int i = 0; i < batch.records_size(); ++i) {
+    Status s = ValidateRecord(batch.records(i));
+    if (!s.ok()) {
+      // Keep the rule first, then say which record.
+      std::string_view rule = ValidationRule(s);
+      std::string rest = s.message().substr(rule.size() + 2);
+      const wire::ApiKey& k = batch.records(i).key();
+      std::string where = "record " + std::to_string(i);
+      if (IsValidUtf8(k.module()) && IsValidUtf8(k.symbol()) && k.module().size() < 256 &&
+          k.symbol().size() < 256) {
+        where += " (" + k.module() + " " + k.symbol() + ")";
+      }
+      return Fail(rule, where + ": " + rest);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace fieldprof

@@ -1,0 +1,44 @@
+// Conversions between in-memory types and the wire schema
+// (common/proto/fieldprof.proto), and decoding of untrusted batches.
+//
+//   StatusOr<wire::Batch> batch = DecodeBatch(body);  // parse + ValidateBatch
+//   if (!batch.ok()) return Reject(batch.status());
+//   for (const wire::Record& r : batch->records()) Sum(HistogramFromWire(r.histogram()));
+#ifndef FIELDPROF_COMMON_WIRE_H_
+#define FIELDPROF_COMMON_WIRE_H_
+
+#include <string>
+#include <string_view>
+
+#include "common/histogram.h"
+#include "common/proto/fieldprof.pb.h"
+#include "common/status.h"
+
+namespace fieldprof {
+
+inline constexpr uint32_t kSchemaVersion = 1;
+inline constexpr size_t kBatchIdBytes = 16;
+
+inline uint128 MakeUint128(uint64_t lo, uint64_t hi) {
+  return (static_cast<uint128>(hi) << 64) | lo;
+}
+inline uint64_t Lo64(uint128 v) { return static_cast<uint64_t>(v); }
+inline uint64_t Hi64(uint128 v) { return static_cast<uint64_t>(v >> 64); }
+
+// Sparse encoding: only non-empty buckets, totals filled in.
+void HistogramToWire(const Histogram& h, wire::Histogram* out);
+// Trusts its input: call ValidateHistogram first on anything from outside.
+// Out-of-range bucket indexes are skipped.
+Histogram HistogramFromWire(const wire::Histogram& w);
+
+// Parses and validates an uploaded batch. Errors: InvalidArgument (the
+// message starts with the rule that failed, e.g. "bucket_sum_range: ..."),
+// TooLarge, Unsupported (schema version).
+[[nodiscard]] StatusOr<wire::Batch> DecodeBatch(std::string_view bytes);
+
+// Lower-case hex of a batch id (or any bytes).
+std::string HexEncode(std::string_view bytes);
+
+}  // namespace fieldprof
+
+#endif  // FIELDPROF_COMMON_WIRE_H_

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages fieldprof needs to build, test and run.
+# Idempotent and non-interactive: packages already present are left alone,
+# and apt is only asked when something is missing.
+#
+#   ./deploy/install-deps.sh           # build + test + run dependencies
+#   FIELDPROF_SKIP_APT=1 ./deploy/...  # skip (e.g. a machine managed elsewhere)
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config git
+  # fuzzing (libFuzzer ships with clang's runtime libraries)
+  clang libclang-rt-14-dev
+  # libraries
+  libboost-dev libboost-system-dev libboost-program-options-dev
+  librocksdb-dev libprotobuf-dev protobuf-compiler libssl-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # run-time helpers: certificates, the nginx reference sink, curl for smoke checks
+  openssl nginx-light curl procps
+)
+
+if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then
+  echo "install-deps: FIELDPROF_SKIP_APT=1, not installing anything"
+  exit 0
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
