@@ -1,0 +1,83 @@
+#include "aggregator/config.h"
+
+#include "common/options.h"
+
+namespace fieldprof::aggregator {
+
+Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig* config,
+                             bool* help, std::string* help_text) {
+  ServerOptions& s = config->server;
+  RocksDbStoreOptions& st = config->store;
+  int64_t port = s.port, io_threads = s.io_threads, workers = s.worker_threads,
+          queue = s.max_queued_requests, conns = s.max_connections,
+          body = static_cast<int64_t>(s.max_body_bytes), header = s.max_header_bytes,
+          handshake_ms = s.handshake_timeout.count(), header_ms = s.header_timeout.count(),
+          body_ms = s.body_timeout.count(), write_ms = s.write_timeout.count(),
+          grace_ms = s.shutdown_grace.count(), retry_after = s.retry_after_seconds,
+          retention_days = st.batch_id_retention.count() / 86400,
+          merges = st.max_successive_merges,
+          cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20);
+  bool sync = st.sync;
+
+  OptionTable t("fieldprof-aggregator",
+                "Receives fieldprof batches over HTTPS (POST /v1/batches), sums them exactly\n"
+                "once into an embedded RocksDB, and answers queries (GET /v1/apis, /v1/api,\n"
+                "/healthz, /metrics). Stops gracefully on SIGTERM or SIGINT.");
+  t.AddString("listen", &s.listen_address, "address to listen on");
+  t.AddInt("port", &port, "TCP port (0 = any free port)", 0, 65535);
+  t.AddString("tls_cert", &s.tls_cert_file, "PEM certificate chain (RSA or ECDSA) [required]");
+  t.AddString("tls_key", &s.tls_key_file, "PEM private key [required]");
+  t.AddString("db", &st.path, "RocksDB directory, created if missing [required]");
+  t.AddInt("io_threads", &io_threads, "threads for TLS/HTTP I/O", 1, 256);
+  t.AddInt("workers", &workers, "threads for request handlers (blocking store writes)", 1, 1024);
+  t.AddInt("max_queue", &queue, "requests queued before 503 + Retry-After", 1, 1 << 20);
+  t.AddInt("max_connections", &conns, "open connections before new ones are closed", 1, 1 << 20);
+  t.AddInt("max_body_bytes", &body, "request body limit (413 above)", 1024, 1 << 20);
+  t.AddInt("max_header_bytes", &header, "request header limit", 1024, 1 << 20);
+  t.AddInt("handshake_timeout_ms", &handshake_ms, "TLS handshake deadline", 100, 3600000);
+  t.AddInt("header_timeout_ms", &header_ms, "deadline for a request header; keep-alive idle time",
+           100, 3600000);
+  t.AddInt("body_timeout_ms", &body_ms, "deadline for a request body", 100, 3600000);
+  t.AddInt("write_timeout_ms", &write_ms, "deadline for writing a response", 100, 3600000);
+  t.AddInt("shutdown_grace_ms", &grace_ms, "how long shutdown waits for requests in flight", 0,
+           3600000);
+  t.AddInt("retry_after_s", &retry_after, "Retry-After seconds sent with 503", 1, 3600);
+  t.AddBool("sync", &sync, "fsync the WAL before answering 200 (turn off only to benchmark)");
+  t.AddInt("batch_id_retention_days", &retention_days, "days a batch id is remembered for dedupe",
+           1, 3650);
+  t.AddInt("max_successive_merges", &merges, "merge operands per key before folding at write",
+           0, 100000);
+  t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
+
+  FP_RETURN_IF_ERROR(t.Parse(argc, argv));
+  *help = t.help_requested();
+  *help_text = t.Help();
+  if (*help) return Status::Ok();
+  if (!t.positional().empty()) {
+    return InvalidArgument("unexpected argument '" + t.positional()[0] + "' (see --help)");
+  }
+  s.port = static_cast<uint16_t>(port);
+  s.io_threads = static_cast<int>(io_threads);
+  s.worker_threads = static_cast<int>(workers);
+  s.max_queued_requests = static_cast<int>(queue);
+  s.max_connections = static_cast<int>(conns);
+  s.max_body_bytes = static_cast<size_t>(body);
+  s.max_header_bytes = static_cast<uint32_t>(header);
+  s.handshake_timeout = std::chrono::milliseconds(handshake_ms);
+  s.header_timeout = std::chrono::milliseconds(header_ms);
+  s.body_timeout = std::chrono::milliseconds(body_ms);
+  s.write_timeout = std::chrono::milliseconds(write_ms);
+  s.shutdown_grace = std::chrono::milliseconds(grace_ms);
+  s.retry_after_seconds = static_cast<int>(retry_after);
+  st.sync = sync;
+  st.batch_id_retention = std::chrono::hours(24 * retention_days);
+  st.max_successive_merges = static_cast<int>(merges);
+  st.block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
+  if (s.tls_cert_file.empty() || s.tls_key_file.empty()) {
+    return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
+  }
+  if (st.path.empty()) return InvalidArgument("--db is required");
+  return Status::Ok();
+}
+
+}  // namespace fieldprof::aggregator

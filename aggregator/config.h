@@ -1,0 +1,25 @@
+// Everything fieldprof-aggregator can be told, from its config file and
+// flags (same names in both; see `fieldprof-aggregator --help`).
+#ifndef FIELDPROF_AGGREGATOR_CONFIG_H_
+#define FIELDPROF_AGGREGATOR_CONFIG_H_
+
+#include "aggregator/server.h"
+#include "aggregator/store_rocksdb.h"
+#include "common/status.h"
+
+namespace fieldprof::aggregator {
+
+struct AggregatorConfig {
+  ServerOptions server;
+  RocksDbStoreOptions store;
+};
+
+// Parses argv (and --config FILE). Sets *help to true when --help was given,
+// and fills *help_text.
+[[nodiscard]] Status ParseAggregatorConfig(int argc, const char* const* argv,
+                                           AggregatorConfig* config, bool* help,
+                                           std::string* help_text);
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_CONFIG_H_

@@ -1,0 +1,73 @@
+// fieldprof-aggregator: the HTTPS ingest and query service.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "aggregator/config.h"
+#include "aggregator/metrics.h"
+#include "aggregator/router.h"
+#include "aggregator/server.h"
+#include "aggregator/store_rocksdb.h"
+
+using namespace fieldprof;
+using namespace fieldprof::aggregator;
+
+int main(int argc, char** argv) {
+  AggregatorConfig config;
+  bool help = false;
+  std::string help_text;
+  Status s = ParseAggregatorConfig(argc, argv, &config, &help, &help_text);
+  if (help) {
+    std::cout << help_text;
+    return 0;
+  }
+  if (!s.ok()) {
+    std::cerr << "fieldprof-aggregator: " << s.message() << "\n";
+    return 2;
+  }
+
+  // Signals are taken by a dedicated thread so shutdown runs as normal code.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(config.store);
+  if (!store.ok()) {
+    std::cerr << "fieldprof-aggregator: " << store.status().ToString() << "\n";
+    return 1;
+  }
+  Metrics metrics;
+  Router router(store->get(), &metrics);
+  Server server(config.server, &router, &metrics);
+  s = server.Start();
+  if (!s.ok()) {
+    std::cerr << "fieldprof-aggregator: " << s.ToString() << "\n";
+    return 1;
+  }
+  std::cerr << "fieldprof-aggregator: listening on https://" << config.server.listen_address
+            << ":" << server.port() << " (db " << config.store.path << ")\n";
+
+  std::thread signal_thread([&server, &signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::cerr << "fieldprof-aggregator: signal " << sig << ", shutting down\n";
+    server.Shutdown();
+  });
+  server.Wait();
+  // Wait() returns only after every handler finished: closing is safe now.
+  Status closed = (*store)->Close();
+  std::cerr << "fieldprof-aggregator: stopped; " << metrics.batches_accepted()
+            << " batches accepted, " << metrics.batches_duplicate() << " duplicates\n";
+  if (!closed.ok()) {
+    std::cerr << "fieldprof-aggregator: " << closed.ToString() << "\n";
+  }
+  // Wake the signal thread if shutdown came from elsewhere.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  return closed.ok() ? 0 : 1;
+}

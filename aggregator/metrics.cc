@@ -1,0 +1,82 @@
+#include "aggregator/metrics.h"
+
+#include <cstdio>
+
+#include "common/histogram.h"
+
+namespace fieldprof::aggregator {
+
+void Metrics::BatchRejected(const std::string& reason) {
+  std::lock_guard lock(rejected_mutex_);
+  ++rejected_[reason];
+}
+
+uint64_t Metrics::rejected(const std::string& reason) const {
+  std::lock_guard lock(rejected_mutex_);
+  auto it = rejected_.find(reason);
+  return it == rejected_.end() ? 0 : it->second;
+}
+
+void Metrics::RequestLatency(std::chrono::nanoseconds d) {
+  const uint64_t ns = d.count() <= 0 ? 1 : static_cast<uint64_t>(d.count());
+  latency_buckets_[BucketIndex(ns)].fetch_add(1, std::memory_order_relaxed);
+  latency_count_.fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void Metrics::AppendPrometheus(std::string* out) const {
+  auto counter = [out](const char* name, const char* help, uint64_t v) {
+    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" +
+            name + " " + std::to_string(v) + "\n";
+  };
+  counter("fieldprof_batches_accepted_total", "Batches applied to the store.",
+          batches_accepted_.load());
+  counter("fieldprof_batches_duplicate_total", "Batches whose id was already applied.",
+          batches_duplicate_.load());
+  counter("fieldprof_records_merged_total", "Records merged into the store.",
+          records_merged_.load());
+  counter("fieldprof_batch_bytes_accepted_total", "Body bytes of accepted batches.",
+          bytes_accepted_.load());
+  counter("fieldprof_store_errors_total", "Batches that failed in the store (answered 5xx).",
+          store_errors_.load());
+  counter("fieldprof_overloaded_total", "Requests answered 503 because the work queue was full.",
+          overloaded_.load());
+  counter("fieldprof_connections_refused_total", "Connections closed at the connection cap.",
+          connections_refused_.load());
+  counter("fieldprof_timeouts_total", "Connections cut because an operation timed out.",
+          timeouts_.load());
+  counter("fieldprof_tls_errors_total", "TLS handshakes or reads that failed.",
+          tls_errors_.load());
+  *out += "# HELP fieldprof_batches_rejected_total Batches refused, by reason.\n"
+          "# TYPE fieldprof_batches_rejected_total counter\n";
+  {
+    std::lock_guard lock(rejected_mutex_);
+    for (const auto& [reason, n] : rejected_) {
+      *out += "fieldprof_batches_rejected_total{reason=\"" + reason + "\"} " + std::to_string(n) +
+              "\n";
+    }
+  }
+  *out += "# HELP fieldprof_connections Open client connections.\n"
+          "# TYPE fieldprof_connections gauge\nfieldprof_connections " +
+          std::to_string(connections_.load()) + "\n";
+  *out += "# HELP fieldprof_request_duration_seconds Request handling time.\n"
+          "# TYPE fieldprof_request_duration_seconds histogram\n";
+  uint64_t cumulative = 0;
+  for (int i = 0; i < 64; ++i) {
+    cumulative += latency_buckets_[i].load(std::memory_order_relaxed);
+    if (i < 9 || i > 35) continue;  // 1 us .. 64 s in powers of two
+    char le[32];
+    std::snprintf(le, sizeof le, "%.9g", static_cast<double>(uint64_t{1} << (i + 1)) / 1e9);
+    *out += "fieldprof_request_duration_seconds_bucket{le=\"" + std::string(le) + "\"} " +
+            std::to_string(cumulative) + "\n";
+  }
+  *out += "fieldprof_request_duration_seconds_bucket{le=\"+Inf\"} " +
+          std::to_string(latency_count_.load()) + "\n";
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "%.9g", static_cast<double>(latency_sum_ns_.load()) / 1e9);
+  *out += "fieldprof_request_duration_seconds_sum " + std::string(sum) + "\n";
+  *out += "fieldprof_request_duration_seconds_count " + std::to_string(latency_count_.load()) +
+          "\n";
+}
+
+}  // namespace fieldprof::aggregator

@@ -1,0 +1,66 @@
+// Counters and latency of the aggregator, exported in Prometheus text format
+// on GET /metrics. All methods are thread-safe and lock-free on the counting
+// side (the reject-reason map takes a mutex, rejects are rare).
+#ifndef FIELDPROF_AGGREGATOR_METRICS_H_
+#define FIELDPROF_AGGREGATOR_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace fieldprof::aggregator {
+
+class Metrics {
+ public:
+  void BatchAccepted(uint64_t records, uint64_t bytes) {
+    batches_accepted_.fetch_add(1, std::memory_order_relaxed);
+    records_merged_.fetch_add(records, std::memory_order_relaxed);
+    bytes_accepted_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void BatchDuplicate() { batches_duplicate_.fetch_add(1, std::memory_order_relaxed); }
+  // `reason` is a validation rule or an HTTP-level reason ("too_large", ...).
+  void BatchRejected(const std::string& reason);
+  void StoreError() { store_errors_.fetch_add(1, std::memory_order_relaxed); }
+  void Overloaded() { overloaded_.fetch_add(1, std::memory_order_relaxed); }
+  void ConnectionOpened() { connections_.fetch_add(1, std::memory_order_relaxed); }
+  void ConnectionClosed() { connections_.fetch_sub(1, std::memory_order_relaxed); }
+  void ConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
+  void Timeout() { timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  void TlsError() { tls_errors_.fetch_add(1, std::memory_order_relaxed); }
+  // Time from the request's last byte to its response being handed to TLS.
+  void RequestLatency(std::chrono::nanoseconds d);
+
+  int64_t connections() const { return connections_.load(std::memory_order_relaxed); }
+  uint64_t batches_accepted() const { return batches_accepted_.load(); }
+  uint64_t batches_duplicate() const { return batches_duplicate_.load(); }
+  uint64_t rejected(const std::string& reason) const;
+
+  // Appends the exposition text (without the store's own lines).
+  void AppendPrometheus(std::string* out) const;
+
+ private:
+  std::atomic<uint64_t> batches_accepted_{0};
+  std::atomic<uint64_t> batches_duplicate_{0};
+  std::atomic<uint64_t> records_merged_{0};
+  std::atomic<uint64_t> bytes_accepted_{0};
+  std::atomic<uint64_t> store_errors_{0};
+  std::atomic<uint64_t> overloaded_{0};
+  std::atomic<int64_t> connections_{0};
+  std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> timeouts_{0};
+  std::atomic<uint64_t> tls_errors_{0};
+  // Latency histogram: bucket i counts requests with floor(log2 ns) == i.
+  std::array<std::atomic<uint64_t>, 64> latency_buckets_{};
+  std::atomic<uint64_t> latency_count_{0};
+  std::atomic<uint64_t> latency_sum_ns_{0};
+  mutable std::mutex rejected_mutex_;
+  std::map<std::string, uint64_t> rejected_;  // GUARDED_BY(rejected_mutex_)
+};
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_METRICS_H_

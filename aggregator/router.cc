@@ -1,0 +1,376 @@
+#include "aggregator/router.h"
+
+#include "aggregator/time_tree.h"
+#include "common/json_writer.h"
+#include "common/validate.h"
+#include "common/wire.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+StatusOr<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%') {
+      if (i + 2 >= s.size()) {
+        return InvalidArgument("truncated percent escape in query");
+      }
+      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi < 0 || lo < 0) return InvalidArgument("bad percent escape in query");
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+void WriteStats(JsonWriter& j, const Histogram& h) {
+  HistogramStats s = h.Stats();
+  j.Key("stats").BeginObject();
+  j.Key("count").Uint(s.count);
+  j.Key("mean").Double(s.mean);
+  j.Key("stddev").Double(s.stddev);
+  j.Key("variance").Double(s.variance);
+  j.Key("min").Uint(s.min);
+  j.Key("max").Uint(s.max);
+  j.Key("p50").Double(s.p50);
+  j.Key("p90").Double(s.p90);
+  j.Key("p99").Double(s.p99);
+  j.EndObject();
+}
+
+void WriteHistogram(JsonWriter& j, const Histogram& h) {
+  j.Key("histogram").BeginObject();
+  j.Key("zero_count").Uint(h.zero_count());
+  j.Key("count").Uint(h.count());
+  j.Key("sum").String(Uint128ToString(h.sum()));
+  j.Key("sum_sq").String(Uint128ToString(h.sum_sq()));
+  j.Key("sum_sq_saturated").Bool(h.sum_sq_saturated());
+  j.Key("min").Uint(h.empty() ? 0 : h.min());
+  j.Key("max").Uint(h.max());
+  j.Key("buckets").BeginArray();
+  for (int i = 0; i < kNumBuckets; ++i) {
+    const HistogramBucket& b = h.bucket(i);
+    if (b.count == 0) continue;
+    j.BeginObject();
+    j.Key("index").Int(i);
+    j.Key("low").Uint(BucketLow(i));
+    j.Key("high").Uint(BucketHigh(i));
+    j.Key("count").Uint(b.count);
+    j.Key("sum").String(Uint128ToString(b.sum));
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+}
+
+void WriteKey(JsonWriter& j, const ApiKey& k) {
+  j.Key("module").String(k.module);
+  j.Key("module_version").String(k.module_version);
+  j.Key("symbol").String(k.symbol);
+  j.Key("metric").String(MetricName(k.metric));
+  j.Key("platform").BeginObject();
+  j.Key("os").String(OsName(k.platform.os));
+  j.Key("arch").String(ArchName(k.platform.arch));
+  j.Key("cpu_vendor").String(CpuVendorName(k.platform.cpu_vendor));
+  j.Key("cpu_family").Uint(k.platform.cpu_family);
+  j.EndObject();
+}
+
+template <typename Enum, typename NameFn>
+StatusOr<Enum> ParseEnumName(std::string_view what, std::string_view v, int min, int max,
+                             NameFn name) {
+  for (int i = min; i <= max; ++i) {
+    if (name(static_cast<Enum>(i)) == v && v != "unspecified") return static_cast<Enum>(i);
+  }
+  return InvalidArgument("unknown " + std::string(what) + " '" + std::string(v) + "'");
+}
+
+// Reads the filter parameters shared by /v1/apis and /v1/api.
+Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& params,
+                   ApiFilter* f, int32_t* from, int32_t* to, size_t* limit,
+                   std::optional<int>* family) {
+  for (const auto& [k, v] : params) {
+    if (k == "module") {
+      f->module = v;
+    } else if (k == "prefix" || k == "symbol") {
+      f->symbol_prefix = v;
+      f->symbol_exact = (k == "symbol");
+    } else if (k == "version") {
+      f->module_version = v;
+    } else if (k == "metric") {
+      StatusOr<wire::Metric> m = ParseMetric(v);
+      if (!m.ok()) return m.status();
+      f->metric = *m;
+    } else if (k == "os") {
+      auto e = ParseEnumName<wire::Os>("os", v, wire::Os_MIN, wire::Os_MAX, OsName);
+      if (!e.ok()) return e.status();
+      f->os = *e;
+    } else if (k == "arch") {
+      auto e = ParseEnumName<wire::Arch>("arch", v, wire::Arch_MIN, wire::Arch_MAX, ArchName);
+      if (!e.ok()) return e.status();
+      f->arch = *e;
+    } else if (k == "vendor") {
+      auto e = ParseEnumName<wire::CpuVendor>("vendor", v, wire::CpuVendor_MIN,
+                                              wire::CpuVendor_MAX, CpuVendorName);
+      if (!e.ok()) return e.status();
+      f->cpu_vendor = *e;
+    } else if (k == "family") {
+      int x = -1;
+      try {
+        x = std::stoi(v);
+      } catch (...) {
+      }
+      if (x < 0 || x > 255) return InvalidArgument("family must be 0..255");
+      *family = x;
+    } else if (k == "from" || k == "to") {
+      StatusOr<int32_t> d = ParseDay(v);
+      if (!d.ok()) return d.status().WithContext(k);
+      (k == "from" ? *from : *to) = *d;
+    } else if (k == "limit") {
+      long x = -1;
+      try {
+        x = std::stol(v);
+      } catch (...) {
+      }
+      if (x < 1 || x > 100000) return InvalidArgument("limit must be 1..100000");
+      *limit = static_cast<size_t>(x);
+    } else {
+      return InvalidArgument("unknown query parameter '" + k + "'");
+    }
+  }
+  if (*from != kUnboundedFirst && *to != kUnboundedLast && *from > *to) {
+    return InvalidArgument("from is after to");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int HttpStatusFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kTooLarge: return 413;
+    case StatusCode::kUnsupported: return 415;
+    case StatusCode::kResourceExhausted: return 503;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kIOError: return 503;  // e.g. disk full: retry later, nothing applied
+    case StatusCode::kDataLoss: return 500;
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+HttpResponse ErrorResponse(const Status& s) {
+  HttpResponse r;
+  r.status = HttpStatusFor(s);
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("error").String(StatusCodeName(s.code()));
+  std::string_view rule = ValidationRule(s);
+  if (!rule.empty()) j.Key("rule").String(rule);
+  j.Key("message").String(s.message());
+  j.EndObject();
+  r.body = j.Take();
+  r.body += '\n';
+  if (r.status == 503) r.headers.emplace_back("Retry-After", "2");
+  return r;
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQuery(std::string_view q) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view part = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (part.empty()) continue;
+    size_t eq = part.find('=');
+    StatusOr<std::string> k = PercentDecode(part.substr(0, eq));
+    if (!k.ok()) return k.status();
+    StatusOr<std::string> v =
+        PercentDecode(eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1));
+    if (!v.ok()) return v.status();
+    out.emplace_back(std::move(*k), std::move(*v));
+  }
+  return out;
+}
+
+Router::Router(Store* store, class Metrics* metrics,
+               std::function<std::chrono::system_clock::time_point()> clock)
+    : store_(store), metrics_(metrics), clock_(std::move(clock)) {}
+
+HttpResponse Router::Handle(std::string_view method, std::string_view target,
+                            std::string_view content_type, std::string_view body) {
+  std::string_view path = target;
+  std::string_view query;
+  if (size_t q = target.find('?'); q != std::string_view::npos) {
+    path = target.substr(0, q);
+    query = target.substr(q + 1);
+  }
+  const bool get = method == "GET" || method == "HEAD";
+  if (path == "/v1/batches") {
+    if (method != "POST") {
+      HttpResponse r = ErrorResponse(InvalidArgument("use POST for /v1/batches"));
+      r.status = 405;
+      r.headers.emplace_back("Allow", "POST");
+      return r;
+    }
+    return Ingest(content_type, body);
+  }
+  if (get && path == "/healthz") return HttpResponse{200, "text/plain", "ok\n", {}};
+  if (get && path == "/metrics") return Metrics();
+  if (get && path == "/v1/apis") return ListApis(query);
+  if (get && path == "/v1/api") return GetApi(query);
+  HttpResponse r = ErrorResponse(NotFound("no such endpoint: " + std::string(method) + " " +
+                                          std::string(path)));
+  return r;
+}
+
+HttpResponse Router::Ingest(std::string_view content_type, std::string_view body) {
+  // Media type without parameters ("application/x-protobuf; charset=..." is fine).
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  if (media != kProtobufContentType) {
+    metrics_->BatchRejected("content_type");
+    return ErrorResponse(Unsupported("content type must be " + std::string(kProtobufContentType) +
+                                     ", got '" + std::string(content_type) + "'"));
+  }
+  StatusOr<wire::Batch> batch = DecodeBatch(body);
+  if (!batch.ok()) {
+    std::string_view rule = ValidationRule(batch.status());
+    metrics_->BatchRejected(rule.empty() ? "invalid" : std::string(rule));
+    return ErrorResponse(batch.status());
+  }
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            clock_().time_since_epoch())
+                            .count();
+  const int32_t day = DayFromUnixSeconds(now_s);
+  StatusOr<ApplyResult> applied = store_->ApplyBatch(*batch, day);
+  if (!applied.ok()) {
+    metrics_->StoreError();
+    return ErrorResponse(applied.status());
+  }
+  if (applied->duplicate) {
+    metrics_->BatchDuplicate();
+  } else {
+    metrics_->BatchAccepted(applied->records, body.size());
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("batch_id").String(HexEncode(batch->batch_id()));
+  j.Key("duplicate").Bool(applied->duplicate);
+  j.Key("records").Uint(applied->records);
+  j.Key("day").String(FormatDay(day));
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::ListApis(std::string_view query) {
+  auto params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  ApiFilter filter;
+  int32_t from = kUnboundedFirst, to = kUnboundedLast;
+  size_t limit = 100;
+  std::optional<int> family;
+  Status s = ParseFilter(*params, &filter, &from, &to, &limit, &family);
+  if (!s.ok()) return ErrorResponse(s);
+  if (from != kUnboundedFirst || to != kUnboundedLast) {
+    return ErrorResponse(InvalidArgument("/v1/apis lists all-time sums; use /v1/api for ranges"));
+  }
+  StatusOr<std::vector<ApiAggregate>> apis = store_->ListApis(filter, limit + 1);
+  if (!apis.ok()) return ErrorResponse(apis.status());
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("apis").BeginArray();
+  size_t n = 0;
+  for (const ApiAggregate& a : *apis) {
+    if (family && a.key.platform.cpu_family != *family) continue;
+    if (n++ == limit) break;
+    HistogramStats st = a.histogram.Stats();
+    j.BeginObject();
+    WriteKey(j, a.key);
+    j.Key("calls").Uint(st.count);
+    j.Key("runs").Uint(a.runs);
+    j.Key("mean").Double(st.mean);
+    j.Key("p50").Double(st.p50);
+    j.Key("p90").Double(st.p90);
+    j.Key("p99").Double(st.p99);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("truncated").Bool(apis->size() > limit);
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::GetApi(std::string_view query) {
+  auto params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  ApiFilter filter;
+  filter.metric = wire::METRIC_WALL_TIME_NS;
+  int32_t from = kUnboundedFirst, to = kUnboundedLast;
+  size_t limit = 100000;
+  std::optional<int> family;
+  Status s = ParseFilter(*params, &filter, &from, &to, &limit, &family);
+  if (!s.ok()) return ErrorResponse(s);
+  if (filter.module.empty() || filter.symbol_prefix.empty() || !filter.symbol_exact) {
+    return ErrorResponse(InvalidArgument("/v1/api needs module= and symbol="));
+  }
+  // Every series of this API that matches the filters (versions, platforms).
+  StatusOr<std::vector<ApiAggregate>> series = store_->ListApis(filter, limit);
+  if (!series.ok()) return ErrorResponse(series.status());
+  Histogram total;
+  uint64_t runs = 0;
+  size_t used = 0;
+  bool truncated = false;
+  for (const ApiAggregate& a : *series) {
+    if (family && a.key.platform.cpu_family != *family) continue;
+    StatusOr<ApiAggregate> r = store_->QueryRange(a.key, from, to);
+    if (!r.ok()) return ErrorResponse(r.status());
+    total.Merge(r->histogram);
+    runs += r->runs;
+    truncated = truncated || r->truncated;
+    ++used;
+  }
+  if (used == 0) {
+    return ErrorResponse(NotFound("no data for " + filter.module + " " + filter.symbol_prefix +
+                                  " (" + std::string(MetricName(*filter.metric)) + ")"));
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("module").String(filter.module);
+  j.Key("symbol").String(filter.symbol_prefix);
+  j.Key("metric").String(MetricName(*filter.metric));
+  j.Key("from").String(from == kUnboundedFirst ? "" : FormatDay(from));
+  j.Key("to").String(to == kUnboundedLast ? "" : FormatDay(to));
+  j.Key("series").Uint(used);
+  j.Key("runs").Uint(runs);
+  j.Key("truncated").Bool(truncated);
+  WriteStats(j, total);
+  WriteHistogram(j, total);
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::Metrics() {
+  HttpResponse r{200, "text/plain; version=0.0.4", "", {}};
+  metrics_->AppendPrometheus(&r.body);
+  store_->AppendMetrics(&r.body);
+  return r;
+}
+
+}  // namespace fieldprof::aggregator

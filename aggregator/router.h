@@ -1,0 +1,72 @@
+// Router: turns one complete HTTP request into a response. Knows nothing
+// about sockets or TLS (server.h does), so every endpoint is testable as a
+// plain function call. Handle() may block on the store: the server calls it
+// from its worker pool, never from an I/O thread.
+//
+// Endpoints:
+//   POST /v1/batches   application/x-protobuf Batch -> 200 {"duplicate":false,...}
+//   GET  /v1/apis      ?module=&prefix=&metric=&version=&os=&arch=&vendor=&limit=
+//   GET  /v1/api       ?module=&symbol=[&metric=][&version=][&os=][&arch=][&vendor=]
+//                      [&family=][&from=YYYY-MM-DD][&to=YYYY-MM-DD]
+//   GET  /healthz      200 "ok"
+//   GET  /metrics      Prometheus text
+#ifndef FIELDPROF_AGGREGATOR_ROUTER_H_
+#define FIELDPROF_AGGREGATOR_ROUTER_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aggregator/metrics.h"
+#include "aggregator/store.h"
+#include "common/status.h"
+
+namespace fieldprof::aggregator {
+
+inline constexpr std::string_view kProtobufContentType = "application/x-protobuf";
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+// The one mapping from Status to an HTTP status code.
+int HttpStatusFor(const Status& s);
+// A JSON error response for `s`: {"error":"InvalidArgument","rule":"...","message":"..."}.
+HttpResponse ErrorResponse(const Status& s);
+
+class Router {
+ public:
+  // `store` and `metrics` must outlive the router. `clock` gives the time
+  // used to pick the day records are added to (tests inject one).
+  Router(Store* store, Metrics* metrics,
+         std::function<std::chrono::system_clock::time_point()> clock =
+             std::chrono::system_clock::now);
+
+  HttpResponse Handle(std::string_view method, std::string_view target,
+                      std::string_view content_type, std::string_view body);
+
+  // Individual endpoints.
+  HttpResponse Ingest(std::string_view content_type, std::string_view body);
+  HttpResponse ListApis(std::string_view query);
+  HttpResponse GetApi(std::string_view query);
+  HttpResponse Metrics();
+
+ private:
+  Store* store_;
+  class Metrics* metrics_;
+  std::function<std::chrono::system_clock::time_point()> clock_;
+};
+
+// Decodes an application/x-www-form-urlencoded query string. Errors on bad
+// percent escapes.
+[[nodiscard]] StatusOr<std::vector<std::pair<std::string, std::string>>> ParseQuery(
+    std::string_view query);
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_ROUTER_H_

@@ -1,0 +1,81 @@
+// Store: where the aggregator keeps its sums. An interface so the embedded
+// RocksDB store (store_rocksdb.h) can later be joined by a ClickHouse one.
+//
+// Contract for every implementation:
+// - ApplyBatch is atomic and durable: when it returns OK, the batch id and
+//   every record of the batch are on stable storage; when it fails, nothing
+//   of the batch is applied. A batch id already applied answers
+//   {duplicate=true} and changes nothing, also when the same id arrives
+//   concurrently on two connections.
+// - All methods are thread-safe.
+#ifndef FIELDPROF_AGGREGATOR_STORE_H_
+#define FIELDPROF_AGGREGATOR_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/api_key.h"
+#include "common/histogram.h"
+#include "common/proto/fieldprof.pb.h"
+#include "common/status.h"
+
+namespace fieldprof::aggregator {
+
+struct ApplyResult {
+  bool duplicate = false;
+  size_t records = 0;  // records merged (0 for a duplicate)
+};
+
+// Filter for listing APIs; empty/absent fields match everything.
+struct ApiFilter {
+  std::string module;         // exact soname
+  std::string symbol_prefix;  // symbols starting with this
+  bool symbol_exact = false;  // symbol_prefix must match the whole symbol
+  std::string module_version; // exact
+  std::optional<wire::Metric> metric;
+  std::optional<wire::Os> os;
+  std::optional<wire::Arch> arch;
+  std::optional<wire::CpuVendor> cpu_vendor;
+
+  bool Matches(const ApiKey& k) const;
+};
+
+// A series and its value summed over all time.
+struct ApiAggregate {
+  ApiKey key;
+  Histogram histogram;
+  uint64_t runs = 0;
+  bool truncated = false;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // `batch` must have passed ValidateBatch. Its records are added to `day`
+  // (and the coarser nodes above it).
+  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(const wire::Batch& batch,
+                                                         int32_t day) = 0;
+
+  // Series matching `filter`, with their all-time sums, in key order; at most
+  // `limit` of them.
+  [[nodiscard]] virtual StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter,
+                                                                     size_t limit) = 0;
+
+  // Sum of one series over the inclusive day range (see time_tree.h for the
+  // unbounded values). A series with no data answers an empty aggregate.
+  [[nodiscard]] virtual StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,
+                                                          int32_t last_day) = 0;
+
+  // Appends Prometheus text-format lines about the store.
+  virtual void AppendMetrics(std::string* out) = 0;
+
+  // Flushes and closes; later calls fail with Unavailable.
+  [[nodiscard]] virtual Status Close() = 0;
+};
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_STORE_H_

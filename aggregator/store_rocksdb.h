@@ -1,0 +1,45 @@
+// The embedded store: RocksDB in a local directory. The only code in the
+// project that includes RocksDB headers is store_rocksdb.cc.
+//
+// Layout (column families):
+//   default    level byte + [4-byte big-endian period] + EncodeApiKey(key)
+//              -> aggregate value (aggregate_value.h), summed by a merge
+//              operator (FullMergeV2 + PartialMergeMulti).
+//   batch_ids  16-byte batch id -> 8-byte receive time (unix seconds),
+//              dropped by a compaction filter after `batch_id_retention`.
+//
+//   auto store = OpenRocksDbStore({.path = "/var/lib/fieldprof/db"});
+//   if (!store.ok()) ...;
+//   (*store)->ApplyBatch(batch, DayFromUnixSeconds(now));
+#ifndef FIELDPROF_AGGREGATOR_STORE_ROCKSDB_H_
+#define FIELDPROF_AGGREGATOR_STORE_ROCKSDB_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "aggregator/store.h"
+
+namespace fieldprof::aggregator {
+
+struct RocksDbStoreOptions {
+  // Directory of the database; created if missing. Required.
+  std::string path;
+  // fsync the WAL before ApplyBatch returns. Only tests and benchmarks that
+  // measure the cost of durability turn this off. Default: true.
+  bool sync = true;
+  // How long a batch id is remembered (duplicates older than this would be
+  // applied again). Default: 60 days.
+  std::chrono::seconds batch_id_retention = std::chrono::hours(24 * 60);
+  // Merge operands kept per key in the memtable before they are folded at
+  // write time; bounds read cost on hot keys. Default: 64.
+  int max_successive_merges = 64;
+  // Block cache size. Default: 64 MiB.
+  size_t block_cache_bytes = 64 << 20;
+};
+
+[[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbStoreOptions& options);
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_STORE_ROCKSDB_H_
