@@ -1,0 +1,187 @@
+#include "tools/https_client.h"
+
+#include <openssl/ssl.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <optional>
+
+namespace fieldprof::tools {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+class HttpsClient::Impl {
+ public:
+  explicit Impl(HttpsClientOptions o) : options_(std::move(o)), tls_(ssl::context::tls_client) {
+    SSL_CTX_set_min_proto_version(tls_.native_handle(), TLS1_2_VERSION);
+    SSL_CTX_set_session_cache_mode(tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
+    if (options_.insecure) {
+      tls_.set_verify_mode(ssl::verify_none);
+    } else {
+      tls_.set_verify_mode(ssl::verify_peer);
+      boost::system::error_code ec;
+      if (options_.ca_file.empty()) {
+        tls_.set_default_verify_paths(ec);
+      } else {
+        tls_.load_verify_file(options_.ca_file, ec);
+      }
+      if (ec) setup_error_ = "loading CA '" + options_.ca_file + "': " + ec.message();
+    }
+  }
+  ~Impl() {
+    Close();
+    if (session_ != nullptr) SSL_SESSION_free(session_);
+  }
+
+  Status Connect() {
+    if (!setup_error_.empty()) return InvalidArgument(setup_error_);
+    stream_.emplace(ioc_, tls_);
+    beast::error_code ec;
+    tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
+    if (ec) return Unavailable("resolving " + options_.host + ": " + ec.message());
+    beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
+    beast::get_lowest_layer(*stream_).connect(results, ec);
+    if (ec) {
+      return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
+                         ": " + ec.message());
+    }
+    SSL* ssl = stream_->native_handle();
+    SSL_set_tlsext_host_name(ssl, options_.host.c_str());
+    if (!options_.insecure) {
+      stream_->set_verify_callback(ssl::host_name_verification(options_.host));
+    }
+    if (session_ != nullptr) SSL_set_session(ssl, session_);
+    stream_->handshake(ssl::stream_base::client, ec);
+    if (ec) {
+      std::string m = "TLS handshake with " + options_.host + ": " + ec.message();
+      stream_.reset();
+      return Unavailable(m);
+    }
+    reused_ = SSL_session_reused(ssl) == 1;
+    ++connections_;
+    return Status::Ok();
+  }
+
+  StatusOr<HttpReply> Request(const std::string& method, const std::string& target,
+                              const std::string& content_type, const std::string& body) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool fresh = !stream_.has_value();
+      if (fresh) FP_RETURN_IF_ERROR(Connect());
+      StatusOr<HttpReply> r = RequestOnce(method, target, content_type, body);
+      if (r.ok() || fresh) return r;
+      // A kept-alive connection the server closed in the meantime: reopen once.
+      Close();
+    }
+    return Unavailable("request failed twice");
+  }
+
+  StatusOr<HttpReply> RequestOnce(const std::string& method, const std::string& target,
+                                  const std::string& content_type, const std::string& body) {
+    http::request<http::string_body> req(http::string_to_verb(method), target, 11);
+    req.set(http::field::host, options_.host);
+    req.set(http::field::user_agent, "fieldprof-tools");
+    if (!content_type.empty()) req.set(http::field::content_type, content_type);
+    req.body() = body;
+    req.keep_alive(true);
+    req.prepare_payload();
+    beast::error_code ec;
+    beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
+    http::write(*stream_, req, ec);
+    if (ec) {
+      Close();
+      return Unavailable("sending request: " + ec.message());
+    }
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    http::read(*stream_, buffer_, parser, ec);
+    if (ec) {
+      Close();
+      return Unavailable("reading response: " + ec.message());
+    }
+    auto& res = parser.get();
+    HttpReply reply;
+    reply.status = static_cast<int>(res.result_int());
+    reply.body = std::move(res.body());
+    reply.content_type = std::string(res[http::field::content_type]);
+    reply.keep_alive = res.keep_alive();
+    if (auto it = res.find(http::field::retry_after); it != res.end()) {
+      try {
+        reply.retry_after_seconds = std::stoi(std::string(it->value()));
+      } catch (...) {
+        reply.retry_after_seconds = -1;
+      }
+    }
+    if (!reply.keep_alive) Close();
+    return reply;
+  }
+
+  void Close() {
+    if (!stream_) return;
+    SSL_SESSION* s = SSL_get1_session(stream_->native_handle());
+    if (s != nullptr) {
+      if (session_ != nullptr) SSL_SESSION_free(session_);
+      session_ = s;
+    }
+    beast::error_code ec;
+    beast::get_lowest_layer(*stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(*stream_).close();
+    stream_.reset();
+    buffer_.clear();
+  }
+
+  std::string TlsVersion() {
+    if (!stream_) return "";
+    return SSL_get_version(stream_->native_handle());
+  }
+
+  bool reused_ = false;
+  int connections_ = 0;
+
+ private:
+  HttpsClientOptions options_;
+  std::string setup_error_;
+  net::io_context ioc_;
+  ssl::context tls_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> stream_;
+  beast::flat_buffer buffer_;
+  SSL_SESSION* session_ = nullptr;  // owned; for resumption
+};
+
+HttpsClient::HttpsClient(HttpsClientOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+HttpsClient::~HttpsClient() = default;
+
+StatusOr<HttpReply> HttpsClient::Request(const std::string& method, const std::string& target,
+                                         const std::string& content_type,
+                                         const std::string& body) {
+  return impl_->Request(method, target, content_type, body);
+}
+void HttpsClient::Close() { impl_->Close(); }
+bool HttpsClient::session_reused() const { return impl_->reused_; }
+int HttpsClient::connections_opened() const { return impl_->connections_; }
+std::string HttpsClient::tls_version() const { return impl_->TlsVersion(); }
+
+std::string UrlEncode(const std::string& s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace fieldprof::tools

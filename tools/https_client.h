@@ -1,0 +1,77 @@
+// A small blocking HTTPS/1.1 client (Boost.Beast + OpenSSL) with keep-alive,
+// certificate and host name verification, and TLS session resumption. Used by
+// the load generator and the tests; one client per thread.
+//
+//   HttpsClient c({.host = "127.0.0.1", .port = 8443, .ca_file = "cert.pem"});
+//   StatusOr<HttpReply> r = c.Post("/v1/batches", "application/x-protobuf", body);
+#ifndef FIELDPROF_TOOLS_HTTPS_CLIENT_H_
+#define FIELDPROF_TOOLS_HTTPS_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace fieldprof::tools {
+
+struct HttpsClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8443;
+  // CA bundle to verify the server with; empty = the system store.
+  std::string ca_file;
+  // Skip certificate verification (only for ad-hoc testing).
+  bool insecure = false;
+  // Deadline for connecting and for each request/response. Default: 30 s.
+  std::chrono::milliseconds timeout{30000};
+};
+
+struct HttpReply {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+  int retry_after_seconds = -1;  // -1 when absent
+  bool keep_alive = true;
+};
+
+class HttpsClient {
+ public:
+  explicit HttpsClient(HttpsClientOptions options);
+  ~HttpsClient();
+  HttpsClient(const HttpsClient&) = delete;
+  HttpsClient& operator=(const HttpsClient&) = delete;
+
+  // Connects (or reuses the open connection) and sends one request. A
+  // connection the server closed is reopened once. Network and TLS failures
+  // are Unavailable; the reply's HTTP status is in HttpReply.
+  [[nodiscard]] StatusOr<HttpReply> Request(const std::string& method, const std::string& target,
+                                            const std::string& content_type,
+                                            const std::string& body);
+  [[nodiscard]] StatusOr<HttpReply> Get(const std::string& target) {
+    return Request("GET", target, "", "");
+  }
+  [[nodiscard]] StatusOr<HttpReply> Post(const std::string& target,
+                                         const std::string& content_type,
+                                         const std::string& body) {
+    return Request("POST", target, content_type, body);
+  }
+  // Closes the connection (keeps the TLS session for resumption).
+  void Close();
+  // Whether the last connection resumed an earlier TLS session.
+  bool session_reused() const;
+  int connections_opened() const;
+  // The negotiated protocol of the open connection ("TLSv1.3"), or "".
+  std::string tls_version() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Percent-encodes a query parameter value.
+std::string UrlEncode(const std::string& s);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_HTTPS_CLIENT_H_
