@@ -15,7 +15,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
           body_ms = s.body_timeout.count(), write_ms = s.write_timeout.count(),
           grace_ms = s.shutdown_grace.count(), retry_after = s.retry_after_seconds,
           retention_days = st.batch_id_retention.count() / 86400,
-          merges = st.max_successive_merges,
+          merges = st.max_successive_merges, max_pending = st.max_pending_batches,
+          max_fold = st.max_fold_batches,
           cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20);
   bool sync = st.sync;
 
@@ -47,6 +48,9 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            1, 3650);
   t.AddInt("max_successive_merges", &merges, "merge operands per key before folding at write",
            0, 100000);
+  t.AddInt("max_pending_batches", &max_pending,
+           "accepted batches waiting to be folded into the sums before 503", 1, 1 << 20);
+  t.AddInt("max_fold_batches", &max_fold, "batches folded together into one write", 1, 1 << 16);
   t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
 
   FP_RETURN_IF_ERROR(t.Parse(argc, argv));
@@ -72,6 +76,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   st.sync = sync;
   st.batch_id_retention = std::chrono::hours(24 * retention_days);
   st.max_successive_merges = static_cast<int>(merges);
+  st.max_pending_batches = static_cast<int>(max_pending);
+  st.max_fold_batches = static_cast<int>(max_fold);
   st.block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
   if (s.tls_cert_file.empty() || s.tls_key_file.empty()) {
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");

@@ -29,7 +29,7 @@ void Metrics::AppendPrometheus(std::string* out) const {
     *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" +
             name + " " + std::to_string(v) + "\n";
   };
-  counter("fieldprof_batches_accepted_total", "Batches applied to the store.",
+  counter("fieldprof_batches_accepted_total", "Batches accepted (durable; applied to the sums shortly after).",
           batches_accepted_.load());
   counter("fieldprof_batches_duplicate_total", "Batches whose id was already applied.",
           batches_duplicate_.load());

@@ -259,7 +259,8 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
                             clock_().time_since_epoch())
                             .count();
   const int32_t day = DayFromUnixSeconds(now_s);
-  StatusOr<ApplyResult> applied = store_->ApplyBatch(*batch, day);
+  auto shared = std::make_shared<const wire::Batch>(std::move(*batch));
+  StatusOr<ApplyResult> applied = store_->ApplyBatch(shared, body, day);
   if (!applied.ok()) {
     metrics_->StoreError();
     return ErrorResponse(applied.status());
@@ -271,7 +272,7 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
   }
   JsonWriter j;
   j.BeginObject();
-  j.Key("batch_id").String(HexEncode(batch->batch_id()));
+  j.Key("batch_id").String(HexEncode(shared->batch_id()));
   j.Key("duplicate").Bool(applied->duplicate);
   j.Key("records").Uint(applied->records);
   j.Key("day").String(FormatDay(day));

@@ -3,15 +3,22 @@
 //
 // Contract for every implementation:
 // - ApplyBatch is atomic and durable: when it returns OK, the batch id and
-//   every record of the batch are on stable storage; when it fails, nothing
-//   of the batch is applied. A batch id already applied answers
-//   {duplicate=true} and changes nothing, also when the same id arrives
-//   concurrently on two connections.
+//   every record of the batch are on stable storage and will be counted
+//   exactly once, also across crashes; when it fails, nothing of the batch
+//   is applied. A batch id already accepted answers {duplicate=true} and
+//   changes nothing, also when the same id arrives concurrently on two
+//   connections.
+// - Accepted batches become visible to queries once applied, normally within
+//   milliseconds; pending_batches() says how many are not yet, and
+//   WaitApplied() waits for them (tests, verification).
 // - All methods are thread-safe.
 #ifndef FIELDPROF_AGGREGATOR_STORE_H_
 #define FIELDPROF_AGGREGATOR_STORE_H_
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,10 +61,17 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // `batch` must have passed ValidateBatch. Its records are added to `day`
-  // (and the coarser nodes above it).
-  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(const wire::Batch& batch,
-                                                         int32_t day) = 0;
+  // `batch` must have passed ValidateBatch; `body` is its encoded form as
+  // received. Its records are added to `day` (and the coarser nodes above
+  // it). ResourceExhausted when too many accepted batches wait to be applied.
+  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(
+      std::shared_ptr<const wire::Batch> batch, std::string_view body, int32_t day) = 0;
+
+  // Accepted batches not yet visible to queries.
+  virtual uint64_t pending_batches() = 0;
+  // Waits until every batch accepted so far is applied. DeadlineExceeded as
+  // Unavailable when `timeout` passes first.
+  [[nodiscard]] virtual Status WaitApplied(std::chrono::milliseconds timeout) = 0;
 
   // Series matching `filter`, with their all-time sums, in key order; at most
   // `limit` of them.

@@ -8,6 +8,10 @@
 #include <rocksdb/write_batch.h>
 
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+#include <unordered_map>
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -100,7 +104,7 @@ class BatchIdExpiry : public rocksdb::CompactionFilter {
 
 class RocksDbStore : public Store {
  public:
-  RocksDbStore(const RocksDbStoreOptions& options) : options_(options) {}
+  explicit RocksDbStore(const RocksDbStoreOptions& options) : options_(options) {}
   ~RocksDbStore() override { IgnoreError(Close()); }
 
   Status Open() {
@@ -126,8 +130,11 @@ class RocksDbStore : public Store {
     ids.compaction_filter = expiry_.get();
     ids.write_buffer_size = 8 << 20;
 
+    rocksdb::ColumnFamilyOptions pending;
+    pending.write_buffer_size = 32 << 20;
+
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-        {rocksdb::kDefaultColumnFamilyName, data}, {"batch_ids", ids}};
+        {rocksdb::kDefaultColumnFamilyName, data}, {"batch_ids", ids}, {"pending", pending}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, cfs, &handles, &db);
@@ -135,13 +142,21 @@ class RocksDbStore : public Store {
     db_.reset(db);
     data_cf_ = handles[0];
     ids_cf_ = handles[1];
+    pending_cf_ = handles[2];
+    FP_RETURN_IF_ERROR(RecoverPending());
+    applier_ = std::thread([this] { ApplierLoop(); });
     return Status::Ok();
   }
 
-  StatusOr<ApplyResult> ApplyBatch(const wire::Batch& batch, int32_t day) override {
+  StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> batch,
+                                   std::string_view body, int32_t day) override {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
-    const std::string& id = batch.batch_id();
+    if (pending_count_.load() >= static_cast<uint64_t>(options_.max_pending_batches)) {
+      return ResourceExhausted(std::to_string(pending_count_.load()) +
+                               " accepted batches are waiting to be applied");
+    }
+    const std::string& id = batch->batch_id();
     // Check-then-write must be atomic per id: two concurrent uploads of one id
     // serialize on the id's stripe, and the second sees the first's write.
     std::mutex& stripe = stripes_[std::hash<std::string>()(id) % stripes_.size()];
@@ -151,29 +166,41 @@ class RocksDbStore : public Store {
     if (gs.ok()) return ApplyResult{.duplicate = true, .records = 0};
     if (!gs.IsNotFound()) return FromRocks(gs, "looking up batch id");
 
-    rocksdb::WriteBatch wb;
+    // One synced write makes the batch durable: its id (dedupe) and its body
+    // in the pending log. The applier folds pending batches into the sums
+    // and deletes them from the log in one atomic write, so every accepted
+    // batch is counted exactly once whatever crashes in between.
     const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
     char tbuf[8];
     std::memcpy(tbuf, &now, 8);
+    std::string pending_value;
+    pending_value.reserve(body.size() + 4);
+    AppendBigEndian32(&pending_value, day);
+    pending_value.append(body);
+    rocksdb::WriteBatch wb;
     rocksdb::Status s = wb.Put(ids_cf_, id, rocksdb::Slice(tbuf, 8));
-    const std::vector<TimeNode> nodes = NodesForDay(day);
-    for (const wire::Record& r : batch.records()) {
-      if (!s.ok()) break;
-      const std::string api = EncodeApiKey(ApiKeyFromWire(r.key(), batch.client_platform()));
-      const std::string value = EncodeRecordValue(r);
-      for (const TimeNode& n : nodes) {
-        s = wb.Merge(data_cf_, NodeKey(n, api), value);
-        if (!s.ok()) break;
-      }
-    }
+    if (s.ok()) s = wb.Put(pending_cf_, id, pending_value);
     if (!s.ok()) return FromRocks(s, "building write batch");
     rocksdb::WriteOptions wo;
     wo.sync = options_.sync;
     s = db_->Write(wo, &wb);
     if (!s.ok()) return FromRocks(s, "writing batch");
-    return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
+    const size_t records = static_cast<size_t>(batch->records_size());
+    Enqueue(Pending{id, day, std::move(batch)});
+    return ApplyResult{.duplicate = false, .records = records};
+  }
+
+  uint64_t pending_batches() override { return pending_count_.load(); }
+
+  Status WaitApplied(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(queue_mutex_);
+    if (!applied_cv_.wait_for(lock, timeout, [this] { return pending_count_.load() == 0; })) {
+      return Unavailable(std::to_string(pending_count_.load()) + " batches still pending after " +
+                         std::to_string(timeout.count()) + " ms");
+    }
+    return Status::Ok();
   }
 
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit) override {
@@ -244,7 +271,20 @@ class RocksDbStore : public Store {
         {"rocksdb.live-sst-files-size", "fieldprof_rocksdb_live_sst_bytes"},
         {"rocksdb.background-errors", "fieldprof_rocksdb_background_errors"},
     };
-    for (const auto& [cf, cf_name] : {std::pair{data_cf_, "data"}, std::pair{ids_cf_, "batch_ids"}}) {
+    *out += "# HELP fieldprof_pending_batches Accepted batches not yet applied to the sums.\n"
+            "# TYPE fieldprof_pending_batches gauge\nfieldprof_pending_batches " +
+            std::to_string(pending_count_.load()) + "\n";
+    *out += "# TYPE fieldprof_applied_batches_total counter\nfieldprof_applied_batches_total " +
+            std::to_string(applied_batches_.load()) + "\n";
+    *out += "# TYPE fieldprof_apply_folds_total counter\nfieldprof_apply_folds_total " +
+            std::to_string(folds_.load()) + "\n";
+    *out += "# HELP fieldprof_apply_series_written_total Series sums written (after folding).\n"
+            "# TYPE fieldprof_apply_series_written_total counter\n"
+            "fieldprof_apply_series_written_total " + std::to_string(series_written_.load()) + "\n";
+    *out += "# TYPE fieldprof_apply_errors_total counter\nfieldprof_apply_errors_total " +
+            std::to_string(apply_errors_.load()) + "\n";
+    for (const auto& [cf, cf_name] : {std::pair{data_cf_, "data"}, std::pair{ids_cf_, "batch_ids"},
+                                      std::pair{pending_cf_, "pending"}}) {
       for (const auto& [prop, metric] : kProps) {
         uint64_t v = 0;
         if (db_->GetIntProperty(cf, prop, &v)) {
@@ -255,10 +295,18 @@ class RocksDbStore : public Store {
   }
 
   Status Close() override {
+    {
+      std::lock_guard lock(queue_mutex_);
+      stop_ = true;
+    }
+    queue_cv_.notify_all();
+    if (applier_.joinable()) applier_.join();
     std::unique_lock lock(close_mutex_);
     if (!db_) return Status::Ok();
     rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
-    for (auto* h : {data_cf_, ids_cf_}) IgnoreError(FromRocks(db_->DestroyColumnFamilyHandle(h), ""));
+    for (auto* h : {data_cf_, ids_cf_, pending_cf_}) {
+      IgnoreError(FromRocks(db_->DestroyColumnFamilyHandle(h), ""));
+    }
     rocksdb::Status cs = db_->Close();
     db_.reset();
     if (!s.ok()) return FromRocks(s, "flushing WAL on close");
@@ -266,6 +314,115 @@ class RocksDbStore : public Store {
   }
 
  private:
+  struct Pending {
+    std::string id;
+    int32_t day;
+    std::shared_ptr<const wire::Batch> batch;
+  };
+
+  void Enqueue(Pending p) {
+    {
+      std::lock_guard lock(queue_mutex_);
+      queue_.push_back(std::move(p));
+      pending_count_.fetch_add(1);
+    }
+    queue_cv_.notify_one();
+  }
+
+  // Batches accepted before a crash or shutdown but not yet applied.
+  Status RecoverPending() {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), pending_cf_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      rocksdb::Slice v = it->value();
+      if (v.size() < 4) return DataLoss("pending batch entry too short");
+      const auto* u = reinterpret_cast<const unsigned char*>(v.data());
+      const int32_t day = static_cast<int32_t>(
+          ((uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3]) ^
+          0x80000000u);
+      auto batch = std::make_shared<wire::Batch>();
+      if (!batch->ParseFromArray(v.data() + 4, static_cast<int>(v.size() - 4))) {
+        return DataLoss("pending batch " + HexEncode(it->key().ToString()) + " does not parse");
+      }
+      Enqueue(Pending{it->key().ToString(), day, std::move(batch)});
+    }
+    return FromRocks(it->status(), "reading pending batches");
+  }
+
+  // Folds pending batches into the sums, many at a time: records of the same
+  // series and day are summed in memory first, so hot series cost one merge
+  // per fold instead of one per record.
+  void ApplierLoop() {
+    for (;;) {
+      std::vector<Pending> work;
+      {
+        std::unique_lock lock(queue_mutex_);
+        queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stop_ and drained
+        while (!queue_.empty() && work.size() < static_cast<size_t>(options_.max_fold_batches)) {
+          work.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+      Status s = Fold(work);
+      std::unique_lock lock(queue_mutex_);
+      if (!s.ok()) {
+        // E.g. disk full. The batches stay durable in the pending log; retry.
+        apply_errors_.fetch_add(1);
+        for (auto it = work.rbegin(); it != work.rend(); ++it) queue_.push_front(std::move(*it));
+        if (stop_) return;  // applied on the next start
+        queue_cv_.wait_for(lock, std::chrono::milliseconds(200));
+        continue;
+      }
+      pending_count_.fetch_sub(work.size());
+      applied_batches_.fetch_add(work.size());
+      folds_.fetch_add(1);
+      applied_cv_.notify_all();
+    }
+  }
+
+  Status Fold(const std::vector<Pending>& work) {
+    std::shared_lock open_lock(close_mutex_);
+    if (!db_) return Unavailable("store is closed");
+    // Day (4 bytes, big-endian) + encoded API key -> sum.
+    std::unordered_map<std::string, AggregateAccumulator> sums;
+    std::string k;
+    for (const Pending& p : work) {
+      for (const wire::Record& r : p.batch->records()) {
+        k.clear();
+        AppendBigEndian32(&k, p.day);
+        k += EncodeApiKey(ApiKeyFromWire(r.key(), p.batch->client_platform()));
+        sums[k].AddRecord(r);
+      }
+    }
+    rocksdb::WriteBatch wb;
+    rocksdb::Status s;
+    std::string value;
+    for (const auto& [dk, acc] : sums) {
+      const auto* u = reinterpret_cast<const unsigned char*>(dk.data());
+      const int32_t day = static_cast<int32_t>(
+          ((uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3]) ^
+          0x80000000u);
+      const std::string_view api(dk.data() + 4, dk.size() - 4);
+      acc.Encode(&value);
+      for (const TimeNode& n : NodesForDay(day)) {
+        s = wb.Merge(data_cf_, NodeKey(n, api), value);
+        if (!s.ok()) return FromRocks(s, "building fold");
+      }
+    }
+    for (const Pending& p : work) {
+      s = wb.Delete(pending_cf_, p.id);
+      if (!s.ok()) return FromRocks(s, "building fold");
+    }
+    // Not synced on purpose: the merges and the pending deletes are one
+    // atomic WAL record. If it is lost, both are lost and the batches are
+    // applied again from the pending log; the next synced ingest write also
+    // makes it durable.
+    s = db_->Write(rocksdb::WriteOptions(), &wb);
+    if (!s.ok()) return FromRocks(s, "writing fold");
+    series_written_.fetch_add(sums.size());
+    return Status::Ok();
+  }
+
   const RocksDbStoreOptions options_;
   std::unique_ptr<BatchIdExpiry> expiry_;  // must outlive db_
   // Readers and writers hold it shared; Close() holds it exclusively.
@@ -273,6 +430,19 @@ class RocksDbStore : public Store {
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;  // owned by db_
   rocksdb::ColumnFamilyHandle* ids_cf_ = nullptr;   // owned by db_
+  rocksdb::ColumnFamilyHandle* pending_cf_ = nullptr;  // owned by db_
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;    // work arrived or stop_
+  std::condition_variable applied_cv_;  // pending_count_ went down
+  std::deque<Pending> queue_;           // GUARDED_BY(queue_mutex_)
+  bool stop_ = false;                   // GUARDED_BY(queue_mutex_)
+  std::atomic<uint64_t> pending_count_{0};
+  std::atomic<uint64_t> applied_batches_{0};
+  std::atomic<uint64_t> folds_{0};
+  std::atomic<uint64_t> series_written_{0};
+  std::atomic<uint64_t> apply_errors_{0};
+  std::thread applier_;
   std::array<std::mutex, 64> stripes_;  // serialize check+write per batch id
 };
 

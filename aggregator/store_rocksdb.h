@@ -7,6 +7,13 @@
 //              operator (FullMergeV2 + PartialMergeMulti).
 //   batch_ids  16-byte batch id -> 8-byte receive time (unix seconds),
 //              dropped by a compaction filter after `batch_id_retention`.
+//   pending    16-byte batch id -> 4-byte day + the batch as received: the
+//              log of accepted batches not yet folded into `default`.
+//
+// Ingest writes the batch id and the pending entry in one synced write and
+// answers; a background applier folds pending batches (summing records of
+// the same series across batches first) into the sums and deletes them from
+// the pending log in one atomic write. Restart re-folds what is pending.
 //
 //   auto store = OpenRocksDbStore({.path = "/var/lib/fieldprof/db"});
 //   if (!store.ok()) ...;
@@ -34,6 +41,11 @@ struct RocksDbStoreOptions {
   // Merge operands kept per key in the memtable before they are folded at
   // write time; bounds read cost on hot keys. Default: 64.
   int max_successive_merges = 64;
+  // Accepted batches waiting to be folded into the sums before ApplyBatch
+  // answers ResourceExhausted (the server then says 503). Default: 256.
+  int max_pending_batches = 256;
+  // Batches folded together into one write. Default: 64.
+  int max_fold_batches = 64;
   // Block cache size. Default: 64 MiB.
   size_t block_cache_bytes = 64 << 20;
 };

@@ -243,6 +243,15 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
         for (const auto& [key, h] : g.by_key()) truth[key].Merge(h);
       }
     }
+    // Accepted batches become visible once the aggregator has folded them.
+    {
+      HttpsClient client(o.client);
+      for (int i = 0; i < 600; ++i) {
+        StatusOr<HttpReply> m = client.Get("/metrics");
+        if (m.ok() && m->body.find("\nfieldprof_pending_batches 0\n") != std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     if (progress) *progress << "loadgen: reading " << keys.size() << " series after sending\n";
     StatusOr<std::vector<RemoteSeries>> after = FetchAll(o, keys);
     if (!after.ok()) return after.status().WithContext("verify (after)");
