@@ -149,6 +149,14 @@ class Session : public std::enable_shared_from_this<Session> {
                                           std::to_string(opts().max_header_bytes) + " bytes")),
                    431, /*close=*/true);
     }
+    if (ec == http::error::body_limit) {
+      // The declared Content-Length is over the limit (checked by the parser
+      // with the header): answer now, without reading the body.
+      server_->metrics()->BatchRejected("batch_size");
+      return Reply(ErrorResponse(TooLarge("batch_size: declared body is over " +
+                                          std::to_string(opts().max_body_bytes) + " bytes")),
+                   0, /*close=*/true, /*drain=*/true);
+    }
     if (ec) return Fail(ec);
     started_ = std::chrono::steady_clock::now();
     const auto& req = parser_->get();
@@ -171,7 +179,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                             std::to_string(*parser_->content_length()) +
                                             " bytes, the limit is " +
                                             std::to_string(opts().max_body_bytes))),
-                     0, /*close=*/true);
+                     0, /*close=*/true, /*drain=*/true);
       }
     }
     if (parser_->is_done()) return OnReadBody({}, 0);
@@ -200,7 +208,7 @@ class Session : public std::enable_shared_from_this<Session> {
       server_->metrics()->BatchRejected("batch_size");
       return Reply(ErrorResponse(TooLarge("batch_size: body is over " +
                                           std::to_string(opts().max_body_bytes) + " bytes")),
-                   0, /*close=*/true);
+                   0, /*close=*/true, /*drain=*/true);
     }
     if (ec) return Fail(ec);
     if (!parser_->content_length() && parser_->get().method() != http::verb::post) {
@@ -230,7 +238,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Sends `r` (status overridden by `status` when non-zero). `close` ends the
   // connection after the write (the request body was not read, or draining).
-  void Reply(HttpResponse r, int status, bool close) {
+  void Reply(HttpResponse r, int status, bool close, bool drain = false) {
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
     const bool keep_alive = !close && !server_->draining() &&
                             (request_.method() == http::verb::unknown
@@ -257,13 +265,33 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
     http::async_write(stream_, response_,
                       beast::bind_front_handler(&Session::OnWrite, shared_from_this(),
-                                                !keep_alive));
+                                                !keep_alive, drain));
   }
 
-  void OnWrite(bool close, beast::error_code ec, size_t) {
+  void OnWrite(bool close, bool drain, beast::error_code ec, size_t) {
     if (ec) return Fail(ec);
+    if (drain) {
+      // Lingering close: a client still sending the refused body would see a
+      // reset instead of our answer if we closed at once. Discard a bounded
+      // amount for a bounded time, then close.
+      drained_ = 0;
+      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+      return DoDrain();
+    }
     if (close) return DoClose();
     DoReadHeader();
+  }
+
+  void DoDrain() {
+    drain_buffer_.resize(16384);
+    stream_.async_read_some(net::buffer(drain_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > 2 * self->opts().max_body_bytes) {
+                                return self->DoClose();
+                              }
+                              self->DoDrain();
+                            });
   }
 
   void DoClose() {
@@ -292,6 +320,8 @@ class Session : public std::enable_shared_from_this<Session> {
   http::response<http::string_body> response_;
   std::chrono::steady_clock::time_point started_;
   bool idle_ = false;  // waiting for the first byte of a new request
+  std::vector<char> drain_buffer_;
+  size_t drained_ = 0;
 };
 
 Status Server::Impl::Start() {

@@ -32,6 +32,14 @@ uint128 Histogram::sum() const {
   return s;
 }
 
+bool Histogram::sum_sq_saturated() const {
+  if (sum_sq_saturated_) return true;
+  bool total = false;
+  uint128 s = 0;
+  for (const auto& b : buckets_) s = SaturatingAdd(s, b.sum_sq, &total);
+  return total;
+}
+
 uint128 Histogram::sum_sq() const {
   bool ignored = false;
   uint128 s = 0;
@@ -48,7 +56,7 @@ double Histogram::Mean() const {
 double Histogram::Variance() const {
   const uint64_t n = count();
   if (n == 0) return 0;
-  if (sum_sq_saturated_) return std::nan("");
+  if (sum_sq_saturated()) return std::nan("");
   // Var = E[x^2] - E[x]^2, computed in long double from exact integer sums.
   const long double mean = static_cast<long double>(sum()) / n;
   const long double ex2 = static_cast<long double>(sum_sq()) / n;
@@ -80,7 +88,7 @@ double Histogram::Quantile(double q) const {
     // Model the bucket as uniform around its mean with its own standard
     // deviation (half-width sqrt(3)*sd), clipped so it stays inside the edges.
     double half = std::min(mean - lo, hi - mean);
-    if (!sum_sq_saturated_) {
+    if (b.sum_sq != kUint128Max) {
       const long double m = static_cast<long double>(b.sum) / b.count;
       const long double var = static_cast<long double>(b.sum_sq) / b.count - m * m;
       if (var >= 0) half = std::min(half, static_cast<double>(std::sqrt(3.0L * var)));

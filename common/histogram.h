@@ -103,7 +103,8 @@ class Histogram {
   uint64_t count() const;
   uint128 sum() const;
   uint128 sum_sq() const;  // saturating
-  bool sum_sq_saturated() const { return sum_sq_saturated_; }
+  // Some sum of squares (a bucket's or the total) was clamped at 2^128-1.
+  bool sum_sq_saturated() const;
   bool empty() const { return count() == 0; }
   // Smallest/largest recorded value; min() is 2^64-1 and max() is 0 when empty.
   uint64_t min() const { return min_; }
@@ -126,7 +127,7 @@ class Histogram {
   void SetZeroCount(uint64_t c) { zero_count_ = c; }
   void SetBucket(int i, const HistogramBucket& b) { buckets_[i] = b; }
   void SetMinMax(uint64_t min, uint64_t max) { min_ = min; max_ = max; }
-  void SetSumSqSaturated(bool s) { sum_sq_saturated_ = s; }
+  void MarkSumSqSaturated() { sum_sq_saturated_ = true; }
 
   bool operator==(const Histogram&) const = default;
 
@@ -135,7 +136,7 @@ class Histogram {
   std::array<HistogramBucket, kNumBuckets> buckets_{};
   uint64_t min_ = std::numeric_limits<uint64_t>::max();
   uint64_t max_ = 0;
-  bool sum_sq_saturated_ = false;
+  bool sum_sq_saturated_ = false;  // some bucket's sum of squares saturated
 };
 
 // Decimal text of a 128-bit integer (for JSON and logs).

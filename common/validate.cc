@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include "common/histogram.h"
 #include "common/wire.h"
 
@@ -85,7 +87,7 @@ std::string_view ValidationRule(const Status& status) {
   if (colon == std::string::npos) return {};
   std::string_view rule(m.data(), colon);
   for (char c : rule) {
-    if (!(c == '_' || (c >= 'a' && c <= 'z'))) return {};
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return {};
   }
   return rule;
 }
@@ -233,7 +235,42 @@ Status ValidateRecord(const wire::Record& r) {
   return Status::Ok();
 }
 
+namespace {
+
+// A known field number among the unknown fields means the field came with the
+// wrong wire type (protobuf keeps such fields as unknown instead of failing).
+// Unknown numbers are fine: newer agents may add fields.
+Status CheckWireTypes(const google::protobuf::Message& m, const char* what) {
+  const google::protobuf::UnknownFieldSet& u = m.GetReflection()->GetUnknownFields(m);
+  for (int i = 0; i < u.field_count(); ++i) {
+    if (m.GetDescriptor()->FindFieldByNumber(u.field(i).number()) != nullptr) {
+      return Fail("wire_type", std::string(what) + " field " + std::to_string(u.field(i).number()) +
+                                   " has the wrong wire type");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckBatchWireTypes(const wire::Batch& b) {
+  FP_RETURN_IF_ERROR(CheckWireTypes(b, "batch"));
+  FP_RETURN_IF_ERROR(CheckWireTypes(b.client_platform(), "client_platform"));
+  FP_RETURN_IF_ERROR(CheckWireTypes(b.counters(), "counters"));
+  for (const wire::Record& r : b.records()) {
+    FP_RETURN_IF_ERROR(CheckWireTypes(r, "record"));
+    FP_RETURN_IF_ERROR(CheckWireTypes(r.key(), "key"));
+    FP_RETURN_IF_ERROR(CheckWireTypes(r.key().platform(), "key platform"));
+    FP_RETURN_IF_ERROR(CheckWireTypes(r.histogram(), "histogram"));
+    for (const wire::Bucket& bk : r.histogram().buckets()) {
+      FP_RETURN_IF_ERROR(CheckWireTypes(bk, "bucket"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateBatch(const wire::Batch& batch) {
+  FP_RETURN_IF_ERROR(CheckBatchWireTypes(batch));
   if (batch.schema_version() != kSchemaVersion) {
     return Fail("schema_version", "schema version " + std::to_string(batch.schema_version()) +
                                       " is not supported (this server knows " +

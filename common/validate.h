@@ -6,7 +6,7 @@
 // message starts with it: "bucket_sum_range: record 3 (libz.so.1 deflate):
 // bucket 4: sum 5 is outside count*[16, 31]". ValidationRule() extracts it.
 //
-// Rules: schema_version, batch_id_length, record_count, platform_enum,
+// Rules: wire_type, schema_version, batch_id_length, record_count, platform_enum,
 // key_missing, string_empty, string_too_long, string_utf8, string_control,
 // metric_unknown, runs_zero, runs_exceed_calls, histogram_empty,
 // bucket_index_range, bucket_order, bucket_count_zero, bucket_sum_range,

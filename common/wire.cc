@@ -46,10 +46,12 @@ Histogram HistogramFromWire(const wire::Histogram& w) {
     b.count = wb.count();
     b.sum = MakeUint128(wb.sum_lo(), wb.sum_hi());
     b.sum_sq = MakeUint128(wb.sum_sq_lo(), wb.sum_sq_hi());
+    // A bucket at the maximum is a saturated one (validation enforces the
+    // flag then); a saturated total alone is derived again from the buckets.
+    if (b.sum_sq == kUint128Max) h.MarkSumSqSaturated();
     h.SetBucket(static_cast<int>(wb.index()), b);
   }
   if (w.count() > 0) h.SetMinMax(w.min(), w.max());
-  h.SetSumSqSaturated(w.sum_sq_saturated());
   return h;
 }
 

@@ -130,6 +130,9 @@ class HttpsClient::Impl {
       if (session_ != nullptr) SSL_SESSION_free(session_);
       session_ = s;
     }
+    // Send close_notify (without waiting for the peer's): OpenSSL marks the
+    // session of a connection closed without it as not resumable.
+    SSL_shutdown(stream_->native_handle());
     beast::error_code ec;
     beast::get_lowest_layer(*stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
     beast::get_lowest_layer(*stream_).close();

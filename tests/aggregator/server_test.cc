@@ -1,0 +1,425 @@
+// The aggregator over real TLS on loopback, with a real RocksDB in a temp dir.
+#include "aggregator/server.h"
+
+#include <gtest/gtest.h>
+#include <openssl/ssl.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <condition_variable>
+#include <future>
+#include <thread>
+
+#include "aggregator/router.h"
+#include "aggregator/store_rocksdb.h"
+#include "aggregator/time_tree.h"
+#include "tests/malformed_corpus.h"
+#include "tests/test_util.h"
+#include "tools/https_client.h"
+#include "tools/loadgen.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using fieldprof::testing::IdOf;
+using fieldprof::testing::SimpleBatch;
+using fieldprof::testing::TempDir;
+
+// A seam around the real store: ApplyBatch can be held at a gate, to make
+// requests slow on purpose (overload, shutdown with requests in flight).
+class GatedStore : public Store {
+ public:
+  explicit GatedStore(std::unique_ptr<Store> real) : real_(std::move(real)) {}
+  void Close_gate() {
+    std::lock_guard l(m_);
+    open_ = false;
+  }
+  void Open_gate() {
+    {
+      std::lock_guard l(m_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  int waiting() {
+    std::lock_guard l(m_);
+    return waiting_;
+  }
+  StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> b, std::string_view body,
+                                   int32_t day) override {
+    {
+      std::unique_lock l(m_);
+      ++waiting_;
+      cv_.wait(l, [this] { return open_; });
+      --waiting_;
+    }
+    return real_->ApplyBatch(std::move(b), body, day);
+  }
+  StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& f, size_t limit) override {
+    return real_->ListApis(f, limit);
+  }
+  StatusOr<ApiAggregate> QueryRange(const ApiKey& k, int32_t a, int32_t b) override {
+    return real_->QueryRange(k, a, b);
+  }
+  uint64_t pending_batches() override { return real_->pending_batches(); }
+  Status WaitApplied(std::chrono::milliseconds t) override { return real_->WaitApplied(t); }
+  void AppendMetrics(std::string* out) override { real_->AppendMetrics(out); }
+  Status Close() override { return real_->Close(); }
+
+ private:
+  std::unique_ptr<Store> real_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int waiting_ = 0;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions o = {}, const std::string& cert_kind = "ec") {
+    ASSERT_TRUE(fieldprof::testing::MakeCert(dir_.path(), cert_kind));
+    auto real = OpenRocksDbStore({.path = dir_.File("db")});
+    ASSERT_TRUE(real.ok()) << real.status().ToString();
+    store_ = std::make_unique<GatedStore>(std::move(*real));
+    router_ = std::make_unique<Router>(store_.get(), &metrics_);
+    o.port = 0;
+    o.tls_cert_file = dir_.File("cert.pem");
+    o.tls_key_file = dir_.File("key.pem");
+    server_ = std::make_unique<Server>(o, router_.get(), &metrics_);
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  void TearDown() override {
+    if (store_) store_->Open_gate();
+    if (server_) {
+      server_->Shutdown();
+      server_->Wait();
+    }
+    if (store_) IgnoreError(store_->Close());
+  }
+  tools::HttpsClientOptions ClientOptions() {
+    return {.host = "127.0.0.1", .port = server_->port(), .ca_file = dir_.File("cert.pem")};
+  }
+  StatusOr<tools::HttpReply> Post(tools::HttpsClient& c, const std::string& body,
+                                  const std::string& type = "application/x-protobuf") {
+    return c.Post("/v1/batches", type, body);
+  }
+
+  TempDir dir_;
+  Metrics metrics_;
+  std::unique_ptr<GatedStore> store_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<Server> server_;
+};
+
+// A raw TLS connection, for requests the HTTPS client would not send.
+class RawTls {
+ public:
+  explicit RawTls(uint16_t port, int max_version = 0) : ctx_(ssl::context::tls_client), s_(ioc_, ctx_) {
+    if (max_version != 0) {  // on the SSL object: the context was copied into it already
+      SSL_set_security_level(s_.native_handle(), 0);
+      SSL_set_min_proto_version(s_.native_handle(), TLS1_VERSION);
+      SSL_set_max_proto_version(s_.native_handle(), max_version);
+    }
+    ctx_.set_verify_mode(ssl::verify_none);
+    s_.next_layer().connect({net::ip::make_address("127.0.0.1"), port});
+  }
+  beast::error_code Handshake() {
+    beast::error_code ec;
+    s_.handshake(ssl::stream_base::client, ec);
+    return ec;
+  }
+  beast::error_code Write(const std::string& data) {
+    beast::error_code ec;
+    net::write(s_, net::buffer(data), ec);
+    return ec;
+  }
+  // Reads one response; ec set if the server closed instead.
+  http::response<http::string_body> Read(beast::error_code& ec) {
+    http::response<http::string_body> res;
+    http::read(s_, buf_, res, ec);
+    return res;
+  }
+
+ private:
+  net::io_context ioc_;
+  ssl::context ctx_;
+  beast::ssl_stream<net::ip::tcp::socket> s_;
+  beast::flat_buffer buf_;
+};
+
+TEST_F(ServerTest, HealthAndMetrics) {
+  StartServer();
+  tools::HttpsClient c(ClientOptions());
+  auto h = c.Get("/healthz");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->status, 200);
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("fieldprof_batches_accepted_total 0"), std::string::npos);
+  EXPECT_NE(m->body.find("fieldprof_rocksdb_estimate_num_keys"), std::string::npos);
+  auto nf = c.Get("/nope");
+  EXPECT_EQ(nf->status, 404);
+}
+
+TEST_F(ServerTest, IngestIsExactlyOnceAndQueryable) {
+  StartServer();
+  tools::HttpsClient c(ClientOptions());
+  wire::Batch b = SimpleBatch(IdOf(1), "libsqlite3.so.0", "sqlite3_step", 3000, 4);
+  auto r1 = Post(c, b.SerializeAsString());
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_EQ(r1->status, 200) << r1->body;
+  EXPECT_NE(r1->body.find("\"duplicate\":false"), std::string::npos) << r1->body;
+  auto r2 = Post(c, b.SerializeAsString());
+  EXPECT_EQ(r2->status, 200);
+  EXPECT_NE(r2->body.find("\"duplicate\":true"), std::string::npos) << r2->body;
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  auto q = c.Get("/v1/api?module=libsqlite3.so.0&symbol=sqlite3_step");
+  ASSERT_EQ(q->status, 200) << q->body;
+  EXPECT_NE(q->body.find("\"count\":4"), std::string::npos) << q->body;
+  EXPECT_NE(q->body.find("\"sum\":\"12000\""), std::string::npos) << q->body;
+  auto l = c.Get("/v1/apis?module=libsqlite3.so.0");
+  EXPECT_NE(l->body.find("sqlite3_step"), std::string::npos) << l->body;
+  auto bad = c.Get("/v1/api?module=libsqlite3.so.0&symbol=sqlite3_step&from=2026-13-01");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(metrics_.batches_accepted(), 1u);
+  EXPECT_EQ(metrics_.batches_duplicate(), 1u);
+}
+
+TEST_F(ServerTest, MalformedBodiesGet400AndNothingIsApplied) {
+  StartServer();
+  tools::HttpsClient c(ClientOptions());
+  for (const auto& bad : fieldprof::testing::MalformedCorpus()) {
+    auto r = Post(c, bad.bytes);
+    ASSERT_TRUE(r.ok()) << bad.name << ": " << r.status().ToString();
+    EXPECT_EQ(r->status, 400) << bad.name << ": " << r->body;
+    EXPECT_NE(r->body.find("\"error\":\"InvalidArgument\""), std::string::npos) << r->body;
+    EXPECT_EQ(r->content_type, "application/json");
+  }
+  // The rule is named in the answer.
+  wire::Batch b = SimpleBatch(IdOf(3), "libz.so.1", "deflate", 100);
+  b.mutable_records(0)->set_runs(0);
+  auto r = Post(c, b.SerializeAsString());
+  EXPECT_NE(r->body.find("\"rule\":\"runs_zero\""), std::string::npos) << r->body;
+  EXPECT_EQ(metrics_.rejected("runs_zero"), 1u);
+  // Still serving, and nothing was stored.
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  EXPECT_TRUE(store_->ListApis({}, 10)->empty());
+}
+
+TEST_F(ServerTest, WrongContentTypeIs415) {
+  StartServer();
+  tools::HttpsClient c(ClientOptions());
+  wire::Batch b = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 100);
+  auto r = Post(c, b.SerializeAsString(), "application/json");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 415) << r->body;
+  EXPECT_EQ(Post(c, b.SerializeAsString(), "application/x-protobuf; proto=fieldprof.wire.Batch")
+                ->status,
+            200);
+}
+
+TEST_F(ServerTest, OversizeBodyIs413WithoutReadingIt) {
+  StartServer();
+  RawTls raw(server_->port());
+  ASSERT_FALSE(raw.Handshake());
+  // Declare 50 MiB, send only the header: the answer must come anyway.
+  ASSERT_FALSE(raw.Write("POST /v1/batches HTTP/1.1\r\nHost: x\r\n"
+                         "Content-Type: application/x-protobuf\r\n"
+                         "Content-Length: 52428800\r\n\r\n"));
+  beast::error_code ec;
+  auto res = raw.Read(ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 413u);
+  EXPECT_FALSE(res.keep_alive());
+  // Chunked bodies past the limit are cut too.
+  tools::HttpsClient c(ClientOptions());
+  auto r = Post(c, std::string((1 << 20) + 10, 'x'));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 413);
+}
+
+TEST_F(ServerTest, SlowClientIsCutOff) {
+  ServerOptions o;
+  o.header_timeout = std::chrono::milliseconds(1000);
+  StartServer(o);
+  RawTls raw(server_->port());
+  ASSERT_FALSE(raw.Handshake());
+  const std::string req = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: " +
+                          std::string(40, 'a') + "\r\n\r\n";
+  // One byte every 200 ms: the whole header would take > 12 s.
+  bool cut = false;
+  for (char ch : req) {
+    if (raw.Write(std::string(1, ch))) {
+      cut = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!cut) {
+    beast::error_code ec;
+    auto res = raw.Read(ec);
+    cut = static_cast<bool>(ec);  // closed instead of answering
+  }
+  EXPECT_TRUE(cut);
+  // The timeout is counted; the server serves others.
+  for (int i = 0; i < 50 && metrics_.connections() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  tools::HttpsClient c(ClientOptions());
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+  auto m = c.Get("/metrics");
+  EXPECT_EQ(m->body.find("fieldprof_timeouts_total 0\n"), std::string::npos) << "no timeout counted";
+}
+
+TEST_F(ServerTest, ConcurrentUploadsMatchGroundTruth) {
+  StartServer();
+  tools::LoadOptions lo;
+  lo.client = ClientOptions();
+  lo.gen = {.seed = 3, .modules = 40, .symbols_per_module = 25, .target_bytes = 32 * 1024};
+  lo.connections = 8;
+  lo.batches = 64;
+  lo.pool = 16;
+  lo.verify = true;
+  lo.resend_duplicates = true;  // every batch twice under its id
+  auto r = tools::RunLoad(lo, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batches_ok, 64);
+  EXPECT_EQ(r->batches_duplicate, 64);
+  EXPECT_EQ(r->batches_failed, 0) << r->first_error;
+  EXPECT_GT(r->keys_verified, 100);
+  EXPECT_EQ(r->keys_mismatched, 0) << r->first_mismatch;
+}
+
+TEST_F(ServerTest, ConcurrentSameIdCountsOnce) {
+  StartServer();
+  wire::Batch b = SimpleBatch(IdOf(77), "libc.so.6", "getaddrinfo", 50000, 2);
+  const std::string body = b.SerializeAsString();
+  std::vector<std::future<std::string>> answers;
+  for (int i = 0; i < 8; ++i) {
+    answers.push_back(std::async(std::launch::async, [&] {
+      tools::HttpsClient c(ClientOptions());
+      auto r = Post(c, body);
+      return r.ok() && r->status == 200 ? r->body : std::string("error");
+    }));
+  }
+  int fresh = 0, dup = 0;
+  for (auto& a : answers) {
+    std::string s = a.get();
+    if (s.find("\"duplicate\":false") != std::string::npos) ++fresh;
+    if (s.find("\"duplicate\":true") != std::string::npos) ++dup;
+  }
+  EXPECT_EQ(fresh, 1);
+  EXPECT_EQ(dup, 7);
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  auto got = store_->QueryRange(ApiKeyFromWire(b.records(0).key(), b.client_platform()),
+                                kUnboundedFirst, kUnboundedLast);
+  EXPECT_EQ(got->histogram.count(), 2u);
+}
+
+TEST_F(ServerTest, OverloadAnswers503WithRetryAfter) {
+  ServerOptions o;
+  o.worker_threads = 1;
+  o.max_queued_requests = 1;
+  StartServer(o);
+  store_->Close_gate();
+  auto first = std::async(std::launch::async, [&] {
+    tools::HttpsClient c(ClientOptions());
+    return Post(c, SimpleBatch(IdOf(1), "libz.so.1", "deflate", 9).SerializeAsString());
+  });
+  while (store_->waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  tools::HttpsClient c(ClientOptions());
+  auto second = Post(c, SimpleBatch(IdOf(2), "libz.so.1", "deflate", 9).SerializeAsString());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->status, 503);
+  EXPECT_EQ(second->retry_after_seconds, 2);
+  store_->Open_gate();
+  auto r1 = first.get();
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->status, 200);
+  // After the queue drained, the retry succeeds.
+  EXPECT_EQ(Post(c, SimpleBatch(IdOf(2), "libz.so.1", "deflate", 9).SerializeAsString())->status,
+            200);
+}
+
+TEST_F(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
+  StartServer();
+  store_->Close_gate();
+  auto inflight = std::async(std::launch::async, [&] {
+    tools::HttpsClient c(ClientOptions());
+    return Post(c, SimpleBatch(IdOf(5), "libz.so.1", "inflate", 9).SerializeAsString());
+  });
+  // An idle keep-alive connection, which shutdown closes.
+  tools::HttpsClient idle(ClientOptions());
+  ASSERT_EQ(idle.Get("/healthz")->status, 200);
+  while (store_->waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  server_->Shutdown();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  store_->Open_gate();
+  auto r = inflight.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(r->keep_alive);
+  server_->Wait();
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  EXPECT_EQ(store_->ListApis({}, 10)->size(), 1u);
+  // No longer accepting.
+  tools::HttpsClient late(ClientOptions());
+  EXPECT_FALSE(late.Get("/healthz").ok());
+}
+
+TEST_F(ServerTest, RefusesTls11AndResumesSessions) {
+  StartServer();
+  RawTls old(server_->port(), TLS1_1_VERSION);
+  EXPECT_TRUE(old.Handshake()) << "TLS 1.1 handshake should fail";
+  tools::HttpsClient c(ClientOptions());
+  ASSERT_EQ(c.Get("/healthz")->status, 200);
+  EXPECT_FALSE(c.session_reused());
+  c.Close();
+  ASSERT_EQ(c.Get("/healthz")->status, 200);
+  EXPECT_TRUE(c.session_reused()) << c.tls_version();
+  EXPECT_EQ(c.connections_opened(), 2);
+}
+
+TEST_F(ServerTest, RsaCertificateWorksAndWrongCaIsRefused) {
+  StartServer({}, "rsa");
+  tools::HttpsClient c(ClientOptions());
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+  TempDir other;
+  ASSERT_TRUE(fieldprof::testing::MakeCert(other.path()));
+  auto o = ClientOptions();
+  o.ca_file = other.File("cert.pem");
+  tools::HttpsClient wrong(o);
+  auto r = wrong.Get("/healthz");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("certificate verify failed"), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(ServerTest, ConnectionCap) {
+  ServerOptions o;
+  o.max_connections = 2;
+  StartServer(o);
+  tools::HttpsClient a(ClientOptions()), b(ClientOptions()), c(ClientOptions());
+  ASSERT_EQ(a.Get("/healthz")->status, 200);
+  ASSERT_EQ(b.Get("/healthz")->status, 200);
+  EXPECT_FALSE(c.Get("/healthz").ok());
+  a.Close();
+  for (int i = 0; i < 100 && metrics_.connections() >= 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  tools::HttpsClient d(ClientOptions());
+  EXPECT_EQ(d.Get("/healthz")->status, 200);
+}
+
+}  // namespace
+}  // namespace fieldprof::aggregator

@@ -1,0 +1,99 @@
+// Histogram record cost (target: <= 5 ns per record on the 2-core machine)
+// and the cost of merging stored aggregates (what the RocksDB merge operator
+// and the applier do).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "aggregator/aggregate_value.h"
+#include "common/histogram.h"
+#include "common/wire.h"
+#include "tools/batch_gen.h"
+
+namespace fieldprof {
+namespace {
+
+std::vector<uint64_t> Values(size_t n) {
+  std::mt19937_64 rng(1);
+  std::lognormal_distribution<double> d(8, 2);
+  std::vector<uint64_t> v(n);
+  for (auto& x : v) x = static_cast<uint64_t>(d(rng));
+  return v;
+}
+
+void BM_HistogramRecord(benchmark::State& state) {
+  const std::vector<uint64_t> values = Values(4096);
+  Histogram h;
+  size_t i = 0;
+  for (auto _ : state) {
+    h.Record(values[i++ & 4095]);
+  }
+  benchmark::DoNotOptimize(h);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_HistogramRecord);
+
+// The same loop writing only a counter: the floor the record cost is compared to.
+void BM_BaselineCounterIncrement(benchmark::State& state) {
+  const std::vector<uint64_t> values = Values(4096);
+  uint64_t sum = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    sum += values[i++ & 4095];
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_BaselineCounterIncrement);
+
+void BM_HistogramMerge(benchmark::State& state) {
+  Histogram a, b;
+  for (uint64_t v : Values(1000)) a.Record(v);
+  for (auto _ : state) {
+    b.Merge(a);
+    benchmark::DoNotOptimize(b);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_HistogramMerge);
+
+// One merge-operator operand: decode a stored value, add it, (amortized) encode.
+void BM_MergeOperatorOperands(benchmark::State& state) {
+  tools::BatchGenerator gen({.seed = 4, .target_bytes = 64 * 1024});
+  wire::Batch b = gen.Next();
+  std::vector<std::string> ops;
+  for (const auto& r : b.records()) ops.push_back(aggregator::EncodeRecordValue(r));
+  const size_t per_merge = static_cast<size_t>(state.range(0));
+  std::string out;
+  size_t k = 0;
+  for (auto _ : state) {
+    aggregator::AggregateAccumulator acc;
+    for (size_t i = 0; i < per_merge; ++i) {
+      bool ok = acc.Add(ops[k++ % ops.size()]);
+      benchmark::DoNotOptimize(ok);
+    }
+    acc.Encode(&out);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations() * per_merge);
+  state.counters["merges/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MergeOperatorOperands)->Arg(2)->Arg(16);
+
+void BM_DecodeAndValidateBatch(benchmark::State& state) {
+  tools::BatchGenerator gen({.seed = 5});
+  const std::string body = gen.Next().SerializeAsString();
+  for (auto _ : state) {
+    auto b = DecodeBatch(body);
+    benchmark::DoNotOptimize(b);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_DecodeAndValidateBatch);
+
+}  // namespace
+}  // namespace fieldprof
+
+BENCHMARK_MAIN();

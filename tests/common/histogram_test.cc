@@ -1,0 +1,195 @@
+#include "common/histogram.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace fieldprof {
+namespace {
+
+TEST(HistogramTest, ZeroGoesToZeroBucket) {
+  Histogram h;
+  h.Record(0);
+  EXPECT_EQ(h.zero_count(), 1u);
+  EXPECT_EQ(h.count(), 1u);
+  for (int i = 0; i < kNumBuckets; ++i) EXPECT_EQ(h.bucket(i).count, 0u);
+  EXPECT_EQ(h.min(), 0u);
+  EXPECT_EQ(h.max(), 0u);
+}
+
+TEST(HistogramTest, DesignExamples) {
+  EXPECT_EQ(BucketIndex(1), 0);
+  EXPECT_EQ(BucketIndex(2), 1);
+  EXPECT_EQ(BucketIndex(3), 1);
+  EXPECT_EQ(BucketIndex(7), 2);
+  EXPECT_EQ(BucketIndex(22), 4);
+  EXPECT_EQ(BucketIndex(1560), 10);
+}
+
+TEST(HistogramTest, EveryPowerOfTwoAndNeighbours) {
+  for (int i = 0; i < 64; ++i) {
+    const uint64_t p = uint64_t{1} << i;
+    EXPECT_EQ(BucketIndex(p), i) << "2^" << i;
+    if (p > 1) {
+      EXPECT_EQ(BucketIndex(p - 1), i - 1) << "2^" << i << "-1";
+    }
+    if (i < 63) {
+      EXPECT_EQ(BucketIndex(p + 1), i == 0 ? 1 : i) << "2^" << i << "+1";
+    }
+    EXPECT_EQ(BucketLow(i), p);
+    Histogram h;
+    h.Record(p);
+    EXPECT_EQ(h.bucket(i).count, 1u);
+    EXPECT_EQ(h.bucket(i).sum, p);
+    EXPECT_EQ(h.bucket(i).sum_sq, static_cast<uint128>(p) * p);
+  }
+}
+
+TEST(HistogramTest, MaxValueGoesToLastBucket) {
+  Histogram h;
+  const uint64_t v = ~uint64_t{0};
+  h.Record(v);
+  EXPECT_EQ(BucketIndex(v), 63);
+  EXPECT_EQ(h.bucket(63).count, 1u);
+  EXPECT_EQ(h.bucket(63).sum, v);
+  EXPECT_EQ(h.bucket(63).sum_sq, static_cast<uint128>(v) * v);
+  EXPECT_FALSE(h.sum_sq_saturated());
+  EXPECT_EQ(BucketHigh(63), v);
+}
+
+TEST(HistogramTest, SumOfSquaresSaturatesWithFlag) {
+  Histogram h;
+  const uint64_t v = ~uint64_t{0};
+  h.Record(v);
+  h.Record(v);  // (2^64-1)^2 * 2 > 2^128-1
+  EXPECT_TRUE(h.sum_sq_saturated());
+  EXPECT_EQ(h.bucket(63).sum_sq, kUint128Max);
+  EXPECT_EQ(h.bucket(63).count, 2u);
+  EXPECT_EQ(h.bucket(63).sum, static_cast<uint128>(v) * 2);  // sums stay exact
+  EXPECT_TRUE(std::isnan(h.Variance()));
+  // Merging keeps the flag and stays saturated.
+  Histogram g;
+  g.Record(5);
+  g.Merge(h);
+  EXPECT_TRUE(g.sum_sq_saturated());
+  EXPECT_EQ(g.bucket(63).sum_sq, kUint128Max);
+}
+
+TEST(HistogramTest, SaturatingAddIsAssociative) {
+  bool f = false;
+  const uint128 a = kUint128Max - 10, b = 7, c = 9;
+  uint128 left = SaturatingAdd(SaturatingAdd(a, b, &f), c, &f);
+  uint128 right = SaturatingAdd(a, SaturatingAdd(b, c, &f), &f);
+  EXPECT_EQ(left, right);
+  EXPECT_EQ(left, kUint128Max);
+  EXPECT_TRUE(f);
+}
+
+Histogram RandomHistogram(std::mt19937_64& rng, int n) {
+  Histogram h;
+  std::uniform_int_distribution<int> shift(0, 63);
+  for (int i = 0; i < n; ++i) {
+    uint64_t v = rng() >> shift(rng);
+    if (rng() % 10 == 0) v = 0;
+    h.Record(v);
+  }
+  return h;
+}
+
+TEST(HistogramTest, MergeIsAssociativeAndCommutative) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 200; ++trial) {
+    Histogram a = RandomHistogram(rng, 1 + trial % 50);
+    Histogram b = RandomHistogram(rng, 1 + trial % 31);
+    Histogram c = RandomHistogram(rng, 1 + trial % 17);
+    Histogram ab_c = a;
+    ab_c.Merge(b);
+    ab_c.Merge(c);
+    Histogram bc = b;
+    bc.Merge(c);
+    Histogram a_bc = a;
+    a_bc.Merge(bc);
+    Histogram c_b_a = c;
+    c_b_a.Merge(b);
+    c_b_a.Merge(a);
+    EXPECT_EQ(ab_c, a_bc);
+    EXPECT_EQ(ab_c, c_b_a);
+  }
+}
+
+TEST(HistogramTest, MergeEqualsRecordingEverything) {
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> values(5000);
+  for (auto& v : values) v = rng() >> (rng() % 64);
+  Histogram all, left, right;
+  for (size_t i = 0; i < values.size(); ++i) {
+    all.Record(values[i]);
+    (i % 3 == 0 ? left : right).Record(values[i]);
+  }
+  left.Merge(right);
+  EXPECT_EQ(left, all);
+}
+
+TEST(HistogramTest, StatisticsAreExact) {
+  Histogram h;
+  for (uint64_t v : {2, 4, 4, 4, 5, 5, 7, 9}) h.Record(v);
+  HistogramStats s = h.Stats();
+  EXPECT_EQ(s.count, 8u);
+  EXPECT_DOUBLE_EQ(s.mean, 5.0);
+  EXPECT_DOUBLE_EQ(s.variance, 4.0);
+  EXPECT_DOUBLE_EQ(s.stddev, 2.0);
+  EXPECT_EQ(s.min, 2u);
+  EXPECT_EQ(s.max, 9u);
+}
+
+TEST(HistogramTest, QuantileEstimatesStayInTheirBucket) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<uint64_t> values(1 + rng() % 400);
+    for (auto& v : values) v = (rng() >> (rng() % 60)) + (trial % 2);
+    Histogram h;
+    for (uint64_t v : values) h.Record(v);
+    std::sort(values.begin(), values.end());
+    for (double q : {0.0, 0.1, 0.5, 0.9, 0.99, 1.0}) {
+      const uint64_t exact = values[static_cast<size_t>(q * (values.size() - 1))];
+      const double est = h.Quantile(q);
+      if (exact == 0) {
+        EXPECT_EQ(est, 0.0);
+        continue;
+      }
+      const int b = BucketIndex(exact);
+      EXPECT_GE(est, static_cast<double>(BucketLow(b))) << "q=" << q << " exact=" << exact;
+      EXPECT_LE(est, static_cast<double>(BucketHigh(b)) + 1) << "q=" << q << " exact=" << exact;
+      EXPECT_GE(est, static_cast<double>(h.min()));
+      EXPECT_LE(est, static_cast<double>(h.max()));
+    }
+  }
+}
+
+TEST(HistogramTest, QuantileUsesBucketMean) {
+  // All values in bucket 10 ([1024, 2047]) equal 1100: the estimate is 1100,
+  // not the bucket's middle.
+  Histogram h;
+  for (int i = 0; i < 100; ++i) h.Record(1100);
+  EXPECT_DOUBLE_EQ(h.Quantile(0.5), 1100.0);
+  EXPECT_DOUBLE_EQ(h.Quantile(0.99), 1100.0);
+}
+
+TEST(HistogramTest, EmptyHistogram) {
+  Histogram h;
+  EXPECT_TRUE(h.empty());
+  HistogramStats s = h.Stats();
+  EXPECT_EQ(s.count, 0u);
+  EXPECT_EQ(h.Quantile(0.5), 0.0);
+}
+
+TEST(HistogramTest, Uint128ToString) {
+  EXPECT_EQ(Uint128ToString(0), "0");
+  EXPECT_EQ(Uint128ToString(12345), "12345");
+  EXPECT_EQ(Uint128ToString(kUint128Max), "340282366920938463463374607431768211455");
+}
+
+}  // namespace
+}  // namespace fieldprof

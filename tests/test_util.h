@@ -1,0 +1,83 @@
+// Helpers shared by the tests: temporary directories, TLS certificates made
+// with the openssl command line, and valid batches.
+#ifndef FIELDPROF_TESTS_TEST_UTIL_H_
+#define FIELDPROF_TESTS_TEST_UTIL_H_
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "common/histogram.h"
+#include "common/proto/fieldprof.pb.h"
+#include "common/wire.h"
+
+namespace fieldprof::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "fieldprof-test-XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    if (p == nullptr) std::abort();
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Writes dir/cert.pem and dir/key.pem, self-signed for localhost/127.0.0.1/::1.
+// kind: "ec" (P-256) or "rsa". Returns false if openssl failed.
+inline bool MakeCert(const std::string& dir, const std::string& kind = "ec") {
+  std::string newkey = kind == "ec" ? "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
+                                    : "-newkey rsa:2048";
+  std::string cmd = "openssl req -x509 " + newkey +
+                    " -nodes -days 2 -subj /CN=localhost -addext "
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1 -keyout " +
+                    dir + "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// A valid single-record batch: `calls` calls of `value` ns to module:symbol.
+inline wire::Batch SimpleBatch(const std::string& id, const std::string& module,
+                               const std::string& symbol, uint64_t value, int calls = 1) {
+  wire::Batch b;
+  b.set_schema_version(kSchemaVersion);
+  b.set_batch_id(id);
+  b.set_created_unix_ms(1700000000000);
+  b.mutable_client_platform()->set_os(wire::OS_LINUX);
+  b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
+  b.mutable_client_platform()->set_cpu_vendor(wire::CPU_VENDOR_INTEL);
+  b.mutable_client_platform()->set_cpu_family(6);
+  wire::Record* r = b.add_records();
+  r->mutable_key()->set_module(module);
+  r->mutable_key()->set_module_version("1.0");
+  r->mutable_key()->set_symbol(symbol);
+  r->mutable_key()->set_metric(wire::METRIC_WALL_TIME_NS);
+  Histogram h;
+  for (int i = 0; i < calls; ++i) h.Record(value);
+  HistogramToWire(h, r->mutable_histogram());
+  r->set_runs(1);
+  return b;
+}
+
+// A 16-byte id built from a number, for readable tests.
+inline std::string IdOf(uint64_t n) {
+  std::string id(16, '\0');
+  for (int i = 0; i < 8; ++i) id[i] = static_cast<char>(n >> (8 * i));
+  id[15] = 'T';
+  return id;
+}
+
+}  // namespace fieldprof::testing
+
+#endif  // FIELDPROF_TESTS_TEST_UTIL_H_
