@@ -65,6 +65,7 @@ class Server::Impl {
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
   void CheckDrained(std::chrono::steady_clock::time_point deadline);
+  void CloseIdleSessions();
 
   const ServerOptions options_;
   Router* const router_;
@@ -395,6 +396,19 @@ void Server::Impl::Unregister(Session* s) {
   sessions_.erase(s);
 }
 
+void Server::Impl::CloseIdleSessions() {
+  // Take references under the lock, use and drop them outside it: dropping
+  // the last reference runs ~Session, which unregisters under the same lock.
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    for (auto& [ptr, weak] : sessions_) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->CloseIfIdle();
+}
+
 void Server::Impl::Shutdown() {
   std::call_once(shutdown_once_, [this] {
     draining_ = true;
@@ -402,12 +416,7 @@ void Server::Impl::Shutdown() {
       beast::error_code ignored;
       acceptor_.close(ignored);
     });
-    {
-      std::lock_guard lock(sessions_mutex_);
-      for (auto& [ptr, weak] : sessions_) {
-        if (auto s = weak.lock()) s->CloseIfIdle();
-      }
-    }
+    CloseIdleSessions();
     const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_grace;
     net::post(ioc_, [this, deadline] { CheckDrained(deadline); });
   });
@@ -419,13 +428,8 @@ void Server::Impl::CheckDrained(std::chrono::steady_clock::time_point deadline) 
     ioc_.stop();
     return;
   }
-  {
-    // Sessions that became idle after their last response close now.
-    std::lock_guard lock(sessions_mutex_);
-    for (auto& [ptr, weak] : sessions_) {
-      if (auto s = weak.lock()) s->CloseIfIdle();
-    }
-  }
+  // Sessions that became idle after their last response close now.
+  CloseIdleSessions();
   drain_timer_.expires_after(std::chrono::milliseconds(20));
   drain_timer_.async_wait([this, deadline](beast::error_code) { CheckDrained(deadline); });
 }

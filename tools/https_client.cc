@@ -48,7 +48,9 @@ class HttpsClient::Impl {
     auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
     if (ec) return Unavailable("resolving " + options_.host + ": " + ec.message());
     beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
-    beast::get_lowest_layer(*stream_).connect(results, ec);
+    beast::get_lowest_layer(*stream_).async_connect(
+        results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    Run();
     if (ec) {
       return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
                          ": " + ec.message());
@@ -59,7 +61,9 @@ class HttpsClient::Impl {
       stream_->set_verify_callback(ssl::host_name_verification(options_.host));
     }
     if (session_ != nullptr) SSL_set_session(ssl, session_);
-    stream_->handshake(ssl::stream_base::client, ec);
+    beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
+    stream_->async_handshake(ssl::stream_base::client, [&ec](beast::error_code e) { ec = e; });
+    Run();
     if (ec) {
       std::string m = "TLS handshake with " + options_.host + ": " + ec.message();
       stream_.reset();
@@ -94,14 +98,17 @@ class HttpsClient::Impl {
     req.prepare_payload();
     beast::error_code ec;
     beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
-    http::write(*stream_, req, ec);
+    http::async_write(*stream_, req, [&ec](beast::error_code e, size_t) { ec = e; });
+    Run();
     if (ec) {
       Close();
       return Unavailable("sending request: " + ec.message());
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 << 20);
-    http::read(*stream_, buffer_, parser, ec);
+    beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
+    http::async_read(*stream_, buffer_, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+    Run();
     if (ec) {
       Close();
       return Unavailable("reading response: " + ec.message());
@@ -121,6 +128,14 @@ class HttpsClient::Impl {
     }
     if (!reply.keep_alive) Close();
     return reply;
+  }
+
+  // Runs the one pending asynchronous operation to completion. Async
+  // operations are used, one at a time, because only they honour the
+  // stream's deadline (a stalled server would block a synchronous read forever).
+  void Run() {
+    ioc_.restart();
+    ioc_.run();
   }
 
   void Close() {
