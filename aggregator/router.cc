@@ -1,5 +1,7 @@
 #include "aggregator/router.h"
 
+#include <algorithm>
+
 #include "aggregator/time_tree.h"
 #include "common/json_writer.h"
 #include "common/validate.h"
@@ -283,6 +285,19 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
 HttpResponse Router::ListApis(std::string_view query) {
   auto params = ParseQuery(query);
   if (!params.ok()) return ErrorResponse(params.status());
+  // order=key (default, cheap: stops after `limit`) or order=calls (scans up
+  // to 100000 series and returns the most called first).
+  bool by_calls = false;
+  for (auto it = params->begin(); it != params->end(); ++it) {
+    if (it->first != "order") continue;
+    if (it->second == "calls") {
+      by_calls = true;
+    } else if (it->second != "key") {
+      return ErrorResponse(InvalidArgument("order must be key or calls"));
+    }
+    params->erase(it);
+    break;
+  }
   ApiFilter filter;
   int32_t from = kUnboundedFirst, to = kUnboundedLast;
   size_t limit = 100;
@@ -292,8 +307,14 @@ HttpResponse Router::ListApis(std::string_view query) {
   if (from != kUnboundedFirst || to != kUnboundedLast) {
     return ErrorResponse(InvalidArgument("/v1/apis lists all-time sums; use /v1/api for ranges"));
   }
-  StatusOr<std::vector<ApiAggregate>> apis = store_->ListApis(filter, limit + 1);
+  StatusOr<std::vector<ApiAggregate>> apis =
+      store_->ListApis(filter, by_calls ? 100000 : limit + 1);
   if (!apis.ok()) return ErrorResponse(apis.status());
+  if (by_calls) {
+    std::stable_sort(apis->begin(), apis->end(), [](const ApiAggregate& a, const ApiAggregate& b) {
+      return a.histogram.count() > b.histogram.count();
+    });
+  }
   JsonWriter j;
   j.BeginObject();
   j.Key("apis").BeginArray();

@@ -6,6 +6,7 @@
 // Endpoints:
 //   POST /v1/batches   application/x-protobuf Batch -> 200 {"duplicate":false,...}
 //   GET  /v1/apis      ?module=&prefix=&metric=&version=&os=&arch=&vendor=&limit=
+//                      [&order=key|calls]
 //   GET  /v1/api       ?module=&symbol=[&metric=][&version=][&os=][&arch=][&vendor=]
 //                      [&family=][&from=YYYY-MM-DD][&to=YYYY-MM-DD]
 //   GET  /healthz      200 "ok"

@@ -1,0 +1,34 @@
+// The flags every command that talks to an aggregator shares.
+#ifndef FIELDPROF_TOOLS_CLIENT_FLAGS_H_
+#define FIELDPROF_TOOLS_CLIENT_FLAGS_H_
+
+#include <cstdint>
+
+#include "common/options.h"
+#include "tools/https_client.h"
+
+namespace fieldprof::tools {
+
+struct ClientFlags {
+  HttpsClientOptions options;
+  int64_t port = 8443;
+  int64_t timeout_ms = 30000;
+
+  void Register(OptionTable& t) {
+    t.AddString("host", &options.host, "aggregator host (checked against its certificate)");
+    t.AddInt("port", &port, "aggregator port", 1, 65535);
+    t.AddString("ca", &options.ca_file, "CA file to verify the aggregator (default: system store)");
+    t.AddBool("insecure", &options.insecure, "do not verify the certificate");
+    t.AddInt("timeout_ms", &timeout_ms, "per-request deadline", 100, 3600000);
+  }
+  HttpsClientOptions Resolve() const {
+    HttpsClientOptions o = options;
+    o.port = static_cast<uint16_t>(port);
+    o.timeout = std::chrono::milliseconds(timeout_ms);
+    return o;
+  }
+};
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_CLIENT_FLAGS_H_

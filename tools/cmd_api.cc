@@ -1,0 +1,96 @@
+// fieldprof api: one API's field cost from the aggregator.
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "common/api_key.h"
+#include "tools/client_flags.h"
+#include "tools/commands.h"
+#include "tools/format.h"
+
+namespace fieldprof::tools {
+
+int CmdApi(int argc, char** argv) {
+  ClientFlags client;
+  std::string metric = "wall_time_ns", from, to;
+  bool json = false;
+  OptionTable t("fieldprof api",
+                "Shows one API's field cost: statistics over every version and platform that\n"
+                "matches, and its log2 histogram.\n\n"
+                "  fieldprof api [options] MODULE SYMBOL     e.g. libz.so.1 deflate");
+  client.Register(t);
+  t.AddString("metric", &metric, "which metric (see fieldprof top --help)");
+  t.AddString("from", &from, "first day YYYY-MM-DD (default: all time)");
+  t.AddString("to", &to, "last day YYYY-MM-DD");
+  t.AddBool("json", &json, "print the aggregator's JSON as is");
+  Status s = t.Parse(argc, argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  if (s.ok() && t.positional().size() != 2) s = InvalidArgument("expected MODULE SYMBOL");
+  StatusOr<wire::Metric> m = s.ok() ? ParseMetric(metric) : StatusOr<wire::Metric>(s);
+  if (!m.ok()) {
+    std::cerr << "fieldprof api: " << m.status().message() << " (see --help)\n";
+    return 2;
+  }
+  std::string target = "/v1/api?module=" + UrlEncode(t.positional()[0]) +
+                       "&symbol=" + UrlEncode(t.positional()[1]) + "&metric=" + metric;
+  if (!from.empty()) target += "&from=" + UrlEncode(from);
+  if (!to.empty()) target += "&to=" + UrlEncode(to);
+  HttpsClient c(client.Resolve());
+  StatusOr<HttpReply> r = c.Get(target);
+  if (!r.ok()) {
+    std::cerr << "fieldprof api: " << r.status().message() << "\n";
+    return 1;
+  }
+  if (r->status == 404) {
+    std::cerr << "fieldprof api: no " << metric << " data for " << t.positional()[0] << " "
+              << t.positional()[1] << " yet (try fieldprof top --module "
+              << t.positional()[0] << ")\n";
+    return 1;
+  }
+  if (r->status != 200) {
+    std::cerr << "fieldprof api: aggregator answered " << r->status << ": " << r->body;
+    return 1;
+  }
+  if (json) {
+    std::cout << r->body;
+    return 0;
+  }
+  boost::property_tree::ptree pt;
+  try {
+    std::istringstream in(r->body);
+    boost::property_tree::read_json(in, pt);
+  } catch (const std::exception& e) {
+    std::cerr << "fieldprof api: bad answer from the aggregator: " << e.what() << "\n";
+    return 1;
+  }
+  auto f = [&](const char* k) { return FormatMetricValue(*m, pt.get<double>(k, 0)); };
+  std::printf("%s %s  (%s, %s series, %s runs)\n", t.positional()[0].c_str(),
+              t.positional()[1].c_str(), metric.c_str(), pt.get<std::string>("series").c_str(),
+              pt.get<std::string>("runs").c_str());
+  std::printf("  calls %s   mean %s +- %s   min %s   max %s\n",
+              pt.get<std::string>("stats.count").c_str(), f("stats.mean").c_str(),
+              f("stats.stddev").c_str(), f("stats.min").c_str(), f("stats.max").c_str());
+  std::printf("  p50 %s   p90 %s   p99 %s\n\n", f("stats.p50").c_str(), f("stats.p90").c_str(),
+              f("stats.p99").c_str());
+  double top = 1;
+  for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
+    top = std::max(top, b.get<double>("count"));
+  }
+  const double zeros = pt.get<double>("histogram.zero_count", 0);
+  if (zeros > 0) std::printf("  %21s %10.0f\n", "0", zeros);
+  for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
+    const double n = b.get<double>("count");
+    const int width = static_cast<int>(40 * n / top + 0.5);
+    std::string range = FormatMetricValue(*m, b.get<double>("low")) + " .. ";
+    std::printf("  %21s %10.0f %s\n", range.c_str(), n, std::string(std::max(width, 1), '#').c_str());
+  }
+  return 0;
+}
+
+}  // namespace fieldprof::tools

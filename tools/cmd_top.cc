@@ -1,0 +1,82 @@
+// fieldprof top: the most called APIs an aggregator holds, with their costs.
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "common/api_key.h"
+#include "tools/client_flags.h"
+#include "tools/commands.h"
+#include "tools/format.h"
+
+namespace fieldprof::tools {
+
+int CmdTop(int argc, char** argv) {
+  ClientFlags client;
+  int64_t limit = 15;
+  std::string metric = "wall_time_ns", module;
+  bool json = false;
+  OptionTable t("fieldprof top",
+                "Lists the most called APIs the aggregator holds (all-time sums), with calls,\n"
+                "runs and cost percentiles, most called first.");
+  client.Register(t);
+  t.AddInt("limit", &limit, "how many APIs", 1, 100000);
+  t.AddString("metric", &metric,
+              "wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, alloc_count, "
+              "file_io_bytes or socket_io_bytes");
+  t.AddString("module", &module, "only this module (soname)");
+  t.AddBool("json", &json, "print the aggregator's JSON as is");
+  Status s = t.Parse(argc, argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  StatusOr<wire::Metric> m = s.ok() ? ParseMetric(metric) : StatusOr<wire::Metric>(s);
+  if (!m.ok()) {
+    std::cerr << "fieldprof top: " << m.status().message() << "\n";
+    return 2;
+  }
+  HttpsClient c(client.Resolve());
+  std::string target = "/v1/apis?order=calls&limit=" + std::to_string(limit) + "&metric=" + metric;
+  if (!module.empty()) target += "&module=" + UrlEncode(module);
+  StatusOr<HttpReply> r = c.Get(target);
+  if (!r.ok()) {
+    std::cerr << "fieldprof top: " << r.status().message() << "\n";
+    return 1;
+  }
+  if (r->status != 200) {
+    std::cerr << "fieldprof top: aggregator answered " << r->status << ": " << r->body;
+    return 1;
+  }
+  if (json) {
+    std::cout << r->body;
+    return 0;
+  }
+  boost::property_tree::ptree pt;
+  try {
+    std::istringstream in(r->body);
+    boost::property_tree::read_json(in, pt);
+  } catch (const std::exception& e) {
+    std::cerr << "fieldprof top: bad answer from the aggregator: " << e.what() << "\n";
+    return 1;
+  }
+  std::printf("%-4s %10s %7s %10s %10s %10s %10s  %-18s %s\n", "#", "calls", "runs", "mean", "p50",
+              "p90", "p99", "module", "symbol (platform)");
+  int rank = 0;
+  for (const auto& [_, a] : pt.get_child("apis")) {
+    auto v = [&](const char* k) { return a.get<double>(k, 0); };
+    std::string platform = a.get<std::string>("platform.arch") + "/" +
+                           a.get<std::string>("platform.cpu_vendor") + "/" +
+                           a.get<std::string>("platform.cpu_family");
+    std::printf("%-4d %10.0f %7.0f %10s %10s %10s %10s  %-18s %s (%s)\n", ++rank, v("calls"),
+                v("runs"), FormatMetricValue(*m, v("mean")).c_str(),
+                FormatMetricValue(*m, v("p50")).c_str(), FormatMetricValue(*m, v("p90")).c_str(),
+                FormatMetricValue(*m, v("p99")).c_str(), a.get<std::string>("module").c_str(),
+                a.get<std::string>("symbol").c_str(), platform.c_str());
+  }
+  if (rank == 0) std::printf("(no %s data yet)\n", metric.c_str());
+  return 0;
+}
+
+}  // namespace fieldprof::tools

@@ -1,0 +1,23 @@
+// fieldprof: the command line. One file per subcommand (cmd_*.cc); this file
+// only dispatches.
+#include <cstring>
+#include <iostream>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace fieldprof::tools;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::cout << "Usage: fieldprof COMMAND [options]\n\n"
+                 "Commands:\n"
+                 "  top    the most called APIs an aggregator holds, with their costs\n"
+                 "  api    one API's field cost: statistics and a histogram\n\n"
+                 "'fieldprof COMMAND --help' describes each command.\n";
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "top") return CmdTop(argc - 1, argv + 1);
+  if (cmd == "api") return CmdApi(argc - 1, argv + 1);
+  std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
+  return 2;
+}

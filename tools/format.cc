@@ -1,0 +1,47 @@
+#include "tools/format.h"
+
+#include <cstdio>
+
+namespace fieldprof::tools {
+
+std::string FormatNanos(double ns) {
+  char b[32];
+  if (ns < 1e3) {
+    std::snprintf(b, sizeof b, "%.0f ns", ns);
+  } else if (ns < 1e6) {
+    std::snprintf(b, sizeof b, "%.2f us", ns / 1e3);
+  } else if (ns < 1e9) {
+    std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+  } else {
+    std::snprintf(b, sizeof b, "%.2f s", ns / 1e9);
+  }
+  return b;
+}
+
+std::string FormatBytes(double v) {
+  char b[32];
+  if (v < 1024) {
+    std::snprintf(b, sizeof b, "%.0f B", v);
+  } else if (v < 1024.0 * 1024) {
+    std::snprintf(b, sizeof b, "%.2f KiB", v / 1024);
+  } else if (v < 1024.0 * 1024 * 1024) {
+    std::snprintf(b, sizeof b, "%.2f MiB", v / 1048576);
+  } else {
+    std::snprintf(b, sizeof b, "%.2f GiB", v / 1073741824);
+  }
+  return b;
+}
+
+std::string FormatMetricValue(wire::Metric m, double v) {
+  switch (m) {
+    case wire::METRIC_WALL_TIME_NS: return FormatNanos(v);
+    case wire::METRIC_ALLOC_COUNT: {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.1f", v);
+      return b;
+    }
+    default: return FormatBytes(v);
+  }
+}
+
+}  // namespace fieldprof::tools
