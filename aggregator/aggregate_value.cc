@@ -1,25 +1,127 @@
 #include "aggregator/aggregate_value.h"
 
+#include <algorithm>
+
 #include "common/wire.h"
 
 namespace fieldprof::aggregator {
 
-bool AggregateAccumulator::Add(std::string_view encoded) {
+void SparseAggregate::AddHistogram(const wire::Histogram& h) {
+  if (h.count() == 0) return;
+  zero_count_ += h.zero_count();
+  min_ = std::min(min_, h.min());
+  max_ = std::max(max_, h.max());
+  // Two-pointer merge of sorted bucket lists (validated input is sorted).
+  std::vector<Bucket> merged;
+  merged.reserve(buckets_.size() + static_cast<size_t>(h.buckets_size()));
+  size_t i = 0;
+  int j = 0;
+  bool ignored = false;
+  while (i < buckets_.size() || j < h.buckets_size()) {
+    const bool take_wire =
+        i == buckets_.size() ||
+        (j < h.buckets_size() && static_cast<int>(h.buckets(j).index()) <= buckets_[i].index);
+    if (!take_wire) {
+      merged.push_back(buckets_[i++]);
+      continue;
+    }
+    const wire::Bucket& wb = h.buckets(j++);
+    Bucket b{static_cast<int>(wb.index()), wb.count(), MakeUint128(wb.sum_lo(), wb.sum_hi()),
+             MakeUint128(wb.sum_sq_lo(), wb.sum_sq_hi())};
+    if (i < buckets_.size() && buckets_[i].index == b.index) {
+      const Bucket& o = buckets_[i++];
+      b.count += o.count;
+      b.sum += o.sum;
+      b.sum_sq = SaturatingAdd(b.sum_sq, o.sum_sq, &ignored);
+    }
+    merged.push_back(b);
+  }
+  buckets_.swap(merged);
+}
+
+void SparseAggregate::AddRecord(const wire::Record& r) {
+  AddHistogram(r.histogram());
+  runs_ += r.runs();
+  truncated_ = truncated_ || r.truncated();
+}
+
+bool SparseAggregate::AddEncoded(std::string_view encoded) {
   wire::Record r;
   if (!r.ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) return false;
   AddRecord(r);
   return true;
 }
 
-void AggregateAccumulator::AddRecord(const wire::Record& r) {
-  histogram_.Merge(HistogramFromWire(r.histogram()));
-  runs_ += r.runs();
-  truncated_ = truncated_ || r.truncated();
+void SparseAggregate::Merge(const SparseAggregate& other) {
+  if (other.empty()) return;
+  std::vector<Bucket> merged;
+  merged.reserve(buckets_.size() + other.buckets_.size());
+  size_t i = 0, j = 0;
+  bool ignored = false;
+  while (i < buckets_.size() || j < other.buckets_.size()) {
+    if (j == other.buckets_.size() ||
+        (i < buckets_.size() && buckets_[i].index < other.buckets_[j].index)) {
+      merged.push_back(buckets_[i++]);
+    } else if (i == buckets_.size() || other.buckets_[j].index < buckets_[i].index) {
+      merged.push_back(other.buckets_[j++]);
+    } else {
+      Bucket b = buckets_[i++];
+      const Bucket& o = other.buckets_[j++];
+      b.count += o.count;
+      b.sum += o.sum;
+      b.sum_sq = SaturatingAdd(b.sum_sq, o.sum_sq, &ignored);
+      merged.push_back(b);
+    }
+  }
+  buckets_.swap(merged);
+  zero_count_ += other.zero_count_;
+  min_ = std::min(min_, other.min_);
+  max_ = std::max(max_, other.max_);
+  runs_ += other.runs_;
+  truncated_ = truncated_ || other.truncated_;
 }
 
-void AggregateAccumulator::Encode(std::string* out) const {
+Histogram SparseAggregate::ToHistogram() const {
+  Histogram h;
+  h.SetZeroCount(zero_count_);
+  for (const Bucket& b : buckets_) {
+    h.SetBucket(b.index, HistogramBucket{b.count, b.sum, b.sum_sq});
+    if (b.sum_sq == kUint128Max) h.MarkSumSqSaturated();
+  }
+  if (!empty()) h.SetMinMax(min_, max_);
+  return h;
+}
+
+void SparseAggregate::Encode(std::string* out) const {
   wire::Record r;
-  HistogramToWire(histogram_, r.mutable_histogram());
+  wire::Histogram* h = r.mutable_histogram();
+  uint64_t count = zero_count_;
+  uint128 sum = 0, sum_sq = 0;
+  bool saturated = false;
+  h->set_zero_count(zero_count_);
+  for (const Bucket& b : buckets_) {
+    wire::Bucket* wb = h->add_buckets();
+    wb->set_index(static_cast<uint32_t>(b.index));
+    wb->set_count(b.count);
+    wb->set_sum_lo(Lo64(b.sum));
+    wb->set_sum_hi(Hi64(b.sum));
+    wb->set_sum_sq_lo(Lo64(b.sum_sq));
+    wb->set_sum_sq_hi(Hi64(b.sum_sq));
+    count += b.count;
+    sum += b.sum;
+    if (b.sum_sq == kUint128Max) saturated = true;
+    sum_sq = SaturatingAdd(sum_sq, b.sum_sq, &saturated);
+  }
+  h->set_count(count);
+  h->set_sum_lo(Lo64(sum));
+  h->set_sum_hi(Hi64(sum));
+  h->set_sum_sq_lo(Lo64(sum_sq));
+  h->set_sum_sq_hi(Hi64(sum_sq));
+  h->set_sum_sq_saturated(saturated);
+  if (count > 0) {
+    h->set_min(min_);
+    h->set_max(max_);
+  }
   r.set_runs(runs_);
   r.set_truncated(truncated_);
   out->clear();

@@ -1,38 +1,70 @@
-// The stored value of one series at one time node, and how values merge.
+// The stored value of one series at one time node, and how values add up.
 //
 // A value is a wire::Record without its key (histogram, runs, truncated),
-// serialized with protobuf. Merging decodes every operand, adds them exactly
-// (common/histogram.h) and encodes the sum; the same inputs in any order give
-// the same bytes. Kept free of RocksDB so it can be tested and benchmarked
-// on its own; store_rocksdb.cc wraps it in a rocksdb::MergeOperator.
+// serialized with protobuf. SparseAggregate adds values exactly (the same
+// rules as common/histogram.h) while holding only the non-empty buckets, so
+// a fold over tens of thousands of series stays small in memory; the same
+// inputs in any order give the same bytes. Kept free of RocksDB so it can be
+// tested and benchmarked on its own; store_rocksdb.cc wraps it in a
+// rocksdb::MergeOperator and uses it to pre-aggregate folds.
 #ifndef FIELDPROF_AGGREGATOR_AGGREGATE_VALUE_H_
 #define FIELDPROF_AGGREGATOR_AGGREGATE_VALUE_H_
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 
 namespace fieldprof::aggregator {
 
-// Sum of values being merged; Add() each operand, then Encode().
-class AggregateAccumulator {
+class SparseAggregate {
  public:
-  // False when `encoded` is not a valid stored value (it is then not added).
-  [[nodiscard]] bool Add(std::string_view encoded);
-  // Adds a record (key ignored) straight from an uploaded batch.
+  // Adds a record (its key is ignored); it must have passed validation.
   void AddRecord(const wire::Record& r);
+  // Adds an encoded value. False (and nothing added) when it does not parse.
+  [[nodiscard]] bool AddEncoded(std::string_view encoded);
+  void Merge(const SparseAggregate& other);
   void Encode(std::string* out) const;
 
-  const Histogram& histogram() const { return histogram_; }
+  Histogram ToHistogram() const;
   uint64_t runs() const { return runs_; }
   bool truncated() const { return truncated_; }
+  bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
  private:
-  Histogram histogram_;
+  struct Bucket {
+    int index;
+    uint64_t count;
+    uint128 sum;
+    uint128 sum_sq;  // saturating
+  };
+  void AddHistogram(const wire::Histogram& h);
+
+  std::vector<Bucket> buckets_;  // sorted by index, non-empty only
+  uint64_t zero_count_ = 0;
+  uint64_t min_ = std::numeric_limits<uint64_t>::max();
+  uint64_t max_ = 0;
   uint64_t runs_ = 0;
   bool truncated_ = false;
+};
+
+// Compatibility name used by the store and tests: an accumulator of encoded
+// values that can also be read as a full Histogram.
+class AggregateAccumulator {
+ public:
+  [[nodiscard]] bool Add(std::string_view encoded) { return sparse_.AddEncoded(encoded); }
+  void AddRecord(const wire::Record& r) { sparse_.AddRecord(r); }
+  void Encode(std::string* out) const { sparse_.Encode(out); }
+  Histogram histogram() const { return sparse_.ToHistogram(); }
+  uint64_t runs() const { return sparse_.runs(); }
+  bool truncated() const { return sparse_.truncated(); }
+
+ private:
+  SparseAggregate sparse_;
 };
 
 // Encodes one uploaded record as a merge operand.

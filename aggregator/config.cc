@@ -16,7 +16,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
           grace_ms = s.shutdown_grace.count(), retry_after = s.retry_after_seconds,
           retention_days = st.batch_id_retention.count() / 86400,
           merges = st.max_successive_merges, max_pending = st.max_pending_batches,
-          max_fold = st.max_fold_batches,
+          fold_ms = st.fold_interval.count(),
+          memtable_mib = static_cast<int64_t>(st.write_buffer_bytes >> 20),
           cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20);
   bool sync = st.sync;
 
@@ -46,11 +47,13 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   t.AddBool("sync", &sync, "fsync the WAL before answering 200 (turn off only to benchmark)");
   t.AddInt("batch_id_retention_days", &retention_days, "days a batch id is remembered for dedupe",
            1, 3650);
-  t.AddInt("max_successive_merges", &merges, "merge operands per key before folding at write",
+  t.AddInt("max_successive_merges", &merges, "merge operands per key in the memtable before folding at write (0 = no limit)",
            0, 100000);
   t.AddInt("max_pending_batches", &max_pending,
            "accepted batches waiting to be folded into the sums before 503", 1, 1 << 20);
-  t.AddInt("max_fold_batches", &max_fold, "batches folded together into one write", 1, 1 << 16);
+  t.AddInt("fold_interval_ms", &fold_ms,
+           "longest time accepted batches wait to be folded into the sums", 0, 60000);
+  t.AddInt("memtable_mib", &memtable_mib, "memtable size of the sums in MiB", 1, 4096);
   t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
 
   FP_RETURN_IF_ERROR(t.Parse(argc, argv));
@@ -77,7 +80,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   st.batch_id_retention = std::chrono::hours(24 * retention_days);
   st.max_successive_merges = static_cast<int>(merges);
   st.max_pending_batches = static_cast<int>(max_pending);
-  st.max_fold_batches = static_cast<int>(max_fold);
+  st.fold_interval = std::chrono::milliseconds(fold_ms);
+  st.write_buffer_bytes = static_cast<size_t>(memtable_mib) << 20;
   st.block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
   if (s.tls_cert_file.empty() || s.tls_key_file.empty()) {
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");

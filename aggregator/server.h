@@ -44,8 +44,8 @@ struct ServerOptions {
   // Threads running TLS and HTTP I/O. Default: 2.
   int io_threads = 2;
   // Threads running request handlers (parse, validate, synced store writes).
-  // More than cores, so concurrent fsyncs can be grouped. Default: 8.
-  int worker_threads = 8;
+  // More than cores, so concurrent fsyncs can be grouped. Default: 16.
+  int worker_threads = 16;
   // Requests queued or running in the worker pool before 503. Default: 64.
   int max_queued_requests = 64;
   // Open connections before new ones are closed on accept. Default: 1024.

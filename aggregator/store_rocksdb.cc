@@ -7,6 +7,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <deque>
@@ -44,6 +45,13 @@ void AppendBigEndian32(std::string* s, int32_t v) {
   s->push_back(static_cast<char>(u));
 }
 
+int32_t ReadBigEndian32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<int32_t>(
+      ((uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3]) ^
+      0x80000000u);
+}
+
 std::string NodeKey(const TimeNode& node, std::string_view api_key) {
   std::string k;
   k.reserve(api_key.size() + 5);
@@ -56,10 +64,10 @@ std::string NodeKey(const TimeNode& node, std::string_view api_key) {
 class HistogramMergeOperator : public rocksdb::MergeOperator {
  public:
   bool FullMergeV2(const MergeOperationInput& in, MergeOperationOutput* out) const override {
-    AggregateAccumulator acc;
-    if (in.existing_value != nullptr && !acc.Add(ToView(*in.existing_value))) return false;
+    SparseAggregate acc;
+    if (in.existing_value != nullptr && !acc.AddEncoded(ToView(*in.existing_value))) return false;
     for (const rocksdb::Slice& op : in.operand_list) {
-      if (!acc.Add(ToView(op))) return false;
+      if (!acc.AddEncoded(ToView(op))) return false;
     }
     acc.Encode(&out->new_value);
     return true;
@@ -67,9 +75,9 @@ class HistogramMergeOperator : public rocksdb::MergeOperator {
 
   bool PartialMergeMulti(const rocksdb::Slice& key, const std::deque<rocksdb::Slice>& operands,
                          std::string* new_value, rocksdb::Logger* logger) const override {
-    AggregateAccumulator acc;
+    SparseAggregate acc;
     for (const rocksdb::Slice& op : operands) {
-      if (!acc.Add(ToView(op))) return false;
+      if (!acc.AddEncoded(ToView(op))) return false;
     }
     acc.Encode(new_value);
     return true;
@@ -118,7 +126,7 @@ class RocksDbStore : public Store {
     rocksdb::ColumnFamilyOptions data;
     data.merge_operator = std::make_shared<HistogramMergeOperator>();
     data.max_successive_merges = static_cast<size_t>(options_.max_successive_merges);
-    data.write_buffer_size = 64 << 20;
+    data.write_buffer_size = options_.write_buffer_bytes;
     data.compression = rocksdb::kNoCompression;
     data.bottommost_compression = rocksdb::kZSTD;
     rocksdb::BlockBasedTableOptions table;
@@ -187,15 +195,14 @@ class RocksDbStore : public Store {
     wo.sync = options_.sync;
     s = db_->Write(wo, &wb);
     if (!s.ok()) return FromRocks(s, "writing batch");
-    const size_t records = static_cast<size_t>(batch->records_size());
-    Enqueue(Pending{id, day, std::move(batch)});
-    return ApplyResult{.duplicate = false, .records = records};
+    AddToFold(id, day, *batch);
+    return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch->records_size())};
   }
 
   uint64_t pending_batches() override { return pending_count_.load(); }
 
   Status WaitApplied(std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(queue_mutex_);
+    std::unique_lock lock(fold_mutex_);
     if (!applied_cv_.wait_for(lock, timeout, [this] { return pending_count_.load() == 0; })) {
       return Unavailable(std::to_string(pending_count_.load()) + " batches still pending after " +
                          std::to_string(timeout.count()) + " ms");
@@ -296,10 +303,10 @@ class RocksDbStore : public Store {
 
   Status Close() override {
     {
-      std::lock_guard lock(queue_mutex_);
+      std::lock_guard lock(fold_mutex_);
       stop_ = true;
     }
-    queue_cv_.notify_all();
+    fold_cv_.notify_all();
     if (applier_.joinable()) applier_.join();
     std::unique_lock lock(close_mutex_);
     if (!db_) return Status::Ok();
@@ -314,19 +321,42 @@ class RocksDbStore : public Store {
   }
 
  private:
-  struct Pending {
-    std::string id;
-    int32_t day;
-    std::shared_ptr<const wire::Batch> batch;
+  // Batches accepted but not yet written into the sums, already summed by
+  // series: (day, api key) -> sum. Ingest threads add whole batches under
+  // fold_mutex_; the applier swaps the whole fold out under the same mutex,
+  // so a batch is always entirely in one fold.
+  struct Fold {
+    std::unordered_map<std::string, SparseAggregate> sums;
+    std::vector<std::string> ids;  // batch ids to delete from the pending log
   };
 
-  void Enqueue(Pending p) {
+  static std::string DayKey(int32_t day, const wire::Record& r, const wire::Platform& p) {
+    std::string k;
+    AppendBigEndian32(&k, day);
+    k += EncodeApiKey(ApiKeyFromWire(r.key(), p));
+    return k;
+  }
+
+  void AddToFold(const std::string& id, int32_t day, const wire::Batch& batch) {
+    // Sum the batch on its own first (no lock), then add it to the open fold.
+    std::unordered_map<std::string, SparseAggregate> local;
+    for (const wire::Record& r : batch.records()) {
+      local[DayKey(day, r, batch.client_platform())].AddRecord(r);
+    }
     {
-      std::lock_guard lock(queue_mutex_);
-      queue_.push_back(std::move(p));
+      std::lock_guard lock(fold_mutex_);
+      for (auto& [k, v] : local) {
+        auto [it, inserted] = fold_.sums.try_emplace(k);
+        if (inserted) {
+          it->second = std::move(v);
+        } else {
+          it->second.Merge(v);
+        }
+      }
+      fold_.ids.push_back(id);
       pending_count_.fetch_add(1);
     }
-    queue_cv_.notify_one();
+    fold_cv_.notify_one();
   }
 
   // Batches accepted before a crash or shutdown but not yet applied.
@@ -335,82 +365,89 @@ class RocksDbStore : public Store {
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       rocksdb::Slice v = it->value();
       if (v.size() < 4) return DataLoss("pending batch entry too short");
-      const auto* u = reinterpret_cast<const unsigned char*>(v.data());
-      const int32_t day = static_cast<int32_t>(
-          ((uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3]) ^
-          0x80000000u);
-      auto batch = std::make_shared<wire::Batch>();
-      if (!batch->ParseFromArray(v.data() + 4, static_cast<int>(v.size() - 4))) {
+      const int32_t day = ReadBigEndian32(v.data());
+      wire::Batch batch;
+      if (!batch.ParseFromArray(v.data() + 4, static_cast<int>(v.size() - 4))) {
         return DataLoss("pending batch " + HexEncode(it->key().ToString()) + " does not parse");
       }
-      Enqueue(Pending{it->key().ToString(), day, std::move(batch)});
+      AddToFold(it->key().ToString(), day, batch);
     }
     return FromRocks(it->status(), "reading pending batches");
   }
 
-  // Folds pending batches into the sums, many at a time: records of the same
-  // series and day are summed in memory first, so hot series cost one merge
-  // per fold instead of one per record.
+  // Writes the open fold whenever there is one. While a fold is being
+  // written, the next one grows, so under load folds get larger and the
+  // number of merges per batch smaller (like group commit).
   void ApplierLoop() {
     for (;;) {
-      std::vector<Pending> work;
+      Fold work;
       {
-        std::unique_lock lock(queue_mutex_);
-        queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stop_ and drained
-        while (!queue_.empty() && work.size() < static_cast<size_t>(options_.max_fold_batches)) {
-          work.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
+        std::unique_lock lock(fold_mutex_);
+        fold_cv_.wait(lock, [this] { return stop_ || !fold_.ids.empty(); });
+        if (fold_.ids.empty()) return;  // stop_ and drained
+        // Let the fold grow for up to fold_interval since the last write
+        // started: more batches per fold, fewer merges per batch. Cut short
+        // when stopping or when half the pending budget is used.
+        const auto due = last_fold_start_ + options_.fold_interval;
+        fold_cv_.wait_until(lock, due, [this] {
+          return stop_ || pending_count_.load() * 2 >=
+                              static_cast<uint64_t>(options_.max_pending_batches);
+        });
+        last_fold_start_ = std::chrono::steady_clock::now();
+        std::swap(work, fold_);
       }
-      Status s = Fold(work);
-      std::unique_lock lock(queue_mutex_);
+      Status s = WriteFold(work);
+      std::unique_lock lock(fold_mutex_);
       if (!s.ok()) {
-        // E.g. disk full. The batches stay durable in the pending log; retry.
+        // E.g. disk full. The batches stay durable in the pending log; put
+        // the sums back in front of what arrived meanwhile and retry.
         apply_errors_.fetch_add(1);
-        for (auto it = work.rbegin(); it != work.rend(); ++it) queue_.push_front(std::move(*it));
+        for (auto& [k, v] : fold_.sums) {
+          auto [it, inserted] = work.sums.try_emplace(k);
+          if (inserted) {
+            it->second = std::move(v);
+          } else {
+            it->second.Merge(v);
+          }
+        }
+        work.ids.insert(work.ids.end(), fold_.ids.begin(), fold_.ids.end());
+        std::swap(work, fold_);
         if (stop_) return;  // applied on the next start
-        queue_cv_.wait_for(lock, std::chrono::milliseconds(200));
+        fold_cv_.wait_for(lock, std::chrono::milliseconds(200));
         continue;
       }
-      pending_count_.fetch_sub(work.size());
-      applied_batches_.fetch_add(work.size());
+      pending_count_.fetch_sub(work.ids.size());
+      applied_batches_.fetch_add(work.ids.size());
       folds_.fetch_add(1);
       applied_cv_.notify_all();
     }
   }
 
-  Status Fold(const std::vector<Pending>& work) {
+  Status WriteFold(const Fold& work) {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
-    // Day (4 bytes, big-endian) + encoded API key -> sum.
-    std::unordered_map<std::string, AggregateAccumulator> sums;
-    std::string k;
-    for (const Pending& p : work) {
-      for (const wire::Record& r : p.batch->records()) {
-        k.clear();
-        AppendBigEndian32(&k, p.day);
-        k += EncodeApiKey(ApiKeyFromWire(r.key(), p.batch->client_platform()));
-        sums[k].AddRecord(r);
-      }
+    // Merges go in key order: the memtable's skip list then finds each
+    // insert position next to the previous one instead of from the top.
+    std::vector<std::pair<std::string, const std::string*>> merges;
+    std::vector<std::string> values;
+    values.reserve(work.sums.size());
+    merges.reserve(work.sums.size() * 3);
+    for (const auto& [dk, sum] : work.sums) {
+      const int32_t day = ReadBigEndian32(dk.data());
+      const std::string_view api(dk.data() + 4, dk.size() - 4);
+      values.emplace_back();
+      sum.Encode(&values.back());
+      for (const TimeNode& n : NodesForDay(day)) merges.emplace_back(NodeKey(n, api), &values.back());
     }
+    std::sort(merges.begin(), merges.end());
     rocksdb::WriteBatch wb;
     rocksdb::Status s;
-    std::string value;
-    for (const auto& [dk, acc] : sums) {
-      const auto* u = reinterpret_cast<const unsigned char*>(dk.data());
-      const int32_t day = static_cast<int32_t>(
-          ((uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3]) ^
-          0x80000000u);
-      const std::string_view api(dk.data() + 4, dk.size() - 4);
-      acc.Encode(&value);
-      for (const TimeNode& n : NodesForDay(day)) {
-        s = wb.Merge(data_cf_, NodeKey(n, api), value);
-        if (!s.ok()) return FromRocks(s, "building fold");
-      }
+    for (const auto& [key, value] : merges) {
+      s = wb.Merge(data_cf_, key, *value);
+      if (!s.ok()) return FromRocks(s, "building fold");
     }
-    for (const Pending& p : work) {
-      s = wb.Delete(pending_cf_, p.id);
+    for (const std::string& id : work.ids) {
+      s = wb.Delete(pending_cf_, id);
       if (!s.ok()) return FromRocks(s, "building fold");
     }
     // Not synced on purpose: the merges and the pending deletes are one
@@ -419,7 +456,7 @@ class RocksDbStore : public Store {
     // makes it durable.
     s = db_->Write(rocksdb::WriteOptions(), &wb);
     if (!s.ok()) return FromRocks(s, "writing fold");
-    series_written_.fetch_add(sums.size());
+    series_written_.fetch_add(work.sums.size());
     return Status::Ok();
   }
 
@@ -432,11 +469,12 @@ class RocksDbStore : public Store {
   rocksdb::ColumnFamilyHandle* ids_cf_ = nullptr;   // owned by db_
   rocksdb::ColumnFamilyHandle* pending_cf_ = nullptr;  // owned by db_
 
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;    // work arrived or stop_
+  std::mutex fold_mutex_;
+  std::condition_variable fold_cv_;     // a batch was added, or stop_
   std::condition_variable applied_cv_;  // pending_count_ went down
-  std::deque<Pending> queue_;           // GUARDED_BY(queue_mutex_)
-  bool stop_ = false;                   // GUARDED_BY(queue_mutex_)
+  Fold fold_;                           // GUARDED_BY(fold_mutex_)
+  bool stop_ = false;                   // GUARDED_BY(fold_mutex_)
+  std::chrono::steady_clock::time_point last_fold_start_;  // applier thread only
   std::atomic<uint64_t> pending_count_{0};
   std::atomic<uint64_t> applied_batches_{0};
   std::atomic<uint64_t> folds_{0};

@@ -10,10 +10,11 @@
 //   pending    16-byte batch id -> 4-byte day + the batch as received: the
 //              log of accepted batches not yet folded into `default`.
 //
-// Ingest writes the batch id and the pending entry in one synced write and
-// answers; a background applier folds pending batches (summing records of
-// the same series across batches first) into the sums and deletes them from
-// the pending log in one atomic write. Restart re-folds what is pending.
+// Ingest writes the batch id and the pending entry in one synced write,
+// adds the batch's records to the open in-memory fold (summed by series and
+// day) and answers. A background applier writes the fold's merges and the
+// deletes of its pending entries in one atomic write. Restart re-folds what
+// is pending.
 //
 //   auto store = OpenRocksDbStore({.path = "/var/lib/fieldprof/db"});
 //   if (!store.ok()) ...;
@@ -39,13 +40,20 @@ struct RocksDbStoreOptions {
   // applied again). Default: 60 days.
   std::chrono::seconds batch_id_retention = std::chrono::hours(24 * 60);
   // Merge operands kept per key in the memtable before they are folded at
-  // write time; bounds read cost on hot keys. Default: 64.
-  int max_successive_merges = 64;
+  // write time (0 = no limit). Folding already sums each series once per
+  // fold and memtable flushes merge operands, so the limit costs more (a
+  // memtable scan per merge) than it saves. Default: 0.
+  int max_successive_merges = 0;
+  // Memtable size of the sums; also bounds how many merge operands a read
+  // of a hot series may have to add up before a flush merges them. Default: 32 MiB.
+  size_t write_buffer_bytes = 32 << 20;
   // Accepted batches waiting to be folded into the sums before ApplyBatch
   // answers ResourceExhausted (the server then says 503). Default: 256.
   int max_pending_batches = 256;
-  // Batches folded together into one write. Default: 64.
-  int max_fold_batches = 64;
+  // Longest time the applier lets a fold grow before writing it; also how
+  // long an accepted batch may take to become visible to queries.
+  // Default: 1 s.
+  std::chrono::milliseconds fold_interval{1000};
   // Block cache size. Default: 64 MiB.
   size_t block_cache_bytes = 64 << 20;
 };

@@ -18,7 +18,7 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # run-time helpers: certificates, the nginx reference sink, curl for smoke checks
-  openssl nginx-light curl procps
+  openssl nginx-light curl procps bc
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Ingest throughput of the aggregator, with its references measured in the
+# same run on the same request bodies:
+#   1. fieldprof-aggregator (TLS, parse, validate, dedupe, synced WAL write,
+#      background fold into the sums), driven by fieldprof-loadgen;
+#   2. the physical reference: RocksDB synced writes of the same bodies from
+#      as many threads, no TLS, parsing or merging (tests/benchmarks/rocksdb_reference);
+#   3. the network-side reference: Debian's nginx over TLS discarding the
+#      bodies, driven by the same loadgen.
+# Prints each rate and the ratios. Everything binds to 127.0.0.1 and stops.
+#
+#   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS]     (default 20 s, 16)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-20}"
+conns="${2:-16}"
+./deploy/install-deps.sh >/dev/null
+./deploy/build.sh fieldprof-aggregator fieldprof-loadgen rocksdb_reference >/dev/null
+work="$(mktemp -d /tmp/fieldprof-bench-XXXXXX)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+./deploy/make-cert.sh "$work/tls" ec >/dev/null
+mkdir -p "$work/bodies"
+./build/tools/fieldprof-loadgen --dump "$work/bodies" --pool 64 2>/dev/null
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
+
+echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
+port="$(free_port)"
+./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db" \
+  --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
+pids+=($!)
+for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
+  --connections "$conns" --batches 0 --duration_s "$seconds" --pool 64 --json 2>/dev/null)"
+echo "$agg_json"
+pending_wait_start=$(date +%s.%N)
+until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
+drain=$(echo "$(date +%s.%N) - $pending_wait_start" | bc)
+echo "applied backlog drained ${drain}s after the load stopped"
+kill -TERM "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true
+agg_bps="$(echo "$agg_json" | field batches_per_second)"
+agg_rps="$(echo "$agg_json" | field records_per_second)"
+
+echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
+ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb" "$work/bodies" "$conns" "$seconds")"
+echo "$ref_json"
+ref_bps="$(echo "$ref_json" | field batches_per_second)"
+
+echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
+nport="$(free_port)"
+mkdir -p "$work/nginx"
+cat >"$work/nginx/nginx.conf" <<CONF
+worker_processes 2;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx/body;
+  server {
+    listen 127.0.0.1:$nport ssl;
+    ssl_certificate $work/tls/cert.pem;
+    ssl_certificate_key $work/tls/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    keepalive_requests 1000000;
+    client_max_body_size 2m;
+    client_body_buffer_size 2m;
+    location / { return 200 '{"duplicate":false}'; }
+  }
+}
+CONF
+nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' &
+pids+=($!)
+sleep 0.5
+ngx_json="$(./build/tools/fieldprof-loadgen --port "$nport" --ca "$work/tls/cert.pem" \
+  --connections "$conns" --batches 0 --duration_s "$seconds" --pool 64 --json 2>/dev/null)"
+echo "$ngx_json"
+ngx_bps="$(echo "$ngx_json" | field batches_per_second)"
+
+echo
+echo "== summary ($(nproc) cores, ${conns} connections, ~128 KiB bodies)"
+printf "aggregator ingest:          %8.1f batches/s  %10.0f records/s\n" "$agg_bps" "$agg_rps"
+printf "RocksDB synced-write ref:   %8.1f batches/s   ratio ingest/ref   = %.2f (target >= 0.60)\n" \
+  "$ref_bps" "$(echo "$agg_bps / $ref_bps" | bc -l)"
+printf "nginx TLS sink ref:         %8.1f batches/s   ratio ingest/nginx = %.2f\n" \
+  "$ngx_bps" "$(echo "$agg_bps / $ngx_bps" | bc -l)"
