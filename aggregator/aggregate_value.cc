@@ -11,32 +11,28 @@ void SparseAggregate::AddHistogram(const wire::Histogram& h) {
   zero_count_ += h.zero_count();
   min_ = std::min(min_, h.min());
   max_ = std::max(max_, h.max());
-  // Two-pointer merge of sorted bucket lists (validated input is sorted).
-  std::vector<Bucket> merged;
-  merged.reserve(buckets_.size() + static_cast<size_t>(h.buckets_size()));
+  // In-place merge of sorted bucket lists (validated input is sorted): walk
+  // both in order, add to existing buckets, insert the new ones. No
+  // allocation once the vector has grown to the histogram's width.
+  if (buckets_.capacity() < 12) buckets_.reserve(12);
   size_t i = 0;
-  int j = 0;
   bool ignored = false;
-  while (i < buckets_.size() || j < h.buckets_size()) {
-    const bool take_wire =
-        i == buckets_.size() ||
-        (j < h.buckets_size() && static_cast<int>(h.buckets(j).index()) <= buckets_[i].index);
-    if (!take_wire) {
-      merged.push_back(buckets_[i++]);
-      continue;
+  for (const wire::Bucket& wb : h.buckets()) {
+    const int index = static_cast<int>(wb.index());
+    while (i < buckets_.size() && buckets_[i].index < index) ++i;
+    const uint128 sum = MakeUint128(wb.sum_lo(), wb.sum_hi());
+    const uint128 sum_sq = MakeUint128(wb.sum_sq_lo(), wb.sum_sq_hi());
+    if (i < buckets_.size() && buckets_[i].index == index) {
+      Bucket& b = buckets_[i];
+      b.count += wb.count();
+      b.sum += sum;
+      b.sum_sq = SaturatingAdd(b.sum_sq, sum_sq, &ignored);
+    } else {
+      buckets_.insert(buckets_.begin() + static_cast<ptrdiff_t>(i),
+                      Bucket{index, wb.count(), sum, sum_sq});
     }
-    const wire::Bucket& wb = h.buckets(j++);
-    Bucket b{static_cast<int>(wb.index()), wb.count(), MakeUint128(wb.sum_lo(), wb.sum_hi()),
-             MakeUint128(wb.sum_sq_lo(), wb.sum_sq_hi())};
-    if (i < buckets_.size() && buckets_[i].index == b.index) {
-      const Bucket& o = buckets_[i++];
-      b.count += o.count;
-      b.sum += o.sum;
-      b.sum_sq = SaturatingAdd(b.sum_sq, o.sum_sq, &ignored);
-    }
-    merged.push_back(b);
+    ++i;
   }
-  buckets_.swap(merged);
 }
 
 void SparseAggregate::AddRecord(const wire::Record& r) {

@@ -140,6 +140,7 @@ class RocksDbStore : public Store {
 
     rocksdb::ColumnFamilyOptions pending;
     pending.write_buffer_size = 32 << 20;
+    pending.compression = rocksdb::kNoCompression;  // entries live about a second
 
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
         {rocksdb::kDefaultColumnFamilyName, data}, {"batch_ids", ids}, {"pending", pending}};
@@ -330,18 +331,21 @@ class RocksDbStore : public Store {
     std::vector<std::string> ids;  // batch ids to delete from the pending log
   };
 
-  static std::string DayKey(int32_t day, const wire::Record& r, const wire::Platform& p) {
-    std::string k;
-    AppendBigEndian32(&k, day);
-    k += EncodeApiKey(ApiKeyFromWire(r.key(), p));
-    return k;
+  static void DayKey(int32_t day, const wire::Record& r, const wire::Platform& p,
+                     std::string* k) {
+    k->clear();
+    AppendBigEndian32(k, day);
+    AppendWireApiKey(r.key(), p, k);
   }
 
   void AddToFold(const std::string& id, int32_t day, const wire::Batch& batch) {
     // Sum the batch on its own first (no lock), then add it to the open fold.
     std::unordered_map<std::string, SparseAggregate> local;
+    local.reserve(static_cast<size_t>(batch.records_size()));
+    std::string key;
     for (const wire::Record& r : batch.records()) {
-      local[DayKey(day, r, batch.client_platform())].AddRecord(r);
+      DayKey(day, r, batch.client_platform(), &key);
+      local[key].AddRecord(r);
     }
     {
       std::lock_guard lock(fold_mutex_);

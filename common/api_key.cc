@@ -53,6 +53,22 @@ std::string EncodeApiKey(const ApiKey& key) {
   return s;
 }
 
+void AppendWireApiKey(const wire::ApiKey& k, const wire::Platform& batch_platform,
+                      std::string* out) {
+  const wire::Platform& p = k.has_platform() ? k.platform() : batch_platform;
+  out->append(k.module());
+  out->push_back('\0');
+  out->append(k.symbol());
+  out->push_back('\0');
+  out->append(k.module_version());
+  out->push_back('\0');
+  out->push_back(static_cast<char>(k.metric()));
+  out->push_back(static_cast<char>(p.os()));
+  out->push_back(static_cast<char>(p.arch()));
+  out->push_back(static_cast<char>(p.cpu_vendor()));
+  out->push_back(static_cast<char>(static_cast<uint8_t>(p.cpu_family())));
+}
+
 StatusOr<ApiKey> DecodeApiKey(std::string_view bytes) {
   ApiKey k;
   std::string_view rest = bytes;

@@ -45,6 +45,11 @@ ApiKey ApiKeyFromWire(const wire::ApiKey& k, const wire::Platform& batch_platfor
 void ApiKeyToWire(const ApiKey& k, wire::ApiKey* out);
 
 std::string EncodeApiKey(const ApiKey& key);
+// Appends the encoding of a wire key (with `batch_platform` when it has
+// none) to *out, without building an ApiKey first. Same bytes as
+// EncodeApiKey(ApiKeyFromWire(k, batch_platform)).
+void AppendWireApiKey(const wire::ApiKey& k, const wire::Platform& batch_platform,
+                      std::string* out);
 [[nodiscard]] StatusOr<ApiKey> DecodeApiKey(std::string_view bytes);
 
 // Short names for display and query parameters: "wall_time_ns", "linux", ...

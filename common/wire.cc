@@ -69,6 +69,20 @@ StatusOr<wire::Batch> DecodeBatch(std::string_view bytes) {
   return batch;
 }
 
+StatusOr<wire::Batch*> DecodeBatch(std::string_view bytes, google::protobuf::Arena* arena) {
+  if (bytes.size() > kMaxBatchBytes) {
+    return TooLarge("batch_size: batch is " + std::to_string(bytes.size()) +
+                    " bytes, the limit is " + std::to_string(kMaxBatchBytes));
+  }
+  if (bytes.empty()) return InvalidArgument("parse: empty body");
+  auto* batch = google::protobuf::Arena::CreateMessage<wire::Batch>(arena);
+  if (!batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("parse: body is not a valid protobuf fieldprof.wire.Batch");
+  }
+  FP_RETURN_IF_ERROR(ValidateBatch(*batch));
+  return batch;
+}
+
 std::string HexEncode(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string s;
