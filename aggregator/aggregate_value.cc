@@ -90,34 +90,9 @@ Histogram SparseAggregate::ToHistogram() const {
 
 void SparseAggregate::Encode(std::string* out) const {
   wire::Record r;
-  wire::Histogram* h = r.mutable_histogram();
-  uint64_t count = zero_count_;
-  uint128 sum = 0, sum_sq = 0;
-  bool saturated = false;
-  h->set_zero_count(zero_count_);
-  for (const Bucket& b : buckets_) {
-    wire::Bucket* wb = h->add_buckets();
-    wb->set_index(static_cast<uint32_t>(b.index));
-    wb->set_count(b.count);
-    wb->set_sum_lo(Lo64(b.sum));
-    wb->set_sum_hi(Hi64(b.sum));
-    wb->set_sum_sq_lo(Lo64(b.sum_sq));
-    wb->set_sum_sq_hi(Hi64(b.sum_sq));
-    count += b.count;
-    sum += b.sum;
-    if (b.sum_sq == kUint128Max) saturated = true;
-    sum_sq = SaturatingAdd(sum_sq, b.sum_sq, &saturated);
-  }
-  h->set_count(count);
-  h->set_sum_lo(Lo64(sum));
-  h->set_sum_hi(Hi64(sum));
-  h->set_sum_sq_lo(Lo64(sum_sq));
-  h->set_sum_sq_hi(Hi64(sum_sq));
-  h->set_sum_sq_saturated(saturated);
-  if (count > 0) {
-    h->set_min(min_);
-    h->set_max(max_);
-  }
+  WireHistogramBuilder w(r.mutable_histogram(), zero_count_);
+  for (const Bucket& b : buckets_) w.AddBucket(b.index, b.count, b.sum, b.sum_sq);
+  w.Finish(min_, max_, /*saturated=*/false);
   r.set_runs(runs_);
   r.set_truncated(truncated_);
   out->clear();

@@ -4,37 +4,46 @@
 
 namespace fieldprof {
 
+WireHistogramBuilder::WireHistogramBuilder(wire::Histogram* out, uint64_t zero_count)
+    : out_(out), count_(zero_count) {
+  out_->Clear();
+  out_->set_zero_count(zero_count);
+}
+
+void WireHistogramBuilder::AddBucket(int index, uint64_t count, uint128 sum, uint128 sum_sq) {
+  wire::Bucket* wb = out_->add_buckets();
+  wb->set_index(static_cast<uint32_t>(index));
+  wb->set_count(count);
+  wb->set_sum_lo(Lo64(sum));
+  wb->set_sum_hi(Hi64(sum));
+  wb->set_sum_sq_lo(Lo64(sum_sq));
+  wb->set_sum_sq_hi(Hi64(sum_sq));
+  count_ += count;
+  sum_ += sum;
+  if (sum_sq == kUint128Max) saturated_ = true;
+  sum_sq_ = SaturatingAdd(sum_sq_, sum_sq, &saturated_);
+}
+
+void WireHistogramBuilder::Finish(uint64_t min, uint64_t max, bool saturated) {
+  out_->set_count(count_);
+  out_->set_sum_lo(Lo64(sum_));
+  out_->set_sum_hi(Hi64(sum_));
+  out_->set_sum_sq_lo(Lo64(sum_sq_));
+  out_->set_sum_sq_hi(Hi64(sum_sq_));
+  out_->set_sum_sq_saturated(saturated || saturated_);
+  if (count_ > 0) {
+    out_->set_min(min);
+    out_->set_max(max);
+  }
+}
+
 void HistogramToWire(const Histogram& h, wire::Histogram* out) {
-  out->Clear();
-  out->set_zero_count(h.zero_count());
-  uint64_t count = h.zero_count();
-  uint128 sum = 0;
-  uint128 sum_sq = 0;
-  bool saturated = h.sum_sq_saturated();
+  WireHistogramBuilder w(out, h.zero_count());
   for (int i = 0; i < kNumBuckets; ++i) {
     const HistogramBucket& b = h.bucket(i);
-    if (b.count == 0) continue;
-    wire::Bucket* wb = out->add_buckets();
-    wb->set_index(static_cast<uint32_t>(i));
-    wb->set_count(b.count);
-    wb->set_sum_lo(Lo64(b.sum));
-    wb->set_sum_hi(Hi64(b.sum));
-    wb->set_sum_sq_lo(Lo64(b.sum_sq));
-    wb->set_sum_sq_hi(Hi64(b.sum_sq));
-    count += b.count;
-    sum += b.sum;
-    sum_sq = SaturatingAdd(sum_sq, b.sum_sq, &saturated);
+    if (b.count != 0) w.AddBucket(i, b.count, b.sum, b.sum_sq);
   }
-  out->set_count(count);
-  out->set_sum_lo(Lo64(sum));
-  out->set_sum_hi(Hi64(sum));
-  out->set_sum_sq_lo(Lo64(sum_sq));
-  out->set_sum_sq_hi(Hi64(sum_sq));
-  out->set_sum_sq_saturated(saturated);
-  if (count > 0) {
-    out->set_min(h.min());
-    out->set_max(h.max());
-  }
+  w.Finish(h.min(), h.max(), h.sum_sq_saturated());
 }
 
 Histogram HistogramFromWire(const wire::Histogram& w) {

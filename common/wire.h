@@ -27,6 +27,24 @@ inline uint128 MakeUint128(uint64_t lo, uint64_t hi) {
 inline uint64_t Lo64(uint128 v) { return static_cast<uint64_t>(v); }
 inline uint64_t Hi64(uint128 v) { return static_cast<uint64_t>(v >> 64); }
 
+// Fills a sparse wire histogram bucket by bucket (increasing index) and
+// keeps the totals, so every encoder writes the same, valid shape.
+class WireHistogramBuilder {
+ public:
+  WireHistogramBuilder(wire::Histogram* out, uint64_t zero_count);
+  void AddBucket(int index, uint64_t count, uint128 sum, uint128 sum_sq);
+  // `saturated`: some sum of squares saturated before (it is also set when a
+  // bucket or the total is at 2^128-1).
+  void Finish(uint64_t min, uint64_t max, bool saturated);
+
+ private:
+  wire::Histogram* out_;
+  uint64_t count_;
+  uint128 sum_ = 0;
+  uint128 sum_sq_ = 0;
+  bool saturated_ = false;
+};
+
 // Sparse encoding: only non-empty buckets, totals filled in.
 void HistogramToWire(const Histogram& h, wire::Histogram* out);
 // Trusts its input: call ValidateHistogram first on anything from outside.

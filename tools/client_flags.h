@@ -2,7 +2,9 @@
 #ifndef FIELDPROF_TOOLS_CLIENT_FLAGS_H_
 #define FIELDPROF_TOOLS_CLIENT_FLAGS_H_
 
+#include <boost/property_tree/ptree.hpp>
 #include <cstdint>
+#include <string>
 
 #include "common/options.h"
 #include "tools/https_client.h"
@@ -28,6 +30,13 @@ struct ClientFlags {
     return o;
   }
 };
+
+// GETs `target` and parses the JSON answer. A non-200 answer is an error
+// carrying the status and body; `*http_status` gets the status either way.
+[[nodiscard]] StatusOr<boost::property_tree::ptree> GetJson(HttpsClient& client,
+                                                           const std::string& target,
+                                                           int* http_status,
+                                                           std::string* raw_body);
 
 }  // namespace fieldprof::tools
 

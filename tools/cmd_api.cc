@@ -1,10 +1,8 @@
 // fieldprof api: one API's field cost from the aggregator.
-#include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "common/api_key.h"
 #include "tools/client_flags.h"
@@ -42,33 +40,24 @@ int CmdApi(int argc, char** argv) {
   if (!from.empty()) target += "&from=" + UrlEncode(from);
   if (!to.empty()) target += "&to=" + UrlEncode(to);
   HttpsClient c(client.Resolve());
-  StatusOr<HttpReply> r = c.Get(target);
-  if (!r.ok()) {
-    std::cerr << "fieldprof api: " << r.status().message() << "\n";
-    return 1;
-  }
-  if (r->status == 404) {
+  int http_status = 0;
+  std::string raw;
+  StatusOr<boost::property_tree::ptree> got = GetJson(c, target, &http_status, &raw);
+  if (http_status == 404) {
     std::cerr << "fieldprof api: no " << metric << " data for " << t.positional()[0] << " "
               << t.positional()[1] << " yet (try fieldprof top --module "
               << t.positional()[0] << ")\n";
     return 1;
   }
-  if (r->status != 200) {
-    std::cerr << "fieldprof api: aggregator answered " << r->status << ": " << r->body;
-    return 1;
-  }
-  if (json) {
-    std::cout << r->body;
+  if (json && http_status == 200) {
+    std::cout << raw;
     return 0;
   }
-  boost::property_tree::ptree pt;
-  try {
-    std::istringstream in(r->body);
-    boost::property_tree::read_json(in, pt);
-  } catch (const std::exception& e) {
-    std::cerr << "fieldprof api: bad answer from the aggregator: " << e.what() << "\n";
+  if (!got.ok()) {
+    std::cerr << "fieldprof api: " << got.status().message() << "\n";
     return 1;
   }
+  const boost::property_tree::ptree& pt = *got;
   auto f = [&](const char* k) { return FormatMetricValue(*m, pt.get<double>(k, 0)); };
   std::printf("%s %s  (%s, %s series, %s runs)\n", t.positional()[0].c_str(),
               t.positional()[1].c_str(), metric.c_str(), pt.get<std::string>("series").c_str(),

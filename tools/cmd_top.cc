@@ -1,9 +1,7 @@
 // fieldprof top: the most called APIs an aggregator holds, with their costs.
-#include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "common/api_key.h"
 #include "tools/client_flags.h"
@@ -40,27 +38,18 @@ int CmdTop(int argc, char** argv) {
   HttpsClient c(client.Resolve());
   std::string target = "/v1/apis?order=calls&limit=" + std::to_string(limit) + "&metric=" + metric;
   if (!module.empty()) target += "&module=" + UrlEncode(module);
-  StatusOr<HttpReply> r = c.Get(target);
-  if (!r.ok()) {
-    std::cerr << "fieldprof top: " << r.status().message() << "\n";
-    return 1;
-  }
-  if (r->status != 200) {
-    std::cerr << "fieldprof top: aggregator answered " << r->status << ": " << r->body;
-    return 1;
-  }
-  if (json) {
-    std::cout << r->body;
+  int http_status = 0;
+  std::string raw;
+  StatusOr<boost::property_tree::ptree> got = GetJson(c, target, &http_status, &raw);
+  if (json && http_status == 200) {
+    std::cout << raw;
     return 0;
   }
-  boost::property_tree::ptree pt;
-  try {
-    std::istringstream in(r->body);
-    boost::property_tree::read_json(in, pt);
-  } catch (const std::exception& e) {
-    std::cerr << "fieldprof top: bad answer from the aggregator: " << e.what() << "\n";
+  if (!got.ok()) {
+    std::cerr << "fieldprof top: " << got.status().message() << "\n";
     return 1;
   }
+  const boost::property_tree::ptree& pt = *got;
   std::printf("%-4s %10s %7s %10s %10s %10s %10s  %-18s %s\n", "#", "calls", "runs", "mean", "p50",
               "p90", "p99", "module", "symbol (platform)");
   int rank = 0;
