@@ -1,5 +1,6 @@
 #include "aggregator/server.h"
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <atomic>
@@ -8,6 +9,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -325,6 +329,19 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t drained_ = 0;
 };
 
+namespace {
+
+// "asio.ssl error" says nothing; OpenSSL's reason does ("no such file", "PEM lib", ...).
+std::string SslErrorText(const boost::system::error_code& ec) {
+  if (ec.category() == net::error::get_ssl_category()) {
+    const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+    if (reason != nullptr) return reason;
+  }
+  return ec.message();
+}
+
+}  // namespace
+
 Status Server::Impl::Start() {
   SSL_CTX* ctx = tls_.native_handle();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -335,11 +352,18 @@ Status Server::Impl::Start() {
   static const unsigned char kSidContext[] = "fieldprof-aggregator";
   SSL_CTX_set_session_id_context(ctx, kSidContext, sizeof(kSidContext) - 1);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+  for (const std::string& f : {options_.tls_cert_file, options_.tls_key_file}) {
+    std::ifstream probe(f);
+    if (!probe) return InvalidArgument("cannot read '" + f + "': " + std::strerror(errno));
+  }
   boost::system::error_code ec;
   tls_.use_certificate_chain_file(options_.tls_cert_file, ec);
-  if (ec) return InvalidArgument("TLS certificate '" + options_.tls_cert_file + "': " + ec.message());
+  if (ec) {
+    return InvalidArgument("TLS certificate '" + options_.tls_cert_file +
+                           "': " + SslErrorText(ec));
+  }
   tls_.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
-  if (ec) return InvalidArgument("TLS key '" + options_.tls_key_file + "': " + ec.message());
+  if (ec) return InvalidArgument("TLS key '" + options_.tls_key_file + "': " + SslErrorText(ec));
   if (SSL_CTX_check_private_key(ctx) != 1) {
     return InvalidArgument("TLS key does not match the certificate");
   }
