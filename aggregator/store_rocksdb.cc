@@ -339,23 +339,15 @@ class RocksDbStore : public Store {
   }
 
   void AddToFold(const std::string& id, int32_t day, const wire::Batch& batch) {
-    // Sum the batch on its own first (no lock), then add it to the open fold.
-    std::unordered_map<std::string, SparseAggregate> local;
-    local.reserve(static_cast<size_t>(batch.records_size()));
+    // Straight into the open fold: one hash lookup and one in-place add per
+    // record. The lock is held for the batch (~0.3 ms), far less than the
+    // synced write before it.
     std::string key;
-    for (const wire::Record& r : batch.records()) {
-      DayKey(day, r, batch.client_platform(), &key);
-      local[key].AddRecord(r);
-    }
     {
       std::lock_guard lock(fold_mutex_);
-      for (auto& [k, v] : local) {
-        auto [it, inserted] = fold_.sums.try_emplace(k);
-        if (inserted) {
-          it->second = std::move(v);
-        } else {
-          it->second.Merge(v);
-        }
+      for (const wire::Record& r : batch.records()) {
+        DayKey(day, r, batch.client_platform(), &key);
+        fold_.sums[key].AddRecord(r);
       }
       fold_.ids.push_back(id);
       pending_count_.fetch_add(1);

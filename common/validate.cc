@@ -120,19 +120,20 @@ Status ValidateHistogram(const wire::Histogram& h) {
   int highest = -1;
   for (int k = 0; k < h.buckets_size(); ++k) {
     const wire::Bucket& b = h.buckets(k);
-    const std::string where = "bucket " + std::to_string(b.index());
+    // Built only when a rule fails: this loop runs for every bucket of every record.
+    auto where = [&b] { return "bucket " + std::to_string(b.index()); };
     if (b.index() >= static_cast<uint32_t>(kNumBuckets)) {
-      return Fail("bucket_index_range", where + " is out of range 0..63");
+      return Fail("bucket_index_range", where() + " is out of range 0..63");
     }
     const int i = static_cast<int>(b.index());
     if (i <= prev) {
-      return Fail("bucket_order", where + " follows bucket " + std::to_string(prev) +
+      return Fail("bucket_order", where() + " follows bucket " + std::to_string(prev) +
                                       " (indexes must be strictly increasing, no repeats)");
     }
     prev = i;
     if (lowest < 0) lowest = i;
     highest = i;
-    if (b.count() == 0) return Fail("bucket_count_zero", where + " has count 0");
+    if (b.count() == 0) return Fail("bucket_count_zero", where() + " has count 0");
     const uint128 bsum = MakeUint128(b.sum_lo(), b.sum_hi());
     const uint128 bsq = MakeUint128(b.sum_sq_lo(), b.sum_sq_hi());
     const uint128 lo = BucketLow(i);
@@ -140,7 +141,7 @@ Status ValidateHistogram(const wire::Histogram& h) {
     const uint128 min_sum = MulSat(b.count(), lo);
     const uint128 max_sum = MulSat(b.count(), hi);
     if (bsum < min_sum || bsum > max_sum) {
-      return Fail("bucket_sum_range", where + ": sum " + U(bsum) + " is outside count*[" + U(lo) +
+      return Fail("bucket_sum_range", where() + ": sum " + U(bsum) + " is outside count*[" + U(lo) +
                                           ", " + U(hi) + "] = [" + U(min_sum) + ", " +
                                           U(max_sum) + "]");
     }
@@ -148,7 +149,7 @@ Status ValidateHistogram(const wire::Histogram& h) {
       any_bucket_saturated = true;
       if (!flag) {
         return Fail("sum_sq_saturated_flag",
-                    where + ": sum of squares is saturated but sum_sq_saturated is false");
+                    where() + ": sum of squares is saturated but sum_sq_saturated is false");
       }
     } else {
       // Every value v in [lo, hi] has lo*v <= v^2 <= hi*v, so lo*sum <= sum_sq <= hi*sum;
@@ -158,7 +159,7 @@ Status ValidateHistogram(const wire::Histogram& h) {
       const long double s = static_cast<long double>(bsum);
       const long double cs = static_cast<long double>(b.count()) * static_cast<long double>(bsq);
       if (bsq < min_sq || bsq > max_sq || s * s > cs * (1.0L + 1e-12L)) {
-        return Fail("bucket_sum_sq_range", where + ": sum of squares " + U(bsq) +
+        return Fail("bucket_sum_sq_range", where() + ": sum of squares " + U(bsq) +
                                                " is inconsistent with count " +
                                                std::to_string(b.count()) + " and sum " + U(bsum));
       }
