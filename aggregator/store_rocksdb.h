@@ -48,8 +48,10 @@ struct RocksDbStoreOptions {
   // of a hot series may have to add up before a flush merges them. Default: 32 MiB.
   size_t write_buffer_bytes = 32 << 20;
   // Accepted batches waiting to be folded into the sums before ApplyBatch
-  // answers ResourceExhausted (the server then says 503). Default: 256.
-  int max_pending_batches = 256;
+  // answers ResourceExhausted (the server then says 503). Pending batches
+  // cost no memory beyond their ids (bodies are on disk, sums in the fold).
+  // Default: 2048.
+  int max_pending_batches = 2048;
   // Longest time the applier lets a fold grow before writing it; also how
   // long an accepted batch may take to become visible to queries.
   // Default: 1 s.

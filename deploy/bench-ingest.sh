@@ -9,11 +9,12 @@
 #      bodies, driven by the same loadgen.
 # Prints each rate and the ratios. Everything binds to 127.0.0.1 and stops.
 #
-#   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS]     (default 20 s, 16)
+#   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 16, 256)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 conns="${2:-16}"
+pool="${3:-256}"   # distinct bodies; more = fewer repeated series per fold
 ./deploy/install-deps.sh >/dev/null
 ./deploy/build.sh fieldprof-aggregator fieldprof-loadgen rocksdb_reference >/dev/null
 work="$(mktemp -d /tmp/fieldprof-bench-XXXXXX)"
@@ -22,7 +23,7 @@ cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done;
 trap cleanup EXIT
 ./deploy/make-cert.sh "$work/tls" ec >/dev/null
 mkdir -p "$work/bodies"
-./build/tools/fieldprof-loadgen --dump "$work/bodies" --pool 64 2>/dev/null
+./build/tools/fieldprof-loadgen --dump "$work/bodies" --pool "$pool" 2>/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
 
@@ -33,7 +34,7 @@ port="$(free_port)"
 pids+=($!)
 for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
 agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
-  --connections "$conns" --batches 0 --duration_s "$seconds" --pool 64 --json 2>/dev/null)"
+  --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
 echo "$agg_json"
 pending_wait_start=$(date +%s.%N)
 until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
@@ -75,7 +76,7 @@ nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 sleep 0.5
 ngx_json="$(./build/tools/fieldprof-loadgen --port "$nport" --ca "$work/tls/cert.pem" \
-  --connections "$conns" --batches 0 --duration_s "$seconds" --pool 64 --json 2>/dev/null)"
+  --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
 echo "$ngx_json"
 ngx_bps="$(echo "$ngx_json" | field batches_per_second)"
 
