@@ -31,7 +31,8 @@ class Metrics {
   void ConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
   void Timeout() { timeouts_.fetch_add(1, std::memory_order_relaxed); }
   void TlsError() { tls_errors_.fetch_add(1, std::memory_order_relaxed); }
-  // Time from the request's last byte to its response being handed to TLS.
+  // Time from a request's complete header to its response being handed to
+  // TLS (body read, queueing and handling included).
   void RequestLatency(std::chrono::nanoseconds d);
 
   int64_t connections() const { return connections_.load(std::memory_order_relaxed); }

@@ -216,9 +216,6 @@ class Session : public std::enable_shared_from_this<Session> {
                    0, /*close=*/true, /*drain=*/true);
     }
     if (ec) return Fail(ec);
-    if (!parser_->content_length() && parser_->get().method() != http::verb::post) {
-      started_ = std::chrono::steady_clock::now();
-    }
     if (!server_->TryAcquireWork()) {
       server_->metrics()->Overloaded();
       return Reply(ErrorResponse(ResourceExhausted("server is busy, retry later")), 0,
