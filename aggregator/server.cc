@@ -38,7 +38,8 @@ class Server::Impl {
         tls_(ssl::context::tls_server),
         acceptor_(net::make_strand(ioc_)),
         workers_(static_cast<size_t>(options_.worker_threads)),
-        drain_timer_(ioc_) {}
+        drain_timer_(ioc_),
+        work_guard_(net::make_work_guard(ioc_)) {}
 
   Status Start();
   void Shutdown();
@@ -82,6 +83,10 @@ class Server::Impl {
   tcp::acceptor acceptor_;
   net::thread_pool workers_;
   net::steady_timer drain_timer_;
+  // Keeps ioc_.run() from returning when, during shutdown, no I/O is pending
+  // while a handler still runs in the worker pool (its response is posted
+  // back later). Only CheckDrained's ioc_.stop() ends the I/O threads.
+  net::executor_work_guard<net::io_context::executor_type> work_guard_;
   std::vector<std::thread> io_threads_;
   std::atomic<int> queued_{0};
   std::atomic<bool> draining_{false};
