@@ -14,9 +14,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
           handshake_ms = s.handshake_timeout.count(), header_ms = s.header_timeout.count(),
           body_ms = s.body_timeout.count(), write_ms = s.write_timeout.count(),
           grace_ms = s.shutdown_grace.count(), retry_after = s.retry_after_seconds,
-          retention_days = st.batch_id_retention.count() / 86400,
-          merges = st.max_successive_merges, max_pending = st.max_pending_batches,
-          fold_ms = st.fold_interval.count(),
+          retention_days = st.batch_id_retention.count() / 86400, merges = st.max_successive_merges,
+          max_pending = st.max_pending_batches, fold_ms = st.fold_interval.count(),
           memtable_mib = static_cast<int64_t>(st.write_buffer_bytes >> 20),
           cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20);
   bool sync = st.sync;
@@ -47,8 +46,9 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   t.AddBool("sync", &sync, "fsync the WAL before answering 200 (turn off only to benchmark)");
   t.AddInt("batch_id_retention_days", &retention_days, "days a batch id is remembered for dedupe",
            1, 3650);
-  t.AddInt("max_successive_merges", &merges, "merge operands per key in the memtable before folding at write (0 = no limit)",
-           0, 100000);
+  t.AddInt("max_successive_merges", &merges,
+           "merge operands per key in the memtable before folding at write (0 = no limit)", 0,
+           100000);
   t.AddInt("max_pending_batches", &max_pending,
            "accepted batches waiting to be folded into the sums before 503", 1, 1 << 20);
   t.AddInt("fold_interval_ms", &fold_ms,

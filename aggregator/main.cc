@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
     std::cerr << "fieldprof-aggregator: " << s.ToString() << "\n";
     return 1;
   }
-  std::cerr << "fieldprof-aggregator: listening on https://" << config.server.listen_address
-            << ":" << server.port() << " (db " << config.store.path << ")\n";
+  std::cerr << "fieldprof-aggregator: listening on https://" << config.server.listen_address << ":"
+            << server.port() << " (db " << config.store.path << ")\n";
 
   std::thread signal_thread([&server, &signals] {
     int sig = 0;

@@ -26,10 +26,11 @@ void Metrics::RequestLatency(std::chrono::nanoseconds d) {
 
 void Metrics::AppendPrometheus(std::string* out) const {
   auto counter = [out](const char* name, const char* help, uint64_t v) {
-    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" +
-            name + " " + std::to_string(v) + "\n";
+    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
+            " " + std::to_string(v) + "\n";
   };
-  counter("fieldprof_batches_accepted_total", "Batches accepted (durable; applied to the sums shortly after).",
+  counter("fieldprof_batches_accepted_total",
+          "Batches accepted (durable; applied to the sums shortly after).",
           batches_accepted_.load());
   counter("fieldprof_batches_duplicate_total", "Batches whose id was already applied.",
           batches_duplicate_.load());
@@ -45,22 +46,24 @@ void Metrics::AppendPrometheus(std::string* out) const {
           connections_refused_.load());
   counter("fieldprof_timeouts_total", "Connections cut because an operation timed out.",
           timeouts_.load());
-  counter("fieldprof_tls_errors_total", "TLS handshakes or reads that failed.",
-          tls_errors_.load());
-  *out += "# HELP fieldprof_batches_rejected_total Batches refused, by reason.\n"
-          "# TYPE fieldprof_batches_rejected_total counter\n";
+  counter("fieldprof_tls_errors_total", "TLS handshakes or reads that failed.", tls_errors_.load());
+  *out +=
+      "# HELP fieldprof_batches_rejected_total Batches refused, by reason.\n"
+      "# TYPE fieldprof_batches_rejected_total counter\n";
   {
     std::lock_guard lock(rejected_mutex_);
     for (const auto& [reason, n] : rejected_) {
-      *out += "fieldprof_batches_rejected_total{reason=\"" + reason + "\"} " + std::to_string(n) +
-              "\n";
+      *out +=
+          "fieldprof_batches_rejected_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
     }
   }
-  *out += "# HELP fieldprof_connections Open client connections.\n"
-          "# TYPE fieldprof_connections gauge\nfieldprof_connections " +
-          std::to_string(connections_.load()) + "\n";
-  *out += "# HELP fieldprof_request_duration_seconds Request handling time.\n"
-          "# TYPE fieldprof_request_duration_seconds histogram\n";
+  *out +=
+      "# HELP fieldprof_connections Open client connections.\n"
+      "# TYPE fieldprof_connections gauge\nfieldprof_connections " +
+      std::to_string(connections_.load()) + "\n";
+  *out +=
+      "# HELP fieldprof_request_duration_seconds Request handling time.\n"
+      "# TYPE fieldprof_request_duration_seconds histogram\n";
   uint64_t cumulative = 0;
   for (int i = 0; i < 64; ++i) {
     cumulative += latency_buckets_[i].load(std::memory_order_relaxed);
@@ -75,8 +78,8 @@ void Metrics::AppendPrometheus(std::string* out) const {
   char sum[32];
   std::snprintf(sum, sizeof sum, "%.9g", static_cast<double>(latency_sum_ns_.load()) / 1e9);
   *out += "fieldprof_request_duration_seconds_sum " + std::string(sum) + "\n";
-  *out += "fieldprof_request_duration_seconds_count " + std::to_string(latency_count_.load()) +
-          "\n";
+  *out +=
+      "fieldprof_request_duration_seconds_count " + std::to_string(latency_count_.load()) + "\n";
 }
 
 }  // namespace fieldprof::aggregator

@@ -101,9 +101,8 @@ StatusOr<Enum> ParseEnumName(std::string_view what, std::string_view v, int min,
 }
 
 // Reads the filter parameters shared by /v1/apis and /v1/api.
-Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& params,
-                   ApiFilter* f, int32_t* from, int32_t* to, size_t* limit,
-                   std::optional<int>* family) {
+Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& params, ApiFilter* f,
+                   int32_t* from, int32_t* to, size_t* limit, std::optional<int>* family) {
   for (const auto& [k, v] : params) {
     if (k == "module") {
       f->module = v;
@@ -125,8 +124,8 @@ Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& param
       if (!e.ok()) return e.status();
       f->arch = *e;
     } else if (k == "vendor") {
-      auto e = ParseEnumName<wire::CpuVendor>("vendor", v, wire::CpuVendor_MIN,
-                                              wire::CpuVendor_MAX, CpuVendorName);
+      auto e = ParseEnumName<wire::CpuVendor>("vendor", v, wire::CpuVendor_MIN, wire::CpuVendor_MAX,
+                                              CpuVendorName);
       if (!e.ok()) return e.status();
       f->cpu_vendor = *e;
     } else if (k == "family") {
@@ -163,16 +162,26 @@ Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& param
 
 int HttpStatusFor(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kTooLarge: return 413;
-    case StatusCode::kUnsupported: return 415;
-    case StatusCode::kResourceExhausted: return 503;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kIOError: return 503;  // e.g. disk full: retry later, nothing applied
-    case StatusCode::kDataLoss: return 500;
-    case StatusCode::kInternal: return 500;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kTooLarge:
+      return 413;
+    case StatusCode::kUnsupported:
+      return 415;
+    case StatusCode::kResourceExhausted:
+      return 503;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kIOError:
+      return 503;  // e.g. disk full: retry later, nothing applied
+    case StatusCode::kDataLoss:
+      return 500;
+    case StatusCode::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -237,8 +246,8 @@ HttpResponse Router::Handle(std::string_view method, std::string_view target,
   if (get && path == "/metrics") return Metrics();
   if (get && path == "/v1/apis") return ListApis(query);
   if (get && path == "/v1/api") return GetApi(query);
-  HttpResponse r = ErrorResponse(NotFound("no such endpoint: " + std::string(method) + " " +
-                                          std::string(path)));
+  HttpResponse r =
+      ErrorResponse(NotFound("no such endpoint: " + std::string(method) + " " + std::string(path)));
   return r;
 }
 
@@ -268,9 +277,8 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
     metrics_->BatchRejected(rule.empty() ? "invalid" : std::string(rule));
     return ErrorResponse(batch.status());
   }
-  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                            clock_().time_since_epoch())
-                            .count();
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_().time_since_epoch()).count();
   const int32_t day = DayFromUnixSeconds(now_s);
   parsed->batch = *batch;
   std::shared_ptr<const wire::Batch> shared(parsed, parsed->batch);

@@ -119,8 +119,9 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
       if (self->idle_ && self->buffer_.size() == 0) {
         beast::error_code ignored;
-        beast::get_lowest_layer(self->stream_).socket().shutdown(tcp::socket::shutdown_both,
-                                                                 ignored);
+        beast::get_lowest_layer(self->stream_)
+            .socket()
+            .shutdown(tcp::socket::shutdown_both, ignored);
         beast::get_lowest_layer(self->stream_).cancel();
       }
     });
@@ -178,24 +179,23 @@ class Session : public std::enable_shared_from_this<Session> {
       while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
       if (media != kProtobufContentType) {
         server_->metrics()->BatchRejected("content_type");
-        return Reply(ErrorResponse(Unsupported("content type must be " +
-                                               std::string(kProtobufContentType) + ", got '" +
-                                               std::string(ct) + "'")),
-                     0, /*close=*/!parser_->is_done());
+        return Reply(
+            ErrorResponse(Unsupported("content type must be " + std::string(kProtobufContentType) +
+                                      ", got '" + std::string(ct) + "'")),
+            0, /*close=*/!parser_->is_done());
       }
       if (parser_->content_length() && *parser_->content_length() > opts().max_body_bytes) {
         server_->metrics()->BatchRejected("batch_size");
-        return Reply(ErrorResponse(TooLarge("batch_size: body is " +
-                                            std::to_string(*parser_->content_length()) +
-                                            " bytes, the limit is " +
-                                            std::to_string(opts().max_body_bytes))),
+        return Reply(ErrorResponse(TooLarge(
+                         "batch_size: body is " + std::to_string(*parser_->content_length()) +
+                         " bytes, the limit is " + std::to_string(opts().max_body_bytes))),
                      0, /*close=*/true, /*drain=*/true);
       }
     }
     if (parser_->is_done()) return OnReadBody({}, 0);
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
-                                                                      req.version());
+                                                                     req.version());
       beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
       http::async_write(stream_, *cont,
                         [self = shared_from_this(), cont](beast::error_code ec, size_t) {
@@ -247,11 +247,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // connection after the write (the request body was not read, or draining).
   void Reply(HttpResponse r, int status, bool close, bool drain = false) {
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
-    const bool keep_alive = !close && !server_->draining() &&
-                            (request_.method() == http::verb::unknown
-                                 ? (parser_ && parser_->is_header_done() &&
-                                    parser_->get().keep_alive())
-                                 : request_.keep_alive());
+    const bool keep_alive =
+        !close && !server_->draining() &&
+        (request_.method() == http::verb::unknown
+             ? (parser_ && parser_->is_header_done() && parser_->get().keep_alive())
+             : request_.keep_alive());
     response_ = {};
     response_.version(version);
     response_.result(static_cast<http::status>(status != 0 ? status : r.status));
@@ -270,9 +270,9 @@ class Session : public std::enable_shared_from_this<Session> {
     server_->metrics()->RequestLatency(std::chrono::steady_clock::now() - started_);
     request_ = {};
     beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
-    http::async_write(stream_, response_,
-                      beast::bind_front_handler(&Session::OnWrite, shared_from_this(),
-                                                !keep_alive, drain));
+    http::async_write(
+        stream_, response_,
+        beast::bind_front_handler(&Session::OnWrite, shared_from_this(), !keep_alive, drain));
   }
 
   void OnWrite(bool close, bool drain, beast::error_code ec, size_t) {
@@ -361,8 +361,7 @@ Status Server::Impl::Start() {
   boost::system::error_code ec;
   tls_.use_certificate_chain_file(options_.tls_cert_file, ec);
   if (ec) {
-    return InvalidArgument("TLS certificate '" + options_.tls_cert_file +
-                           "': " + SslErrorText(ec));
+    return InvalidArgument("TLS certificate '" + options_.tls_cert_file + "': " + SslErrorText(ec));
   }
   tls_.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
   if (ec) return InvalidArgument("TLS key '" + options_.tls_key_file + "': " + SslErrorText(ec));
@@ -371,7 +370,8 @@ Status Server::Impl::Start() {
   }
 
   net::ip::address addr = net::ip::make_address(options_.listen_address, ec);
-  if (ec) return InvalidArgument("listen address '" + options_.listen_address + "': " + ec.message());
+  if (ec)
+    return InvalidArgument("listen address '" + options_.listen_address + "': " + ec.message());
   tcp::endpoint ep(addr, options_.port);
   acceptor_.open(ep.protocol(), ec);
   if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
@@ -391,8 +391,7 @@ Status Server::Impl::Start() {
 }
 
 void Server::Impl::DoAccept() {
-  acceptor_.async_accept(net::make_strand(ioc_),
-                         beast::bind_front_handler(&Impl::OnAccept, this));
+  acceptor_.async_accept(net::make_strand(ioc_), beast::bind_front_handler(&Impl::OnAccept, this));
 }
 
 void Server::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {

@@ -18,9 +18,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <string_view>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/api_key.h"
@@ -37,10 +37,10 @@ struct ApplyResult {
 
 // Filter for listing APIs; empty/absent fields match everything.
 struct ApiFilter {
-  std::string module;         // exact soname
-  std::string symbol_prefix;  // symbols starting with this
-  bool symbol_exact = false;  // symbol_prefix must match the whole symbol
-  std::string module_version; // exact
+  std::string module;          // exact soname
+  std::string symbol_prefix;   // symbols starting with this
+  bool symbol_exact = false;   // symbol_prefix must match the whole symbol
+  std::string module_version;  // exact
   std::optional<wire::Metric> metric;
   std::optional<wire::Os> os;
   std::optional<wire::Arch> arch;
@@ -64,8 +64,8 @@ class Store {
   // `batch` must have passed ValidateBatch; `body` is its encoded form as
   // received. Its records are added to `day` (and the coarser nodes above
   // it). ResourceExhausted when too many accepted batches wait to be applied.
-  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(
-      std::shared_ptr<const wire::Batch> batch, std::string_view body, int32_t day) = 0;
+  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> batch,
+                                                         std::string_view body, int32_t day) = 0;
 
   // Accepted batches not yet visible to queries.
   virtual uint64_t pending_batches() = 0;

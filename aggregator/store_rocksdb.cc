@@ -9,14 +9,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <thread>
-#include <unordered_map>
-#include <atomic>
 #include <functional>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
+#include <unordered_map>
 
 #include "aggregator/aggregate_value.h"
 #include "aggregator/time_tree.h"
@@ -161,8 +161,8 @@ class RocksDbStore : public Store {
     return Status::Ok();
   }
 
-  StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> batch,
-                                   std::string_view body, int32_t day) override {
+  StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> batch, std::string_view body,
+                                   int32_t day) override {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
     if (pending_count_.load() >= static_cast<uint64_t>(options_.max_pending_batches)) {
@@ -197,7 +197,8 @@ class RocksDbStore : public Store {
     rocksdb::WriteBatch wb;
     rocksdb::Status s = wb.Put(ids_cf_, id, rocksdb::Slice(tbuf, 8));
     if (s.ok()) {
-      s = wb.Put(pending_cf_, rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
+      s = wb.Put(pending_cf_, rocksdb::SliceParts(&key_part, 1),
+                 rocksdb::SliceParts(value_parts, 2));
     }
     if (!s.ok()) return FromRocks(s, "building write batch");
     rocksdb::WriteOptions wo;
@@ -287,16 +288,19 @@ class RocksDbStore : public Store {
         {"rocksdb.live-sst-files-size", "fieldprof_rocksdb_live_sst_bytes"},
         {"rocksdb.background-errors", "fieldprof_rocksdb_background_errors"},
     };
-    *out += "# HELP fieldprof_pending_batches Accepted batches not yet applied to the sums.\n"
-            "# TYPE fieldprof_pending_batches gauge\nfieldprof_pending_batches " +
-            std::to_string(pending_count_.load()) + "\n";
+    *out +=
+        "# HELP fieldprof_pending_batches Accepted batches not yet applied to the sums.\n"
+        "# TYPE fieldprof_pending_batches gauge\nfieldprof_pending_batches " +
+        std::to_string(pending_count_.load()) + "\n";
     *out += "# TYPE fieldprof_applied_batches_total counter\nfieldprof_applied_batches_total " +
             std::to_string(applied_batches_.load()) + "\n";
     *out += "# TYPE fieldprof_apply_folds_total counter\nfieldprof_apply_folds_total " +
             std::to_string(folds_.load()) + "\n";
-    *out += "# HELP fieldprof_apply_series_written_total Series sums written (after folding).\n"
-            "# TYPE fieldprof_apply_series_written_total counter\n"
-            "fieldprof_apply_series_written_total " + std::to_string(series_written_.load()) + "\n";
+    *out +=
+        "# HELP fieldprof_apply_series_written_total Series sums written (after folding).\n"
+        "# TYPE fieldprof_apply_series_written_total counter\n"
+        "fieldprof_apply_series_written_total " +
+        std::to_string(series_written_.load()) + "\n";
     *out += "# TYPE fieldprof_apply_errors_total counter\nfieldprof_apply_errors_total " +
             std::to_string(apply_errors_.load()) + "\n";
     for (const auto& [cf, cf_name] : {std::pair{data_cf_, "data"}, std::pair{ids_cf_, "batch_ids"},
@@ -339,8 +343,7 @@ class RocksDbStore : public Store {
     std::vector<std::string> ids;  // batch ids to delete from the pending log
   };
 
-  static void DayKey(int32_t day, const wire::Record& r, const wire::Platform& p,
-                     std::string* k) {
+  static void DayKey(int32_t day, const wire::Record& r, const wire::Platform& p, std::string* k) {
     k->clear();
     AppendBigEndian32(k, day);
     AppendWireApiKey(r.key(), p, k);
@@ -394,8 +397,8 @@ class RocksDbStore : public Store {
         // when stopping or when half the pending budget is used.
         const auto due = last_fold_start_ + options_.fold_interval;
         fold_cv_.wait_until(lock, due, [this] {
-          return stop_ || pending_count_.load() * 2 >=
-                              static_cast<uint64_t>(options_.max_pending_batches);
+          return stop_ ||
+                 pending_count_.load() * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
         });
         last_fold_start_ = std::chrono::steady_clock::now();
         std::swap(work, fold_);
@@ -441,7 +444,8 @@ class RocksDbStore : public Store {
       const std::string_view api(dk.data() + 4, dk.size() - 4);
       values.emplace_back();
       sum.Encode(&values.back());
-      for (const TimeNode& n : NodesForDay(day)) merges.emplace_back(NodeKey(n, api), &values.back());
+      for (const TimeNode& n : NodesForDay(day))
+        merges.emplace_back(NodeKey(n, api), &values.back());
     }
     std::sort(merges.begin(), merges.end());
     rocksdb::WriteBatch wb;
@@ -469,15 +473,15 @@ class RocksDbStore : public Store {
   // Readers and writers hold it shared; Close() holds it exclusively.
   std::shared_mutex close_mutex_;
   std::unique_ptr<rocksdb::DB> db_;
-  rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;  // owned by db_
-  rocksdb::ColumnFamilyHandle* ids_cf_ = nullptr;   // owned by db_
+  rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;     // owned by db_
+  rocksdb::ColumnFamilyHandle* ids_cf_ = nullptr;      // owned by db_
   rocksdb::ColumnFamilyHandle* pending_cf_ = nullptr;  // owned by db_
 
   std::mutex fold_mutex_;
-  std::condition_variable fold_cv_;     // a batch was added, or stop_
-  std::condition_variable applied_cv_;  // pending_count_ went down
-  Fold fold_;                           // GUARDED_BY(fold_mutex_)
-  bool stop_ = false;                   // GUARDED_BY(fold_mutex_)
+  std::condition_variable fold_cv_;                        // a batch was added, or stop_
+  std::condition_variable applied_cv_;                     // pending_count_ went down
+  Fold fold_;                                              // GUARDED_BY(fold_mutex_)
+  bool stop_ = false;                                      // GUARDED_BY(fold_mutex_)
   std::chrono::steady_clock::time_point last_fold_start_;  // applier thread only
   std::atomic<uint64_t> pending_count_{0};
   std::atomic<uint64_t> applied_batches_{0};

@@ -68,7 +68,8 @@ std::vector<TimeNode> CoverRange(int32_t first, int32_t last) {
   while (d <= last) {
     year_month_day ymd = Ymd(d);
     if (ymd.day() == day(1)) {
-      const year_month_day next = year_month_day(ymd.year() / ymd.month() / day(1)) + std::chrono::months(1);
+      const year_month_day next =
+          year_month_day(ymd.year() / ymd.month() / day(1)) + std::chrono::months(1);
       const int32_t next_day = DayNumber(next);
       if (next_day - 1 <= last) {
         nodes.push_back({TimeLevel::kMonth, MonthOfDay(d)});

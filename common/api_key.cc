@@ -93,13 +93,20 @@ StatusOr<ApiKey> DecodeApiKey(std::string_view bytes) {
 
 std::string_view MetricName(wire::Metric m) {
   switch (m) {
-    case wire::METRIC_WALL_TIME_NS: return "wall_time_ns";
-    case wire::METRIC_ALLOC_BYTES_INCLUSIVE: return "alloc_bytes_inclusive";
-    case wire::METRIC_ALLOC_BYTES_EXCLUSIVE: return "alloc_bytes_exclusive";
-    case wire::METRIC_ALLOC_COUNT: return "alloc_count";
-    case wire::METRIC_FILE_IO_BYTES: return "file_io_bytes";
-    case wire::METRIC_SOCKET_IO_BYTES: return "socket_io_bytes";
-    default: return "unspecified";
+    case wire::METRIC_WALL_TIME_NS:
+      return "wall_time_ns";
+    case wire::METRIC_ALLOC_BYTES_INCLUSIVE:
+      return "alloc_bytes_inclusive";
+    case wire::METRIC_ALLOC_BYTES_EXCLUSIVE:
+      return "alloc_bytes_exclusive";
+    case wire::METRIC_ALLOC_COUNT:
+      return "alloc_count";
+    case wire::METRIC_FILE_IO_BYTES:
+      return "file_io_bytes";
+    case wire::METRIC_SOCKET_IO_BYTES:
+      return "socket_io_bytes";
+    default:
+      return "unspecified";
   }
 }
 
@@ -115,31 +122,46 @@ StatusOr<wire::Metric> ParseMetric(std::string_view name) {
 
 std::string_view OsName(wire::Os os) {
   switch (os) {
-    case wire::OS_LINUX: return "linux";
-    case wire::OS_FREEBSD: return "freebsd";
-    case wire::OS_MACOS: return "macos";
-    default: return "unspecified";
+    case wire::OS_LINUX:
+      return "linux";
+    case wire::OS_FREEBSD:
+      return "freebsd";
+    case wire::OS_MACOS:
+      return "macos";
+    default:
+      return "unspecified";
   }
 }
 
 std::string_view ArchName(wire::Arch a) {
   switch (a) {
-    case wire::ARCH_X86_64: return "x86_64";
-    case wire::ARCH_AARCH64: return "aarch64";
-    case wire::ARCH_RISCV64: return "riscv64";
-    case wire::ARCH_OTHER: return "other";
-    default: return "unspecified";
+    case wire::ARCH_X86_64:
+      return "x86_64";
+    case wire::ARCH_AARCH64:
+      return "aarch64";
+    case wire::ARCH_RISCV64:
+      return "riscv64";
+    case wire::ARCH_OTHER:
+      return "other";
+    default:
+      return "unspecified";
   }
 }
 
 std::string_view CpuVendorName(wire::CpuVendor v) {
   switch (v) {
-    case wire::CPU_VENDOR_INTEL: return "intel";
-    case wire::CPU_VENDOR_AMD: return "amd";
-    case wire::CPU_VENDOR_ARM: return "arm";
-    case wire::CPU_VENDOR_APPLE: return "apple";
-    case wire::CPU_VENDOR_OTHER: return "other";
-    default: return "unspecified";
+    case wire::CPU_VENDOR_INTEL:
+      return "intel";
+    case wire::CPU_VENDOR_AMD:
+      return "amd";
+    case wire::CPU_VENDOR_ARM:
+      return "arm";
+    case wire::CPU_VENDOR_APPLE:
+      return "apple";
+    case wire::CPU_VENDOR_OTHER:
+      return "other";
+    default:
+      return "unspecified";
   }
 }
 

@@ -126,7 +126,10 @@ class Histogram {
   // ValidateHistogram (common/validate.h) on anything from outside.
   void SetZeroCount(uint64_t c) { zero_count_ = c; }
   void SetBucket(int i, const HistogramBucket& b) { buckets_[i] = b; }
-  void SetMinMax(uint64_t min, uint64_t max) { min_ = min; max_ = max; }
+  void SetMinMax(uint64_t min, uint64_t max) {
+    min_ = min;
+    max_ = max;
+  }
   void MarkSumSqSaturated() { sum_sq_saturated_ = true; }
 
   bool operator==(const Histogram&) const = default;

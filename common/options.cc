@@ -31,21 +31,21 @@ void OptionTable::AddString(std::string name, std::string* target, std::string h
 
 void OptionTable::AddInt(std::string name, int64_t* target, std::string help, int64_t min,
                          int64_t max) {
-  options_.push_back(
-      {name, std::move(help), std::to_string(*target), false,
-       [name, target, min, max](std::string_view v) -> Status {
-         int64_t x = 0;
-         auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-         if (ec != std::errc() || ptr != v.data() + v.size()) {
-           return InvalidArgument(name + ": '" + std::string(v) + "' is not an integer");
-         }
-         if (x < min || x > max) {
-           return InvalidArgument(name + ": " + std::string(v) + " is outside " +
-                                  std::to_string(min) + ".." + std::to_string(max));
-         }
-         *target = x;
-         return Status::Ok();
-       }});
+  options_.push_back({name, std::move(help), std::to_string(*target), false,
+                      [name, target, min, max](std::string_view v) -> Status {
+                        int64_t x = 0;
+                        auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+                        if (ec != std::errc() || ptr != v.data() + v.size()) {
+                          return InvalidArgument(name + ": '" + std::string(v) +
+                                                 "' is not an integer");
+                        }
+                        if (x < min || x > max) {
+                          return InvalidArgument(name + ": " + std::string(v) + " is outside " +
+                                                 std::to_string(min) + ".." + std::to_string(max));
+                        }
+                        *target = x;
+                        return Status::Ok();
+                      }});
 }
 
 void OptionTable::AddBool(std::string name, bool* target, std::string help) {

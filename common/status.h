@@ -57,7 +57,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status TooLarge(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
 inline Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
@@ -77,7 +79,7 @@ inline void IgnoreError(const Status&) {}
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok());
     if (status_.ok()) status_ = Internal("StatusOr built from OK status without a value");
@@ -101,8 +103,8 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace fieldprof
 
-#define FP_RETURN_IF_ERROR(expr)            \
-  do {                                      \
+#define FP_RETURN_IF_ERROR(expr)             \
+  do {                                       \
     ::fieldprof::Status fp_status_ = (expr); \
     if (!fp_status_.ok()) return fp_status_; \
   } while (0)

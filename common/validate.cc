@@ -1,8 +1,8 @@
 #include "common/validate.h"
 
-#include <string>
-
 #include <google/protobuf/unknown_field_set.h>
+
+#include <string>
 
 #include "common/histogram.h"
 #include "common/wire.h"
@@ -35,8 +35,9 @@ Status CheckString(std::string_view field, std::string_view s, size_t max_bytes)
   if (!IsValidUtf8(s)) return Fail("string_utf8", std::string(field) + " is not valid UTF-8");
   for (unsigned char c : s) {
     if (c < 0x20 || c == 0x7f) {
-      return Fail("string_control", std::string(field) + " contains control character 0x" +
-                                        HexEncode(std::string_view(reinterpret_cast<char*>(&c), 1)));
+      return Fail("string_control",
+                  std::string(field) + " contains control character 0x" +
+                      HexEncode(std::string_view(reinterpret_cast<char*>(&c), 1)));
     }
   }
   return Status::Ok();
@@ -142,8 +143,8 @@ Status ValidateHistogram(const wire::Histogram& h) {
     const uint128 max_sum = MulSat(b.count(), hi);
     if (bsum < min_sum || bsum > max_sum) {
       return Fail("bucket_sum_range", where() + ": sum " + U(bsum) + " is outside count*[" + U(lo) +
-                                          ", " + U(hi) + "] = [" + U(min_sum) + ", " +
-                                          U(max_sum) + "]");
+                                          ", " + U(hi) + "] = [" + U(min_sum) + ", " + U(max_sum) +
+                                          "]");
     }
     if (bsq == kUint128Max) {
       any_bucket_saturated = true;
@@ -174,9 +175,9 @@ Status ValidateHistogram(const wire::Histogram& h) {
   }
   if (count == 0) return Fail("histogram_empty", "histogram has no values");
   if (h.count() != count) {
-    return Fail("total_count", "count " + std::to_string(h.count()) +
-                                   " differs from zero_count + bucket counts = " +
-                                   std::to_string(count));
+    return Fail("total_count",
+                "count " + std::to_string(h.count()) +
+                    " differs from zero_count + bucket counts = " + std::to_string(count));
   }
   if (MakeUint128(h.sum_lo(), h.sum_hi()) != sum) {
     return Fail("total_sum", "sum " + U(MakeUint128(h.sum_lo(), h.sum_hi())) +
@@ -278,8 +279,8 @@ Status ValidateBatch(const wire::Batch& batch) {
                                       std::to_string(kSchemaVersion) + ")");
   }
   if (batch.batch_id().size() != kBatchIdBytes) {
-    return Fail("batch_id_length", "batch id is " + std::to_string(batch.batch_id().size()) +
-                                       " bytes, expected 16");
+    return Fail("batch_id_length",
+                "batch id is " + std::to_string(batch.batch_id().size()) + " bytes, expected 16");
   }
   if (batch.records_size() == 0) return Fail("record_count", "batch has no records");
   if (batch.records_size() > kMaxRecordsPerBatch) {

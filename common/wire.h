@@ -7,10 +7,10 @@
 #ifndef FIELDPROF_COMMON_WIRE_H_
 #define FIELDPROF_COMMON_WIRE_H_
 
+#include <google/protobuf/arena.h>
+
 #include <string>
 #include <string_view>
-
-#include <google/protobuf/arena.h>
 
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"

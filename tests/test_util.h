@@ -38,8 +38,8 @@ class TempDir {
 // Writes dir/cert.pem and dir/key.pem, self-signed for localhost/127.0.0.1/::1.
 // kind: "ec" (P-256) or "rsa". Returns false if openssl failed.
 inline bool MakeCert(const std::string& dir, const std::string& kind = "ec") {
-  std::string newkey = kind == "ec" ? "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
-                                    : "-newkey rsa:2048";
+  std::string newkey =
+      kind == "ec" ? "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1" : "-newkey rsa:2048";
   std::string cmd = "openssl req -x509 " + newkey +
                     " -nodes -days 2 -subj /CN=localhost -addext "
                     "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1 -keyout " +

@@ -20,10 +20,11 @@ uint128 ParseU128(const std::string& s) {
 
 std::string SeriesQuery(const ApiKey& key) {
   return "module=" + UrlEncode(key.module) + "&symbol=" + UrlEncode(key.symbol) +
-         "&version=" + UrlEncode(key.module_version) + "&metric=" +
-         std::string(MetricName(key.metric)) + "&os=" + std::string(OsName(key.platform.os)) +
-         "&arch=" + std::string(ArchName(key.platform.arch)) + "&vendor=" +
-         std::string(CpuVendorName(key.platform.cpu_vendor)) +
+         "&version=" + UrlEncode(key.module_version) +
+         "&metric=" + std::string(MetricName(key.metric)) +
+         "&os=" + std::string(OsName(key.platform.os)) +
+         "&arch=" + std::string(ArchName(key.platform.arch)) +
+         "&vendor=" + std::string(CpuVendorName(key.platform.cpu_vendor)) +
          "&family=" + std::to_string(key.platform.cpu_family);
 }
 

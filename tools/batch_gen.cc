@@ -17,21 +17,26 @@ struct KnownModule {
 // Real sonames and exported symbols, so loads look like the field.
 const std::vector<KnownModule>& KnownModules() {
   static const auto* m = new std::vector<KnownModule>{
-      {"libc.so.6", {"malloc", "free", "memcpy", "strlen", "getaddrinfo", "fopen", "fread",
-                     "qsort", "strcmp", "pthread_mutex_lock", "printf", "open", "read"}},
-      {"libsqlite3.so.0", {"sqlite3_prepare_v2", "sqlite3_step", "sqlite3_finalize",
-                           "sqlite3_open_v2", "sqlite3_exec", "sqlite3_bind_text",
-                           "sqlite3_column_text", "sqlite3_reset", "sqlite3_close"}},
-      {"libz.so.1", {"deflate", "inflate", "deflateInit2_", "inflateInit2_", "crc32",
-                     "adler32", "compress2", "uncompress"}},
-      {"libzstd.so.1", {"ZSTD_compress", "ZSTD_decompress", "ZSTD_compressStream2",
-                        "ZSTD_createCCtx", "ZSTD_freeCCtx"}},
-      {"libcrypto.so.3", {"EVP_DigestUpdate", "EVP_EncryptUpdate", "RSA_sign", "SHA256",
-                          "EVP_PKEY_derive", "BN_mod_exp"}},
+      {"libc.so.6",
+       {"malloc", "free", "memcpy", "strlen", "getaddrinfo", "fopen", "fread", "qsort", "strcmp",
+        "pthread_mutex_lock", "printf", "open", "read"}},
+      {"libsqlite3.so.0",
+       {"sqlite3_prepare_v2", "sqlite3_step", "sqlite3_finalize", "sqlite3_open_v2", "sqlite3_exec",
+        "sqlite3_bind_text", "sqlite3_column_text", "sqlite3_reset", "sqlite3_close"}},
+      {"libz.so.1",
+       {"deflate", "inflate", "deflateInit2_", "inflateInit2_", "crc32", "adler32", "compress2",
+        "uncompress"}},
+      {"libzstd.so.1",
+       {"ZSTD_compress", "ZSTD_decompress", "ZSTD_compressStream2", "ZSTD_createCCtx",
+        "ZSTD_freeCCtx"}},
+      {"libcrypto.so.3",
+       {"EVP_DigestUpdate", "EVP_EncryptUpdate", "RSA_sign", "SHA256", "EVP_PKEY_derive",
+        "BN_mod_exp"}},
       {"libssl.so.3", {"SSL_read", "SSL_write", "SSL_do_handshake", "SSL_CTX_new"}},
-      {"libstdc++.so.6", {"_Znwm", "_ZdlPvm", "_ZNSt6thread4joinEv",
-                          "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_createERmm",
-                          "_ZSt18_Rb_tree_incrementPSt18_Rb_tree_node_base"}},
+      {"libstdc++.so.6",
+       {"_Znwm", "_ZdlPvm", "_ZNSt6thread4joinEv",
+        "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_createERmm",
+        "_ZSt18_Rb_tree_incrementPSt18_Rb_tree_node_base"}},
       {"liblzma.so.5", {"lzma_code", "lzma_easy_encoder", "lzma_end"}},
       {"libcurl.so.4", {"curl_easy_perform", "curl_easy_setopt", "curl_easy_init"}},
       {"libxml2.so.2", {"xmlReadMemory", "xmlXPathEvalExpression", "xmlFreeDoc"}},
@@ -90,8 +95,8 @@ ApiKey BatchGenerator::KeyFor(int rank, wire::Metric metric) const {
     k.module = "libfieldgen" + std::to_string(m) + ".so." + std::to_string(1 + m % 3);
     k.symbol = "fg" + std::to_string(m) + "_op" + std::to_string(s);
   }
-  k.module_version = (rank % 7 == 0) ? "2.3." + std::to_string(rank % 5) : "build-" +
-                                                                               std::to_string(m);
+  k.module_version =
+      (rank % 7 == 0) ? "2.3." + std::to_string(rank % 5) : "build-" + std::to_string(m);
   k.metric = metric;
   return k;
 }
@@ -107,9 +112,16 @@ wire::Record BatchGenerator::MakeRecord(int rank, wire::Metric metric) {
   double median;
   double sigma = 0.8;
   switch (metric) {
-    case wire::METRIC_WALL_TIME_NS: median = 30.0 * (1 + (rank * 2654435761u) % 5000); break;
-    case wire::METRIC_ALLOC_COUNT: median = 1 + rank % 6; sigma = 0.5; break;
-    default: median = 64.0 * (1 + (rank * 40503u) % 200); break;
+    case wire::METRIC_WALL_TIME_NS:
+      median = 30.0 * (1 + (rank * 2654435761u) % 5000);
+      break;
+    case wire::METRIC_ALLOC_COUNT:
+      median = 1 + rank % 6;
+      sigma = 0.5;
+      break;
+    default:
+      median = 64.0 * (1 + (rank * 40503u) % 200);
+      break;
   }
   std::lognormal_distribution<double> cost(std::log(median), sigma);
   Histogram h;

@@ -6,7 +6,7 @@
 namespace fieldprof::tools {
 
 StatusOr<boost::property_tree::ptree> GetJson(HttpsClient& client, const std::string& target,
-                                             int* http_status, std::string* raw_body) {
+                                              int* http_status, std::string* raw_body) {
   StatusOr<HttpReply> r = client.Get(target);
   if (!r.ok()) return r.status();
   *http_status = r->status;

@@ -34,9 +34,9 @@ struct ClientFlags {
 // GETs `target` and parses the JSON answer. A non-200 answer is an error
 // carrying the status and body; `*http_status` gets the status either way.
 [[nodiscard]] StatusOr<boost::property_tree::ptree> GetJson(HttpsClient& client,
-                                                           const std::string& target,
-                                                           int* http_status,
-                                                           std::string* raw_body);
+                                                            const std::string& target,
+                                                            int* http_status,
+                                                            std::string* raw_body);
 
 }  // namespace fieldprof::tools
 

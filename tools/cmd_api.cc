@@ -1,6 +1,6 @@
 // fieldprof api: one API's field cost from the aggregator.
-#include <boost/property_tree/ptree.hpp>
 #include <algorithm>
+#include <boost/property_tree/ptree.hpp>
 #include <cstdio>
 #include <iostream>
 
@@ -45,8 +45,8 @@ int CmdApi(int argc, char** argv) {
   StatusOr<boost::property_tree::ptree> got = GetJson(c, target, &http_status, &raw);
   if (http_status == 404) {
     std::cerr << "fieldprof api: no " << metric << " data for " << t.positional()[0] << " "
-              << t.positional()[1] << " yet (try fieldprof top --module "
-              << t.positional()[0] << ")\n";
+              << t.positional()[1] << " yet (try fieldprof top --module " << t.positional()[0]
+              << ")\n";
     return 1;
   }
   if (json && http_status == 200) {
@@ -77,7 +77,8 @@ int CmdApi(int argc, char** argv) {
     const double n = b.get<double>("count");
     const int width = static_cast<int>(40 * n / top + 0.5);
     std::string range = FormatMetricValue(*m, b.get<double>("low")) + " .. ";
-    std::printf("  %21s %10.0f %s\n", range.c_str(), n, std::string(std::max(width, 1), '#').c_str());
+    std::printf("  %21s %10.0f %s\n", range.c_str(), n,
+                std::string(std::max(width, 1), '#').c_str());
   }
   return 0;
 }

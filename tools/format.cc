@@ -34,13 +34,15 @@ std::string FormatBytes(double v) {
 
 std::string FormatMetricValue(wire::Metric m, double v) {
   switch (m) {
-    case wire::METRIC_WALL_TIME_NS: return FormatNanos(v);
+    case wire::METRIC_WALL_TIME_NS:
+      return FormatNanos(v);
     case wire::METRIC_ALLOC_COUNT: {
       char b[32];
       std::snprintf(b, sizeof b, "%.1f", v);
       return b;
     }
-    default: return FormatBytes(v);
+    default:
+      return FormatBytes(v);
   }
 }
 

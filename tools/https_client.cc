@@ -178,8 +178,7 @@ HttpsClient::HttpsClient(HttpsClientOptions options)
 HttpsClient::~HttpsClient() = default;
 
 StatusOr<HttpReply> HttpsClient::Request(const std::string& method, const std::string& target,
-                                         const std::string& content_type,
-                                         const std::string& body) {
+                                         const std::string& content_type, const std::string& body) {
   return impl_->Request(method, target, content_type, body);
 }
 void HttpsClient::Close() { impl_->Close(); }

@@ -51,8 +51,7 @@ class HttpsClient {
   [[nodiscard]] StatusOr<HttpReply> Get(const std::string& target) {
     return Request("GET", target, "", "");
   }
-  [[nodiscard]] StatusOr<HttpReply> Post(const std::string& target,
-                                         const std::string& content_type,
+  [[nodiscard]] StatusOr<HttpReply> Post(const std::string& target, const std::string& content_type,
                                          const std::string& body) {
     return Request("POST", target, content_type, body);
   }

@@ -41,7 +41,8 @@ std::vector<ApiKey> PoolKeys(const std::vector<wire::Batch>& pool) {
 }
 
 // Fetches every key's series with `threads` connections.
-StatusOr<std::vector<RemoteSeries>> FetchAll(const LoadOptions& o, const std::vector<ApiKey>& keys) {
+StatusOr<std::vector<RemoteSeries>> FetchAll(const LoadOptions& o,
+                                             const std::vector<ApiKey>& keys) {
   std::vector<RemoteSeries> out(keys.size());
   std::atomic<size_t> next{0};
   std::mutex err_mutex;
@@ -78,8 +79,8 @@ std::string LoadReport::ToText() const {
                 "latency: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
                 (long long)batches_ok, (long long)batches_duplicate, (long long)batches_retried,
                 (long long)batches_failed, seconds, batches_per_second(), records_per_second(),
-                seconds > 0 ? bytes_ok / seconds / 1048576.0 : 0.0, latency_p50_ms,
-                latency_p90_ms, latency_p99_ms, latency_max_ms);
+                seconds > 0 ? bytes_ok / seconds / 1048576.0 : 0.0, latency_p50_ms, latency_p90_ms,
+                latency_p99_ms, latency_max_ms);
   o << buf;
   if (keys_verified > 0 || keys_mismatched > 0) {
     o << "verify:  " << keys_verified << " series match the acknowledged sums, " << keys_mismatched
@@ -153,19 +154,20 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
   std::mutex mu;
   std::vector<double> latencies_ms;
   const auto start = Clock::now();
-  const auto deadline = o.duration_s > 0 ? start + std::chrono::seconds(o.duration_s)
-                                         : Clock::time_point::max();
+  const auto deadline =
+      o.duration_s > 0 ? start + std::chrono::seconds(o.duration_s) : Clock::time_point::max();
   std::atomic<bool> stop{false};
   std::atomic<int64_t> done{0};
   std::thread reporter;
   if (progress) {
     reporter = std::thread([&] {
       while (!stop) {
-        for (int i = 0; i < 20 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (int i = 0; i < 20 && !stop; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (stop) break;
         const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        *progress << "loadgen: " << done.load() << " batches in " << static_cast<int>(s)
-                  << " s (" << static_cast<int>(done.load() / s) << "/s)\n";
+        *progress << "loadgen: " << done.load() << " batches in " << static_cast<int>(s) << " s ("
+                  << static_cast<int>(done.load() / s) << "/s)\n";
       }
     });
   }

@@ -10,7 +10,8 @@ using namespace fieldprof::tools;
 int main(int argc, char** argv) {
   LoadOptions o;
   int64_t port = 8443, connections = o.connections, pool = o.pool, modules = o.gen.modules,
-          symbols = o.gen.symbols_per_module, batch_bytes = static_cast<int64_t>(o.gen.target_bytes),
+          symbols = o.gen.symbols_per_module,
+          batch_bytes = static_cast<int64_t>(o.gen.target_bytes),
           seed = static_cast<int64_t>(o.gen.seed), timeout_ms = o.client.timeout.count();
   bool json = false;
   OptionTable t("fieldprof-loadgen",
@@ -21,7 +22,8 @@ int main(int argc, char** argv) {
                 "acknowledged. Exit code 1 on failed batches or mismatches.");
   t.AddString("host", &o.client.host, "aggregator host (name checked against the certificate)");
   t.AddInt("port", &port, "aggregator port", 1, 65535);
-  t.AddString("ca", &o.client.ca_file, "CA file to verify the aggregator with (default: system store)");
+  t.AddString("ca", &o.client.ca_file,
+              "CA file to verify the aggregator with (default: system store)");
   t.AddBool("insecure", &o.client.insecure, "do not verify the certificate");
   t.AddInt("timeout_ms", &timeout_ms, "per-request deadline", 100, 3600000);
   t.AddInt("connections", &connections, "concurrent connections", 1, 4096);

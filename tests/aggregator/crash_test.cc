@@ -102,7 +102,9 @@ class Aggregator {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   }
   tools::HttpsClientOptions Options() const {
-    return {.host = "127.0.0.1", .port = port_, .ca_file = dir_.File("cert.pem"),
+    return {.host = "127.0.0.1",
+            .port = port_,
+            .ca_file = dir_.File("cert.pem"),
             .timeout = std::chrono::milliseconds(5000)};
   }
 
@@ -138,8 +140,7 @@ TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
         while (!stop) {
           int i = next++;
           if (i >= kBatches) break;
-          auto r = c.Post("/v1/batches", "application/x-protobuf",
-                          batches[i].SerializeAsString());
+          auto r = c.Post("/v1/batches", "application/x-protobuf", batches[i].SerializeAsString());
           if (r.ok() && r->status == 200) acked[i] = true;
           if (!r.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }

@@ -122,7 +122,8 @@ class ServerTest : public ::testing::Test {
 // A raw TLS connection, for requests the HTTPS client would not send.
 class RawTls {
  public:
-  explicit RawTls(uint16_t port, int max_version = 0) : ctx_(ssl::context::tls_client), s_(ioc_, ctx_) {
+  explicit RawTls(uint16_t port, int max_version = 0)
+      : ctx_(ssl::context::tls_client), s_(ioc_, ctx_) {
     if (max_version != 0) {  // on the SSL object: the context was copied into it already
       SSL_set_security_level(s_.native_handle(), 0);
       SSL_set_min_proto_version(s_.native_handle(), TLS1_VERSION);
@@ -223,9 +224,9 @@ TEST_F(ServerTest, WrongContentTypeIs415) {
   auto r = Post(c, b.SerializeAsString(), "application/json");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 415) << r->body;
-  EXPECT_EQ(Post(c, b.SerializeAsString(), "application/x-protobuf; proto=fieldprof.wire.Batch")
-                ->status,
-            200);
+  EXPECT_EQ(
+      Post(c, b.SerializeAsString(), "application/x-protobuf; proto=fieldprof.wire.Batch")->status,
+      200);
 }
 
 TEST_F(ServerTest, OversizeBodyIs413WithoutReadingIt) {
@@ -233,9 +234,10 @@ TEST_F(ServerTest, OversizeBodyIs413WithoutReadingIt) {
   RawTls raw(server_->port());
   ASSERT_FALSE(raw.Handshake());
   // Declare 50 MiB, send only the header: the answer must come anyway.
-  ASSERT_FALSE(raw.Write("POST /v1/batches HTTP/1.1\r\nHost: x\r\n"
-                         "Content-Type: application/x-protobuf\r\n"
-                         "Content-Length: 52428800\r\n\r\n"));
+  ASSERT_FALSE(
+      raw.Write("POST /v1/batches HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/x-protobuf\r\n"
+                "Content-Length: 52428800\r\n\r\n"));
   beast::error_code ec;
   auto res = raw.Read(ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -254,8 +256,8 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   StartServer(o);
   RawTls raw(server_->port());
   ASSERT_FALSE(raw.Handshake());
-  const std::string req = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: " +
-                          std::string(40, 'a') + "\r\n\r\n";
+  const std::string req =
+      "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: " + std::string(40, 'a') + "\r\n\r\n";
   // One byte every 200 ms: the whole header would take > 12 s.
   bool cut = false;
   for (char ch : req) {
@@ -278,7 +280,8 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   tools::HttpsClient c(ClientOptions());
   EXPECT_EQ(c.Get("/healthz")->status, 200);
   auto m = c.Get("/metrics");
-  EXPECT_EQ(m->body.find("fieldprof_timeouts_total 0\n"), std::string::npos) << "no timeout counted";
+  EXPECT_EQ(m->body.find("fieldprof_timeouts_total 0\n"), std::string::npos)
+      << "no timeout counted";
 }
 
 TEST_F(ServerTest, ConcurrentUploadsMatchGroundTruth) {

@@ -1,11 +1,10 @@
 // The RocksDB store against a real RocksDB in a temporary directory.
-#include "aggregator/store_rocksdb.h"
-
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "aggregator/aggregate_value.h"
+#include "aggregator/store_rocksdb.h"
 #include "aggregator/time_tree.h"
 #include "common/validate.h"
 #include "common/wire.h"
@@ -99,8 +98,8 @@ TEST(StoreTest, ConcurrentDuplicatesCountOnce) {
 
 TEST(StoreTest, RealisticBatchesMatchGroundTruthAcrossReopen) {
   TempDir dir;
-  tools::BatchGenerator gen({.seed = 11, .modules = 30, .symbols_per_module = 20,
-                             .target_bytes = 32 * 1024});
+  tools::BatchGenerator gen(
+      {.seed = 11, .modules = 30, .symbols_per_module = 20, .target_bytes = 32 * 1024});
   tools::GroundTruth truth;
   {
     auto store = Open(dir.path());
@@ -178,8 +177,8 @@ TEST(StoreTest, ClosedStoreRefuses) {
 }
 
 TEST(AggregateValueTest, MergeIsOrderIndependentBytes) {
-  tools::BatchGenerator gen({.seed = 5, .modules = 2, .symbols_per_module = 1,
-                             .target_bytes = 8 * 1024});
+  tools::BatchGenerator gen(
+      {.seed = 5, .modules = 2, .symbols_per_module = 1, .target_bytes = 8 * 1024});
   wire::Batch b = gen.Next();
   std::vector<std::string> ops;
   for (const auto& r : b.records()) ops.push_back(EncodeRecordValue(r));

@@ -54,10 +54,12 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : ts) t.join();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("{\"batches_per_second\":%.1f,\"mib_per_second\":%.2f,\"batches\":%ld,"
-              "\"threads\":%d}\n",
-              n / secs, bytes / secs / 1048576.0, n.load(), threads);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "{\"batches_per_second\":%.1f,\"mib_per_second\":%.2f,\"batches\":%ld,"
+      "\"threads\":%d}\n",
+      n / secs, bytes / secs / 1048576.0, n.load(), threads);
   delete db;
   return 0;
 }

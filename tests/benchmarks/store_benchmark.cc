@@ -49,9 +49,9 @@ void BM_IngestHandlerNoSync(benchmark::State& state) {
   }
   IgnoreError((*store)->WaitApplied(std::chrono::seconds(60)));
   state.SetItemsProcessed(state.iterations());
-  state.counters["records/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * records_per_pass / bodies.size(),
-      benchmark::Counter::kIsRate);
+  state.counters["records/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * records_per_pass / bodies.size(),
+                         benchmark::Counter::kIsRate);
   IgnoreError((*store)->Close());
   std::filesystem::remove_all(dir);
 }

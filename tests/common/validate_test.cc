@@ -48,17 +48,26 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
       {"platform_enum",
        [](wire::Batch* b) { b->mutable_client_platform()->set_arch(static_cast<wire::Arch>(40)); }},
       {"platform_enum",
-       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->mutable_platform()->set_cpu_family(300); }},
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->mutable_platform()->set_cpu_family(300);
+       }},
       {"key_missing", [](wire::Batch* b) { b->mutable_records(0)->clear_key(); }},
-      {"string_empty", [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module(""); }},
+      {"string_empty",
+       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module(""); }},
       {"string_too_long",
-       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_symbol(std::string(1025, 'a')); }},
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_symbol(std::string(1025, 'a'));
+       }},
       {"string_utf8",
        [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_symbol("bad\xc3\x28"); }},
       {"string_control",
-       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module(std::string("li\0b", 4)); }},
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_module(std::string("li\0b", 4));
+       }},
       {"metric_unknown",
-       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_UNSPECIFIED); }},
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_UNSPECIFIED);
+       }},
       {"runs_zero", [](wire::Batch* b) { b->mutable_records(0)->set_runs(0); }},
       {"runs_exceed_calls", [](wire::Batch* b) { b->mutable_records(0)->set_runs(6); }},
       {"histogram_empty", [](wire::Batch* b) { b->mutable_records(0)->clear_histogram(); }},
@@ -66,7 +75,8 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
       {"bucket_order", [](wire::Batch* b) { B(b, 1)->set_index(1); }},
       {"bucket_count_zero", [](wire::Batch* b) { B(b, 0)->set_count(0); }},
       {"bucket_sum_range", [](wire::Batch* b) { B(b, 1)->set_sum_lo(10); }},
-      {"bucket_sum_sq_range", [](wire::Batch* b) { B(b, 1)->set_sum_sq_lo(B(b, 1)->sum_sq_lo() + 1000000000); }},
+      {"bucket_sum_sq_range",
+       [](wire::Batch* b) { B(b, 1)->set_sum_sq_lo(B(b, 1)->sum_sq_lo() + 1000000000); }},
       {"sum_sq_saturated_flag", [](wire::Batch* b) { H(b)->set_sum_sq_saturated(true); }},
       {"sum_sq_saturated_flag",
        [](wire::Batch* b) {

@@ -11,7 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fieldprof;
-  StatusOr<wire::Batch> b = DecodeBatch(std::string_view(reinterpret_cast<const char*>(data), size));
+  StatusOr<wire::Batch> b =
+      DecodeBatch(std::string_view(reinterpret_cast<const char*>(data), size));
   if (!b.ok()) {
     if (ValidationRule(b.status()).empty() && b.status().code() == StatusCode::kInvalidArgument) {
       __builtin_trap();  // every rejection names its rule
