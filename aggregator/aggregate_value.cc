@@ -99,12 +99,4 @@ void SparseAggregate::Encode(std::string* out) const {
   r.SerializeToString(out);
 }
 
-std::string EncodeRecordValue(const wire::Record& in) {
-  wire::Record r;
-  *r.mutable_histogram() = in.histogram();
-  r.set_runs(in.runs());
-  r.set_truncated(in.truncated());
-  return r.SerializeAsString();
-}
-
 }  // namespace fieldprof::aggregator

@@ -52,24 +52,6 @@ class SparseAggregate {
   bool truncated_ = false;
 };
 
-// Compatibility name used by the store and tests: an accumulator of encoded
-// values that can also be read as a full Histogram.
-class AggregateAccumulator {
- public:
-  [[nodiscard]] bool Add(std::string_view encoded) { return sparse_.AddEncoded(encoded); }
-  void AddRecord(const wire::Record& r) { sparse_.AddRecord(r); }
-  void Encode(std::string* out) const { sparse_.Encode(out); }
-  Histogram histogram() const { return sparse_.ToHistogram(); }
-  uint64_t runs() const { return sparse_.runs(); }
-  bool truncated() const { return sparse_.truncated(); }
-
- private:
-  SparseAggregate sparse_;
-};
-
-// Encodes one uploaded record as a merge operand.
-std::string EncodeRecordValue(const wire::Record& r);
-
 }  // namespace fieldprof::aggregator
 
 #endif  // FIELDPROF_AGGREGATOR_AGGREGATE_VALUE_H_

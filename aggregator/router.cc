@@ -1,6 +1,8 @@
 #include "aggregator/router.h"
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 
 #include "aggregator/time_tree.h"
 #include "common/json_writer.h"
@@ -36,6 +38,14 @@ StatusOr<std::string> PercentDecode(std::string_view s) {
     }
   }
   return out;
+}
+
+// The whole of `v` as a decimal integer ("10abc" and "" are not numbers).
+std::optional<int64_t> ParseWholeNumber(std::string_view v) {
+  int64_t x = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || ptr != v.data() + v.size()) return std::nullopt;
+  return x;
 }
 
 void WriteStats(JsonWriter& j, const Histogram& h) {
@@ -129,25 +139,17 @@ Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& param
       if (!e.ok()) return e.status();
       f->cpu_vendor = *e;
     } else if (k == "family") {
-      int x = -1;
-      try {
-        x = std::stoi(v);
-      } catch (...) {
-      }
-      if (x < 0 || x > 255) return InvalidArgument("family must be 0..255");
-      *family = x;
+      std::optional<int64_t> x = ParseWholeNumber(v);
+      if (!x || *x < 0 || *x > 255) return InvalidArgument("family must be 0..255");
+      *family = static_cast<int>(*x);
     } else if (k == "from" || k == "to") {
       StatusOr<int32_t> d = ParseDay(v);
       if (!d.ok()) return d.status().WithContext(k);
       (k == "from" ? *from : *to) = *d;
     } else if (k == "limit") {
-      long x = -1;
-      try {
-        x = std::stol(v);
-      } catch (...) {
-      }
-      if (x < 1 || x > 100000) return InvalidArgument("limit must be 1..100000");
-      *limit = static_cast<size_t>(x);
+      std::optional<int64_t> x = ParseWholeNumber(v);
+      if (!x || *x < 1 || *x > 100000) return InvalidArgument("limit must be 1..100000");
+      *limit = static_cast<size_t>(*x);
     } else {
       return InvalidArgument("unknown query parameter '" + k + "'");
     }
@@ -251,14 +253,18 @@ HttpResponse Router::Handle(std::string_view method, std::string_view target,
   return r;
 }
 
-HttpResponse Router::Ingest(std::string_view content_type, std::string_view body) {
-  // Media type without parameters ("application/x-protobuf; charset=..." is fine).
+Status CheckBatchContentType(std::string_view content_type) {
   std::string_view media = content_type.substr(0, content_type.find(';'));
   while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-  if (media != kProtobufContentType) {
+  if (media == kProtobufContentType) return Status::Ok();
+  return Unsupported("content type must be " + std::string(kProtobufContentType) + ", got '" +
+                     std::string(content_type) + "'");
+}
+
+HttpResponse Router::Ingest(std::string_view content_type, std::string_view body) {
+  if (Status s = CheckBatchContentType(content_type); !s.ok()) {
     metrics_->BatchRejected("content_type");
-    return ErrorResponse(Unsupported("content type must be " + std::string(kProtobufContentType) +
-                                     ", got '" + std::string(content_type) + "'"));
+    return ErrorResponse(s);
   }
   // Parse into an arena sized for a typical batch: one allocation instead
   // of one per message. The arena lives as long as the batch is shared.

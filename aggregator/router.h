@@ -35,6 +35,11 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
 };
 
+// OK when `content_type` is application/x-protobuf (parameters such as
+// "; proto=..." allowed); otherwise the Unsupported (415) error to answer.
+// Used by the server before it reads a body and by Router::Ingest.
+[[nodiscard]] Status CheckBatchContentType(std::string_view content_type);
+
 // The one mapping from Status to an HTTP status code.
 int HttpStatusFor(const Status& s);
 // A JSON error response for `s`: {"error":"InvalidArgument","rule":"...","message":"..."}.

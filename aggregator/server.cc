@@ -173,16 +173,10 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& req = parser_->get();
     if (req.method() == http::verb::post && req.target() == "/v1/batches") {
       // Refuse before reading the body: wrong type or declared too large.
-      std::string_view ct(req[http::field::content_type].data(),
-                          req[http::field::content_type].size());
-      std::string_view media = ct.substr(0, ct.find(';'));
-      while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-      if (media != kProtobufContentType) {
+      const auto ct = req[http::field::content_type];
+      if (Status s = CheckBatchContentType(std::string_view(ct.data(), ct.size())); !s.ok()) {
         server_->metrics()->BatchRejected("content_type");
-        return Reply(
-            ErrorResponse(Unsupported("content type must be " + std::string(kProtobufContentType) +
-                                      ", got '" + std::string(ct) + "'")),
-            0, /*close=*/!parser_->is_done());
+        return Reply(ErrorResponse(s), 0, /*close=*/!parser_->is_done());
       }
       if (parser_->content_length() && *parser_->content_length() > opts().max_body_bytes) {
         server_->metrics()->BatchRejected("batch_size");

@@ -238,11 +238,11 @@ class RocksDbStore : public Store {
       StatusOr<ApiKey> key = DecodeApiKey(std::string_view(k.data() + 1, k.size() - 1));
       if (!key.ok()) return key.status();
       if (!filter.Matches(*key)) continue;
-      AggregateAccumulator acc;
-      if (!acc.Add(std::string_view(it->value().data(), it->value().size()))) {
+      SparseAggregate acc;
+      if (!acc.AddEncoded(std::string_view(it->value().data(), it->value().size()))) {
         return DataLoss("corrupt stored value for " + key->module + " " + key->symbol);
       }
-      out.push_back({std::move(*key), acc.histogram(), acc.runs(), acc.truncated()});
+      out.push_back({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated()});
     }
     if (!it->status().ok()) return FromRocks(it->status(), "listing APIs");
     return out;
@@ -266,13 +266,13 @@ class RocksDbStore : public Store {
     ro.snapshot = snap;
     std::vector<rocksdb::Status> st = db_->MultiGet(ro, cfs, slices, &values);
     db_->ReleaseSnapshot(snap);
-    AggregateAccumulator acc;
+    SparseAggregate acc;
     for (size_t i = 0; i < st.size(); ++i) {
       if (st[i].IsNotFound()) continue;
       if (!st[i].ok()) return FromRocks(st[i], "reading range");
-      if (!acc.Add(values[i])) return DataLoss("corrupt stored value");
+      if (!acc.AddEncoded(values[i])) return DataLoss("corrupt stored value");
     }
-    return ApiAggregate{key, acc.histogram(), acc.runs(), acc.truncated()};
+    return ApiAggregate{key, acc.ToHistogram(), acc.runs(), acc.truncated()};
   }
 
   void AppendMetrics(std::string* out) override {

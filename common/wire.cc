@@ -64,31 +64,32 @@ Histogram HistogramFromWire(const wire::Histogram& w) {
   return h;
 }
 
-StatusOr<wire::Batch> DecodeBatch(std::string_view bytes) {
+namespace {
+
+// Size limit, protobuf parse and ValidateBatch, shared by both DecodeBatch forms.
+Status ParseAndValidate(std::string_view bytes, wire::Batch* batch) {
   if (bytes.size() > kMaxBatchBytes) {
     return TooLarge("batch_size: batch is " + std::to_string(bytes.size()) +
                     " bytes, the limit is " + std::to_string(kMaxBatchBytes));
   }
   if (bytes.empty()) return InvalidArgument("parse: empty body");
-  wire::Batch batch;
-  if (!batch.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  if (!batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return InvalidArgument("parse: body is not a valid protobuf fieldprof.wire.Batch");
   }
-  FP_RETURN_IF_ERROR(ValidateBatch(batch));
+  return ValidateBatch(*batch);
+}
+
+}  // namespace
+
+StatusOr<wire::Batch> DecodeBatch(std::string_view bytes) {
+  wire::Batch batch;
+  FP_RETURN_IF_ERROR(ParseAndValidate(bytes, &batch));
   return batch;
 }
 
 StatusOr<wire::Batch*> DecodeBatch(std::string_view bytes, google::protobuf::Arena* arena) {
-  if (bytes.size() > kMaxBatchBytes) {
-    return TooLarge("batch_size: batch is " + std::to_string(bytes.size()) +
-                    " bytes, the limit is " + std::to_string(kMaxBatchBytes));
-  }
-  if (bytes.empty()) return InvalidArgument("parse: empty body");
   auto* batch = google::protobuf::Arena::CreateMessage<wire::Batch>(arena);
-  if (!batch->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return InvalidArgument("parse: body is not a valid protobuf fieldprof.wire.Batch");
-  }
-  FP_RETURN_IF_ERROR(ValidateBatch(*batch));
+  FP_RETURN_IF_ERROR(ParseAndValidate(bytes, batch));
   return batch;
 }
 

@@ -191,6 +191,8 @@ TEST_F(ServerTest, IngestIsExactlyOnceAndQueryable) {
   EXPECT_NE(l->body.find("sqlite3_step"), std::string::npos) << l->body;
   auto bad = c.Get("/v1/api?module=libsqlite3.so.0&symbol=sqlite3_step&from=2026-13-01");
   EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(c.Get("/v1/apis?limit=10abc")->status, 400);
+  EXPECT_EQ(c.Get("/v1/apis?limit=2")->status, 200);
   EXPECT_EQ(metrics_.batches_accepted(), 1u);
   EXPECT_EQ(metrics_.batches_duplicate(), 1u);
 }

@@ -181,16 +181,20 @@ TEST(AggregateValueTest, MergeIsOrderIndependentBytes) {
       {.seed = 5, .modules = 2, .symbols_per_module = 1, .target_bytes = 8 * 1024});
   wire::Batch b = gen.Next();
   std::vector<std::string> ops;
-  for (const auto& r : b.records()) ops.push_back(EncodeRecordValue(r));
+  for (const auto& r : b.records()) {
+    SparseAggregate one;
+    one.AddRecord(r);
+    one.Encode(&ops.emplace_back());
+  }
   std::string forward, backward;
-  AggregateAccumulator f, g;
-  for (const auto& o : ops) ASSERT_TRUE(f.Add(o));
-  for (auto it = ops.rbegin(); it != ops.rend(); ++it) ASSERT_TRUE(g.Add(*it));
+  SparseAggregate f, g;
+  for (const auto& o : ops) ASSERT_TRUE(f.AddEncoded(o));
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) ASSERT_TRUE(g.AddEncoded(*it));
   f.Encode(&forward);
   g.Encode(&backward);
   EXPECT_EQ(forward, backward);
-  AggregateAccumulator bad;
-  EXPECT_FALSE(bad.Add("\xff\xff\xff"));
+  SparseAggregate bad;
+  EXPECT_FALSE(bad.AddEncoded("\xff\xff\xff"));
 }
 
 }  // namespace

@@ -63,14 +63,18 @@ void BM_MergeOperatorOperands(benchmark::State& state) {
   tools::BatchGenerator gen({.seed = 4, .target_bytes = 64 * 1024});
   wire::Batch b = gen.Next();
   std::vector<std::string> ops;
-  for (const auto& r : b.records()) ops.push_back(aggregator::EncodeRecordValue(r));
+  for (const auto& r : b.records()) {
+    aggregator::SparseAggregate one;
+    one.AddRecord(r);
+    one.Encode(&ops.emplace_back());
+  }
   const size_t per_merge = static_cast<size_t>(state.range(0));
   std::string out;
   size_t k = 0;
   for (auto _ : state) {
-    aggregator::AggregateAccumulator acc;
+    aggregator::SparseAggregate acc;
     for (size_t i = 0; i < per_merge; ++i) {
-      bool ok = acc.Add(ops[k++ % ops.size()]);
+      bool ok = acc.AddEncoded(ops[k++ % ops.size()]);
       benchmark::DoNotOptimize(ok);
     }
     acc.Encode(&out);
