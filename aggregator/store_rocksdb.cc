@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -58,6 +59,40 @@ std::string NodeKey(const TimeNode& node, std::string_view api_key) {
   k.push_back(static_cast<char>(node.level));
   if (node.level != TimeLevel::kAllTime) AppendBigEndian32(&k, node.period);
   k.append(api_key);
+  return k;
+}
+
+// The roll-up point: days before `next_day` are in their month and
+// all-time nodes; of `next_day` itself, the series up to `cursor` (an
+// EncodeApiKey; empty = none yet).
+constexpr std::string_view kRollupKey = "\x01rollup";
+
+struct RollupPoint {
+  int32_t next_day = 0;
+  std::string cursor;
+
+  bool Rolled(int32_t day, std::string_view api) const {
+    return day < next_day || (day == next_day && !cursor.empty() && api <= cursor);
+  }
+  // Last day whose data for `api` is in the month and all-time nodes.
+  int32_t RolledThrough(std::string_view api) const {
+    return Rolled(next_day, api) ? next_day : next_day - 1;
+  }
+  std::string Encode() const {
+    std::string v;
+    AppendBigEndian32(&v, next_day);
+    v += cursor;
+    return v;
+  }
+  static std::optional<RollupPoint> Decode(std::string_view v) {
+    if (v.size() < 4) return std::nullopt;
+    return RollupPoint{ReadBigEndian32(v.data()), std::string(v.substr(4))};
+  }
+};
+
+std::string DayPrefix(int32_t day) {
+  std::string k(1, static_cast<char>(TimeLevel::kDay));
+  AppendBigEndian32(&k, day);
   return k;
 }
 
@@ -110,6 +145,59 @@ class BatchIdExpiry : public rocksdb::CompactionFilter {
   std::chrono::seconds retention_;
 };
 
+// Reads from one RocksDB snapshot, released on destruction.
+class SnapshotReader {
+ public:
+  explicit SnapshotReader(rocksdb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {
+    options_.snapshot = snapshot_;
+  }
+  ~SnapshotReader() { db_->ReleaseSnapshot(snapshot_); }
+  SnapshotReader(const SnapshotReader&) = delete;
+  SnapshotReader& operator=(const SnapshotReader&) = delete;
+
+  const rocksdb::ReadOptions& options() const { return options_; }
+  std::unique_ptr<rocksdb::Iterator> NewIterator(rocksdb::ColumnFamilyHandle* cf) const {
+    return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(options_, cf));
+  }
+
+  StatusOr<RollupPoint> ReadRollupPoint(rocksdb::ColumnFamilyHandle* cf) const {
+    std::string v;
+    rocksdb::Status s =
+        db_->Get(options_, cf, rocksdb::Slice(kRollupKey.data(), kRollupKey.size()), &v);
+    if (!s.ok()) return FromRocks(s, "reading the roll-up point");
+    std::optional<RollupPoint> p = RollupPoint::Decode(v);
+    if (!p) return DataLoss("roll-up point is corrupt");
+    return *p;
+  }
+
+  // Days in [first, last] that have day nodes, found by seeking from one to
+  // the next (after the roll-up point these are today and perhaps yesterday).
+  StatusOr<std::vector<int32_t>> DaysWithData(rocksdb::ColumnFamilyHandle* cf, int32_t first,
+                                              int32_t last) const {
+    std::vector<int32_t> days;
+    auto it = NewIterator(cf);
+    int64_t d = first;
+    while (d <= last) {
+      it->Seek(DayPrefix(static_cast<int32_t>(d)));
+      if (!it->Valid() || it->key().size() < 5 ||
+          it->key()[0] != static_cast<char>(TimeLevel::kDay)) {
+        break;
+      }
+      const int32_t day = ReadBigEndian32(it->key().data() + 1);
+      if (day > last) break;
+      days.push_back(day);
+      d = int64_t{day} + 1;
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "finding days");
+    return days;
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snapshot_;
+  rocksdb::ReadOptions options_;
+};
+
 class RocksDbStore : public Store {
  public:
   explicit RocksDbStore(const RocksDbStoreOptions& options) : options_(options) {}
@@ -143,7 +231,7 @@ class RocksDbStore : public Store {
     ids.write_buffer_size = 8 << 20;
 
     rocksdb::ColumnFamilyOptions pending;
-    pending.write_buffer_size = 32 << 20;
+    pending.write_buffer_size = options_.pending_write_buffer_bytes;
     pending.compression = rocksdb::kNoCompression;  // entries live about a second
 
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
@@ -156,6 +244,7 @@ class RocksDbStore : public Store {
     data_cf_ = handles[0];
     ids_cf_ = handles[1];
     pending_cf_ = handles[2];
+    FP_RETURN_IF_ERROR(LoadRollupPoint());
     FP_RETURN_IF_ERROR(RecoverPending());
     applier_ = std::thread([this] { ApplierLoop(); });
     return Status::Ok();
@@ -223,28 +312,74 @@ class RocksDbStore : public Store {
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit) override {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
-    std::string prefix(1, static_cast<char>(TimeLevel::kAllTime));
+    std::string key_prefix;  // of the EncodeApiKey part
     if (!filter.module.empty()) {
-      prefix += filter.module;
-      prefix += '\0';
-      prefix += filter.symbol_prefix;
-      if (filter.symbol_exact) prefix += '\0';
+      key_prefix += filter.module;
+      key_prefix += '\0';
+      key_prefix += filter.symbol_prefix;
+      if (filter.symbol_exact) key_prefix += '\0';
     }
+    SnapshotReader view(db_.get());
+    StatusOr<RollupPoint> point = view.ReadRollupPoint(data_cf_);
+    if (!point.ok()) return point.status();
+    // All time = the all-time nodes + the day nodes after the roll-up point,
+    // walked side by side in API key order.
+    struct Source {
+      std::unique_ptr<rocksdb::Iterator> it;
+      std::string prefix;       // level (+ day) + key_prefix
+      size_t level_bytes;       // 1 for all time, 5 for a day
+      std::string_view rolled;  // skip API keys <= this (already rolled up)
+      std::string_view Api() const {
+        rocksdb::Slice k = it->key();
+        return {k.data() + level_bytes, k.size() - level_bytes};
+      }
+      bool Valid() {
+        while (it->Valid() && it->key().starts_with(prefix)) {
+          if (rolled.empty() || Api() > rolled) return true;
+          it->Next();
+        }
+        return false;
+      }
+    };
+    std::vector<Source> sources;
+    sources.push_back({view.NewIterator(data_cf_), std::string(1, 'A') + key_prefix, 1, {}});
+    StatusOr<std::vector<int32_t>> days =
+        view.DaysWithData(data_cf_, point->next_day, kUnboundedLast);
+    if (!days.ok()) return days.status();
+    for (int32_t day : *days) {
+      sources.push_back(
+          {view.NewIterator(data_cf_), DayPrefix(day) + key_prefix, 5,
+           day == point->next_day ? std::string_view(point->cursor) : std::string_view()});
+    }
+    for (Source& src : sources) src.it->Seek(src.prefix);
     std::vector<ApiAggregate> out;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
-    for (it->Seek(prefix); it->Valid() && out.size() < limit; it->Next()) {
-      rocksdb::Slice k = it->key();
-      if (!k.starts_with(prefix)) break;
-      StatusOr<ApiKey> key = DecodeApiKey(std::string_view(k.data() + 1, k.size() - 1));
+    while (out.size() < limit) {
+      std::string_view next;
+      bool any = false;
+      for (Source& src : sources) {
+        if (src.Valid() && (!any || src.Api() < next)) {
+          next = src.Api();
+          any = true;
+        }
+      }
+      if (!any) break;
+      const std::string api(next);
+      SparseAggregate acc;
+      for (Source& src : sources) {
+        if (!src.Valid() || src.Api() != api) continue;
+        if (!acc.AddEncoded(std::string_view(src.it->value().data(), src.it->value().size()))) {
+          return DataLoss("corrupt stored value in listing");
+        }
+        src.it->Next();
+      }
+      StatusOr<ApiKey> key = DecodeApiKey(api);
       if (!key.ok()) return key.status();
       if (!filter.Matches(*key)) continue;
-      SparseAggregate acc;
-      if (!acc.AddEncoded(std::string_view(it->value().data(), it->value().size()))) {
-        return DataLoss("corrupt stored value for " + key->module + " " + key->symbol);
-      }
       out.push_back({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated()});
     }
-    if (!it->status().ok()) return FromRocks(it->status(), "listing APIs");
+    for (Source& src : sources) {
+      if (!src.it->status().ok()) return FromRocks(src.it->status(), "listing APIs");
+    }
     return out;
   }
 
@@ -253,19 +388,25 @@ class RocksDbStore : public Store {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
     const std::string api = EncodeApiKey(key);
-    const std::vector<TimeNode> nodes = CoverRange(first_day, last_day);
+    // One consistent view for the roll-up point and all nodes of the range.
+    SnapshotReader view(db_.get());
+    StatusOr<RollupPoint> point = view.ReadRollupPoint(data_cf_);
+    if (!point.ok()) return point.status();
+    const int32_t rolled = point->RolledThrough(api);
+    std::vector<TimeNode> nodes = CoverRange(first_day, last_day, rolled, rolled);
+    if (rolled < last_day) {
+      StatusOr<std::vector<int32_t>> days =
+          view.DaysWithData(data_cf_, std::max(first_day, rolled + 1), last_day);
+      if (!days.ok()) return days.status();
+      for (int32_t d : *days) nodes.push_back({TimeLevel::kDay, d});
+    }
     std::vector<std::string> keys;
     keys.reserve(nodes.size());
     for (const TimeNode& n : nodes) keys.push_back(NodeKey(n, api));
     std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
     std::vector<rocksdb::ColumnFamilyHandle*> cfs(keys.size(), data_cf_);
     std::vector<std::string> values;
-    // One consistent view for all nodes of the range.
-    rocksdb::ReadOptions ro;
-    const rocksdb::Snapshot* snap = db_->GetSnapshot();
-    ro.snapshot = snap;
-    std::vector<rocksdb::Status> st = db_->MultiGet(ro, cfs, slices, &values);
-    db_->ReleaseSnapshot(snap);
+    std::vector<rocksdb::Status> st = db_->MultiGet(view.options(), cfs, slices, &values);
     SparseAggregate acc;
     for (size_t i = 0; i < st.size(); ++i) {
       if (st[i].IsNotFound()) continue;
@@ -303,6 +444,15 @@ class RocksDbStore : public Store {
         std::to_string(series_written_.load()) + "\n";
     *out += "# TYPE fieldprof_apply_errors_total counter\nfieldprof_apply_errors_total " +
             std::to_string(apply_errors_.load()) + "\n";
+    *out +=
+        "# HELP fieldprof_rollup_next_day First day (days since 1970-01-01) not yet fully in "
+        "the month and all-time sums.\n"
+        "# TYPE fieldprof_rollup_next_day gauge\nfieldprof_rollup_next_day " +
+        std::to_string(rollup_next_day_.load()) + "\n";
+    *out +=
+        "# HELP fieldprof_rollup_series_total Day sums added to their month and all-time sums.\n"
+        "# TYPE fieldprof_rollup_series_total counter\nfieldprof_rollup_series_total " +
+        std::to_string(rolled_series_.load()) + "\n";
     for (const auto& [cf, cf_name] : {std::pair{data_cf_, "data"}, std::pair{ids_cf_, "batch_ids"},
                                       std::pair{pending_cf_, "pending"}}) {
       for (const auto& [prop, metric] : kProps) {
@@ -366,6 +516,100 @@ class RocksDbStore : public Store {
     fold_cv_.notify_one();
   }
 
+  int32_t Today() const {
+    if (options_.today) return options_.today();
+    return DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  }
+
+  Status LoadRollupPoint() {
+    std::string v;
+    const rocksdb::Slice key(kRollupKey.data(), kRollupKey.size());
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, key, &v);
+    if (s.ok()) {
+      std::optional<RollupPoint> p = RollupPoint::Decode(v);
+      if (!p) return DataLoss("roll-up point in " + options_.path + " is corrupt");
+      rollup_ = std::move(*p);
+    } else if (s.IsNotFound()) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
+      it->SeekToFirst();
+      if (it->Valid()) {
+        return Unsupported("database " + options_.path +
+                           " holds sums but no roll-up point: it was written by an older "
+                           "fieldprof; start with an empty --db");
+      }
+      FP_RETURN_IF_ERROR(FromRocks(it->status(), "checking for sums"));
+      rollup_ = RollupPoint{};
+      rocksdb::WriteOptions wo;
+      wo.sync = options_.sync;
+      FP_RETURN_IF_ERROR(
+          FromRocks(db_->Put(wo, data_cf_, key, rollup_.Encode()), "writing the roll-up point"));
+    } else {
+      return FromRocks(s, "reading the roll-up point");
+    }
+    rollup_next_day_.store(rollup_.next_day);
+    return Status::Ok();
+  }
+
+  // One step of the roll-up, if a day before today is not rolled up yet:
+  // adds up to rollup_chunk_series day nodes to their month and all-time
+  // nodes and moves the roll-up point past them, in one atomic write.
+  // Returns whether more is left to do. Applier thread only.
+  StatusOr<bool> RollupStep() {
+    const int32_t today = Today();
+    if (rollup_.cursor.empty() && rollup_.next_day >= today) return false;
+    std::shared_lock open_lock(close_mutex_);
+    if (!db_) return Unavailable("store is closed");
+    RollupPoint next = rollup_;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
+    if (next.cursor.empty()) {
+      // Skip the days without data up to the next day that has some.
+      it->Seek(DayPrefix(next.next_day));
+      int32_t day = today;
+      if (it->Valid() && it->key().size() >= 5 &&
+          it->key()[0] == static_cast<char>(TimeLevel::kDay)) {
+        day = std::min(today, ReadBigEndian32(it->key().data() + 1));
+      }
+      FP_RETURN_IF_ERROR(FromRocks(it->status(), "finding the next day to roll up"));
+      next.next_day = day;
+    } else {
+      const std::string from = DayPrefix(next.next_day) + next.cursor;
+      it->Seek(from);
+      if (it->Valid() && it->key() == rocksdb::Slice(from)) it->Next();
+    }
+    rocksdb::WriteBatch wb;
+    size_t n = 0;
+    if (next.next_day < today) {
+      const std::string prefix = DayPrefix(next.next_day);
+      const std::string month = NodeKey({TimeLevel::kMonth, MonthOfDay(next.next_day)}, "");
+      const std::string all = NodeKey({TimeLevel::kAllTime, 0}, "");
+      std::string k;
+      for (; it->Valid() && it->key().starts_with(prefix) &&
+             n < static_cast<size_t>(options_.rollup_chunk_series);
+           it->Next(), ++n) {
+        const rocksdb::Slice api(it->key().data() + 5, it->key().size() - 5);
+        for (const std::string* level : {&month, &all}) {
+          k.assign(*level);
+          k.append(api.data(), api.size());
+          FP_RETURN_IF_ERROR(FromRocks(wb.Merge(data_cf_, k, it->value()), "building roll-up"));
+        }
+        next.cursor.assign(api.data(), api.size());
+      }
+      FP_RETURN_IF_ERROR(FromRocks(it->status(), "reading a day to roll up"));
+      if (!it->Valid() || !it->key().starts_with(prefix)) next = {next.next_day + 1, ""};
+    }
+    FP_RETURN_IF_ERROR(FromRocks(
+        wb.Put(data_cf_, rocksdb::Slice(kRollupKey.data(), kRollupKey.size()), next.Encode()),
+        "building roll-up"));
+    // Not synced, like folds: lost together with everything after it.
+    FP_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &wb), "writing roll-up"));
+    rollup_ = std::move(next);
+    rollup_next_day_.store(rollup_.next_day);
+    rolled_series_.fetch_add(n);
+    return !rollup_.cursor.empty() || rollup_.next_day < today;
+  }
+
   // Batches accepted before a crash or shutdown but not yet applied.
   Status RecoverPending() {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), pending_cf_));
@@ -386,47 +630,63 @@ class RocksDbStore : public Store {
   // written, the next one grows, so under load folds get larger and the
   // number of merges per batch smaller (like group commit).
   void ApplierLoop() {
+    bool rollup_left = true;  // check once at start
     for (;;) {
       Fold work;
       {
         std::unique_lock lock(fold_mutex_);
-        fold_cv_.wait(lock, [this] { return stop_ || !fold_.ids.empty(); });
-        if (fold_.ids.empty()) return;  // stop_ and drained
-        // Let the fold grow for up to fold_interval since the last write
-        // started: more batches per fold, fewer merges per batch. Cut short
-        // when stopping or when half the pending budget is used.
-        const auto due = last_fold_start_ + options_.fold_interval;
-        fold_cv_.wait_until(lock, due, [this] {
-          return stop_ ||
-                 pending_count_.load() * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
-        });
-        last_fold_start_ = std::chrono::steady_clock::now();
-        std::swap(work, fold_);
-      }
-      Status s = WriteFold(work);
-      std::unique_lock lock(fold_mutex_);
-      if (!s.ok()) {
-        // E.g. disk full. The batches stay durable in the pending log; put
-        // the sums back in front of what arrived meanwhile and retry.
-        apply_errors_.fetch_add(1);
-        for (auto& [k, v] : fold_.sums) {
-          auto [it, inserted] = work.sums.try_emplace(k);
-          if (inserted) {
-            it->second = std::move(v);
-          } else {
-            it->second.Merge(v);
-          }
+        // Idle: wake for batches, to stop, or once a second to see whether
+        // a day has ended (at once while a roll-up is under way).
+        fold_cv_.wait_for(lock, rollup_left ? std::chrono::milliseconds(0) : kRollupPoll,
+                          [this] { return stop_ || !fold_.ids.empty(); });
+        if (stop_ && fold_.ids.empty()) return;
+        if (!fold_.ids.empty()) {
+          // Let the fold grow for up to fold_interval since the last write
+          // started: more batches per fold, fewer merges per batch. Cut short
+          // when stopping or when half the pending budget is used.
+          const auto due = last_fold_start_ + options_.fold_interval;
+          fold_cv_.wait_until(lock, due, [this] {
+            return stop_ ||
+                   pending_count_.load() * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
+          });
+          last_fold_start_ = std::chrono::steady_clock::now();
+          std::swap(work, fold_);
         }
-        work.ids.insert(work.ids.end(), fold_.ids.begin(), fold_.ids.end());
-        std::swap(work, fold_);
-        if (stop_) return;  // applied on the next start
-        fold_cv_.wait_for(lock, std::chrono::milliseconds(200));
-        continue;
       }
-      pending_count_.fetch_sub(work.ids.size());
-      applied_batches_.fetch_add(work.ids.size());
-      folds_.fetch_add(1);
-      applied_cv_.notify_all();
+      if (!work.ids.empty()) {
+        Status s = WriteFold(work);
+        std::unique_lock lock(fold_mutex_);
+        if (!s.ok()) {
+          // E.g. disk full. The batches stay durable in the pending log; put
+          // the sums back in front of what arrived meanwhile and retry.
+          apply_errors_.fetch_add(1);
+          for (auto& [k, v] : fold_.sums) {
+            auto [it, inserted] = work.sums.try_emplace(k);
+            if (inserted) {
+              it->second = std::move(v);
+            } else {
+              it->second.Merge(v);
+            }
+          }
+          work.ids.insert(work.ids.end(), fold_.ids.begin(), fold_.ids.end());
+          std::swap(work, fold_);
+          if (stop_) return;  // applied on the next start
+          fold_cv_.wait_for(lock, std::chrono::milliseconds(200));
+          continue;
+        }
+        pending_count_.fetch_sub(work.ids.size());
+        applied_batches_.fetch_add(work.ids.size());
+        folds_.fetch_add(1);
+        applied_cv_.notify_all();
+      }
+      // One roll-up chunk between folds keeps ingest going during a roll-up.
+      StatusOr<bool> more = RollupStep();
+      if (!more.ok()) {
+        apply_errors_.fetch_add(1);
+        rollup_left = false;  // retried at the next poll
+      } else {
+        rollup_left = *more;
+      }
     }
   }
 
@@ -444,8 +704,12 @@ class RocksDbStore : public Store {
       const std::string_view api(dk.data() + 4, dk.size() - 4);
       values.emplace_back();
       sum.Encode(&values.back());
-      for (const TimeNode& n : NodesForDay(day))
-        merges.emplace_back(NodeKey(n, api), &values.back());
+      if (rollup_.Rolled(day, api)) {
+        for (const TimeNode& n : NodesForDay(day))
+          merges.emplace_back(NodeKey(n, api), &values.back());
+      } else {
+        merges.emplace_back(NodeKey({TimeLevel::kDay, day}, api), &values.back());
+      }
     }
     std::sort(merges.begin(), merges.end());
     rocksdb::WriteBatch wb;
@@ -488,6 +752,10 @@ class RocksDbStore : public Store {
   std::atomic<uint64_t> folds_{0};
   std::atomic<uint64_t> series_written_{0};
   std::atomic<uint64_t> apply_errors_{0};
+  RollupPoint rollup_;  // applier thread only (and Open before it starts)
+  std::atomic<int32_t> rollup_next_day_{0};
+  std::atomic<uint64_t> rolled_series_{0};
+  static constexpr std::chrono::milliseconds kRollupPoll{1000};
   std::thread applier_;
   std::array<std::mutex, 64> stripes_;  // serialize check+write per batch id
 };

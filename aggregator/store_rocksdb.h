@@ -10,11 +10,22 @@
 //   pending    16-byte batch id -> 4-byte day + the batch as received: the
 //              log of accepted batches not yet folded into `default`.
 //
+//              One meta key, "\x01rollup", holds the roll-up point.
+//
 // Ingest writes the batch id and the pending entry in one synced write,
 // adds the batch's records to the open in-memory fold (summed by series and
 // day) and answers. A background applier writes the fold's merges and the
 // deletes of its pending entries in one atomic write. Restart re-folds what
 // is pending.
+//
+// Roll-up: while a day is current its series are written to their day node
+// only. Once the day is over, the applier adds each day node to its month
+// and all-time nodes, in chunks; every chunk and the new roll-up point
+// (next day to roll, last series rolled of it) are one atomic write. A series
+// of a day at or before the roll-up point is written to all three nodes
+// directly. Queries and listings read the roll-up point from the same
+// snapshot as the sums and add the day nodes after it, so every answer is
+// exact at any moment of a roll-up.
 //
 //   auto store = OpenRocksDbStore({.path = "/var/lib/fieldprof/db"});
 //   if (!store.ok()) ...;
@@ -23,6 +34,7 @@
 #define FIELDPROF_AGGREGATOR_STORE_ROCKSDB_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +70,14 @@ struct RocksDbStoreOptions {
   std::chrono::milliseconds fold_interval{1000};
   // Block cache size. Default: 64 MiB.
   size_t block_cache_bytes = 64 << 20;
+  // Memtable size of the pending log. Big enough that most bodies are
+  // deleted (applied) before their memtable is flushed. Default: 64 MiB.
+  size_t pending_write_buffer_bytes = 64 << 20;
+  // Series rolled up per atomic write. Default: 20000.
+  int rollup_chunk_series = 20000;
+  // Today's day number; days before it are rolled up. Default: the UTC day
+  // of the system clock. Tests move it.
+  std::function<int32_t()> today = nullptr;
 };
 
 [[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbStoreOptions& options);

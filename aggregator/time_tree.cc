@@ -1,5 +1,6 @@
 #include "aggregator/time_tree.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -58,27 +59,45 @@ std::vector<TimeNode> NodesForDay(int32_t d) {
 }
 
 std::vector<TimeNode> CoverRange(int32_t first, int32_t last) {
-  if (first == kUnboundedFirst && last == kUnboundedLast) return {{TimeLevel::kAllTime, 0}};
+  return CoverRange(first, last, kUnboundedLast, kUnboundedLast);
+}
+
+std::vector<TimeNode> CoverRange(int32_t first, int32_t last, int32_t rolled_through,
+                                 int32_t newest) {
   static const int32_t kMinDay = DayNumber(year_month_day{year(1970), month(1), day(1)});
   static const int32_t kMaxDay = DayNumber(year_month_day{year(2200), month(12), day(31)});
-  if (first < kMinDay) first = kMinDay;
-  if (last > kMaxDay) last = kMaxDay;
   std::vector<TimeNode> nodes;
-  int32_t d = first;
-  while (d <= last) {
-    year_month_day ymd = Ymd(d);
-    if (ymd.day() == day(1)) {
-      const year_month_day next =
-          year_month_day(ymd.year() / ymd.month() / day(1)) + std::chrono::months(1);
-      const int32_t next_day = DayNumber(next);
-      if (next_day - 1 <= last) {
-        nodes.push_back({TimeLevel::kMonth, MonthOfDay(d)});
-        d = next_day;
-        continue;
+  // Part 1: the rolled-up days [first, min(last, rolled_through)].
+  const int32_t rolled_last = std::min(last, rolled_through);
+  if (first <= kMinDay && rolled_last == rolled_through) {
+    nodes.push_back({TimeLevel::kAllTime, 0});
+  } else {
+    const int32_t end = std::min(rolled_last, kMaxDay);
+    int32_t d = std::max(first, kMinDay);
+    while (d <= end) {
+      year_month_day ymd = Ymd(d);
+      if (ymd.day() == day(1)) {
+        const year_month_day next =
+            year_month_day(ymd.year() / ymd.month() / day(1)) + std::chrono::months(1);
+        const int32_t next_day = DayNumber(next);
+        // A month node holds its days up to rolled_through only, so it also
+        // covers a range that ends exactly there.
+        if (next_day - 1 <= end || end == rolled_through) {
+          nodes.push_back({TimeLevel::kMonth, MonthOfDay(d)});
+          d = next_day;
+          continue;
+        }
       }
+      nodes.push_back({TimeLevel::kDay, d});
+      ++d;
     }
-    nodes.push_back({TimeLevel::kDay, d});
-    ++d;
+  }
+  // Part 2: days after the roll-up point, one node each.
+  if (rolled_through < kUnboundedLast) {
+    const int32_t end = std::min({last, newest, kMaxDay});
+    for (int32_t d = std::max({first, rolled_through + 1, kMinDay}); d <= end; ++d) {
+      nodes.push_back({TimeLevel::kDay, d});
+    }
   }
   return nodes;
 }

@@ -6,6 +6,12 @@
 // ~60 days + 1 node per month), or the single all-time node when the range is
 // unbounded.
 //
+// The store adds a day to its month and all-time nodes only once the day is
+// over (a roll-up), so during the day each record costs one write instead of
+// three. Month and all-time nodes then hold the days up to a roll-up point
+// only, and the days after it are answered from their day nodes: the
+// four-argument CoverRange.
+//
 // Days are counted from 1970-01-01 (UTC), months as year*12 + (month-1).
 #ifndef FIELDPROF_AGGREGATOR_TIME_TREE_H_
 #define FIELDPROF_AGGREGATOR_TIME_TREE_H_
@@ -45,6 +51,12 @@ std::vector<TimeNode> NodesForDay(int32_t day);
 // bounds unbounded -> the all-time node. One bound unbounded is clamped to
 // the years 1970..2200.
 std::vector<TimeNode> CoverRange(int32_t first, int32_t last);
+// The same when month and all-time nodes hold only the days up to
+// `rolled_through` and no day after `newest` holds data: the fewest nodes
+// whose union is exactly the data of [first, last]. Days after
+// `rolled_through` come back as day nodes (the store skips those without data).
+std::vector<TimeNode> CoverRange(int32_t first, int32_t last, int32_t rolled_through,
+                                 int32_t newest);
 
 }  // namespace fieldprof::aggregator
 

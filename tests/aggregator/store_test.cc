@@ -1,6 +1,8 @@
 // The RocksDB store against a real RocksDB in a temporary directory.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <map>
 #include <thread>
 
 #include "aggregator/aggregate_value.h"
@@ -123,6 +125,119 @@ TEST(StoreTest, RealisticBatchesMatchGroundTruthAcrossReopen) {
     auto days = store->QueryRange(*key, 20000, 20002);
     EXPECT_EQ(days->histogram, h);
   }
+}
+
+// Days are rolled up into month and all-time sums once they are over. Every
+// answer must be exact before, during and after a roll-up, across a reopen
+// in the middle of one, and for data that arrives for a day already rolled.
+class RollupTest : public ::testing::Test {
+ protected:
+  static constexpr int32_t kDay0 = 20089;  // 2025-01-01
+
+  void OpenStore() {
+    auto s = OpenRocksDbStore({.path = dir_.path(),
+                               .rollup_chunk_series = 7,  // many small steps
+                               .today = [this] { return today_.load(); }});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+
+  void Send(int batches, int32_t day) {
+    for (int i = 0; i < batches; ++i) {
+      wire::Batch b = gen_.Next();
+      ASSERT_TRUE(Apply(*store_, b, day).ok());
+      truth_[day].Add(b);
+      all_.Add(b);
+    }
+    ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  }
+
+  uint64_t Metric(const std::string& name) {
+    std::string text;
+    store_->AppendMetrics(&text);
+    const size_t at = text.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name;
+    return std::stoull(text.substr(at + name.size() + 2));
+  }
+
+  void WaitRolledUpTo(int32_t next_day) {
+    for (int i = 0; i < 500 && Metric("fieldprof_rollup_next_day") < uint64_t(next_day); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(Metric("fieldprof_rollup_next_day"), uint64_t(next_day));
+  }
+
+  // All time, each day, the whole month and the listing equal the truth.
+  void ExpectExact() {
+    for (const auto& [enc, h] : all_.by_key()) {
+      auto key = DecodeApiKey(enc);
+      ASSERT_TRUE(key.ok());
+      auto got = store_->QueryRange(*key, kUnboundedFirst, kUnboundedLast);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(got->histogram, h) << key->symbol;
+      auto month = store_->QueryRange(*key, kDay0, kDay0 + 30);
+      ASSERT_EQ(month->histogram, h) << key->symbol;
+      for (const auto& [day, t] : truth_) {
+        auto want = t.by_key().find(enc);
+        auto d = store_->QueryRange(*key, day, day);
+        ASSERT_TRUE(d.ok());
+        ASSERT_EQ(d->histogram, want == t.by_key().end() ? Histogram() : want->second)
+            << key->symbol << " day " << day;
+      }
+    }
+    auto listed = store_->ListApis(ApiFilter(), 1 << 20);
+    ASSERT_TRUE(listed.ok());
+    ASSERT_EQ(listed->size(), all_.by_key().size());
+    for (const ApiAggregate& a : *listed) {
+      ASSERT_EQ(a.histogram, all_.by_key().at(EncodeApiKey(a.key))) << a.key.symbol;
+    }
+  }
+
+  TempDir dir_;
+  std::atomic<int32_t> today_{kDay0};
+  std::unique_ptr<Store> store_;
+  tools::BatchGenerator gen_{
+      {.seed = 5, .modules = 12, .symbols_per_module = 15, .target_bytes = 8 * 1024}};
+  std::map<int32_t, tools::GroundTruth> truth_;
+  tools::GroundTruth all_;
+};
+
+TEST_F(RollupTest, ExactBeforeDuringAndAfterRollups) {
+  OpenStore();
+  Send(6, kDay0);  // today: written to day nodes only
+  ExpectExact();
+  EXPECT_EQ(Metric("fieldprof_rollup_next_day"), uint64_t(kDay0));
+  EXPECT_EQ(Metric("fieldprof_rollup_series_total"), 0u);
+
+  today_ = kDay0 + 1;  // day 0 is over
+  Send(4, kDay0 + 1);
+  ExpectExact();  // whatever the roll-up has done by now
+  WaitRolledUpTo(kDay0 + 1);
+  EXPECT_EQ(Metric("fieldprof_rollup_series_total"), truth_[kDay0].by_key().size());
+  ExpectExact();
+
+  Send(2, kDay0);  // late data for a rolled day goes to all three nodes
+  ExpectExact();
+
+  today_ = kDay0 + 5;  // days 1..4 over, only day 1 has data
+  Send(3, kDay0 + 4);
+  WaitRolledUpTo(kDay0 + 5);
+  ExpectExact();
+}
+
+TEST_F(RollupTest, ReopenInTheMiddleOfARollup) {
+  OpenStore();
+  Send(8, kDay0);
+  Send(8, kDay0 + 1);
+  today_ = kDay0 + 2;
+  // Close at once: the roll-up is cut short somewhere in its chunks.
+  ASSERT_TRUE(store_->Close().ok());
+  store_.reset();
+  OpenStore();
+  ExpectExact();
+  WaitRolledUpTo(kDay0 + 2);
+  ExpectExact();
+  EXPECT_GE(Metric("fieldprof_rollup_series_total"), 1u);
 }
 
 TEST(StoreTest, ListFiltersByModulePrefixAndMetric) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <set>
 
 namespace fieldprof::aggregator {
@@ -63,6 +65,60 @@ TEST(TimeTreeTest, UnboundedIsAllTime) {
   auto n = CoverRange(kUnboundedFirst, kUnboundedLast);
   ASSERT_EQ(n.size(), 1u);
   EXPECT_EQ(n[0].level, TimeLevel::kAllTime);
+}
+
+// With roll-ups: month and all-time nodes hold only days <= rolled_through,
+// and days hold data from `data_first` to `newest`. Expanding the cover back
+// into days must give every day of [first, last] that has data exactly once.
+void ExpectExactRolledCover(int32_t first, int32_t last, int32_t rolled, int32_t newest,
+                            int32_t data_first) {
+  auto has_data = [&](int32_t d) { return d >= data_first && d <= newest; };
+  std::multiset<int32_t> days;
+  for (const TimeNode& n : CoverRange(first, last, rolled, newest)) {
+    for (int32_t d = data_first; d <= newest; ++d) {
+      const bool in = n.level == TimeLevel::kDay     ? d == n.period
+                      : n.level == TimeLevel::kMonth ? MonthOfDay(d) == n.period && d <= rolled
+                                                     : d <= rolled;
+      if (in) days.insert(d);
+    }
+  }
+  std::multiset<int32_t> want;
+  for (int32_t d = std::max(first, data_first); d <= std::min(last, newest); ++d) {
+    if (has_data(d)) want.insert(d);
+  }
+  EXPECT_EQ(days, want) << "first " << first << " last " << last << " rolled " << rolled
+                        << " newest " << newest;
+}
+
+TEST(TimeTreeTest, RolledCoverIsExactForRandomRanges) {
+  std::mt19937 rng(7);
+  const int32_t base = D("2026-09-20");
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int i = 0; i < 3000; ++i) {
+    const int32_t data_first = base - 40;
+    const int32_t newest = base + pick(0, 120);
+    const int32_t rolled = std::min(newest + pick(-1, 2), base + pick(-45, 120));
+    const int32_t first = pick(0, 9) == 0 ? kUnboundedFirst : base + pick(-35, 120);
+    const int32_t last = pick(0, 9) == 0            ? kUnboundedLast
+                         : first == kUnboundedFirst ? base + pick(-35, 130)
+                                                    : first + pick(0, 100);
+    ExpectExactRolledCover(first, last, rolled, newest, data_first);
+  }
+}
+
+TEST(TimeTreeTest, RolledCoverUsesFewNodes) {
+  // Rolled up to yesterday, data until today: all time is 2 nodes.
+  const int32_t today = D("2026-11-21");
+  auto all = CoverRange(kUnboundedFirst, kUnboundedLast, today - 1, today);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].level, TimeLevel::kAllTime);
+  EXPECT_EQ(all[1], (TimeNode{TimeLevel::kDay, today}));
+  // This month so far: its month node (through yesterday) and today.
+  auto month = CoverRange(D("2026-11-01"), today, today - 1, today);
+  ASSERT_EQ(month.size(), 2u);
+  EXPECT_EQ(month[0], (TimeNode{TimeLevel::kMonth, MonthOfDay(today)}));
+  // A year to date: 10 whole months, this month's node and today.
+  EXPECT_EQ(CoverRange(D("2026-01-01"), today, today - 1, today).size(), 12u);
 }
 
 }  // namespace
