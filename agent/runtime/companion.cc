@@ -1,0 +1,562 @@
+// libfieldprof.so: the preloaded companion of the fieldprof runtime.
+//
+// Shares the program's libc: counts allocations and I/O per thread, holds
+// the stubs' targets, the per-thread shadow stacks and histograms
+// (hotpath.cc), calibrates the TSC, enforces the overhead budget, restores
+// return addresses before an unwinder walks the stack, and writes the run's
+// record to the spool at exit. Idle (forwarding only) unless the auditor
+// configured it to measure.
+#include <cpuid.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include "agent/runtime/hotpath.h"
+#include "agent/runtime/spool_encode.h"
+
+#define FP_EXPORT __attribute__((visibility("default")))
+
+namespace fieldprof::rt {
+
+Globals g;
+alignas(64) unsigned char g_slab_storage[sizeof(Slab) * kSlabs];
+thread_local ThreadState t_state FP_TLS;
+ShadowStack g_stacks[kShadowStacks];
+
+namespace {
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+bool InvariantTsc() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007) return false;
+  __get_cpuid(0x80000007, &a, &b, &c, &d);
+  return (d >> 8) & 1;
+}
+
+void DebugLog(const char* fmt, ...) {
+  if (g.config.debug_log == nullptr) return;
+  const int fd = open(g.config.debug_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if (n > static_cast<int>(sizeof buf - 2)) n = sizeof buf - 2;
+  buf[n++] = '\n';
+  ssize_t ignored = write(fd, buf, n);
+  (void)ignored;
+  close(fd);
+}
+
+extern "C" __attribute__((noinline)) void fp_empty_function() { __asm__ __volatile__(""); }
+
+std::atomic<int> calibrating{0};
+
+}  // namespace
+
+// Ticks per ns from the TSC and the monotonic clock since start, then the
+// probe cost: the smallest duration measured for an empty function through
+// the very same stub, thunk and hot path.
+void CalibrateNow() {
+  int expected = 0;
+  if (!calibrating.compare_exchange_strong(expected, 1)) return;
+  const uint64_t t = Rdtsc();
+  const int64_t mono = MonoNs();
+  const uint64_t dt = t - g.tsc0;
+  const int64_t dns = mono - g.mono0_ns;
+  if (dt == 0 || dns <= 0) {
+    calibrating.store(0);
+    return;
+  }
+  g.ns_per_tick_q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(dns) << 32) / dt);
+  g.real[FP_CALIBRATION_SLOT] = reinterpret_cast<uintptr_t>(&fp_empty_function);
+  g.measuring[FP_CALIBRATION_SLOT] = 1;
+  g.probe_ticks = 0;
+  auto* probe = reinterpret_cast<void (*)()>(fp_stub_8);
+  uint64_t best = ~uint64_t{0};
+  for (int i = 0; i < 64; ++i) {
+    probe();
+    if (g.calibration_last_ticks < best) best = g.calibration_last_ticks;
+  }
+  g.measuring[FP_CALIBRATION_SLOT] = 0;
+  g.probe_ticks = best;
+  __atomic_store_n(&g.calibrated, 1, __ATOMIC_RELEASE);
+}
+
+// Called every 1024 measured calls per thread: past the overhead budget
+// (estimated from the calls so far and the calibrated probe cost), the API
+// with the most calls stops measuring and its record is marked truncated.
+void CheckBudget() {
+  if (!g.calibrated) return;
+  const uint64_t elapsed = Rdtsc() - g.tsc0;
+  const double cost =
+      static_cast<double>(g.calls_total.load()) * 2.0 * static_cast<double>(g.probe_ticks + 1);
+  if (cost <= g.config.overhead_budget * static_cast<double>(elapsed)) return;
+  int worst = -1;
+  uint64_t worst_calls = 0;
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  for (int a = 0; a < FP_MAX_APIS; ++a) {
+    if (!g.measuring[a]) continue;
+    uint64_t calls = 0;
+    for (int s = 0; s < slabs; ++s) {
+      if (g.slabs_ready[s]) calls += SlabAt(s).calls[a];
+    }
+    if (calls >= worst_calls) {
+      worst = a;
+      worst_calls = calls;
+    }
+  }
+  if (worst >= 0) {
+    g.measuring[worst] = 0;
+    g.truncated[worst] = 1;
+    DebugLog("overhead budget reached: %s stops measuring", g.apis[worst].symbol);
+  }
+}
+
+namespace {
+
+void ResetAfterFork() {
+  // The child counts only its own calls; its parent reports the rest.
+  for (int s = 0; s < kSlabs; ++s) {
+    if (g.slabs_ready[s]) new (&SlabAt(s)) Slab();
+  }
+  g.calls_total.store(0);
+}
+
+__attribute__((constructor(101))) void Start() {
+  if (!g.active) return;
+  if (!InvariantTsc()) {
+    // Without an invariant TSC the hot path would have to read the clock
+    // through the vDSO; not implemented yet, so this run is not measured.
+    g.active = 0;
+    for (auto& m : g.measuring) m = 0;
+    DebugLog("no invariant TSC: not measuring");
+    return;
+  }
+  g.tsc0 = Rdtsc();
+  g.mono0_ns = MonoNs();
+  pthread_atfork(nullptr, nullptr, ResetAfterFork);
+}
+
+__attribute__((destructor)) void Finish() {
+  if (!g.active && g.config.refused == 0) return;
+  if (g.active && !g.calibrated) CalibrateNow();
+  FlushPreCalibration();
+  const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(MonoNs() - g.mono0_ns) : 0;
+  SpoolRun run;
+  run.run_ns = run_ns;
+  run.refused = static_cast<uint32_t>(g.config.refused);
+  run.probe_ns =
+      g.calibrated ? static_cast<uint64_t>(
+                         (static_cast<unsigned __int128>(g.probe_ticks) * g.ns_per_tick_q32) >> 32)
+                   : 0;
+  run.abandoned = g.abandoned.load();
+  run.dropped = g.dropped_depth.load() + g.dropped_no_slab.load() + g.dropped_uncalibrated.load();
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  alignas(Histogram) static unsigned char
+      totals_storage[sizeof(Histogram) * FP_MAX_APIS * FP_NUM_METRICS];
+  auto* totals = reinterpret_cast<Histogram(*)[FP_NUM_METRICS]>(totals_storage);
+  for (int a = 0; a < FP_MAX_APIS; ++a) {
+    if (!g.bound[a]) continue;
+    ++run.apis_chosen;
+    if (g.truncated[a]) ++run.apis_truncated;
+    for (int m = 0; m < FP_NUM_METRICS; ++m) {
+      new (&totals[a][m]) Histogram();
+      for (int s = 0; s < slabs; ++s) {
+        if (g.slabs_ready[s]) totals[a][m].Merge(SlabAt(s).h[a][m]);
+      }
+    }
+    if (totals[a][0].count() == 0) continue;
+    run.calls_measured += totals[a][0].count();
+    run.apis[run.napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
+                             g.truncated[a] != 0};
+  }
+  const char* err = WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run);
+  if (err != nullptr) DebugLog("spool: %s", err);
+}
+
+}  // namespace
+}  // namespace fieldprof::rt
+
+using fieldprof::rt::g;
+using fieldprof::rt::t_state;
+
+// ------------------------------------------------ called by the auditor
+// These run before the companion is relocated: hidden data only, no calls.
+
+extern "C" __attribute__((visibility("default"))) void fieldprof_rt_configure(
+    const FpRunConfig* config) {
+  g.config = *config;
+  g.active = config->active;
+}
+
+extern "C" __attribute__((visibility("default"))) uintptr_t fieldprof_rt_bind(int slot,
+                                                                              const FpApi* api) {
+  using namespace fieldprof::rt;
+  if (slot < 0 || slot >= FP_MAX_APIS || !g.active) return 0;
+  if (!g.bound[slot]) {
+    g.apis[slot] = *api;
+    g.real[slot] = api->real;
+    g.bound[slot] = 1;
+    g.measuring[slot] = 1;
+  }
+  switch (slot) {
+    case 0:
+      return reinterpret_cast<uintptr_t>(fp_stub_0);
+    case 1:
+      return reinterpret_cast<uintptr_t>(fp_stub_1);
+    case 2:
+      return reinterpret_cast<uintptr_t>(fp_stub_2);
+    case 3:
+      return reinterpret_cast<uintptr_t>(fp_stub_3);
+    case 4:
+      return reinterpret_cast<uintptr_t>(fp_stub_4);
+    case 5:
+      return reinterpret_cast<uintptr_t>(fp_stub_5);
+    case 6:
+      return reinterpret_cast<uintptr_t>(fp_stub_6);
+    case 7:
+      return reinterpret_cast<uintptr_t>(fp_stub_7);
+    default:
+      return 0;
+  }
+}
+
+extern "C" __attribute__((visibility("default"))) void fieldprof_rt_retire(int slot) {
+  if (slot >= 0 && slot < FP_MAX_APIS) g.measuring[slot] = 0;
+}
+
+// ------------------------------------------------ allocation counters
+// Forwarded to the next definition (glibc's, or a preloaded allocator's).
+// While dlsym itself allocates during the lookup, a small static arena
+// serves it.
+
+namespace {
+
+struct AllocFns {
+  void* (*malloc)(size_t);
+  void* (*calloc)(size_t, size_t);
+  void* (*realloc)(void*, size_t);
+  void (*free)(void*);
+  int (*posix_memalign)(void**, size_t, size_t);
+  void* (*aligned_alloc)(size_t, size_t);
+  void* (*memalign)(size_t, size_t);
+  void* (*valloc)(size_t);
+};
+AllocFns real_alloc;
+int resolving_alloc;
+
+alignas(16) char bootstrap_arena[64 * 1024];
+size_t bootstrap_used;
+
+bool InBootstrap(const void* p) {
+  return p >= bootstrap_arena && p < bootstrap_arena + sizeof bootstrap_arena;
+}
+
+void* BootstrapAlloc(size_t n) {
+  n = (n + 15) & ~size_t{15};
+  if (bootstrap_used + n > sizeof bootstrap_arena) return nullptr;
+  void* p = bootstrap_arena + bootstrap_used;
+  bootstrap_used += n;
+  return p;  // zeroed: static storage
+}
+
+void ResolveAlloc() {
+  if (real_alloc.malloc != nullptr) return;
+  resolving_alloc = 1;
+  AllocFns f;
+  f.malloc = reinterpret_cast<decltype(f.malloc)>(dlsym(RTLD_NEXT, "malloc"));
+  f.calloc = reinterpret_cast<decltype(f.calloc)>(dlsym(RTLD_NEXT, "calloc"));
+  f.realloc = reinterpret_cast<decltype(f.realloc)>(dlsym(RTLD_NEXT, "realloc"));
+  f.free = reinterpret_cast<decltype(f.free)>(dlsym(RTLD_NEXT, "free"));
+  f.posix_memalign =
+      reinterpret_cast<decltype(f.posix_memalign)>(dlsym(RTLD_NEXT, "posix_memalign"));
+  f.aligned_alloc = reinterpret_cast<decltype(f.aligned_alloc)>(dlsym(RTLD_NEXT, "aligned_alloc"));
+  f.memalign = reinterpret_cast<decltype(f.memalign)>(dlsym(RTLD_NEXT, "memalign"));
+  f.valloc = reinterpret_cast<decltype(f.valloc)>(dlsym(RTLD_NEXT, "valloc"));
+  resolving_alloc = 0;
+  if (f.malloc == nullptr || f.calloc == nullptr || f.realloc == nullptr || f.free == nullptr) {
+    abort();  // no allocator to forward to: nothing sane is possible
+  }
+  real_alloc = f;
+}
+
+inline void CountAlloc(size_t n) {
+  if (!g.active) return;
+  t_state.alloc_bytes += n;
+  ++t_state.alloc_count;
+}
+
+}  // namespace
+
+extern "C" {
+
+FP_EXPORT void* malloc(size_t n) {
+  if (real_alloc.malloc == nullptr) {
+    if (resolving_alloc) return BootstrapAlloc(n);
+    ResolveAlloc();
+  }
+  void* p = real_alloc.malloc(n);
+  if (p != nullptr) CountAlloc(n);
+  return p;
+}
+
+FP_EXPORT void* calloc(size_t a, size_t b) {
+  if (real_alloc.calloc == nullptr) {
+    if (resolving_alloc) {
+      size_t n;
+      if (__builtin_mul_overflow(a, b, &n)) return nullptr;
+      return BootstrapAlloc(n);
+    }
+    ResolveAlloc();
+  }
+  void* p = real_alloc.calloc(a, b);
+  if (p != nullptr) CountAlloc(a * b);
+  return p;
+}
+
+FP_EXPORT void* realloc(void* old, size_t n) {
+  if (real_alloc.realloc == nullptr) ResolveAlloc();
+  if (InBootstrap(old)) {
+    void* p = real_alloc.malloc(n);
+    if (p != nullptr) {
+      const size_t avail =
+          static_cast<size_t>(bootstrap_arena + sizeof bootstrap_arena - static_cast<char*>(old));
+      memcpy(p, old, n < avail ? n : avail);
+      CountAlloc(n);
+    }
+    return p;
+  }
+  void* p = real_alloc.realloc(old, n);
+  if (p != nullptr && n > 0) CountAlloc(n);
+  return p;
+}
+
+FP_EXPORT void free(void* p) {
+  if (p == nullptr || InBootstrap(p)) return;
+  if (real_alloc.free == nullptr) ResolveAlloc();
+  real_alloc.free(p);
+}
+
+FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
+  if (real_alloc.posix_memalign == nullptr) ResolveAlloc();
+  const int r = real_alloc.posix_memalign(out, align, n);
+  if (r == 0) CountAlloc(n);
+  return r;
+}
+
+FP_EXPORT void* aligned_alloc(size_t align, size_t n) {
+  if (real_alloc.aligned_alloc == nullptr) ResolveAlloc();
+  void* p = real_alloc.aligned_alloc(align, n);
+  if (p != nullptr) CountAlloc(n);
+  return p;
+}
+
+FP_EXPORT void* memalign(size_t align, size_t n) {
+  if (real_alloc.memalign == nullptr) ResolveAlloc();
+  void* p = real_alloc.memalign(align, n);
+  if (p != nullptr) CountAlloc(n);
+  return p;
+}
+
+FP_EXPORT void* valloc(size_t n) {
+  if (real_alloc.valloc == nullptr) ResolveAlloc();
+  void* p = real_alloc.valloc(n);
+  if (p != nullptr) CountAlloc(n);
+  return p;
+}
+
+}  // extern "C"
+
+// ------------------------------------------------ I/O counters
+// Bytes are counted per thread; only inside a measured call is it worth
+// knowing whether a read/write fd is a file or a socket (one fstat per fd,
+// cached until close).
+
+namespace {
+
+uint8_t fd_kind[4096];  // 0 unknown, 1 file, 2 socket, 3 other
+
+template <typename F>
+F Next(F* cache, const char* name) {
+  F f = __atomic_load_n(cache, __ATOMIC_RELAXED);
+  if (f == nullptr) {
+    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+    __atomic_store_n(cache, f, __ATOMIC_RELAXED);
+  }
+  return f;
+}
+
+void CountFdIo(int fd, ssize_t n) {
+  if (n <= 0 || !g.active || t_state.ss == nullptr || t_state.ss->depth == 0) return;
+  uint8_t kind = 3;
+  if (fd >= 0 && fd < static_cast<int>(sizeof fd_kind)) {
+    kind = fd_kind[fd];
+    if (kind == 0) {
+      struct stat st;
+      const int saved = errno;
+      kind = fstat(fd, &st) != 0 ? 3 : S_ISSOCK(st.st_mode) ? 2 : S_ISREG(st.st_mode) ? 1 : 3;
+      errno = saved;
+      fd_kind[fd] = kind;
+    }
+  }
+  if (kind == 1) t_state.file_io += static_cast<uint64_t>(n);
+  if (kind == 2) t_state.sock_io += static_cast<uint64_t>(n);
+}
+
+void CountSocketIo(ssize_t n) {
+  if (n > 0 && g.active && t_state.ss != nullptr && t_state.ss->depth > 0) {
+    t_state.sock_io += static_cast<uint64_t>(n);
+  }
+}
+
+void ForgetFd(int fd) {
+  if (fd >= 0 && fd < static_cast<int>(sizeof fd_kind)) fd_kind[fd] = 0;
+}
+
+}  // namespace
+
+#define FP_FORWARD(ret, name, params, args) \
+  using name##_fn = ret(*) params;          \
+  name##_fn next_##name;                    \
+  extern "C" FP_EXPORT ret name params {    \
+    ret r = Next(&next_##name, #name) args;
+
+FP_FORWARD(ssize_t, read, (int fd, void* b, size_t n), (fd, b, n))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, write, (int fd, const void* b, size_t n), (fd, b, n))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, pread, (int fd, void* b, size_t n, off_t o), (fd, b, n, o))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, pwrite, (int fd, const void* b, size_t n, off_t o), (fd, b, n, o))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, pread64, (int fd, void* b, size_t n, off_t o), (fd, b, n, o))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, pwrite64, (int fd, const void* b, size_t n, off_t o), (fd, b, n, o))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, readv, (int fd, const struct iovec* v, int c), (fd, v, c))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, writev, (int fd, const struct iovec* v, int c), (fd, v, c))
+CountFdIo(fd, r);
+return r;
+}
+FP_FORWARD(ssize_t, send, (int fd, const void* b, size_t n, int f), (fd, b, n, f))
+CountSocketIo(r);
+return r;
+}
+FP_FORWARD(ssize_t, recv, (int fd, void* b, size_t n, int f), (fd, b, n, f))
+CountSocketIo(r);
+return r;
+}
+FP_FORWARD(ssize_t, sendto,
+           (int fd, const void* b, size_t n, int f, const struct sockaddr* a, socklen_t l),
+           (fd, b, n, f, a, l))
+CountSocketIo(r);
+return r;
+}
+FP_FORWARD(ssize_t, recvfrom, (int fd, void* b, size_t n, int f, struct sockaddr* a, socklen_t* l),
+           (fd, b, n, f, a, l))
+CountSocketIo(r);
+return r;
+}
+FP_FORWARD(ssize_t, sendmsg, (int fd, const struct msghdr* m, int f), (fd, m, f))
+CountSocketIo(r);
+return r;
+}
+FP_FORWARD(ssize_t, recvmsg, (int fd, struct msghdr* m, int f), (fd, m, f))
+CountSocketIo(r);
+return r;
+}
+FP_FORWARD(int, close, (int fd), (fd))
+ForgetFd(fd);
+return r;
+}
+FP_FORWARD(int, dup2, (int a, int b), (a, b))
+ForgetFd(b);
+return r;
+}
+FP_FORWARD(int, dup3, (int a, int b, int f), (a, b, f))
+ForgetFd(b);
+return r;
+}
+
+// ------------------------------------------------ unwinding
+// An unwinder walking the stack must see real return addresses, not the
+// thunk: before a C++ exception or a forced unwind (pthread_exit/cancel)
+// starts, put back every return address this thread replaced. Those calls
+// are then not measured (counted as abandoned); the program is unaffected.
+
+namespace {
+
+void RestoreReturnAddresses() {
+  if (t_state.ss == nullptr) return;
+  auto& t = *t_state.ss;
+  const uintptr_t thunk = reinterpret_cast<uintptr_t>(fieldprof::rt::fp_return_thunk);
+  for (int i = static_cast<int>(t.depth) - 1; i >= 0; --i) {
+    fieldprof::rt::Entry& e = t.e[i];
+    if (e.ret_slot != nullptr && *e.ret_slot == thunk) {
+      *e.ret_slot = e.ret_addr;
+      g.abandoned.fetch_add(1, std::memory_order_relaxed);
+    }
+    e.ret_slot = nullptr;
+  }
+}
+
+}  // namespace
+
+using RaiseFn = _Unwind_Reason_Code (*)(struct _Unwind_Exception*);
+RaiseFn next_raise, next_resume_or_rethrow;
+using ForcedFn = _Unwind_Reason_Code (*)(struct _Unwind_Exception*, _Unwind_Stop_Fn, void*);
+ForcedFn next_forced;
+
+extern "C" FP_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception* e) {
+  RestoreReturnAddresses();
+  return Next(&next_raise, "_Unwind_RaiseException")(e);
+}
+
+extern "C" FP_EXPORT _Unwind_Reason_Code _Unwind_Resume_or_Rethrow(struct _Unwind_Exception* e) {
+  RestoreReturnAddresses();
+  return Next(&next_resume_or_rethrow, "_Unwind_Resume_or_Rethrow")(e);
+}
+
+extern "C" FP_EXPORT _Unwind_Reason_Code _Unwind_ForcedUnwind(struct _Unwind_Exception* e,
+                                                              _Unwind_Stop_Fn stop, void* arg) {
+  RestoreReturnAddresses();
+  return Next(&next_forced, "_Unwind_ForcedUnwind")(e, stop, arg);
+}

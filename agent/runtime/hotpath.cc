@@ -1,0 +1,154 @@
+// The per-call hot path: entry and exit of a measured call. Built with
+// -mgeneral-regs-only: no SSE/x87 register is touched, so the measured
+// function's floating-point arguments and results pass through untouched.
+// No allocation, lock or system call here; the rare slow paths (clock
+// calibration, overhead budget) are in companion.cc.
+#include "agent/runtime/hotpath.h"
+
+#include <new>
+
+namespace fieldprof::rt {
+
+namespace {
+
+// Calibrate the TSC against the monotonic clock once this much has passed
+// since start (~1 ms at 3 GHz), so starting the program is never delayed.
+constexpr uint64_t kCalibrateAfterTicks = uint64_t{1} << 22;
+
+inline void Barrier() { __asm__ __volatile__("" ::: "memory"); }
+
+Slab* MySlab(ThreadState& t) {
+  if (t.slab > 0) return &SlabAt(t.slab - 1);
+  if (t.slab < 0) return nullptr;
+  const int s = g.next_slab.fetch_add(1, std::memory_order_relaxed);
+  if (s >= kSlabs) {
+    t.slab = -1;
+    return nullptr;
+  }
+  Slab* slab = new (&SlabAt(s)) Slab();
+  __atomic_store_n(&g.slabs_ready[s], 1, __ATOMIC_RELEASE);
+  t.slab = s + 1;
+  return slab;
+}
+
+inline uint64_t TicksToNs(uint64_t ticks) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
+}
+
+}  // namespace
+
+// Durations kept in ticks before calibration go into the histograms.
+void FlushPreCalibration() {
+  ThreadState& tls = t_state;
+  if (tls.ss == nullptr || !g.calibrated) return;
+  Slab* slab = MySlab(tls);
+  ShadowStack& t = *tls.ss;
+  if (slab != nullptr) {
+    for (uint32_t p = 0; p < t.npre; ++p)
+      slab->h[t.pre_slot[p]][0].Record(TicksToNs(t.pre_ticks[p]));
+  }
+  t.npre = 0;
+}
+
+extern "C" uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot) {
+  const uintptr_t real = g.real[slot];
+  ThreadState& tls = t_state;
+  if (tls.ss == nullptr) {
+    if (!g.measuring[slot]) return real;
+    const int i = g.next_stack.fetch_add(1, std::memory_order_relaxed);
+    if (i >= kShadowStacks) {
+      g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
+      return real;
+    }
+    tls.ss = &g_stacks[i];
+  }
+  ShadowStack& t = *tls.ss;
+  // Entries restored for an unwinder are no longer referenced: drop them.
+  while (t.depth > 0 && t.e[t.depth - 1].ret_slot == nullptr) --t.depth;
+  if (!g.measuring[slot]) return real;
+  const uint32_t d = t.depth;
+  if (d >= kShadowDepth) {
+    g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
+    return real;
+  }
+  // Reserve the entry before filling it: a signal handler that runs a
+  // measured call in between pushes above it.
+  t.depth = d + 1;
+  Barrier();
+  Entry& e = t.e[d];
+  e.ret_addr = *ret_slot;
+  e.ret_slot = ret_slot;
+  e.slot = slot;
+  e.alloc_bytes0 = tls.alloc_bytes;
+  e.alloc_count0 = tls.alloc_count;
+  e.file0 = tls.file_io;
+  e.sock0 = tls.sock_io;
+  e.child_alloc = 0;
+  Barrier();
+  *ret_slot = reinterpret_cast<uintptr_t>(fp_return_thunk);
+  e.t0 = Rdtsc();
+  return real;
+}
+
+extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
+  const uint64_t t1 = Rdtsc();
+  ThreadState& tls = t_state;
+  ShadowStack& t = *tls.ss;
+  uintptr_t* const ret_slot = reinterpret_cast<uintptr_t*>(caller_rsp - 8);
+  // Ours is the topmost entry for this stack slot; entries above it belong
+  // to frames that are gone (longjmp, or an exception caught inside).
+  int i = static_cast<int>(t.depth) - 1;
+  while (i >= 0 && t.e[i].ret_slot != ret_slot) --i;
+  if (i < 0) __builtin_trap();  // cannot happen: the thunk is only ever planted with an entry
+  const Entry e = t.e[i];
+  if (static_cast<uint32_t>(i) + 1 != t.depth) {
+    g.abandoned.fetch_add(t.depth - 1 - i, std::memory_order_relaxed);
+  }
+  Barrier();
+  t.depth = static_cast<uint32_t>(i);
+  const uint64_t alloc = tls.alloc_bytes - e.alloc_bytes0;
+  if (i > 0) t.e[i - 1].child_alloc += alloc;
+
+  if (e.slot == FP_CALIBRATION_SLOT) {
+    g.calibration_last_ticks = t1 - e.t0;
+    return e.ret_addr;
+  }
+  Slab* slab = MySlab(tls);
+  if (slab == nullptr) {
+    g.dropped_no_slab.fetch_add(1, std::memory_order_relaxed);
+    return e.ret_addr;
+  }
+  uint64_t ticks = t1 - e.t0;
+  ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
+  if (!g.calibrated && (t.npre == kPreCalibration || t1 - g.tsc0 > kCalibrateAfterTicks)) {
+    CalibrateNow();  // slow path, once per process
+  }
+  if (g.calibrated) {
+    for (uint32_t p = 0; p < t.npre; ++p) {
+      slab->h[t.pre_slot[p]][0].Record(TicksToNs(t.pre_ticks[p]));
+    }
+    t.npre = 0;
+    slab->h[e.slot][0].Record(TicksToNs(ticks));
+  } else if (t.npre < kPreCalibration) {
+    t.pre_ticks[t.npre] = ticks;
+    t.pre_slot[t.npre] = static_cast<uint8_t>(e.slot);
+    ++t.npre;
+  } else {
+    g.dropped_uncalibrated.fetch_add(1, std::memory_order_relaxed);
+  }
+  Histogram* h = slab->h[e.slot];
+  h[1].Record(alloc);
+  h[2].Record(alloc - e.child_alloc);
+  h[3].Record(tls.alloc_count - e.alloc_count0);
+  h[4].Record(tls.file_io - e.file0);
+  h[5].Record(tls.sock_io - e.sock0);
+  ++slab->calls[e.slot];
+  if (++tls.since_budget_check >= 1024) {
+    tls.since_budget_check = 0;
+    g.calls_total.fetch_add(1024, std::memory_order_relaxed);
+    CheckBudget();
+  }
+  return e.ret_addr;
+}
+
+}  // namespace fieldprof::rt

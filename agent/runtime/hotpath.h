@@ -1,0 +1,108 @@
+// State shared by the hot path (hotpath.cc, built without floating point
+// registers so it never disturbs a measured function's arguments or
+// results) and the rest of the companion (companion.cc).
+#ifndef FIELDPROF_AGENT_RUNTIME_HOTPATH_H_
+#define FIELDPROF_AGENT_RUNTIME_HOTPATH_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "agent/runtime/runtime.h"
+#include "common/histogram.h"
+
+#define FP_HIDDEN __attribute__((visibility("hidden")))
+#define FP_TLS __attribute__((tls_model("initial-exec")))
+
+namespace fieldprof::rt {
+
+inline constexpr int kShadowDepth = 32;
+inline constexpr int kSlabs = 32;           // threads that can measure at once
+inline constexpr int kPreCalibration = 16;  // calls kept in ticks before calibration
+
+struct Entry {
+  uintptr_t ret_addr;
+  uintptr_t* ret_slot;  // nullptr: restored for an unwinder, dead
+  uint64_t t0;
+  uint64_t alloc_bytes0, alloc_count0, file0, sock0;
+  uint64_t child_alloc;  // bytes allocated by nested measured calls
+  uint32_t slot;
+};
+
+// Per-thread shadow stack, taken from a static pool at a thread's first
+// measured call (static TLS space is scarce for preloaded libraries).
+struct ShadowStack {
+  uint32_t depth;
+  uint32_t npre;
+  uint64_t pre_ticks[kPreCalibration];
+  uint8_t pre_slot[kPreCalibration];
+  Entry e[kShadowDepth];
+};
+inline constexpr int kShadowStacks = 256;
+
+// Per-thread counters (thread-local; a few words).
+struct ThreadState {
+  uint64_t alloc_bytes, alloc_count, file_io, sock_io;
+  ShadowStack* ss;  // nullptr until the first measured call
+  int32_t slab;     // index + 1; 0 none yet, -1 none left
+  uint32_t since_budget_check;
+};
+
+struct Slab {
+  Histogram h[FP_MAX_APIS][FP_NUM_METRICS];
+  uint64_t calls[FP_MAX_APIS];
+};
+
+// Process-wide state. Written by fieldprof_rt_* before relocation, by the
+// constructor, and by the slow paths.
+struct Globals {
+  FpRunConfig config;
+  FpApi apis[FP_MAX_APIS + 1];
+  uintptr_t real[FP_MAX_APIS + 1];
+  volatile uint8_t measuring[FP_MAX_APIS + 1];
+  volatile uint8_t truncated[FP_MAX_APIS];
+  volatile uint8_t bound[FP_MAX_APIS];
+  volatile int active;
+  volatile int calibrated;
+  uint64_t ns_per_tick_q32;  // ns = ticks * this >> 32
+  uint64_t probe_ticks;      // subtracted from every measured duration
+  uint64_t tsc0;             // at start
+  int64_t mono0_ns;
+  std::atomic<int> next_slab;
+  std::atomic<int> next_stack;
+  std::atomic<uint64_t> calls_total;
+  std::atomic<uint64_t> dropped_no_slab, dropped_depth, dropped_uncalibrated, abandoned;
+  uint64_t calibration_last_ticks;  // probe measurement channel
+  uint8_t slabs_ready[kSlabs];      // constructed and owned by a thread
+};
+
+FP_HIDDEN extern Globals g;
+// Slabs live in zeroed storage and are constructed when a thread first
+// records (so the library carries no multi-megabyte initialized data).
+FP_HIDDEN extern unsigned char g_slab_storage[];
+inline Slab& SlabAt(int i) { return reinterpret_cast<Slab*>(g_slab_storage)[i]; }
+FP_HIDDEN extern thread_local ThreadState t_state FP_TLS;
+FP_HIDDEN extern ShadowStack g_stacks[kShadowStacks];
+
+extern "C" {
+FP_HIDDEN uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot);
+FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp);
+FP_HIDDEN extern char fp_return_thunk[];
+FP_HIDDEN extern char fp_stub_0[], fp_stub_1[], fp_stub_2[], fp_stub_3[], fp_stub_4[], fp_stub_5[],
+    fp_stub_6[], fp_stub_7[], fp_stub_8[];
+}
+
+inline uint64_t Rdtsc() {
+  uint32_t lo, hi;
+  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t{hi} << 32) | lo;
+}
+
+// Slow paths in companion.cc (normal code; may call libc).
+FP_HIDDEN void CalibrateNow();
+FP_HIDDEN void CheckBudget();
+// In hotpath.cc: the calling thread's pre-calibration durations into its histograms.
+FP_HIDDEN void FlushPreCalibration();
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_HOTPATH_H_

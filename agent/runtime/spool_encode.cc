@@ -1,0 +1,217 @@
+#include "agent/runtime/spool_encode.h"
+
+#include <cpuid.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace fieldprof::rt {
+namespace {
+
+// A bounded output buffer; overflow sets `bad`, never writes past the end.
+struct Out {
+  char* p;
+  size_t n = 0, cap;
+  bool bad = false;
+  void Byte(uint8_t b) {
+    if (n < cap)
+      p[n++] = static_cast<char>(b);
+    else
+      bad = true;
+  }
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      Byte(static_cast<uint8_t>(v | 0x80));
+      v >>= 7;
+    }
+    Byte(static_cast<uint8_t>(v));
+  }
+  void Tag(int field, int wire_type) { Varint((static_cast<uint64_t>(field) << 3) | wire_type); }
+  void U64(int field, uint64_t v) {  // proto3: zero is the default, omitted
+    if (v == 0) return;
+    Tag(field, 0);
+    Varint(v);
+  }
+  void Bytes(int field, const char* s, size_t len) {
+    Tag(field, 2);
+    Varint(len);
+    for (size_t i = 0; i < len; ++i) Byte(static_cast<uint8_t>(s[i]));
+  }
+  void Str(int field, const char* s) { Bytes(field, s, strlen(s)); }
+};
+
+// Nested messages: encoded into scratch buffers, then copied as bytes.
+constexpr size_t kScratch = 16 * 1024;
+
+void EncodePlatform(Out& o) {
+  unsigned a, b, c, d;
+  uint32_t vendor = 15, family = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char v[13];
+    memcpy(v, &b, 4);
+    memcpy(v + 4, &d, 4);
+    memcpy(v + 8, &c, 4);
+    v[12] = 0;
+    if (!strcmp(v, "GenuineIntel")) vendor = 1;
+    if (!strcmp(v, "AuthenticAMD")) vendor = 2;
+  }
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    family = (a >> 8) & 0xf;
+    if (family == 0xf) family += (a >> 20) & 0xff;
+  }
+  o.U64(1, 1);  // OS_LINUX
+  o.U64(2, 1);  // ARCH_X86_64
+  o.U64(3, vendor);
+  o.U64(4, family);
+}
+
+void EncodeHistogram(const Histogram& h, Out& o) {
+  o.U64(1, h.zero_count());
+  char bbuf[128];
+  for (int i = 0; i < kNumBuckets; ++i) {
+    const HistogramBucket& b = h.bucket(i);
+    if (b.count == 0) continue;
+    Out bo{bbuf, 0, sizeof bbuf};
+    if (i != 0) {  // index 0 is the proto3 default
+      bo.Tag(1, 0);
+      bo.Varint(static_cast<uint64_t>(i));
+    }
+    bo.U64(2, b.count);
+    bo.U64(3, static_cast<uint64_t>(b.sum));
+    bo.U64(4, static_cast<uint64_t>(b.sum >> 64));
+    bo.U64(5, static_cast<uint64_t>(b.sum_sq));
+    bo.U64(6, static_cast<uint64_t>(b.sum_sq >> 64));
+    o.Bytes(2, bbuf, bo.n);
+  }
+  o.U64(3, h.count());
+  o.U64(4, static_cast<uint64_t>(h.sum()));
+  o.U64(5, static_cast<uint64_t>(h.sum() >> 64));
+  o.U64(6, static_cast<uint64_t>(h.sum_sq()));
+  o.U64(7, static_cast<uint64_t>(h.sum_sq() >> 64));
+  o.U64(8, h.sum_sq_saturated() ? 1 : 0);
+  o.U64(9, h.count() ? h.min() : 0);
+  o.U64(10, h.max());
+}
+
+}  // namespace
+
+size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, char* out, size_t cap) {
+  Out o{out, 0, cap};
+  static char plat[64], key[2048], hist[kScratch], rec[kScratch + 2048 + 64], ctr[128];
+  Out po{plat, 0, sizeof plat};
+  EncodePlatform(po);
+  o.U64(1, 1);  // schema_version
+  o.Bytes(2, plat, po.n);
+  for (int a = 0; a < run.napis; ++a) {
+    const SpoolApi& api = run.apis[a];
+    for (int m = 0; m < FP_NUM_METRICS; ++m) {
+      const Histogram& h = api.metrics[m];
+      if (h.count() == 0) continue;
+      Out ko{key, 0, sizeof key};
+      ko.Str(1, api.module);
+      ko.Str(2, api.build_id);
+      ko.Str(3, api.symbol);
+      ko.U64(4, static_cast<uint64_t>(m + 1));
+      ko.Bytes(5, plat, po.n);
+      Out ho{hist, 0, sizeof hist};
+      EncodeHistogram(h, ho);
+      Out ro{rec, 0, sizeof rec};
+      ro.Bytes(1, key, ko.n);
+      ro.Bytes(2, hist, ho.n);
+      ro.U64(3, 1);  // runs
+      ro.U64(4, api.truncated ? 1 : 0);
+      if (ko.bad || ho.bad || ro.bad) return 0;
+      o.Bytes(3, rec, ro.n);
+    }
+  }
+  Out co{ctr, 0, sizeof ctr};
+  co.U64(1, run.calls_measured);
+  co.U64(2, run.abandoned);
+  co.U64(3, run.dropped);
+  co.U64(4, run.probe_ns);
+  co.U64(5, run.apis_chosen);
+  co.U64(6, run.apis_truncated);
+  co.U64(7, run.refused);
+  co.U64(8, run.run_ns);
+  o.Bytes(4, ctr, co.n);
+  if (ended_unix_ms > 0) o.U64(5, static_cast<uint64_t>(ended_unix_ms));
+  return o.bad ? 0 : o.n;
+}
+
+namespace {
+
+void MakeDirs(const char* dir) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char* p = path + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    mkdir(path, 0700);
+    *p = '/';
+  }
+  mkdir(path, 0700);
+}
+
+uint64_t SpoolBytes(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d == nullptr) return 0;
+  uint64_t total = 0;
+  while (dirent* e = readdir(d)) {
+    const size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".fpr") != 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, 0) == 0) total += static_cast<uint64_t>(st.st_size);
+  }
+  closedir(d);
+  return total;
+}
+
+}  // namespace
+
+const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun& run) {
+  if (dir == nullptr || dir[0] == 0) return "no spool directory";
+  static char buf[512 * 1024];
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t ms = int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+  const size_t n = EncodeRunRecord(run, ms, buf, sizeof buf);
+  if (n == 0) return "record too large";
+  MakeDirs(dir);
+  if (SpoolBytes(dir) + n > cap_bytes) return "spool is full";
+  uint32_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
+    rnd = static_cast<uint32_t>(ts.tv_nsec);
+  char tmp[1100], final_path[1100];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d-%08x", dir, static_cast<long long>(ms), getpid(), rnd);
+  snprintf(final_path, sizeof final_path, "%s/run-%lld-%d-%08x.fpr", dir,
+           static_cast<long long>(ms), getpid(), rnd);
+  const int saved = errno;
+  const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    errno = saved;
+    return "cannot create the record file";
+  }
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = write(fd, buf + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += static_cast<size_t>(w);
+  }
+  const bool ok = done == n && close(fd) == 0;
+  if (!ok || rename(tmp, final_path) != 0) {
+    unlink(tmp);
+    errno = saved;
+    return "cannot write the record (disk full?)";
+  }
+  errno = saved;
+  return nullptr;
+}
+
+}  // namespace fieldprof::rt

@@ -1,0 +1,40 @@
+// The runtime's record of one run, encoded as a wire.RunRecord protobuf
+// (common/proto/fieldprof.proto) by hand, so the runtime does not load
+// libprotobuf into every program; written atomically into the spool.
+#ifndef FIELDPROF_AGENT_RUNTIME_SPOOL_ENCODE_H_
+#define FIELDPROF_AGENT_RUNTIME_SPOOL_ENCODE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "agent/runtime/runtime.h"
+#include "common/histogram.h"
+
+namespace fieldprof::rt {
+
+struct SpoolApi {
+  const char* module;
+  const char* build_id;
+  const char* symbol;
+  const Histogram* metrics;  // FP_NUM_METRICS, index = wire::Metric - 1
+  bool truncated;
+};
+
+struct SpoolRun {
+  SpoolApi apis[FP_MAX_APIS];
+  int napis = 0;
+  uint64_t calls_measured = 0, abandoned = 0, dropped = 0, probe_ns = 0, run_ns = 0;
+  uint32_t apis_chosen = 0, apis_truncated = 0, refused = 0;
+};
+
+// Encodes `run` into out[0..cap); returns the size, or 0 if it does not fit.
+size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, char* out, size_t cap);
+
+// Writes the record as DIR/run-<ms>-<pid>-<rand>.fpr (mode 0600, temp file +
+// rename), creating DIR if needed, unless the spool already holds `cap_bytes`.
+// Returns nullptr or what went wrong.
+const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun& run);
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_SPOOL_ENCODE_H_

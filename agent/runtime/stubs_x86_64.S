@@ -1,0 +1,94 @@
+// Entry stubs and the return thunk of the fieldprof runtime (x86-64 SysV).
+//
+// A chosen API's callers are bound to fp_stub_N instead of the function.
+// The stub saves the argument registers, asks fp_enter (hotpath.cc) for the
+// real address, restores the arguments untouched and jumps there. When the
+// call is measured, fp_enter has replaced the return address on the stack
+// with fp_return_thunk and kept the real one on the thread's shadow stack;
+// the thunk saves the return registers, asks fp_exit for the real return
+// address and jumps to it. Any signature works: stack arguments are never
+// moved, varargs keep %al, struct returns keep %rdi/%rax, floating-point
+// arguments and results are not touched by fp_enter/fp_exit (built with
+// -mgeneral-regs-only); the thunk still saves %xmm0/%xmm1 for the rare
+// slow path that calls libc (clock calibration). x87 long double results
+// are never touched.
+        .text
+
+        .globl  fp_stub_common
+        .hidden fp_stub_common
+        .type   fp_stub_common, @function
+fp_stub_common:
+        // %r11d = slot. On entry %rsp points at the return address, and
+        // %rsp+8 is 16-byte aligned.
+        .cfi_startproc
+        subq    $72, %rsp               // 8 registers + pad: %rsp 16-aligned
+        .cfi_adjust_cfa_offset 72
+        movq    %rdi, 0(%rsp)
+        movq    %rsi, 8(%rsp)
+        movq    %rdx, 16(%rsp)
+        movq    %rcx, 24(%rsp)
+        movq    %r8, 32(%rsp)
+        movq    %r9, 40(%rsp)
+        movq    %rax, 48(%rsp)
+        movq    %r10, 56(%rsp)
+        movl    %r11d, %edi             // slot
+        leaq    72(%rsp), %rsi          // address of the return address
+        call    fp_enter                // -> %rax = real function
+        movq    %rax, %r11
+        movq    0(%rsp), %rdi
+        movq    8(%rsp), %rsi
+        movq    16(%rsp), %rdx
+        movq    24(%rsp), %rcx
+        movq    32(%rsp), %r8
+        movq    40(%rsp), %r9
+        movq    48(%rsp), %rax
+        movq    56(%rsp), %r10
+        addq    $72, %rsp
+        .cfi_adjust_cfa_offset -72
+        jmp     *%r11
+        .cfi_endproc
+        .size   fp_stub_common, .-fp_stub_common
+
+        .globl  fp_return_thunk
+        .hidden fp_return_thunk
+        .type   fp_return_thunk, @function
+fp_return_thunk:
+        // Reached by the measured function's ret: %rsp is 16-byte aligned.
+        subq    $48, %rsp
+        movq    %rax, 0(%rsp)
+        movq    %rdx, 8(%rsp)
+        movdqu  %xmm0, 16(%rsp)
+        movdqu  %xmm1, 32(%rsp)
+        leaq    48(%rsp), %rdi          // %rsp as the caller will see it
+        call    fp_exit                 // -> %rax = real return address
+        movq    %rax, %r11
+        movq    0(%rsp), %rax
+        movq    8(%rsp), %rdx
+        movdqu  16(%rsp), %xmm0
+        movdqu  32(%rsp), %xmm1
+        addq    $48, %rsp
+        jmp     *%r11
+        .size   fp_return_thunk, .-fp_return_thunk
+
+// One stub per slot: load the slot number, go to the common part.
+        .macro  FP_STUB n
+        .globl  fp_stub_\n
+        .hidden fp_stub_\n
+        .type   fp_stub_\n, @function
+fp_stub_\n:
+        movl    $\n, %r11d
+        jmp     fp_stub_common
+        .size   fp_stub_\n, .-fp_stub_\n
+        .endm
+
+        FP_STUB 0
+        FP_STUB 1
+        FP_STUB 2
+        FP_STUB 3
+        FP_STUB 4
+        FP_STUB 5
+        FP_STUB 6
+        FP_STUB 7
+        FP_STUB 8
+
+        .section .note.GNU-stack,"",@progbits

@@ -1,0 +1,222 @@
+// The runtime inside real processes: a test library with known per-call
+// costs is measured through the auditor and the companion, and the record
+// left in the spool is checked. Each run is compared with an
+// uninstrumented run of the same command (exit code and output).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/proto/fieldprof.pb.h"
+#include "tests/test_util.h"
+
+namespace fieldprof {
+namespace {
+
+namespace fs = std::filesystem;
+using fieldprof::testing::TempDir;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs argv with extra environment, capturing stdout.
+Result RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::string cmd = "env";
+  for (const auto& e : env) cmd += " '" + e + "'";
+  for (const auto& a : argv) cmd += " '" + a + "'";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> Env(const std::string& force) {
+    return {"FIELDPROF_RUN=1",
+            "FIELDPROF_K=1",
+            "FIELDPROF_FORCE=" + force,
+            "FIELDPROF_SPOOL=" + spool(),
+            "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
+            "FIELDPROF_MAX_LOAD=1000",
+            "LD_AUDIT=" + std::string(FIELDPROF_AUDIT_LIB),
+            "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)};
+  }
+  std::string spool() const { return dir_.path() + "/spool"; }
+
+  // Runs with and without the runtime; same exit code and output.
+  Result RunBoth(const std::vector<std::string>& argv, const std::string& force) {
+    Result plain = RunCmd(argv, {});
+    Result measured = RunCmd(argv, Env(force));
+    EXPECT_EQ(measured.exit_code, plain.exit_code);
+    EXPECT_EQ(measured.out, plain.out);
+    return measured;
+  }
+
+  std::vector<wire::RunRecord> Records() {
+    std::vector<wire::RunRecord> out;
+    if (!fs::exists(spool())) return out;
+    for (const auto& e : fs::directory_iterator(spool())) {
+      if (e.path().extension() != ".fpr") continue;
+      EXPECT_EQ(fs::status(e.path()).permissions() & fs::perms::all,
+                fs::perms::owner_read | fs::perms::owner_write);
+      std::ifstream f(e.path(), std::ios::binary);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      wire::RunRecord r;
+      EXPECT_TRUE(r.ParseFromString(ss.str()));
+      out.push_back(r);
+    }
+    return out;
+  }
+
+  // The histogram of `metric` for `symbol` in the only record.
+  const wire::Histogram* Find(const std::vector<wire::RunRecord>& recs, const std::string& symbol,
+                              wire::Metric metric) {
+    for (const auto& r : recs) {
+      for (const auto& rec : r.records()) {
+        if (rec.key().symbol() == symbol && rec.key().metric() == metric) {
+          return &rec.histogram();
+        }
+      }
+    }
+    return nullptr;
+  }
+
+  TempDir dir_;
+  const std::string prog_ = FIELDPROF_TESTPROG;
+};
+
+TEST_F(RuntimeTest, AllocationsLandInTheirBucket) {
+  RunBoth({prog_, "alloc", "5000", "40"}, "fp_test_alloc");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  const auto* bytes = Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_BYTES_INCLUSIVE);
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(bytes->count(), 40u);
+  ASSERT_EQ(bytes->buckets_size(), 1);
+  EXPECT_EQ(bytes->buckets(0).index(), static_cast<uint32_t>(BucketIndex(5000)));
+  EXPECT_EQ(bytes->sum_lo(), 40u * 5000);
+  const auto* count = Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT);
+  ASSERT_NE(count, nullptr);
+  EXPECT_EQ(count->sum_lo(), 40u);
+  EXPECT_EQ(recs[0].records(0).key().module(), "libfieldprof_testlib.so");
+  EXPECT_EQ(recs[0].counters().apis_chosen(), 1u);
+}
+
+TEST_F(RuntimeTest, WallTimeOfASleep) {
+  RunBoth({prog_, "sleep", "2000", "5"}, "fp_test_sleep_us");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  const auto* wall = Find(recs, "fp_test_sleep_us", wire::METRIC_WALL_TIME_NS);
+  ASSERT_NE(wall, nullptr);
+  EXPECT_EQ(wall->count(), 5u);
+  // At least the 2 ms asked for; a shared machine may add, never remove.
+  EXPECT_GE(wall->min(), 2000000u);
+  EXPECT_LT(wall->min(), 2000000000u);
+}
+
+TEST_F(RuntimeTest, FileBytesWritten) {
+  const std::string file = dir_.path() + "/out.bin";
+  RunBoth({prog_, "write", file, "3000", "7"}, "fp_test_write");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  const auto* io = Find(recs, "fp_test_write", wire::METRIC_FILE_IO_BYTES);
+  ASSERT_NE(io, nullptr);
+  EXPECT_EQ(io->count(), 7u);
+  EXPECT_EQ(io->sum_lo(), 7u * 3000);
+  const auto* sock = Find(recs, "fp_test_write", wire::METRIC_SOCKET_IO_BYTES);
+  ASSERT_NE(sock, nullptr);
+  EXPECT_EQ(sock->sum_lo(), 0u);
+}
+
+TEST_F(RuntimeTest, FloatingPointArgumentsAndResultsPassThrough) {
+  Result r = RunBoth({prog_, "fsum"}, "fp_test_fsum");
+  EXPECT_EQ(r.out, "45.875\ndone fsum\n");
+  const auto* wall = Find(Records(), "fp_test_fsum", wire::METRIC_WALL_TIME_NS);
+  ASSERT_NE(wall, nullptr);
+  EXPECT_EQ(wall->count(), 1u);
+}
+
+TEST_F(RuntimeTest, ExceptionsThroughAMeasuredCall) {
+  Result r = RunBoth({prog_, "throw"}, "_Z13fp_test_throwi");
+  EXPECT_EQ(r.out, "caught 2\ndone throw\n");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  // The 3 calls that returned are measured; the 2 that threw are abandoned.
+  const auto* wall = Find(recs, "_Z13fp_test_throwi", wire::METRIC_WALL_TIME_NS);
+  ASSERT_NE(wall, nullptr);
+  EXPECT_EQ(wall->count(), 3u);
+  EXPECT_EQ(recs[0].counters().calls_abandoned(), 2u);
+}
+
+TEST_F(RuntimeTest, RealDebianProgramsBehaveTheSame) {
+  // Random choices (no force) in real programs, several seeds each.
+  const std::vector<std::vector<std::string>> cmds = {
+      {"/bin/sh", "-c", "echo hello | tr a-z A-Z"},
+      {"/usr/bin/sort", "/etc/passwd"},
+      {"/bin/ls", "-la", "/usr/share"},
+      {"/usr/bin/python3", "-c",
+       "import json,zlib; print(len(zlib.compress(json.dumps(list(range(5000))).encode())))"},
+  };
+  for (const auto& cmd : cmds) {
+    if (!fs::exists(cmd[0])) continue;
+    Result plain = RunCmd(cmd, {});
+    for (int seed = 1; seed <= 4; ++seed) {
+      std::vector<std::string> env = Env("");
+      env[1] = "FIELDPROF_K=2";
+      env.push_back("FIELDPROF_SEED=" + std::to_string(seed));
+      Result measured = RunCmd(cmd, env);
+      EXPECT_EQ(measured.exit_code, plain.exit_code) << cmd[0] << " seed " << seed;
+      EXPECT_EQ(measured.out, plain.out) << cmd[0] << " seed " << seed;
+    }
+  }
+  EXPECT_FALSE(Records().empty());
+}
+
+TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
+  std::vector<std::string> env = Env("fp_test_alloc");
+  env.push_back("FIELDPROF_SLOTS=1");
+  // Hold the only slot, as another instrumented program would.
+  const std::string slots = dir_.path() + "/slots";
+  fs::create_directories(slots);
+  const int fd = open((slots + "/slot-0").c_str(), O_RDWR | O_CREAT, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  Result r = RunCmd({prog_, "alloc", "100", "3"}, env);
+  EXPECT_EQ(r.exit_code, 7);
+  // Released (as when the holder exits or is killed): measured again.
+  close(fd);
+  Result again = RunCmd({prog_, "alloc", "100", "3"}, env);
+  EXPECT_EQ(again.exit_code, 7);
+  auto recs = Records();
+  ASSERT_GE(recs.size(), 1u);
+  bool refused = false;
+  for (const auto& rec : recs) {
+    if (rec.counters().refused() == 1) {
+      refused = true;
+      EXPECT_EQ(rec.records_size(), 0);
+    }
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_NE(Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT), nullptr);
+}
+
+}  // namespace
+}  // namespace fieldprof
