@@ -33,7 +33,7 @@
 
 namespace fieldprof::rt {
 
-Globals g;
+constinit Globals g{};  // constant-initialized: no dynamic initializer may reset it
 alignas(64) unsigned char g_slab_storage[sizeof(Slab) * kSlabs];
 thread_local ThreadState t_state FP_TLS;
 ShadowStack g_stacks[kShadowStacks];

@@ -67,10 +67,12 @@ struct Globals {
   uint64_t probe_ticks;      // subtracted from every measured duration
   uint64_t tsc0;             // at start
   int64_t mono0_ns;
-  std::atomic<int> next_slab;
-  std::atomic<int> next_stack;
-  std::atomic<uint64_t> calls_total;
-  std::atomic<uint64_t> dropped_no_slab, dropped_depth, dropped_uncalibrated, abandoned;
+  // `g` is constinit (companion.cc): a dynamic initializer would run after
+  // the auditor and early measured calls have already written to it.
+  std::atomic<int> next_slab{0};
+  std::atomic<int> next_stack{0};
+  std::atomic<uint64_t> calls_total{0};
+  std::atomic<uint64_t> dropped_no_slab{0}, dropped_depth{0}, dropped_uncalibrated{0}, abandoned{0};
   uint64_t calibration_last_ticks;  // probe measurement channel
   uint8_t slabs_ready[kSlabs];      // constructed and owned by a thread
 };
