@@ -6,7 +6,8 @@
 
 namespace fieldprof::aggregator {
 
-void SparseAggregate::AddHistogram(const wire::Histogram& h) {
+template <typename H>
+void SparseAggregate::AddHistogram(const H& h) {
   if (h.count() == 0) return;
   zero_count_ += h.zero_count();
   min_ = std::min(min_, h.min());
@@ -17,7 +18,7 @@ void SparseAggregate::AddHistogram(const wire::Histogram& h) {
   if (buckets_.capacity() < 12) buckets_.reserve(12);
   size_t i = 0;
   bool ignored = false;
-  for (const wire::Bucket& wb : h.buckets()) {
+  for (const auto& wb : h.buckets()) {
     const int index = static_cast<int>(wb.index());
     while (i < buckets_.size() && buckets_[i].index < index) ++i;
     const uint128 sum = MakeUint128(wb.sum_lo(), wb.sum_hi());
@@ -35,11 +36,15 @@ void SparseAggregate::AddHistogram(const wire::Histogram& h) {
   }
 }
 
-void SparseAggregate::AddRecord(const wire::Record& r) {
+template <typename R>
+void SparseAggregate::AddRecordT(const R& r) {
   AddHistogram(r.histogram());
   runs_ += r.runs();
   truncated_ = truncated_ || r.truncated();
 }
+
+void SparseAggregate::AddRecord(const wire::Record& r) { AddRecordT(r); }
+void SparseAggregate::AddRecord(const RecordView& r) { AddRecordT(r); }
 
 bool SparseAggregate::AddEncoded(std::string_view encoded) {
   wire::Record r;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/batch_view.h"
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 
@@ -25,6 +26,7 @@ class SparseAggregate {
  public:
   // Adds a record (its key is ignored); it must have passed validation.
   void AddRecord(const wire::Record& r);
+  void AddRecord(const RecordView& r);  // the same, from a view of the wire bytes
   // Adds an encoded value. False (and nothing added) when it does not parse.
   [[nodiscard]] bool AddEncoded(std::string_view encoded);
   void Merge(const SparseAggregate& other);
@@ -42,7 +44,10 @@ class SparseAggregate {
     uint128 sum;
     uint128 sum_sq;  // saturating
   };
-  void AddHistogram(const wire::Histogram& h);
+  template <typename H>
+  void AddHistogram(const H& h);
+  template <typename R>
+  void AddRecordT(const R& r);
 
   std::vector<Bucket> buckets_;  // sorted by index, non-empty only
   uint64_t zero_count_ = 0;

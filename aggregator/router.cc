@@ -266,29 +266,18 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
     metrics_->BatchRejected("content_type");
     return ErrorResponse(s);
   }
-  // Parse into an arena sized for a typical batch: one allocation instead
-  // of one per message. The arena lives as long as the batch is shared.
-  struct Parsed {
-    explicit Parsed(const google::protobuf::ArenaOptions& o) : arena(o) {}
-    google::protobuf::Arena arena;
-    wire::Batch* batch = nullptr;
-  };
-  google::protobuf::ArenaOptions arena_options;
-  arena_options.start_block_size = std::min<size_t>(4 * body.size() + 4096, 8 << 20);
-  arena_options.max_block_size = 8 << 20;
-  auto parsed = std::make_shared<Parsed>(arena_options);
-  StatusOr<wire::Batch*> batch = DecodeBatch(body, &parsed->arena);
-  if (!batch.ok()) {
-    std::string_view rule = ValidationRule(batch.status());
+  // Decoded straight from the body (one pass, no protobuf messages) unless
+  // the body is unusual; see common/batch_view.h.
+  BatchView batch;
+  if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
+    std::string_view rule = ValidationRule(s);
     metrics_->BatchRejected(rule.empty() ? "invalid" : std::string(rule));
-    return ErrorResponse(batch.status());
+    return ErrorResponse(s);
   }
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(clock_().time_since_epoch()).count();
   const int32_t day = DayFromUnixSeconds(now_s);
-  parsed->batch = *batch;
-  std::shared_ptr<const wire::Batch> shared(parsed, parsed->batch);
-  StatusOr<ApplyResult> applied = store_->ApplyBatch(shared, body, day);
+  StatusOr<ApplyResult> applied = store_->ApplyBatch(batch, body, day);
   if (!applied.ok()) {
     metrics_->StoreError();
     return ErrorResponse(applied.status());
@@ -300,7 +289,7 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
   }
   JsonWriter j;
   j.BeginObject();
-  j.Key("batch_id").String(HexEncode(shared->batch_id()));
+  j.Key("batch_id").String(HexEncode(batch.batch_id()));
   j.Key("duplicate").Bool(applied->duplicate);
   j.Key("records").Uint(applied->records);
   j.Key("day").String(FormatDay(day));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/api_key.h"
+#include "common/batch_view.h"
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
@@ -61,10 +62,11 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // `batch` must have passed ValidateBatch; `body` is its encoded form as
-  // received. Its records are added to `day` (and the coarser nodes above
-  // it). ResourceExhausted when too many accepted batches wait to be applied.
-  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> batch,
+  // `batch` is `body` decoded and validated (DecodeBatchView); `body` is the
+  // encoded form as received. Its records are added to `day` (and the coarser
+  // nodes above it). Neither is used after the call returns.
+  // ResourceExhausted when too many accepted batches wait to be applied.
+  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(const BatchView& batch,
                                                          std::string_view body, int32_t day) = 0;
 
   // Accepted batches not yet visible to queries.

@@ -53,9 +53,11 @@ std::string EncodeApiKey(const ApiKey& key) {
   return s;
 }
 
-void AppendWireApiKey(const wire::ApiKey& k, const wire::Platform& batch_platform,
-                      std::string* out) {
-  const wire::Platform& p = k.has_platform() ? k.platform() : batch_platform;
+namespace {
+
+template <typename K, typename P>
+void AppendWireApiKeyT(const K& k, const P& batch_platform, std::string* out) {
+  const P& p = k.has_platform() ? k.platform() : batch_platform;
   out->append(k.module());
   out->push_back('\0');
   out->append(k.symbol());
@@ -67,6 +69,17 @@ void AppendWireApiKey(const wire::ApiKey& k, const wire::Platform& batch_platfor
   out->push_back(static_cast<char>(p.arch()));
   out->push_back(static_cast<char>(p.cpu_vendor()));
   out->push_back(static_cast<char>(static_cast<uint8_t>(p.cpu_family())));
+}
+
+}  // namespace
+
+void AppendWireApiKey(const wire::ApiKey& k, const wire::Platform& batch_platform,
+                      std::string* out) {
+  AppendWireApiKeyT(k, batch_platform, out);
+}
+
+void AppendWireApiKey(const ApiKeyView& k, const PlatformView& batch_platform, std::string* out) {
+  AppendWireApiKeyT(k, batch_platform, out);
 }
 
 StatusOr<ApiKey> DecodeApiKey(std::string_view bytes) {

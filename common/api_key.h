@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/batch_view.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
 
@@ -50,6 +51,7 @@ std::string EncodeApiKey(const ApiKey& key);
 // EncodeApiKey(ApiKeyFromWire(k, batch_platform)).
 void AppendWireApiKey(const wire::ApiKey& k, const wire::Platform& batch_platform,
                       std::string* out);
+void AppendWireApiKey(const ApiKeyView& k, const PlatformView& batch_platform, std::string* out);
 [[nodiscard]] StatusOr<ApiKey> DecodeApiKey(std::string_view bytes);
 
 // Short names for display and query parameters: "wall_time_ns", "linux", ...

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <string_view>
 
+#include "common/batch_view.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
 
@@ -33,6 +34,11 @@ inline constexpr size_t kMaxSymbolBytes = 1024;
 [[nodiscard]] Status ValidateRecord(const wire::Record& record);
 [[nodiscard]] Status ValidateHistogram(const wire::Histogram& h);
 [[nodiscard]] Status ValidatePlatform(const wire::Platform& p);
+// The same rules on views decoded straight from the wire (batch_view.h).
+[[nodiscard]] Status ValidateBatch(const BatchView& batch);
+[[nodiscard]] Status ValidateRecord(const RecordView& record);
+[[nodiscard]] Status ValidateHistogram(const HistogramView& h);
+[[nodiscard]] Status ValidatePlatform(const PlatformView& p);
 
 // True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points
 // past U+10FFFF).

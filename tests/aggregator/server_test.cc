@@ -52,7 +52,7 @@ class GatedStore : public Store {
     std::lock_guard l(m_);
     return waiting_;
   }
-  StatusOr<ApplyResult> ApplyBatch(std::shared_ptr<const wire::Batch> b, std::string_view body,
+  StatusOr<ApplyResult> ApplyBatch(const BatchView& b, std::string_view body,
                                    int32_t day) override {
     {
       std::unique_lock l(m_);
@@ -60,7 +60,7 @@ class GatedStore : public Store {
       cv_.wait(l, [this] { return open_; });
       --waiting_;
     }
-    return real_->ApplyBatch(std::move(b), body, day);
+    return real_->ApplyBatch(b, body, day);
   }
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& f, size_t limit) override {
     return real_->ListApis(f, limit);

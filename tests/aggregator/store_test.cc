@@ -26,12 +26,11 @@ std::unique_ptr<Store> Open(const std::string& path) {
   return std::move(*s);
 }
 
-std::shared_ptr<const wire::Batch> Share(const wire::Batch& b) {
-  return std::make_shared<const wire::Batch>(b);
-}
-
 StatusOr<ApplyResult> Apply(Store& store, const wire::Batch& b, int32_t day) {
-  return store.ApplyBatch(Share(b), b.SerializeAsString(), day);
+  const std::string body = b.SerializeAsString();
+  BatchView view;
+  if (Status s = DecodeBatchView(body, &view); !s.ok()) return s;
+  return store.ApplyBatch(view, body, day);
 }
 
 ApiKey KeyOf(const wire::Batch& b, int i = 0) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "aggregator/aggregate_value.h"
+#include "common/batch_view.h"
 #include "common/histogram.h"
 #include "common/wire.h"
 #include "tools/batch_gen.h"
@@ -96,6 +97,35 @@ void BM_DecodeAndValidateBatch(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
 }
 BENCHMARK(BM_DecodeAndValidateBatch);
+
+// What the aggregator did before the fast decoder: protobuf into an arena.
+void BM_DecodeAndValidateBatchArena(benchmark::State& state) {
+  tools::BatchGenerator gen({.seed = 5});
+  const std::string body = gen.Next().SerializeAsString();
+  for (auto _ : state) {
+    google::protobuf::ArenaOptions o;
+    o.start_block_size = 4 * body.size() + 4096;
+    google::protobuf::Arena arena(o);
+    auto b = DecodeBatch(body, &arena);
+    benchmark::DoNotOptimize(b);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_DecodeAndValidateBatchArena);
+
+// The aggregator's decoder: one pass over the wire bytes into views.
+void BM_DecodeBatchView(benchmark::State& state) {
+  tools::BatchGenerator gen({.seed = 5});
+  const std::string body = gen.Next().SerializeAsString();
+  BatchView view;
+  for (auto _ : state) {
+    Status s = DecodeBatchView(body, &view);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  state.counters["fallbacks"] = static_cast<double>(BatchViewFallbacks());
+}
+BENCHMARK(BM_DecodeBatchView);
 
 }  // namespace
 }  // namespace fieldprof
