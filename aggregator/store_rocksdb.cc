@@ -17,9 +17,9 @@
 #include <optional>
 #include <shared_mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "aggregator/aggregate_value.h"
+#include "aggregator/fold_table.h"
 #include "aggregator/time_tree.h"
 #include "common/wire.h"
 
@@ -489,7 +489,7 @@ class RocksDbStore : public Store {
   // fold_mutex_; the applier swaps the whole fold out under the same mutex,
   // so a batch is always entirely in one fold.
   struct Fold {
-    std::unordered_map<std::string, SparseAggregate> sums;
+    FoldTable sums;
     std::vector<std::string> ids;  // batch ids to delete from the pending log
   };
 
@@ -662,14 +662,8 @@ class RocksDbStore : public Store {
           // E.g. disk full. The batches stay durable in the pending log; put
           // the sums back in front of what arrived meanwhile and retry.
           apply_errors_.fetch_add(1);
-          for (auto& [k, v] : fold_.sums) {
-            auto [it, inserted] = work.sums.try_emplace(k);
-            if (inserted) {
-              it->second = std::move(v);
-            } else {
-              it->second.Merge(v);
-            }
-          }
+          fold_.sums.ForEach(
+              [&work](std::string_view k, const SparseAggregate& v) { work.sums[k].Merge(v); });
           work.ids.insert(work.ids.end(), fold_.ids.begin(), fold_.ids.end());
           std::swap(work, fold_);
           if (stop_) return;  // applied on the next start
@@ -701,7 +695,7 @@ class RocksDbStore : public Store {
     std::vector<std::string> values;
     values.reserve(work.sums.size());
     merges.reserve(work.sums.size() * 3);
-    for (const auto& [dk, sum] : work.sums) {
+    work.sums.ForEach([&](std::string_view dk, const SparseAggregate& sum) {
       const int32_t day = ReadBigEndian32(dk.data());
       const std::string_view api(dk.data() + 4, dk.size() - 4);
       values.emplace_back();
@@ -712,7 +706,7 @@ class RocksDbStore : public Store {
       } else {
         merges.emplace_back(NodeKey({TimeLevel::kDay, day}, api), &values.back());
       }
-    }
+    });
     std::sort(merges.begin(), merges.end());
     rocksdb::WriteBatch wb;
     rocksdb::Status s;

@@ -138,9 +138,9 @@ TEST(BatchViewTest, UnusualEncodingsMatchProtobuf) {
   }
   // Unknown fields of every wire type are skipped.
   {
-    std::string body = g + std::string("\xf8\x07\x01", 3)      // field 127 varint
-                       + std::string("\xf9\x07", 2) + std::string(8, 'a')  // fixed64
-                       + std::string("\xfa\x07\x02hi", 5)                  // bytes
+    std::string body = g + std::string("\xf8\x07\x01", 3)                   // field 127 varint
+                       + std::string("\xf9\x07", 2) + std::string(8, 'a')   // fixed64
+                       + std::string("\xfa\x07\x02hi", 5)                   // bytes
                        + std::string("\xfd\x07", 2) + std::string(4, 'b');  // fixed32
     BatchView fast;
     EXPECT_TRUE(ParseBatchViewFast(body, &fast));
@@ -160,7 +160,9 @@ TEST(BatchViewTest, UnusualEncodingsMatchProtobuf) {
   // Invalid UTF-8 in a string: protobuf refuses the parse.
   {
     wire::Batch b = good;
-    b.mutable_records(0)->mutable_key()->set_symbol("de\xff" "flate");
+    b.mutable_records(0)->mutable_key()->set_symbol(
+        "de\xff"
+        "flate");
     EXPECT_FALSE(ExpectSameAnswer(b.SerializePartialAsString(), "invalid utf-8"));
   }
 }
@@ -186,10 +188,18 @@ TEST(BatchViewTest, RandomMutationsGetTheSameAnswer) {
     for (int e = 0; e < edits && !m.empty(); ++e) {
       const size_t at = rng() % m.size();
       switch (rng() % 4) {
-        case 0: m[at] = static_cast<char>(rng()); break;
-        case 1: m[at] = static_cast<char>(m[at] ^ (1 << (rng() % 8))); break;
-        case 2: m.insert(at, 1, static_cast<char>(rng())); break;
-        case 3: m.erase(at, 1 + rng() % 3); break;
+        case 0:
+          m[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          m[at] = static_cast<char>(m[at] ^ (1 << (rng() % 8)));
+          break;
+        case 2:
+          m.insert(at, 1, static_cast<char>(rng()));
+          break;
+        case 3:
+          m.erase(at, 1 + rng() % 3);
+          break;
       }
     }
     if (ExpectSameAnswer(m, "mutant " + std::to_string(n))) ++valid;
