@@ -1,4 +1,5 @@
 // fieldprof-aggregator: the HTTPS ingest and query service.
+#include <google/protobuf/stubs/logging.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -15,6 +16,10 @@ using namespace fieldprof;
 using namespace fieldprof::aggregator;
 
 int main(int argc, char** argv) {
+  // protobuf logs an ERROR line for every upload whose strings are not
+  // UTF-8: any client could fill the log that way. Rejections are already
+  // answered with the rule and counted in /metrics.
+  google::protobuf::SetLogHandler(nullptr);
   AggregatorConfig config;
   bool help = false;
   std::string help_text;

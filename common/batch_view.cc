@@ -132,13 +132,26 @@ bool ParseBucket(std::string_view bytes, BucketView* b) {
     if (!r.Tag(&f, &wt)) return false;
     bool ok;
     switch (f) {
-      case 1: ok = ReadVarintField(r, wt, &b->index_); break;
-      case 2: ok = ReadVarintField(r, wt, &b->count_); break;
-      case 3: ok = ReadVarintField(r, wt, &b->sum_lo_); break;
-      case 4: ok = ReadVarintField(r, wt, &b->sum_hi_); break;
-      case 5: ok = ReadVarintField(r, wt, &b->sum_sq_lo_); break;
-      case 6: ok = ReadVarintField(r, wt, &b->sum_sq_hi_); break;
-      default: ok = r.Skip(wt);
+      case 1:
+        ok = ReadVarintField(r, wt, &b->index_);
+        break;
+      case 2:
+        ok = ReadVarintField(r, wt, &b->count_);
+        break;
+      case 3:
+        ok = ReadVarintField(r, wt, &b->sum_lo_);
+        break;
+      case 4:
+        ok = ReadVarintField(r, wt, &b->sum_hi_);
+        break;
+      case 5:
+        ok = ReadVarintField(r, wt, &b->sum_sq_lo_);
+        break;
+      case 6:
+        ok = ReadVarintField(r, wt, &b->sum_sq_hi_);
+        break;
+      default:
+        ok = r.Skip(wt);
     }
     if (!ok) return false;
   }
@@ -153,11 +166,20 @@ bool ParsePlatform(std::string_view bytes, PlatformView* p) {
     if (!r.Tag(&f, &wt)) return false;
     bool ok;
     switch (f) {
-      case 1: ok = ReadVarintField(r, wt, &p->os_); break;
-      case 2: ok = ReadVarintField(r, wt, &p->arch_); break;
-      case 3: ok = ReadVarintField(r, wt, &p->cpu_vendor_); break;
-      case 4: ok = ReadVarintField(r, wt, &p->cpu_family_); break;
-      default: ok = r.Skip(wt);
+      case 1:
+        ok = ReadVarintField(r, wt, &p->os_);
+        break;
+      case 2:
+        ok = ReadVarintField(r, wt, &p->arch_);
+        break;
+      case 3:
+        ok = ReadVarintField(r, wt, &p->cpu_vendor_);
+        break;
+      case 4:
+        ok = ReadVarintField(r, wt, &p->cpu_family_);
+        break;
+      default:
+        ok = r.Skip(wt);
     }
     if (!ok) return false;
   }
@@ -173,7 +195,9 @@ bool ParseHistogram(std::string_view bytes, HistogramView* h, std::vector<Bucket
     bool ok;
     std::string_view sub;
     switch (f) {
-      case 1: ok = ReadVarintField(r, wt, &h->zero_count_); break;
+      case 1:
+        ok = ReadVarintField(r, wt, &h->zero_count_);
+        break;
       case 2:
         ok = ReadMessage(r, wt, &sub);
         if (ok) {
@@ -182,15 +206,32 @@ bool ParseHistogram(std::string_view bytes, HistogramView* h, std::vector<Bucket
           ++h->buckets_size_;
         }
         break;
-      case 3: ok = ReadVarintField(r, wt, &h->count_); break;
-      case 4: ok = ReadVarintField(r, wt, &h->sum_lo_); break;
-      case 5: ok = ReadVarintField(r, wt, &h->sum_hi_); break;
-      case 6: ok = ReadVarintField(r, wt, &h->sum_sq_lo_); break;
-      case 7: ok = ReadVarintField(r, wt, &h->sum_sq_hi_); break;
-      case 8: ok = ReadVarintField(r, wt, &h->sum_sq_saturated_); break;
-      case 9: ok = ReadVarintField(r, wt, &h->min_); break;
-      case 10: ok = ReadVarintField(r, wt, &h->max_); break;
-      default: ok = r.Skip(wt);
+      case 3:
+        ok = ReadVarintField(r, wt, &h->count_);
+        break;
+      case 4:
+        ok = ReadVarintField(r, wt, &h->sum_lo_);
+        break;
+      case 5:
+        ok = ReadVarintField(r, wt, &h->sum_hi_);
+        break;
+      case 6:
+        ok = ReadVarintField(r, wt, &h->sum_sq_lo_);
+        break;
+      case 7:
+        ok = ReadVarintField(r, wt, &h->sum_sq_hi_);
+        break;
+      case 8:
+        ok = ReadVarintField(r, wt, &h->sum_sq_saturated_);
+        break;
+      case 9:
+        ok = ReadVarintField(r, wt, &h->min_);
+        break;
+      case 10:
+        ok = ReadVarintField(r, wt, &h->max_);
+        break;
+      default:
+        ok = r.Skip(wt);
     }
     if (!ok) return false;
   }
@@ -206,16 +247,25 @@ bool ParseApiKey(std::string_view bytes, ApiKeyView* k) {
     bool ok;
     std::string_view sub;
     switch (f) {
-      case 1: ok = ReadString(r, wt, &k->module_); break;
-      case 2: ok = ReadString(r, wt, &k->module_version_); break;
-      case 3: ok = ReadString(r, wt, &k->symbol_); break;
-      case 4: ok = ReadVarintField(r, wt, &k->metric_); break;
+      case 1:
+        ok = ReadString(r, wt, &k->module_);
+        break;
+      case 2:
+        ok = ReadString(r, wt, &k->module_version_);
+        break;
+      case 3:
+        ok = ReadString(r, wt, &k->symbol_);
+        break;
+      case 4:
+        ok = ReadVarintField(r, wt, &k->metric_);
+        break;
       case 5:
         // Given twice, protobuf merges the two: not the fast path's shape.
         ok = !k->has_platform_ && ReadMessage(r, wt, &sub) && ParsePlatform(sub, &k->platform_);
         k->has_platform_ = true;
         break;
-      default: ok = r.Skip(wt);
+      default:
+        ok = r.Skip(wt);
     }
     if (!ok) return false;
   }
@@ -240,9 +290,14 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
              ParseHistogram(sub, &rec->histogram_, buckets);
         rec->has_histogram_ = true;
         break;
-      case 3: ok = ReadVarintField(r, wt, &rec->runs_); break;
-      case 4: ok = ReadVarintField(r, wt, &rec->truncated_); break;
-      default: ok = r.Skip(wt);
+      case 3:
+        ok = ReadVarintField(r, wt, &rec->runs_);
+        break;
+      case 4:
+        ok = ReadVarintField(r, wt, &rec->truncated_);
+        break;
+      default:
+        ok = r.Skip(wt);
     }
     if (!ok) return false;
   }
@@ -308,12 +363,18 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
     bool ok;
     std::string_view sub;
     switch (f) {
-      case 1: ok = ReadVarintField(r, wt, &out->schema_version_); break;
-      case 2: ok = ReadMessage(r, wt, &out->batch_id_); break;
-      case 3: ok = ReadVarintField(r, wt, &out->created_unix_ms_); break;
+      case 1:
+        ok = ReadVarintField(r, wt, &out->schema_version_);
+        break;
+      case 2:
+        ok = ReadMessage(r, wt, &out->batch_id_);
+        break;
+      case 3:
+        ok = ReadVarintField(r, wt, &out->created_unix_ms_);
+        break;
       case 4:
-        ok = !has_platform && ReadMessage(r, wt, &sub) &&
-             ParsePlatform(sub, &out->client_platform_);
+        ok =
+            !has_platform && ReadMessage(r, wt, &sub) && ParsePlatform(sub, &out->client_platform_);
         has_platform = true;
         break;
       case 5:
@@ -328,7 +389,8 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
         ok = !has_counters && ReadMessage(r, wt, &sub) && CheckCounters(sub);
         has_counters = true;
         break;
-      default: ok = r.Skip(wt);
+      default:
+        ok = r.Skip(wt);
     }
     if (!ok) return false;
   }
@@ -367,8 +429,8 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     hv.buckets_size_ = h.buckets_size();
     out->bucket_first_.push_back(static_cast<int>(out->buckets_.size()));
     for (const wire::Bucket& b : h.buckets()) {
-      out->buckets_.push_back(BucketView{b.index(), b.count(), b.sum_lo(), b.sum_hi(),
-                                         b.sum_sq_lo(), b.sum_sq_hi()});
+      out->buckets_.push_back(
+          BucketView{b.index(), b.count(), b.sum_lo(), b.sum_hi(), b.sum_sq_lo(), b.sum_sq_hi()});
     }
     v.runs_ = r.runs();
     v.truncated_ = r.truncated();

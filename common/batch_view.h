@@ -138,9 +138,9 @@ class BatchView {
   int64_t created_unix_ms_ = 0;
   PlatformView client_platform_;
   std::vector<RecordView> records_;
-  std::vector<BucketView> buckets_;      // every record's, in order
-  std::vector<int> bucket_first_;        // per record, into buckets_
-  std::shared_ptr<void> keep_alive_;     // the protobuf fallback's arena, if used
+  std::vector<BucketView> buckets_;   // every record's, in order
+  std::vector<int> bucket_first_;     // per record, into buckets_
+  std::shared_ptr<void> keep_alive_;  // the protobuf fallback's arena, if used
 };
 
 // One pass over `bytes` into `out` (not validated). False when the bytes are

@@ -3,10 +3,21 @@
 #ifndef FIELDPROF_TOOLS_COMMANDS_H_
 #define FIELDPROF_TOOLS_COMMANDS_H_
 
+#include <cstdio>
+#include <string>
+
+#include "common/proto/fieldprof.pb.h"
+
 namespace fieldprof::tools {
 
 int CmdTop(int argc, char** argv);
 int CmdApi(int argc, char** argv);
+int CmdRun(int argc, char** argv);
+int CmdSpool(int argc, char** argv);
+
+// One spool record, readably (cmd_spool.cc); `histograms` draws each metric.
+void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunRecord& r,
+                    bool histograms);
 
 }  // namespace fieldprof::tools
 

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::cout << "Usage: fieldprof COMMAND [options]\n\n"
                  "Commands:\n"
+                 "  run    run a command with the runtime: measure a few random library APIs\n"
+                 "  spool  the run records on this machine not yet uploaded (ls, show)\n"
                  "  top    the most called APIs an aggregator holds, with their costs\n"
                  "  api    one API's field cost: statistics and a histogram\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
@@ -18,6 +20,8 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "top") return CmdTop(argc - 1, argv + 1);
   if (cmd == "api") return CmdApi(argc - 1, argv + 1);
+  if (cmd == "run") return CmdRun(argc - 1, argv + 1);
+  if (cmd == "spool") return CmdSpool(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

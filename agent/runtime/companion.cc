@@ -34,6 +34,31 @@
 namespace fieldprof::rt {
 
 constinit Globals g{};  // constant-initialized: no dynamic initializer may reset it
+
+namespace {
+
+// The chosen APIs' names, owned here (see fieldprof_rt_bind).
+struct ApiNames {
+  char module[256];
+  char build_id[96];
+  char symbol[1025];
+};
+constinit ApiNames api_names[FP_MAX_APIS] = {};
+
+// Runs from the auditor, possibly before this library is relocated: no
+// calls through the PLT (strlen, memcpy), and no loop GCC would turn into one.
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) bool CopyName(char* dst, size_t cap,
+                                                                            const char* src) {
+  if (src == nullptr) return false;
+  for (size_t i = 0; i < cap; ++i) {
+    dst[i] = src[i];
+    if (src[i] == 0) return true;
+  }
+  dst[0] = 0;
+  return false;
+}
+
+}  // namespace
 alignas(64) unsigned char g_slab_storage[sizeof(Slab) * kSlabs];
 thread_local ThreadState t_state FP_TLS;
 ShadowStack g_stacks[kShadowStacks];
@@ -138,11 +163,27 @@ void CheckBudget() {
 namespace {
 
 void ResetAfterFork() {
-  // The child counts only its own calls; its parent reports the rest.
+  // The child counts only its own calls; its parent reports the rest. It is
+  // a process of its own from here: its run time and overhead budget start
+  // now, so APIs the parent had stopped for its budget measure again.
   for (int s = 0; s < kSlabs; ++s) {
     if (g.slabs_ready[s]) new (&SlabAt(s)) Slab();
   }
   g.calls_total.store(0);
+  // Durations buffered before calibration are the parent's calls too.
+  for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].npre = 0;
+  g.dropped_depth.store(0);
+  g.dropped_no_slab.store(0);
+  g.dropped_uncalibrated.store(0);
+  g.abandoned.store(0);
+  g.tsc0 = Rdtsc();
+  g.mono0_ns = MonoNs();
+  for (int a = 0; a < FP_MAX_APIS; ++a) {
+    if (g.truncated[a]) {
+      g.truncated[a] = 0;
+      g.measuring[a] = 1;
+    }
+  }
 }
 
 __attribute__((constructor(101))) void Start() {
@@ -217,10 +258,22 @@ extern "C" __attribute__((visibility("default"))) uintptr_t fieldprof_rt_bind(in
   using namespace fieldprof::rt;
   if (slot < 0 || slot >= FP_MAX_APIS || !g.active) return 0;
   if (!g.bound[slot]) {
-    g.apis[slot] = *api;
+    // Copies of the names: the defining library may be dlclose'd before the
+    // record is written at exit.
+    ApiNames& n = api_names[slot];
+    if (!CopyName(n.module, sizeof n.module, api->module) ||
+        !CopyName(n.build_id, sizeof n.build_id, api->build_id) ||
+        !CopyName(n.symbol, sizeof n.symbol, api->symbol)) {
+      return 0;  // too long for a key: left unmeasured
+    }
+    g.apis[slot] = FpApi{n.module, n.build_id, n.symbol, api->real};
     g.real[slot] = api->real;
     g.bound[slot] = 1;
     g.measuring[slot] = 1;
+  } else {
+    // Bound again after a dlclose and a new dlopen: the library may be at
+    // another address now.
+    __atomic_store_n(&g.real[slot], api->real, __ATOMIC_RELEASE);
   }
   switch (slot) {
     case 0:

@@ -65,6 +65,20 @@ extern "C" uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   ShadowStack& t = *tls.ss;
   // Entries restored for an unwinder are no longer referenced: drop them.
   while (t.depth > 0 && t.e[t.depth - 1].ret_slot == nullptr) --t.depth;
+  // Entries of frames that longjmp left: on this stack at or below the new
+  // call's return slot, and that slot no longer holds the thunk. (An
+  // enclosing live call's slot is higher up and still holds it; so does an
+  // interrupted call's when a handler runs on a higher alternate stack.)
+  uint32_t live = t.depth;
+  while (live > 0) {
+    uintptr_t* const rs = t.e[live - 1].ret_slot;
+    if (rs > ret_slot || *rs == reinterpret_cast<uintptr_t>(fp_return_thunk)) break;
+    --live;
+  }
+  if (live != t.depth) {
+    g.abandoned.fetch_add(t.depth - live, std::memory_order_relaxed);
+    t.depth = live;
+  }
   if (!g.measuring[slot]) return real;
   const uint32_t d = t.depth;
   if (d >= kShadowDepth) {

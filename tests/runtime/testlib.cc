@@ -2,8 +2,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdlib>
 #include <stdexcept>
+
+#define FP_TEST_API __attribute__((visibility("default")))
 
 extern "C" {
 
@@ -31,6 +34,55 @@ __attribute__((visibility("default"))) double fp_test_fsum(double a, double b, d
                                                            double e, double f, double g2, double h,
                                                            double i) {
   return a + b + c + d + e + f + g2 + h + i;
+}
+
+// Recursion through the caller's PLT: cb calls fp_test_recurse(n - 1, cb).
+FP_TEST_API long fp_test_recurse(long n, long (*cb)(long)) { return n <= 0 ? 0 : n + cb(n); }
+
+// Varargs: n doubles (more than fit in registers go on the stack; %al says
+// how many vector registers are used).
+FP_TEST_API double fp_test_vsum(int n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += va_arg(ap, double);
+  va_end(ap);
+  return s;
+}
+
+// Ten integer arguments: four on the stack.
+FP_TEST_API long fp_test_many(long a, long b, long c, long d, long e, long f, long g, long h,
+                              long i, long j) {
+  return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i + 10 * j;
+}
+
+// Returned through a hidden pointer (memory class).
+struct FpBig {
+  long v[6];
+};
+FP_TEST_API FpBig fp_test_big(long x) {
+  FpBig b;
+  for (int i = 0; i < 6; ++i) b.v[i] = x * (i + 1);
+  return b;
+}
+
+// Returned in rax + xmm0.
+struct FpPair {
+  long n;
+  double d;
+};
+FP_TEST_API FpPair fp_test_pair(long x) { return FpPair{x * 3, static_cast<double>(x) / 4}; }
+
+// Calls back (for longjmp and fork inside a measured call).
+FP_TEST_API void fp_test_callback(void (*cb)(void*), void* arg) { cb(arg); }
+
+// Busy for about `us` microseconds (a signal may arrive inside).
+FP_TEST_API void fp_test_spin_us(long us) {
+  timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
 }
 
 }  // extern "C"

@@ -1,20 +1,155 @@
 // Calls the test library as told by its arguments and prints what it got,
 // so runs with and without the runtime can be compared byte for byte.
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | throw
+//            | recurse N | varargs | structs | threads T N | signal | longjmp
+//            | fork | forkin | exec | dlopen LIB
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 extern "C" {
 void fp_test_alloc(size_t n);
 void fp_test_sleep_us(long us);
 long fp_test_write(int fd, long n);
 double fp_test_fsum(double, double, double, double, double, double, double, double, double);
+long fp_test_recurse(long n, long (*cb)(long));
+double fp_test_vsum(int n, ...);
+long fp_test_many(long, long, long, long, long, long, long, long, long, long);
+struct FpBig {
+  long v[6];
+};
+FpBig fp_test_big(long x);
+struct FpPair {
+  long n;
+  double d;
+};
+FpPair fp_test_pair(long x);
+void fp_test_callback(void (*cb)(void*), void* arg);
+void fp_test_spin_us(long us);
 }
+
+namespace {
+
+long Recurse(long n) { return fp_test_recurse(n - 1, Recurse); }
+
+std::atomic<int> g_signals{0};
+void OnAlarm(int) {
+  fp_test_alloc(100);  // a measured call inside a handler, maybe inside another
+  g_signals.fetch_add(1);
+}
+
+jmp_buf g_jump;
+void JumpOut(void*) { longjmp(g_jump, 1); }
+void Nothing(void*) {}
+
+void ForkInside(void* child_flag) {
+  fflush(stdout);
+  *static_cast<pid_t*>(child_flag) = fork();
+}
+
+int Hazard(int argc, char** argv) {
+  const char* what = argv[1];
+  if (!strcmp(what, "recurse") && argc == 3) {
+    printf("sum %ld\n", fp_test_recurse(atol(argv[2]), Recurse));
+  } else if (!strcmp(what, "varargs")) {
+    printf("%.3f\n", fp_test_vsum(10, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.5, 10.25));
+    printf("%ld\n", fp_test_many(1, 2, 3, 4, 5, 6, 7, 8, 9, 10));
+  } else if (!strcmp(what, "structs")) {
+    FpBig b = fp_test_big(7);
+    FpPair p = fp_test_pair(10);
+    printf("%ld %ld %ld %ld %.2f\n", b.v[0], b.v[3], b.v[5], p.n, p.d);
+  } else if (!strcmp(what, "threads") && argc == 4) {
+    const int threads = atoi(argv[2]), calls = atoi(argv[3]);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([calls] {
+        for (int i = 0; i < calls; ++i) fp_test_alloc(64);
+      });
+    }
+    for (auto& t : ts) t.join();
+    printf("threads %d x %d\n", threads, calls);
+  } else if (!strcmp(what, "signal")) {
+    struct sigaction sa = {};
+    sa.sa_handler = OnAlarm;
+    sigaction(SIGALRM, &sa, nullptr);
+    itimerval it = {{0, 700}, {0, 700}};
+    setitimer(ITIMER_REAL, &it, nullptr);
+    for (int i = 0; i < 300 && g_signals.load() < 20; ++i) fp_test_spin_us(500);
+    itimerval off = {};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    printf("signals %s\n", g_signals.load() > 0 ? "handled" : "none");
+  } else if (!strcmp(what, "longjmp")) {
+    volatile int jumped = 0;
+    for (volatile int i = 0; i < 5; i = i + 1) {
+      if (setjmp(g_jump) == 0) {
+        fp_test_callback(JumpOut, nullptr);
+      } else {
+        jumped = jumped + 1;
+      }
+      fp_test_callback(Nothing, nullptr);
+    }
+    printf("jumped %d\n", static_cast<int>(jumped));
+  } else if (!strcmp(what, "fork")) {
+    for (int i = 0; i < 3; ++i) fp_test_alloc(10);
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < 5; ++i) fp_test_alloc(10);
+      printf("child\n");
+      return 0;
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    for (int i = 0; i < 2; ++i) fp_test_alloc(10);
+    printf("parent, child exit %d\n", WEXITSTATUS(st));
+  } else if (!strcmp(what, "forkin")) {
+    pid_t pid = -1;
+    fp_test_callback(ForkInside, &pid);  // both processes return through it
+    fp_test_callback(Nothing, nullptr);
+    if (pid == 0) {
+      printf("child returned\n");
+      return 0;
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("parent returned, child exit %d\n", WEXITSTATUS(st));
+  } else if (!strcmp(what, "exec")) {
+    fp_test_alloc(10);
+    fflush(stdout);
+    execl("/proc/self/exe", "testprog", "alloc", "10", "3", static_cast<char*>(nullptr));
+    return 9;
+  } else if (!strcmp(what, "dlopen") && argc == 3) {
+    long total = 0;
+    for (int round = 0; round < 2; ++round) {
+      void* h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+      if (h == nullptr) return 8;
+      auto* work = reinterpret_cast<long (*)(long)>(dlsym(h, "fp_test2_work"));
+      if (work == nullptr) return 8;
+      for (int i = 0; i < 4 - 2 * round; ++i) total += work(1000);
+      dlclose(h);
+    }
+    printf("dl %ld\n", total);
+  } else {
+    return 2;
+  }
+  printf("done %s\n", what);
+  return 7;
+}
+
+}  // namespace
 void fp_test_throw(int v);
 
 int main(int argc, char** argv) {
@@ -43,7 +178,7 @@ int main(int argc, char** argv) {
     }
     printf("caught %d\n", caught);
   } else {
-    return 2;
+    return Hazard(argc, argv);
   }
   printf("done %s\n", what);
   return 7;  // a distinctive exit code that must survive

@@ -1,0 +1,79 @@
+#include "agent/spool.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/validate.h"
+#include "common/wire.h"
+
+namespace fieldprof::agent {
+
+std::string DefaultSpoolDir() {
+  const char* xdg = std::getenv("XDG_STATE_HOME");
+  if (xdg != nullptr && *xdg) return std::string(xdg) + "/fieldprof/spool";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home) return std::string(home) + "/.local/state/fieldprof/spool";
+  return "";
+}
+
+StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir) {
+  std::vector<SpoolEntry> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return out;
+  if (ec) return Unavailable("cannot read spool " + dir + ": " + ec.message());
+  for (const auto& e : it) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 5 || name.compare(name.size() - 4, 4, ".fpr") != 0 || name[0] == '.') {
+      continue;
+    }
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.push_back({e.path().string(), name, static_cast<uint64_t>(st.st_size),
+                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000});
+  }
+  // Names start with the end time in ms; equal lengths sort numerically.
+  std::sort(out.begin(), out.end(), [](const SpoolEntry& a, const SpoolEntry& b) {
+    if (a.name.size() != b.name.size()) return a.name.size() < b.name.size();
+    return a.name < b.name;
+  });
+  return out;
+}
+
+Status ValidateRunRecord(const wire::RunRecord& r) {
+  if (r.schema_version() != kSchemaVersion) {
+    return InvalidArgument("schema_version: record schema version " +
+                           std::to_string(r.schema_version()) + " is not supported");
+  }
+  FP_RETURN_IF_ERROR(ValidatePlatform(r.platform()));
+  for (int i = 0; i < r.records_size(); ++i) {
+    Status s = ValidateRecord(r.records(i));
+    if (!s.ok()) return InvalidArgument("record " + std::to_string(i) + ": " + s.message());
+  }
+  return Status::Ok();
+}
+
+StatusOr<wire::RunRecord> ReadRunRecord(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  const std::string bytes = buf.str();
+  if (bytes.size() > kMaxBatchBytes) {
+    return InvalidArgument(path + ": " + std::to_string(bytes.size()) +
+                           " bytes is too large for a run record");
+  }
+  wire::RunRecord r;
+  if (!r.ParseFromString(bytes)) return InvalidArgument(path + ": not a fieldprof run record");
+  if (Status s = ValidateRunRecord(r); !s.ok()) return InvalidArgument(path + ": " + s.message());
+  return r;
+}
+
+}  // namespace fieldprof::agent

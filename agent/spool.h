@@ -1,0 +1,41 @@
+// The spool: where the runtime leaves one RunRecord file per measured run
+// (agent/runtime/spool_encode.h writes them) until the agent batches them.
+// Reading side, shared by the agent and `fieldprof spool`.
+//
+//   StatusOr<std::vector<SpoolEntry>> files = ListSpool(DefaultSpoolDir());
+//   StatusOr<wire::RunRecord> r = ReadRunRecord((*files)[0].path);
+#ifndef FIELDPROF_AGENT_SPOOL_H_
+#define FIELDPROF_AGENT_SPOOL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/proto/fieldprof.pb.h"
+#include "common/status.h"
+
+namespace fieldprof::agent {
+
+// $XDG_STATE_HOME/fieldprof/spool, else ~/.local/state/fieldprof/spool (the
+// runtime's default); "" when neither variable is set.
+std::string DefaultSpoolDir();
+
+struct SpoolEntry {
+  std::string path;
+  std::string name;  // run-<ms>-<pid>-<rand>.fpr
+  uint64_t bytes = 0;
+  int64_t modified_unix_ms = 0;
+};
+
+// The finished record files in `dir` (temp files of runs still writing are
+// skipped), oldest first. A missing directory is an empty spool.
+[[nodiscard]] StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir);
+
+// Reads and validates one record file: schema version, platform and every
+// record by the wire rules (common/validate.h). Errors name the file.
+[[nodiscard]] StatusOr<wire::RunRecord> ReadRunRecord(const std::string& path);
+[[nodiscard]] Status ValidateRunRecord(const wire::RunRecord& r);
+
+}  // namespace fieldprof::agent
+
+#endif  // FIELDPROF_AGENT_SPOOL_H_
