@@ -19,6 +19,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # run-time helpers: certificates, the nginx reference sink, curl for smoke checks
   openssl nginx-light curl procps bc
+  # real programs the runtime is tested and shown on (host-safety suite, quickstart)
+  sqlite3 python3 gzip zstd xz-utils bzip2
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

@@ -401,13 +401,34 @@ bool InList(const char* list, const char* module) {
   return false;
 }
 
+// Functions a return-address wrapper must never sit in front of, whatever
+// the choice or --force says:
+// - they return twice (vfork: the child returns through the thunk on the
+//   parent's stack and consumes its entry; setjmp/getcontext: the saved
+//   return address would be the thunk's);
+// - they look at their own return address to find their caller (dlopen
+//   searches the caller's RUNPATH, dlsym(RTLD_NEXT) starts after the caller):
+//   through the thunk the caller would look like libfieldprof.
+bool UnsafeToWrap(const char* name) {
+  static const char* const kNames[] = {
+      "vfork",       "__vfork",    "clone",       "__clone",    "clone3",
+      "setjmp",      "_setjmp",    "__setjmp",    "sigsetjmp",  "__sigsetjmp",
+      "savectx",     "getcontext", "swapcontext", "setcontext", "makecontext",
+      "dlopen",      "dlmopen",    "dlsym",       "dlvsym",     "__libc_dlopen_mode",
+      "__libc_dlsym"};
+  for (const char* n : kNames) {
+    if (!strcmp(name, n)) return true;
+  }
+  return false;
+}
+
 bool Excluded(const char* name) {
   // Names the companion defines bind to the companion (allocation, I/O,
   // unwinder hooks): fieldprof's own code is never measured.
   if (companion != nullptr && LookUp(companion, companion_dyn, name) != 0) return true;
   return !strncmp(name, "_Unwind", 7) || !strncmp(name, "__cxa_", 6) ||
          !strcmp(name, "__tls_get_addr") || !strncmp(name, "_dl_", 4) ||
-         !strcmp(name, "__libc_start_main");
+         !strcmp(name, "__libc_start_main") || UnsafeToWrap(name);
 }
 
 void AddCandidate(const char* name) {
@@ -467,7 +488,9 @@ void ApplyForced() {
     char* comma = strchr(p, ',');
     if (comma) *comma = 0;
     char* colon = strchr(p, ':');
-    if (colon) {
+    if (UnsafeToWrap(colon ? colon + 1 : p)) {
+      Debug("not measuring %s: it cannot be wrapped safely", p);
+    } else if (colon) {
       *colon = 0;
       chosen[nchosen++] = {strdup(colon + 1), strdup(p), -1, false};
     } else if (*p) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,10 +32,16 @@ struct Result {
 };
 
 // Runs argv with extra environment, capturing stdout.
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 Result RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::string cmd = "env";
-  for (const auto& e : env) cmd += " '" + e + "'";
-  for (const auto& a : argv) cmd += " '" + a + "'";
+  for (const auto& e : env) cmd += " " + ShellQuote(e);
+  for (const auto& a : argv) cmd += " " + ShellQuote(a);
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -218,6 +225,96 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   EXPECT_NE(Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT), nullptr);
 }
 
+// Host safety: real Debian programs nobody here wrote, each under many random
+// choices of APIs, must give exactly the exit code and output of a run
+// without fieldprof. Includes threaded programs (xz -T2, zstd -T2, sort
+// --parallel) and shell pipelines, whose every process is instrumented.
+TEST_F(RuntimeTest, HostSafetyManySeeds) {
+  const std::string d = dir_.path();
+  {
+    std::ofstream data(d + "/data.txt");
+    for (int i = 0; i < 20000; ++i) data << "line " << (i * 7919) % 10007 << " of the data\n";
+  }
+  const std::string sql =
+      "create table t(k integer primary key, v text, n real);"
+      "with recursive c(x) as (select 1 union all select x+1 from c where x<3000)"
+      " insert into t select x, 'v' || (x % 97), x * 1.5 from c;"
+      "create index tv on t(v);"
+      "select v, count(*), sum(n) from t group by v order by v limit 5;"
+      "select count(*) from t where v like 'v1%';";
+  const std::vector<std::vector<std::string>> cmds = {
+      {"/usr/bin/sqlite3", ":memory:", sql},
+      {"/bin/sh", "-c", "gzip -c " + d + "/data.txt | gzip -dc | md5sum"},
+      {"/bin/sh", "-c", "zstd -q -T2 -c " + d + "/data.txt | zstd -q -dc | sha256sum"},
+      {"/bin/sh", "-c", "xz -T2 -c " + d + "/data.txt | xz -dc | wc -c"},
+      {"/bin/sh", "-c", "bzip2 -c " + d + "/data.txt | bzip2 -dc | tail -n 2"},
+      {"/usr/bin/sort", "--parallel=2", "-S", "1M", d + "/data.txt"},
+      {"/bin/sh", "-c",
+       "rm -rf " + d + "/repo && git init -q " + d + "/repo && cd " + d +
+           "/repo && cp ../data.txt . && git add data.txt && "
+           "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z "
+           "git -c user.name=t -c user.email=t@example.org commit -qm first && "
+           "git log --format='%H %s' && git cat-file -p 'HEAD^{tree}'"},
+      {"/usr/bin/python3", "-c",
+       "import hashlib,json,re; s=open('" + d +
+           "/data.txt').read(); print(len(re.findall(r'of', s)), "
+           "hashlib.sha1(json.dumps(sorted(set(s.split()))).encode()).hexdigest())"},
+  };
+  int runs = 0;
+  for (const auto& cmd : cmds) {
+    if (!fs::exists(cmd[0])) {
+      ADD_FAILURE() << cmd[0] << " is missing: run deploy/install-deps.sh";
+      continue;
+    }
+    Result plain = RunCmd(cmd, {});
+    ASSERT_EQ(plain.exit_code, 0) << cmd.back();
+    for (int seed = 1; seed <= 10; ++seed) {
+      std::vector<std::string> env = Env("");
+      env[1] = "FIELDPROF_K=3";
+      env.push_back("FIELDPROF_SEED=" + std::to_string(seed * 7777));
+      Result measured = RunCmd(cmd, env);
+      EXPECT_EQ(measured.exit_code, plain.exit_code) << cmd.back() << " seed " << seed;
+      EXPECT_EQ(measured.out, plain.out) << cmd.back() << " seed " << seed;
+      ++runs;
+    }
+  }
+  EXPECT_EQ(runs, 80);
+  // And they were measured: records with data from these programs.
+  size_t with_data = 0;
+  for (const auto& r : Records()) with_data += r.records_size() > 0;
+  EXPECT_GT(with_data, 40u);
+}
+
+// A record holds keys, histograms and counters only: no program path,
+// argument, environment, user or host name.
+TEST_F(RuntimeTest, RecordsCarryNothingPrivate) {
+  std::vector<std::string> env = Env("fp_test_write");
+  env.push_back("FIELDPROF_TEST_SECRET=SecretEnvValue42");
+  const std::string file = dir_.path() + "/SecretArgFile42";
+  Result r = RunCmd({prog_, "write", file, "100", "3"}, env);
+  EXPECT_EQ(r.exit_code, 7);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const char* user = getenv("USER");
+  std::vector<std::string> secrets = {
+      "SecretEnvValue42", "SecretArgFile42", dir_.path(), prog_, "fieldprof_testprog", host};
+  if (user != nullptr && std::strlen(user) >= 3) secrets.push_back(user);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(spool())) {
+    std::ifstream f(e.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string bytes = ss.str();
+    for (const auto& secret : secrets) {
+      if (secret.empty()) continue;
+      EXPECT_EQ(bytes.find(secret), std::string::npos) << secret << " in " << e.path();
+    }
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_NE(Find(Records(), "fp_test_write", wire::METRIC_FILE_IO_BYTES), nullptr);
+}
+
 // The hazards a generic wrapper must survive, each in a real process with
 // the API forced, compared with an uninstrumented run. The overhead budget
 // is lifted so that exact call counts can be checked.
@@ -325,6 +422,14 @@ TEST_F(HazardTest, ForkInsideAMeasuredCall) {
   // Both processes returned through the thunk; the parent measured both of
   // its calls and the child its second one (the first began before fork).
   EXPECT_EQ(Calls(recs, "fp_test_callback"), 4u);
+}
+
+TEST_F(HazardTest, ReturnsTwiceFunctionsAreNeverWrapped) {
+  // vfork's child would return through the thunk on its parent's stack: it
+  // is refused even when forced (so are setjmp, getcontext, dlopen, dlsym).
+  Result r = Run({"vfork"}, "vfork");
+  EXPECT_EQ(r.out, "vforked 3\ndone vfork\n");
+  EXPECT_EQ(Calls(Records(), "vfork"), 0u);
 }
 
 TEST_F(HazardTest, ExecReplacesTheProgram) {

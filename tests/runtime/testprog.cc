@@ -2,7 +2,7 @@
 // so runs with and without the runtime can be compared byte for byte.
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | throw
 //            | recurse N | varargs | structs | threads T N | signal | longjmp
-//            | fork | forkin | exec | dlopen LIB
+//            | fork | forkin | vfork | exec | dlopen LIB
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -92,16 +92,17 @@ int Hazard(int argc, char** argv) {
     setitimer(ITIMER_REAL, &off, nullptr);
     printf("signals %s\n", g_signals.load() > 0 ? "handled" : "none");
   } else if (!strcmp(what, "longjmp")) {
-    volatile int jumped = 0;
-    for (volatile int i = 0; i < 5; i = i + 1) {
+    // Static: locals may be clobbered by longjmp.
+    static int jumped = 0;
+    for (static int i = 0; i < 5; ++i) {
       if (setjmp(g_jump) == 0) {
         fp_test_callback(JumpOut, nullptr);
       } else {
-        jumped = jumped + 1;
+        ++jumped;
       }
       fp_test_callback(Nothing, nullptr);
     }
-    printf("jumped %d\n", static_cast<int>(jumped));
+    printf("jumped %d\n", jumped);
   } else if (!strcmp(what, "fork")) {
     for (int i = 0; i < 3; ++i) fp_test_alloc(10);
     fflush(stdout);
@@ -126,6 +127,19 @@ int Hazard(int argc, char** argv) {
     int st = 0;
     waitpid(pid, &st, 0);
     printf("parent returned, child exit %d\n", WEXITSTATUS(st));
+  } else if (!strcmp(what, "vfork")) {
+    static int ok = 0;  // static: vfork may clobber locals
+    for (static int i = 0; i < 3; ++i) {
+      const pid_t pid = vfork();
+      if (pid == 0) {
+        execl("/bin/true", "true", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      int st = 0;
+      waitpid(pid, &st, 0);
+      ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    printf("vforked %d\n", ok);
   } else if (!strcmp(what, "exec")) {
     fp_test_alloc(10);
     fflush(stdout);
