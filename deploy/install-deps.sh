@@ -21,6 +21,8 @@ PACKAGES=(
   openssl nginx-light curl procps bc
   # real programs the runtime is tested and shown on (host-safety suite, quickstart)
   sqlite3 python3 gzip zstd xz-utils bzip2
+  # peers the runtime benchmark compares with
+  uftrace ltrace
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

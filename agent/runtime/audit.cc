@@ -204,8 +204,24 @@ void DefaultSpoolDir() {
 
 // A machine-wide slot: one of `slots` lock files, held (flock) for the life
 // of the process. A crashed process's lock goes away with it.
+// mkdir -p: a configured slot_dir may be under a directory that does not
+// exist yet.
+void MakeDirs(const char* dir, mode_t mode) {
+  char p[512];
+  CopyString(p, sizeof p, dir);
+  for (char* q = p + 1; *q; ++q) {
+    if (*q != '/') continue;
+    *q = 0;
+    mkdir(p, 0755);
+    *q = '/';
+  }
+  // Shared by every user's programs: sticky and world-writable like /tmp,
+  // whatever the umask.
+  if (mkdir(p, mode) == 0) chmod(p, mode);
+}
+
 int TakeSlot() {
-  mkdir(s.slot_dir, 01777);
+  MakeDirs(s.slot_dir, 01777);
   char path[640];
   for (int i = 0; i < s.slots; ++i) {
     snprintf(path, sizeof path, "%s/slot-%d", s.slot_dir, i);
