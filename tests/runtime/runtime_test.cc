@@ -4,6 +4,7 @@
 // uninstrumented run of the same command (exit code and output).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -223,6 +224,48 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   }
   EXPECT_TRUE(refused);
   EXPECT_NE(Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT), nullptr);
+}
+
+TEST_F(RuntimeTest, AKilledProcessFreesItsSlot) {
+  // A measured program holds the only slot...
+  std::vector<std::string> env = Env("fp_test_sleep_us");
+  env.push_back("FIELDPROF_SLOTS=1");
+  const std::string log = dir_.path() + "/holder.log";
+  env.push_back("FIELDPROF_DEBUG=" + log);
+  const pid_t holder = fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    execl(prog_.c_str(), prog_.c_str(), "sleep", "100000", "200", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // ...once it has bound its API (after taking the slot)...
+  bool bound = false;
+  for (int i = 0; i < 500 && !bound; ++i) {
+    std::ifstream f(log);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    bound = ss.str().find("bound") != std::string::npos;
+    if (!bound) usleep(10000);
+  }
+  ASSERT_TRUE(bound) << "the holder never started measuring";
+  std::vector<std::string> env2 = Env("fp_test_alloc");
+  env2.push_back("FIELDPROF_SLOTS=1");
+  EXPECT_EQ(RunCmd({prog_, "alloc", "100", "3"}, env2).exit_code, 7);  // refused
+  // ...and is killed: no chance to clean up, yet the slot is free again.
+  kill(holder, SIGKILL);
+  int st = 0;
+  waitpid(holder, &st, 0);
+  EXPECT_TRUE(WIFSIGNALED(st));
+  EXPECT_EQ(RunCmd({prog_, "alloc", "100", "3"}, env2).exit_code, 7);  // measured
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 2u);  // the killed holder left none
+  int refused = 0;
+  for (const auto& r : recs) refused += r.counters().refused() == 1;
+  EXPECT_EQ(refused, 1);
+  const auto* count = Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT);
+  ASSERT_NE(count, nullptr);
+  EXPECT_EQ(count->count(), 3u);
 }
 
 // Host safety: real Debian programs nobody here wrote, each under many random
