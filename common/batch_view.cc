@@ -124,199 +124,144 @@ bool ReadString(Reader& r, int wire_type, std::string_view* out) {
   return ReadMessage(r, wire_type, out) && IsValidUtf8(*out);
 }
 
-bool ParseBucket(std::string_view bytes, BucketView* b) {
+// A singular message field: protobuf merges one given twice, which is not
+// the fast path's shape.
+bool ReadMessageOnce(Reader& r, int wire_type, bool* seen, std::string_view* out) {
+  if (*seen) return false;
+  *seen = true;
+  return ReadMessage(r, wire_type, out);
+}
+
+// Calls field(reader, number, wire_type) for every field of the message in
+// `bytes`; `field` reads (or skips) the field's value and says whether the
+// fast path takes it.
+template <typename F>
+bool ForEachField(std::string_view bytes, F&& field) {
   Reader r(bytes);
   while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
-    bool ok;
-    switch (f) {
-      case 1:
-        ok = ReadVarintField(r, wt, &b->index_);
-        break;
-      case 2:
-        ok = ReadVarintField(r, wt, &b->count_);
-        break;
-      case 3:
-        ok = ReadVarintField(r, wt, &b->sum_lo_);
-        break;
-      case 4:
-        ok = ReadVarintField(r, wt, &b->sum_hi_);
-        break;
-      case 5:
-        ok = ReadVarintField(r, wt, &b->sum_sq_lo_);
-        break;
-      case 6:
-        ok = ReadVarintField(r, wt, &b->sum_sq_hi_);
-        break;
-      default:
-        ok = r.Skip(wt);
-    }
-    if (!ok) return false;
+    uint32_t number;
+    int wire_type;
+    if (!r.Tag(&number, &wire_type) || !field(r, number, wire_type)) return false;
   }
   return true;
+}
+
+bool ParseBucket(std::string_view bytes, BucketView* b) {
+  return ForEachField(bytes, [b](Reader& r, uint32_t f, int wt) {
+    switch (f) {
+      case 1:
+        return ReadVarintField(r, wt, &b->index_);
+      case 2:
+        return ReadVarintField(r, wt, &b->count_);
+      case 3:
+        return ReadVarintField(r, wt, &b->sum_lo_);
+      case 4:
+        return ReadVarintField(r, wt, &b->sum_hi_);
+      case 5:
+        return ReadVarintField(r, wt, &b->sum_sq_lo_);
+      case 6:
+        return ReadVarintField(r, wt, &b->sum_sq_hi_);
+      default:
+        return r.Skip(wt);
+    }
+  });
 }
 
 bool ParsePlatform(std::string_view bytes, PlatformView* p) {
-  Reader r(bytes);
-  while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
-    bool ok;
+  return ForEachField(bytes, [p](Reader& r, uint32_t f, int wt) {
     switch (f) {
       case 1:
-        ok = ReadVarintField(r, wt, &p->os_);
-        break;
+        return ReadVarintField(r, wt, &p->os_);
       case 2:
-        ok = ReadVarintField(r, wt, &p->arch_);
-        break;
+        return ReadVarintField(r, wt, &p->arch_);
       case 3:
-        ok = ReadVarintField(r, wt, &p->cpu_vendor_);
-        break;
+        return ReadVarintField(r, wt, &p->cpu_vendor_);
       case 4:
-        ok = ReadVarintField(r, wt, &p->cpu_family_);
-        break;
+        return ReadVarintField(r, wt, &p->cpu_family_);
       default:
-        ok = r.Skip(wt);
+        return r.Skip(wt);
     }
-    if (!ok) return false;
-  }
-  return true;
+  });
 }
 
 bool ParseHistogram(std::string_view bytes, HistogramView* h, std::vector<BucketView>* buckets) {
-  Reader r(bytes);
-  while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
-    bool ok;
+  return ForEachField(bytes, [h, buckets](Reader& r, uint32_t f, int wt) {
     std::string_view sub;
     switch (f) {
       case 1:
-        ok = ReadVarintField(r, wt, &h->zero_count_);
-        break;
+        return ReadVarintField(r, wt, &h->zero_count_);
       case 2:
-        ok = ReadMessage(r, wt, &sub);
-        if (ok) {
-          buckets->emplace_back();
-          ok = ParseBucket(sub, &buckets->back());
-          ++h->buckets_size_;
-        }
-        break;
+        if (!ReadMessage(r, wt, &sub)) return false;
+        ++h->buckets_size_;
+        return ParseBucket(sub, &buckets->emplace_back());
       case 3:
-        ok = ReadVarintField(r, wt, &h->count_);
-        break;
+        return ReadVarintField(r, wt, &h->count_);
       case 4:
-        ok = ReadVarintField(r, wt, &h->sum_lo_);
-        break;
+        return ReadVarintField(r, wt, &h->sum_lo_);
       case 5:
-        ok = ReadVarintField(r, wt, &h->sum_hi_);
-        break;
+        return ReadVarintField(r, wt, &h->sum_hi_);
       case 6:
-        ok = ReadVarintField(r, wt, &h->sum_sq_lo_);
-        break;
+        return ReadVarintField(r, wt, &h->sum_sq_lo_);
       case 7:
-        ok = ReadVarintField(r, wt, &h->sum_sq_hi_);
-        break;
+        return ReadVarintField(r, wt, &h->sum_sq_hi_);
       case 8:
-        ok = ReadVarintField(r, wt, &h->sum_sq_saturated_);
-        break;
+        return ReadVarintField(r, wt, &h->sum_sq_saturated_);
       case 9:
-        ok = ReadVarintField(r, wt, &h->min_);
-        break;
+        return ReadVarintField(r, wt, &h->min_);
       case 10:
-        ok = ReadVarintField(r, wt, &h->max_);
-        break;
+        return ReadVarintField(r, wt, &h->max_);
       default:
-        ok = r.Skip(wt);
+        return r.Skip(wt);
     }
-    if (!ok) return false;
-  }
-  return true;
+  });
 }
 
 bool ParseApiKey(std::string_view bytes, ApiKeyView* k) {
-  Reader r(bytes);
-  while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
-    bool ok;
+  return ForEachField(bytes, [k](Reader& r, uint32_t f, int wt) {
     std::string_view sub;
     switch (f) {
       case 1:
-        ok = ReadString(r, wt, &k->module_);
-        break;
+        return ReadString(r, wt, &k->module_);
       case 2:
-        ok = ReadString(r, wt, &k->module_version_);
-        break;
+        return ReadString(r, wt, &k->module_version_);
       case 3:
-        ok = ReadString(r, wt, &k->symbol_);
-        break;
+        return ReadString(r, wt, &k->symbol_);
       case 4:
-        ok = ReadVarintField(r, wt, &k->metric_);
-        break;
+        return ReadVarintField(r, wt, &k->metric_);
       case 5:
-        // Given twice, protobuf merges the two: not the fast path's shape.
-        ok = !k->has_platform_ && ReadMessage(r, wt, &sub) && ParsePlatform(sub, &k->platform_);
-        k->has_platform_ = true;
-        break;
+        return ReadMessageOnce(r, wt, &k->has_platform_, &sub) && ParsePlatform(sub, &k->platform_);
       default:
-        ok = r.Skip(wt);
+        return r.Skip(wt);
     }
-    if (!ok) return false;
-  }
-  return true;
+  });
 }
 
 bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView>* buckets) {
-  Reader r(bytes);
-  while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
-    bool ok;
+  return ForEachField(bytes, [rec, buckets](Reader& r, uint32_t f, int wt) {
     std::string_view sub;
     switch (f) {
       case 1:
-        ok = !rec->has_key_ && ReadMessage(r, wt, &sub) && ParseApiKey(sub, &rec->key_);
-        rec->has_key_ = true;
-        break;
+        return ReadMessageOnce(r, wt, &rec->has_key_, &sub) && ParseApiKey(sub, &rec->key_);
       case 2:
-        ok = !rec->has_histogram_ && ReadMessage(r, wt, &sub) &&
-             ParseHistogram(sub, &rec->histogram_, buckets);
-        rec->has_histogram_ = true;
-        break;
+        return ReadMessageOnce(r, wt, &rec->has_histogram_, &sub) &&
+               ParseHistogram(sub, &rec->histogram_, buckets);
       case 3:
-        ok = ReadVarintField(r, wt, &rec->runs_);
-        break;
+        return ReadVarintField(r, wt, &rec->runs_);
       case 4:
-        ok = ReadVarintField(r, wt, &rec->truncated_);
-        break;
+        return ReadVarintField(r, wt, &rec->truncated_);
       default:
-        ok = r.Skip(wt);
+        return r.Skip(wt);
     }
-    if (!ok) return false;
-  }
-  return true;
+  });
 }
 
 // AgentCounters: nothing of it is used on ingest, but a known field with the
 // wrong wire type is a rejection (wire_type), left to the fallback.
 bool CheckCounters(std::string_view bytes) {
-  Reader r(bytes);
-  while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
+  return ForEachField(bytes, [](Reader& r, uint32_t f, int wt) {
     uint64_t ignored;
-    const bool ok = (f >= 1 && f <= 4) ? ReadVarintField(r, wt, &ignored) : r.Skip(wt);
-    if (!ok) return false;
-  }
-  return true;
+    return (f >= 1 && f <= 4) ? ReadVarintField(r, wt, &ignored) : r.Skip(wt);
+  });
 }
 
 PlatformView ViewPlatform(const wire::Platform& p) {
@@ -354,46 +299,30 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
   out->records_.reserve(bytes.size() / 128 + 1);
   out->bucket_first_.reserve(bytes.size() / 128 + 1);
   out->buckets_.reserve(bytes.size() / 16 + 1);
-  Reader r(bytes);
   bool has_platform = false, has_counters = false;
-  while (!r.done()) {
-    uint32_t f;
-    int wt;
-    if (!r.Tag(&f, &wt)) return false;
-    bool ok;
+  const bool ok = ForEachField(bytes, [&](Reader& r, uint32_t f, int wt) {
     std::string_view sub;
     switch (f) {
       case 1:
-        ok = ReadVarintField(r, wt, &out->schema_version_);
-        break;
+        return ReadVarintField(r, wt, &out->schema_version_);
       case 2:
-        ok = ReadMessage(r, wt, &out->batch_id_);
-        break;
+        return ReadMessage(r, wt, &out->batch_id_);
       case 3:
-        ok = ReadVarintField(r, wt, &out->created_unix_ms_);
-        break;
+        return ReadVarintField(r, wt, &out->created_unix_ms_);
       case 4:
-        ok =
-            !has_platform && ReadMessage(r, wt, &sub) && ParsePlatform(sub, &out->client_platform_);
-        has_platform = true;
-        break;
+        return ReadMessageOnce(r, wt, &has_platform, &sub) &&
+               ParsePlatform(sub, &out->client_platform_);
       case 5:
-        ok = ReadMessage(r, wt, &sub);
-        if (ok) {
-          out->bucket_first_.push_back(static_cast<int>(out->buckets_.size()));
-          out->records_.emplace_back();
-          ok = ParseRecord(sub, &out->records_.back(), &out->buckets_);
-        }
-        break;
+        if (!ReadMessage(r, wt, &sub)) return false;
+        out->bucket_first_.push_back(static_cast<int>(out->buckets_.size()));
+        return ParseRecord(sub, &out->records_.emplace_back(), &out->buckets_);
       case 6:
-        ok = !has_counters && ReadMessage(r, wt, &sub) && CheckCounters(sub);
-        has_counters = true;
-        break;
+        return ReadMessageOnce(r, wt, &has_counters, &sub) && CheckCounters(sub);
       default:
-        ok = r.Skip(wt);
+        return r.Skip(wt);
     }
-    if (!ok) return false;
-  }
+  });
+  if (!ok) return false;
   out->LinkBuckets();
   return true;
 }
