@@ -63,13 +63,15 @@ Status ValidateRunRecord(const wire::RunRecord& r) {
 StatusOr<wire::RunRecord> ReadRunRecord(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path + ": " + std::strerror(errno));
+  // Refuse a huge file before reading it (a record is a few KiB).
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > kMaxBatchBytes) {
+    return InvalidArgument(path + ": " + std::to_string(st.st_size) +
+                           " bytes is too large for a run record");
+  }
   std::ostringstream buf;
   buf << in.rdbuf();
   const std::string bytes = buf.str();
-  if (bytes.size() > kMaxBatchBytes) {
-    return InvalidArgument(path + ": " + std::to_string(bytes.size()) +
-                           " bytes is too large for a run record");
-  }
   wire::RunRecord r;
   if (!r.ParseFromString(bytes)) return InvalidArgument(path + ": not a fieldprof run record");
   if (Status s = ValidateRunRecord(r); !s.ok()) return InvalidArgument(path + ": " + s.message());

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/spool.h"
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 #include "tests/test_util.h"
@@ -33,6 +34,13 @@ struct Result {
 };
 
 // Runs argv with extra environment, capturing stdout.
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -77,19 +85,18 @@ class RuntimeTest : public ::testing::Test {
     return measured;
   }
 
+  // Every record in the spool, read and validated by the agent's reader.
   std::vector<wire::RunRecord> Records() {
     std::vector<wire::RunRecord> out;
-    if (!fs::exists(spool())) return out;
-    for (const auto& e : fs::directory_iterator(spool())) {
-      if (e.path().extension() != ".fpr") continue;
-      EXPECT_EQ(fs::status(e.path()).permissions() & fs::perms::all,
+    StatusOr<std::vector<agent::SpoolEntry>> files = agent::ListSpool(spool());
+    EXPECT_TRUE(files.ok()) << files.status().ToString();
+    if (!files.ok()) return out;
+    for (const agent::SpoolEntry& e : *files) {
+      EXPECT_EQ(fs::status(e.path).permissions() & fs::perms::all,
                 fs::perms::owner_read | fs::perms::owner_write);
-      std::ifstream f(e.path(), std::ios::binary);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      wire::RunRecord r;
-      EXPECT_TRUE(r.ParseFromString(ss.str()));
-      out.push_back(r);
+      StatusOr<wire::RunRecord> r = agent::ReadRunRecord(e.path);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok()) out.push_back(std::move(*r));
     }
     return out;
   }
@@ -242,10 +249,7 @@ TEST_F(RuntimeTest, AKilledProcessFreesItsSlot) {
   // ...once it has bound its API (after taking the slot)...
   bool bound = false;
   for (int i = 0; i < 500 && !bound; ++i) {
-    std::ifstream f(log);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    bound = ss.str().find("bound") != std::string::npos;
+    bound = ReadFile(log).find("bound") != std::string::npos;
     if (!bound) usleep(10000);
   }
   ASSERT_TRUE(bound) << "the holder never started measuring";
@@ -344,10 +348,7 @@ TEST_F(RuntimeTest, RecordsCarryNothingPrivate) {
   if (user != nullptr && std::strlen(user) >= 3) secrets.push_back(user);
   int files = 0;
   for (const auto& e : fs::directory_iterator(spool())) {
-    std::ifstream f(e.path(), std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string bytes = ss.str();
+    const std::string bytes = ReadFile(e.path());
     for (const auto& secret : secrets) {
       if (secret.empty()) continue;
       EXPECT_EQ(bytes.find(secret), std::string::npos) << secret << " in " << e.path();
