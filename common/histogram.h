@@ -96,6 +96,13 @@ class Histogram {
     }
   }
 
+  // Adds `n` zeros (one bucket's worth of Record(0) calls at once).
+  void RecordZeros(uint64_t n) {
+    if (n == 0) return;
+    min_ = 0;
+    zero_count_ += n;
+  }
+
   // Adds every value of `other` to this histogram. Exact, associative, commutative.
   void Merge(const Histogram& other);
 

@@ -60,7 +60,7 @@ __attribute__((optimize("no-tree-loop-distribute-patterns"))) bool CopyName(char
 
 }  // namespace
 alignas(64) unsigned char g_slab_storage[sizeof(Slab) * kSlabs];
-thread_local ThreadState t_state FP_TLS;
+__thread ThreadState t_state FP_TLS;
 ShadowStack g_stacks[kShadowStacks];
 
 namespace {
@@ -103,7 +103,7 @@ std::atomic<int> calibrating{0};
 
 // Ticks per ns from the TSC and the monotonic clock since start, then the
 // probe cost: the smallest duration measured for an empty function through
-// the very same stub, thunk and hot path.
+// the very same stub, return path and hot path.
 void CalibrateNow() {
   int expected = 0;
   if (!calibrating.compare_exchange_strong(expected, 1)) return;
@@ -223,10 +223,15 @@ __attribute__((destructor)) void Finish() {
     if (!g.bound[a]) continue;
     ++run.apis_chosen;
     if (g.truncated[a]) ++run.apis_truncated;
-    for (int m = 0; m < FP_NUM_METRICS; ++m) {
-      new (&totals[a][m]) Histogram();
-      for (int s = 0; s < slabs; ++s) {
-        if (g.slabs_ready[s]) totals[a][m].Merge(SlabAt(s).h[a][m]);
+    for (int m = 0; m < FP_NUM_METRICS; ++m) new (&totals[a][m]) Histogram();
+    for (int s = 0; s < slabs; ++s) {
+      if (!g.slabs_ready[s]) continue;
+      const Slab& slab = SlabAt(s);
+      // Read once: a thread still running may be counting into it.
+      const uint64_t quiet = __atomic_load_n(&slab.quiet[a], __ATOMIC_RELAXED);
+      for (int m = 0; m < FP_NUM_METRICS; ++m) {
+        totals[a][m].Merge(slab.h[a][m]);
+        if (m > 0) totals[a][m].RecordZeros(quiet);
       }
     }
     if (totals[a][0].count() == 0) continue;
@@ -571,7 +576,7 @@ return r;
 
 // ------------------------------------------------ unwinding
 // An unwinder walking the stack must see real return addresses, not the
-// thunk: before a C++ exception or a forced unwind (pthread_exit/cancel)
+// stub's return point: before a C++ exception or a forced unwind (pthread_exit/cancel)
 // starts, put back every return address this thread replaced. Those calls
 // are then not measured (counted as abandoned); the program is unaffected.
 
@@ -580,10 +585,10 @@ namespace {
 void RestoreReturnAddresses() {
   if (t_state.ss == nullptr) return;
   auto& t = *t_state.ss;
-  const uintptr_t thunk = reinterpret_cast<uintptr_t>(fieldprof::rt::fp_return_thunk);
+  const uintptr_t ours = reinterpret_cast<uintptr_t>(fieldprof::rt::fp_return_point);
   for (int i = static_cast<int>(t.depth) - 1; i >= 0; --i) {
     fieldprof::rt::Entry& e = t.e[i];
-    if (e.ret_slot != nullptr && *e.ret_slot == thunk) {
+    if (e.ret_slot != nullptr && *e.ret_slot == ours) {
       *e.ret_slot = e.ret_addr;
       g.abandoned.fetch_add(1, std::memory_order_relaxed);
     }

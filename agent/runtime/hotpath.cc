@@ -17,8 +17,8 @@ constexpr uint64_t kCalibrateAfterTicks = uint64_t{1} << 22;
 
 inline void Barrier() { __asm__ __volatile__("" ::: "memory"); }
 
-Slab* MySlab(ThreadState& t) {
-  if (t.slab > 0) return &SlabAt(t.slab - 1);
+// The thread's slab, taken at its first measured call; nullptr when none is left.
+[[gnu::noinline, gnu::cold]] Slab* TakeSlab(ThreadState& t) {
   if (t.slab < 0) return nullptr;
   const int s = g.next_slab.fetch_add(1, std::memory_order_relaxed);
   if (s >= kSlabs) {
@@ -31,27 +31,55 @@ Slab* MySlab(ThreadState& t) {
   return slab;
 }
 
+inline Slab* MySlab(ThreadState& t) {
+  if (t.slab > 0) [[likely]]
+    return &SlabAt(t.slab - 1);
+  return TakeSlab(t);
+}
+
 inline uint64_t TicksToNs(uint64_t ticks) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
 }
 
-}  // namespace
-
 // Durations kept in ticks before calibration go into the histograms.
-void FlushPreCalibration() {
-  ThreadState& tls = t_state;
-  if (tls.ss == nullptr || !g.calibrated) return;
-  Slab* slab = MySlab(tls);
-  ShadowStack& t = *tls.ss;
+void FlushPre(ShadowStack& t, Slab* slab) {
   if (slab != nullptr) {
-    for (uint32_t p = 0; p < t.npre; ++p)
+    for (uint32_t p = 0; p < t.npre; ++p) {
       slab->h[t.pre_slot[p]][0].Record(TicksToNs(t.pre_ticks[p]));
+    }
   }
   t.npre = 0;
 }
 
-extern "C" uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot) {
-  const uintptr_t real = g.real[slot];
+// Before the clock is calibrated: keep the duration in ticks (calibrating
+// once enough has passed), or, once calibrated, flush what was kept first.
+[[gnu::noinline]] void RecordUncalibrated(ShadowStack& t, Slab& slab, uint32_t slot, uint64_t ticks,
+                                          uint64_t now) {
+  if (!g.calibrated && (t.npre == kPreCalibration || now - g.tsc0 > kCalibrateAfterTicks)) {
+    CalibrateNow();  // slow path, once per process
+  }
+  if (g.calibrated) {
+    FlushPre(t, &slab);
+    slab.h[slot][0].Record(TicksToNs(ticks));
+  } else if (t.npre < kPreCalibration) {
+    t.pre_ticks[t.npre] = ticks;
+    t.pre_slot[t.npre] = static_cast<uint8_t>(slot);
+    ++t.npre;
+  } else {
+    g.dropped_uncalibrated.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
+
+void FlushPreCalibration() {
+  ThreadState& tls = t_state;
+  if (tls.ss == nullptr || !g.calibrated) return;
+  FlushPre(*tls.ss, MySlab(tls));
+}
+
+extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
+  const FpTarget real{g.real[slot], 0};
   ThreadState& tls = t_state;
   if (tls.ss == nullptr) {
     if (!g.measuring[slot]) return real;
@@ -66,13 +94,13 @@ extern "C" uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   // Entries restored for an unwinder are no longer referenced: drop them.
   while (t.depth > 0 && t.e[t.depth - 1].ret_slot == nullptr) --t.depth;
   // Entries of frames that longjmp left: on this stack at or below the new
-  // call's return slot, and that slot no longer holds the thunk. (An
+  // call's return slot, and that slot no longer holds fp_return_point. (An
   // enclosing live call's slot is higher up and still holds it; so does an
   // interrupted call's when a handler runs on a higher alternate stack.)
   uint32_t live = t.depth;
   while (live > 0) {
     uintptr_t* const rs = t.e[live - 1].ret_slot;
-    if (rs > ret_slot || *rs == reinterpret_cast<uintptr_t>(fp_return_thunk)) break;
+    if (rs > ret_slot || *rs == reinterpret_cast<uintptr_t>(fp_return_point)) break;
     --live;
   }
   if (live != t.depth) {
@@ -99,9 +127,9 @@ extern "C" uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   e.sock0 = tls.sock_io;
   e.child_alloc = 0;
   Barrier();
-  *ret_slot = reinterpret_cast<uintptr_t>(fp_return_thunk);
+  *ret_slot = reinterpret_cast<uintptr_t>(fp_return_point);
   e.t0 = Rdtsc();
-  return real;
+  return {real.addr, 1};
 }
 
 extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
@@ -113,7 +141,7 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
   // to frames that are gone (longjmp, or an exception caught inside).
   int i = static_cast<int>(t.depth) - 1;
   while (i >= 0 && t.e[i].ret_slot != ret_slot) --i;
-  if (i < 0) __builtin_trap();  // cannot happen: the thunk is only ever planted with an entry
+  if (i < 0) __builtin_trap();  // cannot happen: fp_return_point is only planted with an entry
   const Entry e = t.e[i];
   if (static_cast<uint32_t>(i) + 1 != t.depth) {
     g.abandoned.fetch_add(t.depth - 1 - i, std::memory_order_relaxed);
@@ -134,28 +162,24 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
   }
   uint64_t ticks = t1 - e.t0;
   ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
-  if (!g.calibrated && (t.npre == kPreCalibration || t1 - g.tsc0 > kCalibrateAfterTicks)) {
-    CalibrateNow();  // slow path, once per process
-  }
-  if (g.calibrated) {
-    for (uint32_t p = 0; p < t.npre; ++p) {
-      slab->h[t.pre_slot[p]][0].Record(TicksToNs(t.pre_ticks[p]));
-    }
-    t.npre = 0;
+  if (g.calibrated && t.npre == 0) [[likely]] {
     slab->h[e.slot][0].Record(TicksToNs(ticks));
-  } else if (t.npre < kPreCalibration) {
-    t.pre_ticks[t.npre] = ticks;
-    t.pre_slot[t.npre] = static_cast<uint8_t>(e.slot);
-    ++t.npre;
   } else {
-    g.dropped_uncalibrated.fetch_add(1, std::memory_order_relaxed);
+    RecordUncalibrated(t, *slab, e.slot, ticks, t1);
   }
-  Histogram* h = slab->h[e.slot];
-  h[1].Record(alloc);
-  h[2].Record(alloc - e.child_alloc);
-  h[3].Record(tls.alloc_count - e.alloc_count0);
-  h[4].Record(tls.file_io - e.file0);
-  h[5].Record(tls.sock_io - e.sock0);
+  const uint64_t count = tls.alloc_count - e.alloc_count0;
+  const uint64_t file = tls.file_io - e.file0;
+  const uint64_t sock = tls.sock_io - e.sock0;
+  if ((alloc | count | file | sock) == 0) {
+    ++slab->quiet[e.slot];  // exclusive bytes are 0 too: child_alloc <= alloc
+  } else {
+    Histogram* h = slab->h[e.slot];
+    h[1].Record(alloc);
+    h[2].Record(alloc - e.child_alloc);
+    h[3].Record(count);
+    h[4].Record(file);
+    h[5].Record(sock);
+  }
   ++slab->calls[e.slot];
   if (++tls.since_budget_check >= 1024) {
     tls.since_budget_check = 0;

@@ -50,6 +50,10 @@ struct ThreadState {
 struct Slab {
   Histogram h[FP_MAX_APIS][FP_NUM_METRICS];
   uint64_t calls[FP_MAX_APIS];
+  // Calls that allocated nothing and did no I/O: zeros of every metric but
+  // wall time, not yet in h (most calls of most APIs; one add instead of
+  // five histogram updates). Added when the record is written.
+  uint64_t quiet[FP_MAX_APIS];
 };
 
 // Process-wide state. Written by fieldprof_rt_* before relocation, by the
@@ -82,13 +86,24 @@ FP_HIDDEN extern Globals g;
 // records (so the library carries no multi-megabyte initialized data).
 FP_HIDDEN extern unsigned char g_slab_storage[];
 inline Slab& SlabAt(int i) { return reinterpret_cast<Slab*>(g_slab_storage)[i]; }
-FP_HIDDEN extern thread_local ThreadState t_state FP_TLS;
+// __thread, not thread_local: a thread_local defined in another file is
+// reached through a check for a dynamic initializer on every access.
+FP_HIDDEN extern __thread ThreadState t_state FP_TLS;
 FP_HIDDEN extern ShadowStack g_stacks[kShadowStacks];
 
+// What fp_enter tells the stub (returned in %rax:%rdx): where the API is,
+// and whether this call is measured (then its return slot already holds
+// fp_return_point, and the stub calls the API instead of jumping to it).
+struct FpTarget {
+  uintptr_t addr;
+  uintptr_t measured;
+};
+
 extern "C" {
-FP_HIDDEN uintptr_t fp_enter(uint32_t slot, uintptr_t* ret_slot);
+FP_HIDDEN FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot);
 FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp);
-FP_HIDDEN extern char fp_return_thunk[];
+// Where a measured API returns to (inside the stub, stubs_x86_64.S).
+FP_HIDDEN extern char fp_return_point[];
 FP_HIDDEN extern char fp_stub_0[], fp_stub_1[], fp_stub_2[], fp_stub_3[], fp_stub_4[], fp_stub_5[],
     fp_stub_6[], fp_stub_7[], fp_stub_8[];
 }

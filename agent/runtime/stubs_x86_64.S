@@ -1,17 +1,23 @@
-// Entry stubs and the return thunk of the fieldprof runtime (x86-64 SysV).
+// Entry stubs and the return path of the fieldprof runtime (x86-64 SysV).
 //
 // A chosen API's callers are bound to fp_stub_N instead of the function.
-// The stub saves the argument registers, asks fp_enter (hotpath.cc) for the
-// real address, restores the arguments untouched and jumps there. When the
-// call is measured, fp_enter has replaced the return address on the stack
-// with fp_return_thunk and kept the real one on the thread's shadow stack;
-// the thunk saves the return registers, asks fp_exit for the real return
-// address and jumps to it. Any signature works: stack arguments are never
-// moved, varargs keep %al, struct returns keep %rdi/%rax, floating-point
-// arguments and results are not touched by fp_enter/fp_exit (built with
-// -mgeneral-regs-only); the thunk still saves %xmm0/%xmm1 for the rare
-// slow path that calls libc (clock calibration). x87 long double results
-// are never touched.
+// The stub saves the argument registers and asks fp_enter (hotpath.cc) for
+// the real address and whether to measure this call. Not measured: restore
+// the arguments untouched and jump there. Measured: fp_enter has kept the
+// caller's return address on the thread's shadow stack and written
+// fp_return_point into its stack slot; the stub pops that slot and calls
+// the function, so the call pushes fp_return_point into the very same slot:
+// stack arguments sit where the function expects them, and every return is
+// paired with its call, so the CPU predicts all of them (a planted return
+// address would cost a mispredicted return per call). fp_return_point
+// saves the return registers, asks fp_exit for the caller's return address,
+// pushes it back into the slot and returns to it.
+//
+// Any signature works: stack arguments are never moved, varargs keep %al,
+// struct returns keep %rdi/%rax, floating-point arguments and results are
+// not touched by fp_enter/fp_exit (built with -mgeneral-regs-only); the
+// return path still saves %xmm0/%xmm1 for the rare slow path that calls
+// libc (clock calibration). x87 long double results are never touched.
         .text
 
         .globl  fp_stub_common
@@ -33,8 +39,9 @@ fp_stub_common:
         movq    %r10, 56(%rsp)
         movl    %r11d, %edi             // slot
         leaq    72(%rsp), %rsi          // address of the return address
-        call    fp_enter                // -> %rax = real function
+        call    fp_enter                // -> %rax = real function, %rdx = measure?
         movq    %rax, %r11
+        testq   %rdx, %rdx              // (the moves and lea below keep the flags)
         movq    0(%rsp), %rdi
         movq    8(%rsp), %rsi
         movq    16(%rsp), %rdx
@@ -43,32 +50,39 @@ fp_stub_common:
         movq    40(%rsp), %r9
         movq    48(%rsp), %rax
         movq    56(%rsp), %r10
-        addq    $72, %rsp
+        leaq    72(%rsp), %rsp
         .cfi_adjust_cfa_offset -72
-        jmp     *%r11
-        .cfi_endproc
-        .size   fp_stub_common, .-fp_stub_common
-
-        .globl  fp_return_thunk
-        .hidden fp_return_thunk
-        .type   fp_return_thunk, @function
-fp_return_thunk:
-        // Reached by the measured function's ret: %rsp is 16-byte aligned.
+        jnz     1f
+        jmp     *%r11                   // not measured: a plain tail jump
+1:
+        // Measured. The slot at (%rsp) holds fp_return_point already, and
+        // the caller's return address is on the shadow stack. Between the
+        // lea and the call the slot lies in the red zone, which signal
+        // delivery never touches.
+        leaq    8(%rsp), %rsp
+        .cfi_endproc                    // unwinders stop at fp_return_point,
+                                        // as at any frame without CFI
+        call    *%r11
+        .globl  fp_return_point
+        .hidden fp_return_point
+fp_return_point:
+        // The function returned: %rsp is the caller's and 16-byte aligned.
         subq    $48, %rsp
         movq    %rax, 0(%rsp)
         movq    %rdx, 8(%rsp)
         movdqu  %xmm0, 16(%rsp)
         movdqu  %xmm1, 32(%rsp)
         leaq    48(%rsp), %rdi          // %rsp as the caller will see it
-        call    fp_exit                 // -> %rax = real return address
+        call    fp_exit                 // -> %rax = the caller's return address
         movq    %rax, %r11
         movq    0(%rsp), %rax
         movq    8(%rsp), %rdx
         movdqu  16(%rsp), %xmm0
         movdqu  32(%rsp), %xmm1
         addq    $48, %rsp
-        jmp     *%r11
-        .size   fp_return_thunk, .-fp_return_thunk
+        pushq   %r11                    // back into the slot; the return
+        ret                             // predictor expects just this address
+        .size   fp_stub_common, .-fp_stub_common
 
 // One stub per slot: load the slot number, go to the common part.
         .macro  FP_STUB n

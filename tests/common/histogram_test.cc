@@ -19,6 +19,22 @@ TEST(HistogramTest, ZeroGoesToZeroBucket) {
   EXPECT_EQ(h.max(), 0u);
 }
 
+TEST(HistogramTest, RecordZerosEqualsRecordingZeros) {
+  for (const uint64_t n : {0, 1, 7}) {
+    Histogram one_by_one, at_once;
+    for (const uint64_t v : {5u, 900u}) {
+      one_by_one.Record(v);
+      at_once.Record(v);
+    }
+    for (uint64_t i = 0; i < n; ++i) one_by_one.Record(0);
+    at_once.RecordZeros(n);
+    EXPECT_EQ(at_once, one_by_one) << n;
+  }
+  Histogram empty, zeros;
+  zeros.RecordZeros(0);
+  EXPECT_EQ(zeros, empty);  // no zeros: still empty, min untouched
+}
+
 TEST(HistogramTest, DesignExamples) {
   EXPECT_EQ(BucketIndex(1), 0);
   EXPECT_EQ(BucketIndex(2), 1);

@@ -145,6 +145,18 @@ TEST_F(RuntimeTest, WallTimeOfASleep) {
   // At least the 2 ms asked for; a shared machine may add, never remove.
   EXPECT_GE(wall->min(), 2000000u);
   EXPECT_LT(wall->min(), 2000000000u);
+  // Calls that neither allocate nor do I/O are counted as one number on the
+  // hot path and become zeros of every counter metric in the record.
+  for (const wire::Metric m :
+       {wire::METRIC_ALLOC_BYTES_INCLUSIVE, wire::METRIC_ALLOC_BYTES_EXCLUSIVE,
+        wire::METRIC_ALLOC_COUNT, wire::METRIC_FILE_IO_BYTES, wire::METRIC_SOCKET_IO_BYTES}) {
+    const auto* h = Find(recs, "fp_test_sleep_us", m);
+    ASSERT_NE(h, nullptr) << m;
+    EXPECT_EQ(h->count(), 5u) << m;
+    EXPECT_EQ(h->zero_count(), 5u) << m;
+    EXPECT_EQ(h->min(), 0u) << m;
+    EXPECT_EQ(h->max(), 0u) << m;
+  }
 }
 
 TEST_F(RuntimeTest, FileBytesWritten) {
@@ -159,6 +171,7 @@ TEST_F(RuntimeTest, FileBytesWritten) {
   const auto* sock = Find(recs, "fp_test_write", wire::METRIC_SOCKET_IO_BYTES);
   ASSERT_NE(sock, nullptr);
   EXPECT_EQ(sock->sum_lo(), 0u);
+  EXPECT_EQ(sock->zero_count(), 7u);  // recorded one by one: the calls did I/O
 }
 
 TEST_F(RuntimeTest, FloatingPointArgumentsAndResultsPassThrough) {
