@@ -15,7 +15,7 @@ void Histogram::Merge(const Histogram& other) {
     b.sum += o.sum;
     b.sum_sq = SaturatingAdd(b.sum_sq, o.sum_sq, &sum_sq_saturated_);
   }
-  min_ = std::min(min_, other.min_);
+  not_min_ = std::max(not_min_, other.not_min_);
   max_ = std::max(max_, other.max_);
   sum_sq_saturated_ = sum_sq_saturated_ || other.sum_sq_saturated_;
 }
@@ -81,7 +81,7 @@ double Histogram::Quantile(double q) const {
     }
     const double c = static_cast<double>(b.count);
     const double mean = static_cast<double>(b.sum) / c;
-    const double lo = static_cast<double>(std::max(BucketLow(i), min_));
+    const double lo = static_cast<double>(std::max(BucketLow(i), min()));
     const double hi = static_cast<double>(std::min(BucketHigh(i), max_));
     if (hi < lo) return mean;  // inconsistent input; never for validated data
     if (b.count == 1) return std::clamp(mean, lo, hi);
@@ -107,7 +107,7 @@ HistogramStats Histogram::Stats() const {
   s.mean = Mean();
   s.variance = Variance();
   s.stddev = std::sqrt(s.variance);
-  s.min = min_;
+  s.min = min();
   s.max = max_;
   s.p50 = Quantile(0.5);
   s.p90 = Quantile(0.9);

@@ -76,7 +76,7 @@ class Histogram {
 
   // Adds one value. Hot path: no allocation, no branch on the bucket layout.
   void Record(uint64_t v) {
-    if (v < min_) min_ = v;
+    if (~v > not_min_) not_min_ = ~v;
     if (v > max_) max_ = v;
     if (v == 0) {
       ++zero_count_;
@@ -99,7 +99,7 @@ class Histogram {
   // Adds `n` zeros (one bucket's worth of Record(0) calls at once).
   void RecordZeros(uint64_t n) {
     if (n == 0) return;
-    min_ = 0;
+    not_min_ = ~uint64_t{0};
     zero_count_ += n;
   }
 
@@ -114,7 +114,7 @@ class Histogram {
   bool sum_sq_saturated() const;
   bool empty() const { return count() == 0; }
   // Smallest/largest recorded value; min() is 2^64-1 and max() is 0 when empty.
-  uint64_t min() const { return min_; }
+  uint64_t min() const { return ~not_min_; }
   uint64_t max() const { return max_; }
   uint64_t zero_count() const { return zero_count_; }
   const HistogramBucket& bucket(int i) const { return buckets_[i]; }
@@ -134,7 +134,7 @@ class Histogram {
   void SetZeroCount(uint64_t c) { zero_count_ = c; }
   void SetBucket(int i, const HistogramBucket& b) { buckets_[i] = b; }
   void SetMinMax(uint64_t min, uint64_t max) {
-    min_ = min;
+    not_min_ = ~min;
     max_ = max;
   }
   void MarkSumSqSaturated() { sum_sq_saturated_ = true; }
@@ -144,7 +144,10 @@ class Histogram {
  private:
   uint64_t zero_count_ = 0;
   std::array<HistogramBucket, kNumBuckets> buckets_{};
-  uint64_t min_ = std::numeric_limits<uint64_t>::max();
+  // The minimum, stored inverted so that an empty histogram is all zero
+  // bytes: zero-filled memory (the runtime's per-thread slabs) is a valid
+  // empty histogram without running a constructor over it.
+  uint64_t not_min_ = 0;
   uint64_t max_ = 0;
   bool sum_sq_saturated_ = false;  // some bucket's sum of squares saturated
 };

@@ -389,12 +389,19 @@ FpConfigureFn configure_fn;
 FpBindFn bind_fn;
 FpRetireFn retire_fn;
 
-// Candidate names (copied), deduplicated with an open-addressing set.
-constexpr size_t kSetSize = 1 << 16;
-const char* seen_names[kSetSize];
+// Candidate names (copied), deduplicated with an open-addressing set that
+// grows with the program (a fixed table big enough for large programs cost
+// every small one ~130 page faults: hashed inserts touch all of its pages).
+struct SeenName {
+  uint64_t hash;
+  const char* name;  // nullptr: free
+};
+constexpr size_t kMaxNames = size_t{1} << 20;
+SeenName* seen_names;
+size_t seen_cap, seen_size;
 uint64_t candidates_seen;
-const char* pending[kSetSize];
-size_t npending;
+const char** pending;  // names not yet offered to the choice
+size_t npending, pending_cap;
 
 struct Choice {
   const char* symbol;
@@ -447,17 +454,42 @@ bool Excluded(const char* name) {
          !strcmp(name, "__libc_start_main") || UnsafeToWrap(name);
 }
 
-void AddCandidate(const char* name) {
-  uint64_t h = GnuHash(name);
-  for (size_t i = h & (kSetSize - 1);; i = (i + 1) & (kSetSize - 1)) {
-    if (seen_names[i] == nullptr) {
-      if (npending >= kSetSize - 1) return;
-      seen_names[i] = strdup(name);
-      if (seen_names[i] != nullptr) pending[npending++] = seen_names[i];
-      return;
-    }
-    if (!strcmp(seen_names[i], name)) return;
+bool GrowSeen() {
+  const size_t cap = seen_cap == 0 ? 1024 : seen_cap * 2;
+  auto* fresh = static_cast<SeenName*>(calloc(cap, sizeof(SeenName)));
+  if (fresh == nullptr) return false;
+  for (size_t i = 0; i < seen_cap; ++i) {
+    if (seen_names[i].name == nullptr) continue;
+    size_t j = seen_names[i].hash & (cap - 1);
+    while (fresh[j].name != nullptr) j = (j + 1) & (cap - 1);
+    fresh[j] = seen_names[i];
   }
+  free(seen_names);
+  seen_names = fresh;
+  seen_cap = cap;
+  return true;
+}
+
+void AddCandidate(const char* name) {
+  if (seen_size >= kMaxNames) return;
+  if ((seen_size + 1) * 2 > seen_cap && !GrowSeen()) return;
+  if (npending == pending_cap) {
+    const size_t cap = pending_cap == 0 ? 512 : pending_cap * 2;
+    auto* p = static_cast<const char**>(realloc(pending, cap * sizeof(const char*)));
+    if (p == nullptr) return;
+    pending = p;
+    pending_cap = cap;
+  }
+  const uint64_t h = GnuHash(name);
+  size_t i = h & (seen_cap - 1);
+  for (; seen_names[i].name != nullptr; i = (i + 1) & (seen_cap - 1)) {
+    if (seen_names[i].hash == h && !strcmp(seen_names[i].name, name)) return;
+  }
+  const char* copy = strdup(name);
+  if (copy == nullptr) return;
+  seen_names[i] = {h, copy};
+  ++seen_size;
+  pending[npending++] = copy;
 }
 
 void CollectImports(const link_map* m) {

@@ -69,6 +69,7 @@ struct Globals {
   volatile int calibrated;
   uint64_t ns_per_tick_q32;  // ns = ticks * this >> 32
   uint64_t probe_ticks;      // subtracted from every measured duration
+  uint64_t call_cost_ticks;  // what a measured call adds, all told (the budget's unit)
   uint64_t tsc0;             // at start
   int64_t mono0_ns;
   // `g` is constinit (companion.cc): a dynamic initializer would run after
@@ -78,12 +79,12 @@ struct Globals {
   std::atomic<uint64_t> calls_total{0};
   std::atomic<uint64_t> dropped_no_slab{0}, dropped_depth{0}, dropped_uncalibrated{0}, abandoned{0};
   uint64_t calibration_last_ticks;  // probe measurement channel
-  uint8_t slabs_ready[kSlabs];      // constructed and owned by a thread
+  uint8_t slabs_ready[kSlabs];      // owned by a thread
 };
 
 FP_HIDDEN extern Globals g;
-// Slabs live in zeroed storage and are constructed when a thread first
-// records (so the library carries no multi-megabyte initialized data).
+// Slabs live in zero-filled storage (no multi-megabyte initialized data);
+// zero bytes are an empty slab, so a thread takes one without writing it.
 FP_HIDDEN extern unsigned char g_slab_storage[];
 inline Slab& SlabAt(int i) { return reinterpret_cast<Slab*>(g_slab_storage)[i]; }
 // __thread, not thread_local: a thread_local defined in another file is

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -33,6 +35,16 @@ TEST(HistogramTest, RecordZerosEqualsRecordingZeros) {
   Histogram empty, zeros;
   zeros.RecordZeros(0);
   EXPECT_EQ(zeros, empty);  // no zeros: still empty, min untouched
+}
+
+TEST(HistogramTest, EmptyIsAllZeroBytes) {
+  // The runtime relies on it: zero-filled memory is an empty histogram.
+  alignas(Histogram) unsigned char zeros[sizeof(Histogram)] = {};
+  const Histogram& from_zeros = *reinterpret_cast<const Histogram*>(zeros);
+  EXPECT_EQ(from_zeros, Histogram());
+  EXPECT_EQ(from_zeros.min(), std::numeric_limits<uint64_t>::max());
+  static const Histogram kEmpty;  // static: its padding is zero too
+  EXPECT_EQ(std::memcmp(&kEmpty, zeros, sizeof kEmpty), 0);
 }
 
 TEST(HistogramTest, DesignExamples) {
