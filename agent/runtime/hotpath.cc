@@ -82,10 +82,10 @@ void FlushPreCalibration() {
 }
 
 extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
-  const FpTarget real{g.real[slot], 0};
+  const FpTarget real{fp_real[slot], 0};
   ThreadState& tls = t_state;
   if (tls.ss == nullptr) {
-    if (!g.measuring[slot]) return real;
+    if (!fp_measuring[slot]) return real;
     const int i = g.next_stack.fetch_add(1, std::memory_order_relaxed);
     if (i >= kShadowStacks) {
       g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
@@ -110,7 +110,7 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
     g.abandoned.fetch_add(t.depth - live, std::memory_order_relaxed);
     t.depth = live;
   }
-  if (!g.measuring[slot]) return real;
+  if (!fp_measuring[slot]) return real;
   const uint32_t d = t.depth;
   if (d >= kShadowDepth) {
     g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
@@ -131,12 +131,12 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   e.child_alloc = 0;
   Barrier();
   *ret_slot = reinterpret_cast<uintptr_t>(fp_return_point);
-  e.t0 = Rdtsc();
+  e.t0 = Ticks();
   return {real.addr, 1};
 }
 
 extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
-  const uint64_t t1 = Rdtsc();
+  const uint64_t t1 = Ticks();
   ThreadState& tls = t_state;
   ShadowStack& t = *tls.ss;
   uintptr_t* const ret_slot = reinterpret_cast<uintptr_t*>(caller_rsp - 8);

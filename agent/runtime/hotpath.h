@@ -4,6 +4,8 @@
 #ifndef FIELDPROF_AGENT_RUNTIME_HOTPATH_H_
 #define FIELDPROF_AGENT_RUNTIME_HOTPATH_H_
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -61,12 +63,13 @@ struct Slab {
 struct Globals {
   FpRunConfig config;
   FpApi apis[FP_MAX_APIS + 1];
-  uintptr_t real[FP_MAX_APIS + 1];
-  volatile uint8_t measuring[FP_MAX_APIS + 1];
   volatile uint8_t truncated[FP_MAX_APIS];
   volatile uint8_t bound[FP_MAX_APIS];
   volatile int active;
   volatile int calibrated;
+  // Set when the clock is the vDSO's CLOCK_MONOTONIC (no invariant TSC):
+  // then ticks are nanoseconds.
+  int (*vdso_gettime)(clockid_t, timespec*);
   uint64_t ns_per_tick_q32;  // ns = ticks * this >> 32
   uint64_t probe_ticks;      // subtracted from every measured duration
   uint64_t call_cost_ticks;  // what a measured call adds, all told (the budget's unit)
@@ -101,6 +104,11 @@ struct FpTarget {
 };
 
 extern "C" {
+// Per slot (FP_MAX_APIS is the calibration probe's): the API's address, and
+// whether its calls are measured. Outside Globals because the stubs read
+// them: an unmeasured slot's stub jumps straight to the API.
+FP_HIDDEN extern uintptr_t fp_real[FP_MAX_APIS + 1];
+FP_HIDDEN extern volatile uint8_t fp_measuring[FP_MAX_APIS + 1];
 FP_HIDDEN FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot);
 FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp);
 // Where a measured API returns to (inside the stub, stubs_x86_64.S).
@@ -113,6 +121,18 @@ inline uint64_t Rdtsc() {
   uint32_t lo, hi;
   __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
   return (uint64_t{hi} << 32) | lo;
+}
+
+// The hot path's clock: the TSC, or without an invariant TSC the vDSO's
+// monotonic clock (checked at start to answer without a system call). The
+// vDSO is built without SSE, so calling it from a stub leaves
+// floating-point arguments alone.
+inline uint64_t Ticks() {
+  if (g.vdso_gettime == nullptr) [[likely]]
+    return Rdtsc();
+  timespec ts;
+  g.vdso_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // Slow paths in companion.cc (normal code; may call libc).

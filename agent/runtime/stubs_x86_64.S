@@ -84,14 +84,19 @@ fp_return_point:
         ret                             // predictor expects just this address
         .size   fp_stub_common, .-fp_stub_common
 
-// One stub per slot: load the slot number, go to the common part.
+// One stub per slot. A slot not measured (past the overhead budget, or a
+// choice replaced after a dlopen) costs one byte compare and a jump to the
+// API; otherwise load the slot number and go to the common part.
         .macro  FP_STUB n
         .globl  fp_stub_\n
         .hidden fp_stub_\n
         .type   fp_stub_\n, @function
 fp_stub_\n:
+        cmpb    $0, fp_measuring+\n(%rip)
+        je      1f
         movl    $\n, %r11d
         jmp     fp_stub_common
+1:      jmp     *fp_real+8*\n(%rip)
         .size   fp_stub_\n, .-fp_stub_\n
         .endm
 

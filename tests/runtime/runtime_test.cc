@@ -65,16 +65,16 @@ Result RunCmd(const std::vector<std::string>& argv, const std::vector<std::strin
 class RuntimeTest : public ::testing::Test {
  protected:
   std::vector<std::string> Env(const std::string& force) {
-    return {"FIELDPROF_RUN=1",
-            "FIELDPROF_K=1",
-            "FIELDPROF_FORCE=" + force,
-            "FIELDPROF_SPOOL=" + spool(),
-            "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
-            "FIELDPROF_MAX_LOAD=1000",
-            "LD_AUDIT=" + std::string(FIELDPROF_AUDIT_LIB),
-            "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)};
+    std::vector<std::string> env = extra_env_;
+    env.insert(env.end(),
+               {"FIELDPROF_RUN=1", "FIELDPROF_K=1", "FIELDPROF_FORCE=" + force,
+                "FIELDPROF_SPOOL=" + spool(), "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
+                "FIELDPROF_MAX_LOAD=1000", "LD_AUDIT=" + std::string(FIELDPROF_AUDIT_LIB),
+                "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)});
+    return env;
   }
   std::string spool() const { return dir_.path() + "/spool"; }
+  std::vector<std::string> extra_env_;  // added to every measured run
 
   // Runs with and without the runtime; same exit code and output.
   Result RunBoth(const std::vector<std::string>& argv, const std::string& force) {
@@ -157,6 +157,22 @@ TEST_F(RuntimeTest, WallTimeOfASleep) {
     EXPECT_EQ(h->min(), 0u) << m;
     EXPECT_EQ(h->max(), 0u) << m;
   }
+}
+
+TEST_F(RuntimeTest, VdsoClockWhenTheTscWillNotDo) {
+  // The fallback for CPUs without an invariant TSC, forced here.
+  const std::string log = dir_.path() + "/debug.log";
+  extra_env_ = {"FIELDPROF_CLOCK=vdso", "FIELDPROF_DEBUG=" + log};
+  RunBoth({prog_, "sleep", "2000", "5"}, "fp_test_sleep_us");
+  EXPECT_NE(ReadFile(log).find("clock: vDSO CLOCK_MONOTONIC"), std::string::npos) << ReadFile(log);
+  const auto* wall = Find(Records(), "fp_test_sleep_us", wire::METRIC_WALL_TIME_NS);
+  ASSERT_NE(wall, nullptr);
+  EXPECT_EQ(wall->count(), 5u);
+  EXPECT_GE(wall->min(), 2000000u);
+  EXPECT_LT(wall->min(), 2000000000u);
+  // The vDSO is called from the stub: floating-point arguments must survive.
+  Result r = RunBoth({prog_, "fsum"}, "fp_test_fsum");
+  EXPECT_EQ(r.out, "45.875\ndone fsum\n");
 }
 
 TEST_F(RuntimeTest, FileBytesWritten) {
