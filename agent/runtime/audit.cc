@@ -426,12 +426,12 @@ bool InList(const char* list, const char* module) {
 
 // Functions a return-address wrapper must never sit in front of, whatever
 // the choice or --force says:
-// - they return twice (vfork: the child returns through the thunk on the
+// - they return twice (vfork: the child returns through the stub on the
 //   parent's stack and consumes its entry; setjmp/getcontext: the saved
-//   return address would be the thunk's);
+//   return address would be the stub's);
 // - they look at their own return address to find their caller (dlopen
 //   searches the caller's RUNPATH, dlsym(RTLD_NEXT) starts after the caller):
-//   through the thunk the caller would look like libfieldprof.
+//   through the stub the caller would look like libfieldprof.
 bool UnsafeToWrap(const char* name) {
   static const char* const kNames[] = {
       "vfork",       "__vfork",    "clone",       "__clone",    "clone3",

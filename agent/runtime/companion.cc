@@ -242,10 +242,12 @@ void CheckBudget() {
 
 namespace {
 
-void ResetAfterFork() {
-  // The child counts only its own calls; its parent reports the rest. It is
-  // a process of its own from here: its run time and overhead budget start
-  // now, so APIs the parent had stopped for its budget measure again.
+// The process whose record this memory holds: a vfork child shares it, and
+// must never write it (nor may a raw clone child without fork handlers).
+pid_t owner_pid;
+
+// Forgets every count: what follows goes into a record of its own.
+void ResetCounts() {
   for (int s = 0; s < kSlabs; ++s) {
     if (g.slabs_ready[s]) new (&SlabAt(s)) Slab();
   }
@@ -266,7 +268,17 @@ void ResetAfterFork() {
   }
 }
 
+void ResetAfterFork() {
+  // The child counts only its own calls; its parent reports the rest. It is
+  // a process of its own from here: its run time and overhead budget start
+  // now, so APIs the parent had stopped for its budget measure again.
+  owner_pid = getpid();
+  ResetCounts();
+}
+
 __attribute__((constructor(101))) void Start() {
+  owner_pid = getpid();
+  pthread_atfork(nullptr, nullptr, ResetAfterFork);
   if (!g.active) return;
   // FIELDPROF_CLOCK=vdso: use the vDSO clock even with an invariant TSC
   // (tests, and comparing the two).
@@ -283,11 +295,15 @@ __attribute__((constructor(101))) void Start() {
   }
   g.tsc0 = Ticks();
   g.mono0_ns = MonoNs();
-  pthread_atfork(nullptr, nullptr, ResetAfterFork);
 }
 
-__attribute__((destructor)) void Finish() {
-  if (!g.active && g.config.refused == 0) return;
+// Whether this process has a record to write.
+bool HasRecord() {
+  if (!g.active && g.config.refused == 0) return false;
+  return getpid() == owner_pid;
+}
+
+void WriteRecord() {
   if (g.active && !g.calibrated) CalibrateNow();
   FlushPreCalibration();
   const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(MonoNs() - g.mono0_ns) : 0;
@@ -326,6 +342,27 @@ __attribute__((destructor)) void Finish() {
   }
   const char* err = WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run);
   if (err != nullptr) DebugLog("spool: %s", err);
+}
+
+__attribute__((destructor)) void Finish() {
+  if (HasRecord()) WriteRecord();
+}
+
+// exec and _exit end the image without running destructors: the record is
+// written first. If exec fails the program carries on, and counts from zero
+// into the record it writes later.
+bool RecordBeforeImageEnds() {
+  if (!HasRecord()) return false;
+  WriteRecord();
+  return true;
+}
+
+void AfterFailedExec() {
+  if (g.active) {
+    ResetCounts();
+  } else {
+    g.config.refused = 0;  // the refusal is on record already
+  }
 }
 
 }  // namespace
@@ -657,6 +694,95 @@ return r;
 FP_FORWARD(int, dup3, (int a, int b, int f), (a, b, f))
 ForgetFd(b);
 return r;
+}
+
+// ------------------------------------------------ exec and _exit
+
+namespace {
+
+template <typename Exec>
+int AroundExec(Exec exec) {
+  const bool wrote = fieldprof::rt::RecordBeforeImageEnds();
+  const int r = exec();
+  const int saved = errno;
+  if (wrote) fieldprof::rt::AfterFailedExec();
+  errno = saved;
+  return r;
+}
+
+using ExecveFn = int (*)(const char*, char* const[], char* const[]);
+using ExecvFn = int (*)(const char*, char* const[]);
+ExecveFn next_execve, next_execvpe;
+ExecvFn next_execv, next_execvp;
+int (*next_fexecve)(int, char* const[], char* const[]);
+int (*next_execveat)(int, const char*, char* const[], char* const[], int);
+[[noreturn]] void (*next_exit)(int);
+[[noreturn]] void (*next_Exit)(int);
+
+// The arguments of an execl-style call, up to its null pointer, as an argv
+// on the caller's stack; after the null, execle's environment.
+#define FP_COLLECT_ARGS(arg, argv, after_null)                                      \
+  size_t argc_ = 1;                                                                 \
+  {                                                                                 \
+    va_list ap;                                                                     \
+    va_start(ap, arg);                                                              \
+    while (va_arg(ap, const char*) != nullptr) ++argc_;                             \
+    va_end(ap);                                                                     \
+  }                                                                                 \
+  auto** argv = static_cast<char**>(__builtin_alloca((argc_ + 1) * sizeof(char*))); \
+  {                                                                                 \
+    va_list ap;                                                                     \
+    va_start(ap, arg);                                                              \
+    argv[0] = const_cast<char*>(arg);                                               \
+    for (size_t i = 1; i <= argc_; ++i) argv[i] = va_arg(ap, char*);                \
+    after_null;                                                                     \
+    va_end(ap);                                                                     \
+  }
+
+}  // namespace
+
+extern "C" FP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
+}
+extern "C" FP_EXPORT int execv(const char* path, char* const argv[]) {
+  return AroundExec([&] { return Next(&next_execv, "execv")(path, argv); });
+}
+extern "C" FP_EXPORT int execvp(const char* file, char* const argv[]) {
+  return AroundExec([&] { return Next(&next_execvp, "execvp")(file, argv); });
+}
+extern "C" FP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  return AroundExec([&] { return Next(&next_execvpe, "execvpe")(file, argv, envp); });
+}
+extern "C" FP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  return AroundExec([&] { return Next(&next_fexecve, "fexecve")(fd, argv, envp); });
+}
+extern "C" FP_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
+                                  char* const envp[], int flags) {
+  return AroundExec(
+      [&] { return Next(&next_execveat, "execveat")(dirfd, path, argv, envp, flags); });
+}
+extern "C" FP_EXPORT int execl(const char* path, const char* arg, ...) {
+  FP_COLLECT_ARGS(arg, argv, (void)0)
+  return AroundExec([&] { return Next(&next_execv, "execv")(path, argv); });
+}
+extern "C" FP_EXPORT int execlp(const char* file, const char* arg, ...) {
+  FP_COLLECT_ARGS(arg, argv, (void)0)
+  return AroundExec([&] { return Next(&next_execvp, "execvp")(file, argv); });
+}
+extern "C" FP_EXPORT int execle(const char* path, const char* arg, ...) {
+  char* const* envp = nullptr;
+  FP_COLLECT_ARGS(arg, argv, envp = va_arg(ap, char* const*))
+  return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
+}
+#undef FP_COLLECT_ARGS
+
+extern "C" FP_EXPORT [[noreturn]] void _exit(int status) {
+  fieldprof::rt::RecordBeforeImageEnds();
+  Next(&next_exit, "_exit")(status);
+}
+extern "C" FP_EXPORT [[noreturn]] void _Exit(int status) {
+  fieldprof::rt::RecordBeforeImageEnds();
+  Next(&next_Exit, "_Exit")(status);
 }
 
 // ------------------------------------------------ unwinding

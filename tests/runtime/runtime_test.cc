@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -492,27 +493,51 @@ TEST_F(HazardTest, ForkInsideAMeasuredCall) {
   EXPECT_EQ(r.out, "child returned\nparent returned, child exit 0\ndone forkin\n");
   auto recs = Records();
   ASSERT_EQ(recs.size(), 2u);
-  // Both processes returned through the thunk; the parent measured both of
+  // Both processes returned through the stub; the parent measured both of
   // its calls and the child its second one (the first began before fork).
   EXPECT_EQ(Calls(recs, "fp_test_callback"), 4u);
 }
 
 TEST_F(HazardTest, ReturnsTwiceFunctionsAreNeverWrapped) {
-  // vfork's child would return through the thunk on its parent's stack: it
+  // vfork's child would return through the stub on its parent's stack: it
   // is refused even when forced (so are setjmp, getcontext, dlopen, dlsym).
   Result r = Run({"vfork"}, "vfork");
   EXPECT_EQ(r.out, "vforked 3\ndone vfork\n");
-  EXPECT_EQ(Calls(Records(), "vfork"), 0u);
+  auto recs = Records();
+  EXPECT_EQ(Calls(recs, "vfork"), 0u);
+  // The parent's record and one per /bin/true; a vfork child shares its
+  // parent's memory, so its exec writes none.
+  EXPECT_EQ(recs.size(), 4u);
 }
 
 TEST_F(HazardTest, ExecReplacesTheProgram) {
   Result r = Run({"exec"}, "fp_test_alloc");
   EXPECT_EQ(r.out, "done alloc\n");
   auto recs = Records();
-  ASSERT_GE(recs.size(), 1u);
-  // The new image is measured on its own (the old image's record is not
-  // written: a known gap, see docs/runtime.md).
+  // Each image leaves its own record: the old one's is written before the
+  // exec (1 call), the new one's at its exit (3 calls).
+  ASSERT_EQ(recs.size(), 2u);
+  std::vector<uint64_t> calls;
+  for (const auto& rec : recs) calls.push_back(Calls({rec}, "fp_test_alloc"));
+  std::sort(calls.begin(), calls.end());
+  EXPECT_EQ(calls, (std::vector<uint64_t>{1, 3}));
+}
+
+TEST_F(HazardTest, FailedExecCountsEveryCallOnce) {
+  Result r = Run({"execfail"}, "fp_test_alloc");
+  EXPECT_EQ(r.out, "done execfail\n");
+  auto recs = Records();
+  // One record before the exec was tried, one at exit; no call in both.
+  ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(Calls(recs, "fp_test_alloc"), 3u);
+}
+
+TEST_F(HazardTest, UnderscoreExitLeavesARecord) {
+  Result r = Run({"_exit"}, "fp_test_alloc");
+  EXPECT_EQ(r.out, "done _exit\n");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "fp_test_alloc"), 2u);
 }
 
 TEST_F(HazardTest, DlopenDlcloseAndOpenAgain) {

@@ -2,7 +2,7 @@
 // so runs with and without the runtime can be compared byte for byte.
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | throw
 //            | recurse N | varargs | structs | threads T N | signal | longjmp
-//            | fork | forkin | vfork | exec | dlopen LIB
+//            | fork | forkin | vfork | exec | execfail | _exit | dlopen LIB
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -145,6 +145,17 @@ int Hazard(int argc, char** argv) {
     fflush(stdout);
     execl("/proc/self/exe", "testprog", "alloc", "10", "3", static_cast<char*>(nullptr));
     return 9;
+  } else if (!strcmp(what, "execfail")) {
+    fp_test_alloc(10);
+    execl("/nonexistent/fieldprof-test", "x", static_cast<char*>(nullptr));
+    fp_test_alloc(10);
+    fp_test_alloc(10);
+  } else if (!strcmp(what, "_exit")) {
+    fp_test_alloc(10);
+    fp_test_alloc(10);
+    printf("done _exit\n");
+    fflush(stdout);
+    _exit(7);
   } else if (!strcmp(what, "dlopen") && argc == 3) {
     long total = 0;
     for (int round = 0; round < 2; ++round) {
