@@ -32,7 +32,7 @@ plain=999; unsel=999; sel=999
 for _ in 1 2 3; do
   p=$("$prog" empty $calls 5 | ns)
   u=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_work "$prog" empty $calls 5 | ns)
-  s=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1 \
+  s=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 \
       "$prog" empty $((calls / 4)) 5 | ns)
   plain=$(calc "min($plain, $p)" 3); unsel=$(calc "min($unsel, $u)" 3); sel=$(calc "min($sel, $s)" 3)
 done

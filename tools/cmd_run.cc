@@ -103,7 +103,8 @@ int CmdRun(int argc, char** argv) {
   t.AddInt("slots", &slots, "machine-wide instrumented programs (0: the settings', default 6)", 0,
            4096);
   t.AddString("max_load", &max_load, "1-minute load per CPU above which the run is not measured");
-  t.AddString("budget", &budget, "overhead budget, fraction of run time (default 0.01)");
+  t.AddString("budget", &budget,
+              "overhead budget, fraction of run time (default 0.01; above 1: no cap)");
   t.AddString("debug", &debug, "write the runtime's diagnostics to this file");
   t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof.so and libfieldprof_audit.so");
   t.AddBool("show", &show, "when the command ends, print its record to stderr");
@@ -136,8 +137,9 @@ int CmdRun(int argc, char** argv) {
   if (s.ok() && !max_load.empty() && !ParseDouble(max_load, 0, 1e6, &d)) {
     s = InvalidArgument("--max_load must be a number >= 0");
   }
-  if (s.ok() && !budget.empty() && !ParseDouble(budget, 0, 1, &d)) {
-    s = InvalidArgument("--budget must be a fraction between 0 and 1");
+  if (s.ok() && !budget.empty() && !ParseDouble(budget, 0, 1000, &d)) {
+    s = InvalidArgument(
+        "--budget must be a fraction of run time, 0 to 1 (above 1, up to 1000: no cap)");
   }
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
   if (s.ok() && cmd_at >= argc) s = InvalidArgument("no command to run");

@@ -81,25 +81,30 @@ void FlushPreCalibration() {
   FlushPre(*tls.ss, MySlab(tls));
 }
 
-extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
-  const FpTarget real{fp_real[slot], 0};
-  ThreadState& tls = t_state;
-  if (tls.ss == nullptr) {
-    if (!fp_measuring[slot]) return real;
-    const int i = g.next_stack.fetch_add(1, std::memory_order_relaxed);
-    if (i >= kShadowStacks) {
-      g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
-      return real;
-    }
-    tls.ss = &g_stacks[i];
+namespace {
+
+// A thread's first measured call: its shadow stack.
+[[gnu::noinline, gnu::cold]] ShadowStack* TakeStack(ThreadState& tls) {
+  const int i = g.next_stack.fetch_add(1, std::memory_order_relaxed);
+  if (i >= kShadowStacks) {
+    g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
   }
-  ShadowStack& t = *tls.ss;
+  tls.ss = &g_stacks[i];
+  return tls.ss;
+}
+
+// A call while entries are on the thread's shadow stack (nesting,
+// recursion, or entries that longjmp or an unwinder left): drops the dead
+// ones and returns the depth at which the new call goes.
+[[gnu::noinline]] uint32_t DropDeadEntries(ShadowStack& t, uintptr_t* ret_slot) {
   // Entries restored for an unwinder are no longer referenced: drop them.
   while (t.depth > 0 && t.e[t.depth - 1].ret_slot == nullptr) --t.depth;
   // Entries of frames that longjmp left: on this stack at or below the new
   // call's return slot, and that slot no longer holds fp_return_point. (An
-  // enclosing live call's slot is higher up and still holds it; so does an
-  // interrupted call's when a handler runs on a higher alternate stack.)
+  // enclosing live call's slot is higher up and still holds it, until its
+  // fp_exit is over; so does an interrupted call's when a handler runs on a
+  // higher alternate stack.)
   uint32_t live = t.depth;
   while (live > 0) {
     uintptr_t* const rs = t.e[live - 1].ret_slot;
@@ -110,11 +115,45 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
     g.abandoned.fetch_add(t.depth - live, std::memory_order_relaxed);
     t.depth = live;
   }
-  if (!fp_measuring[slot]) return real;
-  const uint32_t d = t.depth;
-  if (d >= kShadowDepth) {
-    g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
-    return real;
+  return live;
+}
+
+// The entry of the call returning through `ret_slot` when it is not the
+// topmost: entries above it belong to frames that are gone (longjmp, or an
+// exception caught inside); they are counted as abandoned here and dropped
+// when the caller lowers the depth.
+[[gnu::noinline]] uint32_t FindEntry(ShadowStack& t, uintptr_t* ret_slot) {
+  int i = static_cast<int>(t.depth) - 1;
+  while (i >= 0 && t.e[i].ret_slot != ret_slot) --i;
+  if (i < 0) __builtin_trap();  // cannot happen: fp_return_point is only planted with an entry
+  g.abandoned.fetch_add(t.depth - 1 - static_cast<uint32_t>(i), std::memory_order_relaxed);
+  return static_cast<uint32_t>(i);
+}
+
+// Every 1024 calls of an API in a slab: the overhead budget.
+[[gnu::noinline]] void BudgetTick() {
+  g.calls_total.fetch_add(1024, std::memory_order_relaxed);
+  CheckBudget();
+}
+
+}  // namespace
+
+// The stub calls this only for a slot it measures (fp_measuring).
+extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
+  ThreadState& tls = t_state;
+  ShadowStack* ss = tls.ss;
+  if (ss == nullptr) [[unlikely]] {
+    ss = TakeStack(tls);
+    if (ss == nullptr) return {fp_real[slot], 0};
+  }
+  ShadowStack& t = *ss;
+  uint32_t d = t.depth;
+  if (d != 0) [[unlikely]] {
+    d = DropDeadEntries(t, ret_slot);
+    if (d >= kShadowDepth) {
+      g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
+      return {fp_real[slot], 0};
+    }
   }
   // Reserve the entry before filling it: a signal handler that runs a
   // measured call in between pushes above it.
@@ -132,64 +171,57 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   Barrier();
   *ret_slot = reinterpret_cast<uintptr_t>(fp_return_point);
   e.t0 = Ticks();
-  return {real.addr, 1};
+  return {fp_real[slot], 1};
 }
 
+// The entry stays on the shadow stack until the end, so a signal handler
+// that runs a measured call meanwhile pushes above it; the stub keeps
+// fp_return_point in the return slot until fp_exit is over.
 extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
   const uint64_t t1 = Ticks();
   ThreadState& tls = t_state;
   ShadowStack& t = *tls.ss;
   uintptr_t* const ret_slot = reinterpret_cast<uintptr_t*>(caller_rsp - 8);
-  // Ours is the topmost entry for this stack slot; entries above it belong
-  // to frames that are gone (longjmp, or an exception caught inside).
-  int i = static_cast<int>(t.depth) - 1;
-  while (i >= 0 && t.e[i].ret_slot != ret_slot) --i;
-  if (i < 0) __builtin_trap();  // cannot happen: fp_return_point is only planted with an entry
-  const Entry e = t.e[i];
-  if (static_cast<uint32_t>(i) + 1 != t.depth) {
-    g.abandoned.fetch_add(t.depth - 1 - i, std::memory_order_relaxed);
-  }
-  Barrier();
-  t.depth = static_cast<uint32_t>(i);
+  uint32_t i = t.depth - 1;
+  if (t.depth == 0 || t.e[i].ret_slot != ret_slot) [[unlikely]]
+    i = FindEntry(t, ret_slot);
+  const Entry& e = t.e[i];
+  const uintptr_t ret = e.ret_addr;
+  const uint32_t slot = e.slot;
   const uint64_t alloc = tls.alloc_bytes - e.alloc_bytes0;
   if (i > 0) t.e[i - 1].child_alloc += alloc;
-
-  if (e.slot == FP_CALIBRATION_SLOT) {
+  Slab* slab;
+  if (slot == FP_CALIBRATION_SLOT) [[unlikely]] {
     g.calibration_last_ticks = t1 - e.t0;
-    return e.ret_addr;
-  }
-  Slab* slab = MySlab(tls);
-  if (slab == nullptr) {
+  } else if ((slab = MySlab(tls)) == nullptr) [[unlikely]] {
     g.dropped_no_slab.fetch_add(1, std::memory_order_relaxed);
-    return e.ret_addr;
-  }
-  uint64_t ticks = t1 - e.t0;
-  ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
-  if (g.calibrated && t.npre == 0) [[likely]] {
-    slab->h[e.slot][0].Record(TicksToNs(ticks));
   } else {
-    RecordUncalibrated(t, *slab, e.slot, ticks, t1);
+    uint64_t ticks = t1 - e.t0;
+    ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
+    if (g.calibrated && t.npre == 0) [[likely]] {
+      slab->h[slot][0].Record(TicksToNs(ticks));
+    } else {
+      RecordUncalibrated(t, *slab, slot, ticks, t1);
+    }
+    const uint64_t count = tls.alloc_count - e.alloc_count0;
+    const uint64_t file = tls.file_io - e.file0;
+    const uint64_t sock = tls.sock_io - e.sock0;
+    if ((alloc | count | file | sock) == 0) {
+      ++slab->quiet[slot];  // exclusive bytes are 0 too: child_alloc <= alloc
+    } else {
+      Histogram* h = slab->h[slot];
+      h[1].Record(alloc);
+      h[2].Record(alloc - e.child_alloc);
+      h[3].Record(count);
+      h[4].Record(file);
+      h[5].Record(sock);
+    }
+    if ((++slab->calls[slot] & 1023) == 0) [[unlikely]]
+      BudgetTick();
   }
-  const uint64_t count = tls.alloc_count - e.alloc_count0;
-  const uint64_t file = tls.file_io - e.file0;
-  const uint64_t sock = tls.sock_io - e.sock0;
-  if ((alloc | count | file | sock) == 0) {
-    ++slab->quiet[e.slot];  // exclusive bytes are 0 too: child_alloc <= alloc
-  } else {
-    Histogram* h = slab->h[e.slot];
-    h[1].Record(alloc);
-    h[2].Record(alloc - e.child_alloc);
-    h[3].Record(count);
-    h[4].Record(file);
-    h[5].Record(sock);
-  }
-  ++slab->calls[e.slot];
-  if (++tls.since_budget_check >= 1024) {
-    tls.since_budget_check = 0;
-    g.calls_total.fetch_add(1024, std::memory_order_relaxed);
-    CheckBudget();
-  }
-  return e.ret_addr;
+  Barrier();
+  t.depth = i;
+  return ret;
 }
 
 }  // namespace fieldprof::rt

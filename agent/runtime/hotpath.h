@@ -46,7 +46,6 @@ struct ThreadState {
   uint64_t alloc_bytes, alloc_count, file_io, sock_io;
   ShadowStack* ss;  // nullptr until the first measured call
   int32_t slab;     // index + 1; 0 none yet, -1 none left
-  uint32_t since_budget_check;
 };
 
 struct Slab {

@@ -67,19 +67,21 @@ fp_stub_common:
         .hidden fp_return_point
 fp_return_point:
         // The function returned: %rsp is the caller's and 16-byte aligned.
-        subq    $48, %rsp
+        // The save area stops below the return slot, which holds
+        // fp_return_point until fp_exit is over (see DropDeadEntries).
+        subq    $64, %rsp
         movq    %rax, 0(%rsp)
         movq    %rdx, 8(%rsp)
         movdqu  %xmm0, 16(%rsp)
         movdqu  %xmm1, 32(%rsp)
-        leaq    48(%rsp), %rdi          // %rsp as the caller will see it
+        leaq    64(%rsp), %rdi          // %rsp as the caller will see it
         call    fp_exit                 // -> %rax = the caller's return address
         movq    %rax, %r11
         movq    0(%rsp), %rax
         movq    8(%rsp), %rdx
         movdqu  16(%rsp), %xmm0
         movdqu  32(%rsp), %xmm1
-        addq    $48, %rsp
+        addq    $64, %rsp
         pushq   %r11                    // back into the slot; the return
         ret                             // predictor expects just this address
         .size   fp_stub_common, .-fp_stub_common

@@ -399,7 +399,7 @@ class HazardTest : public RuntimeTest {
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env = Env(force);
     env[1] = "FIELDPROF_K=" + std::to_string(k);
-    env.push_back("FIELDPROF_BUDGET=1");
+    env.push_back("FIELDPROF_BUDGET=1000");
     Result plain = RunCmd(argv, {});
     Result measured = RunCmd(argv, env);
     EXPECT_EQ(measured.exit_code, plain.exit_code) << args[0];
@@ -538,6 +538,27 @@ TEST_F(HazardTest, UnderscoreExitLeavesARecord) {
   auto recs = Records();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(Calls(recs, "fp_test_alloc"), 2u);
+}
+
+TEST_F(HazardTest, OverheadBudgetStopsMeasuringAndSaysSo) {
+  // 2,000,000 calls of a function that takes a few ns: measuring them all
+  // would cost several times the run, far past a 1% budget.
+  const std::vector<std::string> argv = {prog_, "many", "2000000"};
+  Result plain = RunCmd(argv, {});
+  std::vector<std::string> env = Env("fp_test_pair");
+  env.push_back("FIELDPROF_BUDGET=0.01");
+  Result measured = RunCmd(argv, env);
+  EXPECT_EQ(measured.exit_code, plain.exit_code);
+  EXPECT_EQ(measured.out, plain.out);
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  const uint64_t calls = Calls(recs, "fp_test_pair");
+  EXPECT_GE(calls, 1024u);     // measured until the first check past the budget
+  EXPECT_LT(calls, 2000000u);  // and not after
+  EXPECT_EQ(recs[0].counters().apis_truncated(), 1u);
+  bool marked = false;
+  for (const auto& rec : recs[0].records()) marked |= rec.truncated();
+  EXPECT_TRUE(marked);
 }
 
 TEST_F(HazardTest, DlopenDlcloseAndOpenAgain) {

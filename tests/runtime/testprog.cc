@@ -2,7 +2,7 @@
 // so runs with and without the runtime can be compared byte for byte.
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | throw
 //            | recurse N | varargs | structs | threads T N | signal | longjmp
-//            | fork | forkin | vfork | exec | execfail | _exit | dlopen LIB
+//            | fork | forkin | vfork | exec | execfail | _exit | many N | dlopen LIB
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -145,6 +145,10 @@ int Hazard(int argc, char** argv) {
     fflush(stdout);
     execl("/proc/self/exe", "testprog", "alloc", "10", "3", static_cast<char*>(nullptr));
     return 9;
+  } else if (!strcmp(what, "many") && argc == 3) {
+    double sum = 0;
+    for (long i = 0; i < atol(argv[2]); ++i) sum += fp_test_pair(i % 100).d;
+    printf("sum %.1f\n", sum);
   } else if (!strcmp(what, "execfail")) {
     fp_test_alloc(10);
     execl("/nonexistent/fieldprof-test", "x", static_cast<char*>(nullptr));
