@@ -8,7 +8,7 @@
 
 #include "common/api_key.h"
 #include "common/histogram.h"
-#include "tools/https_client.h"
+#include "common/https_client.h"
 
 namespace fieldprof::tools {
 

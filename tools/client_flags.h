@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/https_client.h"
 #include "common/options.h"
-#include "tools/https_client.h"
 
 namespace fieldprof::tools {
 

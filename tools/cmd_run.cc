@@ -13,8 +13,8 @@
 #include <iostream>
 #include <set>
 
-#include "agent/spool.h"
 #include "common/options.h"
+#include "common/spool.h"
 #include "tools/commands.h"
 
 namespace fieldprof::tools {
@@ -74,7 +74,7 @@ bool AllDigits(const std::string& s) {
 
 std::set<std::string> SpoolNames(const std::string& dir) {
   std::set<std::string> names;
-  StatusOr<std::vector<agent::SpoolEntry>> l = agent::ListSpool(dir);
+  StatusOr<std::vector<SpoolEntry>> l = ListSpool(dir);
   if (l.ok()) {
     for (const auto& e : *l) names.insert(e.name);
   }
@@ -176,7 +176,7 @@ int CmdRun(int argc, char** argv) {
     return e == ENOENT ? 127 : 126;
   }
 
-  const std::string spool_dir = spool.empty() ? agent::DefaultSpoolDir() : spool;
+  const std::string spool_dir = spool.empty() ? DefaultSpoolDir() : spool;
   const std::set<std::string> before = SpoolNames(spool_dir);
   // Like system(): the terminal's ^C and ^\ go to the command, not to us.
   signal(SIGINT, SIG_IGN);
@@ -200,7 +200,7 @@ int CmdRun(int argc, char** argv) {
   int shown = 0;
   for (const std::string& name : SpoolNames(spool_dir)) {
     if (before.count(name)) continue;
-    StatusOr<wire::RunRecord> r = agent::ReadRunRecord(spool_dir + "/" + name);
+    StatusOr<wire::RunRecord> r = ReadRunRecord(spool_dir + "/" + name);
     if (!r.ok()) {
       std::cerr << "fieldprof run: " << r.status().message() << "\n";
       continue;

@@ -7,10 +7,10 @@
 #include <ctime>
 #include <iostream>
 
-#include "agent/spool.h"
 #include "common/api_key.h"
 #include "common/histogram.h"
 #include "common/options.h"
+#include "common/spool.h"
 #include "common/wire.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -114,7 +114,7 @@ void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunReco
 }
 
 int CmdSpool(int argc, char** argv) {
-  std::string dir = agent::DefaultSpoolDir();
+  std::string dir = DefaultSpoolDir();
   bool json = false, histograms = false;
   OptionTable t("fieldprof spool",
                 "Shows the run records the runtime left in the spool, not yet uploaded.\n\n"
@@ -140,9 +140,9 @@ int CmdSpool(int argc, char** argv) {
     std::cerr << "fieldprof spool: " << s.message() << " (see --help)\n";
     return 2;
   }
-  std::vector<agent::SpoolEntry> entries;
+  std::vector<SpoolEntry> entries;
   if (pos[0] == "ls" || pos.size() == 1) {
-    StatusOr<std::vector<agent::SpoolEntry>> listed = agent::ListSpool(dir);
+    StatusOr<std::vector<SpoolEntry>> listed = ListSpool(dir);
     if (!listed.ok()) {
       std::cerr << "fieldprof spool: " << listed.status().message() << "\n";
       return 1;
@@ -160,8 +160,8 @@ int CmdSpool(int argc, char** argv) {
     std::printf("%-36s %-19s %7s %-24s %8s  %s\n", "RECORD", "ENDED", "SIZE", "STATUS", "CALLS",
                 "APIS");
   }
-  for (const agent::SpoolEntry& e : entries) {
-    StatusOr<wire::RunRecord> r = agent::ReadRunRecord(e.path);
+  for (const SpoolEntry& e : entries) {
+    StatusOr<wire::RunRecord> r = ReadRunRecord(e.path);
     if (!r.ok()) {
       std::cerr << "fieldprof spool: " << r.status().message() << "\n";
       ++bad;

@@ -12,9 +12,9 @@
 #include <ostream>
 #include <string>
 
+#include "common/https_client.h"
 #include "common/status.h"
 #include "tools/batch_gen.h"
-#include "tools/https_client.h"
 
 namespace fieldprof::tools {
 

@@ -13,10 +13,10 @@
 #include <random>
 #include <thread>
 
+#include "common/https_client.h"
 #include "common/wire.h"
 #include "tests/test_util.h"
 #include "tools/api_query.h"
-#include "tools/https_client.h"
 
 namespace fieldprof {
 namespace {
@@ -83,7 +83,7 @@ class Aggregator {
             dir_.File("db").c_str(), "--io_threads", "2", "--workers", "4", nullptr);
       _exit(127);
     }
-    tools::HttpsClient c(Options());
+    HttpsClient c(Options());
     for (int i = 0; i < 200; ++i) {
       auto r = c.Get("/healthz");
       if (r.ok() && r->status == 200) return;
@@ -101,7 +101,7 @@ class Aggregator {
     waitpid(pid_, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   }
-  tools::HttpsClientOptions Options() const {
+  HttpsClientOptions Options() const {
     return {.host = "127.0.0.1",
             .port = port_,
             .ca_file = dir_.File("cert.pem"),
@@ -136,7 +136,7 @@ TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
     std::vector<std::thread> senders;
     for (int t = 0; t < 4; ++t) {
       senders.emplace_back([&] {
-        tools::HttpsClient c(agg.Options());
+        HttpsClient c(agg.Options());
         while (!stop) {
           int i = next++;
           if (i >= kBatches) break;
@@ -153,7 +153,7 @@ TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
 
     // Restart: everything acknowledged so far is there exactly once.
     agg.Start();
-    tools::HttpsClient c(agg.Options());
+    HttpsClient c(agg.Options());
     for (int w = 0; w < 200; ++w) {
       auto m = c.Get("/metrics");
       if (m.ok() && m->body.find("\nfieldprof_pending_batches 0\n") != std::string::npos) break;
@@ -178,7 +178,7 @@ TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
   // every marker is present exactly once and the shared series equal the sum
   // of all batches: no batch was lost, doubled or half-applied.
   agg.Start();
-  tools::HttpsClient c(agg.Options());
+  HttpsClient c(agg.Options());
   const int attempted = std::min(next.load(), kBatches);
   ASSERT_LT(attempted, kBatches) << "make the kills come sooner or the batches more";
   for (int i = 0; i < attempted; ++i) {

@@ -16,9 +16,9 @@
 #include "aggregator/router.h"
 #include "aggregator/store_rocksdb.h"
 #include "aggregator/time_tree.h"
+#include "common/https_client.h"
 #include "tests/malformed_corpus.h"
 #include "tests/test_util.h"
-#include "tools/https_client.h"
 #include "tools/loadgen.h"
 
 namespace fieldprof::aggregator {
@@ -104,11 +104,11 @@ class ServerTest : public ::testing::Test {
     }
     if (store_) IgnoreError(store_->Close());
   }
-  tools::HttpsClientOptions ClientOptions() {
+  HttpsClientOptions ClientOptions() {
     return {.host = "127.0.0.1", .port = server_->port(), .ca_file = dir_.File("cert.pem")};
   }
-  StatusOr<tools::HttpReply> Post(tools::HttpsClient& c, const std::string& body,
-                                  const std::string& type = "application/x-protobuf") {
+  StatusOr<HttpReply> Post(HttpsClient& c, const std::string& body,
+                           const std::string& type = "application/x-protobuf") {
     return c.Post("/v1/batches", type, body);
   }
 
@@ -158,7 +158,7 @@ class RawTls {
 
 TEST_F(ServerTest, HealthAndMetrics) {
   StartServer();
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   auto h = c.Get("/healthz");
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->status, 200);
@@ -173,7 +173,7 @@ TEST_F(ServerTest, HealthAndMetrics) {
 
 TEST_F(ServerTest, IngestIsExactlyOnceAndQueryable) {
   StartServer();
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   wire::Batch b = SimpleBatch(IdOf(1), "libsqlite3.so.0", "sqlite3_step", 3000, 4);
   auto r1 = Post(c, b.SerializeAsString());
   ASSERT_TRUE(r1.ok()) << r1.status().ToString();
@@ -199,7 +199,7 @@ TEST_F(ServerTest, IngestIsExactlyOnceAndQueryable) {
 
 TEST_F(ServerTest, MalformedBodiesGet400AndNothingIsApplied) {
   StartServer();
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   for (const auto& bad : fieldprof::testing::MalformedCorpus()) {
     auto r = Post(c, bad.bytes);
     ASSERT_TRUE(r.ok()) << bad.name << ": " << r.status().ToString();
@@ -221,7 +221,7 @@ TEST_F(ServerTest, MalformedBodiesGet400AndNothingIsApplied) {
 
 TEST_F(ServerTest, WrongContentTypeIs415) {
   StartServer();
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   wire::Batch b = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 100);
   auto r = Post(c, b.SerializeAsString(), "application/json");
   ASSERT_TRUE(r.ok());
@@ -246,7 +246,7 @@ TEST_F(ServerTest, OversizeBodyIs413WithoutReadingIt) {
   EXPECT_EQ(res.result_int(), 413u);
   EXPECT_FALSE(res.keep_alive());
   // Chunked bodies past the limit are cut too.
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   auto r = Post(c, std::string((1 << 20) + 10, 'x'));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 413);
@@ -279,7 +279,7 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   for (int i = 0; i < 50 && metrics_.connections() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   EXPECT_EQ(c.Get("/healthz")->status, 200);
   auto m = c.Get("/metrics");
   EXPECT_EQ(m->body.find("fieldprof_timeouts_total 0\n"), std::string::npos)
@@ -312,7 +312,7 @@ TEST_F(ServerTest, ConcurrentSameIdCountsOnce) {
   std::vector<std::future<std::string>> answers;
   for (int i = 0; i < 8; ++i) {
     answers.push_back(std::async(std::launch::async, [&] {
-      tools::HttpsClient c(ClientOptions());
+      HttpsClient c(ClientOptions());
       auto r = Post(c, body);
       return r.ok() && r->status == 200 ? r->body : std::string("error");
     }));
@@ -338,11 +338,11 @@ TEST_F(ServerTest, OverloadAnswers503WithRetryAfter) {
   StartServer(o);
   store_->Close_gate();
   auto first = std::async(std::launch::async, [&] {
-    tools::HttpsClient c(ClientOptions());
+    HttpsClient c(ClientOptions());
     return Post(c, SimpleBatch(IdOf(1), "libz.so.1", "deflate", 9).SerializeAsString());
   });
   while (store_->waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   auto second = Post(c, SimpleBatch(IdOf(2), "libz.so.1", "deflate", 9).SerializeAsString());
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->status, 503);
@@ -360,11 +360,11 @@ TEST_F(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
   StartServer();
   store_->Close_gate();
   auto inflight = std::async(std::launch::async, [&] {
-    tools::HttpsClient c(ClientOptions());
+    HttpsClient c(ClientOptions());
     return Post(c, SimpleBatch(IdOf(5), "libz.so.1", "inflate", 9).SerializeAsString());
   });
   // An idle keep-alive connection, which shutdown closes.
-  tools::HttpsClient idle(ClientOptions());
+  HttpsClient idle(ClientOptions());
   ASSERT_EQ(idle.Get("/healthz")->status, 200);
   while (store_->waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   server_->Shutdown();
@@ -378,7 +378,7 @@ TEST_F(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
   ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
   EXPECT_EQ(store_->ListApis({}, 10)->size(), 1u);
   // No longer accepting.
-  tools::HttpsClient late(ClientOptions());
+  HttpsClient late(ClientOptions());
   EXPECT_FALSE(late.Get("/healthz").ok());
 }
 
@@ -386,7 +386,7 @@ TEST_F(ServerTest, RefusesTls11AndResumesSessions) {
   StartServer();
   RawTls old(server_->port(), TLS1_1_VERSION);
   EXPECT_TRUE(old.Handshake()) << "TLS 1.1 handshake should fail";
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   ASSERT_EQ(c.Get("/healthz")->status, 200);
   EXPECT_FALSE(c.session_reused());
   c.Close();
@@ -397,13 +397,13 @@ TEST_F(ServerTest, RefusesTls11AndResumesSessions) {
 
 TEST_F(ServerTest, RsaCertificateWorksAndWrongCaIsRefused) {
   StartServer({}, "rsa");
-  tools::HttpsClient c(ClientOptions());
+  HttpsClient c(ClientOptions());
   EXPECT_EQ(c.Get("/healthz")->status, 200);
   TempDir other;
   ASSERT_TRUE(fieldprof::testing::MakeCert(other.path()));
   auto o = ClientOptions();
   o.ca_file = other.File("cert.pem");
-  tools::HttpsClient wrong(o);
+  HttpsClient wrong(o);
   auto r = wrong.Get("/healthz");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("certificate verify failed"), std::string::npos)
@@ -414,7 +414,7 @@ TEST_F(ServerTest, ConnectionCap) {
   ServerOptions o;
   o.max_connections = 2;
   StartServer(o);
-  tools::HttpsClient a(ClientOptions()), b(ClientOptions()), c(ClientOptions());
+  HttpsClient a(ClientOptions()), b(ClientOptions()), c(ClientOptions());
   ASSERT_EQ(a.Get("/healthz")->status, 200);
   ASSERT_EQ(b.Get("/healthz")->status, 200);
   EXPECT_FALSE(c.Get("/healthz").ok());
@@ -422,7 +422,7 @@ TEST_F(ServerTest, ConnectionCap) {
   for (int i = 0; i < 100 && metrics_.connections() >= 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  tools::HttpsClient d(ClientOptions());
+  HttpsClient d(ClientOptions());
   EXPECT_EQ(d.Get("/healthz")->status, 200);
 }
 

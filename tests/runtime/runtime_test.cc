@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/spool.h"
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/spool.h"
 #include "tests/test_util.h"
 
 namespace fieldprof {
@@ -89,13 +89,13 @@ class RuntimeTest : public ::testing::Test {
   // Every record in the spool, read and validated by the agent's reader.
   std::vector<wire::RunRecord> Records() {
     std::vector<wire::RunRecord> out;
-    StatusOr<std::vector<agent::SpoolEntry>> files = agent::ListSpool(spool());
+    StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool());
     EXPECT_TRUE(files.ok()) << files.status().ToString();
     if (!files.ok()) return out;
-    for (const agent::SpoolEntry& e : *files) {
+    for (const SpoolEntry& e : *files) {
       EXPECT_EQ(fs::status(e.path).permissions() & fs::perms::all,
                 fs::perms::owner_read | fs::perms::owner_write);
-      StatusOr<wire::RunRecord> r = agent::ReadRunRecord(e.path);
+      StatusOr<wire::RunRecord> r = ReadRunRecord(e.path);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       if (r.ok()) out.push_back(std::move(*r));
     }

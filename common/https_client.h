@@ -4,8 +4,8 @@
 //
 //   HttpsClient c({.host = "127.0.0.1", .port = 8443, .ca_file = "cert.pem"});
 //   StatusOr<HttpReply> r = c.Post("/v1/batches", "application/x-protobuf", body);
-#ifndef FIELDPROF_TOOLS_HTTPS_CLIENT_H_
-#define FIELDPROF_TOOLS_HTTPS_CLIENT_H_
+#ifndef FIELDPROF_COMMON_HTTPS_CLIENT_H_
+#define FIELDPROF_COMMON_HTTPS_CLIENT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 #include "common/status.h"
 
-namespace fieldprof::tools {
+namespace fieldprof {
 
 struct HttpsClientOptions {
   std::string host = "127.0.0.1";
@@ -71,6 +71,6 @@ class HttpsClient {
 // Percent-encodes a query parameter value.
 std::string UrlEncode(const std::string& s);
 
-}  // namespace fieldprof::tools
+}  // namespace fieldprof
 
-#endif  // FIELDPROF_TOOLS_HTTPS_CLIENT_H_
+#endif  // FIELDPROF_COMMON_HTTPS_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "agent/spool.h"
+#include "common/spool.h"
 
 #include <sys/stat.h>
 
@@ -13,7 +13,7 @@
 #include "common/validate.h"
 #include "common/wire.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 std::string DefaultSpoolDir() {
   const char* xdg = std::getenv("XDG_STATE_HOME");
@@ -78,4 +78,4 @@ StatusOr<wire::RunRecord> ReadRunRecord(const std::string& path) {
   return r;
 }
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof

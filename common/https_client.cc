@@ -1,4 +1,4 @@
-#include "tools/https_client.h"
+#include "common/https_client.h"
 
 #include <openssl/ssl.h>
 
@@ -9,7 +9,7 @@
 #include <boost/beast/ssl.hpp>
 #include <optional>
 
-namespace fieldprof::tools {
+namespace fieldprof {
 
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
@@ -201,4 +201,4 @@ std::string UrlEncode(const std::string& s) {
   return out;
 }
 
-}  // namespace fieldprof::tools
+}  // namespace fieldprof

@@ -4,8 +4,8 @@
 //
 //   StatusOr<std::vector<SpoolEntry>> files = ListSpool(DefaultSpoolDir());
 //   StatusOr<wire::RunRecord> r = ReadRunRecord((*files)[0].path);
-#ifndef FIELDPROF_AGENT_SPOOL_H_
-#define FIELDPROF_AGENT_SPOOL_H_
+#ifndef FIELDPROF_COMMON_SPOOL_H_
+#define FIELDPROF_COMMON_SPOOL_H_
 
 #include <cstdint>
 #include <string>
@@ -14,7 +14,7 @@
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 // $XDG_STATE_HOME/fieldprof/spool, else ~/.local/state/fieldprof/spool (the
 // runtime's default); "" when neither variable is set.
@@ -36,6 +36,6 @@ struct SpoolEntry {
 [[nodiscard]] StatusOr<wire::RunRecord> ReadRunRecord(const std::string& path);
 [[nodiscard]] Status ValidateRunRecord(const wire::RunRecord& r);
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof
 
-#endif  // FIELDPROF_AGENT_SPOOL_H_
+#endif  // FIELDPROF_COMMON_SPOOL_H_
