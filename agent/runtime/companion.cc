@@ -297,10 +297,29 @@ __attribute__((constructor(101))) void Start() {
   g.mono0_ns = MonoNs();
 }
 
+// Set after a failed exec: this image's run is on record already, so a
+// later record is written only if it has calls of its own (a shell trying
+// each PATH entry would otherwise leave one empty record per attempt).
+bool resumed_after_exec;
+
+uint64_t CallsSinceReset() {
+  uint64_t n = 0;
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  for (int s = 0; s < slabs; ++s) {
+    if (!g.slabs_ready[s]) continue;
+    for (int a = 0; a < FP_MAX_APIS; ++a)
+      n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
+  }
+  const int stacks = std::min(g.next_stack.load(), kShadowStacks);
+  for (int i = 0; i < stacks; ++i) n += g_stacks[i].npre;
+  return n;
+}
+
 // Whether this process has a record to write.
 bool HasRecord() {
   if (!g.active && g.config.refused == 0) return false;
-  return getpid() == owner_pid;
+  if (getpid() != owner_pid) return false;
+  return !resumed_after_exec || CallsSinceReset() > 0;
 }
 
 void WriteRecord() {
@@ -360,6 +379,7 @@ bool RecordBeforeImageEnds() {
 void AfterFailedExec() {
   if (g.active) {
     ResetCounts();
+    resumed_after_exec = true;
   } else {
     g.config.refused = 0;  // the refusal is on record already
   }

@@ -532,6 +532,16 @@ TEST_F(HazardTest, FailedExecCountsEveryCallOnce) {
   EXPECT_EQ(Calls(recs, "fp_test_alloc"), 3u);
 }
 
+TEST_F(HazardTest, RepeatedFailedExecsLeaveNoEmptyRecords) {
+  // Like a shell trying each PATH entry: 5 failed execs in a row, nothing
+  // measured in between, then one call and a normal exit.
+  Result r = Run({"execfail5"}, "fp_test_alloc");
+  EXPECT_EQ(r.out, "done execfail5\n");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 2u);  // before the first attempt; at exit
+  EXPECT_EQ(Calls(recs, "fp_test_alloc"), 2u);
+}
+
 TEST_F(HazardTest, UnderscoreExitLeavesARecord) {
   Result r = Run({"_exit"}, "fp_test_alloc");
   EXPECT_EQ(r.out, "done _exit\n");

@@ -2,7 +2,7 @@
 // so runs with and without the runtime can be compared byte for byte.
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | throw
 //            | recurse N | varargs | structs | threads T N | signal | longjmp
-//            | fork | forkin | vfork | exec | execfail | _exit | many N | dlopen LIB
+//            | fork | forkin | vfork | exec | execfail | execfail5 | _exit | many N | dlopen LIB
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -153,6 +153,11 @@ int Hazard(int argc, char** argv) {
     fp_test_alloc(10);
     execl("/nonexistent/fieldprof-test", "x", static_cast<char*>(nullptr));
     fp_test_alloc(10);
+    fp_test_alloc(10);
+  } else if (!strcmp(what, "execfail5")) {
+    fp_test_alloc(10);
+    for (int i = 0; i < 5; ++i)
+      execl("/nonexistent/fieldprof-test", "x", static_cast<char*>(nullptr));
     fp_test_alloc(10);
   } else if (!strcmp(what, "_exit")) {
     fp_test_alloc(10);
