@@ -23,10 +23,11 @@
 #include "aggregator/metrics.h"
 #include "aggregator/store.h"
 #include "common/status.h"
+#include "common/wire.h"
 
 namespace fieldprof::aggregator {
 
-inline constexpr std::string_view kProtobufContentType = "application/x-protobuf";
+inline constexpr std::string_view kProtobufContentType = kBatchContentType;
 
 struct HttpResponse {
   int status = 200;

@@ -20,6 +20,8 @@ namespace fieldprof {
 
 inline constexpr uint32_t kSchemaVersion = 1;
 inline constexpr size_t kBatchIdBytes = 16;
+// The media type of an encoded Batch in POST /v1/batches.
+inline constexpr std::string_view kBatchContentType = "application/x-protobuf";
 
 inline uint128 MakeUint128(uint64_t lo, uint64_t hi) {
   return (static_cast<uint128>(hi) << 64) | lo;

@@ -15,28 +15,19 @@
 
 #include "common/https_client.h"
 #include "common/wire.h"
+#include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tools/api_query.h"
 
 namespace fieldprof {
 namespace {
 
+using testing::AggregatorProcess;
+using testing::FreePort;
 using testing::IdOf;
 using testing::TempDir;
 
 constexpr int kSharedSeries = 8;
-
-uint16_t FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Batch i: one marker series of its own plus contributions to shared series.
 wire::Batch CrashBatch(int i) {
@@ -69,51 +60,6 @@ wire::Batch CrashBatch(int i) {
   return b;
 }
 
-class Aggregator {
- public:
-  Aggregator(const TempDir& dir, uint16_t port) : dir_(dir), port_(port) {}
-  void Start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::string p = std::to_string(port_);
-      std::string log = dir_.File("aggregator.log");
-      freopen(log.c_str(), "a", stderr);
-      execl(FIELDPROF_AGGREGATOR_BIN, "fieldprof-aggregator", "--port", p.c_str(), "--tls_cert",
-            dir_.File("cert.pem").c_str(), "--tls_key", dir_.File("key.pem").c_str(), "--db",
-            dir_.File("db").c_str(), "--io_threads", "2", "--workers", "4", nullptr);
-      _exit(127);
-    }
-    HttpsClient c(Options());
-    for (int i = 0; i < 200; ++i) {
-      auto r = c.Get("/healthz");
-      if (r.ok() && r->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL() << "aggregator did not come up";
-  }
-  void Kill() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  void Term() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  }
-  HttpsClientOptions Options() const {
-    return {.host = "127.0.0.1",
-            .port = port_,
-            .ca_file = dir_.File("cert.pem"),
-            .timeout = std::chrono::milliseconds(5000)};
-  }
-
- private:
-  const TempDir& dir_;
-  uint16_t port_;
-  pid_t pid_ = -1;
-};
-
 ApiKey KeyOf(const wire::Batch& b, int i) {
   return ApiKeyFromWire(b.records(i).key(), b.client_platform());
 }
@@ -121,7 +67,7 @@ ApiKey KeyOf(const wire::Batch& b, int i) {
 TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
   TempDir dir;
   ASSERT_TRUE(testing::MakeCert(dir.path()));
-  Aggregator agg(dir, FreePort());
+  AggregatorProcess agg(dir, FreePort());
   constexpr int kBatches = 3000;
   constexpr int kRounds = 6;
   std::vector<wire::Batch> batches;

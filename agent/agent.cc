@@ -1,0 +1,239 @@
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "agent/batcher.h"
+#include "agent/platform.h"
+#include "common/https_client.h"
+#include "common/spool.h"
+#include "common/wire.h"
+
+namespace fieldprof::agent {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string RandomBatchId() {
+  std::random_device rd;  // the OS entropy source
+  std::string id(kBatchIdBytes, '\0');
+  for (size_t i = 0; i < id.size(); i += 4) {
+    const uint32_t v = rd();
+    std::memcpy(&id[i], &v, std::min<size_t>(4, id.size() - i));
+  }
+  return id;
+}
+
+void AddCounters(const wire::AgentCounters& from, wire::AgentCounters* to) {
+  to->set_records_dropped(to->records_dropped() + from.records_dropped());
+  to->set_runs_refused_load_cap(to->runs_refused_load_cap() + from.runs_refused_load_cap());
+  to->set_runs_instrumented(to->runs_instrumented() + from.runs_instrumented());
+  to->set_records_quarantined(to->records_quarantined() + from.records_quarantined());
+}
+
+}  // namespace
+
+std::string DefaultStateDir() {
+  const char* xdg = std::getenv("XDG_STATE_HOME");
+  if (xdg != nullptr && *xdg) return std::string(xdg) + "/fieldprof";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home) return std::string(home) + "/.local/state/fieldprof";
+  return "";
+}
+
+Agent::Agent(AgentConfig config)
+    : config_(std::move(config)),
+      outbox_(config_.outbox_dir(), config_.quarantine_dir()),
+      platform_(DetectPlatform()),
+      rng_(std::random_device{}()) {}
+
+Status Agent::Init() {
+  if (config_.spool_dir.empty() || config_.state_dir.empty()) {
+    return InvalidArgument("no spool or state directory (set --spool and --state_dir, or HOME)");
+  }
+  FP_RETURN_IF_ERROR(MakeDirs(config_.state_dir));
+  // One agent per state directory: two would batch the same spool files.
+  const std::string lock = config_.state_dir + "/agent.lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return IOError("cannot open " + lock + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Unavailable("another fieldprof-agent is running on " + config_.state_dir);
+  }
+  // Kept open (and locked) for the life of the process.
+  FP_RETURN_IF_ERROR(outbox_.Init());
+  StatusOr<AgentState> s = ReadAgentState(config_.status_path());
+  if (!s.ok()) return s.status();
+  state_ = *s;
+  return Status::Ok();
+}
+
+StatusOr<PassResult> Agent::Pass(bool flush, bool upload) {
+  PassResult r;
+  FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
+  FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
+  if (upload) r.upload_status = Upload(&r);
+  StatusOr<std::vector<OutboxEntry>> left = outbox_.List();
+  if (!left.ok()) return left.status();
+  r.batches_waiting = static_cast<int>(left->size());
+  FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
+  return r;
+}
+
+Status Agent::SealFromSpool(bool flush, PassResult* result) {
+  StatusOr<std::vector<SpoolEntry>> files = ListSpool(config_.spool_dir);
+  if (!files.ok()) return files.status();
+  BatchBuilder builder(static_cast<size_t>(config_.batch_bytes), platform_);
+  std::vector<std::string> consumed;  // spool files in `builder`
+  wire::AgentCounters runs;           // counters of the runs in `builder`
+  bool has_records = false;
+
+  auto seal = [&]() -> Status {
+    wire::AgentCounters counters = runs;
+    counters.set_records_dropped(counters.records_dropped() +
+                                 static_cast<uint64_t>(state_.records_dropped));
+    counters.set_records_quarantined(counters.records_quarantined() +
+                                     static_cast<uint64_t>(state_.records_quarantined));
+    const std::string id = RandomBatchId();
+    const int64_t now = NowMs();
+    const wire::Batch batch = builder.Seal(id, now, counters);
+    FP_RETURN_IF_ERROR(
+        outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir, consumed));
+    // Reported in this batch. (A crash before the state is saved reports
+    // them again in the next one: counters only, never records.)
+    state_.records_dropped = 0;
+    state_.records_quarantined = 0;
+    FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
+    consumed.clear();
+    runs.Clear();
+    has_records = false;
+    ++result->batches_sealed;
+    return Status::Ok();
+  };
+
+  for (const SpoolEntry& e : *files) {
+    StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
+    if (!run.ok()) {
+      if (run.status().code() == StatusCode::kNotFound) continue;  // gone meanwhile
+      // Not a valid record: kept aside for inspection, never sent.
+      ++result->runs_bad;
+      ++state_.records_dropped;
+      FP_RETURN_IF_ERROR(WriteFileDurably(config_.quarantine_dir() + "/spool-" + e.name + ".reason",
+                                          run.status().ToString() + "\n"));
+      if (std::rename(e.path.c_str(), (config_.quarantine_dir() + "/spool-" + e.name).c_str()) !=
+          0) {
+        return IOError("cannot move " + e.path + " to the quarantine: " + std::strerror(errno));
+      }
+      continue;
+    }
+    ++result->runs_read;
+    if (!builder.TryAdd(*run)) {
+      FP_RETURN_IF_ERROR(seal());
+      builder.TryAdd(*run);  // an empty builder takes any run
+    }
+    consumed.push_back(e.name);
+    wire::AgentCounters c;
+    if (run->counters().refused() != 0) {
+      c.set_runs_refused_load_cap(1);
+    } else {
+      c.set_runs_instrumented(1);
+    }
+    AddCounters(c, &runs);
+    has_records = has_records || run->records_size() > 0;
+  }
+  // The rest waits for more unless flushing or its oldest record is due. A
+  // batch needs records: runs that left counters only wait for some.
+  const int64_t max_age_ms = config_.max_age_s * 1000;
+  seal_deadline_ms_ = 0;
+  if (has_records) {
+    if (flush || NowMs() - builder.oldest_unix_ms() >= max_age_ms) {
+      FP_RETURN_IF_ERROR(seal());
+    } else {
+      seal_deadline_ms_ = builder.oldest_unix_ms() + max_age_ms;
+    }
+  }
+  return Status::Ok();
+}
+
+int64_t Agent::Backoff(int retry_after_seconds) {
+  const int shift = static_cast<int>(std::min<int64_t>(state_.failures, 30));
+  const double base = std::min<double>(
+      static_cast<double>(config_.backoff_max_ms),
+      static_cast<double>(config_.backoff_initial_ms) * static_cast<double>(int64_t{1} << shift));
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  int64_t delay = static_cast<int64_t>(base * jitter(rng_));
+  delay = std::min(delay, config_.backoff_max_ms);
+  if (retry_after_seconds > 0)
+    delay = std::max<int64_t>(delay, int64_t{retry_after_seconds} * 1000);
+  return delay;
+}
+
+Status Agent::Upload(PassResult* result) {
+  StatusOr<std::vector<OutboxEntry>> entries = outbox_.List();
+  if (!entries.ok()) return entries.status();
+  if (entries->empty()) return Status::Ok();
+  HttpsClientOptions o;
+  o.host = config_.server_host;
+  o.port = static_cast<uint16_t>(config_.server_port);
+  o.ca_file = config_.ca_file;
+  o.timeout = std::chrono::milliseconds(config_.timeout_ms);
+  HttpsClient client(o);  // one connection, kept alive across the batches
+  auto fail = [&](const std::string& why, int retry_after) {
+    state_.last_upload_result = why;
+    ++state_.failures;
+    state_.next_attempt_unix_ms = NowMs() + Backoff(retry_after);
+  };
+  for (const OutboxEntry& e : *entries) {
+    StatusOr<std::string> bytes = outbox_.Read(e);
+    if (!bytes.ok()) return bytes.status();
+    state_.last_upload_unix_ms = NowMs();
+    StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), *bytes);
+    if (!reply.ok()) {
+      fail("unreachable: " + reply.status().message(), -1);
+      return reply.status();
+    }
+    const int code = reply->status;
+    if (code >= 200 && code < 300) {
+      FP_RETURN_IF_ERROR(outbox_.Remove(e));
+      ++result->batches_uploaded;
+      ++state_.batches_uploaded;
+      state_.last_upload_result = "ok";
+      state_.last_success_unix_ms = state_.last_upload_unix_ms;
+      state_.failures = 0;
+      state_.next_attempt_unix_ms = 0;
+      continue;
+    }
+    if (code == 400 || code == 413 || code == 415) {
+      // The aggregator will never take this batch: keep it aside, say why.
+      wire::Batch b;
+      const uint64_t records = b.ParseFromString(*bytes) ? b.records_size() : 0;
+      FP_RETURN_IF_ERROR(outbox_.Quarantine(
+          e, "HTTP " + std::to_string(code) + " from " + config_.server_host + ": " + reply->body));
+      ++result->batches_quarantined;
+      ++state_.batches_quarantined;
+      state_.records_quarantined += static_cast<int64_t>(records);
+      state_.last_upload_result = "quarantined (HTTP " + std::to_string(code) + ")";
+      continue;
+    }
+    fail("HTTP " + std::to_string(code), reply->retry_after_seconds);
+    return Unavailable("the aggregator answered HTTP " + std::to_string(code) +
+                       (reply->retry_after_seconds > 0
+                            ? " (Retry-After " + std::to_string(reply->retry_after_seconds) + " s)"
+                            : ""));
+  }
+  return Status::Ok();
+}
+
+}  // namespace fieldprof::agent

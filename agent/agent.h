@@ -1,0 +1,87 @@
+// fieldprof-agent: carries the runtime's run records from the spool to the
+// aggregator. One pass:
+//   1. finish or undo an interrupted seal (Outbox::Recover);
+//   2. sum spool records into batches (BatchBuilder) and seal every batch
+//      that is full (batch_bytes), plus the rest when its oldest record has
+//      waited max_age (or when flushing);
+//   3. upload sealed batches, oldest first, over one keep-alive HTTPS
+//      connection: 2xx deletes, 400/413/415 quarantines, anything else
+//      (5xx, 429, 503, network) waits for the next attempt with jittered
+//      exponential backoff, at least Retry-After.
+// The daemon repeats passes when the spool changes (inotify) or a timer is due.
+#ifndef FIELDPROF_AGENT_AGENT_H_
+#define FIELDPROF_AGENT_AGENT_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "agent/outbox.h"
+#include "common/agent_state.h"
+#include "common/api_key.h"
+#include "common/status.h"
+
+namespace fieldprof::agent {
+
+struct AgentConfig {
+  std::string server_host = "127.0.0.1";
+  int64_t server_port = 8443;
+  std::string ca_file;  // empty: the system store
+  std::string spool_dir;
+  std::string state_dir;  // outbox/, quarantine/, status
+  int64_t batch_bytes = 128 * 1024;
+  int64_t max_age_s = 24 * 3600;
+  int64_t timeout_ms = 30000;
+  int64_t backoff_initial_ms = 1000;
+  int64_t backoff_max_ms = 3600 * 1000;
+
+  std::string outbox_dir() const { return state_dir + "/outbox"; }
+  std::string quarantine_dir() const { return state_dir + "/quarantine"; }
+  std::string status_path() const { return state_dir + "/status"; }
+};
+
+// $XDG_STATE_HOME/fieldprof (or ~/.local/state/fieldprof); "" if neither is set.
+std::string DefaultStateDir();
+
+struct PassResult {
+  int runs_read = 0;
+  int runs_bad = 0;  // spool files that were not valid records (quarantined)
+  int batches_sealed = 0;
+  int batches_uploaded = 0;
+  int batches_quarantined = 0;
+  int batches_waiting = 0;  // still in the outbox after the pass
+  Status upload_status;     // why uploading stopped early, if it did
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentConfig config);
+
+  [[nodiscard]] Status Init();
+  // One pass. `flush`: seal what the spool holds even if young and small.
+  // `upload`: false skips step 3 (tests, and a daemon waiting out a backoff).
+  [[nodiscard]] StatusOr<PassResult> Pass(bool flush, bool upload = true);
+
+  // When the next upload may be tried (ms since the epoch; 0: now).
+  int64_t next_attempt_unix_ms() const { return state_.next_attempt_unix_ms; }
+  // When the spool's oldest unsealed record reaches max_age (0: nothing waits).
+  int64_t seal_deadline_unix_ms() const { return seal_deadline_ms_; }
+  const AgentState& state() const { return state_; }
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  Status SealFromSpool(bool flush, PassResult* result);
+  Status Upload(PassResult* result);
+  int64_t Backoff(int retry_after_seconds);
+
+  AgentConfig config_;
+  Outbox outbox_;
+  Platform platform_;
+  AgentState state_;
+  int64_t seal_deadline_ms_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace fieldprof::agent
+
+#endif  // FIELDPROF_AGENT_AGENT_H_

@@ -1,0 +1,153 @@
+// fieldprof-agent: uploads the runtime's spool records to the aggregator in
+// batches, exactly once. `--once` makes one pass and exits (status 0 when
+// nothing is left to send, 3 when batches wait for the aggregator); without
+// it the agent runs until SIGTERM, waking when a record lands in the spool
+// (inotify), when an upload retry is due or when waiting records reach
+// their maximum age.
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "agent/agent.h"
+#include "agent/outbox.h"
+#include "common/options.h"
+#include "common/spool.h"
+
+namespace {
+
+using fieldprof::Status;
+using fieldprof::StatusOr;
+using fieldprof::agent::Agent;
+using fieldprof::agent::AgentConfig;
+using fieldprof::agent::PassResult;
+
+volatile sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void Report(const PassResult& r, bool always) {
+  if (!always && r.batches_sealed == 0 && r.batches_uploaded == 0 && r.batches_quarantined == 0 &&
+      r.runs_bad == 0 && r.upload_status.ok()) {
+    return;
+  }
+  std::fprintf(stderr,
+               "fieldprof-agent: %d runs read, %d batches sealed, %d uploaded, %d quarantined, "
+               "%d waiting%s%s\n",
+               r.runs_read, r.batches_sealed, r.batches_uploaded, r.batches_quarantined,
+               r.batches_waiting, r.runs_bad > 0 ? "; bad spool files set aside: " : "",
+               r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "");
+  if (!r.upload_status.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: upload stopped: %s\n",
+                 r.upload_status.ToString().c_str());
+  }
+}
+
+int RunDaemon(Agent& agent) {
+  const AgentConfig& c = agent.config();
+  if (Status s = fieldprof::agent::MakeDirs(c.spool_dir); !s.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (in < 0 || inotify_add_watch(in, c.spool_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    std::perror("fieldprof-agent: inotify");
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::fprintf(stderr, "fieldprof-agent: watching %s, uploading to %s:%lld\n", c.spool_dir.c_str(),
+               c.server_host.c_str(), static_cast<long long>(c.server_port));
+  constexpr int64_t kIdleWakeMs = 3600 * 1000;  // a pass at least hourly
+  constexpr int kSettleMs = 2000;               // let a burst of new records land first
+  while (!g_stop) {
+    const bool upload_due = NowMs() >= agent.next_attempt_unix_ms();
+    StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due);
+    if (!r.ok()) {
+      std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
+    } else {
+      Report(*r, false);
+    }
+    // Sleep until the earliest of: an upload retry (if batches wait), the
+    // oldest waiting record's max age, the hourly pass; or a new record.
+    int64_t wake = NowMs() + kIdleWakeMs;
+    if (r.ok() && r->batches_waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
+    if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
+    const int64_t wait = std::max<int64_t>(wake - NowMs(), 0);
+    pollfd p{in, POLLIN, 0};
+    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(wait, 1 << 30)));
+    if (n > 0) {
+      char buf[4096];
+      while (read(in, buf, sizeof buf) > 0) {
+      }
+      if (!g_stop) poll(nullptr, 0, kSettleMs);
+    }
+  }
+  std::fprintf(stderr, "fieldprof-agent: stopping\n");
+  close(in);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  AgentConfig c;
+  c.spool_dir = fieldprof::DefaultSpoolDir();
+  c.state_dir = fieldprof::agent::DefaultStateDir();
+  bool once = false, flush = false;
+  fieldprof::OptionTable t(
+      "fieldprof-agent",
+      "Uploads the fieldprof runtime's run records (the spool) to the aggregator in batches, "
+      "exactly once through crashes and outages.");
+  t.AddString("server", &c.server_host, "aggregator host name or address");
+  t.AddInt("port", &c.server_port, "aggregator HTTPS port", 1, 65535);
+  t.AddString("ca_file", &c.ca_file,
+              "CA bundle to verify the aggregator with (default: system store)");
+  t.AddString("spool", &c.spool_dir, "the runtime's spool directory");
+  t.AddString("state_dir", &c.state_dir,
+              "the agent's own directory (outbox/, quarantine/, status)");
+  t.AddInt("batch_bytes", &c.batch_bytes, "seal a batch at this encoded size", 4096, 1 << 20);
+  t.AddInt("max_age_s", &c.max_age_s, "seal a smaller batch once its oldest record is this old", 1,
+           int64_t{365} * 86400);
+  t.AddInt("timeout_ms", &c.timeout_ms, "deadline for connecting and for each request", 100,
+           600000);
+  t.AddInt("backoff_initial_ms", &c.backoff_initial_ms, "first retry delay after a failed upload",
+           10, 3600000);
+  t.AddInt("backoff_max_ms", &c.backoff_max_ms, "longest retry delay", 10, int64_t{7} * 86400000);
+  t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
+  t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
+  if (Status s = t.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: %s\n(see --help)\n", s.ToString().c_str());
+    return 2;
+  }
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  Agent agent(c);
+  if (Status s = agent.Init(); !s.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  if (!once) return RunDaemon(agent);
+  StatusOr<PassResult> r = agent.Pass(flush);
+  if (!r.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
+    return 1;
+  }
+  Report(*r, true);
+  return r->batches_waiting > 0 ? 3 : 0;
+}

@@ -1,0 +1,112 @@
+#include "agent/batcher.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "common/wire.h"
+
+namespace fieldprof::agent {
+
+namespace {
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// The most the batch's own fields (all but the records) can take: an id,
+// the largest time and counters, a platform.
+size_t HeaderReserve(const Platform& platform) {
+  wire::Batch b;
+  b.set_schema_version(kSchemaVersion);
+  b.set_batch_id(std::string(kBatchIdBytes, '\xff'));
+  b.set_created_unix_ms(std::numeric_limits<int64_t>::min());  // 10-byte varint
+  PlatformToWire(platform, b.mutable_client_platform());
+  wire::AgentCounters* c = b.mutable_counters();
+  const uint64_t big = std::numeric_limits<uint64_t>::max();
+  c->set_records_dropped(big);
+  c->set_runs_refused_load_cap(big);
+  c->set_runs_instrumented(big);
+  c->set_records_quarantined(big);
+  return b.ByteSizeLong();
+}
+
+}  // namespace
+
+BatchBuilder::BatchBuilder(size_t max_bytes, const Platform& platform)
+    : max_bytes_(max_bytes), platform_(platform) {}
+
+void BatchBuilder::Encode(const Series& s, wire::Record* out) const {
+  ApiKeyToWire(s.key, out->mutable_key());
+  if (s.key.platform == platform_) out->mutable_key()->clear_platform();
+  HistogramToWire(s.histogram, out->mutable_histogram());
+  out->set_runs(s.runs);
+  if (s.truncated) out->set_truncated(true);
+}
+
+size_t BatchBuilder::EncodedSize(const Series& s) const {
+  wire::Record r;
+  Encode(s, &r);
+  const size_t n = r.ByteSizeLong();
+  return 1 + VarintSize(n) + n;  // field 5 tag, length, message
+}
+
+size_t BatchBuilder::encoded_bytes() const { return HeaderReserve(platform_) + records_bytes_; }
+
+bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
+  // Merge into copies of the series this run touches; commit only if the
+  // batch still fits.
+  std::map<std::string, Series> touched;
+  for (const wire::Record& rec : run.records()) {
+    ApiKey key = ApiKeyFromWire(rec.key(), run.platform());
+    std::string enc = EncodeApiKey(key);
+    auto it = touched.find(enc);
+    if (it == touched.end()) {
+      auto existing = series_.find(enc);
+      Series base =
+          existing != series_.end() ? existing->second : Series{std::move(key), {}, 0, false, 0};
+      it = touched.emplace(std::move(enc), std::move(base)).first;
+    }
+    Series& s = it->second;
+    s.histogram.Merge(HistogramFromWire(rec.histogram()));
+    s.runs += std::max<uint64_t>(rec.runs(), 1);
+    s.truncated = s.truncated || rec.truncated();
+  }
+  int64_t delta = 0;
+  for (auto& [enc, s] : touched) {
+    const size_t old = s.encoded;  // 0 for a new series
+    s.encoded = EncodedSize(s);
+    delta += static_cast<int64_t>(s.encoded) - static_cast<int64_t>(old);
+  }
+  const size_t total = HeaderReserve(platform_) + records_bytes_ + static_cast<size_t>(delta);
+  if (!empty() && total > max_bytes_) return false;
+  for (auto& [enc, s] : touched) series_[enc] = std::move(s);
+  records_bytes_ = static_cast<size_t>(static_cast<int64_t>(records_bytes_) + delta);
+  ++runs_;
+  const int64_t ended = run.ended_unix_ms();
+  if (oldest_ms_ == 0 || (ended > 0 && ended < oldest_ms_)) oldest_ms_ = ended;
+  return true;
+}
+
+wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix_ms,
+                               const wire::AgentCounters& counters) {
+  wire::Batch b;
+  b.set_schema_version(kSchemaVersion);
+  b.set_batch_id(batch_id);
+  b.set_created_unix_ms(created_unix_ms);
+  PlatformToWire(platform_, b.mutable_client_platform());
+  for (const auto& [enc, s] : series_) Encode(s, b.add_records());
+  *b.mutable_counters() = counters;
+  series_.clear();
+  records_bytes_ = 0;
+  runs_ = 0;
+  oldest_ms_ = 0;
+  return b;
+}
+
+}  // namespace fieldprof::agent

@@ -1,0 +1,71 @@
+// Sums the runtime's run records into upload batches. Records with the same
+// key (module, version, symbol, metric, platform) are additive, so a batch
+// holds one record per key however many runs contributed.
+//
+//   BatchBuilder b(128 * 1024, DetectPlatform());
+//   for (const wire::RunRecord& run : runs) {
+//     if (!b.TryAdd(run)) { Upload(b.Seal(id, now_ms, counters)); b.TryAdd(run); }
+//   }
+//
+// Size rule: a batch never encodes to more than `max_bytes`, unless a single
+// run's records alone are larger (that run then gets a batch of its own).
+#ifndef FIELDPROF_AGENT_BATCHER_H_
+#define FIELDPROF_AGENT_BATCHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/api_key.h"
+#include "common/histogram.h"
+#include "common/proto/fieldprof.pb.h"
+
+namespace fieldprof::agent {
+
+inline constexpr size_t kDefaultBatchBytes = 128 * 1024;
+
+class BatchBuilder {
+ public:
+  // `platform`: the batch's client platform; records of runs on the same
+  // platform carry none of their own.
+  BatchBuilder(size_t max_bytes, const Platform& platform);
+
+  // Adds every record of `run` if the batch stays within max_bytes (an empty
+  // builder takes any run). Returns false, changing nothing, otherwise.
+  bool TryAdd(const wire::RunRecord& run);
+
+  bool empty() const { return runs_ == 0; }
+  size_t runs() const { return runs_; }
+  size_t records() const { return series_.size(); }
+  // Exact encoded size of the batch Seal would return now.
+  size_t encoded_bytes() const;
+  // The oldest run's end time (ms since the epoch); 0 when empty.
+  int64_t oldest_unix_ms() const { return oldest_ms_; }
+
+  // The batch, records ordered by key; empties the builder.
+  wire::Batch Seal(const std::string& batch_id, int64_t created_unix_ms,
+                   const wire::AgentCounters& counters);
+
+ private:
+  struct Series {
+    ApiKey key;
+    Histogram histogram;
+    uint64_t runs = 0;
+    bool truncated = false;
+    size_t encoded = 0;  // bytes of this record inside the batch, tag included
+  };
+  void Encode(const Series& s, wire::Record* out) const;
+  size_t EncodedSize(const Series& s) const;
+
+  size_t max_bytes_;
+  Platform platform_;
+  std::map<std::string, Series> series_;  // by EncodeApiKey
+  size_t records_bytes_ = 0;
+  size_t runs_ = 0;
+  int64_t oldest_ms_ = 0;
+};
+
+}  // namespace fieldprof::agent
+
+#endif  // FIELDPROF_AGENT_BATCHER_H_

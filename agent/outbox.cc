@@ -1,0 +1,193 @@
+#include "agent/outbox.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common/wire.h"
+
+namespace fieldprof::agent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Status Errno(const std::string& what) { return IOError(what + ": " + std::strerror(errno)); }
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return IOError(path + ": read failed");
+  return buf.str();
+}
+
+// Removes `path`; a file already gone is fine (recovery repeats steps).
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove " + path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return Status::Ok();
+  const fs::path parent = fs::path(dir).parent_path();
+  if (!parent.empty() && parent != fs::path(dir)) FP_RETURN_IF_ERROR(MakeDirs(parent.string()));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create " + dir);
+  return Status::Ok();
+}
+
+Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open " + dir);
+  const int r = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  if (r != 0) return Errno("cannot sync " + dir);
+  return Status::Ok();
+}
+
+Status WriteFileDurably(const std::string& path, const std::string& data) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string tmp = path + ".tmp-" + std::to_string(rng());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("cannot create " + tmp);
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const Status s = Errno("cannot write " + tmp);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const Status s = Errno("cannot sync " + tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const Status s = Errno("cannot rename " + tmp);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return SyncDir(fs::path(path).parent_path().string());
+}
+
+std::string OutboxName(int64_t created_unix_ms, const std::string& batch_id) {
+  std::string ms = std::to_string(std::max<int64_t>(created_unix_ms, 0));
+  if (ms.size() < 13) ms.insert(0, 13 - ms.size(), '0');
+  return ms + "-" + HexEncode(batch_id);
+}
+
+Outbox::Outbox(std::string dir, std::string quarantine_dir)
+    : dir_(std::move(dir)), quarantine_dir_(std::move(quarantine_dir)) {}
+
+Status Outbox::Init() {
+  FP_RETURN_IF_ERROR(MakeDirs(dir_));
+  return MakeDirs(quarantine_dir_);
+}
+
+Status Outbox::Recover(const std::string& spool_dir) {
+  std::error_code ec;
+  std::vector<std::string> consumed_files;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp-") != std::string::npos) {
+      // A write cut short: never renamed, so never part of a seal.
+      FP_RETURN_IF_ERROR(RemoveFile(e.path().string()));
+    } else if (EndsWith(name, ".consumed")) {
+      consumed_files.push_back(name.substr(0, name.size() - 9));
+    }
+  }
+  if (ec) return IOError("cannot read outbox " + dir_ + ": " + ec.message());
+  for (const std::string& name : consumed_files) {
+    const std::string list_path = dir_ + "/" + name + ".consumed";
+    if (fs::exists(dir_ + "/" + name + ".batch", ec)) {
+      // Sealed, but the spool files were not all deleted yet.
+      StatusOr<std::string> list = ReadWhole(list_path);
+      if (!list.ok()) return list.status();
+      std::istringstream lines(*list);
+      std::string spool_name;
+      while (std::getline(lines, spool_name)) {
+        if (spool_name.empty() || spool_name.find('/') != std::string::npos) continue;
+        FP_RETURN_IF_ERROR(RemoveFile(spool_dir + "/" + spool_name));
+      }
+      FP_RETURN_IF_ERROR(SyncDir(spool_dir));
+    }
+    FP_RETURN_IF_ERROR(RemoveFile(list_path));
+  }
+  if (!consumed_files.empty()) FP_RETURN_IF_ERROR(SyncDir(dir_));
+  return Status::Ok();
+}
+
+Status Outbox::Seal(const std::string& name, const std::string& batch_bytes,
+                    const std::string& spool_dir, const std::vector<std::string>& consumed) {
+  std::string list;
+  for (const std::string& c : consumed) list += c + "\n";
+  const std::string list_path = dir_ + "/" + name + ".consumed";
+  FP_RETURN_IF_ERROR(WriteFileDurably(list_path, list));
+  FP_RETURN_IF_ERROR(WriteFileDurably(dir_ + "/" + name + ".batch", batch_bytes));
+  for (const std::string& c : consumed) FP_RETURN_IF_ERROR(RemoveFile(spool_dir + "/" + c));
+  FP_RETURN_IF_ERROR(SyncDir(spool_dir));
+  FP_RETURN_IF_ERROR(RemoveFile(list_path));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<OutboxEntry>> Outbox::List() const {
+  std::vector<OutboxEntry> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!EndsWith(name, ".batch")) continue;
+    struct stat st;
+    if (::stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.push_back(
+        {name.substr(0, name.size() - 6), e.path().string(), static_cast<uint64_t>(st.st_size)});
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return IOError("cannot read outbox " + dir_ + ": " + ec.message());
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OutboxEntry& a, const OutboxEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+StatusOr<std::string> Outbox::Read(const OutboxEntry& e) const { return ReadWhole(e.path); }
+
+Status Outbox::Remove(const OutboxEntry& e) {
+  FP_RETURN_IF_ERROR(RemoveFile(e.path));
+  return SyncDir(dir_);
+}
+
+Status Outbox::Quarantine(const OutboxEntry& e, const std::string& reason) {
+  FP_RETURN_IF_ERROR(WriteFileDurably(quarantine_dir_ + "/" + e.name + ".reason", reason + "\n"));
+  const std::string to = quarantine_dir_ + "/" + e.name + ".batch";
+  if (::rename(e.path.c_str(), to.c_str()) != 0) return Errno("cannot move " + e.path);
+  FP_RETURN_IF_ERROR(SyncDir(quarantine_dir_));
+  return SyncDir(dir_);
+}
+
+}  // namespace fieldprof::agent

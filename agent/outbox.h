@@ -1,0 +1,77 @@
+// The outbox: sealed batches waiting for upload, kept durably so that every
+// spool record reaches the aggregator exactly once through crashes.
+//
+// Sealing a batch, in this order, each step durable (fsync of the file and
+// of its directory) before the next:
+//   1. <name>.consumed  the spool files the batch was built from;
+//   2. <name>.batch     the encoded batch: from here on the batch exists;
+//   3. the consumed spool files are deleted, then <name>.consumed.
+// Recover() finishes or undoes an interrupted seal: a .consumed with its
+// .batch means step 3 was cut short (the spool files are deleted now, they
+// are in the batch); without its .batch the seal never happened (the .consumed
+// goes, the spool files stay and will be batched again). A batch keeps its
+// id until the aggregator acknowledges it, and the aggregator applies an id
+// once, so a batch uploaded twice (crash after the 200) counts once.
+//
+// Names: <created ms, 13 digits>-<batch id hex>, so that names sort oldest first.
+#ifndef FIELDPROF_AGENT_OUTBOX_H_
+#define FIELDPROF_AGENT_OUTBOX_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fieldprof::agent {
+
+struct OutboxEntry {
+  std::string name;  // without extension
+  std::string path;  // of the .batch file
+  uint64_t bytes = 0;
+};
+
+class Outbox {
+ public:
+  // `dir` holds the batches, `quarantine_dir` the ones the aggregator
+  // refused for good; both are created (mode 0700) when missing.
+  Outbox(std::string dir, std::string quarantine_dir);
+
+  [[nodiscard]] Status Init();
+  // Finishes or undoes interrupted seals (see above); spool file names in a
+  // .consumed are relative to `spool_dir`.
+  [[nodiscard]] Status Recover(const std::string& spool_dir);
+
+  // Steps 1-3 above. `consumed` are spool file names in `spool_dir`.
+  [[nodiscard]] Status Seal(const std::string& name, const std::string& batch_bytes,
+                            const std::string& spool_dir, const std::vector<std::string>& consumed);
+
+  // Sealed batches, oldest first.
+  [[nodiscard]] StatusOr<std::vector<OutboxEntry>> List() const;
+  [[nodiscard]] StatusOr<std::string> Read(const OutboxEntry& e) const;
+  // After the aggregator's 2xx.
+  [[nodiscard]] Status Remove(const OutboxEntry& e);
+  // After a 400/413/415: moved aside with the reason next to it, never retried.
+  [[nodiscard]] Status Quarantine(const OutboxEntry& e, const std::string& reason);
+
+  const std::string& dir() const { return dir_; }
+  const std::string& quarantine_dir() const { return quarantine_dir_; }
+
+ private:
+  std::string dir_;
+  std::string quarantine_dir_;
+};
+
+// The outbox name of a batch sealed at `created_unix_ms` with `batch_id` (raw bytes).
+std::string OutboxName(int64_t created_unix_ms, const std::string& batch_id);
+
+// Writes `data` to `path` atomically and durably: a temporary file in the
+// same directory, fsync, rename, fsync of the directory. Mode 0600.
+[[nodiscard]] Status WriteFileDurably(const std::string& path, const std::string& data);
+// Creates `dir` and its parents (mode 0700 for the ones it creates).
+[[nodiscard]] Status MakeDirs(const std::string& dir);
+[[nodiscard]] Status SyncDir(const std::string& dir);
+
+}  // namespace fieldprof::agent
+
+#endif  // FIELDPROF_AGENT_OUTBOX_H_

@@ -1,0 +1,106 @@
+#include "common/agent_state.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace fieldprof {
+
+namespace {
+
+struct Field {
+  const char* name;
+  int64_t AgentState::*number;
+  std::string AgentState::*text;
+};
+
+constexpr Field kFields[] = {
+    {"last_upload_unix_ms", &AgentState::last_upload_unix_ms, nullptr},
+    {"last_upload_result", nullptr, &AgentState::last_upload_result},
+    {"last_success_unix_ms", &AgentState::last_success_unix_ms, nullptr},
+    {"next_attempt_unix_ms", &AgentState::next_attempt_unix_ms, nullptr},
+    {"failures", &AgentState::failures, nullptr},
+    {"batches_uploaded", &AgentState::batches_uploaded, nullptr},
+    {"batches_quarantined", &AgentState::batches_quarantined, nullptr},
+    {"records_dropped", &AgentState::records_dropped, nullptr},
+    {"records_quarantined", &AgentState::records_quarantined, nullptr},
+    {"settings_version", nullptr, &AgentState::settings_version},
+};
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r");
+  if (a == std::string::npos) return "";
+  const size_t b = s.find_last_not_of(" \t\r");
+  return s.substr(a, b - a + 1);
+}
+
+}  // namespace
+
+std::string FormatAgentState(const AgentState& s) {
+  std::string out = "# fieldprof-agent state (written by the agent; read by `fieldprof status`)\n";
+  for (const Field& f : kFields) {
+    out += f.name;
+    out += " = ";
+    if (f.number != nullptr) {
+      out += std::to_string(s.*f.number);
+    } else {
+      std::string v = s.*f.text;
+      for (char& c : v) {
+        if (c == '\n' || c == '\r') c = ' ';
+      }
+      out += v;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+StatusOr<AgentState> ParseAgentState(const std::string& text) {
+  AgentState s;
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) {
+      return InvalidArgument("agent state line " + std::to_string(n) + ": no '='");
+    }
+    const std::string name = Trim(line.substr(0, eq));
+    const std::string value = Trim(line.substr(eq + 1));
+    for (const Field& f : kFields) {
+      if (name != f.name) continue;
+      if (f.number != nullptr) {
+        int64_t v = 0;
+        const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec != std::errc() || p != value.data() + value.size()) {
+          return InvalidArgument("agent state line " + std::to_string(n) + ": " + name +
+                                 " is not a number");
+        }
+        s.*f.number = v;
+      } else {
+        s.*f.text = value;
+      }
+    }
+  }
+  return s;
+}
+
+StatusOr<AgentState> ReadAgentState(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return AgentState{};
+    return IOError(path + ": " + std::strerror(errno));
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  StatusOr<AgentState> s = ParseAgentState(buf.str());
+  if (!s.ok()) return InvalidArgument(path + ": " + s.status().message());
+  return s;
+}
+
+}  // namespace fieldprof

@@ -1,0 +1,39 @@
+// What fieldprof-agent remembers between passes and shows through
+// `fieldprof status`: a small "name = value" file in the agent's state
+// directory, written atomically after every pass that changes it.
+#ifndef FIELDPROF_COMMON_AGENT_STATE_H_
+#define FIELDPROF_COMMON_AGENT_STATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace fieldprof {
+
+struct AgentState {
+  int64_t last_upload_unix_ms = 0;   // last upload attempt
+  std::string last_upload_result;    // "ok", "http 503", "unreachable: ...", ...
+  int64_t last_success_unix_ms = 0;  // last batch the aggregator acknowledged
+  int64_t next_attempt_unix_ms = 0;  // 0: whenever there is something to send
+  int64_t failures = 0;              // consecutive failed attempts (backoff exponent)
+  int64_t batches_uploaded = 0;      // since the state was created
+  int64_t batches_quarantined = 0;
+  // Reported in the next sealed batch's counters, then zeroed.
+  int64_t records_dropped = 0;
+  int64_t records_quarantined = 0;
+  std::string settings_version;  // of the runtime settings last downloaded
+
+  bool operator==(const AgentState&) const = default;
+};
+
+std::string FormatAgentState(const AgentState& s);
+// Unknown names are skipped (a newer agent may write more); malformed
+// numbers are errors.
+[[nodiscard]] StatusOr<AgentState> ParseAgentState(const std::string& text);
+// A missing file is a fresh state.
+[[nodiscard]] StatusOr<AgentState> ReadAgentState(const std::string& path);
+
+}  // namespace fieldprof
+
+#endif  // FIELDPROF_COMMON_AGENT_STATE_H_

@@ -1,0 +1,376 @@
+// fieldprof-agent's parts and passes: batch building, the outbox's crash
+// recovery, and uploads to the real aggregator binary over TLS on loopback
+// (round trip, aggregator down then up, a refused batch, a wrong certificate).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "agent/agent.h"
+#include "agent/batcher.h"
+#include "agent/outbox.h"
+#include "common/spool.h"
+#include "common/validate.h"
+#include "common/wire.h"
+#include "tests/aggregator_process.h"
+#include "tests/test_util.h"
+#include "tools/api_query.h"
+
+namespace fieldprof::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::AggregatorProcess;
+using testing::FreePort;
+using testing::TempDir;
+
+Platform ThisPlatform() {
+  Platform p;
+  p.os = wire::OS_LINUX;
+  p.arch = wire::ARCH_X86_64;
+  p.cpu_vendor = wire::CPU_VENDOR_INTEL;
+  p.cpu_family = 6;
+  return p;
+}
+
+// A run record as the runtime writes it: one record per (symbol, metric).
+wire::RunRecord MakeRun(const std::vector<std::string>& symbols, std::mt19937_64& rng,
+                        int64_t ended_ms = 1795000000000) {
+  wire::RunRecord run;
+  run.set_schema_version(kSchemaVersion);
+  PlatformToWire(ThisPlatform(), run.mutable_platform());
+  for (const std::string& sym : symbols) {
+    for (wire::Metric m : {wire::METRIC_WALL_TIME_NS, wire::METRIC_ALLOC_BYTES_INCLUSIVE}) {
+      wire::Record* r = run.add_records();
+      r->mutable_key()->set_module("libtest.so.1");
+      r->mutable_key()->set_module_version("0123456789abcdef");
+      r->mutable_key()->set_symbol(sym);
+      r->mutable_key()->set_metric(m);
+      Histogram h;
+      const int n = 1 + static_cast<int>(rng() % 50);
+      for (int i = 0; i < n; ++i) h.Record(rng() % 100000);
+      HistogramToWire(h, r->mutable_histogram());
+      r->set_runs(1);
+    }
+  }
+  run.mutable_counters()->set_calls_measured(1);
+  run.set_ended_unix_ms(ended_ms);
+  return run;
+}
+
+void WriteRun(const std::string& spool, const wire::RunRecord& run, int n) {
+  fs::create_directories(spool);
+  std::ofstream(
+      spool + "/run-" + std::to_string(1795000000000 + n) + "-" + std::to_string(n) + "-0.fpr",
+      std::ios::binary)
+      << run.SerializeAsString();
+}
+
+// ---------------------------------------------------------------- batching
+
+TEST(BatchBuilderTest, SumsRecordsWithTheSameKey) {
+  std::mt19937_64 rng(1);
+  const wire::RunRecord a = MakeRun({"f", "g"}, rng), b = MakeRun({"f"}, rng);
+  BatchBuilder builder(kDefaultBatchBytes, ThisPlatform());
+  ASSERT_TRUE(builder.TryAdd(a));
+  ASSERT_TRUE(builder.TryAdd(b));
+  const size_t predicted = builder.encoded_bytes();
+  const wire::Batch batch = builder.Seal(std::string(16, 'x'), 1, {});
+  EXPECT_TRUE(builder.empty());
+  EXPECT_LE(batch.ByteSizeLong(), predicted);
+  EXPECT_TRUE(ValidateBatch(batch).ok());
+  ASSERT_EQ(batch.records_size(), 4);  // f and g, two metrics each
+  for (const wire::Record& r : batch.records()) {
+    EXPECT_FALSE(r.key().has_platform());  // the batch's platform applies
+    Histogram want;
+    uint64_t runs = 0;
+    for (const wire::RunRecord* run : {&a, &b}) {
+      for (const wire::Record& x : run->records()) {
+        if (x.key().symbol() == r.key().symbol() && x.key().metric() == r.key().metric()) {
+          want.Merge(HistogramFromWire(x.histogram()));
+          ++runs;
+        }
+      }
+    }
+    EXPECT_EQ(HistogramFromWire(r.histogram()), want) << r.key().symbol();
+    EXPECT_EQ(r.runs(), runs);
+  }
+}
+
+TEST(BatchBuilderTest, BatchesStayUnderTheSizeLimit) {
+  std::mt19937_64 rng(2);
+  BatchBuilder builder(kDefaultBatchBytes, ThisPlatform());
+  std::vector<wire::Batch> batches;
+  uint64_t records_in = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const wire::RunRecord run =
+        MakeRun({"sym_" + std::to_string(i), "shared_" + std::to_string(i % 7)}, rng);
+    records_in += run.records_size();
+    if (!builder.TryAdd(run)) {
+      batches.push_back(builder.Seal(testing::IdOf(batches.size()), 1, {}));
+      ASSERT_TRUE(builder.TryAdd(run));
+    }
+  }
+  batches.push_back(builder.Seal(testing::IdOf(batches.size()), 1, {}));
+  ASSERT_GE(batches.size(), 3u);
+  uint64_t runs_out = 0;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const size_t bytes = batches[i].ByteSizeLong();
+    EXPECT_LE(bytes, kDefaultBatchBytes) << "batch " << i;
+    if (i + 1 < batches.size()) {
+      EXPECT_GE(bytes, kDefaultBatchBytes * 9 / 10) << "batch " << i;
+    }
+    EXPECT_TRUE(ValidateBatch(batches[i]).ok());
+    for (const wire::Record& r : batches[i].records()) runs_out += r.runs();
+  }
+  EXPECT_EQ(runs_out, records_in);  // every record in exactly one batch
+}
+
+TEST(BatchBuilderTest, ARunLargerThanTheLimitGetsABatchOfItsOwn) {
+  std::mt19937_64 rng(3);
+  std::vector<std::string> many;
+  for (int i = 0; i < 40; ++i) many.push_back("big_" + std::to_string(i));
+  BatchBuilder builder(4096, ThisPlatform());
+  ASSERT_TRUE(builder.TryAdd(MakeRun({"small"}, rng)));
+  const wire::RunRecord big = MakeRun(many, rng);
+  EXPECT_FALSE(builder.TryAdd(big));
+  builder.Seal(testing::IdOf(1), 1, {});
+  ASSERT_TRUE(builder.TryAdd(big));  // alone, over the limit
+  EXPECT_GT(builder.Seal(testing::IdOf(2), 1, {}).ByteSizeLong(), 4096u);
+}
+
+// ---------------------------------------------------------------- outbox
+
+TEST(OutboxTest, RecoveryFinishesOrUndoesAnInterruptedSeal) {
+  TempDir dir;
+  const std::string spool = dir.File("spool"), box = dir.File("outbox");
+  fs::create_directories(spool);
+  for (const char* f : {"a.fpr", "b.fpr", "c.fpr"}) std::ofstream(spool + "/" + f) << "x";
+  Outbox outbox(box, dir.File("quarantine"));
+  ASSERT_TRUE(outbox.Init().ok());
+  // Cut short after step 2: the batch exists, a.fpr was not deleted yet.
+  ASSERT_TRUE(WriteFileDurably(box + "/0000000000001-aa.consumed", "a.fpr\n").ok());
+  ASSERT_TRUE(WriteFileDurably(box + "/0000000000001-aa.batch", "batch").ok());
+  // Cut short after step 1: no batch, so b.fpr must stay.
+  ASSERT_TRUE(WriteFileDurably(box + "/0000000000002-bb.consumed", "b.fpr\n").ok());
+  // A temporary file of a write that never finished.
+  std::ofstream(box + "/0000000000003-cc.batch.tmp-1") << "partial";
+  ASSERT_TRUE(outbox.Recover(spool).ok());
+  EXPECT_FALSE(fs::exists(spool + "/a.fpr"));
+  EXPECT_TRUE(fs::exists(spool + "/b.fpr"));
+  EXPECT_TRUE(fs::exists(spool + "/c.fpr"));
+  auto list = outbox.List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "0000000000001-aa");
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(box)) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 1u);  // only the batch
+}
+
+// ---------------------------------------------------------------- passes
+
+class AgentPassTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(testing::MakeCert(dir_.path())); }
+
+  AgentConfig Config(uint16_t port) const {
+    AgentConfig c;
+    c.server_host = "127.0.0.1";
+    c.server_port = port;
+    c.ca_file = dir_.File("cert.pem");
+    c.spool_dir = dir_.File("spool");
+    c.state_dir = dir_.File("state");
+    c.timeout_ms = 5000;
+    c.backoff_initial_ms = 10;
+    return c;
+  }
+
+  // Writes `n` spool files over `symbols`, and returns what they sum to.
+  std::map<std::string, std::pair<Histogram, uint64_t>> FillSpool(int n, int symbols,
+                                                                  int first = 0) {
+    std::mt19937_64 rng(first + 7);
+    std::map<std::string, std::pair<Histogram, uint64_t>> sums;
+    for (int i = first; i < first + n; ++i) {
+      const wire::RunRecord run = MakeRun({"s" + std::to_string(i % symbols)}, rng);
+      for (const wire::Record& r : run.records()) {
+        auto& [h, runs] = sums[r.key().symbol() + "/" + std::to_string(r.key().metric())];
+        h.Merge(HistogramFromWire(r.histogram()));
+        ++runs;
+      }
+      WriteRun(dir_.File("spool"), run, i);
+    }
+    return sums;
+  }
+
+  // Every series on the aggregator equals `sums` (added to `earlier`).
+  void ExpectStored(AggregatorProcess& agg,
+                    const std::map<std::string, std::pair<Histogram, uint64_t>>& sums) {
+    agg.WaitApplied();
+    HttpsClient c(agg.Options());
+    for (const auto& [name, want] : sums) {
+      ApiKey key;
+      key.module = "libtest.so.1";
+      key.module_version = "0123456789abcdef";
+      key.symbol = name.substr(0, name.find('/'));
+      key.metric = static_cast<wire::Metric>(std::stoi(name.substr(name.find('/') + 1)));
+      key.platform = ThisPlatformOfAgent();
+      auto got = tools::FetchSeries(c, key);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->count, want.first.count()) << name;
+      EXPECT_EQ(got->sum, want.first.sum()) << name;
+      EXPECT_EQ(got->runs, want.second) << name;
+    }
+  }
+  // The records carry the spool's platform; the agent's own goes on the batch.
+  static Platform ThisPlatformOfAgent() { return ThisPlatform(); }
+
+  size_t SpoolFiles() const {
+    auto l = ListSpool(dir_.File("spool"));
+    return l.ok() ? l->size() : 0;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(AgentPassTest, RoundTripStoresExactlyTheSumsOfTheRecords) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  const auto sums = FillSpool(400, 25);
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->upload_status.ok()) << r->upload_status.ToString();
+  EXPECT_EQ(r->runs_read, 400);
+  EXPECT_GE(r->batches_sealed, 1);
+  EXPECT_EQ(r->batches_uploaded, r->batches_sealed);
+  EXPECT_EQ(r->batches_waiting, 0);
+  EXPECT_EQ(SpoolFiles(), 0u);
+  ExpectStored(agg, sums);
+  auto state = ReadAgentState(Config(0).status_path());
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->last_upload_result, "ok");
+  EXPECT_EQ(state->batches_uploaded, r->batches_uploaded);
+}
+
+TEST_F(AgentPassTest, YoungSmallBatchesWaitUnlessFlushed) {
+  const auto sums = FillSpool(10, 3);
+  AgentConfig c = Config(FreePort());
+  c.max_age_s = 365 * 86400;  // the records are "young" for a year
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/false, /*upload=*/false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_sealed, 0);
+  EXPECT_EQ(SpoolFiles(), 10u);
+  EXPECT_GT(agent.seal_deadline_unix_ms(), 0);
+  r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_sealed, 1);
+  EXPECT_EQ(SpoolFiles(), 0u);
+}
+
+TEST_F(AgentPassTest, AggregatorDownThenUpLosesAndDoublesNothing) {
+  const uint16_t port = FreePort();
+  const auto sums = FillSpool(120, 10);
+  Agent agent(Config(port));
+  ASSERT_TRUE(agent.Init().ok());
+  // Down: the batch is sealed and waits; the state says why.
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->upload_status.ok());
+  EXPECT_EQ(r->batches_waiting, 1);
+  EXPECT_EQ(agent.state().last_upload_result.rfind("unreachable", 0), 0u)
+      << agent.state().last_upload_result;
+  EXPECT_GT(agent.next_attempt_unix_ms(), 0);
+  // Still down, a second attempt: the same batch still waits.
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_waiting, 1);
+  EXPECT_EQ(agent.state().failures, 2);
+  // Up: it goes, once.
+  AggregatorProcess agg(dir_, port);
+  agg.Start();
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->upload_status.ok()) << r->upload_status.ToString();
+  EXPECT_EQ(r->batches_uploaded, 1);
+  EXPECT_EQ(r->batches_waiting, 0);
+  EXPECT_EQ(agent.state().failures, 0);
+  ExpectStored(agg, sums);
+}
+
+TEST_F(AgentPassTest, ARefusedBatchIsQuarantinedAndNeverRetried) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  // A batch the aggregator will refuse (not a batch at all), as if the
+  // outbox file had been damaged.
+  ASSERT_TRUE(WriteFileDurably(Config(0).outbox_dir() + "/0000000000001-00.batch",
+                               "this is not a protobuf batch")
+                  .ok());
+  const auto sums = FillSpool(30, 5);
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_quarantined, 1);
+  EXPECT_EQ(r->batches_uploaded, 1);  // the good batch behind it still went
+  EXPECT_EQ(r->batches_waiting, 0);
+  const std::string q = Config(0).quarantine_dir();
+  EXPECT_TRUE(fs::exists(q + "/0000000000001-00.batch"));
+  std::ifstream reason(q + "/0000000000001-00.reason");
+  std::string line;
+  std::getline(reason, line);
+  EXPECT_EQ(line.rfind("HTTP 400", 0), 0u) << line;
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_quarantined, 0);
+  ExpectStored(agg, sums);
+}
+
+TEST_F(AgentPassTest, AWrongCertificateIsRefusedAndTheDataKept) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  TempDir other;
+  ASSERT_TRUE(testing::MakeCert(other.path()));  // a CA that did not sign the server's
+  AgentConfig c = Config(agg.port());
+  c.ca_file = other.File("cert.pem");
+  FillSpool(20, 4);
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->upload_status.ok());
+  EXPECT_NE(r->upload_status.message().find("certificate"), std::string::npos)
+      << r->upload_status.ToString();
+  EXPECT_EQ(r->batches_waiting, 1);
+}
+
+TEST_F(AgentPassTest, ACorruptSpoolFileIsSetAsideAndCounted) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  const auto sums = FillSpool(10, 2);
+  std::ofstream(dir_.File("spool") + "/run-1795000000999-1-0.fpr") << "garbage";
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->runs_bad, 1);
+  EXPECT_EQ(r->runs_read, 10);
+  EXPECT_TRUE(fs::exists(Config(0).quarantine_dir() + "/spool-run-1795000000999-1-0.fpr"));
+  EXPECT_EQ(SpoolFiles(), 0u);
+  ExpectStored(agg, sums);
+}
+
+TEST_F(AgentPassTest, OneAgentPerStateDirectory) {
+  Agent a(Config(FreePort())), b(Config(FreePort()));
+  ASSERT_TRUE(a.Init().ok());
+  const Status s = b.Init();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+}
+
+}  // namespace
+}  // namespace fieldprof::agent

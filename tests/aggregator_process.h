@@ -1,0 +1,102 @@
+// The real fieldprof-aggregator binary as a child process on a loopback
+// port, for tests that need a server across crashes and restarts (the agent
+// tests, the aggregator's crash test). TLS with a self-signed certificate
+// in `dir` (testing::MakeCert).
+#ifndef FIELDPROF_TESTS_AGGREGATOR_PROCESS_H_
+#define FIELDPROF_TESTS_AGGREGATOR_PROCESS_H_
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "common/https_client.h"
+#include "tests/test_util.h"
+
+namespace fieldprof::testing {
+
+// A loopback port free right now.
+inline uint16_t FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+class AggregatorProcess {
+ public:
+  AggregatorProcess(const TempDir& dir, uint16_t port) : dir_(dir), port_(port) {}
+  ~AggregatorProcess() {
+    if (pid_ > 0) Kill();
+  }
+  // Starts the binary and waits for /healthz.
+  void Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string p = std::to_string(port_);
+      std::string log = dir_.File("aggregator.log");
+      if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+      execl(FIELDPROF_AGGREGATOR_BIN, "fieldprof-aggregator", "--listen", "127.0.0.1", "--port",
+            p.c_str(), "--tls_cert", dir_.File("cert.pem").c_str(), "--tls_key",
+            dir_.File("key.pem").c_str(), "--db", dir_.File("db").c_str(), "--io_threads", "2",
+            "--workers", "4", nullptr);
+      _exit(127);
+    }
+    HttpsClient c(Options());
+    for (int i = 0; i < 200; ++i) {
+      auto r = c.Get("/healthz");
+      if (r.ok() && r->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "aggregator did not come up";
+  }
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void Term() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  // Waits until every accepted batch is applied (GET /metrics).
+  void WaitApplied() {
+    HttpsClient c(Options());
+    for (int w = 0; w < 200; ++w) {
+      auto m = c.Get("/metrics");
+      if (m.ok() && m->body.find("\nfieldprof_pending_batches 0\n") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  HttpsClientOptions Options() const {
+    return {.host = "127.0.0.1",
+            .port = port_,
+            .ca_file = dir_.File("cert.pem"),
+            .timeout = std::chrono::milliseconds(5000)};
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  const TempDir& dir_;
+  uint16_t port_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace fieldprof::testing
+
+#endif  // FIELDPROF_TESTS_AGGREGATOR_PROCESS_H_
