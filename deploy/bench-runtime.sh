@@ -5,14 +5,17 @@
 #      loaded but the function not selected; with it selected (added ns per
 #      call, and the duration the runtime records for the empty function);
 #      under ltrace and uftrace (Debian), as ratios to fieldprof's added cost;
-#   2. a real sqlite3 workload (deploy/workloads/sqlite-bench.sql), wall
-#      time without and with the runtime (random choice, default settings).
+#   2. a real sqlite3 workload (deploy/workloads/sqlite-bench.sql), CPU and
+#      wall time without and with the runtime (random choice, default
+#      settings), pairs run side by side (deploy/overhead.py), and the same
+#      with neither side instrumented, to show the method's own spread;
+#   3. the fixed cost per process, on sqlite3 running 'select 1'.
 # Prints each figure; everything stays in a temp dir and stops by itself.
 #
-#   deploy/bench-runtime.sh [SQLITE_RUNS]   (default 7 runs each way)
+#   deploy/bench-runtime.sh [SQLITE_PAIRS]   (default 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs="${1:-7}"
+runs="${1:-30}"
 ./deploy/install-deps.sh >/dev/null
 ./deploy/build.sh rt_bench_prog fieldprof_audit fieldprof_runtime fieldprof >/dev/null
 work="$(mktemp -d /tmp/fieldprof-rtbench-XXXXXX)"
@@ -70,26 +73,21 @@ lt_added=$(calc "$lt_ns - $plain" 0); ut_added=$(calc "$ut_ns - $plain" 0)
 echo "ltrace -e fp_bench_empty:        $lt_ns ns/call   added $lt_added = $(calc "$lt_added / max($added, 0.1)" 0)x fieldprof's added cost"
 echo "uftrace record --force:          $ut_ns ns/call   added $ut_added = $(calc "$ut_added / max($added, 0.1)" 1)x (calls recorded: $ut_events)"
 
-echo "== 2. sqlite3 workload (deploy/workloads/sqlite-bench.sql), $runs runs each way, interleaved"
+echo "== 2. sqlite3 workload (deploy/workloads/sqlite-bench.sql), $runs pairs, each pair at the same time on two CPUs"
 sql="$PWD/deploy/workloads/sqlite-bench.sql"
 want=$(sqlite3 :memory: < "$sql")
-ms() { local t0 t1; t0=$(date +%s%N); "$@" >"$work/out" 2>/dev/null < "$sql"; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
-plain_ms=(); rt_ms=()
-for i in $(seq 1 "$runs"); do
-  plain_ms+=("$(ms sqlite3 :memory:)")
-  rt_ms+=("$(ms "${rt[@]}" FIELDPROF_K=2 sqlite3 :memory:)")
-  [[ "$(cat "$work/out")" == "$want" ]] || { echo "bench-runtime: output differs under the runtime"; exit 1; }
-done
-med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-pm=$(med "${plain_ms[@]}"); rm_=$(med "${rt_ms[@]}")
-echo "without fieldprof: ${plain_ms[*]} ms   median $pm"
-echo "with the runtime:  ${rt_ms[*]} ms   median $rm_"
-echo "overhead (medians): $(calc "100 * ($rm_ - $pm) / $pm" 2)% (target <= 1%)"
-echo "APIs the sqlite3 runs measured:"
-./build/tools/fieldprof spool ls --spool "$work/spool" | grep -v fp_bench | awk 'NR>1 && $5 != "" {print "  " $0}' | cut -c1-160 | tail -n "$runs"
+got=$("${rt[@]}" FIELDPROF_K=2 sqlite3 :memory: < "$sql")
+[[ "$got" == "$want" ]] || { echo "bench-runtime: output differs under the runtime"; exit 1; }
+./deploy/overhead.py --parallel --lib "$lib" --work "$work" --runs "$runs" --stdin "$sql" -- sqlite3 :memory:
+echo "the same pairs with neither run instrumented (the method's own spread):"
+./deploy/overhead.py --parallel --control --lib "$lib" --work "$work" --runs "$runs" --stdin "$sql" -- sqlite3 :memory:
+echo "what the instrumented sqlite3 runs measured (records in the spool):"
+./build/tools/fieldprof spool ls --spool "$work/spool" > "$work/ls.txt"
+awk 'NR > 1 && $6 == "measured" && $8 !~ /fp_bench/ && $7 > 0 { print "  " $7 " calls  " $8 " " $9 }' \
+  "$work/ls.txt" | sort -n | tail -n 12
+awk 'NR > 1 && $6 == "measured" && $8 !~ /fp_bench/ { n++; if ($7 > 0) hit++ }
+     END { printf "  %d instrumented runs, %d of them called a chosen API\n", n, hit }' "$work/ls.txt"
 
-echo "== 3. fixed cost per process: 100 x sqlite3 :memory: 'select 1', interleaved blocks"
-block() { local t0 t1; t0=$(date +%s%N); for _ in $(seq 1 100); do "$@" sqlite3 :memory: 'select 1' >/dev/null; done; t1=$(date +%s%N); echo $(( (t1 - t0) / 100000 )); }
-p1=$(block env); r1=$(block "${rt[@]}" FIELDPROF_K=2); p2=$(block env); r2=$(block "${rt[@]}" FIELDPROF_K=2)
-echo "per run, us: without $p1 $p2, with the runtime $r1 $r2"
-echo "fixed cost per process: $(calc "(($r1 + $r2) - ($p1 + $p2)) / 2000" 2) ms (auditor start-up, choice, slot, record)"
+echo "== 3. fixed cost per process: sqlite3 :memory: 'select 1', $((runs * 10)) pairs"
+echo "select 1;" > "$work/select1.sql"
+./deploy/overhead.py --lib "$lib" --work "$work" --runs $((runs * 10)) --stdin "$work/select1.sql" -- sqlite3 :memory:
