@@ -300,19 +300,23 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
 HttpResponse Router::ListApis(std::string_view query) {
   auto params = ParseQuery(query);
   if (!params.ok()) return ErrorResponse(params.status());
-  // order=key (default, cheap: stops after `limit`) or order=calls (scans up
-  // to 100000 series and returns the most called first).
-  bool by_calls = false;
+  // order=key (default, cheap: stops after `limit`), order=calls or
+  // order=mean (both scan up to 100000 series and return the most called,
+  // or the highest mean per call, first).
+  enum class Order { kKey, kCalls, kMean } order = Order::kKey;
   for (auto it = params->begin(); it != params->end(); ++it) {
     if (it->first != "order") continue;
     if (it->second == "calls") {
-      by_calls = true;
+      order = Order::kCalls;
+    } else if (it->second == "mean") {
+      order = Order::kMean;
     } else if (it->second != "key") {
-      return ErrorResponse(InvalidArgument("order must be key or calls"));
+      return ErrorResponse(InvalidArgument("order must be key, calls or mean"));
     }
     params->erase(it);
     break;
   }
+  const bool by_calls = order != Order::kKey;
   ApiFilter filter;
   int32_t from = kUnboundedFirst, to = kUnboundedLast;
   size_t limit = 100;
@@ -325,9 +329,13 @@ HttpResponse Router::ListApis(std::string_view query) {
   StatusOr<std::vector<ApiAggregate>> apis =
       store_->ListApis(filter, by_calls ? 100000 : limit + 1);
   if (!apis.ok()) return ErrorResponse(apis.status());
-  if (by_calls) {
+  if (order == Order::kCalls) {
     std::stable_sort(apis->begin(), apis->end(), [](const ApiAggregate& a, const ApiAggregate& b) {
       return a.histogram.count() > b.histogram.count();
+    });
+  } else if (order == Order::kMean) {
+    std::stable_sort(apis->begin(), apis->end(), [](const ApiAggregate& a, const ApiAggregate& b) {
+      return a.histogram.Mean() > b.histogram.Mean();
     });
   }
   JsonWriter j;

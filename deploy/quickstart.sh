@@ -3,26 +3,36 @@
 #   1. install dependencies (Debian 12) and build,
 #   2. make a self-signed ECDSA certificate for loopback,
 #   3. start fieldprof-aggregator on an embedded RocksDB (127.0.0.1, a free port),
-#   4. send it realistic ~128 KiB batches with fieldprof-loadgen over TLS and
-#      check that its sums equal what was acknowledged,
-#   5. print what it holds (top APIs, one API in detail, a few metrics),
-#   6. stop it with SIGTERM (graceful: in-flight requests finish, DB closed).
+#   4. run real Debian programs many times under `fieldprof run` (sqlite3 on
+#      deploy/workloads/sqlite-bench.sql, python3, gzip, xz, zstd, sort, git):
+#      each run measures a few library APIs chosen at random and leaves a
+#      record in the spool,
+#   5. run fieldprof-agent once: the records become ~128 KiB batches, go over
+#      TLS to the aggregator, exactly once,
+#   6. print the field view: the most called APIs with their time
+#      percentiles, the biggest allocators, one API in detail,
+#   7. stop the aggregator with SIGTERM (graceful).
 #
 #   deploy/quickstart.sh
-#   QUICKSTART_BATCHES=2000 deploy/quickstart.sh     # more load (default 400)
+#   QUICKSTART_ROUNDS=30 deploy/quickstart.sh        # more runs (default 12 rounds x 7 programs)
+#   QUICKSTART_APIS=2 deploy/quickstart.sh           # APIs per run (default 4; the product's default is 2)
+#   QUICKSTART_LOADGEN=400 deploy/quickstart.sh      # also load-test with synthetic batches, verified
 #   QUICKSTART_KEEP_DB=1 deploy/quickstart.sh        # keep .quickstart/db between runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 state="$root/.quickstart"
-batches="${QUICKSTART_BATCHES:-400}"
+rounds="${QUICKSTART_ROUNDS:-12}"
+apis="${QUICKSTART_APIS:-4}"
+loadgen="${QUICKSTART_LOADGEN:-0}"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "dependencies"
 ./deploy/install-deps.sh
 step "build"
-./deploy/build.sh fieldprof-aggregator fieldprof-loadgen fieldprof 2>&1 | grep -E "Built target|error" || true
+./deploy/build.sh fieldprof-aggregator fieldprof-agent fieldprof-loadgen fieldprof 2>&1 |
+  grep -E "Built target|error" || true
 
 step "certificate"
 mkdir -p "$state"
@@ -50,18 +60,59 @@ client=(--host 127.0.0.1 --port "$port" --ca "$state/tls/cert.pem")
 curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null
 echo "healthz: ok"
 
-step "load: $batches batches of ~128 KiB over 8 TLS connections, verified against ground truth"
-./build/tools/fieldprof-loadgen "${client[@]}" --batches "$batches" --connections 8 --verify
+step "real programs under the runtime: $rounds rounds x 7 programs, $apis random APIs each"
+spool="$state/spool"
+rm -rf "$spool" "$state/agent"
+work="$state/work"
+rm -rf "$work" && mkdir -p "$work"
+seq 1 200000 | sed 's/$/ fieldprof quickstart line/' > "$work/data.txt"
+run() { ./build/tools/fieldprof run --apis "$apis" --spool "$spool" -- "$@"; }
+for i in $(seq 1 "$rounds"); do
+  run sqlite3 :memory: < deploy/workloads/sqlite-bench.sql > /dev/null
+  run /usr/bin/python3 -c 'import json, re, zlib
+d = [{"id": i, "name": "item%d" % i, "tags": ["a", "b"][: i % 3]} for i in range(20000)]
+s = json.dumps(d)
+print(len(zlib.compress(s.encode())), len(re.findall(r"item1\d+", s)))' > /dev/null
+  run gzip -c "$work/data.txt" > "$work/data.gz"
+  run xz -T2 -c "$work/data.txt" > "$work/data.xz"
+  run zstd -q -T2 -c "$work/data.txt" > "$work/data.zst"
+  run sort -r --parallel=2 -S 16M "$work/data.txt" -o "$work/sorted.txt"
+  rm -rf "$work/repo"
+  run git -c init.defaultBranch=main init -q "$work/repo"
+  cp "$work/data.txt" "$work/repo/"
+  run git -C "$work/repo" add data.txt
+  run git -C "$work/repo" -c user.name=q -c user.email=q@example.invalid commit -q -m quickstart
+  printf '\r  round %d/%d' "$i" "$rounds"
+done
+echo
+./build/tools/fieldprof spool ls --spool "$spool" | tail -1
 
-step "what the aggregator holds: most called APIs"
-./build/tools/fieldprof top "${client[@]}" --limit 12
+step "fieldprof-agent --once --flush: spool -> batches -> aggregator"
+./build/agent/fieldprof-agent --once --flush --server 127.0.0.1 --port "$port" \
+  --ca_file "$state/tls/cert.pem" --spool "$spool" --state_dir "$state/agent"
+left="$(./build/tools/fieldprof spool ls --spool "$spool" | tail -1)"
+echo "spool afterwards: $left"
 
-step "one API in detail"
-./build/tools/fieldprof api "${client[@]}" libsqlite3.so.0 sqlite3_prepare_v2
+if [[ "$loadgen" != "0" ]]; then
+  step "load: $loadgen synthetic batches of ~128 KiB over 8 TLS connections, verified against ground truth"
+  ./build/tools/fieldprof-loadgen "${client[@]}" --batches "$loadgen" --connections 8 --verify
+fi
+
+step "the field view: most called APIs (wall time per call)"
+./build/tools/fieldprof top "${client[@]}" --limit 15
+
+step "the biggest allocators (bytes allocated per call, nested measured calls included)"
+./build/tools/fieldprof top "${client[@]}" --limit 8 --metric alloc_bytes_inclusive --order mean
+
+step "the most called API in detail"
+top_api="$(./build/tools/fieldprof top "${client[@]}" --limit 1 --json |
+  /usr/bin/python3 -c 'import json, sys; a = json.load(sys.stdin)["apis"][0]; print(a["module"], a["symbol"])')"
+# shellcheck disable=SC2086
+./build/tools/fieldprof api "${client[@]}" $top_api
 
 step "a few metrics (GET /metrics)"
 curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/metrics" |
-  grep -E '^fieldprof_(batches_accepted_total|batches_duplicate_total|records_merged_total|pending_batches|apply_series_written_total|rocksdb_estimate_num_keys\{cf="data"\}|request_duration_seconds_count)'
+  grep -E '^fieldprof_(batches_accepted_total|batches_duplicate_total|records_merged_total|pending_batches|apply_series_written_total|rocksdb_estimate_num_keys\{cf="data"\})'
 
 step "graceful stop (SIGTERM)"
 kill -TERM $pid

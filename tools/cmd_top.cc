@@ -13,17 +13,18 @@ namespace fieldprof::tools {
 int CmdTop(int argc, char** argv) {
   ClientFlags client;
   int64_t limit = 15;
-  std::string metric = "wall_time_ns", module;
+  std::string metric = "wall_time_ns", module, order = "calls";
   bool json = false;
   OptionTable t("fieldprof top",
                 "Lists the most called APIs the aggregator holds (all-time sums), with calls,\n"
-                "runs and cost percentiles, most called first.");
+                "runs and cost percentiles, most called first (or costliest per call first).");
   client.Register(t);
   t.AddInt("limit", &limit, "how many APIs", 1, 100000);
   t.AddString("metric", &metric,
               "wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, alloc_count, "
               "file_io_bytes or socket_io_bytes");
   t.AddString("module", &module, "only this module (soname)");
+  t.AddString("order", &order, "calls (most called first) or mean (highest mean per call first)");
   t.AddBool("json", &json, "print the aggregator's JSON as is");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
@@ -35,8 +36,13 @@ int CmdTop(int argc, char** argv) {
     std::cerr << "fieldprof top: " << m.status().message() << "\n";
     return 2;
   }
+  if (order != "calls" && order != "mean") {
+    std::cerr << "fieldprof top: --order must be calls or mean\n";
+    return 2;
+  }
   HttpsClient c(client.Resolve());
-  std::string target = "/v1/apis?order=calls&limit=" + std::to_string(limit) + "&metric=" + metric;
+  std::string target =
+      "/v1/apis?order=" + order + "&limit=" + std::to_string(limit) + "&metric=" + metric;
   if (!module.empty()) target += "&module=" + UrlEncode(module);
   int http_status = 0;
   std::string raw;

@@ -197,6 +197,29 @@ TEST_F(ServerTest, IngestIsExactlyOnceAndQueryable) {
   EXPECT_EQ(metrics_.batches_duplicate(), 1u);
 }
 
+TEST_F(ServerTest, ListingOrdersByCallsOrByMean) {
+  StartServer();
+  HttpsClient c(ClientOptions());
+  // "many": 5 calls of 10 ns; "costly": 2 calls of 9000 ns; "cheap": 1 of 1 ns.
+  ASSERT_EQ(Post(c, SimpleBatch(IdOf(1), "libo.so.1", "many", 10, 5).SerializeAsString())->status,
+            200);
+  ASSERT_EQ(
+      Post(c, SimpleBatch(IdOf(2), "libo.so.1", "costly", 9000, 2).SerializeAsString())->status,
+      200);
+  ASSERT_EQ(Post(c, SimpleBatch(IdOf(3), "libo.so.1", "cheap", 1, 1).SerializeAsString())->status,
+            200);
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  auto order = [&](const std::string& by) {
+    return c.Get("/v1/apis?module=libo.so.1&order=" + by)->body;
+  };
+  const std::string by_calls = order("calls"), by_mean = order("mean");
+  EXPECT_LT(by_calls.find("\"many\""), by_calls.find("\"costly\"")) << by_calls;
+  EXPECT_LT(by_calls.find("\"costly\""), by_calls.find("\"cheap\"")) << by_calls;
+  EXPECT_LT(by_mean.find("\"costly\""), by_mean.find("\"many\"")) << by_mean;
+  EXPECT_LT(by_mean.find("\"many\""), by_mean.find("\"cheap\"")) << by_mean;
+  EXPECT_EQ(c.Get("/v1/apis?order=price")->status, 400);
+}
+
 TEST_F(ServerTest, MalformedBodiesGet400AndNothingIsApplied) {
   StartServer();
   HttpsClient c(ClientOptions());
