@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "agent/batcher.h"
+#include "agent/crash_point.h"
 #include "agent/platform.h"
 #include "common/https_client.h"
 #include "common/spool.h"
@@ -199,6 +200,7 @@ Status Agent::Upload(PassResult* result) {
     StatusOr<std::string> bytes = outbox_.Read(e);
     if (!bytes.ok()) return bytes.status();
     state_.last_upload_unix_ms = NowMs();
+    CrashPoint("upload-sending");
     StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), *bytes);
     if (!reply.ok()) {
       fail("unreachable: " + reply.status().message(), -1);
@@ -206,6 +208,7 @@ Status Agent::Upload(PassResult* result) {
     }
     const int code = reply->status;
     if (code >= 200 && code < 300) {
+      CrashPoint("upload-acked");
       FP_RETURN_IF_ERROR(outbox_.Remove(e));
       ++result->batches_uploaded;
       ++state_.batches_uploaded;

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "agent/crash_point.h"
 #include "common/wire.h"
 
 namespace fieldprof::agent {
@@ -149,8 +150,13 @@ Status Outbox::Seal(const std::string& name, const std::string& batch_bytes,
   for (const std::string& c : consumed) list += c + "\n";
   const std::string list_path = dir_ + "/" + name + ".consumed";
   FP_RETURN_IF_ERROR(WriteFileDurably(list_path, list));
+  CrashPoint("seal-listed");
   FP_RETURN_IF_ERROR(WriteFileDurably(dir_ + "/" + name + ".batch", batch_bytes));
-  for (const std::string& c : consumed) FP_RETURN_IF_ERROR(RemoveFile(spool_dir + "/" + c));
+  CrashPoint("seal-batched");
+  for (const std::string& c : consumed) {
+    FP_RETURN_IF_ERROR(RemoveFile(spool_dir + "/" + c));
+    CrashPoint("seal-spool-removing");
+  }
   FP_RETURN_IF_ERROR(SyncDir(spool_dir));
   FP_RETURN_IF_ERROR(RemoveFile(list_path));
   return Status::Ok();

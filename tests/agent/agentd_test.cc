@@ -1,7 +1,12 @@
 // fieldprof-agent's parts and passes: batch building, the outbox's crash
 // recovery, and uploads to the real aggregator binary over TLS on loopback
-// (round trip, aggregator down then up, a refused batch, a wrong certificate).
+// (round trip, aggregator down then up, a refused batch, a wrong
+// certificate), and the agent binary SIGKILLed at every step of sealing and
+// uploading, and the aggregator killed under it: every record exactly once.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -370,6 +375,101 @@ TEST_F(AgentPassTest, OneAgentPerStateDirectory) {
   ASSERT_TRUE(a.Init().ok());
   const Status s = b.Init();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+}
+
+// ---------------------------------------------------------------- crashes
+
+class AgentCrashTest : public AgentPassTest {
+ protected:
+  // Runs the agent binary once (--once --flush, small batches so a pass
+  // makes several). Returns the wait status.
+  int RunAgent(uint16_t port, const std::string& crash_at = "") {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!crash_at.empty()) setenv("FIELDPROF_AGENT_CRASH_AT", crash_at.c_str(), 1);
+      const std::string log = dir_.File("agent.log");
+      if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+      const std::string p = std::to_string(port), spool = dir_.File("spool"),
+                        state = dir_.File("state"), ca = dir_.File("cert.pem");
+      execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--once", "--flush", "--batch_bytes", "8192",
+            "--server", "127.0.0.1", "--port", p.c_str(), "--ca_file", ca.c_str(), "--spool",
+            spool.c_str(), "--state_dir", state.c_str(), "--timeout_ms", "5000", nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+  }
+  // Runs the agent until a pass ends with nothing left to send.
+  void DrainWithAgent(uint16_t port) {
+    for (int i = 0; i < 5; ++i) {
+      const int st = RunAgent(port);
+      if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return;
+    }
+    FAIL() << "the agent did not drain the outbox; log:\n" << ReadLog();
+  }
+  std::string ReadLog() {
+    std::ifstream in(dir_.File("agent.log"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+};
+
+TEST_F(AgentCrashTest, KilledAtEveryStepCountsEveryRecordOnce) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  // Each round: new records, one pass killed at a step, then passes until
+  // the outbox is empty. Afterwards the aggregator holds every record once.
+  const std::vector<std::string> points = {
+      "seal-listed",           "seal-batched",   "seal-spool-removing",
+      "seal-spool-removing:7", "upload-sending", "upload-sending:3",
+      "upload-acked",          "upload-acked:2", "seal-batched:3"};
+  std::map<std::string, std::pair<Histogram, uint64_t>> all;
+  int first = 0;
+  for (const std::string& point : points) {
+    for (auto& [k, v] : FillSpool(60, 30, first)) {
+      all[k].first.Merge(v.first);
+      all[k].second += v.second;
+    }
+    first += 60;
+    const int st = RunAgent(agg.port(), point);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+        << point << ": the crash point was not reached (status " << st << ")\n"
+        << ReadLog();
+    DrainWithAgent(agg.port());
+    EXPECT_EQ(SpoolFiles(), 0u) << point;
+  }
+  ExpectStored(agg, all);
+}
+
+TEST_F(AgentCrashTest, AggregatorKilledMidUploadCountsEveryRecordOnce) {
+  const uint16_t port = FreePort();
+  AggregatorProcess agg(dir_, port);
+  std::map<std::string, std::pair<Histogram, uint64_t>> all;
+  std::mt19937 rng(99);
+  for (int round = 0; round < 4; ++round) {
+    for (auto& [k, v] : FillSpool(300, 120, round * 300)) {
+      all[k].first.Merge(v.first);
+      all[k].second += v.second;
+    }
+    agg.Start();
+    const pid_t agent = fork();
+    if (agent == 0) {
+      execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--once", "--flush", "--batch_bytes", "8192",
+            "--server", "127.0.0.1", "--port", std::to_string(port).c_str(), "--ca_file",
+            dir_.File("cert.pem").c_str(), "--spool", dir_.File("spool").c_str(), "--state_dir",
+            dir_.File("state").c_str(), "--timeout_ms", "2000", nullptr);
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 60));
+    agg.Kill();  // whatever was in flight: applied or not, acknowledged or not
+    int st = 0;
+    waitpid(agent, &st, 0);
+    agg.Start();
+    DrainWithAgent(port);
+    agg.Kill();
+  }
+  agg.Start();
+  ExpectStored(agg, all);
 }
 
 }  // namespace
