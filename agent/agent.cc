@@ -14,6 +14,7 @@
 #include "agent/crash_point.h"
 #include "agent/platform.h"
 #include "common/https_client.h"
+#include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/wire.h"
 
@@ -81,9 +82,67 @@ Status Agent::Init() {
   return Status::Ok();
 }
 
+HttpsClient& Agent::Client() {
+  if (client_ == nullptr) {
+    HttpsClientOptions o;
+    o.host = config_.server_host;
+    o.port = static_cast<uint16_t>(config_.server_port);
+    o.ca_file = config_.ca_file;
+    o.timeout = std::chrono::milliseconds(config_.timeout_ms);
+    client_ = std::make_unique<HttpsClient>(o);
+  }
+  return *client_;
+}
+
+void Agent::RefreshSettings(HttpsClient& client, bool force) {
+  if (config_.runtime_settings.empty()) return;
+  const int64_t now = NowMs();
+  if (!force && now - state_.settings_checked_unix_ms < config_.settings_interval_s * 1000) return;
+  state_.settings_checked_unix_ms = now;
+  StatusOr<HttpReply> reply = client.Get("/v1/config");
+  if (!reply.ok()) {
+    state_.settings_result = "unreachable: " + reply.status().message();
+    return;
+  }
+  if (reply->status != 200) {
+    state_.settings_result = "HTTP " + std::to_string(reply->status);
+    return;
+  }
+  // Anything wrong with the answer: keep the settings we have.
+  StatusOr<FleetSettings> fleet = FleetSettingsFromJson(reply->body);
+  if (!fleet.ok()) {
+    state_.settings_result = "refused: " + fleet.status().message();
+    return;
+  }
+  StatusOr<std::optional<RuntimeSettings>> local = ReadRuntimeSettings(config_.runtime_settings);
+  if (!local.ok()) {
+    // The user's file does not parse: the runtime is off until it is fixed,
+    // and the agent does not overwrite what someone edited by hand.
+    state_.settings_result = "not applied: " + local.status().message();
+    return;
+  }
+  RuntimeSettings next = local->value_or(RuntimeSettings{});  // no file: consent = no
+  next.fleet = *fleet;
+  next.version = fleet->Version();
+  if (!local->has_value() || next != **local) {
+    const std::string dir = std::filesystem::path(config_.runtime_settings).parent_path().string();
+    Status s = dir.empty() ? Status::Ok() : MakeDirs(dir);
+    if (s.ok()) s = WriteFileDurably(config_.runtime_settings, FormatRuntimeSettings(next));
+    if (!s.ok()) {
+      state_.settings_result = "not written: " + s.message();
+      return;
+    }
+  }
+  if (!config_.batch_bytes_local) config_.batch_bytes = fleet->batch_bytes;
+  if (!config_.max_age_local) config_.max_age_s = fleet->max_age_s;
+  state_.settings_version = next.version;
+  state_.settings_result = "ok";
+}
+
 StatusOr<PassResult> Agent::Pass(bool flush, bool upload) {
   PassResult r;
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
+  if (upload) RefreshSettings(Client(), /*force=*/false);
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
   if (upload) r.upload_status = Upload(&r);
   StatusOr<std::vector<OutboxEntry>> left = outbox_.List();
@@ -185,12 +244,7 @@ Status Agent::Upload(PassResult* result) {
   StatusOr<std::vector<OutboxEntry>> entries = outbox_.List();
   if (!entries.ok()) return entries.status();
   if (entries->empty()) return Status::Ok();
-  HttpsClientOptions o;
-  o.host = config_.server_host;
-  o.port = static_cast<uint16_t>(config_.server_port);
-  o.ca_file = config_.ca_file;
-  o.timeout = std::chrono::milliseconds(config_.timeout_ms);
-  HttpsClient client(o);  // one connection, kept alive across the batches
+  HttpsClient& client = Client();  // one connection, kept alive across the batches
   auto fail = [&](const std::string& why, int retry_after) {
     state_.last_upload_result = why;
     ++state_.failures;

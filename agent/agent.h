@@ -13,12 +13,14 @@
 #define FIELDPROF_AGENT_AGENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 
 #include "agent/outbox.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
+#include "common/https_client.h"
 #include "common/status.h"
 
 namespace fieldprof::agent {
@@ -34,6 +36,12 @@ struct AgentConfig {
   int64_t timeout_ms = 30000;
   int64_t backoff_initial_ms = 1000;
   int64_t backoff_max_ms = 3600 * 1000;
+  // Fleet settings: fetched from GET /v1/config at most this often, written
+  // into the runtime's settings file (consent and local paths kept). The
+  // batch_bytes and max_age_s they carry apply unless set locally.
+  std::string runtime_settings;  // path; empty: no settings download
+  int64_t settings_interval_s = 3600;
+  bool batch_bytes_local = false, max_age_local = false;
 
   std::string outbox_dir() const { return state_dir + "/outbox"; }
   std::string quarantine_dir() const { return state_dir + "/quarantine"; }
@@ -59,7 +67,8 @@ class Agent {
 
   [[nodiscard]] Status Init();
   // One pass. `flush`: seal what the spool holds even if young and small.
-  // `upload`: false skips step 3 (tests, and a daemon waiting out a backoff).
+  // `upload`: false skips step 3 and the settings download (tests, and a
+  // daemon waiting out a backoff).
   [[nodiscard]] StatusOr<PassResult> Pass(bool flush, bool upload = true);
 
   // When the next upload may be tried (ms since the epoch; 0: now).
@@ -71,6 +80,9 @@ class Agent {
 
  private:
   Status SealFromSpool(bool flush, PassResult* result);
+  // GET /v1/config when due; failures are recorded in the state, not returned.
+  void RefreshSettings(HttpsClient& client, bool force);
+  HttpsClient& Client();
   Status Upload(PassResult* result);
   int64_t Backoff(int retry_after_seconds);
 
@@ -80,6 +92,7 @@ class Agent {
   AgentState state_;
   int64_t seal_deadline_ms_ = 0;
   std::mt19937_64 rng_;
+  std::unique_ptr<HttpsClient> client_;  // kept across passes (keep-alive, TLS resumption)
 };
 
 }  // namespace fieldprof::agent

@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/outbox.h"
 #include "common/options.h"
+#include "common/runtime_settings.h"
 #include "common/spool.h"
 
 namespace {
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   AgentConfig c;
   c.spool_dir = fieldprof::DefaultSpoolDir();
   c.state_dir = fieldprof::agent::DefaultStateDir();
+  c.runtime_settings = fieldprof::DefaultRuntimeSettingsPath();
   bool once = false, flush = false;
   fieldprof::OptionTable t(
       "fieldprof-agent",
@@ -127,6 +129,11 @@ int main(int argc, char** argv) {
   t.AddInt("backoff_initial_ms", &c.backoff_initial_ms, "first retry delay after a failed upload",
            10, 3600000);
   t.AddInt("backoff_max_ms", &c.backoff_max_ms, "longest retry delay", 10, int64_t{7} * 86400000);
+  t.AddString("runtime_settings", &c.runtime_settings,
+              "the runtime's settings file, kept up to date from the aggregator's GET /v1/config "
+              "(empty: do not download settings)");
+  t.AddInt("settings_interval_s", &c.settings_interval_s,
+           "download the settings at most this often (--once: every pass)", 0, int64_t{7} * 86400);
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
   if (Status s = t.Parse(argc, argv); !s.ok()) {
@@ -137,6 +144,9 @@ int main(int argc, char** argv) {
     std::cout << t.Help();
     return 0;
   }
+  c.batch_bytes_local = t.given("batch_bytes");
+  c.max_age_local = t.given("max_age_s");
+  if (once && !t.given("settings_interval_s")) c.settings_interval_s = 0;
   Agent agent(c);
   if (Status s = agent.Init(); !s.ok()) {
     std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());

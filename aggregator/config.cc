@@ -56,6 +56,20 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   t.AddInt("memtable_mib", &memtable_mib, "memtable size of the sums in MiB", 1, 4096);
   t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
 
+  FleetSettings& f = config->fleet;
+  t.AddInt("fleet_k", &f.k, "agents: APIs each program run measures", 1, 8);
+  t.AddInt("fleet_slots", &f.slots, "agents: programs measured at once per machine", 1, 1024);
+  t.AddDouble("fleet_max_load_per_cpu", &f.max_load_per_cpu,
+              "agents: no measuring above this 1-min load average per CPU", 0, 1e6);
+  t.AddDouble("fleet_overhead_budget", &f.overhead_budget,
+              "agents: fraction of a run's time measuring may cost", 0, 1);
+  t.AddString("fleet_allow_modules", &f.allow_modules,
+              "agents: only these sonames are measured (comma-separated; empty: all)");
+  t.AddString("fleet_deny_modules", &f.deny_modules, "agents: these sonames are never measured");
+  t.AddInt("fleet_batch_bytes", &f.batch_bytes, "agents: batch size to seal at", 4096, 1 << 20);
+  t.AddInt("fleet_max_age_s", &f.max_age_s, "agents: seal a smaller batch at this age", 1,
+           int64_t{365} * 86400);
+
   FP_RETURN_IF_ERROR(t.Parse(argc, argv));
   *help = t.help_requested();
   *help_text = t.Help();
@@ -87,6 +101,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
   }
   if (st.path.empty()) return InvalidArgument("--db is required");
+  if (Status v = f.Validate(); !v.ok()) return v.WithContext("fleet settings");
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include "aggregator/server.h"
 #include "aggregator/store_rocksdb.h"
+#include "common/runtime_settings.h"
 #include "common/status.h"
 
 namespace fieldprof::aggregator {
@@ -12,6 +13,8 @@ namespace fieldprof::aggregator {
 struct AggregatorConfig {
   ServerOptions server;
   RocksDbStoreOptions store;
+  // Served to agents at GET /v1/config (fleet_* options).
+  FleetSettings fleet;
 };
 
 // Parses argv (and --config FILE). Sets *help to true when --help was given,

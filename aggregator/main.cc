@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   }
   Metrics metrics;
   Router router(store->get(), &metrics);
+  router.SetFleetSettings(config.fleet);
   Server server(config.server, &router, &metrics);
   s = server.Start();
   if (!s.ok()) {

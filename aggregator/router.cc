@@ -246,6 +246,7 @@ HttpResponse Router::Handle(std::string_view method, std::string_view target,
   }
   if (get && path == "/healthz") return HttpResponse{200, "text/plain", "ok\n", {}};
   if (get && path == "/metrics") return Metrics();
+  if (get && path == "/v1/config") return Config();
   if (get && path == "/v1/apis") return ListApis(query);
   if (get && path == "/v1/api") return GetApi(query);
   HttpResponse r =
@@ -295,6 +296,14 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
   j.Key("day").String(FormatDay(day));
   j.EndObject();
   return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::Config() {
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "application/json";
+  r.body = FleetSettingsToJson(fleet_, /*with_version=*/true);
+  return r;
 }
 
 HttpResponse Router::ListApis(std::string_view query) {

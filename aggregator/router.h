@@ -22,6 +22,7 @@
 
 #include "aggregator/metrics.h"
 #include "aggregator/store.h"
+#include "common/runtime_settings.h"
 #include "common/status.h"
 #include "common/wire.h"
 
@@ -62,9 +63,14 @@ class Router {
   HttpResponse ListApis(std::string_view query);
   HttpResponse GetApi(std::string_view query);
   HttpResponse Metrics();
+  // GET /v1/config: the settings agents apply (see common/runtime_settings.h).
+  HttpResponse Config();
+
+  void SetFleetSettings(const FleetSettings& f) { fleet_ = f; }
 
  private:
   Store* store_;
+  FleetSettings fleet_;
   class Metrics* metrics_;
   std::function<std::chrono::system_clock::time_point()> clock_;
 };

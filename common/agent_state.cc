@@ -27,6 +27,8 @@ constexpr Field kFields[] = {
     {"records_dropped", &AgentState::records_dropped, nullptr},
     {"records_quarantined", &AgentState::records_quarantined, nullptr},
     {"settings_version", nullptr, &AgentState::settings_version},
+    {"settings_checked_unix_ms", &AgentState::settings_checked_unix_ms, nullptr},
+    {"settings_result", nullptr, &AgentState::settings_result},
 };
 
 std::string Trim(const std::string& s) {

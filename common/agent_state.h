@@ -22,7 +22,9 @@ struct AgentState {
   // Reported in the next sealed batch's counters, then zeroed.
   int64_t records_dropped = 0;
   int64_t records_quarantined = 0;
-  std::string settings_version;  // of the runtime settings last downloaded
+  std::string settings_version;          // of the fleet settings last applied
+  int64_t settings_checked_unix_ms = 0;  // last GET /v1/config attempt
+  std::string settings_result;           // "ok", "unreachable: ...", "refused: ..."
 
   bool operator==(const AgentState&) const = default;
 };

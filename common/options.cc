@@ -1,6 +1,8 @@
 #include "common/options.h"
 
+#include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -48,6 +50,31 @@ void OptionTable::AddInt(std::string name, int64_t* target, std::string help, in
                       }});
 }
 
+void OptionTable::AddDouble(std::string name, double* target, std::string help, double min,
+                            double max) {
+  std::ostringstream def;
+  def << *target;
+  const std::string n = name;
+  options_.push_back({std::move(name), std::move(help), def.str(), false,
+                      [target, min, max, n](std::string_view v) -> Status {
+                        const std::string text(v);
+                        char* end = nullptr;
+                        errno = 0;
+                        const double x = std::strtod(text.c_str(), &end);
+                        if (text.empty() || end != text.c_str() + text.size() || errno != 0) {
+                          return InvalidArgument(n + ": '" + text + "' is not a number");
+                        }
+                        if (!(x >= min && x <= max)) {
+                          std::ostringstream m;
+                          m << n << ": " << text << " is out of range [" << min << ", " << max
+                            << "]";
+                          return InvalidArgument(m.str());
+                        }
+                        *target = x;
+                        return Status::Ok();
+                      }});
+}
+
 void OptionTable::AddBool(std::string name, bool* target, std::string help) {
   options_.push_back({name, std::move(help), *target ? "true" : "false", true,
                       [name, target](std::string_view v) -> Status {
@@ -75,7 +102,9 @@ Status OptionTable::Set(std::string_view name, std::string_view value) {
   if (o == nullptr) {
     return InvalidArgument("unknown option '" + std::string(name) + "' (see --help)");
   }
-  return o->set(value);
+  FP_RETURN_IF_ERROR(o->set(value));
+  given_.insert(o->name);
+  return Status::Ok();
 }
 
 Status OptionTable::ParseFile(const std::string& path) {
@@ -161,6 +190,7 @@ Status OptionTable::ParseFlags(int argc, const char* const* argv) {
     }
     Status s = o->set(value);
     if (!s.ok()) return s.WithContext("flag --" + std::string(name));
+    given_.insert(o->name);
   }
   return Status::Ok();
 }

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@ class OptionTable {
   // Targets must outlive the table; their current values are the defaults.
   void AddString(std::string name, std::string* target, std::string help);
   void AddInt(std::string name, int64_t* target, std::string help, int64_t min, int64_t max);
+  void AddDouble(std::string name, double* target, std::string help, double min, double max);
   void AddBool(std::string name, bool* target, std::string help);
 
   // Reads "--config FILE" (if given) first, then applies the flags over it.
@@ -42,6 +44,8 @@ class OptionTable {
   [[nodiscard]] Status Set(std::string_view name, std::string_view value);
 
   bool help_requested() const { return help_requested_; }
+  // Whether `name` was given (config file or flag), not left at its default.
+  bool given(const std::string& name) const { return given_.count(name) != 0; }
   const std::vector<std::string>& positional() const { return positional_; }
   std::string Help() const;
 
@@ -62,6 +66,7 @@ class OptionTable {
   std::vector<Option> options_;
   std::vector<std::string> positional_;
   bool help_requested_ = false;
+  std::set<std::string> given_;
 };
 
 }  // namespace fieldprof

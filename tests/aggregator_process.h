@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/https_client.h"
 #include "tests/test_util.h"
@@ -37,7 +38,8 @@ inline uint16_t FreePort() {
 
 class AggregatorProcess {
  public:
-  AggregatorProcess(const TempDir& dir, uint16_t port) : dir_(dir), port_(port) {}
+  AggregatorProcess(const TempDir& dir, uint16_t port, std::vector<std::string> extra_args = {})
+      : dir_(dir), port_(port), extra_args_(std::move(extra_args)) {}
   ~AggregatorProcess() {
     if (pid_ > 0) Kill();
   }
@@ -48,10 +50,26 @@ class AggregatorProcess {
       std::string p = std::to_string(port_);
       std::string log = dir_.File("aggregator.log");
       if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
-      execl(FIELDPROF_AGGREGATOR_BIN, "fieldprof-aggregator", "--listen", "127.0.0.1", "--port",
-            p.c_str(), "--tls_cert", dir_.File("cert.pem").c_str(), "--tls_key",
-            dir_.File("key.pem").c_str(), "--db", dir_.File("db").c_str(), "--io_threads", "2",
-            "--workers", "4", nullptr);
+      std::vector<std::string> args = {"fieldprof-aggregator",
+                                       "--listen",
+                                       "127.0.0.1",
+                                       "--port",
+                                       p,
+                                       "--tls_cert",
+                                       dir_.File("cert.pem"),
+                                       "--tls_key",
+                                       dir_.File("key.pem"),
+                                       "--db",
+                                       dir_.File("db"),
+                                       "--io_threads",
+                                       "2",
+                                       "--workers",
+                                       "4"};
+      args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(FIELDPROF_AGGREGATOR_BIN, argv.data());
       _exit(127);
     }
     HttpsClient c(Options());
@@ -94,6 +112,7 @@ class AggregatorProcess {
  private:
   const TempDir& dir_;
   uint16_t port_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
 };
 

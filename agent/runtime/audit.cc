@@ -595,6 +595,8 @@ void Decide() {
   run_config.active = 1;
   measuring = true;
   ApplyForced();
+  Debug("measuring this run: k=%d, overhead budget %g, allow '%s', deny '%s'", s.k,
+        s.overhead_budget, s.allow_modules, s.deny_modules);
 }
 
 }  // namespace

@@ -16,11 +16,13 @@
 #include "agent/agent.h"
 #include "agent/batcher.h"
 #include "agent/outbox.h"
+#include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/validate.h"
 #include "common/wire.h"
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
+#include "tests/tls_stub_server.h"
 #include "tools/api_query.h"
 
 namespace fieldprof::agent {
@@ -29,7 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::AggregatorProcess;
 using testing::FreePort;
+using testing::StubReply;
 using testing::TempDir;
+using testing::TlsStubServer;
 
 Platform ThisPlatform() {
   Platform p;
@@ -377,6 +381,121 @@ TEST_F(AgentPassTest, OneAgentPerStateDirectory) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
 }
 
+// ---------------------------------------------------------------- settings and faults
+
+TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
+  AggregatorProcess agg(dir_, FreePort(), {"--fleet_k", "5", "--fleet_deny_modules", "libz.so.1"});
+  agg.Start();
+  const std::string conf = dir_.File("config/runtime.conf");
+  fs::create_directories(dir_.File("config"));
+  std::ofstream(conf) << "consent = yes\nk = 2\nspool_dir = " << dir_.File("spool")
+                      << "\nslot_dir = " << dir_.File("slots") << "\nmax_load_per_cpu = 1000\n";
+  AgentConfig c = Config(agg.port());
+  c.runtime_settings = conf;
+  c.settings_interval_s = 0;
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(agent.state().settings_result, "ok");
+  auto got = ReadRuntimeSettings(conf);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  const RuntimeSettings& s = **got;
+  EXPECT_TRUE(s.consent);                        // local: kept
+  EXPECT_EQ(s.spool_dir, dir_.File("spool"));    // local: kept
+  EXPECT_EQ(s.fleet.k, 5);                       // from the aggregator
+  EXPECT_EQ(s.fleet.deny_modules, "libz.so.1");  // from the aggregator
+  EXPECT_DOUBLE_EQ(s.fleet.max_load_per_cpu, 1.5);
+  EXPECT_EQ(s.version, agent.state().settings_version);
+  EXPECT_FALSE(s.version.empty());
+
+  // The runtime reads the file: a program started with it (no `fieldprof
+  // run`, just the preload a volunteer's session has) measures with k = 5
+  // and libz denied, and leaves its record in the spool the file names.
+  const std::string log = dir_.File("runtime.log");
+  const std::string cmd = "env FIELDPROF_SETTINGS=" + conf + " FIELDPROF_DEBUG=" + log +
+                          " LD_AUDIT=" FIELDPROF_AUDIT_LIB " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
+                          " sqlite3 :memory: 'select 1' > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(log);
+  const std::string decided(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(decided.find("measuring this run: k=5, overhead budget 0.01, allow '', deny "
+                         "'libz.so.1'"),
+            std::string::npos)
+      << decided;
+  auto files = ListSpool(dir_.File("spool"));
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->size(), 1u);
+}
+
+TEST_F(AgentPassTest, ADamagedSettingsAnswerIsIgnored) {
+  const std::string good_conf = "consent = yes\nk = 3\n";
+  for (const std::string& body :
+       {std::string("{not json"), std::string(R"({"k": 99, "slots": 6})"),
+        FleetSettingsToJson(FleetSettings{}, true).replace(12, 4, "dead")}) {
+    TlsStubServer stub(dir_.File("cert.pem"), dir_.File("key.pem"),
+                       [&](const std::string&, const std::string& target) {
+                         if (target == "/v1/config") return StubReply{200, body, {}};
+                         return StubReply{200, "{}", {}};
+                       });
+    const std::string conf = dir_.File("runtime.conf");
+    std::ofstream(conf) << good_conf;
+    AgentConfig c = Config(stub.port());
+    c.runtime_settings = conf;
+    c.settings_interval_s = 0;
+    c.state_dir = dir_.File("state-" + std::to_string(stub.port()));
+    Agent agent(c);
+    ASSERT_TRUE(agent.Init().ok());
+    ASSERT_TRUE(agent.Pass(/*flush=*/false).ok());
+    EXPECT_EQ(agent.state().settings_result.rfind("refused: ", 0), 0u)
+        << body << " -> " << agent.state().settings_result;
+    std::ifstream in(conf);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), good_conf) << body;
+  }
+}
+
+TEST_F(AgentPassTest, A503WithRetryAfterIsWaitedOut) {
+  TlsStubServer stub(
+      dir_.File("cert.pem"), dir_.File("key.pem"), [](const std::string&, const std::string&) {
+        return StubReply{503, R"({"error":"Unavailable"})", {{"Retry-After", "120"}}};
+      });
+  FillSpool(10, 2);
+  Agent agent(Config(stub.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  const auto before = std::chrono::system_clock::now();
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->upload_status.ok());
+  EXPECT_NE(r->upload_status.message().find("503"), std::string::npos);
+  EXPECT_EQ(r->batches_waiting, 1);
+  EXPECT_EQ(agent.state().last_upload_result, "HTTP 503");
+  const int64_t earliest =
+      std::chrono::duration_cast<std::chrono::milliseconds>(before.time_since_epoch()).count() +
+      120000;
+  EXPECT_GE(agent.next_attempt_unix_ms(), earliest);  // Retry-After beats the 10 ms backoff
+}
+
+TEST_F(AgentPassTest, AStalledServerTimesOutAndKeepsTheBatch) {
+  TlsStubServer stub(dir_.File("cert.pem"), dir_.File("key.pem"),
+                     [](const std::string&, const std::string&) {
+                       StubReply r;
+                       r.stall = std::chrono::milliseconds(3000);
+                       return r;
+                     });
+  FillSpool(10, 2);
+  AgentConfig c = Config(stub.port());
+  c.timeout_ms = 300;
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->upload_status.ok());
+  EXPECT_EQ(r->batches_waiting, 1);
+  EXPECT_EQ(agent.state().last_upload_result.rfind("unreachable", 0), 0u)
+      << agent.state().last_upload_result;
+  EXPECT_GE(stub.requests(), 1);
+}
+
 // ---------------------------------------------------------------- crashes
 
 class AgentCrashTest : public AgentPassTest {
@@ -390,10 +509,12 @@ class AgentCrashTest : public AgentPassTest {
       const std::string log = dir_.File("agent.log");
       if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
       const std::string p = std::to_string(port), spool = dir_.File("spool"),
-                        state = dir_.File("state"), ca = dir_.File("cert.pem");
+                        state = dir_.File("state"), ca = dir_.File("cert.pem"),
+                        settings = dir_.File("runtime.conf");
       execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--once", "--flush", "--batch_bytes", "8192",
             "--server", "127.0.0.1", "--port", p.c_str(), "--ca_file", ca.c_str(), "--spool",
-            spool.c_str(), "--state_dir", state.c_str(), "--timeout_ms", "5000", nullptr);
+            spool.c_str(), "--state_dir", state.c_str(), "--runtime_settings", settings.c_str(),
+            "--timeout_ms", "5000", nullptr);
       _exit(127);
     }
     int status = 0;
@@ -457,7 +578,8 @@ TEST_F(AgentCrashTest, AggregatorKilledMidUploadCountsEveryRecordOnce) {
       execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--once", "--flush", "--batch_bytes", "8192",
             "--server", "127.0.0.1", "--port", std::to_string(port).c_str(), "--ca_file",
             dir_.File("cert.pem").c_str(), "--spool", dir_.File("spool").c_str(), "--state_dir",
-            dir_.File("state").c_str(), "--timeout_ms", "2000", nullptr);
+            dir_.File("state").c_str(), "--runtime_settings", dir_.File("runtime.conf").c_str(),
+            "--timeout_ms", "2000", nullptr);
       _exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 60));

@@ -1,0 +1,70 @@
+// The runtime's settings file ("name = value" lines, '#' comments), read by
+// the runtime at every program start (agent/runtime/audit.cc) and written by
+// the agent from the aggregator's GET /v1/config. The runtime treats an
+// unknown name or a bad value as a corrupt file and measures nothing, so
+// this parser applies exactly its rules, and the writer emits only names it
+// knows (the settings version goes in a comment).
+//
+// Fleet settings (from the aggregator): k, slots, max_load_per_cpu,
+// overhead_budget, allow_modules, deny_modules. Local ones (never taken
+// from the network): consent, spool_dir, spool_cap_mib, slot_dir, and the
+// test knobs seed and force.
+#ifndef FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
+#define FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace fieldprof {
+
+struct FleetSettings {
+  int64_t k = 2;
+  int64_t slots = 6;
+  double max_load_per_cpu = 1.5;
+  double overhead_budget = 0.01;
+  std::string allow_modules;  // comma-separated sonames; empty: all
+  std::string deny_modules;
+  // For the agent itself.
+  int64_t batch_bytes = 128 * 1024;
+  int64_t max_age_s = 24 * 3600;
+
+  bool operator==(const FleetSettings&) const = default;
+  // A digest of the content: equal settings, equal version.
+  std::string Version() const;
+  // The same ranges the runtime and the agent accept.
+  [[nodiscard]] Status Validate() const;
+};
+
+struct RuntimeSettings {
+  FleetSettings fleet;
+  bool consent = false;
+  std::string spool_dir;  // empty: the default
+  int64_t spool_cap_mib = 16;
+  std::string slot_dir;     // empty: the default
+  std::string seed, force;  // test knobs, kept as found
+  std::string version;      // "# settings_version: ..." comment; empty if none
+
+  bool operator==(const RuntimeSettings&) const = default;
+};
+
+// $FIELDPROF_SETTINGS, else $XDG_CONFIG_HOME/fieldprof/runtime.conf, else
+// ~/.config/fieldprof/runtime.conf; "" when none applies.
+std::string DefaultRuntimeSettingsPath();
+
+[[nodiscard]] StatusOr<RuntimeSettings> ParseRuntimeSettings(const std::string& text);
+std::string FormatRuntimeSettings(const RuntimeSettings& s);
+// A missing file: nullopt (no consent yet). A corrupt one: an error.
+[[nodiscard]] StatusOr<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& path);
+
+// GET /v1/config's body (with "version": FleetSettings::Version()), and
+// back: every field required and in range, and a "version" that does not
+// match the content is refused (a damaged or tampered answer).
+std::string FleetSettingsToJson(const FleetSettings& f, bool with_version = false);
+[[nodiscard]] StatusOr<FleetSettings> FleetSettingsFromJson(const std::string& json);
+
+}  // namespace fieldprof
+
+#endif  // FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
