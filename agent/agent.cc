@@ -47,14 +47,6 @@ void AddCounters(const wire::AgentCounters& from, wire::AgentCounters* to) {
 
 }  // namespace
 
-std::string DefaultStateDir() {
-  const char* xdg = std::getenv("XDG_STATE_HOME");
-  if (xdg != nullptr && *xdg) return std::string(xdg) + "/fieldprof";
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home) return std::string(home) + "/.local/state/fieldprof";
-  return "";
-}
-
 Agent::Agent(AgentConfig config)
     : config_(std::move(config)),
       outbox_(config_.outbox_dir(), config_.quarantine_dir()),

@@ -43,13 +43,10 @@ struct AgentConfig {
   int64_t settings_interval_s = 3600;
   bool batch_bytes_local = false, max_age_local = false;
 
-  std::string outbox_dir() const { return state_dir + "/outbox"; }
-  std::string quarantine_dir() const { return state_dir + "/quarantine"; }
-  std::string status_path() const { return state_dir + "/status"; }
+  std::string outbox_dir() const { return OutboxDirOf(state_dir); }
+  std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
+  std::string status_path() const { return StatusPathOf(state_dir); }
 };
-
-// $XDG_STATE_HOME/fieldprof (or ~/.local/state/fieldprof); "" if neither is set.
-std::string DefaultStateDir();
 
 struct PassResult {
   int runs_read = 0;

@@ -107,7 +107,7 @@ int RunDaemon(Agent& agent) {
 int main(int argc, char** argv) {
   AgentConfig c;
   c.spool_dir = fieldprof::DefaultSpoolDir();
-  c.state_dir = fieldprof::agent::DefaultStateDir();
+  c.state_dir = fieldprof::DefaultAgentStateDir();
   c.runtime_settings = fieldprof::DefaultRuntimeSettingsPath();
   bool once = false, flush = false;
   fieldprof::OptionTable t(

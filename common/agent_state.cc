@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -39,6 +40,14 @@ std::string Trim(const std::string& s) {
 }
 
 }  // namespace
+
+std::string DefaultAgentStateDir() {
+  const char* xdg = std::getenv("XDG_STATE_HOME");
+  if (xdg != nullptr && *xdg) return std::string(xdg) + "/fieldprof";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home) return std::string(home) + "/.local/state/fieldprof";
+  return "";
+}
 
 std::string FormatAgentState(const AgentState& s) {
   std::string out = "# fieldprof-agent state (written by the agent; read by `fieldprof status`)\n";

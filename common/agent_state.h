@@ -29,6 +29,16 @@ struct AgentState {
   bool operator==(const AgentState&) const = default;
 };
 
+// The agent's directory: $XDG_STATE_HOME/fieldprof, else
+// ~/.local/state/fieldprof; "" when neither variable is set. Inside it:
+// outbox/ (sealed batches, *.batch), quarantine/, the state file "status".
+std::string DefaultAgentStateDir();
+inline std::string OutboxDirOf(const std::string& state_dir) { return state_dir + "/outbox"; }
+inline std::string QuarantineDirOf(const std::string& state_dir) {
+  return state_dir + "/quarantine";
+}
+inline std::string StatusPathOf(const std::string& state_dir) { return state_dir + "/status"; }
+
 std::string FormatAgentState(const AgentState& s);
 // Unknown names are skipped (a newer agent may write more); malformed
 // numbers are errors.

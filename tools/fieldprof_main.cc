@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
                  "Commands:\n"
                  "  run    run a command with the runtime: measure a few random library APIs\n"
                  "  spool  the run records on this machine not yet uploaded (ls, show)\n"
+                 "  status consent, spool, outbox, last upload, settings on this machine\n"
                  "  top    the most called APIs an aggregator holds, with their costs\n"
                  "  api    one API's field cost: statistics and a histogram\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   if (cmd == "api") return CmdApi(argc - 1, argv + 1);
   if (cmd == "run") return CmdRun(argc - 1, argv + 1);
   if (cmd == "spool") return CmdSpool(argc - 1, argv + 1);
+  if (cmd == "status") return CmdStatus(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

@@ -473,6 +473,20 @@ TEST_F(AgentPassTest, A503WithRetryAfterIsWaitedOut) {
       std::chrono::duration_cast<std::chrono::milliseconds>(before.time_since_epoch()).count() +
       120000;
   EXPECT_GE(agent.next_attempt_unix_ms(), earliest);  // Retry-After beats the 10 ms backoff
+
+  // What `fieldprof status` makes of it.
+  const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status --state_dir " +
+                          dir_.File("state") + " --spool " + dir_.File("spool") +
+                          " --runtime_settings " + dir_.File("none.conf") + " > " +
+                          dir_.File("status.txt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(dir_.File("status.txt"));
+  const std::string out(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(out.find("consent:        not given"), std::string::npos) << out;
+  EXPECT_NE(out.find("spool:          0 records"), std::string::npos) << out;
+  EXPECT_NE(out.find("outbox:         1 batches"), std::string::npos) << out;
+  EXPECT_NE(out.find("s ago: HTTP 503"), std::string::npos) << out;
+  EXPECT_NE(out.find("next attempt:   in 2 min (after 1 failures)"), std::string::npos) << out;
 }
 
 TEST_F(AgentPassTest, AStalledServerTimesOutAndKeepsTheBatch) {
