@@ -53,6 +53,10 @@ Agent::Agent(AgentConfig config)
       platform_(DetectPlatform()),
       rng_(std::random_device{}()) {}
 
+Agent::~Agent() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
 Status Agent::Init() {
   if (config_.spool_dir.empty() || config_.state_dir.empty()) {
     return InvalidArgument("no spool or state directory (set --spool and --state_dir, or HOME)");
@@ -66,7 +70,7 @@ Status Agent::Init() {
     ::close(fd);
     return Unavailable("another fieldprof-agent is running on " + config_.state_dir);
   }
-  // Kept open (and locked) for the life of the process.
+  lock_fd_ = fd;  // held until the agent is destroyed
   FP_RETURN_IF_ERROR(outbox_.Init());
   StatusOr<AgentState> s = ReadAgentState(config_.status_path());
   if (!s.ok()) return s.status();
@@ -137,6 +141,7 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload) {
   if (upload) RefreshSettings(Client(), /*force=*/false);
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
   if (upload) r.upload_status = Upload(&r);
+  FP_RETURN_IF_ERROR(EnforceCap(&r));
   StatusOr<std::vector<OutboxEntry>> left = outbox_.List();
   if (!left.ok()) return left.status();
   r.batches_waiting = static_cast<int>(left->size());
@@ -215,6 +220,49 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
     } else {
       seal_deadline_ms_ = builder.oldest_unix_ms() + max_age_ms;
     }
+  }
+  return Status::Ok();
+}
+
+Status Agent::EnforceCap(PassResult* result) {
+  if (config_.cap_bytes <= 0) return Status::Ok();
+  StatusOr<std::vector<OutboxEntry>> batches = outbox_.List();
+  if (!batches.ok()) return batches.status();
+  StatusOr<std::vector<SpoolEntry>> runs = ListSpool(config_.spool_dir);
+  if (!runs.ok()) return runs.status();
+  uint64_t total = 0;
+  for (const OutboxEntry& e : *batches) total += e.bytes;
+  for (const SpoolEntry& e : *runs) total += e.bytes;
+  const uint64_t cap = static_cast<uint64_t>(config_.cap_bytes);
+  // Oldest first: sealed batches are older than anything still in the spool.
+  for (const OutboxEntry& e : *batches) {
+    if (total <= cap) break;
+    StatusOr<std::string> bytes = outbox_.Read(e);
+    wire::Batch b;
+    const bool parsed = bytes.ok() && b.ParseFromString(*bytes);
+    const int64_t n = parsed ? b.records_size() : 1;
+    FP_RETURN_IF_ERROR(outbox_.Remove(e));
+    total -= e.bytes;
+    result->records_dropped += n;
+    // The counts this batch was to report are not lost with it.
+    if (parsed) {
+      state_.records_dropped += static_cast<int64_t>(b.counters().records_dropped());
+      state_.records_quarantined += static_cast<int64_t>(b.counters().records_quarantined());
+    }
+  }
+  for (const SpoolEntry& e : *runs) {
+    if (total <= cap) break;
+    StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
+    const int64_t n = run.ok() ? run->records_size() : 1;
+    if (std::remove(e.path.c_str()) != 0 && errno != ENOENT) {
+      return IOError("cannot remove " + e.path + ": " + std::strerror(errno));
+    }
+    total -= e.bytes;
+    result->records_dropped += n;
+  }
+  if (result->records_dropped > 0) {
+    state_.records_dropped += result->records_dropped;
+    FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
   }
   return Status::Ok();
 }

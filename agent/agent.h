@@ -34,6 +34,9 @@ struct AgentConfig {
   int64_t batch_bytes = 128 * 1024;
   int64_t max_age_s = 24 * 3600;
   int64_t timeout_ms = 30000;
+  // Spool plus outbox stay under this; past it the oldest data goes (and
+  // is counted as dropped in the next batch). 0: no cap.
+  int64_t cap_bytes = int64_t{64} << 20;
   int64_t backoff_initial_ms = 1000;
   int64_t backoff_max_ms = 3600 * 1000;
   // Fleet settings: fetched from GET /v1/config at most this often, written
@@ -54,13 +57,17 @@ struct PassResult {
   int batches_sealed = 0;
   int batches_uploaded = 0;
   int batches_quarantined = 0;
-  int batches_waiting = 0;  // still in the outbox after the pass
-  Status upload_status;     // why uploading stopped early, if it did
+  int batches_waiting = 0;      // still in the outbox after the pass
+  int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
+  Status upload_status;         // why uploading stopped early, if it did
 };
 
 class Agent {
  public:
   explicit Agent(AgentConfig config);
+  ~Agent();  // releases the state directory
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
 
   [[nodiscard]] Status Init();
   // One pass. `flush`: seal what the spool holds even if young and small.
@@ -81,6 +88,7 @@ class Agent {
   void RefreshSettings(HttpsClient& client, bool force);
   HttpsClient& Client();
   Status Upload(PassResult* result);
+  Status EnforceCap(PassResult* result);
   int64_t Backoff(int retry_after_seconds);
 
   AgentConfig config_;
@@ -89,7 +97,8 @@ class Agent {
   AgentState state_;
   int64_t seal_deadline_ms_ = 0;
   std::mt19937_64 rng_;
-  std::unique_ptr<HttpsClient> client_;  // kept across passes (keep-alive, TLS resumption)
+  std::unique_ptr<HttpsClient> client_;
+  int lock_fd_ = -1;  // kept across passes (keep-alive, TLS resumption)
 };
 
 }  // namespace fieldprof::agent

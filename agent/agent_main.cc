@@ -40,15 +40,17 @@ int64_t NowMs() {
 
 void Report(const PassResult& r, bool always) {
   if (!always && r.batches_sealed == 0 && r.batches_uploaded == 0 && r.batches_quarantined == 0 &&
-      r.runs_bad == 0 && r.upload_status.ok()) {
+      r.runs_bad == 0 && r.records_dropped == 0 && r.upload_status.ok()) {
     return;
   }
   std::fprintf(stderr,
                "fieldprof-agent: %d runs read, %d batches sealed, %d uploaded, %d quarantined, "
-               "%d waiting%s%s\n",
+               "%d waiting%s%s%s%s\n",
                r.runs_read, r.batches_sealed, r.batches_uploaded, r.batches_quarantined,
                r.batches_waiting, r.runs_bad > 0 ? "; bad spool files set aside: " : "",
-               r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "");
+               r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "",
+               r.records_dropped > 0 ? "; over the cap, oldest records dropped: " : "",
+               r.records_dropped > 0 ? std::to_string(r.records_dropped).c_str() : "");
   if (!r.upload_status.ok()) {
     std::fprintf(stderr, "fieldprof-agent: upload stopped: %s\n",
                  r.upload_status.ToString().c_str());
@@ -124,6 +126,10 @@ int main(int argc, char** argv) {
   t.AddInt("batch_bytes", &c.batch_bytes, "seal a batch at this encoded size", 4096, 1 << 20);
   t.AddInt("max_age_s", &c.max_age_s, "seal a smaller batch once its oldest record is this old", 1,
            int64_t{365} * 86400);
+  int64_t cap_mib = c.cap_bytes >> 20;
+  t.AddInt("cap_mib", &cap_mib,
+           "spool + outbox stay under this; past it the oldest data is dropped (0: no cap)", 0,
+           1 << 20);
   t.AddInt("timeout_ms", &c.timeout_ms, "deadline for connecting and for each request", 100,
            600000);
   t.AddInt("backoff_initial_ms", &c.backoff_initial_ms, "first retry delay after a failed upload",
@@ -144,6 +150,7 @@ int main(int argc, char** argv) {
     std::cout << t.Help();
     return 0;
   }
+  c.cap_bytes = cap_mib << 20;
   c.batch_bytes_local = t.given("batch_bytes");
   c.max_age_local = t.given("max_age_s");
   if (once && !t.given("settings_interval_s")) c.settings_interval_s = 0;

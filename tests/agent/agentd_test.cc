@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "agent/agent.h"
 #include "agent/batcher.h"
@@ -508,6 +509,64 @@ TEST_F(AgentPassTest, AStalledServerTimesOutAndKeepsTheBatch) {
   EXPECT_EQ(agent.state().last_upload_result.rfind("unreachable", 0), 0u)
       << agent.state().last_upload_result;
   EXPECT_GE(stub.requests(), 1);
+}
+
+TEST_F(AgentPassTest, PastTheCapTheOldestGoesAndIsCounted) {
+  // The aggregator is away; records keep coming; spool + outbox stay under
+  // 20 KiB by dropping the oldest, and the next batch reports how many.
+  AgentConfig c = Config(FreePort());
+  c.batch_bytes = 8192;
+  c.cap_bytes = 20 * 1024;
+  auto agent = std::make_unique<Agent>(c);
+  ASSERT_TRUE(agent->Init().ok());
+  int64_t dropped = 0;
+  for (int round = 0; round < 4; ++round) {
+    FillSpool(60, 30, round * 60);
+    auto r = agent->Pass(/*flush=*/true);
+    ASSERT_TRUE(r.ok());
+    dropped += r->records_dropped;
+    uint64_t total = 0;
+    for (const auto& e : fs::directory_iterator(c.outbox_dir())) total += e.file_size();
+    EXPECT_LE(total, 20u * 1024) << "round " << round;
+  }
+  EXPECT_GT(dropped, 0);
+  // No drop goes unreported: each is either in a surviving batch's counters
+  // or still waiting in the state for the next batch.
+  auto reported = [&] {
+    int64_t n = 0;
+    for (const auto& e : fs::directory_iterator(c.outbox_dir())) {
+      std::ifstream in(e.path(), std::ios::binary);
+      wire::Batch b;
+      EXPECT_TRUE(b.ParseFromIstream(&in));
+      n += static_cast<int64_t>(b.counters().records_dropped());
+    }
+    return n;
+  };
+  EXPECT_EQ(reported() + agent->state().records_dropped, dropped);
+
+  // The next batch sealed carries what waits (a restarted agent: it is kept
+  // in the state file), and the count starts again from zero.
+  const int64_t waiting = agent->state().records_dropped;
+  std::set<std::string> before;
+  for (const auto& e : fs::directory_iterator(c.outbox_dir())) before.insert(e.path().string());
+  agent.reset();
+  c.cap_bytes = 0;
+  agent = std::make_unique<Agent>(c);
+  ASSERT_TRUE(agent->Init().ok());
+  FillSpool(5, 5, 1000);
+  ASSERT_TRUE(agent->Pass(/*flush=*/true, /*upload=*/false).ok());
+  int carrying = 0;
+  for (const auto& e : fs::directory_iterator(c.outbox_dir())) {
+    if (before.count(e.path().string()) != 0) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    wire::Batch b;
+    ASSERT_TRUE(b.ParseFromIstream(&in));
+    EXPECT_EQ(static_cast<int64_t>(b.counters().records_dropped()), waiting);
+    ++carrying;
+  }
+  EXPECT_EQ(carrying, 1);
+  EXPECT_EQ(agent->state().records_dropped, 0);
+  EXPECT_EQ(reported(), dropped);
 }
 
 // ---------------------------------------------------------------- crashes
