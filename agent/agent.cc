@@ -72,10 +72,23 @@ Status Agent::Init() {
   }
   lock_fd_ = fd;  // held until the agent is destroyed
   FP_RETURN_IF_ERROR(outbox_.Init());
+  return ReloadState();
+}
+
+Status Agent::ReloadState() {
   StatusOr<AgentState> s = ReadAgentState(config_.status_path());
   if (!s.ok()) return s.status();
   state_ = *s;
+  ApplyFleetThresholds();
   return Status::Ok();
+}
+
+void Agent::ApplyFleetThresholds() {
+  if (!config_.batch_bytes_local && state_.fleet_batch_bytes > 0) {
+    config_.batch_bytes = state_.fleet_batch_bytes;
+  }
+  if (!config_.max_age_local && state_.fleet_max_age_s > 0)
+    config_.max_age_s = state_.fleet_max_age_s;
 }
 
 HttpsClient& Agent::Client() {
@@ -129,8 +142,9 @@ void Agent::RefreshSettings(HttpsClient& client, bool force) {
       return;
     }
   }
-  if (!config_.batch_bytes_local) config_.batch_bytes = fleet->batch_bytes;
-  if (!config_.max_age_local) config_.max_age_s = fleet->max_age_s;
+  state_.fleet_batch_bytes = fleet->batch_bytes;
+  state_.fleet_max_age_s = fleet->max_age_s;
+  ApplyFleetThresholds();
   state_.settings_version = next.version;
   state_.settings_result = "ok";
 }
@@ -213,12 +227,12 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
   // The rest waits for more unless flushing or its oldest record is due. A
   // batch needs records: runs that left counters only wait for some.
   const int64_t max_age_ms = config_.max_age_s * 1000;
-  seal_deadline_ms_ = 0;
+  state_.seal_deadline_unix_ms = 0;
   if (has_records) {
     if (flush || NowMs() - builder.oldest_unix_ms() >= max_age_ms) {
       FP_RETURN_IF_ERROR(seal());
     } else {
-      seal_deadline_ms_ = builder.oldest_unix_ms() + max_age_ms;
+      state_.seal_deadline_unix_ms = builder.oldest_unix_ms() + max_age_ms;
     }
   }
   return Status::Ok();

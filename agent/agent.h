@@ -70,6 +70,8 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   [[nodiscard]] Status Init();
+  // Re-reads the state file (the daemon runs each pass in a child process).
+  [[nodiscard]] Status ReloadState();
   // One pass. `flush`: seal what the spool holds even if young and small.
   // `upload`: false skips step 3 and the settings download (tests, and a
   // daemon waiting out a backoff).
@@ -78,7 +80,7 @@ class Agent {
   // When the next upload may be tried (ms since the epoch; 0: now).
   int64_t next_attempt_unix_ms() const { return state_.next_attempt_unix_ms; }
   // When the spool's oldest unsealed record reaches max_age (0: nothing waits).
-  int64_t seal_deadline_unix_ms() const { return seal_deadline_ms_; }
+  int64_t seal_deadline_unix_ms() const { return state_.seal_deadline_unix_ms; }
   const AgentState& state() const { return state_; }
   const AgentConfig& config() const { return config_; }
 
@@ -89,13 +91,13 @@ class Agent {
   HttpsClient& Client();
   Status Upload(PassResult* result);
   Status EnforceCap(PassResult* result);
+  void ApplyFleetThresholds();
   int64_t Backoff(int retry_after_seconds);
 
   AgentConfig config_;
   Outbox outbox_;
   Platform platform_;
   AgentState state_;
-  int64_t seal_deadline_ms_ = 0;
   std::mt19937_64 rng_;
   std::unique_ptr<HttpsClient> client_;
   int lock_fd_ = -1;  // kept across passes (keep-alive, TLS resumption)

@@ -4,12 +4,15 @@
 // it the agent runs until SIGTERM, waking when a record lands in the spool
 // (inotify), when an upload retry is due or when waiting records reach
 // their maximum age.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -76,18 +79,62 @@ int RunDaemon(Agent& agent) {
                c.server_host.c_str(), static_cast<long long>(c.server_port));
   constexpr int64_t kIdleWakeMs = 3600 * 1000;  // a pass at least hourly
   constexpr int kSettleMs = 2000;               // let a burst of new records land first
+  constexpr int64_t kAfterFailureMs = 30000;    // a pass that failed: try again after this
+  // Each pass runs in a child process. The daemon itself only waits, so
+  // it stays small while idle: TLS, protobuf and the pass's buffers live
+  // and die with the child. A pass that crashes costs that pass only (its
+  // work is crash-safe) and the daemon carries on.
   while (!g_stop) {
     const bool upload_due = NowMs() >= agent.next_attempt_unix_ms();
-    StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due);
-    if (!r.ok()) {
-      std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
-    } else {
-      Report(*r, false);
+    bool failed = false;
+    int waiting = 0;
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+      std::perror("fieldprof-agent: pipe");
+      return 1;
     }
+    const pid_t child = fork();
+    if (child == 0) {
+      close(pipefd[0]);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
+      StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due);
+      if (!r.ok()) {
+        std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
+        _exit(1);
+      }
+      Report(*r, false);
+      const int w = r->batches_waiting;
+      ssize_t ignored = write(pipefd[1], &w, sizeof w);
+      (void)ignored;
+      _exit(0);
+    }
+    close(pipefd[1]);
+    if (child < 0) {
+      std::perror("fieldprof-agent: fork");
+      failed = true;
+    } else {
+      if (read(pipefd[0], &waiting, sizeof waiting) != static_cast<ssize_t>(sizeof waiting)) {
+        waiting = 0;
+      }
+      int status = 0;
+      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      if (WIFSIGNALED(status) && !g_stop) {
+        std::fprintf(stderr, "fieldprof-agent: a pass died with signal %d; carrying on\n",
+                     WTERMSIG(status));
+      }
+      if (Status s = agent.ReloadState(); !s.ok()) {
+        std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());
+        failed = true;
+      }
+    }
+    close(pipefd[0]);
     // Sleep until the earliest of: an upload retry (if batches wait), the
     // oldest waiting record's max age, the hourly pass; or a new record.
-    int64_t wake = NowMs() + kIdleWakeMs;
-    if (r.ok() && r->batches_waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
+    int64_t wake = NowMs() + (failed ? kAfterFailureMs : kIdleWakeMs);
+    if (waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
     if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
     const int64_t wait = std::max<int64_t>(wake - NowMs(), 0);
     pollfd p{in, POLLIN, 0};

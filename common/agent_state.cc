@@ -30,6 +30,9 @@ constexpr Field kFields[] = {
     {"settings_version", nullptr, &AgentState::settings_version},
     {"settings_checked_unix_ms", &AgentState::settings_checked_unix_ms, nullptr},
     {"settings_result", nullptr, &AgentState::settings_result},
+    {"fleet_batch_bytes", &AgentState::fleet_batch_bytes, nullptr},
+    {"fleet_max_age_s", &AgentState::fleet_max_age_s, nullptr},
+    {"seal_deadline_unix_ms", &AgentState::seal_deadline_unix_ms, nullptr},
 };
 
 std::string Trim(const std::string& s) {

@@ -25,6 +25,11 @@ struct AgentState {
   std::string settings_version;          // of the fleet settings last applied
   int64_t settings_checked_unix_ms = 0;  // last GET /v1/config attempt
   std::string settings_result;           // "ok", "unreachable: ...", "refused: ..."
+  // The agent's own thresholds from the last settings applied (0: none yet).
+  int64_t fleet_batch_bytes = 0;
+  int64_t fleet_max_age_s = 0;
+  // When the spool's oldest unsealed record is due (0: nothing waits).
+  int64_t seal_deadline_unix_ms = 0;
 
   bool operator==(const AgentState&) const = default;
 };

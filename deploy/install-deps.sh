@@ -20,7 +20,9 @@ PACKAGES=(
   # run-time helpers: certificates, the nginx reference sink, curl for smoke checks
   openssl nginx-light curl procps bc
   # real programs the runtime is tested and shown on (host-safety suite, quickstart)
-  sqlite3 python3 gzip zstd xz-utils bzip2
+  sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl
+  # benchmark helpers (GNU time for CPU time and peak memory)
+  time
   # peers the runtime benchmark compares with
   uftrace ltrace
 )

@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "agent/agent.h"
 #include "agent/batcher.h"
@@ -632,6 +633,47 @@ TEST_F(AgentCrashTest, KilledAtEveryStepCountsEveryRecordOnce) {
     DrainWithAgent(agg.port());
     EXPECT_EQ(SpoolFiles(), 0u) << point;
   }
+  ExpectStored(agg, all);
+}
+
+TEST_F(AgentCrashTest, TheDaemonUploadsWhatLandsInTheSpoolAndStopsOnSigterm) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  fs::create_directories(dir_.File("spool"));
+  const pid_t daemon = fork();
+  if (daemon == 0) {
+    const std::string log = dir_.File("agent.log");
+    if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+    execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--max_age_s", "1", "--server", "127.0.0.1",
+          "--port", std::to_string(agg.port()).c_str(), "--ca_file", dir_.File("cert.pem").c_str(),
+          "--spool", dir_.File("spool").c_str(), "--state_dir", dir_.File("state").c_str(),
+          "--runtime_settings", dir_.File("runtime.conf").c_str(), nullptr);
+    _exit(127);
+  }
+  // Two waves of records, as programs would leave them; the daemon wakes on
+  // each (inotify), and seals the small rest once it is 1 s old.
+  std::map<std::string, std::pair<Histogram, uint64_t>> all;
+  for (int wave = 0; wave < 2; ++wave) {
+    for (auto& [k, v] : FillSpool(40, 10, wave * 40)) {
+      all[k].first.Merge(v.first);
+      all[k].second += v.second;
+    }
+    for (int i = 0; i < 300 && SpoolFiles() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(SpoolFiles(), 0u) << "wave " << wave << "\n" << ReadLog();
+  }
+  for (int i = 0; i < 300; ++i) {  // and the outbox empties
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir_.File("state/outbox")))
+      n += e.is_regular_file();
+    if (n == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(daemon, SIGTERM);
+  int st = 0;
+  waitpid(daemon, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << ReadLog();
   ExpectStored(agg, all);
 }
 
