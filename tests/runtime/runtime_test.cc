@@ -263,6 +263,48 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   EXPECT_NE(Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT), nullptr);
 }
 
+TEST_F(RuntimeTest, AFullSpoolDiskLeavesNothingCorrupt) {
+  // A 64 KiB tmpfs as the spool's disk, in a mount namespace of our own,
+  // filled up; the program runs as ever and no partial record is left.
+  // Then space is freed and the next run's record arrives whole.
+  if (std::system("unshare -Urm true 2>/dev/null") != 0) {
+    GTEST_SKIP() << "no user and mount namespaces here (unshare -Urm)";
+  }
+  const std::string d = dir_.path();
+  fs::create_directories(d + "/full");
+  fs::create_directories(d + "/copy_full");
+  fs::create_directories(d + "/copy_free");
+  const Result plain = RunCmd({prog_, "alloc", "5000", "40"}, {});
+  std::string env;
+  for (std::string e : Env("fp_test_alloc")) {
+    if (e.rfind("FIELDPROF_SPOOL=", 0) == 0) e = "FIELDPROF_SPOOL=" + d + "/full/spool";
+    env += " " + ShellQuote(e);
+  }
+  const std::string run = "env" + env + " " + ShellQuote(prog_) + " alloc 5000 40";
+  const std::string script =
+      "mount -t tmpfs -o size=64k none " + d + "/full && mkdir " + d + "/full/spool || exit 1; " +
+      "dd if=/dev/zero of=" + d + "/full/filler bs=4k count=64 2>/dev/null || true; " + run +
+      " > " + d + "/out_full; echo $? > " + d + "/rc_full; " + "cp -a " + d + "/full/spool/. " + d +
+      "/copy_full/; rm " + d + "/full/filler; " + run + " > " + d + "/out_free; echo $? > " + d +
+      "/rc_free; cp -a " + d + "/full/spool/. " + d + "/copy_free/";
+  ASSERT_EQ(std::system(("unshare -Urm sh -c " + ShellQuote(script)).c_str()), 0);
+  EXPECT_EQ(ReadFile(d + "/out_full"), plain.out);
+  EXPECT_EQ(ReadFile(d + "/rc_full"), "7\n");
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(d + "/copy_full")) {
+    ADD_FAILURE() << "left on the full disk: " << e.path();
+    ++left;
+  }
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(ReadFile(d + "/out_free"), plain.out);
+  auto files = ListSpool(d + "/copy_free");
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 1u);
+  auto rec = ReadRunRecord((*files)[0].path);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(Find({*rec}, "fp_test_alloc", wire::METRIC_ALLOC_BYTES_INCLUSIVE)->count(), 40u);
+}
+
 TEST_F(RuntimeTest, AKilledProcessFreesItsSlot) {
   // A measured program holds the only slot...
   std::vector<std::string> env = Env("fp_test_sleep_us");
