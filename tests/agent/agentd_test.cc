@@ -360,6 +360,47 @@ TEST_F(AgentPassTest, AWrongCertificateIsRefusedAndTheDataKept) {
   EXPECT_EQ(r->batches_waiting, 1);
 }
 
+TEST_F(AgentPassTest, ACertificateForAnotherHostIsRefused) {
+  // A certificate the agent trusts (it is its own CA file) but issued to
+  // another name: the chain verifies, the host name does not.
+  TempDir other;
+  ASSERT_EQ(
+      std::system(("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+                   "-nodes -days 2 -subj /CN=elsewhere.invalid -addext "
+                   "subjectAltName=DNS:elsewhere.invalid -keyout " +
+                   other.File("key.pem") + " -out " + other.File("cert.pem") + " >/dev/null 2>&1")
+                      .c_str()),
+      0);
+  TlsStubServer stub(other.File("cert.pem"), other.File("key.pem"),
+                     [](const std::string&, const std::string&) {
+                       return StubReply{200, "{}", {}};
+                     });
+  AgentConfig c = Config(stub.port());
+  c.ca_file = other.File("cert.pem");
+  FillSpool(5, 2);
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->upload_status.ok());
+  EXPECT_NE(r->upload_status.message().find("certificate"), std::string::npos)
+      << r->upload_status.ToString();
+  EXPECT_EQ(r->batches_waiting, 1);
+  EXPECT_EQ(stub.requests(), 0);  // not a byte of a request was sent
+}
+
+TEST_F(AgentPassTest, RecordsPastTheMaximumAgeAreSealedWithoutFlush) {
+  // MakeRun's records ended on 2026-11-18: days past the default 24 h.
+  FillSpool(10, 3);
+  Agent agent(Config(FreePort()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/false, /*upload=*/false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_sealed, 1);
+  EXPECT_EQ(SpoolFiles(), 0u);
+  EXPECT_EQ(agent.seal_deadline_unix_ms(), 0);
+}
+
 TEST_F(AgentPassTest, ACorruptSpoolFileIsSetAsideAndCounted) {
   AggregatorProcess agg(dir_, FreePort());
   agg.Start();
