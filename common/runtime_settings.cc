@@ -19,7 +19,6 @@ namespace {
 
 constexpr int kMaxApis = 8;              // FP_MAX_APIS in agent/runtime/runtime.h
 constexpr size_t kMaxModuleList = 1023;  // the runtime's buffers hold 1024 bytes
-constexpr size_t kMaxPath = 511;
 
 std::string Trim(std::string_view s) {
   const size_t a = s.find_first_not_of(" \t\r\n");

@@ -10,17 +10,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/agent_state.h"
 #include "common/validate.h"
 #include "common/wire.h"
 
 namespace fieldprof {
 
 std::string DefaultSpoolDir() {
-  const char* xdg = std::getenv("XDG_STATE_HOME");
-  if (xdg != nullptr && *xdg) return std::string(xdg) + "/fieldprof/spool";
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home) return std::string(home) + "/.local/state/fieldprof/spool";
-  return "";
+  const std::string state = DefaultAgentStateDir();
+  return state.empty() ? "" : state + "/spool";
 }
 
 StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir) {

@@ -238,6 +238,22 @@ class AgentPassTest : public ::testing::Test {
   // The records carry the spool's platform; the agent's own goes on the batch.
   static Platform ThisPlatformOfAgent() { return ThisPlatform(); }
 
+  // A pass against a server whose certificate `ca_file` must not accept:
+  // the upload fails saying so, and the sealed batch stays.
+  void ExpectCertificateRefused(uint16_t port, const std::string& ca_file) {
+    AgentConfig c = Config(port);
+    c.ca_file = ca_file;
+    FillSpool(5, 2);
+    Agent agent(c);
+    ASSERT_TRUE(agent.Init().ok());
+    auto r = agent.Pass(/*flush=*/true);
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->upload_status.ok());
+    EXPECT_NE(r->upload_status.message().find("certificate"), std::string::npos)
+        << r->upload_status.ToString();
+    EXPECT_EQ(r->batches_waiting, 1);
+  }
+
   size_t SpoolFiles() const {
     auto l = ListSpool(dir_.File("spool"));
     return l.ok() ? l->size() : 0;
@@ -347,17 +363,7 @@ TEST_F(AgentPassTest, AWrongCertificateIsRefusedAndTheDataKept) {
   agg.Start();
   TempDir other;
   ASSERT_TRUE(testing::MakeCert(other.path()));  // a CA that did not sign the server's
-  AgentConfig c = Config(agg.port());
-  c.ca_file = other.File("cert.pem");
-  FillSpool(20, 4);
-  Agent agent(c);
-  ASSERT_TRUE(agent.Init().ok());
-  auto r = agent.Pass(/*flush=*/true);
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->upload_status.ok());
-  EXPECT_NE(r->upload_status.message().find("certificate"), std::string::npos)
-      << r->upload_status.ToString();
-  EXPECT_EQ(r->batches_waiting, 1);
+  ExpectCertificateRefused(agg.port(), other.File("cert.pem"));
 }
 
 TEST_F(AgentPassTest, ACertificateForAnotherHostIsRefused) {
@@ -375,17 +381,7 @@ TEST_F(AgentPassTest, ACertificateForAnotherHostIsRefused) {
                      [](const std::string&, const std::string&) {
                        return StubReply{200, "{}", {}};
                      });
-  AgentConfig c = Config(stub.port());
-  c.ca_file = other.File("cert.pem");
-  FillSpool(5, 2);
-  Agent agent(c);
-  ASSERT_TRUE(agent.Init().ok());
-  auto r = agent.Pass(/*flush=*/true);
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->upload_status.ok());
-  EXPECT_NE(r->upload_status.message().find("certificate"), std::string::npos)
-      << r->upload_status.ToString();
-  EXPECT_EQ(r->batches_waiting, 1);
+  ExpectCertificateRefused(stub.port(), other.File("cert.pem"));
   EXPECT_EQ(stub.requests(), 0);  // not a byte of a request was sent
 }
 
