@@ -91,8 +91,8 @@ step "fieldprof-agent --once --flush: spool -> batches -> aggregator"
 ./build/agent/fieldprof-agent --once --flush --server 127.0.0.1 --port "$port" \
   --ca_file "$state/tls/cert.pem" --spool "$spool" --state_dir "$state/agent" \
   --runtime_settings "$state/runtime.conf"
-left="$(./build/tools/fieldprof spool ls --spool "$spool" | tail -1)"
-echo "spool afterwards: $left"
+./build/tools/fieldprof status --spool "$spool" --state_dir "$state/agent" \
+  --runtime_settings "$state/runtime.conf"
 
 if [[ "$loadgen" != "0" ]]; then
   step "load: $loadgen synthetic batches of ~128 KiB over 8 TLS connections, verified against ground truth"
