@@ -389,6 +389,8 @@ DynInfo companion_dyn;
 FpConfigureFn configure_fn;
 FpBindFn bind_fn;
 FpRetireFn retire_fn;
+FpAddGotFn add_got_fn;
+FpMeasuringFn measuring_fn;
 
 // Candidate names (copied), deduplicated with an open-addressing set that
 // grows with the program (a fixed table big enough for large programs cost
@@ -558,6 +560,22 @@ int FindObject(uintptr_t cookie) {
   return -1;
 }
 
+// The caller's GOT entries for `symname` (its PLT relocations), so the
+// companion can point them at the API once the slot stops measuring.
+void TellGots(uintptr_t refcook, int slot, const char* symname) {
+  if (add_got_fn == nullptr) return;
+  const auto* m = reinterpret_cast<const link_map*>(refcook);
+  const DynInfo d = ReadDyn(m);
+  if (d.jmprel == nullptr || d.symtab == nullptr || d.strtab == nullptr) return;
+  const size_t n = d.jmprel_bytes / sizeof(Elf64_Rela);
+  for (size_t i = 0; i < n; ++i) {
+    const Elf64_Rela& r = d.jmprel[i];
+    if (ELF64_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT) continue;
+    if (strcmp(d.strtab + d.symtab[ELF64_R_SYM(r.r_info)].st_name, symname) != 0) continue;
+    add_got_fn(slot, reinterpret_cast<uintptr_t*>(m->l_addr + r.r_offset));
+  }
+}
+
 bool decided;
 bool measuring;
 bool configured;
@@ -621,6 +639,8 @@ __attribute__((visibility("default"))) unsigned la_objopen(link_map* map, Lmid_t
     configure_fn = reinterpret_cast<FpConfigureFn>(LookUp(map, companion_dyn, FP_SYM_CONFIGURE));
     bind_fn = reinterpret_cast<FpBindFn>(LookUp(map, companion_dyn, FP_SYM_BIND));
     retire_fn = reinterpret_cast<FpRetireFn>(LookUp(map, companion_dyn, FP_SYM_RETIRE));
+    add_got_fn = reinterpret_cast<FpAddGotFn>(LookUp(map, companion_dyn, FP_SYM_ADD_GOT));
+    measuring_fn = reinterpret_cast<FpMeasuringFn>(LookUp(map, companion_dyn, FP_SYM_MEASURING));
     // Now, not at la_activity: the initial objects are relocated (and
     // BIND_NOW symbols bound) before the first "consistent" event.
     if (configure_fn != nullptr) {
@@ -675,6 +695,8 @@ __attribute__((visibility("default"))) uintptr_t la_symbind64(Elf64_Sym* sym, un
       return sym->st_value;
     }
     if (ch.bound_object >= 0 && ch.bound_object != def) return sym->st_value;
+    // Its overhead budget is spent: new callers go straight to the API.
+    if (ch.bound_object >= 0 && measuring_fn != nullptr && !measuring_fn(c)) return sym->st_value;
     if (s.allow_modules[0] && !InList(s.allow_modules, o.module)) return sym->st_value;
     if (s.deny_modules[0] && InList(s.deny_modules, o.module)) return sym->st_value;
     if (o.build_id == nullptr) o.build_id = BuildId(o.map);
@@ -682,7 +704,9 @@ __attribute__((visibility("default"))) uintptr_t la_symbind64(Elf64_Sym* sym, un
     FpApi api = {o.module, o.build_id, ch.symbol, sym->st_value};
     const uintptr_t stub = bind_fn(c, &api);
     Debug("bound %s:%s (build %s) to slot %d", o.module, ch.symbol, o.build_id, c);
-    return stub != 0 ? stub : sym->st_value;
+    if (stub == 0) return sym->st_value;
+    TellGots(*refcook, c, symname);
+    return stub;
   }
   return sym->st_value;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -39,6 +40,8 @@ namespace fieldprof::rt {
 constinit Globals g{};  // constant-initialized: no dynamic initializer may reset it
 uintptr_t fp_real[FP_MAX_APIS + 1];
 volatile uint8_t fp_measuring[FP_MAX_APIS + 1];
+uintptr_t* g_gots[FP_MAX_APIS][kMaxGots];
+int g_ngots[FP_MAX_APIS];
 
 namespace {
 
@@ -210,6 +213,70 @@ void CalibrateNow() {
            ns(g.probe_ticks), ns(g.call_cost_ticks));
 }
 
+namespace {
+
+// The protection of the mapping holding `addr` (PROT_* bits), from
+// /proc/self/maps; -1 if it cannot be told.
+int PageProt(const void* addr) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  char buf[4096];
+  size_t have = 0;
+  int prot = -1;
+  for (;;) {
+    const ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+    buf[have] = 0;
+    char* line = buf;
+    char* nl;
+    while ((nl = strchr(line, '\n')) != nullptr) {
+      *nl = 0;
+      char* end = nullptr;
+      const uintptr_t lo = strtoull(line, &end, 16);
+      const uintptr_t hi = end != nullptr && *end == '-' ? strtoull(end + 1, &end, 16) : 0;
+      if (a >= lo && a < hi && end != nullptr && strlen(end) >= 4) {
+        prot = (end[1] == 'r' ? PROT_READ : 0) | (end[2] == 'w' ? PROT_WRITE : 0) |
+               (end[3] == 'x' ? PROT_EXEC : 0);
+        close(fd);
+        return prot;
+      }
+      line = nl + 1;
+    }
+    have = static_cast<size_t>(buf + have - line);
+    memmove(buf, line, have);
+    if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer: skip it
+  }
+  close(fd);
+  return prot;
+}
+
+}  // namespace
+
+// Points every known caller GOT entry of `slot` that holds its stub at the
+// API itself (a read-only page, RELRO after BIND_NOW, is made writable for
+// the one aligned store, which other threads see whole: old stub or API).
+// Entries not bound yet are left: the auditor binds them to the API now.
+int RebindCallers(int slot) {
+  const uintptr_t stub = StubAddress(slot), real = fp_real[slot];
+  if (stub == 0 || real == 0) return 0;
+  const uintptr_t page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  int done = 0;
+  for (int i = 0; i < g_ngots[slot]; ++i) {
+    uintptr_t* got = g_gots[slot][i];
+    if (__atomic_load_n(got, __ATOMIC_ACQUIRE) != stub) continue;
+    const int prot = PageProt(got);
+    if (prot < 0 || !(prot & PROT_READ)) continue;
+    void* page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(got) & ~(page_size - 1));
+    if (!(prot & PROT_WRITE) && mprotect(page, page_size, prot | PROT_WRITE) != 0) continue;
+    __atomic_store_n(got, real, __ATOMIC_RELEASE);
+    if (!(prot & PROT_WRITE)) mprotect(page, page_size, prot);
+    ++done;
+  }
+  return done;
+}
+
 // Called every 1024 measured calls per thread: past the overhead budget
 // (estimated from the calls so far and the calibrated probe cost), the API
 // with the most calls stops measuring and its record is marked truncated.
@@ -236,7 +303,11 @@ void CheckBudget() {
   if (worst >= 0) {
     fp_measuring[worst] = 0;
     g.truncated[worst] = 1;
-    DebugLog("overhead budget reached: %s stops measuring", g.apis[worst].symbol);
+    const int rebound = RebindCallers(worst);
+    DebugLog(
+        "overhead budget reached: %s stops measuring; %d of its call sites now call it "
+        "directly",
+        g.apis[worst].symbol, rebound);
   }
 }
 
@@ -422,30 +493,26 @@ extern "C" __attribute__((visibility("default"))) uintptr_t fieldprof_rt_bind(in
     // another address now.
     __atomic_store_n(&fp_real[slot], api->real, __ATOMIC_RELEASE);
   }
-  switch (slot) {
-    case 0:
-      return reinterpret_cast<uintptr_t>(fp_stub_0);
-    case 1:
-      return reinterpret_cast<uintptr_t>(fp_stub_1);
-    case 2:
-      return reinterpret_cast<uintptr_t>(fp_stub_2);
-    case 3:
-      return reinterpret_cast<uintptr_t>(fp_stub_3);
-    case 4:
-      return reinterpret_cast<uintptr_t>(fp_stub_4);
-    case 5:
-      return reinterpret_cast<uintptr_t>(fp_stub_5);
-    case 6:
-      return reinterpret_cast<uintptr_t>(fp_stub_6);
-    case 7:
-      return reinterpret_cast<uintptr_t>(fp_stub_7);
-    default:
-      return 0;
-  }
+  return StubAddress(slot);
 }
 
 extern "C" __attribute__((visibility("default"))) void fieldprof_rt_retire(int slot) {
   if (slot >= 0 && slot < FP_MAX_APIS) fieldprof::rt::fp_measuring[slot] = 0;
+}
+
+extern "C" __attribute__((visibility("default"))) void fieldprof_rt_add_got(int slot,
+                                                                            uintptr_t* got) {
+  using fieldprof::rt::g_gots;
+  using fieldprof::rt::g_ngots;
+  if (slot < 0 || slot >= FP_MAX_APIS || got == nullptr) return;
+  for (int i = 0; i < g_ngots[slot]; ++i) {
+    if (g_gots[slot][i] == got) return;
+  }
+  if (g_ngots[slot] < fieldprof::rt::kMaxGots) g_gots[slot][g_ngots[slot]++] = got;
+}
+
+extern "C" __attribute__((visibility("default"))) int fieldprof_rt_measuring(int slot) {
+  return slot >= 0 && slot < FP_MAX_APIS ? fieldprof::rt::fp_measuring[slot] : 0;
 }
 
 // ------------------------------------------------ allocation counters

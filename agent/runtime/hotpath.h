@@ -116,6 +116,31 @@ FP_HIDDEN extern char fp_stub_0[], fp_stub_1[], fp_stub_2[], fp_stub_3[], fp_stu
     fp_stub_6[], fp_stub_7[], fp_stub_8[];
 }
 
+// The stub of a chosen API's slot (a switch of RIP-relative addresses, not a
+// table: fieldprof_rt_bind runs before the companion is relocated).
+inline uintptr_t StubAddress(int slot) {
+  switch (slot) {
+    case 0:
+      return reinterpret_cast<uintptr_t>(fp_stub_0);
+    case 1:
+      return reinterpret_cast<uintptr_t>(fp_stub_1);
+    case 2:
+      return reinterpret_cast<uintptr_t>(fp_stub_2);
+    case 3:
+      return reinterpret_cast<uintptr_t>(fp_stub_3);
+    case 4:
+      return reinterpret_cast<uintptr_t>(fp_stub_4);
+    case 5:
+      return reinterpret_cast<uintptr_t>(fp_stub_5);
+    case 6:
+      return reinterpret_cast<uintptr_t>(fp_stub_6);
+    case 7:
+      return reinterpret_cast<uintptr_t>(fp_stub_7);
+    default:
+      return 0;
+  }
+}
+
 inline uint64_t Rdtsc() {
   uint32_t lo, hi;
   __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
@@ -134,9 +159,16 @@ inline uint64_t Ticks() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// Callers' GOT entries bound to each slot's stub (from the auditor), for
+// RebindCallers once a slot stops measuring.
+inline constexpr int kMaxGots = 64;
+FP_HIDDEN extern uintptr_t* g_gots[FP_MAX_APIS][kMaxGots];
+FP_HIDDEN extern int g_ngots[FP_MAX_APIS];
+
 // Slow paths in companion.cc (normal code; may call libc).
 FP_HIDDEN void CalibrateNow();
 FP_HIDDEN void CheckBudget();
+FP_HIDDEN int RebindCallers(int slot);
 // In hotpath.cc: the calling thread's pre-calibration durations into its histograms.
 FP_HIDDEN void FlushPreCalibration();
 

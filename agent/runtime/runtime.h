@@ -10,7 +10,7 @@
 // that must share the program's libc (allocation and I/O counters, the
 // per-thread shadow stacks, the record written at exit) is in the companion.
 //
-// The auditor calls two functions of the companion, found in its dynamic
+// The auditor calls a few functions of the companion, found in its dynamic
 // symbol table. They may run before the companion is relocated, so they
 // only store into the companion's own (hidden) variables: no calls, no
 // relocated data. Strings passed in are owned by the auditor and live as
@@ -51,11 +51,19 @@ struct FpApi {
 #define FP_SYM_CONFIGURE "fieldprof_rt_configure"
 #define FP_SYM_BIND "fieldprof_rt_bind"
 #define FP_SYM_RETIRE "fieldprof_rt_retire"
+#define FP_SYM_ADD_GOT "fieldprof_rt_add_got"
+#define FP_SYM_MEASURING "fieldprof_rt_measuring"
 typedef void (*FpConfigureFn)(const struct FpRunConfig*);
 /* Returns the stub address callers should be bound to. */
 typedef uintptr_t (*FpBindFn)(int slot, const struct FpApi*);
 /* Stop measuring a slot (its symbol was replaced in the choice after a dlopen). */
 typedef void (*FpRetireFn)(int slot);
+/* A caller's GOT entry that the dynamic linker binds (or has bound) to the
+   stub of `slot`: once the slot stops measuring, the companion points it at
+   the API itself, so that calls no longer pass through the stub. */
+typedef void (*FpAddGotFn)(int slot, uintptr_t* got);
+/* Whether `slot` still measures (0 once its overhead budget is spent). */
+typedef int (*FpMeasuringFn)(int slot);
 
 #ifdef __cplusplus
 }
