@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/options.h"
+
 namespace fieldprof {
 
 namespace {
@@ -34,13 +36,6 @@ constexpr Field kFields[] = {
     {"fleet_max_age_s", &AgentState::fleet_max_age_s, nullptr},
     {"seal_deadline_unix_ms", &AgentState::seal_deadline_unix_ms, nullptr},
 };
-
-std::string Trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r");
-  if (a == std::string::npos) return "";
-  const size_t b = s.find_last_not_of(" \t\r");
-  return s.substr(a, b - a + 1);
-}
 
 }  // namespace
 
@@ -78,14 +73,14 @@ StatusOr<AgentState> ParseAgentState(const std::string& text) {
   int n = 0;
   while (std::getline(lines, line)) {
     ++n;
-    line = Trim(line);
+    line = std::string(TrimSpace(line));
     if (line.empty() || line[0] == '#') continue;
     const size_t eq = line.find('=');
     if (eq == std::string::npos) {
       return InvalidArgument("agent state line " + std::to_string(n) + ": no '='");
     }
-    const std::string name = Trim(line.substr(0, eq));
-    const std::string value = Trim(line.substr(eq + 1));
+    const std::string name(TrimSpace(std::string_view(line).substr(0, eq)));
+    const std::string value(TrimSpace(std::string_view(line).substr(eq + 1)));
     for (const Field& f : kFields) {
       if (name != f.name) continue;
       if (f.number != nullptr) {

@@ -7,19 +7,20 @@
 #include <sstream>
 
 namespace fieldprof {
-namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
     s.remove_prefix(1);
   }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
   return s;
 }
 
-}  // namespace
+namespace {}  // namespace
 
 OptionTable::OptionTable(std::string program, std::string summary)
     : program_(std::move(program)), summary_(std::move(summary)) {}
@@ -116,14 +117,14 @@ Status OptionTable::ParseFile(const std::string& path) {
     ++lineno;
     std::string_view l = line;
     if (size_t hash = l.find('#'); hash != std::string_view::npos) l = l.substr(0, hash);
-    l = Trim(l);
+    l = TrimSpace(l);
     if (l.empty()) continue;
     size_t eq = l.find('=');
     if (eq == std::string_view::npos) {
       return InvalidArgument(path + ":" + std::to_string(lineno) +
                              ": expected 'name = value', got '" + std::string(l) + "'");
     }
-    Status s = Set(Trim(l.substr(0, eq)), Trim(l.substr(eq + 1)));
+    Status s = Set(TrimSpace(l.substr(0, eq)), TrimSpace(l.substr(eq + 1)));
     if (!s.ok()) return s.WithContext(path + ":" + std::to_string(lineno));
   }
   return Status::Ok();

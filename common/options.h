@@ -25,6 +25,10 @@
 
 namespace fieldprof {
 
+// `s` without leading and trailing blanks (space, tab, CR, LF): for the
+// "name = value" files read here and in agent_state/runtime_settings.
+std::string_view TrimSpace(std::string_view s);
+
 class OptionTable {
  public:
   OptionTable(std::string program, std::string summary);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/json_writer.h"
+#include "common/options.h"
 
 namespace fieldprof {
 
@@ -19,13 +20,6 @@ namespace {
 
 constexpr int kMaxApis = 8;              // FP_MAX_APIS in agent/runtime/runtime.h
 constexpr size_t kMaxModuleList = 1023;  // the runtime's buffers hold 1024 bytes
-
-std::string Trim(std::string_view s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string_view::npos) return "";
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(a, b - a + 1));
-}
 
 bool ParseInt(const std::string& v, int64_t lo, int64_t hi, int64_t* out) {
   int64_t x = 0;
@@ -56,7 +50,7 @@ std::string FormatDouble(double v) {
 }
 
 bool CleanText(const std::string& v, size_t max) {
-  return v.size() <= max && v.find_first_of("\n\r#") == std::string::npos && Trim(v) == v;
+  return v.size() <= max && v.find_first_of("\n\r#") == std::string::npos && TrimSpace(v) == v;
 }
 
 }  // namespace
@@ -112,16 +106,17 @@ StatusOr<RuntimeSettings> ParseRuntimeSettings(const std::string& text) {
   int n = 0;
   while (std::getline(lines, raw)) {
     ++n;
-    const std::string line = Trim(raw);
+    const std::string line(TrimSpace(raw));
     const std::string where = "line " + std::to_string(n) + ": ";
     if (line.rfind("# settings_version:", 0) == 0) {
-      s.version = Trim(line.substr(19));
+      s.version = std::string(TrimSpace(std::string_view(line).substr(19)));
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
     const size_t eq = line.find('=');
     if (eq == std::string::npos) return InvalidArgument(where + "no '='");
-    const std::string name = Trim(line.substr(0, eq)), v = Trim(line.substr(eq + 1));
+    const std::string name(TrimSpace(std::string_view(line).substr(0, eq)));
+    const std::string v(TrimSpace(std::string_view(line).substr(eq + 1)));
     FleetSettings& f = s.fleet;
     bool ok = true;
     if (name == "consent") {
