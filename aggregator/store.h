@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +76,11 @@ class Store {
   // Unavailable when `timeout` passes first.
   [[nodiscard]] virtual Status WaitApplied(std::chrono::milliseconds timeout) = 0;
 
+  // Every series matching `filter` with its all-time sum, in key order,
+  // all from one consistent snapshot, one at a time (memory stays flat for
+  // any number of series); stops early when `visit` returns false.
+  [[nodiscard]] virtual Status ForEachApi(const ApiFilter& filter,
+                                          const std::function<bool(ApiAggregate&&)>& visit) = 0;
   // Series matching `filter`, with their all-time sums, in key order; at most
   // `limit` of them.
   [[nodiscard]] virtual StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter,

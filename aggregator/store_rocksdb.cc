@@ -310,6 +310,17 @@ class RocksDbStore : public Store {
   }
 
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit) override {
+    std::vector<ApiAggregate> out;
+    Status s = ForEachApi(filter, [&](ApiAggregate&& a) {
+      out.push_back(std::move(a));
+      return out.size() < limit;
+    });
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Status ForEachApi(const ApiFilter& filter,
+                    const std::function<bool(ApiAggregate&&)>& visit) override {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
     std::string key_prefix;  // of the EncodeApiKey part
@@ -352,8 +363,7 @@ class RocksDbStore : public Store {
            day == point->next_day ? std::string_view(point->cursor) : std::string_view()});
     }
     for (Source& src : sources) src.it->Seek(src.prefix);
-    std::vector<ApiAggregate> out;
-    while (out.size() < limit) {
+    for (;;) {
       std::string_view next;
       bool any = false;
       for (Source& src : sources) {
@@ -375,12 +385,12 @@ class RocksDbStore : public Store {
       StatusOr<ApiKey> key = DecodeApiKey(api);
       if (!key.ok()) return key.status();
       if (!filter.Matches(*key)) continue;
-      out.push_back({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated()});
+      if (!visit({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated()})) break;
     }
     for (Source& src : sources) {
       if (!src.it->status().ok()) return FromRocks(src.it->status(), "listing APIs");
     }
-    return out;
+    return Status::Ok();
   }
 
   StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,

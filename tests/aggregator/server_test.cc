@@ -65,6 +65,9 @@ class GatedStore : public Store {
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& f, size_t limit) override {
     return real_->ListApis(f, limit);
   }
+  Status ForEachApi(const ApiFilter& f, const std::function<bool(ApiAggregate&&)>& visit) override {
+    return real_->ForEachApi(f, visit);
+  }
   StatusOr<ApiAggregate> QueryRange(const ApiKey& k, int32_t a, int32_t b) override {
     return real_->QueryRange(k, a, b);
   }

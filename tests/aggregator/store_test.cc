@@ -1,6 +1,7 @@
 // The RocksDB store against a real RocksDB in a temporary directory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <thread>
@@ -190,6 +191,21 @@ class RollupTest : public ::testing::Test {
     for (const ApiAggregate& a : *listed) {
       ASSERT_EQ(a.histogram, all_.by_key().at(EncodeApiKey(a.key))) << a.key.symbol;
     }
+    // The streaming walk sees the same series in key order, and stops when told.
+    std::vector<std::string> walked;
+    ASSERT_TRUE(store_
+                    ->ForEachApi(ApiFilter(),
+                                 [&](ApiAggregate&& a) {
+                                   EXPECT_EQ(a.histogram, all_.by_key().at(EncodeApiKey(a.key)));
+                                   walked.push_back(EncodeApiKey(a.key));
+                                   return true;
+                                 })
+                    .ok());
+    ASSERT_EQ(walked.size(), all_.by_key().size());
+    EXPECT_TRUE(std::is_sorted(walked.begin(), walked.end()));
+    size_t seen = 0;
+    ASSERT_TRUE(store_->ForEachApi(ApiFilter(), [&](ApiAggregate&&) { return ++seen < 3; }).ok());
+    EXPECT_EQ(seen, std::min<size_t>(3, walked.size()));
   }
 
   TempDir dir_;
