@@ -62,7 +62,7 @@ void Report(const PassResult& r, bool always) {
 
 int RunDaemon(Agent& agent) {
   const AgentConfig& c = agent.config();
-  if (Status s = fieldprof::agent::MakeDirs(c.spool_dir); !s.ok()) {
+  if (Status s = fieldprof::MakeDirs(c.spool_dir); !s.ok()) {
     std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());
     return 1;
   }

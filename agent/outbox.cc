@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "agent/crash_point.h"
+#include "common/durable_file.h"
 #include "common/wire.h"
 
 namespace fieldprof::agent {
@@ -44,58 +45,6 @@ Status RemoveFile(const std::string& path) {
 }
 
 }  // namespace
-
-Status MakeDirs(const std::string& dir) {
-  std::error_code ec;
-  if (fs::is_directory(dir, ec)) return Status::Ok();
-  const fs::path parent = fs::path(dir).parent_path();
-  if (!parent.empty() && parent != fs::path(dir)) FP_RETURN_IF_ERROR(MakeDirs(parent.string()));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create " + dir);
-  return Status::Ok();
-}
-
-Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open " + dir);
-  const int r = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  errno = err;
-  if (r != 0) return Errno("cannot sync " + dir);
-  return Status::Ok();
-}
-
-Status WriteFileDurably(const std::string& path, const std::string& data) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string tmp = path + ".tmp-" + std::to_string(rng());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("cannot create " + tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const Status s = Errno("cannot write " + tmp);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const Status s = Errno("cannot sync " + tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const Status s = Errno("cannot rename " + tmp);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return SyncDir(fs::path(path).parent_path().string());
-}
 
 std::string OutboxName(int64_t created_unix_ms, const std::string& batch_id) {
   std::string ms = std::to_string(std::max<int64_t>(created_unix_ms, 0));

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/durable_file.h"
 #include "common/status.h"
 
 namespace fieldprof::agent {
@@ -64,13 +65,6 @@ class Outbox {
 
 // The outbox name of a batch sealed at `created_unix_ms` with `batch_id` (raw bytes).
 std::string OutboxName(int64_t created_unix_ms, const std::string& batch_id);
-
-// Writes `data` to `path` atomically and durably: a temporary file in the
-// same directory, fsync, rename, fsync of the directory. Mode 0600.
-[[nodiscard]] Status WriteFileDurably(const std::string& path, const std::string& data);
-// Creates `dir` and its parents (mode 0700 for the ones it creates).
-[[nodiscard]] Status MakeDirs(const std::string& dir);
-[[nodiscard]] Status SyncDir(const std::string& dir);
 
 }  // namespace fieldprof::agent
 
