@@ -441,8 +441,11 @@ __attribute__((destructor)) void Finish() {
 // exec and _exit end the image without running destructors: the record is
 // written first. If exec fails the program carries on, and counts from zero
 // into the record it writes later.
+// Only an image that measured something writes here: a fork child that
+// execs at once (every command a shell runs) would otherwise leave an empty
+// record and a file write per command; the program it becomes writes its own.
 bool RecordBeforeImageEnds() {
-  if (!HasRecord()) return false;
+  if (!HasRecord() || CallsSinceReset() == 0) return false;
   WriteRecord();
   return true;
 }
