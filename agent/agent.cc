@@ -77,8 +77,17 @@ Status Agent::Init() {
 
 Status Agent::ReloadState() {
   StatusOr<AgentState> s = ReadAgentState(config_.status_path());
-  if (!s.ok()) return s.status();
-  state_ = *s;
+  if (s.ok()) {
+    state_ = *s;
+  } else if (s.status().code() == StatusCode::kInvalidArgument) {
+    // A damaged state file holds nothing that cannot be rebuilt (times,
+    // counts, the last settings): start afresh rather than never start
+    // again, and say so where `fieldprof status` shows it.
+    state_ = AgentState{};
+    state_.last_upload_result = "state file was damaged and reset: " + s.status().message();
+  } else {
+    return s.status();
+  }
   ApplyFleetThresholds();
   return Status::Ok();
 }

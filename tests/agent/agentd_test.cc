@@ -413,6 +413,20 @@ TEST_F(AgentPassTest, ACorruptSpoolFileIsSetAsideAndCounted) {
   ExpectStored(agg, sums);
 }
 
+TEST_F(AgentPassTest, ADamagedStateFileIsResetNotFatal) {
+  fs::create_directories(dir_.File("state"));
+  std::ofstream(Config(0).status_path()) << "failures = many\n";
+  FillSpool(3, 1);
+  Agent agent(Config(FreePort()));
+  ASSERT_TRUE(agent.Init().ok());
+  EXPECT_EQ(agent.state().last_upload_result.rfind("state file was damaged and reset", 0), 0u)
+      << agent.state().last_upload_result;
+  auto r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_sealed, 1);                            // and the agent goes on working
+  EXPECT_TRUE(ReadAgentState(Config(0).status_path()).ok());  // rewritten whole
+}
+
 TEST_F(AgentPassTest, OneAgentPerStateDirectory) {
   Agent a(Config(FreePort())), b(Config(FreePort()));
   ASSERT_TRUE(a.Init().ok());

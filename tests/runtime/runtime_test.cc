@@ -65,10 +65,11 @@ Result RunCmd(const std::vector<std::string>& argv, const std::vector<std::strin
 
 class RuntimeTest : public ::testing::Test {
  protected:
-  std::vector<std::string> Env(const std::string& force) {
+  // The environment of a measured run: `force`d APIs, `k` of them at most.
+  std::vector<std::string> Env(const std::string& force, int k = 1) {
     std::vector<std::string> env = extra_env_;
     env.insert(env.end(),
-               {"FIELDPROF_RUN=1", "FIELDPROF_K=1", "FIELDPROF_FORCE=" + force,
+               {"FIELDPROF_RUN=1", "FIELDPROF_K=" + std::to_string(k), "FIELDPROF_FORCE=" + force,
                 "FIELDPROF_SPOOL=" + spool(), "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
                 "FIELDPROF_MAX_LOAD=1000", "LD_AUDIT=" + std::string(FIELDPROF_AUDIT_LIB),
                 "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)});
@@ -224,8 +225,7 @@ TEST_F(RuntimeTest, RealDebianProgramsBehaveTheSame) {
     if (!fs::exists(cmd[0])) continue;
     Result plain = RunCmd(cmd, {});
     for (int seed = 1; seed <= 4; ++seed) {
-      std::vector<std::string> env = Env("");
-      env[1] = "FIELDPROF_K=2";
+      std::vector<std::string> env = Env("", 2);
       env.push_back("FIELDPROF_SEED=" + std::to_string(seed));
       Result measured = RunCmd(cmd, env);
       EXPECT_EQ(measured.exit_code, plain.exit_code) << cmd[0] << " seed " << seed;
@@ -388,8 +388,7 @@ TEST_F(RuntimeTest, HostSafetyManySeeds) {
     Result plain = RunCmd(cmd, {});
     ASSERT_EQ(plain.exit_code, 0) << cmd.back();
     for (int seed = 1; seed <= 10; ++seed) {
-      std::vector<std::string> env = Env("");
-      env[1] = "FIELDPROF_K=3";
+      std::vector<std::string> env = Env("", 3);
       env.push_back("FIELDPROF_SEED=" + std::to_string(seed * 7777));
       Result measured = RunCmd(cmd, env);
       EXPECT_EQ(measured.exit_code, plain.exit_code) << cmd.back() << " seed " << seed;
@@ -439,8 +438,7 @@ class HazardTest : public RuntimeTest {
   Result Run(const std::vector<std::string>& args, const std::string& force, int k = 1) {
     std::vector<std::string> argv = {prog_};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<std::string> env = Env(force);
-    env[1] = "FIELDPROF_K=" + std::to_string(k);
+    std::vector<std::string> env = Env(force, k);
     env.push_back("FIELDPROF_BUDGET=1000");
     Result plain = RunCmd(argv, {});
     Result measured = RunCmd(argv, env);
