@@ -23,7 +23,9 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   OptionTable t("fieldprof-aggregator",
                 "Receives fieldprof batches over HTTPS (POST /v1/batches), sums them exactly\n"
                 "once into an embedded RocksDB, and answers queries (GET /v1/apis, /v1/api,\n"
-                "/healthz, /metrics). Stops gracefully on SIGTERM or SIGINT.");
+                "/healthz, /metrics). With --signing_key it publishes the sums as signed,\n"
+                "rotating snapshot fragments (GET /v1/snapshot/manifest,\n"
+                "/v1/snapshot/fragments/N). Stops gracefully on SIGTERM or SIGINT.");
   t.AddString("listen", &s.listen_address, "address to listen on");
   t.AddInt("port", &port, "TCP port (0 = any free port)", 0, 65535);
   t.AddString("tls_cert", &s.tls_cert_file, "PEM certificate chain (RSA or ECDSA) [required]");
@@ -70,6 +72,23 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   t.AddInt("fleet_max_age_s", &f.max_age_s, "agents: seal a smaller batch at this age", 1,
            int64_t{365} * 86400);
 
+  PublisherOptions& p = config->publish;
+  int64_t fragments = p.fragment_count, per_cycle = p.per_cycle,
+          keep_old_h = std::chrono::duration_cast<std::chrono::hours>(p.keep_old).count();
+  t.AddString("signing_key", &config->signing_key,
+              "Ed25519 private key (PEM) that signs snapshot manifests; publishing is off "
+              "without it (deploy/make-signing-key.sh)");
+  t.AddString("snapshot_dir", &p.dir,
+              "where fragments and the manifest are kept (default: <db>-snapshot)");
+  t.AddInt("fragment_count", &fragments, "fragments the snapshot is split into", 1, 4096);
+  t.AddInt("fragments_per_cycle", &per_cycle, "fragments rebuilt per publish cycle", 1, 4096);
+  t.AddInt("publish_interval_s", &config->publish_interval_s, "seconds between publish cycles", 1,
+           int64_t{30} * 86400);
+  t.AddInt("keep_old_fragments_h", &keep_old_h,
+           "hours a replaced fragment version stays downloadable", 0, 24 * 365);
+  t.AddString("admin_token_file", &config->admin_token_file,
+              "file with the bearer token for POST /v1/admin/publish (default: admin calls off)");
+
   FP_RETURN_IF_ERROR(t.Parse(argc, argv));
   *help = t.help_requested();
   *help_text = t.Help();
@@ -102,6 +121,14 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   }
   if (st.path.empty()) return InvalidArgument("--db is required");
   if (Status v = f.Validate(); !v.ok()) return v.WithContext("fleet settings");
+  p.fragment_count = static_cast<uint32_t>(fragments);
+  p.per_cycle = static_cast<uint32_t>(per_cycle);
+  p.keep_old = std::chrono::hours(keep_old_h);
+  if (p.dir.empty()) {
+    std::string db = st.path;
+    while (db.size() > 1 && db.back() == '/') db.pop_back();
+    p.dir = db + "-snapshot";
+  }
   return Status::Ok();
 }
 

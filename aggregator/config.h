@@ -3,6 +3,7 @@
 #ifndef FIELDPROF_AGGREGATOR_CONFIG_H_
 #define FIELDPROF_AGGREGATOR_CONFIG_H_
 
+#include "aggregator/publisher.h"
 #include "aggregator/server.h"
 #include "aggregator/store_rocksdb.h"
 #include "common/runtime_settings.h"
@@ -15,6 +16,11 @@ struct AggregatorConfig {
   RocksDbStoreOptions store;
   // Served to agents at GET /v1/config (fleet_* options).
   FleetSettings fleet;
+  // Snapshot publishing (on when signing_key is given).
+  std::string signing_key;   // Ed25519 private key, PEM (deploy/make-signing-key.sh)
+  PublisherOptions publish;  // publish.dir defaults to "<db>-snapshot"
+  int64_t publish_interval_s = 3600;
+  std::string admin_token_file;  // empty: admin calls off
 };
 
 // Parses argv (and --config FILE). Sets *help to true when --help was given,

@@ -3,14 +3,19 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "aggregator/config.h"
 #include "aggregator/metrics.h"
+#include "aggregator/publisher.h"
 #include "aggregator/router.h"
 #include "aggregator/server.h"
 #include "aggregator/store_rocksdb.h"
+#include "common/options.h"
+#include "common/signing.h"
 
 using namespace fieldprof;
 using namespace fieldprof::aggregator;
@@ -49,6 +54,42 @@ int main(int argc, char** argv) {
   Metrics metrics;
   Router router(store->get(), &metrics);
   router.SetFleetSettings(config.fleet);
+
+  // Snapshot publishing, when a signing key is given.
+  std::optional<Ed25519Signer> signer;
+  std::optional<Publisher> publisher;
+  std::optional<PublishLoop> publish_loop;
+  if (!config.signing_key.empty()) {
+    StatusOr<Ed25519Signer> key = Ed25519Signer::FromPemFile(config.signing_key);
+    if (!key.ok()) {
+      std::cerr << "fieldprof-aggregator: " << key.status().message() << "\n";
+      return 2;
+    }
+    std::string token;
+    if (!config.admin_token_file.empty()) {
+      std::ifstream in(config.admin_token_file);
+      std::getline(in, token);
+      token = std::string(TrimSpace(token));
+      if (!in && token.empty()) {
+        std::cerr << "fieldprof-aggregator: cannot read --admin_token_file "
+                  << config.admin_token_file << "\n";
+        return 2;
+      }
+      if (token.size() < 16) {
+        std::cerr << "fieldprof-aggregator: the admin token in " << config.admin_token_file
+                  << " is shorter than 16 characters\n";
+        return 2;
+      }
+    }
+    signer.emplace(std::move(*key));
+    publisher.emplace(store->get(), &*signer, config.publish);
+    if (Status p = publisher->Init(); !p.ok()) {
+      std::cerr << "fieldprof-aggregator: " << p.ToString() << "\n";
+      return 1;
+    }
+    publish_loop.emplace(&*publisher, std::chrono::seconds(config.publish_interval_s), &metrics);
+    router.SetPublisher(&*publish_loop, token);
+  }
   Server server(config.server, &router, &metrics);
   s = server.Start();
   if (!s.ok()) {
@@ -57,6 +98,12 @@ int main(int argc, char** argv) {
   }
   std::cerr << "fieldprof-aggregator: listening on https://" << config.server.listen_address << ":"
             << server.port() << " (db " << config.store.path << ")\n";
+  if (publish_loop) {
+    std::cerr << "fieldprof-aggregator: publishing " << config.publish.fragment_count
+              << " fragments into " << config.publish.dir << ", " << config.publish.per_cycle
+              << " every " << config.publish_interval_s << " s (key " << signer->KeyId() << ")\n";
+    publish_loop->Start();
+  }
 
   std::thread signal_thread([&server, &signals] {
     int sig = 0;
@@ -65,6 +112,7 @@ int main(int argc, char** argv) {
     server.Shutdown();
   });
   server.Wait();
+  if (publish_loop) publish_loop->Stop();
   // Wait() returns only after every handler finished: closing is safe now.
   Status closed = (*store)->Close();
   std::cerr << "fieldprof-aggregator: stopped; " << metrics.batches_accepted()

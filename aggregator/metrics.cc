@@ -47,6 +47,22 @@ void Metrics::AppendPrometheus(std::string* out) const {
   counter("fieldprof_timeouts_total", "Connections cut because an operation timed out.",
           timeouts_.load());
   counter("fieldprof_tls_errors_total", "TLS handshakes or reads that failed.", tls_errors_.load());
+  counter("fieldprof_publish_cycles_total", "Snapshot publish cycles completed.",
+          publish_cycles_.load());
+  counter("fieldprof_publish_failures_total", "Snapshot publish cycles that failed.",
+          publish_failures_.load());
+  counter("fieldprof_publish_bytes_total", "Bytes of fragments rebuilt by publish cycles.",
+          publish_bytes_.load());
+  counter("fieldprof_snapshot_bytes_served_total", "Manifest and fragment bytes sent to clients.",
+          snapshot_bytes_served_.load());
+  *out +=
+      "# HELP fieldprof_publish_last_seconds Duration of the last publish cycle.\n"
+      "# TYPE fieldprof_publish_last_seconds gauge\nfieldprof_publish_last_seconds " +
+      std::to_string(static_cast<double>(publish_last_ns_.load()) / 1e9) + "\n";
+  *out +=
+      "# HELP fieldprof_snapshot_version Version of the snapshot being served.\n"
+      "# TYPE fieldprof_snapshot_version gauge\nfieldprof_snapshot_version " +
+      std::to_string(snapshot_version_.load()) + "\n";
   *out +=
       "# HELP fieldprof_batches_rejected_total Batches refused, by reason.\n"
       "# TYPE fieldprof_batches_rejected_total counter\n";

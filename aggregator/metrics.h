@@ -34,6 +34,17 @@ class Metrics {
   // Time from a request's complete header to its response being handed to
   // TLS (body read, queueing and handling included).
   void RequestLatency(std::chrono::nanoseconds d);
+  // One snapshot publish cycle (aggregator/publisher.h).
+  void PublishCycle(std::chrono::nanoseconds d, uint64_t snapshot_version, uint64_t bytes) {
+    publish_cycles_.fetch_add(1, std::memory_order_relaxed);
+    publish_last_ns_.store(static_cast<uint64_t>(d.count()), std::memory_order_relaxed);
+    snapshot_version_.store(snapshot_version, std::memory_order_relaxed);
+    publish_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void PublishFailed() { publish_failures_.fetch_add(1, std::memory_order_relaxed); }
+  void SnapshotServed(uint64_t bytes) {
+    snapshot_bytes_served_.fetch_add(bytes, std::memory_order_relaxed);
+  }
 
   int64_t connections() const { return connections_.load(std::memory_order_relaxed); }
   uint64_t batches_accepted() const { return batches_accepted_.load(); }
@@ -54,6 +65,12 @@ class Metrics {
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> timeouts_{0};
   std::atomic<uint64_t> tls_errors_{0};
+  std::atomic<uint64_t> publish_cycles_{0};
+  std::atomic<uint64_t> publish_failures_{0};
+  std::atomic<uint64_t> publish_last_ns_{0};
+  std::atomic<uint64_t> publish_bytes_{0};
+  std::atomic<uint64_t> snapshot_version_{0};
+  std::atomic<uint64_t> snapshot_bytes_served_{0};
   // Latency histogram: bucket i counts requests with floor(log2 ns) == i.
   std::array<std::atomic<uint64_t>, 64> latency_buckets_{};
   std::atomic<uint64_t> latency_count_{0};

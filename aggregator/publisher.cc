@@ -1,5 +1,6 @@
 #include "aggregator/publisher.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cinttypes>
@@ -111,6 +112,12 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms) {
     ++result.changed;
     const std::string path = FragmentPath(i, info.version());
     if (!fs::exists(path)) FP_RETURN_IF_ERROR(WriteFileDurably(path, bytes));
+    // The version it replaces is kept for keep_old from now (its mtime is
+    // when it was written, which may be long ago).
+    if (const uint64_t old = next.fragments(static_cast<int>(i)).version(); old != 0) {
+      const timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+      ::utimensat(AT_FDCWD, FragmentPath(i, old).c_str(), times, 0);
+    }
     *next.mutable_fragments(static_cast<int>(i)) = info;
   }
   next.set_snapshot_version(version);
@@ -169,6 +176,65 @@ StatusOr<std::string> Publisher::FragmentBytes(uint32_t index, uint64_t version)
     version = manifest_.fragments(static_cast<int>(index)).version();
   }
   return ReadWhole(FragmentPath(index, version));
+}
+
+PublishLoop::PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics)
+    : publisher_(publisher), interval_(interval), metrics_(metrics) {}
+
+PublishLoop::~PublishLoop() { Stop(); }
+
+StatusOr<CycleResult> PublishLoop::RunNow() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  StatusOr<CycleResult> r = publisher_->Cycle(now_ms);
+  if (metrics_ != nullptr) {
+    if (r.ok()) {
+      metrics_->PublishCycle(std::chrono::steady_clock::now() - t0, r->snapshot_version, r->bytes);
+    } else {
+      metrics_->PublishFailed();
+    }
+  }
+  return r;
+}
+
+void PublishLoop::Start() {
+  thread_ = std::thread([this] {
+    // Publish at once when nothing is published yet or the last cycle is
+    // older than one interval (a restart does not delay the rotation).
+    auto due = std::chrono::steady_clock::now();
+    if (StatusOr<wire::Manifest> m = publisher_->CurrentManifest(); m.ok()) {
+      const int64_t age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count() -
+                             m->created_unix_ms();
+      const auto left = std::chrono::milliseconds(
+          std::max<int64_t>(0, std::chrono::milliseconds(interval_).count() - age_ms));
+      due += left;
+    }
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      if (cv_.wait_until(lock, due, [this] { return stop_; })) break;
+      lock.unlock();
+      StatusOr<CycleResult> r = RunNow();
+      if (!r.ok()) {
+        std::fprintf(stderr, "fieldprof-aggregator: publish cycle failed: %s\n",
+                     r.status().ToString().c_str());
+      }
+      lock.lock();
+      due = std::chrono::steady_clock::now() + interval_;
+    }
+  });
+}
+
+void PublishLoop::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace fieldprof::aggregator

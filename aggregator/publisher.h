@@ -14,10 +14,13 @@
 #define FIELDPROF_AGGREGATOR_PUBLISHER_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 
+#include "aggregator/metrics.h"
 #include "aggregator/store.h"
 #include "common/signing.h"
 #include "common/snapshot.h"
@@ -69,6 +72,32 @@ class Publisher {
   wire::Manifest manifest_;
   std::string signed_;
   std::mutex cycle_mu_;  // one cycle at a time
+};
+
+// Runs publish cycles on a timer (first at once, unless the published
+// manifest is younger than `interval`) and on demand (the admin call).
+class PublishLoop {
+ public:
+  // `publisher` and `metrics` (may be null) must outlive the loop.
+  PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics);
+  ~PublishLoop();
+  PublishLoop(const PublishLoop&) = delete;
+  PublishLoop& operator=(const PublishLoop&) = delete;
+
+  void Start();
+  void Stop();
+  // One cycle now (serialized with the timer's), counted in the metrics.
+  [[nodiscard]] StatusOr<CycleResult> RunNow();
+  Publisher* publisher() const { return publisher_; }
+
+ private:
+  Publisher* publisher_;
+  std::chrono::seconds interval_;
+  Metrics* metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace fieldprof::aggregator

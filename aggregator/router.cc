@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cinttypes>
+#include <cstdio>
 #include <optional>
 
+#include "aggregator/publisher.h"
 #include "aggregator/time_tree.h"
 #include "common/json_writer.h"
 #include "common/validate.h"
@@ -226,8 +229,8 @@ Router::Router(Store* store, class Metrics* metrics,
                std::function<std::chrono::system_clock::time_point()> clock)
     : store_(store), metrics_(metrics), clock_(std::move(clock)) {}
 
-HttpResponse Router::Handle(std::string_view method, std::string_view target,
-                            std::string_view content_type, std::string_view body) {
+HttpResponse Router::Handle(const HttpRequest& req) {
+  const std::string_view method = req.method, target = req.target;
   std::string_view path = target;
   std::string_view query;
   if (size_t q = target.find('?'); q != std::string_view::npos) {
@@ -242,13 +245,27 @@ HttpResponse Router::Handle(std::string_view method, std::string_view target,
       r.headers.emplace_back("Allow", "POST");
       return r;
     }
-    return Ingest(content_type, body);
+    return Ingest(req.content_type, req.body);
   }
   if (get && path == "/healthz") return HttpResponse{200, "text/plain", "ok\n", {}};
   if (get && path == "/metrics") return Metrics();
   if (get && path == "/v1/config") return Config();
   if (get && path == "/v1/apis") return ListApis(query);
   if (get && path == "/v1/api") return GetApi(query);
+  if (get && path == "/v1/snapshot/manifest") return SnapshotManifest(req.if_none_match);
+  constexpr std::string_view kFragments = "/v1/snapshot/fragments/";
+  if (get && path.starts_with(kFragments)) {
+    return SnapshotFragment(path.substr(kFragments.size()), query, req.if_none_match);
+  }
+  if (path == "/v1/admin/publish") {
+    if (method != "POST") {
+      HttpResponse r = ErrorResponse(InvalidArgument("use POST for /v1/admin/publish"));
+      r.status = 405;
+      r.headers.emplace_back("Allow", "POST");
+      return r;
+    }
+    return AdminPublish(req.authorization);
+  }
   HttpResponse r =
       ErrorResponse(NotFound("no such endpoint: " + std::string(method) + " " + std::string(path)));
   return r;
@@ -425,6 +442,133 @@ HttpResponse Router::Metrics() {
   metrics_->AppendPrometheus(&r.body);
   store_->AppendMetrics(&r.body);
   return r;
+}
+
+namespace {
+
+std::string Hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+// Whether an If-None-Match header lists `etag` (or is "*").
+bool EtagMatches(std::string_view header, std::string_view etag) {
+  while (!header.empty()) {
+    const size_t comma = header.find(',');
+    std::string_view t = header.substr(0, comma);
+    header = comma == std::string_view::npos ? std::string_view() : header.substr(comma + 1);
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    if (t.starts_with("W/")) t.remove_prefix(2);
+    if (t == "*" || t == etag) return true;
+  }
+  return false;
+}
+
+HttpResponse NotPublishing() {
+  return ErrorResponse(
+      NotFound("this aggregator does not publish snapshots (start it with --signing_key)"));
+}
+
+// 200 with `bytes`, or 304 when the client holds `etag` already.
+HttpResponse Cacheable(std::string bytes, const std::string& etag, std::string cache_control,
+                       std::string_view if_none_match, class Metrics* metrics) {
+  HttpResponse r;
+  r.content_type = std::string(kProtobufContentType);
+  r.headers.emplace_back("ETag", etag);
+  r.headers.emplace_back("Cache-Control", std::move(cache_control));
+  if (!if_none_match.empty() && EtagMatches(if_none_match, etag)) {
+    r.status = 304;
+    return r;
+  }
+  if (metrics != nullptr) metrics->SnapshotServed(bytes.size());
+  r.body = std::move(bytes);
+  return r;
+}
+
+}  // namespace
+
+HttpResponse Router::SnapshotManifest(std::string_view if_none_match) {
+  if (publish_ == nullptr) return NotPublishing();
+  StatusOr<wire::Manifest> m = publish_->publisher()->CurrentManifest();
+  StatusOr<std::string> bytes = publish_->publisher()->SignedManifestBytes();
+  if (!m.ok() || !bytes.ok()) return ErrorResponse(NotFound("no snapshot published yet"));
+  // The manifest changes with every cycle: clients revalidate each time.
+  return Cacheable(std::move(*bytes), "\"m" + std::to_string(m->snapshot_version()) + "\"",
+                   "no-cache", if_none_match, metrics_);
+}
+
+HttpResponse Router::SnapshotFragment(std::string_view index_text, std::string_view query,
+                                      std::string_view if_none_match) {
+  if (publish_ == nullptr) return NotPublishing();
+  uint32_t index = 0;
+  auto [end, ec] = std::from_chars(index_text.data(), index_text.data() + index_text.size(), index);
+  if (ec != std::errc() || end != index_text.data() + index_text.size()) {
+    return ErrorResponse(
+        InvalidArgument("fragment index must be a number, got '" + std::string(index_text) + "'"));
+  }
+  StatusOr<std::vector<std::pair<std::string, std::string>>> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  uint64_t version = 0;
+  for (const auto& [k, v] : *params) {
+    if (k != "version") return ErrorResponse(InvalidArgument("unknown parameter '" + k + "'"));
+    auto [e, vec] = std::from_chars(v.data(), v.data() + v.size(), version, 16);
+    if (vec != std::errc() || e != v.data() + v.size() || version == 0) {
+      return ErrorResponse(InvalidArgument("version must be the fragment version in hex"));
+    }
+  }
+  StatusOr<wire::Manifest> m = publish_->publisher()->CurrentManifest();
+  if (!m.ok()) return ErrorResponse(NotFound("no snapshot published yet"));
+  if (index >= m->fragment_count()) {
+    return ErrorResponse(NotFound("no fragment " + std::to_string(index) + "; there are " +
+                                  std::to_string(m->fragment_count())));
+  }
+  const bool pinned = version != 0;
+  if (!pinned) version = m->fragments(static_cast<int>(index)).version();
+  StatusOr<std::string> bytes = publish_->publisher()->FragmentBytes(index, version);
+  if (!bytes.ok()) {
+    return ErrorResponse(NotFound("fragment " + std::to_string(index) + " version " +
+                                  Hex16(version) + " is no longer kept; fetch the manifest again"));
+  }
+  // A versioned fragment never changes; the current one moves with the rotation.
+  return Cacheable(std::move(*bytes), "\"" + Hex16(version) + "\"",
+                   pinned ? "public, max-age=31536000, immutable" : "no-cache", if_none_match,
+                   metrics_);
+}
+
+HttpResponse Router::AdminPublish(std::string_view authorization) {
+  if (publish_ == nullptr) return NotPublishing();
+  if (admin_token_.empty()) {
+    HttpResponse r = ErrorResponse(
+        InvalidArgument("admin calls are off (start the aggregator with --admin_token_file)"));
+    r.status = 403;
+    return r;
+  }
+  // Constant-time comparison: the token is a secret.
+  const std::string expected = "Bearer " + admin_token_;
+  bool same = authorization.size() == expected.size();
+  unsigned char diff = 0;
+  for (size_t i = 0; same && i < expected.size(); ++i) {
+    diff |= static_cast<unsigned char>(authorization[i] ^ expected[i]);
+  }
+  if (!same || diff != 0) {
+    HttpResponse r = ErrorResponse(InvalidArgument("missing or wrong admin token"));
+    r.status = 401;
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  StatusOr<CycleResult> c = publish_->RunNow();
+  if (!c.ok()) return ErrorResponse(c.status());
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("snapshot_version").Uint(c->snapshot_version);
+  j.Key("rebuilt").Uint(c->rebuilt);
+  j.Key("changed").Uint(c->changed);
+  j.Key("series").Uint(c->series);
+  j.Key("bytes").Uint(c->bytes);
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
 }
 
 }  // namespace fieldprof::aggregator

@@ -11,6 +11,14 @@
 //                      [&family=][&from=YYYY-MM-DD][&to=YYYY-MM-DD]
 //   GET  /healthz      200 "ok"
 //   GET  /metrics      Prometheus text
+//   GET  /v1/config    the fleet settings agents apply
+//   GET  /v1/snapshot/manifest           the SignedManifest (application/x-protobuf);
+//                                        ETag, If-None-Match -> 304
+//   GET  /v1/snapshot/fragments/{i}      fragment i as the current manifest lists it;
+//                      [?version=HEX]    that version (immutable; old versions
+//                                        stay for keep_old after replacement)
+//   POST /v1/admin/publish               one publish cycle now; needs
+//                                        "Authorization: Bearer <admin token>"
 #ifndef FIELDPROF_AGGREGATOR_ROUTER_H_
 #define FIELDPROF_AGGREGATOR_ROUTER_H_
 
@@ -29,6 +37,15 @@
 namespace fieldprof::aggregator {
 
 inline constexpr std::string_view kProtobufContentType = kBatchContentType;
+
+class PublishLoop;
+
+// One complete request, as the router needs it.
+struct HttpRequest {
+  std::string_view method, target, content_type, body;
+  std::string_view if_none_match;  // the If-None-Match header, if any
+  std::string_view authorization;  // the Authorization header, if any
+};
 
 struct HttpResponse {
   int status = 200;
@@ -55,8 +72,11 @@ class Router {
          std::function<std::chrono::system_clock::time_point()> clock =
              std::chrono::system_clock::now);
 
+  HttpResponse Handle(const HttpRequest& request);
   HttpResponse Handle(std::string_view method, std::string_view target,
-                      std::string_view content_type, std::string_view body);
+                      std::string_view content_type, std::string_view body) {
+    return Handle(HttpRequest{method, target, content_type, body, {}, {}});
+  }
 
   // Individual endpoints.
   HttpResponse Ingest(std::string_view content_type, std::string_view body);
@@ -67,10 +87,23 @@ class Router {
   HttpResponse Config();
 
   void SetFleetSettings(const FleetSettings& f) { fleet_ = f; }
+  // Serves the snapshot endpoints from `publish` (must outlive the router).
+  // An empty `admin_token` turns the admin calls off.
+  void SetPublisher(PublishLoop* publish, std::string admin_token) {
+    publish_ = publish;
+    admin_token_ = std::move(admin_token);
+  }
+
+  HttpResponse SnapshotManifest(std::string_view if_none_match);
+  HttpResponse SnapshotFragment(std::string_view index, std::string_view query,
+                                std::string_view if_none_match);
+  HttpResponse AdminPublish(std::string_view authorization);
 
  private:
   Store* store_;
   FleetSettings fleet_;
+  PublishLoop* publish_ = nullptr;
+  std::string admin_token_;
   class Metrics* metrics_;
   std::function<std::chrono::system_clock::time_point()> clock_;
 };

@@ -224,12 +224,11 @@ class Session : public std::enable_shared_from_this<Session> {
     // Handlers may block (fsync): run them off the I/O threads.
     net::post(server_->workers(), [self = shared_from_this()] {
       const auto& req = self->request_;
-      HttpResponse r = self->server_->router()->Handle(
-          std::string_view(req.method_string().data(), req.method_string().size()),
-          std::string_view(req.target().data(), req.target().size()),
-          std::string_view(req[http::field::content_type].data(),
-                           req[http::field::content_type].size()),
-          req.body());
+      auto view = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
+      HttpResponse r = self->server_->router()->Handle(HttpRequest{
+          view(req.method_string()), view(req.target()), view(req[http::field::content_type]),
+          req.body(), view(req[http::field::if_none_match]),
+          view(req[http::field::authorization])});
       self->server_->ReleaseWork();
       net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
         self->Reply(std::move(r), 0, /*close=*/false);

@@ -75,11 +75,12 @@ class HttpsClient::Impl {
   }
 
   StatusOr<HttpReply> Request(const std::string& method, const std::string& target,
-                              const std::string& content_type, const std::string& body) {
+                              const std::string& content_type, const std::string& body,
+                              const HttpHeaders& headers) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool fresh = !stream_.has_value();
       if (fresh) FP_RETURN_IF_ERROR(Connect());
-      StatusOr<HttpReply> r = RequestOnce(method, target, content_type, body);
+      StatusOr<HttpReply> r = RequestOnce(method, target, content_type, body, headers);
       if (r.ok() || fresh) return r;
       // A kept-alive connection the server closed in the meantime: reopen once.
       Close();
@@ -88,11 +89,13 @@ class HttpsClient::Impl {
   }
 
   StatusOr<HttpReply> RequestOnce(const std::string& method, const std::string& target,
-                                  const std::string& content_type, const std::string& body) {
+                                  const std::string& content_type, const std::string& body,
+                                  const HttpHeaders& headers) {
     http::request<http::string_body> req(http::string_to_verb(method), target, 11);
     req.set(http::field::host, options_.host);
     req.set(http::field::user_agent, "fieldprof-tools");
     if (!content_type.empty()) req.set(http::field::content_type, content_type);
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.body() = body;
     req.keep_alive(true);
     req.prepare_payload();
@@ -119,6 +122,7 @@ class HttpsClient::Impl {
     reply.body = std::move(res.body());
     reply.content_type = std::string(res[http::field::content_type]);
     reply.keep_alive = res.keep_alive();
+    reply.etag = std::string(res[http::field::etag]);
     if (auto it = res.find(http::field::retry_after); it != res.end()) {
       try {
         reply.retry_after_seconds = std::stoi(std::string(it->value()));
@@ -178,8 +182,9 @@ HttpsClient::HttpsClient(HttpsClientOptions options)
 HttpsClient::~HttpsClient() = default;
 
 StatusOr<HttpReply> HttpsClient::Request(const std::string& method, const std::string& target,
-                                         const std::string& content_type, const std::string& body) {
-  return impl_->Request(method, target, content_type, body);
+                                         const std::string& content_type, const std::string& body,
+                                         const HttpHeaders& headers) {
+  return impl_->Request(method, target, content_type, body, headers);
 }
 void HttpsClient::Close() { impl_->Close(); }
 bool HttpsClient::session_reused() const { return impl_->reused_; }

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -27,8 +29,12 @@ struct HttpsClientOptions {
   std::chrono::milliseconds timeout{30000};
 };
 
+// Extra request headers (name, value).
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
 struct HttpReply {
   int status = 0;
+  std::string etag;  // the ETag header, if any
   std::string body;
   std::string content_type;
   int retry_after_seconds = -1;  // -1 when absent
@@ -47,9 +53,11 @@ class HttpsClient {
   // are Unavailable; the reply's HTTP status is in HttpReply.
   [[nodiscard]] StatusOr<HttpReply> Request(const std::string& method, const std::string& target,
                                             const std::string& content_type,
-                                            const std::string& body);
-  [[nodiscard]] StatusOr<HttpReply> Get(const std::string& target) {
-    return Request("GET", target, "", "");
+                                            const std::string& body,
+                                            const HttpHeaders& headers = {});
+  [[nodiscard]] StatusOr<HttpReply> Get(const std::string& target,
+                                        const HttpHeaders& headers = {}) {
+    return Request("GET", target, "", "", headers);
   }
   [[nodiscard]] StatusOr<HttpReply> Post(const std::string& target, const std::string& content_type,
                                          const std::string& body) {

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "aggregator/store_rocksdb.h"
 #include "common/wire.h"
@@ -132,6 +134,69 @@ TEST_F(PublisherTest, RotationReachesEveryFragmentInCountOverPerCycleCycles) {
     EXPECT_TRUE(p->FragmentBytes(i, first.fragments(i).version()).ok()) << i;
   }
   EXPECT_EQ(ReadAll(*p).size(), 200u);
+}
+
+// Keys a and b sit in different fragments; every batch adds one call to
+// both, in one atomic fold. A cycle reads one snapshot, so in every
+// manifest it publishes a and b have the same count, however the cycle and
+// the folds interleave; and ingest keeps going while cycles run.
+TEST_F(PublisherTest, ACycleDuringIngestIsOneSnapshotAndIngestGoesOn) {
+  constexpr uint32_t kCount = 16;
+  wire::Batch pair = SimpleBatch(IdOf(0), "libpair.so.1", "pair_a", 100, 1);
+  const wire::Platform platform = pair.client_platform();
+  const uint32_t fa = FragmentOf(ApiKeyFromWire(pair.records(0).key(), platform), kCount);
+  *pair.add_records() = pair.records(0);
+  for (int n = 0;; ++n) {
+    pair.mutable_records(1)->mutable_key()->set_symbol("pair_b" + std::to_string(n));
+    if (FragmentOf(ApiKeyFromWire(pair.records(1).key(), platform), kCount) != fa) break;
+  }
+  // Bulk so that a cycle takes a while.
+  for (int i = 0; i < 3000; ++i) Add(1000000 + i, i, 10 + i);
+  Settle();
+  auto p = Make(kCount, kCount);  // every cycle rebuilds every fragment
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> applied{0};
+  std::thread ingest([&] {
+    wire::Batch b = pair;
+    for (uint64_t id = 1; !stop.load(); ++id) {
+      b.set_batch_id(IdOf(id));
+      const std::string body = b.SerializeAsString();
+      BatchView view;
+      ASSERT_TRUE(DecodeBatchView(body, &view).ok());
+      ASSERT_TRUE(store_->ApplyBatch(view, body, 20000).ok());
+      applied.fetch_add(1);
+    }
+  });
+  auto count_of = [&](const wire::Manifest& m, const std::string& symbol) -> uint64_t {
+    for (uint32_t i = 0; i < kCount; ++i) {
+      wire::Fragment f;
+      EXPECT_TRUE(f.ParseFromString(*p->FragmentBytes(i, m.fragments(i).version())));
+      for (const wire::Record& r : f.records()) {
+        if (r.key().symbol() == symbol) return HistogramFromWire(r.histogram()).Stats().count;
+      }
+    }
+    return 0;
+  };
+  uint64_t during = 0, last_a = 0;
+  std::set<uint64_t> seen;
+  for (int c = 0; c < 12; ++c) {
+    const uint64_t before = applied.load();
+    auto r = p->Cycle(1795000000000 + c * 1000);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    during += applied.load() - before;
+    const wire::Manifest m = *p->CurrentManifest();
+    const uint64_t a = count_of(m, "pair_a");
+    EXPECT_EQ(a, count_of(m, pair.records(1).key().symbol())) << "cycle " << c;
+    EXPECT_GE(a, last_a);
+    last_a = a;
+    seen.insert(a);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // let folds land
+  }
+  stop = true;
+  ingest.join();
+  EXPECT_GT(during, 0u) << "no batch was accepted while a cycle ran";
+  EXPECT_GT(seen.size(), 1u) << "the published counts never moved";
 }
 
 }  // namespace
