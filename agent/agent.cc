@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "agent/batcher.h"
@@ -15,6 +17,7 @@
 #include "agent/platform.h"
 #include "common/https_client.h"
 #include "common/runtime_settings.h"
+#include "common/snapshot_cache.h"
 #include "common/spool.h"
 #include "common/wire.h"
 
@@ -158,10 +161,72 @@ void Agent::RefreshSettings(HttpsClient& client, bool force) {
   state_.settings_result = "ok";
 }
 
-StatusOr<PassResult> Agent::Pass(bool flush, bool upload) {
+void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {
+  if (config_.snapshot_key.empty() || config_.snapshot_per_day <= 0) return;
+  const int64_t now = NowMs();
+  if (!force && now < state_.snapshot_next_unix_ms) return;
+  constexpr int64_t kDayMs = int64_t{24} * 3600 * 1000;
+  auto jitter = [this](int64_t max_ms) {
+    return std::uniform_int_distribution<int64_t>(0, max_ms)(rng_);
+  };
+  // The next refresh: a day on, spread over four hours so that clients do
+  // not all come at once; an hour or so after a failure.
+  auto schedule = [&](bool failed) {
+    state_.snapshot_next_unix_ms =
+        failed ? now + 3600 * 1000 + jitter(1800 * 1000) : now + kDayMs + jitter(4 * 3600 * 1000);
+  };
+  if (now - state_.snapshot_window_start_unix_ms >= kDayMs) {
+    state_.snapshot_window_start_unix_ms = now;
+    state_.snapshot_window_fetched = 0;
+  }
+  const int64_t allowance = config_.snapshot_per_day - state_.snapshot_window_fetched;
+  std::ifstream key_in(config_.snapshot_key);
+  std::stringstream key;
+  key << key_in.rdbuf();
+  if (!key_in || key.str().empty()) {
+    state_.snapshot_checked_unix_ms = now;
+    state_.snapshot_result = "cannot read the snapshot key " + config_.snapshot_key;
+    schedule(true);
+    return;
+  }
+  state_.snapshot_checked_unix_ms = now;
+  SnapshotCache cache(config_.snapshot_cache);
+  StatusOr<SnapshotRefreshResult> r =
+      RefreshSnapshot(Client(), cache,
+                      {.max_fragments = static_cast<int>(std::max<int64_t>(allowance, 0)),
+                       .public_key_pem = key.str(),
+                       .progress = {}});
+  if (!r.ok()) {
+    result->snapshot_fetched = 0;
+    state_.snapshot_result = r.status().message();
+    // A rejected manifest is not retried within the hour either.
+    schedule(true);
+  } else {
+    result->snapshot_fetched = r->fetched;
+    state_.snapshot_version = static_cast<int64_t>(r->snapshot_version);
+    state_.snapshot_window_fetched += r->fetched + r->rejected;
+    state_.snapshot_bytes_downloaded += static_cast<int64_t>(r->bytes_downloaded);
+    state_.snapshot_result = r->problems.empty() ? "ok" : r->problems.front();
+    if (r->problems.size() > 1) {
+      state_.snapshot_result += " (and " + std::to_string(r->problems.size() - 1) + " more)";
+    }
+    schedule(false);
+    // Never earlier than the end of the window when it is used up.
+    if (state_.snapshot_window_fetched >= config_.snapshot_per_day) {
+      state_.snapshot_next_unix_ms =
+          std::max(state_.snapshot_next_unix_ms, state_.snapshot_window_start_unix_ms + kDayMs);
+    }
+  }
+  for (char& c : state_.snapshot_result) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+}
+
+StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   PassResult r;
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
   if (upload) RefreshSettings(Client(), /*force=*/false);
+  if (upload || force_snapshot) RefreshSnapshotIfDue(force_snapshot, &r);
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
   if (upload) r.upload_status = Upload(&r);
   FP_RETURN_IF_ERROR(EnforceCap(&r));

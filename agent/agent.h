@@ -45,6 +45,11 @@ struct AgentConfig {
   std::string runtime_settings;  // path; empty: no settings download
   int64_t settings_interval_s = 3600;
   bool batch_bytes_local = false, max_age_local = false;
+  // Snapshot refresh: the publisher's public key (PEM file; empty: off),
+  // the cache every tool reads, and at most this many fragments a day.
+  std::string snapshot_key;
+  std::string snapshot_cache;
+  int64_t snapshot_per_day = 4;
 
   std::string outbox_dir() const { return OutboxDirOf(state_dir); }
   std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
@@ -60,6 +65,7 @@ struct PassResult {
   int batches_waiting = 0;      // still in the outbox after the pass
   int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
   Status upload_status;         // why uploading stopped early, if it did
+  int snapshot_fetched = -1;    // fragments stored by a snapshot refresh (-1: none ran)
 };
 
 class Agent {
@@ -75,12 +81,17 @@ class Agent {
   // One pass. `flush`: seal what the spool holds even if young and small.
   // `upload`: false skips step 3 and the settings download (tests, and a
   // daemon waiting out a backoff).
-  [[nodiscard]] StatusOr<PassResult> Pass(bool flush, bool upload = true);
+  [[nodiscard]] StatusOr<PassResult> Pass(bool flush, bool upload = true,
+                                          bool force_snapshot = false);
 
   // When the next upload may be tried (ms since the epoch; 0: now).
   int64_t next_attempt_unix_ms() const { return state_.next_attempt_unix_ms; }
   // When the spool's oldest unsealed record reaches max_age (0: nothing waits).
   int64_t seal_deadline_unix_ms() const { return state_.seal_deadline_unix_ms; }
+  // When the next snapshot refresh is due (0: off or at the next pass).
+  int64_t snapshot_next_unix_ms() const {
+    return config_.snapshot_key.empty() ? 0 : state_.snapshot_next_unix_ms;
+  }
   const AgentState& state() const { return state_; }
   const AgentConfig& config() const { return config_; }
 
@@ -91,6 +102,10 @@ class Agent {
   HttpsClient& Client();
   Status Upload(PassResult* result);
   Status EnforceCap(PassResult* result);
+  // Fetches up to snapshot_per_day fragments when the jittered daily
+  // schedule says so (`force`: now, within the daily allowance). Results go
+  // into the state; nothing here fails the pass.
+  void RefreshSnapshotIfDue(bool force, PassResult* result);
   void ApplyFleetThresholds();
   int64_t Backoff(int retry_after_seconds);
 

@@ -22,6 +22,7 @@
 #include "agent/outbox.h"
 #include "common/options.h"
 #include "common/runtime_settings.h"
+#include "common/snapshot_cache.h"
 #include "common/spool.h"
 
 namespace {
@@ -41,7 +42,12 @@ int64_t NowMs() {
       .count();
 }
 
-void Report(const PassResult& r, bool always) {
+void Report(const Agent& agent, const PassResult& r, bool always) {
+  if (r.snapshot_fetched >= 0) {
+    std::fprintf(stderr, "fieldprof-agent: snapshot %lld: %d fragments fetched: %s\n",
+                 static_cast<long long>(agent.state().snapshot_version), r.snapshot_fetched,
+                 agent.state().snapshot_result.c_str());
+  }
   if (!always && r.batches_sealed == 0 && r.batches_uploaded == 0 && r.batches_quarantined == 0 &&
       r.runs_bad == 0 && r.records_dropped == 0 && r.upload_status.ok()) {
     return;
@@ -86,6 +92,7 @@ int RunDaemon(Agent& agent) {
   // work is crash-safe) and the daemon carries on.
   while (!g_stop) {
     const bool upload_due = NowMs() >= agent.next_attempt_unix_ms();
+    const bool snapshot_due = NowMs() >= agent.snapshot_next_unix_ms();
     bool failed = false;
     int waiting = 0;
     int pipefd[2];
@@ -98,12 +105,14 @@ int RunDaemon(Agent& agent) {
       close(pipefd[0]);
       signal(SIGTERM, SIG_DFL);
       signal(SIGINT, SIG_DFL);
-      StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due);
+      // While uploads back off, a due snapshot refresh still runs.
+      StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due,
+                                          /*force_snapshot=*/!upload_due && snapshot_due);
       if (!r.ok()) {
         std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
         _exit(1);
       }
-      Report(*r, false);
+      Report(agent, *r, false);
       const int w = r->batches_waiting;
       ssize_t ignored = write(pipefd[1], &w, sizeof w);
       (void)ignored;
@@ -136,6 +145,7 @@ int RunDaemon(Agent& agent) {
     int64_t wake = NowMs() + (failed ? kAfterFailureMs : kIdleWakeMs);
     if (waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
     if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
+    if (agent.snapshot_next_unix_ms() > 0) wake = std::min(wake, agent.snapshot_next_unix_ms());
     const int64_t wait = std::max<int64_t>(wake - NowMs(), 0);
     pollfd p{in, POLLIN, 0};
     const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(wait, 1 << 30)));
@@ -158,6 +168,11 @@ int main(int argc, char** argv) {
   c.spool_dir = fieldprof::DefaultSpoolDir();
   c.state_dir = fieldprof::DefaultAgentStateDir();
   c.runtime_settings = fieldprof::DefaultRuntimeSettingsPath();
+  c.snapshot_cache = fieldprof::DefaultSnapshotCacheDir();
+  // The key ships with the configuration; without it, no snapshot download.
+  if (const std::string key = fieldprof::DefaultSnapshotKeyPath(); access(key.c_str(), R_OK) == 0) {
+    c.snapshot_key = key;
+  }
   bool once = false, flush = false;
   fieldprof::OptionTable t(
       "fieldprof-agent",
@@ -187,6 +202,15 @@ int main(int argc, char** argv) {
               "(empty: do not download settings)");
   t.AddInt("settings_interval_s", &c.settings_interval_s,
            "download the settings at most this often (--once: every pass)", 0, int64_t{7} * 86400);
+  t.AddString("snapshot_key", &c.snapshot_key,
+              "the publisher's public key (PEM) that snapshot manifests must be signed with "
+              "(default: snapshot-signing.pub in the user's fieldprof config dir, if there; "
+              "empty: no snapshot download)");
+  t.AddString("snapshot_cache", &c.snapshot_cache,
+              "the local snapshot cache every fieldprof tool reads");
+  t.AddInt("snapshot_per_day", &c.snapshot_per_day,
+           "snapshot fragments downloaded per day at most (fieldprof pull --all gets all)", 0,
+           4096);
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
   if (Status s = t.Parse(argc, argv); !s.ok()) {
@@ -212,6 +236,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
     return 1;
   }
-  Report(*r, true);
+  Report(agent, *r, true);
   return r->batches_waiting > 0 ? 3 : 0;
 }

@@ -35,6 +35,13 @@ constexpr Field kFields[] = {
     {"fleet_batch_bytes", &AgentState::fleet_batch_bytes, nullptr},
     {"fleet_max_age_s", &AgentState::fleet_max_age_s, nullptr},
     {"seal_deadline_unix_ms", &AgentState::seal_deadline_unix_ms, nullptr},
+    {"snapshot_checked_unix_ms", &AgentState::snapshot_checked_unix_ms, nullptr},
+    {"snapshot_result", nullptr, &AgentState::snapshot_result},
+    {"snapshot_next_unix_ms", &AgentState::snapshot_next_unix_ms, nullptr},
+    {"snapshot_version", &AgentState::snapshot_version, nullptr},
+    {"snapshot_window_start_unix_ms", &AgentState::snapshot_window_start_unix_ms, nullptr},
+    {"snapshot_window_fetched", &AgentState::snapshot_window_fetched, nullptr},
+    {"snapshot_bytes_downloaded", &AgentState::snapshot_bytes_downloaded, nullptr},
 };
 
 }  // namespace

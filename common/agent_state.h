@@ -30,6 +30,15 @@ struct AgentState {
   int64_t fleet_max_age_s = 0;
   // When the spool's oldest unsealed record is due (0: nothing waits).
   int64_t seal_deadline_unix_ms = 0;
+  // Snapshot refresh (common/snapshot_cache.h).
+  int64_t snapshot_checked_unix_ms = 0;  // last refresh attempt
+  std::string snapshot_result;           // "ok", "manifest rejected, cache kept: ...", ...
+  int64_t snapshot_next_unix_ms = 0;     // next refresh (0: at the next pass)
+  int64_t snapshot_version = 0;          // of the last manifest accepted
+  // At most snapshot_per_day fragments in any window of 24 h from its start.
+  int64_t snapshot_window_start_unix_ms = 0;
+  int64_t snapshot_window_fetched = 0;
+  int64_t snapshot_bytes_downloaded = 0;  // since the state was created
 
   bool operator==(const AgentState&) const = default;
 };

@@ -57,6 +57,15 @@ std::string DefaultSnapshotCacheDir() {
   return "";
 }
 
+std::string DefaultSnapshotKeyPath() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg) return std::string(xdg) + "/fieldprof/snapshot-signing.pub";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home)
+    return std::string(home) + "/.config/fieldprof/snapshot-signing.pub";
+  return "";
+}
+
 StatusOr<std::string> SnapshotCache::SignedManifest() const {
   StatusOr<std::string> bytes = ReadWhole(dir_ + "/manifest.signed");
   if (!bytes.ok()) return NotFound("no snapshot in " + dir_ + " yet");
@@ -232,7 +241,11 @@ StatusOr<SnapshotRefreshResult> RefreshSnapshot(HttpsClient& client, SnapshotCac
   }
 
   Status stopped;
+  int done = 0;
   for (uint32_t i : order) {
+    if (options.progress)
+      options.progress(done, static_cast<int>(order.size()), result.bytes_downloaded);
+    ++done;
     const uint64_t version = m->fragments(static_cast<int>(i)).version();
     StatusOr<HttpReply> r =
         client.Get("/v1/snapshot/fragments/" + std::to_string(i) + "?version=" + Hex16(version));
@@ -255,6 +268,9 @@ StatusOr<SnapshotRefreshResult> RefreshSnapshot(HttpsClient& client, SnapshotCac
     }
     FP_RETURN_IF_ERROR(cache.StoreFragment(i, version, r->body));
     ++result.fetched;
+  }
+  if (options.progress && stopped.ok()) {
+    options.progress(done, static_cast<int>(order.size()), result.bytes_downloaded);
   }
   result.missing = static_cast<int>(m->fragment_count());
   for (const CachedFragment& f : cache.Fragments()) {

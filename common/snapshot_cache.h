@@ -34,6 +34,9 @@ namespace fieldprof {
 
 // $XDG_CACHE_HOME/fieldprof/snapshot, else ~/.cache/fieldprof/snapshot.
 std::string DefaultSnapshotCacheDir();
+// The publisher's public key ships with the configuration:
+// $XDG_CONFIG_HOME/fieldprof/snapshot-signing.pub (else ~/.config/...).
+std::string DefaultSnapshotKeyPath();
 
 struct CachedFragment {
   uint32_t index = 0;
@@ -77,6 +80,8 @@ struct SnapshotRefreshOptions {
   // then the out-of-date ones fetched longest ago. Negative: all of them.
   int max_fragments = 4;
   std::string public_key_pem;  // the publisher's Ed25519 key
+  // Called after each fragment: (done, to do, bytes downloaded so far).
+  std::function<void(int, int, uint64_t)> progress;
 };
 
 struct SnapshotRefreshResult {

@@ -13,6 +13,7 @@
 #include "common/json_writer.h"
 #include "common/options.h"
 #include "common/runtime_settings.h"
+#include "common/snapshot_cache.h"
 #include "common/spool.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -72,7 +73,7 @@ std::string When(int64_t unix_ms) {
 
 int CmdStatus(int argc, char** argv) {
   std::string spool = DefaultSpoolDir(), state_dir = DefaultAgentStateDir(),
-              settings_path = DefaultRuntimeSettingsPath();
+              settings_path = DefaultRuntimeSettingsPath(), cache_dir = DefaultSnapshotCacheDir();
   bool json = false;
   OptionTable t("fieldprof status",
                 "This machine's side of fieldprof: consent, records waiting in the spool and\n"
@@ -80,6 +81,7 @@ int CmdStatus(int argc, char** argv) {
   t.AddString("spool", &spool, "the runtime's spool directory");
   t.AddString("state_dir", &state_dir, "the agent's state directory");
   t.AddString("runtime_settings", &settings_path, "the runtime's settings file");
+  t.AddString("cache", &cache_dir, "the snapshot cache");
   t.AddBool("json", &json, "print as JSON");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
@@ -110,6 +112,19 @@ int CmdStatus(int argc, char** argv) {
   const DirCount outbox = CountFiles(OutboxDirOf(state_dir), ".batch");
   const DirCount quarantine = CountFiles(QuarantineDirOf(state_dir), ".reason");
   StatusOr<AgentState> agent = ReadAgentState(StatusPathOf(state_dir));
+  // The snapshot cache: what is held, against the manifest held.
+  const SnapshotCache cache(cache_dir);
+  StatusOr<wire::Manifest> manifest = cache.Manifest();
+  const std::vector<CachedFragment> held = cache.Fragments();
+  uint64_t cache_bytes = 0;
+  int current = 0;
+  for (const CachedFragment& f : held) {
+    cache_bytes += f.bytes;
+    if (manifest.ok() && f.index < manifest->fragment_count() &&
+        f.version == manifest->fragments(static_cast<int>(f.index)).version()) {
+      ++current;
+    }
+  }
 
   if (json) {
     JsonWriter j;
@@ -138,7 +153,17 @@ int CmdStatus(int argc, char** argv) {
       j.Key("next_attempt_unix_ms").Int(a.next_attempt_unix_ms);
       j.Key("batches_uploaded").Int(a.batches_uploaded);
       j.Key("settings_result").String(a.settings_result);
+      j.Key("snapshot_checked_unix_ms").Int(a.snapshot_checked_unix_ms);
+      j.Key("snapshot_result").String(a.snapshot_result);
+      j.Key("snapshot_next_unix_ms").Int(a.snapshot_next_unix_ms);
     }
+    j.Key("snapshot").BeginObject();
+    j.Key("cache").String(cache_dir);
+    j.Key("version").Uint(manifest.ok() ? manifest->snapshot_version() : 0);
+    j.Key("fragment_count").Uint(manifest.ok() ? manifest->fragment_count() : 0);
+    j.Key("fragments_held").Uint(held.size()).Key("fragments_current").Int(current);
+    j.Key("bytes").Uint(cache_bytes);
+    j.EndObject();
     j.EndObject();
     std::cout << j.Take() << "\n";
     return 0;
@@ -192,6 +217,22 @@ int CmdStatus(int argc, char** argv) {
   if (a.settings_checked_unix_ms > 0) {
     std::printf("settings check: %s: %s\n", When(a.settings_checked_unix_ms).c_str(),
                 a.settings_result.c_str());
+  }
+  if (manifest.ok()) {
+    std::printf("snapshot:       version %llu, %zu of %u fragments held (%d current), %s  (%s)\n",
+                static_cast<unsigned long long>(manifest->snapshot_version()), held.size(),
+                manifest->fragment_count(), current, FormatBytes(cache_bytes).c_str(),
+                cache_dir.c_str());
+  } else {
+    std::printf("snapshot:       none yet in %s (fieldprof pull --all fetches it)\n",
+                cache_dir.c_str());
+  }
+  if (a.snapshot_checked_unix_ms > 0) {
+    std::printf("snapshot check: %s: %s\n", When(a.snapshot_checked_unix_ms).c_str(),
+                a.snapshot_result.c_str());
+  }
+  if (a.snapshot_next_unix_ms > 0) {
+    std::printf("next snapshot:  %s\n", When(a.snapshot_next_unix_ms).c_str());
   }
   return 0;
 }

@@ -15,6 +15,8 @@ int CmdApi(int argc, char** argv);
 int CmdRun(int argc, char** argv);
 int CmdSpool(int argc, char** argv);
 int CmdStatus(int argc, char** argv);
+int CmdPull(int argc, char** argv);
+int CmdCost(int argc, char** argv);
 
 // One spool record, readably (cmd_spool.cc); `histograms` draws each metric.
 void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunRecord& r,

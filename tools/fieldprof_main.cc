@@ -14,7 +14,9 @@ int main(int argc, char** argv) {
                  "  spool  the run records on this machine not yet uploaded (ls, show)\n"
                  "  status consent, spool, outbox, last upload, settings on this machine\n"
                  "  top    the most called APIs an aggregator holds, with their costs\n"
-                 "  api    one API's field cost: statistics and a histogram\n\n"
+                 "  api    one API's field cost from an aggregator: statistics and a histogram\n"
+                 "  pull   fetch the signed field snapshot into the local cache\n"
+                 "  cost   one API's field cost from the local cache, offline\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
     return argc < 2 ? 2 : 0;
   }
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
   if (cmd == "run") return CmdRun(argc - 1, argv + 1);
   if (cmd == "spool") return CmdSpool(argc - 1, argv + 1);
   if (cmd == "status") return CmdStatus(argc - 1, argv + 1);
+  if (cmd == "pull") return CmdPull(argc - 1, argv + 1);
+  if (cmd == "cost") return CmdCost(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

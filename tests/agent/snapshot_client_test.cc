@@ -3,13 +3,19 @@
 // the client refresh of common/snapshot_cache.h fetches over TLS on
 // loopback into a cache in a temp dir.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 
+#include "agent/agent.h"
 #include "common/histogram.h"
 #include "common/snapshot.h"
 #include "common/snapshot_cache.h"
@@ -92,7 +98,8 @@ class SnapshotClientTest : public ::testing::Test {
   }
   StatusOr<SnapshotRefreshResult> Refresh(int k) {
     HttpsClient c(agg_->Options());
-    return RefreshSnapshot(c, cache_, {.max_fragments = k, .public_key_pem = public_key_});
+    return RefreshSnapshot(c, cache_,
+                           {.max_fragments = k, .public_key_pem = public_key_, .progress = {}});
   }
   // Calls per symbol in the client's cache.
   std::map<std::string, uint64_t> CachedCalls() const {
@@ -296,6 +303,189 @@ TEST_F(SnapshotClientTest, ATamperedManifestOrAnotherKeyIsRejectedAndTheCacheKep
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(CachedFiles(), before);
   EXPECT_EQ(CachedCalls().at("fn_3"), 2u);
+}
+
+// Runs `cmd`, returns its exit code and stdout (stderr into `err`).
+int RunCli(const std::string& cmd, std::string* out, std::string* err, const TempDir& dir) {
+  const int rc =
+      std::system((cmd + " > " + dir.File("out.txt") + " 2> " + dir.File("err.txt")).c_str());
+  *out = ReadFile(dir.File("out.txt"));
+  *err = ReadFile(dir.File("err.txt"));
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The bucket a value lies in (-1 for zero).
+int BucketOf(double v) { return v < 1 ? -1 : BucketIndex(static_cast<uint64_t>(v)); }
+
+TEST_F(SnapshotClientTest, CostMatchesStatisticsComputedFromTheRawValues) {
+  // Two builds of one library, with raw per-call values known here: time,
+  // bytes allocated, file I/O.
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> time_ns(9.0, 1.2), bytes(5.0, 2.0);
+  std::vector<double> times, allocs, files;
+  uint64_t runs = 0;
+  HttpsClient c(agg_->Options());
+  for (int b = 0; b < 6; ++b) {
+    wire::Batch batch = SimpleBatch(IdOf(9000 + b), "libcost.so.2", "cost_fn", 1, 1);
+    batch.mutable_records(0)->mutable_key()->set_module_version(b % 2 ? "build-a" : "build-b");
+    Histogram t, a, f;
+    for (int i = 0; i < 500; ++i) {
+      const uint64_t tv = static_cast<uint64_t>(time_ns(rng)) + 1;
+      const uint64_t av = i % 3 == 0 ? 0 : static_cast<uint64_t>(bytes(rng));
+      const uint64_t fv = i % 10 == 0 ? 4096 : 0;
+      t.Record(tv), a.Record(av), f.Record(fv);
+      times.push_back(static_cast<double>(tv));
+      allocs.push_back(static_cast<double>(av));
+      files.push_back(static_cast<double>(fv));
+    }
+    wire::Record base = batch.records(0);
+    batch.clear_records();
+    const std::pair<wire::Metric, const Histogram*> metrics[] = {
+        {wire::METRIC_WALL_TIME_NS, &t},
+        {wire::METRIC_ALLOC_BYTES_INCLUSIVE, &a},
+        {wire::METRIC_FILE_IO_BYTES, &f}};
+    for (const auto& [metric, h] : metrics) {
+      wire::Record* r = batch.add_records();
+      *r = base;
+      r->mutable_key()->set_metric(metric);
+      HistogramToWire(*h, r->mutable_histogram());
+      r->set_runs(3);
+    }
+    runs += 3;
+    auto reply = c.Post("/v1/batches", "application/x-protobuf", batch.SerializeAsString());
+    ASSERT_TRUE(reply.ok() && reply->status == 200) << (reply.ok() ? reply->body : "");
+  }
+  for (int i = 0; i < 30; ++i) Ingest(i, i, 100, 1);  // other APIs around it
+  PublishAll();
+
+  const std::string cli = FIELDPROF_CLI_BIN;
+  const std::string common = " --cache " + cache_.dir() + " ";
+  const std::string server = " --port " + std::to_string(port_) + " --ca " + dir_.File("cert.pem") +
+                             " --key " + dir_.File("keys/snapshot-signing.pub");
+  std::string out, err;
+  // Before any pull: a clear message.
+  EXPECT_EQ(RunCli(cli + " cost" + common + "cost_fn", &out, &err, dir_), 1);
+  EXPECT_NE(err.find("fieldprof pull --all"), std::string::npos) << err;
+  ASSERT_EQ(RunCli(cli + " pull --all --quiet" + common + server, &out, &err, dir_), 0) << err;
+  EXPECT_NE(out.find(std::to_string(kFragments) + " of " + std::to_string(kFragments) + " current"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(RunCli(cli + " cost --json" + common + "libcost.so.2:cost_fn", &out, &err, dir_), 0)
+      << err;
+
+  // The same statistics, from the raw values.
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+  };
+  const double m = mean(times);
+  double var = 0;
+  for (double x : times) var += (x - m) * (x - m);
+  const double sd = std::sqrt(var / static_cast<double>(times.size()));
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  auto quantile = [&](double q) {  // nearest rank
+    return sorted[static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) - 1];
+  };
+  boost::property_tree::ptree j;
+  std::istringstream in(out);
+  boost::property_tree::read_json(in, j);
+  EXPECT_EQ(j.get<uint64_t>("calls"), times.size());
+  EXPECT_EQ(j.get<uint64_t>("runs"), runs);
+  EXPECT_EQ(j.get<uint64_t>("series"), 2u);
+  EXPECT_NEAR(j.get<double>("mean"), m, m * 1e-5);
+  EXPECT_NEAR(j.get<double>("stddev"), sd, sd * 1e-5);
+  EXPECT_EQ(j.get<double>("min"), sorted.front());
+  EXPECT_EQ(j.get<double>("max"), sorted.back());
+  for (const auto& [key, q] : {std::pair{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}}) {
+    // A log2 histogram places a quantile within the bucket of the true one.
+    EXPECT_EQ(BucketOf(j.get<double>(key)), BucketOf(quantile(q))) << key;
+  }
+  EXPECT_NEAR(j.get<double>("per_call.alloc_bytes"), mean(allocs), mean(allocs) * 1e-5);
+  EXPECT_NEAR(j.get<double>("per_call.file_io_bytes"), mean(files), 1e-6);
+  uint64_t bucketed = 0;
+  for (const auto& [_, b] : j.get_child("histogram.buckets")) bucketed += b.get<uint64_t>("count");
+  EXPECT_EQ(bucketed, times.size());
+
+  // The human view says the same, with a bar per bucket.
+  ASSERT_EQ(RunCli(cli + " cost --color never" + common + "cost_fn", &out, &err, dir_), 0) << err;
+  EXPECT_NE(out.find("calls 3,000"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 series in 1 module, 18 runs"), std::string::npos) << out;
+  EXPECT_NE(out.find("\u2588"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\033["), std::string::npos) << "colour with --color never";
+  ASSERT_EQ(RunCli(cli + " cost --color always" + common + "cost_fn", &out, &err, dir_), 0);
+  EXPECT_NE(out.find("\033[38;"), std::string::npos);
+
+  // A misspelt name gets suggestions; an unknown metric a clear error.
+  EXPECT_EQ(RunCli(cli + " cost" + common + "cost_fm", &out, &err, dir_), 1);
+  EXPECT_NE(err.find("Did you mean:\n  libcost.so.2:cost_fn"), std::string::npos) << err;
+  EXPECT_EQ(RunCli(cli + " cost" + common + "--metric bogus cost_fn", &out, &err, dir_), 2);
+  EXPECT_NE(err.find("unknown metric"), std::string::npos) << err;
+  EXPECT_EQ(RunCli(cli + " cost" + common + "--metric socket_io_bytes cost_fn", &out, &err, dir_),
+            1);
+  EXPECT_NE(err.find("has no socket_io_bytes data"), std::string::npos) << err;
+}
+
+// The agent refreshes on its own schedule, at most snapshot_per_day
+// fragments in a day, and `fieldprof status` reports a bad signature.
+TEST_F(SnapshotClientTest, TheAgentRefreshesWithinItsDailyAllowanceAndReportsABadSignature) {
+  for (int i = 0; i < 40; ++i) Ingest(i, i, 100, 1);
+  PublishAll();
+  agent::AgentConfig a;
+  a.server_port = port_;
+  a.ca_file = dir_.File("cert.pem");
+  a.spool_dir = dir_.File("spool");
+  a.state_dir = dir_.File("state");
+  a.snapshot_key = dir_.File("keys/snapshot-signing.pub");
+  a.snapshot_cache = cache_.dir();
+  a.snapshot_per_day = 3;
+  {
+    agent::Agent agent(a);
+    ASSERT_TRUE(agent.Init().ok());
+    auto r = agent.Pass(/*flush=*/false);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->snapshot_fetched, 3);
+    EXPECT_EQ(cache_.Fragments().size(), 3u);
+    // Not due again for a day (plus jitter).
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    EXPECT_GE(agent.snapshot_next_unix_ms(), now + 23 * 3600 * 1000);
+    r = agent.Pass(false);
+    EXPECT_EQ(r->snapshot_fetched, -1);
+    // Forced (as after a backoff), the day's allowance is still spent.
+    r = agent.Pass(false, /*upload=*/false, /*force_snapshot=*/true);
+    EXPECT_EQ(r->snapshot_fetched, 0);
+    EXPECT_EQ(cache_.Fragments().size(), 3u);
+  }
+  // The aggregator now signs with another key: refused, reported, cache kept.
+  agg_->Kill();
+  MakeKey("other-keys");
+  agg_ = std::make_unique<AggregatorProcess>(dir_, port_, Args("other-keys"));
+  agg_->Start();
+  Publish();
+  const auto before = CachedFiles();
+  a.snapshot_per_day = 100;
+  agent::Agent agent(a);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(false, false, /*force_snapshot=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->snapshot_fetched, 0);
+  EXPECT_EQ(CachedFiles(), before);
+  EXPECT_NE(agent.state().snapshot_result.find("signature"), std::string::npos)
+      << agent.state().snapshot_result;
+  std::string out, err;
+  ASSERT_EQ(RunCli(std::string(FIELDPROF_CLI_BIN) + " status --state_dir " + dir_.File("state") +
+                       " --spool " + dir_.File("spool") + " --runtime_settings " +
+                       dir_.File("none.conf") + " --cache " + cache_.dir(),
+                   &out, &err, dir_),
+            0)
+      << err;
+  EXPECT_NE(out.find("3 of 8 fragments held (3 current)"), std::string::npos) << out;
+  EXPECT_NE(out.find("snapshot check: "), std::string::npos) << out;
+  EXPECT_NE(out.find("manifest rejected, cache kept: manifest signature"), std::string::npos)
+      << out;
 }
 
 }  // namespace
