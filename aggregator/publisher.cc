@@ -61,7 +61,7 @@ Status Publisher::Init() {
   return Status::Ok();
 }
 
-StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms) {
+StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   std::lock_guard cycle(cycle_mu_);
   const uint32_t count = options_.fragment_count;
   wire::Manifest next;
@@ -70,9 +70,9 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms) {
     next = manifest_;
   }
   const bool first = next.fragments_size() != static_cast<int>(count);
-  // Which fragments this cycle rebuilds: all the first time, else the next
-  // per_cycle in rotation after the previous cycle's.
-  std::vector<bool> rebuild(count, first);
+  // Which fragments this cycle rebuilds: all the first time (or when asked),
+  // else the next per_cycle in rotation after the previous cycle's.
+  std::vector<bool> rebuild(count, first || all);
   const uint64_t version = next.snapshot_version() + 1;
   if (!first) {
     const uint64_t start = (next.snapshot_version() * options_.per_cycle) % count;
@@ -183,12 +183,12 @@ PublishLoop::PublishLoop(Publisher* publisher, std::chrono::seconds interval, Me
 
 PublishLoop::~PublishLoop() { Stop(); }
 
-StatusOr<CycleResult> PublishLoop::RunNow() {
+StatusOr<CycleResult> PublishLoop::RunNow(bool all) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  StatusOr<CycleResult> r = publisher_->Cycle(now_ms);
+  StatusOr<CycleResult> r = publisher_->Cycle(now_ms, all);
   if (metrics_ != nullptr) {
     if (r.ok()) {
       metrics_->PublishCycle(std::chrono::steady_clock::now() - t0, r->snapshot_version, r->bytes);

@@ -52,7 +52,8 @@ class Publisher {
   [[nodiscard]] Status Init();
   // One cycle: rebuilds the next `per_cycle` fragments in rotation (all of
   // them the first time), writes them, then the new signed manifest.
-  [[nodiscard]] StatusOr<CycleResult> Cycle(int64_t now_unix_ms);
+  // `all`: every fragment this time (an operator's "publish everything now").
+  [[nodiscard]] StatusOr<CycleResult> Cycle(int64_t now_unix_ms, bool all = false);
 
   // What the HTTP endpoints serve. NotFound before the first cycle.
   [[nodiscard]] StatusOr<std::string> SignedManifestBytes() const;
@@ -87,7 +88,7 @@ class PublishLoop {
   void Start();
   void Stop();
   // One cycle now (serialized with the timer's), counted in the metrics.
-  [[nodiscard]] StatusOr<CycleResult> RunNow();
+  [[nodiscard]] StatusOr<CycleResult> RunNow(bool all = false);
   Publisher* publisher() const { return publisher_; }
 
  private:

@@ -264,7 +264,7 @@ HttpResponse Router::Handle(const HttpRequest& req) {
       r.headers.emplace_back("Allow", "POST");
       return r;
     }
-    return AdminPublish(req.authorization);
+    return AdminPublish(req.authorization, query);
   }
   HttpResponse r =
       ErrorResponse(NotFound("no such endpoint: " + std::string(method) + " " + std::string(path)));
@@ -537,7 +537,7 @@ HttpResponse Router::SnapshotFragment(std::string_view index_text, std::string_v
                    metrics_);
 }
 
-HttpResponse Router::AdminPublish(std::string_view authorization) {
+HttpResponse Router::AdminPublish(std::string_view authorization, std::string_view query) {
   if (publish_ == nullptr) return NotPublishing();
   if (admin_token_.empty()) {
     HttpResponse r = ErrorResponse(
@@ -558,7 +558,16 @@ HttpResponse Router::AdminPublish(std::string_view authorization) {
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
-  StatusOr<CycleResult> c = publish_->RunNow();
+  StatusOr<std::vector<std::pair<std::string, std::string>>> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  bool all = false;
+  for (const auto& [k, v] : *params) {
+    if (k != "all" || (v != "0" && v != "1")) {
+      return ErrorResponse(InvalidArgument("the only parameter is all=0|1"));
+    }
+    all = v == "1";
+  }
+  StatusOr<CycleResult> c = publish_->RunNow(all);
   if (!c.ok()) return ErrorResponse(c.status());
   JsonWriter j;
   j.BeginObject();

@@ -17,7 +17,8 @@
 //   GET  /v1/snapshot/fragments/{i}      fragment i as the current manifest lists it;
 //                      [?version=HEX]    that version (immutable; old versions
 //                                        stay for keep_old after replacement)
-//   POST /v1/admin/publish               one publish cycle now; needs
+//   POST /v1/admin/publish[?all=1]       one publish cycle now (all: every
+//                                        fragment, not the next in rotation); needs
 //                                        "Authorization: Bearer <admin token>"
 #ifndef FIELDPROF_AGGREGATOR_ROUTER_H_
 #define FIELDPROF_AGGREGATOR_ROUTER_H_
@@ -97,7 +98,7 @@ class Router {
   HttpResponse SnapshotManifest(std::string_view if_none_match);
   HttpResponse SnapshotFragment(std::string_view index, std::string_view query,
                                 std::string_view if_none_match);
-  HttpResponse AdminPublish(std::string_view authorization);
+  HttpResponse AdminPublish(std::string_view authorization, std::string_view query);
 
  private:
   Store* store_;

@@ -11,7 +11,9 @@
 #      TLS to the aggregator, exactly once,
 #   6. print the field view: the most called APIs with their time
 #      percentiles, the biggest allocators, one API in detail,
-#   7. stop the aggregator with SIGTERM (graceful).
+#   7. publish the signed snapshot, pull it into a local cache and read an
+#      API's cost from the cache, offline (fieldprof pull, fieldprof cost),
+#   8. stop the aggregator with SIGTERM (graceful).
 #
 #   deploy/quickstart.sh
 #   QUICKSTART_ROUNDS=30 deploy/quickstart.sh        # more runs (default 12 rounds x 7 programs)
@@ -34,9 +36,11 @@ step "build"
 ./deploy/build.sh fieldprof-aggregator fieldprof-agent fieldprof-loadgen fieldprof 2>&1 |
   grep -E "Built target|error" || true
 
-step "certificate"
+step "certificate, snapshot signing key, admin token"
 mkdir -p "$state"
 ./deploy/make-cert.sh "$state/tls" ec
+./deploy/make-signing-key.sh "$state/keys"
+[[ -s "$state/admin.token" ]] || (umask 077 && head -c 24 /dev/urandom | base64 > "$state/admin.token")
 if [[ "${QUICKSTART_KEEP_DB:-0}" != "1" ]]; then rm -rf "$state/db"; fi
 
 step "aggregator"
@@ -44,6 +48,8 @@ log="$state/aggregator.log"
 : >"$log"
 ./build/aggregator/fieldprof-aggregator --listen 127.0.0.1 --port 0 \
   --tls_cert "$state/tls/cert.pem" --tls_key "$state/tls/key.pem" --db "$state/db" \
+  --signing_key "$state/keys/snapshot-signing.key" --snapshot_dir "$state/snapshot" \
+  --admin_token_file "$state/admin.token" \
   2>"$log" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
@@ -62,7 +68,7 @@ echo "healthz: ok"
 
 step "real programs under the runtime: $rounds rounds x 7 programs, $apis random APIs each"
 spool="$state/spool"
-rm -rf "$spool" "$state/agent"
+rm -rf "$spool" "$state/agent" "$state/cache"
 work="$state/work"
 rm -rf "$work" && mkdir -p "$work"
 seq 1 200000 | sed 's/$/ fieldprof quickstart line/' > "$work/data.txt"
@@ -90,9 +96,10 @@ echo
 step "fieldprof-agent --once --flush: spool -> batches -> aggregator"
 ./build/agent/fieldprof-agent --once --flush --server 127.0.0.1 --port "$port" \
   --ca_file "$state/tls/cert.pem" --spool "$spool" --state_dir "$state/agent" \
-  --runtime_settings "$state/runtime.conf"
+  --runtime_settings "$state/runtime.conf" \
+  --snapshot_key "$state/keys/snapshot-signing.pub" --snapshot_cache "$state/cache"
 ./build/tools/fieldprof status --spool "$spool" --state_dir "$state/agent" \
-  --runtime_settings "$state/runtime.conf"
+  --runtime_settings "$state/runtime.conf" --cache "$state/cache"
 
 if [[ "$loadgen" != "0" ]]; then
   step "load: $loadgen synthetic batches of ~128 KiB over 8 TLS connections, verified against ground truth"
@@ -111,9 +118,24 @@ top_api="$(./build/tools/fieldprof top "${client[@]}" --limit 1 --json |
 # shellcheck disable=SC2086
 ./build/tools/fieldprof api "${client[@]}" $top_api
 
+step "publish the signed snapshot now (admin call), pull it, read a cost offline"
+for _ in $(seq 1 100); do  # the uploaded batches folded into the sums
+  curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/metrics" |
+    grep -q '^fieldprof_pending_batches 0$' && break
+  sleep 0.1
+done
+curl -sf --cacert "$state/tls/cert.pem" -X POST \
+  -H "Authorization: Bearer $(cat "$state/admin.token")" \
+  "https://127.0.0.1:$port/v1/admin/publish?all=1"
+./build/tools/fieldprof pull --all "${client[@]}" --cache "$state/cache" \
+  --key "$state/keys/snapshot-signing.pub"
+# shellcheck disable=SC2086
+set -- $top_api
+./build/tools/fieldprof cost --cache "$state/cache" "$1:$2"
+
 step "a few metrics (GET /metrics)"
 curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/metrics" |
-  grep -E '^fieldprof_(batches_accepted_total|batches_duplicate_total|records_merged_total|pending_batches|apply_series_written_total|rocksdb_estimate_num_keys\{cf="data"\})'
+  grep -E '^fieldprof_(batches_accepted_total|batches_duplicate_total|records_merged_total|pending_batches|apply_series_written_total|rocksdb_estimate_num_keys\{cf="data"\}|publish_cycles_total|snapshot_version|publish_last_seconds)'
 
 step "graceful stop (SIGTERM)"
 kill -TERM $pid

@@ -181,6 +181,16 @@ TEST_F(SnapshotClientTest, EndpointsAnswerWithCachingHeaders) {
                 ->status,
             401);
   EXPECT_EQ(c.Get("/v1/admin/publish")->status, 405);
+  // ?all=1 rebuilds every fragment at once, not the next in rotation.
+  const HttpHeaders auth = {{"Authorization", std::string("Bearer ") + kToken}};
+  auto all = c.Request("POST", "/v1/admin/publish?all=1", "", "", auth);
+  ASSERT_TRUE(all.ok());
+  EXPECT_NE(all->body.find("\"rebuilt\":" + std::to_string(kFragments)), std::string::npos)
+      << all->body;
+  auto one = c.Request("POST", "/v1/admin/publish", "", "", auth);
+  EXPECT_NE(one->body.find("\"rebuilt\":" + std::to_string(kPerCycle)), std::string::npos)
+      << one->body;
+  EXPECT_EQ(c.Request("POST", "/v1/admin/publish?all=yes", "", "", auth)->status, 400);
 }
 
 TEST_F(SnapshotClientTest, AfterFOverKRefreshesTheClientHoldsEveryFragment) {
