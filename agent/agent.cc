@@ -162,7 +162,10 @@ void Agent::RefreshSettings(HttpsClient& client, bool force) {
 }
 
 void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {
-  if (config_.snapshot_key.empty() || config_.snapshot_per_day <= 0) return;
+  if (config_.snapshot_key.empty() || config_.snapshot_cache.empty() ||
+      config_.snapshot_per_day <= 0) {
+    return;
+  }
   const int64_t now = NowMs();
   if (!force && now < state_.snapshot_next_unix_ms) return;
   constexpr int64_t kDayMs = int64_t{24} * 3600 * 1000;
