@@ -18,18 +18,6 @@ namespace fieldprof::aggregator {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
-}  // namespace
-
 Publisher::Publisher(Store* store, const Ed25519Signer* signer, PublisherOptions options)
     : store_(store), signer_(signer), options_(std::move(options)) {}
 
@@ -44,7 +32,7 @@ Status Publisher::Init() {
     return InvalidArgument("publisher: fragment_count and per_cycle must be at least 1");
   }
   FP_RETURN_IF_ERROR(MakeDirs(options_.dir + "/fragments"));
-  StatusOr<std::string> signed_bytes = ReadWhole(options_.dir + "/manifest.signed");
+  StatusOr<std::string> signed_bytes = ReadWholeFile(options_.dir + "/manifest.signed");
   if (!signed_bytes.ok()) return Status::Ok();  // nothing published yet
   wire::SignedManifest s;
   wire::Manifest m;
@@ -175,7 +163,7 @@ StatusOr<std::string> Publisher::FragmentBytes(uint32_t index, uint64_t version)
     }
     version = manifest_.fragments(static_cast<int>(index)).version();
   }
-  return ReadWhole(FragmentPath(index, version));
+  return ReadWholeFile(FragmentPath(index, version));
 }
 
 PublishLoop::PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics)

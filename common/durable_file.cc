@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 namespace fieldprof {
 
@@ -69,6 +71,15 @@ Status WriteFileDurably(const std::string& path, const std::string& data) {
     return s;
   }
   return SyncDir(fs::path(path).parent_path().string());
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return IOError("reading " + path + " failed");
+  return buf.str();
 }
 
 }  // namespace fieldprof

@@ -16,6 +16,8 @@ namespace fieldprof {
 // Creates `dir` and its parents (mode 0700 for the ones it creates).
 [[nodiscard]] Status MakeDirs(const std::string& dir);
 [[nodiscard]] Status SyncDir(const std::string& dir);
+// The whole of a file. NotFound when it cannot be opened.
+[[nodiscard]] StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace fieldprof
 

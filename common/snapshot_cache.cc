@@ -20,15 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return IOError("reading " + path + " failed");
-  return buf.str();
-}
-
 // "<index>-<16 hex>.frag" -> index, version.
 bool ParseFragmentName(const std::string& name, uint32_t* index, uint64_t* version) {
   unsigned idx = 0;
@@ -67,7 +58,7 @@ std::string DefaultSnapshotKeyPath() {
 }
 
 StatusOr<std::string> SnapshotCache::SignedManifest() const {
-  StatusOr<std::string> bytes = ReadWhole(dir_ + "/manifest.signed");
+  StatusOr<std::string> bytes = ReadWholeFile(dir_ + "/manifest.signed");
   if (!bytes.ok()) return NotFound("no snapshot in " + dir_ + " yet");
   return bytes;
 }
@@ -84,7 +75,7 @@ StatusOr<wire::Manifest> SnapshotCache::Manifest() const {
 }
 
 std::string SnapshotCache::ManifestEtag() const {
-  StatusOr<std::string> etag = ReadWhole(dir_ + "/manifest.etag");
+  StatusOr<std::string> etag = ReadWholeFile(dir_ + "/manifest.etag");
   return etag.ok() ? *etag : "";
 }
 
@@ -109,7 +100,7 @@ std::vector<CachedFragment> SnapshotCache::Fragments() const {
 }
 
 StatusOr<wire::Fragment> SnapshotCache::ReadFragment(const CachedFragment& f) const {
-  StatusOr<std::string> bytes = ReadWhole(f.path);
+  StatusOr<std::string> bytes = ReadWholeFile(f.path);
   if (!bytes.ok()) return bytes.status();
   wire::Fragment out;
   if (!out.ParseFromString(*bytes) || out.index() != f.index) {
