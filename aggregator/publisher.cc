@@ -69,17 +69,21 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
     }
   }
   // One pass over one consistent snapshot.
-  std::vector<std::vector<wire::Record>> records(count);
+  // Each series is encoded as it is scanned: a few hundred bytes kept per
+  // series rather than a message with a heap object per bucket.
+  std::vector<std::vector<EncodedRecord>> records(count);
+  wire::Record r;
   CycleResult result;
   Status scan = store_->ForEachApi(ApiFilter(), [&](ApiAggregate&& a) {
     ++result.series;
     const uint32_t f = FragmentOf(a.key, count);
     if (!rebuild[f]) return true;
-    wire::Record& r = records[f].emplace_back();
+    r.Clear();
     ApiKeyToWire(a.key, r.mutable_key());
     HistogramToWire(a.histogram, r.mutable_histogram());
     r.set_runs(a.runs);
     if (a.truncated) r.set_truncated(true);
+    records[f].push_back(EncodeRecord(r));
     return true;
   });
   if (!scan.ok()) return scan;
@@ -92,7 +96,7 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   }
   for (uint32_t i = 0; i < count; ++i) {
     if (!rebuild[i]) continue;
-    const std::string bytes = EncodeFragment(i, count, std::move(records[i]));
+    const std::string bytes = EncodeFragmentFromEncoded(i, count, std::move(records[i]));
     const wire::FragmentInfo info = DescribeFragment(i, bytes);
     ++result.rebuilt;
     result.bytes += bytes.size();

@@ -42,24 +42,51 @@ uint32_t FragmentOf(const ApiKey& key, uint32_t count) {
   return static_cast<uint32_t>(Fnv1a64(EncodeApiKey(key)) % count);
 }
 
-std::string EncodeFragment(uint32_t index, uint32_t count, std::vector<wire::Record> records) {
-  std::vector<std::pair<std::string, wire::Record*>> order;
-  order.reserve(records.size());
-  const wire::Platform none;
-  for (wire::Record& r : records)
-    order.emplace_back(EncodeApiKey(ApiKeyFromWire(r.key(), none)), &r);
-  std::sort(order.begin(), order.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  wire::Fragment f;
-  f.set_schema_version(kFragmentSchemaVersion);
-  f.set_index(index);
-  f.set_fragment_count(count);
-  for (auto& [enc, r] : order) {
-    wire::Record* out = f.add_records();
-    *out = std::move(*r);
-    if (!out->key().has_platform()) out->mutable_key()->mutable_platform();
+EncodedRecord EncodeRecord(const wire::Record& record) {
+  if (!record.key().has_platform()) {
+    wire::Record with = record;
+    with.mutable_key()->mutable_platform();
+    return EncodeRecord(with);
   }
-  return Deterministic(f);
+  EncodedRecord e;
+  e.key = EncodeApiKey(ApiKeyFromWire(record.key(), wire::Platform()));
+  e.bytes = Deterministic(record);
+  return e;
+}
+
+std::string EncodeFragmentFromEncoded(uint32_t index, uint32_t count,
+                                      std::vector<EncodedRecord> records) {
+  std::sort(records.begin(), records.end(),
+            [](const EncodedRecord& a, const EncodedRecord& b) { return a.key < b.key; });
+  // A Fragment's encoding by hand, field by field in number order as
+  // protobuf writes it (proto3: zero scalars are left out).
+  wire::Fragment header;
+  header.set_schema_version(kFragmentSchemaVersion);
+  header.set_index(index);
+  header.set_fragment_count(count);
+  std::string out = Deterministic(header);
+  size_t total = out.size();
+  for (const EncodedRecord& r : records) total += r.bytes.size() + 6;
+  out.reserve(total);
+  for (const EncodedRecord& r : records) {
+    out += static_cast<char>((wire::Fragment::kRecordsFieldNumber << 3) | 2);  // length-delimited
+    for (uint64_t n = r.bytes.size();; n >>= 7) {
+      if (n < 0x80) {
+        out += static_cast<char>(n);
+        break;
+      }
+      out += static_cast<char>((n & 0x7f) | 0x80);
+    }
+    out += r.bytes;
+  }
+  return out;
+}
+
+std::string EncodeFragment(uint32_t index, uint32_t count, std::vector<wire::Record> records) {
+  std::vector<EncodedRecord> encoded;
+  encoded.reserve(records.size());
+  for (const wire::Record& r : records) encoded.push_back(EncodeRecord(r));
+  return EncodeFragmentFromEncoded(index, count, std::move(encoded));
 }
 
 wire::FragmentInfo DescribeFragment(uint32_t index, const std::string& bytes) {

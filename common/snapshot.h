@@ -36,6 +36,18 @@ uint32_t FragmentOf(const ApiKey& key, uint32_t count);
 // same content.
 std::string EncodeFragment(uint32_t index, uint32_t count, std::vector<wire::Record> records);
 
+// One record already encoded, with the key it sorts by: what a publisher
+// keeps per series while it scans (a few hundred bytes, one allocation),
+// instead of a message with a heap object per histogram bucket.
+struct EncodedRecord {
+  std::string key;    // EncodeApiKey, platform included
+  std::string bytes;  // the Record, deterministically encoded, platform filled in
+};
+EncodedRecord EncodeRecord(const wire::Record& record);
+// The same bytes as EncodeFragment for the same records.
+std::string EncodeFragmentFromEncoded(uint32_t index, uint32_t count,
+                                      std::vector<EncodedRecord> records);
+
 // The manifest's entry for an encoded fragment; `version` is derived from
 // the content (the first 8 bytes of its SHA-256), so an unchanged fragment
 // keeps its version.

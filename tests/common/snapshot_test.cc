@@ -1,5 +1,7 @@
 #include "common/snapshot.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,6 +56,37 @@ TEST(SnapshotTest, EncodingIsDeterministic) {
   b.pop_back();
   const std::string ec = EncodeFragment(3, 64, b);
   EXPECT_NE(DescribeFragment(3, ec).version(), DescribeFragment(3, ea).version());
+}
+
+// The hand-written fragment encoding is exactly protobuf's own, for the
+// first fragment (index 0 is left out on the wire) and any other.
+TEST(SnapshotTest, FragmentBytesAreProtobufsOwnEncoding) {
+  for (uint32_t index : {0u, 5u}) {
+    std::vector<wire::Record> recs;
+    for (int i = 0; i < 300; ++i) recs.push_back(RecordOf(i * 7));
+    recs[3].mutable_key()->clear_platform();  // filled in, as before
+    wire::Fragment f;
+    f.set_schema_version(kFragmentSchemaVersion);
+    f.set_index(index);
+    f.set_fragment_count(64);
+    std::vector<std::pair<std::string, wire::Record>> sorted;
+    for (const wire::Record& r : recs) {
+      wire::Record c = r;
+      c.mutable_key()->mutable_platform();
+      sorted.emplace_back(EncodeApiKey(ApiKeyFromWire(c.key(), wire::Platform())), c);
+    }
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [_, r] : sorted) *f.add_records() = r;
+    std::string want;
+    google::protobuf::io::StringOutputStream stream(&want);
+    {
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      ASSERT_TRUE(f.SerializeToCodedStream(&coded));
+    }
+    EXPECT_EQ(EncodeFragment(index, 64, recs), want) << index;
+  }
 }
 
 class ManifestTest : public ::testing::Test {
