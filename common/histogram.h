@@ -24,6 +24,7 @@
 
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -70,6 +71,8 @@ struct HistogramStats {
   double p50 = 0, p90 = 0, p99 = 0;
 };
 
+struct HistogramLayout;  // agent/runtime/hotpath.cc
+
 class Histogram {
  public:
   Histogram() = default;
@@ -94,6 +97,35 @@ class Histogram {
     } else {
       b.sum_sq = s;
     }
+  }
+
+  // Adds v[0..n): the same as n Record calls, without a branch that
+  // depends on the values (the runtime's per-thread batches of durations,
+  // where neighbours change bucket unpredictably). A zero goes to bucket 0
+  // with weight 0, and to the zero count.
+  void RecordMany(const uint64_t* v, size_t n) {
+    uint64_t lo = ~not_min_, hi = max_, zeros = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t x = v[i];
+      const uint64_t nonzero = x != 0;
+      HistogramBucket& b = buckets_[BucketIndex(x | 1)];
+      zeros += 1 - nonzero;
+      b.count += nonzero;
+      b.sum += x;
+      const uint128 sq = static_cast<uint128>(x) * x;
+      const uint128 s = b.sum_sq + sq;
+      if (s < sq) [[unlikely]] {
+        b.sum_sq = kUint128Max;
+        sum_sq_saturated_ = true;
+      } else {
+        b.sum_sq = s;
+      }
+      lo = x < lo ? x : lo;
+      hi = x > hi ? x : hi;
+    }
+    zero_count_ += zeros;
+    not_min_ = ~lo;
+    max_ = hi;
   }
 
   // Adds `n` zeros (one bucket's worth of Record(0) calls at once).
@@ -142,6 +174,10 @@ class Histogram {
   bool operator==(const Histogram&) const = default;
 
  private:
+  // Checks the layout that the runtime's assembly fast path writes into
+  // (agent/runtime/hotpath_layout.h).
+  friend struct HistogramLayout;
+
   uint64_t zero_count_ = 0;
   std::array<HistogramBucket, kNumBuckets> buckets_{};
   // The minimum, stored inverted so that an empty histogram is all zero

@@ -164,32 +164,42 @@ std::atomic<int> calibrating{0};
 
 }  // namespace
 
-// Ticks per ns from the TSC and the monotonic clock since start, then the
-// probe cost: the smallest duration measured for an empty function through
-// the very same stub, return path and hot path.
+// The TSC's rate against the monotonic clock, over the span since start:
+// first when a duration needs converting (a thread's first batch, a nested
+// call, the record), then again each time the span has grown fourfold, so
+// starting the program is never delayed, early conversions are close and
+// later ones closer. Without the vDSO clock, ticks are ns and the rate ~1.
 void CalibrateNow() {
+  if (g.rate_tsc0 == 0) return;  // before Start
   int expected = 0;
   if (!calibrating.compare_exchange_strong(expected, 1)) return;
-  const uint64_t t = Ticks();
-  const int64_t mono = MonoNs();
-  const uint64_t dt = t - g.tsc0;
-  const int64_t dns = mono - g.mono0_ns;
-  if (dt == 0 || dns <= 0) {
-    calibrating.store(0);
-    return;
+  const uint64_t dt = Ticks() - g.rate_tsc0;
+  const int64_t dns = MonoNs() - g.rate_mono0_ns;
+  if (dt != 0 && dns > 0) {
+    g.ns_per_tick_q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(dns) << 32) / dt);
+    g.rate_span_ticks = dt;
+    __atomic_store_n(&g.calibrated, 1, __ATOMIC_RELEASE);
   }
-  g.ns_per_tick_q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(dns) << 32) / dt);
+  calibrating.store(0);
+}
+
+namespace {
+
+// The probe's own cost, in ticks, once at start: the smallest duration
+// measured for an empty function through the very same stub, return path
+// and hot path (then taken off every duration), and what a measured call
+// adds in all (the overhead budget's unit).
+void CalibrateProbe() {
   fp_real[FP_CALIBRATION_SLOT] = reinterpret_cast<uintptr_t>(&fp_empty_function);
   fp_measuring[FP_CALIBRATION_SLOT] = 1;
-  g.probe_ticks = 0;
   auto* probe = reinterpret_cast<void (*)()>(fp_stub_8);
   uint64_t best = ~uint64_t{0};
   for (int i = 0; i < 64; ++i) {
+    g.calibration_last_ticks = ~uint64_t{0};
     probe();
     if (g.calibration_last_ticks < best) best = g.calibration_last_ticks;
   }
-  // What a measured call adds in all (stub, both clock reads, bookkeeping):
-  // a run of probe calls against the same run of direct calls, best of 4.
+  // A run of probe calls against the same run of direct calls, best of 4.
   uint64_t added = ~uint64_t{0};
   for (int round = 0; round < 4; ++round) {
     constexpr int kRun = 16;
@@ -202,16 +212,15 @@ void CalibrateNow() {
     added = std::min(added, with > without ? (with - without) / kRun : 0);
   }
   fp_measuring[FP_CALIBRATION_SLOT] = 0;
+  if (best == ~uint64_t{0}) best = 0;  // no probe measured (no shadow stack left)
   g.call_cost_ticks = std::max(added, 2 * best);
   g.probe_ticks = best;
-  __atomic_store_n(&g.calibrated, 1, __ATOMIC_RELEASE);
-  const auto ns = [](uint64_t ticks) {
-    return static_cast<unsigned long long>(
-        (static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
-  };
-  DebugLog("calibrated: probe %llu ns (subtracted), a measured call adds %llu ns",
-           ns(g.probe_ticks), ns(g.call_cost_ticks));
+  DebugLog("probe: %llu ticks (taken off every duration), a measured call adds %llu ticks",
+           static_cast<unsigned long long>(g.probe_ticks),
+           static_cast<unsigned long long>(g.call_cost_ticks));
 }
+
+}  // namespace
 
 namespace {
 
@@ -324,7 +333,7 @@ void ResetCounts() {
   }
   g.calls_total.store(0);
   // Durations buffered before calibration are the parent's calls too.
-  for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].npre = 0;
+  for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].nring = 0;
   g.dropped_depth.store(0);
   g.dropped_no_slab.store(0);
   g.dropped_uncalibrated.store(0);
@@ -366,6 +375,9 @@ __attribute__((constructor(101))) void Start() {
   }
   g.tsc0 = Ticks();
   g.mono0_ns = MonoNs();
+  g.rate_mono0_ns = g.mono0_ns;
+  g.rate_tsc0 = g.tsc0;
+  CalibrateProbe();
 }
 
 // Set after a failed exec: this image's run is on record already, so a
@@ -381,8 +393,6 @@ uint64_t CallsSinceReset() {
     for (int a = 0; a < FP_MAX_APIS; ++a)
       n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
   }
-  const int stacks = std::min(g.next_stack.load(), kShadowStacks);
-  for (int i = 0; i < stacks; ++i) n += g_stacks[i].npre;
   return n;
 }
 
@@ -394,8 +404,8 @@ bool HasRecord() {
 }
 
 void WriteRecord() {
-  if (g.active && !g.calibrated) CalibrateNow();
-  FlushPreCalibration();
+  if (g.active) CalibrateNow();  // over the whole run: the most precise rate
+  FlushDurations();
   const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(MonoNs() - g.mono0_ns) : 0;
   SpoolRun run;
   run.run_ns = run_ns;
@@ -425,6 +435,10 @@ void WriteRecord() {
         if (m > 0) totals[a][m].RecordZeros(quiet);
       }
     }
+  }
+  AddKeptDurations(totals);
+  for (int a = 0; a < FP_MAX_APIS; ++a) {
+    if (!g.bound[a]) continue;
     if (totals[a][0].count() == 0) continue;
     run.calls_measured += totals[a][0].count();
     run.apis[run.napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
@@ -889,7 +903,8 @@ void RestoreReturnAddresses() {
   const uintptr_t ours = reinterpret_cast<uintptr_t>(fieldprof::rt::fp_return_point);
   for (int i = static_cast<int>(t.depth) - 1; i >= 0; --i) {
     fieldprof::rt::Entry& e = t.e[i];
-    if (e.ret_slot != nullptr && *e.ret_slot == ours) {
+    if (e.ret_slot != nullptr && e.ret_slot != fieldprof::rt::FillingSlot() &&
+        *e.ret_slot == ours) {
       *e.ret_slot = e.ret_addr;
       g.abandoned.fetch_add(1, std::memory_order_relaxed);
     }

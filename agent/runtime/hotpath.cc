@@ -5,17 +5,71 @@
 // calibration, overhead budget) are in companion.cc.
 #include "agent/runtime/hotpath.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <new>
+
+// The assembly fast path's view of the data (hotpath_layout.h).
+struct fieldprof::HistogramLayout {
+  static_assert(offsetof(Histogram, zero_count_) == FP_H_ZERO);
+  static_assert(offsetof(Histogram, buckets_) == FP_H_BUCKETS);
+  static_assert(sizeof(HistogramBucket) == FP_H_BUCKET_SIZE);
+  static_assert(offsetof(HistogramBucket, count) == FP_HB_COUNT);
+  static_assert(offsetof(HistogramBucket, sum) == FP_HB_SUM);
+  static_assert(offsetof(HistogramBucket, sum_sq) == FP_HB_SUM_SQ);
+  static_assert(offsetof(Histogram, not_min_) == FP_H_NOT_MIN);
+  static_assert(offsetof(Histogram, max_) == FP_H_MAX);
+  static_assert(offsetof(Histogram, sum_sq_saturated_) == FP_H_SATURATED);
+};
 
 namespace fieldprof::rt {
 
+static_assert(FP_PROBE_SLOT == FP_CALIBRATION_SLOT);
+static_assert(offsetof(ThreadState, alloc_bytes) == FP_TS_ALLOC_BYTES);
+static_assert(offsetof(ThreadState, alloc_count) == FP_TS_ALLOC_COUNT);
+static_assert(offsetof(ThreadState, file_io) == FP_TS_FILE_IO);
+static_assert(offsetof(ThreadState, sock_io) == FP_TS_SOCK_IO);
+static_assert(offsetof(ThreadState, ss) == FP_TS_SS);
+static_assert(offsetof(ThreadState, slab_p) == FP_TS_SLAB_P);
+static_assert(offsetof(ShadowStack, depth) == FP_SS_DEPTH && sizeof(ShadowStack::depth) == 4);
+static_assert(offsetof(ShadowStack, nring) == FP_SS_NRING && sizeof(ShadowStack::nring) == 4);
+static_assert(offsetof(ShadowStack, ring_ticks) == FP_SS_RING_TICKS);
+static_assert(offsetof(ShadowStack, ring_slot) == FP_SS_RING_SLOT);
+static_assert(kRing == FP_RING);
+static_assert(offsetof(ShadowStack, e) == FP_SS_E);
+static_assert(kShadowDepth == FP_SHADOW_DEPTH);
+static_assert(sizeof(Entry) == FP_E_SIZE);
+static_assert(offsetof(Entry, ret_addr) == FP_E_RET_ADDR);
+static_assert(offsetof(Entry, ret_slot) == FP_E_RET_SLOT);
+static_assert(offsetof(Entry, t0) == FP_E_T0);
+static_assert(offsetof(Entry, alloc_bytes0) == FP_E_ALLOC_BYTES0);
+static_assert(offsetof(Entry, alloc_count0) == FP_E_ALLOC_COUNT0);
+static_assert(offsetof(Entry, file0) == FP_E_FILE0);
+static_assert(offsetof(Entry, sock0) == FP_E_SOCK0);
+static_assert(offsetof(Entry, child_alloc) == FP_E_CHILD_ALLOC);
+static_assert(offsetof(Entry, slot) == FP_E_SLOT && sizeof(Entry::slot) == 4);
+static_assert(offsetof(Globals, vdso_gettime) == FP_G_VDSO);
+static_assert(offsetof(Globals, ns_per_tick_q32) == FP_G_NS_PER_TICK);
+static_assert(offsetof(Globals, probe_ticks) == FP_G_PROBE_TICKS);
+static_assert(offsetof(Globals, calibration_last_ticks) == FP_G_CALIBRATION_LAST);
+static_assert(sizeof(Slab::h[0]) == FP_SLAB_API_STRIDE);
+static_assert(offsetof(Slab, calls) == FP_SLAB_CALLS);
+static_assert(offsetof(Slab, quiet) == FP_SLAB_QUIET);
+
 namespace {
 
-// Calibrate the TSC against the monotonic clock once this much has passed
-// since start (~1 ms at 3 GHz), so starting the program is never delayed.
-constexpr uint64_t kCalibrateAfterTicks = uint64_t{1} << 22;
-
 inline void Barrier() { __asm__ __volatile__("" ::: "memory"); }
+
+// Runs a slow path (normal code in companion.cc, which may call libc) with
+// the whole x87/SSE state saved around it: the measured function's results
+// (%xmm0/%xmm1, and a long double in %st0) pass through untouched.
+template <typename F>
+[[gnu::always_inline]] inline void WithFpuSaved(F f) {
+  alignas(16) unsigned char area[512];
+  __asm__ __volatile__("fxsave64 %0" : "=m"(area));
+  f();
+  __asm__ __volatile__("fxrstor64 %0" : : "m"(area));
+}
 
 // The thread's slab, taken at its first measured call; nullptr when none is left.
 [[gnu::noinline, gnu::cold]] Slab* TakeSlab(ThreadState& t) {
@@ -31,54 +85,87 @@ inline void Barrier() { __asm__ __volatile__("" ::: "memory"); }
   Slab* slab = &SlabAt(s);
   __atomic_store_n(&g.slabs_ready[s], 1, __ATOMIC_RELEASE);
   t.slab = s + 1;
+  t.slab_p = slab;
   return slab;
 }
 
 inline Slab* MySlab(ThreadState& t) {
-  if (t.slab > 0) [[likely]]
-    return &SlabAt(t.slab - 1);
+  if (t.slab_p != nullptr) [[likely]]
+    return t.slab_p;
   return TakeSlab(t);
 }
 
-inline uint64_t TicksToNs(uint64_t ticks) {
+// A measured duration in ns: the probe's own cost taken off, clamped at 0.
+inline uint64_t DurationNs(uint64_t ticks) {
+  ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
 }
 
-// Durations kept in ticks before calibration go into the histograms.
-void FlushPre(ShadowStack& t, Slab* slab) {
-  if (slab != nullptr) {
-    for (uint32_t p = 0; p < t.npre; ++p) {
-      slab->h[t.pre_slot[p]][0].Record(TicksToNs(t.pre_ticks[p]));
-    }
-  }
-  t.npre = 0;
+// Calibrates the clock if it is not yet (slow path, once per process; a
+// thread that finds another calibrating carries on uncalibrated).
+inline bool Calibrated() {
+  if (!g.calibrated) [[unlikely]]
+    WithFpuSaved(CalibrateNow);
+  return g.calibrated != 0;
 }
 
-// Before the clock is calibrated: keep the duration in ticks (calibrating
-// once enough has passed), or, once calibrated, flush what was kept first.
-[[gnu::noinline]] void RecordUncalibrated(ShadowStack& t, Slab& slab, uint32_t slot, uint64_t ticks,
-                                          uint64_t now) {
-  if (!g.calibrated && (t.npre == kPreCalibration || now - g.tsc0 > kCalibrateAfterTicks)) {
-    CalibrateNow();  // slow path, once per process
+// The thread's kept durations into its histograms, once the clock is
+// calibrated: each run of one API's durations in ns, then into its
+// histogram at once.
+[[gnu::noinline]] void FlushRing(ShadowStack& t, Slab& slab) {
+  if (!Calibrated()) return;
+  // A closer rate once the run is four times as long as the last one's span.
+  if (g.rate_span_ticks < (uint64_t{1} << 36) && Ticks() - g.rate_tsc0 > 4 * g.rate_span_ticks)
+    WithFpuSaved(CalibrateNow);
+  const uint32_t n = t.nring;
+  uint64_t ns[kRing];
+  uint32_t p = 0;
+  while (p < n) {
+    const uint32_t slot = t.ring_slot[p];
+    uint32_t m = 0;
+    do {
+      ns[m++] = DurationNs(t.ring_ticks[p++]);
+    } while (p < n && t.ring_slot[p] == slot);
+    slab.h[slot][0].RecordMany(ns, m);
   }
-  if (g.calibrated) {
-    FlushPre(t, &slab);
-    slab.h[slot][0].Record(TicksToNs(ticks));
-  } else if (t.npre < kPreCalibration) {
-    t.pre_ticks[t.npre] = ticks;
-    t.pre_slot[t.npre] = static_cast<uint8_t>(slot);
-    ++t.npre;
+  t.nring = 0;
+}
+
+// An outermost call's duration into the thread's ring (what the assembly
+// fast path does too), then the full ring into the histograms.
+inline void KeepDuration(ShadowStack& t, Slab& slab, uint32_t slot, uint64_t ticks) {
+  const uint32_t n = t.nring;
+  if (n < kRing) {
+    t.ring_ticks[n] = ticks;
+    t.ring_slot[n] = static_cast<uint8_t>(slot);
+    Barrier();
+    t.nring = n + 1;
   } else {
     g.dropped_uncalibrated.fetch_add(1, std::memory_order_relaxed);
   }
+  if (t.nring == kRing) FlushRing(t, slab);
 }
 
 }  // namespace
 
-void FlushPreCalibration() {
+void FlushDurations() {
   ThreadState& tls = t_state;
-  if (tls.ss == nullptr || !g.calibrated) return;
-  FlushPre(*tls.ss, MySlab(tls));
+  if (tls.ss == nullptr || tls.ss->nring == 0) return;
+  Slab* slab = MySlab(tls);
+  if (slab != nullptr) FlushRing(*tls.ss, *slab);
+}
+
+void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]) {
+  if (!g.calibrated) return;
+  const int stacks = std::min(g.next_stack.load(std::memory_order_relaxed), kShadowStacks);
+  for (int i = 0; i < stacks; ++i) {
+    const ShadowStack& t = g_stacks[i];
+    const uint32_t n = std::min<uint32_t>(__atomic_load_n(&t.nring, __ATOMIC_ACQUIRE), kRing);
+    for (uint32_t p = 0; p < n; ++p) {
+      const uint32_t slot = t.ring_slot[p];
+      if (slot < FP_MAX_APIS && g.bound[slot]) totals[slot][0].Record(DurationNs(t.ring_ticks[p]));
+    }
+  }
 }
 
 namespace {
@@ -133,7 +220,7 @@ namespace {
 // Every 1024 calls of an API in a slab: the overhead budget.
 [[gnu::noinline]] void BudgetTick() {
   g.calls_total.fetch_add(1024, std::memory_order_relaxed);
-  CheckBudget();
+  WithFpuSaved(CheckBudget);
 }
 
 }  // namespace
@@ -156,12 +243,15 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
     }
   }
   // Reserve the entry before filling it: a signal handler that runs a
-  // measured call in between pushes above it.
+  // measured call in between pushes above it, and takes the entry for a
+  // live one (FillingSlot) until its return slot holds fp_return_point.
+  // The assembly fast path (stubs_x86_64.S) does the same in the same order.
+  Entry& e = t.e[d];
+  e.ret_slot = FillingSlot();
+  Barrier();
   t.depth = d + 1;
   Barrier();
-  Entry& e = t.e[d];
   e.ret_addr = *ret_slot;
-  e.ret_slot = ret_slot;
   e.slot = slot;
   e.alloc_bytes0 = tls.alloc_bytes;
   e.alloc_count0 = tls.alloc_count;
@@ -170,6 +260,8 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   e.child_alloc = 0;
   Barrier();
   *ret_slot = reinterpret_cast<uintptr_t>(fp_return_point);
+  Barrier();
+  e.ret_slot = ret_slot;
   e.t0 = Ticks();
   return {fp_real[slot], 1};
 }
@@ -177,8 +269,8 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
 // The entry stays on the shadow stack until the end, so a signal handler
 // that runs a measured call meanwhile pushes above it; the stub keeps
 // fp_return_point in the return slot until fp_exit is over.
-extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
-  const uint64_t t1 = Ticks();
+extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
+  const uint64_t t1 = g.vdso_gettime == nullptr ? tsc : Ticks();
   ThreadState& tls = t_state;
   ShadowStack& t = *tls.ss;
   uintptr_t* const ret_slot = reinterpret_cast<uintptr_t*>(caller_rsp - 8);
@@ -196,22 +288,28 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp) {
   } else if ((slab = MySlab(tls)) == nullptr) [[unlikely]] {
     g.dropped_no_slab.fetch_add(1, std::memory_order_relaxed);
   } else {
-    uint64_t ticks = t1 - e.t0;
-    ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
-    if (g.calibrated && t.npre == 0) [[likely]] {
-      slab->h[slot][0].Record(TicksToNs(ticks));
-    } else {
-      RecordUncalibrated(t, *slab, slot, ticks, t1);
-    }
+    // The counters first: calibrating (below) may allocate.
     const uint64_t count = tls.alloc_count - e.alloc_count0;
     const uint64_t file = tls.file_io - e.file0;
     const uint64_t sock = tls.sock_io - e.sock0;
+    const uint64_t child_alloc = e.child_alloc;
+    const uint64_t ticks = t1 - e.t0;
+    if (i == 0) {
+      // Outermost: kept in the ring. A signal handler's measured calls
+      // meanwhile are nested (this entry is still on the shadow stack), so
+      // they never touch the ring.
+      KeepDuration(t, *slab, slot, ticks);
+    } else if (Calibrated()) {
+      slab->h[slot][0].Record(DurationNs(ticks));
+    } else {
+      g.dropped_uncalibrated.fetch_add(1, std::memory_order_relaxed);
+    }
     if ((alloc | count | file | sock) == 0) {
       ++slab->quiet[slot];  // exclusive bytes are 0 too: child_alloc <= alloc
     } else {
       Histogram* h = slab->h[slot];
       h[1].Record(alloc);
-      h[2].Record(alloc - e.child_alloc);
+      h[2].Record(alloc - child_alloc);
       h[3].Record(count);
       h[4].Record(file);
       h[5].Record(sock);

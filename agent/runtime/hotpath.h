@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "agent/runtime/hotpath_layout.h"
 #include "agent/runtime/runtime.h"
 #include "common/histogram.h"
 
@@ -18,8 +19,18 @@
 namespace fieldprof::rt {
 
 inline constexpr int kShadowDepth = 32;
-inline constexpr int kSlabs = 32;           // threads that can measure at once
-inline constexpr int kPreCalibration = 16;  // calls kept in ticks before calibration
+inline constexpr int kSlabs = 32;  // threads that can measure at once
+// Durations of a thread's outermost measured calls are kept in ticks and
+// go into the histograms 128 at a time (the exit path then ends with one
+// store, not a chain of dependent histogram updates for the next clock
+// read to wait on); before calibration they wait there for it.
+inline constexpr int kRing = 128;
+
+struct Slab;
+
+// An entry's ret_slot while it is being filled: counts as live (above any
+// return slot) and matches none.
+inline uintptr_t* FillingSlot() { return reinterpret_cast<uintptr_t*>(~uintptr_t{0}); }
 
 struct Entry {
   uintptr_t ret_addr;
@@ -34,9 +45,9 @@ struct Entry {
 // measured call (static TLS space is scarce for preloaded libraries).
 struct ShadowStack {
   uint32_t depth;
-  uint32_t npre;
-  uint64_t pre_ticks[kPreCalibration];
-  uint8_t pre_slot[kPreCalibration];
+  uint32_t nring;              // written after the entry it counts
+  uint64_t ring_ticks[kRing];  // raw durations (probe cost not yet taken off)
+  uint8_t ring_slot[kRing];
   Entry e[kShadowDepth];
 };
 inline constexpr int kShadowStacks = 256;
@@ -46,6 +57,7 @@ struct ThreadState {
   uint64_t alloc_bytes, alloc_count, file_io, sock_io;
   ShadowStack* ss;  // nullptr until the first measured call
   int32_t slab;     // index + 1; 0 none yet, -1 none left
+  Slab* slab_p;     // the slab itself once taken (the assembly's way in)
 };
 
 struct Slab {
@@ -60,28 +72,35 @@ struct Slab {
 // Process-wide state. Written by fieldprof_rt_* before relocation, by the
 // constructor, and by the slow paths.
 struct Globals {
+  // Read by the assembly fast path (stubs_x86_64.S), at the offsets in
+  // hotpath_layout.h: keep them first and in this order.
+  //
+  // Set when the clock is the vDSO's CLOCK_MONOTONIC (no invariant TSC):
+  // then ticks are nanoseconds.
+  int (*vdso_gettime)(clockid_t, timespec*);
+  uint64_t ns_per_tick_q32;         // ns = ticks * this >> 32
+  uint64_t probe_ticks;             // subtracted from every measured duration
+  uint64_t calibration_last_ticks;  // probe measurement channel
+  volatile int calibrated;
+
   FpRunConfig config;
   FpApi apis[FP_MAX_APIS + 1];
   volatile uint8_t truncated[FP_MAX_APIS];
   volatile uint8_t bound[FP_MAX_APIS];
   volatile int active;
-  volatile int calibrated;
-  // Set when the clock is the vDSO's CLOCK_MONOTONIC (no invariant TSC):
-  // then ticks are nanoseconds.
-  int (*vdso_gettime)(clockid_t, timespec*);
-  uint64_t ns_per_tick_q32;  // ns = ticks * this >> 32
-  uint64_t probe_ticks;      // subtracted from every measured duration
   uint64_t call_cost_ticks;  // what a measured call adds, all told (the budget's unit)
-  uint64_t tsc0;             // at start
+  uint64_t tsc0;             // at start, or at a fork or a failed exec
   int64_t mono0_ns;
+  uint64_t rate_tsc0;  // at start: where CalibrateNow's span begins
+  int64_t rate_mono0_ns;
+  uint64_t rate_span_ticks;  // the span of the last calibration
   // `g` is constinit (companion.cc): a dynamic initializer would run after
   // the auditor and early measured calls have already written to it.
   std::atomic<int> next_slab{0};
   std::atomic<int> next_stack{0};
   std::atomic<uint64_t> calls_total{0};
   std::atomic<uint64_t> dropped_no_slab{0}, dropped_depth{0}, dropped_uncalibrated{0}, abandoned{0};
-  uint64_t calibration_last_ticks;  // probe measurement channel
-  uint8_t slabs_ready[kSlabs];      // owned by a thread
+  uint8_t slabs_ready[kSlabs];  // owned by a thread
 };
 
 FP_HIDDEN extern Globals g;
@@ -109,7 +128,8 @@ extern "C" {
 FP_HIDDEN extern uintptr_t fp_real[FP_MAX_APIS + 1];
 FP_HIDDEN extern volatile uint8_t fp_measuring[FP_MAX_APIS + 1];
 FP_HIDDEN FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot);
-FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp);
+// `tsc` is the TSC read on return (unused when the clock is the vDSO's).
+FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc);
 // Where a measured API returns to (inside the stub, stubs_x86_64.S).
 FP_HIDDEN extern char fp_return_point[];
 FP_HIDDEN extern char fp_stub_0[], fp_stub_1[], fp_stub_2[], fp_stub_3[], fp_stub_4[], fp_stub_5[],
@@ -169,8 +189,11 @@ FP_HIDDEN extern int g_ngots[FP_MAX_APIS];
 FP_HIDDEN void CalibrateNow();
 FP_HIDDEN void CheckBudget();
 FP_HIDDEN int RebindCallers(int slot);
-// In hotpath.cc: the calling thread's pre-calibration durations into its histograms.
-FP_HIDDEN void FlushPreCalibration();
+// In hotpath.cc: the calling thread's kept durations into its histograms.
+FP_HIDDEN void FlushDurations();
+// Durations other threads still keep, into `totals[api][0]` of APIs bound
+// (the record; the threads may be running, so their rings are only read).
+FP_HIDDEN void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]);
 
 }  // namespace fieldprof::rt
 

@@ -1,32 +1,230 @@
 // Entry stubs and the return path of the fieldprof runtime (x86-64 SysV).
 //
 // A chosen API's callers are bound to fp_stub_N instead of the function.
-// The stub saves the argument registers and asks fp_enter (hotpath.cc) for
-// the real address and whether to measure this call. Not measured: restore
-// the arguments untouched and jump there. Measured: fp_enter has kept the
-// caller's return address on the thread's shadow stack and written
-// fp_return_point into its stack slot; the stub pops that slot and calls
-// the function, so the call pushes fp_return_point into the very same slot:
-// stack arguments sit where the function expects them, and every return is
-// paired with its call, so the CPU predicts all of them (a planted return
-// address would cost a mispredicted return per call). fp_return_point
-// saves the return registers, asks fp_exit for the caller's return address,
+// The stub keeps the caller's return address on the thread's shadow stack
+// and writes fp_return_point into its stack slot; then it pops that slot
+// and calls the function, so the call pushes fp_return_point into the very
+// same slot: stack arguments sit where the function expects them, and every
+// return is paired with its call, so the CPU predicts all of them (a
+// planted return address would cost a mispredicted return per call).
+// fp_return_point takes the caller's return address from the shadow stack,
 // pushes it back into the slot and returns to it.
 //
+// The common case runs here without a call or a register save beyond the
+// red zone: a thread with its shadow stack and slab, the TSC as the clock,
+// the shadow stack's top entry live, and on return a call that allocated
+// nothing and did no I/O with the clock calibrated. Everything else (first
+// call of a thread, entries that longjmp or an unwinder left, allocation
+// and I/O metrics, calibration, the overhead budget, the vDSO clock) goes
+// to fp_enter/fp_exit in hotpath.cc, which keep the same data the same way.
+// The offsets come from hotpath_layout.h, checked there against the C++.
+//
 // Any signature works: stack arguments are never moved, varargs keep %al,
-// struct returns keep %rdi/%rax, floating-point arguments and results are
-// not touched by fp_enter/fp_exit (built with -mgeneral-regs-only); the
-// return path still saves %xmm0/%xmm1 for the rare slow path that calls
-// libc (clock calibration). x87 long double results are never touched.
+// struct returns keep %rdi/%rax, and neither path touches a floating-point
+// register: fp_enter/fp_exit are built with -mgeneral-regs-only, the
+// return path saves %xmm0/%xmm1 around fp_exit for its slow paths, and
+// those save the whole x87/SSE state around anything that calls libc.
+#include "agent/runtime/hotpath_layout.h"
+
+#define G _ZN9fieldprof2rt1gE
+#define T_STATE _ZN9fieldprof2rt7t_stateE
+
         .text
 
         .globl  fp_stub_common
         .hidden fp_stub_common
         .type   fp_stub_common, @function
 fp_stub_common:
-        // %r11d = slot. On entry %rsp points at the return address, and
-        // %rsp+8 is 16-byte aligned.
+        // %r11d = slot. On entry (%rsp) is the return address, and %rsp+8
+        // is 16-byte aligned. Nothing is called on the fast path, so the
+        // red zone below %rsp holds the registers it needs.
         .cfi_startproc
+        movq    %rax, -8(%rsp)
+        movq    %rdx, -16(%rsp)
+        movq    %rcx, -24(%rsp)
+        movq    %rsi, -32(%rsp)
+        cmpq    $0, G+FP_G_VDSO(%rip)
+        jne     .Lenter_slow
+        movq    T_STATE@gottpoff(%rip), %rax
+        movq    %fs:FP_TS_SS(%rax), %rcx        // the shadow stack
+        testq   %rcx, %rcx
+        jz      .Lenter_slow
+        movl    FP_SS_DEPTH(%rcx), %edx
+        testl   %edx, %edx
+        jnz     .Lenter_nested
+.Lenter_push:
+        // %rcx = shadow stack, %edx = depth d, %rax = t_state's TLS offset.
+        leaq    (%rdx,%rdx,8), %rsi
+        leaq    FP_SS_E(%rcx,%rsi,8), %rsi      // &e[d]
+        movq    $-1, FP_E_RET_SLOT(%rsi)        // FillingSlot: live, matches none
+        incl    %edx
+        movl    %edx, FP_SS_DEPTH(%rcx)         // reserved
+        movq    (%rsp), %rdx
+        movq    %rdx, FP_E_RET_ADDR(%rsi)
+        movl    %r11d, FP_E_SLOT(%rsi)
+        movq    %fs:FP_TS_ALLOC_BYTES(%rax), %rdx
+        movq    %rdx, FP_E_ALLOC_BYTES0(%rsi)
+        movq    %fs:FP_TS_ALLOC_COUNT(%rax), %rdx
+        movq    %rdx, FP_E_ALLOC_COUNT0(%rsi)
+        movq    %fs:FP_TS_FILE_IO(%rax), %rdx
+        movq    %rdx, FP_E_FILE0(%rsi)
+        movq    %fs:FP_TS_SOCK_IO(%rax), %rdx
+        movq    %rdx, FP_E_SOCK0(%rsi)
+        movq    $0, FP_E_CHILD_ALLOC(%rsi)
+        leaq    fp_return_point(%rip), %rdx
+        movq    %rdx, (%rsp)
+        movq    %rsp, FP_E_RET_SLOT(%rsi)
+        leaq    fp_real(%rip), %rax
+        movq    (%rax,%r11,8), %r11             // the API
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rdx, %rax
+        movq    %rax, FP_E_T0(%rsi)
+        movq    -8(%rsp), %rax
+        movq    -16(%rsp), %rdx
+        movq    -24(%rsp), %rcx
+        movq    -32(%rsp), %rsi
+.Lcall:
+        // Measured. The slot at (%rsp) holds fp_return_point, and the
+        // caller's return address is on the shadow stack. Between the lea
+        // and the call the slot lies in the red zone, which signal delivery
+        // never touches.
+        leaq    8(%rsp), %rsp
+        .cfi_endproc                    // unwinders stop at fp_return_point,
+                                        // as at any frame without CFI
+        call    *%r11
+        .globl  fp_return_point
+        .hidden fp_return_point
+fp_return_point:
+        // The function returned: %rsp is the caller's, 16-byte aligned, and
+        // -8(%rsp) the return slot, which holds fp_return_point until the
+        // entry is off the shadow stack (see DropDeadEntries). %rcx, %rsi,
+        // %rdi, %r8-%r11 are the caller's to lose; %rax and %rdx wait in
+        // the red zone.
+        movq    %rax, -16(%rsp)
+        movq    %rdx, -24(%rsp)
+        cmpq    $0, G+FP_G_VDSO(%rip)
+        jne     .Lexit_vdso
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rax, %rdx                      // %rdx = t1, for fp_exit too
+        movq    T_STATE@gottpoff(%rip), %rsi
+        movq    %fs:FP_TS_SS(%rsi), %rcx
+        movl    FP_SS_DEPTH(%rcx), %edi
+        subl    $1, %edi                        // i = depth - 1
+        jb      .Lexit_slow
+        leaq    (%rdi,%rdi,8), %r8
+        leaq    FP_SS_E(%rcx,%r8,8), %r8        // &e[i]
+        leaq    -8(%rsp), %rax
+        cmpq    %rax, FP_E_RET_SLOT(%r8)
+        jne     .Lexit_slow                     // not the topmost entry
+        movl    FP_E_SLOT(%r8), %r9d
+        movq    %rdx, %rax
+        subq    FP_E_T0(%r8), %rax              // ticks
+        cmpl    $FP_PROBE_SLOT, %r9d
+        je      .Lexit_calibration
+        movq    %fs:FP_TS_ALLOC_BYTES(%rsi), %r10
+        subq    FP_E_ALLOC_BYTES0(%r8), %r10
+        movq    %fs:FP_TS_ALLOC_COUNT(%rsi), %r11
+        subq    FP_E_ALLOC_COUNT0(%r8), %r11
+        orq     %r11, %r10
+        movq    %fs:FP_TS_FILE_IO(%rsi), %r11
+        subq    FP_E_FILE0(%r8), %r11
+        orq     %r11, %r10
+        movq    %fs:FP_TS_SOCK_IO(%rsi), %r11
+        subq    FP_E_SOCK0(%r8), %r11
+        orq     %r11, %r10
+        jnz     .Lexit_slow                     // allocated or did I/O
+        movq    %fs:FP_TS_SLAB_P(%rsi), %r10
+        testq   %r10, %r10
+        jz      .Lexit_slow
+        testl   %edi, %edi
+        jnz     .Lexit_slow                     // nested: fp_exit records it
+        movl    FP_SS_NRING(%rcx), %esi
+        cmpl    $FP_RING - 1, %esi
+        jae     .Lexit_slow                     // this one fills the ring
+        movq    FP_SLAB_CALLS(%r10,%r9,8), %r11
+        addq    $1, %r11
+        testl   $1023, %r11d
+        jz      .Lexit_slow                     // the overhead budget's turn
+        // Committed: nothing below goes to the slow path. The duration
+        // waits in the ring (raw ticks); fp_exit puts the ring into the
+        // histograms when it is full. Signal handlers' measured calls
+        // meanwhile are nested, and nested calls never touch the ring.
+        movq    %r11, FP_SLAB_CALLS(%r10,%r9,8)
+        addq    $1, FP_SLAB_QUIET(%r10,%r9,8)
+        movq    %rax, FP_SS_RING_TICKS(%rcx,%rsi,8)
+        movb    %r9b, FP_SS_RING_SLOT(%rcx,%rsi)
+        addl    $1, %esi
+        movl    %esi, FP_SS_NRING(%rcx)         // after the entry it counts
+        movq    FP_E_RET_ADDR(%r8), %r11        // before the entry is given up
+        movl    %edi, FP_SS_DEPTH(%rcx)
+.Lexit_return:
+        // %r11 = the caller's return address, the entry given up.
+        movq    -16(%rsp), %rax
+        movq    -24(%rsp), %rdx
+        pushq   %r11                            // back into the slot; the return
+        ret                                     // predictor expects just this address
+.Lexit_calibration:
+        // The probe (CalibrateNow): the raw duration, nothing recorded.
+        movq    %rax, G+FP_G_CALIBRATION_LAST(%rip)
+        movq    FP_E_RET_ADDR(%r8), %r11
+        movl    %edi, FP_SS_DEPTH(%rcx)
+        jmp     .Lexit_return
+
+.Lexit_vdso:
+        xorl    %edx, %edx                      // fp_exit reads the clock
+.Lexit_slow:
+        // %rdx = t1; the return values back in place for fp_exit's frame.
+        movq    %rdx, %rsi
+        movq    -16(%rsp), %rax
+        movq    -24(%rsp), %rdx
+        // The save area stops below the return slot.
+        subq    $64, %rsp
+        movq    %rax, 0(%rsp)
+        movq    %rdx, 8(%rsp)
+        movdqu  %xmm0, 16(%rsp)
+        movdqu  %xmm1, 32(%rsp)
+        leaq    64(%rsp), %rdi          // %rsp as the caller will see it
+        call    fp_exit                 // -> %rax = the caller's return address
+        movq    %rax, %r11
+        movq    0(%rsp), %rax
+        movq    8(%rsp), %rdx
+        movdqu  16(%rsp), %xmm0
+        movdqu  32(%rsp), %xmm1
+        addq    $64, %rsp
+        pushq   %r11
+        ret
+
+.Lenter_nested:
+        // %edx = depth > 0: push on top if the topmost entry is live (its
+        // return slot above this call's, or still holding fp_return_point);
+        // otherwise fp_enter drops dead entries first.
+        cmpl    $FP_SHADOW_DEPTH, %edx
+        jae     .Lenter_slow
+        leal    -1(%rdx), %esi
+        leaq    (%rsi,%rsi,8), %rsi
+        movq    FP_SS_E+FP_E_RET_SLOT(%rcx,%rsi,8), %rsi
+        testq   %rsi, %rsi
+        jz      .Lenter_slow                    // restored for an unwinder
+        cmpq    %rsp, %rsi
+        ja      .Lenter_push
+        movq    (%rsi), %rsi
+        leaq    fp_return_point(%rip), %rax
+        cmpq    %rax, %rsi
+        jne     .Lenter_slow
+        movq    T_STATE@gottpoff(%rip), %rax
+        jmp     .Lenter_push
+        .size   fp_stub_common, .-fp_stub_common
+
+        .type   fp_enter_slow, @function
+fp_enter_slow:
+.Lenter_slow:
+        .cfi_startproc
+        movq    -8(%rsp), %rax
+        movq    -16(%rsp), %rdx
+        movq    -24(%rsp), %rcx
+        movq    -32(%rsp), %rsi
         subq    $72, %rsp               // 8 registers + pad: %rsp 16-aligned
         .cfi_adjust_cfa_offset 72
         movq    %rdi, 0(%rsp)
@@ -52,39 +250,10 @@ fp_stub_common:
         movq    56(%rsp), %r10
         leaq    72(%rsp), %rsp
         .cfi_adjust_cfa_offset -72
-        jnz     1f
+        jnz     .Lcall
         jmp     *%r11                   // not measured: a plain tail jump
-1:
-        // Measured. The slot at (%rsp) holds fp_return_point already, and
-        // the caller's return address is on the shadow stack. Between the
-        // lea and the call the slot lies in the red zone, which signal
-        // delivery never touches.
-        leaq    8(%rsp), %rsp
-        .cfi_endproc                    // unwinders stop at fp_return_point,
-                                        // as at any frame without CFI
-        call    *%r11
-        .globl  fp_return_point
-        .hidden fp_return_point
-fp_return_point:
-        // The function returned: %rsp is the caller's and 16-byte aligned.
-        // The save area stops below the return slot, which holds
-        // fp_return_point until fp_exit is over (see DropDeadEntries).
-        subq    $64, %rsp
-        movq    %rax, 0(%rsp)
-        movq    %rdx, 8(%rsp)
-        movdqu  %xmm0, 16(%rsp)
-        movdqu  %xmm1, 32(%rsp)
-        leaq    64(%rsp), %rdi          // %rsp as the caller will see it
-        call    fp_exit                 // -> %rax = the caller's return address
-        movq    %rax, %r11
-        movq    0(%rsp), %rax
-        movq    8(%rsp), %rdx
-        movdqu  16(%rsp), %xmm0
-        movdqu  32(%rsp), %xmm1
-        addq    $64, %rsp
-        pushq   %r11                    // back into the slot; the return
-        ret                             // predictor expects just this address
-        .size   fp_stub_common, .-fp_stub_common
+        .cfi_endproc
+        .size   fp_enter_slow, .-fp_enter_slow
 
 // One stub per slot. A slot not measured (past the overhead budget, or a
 // choice replaced after a dlopen) costs one byte compare and a jump to the

@@ -21,6 +21,47 @@ TEST(HistogramTest, ZeroGoesToZeroBucket) {
   EXPECT_EQ(h.max(), 0u);
 }
 
+TEST(HistogramTest, RecordManyEqualsRecordingOneByOne) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<uint64_t> v(rng() % 200);
+    for (auto& x : v) {
+      switch (rng() % 4) {
+        case 0:
+          x = 0;
+          break;
+        case 1:
+          x = rng() % 8;
+          break;
+        case 2:
+          x = rng() >> (rng() % 64);
+          break;
+        default:
+          x = 1000 + rng() % 50;
+          break;
+      }
+    }
+    Histogram one_by_one, at_once;
+    // Something there already, so min and max start from values, not empty.
+    if (round % 2 == 1) {
+      for (Histogram* h : {&one_by_one, &at_once}) {
+        h->Record(300);
+        h->Record(5);
+      }
+    }
+    for (const uint64_t x : v) one_by_one.Record(x);
+    at_once.RecordMany(v.data(), v.size());
+    ASSERT_EQ(at_once, one_by_one) << "round " << round;
+  }
+  // Sums of squares saturate the same way.
+  Histogram one_by_one, at_once;
+  const std::vector<uint64_t> big(5, ~uint64_t{0});
+  for (const uint64_t x : big) one_by_one.Record(x);
+  at_once.RecordMany(big.data(), big.size());
+  EXPECT_TRUE(at_once.sum_sq_saturated());
+  EXPECT_EQ(at_once, one_by_one);
+}
+
 TEST(HistogramTest, RecordZerosEqualsRecordingZeros) {
   for (const uint64_t n : {0, 1, 7}) {
     Histogram one_by_one, at_once;

@@ -200,6 +200,31 @@ TEST_F(RuntimeTest, FloatingPointArgumentsAndResultsPassThrough) {
   EXPECT_EQ(wall->count(), 1u);
 }
 
+// Thousands of calls of two APIs in turn, one returning a long double in
+// %st0: every result is right (the program checks each against the same
+// expression computed without a call), and every call is in the record
+// though most durations wait in per-thread batches until the end.
+TEST_F(RuntimeTest, FloatingPointResultsThroughBatchesAndBudgetChecks) {
+  const std::vector<std::string> argv = {prog_, "fpmany", "5000"};
+  Result plain = RunCmd(argv, {});
+  std::vector<std::string> env = Env("fp_test_fsum,fp_test_lmul", 2);
+  env.push_back("FIELDPROF_BUDGET=1000");  // checked every 1024 calls, never reached
+  Result measured = RunCmd(argv, env);
+  EXPECT_EQ(measured.exit_code, plain.exit_code);
+  EXPECT_EQ(measured.out, plain.out);
+  EXPECT_NE(measured.out.find("bad 0"), std::string::npos) << measured.out;
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  for (const char* api : {"fp_test_fsum", "fp_test_lmul"}) {
+    const auto* wall = Find(recs, api, wire::METRIC_WALL_TIME_NS);
+    ASSERT_NE(wall, nullptr) << api;
+    EXPECT_EQ(wall->count(), 5000u) << api;
+    const auto* alloc = Find(recs, api, wire::METRIC_ALLOC_COUNT);
+    ASSERT_NE(alloc, nullptr) << api;
+    EXPECT_EQ(alloc->count(), 5000u) << api;
+  }
+}
+
 TEST_F(RuntimeTest, ExceptionsThroughAMeasuredCall) {
   Result r = RunBoth({prog_, "throw"}, "_Z13fp_test_throwi");
   EXPECT_EQ(r.out, "caught 2\ndone throw\n");

@@ -36,6 +36,11 @@ __attribute__((visibility("default"))) double fp_test_fsum(double a, double b, d
   return a + b + c + d + e + f + g2 + h + i;
 }
 
+// A long double result comes back in the x87 register %st0.
+__attribute__((visibility("default"))) long double fp_test_lmul(long double a, long double b) {
+  return a * b;
+}
+
 // Recursion through the caller's PLT: cb calls fp_test_recurse(n - 1, cb).
 FP_TEST_API long fp_test_recurse(long n, long (*cb)(long)) { return n <= 0 ? 0 : n + cb(n); }
 

@@ -1,6 +1,6 @@
 // Calls the test library as told by its arguments and prints what it got,
 // so runs with and without the runtime can be compared byte for byte.
-//   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | throw
+//   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | fpmany N | throw
 //            | recurse N | varargs | structs | threads T N | signal | longjmp
 //            | fork | forkin | vfork | exec | execfail | execfail5 | _exit | many N | dlopen LIB
 #include <dlfcn.h>
@@ -25,6 +25,7 @@ void fp_test_alloc(size_t n);
 void fp_test_sleep_us(long us);
 long fp_test_write(int fd, long n);
 double fp_test_fsum(double, double, double, double, double, double, double, double, double);
+long double fp_test_lmul(long double, long double);
 long fp_test_recurse(long n, long (*cb)(long));
 double fp_test_vsum(int n, ...);
 long fp_test_many(long, long, long, long, long, long, long, long, long, long);
@@ -199,6 +200,24 @@ int main(int argc, char** argv) {
     for (int i = 0; i < atoi(argv[4]); ++i) total += fp_test_write(fd, atol(argv[3]));
     close(fd);
     printf("wrote %ld\n", total);
+  } else if (!strcmp(what, "fpmany") && argc > 2) {
+    // Many calls of two APIs in turn, each result checked: past batches of
+    // kept durations and the overhead budget's checks.
+    const long n = atol(argv[2]);
+    long bad = 0;
+    long double product = 1;
+    double total = 0;
+    for (long i = 0; i < n; ++i) {
+      const double x = static_cast<double>(i % 7);
+      const double s = fp_test_fsum(x, 0.5, 0.25, 0, 0, 0, 0, 0, 0.125);
+      if (s != x + 0.875) ++bad;
+      total += s;
+      const long double f = 1.0L + static_cast<long double>(i % 5) / 1e18L;
+      const long double p = fp_test_lmul(f, 3.0L);
+      if (p != f * 3.0L) ++bad;
+      product = product * p / 3.0L;
+    }
+    printf("%.3f %.21Lg bad %ld\n", total, product, bad);
   } else if (!strcmp(what, "fsum")) {
     printf("%.3f\n", fp_test_fsum(1.5, 2.25, 3, 4, 5, 6, 7, 8, 9.125));
   } else if (!strcmp(what, "throw")) {
