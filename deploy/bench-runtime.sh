@@ -9,7 +9,9 @@
 #      wall time without and with the runtime (random choice, default
 #      settings), pairs run side by side (deploy/overhead.py), and the same
 #      with neither side instrumented, to show the method's own spread;
-#   3. the fixed cost per process, on sqlite3 running 'select 1'.
+#   3. the fixed cost per process, on sqlite3 running 'select 1';
+#   4. the sqlite3 overhead expected from 1 and 3 and the calls each run of
+#      2 measured (its records), with its confidence interval.
 # Prints each figure; everything stays in a temp dir and stops by itself.
 #
 #   deploy/bench-runtime.sh [SQLITE_PAIRS]   (default 30)
@@ -78,16 +80,40 @@ sql="$PWD/deploy/workloads/sqlite-bench.sql"
 want=$(sqlite3 :memory: < "$sql")
 got=$("${rt[@]}" FIELDPROF_K=2 sqlite3 :memory: < "$sql")
 [[ "$got" == "$want" ]] || { echo "bench-runtime: output differs under the runtime"; exit 1; }
-./deploy/overhead.py --parallel --lib "$lib" --work "$work" --runs "$runs" --stdin "$sql" -- sqlite3 :memory:
+mkdir -p "$work/s2" "$work/s3"
+./deploy/overhead.py --parallel --lib "$lib" --work "$work/s2" --runs "$runs" --stdin "$sql" -- sqlite3 :memory: \
+  | tee "$work/s2.txt"
 echo "the same pairs with neither run instrumented (the method's own spread):"
-./deploy/overhead.py --parallel --control --lib "$lib" --work "$work" --runs "$runs" --stdin "$sql" -- sqlite3 :memory:
+./deploy/overhead.py --parallel --control --lib "$lib" --work "$work/s2" --runs "$runs" --stdin "$sql" -- sqlite3 :memory:
 echo "what the instrumented sqlite3 runs measured (records in the spool):"
-./build/tools/fieldprof spool ls --spool "$work/spool" > "$work/ls.txt"
-awk 'NR > 1 && $6 == "measured" && $8 !~ /fp_bench/ && $7 > 0 { print "  " $7 " calls  " $8 " " $9 }' \
+./build/tools/fieldprof spool ls --spool "$work/s2/spool" > "$work/ls.txt"
+awk 'NR > 1 && $6 == "measured" && $7 > 0 { print "  " $7 " calls  " $8 " " $9 }' \
   "$work/ls.txt" | sort -n | tail -n 12
-awk 'NR > 1 && $6 == "measured" && $8 !~ /fp_bench/ { n++; if ($7 > 0) hit++ }
+awk 'NR > 1 && $6 == "measured" { n++; if ($7 > 0) hit++ }
      END { printf "  %d instrumented runs, %d of them called a chosen API\n", n, hit }' "$work/ls.txt"
 
 echo "== 3. fixed cost per process: sqlite3 :memory: 'select 1', $((runs * 10)) pairs"
 echo "select 1;" > "$work/select1.sql"
-./deploy/overhead.py --lib "$lib" --work "$work" --runs $((runs * 10)) --stdin "$work/select1.sql" -- sqlite3 :memory:
+./deploy/overhead.py --lib "$lib" --work "$work/s3" --runs $((runs * 10)) --stdin "$work/select1.sql" \
+  -- sqlite3 :memory: | tee "$work/s3.txt"
+
+echo "== 4. the sqlite3 overhead expected from what its runs measured"
+# Each instrumented run of section 2 costs the fixed cost (section 3) plus
+# its measured calls times the added cost per call (section 1): a figure
+# with a far narrower spread than timing whole runs on a shared machine,
+# which section 2 checks it against.
+python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" <<'PY'
+import re, statistics, sys
+ls, s2, s3, added = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+base_ms = float(re.search(r"CPU time: median without ([0-9.]+) ms", open(s2).read()).group(1))
+fixed_ms = float(re.search(r"CPU time: .*paired mean difference ([-+0-9.]+) ms", open(s3).read()).group(1))
+calls = [int(l.split()[6]) for l in open(ls).read().splitlines()[1:]
+         if len(l.split()) > 6 and l.split()[5] == "measured"]
+per_run = [100 * (fixed_ms + c * added / 1e6) / base_ms for c in calls]
+mean = statistics.mean(per_run)
+half = 1.96 * statistics.stdev(per_run) / len(per_run) ** 0.5 if len(per_run) > 1 else float("nan")
+print(f"  {len(calls)} runs: fixed {fixed_ms:+.2f} ms and {added} ns per measured call, "
+      f"against a median run of {base_ms:.1f} ms")
+print(f"  expected overhead: mean {mean:+.3f}% (95% CI {mean - half:+.3f}% .. {mean + half:+.3f}%), "
+      f"the costliest run {max(per_run):+.2f}%, the fixed cost alone {100 * fixed_ms / base_ms:+.3f}%")
+PY
