@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/histogram.h"
@@ -288,6 +289,61 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   EXPECT_NE(Find(recs, "fp_test_alloc", wire::METRIC_ALLOC_COUNT), nullptr);
 }
 
+// The spool's cap holds when programs end at the same moment; the size
+// kept in .usage is exact afterwards; and a count older than a minute is
+// redone, so records removed meanwhile (uploaded) free their room.
+TEST_F(RuntimeTest, TheSpoolCapHoldsForProgramsEndingAtOnce) {
+  const std::string conf = dir_.path() + "/runtime.conf";
+  { std::ofstream(conf) << "spool_cap_mib = 1\n"; }
+  std::vector<std::string> env = Env("fp_test_alloc");
+  env.push_back("FIELDPROF_SETTINGS=" + conf);
+  ASSERT_EQ(RunCmd({prog_, "alloc", "100", "3"}, env).exit_code, 7);
+  auto first = ListSpool(spool());
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  const uint64_t record = (*first)[0].bytes, cap = uint64_t{1} << 20;
+  // Room left for three and a half records of that size.
+  const uint64_t filler = cap - record - (7 * record) / 2;
+  {
+    std::ofstream f(spool() + "/run-1-1-00000000.fpr", std::ios::binary);
+    f << std::string(filler, 'x');
+  }
+  fs::remove(spool() + "/.usage");
+  std::string cmd = "for i in 1 2 3 4 5 6 7 8; do env";
+  for (const std::string& e : env) cmd += " " + ShellQuote(e);
+  cmd += " " + ShellQuote(prog_) + " alloc 100 3 >/dev/null & done; wait";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const auto total = [&] {
+    uint64_t bytes = 0;
+    size_t n = 0;
+    const auto entries = ListSpool(spool());
+    EXPECT_TRUE(entries.ok());
+    for (const SpoolEntry& e : entries.ok() ? *entries : std::vector<SpoolEntry>{}) {
+      bytes += e.bytes;
+      ++n;
+    }
+    return std::pair{bytes, n};
+  };
+  auto [bytes, files] = total();
+  EXPECT_LE(bytes, cap);
+  EXPECT_EQ(files, 2u + 3u) << "the first run, the filler and three of the eight";
+  const auto usage = [&] {
+    unsigned long long b = 0;
+    long long at = 0;
+    std::istringstream(ReadFile(spool() + "/.usage")) >> b >> at;
+    return std::pair<uint64_t, long long>{b, at};
+  };
+  EXPECT_EQ(usage().first, bytes);
+  // The agent uploads and removes the filler; once the count is stale the
+  // next run sees the room.
+  fs::remove(spool() + "/run-1-1-00000000.fpr");
+  { std::ofstream(spool() + "/.usage") << bytes << " " << usage().second - 61 << "\n"; }
+  ASSERT_EQ(RunCmd({prog_, "alloc", "100", "3"}, env).exit_code, 7);
+  std::tie(bytes, files) = total();
+  EXPECT_EQ(files, 5u);
+  EXPECT_EQ(usage().first, bytes);
+}
+
 TEST_F(RuntimeTest, AFullSpoolDiskLeavesNothingCorrupt) {
   // A 64 KiB tmpfs as the spool's disk, in a mount namespace of our own,
   // filled up; the program runs as ever and no partial record is left.
@@ -317,6 +373,7 @@ TEST_F(RuntimeTest, AFullSpoolDiskLeavesNothingCorrupt) {
   EXPECT_EQ(ReadFile(d + "/rc_full"), "7\n");
   size_t left = 0;
   for (const auto& e : fs::directory_iterator(d + "/copy_full")) {
+    if (e.path().filename() == ".usage") continue;  // the spool's size, not a record
     ADD_FAILURE() << "left on the full disk: " << e.path();
     ++left;
   }
@@ -449,7 +506,11 @@ TEST_F(RuntimeTest, RecordsCarryNothingPrivate) {
       if (secret.empty()) continue;
       EXPECT_EQ(bytes.find(secret), std::string::npos) << secret << " in " << e.path();
     }
-    ++files;
+    if (e.path().extension() == ".fpr") {
+      ++files;
+    } else {
+      EXPECT_EQ(e.path().filename(), ".usage");  // the spool's size: two numbers
+    }
   }
   EXPECT_EQ(files, 1);
   EXPECT_NE(Find(Records(), "fp_test_write", wire::METRIC_FILE_IO_BYTES), nullptr);
