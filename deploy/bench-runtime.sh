@@ -15,6 +15,11 @@
 # Prints each figure; everything stays in a temp dir and stops by itself.
 #
 #   deploy/bench-runtime.sh [SQLITE_PAIRS]   (default 30)
+#
+# BASELINE_LIB=DIR (a directory with another build's libfieldprof.so and
+# libfieldprof_audit.so, e.g. from a worktree of an older commit) adds that
+# runtime's selected cost to section 1, measured in the same loop, so a
+# change is compared at the same moment of this shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-30}"
@@ -30,16 +35,26 @@ rt=(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool" "FIELDPROF_SLOT_DIR=$work/
 ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }
 calc() { python3 -c "print(f'{$1:.$2f}')"; }
 
-echo "== 1. an empty exported function, called through the PLT (best of 5 rounds)"
+echo "== 1. an empty exported function, called through the PLT (best of 5 rounds, best of 5 interleaved runs)"
 calls=20000000
-plain=999; unsel=999; sel=999
-# Interleaved, three times each; the best of each kind counts.
-for _ in 1 2 3; do
+plain=999; unsel=999; sel=999; base=999
+baseline="${BASELINE_LIB:-}"
+if [[ -n "$baseline" && ! -f "$baseline/libfieldprof.so" ]]; then
+  echo "bench-runtime: BASELINE_LIB=$baseline has no libfieldprof.so"; exit 2
+fi
+# Interleaved, five times each; the best of each kind counts.
+for _ in 1 2 3 4 5; do
   p=$("$prog" empty $calls 5 | ns)
   u=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_work "$prog" empty $calls 5 | ns)
   s=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 \
       "$prog" empty $((calls / 4)) 5 | ns)
   plain=$(calc "min($plain, $p)" 3); unsel=$(calc "min($unsel, $u)" 3); sel=$(calc "min($sel, $s)" 3)
+  if [[ -n "$baseline" ]]; then
+    b=$("${rt[@]}" "LD_AUDIT=$baseline/libfieldprof_audit.so" "LD_PRELOAD=$baseline/libfieldprof.so" \
+        "FIELDPROF_SPOOL=$work/baseline-spool" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty \
+        FIELDPROF_BUDGET=1000 "$prog" empty $((calls / 4)) 5 | ns)
+    base=$(calc "min($base, $b)" 3)
+  fi
 done
 # Were the runs really instrumented? The records say which API was bound.
 bound=$(./build/tools/fieldprof spool ls --spool "$work/spool" | grep -c "fp_bench_empty" || true)
@@ -63,6 +78,9 @@ tsc=$("$prog" rdtsc $calls 5 | ns)
 echo "without fieldprof:               $plain ns/call"
 echo "runtime loaded, not selected:    $unsel ns/call   speed ratio = $(calc "$plain / $unsel" 3) (target >= 0.98)"
 echo "selected (measured every call):  $sel ns/call   added = $added ns/call (target <= 30, goal 20)"
+if [[ -n "$baseline" ]]; then
+  echo "baseline runtime, selected:      $base ns/call   added = $(calc "$base - $plain" 1) ns/call (BASELINE_LIB)"
+fi
 echo "recorded duration of the empty function: mean $recorded ns (target <= 5 after compensation)"
 echo "physical floor: one TSC read costs $tsc ns here; a timed call needs two = $(calc "2 * $tsc" 1) ns"
 echo "  added cost = $(calc "$added / (2 * $tsc)" 2)x that floor"
