@@ -89,14 +89,7 @@ class Histogram {
     HistogramBucket& b = buckets_[i];
     ++b.count;
     b.sum += v;
-    const uint128 sq = static_cast<uint128>(v) * v;
-    const uint128 s = b.sum_sq + sq;
-    if (s < sq) [[unlikely]] {
-      b.sum_sq = kUint128Max;
-      sum_sq_saturated_ = true;
-    } else {
-      b.sum_sq = s;
-    }
+    AddSquare(b, v);
   }
 
   // Adds v[0..n): the same as n Record calls, without a branch that
@@ -112,14 +105,7 @@ class Histogram {
       zeros += 1 - nonzero;
       b.count += nonzero;
       b.sum += x;
-      const uint128 sq = static_cast<uint128>(x) * x;
-      const uint128 s = b.sum_sq + sq;
-      if (s < sq) [[unlikely]] {
-        b.sum_sq = kUint128Max;
-        sum_sq_saturated_ = true;
-      } else {
-        b.sum_sq = s;
-      }
+      AddSquare(b, x);
       lo = x < lo ? x : lo;
       hi = x > hi ? x : hi;
     }
@@ -174,6 +160,18 @@ class Histogram {
   bool operator==(const Histogram&) const = default;
 
  private:
+  // b.sum_sq += v * v, saturating (and flagged) at 2^128 - 1.
+  void AddSquare(HistogramBucket& b, uint64_t v) {
+    const uint128 sq = static_cast<uint128>(v) * v;
+    const uint128 s = b.sum_sq + sq;
+    if (s < sq) [[unlikely]] {
+      b.sum_sq = kUint128Max;
+      sum_sq_saturated_ = true;
+    } else {
+      b.sum_sq = s;
+    }
+  }
+
   // Checks the layout that the runtime's assembly fast path writes into
   // (agent/runtime/hotpath_layout.h).
   friend struct HistogramLayout;
