@@ -71,12 +71,14 @@ wire::RunRecord MakeRun(const std::vector<std::string>& symbols, std::mt19937_64
   return run;
 }
 
+// Written as the runtime writes records: under a temporary name, then
+// renamed, so the daemon (woken by inotify) never reads half a record.
 void WriteRun(const std::string& spool, const wire::RunRecord& run, int n) {
   fs::create_directories(spool);
-  std::ofstream(
-      spool + "/run-" + std::to_string(1795000000000 + n) + "-" + std::to_string(n) + "-0.fpr",
-      std::ios::binary)
-      << run.SerializeAsString();
+  const std::string name =
+      "run-" + std::to_string(1795000000000 + n) + "-" + std::to_string(n) + "-0.fpr";
+  { std::ofstream(spool + "/.tmp-" + name, std::ios::binary) << run.SerializeAsString(); }
+  fs::rename(spool + "/.tmp-" + name, spool + "/" + name);
 }
 
 // ---------------------------------------------------------------- batching

@@ -324,9 +324,14 @@ TEST_F(RuntimeTest, TheSpoolCapHoldsForProgramsEndingAtOnce) {
     }
     return std::pair{bytes, n};
   };
+  // Records differ by some bytes (their durations differ), so how many of
+  // the eight fit is not exact; but some did, some did not, the cap holds,
+  // and less room than two records is left.
   auto [bytes, files] = total();
   EXPECT_LE(bytes, cap);
-  EXPECT_EQ(files, 2u + 3u) << "the first run, the filler and three of the eight";
+  EXPECT_GT(files, 2u) << "the first run, the filler, and none of the eight";
+  EXPECT_LT(files, 2u + 8u) << "all eight fitted";
+  EXPECT_LT(cap - bytes, 2 * record);
   const auto usage = [&] {
     unsigned long long b = 0;
     long long at = 0;
@@ -338,9 +343,10 @@ TEST_F(RuntimeTest, TheSpoolCapHoldsForProgramsEndingAtOnce) {
   // next run sees the room.
   fs::remove(spool() + "/run-1-1-00000000.fpr");
   { std::ofstream(spool() + "/.usage") << bytes << " " << usage().second - 61 << "\n"; }
+  const size_t before = files - 1;
   ASSERT_EQ(RunCmd({prog_, "alloc", "100", "3"}, env).exit_code, 7);
   std::tie(bytes, files) = total();
-  EXPECT_EQ(files, 5u);
+  EXPECT_EQ(files, before + 1);
   EXPECT_EQ(usage().first, bytes);
 }
 
