@@ -241,6 +241,7 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
 }
 
 Status Agent::SealFromSpool(bool flush, PassResult* result) {
+  result->stale_temporaries_removed = RemoveStaleTemporaries(config_.spool_dir);
   StatusOr<std::vector<SpoolEntry>> files = ListSpool(config_.spool_dir);
   if (!files.ok()) return files.status();
   BatchBuilder builder(static_cast<size_t>(config_.batch_bytes), platform_);

@@ -58,7 +58,8 @@ struct AgentConfig {
 
 struct PassResult {
   int runs_read = 0;
-  int runs_bad = 0;  // spool files that were not valid records (quarantined)
+  int runs_bad = 0;                   // spool files that were not valid records (quarantined)
+  int stale_temporaries_removed = 0;  // unfinished record writes, over an hour old
   int batches_sealed = 0;
   int batches_uploaded = 0;
   int batches_quarantined = 0;

@@ -1,11 +1,13 @@
 #include "common/spool.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,6 +45,23 @@ StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir) {
     return a.name < b.name;
   });
   return out;
+}
+
+int RemoveStaleTemporaries(const std::string& dir, int64_t older_than_s) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return 0;
+  const int64_t now = static_cast<int64_t>(time(nullptr));
+  int removed = 0;
+  for (const auto& e : it) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".tmp-", 0) != 0) continue;
+    struct stat st;
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (now - static_cast<int64_t>(st.st_mtim.tv_sec) < older_than_s) continue;
+    if (::unlink(e.path().c_str()) == 0) ++removed;
+  }
+  return removed;
 }
 
 Status ValidateRunRecord(const wire::RunRecord& r) {

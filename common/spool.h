@@ -31,6 +31,12 @@ struct SpoolEntry {
 // skipped), oldest first. A missing directory is an empty spool.
 [[nodiscard]] StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir);
 
+// Removes the temporary files (".tmp-*") of record writes that never
+// finished (the program was killed between creating and renaming one) once
+// they are older than `older_than_s`; returns how many it removed. The
+// runtime renames within milliseconds, so an hour is far past any live one.
+int RemoveStaleTemporaries(const std::string& dir, int64_t older_than_s = 3600);
+
 // Reads and validates one record file: schema version, platform and every
 // record by the wire rules (common/validate.h). Errors name the file.
 [[nodiscard]] StatusOr<wire::RunRecord> ReadRunRecord(const std::string& path);

@@ -415,6 +415,27 @@ TEST_F(AgentPassTest, ACorruptSpoolFileIsSetAsideAndCounted) {
   ExpectStored(agg, sums);
 }
 
+// A record write that never finished (its program killed between creating
+// the temporary file and renaming it) is removed once it is over an hour
+// old; a young one, maybe still being written, is left; records go on.
+TEST_F(AgentPassTest, AStaleUnfinishedRecordWriteIsRemoved) {
+  FillSpool(2, 1);
+  const std::string old_tmp = dir_.File("spool") + "/.tmp-1795000000000-7-0000abcd";
+  const std::string young_tmp = dir_.File("spool") + "/.tmp-1795000000001-8-0000abce";
+  std::ofstream(old_tmp) << "half a record";
+  std::ofstream(young_tmp) << "half a record";
+  fs::last_write_time(old_tmp, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  Agent agent(Config(FreePort()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stale_temporaries_removed, 1);
+  EXPECT_FALSE(fs::exists(old_tmp));
+  EXPECT_TRUE(fs::exists(young_tmp));
+  EXPECT_EQ(r->runs_read, 2);
+  EXPECT_EQ(r->runs_bad, 0);
+}
+
 TEST_F(AgentPassTest, ADamagedStateFileIsResetNotFatal) {
   fs::create_directories(dir_.File("state"));
   std::ofstream(Config(0).status_path()) << "failures = many\n";
