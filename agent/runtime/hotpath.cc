@@ -73,10 +73,10 @@ template <typename F>
 
 // The thread's slab, taken at its first measured call; nullptr when none is left.
 [[gnu::noinline, gnu::cold]] Slab* TakeSlab(ThreadState& t) {
-  if (t.slab < 0) return nullptr;
+  if (t.no_slab_left) return nullptr;
   const int s = g.next_slab.fetch_add(1, std::memory_order_relaxed);
   if (s >= kSlabs) {
-    t.slab = -1;
+    t.no_slab_left = true;
     return nullptr;
   }
   // The storage is zero-filled and never handed out twice, and zero bytes
@@ -84,7 +84,6 @@ template <typename F>
   // of histograms this thread never records into are never touched.
   Slab* slab = &SlabAt(s);
   __atomic_store_n(&g.slabs_ready[s], 1, __ATOMIC_RELEASE);
-  t.slab = s + 1;
   t.slab_p = slab;
   return slab;
 }

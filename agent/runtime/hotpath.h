@@ -55,9 +55,9 @@ inline constexpr int kShadowStacks = 256;
 // Per-thread counters (thread-local; a few words).
 struct ThreadState {
   uint64_t alloc_bytes, alloc_count, file_io, sock_io;
-  ShadowStack* ss;  // nullptr until the first measured call
-  int32_t slab;     // index + 1; 0 none yet, -1 none left
-  Slab* slab_p;     // the slab itself once taken (the assembly's way in)
+  ShadowStack* ss;    // nullptr until the first measured call
+  bool no_slab_left;  // all kSlabs were taken before this thread asked
+  Slab* slab_p;       // the thread's slab once taken (nullptr before)
 };
 
 struct Slab {
