@@ -332,7 +332,7 @@ void ResetCounts() {
     if (g.slabs_ready[s]) new (&SlabAt(s)) Slab();
   }
   g.calls_total.store(0);
-  // Durations buffered before calibration are the parent's calls too.
+  // Durations kept in the threads' batches are the parent's calls too.
   for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].nring = 0;
   g.dropped_depth.store(0);
   g.dropped_no_slab.store(0);
