@@ -73,8 +73,6 @@ struct HistogramStats {
   double p50 = 0, p90 = 0, p99 = 0;
 };
 
-struct HistogramLayout;  // agent/runtime/hotpath.cc
-
 class Histogram {
  public:
   Histogram() = default;
@@ -173,10 +171,6 @@ class Histogram {
       b.sum_sq = s;
     }
   }
-
-  // Checks the layout that the runtime's assembly fast path writes into
-  // (agent/runtime/hotpath_layout.h).
-  friend struct HistogramLayout;
 
   uint64_t zero_count_ = 0;
   std::array<HistogramBucket, kNumBuckets> buckets_{};

@@ -333,7 +333,10 @@ void ResetCounts() {
   }
   g.calls_total.store(0);
   // Durations kept in the threads' batches are the parent's calls too.
-  for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].nring = 0;
+  for (int i = 0; i < kShadowStacks; ++i) {
+    g_stacks[i].nring = 0;
+    g_stacks[i].since_budget = 0;
+  }
   g.dropped_depth.store(0);
   g.dropped_no_slab.store(0);
   g.dropped_uncalibrated.store(0);
@@ -393,7 +396,7 @@ uint64_t CallsSinceReset() {
     for (int a = 0; a < FP_MAX_APIS; ++a)
       n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
   }
-  return n;
+  return n + KeptCalls();
 }
 
 // Whether this process has a record to write.
@@ -589,6 +592,7 @@ void ResolveAlloc() {
 
 inline void CountAlloc(size_t n) {
   if (!g.active) return;
+  CountersWillMove(t_state);
   t_state.alloc_bytes += n;
   ++t_state.alloc_count;
 }
@@ -706,12 +710,15 @@ void CountFdIo(int fd, ssize_t n) {
       fd_kind[fd] = kind;
     }
   }
+  if (kind == 3) return;
+  CountersWillMove(t_state);
   if (kind == 1) t_state.file_io += static_cast<uint64_t>(n);
   if (kind == 2) t_state.sock_io += static_cast<uint64_t>(n);
 }
 
 void CountSocketIo(ssize_t n) {
   if (n > 0 && g.active && t_state.ss != nullptr && t_state.ss->depth > 0) {
+    CountersWillMove(t_state);
     t_state.sock_io += static_cast<uint64_t>(n);
   }
 }

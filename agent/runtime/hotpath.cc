@@ -9,28 +9,11 @@
 #include <cstddef>
 #include <new>
 
-// The assembly fast path's view of the data (hotpath_layout.h).
-struct fieldprof::HistogramLayout {
-  static_assert(offsetof(Histogram, zero_count_) == FP_H_ZERO);
-  static_assert(offsetof(Histogram, buckets_) == FP_H_BUCKETS);
-  static_assert(sizeof(HistogramBucket) == FP_H_BUCKET_SIZE);
-  static_assert(offsetof(HistogramBucket, count) == FP_HB_COUNT);
-  static_assert(offsetof(HistogramBucket, sum) == FP_HB_SUM);
-  static_assert(offsetof(HistogramBucket, sum_sq) == FP_HB_SUM_SQ);
-  static_assert(offsetof(Histogram, not_min_) == FP_H_NOT_MIN);
-  static_assert(offsetof(Histogram, max_) == FP_H_MAX);
-  static_assert(offsetof(Histogram, sum_sq_saturated_) == FP_H_SATURATED);
-};
-
 namespace fieldprof::rt {
 
+// The assembly fast path's view of the data (hotpath_layout.h).
 static_assert(FP_PROBE_SLOT == FP_CALIBRATION_SLOT);
-static_assert(offsetof(ThreadState, alloc_bytes) == FP_TS_ALLOC_BYTES);
-static_assert(offsetof(ThreadState, alloc_count) == FP_TS_ALLOC_COUNT);
-static_assert(offsetof(ThreadState, file_io) == FP_TS_FILE_IO);
-static_assert(offsetof(ThreadState, sock_io) == FP_TS_SOCK_IO);
 static_assert(offsetof(ThreadState, ss) == FP_TS_SS);
-static_assert(offsetof(ThreadState, slab_p) == FP_TS_SLAB_P);
 static_assert(offsetof(ShadowStack, depth) == FP_SS_DEPTH && sizeof(ShadowStack::depth) == 4);
 static_assert(offsetof(ShadowStack, nring) == FP_SS_NRING && sizeof(ShadowStack::nring) == 4);
 static_assert(offsetof(ShadowStack, ring_ticks) == FP_SS_RING_TICKS);
@@ -42,19 +25,11 @@ static_assert(sizeof(Entry) == FP_E_SIZE);
 static_assert(offsetof(Entry, ret_addr) == FP_E_RET_ADDR);
 static_assert(offsetof(Entry, ret_slot) == FP_E_RET_SLOT);
 static_assert(offsetof(Entry, t0) == FP_E_T0);
-static_assert(offsetof(Entry, alloc_bytes0) == FP_E_ALLOC_BYTES0);
-static_assert(offsetof(Entry, alloc_count0) == FP_E_ALLOC_COUNT0);
-static_assert(offsetof(Entry, file0) == FP_E_FILE0);
-static_assert(offsetof(Entry, sock0) == FP_E_SOCK0);
-static_assert(offsetof(Entry, child_alloc) == FP_E_CHILD_ALLOC);
 static_assert(offsetof(Entry, slot) == FP_E_SLOT && sizeof(Entry::slot) == 4);
+static_assert(offsetof(Entry, flags) == FP_E_SLOT + 4 && sizeof(Entry::flags) == 4);
 static_assert(offsetof(Globals, vdso_gettime) == FP_G_VDSO);
-static_assert(offsetof(Globals, ns_per_tick_q32) == FP_G_NS_PER_TICK);
-static_assert(offsetof(Globals, probe_ticks) == FP_G_PROBE_TICKS);
 static_assert(offsetof(Globals, calibration_last_ticks) == FP_G_CALIBRATION_LAST);
-static_assert(sizeof(Slab::h[0]) == FP_SLAB_API_STRIDE);
-static_assert(offsetof(Slab, calls) == FP_SLAB_CALLS);
-static_assert(offsetof(Slab, quiet) == FP_SLAB_QUIET);
+static_assert(FP_MAX_APIS < kRingCounted);
 
 namespace {
 
@@ -108,9 +83,23 @@ inline bool Calibrated() {
   return g.calibrated != 0;
 }
 
+// Counts `n` calls towards the overhead budget, checked every 1024 calls
+// of a thread.
+[[gnu::noinline]] void BudgetTick(ShadowStack& t) {
+  g.calls_total.fetch_add(t.since_budget, std::memory_order_relaxed);
+  t.since_budget = 0;
+  WithFpuSaved(CheckBudget);
+}
+inline void CountForBudget(ShadowStack& t, uint32_t n) {
+  t.since_budget += n;
+  if (t.since_budget >= 1024) [[unlikely]]
+    BudgetTick(t);
+}
+
 // The thread's kept durations into its histograms, once the clock is
 // calibrated: each run of one API's durations in ns, then into its
-// histogram at once.
+// histogram at once. The assembly's calls (no kRingCounted) are counted
+// here: calls, quiet, and the overhead budget.
 [[gnu::noinline]] void FlushRing(ShadowStack& t, Slab& slab) {
   if (!Calibrated()) return;
   // A closer rate once the run is four times as long as the last one's span.
@@ -118,25 +107,33 @@ inline bool Calibrated() {
     WithFpuSaved(CalibrateNow);
   const uint32_t n = t.nring;
   uint64_t ns[kRing];
-  uint32_t p = 0;
+  uint32_t p = 0, fresh = 0;
   while (p < n) {
-    const uint32_t slot = t.ring_slot[p];
+    const uint8_t tag = t.ring_slot[p];
     uint32_t m = 0;
     do {
       ns[m++] = DurationNs(t.ring_ticks[p++]);
-    } while (p < n && t.ring_slot[p] == slot);
+    } while (p < n && t.ring_slot[p] == tag);
+    const uint32_t slot = tag & ~kRingCounted;
     slab.h[slot][0].RecordMany(ns, m);
+    if (!(tag & kRingCounted)) {
+      slab.calls[slot] += m;
+      slab.quiet[slot] += m;
+      fresh += m;
+    }
   }
   t.nring = 0;
+  if (fresh != 0) CountForBudget(t, fresh);
 }
 
-// An outermost call's duration into the thread's ring (what the assembly
-// fast path does too), then the full ring into the histograms.
+// An outermost call's duration into the thread's ring (as the assembly
+// fast path does, but tagged kRingCounted), then the full ring into the
+// histograms.
 inline void KeepDuration(ShadowStack& t, Slab& slab, uint32_t slot, uint64_t ticks) {
   const uint32_t n = t.nring;
   if (n < kRing) {
     t.ring_ticks[n] = ticks;
-    t.ring_slot[n] = static_cast<uint8_t>(slot);
+    t.ring_slot[n] = static_cast<uint8_t>(slot | kRingCounted);
     Barrier();
     t.nring = n + 1;
   } else {
@@ -161,16 +158,57 @@ void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]) {
     const ShadowStack& t = g_stacks[i];
     const uint32_t n = std::min<uint32_t>(__atomic_load_n(&t.nring, __ATOMIC_ACQUIRE), kRing);
     for (uint32_t p = 0; p < n; ++p) {
-      const uint32_t slot = t.ring_slot[p];
-      if (slot < FP_MAX_APIS && g.bound[slot]) totals[slot][0].Record(DurationNs(t.ring_ticks[p]));
+      const uint8_t tag = t.ring_slot[p];
+      const uint32_t slot = tag & ~kRingCounted;
+      if (slot >= FP_MAX_APIS || !g.bound[slot]) continue;
+      totals[slot][0].Record(DurationNs(t.ring_ticks[p]));
+      if (!(tag & kRingCounted)) {
+        for (int m = 1; m < FP_NUM_METRICS; ++m) totals[slot][m].RecordZeros(1);
+      }
     }
+  }
+}
+
+uint64_t KeptCalls() {
+  uint64_t calls = 0;
+  const int stacks = std::min(g.next_stack.load(std::memory_order_relaxed), kShadowStacks);
+  for (int i = 0; i < stacks; ++i) {
+    const ShadowStack& t = g_stacks[i];
+    const uint32_t n = std::min<uint32_t>(__atomic_load_n(&t.nring, __ATOMIC_ACQUIRE), kRing);
+    for (uint32_t p = 0; p < n; ++p) calls += !(t.ring_slot[p] & kRingCounted);
+  }
+  return calls;
+}
+
+void SnapEntries(ThreadState& tls, uint32_t d) {
+  ShadowStack& t = *tls.ss;
+  // Entries without the flag sit on top of the stack (a counter that moved
+  // while one was pushed snapped it and all below it), so stop at the first
+  // with it. A signal handler that moves counters between an entry's depth
+  // and its flags being written loses its own bytes for that entry, no more.
+  while (d > 0) {
+    Entry& e = t.e[--d];
+    if (e.flags & kCountersMoved) break;
+    e.alloc_bytes0 = tls.alloc_bytes;
+    e.alloc_count0 = tls.alloc_count;
+    e.file0 = tls.file_io;
+    e.sock0 = tls.sock_io;
+    e.child_alloc = 0;
+    Barrier();
+    e.flags |= kCountersMoved;
   }
 }
 
 namespace {
 
 // A thread's first measured call: its shadow stack.
+// Its slab first: a thread with a shadow stack always has one (the
+// assembly's calls wait in the ring for it).
 [[gnu::noinline, gnu::cold]] ShadowStack* TakeStack(ThreadState& tls) {
+  if (MySlab(tls) == nullptr) {
+    g.dropped_no_slab.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
   const int i = g.next_stack.fetch_add(1, std::memory_order_relaxed);
   if (i >= kShadowStacks) {
     g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
@@ -216,12 +254,6 @@ namespace {
   return static_cast<uint32_t>(i);
 }
 
-// Every 1024 calls of an API in a slab: the overhead budget.
-[[gnu::noinline]] void BudgetTick() {
-  g.calls_total.fetch_add(1024, std::memory_order_relaxed);
-  WithFpuSaved(CheckBudget);
-}
-
 }  // namespace
 
 // The stub calls this only for a slot it measures (fp_measuring).
@@ -252,11 +284,7 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   Barrier();
   e.ret_addr = *ret_slot;
   e.slot = slot;
-  e.alloc_bytes0 = tls.alloc_bytes;
-  e.alloc_count0 = tls.alloc_count;
-  e.file0 = tls.file_io;
-  e.sock0 = tls.sock_io;
-  e.child_alloc = 0;
+  e.flags = g.vdso_gettime == nullptr ? 0 : kSlowExit;
   Barrier();
   *ret_slot = reinterpret_cast<uintptr_t>(fp_return_point);
   Barrier();
@@ -279,19 +307,21 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
   const Entry& e = t.e[i];
   const uintptr_t ret = e.ret_addr;
   const uint32_t slot = e.slot;
-  const uint64_t alloc = tls.alloc_bytes - e.alloc_bytes0;
-  if (i > 0) t.e[i - 1].child_alloc += alloc;
+  // The counters first: calibrating (below) may allocate.
+  const bool moved = (e.flags & kCountersMoved) != 0;
+  const uint64_t alloc = moved ? tls.alloc_bytes - e.alloc_bytes0 : 0;
+  const uint64_t count = moved ? tls.alloc_count - e.alloc_count0 : 0;
+  const uint64_t file = moved ? tls.file_io - e.file0 : 0;
+  const uint64_t sock = moved ? tls.sock_io - e.sock0 : 0;
+  const uint64_t child_alloc = moved ? e.child_alloc : 0;
+  // The enclosing entry moved too when this one allocated (SnapEntries).
+  if (i > 0 && alloc != 0) t.e[i - 1].child_alloc += alloc;
   Slab* slab;
   if (slot == FP_CALIBRATION_SLOT) [[unlikely]] {
     g.calibration_last_ticks = t1 - e.t0;
   } else if ((slab = MySlab(tls)) == nullptr) [[unlikely]] {
     g.dropped_no_slab.fetch_add(1, std::memory_order_relaxed);
   } else {
-    // The counters first: calibrating (below) may allocate.
-    const uint64_t count = tls.alloc_count - e.alloc_count0;
-    const uint64_t file = tls.file_io - e.file0;
-    const uint64_t sock = tls.sock_io - e.sock0;
-    const uint64_t child_alloc = e.child_alloc;
     const uint64_t ticks = t1 - e.t0;
     if (i == 0) {
       // Outermost: kept in the ring. A signal handler's measured calls
@@ -313,8 +343,8 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
       h[4].Record(file);
       h[5].Record(sock);
     }
-    if ((++slab->calls[slot] & 1023) == 0) [[unlikely]]
-      BudgetTick();
+    ++slab->calls[slot];
+    CountForBudget(t, 1);
   }
   Barrier();
   t.depth = i;

@@ -32,13 +32,23 @@ struct Slab;
 // return slot) and matches none.
 inline uintptr_t* FillingSlot() { return reinterpret_cast<uintptr_t*>(~uintptr_t{0}); }
 
+// Entry::flags
+inline constexpr uint32_t kCountersMoved = 1;  // the thread's counters changed since entry
+inline constexpr uint32_t kSlowExit = 2;       // the return goes to fp_exit (vDSO clock)
+
 struct Entry {
   uintptr_t ret_addr;
   uintptr_t* ret_slot;  // nullptr: restored for an unwinder, dead
   uint64_t t0;
+  // The assembly writes and reads these two as one word: a word below
+  // FP_CALIBRATION_SLOT is an API's call with nothing but its time to record.
+  uint32_t slot;
+  uint32_t flags;
+  // The thread's counters at entry, taken only once they are about to
+  // change (kCountersMoved; SnapEntries): most calls allocate nothing and do
+  // no I/O, and then entry and exit never touch them.
   uint64_t alloc_bytes0, alloc_count0, file0, sock0;
   uint64_t child_alloc;  // bytes allocated by nested measured calls
-  uint32_t slot;
 };
 
 // Per-thread shadow stack, taken from a static pool at a thread's first
@@ -47,19 +57,27 @@ struct ShadowStack {
   uint32_t depth;
   uint32_t nring;              // written after the entry it counts
   uint64_t ring_ticks[kRing];  // raw durations (probe cost not yet taken off)
+  // The slot; kRingCounted set when fp_exit has counted the call in the slab
+  // already (calls, quiet, the other metrics). Without it the call is one
+  // of the assembly's: quiet, and counted when the ring is flushed.
   uint8_t ring_slot[kRing];
+  uint32_t since_budget;  // calls counted since the overhead budget was last checked
   Entry e[kShadowDepth];
 };
+inline constexpr uint8_t kRingCounted = 0x80;
 inline constexpr int kShadowStacks = 256;
 
 // Per-thread counters (thread-local; a few words).
+// The counters only grow, and change only through CountersWillMove first.
 struct ThreadState {
   uint64_t alloc_bytes, alloc_count, file_io, sock_io;
-  ShadowStack* ss;    // nullptr until the first measured call
+  ShadowStack* ss;    // nullptr until the first measured call; then slab_p is set too
   bool no_slab_left;  // all kSlabs were taken before this thread asked
   Slab* slab_p;       // the thread's slab once taken (nullptr before)
 };
 
+// Calls in a thread's ring without kRingCounted are in neither calls nor
+// quiet yet (FlushRing counts them; the record writer reads the rings).
 struct Slab {
   Histogram h[FP_MAX_APIS][FP_NUM_METRICS];
   uint64_t calls[FP_MAX_APIS];
@@ -191,9 +209,24 @@ FP_HIDDEN void CheckBudget();
 FP_HIDDEN int RebindCallers(int slot);
 // In hotpath.cc: the calling thread's kept durations into its histograms.
 FP_HIDDEN void FlushDurations();
-// Durations other threads still keep, into `totals[api][0]` of APIs bound
-// (the record; the threads may be running, so their rings are only read).
+// Calls other threads still keep in their rings, into `totals[api]` of APIs
+// bound (the record; the threads may be running, so their rings are only
+// read): their durations, and zeros of the other metrics for quiet ones.
 FP_HIDDEN void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]);
+// Calls kept in rings and not yet counted in any slab.
+FP_HIDDEN uint64_t KeptCalls();
+
+// Entries on the shadow stack not yet holding the counters' values at
+// entry get them (the counters have not moved since those entries were
+// pushed): called before a counter changes.
+FP_HIDDEN void SnapEntries(ThreadState& t, uint32_t depth);
+inline void CountersWillMove(ThreadState& t) {
+  const ShadowStack* ss = t.ss;
+  if (ss == nullptr) return;
+  const uint32_t d = ss->depth;
+  if (d == 0 || (ss->e[d - 1].flags & kCountersMoved)) return;
+  SnapEntries(t, d);
+}
 
 }  // namespace fieldprof::rt
 

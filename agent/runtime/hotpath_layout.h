@@ -10,12 +10,7 @@
 #define FP_PROBE_SLOT 8
 
 /* ThreadState (thread-local) */
-#define FP_TS_ALLOC_BYTES 0
-#define FP_TS_ALLOC_COUNT 8
-#define FP_TS_FILE_IO 16
-#define FP_TS_SOCK_IO 24
 #define FP_TS_SS 32
-#define FP_TS_SLAB_P 48
 
 /* ShadowStack and its Entry */
 #define FP_SS_DEPTH 0
@@ -23,39 +18,16 @@
 #define FP_SS_RING_TICKS 8
 #define FP_SS_RING_SLOT 1032
 #define FP_RING 128
-#define FP_SS_E 1160
+#define FP_SS_E 1168
 #define FP_SHADOW_DEPTH 32
 #define FP_E_SIZE 72 /* the assembly scales by 9 * 8 */
 #define FP_E_RET_ADDR 0
 #define FP_E_RET_SLOT 8
 #define FP_E_T0 16
-#define FP_E_ALLOC_BYTES0 24
-#define FP_E_ALLOC_COUNT0 32
-#define FP_E_FILE0 40
-#define FP_E_SOCK0 48
-#define FP_E_CHILD_ALLOC 56
-#define FP_E_SLOT 64
+#define FP_E_SLOT 24 /* and the flags in the next 4 bytes: one word */
 
-/* Globals: the fields the fast path reads come first */
+/* Globals: the field the fast path reads comes first */
 #define FP_G_VDSO 0
-#define FP_G_NS_PER_TICK 8
-#define FP_G_PROBE_TICKS 16
 #define FP_G_CALIBRATION_LAST 24
-
-/* Slab: h[api][metric], then calls[api], then quiet[api] */
-#define FP_SLAB_API_STRIDE 18720 /* FP_NUM_METRICS histograms */
-#define FP_SLAB_CALLS 149760
-#define FP_SLAB_QUIET 149824
-
-/* Histogram (common/histogram.h) and its buckets */
-#define FP_H_ZERO 0
-#define FP_H_BUCKETS 16
-#define FP_H_BUCKET_SIZE 48 /* the assembly scales by 3 * 16 */
-#define FP_HB_COUNT 0
-#define FP_HB_SUM 16
-#define FP_HB_SUM_SQ 32
-#define FP_H_NOT_MIN 3088
-#define FP_H_MAX 3096
-#define FP_H_SATURATED 3104
 
 #endif /* FIELDPROF_AGENT_RUNTIME_HOTPATH_LAYOUT_H_ */

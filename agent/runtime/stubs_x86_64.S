@@ -11,12 +11,13 @@
 // pushes it back into the slot and returns to it.
 //
 // The common case runs here without a call or a register save beyond the
-// red zone: a thread with its shadow stack and slab, the TSC as the clock,
-// the shadow stack's top entry live, and on return a call that allocated
-// nothing and did no I/O with the clock calibrated. Everything else (first
-// call of a thread, entries that longjmp or an unwinder left, allocation
-// and I/O metrics, calibration, the overhead budget, the vDSO clock) goes
-// to fp_enter/fp_exit in hotpath.cc, which keep the same data the same way.
+// red zone: a thread with its shadow stack (and so its slab), the TSC as
+// the clock, the shadow stack's top entry live, and on return an outermost
+// call that allocated nothing and did no I/O, with room in the ring.
+// Everything else (first call of a thread, nested calls, entries that
+// longjmp or an unwinder left, allocation and I/O metrics, the full ring,
+// calibration, the overhead budget, the vDSO clock) goes to
+// fp_enter/fp_exit in hotpath.cc, which keep the same data the same way.
 // The offsets come from hotpath_layout.h, checked there against the C++.
 //
 // Any signature works: stack arguments are never moved, varargs keep %al,
@@ -35,14 +36,13 @@
         .hidden fp_stub_common
         .type   fp_stub_common, @function
 fp_stub_common:
-        // %r11d = slot. On entry (%rsp) is the return address, and %rsp+8
+        // %r11 = slot. On entry (%rsp) is the return address, and %rsp+8
         // is 16-byte aligned. Nothing is called on the fast path, so the
         // red zone below %rsp holds the registers it needs.
         .cfi_startproc
         movq    %rax, -8(%rsp)
         movq    %rdx, -16(%rsp)
         movq    %rcx, -24(%rsp)
-        movq    %rsi, -32(%rsp)
         cmpq    $0, G+FP_G_VDSO(%rip)
         jne     .Lenter_slow
         movq    T_STATE@gottpoff(%rip), %rax
@@ -52,38 +52,30 @@ fp_stub_common:
         movl    FP_SS_DEPTH(%rcx), %edx
         testl   %edx, %edx
         jnz     .Lenter_nested
+        leaq    FP_SS_E(%rcx), %rax             // &e[0]
 .Lenter_push:
-        // %rcx = shadow stack, %edx = depth d, %rax = t_state's TLS offset.
-        leaq    (%rdx,%rdx,8), %rsi
-        leaq    FP_SS_E(%rcx,%rsi,8), %rsi      // &e[d]
-        movq    $-1, FP_E_RET_SLOT(%rsi)        // FillingSlot: live, matches none
+        // %rcx = shadow stack, %edx = depth d, %rax = &e[d]. The thread's
+        // counters are not read: they are taken into the entry only once
+        // they are about to change (SnapEntries), and flags 0 says not yet.
+        movq    $-1, FP_E_RET_SLOT(%rax)        // FillingSlot: live, matches none
         incl    %edx
         movl    %edx, FP_SS_DEPTH(%rcx)         // reserved
         movq    (%rsp), %rdx
-        movq    %rdx, FP_E_RET_ADDR(%rsi)
-        movl    %r11d, FP_E_SLOT(%rsi)
-        movq    %fs:FP_TS_ALLOC_BYTES(%rax), %rdx
-        movq    %rdx, FP_E_ALLOC_BYTES0(%rsi)
-        movq    %fs:FP_TS_ALLOC_COUNT(%rax), %rdx
-        movq    %rdx, FP_E_ALLOC_COUNT0(%rsi)
-        movq    %fs:FP_TS_FILE_IO(%rax), %rdx
-        movq    %rdx, FP_E_FILE0(%rsi)
-        movq    %fs:FP_TS_SOCK_IO(%rax), %rdx
-        movq    %rdx, FP_E_SOCK0(%rsi)
-        movq    $0, FP_E_CHILD_ALLOC(%rsi)
+        movq    %rdx, FP_E_RET_ADDR(%rax)
+        movq    %r11, FP_E_SLOT(%rax)           // the slot, and flags 0
         leaq    fp_return_point(%rip), %rdx
         movq    %rdx, (%rsp)
-        movq    %rsp, FP_E_RET_SLOT(%rsi)
-        leaq    fp_real(%rip), %rax
-        movq    (%rax,%r11,8), %r11             // the API
+        movq    %rsp, FP_E_RET_SLOT(%rax)
+        leaq    fp_real(%rip), %rdx
+        movq    (%rdx,%r11,8), %r11             // the API
+        movq    %rax, %rcx
         rdtsc
         shlq    $32, %rdx
         orq     %rdx, %rax
-        movq    %rax, FP_E_T0(%rsi)
+        movq    %rax, FP_E_T0(%rcx)
         movq    -8(%rsp), %rax
         movq    -16(%rsp), %rdx
         movq    -24(%rsp), %rcx
-        movq    -32(%rsp), %rsi
 .Lcall:
         // Measured. The slot at (%rsp) holds fp_return_point, and the
         // caller's return address is on the shadow stack. Between the lea
@@ -100,82 +92,55 @@ fp_return_point:
         // -8(%rsp) the return slot, which holds fp_return_point until the
         // entry is off the shadow stack (see DropDeadEntries). %rcx, %rsi,
         // %rdi, %r8-%r11 are the caller's to lose; %rax and %rdx wait in
-        // the red zone.
+        // the red zone. Only an outermost call (depth 1, so e[0]) that left
+        // the counters alone is finished here: its duration goes into the
+        // ring, and the ring's flush counts it.
         movq    %rax, -16(%rsp)
         movq    %rdx, -24(%rsp)
-        cmpq    $0, G+FP_G_VDSO(%rip)
-        jne     .Lexit_vdso
         rdtsc
         shlq    $32, %rdx
         orq     %rax, %rdx                      // %rdx = t1, for fp_exit too
         movq    T_STATE@gottpoff(%rip), %rsi
         movq    %fs:FP_TS_SS(%rsi), %rcx
-        movl    FP_SS_DEPTH(%rcx), %edi
-        subl    $1, %edi                        // i = depth - 1
-        jb      .Lexit_slow
-        leaq    (%rdi,%rdi,8), %r8
-        leaq    FP_SS_E(%rcx,%r8,8), %r8        // &e[i]
+        cmpl    $1, FP_SS_DEPTH(%rcx)
+        jne     .Lexit_slow                     // nested, or entries left above
         leaq    -8(%rsp), %rax
-        cmpq    %rax, FP_E_RET_SLOT(%r8)
-        jne     .Lexit_slow                     // not the topmost entry
-        movl    FP_E_SLOT(%r8), %r9d
-        movq    %rdx, %rax
-        subq    FP_E_T0(%r8), %rax              // ticks
-        cmpl    $FP_PROBE_SLOT, %r9d
-        je      .Lexit_calibration
-        movq    %fs:FP_TS_ALLOC_BYTES(%rsi), %r10
-        subq    FP_E_ALLOC_BYTES0(%r8), %r10
-        movq    %fs:FP_TS_ALLOC_COUNT(%rsi), %r11
-        subq    FP_E_ALLOC_COUNT0(%r8), %r11
-        orq     %r11, %r10
-        movq    %fs:FP_TS_FILE_IO(%rsi), %r11
-        subq    FP_E_FILE0(%r8), %r11
-        orq     %r11, %r10
-        movq    %fs:FP_TS_SOCK_IO(%rsi), %r11
-        subq    FP_E_SOCK0(%r8), %r11
-        orq     %r11, %r10
-        jnz     .Lexit_slow                     // allocated or did I/O
-        movq    %fs:FP_TS_SLAB_P(%rsi), %r10
-        testq   %r10, %r10
-        jz      .Lexit_slow
-        testl   %edi, %edi
-        jnz     .Lexit_slow                     // nested: fp_exit records it
+        cmpq    %rax, FP_SS_E+FP_E_RET_SLOT(%rcx)
+        jne     .Lexit_slow                     // not this call's entry
+        movq    FP_SS_E+FP_E_SLOT(%rcx), %r9    // the slot, and the flags above it
+        cmpq    $FP_PROBE_SLOT, %r9
+        jae     .Lexit_special                  // counters moved, vDSO, or the probe
         movl    FP_SS_NRING(%rcx), %esi
         cmpl    $FP_RING - 1, %esi
         jae     .Lexit_slow                     // this one fills the ring
-        movq    FP_SLAB_CALLS(%r10,%r9,8), %r11
-        addq    $1, %r11
-        testl   $1023, %r11d
-        jz      .Lexit_slow                     // the overhead budget's turn
-        // Committed: nothing below goes to the slow path. The duration
-        // waits in the ring (raw ticks); fp_exit puts the ring into the
-        // histograms when it is full. Signal handlers' measured calls
-        // meanwhile are nested, and nested calls never touch the ring.
-        movq    %r11, FP_SLAB_CALLS(%r10,%r9,8)
-        addq    $1, FP_SLAB_QUIET(%r10,%r9,8)
+        movq    %rdx, %rax
+        subq    FP_SS_E+FP_E_T0(%rcx), %rax     // ticks
+        // Committed. Signal handlers' measured calls meanwhile are nested,
+        // and nested calls never touch the ring.
         movq    %rax, FP_SS_RING_TICKS(%rcx,%rsi,8)
         movb    %r9b, FP_SS_RING_SLOT(%rcx,%rsi)
         addl    $1, %esi
         movl    %esi, FP_SS_NRING(%rcx)         // after the entry it counts
-        movq    FP_E_RET_ADDR(%r8), %r11        // before the entry is given up
-        movl    %edi, FP_SS_DEPTH(%rcx)
+        movq    FP_SS_E+FP_E_RET_ADDR(%rcx), %r11  // before the entry is given up
+        movl    $0, FP_SS_DEPTH(%rcx)
 .Lexit_return:
         // %r11 = the caller's return address, the entry given up.
         movq    -16(%rsp), %rax
         movq    -24(%rsp), %rdx
         pushq   %r11                            // back into the slot; the return
         ret                                     // predictor expects just this address
-.Lexit_calibration:
-        // The probe (CalibrateNow): the raw duration, nothing recorded.
-        movq    %rax, G+FP_G_CALIBRATION_LAST(%rip)
-        movq    FP_E_RET_ADDR(%r8), %r11
-        movl    %edi, FP_SS_DEPTH(%rcx)
+.Lexit_special:
+        jne     .Lexit_slow                     // (the flags of the cmpq above)
+        // The probe (CalibrateProbe): the raw duration, nothing recorded.
+        subq    FP_SS_E+FP_E_T0(%rcx), %rdx
+        movq    %rdx, G+FP_G_CALIBRATION_LAST(%rip)
+        movq    FP_SS_E+FP_E_RET_ADDR(%rcx), %r11
+        movl    $0, FP_SS_DEPTH(%rcx)
         jmp     .Lexit_return
 
-.Lexit_vdso:
-        xorl    %edx, %edx                      // fp_exit reads the clock
 .Lexit_slow:
-        // %rdx = t1; the return values back in place for fp_exit's frame.
+        // %rdx = t1 (fp_exit reads the clock itself when it is the vDSO's);
+        // the return values back in place for fp_exit's frame.
         movq    %rdx, %rsi
         movq    -16(%rsp), %rax
         movq    -24(%rsp), %rdx
@@ -202,18 +167,21 @@ fp_return_point:
         // otherwise fp_enter drops dead entries first.
         cmpl    $FP_SHADOW_DEPTH, %edx
         jae     .Lenter_slow
-        leal    -1(%rdx), %esi
-        leaq    (%rsi,%rsi,8), %rsi
-        movq    FP_SS_E+FP_E_RET_SLOT(%rcx,%rsi,8), %rsi
-        testq   %rsi, %rsi
+        leal    -1(%rdx), %eax
+        leaq    (%rax,%rax,8), %rax
+        movq    FP_SS_E+FP_E_RET_SLOT(%rcx,%rax,8), %rax
+        testq   %rax, %rax
         jz      .Lenter_slow                    // restored for an unwinder
-        cmpq    %rsp, %rsi
-        ja      .Lenter_push
-        movq    (%rsi), %rsi
-        leaq    fp_return_point(%rip), %rax
-        cmpq    %rax, %rsi
+        cmpq    %rsp, %rax
+        ja      .Lenter_live
+        movq    (%rax), %rax
+        leaq    fp_return_point(%rip), %rdx
+        cmpq    %rdx, %rax
         jne     .Lenter_slow
-        movq    T_STATE@gottpoff(%rip), %rax
+        movl    FP_SS_DEPTH(%rcx), %edx
+.Lenter_live:
+        leaq    (%rdx,%rdx,8), %rax
+        leaq    FP_SS_E(%rcx,%rax,8), %rax      // &e[d]
         jmp     .Lenter_push
         .size   fp_stub_common, .-fp_stub_common
 
@@ -224,7 +192,6 @@ fp_enter_slow:
         movq    -8(%rsp), %rax
         movq    -16(%rsp), %rdx
         movq    -24(%rsp), %rcx
-        movq    -32(%rsp), %rsi
         subq    $72, %rsp               // 8 registers + pad: %rsp 16-aligned
         .cfi_adjust_cfa_offset 72
         movq    %rdi, 0(%rsp)

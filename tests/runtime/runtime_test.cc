@@ -564,6 +564,32 @@ TEST_F(HazardTest, Recursion) {
   EXPECT_EQ(recs[0].counters().calls_dropped(), 19u);
 }
 
+TEST_F(HazardTest, NestedCallsSplitBytesIntoInclusiveAndExclusive) {
+  // fp_test_callback allocates 300 bytes itself and calls fp_test_alloc(5000),
+  // measured too: before its own allocation in half of the calls (the
+  // nested call is the first to move the counters), after it in the rest.
+  Result r = Run({"nested", "10"}, "fp_test_callback,fp_test_alloc", 2);
+  EXPECT_EQ(r.out, "done nested\n");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  const auto sum = [&](const char* symbol, wire::Metric m) -> uint64_t {
+    const auto* h = Find(recs, symbol, m);
+    if (h == nullptr) return ~uint64_t{0};
+    EXPECT_EQ(h->count(), 10u) << symbol << " " << m;
+    return h->sum_lo();
+  };
+  EXPECT_EQ(sum("fp_test_callback", wire::METRIC_ALLOC_BYTES_INCLUSIVE), 10u * 5300);
+  EXPECT_EQ(sum("fp_test_callback", wire::METRIC_ALLOC_BYTES_EXCLUSIVE), 10u * 300);
+  EXPECT_EQ(sum("fp_test_callback", wire::METRIC_ALLOC_COUNT), 10u * 2);
+  EXPECT_EQ(sum("fp_test_alloc", wire::METRIC_ALLOC_BYTES_INCLUSIVE), 10u * 5000);
+  EXPECT_EQ(sum("fp_test_alloc", wire::METRIC_ALLOC_BYTES_EXCLUSIVE), 10u * 5000);
+  EXPECT_EQ(sum("fp_test_alloc", wire::METRIC_ALLOC_COUNT), 10u);
+  const auto* bytes = Find(recs, "fp_test_callback", wire::METRIC_ALLOC_BYTES_EXCLUSIVE);
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(bytes->min(), 300u);
+  EXPECT_EQ(bytes->max(), 300u);
+}
+
 TEST_F(HazardTest, VarargsAndStackArguments) {
   Result r = Run({"varargs"}, "fp_test_vsum,fp_test_many", 2);
   EXPECT_EQ(r.out, "55.750\n385\ndone varargs\n");

@@ -1,7 +1,7 @@
 // Calls the test library as told by its arguments and prints what it got,
 // so runs with and without the runtime can be compared byte for byte.
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | fpmany N | throw
-//            | recurse N | varargs | structs | threads T N | signal | longjmp
+//            | recurse N | nested N | varargs | structs | threads T N | signal | longjmp
 //            | fork | forkin | vfork | exec | execfail | execfail5 | _exit | many N | dlopen LIB
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -56,6 +56,17 @@ jmp_buf g_jump;
 void JumpOut(void*) { longjmp(g_jump, 1); }
 void Nothing(void*) {}
 
+// Inside a measured fp_test_callback: 300 bytes of its own and a measured
+// fp_test_alloc of 5000, in the order `alloc_first` says.
+void NestedAlloc(void* alloc_first) {
+  void* p = nullptr;
+  if (alloc_first != nullptr) p = malloc(300);
+  fp_test_alloc(5000);
+  if (alloc_first == nullptr) p = malloc(300);
+  __asm__ __volatile__("" : : "r"(p) : "memory");
+  free(p);
+}
+
 void ForkInside(void* child_flag) {
   fflush(stdout);
   *static_cast<pid_t*>(child_flag) = fork();
@@ -65,6 +76,11 @@ int Hazard(int argc, char** argv) {
   const char* what = argv[1];
   if (!strcmp(what, "recurse") && argc == 3) {
     printf("sum %ld\n", fp_test_recurse(atol(argv[2]), Recurse));
+  } else if (!strcmp(what, "nested") && argc == 3) {
+    const int n = atoi(argv[2]);
+    for (int i = 0; i < n; ++i) {
+      fp_test_callback(NestedAlloc, reinterpret_cast<void*>(static_cast<intptr_t>(i & 1)));
+    }
   } else if (!strcmp(what, "varargs")) {
     printf("%.3f\n", fp_test_vsum(10, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.5, 10.25));
     printf("%ld\n", fp_test_many(1, 2, 3, 4, 5, 6, 7, 8, 9, 10));
