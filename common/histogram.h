@@ -114,6 +114,27 @@ class Histogram {
     max_ = hi;
   }
 
+  // Adds `n` copies of v: the same as n Record(v) calls.
+  void RecordCopies(uint64_t v, uint64_t n) {
+    if (n == 0) return;
+    if (~v > not_min_) not_min_ = ~v;
+    if (v > max_) max_ = v;
+    if (v == 0) {
+      zero_count_ += n;
+      return;
+    }
+    HistogramBucket& b = buckets_[BucketIndex(v)];
+    b.count += n;
+    b.sum += static_cast<uint128>(v) * n;
+    const uint128 sq = static_cast<uint128>(v) * v;
+    if (n > kUint128Max / sq) {
+      b.sum_sq = kUint128Max;
+      sum_sq_saturated_ = true;
+    } else {
+      AddSumSq(b, sq * n);
+    }
+  }
+
   // Adds `n` zeros (one bucket's worth of Record(0) calls at once).
   void RecordZeros(uint64_t n) {
     if (n == 0) return;
@@ -161,8 +182,8 @@ class Histogram {
 
  private:
   // b.sum_sq += v * v, saturating (and flagged) at 2^128 - 1.
-  void AddSquare(HistogramBucket& b, uint64_t v) {
-    const uint128 sq = static_cast<uint128>(v) * v;
+  void AddSquare(HistogramBucket& b, uint64_t v) { AddSumSq(b, static_cast<uint128>(v) * v); }
+  void AddSumSq(HistogramBucket& b, uint128 sq) {
     const uint128 s = b.sum_sq + sq;
     if (s < sq) [[unlikely]] {
       b.sum_sq = kUint128Max;

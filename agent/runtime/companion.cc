@@ -286,29 +286,31 @@ int RebindCallers(int slot) {
   return done;
 }
 
-// Called every 1024 measured calls per thread: past the overhead budget
+// Called each time an API's count in a slab crosses a multiple of 1024: past the overhead budget
 // (estimated from the calls so far and the calibrated probe cost), the API
 // with the most calls stops measuring and its record is marked truncated.
 void CheckBudget() {
   if (!g.calibrated) return;
   const uint64_t elapsed = Ticks() - g.tsc0;
-  const double cost =
-      static_cast<double>(g.calls_total.load()) * static_cast<double>(g.call_cost_ticks + 1);
-  if (cost <= g.config.overhead_budget * static_cast<double>(elapsed)) return;
+  // Every call counted in any slab, and the API with the most among those
+  // still measuring.
+  uint64_t total = 0;
   int worst = -1;
   uint64_t worst_calls = 0;
   const int slabs = std::min(g.next_slab.load(), kSlabs);
   for (int a = 0; a < FP_MAX_APIS; ++a) {
-    if (!fp_measuring[a]) continue;
     uint64_t calls = 0;
     for (int s = 0; s < slabs; ++s) {
-      if (g.slabs_ready[s]) calls += SlabAt(s).calls[a];
+      if (g.slabs_ready[s]) calls += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
     }
-    if (calls >= worst_calls) {
+    total += calls;
+    if (fp_measuring[a] && calls >= worst_calls) {
       worst = a;
       worst_calls = calls;
     }
   }
+  const double cost = static_cast<double>(total) * static_cast<double>(g.call_cost_ticks + 1);
+  if (cost <= g.config.overhead_budget * static_cast<double>(elapsed)) return;
   if (worst >= 0) {
     fp_measuring[worst] = 0;
     g.truncated[worst] = 1;
@@ -331,12 +333,8 @@ void ResetCounts() {
   for (int s = 0; s < kSlabs; ++s) {
     if (g.slabs_ready[s]) new (&SlabAt(s)) Slab();
   }
-  g.calls_total.store(0);
   // Durations kept in the threads' batches are the parent's calls too.
-  for (int i = 0; i < kShadowStacks; ++i) {
-    g_stacks[i].nring = 0;
-    g_stacks[i].since_budget = 0;
-  }
+  for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].nring = 0;
   g.dropped_depth.store(0);
   g.dropped_no_slab.store(0);
   g.dropped_uncalibrated.store(0);
@@ -432,7 +430,19 @@ void WriteRecord() {
       if (!g.slabs_ready[s]) continue;
       const Slab& slab = SlabAt(s);
       // Read once: a thread still running may be counting into it.
-      const uint64_t quiet = __atomic_load_n(&slab.quiet[a], __ATOMIC_RELAXED);
+      uint64_t quiet = __atomic_load_n(&slab.quiet[a], __ATOMIC_RELAXED);
+      // Short quiet calls, by tick value: each value converted once (and
+      // dropped, like the rings' durations, if the clock never calibrated).
+      for (int k = 0; k < kTickTable; ++k) {
+        const uint64_t n = __atomic_load_n(&slab.ticks[a][k], __ATOMIC_RELAXED);
+        if (n == 0) continue;
+        if (!g.calibrated) {
+          run.dropped += n;
+          continue;
+        }
+        totals[a][0].RecordCopies(DurationNs(static_cast<uint64_t>(k)), n);
+        quiet += n;
+      }
       for (int m = 0; m < FP_NUM_METRICS; ++m) {
         totals[a][m].Merge(slab.h[a][m]);
         if (m > 0) totals[a][m].RecordZeros(quiet);

@@ -14,6 +14,10 @@ namespace fieldprof::rt {
 // The assembly fast path's view of the data (hotpath_layout.h).
 static_assert(FP_PROBE_SLOT == FP_CALIBRATION_SLOT);
 static_assert(offsetof(ThreadState, ss) == FP_TS_SS);
+static_assert(offsetof(ThreadState, slab_p) == FP_TS_SLAB_P);
+static_assert(offsetof(Slab, calls) == FP_SLAB_CALLS);
+static_assert(offsetof(Slab, ticks) == FP_SLAB_TICKS);
+static_assert(kTickTable == FP_TICK_TABLE && kTickTable == 1 << FP_TICK_SHIFT);
 static_assert(offsetof(ShadowStack, depth) == FP_SS_DEPTH && sizeof(ShadowStack::depth) == 4);
 static_assert(offsetof(ShadowStack, nring) == FP_SS_NRING && sizeof(ShadowStack::nring) == 4);
 static_assert(offsetof(ShadowStack, ring_ticks) == FP_SS_RING_TICKS);
@@ -69,12 +73,6 @@ inline Slab* MySlab(ThreadState& t) {
   return TakeSlab(t);
 }
 
-// A measured duration in ns: the probe's own cost taken off, clamped at 0.
-inline uint64_t DurationNs(uint64_t ticks) {
-  ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
-}
-
 // Calibrates the clock if it is not yet (slow path, once per process; a
 // thread that finds another calibrating carries on uncalibrated).
 inline bool Calibrated() {
@@ -83,23 +81,20 @@ inline bool Calibrated() {
   return g.calibrated != 0;
 }
 
-// Counts `n` calls towards the overhead budget, checked every 1024 calls
-// of a thread.
-[[gnu::noinline]] void BudgetTick(ShadowStack& t) {
-  g.calls_total.fetch_add(t.since_budget, std::memory_order_relaxed);
-  t.since_budget = 0;
-  WithFpuSaved(CheckBudget);
-}
-inline void CountForBudget(ShadowStack& t, uint32_t n) {
-  t.since_budget += n;
-  if (t.since_budget >= 1024) [[unlikely]]
-    BudgetTick(t);
+// The overhead budget, checked each time an API's count in a slab crosses
+// a multiple of 1024 (CheckBudget reads every slab's counts).
+[[gnu::noinline]] void BudgetTick() { WithFpuSaved(CheckBudget); }
+inline void CountCalls(Slab& slab, uint32_t slot, uint64_t n) {
+  const uint64_t before = slab.calls[slot];
+  slab.calls[slot] = before + n;
+  if ((before >> 10) != ((before + n) >> 10)) [[unlikely]]
+    BudgetTick();
 }
 
 // The thread's kept durations into its histograms, once the clock is
 // calibrated: each run of one API's durations in ns, then into its
 // histogram at once. The assembly's calls (no kRingCounted) are counted
-// here: calls, quiet, and the overhead budget.
+// here: calls and quiet (and so the overhead budget).
 [[gnu::noinline]] void FlushRing(ShadowStack& t, Slab& slab) {
   if (!Calibrated()) return;
   // A closer rate once the run is four times as long as the last one's span.
@@ -107,7 +102,7 @@ inline void CountForBudget(ShadowStack& t, uint32_t n) {
     WithFpuSaved(CalibrateNow);
   const uint32_t n = t.nring;
   uint64_t ns[kRing];
-  uint32_t p = 0, fresh = 0;
+  uint32_t p = 0;
   while (p < n) {
     const uint8_t tag = t.ring_slot[p];
     uint32_t m = 0;
@@ -117,13 +112,11 @@ inline void CountForBudget(ShadowStack& t, uint32_t n) {
     const uint32_t slot = tag & ~kRingCounted;
     slab.h[slot][0].RecordMany(ns, m);
     if (!(tag & kRingCounted)) {
-      slab.calls[slot] += m;
       slab.quiet[slot] += m;
-      fresh += m;
+      CountCalls(slab, slot, m);
     }
   }
   t.nring = 0;
-  if (fresh != 0) CountForBudget(t, fresh);
 }
 
 // An outermost call's duration into the thread's ring (as the assembly
@@ -343,8 +336,7 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
       h[4].Record(file);
       h[5].Record(sock);
     }
-    ++slab->calls[slot];
-    CountForBudget(t, 1);
+    CountCalls(*slab, slot, 1);
   }
   Barrier();
   t.depth = i;

@@ -61,7 +61,6 @@ struct ShadowStack {
   // already (calls, quiet, the other metrics). Without it the call is one
   // of the assembly's: quiet, and counted when the ring is flushed.
   uint8_t ring_slot[kRing];
-  uint32_t since_budget;  // calls counted since the overhead budget was last checked
   Entry e[kShadowDepth];
 };
 inline constexpr uint8_t kRingCounted = 0x80;
@@ -76,15 +75,27 @@ struct ThreadState {
   Slab* slab_p;       // the thread's slab once taken (nullptr before)
 };
 
+// Durations shorter than this many ticks (~450 ns at 2.3 GHz) that the
+// assembly finishes are counted per tick value (Slab::ticks).
+inline constexpr int kTickTable = 1024;
+
 // Calls in a thread's ring without kRingCounted are in neither calls nor
 // quiet yet (FlushRing counts them; the record writer reads the rings).
 struct Slab {
   Histogram h[FP_MAX_APIS][FP_NUM_METRICS];
+  // Every call counted here (the overhead budget's count), also those in
+  // `ticks`; the budget is checked each time one crosses a multiple of 1024.
   uint64_t calls[FP_MAX_APIS];
   // Calls that allocated nothing and did no I/O: zeros of every metric but
   // wall time, not yet in h (most calls of most APIs; one add instead of
   // five histogram updates). Added when the record is written.
   uint64_t quiet[FP_MAX_APIS];
+  // Quiet outermost calls shorter than kTickTable ticks, counted by their
+  // raw duration: one add on the return path instead of a conversion and a
+  // histogram update. The record writer converts each tick value once, with
+  // the final calibration, and adds it as many times as it was counted:
+  // exactly what recording every call would have given. Not in h nor quiet.
+  uint64_t ticks[FP_MAX_APIS][kTickTable];
 };
 
 // Process-wide state. Written by fieldprof_rt_* before relocation, by the
@@ -116,7 +127,6 @@ struct Globals {
   // the auditor and early measured calls have already written to it.
   std::atomic<int> next_slab{0};
   std::atomic<int> next_stack{0};
-  std::atomic<uint64_t> calls_total{0};
   std::atomic<uint64_t> dropped_no_slab{0}, dropped_depth{0}, dropped_uncalibrated{0}, abandoned{0};
   uint8_t slabs_ready[kSlabs];  // owned by a thread
 };
@@ -177,6 +187,12 @@ inline uintptr_t StubAddress(int slot) {
     default:
       return 0;
   }
+}
+
+// A measured duration in ns: the probe's own cost taken off, clamped at 0.
+inline uint64_t DurationNs(uint64_t ticks) {
+  ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
 }
 
 inline uint64_t Rdtsc() {

@@ -11,6 +11,7 @@
 
 /* ThreadState (thread-local) */
 #define FP_TS_SS 32
+#define FP_TS_SLAB_P 48
 
 /* ShadowStack and its Entry */
 #define FP_SS_DEPTH 0
@@ -18,13 +19,19 @@
 #define FP_SS_RING_TICKS 8
 #define FP_SS_RING_SLOT 1032
 #define FP_RING 128
-#define FP_SS_E 1168
+#define FP_SS_E 1160
 #define FP_SHADOW_DEPTH 32
 #define FP_E_SIZE 72 /* the assembly scales by 9 * 8 */
 #define FP_E_RET_ADDR 0
 #define FP_E_RET_SLOT 8
 #define FP_E_T0 16
 #define FP_E_SLOT 24 /* and the flags in the next 4 bytes: one word */
+
+/* Slab: calls[api], and ticks[api][FP_TICK_TABLE] */
+#define FP_SLAB_CALLS 149760
+#define FP_SLAB_TICKS 149888
+#define FP_TICK_TABLE 1024
+#define FP_TICK_SHIFT 10 /* log2 FP_TICK_TABLE */
 
 /* Globals: the field the fast path reads comes first */
 #define FP_G_VDSO 0

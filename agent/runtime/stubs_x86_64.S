@@ -93,7 +93,8 @@ fp_return_point:
         // entry is off the shadow stack (see DropDeadEntries). %rcx, %rsi,
         // %rdi, %r8-%r11 are the caller's to lose; %rax and %rdx wait in
         // the red zone. Only an outermost call (depth 1, so e[0]) that left
-        // the counters alone is finished here: its duration goes into the
+        // the counters alone is finished here: a short one is counted at its
+        // tick value in the slab (Slab::ticks), a longer one goes into the
         // ring, and the ring's flush counts it.
         movq    %rax, -16(%rsp)
         movq    %rdx, -24(%rsp)
@@ -110,11 +111,34 @@ fp_return_point:
         movq    FP_SS_E+FP_E_SLOT(%rcx), %r9    // the slot, and the flags above it
         cmpq    $FP_PROBE_SLOT, %r9
         jae     .Lexit_special                  // counters moved, vDSO, or the probe
+        movq    %rdx, %rax
+        subq    FP_SS_E+FP_E_T0(%rcx), %rax     // ticks
+        cmpq    $FP_TICK_TABLE, %rax
+        jae     .Lexit_ring                     // a longer call
+        // A short call: one more at its tick value in the slab's table (the
+        // thread has a slab: it took it with its shadow stack), and one
+        // more call, with the overhead budget's turn every 1024.
+        movq    %fs:FP_TS_SLAB_P(%rsi), %r10
+        movq    FP_SLAB_CALLS(%r10,%r9,8), %r11
+        addq    $1, %r11
+        testl   $1023, %r11d
+        jz      .Lexit_slow
+        movq    %r11, FP_SLAB_CALLS(%r10,%r9,8)
+        shlq    $FP_TICK_SHIFT, %r9
+        addq    %r9, %rax
+        addq    $1, FP_SLAB_TICKS(%r10,%rax,8)
+        movq    FP_SS_E+FP_E_RET_ADDR(%rcx), %r11  // before the entry is given up
+        movl    $0, FP_SS_DEPTH(%rcx)
+        movq    -16(%rsp), %rax
+        movq    -24(%rsp), %rdx
+        pushq   %r11                            // as at .Lexit_return
+        ret
+.Lexit_ring:
+        // A longer call: its raw ticks into the thread's ring, which the
+        // call that fills it puts into the histograms.
         movl    FP_SS_NRING(%rcx), %esi
         cmpl    $FP_RING - 1, %esi
         jae     .Lexit_slow                     // this one fills the ring
-        movq    %rdx, %rax
-        subq    FP_SS_E+FP_E_T0(%rcx), %rax     // ticks
         // Committed. Signal handlers' measured calls meanwhile are nested,
         // and nested calls never touch the ring.
         movq    %rax, FP_SS_RING_TICKS(%rcx,%rsi,8)

@@ -21,15 +21,51 @@ TEST(HistogramTest, ZeroGoesToZeroBucket) {
   EXPECT_EQ(h.max(), 0u);
 }
 
+TEST(HistogramTest, RecordCopiesEqualsRecordingEachCopy) {
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    const uint64_t v = round % 7 == 0 ? 0 : rng() >> (rng() % 64);
+    const uint64_t n = rng() % 40;
+    Histogram one_by_one, at_once;
+    if (round % 2 == 1) {
+      const uint64_t before = rng() >> (rng() % 64);
+      for (Histogram* h : {&one_by_one, &at_once}) h->Record(before);
+    }
+    for (uint64_t i = 0; i < n; ++i) one_by_one.Record(v);
+    at_once.RecordCopies(v, n);
+    ASSERT_EQ(at_once, one_by_one) << v << " x " << n;
+  }
+  // Saturation: 2^63 squared is 2^126, and four of them pass 2^128 - 1;
+  // three do not.
+  for (const uint64_t n : {uint64_t{3}, uint64_t{4}, uint64_t{1000}}) {
+    Histogram one_by_one, at_once;
+    const uint64_t v = uint64_t{1} << 63;
+    for (uint64_t i = 0; i < n; ++i) one_by_one.Record(v);
+    at_once.RecordCopies(v, n);
+    EXPECT_EQ(at_once.sum_sq_saturated(), n > 3) << n;
+    EXPECT_EQ(at_once, one_by_one) << n;
+  }
+  // A count too large to record one by one: the sums stay exact.
+  Histogram h;
+  h.RecordCopies(1000, uint64_t{1} << 40);
+  EXPECT_EQ(h.count(), uint64_t{1} << 40);
+  EXPECT_EQ(h.sum(), static_cast<uint128>(1000) << 40);
+  EXPECT_EQ(h.sum_sq(), static_cast<uint128>(1000000) << 40);
+}
+
 TEST(HistogramTest, RecordManyEqualsRecordingOneByOne) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 200; ++round) {
     std::vector<uint64_t> v(rng() % 200);
-    // A third of the rounds keep to one bucket and zeros (an API's steady
-    // calls: RecordMany's sums in registers).
-    const bool one_bucket = round % 3 == 2;
+    // Rounds of three kinds: anything; one bucket and zeros (an API's
+    // steady calls); small values over many buckets, and zeros.
+    const int kind = round % 3;
     for (auto& x : v) {
-      switch (one_bucket ? (rng() % 4 == 0 ? 0 : 3) : rng() % 4) {
+      if (kind == 2) {
+        x = rng() % 5 == 0 ? 0 : rng() >> (36 + rng() % 28);
+        continue;
+      }
+      switch (kind == 1 ? (rng() % 4 == 0 ? 0 : 3) : rng() % 4) {
         case 0:
           x = 0;
           break;
@@ -67,6 +103,21 @@ TEST(HistogramTest, RecordManyEqualsRecordingOneByOne) {
       at_once.RecordMany(big.data(), big.size());
     }
     EXPECT_TRUE(at_once.sum_sq_saturated());
+    EXPECT_EQ(at_once, one_by_one);
+  }
+  // Values saturate a bucket that is nearly full as Record does.
+  {
+    Histogram one_by_one, at_once;
+    HistogramBucket nearly;
+    nearly.count = 1;
+    nearly.sum = 1000;
+    nearly.sum_sq = kUint128Max - 100;
+    for (Histogram* h : {&one_by_one, &at_once}) h->SetBucket(9, nearly);
+    const std::vector<uint64_t> v = {1000, 1001, 5, 0};
+    for (const uint64_t x : v) one_by_one.Record(x);
+    at_once.RecordMany(v.data(), v.size());
+    EXPECT_TRUE(at_once.sum_sq_saturated());
+    EXPECT_EQ(at_once.bucket(9).sum_sq, kUint128Max);
     EXPECT_EQ(at_once, one_by_one);
   }
   // Just below saturation is not saturated: 2^128 - 2^65 + 1 from one value.

@@ -638,12 +638,14 @@ TEST_F(HazardTest, LongjmpOutOfAMeasuredCall) {
 }
 
 TEST_F(HazardTest, ForkChildCarriesOn) {
-  Result r = Run({"fork"}, "fp_test_alloc");
+  Result r = Run({"fork"}, "fp_test_alloc,fp_test_pair", 2);
   EXPECT_EQ(r.out, "child\nparent, child exit 0\ndone fork\n");
   auto recs = Records();
   ASSERT_EQ(recs.size(), 2u);  // one per process, each with its own calls
-  EXPECT_EQ(Calls({recs[0]}, "fp_test_alloc"), 5u);
-  EXPECT_EQ(Calls({recs[1]}, "fp_test_alloc"), 5u);
+  for (const char* api : {"fp_test_alloc", "fp_test_pair"}) {
+    EXPECT_EQ(Calls({recs[0]}, api), 5u) << api;
+    EXPECT_EQ(Calls({recs[1]}, api), 5u) << api;
+  }
 }
 
 TEST_F(HazardTest, ForkInsideAMeasuredCall) {

@@ -121,17 +121,19 @@ int Hazard(int argc, char** argv) {
     }
     printf("jumped %d\n", jumped);
   } else if (!strcmp(what, "fork")) {
-    for (int i = 0; i < 3; ++i) fp_test_alloc(10);
+    // fp_test_alloc allocates (its calls take the C path); fp_test_pair is
+    // short and quiet (the assembly's per-tick-value counts).
+    for (int i = 0; i < 3; ++i) fp_test_alloc(10), fp_test_pair(i);
     fflush(stdout);
     const pid_t pid = fork();
     if (pid == 0) {
-      for (int i = 0; i < 5; ++i) fp_test_alloc(10);
+      for (int i = 0; i < 5; ++i) fp_test_alloc(10), fp_test_pair(i);
       printf("child\n");
       return 0;
     }
     int st = 0;
     waitpid(pid, &st, 0);
-    for (int i = 0; i < 2; ++i) fp_test_alloc(10);
+    for (int i = 0; i < 2; ++i) fp_test_alloc(10), fp_test_pair(i);
     printf("parent, child exit %d\n", WEXITSTATUS(st));
   } else if (!strcmp(what, "forkin")) {
     pid_t pid = -1;
