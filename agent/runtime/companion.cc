@@ -611,6 +611,15 @@ void ResolveAlloc() {
   real_alloc = f;
 }
 
+// Whether a measured call is on this thread's shadow stack. Only then do the
+// counters matter (an entry takes their values when they are about to
+// move), so otherwise the allocation functions just go on to the real ones:
+// a program allocates far more often than it calls a chosen API.
+inline bool Counting() {
+  const fieldprof::rt::ShadowStack* ss = t_state.ss;
+  return ss != nullptr && ss->depth != 0;
+}
+
 inline void CountAlloc(size_t n) {
   if (!g.active) return;
   CountersWillMove(t_state);
@@ -618,21 +627,17 @@ inline void CountAlloc(size_t n) {
   ++t_state.alloc_count;
 }
 
-}  // namespace
-
-extern "C" {
-
-FP_EXPORT void* malloc(size_t n) {
+[[gnu::noinline]] void* MallocSlow(size_t n) {
   if (real_alloc.malloc == nullptr) {
     if (resolving_alloc) return BootstrapAlloc(n);
     ResolveAlloc();
   }
   void* p = real_alloc.malloc(n);
-  if (p != nullptr) CountAlloc(n);
+  if (p != nullptr && Counting()) CountAlloc(n);
   return p;
 }
 
-FP_EXPORT void* calloc(size_t a, size_t b) {
+[[gnu::noinline]] void* CallocSlow(size_t a, size_t b) {
   if (real_alloc.calloc == nullptr) {
     if (resolving_alloc) {
       size_t n;
@@ -642,11 +647,11 @@ FP_EXPORT void* calloc(size_t a, size_t b) {
     ResolveAlloc();
   }
   void* p = real_alloc.calloc(a, b);
-  if (p != nullptr) CountAlloc(a * b);
+  if (p != nullptr && Counting()) CountAlloc(a * b);
   return p;
 }
 
-FP_EXPORT void* realloc(void* old, size_t n) {
+[[gnu::noinline]] void* ReallocSlow(void* old, size_t n) {
   if (real_alloc.realloc == nullptr) ResolveAlloc();
   if (InBootstrap(old)) {
     void* p = real_alloc.malloc(n);
@@ -659,8 +664,34 @@ FP_EXPORT void* realloc(void* old, size_t n) {
     return p;
   }
   void* p = real_alloc.realloc(old, n);
-  if (p != nullptr && n > 0) CountAlloc(n);
+  if (p != nullptr && n > 0 && Counting()) CountAlloc(n);
   return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+// malloc, calloc and realloc are shaped so that their common case (the
+// allocator resolved, no measured call on the thread) is a check and a tail
+// jump to the real function, with no frame: the rest is out of line.
+
+FP_EXPORT void* malloc(size_t n) {
+  if (real_alloc.malloc == nullptr || Counting()) [[unlikely]]
+    return MallocSlow(n);
+  return real_alloc.malloc(n);
+}
+
+FP_EXPORT void* calloc(size_t a, size_t b) {
+  if (real_alloc.calloc == nullptr || Counting()) [[unlikely]]
+    return CallocSlow(a, b);
+  return real_alloc.calloc(a, b);
+}
+
+FP_EXPORT void* realloc(void* old, size_t n) {
+  if (real_alloc.realloc == nullptr || Counting() || InBootstrap(old)) [[unlikely]]
+    return ReallocSlow(old, n);
+  return real_alloc.realloc(old, n);
 }
 
 FP_EXPORT void free(void* p) {
@@ -671,6 +702,8 @@ FP_EXPORT void free(void* p) {
 
 FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   if (real_alloc.posix_memalign == nullptr) ResolveAlloc();
+  if (!Counting()) [[likely]]
+    return real_alloc.posix_memalign(out, align, n);
   const int r = real_alloc.posix_memalign(out, align, n);
   if (r == 0) CountAlloc(n);
   return r;
@@ -678,6 +711,8 @@ FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
 
 FP_EXPORT void* aligned_alloc(size_t align, size_t n) {
   if (real_alloc.aligned_alloc == nullptr) ResolveAlloc();
+  if (!Counting()) [[likely]]
+    return real_alloc.aligned_alloc(align, n);
   void* p = real_alloc.aligned_alloc(align, n);
   if (p != nullptr) CountAlloc(n);
   return p;
@@ -685,6 +720,8 @@ FP_EXPORT void* aligned_alloc(size_t align, size_t n) {
 
 FP_EXPORT void* memalign(size_t align, size_t n) {
   if (real_alloc.memalign == nullptr) ResolveAlloc();
+  if (!Counting()) [[likely]]
+    return real_alloc.memalign(align, n);
   void* p = real_alloc.memalign(align, n);
   if (p != nullptr) CountAlloc(n);
   return p;
@@ -692,6 +729,8 @@ FP_EXPORT void* memalign(size_t align, size_t n) {
 
 FP_EXPORT void* valloc(size_t n) {
   if (real_alloc.valloc == nullptr) ResolveAlloc();
+  if (!Counting()) [[likely]]
+    return real_alloc.valloc(n);
   void* p = real_alloc.valloc(n);
   if (p != nullptr) CountAlloc(n);
   return p;
