@@ -10,8 +10,9 @@
 #      settings), pairs run side by side (deploy/overhead.py), and the same
 #      with neither side instrumented, to show the method's own spread;
 #   3. the fixed cost per process, on sqlite3 running 'select 1';
-#   4. the sqlite3 overhead expected from 1 and 3 and the calls each run of
-#      2 measured (its records), with its confidence interval.
+#   4. the sqlite3 overhead expected from 1 and 3, the allocation
+#      interposers' cost and the calls each run of 2 measured (its records),
+#      with its confidence interval.
 # Prints each figure; everything stays in a temp dir and stops by itself.
 #
 #   deploy/bench-runtime.sh [SQLITE_PAIRS]   (default 30)
@@ -93,6 +94,18 @@ lt_added=$(calc "$lt_ns - $plain" 0); ut_added=$(calc "$ut_ns - $plain" 0)
 echo "ltrace -e fp_bench_empty:        $lt_ns ns/call   added $lt_added = $(calc "$lt_added / max($added, 0.1)" 0)x fieldprof's added cost"
 echo "uftrace record --force:          $ut_ns ns/call   added $ut_added = $(calc "$ut_added / max($added, 0.1)" 1)x (calls recorded: $ut_events)"
 
+echo "== allocation interposers (every instrumented process, chosen API or not)"
+# malloc and free go through the companion; outside a measured call it only
+# passes them on. A chosen API the loop never calls keeps the run measured.
+am_plain=999; am_rt=999
+for _ in 1 2 3 4 5; do
+  a=$("$prog" malloc 5000000 5 | ns)
+  b=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_work "$prog" malloc 5000000 5 | ns)
+  am_plain=$(calc "min($am_plain, $a)" 3); am_rt=$(calc "min($am_rt, $b)" 3)
+done
+alloc_added=$(calc "max($am_rt - $am_plain, 0)" 2)
+echo "malloc + free: $am_plain ns plain, $am_rt ns instrumented: added $alloc_added ns per pair"
+
 echo "== 2. sqlite3 workload (deploy/workloads/sqlite-bench.sql), $runs pairs, each pair at the same time on two CPUs"
 sql="$PWD/deploy/workloads/sqlite-bench.sql"
 want=$(sqlite3 :memory: < "$sql")
@@ -116,22 +129,28 @@ echo "select 1;" > "$work/select1.sql"
   -- sqlite3 :memory: | tee "$work/s3.txt"
 
 echo "== 4. the sqlite3 overhead expected from what its runs measured"
-# Each instrumented run of section 2 costs the fixed cost (section 3) plus
-# its measured calls times the added cost per call (section 1): a figure
-# with a far narrower spread than timing whole runs on a shared machine,
-# which section 2 checks it against.
-python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" <<'PY'
+# Each instrumented run of section 2 costs the fixed cost (section 3), its
+# measured calls times the added cost per call (section 1), and the
+# workload's allocations times what the interposers add to each (counted
+# once by valgrind): a figure with a far narrower spread than timing whole
+# runs on a shared machine, which section 2 checks it against.
+allocs=$(valgrind --tool=memcheck --leak-check=no sqlite3 :memory: < "$sql" 2>&1 >/dev/null \
+  | sed -n 's/.*total heap usage: \([0-9,]*\) allocs.*/\1/p' | tr -d ,)
+python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" "${allocs:-0}" "$alloc_added" <<'PY'
 import re, statistics, sys
 ls, s2, s3, added = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+allocs, alloc_added = int(sys.argv[5]), float(sys.argv[6])
 base_ms = float(re.search(r"CPU time: median without ([0-9.]+) ms", open(s2).read()).group(1))
 fixed_ms = float(re.search(r"CPU time: .*paired mean difference ([-+0-9.]+) ms", open(s3).read()).group(1))
 calls = [int(l.split()[6]) for l in open(ls).read().splitlines()[1:]
          if len(l.split()) > 6 and l.split()[5] == "measured"]
-per_run = [100 * (fixed_ms + c * added / 1e6) / base_ms for c in calls]
+alloc_ms = allocs * alloc_added / 1e6
+per_run = [100 * (fixed_ms + alloc_ms + c * added / 1e6) / base_ms for c in calls]
 mean = statistics.mean(per_run)
 half = 1.96 * statistics.stdev(per_run) / len(per_run) ** 0.5 if len(per_run) > 1 else float("nan")
-print(f"  {len(calls)} runs: fixed {fixed_ms:+.2f} ms and {added} ns per measured call, "
-      f"against a median run of {base_ms:.1f} ms")
+print(f"  {len(calls)} runs: fixed {fixed_ms:+.2f} ms, {allocs:,} malloc+free pairs x {alloc_added} ns "
+      f"= {alloc_ms:+.2f} ms, and {added} ns per measured call, against a median run of {base_ms:.1f} ms")
 print(f"  expected overhead: mean {mean:+.3f}% (95% CI {mean - half:+.3f}% .. {mean + half:+.3f}%), "
-      f"the costliest run {max(per_run):+.2f}%, the fixed cost alone {100 * fixed_ms / base_ms:+.3f}%")
+      f"the costliest run {max(per_run):+.2f}%; of it the fixed cost {100 * fixed_ms / base_ms:+.3f}% "
+      f"and the allocations {100 * alloc_ms / base_ms:+.3f}%")
 PY

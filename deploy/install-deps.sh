@@ -21,8 +21,9 @@ PACKAGES=(
   openssl nginx-light curl procps bc
   # real programs the runtime is tested and shown on (host-safety suite, quickstart)
   sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl
-  # benchmark helpers (GNU time for CPU time and peak memory)
-  time
+  # benchmark helpers (GNU time for CPU time and peak memory; valgrind
+  # counts a workload's allocations for the runtime benchmark)
+  time valgrind
   # peers the runtime benchmark compares with
   uftrace ltrace
 )

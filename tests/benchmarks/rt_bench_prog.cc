@@ -1,7 +1,9 @@
 // Calls one exported library function in a tight loop through the PLT and
 // prints the best ns per call over several rounds, as JSON:
-//   rt_bench_prog empty|work|rdtsc CALLS ROUNDS
-// (rdtsc: the cost of one TSC read, the floor of a timed call, which needs two)
+//   rt_bench_prog empty|work|rdtsc|malloc CALLS ROUNDS
+// (rdtsc: the cost of one TSC read, the floor of a timed call, which needs two;
+// malloc: one malloc and one free of 16..271 bytes, what the runtime's
+// allocation interposers add to every such pair)
 // Run by deploy/bench-runtime.sh plain, under the runtime (selected or not),
 // under ltrace and under uftrace.
 #include <time.h>
@@ -24,11 +26,12 @@ double NowNs() {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: rt_bench_prog empty|work|rdtsc CALLS ROUNDS\n");
+    std::fprintf(stderr, "usage: rt_bench_prog empty|work|rdtsc|malloc CALLS ROUNDS\n");
     return 2;
   }
   const bool empty = std::strcmp(argv[1], "empty") == 0;
   const bool tsc = std::strcmp(argv[1], "rdtsc") == 0;
+  const bool alloc = std::strcmp(argv[1], "malloc") == 0;
   const long calls = std::atol(argv[2]);
   const int rounds = std::atoi(argv[3]);
   double best = 1e300;
@@ -39,6 +42,12 @@ int main(int argc, char** argv) {
       unsigned long long sum = 0;
       for (long i = 0; i < calls; ++i) sum += __rdtsc();
       x += static_cast<unsigned>(sum & 1);
+    } else if (alloc) {
+      for (long i = 0; i < calls; ++i) {
+        void* p = std::malloc(16 + static_cast<size_t>(i & 255));
+        __asm__ __volatile__("" : : "r"(p) : "memory");
+        std::free(p);
+      }
     } else if (empty) {
       for (long i = 0; i < calls; ++i) fp_bench_empty();
     } else {
