@@ -286,9 +286,10 @@ int RebindCallers(int slot) {
   return done;
 }
 
-// Called each time an API's count in a slab crosses a multiple of 1024: past the overhead budget
-// (estimated from the calls so far and the calibrated probe cost), the API
-// with the most calls stops measuring and its record is marked truncated.
+// Called each time an API's count in a slab crosses a multiple of 1024:
+// past the overhead budget (estimated from every slab's calls so far and
+// the calibrated cost of a call), the API with the most calls stops
+// measuring and its record is marked truncated.
 void CheckBudget() {
   if (!g.calibrated) return;
   const uint64_t elapsed = Ticks() - g.tsc0;
