@@ -612,17 +612,12 @@ void ResolveAlloc() {
   real_alloc = f;
 }
 
-// Whether a measured call is on this thread's shadow stack. Only then do the
-// counters matter (an entry takes their values when they are about to
-// move), so otherwise the allocation functions just go on to the real ones:
-// a program allocates far more often than it calls a chosen API.
-inline bool Counting() {
-  const fieldprof::rt::ShadowStack* ss = t_state.ss;
-  return ss != nullptr && ss->depth != 0;
-}
+// Outside a measured call the allocation functions just go on to the real
+// ones: a program allocates far more often than it calls a chosen API.
+inline bool Counting() { return InMeasuredCall(t_state); }
 
+// Inside a measured call (Counting()).
 inline void CountAlloc(size_t n) {
-  if (!g.active) return;
   CountersWillMove(t_state);
   t_state.alloc_bytes += n;
   ++t_state.alloc_count;
@@ -660,7 +655,7 @@ inline void CountAlloc(size_t n) {
       const size_t avail =
           static_cast<size_t>(bootstrap_arena + sizeof bootstrap_arena - static_cast<char*>(old));
       memcpy(p, old, n < avail ? n : avail);
-      CountAlloc(n);
+      if (Counting()) CountAlloc(n);
     }
     return p;
   }
@@ -759,7 +754,7 @@ F Next(F* cache, const char* name) {
 }
 
 void CountFdIo(int fd, ssize_t n) {
-  if (n <= 0 || !g.active || t_state.ss == nullptr || t_state.ss->depth == 0) return;
+  if (n <= 0 || !Counting()) return;
   uint8_t kind = 3;
   if (fd >= 0 && fd < static_cast<int>(sizeof fd_kind)) {
     kind = fd_kind[fd];
@@ -778,7 +773,7 @@ void CountFdIo(int fd, ssize_t n) {
 }
 
 void CountSocketIo(ssize_t n) {
-  if (n > 0 && g.active && t_state.ss != nullptr && t_state.ss->depth > 0) {
+  if (n > 0 && Counting()) {
     CountersWillMove(t_state);
     t_state.sock_io += static_cast<uint64_t>(n);
   }

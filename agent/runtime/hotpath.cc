@@ -144,32 +144,38 @@ void FlushDurations() {
   if (slab != nullptr) FlushRing(*tls.ss, *slab);
 }
 
-void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]) {
-  if (!g.calibrated) return;
+namespace {
+
+// Calls `f(tag, ticks)` for every call kept in any thread's ring. The
+// threads may be running: their rings are only read, up to the count
+// published after the entries.
+template <typename F>
+void ForEachKept(F f) {
   const int stacks = std::min(g.next_stack.load(std::memory_order_relaxed), kShadowStacks);
   for (int i = 0; i < stacks; ++i) {
     const ShadowStack& t = g_stacks[i];
     const uint32_t n = std::min<uint32_t>(__atomic_load_n(&t.nring, __ATOMIC_ACQUIRE), kRing);
-    for (uint32_t p = 0; p < n; ++p) {
-      const uint8_t tag = t.ring_slot[p];
-      const uint32_t slot = tag & ~kRingCounted;
-      if (slot >= FP_MAX_APIS || !g.bound[slot]) continue;
-      totals[slot][0].Record(DurationNs(t.ring_ticks[p]));
-      if (!(tag & kRingCounted)) {
-        for (int m = 1; m < FP_NUM_METRICS; ++m) totals[slot][m].RecordZeros(1);
-      }
-    }
+    for (uint32_t p = 0; p < n; ++p) f(t.ring_slot[p], t.ring_ticks[p]);
   }
+}
+
+}  // namespace
+
+void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]) {
+  if (!g.calibrated) return;
+  ForEachKept([totals](uint8_t tag, uint64_t ticks) {
+    const uint32_t slot = tag & ~kRingCounted;
+    if (slot >= FP_MAX_APIS || !g.bound[slot]) return;
+    totals[slot][0].Record(DurationNs(ticks));
+    if (!(tag & kRingCounted)) {
+      for (int m = 1; m < FP_NUM_METRICS; ++m) totals[slot][m].RecordZeros(1);
+    }
+  });
 }
 
 uint64_t KeptCalls() {
   uint64_t calls = 0;
-  const int stacks = std::min(g.next_stack.load(std::memory_order_relaxed), kShadowStacks);
-  for (int i = 0; i < stacks; ++i) {
-    const ShadowStack& t = g_stacks[i];
-    const uint32_t n = std::min<uint32_t>(__atomic_load_n(&t.nring, __ATOMIC_ACQUIRE), kRing);
-    for (uint32_t p = 0; p < n; ++p) calls += !(t.ring_slot[p] & kRingCounted);
-  }
+  ForEachKept([&calls](uint8_t tag, uint64_t) { calls += !(tag & kRingCounted); });
   return calls;
 }
 
@@ -300,15 +306,18 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
   const Entry& e = t.e[i];
   const uintptr_t ret = e.ret_addr;
   const uint32_t slot = e.slot;
-  // The counters first: calibrating (below) may allocate.
-  const bool moved = (e.flags & kCountersMoved) != 0;
-  const uint64_t alloc = moved ? tls.alloc_bytes - e.alloc_bytes0 : 0;
-  const uint64_t count = moved ? tls.alloc_count - e.alloc_count0 : 0;
-  const uint64_t file = moved ? tls.file_io - e.file0 : 0;
-  const uint64_t sock = moved ? tls.sock_io - e.sock0 : 0;
-  const uint64_t child_alloc = moved ? e.child_alloc : 0;
-  // The enclosing entry moved too when this one allocated (SnapEntries).
-  if (i > 0 && alloc != 0) t.e[i - 1].child_alloc += alloc;
+  // The counters first: calibrating (below) may allocate. Unless they
+  // moved during the call, the entry never took them and all are 0.
+  uint64_t alloc = 0, count = 0, file = 0, sock = 0, child_alloc = 0;
+  if (e.flags & kCountersMoved) {
+    alloc = tls.alloc_bytes - e.alloc_bytes0;
+    count = tls.alloc_count - e.alloc_count0;
+    file = tls.file_io - e.file0;
+    sock = tls.sock_io - e.sock0;
+    child_alloc = e.child_alloc;
+    // The enclosing entry moved too (SnapEntries), so it has its own count.
+    if (i > 0) t.e[i - 1].child_alloc += alloc;
+  }
   Slab* slab;
   if (slot == FP_CALIBRATION_SLOT) [[unlikely]] {
     g.calibration_last_ticks = t1 - e.t0;

@@ -232,15 +232,20 @@ FP_HIDDEN void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]);
 // Calls kept in rings and not yet counted in any slab.
 FP_HIDDEN uint64_t KeptCalls();
 
+// Whether a measured call is on this thread's shadow stack. Only then do
+// the counters matter (an entry takes their values when they are about to
+// move), so the interposers count nothing otherwise.
+inline bool InMeasuredCall(const ThreadState& t) { return t.ss != nullptr && t.ss->depth != 0; }
+
 // Entries on the shadow stack not yet holding the counters' values at
 // entry get them (the counters have not moved since those entries were
-// pushed): called before a counter changes.
+// pushed). Called inside a measured call (InMeasuredCall) before a counter
+// changes.
 FP_HIDDEN void SnapEntries(ThreadState& t, uint32_t depth);
 inline void CountersWillMove(ThreadState& t) {
-  const ShadowStack* ss = t.ss;
-  if (ss == nullptr) return;
-  const uint32_t d = ss->depth;
-  if (d == 0 || (ss->e[d - 1].flags & kCountersMoved)) return;
+  const ShadowStack& ss = *t.ss;
+  const uint32_t d = ss.depth;
+  if (d == 0 || (ss.e[d - 1].flags & kCountersMoved)) return;
   SnapEntries(t, d);
 }
 
