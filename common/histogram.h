@@ -36,9 +36,8 @@ using uint128 = unsigned __int128;
 inline constexpr int kNumBuckets = 64;  // buckets 0..63; the zero bucket is separate
 inline constexpr uint128 kUint128Max = ~uint128{0};
 
-// Bucket index of v >= 1 (floor(log2 v)). Undefined for v == 0.
-// For v > 0. (63 ^ clz is one `bsr` on x86-64; 63 - countl_zero is five
-// instructions there.)
+// Bucket index of v >= 1 (floor(log2 v)). Undefined for v == 0. (63 ^ clz
+// is one `bsr` on x86-64; 63 - countl_zero is five instructions there.)
 inline int BucketIndex(uint64_t v) { return 63 ^ __builtin_clzll(v); }
 // Inclusive lower edge of bucket i: 2^i.
 inline uint64_t BucketLow(int i) { return uint64_t{1} << i; }

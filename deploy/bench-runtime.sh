@@ -43,27 +43,24 @@ baseline="${BASELINE_LIB:-}"
 if [[ -n "$baseline" && ! -f "$baseline/libfieldprof.so" ]]; then
   echo "bench-runtime: BASELINE_LIB=$baseline has no libfieldprof.so"; exit 2
 fi
-# Interleaved, five times each; the best of each kind counts.
-for _ in 1 2 3 4 5; do
+# Interleaved; the best of each kind counts. Selected (and the baseline)
+# five times; plain and unselected nine, since they run the very same loop
+# (the function is bound directly) and differ only by this machine's noise,
+# which five best-of runs did not settle.
+for i in 1 2 3 4 5 6 7 8 9; do
   p=$("$prog" empty $calls 5 | ns)
   u=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_work "$prog" empty $calls 5 | ns)
+  plain=$(calc "min($plain, $p)" 3); unsel=$(calc "min($unsel, $u)" 3)
+  (( i <= 5 )) || continue
   s=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 \
       "$prog" empty $((calls / 4)) 5 | ns)
-  plain=$(calc "min($plain, $p)" 3); unsel=$(calc "min($unsel, $u)" 3); sel=$(calc "min($sel, $s)" 3)
+  sel=$(calc "min($sel, $s)" 3)
   if [[ -n "$baseline" ]]; then
     b=$("${rt[@]}" "LD_AUDIT=$baseline/libfieldprof_audit.so" "LD_PRELOAD=$baseline/libfieldprof.so" \
         "FIELDPROF_SPOOL=$work/baseline-spool" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty \
         FIELDPROF_BUDGET=1000 "$prog" empty $((calls / 4)) 5 | ns)
     base=$(calc "min($base, $b)" 3)
   fi
-done
-# Unselected runs the very loop plain does (the function is bound
-# directly), so the two differ only by this machine's noise: four more
-# pairs of each, for best-of figures that settle.
-for _ in 1 2 3 4; do
-  p=$("$prog" empty $calls 5 | ns)
-  u=$("${rt[@]}" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_work "$prog" empty $calls 5 | ns)
-  plain=$(calc "min($plain, $p)" 3); unsel=$(calc "min($unsel, $u)" 3)
 done
 # Were the runs really instrumented? The records say which API was bound.
 bound=$(./build/tools/fieldprof spool ls --spool "$work/spool" | grep -c "fp_bench_empty" || true)
@@ -143,11 +140,13 @@ echo "== 4. the sqlite3 overhead expected from what its runs measured"
 # once by valgrind): a figure with a far narrower spread than timing whole
 # runs on a shared machine, which section 2 checks it against.
 allocs=$(valgrind --tool=memcheck --leak-check=no sqlite3 :memory: < "$sql" 2>&1 >/dev/null \
-  | sed -n 's/.*total heap usage: \([0-9,]*\) allocs.*/\1/p' | tr -d ,)
-python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" "${allocs:-0}" "$alloc_added" <<'PY'
+  | sed -n 's/.*total heap usage: \([0-9,]*\) allocs.*/\1/p' | tr -d ,) || true
+python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" "$allocs" "$alloc_added" <<'PY'
 import re, statistics, sys
 ls, s2, s3, added = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-allocs, alloc_added = int(sys.argv[5]), float(sys.argv[6])
+if not sys.argv[5]:
+    print("  valgrind gave no allocation count: the estimate below leaves the allocations out")
+allocs, alloc_added = int(sys.argv[5] or 0), float(sys.argv[6])
 base_ms = float(re.search(r"CPU time: median without ([0-9.]+) ms", open(s2).read()).group(1))
 fixed_ms = float(re.search(r"CPU time: .*paired mean difference ([-+0-9.]+) ms", open(s3).read()).group(1))
 calls = [int(l.split()[6]) for l in open(ls).read().splitlines()[1:]
