@@ -65,6 +65,10 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
               "agents: no measuring above this 1-min load average per CPU", 0, 1e6);
   t.AddDouble("fleet_overhead_budget", &f.overhead_budget,
               "agents: fraction of a run's time measuring may cost", 0, 1);
+  t.AddDouble("fleet_sample_fraction", &f.sample_fraction,
+              "agents: share of program runs measured at all", 0, 1);
+  t.AddInt("fleet_max_runs_per_minute", &f.max_runs_per_minute,
+           "agents: measured program runs a minute per machine at most (0: no cap)", 0, 1000000);
   t.AddString("fleet_allow_modules", &f.allow_modules,
               "agents: only these sonames are measured (comma-separated; empty: all)");
   t.AddString("fleet_deny_modules", &f.deny_modules, "agents: these sonames are never measured");

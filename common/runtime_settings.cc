@@ -76,6 +76,12 @@ Status FleetSettings::Validate() const {
   if (!(overhead_budget >= 0 && overhead_budget <= 1000)) {
     return InvalidArgument("overhead_budget must be 0..1000");
   }
+  if (!(sample_fraction >= 0 && sample_fraction <= 1)) {
+    return InvalidArgument("sample_fraction must be 0..1");
+  }
+  if (max_runs_per_minute < 0 || max_runs_per_minute > 1000000) {
+    return InvalidArgument("max_runs_per_minute must be 0..1000000 (0: no cap)");
+  }
   if (!CleanText(allow_modules, kMaxModuleList) || !CleanText(deny_modules, kMaxModuleList)) {
     return InvalidArgument("allow_modules/deny_modules: at most 1023 bytes, one line, no '#'");
   }
@@ -130,6 +136,10 @@ StatusOr<RuntimeSettings> ParseRuntimeSettings(const std::string& text) {
       ok = ParseDouble(v, 0, 1e6, &f.max_load_per_cpu);
     } else if (name == "overhead_budget") {
       ok = ParseDouble(v, 0, 1000, &f.overhead_budget);
+    } else if (name == "sample_fraction") {
+      ok = ParseDouble(v, 0, 1, &f.sample_fraction);
+    } else if (name == "max_runs_per_minute") {
+      ok = ParseInt(v, 0, 1000000, &f.max_runs_per_minute);
     } else if (name == "spool_dir") {
       s.spool_dir = v;
     } else if (name == "spool_cap_mib") {
@@ -166,6 +176,8 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   out += "slots = " + std::to_string(f.slots) + "\n";
   out += "max_load_per_cpu = " + FormatDouble(f.max_load_per_cpu) + "\n";
   out += "overhead_budget = " + FormatDouble(f.overhead_budget) + "\n";
+  out += "sample_fraction = " + FormatDouble(f.sample_fraction) + "\n";
+  out += "max_runs_per_minute = " + std::to_string(f.max_runs_per_minute) + "\n";
   if (!f.allow_modules.empty()) out += "allow_modules = " + f.allow_modules + "\n";
   if (!f.deny_modules.empty()) out += "deny_modules = " + f.deny_modules + "\n";
   if (!s.spool_dir.empty()) out += "spool_dir = " + s.spool_dir + "\n";
@@ -197,6 +209,8 @@ std::string FleetSettingsToJson(const FleetSettings& f, bool with_version) {
   j.Key("slots").Int(f.slots);
   j.Key("max_load_per_cpu").Double(f.max_load_per_cpu);
   j.Key("overhead_budget").Double(f.overhead_budget);
+  j.Key("sample_fraction").Double(f.sample_fraction);
+  j.Key("max_runs_per_minute").Int(f.max_runs_per_minute);
   j.Key("allow_modules").String(f.allow_modules);
   j.Key("deny_modules").String(f.deny_modules);
   j.Key("batch_bytes").Int(f.batch_bytes);
@@ -219,6 +233,8 @@ StatusOr<FleetSettings> FleetSettingsFromJson(const std::string& json) {
     f.slots = pt.get<int64_t>("slots");
     f.max_load_per_cpu = pt.get<double>("max_load_per_cpu");
     f.overhead_budget = pt.get<double>("overhead_budget");
+    f.sample_fraction = pt.get<double>("sample_fraction");
+    f.max_runs_per_minute = pt.get<int64_t>("max_runs_per_minute");
     f.allow_modules = pt.get<std::string>("allow_modules", "");
     f.deny_modules = pt.get<std::string>("deny_modules", "");
     f.batch_bytes = pt.get<int64_t>("batch_bytes");

@@ -6,7 +6,8 @@
 // knows (the settings version goes in a comment).
 //
 // Fleet settings (from the aggregator): k, slots, max_load_per_cpu,
-// overhead_budget, allow_modules, deny_modules. Local ones (never taken
+// overhead_budget, sample_fraction, max_runs_per_minute, allow_modules,
+// deny_modules. Local ones (never taken
 // from the network): consent, spool_dir, spool_cap_mib, slot_dir, and the
 // test knobs seed and force.
 #ifndef FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
@@ -25,6 +26,12 @@ struct FleetSettings {
   int64_t slots = 6;
   double max_load_per_cpu = 1.5;
   double overhead_budget = 0.01;
+  // The share of program runs measured at all (the runtime's first look,
+  // agent/runtime/first_look.h, decides with a coin), and the machine-wide
+  // cap on measured runs a minute (0: none). Explicit runs (`fieldprof
+  // run`) are exempt from both.
+  double sample_fraction = 1.0 / 16;
+  int64_t max_runs_per_minute = 120;
   std::string allow_modules;  // comma-separated sonames; empty: all
   std::string deny_modules;
   // For the agent itself.

@@ -17,22 +17,21 @@
 #
 #   deploy/bench-runtime.sh [SQLITE_PAIRS]   (default 30)
 #
-# BASELINE_LIB=DIR (a directory with another build's libfieldprof.so and
-# libfieldprof_audit.so, e.g. from a worktree of an older commit) adds that
+# BASELINE_LIB=DIR (a directory with another build's libfieldprof.so, e.g. from a worktree of an older commit) adds that
 # runtime's selected cost to section 1, measured in the same loop, so a
 # change is compared at the same moment of this shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-30}"
 ./deploy/install-deps.sh >/dev/null
-./deploy/build.sh rt_bench_prog fieldprof_audit fieldprof_runtime fieldprof >/dev/null
+./deploy/build.sh rt_bench_prog fieldprof_runtime fieldprof >/dev/null
 work="$(mktemp -d /tmp/fieldprof-rtbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 lib="$PWD/build/agent/runtime"
 prog="$PWD/build/tests/benchmarks/rt_bench_prog"
 rt=(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool" "FIELDPROF_SLOT_DIR=$work/slots"
     FIELDPROF_SLOTS=64 FIELDPROF_MAX_LOAD=1000
-    "LD_AUDIT=$lib/libfieldprof_audit.so" "LD_PRELOAD=$lib/libfieldprof.so")
+    "LD_PRELOAD=$lib/libfieldprof.so")
 ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }
 calc() { python3 -c "print(f'{$1:.$2f}')"; }
 
@@ -56,7 +55,7 @@ for i in 1 2 3 4 5 6 7 8 9; do
       "$prog" empty $((calls / 4)) 5 | ns)
   sel=$(calc "min($sel, $s)" 3)
   if [[ -n "$baseline" ]]; then
-    b=$("${rt[@]}" "LD_AUDIT=$baseline/libfieldprof_audit.so" "LD_PRELOAD=$baseline/libfieldprof.so" \
+    b=$("${rt[@]}" "LD_PRELOAD=$baseline/libfieldprof.so" \
         "FIELDPROF_SPOOL=$work/baseline-spool" FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty \
         FIELDPROF_BUDGET=1000 "$prog" empty $((calls / 4)) 5 | ns)
     base=$(calc "min($base, $b)" 3)

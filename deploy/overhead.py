@@ -93,7 +93,7 @@ def summary(name, plain, rt):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lib", required=True, help="directory with libfieldprof.so and libfieldprof_audit.so")
+    ap.add_argument("--lib", required=True, help="directory with libfieldprof.so")
     ap.add_argument("--work", required=True, help="scratch directory (spool and slots go here)")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--stdin", help="file fed to the command's standard input")
@@ -110,7 +110,6 @@ def main():
     rt_env = dict(os.environ, FIELDPROF_RUN="1", FIELDPROF_SPOOL=a.work + "/spool",
                   FIELDPROF_SLOT_DIR=a.work + "/slots", FIELDPROF_SLOTS="64",
                   FIELDPROF_MAX_LOAD="1000",
-                  LD_AUDIT=a.lib + "/libfieldprof_audit.so",
                   LD_PRELOAD=a.lib + "/libfieldprof.so")
     if a.control:
         rt_env = plain_env

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 first="${1:-1}"
 last="${2:-200}"
 ./deploy/install-deps.sh >/dev/null
-./deploy/build.sh fieldprof_audit fieldprof_runtime >/dev/null
+./deploy/build.sh fieldprof_runtime >/dev/null
 lib="$PWD/build/agent/runtime"
 work="$(mktemp -d /tmp/fieldprof-soak-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
@@ -34,7 +34,7 @@ for c in "${cmds[@]}"; do
   for s in $(seq "$first" "$last"); do
     got=$(env FIELDPROF_RUN=1 FIELDPROF_K=4 "FIELDPROF_SEED=$s" "FIELDPROF_SPOOL=$work/spool" \
           "FIELDPROF_SLOT_DIR=$work/slots" FIELDPROF_SLOTS=64 FIELDPROF_MAX_LOAD=1000 \
-          "LD_AUDIT=$lib/libfieldprof_audit.so" "LD_PRELOAD=$lib/libfieldprof.so" \
+          "LD_PRELOAD=$lib/libfieldprof.so" \
           sh -c "$c" 2>/dev/null; echo "rc=$?")
     runs=$((runs + 1))
     if [[ "$got" != "$want" ]]; then

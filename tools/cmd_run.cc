@@ -1,5 +1,5 @@
-// fieldprof run: runs one command with the runtime loaded (LD_AUDIT +
-// LD_PRELOAD, see agent/runtime/runtime.h), as an explicit request: the run
+// fieldprof run: runs one command with the runtime loaded (LD_PRELOAD, see
+// agent/runtime/runtime.h), as an explicit request: the run
 // is measured whatever the consent setting says, with this command's options
 // on top of the local settings.
 #include <signal.h>
@@ -20,12 +20,10 @@
 namespace fieldprof::tools {
 namespace {
 
-constexpr const char* kAuditLib = "libfieldprof_audit.so";
 constexpr const char* kRuntimeLib = "libfieldprof.so";
 
 bool HasRuntime(const std::string& dir) {
-  return !dir.empty() && access((dir + "/" + kAuditLib).c_str(), R_OK) == 0 &&
-         access((dir + "/" + kRuntimeLib).c_str(), R_OK) == 0;
+  return !dir.empty() && access((dir + "/" + kRuntimeLib).c_str(), R_OK) == 0;
 }
 
 // --lib_dir, else $FIELDPROF_LIB_DIR, else next to this program: the build
@@ -34,12 +32,12 @@ bool HasRuntime(const std::string& dir) {
 StatusOr<std::string> FindRuntime(const std::string& flag) {
   if (!flag.empty()) {
     if (HasRuntime(flag)) return std::filesystem::absolute(flag).string();
-    return NotFound("--lib_dir " + flag + " has no " + kAuditLib + " and " + kRuntimeLib);
+    return NotFound("--lib_dir " + flag + " has no " + kRuntimeLib);
   }
   const char* env = std::getenv("FIELDPROF_LIB_DIR");
   if (env != nullptr && *env) {
     if (HasRuntime(env)) return std::filesystem::absolute(env).string();
-    return NotFound(std::string("FIELDPROF_LIB_DIR=") + env + " has no " + kAuditLib);
+    return NotFound(std::string("FIELDPROF_LIB_DIR=") + env + " has no " + kRuntimeLib);
   }
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -50,8 +48,8 @@ StatusOr<std::string> FindRuntime(const std::string& flag) {
       if (!ec && HasRuntime(c)) return c;
     }
   }
-  return NotFound(std::string("cannot find ") + kRuntimeLib + " and " + kAuditLib +
-                  " (build them with deploy/build.sh, or pass --lib_dir)");
+  return NotFound(std::string("cannot find ") + kRuntimeLib +
+                  " (build it with deploy/build.sh, or pass --lib_dir)");
 }
 
 void Prepend(const char* var, const std::string& value) {
@@ -106,7 +104,7 @@ int CmdRun(int argc, char** argv) {
   t.AddString("budget", &budget,
               "overhead budget, fraction of run time (default 0.01; above 1: no cap)");
   t.AddString("debug", &debug, "write the runtime's diagnostics to this file");
-  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof.so and libfieldprof_audit.so");
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof.so");
   t.AddBool("show", &show, "when the command ends, print its record to stderr");
 
   // Options end at "--" or at the first word that is not an option (or an
@@ -164,7 +162,6 @@ int CmdRun(int argc, char** argv) {
   if (!max_load.empty()) setenv("FIELDPROF_MAX_LOAD", max_load.c_str(), 1);
   if (!budget.empty()) setenv("FIELDPROF_BUDGET", budget.c_str(), 1);
   if (!debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(debug).c_str(), 1);
-  Prepend("LD_AUDIT", *libs + "/" + kAuditLib);
   Prepend("LD_PRELOAD", *libs + "/" + kRuntimeLib);
 
   char** cmd = argv + cmd_at;
@@ -211,7 +208,7 @@ int CmdRun(int argc, char** argv) {
   }
   if (shown == 0) {
     std::cerr << "fieldprof run: no record was written to " << spool_dir
-              << " (not measured: see --debug)\n";
+              << " (no chosen API was called, or the run was not measured: see --debug)\n";
   }
   if (WIFSIGNALED(status)) {
     signal(WTERMSIG(status), SIG_DFL);

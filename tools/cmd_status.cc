@@ -135,6 +135,8 @@ int CmdStatus(int argc, char** argv) {
       const FleetSettings& f = (*settings)->fleet;
       j.Key("k").Int(f.k).Key("slots").Int(f.slots);
       j.Key("overhead_budget").Double(f.overhead_budget);
+      j.Key("sample_fraction").Double(f.sample_fraction);
+      j.Key("max_runs_per_minute").Int(f.max_runs_per_minute);
       j.Key("settings_version").String((*settings)->version);
     }
     j.Key("spool").BeginObject();
@@ -172,10 +174,13 @@ int CmdStatus(int argc, char** argv) {
   std::printf("consent:        %s\n", consent.c_str());
   if (settings.ok() && settings->has_value()) {
     const RuntimeSettings& r = **settings;
-    std::printf("settings:       k %lld, %lld slots, load cap %g per CPU, budget %g%s%s\n",
-                static_cast<long long>(r.fleet.k), static_cast<long long>(r.fleet.slots),
-                r.fleet.max_load_per_cpu, r.fleet.overhead_budget,
-                r.version.empty() ? "" : ", version ", r.version.c_str());
+    std::printf(
+        "settings:       k %lld, %lld slots, load cap %g per CPU, budget %g, %g of runs "
+        "sampled, at most %lld measured runs a minute%s%s\n",
+        static_cast<long long>(r.fleet.k), static_cast<long long>(r.fleet.slots),
+        r.fleet.max_load_per_cpu, r.fleet.overhead_budget, r.fleet.sample_fraction,
+        static_cast<long long>(r.fleet.max_runs_per_minute), r.version.empty() ? "" : ", version ",
+        r.version.c_str());
   }
   if (files.ok()) {
     std::printf("spool:          %zu records, %s  (%s)\n", files->size(),

@@ -1,11 +1,11 @@
-// libfieldprof.so: the preloaded companion of the fieldprof runtime.
-//
-// Shares the program's libc: counts allocations and I/O per thread, holds
-// the stubs' targets, the per-thread shadow stacks and histograms
-// (hotpath.cc), calibrates the TSC, enforces the overhead budget, restores
-// return addresses before an unwinder walks the stack, and writes the run's
-// record to the spool at exit. Idle (forwarding only) unless the auditor
-// configured it to measure.
+// libfieldprof.so, the fieldprof runtime (see runtime.h), loaded with
+// LD_PRELOAD: its constructor decides whether this run is measured
+// (decide.h); if so it maps the measuring state, calibrates the clock and
+// starts the binder (binder.h). This file also counts allocations and I/O
+// per thread, enforces the overhead budget, restores return addresses
+// before an unwinder walks the stack, and writes the run's record to the
+// spool at exit. In a run that is not measured, every interposer just goes
+// on to the next definition.
 #include <cpuid.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -30,7 +30,11 @@
 #include <cstdlib>
 #include <new>
 
+#include "agent/runtime/binder.h"
+#include "agent/runtime/decide.h"
+#include "agent/runtime/first_look.h"
 #include "agent/runtime/hotpath.h"
+#include "agent/runtime/next_symbol.h"
 #include "agent/runtime/spool_encode.h"
 
 #define FP_EXPORT __attribute__((visibility("default")))
@@ -38,38 +42,12 @@
 namespace fieldprof::rt {
 
 constinit Globals g{};  // constant-initialized: no dynamic initializer may reset it
-uintptr_t fp_real[FP_MAX_APIS + 1];
-volatile uint8_t fp_measuring[FP_MAX_APIS + 1];
-uintptr_t* g_gots[FP_MAX_APIS][kMaxGots];
-int g_ngots[FP_MAX_APIS];
+uintptr_t fp_real[FP_MAX_SLOTS + 1];
+volatile uint8_t fp_measuring[FP_MAX_SLOTS + 1];
 
-namespace {
-
-// The chosen APIs' names, owned here (see fieldprof_rt_bind).
-struct ApiNames {
-  char module[256];
-  char build_id[96];
-  char symbol[1025];
-};
-constinit ApiNames api_names[FP_MAX_APIS] = {};
-
-// Runs from the auditor, possibly before this library is relocated: no
-// calls through the PLT (strlen, memcpy), and no loop GCC would turn into one.
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) bool CopyName(char* dst, size_t cap,
-                                                                            const char* src) {
-  if (src == nullptr) return false;
-  for (size_t i = 0; i < cap; ++i) {
-    dst[i] = src[i];
-    if (src[i] == 0) return true;
-  }
-  dst[0] = 0;
-  return false;
-}
-
-}  // namespace
-alignas(64) unsigned char g_slab_storage[sizeof(Slab) * kSlabs];
+Slab* g_slabs;
 __thread ThreadState t_state FP_TLS;
-ShadowStack g_stacks[kShadowStacks];
+ShadowStack* g_stacks;
 
 namespace {
 
@@ -87,7 +65,7 @@ bool InvariantTsc() {
 }
 
 // The vDSO's clock_gettime, found in the vDSO's own symbol table (no
-// dlopen/dlsym, which the auditor would see). nullptr if absent.
+// dlopen or dlsym). nullptr if absent.
 using GettimeFn = int (*)(clockid_t, timespec*);
 GettimeFn FindVdsoClockGettime() {
   const uintptr_t base = getauxval(AT_SYSINFO_EHDR);
@@ -192,7 +170,7 @@ namespace {
 void CalibrateProbe() {
   fp_real[FP_CALIBRATION_SLOT] = reinterpret_cast<uintptr_t>(&fp_empty_function);
   fp_measuring[FP_CALIBRATION_SLOT] = 1;
-  auto* probe = reinterpret_cast<void (*)()>(fp_stub_8);
+  auto* probe = reinterpret_cast<void (*)()>(StubAddress(FP_CALIBRATION_SLOT));
   uint64_t best = ~uint64_t{0};
   for (int i = 0; i < 64; ++i) {
     g.calibration_last_ticks = ~uint64_t{0};
@@ -222,70 +200,6 @@ void CalibrateProbe() {
 
 }  // namespace
 
-namespace {
-
-// The protection of the mapping holding `addr` (PROT_* bits), from
-// /proc/self/maps; -1 if it cannot be told.
-int PageProt(const void* addr) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-  char buf[4096];
-  size_t have = 0;
-  int prot = -1;
-  for (;;) {
-    const ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-    if (n <= 0) break;
-    have += static_cast<size_t>(n);
-    buf[have] = 0;
-    char* line = buf;
-    char* nl;
-    while ((nl = strchr(line, '\n')) != nullptr) {
-      *nl = 0;
-      char* end = nullptr;
-      const uintptr_t lo = strtoull(line, &end, 16);
-      const uintptr_t hi = end != nullptr && *end == '-' ? strtoull(end + 1, &end, 16) : 0;
-      if (a >= lo && a < hi && end != nullptr && strlen(end) >= 4) {
-        prot = (end[1] == 'r' ? PROT_READ : 0) | (end[2] == 'w' ? PROT_WRITE : 0) |
-               (end[3] == 'x' ? PROT_EXEC : 0);
-        close(fd);
-        return prot;
-      }
-      line = nl + 1;
-    }
-    have = static_cast<size_t>(buf + have - line);
-    memmove(buf, line, have);
-    if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer: skip it
-  }
-  close(fd);
-  return prot;
-}
-
-}  // namespace
-
-// Points every known caller GOT entry of `slot` that holds its stub at the
-// API itself (a read-only page, RELRO after BIND_NOW, is made writable for
-// the one aligned store, which other threads see whole: old stub or API).
-// Entries not bound yet are left: the auditor binds them to the API now.
-int RebindCallers(int slot) {
-  const uintptr_t stub = StubAddress(slot), real = fp_real[slot];
-  if (stub == 0 || real == 0) return 0;
-  const uintptr_t page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  int done = 0;
-  for (int i = 0; i < g_ngots[slot]; ++i) {
-    uintptr_t* got = g_gots[slot][i];
-    if (__atomic_load_n(got, __ATOMIC_ACQUIRE) != stub) continue;
-    const int prot = PageProt(got);
-    if (prot < 0 || !(prot & PROT_READ)) continue;
-    void* page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(got) & ~(page_size - 1));
-    if (!(prot & PROT_WRITE) && mprotect(page, page_size, prot | PROT_WRITE) != 0) continue;
-    __atomic_store_n(got, real, __ATOMIC_RELEASE);
-    if (!(prot & PROT_WRITE)) mprotect(page, page_size, prot);
-    ++done;
-  }
-  return done;
-}
-
 // Called each time an API's count in a slab crosses a multiple of 1024:
 // past the overhead budget (estimated from every slab's calls so far and
 // the calibrated cost of a call), the API with the most calls stops
@@ -299,7 +213,7 @@ void CheckBudget() {
   int worst = -1;
   uint64_t worst_calls = 0;
   const int slabs = std::min(g.next_slab.load(), kSlabs);
-  for (int a = 0; a < FP_MAX_APIS; ++a) {
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
     uint64_t calls = 0;
     for (int s = 0; s < slabs; ++s) {
       if (g.slabs_ready[s]) calls += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
@@ -315,7 +229,7 @@ void CheckBudget() {
   if (worst >= 0) {
     fp_measuring[worst] = 0;
     g.truncated[worst] = 1;
-    const int rebound = RebindCallers(worst);
+    const int rebound = BinderRebindSlot(worst);
     DebugLog(
         "overhead budget reached: %s stops measuring; %d of its call sites now call it "
         "directly",
@@ -337,7 +251,7 @@ void ResetCounts() {
   for (int s = 0; s < kSlabs; ++s) {
     if (!g.slabs_ready[s]) continue;
     Slab& slab = SlabAt(s);
-    for (int a = 0; a < FP_MAX_APIS; ++a) {
+    for (int a = 0; a < FP_MAX_SLOTS; ++a) {
       if (!g.bound[a]) continue;
       for (Histogram& h : slab.h[a]) new (&h) Histogram();
       slab.calls[a] = 0;
@@ -353,7 +267,7 @@ void ResetCounts() {
   g.abandoned.store(0);
   g.tsc0 = Ticks();
   g.mono0_ns = MonoNs();
-  for (int a = 0; a < FP_MAX_APIS; ++a) {
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
     if (g.truncated[a]) {
       g.truncated[a] = 0;
       fp_measuring[a] = 1;
@@ -366,24 +280,68 @@ void ResetAfterFork() {
   // a process of its own from here: its run time and overhead budget start
   // now, so APIs the parent had stopped for its budget measure again.
   owner_pid = getpid();
+  BinderAfterFork();
   ResetCounts();
 }
 
-__attribute__((constructor(101))) void Start() {
+// This run's settings, made only in a run the first look lets through (zero
+// storage: a run that is not measured never touches it); the strings in
+// them live as long as the process (g.config and the binder point into
+// them).
+alignas(RunSettings) unsigned char settings_storage[sizeof(RunSettings)];
+
+// The slabs and shadow stacks of a measured run: zero-filled and mapped
+// without reserving memory, so a thread's pages are touched only where it
+// records.
+struct RecordMemory {
+  Histogram totals[FP_MAX_SLOTS][FP_NUM_METRICS];
+  SpoolScratch scratch;
+};
+RecordMemory* g_record;
+
+bool MapMeasuringState() {
+  const size_t slabs = sizeof(Slab) * kSlabs, stacks = sizeof(ShadowStack) * kShadowStacks;
+  void* p = mmap(nullptr, slabs + stacks + sizeof(RecordMemory), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  g_slabs = static_cast<Slab*>(p);
+  g_stacks = reinterpret_cast<ShadowStack*>(static_cast<char*>(p) + slabs);
+  g_record = reinterpret_cast<RecordMemory*>(static_cast<char*>(p) + slabs + stacks);
+  return true;
+}
+
+void StopMeasuring(const char* why) {
+  DebugLog("%s: not measuring", why);
+  g.active = 0;
+  for (auto& m : fp_measuring) m = 0;
+  if (g.config.slot_fd >= 0) close(g.config.slot_fd);
+  g.config.slot_fd = -1;
+}
+
+// Most runs end at the first look (first_look.h), having read one settings
+// file with three system calls; a measured run sets up everything else.
+// (glibc passes constructors argc, argv and the environment.)
+__attribute__((constructor(101))) void Start(int, char**, char** envp) {
+  if (LookAtRun(envp) != FirstLook::kGoOn) return;
+  RunSettings& settings = *new (settings_storage) RunSettings();
+  const RunDecision d = DecideRun(&settings);
+  if (d.verdict != Verdict::kMeasure) return;
+  g.config = FpRunConfig{1,
+                         d.slot_fd,
+                         settings.overhead_budget,
+                         settings.spool_dir,
+                         settings.spool_cap_bytes,
+                         settings.debug_log[0] ? settings.debug_log : nullptr};
+  g.active = 1;
   owner_pid = getpid();
+  if (!MapMeasuringState()) return StopMeasuring("no memory for the measuring state");
   pthread_atfork(nullptr, nullptr, ResetAfterFork);
-  if (!g.active) return;
   // FIELDPROF_CLOCK=vdso: use the vDSO clock even with an invariant TSC
   // (tests, and comparing the two).
   const char* clock = getenv("FIELDPROF_CLOCK");
   if (!InvariantTsc() || (clock != nullptr && strcmp(clock, "vdso") == 0)) {
     g.vdso_gettime = UsableVdsoClock();
-    if (g.vdso_gettime == nullptr) {
-      g.active = 0;
-      for (auto& m : fp_measuring) m = 0;
-      DebugLog("no invariant TSC and no vDSO clock: not measuring");
-      return;
-    }
+    if (g.vdso_gettime == nullptr) return StopMeasuring("no invariant TSC and no vDSO clock");
     DebugLog("clock: vDSO CLOCK_MONOTONIC");
   }
   g.tsc0 = Ticks();
@@ -391,6 +349,14 @@ __attribute__((constructor(101))) void Start() {
   g.rate_mono0_ns = g.mono0_ns;
   g.rate_tsc0 = g.tsc0;
   CalibrateProbe();
+  BinderConfig bc;
+  bc.k = settings.k;
+  bc.seed = settings.seed;
+  bc.force = settings.force;
+  bc.allow_modules = settings.allow_modules;
+  bc.deny_modules = settings.deny_modules;
+  bc.debug_log = g.config.debug_log;
+  if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
 }
 
 // Set after a failed exec: this image's run is on record already, so a
@@ -403,26 +369,26 @@ uint64_t CallsSinceReset() {
   const int slabs = std::min(g.next_slab.load(), kSlabs);
   for (int s = 0; s < slabs; ++s) {
     if (!g.slabs_ready[s]) continue;
-    for (int a = 0; a < FP_MAX_APIS; ++a)
-      n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
+    for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+      if (!g.evicted[a]) n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
+    }
   }
   return n + KeptCalls();
 }
 
 // Whether this process has a record to write.
 bool HasRecord() {
-  if (!g.active && g.config.refused == 0) return false;
+  if (!g.active) return false;
   if (getpid() != owner_pid) return false;
   return !resumed_after_exec || CallsSinceReset() > 0;
 }
 
 void WriteRecord() {
-  if (g.active) CalibrateNow();  // over the whole run: the most precise rate
+  CalibrateNow();  // over the whole run: the most precise rate
   FlushDurations();
   const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(MonoNs() - g.mono0_ns) : 0;
   SpoolRun run;
   run.run_ns = run_ns;
-  run.refused = static_cast<uint32_t>(g.config.refused);
   run.probe_ns =
       g.calibrated ? static_cast<uint64_t>(
                          (static_cast<unsigned __int128>(g.probe_ticks) * g.ns_per_tick_q32) >> 32)
@@ -430,11 +396,12 @@ void WriteRecord() {
   run.abandoned = g.abandoned.load();
   run.dropped = g.dropped_depth.load() + g.dropped_no_slab.load() + g.dropped_uncalibrated.load();
   const int slabs = std::min(g.next_slab.load(), kSlabs);
-  alignas(Histogram) static unsigned char
-      totals_storage[sizeof(Histogram) * FP_MAX_APIS * FP_NUM_METRICS];
-  auto* totals = reinterpret_cast<Histogram(*)[FP_NUM_METRICS]>(totals_storage);
-  for (int a = 0; a < FP_MAX_APIS; ++a) {
-    if (!g.bound[a]) continue;
+  auto* totals = g_record->totals;
+  // Chosen APIs only: one replaced by an API of lower priority called
+  // later was measured for part of the run, and is left out (binder.h).
+  auto kept = [](int a) { return g.bound[a] && !g.evicted[a]; };
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!kept(a)) continue;
     ++run.apis_chosen;
     if (g.truncated[a]) ++run.apis_truncated;
     for (int m = 0; m < FP_NUM_METRICS; ++m) new (&totals[a][m]) Histogram();
@@ -462,14 +429,29 @@ void WriteRecord() {
     }
   }
   AddKeptDurations(totals);
-  for (int a = 0; a < FP_MAX_APIS; ++a) {
-    if (!g.bound[a]) continue;
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!kept(a)) continue;
     if (totals[a][0].count() == 0) continue;
+    if (run.napis == FP_MAX_APIS) break;
     run.calls_measured += totals[a][0].count();
     run.apis[run.napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
                              g.truncated[a] != 0};
   }
-  const char* err = WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run);
+  const BinderStats bs = GetBinderStats();
+  DebugLog(
+      "run: %llu imports trapped, %llu first calls, %llu APIs called, %llu replaced, "
+      "%llu calls measured",
+      static_cast<unsigned long long>(bs.imports), static_cast<unsigned long long>(bs.first_calls),
+      static_cast<unsigned long long>(bs.apis_called),
+      static_cast<unsigned long long>(bs.evictions),
+      static_cast<unsigned long long>(run.calls_measured));
+  // A run that measured no call leaves no record, only a count.
+  if (run.calls_measured == 0) {
+    CountRun(g.config.spool_dir, kRunMeasuredNone);
+    return;
+  }
+  const char* err =
+      WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run, g_record->scratch);
   if (err != nullptr) DebugLog("spool: %s", err);
 }
 
@@ -490,77 +472,21 @@ bool RecordBeforeImageEnds() {
 }
 
 void AfterFailedExec() {
-  if (g.active) {
-    ResetCounts();
-    resumed_after_exec = true;
-  } else {
-    g.config.refused = 0;  // the refusal is on record already
-  }
+  if (!g.active) return;
+  ResetCounts();
+  resumed_after_exec = true;
 }
 
 }  // namespace
 }  // namespace fieldprof::rt
 
 using fieldprof::rt::g;
+using fieldprof::rt::ResolveNext;
 using fieldprof::rt::t_state;
 
-// ------------------------------------------------ called by the auditor
-// These run before the companion is relocated: hidden data only, no calls.
-
-extern "C" __attribute__((visibility("default"))) void fieldprof_rt_configure(
-    const FpRunConfig* config) {
-  g.config = *config;
-  g.active = config->active;
-}
-
-extern "C" __attribute__((visibility("default"))) uintptr_t fieldprof_rt_bind(int slot,
-                                                                              const FpApi* api) {
-  using namespace fieldprof::rt;
-  if (slot < 0 || slot >= FP_MAX_APIS || !g.active) return 0;
-  if (!g.bound[slot]) {
-    // Copies of the names: the defining library may be dlclose'd before the
-    // record is written at exit.
-    ApiNames& n = api_names[slot];
-    if (!CopyName(n.module, sizeof n.module, api->module) ||
-        !CopyName(n.build_id, sizeof n.build_id, api->build_id) ||
-        !CopyName(n.symbol, sizeof n.symbol, api->symbol)) {
-      return 0;  // too long for a key: left unmeasured
-    }
-    g.apis[slot] = FpApi{n.module, n.build_id, n.symbol, api->real};
-    fp_real[slot] = api->real;
-    g.bound[slot] = 1;
-    fp_measuring[slot] = 1;
-  } else {
-    // Bound again after a dlclose and a new dlopen: the library may be at
-    // another address now.
-    __atomic_store_n(&fp_real[slot], api->real, __ATOMIC_RELEASE);
-  }
-  return StubAddress(slot);
-}
-
-extern "C" __attribute__((visibility("default"))) void fieldprof_rt_retire(int slot) {
-  if (slot >= 0 && slot < FP_MAX_APIS) fieldprof::rt::fp_measuring[slot] = 0;
-}
-
-extern "C" __attribute__((visibility("default"))) void fieldprof_rt_add_got(int slot,
-                                                                            uintptr_t* got) {
-  using fieldprof::rt::g_gots;
-  using fieldprof::rt::g_ngots;
-  if (slot < 0 || slot >= FP_MAX_APIS || got == nullptr) return;
-  for (int i = 0; i < g_ngots[slot]; ++i) {
-    if (g_gots[slot][i] == got) return;
-  }
-  if (g_ngots[slot] < fieldprof::rt::kMaxGots) g_gots[slot][g_ngots[slot]++] = got;
-}
-
-extern "C" __attribute__((visibility("default"))) int fieldprof_rt_measuring(int slot) {
-  return slot >= 0 && slot < FP_MAX_APIS ? fieldprof::rt::fp_measuring[slot] : 0;
-}
-
 // ------------------------------------------------ allocation counters
-// Forwarded to the next definition (glibc's, or a preloaded allocator's).
-// While dlsym itself allocates during the lookup, a small static arena
-// serves it.
+// Forwarded to the next definition (glibc's, or a preloaded allocator's),
+// found with ResolveNext, which allocates nothing itself.
 
 namespace {
 
@@ -574,42 +500,34 @@ struct AllocFns {
   void* (*memalign)(size_t, size_t);
   void* (*valloc)(size_t);
 };
-AllocFns real_alloc;
-int resolving_alloc;
+FP_HOT_DATA AllocFns real_alloc;
 
-alignas(16) char bootstrap_arena[64 * 1024];
-size_t bootstrap_used;
-
-bool InBootstrap(const void* p) {
-  return p >= bootstrap_arena && p < bootstrap_arena + sizeof bootstrap_arena;
-}
-
-void* BootstrapAlloc(size_t n) {
-  n = (n + 15) & ~size_t{15};
-  if (bootstrap_used + n > sizeof bootstrap_arena) return nullptr;
-  void* p = bootstrap_arena + bootstrap_used;
-  bootstrap_used += n;
-  return p;  // zeroed: static storage
-}
-
-void ResolveAlloc() {
-  if (real_alloc.malloc != nullptr) return;
-  resolving_alloc = 1;
-  AllocFns f;
-  f.malloc = reinterpret_cast<decltype(f.malloc)>(dlsym(RTLD_NEXT, "malloc"));
-  f.calloc = reinterpret_cast<decltype(f.calloc)>(dlsym(RTLD_NEXT, "calloc"));
-  f.realloc = reinterpret_cast<decltype(f.realloc)>(dlsym(RTLD_NEXT, "realloc"));
-  f.free = reinterpret_cast<decltype(f.free)>(dlsym(RTLD_NEXT, "free"));
-  f.posix_memalign =
-      reinterpret_cast<decltype(f.posix_memalign)>(dlsym(RTLD_NEXT, "posix_memalign"));
-  f.aligned_alloc = reinterpret_cast<decltype(f.aligned_alloc)>(dlsym(RTLD_NEXT, "aligned_alloc"));
-  f.memalign = reinterpret_cast<decltype(f.memalign)>(dlsym(RTLD_NEXT, "memalign"));
-  f.valloc = reinterpret_cast<decltype(f.valloc)>(dlsym(RTLD_NEXT, "valloc"));
-  resolving_alloc = 0;
-  if (f.malloc == nullptr || f.calloc == nullptr || f.realloc == nullptr || f.free == nullptr) {
+[[gnu::noinline, gnu::cold]] void ResolveAlloc() {
+  static const char* const kNames[] = {"malloc",         "calloc",        "realloc",  "free",
+                                       "posix_memalign", "aligned_alloc", "memalign", "valloc"};
+  uintptr_t f[8] = {};
+  ResolveNext(kNames, f, 8);
+  if (f[0] == 0 || f[1] == 0 || f[2] == 0 || f[3] == 0) {
     abort();  // no allocator to forward to: nothing sane is possible
   }
-  real_alloc = f;
+  AllocFns a;
+  a.malloc = reinterpret_cast<decltype(a.malloc)>(f[0]);
+  a.calloc = reinterpret_cast<decltype(a.calloc)>(f[1]);
+  a.realloc = reinterpret_cast<decltype(a.realloc)>(f[2]);
+  a.free = reinterpret_cast<decltype(a.free)>(f[3]);
+  a.posix_memalign = reinterpret_cast<decltype(a.posix_memalign)>(f[4]);
+  a.aligned_alloc = reinterpret_cast<decltype(a.aligned_alloc)>(f[5]);
+  a.memalign = reinterpret_cast<decltype(a.memalign)>(f[6]);
+  a.valloc = reinterpret_cast<decltype(a.valloc)>(f[7]);
+  // malloc last: the fast paths test it.
+  real_alloc.calloc = a.calloc;
+  real_alloc.realloc = a.realloc;
+  real_alloc.free = a.free;
+  real_alloc.posix_memalign = a.posix_memalign;
+  real_alloc.aligned_alloc = a.aligned_alloc;
+  real_alloc.memalign = a.memalign;
+  real_alloc.valloc = a.valloc;
+  __atomic_store_n(&real_alloc.malloc, a.malloc, __ATOMIC_RELEASE);
 }
 
 // Outside a measured call the allocation functions just go on to the real
@@ -624,41 +542,21 @@ inline void CountAlloc(size_t n) {
 }
 
 [[gnu::noinline]] void* MallocSlow(size_t n) {
-  if (real_alloc.malloc == nullptr) {
-    if (resolving_alloc) return BootstrapAlloc(n);
-    ResolveAlloc();
-  }
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   void* p = real_alloc.malloc(n);
   if (p != nullptr && Counting()) CountAlloc(n);
   return p;
 }
 
 [[gnu::noinline]] void* CallocSlow(size_t a, size_t b) {
-  if (real_alloc.calloc == nullptr) {
-    if (resolving_alloc) {
-      size_t n;
-      if (__builtin_mul_overflow(a, b, &n)) return nullptr;
-      return BootstrapAlloc(n);
-    }
-    ResolveAlloc();
-  }
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   void* p = real_alloc.calloc(a, b);
   if (p != nullptr && Counting()) CountAlloc(a * b);
   return p;
 }
 
 [[gnu::noinline]] void* ReallocSlow(void* old, size_t n) {
-  if (real_alloc.realloc == nullptr) ResolveAlloc();
-  if (InBootstrap(old)) {
-    void* p = real_alloc.malloc(n);
-    if (p != nullptr) {
-      const size_t avail =
-          static_cast<size_t>(bootstrap_arena + sizeof bootstrap_arena - static_cast<char*>(old));
-      memcpy(p, old, n < avail ? n : avail);
-      if (Counting()) CountAlloc(n);
-    }
-    return p;
-  }
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   void* p = real_alloc.realloc(old, n);
   if (p != nullptr && n > 0 && Counting()) CountAlloc(n);
   return p;
@@ -679,25 +577,25 @@ FP_EXPORT void* malloc(size_t n) {
 }
 
 FP_EXPORT void* calloc(size_t a, size_t b) {
-  if (real_alloc.calloc == nullptr || Counting()) [[unlikely]]
+  if (real_alloc.malloc == nullptr || Counting()) [[unlikely]]
     return CallocSlow(a, b);
   return real_alloc.calloc(a, b);
 }
 
 FP_EXPORT void* realloc(void* old, size_t n) {
-  if (real_alloc.realloc == nullptr || Counting() || InBootstrap(old)) [[unlikely]]
+  if (real_alloc.malloc == nullptr || Counting()) [[unlikely]]
     return ReallocSlow(old, n);
   return real_alloc.realloc(old, n);
 }
 
 FP_EXPORT void free(void* p) {
-  if (p == nullptr || InBootstrap(p)) return;
-  if (real_alloc.free == nullptr) ResolveAlloc();
+  if (p == nullptr) return;
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   real_alloc.free(p);
 }
 
 FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
-  if (real_alloc.posix_memalign == nullptr) ResolveAlloc();
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   if (!Counting()) [[likely]]
     return real_alloc.posix_memalign(out, align, n);
   const int r = real_alloc.posix_memalign(out, align, n);
@@ -706,7 +604,7 @@ FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
 }
 
 FP_EXPORT void* aligned_alloc(size_t align, size_t n) {
-  if (real_alloc.aligned_alloc == nullptr) ResolveAlloc();
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   if (!Counting()) [[likely]]
     return real_alloc.aligned_alloc(align, n);
   void* p = real_alloc.aligned_alloc(align, n);
@@ -715,7 +613,7 @@ FP_EXPORT void* aligned_alloc(size_t align, size_t n) {
 }
 
 FP_EXPORT void* memalign(size_t align, size_t n) {
-  if (real_alloc.memalign == nullptr) ResolveAlloc();
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   if (!Counting()) [[likely]]
     return real_alloc.memalign(align, n);
   void* p = real_alloc.memalign(align, n);
@@ -724,7 +622,7 @@ FP_EXPORT void* memalign(size_t align, size_t n) {
 }
 
 FP_EXPORT void* valloc(size_t n) {
-  if (real_alloc.valloc == nullptr) ResolveAlloc();
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
   if (!Counting()) [[likely]]
     return real_alloc.valloc(n);
   void* p = real_alloc.valloc(n);
@@ -743,12 +641,17 @@ namespace {
 
 uint8_t fd_kind[4096];  // 0 unknown, 1 file, 2 socket, 3 other
 
+// The next definition of `name` (next_symbol.h), found at the first call.
+// One missing everywhere (an unwinder function before libgcc_s is loaded)
+// is looked for again at the next call; a call to none would crash anyway.
 template <typename F>
 F Next(F* cache, const char* name) {
-  F f = __atomic_load_n(cache, __ATOMIC_RELAXED);
-  if (f == nullptr) {
-    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-    __atomic_store_n(cache, f, __ATOMIC_RELAXED);
+  F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+  if (f == nullptr) [[unlikely]] {
+    uintptr_t a = 0;
+    ResolveNext(&name, &a, 1);
+    f = reinterpret_cast<F>(a);
+    __atomic_store_n(cache, f, __ATOMIC_RELEASE);
   }
   return f;
 }
@@ -787,7 +690,7 @@ void ForgetFd(int fd) {
 
 #define FP_FORWARD(ret, name, params, args) \
   using name##_fn = ret(*) params;          \
-  name##_fn next_##name;                    \
+  FP_HOT_DATA name##_fn next_##name;        \
   extern "C" FP_EXPORT ret name params {    \
     ret r = Next(&next_##name, #name) args;
 
@@ -879,12 +782,15 @@ int AroundExec(Exec exec) {
 
 using ExecveFn = int (*)(const char*, char* const[], char* const[]);
 using ExecvFn = int (*)(const char*, char* const[]);
-ExecveFn next_execve, next_execvpe;
-ExecvFn next_execv, next_execvp;
-int (*next_fexecve)(int, char* const[], char* const[]);
-int (*next_execveat)(int, const char*, char* const[], char* const[], int);
-[[noreturn]] void (*next_exit)(int);
-[[noreturn]] void (*next_Exit)(int);
+FP_HOT_DATA ExecveFn next_execve;
+FP_HOT_DATA ExecveFn next_execvpe;
+FP_HOT_DATA ExecvFn next_execv;
+FP_HOT_DATA ExecvFn next_execvp;
+FP_HOT_DATA int (*next_fexecve)(int, char* const[], char* const[]);
+FP_HOT_DATA int (*next_execveat)(int, const char*, char* const[], char* const[], int);
+typedef void (*ExitFn)(int) __attribute__((noreturn));
+FP_HOT_DATA ExitFn next_exit;
+FP_HOT_DATA ExitFn next_Exit;
 
 // The arguments of an execl-style call, up to its null pointer, as an argv
 // on the caller's stack; after the null, execle's environment.
@@ -978,9 +884,10 @@ void RestoreReturnAddresses() {
 }  // namespace
 
 using RaiseFn = _Unwind_Reason_Code (*)(struct _Unwind_Exception*);
-RaiseFn next_raise, next_resume_or_rethrow;
+FP_HOT_DATA RaiseFn next_raise;
+FP_HOT_DATA RaiseFn next_resume_or_rethrow;
 using ForcedFn = _Unwind_Reason_Code (*)(struct _Unwind_Exception*, _Unwind_Stop_Fn, void*);
-ForcedFn next_forced;
+FP_HOT_DATA ForcedFn next_forced;
 
 extern "C" FP_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception* e) {
   RestoreReturnAddresses();

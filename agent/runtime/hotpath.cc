@@ -33,7 +33,9 @@ static_assert(offsetof(Entry, slot) == FP_E_SLOT && sizeof(Entry::slot) == 4);
 static_assert(offsetof(Entry, flags) == FP_E_SLOT + 4 && sizeof(Entry::flags) == 4);
 static_assert(offsetof(Globals, vdso_gettime) == FP_G_VDSO);
 static_assert(offsetof(Globals, calibration_last_ticks) == FP_G_CALIBRATION_LAST);
-static_assert(FP_MAX_APIS < kRingCounted);
+static_assert(FP_MAX_SLOTS < kRingCounted);
+static_assert(FP_CALIBRATION_SLOT == 32);  // the stubs' .irp list in stubs_x86_64.S
+static_assert(FP_STUB_SIZE >= 32);
 
 namespace {
 
@@ -165,7 +167,7 @@ void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]) {
   if (!g.calibrated) return;
   ForEachKept([totals](uint8_t tag, uint64_t ticks) {
     const uint32_t slot = tag & ~kRingCounted;
-    if (slot >= FP_MAX_APIS || !g.bound[slot]) return;
+    if (slot >= FP_MAX_SLOTS || !g.bound[slot] || g.evicted[slot]) return;
     totals[slot][0].Record(DurationNs(ticks));
     if (!(tag & kRingCounted)) {
       for (int m = 1; m < FP_NUM_METRICS; ++m) totals[slot][m].RecordZeros(1);

@@ -14,6 +14,11 @@
 #include "common/histogram.h"
 
 #define FP_HIDDEN __attribute__((visibility("hidden")))
+// Written in runs that are not measured too (the interposers' next
+// functions): kept in .data, on the page the dynamic linker's relocation
+// of .got.plt has made private already, so writing them costs no page
+// fault. (Zero-initialized variables would go to .bss, a page of its own.)
+#define FP_HOT_DATA __attribute__((section(".data.fp_hot")))
 #define FP_TLS __attribute__((tls_model("initial-exec")))
 
 namespace fieldprof::rt {
@@ -82,24 +87,24 @@ inline constexpr int kTickTable = 1024;
 // Calls in a thread's ring without kRingCounted are in neither calls nor
 // quiet yet (FlushRing counts them; the record writer reads the rings).
 struct Slab {
-  Histogram h[FP_MAX_APIS][FP_NUM_METRICS];
+  Histogram h[FP_MAX_SLOTS][FP_NUM_METRICS];
   // Every call counted here (the overhead budget's count), also those in
   // `ticks`; the budget is checked each time one crosses a multiple of 1024.
-  uint64_t calls[FP_MAX_APIS];
+  uint64_t calls[FP_MAX_SLOTS];
   // Calls that allocated nothing and did no I/O: zeros of every metric but
   // wall time, not yet in h (most calls of most APIs; one add instead of
   // five histogram updates). Added when the record is written.
-  uint64_t quiet[FP_MAX_APIS];
+  uint64_t quiet[FP_MAX_SLOTS];
   // Quiet outermost calls shorter than kTickTable ticks, counted by their
   // raw duration: one add on the return path instead of a conversion and a
   // histogram update. The record writer converts each tick value once, with
   // the final calibration, and adds it as many times as it was counted:
   // exactly what recording every call would have given. Not in h nor quiet.
-  uint64_t ticks[FP_MAX_APIS][kTickTable];
+  uint64_t ticks[FP_MAX_SLOTS][kTickTable];
 };
 
-// Process-wide state. Written by fieldprof_rt_* before relocation, by the
-// constructor, and by the slow paths.
+// Process-wide state. Written by the constructor, the binder (when it binds
+// a slot) and the slow paths.
 struct Globals {
   // Read by the assembly fast path (stubs_x86_64.S), at the offsets in
   // hotpath_layout.h: keep them first and in this order.
@@ -113,9 +118,12 @@ struct Globals {
   volatile int calibrated;
 
   FpRunConfig config;
-  FpApi apis[FP_MAX_APIS + 1];
-  volatile uint8_t truncated[FP_MAX_APIS];
-  volatile uint8_t bound[FP_MAX_APIS];
+  FpApi apis[FP_MAX_SLOTS + 1];
+  volatile uint8_t truncated[FP_MAX_SLOTS];
+  volatile uint8_t bound[FP_MAX_SLOTS];
+  // Chosen, then replaced by an API of lower priority called later: its
+  // calls are not in the record (binder.h).
+  volatile uint8_t evicted[FP_MAX_SLOTS];
   volatile int active;
   uint64_t call_cost_ticks;  // what a measured call adds, all told (the budget's unit)
   uint64_t tsc0;             // at start, or at a fork or a failed exec
@@ -132,14 +140,16 @@ struct Globals {
 };
 
 FP_HIDDEN extern Globals g;
-// Slabs live in zero-filled storage (no multi-megabyte initialized data);
+// Slabs and shadow stacks are mapped (zero-filled, MAP_NORESERVE) when a
+// run is measured, so that the many runs that are not carry none of them;
 // zero bytes are an empty slab, so a thread takes one without writing it.
-FP_HIDDEN extern unsigned char g_slab_storage[];
-inline Slab& SlabAt(int i) { return reinterpret_cast<Slab*>(g_slab_storage)[i]; }
+// Both nullptr in a run that is not measured.
+FP_HIDDEN extern Slab* g_slabs;
+inline Slab& SlabAt(int i) { return g_slabs[i]; }
 // __thread, not thread_local: a thread_local defined in another file is
 // reached through a check for a dynamic initializer on every access.
 FP_HIDDEN extern __thread ThreadState t_state FP_TLS;
-FP_HIDDEN extern ShadowStack g_stacks[kShadowStacks];
+FP_HIDDEN extern ShadowStack* g_stacks;  // kShadowStacks of them
 
 // What fp_enter tells the stub (returned in %rax:%rdx): where the API is,
 // and whether this call is measured (then its return slot already holds
@@ -150,43 +160,22 @@ struct FpTarget {
 };
 
 extern "C" {
-// Per slot (FP_MAX_APIS is the calibration probe's): the API's address, and
+// Per slot (FP_CALIBRATION_SLOT is the probe's): the API's address, and
 // whether its calls are measured. Outside Globals because the stubs read
 // them: an unmeasured slot's stub jumps straight to the API.
-FP_HIDDEN extern uintptr_t fp_real[FP_MAX_APIS + 1];
-FP_HIDDEN extern volatile uint8_t fp_measuring[FP_MAX_APIS + 1];
+FP_HIDDEN extern uintptr_t fp_real[FP_MAX_SLOTS + 1];
+FP_HIDDEN extern volatile uint8_t fp_measuring[FP_MAX_SLOTS + 1];
 FP_HIDDEN FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot);
 // `tsc` is the TSC read on return (unused when the clock is the vDSO's).
 FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc);
 // Where a measured API returns to (inside the stub, stubs_x86_64.S).
 FP_HIDDEN extern char fp_return_point[];
-FP_HIDDEN extern char fp_stub_0[], fp_stub_1[], fp_stub_2[], fp_stub_3[], fp_stub_4[], fp_stub_5[],
-    fp_stub_6[], fp_stub_7[], fp_stub_8[];
+// The stubs, FP_STUB_SIZE bytes apart (stubs_x86_64.S).
+FP_HIDDEN extern char fp_stubs[];
 }
 
-// The stub of a chosen API's slot (a switch of RIP-relative addresses, not a
-// table: fieldprof_rt_bind runs before the companion is relocated).
 inline uintptr_t StubAddress(int slot) {
-  switch (slot) {
-    case 0:
-      return reinterpret_cast<uintptr_t>(fp_stub_0);
-    case 1:
-      return reinterpret_cast<uintptr_t>(fp_stub_1);
-    case 2:
-      return reinterpret_cast<uintptr_t>(fp_stub_2);
-    case 3:
-      return reinterpret_cast<uintptr_t>(fp_stub_3);
-    case 4:
-      return reinterpret_cast<uintptr_t>(fp_stub_4);
-    case 5:
-      return reinterpret_cast<uintptr_t>(fp_stub_5);
-    case 6:
-      return reinterpret_cast<uintptr_t>(fp_stub_6);
-    case 7:
-      return reinterpret_cast<uintptr_t>(fp_stub_7);
-    default:
-      return 0;
-  }
+  return reinterpret_cast<uintptr_t>(fp_stubs) + FP_STUB_SIZE * static_cast<uintptr_t>(slot);
 }
 
 // A measured duration in ns: the probe's own cost taken off, clamped at 0.
@@ -213,16 +202,9 @@ inline uint64_t Ticks() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Callers' GOT entries bound to each slot's stub (from the auditor), for
-// RebindCallers once a slot stops measuring.
-inline constexpr int kMaxGots = 64;
-FP_HIDDEN extern uintptr_t* g_gots[FP_MAX_APIS][kMaxGots];
-FP_HIDDEN extern int g_ngots[FP_MAX_APIS];
-
 // Slow paths in companion.cc (normal code; may call libc).
 FP_HIDDEN void CalibrateNow();
 FP_HIDDEN void CheckBudget();
-FP_HIDDEN int RebindCallers(int slot);
 // In hotpath.cc: the calling thread's kept durations into its histograms.
 FP_HIDDEN void FlushDurations();
 // Calls other threads still keep in their rings, into `totals[api]` of APIs

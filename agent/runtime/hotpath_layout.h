@@ -7,7 +7,7 @@
 #define FIELDPROF_AGENT_RUNTIME_HOTPATH_LAYOUT_H_
 
 /* runtime.h's FP_CALIBRATION_SLOT, for the assembler */
-#define FP_PROBE_SLOT 8
+#define FP_PROBE_SLOT 32
 
 /* ThreadState (thread-local) */
 #define FP_TS_SS 32
@@ -27,14 +27,17 @@
 #define FP_E_T0 16
 #define FP_E_SLOT 24 /* and the flags in the next 4 bytes: one word */
 
-/* Slab: calls[api], and ticks[api][FP_TICK_TABLE] */
-#define FP_SLAB_CALLS 149760
-#define FP_SLAB_TICKS 149888
+/* Slab: calls[slot], and ticks[slot][FP_TICK_TABLE] */
+#define FP_SLAB_CALLS 599040
+#define FP_SLAB_TICKS 599552
 #define FP_TICK_TABLE 1024
 #define FP_TICK_SHIFT 10 /* log2 FP_TICK_TABLE */
 
 /* Globals: the field the fast path reads comes first */
 #define FP_G_VDSO 0
 #define FP_G_CALIBRATION_LAST 24
+
+/* The stubs: fp_stubs + FP_STUB_SIZE * slot */
+#define FP_STUB_SIZE 32
 
 #endif /* FIELDPROF_AGENT_RUNTIME_HOTPATH_LAYOUT_H_ */

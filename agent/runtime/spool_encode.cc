@@ -47,9 +47,6 @@ struct Out {
   void Str(int field, const char* s) { Bytes(field, s, strlen(s)); }
 };
 
-// Nested messages: encoded into scratch buffers, then copied as bytes.
-constexpr size_t kScratch = 16 * 1024;
-
 void EncodePlatform(Out& o) {
   unsigned a, b, c, d;
   uint32_t vendor = 15, family = 0;
@@ -102,10 +99,16 @@ void EncodeHistogram(const Histogram& h, Out& o) {
 
 }  // namespace
 
-size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, char* out, size_t cap) {
+size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch& scratch, char* out,
+                       size_t cap) {
+  // Nested messages: encoded into scratch buffers, then copied as bytes.
   Out o{out, 0, cap};
-  static char plat[64], key[2048], hist[kScratch], rec[kScratch + 2048 + 64], ctr[128];
-  Out po{plat, 0, sizeof plat};
+  char* const plat = scratch.plat;
+  char* const key = scratch.key;
+  char* const hist = scratch.hist;
+  char* const rec = scratch.rec;
+  char* const ctr = scratch.ctr;
+  Out po{plat, 0, sizeof scratch.plat};
   EncodePlatform(po);
   o.U64(1, 1);  // schema_version
   o.Bytes(2, plat, po.n);
@@ -114,15 +117,15 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, char* out, si
     for (int m = 0; m < FP_NUM_METRICS; ++m) {
       const Histogram& h = api.metrics[m];
       if (h.count() == 0) continue;
-      Out ko{key, 0, sizeof key};
+      Out ko{key, 0, sizeof scratch.key};
       ko.Str(1, api.module);
       ko.Str(2, api.build_id);
       ko.Str(3, api.symbol);
       ko.U64(4, static_cast<uint64_t>(m + 1));
       ko.Bytes(5, plat, po.n);
-      Out ho{hist, 0, sizeof hist};
+      Out ho{hist, 0, sizeof scratch.hist};
       EncodeHistogram(h, ho);
-      Out ro{rec, 0, sizeof rec};
+      Out ro{rec, 0, sizeof scratch.rec};
       ro.Bytes(1, key, ko.n);
       ro.Bytes(2, hist, ho.n);
       ro.U64(3, 1);  // runs
@@ -131,7 +134,7 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, char* out, si
       o.Bytes(3, rec, ro.n);
     }
   }
-  Out co{ctr, 0, sizeof ctr};
+  Out co{ctr, 0, sizeof scratch.ctr};
   co.U64(1, run.calls_measured);
   co.U64(2, run.abandoned);
   co.U64(3, run.dropped);
@@ -247,13 +250,14 @@ void WriteUsage(Usage& u) {
 
 }  // namespace
 
-const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun& run) {
+const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun& run,
+                             SpoolScratch& scratch) {
   if (dir == nullptr || dir[0] == 0) return "no spool directory";
-  static char buf[512 * 1024];
+  char* const buf = scratch.file;
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   const int64_t ms = int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
-  const size_t n = EncodeRunRecord(run, ms, buf, sizeof buf);
+  const size_t n = EncodeRunRecord(run, ms, scratch, buf, sizeof scratch.file);
   if (n == 0) return "record too large";
   const int saved = errno;
   MakeDirs(dir);

@@ -27,13 +27,23 @@ struct SpoolRun {
   uint32_t apis_chosen = 0, apis_truncated = 0, refused = 0;
 };
 
+// Working memory of the encoder: mapped with the rest of a measured run's
+// state, so a run that is not measured carries none of it.
+struct SpoolScratch {
+  static constexpr size_t kNested = 16 * 1024;
+  char plat[64], key[2048], hist[kNested], rec[kNested + 2048 + 64], ctr[128];
+  char file[512 * 1024];  // the whole record
+};
+
 // Encodes `run` into out[0..cap); returns the size, or 0 if it does not fit.
-size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, char* out, size_t cap);
+size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch& scratch, char* out,
+                       size_t cap);
 
 // Writes the record as DIR/run-<ms>-<pid>-<rand>.fpr (mode 0600, temp file +
 // rename), creating DIR if needed, unless the spool already holds `cap_bytes`.
 // Returns nullptr or what went wrong.
-const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun& run);
+const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun& run,
+                             SpoolScratch& scratch);
 
 }  // namespace fieldprof::rt
 

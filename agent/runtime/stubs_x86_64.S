@@ -246,30 +246,29 @@ fp_enter_slow:
         .cfi_endproc
         .size   fp_enter_slow, .-fp_enter_slow
 
-// One stub per slot. A slot not measured (past the overhead budget, or a
-// choice replaced after a dlopen) costs one byte compare and a jump to the
-// API; otherwise load the slot number and go to the common part.
+// One stub per slot, FP_STUB_SIZE bytes apart from fp_stubs (StubAddress).
+// A slot not measured (past the overhead budget, or a choice replaced by a
+// lower-priority API called later) costs one byte compare and a jump to
+// the API; otherwise load the slot number and go to the common part.
         .macro  FP_STUB n
-        .globl  fp_stub_\n
-        .hidden fp_stub_\n
-        .type   fp_stub_\n, @function
-fp_stub_\n:
+        .balign FP_STUB_SIZE
+.Lstub_\n:
         cmpb    $0, fp_measuring+\n(%rip)
         je      1f
         movl    $\n, %r11d
         jmp     fp_stub_common
 1:      jmp     *fp_real+8*\n(%rip)
-        .size   fp_stub_\n, .-fp_stub_\n
+        .org    .Lstub_\n + FP_STUB_SIZE
         .endm
 
-        FP_STUB 0
-        FP_STUB 1
-        FP_STUB 2
-        FP_STUB 3
-        FP_STUB 4
-        FP_STUB 5
-        FP_STUB 6
-        FP_STUB 7
-        FP_STUB 8
+        .balign FP_STUB_SIZE
+        .globl  fp_stubs
+        .hidden fp_stubs
+        .type   fp_stubs, @function
+fp_stubs:
+        .irp    n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32
+        FP_STUB \n
+        .endr
+        .size   fp_stubs, .-fp_stubs
 
         .section .note.GNU-stack,"",@progbits

@@ -460,7 +460,9 @@ TEST_F(AgentPassTest, OneAgentPerStateDirectory) {
 // ---------------------------------------------------------------- settings and faults
 
 TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
-  AggregatorProcess agg(dir_, FreePort(), {"--fleet_k", "5", "--fleet_deny_modules", "libz.so.1"});
+  AggregatorProcess agg(dir_, FreePort(),
+                        {"--fleet_k", "5", "--fleet_deny_modules", "libz.so.1",
+                         "--fleet_sample_fraction", "1", "--fleet_max_runs_per_minute", "0"});
   agg.Start();
   const std::string conf = dir_.File("config/runtime.conf");
   fs::create_directories(dir_.File("config"));
@@ -482,6 +484,8 @@ TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   EXPECT_EQ(s.fleet.k, 5);                       // from the aggregator
   EXPECT_EQ(s.fleet.deny_modules, "libz.so.1");  // from the aggregator
   EXPECT_DOUBLE_EQ(s.fleet.max_load_per_cpu, 1.5);
+  EXPECT_DOUBLE_EQ(s.fleet.sample_fraction, 1.0);  // from the aggregator
+  EXPECT_EQ(s.fleet.max_runs_per_minute, 0);       // from the aggregator
   EXPECT_EQ(s.version, agent.state().settings_version);
   EXPECT_FALSE(s.version.empty());
 
@@ -490,13 +494,13 @@ TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   // and libz denied, and leaves its record in the spool the file names.
   const std::string log = dir_.File("runtime.log");
   const std::string cmd = "env FIELDPROF_SETTINGS=" + conf + " FIELDPROF_DEBUG=" + log +
-                          " LD_AUDIT=" FIELDPROF_AUDIT_LIB " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
+                          " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
                           " sqlite3 :memory: 'select 1' > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream in(log);
   const std::string decided(std::istreambuf_iterator<char>(in), {});
-  EXPECT_NE(decided.find("measuring this run: k=5, overhead budget 0.01, allow '', deny "
-                         "'libz.so.1'"),
+  EXPECT_NE(decided.find("measuring this run: k=5, overhead budget 0.01, sample fraction 1, "
+                         "at most 0 runs a minute, allow '', deny 'libz.so.1'"),
             std::string::npos)
       << decided;
   auto files = ListSpool(dir_.File("spool"));

@@ -14,6 +14,8 @@ TEST(RuntimeSettingsTest, FormatThenParseGivesTheSameSettings) {
   s.fleet.slots = 9;
   s.fleet.max_load_per_cpu = 0.75;
   s.fleet.overhead_budget = 0.005;
+  s.fleet.sample_fraction = 0.125;
+  s.fleet.max_runs_per_minute = 30;
   s.fleet.allow_modules = "libsqlite3.so.0,libz.so.1";
   s.fleet.deny_modules = "libssl.so.3";
   s.spool_dir = "/var/tmp/spool";
@@ -28,9 +30,11 @@ TEST(RuntimeSettingsTest, FormatThenParseGivesTheSameSettings) {
 }
 
 TEST(RuntimeSettingsTest, TheRuntimesRulesApply) {
-  // What the runtime refuses (agent/runtime/audit.cc Apply) is refused here.
-  for (const char* bad : {"k = 0", "k = 9", "slots = 0", "consent = maybe", "overhead_budget = -1",
-                          "max_load_per_cpu = x", "colour = blue", "seed = 12ab", "no equals"}) {
+  // What the runtime refuses (agent/runtime/decide.cc Apply) is refused here.
+  for (const char* bad :
+       {"k = 0", "k = 9", "slots = 0", "consent = maybe", "overhead_budget = -1",
+        "max_load_per_cpu = x", "colour = blue", "seed = 12ab", "no equals", "sample_fraction = 1.5",
+        "sample_fraction = -0.1", "max_runs_per_minute = -1", "max_runs_per_minute = 2.5"}) {
     EXPECT_FALSE(ParseRuntimeSettings(std::string(bad) + "\n").ok()) << bad;
   }
   auto ok = ParseRuntimeSettings("# comment\n\n consent = yes \nk=8\n");
@@ -44,6 +48,8 @@ TEST(FleetSettingsTest, JsonRoundTripAndChecks) {
   f.k = 3;
   f.deny_modules = "libz.so.1";
   f.batch_bytes = 65536;
+  f.sample_fraction = 0.03125;
+  f.max_runs_per_minute = 0;
   auto back = FleetSettingsFromJson(FleetSettingsToJson(f, true));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, f);

@@ -1,0 +1,429 @@
+#include "agent/runtime/decide.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/runtime/runtime.h"
+
+namespace fieldprof::rt {
+namespace {
+
+bool ParseInt(const char* v, long lo, long hi, long* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long x = strtol(v, &end, 10);
+  if (end == v || *end != 0 || errno != 0 || x < lo || x > hi) return false;
+  *out = x;
+  return true;
+}
+
+bool ParseDouble(const char* v, double lo, double hi, double* out) {
+  char* end = nullptr;
+  const double x = strtod(v, &end);
+  if (end == v || *end != 0 || !(x >= lo && x <= hi)) return false;
+  *out = x;
+  return true;
+}
+
+void CopyString(char* dst, size_t cap, const char* v) { snprintf(dst, cap, "%s", v); }
+
+// One `name = value` setting; false for an unknown name or a bad value.
+// The same names and ranges as common/runtime_settings.cc.
+bool Apply(RunSettings& s, const char* name, const char* v) {
+  long n = 0;
+  if (!strcmp(name, "consent")) {
+    if (!strcmp(v, "yes")) {
+      s.consent = true;
+    } else if (!strcmp(v, "no")) {
+      s.consent = false;
+    } else {
+      return false;
+    }
+  } else if (!strcmp(name, "k")) {
+    if (!ParseInt(v, 1, FP_MAX_APIS, &n)) return false;
+    s.k = static_cast<int>(n);
+  } else if (!strcmp(name, "slots")) {
+    if (!ParseInt(v, 1, 1024, &n)) return false;
+    s.slots = static_cast<int>(n);
+  } else if (!strcmp(name, "max_load_per_cpu")) {
+    return ParseDouble(v, 0, 1e6, &s.max_load_per_cpu);
+  } else if (!strcmp(name, "overhead_budget")) {
+    // A fraction of run time; above 1 the cap is off (tests, benchmarks).
+    return ParseDouble(v, 0, 1000, &s.overhead_budget);
+  } else if (!strcmp(name, "sample_fraction")) {
+    return ParseDouble(v, 0, 1, &s.sample_fraction);
+  } else if (!strcmp(name, "max_runs_per_minute")) {
+    if (!ParseInt(v, 0, 1000000, &n)) return false;
+    s.max_runs_per_minute = n;
+  } else if (!strcmp(name, "spool_dir")) {
+    CopyString(s.spool_dir, sizeof s.spool_dir, v);
+  } else if (!strcmp(name, "spool_cap_mib")) {
+    if (!ParseInt(v, 0, 1 << 20, &n)) return false;
+    s.spool_cap_bytes = static_cast<uint64_t>(n) << 20;
+  } else if (!strcmp(name, "allow_modules")) {
+    CopyString(s.allow_modules, sizeof s.allow_modules, v);
+  } else if (!strcmp(name, "deny_modules")) {
+    CopyString(s.deny_modules, sizeof s.deny_modules, v);
+  } else if (!strcmp(name, "slot_dir")) {
+    CopyString(s.slot_dir, sizeof s.slot_dir, v);
+  } else if (!strcmp(name, "force")) {
+    CopyString(s.force, sizeof s.force, v);
+  } else if (!strcmp(name, "seed")) {
+    char* end = nullptr;
+    errno = 0;
+    s.seed = strtoull(v, &end, 10);
+    if (end == v || *end != 0 || errno != 0) return false;
+    s.have_seed = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+char* Trim(char* p) {
+  while (*p == ' ' || *p == '\t') ++p;
+  char* e = p + strlen(p);
+  while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = 0;
+  return p;
+}
+
+// The settings file the agent keeps (consent included), read with one
+// open/read/close. Missing, too long or corrupt: false (not measured).
+bool ReadSettingsFile(RunSettings& s, const char* path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  static char text[8192];  // the agent writes a few hundred bytes
+  size_t have = 0;
+  for (;;) {
+    const ssize_t r = read(fd, text + have, sizeof text - 1 - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+    if (have == sizeof text - 1) break;
+  }
+  close(fd);
+  if (have == sizeof text - 1) {
+    DebugLine(s.debug_log, "settings file %s is too long: not measuring", path);
+    return false;
+  }
+  text[have] = 0;
+  for (char* line = text; line != nullptr && *line;) {
+    char* nl = strchr(line, '\n');
+    if (nl != nullptr) *nl = 0;
+    char* p = Trim(line);
+    line = nl != nullptr ? nl + 1 : nullptr;
+    if (*p == 0 || *p == '#') continue;
+    char* eq = strchr(p, '=');
+    if (eq == nullptr) {
+      DebugLine(s.debug_log, "settings file %s is corrupt: not measuring", path);
+      return false;
+    }
+    *eq = 0;
+    if (!Apply(s, Trim(p), Trim(eq + 1))) {
+      DebugLine(s.debug_log, "settings file %s: bad '%s': not measuring", path, Trim(p));
+      return false;
+    }
+  }
+  return true;
+}
+
+// Settings: the file, then (explicit runs only) FIELDPROF_* on top. False:
+// nothing at all is to happen in this run.
+bool LoadSettings(RunSettings& s) {
+  const char* dbg = getenv("FIELDPROF_DEBUG");
+  if (dbg != nullptr) CopyString(s.debug_log, sizeof s.debug_log, dbg);
+  const char* run = getenv("FIELDPROF_RUN");
+  s.explicit_run = run != nullptr && !strcmp(run, "1");
+  char path[1024];
+  const char* explicit_path = getenv("FIELDPROF_SETTINGS");
+  const char* xdg = getenv("XDG_CONFIG_HOME");
+  const char* home = getenv("HOME");
+  if (explicit_path != nullptr) {
+    CopyString(path, sizeof path, explicit_path);
+  } else if (xdg != nullptr && *xdg) {
+    snprintf(path, sizeof path, "%s/fieldprof/runtime.conf", xdg);
+  } else if (home != nullptr) {
+    snprintf(path, sizeof path, "%s/.config/fieldprof/runtime.conf", home);
+  } else {
+    path[0] = 0;
+  }
+  const bool file_ok = path[0] != 0 && ReadSettingsFile(s, path);
+  if (!s.explicit_run) return file_ok && s.consent;
+  static const struct {
+    const char* env;
+    const char* name;
+  } kEnv[] = {{"FIELDPROF_K", "k"},
+              {"FIELDPROF_SEED", "seed"},
+              {"FIELDPROF_FORCE", "force"},
+              {"FIELDPROF_SPOOL", "spool_dir"},
+              {"FIELDPROF_SLOTS", "slots"},
+              {"FIELDPROF_SLOT_DIR", "slot_dir"},
+              {"FIELDPROF_MAX_LOAD", "max_load_per_cpu"},
+              {"FIELDPROF_BUDGET", "overhead_budget"}};
+  for (const auto& e : kEnv) {
+    const char* v = getenv(e.env);
+    if (v != nullptr && !Apply(s, e.name, v)) {
+      DebugLine(s.debug_log, "bad %s=%s: not measuring", e.env, v);
+      return false;
+    }
+  }
+  return true;
+}
+
+void DefaultSpoolDir(RunSettings& s) {
+  if (s.spool_dir[0]) return;
+  const char* xdg = getenv("XDG_STATE_HOME");
+  const char* home = getenv("HOME");
+  if (xdg != nullptr && *xdg) {
+    snprintf(s.spool_dir, sizeof s.spool_dir, "%s/fieldprof/spool", xdg);
+  } else if (home != nullptr) {
+    snprintf(s.spool_dir, sizeof s.spool_dir, "%s/.local/state/fieldprof/spool", home);
+  }
+}
+
+// The directory shared by every user's programs (slots, rate), opened
+// without following a symbolic link at its last component; -1 if unusable.
+int OpenSharedDir(const char* dir) {
+  MakeDirs(dir, 01777);
+  return open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// Takes a lock without waiting more than ~5 ms (a process stopped while
+// holding it must not hold up this one).
+bool LockBriefly(int fd) {
+  for (int tries = 0; tries < 50; ++tries) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) return false;
+    const timespec pause{0, 100 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+  return false;
+}
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// The machine-wide rate cap, a generic cell rate algorithm over one number
+// in <slot_dir>/rate: the theoretical arrival time of the next run (ns,
+// CLOCK_MONOTONIC). A run is admitted unless that time is more than the
+// burst tolerance (10 s worth of runs) ahead; admitting it moves the time
+// one interval on. A damaged file starts over; one that cannot be used
+// refuses the run (the cap errs on the side of measuring less).
+bool RateAdmits(const RunSettings& s, int dirfd) {
+  if (s.max_runs_per_minute <= 0) return true;
+  const int fd = openat(dirfd, "rate", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) return false;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0666) {
+    fchmod(fd, 0666);  // shared by every user, whatever the creator's umask
+  }
+  bool admit = false;
+  if (LockBriefly(fd)) {
+    char buf[32];
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    const int64_t now = MonoNs();
+    int64_t tat = now;
+    if (n > 0) {
+      buf[n] = 0;
+      char* end = nullptr;
+      const long long v = strtoll(buf, &end, 10);
+      // A time far ahead of now can only be damage (or another boot's).
+      if (end != buf && (*end == '\n' || *end == 0) && v > now - 3600'000'000'000ll &&
+          v < now + 3600'000'000'000ll) {
+        tat = v;
+      }
+    }
+    if (tat < now) tat = now;
+    const int64_t interval = 60'000'000'000ll / s.max_runs_per_minute;
+    const int64_t burst = s.max_runs_per_minute / 6 > 1 ? s.max_runs_per_minute / 6 : 1;
+    if (tat - now <= interval * (burst - 1)) {
+      admit = true;
+      tat += interval;
+      char out[32];
+      const int len = snprintf(out, sizeof out, "%lld\n", static_cast<long long>(tat));
+      if (pwrite(fd, out, static_cast<size_t>(len), 0) != len) admit = false;
+    }
+  }
+  close(fd);  // releases the lock
+  return admit;
+}
+
+// A machine-wide slot: one of `slots` lock files, held (flock) for the life
+// of the process; a killed process's lock goes away with it. Read-only
+// opens: any user can lock a file another user created.
+int TakeSlot(const RunSettings& s, int dirfd) {
+  char name[32];
+  for (int i = 0; i < s.slots; ++i) {
+    snprintf(name, sizeof name, "slot-%d", i);
+    const int fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    close(fd);
+  }
+  return -1;
+}
+
+bool LoadTooHigh(const RunSettings& s) {
+  const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[64];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const double load = strtod(buf, nullptr);
+  int cpus = get_nprocs();
+  if (cpus < 1) cpus = 1;
+  return load / static_cast<double>(cpus) > s.max_load_per_cpu;
+}
+
+}  // namespace
+
+void MakeDirs(const char* dir, unsigned mode) {
+  char p[512];
+  CopyString(p, sizeof p, dir);
+  for (char* q = p + 1; *q; ++q) {
+    if (*q != '/') continue;
+    *q = 0;
+    mkdir(p, 0755);
+    *q = '/';
+  }
+  if (mkdir(p, mode) == 0) chmod(p, mode);
+}
+
+void DebugLine(const char* path, const char* fmt, ...) {
+  if (path == nullptr || path[0] == 0) return;
+  const int saved = errno;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    if (n > static_cast<int>(sizeof buf - 2)) n = sizeof buf - 2;
+    buf[n++] = '\n';
+    if (write(fd, buf, static_cast<size_t>(n)) != n) {
+      // Diagnostics only: nothing to do about a failed write.
+    }
+    close(fd);
+  }
+  errno = saved;
+}
+
+void CountRun(const char* spool_dir, FpRunCounter c) {
+  if (spool_dir == nullptr || spool_dir[0] == 0) return;
+  const int saved = errno;
+  char path[600];
+  snprintf(path, sizeof path, "%s/" FP_COUNTERS_FILE, spool_dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 && errno == ENOENT) {
+    MakeDirs(spool_dir, 0700);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  }
+  if (fd < 0) {
+    errno = saved;
+    return;
+  }
+  if (LockBriefly(fd)) {
+    uint64_t v[kNumRunCounters] = {};
+    char buf[512];
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n > 0) {
+      buf[n] = 0;
+      // "name value" lines; unknown or damaged lines are dropped.
+      for (char* line = buf; line != nullptr && *line;) {
+        char* nl = strchr(line, '\n');
+        if (nl != nullptr) *nl = 0;
+        char* sp = strchr(line, ' ');
+        if (sp != nullptr) {
+          *sp = 0;
+          for (int i = 0; i < kNumRunCounters; ++i) {
+            if (strcmp(line, kRunCounterNames[i]) != 0) continue;
+            char* end = nullptr;
+            const unsigned long long x = strtoull(sp + 1, &end, 10);
+            if (end != sp + 1 && *end == 0) v[i] = x;
+          }
+        }
+        line = nl != nullptr ? nl + 1 : nullptr;
+      }
+    }
+    ++v[c];
+    char out[512];
+    int len = 0;
+    for (int i = 0; i < kNumRunCounters; ++i) {
+      len += snprintf(out + len, sizeof out - static_cast<size_t>(len), "%s %llu\n",
+                      kRunCounterNames[i], static_cast<unsigned long long>(v[i]));
+    }
+    if (pwrite(fd, out, static_cast<size_t>(len), 0) == len && ftruncate(fd, len) != 0) {
+      // A longer old text left behind only loses its damaged tail.
+    }
+  }
+  close(fd);
+  errno = saved;
+}
+
+RunDecision DecideRun(RunSettings* settings) {
+  RunSettings& s = *settings;
+  RunDecision d;
+  if (!LoadSettings(s)) return d;  // no consent, or bad settings: nothing at all
+  DefaultSpoolDir(s);
+  const int dirfd = OpenSharedDir(s.slot_dir);
+  if (dirfd < 0) {
+    DebugLine(s.debug_log, "cannot use %s: not measuring", s.slot_dir);
+    d.verdict = Verdict::kRefusedSlot;
+    CountRun(s.spool_dir, kRunRefusedSlot);
+    return d;
+  }
+  if (!s.explicit_run && !RateAdmits(s, dirfd)) {
+    close(dirfd);
+    DebugLine(s.debug_log, "machine-wide rate cap (%lld runs a minute) reached: not measuring",
+              static_cast<long long>(s.max_runs_per_minute));
+    d.verdict = Verdict::kRefusedRate;
+    CountRun(s.spool_dir, kRunRefusedRate);
+    return d;
+  }
+  d.slot_fd = TakeSlot(s, dirfd);
+  close(dirfd);
+  if (d.slot_fd < 0) {
+    DebugLine(s.debug_log, "no free slot in %s: not measuring", s.slot_dir);
+    d.verdict = Verdict::kRefusedSlot;
+    CountRun(s.spool_dir, kRunRefusedSlot);
+    return d;
+  }
+  if (LoadTooHigh(s)) {
+    close(d.slot_fd);
+    d.slot_fd = -1;
+    DebugLine(s.debug_log, "system load above %.2f per CPU: not measuring", s.max_load_per_cpu);
+    d.verdict = Verdict::kRefusedLoad;
+    CountRun(s.spool_dir, kRunRefusedLoad);
+    return d;
+  }
+  if (!s.have_seed && getrandom(&s.seed, sizeof s.seed, GRND_NONBLOCK) != sizeof s.seed) {
+    s.seed = static_cast<uint64_t>(MonoNs()) ^ static_cast<uint64_t>(getpid()) << 40;
+  }
+  d.verdict = Verdict::kMeasure;
+  DebugLine(s.debug_log,
+            "measuring this run: k=%d, overhead budget %g, sample fraction %g, at most %lld runs a "
+            "minute, allow '%s', deny '%s'",
+            s.k, s.overhead_budget, s.explicit_run ? 1.0 : s.sample_fraction,
+            static_cast<long long>(s.explicit_run ? 0 : s.max_runs_per_minute), s.allow_modules,
+            s.deny_modules);
+  return d;
+}
+
+}  // namespace fieldprof::rt

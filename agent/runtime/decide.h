@@ -1,0 +1,71 @@
+// Whether this run is measured, decided once in the constructor, cheapest
+// test first so that a run that is not measured pays as little as
+// possible:
+//   1. consent: the settings file says `consent = yes` (or FIELDPROF_RUN=1,
+//      an explicit `fieldprof run`, whose FIELDPROF_* options then apply);
+//   2. sampling: a field run is measured with probability sample_fraction;
+//   (1 and 2 are first_look.h, without libc; what follows only for runs
+//   that pass them)
+//   3. the machine-wide rate cap: at most max_runs_per_minute measured field
+//      runs, kept in <slot_dir>/rate;
+//   4. a free machine-wide slot (<slot_dir>/slot-N, flock'ed for the life
+//      of the process);
+//   5. the system load.
+// Explicit runs skip 2 and 3. Refusals at 3-5 add one to the spool's run
+// counters (common/run_counters.h); nothing else is written.
+//
+// DecideRun runs in the constructor with the program's libc; never prints.
+#ifndef FIELDPROF_AGENT_RUNTIME_DECIDE_H_
+#define FIELDPROF_AGENT_RUNTIME_DECIDE_H_
+
+#include <cstdint>
+
+#include "common/run_counters.h"
+
+namespace fieldprof::rt {
+
+struct RunSettings {
+  bool consent = false;
+  bool explicit_run = false;  // FIELDPROF_RUN=1
+  int k = 2;
+  int slots = 6;
+  double max_load_per_cpu = 1.5;
+  double overhead_budget = 0.01;
+  double sample_fraction = 1.0 / 16;  // first_look.h's kDefaultSampleQ32
+  int64_t max_runs_per_minute = 120;  // 0: no cap
+  char spool_dir[512] = "";
+  uint64_t spool_cap_bytes = 16ull << 20;
+  char allow_modules[1024] = "";  // comma-separated sonames; empty = all
+  char deny_modules[1024] = "";
+  char slot_dir[512] = "/tmp/fieldprof-slots";
+  char force[1024] = "";  // "sym" or "module:sym", comma-separated
+  uint64_t seed = 0;
+  bool have_seed = false;
+  char debug_log[512] = "";  // FIELDPROF_DEBUG
+};
+
+enum class Verdict { kOff, kNotSampled, kRefusedRate, kRefusedSlot, kRefusedLoad, kMeasure };
+
+struct RunDecision {
+  Verdict verdict = Verdict::kOff;
+  int slot_fd = -1;  // held while measuring
+};
+
+// For a run the first look let through (first_look.h): fills `s` (owned by
+// the caller; static storage in the companion) and decides 3-5. Refusals
+// are counted in the spool's counters.
+RunDecision DecideRun(RunSettings* s);
+
+// Adds one to a run counter in <spool_dir>/.counters (creating the spool
+// directory if needed). Best effort, never waits more than ~5 ms.
+void CountRun(const char* spool_dir, FpRunCounter c);
+
+// Appends a line to the FIELDPROF_DEBUG file, if any.
+void DebugLine(const char* path, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// mkdir -p; the last component gets `mode` (exactly, whatever the umask).
+void MakeDirs(const char* dir, unsigned mode);
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_DECIDE_H_
