@@ -284,11 +284,10 @@ void ResetAfterFork() {
   ResetCounts();
 }
 
-// This run's settings, made only in a run the first look lets through (zero
-// storage: a run that is not measured never touches it); the strings in
-// them live as long as the process (g.config and the binder point into
-// them).
-alignas(RunSettings) unsigned char settings_storage[sizeof(RunSettings)];
+// This run's settings, filled only in a run the first look lets through (a
+// run that is not measured never touches these pages); the strings in them
+// live as long as the process (g.config and the binder point into them).
+RunSettings settings;
 
 // The slabs and shadow stacks of a measured run: zero-filled and mapped
 // without reserving memory, so a thread's pages are touched only where it
@@ -323,7 +322,6 @@ void StopMeasuring(const char* why) {
 // (glibc passes constructors argc, argv and the environment.)
 __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   if (LookAtRun(envp) != FirstLook::kGoOn) return;
-  RunSettings& settings = *new (settings_storage) RunSettings();
   const RunDecision d = DecideRun(&settings);
   if (d.verdict != Verdict::kMeasure) return;
   g.config = FpRunConfig{1,

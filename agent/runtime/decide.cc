@@ -2,10 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -14,75 +14,71 @@
 #include <unistd.h>
 
 #include "agent/runtime/runtime.h"
+#include "agent/runtime/text.h"
 
 namespace fieldprof::rt {
 namespace {
 
-bool ParseInt(const char* v, long lo, long hi, long* out) {
-  char* end = nullptr;
-  errno = 0;
-  const long x = strtol(v, &end, 10);
-  if (end == v || *end != 0 || errno != 0 || x < lo || x > hi) return false;
-  *out = x;
+bool ParseInt(const char* v, int64_t lo, int64_t hi, int64_t* out) {
+  uint64_t x = 0;
+  if (!ParseU64(v, v + Len(v), &x) || x > static_cast<uint64_t>(hi) ||
+      static_cast<int64_t>(x) < lo) {
+    return false;
+  }
+  *out = static_cast<int64_t>(x);
   return true;
 }
 
 bool ParseDouble(const char* v, double lo, double hi, double* out) {
-  char* end = nullptr;
-  const double x = strtod(v, &end);
-  if (end == v || *end != 0 || !(x >= lo && x <= hi)) return false;
+  double x = 0;
+  if (!ParseDecimal(v, v + Len(v), &x) || !(x >= lo && x <= hi)) return false;
   *out = x;
   return true;
 }
 
-void CopyString(char* dst, size_t cap, const char* v) { snprintf(dst, cap, "%s", v); }
-
 // One `name = value` setting; false for an unknown name or a bad value.
 // The same names and ranges as common/runtime_settings.cc.
 bool Apply(RunSettings& s, const char* name, const char* v) {
-  long n = 0;
-  if (!strcmp(name, "consent")) {
-    if (!strcmp(v, "yes")) {
+  int64_t n = 0;
+  if (Eq(name, "consent")) {
+    if (Eq(v, "yes")) {
       s.consent = true;
-    } else if (!strcmp(v, "no")) {
+    } else if (Eq(v, "no")) {
       s.consent = false;
     } else {
       return false;
     }
-  } else if (!strcmp(name, "k")) {
+  } else if (Eq(name, "k")) {
     if (!ParseInt(v, 1, FP_MAX_APIS, &n)) return false;
     s.k = static_cast<int>(n);
-  } else if (!strcmp(name, "slots")) {
+  } else if (Eq(name, "slots")) {
     if (!ParseInt(v, 1, 1024, &n)) return false;
     s.slots = static_cast<int>(n);
-  } else if (!strcmp(name, "max_load_per_cpu")) {
+  } else if (Eq(name, "max_load_per_cpu")) {
     return ParseDouble(v, 0, 1e6, &s.max_load_per_cpu);
-  } else if (!strcmp(name, "overhead_budget")) {
+  } else if (Eq(name, "overhead_budget")) {
     // A fraction of run time; above 1 the cap is off (tests, benchmarks).
     return ParseDouble(v, 0, 1000, &s.overhead_budget);
-  } else if (!strcmp(name, "sample_fraction")) {
+  } else if (Eq(name, "sample_fraction")) {
     return ParseDouble(v, 0, 1, &s.sample_fraction);
-  } else if (!strcmp(name, "max_runs_per_minute")) {
+  } else if (Eq(name, "max_runs_per_minute")) {
     if (!ParseInt(v, 0, 1000000, &n)) return false;
     s.max_runs_per_minute = n;
-  } else if (!strcmp(name, "spool_dir")) {
-    CopyString(s.spool_dir, sizeof s.spool_dir, v);
-  } else if (!strcmp(name, "spool_cap_mib")) {
+  } else if (Eq(name, "spool_dir")) {
+    return Copy(s.spool_dir, sizeof s.spool_dir, v);
+  } else if (Eq(name, "spool_cap_mib")) {
     if (!ParseInt(v, 0, 1 << 20, &n)) return false;
     s.spool_cap_bytes = static_cast<uint64_t>(n) << 20;
-  } else if (!strcmp(name, "allow_modules")) {
-    CopyString(s.allow_modules, sizeof s.allow_modules, v);
-  } else if (!strcmp(name, "deny_modules")) {
-    CopyString(s.deny_modules, sizeof s.deny_modules, v);
-  } else if (!strcmp(name, "slot_dir")) {
-    CopyString(s.slot_dir, sizeof s.slot_dir, v);
-  } else if (!strcmp(name, "force")) {
-    CopyString(s.force, sizeof s.force, v);
-  } else if (!strcmp(name, "seed")) {
-    char* end = nullptr;
-    errno = 0;
-    s.seed = strtoull(v, &end, 10);
-    if (end == v || *end != 0 || errno != 0) return false;
+  } else if (Eq(name, "allow_modules")) {
+    return Copy(s.allow_modules, sizeof s.allow_modules, v);
+  } else if (Eq(name, "deny_modules")) {
+    return Copy(s.deny_modules, sizeof s.deny_modules, v);
+  } else if (Eq(name, "slot_dir")) {
+    return Copy(s.slot_dir, sizeof s.slot_dir, v);
+  } else if (Eq(name, "force")) {
+    return Copy(s.force, sizeof s.force, v);
+  } else if (Eq(name, "seed")) {
+    if (!ParseU64(v, v + Len(v), &s.seed)) return false;
     s.have_seed = true;
   } else {
     return false;
@@ -90,19 +86,21 @@ bool Apply(RunSettings& s, const char* name, const char* v) {
   return true;
 }
 
+bool Blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
 char* Trim(char* p) {
-  while (*p == ' ' || *p == '\t') ++p;
-  char* e = p + strlen(p);
-  while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = 0;
+  while (Blank(*p)) ++p;
+  char* e = p + Len(p);
+  while (e > p && Blank(e[-1])) *--e = 0;
   return p;
 }
 
-// The settings file the agent keeps (consent included), read with one
-// open/read/close. Missing, too long or corrupt: false (not measured).
+// The settings file the agent keeps (consent included). Missing, too long
+// or corrupt: false (not measured).
 bool ReadSettingsFile(RunSettings& s, const char* path) {
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  static char text[8192];  // the agent writes a few hundred bytes
+  char text[6144];  // the agent writes a few hundred bytes; lists at most 2 KiB
   size_t have = 0;
   for (;;) {
     const ssize_t r = read(fd, text + have, sizeof text - 1 - have);
@@ -118,13 +116,16 @@ bool ReadSettingsFile(RunSettings& s, const char* path) {
   }
   text[have] = 0;
   for (char* line = text; line != nullptr && *line;) {
-    char* nl = strchr(line, '\n');
-    if (nl != nullptr) *nl = 0;
+    char* nl = line;
+    while (*nl != 0 && *nl != '\n') ++nl;
+    char* next = *nl != 0 ? nl + 1 : nullptr;
+    *nl = 0;
     char* p = Trim(line);
-    line = nl != nullptr ? nl + 1 : nullptr;
+    line = next;
     if (*p == 0 || *p == '#') continue;
-    char* eq = strchr(p, '=');
-    if (eq == nullptr) {
+    char* eq = p;
+    while (*eq != 0 && *eq != '=') ++eq;
+    if (*eq == 0) {
       DebugLine(s.debug_log, "settings file %s is corrupt: not measuring", path);
       return false;
     }
@@ -140,22 +141,21 @@ bool ReadSettingsFile(RunSettings& s, const char* path) {
 // Settings: the file, then (explicit runs only) FIELDPROF_* on top. False:
 // nothing at all is to happen in this run.
 bool LoadSettings(RunSettings& s) {
-  const char* dbg = getenv("FIELDPROF_DEBUG");
-  if (dbg != nullptr) CopyString(s.debug_log, sizeof s.debug_log, dbg);
+  if (const char* dbg = getenv("FIELDPROF_DEBUG"); dbg != nullptr) {
+    Copy(s.debug_log, sizeof s.debug_log, dbg);
+  }
   const char* run = getenv("FIELDPROF_RUN");
-  s.explicit_run = run != nullptr && !strcmp(run, "1");
-  char path[1024];
+  s.explicit_run = run != nullptr && Eq(run, "1");
+  char path[1024] = "";
   const char* explicit_path = getenv("FIELDPROF_SETTINGS");
   const char* xdg = getenv("XDG_CONFIG_HOME");
   const char* home = getenv("HOME");
   if (explicit_path != nullptr) {
-    CopyString(path, sizeof path, explicit_path);
+    Copy(path, sizeof path, explicit_path);
   } else if (xdg != nullptr && *xdg) {
-    snprintf(path, sizeof path, "%s/fieldprof/runtime.conf", xdg);
+    Copy(path, sizeof path, xdg) && Cat(path, sizeof path, "/fieldprof/runtime.conf");
   } else if (home != nullptr) {
-    snprintf(path, sizeof path, "%s/.config/fieldprof/runtime.conf", home);
-  } else {
-    path[0] = 0;
+    Copy(path, sizeof path, home) && Cat(path, sizeof path, "/.config/fieldprof/runtime.conf");
   }
   const bool file_ok = path[0] != 0 && ReadSettingsFile(s, path);
   if (!s.explicit_run) return file_ok && s.consent;
@@ -185,17 +185,23 @@ void DefaultSpoolDir(RunSettings& s) {
   const char* xdg = getenv("XDG_STATE_HOME");
   const char* home = getenv("HOME");
   if (xdg != nullptr && *xdg) {
-    snprintf(s.spool_dir, sizeof s.spool_dir, "%s/fieldprof/spool", xdg);
+    Copy(s.spool_dir, sizeof s.spool_dir, xdg) &&
+        Cat(s.spool_dir, sizeof s.spool_dir, "/fieldprof/spool");
   } else if (home != nullptr) {
-    snprintf(s.spool_dir, sizeof s.spool_dir, "%s/.local/state/fieldprof/spool", home);
+    Copy(s.spool_dir, sizeof s.spool_dir, home) &&
+        Cat(s.spool_dir, sizeof s.spool_dir, "/.local/state/fieldprof/spool");
   }
 }
 
 // The directory shared by every user's programs (slots, rate), opened
 // without following a symbolic link at its last component; -1 if unusable.
+// Made (sticky and world-writable, like /tmp) only when it is missing.
 int OpenSharedDir(const char* dir) {
+  const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  const int fd = open(dir, flags);
+  if (fd >= 0 || errno != ENOENT) return fd;
   MakeDirs(dir, 01777);
-  return open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return open(dir, flags);
 }
 
 // Takes a lock without waiting more than ~5 ms (a process stopped while
@@ -233,28 +239,26 @@ bool RateAdmits(const RunSettings& s, int dirfd) {
   bool admit = false;
   if (LockBriefly(fd)) {
     char buf[32];
-    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    const ssize_t n = pread(fd, buf, sizeof buf, 0);
     const int64_t now = MonoNs();
     int64_t tat = now;
-    if (n > 0) {
-      buf[n] = 0;
-      char* end = nullptr;
-      const long long v = strtoll(buf, &end, 10);
-      // A time far ahead of now can only be damage (or another boot's).
-      if (end != buf && (*end == '\n' || *end == 0) && v > now - 3600'000'000'000ll &&
-          v < now + 3600'000'000'000ll) {
-        tat = v;
-      }
+    uint64_t v = 0;
+    // A time far from now can only be damage (or another boot's).
+    if (n > 1 && buf[n - 1] == '\n' && ParseU64(buf, buf + n - 1, &v) &&
+        v < static_cast<uint64_t>(INT64_MAX) &&
+        static_cast<int64_t>(v) > now - 3600'000'000'000ll &&
+        static_cast<int64_t>(v) < now + 3600'000'000'000ll) {
+      tat = static_cast<int64_t>(v);
     }
     if (tat < now) tat = now;
     const int64_t interval = 60'000'000'000ll / s.max_runs_per_minute;
     const int64_t burst = s.max_runs_per_minute / 6 > 1 ? s.max_runs_per_minute / 6 : 1;
     if (tat - now <= interval * (burst - 1)) {
-      admit = true;
       tat += interval;
-      char out[32];
-      const int len = snprintf(out, sizeof out, "%lld\n", static_cast<long long>(tat));
-      if (pwrite(fd, out, static_cast<size_t>(len), 0) != len) admit = false;
+      char out[24];
+      const size_t len = FormatU64(static_cast<uint64_t>(tat), out);
+      out[len] = '\n';
+      admit = pwrite(fd, out, len + 1, 0) == static_cast<ssize_t>(len + 1);
     }
   }
   close(fd);  // releases the lock
@@ -265,9 +269,9 @@ bool RateAdmits(const RunSettings& s, int dirfd) {
 // of the process; a killed process's lock goes away with it. Read-only
 // opens: any user can lock a file another user created.
 int TakeSlot(const RunSettings& s, int dirfd) {
-  char name[32];
   for (int i = 0; i < s.slots; ++i) {
-    snprintf(name, sizeof name, "slot-%d", i);
+    char name[32] = "slot-";
+    FormatU64(static_cast<uint64_t>(i), name + 5);
     const int fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
@@ -276,25 +280,33 @@ int TakeSlot(const RunSettings& s, int dirfd) {
   return -1;
 }
 
+// The 1-minute load average per CPU this process may run on.
 bool LoadTooHigh(const RunSettings& s) {
-  const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[64];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  const double load = strtod(buf, nullptr);
-  int cpus = get_nprocs();
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return false;
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
   if (cpus < 1) cpus = 1;
-  return load / static_cast<double>(cpus) > s.max_load_per_cpu;
+  const double load = static_cast<double>(si.loads[0]) / (1 << SI_LOAD_SHIFT);
+  return load / cpus > s.max_load_per_cpu;
 }
 
 }  // namespace
 
+void SetDefaults(RunSettings* s) {
+  s->k = 2;
+  s->slots = 6;
+  s->max_load_per_cpu = 1.5;
+  s->overhead_budget = 0.01;
+  s->sample_fraction = 1.0 / 16;
+  s->max_runs_per_minute = 120;
+  s->spool_cap_bytes = 16ull << 20;
+  Copy(s->slot_dir, sizeof s->slot_dir, "/tmp/fieldprof-slots");
+}
+
 void MakeDirs(const char* dir, unsigned mode) {
   char p[512];
-  CopyString(p, sizeof p, dir);
+  if (!Copy(p, sizeof p, dir)) return;
   for (char* q = p + 1; *q; ++q) {
     if (*q != '/') continue;
     *q = 0;
@@ -329,7 +341,7 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
   if (spool_dir == nullptr || spool_dir[0] == 0) return;
   const int saved = errno;
   char path[600];
-  snprintf(path, sizeof path, "%s/" FP_COUNTERS_FILE, spool_dir);
+  if (!Copy(path, sizeof path, spool_dir) || !Cat(path, sizeof path, "/" FP_COUNTERS_FILE)) return;
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0 && errno == ENOENT) {
     MakeDirs(spool_dir, 0700);
@@ -342,34 +354,37 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
   if (LockBriefly(fd)) {
     uint64_t v[kNumRunCounters] = {};
     char buf[512];
-    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n > 0) {
-      buf[n] = 0;
-      // "name value" lines; unknown or damaged lines are dropped.
-      for (char* line = buf; line != nullptr && *line;) {
-        char* nl = strchr(line, '\n');
-        if (nl != nullptr) *nl = 0;
-        char* sp = strchr(line, ' ');
-        if (sp != nullptr) {
-          *sp = 0;
-          for (int i = 0; i < kNumRunCounters; ++i) {
-            if (strcmp(line, kRunCounterNames[i]) != 0) continue;
-            char* end = nullptr;
-            const unsigned long long x = strtoull(sp + 1, &end, 10);
-            if (end != sp + 1 && *end == 0) v[i] = x;
-          }
-        }
-        line = nl != nullptr ? nl + 1 : nullptr;
+    const ssize_t n = pread(fd, buf, sizeof buf, 0);
+    // "name value" lines; unknown or damaged lines are dropped.
+    const char* end = buf + (n > 0 ? n : 0);
+    for (const char* line = buf; line < end;) {
+      const char* nl = line;
+      while (nl < end && *nl != '\n') ++nl;
+      const char* sp = line;
+      while (sp < nl && *sp != ' ') ++sp;
+      for (int i = 0; i < kNumRunCounters && sp < nl; ++i) {
+        const char* name = kRunCounterNames[i];
+        const size_t len = Len(name);
+        if (static_cast<size_t>(sp - line) != len) continue;
+        bool same = true;
+        for (size_t j = 0; j < len && same; ++j) same = line[j] == name[j];
+        uint64_t x = 0;
+        if (same && ParseU64(sp + 1, nl, &x)) v[i] = x;
       }
+      line = nl + 1;
     }
     ++v[c];
     char out[512];
-    int len = 0;
+    size_t len = 0;
     for (int i = 0; i < kNumRunCounters; ++i) {
-      len += snprintf(out + len, sizeof out - static_cast<size_t>(len), "%s %llu\n",
-                      kRunCounterNames[i], static_cast<unsigned long long>(v[i]));
+      const size_t name_len = Len(kRunCounterNames[i]);
+      for (size_t j = 0; j < name_len; ++j) out[len++] = kRunCounterNames[i][j];
+      out[len++] = ' ';
+      len += FormatU64(v[i], out + len);
+      out[len++] = '\n';
     }
-    if (pwrite(fd, out, static_cast<size_t>(len), 0) == len && ftruncate(fd, len) != 0) {
+    if (pwrite(fd, out, len, 0) == static_cast<ssize_t>(len) &&
+        ftruncate(fd, static_cast<off_t>(len)) != 0) {
       // A longer old text left behind only loses its damaged tail.
     }
   }
@@ -380,6 +395,7 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
 RunDecision DecideRun(RunSettings* settings) {
   RunSettings& s = *settings;
   RunDecision d;
+  SetDefaults(&s);
   if (!LoadSettings(s)) return d;  // no consent, or bad settings: nothing at all
   DefaultSpoolDir(s);
   const int dirfd = OpenSharedDir(s.slot_dir);

@@ -24,25 +24,30 @@
 
 namespace fieldprof::rt {
 
+// Plain data, zero in .bss until a run is decided on: SetDefaults writes
+// only the fields it sets, so a run that is not measured touches none of it.
 struct RunSettings {
-  bool consent = false;
-  bool explicit_run = false;  // FIELDPROF_RUN=1
-  int k = 2;
-  int slots = 6;
-  double max_load_per_cpu = 1.5;
-  double overhead_budget = 0.01;
-  double sample_fraction = 1.0 / 16;  // first_look.h's kDefaultSampleQ32
-  int64_t max_runs_per_minute = 120;  // 0: no cap
-  char spool_dir[512] = "";
-  uint64_t spool_cap_bytes = 16ull << 20;
-  char allow_modules[1024] = "";  // comma-separated sonames; empty = all
-  char deny_modules[1024] = "";
-  char slot_dir[512] = "/tmp/fieldprof-slots";
-  char force[1024] = "";  // "sym" or "module:sym", comma-separated
-  uint64_t seed = 0;
-  bool have_seed = false;
-  char debug_log[512] = "";  // FIELDPROF_DEBUG
+  bool consent;
+  bool explicit_run;  // FIELDPROF_RUN=1
+  int k;
+  int slots;
+  double max_load_per_cpu;
+  double overhead_budget;
+  double sample_fraction;       // for the debug log: first_look.h samples
+  int64_t max_runs_per_minute;  // 0: no cap
+  uint64_t spool_cap_bytes;
+  uint64_t seed;
+  bool have_seed;
+  char spool_dir[512];
+  char allow_modules[1024];  // comma-separated sonames; empty = all
+  char deny_modules[1024];
+  char slot_dir[512];
+  char force[1024];     // "sym" or "module:sym", comma-separated
+  char debug_log[512];  // FIELDPROF_DEBUG
 };
+
+// The defaults common/runtime_settings.h documents.
+void SetDefaults(RunSettings* s);
 
 enum class Verdict { kOff, kNotSampled, kRefusedRate, kRefusedSlot, kRefusedLoad, kMeasure };
 
