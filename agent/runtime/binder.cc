@@ -4,11 +4,11 @@
 // rebinding.
 #include "agent/runtime/binder.h"
 
-#include <cpuid.h>
 #include <link.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/platform/x86.h>
 #include <unistd.h>
 
 #include "agent/runtime/binder_state.h"
@@ -18,9 +18,9 @@
 extern "C" {
 // Read by trap_x86_64.S.
 FP_HIDDEN uint64_t fp_xsave_size = 512;
-FP_HIDDEN uint32_t fp_xsave_mask = 0;
-FP_HIDDEN uint8_t fp_use_xsave = 0;
-FP_HIDDEN uint8_t fp_binder_on = 0;
+FP_HIDDEN FP_HOT_DATA uint32_t fp_xsave_mask = 0;
+FP_HIDDEN FP_HOT_DATA uint8_t fp_use_xsave = 0;
+FP_HIDDEN FP_HOT_DATA uint8_t fp_binder_on = 0;
 FP_HIDDEN FP_HOT_DATA uintptr_t fp_real_dlsym = 0;
 FP_HIDDEN FP_HOT_DATA uintptr_t fp_real_dlvsym = 0;
 FP_HIDDEN void fp_trap();
@@ -34,19 +34,30 @@ struct ApiNames {
   char build_id[96];
   char symbol[1025];
 };
-// The chosen APIs' names, copied: the defining library may be dlclose'd
-// before the record is written (FP_MAX_SLOTS of them, mapped at start).
-ApiNames* api_names;
-
 struct Seen {
   uintptr_t base;
   const char* name;
   const Elf64_Phdr* phdr;
   int phnum;
 };
-Seen* g_seen;  // kMaxObjects, the objects of one look
-bool g_starting;
-uintptr_t g_page;
+
+// The binder's fixed-size tables, one mapping made at start (only the
+// pages a run uses are ever touched).
+struct BinderTables {
+  TrampBlock blocks[kMaxBlocks];
+  ForcedApi forced[FP_MAX_APIS];
+  char force[1024];  // the `force` setting, split in place
+  // The chosen APIs' names, copied: the defining library may be dlclose'd
+  // before the record is written.
+  ApiNames names[FP_MAX_SLOTS];
+  Seen seen[kMaxObjects];  // the objects of one look
+  Object objects[kMaxObjects];
+};
+FP_HOT_DATA BinderTables* g_tables;
+FP_HOT_DATA ApiNames* api_names;
+FP_HOT_DATA Seen* g_seen;
+FP_HOT_DATA bool g_starting;
+FP_HOT_DATA uintptr_t g_page;
 
 void* MapZero(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
@@ -58,15 +69,21 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // The extended register state the trap's slow half saves: XSAVE of what
 // the dynamic linker's lazy binding saves (SSE, AVX, MPX, AVX-512), else
-// FXSAVE.
+// FXSAVE. No CPUID instruction (a VM exit, ~6 us on a VM): the feature
+// bits glibc read at start, and XCR0.
 void SetUpRegisterSave() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || __get_cpuid_max(0, nullptr) < 0xd) {
-    return;
-  }
-  __cpuid_count(0xd, 0, a, b, c, d);
-  if (b < 576) return;
-  fp_xsave_size = b;
+  if (!CPU_FEATURE_PRESENT(OSXSAVE)) return;
+  uint32_t lo, hi;
+  __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  // The area XSAVE writes for these components ends, in the standard
+  // layout, at most where Intel's ends (AMD's is no larger): AVX-512's
+  // high ZMM state at 2688 bytes, opmask... at 1152, MPX at 1088, AVX at
+  // 832, the legacy area and header at 576.
+  size_t size = 576;
+  if (lo & (1u << 2)) size = 832;
+  if (lo & (3u << 3)) size = 1088;
+  if (lo & (7u << 5)) size = 2688;
+  fp_xsave_size = size;
   fp_xsave_mask = (1u << 1) | (1u << 2) | (1u << 3) | (1u << 5) | (1u << 6) | (1u << 7);
   fp_use_xsave = 1;
 }
@@ -143,7 +160,9 @@ int32_t FindApiIndex(uint64_t key) {
 bool ApiRoom(uint32_t more) {
   const uint64_t need = (uint64_t{g_binder.napis} + more) * 2;
   if (g_binder.apis != nullptr && need <= g_binder.api_cap) return true;
-  uint32_t cap = 1024;
+  // Sized to the need (a page holds 256 entries): a table bigger than the
+  // names it holds would be touched all over by its hashing.
+  uint32_t cap = 64;
   while (cap < need) cap *= 2;
   auto* fresh = static_cast<Api*>(MapZero(sizeof(Api) * cap));
   if (fresh == nullptr) return false;
@@ -175,7 +194,6 @@ int32_t ApiFor(uint64_t key) {
   while (g_binder.apis[j].name_key != 0) j = (j + 1) & mask;
   Api& a = g_binder.apis[j];
   a.name_key = key;
-  a.priority = Mix64(g_binder.seed ^ key);
   a.stub = -1;
   for (int f = 0; f < g_binder.nforced; ++f) {
     if (g_binder.forced[f].name_key != key) continue;
@@ -631,18 +649,21 @@ void DoRebindWork(void* arg) {
 bool BinderStart(const BinderConfig& c) {
   g_page = static_cast<uintptr_t>(getpagesize());
   SetUpRegisterSave();
-  g_binder.objects = static_cast<Object*>(MapZero(sizeof(Object) * kMaxObjects));
-  g_seen = static_cast<Seen*>(MapZero(sizeof(Seen) * kMaxObjects));
-  api_names = static_cast<ApiNames*>(MapZero(sizeof(ApiNames) * FP_MAX_SLOTS));
-  if (g_binder.objects == nullptr || g_seen == nullptr || api_names == nullptr) return false;
+  g_tables = static_cast<BinderTables*>(MapZero(sizeof(BinderTables)));
+  if (g_tables == nullptr) return false;
+  g_binder.blocks = g_tables->blocks;
+  g_binder.forced = g_tables->forced;
+  g_binder.objects = g_tables->objects;
+  g_seen = g_tables->seen;
+  api_names = g_tables->names;
   g_binder.seed = c.seed;
   g_binder.allow_modules = c.allow_modules;
   g_binder.deny_modules = c.deny_modules;
   g_binder.debug_log = c.debug_log;
   g_binder.filters = c.allow_modules[0] != 0 || c.deny_modules[0] != 0;
   // force: "sym" or "module:sym", comma-separated.
-  static char force[1024];
-  CopyName(force, sizeof force, c.force);
+  char* force = g_tables->force;  // left untouched when empty (most runs)
+  if (c.force[0] != 0) CopyName(force, sizeof g_tables->force, c.force);
   for (char* p = force; *p && g_binder.nforced < FP_MAX_APIS;) {
     char* comma = strchr(p, ',');
     if (comma) *comma = 0;

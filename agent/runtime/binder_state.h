@@ -67,7 +67,6 @@ inline constexpr uint8_t kApiForcedModule = 16;
 // One API name; open addressing by name_key (0: free entry).
 struct Api {
   uint64_t name_key;
-  uint64_t priority;
   int8_t stub;  // -1: not chosen
   uint8_t flags;
   uint8_t force;  // kApiForced: index into BinderState::forced
@@ -102,13 +101,13 @@ struct BinderState {
   uint32_t nobjects;
   uint64_t adds, subs;  // dl_iterate_phdr's counts at the last look
 
-  TrampBlock blocks[kMaxBlocks];
+  TrampBlock* blocks;  // kMaxBlocks (BinderTables)
   int nblocks;
 
   Api* apis;  // capacity a power of two, at most half full
   uint32_t api_cap, napis;
 
-  ForcedApi forced[FP_MAX_APIS];
+  ForcedApi* forced;  // FP_MAX_APIS (BinderTables)
   int nforced;
 
   int32_t random_api[FP_MAX_APIS];  // the APIs chosen at random (Api indexes)
@@ -138,6 +137,9 @@ inline uint64_t Mix64(uint64_t z) {  // splitmix64's finalizer
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+// The API's place in this run's choice: the lowest are chosen (binder.h).
+inline uint64_t Priority(const Api& a) { return Mix64(g_binder.seed ^ a.name_key); }
 
 inline void BinderLock() {
   while (__atomic_exchange_n(&g_binder.lock, 1, __ATOMIC_ACQUIRE) != 0) {

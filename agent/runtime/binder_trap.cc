@@ -8,7 +8,7 @@
 
 namespace fieldprof::rt {
 
-constinit BinderState g_binder{};
+FP_HOT_DATA constinit BinderState g_binder{};
 __thread int t_in_binder FP_TLS;
 
 namespace {
@@ -141,13 +141,13 @@ bool Choose(int32_t ai) {
   // Full: `a` joins only if it ranks below the highest-ranked chosen API.
   int worst = 0;
   for (int j = 1; j < g_binder.nrandom; ++j) {
-    if (g_binder.apis[g_binder.random_api[j]].priority >
-        g_binder.apis[g_binder.random_api[worst]].priority) {
+    if (Priority(g_binder.apis[g_binder.random_api[j]]) >
+        Priority(g_binder.apis[g_binder.random_api[worst]])) {
       worst = j;
     }
   }
   Api& w = g_binder.apis[g_binder.random_api[worst]];
-  if (a.priority >= w.priority) return false;
+  if (Priority(a) >= Priority(w)) return false;
   if (!TakeStub(a)) return false;
   Drop(w);
   g_binder.random_api[worst] = ai;

@@ -6,7 +6,6 @@
 // before an unwinder walks the stack, and writes the run's record to the
 // spool at exit. In a run that is not measured, every interposer just goes
 // on to the next definition.
-#include <cpuid.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -18,6 +17,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/platform/x86.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -41,13 +41,15 @@
 
 namespace fieldprof::rt {
 
-constinit Globals g{};  // constant-initialized: no dynamic initializer may reset it
-uintptr_t fp_real[FP_MAX_SLOTS + 1];
-volatile uint8_t fp_measuring[FP_MAX_SLOTS + 1];
+// Constant-initialized (no dynamic initializer may reset it), and with the
+// rest of the process-wide state on the page FP_HOT_DATA describes.
+FP_HOT_DATA constinit Globals g{};
+FP_HOT_DATA uintptr_t fp_real[FP_MAX_SLOTS + 1];
+FP_HOT_DATA volatile uint8_t fp_measuring[FP_MAX_SLOTS + 1];
 
-Slab* g_slabs;
+FP_HOT_DATA Slab* g_slabs;
 __thread ThreadState t_state FP_TLS;
-ShadowStack* g_stacks;
+FP_HOT_DATA ShadowStack* g_stacks;
 
 namespace {
 
@@ -57,12 +59,9 @@ int64_t MonoNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-bool InvariantTsc() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007) return false;
-  __get_cpuid(0x80000007, &a, &b, &c, &d);
-  return (d >> 8) & 1;
-}
+// From the CPUID bits glibc read at start: the CPUID instruction itself
+// is a VM exit (~6 us on a VM).
+bool InvariantTsc() { return CPU_FEATURE_PRESENT(INVARIANT_TSC); }
 
 // The vDSO's clock_gettime, found in the vDSO's own symbol table (no
 // dlopen or dlsym). nullptr if absent.
@@ -138,7 +137,7 @@ void DebugLog(const char* fmt, ...) {
 
 extern "C" __attribute__((noinline)) void fp_empty_function() { __asm__ __volatile__(""); }
 
-std::atomic<int> calibrating{0};
+FP_HOT_DATA std::atomic<int> calibrating{0};
 
 }  // namespace
 
@@ -241,26 +240,11 @@ namespace {
 
 // The process whose record this memory holds: a vfork child shares it, and
 // must never write it (nor may a raw clone child without fork handlers).
-pid_t owner_pid;
+FP_HOT_DATA pid_t owner_pid;
 
-// Forgets every count: what follows goes into a record of its own.
-void ResetCounts() {
-  // Only bound APIs count (a slot keeps its API for the life of the
-  // process): their parts of each slab are cleared, not whole slabs, so a
-  // fork child writes (and copies) ~27 KB per chosen API, not 215 KB.
-  for (int s = 0; s < kSlabs; ++s) {
-    if (!g.slabs_ready[s]) continue;
-    Slab& slab = SlabAt(s);
-    for (int a = 0; a < FP_MAX_SLOTS; ++a) {
-      if (!g.bound[a]) continue;
-      for (Histogram& h : slab.h[a]) new (&h) Histogram();
-      slab.calls[a] = 0;
-      slab.quiet[a] = 0;
-      memset(slab.ticks[a], 0, sizeof slab.ticks[a]);
-    }
-  }
-  // Durations kept in the threads' batches are the parent's calls too.
-  for (int i = 0; i < kShadowStacks; ++i) g_stacks[i].nring = 0;
+// The run's drop counters and clock start again; APIs stopped for the
+// overhead budget measure again.
+void ResetRunClock() {
   g.dropped_depth.store(0);
   g.dropped_no_slab.store(0);
   g.dropped_uncalibrated.store(0);
@@ -275,13 +259,55 @@ void ResetCounts() {
   }
 }
 
+// Forgets every count: what follows goes into a record of its own. Only
+// what holds data is written: a page written in a fork child, or after a
+// failed exec, is a page copied.
+void ResetCounts() {
+  // Only bound APIs count (a slot keeps its API for the life of the
+  // process).
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  for (int s = 0; s < slabs; ++s) {
+    if (!g.slabs_ready[s]) continue;
+    Slab& slab = SlabAt(s);
+    for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+      if (!g.bound[a]) continue;
+      for (Histogram& h : slab.h[a]) {
+        if (h.count() != 0) new (&h) Histogram();
+      }
+      if (slab.calls[a] != 0) slab.calls[a] = 0;
+      if (slab.quiet[a] != 0) slab.quiet[a] = 0;
+      for (uint64_t& n : slab.ticks[a]) {
+        if (n != 0) n = 0;
+      }
+    }
+  }
+  ForgetKeptDurations();
+  ResetRunClock();
+}
+
+size_t SlabBytes() { return sizeof(Slab) * kSlabs; }
+
 void ResetAfterFork() {
   // The child counts only its own calls; its parent reports the rest. It is
   // a process of its own from here: its run time and overhead budget start
   // now, so APIs the parent had stopped for its budget measure again.
   owner_pid = getpid();
   BinderAfterFork();
-  ResetCounts();
+  // Fresh slabs, not cleared ones: clearing would copy every page the
+  // parent recorded into, and most children exec at once. The child's one
+  // thread is the forking one; the others' slabs are gone with them.
+  void* fresh = mmap(nullptr, SlabBytes(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (fresh == MAP_FAILED) {
+    g.active = 0;  // nothing of the parent's may be reported twice
+    for (auto& m : fp_measuring) m = 0;
+    return;
+  }
+  munmap(g_slabs, SlabBytes());
+  g_slabs = static_cast<Slab*>(fresh);
+  ReplaceSlabsAfterFork();
+  ForgetKeptDurations();
+  ResetRunClock();
 }
 
 // This run's settings, filled only in a run the first look lets through (a
@@ -296,10 +322,10 @@ struct RecordMemory {
   Histogram totals[FP_MAX_SLOTS][FP_NUM_METRICS];
   SpoolScratch scratch;
 };
-RecordMemory* g_record;
+FP_HOT_DATA RecordMemory* g_record;
 
 bool MapMeasuringState() {
-  const size_t slabs = sizeof(Slab) * kSlabs, stacks = sizeof(ShadowStack) * kShadowStacks;
+  const size_t slabs = SlabBytes(), stacks = sizeof(ShadowStack) * kShadowStacks;
   void* p = mmap(nullptr, slabs + stacks + sizeof(RecordMemory), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
@@ -321,9 +347,12 @@ void StopMeasuring(const char* why) {
 // file with three system calls; a measured run sets up everything else.
 // (glibc passes constructors argc, argv and the environment.)
 __attribute__((constructor(101))) void Start(int, char**, char** envp) {
+  const uint64_t t_start = Rdtsc();
   if (LookAtRun(envp) != FirstLook::kGoOn) return;
+  const uint64_t t_looked = Rdtsc();
   const RunDecision d = DecideRun(&settings);
   if (d.verdict != Verdict::kMeasure) return;
+  const uint64_t t_decided = Rdtsc();
   g.config = FpRunConfig{1,
                          d.slot_fd,
                          settings.overhead_budget,
@@ -346,7 +375,9 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   g.mono0_ns = MonoNs();
   g.rate_mono0_ns = g.mono0_ns;
   g.rate_tsc0 = g.tsc0;
+  const uint64_t t_mapped = Rdtsc();
   CalibrateProbe();
+  const uint64_t t_calibrated = Rdtsc();
   BinderConfig bc;
   bc.k = settings.k;
   bc.seed = settings.seed;
@@ -355,12 +386,20 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.deny_modules = settings.deny_modules;
   bc.debug_log = g.config.debug_log;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
+  const uint64_t t_bound = Rdtsc();
+  // What starting cost, by part, in TSC ticks (docs/benchmarks.md uses it).
+  DebugLog("start, in ticks: first look %llu, decision %llu, memory %llu, probe %llu, binder %llu",
+           static_cast<unsigned long long>(t_looked - t_start),
+           static_cast<unsigned long long>(t_decided - t_looked),
+           static_cast<unsigned long long>(t_mapped - t_decided),
+           static_cast<unsigned long long>(t_calibrated - t_mapped),
+           static_cast<unsigned long long>(t_bound - t_calibrated));
 }
 
 // Set after a failed exec: this image's run is on record already, so a
 // later record is written only if it has calls of its own (a shell trying
 // each PATH entry would otherwise leave one empty record per attempt).
-bool resumed_after_exec;
+FP_HOT_DATA bool resumed_after_exec;
 
 uint64_t CallsSinceReset() {
   uint64_t n = 0;
@@ -382,6 +421,7 @@ bool HasRecord() {
 }
 
 void WriteRecord() {
+  const uint64_t t_end = Rdtsc();
   CalibrateNow();  // over the whole run: the most precise rate
   FlushDurations();
   const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(MonoNs() - g.mono0_ns) : 0;
@@ -435,6 +475,7 @@ void WriteRecord() {
     run.apis[run.napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
                              g.truncated[a] != 0};
   }
+  const uint64_t t_summed = Rdtsc();
   const BinderStats bs = GetBinderStats();
   DebugLog(
       "run: %llu imports trapped, %llu first calls, %llu APIs called, %llu replaced, "
@@ -448,9 +489,13 @@ void WriteRecord() {
     CountRun(g.config.spool_dir, kRunMeasuredNone);
     return;
   }
+  const uint64_t t_write = Rdtsc();
   const char* err =
       WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run, g_record->scratch);
   if (err != nullptr) DebugLog("spool: %s", err);
+  DebugLog("record, in ticks: sums %llu, file %llu",
+           static_cast<unsigned long long>(t_summed - t_end),
+           static_cast<unsigned long long>(Rdtsc() - t_write));
 }
 
 __attribute__((destructor)) void Finish() {

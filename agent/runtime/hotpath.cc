@@ -175,6 +175,24 @@ void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]) {
   });
 }
 
+void ForgetKeptDurations() {
+  const int stacks = std::min(g.next_stack.load(std::memory_order_relaxed), kShadowStacks);
+  for (int i = 0; i < stacks; ++i) {
+    if (g_stacks[i].nring != 0) g_stacks[i].nring = 0;  // written only if not yet
+  }
+}
+
+void ReplaceSlabsAfterFork() {
+  for (uint8_t& r : g.slabs_ready) r = 0;
+  g.next_slab.store(0, std::memory_order_relaxed);
+  ThreadState& t = t_state;
+  t.slab_p = nullptr;
+  t.no_slab_left = false;
+  // A thread with a shadow stack always has a slab (the assembly's calls
+  // wait in its ring for it).
+  if (t.ss != nullptr) TakeSlab(t);
+}
+
 uint64_t KeptCalls() {
   uint64_t calls = 0;
   ForEachKept([&calls](uint8_t tag, uint64_t) { calls += !(tag & kRingCounted); });

@@ -14,10 +14,13 @@
 #include "common/histogram.h"
 
 #define FP_HIDDEN __attribute__((visibility("hidden")))
-// Written in runs that are not measured too (the interposers' next
-// functions): kept in .data, on the page the dynamic linker's relocation
-// of .got.plt has made private already, so writing them costs no page
-// fault. (Zero-initialized variables would go to .bss, a page of its own.)
+// Process-wide variables that every run reads or writes (the interposers'
+// next functions, the flags the destructor tests) and the small state of a
+// measured run: kept in .data, on the page the dynamic linker's relocation
+// of .got.plt has made private already, so using them costs no page fault.
+// (Zero-initialized variables would go to .bss, pages of their own; each
+// first touch of one is a fault, ~10 us on a VM.) All of .data must stay
+// within that one page: tests/runtime checks it.
 #define FP_HOT_DATA __attribute__((section(".data.fp_hot")))
 #define FP_TLS __attribute__((tls_model("initial-exec")))
 
@@ -213,6 +216,11 @@ FP_HIDDEN void FlushDurations();
 FP_HIDDEN void AddKeptDurations(Histogram (*totals)[FP_NUM_METRICS]);
 // Calls kept in rings and not yet counted in any slab.
 FP_HIDDEN uint64_t KeptCalls();
+// Empties every thread's batch of kept durations.
+FP_HIDDEN void ForgetKeptDurations();
+// In a fork child, once g_slabs is a fresh mapping: no slab is taken but
+// the forking thread's (if it has a shadow stack).
+FP_HIDDEN void ReplaceSlabsAfterFork();
 
 // Whether a measured call is on this thread's shadow stack. Only then do
 // the counters matter (an entry takes their values when they are about to

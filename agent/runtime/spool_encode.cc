@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/platform/x86.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -59,10 +60,10 @@ void EncodePlatform(Out& o) {
     if (!strcmp(v, "GenuineIntel")) vendor = 1;
     if (!strcmp(v, "AuthenticAMD")) vendor = 2;
   }
-  if (__get_cpuid(1, &a, &b, &c, &d)) {
-    family = (a >> 8) & 0xf;
-    if (family == 0xf) family += (a >> 20) & 0xff;
-  }
+  // Leaf 1 as glibc read it at start (the instruction is a VM exit).
+  a = __x86_get_cpuid_feature_leaf(CPUID_INDEX_1)->cpuid_array[cpuid_register_index_eax];
+  family = (a >> 8) & 0xf;
+  if (family == 0xf) family += (a >> 20) & 0xff;
   o.U64(1, 1);  // OS_LINUX
   o.U64(2, 1);  // ARCH_X86_64
   o.U64(3, vendor);
