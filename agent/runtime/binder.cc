@@ -186,6 +186,13 @@ bool ApiRoom(uint32_t more) {
   return true;
 }
 
+bool IsForced(uint64_t key) {
+  for (int f = 0; f < g_binder.nforced; ++f) {
+    if (g_binder.forced[f].name_key == key) return true;
+  }
+  return false;
+}
+
 int32_t ApiFor(uint64_t key) {
   int32_t i = FindApiIndex(key);
   if (i >= 0) return i;
@@ -231,7 +238,15 @@ void BuildTraps(uint32_t first) {
     const Object& ob = g_binder.objects[o];
     if (!ob.ours && !ob.vdso) most += ob.elf.njmprel;
   }
-  if (most == 0 || most > (1u << 24) || !ApiRoom(static_cast<uint32_t>(most))) return;
+  if (most == 0 || most > (1u << 24)) return;
+  if (g_starting) {
+    // The threshold, once, from the imports at start (binder.h).
+    const uint64_t want = uint64_t{kTrapPerApi} * static_cast<uint64_t>(g_binder.k_random);
+    g_binder.trap_below =
+        want >= most ? ~uint64_t{0}
+                     : static_cast<uint64_t>((static_cast<unsigned __int128>(want) << 64) / most);
+  }
+  if (!ApiRoom(0)) return;
   const size_t data = RoundUp(most * (sizeof(ImportSlot) + sizeof(uintptr_t)), g_page);
   const size_t code_bytes = RoundUp(most * kTrampSize + 16, g_page);
   auto* base = static_cast<uint8_t*>(MapZero(data + code_bytes));
@@ -267,8 +282,10 @@ void BuildTraps(uint32_t first) {
       if (orig == 0) continue;  // a weak import that resolved to nothing
       const bool lazy = orig >= e.text_lo && orig < e.text_hi;
       if (!lazy && ours != nullptr && orig >= ours->elf.map_lo && orig < ours->elf.map_hi) continue;
-      if (Excluded(name, GnuHash(name), ours)) continue;
       const uint64_t key = NameKey(name);
+      if (Mix64(g_binder.seed ^ key) >= g_binder.trap_below && !IsForced(key)) continue;
+      if (Excluded(name, GnuHash(name), ours)) continue;
+      if (!ApiRoom(1)) break;
       ApiFor(key);
       const uint32_t j = b.count++;
       ImportSlot& s = b.slots[j];

@@ -31,7 +31,6 @@ struct ImportSlot {
   uintptr_t target;   // the function once known (0: not yet)
   uint32_t object;    // index into BinderState::objects
   uint32_t symidx;    // in the object's dynamic symbol table
-  uint32_t api;       // index into BinderState::apis
   uint8_t state;
   uint8_t relro;  // the entry is read-only: it stays on the trampoline, T[i] moves
   uint8_t lazy;   // orig is the lazy PLT entry (target unknown until resolved)
@@ -53,6 +52,8 @@ struct TrampBlock {
   uint32_t count;
 };
 inline constexpr int kMaxBlocks = 256;
+// Names trapped per randomly chosen API, on average (binder.h).
+inline constexpr uint32_t kTrapPerApi = 128;
 inline constexpr uintptr_t kTrampSize = 16;
 inline constexpr uintptr_t kTrampCallOffset = 6;
 inline constexpr uintptr_t kTrampMarkerOffset = 11;
@@ -103,6 +104,10 @@ struct BinderState {
 
   TrampBlock* blocks;  // kMaxBlocks (BinderTables)
   int nblocks;
+
+  // Names whose priority is at or above this are never trapped (binder.h);
+  // set at start from the number of imports, ~0 when all are.
+  uint64_t trap_below;
 
   Api* apis;  // capacity a power of two, at most half full
   uint32_t api_cap, napis;

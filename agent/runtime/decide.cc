@@ -230,7 +230,12 @@ int64_t MonoNs() {
 // refuses the run (the cap errs on the side of measuring less).
 bool RateAdmits(const RunSettings& s, int dirfd) {
   if (s.max_runs_per_minute <= 0) return true;
-  const int fd = openat(dirfd, "rate", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+  // Without O_CREAT first: a create-capable open locks the directory
+  // (~14 us here against ~3 us), and the file is there after the first run.
+  int fd = openat(dirfd, "rate", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) {
+    fd = openat(dirfd, "rate", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+  }
   if (fd < 0) return false;
   struct stat st;
   if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0666) {
@@ -272,7 +277,10 @@ int TakeSlot(const RunSettings& s, int dirfd) {
   for (int i = 0; i < s.slots; ++i) {
     char name[32] = "slot-";
     FormatU64(static_cast<uint64_t>(i), name + 5);
-    const int fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // see RateAdmits
+    if (fd < 0 && errno == ENOENT) {
+      fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    }
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
     close(fd);
@@ -342,10 +350,13 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
   const int saved = errno;
   char path[600];
   if (!Copy(path, sizeof path, spool_dir) || !Cat(path, sizeof path, "/" FP_COUNTERS_FILE)) return;
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);  // see RateAdmits
   if (fd < 0 && errno == ENOENT) {
-    MakeDirs(spool_dir, 0700);
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno == ENOENT) {
+      MakeDirs(spool_dir, 0700);
+      fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    }
   }
   if (fd < 0) {
     errno = saved;

@@ -25,10 +25,13 @@
 namespace fieldprof::rt {
 
 // Plain data, zero in .bss until a run is decided on: SetDefaults writes
-// only the fields it sets, so a run that is not measured touches none of it.
-struct RunSettings {
+// only the fields it sets, so a run that is not measured touches none of
+// it. Page-aligned, with what every measured run writes first: one page
+// touched, not two (force and the module lists are rarely set).
+struct alignas(4096) RunSettings {
   bool consent;
   bool explicit_run;  // FIELDPROF_RUN=1
+  bool have_seed;
   int k;
   int slots;
   double max_load_per_cpu;
@@ -37,13 +40,12 @@ struct RunSettings {
   int64_t max_runs_per_minute;  // 0: no cap
   uint64_t spool_cap_bytes;
   uint64_t seed;
-  bool have_seed;
   char spool_dir[512];
+  char slot_dir[512];
+  char debug_log[512];       // FIELDPROF_DEBUG
   char allow_modules[1024];  // comma-separated sonames; empty = all
   char deny_modules[1024];
-  char slot_dir[512];
-  char force[1024];     // "sym" or "module:sym", comma-separated
-  char debug_log[512];  // FIELDPROF_DEBUG
+  char force[1024];  // "sym" or "module:sym", comma-separated
 };
 
 // The defaults common/runtime_settings.h documents.

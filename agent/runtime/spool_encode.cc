@@ -198,7 +198,16 @@ Usage ReadUsage(const char* dir, int64_t now_s) {
   Usage u;
   char path[1100];
   snprintf(path, sizeof path, "%s/.usage", dir);
-  u.fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // Without O_CREAT first (a create-capable open locks the directory), and
+  // the directories made only when missing: most exits find them all.
+  u.fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (u.fd < 0 && errno == ENOENT) {
+    u.fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (u.fd < 0 && errno == ENOENT) {
+      MakeDirs(dir);
+      u.fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    }
+  }
   if (u.fd >= 0) {
     // Never wait long: a process stopped while holding the lock must not
     // hold up this one's exit. Past ~5 ms, count without the file.
@@ -261,7 +270,6 @@ const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun
   const size_t n = EncodeRunRecord(run, ms, scratch, buf, sizeof scratch.file);
   if (n == 0) return "record too large";
   const int saved = errno;
-  MakeDirs(dir);
   Usage usage = ReadUsage(dir, ts.tv_sec);
   if (usage.bytes + n > cap_bytes) {
     WriteUsage(usage);
@@ -275,7 +283,11 @@ const char* WriteSpoolRecord(const char* dir, uint64_t cap_bytes, const SpoolRun
   snprintf(tmp, sizeof tmp, "%s/.tmp-%lld-%d-%08x", dir, static_cast<long long>(ms), getpid(), rnd);
   snprintf(final_path, sizeof final_path, "%s/run-%lld-%d-%08x.fpr", dir,
            static_cast<long long>(ms), getpid(), rnd);
-  const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT) {  // no .usage either (a spool it cannot write)
+    MakeDirs(dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
   if (fd < 0) {
     WriteUsage(usage);
     errno = saved;

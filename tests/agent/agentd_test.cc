@@ -462,7 +462,9 @@ TEST_F(AgentPassTest, OneAgentPerStateDirectory) {
 TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   AggregatorProcess agg(dir_, FreePort(),
                         {"--fleet_k", "5", "--fleet_deny_modules", "libz.so.1",
-                         "--fleet_sample_fraction", "1", "--fleet_max_runs_per_minute", "0"});
+                         "--fleet_sample_fraction", "1", "--fleet_max_runs_per_minute", "0",
+                         // a loaded test machine must not make the run below refuse
+                         "--fleet_max_load_per_cpu", "1000"});
   agg.Start();
   const std::string conf = dir_.File("config/runtime.conf");
   fs::create_directories(dir_.File("config"));
@@ -483,8 +485,8 @@ TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   EXPECT_EQ(s.spool_dir, dir_.File("spool"));    // local: kept
   EXPECT_EQ(s.fleet.k, 5);                       // from the aggregator
   EXPECT_EQ(s.fleet.deny_modules, "libz.so.1");  // from the aggregator
-  EXPECT_DOUBLE_EQ(s.fleet.max_load_per_cpu, 1.5);
-  EXPECT_DOUBLE_EQ(s.fleet.sample_fraction, 1.0);  // from the aggregator
+  EXPECT_DOUBLE_EQ(s.fleet.max_load_per_cpu, 1000);  // from the aggregator
+  EXPECT_DOUBLE_EQ(s.fleet.sample_fraction, 1.0);    // from the aggregator
   EXPECT_EQ(s.fleet.max_runs_per_minute, 0);       // from the aggregator
   EXPECT_EQ(s.version, agent.state().settings_version);
   EXPECT_FALSE(s.version.empty());
