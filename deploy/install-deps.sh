@@ -24,6 +24,8 @@ PACKAGES=(
   # benchmark helpers (GNU time for CPU time and peak memory; valgrind
   # counts a workload's allocations for the runtime benchmark)
   time valgrind
+  # whole-process costs, plain against instrumented side by side
+  hyperfine
   # peers the runtime benchmark compares with
   uftrace ltrace
 )

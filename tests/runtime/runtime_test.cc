@@ -2,6 +2,7 @@
 // costs is measured by the preloaded runtime, and the record
 // left in the spool is checked. Each run is compared with an
 // uninstrumented run of the same command (exit code and output).
+#include <elf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -120,6 +121,34 @@ class RuntimeTest : public ::testing::Test {
   TempDir dir_;
   const std::string prog_ = FIELDPROF_TESTPROG;
 };
+
+// The process-wide state (FP_HOT_DATA, hotpath.h) sits in .data on the
+// page the dynamic linker writes when it relocates .got.plt: a run, measured
+// or not, then writes no page of the library that was not private already.
+// A .data grown past that page costs every measured run a page fault.
+TEST(RuntimeLayoutTest, DataSharesTheRelocatedPage) {
+  std::ifstream in(FIELDPROF_RUNTIME_LIB, std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(image.size(), sizeof(Elf64_Ehdr));
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(image.data());
+  ASSERT_LE(eh->e_shoff + eh->e_shnum * sizeof(Elf64_Shdr), image.size());
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(image.data() + eh->e_shoff);
+  const char* names = image.data() + sh[eh->e_shstrndx].sh_offset;
+  const Elf64_Shdr* data = nullptr;
+  const Elf64_Shdr* got_plt = nullptr;
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    const std::string name = names + sh[i].sh_name;
+    if (name == ".data") data = &sh[i];
+    if (name == ".got.plt") got_plt = &sh[i];
+  }
+  ASSERT_NE(data, nullptr);
+  ASSERT_NE(got_plt, nullptr);
+  const uint64_t page = 4096;
+  const uint64_t relocated = (got_plt->sh_addr + got_plt->sh_size - 1) / page;
+  EXPECT_EQ(data->sh_addr / page, relocated);
+  EXPECT_EQ((data->sh_addr + data->sh_size - 1) / page, relocated)
+      << ".data is " << data->sh_size << " bytes and spills onto the next page";
+}
 
 TEST_F(RuntimeTest, AllocationsLandInTheirBucket) {
   RunBoth({prog_, "alloc", "5000", "40"}, "fp_test_alloc");

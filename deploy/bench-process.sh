@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# What the runtime costs a whole process, plain against instrumented, side
+# by side in one hyperfine run per workload (issue #14's table):
+#   plain      no runtime at all
+#   idle       the runtime preloaded, no consent (every run a volunteer's
+#              machine does not measure costs about this: not sampled,
+#              refused by the rate cap or a slot)
+#   default    consent, the shipped defaults: 1 run in 16 sampled, at most
+#              120 measured runs a minute machine-wide, k = 2
+#   measured   consent, every run measured (sample_fraction 1, no rate cap):
+#              the fixed cost of a measured run
+# Workloads: true; ls /usr/lib; python3 -c pass; a shell script running
+# 400 short processes (sed, grep, cat); sqlite3 on a ~100 ms SQL workload.
+# Then where a measured `true` spends its start, from the runtime's debug
+# log (TSC ticks by part).
+#
+#   deploy/bench-process.sh [RUNS]    (hyperfine --runs, default 200; the
+#                                      400-process script and sqlite3 use RUNS/10)
+# Prints each table; everything stays in a temp dir and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${1:-200}"
+./deploy/install-deps.sh >/dev/null
+./deploy/build.sh fieldprof_runtime spawn_bench >/dev/null
+work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+lib="$PWD/build/agent/runtime/libfieldprof.so"
+
+conf() {  # conf NAME CONSENT FRACTION MAX_RUNS
+  cat >"$work/$1.conf" <<CONF
+consent = $2
+sample_fraction = $3
+max_runs_per_minute = $4
+slots = 64
+max_load_per_cpu = 1000
+spool_dir = $work/spool-$1
+slot_dir = $work/slots
+CONF
+}
+conf idle no 1 0
+conf default yes 0.0625 120
+conf measured yes 1 0
+mkdir -p "$work/spool-default" "$work/spool-measured"
+
+# The shell workload: 400 short processes.
+cat >"$work/procs.sh" <<'SH'
+for i in $(seq 1 100); do
+  echo "line $i" | sed 's/line/row/' | grep -q row
+  cat /etc/hostname >/dev/null
+done
+SH
+cp deploy/workloads/sqlite-bench.sql "$work/"
+
+bench() {  # bench RUNS COMMAND...
+  local n="$1"; shift
+  local cmd="$*"
+  hyperfine -N --runs "$n" --warmup 5 --style basic \
+    -n plain "env $cmd" \
+    -n idle "env FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $cmd" \
+    -n default "env FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $cmd" \
+    -n measured "env FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $cmd" \
+    --export-json "$work/h.json" >/dev/null
+  python3 - "$work/h.json" "$cmd" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+base = r[0]["mean"]
+print(f"-- {sys.argv[2]}")
+for x in r:
+    d = x["mean"] - base
+    print(f"   {x['command']:<9} {x['mean']*1e3:9.3f} ms ± {x['stddev']*1e3:6.3f}"
+          f"   added {d*1e3:+8.3f} ms ({d/base*100:+6.1f}%)")
+PY
+}
+
+# env(1) itself costs an exec: the plain side runs through env too, so the
+# columns differ by the runtime alone.
+echo "== whole processes, mean of hyperfine runs (plain, idle, default, measured side by side)"
+bench "$runs" /bin/true
+bench "$runs" /bin/ls /usr/lib
+bench "$((runs / 4))" /usr/bin/python3 -c pass
+bench "$((runs / 10 > 5 ? runs / 10 : 5))" /bin/bash "$work/procs.sh"
+bench "$((runs / 10 > 5 ? runs / 10 : 5))" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
+echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -c '\.fpr$' || true)," \
+  "by the 'measured' runs: $(ls "$work/spool-measured" | grep -c '\.fpr$' || true)"
+
+# The same, interleaved (each round runs every variant once): on a shared
+# VM hyperfine's back-to-back runs drift more than the differences sought.
+spawn="$PWD/build/tests/benchmarks/spawn_bench"
+interleaved() {  # interleaved ROUNDS COMMAND...
+  local n="$1"; shift
+  "$spawn" "$n" "$*" "FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $*" \
+    "FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $*" \
+    "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $*" | sed "s|$work|WORK|g; s|$lib|LIB|g"
+}
+echo "== interleaved (spawn_bench): plain, idle, default, measured"
+interleaved "$((runs * 2))" /bin/true
+interleaved "$runs" /bin/ls /usr/lib
+interleaved "$((runs / 2))" /usr/bin/python3 -c pass
+interleaved "$((runs / 10 > 5 ? runs / 10 : 5))" /bin/bash "$work/procs.sh"
+interleaved "$((runs / 10 > 5 ? runs / 10 : 5))" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
+
+echo "== a measured /bin/true's start, by part (TSC ticks, median of 50)"
+for i in $(seq 50); do
+  FIELDPROF_SETTINGS="$work/measured.conf" FIELDPROF_DEBUG="$work/debug.log" LD_PRELOAD="$lib" /bin/true
+done
+python3 - "$work/debug.log" <<'PY'
+import re, statistics, sys
+rows = [list(map(int, re.findall(r"\d+", l))) for l in open(sys.argv[1]) if l.startswith("start, in ticks")]
+names = ["first look", "decision", "memory", "probe", "binder"]
+print("   " + ", ".join(f"{n} {statistics.median(c[i] for c in rows):.0f}" for i, n in enumerate(names)))
+PY
