@@ -241,7 +241,10 @@ void BuildTraps(uint32_t first) {
   if (most == 0 || most > (1u << 24)) return;
   if (g_starting) {
     // The threshold, once, from the imports at start (binder.h).
-    const uint64_t want = uint64_t{kTrapPerApi} * static_cast<uint64_t>(g_binder.k_random);
+    // Small programs (up to kTrapAll imports) keep every name: one that
+    // calls a handful of APIs still measures some.
+    uint64_t want = uint64_t{kTrapPerApi} * static_cast<uint64_t>(g_binder.k_random);
+    if (g_binder.k_random > 0 && want < kTrapAll) want = kTrapAll;
     g_binder.trap_below =
         want >= most ? ~uint64_t{0}
                      : static_cast<uint64_t>((static_cast<unsigned __int128>(want) << 64) / most);

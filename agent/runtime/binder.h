@@ -26,15 +26,15 @@
 // choice whatever the order of first calls. APIs named in `force` are
 // always measured and count toward k.
 //
-// Only names of low priority are trapped: each with probability
-// p = min(1, kTrapPerApi * k / imports at start), as a threshold on the
-// priority (forced names always). The k lowest-priority APIs the run calls
-// are then chosen exactly as if every name were trapped, as long as k of
-// the names called fall below the threshold (with ~80 names called out of
-// ~500, as `python3 -c pass` does, ~40 fall below it for k = 2); otherwise
-// the run measures fewer. A big program pays for kTrapPerApi * k traps,
-// not for every import (python3: 506 trampolines and GOT writes, 1.2M
-// ticks at start, before this).
+// In a big program only names of low priority are trapped: each with
+// probability p = min(1, max(kTrapAll, kTrapPerApi * k) / imports at
+// start), as a threshold on the priority (forced names always); programs
+// with up to kTrapAll imports (python3 -c pass: 506) keep them all. The k
+// lowest-priority APIs the run calls are then chosen exactly as if every
+// name were trapped, as long as k of the names called fall below the
+// threshold; otherwise the run measures fewer. With a threshold of 128 per
+// API and no floor, a test program calling a handful of APIs often
+// measured none: hence the floor.
 //
 // Objects loaded later (dlopen) get their traps when the program next asks
 // dlsym/dlvsym for a symbol (the hooks in trap_x86_64.S call

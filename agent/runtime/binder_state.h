@@ -54,6 +54,8 @@ struct TrampBlock {
 inline constexpr int kMaxBlocks = 256;
 // Names trapped per randomly chosen API, on average (binder.h).
 inline constexpr uint32_t kTrapPerApi = 128;
+// Programs with at most this many imports at start have every name trapped.
+inline constexpr uint64_t kTrapAll = 1024;
 inline constexpr uintptr_t kTrampSize = 16;
 inline constexpr uintptr_t kTrampCallOffset = 6;
 inline constexpr uintptr_t kTrampMarkerOffset = 11;
