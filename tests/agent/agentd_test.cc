@@ -481,13 +481,13 @@ TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   auto got = ReadRuntimeSettings(conf);
   ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
   const RuntimeSettings& s = **got;
-  EXPECT_TRUE(s.consent);                        // local: kept
-  EXPECT_EQ(s.spool_dir, dir_.File("spool"));    // local: kept
-  EXPECT_EQ(s.fleet.k, 5);                       // from the aggregator
-  EXPECT_EQ(s.fleet.deny_modules, "libz.so.1");  // from the aggregator
+  EXPECT_TRUE(s.consent);                            // local: kept
+  EXPECT_EQ(s.spool_dir, dir_.File("spool"));        // local: kept
+  EXPECT_EQ(s.fleet.k, 5);                           // from the aggregator
+  EXPECT_EQ(s.fleet.deny_modules, "libz.so.1");      // from the aggregator
   EXPECT_DOUBLE_EQ(s.fleet.max_load_per_cpu, 1000);  // from the aggregator
   EXPECT_DOUBLE_EQ(s.fleet.sample_fraction, 1.0);    // from the aggregator
-  EXPECT_EQ(s.fleet.max_runs_per_minute, 0);       // from the aggregator
+  EXPECT_EQ(s.fleet.max_runs_per_minute, 0);         // from the aggregator
   EXPECT_EQ(s.version, agent.state().settings_version);
   EXPECT_FALSE(s.version.empty());
 
