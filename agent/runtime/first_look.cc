@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <sys/syscall.h>
 
+#include "agent/runtime/text.h"
+
 namespace fieldprof::rt {
 namespace {
 
@@ -81,43 +83,14 @@ uint32_t Coin(char** envp) {
 }  // namespace
 
 bool ParseFractionQ32(const char* s, const char* end, uint64_t* q32) {
-  unsigned __int128 m = 0;
-  int exp10 = 0, digits = 0;
-  bool dot = false;
-  const char* p = s;
-  for (; p < end; ++p) {
-    if (*p == '.' && !dot) {
-      dot = true;
-    } else if (*p >= '0' && *p <= '9') {
-      if (digits < 18) {
-        m = m * 10 + static_cast<unsigned>(*p - '0');
-        if (m != 0) ++digits;
-        if (dot) --exp10;
-      } else if (!dot) {
-        ++exp10;  // digits past what is kept: only a value far above 1
-      }
-    } else {
-      break;
-    }
-  }
-  if (p == s || (p == s + 1 && dot)) return false;
-  if (p < end && (*p == 'e' || *p == 'E')) {
-    ++p;
-    bool neg = false;
-    if (p < end && (*p == '+' || *p == '-')) neg = *p++ == '-';
-    int e = 0;
-    const char* first = p;
-    for (; p < end && *p >= '0' && *p <= '9'; ++p) {
-      if (e < 1000) e = e * 10 + (*p - '0');
-    }
-    if (p == first) return false;
-    exp10 += neg ? -e : e;
-  }
-  if (p != end) return false;
+  bool neg = false;
+  uint64_t m = 0;
+  int exp10 = 0;
+  if (!ScanDecimal(s, end, &neg, &m, &exp10) || (neg && m != 0)) return false;
   // value = m * 10^exp10, wanted in [0, 1] as m * 10^exp10 * 2^32.
   using U128 = unsigned __int128;
   const U128 one = U128{1} << 32;
-  U128 v = m << 32;
+  U128 v = U128{m} << 32;
   if (exp10 > 0) {
     for (int i = 0; i < exp10 && v != 0; ++i) {
       v *= 10;

@@ -68,14 +68,16 @@ inline bool ParseU64(const char* s, const char* end, uint64_t* out) {
   return true;
 }
 
-// A number as the agent writes them ("%g": 1.5, 0.0625, 1e+06, 1e-05),
-// with an optional sign; false on anything else. Precise to a few units
-// of the last place, which is all thresholds need.
-inline bool ParseDecimal(const char* s, const char* end, double* out) {
-  bool neg = false;
-  if (s < end && (*s == '+' || *s == '-')) neg = *s++ == '-';
-  uint64_t m = 0;
-  int exp10 = 0, digits = 0;
+// A decimal number as the agent writes them ("%g": 1.5, 0.0625, 1e+06,
+// 1e-05), with an optional sign, as m * 10^exp10 (the first 18 significant
+// digits kept); false on anything else. Integer arithmetic only: the first
+// look (first_look.cc, built without floating point registers) uses it too.
+inline bool ScanDecimal(const char* s, const char* end, bool* neg, uint64_t* m, int* exp10) {
+  *neg = false;
+  if (s < end && (*s == '+' || *s == '-')) *neg = *s++ == '-';
+  *m = 0;
+  *exp10 = 0;
+  int digits = 0;
   bool dot = false, any = false;
   for (; s < end; ++s) {
     if (*s == '.' && !dot) {
@@ -83,11 +85,11 @@ inline bool ParseDecimal(const char* s, const char* end, double* out) {
     } else if (*s >= '0' && *s <= '9') {
       any = true;
       if (digits < 18) {
-        m = m * 10 + static_cast<uint64_t>(*s - '0');
-        if (m != 0) ++digits;
-        if (dot) --exp10;
+        *m = *m * 10 + static_cast<uint64_t>(*s - '0');
+        if (*m != 0) ++digits;
+        if (dot) --*exp10;
       } else if (!dot) {
-        ++exp10;
+        ++*exp10;  // digits past what is kept
       }
     } else {
       break;
@@ -104,9 +106,18 @@ inline bool ParseDecimal(const char* s, const char* end, double* out) {
       if (e < 10000) e = e * 10 + (*s - '0');
     }
     if (s == first) return false;
-    exp10 += eneg ? -e : e;
+    *exp10 += eneg ? -e : e;
   }
-  if (s != end) return false;
+  return s == end;
+}
+
+// ScanDecimal's number as a double. Precise to a few units of the last
+// place, which is all thresholds need.
+inline bool ParseDecimal(const char* s, const char* end, double* out) {
+  bool neg = false;
+  uint64_t m = 0;
+  int exp10 = 0;
+  if (!ScanDecimal(s, end, &neg, &m, &exp10)) return false;
   double v = static_cast<double>(m);
   double p = 1;
   for (int i = 0; i < (exp10 < 0 ? -exp10 : exp10) && i < 400; ++i) p *= 10;
