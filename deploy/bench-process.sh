@@ -12,7 +12,9 @@
 # Workloads: true; ls /usr/lib; python3 -c pass; a shell script running
 # 400 short processes (sed, grep, cat); sqlite3 on a ~100 ms SQL workload.
 # Then where a measured `true` spends its start, from the runtime's debug
-# log (TSC ticks by part).
+# log (TSC ticks by part), and, in the same run, the cost per call: an
+# empty library function through the PLT (tests/benchmarks/rt_bench_prog),
+# plain against selected.
 #
 #   deploy/bench-process.sh [RUNS]    (hyperfine --runs, default 200; the
 #                                      400-process script and sqlite3 use RUNS/10)
@@ -21,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-200}"
 ./deploy/install-deps.sh >/dev/null
-./deploy/build.sh fieldprof_runtime spawn_bench >/dev/null
+./deploy/build.sh fieldprof_runtime spawn_bench rt_bench_prog >/dev/null
 work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 lib="$PWD/build/agent/runtime/libfieldprof.so"
@@ -72,14 +74,20 @@ for x in r:
 PY
 }
 
+few=$((runs / 10 > 5 ? runs / 10 : 5))
+# Each workload with its share of RUNS.
+workloads() {  # workloads FN: calls FN ROUNDS COMMAND... per workload
+  "$1" "$runs" /bin/true
+  "$1" "$runs" /bin/ls /usr/lib
+  "$1" "$((runs / 4 > 5 ? runs / 4 : 5))" /usr/bin/python3 -c pass
+  "$1" "$few" /bin/bash "$work/procs.sh"
+  "$1" "$few" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
+}
+
 # env(1) itself costs an exec: the plain side runs through env too, so the
 # columns differ by the runtime alone.
 echo "== whole processes, mean of hyperfine runs (plain, idle, default, measured side by side)"
-bench "$runs" /bin/true
-bench "$runs" /bin/ls /usr/lib
-bench "$((runs / 4))" /usr/bin/python3 -c pass
-bench "$((runs / 10 > 5 ? runs / 10 : 5))" /bin/bash "$work/procs.sh"
-bench "$((runs / 10 > 5 ? runs / 10 : 5))" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
+workloads bench
 echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -c '\.fpr$' || true)," \
   "by the 'measured' runs: $(ls "$work/spool-measured" | grep -c '\.fpr$' || true)"
 
@@ -93,11 +101,7 @@ interleaved() {  # interleaved ROUNDS COMMAND...
     "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $*" | sed "s|$work|WORK|g; s|$lib|LIB|g"
 }
 echo "== interleaved (spawn_bench): plain, idle, default, measured"
-interleaved "$((runs * 2))" /bin/true
-interleaved "$runs" /bin/ls /usr/lib
-interleaved "$((runs / 2))" /usr/bin/python3 -c pass
-interleaved "$((runs / 10 > 5 ? runs / 10 : 5))" /bin/bash "$work/procs.sh"
-interleaved "$((runs / 10 > 5 ? runs / 10 : 5))" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
+workloads interleaved
 
 echo "== a measured /bin/true's start, by part (TSC ticks, median of 50)"
 for i in $(seq 50); do
@@ -109,3 +113,16 @@ rows = [list(map(int, re.findall(r"\d+", l))) for l in open(sys.argv[1]) if l.st
 names = ["first look", "decision", "memory", "probe", "binder"]
 print("   " + ", ".join(f"{n} {statistics.median(c[i] for c in rows):.0f}" for i, n in enumerate(names)))
 PY
+
+echo "== per call: an empty library function through the PLT (ns per call, best of 5 interleaved runs)"
+prog="$PWD/build/tests/benchmarks/rt_bench_prog"
+ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }
+plain=999; sel=999
+for i in 1 2 3 4 5; do
+  p=$("$prog" empty 20000000 5 | ns)
+  q=$(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool-call" "FIELDPROF_SLOT_DIR=$work/slots" \
+      FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 FIELDPROF_MAX_LOAD=1000 \
+      "LD_PRELOAD=$lib" "$prog" empty 5000000 5 | ns)
+  plain=$(python3 -c "print(min($plain, $p))"); sel=$(python3 -c "print(min($sel, $q))")
+done
+echo "   plain $plain ns, selected $sel ns: $(python3 -c "print(f'{$sel - $plain:+.2f}')") ns per measured call"
