@@ -313,7 +313,7 @@ void ResetAfterFork() {
 // This run's settings, filled only in a run the first look lets through (a
 // run that is not measured never touches these pages); the strings in them
 // live as long as the process (g.config and the binder point into them).
-RunSettings settings;
+FP_COLD_BSS RunSettings settings;
 
 // The slabs and shadow stacks of a measured run: zero-filled and mapped
 // without reserving memory, so a thread's pages are touched only where it
@@ -692,7 +692,7 @@ FP_EXPORT void* valloc(size_t n) {
 
 namespace {
 
-uint8_t fd_kind[4096];  // 0 unknown, 1 file, 2 socket, 3 other
+FP_COLD_BSS uint8_t fd_kind[4096];  // 0 unknown, 1 file, 2 socket, 3 other
 
 // The next definition of `name` (next_symbol.h), found at the first call.
 // One missing everywhere (an unwinder function before libgcc_s is loaded)
