@@ -16,6 +16,7 @@
 #include "agent/crash_point.h"
 #include "agent/platform.h"
 #include "common/https_client.h"
+#include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
@@ -46,6 +47,8 @@ void AddCounters(const wire::AgentCounters& from, wire::AgentCounters* to) {
   to->set_runs_refused_load_cap(to->runs_refused_load_cap() + from.runs_refused_load_cap());
   to->set_runs_instrumented(to->runs_instrumented() + from.runs_instrumented());
   to->set_records_quarantined(to->records_quarantined() + from.records_quarantined());
+  to->set_runs_refused_rate_cap(to->runs_refused_rate_cap() + from.runs_refused_rate_cap());
+  to->set_runs_measured_nothing(to->runs_measured_nothing() + from.runs_measured_nothing());
 }
 
 }  // namespace
@@ -242,6 +245,22 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
 
 Status Agent::SealFromSpool(bool flush, PassResult* result) {
   result->stale_temporaries_removed = RemoveStaleTemporaries(config_.spool_dir);
+  // The runs the runtime counted instead of recording: kept in the state
+  // file (durably) before the spool's counts are zeroed, reported with the
+  // next sealed batch.
+  StatusOr<RunCounts> counted =
+      TakeRunCounters(config_.spool_dir, [this](const RunCounts& c) -> Status {
+        AgentState next = state_;
+        next.runs_refused_no_slot += static_cast<int64_t>(c[kRunRefusedSlot]);
+        next.runs_refused_load += static_cast<int64_t>(c[kRunRefusedLoad]);
+        next.runs_refused_rate_cap += static_cast<int64_t>(c[kRunRefusedRate]);
+        next.runs_measured_nothing += static_cast<int64_t>(c[kRunMeasuredNone]);
+        FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(next)));
+        state_ = std::move(next);
+        return Status::Ok();
+      });
+  if (!counted.ok()) return counted.status();
+  for (uint64_t v : *counted) result->runs_counted += static_cast<int64_t>(v);
   StatusOr<std::vector<SpoolEntry>> files = ListSpool(config_.spool_dir);
   if (!files.ok()) return files.status();
   BatchBuilder builder(static_cast<size_t>(config_.batch_bytes), platform_);
@@ -255,6 +274,13 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
                                  static_cast<uint64_t>(state_.records_dropped));
     counters.set_records_quarantined(counters.records_quarantined() +
                                      static_cast<uint64_t>(state_.records_quarantined));
+    counters.set_runs_refused_load_cap(
+        counters.runs_refused_load_cap() +
+        static_cast<uint64_t>(state_.runs_refused_no_slot + state_.runs_refused_load));
+    counters.set_runs_refused_rate_cap(counters.runs_refused_rate_cap() +
+                                       static_cast<uint64_t>(state_.runs_refused_rate_cap));
+    counters.set_runs_measured_nothing(counters.runs_measured_nothing() +
+                                       static_cast<uint64_t>(state_.runs_measured_nothing));
     const std::string id = RandomBatchId();
     const int64_t now = NowMs();
     const wire::Batch batch = builder.Seal(id, now, counters);
@@ -264,6 +290,10 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
     // them again in the next one: counters only, never records.)
     state_.records_dropped = 0;
     state_.records_quarantined = 0;
+    state_.runs_refused_no_slot = 0;
+    state_.runs_refused_load = 0;
+    state_.runs_refused_rate_cap = 0;
+    state_.runs_measured_nothing = 0;
     FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
     consumed.clear();
     runs.Clear();
@@ -340,6 +370,11 @@ Status Agent::EnforceCap(PassResult* result) {
     if (parsed) {
       state_.records_dropped += static_cast<int64_t>(b.counters().records_dropped());
       state_.records_quarantined += static_cast<int64_t>(b.counters().records_quarantined());
+      // A batch's refused runs were taken from either counter; they go back
+      // as load refusals (the wire does not tell them apart).
+      state_.runs_refused_load += static_cast<int64_t>(b.counters().runs_refused_load_cap());
+      state_.runs_refused_rate_cap += static_cast<int64_t>(b.counters().runs_refused_rate_cap());
+      state_.runs_measured_nothing += static_cast<int64_t>(b.counters().runs_measured_nothing());
     }
   }
   for (const SpoolEntry& e : *runs) {

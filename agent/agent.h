@@ -58,6 +58,7 @@ struct AgentConfig {
 
 struct PassResult {
   int runs_read = 0;
+  int64_t runs_counted = 0;           // runs taken from the spool's run counters
   int runs_bad = 0;                   // spool files that were not valid records (quarantined)
   int stale_temporaries_removed = 0;  // unfinished record writes, over an hour old
   int batches_sealed = 0;

@@ -53,10 +53,11 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
     return;
   }
   std::fprintf(stderr,
-               "fieldprof-agent: %d runs read, %d batches sealed, %d uploaded, %d quarantined, "
-               "%d waiting%s%s%s%s\n",
-               r.runs_read, r.batches_sealed, r.batches_uploaded, r.batches_quarantined,
-               r.batches_waiting, r.runs_bad > 0 ? "; bad spool files set aside: " : "",
+               "fieldprof-agent: %d runs read, %lld counted without a record, %d batches sealed, "
+               "%d uploaded, %d quarantined, %d waiting%s%s%s%s\n",
+               r.runs_read, static_cast<long long>(r.runs_counted), r.batches_sealed,
+               r.batches_uploaded, r.batches_quarantined, r.batches_waiting,
+               r.runs_bad > 0 ? "; bad spool files set aside: " : "",
                r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "",
                r.records_dropped > 0 ? "; over the cap, oldest records dropped: " : "",
                r.records_dropped > 0 ? std::to_string(r.records_dropped).c_str() : "");

@@ -33,6 +33,8 @@ size_t HeaderReserve(const Platform& platform) {
   c->set_runs_refused_load_cap(big);
   c->set_runs_instrumented(big);
   c->set_records_quarantined(big);
+  c->set_runs_refused_rate_cap(big);
+  c->set_runs_measured_nothing(big);
   return b.ByteSizeLong();
 }
 

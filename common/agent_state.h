@@ -22,6 +22,12 @@ struct AgentState {
   // Reported in the next sealed batch's counters, then zeroed.
   int64_t records_dropped = 0;
   int64_t records_quarantined = 0;
+  // Runs the runtime counted instead of recording (common/run_counters.h),
+  // taken from the spool's .counters, waiting for the next sealed batch.
+  int64_t runs_refused_no_slot = 0;
+  int64_t runs_refused_load = 0;
+  int64_t runs_refused_rate_cap = 0;
+  int64_t runs_measured_nothing = 0;
   std::string settings_version;          // of the fleet settings last applied
   int64_t settings_checked_unix_ms = 0;  // last GET /v1/config attempt
   std::string settings_result;           // "ok", "unreachable: ...", "refused: ..."

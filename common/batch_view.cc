@@ -260,7 +260,7 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
 bool CheckCounters(std::string_view bytes) {
   return ForEachField(bytes, [](Reader& r, uint32_t f, int wt) {
     uint64_t ignored;
-    return (f >= 1 && f <= 4) ? ReadVarintField(r, wt, &ignored) : r.Skip(wt);
+    return (f >= 1 && f <= 6) ? ReadVarintField(r, wt, &ignored) : r.Skip(wt);
   });
 }
 

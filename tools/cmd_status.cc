@@ -12,6 +12,7 @@
 #include "common/agent_state.h"
 #include "common/json_writer.h"
 #include "common/options.h"
+#include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
@@ -112,6 +113,16 @@ int CmdStatus(int argc, char** argv) {
   const DirCount outbox = CountFiles(OutboxDirOf(state_dir), ".batch");
   const DirCount quarantine = CountFiles(QuarantineDirOf(state_dir), ".reason");
   StatusOr<AgentState> agent = ReadAgentState(StatusPathOf(state_dir));
+  // Runs counted instead of recorded, not yet reported: still in the
+  // spool's .counters, plus what the agent took and holds for its next batch.
+  StatusOr<RunCounts> counted = ReadRunCounters(spool);
+  RunCounts pending = counted.ok() ? *counted : RunCounts{};
+  if (agent.ok()) {
+    pending[kRunRefusedSlot] += static_cast<uint64_t>(agent->runs_refused_no_slot);
+    pending[kRunRefusedLoad] += static_cast<uint64_t>(agent->runs_refused_load);
+    pending[kRunRefusedRate] += static_cast<uint64_t>(agent->runs_refused_rate_cap);
+    pending[kRunMeasuredNone] += static_cast<uint64_t>(agent->runs_measured_nothing);
+  }
   // The snapshot cache: what is held, against the manifest held.
   const SnapshotCache cache(cache_dir);
   StatusOr<wire::Manifest> manifest = cache.Manifest();
@@ -147,6 +158,9 @@ int CmdStatus(int argc, char** argv) {
     j.Key("batches").Uint(outbox.files).Key("bytes").Uint(outbox.bytes);
     j.EndObject();
     j.Key("quarantined").Uint(quarantine.files);
+    j.Key("runs_not_recorded").BeginObject();
+    for (int i = 0; i < kNumRunCounters; ++i) j.Key(kRunCounterNames[i]).Uint(pending[i]);
+    j.EndObject();
     if (agent.ok()) {
       const AgentState& a = *agent;
       j.Key("last_upload_unix_ms").Int(a.last_upload_unix_ms);
@@ -187,6 +201,17 @@ int CmdStatus(int argc, char** argv) {
                 FormatBytes(static_cast<double>(spool_bytes)).c_str(), spool.c_str());
   } else {
     std::printf("spool:          unreadable: %s\n", files.status().message().c_str());
+  }
+  if (!counted.ok()) {
+    std::printf("runs counted:   unreadable: %s\n", counted.status().message().c_str());
+  } else {
+    std::printf(
+        "runs counted:   %llu refused (no slot), %llu refused (load), %llu refused (rate cap), "
+        "%llu measured no call; no record, not yet reported\n",
+        static_cast<unsigned long long>(pending[kRunRefusedSlot]),
+        static_cast<unsigned long long>(pending[kRunRefusedLoad]),
+        static_cast<unsigned long long>(pending[kRunRefusedRate]),
+        static_cast<unsigned long long>(pending[kRunMeasuredNone]));
   }
   std::printf("outbox:         %llu batches, %s waiting for the aggregator\n",
               static_cast<unsigned long long>(outbox.files),

@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/batcher.h"
 #include "agent/outbox.h"
+#include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/validate.h"
@@ -648,6 +649,69 @@ TEST_F(AgentPassTest, PastTheCapTheOldestGoesAndIsCounted) {
   EXPECT_EQ(carrying, 1);
   EXPECT_EQ(agent->state().records_dropped, 0);
   EXPECT_EQ(reported(), dropped);
+}
+
+// Runs the runtime counted instead of recording (the spool's .counters)
+// reach the next sealed batch exactly once: kept in the agent's state while
+// no batch is sealed, zeroed in the spool, then sent and forgotten.
+TEST_F(AgentPassTest, RunCountersReachTheNextBatchExactlyOnce) {
+  AgentConfig c = Config(FreePort());
+  fs::create_directories(c.spool_dir);
+  auto write_counters = [&](const std::string& text) {
+    std::ofstream(c.spool_dir + "/" FP_COUNTERS_FILE) << text;
+  };
+  write_counters("refused_no_slot 2\nrefused_load 3\nrefused_rate_cap 5\nmeasured_nothing 7\n");
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->runs_counted, 17);
+  EXPECT_EQ(r->batches_sealed, 0);  // counts alone wait for records
+  auto spool_counts = ReadRunCounters(c.spool_dir);
+  ASSERT_TRUE(spool_counts.ok());
+  EXPECT_EQ(*spool_counts, RunCounts{});
+  auto state = ReadAgentState(c.status_path());
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->runs_refused_no_slot, 2);
+  EXPECT_EQ(state->runs_refused_rate_cap, 5);
+  EXPECT_EQ(state->runs_measured_nothing, 7);
+
+  // More counted meanwhile, and records: one batch carries all of it.
+  write_counters("refused_no_slot 0\nrefused_load 0\nrefused_rate_cap 1\nmeasured_nothing 0\n");
+  FillSpool(3, 2);
+  r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->batches_sealed, 1);
+  auto batches = [&] {
+    std::vector<wire::Batch> out;
+    for (const auto& e : fs::directory_iterator(c.outbox_dir())) {
+      std::ifstream in(e.path(), std::ios::binary);
+      out.emplace_back();
+      EXPECT_TRUE(out.back().ParseFromIstream(&in));
+    }
+    return out;
+  };
+  std::vector<wire::Batch> sealed = batches();
+  ASSERT_EQ(sealed.size(), 1u);
+  EXPECT_EQ(sealed[0].counters().runs_refused_load_cap(), 5u);  // no slot + load
+  EXPECT_EQ(sealed[0].counters().runs_refused_rate_cap(), 6u);
+  EXPECT_EQ(sealed[0].counters().runs_measured_nothing(), 7u);
+  EXPECT_EQ(sealed[0].counters().runs_instrumented(), 3u);
+  EXPECT_EQ(agent.state().runs_refused_rate_cap, 0);
+  EXPECT_EQ(agent.state().runs_measured_nothing, 0);
+
+  // Nothing counted twice: the next batch reports none.
+  FillSpool(2, 2, 100);
+  ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
+  sealed = batches();
+  ASSERT_EQ(sealed.size(), 2u);
+  uint64_t rate = 0, nothing = 0;
+  for (const wire::Batch& b : sealed) {
+    rate += b.counters().runs_refused_rate_cap();
+    nothing += b.counters().runs_measured_nothing();
+  }
+  EXPECT_EQ(rate, 6u);
+  EXPECT_EQ(nothing, 7u);
 }
 
 // ---------------------------------------------------------------- crashes

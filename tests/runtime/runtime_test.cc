@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -325,6 +326,85 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ((*counts)[kRunRefusedSlot], 1u);
   EXPECT_EQ((*counts)[kRunMeasuredNone], 0u);
+}
+
+// A run that calls none of its chosen APIs leaves no file: one more in the
+// spool's counters instead.
+TEST_F(RuntimeTest, ARunThatMeasuresNothingLeavesNoFileAndIsCounted) {
+  for (int i = 1; i <= 3; ++i) {
+    // fp_test_alloc chosen (alone), never called by `sleep`.
+    Result r = RunCmd({prog_, "sleep", "0", "2"}, Env("fp_test_alloc"));
+    EXPECT_EQ(r.exit_code, 7);
+    EXPECT_TRUE(Records().empty());
+    StatusOr<RunCounts> counts = ReadRunCounters(spool());
+    ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+    EXPECT_EQ((*counts)[kRunMeasuredNone], static_cast<uint64_t>(i));
+  }
+  // The same API called: a record, and the count stays.
+  ASSERT_EQ(RunCmd({prog_, "alloc", "100", "3"}, Env("fp_test_alloc")).exit_code, 7);
+  EXPECT_EQ(Records().size(), 1u);
+  StatusOr<RunCounts> counts = ReadRunCounters(spool());
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)[kRunMeasuredNone], 3u);
+}
+
+// The machine-wide rate cap under many programs starting at once, as a
+// shell loop starts them: every run is either measured (a record) or
+// counted as refused, none both, none lost; and no more are measured than
+// the cap lets through in the time they took. A field run (consent from the
+// settings file): `fieldprof run` (FIELDPROF_RUN) is not capped.
+TEST_F(RuntimeTest, TheRateCapHoldsForManyProgramsStartingAtOnce) {
+  const std::string conf = dir_.path() + "/runtime.conf";
+  // 6 a minute: one run now (a burst of 1), the next 10 s later. A field
+  // run takes nothing from FIELDPROF_* but the settings file's path.
+  {
+    std::ofstream(conf) << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 6\n"
+                        << "k = 1\nforce = fp_test_alloc\nslots = 64\nmax_load_per_cpu = 1000\n"
+                        << "spool_dir = " << spool() << "\nslot_dir = " << dir_.path()
+                        << "/slots\n";
+  }
+  std::vector<std::string> env = extra_env_;
+  env.push_back("FIELDPROF_SETTINGS=" + conf);
+  env.push_back("LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB));
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), {prog_, "alloc", "100", "3"});
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  constexpr int kRuns = 40;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kRuns; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << status;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto recs = Records();
+  StatusOr<RunCounts> counts = ReadRunCounters(spool());
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  const uint64_t measured = recs.size();
+  EXPECT_GE(measured, 1u);
+  EXPECT_LE(measured, 1u + static_cast<uint64_t>(seconds / 10)) << seconds << " s";
+  EXPECT_EQ(measured + (*counts)[kRunRefusedRate], static_cast<uint64_t>(kRuns));
+  EXPECT_EQ((*counts)[kRunRefusedSlot] + (*counts)[kRunRefusedLoad] + (*counts)[kRunMeasuredNone],
+            0u);
+  for (const auto& r : recs)
+    EXPECT_NE(Find({r}, "fp_test_alloc", wire::METRIC_ALLOC_COUNT), nullptr);
 }
 
 // The spool's cap holds when programs end at the same moment; the size
