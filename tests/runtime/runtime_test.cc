@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -326,6 +327,91 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ((*counts)[kRunRefusedSlot], 1u);
   EXPECT_EQ((*counts)[kRunMeasuredNone], 0u);
+}
+
+// Which APIs a run measures depends on which it calls, never on their
+// cost: among the APIs a program calls, each is chosen equally often over
+// seeds, and one it imports but never calls is never chosen. `some` calls
+// eight of the test library's APIs and imports five more; with k = 1 and
+// the test library alone allowed, every run must measure exactly one of the
+// eight. Chi-square goodness of fit to uniform over 400 seeds (fixed, so
+// the test is repeatable): 7 degrees of freedom, rejected at p < 0.001 above
+// 24.32 (scipy.stats.chi2.isf(0.001, 7)).
+TEST_F(RuntimeTest, TheChoiceIsUniformAmongTheApisCalled) {
+  const std::string conf = dir_.path() + "/runtime.conf";
+  { std::ofstream(conf) << "allow_modules = libfieldprof_testlib.so\n"; }
+  const std::set<std::string> called = {"fp_test_alloc", "fp_test_sleep_us", "fp_test_fsum",
+                                        "fp_test_lmul",  "fp_test_vsum",     "fp_test_many",
+                                        "fp_test_big",   "fp_test_pair"};
+  constexpr int kSeeds = 400;
+  std::map<std::string, int> chosen;
+  int without_data = 0;
+  const std::string plain = RunCmd({prog_, "some"}, {}).out;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    std::vector<std::string> env = Env("", 1);
+    env.push_back("FIELDPROF_SEED=" + std::to_string(seed));
+    env.push_back("FIELDPROF_SETTINGS=" + conf);
+    Result r = RunCmd({prog_, "some"}, env);
+    ASSERT_EQ(r.exit_code, 7) << "seed " << seed;
+    ASSERT_EQ(r.out, plain) << "seed " << seed;
+    std::set<std::string> measured;
+    for (const auto& rec : Records()) {
+      for (const auto& one : rec.records()) measured.insert(one.key().symbol());
+    }
+    fs::remove_all(spool());
+    if (measured.empty()) {
+      ++without_data;
+      continue;
+    }
+    ASSERT_EQ(measured.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(called.count(*measured.begin()), 1u)
+        << "seed " << seed << " measured " << *measured.begin() << ", which is never called";
+    ++chosen[*measured.begin()];
+  }
+  EXPECT_EQ(without_data, 0);
+  const double expected = static_cast<double>(kSeeds - without_data) / called.size();
+  double chi2 = 0;
+  std::string table;
+  for (const std::string& api : called) {
+    const double d = chosen[api] - expected;
+    chi2 += d * d / expected;
+    table += api + " " + std::to_string(chosen[api]) + "; ";
+  }
+  EXPECT_LT(chi2, 24.32) << table;
+}
+
+// Without consent, or not sampled, a field run leaves nothing behind: no
+// spool, no slot or rate file, no counter; the program's output is its own.
+TEST_F(RuntimeTest, ARunNotMeasuredLeavesNoTrace) {
+  const std::string conf = dir_.path() + "/runtime.conf";
+  const std::string plain = RunCmd({prog_, "alloc", "100", "3"}, {}).out;
+  for (const std::string& first : {std::string("consent = no\nsample_fraction = 1\n"),
+                                   std::string("consent = yes\nsample_fraction = 0\n")}) {
+    {
+      std::ofstream(conf) << first << "max_runs_per_minute = 0\nspool_dir = " << spool()
+                          << "\nslot_dir = " << dir_.path() << "/slots\n";
+    }
+    const std::vector<std::string> env = {"FIELDPROF_SETTINGS=" + conf,
+                                          "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)};
+    Result r = RunCmd({prog_, "alloc", "100", "3"}, env);
+    EXPECT_EQ(r.exit_code, 7) << first;
+    EXPECT_EQ(r.out, plain) << first;
+    EXPECT_FALSE(fs::exists(spool())) << first;
+    EXPECT_FALSE(fs::exists(dir_.path() + "/slots")) << first;
+  }
+  // The same file with consent and every run sampled: measured (the test
+  // above would pass for a runtime that never measures).
+  {
+    std::ofstream(conf) << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                        << "max_load_per_cpu = 1000\nspool_dir = " << spool()
+                        << "\nslot_dir = " << dir_.path() << "/slots\n";
+  }
+  Result r =
+      RunCmd({prog_, "alloc", "100", "3"},
+             {"FIELDPROF_SETTINGS=" + conf, "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)});
+  EXPECT_EQ(r.out, plain);
+  EXPECT_TRUE(fs::exists(dir_.path() + "/slots"));
+  EXPECT_TRUE(fs::exists(spool()));
 }
 
 // A run that calls none of its chosen APIs leaves no file: one more in the

@@ -84,6 +84,17 @@ int Hazard(int argc, char** argv) {
   } else if (!strcmp(what, "varargs")) {
     printf("%.3f\n", fp_test_vsum(10, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.5, 10.25));
     printf("%ld\n", fp_test_many(1, 2, 3, 4, 5, 6, 7, 8, 9, 10));
+  } else if (!strcmp(what, "some")) {
+    // Eight of the test library's APIs called, the rest of its imports not.
+    fp_test_alloc(16);
+    fp_test_sleep_us(0);
+    const double f = fp_test_fsum(1, 2, 3, 4, 5, 6, 7, 8, 9);
+    const long double l = fp_test_lmul(2.0L, 3.0L);
+    const double v = fp_test_vsum(2, 1.0, 2.0);
+    const long m = fp_test_many(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+    const FpBig big = fp_test_big(1);
+    const FpPair pair = fp_test_pair(2);
+    printf("%.1f %.1Lf %.1f %ld %ld %ld\n", f, l, v, m, big.v[0], pair.n);
   } else if (!strcmp(what, "structs")) {
     FpBig b = fp_test_big(7);
     FpPair p = fp_test_pair(10);
