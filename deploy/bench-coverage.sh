@@ -29,7 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-builds=("current:$root/build/tools/fieldprof")
+# This tree's runtime copied aside: a rebuild meanwhile must not change it.
+mkdir -p "$work/lib"
+cp "$root/build/agent/runtime/libfieldprof.so" "$work/lib/"
+builds=("current:$root/build/tools/fieldprof --lib_dir $work/lib")
 if [[ -n "${BASELINE_FIELDPROF:-}" ]]; then
   builds+=("baseline:$BASELINE_FIELDPROF")
   baseline=""
@@ -45,7 +48,7 @@ sql="$root/deploy/workloads/sqlite-bench.sql"
 # One program run: number I of the rotation, under FIELDPROF (the tool).
 one() {  # one FIELDPROF SPOOL I
   local fp="$1" spool="$2" i="$3" w="$work/run"
-  local run=("$fp" run --apis 2 --seed "$i" --spool "$spool" --)
+  local run=($fp run --apis 2 --seed "$i" --spool "$spool" --)  # $fp: the tool and its flags
   case $((i % 9)) in
     0) "${run[@]}" sqlite3 :memory: <"$sql" >/dev/null ;;
     1) "${run[@]}" /usr/bin/python3 -c 'import json, re, zlib

@@ -2,6 +2,8 @@
 # What the runtime costs a whole process, plain against instrumented, side
 # by side in one hyperfine run per workload (issue #14's table):
 #   plain      no runtime at all
+#   floor      an empty shared object preloaded: what any LD_PRELOAD costs
+#              here (mapping, relocation), the floor under "idle"
 #   idle       the runtime preloaded, no consent (every run a volunteer's
 #              machine does not measure costs about this: not sampled,
 #              refused by the rate cap or a slot)
@@ -10,7 +12,8 @@
 #   measured   consent, every run measured (sample_fraction 1, no rate cap):
 #              the fixed cost of a measured run
 # Workloads: true; ls /usr/lib; python3 -c pass; a shell script running
-# 400 short processes (sed, grep, cat); sqlite3 on a ~100 ms SQL workload.
+# 400 short processes (sed, grep, cat); sqlite3 on a ~100 ms SQL workload;
+# git status on this repository; make -j2 rebuilding a 7-file C program.
 # Then where a measured `true` spends its start, from the runtime's debug
 # log (TSC ticks by part), and, in the same run, the cost per call: an
 # empty library function through the PLT (tests/benchmarks/rt_bench_prog),
@@ -40,6 +43,8 @@ slot_dir = $work/slots
 CONF
 }
 conf idle no 1 0
+echo 'int fieldprof_bench_empty;' >"$work/empty.c"
+gcc -shared -fPIC -O2 -o "$work/empty.so" "$work/empty.c"
 conf default yes 0.0625 120
 conf measured yes 1 0
 mkdir -p "$work/spool-default" "$work/spool-measured"
@@ -53,11 +58,28 @@ done
 SH
 cp deploy/workloads/sqlite-bench.sql "$work/"
 
+# A small C project, rebuilt whole by make -j2 (-B): gcc, cc1, as, collect2
+# and ld for each of its files, the process-heavy side of a build.
+mkdir -p "$work/cproj"
+for i in 1 2 3 4 5 6; do
+  printf '#include <stdio.h>\n#include <string.h>\nint f%d(const char *s) { return (int)strlen(s) + %d; }\n' \
+    "$i" "$i" >"$work/cproj/f$i.c"
+done
+printf 'int f1(const char *);\nint main(void) { return f1("x") == 2 ? 0 : 1; }\n' >"$work/cproj/main.c"
+cat >"$work/cproj/Makefile" <<'MK'
+OBJS = main.o f1.o f2.o f3.o f4.o f5.o f6.o
+prog: $(OBJS)
+	$(CC) -o $@ $(OBJS)
+%.o: %.c
+	$(CC) -O1 -c $< -o $@
+MK
+
 bench() {  # bench RUNS COMMAND...
   local n="$1"; shift
   local cmd="$*"
   hyperfine -N --runs "$n" --warmup 5 --style basic \
     -n plain "env $cmd" \
+    -n floor "env LD_PRELOAD=$work/empty.so $cmd" \
     -n idle "env FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $cmd" \
     -n default "env FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $cmd" \
     -n measured "env FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $cmd" \
@@ -82,11 +104,13 @@ workloads() {  # workloads FN: calls FN ROUNDS COMMAND... per workload
   "$1" "$((runs / 4 > 5 ? runs / 4 : 5))" /usr/bin/python3 -c pass
   "$1" "$few" /bin/bash "$work/procs.sh"
   "$1" "$few" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
+  "$1" "$((runs / 4 > 5 ? runs / 4 : 5))" /usr/bin/git -C "$PWD" status --short
+  "$1" "$few" /usr/bin/make -s -B -j2 -C "$work/cproj"
 }
 
 # env(1) itself costs an exec: the plain side runs through env too, so the
 # columns differ by the runtime alone.
-echo "== whole processes, mean of hyperfine runs (plain, idle, default, measured side by side)"
+echo "== whole processes, mean of hyperfine runs (plain, floor, idle, default, measured side by side)"
 workloads bench
 echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -c '\.fpr$' || true)," \
   "by the 'measured' runs: $(ls "$work/spool-measured" | grep -c '\.fpr$' || true)"
@@ -96,11 +120,12 @@ echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -
 spawn="$PWD/build/tests/benchmarks/spawn_bench"
 interleaved() {  # interleaved ROUNDS COMMAND...
   local n="$1"; shift
-  "$spawn" "$n" "$*" "FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $*" \
+  "$spawn" "$n" "$*" "LD_PRELOAD=$work/empty.so $*" \
+    "FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $*" \
     "FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $*" \
     "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $*" | sed "s|$work|WORK|g; s|$lib|LIB|g"
 }
-echo "== interleaved (spawn_bench): plain, idle, default, measured"
+echo "== interleaved (spawn_bench): plain, floor (empty preload), idle, default, measured"
 workloads interleaved
 
 echo "== a measured /bin/true's start, by part (TSC ticks, median of 50)"

@@ -239,6 +239,7 @@ void BuildTraps(uint32_t first) {
     if (!ob.ours && !ob.vdso) most += ob.elf.njmprel;
   }
   if (most == 0 || most > (1u << 24)) return;
+  uint64_t expect = 0;  // names this call will likely trap: the API table's size
   if (g_starting) {
     // The threshold, once, from the imports at start (binder.h).
     // Small programs (up to kTrapAll imports) keep every name: one that
@@ -248,8 +249,10 @@ void BuildTraps(uint32_t first) {
     g_binder.trap_below =
         want >= most ? ~uint64_t{0}
                      : static_cast<uint64_t>((static_cast<unsigned __int128>(want) << 64) / most);
+    // Sized once (a table grown while trapping costs a mapping and a copy).
+    expect = want >= most ? most : want + want / 8;
   }
-  if (!ApiRoom(0)) return;
+  if (!ApiRoom(static_cast<uint32_t>(expect))) return;
   const size_t data = RoundUp(most * (sizeof(ImportSlot) + sizeof(uintptr_t)), g_page);
   const size_t code_bytes = RoundUp(most * kTrampSize + 16, g_page);
   auto* base = static_cast<uint8_t*>(MapZero(data + code_bytes));
@@ -705,9 +708,10 @@ bool BinderStart(const BinderConfig& c) {
   }
   const int k = c.k > g_binder.nforced ? c.k : g_binder.nforced;
   g_binder.k_random = k - g_binder.nforced;
-  if (!ApiRoom(FP_MAX_APIS)) return false;
   // Forced APIs are known by name from the start (dlsym may be the only
-  // way they are reached).
+  // way they are reached). Otherwise the table is made to the imports'
+  // measure by the first BuildTraps.
+  if (g_binder.nforced > 0 && !ApiRoom(static_cast<uint32_t>(g_binder.nforced))) return false;
   for (int f = 0; f < g_binder.nforced; ++f) ApiFor(g_binder.forced[f].name_key);
   g_starting = true;
   t_in_binder = 1;

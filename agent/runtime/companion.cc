@@ -348,9 +348,10 @@ void StopMeasuring(const char* why) {
 // (glibc passes constructors argc, argv and the environment.)
 __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   const uint64_t t_start = Rdtsc();
-  if (LookAtRun(envp) != FirstLook::kGoOn) return;
+  SettingsText text;
+  if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
   const uint64_t t_looked = Rdtsc();
-  const RunDecision d = DecideRun(&settings);
+  const RunDecision d = DecideRun(&settings, &text);
   if (d.verdict != Verdict::kMeasure) return;
   const uint64_t t_decided = Rdtsc();
   g.config = FpRunConfig{1,

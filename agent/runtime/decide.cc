@@ -97,22 +97,28 @@ char* Trim(char* p) {
 
 // The settings file the agent keeps (consent included). Missing, too long
 // or corrupt: false (not measured).
-bool ReadSettingsFile(RunSettings& s, const char* path) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+// `first`: the file's bytes as the first look read them, when it read all.
+bool ReadSettingsFile(RunSettings& s, const char* path, const SettingsText* first) {
   char text[6144];  // the agent writes a few hundred bytes; lists at most 2 KiB
   size_t have = 0;
-  for (;;) {
-    const ssize_t r = read(fd, text + have, sizeof text - 1 - have);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    have += static_cast<size_t>(r);
-    if (have == sizeof text - 1) break;
-  }
-  close(fd);
-  if (have == sizeof text - 1) {
-    DebugLine(s.debug_log, "settings file %s is too long: not measuring", path);
-    return false;
+  if (first != nullptr && first->len >= 0) {
+    have = static_cast<size_t>(first->len);
+    for (size_t i = 0; i < have; ++i) text[i] = first->bytes[i];
+  } else {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    for (;;) {
+      const ssize_t r = read(fd, text + have, sizeof text - 1 - have);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      have += static_cast<size_t>(r);
+      if (have == sizeof text - 1) break;
+    }
+    close(fd);
+    if (have == sizeof text - 1) {
+      DebugLine(s.debug_log, "settings file %s is too long: not measuring", path);
+      return false;
+    }
   }
   text[have] = 0;
   for (char* line = text; line != nullptr && *line;) {
@@ -140,7 +146,7 @@ bool ReadSettingsFile(RunSettings& s, const char* path) {
 
 // Settings: the file, then (explicit runs only) FIELDPROF_* on top. False:
 // nothing at all is to happen in this run.
-bool LoadSettings(RunSettings& s) {
+bool LoadSettings(RunSettings& s, const SettingsText* first) {
   if (const char* dbg = getenv("FIELDPROF_DEBUG"); dbg != nullptr) {
     Copy(s.debug_log, sizeof s.debug_log, dbg);
   }
@@ -157,7 +163,7 @@ bool LoadSettings(RunSettings& s) {
   } else if (home != nullptr) {
     Copy(path, sizeof path, home) && Cat(path, sizeof path, "/.config/fieldprof/runtime.conf");
   }
-  const bool file_ok = path[0] != 0 && ReadSettingsFile(s, path);
+  const bool file_ok = path[0] != 0 && ReadSettingsFile(s, path, first);
   if (!s.explicit_run) return file_ok && s.consent;
   static const struct {
     const char* env;
@@ -403,11 +409,11 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
   errno = saved;
 }
 
-RunDecision DecideRun(RunSettings* settings) {
+RunDecision DecideRun(RunSettings* settings, const SettingsText* text) {
   RunSettings& s = *settings;
   RunDecision d;
   SetDefaults(&s);
-  if (!LoadSettings(s)) return d;  // no consent, or bad settings: nothing at all
+  if (!LoadSettings(s, text)) return d;  // no consent, or bad settings: nothing at all
   DefaultSpoolDir(s);
   const int dirfd = OpenSharedDir(s.slot_dir);
   if (dirfd < 0) {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "agent/runtime/first_look.h"
 #include "common/run_counters.h"
 
 namespace fieldprof::rt {
@@ -61,7 +62,8 @@ struct RunDecision {
 // For a run the first look let through (first_look.h): fills `s` (owned by
 // the caller; static storage in the companion) and decides 3-5. Refusals
 // are counted in the spool's counters.
-RunDecision DecideRun(RunSettings* s);
+// `text`: the settings file as the first look read it, if it did.
+RunDecision DecideRun(RunSettings* s, const SettingsText* text = nullptr);
 
 // Adds one to a run counter in <spool_dir>/.counters (creating the spool
 // directory if needed). Best effort, never waits more than ~5 ms.

@@ -104,7 +104,7 @@ bool ParseFractionQ32(const char* s, const char* end, uint64_t* q32) {
   return true;
 }
 
-FirstLook LookAtRun(char** envp) {
+FirstLook LookAtRun(char** envp, SettingsText* keep) {
   if (envp == nullptr) return FirstLook::kOff;
   const char* run = Env(envp, "FIELDPROF_RUN");
   const bool explicit_run = run != nullptr && run[0] == '1' && run[1] == 0;
@@ -127,18 +127,20 @@ FirstLook LookAtRun(char** envp) {
   const long fd =
       Syscall4(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return FirstLook::kOff;
-  char text[2048];
+  SettingsText local;
+  char* text = keep != nullptr ? keep->bytes : local.bytes;
+  constexpr long kCap = sizeof local.bytes;
   long n = 0;
   for (;;) {
-    const long r = Syscall3(SYS_read, fd, reinterpret_cast<long>(text + n),
-                            static_cast<long>(sizeof text) - n);
+    const long r = Syscall3(SYS_read, fd, reinterpret_cast<long>(text + n), kCap - n);
     if (r == -4) continue;  // EINTR
     if (r <= 0) break;
     n += r;
-    if (n == static_cast<long>(sizeof text)) break;
+    if (n == kCap) break;
   }
   Syscall3(SYS_close, fd, 0, 0);
   if (n <= 0) return FirstLook::kOff;
+  if (keep != nullptr && n < kCap) keep->len = static_cast<int>(n);
   bool consent = false;
   uint64_t fraction = kDefaultSampleQ32;
   const char* end = text + n;

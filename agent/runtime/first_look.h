@@ -23,7 +23,15 @@ enum class FirstLook {
 };
 
 // `envp` as the dynamic linker passes it to constructors.
-FirstLook LookAtRun(char** envp);
+// The settings file's bytes as the first look read them, for the decision
+// to parse instead of reading the file again: len is -1 unless the whole
+// file was read (an explicit run skips the file; a longer one is re-read).
+struct SettingsText {
+  char bytes[2048];
+  int len = -1;
+};
+
+FirstLook LookAtRun(char** envp, SettingsText* text = nullptr);
 
 // "0.0625", "1", "1e-3", ... as a fraction of 2^32 (4294967296 = 1), for
 // numbers in [0, 1]; false for anything else. Shared with the tests.
