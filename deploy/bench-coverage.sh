@@ -32,23 +32,23 @@ trap cleanup EXIT
 # This tree's runtime copied aside: a rebuild meanwhile must not change it.
 mkdir -p "$work/lib"
 cp "$root/build/agent/runtime/libfieldprof.so" "$work/lib/"
-builds=("current:$root/build/tools/fieldprof --lib_dir $work/lib")
+builds=("current:$root/build/tools/fieldprof:--lib_dir=$work/lib")
 if [[ -n "${BASELINE_FIELDPROF:-}" ]]; then
-  builds+=("baseline:$BASELINE_FIELDPROF")
+  builds+=("baseline:$BASELINE_FIELDPROF:")
   baseline=""
 elif [[ -n "$baseline" ]]; then
   echo "== building $baseline in a temporary worktree (a few minutes)"
   git -C "$root" worktree add --detach --force "$work/base" "$baseline" >/dev/null 2>&1
   (cd "$work/base" && ./deploy/build.sh fieldprof >/dev/null)
-  builds+=("$baseline:$work/base/build/tools/fieldprof")
+  builds+=("$baseline:$work/base/build/tools/fieldprof:")
 fi
 
 seq 1 50000 | sed 's/$/ fieldprof coverage line/' >"$work/data.txt"
 sql="$root/deploy/workloads/sqlite-bench.sql"
 # One program run: number I of the rotation, under FIELDPROF (the tool).
-one() {  # one FIELDPROF SPOOL I
-  local fp="$1" spool="$2" i="$3" w="$work/run"
-  local run=($fp run --apis 2 --seed "$i" --spool "$spool" --)  # $fp: the tool and its flags
+one() {  # one FIELDPROF FLAG SPOOL I
+  local fp="$1" flag="$2" spool="$3" i="$4" w="$work/run"
+  local run=("$fp" run ${flag:+"$flag"} --apis 2 --seed "$i" --spool "$spool" --)
   case $((i % 9)) in
     0) "${run[@]}" sqlite3 :memory: <"$sql" >/dev/null ;;
     1) "${run[@]}" /usr/bin/python3 -c 'import json, re, zlib
@@ -67,12 +67,12 @@ print(len(zlib.compress(s.encode())), len(re.findall(r"item1\d+", s)))' >/dev/nu
 }
 
 for b in "${builds[@]}"; do
-  name="${b%%:*}" fp="${b#*:}"
+  IFS=: read -r name fp flag <<<"$b"
   out="$work/out-${name//[^a-zA-Z0-9]/_}"
   mkdir -p "$out"
   # A spool per run: a run may leave several records (a child, an exec).
   for i in $(seq 0 $((runs - 1))); do
-    one "$fp" "$out/$i" "$i" || true
+    one "$fp" "$flag" "$out/$i" "$i" || true
     "$root/build/tools/fieldprof" spool show --spool "$out/$i" --json >"$out/$i.json" 2>/dev/null || true
     (((i + 1) % 50 == 0)) && printf '\r   %s: %d/%d runs' "$name" $((i + 1)) "$runs" >&2
   done
