@@ -259,8 +259,13 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
         state_ = std::move(next);
         return Status::Ok();
       });
-  if (!counted.ok()) return counted.status();
-  for (uint64_t v : *counted) result->runs_counted += static_cast<int64_t>(v);
+  // An unusable counters file loses no record: the pass goes on, says so,
+  // and the counts stay in the file for a later pass.
+  if (counted.ok()) {
+    for (uint64_t v : *counted) result->runs_counted += static_cast<int64_t>(v);
+  } else {
+    result->counters_status = counted.status();
+  }
   StatusOr<std::vector<SpoolEntry>> files = ListSpool(config_.spool_dir);
   if (!files.ok()) return files.status();
   BatchBuilder builder(static_cast<size_t>(config_.batch_bytes), platform_);

@@ -67,6 +67,7 @@ struct PassResult {
   int batches_waiting = 0;      // still in the outbox after the pass
   int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
   Status upload_status;         // why uploading stopped early, if it did
+  Status counters_status;       // why the spool's run counters were not taken
   int snapshot_fetched = -1;    // fragments stored by a snapshot refresh (-1: none ran)
 };
 

@@ -49,7 +49,7 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
                  agent.state().snapshot_result.c_str());
   }
   if (!always && r.batches_sealed == 0 && r.batches_uploaded == 0 && r.batches_quarantined == 0 &&
-      r.runs_bad == 0 && r.records_dropped == 0 && r.upload_status.ok()) {
+      r.runs_bad == 0 && r.records_dropped == 0 && r.upload_status.ok() && r.counters_status.ok()) {
     return;
   }
   std::fprintf(stderr,
@@ -61,6 +61,10 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
                r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "",
                r.records_dropped > 0 ? "; over the cap, oldest records dropped: " : "",
                r.records_dropped > 0 ? std::to_string(r.records_dropped).c_str() : "");
+  if (!r.counters_status.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: run counters left in the spool: %s\n",
+                 r.counters_status.ToString().c_str());
+  }
   if (!r.upload_status.ok()) {
     std::fprintf(stderr, "fieldprof-agent: upload stopped: %s\n",
                  r.upload_status.ToString().c_str());

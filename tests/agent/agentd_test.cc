@@ -712,6 +712,16 @@ TEST_F(AgentPassTest, RunCountersReachTheNextBatchExactlyOnce) {
   }
   EXPECT_EQ(rate, 6u);
   EXPECT_EQ(nothing, 7u);
+
+  // A counters file the agent cannot use (a directory in its place) stops
+  // neither the pass nor its records, and says why.
+  fs::remove(c.spool_dir + "/" FP_COUNTERS_FILE);
+  fs::create_directory(c.spool_dir + "/" FP_COUNTERS_FILE);
+  FillSpool(2, 2, 200);
+  r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->counters_status.ok());
+  EXPECT_EQ(r->batches_sealed, 1);
 }
 
 // ---------------------------------------------------------------- crashes
