@@ -82,10 +82,24 @@ int RunDaemon(Agent& agent) {
     std::perror("fieldprof-agent: inotify");
     return 1;
   }
+  // SIGTERM and SIGINT stay blocked except inside ppoll, which unblocks
+  // them atomically: a signal that lands during a pass is taken by the
+  // next wait at once instead of being missed until the hourly wake.
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigset_t stop_signals, waiting_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigprocmask(SIG_BLOCK, &stop_signals, &waiting_mask);
+  sigdelset(&waiting_mask, SIGTERM);
+  sigdelset(&waiting_mask, SIGINT);
+  const auto wait_ms = [&](pollfd* p, nfds_t n, int64_t ms) {
+    const timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+    return ppoll(p, n, &ts, &waiting_mask);
+  };
   std::fprintf(stderr, "fieldprof-agent: watching %s, uploading to %s:%lld\n", c.spool_dir.c_str(),
                c.server_host.c_str(), static_cast<long long>(c.server_port));
   constexpr int64_t kIdleWakeMs = 3600 * 1000;  // a pass at least hourly
@@ -110,6 +124,7 @@ int RunDaemon(Agent& agent) {
       close(pipefd[0]);
       signal(SIGTERM, SIG_DFL);
       signal(SIGINT, SIG_DFL);
+      sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
       // While uploads back off, a due snapshot refresh still runs.
       StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due,
                                           /*force_snapshot=*/!upload_due && snapshot_due);
@@ -153,12 +168,12 @@ int RunDaemon(Agent& agent) {
     if (agent.snapshot_next_unix_ms() > 0) wake = std::min(wake, agent.snapshot_next_unix_ms());
     const int64_t wait = std::max<int64_t>(wake - NowMs(), 0);
     pollfd p{in, POLLIN, 0};
-    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(wait, 1 << 30)));
+    const int n = wait_ms(&p, 1, wait);
     if (n > 0) {
       char buf[4096];
       while (read(in, buf, sizeof buf) > 0) {
       }
-      if (!g_stop) poll(nullptr, 0, kSettleMs);
+      if (!g_stop) wait_ms(nullptr, 0, kSettleMs);
     }
   }
   std::fprintf(stderr, "fieldprof-agent: stopping\n");

@@ -8,14 +8,35 @@
 
 namespace fieldprof::agent {
 
+namespace {
+
+// One NAME[:N] point read from the environment; Reached counts the visits.
+class Point {
+ public:
+  explicit Point(const char* variable) {
+    const char* spec = std::getenv(variable);
+    if (spec == nullptr || *spec == '\0') return;
+    armed_ = true;
+    const char* colon = std::strchr(spec, ':');
+    name_.assign(spec, colon != nullptr ? colon - spec : std::strlen(spec));
+    nth_ = colon != nullptr ? std::atol(colon + 1) : 1;
+  }
+  bool Reached(const char* name) { return armed_ && name_ == name && ++seen_ == nth_; }
+
+ private:
+  bool armed_ = false;
+  std::string name_;
+  long nth_ = 1;
+  long seen_ = 0;
+};
+
+}  // namespace
+
 void CrashPoint(const char* name) {
-  static const char* const spec = std::getenv("FIELDPROF_AGENT_CRASH_AT");
-  if (spec == nullptr || *spec == '\0') return;
-  static const std::string point = std::string(spec).substr(0, std::string(spec).find(':'));
-  static const long nth = std::strchr(spec, ':') ? std::atol(std::strchr(spec, ':') + 1) : 1;
-  static long seen = 0;
-  if (point != name || ++seen < nth) return;
-  ::raise(SIGKILL);
+  static Point crash("FIELDPROF_AGENT_CRASH_AT");
+  static Point pause("FIELDPROF_AGENT_PAUSE_AT");
+  if (crash.Reached(name)) ::raise(SIGKILL);
+  if (pause.Reached(name)) ::raise(SIGSTOP);
 }
 
 }  // namespace fieldprof::agent

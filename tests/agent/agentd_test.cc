@@ -867,6 +867,66 @@ TEST_F(AgentCrashTest, TheDaemonUploadsWhatLandsInTheSpoolAndStopsOnSigterm) {
   ExpectStored(agg, all);
 }
 
+// A SIGTERM that lands while a pass is under way stops the daemon as soon
+// as that pass ends: it is not left pending until the next wake, which with
+// nothing waiting is an hour away. The pass is held at the upload (SIGSTOP)
+// while the signal is sent, then let go.
+TEST_F(AgentCrashTest, ASigtermDuringAPassStopsTheDaemonWhenThePassEnds) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  std::map<std::string, std::pair<Histogram, uint64_t>> all;
+  for (auto& [k, v] : FillSpool(20, 5)) {
+    all[k].first.Merge(v.first);
+    all[k].second += v.second;
+  }
+  const pid_t daemon = fork();
+  if (daemon == 0) {
+    const std::string log = dir_.File("agent.log");
+    if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+    setenv("FIELDPROF_AGENT_PAUSE_AT", "upload-sending", 1);
+    execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--max_age_s", "1", "--server", "127.0.0.1",
+          "--port", std::to_string(agg.port()).c_str(), "--ca_file", dir_.File("cert.pem").c_str(),
+          "--spool", dir_.File("spool").c_str(), "--state_dir", dir_.File("state").c_str(),
+          "--runtime_settings", dir_.File("runtime.conf").c_str(), nullptr);
+    _exit(127);
+  }
+  // The pass runs in a child of the daemon; find it stopped at the point.
+  const std::string children =
+      "/proc/" + std::to_string(daemon) + "/task/" + std::to_string(daemon) + "/children";
+  pid_t pass = 0;
+  int st = 0;
+  for (int i = 0; i < 600 && pass == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(waitpid(daemon, &st, WNOHANG), 0) << "the daemon ended early\n" << ReadLog();
+    pid_t child = 0;
+    if (!(std::ifstream(children) >> child)) continue;
+    std::ifstream in("/proc/" + std::to_string(child) + "/stat");
+    const std::string stat(std::istreambuf_iterator<char>(in), {});
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') {
+      pass = child;
+    }
+  }
+  ASSERT_NE(pass, 0) << "no pass stopped at the upload\n" << ReadLog();
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  ASSERT_EQ(kill(pass, SIGCONT), 0);
+  // A hang detector, not a speed bound: the pass ends in well under a
+  // second; an hour's sleep would never end here.
+  pid_t done = 0;
+  for (int i = 0; i < 1200 && done == 0; ++i) {
+    done = waitpid(daemon, &st, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (done == 0) {
+    kill(daemon, SIGKILL);
+    waitpid(daemon, &st, 0);
+    FAIL() << "the daemon did not stop after the pass that was under way\n" << ReadLog();
+  }
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << "\n" << ReadLog();
+  EXPECT_NE(ReadLog().find("stopping"), std::string::npos) << ReadLog();
+  ExpectStored(agg, all);  // the pass that was let go finished its upload
+}
+
 TEST_F(AgentCrashTest, AggregatorKilledMidUploadCountsEveryRecordOnce) {
   const uint16_t port = FreePort();
   AggregatorProcess agg(dir_, port);
