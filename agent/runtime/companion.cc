@@ -36,6 +36,7 @@
 #include "agent/runtime/hotpath.h"
 #include "agent/runtime/next_symbol.h"
 #include "agent/runtime/spool_encode.h"
+#include "agent/runtime/sys.h"
 
 #define FP_EXPORT __attribute__((visibility("default")))
 
@@ -53,6 +54,8 @@ FP_HOT_DATA ShadowStack* g_stacks;
 
 namespace {
 
+// For the overhead budget's frequent checks: the vDSO clock. The start and
+// the record take sys::MonoNs (one system call, no vDSO page faulted in).
 int64_t MonoNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -250,7 +253,7 @@ void ResetRunClock() {
   g.dropped_uncalibrated.store(0);
   g.abandoned.store(0);
   g.tsc0 = Ticks();
-  g.mono0_ns = MonoNs();
+  g.mono0_ns = sys::MonoNs();
   for (int a = 0; a < FP_MAX_SLOTS; ++a) {
     if (g.truncated[a]) {
       g.truncated[a] = 0;
@@ -291,7 +294,7 @@ void ResetAfterFork() {
   // The child counts only its own calls; its parent reports the rest. It is
   // a process of its own from here: its run time and overhead budget start
   // now, so APIs the parent had stopped for its budget measure again.
-  owner_pid = getpid();
+  owner_pid = sys::Getpid();
   BinderAfterFork();
   // Fresh slabs, not cleared ones: clearing would copy every page the
   // parent recorded into, and most children exec at once. The child's one
@@ -351,7 +354,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   SettingsText text;
   if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
   const uint64_t t_looked = Rdtsc();
-  const RunDecision d = DecideRun(&settings, &text);
+  const RunDecision d = DecideRun(&settings, &text, envp);
   if (d.verdict != Verdict::kMeasure) return;
   const uint64_t t_decided = Rdtsc();
   g.config = FpRunConfig{1,
@@ -361,19 +364,19 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
                          settings.spool_cap_bytes,
                          settings.debug_log[0] ? settings.debug_log : nullptr};
   g.active = 1;
-  owner_pid = getpid();
+  owner_pid = sys::Getpid();
   if (!MapMeasuringState()) return StopMeasuring("no memory for the measuring state");
   pthread_atfork(nullptr, nullptr, ResetAfterFork);
   // FIELDPROF_CLOCK=vdso: use the vDSO clock even with an invariant TSC
   // (tests, and comparing the two).
-  const char* clock = getenv("FIELDPROF_CLOCK");
+  const char* clock = sys::Env(envp, "FIELDPROF_CLOCK");
   if (!InvariantTsc() || (clock != nullptr && strcmp(clock, "vdso") == 0)) {
     g.vdso_gettime = UsableVdsoClock();
     if (g.vdso_gettime == nullptr) return StopMeasuring("no invariant TSC and no vDSO clock");
     DebugLog("clock: vDSO CLOCK_MONOTONIC");
   }
   g.tsc0 = Ticks();
-  g.mono0_ns = MonoNs();
+  g.mono0_ns = sys::MonoNs();
   g.rate_mono0_ns = g.mono0_ns;
   g.rate_tsc0 = g.tsc0;
   const uint64_t t_mapped = Rdtsc();
@@ -417,7 +420,7 @@ uint64_t CallsSinceReset() {
 // Whether this process has a record to write.
 bool HasRecord() {
   if (!g.active) return false;
-  if (getpid() != owner_pid) return false;
+  if (sys::Getpid() != owner_pid) return false;
   return !resumed_after_exec || CallsSinceReset() > 0;
 }
 
@@ -425,7 +428,7 @@ void WriteRecord() {
   const uint64_t t_end = Rdtsc();
   CalibrateNow();  // over the whole run: the most precise rate
   FlushDurations();
-  const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(MonoNs() - g.mono0_ns) : 0;
+  const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
   SpoolRun run;
   run.run_ns = run_ns;
   run.probe_ns =

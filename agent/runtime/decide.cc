@@ -2,18 +2,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent/runtime/runtime.h"
+#include "agent/runtime/sys.h"
 #include "agent/runtime/text.h"
 
 namespace fieldprof::rt {
@@ -95,32 +93,9 @@ char* Trim(char* p) {
   return p;
 }
 
-// The settings file the agent keeps (consent included). Missing, too long
-// or corrupt: false (not measured).
-// `first`: the file's bytes as the first look read them, when it read all.
-bool ReadSettingsFile(RunSettings& s, const char* path, const SettingsText* first) {
-  char text[6144];  // the agent writes a few hundred bytes; lists at most 2 KiB
-  size_t have = 0;
-  if (first != nullptr && first->len >= 0) {
-    have = static_cast<size_t>(first->len);
-    for (size_t i = 0; i < have; ++i) text[i] = first->bytes[i];
-  } else {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    for (;;) {
-      const ssize_t r = read(fd, text + have, sizeof text - 1 - have);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      have += static_cast<size_t>(r);
-      if (have == sizeof text - 1) break;
-    }
-    close(fd);
-    if (have == sizeof text - 1) {
-      DebugLine(s.debug_log, "settings file %s is too long: not measuring", path);
-      return false;
-    }
-  }
-  text[have] = 0;
+// The settings file's text (NUL-terminated, parsed in place; `path` names
+// it in the debug log). Corrupt: false (not measured).
+bool ParseSettings(RunSettings& s, char* text, const char* path) {
   for (char* line = text; line != nullptr && *line;) {
     char* nl = line;
     while (*nl != 0 && *nl != '\n') ++nl;
@@ -144,26 +119,66 @@ bool ReadSettingsFile(RunSettings& s, const char* path, const SettingsText* firs
   return true;
 }
 
+// The settings file the agent keeps (consent included), read and parsed.
+// Missing, too long or corrupt: false (not measured).
+bool ReadSettingsFile(RunSettings& s, const char* path) {
+  char text[6144];  // the agent writes a few hundred bytes; lists at most 2 KiB
+  size_t have = 0;
+  const int fd = sys::OpenAt(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  for (;;) {
+    const long r = sys::Read(fd, text + have, sizeof text - 1 - have);
+    if (r == -EINTR) continue;
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+    if (have == sizeof text - 1) break;
+  }
+  sys::Close(fd);
+  if (have == sizeof text - 1) {
+    DebugLine(s.debug_log, "settings file %s is too long: not measuring", path);
+    return false;
+  }
+  text[have] = 0;
+  return ParseSettings(s, text, path);
+}
+
 // Settings: the file, then (explicit runs only) FIELDPROF_* on top. False:
 // nothing at all is to happen in this run.
-bool LoadSettings(RunSettings& s, const SettingsText* first) {
-  if (const char* dbg = getenv("FIELDPROF_DEBUG"); dbg != nullptr) {
+// The file's path as the first look finds it (first_look.cc), or "".
+void SettingsPath(char** envp, char* path, size_t cap) {
+  path[0] = 0;
+  const char* explicit_path = sys::Env(envp, "FIELDPROF_SETTINGS");
+  const char* xdg = sys::Env(envp, "XDG_CONFIG_HOME");
+  const char* home = sys::Env(envp, "HOME");
+  if (explicit_path != nullptr) {
+    Copy(path, cap, explicit_path);
+  } else if (xdg != nullptr && *xdg) {
+    Copy(path, cap, xdg) && Cat(path, cap, "/fieldprof/runtime.conf");
+  } else if (home != nullptr) {
+    Copy(path, cap, home) && Cat(path, cap, "/.config/fieldprof/runtime.conf");
+  }
+}
+
+// The file as the first look read it, parsed where it lies (no copy, no
+// big stack frame: each fresh stack page is a page fault); else read here.
+bool LoadSettingsFile(RunSettings& s, SettingsText* first, char** envp) {
+  if (first != nullptr && first->len >= 0 && first->len < static_cast<int>(sizeof first->bytes)) {
+    first->bytes[first->len] = 0;
+    first->len = -1;  // parsed in place: no longer the file's bytes
+    return ParseSettings(s, first->bytes, "(as first read)");
+  }
+  char path[1024];
+  SettingsPath(envp, path, sizeof path);
+  return path[0] != 0 && ReadSettingsFile(s, path);
+}
+
+bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
+  if (const char* dbg = sys::Env(envp, "FIELDPROF_DEBUG"); dbg != nullptr) {
     Copy(s.debug_log, sizeof s.debug_log, dbg);
   }
-  const char* run = getenv("FIELDPROF_RUN");
+  const char* run = sys::Env(envp, "FIELDPROF_RUN");
   s.explicit_run = run != nullptr && Eq(run, "1");
-  char path[1024] = "";
-  const char* explicit_path = getenv("FIELDPROF_SETTINGS");
-  const char* xdg = getenv("XDG_CONFIG_HOME");
-  const char* home = getenv("HOME");
-  if (explicit_path != nullptr) {
-    Copy(path, sizeof path, explicit_path);
-  } else if (xdg != nullptr && *xdg) {
-    Copy(path, sizeof path, xdg) && Cat(path, sizeof path, "/fieldprof/runtime.conf");
-  } else if (home != nullptr) {
-    Copy(path, sizeof path, home) && Cat(path, sizeof path, "/.config/fieldprof/runtime.conf");
-  }
-  const bool file_ok = path[0] != 0 && ReadSettingsFile(s, path, first);
+  const bool file_ok = LoadSettingsFile(s, first, envp);
   if (!s.explicit_run) return file_ok && s.consent;
   static const struct {
     const char* env;
@@ -177,7 +192,7 @@ bool LoadSettings(RunSettings& s, const SettingsText* first) {
               {"FIELDPROF_MAX_LOAD", "max_load_per_cpu"},
               {"FIELDPROF_BUDGET", "overhead_budget"}};
   for (const auto& e : kEnv) {
-    const char* v = getenv(e.env);
+    const char* v = sys::Env(envp, e.env);
     if (v != nullptr && !Apply(s, e.name, v)) {
       DebugLine(s.debug_log, "bad %s=%s: not measuring", e.env, v);
       return false;
@@ -186,10 +201,10 @@ bool LoadSettings(RunSettings& s, const SettingsText* first) {
   return true;
 }
 
-void DefaultSpoolDir(RunSettings& s) {
+void DefaultSpoolDir(RunSettings& s, char** envp) {
   if (s.spool_dir[0]) return;
-  const char* xdg = getenv("XDG_STATE_HOME");
-  const char* home = getenv("HOME");
+  const char* xdg = sys::Env(envp, "XDG_STATE_HOME");
+  const char* home = sys::Env(envp, "HOME");
   if (xdg != nullptr && *xdg) {
     Copy(s.spool_dir, sizeof s.spool_dir, xdg) &&
         Cat(s.spool_dir, sizeof s.spool_dir, "/fieldprof/spool");
@@ -204,28 +219,23 @@ void DefaultSpoolDir(RunSettings& s) {
 // Made (sticky and world-writable, like /tmp) only when it is missing.
 int OpenSharedDir(const char* dir) {
   const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  const int fd = open(dir, flags);
-  if (fd >= 0 || errno != ENOENT) return fd;
+  const int fd = sys::OpenAt(AT_FDCWD, dir, flags);
+  if (fd != -ENOENT) return fd < 0 ? -1 : fd;
   MakeDirs(dir, 01777);
-  return open(dir, flags);
+  const int again = sys::OpenAt(AT_FDCWD, dir, flags);
+  return again < 0 ? -1 : again;
 }
 
 // Takes a lock without waiting more than ~5 ms (a process stopped while
 // holding it must not hold up this one).
 bool LockBriefly(int fd) {
   for (int tries = 0; tries < 50; ++tries) {
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
-    if (errno != EWOULDBLOCK && errno != EINTR) return false;
-    const timespec pause{0, 100 * 1000};
-    nanosleep(&pause, nullptr);
+    const int r = sys::Flock(fd, LOCK_EX | LOCK_NB);
+    if (r == 0) return true;
+    if (r != -EWOULDBLOCK && r != -EINTR) return false;
+    sys::Nanosleep(100 * 1000);
   }
   return false;
-}
-
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 // The machine-wide rate cap, a generic cell rate algorithm over one number
@@ -238,20 +248,21 @@ bool RateAdmits(const RunSettings& s, int dirfd) {
   if (s.max_runs_per_minute <= 0) return true;
   // Without O_CREAT first: a create-capable open locks the directory
   // (~14 us here against ~3 us), and the file is there after the first run.
-  int fd = openat(dirfd, "rate", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 && errno == ENOENT) {
-    fd = openat(dirfd, "rate", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+  int fd = sys::OpenAt(dirfd, "rate", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd == -ENOENT) {
+    fd = sys::OpenAt(dirfd, "rate", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    struct stat st;
+    if (fd >= 0 && sys::Fstat(fd, &st) == 0 && st.st_uid == sys::Geteuid() &&
+        (st.st_mode & 0777) != 0666) {
+      sys::Fchmod(fd, 0666);  // shared by every user, whatever the creator's umask
+    }
   }
   if (fd < 0) return false;
-  struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0666) {
-    fchmod(fd, 0666);  // shared by every user, whatever the creator's umask
-  }
   bool admit = false;
   if (LockBriefly(fd)) {
     char buf[32];
-    const ssize_t n = pread(fd, buf, sizeof buf, 0);
-    const int64_t now = MonoNs();
+    const long n = sys::Pread(fd, buf, sizeof buf, 0);
+    const int64_t now = sys::MonoNs();
     int64_t tat = now;
     uint64_t v = 0;
     // A time far from now can only be damage (or another boot's).
@@ -269,10 +280,10 @@ bool RateAdmits(const RunSettings& s, int dirfd) {
       char out[24];
       const size_t len = FormatU64(static_cast<uint64_t>(tat), out);
       out[len] = '\n';
-      admit = pwrite(fd, out, len + 1, 0) == static_cast<ssize_t>(len + 1);
+      admit = sys::Pwrite(fd, out, len + 1, 0) == static_cast<long>(len + 1);
     }
   }
-  close(fd);  // releases the lock
+  sys::Close(fd);  // releases the lock
   return admit;
 }
 
@@ -283,13 +294,13 @@ int TakeSlot(const RunSettings& s, int dirfd) {
   for (int i = 0; i < s.slots; ++i) {
     char name[32] = "slot-";
     FormatU64(static_cast<uint64_t>(i), name + 5);
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // see RateAdmits
-    if (fd < 0 && errno == ENOENT) {
-      fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    int fd = sys::OpenAt(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);  // see RateAdmits
+    if (fd == -ENOENT) {
+      fd = sys::OpenAt(dirfd, name, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
     }
     if (fd < 0) continue;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-    close(fd);
+    if (sys::Flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    sys::Close(fd);
   }
   return -1;
 }
@@ -297,9 +308,11 @@ int TakeSlot(const RunSettings& s, int dirfd) {
 // The 1-minute load average per CPU this process may run on.
 bool LoadTooHigh(const RunSettings& s) {
   struct sysinfo si;
-  if (sysinfo(&si) != 0) return false;
-  cpu_set_t set;
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (sys::Sysinfo(&si) != 0) return false;
+  uint64_t mask[16] = {};  // 1,024 CPUs
+  const long bytes = sys::SchedGetaffinity(mask, sizeof mask);
+  int cpus = 0;
+  for (long i = 0; i < bytes / 8; ++i) cpus += __builtin_popcountll(mask[i]);
   if (cpus < 1) cpus = 1;
   const double load = static_cast<double>(si.loads[0]) / (1 << SI_LOAD_SHIFT);
   return load / cpus > s.max_load_per_cpu;
@@ -324,10 +337,10 @@ void MakeDirs(const char* dir, unsigned mode) {
   for (char* q = p + 1; *q; ++q) {
     if (*q != '/') continue;
     *q = 0;
-    mkdir(p, 0755);
+    sys::Mkdir(p, 0755);
     *q = '/';
   }
-  if (mkdir(p, mode) == 0) chmod(p, mode);
+  if (sys::Mkdir(p, mode) == 0) sys::Chmod(p, mode);
 }
 
 void DebugLine(const char* path, const char* fmt, ...) {
@@ -353,25 +366,22 @@ void DebugLine(const char* path, const char* fmt, ...) {
 
 void CountRun(const char* spool_dir, FpRunCounter c) {
   if (spool_dir == nullptr || spool_dir[0] == 0) return;
-  const int saved = errno;
   char path[600];
   if (!Copy(path, sizeof path, spool_dir) || !Cat(path, sizeof path, "/" FP_COUNTERS_FILE)) return;
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);  // see RateAdmits
-  if (fd < 0 && errno == ENOENT) {
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 && errno == ENOENT) {
+  constexpr int kFlags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  int fd = sys::OpenAt(AT_FDCWD, path, kFlags);  // see RateAdmits
+  if (fd == -ENOENT) {
+    fd = sys::OpenAt(AT_FDCWD, path, kFlags | O_CREAT, 0600);
+    if (fd == -ENOENT) {
       MakeDirs(spool_dir, 0700);
-      fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+      fd = sys::OpenAt(AT_FDCWD, path, kFlags | O_CREAT, 0600);
     }
   }
-  if (fd < 0) {
-    errno = saved;
-    return;
-  }
+  if (fd < 0) return;
   if (LockBriefly(fd)) {
     uint64_t v[kNumRunCounters] = {};
     char buf[512];
-    const ssize_t n = pread(fd, buf, sizeof buf, 0);
+    const long n = sys::Pread(fd, buf, sizeof buf, 0);
     // "name value" lines; unknown or damaged lines are dropped.
     const char* end = buf + (n > 0 ? n : 0);
     for (const char* line = buf; line < end;) {
@@ -400,21 +410,27 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
       len += FormatU64(v[i], out + len);
       out[len++] = '\n';
     }
-    if (pwrite(fd, out, len, 0) == static_cast<ssize_t>(len) &&
-        ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    if (sys::Pwrite(fd, out, len, 0) == static_cast<long>(len) &&
+        sys::Ftruncate(fd, static_cast<long>(len)) != 0) {
       // A longer old text left behind only loses its damaged tail.
     }
   }
-  close(fd);
-  errno = saved;
+  sys::Close(fd);
 }
 
-RunDecision DecideRun(RunSettings* settings, const SettingsText* text) {
+RunDecision DecideRun(RunSettings* settings, SettingsText* text, char** envp) {
   RunSettings& s = *settings;
   RunDecision d;
   SetDefaults(&s);
-  if (!LoadSettings(s, text)) return d;  // no consent, or bad settings: nothing at all
-  DefaultSpoolDir(s);
+  if (!LoadSettings(s, text, envp)) return d;  // no consent, or bad settings: nothing at all
+  DefaultSpoolDir(s, envp);
+  // The load first: two system calls, and no file touched for a refusal.
+  if (LoadTooHigh(s)) {
+    DebugLine(s.debug_log, "system load above %.2f per CPU: not measuring", s.max_load_per_cpu);
+    d.verdict = Verdict::kRefusedLoad;
+    CountRun(s.spool_dir, kRunRefusedLoad);
+    return d;
+  }
   const int dirfd = OpenSharedDir(s.slot_dir);
   if (dirfd < 0) {
     DebugLine(s.debug_log, "cannot use %s: not measuring", s.slot_dir);
@@ -423,7 +439,7 @@ RunDecision DecideRun(RunSettings* settings, const SettingsText* text) {
     return d;
   }
   if (!s.explicit_run && !RateAdmits(s, dirfd)) {
-    close(dirfd);
+    sys::Close(dirfd);
     DebugLine(s.debug_log, "machine-wide rate cap (%lld runs a minute) reached: not measuring",
               static_cast<long long>(s.max_runs_per_minute));
     d.verdict = Verdict::kRefusedRate;
@@ -431,23 +447,15 @@ RunDecision DecideRun(RunSettings* settings, const SettingsText* text) {
     return d;
   }
   d.slot_fd = TakeSlot(s, dirfd);
-  close(dirfd);
+  sys::Close(dirfd);
   if (d.slot_fd < 0) {
     DebugLine(s.debug_log, "no free slot in %s: not measuring", s.slot_dir);
     d.verdict = Verdict::kRefusedSlot;
     CountRun(s.spool_dir, kRunRefusedSlot);
     return d;
   }
-  if (LoadTooHigh(s)) {
-    close(d.slot_fd);
-    d.slot_fd = -1;
-    DebugLine(s.debug_log, "system load above %.2f per CPU: not measuring", s.max_load_per_cpu);
-    d.verdict = Verdict::kRefusedLoad;
-    CountRun(s.spool_dir, kRunRefusedLoad);
-    return d;
-  }
-  if (!s.have_seed && getrandom(&s.seed, sizeof s.seed, GRND_NONBLOCK) != sizeof s.seed) {
-    s.seed = static_cast<uint64_t>(MonoNs()) ^ static_cast<uint64_t>(getpid()) << 40;
+  if (!s.have_seed && sys::Getrandom(&s.seed, sizeof s.seed, GRND_NONBLOCK) != sizeof s.seed) {
+    s.seed = static_cast<uint64_t>(sys::MonoNs()) ^ static_cast<uint64_t>(sys::Getpid()) << 40;
   }
   d.verdict = Verdict::kMeasure;
   DebugLine(s.debug_log,

@@ -6,15 +6,16 @@
 //   2. sampling: a field run is measured with probability sample_fraction;
 //   (1 and 2 are first_look.h, without libc; what follows only for runs
 //   that pass them)
-//   3. the machine-wide rate cap: at most max_runs_per_minute measured field
+//   3. the system load (two system calls, no file);
+//   4. the machine-wide rate cap: at most max_runs_per_minute measured field
 //      runs, kept in <slot_dir>/rate;
-//   4. a free machine-wide slot (<slot_dir>/slot-N, flock'ed for the life
-//      of the process);
-//   5. the system load.
+//   5. a free machine-wide slot (<slot_dir>/slot-N, flock'ed for the life
+//      of the process).
 // Explicit runs skip 2 and 3. Refusals at 3-5 add one to the spool's run
 // counters (common/run_counters.h); nothing else is written.
 //
-// DecideRun runs in the constructor with the program's libc; never prints.
+// DecideRun runs in the constructor; it makes its system calls itself
+// (sys.h), calls no libc but for the debug log, and never prints.
 #ifndef FIELDPROF_AGENT_RUNTIME_DECIDE_H_
 #define FIELDPROF_AGENT_RUNTIME_DECIDE_H_
 
@@ -62,8 +63,10 @@ struct RunDecision {
 // For a run the first look let through (first_look.h): fills `s` (owned by
 // the caller; static storage in the companion) and decides 3-5. Refusals
 // are counted in the spool's counters.
-// `text`: the settings file as the first look read it, if it did.
-RunDecision DecideRun(RunSettings* s, const SettingsText* text = nullptr);
+// `text`: the settings file as the first look read it, if it did (parsed
+// in place: its bytes are changed).
+// `envp`: the environment as the constructor got it (read without getenv).
+RunDecision DecideRun(RunSettings* s, SettingsText* text, char** envp);
 
 // Adds one to a run counter in <spool_dir>/.counters (creating the spool
 // directory if needed). Best effort, never waits more than ~5 ms.

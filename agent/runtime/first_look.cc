@@ -2,45 +2,12 @@
 
 #include <elf.h>
 #include <fcntl.h>
-#include <sys/syscall.h>
 
+#include "agent/runtime/sys.h"
 #include "agent/runtime/text.h"
 
 namespace fieldprof::rt {
 namespace {
-
-long Syscall3(long nr, long a, long b, long c) {
-  long r;
-  __asm__ __volatile__("syscall"
-                       : "=a"(r)
-                       : "0"(nr), "D"(a), "S"(b), "d"(c)
-                       : "rcx", "r11", "memory");
-  return r;
-}
-
-long Syscall4(long nr, long a, long b, long c, long d) {
-  long r;
-  register long r10 __asm__("r10") = d;
-  __asm__ __volatile__("syscall"
-                       : "=a"(r)
-                       : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
-                       : "rcx", "r11", "memory");
-  return r;
-}
-
-// The value of NAME in the environment, or nullptr.
-const char* Env(char** envp, const char* name) {
-  for (char** e = envp; *e != nullptr; ++e) {
-    const char* p = *e;
-    const char* n = name;
-    while (*n != 0 && *p == *n) {
-      ++p;
-      ++n;
-    }
-    if (*n == 0 && *p == '=') return p + 1;
-  }
-  return nullptr;
-}
 
 // Appends src to dst[len..cap); false when it does not fit.
 bool Append(char* dst, int& len, int cap, const char* src) {
@@ -106,39 +73,38 @@ bool ParseFractionQ32(const char* s, const char* end, uint64_t* q32) {
 
 FirstLook LookAtRun(char** envp, SettingsText* keep) {
   if (envp == nullptr) return FirstLook::kOff;
-  const char* run = Env(envp, "FIELDPROF_RUN");
+  const char* run = sys::Env(envp, "FIELDPROF_RUN");
   const bool explicit_run = run != nullptr && run[0] == '1' && run[1] == 0;
   // The settings file, as DecideRun finds it.
   char path[1024];
   int len = 0;
   path[0] = 0;
   bool fits = true;
-  if (const char* file = Env(envp, "FIELDPROF_SETTINGS"); file != nullptr) {
+  if (const char* file = sys::Env(envp, "FIELDPROF_SETTINGS"); file != nullptr) {
     fits = Append(path, len, sizeof path, file);
-  } else if (const char* xdg = Env(envp, "XDG_CONFIG_HOME"); xdg != nullptr && *xdg) {
+  } else if (const char* xdg = sys::Env(envp, "XDG_CONFIG_HOME"); xdg != nullptr && *xdg) {
     fits = Append(path, len, sizeof path, xdg) &&
            Append(path, len, sizeof path, "/fieldprof/runtime.conf");
-  } else if (const char* home = Env(envp, "HOME"); home != nullptr) {
+  } else if (const char* home = sys::Env(envp, "HOME"); home != nullptr) {
     fits = Append(path, len, sizeof path, home) &&
            Append(path, len, sizeof path, "/.config/fieldprof/runtime.conf");
   }
   if (explicit_run) return FirstLook::kGoOn;  // consent given for this run
   if (!fits || len == 0) return FirstLook::kOff;
-  const long fd =
-      Syscall4(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_CLOEXEC, 0);
+  const int fd = sys::OpenAt(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return FirstLook::kOff;
   SettingsText local;
   char* text = keep != nullptr ? keep->bytes : local.bytes;
   constexpr long kCap = sizeof local.bytes;
   long n = 0;
   for (;;) {
-    const long r = Syscall3(SYS_read, fd, reinterpret_cast<long>(text + n), kCap - n);
+    const long r = sys::Read(fd, text + n, static_cast<size_t>(kCap - n));
     if (r == -4) continue;  // EINTR
     if (r <= 0) break;
     n += r;
     if (n == kCap) break;
   }
-  Syscall3(SYS_close, fd, 0, 0);
+  sys::Close(fd);
   if (n <= 0) return FirstLook::kOff;
   if (keep != nullptr && n < kCap) keep->len = static_cast<int>(n);
   bool consent = false;
