@@ -84,7 +84,7 @@ int BinderRebindSlot(int slot);
 void BinderAfterFork();
 
 struct BinderStats {
-  uint64_t objects, imports, first_calls, apis_called, evictions, refused_no_stub;
+  uint64_t forced, objects, imports, first_calls, apis_called, evictions, refused_no_stub;
 };
 BinderStats GetBinderStats();
 

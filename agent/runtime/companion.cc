@@ -54,14 +54,6 @@ FP_HOT_DATA ShadowStack* g_stacks;
 
 namespace {
 
-// For the overhead budget's frequent checks: the vDSO clock. The start and
-// the record take sys::MonoNs (one system call, no vDSO page faulted in).
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 // From the CPUID bits glibc read at start: the CPUID instruction itself
 // is a VM exit (~6 us on a VM).
 bool InvariantTsc() { return CPU_FEATURE_PRESENT(INVARIANT_TSC); }
@@ -154,7 +146,7 @@ void CalibrateNow() {
   int expected = 0;
   if (!calibrating.compare_exchange_strong(expected, 1)) return;
   const uint64_t dt = Ticks() - g.rate_tsc0;
-  const int64_t dns = MonoNs() - g.rate_mono0_ns;
+  const int64_t dns = sys::MonoNs() - g.rate_mono0_ns;  // rare: no vDSO page needed
   if (dt != 0 && dns > 0) {
     g.ns_per_tick_q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(dns) << 32) / dt);
     g.rate_span_ticks = dt;
@@ -194,10 +186,7 @@ void CalibrateProbe() {
   fp_measuring[FP_CALIBRATION_SLOT] = 0;
   if (best == ~uint64_t{0}) best = 0;  // no probe measured (no shadow stack left)
   g.call_cost_ticks = std::max(added, 2 * best);
-  g.probe_ticks = best;
-  DebugLog("probe: %llu ticks (taken off every duration), a measured call adds %llu ticks",
-           static_cast<unsigned long long>(g.probe_ticks),
-           static_cast<unsigned long long>(g.call_cost_ticks));
+  g.probe_ticks = best;  // Start logs both (outside its timing)
 }
 
 }  // namespace
@@ -391,6 +380,22 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.debug_log = g.config.debug_log;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
   const uint64_t t_bound = Rdtsc();
+  // The debug log's own lines come after the timing: its first vsnprintf
+  // alone costs more than some of the parts.
+  const RunSettings& s = settings;
+  DebugLog(
+      "measuring this run: k=%d, overhead budget %g, sample fraction %g, at most %lld runs a "
+      "minute, allow '%s', deny '%s'",
+      s.k, s.overhead_budget, s.explicit_run ? 1.0 : s.sample_fraction,
+      static_cast<long long>(s.explicit_run ? 0 : s.max_runs_per_minute), s.allow_modules,
+      s.deny_modules);
+  const BinderStats b = GetBinderStats();
+  DebugLog("binder: %llu forced, %llu objects, %llu imports trapped",
+           static_cast<unsigned long long>(b.forced), static_cast<unsigned long long>(b.objects),
+           static_cast<unsigned long long>(b.imports));
+  DebugLog("probe: %llu ticks (taken off every duration), a measured call adds %llu ticks",
+           static_cast<unsigned long long>(g.probe_ticks),
+           static_cast<unsigned long long>(g.call_cost_ticks));
   // What starting cost, by part, in TSC ticks (docs/benchmarks.md uses it).
   DebugLog("start, in ticks: first look %llu, decision %llu, memory %llu, probe %llu, binder %llu",
            static_cast<unsigned long long>(t_looked - t_start),

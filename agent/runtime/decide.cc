@@ -457,13 +457,7 @@ RunDecision DecideRun(RunSettings* settings, SettingsText* text, char** envp) {
   if (!s.have_seed && sys::Getrandom(&s.seed, sizeof s.seed, GRND_NONBLOCK) != sizeof s.seed) {
     s.seed = static_cast<uint64_t>(sys::MonoNs()) ^ static_cast<uint64_t>(sys::Getpid()) << 40;
   }
-  d.verdict = Verdict::kMeasure;
-  DebugLine(s.debug_log,
-            "measuring this run: k=%d, overhead budget %g, sample fraction %g, at most %lld runs a "
-            "minute, allow '%s', deny '%s'",
-            s.k, s.overhead_budget, s.explicit_run ? 1.0 : s.sample_fraction,
-            static_cast<long long>(s.explicit_run ? 0 : s.max_runs_per_minute), s.allow_modules,
-            s.deny_modules);
+  d.verdict = Verdict::kMeasure;  // the caller logs it (outside its timing)
   return d;
 }
 
