@@ -329,6 +329,34 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   EXPECT_EQ((*counts)[kRunMeasuredNone], 0u);
 }
 
+// The counters file is rewritten in place; a longer old text (a damaged
+// tail, or counts the agent took) is cut to the new one, and what was
+// counted survives.
+TEST_F(RuntimeTest, ACountersFileWithADamagedTailIsCutToTheCounts) {
+  std::vector<std::string> env = Env("fp_test_alloc");
+  env.push_back("FIELDPROF_SLOTS=1");
+  const std::string slots = dir_.path() + "/slots";
+  fs::create_directories(slots);
+  const int fd = open((slots + "/slot-0").c_str(), O_RDWR | O_CREAT, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  fs::create_directories(spool());
+  const std::string counters = spool() + "/.counters";
+  {
+    std::ofstream out(counters);
+    out << "refused_no_slot 4\nmeasured_nothing 2\n" << std::string(300, '#') << "\n";
+  }
+  EXPECT_EQ(RunCmd({prog_, "alloc", "100", "3"}, env).exit_code, 7);
+  close(fd);
+  std::ifstream in(counters);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find('#'), std::string::npos) << text;
+  StatusOr<RunCounts> counts = ReadRunCounters(spool());
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ((*counts)[kRunRefusedSlot], 5u);
+  EXPECT_EQ((*counts)[kRunMeasuredNone], 2u);
+}
+
 // Which APIs a run measures depends on which it calls, never on their
 // cost: among the APIs a program calls, each is chosen equally often over
 // seeds, and one it imports but never calls is never chosen. `some` calls
