@@ -413,8 +413,8 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
     // Counts only grow, so the new text is as long as the old unless the
     // old had damage or a counter the agent had taken: only then is a tail
     // cut off (one system call fewer in almost every refused run).
-    if (sys::Pwrite(fd, out, len, 0) == static_cast<long>(len) &&
-        static_cast<long>(len) < n && sys::Ftruncate(fd, static_cast<long>(len)) != 0) {
+    if (sys::Pwrite(fd, out, len, 0) == static_cast<long>(len) && static_cast<long>(len) < n &&
+        sys::Ftruncate(fd, static_cast<long>(len)) != 0) {
       // A longer old text left behind only loses its damaged tail.
     }
   }
