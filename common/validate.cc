@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/histogram.h"
+#include "common/key_rules.h"
 #include "common/wire.h"
 
 namespace fieldprof {
@@ -73,6 +74,40 @@ Status CheckString(std::string_view field, std::string_view s, size_t max_bytes)
                   std::string(field) + " contains control character 0x" +
                       HexEncode(std::string_view(reinterpret_cast<char*>(&c), 1)));
     }
+  }
+  return Status::Ok();
+}
+
+// One byte of a key string for a message: itself when printable ASCII.
+std::string ShowByte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u == ' ') return "a space";
+  if (u > 0x20 && u < 0x7f) return std::string("'") + c + "'";
+  return "byte 0x" + HexEncode(std::string_view(&c, 1));
+}
+
+// The key-string rules (common/key_rules.h), after CheckString passed.
+Status CheckKeyStrings(std::string_view module, std::string_view version, std::string_view symbol) {
+  namespace kr = key_rules;
+  if (size_t i = kr::FirstBadModuleChar(module.data(), module.size()); i < module.size()) {
+    return Fail("module_name", "module \"" + std::string(module) + "\" is not a file name: " +
+                                   ShowByte(module[i]) + " at " + std::to_string(i) +
+                                   " (letters, digits and . _ + - only, as in libz.so.1)");
+  }
+  if (kr::IsDotName(module.data(), module.size())) {
+    return Fail("module_name", "module \"" + std::string(module) + "\" is not a file name");
+  }
+  if (size_t i = kr::FirstBadVersionChar(version.data(), version.size()); i < version.size()) {
+    return Fail("module_version_token",
+                "module_version \"" + std::string(version) +
+                    "\" is neither a build id nor a version token: " + ShowByte(version[i]) +
+                    " at " + std::to_string(i) +
+                    " (a letter or digit first, then letters, digits and . _ + ~ - :)");
+  }
+  if (size_t i = kr::FirstBadSymbolChar(symbol.data(), symbol.size()); i < symbol.size()) {
+    return Fail("symbol_name", "symbol \"" + std::string(symbol) +
+                                   "\" is not an ELF symbol name: " + ShowByte(symbol[i]) + " at " +
+                                   std::to_string(i) + " (letters, digits and _ . $ @ only)");
   }
   return Status::Ok();
 }
@@ -271,6 +306,7 @@ Status ValidateRecordT(const R& r) {
   FP_RETURN_IF_ERROR(CheckString("module", k.module(), kMaxModuleBytes));
   FP_RETURN_IF_ERROR(CheckString("module_version", k.module_version(), kMaxVersionBytes));
   FP_RETURN_IF_ERROR(CheckString("symbol", k.symbol(), kMaxSymbolBytes));
+  FP_RETURN_IF_ERROR(CheckKeyStrings(k.module(), k.module_version(), k.symbol()));
   if (!wire::Metric_IsValid(k.metric()) || k.metric() == wire::METRIC_UNSPECIFIED) {
     return Fail("metric_unknown", "metric value " + std::to_string(k.metric()) + " is not known");
   }

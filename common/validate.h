@@ -10,8 +10,10 @@
 // key_missing, string_empty, string_too_long, string_utf8, string_control,
 // metric_unknown, runs_zero, runs_exceed_calls, histogram_empty,
 // bucket_index_range, bucket_order, bucket_count_zero, bucket_sum_range,
-// bucket_sum_sq_range, sum_sq_saturated_flag, total_count, total_sum,
-// total_sum_sq, min_max_order, min_range, max_range.
+// module_name, module_version_token, symbol_name (common/key_rules.h: key
+// strings that could carry personal data), bucket_sum_sq_range,
+// sum_sq_saturated_flag, total_count, total_sum, total_sum_sq,
+// min_max_order, min_range, max_range.
 #ifndef FIELDPROF_COMMON_VALIDATE_H_
 #define FIELDPROF_COMMON_VALIDATE_H_
 
@@ -19,6 +21,7 @@
 #include <string_view>
 
 #include "common/batch_view.h"
+#include "common/key_rules.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
 
@@ -26,9 +29,9 @@ namespace fieldprof {
 
 inline constexpr size_t kMaxBatchBytes = 1 << 20;  // the aggregator refuses larger bodies
 inline constexpr int kMaxRecordsPerBatch = 32768;
-inline constexpr size_t kMaxModuleBytes = 255;
-inline constexpr size_t kMaxVersionBytes = 255;
-inline constexpr size_t kMaxSymbolBytes = 1024;
+inline constexpr size_t kMaxModuleBytes = key_rules::kMaxModule;
+inline constexpr size_t kMaxVersionBytes = key_rules::kMaxModuleVersion;
+inline constexpr size_t kMaxSymbolBytes = key_rules::kMaxSymbol;
 
 [[nodiscard]] Status ValidateBatch(const wire::Batch& batch);
 [[nodiscard]] Status ValidateRecord(const wire::Record& record);

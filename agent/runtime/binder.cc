@@ -14,6 +14,8 @@
 #include "agent/runtime/binder_state.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/next_symbol.h"
+#include "agent/runtime/sys.h"
+#include "common/key_rules.h"
 
 extern "C" {
 // Read by trap_x86_64.S.
@@ -534,16 +536,70 @@ bool CopyName(char* dst, size_t cap, const char* src) {
   return true;
 }
 
+// Whether `path` is an executable that belongs to the system: under a
+// system directory, owned by root and writable by nobody else, as is the
+// directory that holds it.
+bool SystemExecutable(char* path, size_t len) {
+  static const char* const kDirs[] = {"/usr/bin/", "/usr/sbin/",    "/bin/",       "/sbin/",
+                                      "/usr/lib/", "/usr/libexec/", "/usr/games/", "/lib/"};
+  bool under = false;
+  for (const char* d : kDirs) {
+    const size_t n = strlen(d);
+    if (len > n && strncmp(path, d, n) == 0) under = true;
+  }
+  if (!under) return false;
+  constexpr unsigned kOthersWrite = S_IWGRP | S_IWOTH;
+  struct stat st;
+  if (sys::Stat(path, &st) != 0 || st.st_uid != 0 || (st.st_mode & kOthersWrite) != 0) {
+    return false;
+  }
+  char* slash = strrchr(path, '/');
+  *slash = 0;
+  const bool dir_ok = sys::Stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_IWOTH) == 0;
+  *slash = '/';
+  return dir_ok;
+}
+
+// The module name of the program's own exports (python3's PyErr_Occurred):
+// its executable's file name when the executable belongs to the system
+// (python3.11), else "main": the name of a user's own program stays home.
+const char* MainModule() {
+  static char name[256];
+  if (name[0] != 0) return name;
+  CopyName(name, sizeof name, "main");
+  char path[4096];
+  const long n = sys::Readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return name;
+  path[n] = 0;
+  if (!SystemExecutable(path, static_cast<size_t>(n))) return name;
+  const char* base = strrchr(path, '/') + 1;
+  if (key_rules::ModuleOk(base, strlen(base))) CopyName(name, sizeof name, base);
+  return name;
+}
+
+// The module a key names for an API defined in `def` (nullptr: not known),
+// or nullptr when no name can be given that keeps the key rules.
+const char* KeyModule(const Object* def) {
+  if (def == nullptr) return "unknown";
+  if (def->elf.path != nullptr && def->elf.path[0] == 0 && def->initial &&
+      (def->elf.soname == nullptr || def->elf.soname[0] == 0)) {
+    return MainModule();
+  }
+  return ModuleName(def->elf);
+}
+
 // Slot `stub` measures `symbol` at `real` from now on.
 bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol) {
   ApiNames& n = api_names[stub];
-  if (!CopyName(n.module, sizeof n.module, def != nullptr ? ModuleName(def->elf) : "unknown") ||
+  const char* module = KeyModule(def);
+  // Only names that keep the key rules are recorded (common/key_rules.h).
+  if (module == nullptr || !key_rules::SymbolOk(symbol, strlen(symbol)) ||
+      !CopyName(n.module, sizeof n.module, module) ||
       !CopyName(n.symbol, sizeof n.symbol, symbol)) {
-    return false;  // too long for a key: left unmeasured
+    return false;  // left unmeasured
   }
-  if (def != nullptr) {
-    BuildIdHex(def->elf, n.build_id, sizeof n.build_id);
-  } else {
+  if (def != nullptr) BuildIdHex(def->elf, n.build_id, sizeof n.build_id);
+  if (def == nullptr || !key_rules::ModuleVersionOk(n.build_id, strlen(n.build_id))) {
     CopyName(n.build_id, sizeof n.build_id, "unknown");
   }
   g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
@@ -603,8 +659,8 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
     return Direct(b, i);  // a lazy entry goes on to the dynamic linker
   }
   const Object* def = ObjectContaining(target);
-  const char* module = def != nullptr ? ModuleName(def->elf) : "unknown";
-  if ((g_binder.allow_modules[0] && !InList(g_binder.allow_modules, module)) ||
+  const char* module = KeyModule(def);
+  if (module == nullptr || (g_binder.allow_modules[0] && !InList(g_binder.allow_modules, module)) ||
       (g_binder.deny_modules[0] && InList(g_binder.deny_modules, module))) {
     a.flags |= kApiExcluded;
     Unchoose(ai);
@@ -655,7 +711,8 @@ void DoDlsymWork(void* arg) {
   Api& a = g_binder.apis[ai];
   if (a.flags & (kApiExcluded | kApiEvicted)) return;
   const Object* def = ObjectContaining(w.addr);
-  const char* module = def != nullptr ? ModuleName(def->elf) : "unknown";
+  const char* module = KeyModule(def);
+  if (module == nullptr) return;
   if ((a.flags & kApiForcedModule) && strcmp(module, g_binder.forced[a.force].module) != 0) return;
   if (a.stub >= 0 && g.bound[a.stub]) {
     const int stub = a.stub;

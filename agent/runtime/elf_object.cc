@@ -1,5 +1,7 @@
 #include "agent/runtime/elf_object.h"
 
+#include "common/key_rules.h"
+
 namespace fieldprof::rt {
 namespace {
 
@@ -106,13 +108,31 @@ bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, in
   return true;
 }
 
-const char* ModuleName(const ElfObject& o) {
-  if (o.soname != nullptr && o.soname[0] != 0) return o.soname;
-  const char* base = o.path;
-  for (const char* p = o.path; *p; ++p) {
+namespace {
+
+// The part after the last '/', and its length.
+const char* BaseName(const char* path, size_t* len) {
+  const char* base = path;
+  const char* p = path;
+  for (; *p; ++p) {
     if (*p == '/') base = p + 1;
   }
-  return *base ? base : "main";
+  *len = static_cast<size_t>(p - base);
+  return base;
+}
+
+}  // namespace
+
+const char* ModuleName(const ElfObject& o) {
+  size_t n = 0;
+  if (o.soname != nullptr) {
+    // A soname is chosen by whoever built the library: a path or a
+    // stranger string in it is not trusted either.
+    const char* base = BaseName(o.soname, &n);
+    if (key_rules::ModuleOk(base, n)) return base;
+  }
+  const char* base = BaseName(o.path, &n);
+  return key_rules::ModuleOk(base, n) ? base : nullptr;
 }
 
 void BuildIdHex(const ElfObject& o, char* out, size_t cap) {

@@ -50,8 +50,9 @@ struct ElfObject {
 bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, int phnum,
                     uintptr_t page_size, ElfObject* out);
 
-// The module name used in keys: the soname, else the file's base name, else
-// "main" (the program itself has neither).
+// The module name used in keys: the soname's base name, else the file's
+// base name, whichever keeps common/key_rules.h's module rule; nullptr when
+// neither does (the program itself has neither: binder.cc names it).
 const char* ModuleName(const ElfObject& o);
 
 // Writes the object's GNU build id in hex into out[0..cap) ("unknown" when it

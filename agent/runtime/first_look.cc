@@ -106,7 +106,9 @@ FirstLook LookAtRun(char** envp, SettingsText* keep) {
   }
   sys::Close(fd);
   if (n <= 0) return FirstLook::kOff;
-  if (keep != nullptr && n < kCap) keep->len = static_cast<int>(n);
+  // A file longer than the buffer: its end is unseen, so decide in full.
+  if (n == kCap) return FirstLook::kGoOn;
+  if (keep != nullptr) keep->len = static_cast<int>(n);
   bool consent = false;
   uint64_t fraction = kDefaultSampleQ32;
   const char* end = text + n;
@@ -132,8 +134,6 @@ FirstLook LookAtRun(char** envp, SettingsText* keep) {
       if (!ParseFractionQ32(v, b, &fraction)) return FirstLook::kOff;
     }
   }
-  // A file longer than the buffer: its end is unseen, so decide in full.
-  if (n == static_cast<long>(sizeof text)) return FirstLook::kGoOn;
   if (!consent) return FirstLook::kOff;
   return Coin(envp) < fraction ? FirstLook::kGoOn : FirstLook::kNotSampled;
 }

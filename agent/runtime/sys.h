@@ -49,6 +49,12 @@ inline long Pwrite(int fd, const void* buf, size_t n, long off) {
 inline int Ftruncate(int fd, long len) { return static_cast<int>(Call(SYS_ftruncate, fd, len)); }
 inline int Flock(int fd, int op) { return static_cast<int>(Call(SYS_flock, fd, op)); }
 inline int Fstat(int fd, struct stat* st) { return static_cast<int>(Call(SYS_fstat, fd, L(st))); }
+inline int Stat(const char* path, struct stat* st) {
+  return static_cast<int>(Call(SYS_newfstatat, AT_FDCWD, L(path), L(st), 0));
+}
+inline long Readlink(const char* path, char* buf, size_t n) {
+  return Call(SYS_readlinkat, AT_FDCWD, L(path), L(buf), static_cast<long>(n));
+}
 inline int Fchmod(int fd, unsigned mode) { return static_cast<int>(Call(SYS_fchmod, fd, mode)); }
 inline int Mkdir(const char* path, unsigned mode) {
   return static_cast<int>(Call(SYS_mkdir, L(path), mode));

@@ -416,6 +416,41 @@ TEST_F(AgentPassTest, ACorruptSpoolFileIsSetAsideAndCounted) {
   ExpectStored(agg, sums);
 }
 
+// A run whose key strings could carry personal data (a path as module)
+// never leaves the machine: set aside with the rule that refused it,
+// counted, and reported by the status the agent keeps.
+TEST_F(AgentPassTest, ARunWithAPathForAModuleIsSetAsideAndCounted) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  const auto sums = FillSpool(4, 2);
+  std::mt19937_64 rng(3);
+  wire::RunRecord bad = MakeRun({"secret_api"}, rng);
+  bad.mutable_records(1)->mutable_key()->set_module("/home/alice/libsecret.so");
+  WriteRun(dir_.File("spool"), bad, 999);
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->runs_bad, 1);
+  EXPECT_EQ(r->runs_read, 4);
+  const std::string kept = Config(0).quarantine_dir() + "/spool-run-1795000000999-999-0.fpr";
+  EXPECT_TRUE(fs::exists(kept));
+  std::ifstream reason(kept + ".reason");
+  const std::string why(std::istreambuf_iterator<char>(reason), {});
+  EXPECT_NE(why.find("module_name"), std::string::npos) << why;
+  EXPECT_EQ(SpoolFiles(), 0u);
+  ExpectStored(agg, sums);  // the good runs, all of them
+  // `fieldprof status` shows it.
+  const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status --state_dir " +
+                          dir_.File("state") + " --spool " + dir_.File("spool") +
+                          " --runtime_settings " + dir_.File("none.conf") + " > " +
+                          dir_.File("status.txt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(dir_.File("status.txt"));
+  const std::string out(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(out.find("quarantined:    1"), std::string::npos) << out;
+}
+
 // A record write that never finished (its program killed between creating
 // the temporary file and renaming it) is removed once it is over an hour
 // old; a young one, maybe still being written, is left; records go on.

@@ -245,6 +245,33 @@ TEST_F(ServerTest, MalformedBodiesGet400AndNothingIsApplied) {
   EXPECT_TRUE(store_->ListApis({}, 10)->empty());
 }
 
+// Key strings that could carry personal data are refused with 400 naming
+// the rule, for each of a key's strings, and nothing of them is stored.
+TEST_F(ServerTest, KeyStringsThatCouldIdentifySomeoneGet400) {
+  StartServer();
+  HttpsClient c(ClientOptions());
+  struct Case {
+    std::string module, version, symbol, rule;
+  };
+  const Case cases[] = {
+      {"/home/alice/libsecret.so", "1.0", "deflate", "module_name"},
+      {"libz.so.1", "alice's laptop", "deflate", "module_version_token"},
+      {"libz.so.1", "1.0", "alice@example.com wrote this", "symbol_name"},
+  };
+  int id = 40;
+  for (const Case& k : cases) {
+    wire::Batch b = SimpleBatch(IdOf(++id), k.module, k.symbol, 100);
+    b.mutable_records(0)->mutable_key()->set_module_version(k.version);
+    auto r = Post(c, b.SerializeAsString());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 400) << k.rule << ": " << r->body;
+    EXPECT_NE(r->body.find("\"rule\":\"" + k.rule + "\""), std::string::npos) << r->body;
+    EXPECT_EQ(metrics_.rejected(k.rule), 1u);
+  }
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  EXPECT_TRUE(store_->ListApis({}, 10)->empty());
+}
+
 TEST_F(ServerTest, WrongContentTypeIs415) {
   StartServer();
   HttpsClient c(ClientOptions());

@@ -64,6 +64,32 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
        [](wire::Batch* b) {
          b->mutable_records(0)->mutable_key()->set_module(std::string("li\0b", 4));
        }},
+      {"module_name",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_module("/home/alice/libsecret.so");
+       }},
+      {"module_name",
+       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module("my lib.so"); }},
+      {"module_name",
+       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module(".."); }},
+      {"module_name",
+       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module("libm\xc3\xa9.so"); }},
+      {"module_version_token",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_module_version("alice's build");
+       }},
+      {"module_version_token",
+       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_module_version("-1"); }},
+      {"string_too_long",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_module_version(std::string(65, 'a'));
+       }},
+      {"symbol_name",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_symbol("alice@example.com is here");
+       }},
+      {"symbol_name",
+       [](wire::Batch* b) { b->mutable_records(0)->mutable_key()->set_symbol("f(int)"); }},
       {"metric_unknown",
        [](wire::Batch* b) {
          b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_UNSPECIFIED);
@@ -103,6 +129,40 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
     EXPECT_EQ(ValidationRule(s), c.rule) << s.message();
     EXPECT_GT(s.message().size(), c.rule.size() + 10) << "message too terse: " << s.message();
   }
+}
+
+// What real objects and symbol tables hold passes the key rules.
+TEST(ValidateTest, RealKeyStringsPass) {
+  const char* modules[] = {"libstdc++.so.6", "ld-linux-x86-64.so.2", "libgcc_s.so.1",
+                           "main",           "python3.11",           "libz.so.1",
+                           "unknown",        "libLLVM-14.so.1"};
+  const char* versions[] = {"4f2a9c1d0e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c", "unknown", "2.36",
+                            "1.2.13.dfsg-1+deb12u1", "1:2.3~rc1"};
+  const char* symbols[] = {"deflate",           "_ZNSt6vectorIiSaIiEE9push_backERKi",
+                           "memcpy@GLIBC_2.14", "foo.cold",
+                           "_Z3fooi.isra.0",    "$x"};
+  for (const char* m : modules) {
+    wire::Batch b = GoodBatch();
+    b.mutable_records(0)->mutable_key()->set_module(m);
+    EXPECT_TRUE(ValidateBatch(b).ok()) << m << ": " << ValidateBatch(b).ToString();
+  }
+  for (const char* v : versions) {
+    wire::Batch b = GoodBatch();
+    b.mutable_records(0)->mutable_key()->set_module_version(v);
+    EXPECT_TRUE(ValidateBatch(b).ok()) << v << ": " << ValidateBatch(b).ToString();
+  }
+  for (const char* sym : symbols) {
+    wire::Batch b = GoodBatch();
+    b.mutable_records(0)->mutable_key()->set_symbol(sym);
+    EXPECT_TRUE(ValidateBatch(b).ok()) << sym << ": " << ValidateBatch(b).ToString();
+  }
+}
+
+TEST(ValidateTest, KeyRuleMessagesSayWhatIsWrong) {
+  wire::Batch b = GoodBatch();
+  b.mutable_records(0)->mutable_key()->set_module("/home/alice/libsecret.so");
+  const Status s = ValidateBatch(b);
+  EXPECT_NE(s.message().find("is not a file name: '/' at 0"), std::string::npos) << s.message();
 }
 
 TEST(ValidateTest, ErrorNamesTheRecord) {

@@ -81,6 +81,15 @@ TEST_F(FirstLookTest, NoFileOrABadOneMeansOff) {
   EXPECT_EQ(LookAtRun(nullptr), FirstLook::kOff);
 }
 
+// A file longer than the first look's buffer is left to the full
+// decision (its consent may be past the part read); a short one never is.
+TEST_F(FirstLookTest, ALongFileIsDecidedInFullAndAShortOneAtOnce) {
+  std::string comments;
+  while (comments.size() < 2100) comments += "# the agent writes settings here\n";
+  EXPECT_EQ(Look(comments + "consent = yes\nsample_fraction = 1\n"), FirstLook::kGoOn);
+  EXPECT_EQ(Look("k = 2\n\n\n"), FirstLook::kOff);  // 8 bytes, no consent
+}
+
 TEST_F(FirstLookTest, AnExplicitRunIsConsentForItself) {
   EXPECT_EQ(Look("consent = no\nsample_fraction = 0\n", {"FIELDPROF_RUN=1"}), FirstLook::kGoOn);
   EXPECT_EQ(Look("consent = no\n", {"FIELDPROF_RUN=11"}), FirstLook::kOff);

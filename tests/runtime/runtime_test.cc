@@ -992,6 +992,59 @@ TEST_F(HazardTest, DlopenDlcloseAndOpenAgain) {
   }
 }
 
+// Module names in keys are file names (common/key_rules.h): a library
+// loaded from a deep path with no soname is named by its file name only;
+// a soname that is a path by its last part; a file name no key may hold
+// leaves the library unmeasured, and the program runs on unharmed.
+TEST_F(HazardTest, ModuleNamesAreFileNamesNeverPaths) {
+  const std::string deep = dir_.path() + "/home/alice/My Projects/build";
+  fs::create_directories(deep);
+  fs::copy_file(FIELDPROF_TESTLIB2_NOSONAME, deep + "/libsecret.so");
+  Result r = Run({"dlopen", deep + "/libsecret.so"}, "fp_test2_work");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "fp_test2_work"), 6u);
+  for (const auto& rec : recs[0].records()) EXPECT_EQ(rec.key().module(), "libsecret.so");
+
+  fs::remove_all(spool());
+  Run({"dlopen", FIELDPROF_TESTLIB2_PATHSONAME}, "fp_test2_work");
+  recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "fp_test2_work"), 6u);
+  for (const auto& rec : recs[0].records()) EXPECT_EQ(rec.key().module(), "libalice.so.1");
+
+  fs::remove_all(spool());
+  fs::copy_file(FIELDPROF_TESTLIB2_NOSONAME, deep + "/alice secret.so");
+  Run({"dlopen", deep + "/alice secret.so"}, "fp_test2_work");
+  EXPECT_TRUE(Records().empty());  // measured nothing: no record at all
+}
+
+// The program's own exports are named "main" unless the executable
+// belongs to the system (python3's, below).
+TEST_F(HazardTest, AUsersProgramsOwnExportsAreNamedMain) {
+  Result r = Run({"mainexport", FIELDPROF_TESTLIB2}, "fp_test_main_export");
+  EXPECT_NE(r.out.find("main 3675"), std::string::npos) << r.out;
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "fp_test_main_export"), 50u);
+  for (const auto& rec : recs[0].records()) EXPECT_EQ(rec.key().module(), "main");
+}
+
+TEST_F(HazardTest, ASystemProgramsOwnExportsAreNamedAfterIt) {
+  const fs::path python = fs::canonical("/usr/bin/python3");  // python3.11 on Debian 12
+  const std::vector<std::string> argv = {
+      "/usr/bin/python3", "-c", "import json\nfor i in range(200): json.loads('[1, 2, \"x\"]')"};
+  Result plain = RunCmd(argv, {});
+  Result measured = RunCmd(argv, Env("PyList_Append"));  // called by _json
+  EXPECT_EQ(measured.exit_code, plain.exit_code);
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "PyList_Append"), 600u);  // 3 items, 200 times
+  for (const auto& rec : recs[0].records()) {
+    EXPECT_EQ(rec.key().module(), python.filename().string());
+  }
+}
+
 // The command line around the runtime: fieldprof run and fieldprof spool.
 TEST_F(RuntimeTest, FieldprofRunAndSpoolCommands) {
   const std::string cli = FIELDPROF_CLI;

@@ -10,3 +10,13 @@ extern "C" __attribute__((visibility("default"))) long fp_test2_work(long n) {
   free(p);
   return s;
 }
+
+// Calls back into the program that opened it (the program's own export,
+// as a Python extension calls into python3).
+extern "C" long fp_test_main_export(long n);
+
+extern "C" __attribute__((visibility("default"))) long fp_test2_call_main(long n) {
+  long s = 0;
+  for (long i = 0; i < n; ++i) s += fp_test_main_export(i);
+  return s;
+}

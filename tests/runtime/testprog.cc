@@ -195,6 +195,13 @@ int Hazard(int argc, char** argv) {
     printf("done _exit\n");
     fflush(stdout);
     _exit(7);
+  } else if (!strcmp(what, "mainexport") && argc == 3) {
+    // A library calls the program's own export (fp_test_main_export).
+    void* h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return 8;
+    auto* call = reinterpret_cast<long (*)(long)>(dlsym(h, "fp_test2_call_main"));
+    if (call == nullptr) return 8;
+    printf("main %ld\n", call(50));
   } else if (!strcmp(what, "dlopen") && argc == 3) {
     long total = 0;
     for (int round = 0; round < 2; ++round) {
@@ -215,6 +222,12 @@ int Hazard(int argc, char** argv) {
 
 }  // namespace
 void fp_test_throw(int v);
+
+// Exported (the executable is linked with --export-dynamic) for the test
+// libraries to call back.
+extern "C" __attribute__((visibility("default"), noinline)) long fp_test_main_export(long n) {
+  return n * 3;
+}
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;

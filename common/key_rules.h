@@ -1,0 +1,80 @@
+// What the strings of an API key may hold. The wire format promises that
+// nothing in it identifies a person or a machine, so a key's strings are
+// held to the shapes the runtime produces, and free text has nowhere to go:
+//
+//   module          a file name as a soname spells it: letters, digits and
+//                   . _ + - (libstdc++.so.6, ld-linux-x86-64.so.2); never a
+//                   path, whitespace or "." / "..".
+//   module_version  a hex GNU build id, or a plain version token (a letter
+//                   or digit, then letters, digits and . _ + ~ - :, as in
+//                   1:2.3~rc1), at most
+//                   64 bytes.
+//   symbol          an ELF symbol name: letters, digits and _ . $ @ (C++
+//                   names mangled, as the dynamic symbol table holds them).
+//
+// Header only and without the C++ library: the runtime (agent/runtime/)
+// checks what it is about to record with the same functions that
+// common/validate.cc applies on the agent and the aggregator.
+#ifndef FIELDPROF_COMMON_KEY_RULES_H_
+#define FIELDPROF_COMMON_KEY_RULES_H_
+
+#include <stddef.h>
+
+namespace fieldprof::key_rules {
+
+inline constexpr size_t kMaxModule = 255;
+inline constexpr size_t kMaxModuleVersion = 64;
+inline constexpr size_t kMaxSymbol = 1024;
+
+constexpr bool Alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+constexpr bool ModuleChar(char c) {
+  return Alnum(c) || c == '.' || c == '_' || c == '+' || c == '-';
+}
+constexpr bool VersionChar(char c) {
+  return Alnum(c) || c == '.' || c == '_' || c == '+' || c == '~' || c == '-' || c == ':';
+}
+constexpr bool SymbolChar(char c) {
+  return Alnum(c) || c == '_' || c == '.' || c == '$' || c == '@';
+}
+
+// The first byte of s[0..n) that breaks the rule, or n when none does (and
+// the length is within bounds: then the returned index is n too, and the
+// caller tells the two apart by the length).
+constexpr size_t FirstBadModuleChar(const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!ModuleChar(s[i])) return i;
+  }
+  return n;
+}
+constexpr size_t FirstBadVersionChar(const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!VersionChar(s[i]) || (i == 0 && !Alnum(s[i]))) return i;
+  }
+  return n;
+}
+constexpr size_t FirstBadSymbolChar(const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!SymbolChar(s[i])) return i;
+  }
+  return n;
+}
+
+constexpr bool IsDotName(const char* s, size_t n) {
+  return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+constexpr bool ModuleOk(const char* s, size_t n) {
+  return n > 0 && n <= kMaxModule && !IsDotName(s, n) && FirstBadModuleChar(s, n) == n;
+}
+constexpr bool ModuleVersionOk(const char* s, size_t n) {
+  return n > 0 && n <= kMaxModuleVersion && FirstBadVersionChar(s, n) == n;
+}
+constexpr bool SymbolOk(const char* s, size_t n) {
+  return n > 0 && n <= kMaxSymbol && FirstBadSymbolChar(s, n) == n;
+}
+
+}  // namespace fieldprof::key_rules
+
+#endif  // FIELDPROF_COMMON_KEY_RULES_H_
