@@ -17,7 +17,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
           retention_days = st.batch_id_retention.count() / 86400, merges = st.max_successive_merges,
           max_pending = st.max_pending_batches, fold_ms = st.fold_interval.count(),
           memtable_mib = static_cast<int64_t>(st.write_buffer_bytes >> 20),
-          cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20);
+          cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20),
+          min_free_mib = static_cast<int64_t>(st.min_free_bytes >> 20);
   bool sync = st.sync;
 
   OptionTable t("fieldprof-aggregator",
@@ -57,6 +58,10 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            "longest time accepted batches wait to be folded into the sums", 0, 60000);
   t.AddInt("memtable_mib", &memtable_mib, "memtable size of the sums in MiB", 1, 4096);
   t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
+  t.AddInt("min_free_mib", &min_free_mib,
+           "free MiB under the database below which uploads get 507 + Retry-After instead of "
+           "being written (0: none)",
+           0, int64_t{1} << 30);
 
   FleetSettings& f = config->fleet;
   t.AddInt("fleet_k", &f.k, "agents: APIs each program run measures", 1, 8);
@@ -120,6 +125,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   st.fold_interval = std::chrono::milliseconds(fold_ms);
   st.write_buffer_bytes = static_cast<size_t>(memtable_mib) << 20;
   st.block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
+  st.min_free_bytes = static_cast<uint64_t>(min_free_mib) << 20;
   if (s.tls_cert_file.empty() || s.tls_key_file.empty()) {
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
   }

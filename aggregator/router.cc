@@ -182,7 +182,9 @@ int HttpStatusFor(const Status& s) {
     case StatusCode::kUnavailable:
       return 503;
     case StatusCode::kIOError:
-      return 503;  // e.g. disk full: retry later, nothing applied
+      return 503;  // retry later, nothing applied
+    case StatusCode::kNoSpace:
+      return 507;  // Insufficient Storage: retry later, nothing applied
     case StatusCode::kDataLoss:
       return 500;
     case StatusCode::kInternal:
@@ -204,6 +206,7 @@ HttpResponse ErrorResponse(const Status& s) {
   r.body = j.Take();
   r.body += '\n';
   if (r.status == 503) r.headers.emplace_back("Retry-After", "2");
+  if (r.status == 507) r.headers.emplace_back("Retry-After", "10");
   return r;
 }
 
@@ -247,7 +250,14 @@ HttpResponse Router::Handle(const HttpRequest& req) {
     }
     return Ingest(req.content_type, req.body);
   }
-  if (get && path == "/healthz") return HttpResponse{200, "text/plain", "ok\n", {}};
+  if (get && path == "/healthz") {
+    // 200 while batches are taken; otherwise 503 and why (a full disk, a
+    // failed write being recovered), for load balancers and operators.
+    const Status h = store_->Health();
+    if (h.ok()) return HttpResponse{200, "text/plain", "ok\n", {}};
+    return HttpResponse{
+        503, "text/plain", "unhealthy: " + h.ToString() + "\n", {{"Retry-After", "10"}}};
+  }
   if (get && path == "/metrics") return Metrics();
   if (get && path == "/v1/config") return Config();
   if (get && path == "/v1/apis") return ListApis(query);

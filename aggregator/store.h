@@ -91,6 +91,11 @@ class Store {
   [[nodiscard]] virtual StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,
                                                           int32_t last_day) = 0;
 
+  // Whether the store can take batches now: OK, or why not (NoSpace: the
+  // disk is full or under its reserve; IOError or Unavailable: a write
+  // failed or the store is being reopened). It recovers by itself.
+  virtual Status Health() = 0;
+
   // Appends Prometheus text-format lines about the store.
   virtual void AppendMetrics(std::string* out) = 0;
 

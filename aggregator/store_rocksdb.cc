@@ -6,13 +6,18 @@
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <functional>
+#include <iostream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -26,15 +31,34 @@
 namespace fieldprof::aggregator {
 namespace {
 
+// What went wrong, without the file names RocksDB's messages carry:
+// these messages reach clients, which must not learn server paths. The
+// operator's log gets the whole message (MarkBroken).
+std::string Describe(const rocksdb::Status& s) {
+  if (s.IsNoSpace()) return "no space left on the disk";
+  if (s.IsIOError()) return "I/O error";
+  if (s.IsCorruption()) return "corruption";
+  if (s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) return "busy";
+  if (s.IsInvalidArgument()) return "invalid argument";
+  return "RocksDB error (code " + std::to_string(static_cast<int>(s.code())) + ")";
+}
+
 Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return Status::Ok();
   std::string m(what);
   m += ": ";
-  m += s.ToString();
+  m += Describe(s);
   if (s.IsCorruption()) return DataLoss(std::move(m));
-  if (s.IsNoSpace() || s.IsIOError()) return IOError(std::move(m));
+  if (s.IsNoSpace()) return NoSpace(std::move(m));
+  if (s.IsIOError()) return IOError(std::move(m));
   if (s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) return ResourceExhausted(std::move(m));
   return Internal(std::move(m));
+}
+
+std::string Mib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return b;
 }
 
 void AppendBigEndian32(std::string* s, int32_t v) {
@@ -204,6 +228,17 @@ class RocksDbStore : public Store {
   ~RocksDbStore() override { IgnoreError(Close()); }
 
   Status Open() {
+    if (Status s = OpenDb(); !s.ok()) {
+      return s.WithContext("opening RocksDB at " + options_.path);
+    }
+    FP_RETURN_IF_ERROR(LoadRollupPoint());
+    FP_RETURN_IF_ERROR(RecoverPending());
+    applier_ = std::thread([this] { ApplierLoop(); });
+    return Status::Ok();
+  }
+
+  // Opens the database and its column families (db_ and the handles).
+  Status OpenDb() {
     rocksdb::DBOptions db_options;
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
@@ -239,20 +274,35 @@ class RocksDbStore : public Store {
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, cfs, &handles, &db);
-    if (!s.ok()) return FromRocks(s, "opening RocksDB at " + options_.path);
+    if (!s.ok()) {
+      std::cerr << "fieldprof-aggregator: opening RocksDB: " << s.ToString() << "\n";
+      return FromRocks(s, "opening the database");
+    }
     db_.reset(db);
     data_cf_ = handles[0];
     ids_cf_ = handles[1];
     pending_cf_ = handles[2];
-    FP_RETURN_IF_ERROR(LoadRollupPoint());
-    FP_RETURN_IF_ERROR(RecoverPending());
-    applier_ = std::thread([this] { ApplierLoop(); });
     return Status::Ok();
+  }
+
+  // The database and its handles closed. A WAL whose last write failed is
+  // not flushed first: RocksDB 7.8 aborts on any write to it.
+  void CloseDb(bool flush_wal, rocksdb::Status* flushed, rocksdb::Status* closed) {
+    if (flush_wal) *flushed = db_->FlushWAL(/*sync=*/true);
+    for (auto* h : {data_cf_, ids_cf_, pending_cf_}) {
+      IgnoreError(FromRocks(db_->DestroyColumnFamilyHandle(h), ""));
+    }
+    *closed = db_->Close();
+    db_.reset();
   }
 
   StatusOr<ApplyResult> ApplyBatch(const BatchView& batch, std::string_view body,
                                    int32_t day) override {
     std::shared_lock open_lock(close_mutex_);
+    if (Status h = Health(); !h.ok()) {
+      if (h.code() == StatusCode::kNoSpace) refused_no_space_.fetch_add(1);
+      return h;
+    }
     if (!db_) return Unavailable("store is closed");
     if (pending_count_.load() >= static_cast<uint64_t>(options_.max_pending_batches)) {
       return ResourceExhausted(std::to_string(pending_count_.load()) +
@@ -293,9 +343,27 @@ class RocksDbStore : public Store {
     rocksdb::WriteOptions wo;
     wo.sync = options_.sync;
     s = db_->Write(wo, &wb);
-    if (!s.ok()) return FromRocks(s, "writing batch");
+    if (!s.ok()) {
+      MarkBroken(s, "writing a batch");
+      return FromRocks(s, "writing the batch");
+    }
     AddToFold(id, day, batch);
     return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
+  }
+
+  Status Health() override {
+    if (broken_.load()) {
+      std::lock_guard lock(health_mutex_);
+      return broken_status_;
+    }
+    if (closed_.load()) return Unavailable("the store is closed");
+    const int64_t free = FreeBytes(/*fresh=*/false);
+    if (free >= 0 && static_cast<uint64_t>(free) < options_.min_free_bytes) {
+      return NoSpace("the disk holding the database has " + Mib(free) + " free, under the " +
+                     Mib(static_cast<int64_t>(options_.min_free_bytes)) +
+                     " reserve (--min_free_mib); uploads resume by themselves when space returns");
+    }
+    return Status::Ok();
   }
 
   uint64_t pending_batches() override { return pending_count_.load(); }
@@ -427,6 +495,28 @@ class RocksDbStore : public Store {
   }
 
   void AppendMetrics(std::string* out) override {
+    const Status health = Health();
+    *out +=
+        "# HELP fieldprof_store_writable 1 when the store takes batches, 0 when the disk is "
+        "under its reserve or a write failed (see /healthz).\n"
+        "# TYPE fieldprof_store_writable gauge\nfieldprof_store_writable " +
+        std::string(health.ok() ? "1" : "0") + "\n";
+    *out += "# TYPE fieldprof_store_free_bytes gauge\nfieldprof_store_free_bytes " +
+            std::to_string(free_bytes_.load()) + "\n";
+    *out += "# TYPE fieldprof_store_min_free_bytes gauge\nfieldprof_store_min_free_bytes " +
+            std::to_string(options_.min_free_bytes) + "\n";
+    *out +=
+        "# HELP fieldprof_store_refused_no_space_total Batches refused (507) for lack of "
+        "space.\n"
+        "# TYPE fieldprof_store_refused_no_space_total counter\n"
+        "fieldprof_store_refused_no_space_total " +
+        std::to_string(refused_no_space_.load()) + "\n";
+    *out +=
+        "# TYPE fieldprof_store_write_failures_total "
+        "counter\nfieldprof_store_write_failures_total " +
+        std::to_string(write_failures_.load()) + "\n";
+    *out += "# TYPE fieldprof_store_reopens_total counter\nfieldprof_store_reopens_total " +
+            std::to_string(reopens_.load()) + "\n";
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return;
     static const std::pair<const char*, const char*> kProps[] = {
@@ -482,13 +572,10 @@ class RocksDbStore : public Store {
     fold_cv_.notify_all();
     if (applier_.joinable()) applier_.join();
     std::unique_lock lock(close_mutex_);
+    closed_.store(true);
     if (!db_) return Status::Ok();
-    rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
-    for (auto* h : {data_cf_, ids_cf_, pending_cf_}) {
-      IgnoreError(FromRocks(db_->DestroyColumnFamilyHandle(h), ""));
-    }
-    rocksdb::Status cs = db_->Close();
-    db_.reset();
+    rocksdb::Status s, cs;
+    CloseDb(/*flush_wal=*/!broken_.load(), &s, &cs);
     if (!s.ok()) return FromRocks(s, "flushing WAL on close");
     return FromRocks(cs, "closing RocksDB");
   }
@@ -571,6 +658,7 @@ class RocksDbStore : public Store {
     if (rollup_.cursor.empty() && rollup_.next_day >= today) return false;
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
+    if (broken_.load()) return Unavailable("the store is being reopened");
     RollupPoint next = rollup_;
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
     if (next.cursor.empty()) {
@@ -613,7 +701,10 @@ class RocksDbStore : public Store {
         wb.Put(data_cf_, rocksdb::Slice(kRollupKey.data(), kRollupKey.size()), next.Encode()),
         "building roll-up"));
     // Not synced, like folds: lost together with everything after it.
-    FP_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &wb), "writing roll-up"));
+    if (rocksdb::Status ws = db_->Write(rocksdb::WriteOptions(), &wb); !ws.ok()) {
+      MarkBroken(ws, "writing a roll-up");
+      return FromRocks(ws, "writing roll-up");
+    }
     rollup_ = std::move(next);
     rollup_next_day_.store(rollup_.next_day);
     rolled_series_.fetch_add(n);
@@ -644,6 +735,15 @@ class RocksDbStore : public Store {
   void ApplierLoop() {
     bool rollup_left = true;  // check once at start
     for (;;) {
+      if (broken_.load()) {
+        // Nothing is written until the database is reopened, tried once a
+        // second while the reserve is free.
+        if (TryReopen()) continue;
+        std::unique_lock lock(fold_mutex_);
+        if (stop_) return;
+        fold_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+        continue;
+      }
       Fold work;
       {
         std::unique_lock lock(fold_mutex_);
@@ -696,9 +796,105 @@ class RocksDbStore : public Store {
     }
   }
 
+  // Free bytes on the database's filesystem (-1: unknown), looked up at
+  // most every 100 ms unless `fresh`.
+  int64_t FreeBytes(bool fresh) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    if (!fresh && now - free_checked_ms_.load() < 100) return free_bytes_.load();
+    struct statvfs v;
+    const int64_t free = statvfs(options_.path.c_str(), &v) == 0
+                             ? static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize)
+                             : -1;
+    free_bytes_.store(free);
+    free_checked_ms_.store(now);
+    return free;
+  }
+
+  // The size of the database's write-ahead logs (what an open replays).
+  uint64_t WalBytes() const {
+    std::error_code ec;
+    uint64_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(options_.path, ec)) {
+      if (e.path().extension() == ".log") n += e.file_size(ec);
+    }
+    return n;
+  }
+
+  // A write failed: nothing more is written (RocksDB 7.8 aborts on the next
+  // write to a WAL whose write failed) until the applier reopens the
+  // database. The batches of acknowledged writes are all in the WAL, the
+  // failed one is not acknowledged, and what was pending is folded again
+  // from the pending log after the reopen.
+  void MarkBroken(const rocksdb::Status& s, std::string_view what) {
+    write_failures_.fetch_add(1);
+    {
+      std::lock_guard lock(health_mutex_);
+      if (broken_.load()) return;
+      const std::string why = std::string(what) + " failed (" + Describe(s) + ")";
+      broken_status_ = s.IsNoSpace()
+                           ? NoSpace(why + "; uploads resume by themselves when space returns")
+                           : IOError(why +
+                                     "; the database is reopened once a second until it "
+                                     "takes writes again");
+      broken_.store(true);
+    }
+    std::cerr << "fieldprof-aggregator: " << what << " failed: " << s.ToString()
+              << "; not writing until the database is reopened\n";
+    fold_cv_.notify_all();
+  }
+
+  // Applier thread: closes and opens the database again once the reserve is
+  // free, and folds the pending log again. False while it cannot.
+  bool TryReopen() {
+    // Opening replays the WAL and flushes it into tables: an open that runs
+    // out of space on the way can abort in RocksDB 7.8, so it waits for
+    // room for that too.
+    const int64_t free = FreeBytes(/*fresh=*/true);
+    const uint64_t need = options_.min_free_bytes + WalBytes() + (uint64_t{4} << 20);
+    if (free < 0 || static_cast<uint64_t>(free) < need) {
+      std::lock_guard lock(health_mutex_);
+      if (broken_status_.code() == StatusCode::kNoSpace) {
+        broken_status_ = NoSpace("the disk holding the database has " + Mib(free < 0 ? 0 : free) +
+                                 " free; a write failed for lack of space, and the database is "
+                                 "reopened by itself once " +
+                                 Mib(static_cast<int64_t>(need)) + " are free");
+      }
+      return false;
+    }
+    std::unique_lock lock(close_mutex_);  // no ingest or query in flight
+    if (closed_.load()) return false;
+    if (db_) {
+      rocksdb::Status flushed, closed;
+      CloseDb(/*flush_wal=*/false, &flushed, &closed);
+      if (!closed.ok()) std::cerr << "fieldprof-aggregator: closing: " << closed.ToString() << "\n";
+    }
+    {
+      std::lock_guard fold_lock(fold_mutex_);
+      fold_ = Fold{};  // all of it is in the pending log
+      pending_count_.store(0);
+    }
+    Status s = OpenDb();
+    if (s.ok()) s = LoadRollupPoint();
+    if (s.ok()) s = RecoverPending();
+    if (!s.ok()) {
+      std::cerr << "fieldprof-aggregator: reopening the database: " << s.ToString() << "\n";
+      std::lock_guard health_lock(health_mutex_);
+      broken_status_ = s.code() == StatusCode::kNoSpace ? s : Unavailable(s.message());
+      return false;
+    }
+    reopens_.fetch_add(1);
+    broken_.store(false);
+    std::cerr << "fieldprof-aggregator: database reopened; " << pending_count_.load()
+              << " pending batches folded again\n";
+    return true;
+  }
+
   Status WriteFold(const Fold& work) {
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return Unavailable("store is closed");
+    if (broken_.load()) return Unavailable("the store is being reopened");
     // Merges go in key order: the memtable's skip list then finds each
     // insert position next to the previous one instead of from the top.
     std::vector<std::pair<std::string, const std::string*>> merges;
@@ -733,7 +929,10 @@ class RocksDbStore : public Store {
     // applied again from the pending log; the next synced ingest write also
     // makes it durable.
     s = db_->Write(rocksdb::WriteOptions(), &wb);
-    if (!s.ok()) return FromRocks(s, "writing fold");
+    if (!s.ok()) {
+      MarkBroken(s, "writing sums");
+      return FromRocks(s, "writing fold");
+    }
     series_written_.fetch_add(work.sums.size());
     return Status::Ok();
   }
@@ -758,6 +957,17 @@ class RocksDbStore : public Store {
   std::atomic<uint64_t> folds_{0};
   std::atomic<uint64_t> series_written_{0};
   std::atomic<uint64_t> apply_errors_{0};
+  // Whether writes may go on (Health): a failed write stops them until the
+  // applier reopens the database; the reserve's free space is checked.
+  std::atomic<bool> broken_{false};
+  std::atomic<bool> closed_{false};
+  std::mutex health_mutex_;
+  Status broken_status_;  // GUARDED_BY(health_mutex_): why, while broken_
+  std::atomic<int64_t> free_bytes_{-1};
+  std::atomic<int64_t> free_checked_ms_{std::numeric_limits<int64_t>::min() / 2};
+  std::atomic<uint64_t> refused_no_space_{0};
+  std::atomic<uint64_t> write_failures_{0};
+  std::atomic<uint64_t> reopens_{0};
   RollupPoint rollup_;  // applier thread only (and Open before it starts)
   std::atomic<int32_t> rollup_next_day_{0};
   std::atomic<uint64_t> rolled_series_{0};

@@ -68,6 +68,13 @@ struct RocksDbStoreOptions {
   // long an accepted batch may take to become visible to queries.
   // Default: 1 s.
   std::chrono::milliseconds fold_interval{1000};
+  // Free space on the database's filesystem below which ingest refuses
+  // with NoSpace (HTTP 507, Retry-After) instead of writing: RocksDB's
+  // flushes and compactions need room, and RocksDB 7.8 aborts the process
+  // on the next write to a WAL whose last write failed. While under it,
+  // Health() says so; ingest resumes by itself once space returns.
+  // Default: 256 MiB.
+  uint64_t min_free_bytes = uint64_t{256} << 20;
   // Block cache size. Default: 64 MiB.
   size_t block_cache_bytes = 64 << 20;
   // Memtable size of the pending log. Big enough that most bodies are

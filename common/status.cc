@@ -20,6 +20,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "Unavailable";
     case StatusCode::kIOError:
       return "IOError";
+    case StatusCode::kNoSpace:
+      return "NoSpace";
     case StatusCode::kDataLoss:
       return "DataLoss";
     case StatusCode::kInternal:

@@ -30,6 +30,7 @@ enum class StatusCode {
   kResourceExhausted,  // overloaded: try again later
   kUnavailable,        // shutting down, or a dependency is down
   kIOError,            // the disk or the network failed
+  kNoSpace,            // the disk is full (or under its reserve): try again later
   kDataLoss,           // stored data is corrupt
   kInternal,           // a bug
 };
@@ -68,6 +69,7 @@ inline Status ResourceExhausted(std::string m) {
 }
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
+inline Status NoSpace(std::string m) { return {StatusCode::kNoSpace, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

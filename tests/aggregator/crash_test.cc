@@ -4,11 +4,16 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -151,6 +156,97 @@ TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(tools::CompareDelta({}, *s, want), "") << "shared_" << j;
   }
+  agg.Term();
+}
+
+// A full disk: the database on a real filesystem of 24 MiB (a tmpfs), an
+// 8 MiB file beside it, uploads until the disk is under the reserve. The
+// aggregator answers 507 with Retry-After and no server path, stays up,
+// says why on /healthz and /metrics, and takes uploads again by itself once
+// the file is deleted; every acknowledged batch is there exactly once, also
+// after a restart.
+TEST(FullDiskTest, TheAggregatorStaysUpAndLosesNothingAcknowledged) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  const std::string fs = dir.File("fs");
+  std::filesystem::create_directories(fs);
+  if (mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=24m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{fs};
+  const std::string filler = fs + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    for (int i = 0; i < 8; ++i) f << mib;
+  }
+  AggregatorProcess agg(dir, FreePort(), {"--db", fs + "/db", "--min_free_mib", "6"});
+  agg.Start();
+  HttpsClient c(agg.Options());
+  constexpr int kMax = 3000;
+  std::vector<wire::Batch> batches;
+  std::vector<bool> acked;
+  int refused = 0;
+  std::string refusal;
+  for (int i = 0; i < kMax && refused < 20; ++i) {
+    batches.push_back(CrashBatch(i));
+    auto r = c.Post("/v1/batches", "application/x-protobuf", batches[i].SerializeAsString());
+    ASSERT_TRUE(r.ok()) << "batch " << i << ": " << r.status().ToString();
+    acked.push_back(r->status == 200);
+    if (r->status == 200) continue;
+    ASSERT_EQ(r->status, 507) << r->body;
+    EXPECT_GT(r->retry_after_seconds, 0);
+    ++refused;
+    refusal = r->body;
+  }
+  ASSERT_EQ(refused, 20) << "the disk never filled";
+  const int sent = static_cast<int>(batches.size());
+  EXPECT_GT(sent - refused, 50) << "the disk filled too soon";
+  EXPECT_NE(refusal.find("NoSpace"), std::string::npos) << refusal;
+  EXPECT_EQ(refusal.find(dir.path()), std::string::npos) << "a server path: " << refusal;
+  // Up, and saying why.
+  auto health = c.Get("/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("reserve"), std::string::npos) << health->body;
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("\nfieldprof_store_writable 0\n"), std::string::npos);
+  // Space returns: taken again without a restart.
+  std::filesystem::remove(filler);
+  bool healthy = false;
+  for (int w = 0; w < 100 && !healthy; ++w) {
+    auto h = c.Get("/healthz");
+    healthy = h.ok() && h->status == 200;
+    if (!healthy) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(healthy);
+  for (int i = 0; i < sent; ++i) {  // what was refused, sent again as an agent would
+    if (acked[i]) continue;
+    auto r = c.Post("/v1/batches", "application/x-protobuf", batches[i].SerializeAsString());
+    ASSERT_TRUE(r.ok() && r->status == 200) << "batch " << i << ": " << (r.ok() ? r->body : "");
+  }
+  // Every batch exactly once, before and after a restart.
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {
+      agg.Term();
+      agg.Start();
+    }
+    HttpsClient q(agg.Options());
+    agg.WaitApplied();
+    for (int i = 0; i < sent; ++i) {
+      auto got = tools::FetchSeries(q, KeyOf(batches[i], 0));
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->count, 1u) << "round " << round << ": batch " << i;
+    }
+  }
+  std::printf(
+      "%d batches acknowledged before the disk filled, %d refused with 507, all %d "
+      "present once after space returned\n",
+      sent - refused, refused, sent);
   agg.Term();
 }
 

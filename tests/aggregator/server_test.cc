@@ -73,6 +73,7 @@ class GatedStore : public Store {
   }
   uint64_t pending_batches() override { return real_->pending_batches(); }
   Status WaitApplied(std::chrono::milliseconds t) override { return real_->WaitApplied(t); }
+  Status Health() override { return real_->Health(); }
   void AppendMetrics(std::string* out) override { real_->AppendMetrics(out); }
   Status Close() override { return real_->Close(); }
 
