@@ -578,7 +578,18 @@ HttpResponse Router::AdminPublish(std::string_view authorization, std::string_vi
     all = v == "1";
   }
   StatusOr<CycleResult> c = publish_->RunNow(all);
-  if (!c.ok()) return ErrorResponse(c.status());
+  if (!c.ok()) {
+    // The whole reason (file names included) goes to the operator's log;
+    // the client is told what kind of failure, never a server path. The
+    // published snapshot stays as it was.
+    std::fprintf(stderr, "fieldprof-aggregator: publish cycle failed: %s\n",
+                 c.status().ToString().c_str());
+    return ErrorResponse(
+        Status(c.status().code(), "the publish cycle failed (" +
+                                      std::string(StatusCodeName(c.status().code())) +
+                                      "); the published snapshot is unchanged and the reason is in "
+                                      "the aggregator's log"));
+  }
   JsonWriter j;
   j.BeginObject();
   j.Key("snapshot_version").Uint(c->snapshot_version);

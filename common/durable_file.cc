@@ -17,7 +17,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Status Errno(const std::string& what) { return IOError(what + ": " + std::strerror(errno)); }
+Status Errno(const std::string& what) {
+  const int e = errno;
+  std::string m = what + ": " + std::strerror(e);
+  // A full disk (or quota) is a condition to wait out, not a failure.
+  if (e == ENOSPC || e == EDQUOT) return NoSpace(std::move(m));
+  return IOError(std::move(m));
+}
 
 }  // namespace
 
