@@ -5,9 +5,12 @@
 // uploading, and the aggregator killed under it: every record exactly once.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -449,6 +452,57 @@ TEST_F(AgentPassTest, ARunWithAPathForAModuleIsSetAsideAndCounted) {
   std::ifstream in(dir_.File("status.txt"));
   const std::string out(std::istreambuf_iterator<char>(in), {});
   EXPECT_NE(out.find("quarantined:    1"), std::string::npos) << out;
+}
+
+// A full disk under the spool and the outbox (a real 4 MiB tmpfs): the
+// pass that cannot seal fails saying so and consumes nothing; once space
+// returns the next pass sends every record, exactly once.
+TEST_F(AgentPassTest, AFullDiskFailsThePassAndLosesNoRecord) {
+  const std::string fs = dir_.File("fs");
+  fs::create_directories(fs);
+  if (mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{fs};
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  AgentConfig c = Config(agg.port());
+  c.spool_dir = fs + "/spool";
+  c.state_dir = fs + "/state";
+  std::mt19937_64 rng(11);
+  std::map<std::string, std::pair<Histogram, uint64_t>> sums;
+  for (int i = 0; i < 10; ++i) {
+    const wire::RunRecord run = MakeRun({"s" + std::to_string(i % 3)}, rng);
+    for (const wire::Record& r : run.records()) {
+      auto& [h, runs] = sums[r.key().symbol() + "/" + std::to_string(r.key().metric())];
+      h.Merge(HistogramFromWire(r.histogram()));
+      ++runs;
+    }
+    WriteRun(c.spool_dir, run, i);
+  }
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  {  // fill the disk
+    std::ofstream f(fs + "/filler", std::ios::binary);
+    const std::string chunk(64 << 10, 'x');
+    while (f.write(chunk.data(), static_cast<std::streamsize>(chunk.size()))) {
+    }
+  }
+  auto full = agent.Pass(/*flush=*/true);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), StatusCode::kNoSpace) << full.status().ToString();
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(c.spool_dir)) left += e.path().extension() == ".fpr";
+  EXPECT_EQ(left, 10u);
+  fs::remove(fs + "/filler");
+  auto again = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->runs_read, 10);
+  EXPECT_GE(again->batches_uploaded, 1);
+  ExpectStored(agg, sums);
 }
 
 // A record write that never finished (its program killed between creating
