@@ -3,7 +3,11 @@
 #ifndef FIELDPROF_TESTS_TEST_UTIL_H_
 #define FIELDPROF_TESTS_TEST_UTIL_H_
 
+#include <sys/mount.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -69,6 +73,33 @@ inline wire::Batch SimpleBatch(const std::string& id, const std::string& module,
   r->set_runs(1);
   return b;
 }
+
+// A real filesystem of bounded size (a tmpfs of `size`, e.g. "24m") mounted
+// on the directory `path` for the object's life, for full-disk tests. Needs
+// root; ok() says whether it is mounted, why() why not.
+class SmallDisk {
+ public:
+  SmallDisk(std::string path, const std::string& size) : path_(std::move(path)) {
+    const std::string options = "size=" + size;
+    if (::mount("tmpfs", path_.c_str(), "tmpfs", 0, options.c_str()) == 0) {
+      mounted_ = true;
+    } else {
+      why_ = "cannot mount a tmpfs here (needs root): " + std::string(std::strerror(errno));
+    }
+  }
+  ~SmallDisk() {
+    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+  }
+  SmallDisk(const SmallDisk&) = delete;
+  SmallDisk& operator=(const SmallDisk&) = delete;
+  bool ok() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string why_;
+};
 
 // A 16-byte id built from a number, for readable tests.
 inline std::string IdOf(uint64_t n) {

@@ -5,7 +5,6 @@
 // uploading, and the aggregator killed under it: every record exactly once.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -260,6 +259,17 @@ class AgentPassTest : public ::testing::Test {
     EXPECT_EQ(r->batches_waiting, 1);
   }
 
+  // What `fieldprof status` prints for this test's agent.
+  std::string StatusText() const {
+    const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status --state_dir " +
+                            dir_.File("state") + " --spool " + dir_.File("spool") +
+                            " --runtime_settings " + dir_.File("none.conf") + " > " +
+                            dir_.File("status.txt");
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    std::ifstream in(dir_.File("status.txt"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
   size_t SpoolFiles() const {
     auto l = ListSpool(dir_.File("spool"));
     return l.ok() ? l->size() : 0;
@@ -444,13 +454,7 @@ TEST_F(AgentPassTest, ARunWithAPathForAModuleIsSetAsideAndCounted) {
   EXPECT_EQ(SpoolFiles(), 0u);
   ExpectStored(agg, sums);  // the good runs, all of them
   // `fieldprof status` shows it.
-  const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status --state_dir " +
-                          dir_.File("state") + " --spool " + dir_.File("spool") +
-                          " --runtime_settings " + dir_.File("none.conf") + " > " +
-                          dir_.File("status.txt");
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream in(dir_.File("status.txt"));
-  const std::string out(std::istreambuf_iterator<char>(in), {});
+  const std::string out = StatusText();
   EXPECT_NE(out.find("quarantined:    1"), std::string::npos) << out;
 }
 
@@ -460,13 +464,8 @@ TEST_F(AgentPassTest, ARunWithAPathForAModuleIsSetAsideAndCounted) {
 TEST_F(AgentPassTest, AFullDiskFailsThePassAndLosesNoRecord) {
   const std::string fs = dir_.File("fs");
   fs::create_directories(fs);
-  if (mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=4m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
-  } unmount{fs};
+  testing::SmallDisk disk(fs, "4m");
+  if (!disk.ok()) GTEST_SKIP() << disk.why();
   AggregatorProcess agg(dir_, FreePort());
   agg.Start();
   AgentConfig c = Config(agg.port());
@@ -647,13 +646,7 @@ TEST_F(AgentPassTest, A503WithRetryAfterIsWaitedOut) {
   EXPECT_GE(agent.next_attempt_unix_ms(), earliest);  // Retry-After beats the 10 ms backoff
 
   // What `fieldprof status` makes of it.
-  const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status --state_dir " +
-                          dir_.File("state") + " --spool " + dir_.File("spool") +
-                          " --runtime_settings " + dir_.File("none.conf") + " > " +
-                          dir_.File("status.txt");
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream in(dir_.File("status.txt"));
-  const std::string out(std::istreambuf_iterator<char>(in), {});
+  const std::string out = StatusText();
   EXPECT_NE(out.find("consent:        not given"), std::string::npos) << out;
   EXPECT_NE(out.find("spool:          0 records"), std::string::npos) << out;
   EXPECT_NE(out.find("outbox:         1 batches"), std::string::npos) << out;

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -170,13 +169,8 @@ TEST(FullDiskTest, TheAggregatorStaysUpAndLosesNothingAcknowledged) {
   ASSERT_TRUE(testing::MakeCert(dir.path()));
   const std::string fs = dir.File("fs");
   std::filesystem::create_directories(fs);
-  if (mount("tmpfs", fs.c_str(), "tmpfs", 0, "size=24m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
-  } unmount{fs};
+  testing::SmallDisk disk(fs, "24m");
+  if (!disk.ok()) GTEST_SKIP() << disk.why();
   const std::string filler = fs + "/filler";
   {
     std::ofstream f(filler, std::ios::binary);

@@ -80,6 +80,18 @@ class RuntimeTest : public ::testing::Test {
     return env;
   }
   std::string spool() const { return dir_.path() + "/spool"; }
+  // Locks slot-0 of this test's slot directory as a measured program would;
+  // the descriptor (-1 on failure) holds it until closed.
+  int HoldSlotZero() {
+    const std::string slots = dir_.path() + "/slots";
+    fs::create_directories(slots);
+    const int fd = open((slots + "/slot-0").c_str(), O_RDWR | O_CREAT, 0666);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
   std::vector<std::string> extra_env_;  // added to every measured run
 
   // Runs with and without the runtime; same exit code and output.
@@ -304,11 +316,8 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
   std::vector<std::string> env = Env("fp_test_alloc");
   env.push_back("FIELDPROF_SLOTS=1");
   // Hold the only slot, as another instrumented program would.
-  const std::string slots = dir_.path() + "/slots";
-  fs::create_directories(slots);
-  const int fd = open((slots + "/slot-0").c_str(), O_RDWR | O_CREAT, 0666);
+  const int fd = HoldSlotZero();
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX), 0);
   Result r = RunCmd({prog_, "alloc", "100", "3"}, env);
   EXPECT_EQ(r.exit_code, 7);
   // Refused: no record, one more in the spool's counters.
@@ -335,11 +344,8 @@ TEST_F(RuntimeTest, NoSlotMeansNotMeasuredAndSaysSo) {
 TEST_F(RuntimeTest, ACountersFileWithADamagedTailIsCutToTheCounts) {
   std::vector<std::string> env = Env("fp_test_alloc");
   env.push_back("FIELDPROF_SLOTS=1");
-  const std::string slots = dir_.path() + "/slots";
-  fs::create_directories(slots);
-  const int fd = open((slots + "/slot-0").c_str(), O_RDWR | O_CREAT, 0666);
+  const int fd = HoldSlotZero();
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX), 0);
   fs::create_directories(spool());
   const std::string counters = spool() + "/.counters";
   {
