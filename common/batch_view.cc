@@ -54,7 +54,10 @@ class Reader {
   // 3 and 4: the fast path takes none).
   bool Tag(uint32_t* field, int* wire_type) {
     uint64_t t;
-    if (!Varint(&t) || t > std::numeric_limits<uint32_t>::max()) return false;
+    const uint8_t* start = p_;
+    // protobuf reads a tag in at most 5 bytes and refuses a longer one, even
+    // an overlong encoding of a small number (found by the fuzzer).
+    if (!Varint(&t) || p_ - start > 5 || t > std::numeric_limits<uint32_t>::max()) return false;
     *field = static_cast<uint32_t>(t >> 3);
     *wire_type = static_cast<int>(t & 7);
     if (*field == 0) return false;
