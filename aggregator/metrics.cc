@@ -24,10 +24,15 @@ void Metrics::RequestLatency(std::chrono::nanoseconds d) {
   latency_sum_ns_.fetch_add(ns, std::memory_order_relaxed);
 }
 
+void AppendPrometheusSample(std::string* out, const char* name, const char* type, const char* help,
+                            const std::string& value) {
+  *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+          name + " " + value + "\n";
+}
+
 void Metrics::AppendPrometheus(std::string* out) const {
   auto counter = [out](const char* name, const char* help, uint64_t v) {
-    *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
-            " " + std::to_string(v) + "\n";
+    AppendPrometheusSample(out, name, "counter", help, std::to_string(v));
   };
   counter("fieldprof_batches_accepted_total",
           "Batches accepted (durable; applied to the sums shortly after).",

@@ -14,6 +14,10 @@
 
 namespace fieldprof::aggregator {
 
+// One Prometheus sample with its HELP and TYPE lines ("counter", "gauge").
+void AppendPrometheusSample(std::string* out, const char* name, const char* type, const char* help,
+                            const std::string& value);
+
 class Metrics {
  public:
   void BatchAccepted(uint64_t records, uint64_t bytes) {

@@ -25,6 +25,7 @@
 
 #include "aggregator/aggregate_value.h"
 #include "aggregator/fold_table.h"
+#include "aggregator/metrics.h"
 #include "aggregator/time_tree.h"
 #include "common/wire.h"
 
@@ -496,27 +497,26 @@ class RocksDbStore : public Store {
 
   void AppendMetrics(std::string* out) override {
     const Status health = Health();
-    *out +=
-        "# HELP fieldprof_store_writable 1 when the store takes batches, 0 when the disk is "
-        "under its reserve or a write failed (see /healthz).\n"
-        "# TYPE fieldprof_store_writable gauge\nfieldprof_store_writable " +
-        std::string(health.ok() ? "1" : "0") + "\n";
-    *out += "# TYPE fieldprof_store_free_bytes gauge\nfieldprof_store_free_bytes " +
-            std::to_string(free_bytes_.load()) + "\n";
-    *out += "# TYPE fieldprof_store_min_free_bytes gauge\nfieldprof_store_min_free_bytes " +
-            std::to_string(options_.min_free_bytes) + "\n";
-    *out +=
-        "# HELP fieldprof_store_refused_no_space_total Batches refused (507) for lack of "
-        "space.\n"
-        "# TYPE fieldprof_store_refused_no_space_total counter\n"
-        "fieldprof_store_refused_no_space_total " +
-        std::to_string(refused_no_space_.load()) + "\n";
-    *out +=
-        "# TYPE fieldprof_store_write_failures_total "
-        "counter\nfieldprof_store_write_failures_total " +
-        std::to_string(write_failures_.load()) + "\n";
-    *out += "# TYPE fieldprof_store_reopens_total counter\nfieldprof_store_reopens_total " +
-            std::to_string(reopens_.load()) + "\n";
+    AppendPrometheusSample(out, "fieldprof_store_writable", "gauge",
+                           "1 when the store takes batches, 0 when the disk is under its reserve "
+                           "or a write failed (see /healthz).",
+                           health.ok() ? "1" : "0");
+    AppendPrometheusSample(out, "fieldprof_store_free_bytes", "gauge",
+                           "Free bytes on the database's filesystem (-1: unknown).",
+                           std::to_string(free_bytes_.load()));
+    AppendPrometheusSample(out, "fieldprof_store_min_free_bytes", "gauge",
+                           "The reserve (--min_free_mib) under which uploads get 507.",
+                           std::to_string(options_.min_free_bytes));
+    AppendPrometheusSample(out, "fieldprof_store_refused_no_space_total", "counter",
+                           "Batches refused (507) for lack of space.",
+                           std::to_string(refused_no_space_.load()));
+    AppendPrometheusSample(out, "fieldprof_store_write_failures_total", "counter",
+                           "RocksDB writes that failed (the store then stops writing until "
+                           "reopened).",
+                           std::to_string(write_failures_.load()));
+    AppendPrometheusSample(out, "fieldprof_store_reopens_total", "counter",
+                           "Times the database was reopened after a failed write.",
+                           std::to_string(reopens_.load()));
     std::shared_lock open_lock(close_mutex_);
     if (!db_) return;
     static const std::pair<const char*, const char*> kProps[] = {
@@ -881,7 +881,12 @@ class RocksDbStore : public Store {
     if (!s.ok()) {
       std::cerr << "fieldprof-aggregator: reopening the database: " << s.ToString() << "\n";
       std::lock_guard health_lock(health_mutex_);
-      broken_status_ = s.code() == StatusCode::kNoSpace ? s : Unavailable(s.message());
+      // Its message may name files: clients are told the kind only.
+      broken_status_ = s.code() == StatusCode::kNoSpace
+                           ? s
+                           : Unavailable("reopening the database failed (" +
+                                         std::string(StatusCodeName(s.code())) +
+                                         "); retried once a second, the reason is in the log");
       return false;
     }
     reopens_.fetch_add(1);

@@ -746,27 +746,12 @@ void DoRebindWork(void* arg) {
   w.done = RebindPending();
 }
 
-}  // namespace
-
-bool BinderStart(const BinderConfig& c) {
-  g_page = static_cast<uintptr_t>(getpagesize());
-  SetUpRegisterSave();
-  g_tables = static_cast<BinderTables*>(MapZero(sizeof(BinderTables)));
-  if (g_tables == nullptr) return false;
-  g_binder.blocks = g_tables->blocks;
-  g_binder.forced = g_tables->forced;
-  g_binder.objects = g_tables->objects;
-  g_seen = g_tables->seen;
-  api_names = g_tables->names;
-  g_binder.seed = c.seed;
-  g_binder.allow_modules = c.allow_modules;
-  g_binder.deny_modules = c.deny_modules;
-  g_binder.debug_log = c.debug_log;
-  g_binder.filters = c.allow_modules[0] != 0 || c.deny_modules[0] != 0;
-  // force: "sym" or "module:sym", comma-separated.
-  char* force = g_tables->force;  // left untouched when empty (most runs)
-  if (c.force[0] != 0) CopyName(force, sizeof g_tables->force, c.force);
-  for (char* p = force; c.force[0] != 0 && *p && g_binder.nforced < FP_MAX_APIS;) {
+// The `force` setting: "sym" or "module:sym", comma-separated, split in
+// place in the tables' copy.
+void ParseForced(const BinderConfig& c) {
+  char* force = g_tables->force;
+  CopyName(force, sizeof g_tables->force, c.force);
+  for (char* p = force; *p && g_binder.nforced < FP_MAX_APIS;) {
     char* comma = strchr(p, ',');
     if (comma) *comma = 0;
     char* colon = strchr(p, ':');
@@ -785,6 +770,27 @@ bool BinderStart(const BinderConfig& c) {
     if (!comma) break;
     p = comma + 1;
   }
+}
+
+}  // namespace
+
+bool BinderStart(const BinderConfig& c) {
+  g_page = static_cast<uintptr_t>(getpagesize());
+  SetUpRegisterSave();
+  g_tables = static_cast<BinderTables*>(MapZero(sizeof(BinderTables)));
+  if (g_tables == nullptr) return false;
+  g_binder.blocks = g_tables->blocks;
+  g_binder.forced = g_tables->forced;
+  g_binder.objects = g_tables->objects;
+  g_seen = g_tables->seen;
+  api_names = g_tables->names;
+  g_binder.seed = c.seed;
+  g_binder.allow_modules = c.allow_modules;
+  g_binder.deny_modules = c.deny_modules;
+  g_binder.debug_log = c.debug_log;
+  g_binder.filters = c.allow_modules[0] != 0 || c.deny_modules[0] != 0;
+  // Its copy's page stays untouched when there is none (most runs).
+  if (c.force[0] != 0) ParseForced(c);
   const int k = c.k > g_binder.nforced ? c.k : g_binder.nforced;
   g_binder.k_random = k - g_binder.nforced;
   // Forced APIs are known by name from the start (dlsym may be the only
