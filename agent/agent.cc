@@ -20,6 +20,7 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "common/tsc_rate.h"
 #include "common/wire.h"
 
 namespace fieldprof::agent {
@@ -164,6 +165,21 @@ void Agent::RefreshSettings(HttpsClient& client, bool force) {
   state_.settings_result = "ok";
 }
 
+void Agent::RefreshClockRate() {
+  if (config_.runtime_settings.empty()) return;
+  StatusOr<std::optional<RuntimeSettings>> local = ReadRuntimeSettings(config_.runtime_settings);
+  // No file (no consent asked yet) or one that does not parse (left as the
+  // user made it): nothing to do.
+  if (!local.ok() || !local->has_value()) return;
+  if (tsc_hz_ == 0) tsc_hz_ = MeasureTscHz().value_or(0);
+  if (tsc_hz_ == 0) return;  // no invariant TSC (the runtime needs no rate), or too busy: later
+  RuntimeSettings next = **local;
+  if (next.tsc_hz != 0 && SameTscRate(next.tsc_hz, tsc_hz_)) return;
+  next.tsc_hz = tsc_hz_;
+  Status s = WriteFileDurably(config_.runtime_settings, FormatRuntimeSettings(next));
+  if (!s.ok()) state_.settings_result = "not written: " + s.message();
+}
+
 void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {
   if (config_.snapshot_key.empty() || config_.snapshot_cache.empty() ||
       config_.snapshot_per_day <= 0) {
@@ -232,6 +248,7 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   PassResult r;
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
   if (upload) RefreshSettings(Client(), /*force=*/false);
+  RefreshClockRate();
   if (upload || force_snapshot) RefreshSnapshotIfDue(force_snapshot, &r);
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
   if (upload) r.upload_status = Upload(&r);

@@ -102,6 +102,10 @@ class Agent {
   Status SealFromSpool(bool flush, PassResult* result);
   // GET /v1/config when due; failures are recorded in the state, not returned.
   void RefreshSettings(HttpsClient& client, bool force);
+  // The machine's TSC rate into an existing runtime settings file (tsc_hz,
+  // agent/runtime/clock.h), where it is missing or differs; measured once
+  // per agent process (20 ms). The file is the user's: never created here.
+  void RefreshClockRate();
   HttpsClient& Client();
   Status Upload(PassResult* result);
   Status EnforceCap(PassResult* result);
@@ -118,7 +122,8 @@ class Agent {
   AgentState state_;
   std::mt19937_64 rng_;
   std::unique_ptr<HttpsClient> client_;
-  int lock_fd_ = -1;  // kept across passes (keep-alive, TLS resumption)
+  int lock_fd_ = -1;    // kept across passes (keep-alive, TLS resumption)
+  int64_t tsc_hz_ = 0;  // measured (RefreshClockRate); 0: not yet, or no invariant TSC
 };
 
 }  // namespace fieldprof::agent

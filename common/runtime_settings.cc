@@ -13,6 +13,7 @@
 
 #include "common/json_writer.h"
 #include "common/options.h"
+#include "common/tsc_rate.h"
 
 namespace fieldprof {
 
@@ -152,6 +153,8 @@ StatusOr<RuntimeSettings> ParseRuntimeSettings(const std::string& text) {
       s.slot_dir = v;
     } else if (name == "force") {
       s.force = v;
+    } else if (name == "tsc_hz") {
+      ok = ParseInt(v, FP_MIN_TSC_HZ, FP_MAX_TSC_HZ, &s.tsc_hz);
     } else if (name == "seed") {
       uint64_t seed = 0;
       const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
@@ -183,6 +186,7 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   if (!s.spool_dir.empty()) out += "spool_dir = " + s.spool_dir + "\n";
   out += "spool_cap_mib = " + std::to_string(s.spool_cap_mib) + "\n";
   if (!s.slot_dir.empty()) out += "slot_dir = " + s.slot_dir + "\n";
+  if (s.tsc_hz != 0) out += "tsc_hz = " + std::to_string(s.tsc_hz) + "\n";
   if (!s.seed.empty()) out += "seed = " + s.seed + "\n";
   if (!s.force.empty()) out += "force = " + s.force + "\n";
   return out;

@@ -8,8 +8,9 @@
 // Fleet settings (from the aggregator): k, slots, max_load_per_cpu,
 // overhead_budget, sample_fraction, max_runs_per_minute, allow_modules,
 // deny_modules. Local ones (never taken
-// from the network): consent, spool_dir, spool_cap_mib, slot_dir, and the
-// test knobs seed and force.
+// from the network): consent, spool_dir, spool_cap_mib, slot_dir, tsc_hz
+// (this machine's TSC rate, measured by the agent: common/tsc_rate.h), and
+// the test knobs seed and force.
 #ifndef FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
 #define FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
 
@@ -51,6 +52,7 @@ struct RuntimeSettings {
   std::string spool_dir;  // empty: the default
   int64_t spool_cap_mib = 16;
   std::string slot_dir;     // empty: the default
+  int64_t tsc_hz = 0;       // 0: none (each run estimates the rate itself)
   std::string seed, force;  // test knobs, kept as found
   std::string version;      // "# settings_version: ..." comment; empty if none
 

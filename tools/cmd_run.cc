@@ -11,10 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "common/options.h"
+#include "common/runtime_settings.h"
 #include "common/spool.h"
+#include "common/tsc_rate.h"
 #include "tools/commands.h"
 
 namespace fieldprof::tools {
@@ -77,6 +80,21 @@ std::set<std::string> SpoolNames(const std::string& dir) {
     for (const auto& e : *l) names.insert(e.name);
   }
   return names;
+}
+
+// The machine's TSC rate, so durations are right from the command's first
+// call (agent/runtime/clock.h): the settings file's, where the agent keeps
+// it, else measured here (20 ms).
+void SetTscRate() {
+  if (std::getenv("FIELDPROF_TSC_HZ") != nullptr) return;
+  const std::string path = DefaultRuntimeSettingsPath();
+  if (!path.empty()) {
+    StatusOr<std::optional<RuntimeSettings>> local = ReadRuntimeSettings(path);
+    if (local.ok() && local->has_value() && (*local)->tsc_hz != 0) return;
+  }
+  if (std::optional<int64_t> hz = MeasureTscHz(); hz.has_value()) {
+    setenv("FIELDPROF_TSC_HZ", std::to_string(*hz).c_str(), 1);
+  }
 }
 
 }  // namespace
@@ -162,6 +180,7 @@ int CmdRun(int argc, char** argv) {
   if (!max_load.empty()) setenv("FIELDPROF_MAX_LOAD", max_load.c_str(), 1);
   if (!budget.empty()) setenv("FIELDPROF_BUDGET", budget.c_str(), 1);
   if (!debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(debug).c_str(), 1);
+  SetTscRate();
   Prepend("LD_PRELOAD", *libs + "/" + kRuntimeLib);
 
   char** cmd = argv + cmd_at;

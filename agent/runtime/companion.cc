@@ -31,6 +31,7 @@
 #include <new>
 
 #include "agent/runtime/binder.h"
+#include "agent/runtime/clock.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/first_look.h"
 #include "agent/runtime/hotpath.h"
@@ -54,65 +55,6 @@ FP_HOT_DATA ShadowStack* g_stacks;
 
 namespace {
 
-// From the CPUID bits glibc read at start: the CPUID instruction itself
-// is a VM exit (~6 us on a VM).
-bool InvariantTsc() { return CPU_FEATURE_PRESENT(INVARIANT_TSC); }
-
-// The vDSO's clock_gettime, found in the vDSO's own symbol table (no
-// dlopen or dlsym). nullptr if absent.
-using GettimeFn = int (*)(clockid_t, timespec*);
-GettimeFn FindVdsoClockGettime() {
-  const uintptr_t base = getauxval(AT_SYSINFO_EHDR);
-  if (base == 0) return nullptr;
-  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(base);
-  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-      eh->e_shoff == 0 || eh->e_shentsize != sizeof(Elf64_Shdr)) {
-    return nullptr;
-  }
-  // The vDSO is mapped whole from file offset 0: offsets are addresses.
-  const auto* ph = reinterpret_cast<const Elf64_Phdr*>(base + eh->e_phoff);
-  intptr_t bias = 0;
-  bool loaded = false;
-  for (int i = 0; i < eh->e_phnum && !loaded; ++i) {
-    if (ph[i].p_type != PT_LOAD) continue;
-    bias = static_cast<intptr_t>(base + ph[i].p_offset - ph[i].p_vaddr);
-    loaded = true;
-  }
-  if (!loaded) return nullptr;
-  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(base + eh->e_shoff);
-  for (int i = 0; i < eh->e_shnum; ++i) {
-    if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_entsize != sizeof(Elf64_Sym) ||
-        sh[i].sh_link >= eh->e_shnum) {
-      continue;
-    }
-    const auto* sym = reinterpret_cast<const Elf64_Sym*>(base + sh[i].sh_offset);
-    const char* str = reinterpret_cast<const char*>(base + sh[sh[i].sh_link].sh_offset);
-    const size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
-    for (size_t j = 0; j < n; ++j) {
-      if (ELF64_ST_TYPE(sym[j].st_info) != STT_FUNC || sym[j].st_shndx == SHN_UNDEF) continue;
-      if (strcmp(str + sym[j].st_name, "__vdso_clock_gettime") != 0) continue;
-      return reinterpret_cast<GettimeFn>(bias + static_cast<intptr_t>(sym[j].st_value));
-    }
-  }
-  return nullptr;
-}
-
-// The vDSO clock for the hot path, if it answers without a system call:
-// the quickest of 32 back-to-back readings must differ by under 200 ns
-// (a vDSO reading takes tens of ns, a system call several hundred).
-GettimeFn UsableVdsoClock() {
-  GettimeFn f = FindVdsoClockGettime();
-  if (f == nullptr) return nullptr;
-  int64_t best = INT64_MAX;
-  timespec a, b;
-  for (int i = 0; i < 32; ++i) {
-    if (f(CLOCK_MONOTONIC, &a) != 0 || f(CLOCK_MONOTONIC, &b) != 0) return nullptr;
-    const int64_t d = (int64_t{b.tv_sec} - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
-    best = std::min(best, d);
-  }
-  return best >= 0 && best < 200 ? f : nullptr;
-}
-
 void DebugLog(const char* fmt, ...) {
   if (g.config.debug_log == nullptr) return;
   const int fd = open(g.config.debug_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -128,65 +70,6 @@ void DebugLog(const char* fmt, ...) {
   ssize_t ignored = write(fd, buf, n);
   (void)ignored;
   close(fd);
-}
-
-extern "C" __attribute__((noinline)) void fp_empty_function() { __asm__ __volatile__(""); }
-
-FP_HOT_DATA std::atomic<int> calibrating{0};
-
-}  // namespace
-
-// The TSC's rate against the monotonic clock, over the span since start:
-// first when a duration needs converting (a thread's first batch, a nested
-// call, the record), then again each time the span has grown fourfold, so
-// starting the program is never delayed, early conversions are close and
-// later ones closer. Without the vDSO clock, ticks are ns and the rate ~1.
-void CalibrateNow() {
-  if (g.rate_tsc0 == 0) return;  // before Start
-  int expected = 0;
-  if (!calibrating.compare_exchange_strong(expected, 1)) return;
-  const uint64_t dt = Ticks() - g.rate_tsc0;
-  const int64_t dns = sys::MonoNs() - g.rate_mono0_ns;  // rare: no vDSO page needed
-  if (dt != 0 && dns > 0) {
-    g.ns_per_tick_q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(dns) << 32) / dt);
-    g.rate_span_ticks = dt;
-    __atomic_store_n(&g.calibrated, 1, __ATOMIC_RELEASE);
-  }
-  calibrating.store(0);
-}
-
-namespace {
-
-// The probe's own cost, in ticks, once at start: the smallest duration
-// measured for an empty function through the very same stub, return path
-// and hot path (then taken off every duration), and what a measured call
-// adds in all (the overhead budget's unit).
-void CalibrateProbe() {
-  fp_real[FP_CALIBRATION_SLOT] = reinterpret_cast<uintptr_t>(&fp_empty_function);
-  fp_measuring[FP_CALIBRATION_SLOT] = 1;
-  auto* probe = reinterpret_cast<void (*)()>(StubAddress(FP_CALIBRATION_SLOT));
-  uint64_t best = ~uint64_t{0};
-  for (int i = 0; i < 64; ++i) {
-    g.calibration_last_ticks = ~uint64_t{0};
-    probe();
-    if (g.calibration_last_ticks < best) best = g.calibration_last_ticks;
-  }
-  // A run of probe calls against the same run of direct calls, best of 4.
-  uint64_t added = ~uint64_t{0};
-  for (int round = 0; round < 4; ++round) {
-    constexpr int kRun = 16;
-    const uint64_t t0 = Ticks();
-    for (int i = 0; i < kRun; ++i) probe();
-    const uint64_t t1 = Ticks();
-    for (int i = 0; i < kRun; ++i) fp_empty_function();
-    const uint64_t t2 = Ticks();
-    const uint64_t with = t1 - t0, without = t2 - t1;
-    added = std::min(added, with > without ? (with - without) / kRun : 0);
-  }
-  fp_measuring[FP_CALIBRATION_SLOT] = 0;
-  if (best == ~uint64_t{0}) best = 0;  // no probe measured (no shadow stack left)
-  g.call_cost_ticks = std::max(added, 2 * best);
-  g.probe_ticks = best;  // Start logs both (outside its timing)
 }
 
 }  // namespace
@@ -356,18 +239,10 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   owner_pid = sys::Getpid();
   if (!MapMeasuringState()) return StopMeasuring("no memory for the measuring state");
   pthread_atfork(nullptr, nullptr, ResetAfterFork);
-  // FIELDPROF_CLOCK=vdso: use the vDSO clock even with an invariant TSC
-  // (tests, and comparing the two).
-  const char* clock = sys::Env(envp, "FIELDPROF_CLOCK");
-  if (!InvariantTsc() || (clock != nullptr && strcmp(clock, "vdso") == 0)) {
-    g.vdso_gettime = UsableVdsoClock();
-    if (g.vdso_gettime == nullptr) return StopMeasuring("no invariant TSC and no vDSO clock");
-    DebugLog("clock: vDSO CLOCK_MONOTONIC");
-  }
-  g.tsc0 = Ticks();
-  g.mono0_ns = sys::MonoNs();
-  g.rate_mono0_ns = g.mono0_ns;
-  g.rate_tsc0 = g.tsc0;
+  // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
+  // and comparing the two).
+  if (!StartClock(envp, settings.tsc_hz))
+    return StopMeasuring("no invariant TSC and no vDSO clock");
   const uint64_t t_mapped = Rdtsc();
   CalibrateProbe();
   const uint64_t t_calibrated = Rdtsc();
@@ -389,6 +264,14 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
       s.k, s.overhead_budget, s.explicit_run ? 1.0 : s.sample_fraction,
       static_cast<long long>(s.explicit_run ? 0 : s.max_runs_per_minute), s.allow_modules,
       s.deny_modules);
+  if (g.vdso_gettime != nullptr) {
+    DebugLog("clock: vDSO CLOCK_MONOTONIC");
+  } else if (g.machine_ns_per_tick_q32 != 0) {
+    DebugLog("clock: TSC at the machine's rate, %llu Hz (checked against this run's clock)",
+             static_cast<unsigned long long>(s.tsc_hz));
+  } else {
+    DebugLog("clock: TSC, its rate measured by this run (no tsc_hz in the settings)");
+  }
   const BinderStats b = GetBinderStats();
   DebugLog("binder: %llu forced, %llu objects, %llu imports trapped",
            static_cast<unsigned long long>(b.forced), static_cast<unsigned long long>(b.objects),
@@ -431,7 +314,8 @@ bool HasRecord() {
 
 void WriteRecord() {
   const uint64_t t_end = Rdtsc();
-  CalibrateNow();  // over the whole run: the most precise rate
+  CalibrateNow();             // over the whole run: the most precise rate, or the last check of it
+  if (RateRefuted()) return;  // said in the debug log
   FlushDurations();
   const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
   SpoolRun run;

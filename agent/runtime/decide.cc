@@ -13,6 +13,7 @@
 #include "agent/runtime/runtime.h"
 #include "agent/runtime/sys.h"
 #include "agent/runtime/text.h"
+#include "common/tsc_rate.h"
 
 namespace fieldprof::rt {
 namespace {
@@ -75,6 +76,9 @@ bool Apply(RunSettings& s, const char* name, const char* v) {
     return Copy(s.slot_dir, sizeof s.slot_dir, v);
   } else if (Eq(name, "force")) {
     return Copy(s.force, sizeof s.force, v);
+  } else if (Eq(name, "tsc_hz")) {
+    if (!ParseInt(v, FP_MIN_TSC_HZ, FP_MAX_TSC_HZ, &n)) return false;
+    s.tsc_hz = static_cast<uint64_t>(n);
   } else if (Eq(name, "seed")) {
     if (!ParseU64(v, v + Len(v), &s.seed)) return false;
     s.have_seed = true;
@@ -190,7 +194,8 @@ bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
               {"FIELDPROF_SLOTS", "slots"},
               {"FIELDPROF_SLOT_DIR", "slot_dir"},
               {"FIELDPROF_MAX_LOAD", "max_load_per_cpu"},
-              {"FIELDPROF_BUDGET", "overhead_budget"}};
+              {"FIELDPROF_BUDGET", "overhead_budget"},
+              {"FIELDPROF_TSC_HZ", "tsc_hz"}};
   for (const auto& e : kEnv) {
     const char* v = sys::Env(envp, e.env);
     if (v != nullptr && !Apply(s, e.name, v)) {

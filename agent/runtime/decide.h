@@ -42,6 +42,7 @@ struct alignas(4096) RunSettings {
   int64_t max_runs_per_minute;  // 0: no cap
   uint64_t spool_cap_bytes;
   uint64_t seed;
+  uint64_t tsc_hz;  // the machine's TSC rate (clock.h); 0: none
   char spool_dir[512];
   char slot_dir[512];
   char debug_log[512];       // FIELDPROF_DEBUG

@@ -137,9 +137,15 @@ struct Globals {
   uint64_t call_cost_ticks;  // what a measured call adds, all told (the budget's unit)
   uint64_t tsc0;             // at start, or at a fork or a failed exec
   int64_t mono0_ns;
-  uint64_t rate_tsc0;  // at start: where CalibrateNow's span begins
+  // The rate's first reading (clock.h): CLOCK_MONOTONIC at start, taken
+  // between the tick readings rate_tsc0 and rate_tsc0_after.
+  uint64_t rate_tsc0;  // 0 before the start
+  uint64_t rate_tsc0_after;
   int64_t rate_mono0_ns;
-  uint64_t rate_span_ticks;  // the span of the last calibration
+  uint64_t rate_span_ticks;  // the span of the last calibration or check
+  // The machine's rate (settings' tsc_hz) as ns_per_tick_q32; 0 if none.
+  uint64_t machine_ns_per_tick_q32;
+  volatile int rate_refuted;  // the run's clock disagrees with the machine's rate
   // `g` is constinit (companion.cc): a dynamic initializer would run after
   // the auditor and early measured calls have already written to it.
   std::atomic<int> next_slab{0};

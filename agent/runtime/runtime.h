@@ -9,8 +9,9 @@
 //   PLT's GOT entry); at each API's first call the run's choice is made,
 //   and the callers of a chosen API are pointed at its stub;
 // - stubs_x86_64.S + hotpath.cc: the measured calls;
-// - companion.cc: allocation and I/O counters, the clock, the overhead
-//   budget, and the record written to the spool at exit.
+// - clock.cc: the clock, its rate, the probe's own cost;
+// - companion.cc: allocation and I/O counters, the overhead budget, and
+//   the record written to the spool at exit.
 #ifndef FIELDPROF_AGENT_RUNTIME_RUNTIME_H_
 #define FIELDPROF_AGENT_RUNTIME_RUNTIME_H_
 

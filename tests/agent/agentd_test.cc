@@ -23,6 +23,7 @@
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
+#include "common/tsc_rate.h"
 #include "common/validate.h"
 #include "common/wire.h"
 #include "tests/aggregator_process.h"
@@ -599,8 +600,54 @@ TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   EXPECT_EQ(files->size(), 1u);
 }
 
+// The agent hands the runtime this machine's TSC rate (tsc_hz), so that
+// every measured run converts its durations right from its first call; it
+// writes it into a settings file that exists, never creates one, and the
+// runtime then says it uses it.
+TEST_F(AgentPassTest, TheMachinesClockRateReachesTheRuntime) {
+  if (!HasInvariantTsc()) GTEST_SKIP() << "no invariant TSC: the runtime needs no rate here";
+  const std::string conf = dir_.File("config/runtime.conf");
+  AgentConfig c = Config(FreePort());
+  c.runtime_settings = conf;
+  {
+    Agent agent(c);
+    ASSERT_TRUE(agent.Init().ok());
+    ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
+    EXPECT_FALSE(fs::exists(conf)) << "the settings file is the user's to create";
+  }
+  fs::create_directories(dir_.File("config"));
+  std::ofstream(conf) << "consent = yes\nk = 1\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                      << "spool_dir = " << dir_.File("spool")
+                      << "\nslot_dir = " << dir_.File("slots") << "\nmax_load_per_cpu = 1000\n";
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
+  auto got = ReadRuntimeSettings(conf);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().ToString();
+  const std::optional<int64_t> hz = MeasureTscHz();
+  ASSERT_TRUE(hz.has_value());
+  EXPECT_TRUE(SameTscRate((*got)->tsc_hz, *hz)) << (*got)->tsc_hz << " against " << *hz;
+  EXPECT_TRUE((*got)->consent);  // the rest kept
+  EXPECT_EQ((*got)->fleet.k, 1);
+
+  const std::string log = dir_.File("runtime.log");
+  const std::string cmd = "env FIELDPROF_SETTINGS=" + conf + " FIELDPROF_DEBUG=" + log +
+                          " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
+                          " sqlite3 :memory: 'select 1' > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(log);
+  const std::string said(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(said.find("clock: TSC at the machine's rate, " + std::to_string((*got)->tsc_hz)),
+            std::string::npos)
+      << said;
+}
+
 TEST_F(AgentPassTest, ADamagedSettingsAnswerIsIgnored) {
-  const std::string good_conf = "consent = yes\nk = 3\n";
+  // With this machine's rate in it, the agent has nothing of its own to
+  // write either (TheMachinesClockRateReachesTheRuntime).
+  const std::optional<int64_t> hz = MeasureTscHz();
+  const std::string good_conf =
+      "consent = yes\nk = 3\n" + (hz ? "tsc_hz = " + std::to_string(*hz) + "\n" : "");
   for (const std::string& body :
        {std::string("{not json"), std::string(R"({"k": 99, "slots": 6})"),
         FleetSettingsToJson(FleetSettings{}, true).replace(12, 4, "dead")}) {

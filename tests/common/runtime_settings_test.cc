@@ -22,6 +22,7 @@ TEST(RuntimeSettingsTest, FormatThenParseGivesTheSameSettings) {
   s.spool_cap_mib = 8;
   s.slot_dir = "/run/fp-slots";
   s.seed = "42";
+  s.tsc_hz = 2096033036;
   s.version = s.fleet.Version();
   auto back = ParseRuntimeSettings(FormatRuntimeSettings(s));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -31,10 +32,11 @@ TEST(RuntimeSettingsTest, FormatThenParseGivesTheSameSettings) {
 
 TEST(RuntimeSettingsTest, TheRuntimesRulesApply) {
   // What the runtime refuses (agent/runtime/decide.cc Apply) is refused here.
-  for (const char* bad :
-       {"k = 0", "k = 9", "slots = 0", "consent = maybe", "overhead_budget = -1",
-        "max_load_per_cpu = x", "colour = blue", "seed = 12ab", "no equals", "sample_fraction = 1.5",
-        "sample_fraction = -0.1", "max_runs_per_minute = -1", "max_runs_per_minute = 2.5"}) {
+  for (const char* bad : {"k = 0", "k = 9", "slots = 0", "consent = maybe", "overhead_budget = -1",
+                          "max_load_per_cpu = x", "colour = blue", "seed = 12ab", "no equals",
+                          "sample_fraction = 1.5", "sample_fraction = -0.1",
+                          "max_runs_per_minute = -1", "max_runs_per_minute = 2.5",
+                          "tsc_hz = 999999", "tsc_hz = 100000000001", "tsc_hz = 2.1e9"}) {
     EXPECT_FALSE(ParseRuntimeSettings(std::string(bad) + "\n").ok()) << bad;
   }
   auto ok = ParseRuntimeSettings("# comment\n\n consent = yes \nk=8\n");

@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,6 +28,7 @@
 #include "common/proto/fieldprof.pb.h"
 #include "common/run_counters.h"
 #include "common/spool.h"
+#include "common/tsc_rate.h"
 #include "tests/test_util.h"
 
 namespace fieldprof {
@@ -227,6 +230,123 @@ TEST_F(RuntimeTest, VdsoClockWhenTheTscWillNotDo) {
   // The vDSO is called from the stub: floating-point arguments must survive.
   Result r = RunBoth({prog_, "fsum"}, "fp_test_fsum");
   EXPECT_EQ(r.out, "45.875\ndone fsum\n");
+}
+
+// Durations agree with CLOCK_MONOTONIC within 1% from a run's first call,
+// however short the run (issue #15). A test function spins for 1.5 us of
+// CLOCK_MONOTONIC; it is measured in runs of 300 calls (~0.5 ms), of 130
+// calls nested in another measured call (converted at once, not batched),
+// and of 100,000 calls: with the machine's rate handed over in the
+// settings, with the run's own estimate, and with the vDSO clock. The truth
+// is each call's own span by CLOCK_MONOTONIC plus what a call takes beyond
+// it (timed from outside on an unmeasured twin). Both sides are compared in
+// the bucket where the calls are (1-2 us): a call preempted leaves it on
+// both sides, so the comparison does not depend on the machine's load.
+// (Before the start's clock reading was a system call, the vDSO's first use
+// fell inside the rate's first span and short runs read 4-11% low.)
+class ClockTest : public RuntimeTest {
+ protected:
+  static constexpr long kSpinNs = 1500;
+  static constexpr int kBucket = 10;  // [1024, 2048) ns
+
+  // Runs `calls` spins (`mode` outer or nested) with `env` added; returns
+  // the recorded mean in kBucket over the true one, minus 1 (NaN and a
+  // failure when either side has too few calls there).
+  double Error(long calls, const std::string& mode, const std::vector<std::string>& env) {
+    fs::remove_all(spool());
+    const std::string truth_file = dir_.path() + "/truth";
+    std::vector<std::string> e = Env("fp_test_spin_ns,fp_test_callback", 2);
+    e.push_back("FIELDPROF_BUDGET=1000");
+    e.insert(e.end(), env.begin(), env.end());
+    Result r = RunCmd(
+        {prog_, "spin", std::to_string(kSpinNs), std::to_string(calls), mode, truth_file}, e);
+    EXPECT_EQ(r.exit_code, 7);
+    std::ifstream in(truth_file);
+    double beyond = 0;
+    in >> beyond;
+    double truth_sum = 0;
+    uint64_t truth_n = 0;
+    for (long span; in >> span;) {
+      const double v = static_cast<double>(span) + beyond;
+      if (BucketIndex(static_cast<uint64_t>(v)) != kBucket) continue;
+      truth_sum += v;
+      ++truth_n;
+    }
+    const std::vector<wire::RunRecord> recs = Records();
+    const wire::Histogram* h = Find(recs, "fp_test_spin_ns", wire::METRIC_WALL_TIME_NS);
+    EXPECT_NE(h, nullptr);
+    if (h == nullptr) return std::nan("");
+    EXPECT_EQ(h->count(), static_cast<uint64_t>(calls));
+    const wire::Bucket* b = nullptr;
+    for (const auto& bucket : h->buckets()) {
+      if (bucket.index() == kBucket) b = &bucket;
+    }
+    // Most calls are undisturbed even on a busy machine.
+    EXPECT_GE(truth_n * 10, static_cast<uint64_t>(calls) * 9);
+    EXPECT_NE(b, nullptr);
+    if (b == nullptr || truth_n == 0 || b->sum_hi() != 0) return std::nan("");
+    EXPECT_GE(b->count() * 10, static_cast<uint64_t>(calls) * 9);
+    const double recorded = static_cast<double>(b->sum_lo()) / static_cast<double>(b->count());
+    return recorded / (truth_sum / static_cast<double>(truth_n)) - 1;
+  }
+};
+
+TEST_F(ClockTest, DurationsAreRightFromTheFirstCall) {
+  const std::optional<int64_t> hz = MeasureTscHz();
+  const std::string log = dir_.path() + "/debug.log";
+  struct Clock {
+    std::string name;
+    std::vector<std::string> env;
+    std::string says;  // in the debug log
+    double within;
+  };
+  // The vDSO clock's readings cost more and vary more than `rdtsc`: what a
+  // measured call adds beyond the probe's typical cost is ~10 ns here (a
+  // constant, not a rate: 0.4-0.9% of these calls).
+  std::vector<Clock> clocks = {
+      {"the run's own rate", {}, "clock: TSC, its rate measured by this run", 0.01},
+      {"the vDSO clock", {"FIELDPROF_CLOCK=vdso"}, "clock: vDSO CLOCK_MONOTONIC", 0.02}};
+  if (hz.has_value()) {
+    clocks.push_back({"the machine's rate",
+                      {"FIELDPROF_TSC_HZ=" + std::to_string(*hz)},
+                      "clock: TSC at the machine's rate, " + std::to_string(*hz) + " Hz",
+                      0.01});
+  }
+  for (Clock& c : clocks) {
+    c.env.push_back("FIELDPROF_DEBUG=" + log);
+    for (const auto& [calls, mode, times] : {std::tuple<long, std::string, int>{300, "outer", 3},
+                                             {130, "nested", 2},
+                                             {100000, "outer", 1}}) {
+      for (int i = 0; i < times; ++i) {
+        fs::remove(log);
+        const double error = Error(calls, mode, c.env);
+        EXPECT_LT(std::abs(error), c.within) << c.name << ", " << calls << " " << mode
+                                             << " calls: recorded " << 100 * error << "% off";
+        EXPECT_NE(ReadFile(log).find(c.says), std::string::npos) << ReadFile(log);
+      }
+    }
+  }
+}
+
+// The machine's rate is checked against each run's own clock: one that
+// does not hold (a settings file from another machine) measures nothing
+// and leaves no record, rather than wrong durations.
+TEST_F(ClockTest, ARateTheRunRefutesLeavesNoRecord) {
+  const std::optional<int64_t> hz = MeasureTscHz();
+  if (!hz.has_value()) GTEST_SKIP() << "no invariant TSC: the runtime uses no rate here";
+  const std::string log = dir_.path() + "/debug.log";
+  std::vector<std::string> env = Env("fp_test_spin_ns", 1);
+  env.insert(env.end(), {"FIELDPROF_TSC_HZ=" + std::to_string(*hz * 3 / 2),
+                         "FIELDPROF_DEBUG=" + log, "FIELDPROF_BUDGET=1000"});
+  Result r = RunCmd({prog_, "spin", "1500", "3000", "outer", dir_.path() + "/truth"}, env);
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_NE(ReadFile(log).find("not measuring, no record"), std::string::npos) << ReadFile(log);
+  EXPECT_TRUE(Records().empty());
+  // The right rate, the same run: a record.
+  env[env.size() - 3] = "FIELDPROF_TSC_HZ=" + std::to_string(*hz);
+  r = RunCmd({prog_, "spin", "1500", "3000", "outer", dir_.path() + "/truth"}, env);
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_NE(Find(Records(), "fp_test_spin_ns", wire::METRIC_WALL_TIME_NS), nullptr);
 }
 
 TEST_F(RuntimeTest, FileBytesWritten) {

@@ -90,6 +90,35 @@ FP_TEST_API void fp_test_spin_us(long us) {
   } while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
 }
 
+// Spins for `ns` nanoseconds of CLOCK_MONOTONIC, the clock the runtime's
+// durations must agree with, and keeps the span between its first and last
+// reading (the first 2^17 calls): what each call really took, by a clock
+// that does not depend on the TSC's rate.
+static long spin_spans[1 << 17];
+static unsigned long spin_calls;
+FP_TEST_API void fp_test_spin_ns(long ns) {
+  timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long d;
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    d = (t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec);
+  } while (d < ns);
+  if (spin_calls < sizeof spin_spans / sizeof spin_spans[0]) spin_spans[spin_calls] = d;
+  ++spin_calls;
+}
+// The spans kept so far and their count. Called before the first spin too:
+// it binds clock_gettime and faults in the vDSO's data, which would
+// otherwise fall inside the first measured call before its first reading.
+// (Not in a constructor: the runtime's start must stay the process's first
+// use of the vDSO, as it is in most programs.)
+FP_TEST_API const long* fp_test_spin_truth(unsigned long* calls) {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  *calls = spin_calls;
+  return spin_spans;
+}
+
 }  // extern "C"
 
 // Throws through the measured call.

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +41,8 @@ struct FpPair {
 FpPair fp_test_pair(long x);
 void fp_test_callback(void (*cb)(void*), void* arg);
 void fp_test_spin_us(long us);
+void fp_test_spin_ns(long ns);
+const long* fp_test_spin_truth(unsigned long* calls);
 }
 
 namespace {
@@ -55,6 +58,39 @@ void OnAlarm(int) {
 jmp_buf g_jump;
 void JumpOut(void*) { longjmp(g_jump, 1); }
 void Nothing(void*) {}
+void SpinInside(void* ns) { fp_test_spin_ns(*static_cast<long*>(ns)); }
+
+// fp_test_spin_ns's twin, not measured (a call inside this program).
+__attribute__((noinline)) long LocalSpin(long ns) {
+  timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long d;
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    d = (t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec);
+  } while (d < ns);
+  return d;
+}
+
+// What a spin's call takes beyond the span it measures itself (its first
+// clock reading's start, its last one's end, the call and return), in ns:
+// the least over 50 batches of 20 calls, timed from outside (a preempted
+// batch counts for nothing).
+double SpinOverheadNs(long ns) {
+  long (*volatile spin)(long) = LocalSpin;
+  double best = 1e18;
+  for (int batch = 0; batch < 50; ++batch) {
+    constexpr int kCalls = 20;
+    timespec a, b;
+    long own = 0;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < kCalls; ++i) own += spin(ns);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const long wall = (b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
+    best = std::min(best, static_cast<double>(wall - own) / kCalls);
+  }
+  return best;
+}
 
 // Inside a measured fp_test_callback: 300 bytes of its own and a measured
 // fp_test_alloc of 5000, in the order `alloc_first` says.
@@ -260,6 +296,29 @@ int main(int argc, char** argv) {
       product = product * p / 3.0L;
     }
     printf("%.3f %.21Lg bad %ld\n", total, product, bad);
+  } else if (!strcmp(what, "spin") && argc == 6) {
+    // spin NS CALLS outer|nested TRUTHFILE: CALLS calls of NS ns each, at the
+    // outermost level or inside fp_test_callback. The truth goes to
+    // TRUTHFILE: what a call takes beyond its own span, then each call's
+    // span, a line each.
+    long ns = atol(argv[2]);
+    const long calls = atol(argv[3]);
+    const bool nested = !strcmp(argv[4], "nested");
+    unsigned long n = 0;
+    fp_test_spin_truth(&n);
+    for (long i = 0; i < calls; ++i) {
+      if (nested) {
+        fp_test_callback(SpinInside, &ns);
+      } else {
+        fp_test_spin_ns(ns);
+      }
+    }
+    const long* spans = fp_test_spin_truth(&n);
+    FILE* f = fopen(argv[5], "w");
+    if (f == nullptr) return 3;
+    fprintf(f, "%.3f\n", SpinOverheadNs(ns));
+    for (unsigned long i = 0; i < n && i < (1ul << 17); ++i) fprintf(f, "%ld\n", spans[i]);
+    fclose(f);
   } else if (!strcmp(what, "fsum")) {
     printf("%.3f\n", fp_test_fsum(1.5, 2.25, 3, 4, 5, 6, 7, 8, 9.125));
   } else if (!strcmp(what, "throw")) {
