@@ -49,6 +49,7 @@ void BatchBuilder::Encode(const Series& s, wire::Record* out) const {
   HistogramToWire(s.histogram, out->mutable_histogram());
   out->set_runs(s.runs);
   if (s.truncated) out->set_truncated(true);
+  if (s.resolution_ns != 0) out->set_resolution_ns(s.resolution_ns);
 }
 
 size_t BatchBuilder::EncodedSize(const Series& s) const {
@@ -71,13 +72,14 @@ bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
     if (it == touched.end()) {
       auto existing = series_.find(enc);
       Series base =
-          existing != series_.end() ? existing->second : Series{std::move(key), {}, 0, false, 0};
+          existing != series_.end() ? existing->second : Series{std::move(key), {}, 0, false, 0, 0};
       it = touched.emplace(std::move(enc), std::move(base)).first;
     }
     Series& s = it->second;
     s.histogram.Merge(HistogramFromWire(rec.histogram()));
     s.runs += std::max<uint64_t>(rec.runs(), 1);
     s.truncated = s.truncated || rec.truncated();
+    s.resolution_ns = std::max(s.resolution_ns, rec.resolution_ns());
   }
   int64_t delta = 0;
   for (auto& [enc, s] : touched) {

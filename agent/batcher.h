@@ -53,7 +53,8 @@ class BatchBuilder {
     Histogram histogram;
     uint64_t runs = 0;
     bool truncated = false;
-    size_t encoded = 0;  // bytes of this record inside the batch, tag included
+    size_t encoded = 0;          // bytes of this record inside the batch, tag included
+    uint64_t resolution_ns = 0;  // the largest of the runs' (wire::Record)
   };
   void Encode(const Series& s, wire::Record* out) const;
   size_t EncodedSize(const Series& s) const;

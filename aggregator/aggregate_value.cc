@@ -41,6 +41,7 @@ void SparseAggregate::AddRecordT(const R& r) {
   AddHistogram(r.histogram());
   runs_ += r.runs();
   truncated_ = truncated_ || r.truncated();
+  resolution_ns_ = std::max(resolution_ns_, r.resolution_ns());
 }
 
 void SparseAggregate::AddRecord(const wire::Record& r) { AddRecordT(r); }
@@ -80,6 +81,7 @@ void SparseAggregate::Merge(const SparseAggregate& other) {
   max_ = std::max(max_, other.max_);
   runs_ += other.runs_;
   truncated_ = truncated_ || other.truncated_;
+  resolution_ns_ = std::max(resolution_ns_, other.resolution_ns_);
 }
 
 Histogram SparseAggregate::ToHistogram() const {
@@ -100,6 +102,7 @@ void SparseAggregate::Encode(std::string* out) const {
   w.Finish(min_, max_, /*saturated=*/false);
   r.set_runs(runs_);
   r.set_truncated(truncated_);
+  if (resolution_ns_ != 0) r.set_resolution_ns(resolution_ns_);
   out->clear();
   r.SerializeToString(out);
 }

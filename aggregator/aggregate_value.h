@@ -1,6 +1,7 @@
 // The stored value of one series at one time node, and how values add up.
 //
-// A value is a wire::Record without its key (histogram, runs, truncated),
+// A value is a wire::Record without its key (histogram, runs, truncated,
+// resolution_ns),
 // serialized with protobuf. SparseAggregate adds values exactly (the same
 // rules as common/histogram.h) while holding only the non-empty buckets, so
 // a fold over tens of thousands of series stays small in memory; the same
@@ -35,6 +36,7 @@ class SparseAggregate {
   Histogram ToHistogram() const;
   uint64_t runs() const { return runs_; }
   bool truncated() const { return truncated_; }
+  uint64_t resolution_ns() const { return resolution_ns_; }  // the largest added
   bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
  private:
@@ -55,6 +57,7 @@ class SparseAggregate {
   uint64_t max_ = 0;
   uint64_t runs_ = 0;
   bool truncated_ = false;
+  uint64_t resolution_ns_ = 0;
 };
 
 }  // namespace fieldprof::aggregator

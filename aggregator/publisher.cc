@@ -83,6 +83,7 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
     HistogramToWire(a.histogram, r.mutable_histogram());
     r.set_runs(a.runs);
     if (a.truncated) r.set_truncated(true);
+    if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
     records[f].push_back(EncodeRecord(r));
     return true;
   });

@@ -9,6 +9,7 @@
 #include "aggregator/publisher.h"
 #include "aggregator/time_tree.h"
 #include "common/json_writer.h"
+#include "common/resolution.h"
 #include "common/validate.h"
 #include "common/wire.h"
 
@@ -64,6 +65,16 @@ void WriteStats(JsonWriter& j, const Histogram& h) {
   j.Key("p90").Double(s.p90);
   j.Key("p99").Double(s.p99);
   j.EndObject();
+}
+
+// Wall time: the coarsest timing resolution of the runs summed, and which
+// figures are under it (shown as "< resolution_ns"). Nothing when unknown.
+void WriteResolution(JsonWriter& j, const HistogramStats& s, uint64_t resolution_ns) {
+  if (resolution_ns == 0) return;
+  j.Key("resolution_ns").Uint(resolution_ns);
+  j.Key("below_resolution").BeginArray();
+  for (std::string_view name : FiguresBelowResolution(s, resolution_ns)) j.String(name);
+  j.EndArray();
 }
 
 void WriteHistogram(JsonWriter& j, const Histogram& h) {
@@ -390,6 +401,7 @@ HttpResponse Router::ListApis(std::string_view query) {
     j.Key("p50").Double(st.p50);
     j.Key("p90").Double(st.p90);
     j.Key("p99").Double(st.p99);
+    WriteResolution(j, st, a.resolution_ns);
     j.EndObject();
   }
   j.EndArray();
@@ -418,6 +430,7 @@ HttpResponse Router::GetApi(std::string_view query) {
   uint64_t runs = 0;
   size_t used = 0;
   bool truncated = false;
+  uint64_t resolution_ns = 0;
   for (const ApiAggregate& a : *series) {
     if (family && a.key.platform.cpu_family != *family) continue;
     StatusOr<ApiAggregate> r = store_->QueryRange(a.key, from, to);
@@ -425,6 +438,7 @@ HttpResponse Router::GetApi(std::string_view query) {
     total.Merge(r->histogram);
     runs += r->runs;
     truncated = truncated || r->truncated;
+    resolution_ns = std::max(resolution_ns, r->resolution_ns);
     ++used;
   }
   if (used == 0) {
@@ -442,6 +456,7 @@ HttpResponse Router::GetApi(std::string_view query) {
   j.Key("runs").Uint(runs);
   j.Key("truncated").Bool(truncated);
   WriteStats(j, total);
+  WriteResolution(j, total.Stats(), resolution_ns);
   WriteHistogram(j, total);
   j.EndObject();
   return HttpResponse{200, "application/json", j.Take() + "\n", {}};

@@ -57,6 +57,7 @@ struct ApiAggregate {
   Histogram histogram;
   uint64_t runs = 0;
   bool truncated = false;
+  uint64_t resolution_ns = 0;  // wall time: the coarsest run's (wire::Record)
 };
 
 class Store {

@@ -454,7 +454,9 @@ class RocksDbStore : public Store {
       StatusOr<ApiKey> key = DecodeApiKey(api);
       if (!key.ok()) return key.status();
       if (!filter.Matches(*key)) continue;
-      if (!visit({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated()})) break;
+      if (!visit({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated(),
+                  acc.resolution_ns()}))
+        break;
     }
     for (Source& src : sources) {
       if (!src.it->status().ok()) return FromRocks(src.it->status(), "listing APIs");
@@ -492,7 +494,7 @@ class RocksDbStore : public Store {
       if (!st[i].ok()) return FromRocks(st[i], "reading range");
       if (!acc.AddEncoded(values[i])) return DataLoss("corrupt stored value");
     }
-    return ApiAggregate{key, acc.ToHistogram(), acc.runs(), acc.truncated()};
+    return ApiAggregate{key, acc.ToHistogram(), acc.runs(), acc.truncated(), acc.resolution_ns()};
   }
 
   void AppendMetrics(std::string* out) override {

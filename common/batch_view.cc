@@ -252,6 +252,8 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
         return ReadVarintField(r, wt, &rec->runs_);
       case 4:
         return ReadVarintField(r, wt, &rec->truncated_);
+      case 5:
+        return ReadVarintField(r, wt, &rec->resolution_ns_);
       default:
         return r.Skip(wt);
     }
@@ -366,6 +368,7 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     }
     v.runs_ = r.runs();
     v.truncated_ = r.truncated();
+    v.resolution_ns_ = r.resolution_ns();
     out->records_.push_back(v);
   }
   out->LinkBuckets();

@@ -102,6 +102,7 @@ struct RecordView {
   HistogramView histogram_;
   uint64_t runs_ = 0;
   bool truncated_ = false;
+  uint64_t resolution_ns_ = 0;
 
   bool has_key() const { return has_key_; }
   const ApiKeyView& key() const { return key_; }
@@ -109,6 +110,7 @@ struct RecordView {
   const HistogramView& histogram() const { return histogram_; }
   uint64_t runs() const { return runs_; }
   bool truncated() const { return truncated_; }
+  uint64_t resolution_ns() const { return resolution_ns_; }
 };
 
 class BatchView {

@@ -318,6 +318,15 @@ Status ValidateRecordT(const R& r) {
     return Fail("runs_exceed_calls", "runs " + std::to_string(r.runs()) + " exceeds calls " +
                                          std::to_string(r.histogram().count()));
   }
+  if (r.resolution_ns() != 0) {
+    if (k.metric() != wire::METRIC_WALL_TIME_NS) {
+      return Fail("resolution_not_time", "resolution_ns is set on a metric that is not wall time");
+    }
+    if (r.resolution_ns() > kMaxResolutionNs) {
+      return Fail("resolution_range", "resolution_ns " + std::to_string(r.resolution_ns()) +
+                                          " is above " + std::to_string(kMaxResolutionNs));
+    }
+  }
   return Status::Ok();
 }
 

@@ -13,7 +13,8 @@
 // module_name, module_version_token, symbol_name (common/key_rules.h: key
 // strings that could carry personal data), bucket_sum_sq_range,
 // sum_sq_saturated_flag, total_count, total_sum, total_sum_sq,
-// min_max_order, min_range, max_range.
+// min_max_order, min_range, max_range, resolution_not_time,
+// resolution_range.
 #ifndef FIELDPROF_COMMON_VALIDATE_H_
 #define FIELDPROF_COMMON_VALIDATE_H_
 
@@ -32,6 +33,8 @@ inline constexpr int kMaxRecordsPerBatch = 32768;
 inline constexpr size_t kMaxModuleBytes = key_rules::kMaxModule;
 inline constexpr size_t kMaxVersionBytes = key_rules::kMaxModuleVersion;
 inline constexpr size_t kMaxSymbolBytes = key_rules::kMaxSymbol;
+// A run's timing resolution (wire::Record.resolution_ns) is at most 1 ms.
+inline constexpr uint64_t kMaxResolutionNs = 1000000;
 
 [[nodiscard]] Status ValidateBatch(const wire::Batch& batch);
 [[nodiscard]] Status ValidateRecord(const wire::Record& record);

@@ -133,6 +133,9 @@ wire::Record BatchGenerator::MakeRecord(int rank, wire::Metric metric) {
   }
   HistogramToWire(h, rec.mutable_histogram());
   rec.set_runs(std::min<uint64_t>(calls, 1 + rng_() % 20));
+  // As the runtime sends it: wall time's timing resolution (no draw from
+  // rng_, so a seed gives the batches it always gave).
+  if (metric == wire::METRIC_WALL_TIME_NS) rec.set_resolution_ns(5 + rank % 40);
   return rec;
 }
 

@@ -58,13 +58,15 @@ int CmdApi(int argc, char** argv) {
     return 1;
   }
   const boost::property_tree::ptree& pt = *got;
-  auto f = [&](const char* k) { return FormatMetricValue(*m, pt.get<double>(k, 0)); };
+  const uint64_t res = pt.get<uint64_t>("resolution_ns", 0);
+  auto f = [&](const char* k) { return FormatMetricValue(*m, pt.get<double>(k, 0), res); };
   std::printf("%s %s  (%s, %s series, %s runs)\n", t.positional()[0].c_str(),
               t.positional()[1].c_str(), metric.c_str(), pt.get<std::string>("series").c_str(),
               pt.get<std::string>("runs").c_str());
   std::printf("  calls %s   mean %s +- %s   min %s   max %s\n",
               pt.get<std::string>("stats.count").c_str(), f("stats.mean").c_str(),
-              f("stats.stddev").c_str(), f("stats.min").c_str(), f("stats.max").c_str());
+              FormatMetricValue(*m, pt.get<double>("stats.stddev", 0)).c_str(),
+              f("stats.min").c_str(), f("stats.max").c_str());
   std::printf("  p50 %s   p90 %s   p99 %s\n\n", f("stats.p50").c_str(), f("stats.p90").c_str(),
               f("stats.p99").c_str());
   double top = 1;
@@ -72,7 +74,7 @@ int CmdApi(int argc, char** argv) {
     top = std::max(top, b.get<double>("count"));
   }
   const double zeros = pt.get<double>("histogram.zero_count", 0);
-  if (zeros > 0) std::printf("  %21s %10.0f\n", "0", zeros);
+  if (zeros > 0) std::printf("  %21s %10.0f\n", ZeroBucketLabel(*m, res).c_str(), zeros);
   for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
     const double n = b.get<double>("count");
     const int width = static_cast<int>(40 * n / top + 0.5);

@@ -15,6 +15,7 @@
 #include "common/histogram.h"
 #include "common/json_writer.h"
 #include "common/options.h"
+#include "common/resolution.h"
 #include "common/snapshot_cache.h"
 #include "common/wire.h"
 #include "tools/commands.h"
@@ -29,6 +30,7 @@ struct Match {
   std::map<wire::Metric, Histogram> by_metric;
   uint64_t runs = 0;  // of the chosen metric's series
   bool truncated = false;
+  uint64_t resolution_ns = 0;                    // the coarsest (wall time)
   std::set<std::string> series;                  // module, version, platform
   std::map<std::string, uint64_t> module_calls;  // module -> calls (chosen metric)
 };
@@ -175,6 +177,7 @@ int CmdCost(int argc, char** argv) {
       if (k.metric() == *metric) {
         m.runs += r.runs();
         m.truncated = m.truncated || r.truncated();
+        m.resolution_ns = std::max(m.resolution_ns, r.resolution_ns());
         m.module_calls[k.module()] += h.count();
         m.series.insert(k.module() + "\n" + k.module_version() + "\n" +
                         k.platform().SerializeAsString());
@@ -250,6 +253,12 @@ int CmdCost(int argc, char** argv) {
     j.Key("mean").Double(st.mean).Key("stddev").Double(st.stddev);
     j.Key("min").Uint(st.min).Key("max").Uint(st.max);
     j.Key("p50").Double(st.p50).Key("p90").Double(st.p90).Key("p99").Double(st.p99);
+    if (m.resolution_ns != 0) {
+      j.Key("resolution_ns").Uint(m.resolution_ns);
+      j.Key("below_resolution").BeginArray();
+      for (std::string_view name : FiguresBelowResolution(st, m.resolution_ns)) j.String(name);
+      j.EndArray();
+    }
     j.Key("per_call").BeginObject();
     j.Key("alloc_bytes").Double(alloc).Key("alloc_count").Double(allocs);
     j.Key("file_io_bytes").Double(file_io).Key("socket_io_bytes").Double(sock_io);
@@ -281,7 +290,8 @@ int CmdCost(int argc, char** argv) {
   const char* ct = std::getenv("COLORTERM");
   const bool truecolor =
       ct != nullptr && (std::string(ct) == "truecolor" || std::string(ct) == "24bit");
-  auto f = [&](double v) { return FormatMetricValue(*metric, v); };
+  auto f = [&](double v) { return FormatMetricValue(*metric, v, m.resolution_ns); };
+  auto edge = [&](double v) { return FormatMetricValue(*metric, v); };
   std::printf("%s%s%s  %s, %zu series in %zu module%s, %s runs%s\n", colored ? "\033[1m" : "",
               shown.c_str(), colored ? "\033[0m" : "", metric_name.c_str(), m.series.size(),
               m.module_calls.size(), m.module_calls.size() == 1 ? "" : "s", Count(m.runs).c_str(),
@@ -293,7 +303,7 @@ int CmdCost(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("  calls %s   mean %s +- %s   min %s   max %s\n", Count(st.count).c_str(),
-              f(st.mean).c_str(), f(st.stddev).c_str(), f(static_cast<double>(st.min)).c_str(),
+              f(st.mean).c_str(), edge(st.stddev).c_str(), f(static_cast<double>(st.min)).c_str(),
               f(static_cast<double>(st.max)).c_str());
   std::printf("  p50 %s   p90 %s   p99 %s\n", f(st.p50).c_str(), f(st.p90).c_str(),
               f(st.p99).c_str());
@@ -312,10 +322,10 @@ int CmdCost(int argc, char** argv) {
                 colored && n > 0 ? "\033[0m" : "", std::string(40 - width, ' ').c_str(),
                 Count(n).c_str());
   };
-  if (h.zero_count() > 0) row("0", h.zero_count(), 0);
+  if (h.zero_count() > 0) row(ZeroBucketLabel(*metric, m.resolution_ns), h.zero_count(), 0);
   for (int i = lo; i <= hi; ++i) {
     const double position = hi == lo ? 1.0 : static_cast<double>(i - lo) / (hi - lo);
-    row(f(static_cast<double>(BucketLow(i))) + " .. " + f(static_cast<double>(BucketHigh(i))),
+    row(edge(static_cast<double>(BucketLow(i))) + " .. " + edge(static_cast<double>(BucketHigh(i))),
         h.bucket(i).count, position);
   }
   char created[32] = "?";

@@ -53,7 +53,8 @@ std::string ApiList(const wire::RunRecord& r) {
   return out.empty() ? "-" : out;
 }
 
-void PrintHistogramBars(std::FILE* out, wire::Metric m, const Histogram& h) {
+void PrintHistogramBars(std::FILE* out, wire::Metric m, const Histogram& h,
+                        uint64_t resolution_ns) {
   uint64_t top = std::max<uint64_t>(1, h.zero_count());
   for (int i = 0; i < kNumBuckets; ++i) top = std::max(top, h.bucket(i).count);
   auto bar = [&](const std::string& label, uint64_t n) {
@@ -62,7 +63,7 @@ void PrintHistogramBars(std::FILE* out, wire::Metric m, const Histogram& h) {
     std::fprintf(out, "        %22s %8llu %s\n", label.c_str(), static_cast<unsigned long long>(n),
                  std::string(static_cast<size_t>(std::max(width, n > 0 ? 1 : 0)), '#').c_str());
   };
-  if (h.zero_count() > 0) bar("0", h.zero_count());
+  if (h.zero_count() > 0) bar(ZeroBucketLabel(m, resolution_ns), h.zero_count());
   for (int i = 0; i < kNumBuckets; ++i) {
     const uint64_t n = h.bucket(i).count;
     if (n == 0) continue;
@@ -104,12 +105,13 @@ void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunReco
     const Histogram h = HistogramFromWire(rec.histogram());
     const HistogramStats s = h.Stats();
     const wire::Metric m = k.metric();
-    auto f = [m](double v) { return FormatMetricValue(m, v); };
+    const uint64_t res = rec.resolution_ns();
+    auto f = [m, res](double v) { return FormatMetricValue(m, v, res); };
     std::fprintf(out, "    %-22s calls %-6llu mean %s  p50 %s  p90 %s  p99 %s  max %s\n",
                  std::string(MetricName(m)).c_str(), static_cast<unsigned long long>(s.count),
                  f(s.mean).c_str(), f(s.p50).c_str(), f(s.p90).c_str(), f(s.p99).c_str(),
                  f(static_cast<double>(s.max)).c_str());
-    if (histograms) PrintHistogramBars(out, m, h);
+    if (histograms) PrintHistogramBars(out, m, h, res);
   }
 }
 

@@ -61,14 +61,15 @@ int CmdTop(int argc, char** argv) {
   int rank = 0;
   for (const auto& [_, a] : pt.get_child("apis")) {
     auto v = [&](const char* k) { return a.get<double>(k, 0); };
+    const uint64_t res = a.get<uint64_t>("resolution_ns", 0);
+    auto f = [&](const char* k) { return FormatMetricValue(*m, v(k), res); };
     std::string platform = a.get<std::string>("platform.arch") + "/" +
                            a.get<std::string>("platform.cpu_vendor") + "/" +
                            a.get<std::string>("platform.cpu_family");
     std::printf("%-4d %10.0f %7.0f %10s %10s %10s %10s  %-18s %s (%s)\n", ++rank, v("calls"),
-                v("runs"), FormatMetricValue(*m, v("mean")).c_str(),
-                FormatMetricValue(*m, v("p50")).c_str(), FormatMetricValue(*m, v("p90")).c_str(),
-                FormatMetricValue(*m, v("p99")).c_str(), a.get<std::string>("module").c_str(),
-                a.get<std::string>("symbol").c_str(), platform.c_str());
+                v("runs"), f("mean").c_str(), f("p50").c_str(), f("p90").c_str(), f("p99").c_str(),
+                a.get<std::string>("module").c_str(), a.get<std::string>("symbol").c_str(),
+                platform.c_str());
   }
   if (rank == 0) std::printf("(no %s data yet)\n", metric.c_str());
   return 0;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/resolution.h"
+
 namespace fieldprof::tools {
 
 std::string FormatNanos(double ns) {
@@ -32,9 +34,12 @@ std::string FormatBytes(double v) {
   return b;
 }
 
-std::string FormatMetricValue(wire::Metric m, double v) {
+std::string FormatMetricValue(wire::Metric m, double v, uint64_t resolution_ns) {
   switch (m) {
     case wire::METRIC_WALL_TIME_NS:
+      if (BelowResolution(v, resolution_ns)) {
+        return "< " + FormatNanos(static_cast<double>(resolution_ns));
+      }
       return FormatNanos(v);
     case wire::METRIC_ALLOC_COUNT: {
       char b[32];
@@ -44,6 +49,11 @@ std::string FormatMetricValue(wire::Metric m, double v) {
     default:
       return FormatBytes(v);
   }
+}
+
+std::string ZeroBucketLabel(wire::Metric m, uint64_t resolution_ns) {
+  if (m != wire::METRIC_WALL_TIME_NS || resolution_ns == 0) return "0";
+  return "< " + FormatNanos(static_cast<double>(resolution_ns));
 }
 
 }  // namespace fieldprof::tools

@@ -12,8 +12,13 @@ namespace fieldprof::tools {
 std::string FormatNanos(double ns);
 // 1536 -> "1.50 KiB".
 std::string FormatBytes(double bytes);
-// Picks FormatNanos, FormatBytes or a plain count by metric.
-std::string FormatMetricValue(wire::Metric m, double v);
+// Picks FormatNanos, FormatBytes or a plain count by metric. A wall time
+// under `resolution_ns` (wire::Record.resolution_ns; 0: unknown) reads
+// "< 10 ns": it cannot be told from 0, and 0 would read as free.
+std::string FormatMetricValue(wire::Metric m, double v, uint64_t resolution_ns = 0);
+// The zero bucket's label: "0", or "< 10 ns" for wall time with a known
+// resolution (the calls no longer than the probe's own cost).
+std::string ZeroBucketLabel(wire::Metric m, uint64_t resolution_ns);
 
 }  // namespace fieldprof::tools
 

@@ -196,6 +196,15 @@ void CalibrateProbe() {
   }
   std::sort(probes, probes + kProbes);
   uint64_t typical = probes[kProbes / 2];
+  // The resolution: the spread of the probe's own cost (its 10th to 90th
+  // percentile), and at least the least step between two clock readings.
+  uint64_t step = ~uint64_t{0};
+  for (int i = 0; i < 16; ++i) {
+    const uint64_t a = Ticks(), b = Ticks();
+    if (b > a) step = std::min(step, b - a);
+  }
+  const uint64_t spread = probes[kProbes * 9 / 10] - probes[kProbes / 10];
+  g.resolution_ticks = std::max(step == ~uint64_t{0} ? 1 : step, spread);
   // A run of probe calls against the same run of direct calls, best of 4.
   uint64_t added = ~uint64_t{0};
   for (int round = 0; round < 4; ++round) {

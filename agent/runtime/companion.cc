@@ -320,10 +320,8 @@ void WriteRecord() {
   const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
   SpoolRun run;
   run.run_ns = run_ns;
-  run.probe_ns =
-      g.calibrated ? static_cast<uint64_t>(
-                         (static_cast<unsigned __int128>(g.probe_ticks) * g.ns_per_tick_q32) >> 32)
-                   : 0;
+  run.probe_ns = g.calibrated ? TicksToNs(g.probe_ticks) : 0;
+  run.resolution_ns = g.calibrated ? std::max<uint64_t>(1, TicksToNs(g.resolution_ticks)) : 0;
   run.abandoned = g.abandoned.load();
   run.dropped = g.dropped_depth.load() + g.dropped_no_slab.load() + g.dropped_uncalibrated.load();
   const int slabs = std::min(g.next_slab.load(), kSlabs);

@@ -134,8 +134,9 @@ struct Globals {
   // calls are not in the record (binder.h).
   volatile uint8_t evicted[FP_MAX_SLOTS];
   volatile int active;
-  uint64_t call_cost_ticks;  // what a measured call adds, all told (the budget's unit)
-  uint64_t tsc0;             // at start, or at a fork or a failed exec
+  uint64_t call_cost_ticks;   // what a measured call adds, all told (the budget's unit)
+  uint64_t resolution_ticks;  // durations under it cannot be told from 0 (clock.h)
+  uint64_t tsc0;              // at start, or at a fork or a failed exec
   int64_t mono0_ns;
   // The rate's first reading (clock.h): CLOCK_MONOTONIC at start, taken
   // between the tick readings rate_tsc0 and rate_tsc0_after.
@@ -193,10 +194,14 @@ inline uintptr_t StubAddress(int slot) {
   return reinterpret_cast<uintptr_t>(fp_stubs) + FP_STUB_SIZE * static_cast<uintptr_t>(slot);
 }
 
-// A measured duration in ns: the probe's own cost taken off, clamped at 0.
-inline uint64_t DurationNs(uint64_t ticks) {
-  ticks = ticks > g.probe_ticks ? ticks - g.probe_ticks : 0;
+inline uint64_t TicksToNs(uint64_t ticks) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * g.ns_per_tick_q32) >> 32);
+}
+
+// A measured duration in ns: the probe's typical cost taken off, clamped at
+// 0 (the zero bucket: no longer than the probe itself).
+inline uint64_t DurationNs(uint64_t ticks) {
+  return TicksToNs(ticks > g.probe_ticks ? ticks - g.probe_ticks : 0);
 }
 
 inline uint64_t Rdtsc() {

@@ -131,6 +131,7 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch&
       ro.Bytes(2, hist, ho.n);
       ro.U64(3, 1);  // runs
       ro.U64(4, api.truncated ? 1 : 0);
+      if (m == 0 && run.resolution_ns != 0) ro.U64(5, run.resolution_ns);
       if (ko.bad || ho.bad || ro.bad) return 0;
       o.Bytes(3, rec, ro.n);
     }

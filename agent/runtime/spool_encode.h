@@ -24,6 +24,7 @@ struct SpoolRun {
   SpoolApi apis[FP_MAX_APIS];
   int napis = 0;
   uint64_t calls_measured = 0, abandoned = 0, dropped = 0, probe_ns = 0, run_ns = 0;
+  uint64_t resolution_ns = 0;  // on each wall-time record (clock.h)
   uint32_t apis_chosen = 0, apis_truncated = 0, refused = 0;
 };
 

@@ -437,6 +437,61 @@ TEST_F(SnapshotClientTest, CostMatchesStatisticsComputedFromTheRawValues) {
   EXPECT_NE(err.find("has no socket_io_bytes data"), std::string::npos) << err;
 }
 
+// Durations under the runs' timing resolution (issue #15): a cheap API whose
+// calls mostly record 0 after the probe's cost is taken off. The coarsest
+// resolution among the runs survives the sums (the aggregator's store, its
+// time tree, the snapshot) and every reader shows such figures as "< 20 ns",
+// never "0 ns" or "1 ns".
+TEST_F(SnapshotClientTest, ValuesUnderTheResolutionReadAsLessThanIt) {
+  HttpsClient c(agg_->Options());
+  for (int b = 0; b < 2; ++b) {
+    wire::Batch batch = SimpleBatch(IdOf(9500 + b), "libcheap.so.1", "cheap_fn", 1, 1);
+    wire::Record* r = batch.mutable_records(0);
+    Histogram t;
+    t.RecordZeros(900);
+    for (int i = 0; i < 100; ++i) t.Record(8 + i % 30);
+    HistogramToWire(t, r->mutable_histogram());
+    r->set_runs(4);
+    r->set_resolution_ns(b == 0 ? 12 : 20);
+    auto reply = c.Post("/v1/batches", "application/x-protobuf", batch.SerializeAsString());
+    ASSERT_TRUE(reply.ok() && reply->status == 200) << (reply.ok() ? reply->body : "");
+  }
+  PublishAll();
+  const std::string cli = FIELDPROF_CLI_BIN;
+  const std::string common = " --cache " + cache_.dir() + " ";
+  const std::string server = " --port " + std::to_string(port_) + " --ca " + dir_.File("cert.pem");
+  std::string out, err;
+  ASSERT_EQ(RunCli(cli + " pull --all --quiet" + common + server + " --key " +
+                       dir_.File("keys/snapshot-signing.pub"),
+                   &out, &err, dir_),
+            0)
+      << err;
+  // fieldprof cost, text and JSON (the snapshot).
+  ASSERT_EQ(RunCli(cli + " cost --color never" + common + "cheap_fn", &out, &err, dir_), 0) << err;
+  EXPECT_NE(out.find("mean < 20 ns"), std::string::npos) << out;
+  EXPECT_NE(out.find("p50 < 20 ns"), std::string::npos) << out;
+  EXPECT_NE(out.find("< 20 ns "), std::string::npos) << out;  // the zero bucket's row
+  EXPECT_EQ(out.find(" 0 ns"), std::string::npos) << out;
+  ASSERT_EQ(RunCli(cli + " cost --json" + common + "cheap_fn", &out, &err, dir_), 0) << err;
+  boost::property_tree::ptree j;
+  std::istringstream in(out);
+  boost::property_tree::read_json(in, j);
+  EXPECT_EQ(j.get<uint64_t>("resolution_ns"), 20u);
+  std::set<std::string> below;
+  for (const auto& [_, v] : j.get_child("below_resolution")) below.insert(v.data());
+  EXPECT_EQ(below, (std::set<std::string>{"mean", "p50", "p90", "min"})) << out;
+  // fieldprof top and fieldprof api (the aggregator's query API).
+  ASSERT_EQ(RunCli(cli + " top --module libcheap.so.1" + server, &out, &err, dir_), 0) << err;
+  EXPECT_NE(out.find("< 20 ns"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" 0 ns"), std::string::npos) << out;
+  ASSERT_EQ(RunCli(cli + " api" + server + " libcheap.so.1 cheap_fn", &out, &err, dir_), 0) << err;
+  EXPECT_NE(out.find("p50 < 20 ns"), std::string::npos) << out;
+  EXPECT_NE(out.find("mean < 20 ns"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" 0 ns"), std::string::npos) << out;
+  ASSERT_EQ(RunCli(cli + " api --json" + server + " libcheap.so.1 cheap_fn", &out, &err, dir_), 0);
+  EXPECT_NE(out.find("\"resolution_ns\":20"), std::string::npos) << out;
+}
+
 // The agent refreshes on its own schedule, at most snapshot_per_day
 // fragments in a day, and `fieldprof status` reports a bad signature.
 TEST_F(SnapshotClientTest, TheAgentRefreshesWithinItsDailyAllowanceAndReportsABadSignature) {

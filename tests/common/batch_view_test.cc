@@ -45,6 +45,7 @@ std::string Diff(const BatchView& a, const BatchView& b) {
       return at + "key";
     }
     if (x.runs() != y.runs() || x.truncated() != y.truncated()) return at + "runs";
+    if (x.resolution_ns() != y.resolution_ns()) return at + "resolution_ns";
     const HistogramView& h = x.histogram();
     const HistogramView& g = y.histogram();
     if (h.zero_count() != g.zero_count() || h.count() != g.count() || h.sum_lo() != g.sum_lo() ||

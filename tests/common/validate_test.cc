@@ -96,6 +96,13 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
        }},
       {"runs_zero", [](wire::Batch* b) { b->mutable_records(0)->set_runs(0); }},
       {"runs_exceed_calls", [](wire::Batch* b) { b->mutable_records(0)->set_runs(6); }},
+      {"resolution_not_time",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_ALLOC_COUNT);
+         b->mutable_records(0)->set_resolution_ns(10);
+       }},
+      {"resolution_range",
+       [](wire::Batch* b) { b->mutable_records(0)->set_resolution_ns(kMaxResolutionNs + 1); }},
       {"histogram_empty", [](wire::Batch* b) { b->mutable_records(0)->clear_histogram(); }},
       {"bucket_index_range", [](wire::Batch* b) { B(b, 1)->set_index(64); }},
       {"bucket_order", [](wire::Batch* b) { B(b, 1)->set_index(1); }},

@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const HistogramView& vh = v.histogram();
       const wire::Histogram& rh = r.histogram();
       if (kv != kr || v.runs() != r.runs() || v.truncated() != r.truncated() ||
-          vh.count() != rh.count() || vh.sum_lo() != rh.sum_lo() || vh.sum_hi() != rh.sum_hi() ||
+          v.resolution_ns() != r.resolution_ns() || vh.count() != rh.count() ||
+          vh.sum_lo() != rh.sum_lo() || vh.sum_hi() != rh.sum_hi() ||
           vh.sum_sq_lo() != rh.sum_sq_lo() || vh.sum_sq_hi() != rh.sum_sq_hi() ||
           vh.min() != rh.min() || vh.max() != rh.max() || vh.zero_count() != rh.zero_count() ||
           vh.buckets_size() != rh.buckets_size()) {

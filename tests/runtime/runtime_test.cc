@@ -192,6 +192,43 @@ TEST_F(RuntimeTest, AllocationsLandInTheirBucket) {
   EXPECT_EQ(recs[0].counters().apis_chosen(), 1u);
 }
 
+// A call cheaper than the timing can resolve (a 16-byte malloc and free)
+// mostly records 0 once the probe's cost is taken off. The record says how
+// fine its timing was, on wall time only, and `fieldprof spool show` reads
+// such figures as "< N ns", never as 0 ns.
+TEST_F(RuntimeTest, CheapCallsReadAsUnderTheResolution) {
+  extra_env_ = {"FIELDPROF_BUDGET=1000"};
+  RunBoth({prog_, "alloc", "16", "3000"}, "fp_test_alloc");
+  const std::vector<wire::RunRecord> recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  uint64_t resolution = 0;
+  for (const wire::Record& r : recs[0].records()) {
+    if (r.key().metric() == wire::METRIC_WALL_TIME_NS) {
+      resolution = r.resolution_ns();
+    } else {
+      EXPECT_EQ(r.resolution_ns(), 0u) << r.key().metric();
+    }
+  }
+  EXPECT_GE(resolution, 1u);
+  EXPECT_LE(resolution, 1000u);
+  const std::string shown = dir_.path() + "/shown";
+  ASSERT_EQ(std::system((std::string(FIELDPROF_CLI) + " spool show --histograms --spool " +
+                         spool() + " > " + shown)
+                            .c_str()),
+            0);
+  const std::string out = ReadFile(shown);
+  const size_t wall = out.find("wall_time_ns");
+  ASSERT_NE(wall, std::string::npos) << out;
+  const std::string line = out.substr(wall, out.find('\n', wall) - wall);
+  EXPECT_EQ(line.find(" 0 ns"), std::string::npos) << line;
+  EXPECT_EQ(line.find(" 1 ns"), std::string::npos) << line;
+  const wire::Histogram* h = Find(recs, "fp_test_alloc", wire::METRIC_WALL_TIME_NS);
+  ASSERT_NE(h, nullptr);
+  if (h->zero_count() > 0) {  // the zero bucket's row
+    EXPECT_NE(out.find("< " + std::to_string(resolution) + " ns "), std::string::npos) << out;
+  }
+}
+
 TEST_F(RuntimeTest, WallTimeOfASleep) {
   RunBoth({prog_, "sleep", "2000", "5"}, "fp_test_sleep_us");
   auto recs = Records();
