@@ -1,0 +1,73 @@
+// The companion: the parts of libfieldprof.so around the hot path
+// (hotpath.h), one concept per file:
+//   start.cc           the constructor: the decision (decide.h), the measuring
+//                      state, the clock (clock.h), the binder (binder.h); and
+//                      the process-wide state every part shares
+//   clock.cc           the clock, its rate, the probe's own cost
+//   budget.cc          the overhead budget (an API past it stops measuring and
+//                      its call sites are pointed back at it)
+//   record.cc          the run's record: written at exit and before exec and
+//                      _exit; counts start afresh in a fork child and after a
+//                      failed exec (exec, _exit and fork handling)
+//   alloc_counters.cc  malloc and friends: bytes and allocations per call
+//   io_counters.cc     read, write, send and friends: file and socket bytes
+//   unwind.cc          return addresses put back before an unwinder walks
+// In a run that is not measured, every interposer just goes on to the next
+// definition. This header holds what more than one of them uses.
+#ifndef FIELDPROF_AGENT_RUNTIME_COMPANION_H_
+#define FIELDPROF_AGENT_RUNTIME_COMPANION_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "agent/runtime/hotpath.h"
+#include "agent/runtime/next_symbol.h"
+#include "agent/runtime/spool_encode.h"
+
+#define FP_EXPORT __attribute__((visibility("default")))
+
+namespace fieldprof::rt {
+
+// Appends a line to the run's debug log (FIELDPROF_DEBUG), if any (start.cc).
+void DebugLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// What only the record needs, mapped with the slabs and shadow stacks when
+// a run is measured (start.cc).
+struct RecordMemory {
+  Histogram totals[FP_MAX_SLOTS][FP_NUM_METRICS];
+  SpoolScratch scratch;
+};
+FP_HIDDEN extern RecordMemory* g_record;
+size_t SlabBytes();  // all kSlabs of them
+
+// The process whose record this memory holds (record.cc): a vfork child
+// shares it, and must never write it (nor may a raw clone child without
+// fork handlers).
+FP_HIDDEN extern pid_t owner_pid;
+// In a fork child: a record and a clock of its own (record.cc).
+void ResetAfterFork();
+
+// Whether a measured call is on this thread's shadow stack: only then do
+// the interposers count anything.
+inline bool Counting() { return InMeasuredCall(t_state); }
+
+// The next definition of `name` (next_symbol.h), found at the first call.
+// One missing everywhere (an unwinder function before libgcc_s is loaded)
+// is looked for again at the next call; a call to none would crash anyway.
+template <typename F>
+F Next(F* cache, const char* name) {
+  F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+  if (f == nullptr) [[unlikely]] {
+    uintptr_t a = 0;
+    ResolveNext(&name, &a, 1);
+    f = reinterpret_cast<F>(a);
+    __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+  }
+  return f;
+}
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_COMPANION_H_

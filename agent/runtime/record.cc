@@ -1,0 +1,326 @@
+// The run's record (companion.h): summed from every thread's slab and
+// written to the spool at exit, and before exec and _exit, which end the
+// image without running destructors; a fork child and a program after a
+// failed exec count afresh.
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <new>
+
+#include "agent/runtime/binder.h"
+#include "agent/runtime/clock.h"
+#include "agent/runtime/companion.h"
+#include "agent/runtime/decide.h"
+#include "agent/runtime/sys.h"
+
+namespace fieldprof::rt {
+
+FP_HOT_DATA pid_t owner_pid;
+
+namespace {
+
+// The run's drop counters and clock start again; APIs stopped for the
+// overhead budget measure again.
+void ResetRunClock() {
+  g.dropped_depth.store(0);
+  g.dropped_no_slab.store(0);
+  g.dropped_uncalibrated.store(0);
+  g.abandoned.store(0);
+  g.tsc0 = Ticks();
+  g.mono0_ns = sys::MonoNs();
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (g.truncated[a]) {
+      g.truncated[a] = 0;
+      fp_measuring[a] = 1;
+    }
+  }
+}
+
+// Forgets every count: what follows goes into a record of its own. Only
+// what holds data is written: a page written in a fork child, or after a
+// failed exec, is a page copied.
+void ResetCounts() {
+  // Only bound APIs count (a slot keeps its API for the life of the
+  // process).
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  for (int s = 0; s < slabs; ++s) {
+    if (!g.slabs_ready[s]) continue;
+    Slab& slab = SlabAt(s);
+    for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+      if (!g.bound[a]) continue;
+      for (Histogram& h : slab.h[a]) {
+        if (h.count() != 0) new (&h) Histogram();
+      }
+      if (slab.calls[a] != 0) slab.calls[a] = 0;
+      if (slab.quiet[a] != 0) slab.quiet[a] = 0;
+      for (uint64_t& n : slab.ticks[a]) {
+        if (n != 0) n = 0;
+      }
+    }
+  }
+  ForgetKeptDurations();
+  ResetRunClock();
+}
+
+}  // namespace
+
+size_t SlabBytes() { return sizeof(Slab) * kSlabs; }
+
+void ResetAfterFork() {
+  // The child counts only its own calls; its parent reports the rest. It is
+  // a process of its own from here: its run time and overhead budget start
+  // now, so APIs the parent had stopped for its budget measure again.
+  owner_pid = sys::Getpid();
+  BinderAfterFork();
+  // Fresh slabs, not cleared ones: clearing would copy every page the
+  // parent recorded into, and most children exec at once. The child's one
+  // thread is the forking one; the others' slabs are gone with them.
+  void* fresh = mmap(nullptr, SlabBytes(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (fresh == MAP_FAILED) {
+    g.active = 0;  // nothing of the parent's may be reported twice
+    for (auto& m : fp_measuring) m = 0;
+    return;
+  }
+  munmap(g_slabs, SlabBytes());
+  g_slabs = static_cast<Slab*>(fresh);
+  ReplaceSlabsAfterFork();
+  ForgetKeptDurations();
+  ResetRunClock();
+}
+
+namespace {
+
+// Set after a failed exec: this image's run is on record already, so a
+// later record is written only if it has calls of its own (a shell trying
+// each PATH entry would otherwise leave one empty record per attempt).
+FP_HOT_DATA bool resumed_after_exec;
+
+uint64_t CallsSinceReset() {
+  uint64_t n = 0;
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  for (int s = 0; s < slabs; ++s) {
+    if (!g.slabs_ready[s]) continue;
+    for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+      if (!g.evicted[a]) n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
+    }
+  }
+  return n + KeptCalls();
+}
+
+// Whether this process has a record to write.
+bool HasRecord() {
+  if (!g.active) return false;
+  if (sys::Getpid() != owner_pid) return false;
+  return !resumed_after_exec || CallsSinceReset() > 0;
+}
+
+void WriteRecord() {
+  const uint64_t t_end = Rdtsc();
+  CalibrateNow();             // over the whole run: the most precise rate, or the last check of it
+  if (RateRefuted()) return;  // said in the debug log
+  FlushDurations();
+  const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
+  SpoolRun run;
+  run.run_ns = run_ns;
+  run.probe_ns = g.calibrated ? TicksToNs(g.probe_ticks) : 0;
+  run.resolution_ns = g.calibrated ? std::max<uint64_t>(1, TicksToNs(g.resolution_ticks)) : 0;
+  run.abandoned = g.abandoned.load();
+  run.dropped = g.dropped_depth.load() + g.dropped_no_slab.load() + g.dropped_uncalibrated.load();
+  const int slabs = std::min(g.next_slab.load(), kSlabs);
+  // One thread measured, and it is this one (most programs): its slab's
+  // histograms become the totals, in place, on pages it has written
+  // already. Otherwise the totals are summed apart (other threads may still
+  // be counting into their slabs), on fresh pages (~18 KB per API).
+  const bool in_place = slabs == 1 && g.slabs_ready[0] && t_state.slab_p == &SlabAt(0);
+  Histogram(*totals)[FP_NUM_METRICS] = in_place ? SlabAt(0).h : g_record->totals;
+  // Chosen APIs only: one replaced by an API of lower priority called
+  // later was measured for part of the run, and is left out (binder.h).
+  auto kept = [](int a) { return g.bound[a] && !g.evicted[a]; };
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!kept(a)) continue;
+    ++run.apis_chosen;
+    if (g.truncated[a]) ++run.apis_truncated;
+    if (!in_place) {
+      for (int m = 0; m < FP_NUM_METRICS; ++m) new (&totals[a][m]) Histogram();
+    }
+    for (int s = 0; s < slabs; ++s) {
+      if (!g.slabs_ready[s]) continue;
+      Slab& slab = SlabAt(s);
+      // Read once: a thread still running may be counting into it.
+      uint64_t quiet = __atomic_load_n(&slab.quiet[a], __ATOMIC_RELAXED);
+      // Short quiet calls, by tick value: each value converted once (and
+      // dropped, like the rings' durations, if the clock never calibrated).
+      // In place, what is folded into the histograms leaves the table.
+      for (int k = 0; k < kTickTable; ++k) {
+        const uint64_t n = __atomic_load_n(&slab.ticks[a][k], __ATOMIC_RELAXED);
+        if (n == 0) continue;
+        if (in_place) slab.ticks[a][k] = 0;
+        if (!g.calibrated) {
+          run.dropped += n;
+          continue;
+        }
+        totals[a][0].RecordCopies(DurationNs(static_cast<uint64_t>(k)), n);
+        quiet += n;
+      }
+      if (in_place) slab.quiet[a] = 0;
+      for (int m = 0; m < FP_NUM_METRICS; ++m) {
+        if (!in_place) totals[a][m].Merge(slab.h[a][m]);
+        if (m > 0) totals[a][m].RecordZeros(quiet);
+      }
+    }
+  }
+  AddKeptDurations(totals);
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!kept(a)) continue;
+    if (totals[a][0].count() == 0) continue;
+    if (run.napis == FP_MAX_APIS) break;
+    run.calls_measured += totals[a][0].count();
+    run.apis[run.napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
+                             g.truncated[a] != 0};
+  }
+  const uint64_t t_summed = Rdtsc();
+  const BinderStats bs = GetBinderStats();
+  DebugLog(
+      "run: %llu imports trapped, %llu first calls, %llu APIs called, %llu replaced, "
+      "%llu calls measured",
+      static_cast<unsigned long long>(bs.imports), static_cast<unsigned long long>(bs.first_calls),
+      static_cast<unsigned long long>(bs.apis_called),
+      static_cast<unsigned long long>(bs.evictions),
+      static_cast<unsigned long long>(run.calls_measured));
+  // A run that measured no call leaves no record, only a count.
+  if (run.calls_measured == 0) {
+    CountRun(g.config.spool_dir, kRunMeasuredNone);
+    return;
+  }
+  const uint64_t t_write = Rdtsc();
+  const char* err =
+      WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run, g_record->scratch);
+  if (err != nullptr) DebugLog("spool: %s", err);
+  DebugLog("record, in ticks: sums %llu, file %llu",
+           static_cast<unsigned long long>(t_summed - t_end),
+           static_cast<unsigned long long>(Rdtsc() - t_write));
+}
+
+__attribute__((destructor)) void Finish() {
+  if (HasRecord()) WriteRecord();
+}
+
+// exec and _exit end the image without running destructors: the record is
+// written first. If exec fails the program carries on, and counts from zero
+// into the record it writes later.
+// Only an image that measured something writes here: a fork child that
+// execs at once (every command a shell runs) would otherwise leave an empty
+// record and a file write per command; the program it becomes writes its own.
+bool RecordBeforeImageEnds() {
+  if (!HasRecord() || CallsSinceReset() == 0) return false;
+  WriteRecord();
+  return true;
+}
+
+void AfterFailedExec() {
+  if (!g.active) return;
+  ResetCounts();
+  resumed_after_exec = true;
+}
+
+}  // namespace
+}  // namespace fieldprof::rt
+
+using fieldprof::rt::g;
+using fieldprof::rt::Next;
+
+// ------------------------------------------------ exec and _exit
+
+namespace {
+
+template <typename Exec>
+int AroundExec(Exec exec) {
+  const bool wrote = fieldprof::rt::RecordBeforeImageEnds();
+  const int r = exec();
+  const int saved = errno;
+  if (wrote) fieldprof::rt::AfterFailedExec();
+  errno = saved;
+  return r;
+}
+
+using ExecveFn = int (*)(const char*, char* const[], char* const[]);
+using ExecvFn = int (*)(const char*, char* const[]);
+FP_HOT_DATA ExecveFn next_execve;
+FP_HOT_DATA ExecveFn next_execvpe;
+FP_HOT_DATA ExecvFn next_execv;
+FP_HOT_DATA ExecvFn next_execvp;
+FP_HOT_DATA int (*next_fexecve)(int, char* const[], char* const[]);
+FP_HOT_DATA int (*next_execveat)(int, const char*, char* const[], char* const[], int);
+typedef void (*ExitFn)(int) __attribute__((noreturn));
+FP_HOT_DATA ExitFn next_exit;
+FP_HOT_DATA ExitFn next_Exit;
+
+// The arguments of an execl-style call, up to its null pointer, as an argv
+// on the caller's stack; after the null, execle's environment.
+#define FP_COLLECT_ARGS(arg, argv, after_null)                                      \
+  size_t argc_ = 1;                                                                 \
+  {                                                                                 \
+    va_list ap;                                                                     \
+    va_start(ap, arg);                                                              \
+    while (va_arg(ap, const char*) != nullptr) ++argc_;                             \
+    va_end(ap);                                                                     \
+  }                                                                                 \
+  auto** argv = static_cast<char**>(__builtin_alloca((argc_ + 1) * sizeof(char*))); \
+  {                                                                                 \
+    va_list ap;                                                                     \
+    va_start(ap, arg);                                                              \
+    argv[0] = const_cast<char*>(arg);                                               \
+    for (size_t i = 1; i <= argc_; ++i) argv[i] = va_arg(ap, char*);                \
+    after_null;                                                                     \
+    va_end(ap);                                                                     \
+  }
+
+}  // namespace
+
+extern "C" FP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
+}
+extern "C" FP_EXPORT int execv(const char* path, char* const argv[]) {
+  return AroundExec([&] { return Next(&next_execv, "execv")(path, argv); });
+}
+extern "C" FP_EXPORT int execvp(const char* file, char* const argv[]) {
+  return AroundExec([&] { return Next(&next_execvp, "execvp")(file, argv); });
+}
+extern "C" FP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  return AroundExec([&] { return Next(&next_execvpe, "execvpe")(file, argv, envp); });
+}
+extern "C" FP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  return AroundExec([&] { return Next(&next_fexecve, "fexecve")(fd, argv, envp); });
+}
+extern "C" FP_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
+                                  char* const envp[], int flags) {
+  return AroundExec(
+      [&] { return Next(&next_execveat, "execveat")(dirfd, path, argv, envp, flags); });
+}
+extern "C" FP_EXPORT int execl(const char* path, const char* arg, ...) {
+  FP_COLLECT_ARGS(arg, argv, (void)0)
+  return AroundExec([&] { return Next(&next_execv, "execv")(path, argv); });
+}
+extern "C" FP_EXPORT int execlp(const char* file, const char* arg, ...) {
+  FP_COLLECT_ARGS(arg, argv, (void)0)
+  return AroundExec([&] { return Next(&next_execvp, "execvp")(file, argv); });
+}
+extern "C" FP_EXPORT int execle(const char* path, const char* arg, ...) {
+  char* const* envp = nullptr;
+  FP_COLLECT_ARGS(arg, argv, envp = va_arg(ap, char* const*))
+  return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
+}
+#undef FP_COLLECT_ARGS
+
+extern "C" FP_EXPORT [[noreturn]] void _exit(int status) {
+  fieldprof::rt::RecordBeforeImageEnds();
+  Next(&next_exit, "_exit")(status);
+}
+extern "C" FP_EXPORT [[noreturn]] void _Exit(int status) {
+  fieldprof::rt::RecordBeforeImageEnds();
+  Next(&next_Exit, "_Exit")(status);
+}

@@ -1,0 +1,149 @@
+// The constructor of libfieldprof.so (companion.h): most runs end at its
+// first look (first_look.h); a run it measures gets its measuring state,
+// clock (clock.h) and binder (binder.h) here. Also the process-wide state
+// the other parts share.
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent/runtime/binder.h"
+#include "agent/runtime/clock.h"
+#include "agent/runtime/companion.h"
+#include "agent/runtime/decide.h"
+#include "agent/runtime/first_look.h"
+#include "agent/runtime/sys.h"
+
+namespace fieldprof::rt {
+
+// Constant-initialized (no dynamic initializer may reset it), and with the
+// rest of the process-wide state on the page FP_HOT_DATA describes.
+FP_HOT_DATA constinit Globals g{};
+FP_HOT_DATA uintptr_t fp_real[FP_MAX_SLOTS + 1];
+FP_HOT_DATA volatile uint8_t fp_measuring[FP_MAX_SLOTS + 1];
+
+FP_HOT_DATA Slab* g_slabs;
+__thread ThreadState t_state FP_TLS;
+FP_HOT_DATA ShadowStack* g_stacks;
+FP_HOT_DATA RecordMemory* g_record;
+
+void DebugLog(const char* fmt, ...) {
+  if (g.config.debug_log == nullptr) return;
+  const int fd = open(g.config.debug_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if (n > static_cast<int>(sizeof buf - 2)) n = sizeof buf - 2;
+  buf[n++] = '\n';
+  ssize_t ignored = write(fd, buf, n);
+  (void)ignored;
+  close(fd);
+}
+
+namespace {
+
+// This run's settings, filled only in a run the first look lets through (a
+// run that is not measured never touches these pages); the strings in them
+// live as long as the process (g.config and the binder point into them).
+FP_COLD_BSS RunSettings settings;
+
+// The slabs, shadow stacks and record memory of a measured run: zero-filled
+// and mapped without reserving memory, so a thread's pages are touched only
+// where it records.
+bool MapMeasuringState() {
+  const size_t slabs = SlabBytes(), stacks = sizeof(ShadowStack) * kShadowStacks;
+  void* p = mmap(nullptr, slabs + stacks + sizeof(RecordMemory), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  g_slabs = static_cast<Slab*>(p);
+  g_stacks = reinterpret_cast<ShadowStack*>(static_cast<char*>(p) + slabs);
+  g_record = reinterpret_cast<RecordMemory*>(static_cast<char*>(p) + slabs + stacks);
+  return true;
+}
+
+void StopMeasuring(const char* why) {
+  DebugLog("%s: not measuring", why);
+  g.active = 0;
+  for (auto& m : fp_measuring) m = 0;
+  if (g.config.slot_fd >= 0) close(g.config.slot_fd);
+  g.config.slot_fd = -1;
+}
+
+// Most runs end at the first look (first_look.h), having read one settings
+// file with three system calls; a measured run sets up everything else.
+// (glibc passes constructors argc, argv and the environment.)
+__attribute__((constructor(101))) void Start(int, char**, char** envp) {
+  const uint64_t t_start = Rdtsc();
+  SettingsText text;
+  if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
+  const uint64_t t_looked = Rdtsc();
+  const RunDecision d = DecideRun(&settings, &text, envp);
+  if (d.verdict != Verdict::kMeasure) return;
+  const uint64_t t_decided = Rdtsc();
+  g.config = FpRunConfig{1,
+                         d.slot_fd,
+                         settings.overhead_budget,
+                         settings.spool_dir,
+                         settings.spool_cap_bytes,
+                         settings.debug_log[0] ? settings.debug_log : nullptr};
+  g.active = 1;
+  owner_pid = sys::Getpid();
+  if (!MapMeasuringState()) return StopMeasuring("no memory for the measuring state");
+  pthread_atfork(nullptr, nullptr, ResetAfterFork);
+  // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
+  // and comparing the two).
+  if (!StartClock(envp, settings.tsc_hz))
+    return StopMeasuring("no invariant TSC and no vDSO clock");
+  const uint64_t t_mapped = Rdtsc();
+  CalibrateProbe();
+  const uint64_t t_calibrated = Rdtsc();
+  BinderConfig bc;
+  bc.k = settings.k;
+  bc.seed = settings.seed;
+  bc.force = settings.force;
+  bc.allow_modules = settings.allow_modules;
+  bc.deny_modules = settings.deny_modules;
+  bc.debug_log = g.config.debug_log;
+  if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
+  const uint64_t t_bound = Rdtsc();
+  // The debug log's own lines come after the timing: its first vsnprintf
+  // alone costs more than some of the parts.
+  const RunSettings& s = settings;
+  DebugLog(
+      "measuring this run: k=%d, overhead budget %g, sample fraction %g, at most %lld runs a "
+      "minute, allow '%s', deny '%s'",
+      s.k, s.overhead_budget, s.explicit_run ? 1.0 : s.sample_fraction,
+      static_cast<long long>(s.explicit_run ? 0 : s.max_runs_per_minute), s.allow_modules,
+      s.deny_modules);
+  if (g.vdso_gettime != nullptr) {
+    DebugLog("clock: vDSO CLOCK_MONOTONIC");
+  } else if (g.machine_ns_per_tick_q32 != 0) {
+    DebugLog("clock: TSC at the machine's rate, %llu Hz (checked against this run's clock)",
+             static_cast<unsigned long long>(s.tsc_hz));
+  } else {
+    DebugLog("clock: TSC, its rate measured by this run (no tsc_hz in the settings)");
+  }
+  const BinderStats b = GetBinderStats();
+  DebugLog("binder: %llu forced, %llu objects, %llu imports trapped",
+           static_cast<unsigned long long>(b.forced), static_cast<unsigned long long>(b.objects),
+           static_cast<unsigned long long>(b.imports));
+  DebugLog("probe: %llu ticks (taken off every duration), a measured call adds %llu ticks",
+           static_cast<unsigned long long>(g.probe_ticks),
+           static_cast<unsigned long long>(g.call_cost_ticks));
+  // What starting cost, by part, in TSC ticks (docs/benchmarks.md uses it).
+  DebugLog("start, in ticks: first look %llu, decision %llu, memory %llu, probe %llu, binder %llu",
+           static_cast<unsigned long long>(t_looked - t_start),
+           static_cast<unsigned long long>(t_decided - t_looked),
+           static_cast<unsigned long long>(t_mapped - t_decided),
+           static_cast<unsigned long long>(t_calibrated - t_mapped),
+           static_cast<unsigned long long>(t_bound - t_calibrated));
+}
+
+}  // namespace
+}  // namespace fieldprof::rt
