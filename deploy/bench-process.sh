@@ -17,7 +17,7 @@
 # Then where a measured `true` spends its start, from the runtime's debug
 # log (TSC ticks by part), and, in the same run, the cost per call: an
 # empty library function through the PLT (tests/benchmarks/rt_bench_prog),
-# plain against selected.
+# plain against selected, and the floor of a timed call (two rdtsc).
 #
 #   deploy/bench-process.sh [RUNS]    (hyperfine --runs, default 200; the
 #                                      400-process script and sqlite3 use RUNS/10)
@@ -142,8 +142,10 @@ PY
 echo "== per call: an empty library function through the PLT (ns per call, best of 5 interleaved runs)"
 prog="$PWD/build/tests/benchmarks/rt_bench_prog"
 ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }
-plain=999; sel=999
+plain=999; sel=999; tsc=999
 for i in 1 2 3 4 5; do
+  t=$("$prog" rdtsc 20000000 5 | ns)
+  tsc=$(python3 -c "print(min($tsc, $t))")
   p=$("$prog" empty 20000000 5 | ns)
   q=$(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool-call" "FIELDPROF_SLOT_DIR=$work/slots" \
       FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 FIELDPROF_MAX_LOAD=1000 \
@@ -151,3 +153,4 @@ for i in 1 2 3 4 5; do
   plain=$(python3 -c "print(min($plain, $p))"); sel=$(python3 -c "print(min($sel, $q))")
 done
 echo "   plain $plain ns, selected $sel ns: $(python3 -c "print(f'{$sel - $plain:+.2f}')") ns per measured call"
+echo "   the floor, two rdtsc: $(python3 -c "print(f'{2 * $tsc:.2f}')") ns; added / floor = $(python3 -c "print(f'{($sel - $plain) / (2 * $tsc):.2f}')")"
