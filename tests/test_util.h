@@ -94,6 +94,11 @@ class SmallDisk {
   SmallDisk& operator=(const SmallDisk&) = delete;
   bool ok() const { return mounted_; }
   const std::string& why() const { return why_; }
+  // Space returns: the same filesystem, its files kept, at a new size.
+  bool Resize(const std::string& size) {
+    const std::string options = "size=" + size;
+    return mounted_ && ::mount("tmpfs", path_.c_str(), "tmpfs", MS_REMOUNT, options.c_str()) == 0;
+  }
 
  private:
   std::string path_;

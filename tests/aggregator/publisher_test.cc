@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -88,6 +89,41 @@ TEST_F(PublisherTest, EverySeriesInExactlyOneVerifiedFragment) {
   EXPECT_EQ(r->series, 300u);
   const auto where = ReadAll(*p);
   EXPECT_EQ(where.size(), 300u);
+}
+
+// A full disk under the snapshot directory (issue #15): the cycle fails
+// with NoSpace, the snapshot already published stays whole and verified
+// (the manifest is written last, and only after every fragment), and once
+// space returns the next cycle publishes everything.
+TEST_F(PublisherTest, AFullDiskFailsTheCycleAndKeepsTheSnapshot) {
+  const std::string dir = dir_.File("snapshot");
+  std::filesystem::create_directories(dir);
+  fieldprof::testing::SmallDisk disk(dir, "64k");
+  if (!disk.ok()) GTEST_SKIP() << disk.why();
+  for (int i = 0; i < 40; ++i) Add(i, i, 100 + i);
+  Settle();
+  auto p = Make(8, 8);
+  ASSERT_TRUE(p->Cycle(1795000000000).ok());
+  ASSERT_EQ(ReadAll(*p).size(), 40u);
+  const std::string manifest = *p->SignedManifestBytes();
+  // Far more than 64 KiB of fragments.
+  for (int i = 40; i < 4000; ++i) Add(i, i, 100 + i);
+  Settle();
+  auto r = p->Cycle(1795000060000, /*all=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNoSpace) << r.status().ToString();
+  EXPECT_EQ(*p->SignedManifestBytes(), manifest);
+  EXPECT_EQ(ReadAll(*p).size(), 40u);
+  // What a restarted aggregator would serve is the same snapshot.
+  EXPECT_EQ(ReadAll(*Make(8, 8)).size(), 40u);
+
+  ASSERT_TRUE(disk.Resize("16m"));
+  r = p->Cycle(1795000120000, /*all=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadAll(*p).size(), 4000u);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+  }
 }
 
 TEST_F(PublisherTest, NoNewDataMeansIdenticalBytes) {
