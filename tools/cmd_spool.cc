@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include "common/api_key.h"
@@ -151,7 +152,18 @@ int CmdSpool(int argc, char** argv) {
     }
     entries = std::move(*listed);
   } else {
+    // A directory among the files is a spool: its records, in order.
     for (size_t i = 1; i < pos.size(); ++i) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(pos[i], ec)) {
+        StatusOr<std::vector<SpoolEntry>> listed = ListSpool(pos[i]);
+        if (!listed.ok()) {
+          std::cerr << "fieldprof spool: " << listed.status().message() << "\n";
+          return 1;
+        }
+        entries.insert(entries.end(), listed->begin(), listed->end());
+        continue;
+      }
       const size_t slash = pos[i].rfind('/');
       entries.push_back({pos[i], slash == std::string::npos ? pos[i] : pos[i].substr(slash + 1)});
     }

@@ -1232,6 +1232,10 @@ TEST_F(RuntimeTest, FieldprofRunAndSpoolCommands) {
   EXPECT_EQ(show.exit_code, 0);
   EXPECT_NE(show.out.find("alloc_bytes_inclusive  calls 12"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("256 B .. 511 B"), std::string::npos) << show.out;
+  // The spool directory itself named as the file: its records, the same.
+  Result by_dir = RunCmd({cli, "spool", "show", spool(), "--histograms"}, {});
+  EXPECT_EQ(by_dir.exit_code, 0);
+  EXPECT_EQ(by_dir.out, show.out);
   Result json = RunCmd({cli, "spool", "show", "--json", "--spool", spool()}, {});
   EXPECT_NE(json.out.find("\"symbol\": \"fp_test_alloc\""), std::string::npos) << json.out;
 
