@@ -349,15 +349,19 @@ void MakeDirs(const char* dir, unsigned mode) {
 }
 
 void DebugLine(const char* path, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  VDebugLine(path, fmt, ap);
+  va_end(ap);
+}
+
+void VDebugLine(const char* path, const char* fmt, va_list ap) {
   if (path == nullptr || path[0] == 0) return;
   const int saved = errno;
   const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd >= 0) {
     char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-    va_end(ap);
     if (n < 0) n = 0;
     if (n > static_cast<int>(sizeof buf - 2)) n = sizeof buf - 2;
     buf[n++] = '\n';

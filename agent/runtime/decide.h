@@ -19,6 +19,8 @@
 #ifndef FIELDPROF_AGENT_RUNTIME_DECIDE_H_
 #define FIELDPROF_AGENT_RUNTIME_DECIDE_H_
 
+#include <stdarg.h>
+
 #include <cstdint>
 
 #include "agent/runtime/first_look.h"
@@ -75,6 +77,7 @@ void CountRun(const char* spool_dir, FpRunCounter c);
 
 // Appends a line to the FIELDPROF_DEBUG file, if any.
 void DebugLine(const char* path, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void VDebugLine(const char* path, const char* fmt, va_list ap);
 
 // mkdir -p; the last component gets `mode` (exactly, whatever the umask).
 void MakeDirs(const char* dir, unsigned mode);

@@ -30,20 +30,10 @@ FP_HOT_DATA ShadowStack* g_stacks;
 FP_HOT_DATA RecordMemory* g_record;
 
 void DebugLog(const char* fmt, ...) {
-  if (g.config.debug_log == nullptr) return;
-  const int fd = open(g.config.debug_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  VDebugLine(g.config.debug_log, fmt, ap);
   va_end(ap);
-  if (n < 0) n = 0;
-  if (n > static_cast<int>(sizeof buf - 2)) n = sizeof buf - 2;
-  buf[n++] = '\n';
-  ssize_t ignored = write(fd, buf, n);
-  (void)ignored;
-  close(fd);
 }
 
 namespace {

@@ -193,6 +193,19 @@ class AgentPassTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(testing::MakeCert(dir_.path())); }
 
+  // Runs sqlite3 with the runtime preloaded the way a volunteer's session
+  // has it (settings file `conf`, no `fieldprof run`); returns the
+  // runtime's debug log.
+  std::string RunUnderSettings(const std::string& conf) const {
+    const std::string log = dir_.File("runtime.log");
+    const std::string cmd = "env FIELDPROF_SETTINGS=" + conf + " FIELDPROF_DEBUG=" + log +
+                            " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
+                            " sqlite3 :memory: 'select 1' > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
   AgentConfig Config(uint16_t port) const {
     AgentConfig c;
     c.server_host = "127.0.0.1";
@@ -584,13 +597,7 @@ TEST_F(AgentPassTest, FleetSettingsReachTheRuntimeAndConsentStaysLocal) {
   // The runtime reads the file: a program started with it (no `fieldprof
   // run`, just the preload a volunteer's session has) measures with k = 5
   // and libz denied, and leaves its record in the spool the file names.
-  const std::string log = dir_.File("runtime.log");
-  const std::string cmd = "env FIELDPROF_SETTINGS=" + conf + " FIELDPROF_DEBUG=" + log +
-                          " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
-                          " sqlite3 :memory: 'select 1' > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream in(log);
-  const std::string decided(std::istreambuf_iterator<char>(in), {});
+  const std::string decided = RunUnderSettings(conf);
   EXPECT_NE(decided.find("measuring this run: k=5, overhead budget 0.01, sample fraction 1, "
                          "at most 0 runs a minute, allow '', deny 'libz.so.1'"),
             std::string::npos)
@@ -630,13 +637,7 @@ TEST_F(AgentPassTest, TheMachinesClockRateReachesTheRuntime) {
   EXPECT_TRUE((*got)->consent);  // the rest kept
   EXPECT_EQ((*got)->fleet.k, 1);
 
-  const std::string log = dir_.File("runtime.log");
-  const std::string cmd = "env FIELDPROF_SETTINGS=" + conf + " FIELDPROF_DEBUG=" + log +
-                          " LD_PRELOAD=" FIELDPROF_RUNTIME_LIB
-                          " sqlite3 :memory: 'select 1' > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream in(log);
-  const std::string said(std::istreambuf_iterator<char>(in), {});
+  const std::string said = RunUnderSettings(conf);
   EXPECT_NE(said.find("clock: TSC at the machine's rate, " + std::to_string((*got)->tsc_hz)),
             std::string::npos)
       << said;

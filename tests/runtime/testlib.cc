@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "tests/runtime/spin.h"
+
 #define FP_TEST_API __attribute__((visibility("default")))
 
 extern "C" {
@@ -97,13 +99,7 @@ FP_TEST_API void fp_test_spin_us(long us) {
 static long spin_spans[1 << 17];
 static unsigned long spin_calls;
 FP_TEST_API void fp_test_spin_ns(long ns) {
-  timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  long d;
-  do {
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    d = (t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec);
-  } while (d < ns);
+  const long d = SpinNs(ns);
   if (spin_calls < sizeof spin_spans / sizeof spin_spans[0]) spin_spans[spin_calls] = d;
   ++spin_calls;
 }

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/runtime/spin.h"
+
 extern "C" {
 void fp_test_alloc(size_t n);
 void fp_test_sleep_us(long us);
@@ -61,16 +63,7 @@ void Nothing(void*) {}
 void SpinInside(void* ns) { fp_test_spin_ns(*static_cast<long*>(ns)); }
 
 // fp_test_spin_ns's twin, not measured (a call inside this program).
-__attribute__((noinline)) long LocalSpin(long ns) {
-  timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  long d;
-  do {
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    d = (t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec);
-  } while (d < ns);
-  return d;
-}
+__attribute__((noinline)) long LocalSpin(long ns) { return SpinNs(ns); }
 
 // What a spin's call takes beyond the span it measures itself (its first
 // clock reading's start, its last one's end, the call and return), in ns:
