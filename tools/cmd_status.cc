@@ -18,6 +18,7 @@
 #include "common/spool.h"
 #include "tools/commands.h"
 #include "tools/format.h"
+#include "tools/pending.h"
 
 namespace fieldprof::tools {
 
@@ -75,7 +76,7 @@ std::string When(int64_t unix_ms) {
 int CmdStatus(int argc, char** argv) {
   std::string spool = DefaultSpoolDir(), state_dir = DefaultAgentStateDir(),
               settings_path = DefaultRuntimeSettingsPath(), cache_dir = DefaultSnapshotCacheDir();
-  bool json = false;
+  bool json = false, pending_only = false;
   OptionTable t("fieldprof status",
                 "This machine's side of fieldprof: consent, records waiting in the spool and\n"
                 "the outbox, the agent's last upload and next attempt, the settings in force.");
@@ -84,6 +85,8 @@ int CmdStatus(int argc, char** argv) {
   t.AddString("runtime_settings", &settings_path, "the runtime's settings file");
   t.AddString("cache", &cache_dir, "the snapshot cache");
   t.AddBool("json", &json, "print as JSON");
+  t.AddBool("pending", &pending_only,
+            "show exactly what would be sent next, record by record (nothing is sent)");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
@@ -94,6 +97,7 @@ int CmdStatus(int argc, char** argv) {
     std::cerr << "fieldprof status: " << s.message() << "\n";
     return 2;
   }
+  if (pending_only) return PrintPending(spool, state_dir, json);
 
   // Consent and settings, as the runtime will read them.
   StatusOr<std::optional<RuntimeSettings>> settings = ReadRuntimeSettings(settings_path);

@@ -3,11 +3,14 @@
 // (round trip, aggregator down then up, a refused batch, a wrong
 // certificate), and the agent binary SIGKILLed at every step of sealing and
 // uploading, and the aggregator killed under it: every record exactly once.
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -274,8 +277,8 @@ class AgentPassTest : public ::testing::Test {
   }
 
   // What `fieldprof status` prints for this test's agent.
-  std::string StatusText() const {
-    const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status --state_dir " +
+  std::string StatusText(const std::string& flags = "") const {
+    const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " status " + flags + " --state_dir " +
                             dir_.File("state") + " --spool " + dir_.File("spool") +
                             " --runtime_settings " + dir_.File("none.conf") + " > " +
                             dir_.File("status.txt");
@@ -291,6 +294,62 @@ class AgentPassTest : public ::testing::Test {
 
   TempDir dir_;
 };
+
+// `fieldprof status --pending` shows, before anything is sent, exactly the
+// batches the agent sends next: what the spool's runs become (records,
+// histograms, counters), and the outbox's sealed batches byte for byte.
+TEST_F(AgentPassTest, StatusPendingShowsExactlyWhatIsSentNext) {
+  auto batches = [this](const std::string& json) {
+    std::vector<std::pair<std::string, wire::Batch>> out;
+    boost::property_tree::ptree pt;
+    std::istringstream in(json);
+    boost::property_tree::read_json(in, pt);
+    for (const auto& [_, b] : pt.get_child("batches")) {
+      std::ostringstream one;
+      boost::property_tree::write_json(one, b.get_child("batch"), false);
+      wire::Batch batch;
+      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(one.str(), &batch).ok()) << one.str();
+      out.emplace_back(b.get<std::string>("from"), batch);
+    }
+    return out;
+  };
+  EXPECT_NE(StatusText("--pending").find("nothing: the outbox and the spool are empty"),
+            std::string::npos);
+  FillSpool(30, 4);
+  const auto before = batches(StatusText("--pending --json"));
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].first, "spool");
+  EXPECT_GT(before[0].second.records_size(), 0);
+  EXPECT_EQ(SpoolFiles(), 30u) << "status must not consume the spool";
+
+  // The agent seals the spool (no aggregator: nothing leaves).
+  AgentConfig c = Config(FreePort());
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
+  Outbox outbox(OutboxDirOf(c.state_dir), QuarantineDirOf(c.state_dir));
+  auto sealed = outbox.List();
+  ASSERT_TRUE(sealed.ok());
+  ASSERT_EQ(sealed->size(), 1u);
+  wire::Batch in_outbox;
+  {
+    std::ifstream in((*sealed)[0].path, std::ios::binary);
+    ASSERT_TRUE(in_outbox.ParseFromIstream(&in));
+  }
+  // The same batch but for its id and seal time.
+  wire::Batch shown = before[0].second;
+  shown.set_batch_id(in_outbox.batch_id());
+  shown.set_created_unix_ms(in_outbox.created_unix_ms());
+  EXPECT_EQ(shown.SerializeAsString(), in_outbox.SerializeAsString());
+  // Now it is in the outbox: shown as it is, id and all.
+  const auto after = batches(StatusText("--pending --json"));
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].first, "outbox");
+  EXPECT_EQ(after[0].second.SerializeAsString(), in_outbox.SerializeAsString());
+  const std::string text = StatusText("--pending");
+  EXPECT_NE(text.find("libtest.so.1 s0 "), std::string::npos) << text;
+  EXPECT_NE(text.find("sent as it is"), std::string::npos) << text;
+}
 
 TEST_F(AgentPassTest, RoundTripStoresExactlyTheSumsOfTheRecords) {
   AggregatorProcess agg(dir_, FreePort());
