@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -244,9 +245,24 @@ void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {
   }
 }
 
+bool Agent::Consented() const {
+  if (config_.runtime_settings.empty()) return true;
+  StatusOr<std::optional<RuntimeSettings>> s = ReadRuntimeSettings(config_.runtime_settings);
+  return s.ok() && s->has_value() && (*s)->consent;
+}
+
 StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   PassResult r;
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
+  // Without consent nothing leaves, nothing is sealed, the server is not
+  // even asked for settings (fieldprof optout; a volunteer who never opted
+  // in). What the spool holds waits, under the runtime's spool cap.
+  if (!Consented()) {
+    r.consent = false;
+    state_.seal_deadline_unix_ms = 0;
+    FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
+    return r;
+  }
   if (upload) RefreshSettings(Client(), /*force=*/false);
   RefreshClockRate();
   if (upload || force_snapshot) RefreshSnapshotIfDue(force_snapshot, &r);

@@ -69,6 +69,9 @@ struct PassResult {
   Status upload_status;         // why uploading stopped early, if it did
   Status counters_status;       // why the spool's run counters were not taken
   int snapshot_fetched = -1;    // fragments stored by a snapshot refresh (-1: none ran)
+  // False when the user's settings file does not say `consent = yes`: the
+  // pass then sealed, sent and fetched nothing (Agent::Consented).
+  bool consent = true;
 };
 
 class Agent {
@@ -106,6 +109,11 @@ class Agent {
   // agent/runtime/clock.h), where it is missing or differs; measured once
   // per agent process (20 ms). The file is the user's: never created here.
   void RefreshClockRate();
+  // Whether this user consents: the runtime settings file says `consent =
+  // yes`. A missing or unreadable file is no consent. Without a settings
+  // file to manage (runtime_settings empty: a lab or test setup) the agent
+  // sends what the spool holds, as it is told.
+  bool Consented() const;
   HttpsClient& Client();
   Status Upload(PassResult* result);
   Status EnforceCap(PassResult* result);

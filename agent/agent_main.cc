@@ -43,6 +43,14 @@ int64_t NowMs() {
 }
 
 void Report(const Agent& agent, const PassResult& r, bool always) {
+  if (!r.consent) {
+    if (always) {
+      std::fprintf(stderr,
+                   "fieldprof-agent: no consent in %s (fieldprof optin): nothing sealed or sent\n",
+                   agent.config().runtime_settings.c_str());
+    }
+    return;
+  }
   if (r.snapshot_fetched >= 0) {
     std::fprintf(stderr, "fieldprof-agent: snapshot %lld: %d fragments fetched: %s\n",
                  static_cast<long long>(agent.state().snapshot_version), r.snapshot_fetched,

@@ -295,6 +295,39 @@ class AgentPassTest : public ::testing::Test {
   TempDir dir_;
 };
 
+// The agent sends only with the user's consent: with the settings file
+// missing, or saying `consent = no` (fieldprof optout), a pass seals,
+// sends and asks for nothing; the spool waits. With consent, it all goes.
+TEST_F(AgentPassTest, WithoutConsentNothingIsSealedOrSent) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  const auto sums = FillSpool(20, 3);
+  const std::string conf = dir_.File("runtime.conf");
+  AgentConfig c = Config(agg.port());
+  c.runtime_settings = conf;
+  c.settings_interval_s = 0;
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  for (const char* text : {"", "consent = no\n"}) {
+    if (*text) std::ofstream(conf) << text;
+    auto r = agent.Pass(/*flush=*/true);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->consent) << text;
+    EXPECT_EQ(r->batches_sealed, 0) << text;
+    EXPECT_EQ(r->batches_uploaded, 0) << text;
+    EXPECT_EQ(SpoolFiles(), 20u) << text;
+    EXPECT_EQ(agent.state().settings_checked_unix_ms, 0) << "the server was asked: " << text;
+  }
+  EXPECT_FALSE(fs::exists(dir_.File("state/outbox")) && !fs::is_empty(dir_.File("state/outbox")));
+  std::ofstream(conf) << "consent = yes\n";
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->consent);
+  EXPECT_EQ(r->batches_uploaded, 1);
+  EXPECT_EQ(SpoolFiles(), 0u);
+  ExpectStored(agg, sums);
+}
+
 // `fieldprof status --pending` shows, before anything is sent, exactly the
 // batches the agent sends next: what the spool's runs become (records,
 // histograms, counters), and the outbox's sealed batches byte for byte.
@@ -917,6 +950,12 @@ TEST_F(AgentPassTest, RunCountersReachTheNextBatchExactlyOnce) {
 
 class AgentCrashTest : public AgentPassTest {
  protected:
+  // The daemon's runs use this settings file: the user consented.
+  void SetUp() override {
+    AgentPassTest::SetUp();
+    std::ofstream(dir_.File("runtime.conf")) << "consent = yes\n";
+  }
+
   // Runs the agent binary once (--once --flush, small batches so a pass
   // makes several). Returns the wait status.
   int RunAgent(uint16_t port, const std::string& crash_at = "") {
