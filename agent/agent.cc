@@ -257,10 +257,9 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   // Without consent nothing leaves, nothing is sealed, the server is not
   // even asked for settings (fieldprof optout; a volunteer who never opted
   // in). What the spool holds waits, under the runtime's spool cap.
+  // (Not even the state file is written: fieldprof optout removes it.)
   if (!Consented()) {
     r.consent = false;
-    state_.seal_deadline_unix_ms = 0;
-    FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
     return r;
   }
   if (upload) RefreshSettings(Client(), /*force=*/false);

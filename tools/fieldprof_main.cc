@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
                  "  run    run a command with the runtime: measure a few random library APIs\n"
                  "  spool  the run records on this machine not yet uploaded (ls, show)\n"
                  "  status consent, spool, outbox, last upload, settings on this machine\n"
+                 "         (--pending: exactly what would be sent next)\n"
+                 "  optin  take part: measure your programs and upload the sums\n"
+                 "  optout stop taking part and delete your local data\n"
                  "  top    the most called APIs an aggregator holds, with their costs\n"
                  "  api    one API's field cost from an aggregator: statistics and a histogram\n"
                  "  pull   fetch the signed field snapshot into the local cache\n"
@@ -28,6 +31,8 @@ int main(int argc, char** argv) {
   if (cmd == "status") return CmdStatus(argc - 1, argv + 1);
   if (cmd == "pull") return CmdPull(argc - 1, argv + 1);
   if (cmd == "cost") return CmdCost(argc - 1, argv + 1);
+  if (cmd == "optin") return CmdOptin(argc - 1, argv + 1);
+  if (cmd == "optout") return CmdOptout(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

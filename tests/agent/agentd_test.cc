@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "agent/agent.h"
 #include "agent/batcher.h"
@@ -326,6 +327,76 @@ TEST_F(AgentPassTest, WithoutConsentNothingIsSealedOrSent) {
   EXPECT_EQ(r->batches_uploaded, 1);
   EXPECT_EQ(SpoolFiles(), 0u);
   ExpectStored(agg, sums);
+}
+
+// fieldprof optin and optout: a user takes part only where the machine's
+// answer is yes; optin keeps the rest of their settings; optout says no,
+// removes the spool, the outbox and the cache, and the agent sends nothing.
+TEST_F(AgentPassTest, OptinNeedsTheMachinesYesAndOptoutLeavesNothing) {
+  const std::string conf = dir_.File("config/runtime.conf"), machine = dir_.File("volunteer.conf");
+  auto cli = [&](const std::string& args) {
+    const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " " + args + " --runtime_settings " +
+                            conf + " --machine_conf " + machine + " > " + dir_.File("out.txt") +
+                            " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(dir_.File("out.txt"));
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
+                          std::string(std::istreambuf_iterator<char>(in), {}));
+  };
+  // No machine answer, then a no: refused, nothing written.
+  auto [rc, out] = cli("optin");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("does not take part"), std::string::npos) << out;
+  std::ofstream(machine) << "# from debconf\nparticipate = no\n";
+  std::tie(rc, out) = cli("optin");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("its answer is no"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(conf));
+  // Yes: consent, the user's other settings kept.
+  std::ofstream(machine) << "participate = yes\n";
+  fs::create_directories(dir_.File("config"));
+  std::ofstream(conf) << "consent = no\nk = 3\nspool_dir = " << dir_.File("spool") << "\n";
+  std::tie(rc, out) = cli("optin");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("fieldprof status --pending"), std::string::npos) << out;
+  auto s = ReadRuntimeSettings(conf);
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_TRUE((*s)->consent);
+  EXPECT_EQ((*s)->fleet.k, 3);
+  EXPECT_EQ((*s)->spool_dir, dir_.File("spool"));
+
+  // Records, a sealed batch and a cache, then optout.
+  FillSpool(10, 2);
+  AgentConfig c = Config(FreePort());
+  c.runtime_settings = conf;
+  {
+    Agent agent(c);
+    ASSERT_TRUE(agent.Init().ok());
+    ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
+  }
+  FillSpool(5, 2, 100);
+  fs::create_directories(dir_.File("cache"));
+  std::ofstream(dir_.File("cache/manifest")) << "x";
+  std::tie(rc, out) = cli("optout --state_dir " + c.state_dir + " --cache " + dir_.File("cache"));
+  EXPECT_EQ(rc, 0) << out;
+  s = ReadRuntimeSettings(conf);
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_FALSE((*s)->consent);
+  EXPECT_EQ((*s)->fleet.k, 3);
+  for (const std::string& gone : {dir_.File("spool"), c.state_dir, dir_.File("cache")}) {
+    EXPECT_FALSE(fs::exists(gone)) << gone << "\n" << out;
+  }
+  // A program run afterwards (the runtime reads the same file) and an agent
+  // pass: nothing recorded, nothing sealed.
+  const std::string log = RunUnderSettings(conf);
+  EXPECT_EQ(log.find("measuring this run"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir_.File("spool")) && !fs::is_empty(dir_.File("spool")));
+  Agent agent(c);
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->consent);
+  EXPECT_EQ(r->batches_sealed, 0);
 }
 
 // `fieldprof status --pending` shows, before anything is sent, exactly the

@@ -1,0 +1,192 @@
+// fieldprof optin / fieldprof optout: one user's own answer, on top of the
+// machine's (as Debian's popularity-contest keeps one machine-wide answer,
+// fieldprof keeps it in /etc/fieldprof/volunteer.conf: `participate = yes`,
+// written from the fieldprof package's question). A user takes part only
+// when both say yes. The user's answer is `consent` in their runtime
+// settings file, which the runtime reads at every program start and the
+// agent before every pass: nothing is measured or sent without it.
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "common/agent_state.h"
+#include "common/durable_file.h"
+#include "common/options.h"
+#include "common/runtime_settings.h"
+#include "common/snapshot_cache.h"
+#include "common/spool.h"
+#include "tools/commands.h"
+
+namespace fieldprof::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMachineConf[] = "/etc/fieldprof/volunteer.conf";
+constexpr char kAgentUnit[] = "fieldprof-agent.service";
+constexpr char kLoginHook[] = "/etc/profile.d/fieldprof.sh";
+
+// $FIELDPROF_MACHINE_CONF (tests), else /etc/fieldprof/volunteer.conf.
+std::string DefaultMachineConf() {
+  const char* p = std::getenv("FIELDPROF_MACHINE_CONF");
+  return p != nullptr && *p ? p : kMachineConf;
+}
+
+// The machine's answer: "yes", "no", or why there is none.
+std::string MachineAnswer(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "none (no " + path + ")";
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string t(TrimSpace(line));
+    if (t.empty() || t[0] == '#') continue;
+    const size_t eq = t.find('=');
+    if (eq == std::string::npos || TrimSpace(std::string_view(t).substr(0, eq)) != "participate") {
+      continue;
+    }
+    const std::string v(TrimSpace(std::string_view(t).substr(eq + 1)));
+    if (v == "yes" || v == "no") return v;
+    return "unreadable (participate = '" + v + "' in " + path + ")";
+  }
+  return "none (no 'participate' in " + path + ")";
+}
+
+// The agent's user service, if the package installed one: started or
+// stopped with systemctl --user. Says what happened.
+void AgentService(bool start) {
+  bool installed = false;
+  for (const char* dir : {"/usr/lib/systemd/user", "/lib/systemd/user", "/etc/systemd/user"}) {
+    installed = installed || fs::exists(std::string(dir) + "/" + kAgentUnit);
+  }
+  if (!installed) {
+    if (start) {
+      std::cout << "The agent is not installed as a user service here: run fieldprof-agent "
+                   "yourself to upload.\n";
+    }
+    return;
+  }
+  const std::string cmd = std::string("systemctl --user ") +
+                          (start ? "enable --now " : "disable --now ") + kAgentUnit +
+                          " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) == 0) {
+    std::cout << (start ? "The agent started (systemctl --user status " : "The agent stopped (")
+              << kAgentUnit << ").\n";
+  } else {
+    std::cout << "Could not " << (start ? "start" : "stop")
+              << " the agent's user service (no user session?); it checks your answer before "
+                 "every pass anyway.\n";
+  }
+}
+
+// Removes `dir` and everything in it; says what went.
+void RemoveAll(const std::string& what, const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !fs::exists(dir, ec)) return;
+  const std::uintmax_t n = fs::remove_all(dir, ec);
+  if (ec) {
+    std::cout << "  could not remove " << what << " " << dir << ": " << ec.message() << "\n";
+  } else {
+    std::cout << "  removed " << what << " " << dir << " (" << n << " entries)\n";
+  }
+}
+
+struct Paths {
+  std::string settings = DefaultRuntimeSettingsPath();
+  std::string machine = DefaultMachineConf();
+  std::string spool;  // empty: the settings' spool_dir, else the default
+  std::string state_dir = DefaultAgentStateDir();
+  std::string cache = DefaultSnapshotCacheDir();
+};
+
+int Consent(int argc, char** argv, bool in) {
+  Paths p;
+  const std::string name = in ? "fieldprof optin" : "fieldprof optout";
+  OptionTable t(name, in ? "Take part in fieldprof: programs you start measure a few library APIs "
+                           "each\n(1 run in 16 by default, under a machine-wide cap) and the "
+                           "agent uploads the\nsums. The machine's administrator must have said "
+                           "yes (the fieldprof package\nasks; dpkg-reconfigure fieldprof)."
+                         : "Stop taking part: programs you start from now on are not measured, "
+                           "the agent\nsends nothing more, and your spool, outbox and snapshot "
+                           "cache are deleted.");
+  t.AddString("runtime_settings", &p.settings, "your runtime settings file");
+  t.AddString("machine_conf", &p.machine, "the machine's answer");
+  t.AddString("spool", &p.spool, "the spool (default: as the settings say)");
+  t.AddString("state_dir", &p.state_dir, "the agent's state directory");
+  t.AddString("cache", &p.cache, "the snapshot cache");
+  Status s = t.Parse(argc, argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
+  if (s.ok() && p.settings.empty()) s = InvalidArgument("no settings file: set HOME");
+  if (!s.ok()) {
+    std::cerr << name << ": " << s.message() << " (see --help)\n";
+    return 2;
+  }
+  StatusOr<std::optional<RuntimeSettings>> current = ReadRuntimeSettings(p.settings);
+  if (!current.ok()) {
+    std::cerr << name << ": " << current.status().message()
+              << "\nFix or remove that file first: it was edited by hand, and is left as it is.\n";
+    return 1;
+  }
+  if (in) {
+    const std::string machine = MachineAnswer(p.machine);
+    if (machine != "yes") {
+      std::cerr << name << ": this machine does not take part: its answer is " << machine
+                << ".\nIts administrator decides (the fieldprof package asks; as root: "
+                   "dpkg-reconfigure fieldprof).\n";
+      return 1;
+    }
+  } else if (!current->has_value() || !(*current)->consent) {
+    std::cout << "You were not taking part: nothing was measured or sent for you.\n";
+  }
+  RuntimeSettings next = current->value_or(RuntimeSettings{});
+  next.consent = in;
+  const std::string parent = fs::path(p.settings).parent_path().string();
+  Status w = parent.empty() ? Status::Ok() : MakeDirs(parent);
+  if (w.ok()) w = WriteFileDurably(p.settings, FormatRuntimeSettings(next));
+  if (!w.ok()) {
+    std::cerr << name << ": cannot write " << p.settings << ": " << w.message() << "\n";
+    return 1;
+  }
+  if (in) {
+    std::cout << "You take part in fieldprof (" << p.settings << ": consent = yes).\n"
+              << "What is collected: the names of shared-library APIs your programs call, "
+                 "log2 histograms of\ntheir cost (time, bytes allocated, I/O), and a coarse "
+                 "platform class. Never paths,\narguments, file contents, user or host names, "
+                 "or addresses.\n"
+              << (fs::exists(kLoginHook)
+                      ? "Programs you start from your next login or new shell on are measured.\n"
+                      : std::string("No login hook is installed here (") + kLoginHook +
+                            ", from the fieldprof package): fieldprof run measures one "
+                            "command.\n")
+              << "See what would be sent before it is: fieldprof status --pending. Leave any "
+                 "time: fieldprof optout.\n";
+    AgentService(true);
+    return 0;
+  }
+  std::cout << "You no longer take part (" << p.settings << ": consent = no).\n"
+            << "Programs you start from now on are not measured; the agent sends nothing "
+               "more.\n";
+  AgentService(false);
+  const std::string spool = !p.spool.empty()          ? p.spool
+                            : !next.spool_dir.empty() ? next.spool_dir
+                                                      : DefaultSpoolDir();
+  RemoveAll("the spool", spool);
+  RemoveAll("the agent's outbox and state", p.state_dir);
+  RemoveAll("the snapshot cache", p.cache);
+  return 0;
+}
+
+}  // namespace
+
+int CmdOptin(int argc, char** argv) { return Consent(argc, argv, true); }
+int CmdOptout(int argc, char** argv) { return Consent(argc, argv, false); }
+
+}  // namespace fieldprof::tools
