@@ -28,6 +28,8 @@ PACKAGES=(
   hyperfine
   # peers the runtime benchmark compares with
   uftrace ltrace
+  # Debian packages (deploy/package.sh): man pages from --help, the checker
+  help2man lintian
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then
