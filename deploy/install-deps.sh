@@ -28,8 +28,9 @@ PACKAGES=(
   hyperfine
   # peers the runtime benchmark compares with
   uftrace ltrace
-  # Debian packages (deploy/package.sh): man pages from --help, the checker
-  help2man lintian
+  # Debian packages (deploy/package.sh): man pages from --help, the checker;
+  # deploy/test-package.sh installs them into a debootstrap root
+  help2man lintian debootstrap
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The fieldprof package in a throwaway Debian 12 root, with real dpkg and
+# apt (issue #16): built by deploy/package.sh, installed into a debootstrap
+# chroot (minbase, from this machine's own Debian mirror), never into this
+# machine. In that root:
+#   1. preseeded no: a user who consents is still not measured, and
+#      fieldprof optin refuses;
+#   2. answered yes (dpkg-reconfigure): the user opts in, a login shell's
+#      programs leave records, a setuid program is not measured, and the
+#      agent uploads the records to an aggregator on loopback (this tree's,
+#      outside the root: the chroot shares the network);
+#   3. the user opts out: their spool and agent state are gone and the next
+#      program leaves nothing;
+#   4. purge: the root's file list equals the one before install, apart
+#      from apt's and dpkg's own logs and caches and the user's home.
+# Prints each step; exits non-zero at the first that fails. The bare root is
+# cached in /var/cache/fieldprof-test (remove it to start afresh).
+#
+#   deploy/test-package.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Not root: skipped (77, as ctest's SKIP_RETURN_CODE says).
+[[ $(id -u) -eq 0 ]] || { echo "test-package: needs root (chroot, mounts): skipped"; exit 77; }
+./deploy/package.sh > /tmp/fieldprof-package.log 2>&1 || { cat /tmp/fieldprof-package.log; exit 1; }
+deb="$(ls -t dist/fieldprof_*.deb | head -1)"
+./deploy/build.sh fieldprof-aggregator fieldprof >/dev/null
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "test-package: FAILED: $*"; exit 1; }
+
+work="$(mktemp -d /tmp/fieldprof-pkgtest-XXXXXX)"
+root="$work/root"
+mounted=()
+cleanup() {
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+  [[ -n "${agg_pid:-}" ]] && kill "$agg_pid" 2>/dev/null && wait "$agg_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "a bare Debian 12 root (debootstrap minbase, cached)"
+mirror="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
+mirror="${mirror:-http://deb.debian.org/debian}"
+cache=/var/cache/fieldprof-test/bookworm-minbase.tar
+if [[ ! -s "$cache" ]]; then
+  mkdir -p "$(dirname "$cache")" "$work/fresh"
+  debootstrap --variant=minbase bookworm "$work/fresh" "$mirror" > "$work/debootstrap.log" 2>&1 ||
+    { tail -20 "$work/debootstrap.log"; fail "debootstrap"; }
+  tar -C "$work/fresh" -cf "$cache.tmp" . && mv "$cache.tmp" "$cache"
+  rm -rf "$work/fresh"
+fi
+mkdir -p "$root" && tar -C "$root" -xf "$cache"
+# The same suites as this machine (updates and security: the package was
+# built against their library versions).
+if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+  cp /etc/apt/sources.list.d/debian.sources "$root/etc/apt/sources.list.d/"
+  rm -f "$root/etc/apt/sources.list"
+fi
+for m in proc dev sys; do
+  mount --bind "/$m" "$root/$m"
+  mounted+=("$root/$m")
+done
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
+in_root apt-get update -qq >/dev/null
+useradd_out="$(in_root useradd -m -s /bin/bash vol 2>&1)" || fail "useradd: $useradd_out"
+# The user's own settings: every run measured, as a test wants (the package
+# leaves a volunteer's runs to the fleet's sampling).
+as_vol() { chroot "$root" su - vol -c "$1"; }
+as_vol 'mkdir -p ~/.config/fieldprof && printf "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nmax_load_per_cpu = 1000\n" > ~/.config/fieldprof/runtime.conf'
+listing() {  # the root's files, less what apt, dpkg and users keep for themselves
+  (cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev -o -path ./tmp \
+    -o -path ./home -o -path ./var/log -o -path ./var/cache -o -path ./var/lib/apt \
+    -o -path ./var/lib/dpkg -o -path ./var/lib/systemd -o -path ./var/lib/ucf \
+    -o -path ./run \) -prune -o -print | sort)
+}
+listing > "$work/before.txt"
+echo "root ready: $(wc -l < "$work/before.txt") files"
+
+step "install, preseeded no"
+echo "fieldprof fieldprof/participate boolean false" | in_root debconf-set-selections
+cp "$deb" "$root/tmp/fieldprof.deb"
+in_root apt-get install -y -qq /tmp/fieldprof.deb > "$work/install.log" 2>&1 ||
+  { tail -20 "$work/install.log"; fail "apt-get install"; }
+grep -q '^participate = no$' "$root/etc/fieldprof/volunteer.conf" || fail "volunteer.conf: $(cat "$root/etc/fieldprof/volunteer.conf")"
+as_vol 'ls /usr/lib > /dev/null; echo "LD_PRELOAD=[$LD_PRELOAD]"' | grep -qx 'LD_PRELOAD=\[\]' ||
+  fail "the login hook set LD_PRELOAD on a machine that said no"
+[[ ! -d "$root/home/vol/.local/state/fieldprof/spool" ]] || fail "a record on a machine that said no"
+if as_vol 'fieldprof optin' > "$work/optin.txt" 2>&1; then fail "optin accepted on a machine that said no"; fi
+grep -q "does not take part" "$work/optin.txt" || fail "optin's message: $(cat "$work/optin.txt")"
+echo "nothing measured; fieldprof optin: $(head -1 "$work/optin.txt")"
+
+step "dpkg-reconfigure: yes; the user opts in"
+# The question, answered at a terminal (debconf's teletype frontend reads
+# the answer from stdin); the file on disk is the default it offers.
+printf 'yes\n' | chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb \
+  dpkg-reconfigure -fteletype fieldprof > "$work/reconfigure.txt" 2>&1 ||
+  { cat "$work/reconfigure.txt"; fail "dpkg-reconfigure"; }
+grep -q '^participate = yes$' "$root/etc/fieldprof/volunteer.conf" || fail "volunteer.conf after reconfigure"
+as_vol 'fieldprof optin' > "$work/optin.txt" 2>&1 || fail "optin: $(cat "$work/optin.txt")"
+head -1 "$work/optin.txt"
+as_vol 'echo "LD_PRELOAD=[$LD_PRELOAD]"; ls /usr/lib > /dev/null; sort /etc/passwd > /dev/null'
+spool="$root/home/vol/.local/state/fieldprof/spool"
+records() { find "$spool" -name '*.fpr' 2>/dev/null | wc -l; }  # counted from outside the root
+n="$(records)"
+[[ "$n" -ge 1 ]] || fail "no record after opting in"
+echo "records in the user's spool: $n"
+# A setuid program: the dynamic linker ignores the preload in secure mode.
+# (exec: the login shell itself was started before the hook ran.)
+as_vol 'exec chfn --help > /dev/null 2>&1' || true
+n2="$(records)"
+[[ "$n2" == "$n" ]] || fail "a setuid program left a record ($n -> $n2)"
+echo "setuid chfn: no record (still $n2)"
+
+step "the agent uploads to an aggregator on loopback"
+tls="$work/tls"
+./deploy/make-cert.sh "$tls" ec > /dev/null
+./build/aggregator/fieldprof-aggregator --listen 127.0.0.1 --port 0 --db "$work/db" \
+  --tls_cert "$tls/cert.pem" --tls_key "$tls/key.pem" > "$work/agg.log" 2>&1 &
+agg_pid=$!
+port=""
+for _ in $(seq 100); do
+  port="$(sed -n 's/.*listening on https:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/agg.log" | head -1)"
+  [[ -n "$port" ]] && break
+  sleep 0.1
+done
+[[ -n "$port" ]] || { cat "$work/agg.log"; fail "aggregator did not start"; }
+cp "$tls/cert.pem" "$root/etc/fieldprof/ca.pem"
+printf 'server = 127.0.0.1\nport = %s\nca_file = /etc/fieldprof/ca.pem\n' "$port" > "$root/etc/fieldprof/agent.conf"
+as_vol 'fieldprof-agent --config /etc/fieldprof/agent.conf --once --flush' > "$work/agent.txt" 2>&1 ||
+  { cat "$work/agent.txt"; fail "fieldprof-agent"; }
+cat "$work/agent.txt"
+sleep 1
+./build/tools/fieldprof top --port "$port" --ca "$tls/cert.pem" --limit 5 > "$work/top.txt" ||
+  fail "fieldprof top"
+[[ "$(grep -c '^[0-9]' "$work/top.txt")" -ge 1 ]] || { cat "$work/top.txt"; fail "nothing on the aggregator"; }
+head -4 "$work/top.txt"
+
+step "the user opts out"
+as_vol 'fieldprof optout' | sed 's/^/  /'
+[[ ! -e "$root/home/vol/.local/state/fieldprof" ]] || fail "the agent's state is still there"
+[[ ! -e "$root/home/vol/.local/state/fieldprof/spool" ]] || fail "the spool is still there"
+as_vol 'ls /usr/lib > /dev/null'
+[[ ! -e "$root/home/vol/.local/state/fieldprof/spool" ]] || fail "a program left a record after optout"
+echo "the user's local data is gone; a program run leaves nothing"
+
+step "purge"
+rm -f "$root/etc/fieldprof/ca.pem"  # this test's own file, not the package's
+in_root apt-get purge -y -qq --autoremove fieldprof > "$work/purge.log" 2>&1 ||
+  { tail -20 "$work/purge.log"; fail "apt-get purge"; }
+rm -f "$root/tmp/fieldprof.deb"
+listing > "$work/after.txt"
+if ! diff "$work/before.txt" "$work/after.txt" > "$work/diff.txt"; then
+  cat "$work/diff.txt"
+  fail "the root differs after purge"
+fi
+echo "the file list equals the one before install ($(wc -l < "$work/after.txt") files)"
+echo
+echo "test-package: all steps passed"
