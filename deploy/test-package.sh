@@ -7,12 +7,14 @@
 #      fieldprof optin refuses;
 #   2. answered yes (dpkg-reconfigure): the user opts in, a login shell's
 #      programs leave records, a setuid program is not measured, and the
-#      agent uploads the records to an aggregator on loopback (this tree's,
-#      outside the root: the chroot shares the network);
+#      agent uploads the records to the aggregator installed from the other
+#      package (an older build of it), run as its unit runs it, on loopback
+#      in a network namespace of the test's own;
+#   2b. the aggregator package upgraded to this build: its data is kept;
 #   3. the user opts out: their spool and agent state are gone and the next
 #      program leaves nothing;
-#   4. purge: the root's file list equals the one before install, apart
-#      from apt's and dpkg's own logs and caches and the user's home.
+#   4. purge of both: the root's file list equals the one before install,
+#      apart from apt's and dpkg's own logs and caches and the user's home.
 # Prints each step; exits non-zero at the first that fails. The bare root is
 # cached in /var/cache/fieldprof-test (remove it to start afresh).
 #
@@ -21,19 +23,33 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Not root: skipped (77, as ctest's SKIP_RETURN_CODE says).
 [[ $(id -u) -eq 0 ]] || { echo "test-package: needs root (chroot, mounts): skipped"; exit 77; }
-./deploy/package.sh > /tmp/fieldprof-package.log 2>&1 || { cat /tmp/fieldprof-package.log; exit 1; }
+work="$(mktemp -d /tmp/fieldprof-pkgtest-XXXXXX)"
+# An older aggregator package (for the upgrade), then this build's packages.
+PACKAGE_VERSION=0.0.9-1 ./deploy/package.sh > "$work/package-old.log" 2>&1 ||
+  { cat "$work/package-old.log"; exit 1; }
+cp dist/fieldprof-aggregator_0.0.9-1_*.deb "$work/aggregator-old.deb"
+./deploy/package.sh > "$work/package.log" 2>&1 || { cat "$work/package.log"; exit 1; }
 deb="$(ls -t dist/fieldprof_*.deb | head -1)"
-./deploy/build.sh fieldprof-aggregator fieldprof >/dev/null
+aggdeb="$(ls -t dist/fieldprof-aggregator_*.deb | head -1)"
+./deploy/build.sh fieldprof >/dev/null
 
 step() { printf '\n== %s\n' "$*"; }
 fail() { echo "test-package: FAILED: $*"; exit 1; }
 
-work="$(mktemp -d /tmp/fieldprof-pkgtest-XXXXXX)"
 root="$work/root"
 mounted=()
 cleanup() {
+  set +e
+  # Every process in the test's network namespace (the aggregator), then it.
+  if [[ -n "${ns_pid:-}" ]]; then
+    local ns p
+    ns="$(readlink "/proc/$ns_pid/ns/net" 2>/dev/null || true)"
+    for p in /proc/[0-9]*; do
+      [[ -n "$ns" && "$(readlink "$p/ns/net" 2>/dev/null)" == "$ns" ]] && kill -KILL "${p#/proc/}" 2>/dev/null
+    done
+    kill -KILL "$ns_pid" 2>/dev/null
+  fi
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
-  [[ -n "${agg_pid:-}" ]] && kill "$agg_pid" 2>/dev/null && wait "$agg_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -112,29 +128,73 @@ n2="$(records)"
 [[ "$n2" == "$n" ]] || fail "a setuid program left a record ($n -> $n2)"
 echo "setuid chfn: no record (still $n2)"
 
-step "the agent uploads to an aggregator on loopback"
-tls="$work/tls"
-./deploy/make-cert.sh "$tls" ec > /dev/null
-./build/aggregator/fieldprof-aggregator --listen 127.0.0.1 --port 0 --db "$work/db" \
-  --tls_cert "$tls/cert.pem" --tls_key "$tls/key.pem" > "$work/agg.log" 2>&1 &
-agg_pid=$!
-port=""
-for _ in $(seq 100); do
-  port="$(sed -n 's/.*listening on https:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/agg.log" | head -1)"
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { cat "$work/agg.log"; fail "aggregator did not start"; }
-cp "$tls/cert.pem" "$root/etc/fieldprof/ca.pem"
-printf 'server = 127.0.0.1\nport = %s\nca_file = /etc/fieldprof/ca.pem\n' "$port" > "$root/etc/fieldprof/agent.conf"
-as_vol 'fieldprof-agent --config /etc/fieldprof/agent.conf --once --flush' > "$work/agent.txt" 2>&1 ||
-  { cat "$work/agent.txt"; fail "fieldprof-agent"; }
+step "the aggregator package (an older build), its service on loopback"
+# A network namespace of this test's own: the packaged aggregator listens on
+# 127.0.0.1:8443 as installed, and nothing else on this machine is in the way.
+unshare --net --fork --kill-child sleep 3600 > /dev/null 2>&1 &
+ns_pid=$!
+disown "$ns_pid"
+sleep 0.2
+in_ns() { nsenter --target "$ns_pid" --net "$@"; }
+in_ns ip link set lo up
+cp "$work/aggregator-old.deb" "$root/tmp/aggregator.deb"
+in_root apt-get install -y -qq /tmp/aggregator.deb > "$work/install-agg.log" 2>&1 ||
+  { tail -20 "$work/install-agg.log"; fail "apt-get install fieldprof-aggregator"; }
+getent_out="$(in_root getent passwd fieldprof)" || fail "no system user fieldprof"
+[[ -s "$root/etc/fieldprof/tls/cert.pem" && -s "$root/etc/fieldprof/snapshot-signing.key" ]] ||
+  fail "no certificate or signing key made at install"
+echo "installed $(in_root dpkg-query -W -f='${Version}' fieldprof-aggregator); user: ${getent_out%%:*}"
+# Started as its unit starts it (User=fieldprof, ExecStart=...): there is no
+# systemd in a chroot.
+start_aggregator() {
+  in_ns chroot "$root" su -s /bin/sh fieldprof -c \
+    'exec /usr/sbin/fieldprof-aggregator --config /etc/fieldprof/aggregator.conf' \
+    > "$work/agg.log" 2>&1 &
+  agg_pid=$!
+  for _ in $(seq 100); do
+    grep -q 'listening on https://127.0.0.1:8443' "$work/agg.log" && return 0
+    kill -0 "$agg_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$work/agg.log"
+  fail "the packaged aggregator did not start"
+}
+stop_aggregator() {  # SIGTERM to the server, as systemd stops it; it exits 0
+  local ns p
+  ns="$(readlink "/proc/$ns_pid/ns/net")"
+  for p in /proc/[0-9]*; do
+    [[ "$(readlink "$p/ns/net" 2>/dev/null)" == "$ns" &&
+      "$(cat "$p/comm" 2>/dev/null)" == fieldprof-aggre* ]] && kill -TERM "${p#/proc/}"
+  done
+  wait "$agg_pid" || { cat "$work/agg.log"; fail "the aggregator did not stop cleanly"; }
+}
+top() {
+  in_ns ./build/tools/fieldprof top --port 8443 --ca "$root/etc/fieldprof/tls/cert.pem" --limit 5
+}
+start_aggregator
+
+step "the agent uploads to it"
+printf 'server = 127.0.0.1\nport = 8443\nca_file = /etc/fieldprof/tls/cert.pem\n' \
+  > "$root/etc/fieldprof/agent.conf"
+in_ns chroot "$root" su - vol -c 'fieldprof-agent --config /etc/fieldprof/agent.conf --once --flush' \
+  > "$work/agent.txt" 2>&1 || { cat "$work/agent.txt"; fail "fieldprof-agent"; }
 cat "$work/agent.txt"
 sleep 1
-./build/tools/fieldprof top --port "$port" --ca "$tls/cert.pem" --limit 5 > "$work/top.txt" ||
-  fail "fieldprof top"
+top > "$work/top.txt" || fail "fieldprof top"
 [[ "$(grep -c '^[0-9]' "$work/top.txt")" -ge 1 ]] || { cat "$work/top.txt"; fail "nothing on the aggregator"; }
 head -4 "$work/top.txt"
+
+step "upgrade the aggregator package: the data stays"
+stop_aggregator
+cp "$aggdeb" "$root/tmp/aggregator.deb"
+in_root apt-get install -y -qq /tmp/aggregator.deb > "$work/upgrade-agg.log" 2>&1 ||
+  { tail -20 "$work/upgrade-agg.log"; fail "upgrade"; }
+echo "now $(in_root dpkg-query -W -f='${Version}' fieldprof-aggregator)"
+start_aggregator
+top > "$work/top-after.txt" || fail "fieldprof top after the upgrade"
+diff "$work/top.txt" "$work/top-after.txt" || fail "the aggregator's answers changed across the upgrade"
+echo "the same $(grep -c '^[0-9]' "$work/top-after.txt") APIs, the same figures"
+stop_aggregator
 
 step "the user opts out"
 as_vol 'fieldprof optout' | sed 's/^/  /'
@@ -145,10 +205,9 @@ as_vol 'ls /usr/lib > /dev/null'
 echo "the user's local data is gone; a program run leaves nothing"
 
 step "purge"
-rm -f "$root/etc/fieldprof/ca.pem"  # this test's own file, not the package's
-in_root apt-get purge -y -qq --autoremove fieldprof > "$work/purge.log" 2>&1 ||
+in_root apt-get purge -y -qq --autoremove fieldprof fieldprof-aggregator > "$work/purge.log" 2>&1 ||
   { tail -20 "$work/purge.log"; fail "apt-get purge"; }
-rm -f "$root/tmp/fieldprof.deb"
+rm -f "$root/tmp/fieldprof.deb" "$root/tmp/aggregator.deb"
 listing > "$work/after.txt"
 if ! diff "$work/before.txt" "$work/after.txt" > "$work/diff.txt"; then
   cat "$work/diff.txt"

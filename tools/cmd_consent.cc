@@ -6,6 +6,7 @@
 // settings file, which the runtime reads at every program start and the
 // agent before every pass: nothing is measured or sent without it.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/agent_state.h"
 #include "common/durable_file.h"
@@ -103,7 +105,34 @@ struct Paths {
   std::string cache = DefaultSnapshotCacheDir();
 };
 
+// optout runs in the user's session, whose programs carry the runtime:
+// this very process would write its record into the spool it deletes, at
+// exit. Runs again without it (the record of what ran so far, if any, is
+// written before the exec and deleted with the rest).
+void WithoutRuntime(int argc, char** argv) {
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload == nullptr || std::string(preload).find("libfieldprof.so") == std::string::npos) {
+    return;
+  }
+  std::istringstream words(preload);
+  std::string kept, w;
+  while (words >> w) {
+    if (w.find("libfieldprof.so") == std::string::npos) kept += (kept.empty() ? "" : " ") + w;
+  }
+  if (kept.empty()) {
+    unsetenv("LD_PRELOAD");
+  } else {
+    setenv("LD_PRELOAD", kept.c_str(), 1);
+  }
+  std::vector<char*> args = {const_cast<char*>("fieldprof")};
+  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv("/proc/self/exe", args.data());
+  // Could not: carry on; the record this process leaves waits unsent.
+}
+
 int Consent(int argc, char** argv, bool in) {
+  if (!in) WithoutRuntime(argc, argv);
   Paths p;
   const std::string name = in ? "fieldprof optin" : "fieldprof optout";
   OptionTable t(name, in ? "Take part in fieldprof: programs you start measure a few library APIs "
