@@ -3,8 +3,8 @@
 # apt (issue #16): built by deploy/package.sh, installed into a debootstrap
 # chroot (minbase, from this machine's own Debian mirror), never into this
 # machine. In that root:
-#   1. preseeded no: a user who consents is still not measured, and
-#      fieldprof optin refuses;
+#   1. installed non-interactively, not preseeded: the answer is no, a user
+#      who consents is still not measured, and fieldprof optin refuses;
 #   2. answered yes (dpkg-reconfigure): the user opts in, a login shell's
 #      programs leave records, a setuid program is not measured, and the
 #      agent uploads the records to the aggregator installed from the other
@@ -14,7 +14,9 @@
 #   3. the user opts out: their spool and agent state are gone and the next
 #      program leaves nothing;
 #   4. purge of both: the root's file list equals the one before install,
-#      apart from apt's and dpkg's own logs and caches and the user's home.
+#      apart from apt's and dpkg's own logs and caches and the user's home;
+#   5. a fresh install preseeded yes: the user opts in and is measured;
+#      purged again, the root is as before.
 # Prints each step; exits non-zero at the first that fails. The bare root is
 # cached in /var/cache/fieldprof-test (remove it to start afresh).
 #
@@ -93,8 +95,7 @@ listing() {  # the root's files, less what apt, dpkg and users keep for themselv
 listing > "$work/before.txt"
 echo "root ready: $(wc -l < "$work/before.txt") files"
 
-step "install, preseeded no"
-echo "fieldprof fieldprof/participate boolean false" | in_root debconf-set-selections
+step "install, non-interactive: the answer is no by default"
 cp "$deb" "$root/tmp/fieldprof.deb"
 in_root apt-get install -y -qq /tmp/fieldprof.deb > "$work/install.log" 2>&1 ||
   { tail -20 "$work/install.log"; fail "apt-get install"; }
@@ -115,7 +116,7 @@ printf 'yes\n' | chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=d
 grep -q '^participate = yes$' "$root/etc/fieldprof/volunteer.conf" || fail "volunteer.conf after reconfigure"
 as_vol 'fieldprof optin' > "$work/optin.txt" 2>&1 || fail "optin: $(cat "$work/optin.txt")"
 head -1 "$work/optin.txt"
-as_vol 'echo "LD_PRELOAD=[$LD_PRELOAD]"; ls /usr/lib > /dev/null; sort /etc/passwd > /dev/null'
+as_vol 'echo "LD_PRELOAD=[$LD_PRELOAD]"; for i in 1 2 3; do ls /usr/lib > /dev/null; sort /etc/passwd > /dev/null; done'
 spool="$root/home/vol/.local/state/fieldprof/spool"
 records() { find "$spool" -name '*.fpr' 2>/dev/null | wc -l; }  # counted from outside the root
 n="$(records)"
@@ -214,5 +215,25 @@ if ! diff "$work/before.txt" "$work/after.txt" > "$work/diff.txt"; then
   fail "the root differs after purge"
 fi
 echo "the file list equals the one before install ($(wc -l < "$work/after.txt") files)"
+
+step "a fresh install preseeded yes"
+echo "fieldprof fieldprof/participate boolean true" | in_root debconf-set-selections
+cp "$deb" "$root/tmp/fieldprof.deb"
+in_root apt-get install -y -qq /tmp/fieldprof.deb > "$work/install2.log" 2>&1 ||
+  { tail -20 "$work/install2.log"; fail "apt-get install (preseeded yes)"; }
+grep -q '^participate = yes$' "$root/etc/fieldprof/volunteer.conf" || fail "preseeded yes not taken"
+as_vol 'fieldprof optin' > "$work/optin.txt" 2>&1 || fail "optin: $(cat "$work/optin.txt")"
+# The agent brought the fleet's sampling (1 run in 16) into the user's file:
+# every run measured again, for the test.
+as_vol 'sed -i -e "s/^sample_fraction = .*/sample_fraction = 1/" -e "s/^max_runs_per_minute = .*/max_runs_per_minute = 0/" -e "s/^max_load_per_cpu = .*/max_load_per_cpu = 1000/" ~/.config/fieldprof/runtime.conf'
+# (A run whose chosen APIs are never called leaves only a count: several.)
+as_vol 'for i in 1 2 3 4 5; do ls /usr/lib > /dev/null; sort /etc/passwd > /dev/null; done'
+[[ "$(records)" -ge 1 ]] || fail "no record after opting in on a machine preseeded yes"
+as_vol 'fieldprof optout' > /dev/null
+in_root apt-get purge -y -qq --autoremove fieldprof > "$work/purge2.log" 2>&1 || fail "purge"
+rm -f "$root/tmp/fieldprof.deb"
+listing > "$work/after2.txt"
+diff "$work/before.txt" "$work/after2.txt" || fail "the root differs after the second purge"
+echo "preseeded yes: the user opted in and was measured; purged again, the root as before"
 echo
 echo "test-package: all steps passed"
