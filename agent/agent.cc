@@ -140,45 +140,47 @@ void Agent::RefreshSettings(HttpsClient& client, bool force) {
     state_.settings_result = "refused: " + fleet.status().message();
     return;
   }
-  StatusOr<std::optional<RuntimeSettings>> local = ReadRuntimeSettings(config_.runtime_settings);
-  if (!local.ok()) {
-    // The user's file does not parse: the runtime is off until it is fixed,
-    // and the agent does not overwrite what someone edited by hand.
-    state_.settings_result = "not applied: " + local.status().message();
+  std::string version;
+  Status s =
+      UpdateRuntimeSettings(config_.runtime_settings,
+                            [&](const std::optional<RuntimeSettings>& now, RuntimeSettings* next) {
+                              next->fleet = *fleet;
+                              next->version = version = fleet->Version();
+                              return !now.has_value() || *next != *now;
+                            });
+  if (!s.ok()) {
+    // A file that does not parse stays as someone edited it by hand (the
+    // runtime is off until it is fixed).
+    state_.settings_result =
+        (s.code() == StatusCode::kInvalidArgument ? "not applied: " : "not written: ") +
+        s.message();
     return;
-  }
-  RuntimeSettings next = local->value_or(RuntimeSettings{});  // no file: consent = no
-  next.fleet = *fleet;
-  next.version = fleet->Version();
-  if (!local->has_value() || next != **local) {
-    const std::string dir = std::filesystem::path(config_.runtime_settings).parent_path().string();
-    Status s = dir.empty() ? Status::Ok() : MakeDirs(dir);
-    if (s.ok()) s = WriteFileDurably(config_.runtime_settings, FormatRuntimeSettings(next));
-    if (!s.ok()) {
-      state_.settings_result = "not written: " + s.message();
-      return;
-    }
   }
   state_.fleet_batch_bytes = fleet->batch_bytes;
   state_.fleet_max_age_s = fleet->max_age_s;
   ApplyFleetThresholds();
-  state_.settings_version = next.version;
+  state_.settings_version = version;
   state_.settings_result = "ok";
 }
 
 void Agent::RefreshClockRate() {
-  if (config_.runtime_settings.empty()) return;
-  StatusOr<std::optional<RuntimeSettings>> local = ReadRuntimeSettings(config_.runtime_settings);
-  // No file (no consent asked yet) or one that does not parse (left as the
-  // user made it): nothing to do.
-  if (!local.ok() || !local->has_value()) return;
+  if (config_.runtime_settings.empty() || !std::filesystem::exists(config_.runtime_settings)) {
+    return;  // no file: nobody asked yet; the file is the user's to create
+  }
   if (tsc_hz_ == 0) tsc_hz_ = MeasureTscHz().value_or(0);
   if (tsc_hz_ == 0) return;  // no invariant TSC (the runtime needs no rate), or too busy: later
-  RuntimeSettings next = **local;
-  if (next.tsc_hz != 0 && SameTscRate(next.tsc_hz, tsc_hz_)) return;
-  next.tsc_hz = tsc_hz_;
-  Status s = WriteFileDurably(config_.runtime_settings, FormatRuntimeSettings(next));
-  if (!s.ok()) state_.settings_result = "not written: " + s.message();
+  Status s = UpdateRuntimeSettings(
+      config_.runtime_settings,
+      [this](const std::optional<RuntimeSettings>& now, RuntimeSettings* next) {
+        if (!now.has_value() || (now->tsc_hz != 0 && SameTscRate(now->tsc_hz, tsc_hz_)))
+          return false;
+        next->tsc_hz = tsc_hz_;
+        return true;
+      });
+  // A file that does not parse is left as the user made it (not an error here).
+  if (!s.ok() && s.code() != StatusCode::kInvalidArgument) {
+    state_.settings_result = "not written: " + s.message();
+  }
 }
 
 void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {

@@ -1,5 +1,9 @@
 #include "common/runtime_settings.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <cerrno>
@@ -8,9 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "common/durable_file.h"
 #include "common/json_writer.h"
 #include "common/options.h"
 #include "common/tsc_rate.h"
@@ -190,6 +196,23 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   if (!s.seed.empty()) out += "seed = " + s.seed + "\n";
   if (!s.force.empty()) out += "force = " + s.force + "\n";
   return out;
+}
+
+Status UpdateRuntimeSettings(const std::string& path, const RuntimeSettingsEdit& edit) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (!dir.empty()) FP_RETURN_IF_ERROR(MakeDirs(dir));
+  const int fd = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return IOError(path + ".lock: " + std::strerror(errno));
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // releases the flock
+  } unlock{fd};
+  if (::flock(fd, LOCK_EX) != 0) return IOError(path + ".lock: " + std::strerror(errno));
+  StatusOr<std::optional<RuntimeSettings>> now = ReadRuntimeSettings(path);
+  if (!now.ok()) return now.status();
+  RuntimeSettings next = now->value_or(RuntimeSettings{});
+  if (!edit(*now, &next)) return Status::Ok();
+  return WriteFileDurably(path, FormatRuntimeSettings(next));
 }
 
 StatusOr<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& path) {

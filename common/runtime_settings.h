@@ -15,6 +15,7 @@
 #define FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -67,6 +68,20 @@ std::string DefaultRuntimeSettingsPath();
 std::string FormatRuntimeSettings(const RuntimeSettings& s);
 // A missing file: nullopt (no consent yet). A corrupt one: an error.
 [[nodiscard]] StatusOr<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& path);
+
+// Changes the settings file, holding an flock on <path>.lock that every
+// writer takes (the agent's settings and clock rate, fieldprof optin and
+// optout), so that no writer's change is lost to another's
+// read-modify-write (an optout between the agent's read and its write
+// would otherwise come back as consent = yes). `edit` gets the settings now
+// (nullopt: no file) and `next`, a copy of them (or the defaults) to change,
+// and returns whether to write `next`; the parent directory is made when
+// needed. A file that does not parse is left alone: InvalidArgument. The
+// runtime reads without the lock: every write is a rename.
+using RuntimeSettingsEdit =
+    std::function<bool(const std::optional<RuntimeSettings>& now, RuntimeSettings* next)>;
+[[nodiscard]] Status UpdateRuntimeSettings(const std::string& path,
+                                           const RuntimeSettingsEdit& edit);
 
 // GET /v1/config's body (with "version": FleetSettings::Version()), and
 // back: every field required and in range, and a "version" that does not

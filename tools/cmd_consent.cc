@@ -10,14 +10,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/agent_state.h"
-#include "common/durable_file.h"
 #include "common/options.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
@@ -39,23 +37,18 @@ std::string DefaultMachineConf() {
   return p != nullptr && *p ? p : kMachineConf;
 }
 
-// The machine's answer: "yes", "no", or why there is none.
+// The machine's answer: "yes", "no", or why there is none. The file is a
+// "name = value" file like every other (common/options.h reads it).
 std::string MachineAnswer(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "none (no " + path + ")";
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::string t(TrimSpace(line));
-    if (t.empty() || t[0] == '#') continue;
-    const size_t eq = t.find('=');
-    if (eq == std::string::npos || TrimSpace(std::string_view(t).substr(0, eq)) != "participate") {
-      continue;
-    }
-    const std::string v(TrimSpace(std::string_view(t).substr(eq + 1)));
-    if (v == "yes" || v == "no") return v;
-    return "unreadable (participate = '" + v + "' in " + path + ")";
-  }
-  return "none (no 'participate' in " + path + ")";
+  if (!fs::exists(path)) return "none (no " + path + ")";
+  std::string participate;
+  OptionTable t("volunteer.conf", "");
+  t.AddString("participate", &participate, "yes or no");
+  const Status s = t.ParseFile(path);
+  if (!s.ok()) return "unreadable (" + s.message() + ")";
+  if (participate == "yes" || participate == "no") return participate;
+  if (participate.empty()) return "none (no 'participate' in " + path + ")";
+  return "unreadable (participate = '" + participate + "' in " + path + ")";
 }
 
 // The agent's user service, if the package installed one: started or
@@ -158,12 +151,6 @@ int Consent(int argc, char** argv, bool in) {
     std::cerr << name << ": " << s.message() << " (see --help)\n";
     return 2;
   }
-  StatusOr<std::optional<RuntimeSettings>> current = ReadRuntimeSettings(p.settings);
-  if (!current.ok()) {
-    std::cerr << name << ": " << current.status().message()
-              << "\nFix or remove that file first: it was edited by hand, and is left as it is.\n";
-    return 1;
-  }
   if (in) {
     const std::string machine = MachineAnswer(p.machine);
     if (machine != "yes") {
@@ -172,17 +159,26 @@ int Consent(int argc, char** argv, bool in) {
                    "dpkg-reconfigure fieldprof).\n";
       return 1;
     }
-  } else if (!current->has_value() || !(*current)->consent) {
-    std::cout << "You were not taking part: nothing was measured or sent for you.\n";
   }
-  RuntimeSettings next = current->value_or(RuntimeSettings{});
-  next.consent = in;
-  const std::string parent = fs::path(p.settings).parent_path().string();
-  Status w = parent.empty() ? Status::Ok() : MakeDirs(parent);
-  if (w.ok()) w = WriteFileDurably(p.settings, FormatRuntimeSettings(next));
+  bool was_in = false;
+  std::string spool_dir;
+  Status w = UpdateRuntimeSettings(
+      p.settings, [&](const std::optional<RuntimeSettings>& now, RuntimeSettings* next) {
+        was_in = now.has_value() && now->consent;
+        spool_dir = next->spool_dir;
+        next->consent = in;
+        return true;
+      });
   if (!w.ok()) {
-    std::cerr << name << ": cannot write " << p.settings << ": " << w.message() << "\n";
+    std::cerr << name << ": " << w.message()
+              << (w.code() == StatusCode::kInvalidArgument
+                      ? "\nFix or remove that file first: it was edited by hand, and is left "
+                        "as it is.\n"
+                      : "\n");
     return 1;
+  }
+  if (!in && !was_in) {
+    std::cout << "You were not taking part: nothing was measured or sent for you.\n";
   }
   if (in) {
     std::cout << "You take part in fieldprof (" << p.settings << ": consent = yes).\n"
@@ -204,9 +200,9 @@ int Consent(int argc, char** argv, bool in) {
             << "Programs you start from now on are not measured; the agent sends nothing "
                "more.\n";
   AgentService(false);
-  const std::string spool = !p.spool.empty()          ? p.spool
-                            : !next.spool_dir.empty() ? next.spool_dir
-                                                      : DefaultSpoolDir();
+  const std::string spool = !p.spool.empty()     ? p.spool
+                            : !spool_dir.empty() ? spool_dir
+                                                 : DefaultSpoolDir();
   RemoveAll("the spool", spool);
   RemoveAll("the agent's outbox and state", p.state_dir);
   RemoveAll("the snapshot cache", p.cache);

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <thread>
+#include <vector>
+
 #include "common/agent_state.h"
+#include "tests/test_util.h"
 
 namespace fieldprof {
 namespace {
@@ -43,6 +48,38 @@ TEST(RuntimeSettingsTest, TheRuntimesRulesApply) {
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_TRUE(ok->consent);
   EXPECT_EQ(ok->fleet.k, 8);
+}
+
+// Every writer of the settings file (the agent, fieldprof optin/optout)
+// changes it under one lock: concurrent read-modify-writes lose nothing
+// (an optout between the agent's read and its write must not come back).
+TEST(RuntimeSettingsTest, ConcurrentUpdatesLoseNoChange) {
+  testing::TempDir dir;
+  const std::string path = dir.File("config/runtime.conf");
+  constexpr int kThreads = 4, kEach = 40;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        Status s = UpdateRuntimeSettings(
+            path, [](const std::optional<RuntimeSettings>& now, RuntimeSettings* next) {
+              next->spool_cap_mib = (now ? now->spool_cap_mib : 0) + 1;
+              return true;
+            });
+        EXPECT_TRUE(s.ok()) << s.ToString();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto got = ReadRuntimeSettings(path);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->spool_cap_mib, kThreads * kEach);
+  // A file someone broke by hand is left as it is.
+  std::ofstream(path) << "consent = maybe\n";
+  Status s = UpdateRuntimeSettings(path, [](const auto&, RuntimeSettings*) { return true; });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  std::ifstream in(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "consent = maybe\n");
 }
 
 TEST(FleetSettingsTest, JsonRoundTripAndChecks) {
