@@ -44,15 +44,6 @@ std::string RandomBatchId() {
   return id;
 }
 
-void AddCounters(const wire::AgentCounters& from, wire::AgentCounters* to) {
-  to->set_records_dropped(to->records_dropped() + from.records_dropped());
-  to->set_runs_refused_load_cap(to->runs_refused_load_cap() + from.runs_refused_load_cap());
-  to->set_runs_instrumented(to->runs_instrumented() + from.runs_instrumented());
-  to->set_records_quarantined(to->records_quarantined() + from.records_quarantined());
-  to->set_runs_refused_rate_cap(to->runs_refused_rate_cap() + from.runs_refused_rate_cap());
-  to->set_runs_measured_nothing(to->runs_measured_nothing() + from.runs_measured_nothing());
-}
-
 }  // namespace
 
 Agent::Agent(AgentConfig config)
@@ -308,18 +299,7 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
   bool has_records = false;
 
   auto seal = [&]() -> Status {
-    wire::AgentCounters counters = runs;
-    counters.set_records_dropped(counters.records_dropped() +
-                                 static_cast<uint64_t>(state_.records_dropped));
-    counters.set_records_quarantined(counters.records_quarantined() +
-                                     static_cast<uint64_t>(state_.records_quarantined));
-    counters.set_runs_refused_load_cap(
-        counters.runs_refused_load_cap() +
-        static_cast<uint64_t>(state_.runs_refused_no_slot + state_.runs_refused_load));
-    counters.set_runs_refused_rate_cap(counters.runs_refused_rate_cap() +
-                                       static_cast<uint64_t>(state_.runs_refused_rate_cap));
-    counters.set_runs_measured_nothing(counters.runs_measured_nothing() +
-                                       static_cast<uint64_t>(state_.runs_measured_nothing));
+    const wire::AgentCounters counters = BatchCounters(runs, state_);
     const std::string id = RandomBatchId();
     const int64_t now = NowMs();
     const wire::Batch batch = builder.Seal(id, now, counters);
@@ -362,13 +342,7 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
       builder.TryAdd(*run);  // an empty builder takes any run
     }
     consumed.push_back(e.name);
-    wire::AgentCounters c;
-    if (run->counters().refused() != 0) {
-      c.set_runs_refused_load_cap(1);
-    } else {
-      c.set_runs_instrumented(1);
-    }
-    AddCounters(c, &runs);
+    CountRunInBatch(*run, &runs);
     has_records = has_records || run->records_size() > 0;
   }
   // The rest waits for more unless flushing or its oldest record is due. A

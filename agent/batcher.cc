@@ -40,6 +40,26 @@ size_t HeaderReserve(const Platform& platform) {
 
 }  // namespace
 
+void CountRunInBatch(const wire::RunRecord& run, wire::AgentCounters* runs) {
+  if (run.counters().refused() != 0) {
+    runs->set_runs_refused_load_cap(runs->runs_refused_load_cap() + 1);
+  } else {
+    runs->set_runs_instrumented(runs->runs_instrumented() + 1);
+  }
+}
+
+wire::AgentCounters BatchCounters(const wire::AgentCounters& runs, const AgentState& held) {
+  auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  wire::AgentCounters c = runs;
+  c.set_records_dropped(c.records_dropped() + u(held.records_dropped));
+  c.set_records_quarantined(c.records_quarantined() + u(held.records_quarantined));
+  c.set_runs_refused_load_cap(c.runs_refused_load_cap() + u(held.runs_refused_no_slot) +
+                              u(held.runs_refused_load));
+  c.set_runs_refused_rate_cap(c.runs_refused_rate_cap() + u(held.runs_refused_rate_cap));
+  c.set_runs_measured_nothing(c.runs_measured_nothing() + u(held.runs_measured_nothing));
+  return c;
+}
+
 BatchBuilder::BatchBuilder(size_t max_bytes, const Platform& platform)
     : max_bytes_(max_bytes), platform_(platform) {}
 

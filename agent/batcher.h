@@ -17,6 +17,7 @@
 #include <map>
 #include <string>
 
+#include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
@@ -24,6 +25,13 @@
 namespace fieldprof::agent {
 
 inline constexpr size_t kDefaultBatchBytes = 128 * 1024;
+
+// What one run from the spool adds to its batch's counters.
+void CountRunInBatch(const wire::RunRecord& run, wire::AgentCounters* runs);
+// A sealed batch's counters: its runs' (CountRunInBatch), plus what the
+// agent holds for its next batch (`held`: records dropped or quarantined,
+// runs counted without a record).
+wire::AgentCounters BatchCounters(const wire::AgentCounters& runs, const AgentState& held);
 
 class BatchBuilder {
  public:

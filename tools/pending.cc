@@ -3,9 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <vector>
 
 #include "agent/batcher.h"
@@ -13,6 +11,7 @@
 #include "agent/platform.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
+#include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/run_counters.h"
 #include "common/spool.h"
@@ -23,20 +22,9 @@ namespace fieldprof::tools {
 namespace {
 
 struct Pending {
-  std::string what;  // "outbox 1795...-<id>" or "spool"
   wire::Batch batch;
   size_t runs = 0;  // spool batches: runs summed into it
 };
-
-std::string Hex(const std::string& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
 
 void PrintBatch(const Pending& p) {
   const wire::Batch& b = p.batch;
@@ -47,7 +35,7 @@ void PrintBatch(const Pending& p) {
         p.runs, b.records_size());
   } else {
     std::printf("  outbox batch %s: %d records, %zu bytes, sent as it is\n",
-                Hex(b.batch_id()).c_str(), b.records_size(), b.ByteSizeLong());
+                HexEncode(b.batch_id()).c_str(), b.records_size(), b.ByteSizeLong());
   }
   const wire::Platform& pl = b.client_platform();
   std::printf("    platform: %s %s %s family %u\n", std::string(OsName(pl.os())).c_str(),
@@ -86,12 +74,10 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
     return 1;
   }
   for (const agent::OutboxEntry& e : *sealed) {
-    std::ifstream in(e.path, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    Pending p{"outbox " + e.name, {}, 0};
-    if (!p.batch.ParseFromString(bytes.str())) {
-      std::cerr << "fieldprof status: " << e.path << " is not a batch\n";
+    StatusOr<std::string> bytes = ReadWholeFile(e.path);
+    Pending p{{}, 0};
+    if (!bytes.ok() || !p.batch.ParseFromString(*bytes)) {
+      std::cerr << "fieldprof status: " << e.path << " is not a readable batch\n";
       return 1;
     }
     pending.push_back(std::move(p));
@@ -110,29 +96,21 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
   agent::BatchBuilder builder(batch_bytes, agent::DetectPlatform());
   size_t runs = 0, unreadable = 0;
   wire::AgentCounters counters;
-  // The first batch the agent seals also reports what it holds for it: runs
-  // counted instead of recorded (its state, and the spool's counts it takes
-  // at the pass) and records it dropped or had quarantined.
-  StatusOr<RunCounts> counted = ReadRunCounters(spool_dir);
-  const RunCounts c = counted.ok() ? *counted : RunCounts{};
-  const AgentState held = state.ok() ? *state : AgentState{};
+  // The first batch the agent seals also reports what it holds for it: its
+  // state's counts, and the spool's run counters it takes at the pass.
+  AgentState held = state.ok() ? *state : AgentState{};
+  if (StatusOr<RunCounts> c = ReadRunCounters(spool_dir); c.ok()) {
+    auto i = [](uint64_t v) { return static_cast<int64_t>(v); };
+    held.runs_refused_no_slot += i((*c)[kRunRefusedSlot]);
+    held.runs_refused_load += i((*c)[kRunRefusedLoad]);
+    held.runs_refused_rate_cap += i((*c)[kRunRefusedRate]);
+    held.runs_measured_nothing += i((*c)[kRunMeasuredNone]);
+  }
   bool first = true;
   auto seal = [&] {
-    if (first) {
-      counters.set_records_dropped(counters.records_dropped() +
-                                   static_cast<uint64_t>(held.records_dropped));
-      counters.set_records_quarantined(counters.records_quarantined() +
-                                       static_cast<uint64_t>(held.records_quarantined));
-      counters.set_runs_refused_load_cap(
-          counters.runs_refused_load_cap() + c[kRunRefusedSlot] + c[kRunRefusedLoad] +
-          static_cast<uint64_t>(held.runs_refused_no_slot + held.runs_refused_load));
-      counters.set_runs_refused_rate_cap(counters.runs_refused_rate_cap() + c[kRunRefusedRate] +
-                                         static_cast<uint64_t>(held.runs_refused_rate_cap));
-      counters.set_runs_measured_nothing(counters.runs_measured_nothing() + c[kRunMeasuredNone] +
-                                         static_cast<uint64_t>(held.runs_measured_nothing));
-      first = false;
-    }
-    pending.push_back({"spool", builder.Seal("", 0, counters), runs});
+    const wire::AgentCounters c = agent::BatchCounters(counters, first ? held : AgentState{});
+    first = false;
+    pending.push_back({builder.Seal("", 0, c), runs});
     runs = 0;
     counters.Clear();
   };
@@ -147,11 +125,7 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
       builder.TryAdd(*run);
     }
     ++runs;
-    if (run->counters().refused() != 0) {
-      counters.set_runs_refused_load_cap(counters.runs_refused_load_cap() + 1);
-    } else {
-      counters.set_runs_instrumented(counters.runs_instrumented() + 1);
-    }
+    agent::CountRunInBatch(*run, &counters);
   }
   if (!builder.empty()) seal();
 
