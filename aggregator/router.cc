@@ -67,16 +67,6 @@ void WriteStats(JsonWriter& j, const Histogram& h) {
   j.EndObject();
 }
 
-// Wall time: the coarsest timing resolution of the runs summed, and which
-// figures are under it (shown as "< resolution_ns"). Nothing when unknown.
-void WriteResolution(JsonWriter& j, const HistogramStats& s, uint64_t resolution_ns) {
-  if (resolution_ns == 0) return;
-  j.Key("resolution_ns").Uint(resolution_ns);
-  j.Key("below_resolution").BeginArray();
-  for (std::string_view name : FiguresBelowResolution(s, resolution_ns)) j.String(name);
-  j.EndArray();
-}
-
 void WriteHistogram(JsonWriter& j, const Histogram& h) {
   j.Key("histogram").BeginObject();
   j.Key("zero_count").Uint(h.zero_count());

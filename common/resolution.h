@@ -5,10 +5,9 @@
 #define FIELDPROF_COMMON_RESOLUTION_H_
 
 #include <cstdint>
-#include <string_view>
-#include <vector>
 
 #include "common/histogram.h"
+#include "common/json_writer.h"
 
 namespace fieldprof {
 
@@ -17,10 +16,10 @@ inline bool BelowResolution(double ns, uint64_t resolution_ns) {
   return resolution_ns != 0 && ns < static_cast<double>(resolution_ns);
 }
 
-// The names of the figures of `s` ("mean", "p50", "p90", "p99", "min")
-// under `resolution_ns`, for JSON answers ("below_resolution").
-std::vector<std::string_view> FiguresBelowResolution(const HistogramStats& s,
-                                                     uint64_t resolution_ns);
+// For JSON answers about wall time: "resolution_ns" and "below_resolution",
+// the names of the figures of `s` ("mean", "p50", "p90", "p99", "min")
+// under it. Nothing when the resolution is unknown (0).
+void WriteResolution(JsonWriter& j, const HistogramStats& s, uint64_t resolution_ns);
 
 }  // namespace fieldprof
 

@@ -253,12 +253,7 @@ int CmdCost(int argc, char** argv) {
     j.Key("mean").Double(st.mean).Key("stddev").Double(st.stddev);
     j.Key("min").Uint(st.min).Key("max").Uint(st.max);
     j.Key("p50").Double(st.p50).Key("p90").Double(st.p90).Key("p99").Double(st.p99);
-    if (m.resolution_ns != 0) {
-      j.Key("resolution_ns").Uint(m.resolution_ns);
-      j.Key("below_resolution").BeginArray();
-      for (std::string_view name : FiguresBelowResolution(st, m.resolution_ns)) j.String(name);
-      j.EndArray();
-    }
+    WriteResolution(j, st, m.resolution_ns);
     j.Key("per_call").BeginObject();
     j.Key("alloc_bytes").Double(alloc).Key("alloc_count").Double(allocs);
     j.Key("file_io_bytes").Double(file_io).Key("socket_io_bytes").Double(sock_io);
