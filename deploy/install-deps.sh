@@ -29,8 +29,9 @@ PACKAGES=(
   # peers the runtime benchmark compares with
   uftrace ltrace
   # Debian packages (deploy/package.sh): man pages from --help, the checker;
-  # deploy/test-package.sh installs them into a debootstrap root
-  help2man lintian debootstrap
+  # deploy/test-package.sh installs them into a debootstrap root, and
+  # deploy/test-systemd.sh boots such a root with systemd-nspawn
+  help2man lintian debootstrap systemd-container
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

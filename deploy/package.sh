@@ -116,6 +116,7 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note \
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so"
 install -D -m 0644 "$src/fieldprof.sh" "$root/etc/profile.d/fieldprof.sh"
+install -D -m 0755 "$src/user-agents.sh" "$root/usr/share/fieldprof/user-agents.sh"
 install -D -m 0644 "$src/agent.conf" "$root/etc/fieldprof/agent.conf"
 install -D -m 0644 "$src/fieldprof-agent.service" \
   "$root/usr/lib/systemd/user/fieldprof-agent.service"
@@ -124,7 +125,7 @@ docs "$root" fieldprof \
   "build/agent/fieldprof-agent:1:uploads the runtime's records, exactly once"
 install -d "$root/DEBIAN"
 printf '/etc/fieldprof/agent.conf\n/etc/profile.d/fieldprof.sh\n' > "$root/DEBIAN/conffiles"
-install -m 0755 "$src/config" "$src/postinst" "$src/postrm" "$root/DEBIAN/"
+install -m 0755 "$src/config" "$src/postinst" "$src/prerm" "$src/postrm" "$root/DEBIAN/"
 install -m 0644 "$src/templates" "$root/DEBIAN/templates"
 build_deb "$root" fieldprof "$(shlib_depends "$root"), debconf (>= 0.5) | debconf-2.0" devel \
   "field profiling of shared-library APIs (volunteer side)" <<'EOF'
