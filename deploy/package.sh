@@ -5,6 +5,9 @@
 #   fieldprof_<version>_amd64.deb             for volunteers and developers
 #     /usr/bin/fieldprof, /usr/bin/fieldprof-agent
 #     /usr/lib/fieldprof/libfieldprof.so         the runtime
+#     /usr/lib/fieldprof/libfieldprof-inert.so   left in sessions at removal
+#     /usr/share/fieldprof/user-sessions.sh      users' agents and preload
+#         links at upgrade and removal (the maintainer scripts)
 #     /etc/profile.d/fieldprof.sh                the login hook (puts the
 #         runtime into a user's programs only when the machine and the
 #         user both said yes, and the library is there)
@@ -26,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/install-deps.sh >/dev/null
-./deploy/build.sh fieldprof fieldprof-agent fieldprof_runtime fieldprof-aggregator >/dev/null
+./deploy/build.sh fieldprof fieldprof-agent fieldprof_runtime fieldprof_inert fieldprof-aggregator >/dev/null
 
 upstream="$(sed -n 's/^project(fieldprof VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
 version="${PACKAGE_VERSION:-${upstream}~git$(git log -1 --format=%cd --date=format:%Y%m%d).$(git rev-parse --short=7 HEAD)-1}"
@@ -110,13 +113,15 @@ root="$stage/fieldprof"
 install -D -m 0755 build/tools/fieldprof "$root/usr/bin/fieldprof"
 install -D -m 0755 build/agent/fieldprof-agent "$root/usr/bin/fieldprof-agent"
 install -D -m 0644 build/agent/runtime/libfieldprof.so "$root/usr/lib/fieldprof/libfieldprof.so"
+install -D -m 0644 build/agent/runtime/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$root/usr/bin/fieldprof" "$root/usr/bin/fieldprof-agent"
 # The runtime keeps its .note.gnu.build-id and its loaded layout (tests/runtime
 # checks which page .data shares): only sections that are not loaded go.
-strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so"
+strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
+  "$root/usr/lib/fieldprof/libfieldprof-inert.so"
 install -D -m 0644 "$src/fieldprof.sh" "$root/etc/profile.d/fieldprof.sh"
-install -D -m 0755 "$src/user-agents.sh" "$root/usr/share/fieldprof/user-agents.sh"
+install -D -m 0755 "$src/user-sessions.sh" "$root/usr/share/fieldprof/user-sessions.sh"
 install -D -m 0644 "$src/agent.conf" "$root/etc/fieldprof/agent.conf"
 install -D -m 0644 "$src/fieldprof-agent.service" \
   "$root/usr/lib/systemd/user/fieldprof-agent.service"

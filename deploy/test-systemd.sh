@@ -13,7 +13,8 @@
 #      is uploaded;
 #   5. another user opted in; the fieldprof package upgraded: that user's
 #      agent restarts on the new binary; removed: it is stopped by the
-#      package, not left behind;
+#      package, not left behind, and a program started in that user's
+#      session from before the removal loads no missing library;
 #   6. the aggregator package removed: its service stops cleanly (SIGTERM,
 #      exit 0), and the machine shuts down cleanly.
 # Prints each step; exits non-zero at the first that fails. The root (a
@@ -211,6 +212,20 @@ echo "the agent's service is $(user_unit vol is-active || true); no record after
 
 step "another user opted in; fieldprof upgraded, then removed"
 as_user vol2 'fieldprof optin' > /dev/null 2>&1 || fail "optin (vol2)"
+# vol2 stays logged in: a login shell started now, before the upgrade and
+# the removal, holds the environment its login hook made.
+box su - vol2 -c 'exec sleep 600' > /dev/null 2>&1 &
+session_pid=""
+for _ in $(seq 100); do
+  session_pid="$(box sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] && [ "$(stat -c %U $p)" = vol2 ] && echo ${p#/proc/}; done; true')"
+  [[ -n "$session_pid" ]] && break
+  sleep 0.1
+done
+[[ -n "$session_pid" ]] || fail "vol2's login session did not start"
+old_preload="$(box sh -c "tr '\\0' '\\n' < /proc/$session_pid/environ" | sed -n 's/^LD_PRELOAD=//p')"
+[[ "$old_preload" == /run/user/*/fieldprof/libfieldprof.so ]] ||
+  fail "the login hook's preload is '$old_preload', not the session's link"
+echo "vol2's session preloads $old_preload"
 [[ "$(user_unit vol2 is-active)" == active ]] || fail "vol2's agent is not active"
 pid_before="$(user_unit vol2 'show -p MainPID --value')"
 box apt-get install -y -qq --reinstall /srv/fieldprof.deb > "$work/reinstall.log" 2>&1 ||
@@ -228,6 +243,13 @@ box apt-get remove -y -qq fieldprof > "$work/remove.log" 2>&1 || { tail -20 "$wo
 left="$(running fieldprof-agent)"
 [[ -z "$left" ]] || fail "an agent still runs after the package was removed (pid $left)"
 echo "removed: no fieldprof-agent runs"
+# A program started in the session from before the removal, with its
+# environment: no loader warning, the same output, no record.
+box runuser -u vol2 -- env LD_PRELOAD="$old_preload" sh -c 'ls / > /dev/null; echo ok' \
+  > "$work/old-session.txt" 2> "$work/old-session.err" || true
+[[ "$(cat "$work/old-session.txt")" == ok && ! -s "$work/old-session.err" ]] ||
+  { cat "$work/old-session.err"; fail "a program of a session from before the removal is harmed"; }
+echo "a program in vol2's session from before the removal: no warning, output unchanged"
 
 step "fieldprof-aggregator removed: its service stops cleanly"
 since="$(box date '+%F %T')"
