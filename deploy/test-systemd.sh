@@ -250,6 +250,13 @@ box runuser -u vol2 -- env LD_PRELOAD="$old_preload" sh -c 'ls / > /dev/null; ec
 [[ "$(cat "$work/old-session.txt")" == ok && ! -s "$work/old-session.err" ]] ||
   { cat "$work/old-session.err"; fail "a program of a session from before the removal is harmed"; }
 echo "a program in vol2's session from before the removal: no warning, output unchanged"
+# Removed, not purged: the login hook (a conffile) stays and finds no
+# library, so a new login sets nothing and says nothing.
+[[ -e "$root/etc/profile.d/fieldprof.sh" ]] || fail "the hook went with remove (it is a conffile)"
+as_user vol2 'echo "LD_PRELOAD=[${LD_PRELOAD:-}]"' > "$work/login.txt" 2>&1 || true
+[[ "$(cat "$work/login.txt")" == 'LD_PRELOAD=[]' ]] ||
+  { cat "$work/login.txt"; fail "a login after removal: the hook did something"; }
+echo "a new login after removal: the hook finds no library, sets nothing, prints nothing"
 
 step "fieldprof-aggregator removed: its service stops cleanly"
 since="$(box date '+%F %T')"
