@@ -32,6 +32,8 @@ PACKAGES=(
   # deploy/test-package.sh installs them into a debootstrap root, and
   # deploy/test-systemd.sh boots such a root with systemd-nspawn
   help2man lintian debootstrap systemd-container
+  # the language server (fieldprof lsp): JSON; Neovim to test it with
+  nlohmann-json3-dev neovim
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

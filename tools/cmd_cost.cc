@@ -98,12 +98,6 @@ std::string Heat(double position, double intensity, bool truecolor) {
   return out;
 }
 
-std::string Count(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
 double MeanOf(const Match& m, wire::Metric metric) {
   auto it = m.by_metric.find(metric);
   return it == m.by_metric.end() || it->second.empty() ? 0 : it->second.Mean();
@@ -289,15 +283,16 @@ int CmdCost(int argc, char** argv) {
   auto edge = [&](double v) { return FormatMetricValue(*metric, v); };
   std::printf("%s%s%s  %s, %zu series in %zu module%s, %s runs%s\n", colored ? "\033[1m" : "",
               shown.c_str(), colored ? "\033[0m" : "", metric_name.c_str(), m.series.size(),
-              m.module_calls.size(), m.module_calls.size() == 1 ? "" : "s", Count(m.runs).c_str(),
+              m.module_calls.size(), m.module_calls.size() == 1 ? "" : "s",
+              FormatCount(m.runs).c_str(),
               m.truncated ? " (some runs cut short by the budget)" : "");
   if (m.module_calls.size() > 1) {
     std::printf("  modules:");
     for (const auto& [mod, n] : m.module_calls)
-      std::printf(" %s (%s calls)", mod.c_str(), Count(n).c_str());
+      std::printf(" %s (%s calls)", mod.c_str(), FormatCount(n).c_str());
     std::printf("\n");
   }
-  std::printf("  calls %s   mean %s +- %s   min %s   max %s\n", Count(st.count).c_str(),
+  std::printf("  calls %s   mean %s +- %s   min %s   max %s\n", FormatCount(st.count).c_str(),
               f(st.mean).c_str(), edge(st.stddev).c_str(), f(static_cast<double>(st.min)).c_str(),
               f(static_cast<double>(st.max)).c_str());
   std::printf("  p50 %s   p90 %s   p99 %s\n", f(st.p50).c_str(), f(st.p90).c_str(),
@@ -315,7 +310,7 @@ int CmdCost(int argc, char** argv) {
     std::printf("  %23s %s%s%s%s %s\n", range.c_str(),
                 colored && n > 0 ? Heat(position, frac, truecolor).c_str() : "", bar.c_str(),
                 colored && n > 0 ? "\033[0m" : "", std::string(40 - width, ' ').c_str(),
-                Count(n).c_str());
+                FormatCount(n).c_str());
   };
   if (h.zero_count() > 0) row(ZeroBucketLabel(*metric, m.resolution_ns), h.zero_count(), 0);
   for (int i = lo; i <= hi; ++i) {

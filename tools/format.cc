@@ -56,4 +56,14 @@ std::string ZeroBucketLabel(wire::Metric m, uint64_t resolution_ns) {
   return "< " + FormatNanos(static_cast<double>(resolution_ns));
 }
 
+std::string FormatCount(uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 }  // namespace fieldprof::tools

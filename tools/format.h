@@ -12,6 +12,8 @@ namespace fieldprof::tools {
 std::string FormatNanos(double ns);
 // 1536 -> "1.50 KiB".
 std::string FormatBytes(double bytes);
+// 1234567 -> "1,234,567".
+std::string FormatCount(uint64_t n);
 // Picks FormatNanos, FormatBytes or a plain count by metric. A wall time
 // under `resolution_ns` (wire::Record.resolution_ns; 0: unknown) reads
 // "< 10 ns": it cannot be told from 0, and 0 would read as free.

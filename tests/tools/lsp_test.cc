@@ -1,0 +1,549 @@
+// fieldprof lsp (issue #17), run as the editor runs it: the real binary on
+// pipes, speaking framed JSON-RPC, over a snapshot cache written here with
+// the cache's own writer. The figures it shows are checked against the
+// statistics of the values recorded. A last test drives it from Neovim.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/api_key.h"
+#include "common/histogram.h"
+#include "common/snapshot_cache.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tools/format.h"
+#include "tools/lsp/source.h"
+
+namespace fieldprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::TempDir;
+
+wire::Record MakeRecord(const std::string& module, const std::string& symbol, wire::Metric metric,
+                        const Histogram& h, uint64_t runs) {
+  wire::Record r;
+  wire::ApiKey* k = r.mutable_key();
+  k->set_module(module);
+  k->set_module_version("1.0");
+  k->set_symbol(symbol);
+  k->set_metric(metric);
+  k->mutable_platform()->set_os(wire::OS_LINUX);
+  k->mutable_platform()->set_arch(wire::ARCH_X86_64);
+  k->mutable_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+  k->mutable_platform()->set_cpu_family(25);
+  HistogramToWire(h, r.mutable_histogram());
+  r.set_runs(runs);
+  return r;
+}
+
+// Values spread over [lo, hi) ns, `n` of them.
+Histogram Spread(uint64_t lo, uint64_t hi, int n) {
+  Histogram h;
+  for (int i = 0; i < n; ++i) h.Record(lo + (hi - lo) * static_cast<uint64_t>(i) / n);
+  return h;
+}
+
+// A snapshot cache with a few APIs (two fragments).
+class Cache {
+ public:
+  explicit Cache(const std::string& dir) : cache_(dir) {}
+  void Write(uint64_t version, const std::vector<wire::Record>& records) {
+    wire::Manifest m;
+    m.set_schema_version(1);
+    m.set_snapshot_version(version);
+    m.set_created_unix_ms(1795392000000);  // 2026-11-23 00:00 UTC
+    m.set_fragment_schema_version(1);
+    m.set_fragment_count(2);
+    wire::Fragment f[2];
+    for (int i = 0; i < 2; ++i) {
+      f[i].set_schema_version(1);
+      f[i].set_index(i);
+      f[i].set_fragment_count(2);
+    }
+    for (size_t i = 0; i < records.size(); ++i) *f[i % 2].add_records() = records[i];
+    wire::SignedManifest sm;
+    sm.set_manifest(m.SerializeAsString());
+    ASSERT_TRUE(
+        cache_.StoreManifest(sm.SerializeAsString(), m, "e" + std::to_string(version)).ok());
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(cache_.StoreFragment(i, version * 10 + i, f[i].SerializeAsString()).ok());
+    }
+  }
+  const std::string& dir() const { return cache_.dir(); }
+
+ private:
+  SnapshotCache cache_;
+};
+
+// The editor's side: the server as a child process on two pipes.
+class Client {
+ public:
+  explicit Client(const std::vector<std::string>& args) {
+    int to[2], from[2];
+    EXPECT_EQ(pipe2(to, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(from, O_CLOEXEC), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to[0], 0);
+      dup2(from[1], 1);
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    in_ = to[1];
+    out_ = from[0];
+  }
+  ~Client() {
+    if (in_ >= 0) close(in_);
+    if (pid_ > 0 && !waited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(out_);
+  }
+
+  void SendRaw(const std::string& body) {
+    const std::string frame = "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(write(in_, frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
+  }
+  void Notify(const std::string& method, const json& params) {
+    SendRaw(json{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}.dump());
+  }
+  int Request(const std::string& method, const json& params) {
+    const int id = next_id_++;
+    SendRaw(json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}.dump());
+    return id;
+  }
+  // The response to `id`; every message before it is kept in `seen`.
+  json Await(const json& id) {
+    while (true) {
+      json m = Next();
+      if (m.is_null()) return m;
+      if (m.contains("id") && m["id"] == id && !m.contains("method")) return m;
+      seen.push_back(m);
+    }
+  }
+  json Call(const std::string& method, const json& params) {
+    return Await(Request(method, params));
+  }
+  // Waits for a window/logMessage containing `text`.
+  bool AwaitLog(const std::string& text) {
+    for (const json& m : seen) {
+      if (m.value("method", "") == "window/logMessage" &&
+          m["params"]["message"].get<std::string>().find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    while (true) {
+      json m = Next();
+      if (m.is_null()) return false;
+      seen.push_back(m);
+      if (m.value("method", "") == "window/logMessage" &&
+          m["params"]["message"].get<std::string>().find(text) != std::string::npos) {
+        return true;
+      }
+    }
+  }
+  // Closes stdin's pipe and waits: the exit code.
+  int Exit() {
+    close(in_);
+    in_ = -1;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    waited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    waited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::vector<json> seen;
+
+ private:
+  // One frame from the server; null at the end or after 60 s (a hang).
+  // Anything on stdout that is not a frame fails the test.
+  json Next() {
+    while (true) {
+      const size_t head = buf_.find("\r\n\r\n");
+      if (head != std::string::npos) {
+        const std::string header = buf_.substr(0, head);
+        EXPECT_EQ(header.rfind("Content-Length: ", 0), 0u) << "not a frame: " << header;
+        if (header.rfind("Content-Length: ", 0) != 0) return nullptr;
+        const size_t len = std::stoul(header.substr(16));
+        if (buf_.size() >= head + 4 + len) {
+          json m = json::parse(buf_.substr(head + 4, len));
+          buf_.erase(0, head + 4 + len);
+          return m;
+        }
+      }
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 60000) <= 0) {
+        ADD_FAILURE() << "no message from the server in 60 s";
+        return nullptr;
+      }
+      char chunk[65536];
+      const ssize_t n = read(out_, chunk, sizeof chunk);
+      if (n <= 0) return nullptr;
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1;
+  int next_id_ = 1;
+  bool waited_ = false;
+  std::string buf_;
+};
+
+class LspTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cache_ = std::make_unique<Cache>(dir_.File("cache"));
+    prepare_ = Spread(4000, 20000, 5000);  // 4..20 us
+    deflate_ = Spread(30000, 90000, 3000);
+    cheap_ = Spread(20, 60, 9000);     // under the 1 us default threshold
+    rare_ = Spread(50000, 60000, 12);  // too few calls for a lens
+    Histogram alloc;
+    for (int i = 0; i < 3000; ++i) alloc.Record(4096);
+    records_ = {
+        MakeRecord("libsqlite3.so.0", "sqlite3_prepare_v2", wire::METRIC_WALL_TIME_NS, prepare_,
+                   80),
+        MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS, deflate_, 40),
+        MakeRecord("libz.so.1", "deflate", wire::METRIC_ALLOC_BYTES_INCLUSIVE, alloc, 40),
+        MakeRecord("libz.so.1", "compress", wire::METRIC_WALL_TIME_NS, Spread(8000, 9000, 2000),
+                   30),
+        MakeRecord("libfoo.so.2", "compress", wire::METRIC_WALL_TIME_NS,
+                   Spread(100000, 200000, 5000), 60),
+        MakeRecord("libc.so.6", "strlen", wire::METRIC_WALL_TIME_NS, cheap_, 500),
+        MakeRecord("libbar.so.1", "bar_rare", wire::METRIC_WALL_TIME_NS, rare_, 3),
+    };
+    cache_->Write(7, records_);
+  }
+
+  std::unique_ptr<Client> Start(const json& init_options = json::object(),
+                                const json& capabilities = json::object()) {
+    auto c = std::make_unique<Client>(std::vector<std::string>{
+        FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir(), "--refresh_ms", "100"});
+    json r = c->Call("initialize", {{"processId", getpid()},
+                                    {"rootUri", nullptr},
+                                    {"capabilities", capabilities},
+                                    {"initializationOptions", init_options}});
+    EXPECT_TRUE(r.contains("result")) << r.dump();
+    c->Notify("initialized", json::object());
+    EXPECT_TRUE(c->AwaitLog("index of"));
+    return c;
+  }
+
+  static json Pos(int line, int ch) { return {{"line", line}, {"character", ch}}; }
+  static json Doc(const std::string& uri) { return {{"uri", uri}}; }
+  void Open(Client& c, const std::string& uri, const std::string& text) {
+    c.Notify(
+        "textDocument/didOpen",
+        {{"textDocument", {{"uri", uri}, {"languageId", "c"}, {"version", 1}, {"text", text}}}});
+  }
+  std::string HoverText(Client& c, const std::string& uri, int line, int ch) {
+    json r =
+        c.Call("textDocument/hover", {{"textDocument", Doc(uri)}, {"position", Pos(line, ch)}});
+    EXPECT_TRUE(r.contains("result")) << r.dump();
+    if (!r.contains("result") || r["result"].is_null()) return "";
+    return r["result"]["contents"]["value"];
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Cache> cache_;
+  Histogram prepare_, deflate_, cheap_, rare_;
+  std::vector<wire::Record> records_;
+};
+
+const char kSource[] =
+    "#include <sqlite3.h>\n"                                          // 0
+    "#include <zlib.h>\n"                                             // 1
+    "int f(sqlite3 *db, const char *sql, z_stream *zs) {\n"           // 2
+    "  sqlite3_stmt *st;\n"                                           // 3
+    "  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);\n"        // 4
+    "  rc += deflate(zs, Z_FINISH); /* deflate(x) in a comment */\n"  // 5
+    "  rc += (int)strlen(sql) + bar_rare(1);\n"                       // 6
+    "  const char *s = \"compress(\";\n"                              // 7
+    "  return rc + compress(0, 0, 0, 0);\n"                           // 8
+    "}\n";
+
+TEST_F(LspTest, InitializeAnnouncesTheFeaturesAndShutdownThenExitEndsWithZero) {
+  Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+  // Before initialize: ServerNotInitialized.
+  json early =
+      c.Call("textDocument/hover", {{"textDocument", Doc("file:///x.c")}, {"position", Pos(0, 0)}});
+  EXPECT_EQ(early["error"]["code"], -32002) << early.dump();
+  json r = c.Call("initialize", {{"processId", nullptr}, {"capabilities", json::object()}});
+  const json& caps = r["result"]["capabilities"];
+  EXPECT_EQ(caps["hoverProvider"], true);
+  EXPECT_TRUE(caps.contains("codeLensProvider"));
+  EXPECT_TRUE(caps.contains("inlayHintProvider"));
+  EXPECT_EQ(caps["textDocumentSync"]["change"], 2);  // incremental
+  EXPECT_EQ(r["result"]["serverInfo"]["name"], "fieldprof");
+  json s = c.Call("shutdown", nullptr);
+  EXPECT_TRUE(s.contains("result") && s["result"].is_null()) << s.dump();
+  json after =
+      c.Call("textDocument/hover", {{"textDocument", Doc("file:///x.c")}, {"position", Pos(0, 0)}});
+  EXPECT_EQ(after["error"]["code"], -32600);
+  c.Notify("exit", nullptr);
+  EXPECT_EQ(c.Wait(), 0);
+}
+
+TEST_F(LspTest, ExitWithoutShutdownOrAClosedInputEndsWithOne) {
+  {
+    Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+    c.Call("initialize", {{"capabilities", json::object()}});
+    c.Notify("exit", nullptr);
+    EXPECT_EQ(c.Wait(), 1);
+  }
+  Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+  c.Call("initialize", {{"capabilities", json::object()}});
+  EXPECT_EQ(c.Exit(), 1);
+}
+
+TEST_F(LspTest, HoverShowsTheFieldFiguresOfTheRecordedValues) {
+  auto c = Start();
+  Open(*c, "file:///src/a.c", kSource);
+  const std::string md = HoverText(*c, "file:///src/a.c", 4, 14);  // inside sqlite3_prepare_v2
+  const HistogramStats st = prepare_.Stats();
+  using tools::FormatNanos;
+  EXPECT_NE(md.find("### sqlite3_prepare_v2"), std::string::npos) << md;
+  EXPECT_EQ(md.find("####"), std::string::npos) << "clangd: headings of level 3 at most\n" << md;
+  EXPECT_NE(md.find("\n---\n"), std::string::npos) << "a ruler between parts\n" << md;
+  EXPECT_NE(md.find("`libsqlite3.so.0`"), std::string::npos) << md;
+  EXPECT_NE(md.find("| " + FormatNanos(st.p50) + " | " + FormatNanos(st.p90) + " | " +
+                    FormatNanos(st.p99) + " | " + FormatNanos(st.mean) + " ± " +
+                    FormatNanos(st.stddev) + " |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("5,000 calls in 80 runs · 1 platform (x86_64/amd/25)"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("```text\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("\u2588"), std::string::npos) << md;
+  EXPECT_NE(md.find("Field snapshot 7 of 2026-11-23"), std::string::npos) << md;
+  // The bars: one row per bucket from 4 us to 20 us; the counts sum to the calls.
+  uint64_t rows_total = 0;
+  for (int i = 0; i < kNumBuckets; ++i) rows_total += prepare_.bucket(i).count;
+  EXPECT_EQ(rows_total, 5000u);
+  EXPECT_NE(md.find(tools::FormatCount(prepare_.bucket(BucketIndex(8192)).count)),
+            std::string::npos);
+
+  // Allocation per call (deflate: 4 KiB in 1 allocation... counted as bytes).
+  const std::string d = HoverText(*c, "file:///src/a.c", 5, 10);
+  EXPECT_NE(d.find("### deflate"), std::string::npos) << d;
+  EXPECT_NE(d.find("Per call: " + tools::FormatBytes(4096) + " allocated"), std::string::npos) << d;
+  EXPECT_EQ(d.find("I/O"), std::string::npos) << "no I/O data: not shown as 0\n" << d;
+  EXPECT_EQ(md.find("Per call"), std::string::npos) << "no allocation or I/O data\n" << md;
+
+  // Names without field data, keywords, comments' words that are not APIs: nothing.
+  EXPECT_EQ(HoverText(*c, "file:///src/a.c", 4, 32), "");   // sql
+  EXPECT_EQ(HoverText(*c, "file:///src/a.c", 2, 1), "");    // int
+  EXPECT_EQ(HoverText(*c, "file:///nowhere.c", 0, 0), "");  // a document never opened
+}
+
+TEST_F(LspTest, TheIncludesDecideWhichModuleANameBelongsTo) {
+  auto c = Start();
+  Open(*c, "file:///src/a.c", kSource);
+  std::string md = HoverText(*c, "file:///src/a.c", 8, 16);  // compress, <zlib.h> included
+  EXPECT_NE(md.find("`libz.so.1` (by this source's includes)"), std::string::npos) << md;
+  EXPECT_NE(md.find("Also in: `libfoo.so.2`"), std::string::npos) << md;
+  // Without the include, both modules are shown and the hover says why.
+  Open(*c, "file:///src/b.c", "int g(void) { return compress(0, 0, 0, 0); }\n");
+  md = HoverText(*c, "file:///src/b.c", 0, 23);
+  EXPECT_NE(md.find("Found in 2 modules"), std::string::npos) << md;
+  EXPECT_NE(md.find("`libz.so.1`"), std::string::npos) << md;
+  EXPECT_NE(md.find("`libfoo.so.2`"), std::string::npos) << md;
+  // <foo/foo.h> names libfoo.
+  Open(*c, "file:///src/c.c",
+       "#include \"foo/foo.h\"\nint g(void) { return compress(0, 0, 0, 0); }\n");
+  md = HoverText(*c, "file:///src/c.c", 1, 23);
+  EXPECT_NE(md.find("`libfoo.so.2` (by this source's includes)"), std::string::npos) << md;
+}
+
+TEST_F(LspTest, LensesAndHintsOnlyWhereTheDataIsSolidAndAboveTheThreshold) {
+  auto c = Start();
+  Open(*c, "file:///src/a.c", kSource);
+  json lenses =
+      c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"];
+  std::map<int, std::string> by_line;
+  for (const json& l : lenses) by_line[l["range"]["start"]["line"]] = l["command"]["title"];
+  const HistogramStats st = prepare_.Stats();
+  ASSERT_EQ(by_line.count(4), 1u) << lenses.dump();
+  EXPECT_EQ(by_line[4].rfind("sqlite3_prepare_v2 ≈ " + tools::FormatNanos(st.p50) + " p50", 0), 0u)
+      << by_line[4];
+  EXPECT_EQ(by_line.count(5), 1u) << "deflate, once (not the one in the comment)";
+  EXPECT_EQ(by_line.count(6), 0u) << "strlen is under the threshold, bar_rare has 12 calls";
+  EXPECT_EQ(by_line.count(7), 0u) << "inside a string literal";
+  EXPECT_EQ(by_line.count(8), 1u);
+  int on_line5 = 0;
+  for (const json& l : lenses) on_line5 += l["range"]["start"]["line"] == 5;
+  EXPECT_EQ(on_line5, 1);
+
+  json hints = c->Call("textDocument/inlayHint",
+                       {{"textDocument", Doc("file:///src/a.c")},
+                        {"range", {{"start", Pos(0, 0)}, {"end", Pos(5, 100)}}}})["result"];
+  ASSERT_EQ(hints.size(), 2u) << hints.dump();
+  // After the call's closing parenthesis.
+  EXPECT_EQ(hints[0]["position"], Pos(4, 53)) << hints.dump();
+  EXPECT_EQ(hints[0]["label"], "≈ " + tools::FormatNanos(st.p50) + " p50");
+
+  // Thresholds from the editor's settings: strlen's 9,000 calls at ~40 ns now qualify.
+  c->Notify("workspace/didChangeConfiguration",
+            {{"settings", {{"fieldprof", {{"minP50Ns", 0}, {"minRuns", 1}, {"minCalls", 10}}}}}});
+  lenses = c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"];
+  int on_line6 = 0;
+  for (const json& l : lenses) on_line6 += l["range"]["start"]["line"] == 6;
+  EXPECT_EQ(on_line6, 2) << lenses.dump();
+  c->Notify("workspace/didChangeConfiguration",
+            {{"settings", {{"fieldprof", {{"codeLens", false}}}}}});
+  lenses = c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"];
+  EXPECT_TRUE(lenses.empty());
+}
+
+TEST_F(LspTest, InitializationOptionsSetTheThresholds) {
+  auto c = Start({{"minCalls", 100000}});
+  Open(*c, "file:///src/a.c", kSource);
+  json lenses =
+      c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"];
+  EXPECT_TRUE(lenses.empty()) << lenses.dump();
+}
+
+TEST_F(LspTest, IncrementalChangesInUtf16PositionsKeepTheTextRight) {
+  auto c = Start();
+  // Two characters before the call on line 1 take 1 and 2 UTF-16 units.
+  Open(*c, "file:///src/u.c", "int x;\n/*é😀*/ int y;\n");
+  // Insert a call after "/*é😀*/ " (UTF-16 character 8 of line 1).
+  c->Notify(
+      "textDocument/didChange",
+      {{"textDocument", {{"uri", "file:///src/u.c"}, {"version", 2}}},
+       {"contentChanges",
+        {{{"range", {{"start", Pos(1, 8)}, {"end", Pos(1, 8)}}}, {"text", "deflate(0, 0); "}}}}});
+  // Then replace "int x;" with a second line of text.
+  c->Notify(
+      "textDocument/didChange",
+      {{"textDocument", {{"uri", "file:///src/u.c"}, {"version", 3}}},
+       {"contentChanges",
+        {{{"range", {{"start", Pos(0, 0)}, {"end", Pos(0, 6)}}}, {"text", "int x;\nint z;"}}}}});
+  json lenses =
+      c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/u.c")}})["result"];
+  ASSERT_EQ(lenses.size(), 1u) << lenses.dump();
+  EXPECT_EQ(lenses[0]["range"]["start"], Pos(2, 8));
+  EXPECT_EQ(lenses[0]["range"]["end"], Pos(2, 15));
+  EXPECT_NE(HoverText(*c, "file:///src/u.c", 2, 10).find("### deflate"), std::string::npos);
+}
+
+TEST_F(LspTest, BadInputGetsErrorsAndNeverStopsTheServer) {
+  auto c = Start();
+  json r = c->Call("textDocument/definition", {{"textDocument", Doc("file:///a.c")}});
+  EXPECT_EQ(r["error"]["code"], -32601) << r.dump();
+  c->Notify("$/setTrace", {{"value", "off"}});                   // an unknown notification: nothing
+  c->SendRaw("{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": ");  // cut short
+  r = c->Await(nullptr);
+  EXPECT_EQ(r["error"]["code"], -32700) << r.dump();
+  c->SendRaw("[1, 2]");
+  r = c->Await(nullptr);
+  EXPECT_EQ(r["error"]["code"], -32600) << r.dump();
+  r = c->Call("textDocument/hover", {{"textDocument", 42}});  // wrong types
+  EXPECT_EQ(r["error"]["code"], -32602) << r.dump();
+  // A request cancelled before it is handled.
+  c->Notify("$/cancelRequest", {{"id", 900}});
+  c->SendRaw(json{{"jsonrpc", "2.0"},
+                  {"id", 900},
+                  {"method", "textDocument/codeLens"},
+                  {"params", {{"textDocument", Doc("file:///a.c")}}}}
+                 .dump());
+  r = c->Await(900);
+  EXPECT_EQ(r["error"]["code"], -32800) << r.dump();
+  // A large document (5 MiB) with a call at its end.
+  std::string big;
+  while (big.size() < (5u << 20)) big += "int pad_" + std::to_string(big.size()) + " = 1;\n";
+  big += "int g(void) { return deflate(0, 0); }\n";
+  Open(*c, "file:///big.c", big);
+  const int last = static_cast<int>(std::count(big.begin(), big.end(), '\n')) - 1;
+  EXPECT_NE(HoverText(*c, "file:///big.c", last, 24).find("### deflate"), std::string::npos);
+  // Still answering.
+  r = c->Call("shutdown", nullptr);
+  EXPECT_TRUE(r.contains("result"));
+  c->Notify("exit", nullptr);
+  EXPECT_EQ(c->Wait(), 0);
+}
+
+TEST_F(LspTest, ANewSnapshotIsPickedUpWithoutARestart) {
+  json caps = {{"workspace", {{"codeLens", {{"refreshSupport", true}}}}}};
+  auto c = Start(json::object(), caps);
+  Open(*c, "file:///src/a.c", kSource);
+  EXPECT_NE(HoverText(*c, "file:///src/a.c", 4, 14).find("5,000 calls in 80 runs"),
+            std::string::npos);
+  // The agent stores a newer snapshot: twice the calls.
+  Histogram more = prepare_;
+  more.Merge(prepare_);
+  records_[0] =
+      MakeRecord("libsqlite3.so.0", "sqlite3_prepare_v2", wire::METRIC_WALL_TIME_NS, more, 160);
+  cache_->Write(8, records_);
+  EXPECT_TRUE(c->AwaitLog("snapshot 8"));
+  // The client is asked to refresh its lenses.
+  bool asked = false;
+  for (const json& m : c->seen)
+    asked = asked || m.value("method", "") == "workspace/codeLens/refresh";
+  EXPECT_TRUE(asked);
+  EXPECT_NE(HoverText(*c, "file:///src/a.c", 4, 14).find("10,000 calls in 160 runs"),
+            std::string::npos);
+}
+
+TEST_F(LspTest, NoSnapshotIsSaidOnceAndHoversStayEmpty) {
+  TempDir empty;
+  Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", empty.File("none")});
+  c.Call("initialize", {{"capabilities", json::object()}});
+  EXPECT_TRUE(c.AwaitLog("no snapshot in"));
+  Open(c, "file:///a.c", kSource);
+  json r = c.Call("textDocument/hover",
+                  {{"textDocument", Doc("file:///a.c")}, {"position", Pos(4, 14)}});
+  EXPECT_TRUE(r["result"].is_null()) << r.dump();
+}
+
+// Source parsing: call sites and includes.
+TEST(LspSourceTest, CallSitesSkipCommentsStringsMembersAndKeywords) {
+  const std::string text =
+      "#define M(x) foo(x)\n"
+      "if (a) b(1); // c(2)\n"
+      "s.d(3); p->e(4); /* f(5) */ \"g(6)\" 'h' i (7);\n"
+      "R\"x(j(8))x\" k(\n  9);\n";
+  std::vector<std::string> names;
+  for (const auto& cs : tools::CallSites(text)) names.push_back(cs.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "i", "k"}));
+}
+
+TEST(LspSourceTest, IncludesNameTheirModules) {
+  using tools::ModuleMatchesIncludes;
+  EXPECT_TRUE(ModuleMatchesIncludes("libz.so.1", {"zlib.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libsqlite3.so.0", {"sqlite3.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libcrypto.so.3", {"openssl/evp.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libc.so.6", {"string.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libc.so.6", {"sys/socket.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libm.so.6", {"math.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libpng16.so.16", {"png.h"}));
+  EXPECT_TRUE(ModuleMatchesIncludes("libglib-2.0.so.0", {"glib.h"}));
+  EXPECT_FALSE(ModuleMatchesIncludes("libz.so.1", {"string.h", "sqlite3.h"}));
+  EXPECT_FALSE(ModuleMatchesIncludes("libzstd.so.1", {"zlib.h"}));
+  EXPECT_FALSE(ModuleMatchesIncludes("libc.so.6", {"zlib.h"}));
+}
+
+}  // namespace
+}  // namespace fieldprof

@@ -1,0 +1,73 @@
+// The snapshot cache as a lookup table by symbol name (issue #17): one scan
+// of the cache's fragments builds it, after which a name is a hash lookup.
+// The language server builds it in the background and rebuilds it when the
+// fragments on disk change (CostIndex::CacheSignature).
+//
+//   StatusOr<CostIndex> ix = CostIndex::Build(SnapshotCache(dir));
+//   for (const ApiCost& c : ix->Find("deflate")) ...   // one per module
+//
+// Each entry sums every version and platform of one symbol in one module:
+// the wall-time histogram in full (its log2 bucket counts, for bars), the
+// other metrics as per-call means.
+#ifndef FIELDPROF_TOOLS_LSP_COST_INDEX_H_
+#define FIELDPROF_TOOLS_LSP_COST_INDEX_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/snapshot_cache.h"
+#include "common/status.h"
+
+namespace fieldprof::tools {
+
+struct ApiCost {
+  std::string module;
+  std::string symbol;
+  HistogramStats time;  // wall time, ns
+  uint64_t zero_count = 0;
+  std::array<uint64_t, kNumBuckets> buckets{};  // wall-time counts per log2 bucket
+  uint64_t runs = 0;                            // of the wall-time series
+  uint64_t resolution_ns = 0;                   // the coarsest among them
+  bool truncated = false;
+  uint32_t series = 0;  // wall-time series: versions x platforms
+  std::vector<std::string> platforms;
+  // Per call; negative when the cache has no data for the metric.
+  double alloc_bytes = -1, alloc_count = -1, file_io_bytes = -1, socket_io_bytes = -1;
+};
+
+class CostIndex {
+ public:
+  // One pass over every fragment held. NotFound: no snapshot in the cache.
+  [[nodiscard]] static StatusOr<CostIndex> Build(const SnapshotCache& cache);
+
+  // What identifies the cache's content on disk: the manifest's size and
+  // time, each fragment file's name. It changes when a refresh stores a
+  // manifest or a fragment.
+  static std::string CacheSignature(const std::string& dir);
+
+  // Every module's entry for the symbol, most called first; empty when the
+  // cache has no wall-time data for it.
+  const std::vector<ApiCost>& Find(const std::string& symbol) const;
+
+  size_t symbols() const { return by_symbol_.size(); }
+  uint64_t snapshot_version() const { return snapshot_version_; }
+  int64_t created_unix_ms() const { return created_unix_ms_; }
+  uint32_t fragments_held() const { return fragments_held_; }
+  uint32_t fragment_count() const { return fragment_count_; }
+  const std::string& signature() const { return signature_; }
+
+ private:
+  std::unordered_map<std::string, std::vector<ApiCost>> by_symbol_;
+  uint64_t snapshot_version_ = 0;
+  int64_t created_unix_ms_ = 0;
+  uint32_t fragments_held_ = 0, fragment_count_ = 0;
+  std::string signature_;
+};
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_LSP_COST_INDEX_H_
