@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -516,6 +518,39 @@ TEST_F(LspTest, NoSnapshotIsSaidOnceAndHoversStayEmpty) {
   json r = c.Call("textDocument/hover",
                   {{"textDocument", Doc("file:///a.c")}, {"position", Pos(4, 14)}});
   EXPECT_TRUE(r["result"].is_null()) << r.dump();
+}
+
+// Debian's Neovim (0.7) as the editor: its LSP client starts the server,
+// shows the hover, the code lenses, and sends an edit incrementally.
+TEST_F(LspTest, NeovimShowsHoversAndLenses) {
+  if (std::system("command -v nvim > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no nvim (deploy/install-deps.sh installs Debian's neovim)";
+  }
+  const std::string src = dir_.File("a.c");
+  std::ofstream(src) << kSource;
+  const std::string out = dir_.File("nvim-out.json");
+  const std::string cmd = "cd " + dir_.path() + " && FP_BIN=" + FIELDPROF_CLI_BIN +
+                          " FP_CACHE=" + cache_->dir() + " FP_SRC=" + src + " FP_OUT=" + out +
+                          " HOME=" + dir_.path() + " XDG_STATE_HOME=" + dir_.File("state") +
+                          " timeout 120 nvim --headless -u NONE -i NONE -n -c 'luafile " +
+                          FIELDPROF_SOURCE_DIR + "/tests/tools/nvim_lsp.lua' > " +
+                          dir_.File("nvim.log") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out);
+  ASSERT_TRUE(in.good()) << "Neovim wrote no result";
+  const json r = json::parse(in);
+  EXPECT_EQ(r["initialized"], true) << r.dump();
+  const std::string hover = r.value("hover", "");
+  EXPECT_NE(hover.find("### sqlite3_prepare_v2"), std::string::npos) << r.dump();
+  EXPECT_NE(hover.find(tools::FormatNanos(prepare_.Stats().p50)), std::string::npos) << hover;
+  EXPECT_EQ(r["hover_on_other_name"], "none");
+  std::set<int> lines, lines_after;
+  for (const json& l : r["lenses"]) lines.insert(l["line"].get<int>());
+  for (const json& l : r["lenses_after_edit"]) lines_after.insert(l["line"].get<int>());
+  EXPECT_EQ(lines, (std::set<int>{4, 5, 8})) << r.dump();
+  EXPECT_EQ(lines_after, (std::set<int>{4, 5, 6, 9})) << r.dump();
+  EXPECT_EQ(r["sync_kind"], 2);
+  EXPECT_EQ(r["exit_code"], 0) << "shutdown and exit, as Neovim stops a client";
 }
 
 // Source parsing: call sites and includes.
