@@ -22,6 +22,7 @@
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tests/tools/lsp_client.h"
 #include "tools/format.h"
 #include "tools/lsp/source.h"
 
@@ -29,6 +30,7 @@ namespace fieldprof {
 namespace {
 
 using json = nlohmann::json;
+using testing::LspClient;
 using testing::TempDir;
 
 wire::Record MakeRecord(const std::string& module, const std::string& symbol, wire::Metric metric,
@@ -87,133 +89,6 @@ class Cache {
   SnapshotCache cache_;
 };
 
-// The editor's side: the server as a child process on two pipes.
-class Client {
- public:
-  explicit Client(const std::vector<std::string>& args) {
-    int to[2], from[2];
-    EXPECT_EQ(pipe2(to, O_CLOEXEC), 0);
-    EXPECT_EQ(pipe2(from, O_CLOEXEC), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(to[0], 0);
-      dup2(from[1], 1);
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(to[0]);
-    close(from[1]);
-    in_ = to[1];
-    out_ = from[0];
-  }
-  ~Client() {
-    if (in_ >= 0) close(in_);
-    if (pid_ > 0 && !waited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(out_);
-  }
-
-  void SendRaw(const std::string& body) {
-    const std::string frame = "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-    ASSERT_EQ(write(in_, frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
-  }
-  void Notify(const std::string& method, const json& params) {
-    SendRaw(json{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}}.dump());
-  }
-  int Request(const std::string& method, const json& params) {
-    const int id = next_id_++;
-    SendRaw(json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}.dump());
-    return id;
-  }
-  // The response to `id`; every message before it is kept in `seen`.
-  json Await(const json& id) {
-    while (true) {
-      json m = Next();
-      if (m.is_null()) return m;
-      if (m.contains("id") && m["id"] == id && !m.contains("method")) return m;
-      seen.push_back(m);
-    }
-  }
-  json Call(const std::string& method, const json& params) {
-    return Await(Request(method, params));
-  }
-  // Waits for a window/logMessage containing `text`.
-  bool AwaitLog(const std::string& text) {
-    for (const json& m : seen) {
-      if (m.value("method", "") == "window/logMessage" &&
-          m["params"]["message"].get<std::string>().find(text) != std::string::npos) {
-        return true;
-      }
-    }
-    while (true) {
-      json m = Next();
-      if (m.is_null()) return false;
-      seen.push_back(m);
-      if (m.value("method", "") == "window/logMessage" &&
-          m["params"]["message"].get<std::string>().find(text) != std::string::npos) {
-        return true;
-      }
-    }
-  }
-  // Closes stdin's pipe and waits: the exit code.
-  int Exit() {
-    close(in_);
-    in_ = -1;
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    waited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    waited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
-  std::vector<json> seen;
-
- private:
-  // One frame from the server; null at the end or after 60 s (a hang).
-  // Anything on stdout that is not a frame fails the test.
-  json Next() {
-    while (true) {
-      const size_t head = buf_.find("\r\n\r\n");
-      if (head != std::string::npos) {
-        const std::string header = buf_.substr(0, head);
-        EXPECT_EQ(header.rfind("Content-Length: ", 0), 0u) << "not a frame: " << header;
-        if (header.rfind("Content-Length: ", 0) != 0) return nullptr;
-        const size_t len = std::stoul(header.substr(16));
-        if (buf_.size() >= head + 4 + len) {
-          json m = json::parse(buf_.substr(head + 4, len));
-          buf_.erase(0, head + 4 + len);
-          return m;
-        }
-      }
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, 60000) <= 0) {
-        ADD_FAILURE() << "no message from the server in 60 s";
-        return nullptr;
-      }
-      char chunk[65536];
-      const ssize_t n = read(out_, chunk, sizeof chunk);
-      if (n <= 0) return nullptr;
-      buf_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1;
-  int next_id_ = 1;
-  bool waited_ = false;
-  std::string buf_;
-};
-
 class LspTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -239,10 +114,12 @@ class LspTest : public ::testing::Test {
     cache_->Write(7, records_);
   }
 
-  std::unique_ptr<Client> Start(const json& init_options = json::object(),
-                                const json& capabilities = json::object()) {
-    auto c = std::make_unique<Client>(std::vector<std::string>{
-        FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir(), "--refresh_ms", "100"});
+  // A started client, kept until the test ends; TearDown checks that
+  // nothing but frames came on its stdout and nothing hung.
+  LspClient* Start(const json& init_options = json::object(),
+                   const json& capabilities = json::object()) {
+    auto* c = new LspClient(std::vector<std::string>{FIELDPROF_CLI_BIN, "lsp", "--cache",
+                                                     cache_->dir(), "--refresh_ms", "100"});
     json r = c->Call("initialize", {{"processId", getpid()},
                                     {"rootUri", nullptr},
                                     {"capabilities", capabilities},
@@ -250,17 +127,21 @@ class LspTest : public ::testing::Test {
     EXPECT_TRUE(r.contains("result")) << r.dump();
     c->Notify("initialized", json::object());
     EXPECT_TRUE(c->AwaitLog("index of"));
+    clients_.emplace_back(c);
     return c;
+  }
+  void TearDown() override {
+    for (const auto& c : clients_) EXPECT_EQ(c->problem, "");
   }
 
   static json Pos(int line, int ch) { return {{"line", line}, {"character", ch}}; }
   static json Doc(const std::string& uri) { return {{"uri", uri}}; }
-  void Open(Client& c, const std::string& uri, const std::string& text) {
+  void Open(LspClient& c, const std::string& uri, const std::string& text) {
     c.Notify(
         "textDocument/didOpen",
         {{"textDocument", {{"uri", uri}, {"languageId", "c"}, {"version", 1}, {"text", text}}}});
   }
-  std::string HoverText(Client& c, const std::string& uri, int line, int ch) {
+  std::string HoverText(LspClient& c, const std::string& uri, int line, int ch) {
     json r =
         c.Call("textDocument/hover", {{"textDocument", Doc(uri)}, {"position", Pos(line, ch)}});
     EXPECT_TRUE(r.contains("result")) << r.dump();
@@ -272,6 +153,7 @@ class LspTest : public ::testing::Test {
   std::unique_ptr<Cache> cache_;
   Histogram prepare_, deflate_, cheap_, rare_;
   std::vector<wire::Record> records_;
+  std::vector<std::unique_ptr<LspClient>> clients_;
 };
 
 const char kSource[] =
@@ -287,7 +169,7 @@ const char kSource[] =
     "}\n";
 
 TEST_F(LspTest, InitializeAnnouncesTheFeaturesAndShutdownThenExitEndsWithZero) {
-  Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+  LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
   // Before initialize: ServerNotInitialized.
   json early =
       c.Call("textDocument/hover", {{"textDocument", Doc("file:///x.c")}, {"position", Pos(0, 0)}});
@@ -306,18 +188,20 @@ TEST_F(LspTest, InitializeAnnouncesTheFeaturesAndShutdownThenExitEndsWithZero) {
   EXPECT_EQ(after["error"]["code"], -32600);
   c.Notify("exit", nullptr);
   EXPECT_EQ(c.Wait(), 0);
+  EXPECT_EQ(c.problem, "");
 }
 
 TEST_F(LspTest, ExitWithoutShutdownOrAClosedInputEndsWithOne) {
   {
-    Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+    LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
     c.Call("initialize", {{"capabilities", json::object()}});
     c.Notify("exit", nullptr);
     EXPECT_EQ(c.Wait(), 1);
   }
-  Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+  LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
   c.Call("initialize", {{"capabilities", json::object()}});
   EXPECT_EQ(c.Exit(), 1);
+  EXPECT_EQ(c.problem, "");
 }
 
 TEST_F(LspTest, HoverShowsTheFieldFiguresOfTheRecordedValues) {
@@ -511,13 +395,14 @@ TEST_F(LspTest, ANewSnapshotIsPickedUpWithoutARestart) {
 
 TEST_F(LspTest, NoSnapshotIsSaidOnceAndHoversStayEmpty) {
   TempDir empty;
-  Client c({FIELDPROF_CLI_BIN, "lsp", "--cache", empty.File("none")});
+  LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", empty.File("none")});
   c.Call("initialize", {{"capabilities", json::object()}});
   EXPECT_TRUE(c.AwaitLog("no snapshot in"));
   Open(c, "file:///a.c", kSource);
   json r = c.Call("textDocument/hover",
                   {{"textDocument", Doc("file:///a.c")}, {"position", Pos(4, 14)}});
   EXPECT_TRUE(r["result"].is_null()) << r.dump();
+  EXPECT_EQ(c.problem, "");
 }
 
 // Debian's Neovim (0.7) as the editor: its LSP client starts the server,

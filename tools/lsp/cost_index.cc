@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
-#include <set>
 
 #include "common/api_key.h"
 #include "common/wire.h"
@@ -16,15 +14,61 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A histogram holding only its buckets with calls: most APIs fill 6-10 of
+// the 64, and the scan holds one per API until it ends.
+struct SparseHistogram {
+  struct Bucket {
+    uint8_t index;
+    HistogramBucket b;
+  };
+  std::vector<Bucket> buckets;
+  uint64_t zero_count = 0, min = ~uint64_t{0}, max = 0;
+  bool saturated = false;
+
+  void Merge(const Histogram& h) {
+    zero_count += h.zero_count();
+    if (!h.empty()) min = std::min(min, h.min()), max = std::max(max, h.max());
+    saturated = saturated || h.sum_sq_saturated();
+    for (int i = 0; i < kNumBuckets; ++i) {
+      const HistogramBucket& o = h.bucket(i);
+      if (o.count == 0) continue;
+      auto it = std::find_if(buckets.begin(), buckets.end(),
+                             [&](const Bucket& x) { return x.index == i; });
+      if (it == buckets.end()) {
+        buckets.push_back({static_cast<uint8_t>(i), o});
+        continue;
+      }
+      it->b.count += o.count;
+      it->b.sum += o.sum;
+      const uint128 sq = it->b.sum_sq + o.sum_sq;
+      if (sq < it->b.sum_sq) saturated = true;
+      it->b.sum_sq = sq < it->b.sum_sq ? ~uint128{0} : sq;
+    }
+  }
+  Histogram Full() const {
+    Histogram h;
+    h.SetZeroCount(zero_count);
+    for (const Bucket& x : buckets) h.SetBucket(x.index, x.b);
+    h.SetMinMax(min == ~uint64_t{0} ? 0 : min, max);
+    if (saturated) h.MarkSumSqSaturated();
+    return h;
+  }
+};
+
 // What one (module, symbol) gathers during the scan.
 struct Acc {
-  Histogram time;
+  SparseHistogram time;
   uint64_t runs = 0, resolution_ns = 0;
   bool truncated = false;
   uint32_t series = 0;
-  std::set<std::string> platforms;
+  std::vector<std::string> platforms;  // distinct, few
   // count and sum of each other metric, to make per-call means.
-  std::map<wire::Metric, std::pair<uint64_t, double>> others;
+  struct Other {
+    wire::Metric metric;
+    uint64_t n;
+    double sum;
+  };
+  std::vector<Other> others;
 };
 
 std::string PlatformText(const wire::Platform& p) {
@@ -64,11 +108,14 @@ StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache) {
   ix.fragment_count_ = manifest->fragment_count();
   ix.fragments_held_ = static_cast<uint32_t>(cache.Fragments().size());
 
-  std::map<std::pair<std::string, std::string>, Acc> acc;  // (symbol, module)
+  std::unordered_map<std::string, Acc> acc;  // symbol '\0' module
   Status s = cache.ForEachRecord([&](const wire::Record& r) {
     const wire::ApiKey& k = r.key();
     if (k.symbol().empty()) return true;
-    Acc& a = acc[{k.symbol(), k.module()}];
+    std::string name = k.symbol();
+    name += '\0';
+    name += k.module();
+    Acc& a = acc[name];
     const Histogram h = HistogramFromWire(r.histogram());
     if (k.metric() == wire::METRIC_WALL_TIME_NS) {
       a.time.Merge(h);
@@ -76,39 +123,56 @@ StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache) {
       a.resolution_ns = std::max(a.resolution_ns, r.resolution_ns());
       a.truncated = a.truncated || r.truncated();
       ++a.series;
-      a.platforms.insert(PlatformText(k.platform()));
+      std::string p = PlatformText(k.platform());
+      if (std::find(a.platforms.begin(), a.platforms.end(), p) == a.platforms.end()) {
+        a.platforms.push_back(std::move(p));
+      }
     } else {
-      auto& [n, sum] = a.others[k.metric()];
-      n += h.count();
-      sum += static_cast<double>(h.sum());
+      auto it = std::find_if(a.others.begin(), a.others.end(),
+                             [&](const Acc::Other& o) { return o.metric == k.metric(); });
+      if (it == a.others.end()) {
+        a.others.push_back({k.metric(), 0, 0});
+        it = a.others.end() - 1;
+      }
+      it->n += h.count();
+      it->sum += static_cast<double>(h.sum());
     }
     return true;
   });
   if (!s.ok()) return s;
 
   for (auto& [name, a] : acc) {
-    if (a.time.empty()) continue;  // no wall time: nothing to show
+    if (a.time.buckets.empty() && a.time.zero_count == 0) continue;  // no wall time
+    const Histogram time = a.time.Full();
     ApiCost c;
-    c.symbol = name.first;
-    c.module = name.second;
-    c.time = a.time.Stats();
-    c.zero_count = a.time.zero_count();
-    for (int i = 0; i < kNumBuckets; ++i) c.buckets[i] = a.time.bucket(i).count;
+    const size_t nul = name.find('\0');
+    c.symbol = name.substr(0, nul);
+    c.module = name.substr(nul + 1);
+    c.time = time.Stats();
+    c.zero_count = time.zero_count();
+    int lo = kNumBuckets, hi = -1;
+    for (int i = 0; i < kNumBuckets; ++i) {
+      if (time.bucket(i).count > 0) lo = std::min(lo, i), hi = std::max(hi, i);
+    }
+    c.first_bucket = static_cast<uint8_t>(hi < 0 ? 0 : lo);
+    for (int i = lo; i <= hi; ++i) c.buckets.push_back(time.bucket(i).count);
     c.runs = a.runs;
     c.resolution_ns = a.resolution_ns;
     c.truncated = a.truncated;
     c.series = a.series;
-    c.platforms.assign(a.platforms.begin(), a.platforms.end());
+    std::sort(a.platforms.begin(), a.platforms.end());
+    c.platforms = std::move(a.platforms);
     auto mean = [&](wire::Metric m) {
-      auto it = a.others.find(m);
-      return it == a.others.end() || it->second.first == 0
-                 ? -1.0
-                 : it->second.second / static_cast<double>(it->second.first);
+      for (const Acc::Other& o : a.others) {
+        if (o.metric == m && o.n > 0) return o.sum / static_cast<double>(o.n);
+      }
+      return -1.0;
     };
     c.alloc_bytes = mean(wire::METRIC_ALLOC_BYTES_INCLUSIVE);
     c.alloc_count = mean(wire::METRIC_ALLOC_COUNT);
     c.file_io_bytes = mean(wire::METRIC_FILE_IO_BYTES);
     c.socket_io_bytes = mean(wire::METRIC_SOCKET_IO_BYTES);
+    a = Acc();  // its memory goes as the index grows
     ix.by_symbol_[c.symbol].push_back(std::move(c));
   }
   for (auto& [_, v] : ix.by_symbol_) {

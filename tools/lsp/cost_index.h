@@ -12,7 +12,6 @@
 #ifndef FIELDPROF_TOOLS_LSP_COST_INDEX_H_
 #define FIELDPROF_TOOLS_LSP_COST_INDEX_H_
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -29,9 +28,12 @@ struct ApiCost {
   std::string symbol;
   HistogramStats time;  // wall time, ns
   uint64_t zero_count = 0;
-  std::array<uint64_t, kNumBuckets> buckets{};  // wall-time counts per log2 bucket
-  uint64_t runs = 0;                            // of the wall-time series
-  uint64_t resolution_ns = 0;                   // the coarsest among them
+  // Wall-time counts per log2 bucket, from bucket first_bucket to the last
+  // with calls.
+  uint8_t first_bucket = 0;
+  std::vector<uint64_t> buckets;
+  uint64_t runs = 0;           // of the wall-time series
+  uint64_t resolution_ns = 0;  // the coarsest among them
   bool truncated = false;
   uint32_t series = 0;  // wall-time series: versions x platforms
   std::vector<std::string> platforms;

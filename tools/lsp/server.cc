@@ -57,19 +57,17 @@ std::string DateOf(int64_t unix_ms) {
 // The wall-time histogram as text bars, one row per log2 bucket from the
 // first to the last with calls (a fenced block: monospace in every client).
 std::string Bars(const ApiCost& c) {
-  int lo = kNumBuckets, hi = -1;
-  for (int i = 0; i < kNumBuckets; ++i) {
-    if (c.buckets[i] > 0) lo = std::min(lo, i), hi = std::max(hi, i);
-  }
   uint64_t top = std::max<uint64_t>(c.zero_count, 1);
-  for (int i = lo; i <= hi; ++i) top = std::max(top, c.buckets[i]);
+  for (uint64_t n : c.buckets) top = std::max(top, n);
   std::vector<std::pair<std::string, uint64_t>> rows;
-  if (c.zero_count > 0)
+  if (c.zero_count > 0) {
     rows.emplace_back(ZeroBucketLabel(wire::METRIC_WALL_TIME_NS, c.resolution_ns), c.zero_count);
-  for (int i = lo; i <= hi; ++i) {
+  }
+  for (size_t k = 0; k < c.buckets.size(); ++k) {
+    const int i = c.first_bucket + static_cast<int>(k);
     rows.emplace_back(FormatNanos(static_cast<double>(BucketLow(i))) + " .. " +
                           FormatNanos(static_cast<double>(BucketHigh(i))),
-                      c.buckets[i]);
+                      c.buckets[k]);
   }
   size_t width = 0;
   for (const auto& r : rows) width = std::max(width, r.first.size());
@@ -331,10 +329,10 @@ class Server {
       }
       std::unique_lock<std::mutex> l(mu_);
       index_cv_.wait_for(l, std::chrono::milliseconds(opt_.refresh_ms),
-                         [&] { return stopping_ || reindex_; });
+                         [&] { return stopping_ || reindex_ || wake_; });
       if (stopping_) return;
       if (reindex_) last_sig = "\x01";
-      reindex_ = false;
+      reindex_ = wake_ = false;
     }
   }
 
@@ -453,6 +451,10 @@ class Server {
                       ws["inlayHint"].value("refreshSupport", false);
     }
     initialized_ = true;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      wake_ = true;  // the index thread builds now, not at its next look
+    }
     index_cv_.notify_all();
     json caps = {
         {"positionEncoding", "utf-16"},
@@ -625,11 +627,13 @@ class Server {
   const int in_, out_;
   LspOptions opt_;  // cache_dir under index_mu_
 
-  std::mutex mu_;  // queue_, cancelled_, input_done_, stopping_, reindex_
+  std::mutex mu_;  // queue_, cancelled_, input_done_, stopping_, reindex_, wake_
   std::condition_variable cv_, index_cv_;
   std::deque<json> queue_;
   std::set<std::string> cancelled_;
-  bool input_done_ = false, stopping_ = false, reindex_ = false;
+  bool input_done_ = false, stopping_ = false;
+  bool reindex_ = false;  // the cache dir changed: build again
+  bool wake_ = false;     // look now
 
   std::mutex out_mu_;
   std::mutex index_mu_;

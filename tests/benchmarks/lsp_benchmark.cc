@@ -1,0 +1,200 @@
+// The language server at scale (issue #17):
+//   lsp_benchmark SERIES [HOVERS]
+// writes a snapshot cache of SERIES series in a temp dir (64 fragments, two
+// metrics per API, histograms of 1..2000 log-normal calls under 997
+// modules, as publish_benchmark makes them), then prints:
+//   1. `fieldprof cost` on one API: a full scan of the cache (the peer);
+//   2. the server's index: build time and the heap it holds;
+//   3. a lookup in it, in process;
+//   4. hovers through the real `fieldprof lsp` on pipes: time to its index,
+//      mean and p99 of a hover's round trip, and the ratio of a `fieldprof
+//      cost` scan to one hover.
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/snapshot_cache.h"
+#include "common/wire.h"
+#include "tests/tools/lsp_client.h"
+#include "tools/lsp/cost_index.h"
+
+using namespace fieldprof;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Bytes the heap has handed out and not taken back.
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+std::string Symbol(uint64_t api) { return "fn_" + std::to_string(api); }
+std::string Module(uint64_t api) { return "libmod" + std::to_string(api % 997) + ".so.1"; }
+
+void WriteCache(const std::string& dir, uint64_t series, uint64_t* bytes) {
+  constexpr uint32_t kFragments = 64;
+  SnapshotCache cache(dir);
+  std::vector<wire::Fragment> frags(kFragments);
+  for (uint32_t i = 0; i < kFragments; ++i) {
+    frags[i].set_schema_version(1);
+    frags[i].set_index(i);
+    frags[i].set_fragment_count(kFragments);
+  }
+  std::mt19937_64 rng(42);
+  for (uint64_t s = 0; s < series; ++s) {
+    const uint64_t api = s / 2;
+    wire::Record* r = frags[(api * 2654435761u + s) % kFragments].add_records();
+    wire::ApiKey* k = r->mutable_key();
+    k->set_module(Module(api));
+    k->set_module_version("1.0");
+    k->set_symbol(Symbol(api));
+    k->set_metric(s % 2 == 0 ? wire::METRIC_WALL_TIME_NS : wire::METRIC_ALLOC_BYTES_INCLUSIVE);
+    k->mutable_platform()->set_os(wire::OS_LINUX);
+    k->mutable_platform()->set_arch(wire::ARCH_X86_64);
+    Histogram h;
+    std::lognormal_distribution<double> cost(4.0 + static_cast<double>(api % 11), 1.0);
+    const int calls = 1 + static_cast<int>(rng() % 2000);
+    for (int c = 0; c < calls; ++c) h.Record(static_cast<uint64_t>(cost(rng)));
+    HistogramToWire(h, r->mutable_histogram());
+    r->set_runs(1 + rng() % 50);
+  }
+  wire::Manifest m;
+  m.set_schema_version(1);
+  m.set_snapshot_version(1);
+  m.set_created_unix_ms(1795392000000);
+  m.set_fragment_schema_version(1);
+  m.set_fragment_count(kFragments);
+  wire::SignedManifest sm;
+  sm.set_manifest(m.SerializeAsString());
+  if (!cache.StoreManifest(sm.SerializeAsString(), m, "e").ok()) std::abort();
+  *bytes = 0;
+  for (uint32_t i = 0; i < kFragments; ++i) {
+    const std::string b = frags[i].SerializeAsString();
+    *bytes += b.size();
+    if (!cache.StoreFragment(i, i + 1, b).ok()) std::abort();
+  }
+}
+
+// Wall time of one command, its output thrown away.
+double RunMs(const std::vector<std::string>& args) {
+  std::fflush(stdout);
+  const auto t0 = Clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "lsp_benchmark: %s failed\n", args[0].c_str());
+    std::exit(1);
+  }
+  return Ms(Clock::now() - t0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: lsp_benchmark SERIES [HOVERS]\n");
+    return 2;
+  }
+  const uint64_t series = std::strtoull(argv[1], nullptr, 10);
+  const int hovers = argc > 2 ? std::atoi(argv[2]) : 2000;
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("fieldprof-lspbench-" + std::to_string(getpid())))
+          .string();
+  uint64_t bytes = 0;
+  WriteCache(dir, series, &bytes);
+  const uint64_t apis = series / 2;
+  const std::string probe = Symbol(apis / 3);
+  std::printf("cache: %llu series (%llu APIs) in 64 fragments, %.1f MiB\n",
+              static_cast<unsigned long long>(series), static_cast<unsigned long long>(apis),
+              static_cast<double>(bytes) / 1048576);
+
+  // 1. The peer: fieldprof cost scans every fragment.
+  std::vector<double> cost_ms;
+  for (int i = 0; i < 3; ++i) {
+    cost_ms.push_back(
+        RunMs({FIELDPROF_CLI_BIN, "cost", "--cache", dir, "--color", "never", probe}));
+  }
+  std::sort(cost_ms.begin(), cost_ms.end());
+  std::printf("fieldprof cost %s (a scan of the cache): %.0f ms (median of 3)\n", probe.c_str(),
+              cost_ms[1]);
+
+  // 2. and 3. The index, in process.
+  const size_t heap0 = HeapInUse();
+  auto t0 = Clock::now();
+  StatusOr<tools::CostIndex> ix = tools::CostIndex::Build(SnapshotCache(dir));
+  const double build_ms = Ms(Clock::now() - t0);
+  if (!ix.ok()) {
+    std::fprintf(stderr, "lsp_benchmark: %s\n", ix.status().ToString().c_str());
+    return 1;
+  }
+  const size_t heap1 = HeapInUse();
+  std::printf("index: %zu APIs, built in %.0f ms, holds %.1f MiB of heap (%.0f B per API)\n",
+              ix->symbols(), build_ms, static_cast<double>(heap1 - heap0) / 1048576,
+              static_cast<double>(heap1 - heap0) / static_cast<double>(ix->symbols()));
+  std::mt19937_64 rng(7);
+  const int lookups = 1000000;
+  size_t found = 0;
+  t0 = Clock::now();
+  for (int i = 0; i < lookups; ++i) found += ix->Find(Symbol(rng() % apis)).size();
+  std::printf("lookup: %.0f ns each (%d lookups, %zu entries found)\n",
+              Ms(Clock::now() - t0) * 1e6 / lookups, lookups, found);
+
+  // 4. Hovers through the server.
+  testing::LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", dir});
+  t0 = Clock::now();
+  c.Call("initialize", {{"capabilities", testing::json::object()}});
+  c.Notify("initialized", testing::json::object());
+  if (!c.AwaitLog("index of")) {
+    std::fprintf(stderr, "lsp_benchmark: the server built no index: %s\n", c.problem.c_str());
+    return 1;
+  }
+  const double ready_ms = Ms(Clock::now() - t0);
+  const std::string text = "int f(void) { return " + probe + "(1); }\n";
+  c.Notify("textDocument/didOpen",
+           {{"textDocument",
+             {{"uri", "file:///b.c"}, {"languageId", "c"}, {"version", 1}, {"text", text}}}});
+  std::vector<double> us;
+  for (int i = 0; i < hovers; ++i) {
+    const auto h0 = Clock::now();
+    testing::json r =
+        c.Call("textDocument/hover", {{"textDocument", {{"uri", "file:///b.c"}}},
+                                      {"position", {{"line", 0}, {"character", 22}}}});
+    us.push_back(Ms(Clock::now() - h0) * 1000);
+    if (i == 0 && (!r.contains("result") || r["result"].is_null())) {
+      std::fprintf(stderr, "lsp_benchmark: no hover: %s\n", r.dump().c_str());
+      return 1;
+    }
+  }
+  c.Call("shutdown", nullptr);
+  c.Notify("exit", nullptr);
+  c.Wait();
+  std::sort(us.begin(), us.end());
+  double mean = 0;
+  for (double u : us) mean += u / static_cast<double>(us.size());
+  std::printf(
+      "fieldprof lsp: index ready %.0f ms after initialize; hover round trip %.0f us mean, "
+      "%.0f us p99 (%d hovers)\n",
+      ready_ms, mean, us[us.size() * 99 / 100], hovers);
+  std::printf("ratio: one fieldprof cost scan = %.0f hovers\n", cost_ms[1] * 1000 / mean);
+  std::filesystem::remove_all(dir);
+  return 0;
+}
