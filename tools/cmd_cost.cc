@@ -17,6 +17,7 @@
 #include "common/options.h"
 #include "common/resolution.h"
 #include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
 #include "common/wire.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -161,37 +162,57 @@ int CmdCost(int argc, char** argv) {
     return 1;
   }
 
+  // The symbol's records, found through the cache's index (built by this
+  // call when the cache changed since it was last built).
+  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
+  if (!index.ok()) {
+    std::cerr << "fieldprof cost: " << index.status().message() << "\n";
+    return 1;
+  }
   Match m;
-  // The closest names, in case nothing matches.
-  std::map<std::string, size_t> near;
-  Status scan = cache.ForEachRecord([&](const wire::Record& r) {
+  Status scan = index->ForEachRecordOf(symbol, [&](const wire::Record& r) {
     const wire::ApiKey& k = r.key();
-    if (k.symbol() == symbol && (module.empty() || k.module() == module)) {
-      Histogram h = HistogramFromWire(r.histogram());
-      if (k.metric() == *metric) {
-        m.runs += r.runs();
-        m.truncated = m.truncated || r.truncated();
-        m.resolution_ns = std::max(m.resolution_ns, r.resolution_ns());
-        m.module_calls[k.module()] += h.count();
-        m.series.insert(k.module() + "\n" + k.module_version() + "\n" +
-                        k.platform().SerializeAsString());
-      }
-      m.by_metric[k.metric()].Merge(h);
-      return true;
+    if (!module.empty() && k.module() != module) return true;
+    Histogram h = HistogramFromWire(r.histogram());
+    if (k.metric() == *metric) {
+      m.runs += r.runs();
+      m.truncated = m.truncated || r.truncated();
+      m.resolution_ns = std::max(m.resolution_ns, r.resolution_ns());
+      m.module_calls[k.module()] += h.count();
+      m.series.insert(k.module() + "\n" + k.module_version() + "\n" +
+                      k.platform().SerializeAsString());
     }
-    if (k.metric() != wire::METRIC_WALL_TIME_NS) return true;
-    const std::string name = k.module() + ":" + k.symbol();
-    if (near.count(name) != 0) return true;
-    const size_t d =
-        std::min(Closeness(symbol, k.symbol()),
-                 module.empty() ? size_t{1000} : Closeness(module + ":" + symbol, name));
-    if (d <= std::max<size_t>(3, symbol.size() / 3)) near[name] = d;
+    m.by_metric[k.metric()].Merge(h);
     return true;
   });
   if (!scan.ok()) {
     std::cerr << "fieldprof cost: " << scan.message() << "\n";
     return 1;
   }
+  // The closest names, in case nothing matches: close symbols from the
+  // index, then their modules from their records.
+  auto nearest = [&] {
+    std::vector<std::pair<size_t, std::string>> syms;
+    index->ForEachSymbol([&](std::string_view name) {
+      const size_t d = Closeness(symbol, std::string(name));
+      if (d <= std::max<size_t>(3, symbol.size() / 3) || (!module.empty() && name == symbol)) {
+        syms.emplace_back(d, std::string(name));
+      }
+    });
+    std::sort(syms.begin(), syms.end());
+    if (syms.size() > 24) syms.resize(24);
+    std::map<std::string, size_t> near;
+    for (const auto& [d, sym] : syms) {
+      (void)index->ForEachRecordOf(sym, [&](const wire::Record& r) {
+        if (r.key().metric() != wire::METRIC_WALL_TIME_NS) return true;
+        const std::string name = r.key().module() + ":" + sym;
+        const size_t dm = module.empty() ? size_t{1000} : Closeness(module + ":" + symbol, name);
+        if (near.count(name) == 0) near[name] = std::min(d, dm);
+        return true;
+      });
+    }
+    return near;
+  };
   const std::string shown = module.empty() ? symbol : module + ":" + symbol;
   auto chosen = m.by_metric.find(*metric);
   if (chosen == m.by_metric.end() || chosen->second.empty()) {
@@ -209,7 +230,9 @@ int CmdCost(int argc, char** argv) {
     }
     std::cerr << ".\n";
     std::vector<std::pair<size_t, std::string>> best;
-    for (const auto& [name, d] : near) best.emplace_back(d, name);
+    for (const auto& [name, d] : nearest()) {
+      if (name != shown) best.emplace_back(d, name);
+    }
     std::sort(best.begin(), best.end());
     if (!best.empty()) {
       std::cerr << "Did you mean:\n";

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
 #include "tools/client_flags.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -76,6 +77,10 @@ int CmdPull(int argc, char** argv) {
       r->fragment_count, r->missing, FormatBytes(static_cast<double>(r->bytes_downloaded)).c_str(),
       cache_dir.c_str());
   for (const std::string& p : r->problems) std::fprintf(stderr, "fieldprof pull: %s\n", p.c_str());
+  // The symbol index (fieldprof cost, fieldprof lsp) follows the new files.
+  if (StatusOr<SnapshotIndex> ix = SnapshotIndex::Open(cache); !ix.ok()) {
+    std::fprintf(stderr, "fieldprof pull: the symbol index: %s\n", ix.status().message().c_str());
+  }
   return r->problems.empty() ? 0 : 1;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "common/api_key.h"
 #include "common/histogram.h"
 #include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -436,6 +438,79 @@ TEST_F(LspTest, NeovimShowsHoversAndLenses) {
   EXPECT_EQ(lines_after, (std::set<int>{4, 5, 6, 9})) << r.dump();
   EXPECT_EQ(r["sync_kind"], 2);
   EXPECT_EQ(r["exit_code"], 0) << "shutdown and exit, as Neovim stops a client";
+}
+
+// The symbol index fieldprof cost reads through (common/snapshot_index.h):
+// every record of a symbol, none of another; rebuilt when the cache changes
+// or its file is damaged, kept in memory when the cache cannot be written.
+TEST_F(LspTest, TheSymbolIndexFindsEveryRecordAndFollowsTheCache) {
+  SnapshotCache cache(cache_->dir());
+  auto records_of = [&](const SnapshotIndex& ix, const std::string& sym) {
+    std::vector<std::string> got;
+    EXPECT_TRUE(ix.ForEachRecordOf(sym, [&](const wire::Record& r) {
+                    got.push_back(r.SerializeAsString());
+                    return true;
+                  }).ok());
+    std::sort(got.begin(), got.end());
+    return got;
+  };
+  auto expected_of = [&](const std::string& sym) {
+    std::vector<std::string> want;
+    for (const wire::Record& r : records_) {
+      if (r.key().symbol() == sym) want.push_back(r.SerializeAsString());
+    }
+    std::sort(want.begin(), want.end());
+    return want;
+  };
+  bool rebuilt = false;
+  StatusOr<SnapshotIndex> ix = SnapshotIndex::Open(cache, &rebuilt);
+  ASSERT_TRUE(ix.ok()) << ix.status().ToString();
+  EXPECT_TRUE(rebuilt);
+  EXPECT_EQ(ix->symbols(), 5u);
+  for (const char* sym : {"sqlite3_prepare_v2", "deflate", "compress", "strlen", "bar_rare"}) {
+    EXPECT_EQ(records_of(*ix, sym), expected_of(sym)) << sym;
+  }
+  EXPECT_TRUE(records_of(*ix, "deflat").empty());
+  EXPECT_TRUE(records_of(*ix, "zzz").empty());
+  std::vector<std::string> names;
+  ix->ForEachSymbol([&](std::string_view n) { names.emplace_back(n); });
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(names.size(), 5u);
+  // Opened again: the file is used as it is.
+  ix = SnapshotIndex::Open(cache, &rebuilt);
+  ASSERT_TRUE(ix.ok());
+  EXPECT_FALSE(rebuilt);
+  EXPECT_EQ(records_of(*ix, "deflate"), expected_of("deflate"));
+  // A new snapshot: rebuilt, with the new records.
+  records_[1] = MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS, cheap_, 99);
+  cache_->Write(8, records_);
+  ix = SnapshotIndex::Open(cache, &rebuilt);
+  ASSERT_TRUE(ix.ok());
+  EXPECT_TRUE(rebuilt);
+  EXPECT_EQ(records_of(*ix, "deflate"), expected_of("deflate"));
+  // A damaged file: rebuilt.
+  {
+    std::ofstream f(cache_->dir() + "/symbols.idx", std::ios::trunc);
+    f << "FPSIDX01garbage";
+  }
+  ix = SnapshotIndex::Open(cache, &rebuilt);
+  ASSERT_TRUE(ix.ok());
+  EXPECT_TRUE(rebuilt);
+  EXPECT_EQ(records_of(*ix, "compress"), expected_of("compress"));
+  // Many symbols: past the index's sample spacing (every 64th entry).
+  std::vector<wire::Record> many;
+  for (int i = 0; i < 1000; ++i) {
+    many.push_back(MakeRecord("libm" + std::to_string(i % 7) + ".so", "s" + std::to_string(i),
+                              wire::METRIC_WALL_TIME_NS, Spread(100, 200 + i, 3), 1));
+  }
+  records_ = many;
+  cache_->Write(9, records_);
+  ix = SnapshotIndex::Open(cache);
+  ASSERT_TRUE(ix.ok());
+  for (int i = 0; i < 1000; i += 37) {
+    const std::string sym = "s" + std::to_string(i);
+    EXPECT_EQ(records_of(*ix, sym), expected_of(sym)) << sym;
+  }
 }
 
 // Source parsing: call sites and includes.

@@ -1,18 +1,14 @@
 #include "tools/lsp/cost_index.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <filesystem>
 
 #include "common/api_key.h"
+#include "common/snapshot_index.h"
 #include "common/wire.h"
 
 namespace fieldprof::tools {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 // A histogram holding only its buckets with calls: most APIs fill 6-10 of
 // the 64, and the scan holds one per API until it ends.
@@ -82,20 +78,7 @@ std::string PlatformText(const wire::Platform& p) {
 }  // namespace
 
 std::string CostIndex::CacheSignature(const std::string& dir) {
-  std::string sig;
-  struct stat st {};
-  if (stat((dir + "/manifest.signed").c_str(), &st) == 0) {
-    sig += std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec) + "." +
-           std::to_string(st.st_mtim.tv_nsec) + ";";
-  }
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir + "/fragments", ec)) {
-    names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  for (const std::string& n : names) sig += n + ";";
-  return sig;
+  return SnapshotIndex::CacheSignature(dir);
 }
 
 StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache) {

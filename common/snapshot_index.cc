@@ -1,0 +1,285 @@
+#include "common/snapshot_index.h"
+
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "common/durable_file.h"
+
+namespace fieldprof {
+
+namespace {
+
+namespace fs = std::filesystem;
+using google::protobuf::internal::WireFormatLite;
+
+constexpr char kMagic[] = "FPSIDX01";
+constexpr size_t kSampleEvery = 64;
+constexpr uint32_t kRecordsField = 4;  // Fragment.records
+
+template <typename T>
+void Put(std::string* out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out->append(b, sizeof(T));
+}
+void PutString16(std::string* out, std::string_view s) {
+  Put<uint16_t>(out, static_cast<uint16_t>(s.size()));
+  out->append(s);
+}
+
+// Reads from data_ with bounds checks; `ok` turns false past the end.
+struct Reader {
+  const std::string& d;
+  size_t at;
+  bool ok = true;
+  template <typename T>
+  T Get() {
+    T v{};
+    if (at + sizeof(T) > d.size()) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, d.data() + at, sizeof(T));
+    at += sizeof(T);
+    return v;
+  }
+  std::string_view String16() {
+    const uint16_t n = Get<uint16_t>();
+    if (!ok || at + n > d.size()) {
+      ok = false;
+      return {};
+    }
+    std::string_view s(d.data() + at, n);
+    at += n;
+    return s;
+  }
+};
+
+struct Ref {
+  uint32_t file;
+  uint64_t offset;
+  uint32_t length;
+};
+
+// One pass over the fragments: each record's place, by symbol.
+StatusOr<std::string> Build(const SnapshotCache& cache, const std::string& signature) {
+  const std::vector<CachedFragment> frags = cache.Fragments();
+  std::map<std::string, std::vector<Ref>> refs;
+  for (uint32_t i = 0; i < frags.size(); ++i) {
+    StatusOr<std::string> bytes = ReadWholeFile(frags[i].path);
+    if (!bytes.ok()) return bytes.status();
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                              static_cast<int>(bytes->size()));
+    in.SetTotalBytesLimit(INT32_MAX);
+    const std::string damaged =
+        frags[i].path + " is damaged (run fieldprof pull --all to fetch it again)";
+    while (true) {
+      const uint32_t tag = in.ReadTag();
+      if (tag == 0) break;
+      if (WireFormatLite::GetTagFieldNumber(tag) != kRecordsField ||
+          WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+        if (!WireFormatLite::SkipField(&in, tag)) return DataLoss(damaged);
+        continue;
+      }
+      uint32_t len = 0;
+      if (!in.ReadVarint32(&len)) return DataLoss(damaged);
+      const uint64_t offset = static_cast<uint64_t>(in.CurrentPosition());
+      if (offset + len > bytes->size()) return DataLoss(damaged);
+      wire::Record r;
+      if (!r.ParseFromArray(bytes->data() + offset, static_cast<int>(len))) {
+        return DataLoss(damaged);
+      }
+      if (!in.Skip(static_cast<int>(len))) return DataLoss(damaged);
+      const std::string& sym = r.key().symbol();
+      if (sym.empty() || sym.size() > UINT16_MAX) continue;
+      refs[sym].push_back({i, offset, len});
+    }
+  }
+  std::string out(kMagic, 8);
+  Put<uint32_t>(&out, static_cast<uint32_t>(signature.size()));
+  out += signature;
+  Put<uint32_t>(&out, static_cast<uint32_t>(frags.size()));
+  for (const CachedFragment& f : frags) PutString16(&out, fs::path(f.path).filename().string());
+  Put<uint64_t>(&out, refs.size());
+  const size_t sample_offset_at = out.size();
+  Put<uint64_t>(&out, 0);  // filled below
+  std::vector<uint64_t> samples;
+  size_t n = 0;
+  for (const auto& [sym, rs] : refs) {
+    if (n++ % kSampleEvery == 0) samples.push_back(out.size());
+    PutString16(&out, sym);
+    Put<uint32_t>(&out, static_cast<uint32_t>(rs.size()));
+    for (const Ref& r : rs) {
+      Put<uint32_t>(&out, r.file);
+      Put<uint64_t>(&out, r.offset);
+      Put<uint32_t>(&out, r.length);
+    }
+  }
+  const uint64_t table = out.size();
+  std::memcpy(out.data() + sample_offset_at, &table, sizeof table);
+  Put<uint64_t>(&out, samples.size());
+  for (uint64_t s : samples) Put<uint64_t>(&out, s);
+  return out;
+}
+
+}  // namespace
+
+std::string SnapshotIndex::CacheSignature(const std::string& dir) {
+  std::string sig;
+  struct stat st {};
+  if (stat((dir + "/manifest.signed").c_str(), &st) == 0) {
+    sig += std::to_string(st.st_size) + "@" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec) + ";";
+  }
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir + "/fragments", ec)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) sig += n + ";";
+  return sig;
+}
+
+StatusOr<SnapshotIndex> SnapshotIndex::Open(const SnapshotCache& cache, bool* rebuilt) {
+  if (rebuilt != nullptr) *rebuilt = false;
+  StatusOr<wire::Manifest> manifest = cache.Manifest();
+  if (!manifest.ok()) return manifest.status();
+  SnapshotIndex ix;
+  ix.dir_ = cache.dir();
+  const std::string sig = CacheSignature(cache.dir());
+  const std::string path = cache.dir() + "/symbols.idx";
+  StatusOr<std::string> held = ReadWholeFile(path);
+  if (held.ok()) {
+    ix.data_ = std::move(*held);
+    if (ix.Parse().ok() && ix.signature_ == sig) return ix;
+  }
+  // Missing, damaged or out of date: built again.
+  StatusOr<std::string> built = Build(cache, sig);
+  if (!built.ok()) return built.status();
+  ix.data_ = std::move(*built);
+  FP_RETURN_IF_ERROR(ix.Parse());
+  if (rebuilt != nullptr) *rebuilt = true;
+  // A cache this user cannot write keeps the index in memory only.
+  (void)WriteFileDurably(path, ix.data_);
+  return ix;
+}
+
+Status SnapshotIndex::Parse() {
+  const Status bad = DataLoss(dir_ + "/symbols.idx is damaged");
+  if (data_.size() < 8 || data_.compare(0, 8, kMagic, 8) != 0) return bad;
+  Reader r{data_, 8};
+  const uint32_t siglen = r.Get<uint32_t>();
+  if (!r.ok || r.at + siglen > data_.size()) return bad;
+  signature_ = data_.substr(r.at, siglen);
+  r.at += siglen;
+  const uint32_t nfiles = r.Get<uint32_t>();
+  files_.clear();
+  for (uint32_t i = 0; i < nfiles && r.ok; ++i) {
+    files_.push_back(dir_ + "/fragments/" + std::string(r.String16()));
+  }
+  symbols_ = r.Get<uint64_t>();
+  const uint64_t table = r.Get<uint64_t>();
+  entries_at_ = r.at;
+  if (!r.ok || table < entries_at_ || table > data_.size()) return bad;
+  Reader t{data_, static_cast<size_t>(table)};
+  const uint64_t nsamples = t.Get<uint64_t>();
+  if (!t.ok || nsamples > data_.size() / 8) return bad;
+  samples_.clear();
+  for (uint64_t i = 0; i < nsamples && t.ok; ++i) {
+    const uint64_t s = t.Get<uint64_t>();
+    if (s < entries_at_ || s >= table) return bad;
+    samples_.push_back(s);
+  }
+  if (!t.ok) return bad;
+  return Status::Ok();
+}
+
+std::string_view SnapshotIndex::SymbolAt(size_t at, size_t* refs_at) const {
+  Reader r{data_, at};
+  std::string_view s = r.String16();
+  *refs_at = r.ok ? r.at : data_.size();
+  return s;
+}
+
+Status SnapshotIndex::ForEachRecordOf(const std::string& symbol,
+                                      const std::function<bool(const wire::Record&)>& fn) const {
+  if (samples_.empty()) return Status::Ok();
+  // The last sample at or before the symbol, then at most 64 entries on.
+  size_t lo = 0, hi = samples_.size();
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    size_t ignored;
+    if (SymbolAt(samples_[mid], &ignored) <= symbol) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  Reader r{data_, static_cast<size_t>(samples_[lo])};
+  for (size_t k = 0; k < kSampleEvery && r.ok && r.at < data_.size(); ++k) {
+    const std::string_view s = r.String16();
+    const uint32_t nrefs = r.Get<uint32_t>();
+    if (!r.ok) break;
+    if (s > symbol) break;
+    if (s != symbol) {
+      r.at += static_cast<size_t>(nrefs) * 16;
+      continue;
+    }
+    int fd = -1;
+    uint32_t open_file = UINT32_MAX;
+    Status status = Status::Ok();
+    for (uint32_t i = 0; i < nrefs && r.ok; ++i) {
+      const uint32_t file = r.Get<uint32_t>();
+      const uint64_t offset = r.Get<uint64_t>();
+      const uint32_t length = r.Get<uint32_t>();
+      if (!r.ok || file >= files_.size()) {
+        status = DataLoss(dir_ + "/symbols.idx is damaged");
+        break;
+      }
+      if (file != open_file) {
+        if (fd >= 0) close(fd);
+        fd = open(files_[file].c_str(), O_RDONLY | O_CLOEXEC);
+        open_file = file;
+        if (fd < 0) {
+          status = NotFound(files_[file] + ": " + std::strerror(errno) +
+                            " (the cache changed while it was read: try again)");
+          break;
+        }
+      }
+      std::string bytes(length, '\0');
+      wire::Record rec;
+      if (pread(fd, bytes.data(), length, static_cast<off_t>(offset)) !=
+              static_cast<ssize_t>(length) ||
+          !rec.ParseFromString(bytes) || rec.key().symbol() != symbol) {
+        status = DataLoss(files_[file] + " does not hold what symbols.idx says (try again)");
+        break;
+      }
+      if (!fn(rec)) break;
+    }
+    if (fd >= 0) close(fd);
+    return status;
+  }
+  return Status::Ok();
+}
+
+void SnapshotIndex::ForEachSymbol(const std::function<void(std::string_view)>& fn) const {
+  Reader r{data_, entries_at_};
+  for (uint64_t i = 0; i < symbols_ && r.ok; ++i) {
+    const std::string_view s = r.String16();
+    const uint32_t nrefs = r.Get<uint32_t>();
+    if (!r.ok) break;
+    fn(s);
+    r.at += static_cast<size_t>(nrefs) * 16;
+  }
+}
+
+}  // namespace fieldprof
