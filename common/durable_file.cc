@@ -80,12 +80,43 @@ Status WriteFileDurably(const std::string& path, const std::string& data) {
 }
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read " + path);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return IOError("reading " + path + " failed");
-  return buf.str();
+  // Sized from fstat and read in place: a stream copy through a growing
+  // buffer spent most of a 2 MiB read moving bytes (fieldprof cost's index).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound("cannot read " + path);
+  struct stat st {};
+  std::string out;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  char chunk[65536];
+  while (true) {
+    const size_t room = out.capacity() - out.size();
+    if (room > 0) {  // straight into the string's spare capacity
+      const size_t at = out.size();
+      out.resize(out.capacity());
+      const ssize_t n = read(fd, out.data() + at, room);
+      if (n < 0 && errno == EINTR) {
+        out.resize(at);
+        continue;
+      }
+      if (n < 0) {
+        close(fd);
+        return IOError("reading " + path + " failed: " + std::strerror(errno));
+      }
+      out.resize(at + static_cast<size_t>(n));
+      if (n == 0) break;
+      continue;
+    }
+    const ssize_t n = read(fd, chunk, sizeof chunk);  // the file grew, or no size was known
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return IOError("reading " + path + " failed: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    out.append(chunk, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 }  // namespace fieldprof

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ void PutString16(std::string* out, std::string_view s) {
 
 // Reads from data_ with bounds checks; `ok` turns false past the end.
 struct Reader {
-  const std::string& d;
+  std::string_view d;
   size_t at;
   bool ok = true;
   template <typename T>
@@ -157,19 +158,32 @@ StatusOr<SnapshotIndex> SnapshotIndex::Open(const SnapshotCache& cache, bool* re
   ix.dir_ = cache.dir();
   const std::string sig = CacheSignature(cache.dir());
   const std::string path = cache.dir() + "/symbols.idx";
-  StatusOr<std::string> held = ReadWholeFile(path);
-  if (held.ok()) {
-    ix.data_ = std::move(*held);
-    if (ix.Parse().ok() && ix.signature_ == sig) return ix;
+  // Mapped, not read: a lookup touches the few pages it needs.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+      const size_t size = static_cast<size_t>(st.st_size);
+      void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p != MAP_FAILED) {
+        ix.hold_ = std::shared_ptr<const void>(
+            p, [size](const void* q) { munmap(const_cast<void*>(q), size); });
+        ix.data_ = std::string_view(static_cast<const char*>(p), size);
+      }
+    }
+    close(fd);
+    if (!ix.data_.empty() && ix.Parse().ok() && ix.signature_ == sig) return ix;
   }
   // Missing, damaged or out of date: built again.
   StatusOr<std::string> built = Build(cache, sig);
   if (!built.ok()) return built.status();
-  ix.data_ = std::move(*built);
+  auto bytes = std::make_shared<const std::string>(std::move(*built));
+  ix.hold_ = bytes;
+  ix.data_ = *bytes;
   FP_RETURN_IF_ERROR(ix.Parse());
   if (rebuilt != nullptr) *rebuilt = true;
   // A cache this user cannot write keeps the index in memory only.
-  (void)WriteFileDurably(path, ix.data_);
+  (void)WriteFileDurably(path, *bytes);
   return ix;
 }
 
@@ -179,7 +193,7 @@ Status SnapshotIndex::Parse() {
   Reader r{data_, 8};
   const uint32_t siglen = r.Get<uint32_t>();
   if (!r.ok || r.at + siglen > data_.size()) return bad;
-  signature_ = data_.substr(r.at, siglen);
+  signature_ = std::string(data_.substr(r.at, siglen));
   r.at += siglen;
   const uint32_t nfiles = r.Get<uint32_t>();
   files_.clear();

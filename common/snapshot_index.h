@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,7 +59,8 @@ class SnapshotIndex {
   std::string_view SymbolAt(size_t at, size_t* refs_at) const;
 
   std::string dir_;
-  std::string data_;  // the index file's bytes
+  std::shared_ptr<const void> hold_;  // the mapping of the file, or the bytes built
+  std::string_view data_;             // the index's bytes
   std::string signature_;
   std::vector<std::string> files_;  // fragment file paths
   uint64_t symbols_ = 0;

@@ -206,6 +206,6 @@ int main(int argc, char** argv) {
       "ratio: one indexed fieldprof cost = %.1f hovers; one full scan (its first call) "
       "= %.0f hovers\n",
       cost_ms[1] * 1000 / mean, first_ms * 1000 / mean);
-  std::filesystem::remove_all(dir);
+  if (std::getenv("LSP_BENCH_KEEP") == nullptr) std::filesystem::remove_all(dir);
   return 0;
 }
