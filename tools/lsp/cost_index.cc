@@ -81,24 +81,33 @@ std::string CostIndex::CacheSignature(const std::string& dir) {
   return SnapshotIndex::CacheSignature(dir);
 }
 
-StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache) {
+StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache, bool* rebuilt) {
   CostIndex ix;
-  ix.signature_ = CacheSignature(cache.dir());
   StatusOr<wire::Manifest> manifest = cache.Manifest();
   if (!manifest.ok()) return manifest.status();
   ix.snapshot_version_ = manifest->snapshot_version();
   ix.created_unix_ms_ = manifest->created_unix_ms();
   ix.fragment_count_ = manifest->fragment_count();
   ix.fragments_held_ = static_cast<uint32_t>(cache.Fragments().size());
+  StatusOr<SnapshotIndex> records = SnapshotIndex::Open(cache, rebuilt);
+  if (!records.ok()) return records.status();
+  ix.signature_ = records->signature();
+  ix.records_ = std::make_shared<const SnapshotIndex>(std::move(*records));
+  ix.memo_ = std::make_shared<Memo>();
+  return ix;
+}
 
-  std::unordered_map<std::string, Acc> acc;  // symbol '\0' module
-  Status s = cache.ForEachRecord([&](const wire::Record& r) {
+std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string& symbol) const {
+  std::vector<std::pair<std::string, Acc>> acc;  // by module
+  Status s = records_->ForEachRecordOf(symbol, [&](const wire::Record& r) {
     const wire::ApiKey& k = r.key();
-    if (k.symbol().empty()) return true;
-    std::string name = k.symbol();
-    name += '\0';
-    name += k.module();
-    Acc& a = acc[name];
+    auto found =
+        std::find_if(acc.begin(), acc.end(), [&](const auto& e) { return e.first == k.module(); });
+    if (found == acc.end()) {
+      acc.emplace_back(k.module(), Acc());
+      found = acc.end() - 1;
+    }
+    Acc& a = found->second;
     const Histogram h = HistogramFromWire(r.histogram());
     if (k.metric() == wire::METRIC_WALL_TIME_NS) {
       a.time.Merge(h);
@@ -122,15 +131,14 @@ StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache) {
     }
     return true;
   });
-  if (!s.ok()) return s;
-
-  for (auto& [name, a] : acc) {
+  auto out = std::make_shared<std::vector<ApiCost>>();
+  if (!s.ok()) return out;  // the cache changed under us: the next index has it
+  for (auto& [module, a] : acc) {
     if (a.time.buckets.empty() && a.time.zero_count == 0) continue;  // no wall time
     const Histogram time = a.time.Full();
     ApiCost c;
-    const size_t nul = name.find('\0');
-    c.symbol = name.substr(0, nul);
-    c.module = name.substr(nul + 1);
+    c.symbol = symbol;
+    c.module = module;
     c.time = time.Stats();
     c.zero_count = time.zero_count();
     int lo = kNumBuckets, hi = -1;
@@ -155,21 +163,22 @@ StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache) {
     c.alloc_count = mean(wire::METRIC_ALLOC_COUNT);
     c.file_io_bytes = mean(wire::METRIC_FILE_IO_BYTES);
     c.socket_io_bytes = mean(wire::METRIC_SOCKET_IO_BYTES);
-    a = Acc();  // its memory goes as the index grows
-    ix.by_symbol_[c.symbol].push_back(std::move(c));
+    out->push_back(std::move(c));
   }
-  for (auto& [_, v] : ix.by_symbol_) {
-    std::sort(v.begin(), v.end(), [](const ApiCost& a, const ApiCost& b) {
-      return a.time.count != b.time.count ? a.time.count > b.time.count : a.module < b.module;
-    });
-  }
-  return ix;
+  std::sort(out->begin(), out->end(), [](const ApiCost& a, const ApiCost& b) {
+    return a.time.count != b.time.count ? a.time.count > b.time.count : a.module < b.module;
+  });
+  return out;
 }
 
-const std::vector<ApiCost>& CostIndex::Find(const std::string& symbol) const {
-  static const std::vector<ApiCost> kNone;
-  auto it = by_symbol_.find(symbol);
-  return it == by_symbol_.end() ? kNone : it->second;
+std::shared_ptr<const std::vector<ApiCost>> CostIndex::Find(const std::string& symbol) const {
+  std::lock_guard<std::mutex> l(memo_->mu);
+  auto it = memo_->by_symbol.find(symbol);
+  if (it != memo_->by_symbol.end()) return it->second;
+  if (memo_->by_symbol.size() >= kMemoEntries) memo_->by_symbol.clear();  // callers hold theirs
+  auto costs = Compute(symbol);
+  memo_->by_symbol.emplace(symbol, costs);
+  return costs;
 }
 
 }  // namespace fieldprof::tools

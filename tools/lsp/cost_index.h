@@ -1,24 +1,28 @@
-// The snapshot cache as a lookup table by symbol name (issue #17): one scan
-// of the cache's fragments builds it, after which a name is a hash lookup.
-// The language server builds it in the background and rebuilds it when the
-// fragments on disk change (CostIndex::CacheSignature).
+// An API's field cost by symbol name, for the language server (issue #17):
+// the cache's symbol index (common/snapshot_index.h, the one fieldprof cost
+// reads through) finds a symbol's records; they are summed per module on
+// first use and remembered. Opening costs a map of the index file; the
+// server opens a new CostIndex when the cache's files change.
 //
 //   StatusOr<CostIndex> ix = CostIndex::Build(SnapshotCache(dir));
-//   for (const ApiCost& c : ix->Find("deflate")) ...   // one per module
+//   for (const ApiCost& c : *ix->Find("deflate")) ...   // one per module
 //
 // Each entry sums every version and platform of one symbol in one module:
-// the wall-time histogram in full (its log2 bucket counts, for bars), the
+// the wall-time histogram's statistics and bucket counts (for bars), the
 // other metrics as per-call means.
 #ifndef FIELDPROF_TOOLS_LSP_COST_INDEX_H_
 #define FIELDPROF_TOOLS_LSP_COST_INDEX_H_
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "common/histogram.h"
 #include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
 #include "common/status.h"
 
 namespace fieldprof::tools {
@@ -43,27 +47,38 @@ struct ApiCost {
 
 class CostIndex {
  public:
-  // One pass over every fragment held. NotFound: no snapshot in the cache.
-  [[nodiscard]] static StatusOr<CostIndex> Build(const SnapshotCache& cache);
+  // Opens the cache's symbol index (common/snapshot_index.h), building it
+  // when the cache changed since (`rebuilt` says so). NotFound: no snapshot
+  // in the cache.
+  [[nodiscard]] static StatusOr<CostIndex> Build(const SnapshotCache& cache,
+                                                 bool* rebuilt = nullptr);
 
-  // What identifies the cache's content on disk: the manifest's size and
-  // time, each fragment file's name. It changes when a refresh stores a
-  // manifest or a fragment.
+  // What identifies the cache's content on disk (SnapshotIndex's).
   static std::string CacheSignature(const std::string& dir);
 
   // Every module's entry for the symbol, most called first; empty when the
-  // cache has no wall-time data for it.
-  const std::vector<ApiCost>& Find(const std::string& symbol) const;
+  // cache has no wall-time data for it. Summed from the symbol's records on
+  // first use, then remembered (up to kMemoEntries symbols). Thread-safe.
+  std::shared_ptr<const std::vector<ApiCost>> Find(const std::string& symbol) const;
 
-  size_t symbols() const { return by_symbol_.size(); }
+  uint64_t symbols() const { return records_ ? records_->symbols() : 0; }
   uint64_t snapshot_version() const { return snapshot_version_; }
   int64_t created_unix_ms() const { return created_unix_ms_; }
   uint32_t fragments_held() const { return fragments_held_; }
   uint32_t fragment_count() const { return fragment_count_; }
   const std::string& signature() const { return signature_; }
 
+  static constexpr size_t kMemoEntries = 4096;
+
  private:
-  std::unordered_map<std::string, std::vector<ApiCost>> by_symbol_;
+  std::shared_ptr<const std::vector<ApiCost>> Compute(const std::string& symbol) const;
+
+  struct Memo {
+    std::mutex mu;
+    std::unordered_map<std::string, std::shared_ptr<const std::vector<ApiCost>>> by_symbol;
+  };
+  std::shared_ptr<const SnapshotIndex> records_;
+  std::shared_ptr<Memo> memo_;
   uint64_t snapshot_version_ = 0;
   int64_t created_unix_ms_ = 0;
   uint32_t fragments_held_ = 0, fragment_count_ = 0;

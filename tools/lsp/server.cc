@@ -293,7 +293,8 @@ class Server {
         const std::string sig = CostIndex::CacheSignature(dir) + "|" + dir;
         if (sig != last_sig) {
           const auto t0 = std::chrono::steady_clock::now();
-          StatusOr<CostIndex> built = CostIndex::Build(SnapshotCache(dir));
+          bool rebuilt = false;
+          StatusOr<CostIndex> built = CostIndex::Build(SnapshotCache(dir), &rebuilt);
           const double ms =
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
@@ -301,12 +302,12 @@ class Server {
             auto ix = std::make_shared<const CostIndex>(std::move(*built));
             char line[256];
             std::snprintf(line, sizeof line,
-                          "index of %s: %zu APIs, snapshot %llu of %s, %u of %u fragments, "
-                          "built in %.0f ms",
-                          dir.c_str(), ix->symbols(),
+                          "index of %s: %llu APIs, snapshot %llu of %s, %u of %u fragments, "
+                          "%s in %.0f ms",
+                          dir.c_str(), static_cast<unsigned long long>(ix->symbols()),
                           static_cast<unsigned long long>(ix->snapshot_version()),
                           DateOf(ix->created_unix_ms()).c_str(), ix->fragments_held(),
-                          ix->fragment_count(), ms);
+                          ix->fragment_count(), rebuilt ? "built" : "opened", ms);
             {
               std::lock_guard<std::mutex> l(index_mu_);
               index_ = std::move(ix);
@@ -498,10 +499,9 @@ class Server {
     std::vector<const ApiCost*> others;
     bool decided = false;  // the includes chose among several modules
   };
-  Choice Choose(const std::vector<ApiCost>& all, const std::string& text) {
+  Choice Choose(const std::vector<ApiCost>& all, const std::vector<std::string>& includes) {
     Choice ch;
     if (all.size() > 1) {
-      const std::vector<std::string> includes = IncludedHeaders(text);
       for (const ApiCost& c : all) {
         (ModuleMatchesIncludes(c.module, includes) ? ch.shown : ch.others).push_back(&c);
       }
@@ -524,9 +524,10 @@ class Server {
     if (w.name.empty()) return nullptr;
     std::shared_ptr<const CostIndex> ix = Index();
     if (!ix) return nullptr;
-    const std::vector<ApiCost>& all = ix->Find(w.name);
+    const std::shared_ptr<const std::vector<ApiCost>> found = ix->Find(w.name);
+    const std::vector<ApiCost>& all = *found;
     if (all.empty()) return nullptr;
-    const Choice ch = Choose(all, text);
+    const Choice ch = Choose(all, IncludedHeaders(text));
     std::string md = "### " + w.name + " — field cost\n\n";
     if (ch.shown.size() > 1) {
       md += "Found in " + std::to_string(ch.shown.size()) +
@@ -561,23 +562,25 @@ class Server {
   // Call sites whose API has solid data and costs at least the threshold.
   struct Site {
     CallSite call;
-    const ApiCost* cost;
+    const ApiCost* cost;  // in `entries`
     bool ambiguous;
+    std::shared_ptr<const std::vector<ApiCost>> entries;
   };
   std::vector<Site> SolidSites(const std::string& text) {
     std::vector<Site> out;
     std::shared_ptr<const CostIndex> ix = Index();
     if (!ix) return out;
+    const std::vector<std::string> includes = IncludedHeaders(text);
     for (const CallSite& cs : CallSites(text)) {
-      const std::vector<ApiCost>& all = ix->Find(cs.name);
-      if (all.empty()) continue;
-      const Choice ch = Choose(all, text);
+      std::shared_ptr<const std::vector<ApiCost>> found = ix->Find(cs.name);
+      if (found->empty()) continue;
+      const Choice ch = Choose(*found, includes);
       const ApiCost* c = ch.shown.front();  // the most called of those shown
       if (c->time.count < opt_.min_calls || c->runs < opt_.min_runs ||
           c->time.p50 < opt_.min_p50_ns) {
         continue;
       }
-      out.push_back({cs, c, ch.shown.size() > 1});
+      out.push_back({cs, c, ch.shown.size() > 1, std::move(found)});
     }
     return out;
   }
