@@ -366,6 +366,18 @@ TEST_F(LspTest, BadInputGetsErrorsAndNeverStopsTheServer) {
   Open(*c, "file:///big.c", big);
   const int last = static_cast<int>(std::count(big.begin(), big.end(), '\n')) - 1;
   EXPECT_NE(HoverText(*c, "file:///big.c", last, 24).find("### deflate"), std::string::npos);
+  // Lenses over a large file with 20,000 call sites, and one minified line
+  // of 5,000 nested calls: each found where it is.
+  std::string many = "#include <zlib.h>\n";
+  for (int i = 0; i < 20000; ++i) many += "/* é */ x += deflate(s, " + std::to_string(i) + ");\n";
+  for (int i = 0; i < 5000; ++i) many += "deflate(";
+  many += std::string(5000, ')') + ";\n";
+  Open(*c, "file:///many.c", many);
+  json lenses =
+      c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///many.c")}})["result"];
+  ASSERT_EQ(lenses.size(), 25000u);
+  EXPECT_EQ(lenses[19999]["range"]["start"], Pos(20000, 13));  // é is one UTF-16 unit
+  EXPECT_EQ(lenses[20001]["range"]["start"], Pos(20001, 8));
   // Still answering.
   r = c->Call("shutdown", nullptr);
   EXPECT_TRUE(r.contains("result"));

@@ -591,14 +591,13 @@ class Server {
     auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
     if (it == docs_.end()) return out;
     const std::string& text = it->second.text;
+    const Positions pos(text);
     for (const Site& s : SolidSites(text)) {
       std::string title = s.call.name + " ≈ " + Time(*s.cost, s.cost->time.p50) + " p50, p99 " +
                           Time(*s.cost, s.cost->time.p99) + " (field";
       title += s.ambiguous ? ", " + s.cost->module + " of several)" : ")";
-      out.push_back(
-          {{"range",
-            {{"start", PositionOf(text, s.call.begin)}, {"end", PositionOf(text, s.call.end)}}},
-           {"command", {{"title", title}, {"command", ""}}}});
+      out.push_back({{"range", {{"start", pos.At(s.call.begin)}, {"end", pos.At(s.call.end)}}},
+                     {"command", {{"title", title}, {"command", ""}}}});
     }
     return out;
   }
@@ -615,9 +614,10 @@ class Server {
       from = OffsetOf(text, r.at("start").at("line"), r.at("start").at("character"));
       to = OffsetOf(text, r.at("end").at("line"), r.at("end").at("character"));
     }
+    const Positions pos(text);
     for (const Site& s : SolidSites(text)) {
       if (s.call.after < from || s.call.after > to) continue;
-      out.push_back({{"position", PositionOf(text, s.call.after)},
+      out.push_back({{"position", pos.At(s.call.after)},
                      {"label", "≈ " + Time(*s.cost, s.cost->time.p50) + " p50"},
                      {"paddingLeft", true},
                      {"tooltip", s.call.name + " in " + s.cost->module + ": " +

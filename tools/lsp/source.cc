@@ -1,5 +1,6 @@
 #include "tools/lsp/source.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <set>
@@ -165,6 +166,30 @@ nlohmann::json PositionOf(const std::string& text, size_t offset) {
   return {{"line", line}, {"character", units}};
 }
 
+Positions::Positions(const std::string& text) : text_(text) {
+  starts_.push_back(0);
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') starts_.push_back(i + 1);
+    if (static_cast<unsigned char>(text[i]) >= 0x80) ascii_ = false;
+  }
+}
+
+nlohmann::json Positions::At(size_t offset) const {
+  offset = std::min(offset, text_.size());
+  const size_t line = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) -
+                                          starts_.begin()) -
+                      1;
+  int64_t units = 0;
+  if (ascii_) {
+    units = static_cast<int64_t>(offset - starts_[line]);
+  } else {
+    for (size_t i = starts_[line]; i < offset; ++i) {
+      units += Utf16Units(static_cast<unsigned char>(text_[i]));
+    }
+  }
+  return {{"line", static_cast<int64_t>(line)}, {"character", units}};
+}
+
 Word IdentifierAt(const std::string& text, size_t offset) {
   Word w;
   offset = std::min(offset, text.size());
@@ -250,7 +275,8 @@ std::vector<CallSite> CallSites(const std::string& text) {
     // The closing parenthesis, if on the same line.
     size_t after = e, k = q;
     int depth = 0;
-    while (k < n && text[k] != '\n') {
+    const size_t limit = std::min(n, q + 4096);  // a minified line stays linear
+    while (k < limit && text[k] != '\n') {
       const char d = text[k];
       if (d == '"' || d == '\'') {
         ++k;

@@ -19,6 +19,19 @@ size_t OffsetOf(const std::string& text, int64_t line, int64_t character);
 // The LSP position of a byte offset, as {"line", "character"}.
 nlohmann::json PositionOf(const std::string& text, size_t offset);
 
+// PositionOf for many offsets of one text: lines found once, then a binary
+// search per offset (a lens per call site in a large file stays linear).
+class Positions {
+ public:
+  explicit Positions(const std::string& text);
+  nlohmann::json At(size_t offset) const;
+
+ private:
+  const std::string& text_;
+  std::vector<size_t> starts_;  // of each line
+  bool ascii_ = true;           // UTF-16 units = bytes
+};
+
 struct Word {
   std::string name;  // empty: no identifier there
   size_t begin = 0, end = 0;
@@ -29,8 +42,9 @@ Word IdentifierAt(const std::string& text, size_t offset);
 struct CallSite {
   std::string name;
   size_t begin = 0, end = 0;  // the name
-  size_t after = 0;           // just past the call's closing parenthesis,
-                              // or the name's end when it closes on another line
+  size_t after = 0;           // just past the call's closing parenthesis, or
+                              // the name's end when it closes on another line
+                              // or over 4 KiB on
 };
 // Every `name (` outside comments, string and character literals and
 // preprocessor lines, that is not a keyword or a member call (`.f(`, `->f(`).
