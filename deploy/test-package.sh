@@ -27,12 +27,7 @@ cd "$(dirname "$0")/.."
 [[ $(id -u) -eq 0 ]] || { echo "test-package: needs root (chroot, mounts): skipped"; exit 77; }
 work="$(mktemp -d /tmp/fieldprof-pkgtest-XXXXXX)"
 # An older aggregator package (for the upgrade), then this build's packages.
-PACKAGE_VERSION=0.0.9-1 ./deploy/package.sh > "$work/package-old.log" 2>&1 ||
-  { cat "$work/package-old.log"; exit 1; }
-cp dist/fieldprof-aggregator_0.0.9-1_*.deb "$work/aggregator-old.deb"
-./deploy/package.sh > "$work/package.log" 2>&1 || { cat "$work/package.log"; exit 1; }
-deb="$(ls -t dist/fieldprof_*.deb | head -1)"
-aggdeb="$(ls -t dist/fieldprof-aggregator_*.deb | head -1)"
+. deploy/test-packages-built.sh
 ./deploy/build.sh fieldprof >/dev/null
 
 step() { printf '\n== %s\n' "$*"; }

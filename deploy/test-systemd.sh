@@ -50,12 +50,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PACKAGE_VERSION=0.0.9-1 ./deploy/package.sh > "$work/package-old.log" 2>&1 ||
-  { cat "$work/package-old.log"; exit 1; }
-cp dist/fieldprof-aggregator_0.0.9-1_*.deb "$work/aggregator-old.deb"
-./deploy/package.sh > "$work/package.log" 2>&1 || { cat "$work/package.log"; exit 1; }
-deb="$(ls -t dist/fieldprof_*.deb | head -1)"
-aggdeb="$(ls -t dist/fieldprof-aggregator_*.deb | head -1)"
+# An older aggregator package (for the upgrade), then this build's packages.
+. deploy/test-packages-built.sh
 
 step "a Debian 12 root with systemd (debootstrap minbase + systemd, cached)"
 mirror="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
