@@ -34,6 +34,8 @@ PACKAGES=(
   help2man lintian debootstrap systemd-container
   # the language server (fieldprof lsp): JSON; Neovim to test it with
   nlohmann-json3-dev neovim
+  # statistics checked against an independent implementation (fieldprof check)
+  python3-scipy
 )
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then

@@ -1,0 +1,184 @@
+#include "common/permutation_test.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace fieldprof {
+
+namespace {
+
+double LogFactorial(int64_t k) { return std::lgamma(static_cast<double>(k) + 1.0); }
+
+double Uniform(std::mt19937_64& rng) {
+  return (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);  // (0, 1)
+}
+
+// Items drawn one by one: for samples of a few items.
+int64_t HypergeometricBySteps(std::mt19937_64& rng, int64_t good, int64_t bad, int64_t sample) {
+  int64_t left = good + bad, good_left = good, got = 0;
+  for (int64_t i = 0; i < sample; ++i, --left) {
+    if (Uniform(rng) * static_cast<double>(left) < static_cast<double>(good_left)) {
+      ++got;
+      --good_left;
+    }
+  }
+  return got;
+}
+
+// One sample's calls, as distinct values with their counts: the zero
+// bucket, then each bucket with calls at its mean.
+struct Cell {
+  double value;
+  int64_t count;
+  bool local;
+};
+
+void AddCells(const Histogram& h, bool local, std::vector<Cell>* cells) {
+  if (h.zero_count() > 0) cells->push_back({0.0, static_cast<int64_t>(h.zero_count()), local});
+  for (int i = 0; i < kNumBuckets; ++i) {
+    const HistogramBucket& b = h.bucket(i);
+    if (b.count == 0) continue;
+    cells->push_back({static_cast<double>(b.sum) / static_cast<double>(b.count),
+                      static_cast<int64_t>(b.count), local});
+  }
+}
+
+// The q-quantile of a multiset given as counts over cells sorted by value:
+// the smallest value whose cumulative count reaches ceil(q * n) (numpy's
+// "inverted_cdf").
+double QuantileOf(const std::vector<Cell>& cells, const std::vector<int64_t>& counts, int64_t n,
+                  double q) {
+  const int64_t rank =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * static_cast<double>(n))));
+  int64_t seen = 0;
+  for (size_t k = 0; k < cells.size(); ++k) {
+    seen += counts[k];
+    if (seen >= rank) return cells[k].value;
+  }
+  return cells.empty() ? 0 : cells.back().value;
+}
+
+}  // namespace
+
+int64_t Hypergeometric(std::mt19937_64& rng, int64_t good, int64_t bad, int64_t sample) {
+  if (sample <= 0 || good <= 0) return 0;
+  if (bad <= 0) return sample;
+  const int64_t pop = good + bad;
+  if (sample >= pop) return good;
+  if (sample < 10 || pop - sample < 10) {
+    // Few drawn, or few left behind (their complement is drawn).
+    if (sample < 10) return HypergeometricBySteps(rng, good, bad, sample);
+    return good - HypergeometricBySteps(rng, good, bad, pop - sample);
+  }
+  // Stadlober's ratio of uniforms (H2PE-class), as numpy's HRUA: draws of
+  // the smaller of sample and pop - sample, from the smaller of good and bad.
+  const int64_t m_sample = std::min(sample, pop - sample);
+  const int64_t min_gb = std::min(good, bad), max_gb = std::max(good, bad);
+  const double p = static_cast<double>(min_gb) / static_cast<double>(pop);
+  const double q = static_cast<double>(max_gb) / static_cast<double>(pop);
+  const double mu = static_cast<double>(m_sample) * p;
+  const double a = mu + 0.5;
+  const double var = static_cast<double>(pop - m_sample) * static_cast<double>(m_sample) * p * q /
+                     static_cast<double>(pop - 1);
+  const double c = std::sqrt(var + 0.5);
+  constexpr double kD1 = 1.7155277699214135;  // 2 sqrt(2/e)
+  constexpr double kD2 = 0.8989161620588988;  // 3 - 2 sqrt(3/e)
+  const double h = kD1 * c + kD2;
+  const int64_t mode = static_cast<int64_t>(
+      std::floor(static_cast<double>(m_sample + 1) * static_cast<double>(min_gb + 1) /
+                 static_cast<double>(pop + 2)));
+  const double g = LogFactorial(mode) + LogFactorial(min_gb - mode) +
+                   LogFactorial(m_sample - mode) + LogFactorial(max_gb - m_sample + mode);
+  const double b =
+      std::min(static_cast<double>(std::min(m_sample, min_gb) + 1), std::floor(a + 16 * c));
+  int64_t k = 0;
+  while (true) {
+    const double u = Uniform(rng), v = Uniform(rng);
+    const double x = a + h * (v - 0.5) / u;
+    if (x < 0.0 || x >= b) continue;
+    k = static_cast<int64_t>(std::floor(x));
+    const double t = g - (LogFactorial(k) + LogFactorial(min_gb - k) + LogFactorial(m_sample - k) +
+                          LogFactorial(max_gb - m_sample + k));
+    if (u * (4.0 - u) - 3.0 <= t) break;  // quick acceptance
+    if (u * (u - t) >= 1) continue;       // quick rejection
+    if (2.0 * std::log(u) <= t) break;
+  }
+  if (good > bad) k = m_sample - k;
+  if (m_sample < sample) k = good - k;
+  return k;
+}
+
+PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field,
+                                  const PermutationOptions& o) {
+  PermutationResult r;
+  std::vector<Cell> cells;
+  AddCells(local, true, &cells);
+  AddCells(field, false, &cells);
+  int64_t n_local = 0, n_field = 0;
+  double total = 0;
+  for (const Cell& c : cells) {
+    (c.local ? n_local : n_field) += c.count;
+    total += c.value * static_cast<double>(c.count);
+  }
+  if (n_local == 0 || n_field == 0) return r;
+  std::sort(cells.begin(), cells.end(),
+            [](const Cell& a, const Cell& b) { return a.value < b.value; });
+  const int64_t n = n_local + n_field;
+
+  std::vector<int64_t> x(cells.size()), rest(cells.size());
+  auto statistic = [&](const std::vector<int64_t>& mine) {
+    if (o.statistic == PermutationOptions::kQuantile) {
+      for (size_t k = 0; k < cells.size(); ++k) rest[k] = cells[k].count - mine[k];
+      return QuantileOf(cells, mine, n_local, o.quantile) -
+             QuantileOf(cells, rest, n_field, o.quantile);
+    }
+    double s = 0;
+    for (size_t k = 0; k < cells.size(); ++k) s += cells[k].value * static_cast<double>(mine[k]);
+    return s / static_cast<double>(n_local) - (total - s) / static_cast<double>(n_field);
+  };
+  for (size_t k = 0; k < cells.size(); ++k) x[k] = cells[k].local ? cells[k].count : 0;
+  r.observed = statistic(x);
+  // Ties count as "at least as large": a tolerance for rounding in sums.
+  const double threshold = r.observed - 1e-12 * std::max(1.0, std::fabs(r.observed));
+
+  std::mt19937_64 rng(o.seed);
+  int64_t at_least = 0;
+  int done = 0;
+  for (; done < o.resamples; ++done) {
+    int64_t left = n, want = n_local;
+    for (size_t k = 0; k < cells.size(); ++k) {
+      const int64_t a = cells[k].count;
+      left -= a;
+      x[k] = Hypergeometric(rng, a, left, want);
+      want -= x[k];
+    }
+    if (statistic(x) >= threshold) ++at_least;
+  }
+  r.resamples = done;
+  r.p_value = static_cast<double>(at_least + 1) / static_cast<double>(done + 1);
+  return r;
+}
+
+std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool dependent) {
+  const size_t m = p.size();
+  std::vector<double> out(m);
+  if (m == 0) return out;
+  std::vector<size_t> order(m);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  double c = 1;
+  if (dependent) {
+    c = 0;
+    for (size_t i = 1; i <= m; ++i) c += 1.0 / static_cast<double>(i);
+  }
+  double running = 1;
+  for (size_t j = m; j-- > 0;) {  // from the largest p down
+    const double adj = p[order[j]] * static_cast<double>(m) * c / static_cast<double>(j + 1);
+    running = std::min(running, adj);
+    out[order[j]] = std::min(1.0, running);
+  }
+  return out;
+}
+
+}  // namespace fieldprof

@@ -1,0 +1,61 @@
+// "Does this API cost me more than it costs the field?" (issue #18): a
+// one-sided permutation test on two log2-bucketed samples, and the
+// multiple-testing corrections across APIs.
+//
+// The samples are Histograms. A call in bucket b of a sample is taken at
+// that sample's bucket mean (the bucket's exact sum over its count), so a
+// sample is a multiset over at most 2 x 65 distinct values (zero and 64
+// buckets, per sample). A relabelling of the pooled calls then draws how
+// many of each value the "local" side gets: a multivariate hypergeometric
+// draw, one conditional hypergeometric per value, so a resample costs
+// O(buckets) whatever the number of calls.
+//
+//   PermutationOptions o;             // mean, 9,999 resamples, seed 1
+//   PermutationResult r = GreaterCostTest(local, field, o);
+//   std::vector<double> q = BenjaminiHochberg(p_values);   // adjusted
+#ifndef FIELDPROF_COMMON_PERMUTATION_TEST_H_
+#define FIELDPROF_COMMON_PERMUTATION_TEST_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/histogram.h"
+
+namespace fieldprof {
+
+struct PermutationOptions {
+  // The statistic: local minus field of the mean, or of a quantile.
+  enum Statistic { kMean, kQuantile } statistic = kMean;
+  double quantile = 0.5;  // for kQuantile
+  int resamples = 9999;
+  uint64_t seed = 1;  // the same seed gives the same p-value
+};
+
+struct PermutationResult {
+  double observed = 0;  // the statistic on the samples as they are
+  // (1 + resamples whose statistic >= observed) / (1 + resamples): the
+  // chance of a difference at least this large if the labels did not
+  // matter. 1 when either sample is empty.
+  double p_value = 1;
+  int resamples = 0;
+};
+
+// H1: the local sample's statistic is greater than the field's.
+PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field,
+                                  const PermutationOptions& options);
+
+// Adjusted p-values (same order as `p`): Benjamini-Hochberg step-up, or
+// with `dependent` the Benjamini-Yekutieli variant, valid under any
+// dependence between the tests. An API has evidence at false discovery
+// rate q when its adjusted p-value is <= q.
+std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool dependent = false);
+
+// One draw from the hypergeometric distribution: of `sample` items taken
+// without replacement from `good` + `bad`, how many are good. Exact
+// (inversion for small samples, Stadlober's ratio-of-uniforms otherwise).
+int64_t Hypergeometric(std::mt19937_64& rng, int64_t good, int64_t bad, int64_t sample);
+
+}  // namespace fieldprof
+
+#endif  // FIELDPROF_COMMON_PERMUTATION_TEST_H_
