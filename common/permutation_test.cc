@@ -153,7 +153,11 @@ PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field
       x[k] = Hypergeometric(rng, a, left, want);
       want -= x[k];
     }
-    if (statistic(x) >= threshold) ++at_least;
+    if (statistic(x) >= threshold && ++at_least == o.stop_after) {
+      r.resamples = done + 1;
+      r.p_value = static_cast<double>(at_least) / static_cast<double>(r.resamples);
+      return r;
+    }
   }
   r.resamples = done;
   r.p_value = static_cast<double>(at_least + 1) / static_cast<double>(done + 1);

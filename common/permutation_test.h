@@ -30,13 +30,18 @@ struct PermutationOptions {
   double quantile = 0.5;  // for kQuantile
   int resamples = 9999;
   uint64_t seed = 1;  // the same seed gives the same p-value
+  // Besag and Clifford's sequential stop: once this many resamples reach
+  // the observed statistic, p = that count / resamples drawn (a large p is
+  // known long before `resamples`). 0: always draw them all.
+  int stop_after = 0;
 };
 
 struct PermutationResult {
   double observed = 0;  // the statistic on the samples as they are
   // (1 + resamples whose statistic >= observed) / (1 + resamples): the
   // chance of a difference at least this large if the labels did not
-  // matter. 1 when either sample is empty.
+  // matter (stopped early: stop_after / resamples drawn). 1 when either
+  // sample is empty.
   double p_value = 1;
   int resamples = 0;
 };

@@ -20,6 +20,7 @@ int CmdCost(int argc, char** argv);
 int CmdOptin(int argc, char** argv);
 int CmdOptout(int argc, char** argv);
 int CmdLsp(int argc, char** argv);
+int CmdCheck(int argc, char** argv);
 
 // One spool record, readably (cmd_spool.cc); `histograms` draws each metric.
 void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunRecord& r,

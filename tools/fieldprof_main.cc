@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
                  "  api    one API's field cost from an aggregator: statistics and a histogram\n"
                  "  pull   fetch the signed field snapshot into the local cache\n"
                  "  cost   one API's field cost from the local cache, offline\n"
+                 "  check  do your runs pay more for an API than the field? (per-API test)\n"
                  "  lsp    a language server: field costs on hover and at call sites in editors\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
     return argc < 2 ? 2 : 0;
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   if (cmd == "optin") return CmdOptin(argc - 1, argv + 1);
   if (cmd == "optout") return CmdOptout(argc - 1, argv + 1);
   if (cmd == "lsp") return CmdLsp(argc - 1, argv + 1);
+  if (cmd == "check") return CmdCheck(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

@@ -232,6 +232,17 @@ TEST(PermutationTest, IsReproducibleAndSaysNothingWithoutData) {
   EXPECT_EQ(r1.resamples, 9999);
   o.seed = 43;
   EXPECT_NE(GreaterCostTest(a, b, o).p_value, r1.p_value);
+  // The sequential stop: a large p is known after a few resamples and agrees
+  // with the full run; a small one runs them all and is the same.
+  PermutationOptions seq = o;
+  seq.stop_after = 20;
+  const Histogram same = Draw(rng, 300, 7, 1);
+  const PermutationResult full = GreaterCostTest(same, b, o), quick = GreaterCostTest(same, b, seq);
+  EXPECT_LT(quick.resamples, 400) << quick.p_value;
+  EXPECT_NEAR(quick.p_value, full.p_value, 0.25);
+  const Histogram slow = Draw(rng, 300, 7, 1, 1.5);
+  EXPECT_EQ(GreaterCostTest(slow, b, seq).resamples, 9999);
+  EXPECT_EQ(GreaterCostTest(slow, b, seq).p_value, GreaterCostTest(slow, b, o).p_value);
   EXPECT_EQ(GreaterCostTest(Histogram(), b, o).p_value, 1.0);
   EXPECT_EQ(GreaterCostTest(a, Histogram(), o).p_value, 1.0);
   // The observed statistic is the difference of the bucket-mean means.

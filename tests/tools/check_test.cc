@@ -1,0 +1,147 @@
+// fieldprof check (issue #18), the real binary: run records of one slowed
+// API among several against a field snapshot of the same APIs. Only the
+// slowed API is flagged, the exit code gates on its excess, the JSON says
+// the same, and a field of another CPU family is used and said so.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+
+namespace fieldprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::Cache;
+using testing::MakeRecord;
+using testing::TempDir;
+
+// Log-normal calls around exp(mu) ns, `scale` times slower.
+Histogram Calls(std::mt19937_64& rng, int n, double mu, double scale = 1) {
+  std::lognormal_distribution<double> d(mu, 0.6);
+  Histogram h;
+  for (int i = 0; i < n; ++i) h.Record(static_cast<uint64_t>(scale * d(rng)));
+  return h;
+}
+
+int RunCommand(const std::string& cmd, std::string* out) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  out->clear();
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class CheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::mt19937_64 rng(77);
+    // The field: 12 APIs, 20,000 calls each, from 500 runs.
+    std::vector<wire::Record> field;
+    for (int a = 0; a < 12; ++a) {
+      field.push_back(MakeRecord("libx.so.1", "api" + std::to_string(a), wire::METRIC_WALL_TIME_NS,
+                                 Calls(rng, 20000, 7 + 0.3 * a), 500));
+    }
+    Cache(dir_.File("cache")).Write(3, field);
+    std::filesystem::create_directories(dir_.File("spool"));
+    // The user's runs: 5 record files, each with ~300 calls of every API;
+    // api4 is 35% slower here.
+    for (int run = 0; run < 5; ++run) {
+      wire::RunRecord r;
+      r.set_schema_version(1);
+      r.mutable_platform()->set_os(wire::OS_LINUX);
+      r.mutable_platform()->set_arch(wire::ARCH_X86_64);
+      r.mutable_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+      r.mutable_platform()->set_cpu_family(family_);
+      r.set_ended_unix_ms(1795392000000 + run);
+      for (int a = 0; a < 12; ++a) {
+        *r.add_records() =
+            MakeRecord("libx.so.1", "api" + std::to_string(a), wire::METRIC_WALL_TIME_NS,
+                       Calls(rng, 300, 7 + 0.3 * a, a == 4 ? 1.35 : 1.0), 1, family_);
+      }
+      std::ofstream(dir_.File("spool/run-" + std::to_string(run) + ".fpr"), std::ios::binary)
+          << r.SerializeAsString();
+    }
+  }
+  std::string Cmd(const std::string& flags) {
+    return std::string(FIELDPROF_CLI_BIN) + " check --cache " + dir_.File("cache") + " --spool " +
+           dir_.File("spool") + " " + flags + " 2>&1";
+  }
+
+  TempDir dir_;
+  uint32_t family_ = 25;
+};
+
+TEST_F(CheckTest, OnlyTheSlowedApiIsFlaggedAndTheExitCodeGates) {
+  std::string out;
+  ASSERT_EQ(RunCommand(Cmd("--json"), &out), 0) << out;
+  const json j = json::parse(out);
+  EXPECT_EQ(j["apis_compared"], 12);
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  const json& f = j["findings"][0];
+  EXPECT_EQ(f["symbol"], "api4");
+  EXPECT_EQ(f["evidence"], true);
+  EXPECT_LE(f["adjusted_p"].get<double>(), 0.05);
+  EXPECT_GT(f["excess"].get<double>(), 0);
+  EXPECT_EQ(f["local"]["calls"], 1500);
+  EXPECT_EQ(f["field"]["calls"], 20000);
+  EXPECT_EQ(f["field"]["platform_match"], "the same platform class");
+  // The text report names it; --all shows every API.
+  ASSERT_EQ(RunCommand(Cmd(""), &out), 0) << out;
+  std::printf("%s", out.c_str());  // the report, for whoever reads the test's log
+  EXPECT_NE(out.find("libx.so.1:api4"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libx.so.1:api3"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(Cmd("--all --json"), &out), 0);
+  EXPECT_EQ(json::parse(out)["findings"].size(), 12u);
+  // Gating: an excess threshold under api4's fails the run, one over it passes.
+  const double excess = f["excess"].get<double>();
+  EXPECT_EQ(RunCommand(Cmd("--fail_on_excess_ns " + std::to_string(excess / 2)), &out), 1) << out;
+  EXPECT_EQ(RunCommand(Cmd("--fail_on_excess_ns " + std::to_string(excess * 2)), &out), 0) << out;
+  // The same seed, the same p-values.
+  std::string again;
+  ASSERT_EQ(RunCommand(Cmd("--json"), &again), 0);
+  EXPECT_EQ(json::parse(again)["findings"][0]["p_value"], f["p_value"]);
+}
+
+TEST_F(CheckTest, AFieldOfAnotherCpuFamilyIsUsedAndSaidSo) {
+  family_ = 26;
+  TearDown();
+  SetUp();
+  std::string out;
+  ASSERT_EQ(RunCommand(Cmd("--json"), &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  EXPECT_EQ(j["findings"][0]["field"]["platform_match"], "the same CPU vendor");
+}
+
+TEST_F(CheckTest, NoDataAndBadFlagsAreClearErrors) {
+  std::string out;
+  EXPECT_EQ(RunCommand(std::string(FIELDPROF_CLI_BIN) + " check --cache " + dir_.File("cache") +
+                           " --spool " + dir_.File("empty") + " 2>&1",
+                       &out),
+            3);
+  EXPECT_NE(out.find("no wall_time_ns data"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(Cmd("--statistic p200"), &out), 2);
+  EXPECT_NE(out.find("--statistic"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(std::string(FIELDPROF_CLI_BIN) + " check --cache " + dir_.File("none") +
+                           " --spool " + dir_.File("spool") + " 2>&1",
+                       &out),
+            3);
+  EXPECT_NE(out.find("no field data"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace fieldprof

@@ -1,0 +1,76 @@
+// A snapshot cache written for a test with the cache's own writer (an
+// unsigned manifest: readers do not check signatures), and records to fill
+// it with. Shared by the language server's and fieldprof check's tests.
+#ifndef FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_
+#define FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_
+
+#include <string>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/snapshot_cache.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+
+namespace fieldprof::testing {
+
+inline wire::Record MakeRecord(const std::string& module, const std::string& symbol,
+                               wire::Metric metric, const Histogram& h, uint64_t runs,
+                               uint32_t cpu_family = 25) {
+  wire::Record r;
+  wire::ApiKey* k = r.mutable_key();
+  k->set_module(module);
+  k->set_module_version("1.0");
+  k->set_symbol(symbol);
+  k->set_metric(metric);
+  k->mutable_platform()->set_os(wire::OS_LINUX);
+  k->mutable_platform()->set_arch(wire::ARCH_X86_64);
+  k->mutable_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+  k->mutable_platform()->set_cpu_family(cpu_family);
+  HistogramToWire(h, r.mutable_histogram());
+  r.set_runs(runs);
+  return r;
+}
+
+// Values spread over [lo, hi) ns, `n` of them.
+inline Histogram Spread(uint64_t lo, uint64_t hi, int n) {
+  Histogram h;
+  for (int i = 0; i < n; ++i) h.Record(lo + (hi - lo) * static_cast<uint64_t>(i) / n);
+  return h;
+}
+
+// A snapshot cache with a few APIs (two fragments).
+class Cache {
+ public:
+  explicit Cache(const std::string& dir) : cache_(dir) {}
+  void Write(uint64_t version, const std::vector<wire::Record>& records) {
+    wire::Manifest m;
+    m.set_schema_version(1);
+    m.set_snapshot_version(version);
+    m.set_created_unix_ms(1795392000000);  // 2026-11-23 00:00 UTC
+    m.set_fragment_schema_version(1);
+    m.set_fragment_count(2);
+    wire::Fragment f[2];
+    for (int i = 0; i < 2; ++i) {
+      f[i].set_schema_version(1);
+      f[i].set_index(i);
+      f[i].set_fragment_count(2);
+    }
+    for (size_t i = 0; i < records.size(); ++i) *f[i % 2].add_records() = records[i];
+    wire::SignedManifest sm;
+    sm.set_manifest(m.SerializeAsString());
+    ASSERT_TRUE(
+        cache_.StoreManifest(sm.SerializeAsString(), m, "e" + std::to_string(version)).ok());
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(cache_.StoreFragment(i, version * 10 + i, f[i].SerializeAsString()).ok());
+    }
+  }
+  const std::string& dir() const { return cache_.dir(); }
+
+ private:
+  SnapshotCache cache_;
+};
+
+}  // namespace fieldprof::testing
+
+#endif  // FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_

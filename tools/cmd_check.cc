@@ -1,0 +1,289 @@
+// fieldprof check: do these runs pay more for an API than the field does?
+// (issue #18). The local costs are run records: the user's spool, or
+// record files given on the command line. The field is the local snapshot
+// cache, read through its symbol index. Per API, a one-sided permutation
+// test (common/permutation_test.h), then Benjamini-Hochberg across APIs.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/api_key.h"
+#include "common/histogram.h"
+#include "common/json_writer.h"
+#include "common/options.h"
+#include "common/permutation_test.h"
+#include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
+#include "common/spool.h"
+#include "common/wire.h"
+#include "tools/commands.h"
+#include "tools/format.h"
+
+namespace fieldprof::tools {
+
+namespace {
+
+struct Local {
+  Histogram h;
+  uint64_t runs = 0;
+  wire::Platform platform;  // of the first run seen
+};
+
+// How closely a field series' platform matches the local one: 3 the same
+// class (arch, vendor, family), 2 arch and vendor, 1 arch, 0 any.
+int Closeness(const wire::Platform& a, const wire::Platform& b) {
+  if (a.arch() != b.arch()) return 0;
+  if (a.cpu_vendor() != b.cpu_vendor()) return 1;
+  return a.cpu_family() == b.cpu_family() ? 3 : 2;
+}
+const char* kWidened[] = {"any platform", "the same architecture", "the same CPU vendor",
+                          "the same platform class"};
+
+struct Finding {
+  std::string module, symbol;
+  Histogram local, field;
+  uint64_t local_runs = 0, field_runs = 0;
+  int match = 3;  // Closeness level used for the field
+  PermutationResult test;
+  double adjusted = 1;
+  double excess = 0;  // (local mean - field mean) x local calls
+};
+
+}  // namespace
+
+int CmdCheck(int argc, char** argv) {
+  std::string cache_dir = DefaultSnapshotCacheDir(), spool_dir = DefaultSpoolDir();
+  std::string metric_name = "wall_time_ns", statistic = "mean";
+  int64_t resamples = 9999, seed = 1, stop_after = 20;
+  double fdr = 0.05, fail_excess = -1, min_calls = 30;
+  bool dependent = false, json = false, all = false;
+  OptionTable t("fieldprof check",
+                "Do your runs pay more for an API than the field does? Compares run records\n"
+                "(your spool by default, or the record files named) with the field snapshot in\n"
+                "the local cache, API by API: a one-sided permutation test of your cost against\n"
+                "the field's on the log2 buckets, then Benjamini-Hochberg across the APIs. The\n"
+                "field is matched to your platform class, widened (and said so) when the class\n"
+                "has no data. Shows only APIs with evidence, by excess cost.\n\n"
+                "  fieldprof check                       # your spool\n"
+                "  fieldprof check run-*.fpr --json\n"
+                "  fieldprof check --fail_on_excess_ns 1000000   # exit 1 when found (CI)\n\n"
+                "Exit: 0 nothing found (or nothing over --fail_on_excess_ns), 1 evidence\n"
+                "found with --fail_on_excess_ns, 2 a usage error, 3 no data to compare.");
+  t.AddString("cache", &cache_dir, "the snapshot cache (the field)");
+  t.AddString("spool", &spool_dir, "the spool read when no record file is named");
+  t.AddString("metric", &metric_name,
+              "wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, alloc_count, "
+              "file_io_bytes, socket_io_bytes");
+  t.AddString("statistic", &statistic, "mean, or a quantile: p50, p90, p99");
+  t.AddInt("resamples", &resamples, "permutations per API at most", 99, 10000000);
+  t.AddInt("stop_after", &stop_after,
+           "stop an API's resampling once this many reach its statistic (Besag-Clifford; 0: "
+           "never)",
+           0, 1000000);
+  t.AddInt("seed", &seed, "the random seed (the same seed, the same p-values)", 0,
+           int64_t{1} << 62);
+  t.AddDouble("fdr", &fdr, "false discovery rate: an API has evidence at adjusted p <= this", 0, 1);
+  t.AddBool("dependent", &dependent, "Benjamini-Yekutieli (any dependence between APIs)");
+  t.AddDouble("min_calls", &min_calls, "skip APIs with fewer local calls than this", 1, 1e18);
+  t.AddDouble("fail_on_excess_ns", &fail_excess,
+              "exit 1 when an API with evidence costs at least this much more in all (its "
+              "excess, in the metric's unit); -1: never",
+              -1, 1e30);
+  t.AddBool("all", &all, "show every API compared, with or without evidence");
+  t.AddBool("json", &json, "print as JSON");
+  Status s = t.Parse(argc, argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  StatusOr<wire::Metric> metric = s.ok() ? ParseMetric(metric_name) : StatusOr<wire::Metric>(s);
+  PermutationOptions o;
+  o.resamples = static_cast<int>(resamples);
+  o.seed = static_cast<uint64_t>(seed);
+  o.stop_after = static_cast<int>(stop_after);
+  if (metric.ok() && statistic != "mean") {
+    const double q =
+        statistic.size() > 1 && statistic[0] == 'p' ? std::atof(statistic.c_str() + 1) / 100 : -1;
+    if (q <= 0 || q >= 1) {
+      metric = InvalidArgument("--statistic must be mean or pNN, e.g. p90");
+    } else {
+      o.statistic = PermutationOptions::kQuantile;
+      o.quantile = q;
+    }
+  }
+  if (!metric.ok()) {
+    std::cerr << "fieldprof check: " << metric.status().message() << " (see --help)\n";
+    return 2;
+  }
+
+  // The local side: every record of the metric, summed per API.
+  std::vector<std::string> files = t.positional();
+  if (files.empty()) {
+    StatusOr<std::vector<SpoolEntry>> spool = ListSpool(spool_dir);
+    if (!spool.ok()) {
+      std::cerr << "fieldprof check: " << spool.status().message() << "\n";
+      return 3;
+    }
+    for (const SpoolEntry& e : *spool) files.push_back(e.path);
+  }
+  std::map<std::pair<std::string, std::string>, Local> local;  // (module, symbol)
+  int bad_files = 0;
+  for (const std::string& f : files) {
+    StatusOr<wire::RunRecord> run = ReadRunRecord(f);
+    if (!run.ok()) {
+      std::cerr << "fieldprof check: skipped " << run.status().message() << "\n";
+      ++bad_files;
+      continue;
+    }
+    for (const wire::Record& r : run->records()) {
+      if (r.key().metric() != *metric) continue;
+      Local& l = local[{r.key().module(), r.key().symbol()}];
+      if (l.runs == 0) l.platform = r.key().has_platform() ? r.key().platform() : run->platform();
+      l.h.Merge(HistogramFromWire(r.histogram()));
+      l.runs += std::max<uint64_t>(r.runs(), 1);
+    }
+  }
+  if (local.empty()) {
+    std::cerr << "fieldprof check: no " << metric_name << " data in " << files.size()
+              << " record file(s)"
+              << (files.empty() ? " (the spool " + spool_dir + " is empty)" : "") << ".\n";
+    return 3;
+  }
+
+  // The field side, per API, from the cache's index.
+  const SnapshotCache cache(cache_dir);
+  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
+  if (!index.ok()) {
+    std::cerr << "fieldprof check: no field data: " << index.status().message()
+              << " (fieldprof pull --all fetches the snapshot)\n";
+    return 3;
+  }
+  std::vector<Finding> found;
+  int no_field = 0, few_calls = 0;
+  for (auto& [name, l] : local) {
+    if (static_cast<double>(l.h.count()) < min_calls) {
+      ++few_calls;
+      continue;
+    }
+    Histogram by_level[4];
+    uint64_t runs_by_level[4] = {0, 0, 0, 0};
+    Status st = index->ForEachRecordOf(name.second, [&](const wire::Record& r) {
+      if (r.key().module() != name.first || r.key().metric() != *metric) return true;
+      const int c = Closeness(l.platform, r.key().platform());
+      for (int lv = 0; lv <= c; ++lv) {
+        by_level[lv].Merge(HistogramFromWire(r.histogram()));
+        runs_by_level[lv] += r.runs();
+      }
+      return true;
+    });
+    if (!st.ok()) {
+      std::cerr << "fieldprof check: " << st.message() << "\n";
+      return 1;
+    }
+    int level = 3;
+    while (level > 0 && by_level[level].empty()) --level;
+    if (by_level[level].empty()) {
+      ++no_field;
+      continue;
+    }
+    Finding f;
+    f.module = name.first;
+    f.symbol = name.second;
+    f.local = l.h;
+    f.local_runs = l.runs;
+    f.field = by_level[level];
+    f.field_runs = runs_by_level[level];
+    f.match = level;
+    f.test = GreaterCostTest(f.local, f.field, o);
+    f.excess = (f.local.Mean() - f.field.Mean()) * static_cast<double>(f.local.count());
+    found.push_back(std::move(f));
+  }
+  std::vector<double> p;
+  for (const Finding& f : found) p.push_back(f.test.p_value);
+  const std::vector<double> adjusted = BenjaminiHochberg(p, dependent);
+  for (size_t i = 0; i < found.size(); ++i) found[i].adjusted = adjusted[i];
+  std::sort(found.begin(), found.end(),
+            [](const Finding& a, const Finding& b) { return a.excess > b.excess; });
+  std::vector<const Finding*> shown;
+  bool fail = false;
+  for (const Finding& f : found) {
+    const bool evidence = f.adjusted <= fdr;
+    if (evidence && fail_excess >= 0 && f.excess >= fail_excess) fail = true;
+    if (evidence || all) shown.push_back(&f);
+  }
+
+  auto value = [&](double v) { return FormatMetricValue(*metric, v); };
+  if (json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("metric").String(metric_name).Key("statistic").String(statistic);
+    j.Key("fdr")
+        .Double(fdr)
+        .Key("correction")
+        .String(dependent ? "benjamini-yekutieli" : "benjamini-hochberg");
+    j.Key("seed").Int(seed).Key("resamples_max").Int(resamples);
+    j.Key("apis_compared").Uint(found.size()).Key("apis_without_field_data").Uint(no_field);
+    j.Key("apis_with_too_few_calls").Uint(few_calls);
+    j.Key("findings").BeginArray();
+    for (const Finding* f : shown) {
+      const HistogramStats l = f->local.Stats(), fl = f->field.Stats();
+      j.BeginObject();
+      j.Key("module").String(f->module).Key("symbol").String(f->symbol);
+      j.Key("evidence").Bool(f->adjusted <= fdr);
+      j.Key("p_value").Double(f->test.p_value).Key("adjusted_p").Double(f->adjusted);
+      j.Key("resamples").Int(f->test.resamples);
+      j.Key("excess").Double(f->excess).Key("statistic_difference").Double(f->test.observed);
+      j.Key("local").BeginObject();
+      j.Key("calls").Uint(l.count).Key("runs").Uint(f->local_runs);
+      j.Key("mean").Double(l.mean).Key("p50").Double(l.p50).Key("p90").Double(l.p90);
+      j.EndObject();
+      j.Key("field").BeginObject();
+      j.Key("calls").Uint(fl.count).Key("runs").Uint(f->field_runs);
+      j.Key("mean").Double(fl.mean).Key("p50").Double(fl.p50).Key("p90").Double(fl.p90);
+      j.Key("platform_match").String(kWidened[f->match]);
+      j.EndObject();
+      j.EndObject();
+    }
+    j.EndArray();
+    j.EndObject();
+    std::cout << j.Take() << "\n";
+    return fail ? 1 : 0;
+  }
+
+  const bool tty = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  std::printf(
+      "%zu APIs compared on %s (%s, %s); %d without field data, %d with under %.0f calls.\n",
+      found.size(), metric_name.c_str(), statistic.c_str(),
+      dependent ? "Benjamini-Yekutieli" : "Benjamini-Hochberg", no_field, few_calls, min_calls);
+  if (bad_files > 0) std::printf("%d record file(s) could not be read (see above).\n", bad_files);
+  if (shown.empty()) {
+    std::printf("No API costs you more than it costs the field (false discovery rate %.2f).\n",
+                fdr);
+    return 0;
+  }
+  std::printf("\n%-40s %12s %12s %12s %12s %9s %9s  %s\n", "API", "yours p50", "field p50",
+              "yours p90", "field p90", "p", "adj. p", "calls yours / field");
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const Finding& f = *shown[i];
+    const HistogramStats l = f.local.Stats(), fl = f.field.Stats();
+    const bool hot = i < 3 && f.adjusted <= fdr;
+    const std::string api = f.module + ":" + f.symbol;
+    std::printf("%s%-40s %12s %12s %12s %12s %9.4f %9.4f  %s / %s%s%s\n",
+                hot && tty ? "\033[1;31m" : "", api.c_str(), value(l.p50).c_str(),
+                value(fl.p50).c_str(), value(l.p90).c_str(), value(fl.p90).c_str(), f.test.p_value,
+                f.adjusted, FormatCount(l.count).c_str(), FormatCount(fl.count).c_str(),
+                hot && tty ? "\033[0m" : "",
+                f.match < 3 ? (std::string("  (field: ") + kWidened[f.match] + ")").c_str() : "");
+    std::printf("%-40s excess %s in all (%s per call)\n", "", value(f.excess).c_str(),
+                value(l.mean - fl.mean).c_str());
+  }
+  return fail ? 1 : 0;
+}
+
+}  // namespace fieldprof::tools
