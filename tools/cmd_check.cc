@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "common/api_key.h"
+#include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/json_writer.h"
 #include "common/options.h"
@@ -33,6 +36,7 @@ struct Local {
   Histogram h;
   uint64_t runs = 0;
   wire::Platform platform;  // of the first run seen
+  std::string file;         // the first record file it is in
 };
 
 // How closely a field series' platform matches the local one: 3 the same
@@ -46,7 +50,7 @@ const char* kWidened[] = {"any platform", "the same architecture", "the same CPU
                           "the same platform class"};
 
 struct Finding {
-  std::string module, symbol;
+  std::string module, symbol, file;
   Histogram local, field;
   uint64_t local_runs = 0, field_runs = 0;
   int match = 3;  // Closeness level used for the field
@@ -54,6 +58,113 @@ struct Finding {
   double adjusted = 1;
   double excess = 0;  // (local mean - field mean) x local calls
 };
+
+// A fingerprint that stays the same for an API across runs and machines:
+// FNV-1a 64 of "module:symbol:metric", in hex.
+std::string Fingerprint(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+// SARIF 2.1.0: one rule, a result per API with evidence, located at the
+// record file it was measured in and, logically, at the API.
+Status WriteSarif(const std::string& path, const std::vector<Finding>& found, double fdr,
+                  const std::string& metric,
+                  const std::function<std::string(const Finding&)>& summary) {
+  using nlohmann::json;
+  json results = json::array();
+  for (const Finding& f : found) {
+    if (f.adjusted > fdr) continue;
+    results.push_back(
+        {{"ruleId", "fieldprof/api-excess-cost"},
+         {"level", "warning"},
+         {"message", {{"text", summary(f)}}},
+         {"locations",
+          {{{"physicalLocation", {{"artifactLocation", {{"uri", f.file}}}}},
+            {"logicalLocations",
+             {{{"name", f.symbol},
+               {"fullyQualifiedName", f.module + ":" + f.symbol},
+               {"kind", "function"}}}}}}},
+         {"partialFingerprints",
+          {{"fieldprofApi/v1", Fingerprint(f.module + ":" + f.symbol + ":" + metric)}}},
+         {"properties",
+          {{"pValue", f.test.p_value},
+           {"adjustedPValue", f.adjusted},
+           {"excess", f.excess},
+           {"metric", metric}}}});
+  }
+  json rule = {
+      {"id", "fieldprof/api-excess-cost"},
+      {"name", "ApiCostsMoreThanInTheField"},
+      {"shortDescription", {{"text", "An API costs these runs more than it costs the field"}}},
+      {"fullDescription",
+       {{"text",
+         "A one-sided permutation test found the runs' cost of this API greater than the field "
+         "distribution's, at the false discovery rate set (Benjamini-Hochberg across APIs)."}}},
+      {"defaultConfiguration", {{"level", "warning"}}}};
+  json sarif = {
+      {"version", "2.1.0"},
+      {"runs",
+       {{{"tool",
+          {{"driver", {{"name", "fieldprof check"}, {"version", "0.1.0"}, {"rules", {rule}}}}}},
+         {"results", results}}}}};
+  return WriteFileDurably(path, sarif.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        if (c < 0x20 && c != '\n' && c != '\t') {
+          out += "?";  // not allowed in XML 1.0
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+// JUnit XML: a test case per API compared, failed when it has evidence.
+Status WriteJunit(const std::string& path, const std::vector<Finding>& found, double fdr,
+                  const std::function<std::string(const Finding&)>& summary) {
+  size_t failures = 0;
+  for (const Finding& f : found) failures += f.adjusted <= fdr;
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += "<testsuites>\n  <testsuite name=\"fieldprof check\" tests=\"" +
+       std::to_string(found.size()) + "\" failures=\"" + std::to_string(failures) + "\">\n";
+  for (const Finding& f : found) {
+    x += "    <testcase classname=\"" + XmlEscape(f.module) + "\" name=\"" + XmlEscape(f.symbol) +
+         "\"";
+    if (f.adjusted > fdr) {
+      x += "/>\n";
+      continue;
+    }
+    x += ">\n      <failure message=\"" + XmlEscape(summary(f)) +
+         "\" type=\"excess-cost\"/>\n    </testcase>\n";
+  }
+  x += "  </testsuite>\n</testsuites>\n";
+  return WriteFileDurably(path, x);
+}
 
 }  // namespace
 
@@ -63,6 +174,7 @@ int CmdCheck(int argc, char** argv) {
   int64_t resamples = 9999, seed = 1, stop_after = 20;
   double fdr = 0.05, fail_excess = -1, min_calls = 30;
   bool dependent = false, json = false, all = false;
+  std::string sarif_path, junit_path;
   OptionTable t("fieldprof check",
                 "Do your runs pay more for an API than the field does? Compares run records\n"
                 "(your spool by default, or the record files named) with the field snapshot in\n"
@@ -97,6 +209,11 @@ int CmdCheck(int argc, char** argv) {
               -1, 1e30);
   t.AddBool("all", &all, "show every API compared, with or without evidence");
   t.AddBool("json", &json, "print as JSON");
+  t.AddString("sarif", &sarif_path,
+              "also write the findings as SARIF 2.1.0 to this file (code-scanning tools)");
+  t.AddString("junit", &junit_path,
+              "also write JUnit XML to this file: a test case per API compared, failed when it "
+              "has evidence");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
@@ -144,7 +261,10 @@ int CmdCheck(int argc, char** argv) {
     for (const wire::Record& r : run->records()) {
       if (r.key().metric() != *metric) continue;
       Local& l = local[{r.key().module(), r.key().symbol()}];
-      if (l.runs == 0) l.platform = r.key().has_platform() ? r.key().platform() : run->platform();
+      if (l.runs == 0) {
+        l.platform = r.key().has_platform() ? r.key().platform() : run->platform();
+        l.file = f;
+      }
       l.h.Merge(HistogramFromWire(r.histogram()));
       l.runs += std::max<uint64_t>(r.runs(), 1);
     }
@@ -195,6 +315,7 @@ int CmdCheck(int argc, char** argv) {
     Finding f;
     f.module = name.first;
     f.symbol = name.second;
+    f.file = l.file;
     f.local = l.h;
     f.local_runs = l.runs;
     f.field = by_level[level];
@@ -219,6 +340,28 @@ int CmdCheck(int argc, char** argv) {
   }
 
   auto value = [&](double v) { return FormatMetricValue(*metric, v); };
+  auto summary = [&](const Finding& f) {
+    const HistogramStats l = f.local.Stats(), fl = f.field.Stats();
+    char p[64];
+    std::snprintf(p, sizeof p, "%.4g", f.adjusted);
+    return f.module + ":" + f.symbol + " costs you " + value(l.mean - fl.mean) +
+           " more per call than the field (" + metric_name + " p50 " + value(l.p50) + " against " +
+           value(fl.p50) + ", p90 " + value(l.p90) + " against " + value(fl.p90) + "; " +
+           FormatCount(l.count) + " calls against " + FormatCount(fl.count) + "; adjusted p " + p +
+           "); excess " + value(f.excess) + " in all";
+  };
+  if (!sarif_path.empty()) {
+    if (Status w = WriteSarif(sarif_path, found, fdr, metric_name, summary); !w.ok()) {
+      std::cerr << "fieldprof check: " << w.message() << "\n";
+      return 2;
+    }
+  }
+  if (!junit_path.empty()) {
+    if (Status w = WriteJunit(junit_path, found, fdr, summary); !w.ok()) {
+      std::cerr << "fieldprof check: " << w.message() << "\n";
+      return 2;
+    }
+  }
   if (json) {
     JsonWriter j;
     j.BeginObject();

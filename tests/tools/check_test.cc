@@ -116,6 +116,46 @@ TEST_F(CheckTest, OnlyTheSlowedApiIsFlaggedAndTheExitCodeGates) {
   EXPECT_EQ(json::parse(again)["findings"][0]["p_value"], f["p_value"]);
 }
 
+// SARIF for code scanning and JUnit XML for CI, read back with real parsers
+// (nlohmann-json; Python's xml.etree for the XML).
+TEST_F(CheckTest, SarifAndJunitCarryTheFindings) {
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(Cmd("--sarif " + dir_.File("a.sarif") + " --junit " + dir_.File("a.xml")), &out),
+      0)
+      << out;
+  std::ifstream in(dir_.File("a.sarif"));
+  const json sarif = json::parse(in);
+  EXPECT_EQ(sarif["version"], "2.1.0");
+  const json& run = sarif["runs"][0];
+  EXPECT_EQ(run["tool"]["driver"]["rules"][0]["id"], "fieldprof/api-excess-cost");
+  ASSERT_EQ(run["results"].size(), 1u) << sarif.dump(2);
+  const json& r = run["results"][0];
+  EXPECT_EQ(r["ruleId"], "fieldprof/api-excess-cost");
+  EXPECT_EQ(r["locations"][0]["logicalLocations"][0]["fullyQualifiedName"], "libx.so.1:api4");
+  EXPECT_NE(
+      r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].get<std::string>().find(
+          ".fpr"),
+      std::string::npos);
+  EXPECT_NE(r["message"]["text"].get<std::string>().find("libx.so.1:api4 costs you"),
+            std::string::npos);
+  const std::string fingerprint = r["partialFingerprints"]["fieldprofApi/v1"];
+  EXPECT_EQ(fingerprint.size(), 16u);
+  // The fingerprint is the API's, not the run's: the same on another run.
+  ASSERT_EQ(RunCommand(Cmd("--seed 9 --sarif " + dir_.File("b.sarif")), &out), 0) << out;
+  std::ifstream in2(dir_.File("b.sarif"));
+  EXPECT_EQ(json::parse(in2)["runs"][0]["results"][0]["partialFingerprints"]["fieldprofApi/v1"],
+            fingerprint);
+  // JUnit: 12 cases, 1 failure, named after the API.
+  const std::string py =
+      "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; s = "
+      "E.parse(sys.argv[1]).getroot()[0]; print(s.get('tests'), s.get('failures'), "
+      "[c.get('classname') + ':' + c.get('name') for c in s if c.find('failure') is not None])\" " +
+      dir_.File("a.xml");
+  ASSERT_EQ(RunCommand(py, &out), 0) << out;
+  EXPECT_EQ(out, "12 1 ['libx.so.1:api4']\n");
+}
+
 TEST_F(CheckTest, AFieldOfAnotherCpuFamilyIsUsedAndSaidSo) {
   family_ = 26;
   TearDown();
