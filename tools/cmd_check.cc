@@ -3,11 +3,16 @@
 // record files given on the command line. The field is the local snapshot
 // cache, read through its symbol index. Per API, a one-sided permutation
 // test (common/permutation_test.h), then Benjamini-Hochberg across APIs.
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -168,25 +173,83 @@ Status WriteJunit(const std::string& path, const std::vector<Finding>& found, do
 
 }  // namespace
 
+// Runs `fieldprof run` on the command `repeat` times, measuring `apis`,
+// into `spool`. The command's stdout goes to `out_fd`. Returns the runs
+// that failed to start or exited non-zero, said on stderr.
+int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& apis, int repeat,
+                       const std::string& spool, int out_fd) {
+  int apis_count = 1;
+  for (char c : apis) apis_count += c == ',';
+  int failed = 0;
+  for (int i = 0; i < repeat; ++i) {
+    std::vector<std::string> args = {"/proc/self/exe",
+                                     "run",
+                                     "--force",
+                                     apis,
+                                     "--apis",
+                                     std::to_string(apis_count),
+                                     "--spool",
+                                     spool,
+                                     "--max_load",
+                                     "1000000",
+                                     "--budget",
+                                     "1000",
+                                     "--slots",
+                                     "1000",
+                                     "--seed",
+                                     std::to_string(i + 1),
+                                     "--"};
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (out_fd != STDOUT_FILENO) posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
+    pid_t pid = 0;
+    const int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (err != 0) {
+      std::fprintf(stderr, "fieldprof check: cannot run fieldprof run: %s\n", std::strerror(err));
+      return repeat;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++failed;
+      std::fprintf(stderr, "fieldprof check: run %d of %s: %s %d (its record, if any, is used)\n",
+                   i + 1, cmd[0].c_str(), WIFEXITED(status) ? "exit" : "signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+  }
+  return failed;
+}
+
 int CmdCheck(int argc, char** argv) {
   std::string cache_dir = DefaultSnapshotCacheDir(), spool_dir = DefaultSpoolDir();
   std::string metric_name = "wall_time_ns", statistic = "mean";
   int64_t resamples = 9999, seed = 1, stop_after = 20;
   double fdr = 0.05, fail_excess = -1, min_calls = 30;
   bool dependent = false, json = false, all = false;
-  std::string sarif_path, junit_path;
-  OptionTable t("fieldprof check",
-                "Do your runs pay more for an API than the field does? Compares run records\n"
-                "(your spool by default, or the record files named) with the field snapshot in\n"
-                "the local cache, API by API: a one-sided permutation test of your cost against\n"
-                "the field's on the log2 buckets, then Benjamini-Hochberg across the APIs. The\n"
-                "field is matched to your platform class, widened (and said so) when the class\n"
-                "has no data. Shows only APIs with evidence, by excess cost.\n\n"
-                "  fieldprof check                       # your spool\n"
-                "  fieldprof check run-*.fpr --json\n"
-                "  fieldprof check --fail_on_excess_ns 1000000   # exit 1 when found (CI)\n\n"
-                "Exit: 0 nothing found (or nothing over --fail_on_excess_ns), 1 evidence\n"
-                "found with --fail_on_excess_ns, 2 a usage error, 3 no data to compare.");
+  std::string sarif_path, junit_path, apis;
+  int64_t repeat = 5;
+  OptionTable t(
+      "fieldprof check",
+      "Do your runs pay more for an API than the field does? Compares run records\n"
+      "(your spool by default, or the record files named) with the field snapshot in\n"
+      "the local cache, API by API: a one-sided permutation test of your cost against\n"
+      "the field's on the log2 buckets, then Benjamini-Hochberg across the APIs. The\n"
+      "field is matched to your platform class, widened (and said so) when the class\n"
+      "has no data. Shows only APIs with evidence, by excess cost.\n\n"
+      "  fieldprof check                       # your spool\n"
+      "  fieldprof check run-*.fpr --json\n"
+      "  fieldprof check --fail_on_excess_ns 1000000   # exit 1 when found (CI)\n"
+      "  fieldprof check --apis sqlite3_prepare_v2 --repeat 10 -- sqlite3 db 'select 1'\n\n"
+      "With -- COMMAND, the command is run --repeat times under fieldprof run, measuring\n"
+      "the --apis named, and those runs are checked.\n\n"
+      "Exit: 0 nothing found (or nothing over --fail_on_excess_ns), 1 evidence\n"
+      "found with --fail_on_excess_ns, 2 a usage error, 3 no data to compare.");
   t.AddString("cache", &cache_dir, "the snapshot cache (the field)");
   t.AddString("spool", &spool_dir, "the spool read when no record file is named");
   t.AddString("metric", &metric_name,
@@ -209,15 +272,33 @@ int CmdCheck(int argc, char** argv) {
               -1, 1e30);
   t.AddBool("all", &all, "show every API compared, with or without evidence");
   t.AddBool("json", &json, "print as JSON");
+  t.AddString("apis", &apis,
+              "with -- COMMAND: the APIs to measure, SYMBOL or MODULE:SYMBOL, comma-separated");
+  t.AddInt("repeat", &repeat, "with -- COMMAND: how many runs of it", 1, 100000);
   t.AddString("sarif", &sarif_path,
               "also write the findings as SARIF 2.1.0 to this file (code-scanning tools)");
   t.AddString("junit", &junit_path,
               "also write JUnit XML to this file: a test case per API compared, failed when it "
               "has evidence");
-  Status s = t.Parse(argc, argv);
+  // Options and record files end at "--"; the command follows.
+  int cmd_at = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      cmd_at = i;
+      break;
+    }
+  }
+  Status s = t.Parse(cmd_at, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;
+  }
+  const std::vector<std::string> command(argv + std::min(cmd_at + 1, argc), argv + argc);
+  if (s.ok() && !command.empty() && apis.empty()) {
+    s = InvalidArgument("-- COMMAND needs --apis: the APIs to measure in its runs");
+  }
+  if (s.ok() && !command.empty() && !t.positional().empty()) {
+    s = InvalidArgument("record files and -- COMMAND: one or the other");
   }
   StatusOr<wire::Metric> metric = s.ok() ? ParseMetric(metric_name) : StatusOr<wire::Metric>(s);
   PermutationOptions o;
@@ -241,6 +322,29 @@ int CmdCheck(int argc, char** argv) {
 
   // The local side: every record of the metric, summed per API.
   std::vector<std::string> files = t.positional();
+  std::string measured_spool;  // with -- COMMAND: its runs' records, removed at the end
+  struct RemoveAtEnd {
+    std::string* dir;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      if (!dir->empty()) std::filesystem::remove_all(*dir, ec);
+    }
+  } remove_at_end{&measured_spool};
+  if (!command.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "fieldprof-check-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      std::cerr << "fieldprof check: cannot make a temporary spool: " << std::strerror(errno)
+                << "\n";
+      return 3;
+    }
+    measured_spool = tmpl;
+    std::fprintf(stderr, "fieldprof check: %lld runs of %s, measuring %s\n",
+                 static_cast<long long>(repeat), command[0].c_str(), apis.c_str());
+    // With --json, the command's own output goes to stderr: stdout is ours.
+    RunCommandMeasured(command, apis, static_cast<int>(repeat), measured_spool,
+                       json ? STDERR_FILENO : STDOUT_FILENO);
+    spool_dir = measured_spool;
+  }
   if (files.empty()) {
     StatusOr<std::vector<SpoolEntry>> spool = ListSpool(spool_dir);
     if (!spool.ok()) {

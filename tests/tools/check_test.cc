@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/histogram.h"
+#include "common/spool.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -181,6 +183,72 @@ TEST_F(CheckTest, NoDataAndBadFlagsAreClearErrors) {
                        &out),
             3);
   EXPECT_NE(out.find("no field data"), std::string::npos) << out;
+}
+
+// -- COMMAND: a real program under the runtime. The field is built from
+// runs of the test program spinning 2 us per call of fp_test_spin_ns; then
+// `fieldprof check -- testprog` spinning 2 us passes the gate, and 3 us
+// (1 us more per call) is flagged and fails it. The command's output is
+// kept off the JSON.
+TEST(CheckCommandTest, ARealProgramSlowedIsFlaggedAndGated) {
+  TempDir dir;
+  const std::string cli = FIELDPROF_CLI_BIN;
+  const std::string prog = std::string(FIELDPROF_TESTPROG) + " spin ";
+  std::filesystem::create_directories(dir.File("field-spool"));
+  std::string out;
+  for (int i = 0; i < 6; ++i) {
+    RunCommand(cli + " run --force fp_test_spin_ns --apis 1 --max_load 1000000 --budget 1000 " +
+                   "--slots 1000 --spool " + dir.File("field-spool") + " -- " + prog +
+                   "2000 2000 outer " + dir.File("truth") + " > /dev/null 2>&1",
+               &out);
+  }
+  // The field: those runs' records, summed as the aggregator sums them.
+  std::map<std::string, wire::Record> sums;
+  StatusOr<std::vector<SpoolEntry>> spool = ListSpool(dir.File("field-spool"));
+  ASSERT_TRUE(spool.ok());
+  for (const SpoolEntry& e : *spool) {
+    StatusOr<wire::RunRecord> read = ReadRunRecord(e.path);
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    const wire::RunRecord& run = *read;
+    for (const wire::Record& r : run.records()) {
+      wire::Record k = r;
+      *k.mutable_key()->mutable_platform() = run.platform();
+      const std::string key = k.key().SerializeAsString();
+      auto it = sums.find(key);
+      if (it == sums.end()) {
+        sums[key] = k;
+        continue;
+      }
+      Histogram h = HistogramFromWire(it->second.histogram());
+      h.Merge(HistogramFromWire(k.histogram()));
+      HistogramToWire(h, it->second.mutable_histogram());
+      it->second.set_runs(it->second.runs() + 1);
+    }
+  }
+  std::vector<wire::Record> field;
+  for (auto& [_, r] : sums) field.push_back(r);
+  ASSERT_FALSE(field.empty()) << "the field runs left no record";
+  Cache(dir.File("cache")).Write(1, field);
+
+  // 12,000 calls; the gate: 500 ns more per call on average.
+  const std::string check = cli + " check --json --cache " + dir.File("cache") +
+                            " --apis fp_test_spin_ns --repeat 6 --fail_on_excess_ns 6000000 -- " +
+                            prog;
+  EXPECT_EQ(RunCommand(check + "2000 2000 outer " + dir.File("truth") + " 2>/dev/null", &out), 0)
+      << out;
+  json j = json::parse(out);  // only the report on stdout
+  EXPECT_EQ(j["apis_compared"], 1) << out;
+  EXPECT_EQ(RunCommand(check + "3000 2000 outer " + dir.File("truth") + " 2>/dev/null", &out), 1)
+      << out;
+  j = json::parse(out);
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  EXPECT_EQ(j["findings"][0]["symbol"], "fp_test_spin_ns");
+  EXPECT_EQ(j["findings"][0]["local"]["calls"], 12000);
+  EXPECT_GT(j["findings"][0]["local"]["p50"].get<double>(),
+            j["findings"][0]["field"]["p50"].get<double>() + 500);
+  // Without --apis, a clear error.
+  EXPECT_EQ(RunCommand(cli + " check -- /bin/true 2>&1", &out), 2);
+  EXPECT_NE(out.find("needs --apis"), std::string::npos) << out;
 }
 
 }  // namespace
