@@ -17,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "common/snapshot_index.h"
 #include "common/spool.h"
 #include "common/wire.h"
+#include "tools/client_flags.h"
 #include "tools/commands.h"
 #include "tools/format.h"
 
@@ -226,22 +228,66 @@ int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& a
   return failed;
 }
 
+uint128 ParseUint128(const std::string& digits) {
+  if (digits.empty() || digits.size() > 39) throw std::runtime_error("bad 128-bit number");
+  uint128 v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') throw std::runtime_error("bad 128-bit number");
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  return v;
+}
+
+// GET /v1/api: the field's histogram (per-bucket counts and exact sums) and
+// runs for the query; 404 leaves `h` empty.
+Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs) {
+  StatusOr<HttpReply> r = http.Get(target);
+  if (!r.ok()) return r.status();
+  if (r->status == 404) return Status::Ok();
+  if (r->status != 200) {
+    return Internal("GET " + target + " answered " + std::to_string(r->status) + ": " + r->body);
+  }
+  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  try {
+    if (j.is_discarded()) throw std::runtime_error("not JSON");
+    const nlohmann::json& hist = j.at("histogram");
+    Histogram out;
+    out.SetZeroCount(hist.at("zero_count").get<uint64_t>());
+    for (const nlohmann::json& b : hist.at("buckets")) {
+      const int i = b.at("index").get<int>();
+      if (i < 0 || i >= kNumBuckets) throw std::runtime_error("bucket index out of range");
+      HistogramBucket bucket;
+      bucket.count = b.at("count").get<uint64_t>();
+      bucket.sum = ParseUint128(b.at("sum").get<std::string>());
+      out.SetBucket(i, bucket);
+    }
+    out.SetMinMax(hist.at("min").get<uint64_t>(), hist.at("max").get<uint64_t>());
+    *h = out;
+    *runs = j.at("runs").get<uint64_t>();
+  } catch (const std::exception& e) {
+    return DataLoss("the aggregator's answer to " + target + " does not read: " + e.what());
+  }
+  return Status::Ok();
+}
+
 int CmdCheck(int argc, char** argv) {
   std::string cache_dir = DefaultSnapshotCacheDir(), spool_dir = DefaultSpoolDir();
   std::string metric_name = "wall_time_ns", statistic = "mean";
   int64_t resamples = 9999, seed = 1, stop_after = 20;
   double fdr = 0.05, fail_excess = -1, min_calls = 30;
   bool dependent = false, json = false, all = false;
-  std::string sarif_path, junit_path, apis;
+  std::string sarif_path, junit_path, apis, from, to;
+  ClientFlags client;
+  client.options.host = "";
   int64_t repeat = 5;
   OptionTable t(
       "fieldprof check",
       "Do your runs pay more for an API than the field does? Compares run records\n"
       "(your spool by default, or the record files named) with the field snapshot in\n"
-      "the local cache, API by API: a one-sided permutation test of your cost against\n"
-      "the field's on the log2 buckets, then Benjamini-Hochberg across the APIs. The\n"
-      "field is matched to your platform class, widened (and said so) when the class\n"
-      "has no data. Shows only APIs with evidence, by excess cost.\n\n"
+      "the local cache (or an aggregator, --host), API by API: a one-sided permutation\n"
+      "test of your cost against the field's on the log2 buckets, then Benjamini-Hochberg\n"
+      "across the APIs. The field is matched to your platform class, widened (and said\n"
+      "so) when the class has no data. Shows only APIs with evidence, by excess cost.\n\n"
       "  fieldprof check                       # your spool\n"
       "  fieldprof check run-*.fpr --json\n"
       "  fieldprof check --fail_on_excess_ns 1000000   # exit 1 when found (CI)\n"
@@ -275,6 +321,9 @@ int CmdCheck(int argc, char** argv) {
   t.AddString("apis", &apis,
               "with -- COMMAND: the APIs to measure, SYMBOL or MODULE:SYMBOL, comma-separated");
   t.AddInt("repeat", &repeat, "with -- COMMAND: how many runs of it", 1, 100000);
+  client.Register(t);
+  t.AddString("from", &from, "with --host: the field from this day (YYYY-MM-DD)");
+  t.AddString("to", &to, "with --host: the field to this day (YYYY-MM-DD)");
   t.AddString("sarif", &sarif_path,
               "also write the findings as SARIF 2.1.0 to this file (code-scanning tools)");
   t.AddString("junit", &junit_path,
@@ -380,13 +429,21 @@ int CmdCheck(int argc, char** argv) {
     return 3;
   }
 
-  // The field side, per API, from the cache's index.
-  const SnapshotCache cache(cache_dir);
-  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
-  if (!index.ok()) {
-    std::cerr << "fieldprof check: no field data: " << index.status().message()
-              << " (fieldprof pull --all fetches the snapshot)\n";
-    return 3;
+  // The field side, per API: the cache's index, or an aggregator's query
+  // API (--host), one request per platform level until one has data.
+  const bool remote = !client.options.host.empty();
+  std::optional<SnapshotIndex> index;
+  std::optional<HttpsClient> http;
+  if (remote) {
+    http.emplace(client.Resolve());
+  } else {
+    StatusOr<SnapshotIndex> opened = SnapshotIndex::Open(SnapshotCache(cache_dir));
+    if (!opened.ok()) {
+      std::cerr << "fieldprof check: no field data: " << opened.status().message()
+                << " (fieldprof pull --all fetches the snapshot, or use --host)\n";
+      return 3;
+    }
+    index.emplace(std::move(*opened));
   }
   std::vector<Finding> found;
   int no_field = 0, few_calls = 0;
@@ -397,15 +454,30 @@ int CmdCheck(int argc, char** argv) {
     }
     Histogram by_level[4];
     uint64_t runs_by_level[4] = {0, 0, 0, 0};
-    Status st = index->ForEachRecordOf(name.second, [&](const wire::Record& r) {
-      if (r.key().module() != name.first || r.key().metric() != *metric) return true;
-      const int c = Closeness(l.platform, r.key().platform());
-      for (int lv = 0; lv <= c; ++lv) {
-        by_level[lv].Merge(HistogramFromWire(r.histogram()));
-        runs_by_level[lv] += r.runs();
+    Status st = Status::Ok();
+    if (remote) {
+      for (int lv = 3; lv >= 0 && st.ok(); --lv) {
+        std::string q = "/v1/api?module=" + UrlEncode(name.first) +
+                        "&symbol=" + UrlEncode(name.second) + "&metric=" + metric_name;
+        if (lv >= 1) q += "&arch=" + std::string(ArchName(l.platform.arch()));
+        if (lv >= 2) q += "&vendor=" + std::string(CpuVendorName(l.platform.cpu_vendor()));
+        if (lv >= 3) q += "&family=" + std::to_string(l.platform.cpu_family());
+        if (!from.empty()) q += "&from=" + UrlEncode(from);
+        if (!to.empty()) q += "&to=" + UrlEncode(to);
+        st = FetchField(*http, q, &by_level[lv], &runs_by_level[lv]);
+        if (!by_level[lv].empty()) break;
       }
-      return true;
-    });
+    } else {
+      st = index->ForEachRecordOf(name.second, [&](const wire::Record& r) {
+        if (r.key().module() != name.first || r.key().metric() != *metric) return true;
+        const int c = Closeness(l.platform, r.key().platform());
+        for (int lv = 0; lv <= c; ++lv) {
+          by_level[lv].Merge(HistogramFromWire(r.histogram()));
+          runs_by_level[lv] += r.runs();
+        }
+        return true;
+      });
+    }
     if (!st.ok()) {
       std::cerr << "fieldprof check: " << st.message() << "\n";
       return 1;

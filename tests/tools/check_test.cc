@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "common/https_client.h"
 #include "common/spool.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
+#include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 
@@ -52,7 +54,8 @@ class CheckTest : public ::testing::Test {
   void SetUp() override {
     std::mt19937_64 rng(77);
     // The field: 12 APIs, 20,000 calls each, from 500 runs.
-    std::vector<wire::Record> field;
+    field_.clear();  // SetUp runs again after a change of family_
+    std::vector<wire::Record>& field = field_;
     for (int a = 0; a < 12; ++a) {
       field.push_back(MakeRecord("libx.so.1", "api" + std::to_string(a), wire::METRIC_WALL_TIME_NS,
                                  Calls(rng, 20000, 7 + 0.3 * a), 500));
@@ -85,6 +88,7 @@ class CheckTest : public ::testing::Test {
 
   TempDir dir_;
   uint32_t family_ = 25;
+  std::vector<wire::Record> field_;
 };
 
 TEST_F(CheckTest, OnlyTheSlowedApiIsFlaggedAndTheExitCodeGates) {
@@ -116,6 +120,48 @@ TEST_F(CheckTest, OnlyTheSlowedApiIsFlaggedAndTheExitCodeGates) {
   std::string again;
   ASSERT_EQ(RunCommand(Cmd("--json"), &again), 0);
   EXPECT_EQ(json::parse(again)["findings"][0]["p_value"], f["p_value"]);
+}
+
+// The field from an aggregator's query API (--host) instead of the cache:
+// the same records posted as a batch to the real server on loopback give
+// the same finding.
+TEST_F(CheckTest, TheFieldCanComeFromAnAggregator) {
+  ASSERT_TRUE(testing::MakeCert(dir_.path()));
+  testing::AggregatorProcess agg(dir_, testing::FreePort());
+  agg.Start();
+  wire::Batch b;
+  b.set_schema_version(kSchemaVersion);
+  b.set_batch_id(std::string(16, 'c'));
+  b.set_created_unix_ms(1795392000000);
+  b.mutable_client_platform()->set_os(wire::OS_LINUX);
+  b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
+  b.mutable_client_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+  b.mutable_client_platform()->set_cpu_family(25);
+  for (const wire::Record& r : field_) {
+    wire::Record* x = b.add_records();
+    *x = r;
+    x->mutable_key()->clear_platform();  // the batch's platform applies
+    x->set_runs(1);
+  }
+  HttpsClient c(agg.Options());
+  auto reply = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+  ASSERT_TRUE(reply.ok() && reply->status == 200) << (reply.ok() ? reply->body : "");
+  agg.WaitApplied();
+  std::string out;
+  const std::string cmd = std::string(FIELDPROF_CLI_BIN) + " check --json --spool " +
+                          dir_.File("spool") + " --host 127.0.0.1 --port " +
+                          std::to_string(agg.port()) + " --ca " + dir_.File("cert.pem") + " 2>&1";
+  ASSERT_EQ(RunCommand(cmd, &out), 0) << out;
+  const json j = json::parse(out);
+  EXPECT_EQ(j["apis_compared"], 12);
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  EXPECT_EQ(j["findings"][0]["symbol"], "api4");
+  EXPECT_EQ(j["findings"][0]["field"]["calls"], 20000);
+  EXPECT_EQ(j["findings"][0]["field"]["platform_match"], "the same platform class");
+  // A dead server is a clear error.
+  agg.Kill();
+  EXPECT_EQ(RunCommand(cmd, &out), 1);
+  EXPECT_NE(out.find("fieldprof check:"), std::string::npos) << out;
 }
 
 // SARIF for code scanning and JUnit XML for CI, read back with real parsers
