@@ -20,7 +20,6 @@
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
 #include "common/spool.h"
 #include "common/tsc_rate.h"
 #include "common/wire.h"
@@ -220,9 +219,6 @@ void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {
     schedule(true);
   } else {
     result->snapshot_fetched = r->fetched;
-    // The symbol index follows the cache now, so the user's first
-    // fieldprof cost after a refresh does not pay for its rebuild.
-    if (r->fetched > 0) (void)SnapshotIndex::Open(cache);
     state_.snapshot_version = static_cast<int64_t>(r->snapshot_version);
     state_.snapshot_window_fetched += r->fetched + r->rejected;
     state_.snapshot_bytes_downloaded += static_cast<int64_t>(r->bytes_downloaded);
