@@ -115,6 +115,19 @@ HistogramStats Histogram::Stats() const {
   return s;
 }
 
+bool ParseUint128(std::string_view digits, uint128* out) {
+  if (digits.empty()) return false;
+  uint128 v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    const unsigned d = static_cast<unsigned>(c - '0');
+    if (v > (~uint128{0} - d) / 10) return false;  // past 2^128-1
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
 std::string Uint128ToString(uint128 v) {
   if (v == 0) return "0";
   char buf[40];

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace fieldprof {
 
@@ -204,6 +205,8 @@ class Histogram {
 
 // Decimal text of a 128-bit integer (for JSON and logs).
 std::string Uint128ToString(uint128 v);
+// Its inverse: decimal digits only, at most 2^128-1; false otherwise.
+[[nodiscard]] bool ParseUint128(std::string_view digits, uint128* out);
 
 }  // namespace fieldprof
 

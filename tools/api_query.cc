@@ -5,18 +5,7 @@
 #include <sstream>
 
 namespace fieldprof::tools {
-namespace {
-
-uint128 ParseU128(const std::string& s) {
-  uint128 v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') break;
-    v = v * 10 + static_cast<unsigned>(c - '0');
-  }
-  return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string SeriesQuery(const ApiKey& key) {
   return "module=" + UrlEncode(key.module) + "&symbol=" + UrlEncode(key.symbol) +
@@ -43,7 +32,9 @@ StatusOr<RemoteSeries> FetchSeries(HttpsClient& client, const ApiKey& key) {
     out.runs = pt.get<uint64_t>("runs");
     out.count = pt.get<uint64_t>("histogram.count");
     out.zero_count = pt.get<uint64_t>("histogram.zero_count");
-    out.sum = ParseU128(pt.get<std::string>("histogram.sum"));
+    if (!ParseUint128(pt.get<std::string>("histogram.sum"), &out.sum)) {
+      return Internal("bad histogram.sum from /v1/api");
+    }
     for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
       out.bucket_counts[b.get<int>("index")] = b.get<uint64_t>("count");
     }

@@ -228,16 +228,6 @@ int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& a
   return failed;
 }
 
-uint128 ParseUint128(const std::string& digits) {
-  if (digits.empty() || digits.size() > 39) throw std::runtime_error("bad 128-bit number");
-  uint128 v = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') throw std::runtime_error("bad 128-bit number");
-    v = v * 10 + static_cast<unsigned>(c - '0');
-  }
-  return v;
-}
-
 // GET /v1/api: the field's histogram (per-bucket counts and exact sums) and
 // runs for the query; 404 leaves `h` empty.
 Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs) {
@@ -258,7 +248,9 @@ Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, ui
       if (i < 0 || i >= kNumBuckets) throw std::runtime_error("bucket index out of range");
       HistogramBucket bucket;
       bucket.count = b.at("count").get<uint64_t>();
-      bucket.sum = ParseUint128(b.at("sum").get<std::string>());
+      if (!ParseUint128(b.at("sum").get<std::string>(), &bucket.sum)) {
+        throw std::runtime_error("bad bucket sum");
+      }
       out.SetBucket(i, bucket);
     }
     out.SetMinMax(hist.at("min").get<uint64_t>(), hist.at("max").get<uint64_t>());
