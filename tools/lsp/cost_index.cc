@@ -10,50 +10,9 @@ namespace fieldprof::tools {
 
 namespace {
 
-// A histogram holding only its buckets with calls: most APIs fill 6-10 of
-// the 64, and the scan holds one per API until it ends.
-struct SparseHistogram {
-  struct Bucket {
-    uint8_t index;
-    HistogramBucket b;
-  };
-  std::vector<Bucket> buckets;
-  uint64_t zero_count = 0, min = ~uint64_t{0}, max = 0;
-  bool saturated = false;
-
-  void Merge(const Histogram& h) {
-    zero_count += h.zero_count();
-    if (!h.empty()) min = std::min(min, h.min()), max = std::max(max, h.max());
-    saturated = saturated || h.sum_sq_saturated();
-    for (int i = 0; i < kNumBuckets; ++i) {
-      const HistogramBucket& o = h.bucket(i);
-      if (o.count == 0) continue;
-      auto it = std::find_if(buckets.begin(), buckets.end(),
-                             [&](const Bucket& x) { return x.index == i; });
-      if (it == buckets.end()) {
-        buckets.push_back({static_cast<uint8_t>(i), o});
-        continue;
-      }
-      it->b.count += o.count;
-      it->b.sum += o.sum;
-      const uint128 sq = it->b.sum_sq + o.sum_sq;
-      if (sq < it->b.sum_sq) saturated = true;
-      it->b.sum_sq = sq < it->b.sum_sq ? ~uint128{0} : sq;
-    }
-  }
-  Histogram Full() const {
-    Histogram h;
-    h.SetZeroCount(zero_count);
-    for (const Bucket& x : buckets) h.SetBucket(x.index, x.b);
-    h.SetMinMax(min == ~uint64_t{0} ? 0 : min, max);
-    if (saturated) h.MarkSumSqSaturated();
-    return h;
-  }
-};
-
-// What one (module, symbol) gathers during the scan.
+// What one module's records of a symbol sum to.
 struct Acc {
-  SparseHistogram time;
+  Histogram time;
   uint64_t runs = 0, resolution_ns = 0;
   bool truncated = false;
   uint32_t series = 0;
@@ -76,10 +35,6 @@ std::string PlatformText(const wire::Platform& p) {
 }
 
 }  // namespace
-
-std::string CostIndex::CacheSignature(const std::string& dir) {
-  return SnapshotIndex::CacheSignature(dir);
-}
 
 StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache, bool* rebuilt) {
   CostIndex ix;
@@ -134,8 +89,8 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
   auto out = std::make_shared<std::vector<ApiCost>>();
   if (!s.ok()) return out;  // the cache changed under us: the next index has it
   for (auto& [module, a] : acc) {
-    if (a.time.buckets.empty() && a.time.zero_count == 0) continue;  // no wall time
-    const Histogram time = a.time.Full();
+    if (a.time.empty()) continue;  // no wall time
+    const Histogram& time = a.time;
     ApiCost c;
     c.symbol = symbol;
     c.module = module;

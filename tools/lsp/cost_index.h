@@ -53,9 +53,6 @@ class CostIndex {
   [[nodiscard]] static StatusOr<CostIndex> Build(const SnapshotCache& cache,
                                                  bool* rebuilt = nullptr);
 
-  // What identifies the cache's content on disk (SnapshotIndex's).
-  static std::string CacheSignature(const std::string& dir);
-
   // Every module's entry for the symbol, most called first; empty when the
   // cache has no wall-time data for it. Summed from the symbol's records on
   // first use, then remembered (up to kMemoEntries symbols). Thread-safe.

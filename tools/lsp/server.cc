@@ -290,7 +290,7 @@ class Server {
         dir = opt_.cache_dir;
       }
       if (!dir.empty() && initialized_.load()) {
-        const std::string sig = CostIndex::CacheSignature(dir) + "|" + dir;
+        const std::string sig = SnapshotIndex::CacheSignature(dir) + "|" + dir;
         if (sig != last_sig) {
           const auto t0 = std::chrono::steady_clock::now();
           bool rebuilt = false;
@@ -430,7 +430,9 @@ class Server {
       index_cv_.notify_all();
     }
     auto number = [&](const char* key, auto* target) {
-      if (o.contains(key) && o[key].is_number() && o[key].get<double>() >= 0) {
+      // Numbers out of range (negative, or past 1e18) are ignored, not cast.
+      if (o.contains(key) && o[key].is_number() && o[key].get<double>() >= 0 &&
+          o[key].get<double>() <= 1e18) {
         *target = o[key].get<std::remove_pointer_t<decltype(target)>>();
       }
     };
@@ -585,12 +587,17 @@ class Server {
     return out;
   }
 
+  // The text of the request's document; nullptr when it was never opened.
+  const std::string* Text(const json& params) const {
+    auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
+    return it == docs_.end() ? nullptr : &it->second.text;
+  }
+
   json CodeLenses(const json& params) {
     json out = json::array();
-    if (!opt_.code_lens) return out;
-    auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
-    if (it == docs_.end()) return out;
-    const std::string& text = it->second.text;
+    const std::string* doc = opt_.code_lens ? Text(params) : nullptr;
+    if (doc == nullptr) return out;
+    const std::string& text = *doc;
     const Positions pos(text);
     for (const Site& s : SolidSites(text)) {
       std::string title = s.call.name + " ≈ " + Time(*s.cost, s.cost->time.p50) + " p50, p99 " +
@@ -604,10 +611,9 @@ class Server {
 
   json InlayHints(const json& params) {
     json out = json::array();
-    if (!opt_.inlay_hints) return out;
-    auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
-    if (it == docs_.end()) return out;
-    const std::string& text = it->second.text;
+    const std::string* doc = opt_.inlay_hints ? Text(params) : nullptr;
+    if (doc == nullptr) return out;
+    const std::string& text = *doc;
     size_t from = 0, to = text.size();
     if (params.contains("range")) {
       const json& r = params["range"];
