@@ -274,7 +274,12 @@ Status SnapshotIndex::ForEachRecordOf(const std::string& symbol,
       if (pread(fd, bytes.data(), length, static_cast<off_t>(offset)) !=
               static_cast<ssize_t>(length) ||
           !rec.ParseFromString(bytes) || rec.key().symbol() != symbol) {
-        status = DataLoss(files_[file] + " does not hold what symbols.idx says (try again)");
+        // The index is wrong for this cache (damaged in a way Parse cannot
+        // see): removed, so the next reader builds it afresh.
+        unlink((dir_ + "/symbols.idx").c_str());
+        status = DataLoss(files_[file] +
+                          " does not hold what symbols.idx says; the index is "
+                          "removed and rebuilt on the next call");
         break;
       }
       if (!fn(rec)) break;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -247,6 +248,11 @@ TEST_F(LspTest, LensesAndHintsOnlyWhereTheDataIsSolidAndAboveTheThreshold) {
   int on_line6 = 0;
   for (const json& l : lenses) on_line6 += l["range"]["start"]["line"] == 6;
   EXPECT_EQ(on_line6, 2) << lenses.dump();
+  // A number out of range is ignored, not cast: the lenses stay.
+  c->Notify("workspace/didChangeConfiguration",
+            {{"settings", {{"fieldprof", {{"minCalls", 1e300}, {"minRuns", -5}}}}}});
+  EXPECT_EQ(c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"],
+            lenses);
   c->Notify("workspace/didChangeConfiguration",
             {{"settings", {{"fieldprof", {{"codeLens", false}}}}}});
   lenses = c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"];
@@ -457,6 +463,35 @@ TEST_F(LspTest, TheSymbolIndexFindsEveryRecordAndFollowsTheCache) {
   ASSERT_TRUE(ix.ok());
   EXPECT_TRUE(rebuilt);
   EXPECT_EQ(records_of(*ix, "compress"), expected_of("compress"));
+  // A fragment file whose bytes changed under the same name: the index no
+  // longer matches it. The read says so and removes the index; the next
+  // open builds it afresh and reads right.
+  {
+    std::vector<std::string> frags;
+    for (const auto& e : std::filesystem::directory_iterator(cache_->dir() + "/fragments")) {
+      frags.push_back(e.path().string());
+    }
+    std::sort(frags.begin(), frags.end());
+    ASSERT_EQ(frags.size(), 2u);
+    std::filesystem::copy_file(frags[1], frags[0],
+                               std::filesystem::copy_options::overwrite_existing);
+    ix = SnapshotIndex::Open(cache, &rebuilt);
+    ASSERT_TRUE(ix.ok());
+    EXPECT_FALSE(rebuilt);  // the names, hence the signature, are the same
+    Status bad = Status::Ok();
+    for (const char* sym : {"sqlite3_prepare_v2", "deflate", "compress", "strlen", "bar_rare"}) {
+      Status st = ix->ForEachRecordOf(sym, [](const wire::Record&) { return true; });
+      if (!st.ok()) bad = st;
+    }
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("rebuilt on the next call"), std::string::npos) << bad.ToString();
+    ix = SnapshotIndex::Open(cache, &rebuilt);
+    ASSERT_TRUE(ix.ok());
+    EXPECT_TRUE(rebuilt);
+    for (const char* sym : {"sqlite3_prepare_v2", "deflate", "compress", "strlen", "bar_rare"}) {
+      EXPECT_TRUE(ix->ForEachRecordOf(sym, [](const wire::Record&) { return true; }).ok()) << sym;
+    }
+  }
   // Many symbols: past the index's sample spacing (every 64th entry).
   std::vector<wire::Record> many;
   for (int i = 0; i < 1000; ++i) {
