@@ -21,11 +21,41 @@
 #include "tools/commands.h"
 
 namespace fieldprof::tools {
-namespace {
 
 constexpr const char* kRuntimeLib = "libfieldprof.so";
 
-bool HasRuntime(const std::string& dir) {
+namespace {
+
+void Prepend(const char* var, const std::string& value) {
+  const char* old = std::getenv(var);
+  std::string v = value;
+  if (old != nullptr && *old) v += std::string(":") + old;
+  setenv(var, v.c_str(), 1);
+}
+
+bool ParseDouble(const std::string& s, double lo, double hi, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtod(s.c_str(), &end);
+  return !s.empty() && errno == 0 && *end == 0 && *out >= lo && *out <= hi;
+}
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+std::set<std::string> SpoolNames(const std::string& dir) {
+  std::set<std::string> names;
+  StatusOr<std::vector<SpoolEntry>> l = ListSpool(dir);
+  if (l.ok()) {
+    for (const auto& e : *l) names.insert(e.name);
+  }
+  return names;
+}
+
+}  // namespace
+
+static bool HasRuntime(const std::string& dir) {
   return !dir.empty() && access((dir + "/" + kRuntimeLib).c_str(), R_OK) == 0;
 }
 
@@ -55,33 +85,6 @@ StatusOr<std::string> FindRuntime(const std::string& flag) {
                   " (build it with deploy/build.sh, or pass --lib_dir)");
 }
 
-void Prepend(const char* var, const std::string& value) {
-  const char* old = std::getenv(var);
-  std::string v = value;
-  if (old != nullptr && *old) v += std::string(":") + old;
-  setenv(var, v.c_str(), 1);
-}
-
-bool ParseDouble(const std::string& s, double lo, double hi, double* out) {
-  char* end = nullptr;
-  errno = 0;
-  *out = std::strtod(s.c_str(), &end);
-  return !s.empty() && errno == 0 && *end == 0 && *out >= lo && *out <= hi;
-}
-
-bool AllDigits(const std::string& s) {
-  return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-std::set<std::string> SpoolNames(const std::string& dir) {
-  std::set<std::string> names;
-  StatusOr<std::vector<SpoolEntry>> l = ListSpool(dir);
-  if (l.ok()) {
-    for (const auto& e : *l) names.insert(e.name);
-  }
-  return names;
-}
-
 // The machine's TSC rate, so durations are right from the command's first
 // call (agent/runtime/clock.h): the settings file's, where the agent keeps
 // it, else measured here (20 ms).
@@ -96,8 +99,6 @@ void SetTscRate() {
     setenv("FIELDPROF_TSC_HZ", std::to_string(*hz).c_str(), 1);
   }
 }
-
-}  // namespace
 
 int CmdRun(int argc, char** argv) {
   int64_t apis = 0, slots = 0;

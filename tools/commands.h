@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/proto/fieldprof.pb.h"
+#include "common/status.h"
 
 namespace fieldprof::tools {
 
@@ -21,6 +22,19 @@ int CmdOptin(int argc, char** argv);
 int CmdOptout(int argc, char** argv);
 int CmdLsp(int argc, char** argv);
 int CmdCheck(int argc, char** argv);
+int CmdLab(int argc, char** argv);
+
+// Where module:symbol sits in a lab profile's nesting graph: up to three
+// call stacks, one a line, each line starting with `indent` (cmd_lab.cc).
+void PrintLabStacks(std::FILE* out, const wire::LabProfile& p, const std::string& module,
+                    const std::string& symbol, const std::string& indent);
+
+// The directory holding libfieldprof.so (cmd_run.cc): `lib_dir_flag`, else
+// $FIELDPROF_LIB_DIR, else next to this program.
+StatusOr<std::string> FindRuntime(const std::string& lib_dir_flag);
+// Sets FIELDPROF_TSC_HZ for the runs this process starts, unless known
+// (cmd_run.cc): durations are right from a run's first call.
+void SetTscRate();
 
 // One spool record, readably (cmd_spool.cc); `histograms` draws each metric.
 void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunRecord& r,

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
                  "  pull   fetch the signed field snapshot into the local cache\n"
                  "  cost   one API's field cost from the local cache, offline\n"
                  "  check  do your runs pay more for an API than the field? (per-API test)\n"
+                 "  lab    profile one scenario completely (every API it calls); show, merge\n"
                  "  lsp    a language server: field costs on hover and at call sites in editors\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
     return argc < 2 ? 2 : 0;
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (cmd == "optout") return CmdOptout(argc - 1, argv + 1);
   if (cmd == "lsp") return CmdLsp(argc - 1, argv + 1);
   if (cmd == "check") return CmdCheck(argc - 1, argv + 1);
+  if (cmd == "lab") return CmdLab(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

@@ -1,5 +1,7 @@
 #include "tools/format.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "common/resolution.h"
@@ -65,5 +67,34 @@ std::string FormatCount(uint64_t n) {
   }
   return out;
 }
+
+// Heat colour of a histogram row: hue from the bucket's place in the range
+// shown (cheap blue .. expensive red), brightness from its count.
+std::string Heat(double position, double intensity, bool truecolor) {
+  // Blue -> cyan -> green -> yellow -> red.
+  const double hue = 240.0 * (1.0 - std::clamp(position, 0.0, 1.0));
+  const double v = 0.35 + 0.65 * std::clamp(intensity, 0.0, 1.0);
+  const double c = v, x = c * (1 - std::fabs(std::fmod(hue / 60.0, 2) - 1));
+  double r = 0, g = 0, b = 0;
+  if (hue < 60) {
+    r = c, g = x;
+  } else if (hue < 120) {
+    r = x, g = c;
+  } else if (hue < 180) {
+    g = c, b = x;
+  } else {
+    g = x, b = c;
+  }
+  char out[32];
+  if (truecolor) {
+    std::snprintf(out, sizeof out, "\033[38;2;%d;%d;%dm", static_cast<int>(r * 255),
+                  static_cast<int>(g * 255), static_cast<int>(b * 255));
+  } else {
+    auto q = [](double u) { return static_cast<int>(std::lround(u * 5)); };
+    std::snprintf(out, sizeof out, "\033[38;5;%dm", 16 + 36 * q(r) + 6 * q(g) + q(b));
+  }
+  return out;
+}
+
 
 }  // namespace fieldprof::tools

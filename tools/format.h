@@ -22,6 +22,11 @@ std::string FormatMetricValue(wire::Metric m, double v, uint64_t resolution_ns =
 // resolution (the calls no longer than the probe's own cost).
 std::string ZeroBucketLabel(wire::Metric m, uint64_t resolution_ns);
 
+// The ANSI colour of a histogram bucket in the heat spectrum: hue from its
+// place in the range shown (0 cheap: blue .. 1 expensive: red), brightness
+// from its count relative to the largest (0..1). 256 colours, or 24-bit.
+std::string Heat(double position, double intensity, bool truecolor);
+
 }  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_FORMAT_H_

@@ -13,6 +13,7 @@
 
 #include "agent/runtime/binder_state.h"
 #include "agent/runtime/decide.h"
+#include "agent/runtime/lab.h"
 #include "agent/runtime/next_symbol.h"
 #include "agent/runtime/sys.h"
 #include "common/key_rules.h"
@@ -258,7 +259,10 @@ void BuildTraps(uint32_t first) {
   }
   if (most == 0 || most > (1u << 24)) return;
   uint64_t expect = 0;  // names this call will likely trap: the API table's size
-  if (g_starting) {
+  if (g_starting && g_binder.lab) {
+    g_binder.trap_below = ~uint64_t{0};  // the lab observes every API
+    expect = most;
+  } else if (g_starting) {
     // The threshold, once, from the imports at start (binder.h).
     // Small programs (up to kTrapAll imports) keep every name: one that
     // calls a handful of APIs still measures some.
@@ -645,9 +649,44 @@ uintptr_t Direct(TrampBlock& b, uint32_t i) {
   return DirectTarget(s);
 }
 
+// Lab mode: the lab index of `real`, defined in `def` as `symbol`, when
+// the names keep the key rules, the module filters let it through and the
+// lab observes it in this pass; else -1.
+int32_t BindLab(const Object* def, const char* symbol, uintptr_t real) {
+  const char* module = KeyModule(def);
+  if (module == nullptr || !key_rules::SymbolOk(symbol, strlen(symbol))) return -1;
+  if ((g_binder.allow_modules[0] && !InList(g_binder.allow_modules, module)) ||
+      (g_binder.deny_modules[0] && InList(g_binder.deny_modules, module))) {
+    return -1;
+  }
+  char build_id[96];
+  if (def != nullptr) BuildIdHex(def->elf, build_id, sizeof build_id);
+  if (def == nullptr || !key_rules::ModuleVersionOk(build_id, strlen(build_id))) {
+    CopyName(build_id, sizeof build_id, "unknown");
+  }
+  return LabBind(module, build_id, symbol, real);
+}
+
+// Lab mode's first call of an import: to its lab stub, or straight on.
+uintptr_t LabFirstCall(TrampBlock& b, uint32_t i) {
+  ImportSlot& s = b.slots[i];
+  const uintptr_t target = s.lazy ? ResolveLazy(s) : s.orig;
+  if (target == 0) return Direct(b, i);  // a lazy entry goes on to the dynamic linker
+  const ElfObject& e = g_binder.objects[s.object].elf;
+  const int32_t index = BindLab(ObjectContaining(target), e.strtab + e.symtab[s.symidx].st_name,
+                                target);
+  if (index < 0) return Direct(b, i);
+  s.target = target;
+  s.state = kLab;
+  s.lab = static_cast<uint32_t>(index);
+  WriteEntry(b, i, LabStubAddress(s.lab));
+  return LabStubAddress(s.lab);
+}
+
 // The first call of a slot that needs more than fp_trap_fast could do.
 uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   ImportSlot& s = b.slots[i];
+  if (g_binder.lab) return LabFirstCall(b, i);
   const int32_t ai = FindApiIndex(s.name_key);
   if (ai < 0) return Direct(b, i);
   Api& a = g_binder.apis[ai];
@@ -706,6 +745,21 @@ struct DlsymWork {
 void DoDlsymWork(void* arg) {
   auto& w = *static_cast<DlsymWork*>(arg);
   w.result = w.addr;
+  if (g_binder.lab) {
+    // A function another object defines (never data: its address is used
+    // as such), reached through dlsym: observed like an import.
+    const Object* def = ObjectContaining(w.addr);
+    if (def == nullptr || def->ours) return;
+    const uint32_t h = GnuHash(w.name);
+    const Elf64_Sym* sym = FindDefinition(def->elf, w.name, h, VersionNeed{});
+    if (sym == nullptr || ELF64_ST_TYPE(sym->st_info) != STT_FUNC ||
+        def->elf.base + sym->st_value != w.addr || Excluded(w.name, h, Ours())) {
+      return;
+    }
+    const int32_t index = BindLab(def, w.name, w.addr);
+    if (index >= 0) w.result = LabStubAddress(static_cast<uint32_t>(index));
+    return;
+  }
   const int32_t ai = FindApiIndex(NameKey(w.name));
   if (ai < 0) return;
   Api& a = g_binder.apis[ai];
@@ -789,6 +843,7 @@ bool BinderStart(const BinderConfig& c) {
   g_binder.deny_modules = c.deny_modules;
   g_binder.debug_log = c.debug_log;
   g_binder.filters = c.allow_modules[0] != 0 || c.deny_modules[0] != 0;
+  g_binder.lab = c.lab;
   // Its copy's page stays untouched when there is none (most runs).
   if (c.force[0] != 0) ParseForced(c);
   const int k = c.k > g_binder.nforced ? c.k : g_binder.nforced;

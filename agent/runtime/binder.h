@@ -60,6 +60,9 @@ struct BinderConfig {
   const char* allow_modules = "";  // comma-separated sonames; "" = all
   const char* deny_modules = "";
   const char* debug_log = nullptr;
+  // Lab mode (lab.h): every import is trapped, and bound to a lab stub when
+  // the lab observes it; no field choice is made.
+  bool lab = false;
 };
 
 // From the constructor of a measured run: traps every candidate import of

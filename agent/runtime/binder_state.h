@@ -21,6 +21,7 @@ namespace fieldprof::rt {
 inline constexpr uint8_t kTrapped = 0;  // the GOT entry (or T[i]) goes to the trap
 inline constexpr uint8_t kDirect = 1;   // to the function, or the lazy PLT entry
 inline constexpr uint8_t kBound = 2;    // to the stub of `stub`
+inline constexpr uint8_t kLab = 3;      // to the lab stub of `lab` (lab.h)
 
 // One candidate import: an object's GOT entry for a function another
 // object defines.
@@ -35,6 +36,7 @@ struct ImportSlot {
   uint8_t relro;  // the entry is read-only: it stays on the trampoline, T[i] moves
   uint8_t lazy;   // orig is the lazy PLT entry (target unknown until resolved)
   int8_t stub;    // kBound: the slot
+  uint32_t lab;   // kLab: the lab index
 };
 
 // A block of trampolines and their slots, made by one look at the loaded
@@ -99,6 +101,7 @@ struct BinderState {
   const char* deny_modules;
   const char* debug_log;
   bool filters;  // allow or deny list set
+  bool lab;      // lab mode (binder.h)
 
   Object* objects;  // kMaxObjects
   uint32_t nobjects;

@@ -5,6 +5,7 @@
 // for the first time, resolving a lazily bound import, module filters,
 // pointing dropped APIs' callers at the API) is left to fp_trap_slow.
 #include "agent/runtime/binder_state.h"
+#include "agent/runtime/lab.h"
 
 namespace fieldprof::rt {
 
@@ -72,6 +73,7 @@ Result FirstCall(TrampBlock& b, uint32_t i) {
     ++g_binder.apis_called;
   }
   if (a.flags & (kApiExcluded | kApiEvicted)) return Direct(b, i);
+  if (g_binder.lab) return {0, 1};  // the lab binds in the slow path
   // The module filters need to know where the import leads.
   if (g_binder.filters || (a.flags & kApiForcedModule)) return {0, 1};
   // Past its overhead budget: new callers go straight to the API.
@@ -110,6 +112,8 @@ uintptr_t CurrentTarget(const ImportSlot& s) {
   switch (s.state) {
     case kBound:
       return StubAddress(s.stub);
+    case kLab:
+      return LabStubAddress(s.lab);
     case kDirect:
       return DirectTarget(s);
     default:

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <new>
 
+#include "agent/runtime/lab.h"
+
 namespace fieldprof::rt {
 
 // The assembly fast path's view of the data (hotpath_layout.h).
@@ -275,13 +277,23 @@ namespace {
 
 }  // namespace
 
-// The stub calls this only for a slot it measures (fp_measuring).
+namespace {
+
+// Where the API of `slot` is: a field slot's, or a lab API's (lab.h).
+inline uintptr_t RealOf(uint32_t slot) {
+  return IsLabSlot(slot) ? g_lab_real[slot - kLabSlot0] : fp_real[slot];
+}
+
+}  // namespace
+
+// The stub calls this only for a slot it measures (fp_measuring); lab
+// stubs for every call.
 extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   ThreadState& tls = t_state;
   ShadowStack* ss = tls.ss;
   if (ss == nullptr) [[unlikely]] {
     ss = TakeStack(tls);
-    if (ss == nullptr) return {fp_real[slot], 0};
+    if (ss == nullptr) return {RealOf(slot), 0};
   }
   ShadowStack& t = *ss;
   uint32_t d = t.depth;
@@ -289,7 +301,7 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
     d = DropDeadEntries(t, ret_slot);
     if (d >= kShadowDepth) {
       g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
-      return {fp_real[slot], 0};
+      return {RealOf(slot), 0};
     }
   }
   // Reserve the entry before filling it: a signal handler that runs a
@@ -309,7 +321,7 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   Barrier();
   e.ret_slot = ret_slot;
   e.t0 = Ticks();
-  return {fp_real[slot], 1};
+  return {RealOf(slot), 1};
 }
 
 // The entry stays on the shadow stack until the end, so a signal handler
@@ -339,7 +351,17 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
     if (i > 0) t.e[i - 1].child_alloc += alloc;
   }
   Slab* slab;
-  if (slot == FP_CALIBRATION_SLOT) [[unlikely]] {
+  if (IsLabSlot(slot)) [[unlikely]] {
+    const uint64_t ticks = t1 - e.t0;
+    if (slot == kLabSlot0) {
+      g.calibration_last_ticks = ticks;  // the lab probe (LabCalibrate)
+    } else {
+      const uint64_t ns =
+          Calibrated() ? TicksToNs(ticks > g_lab_probe_ticks ? ticks - g_lab_probe_ticks : 0)
+                       : ~uint64_t{0};
+      LabExit(t, i, slot, ns, alloc, alloc - child_alloc, count, file, sock);
+    }
+  } else if (slot == FP_CALIBRATION_SLOT) [[unlikely]] {
     g.calibration_last_ticks = t1 - e.t0;
   } else if ((slab = MySlab(tls)) == nullptr) [[unlikely]] {
     g.dropped_no_slab.fetch_add(1, std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 #include "agent/runtime/clock.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/decide.h"
+#include "agent/runtime/lab.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -62,6 +63,7 @@ void ResetCounts() {
     }
   }
   ForgetKeptDurations();
+  LabResetCounts();
   ResetRunClock();
 }
 
@@ -89,6 +91,7 @@ void ResetAfterFork() {
   g_slabs = static_cast<Slab*>(fresh);
   ReplaceSlabsAfterFork();
   ForgetKeptDurations();
+  LabResetCounts();
   ResetRunClock();
 }
 
@@ -108,7 +111,7 @@ uint64_t CallsSinceReset() {
       if (!g.evicted[a]) n += __atomic_load_n(&SlabAt(s).calls[a], __ATOMIC_RELAXED);
     }
   }
-  return n + KeptCalls();
+  return n + KeptCalls() + LabCalls();
 }
 
 // Whether this process has a record to write.
@@ -119,6 +122,10 @@ bool HasRecord() {
 }
 
 void WriteRecord() {
+  if (g_lab_mode != kLabOff) {  // a lab pass writes its own file, never to the spool
+    LabWriteRecord();
+    return;
+  }
   const uint64_t t_end = Rdtsc();
   CalibrateNow();             // over the whole run: the most precise rate, or the last check of it
   if (RateRefuted()) return;  // said in the debug log

@@ -14,41 +14,8 @@
 #include <unistd.h>
 
 namespace fieldprof::rt {
-namespace {
 
-// A bounded output buffer; overflow sets `bad`, never writes past the end.
-struct Out {
-  char* p;
-  size_t n = 0, cap;
-  bool bad = false;
-  void Byte(uint8_t b) {
-    if (n < cap)
-      p[n++] = static_cast<char>(b);
-    else
-      bad = true;
-  }
-  void Varint(uint64_t v) {
-    while (v >= 0x80) {
-      Byte(static_cast<uint8_t>(v | 0x80));
-      v >>= 7;
-    }
-    Byte(static_cast<uint8_t>(v));
-  }
-  void Tag(int field, int wire_type) { Varint((static_cast<uint64_t>(field) << 3) | wire_type); }
-  void U64(int field, uint64_t v) {  // proto3: zero is the default, omitted
-    if (v == 0) return;
-    Tag(field, 0);
-    Varint(v);
-  }
-  void Bytes(int field, const char* s, size_t len) {
-    Tag(field, 2);
-    Varint(len);
-    for (size_t i = 0; i < len; ++i) Byte(static_cast<uint8_t>(s[i]));
-  }
-  void Str(int field, const char* s) { Bytes(field, s, strlen(s)); }
-};
-
-void EncodePlatform(Out& o) {
+void EncodePlatform(ProtoOut& o) {
   unsigned a, b, c, d;
   uint32_t vendor = 15, family = 0;
   if (__get_cpuid(0, &a, &b, &c, &d)) {
@@ -70,13 +37,13 @@ void EncodePlatform(Out& o) {
   o.U64(4, family);
 }
 
-void EncodeHistogram(const Histogram& h, Out& o) {
+void EncodeHistogram(const Histogram& h, ProtoOut& o) {
   o.U64(1, h.zero_count());
   char bbuf[128];
   for (int i = 0; i < kNumBuckets; ++i) {
     const HistogramBucket& b = h.bucket(i);
     if (b.count == 0) continue;
-    Out bo{bbuf, 0, sizeof bbuf};
+    ProtoOut bo{bbuf, 0, sizeof bbuf};
     if (i != 0) {  // index 0 is the proto3 default
       bo.Tag(1, 0);
       bo.Varint(static_cast<uint64_t>(i));
@@ -98,18 +65,16 @@ void EncodeHistogram(const Histogram& h, Out& o) {
   o.U64(10, h.max());
 }
 
-}  // namespace
-
 size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch& scratch, char* out,
                        size_t cap) {
   // Nested messages: encoded into scratch buffers, then copied as bytes.
-  Out o{out, 0, cap};
+  ProtoOut o{out, 0, cap};
   char* const plat = scratch.plat;
   char* const key = scratch.key;
   char* const hist = scratch.hist;
   char* const rec = scratch.rec;
   char* const ctr = scratch.ctr;
-  Out po{plat, 0, sizeof scratch.plat};
+  ProtoOut po{plat, 0, sizeof scratch.plat};
   EncodePlatform(po);
   o.U64(1, 1);  // schema_version
   o.Bytes(2, plat, po.n);
@@ -118,15 +83,15 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch&
     for (int m = 0; m < FP_NUM_METRICS; ++m) {
       const Histogram& h = api.metrics[m];
       if (h.count() == 0) continue;
-      Out ko{key, 0, sizeof scratch.key};
+      ProtoOut ko{key, 0, sizeof scratch.key};
       ko.Str(1, api.module);
       ko.Str(2, api.build_id);
       ko.Str(3, api.symbol);
       ko.U64(4, static_cast<uint64_t>(m + 1));
       ko.Bytes(5, plat, po.n);
-      Out ho{hist, 0, sizeof scratch.hist};
+      ProtoOut ho{hist, 0, sizeof scratch.hist};
       EncodeHistogram(h, ho);
-      Out ro{rec, 0, sizeof scratch.rec};
+      ProtoOut ro{rec, 0, sizeof scratch.rec};
       ro.Bytes(1, key, ko.n);
       ro.Bytes(2, hist, ho.n);
       ro.U64(3, 1);  // runs
@@ -136,7 +101,7 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch&
       o.Bytes(3, rec, ro.n);
     }
   }
-  Out co{ctr, 0, sizeof scratch.ctr};
+  ProtoOut co{ctr, 0, sizeof scratch.ctr};
   co.U64(1, run.calls_measured);
   co.U64(2, run.abandoned);
   co.U64(3, run.dropped);

@@ -6,11 +6,49 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "agent/runtime/runtime.h"
 #include "common/histogram.h"
 
 namespace fieldprof::rt {
+
+// A bounded output buffer; overflow sets `bad`, never writes past the end.
+struct ProtoOut {
+  char* p;
+  size_t n = 0, cap;
+  bool bad = false;
+  void Byte(uint8_t b) {
+    if (n < cap)
+      p[n++] = static_cast<char>(b);
+    else
+      bad = true;
+  }
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      Byte(static_cast<uint8_t>(v | 0x80));
+      v >>= 7;
+    }
+    Byte(static_cast<uint8_t>(v));
+  }
+  void Tag(int field, int wire_type) { Varint((static_cast<uint64_t>(field) << 3) | wire_type); }
+  void U64(int field, uint64_t v) {  // proto3: zero is the default, omitted
+    if (v == 0) return;
+    Tag(field, 0);
+    Varint(v);
+  }
+  void Bytes(int field, const char* s, size_t len) {
+    Tag(field, 2);
+    Varint(len);
+    for (size_t i = 0; i < len; ++i) Byte(static_cast<uint8_t>(s[i]));
+  }
+  void Str(int field, const char* s) { Bytes(field, s, strlen(s)); }
+};
+
+// The platform message (wire.Platform) of this machine.
+void EncodePlatform(ProtoOut& o);
+// A wire.Histogram.
+void EncodeHistogram(const Histogram& h, ProtoOut& o);
 
 struct SpoolApi {
   const char* module;

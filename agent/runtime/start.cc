@@ -14,6 +14,7 @@
 #include "agent/runtime/companion.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/first_look.h"
+#include "agent/runtime/lab.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -92,6 +93,9 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
     return StopMeasuring("no invariant TSC and no vDSO clock");
   const uint64_t t_mapped = Rdtsc();
   CalibrateProbe();
+  // A lab pass (FIELDPROF_LAB) that cannot be set up measures nothing.
+  if (!LabStart(envp, g.config.debug_log)) return StopMeasuring("lab mode cannot start");
+  LabCalibrate();
   const uint64_t t_calibrated = Rdtsc();
   BinderConfig bc;
   bc.k = settings.k;
@@ -100,6 +104,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.allow_modules = settings.allow_modules;
   bc.deny_modules = settings.deny_modules;
   bc.debug_log = g.config.debug_log;
+  bc.lab = g_lab_mode != kLabOff;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
   const uint64_t t_bound = Rdtsc();
   // The debug log's own lines come after the timing: its first vsnprintf

@@ -209,6 +209,20 @@ fp_return_point:
         jmp     .Lenter_push
         .size   fp_stub_common, .-fp_stub_common
 
+        // A lab stub (lab.h): %r11 = its slot (kLabSlot0 + the API's lab
+        // index). Always the slow entry: fp_enter finds the API, and its
+        // return goes through fp_return_point to fp_exit (slot above the
+        // probe's), which hands it to LabExit.
+        .globl  fp_lab_entry
+        .hidden fp_lab_entry
+        .type   fp_lab_entry, @function
+fp_lab_entry:
+        movq    %rax, -8(%rsp)
+        movq    %rdx, -16(%rsp)
+        movq    %rcx, -24(%rsp)
+        .size   fp_lab_entry, .-fp_lab_entry
+        // falls through
+
         .type   fp_enter_slow, @function
 fp_enter_slow:
 .Lenter_slow:

@@ -1,0 +1,73 @@
+// Lab mode (`fieldprof lab`): the runtime observes many APIs in one run,
+// not the field's few. Two kinds of pass:
+// - the census (FIELDPROF_LAB=census): every import one object makes from
+//   another, and every function the program gets from dlsym, is bound to a
+//   lab stub. Each call records its allocation, I/O and the APIs on the
+//   thread's stack beneath it: the nesting graph. Its durations include the
+//   probes of the APIs nested inside, so the lab's times come from:
+// - timing passes (FIELDPROF_LAB=time, FIELDPROF_LAB_APIS=<file of
+//   module:symbol lines>): only the APIs listed, chosen by `fieldprof lab`
+//   so that no two of them were ever on one stack, are bound.
+//
+// Lab stubs are made at start, one per lab API index, 16 bytes apart:
+//   mov $slot, %r11d ; jmp thunk  ->  fp_lab_entry (stubs_x86_64.S)
+// where slot = kLabSlot0 + index, and go through the hot path's slow
+// entry and exit (fp_enter/fp_exit), which hand lab slots to LabExit: the
+// shadow stack, the counters and the unwinder's repairs are the field's.
+// Index 0 is the lab probe (calibration), never recorded.
+//
+// At exit (and before exec and _exit) each process writes one file,
+// <FIELDPROF_LAB_DIR>/lab-<pid>-<ms>-<rand>.fplab: kLabRunMagic, then a
+// wire.LabRunRecord. Never the spool: lab data stays out of field sums.
+#ifndef FIELDPROF_AGENT_RUNTIME_LAB_H_
+#define FIELDPROF_AGENT_RUNTIME_LAB_H_
+
+#include <cstdint>
+
+#include "agent/runtime/hotpath.h"
+
+namespace fieldprof::rt {
+
+inline constexpr uint32_t kLabSlot0 = 64;  // above every field slot and the probe's
+inline constexpr uint32_t kLabMaxApis = 16384;
+inline constexpr uint32_t kLabStubSize = 16;
+inline constexpr char kLabRunMagic[] = "FPLABRUN1\n";  // 10 bytes, then the record
+
+enum LabMode : int { kLabOff = 0, kLabCensus = 1, kLabTime = 2 };
+
+FP_HIDDEN extern int g_lab_mode;
+FP_HIDDEN extern uintptr_t* g_lab_real;    // [kLabMaxApis]: index -> the function
+FP_HIDDEN extern uintptr_t g_lab_stubs;    // the stubs' code
+FP_HIDDEN extern uint64_t g_lab_probe_ticks;
+
+inline bool IsLabSlot(uint32_t slot) { return slot >= kLabSlot0; }
+inline uintptr_t LabStubAddress(uint32_t index) { return g_lab_stubs + kLabStubSize * index; }
+
+// Reads FIELDPROF_LAB*; in lab mode maps the lab's state, makes the stubs
+// and reads the timing plan. False: not a lab run, or it cannot be set up
+// (then nothing is measured: a lab pass must not quietly do field work).
+bool LabStart(char** envp, const char* debug_log);
+// After the clock's calibration: the lab probe's typical cost.
+void LabCalibrate();
+
+// Under the binder's lock: the lab index of the function `real`, named
+// module:symbol (build id `build_id`), bound from now on; -1 when this pass
+// does not observe it (a timing pass's plan leaves it out) or no index is left.
+int32_t LabBind(const char* module, const char* build_id, const char* symbol, uintptr_t real);
+
+// From fp_exit (hotpath.cc), for the call of lab slot `slot` at depth `i`
+// of `t`, with what it moved. No libc, no floating point.
+void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ticks, uint64_t alloc,
+             uint64_t alloc_excl, uint64_t count, uint64_t file, uint64_t sock);
+
+// Calls the lab recorded since the last reset (record.cc's test for a
+// record to write).
+uint64_t LabCalls();
+// The process's lab file (record.cc calls it in place of the spool record).
+void LabWriteRecord();
+// A fork child, or after a failed exec: counts start again (APIs stay bound).
+void LabResetCounts();
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_LAB_H_

@@ -1,0 +1,95 @@
+// The lab's part of a call's exit (lab.h): built with -mgeneral-regs-only
+// and calling no libc, as fp_exit is (the measured function's results are
+// live in the vector registers).
+#include "agent/runtime/binder_state.h"
+#include "agent/runtime/lab_state.h"
+
+namespace fieldprof::rt {
+namespace {
+
+void Lock() {
+  while (__atomic_exchange_n(&g_lab_lock, 1, __ATOMIC_ACQUIRE) != 0) {
+    while (__atomic_load_n(&g_lab_lock, __ATOMIC_RELAXED) != 0) __builtin_ia32_pause();
+  }
+}
+void Unlock() { __atomic_store_n(&g_lab_lock, 0, __ATOMIC_RELEASE); }
+
+void Pair(LabCounts& c, uint32_t outer, uint32_t inner, uint64_t direct) {
+  const uint64_t key = uint64_t{outer} * kLabMaxApis + inner + 1;
+  uint32_t i = static_cast<uint32_t>(Mix64(key)) & (kLabEdgeCap - 1);
+  for (uint32_t probes = 0; probes < kLabEdgeCap; ++probes, i = (i + 1) & (kLabEdgeCap - 1)) {
+    LabEdgeSlot& s = c.edges[i];
+    if (s.key == key) {
+      s.direct += direct;
+      return;
+    }
+    if (s.key == 0) {
+      if (probes > kLabEdgeCap / 2) break;  // keep the table usable
+      s.key = key;
+      s.direct = direct;
+      return;
+    }
+  }
+  ++c.edges_lost;
+}
+
+uint32_t LabIndex(const Entry& e) {
+  return IsLabSlot(e.slot) && e.ret_slot != nullptr ? e.slot - kLabSlot0 : 0;
+}
+
+}  // namespace
+
+void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ns, uint64_t alloc,
+             uint64_t alloc_excl, uint64_t count, uint64_t file, uint64_t sock) {
+  const uint32_t index = slot - kLabSlot0;
+  LabCounts* c = g_lab_counts;
+  if (index == 0 || index >= kLabMaxApis || c == nullptr) return;
+  if (t_in_lab) {  // a signal handler's call inside this thread's recording
+    __atomic_fetch_add(&c->dropped, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  t_in_lab = 1;
+  Lock();
+  c = g_lab_counts;  // (a fork child's fresh one)
+  Histogram* h = c->h[index];
+  if (ns != ~uint64_t{0}) {
+    h[0].Record(ns);
+  } else {
+    ++c->dropped;
+  }
+  h[1].Record(alloc);
+  h[2].Record(alloc_excl);
+  h[3].Record(count);
+  h[4].Record(file);
+  h[5].Record(sock);
+  __atomic_store_n(&c->calls, c->calls + 1, __ATOMIC_RELAXED);
+  if (i > 0) {
+    // The APIs beneath on this thread's stack: the direct caller counted,
+    // every other one as a pair that was on one stack.
+    const uint32_t parent = LabIndex(t.e[i - 1]);
+    if (parent != 0) Pair(*c, parent, index, 1);
+    uint32_t distinct = 1;
+    for (uint32_t j = 0; j + 1 < i; ++j) {
+      const uint32_t outer = LabIndex(t.e[j]);
+      if (outer == 0) continue;
+      Pair(*c, outer, index, 0);
+    }
+    if (i + 1 > c->max_depth) {
+      // Distinct APIs on the stack (recursion repeats one).
+      for (uint32_t j = 0; j < i; ++j) {
+        const uint32_t a = LabIndex(t.e[j]);
+        if (a == 0 || a == index) continue;
+        bool seen = false;
+        for (uint32_t k = 0; k < j; ++k) seen = seen || LabIndex(t.e[k]) == a;
+        distinct += !seen;
+      }
+      if (distinct > c->max_depth) c->max_depth = distinct;
+    }
+  } else if (c->max_depth == 0) {
+    c->max_depth = 1;
+  }
+  Unlock();
+  t_in_lab = 0;
+}
+
+}  // namespace fieldprof::rt
