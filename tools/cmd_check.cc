@@ -34,6 +34,7 @@
 #include "tools/client_flags.h"
 #include "tools/commands.h"
 #include "tools/format.h"
+#include "tools/lab_profile.h"
 
 namespace fieldprof::tools {
 
@@ -42,8 +43,9 @@ namespace {
 struct Local {
   Histogram h;
   uint64_t runs = 0;
-  wire::Platform platform;  // of the first run seen
-  std::string file;         // the first record file it is in
+  wire::Platform platform;     // of the first run seen
+  std::string file;            // the first record file it is in
+  uint64_t resolution_ns = 0;  // wall time: the coarsest resolution of its records
 };
 
 // How closely a field series' platform matches the local one: 3 the same
@@ -64,6 +66,11 @@ struct Finding {
   PermutationResult test;
   double adjusted = 1;
   double excess = 0;  // (local mean - field mean) x local calls
+  // Wall time: the coarser side's resolution (wire::Record.resolution_ns).
+  // A difference of means under it cannot be told from clock and probe
+  // noise, however many calls make it "significant".
+  uint64_t resolution_ns = 0;
+  bool evidence = false;  // adjusted p <= fdr, and a difference above the resolution
 };
 
 // A fingerprint that stays the same for an API across runs and machines:
@@ -84,7 +91,7 @@ Status WriteSarif(const std::string& path, const std::vector<Finding>& found, do
   using nlohmann::json;
   json results = json::array();
   for (const Finding& f : found) {
-    if (f.adjusted > fdr) continue;
+    if (!f.evidence) continue;
     results.push_back(
         {{"ruleId", "fieldprof/api-excess-cost"},
          {"level", "warning"},
@@ -155,14 +162,14 @@ std::string XmlEscape(const std::string& s) {
 Status WriteJunit(const std::string& path, const std::vector<Finding>& found, double fdr,
                   const std::function<std::string(const Finding&)>& summary) {
   size_t failures = 0;
-  for (const Finding& f : found) failures += f.adjusted <= fdr;
+  for (const Finding& f : found) failures += f.evidence;
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x += "<testsuites>\n  <testsuite name=\"fieldprof check\" tests=\"" +
        std::to_string(found.size()) + "\" failures=\"" + std::to_string(failures) + "\">\n";
   for (const Finding& f : found) {
     x += "    <testcase classname=\"" + XmlEscape(f.module) + "\" name=\"" + XmlEscape(f.symbol) +
          "\"";
-    if (f.adjusted > fdr) {
+    if (!f.evidence) {
       x += "/>\n";
       continue;
     }
@@ -230,7 +237,8 @@ int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& a
 
 // GET /v1/api: the field's histogram (per-bucket counts and exact sums) and
 // runs for the query; 404 leaves `h` empty.
-Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs) {
+Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs,
+                  uint64_t* resolution_ns) {
   StatusOr<HttpReply> r = http.Get(target);
   if (!r.ok()) return r.status();
   if (r->status == 404) return Status::Ok();
@@ -256,6 +264,9 @@ Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, ui
     out.SetMinMax(hist.at("min").get<uint64_t>(), hist.at("max").get<uint64_t>());
     *h = out;
     *runs = j.at("runs").get<uint64_t>();
+    if (j.contains("resolution_ns")) {
+      *resolution_ns = std::max(*resolution_ns, j.at("resolution_ns").get<uint64_t>());
+    }
   } catch (const std::exception& e) {
     return DataLoss("the aggregator's answer to " + target + " does not read: " + e.what());
   }
@@ -268,6 +279,7 @@ int CmdCheck(int argc, char** argv) {
   int64_t resamples = 9999, seed = 1, stop_after = 20;
   double fdr = 0.05, fail_excess = -1, min_calls = 30;
   bool dependent = false, json = false, all = false;
+  double fail_p = -1;
   std::string sarif_path, junit_path, apis, from, to;
   ClientFlags client;
   client.options.host = "";
@@ -282,12 +294,14 @@ int CmdCheck(int argc, char** argv) {
       "so) when the class has no data. Shows only APIs with evidence, by excess cost.\n\n"
       "  fieldprof check                       # your spool\n"
       "  fieldprof check run-*.fpr --json\n"
+      "  fieldprof check sqlite3.labprofile     # a lab profile (fieldprof lab)\n"
       "  fieldprof check --fail_on_excess_ns 1000000   # exit 1 when found (CI)\n"
       "  fieldprof check --apis sqlite3_prepare_v2 --repeat 10 -- sqlite3 db 'select 1'\n\n"
       "With -- COMMAND, the command is run --repeat times under fieldprof run, measuring\n"
       "the --apis named, and those runs are checked.\n\n"
-      "Exit: 0 nothing found (or nothing over --fail_on_excess_ns), 1 evidence\n"
-      "found with --fail_on_excess_ns, 2 a usage error, 3 no data to compare.");
+      "Exit: 0 nothing found (or nothing over --fail_on_excess_ns / --fail_on_p), 1\n"
+      "evidence found with --fail_on_excess_ns or --fail_on_p, 2 a usage error, 3 no\n"
+      "data to compare.");
   t.AddString("cache", &cache_dir, "the snapshot cache (the field)");
   t.AddString("spool", &spool_dir, "the spool read when no record file is named");
   t.AddString("metric", &metric_name,
@@ -308,6 +322,10 @@ int CmdCheck(int argc, char** argv) {
               "exit 1 when an API with evidence costs at least this much more in all (its "
               "excess, in the metric's unit); -1: never",
               -1, 1e30);
+  t.AddDouble("fail_on_p", &fail_p,
+              "exit 1 when an API's adjusted p-value is at most this (with any excess); -1: "
+              "never",
+              -1, 1);
   t.AddBool("all", &all, "show every API compared, with or without evidence");
   t.AddBool("json", &json, "print as JSON");
   t.AddString("apis", &apis,
@@ -396,7 +414,31 @@ int CmdCheck(int argc, char** argv) {
   }
   std::map<std::pair<std::string, std::string>, Local> local;  // (module, symbol)
   int bad_files = 0;
+  // Lab profiles (fieldprof lab): their records, and their nesting graphs
+  // for the call-stack view.
+  std::vector<wire::LabProfile> profiles;
   for (const std::string& f : files) {
+    if (IsLabProfileFile(f)) {
+      StatusOr<wire::LabProfile> p = ReadLabProfile(f);
+      if (!p.ok()) {
+        std::cerr << "fieldprof check: skipped " << p.status().message() << "\n";
+        ++bad_files;
+        continue;
+      }
+      for (const wire::Record& r : p->records()) {
+        if (r.key().metric() != *metric) continue;
+        Local& l = local[{r.key().module(), r.key().symbol()}];
+        if (l.runs == 0) {
+          l.platform = r.key().platform();
+          l.file = f;
+        }
+        l.h.Merge(HistogramFromWire(r.histogram()));
+        l.runs += std::max<uint64_t>(r.runs(), 1);
+        l.resolution_ns = std::max(l.resolution_ns, r.resolution_ns());
+      }
+      profiles.push_back(std::move(*p));
+      continue;
+    }
     StatusOr<wire::RunRecord> run = ReadRunRecord(f);
     if (!run.ok()) {
       std::cerr << "fieldprof check: skipped " << run.status().message() << "\n";
@@ -412,6 +454,7 @@ int CmdCheck(int argc, char** argv) {
       }
       l.h.Merge(HistogramFromWire(r.histogram()));
       l.runs += std::max<uint64_t>(r.runs(), 1);
+      l.resolution_ns = std::max(l.resolution_ns, r.resolution_ns());
     }
   }
   if (local.empty()) {
@@ -446,6 +489,7 @@ int CmdCheck(int argc, char** argv) {
     }
     Histogram by_level[4];
     uint64_t runs_by_level[4] = {0, 0, 0, 0};
+    uint64_t field_resolution = 0;
     Status st = Status::Ok();
     if (remote) {
       for (int lv = 3; lv >= 0 && st.ok(); --lv) {
@@ -456,7 +500,7 @@ int CmdCheck(int argc, char** argv) {
         if (lv >= 3) q += "&family=" + std::to_string(l.platform.cpu_family());
         if (!from.empty()) q += "&from=" + UrlEncode(from);
         if (!to.empty()) q += "&to=" + UrlEncode(to);
-        st = FetchField(*http, q, &by_level[lv], &runs_by_level[lv]);
+        st = FetchField(*http, q, &by_level[lv], &runs_by_level[lv], &field_resolution);
         if (!by_level[lv].empty()) break;
       }
     } else {
@@ -467,6 +511,7 @@ int CmdCheck(int argc, char** argv) {
           by_level[lv].Merge(HistogramFromWire(r.histogram()));
           runs_by_level[lv] += r.runs();
         }
+        field_resolution = std::max(field_resolution, r.resolution_ns());
         return true;
       });
     }
@@ -491,19 +536,29 @@ int CmdCheck(int argc, char** argv) {
     f.match = level;
     f.test = GreaterCostTest(f.local, f.field, o);
     f.excess = (f.local.Mean() - f.field.Mean()) * static_cast<double>(f.local.count());
+    if (*metric == wire::METRIC_WALL_TIME_NS)
+      f.resolution_ns = std::max(l.resolution_ns, field_resolution);
     found.push_back(std::move(f));
   }
   std::vector<double> p;
   for (const Finding& f : found) p.push_back(f.test.p_value);
   const std::vector<double> adjusted = BenjaminiHochberg(p, dependent);
-  for (size_t i = 0; i < found.size(); ++i) found[i].adjusted = adjusted[i];
+  int under_resolution = 0;
+  for (size_t i = 0; i < found.size(); ++i) {
+    Finding& f = found[i];
+    f.adjusted = adjusted[i];
+    const bool above = f.local.Mean() - f.field.Mean() > static_cast<double>(f.resolution_ns);
+    f.evidence = f.adjusted <= fdr && above;
+    under_resolution += f.adjusted <= fdr && !above;
+  }
   std::sort(found.begin(), found.end(),
             [](const Finding& a, const Finding& b) { return a.excess > b.excess; });
   std::vector<const Finding*> shown;
   bool fail = false;
   for (const Finding& f : found) {
-    const bool evidence = f.adjusted <= fdr;
+    const bool evidence = f.evidence;
     if (evidence && fail_excess >= 0 && f.excess >= fail_excess) fail = true;
+    if (evidence && fail_p >= 0 && f.adjusted <= fail_p) fail = true;
     if (evidence || all) shown.push_back(&f);
   }
 
@@ -541,12 +596,14 @@ int CmdCheck(int argc, char** argv) {
     j.Key("seed").Int(seed).Key("resamples_max").Int(resamples);
     j.Key("apis_compared").Uint(found.size()).Key("apis_without_field_data").Uint(no_field);
     j.Key("apis_with_too_few_calls").Uint(few_calls);
+    j.Key("apis_under_resolution").Uint(under_resolution);
     j.Key("findings").BeginArray();
     for (const Finding* f : shown) {
       const HistogramStats l = f->local.Stats(), fl = f->field.Stats();
       j.BeginObject();
       j.Key("module").String(f->module).Key("symbol").String(f->symbol);
-      j.Key("evidence").Bool(f->adjusted <= fdr);
+      j.Key("evidence").Bool(f->evidence);
+      if (f->resolution_ns != 0) j.Key("resolution_ns").Uint(f->resolution_ns);
       j.Key("p_value").Double(f->test.p_value).Key("adjusted_p").Double(f->adjusted);
       j.Key("resamples").Int(f->test.resamples);
       j.Key("excess").Double(f->excess).Key("statistic_difference").Double(f->test.observed);
@@ -573,6 +630,12 @@ int CmdCheck(int argc, char** argv) {
       found.size(), metric_name.c_str(), statistic.c_str(),
       dependent ? "Benjamini-Yekutieli" : "Benjamini-Hochberg", no_field, few_calls, min_calls);
   if (bad_files > 0) std::printf("%d record file(s) could not be read (see above).\n", bad_files);
+  if (under_resolution > 0) {
+    std::printf(
+        "%d API(s) differ significantly by less than the timing resolution: not counted as "
+        "evidence.\n",
+        under_resolution);
+  }
   if (shown.empty()) {
     std::printf("No API costs you more than it costs the field (false discovery rate %.2f).\n",
                 fdr);
@@ -583,7 +646,7 @@ int CmdCheck(int argc, char** argv) {
   for (size_t i = 0; i < shown.size(); ++i) {
     const Finding& f = *shown[i];
     const HistogramStats l = f.local.Stats(), fl = f.field.Stats();
-    const bool hot = i < 3 && f.adjusted <= fdr;
+    const bool hot = i < 3 && f.evidence;
     const std::string api = f.module + ":" + f.symbol;
     std::printf("%s%-40s %12s %12s %12s %12s %9.4f %9.4f  %s / %s%s%s\n",
                 hot && tty ? "\033[1;31m" : "", api.c_str(), value(l.p50).c_str(),
@@ -593,6 +656,10 @@ int CmdCheck(int argc, char** argv) {
                 f.match < 3 ? (std::string("  (field: ") + kWidened[f.match] + ")").c_str() : "");
     std::printf("%-40s excess %s in all (%s per call)\n", "", value(f.excess).c_str(),
                 value(l.mean - fl.mean).c_str());
+    // Where it sits, when a lab profile has the nesting graph.
+    for (const wire::LabProfile& lp : profiles) {
+      PrintLabStacks(stdout, lp, f.module, f.symbol, std::string(41, ' '));
+    }
   }
   return fail ? 1 : 0;
 }

@@ -167,8 +167,8 @@ std::vector<Row> RowsOf(const wire::LabProfile& p) {
 // `hi` (the same for every row, so columns line up), its height by the
 // bucket's count and its colour in the heat spectrum.
 std::string Strip(const Histogram& h, int lo, int hi, bool color, bool truecolor) {
-  static const char* const kBlocks[] = {" ",        "\u2581", "\u2582", "\u2583", "\u2584",
-                                        "\u2585",   "\u2586", "\u2587", "\u2588"};
+  static const char* const kBlocks[] = {" ",      "\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
   uint64_t top = 1;
   for (int i = lo; i <= hi; ++i) top = std::max(top, h.bucket(i).count);
   std::string out;
@@ -389,8 +389,8 @@ int LabShow(int argc, char** argv) {
     }
   }
   if (hi < 0) lo = hi = 0;
-  std::printf("\n%-44s %10s %10s %10s %10s %10s %10s  %s .. %s\n", "API", "calls", "total",
-              "p50", "p90", "mean", "alloc/call", FormatNanos(std::ldexp(1.0, lo)).c_str(),
+  std::printf("\n%-44s %10s %10s %10s %10s %10s %10s  %s .. %s\n", "API", "calls", "total", "p50",
+              "p90", "mean", "alloc/call", FormatNanos(std::ldexp(1.0, lo)).c_str(),
               FormatNanos(std::ldexp(1.0, hi + 1)).c_str());
   for (size_t i = 0; i < n; ++i) {
     const Row& r = *shown[i];
@@ -465,27 +465,26 @@ int LabMerge(int argc, char** argv) {
 int LabRun(int argc, char** argv) {
   std::string output, name, lib_dir, keep_dir, debug;
   int64_t repeat = 3;
-  OptionTable t(
-      "fieldprof lab",
-      "Profiles one scenario completely: every exported API it calls across module\n"
-      "boundaries, in every module it loads (dlopen'ed ones too), into a lab profile\n"
-      "in the field's record format.\n"
-      "  1. the census (one run): every API's calls, allocation (inclusive and\n"
-      "     exclusive of nested APIs), allocation count, I/O, and which APIs ran\n"
-      "     inside which: the nesting graph;\n"
-      "  2. the timing plan: the APIs in sets of which no two were ever on one stack\n"
-      "     (a colouring of the graph), so no probe's cost lands in a timed call;\n"
-      "  3. the timing passes: each set, --repeat times.\n"
-      "The scenario's output, exit status and behaviour are unchanged; its output is\n"
-      "shown for the census run only. A run that fails is reported.\n\n"
-      "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
-      "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
-      "  fieldprof lab show build.labprofile\n"
-      "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
-      "  fieldprof check build.labprofile      # against the field\n\n"
-      "Exit: 0 the profile is written and every run exited as the census did;\n"
-      "1 written, but some run failed or differed (said above); 2 usage; 3 nothing\n"
-      "observed (a static program, or one that exits at once).");
+  OptionTable t("fieldprof lab",
+                "Profiles one scenario completely: every exported API it calls across module\n"
+                "boundaries, in every module it loads (dlopen'ed ones too), into a lab profile\n"
+                "in the field's record format.\n"
+                "  1. the census (one run): every API's calls, allocation (inclusive and\n"
+                "     exclusive of nested APIs), allocation count, I/O, and which APIs ran\n"
+                "     inside which: the nesting graph;\n"
+                "  2. the timing plan: the APIs in sets of which no two were ever on one stack\n"
+                "     (a colouring of the graph), so no probe's cost lands in a timed call;\n"
+                "  3. the timing passes: each set, --repeat times.\n"
+                "The scenario's output, exit status and behaviour are unchanged; its output is\n"
+                "shown for the census run only. A run that fails is reported.\n\n"
+                "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
+                "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
+                "  fieldprof lab show build.labprofile\n"
+                "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
+                "  fieldprof check build.labprofile      # against the field\n\n"
+                "Exit: 0 the profile is written and every run exited as the census did;\n"
+                "1 written, but some run failed or differed (said above); 2 usage; 3 nothing\n"
+                "observed (a static program, or one that exits at once).");
   t.AddString("output", &output, "the profile's file (-o; default NAME.labprofile)");
   t.AddString("name", &name, "the scenario's name in the profile (default: the command's name)");
   t.AddInt("repeat", &repeat, "runs of each timing set", 1, 1000);
@@ -555,8 +554,7 @@ int LabRun(int argc, char** argv) {
   const std::string preload = *runtime + "/libfieldprof.so";
   {
     const char* old = std::getenv("LD_PRELOAD");
-    setenv("LD_PRELOAD",
-           (old != nullptr && *old ? preload + ":" + old : preload).c_str(), 1);
+    setenv("LD_PRELOAD", (old != nullptr && *old ? preload + ":" + old : preload).c_str(), 1);
   }
   const bool tty = isatty(STDERR_FILENO);
   const auto started = std::chrono::steady_clock::now();
@@ -606,10 +604,11 @@ int LabRun(int argc, char** argv) {
                  static_cast<unsigned long long>(refused), static_cast<unsigned long long>(lost));
   }
   if (graph.size() == 0) {
-    std::fprintf(stderr,
-                 "fieldprof lab: the census observed no API in %s (a statically linked program, "
-                 "or one that exits before calling any library? --debug FILE says what the runtime saw)\n",
-                 name.c_str());
+    std::fprintf(
+        stderr,
+        "fieldprof lab: the census observed no API in %s (a statically linked program, "
+        "or one that exits before calling any library? --debug FILE says what the runtime saw)\n",
+        name.c_str());
     return 3;
   }
 
@@ -649,11 +648,12 @@ int LabRun(int argc, char** argv) {
       fs::create_directories(dir);
       const std::string err_path = dir + "/stderr.txt";
       const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      std::fprintf(stderr, "%sfieldprof lab: [%zu/%zu] set %zu of %zu (%zu APIs), run %lld of %lld, %.1f s%s",
-                   tty ? "\r\033[K" : "", done, total, si + 1, plan.sets.size(),
-                   plan.sets[si].size(), static_cast<long long>(rep),
-                   static_cast<long long>(repeat),
-                   Seconds(std::chrono::steady_clock::now() - started), tty ? "" : "\n");
+      std::fprintf(
+          stderr,
+          "%sfieldprof lab: [%zu/%zu] set %zu of %zu (%zu APIs), run %lld of %lld, %.1f s%s",
+          tty ? "\r\033[K" : "", done, total, si + 1, plan.sets.size(), plan.sets[si].size(),
+          static_cast<long long>(rep), static_cast<long long>(repeat),
+          Seconds(std::chrono::steady_clock::now() - started), tty ? "" : "\n");
       std::fflush(stderr);
       PassResult r = RunPass(cmd, "time", dir, plan_file, devnull >= 0 ? devnull : STDOUT_FILENO,
                              err_fd >= 0 ? err_fd : STDERR_FILENO);
@@ -666,9 +666,9 @@ int LabRun(int argc, char** argv) {
                      "data is kept, its stderr ends:\n%s",
                      tty ? "\r\033[K" : "", si + 1, static_cast<long long>(rep), r.exit_status,
                      census.exit_status,
-                     r.unreadable ? (", " + std::to_string(r.unreadable) + " unreadable lab files")
-                                        .c_str()
-                                  : "",
+                     r.unreadable
+                         ? (", " + std::to_string(r.unreadable) + " unreadable lab files").c_str()
+                         : "",
                      TailOf(err_path, 5).c_str());
       }
       for (auto& run : r.runs) timed.push_back(std::move(run));
@@ -687,7 +687,8 @@ int LabRun(int argc, char** argv) {
     if (r.key().metric() == wire::METRIC_WALL_TIME_NS) timed_apis.insert(LabApiName(r.key()));
   }
   uint64_t untimed = 0;
-  for (uint32_t a = 0; a < graph.size(); ++a) untimed += !timed_apis.count(LabApiName(graph.api(a)));
+  for (uint32_t a = 0; a < graph.size(); ++a)
+    untimed += !timed_apis.count(LabApiName(graph.api(a)));
   profile.set_apis_untimed(untimed);
   for (auto& [k, r] : records) *profile.add_records() = std::move(r);
   graph.ToProfile(&profile);
@@ -701,7 +702,8 @@ int LabRun(int argc, char** argv) {
                output.c_str(), graph.size(), timed_apis.size(),
                static_cast<unsigned long long>(untimed), static_cast<size_t>(profile.passes_size()),
                Seconds(std::chrono::steady_clock::now() - started));
-  if (!keep_dir.empty()) std::fprintf(stderr, "fieldprof lab: raw files kept in %s\n", work.c_str());
+  if (!keep_dir.empty())
+    std::fprintf(stderr, "fieldprof lab: raw files kept in %s\n", work.c_str());
   return trouble ? 1 : 0;
 }
 

@@ -96,5 +96,4 @@ std::string Heat(double position, double intensity, bool truecolor) {
   return out;
 }
 
-
 }  // namespace fieldprof::tools

@@ -67,8 +67,7 @@ Status WriteLabProfile(const std::string& path, const wire::LabProfile& p) {
 bool IsLabProfileFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char head[sizeof kLabProfileMagic - 1];
-  return in.read(head, sizeof head) &&
-         std::memcmp(head, kLabProfileMagic, sizeof head) == 0;
+  return in.read(head, sizeof head) && std::memcmp(head, kLabProfileMagic, sizeof head) == 0;
 }
 
 std::string LabApiName(const wire::ApiKey& k) { return k.module() + ":" + k.symbol(); }

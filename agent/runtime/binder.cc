@@ -673,8 +673,8 @@ uintptr_t LabFirstCall(TrampBlock& b, uint32_t i) {
   const uintptr_t target = s.lazy ? ResolveLazy(s) : s.orig;
   if (target == 0) return Direct(b, i);  // a lazy entry goes on to the dynamic linker
   const ElfObject& e = g_binder.objects[s.object].elf;
-  const int32_t index = BindLab(ObjectContaining(target), e.strtab + e.symtab[s.symidx].st_name,
-                                target);
+  const int32_t index =
+      BindLab(ObjectContaining(target), e.strtab + e.symtab[s.symidx].st_name, target);
   if (index < 0) return Direct(b, i);
   s.target = target;
   s.state = kLab;

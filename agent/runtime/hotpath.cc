@@ -356,9 +356,9 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
     if (slot == kLabSlot0) {
       g.calibration_last_ticks = ticks;  // the lab probe (LabCalibrate)
     } else {
-      const uint64_t ns =
-          Calibrated() ? TicksToNs(ticks > g_lab_probe_ticks ? ticks - g_lab_probe_ticks : 0)
-                       : ~uint64_t{0};
+      const uint64_t ns = Calibrated()
+                              ? TicksToNs(ticks > g_lab_probe_ticks ? ticks - g_lab_probe_ticks : 0)
+                              : ~uint64_t{0};
       LabExit(t, i, slot, ns, alloc, alloc - child_alloc, count, file, sock);
     }
   } else if (slot == FP_CALIBRATION_SLOT) [[unlikely]] {

@@ -119,7 +119,8 @@ bool ReadPlan(const char* path) {
     if (colon != nullptr && colon[1] != 0 && count < kLabPlanCap / 2) {
       const uint64_t key = PlanKey(line, static_cast<size_t>(colon - line), colon + 1);
       uint32_t i = static_cast<uint32_t>(key) & (kLabPlanCap - 1);
-      while (g_lab_apis->plan[i] != 0 && g_lab_apis->plan[i] != key) i = (i + 1) & (kLabPlanCap - 1);
+      while (g_lab_apis->plan[i] != 0 && g_lab_apis->plan[i] != key)
+        i = (i + 1) & (kLabPlanCap - 1);
       if (g_lab_apis->plan[i] == 0) ++count;
       g_lab_apis->plan[i] = key;
     }

@@ -36,8 +36,8 @@ inline constexpr char kLabRunMagic[] = "FPLABRUN1\n";  // 10 bytes, then the rec
 enum LabMode : int { kLabOff = 0, kLabCensus = 1, kLabTime = 2 };
 
 FP_HIDDEN extern int g_lab_mode;
-FP_HIDDEN extern uintptr_t* g_lab_real;    // [kLabMaxApis]: index -> the function
-FP_HIDDEN extern uintptr_t g_lab_stubs;    // the stubs' code
+FP_HIDDEN extern uintptr_t* g_lab_real;  // [kLabMaxApis]: index -> the function
+FP_HIDDEN extern uintptr_t g_lab_stubs;  // the stubs' code
 FP_HIDDEN extern uint64_t g_lab_probe_ticks;
 
 inline bool IsLabSlot(uint32_t slot) { return slot >= kLabSlot0; }

@@ -27,10 +27,10 @@ struct LabName {
 struct LabApis {
   uintptr_t real[kLabMaxApis];
   LabName names[kLabMaxApis];
-  uint32_t map[kLabMapCap];  // open addressing by the function's address; 0: free
+  uint32_t map[kLabMapCap];    // open addressing by the function's address; 0: free
   uint64_t plan[kLabPlanCap];  // a timing pass's APIs (PlanKey); 0: free
   uint32_t plan_size;
-  uint32_t n;  // indexes used, the probe's 0 included
+  uint32_t n;        // indexes used, the probe's 0 included
   uint64_t refused;  // APIs left unbound: no index or name space left
   char dir[1024];
   char plan_text[1 << 20];
@@ -50,10 +50,10 @@ struct LabEdgeSlot {
 struct LabCounts {
   Histogram h[kLabMaxApis][FP_NUM_METRICS];
   LabEdgeSlot edges[kLabEdgeCap];
-  uint64_t calls;        // read without the lock (record.cc)
-  uint64_t dropped;      // calls not recorded (a signal handler inside the lab's own recording)
-  uint64_t edges_lost;   // pairs not kept: the table was full
-  uint32_t max_depth;    // most distinct APIs on one stack at once
+  uint64_t calls;       // read without the lock (record.cc)
+  uint64_t dropped;     // calls not recorded (a signal handler inside the lab's own recording)
+  uint64_t edges_lost;  // pairs not kept: the table was full
+  uint32_t max_depth;   // most distinct APIs on one stack at once
 };
 
 FP_HIDDEN extern LabApis* g_lab_apis;

@@ -28,6 +28,8 @@ namespace {
 using json = nlohmann::json;
 using testing::Cache;
 using testing::MakeRecord;
+using testing::RunCommand;
+using testing::SumSpool;
 using testing::TempDir;
 
 // Log-normal calls around exp(mu) ns, `scale` times slower.
@@ -36,17 +38,6 @@ Histogram Calls(std::mt19937_64& rng, int n, double mu, double scale = 1) {
   Histogram h;
   for (int i = 0; i < n; ++i) h.Record(static_cast<uint64_t>(scale * d(rng)));
   return h;
-}
-
-int RunCommand(const std::string& cmd, std::string* out) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  out->clear();
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 class CheckTest : public ::testing::Test {
@@ -249,30 +240,7 @@ TEST(CheckCommandTest, ARealProgramSlowedIsFlaggedAndGated) {
                &out);
   }
   // The field: those runs' records, summed as the aggregator sums them.
-  std::map<std::string, wire::Record> sums;
-  StatusOr<std::vector<SpoolEntry>> spool = ListSpool(dir.File("field-spool"));
-  ASSERT_TRUE(spool.ok());
-  for (const SpoolEntry& e : *spool) {
-    StatusOr<wire::RunRecord> read = ReadRunRecord(e.path);
-    ASSERT_TRUE(read.ok()) << read.status().ToString();
-    const wire::RunRecord& run = *read;
-    for (const wire::Record& r : run.records()) {
-      wire::Record k = r;
-      *k.mutable_key()->mutable_platform() = run.platform();
-      const std::string key = k.key().SerializeAsString();
-      auto it = sums.find(key);
-      if (it == sums.end()) {
-        sums[key] = k;
-        continue;
-      }
-      Histogram h = HistogramFromWire(it->second.histogram());
-      h.Merge(HistogramFromWire(k.histogram()));
-      HistogramToWire(h, it->second.mutable_histogram());
-      it->second.set_runs(it->second.runs() + 1);
-    }
-  }
-  std::vector<wire::Record> field;
-  for (auto& [_, r] : sums) field.push_back(r);
+  const std::vector<wire::Record> field = SumSpool(dir.File("field-spool"));
   ASSERT_FALSE(field.empty()) << "the field runs left no record";
   Cache(dir.File("cache")).Write(1, field);
 

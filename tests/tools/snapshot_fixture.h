@@ -4,11 +4,16 @@
 #ifndef FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_
 #define FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_
 
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/histogram.h"
 #include "common/snapshot_cache.h"
+#include "common/spool.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 
@@ -70,6 +75,44 @@ class Cache {
  private:
   SnapshotCache cache_;
 };
+
+// The records of a spool's run files summed per key (with its run's
+// platform) as the aggregator sums them: a field made of real runs.
+inline std::vector<wire::Record> SumSpool(const std::string& dir) {
+  std::map<std::string, wire::Record> sums;
+  StatusOr<std::vector<SpoolEntry>> spool = ListSpool(dir);
+  if (!spool.ok()) return {};
+  for (const SpoolEntry& e : *spool) {
+    StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
+    if (!run.ok()) continue;
+    for (const wire::Record& r : run->records()) {
+      wire::Record k = r;
+      *k.mutable_key()->mutable_platform() = run->platform();
+      auto [it, fresh] = sums.emplace(k.key().SerializeAsString(), k);
+      if (fresh) continue;
+      Histogram h = HistogramFromWire(it->second.histogram());
+      h.Merge(HistogramFromWire(k.histogram()));
+      HistogramToWire(h, it->second.mutable_histogram());
+      it->second.set_runs(it->second.runs() + 1);
+    }
+  }
+  std::vector<wire::Record> out;
+  for (auto& [_, r] : sums) out.push_back(r);
+  return out;
+}
+
+// Runs a shell command; its stdout in `out`, its exit code returned (-1 if
+// it did not exit).
+inline int RunCommand(const std::string& cmd, std::string* out) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  out->clear();
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 }  // namespace fieldprof::testing
 

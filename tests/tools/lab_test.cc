@@ -1,0 +1,368 @@
+// Lab mode end to end (issue #18), the real fieldprof and runtime on a
+// scenario of two libraries whose APIs nest (tests/tools/lab/):
+//   labprog -> lab_parse   -> labb_alloc_block (1000 B), labb_hash
+//           -> lab_render  -> strlen, labb_hash
+//           -> lab_pipeline -> labb_stage -> strtol
+//           -> labb_checksum (2000 ns; 3000 with FPL_SLOW=1)
+// The census finds them and their nesting, the plan never co-measures
+// nested APIs and uses the least number of sets, allocations are exact,
+// the scenario's output is unchanged, a failing run is reported, and
+// fieldprof check flags the slowed API alone against a field of real runs.
+// Also: hazard programs behave the same under the lab, and a sqlite3
+// workload's profile has the field's keys.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+#include "tools/lab_profile.h"
+
+namespace fieldprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::Cache;
+using testing::RunCommand;
+using testing::SumSpool;
+using testing::TempDir;
+
+const std::string kCli = FIELDPROF_CLI_BIN;
+const std::string kProg = FIELDPROF_LABPROG;
+constexpr int kCalls = 400;
+constexpr int kRepeat = 2;
+
+// module:symbol -> the profile's histogram of that metric.
+Histogram Metric(const wire::LabProfile& p, const std::string& symbol, wire::Metric m) {
+  Histogram h;
+  for (const wire::Record& r : p.records()) {
+    if (r.key().symbol() == symbol && r.key().metric() == m)
+      h.Merge(HistogramFromWire(r.histogram()));
+  }
+  return h;
+}
+
+// One profile of the scenario for the whole suite (the runs take a while).
+class LabTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    std::string out;
+    exit_ = RunCommand(kCli + " lab --repeat " + std::to_string(kRepeat) + " --keep " +
+                           dir_->File("raw") + " -o " + dir_->File("lab.labprofile") + " -- " +
+                           kProg + " " + std::to_string(kCalls) + " 2>" + dir_->File("stderr"),
+                       &stdout_);
+    StatusOr<wire::LabProfile> p = tools::ReadLabProfile(dir_->File("lab.labprofile"));
+    if (p.ok()) profile_ = new wire::LabProfile(*p);
+  }
+  static void TearDownTestSuite() {
+    delete profile_;
+    delete dir_;
+  }
+  void SetUp() override {
+    std::ifstream in(dir_->File("stderr"));
+    stderr_.assign(std::istreambuf_iterator<char>(in), {});
+    ASSERT_EQ(exit_, 0) << stderr_;
+    ASSERT_NE(profile_, nullptr) << stderr_;
+    graph_.AddProfile(*profile_);
+  }
+
+  int64_t Api(const std::string& module, const std::string& symbol) {
+    return graph_.Find(module, symbol);
+  }
+  // The pair (outer, inner) of symbols: -1 absent, else its direct calls.
+  int64_t Pair(const std::string& outer, const std::string& inner) {
+    for (const auto& [pair, calls] : graph_.pairs()) {
+      if (graph_.api(pair.first).symbol() == outer && graph_.api(pair.second).symbol() == inner) {
+        return static_cast<int64_t>(calls);
+      }
+    }
+    return -1;
+  }
+
+  static TempDir* dir_;
+  static int exit_;
+  static std::string stdout_;
+  static wire::LabProfile* profile_;
+  std::string stderr_;
+  tools::LabGraph graph_;
+};
+TempDir* LabTest::dir_;
+int LabTest::exit_;
+std::string LabTest::stdout_;
+wire::LabProfile* LabTest::profile_;
+
+TEST_F(LabTest, TheCensusFindsEveryApiAndItsNesting) {
+  for (const char* s : {"lab_parse", "lab_render", "lab_pipeline"}) {
+    EXPECT_GE(Api("libfieldprof_laba.so", s), 0) << s;
+  }
+  for (const char* s : {"labb_alloc_block", "labb_hash", "labb_stage", "labb_checksum"}) {
+    EXPECT_GE(Api("libfieldprof_labb.so", s), 0) << s;
+  }
+  EXPECT_GE(Api("libc.so.6", "strtol"), 0);
+  EXPECT_GE(Api("libc.so.6", "strlen"), 0);
+  // Calls per run of the scenario, from the census.
+  const std::map<std::string, uint64_t> calls = {
+      {"lab_parse", kCalls},        {"lab_render", kCalls},    {"lab_pipeline", kCalls},
+      {"labb_alloc_block", kCalls}, {"labb_hash", 2 * kCalls}, {"labb_stage", kCalls},
+      {"labb_checksum", kCalls}};
+  for (const auto& [s, n] : calls) {
+    EXPECT_EQ(Metric(*profile_, s, wire::METRIC_ALLOC_COUNT).count(), n) << s;
+    // The timing passes ran the scenario kRepeat times.
+    EXPECT_EQ(Metric(*profile_, s, wire::METRIC_WALL_TIME_NS).count(), n * kRepeat) << s;
+  }
+  // Nesting: direct calls counted; a pair only deeper down has 0.
+  EXPECT_EQ(Pair("lab_parse", "labb_alloc_block"), kCalls);
+  EXPECT_EQ(Pair("lab_parse", "labb_hash"), kCalls);
+  EXPECT_EQ(Pair("lab_render", "labb_hash"), kCalls);
+  EXPECT_EQ(Pair("lab_render", "strlen"), kCalls);
+  EXPECT_EQ(Pair("lab_pipeline", "labb_stage"), kCalls);
+  EXPECT_EQ(Pair("labb_stage", "strtol"), kCalls);
+  EXPECT_EQ(Pair("lab_pipeline", "strtol"), 0);
+  // Siblings and roots are not nested.
+  EXPECT_EQ(Pair("lab_parse", "lab_render"), -1);
+  EXPECT_EQ(Pair("lab_render", "lab_parse"), -1);
+  EXPECT_EQ(Pair("lab_parse", "labb_checksum"), -1);
+  EXPECT_EQ(Pair("labb_alloc_block", "labb_hash"), -1);
+}
+
+TEST_F(LabTest, TheTimingPlanNeverCoMeasuresNestedApisAndUsesTheLeastSets) {
+  std::set<std::pair<std::string, std::string>> together;  // pairs on one stack
+  for (const auto& [pair, calls] : graph_.pairs()) {
+    together.insert(
+        {tools::LabApiName(graph_.api(pair.first)), tools::LabApiName(graph_.api(pair.second))});
+  }
+  ASSERT_GT(profile_->timing_sets(), 0u);
+  std::set<std::string> planned;
+  for (uint32_t s = 1; s <= profile_->timing_sets(); ++s) {
+    std::ifstream in(dir_->File("raw/set-" + std::to_string(s) + ".apis"));
+    std::vector<std::string> set;
+    for (std::string l; std::getline(in, l);) set.push_back(l);
+    ASSERT_FALSE(set.empty()) << "set " << s;
+    for (const std::string& a : set) {
+      EXPECT_TRUE(planned.insert(a).second) << a << " is in two sets";
+      for (const std::string& b : set) {
+        EXPECT_FALSE(together.count({a, b})) << a << " and " << b << " share set " << s;
+      }
+    }
+  }
+  EXPECT_EQ(planned.size(), graph_.size()) << "every API is timed once";
+  // lab_pipeline -> labb_stage -> strtol needs three sets; the plan uses
+  // exactly the least any plan could.
+  EXPECT_EQ(profile_->min_sets(), 3u);
+  EXPECT_EQ(profile_->timing_sets(), profile_->min_sets());
+  EXPECT_EQ(profile_->passes_size(), static_cast<int>(1 + profile_->timing_sets() * kRepeat));
+  EXPECT_EQ(profile_->apis_untimed(), 0u);
+  EXPECT_NE(stderr_.find("[" + std::to_string(profile_->timing_sets() * kRepeat) + "/"),
+            std::string::npos)
+      << "progress is shown: " << stderr_;
+}
+
+TEST_F(LabTest, AllocationHistogramsAreExactForKnownSizes) {
+  const Histogram block = Metric(*profile_, "labb_alloc_block", wire::METRIC_ALLOC_BYTES_INCLUSIVE);
+  EXPECT_EQ(block.count(), static_cast<uint64_t>(kCalls));
+  EXPECT_EQ(block.min(), 1000u);
+  EXPECT_EQ(block.max(), 1000u);
+  EXPECT_EQ(block.sum(), static_cast<uint128>(1000) * kCalls);
+  const Histogram incl = Metric(*profile_, "lab_parse", wire::METRIC_ALLOC_BYTES_INCLUSIVE);
+  const Histogram excl = Metric(*profile_, "lab_parse", wire::METRIC_ALLOC_BYTES_EXCLUSIVE);
+  const Histogram count = Metric(*profile_, "lab_parse", wire::METRIC_ALLOC_COUNT);
+  EXPECT_EQ(incl.min(), 1024u);
+  EXPECT_EQ(incl.max(), 1024u);
+  EXPECT_EQ(excl.min(), 24u);
+  EXPECT_EQ(excl.max(), 24u);
+  EXPECT_EQ(count.min(), 2u);
+  EXPECT_EQ(count.max(), 2u);
+  EXPECT_EQ(Metric(*profile_, "labb_hash", wire::METRIC_ALLOC_BYTES_INCLUSIVE).max(), 0u);
+}
+
+TEST_F(LabTest, TheScenariosOutputIsUnchangedAndShownOnce) {
+  std::string plain;
+  ASSERT_EQ(RunCommand(kProg + " " + std::to_string(kCalls), &plain), 0);
+  EXPECT_EQ(stdout_, plain);
+}
+
+TEST_F(LabTest, ShowPrintsTheTableTheTreeAndJson) {
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " lab show --json " + dir_->File("lab.labprofile"), &out), 0);
+  const json j = json::parse(out);
+  bool seen = false;
+  for (const json& r : j["rows"]) {
+    if (r["symbol"] != "labb_checksum") continue;
+    seen = true;
+    EXPECT_EQ(r["calls"], kCalls);
+    // A 2000 ns spin, timed with no probe inside it.
+    EXPECT_GT(r["time_ns"]["p50"].get<double>(), 1900);
+    EXPECT_LT(r["time_ns"]["p50"].get<double>(), 4000);
+  }
+  EXPECT_TRUE(seen) << out;
+  ASSERT_EQ(RunCommand(kCli + " lab show --tree --top 100 " + dir_->File("lab.labprofile"), &out),
+            0);
+  const size_t pipeline = out.find("\n  libfieldprof_laba.so:lab_pipeline");
+  const size_t stage = out.find("\n    libfieldprof_labb.so:labb_stage", pipeline);
+  const size_t strtol_at = out.find("\n      libc.so.6:strtol", stage);
+  EXPECT_NE(pipeline, std::string::npos) << out;
+  EXPECT_NE(stage, std::string::npos) << out;
+  EXPECT_NE(strtol_at, std::string::npos) << out;
+}
+
+TEST_F(LabTest, MergeSumsProfilesExactly) {
+  std::string out;
+  const std::string merged = dir_->File("merged.labprofile");
+  ASSERT_EQ(RunCommand(kCli + " lab merge -o " + merged + " " + dir_->File("lab.labprofile") + " " +
+                           dir_->File("lab.labprofile") + " 2>&1",
+                       &out),
+            0)
+      << out;
+  StatusOr<wire::LabProfile> m = tools::ReadLabProfile(merged);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->scenarios_size(), 2);
+  EXPECT_EQ(m->records_size(), profile_->records_size());
+  const Histogram one = Metric(*profile_, "labb_checksum", wire::METRIC_WALL_TIME_NS);
+  const Histogram two = Metric(*m, "labb_checksum", wire::METRIC_WALL_TIME_NS);
+  EXPECT_EQ(two.count(), 2 * one.count());
+  EXPECT_EQ(two.sum(), 2 * one.sum());
+  EXPECT_EQ(m->passes_size(), 2 * profile_->passes_size());
+  // Not a profile: a clear error.
+  EXPECT_EQ(
+      RunCommand(kCli + " lab merge -o " + merged + " " + dir_->File("stderr") + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("is not a lab profile"), std::string::npos) << out;
+}
+
+// The slowed API, and it alone, against a field of real runs without the
+// slowdown; the exit code gates; the call-stack view says where it sits.
+TEST_F(LabTest, CheckFlagsTheSlowedApiAloneAndGates) {
+  std::string out;
+  const std::string spool = dir_->File("field-spool");
+  std::filesystem::create_directories(spool);
+  for (const std::string& force : {std::string("lab_parse,lab_render,lab_pipeline,labb_checksum"),
+                                   std::string("labb_alloc_block,labb_hash,labb_stage")}) {
+    for (int i = 0; i < 4; ++i) {
+      RunCommand(kCli + " run --force " + force + " --apis 4 --max_load 1000000 --budget 1000 " +
+                     "--slots 1000 --spool " + spool + " -- " + kProg + " " +
+                     std::to_string(kCalls) + " > /dev/null 2>&1",
+                 &out);
+    }
+  }
+  const std::vector<wire::Record> field = SumSpool(spool);
+  ASSERT_GE(field.size(), 7u);
+  Cache(dir_->File("cache")).Write(1, field);
+
+  const std::string slow = dir_->File("slow.labprofile");
+  ASSERT_EQ(RunCommand("FPL_SLOW=1 " + kCli + " lab --repeat " + std::to_string(kRepeat) + " -o " +
+                           slow + " -- " + kProg + " " + std::to_string(kCalls) + " 2>/dev/null",
+                       &out),
+            0);
+  const std::string check = kCli + " check --cache " + dir_->File("cache") + " --fail_on_p 0.01 ";
+  ASSERT_EQ(RunCommand(check + "--json --all " + slow, &out), 1) << out;
+  json j = json::parse(out);
+  EXPECT_GE(j["apis_compared"].get<int>(), 7) << out;
+  std::vector<std::string> flagged;
+  for (const json& f : j["findings"]) {
+    if (f["evidence"].get<bool>()) flagged.push_back(f["symbol"]);
+  }
+  EXPECT_EQ(flagged, std::vector<std::string>{"labb_checksum"}) << out;
+  // Without the slowdown: nothing found, exit 0.
+  ASSERT_EQ(RunCommand(check + "--json " + dir_->File("lab.labprofile"), &out), 0) << out;
+  j = json::parse(out);
+  EXPECT_TRUE(j["findings"].empty()) << out;
+  // The text report places it in the program's call stacks.
+  ASSERT_EQ(RunCommand(check + slow, &out), 1) << out;
+  EXPECT_NE(out.find("the program \u2192 labb_checksum"), std::string::npos) << out;
+}
+
+TEST(LabFailureTest, ARunThatFailsInOnePassIsReported) {
+  TempDir dir;
+  std::string out;
+  // The third run of the scenario (a timing run) exits 5.
+  const int rc = RunCommand(kCli + " lab --repeat 1 -o " + dir.File("p.labprofile") + " -- " +
+                                kProg + " 50 " + dir.File("counter") + " 3 2>&1 >/dev/null",
+                            &out);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("exited 5 (the census run: 0)"), std::string::npos) << out;
+  StatusOr<wire::LabProfile> p = tools::ReadLabProfile(dir.File("p.labprofile"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  int failed = 0;
+  for (const wire::LabPass& pass : p->passes()) failed += pass.exit_status() == 5;
+  EXPECT_EQ(failed, 1);
+  // Usage errors and a program that observes nothing are clear.
+  EXPECT_EQ(RunCommand(kCli + " lab 2>&1", &out), 2);
+  EXPECT_NE(out.find("fieldprof lab -- COMMAND"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(kCli + " lab -o " + dir.File("x") + " -- /bin/true 2>&1", &out), 3);
+  EXPECT_NE(out.find("observed no API"), std::string::npos) << out;
+}
+
+// The runtime's hazards (threads, signals, longjmp, fork, vfork, exec,
+// exceptions, floating-point and struct returns, _exit) under every lab pass:
+// the same output and exit status as without it.
+TEST(LabHazardTest, ProgramsBehaveTheSameUnderTheLab) {
+  TempDir dir;
+  const std::string prog = FIELDPROF_TESTPROG;
+  for (const std::string args :
+       {"recurse 5", "nested 3", "varargs", "structs", "threads 4 2000", "signal", "longjmp",
+        "fork", "vfork", "exec", "throw", "fsum", "_exit", "alloc 1000 3", "fpmany 100"}) {
+    std::string plain, lab;
+    const int plain_rc = RunCommand(prog + " " + args + " 2>&1", &plain);
+    const int lab_rc = RunCommand(kCli + " lab --repeat 1 -o " + dir.File("h.labprofile") + " -- " +
+                                      prog + " " + args + " 2>" + dir.File("err"),
+                                  &lab);
+    std::ifstream in(dir.File("err"));
+    std::string err(std::istreambuf_iterator<char>(in), {});
+    // Every run of it exited as the census did, which exited as it does alone.
+    EXPECT_EQ(lab_rc, 0) << args << ": " << err;
+    StatusOr<wire::LabProfile> p = tools::ReadLabProfile(dir.File("h.labprofile"));
+    ASSERT_TRUE(p.ok()) << args << ": " << p.status().ToString();
+    EXPECT_EQ(p->passes(0).exit_status(), plain_rc) << args;
+    // The census run's output is the program's (its stderr is in `err`).
+    EXPECT_NE((lab + err).find(plain.substr(0, plain.find('\n'))), std::string::npos)
+        << args << ": " << lab << err;
+    EXPECT_EQ(err.find("exited"), std::string::npos) << args << ": " << err;
+  }
+}
+
+// A real program: a sqlite3 workload's lab profile, whose keys are the
+// field's (a field run of the same API makes the same key).
+TEST(LabRealProgramTest, Sqlite3ProfileHasTheFieldsKeys) {
+  TempDir dir;
+  std::string out;
+  const std::string sql =
+      "create table t(a integer primary key, b text); "
+      "with recursive c(x) as (select 1 union all select x+1 from c where x<2000) "
+      "insert into t select x, hex(randomblob(16)) from c; "
+      "create index tb on t(b); select count(*), max(b) from t where a % 7 = 3;";
+  ASSERT_EQ(RunCommand(kCli + " lab --repeat 2 -o " + dir.File("sqlite3.labprofile") +
+                           " -- sqlite3 :memory: \"" + sql + "\" 2>" + dir.File("err"),
+                       &out),
+            0)
+      << out;
+  StatusOr<wire::LabProfile> p = tools::ReadLabProfile(dir.File("sqlite3.labprofile"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::map<std::string, wire::Record> lab_keys;
+  for (const wire::Record& r : p->records()) lab_keys[r.key().SerializeAsString()] = r;
+  EXPECT_GT(p->apis_size(), 20);
+  const std::string spool = dir.File("spool");
+  std::filesystem::create_directories(spool);
+  RunCommand(kCli + " run --force sqlite3_prepare_v2,sqlite3_step --apis 2 --max_load 1000000 " +
+                 "--slots 1000 --spool " + spool + " -- sqlite3 :memory: \"" + sql +
+                 "\" > /dev/null 2>&1",
+             &out);
+  const std::vector<wire::Record> field = SumSpool(spool);
+  ASSERT_FALSE(field.empty());
+  int matched = 0;
+  for (const wire::Record& r : field) {
+    EXPECT_TRUE(lab_keys.count(r.key().SerializeAsString()))
+        << "the field's key " << r.key().ShortDebugString() << " is not in the lab profile";
+    matched += lab_keys.count(r.key().SerializeAsString()) > 0;
+  }
+  EXPECT_GE(matched, 2 * 6);  // two APIs, six metrics each
+}
+
+}  // namespace
+}  // namespace fieldprof
