@@ -67,10 +67,8 @@ struct Finding {
   double adjusted = 1;
   double excess = 0;  // (local mean - field mean) x local calls
   // Wall time: the coarser side's resolution (wire::Record.resolution_ns).
-  // A difference of means under it cannot be told from clock and probe
-  // noise, however many calls make it "significant".
   uint64_t resolution_ns = 0;
-  bool evidence = false;  // adjusted p <= fdr, and a difference above the resolution
+  bool evidence = false;  // adjusted p <= fdr, and a difference past the floors
 };
 
 // A fingerprint that stays the same for an API across runs and machines:
@@ -279,7 +277,7 @@ int CmdCheck(int argc, char** argv) {
   int64_t resamples = 9999, seed = 1, stop_after = 20;
   double fdr = 0.05, fail_excess = -1, min_calls = 30;
   bool dependent = false, json = false, all = false;
-  double fail_p = -1;
+  double fail_p = -1, min_effect = 0.05, min_diff_ns = 10;
   std::string sarif_path, junit_path, apis, from, to;
   ClientFlags client;
   client.options.host = "";
@@ -326,6 +324,14 @@ int CmdCheck(int argc, char** argv) {
               "exit 1 when an API's adjusted p-value is at most this (with any excess); -1: "
               "never",
               -1, 1);
+  t.AddDouble("min_effect", &min_effect,
+              "evidence needs your statistic at least this fraction above the field's (0.05: "
+              "5%); separate runs of one program differ by a few percent",
+              0, 1e6);
+  t.AddDouble("min_diff_ns", &min_diff_ns,
+              "wall time: evidence needs your statistic at least this many ns above the "
+              "field's, and above twice the timing resolution",
+              0, 1e18);
   t.AddBool("all", &all, "show every API compared, with or without evidence");
   t.AddBool("json", &json, "print as JSON");
   t.AddString("apis", &apis,
@@ -543,13 +549,25 @@ int CmdCheck(int argc, char** argv) {
   std::vector<double> p;
   for (const Finding& f : found) p.push_back(f.test.p_value);
   const std::vector<double> adjusted = BenjaminiHochberg(p, dependent);
-  int under_resolution = 0;
+  int under_resolution = 0, under_effect = 0;
   for (size_t i = 0; i < found.size(); ++i) {
     Finding& f = found[i];
     f.adjusted = adjusted[i];
-    const bool above = f.local.Mean() - f.field.Mean() > static_cast<double>(f.resolution_ns);
-    f.evidence = f.adjusted <= fdr && above;
+    const double field_stat =
+        o.statistic == PermutationOptions::kMean ? f.field.Mean() : f.field.Quantile(o.quantile);
+    // Wall time: each process takes its own calibrated probe cost off its
+    // durations, and two calibrations differ by up to the probe's spread
+    // (the resolution), so two sides by up to twice it; and timing one
+    // function two ways (the lab, the field runtime) differs by ~10 ns
+    // (docs/benchmarks.md). A smaller difference is not evidence.
+    const double floor_ns = *metric == wire::METRIC_WALL_TIME_NS
+                                ? std::max(2 * static_cast<double>(f.resolution_ns), min_diff_ns)
+                                : 0;
+    const bool above = f.test.observed > floor_ns;
+    const bool large = f.test.observed >= min_effect * field_stat;
+    f.evidence = f.adjusted <= fdr && above && large;
     under_resolution += f.adjusted <= fdr && !above;
+    under_effect += f.adjusted <= fdr && above && !large;
   }
   std::sort(found.begin(), found.end(),
             [](const Finding& a, const Finding& b) { return a.excess > b.excess; });
@@ -597,6 +615,7 @@ int CmdCheck(int argc, char** argv) {
     j.Key("apis_compared").Uint(found.size()).Key("apis_without_field_data").Uint(no_field);
     j.Key("apis_with_too_few_calls").Uint(few_calls);
     j.Key("apis_under_resolution").Uint(under_resolution);
+    j.Key("apis_under_min_effect").Uint(under_effect).Key("min_effect").Double(min_effect);
     j.Key("findings").BeginArray();
     for (const Finding* f : shown) {
       const HistogramStats l = f->local.Stats(), fl = f->field.Stats();
@@ -616,6 +635,18 @@ int CmdCheck(int argc, char** argv) {
       j.Key("mean").Double(fl.mean).Key("p50").Double(fl.p50).Key("p90").Double(fl.p90);
       j.Key("platform_match").String(kWidened[f->match]);
       j.EndObject();
+      if (!profiles.empty()) {
+        // Where it sits in the lab profiles' call stacks, outermost first.
+        j.Key("stacks").BeginArray();
+        for (const wire::LabProfile& lp : profiles) {
+          for (const auto& stack : LabStacks(lp, f->module, f->symbol)) {
+            j.BeginArray();
+            for (const std::string& a : stack) j.String(a);
+            j.EndArray();
+          }
+        }
+        j.EndArray();
+      }
       j.EndObject();
     }
     j.EndArray();
@@ -632,9 +663,13 @@ int CmdCheck(int argc, char** argv) {
   if (bad_files > 0) std::printf("%d record file(s) could not be read (see above).\n", bad_files);
   if (under_resolution > 0) {
     std::printf(
-        "%d API(s) differ significantly by less than the timing resolution: not counted as "
-        "evidence.\n",
+        "%d API(s) differ significantly by less than --min_diff_ns or twice the timing "
+        "resolution: not counted as evidence.\n",
         under_resolution);
+  }
+  if (under_effect > 0) {
+    std::printf("%d API(s) differ significantly by less than --min_effect (%.0f%%): not counted.\n",
+                under_effect, 100 * min_effect);
   }
   if (shown.empty()) {
     std::printf("No API costs you more than it costs the field (false discovery rate %.2f).\n",

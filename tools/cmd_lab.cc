@@ -218,17 +218,28 @@ std::vector<std::vector<uint32_t>> StacksTo(const LabGraph& g, uint32_t target, 
 
 }  // namespace
 
-// The call-stack view of `fieldprof check` and `lab show --stacks`: where
-// module:symbol sits in the profile's nesting graph.
-void PrintLabStacks(std::FILE* out, const wire::LabProfile& p, const std::string& module,
-                    const std::string& symbol, const std::string& indent) {
+// The call-stack view of `fieldprof check` (commands.h).
+std::vector<std::vector<std::string>> LabStacks(const wire::LabProfile& p,
+                                                const std::string& module,
+                                                const std::string& symbol) {
   LabGraph g;
   g.AddProfile(p);
+  std::vector<std::vector<std::string>> out;
   const int64_t target = g.Find(module, symbol);
-  if (target < 0) return;
+  if (target < 0) return out;
   for (const auto& stack : StacksTo(g, static_cast<uint32_t>(target), 3)) {
+    std::vector<std::string> names;
+    for (uint32_t a : stack) names.push_back(LabApiName(g.api(a)));
+    out.push_back(std::move(names));
+  }
+  return out;
+}
+
+void PrintLabStacks(std::FILE* out, const wire::LabProfile& p, const std::string& module,
+                    const std::string& symbol, const std::string& indent) {
+  for (const auto& stack : LabStacks(p, module, symbol)) {
     std::string line = indent + "the program";
-    for (uint32_t a : stack) line += " \u2192 " + Demangled(g.api(a).symbol());
+    for (const std::string& a : stack) line += " \u2192 " + Demangled(a.substr(a.find(':') + 1));
     std::fprintf(out, "%s\n", line.c_str());
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
@@ -25,7 +26,11 @@ int CmdCheck(int argc, char** argv);
 int CmdLab(int argc, char** argv);
 
 // Where module:symbol sits in a lab profile's nesting graph: up to three
-// call stacks, one a line, each line starting with `indent` (cmd_lab.cc).
+// call stacks, outermost first, as module:symbol names (cmd_lab.cc)...
+std::vector<std::vector<std::string>> LabStacks(const wire::LabProfile& p,
+                                                const std::string& module,
+                                                const std::string& symbol);
+// ...and printed, one a line, each line starting with `indent`.
 void PrintLabStacks(std::FILE* out, const wire::LabProfile& p, const std::string& module,
                     const std::string& symbol, const std::string& indent);
 
