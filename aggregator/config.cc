@@ -95,6 +95,9 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            int64_t{30} * 86400);
   t.AddInt("keep_old_fragments_h", &keep_old_h,
            "hours a replaced fragment version stays downloadable", 0, 24 * 365);
+  t.AddString("lab_dir", &config->lab_dir,
+              "where uploaded lab profiles are kept, apart from the field sums (default: "
+              "<db>-lab)");
   t.AddString("admin_token_file", &config->admin_token_file,
               "file with the bearer token for POST /v1/admin/publish (default: admin calls off)");
 
@@ -138,6 +141,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
     std::string db = st.path;
     while (db.size() > 1 && db.back() == '/') db.pop_back();
     p.dir = db + "-snapshot";
+  }
+  if (config->lab_dir.empty()) {
+    std::string db = st.path;
+    while (db.size() > 1 && db.back() == '/') db.pop_back();
+    config->lab_dir = db + "-lab";
   }
   return Status::Ok();
 }

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   Metrics metrics;
   Router router(store->get(), &metrics);
   router.SetFleetSettings(config.fleet);
+  router.SetLabDir(config.lab_dir);
 
   // Snapshot publishing, when a signing key is given.
   std::optional<Ed25519Signer> signer;

@@ -4,12 +4,16 @@
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "aggregator/publisher.h"
 #include "aggregator/time_tree.h"
+#include "common/durable_file.h"
 #include "common/json_writer.h"
+#include "common/lab_format.h"
 #include "common/resolution.h"
+#include "common/signing.h"
 #include "common/validate.h"
 #include "common/wire.h"
 
@@ -268,6 +272,18 @@ HttpResponse Router::Handle(const HttpRequest& req) {
   if (get && path.starts_with(kFragments)) {
     return SnapshotFragment(path.substr(kFragments.size()), query, req.if_none_match);
   }
+  constexpr std::string_view kLab = "/v1/lab/profiles";
+  if (path == kLab) {
+    if (method == "POST") return LabUpload(req.body);
+    if (get) return LabList();
+    HttpResponse r = ErrorResponse(InvalidArgument("use POST or GET for /v1/lab/profiles"));
+    r.status = 405;
+    r.headers.emplace_back("Allow", "GET, POST");
+    return r;
+  }
+  if (get && path.starts_with(kLab) && path.size() > kLab.size() && path[kLab.size()] == '/') {
+    return LabGet(path.substr(kLab.size() + 1));
+  }
   if (path == "/v1/admin/publish") {
     if (method != "POST") {
       HttpResponse r = ErrorResponse(InvalidArgument("use POST for /v1/admin/publish"));
@@ -450,6 +466,95 @@ HttpResponse Router::GetApi(std::string_view query) {
   WriteHistogram(j, total);
   j.EndObject();
   return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+namespace {
+
+std::string Hex(std::string_view bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+bool LabIdOk(std::string_view id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+}  // namespace
+
+// Lab profiles are kept as the files they came as, named by the first 128
+// bits of their SHA-256: the same profile uploaded twice is one file (a
+// retry after a lost answer changes nothing), and nothing of it reaches
+// the store of field sums.
+HttpResponse Router::LabUpload(std::string_view body) {
+  if (lab_dir_.empty()) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
+  StatusOr<wire::LabProfile> p = ParseLabProfile(body, "the body");
+  if (!p.ok()) return ErrorResponse(InvalidArgument(p.status().message()));
+  if (Status v = ValidateLabProfile(*p); !v.ok()) return ErrorResponse(v);
+  const std::string id = Hex(Sha256(body)).substr(0, 32);
+  const std::string path = lab_dir_ + "/" + id + ".labprofile";
+  std::error_code ec;
+  const bool duplicate = std::filesystem::exists(path, ec);
+  if (!duplicate) {
+    std::filesystem::create_directories(lab_dir_, ec);
+    if (Status w = WriteFileDurably(path, std::string(body)); !w.ok()) {
+      HttpResponse r = ErrorResponse(Unavailable("cannot keep the profile: " + w.message()));
+      r.status = 503;
+      r.headers.emplace_back("Retry-After", "10");
+      return r;
+    }
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("id").String(id).Key("duplicate").Bool(duplicate);
+  j.Key("records").Uint(static_cast<uint64_t>(p->records_size()));
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::LabList() {
+  if (lab_dir_.empty()) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(lab_dir_, ec)) {
+    if (e.path().extension() == ".labprofile" && LabIdOk(e.path().stem().string())) {
+      files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("profiles").BeginArray();
+  for (const auto& f : files) {
+    StatusOr<std::string> bytes = ReadWholeFile(f.string());
+    if (!bytes.ok()) continue;
+    StatusOr<wire::LabProfile> p = ParseLabProfile(*bytes, f.filename().string());
+    if (!p.ok()) continue;
+    j.BeginObject();
+    j.Key("id").String(f.stem().string()).Key("bytes").Uint(bytes->size());
+    j.Key("scenarios").BeginArray();
+    for (const std::string& s : p->scenarios()) j.String(s);
+    j.EndArray();
+    j.Key("apis").Uint(static_cast<uint64_t>(p->apis_size()));
+    j.Key("records").Uint(static_cast<uint64_t>(p->records_size()));
+    j.Key("runs").Uint(static_cast<uint64_t>(p->passes_size()));
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::LabGet(std::string_view id) {
+  if (lab_dir_.empty()) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
+  if (!LabIdOk(id)) return ErrorResponse(InvalidArgument("a lab profile id is 32 hex digits"));
+  StatusOr<std::string> bytes = ReadWholeFile(lab_dir_ + "/" + std::string(id) + ".labprofile");
+  if (!bytes.ok()) return ErrorResponse(NotFound("no lab profile " + std::string(id)));
+  return HttpResponse{200, "application/octet-stream", std::move(*bytes), {}};
 }
 
 HttpResponse Router::Metrics() {

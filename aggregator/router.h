@@ -88,6 +88,12 @@ class Router {
   HttpResponse Config();
 
   void SetFleetSettings(const FleetSettings& f) { fleet_ = f; }
+  // Keeps uploaded lab profiles in `dir` (POST/GET /v1/lab/profiles), apart
+  // from the field sums. Empty: the lab endpoints answer 404.
+  void SetLabDir(std::string dir) { lab_dir_ = std::move(dir); }
+  HttpResponse LabUpload(std::string_view body);
+  HttpResponse LabList();
+  HttpResponse LabGet(std::string_view id);
   // Serves the snapshot endpoints from `publish` (must outlive the router).
   // An empty `admin_token` turns the admin calls off.
   void SetPublisher(PublishLoop* publish, std::string admin_token) {
@@ -105,6 +111,7 @@ class Router {
   FleetSettings fleet_;
   PublishLoop* publish_ = nullptr;
   std::string admin_token_;
+  std::string lab_dir_;
   class Metrics* metrics_;
   std::function<std::chrono::system_clock::time_point()> clock_;
 };

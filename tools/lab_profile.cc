@@ -55,13 +55,13 @@ StatusOr<wire::LabRunRecord> ReadLabRunRecord(const std::string& path) {
 }
 
 StatusOr<wire::LabProfile> ReadLabProfile(const std::string& path) {
-  return ReadMagicFile<wire::LabProfile>(path, kLabProfileMagic, "a lab profile");
+  StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return ParseLabProfile(*bytes, path);
 }
 
 Status WriteLabProfile(const std::string& path, const wire::LabProfile& p) {
-  std::string bytes = kLabProfileMagic;
-  if (!p.AppendToString(&bytes)) return Internal("cannot encode the lab profile");
-  return WriteFileDurably(path, bytes);
+  return WriteFileDurably(path, EncodeLabProfile(p));
 }
 
 bool IsLabProfileFile(const std::string& path) {

@@ -17,13 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/lab_format.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
 
 namespace fieldprof::tools {
-
-inline constexpr char kLabRunMagic[] = "FPLABRUN1\n";  // agent/runtime/lab.h
-inline constexpr char kLabProfileMagic[] = "FPLABPROFILE1\n";
 
 [[nodiscard]] StatusOr<wire::LabRunRecord> ReadLabRunRecord(const std::string& path);
 [[nodiscard]] StatusOr<wire::LabProfile> ReadLabProfile(const std::string& path);

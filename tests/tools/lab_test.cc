@@ -20,7 +20,9 @@
 
 #include "common/histogram.h"
 #include "common/wire.h"
+#include "common/https_client.h"
 #include "gtest/gtest.h"
+#include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 #include "tools/lab_profile.h"
@@ -288,6 +290,59 @@ TEST_F(LabTest, CheckFlagsTheSlowedApiAloneAndGates) {
   // The text report places it in the program's call stacks.
   ASSERT_EQ(RunCommand(check + slow, &out), 1) << out;
   EXPECT_NE(out.find("the program \u2192 labb_checksum"), std::string::npos) << out;
+}
+
+// Uploaded to the real aggregator: kept exactly once, listed, fetched back
+// byte for byte, and never in the field sums; a lab profile posted as a
+// batch, or one that breaks the key rules, is refused.
+TEST_F(LabTest, UploadKeepsProfilesApartFromTheFieldSums) {
+  ASSERT_TRUE(testing::MakeCert(dir_->path()));
+  testing::AggregatorProcess agg(*dir_, testing::FreePort());
+  agg.Start();
+  const std::string flags = " --host 127.0.0.1 --port " + std::to_string(agg.port()) + " --ca " +
+                            dir_->File("cert.pem");
+  const std::string profile = dir_->File("lab.labprofile");
+  std::string out, again;
+  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + " 2>&1", &out), 0) << out;
+  const json first = json::parse(out.substr(out.find('\t') + 1));
+  EXPECT_EQ(first["duplicate"], false);
+  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + " 2>&1", &again), 0) << again;
+  const json second = json::parse(again.substr(again.find('\t') + 1));
+  EXPECT_EQ(second["duplicate"], true);
+  EXPECT_EQ(second["id"], first["id"]);
+  ASSERT_EQ(RunCommand(kCli + " lab list" + flags, &out), 0) << out;
+  const json list = json::parse(out);
+  ASSERT_EQ(list["profiles"].size(), 1u) << out;
+  EXPECT_EQ(list["profiles"][0]["scenarios"][0], "fieldprof_labprog");
+  const std::string fetched = dir_->File("fetched.labprofile");
+  ASSERT_EQ(RunCommand(kCli + " lab fetch " + first["id"].get<std::string>() + " -o " + fetched +
+                           flags + " 2>&1",
+                       &out),
+            0)
+      << out;
+  std::ifstream a(profile, std::ios::binary), b(fetched, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}),
+            std::string(std::istreambuf_iterator<char>(b), {}));
+  // The field sums hold none of it.
+  HttpsClient http(agg.Options());
+  StatusOr<HttpReply> apis = http.Get("/v1/apis?limit=1000");
+  ASSERT_TRUE(apis.ok());
+  EXPECT_EQ(json::parse(apis->body)["apis"].size(), 0u) << apis->body;
+  // Posted as a batch: not a batch.
+  std::ifstream in(profile, std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  StatusOr<HttpReply> as_batch = http.Post("/v1/batches", "application/x-protobuf", bytes);
+  ASSERT_TRUE(as_batch.ok());
+  EXPECT_EQ(as_batch->status, 400) << as_batch->body;
+  // A profile whose module is a path is refused, and not kept.
+  wire::LabProfile bad = *profile_;
+  bad.mutable_apis(0)->set_module("/home/someone/lib/libsecret.so");
+  StatusOr<HttpReply> refused =
+      http.Post("/v1/lab/profiles", "application/octet-stream", EncodeLabProfile(bad));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  ASSERT_EQ(RunCommand(kCli + " lab list" + flags, &out), 0);
+  EXPECT_EQ(json::parse(out)["profiles"].size(), 1u) << out;
 }
 
 TEST(LabFailureTest, ARunThatFailsInOnePassIsReported) {
