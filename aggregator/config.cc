@@ -95,6 +95,10 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            int64_t{30} * 86400);
   t.AddInt("keep_old_fragments_h", &keep_old_h,
            "hours a replaced fragment version stays downloadable", 0, 24 * 365);
+  t.AddString("vendors_file", &config->vendors_file,
+              "vendor pages: a file of 'NAME TOKEN PATTERN[,PATTERN...]' lines; a module matching "
+              "a vendor's patterns (e.g. libsqlite3.so*) is served by GET /v1/module only with "
+              "that vendor's bearer token");
   t.AddString("lab_dir", &config->lab_dir,
               "where uploaded lab profiles are kept, apart from the field sums (default: "
               "<db>-lab)");

@@ -21,6 +21,7 @@ struct AggregatorConfig {
   PublisherOptions publish;  // publish.dir defaults to "<db>-snapshot"
   int64_t publish_interval_s = 3600;
   std::string admin_token_file;  // empty: admin calls off
+  std::string vendors_file;      // "NAME TOKEN PATTERN[,PATTERN...]" lines; empty: none
   std::string lab_dir;           // uploaded lab profiles; default "<db>-lab"
 };
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "aggregator/config.h"
@@ -55,6 +56,41 @@ int main(int argc, char** argv) {
   Router router(store->get(), &metrics);
   router.SetFleetSettings(config.fleet);
   router.SetLabDir(config.lab_dir);
+  if (!config.vendors_file.empty()) {
+    // NAME TOKEN PATTERN[,PATTERN...] per line; '#' starts a comment. Only
+    // the tokens' digests are kept, and they are never logged.
+    std::ifstream in(config.vendors_file);
+    if (!in) {
+      std::cerr << "fieldprof-aggregator: cannot read --vendors_file " << config.vendors_file
+                << "\n";
+      return 2;
+    }
+    std::vector<Router::Vendor> vendors;
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream words(line);
+      std::string name, token, patterns;
+      if (!(words >> name >> token >> patterns) || token.size() < 16) {
+        std::cerr << "fieldprof-aggregator: " << config.vendors_file << ":" << line_no
+                  << ": want NAME TOKEN PATTERN[,PATTERN...] with a token of 16 characters or "
+                     "more\n";
+        return 2;
+      }
+      Router::Vendor v{name, Sha256(token), {}};
+      for (size_t at = 0; at <= patterns.size();) {
+        const size_t comma = patterns.find(',', at);
+        v.patterns.push_back(patterns.substr(at, comma - at));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+      vendors.push_back(std::move(v));
+    }
+    std::cerr << "fieldprof-aggregator: " << vendors.size() << " vendors with token-protected "
+              << "module pages\n";
+    router.SetVendors(std::move(vendors));
+  }
 
   // Snapshot publishing, when a signing key is given.
   std::optional<Ed25519Signer> signer;

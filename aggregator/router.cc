@@ -90,6 +90,7 @@ void WriteHistogram(JsonWriter& j, const Histogram& h) {
     j.Key("high").Uint(BucketHigh(i));
     j.Key("count").Uint(b.count);
     j.Key("sum").String(Uint128ToString(b.sum));
+    j.Key("sum_sq").String(Uint128ToString(b.sum_sq));
     j.EndObject();
   }
   j.EndArray();
@@ -267,6 +268,7 @@ HttpResponse Router::Handle(const HttpRequest& req) {
   if (get && path == "/v1/config") return Config();
   if (get && path == "/v1/apis") return ListApis(query);
   if (get && path == "/v1/api") return GetApi(query);
+  if (get && path == "/v1/module") return GetModule(query, req.authorization);
   if (get && path == "/v1/snapshot/manifest") return SnapshotManifest(req.if_none_match);
   constexpr std::string_view kFragments = "/v1/snapshot/fragments/";
   if (get && path.starts_with(kFragments)) {
@@ -555,6 +557,109 @@ HttpResponse Router::LabGet(std::string_view id) {
   StatusOr<std::string> bytes = ReadWholeFile(lab_dir_ + "/" + std::string(id) + ".labprofile");
   if (!bytes.ok()) return ErrorResponse(NotFound("no lab profile " + std::string(id)));
   return HttpResponse{200, "application/octet-stream", std::move(*bytes), {}};
+}
+
+namespace {
+
+// '*' matches any run of characters; everything else itself.
+bool GlobMatch(std::string_view pattern, std::string_view s) {
+  size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
+  while (i < s.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = i;
+    } else if (p < pattern.size() && pattern[p] == s[i]) {
+      ++p;
+      ++i;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      i = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace
+
+HttpResponse Router::GetModule(std::string_view query, std::string_view authorization) {
+  auto params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  ApiFilter filter;
+  int32_t from = kUnboundedFirst, to = kUnboundedLast;
+  size_t limit = 100000;
+  std::optional<int> family;
+  Status s = ParseFilter(*params, &filter, &from, &to, &limit, &family);
+  if (!s.ok()) return ErrorResponse(s);
+  if (filter.module.empty() || !filter.symbol_prefix.empty()) {
+    return ErrorResponse(InvalidArgument("/v1/module needs module= (and takes no symbol)"));
+  }
+  // A vendor's module: that vendor's token, compared in constant time (as
+  // digests, so the length says nothing either), or 401 and no data.
+  bool claimed = false, allowed = false;
+  std::string given;
+  if (authorization.starts_with("Bearer ")) given = Sha256(authorization.substr(7));
+  for (const Vendor& v : vendors_) {
+    bool match = false;
+    for (const std::string& pat : v.patterns) match = match || GlobMatch(pat, filter.module);
+    if (!match) continue;
+    claimed = true;
+    unsigned char diff = given.size() == v.token_sha256.size() ? 0 : 1;
+    for (size_t i = 0; i < v.token_sha256.size() && i < given.size(); ++i) {
+      diff |= static_cast<unsigned char>(given[i] ^ v.token_sha256[i]);
+    }
+    allowed = allowed || diff == 0;
+  }
+  if (claimed && !allowed) {
+    HttpResponse r = ErrorResponse(InvalidArgument("this module's pages need its vendor's token"));
+    r.status = 401;
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("module").String(filter.module);
+  j.Key("from").String(from == kUnboundedFirst ? "" : FormatDay(from));
+  j.Key("to").String(to == kUnboundedLast ? "" : FormatDay(to));
+  j.Key("series").BeginArray();
+  size_t n = 0;
+  bool truncated = false;
+  Status err = Status::Ok();
+  const bool ranged = from != kUnboundedFirst || to != kUnboundedLast;
+  s = store_->ForEachApi(filter, [&](ApiAggregate&& a) {
+    if (family && a.key.platform.cpu_family != *family) return true;
+    if (n == limit) {
+      truncated = true;
+      return false;
+    }
+    if (ranged) {
+      StatusOr<ApiAggregate> r = store_->QueryRange(a.key, from, to);
+      if (!r.ok()) {
+        err = r.status();
+        return false;
+      }
+      if (r->histogram.empty()) return true;
+      a.histogram = r->histogram;
+      a.runs = r->runs;
+      a.resolution_ns = r->resolution_ns;
+    }
+    ++n;
+    j.BeginObject();
+    WriteKey(j, a.key);
+    j.Key("runs").Uint(a.runs);
+    if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
+    WriteHistogram(j, a.histogram);
+    j.EndObject();
+    return true;
+  });
+  if (s.ok()) s = err;
+  if (!s.ok()) return ErrorResponse(s);
+  j.EndArray();
+  j.Key("truncated").Bool(truncated);
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
 }
 
 HttpResponse Router::Metrics() {

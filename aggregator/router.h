@@ -91,6 +91,17 @@ class Router {
   // Keeps uploaded lab profiles in `dir` (POST/GET /v1/lab/profiles), apart
   // from the field sums. Empty: the lab endpoints answer 404.
   void SetLabDir(std::string dir) { lab_dir_ = std::move(dir); }
+  // Vendor pages (issue #19): a module that matches a vendor's patterns is
+  // served by GET /v1/module only with that vendor's bearer token.
+  struct Vendor {
+    std::string name;
+    std::string token_sha256;           // of the token; compared in constant time
+    std::vector<std::string> patterns;  // module globs ('*' any run of characters)
+  };
+  void SetVendors(std::vector<Vendor> v) { vendors_ = std::move(v); }
+  // GET /v1/module: every series of one module over a day range, with
+  // histograms (the model of reports, diffs and the dashboard).
+  HttpResponse GetModule(std::string_view query, std::string_view authorization);
   HttpResponse LabUpload(std::string_view body);
   HttpResponse LabList();
   HttpResponse LabGet(std::string_view id);
@@ -112,6 +123,7 @@ class Router {
   PublishLoop* publish_ = nullptr;
   std::string admin_token_;
   std::string lab_dir_;
+  std::vector<Vendor> vendors_;
   class Metrics* metrics_;
   std::function<std::chrono::system_clock::time_point()> clock_;
 };

@@ -10,11 +10,10 @@ namespace {
 
 // Operator tokens after "operator", longest first: their '<', '(', '['
 // are not brackets.
-const char* const kOperators[] = {"<=>", "<<=", ">>=", "->*", "()", "[]", "<<", ">>", "<=",
-                                  ">=",  "->",  "==",  "!=",  "&&", "||", "++", "--", "+=",
-                                  "-=",  "*=",  "/=",  "%=",  "&=", "|=", "^=", "<",  ">",
-                                  "+",   "-",   "*",   "/",   "%",  "&",  "|",  "^",  "~",
-                                  "!",   "=",   ","};
+const char* const kOperators[] = {
+    "<=>", "<<=", ">>=", "->*", "()", "[]", "<<", ">>", "<=", ">=", "->", "==", "!=",
+    "&&",  "||",  "++",  "--",  "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<",
+    ">",   "+",   "-",   "*",   "/",  "%",  "&",  "|",  "^",  "~",  "!",  "=",  ","};
 
 bool IsIdent(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -167,9 +166,8 @@ CxxName SplitScopes(const std::string& demangled) {
   // "{lambda(int)#1}") as they are.
   for (const std::string& part : parts) {
     if (part.empty()) continue;
-    n.scopes.push_back(part[0] == '{' || part[0] == '('
-                           ? part
-                           : DropTemplateArgs(WithoutParameters(part)));
+    n.scopes.push_back(
+        part[0] == '{' || part[0] == '(' ? part : DropTemplateArgs(WithoutParameters(part)));
   }
   return n;
 }

@@ -104,6 +104,19 @@ JsonWriter& JsonWriter::Double(double v) {
   out_ += buf;
   return *this;
 }
+
+JsonWriter& JsonWriter::DoubleExact(double v) {
+  Separate();
+  if (!std::isfinite(v)) {
+    out_ += "null";
+    return *this;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out_ += buf;
+  return *this;
+}
+
 JsonWriter& JsonWriter::Bool(bool v) {
   Separate();
   out_ += v ? "true" : "false";

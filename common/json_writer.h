@@ -26,6 +26,8 @@ class JsonWriter {
   JsonWriter& Int(int64_t v);
   // Non-finite numbers are written as null.
   JsonWriter& Double(double v);
+  // All 17 significant digits: reads back as the same double.
+  JsonWriter& DoubleExact(double v);
   JsonWriter& Bool(bool v);
   JsonWriter& Null();
   // Already-formatted JSON (e.g. a 128-bit integer's digits).

@@ -8,8 +8,8 @@ namespace fieldprof {
 
 const char* ModelMetricName(int m) {
   static const char* const kNames[kModelMetrics] = {
-      "wall_time_ns",       "alloc_bytes_inclusive", "alloc_bytes_exclusive",
-      "alloc_count",        "file_io_bytes",         "socket_io_bytes"};
+      "wall_time_ns", "alloc_bytes_inclusive", "alloc_bytes_exclusive",
+      "alloc_count",  "file_io_bytes",         "socket_io_bytes"};
   return m >= 0 && m < kModelMetrics ? kNames[m] : "unknown";
 }
 
@@ -65,7 +65,8 @@ ModuleModel BuildModuleModel(const std::string& module, const std::vector<Series
     m.calls += a.calls();
   }
   for (ApiCost& a : m.apis) {
-    for (int i = 0; i < kModelMetrics; ++i) a.share[i] = m.total[i] > 0 ? a.Total(i) / m.total[i] : 0;
+    for (int i = 0; i < kModelMetrics; ++i)
+      a.share[i] = m.total[i] > 0 ? a.Total(i) / m.total[i] : 0;
   }
   std::stable_sort(m.apis.begin(), m.apis.end(), [](const ApiCost& x, const ApiCost& y) {
     return x.Total(0) != y.Total(0) ? x.Total(0) > y.Total(0) : x.symbol < y.symbol;
@@ -83,7 +84,8 @@ ModuleModel BuildModuleModel(const std::string& module, const std::vector<Series
     }
   }
   for (auto& [k, s] : scopes) {
-    for (int i = 0; i < kModelMetrics; ++i) s.share[i] = m.total[i] > 0 ? s.total[i] / m.total[i] : 0;
+    for (int i = 0; i < kModelMetrics; ++i)
+      s.share[i] = m.total[i] > 0 ? s.total[i] / m.total[i] : 0;
     m.scopes.push_back(s);
   }
   std::stable_sort(m.scopes.begin(), m.scopes.end(), [](const ScopeCost& x, const ScopeCost& y) {

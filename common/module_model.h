@@ -52,7 +52,7 @@ struct ApiCost {
   std::array<Histogram, kModelMetrics> metric;
   uint64_t runs = 0;  // runs behind its wall time
   uint64_t resolution_ns = 0;
-  std::vector<std::string> versions;  // module versions seen
+  std::vector<std::string> versions;          // module versions seen
   std::array<double, kModelMetrics> share{};  // of the module's total, per metric
 
   uint64_t calls() const { return metric[0].count(); }

@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/json_writer.h"
 #include "common/options.h"
 #include "common/wire.h"
-#include "common/durable_file.h"
 #include "tools/client_flags.h"
 #include "tools/commands.h"
 #include "tools/format.h"
@@ -514,8 +514,9 @@ int LabRemote(const std::string& verb, int argc, char** argv) {
       StatusOr<std::string> bytes = ReadWholeFile(f);
       StatusOr<wire::LabProfile> p =
           bytes.ok() ? ParseLabProfile(*bytes, f) : StatusOr<wire::LabProfile>(bytes.status());
-      StatusOr<HttpReply> r = p.ok() ? http.Post("/v1/lab/profiles", "application/octet-stream", *bytes)
-                                     : StatusOr<HttpReply>(p.status());
+      StatusOr<HttpReply> r =
+          p.ok() ? http.Post("/v1/lab/profiles", "application/octet-stream", *bytes)
+                 : StatusOr<HttpReply>(p.status());
       if (!r.ok() || r->status != 200) {
         std::fprintf(stderr, "fieldprof lab upload: %s: %s\n", f.c_str(),
                      r.ok() ? (std::to_string(r->status) + " " + r->body).c_str()
@@ -556,27 +557,28 @@ int LabRemote(const std::string& verb, int argc, char** argv) {
 int LabRun(int argc, char** argv) {
   std::string output, name, lib_dir, keep_dir, debug;
   int64_t repeat = 3;
-  OptionTable t("fieldprof lab",
-                "Profiles one scenario completely: every exported API it calls across module\n"
-                "boundaries, in every module it loads (dlopen'ed ones too), into a lab profile\n"
-                "in the field's record format.\n"
-                "  1. the census (one run): every API's calls, allocation (inclusive and\n"
-                "     exclusive of nested APIs), allocation count, I/O, and which APIs ran\n"
-                "     inside which: the nesting graph;\n"
-                "  2. the timing plan: the APIs in sets of which no two were ever on one stack\n"
-                "     (a colouring of the graph), so no probe's cost lands in a timed call;\n"
-                "  3. the timing passes: each set, --repeat times.\n"
-                "The scenario's output, exit status and behaviour are unchanged; its output is\n"
-                "shown for the census run only. A run that fails is reported.\n\n"
-                "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
-                "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
-                "  fieldprof lab show build.labprofile\n"
-                "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
-                "  fieldprof check build.labprofile      # against the field\n"
+  OptionTable t(
+      "fieldprof lab",
+      "Profiles one scenario completely: every exported API it calls across module\n"
+      "boundaries, in every module it loads (dlopen'ed ones too), into a lab profile\n"
+      "in the field's record format.\n"
+      "  1. the census (one run): every API's calls, allocation (inclusive and\n"
+      "     exclusive of nested APIs), allocation count, I/O, and which APIs ran\n"
+      "     inside which: the nesting graph;\n"
+      "  2. the timing plan: the APIs in sets of which no two were ever on one stack\n"
+      "     (a colouring of the graph), so no probe's cost lands in a timed call;\n"
+      "  3. the timing passes: each set, --repeat times.\n"
+      "The scenario's output, exit status and behaviour are unchanged; its output is\n"
+      "shown for the census run only. A run that fails is reported.\n\n"
+      "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
+      "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
+      "  fieldprof lab show build.labprofile\n"
+      "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
+      "  fieldprof check build.labprofile      # against the field\n"
       "  fieldprof lab upload build.labprofile --host agg.example  # kept apart from field sums\n\n"
-                "Exit: 0 the profile is written and every run exited as the census did;\n"
-                "1 written, but some run failed or differed (said above); 2 usage; 3 nothing\n"
-                "observed (a static program, or one that exits at once).");
+      "Exit: 0 the profile is written and every run exited as the census did;\n"
+      "1 written, but some run failed or differed (said above); 2 usage; 3 nothing\n"
+      "observed (a static program, or one that exits at once).");
   t.AddString("output", &output, "the profile's file (-o; default NAME.labprofile)");
   t.AddString("name", &name, "the scenario's name in the profile (default: the command's name)");
   t.AddInt("repeat", &repeat, "runs of each timing set", 1, 1000);

@@ -119,8 +119,9 @@ std::string HistogramSvg(const Histogram& h, int metric_index, int width, int he
     const double frac = static_cast<double>(n) / static_cast<double>(top);
     const double bh = n == 0 ? 0 : std::max(1.0, frac * (height - 1));
     char b[256];
-    std::snprintf(b, sizeof b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">",
-                  k * w, height - bh, std::max(0.5, w - 1), bh, Hsl(position, frac).c_str());
+    std::snprintf(b, sizeof b,
+                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">", k * w,
+                  height - bh, std::max(0.5, w - 1), bh, Hsl(position, frac).c_str());
     svg += b;
     svg += "<title>" + HtmlEscape(label) + ": " + FormatCount(n) + "</title></rect>";
     ++k;
@@ -146,8 +147,9 @@ std::string ReportText(const ModuleModel& m, const ReportContext& c) {
   std::string versions;
   for (const std::string& v : m.versions) versions += (versions.empty() ? "" : ", ") + v;
   out += "versions: " + (versions.empty() ? std::string("-") : versions) + "\n";
-  out += "share = calls x mean over the module's (call-weighted); percentiles are over calls;\n"
-         "runs = program runs behind each API, so a few heavy runs show as many calls/run.\n\n";
+  out +=
+      "share = calls x mean over the module's (call-weighted); percentiles are over calls;\n"
+      "runs = program runs behind each API, so a few heavy runs show as many calls/run.\n\n";
   std::snprintf(line, sizeof line, "%6s %-48s %9s %9s %8s %10s %10s %10s %20s %10s\n", "share",
                 "API", "calls", "runs", "calls/run", "p50", "p90", "p99", "mean +- sd",
                 "alloc/call");
@@ -157,14 +159,13 @@ std::string ReportText(const ModuleModel& m, const ReportContext& c) {
     const HistogramStats st = a.metric[0].Stats();
     std::string name = a.demangled;
     if (name.size() > 48) name = name.substr(0, 47) + "\u2026";
-    std::snprintf(line, sizeof line, "%6s %-48s %9s %9s %8.1f %10s %10s %10s %20s %10s\n",
-                  Percent(a.share[0]).c_str(), name.c_str(), FormatCount(st.count).c_str(),
-                  FormatCount(a.runs).c_str(), a.CallsPerRun(),
-                  Value(0, st.p50, a.resolution_ns).c_str(),
-                  Value(0, st.p90, a.resolution_ns).c_str(),
-                  Value(0, st.p99, a.resolution_ns).c_str(),
-                  (Value(0, st.mean, a.resolution_ns) + " +- " + Value(0, st.stddev)).c_str(),
-                  FormatBytes(a.metric[1].Mean()).c_str());
+    std::snprintf(
+        line, sizeof line, "%6s %-48s %9s %9s %8.1f %10s %10s %10s %20s %10s\n",
+        Percent(a.share[0]).c_str(), name.c_str(), FormatCount(st.count).c_str(),
+        FormatCount(a.runs).c_str(), a.CallsPerRun(), Value(0, st.p50, a.resolution_ns).c_str(),
+        Value(0, st.p90, a.resolution_ns).c_str(), Value(0, st.p99, a.resolution_ns).c_str(),
+        (Value(0, st.mean, a.resolution_ns) + " +- " + Value(0, st.stddev)).c_str(),
+        FormatBytes(a.metric[1].Mean()).c_str());
     out += line;
   }
   if (m.apis.size() > Rows(m.apis.size(), c.top)) {
@@ -196,8 +197,8 @@ std::string ReportCsv(const ModuleModel& m) {
     out += CsvField(m.module) + "," + CsvField(a.symbol) + "," + CsvField(a.demangled) + "," +
            CsvField(ScopePrefix(a.name, a.name.scopes.size())) + "," + CsvField(versions) + "," +
            std::to_string(st.count) + "," + std::to_string(a.runs) + "," + Num(a.CallsPerRun()) +
-           "," + Num(a.share[0]) + "," + Num(st.p50) + "," + Num(st.p90) + "," + Num(st.p99) +
-           "," + Num(st.mean) + "," + Num(st.stddev);
+           "," + Num(a.share[0]) + "," + Num(st.p50) + "," + Num(st.p90) + "," + Num(st.p99) + "," +
+           Num(st.mean) + "," + Num(st.stddev);
     for (int i = 1; i < kModelMetrics; ++i) out += "," + Num(a.metric[i].Mean());
     out += "\n";
   }
@@ -216,7 +217,7 @@ std::string ReportJson(const ModuleModel& m, const ReportContext& c) {
   for (const std::string& v : m.versions) j.String(v);
   j.EndArray();
   j.Key("totals").BeginObject();
-  for (int i = 0; i < kModelMetrics; ++i) j.Key(ModelMetricName(i)).Double(m.total[i]);
+  for (int i = 0; i < kModelMetrics; ++i) j.Key(ModelMetricName(i)).DoubleExact(m.total[i]);
   j.EndObject();
   j.Key("apis").BeginArray();
   for (const ApiCost& a : m.apis) {
@@ -229,18 +230,27 @@ std::string ReportJson(const ModuleModel& m, const ReportContext& c) {
     j.Key("versions").BeginArray();
     for (const std::string& v : a.versions) j.String(v);
     j.EndArray();
-    j.Key("calls").Uint(a.calls()).Key("runs").Uint(a.runs).Key("calls_per_run").Double(
-        a.CallsPerRun());
+    j.Key("calls")
+        .Uint(a.calls())
+        .Key("runs")
+        .Uint(a.runs)
+        .Key("calls_per_run")
+        .DoubleExact(a.CallsPerRun());
     if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
     j.Key("metrics").BeginObject();
     for (int i = 0; i < kModelMetrics; ++i) {
       if (a.metric[i].count() == 0) continue;
       const HistogramStats st = a.metric[i].Stats();
       j.Key(ModelMetricName(i)).BeginObject();
-      j.Key("count").Uint(st.count).Key("share").Double(a.share[i]).Key("total").Double(
-          a.Total(i));
-      j.Key("mean").Double(st.mean).Key("sd").Double(st.stddev);
-      j.Key("p50").Double(st.p50).Key("p90").Double(st.p90).Key("p99").Double(st.p99);
+      j.Key("count")
+          .Uint(st.count)
+          .Key("share")
+          .DoubleExact(a.share[i])
+          .Key("total")
+          .DoubleExact(a.Total(i));
+      j.Key("mean").DoubleExact(st.mean).Key("sd").DoubleExact(st.stddev);
+      j.Key("p50").DoubleExact(st.p50).Key("p90").DoubleExact(st.p90).Key("p99").DoubleExact(
+          st.p99);
       j.Key("min").Uint(st.min).Key("max").Uint(st.max);
       j.EndObject();
     }
@@ -252,8 +262,8 @@ std::string ReportJson(const ModuleModel& m, const ReportContext& c) {
   for (const ScopeCost& s : m.scopes) {
     j.BeginObject();
     j.Key("scope").String(s.scope).Key("depth").Int(s.depth).Key("apis").Uint(s.apis);
-    j.Key("calls").Uint(s.calls).Key("wall_time_total").Double(s.total[0]);
-    j.Key("wall_time_share").Double(s.share[0]);
+    j.Key("calls").Uint(s.calls).Key("wall_time_total").DoubleExact(s.total[0]);
+    j.Key("wall_time_share").DoubleExact(s.share[0]);
     j.EndObject();
   }
   j.EndArray();
@@ -274,15 +284,16 @@ std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c) {
     const ApiCost& a = m.apis[i];
     const HistogramStats st = a.metric[0].Stats();
     out += "| " + Percent(a.share[0]) + " | `" + a.demangled.substr(0, 200) + "` | " +
-           FormatCount(st.count) + " | " + FormatCount(a.runs) + " | " +
-           Fixed(a.CallsPerRun(), 1) + " | " + MarkdownCell(Value(0, st.p50, a.resolution_ns)) +
-           " | " + MarkdownCell(Value(0, st.p90, a.resolution_ns)) + " | " +
+           FormatCount(st.count) + " | " + FormatCount(a.runs) + " | " + Fixed(a.CallsPerRun(), 1) +
+           " | " + MarkdownCell(Value(0, st.p50, a.resolution_ns)) + " | " +
+           MarkdownCell(Value(0, st.p90, a.resolution_ns)) + " | " +
            MarkdownCell(Value(0, st.p99, a.resolution_ns)) + " | " +
            MarkdownCell(Value(0, st.mean, a.resolution_ns)) + " ± " +
            MarkdownCell(Value(0, st.stddev)) + " | " + FormatBytes(a.metric[1].Mean()) + " |\n";
   }
   if (!m.scopes.empty()) {
-    out += "\n## By namespace and class\n\n| share | scope | APIs | calls |\n|---:|---|---:|---:|\n";
+    out +=
+        "\n## By namespace and class\n\n| share | scope | APIs | calls |\n|---:|---|---:|---:|\n";
     for (size_t i = 0; i < Rows(m.scopes.size(), c.top); ++i) {
       const ScopeCost& s = m.scopes[i];
       out += "| " + Percent(s.share[0]) + " | " + MarkdownCell(s.scope) + " | " +
@@ -318,9 +329,9 @@ std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
        "are; <em>runs</em> is the number of program runs behind each API and <em>calls/run</em> "
        "shows when a few runs carry it. Click a column to sort.</p>\n";
   h += "<table id=\"apis\">\n<thead><tr>";
-  for (const char* col : {"share", "API", "calls", "runs", "calls/run", "p50", "p90", "p99",
-                          "mean", "sd", "alloc/call", "allocs/call", "file I/O/call",
-                          "socket I/O/call", "wall time"}) {
+  for (const char* col :
+       {"share", "API", "calls", "runs", "calls/run", "p50", "p90", "p99", "mean", "sd",
+        "alloc/call", "allocs/call", "file I/O/call", "socket I/O/call", "wall time"}) {
     h += std::string("<th tabindex=\"0\">") + col + "</th>";
   }
   h += "</tr></thead>\n<tbody>\n";

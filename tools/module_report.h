@@ -14,10 +14,10 @@
 namespace fieldprof::tools {
 
 struct ReportContext {
-  std::string source;     // "snapshot cache DIR" or "aggregator HOST:PORT"
-  std::string range;      // "all time" or "2026-11-01 .. 2026-11-20"
-  std::string filters;    // human-readable, "" for none
-  size_t top = 50;        // API rows (scopes: the same number)
+  std::string source;   // "snapshot cache DIR" or "aggregator HOST:PORT"
+  std::string range;    // "all time" or "2026-11-01 .. 2026-11-20"
+  std::string filters;  // human-readable, "" for none
+  size_t top = 50;      // API rows (scopes: the same number)
 };
 
 std::string ReportText(const ModuleModel& m, const ReportContext& c);

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/histogram.h"
-#include "common/wire.h"
 #include "common/https_client.h"
+#include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
@@ -299,8 +299,8 @@ TEST_F(LabTest, UploadKeepsProfilesApartFromTheFieldSums) {
   ASSERT_TRUE(testing::MakeCert(dir_->path()));
   testing::AggregatorProcess agg(*dir_, testing::FreePort());
   agg.Start();
-  const std::string flags = " --host 127.0.0.1 --port " + std::to_string(agg.port()) + " --ca " +
-                            dir_->File("cert.pem");
+  const std::string flags =
+      " --host 127.0.0.1 --port " + std::to_string(agg.port()) + " --ca " + dir_->File("cert.pem");
   const std::string profile = dir_->File("lab.labprofile");
   std::string out, again;
   ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + " 2>&1", &out), 0) << out;

@@ -1,0 +1,253 @@
+// fieldprof report (issue #19), the real binary on a snapshot cache of known
+// histograms: every figure equals the one computed straight from the stored
+// histograms; the filters (version, platform, namespace) pick the right
+// series; CSV (Python's csv), JSON and the HTML page parse, the page is
+// self-contained and escapes every name; Markdown has a row per API.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/cxx_names.h"
+#include "common/histogram.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+
+namespace fieldprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::Cache;
+using testing::MakeRecord;
+using testing::RunCommand;
+using testing::Spread;
+using testing::TempDir;
+
+const std::string kCli = FIELDPROF_CLI_BIN;
+const char* const kModule = "libdemo.so.1";
+
+const std::vector<std::string> kSymbols = {
+    "_ZNSt6vectorIiSaIiEE9push_backERKi",  // std::vector<int, ...>::push_back(int const&)
+    "_ZN12_GLOBAL__N_16Parser5parseEv",    // (anonymous namespace)::Parser::parse()
+    "_ZZN2ns3fooEvENKUliE_clEi",           // ns::foo()::{lambda(int)#1}::operator()(int) const
+    "_ZN2nsltERKNS_1AES2_",                // ns::operator<(ns::A const&, ns::A const&)
+    "_ZN2ns1A3barEv",                      // ns::A::bar()
+    "demo_c_function",
+};
+
+struct Fixture {
+  std::vector<wire::Record> records;
+  // symbol -> metric -> the histogram every series sums to, per filter.
+  std::map<std::string, Histogram> wall_all, wall_v1, wall_fam25, alloc_all;
+  std::map<std::string, uint64_t> runs_all;
+};
+
+Fixture MakeFixture() {
+  Fixture f;
+  for (size_t i = 0; i < kSymbols.size(); ++i) {
+    const std::string& s = kSymbols[i];
+    for (const std::string version : {"v1", "v2"}) {
+      for (uint32_t family : {25u, 23u}) {
+        const uint64_t lo = 100 * (i + 1) + (version == "v2" ? 50 : 0) + family;
+        const int n = 200 + 50 * static_cast<int>(i) + (family == 25 ? 30 : 0);
+        Histogram wall = Spread(lo, lo * 8, n);
+        wire::Record r = MakeRecord(kModule, s, wire::METRIC_WALL_TIME_NS, wall, 10 + i, family);
+        r.mutable_key()->set_module_version(version);
+        r.set_resolution_ns(9);
+        f.records.push_back(r);
+        f.wall_all[s].Merge(wall);
+        f.runs_all[s] += 10 + i;
+        if (version == "v1") f.wall_v1[s].Merge(wall);
+        if (family == 25) f.wall_fam25[s].Merge(wall);
+        Histogram alloc = Spread(16 * (i + 1), 64 * (i + 1), n);
+        wire::Record a =
+            MakeRecord(kModule, s, wire::METRIC_ALLOC_BYTES_INCLUSIVE, alloc, 10 + i, family);
+        a.mutable_key()->set_module_version(version);
+        f.records.push_back(a);
+        f.alloc_all[s].Merge(alloc);
+      }
+    }
+  }
+  // Another module, which no report of libdemo may show.
+  f.records.push_back(
+      MakeRecord("libother.so.3", "other_api", wire::METRIC_WALL_TIME_NS, Spread(10, 20, 5000), 4));
+  return f;
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fixture_ = MakeFixture();
+    Cache(dir_.File("cache")).Write(1, fixture_.records);
+  }
+  std::string Report(const std::string& flags, int* rc = nullptr) {
+    std::string out;
+    const int r = RunCommand(kCli + " report --module " + kModule + " --cache " +
+                                 dir_.File("cache") + " " + flags + " 2>&1",
+                             &out);
+    if (rc != nullptr) *rc = r;
+    return out;
+  }
+  static double Total(const Histogram& h) { return h.Mean() * static_cast<double>(h.count()); }
+
+  TempDir dir_;
+  Fixture fixture_;
+};
+
+TEST_F(ReportTest, JsonFiguresEqualTheStoredHistograms) {
+  int rc = 0;
+  const std::string out = Report("--format json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["apis"].size(), kSymbols.size()) << out;
+  double module_total = 0;
+  for (const auto& [s, h] : fixture_.wall_all) module_total += Total(h);
+  double previous = 1e300;
+  for (const json& a : j["apis"]) {
+    const std::string s = a["symbol"];
+    const Histogram& h = fixture_.wall_all.at(s);
+    const HistogramStats st = h.Stats();
+    const json& w = a["metrics"]["wall_time_ns"];
+    EXPECT_EQ(a["calls"].get<uint64_t>(), h.count()) << s;
+    EXPECT_EQ(a["runs"].get<uint64_t>(), fixture_.runs_all.at(s)) << s;
+    EXPECT_DOUBLE_EQ(w["mean"].get<double>(), st.mean) << s;
+    EXPECT_DOUBLE_EQ(w["sd"].get<double>(), st.stddev) << s;
+    EXPECT_DOUBLE_EQ(w["p50"].get<double>(), st.p50) << s;
+    EXPECT_DOUBLE_EQ(w["p90"].get<double>(), st.p90) << s;
+    EXPECT_DOUBLE_EQ(w["p99"].get<double>(), st.p99) << s;
+    EXPECT_NEAR(w["share"].get<double>(), Total(h) / module_total, 1e-12) << s;
+    EXPECT_DOUBLE_EQ(a["metrics"]["alloc_bytes_inclusive"]["mean"].get<double>(),
+                     fixture_.alloc_all.at(s).Mean())
+        << s;
+    EXPECT_EQ(a["demangled"], Demangle(s));
+    // Ranked by share.
+    EXPECT_LE(w["share"].get<double>(), previous);
+    previous = w["share"].get<double>();
+  }
+  // Scopes: ns holds three APIs, and its share is theirs.
+  bool seen_ns = false;
+  for (const json& sc : j["scopes"]) {
+    if (sc["scope"] != "ns") continue;
+    seen_ns = true;
+    EXPECT_EQ(sc["apis"], 3);
+    double ns_total = 0;
+    for (const std::string s :
+         {"_ZZN2ns3fooEvENKUliE_clEi", "_ZN2nsltERKNS_1AES2_", "_ZN2ns1A3barEv"})
+      ns_total += Total(fixture_.wall_all.at(s));
+    EXPECT_NEAR(sc["wall_time_share"].get<double>(), ns_total / module_total, 1e-12);
+  }
+  EXPECT_TRUE(seen_ns) << out;
+}
+
+TEST_F(ReportTest, TextSaysWhatWeighsAndGroupsByScope) {
+  int rc = 0;
+  const std::string out = Report("--top 3", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.rfind("libdemo.so.1: 6 APIs", 0), 0u) << out;
+  EXPECT_NE(out.find("call-weighted"), std::string::npos) << out;
+  EXPECT_NE(out.find("... 3 more (--top)"), std::string::npos) << out;
+  EXPECT_NE(out.find("by C++ namespace and class"), std::string::npos) << out;
+  EXPECT_EQ(out.find("other_api"), std::string::npos) << out;
+}
+
+TEST_F(ReportTest, FiltersPickTheirSeries) {
+  int rc = 0;
+  json j = json::parse(Report("--format json --version v1", &rc));
+  ASSERT_EQ(rc, 0);
+  for (const json& a : j["apis"]) {
+    EXPECT_EQ(a["calls"].get<uint64_t>(), fixture_.wall_v1.at(a["symbol"]).count());
+    EXPECT_EQ(a["versions"], json::parse(R"(["v1"])"));
+  }
+  j = json::parse(Report("--format json --platform x86_64/amd/25", &rc));
+  ASSERT_EQ(rc, 0);
+  for (const json& a : j["apis"]) {
+    EXPECT_EQ(a["calls"].get<uint64_t>(), fixture_.wall_fam25.at(a["symbol"]).count());
+  }
+  j = json::parse(Report("--format json --namespace ns", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(j["apis"].size(), 3u);
+  for (const json& a : j["apis"]) EXPECT_EQ(a["scopes"][0], "ns");
+  // Errors: no such version, bad platform, ranges without an aggregator.
+  Report("--version v9", &rc);
+  EXPECT_EQ(rc, 3);
+  std::string out = Report("--platform sparc", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("unknown architecture"), std::string::npos) << out;
+  out = Report("--from 2026-11-01", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("need --host"), std::string::npos) << out;
+}
+
+TEST_F(ReportTest, CsvMarkdownAndHtmlParseAndAgree) {
+  int rc = 0;
+  const std::string csv_path = dir_.File("r.csv");
+  Report("-o " + csv_path, &rc);
+  ASSERT_EQ(rc, 0);
+  // Python's csv module reads it back: one row per API, the calls of each.
+  std::string out;
+  ASSERT_EQ(RunCommand("/usr/bin/python3 -c \"import csv,sys; rows=list(csv.DictReader(open('" +
+                           csv_path +
+                           "'))); print(len(rows)); [print(r['symbol'], r['calls'], "
+                           "r['demangled']) for r in rows]\"",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out.substr(0, out.find('\n')), std::to_string(kSymbols.size()));
+  for (const std::string& s : kSymbols) {
+    EXPECT_NE(
+        out.find(s + " " + std::to_string(fixture_.wall_all.at(s).count()) + " " + Demangle(s)),
+        std::string::npos)
+        << s << "\n"
+        << out;
+  }
+  const std::string md = Report("--format md");
+  size_t rows = 0;
+  for (size_t p = md.find("\n| "); p != std::string::npos; p = md.find("\n| ", p + 1)) ++rows;
+  // Header, APIs, the scopes' header, and every scope prefix: std,
+  // std::vector, (anonymous namespace), ...::Parser, ns, ns::foo,
+  // ns::foo::{lambda(int)#1}, ns::A.
+  EXPECT_EQ(rows, 1 + kSymbols.size() + 1 + 8) << md;
+  EXPECT_NE(md.find("| ns::foo::{lambda(int)#1} |"), std::string::npos) << md;
+
+  const std::string html_path = dir_.File("r.html");
+  Report("-o " + html_path, &rc);
+  ASSERT_EQ(rc, 0);
+  std::ifstream in(html_path);
+  const std::string html(std::istreambuf_iterator<char>(in), {});
+  // Well-formed: Python's HTML parser sees every opened element closed, in
+  // order (void elements aside).
+  const std::string checker =
+      "import sys, html.parser\n"
+      "VOID={'meta','br','img','input','link','hr'}\n"
+      "class P(html.parser.HTMLParser):\n"
+      "  def __init__(s): super().__init__(); s.stack=[]; s.bad=[]\n"
+      "  def handle_starttag(s,t,a):\n"
+      "    if t not in VOID: s.stack.append(t)\n"
+      "  def handle_startendtag(s,t,a): pass\n"
+      "  def handle_endtag(s,t):\n"
+      "    if not s.stack or s.stack[-1]!=t: s.bad.append((t, list(s.stack[-3:])))\n"
+      "    else: s.stack.pop()\n"
+      "p=P(); p.feed(open(sys.argv[1]).read()); p.close()\n"
+      "print('ok' if not p.bad and not p.stack else ('bad', p.bad[:3], p.stack))\n";
+  std::ofstream(dir_.File("check.py")) << checker;
+  ASSERT_EQ(RunCommand("/usr/bin/python3 " + dir_.File("check.py") + " " + html_path, &out), 0);
+  EXPECT_EQ(out, "ok\n");
+  // Self-contained, escaped, one histogram per API row.
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.find("http://") == std::string::npos ||
+                html.find("http://") == html.find("http://www.w3.org/2000/svg"),
+            true);
+  EXPECT_NE(html.find("std::vector&lt;int, std::allocator&lt;int&gt; &gt;::push_back"),
+            std::string::npos);
+  EXPECT_EQ(html.find("vector<int"), std::string::npos);
+  size_t svgs = 0;
+  for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
+  EXPECT_EQ(svgs, kSymbols.size());
+}
+
+}  // namespace
+}  // namespace fieldprof

@@ -1,0 +1,127 @@
+#include "tools/module_source.h"
+
+#include "common/api_key.h"
+#include "common/snapshot_cache.h"
+#include "common/wire.h"
+
+namespace fieldprof::tools {
+
+StatusOr<std::vector<SeriesSum>> SeriesFromCache(const std::string& cache_dir,
+                                                 const std::string& module) {
+  std::vector<SeriesSum> out;
+  SnapshotCache cache(cache_dir);
+  if (cache.Fragments().empty()) {
+    return NotFound("the snapshot cache " + cache_dir +
+                    " holds no fragments (fieldprof pull --all fetches them, or use --host)");
+  }
+  Status s = cache.ForEachRecord([&](const wire::Record& r) {
+    if (r.key().module() != module) return true;
+    SeriesSum x;
+    x.key = r.key();
+    x.histogram = HistogramFromWire(r.histogram());
+    x.runs = r.runs();
+    x.resolution_ns = r.resolution_ns();
+    out.push_back(std::move(x));
+    return true;
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::string QueryEncode(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+StatusOr<Histogram> HistogramFromJson(const nlohmann::json& h) {
+  try {
+    Histogram out;
+    out.SetZeroCount(h.at("zero_count").get<uint64_t>());
+    for (const nlohmann::json& b : h.at("buckets")) {
+      const int i = b.at("index").get<int>();
+      if (i < 0 || i >= kNumBuckets) return DataLoss("a bucket index out of range");
+      HistogramBucket bucket;
+      bucket.count = b.at("count").get<uint64_t>();
+      if (!ParseUint128(b.at("sum").get<std::string>(), &bucket.sum)) {
+        return DataLoss("a bucket sum that is not a decimal number");
+      }
+      if (b.contains("sum_sq") &&
+          !ParseUint128(b.at("sum_sq").get<std::string>(), &bucket.sum_sq)) {
+        return DataLoss("a bucket's sum of squares that is not a decimal number");
+      }
+      out.SetBucket(i, bucket);
+    }
+    if (h.value("sum_sq_saturated", false)) out.MarkSumSqSaturated();
+    out.SetMinMax(h.at("min").get<uint64_t>(), h.at("max").get<uint64_t>());
+    return out;
+  } catch (const std::exception& e) {
+    return DataLoss(std::string("a histogram that does not read: ") + e.what());
+  }
+}
+
+StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const ModuleQuery& q) {
+  std::string target = "/v1/module?module=" + QueryEncode(q.module);
+  if (!q.version.empty()) target += "&version=" + QueryEncode(q.version);
+  if (!q.from.empty()) target += "&from=" + QueryEncode(q.from);
+  if (!q.to.empty()) target += "&to=" + QueryEncode(q.to);
+  if (!q.arch.empty()) target += "&arch=" + QueryEncode(q.arch);
+  if (!q.vendor.empty()) target += "&vendor=" + QueryEncode(q.vendor);
+  if (q.family >= 0) target += "&family=" + std::to_string(q.family);
+  HttpHeaders headers;
+  if (!q.token.empty()) headers.emplace_back("Authorization", "Bearer " + q.token);
+  StatusOr<HttpReply> r = http.Get(target, headers);
+  if (!r.ok()) return r.status();
+  if (r->status == 401)
+    return InvalidArgument("401: this module's pages need its vendor's token (--token)");
+  if (r->status != 200) {
+    return Internal("GET " + target + " answered " + std::to_string(r->status) + ": " + r->body);
+  }
+  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded() || !j.contains("series"))
+    return DataLoss("the aggregator's answer is not JSON");
+  std::vector<SeriesSum> out;
+  try {
+    for (const nlohmann::json& s : j.at("series")) {
+      SeriesSum x;
+      x.key.set_module(s.at("module").get<std::string>());
+      x.key.set_module_version(s.at("module_version").get<std::string>());
+      x.key.set_symbol(s.at("symbol").get<std::string>());
+      StatusOr<wire::Metric> m = ParseMetric(s.at("metric").get<std::string>());
+      if (!m.ok()) return m.status();
+      x.key.set_metric(*m);
+      const nlohmann::json& p = s.at("platform");
+      for (int a = wire::Arch_MIN; a <= wire::Arch_MAX; ++a) {
+        if (wire::Arch_IsValid(a) &&
+            ArchName(static_cast<wire::Arch>(a)) == p.at("arch").get<std::string>())
+          x.key.mutable_platform()->set_arch(static_cast<wire::Arch>(a));
+      }
+      for (int v = wire::CpuVendor_MIN; v <= wire::CpuVendor_MAX; ++v) {
+        if (wire::CpuVendor_IsValid(v) &&
+            CpuVendorName(static_cast<wire::CpuVendor>(v)) == p.at("cpu_vendor").get<std::string>())
+          x.key.mutable_platform()->set_cpu_vendor(static_cast<wire::CpuVendor>(v));
+      }
+      x.key.mutable_platform()->set_cpu_family(p.at("cpu_family").get<uint32_t>());
+      x.runs = s.at("runs").get<uint64_t>();
+      x.resolution_ns = s.value("resolution_ns", uint64_t{0});
+      StatusOr<Histogram> h = HistogramFromJson(s.at("histogram"));
+      if (!h.ok()) return h.status();
+      x.histogram = std::move(*h);
+      out.push_back(std::move(x));
+    }
+  } catch (const std::exception& e) {
+    return DataLoss(std::string("the aggregator's answer does not read: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace fieldprof::tools
