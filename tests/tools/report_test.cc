@@ -12,8 +12,10 @@
 
 #include "common/cxx_names.h"
 #include "common/histogram.h"
+#include "common/https_client.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
+#include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 
@@ -247,6 +249,76 @@ TEST_F(ReportTest, CsvMarkdownAndHtmlParseAndAgree) {
   size_t svgs = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, kSymbols.size());
+}
+
+// The same data posted to the real aggregator: GET /v1/module serves it,
+// the report from there equals the report from the cache, and a vendor's
+// module needs the vendor's token (401 and no data without it), while other
+// modules and the agents' endpoints stay open.
+TEST_F(ReportTest, FromAnAggregatorWithVendorTokens) {
+  ASSERT_TRUE(testing::MakeCert(dir_.path()));
+  const std::string token = "acme-0123456789abcdef";
+  std::ofstream(dir_.File("vendors"))
+      << "# name token patterns\nacme " << token << " libdemo.so*,libacme*\n";
+  testing::AggregatorProcess agg(dir_, testing::FreePort(),
+                                 {"--vendors_file", dir_.File("vendors")});
+  agg.Start();
+  wire::Batch b;
+  b.set_schema_version(kSchemaVersion);
+  b.set_batch_id(std::string(16, 'r'));
+  b.set_created_unix_ms(1795392000000);
+  b.mutable_client_platform()->set_os(wire::OS_LINUX);
+  b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
+  b.mutable_client_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+  b.mutable_client_platform()->set_cpu_family(25);
+  for (const wire::Record& r : fixture_.records) *b.add_records() = r;
+  HttpsClient http(agg.Options());
+  StatusOr<HttpReply> posted =
+      http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+  ASSERT_TRUE(posted.ok() && posted->status == 200) << (posted.ok() ? posted->body : "");
+  agg.WaitApplied();
+  const std::string flags =
+      " --host 127.0.0.1 --port " + std::to_string(agg.port()) + " --ca " + dir_.File("cert.pem");
+  std::string remote, local;
+  ASSERT_EQ(RunCommand(kCli + " report --module libdemo.so.1 --format json --token " + token +
+                           flags + " 2>&1",
+                       &remote),
+            0)
+      << remote;
+  local = Report("--format json");
+  json r = json::parse(remote), l = json::parse(local);
+  ASSERT_EQ(r["apis"].size(), l["apis"].size());
+  for (size_t i = 0; i < r["apis"].size(); ++i) {
+    EXPECT_EQ(r["apis"][i]["symbol"], l["apis"][i]["symbol"]);
+    EXPECT_EQ(r["apis"][i]["calls"], l["apis"][i]["calls"]);
+    EXPECT_EQ(r["apis"][i]["metrics"], l["apis"][i]["metrics"]) << r["apis"][i]["symbol"];
+  }
+  // Without the token, or with another: 401, no data.
+  for (const std::string& bad : {std::string(""), std::string(" --token wrong-token-0123456789")}) {
+    std::string out;
+    EXPECT_EQ(
+        RunCommand(kCli + " report --module libdemo.so.1 --format json" + bad + flags + " 2>&1",
+                   &out),
+        1);
+    EXPECT_NE(out.find("401"), std::string::npos) << out;
+    EXPECT_EQ(out.find("push_back"), std::string::npos) << out;
+  }
+  StatusOr<HttpReply> raw = http.Get("/v1/module?module=libdemo.so.1");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->status, 401);
+  EXPECT_EQ(raw->body.find("_ZN"), std::string::npos) << raw->body;
+  // Another module is open; so are the agents' endpoints.
+  StatusOr<HttpReply> other = http.Get("/v1/module?module=libother.so.3");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->status, 200) << other->body;
+  EXPECT_NE(other->body.find("other_api"), std::string::npos);
+  StatusOr<HttpReply> config = http.Get("/v1/config");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->status, 200);
+  // The token is never in the log.
+  std::ifstream log(dir_.File("aggregator.log"));
+  const std::string text(std::istreambuf_iterator<char>(log), {});
+  EXPECT_EQ(text.find(token), std::string::npos) << text;
 }
 
 }  // namespace
