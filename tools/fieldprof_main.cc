@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
                  "  check  do your runs pay more for an API than the field? (per-API test)\n"
                  "  lab    profile one scenario completely (every API it calls); show, merge\n"
                  "  report one module's field cost: APIs by share, namespaces (text, html, ...)\n"
+                 "  diff   which APIs of a module got slower or faster: two versions or ranges\n"
                  "  lsp    a language server: field costs on hover and at call sites in editors\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
     return argc < 2 ? 2 : 0;
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   if (cmd == "check") return CmdCheck(argc - 1, argv + 1);
   if (cmd == "lab") return CmdLab(argc - 1, argv + 1);
   if (cmd == "report") return CmdReport(argc - 1, argv + 1);
+  if (cmd == "diff") return CmdDiff(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

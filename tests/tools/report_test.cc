@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -249,6 +250,66 @@ TEST_F(ReportTest, CsvMarkdownAndHtmlParseAndAgree) {
   size_t svgs = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, kSymbols.size());
+}
+
+// fieldprof diff on two versions of a module: one API made 50% slower, one
+// 40% faster, one the same distribution drawn again, one new. Only the
+// first two are called changed, each the right way, with the statistics of
+// the stored histograms; --fail_on_slower gates; the HTML parses.
+TEST(DiffTest, TwoVersionsSlowerFasterAndTheSame) {
+  TempDir dir;
+  std::mt19937_64 rng(5);
+  auto draw = [&](double mu, double scale, int n) {
+    std::lognormal_distribution<double> d(mu, 0.5);
+    Histogram h;
+    for (int i = 0; i < n; ++i) h.Record(static_cast<uint64_t>(scale * d(rng)));
+    return h;
+  };
+  std::vector<wire::Record> records;
+  std::map<std::string, Histogram> before, after;
+  auto add = [&](const std::string& sym, const std::string& version, const Histogram& h) {
+    wire::Record r = MakeRecord("libdiff.so.1", sym, wire::METRIC_WALL_TIME_NS, h, 50);
+    r.mutable_key()->set_module_version(version);
+    records.push_back(r);
+    (version == "v1" ? before : after)[sym] = h;
+  };
+  add("slowed", "v1", draw(7, 1, 4000));
+  add("slowed", "v2", draw(7, 1.5, 4000));
+  add("sped", "v1", draw(8, 1, 4000));
+  add("sped", "v2", draw(8, 0.6, 4000));
+  add("same", "v1", draw(6, 1, 4000));
+  add("same", "v2", draw(6, 1, 4000));
+  add("newcomer", "v2", draw(6, 1, 4000));
+  Cache(dir.File("cache")).Write(1, records);
+  const std::string diff =
+      kCli + " diff --module libdiff.so.1 --versions v1,v2 --cache " + dir.File("cache") + " ";
+  std::string out;
+  ASSERT_EQ(RunCommand(diff + "--format json --all", &out), 0) << out;
+  const json j = json::parse(out);
+  EXPECT_EQ(j["apis_compared"], 3);
+  EXPECT_EQ(j["slower"], 1);
+  EXPECT_EQ(j["faster"], 1);
+  EXPECT_EQ(j["only_after"], json::parse(R"(["newcomer"])"));
+  std::map<std::string, std::string> verdict;
+  for (const json& a : j["apis"]) {
+    const std::string s = a["symbol"];
+    verdict[s] = a["verdict"];
+    EXPECT_DOUBLE_EQ(a["before"].get<double>(), before.at(s).Mean()) << s;
+    EXPECT_DOUBLE_EQ(a["after"].get<double>(), after.at(s).Mean()) << s;
+    EXPECT_DOUBLE_EQ(a["change"].get<double>(), after.at(s).Mean() / before.at(s).Mean() - 1) << s;
+  }
+  EXPECT_EQ(verdict["slowed"], "slower");
+  EXPECT_EQ(verdict["sped"], "faster");
+  EXPECT_EQ(verdict["same"], "same");
+  EXPECT_EQ(RunCommand(diff + "--fail_on_slower > /dev/null", &out), 1);
+  EXPECT_EQ(RunCommand(diff + "--versions v1,v1 --fail_on_slower", &out), 0) << out;
+  ASSERT_EQ(RunCommand(diff + "-o " + dir.File("d.html"), &out), 0) << out;
+  std::ifstream in(dir.File("d.html"));
+  const std::string html(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(html.find("<tr class=\"slower\">"), std::string::npos);
+  EXPECT_NE(html.find("<tr class=\"faster\">"), std::string::npos);
+  EXPECT_EQ(RunCommand(diff + "--versions v1 2>&1", &out), 2);
+  EXPECT_NE(out.find("BEFORE,AFTER"), std::string::npos) << out;
 }
 
 // The same data posted to the real aggregator: GET /v1/module serves it,

@@ -1,0 +1,49 @@
+// Which APIs of a module got slower or faster between two versions or two
+// date ranges (issue #19), on statistical evidence: per API, the one-sided
+// permutation test of common/permutation_test.h in each direction
+// (two-sided p = twice the smaller, at most 1), Benjamini-Hochberg across
+// APIs, and floors on the effect (relative, and for wall time absolute),
+// as fieldprof check does. The same function serves the CLI and the
+// aggregator, so both say the same.
+#ifndef FIELDPROF_COMMON_MODULE_DIFF_H_
+#define FIELDPROF_COMMON_MODULE_DIFF_H_
+
+#include <string>
+#include <vector>
+
+#include "common/module_model.h"
+#include "common/permutation_test.h"
+
+namespace fieldprof {
+
+struct DiffOptions {
+  int metric = 0;  // index into ApiCost::metric (0: wall time)
+  PermutationOptions test;
+  double fdr = 0.05;
+  bool dependent = false;    // Benjamini-Yekutieli
+  double min_effect = 0.05;  // |after / before - 1| of the statistic
+  double min_diff_ns = 10;   // wall time: |after - before| of the statistic, and > 2 x resolution
+  uint64_t min_calls = 30;   // on each side
+};
+
+struct ApiDiff {
+  std::string symbol, demangled;
+  Histogram before, after;
+  double stat_before = 0, stat_after = 0;  // the statistic (mean or quantile)
+  double change = 0;                       // stat_after / stat_before - 1
+  double p_slower = 1, p_faster = 1, p = 1, adjusted = 1;
+  uint64_t resolution_ns = 0;
+  enum Verdict { kSame, kSlower, kFaster } verdict = kSame;
+};
+
+struct ModuleDiff {
+  std::vector<ApiDiff> apis;  // in both; slower first (by change), then faster, then the rest
+  std::vector<std::string> only_before, only_after;
+  size_t too_few_calls = 0;
+};
+
+ModuleDiff DiffModules(const ModuleModel& before, const ModuleModel& after, const DiffOptions& o);
+
+}  // namespace fieldprof
+
+#endif  // FIELDPROF_COMMON_MODULE_DIFF_H_
