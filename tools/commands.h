@@ -26,6 +26,7 @@ int CmdCheck(int argc, char** argv);
 int CmdLab(int argc, char** argv);
 int CmdReport(int argc, char** argv);
 int CmdDiff(int argc, char** argv);
+int CmdDocs(int argc, char** argv);
 
 // Where module:symbol sits in a lab profile's nesting graph: up to three
 // call stacks, outermost first, as module:symbol names (cmd_lab.cc)...

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
                  "  lab    profile one scenario completely (every API it calls); show, merge\n"
                  "  report one module's field cost: APIs by share, namespaces (text, html, ...)\n"
                  "  diff   which APIs of a module got slower or faster: two versions or ranges\n"
+                 "  docs   per-API cost snippets (Markdown, HTML) for generated API references\n"
                  "  lsp    a language server: field costs on hover and at call sites in editors\n\n"
                  "'fieldprof COMMAND --help' describes each command.\n";
     return argc < 2 ? 2 : 0;
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   if (cmd == "lab") return CmdLab(argc - 1, argv + 1);
   if (cmd == "report") return CmdReport(argc - 1, argv + 1);
   if (cmd == "diff") return CmdDiff(argc - 1, argv + 1);
+  if (cmd == "docs") return CmdDocs(argc - 1, argv + 1);
   std::cerr << "fieldprof: unknown command '" << cmd << "' (see fieldprof --help)\n";
   return 2;
 }

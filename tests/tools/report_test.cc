@@ -19,6 +19,7 @@
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
+#include "tools/format.h"
 
 namespace fieldprof {
 namespace {
@@ -250,6 +251,36 @@ TEST_F(ReportTest, CsvMarkdownAndHtmlParseAndAgree) {
   size_t svgs = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, kSymbols.size());
+}
+
+// fieldprof docs: a Markdown and an HTML snippet per API, with the API's
+// p50 as the model computes it, its histogram, and the dashboard link.
+TEST_F(ReportTest, DocsWritesASnippetPerApi) {
+  std::string out;
+  const std::string docs = dir_.File("docs");
+  ASSERT_EQ(RunCommand(kCli + " docs --module libdemo.so.1 --cache " + dir_.File("cache") + " -o " +
+                           docs + " --link https://agg.example/ui/ 2>&1",
+                       &out),
+            0)
+      << out;
+  std::ifstream in(docs + "/index.json");
+  const json index = json::parse(in);
+  ASSERT_EQ(index["apis"].size(), kSymbols.size());
+  for (const json& a : index["apis"]) {
+    const std::string s = a["symbol"];
+    EXPECT_EQ(a["file"], s);  // mangled names are file names as they are
+    std::ifstream h(docs + "/" + s + ".html"), m(docs + "/" + s + ".md");
+    const std::string html(std::istreambuf_iterator<char>(h), {});
+    const std::string md(std::istreambuf_iterator<char>(m), {});
+    const HistogramStats st = fixture_.wall_all.at(s).Stats();
+    const std::string p50 = tools::FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p50, 9);
+    EXPECT_NE(html.find("p50 " + p50), std::string::npos) << html;
+    EXPECT_NE(md.find("p50 " + p50), std::string::npos) << md;
+    EXPECT_NE(md.find("(https://agg.example/ui/#api/libdemo.so.1/" + s + ")"), std::string::npos)
+        << md;
+    EXPECT_NE(html.find("<svg"), std::string::npos);
+    EXPECT_NE(html.find(tools::FormatCount(st.count) + " calls"), std::string::npos) << html;
+  }
 }
 
 // fieldprof diff on two versions of a module: one API made 50% slower, one
