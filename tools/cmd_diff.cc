@@ -11,6 +11,7 @@
 #include "common/api_key.h"
 #include "common/durable_file.h"
 #include "common/json_writer.h"
+#include "common/model_json.h"
 #include "common/module_diff.h"
 #include "common/options.h"
 #include "common/snapshot_cache.h"
@@ -40,9 +41,7 @@ bool SplitRange(const std::string& s, std::string* from, std::string* to) {
   return true;
 }
 
-const char* VerdictName(ApiDiff::Verdict v) {
-  return v == ApiDiff::kSlower ? "slower" : v == ApiDiff::kFaster ? "faster" : "same";
-}
+const char* VerdictName(ApiDiff::Verdict v) { return DiffVerdictName(v); }
 
 std::string Pct(double change) {
   char b[32];
@@ -205,47 +204,7 @@ int CmdDiff(int argc, char** argv) {
   auto value = [&](double v) { return FormatMetricValue(m, v); };
   std::string text;
   if (format == "json") {
-    JsonWriter j;
-    j.BeginObject();
-    j.Key("module")
-        .String(module)
-        .Key("before")
-        .String(before_name)
-        .Key("after")
-        .String(after_name);
-    j.Key("metric").String(metric_name).Key("statistic").String(statistic);
-    j.Key("fdr")
-        .Double(fdr)
-        .Key("correction")
-        .String(dependent ? "benjamini-yekutieli" : "benjamini-hochberg");
-    j.Key("apis_compared")
-        .Uint(d.apis.size())
-        .Key("slower")
-        .Uint(slower)
-        .Key("faster")
-        .Uint(faster);
-    j.Key("apis_with_too_few_calls").Uint(d.too_few_calls);
-    j.Key("only_before").BeginArray();
-    for (const std::string& x : d.only_before) j.String(x);
-    j.EndArray().Key("only_after").BeginArray();
-    for (const std::string& x : d.only_after) j.String(x);
-    j.EndArray();
-    j.Key("apis").BeginArray();
-    for (const ApiDiff& x : d.apis) {
-      if (!all && x.verdict == ApiDiff::kSame) continue;
-      j.BeginObject();
-      j.Key("symbol").String(x.symbol).Key("demangled").String(x.demangled);
-      j.Key("verdict").String(VerdictName(x.verdict));
-      j.Key("before").DoubleExact(x.stat_before).Key("after").DoubleExact(x.stat_after);
-      j.Key("change").DoubleExact(x.change);
-      j.Key("calls_before").Uint(x.before.count()).Key("calls_after").Uint(x.after.count());
-      j.Key("p_slower").Double(x.p_slower).Key("p_faster").Double(x.p_faster);
-      j.Key("p").Double(x.p).Key("adjusted_p").Double(x.adjusted);
-      j.EndObject();
-    }
-    j.EndArray();
-    j.EndObject();
-    text = j.Take() + "\n";
+    text = ModuleDiffJson(d, module, before_name, after_name, metric_name, statistic, o, all);
   } else if (format == "html") {
     text = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
            HtmlEscape(module) + ": " + HtmlEscape(before_name) + " to " + HtmlEscape(after_name) +

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/json_writer.h"
+#include "common/model_json.h"
 #include "tools/format.h"
 
 namespace fieldprof::tools {
@@ -206,69 +207,7 @@ std::string ReportCsv(const ModuleModel& m) {
 }
 
 std::string ReportJson(const ModuleModel& m, const ReportContext& c) {
-  JsonWriter j;
-  j.BeginObject();
-  j.Key("module").String(m.module).Key("source").String(c.source).Key("range").String(c.range);
-  j.Key("filters").String(c.filters).Key("series").Uint(m.series).Key("calls").Uint(m.calls);
-  j.Key("weights").String(
-      "shares are calls x mean (call-weighted); percentiles and means are over calls; runs "
-      "counts the program runs behind each API");
-  j.Key("versions").BeginArray();
-  for (const std::string& v : m.versions) j.String(v);
-  j.EndArray();
-  j.Key("totals").BeginObject();
-  for (int i = 0; i < kModelMetrics; ++i) j.Key(ModelMetricName(i)).DoubleExact(m.total[i]);
-  j.EndObject();
-  j.Key("apis").BeginArray();
-  for (const ApiCost& a : m.apis) {
-    j.BeginObject();
-    j.Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
-    j.Key("scopes").BeginArray();
-    for (const std::string& s : a.name.scopes) j.String(s);
-    j.EndArray();
-    j.Key("function").String(a.name.function);
-    j.Key("versions").BeginArray();
-    for (const std::string& v : a.versions) j.String(v);
-    j.EndArray();
-    j.Key("calls")
-        .Uint(a.calls())
-        .Key("runs")
-        .Uint(a.runs)
-        .Key("calls_per_run")
-        .DoubleExact(a.CallsPerRun());
-    if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
-    j.Key("metrics").BeginObject();
-    for (int i = 0; i < kModelMetrics; ++i) {
-      if (a.metric[i].count() == 0) continue;
-      const HistogramStats st = a.metric[i].Stats();
-      j.Key(ModelMetricName(i)).BeginObject();
-      j.Key("count")
-          .Uint(st.count)
-          .Key("share")
-          .DoubleExact(a.share[i])
-          .Key("total")
-          .DoubleExact(a.Total(i));
-      j.Key("mean").DoubleExact(st.mean).Key("sd").DoubleExact(st.stddev);
-      j.Key("p50").DoubleExact(st.p50).Key("p90").DoubleExact(st.p90).Key("p99").DoubleExact(
-          st.p99);
-      j.Key("min").Uint(st.min).Key("max").Uint(st.max);
-      j.EndObject();
-    }
-    j.EndObject();
-    j.EndObject();
-  }
-  j.EndArray();
-  j.Key("scopes").BeginArray();
-  for (const ScopeCost& s : m.scopes) {
-    j.BeginObject();
-    j.Key("scope").String(s.scope).Key("depth").Int(s.depth).Key("apis").Uint(s.apis);
-    j.Key("calls").Uint(s.calls).Key("wall_time_total").DoubleExact(s.total[0]);
-    j.Key("wall_time_share").DoubleExact(s.share[0]);
-    j.EndObject();
-  }
-  j.EndArray();
-  j.EndObject();
-  return j.Take() + "\n";
+  return ModuleModelJson(m, c.source, c.range, c.filters);
 }
 
 std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c) {
