@@ -5,13 +5,20 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include "aggregator/publisher.h"
 #include "aggregator/time_tree.h"
+#include "aggregator/ui_assets.h"
 #include "common/durable_file.h"
 #include "common/json_writer.h"
 #include "common/lab_format.h"
+#include "common/model_json.h"
+#include "common/module_diff.h"
+#include "common/module_model.h"
 #include "common/resolution.h"
 #include "common/signing.h"
 #include "common/validate.h"
@@ -60,14 +67,14 @@ void WriteStats(JsonWriter& j, const Histogram& h) {
   HistogramStats s = h.Stats();
   j.Key("stats").BeginObject();
   j.Key("count").Uint(s.count);
-  j.Key("mean").Double(s.mean);
-  j.Key("stddev").Double(s.stddev);
-  j.Key("variance").Double(s.variance);
+  j.Key("mean").DoubleExact(s.mean);
+  j.Key("stddev").DoubleExact(s.stddev);
+  j.Key("variance").DoubleExact(s.variance);
   j.Key("min").Uint(s.min);
   j.Key("max").Uint(s.max);
-  j.Key("p50").Double(s.p50);
-  j.Key("p90").Double(s.p90);
-  j.Key("p99").Double(s.p99);
+  j.Key("p50").DoubleExact(s.p50);
+  j.Key("p90").DoubleExact(s.p90);
+  j.Key("p99").DoubleExact(s.p99);
   j.EndObject();
 }
 
@@ -269,6 +276,11 @@ HttpResponse Router::Handle(const HttpRequest& req) {
   if (get && path == "/v1/apis") return ListApis(query);
   if (get && path == "/v1/api") return GetApi(query);
   if (get && path == "/v1/module") return GetModule(query, req.authorization);
+  if (get && path == "/v1/modules") return ListModules(req.authorization);
+  if (get && path == "/v1/report") return GetReport(query, req.authorization);
+  if (get && path == "/v1/diff") return GetDiff(query, req.authorization);
+  if (get && path == "/v1/recent") return Recent(query);
+  if (get && (path == "/ui" || path.starts_with("/ui/"))) return UiAsset(path);
   if (get && path == "/v1/snapshot/manifest") return SnapshotManifest(req.if_none_match);
   constexpr std::string_view kFragments = "/v1/snapshot/fragments/";
   if (get && path.starts_with(kFragments)) {
@@ -333,6 +345,18 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
     metrics_->BatchDuplicate();
   } else {
     metrics_->BatchAccepted(applied->records, body.size());
+    // The dashboard's "seen most recently": a few keys of each batch.
+    const int64_t now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_().time_since_epoch()).count();
+    std::lock_guard<std::mutex> lock(recent_mu_);
+    const size_t n = std::min<size_t>(batch.records().size(), 8);
+    for (size_t i = 0; i < n; ++i) {
+      const ApiKeyView& k = batch.records(static_cast<int>(i)).key();
+      auto same = [&](const Seen& x) { return x.module == k.module() && x.symbol == k.symbol(); };
+      recent_.erase(std::remove_if(recent_.begin(), recent_.end(), same), recent_.end());
+      recent_.push_back({std::string(k.module()), std::string(k.symbol()), now_ms});
+    }
+    if (recent_.size() > kRecent) recent_.erase(recent_.begin(), recent_.end() - kRecent);
   }
   JsonWriter j;
   j.BeginObject();
@@ -584,6 +608,28 @@ bool GlobMatch(std::string_view pattern, std::string_view s) {
 
 }  // namespace
 
+// A vendor's module: that vendor's token, compared in constant time (as
+// digests, so the length says nothing either).
+bool Router::VendorAllows(std::string_view module, std::string_view authorization,
+                          bool* claimed_out) const {
+  bool claimed = false, allowed = false;
+  std::string given;
+  if (authorization.starts_with("Bearer ")) given = Sha256(authorization.substr(7));
+  for (const Vendor& v : vendors_) {
+    bool match = false;
+    for (const std::string& pat : v.patterns) match = match || GlobMatch(pat, module);
+    if (!match) continue;
+    claimed = true;
+    unsigned char diff = given.size() == v.token_sha256.size() ? 0 : 1;
+    for (size_t i = 0; i < v.token_sha256.size() && i < given.size(); ++i) {
+      diff |= static_cast<unsigned char>(given[i] ^ v.token_sha256[i]);
+    }
+    allowed = allowed || diff == 0;
+  }
+  if (claimed_out != nullptr) *claimed_out = claimed;
+  return !claimed || allowed;
+}
+
 HttpResponse Router::GetModule(std::string_view query, std::string_view authorization) {
   auto params = ParseQuery(query);
   if (!params.ok()) return ErrorResponse(params.status());
@@ -596,23 +642,7 @@ HttpResponse Router::GetModule(std::string_view query, std::string_view authoriz
   if (filter.module.empty() || !filter.symbol_prefix.empty()) {
     return ErrorResponse(InvalidArgument("/v1/module needs module= (and takes no symbol)"));
   }
-  // A vendor's module: that vendor's token, compared in constant time (as
-  // digests, so the length says nothing either), or 401 and no data.
-  bool claimed = false, allowed = false;
-  std::string given;
-  if (authorization.starts_with("Bearer ")) given = Sha256(authorization.substr(7));
-  for (const Vendor& v : vendors_) {
-    bool match = false;
-    for (const std::string& pat : v.patterns) match = match || GlobMatch(pat, filter.module);
-    if (!match) continue;
-    claimed = true;
-    unsigned char diff = given.size() == v.token_sha256.size() ? 0 : 1;
-    for (size_t i = 0; i < v.token_sha256.size() && i < given.size(); ++i) {
-      diff |= static_cast<unsigned char>(given[i] ^ v.token_sha256[i]);
-    }
-    allowed = allowed || diff == 0;
-  }
-  if (claimed && !allowed) {
+  if (!VendorAllows(filter.module, authorization)) {
     HttpResponse r = ErrorResponse(InvalidArgument("this module's pages need its vendor's token"));
     r.status = 401;
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
@@ -660,6 +690,242 @@ HttpResponse Router::GetModule(std::string_view query, std::string_view authoriz
   j.Key("truncated").Bool(truncated);
   j.EndObject();
   return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+namespace {
+
+HttpResponse Unauthorized() {
+  HttpResponse r = ErrorResponse(InvalidArgument("this module's pages need its vendor's token"));
+  r.status = 401;
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+// Takes `name` out of the query (ParseFilter refuses what it does not know).
+std::string TakeParam(std::vector<std::pair<std::string, std::string>>* params,
+                      const std::string& name) {
+  for (auto it = params->begin(); it != params->end(); ++it) {
+    if (it->first != name) continue;
+    std::string v = it->second;
+    params->erase(it);
+    return v;
+  }
+  return "";
+}
+
+// Every series `filter` matches, summed over [from, to], for the model.
+Status CollectSeries(Store* store, const ApiFilter& filter, int32_t from, int32_t to,
+                     std::optional<int> family, size_t limit, std::vector<SeriesSum>* out,
+                     bool* truncated) {
+  const bool ranged = from != kUnboundedFirst || to != kUnboundedLast;
+  Status err = Status::Ok();
+  Status s = store->ForEachApi(filter, [&](ApiAggregate&& a) {
+    if (family && a.key.platform.cpu_family != *family) return true;
+    if (out->size() == limit) {
+      *truncated = true;
+      return false;
+    }
+    if (ranged) {
+      StatusOr<ApiAggregate> r = store->QueryRange(a.key, from, to);
+      if (!r.ok()) {
+        err = r.status();
+        return false;
+      }
+      if (r->histogram.empty()) return true;
+      a = std::move(*r);
+    }
+    SeriesSum x;
+    ApiKeyToWire(a.key, &x.key);
+    x.histogram = std::move(a.histogram);
+    x.runs = a.runs;
+    x.resolution_ns = a.resolution_ns;
+    out->push_back(std::move(x));
+    return true;
+  });
+  return s.ok() ? err : s;
+}
+
+}  // namespace
+
+HttpResponse Router::ListModules(std::string_view authorization) {
+  struct Module {
+    std::set<std::string> apis, versions;
+    uint64_t calls = 0, series = 0;
+  };
+  std::map<std::string, Module> modules;
+  ApiFilter filter;
+  filter.metric = wire::METRIC_WALL_TIME_NS;
+  Status s = store_->ForEachApi(filter, [&](ApiAggregate&& a) {
+    Module& m = modules[a.key.module];
+    m.apis.insert(a.key.symbol);
+    m.versions.insert(a.key.module_version);
+    m.calls += a.histogram.count();
+    ++m.series;
+    return true;
+  });
+  if (!s.ok()) return ErrorResponse(s);
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("modules").BeginArray();
+  for (const auto& [name, m] : modules) {
+    bool claimed = false;
+    const bool open = VendorAllows(name, authorization, &claimed);
+    j.BeginObject();
+    j.Key("module").String(name).Key("vendor").Bool(claimed).Key("open").Bool(open);
+    j.Key("apis").Uint(m.apis.size()).Key("series").Uint(m.series).Key("calls").Uint(m.calls);
+    j.Key("versions").BeginArray();
+    for (const std::string& v : m.versions) j.String(v);
+    j.EndArray();
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::GetReport(std::string_view query, std::string_view authorization) {
+  auto params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  ModelFilter mf;
+  mf.scope = TakeParam(&*params, "namespace");
+  ApiFilter filter;
+  int32_t from = kUnboundedFirst, to = kUnboundedLast;
+  size_t limit = 100000;
+  std::optional<int> family;
+  Status s = ParseFilter(*params, &filter, &from, &to, &limit, &family);
+  if (!s.ok()) return ErrorResponse(s);
+  if (filter.module.empty()) return ErrorResponse(InvalidArgument("/v1/report needs module="));
+  if (!VendorAllows(filter.module, authorization)) return Unauthorized();
+  std::vector<SeriesSum> series;
+  bool truncated = false;
+  s = CollectSeries(store_, filter, from, to, family, limit, &series, &truncated);
+  if (!s.ok()) return ErrorResponse(s);
+  const ModuleModel m = BuildModuleModel(filter.module, series, mf);
+  const std::string range = from == kUnboundedFirst && to == kUnboundedLast
+                                ? "all time"
+                                : (from == kUnboundedFirst ? std::string("...") : FormatDay(from)) +
+                                      " .. " +
+                                      (to == kUnboundedLast ? std::string("...") : FormatDay(to));
+  std::string filters = mf.scope.empty() ? "" : "namespace " + mf.scope;
+  if (!filter.module_version.empty()) {
+    filters += (filters.empty() ? "" : ", ") + std::string("version ") + filter.module_version;
+  }
+  return HttpResponse{
+      200, "application/json", ModuleModelJson(m, "aggregator", range, filters), {}};
+}
+
+HttpResponse Router::GetDiff(std::string_view query, std::string_view authorization) {
+  auto params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  const std::string av = TakeParam(&*params, "a_version"), bv = TakeParam(&*params, "b_version");
+  const std::string af = TakeParam(&*params, "a_from"), at = TakeParam(&*params, "a_to");
+  const std::string bf = TakeParam(&*params, "b_from"), bt = TakeParam(&*params, "b_to");
+  std::string statistic = TakeParam(&*params, "statistic");
+  if (statistic.empty()) statistic = "mean";
+  ApiFilter filter;
+  int32_t from = kUnboundedFirst, to = kUnboundedLast;
+  size_t limit = 100000;
+  std::optional<int> family;
+  Status s = ParseFilter(*params, &filter, &from, &to, &limit, &family);
+  if (!s.ok()) return ErrorResponse(s);
+  if (filter.module.empty()) return ErrorResponse(InvalidArgument("/v1/diff needs module="));
+  const bool by_version = !av.empty() || !bv.empty();
+  if (by_version == (!af.empty() || !at.empty() || !bf.empty() || !bt.empty()) ||
+      (by_version && (av.empty() || bv.empty()))) {
+    return ErrorResponse(InvalidArgument(
+        "/v1/diff takes a_version= and b_version=, or a_from=, a_to=, b_from=, b_to="));
+  }
+  if (!VendorAllows(filter.module, authorization)) return Unauthorized();
+  DiffOptions o;
+  o.metric = filter.metric ? static_cast<int>(*filter.metric) - 1 : 0;
+  o.test.stop_after = 20;
+  if (statistic != "mean") {
+    const double q =
+        statistic.size() > 1 && statistic[0] == 'p' ? std::atof(statistic.c_str() + 1) / 100 : -1;
+    if (q <= 0 || q >= 1) return ErrorResponse(InvalidArgument("statistic is mean or pNN"));
+    o.test.statistic = PermutationOptions::kQuantile;
+    o.test.quantile = q;
+  }
+  filter.metric.reset();
+  std::vector<SeriesSum> a, b;
+  bool truncated = false;
+  ModelFilter fa, fb;
+  std::string before, after;
+  if (by_version) {
+    s = CollectSeries(store_, filter, from, to, family, limit, &a, &truncated);
+    b = a;
+    fa.module_version = av;
+    fb.module_version = bv;
+    before = av;
+    after = bv;
+  } else {
+    auto day = [](const std::string& d, int32_t unbounded) -> StatusOr<int32_t> {
+      if (d.empty()) return unbounded;
+      return ParseDay(d);
+    };
+    StatusOr<int32_t> d1 = day(af, kUnboundedFirst), d2 = day(at, kUnboundedLast),
+                      d3 = day(bf, kUnboundedFirst), d4 = day(bt, kUnboundedLast);
+    for (const auto* d : {&d1, &d2, &d3, &d4}) {
+      if (!d->ok()) return ErrorResponse(d->status());
+    }
+    s = CollectSeries(store_, filter, *d1, *d2, family, limit, &a, &truncated);
+    if (s.ok()) s = CollectSeries(store_, filter, *d3, *d4, family, limit, &b, &truncated);
+    before = af + ".." + at;
+    after = bf + ".." + bt;
+  }
+  if (!s.ok()) return ErrorResponse(s);
+  const ModuleDiff d = DiffModules(BuildModuleModel(filter.module, a, fa),
+                                   BuildModuleModel(filter.module, b, fb), o);
+  return HttpResponse{200,
+                      "application/json",
+                      ModuleDiffJson(d, filter.module, before, after, ModelMetricName(o.metric),
+                                     statistic, o, /*all=*/true),
+                      {}};
+}
+
+HttpResponse Router::Recent(std::string_view query) {
+  auto params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  size_t limit = 50;
+  const std::string l = TakeParam(&*params, "limit");
+  if (!l.empty()) limit = std::clamp<size_t>(std::strtoul(l.c_str(), nullptr, 10), 1, kRecent);
+  std::vector<Seen> seen;
+  {
+    std::lock_guard<std::mutex> lock(recent_mu_);
+    seen = recent_;
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("apis").BeginArray();
+  size_t n = 0;
+  for (auto it = seen.rbegin(); it != seen.rend() && n < limit; ++it, ++n) {
+    j.BeginObject();
+    j.Key("module").String(it->module).Key("symbol").String(it->symbol);
+    j.Key("unix_ms").Int(it->unix_ms);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return HttpResponse{200, "application/json", j.Take() + "\n", {}};
+}
+
+HttpResponse Router::UiAsset(std::string_view path) {
+  if (path == "/ui") {
+    HttpResponse r{301, "text/plain", "see /ui/\n", {}};
+    r.headers.emplace_back("Location", "/ui/");
+    return r;
+  }
+  std::string_view name = path.substr(4);  // after "/ui/"
+  if (name.empty()) name = "index.html";
+  const UiFile* f = FindUiFile(name);
+  if (f == nullptr) return ErrorResponse(NotFound("no such dashboard file"));
+  HttpResponse r{200, std::string(f->content_type), std::string(f->body), {}};
+  // Nothing from elsewhere, no framing by other sites.
+  r.headers.emplace_back("Content-Security-Policy",
+                         "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                         "script-src 'self'; frame-ancestors 'none'");
+  r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  return r;
 }
 
 HttpResponse Router::Metrics() {

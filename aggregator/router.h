@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,14 @@ class Router {
   // GET /v1/module: every series of one module over a day range, with
   // histograms (the model of reports, diffs and the dashboard).
   HttpResponse GetModule(std::string_view query, std::string_view authorization);
+  // The dashboard's reads (aggregator/ui/): every module; one module's model
+  // (common/model_json.h); a diff of two versions or ranges; the APIs seen
+  // most recently; and the dashboard's own static files.
+  HttpResponse ListModules(std::string_view authorization);
+  HttpResponse GetReport(std::string_view query, std::string_view authorization);
+  HttpResponse GetDiff(std::string_view query, std::string_view authorization);
+  HttpResponse Recent(std::string_view query);
+  HttpResponse UiAsset(std::string_view path);
   HttpResponse LabUpload(std::string_view body);
   HttpResponse LabList();
   HttpResponse LabGet(std::string_view id);
@@ -124,6 +133,19 @@ class Router {
   std::string admin_token_;
   std::string lab_dir_;
   std::vector<Vendor> vendors_;
+  // Whether `module` may be served: claimed by no vendor, or `authorization`
+  // is a claiming vendor's token. `claimed` says whether any vendor claims it.
+  bool VendorAllows(std::string_view module, std::string_view authorization,
+                    bool* claimed = nullptr) const;
+  // The most recently ingested APIs (module, symbol) with the unix ms of
+  // their last batch; a few keys of each batch, bounded.
+  struct Seen {
+    std::string module, symbol;
+    int64_t unix_ms = 0;
+  };
+  std::mutex recent_mu_;
+  std::vector<Seen> recent_;  // newest last, at most kRecent
+  static constexpr size_t kRecent = 512;
   class Metrics* metrics_;
   std::function<std::chrono::system_clock::time_point()> clock_;
 };

@@ -36,7 +36,13 @@ PACKAGES=(
   nlohmann-json3-dev neovim
   # statistics checked against an independent implementation (fieldprof check)
   python3-scipy
+  # the dashboard in a real browser: Debian's chromium, driven by npm's
+  # playwright-core (tests/ui/, installed below)
+  chromium nodejs
 )
+# npm: Debian's, unless the machine's Node.js brings its own (NodeSource's
+# nodejs package holds npm, and Debian's npm package conflicts with it).
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then
   echo "install-deps: FIELDPROF_SKIP_APT=1, not installing anything"
@@ -50,8 +56,19 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# playwright-core, pinned in tests/ui/package.json to the release made for
+# Debian's Chromium (156: playwright-core 1.64.1), into tests/ui/node_modules.
+npm_deps() {
+  local ui
+  ui="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
+  if [[ -d "$ui/node_modules/playwright-core" ]]; then return; fi
+  echo "install-deps: npm install in tests/ui (playwright-core)"
+  (cd "$ui" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+}
+
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  npm_deps
   exit 0
 fi
 
@@ -62,4 +79,5 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_deps
 echo "install-deps: done"

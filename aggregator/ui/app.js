@@ -1,0 +1,347 @@
+// The fieldprof dashboard: pages over the aggregator's JSON query API.
+// Every figure shown comes from the server (GET /v1/modules, /v1/report,
+// /v1/api, /v1/diff, /v1/recent), which computes them with the same code as
+// the command line; this file only lays them out. Raw values sit in data-v
+// attributes beside their formatted text.
+'use strict';
+
+const METRICS = ['wall_time_ns', 'alloc_bytes_inclusive', 'alloc_bytes_exclusive', 'alloc_count',
+                 'file_io_bytes', 'socket_io_bytes'];
+const SVG = 'http://www.w3.org/2000/svg';
+const main = document.getElementById('main');
+
+// ------------------------------------------------------------ formatting
+
+function fmtNs(v) {
+  if (v === null || v === undefined || !isFinite(v)) return '-';
+  const a = Math.abs(v);
+  if (a < 1000) return v.toFixed(a < 10 ? 2 : a < 100 ? 1 : 0) + ' ns';
+  if (a < 1e6) return (v / 1e3).toFixed(2) + ' us';
+  if (a < 1e9) return (v / 1e6).toFixed(2) + ' ms';
+  return (v / 1e9).toFixed(2) + ' s';
+}
+function fmtBytes(v) {
+  if (v === null || v === undefined || !isFinite(v)) return '-';
+  if (v < 1024) return v.toFixed(v < 10 ? 1 : 0) + ' B';
+  if (v < 1048576) return (v / 1024).toFixed(2) + ' KiB';
+  return (v / 1048576).toFixed(2) + ' MiB';
+}
+function fmtCount(n) { return Number(n).toLocaleString('en-US'); }
+function fmtPct(x) { return (100 * x).toFixed(1) + '%'; }
+function fmtMetric(metric, v) {
+  if (metric === 'wall_time_ns') return fmtNs(v);
+  if (metric === 'alloc_count') return isFinite(v) ? v.toFixed(2) : '-';
+  return fmtBytes(v);
+}
+
+// ------------------------------------------------------------ DOM helpers
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+function cell(text, value) {
+  return el('td', value === undefined ? {} : {'data-v': String(value)}, text);
+}
+function show(...nodes) {
+  main.replaceChildren(...nodes);
+  main.focus();
+}
+
+// Click or Enter on a header sorts by its column: data-v numbers, else text.
+function sortable(table) {
+  table.querySelectorAll('th').forEach((th, col) => {
+    th.tabIndex = 0;
+    let dir = -1;
+    const sort = () => {
+      const body = table.tBodies[0];
+      const rows = Array.from(body.rows);
+      dir = -dir;
+      rows.sort((a, b) => {
+        const x = a.cells[col], y = b.cells[col];
+        const p = x.getAttribute('data-v'), q = y.getAttribute('data-v');
+        if (p !== null && q !== null) return dir * (parseFloat(p) - parseFloat(q));
+        return dir * x.textContent.localeCompare(y.textContent);
+      });
+      rows.forEach(r => body.appendChild(r));
+      table.querySelectorAll('th').forEach(h => h.removeAttribute('aria-sort'));
+      th.setAttribute('aria-sort', dir > 0 ? 'ascending' : 'descending');
+    };
+    th.addEventListener('click', sort);
+    th.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); sort(); } });
+  });
+  return table;
+}
+function table(id, headers, rows) {
+  const t = el('table', {id});
+  t.append(el('thead', {}, el('tr', {}, ...headers.map(h => el('th', {scope: 'col'}, h)))));
+  t.append(el('tbody', {}, ...rows));
+  return sortable(t);
+}
+
+// A histogram in the heat spectrum: one bar per log2 bucket (and the zero
+// bucket), blue for cheap buckets to red for expensive ones, a fuller
+// bucket more saturated. `buckets`: [[index, count], ...], index -1 = zero.
+function histogram(buckets, width, height, metric, labels) {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('class', 'hist');
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', height + (labels ? 14 : 0));
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'histogram');
+  if (!buckets.length) return svg;
+  const lo = Math.min(...buckets.map(b => b[0]).filter(i => i >= 0), 99);
+  const hi = Math.max(...buckets.map(b => b[0]), -1);
+  const zero = buckets.some(b => b[0] === -1);
+  const first = zero ? -1 : lo;
+  const n = hi - first + 1;
+  const top = Math.max(...buckets.map(b => b[1]));
+  const w = width / Math.max(n, 1);
+  const counts = new Map(buckets.map(b => [b[0], b[1]]));
+  for (let i = first; i <= hi; ++i) {
+    if (i !== -1 && i < lo) continue;
+    const c = counts.get(i) || 0;
+    const frac = c / top;
+    const pos = hi === lo ? 1 : Math.max(0, (i - lo) / (hi - lo));
+    const hue = Math.round(240 * (1 - pos)), light = Math.round(85 - 40 * frac);
+    const bh = c ? Math.max(1, frac * (height - 1)) : 0;
+    const r = document.createElementNS(SVG, 'rect');
+    r.setAttribute('x', ((i - first) * w).toFixed(2));
+    r.setAttribute('y', (height - bh).toFixed(2));
+    r.setAttribute('width', Math.max(0.5, w - 1).toFixed(2));
+    r.setAttribute('height', bh.toFixed(2));
+    r.setAttribute('fill', `hsl(${hue},85%,${light}%)`);
+    const title = document.createElementNS(SVG, 'title');
+    const range = i === -1 ? '0' : fmtMetric(metric, 2 ** i) + ' .. ' + fmtMetric(metric, 2 ** (i + 1) - 1);
+    title.textContent = range + ': ' + fmtCount(c);
+    r.append(title);
+    svg.append(r);
+    if (labels && (i === first || i === hi || (i - first) % 4 === 0)) {
+      const t = document.createElementNS(SVG, 'text');
+      t.setAttribute('x', ((i - first) * w).toFixed(1));
+      t.setAttribute('y', height + 11);
+      t.textContent = i === -1 ? '0' : fmtMetric(metric, 2 ** i);
+      svg.append(t);
+    }
+  }
+  return svg;
+}
+
+// ------------------------------------------------------------ data
+
+function token() { return sessionStorage.getItem('fieldprof-token') || ''; }
+async function getJson(url) {
+  const headers = {};
+  if (token()) headers['Authorization'] = 'Bearer ' + token();
+  const r = await fetch(url, {headers});
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = null; }
+  return {status: r.status, body};
+}
+function denied() {
+  return el('p', {id: 'denied', class: 'error', role: 'alert'},
+            "This module's pages need its vendor's token: enter it above.");
+}
+function failed(r) {
+  return el('p', {class: 'error', role: 'alert'},
+            'The aggregator answered ' + r.status + (r.body && r.body.error ? ': ' + r.body.error : ''));
+}
+function link(text, hash) { return el('a', {href: hash}, text); }
+function enc(s) { return encodeURIComponent(s); }
+
+// ------------------------------------------------------------ pages
+
+async function modulesPage() {
+  const r = await getJson('../v1/modules');
+  if (r.status !== 200) return show(el('h1', {}, 'Modules'), failed(r));
+  const search = el('input', {id: 'module-search', type: 'search', placeholder: 'filter', 'aria-label': 'filter modules'});
+  const rows = r.body.modules.map(m => el('tr', {'data-module': m.module},
+      el('td', {class: 'name'}, link(m.module, '#module/' + enc(m.module)),
+         m.vendor && !m.open ? ' (vendor token needed)' : ''),
+      cell(fmtCount(m.apis), m.apis), cell(fmtCount(m.calls), m.calls),
+      el('td', {class: 'name'}, m.versions.join(', '))));
+  const t = table('modules', ['module', 'APIs', 'calls', 'versions'], rows);
+  search.addEventListener('input', () => {
+    const q = search.value.toLowerCase();
+    rows.forEach(row => { row.hidden = !row.dataset.module.toLowerCase().includes(q); });
+  });
+  show(el('h1', {}, 'Modules'), el('p', {}, search), t);
+}
+
+function filtersForm(m, q, versions) {
+  const f = el('form', {class: 'filters', id: 'filters'});
+  const input = (name, label, type, value) => el('label', {}, label,
+      el('input', {name, type, value: value || '', id: 'f-' + name}));
+  const version = el('select', {name: 'version', id: 'f-version'}, el('option', {value: ''}, 'any'),
+      ...versions.map(v => el('option', v === q.get('version') ? {value: v, selected: ''} : {value: v}, v)));
+  f.append(input('from', 'from', 'date', q.get('from')), input('to', 'to', 'date', q.get('to')),
+           el('label', {}, 'version', version),
+           input('platform', 'platform (arch/vendor/family)', 'text', q.get('platform')),
+           input('namespace', 'namespace or class', 'text', q.get('namespace')),
+           el('button', {type: 'submit', id: 'apply'}, 'Apply'));
+  f.addEventListener('submit', e => {
+    e.preventDefault();
+    const p = new URLSearchParams();
+    for (const k of ['from', 'to', 'version', 'platform', 'namespace']) {
+      const v = f.elements[k].value.trim();
+      if (v) p.set(k, v);
+    }
+    location.hash = '#module/' + enc(m) + (p.toString() ? '?' + p : '');
+  });
+  return f;
+}
+
+function apiQuery(q) {
+  const p = new URLSearchParams();
+  for (const k of ['from', 'to', 'version', 'namespace']) if (q.get(k)) p.set(k, q.get(k));
+  const plat = (q.get('platform') || '').split('/');
+  if (plat[0]) p.set('arch', plat[0]);
+  if (plat[1]) p.set('vendor', plat[1]);
+  if (plat[2]) p.set('family', plat[2]);
+  return p;
+}
+
+async function modulePage(m, q) {
+  const p = apiQuery(q);
+  p.set('module', m);
+  const r = await getJson('../v1/report?' + p);
+  const title = el('h1', {}, m);
+  if (r.status === 401) return show(title, denied());
+  if (r.status !== 200) return show(title, failed(r));
+  const rep = r.body;
+  const head = el('p', {id: 'summary'}, `${rep.apis.length} APIs, ${fmtCount(rep.calls)} calls, ` +
+      `${fmtNs(rep.totals.wall_time_ns)} in all; ${rep.range}` + (rep.filters ? `; ${rep.filters}` : '') + '.');
+  const note = el('p', {class: 'note'}, rep.weights + '. Click or press Enter on a column to sort.');
+  const compare = el('form', {class: 'filters', id: 'compare'},
+      el('label', {}, 'before', el('select', {name: 'a', id: 'c-a'}, ...rep.versions.map(v => el('option', {value: v}, v)))),
+      el('label', {}, 'after', el('select', {name: 'b', id: 'c-b'}, ...rep.versions.map((v, i) =>
+          el('option', i === rep.versions.length - 1 ? {value: v, selected: ''} : {value: v}, v)))),
+      el('button', {type: 'submit', id: 'compare-go'}, 'Compare versions'));
+  compare.addEventListener('submit', e => {
+    e.preventDefault();
+    location.hash = '#compare/' + enc(m) + '?a=' + enc(compare.elements.a.value) + '&b=' + enc(compare.elements.b.value);
+  });
+  if (!rep.apis.length) {
+    return show(title, filtersForm(m, q, rep.versions), el('p', {id: 'no-data'}, 'No data for these filters.'));
+  }
+  const rows = rep.apis.map(a => {
+    const w = a.metrics.wall_time_ns || {};
+    const alloc = a.metrics.alloc_bytes_inclusive || {};
+    return el('tr', {'data-symbol': a.symbol},
+        cell(fmtPct(w.share || 0), w.share || 0),
+        el('td', {class: 'name'}, link(a.demangled, '#api/' + enc(m) + '/' + enc(a.symbol) + (q.toString() ? '?' + q : ''))),
+        cell(fmtCount(a.calls), a.calls), cell(fmtCount(a.runs), a.runs),
+        cell(a.calls_per_run.toFixed(1), a.calls_per_run),
+        cell(fmtNs(w.p50), w.p50), cell(fmtNs(w.p90), w.p90), cell(fmtNs(w.p99), w.p99),
+        cell(fmtNs(w.mean) + ' ± ' + fmtNs(w.sd), w.mean),
+        cell(fmtBytes(alloc.mean || 0), alloc.mean || 0),
+        el('td', {}, histogram(a.wall_time_buckets, 140, 22, 'wall_time_ns', false)));
+  });
+  const apis = table('apis', ['share', 'API', 'calls', 'runs', 'calls/run', 'p50', 'p90', 'p99',
+                              'mean ± sd', 'alloc/call', 'wall time'], rows);
+  const scopes = table('scopes', ['share', 'namespace or class', 'APIs', 'calls'], rep.scopes.map(s =>
+      el('tr', {}, cell(fmtPct(s.wall_time_share), s.wall_time_share),
+         el('td', {class: 'name'}, '\u00a0'.repeat(2 * (s.depth - 1)) + s.scope),
+         cell(fmtCount(s.apis), s.apis), cell(fmtCount(s.calls), s.calls))));
+  show(title, head, filtersForm(m, q, rep.versions), rep.versions.length > 1 ? compare : '', note,
+       apis, el('h2', {}, 'By namespace and class'), scopes);
+}
+
+async function apiPage(m, sym, q) {
+  const title = el('h1', {class: 'name'}, sym);
+  const back = el('p', {}, link('\u2190 ' + m, '#module/' + enc(m) + (q.toString() ? '?' + q : '')));
+  const parts = [];
+  for (const metric of METRICS) {
+    const p = apiQuery(q);
+    p.delete('namespace');
+    p.set('module', m);
+    p.set('symbol', sym);
+    p.set('metric', metric);
+    const r = await getJson('../v1/api?' + p);
+    if (r.status === 404) continue;
+    if (r.status !== 200) { parts.push(failed(r)); break; }
+    const a = r.body, st = a.stats;
+    const buckets = a.histogram.buckets.map(b => [b.index, b.count]);
+    if (a.histogram.zero_count > 0) buckets.unshift([-1, a.histogram.zero_count]);
+    const stat = (name, v, fmt) => [el('dt', {}, name), el('dd', {'data-v': String(v), 'data-stat': name}, fmt(v))];
+    const f = v => fmtMetric(metric, v);
+    parts.push(el('section', {class: 'metric', 'data-metric': metric},
+        el('h2', {}, metric),
+        el('dl', {class: 'stats'}, ...stat('calls', st.count, fmtCount), ...stat('runs', a.runs, fmtCount),
+           ...stat('mean', st.mean, f), ...stat('stddev', st.stddev, f), ...stat('p50', st.p50, f),
+           ...stat('p90', st.p90, f), ...stat('p99', st.p99, f), ...stat('min', st.min, f), ...stat('max', st.max, f)),
+        histogram(buckets, 520, 120, metric, true)));
+  }
+  if (!parts.length) parts.push(el('p', {id: 'no-data'}, 'No data for this API and these filters.'));
+  show(back, title, ...parts);
+}
+
+async function comparePage(m, q) {
+  const p = new URLSearchParams({module: m});
+  for (const [k, v] of [['a', 'a_version'], ['b', 'b_version'], ['a_from', 'a_from'], ['a_to', 'a_to'],
+                        ['b_from', 'b_from'], ['b_to', 'b_to']]) {
+    if (q.get(k)) p.set(v, q.get(k));
+  }
+  const r = await getJson('../v1/diff?' + p);
+  const title = el('h1', {}, m + ': ' + (q.get('a') || (q.get('a_from') + '..' + q.get('a_to'))) + ' \u2192 ' +
+                   (q.get('b') || (q.get('b_from') + '..' + q.get('b_to'))));
+  const back = el('p', {}, link('\u2190 ' + m, '#module/' + enc(m)));
+  if (r.status === 401) return show(back, title, denied());
+  if (r.status !== 200) return show(back, title, failed(r));
+  const d = r.body;
+  const rows = d.apis.map(a => el('tr', {class: a.verdict, 'data-symbol': a.symbol},
+      el('td', {class: 'name'}, a.demangled), el('td', {class: 'verdict'}, a.verdict),
+      cell(fmtMetric(d.metric, a.before), a.before), cell(fmtMetric(d.metric, a.after), a.after),
+      cell((a.change >= 0 ? '+' : '') + fmtPct(a.change), a.change),
+      cell(a.adjusted_p.toPrecision(3), a.adjusted_p),
+      cell(fmtCount(a.calls_before) + ' / ' + fmtCount(a.calls_after), a.calls_after)));
+  show(back, title,
+       el('p', {id: 'summary'}, `${d.apis_compared} APIs compared on ${d.metric} (${d.statistic}, ${d.correction}): ` +
+          `${d.slower} slower, ${d.faster} faster.`),
+       table('diff', ['API', 'verdict', 'before', 'after', 'change', 'adj. p', 'calls before / after'], rows));
+}
+
+async function recentPage() {
+  const r = await getJson('../v1/recent?limit=100');
+  if (r.status !== 200) return show(el('h1', {}, 'Seen recently'), failed(r));
+  const rows = r.body.apis.map(a => el('tr', {},
+      el('td', {class: 'name'}, link(a.module + ':' + a.symbol, '#api/' + enc(a.module) + '/' + enc(a.symbol))),
+      cell(new Date(a.unix_ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC', a.unix_ms)));
+  show(el('h1', {}, 'Seen recently'), el('p', {class: 'note'}, 'The APIs in the latest batches, newest first.'),
+       table('recent', ['API', 'last batch'], rows));
+}
+
+// ------------------------------------------------------------ routing
+
+async function route() {
+  const hash = location.hash.replace(/^#/, '');
+  const [path, query] = hash.split('?');
+  const q = new URLSearchParams(query || '');
+  const parts = path.split('/').map(decodeURIComponent);
+  try {
+    if (parts[0] === 'module' && parts[1]) return await modulePage(parts[1], q);
+    if (parts[0] === 'api' && parts[1] && parts.length >= 3) return await apiPage(parts[1], parts.slice(2).join('/'), q);
+    if (parts[0] === 'compare' && parts[1]) return await comparePage(parts[1], q);
+    if (parts[0] === 'recent') return await recentPage();
+    return await modulesPage();
+  } catch (e) {
+    show(el('p', {class: 'error', role: 'alert'}, 'Could not reach the aggregator: ' + e.message));
+  }
+}
+
+document.getElementById('token-form').addEventListener('submit', e => {
+  e.preventDefault();
+  sessionStorage.setItem('fieldprof-token', document.getElementById('token').value.trim());
+  document.getElementById('token').value = '';
+  route();
+});
+document.getElementById('token-clear').addEventListener('click', () => {
+  sessionStorage.removeItem('fieldprof-token');
+  route();
+});
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,163 @@
+// The dashboard (issue #19): the real aggregator on loopback with data, its
+// JSON reads against figures computed straight from the posted histograms,
+// and its pages in Debian's chromium driven by playwright-core
+// (tests/ui/dashboard.mjs): modules -> a module's APIs -> one API, date
+// filters, two versions compared, a vendor page refused without its token,
+// the keyboard, no JavaScript errors. Screenshots go to the build tree.
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/https_client.h"
+#include "common/wire.h"
+#include "gtest/gtest.h"
+#include "tests/aggregator_process.h"
+#include "tests/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+
+namespace fieldprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::MakeRecord;
+using testing::RunCommand;
+using testing::TempDir;
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::MakeCert(dir_.path()));
+    std::ofstream(dir_.File("vendors")) << "acme " << kToken << " libacme*\n";
+    agg_ = std::make_unique<testing::AggregatorProcess>(
+        dir_, testing::FreePort(),
+        std::vector<std::string>{"--vendors_file", dir_.File("vendors")});
+    agg_->Start();
+    std::mt19937_64 rng(11);
+    auto draw = [&](double mu, double scale, int n) {
+      std::lognormal_distribution<double> d(mu, 0.5);
+      Histogram h;
+      for (int i = 0; i < n; ++i) h.Record(static_cast<uint64_t>(scale * d(rng)));
+      return h;
+    };
+    wire::Batch b;
+    b.set_schema_version(kSchemaVersion);
+    b.set_batch_id(std::string(16, 'd'));
+    b.set_created_unix_ms(1795392000000);
+    b.mutable_client_platform()->set_os(wire::OS_LINUX);
+    b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
+    b.mutable_client_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+    b.mutable_client_platform()->set_cpu_family(25);
+    auto add = [&](const std::string& module, const std::string& symbol, const std::string& version,
+                   const Histogram& h) {
+      wire::Record r = MakeRecord(module, symbol, wire::METRIC_WALL_TIME_NS, h, 40);
+      r.mutable_key()->set_module_version(version);
+      *b.add_records() = r;
+      if (module == "libopen.so.1") wall_[symbol].Merge(h);
+    };
+    for (const std::string v : {"1.0", "1.1"}) {
+      add("libopen.so.1", "open_fast", v, draw(5, 1, 3000));
+      add("libopen.so.1", "open_slow", v, draw(8.5, v == "1.1" ? 1.6 : 1, 3000));
+      add("libopen.so.1", "_ZN4open6Parser5parseEv", v, draw(7, 1, 2000));
+    }
+    add("libacme.so.2", "acme_call", "2.0", draw(6, 1, 1000));
+    HttpsClient http(agg_->Options());
+    StatusOr<HttpReply> r =
+        http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+    agg_->WaitApplied();
+  }
+
+  static constexpr const char* kToken = "acme-secret-token-0123456789";
+  TempDir dir_;
+  std::unique_ptr<testing::AggregatorProcess> agg_;
+  std::map<std::string, Histogram> wall_;
+};
+
+TEST_F(DashboardTest, JsonReadsEqualTheHistograms) {
+  HttpsClient http(agg_->Options());
+  StatusOr<HttpReply> r = http.Get("/v1/report?module=libopen.so.1");
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : "");
+  const json rep = json::parse(r->body);
+  ASSERT_EQ(rep["apis"].size(), 3u);
+  for (const json& a : rep["apis"]) {
+    const HistogramStats st = wall_.at(a["symbol"]).Stats();
+    EXPECT_EQ(a["calls"].get<uint64_t>(), st.count);
+    EXPECT_DOUBLE_EQ(a["metrics"]["wall_time_ns"]["p50"].get<double>(), st.p50);
+    EXPECT_DOUBLE_EQ(a["metrics"]["wall_time_ns"]["mean"].get<double>(), st.mean);
+  }
+  r = http.Get("/v1/diff?module=libopen.so.1&a_version=1.0&b_version=1.1");
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : "");
+  const json d = json::parse(r->body);
+  EXPECT_EQ(d["slower"], 1) << r->body;
+  // The vendor's module: 401 without its token, 200 with it.
+  r = http.Get("/v1/report?module=libacme.so.2");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401);
+  r = http.Get("/v1/report?module=libacme.so.2",
+               {{"Authorization", std::string("Bearer ") + kToken}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = http.Get("/v1/diff?module=libacme.so.2&a_version=2.0&b_version=2.0");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401);
+  // The static files: served, and nothing from elsewhere allowed.
+  r = http.Get("/ui/");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("<script src=\"app.js\">"), std::string::npos);
+  r = http.Get("/ui/app.js");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.find("http://"), r->body.find("http://www.w3.org/2000/svg"));
+  r = http.Get("/ui/../v1/config");
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->status, 200);
+}
+
+TEST_F(DashboardTest, PagesInARealBrowser) {
+  json want;
+  want["open_module"] = "libopen.so.1";
+  want["vendor_module"] = "libacme.so.2";
+  want["vendor_symbol"] = "acme_call";
+  want["versions"] = {"1.0", "1.1"};
+  want["verdicts"] = {{"open_slow", "slower"}, {"open_fast", "same"}};
+  double total = 0;
+  for (const auto& [s, h] : wall_) total += h.Mean() * static_cast<double>(h.count());
+  for (const auto& [s, h] : wall_) {
+    const HistogramStats st = h.Stats();
+    want["apis"][s] = {{"calls", st.count},
+                       {"p50", st.p50},
+                       {"p90", st.p90},
+                       {"mean", st.mean},
+                       {"share", st.mean * static_cast<double>(st.count) / total}};
+  }
+  want["api"] = {{"symbol", "open_slow"},
+                 {"calls", wall_.at("open_slow").count()},
+                 {"p50", wall_.at("open_slow").Stats().p50}};
+  char today[16];
+  const time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(today, sizeof today, "%Y-%m-%d", &tm);
+  want["today"] = today;
+  std::ofstream(dir_.File("want.json")) << want.dump(2);
+  const std::string shots = std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots";
+  std::string out;
+  const int rc =
+      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) + "/tests/ui/dashboard.mjs " +
+                     "https://127.0.0.1:" + std::to_string(agg_->port()) + "/ui/ " +
+                     dir_.File("want.json") + " " + kToken + " " + shots + " 2>&1",
+                 &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  std::cout << out.substr(out.rfind("ok: no JavaScript")) << std::flush;
+}
+
+}  // namespace
+}  // namespace fieldprof

@@ -1,0 +1,145 @@
+// The dashboard in a real browser (issue #19): Debian's chromium, headless,
+// driven by npm's playwright-core against a live aggregator with data.
+// tests/tools/dashboard_test.cc starts the aggregator, posts the data and
+// writes the expected figures (computed from the histograms it posted):
+//
+//   node tests/ui/dashboard.mjs URL EXPECT.json TOKEN SCREENSHOT_DIR
+//
+// Prints what it checked; exits 1 on the first failed check, or on any
+// JavaScript error on the page.
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [url, expectFile, token, shots] = process.argv.slice(2);
+const want = JSON.parse(fs.readFileSync(expectFile, 'utf8'));
+fs.mkdirSync(shots, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: process.env.FIELDPROF_CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox'],
+  headless: true,
+});
+const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
+const page = await context.newPage();
+const jsErrors = [];
+page.on('pageerror', (e) => jsErrors.push('page error: ' + e.message));
+page.on('console', (m) => {
+  // A refused or missing resource (401 for a vendor page, 404 for a metric
+  // an API does not have) is logged by the browser itself, not by a script.
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) {
+    jsErrors.push('console error: ' + m.text());
+  }
+});
+
+let checks = 0;
+async function fail(what) {
+  console.error('FAILED: ' + what);
+  await page.screenshot({ path: path.join(shots, 'failure.png'), fullPage: true });
+  await browser.close();
+  process.exit(1);
+}
+async function check(cond, what) {
+  ++checks;
+  if (!cond) await fail(what);
+  console.log('ok: ' + what);
+}
+async function shot(name) {
+  await page.screenshot({ path: path.join(shots, name + '.png'), fullPage: true });
+}
+const dataV = async (selector) => parseFloat(await page.getAttribute(selector, 'data-v'));
+
+// 1. Modules.
+await page.goto(url);
+await page.waitForSelector('#modules');
+const modules = await page.$$eval('#modules tbody tr', (rows) => rows.map((r) => r.dataset.module));
+await check(modules.includes(want.open_module) && modules.includes(want.vendor_module),
+            `the modules page lists ${want.open_module} and ${want.vendor_module}`);
+const lockedText = await page.textContent(`tr[data-module="${want.vendor_module}"]`);
+await check(lockedText.includes('vendor token needed'), 'the vendor module is marked as needing a token');
+await shot('modules');
+
+// 2. Module -> its APIs, with the keyboard.
+await page.focus(`a[href="#module/${encodeURIComponent(want.open_module)}"]`);
+await page.keyboard.press('Enter');
+await page.waitForSelector('#apis');
+for (const [symbol, e] of Object.entries(want.apis)) {
+  const row = `#apis tr[data-symbol="${symbol}"]`;
+  await check((await page.$(row)) !== null, `${symbol} is listed`);
+  const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.getAttribute('data-v')));
+  // Columns: share, API, calls, runs, calls/run, p50, p90, p99, mean.
+  await check(parseFloat(cells[2]) === e.calls, `${symbol}: calls ${cells[2]} = ${e.calls}`);
+  await check(parseFloat(cells[5]) === e.p50, `${symbol}: p50 ${cells[5]} = ${e.p50}`);
+  await check(parseFloat(cells[6]) === e.p90, `${symbol}: p90 ${cells[6]} = ${e.p90}`);
+  await check(parseFloat(cells[8]) === e.mean, `${symbol}: mean ${cells[8]} = ${e.mean}`);
+  await check(Math.abs(parseFloat(cells[0]) - e.share) < 1e-12, `${symbol}: share ${cells[0]} = ${e.share}`);
+  const bars = await page.$$(`${row} svg rect`);
+  await check(bars.length > 0, `${symbol}: its histogram is drawn`);
+}
+await shot('module');
+
+// Sorting from the keyboard: Enter on "calls" orders the rows by calls.
+await page.focus('#apis th:nth-child(3)');
+await page.keyboard.press('Enter');
+const calls = await page.$$eval('#apis tbody tr td:nth-child(3)', (tds) => tds.map((td) => parseFloat(td.getAttribute('data-v'))));
+await check(calls.every((c, i) => i === 0 || calls[i - 1] <= c), `Enter on a header sorts: ${calls}`);
+
+// 3. Module -> API.
+await page.click(`#apis tr[data-symbol="${want.api.symbol}"] a`);
+await page.waitForSelector('section[data-metric="wall_time_ns"]');
+const apiCalls = await dataV('section[data-metric="wall_time_ns"] dd[data-stat="calls"]');
+await check(apiCalls === want.api.calls, `the API page shows ${apiCalls} calls = ${want.api.calls}`);
+const apiP50 = await dataV('section[data-metric="wall_time_ns"] dd[data-stat="p50"]');
+await check(apiP50 === want.api.p50, `the API page's p50 ${apiP50} = ${want.api.p50}`);
+await check((await page.$$('section[data-metric="wall_time_ns"] svg rect')).length > 0, "the API page draws its histogram");
+await shot('api');
+
+// 4. Dates: a range without data, then today's.
+await page.goto(url + '#module/' + encodeURIComponent(want.open_module));
+await page.waitForSelector('#filters');
+await page.fill('#f-from', '2001-01-01');
+await page.fill('#f-to', '2001-01-02');
+await page.click('#apply');
+await page.waitForSelector('#no-data');
+await check(true, 'a date range without data says so');
+await page.fill('#f-from', want.today);
+await page.fill('#f-to', want.today);
+await page.click('#apply');
+await page.waitForSelector('#apis');
+const today = await dataV(`#apis tr[data-symbol="${want.api.symbol}"] td:nth-child(3)`);
+await check(today === want.api.calls, `today's range shows the day's ${today} calls`);
+await shot('dates');
+
+// 5. Two versions compared.
+await page.selectOption('#c-a', want.versions[0]);
+await page.selectOption('#c-b', want.versions[1]);
+await page.click('#compare-go');
+await page.waitForSelector('#diff');
+for (const [symbol, verdict] of Object.entries(want.verdicts)) {
+  const v = await page.textContent(`#diff tr[data-symbol="${symbol}"] td.verdict`);
+  await check(v === verdict, `${symbol}: ${want.versions[0]} -> ${want.versions[1]} is ${v} (want ${verdict})`);
+}
+await shot('compare');
+
+// 6. A vendor page: refused without the token, shown with it.
+await page.goto(url + '#module/' + encodeURIComponent(want.vendor_module));
+await page.waitForSelector('#denied');
+await check((await page.$('#apis')) === null, 'without the token the vendor page shows no data');
+await shot('vendor-refused');
+await page.fill('#token', token);
+await page.press('#token', 'Enter');
+await page.waitForSelector('#apis');
+await check((await page.$(`#apis tr[data-symbol="${want.vendor_symbol}"]`)) !== null,
+            'with the token the vendor page shows its APIs');
+await shot('vendor');
+
+// 7. Seen recently.
+await page.goto(url + '#recent');
+await page.waitForSelector('#recent');
+const recent = await page.textContent('#recent');
+await check(recent.includes(want.open_module), 'the APIs seen recently are listed');
+await shot('recent');
+
+await check(jsErrors.length === 0, 'no JavaScript errors: ' + jsErrors.join('; '));
+await browser.close();
+console.log(`${checks} checks passed; screenshots in ${shots}`);
