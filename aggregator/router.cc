@@ -748,31 +748,49 @@ Status CollectSeries(Store* store, const ApiFilter& filter, int32_t from, int32_
 }  // namespace
 
 HttpResponse Router::ListModules(std::string_view authorization) {
-  struct Module {
-    std::set<std::string> apis, versions;
-    uint64_t calls = 0, series = 0;
-  };
-  std::map<std::string, Module> modules;
-  ApiFilter filter;
-  filter.metric = wire::METRIC_WALL_TIME_NS;
-  Status s = store_->ForEachApi(filter, [&](ApiAggregate&& a) {
-    Module& m = modules[a.key.module];
-    m.apis.insert(a.key.symbol);
-    m.versions.insert(a.key.module_version);
-    m.calls += a.histogram.count();
-    ++m.series;
-    return true;
-  });
-  if (!s.ok()) return ErrorResponse(s);
+  std::vector<ModuleSummary> modules;
+  double age_s = 0;
+  {
+    std::lock_guard<std::mutex> lock(modules_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (!modules_valid_ || now - modules_at_ > std::chrono::seconds(60)) {
+      struct Acc {
+        std::set<std::string> apis, versions;
+        uint64_t calls = 0, series = 0;
+      };
+      std::map<std::string, Acc> acc;
+      ApiFilter filter;
+      filter.metric = wire::METRIC_WALL_TIME_NS;
+      Status s = store_->ForEachApi(filter, [&](ApiAggregate&& a) {
+        Acc& m = acc[a.key.module];
+        m.apis.insert(a.key.symbol);
+        m.versions.insert(a.key.module_version);
+        m.calls += a.histogram.count();
+        ++m.series;
+        return true;
+      });
+      if (!s.ok()) return ErrorResponse(s);
+      modules_.clear();
+      for (auto& [name, m] : acc) {
+        modules_.push_back({name, m.apis.size(), m.calls, m.series,
+                            std::vector<std::string>(m.versions.begin(), m.versions.end())});
+      }
+      modules_at_ = now;
+      modules_valid_ = true;
+    }
+    modules = modules_;
+    age_s = std::chrono::duration<double>(now - modules_at_).count();
+  }
   JsonWriter j;
   j.BeginObject();
+  j.Key("as_of_seconds_ago").Double(age_s);
   j.Key("modules").BeginArray();
-  for (const auto& [name, m] : modules) {
+  for (const ModuleSummary& m : modules) {
     bool claimed = false;
-    const bool open = VendorAllows(name, authorization, &claimed);
+    const bool open = VendorAllows(m.module, authorization, &claimed);
     j.BeginObject();
-    j.Key("module").String(name).Key("vendor").Bool(claimed).Key("open").Bool(open);
-    j.Key("apis").Uint(m.apis.size()).Key("series").Uint(m.series).Key("calls").Uint(m.calls);
+    j.Key("module").String(m.module).Key("vendor").Bool(claimed).Key("open").Bool(open);
+    j.Key("apis").Uint(m.apis).Key("series").Uint(m.series).Key("calls").Uint(m.calls);
     j.Key("versions").BeginArray();
     for (const std::string& v : m.versions) j.String(v);
     j.EndArray();

@@ -143,6 +143,18 @@ class Router {
     std::string module, symbol;
     int64_t unix_ms = 0;
   };
+  // /v1/modules scans every series: its result is kept for a minute, and
+  // concurrent requests wait for one scan instead of starting their own.
+  struct ModuleSummary {
+    std::string module;
+    size_t apis = 0;
+    uint64_t calls = 0, series = 0;
+    std::vector<std::string> versions;
+  };
+  std::mutex modules_mu_;
+  std::vector<ModuleSummary> modules_;
+  std::chrono::steady_clock::time_point modules_at_{};
+  bool modules_valid_ = false;
   std::mutex recent_mu_;
   std::vector<Seen> recent_;  // newest last, at most kRecent
   static constexpr size_t kRecent = 512;
