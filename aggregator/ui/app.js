@@ -225,6 +225,18 @@ async function modulePage(m, q) {
     e.preventDefault();
     location.hash = '#compare/' + enc(m) + '?a=' + enc(compare.elements.a.value) + '&b=' + enc(compare.elements.b.value);
   });
+  const ranges = el('form', {class: 'filters', id: 'compare-ranges'},
+      el('label', {}, 'before: from', el('input', {type: 'date', name: 'a_from', id: 'r-a-from'})),
+      el('label', {}, 'to', el('input', {type: 'date', name: 'a_to', id: 'r-a-to'})),
+      el('label', {}, 'after: from', el('input', {type: 'date', name: 'b_from', id: 'r-b-from'})),
+      el('label', {}, 'to', el('input', {type: 'date', name: 'b_to', id: 'r-b-to'})),
+      el('button', {type: 'submit', id: 'compare-ranges-go'}, 'Compare date ranges'));
+  ranges.addEventListener('submit', e => {
+    e.preventDefault();
+    const p = new URLSearchParams();
+    for (const k of ['a_from', 'a_to', 'b_from', 'b_to']) p.set(k, ranges.elements[k].value);
+    location.hash = '#compare/' + enc(m) + '?' + p;
+  });
   if (!rep.apis.length) {
     return show(title, filtersForm(m, q, rep.versions), el('p', {id: 'no-data'}, 'No data for these filters.'));
   }
@@ -247,7 +259,7 @@ async function modulePage(m, q) {
       el('tr', {}, cell(fmtPct(s.wall_time_share), s.wall_time_share),
          el('td', {class: 'name'}, '\u00a0'.repeat(2 * (s.depth - 1)) + s.scope),
          cell(fmtCount(s.apis), s.apis), cell(fmtCount(s.calls), s.calls))));
-  show(title, head, filtersForm(m, q, rep.versions), rep.versions.length > 1 ? compare : '', note,
+  show(title, head, filtersForm(m, q, rep.versions), rep.versions.length > 1 ? compare : '', ranges, note,
        apis, el('h2', {}, 'By namespace and class'), scopes);
 }
 

@@ -95,6 +95,18 @@ TEST_F(DashboardTest, JsonReadsEqualTheHistograms) {
   ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : "");
   const json d = json::parse(r->body);
   EXPECT_EQ(d["slower"], 1) << r->body;
+  // Two date ranges: today against itself, nothing changed.
+  char day[16];
+  const time_t now = time(nullptr);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(day, sizeof day, "%Y-%m-%d", &tm);
+  const std::string d_ = day;
+  r = http.Get("/v1/diff?module=libopen.so.1&a_from=" + d_ + "&a_to=" + d_ + "&b_from=" + d_ +
+               "&b_to=" + d_);
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : "");
+  EXPECT_EQ(json::parse(r->body)["apis_compared"], 3) << r->body;
+  EXPECT_EQ(json::parse(r->body)["slower"], 0) << r->body;
   // The vendor's module: 401 without its token, 200 with it.
   r = http.Get("/v1/report?module=libacme.so.2");
   ASSERT_TRUE(r.ok());

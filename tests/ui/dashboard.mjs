@@ -121,6 +121,15 @@ for (const [symbol, verdict] of Object.entries(want.verdicts)) {
 }
 await shot('compare');
 
+// Two date ranges compared: the same day twice, so nothing changed.
+await page.goto(url + '#module/' + encodeURIComponent(want.open_module));
+await page.waitForSelector('#compare-ranges');
+for (const id of ['#r-a-from', '#r-a-to', '#r-b-from', '#r-b-to']) await page.fill(id, want.today);
+await page.click('#compare-ranges-go');
+await page.waitForSelector('#diff');
+const summary = await page.textContent('#summary');
+await check(summary.includes('0 slower, 0 faster'), `the same day against itself: ${summary}`);
+
 // 6. A vendor page: refused without the token, shown with it.
 await page.goto(url + '#module/' + encodeURIComponent(want.vendor_module));
 await page.waitForSelector('#denied');
