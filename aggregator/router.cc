@@ -585,6 +585,13 @@ HttpResponse Router::LabGet(std::string_view id) {
 
 namespace {
 
+HttpResponse Unauthorized() {
+  HttpResponse r = ErrorResponse(InvalidArgument("this module's pages need its vendor's token"));
+  r.status = 401;
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
 // '*' matches any run of characters; everything else itself.
 bool GlobMatch(std::string_view pattern, std::string_view s) {
   size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
@@ -642,12 +649,7 @@ HttpResponse Router::GetModule(std::string_view query, std::string_view authoriz
   if (filter.module.empty() || !filter.symbol_prefix.empty()) {
     return ErrorResponse(InvalidArgument("/v1/module needs module= (and takes no symbol)"));
   }
-  if (!VendorAllows(filter.module, authorization)) {
-    HttpResponse r = ErrorResponse(InvalidArgument("this module's pages need its vendor's token"));
-    r.status = 401;
-    r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return r;
-  }
+  if (!VendorAllows(filter.module, authorization)) return Unauthorized();
   JsonWriter j;
   j.BeginObject();
   j.Key("module").String(filter.module);
@@ -693,13 +695,6 @@ HttpResponse Router::GetModule(std::string_view query, std::string_view authoriz
 }
 
 namespace {
-
-HttpResponse Unauthorized() {
-  HttpResponse r = ErrorResponse(InvalidArgument("this module's pages need its vendor's token"));
-  r.status = 401;
-  r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return r;
-}
 
 // Takes `name` out of the query (ParseFilter refuses what it does not know).
 std::string TakeParam(std::vector<std::pair<std::string, std::string>>* params,

@@ -159,6 +159,11 @@ Status OptionTable::ParseFlags(int argc, const char* const* argv) {
       help_requested_ = true;
       continue;
     }
+    std::string long_form;
+    for (const auto& [letter, name] : shorts_) {
+      if (a.size() == 2 && a[0] == '-' && a[1] == letter) long_form = "--" + name;
+    }
+    if (!long_form.empty()) a = long_form;
     if (!a.starts_with("--")) {
       positional_.emplace_back(a);
       continue;
@@ -196,13 +201,21 @@ Status OptionTable::ParseFlags(int argc, const char* const* argv) {
   return Status::Ok();
 }
 
+void OptionTable::AddShort(char letter, const std::string& name) {
+  shorts_.emplace_back(letter, name);
+}
+
 std::string OptionTable::Help() const {
   std::ostringstream out;
   out << "Usage: " << program_ << " [--config FILE] [--name=value ...]\n\n" << summary_ << "\n\n";
   out << "Every option can also be set in the config file as 'name = value'; flags win.\n\n";
   out << "  --config FILE\n      read options from FILE first\n";
   for (const Option& o : options_) {
-    out << "  --" << o.name << (o.is_bool ? "" : "=VALUE") << "\n      " << o.help;
+    std::string alias;
+    for (const auto& [letter, name] : shorts_) {
+      if (name == o.name) alias = std::string(", -") + letter + (o.is_bool ? "" : " VALUE");
+    }
+    out << "  --" << o.name << (o.is_bool ? "" : "=VALUE") << alias << "\n      " << o.help;
     out << " (default: " << (o.default_text.empty() ? "\"\"" : o.default_text) << ")\n";
   }
   out << "  --help\n      print this help\n";

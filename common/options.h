@@ -40,6 +40,8 @@ class OptionTable {
   void AddInt(std::string name, int64_t* target, std::string help, int64_t min, int64_t max);
   void AddDouble(std::string name, double* target, std::string help, double min, double max);
   void AddBool(std::string name, bool* target, std::string help);
+  // "-X" stands for "--name" (added with one of the above first): -o FILE.
+  void AddShort(char letter, const std::string& name);
 
   // Reads "--config FILE" (if given) first, then applies the flags over it.
   // Positional arguments are collected into positional().
@@ -70,6 +72,7 @@ class OptionTable {
   std::vector<Option> options_;
   std::vector<std::string> positional_;
   bool help_requested_ = false;
+  std::vector<std::pair<char, std::string>> shorts_;
   std::set<std::string> given_;
 };
 

@@ -35,6 +35,7 @@
 #include "tools/commands.h"
 #include "tools/format.h"
 #include "tools/lab_profile.h"
+#include "tools/module_report.h"
 
 namespace fieldprof::tools {
 
@@ -126,34 +127,12 @@ Status WriteSarif(const std::string& path, const std::vector<Finding>& found, do
   return WriteFileDurably(path, sarif.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
+// XML 1.0 text: HTML's escapes, and no control characters (not allowed).
 std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (c < 0x20 && c != '\n' && c != '\t') {
-          out += "?";  // not allowed in XML 1.0
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
+  std::string clean;
+  for (unsigned char c : s)
+    clean += c < 0x20 && c != '\n' && c != '\t' ? '?' : static_cast<char>(c);
+  return HtmlEscape(clean);
 }
 
 // JUnit XML: a test case per API compared, failed when it has evidence.

@@ -269,11 +269,8 @@ int CmdCost(int argc, char** argv) {
     return 0;
   }
 
-  const bool colored = color == "always" || (color == "auto" && isatty(STDOUT_FILENO) &&
-                                             std::getenv("NO_COLOR") == nullptr);
-  const char* ct = std::getenv("COLORTERM");
-  const bool truecolor =
-      ct != nullptr && (std::string(ct) == "truecolor" || std::string(ct) == "24bit");
+  const bool colored = ColorWanted(color);
+  const bool truecolor = TrueColor();
   auto f = [&](double v) { return FormatMetricValue(*metric, v, m.resolution_ns); };
   auto edge = [&](double v) { return FormatMetricValue(*metric, v); };
   std::printf("%s%s%s  %s, %zu series in %zu module%s, %s runs%s\n", colored ? "\033[1m" : "",

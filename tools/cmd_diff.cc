@@ -96,11 +96,8 @@ int CmdDiff(int argc, char** argv) {
   t.AddString("cache", &cache_dir, "the snapshot cache (without --host)");
   client.Register(t);
   t.AddString("token", &token, "with --host: the vendor's bearer token for its modules");
-  std::vector<char*> args(argv, argv + argc);
-  for (auto& a : args) {
-    if (std::string(a) == "-o") a = const_cast<char*>("--output");
-  }
-  Status s = t.Parse(argc, args.data());
+  t.AddShort('o', "output");
+  Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;

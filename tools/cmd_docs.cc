@@ -77,11 +77,8 @@ int CmdDocs(int argc, char** argv) {
   t.AddString("cache", &cache_dir, "the snapshot cache (without --host)");
   client.Register(t);
   t.AddString("token", &token, "with --host: the vendor's bearer token for its modules");
-  std::vector<char*> args(argv, argv + argc);
-  for (auto& a : args) {
-    if (std::string(a) == "-o") a = const_cast<char*>("--output");
-  }
-  Status s = t.Parse(argc, args.data());
+  t.AddShort('o', "output");
+  Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;
@@ -133,7 +130,7 @@ int CmdDocs(int argc, char** argv) {
     const std::string p90 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p90, a.resolution_ns);
     const std::string p99 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p99, a.resolution_ns);
     const std::string url =
-        link.empty() ? "" : link + "#api/" + QueryEncode(module) + "/" + QueryEncode(a.symbol);
+        link.empty() ? "" : link + "#api/" + UrlEncode(module) + "/" + UrlEncode(a.symbol);
     const std::string summary = "p50 " + p50 + ", p90 " + p90 + ", p99 " + p99 + "; " +
                                 FormatBytes(a.metric[1].Mean()) + " allocated per call; " +
                                 FormatCount(st.count) + " calls in " + FormatCount(a.runs) +

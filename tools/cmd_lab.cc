@@ -4,7 +4,6 @@
 //   fieldprof lab [options] -- COMMAND [ARGS...]   census, plan, timing passes
 //   fieldprof lab merge -o OUT PROFILE...          several scenarios or machines
 //   fieldprof lab show PROFILE                     table, histograms, nesting
-#include <cxxabi.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -26,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cxx_names.h"
 #include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/json_writer.h"
@@ -43,14 +43,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Demangled(const std::string& symbol) {
-  if (symbol.rfind("_Z", 0) != 0) return symbol;
-  int status = 0;
-  char* d = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
-  std::string out = status == 0 && d != nullptr ? d : symbol;
-  std::free(d);
-  return out;
-}
+std::string Demangled(const std::string& symbol) { return Demangle(symbol); }
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -379,11 +372,8 @@ int LabShow(int argc, char** argv) {
     std::cout << j.Take() << "\n";
     return 0;
   }
-  const bool colored = color == "always" || (color == "auto" && isatty(STDOUT_FILENO) &&
-                                             std::getenv("NO_COLOR") == nullptr);
-  const char* ct = std::getenv("COLORTERM");
-  const bool truecolor =
-      ct != nullptr && (std::string(ct) == "truecolor" || std::string(ct) == "24bit");
+  const bool colored = ColorWanted(color);
+  const bool truecolor = TrueColor();
   std::string scen;
   for (const std::string& sc : p->scenarios()) scen += (scen.empty() ? "" : ", ") + sc;
   uint64_t failed = 0;
@@ -439,11 +429,8 @@ int LabMerge(int argc, char** argv) {
                 "key summed exactly, nesting graphs joined, runs listed.\n\n"
                 "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile");
   t.AddString("output", &output, "the merged profile's file (-o)");
-  std::vector<char*> args(argv, argv + argc);
-  for (auto& a : args) {
-    if (std::string(a) == "-o") a = const_cast<char*>("--output");
-  }
-  Status s = t.Parse(argc, args.data());
+  t.AddShort('o', "output");
+  Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;
@@ -489,11 +476,8 @@ int LabRemote(const std::string& verb, int argc, char** argv) {
                 "profile sent again is recognised.");
   client.Register(t);
   t.AddString("output", &output, "fetch: the file to write (-o)");
-  std::vector<char*> args(argv, argv + argc);
-  for (auto& a : args) {
-    if (std::string(a) == "-o") a = const_cast<char*>("--output");
-  }
-  Status s = t.Parse(argc, args.data());
+  t.AddShort('o', "output");
+  Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;
@@ -593,11 +577,8 @@ int LabRun(int argc, char** argv) {
       break;
     }
   }
-  std::vector<char*> args(argv, argv + cmd_at);
-  for (auto& a : args) {
-    if (std::string(a) == "-o") a = const_cast<char*>("--output");
-  }
-  Status s = t.Parse(static_cast<int>(args.size()), args.data());
+  t.AddShort('o', "output");
+  Status s = t.Parse(cmd_at, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;

@@ -1,8 +1,11 @@
 #include "tools/format.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/resolution.h"
 
@@ -94,6 +97,16 @@ std::string Heat(double position, double intensity, bool truecolor) {
     std::snprintf(out, sizeof out, "\033[38;5;%dm", 16 + 36 * q(r) + 6 * q(g) + q(b));
   }
   return out;
+}
+
+bool ColorWanted(const std::string& flag) {
+  return flag == "always" ||
+         (flag == "auto" && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr);
+}
+
+bool TrueColor() {
+  const char* ct = std::getenv("COLORTERM");
+  return ct != nullptr && (std::string(ct) == "truecolor" || std::string(ct) == "24bit");
 }
 
 }  // namespace fieldprof::tools

@@ -27,6 +27,11 @@ std::string ZeroBucketLabel(wire::Metric m, uint64_t resolution_ns);
 // from its count relative to the largest (0..1). 256 colours, or 24-bit.
 std::string Heat(double position, double intensity, bool truecolor);
 
+// Whether to colour stdout: --color always/never, or auto (a terminal, and
+// NO_COLOR unset); and whether the terminal takes 24-bit colours (COLORTERM).
+bool ColorWanted(const std::string& flag);
+bool TrueColor();
+
 }  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_FORMAT_H_

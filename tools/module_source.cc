@@ -28,21 +28,6 @@ StatusOr<std::vector<SeriesSum>> SeriesFromCache(const std::string& cache_dir,
   return out;
 }
 
-std::string QueryEncode(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 StatusOr<Histogram> HistogramFromJson(const nlohmann::json& h) {
   try {
     Histogram out;
@@ -70,12 +55,12 @@ StatusOr<Histogram> HistogramFromJson(const nlohmann::json& h) {
 }
 
 StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const ModuleQuery& q) {
-  std::string target = "/v1/module?module=" + QueryEncode(q.module);
-  if (!q.version.empty()) target += "&version=" + QueryEncode(q.version);
-  if (!q.from.empty()) target += "&from=" + QueryEncode(q.from);
-  if (!q.to.empty()) target += "&to=" + QueryEncode(q.to);
-  if (!q.arch.empty()) target += "&arch=" + QueryEncode(q.arch);
-  if (!q.vendor.empty()) target += "&vendor=" + QueryEncode(q.vendor);
+  std::string target = "/v1/module?module=" + UrlEncode(q.module);
+  if (!q.version.empty()) target += "&version=" + UrlEncode(q.version);
+  if (!q.from.empty()) target += "&from=" + UrlEncode(q.from);
+  if (!q.to.empty()) target += "&to=" + UrlEncode(q.to);
+  if (!q.arch.empty()) target += "&arch=" + UrlEncode(q.arch);
+  if (!q.vendor.empty()) target += "&vendor=" + UrlEncode(q.vendor);
   if (q.family >= 0) target += "&family=" + std::to_string(q.family);
   HttpHeaders headers;
   if (!q.token.empty()) headers.emplace_back("Authorization", "Bearer " + q.token);

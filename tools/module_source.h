@@ -32,9 +32,6 @@ struct ModuleQuery {
 // The query API's histogram object (aggregator/router.cc WriteHistogram).
 [[nodiscard]] StatusOr<Histogram> HistogramFromJson(const nlohmann::json& h);
 
-// "%XX"-encodes a query value.
-std::string QueryEncode(const std::string& s);
-
 }  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_MODULE_SOURCE_H_
