@@ -7,9 +7,19 @@
 namespace fieldprof::rt {
 namespace {
 
+// A spin lock that yields the CPU (a raw sched_yield: no libc here) when its
+// holder was preempted, so waiting threads do not spin through its slice.
 void Lock() {
   while (__atomic_exchange_n(&g_lab_lock, 1, __ATOMIC_ACQUIRE) != 0) {
-    while (__atomic_load_n(&g_lab_lock, __ATOMIC_RELAXED) != 0) __builtin_ia32_pause();
+    for (int spins = 0; __atomic_load_n(&g_lab_lock, __ATOMIC_RELAXED) != 0; ++spins) {
+      if (spins < 1000) {
+        __builtin_ia32_pause();
+      } else {
+        long r;
+        __asm__ __volatile__("syscall" : "=a"(r) : "0"(24L) : "rcx", "r11", "memory");
+        spins = 0;
+      }
+    }
   }
 }
 void Unlock() { __atomic_store_n(&g_lab_lock, 0, __ATOMIC_RELEASE); }
