@@ -36,6 +36,7 @@
 #include "tools/format.h"
 #include "tools/lab_profile.h"
 #include "tools/module_report.h"
+#include "tools/module_source.h"
 
 namespace fieldprof::tools {
 
@@ -225,21 +226,9 @@ Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, ui
   const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
   try {
     if (j.is_discarded()) throw std::runtime_error("not JSON");
-    const nlohmann::json& hist = j.at("histogram");
-    Histogram out;
-    out.SetZeroCount(hist.at("zero_count").get<uint64_t>());
-    for (const nlohmann::json& b : hist.at("buckets")) {
-      const int i = b.at("index").get<int>();
-      if (i < 0 || i >= kNumBuckets) throw std::runtime_error("bucket index out of range");
-      HistogramBucket bucket;
-      bucket.count = b.at("count").get<uint64_t>();
-      if (!ParseUint128(b.at("sum").get<std::string>(), &bucket.sum)) {
-        throw std::runtime_error("bad bucket sum");
-      }
-      out.SetBucket(i, bucket);
-    }
-    out.SetMinMax(hist.at("min").get<uint64_t>(), hist.at("max").get<uint64_t>());
-    *h = out;
+    StatusOr<Histogram> hist = HistogramFromJson(j.at("histogram"));
+    if (!hist.ok()) throw std::runtime_error(hist.status().message());
+    *h = std::move(*hist);
     *runs = j.at("runs").get<uint64_t>();
     if (j.contains("resolution_ns")) {
       *resolution_ns = std::max(*resolution_ns, j.at("resolution_ns").get<uint64_t>());
