@@ -21,7 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 using google::protobuf::internal::WireFormatLite;
 
-constexpr char kMagic[] = "FPSIDX01";
+constexpr char kMagic[] = "FPSIDX02";
+// Entries of modules sort before every symbol: "\x01" + the module name
+// (key rules keep control characters out of names).
+constexpr char kModuleMark = '\x01';
 constexpr size_t kSampleEvery = 64;
 constexpr uint32_t kRecordsField = 4;  // Fragment.records
 
@@ -102,6 +105,10 @@ StatusOr<std::string> Build(const SnapshotCache& cache, const std::string& signa
       const std::string& sym = r.key().symbol();
       if (sym.empty() || sym.size() > UINT16_MAX) continue;
       refs[sym].push_back({i, offset, len});
+      const std::string& module = r.key().module();
+      if (!module.empty() && module.size() < UINT16_MAX) {
+        refs[kModuleMark + module].push_back({i, offset, len});
+      }
     }
   }
   std::string out(kMagic, 8);
@@ -110,6 +117,9 @@ StatusOr<std::string> Build(const SnapshotCache& cache, const std::string& signa
   Put<uint32_t>(&out, static_cast<uint32_t>(frags.size()));
   for (const CachedFragment& f : frags) PutString16(&out, fs::path(f.path).filename().string());
   Put<uint64_t>(&out, refs.size());
+  uint64_t modules = 0;
+  for (auto it = refs.begin(); it != refs.end() && it->first[0] == kModuleMark; ++it) ++modules;
+  Put<uint64_t>(&out, modules);
   const size_t sample_offset_at = out.size();
   Put<uint64_t>(&out, 0);  // filled below
   std::vector<uint64_t> samples;
@@ -201,7 +211,9 @@ Status SnapshotIndex::Parse() {
     files_.push_back(dir_ + "/fragments/" + std::string(r.String16()));
   }
   symbols_ = r.Get<uint64_t>();
+  modules_ = r.Get<uint64_t>();
   const uint64_t table = r.Get<uint64_t>();
+  if (modules_ > symbols_) return bad;
   entries_at_ = r.at;
   if (!r.ok || table < entries_at_ || table > data_.size()) return bad;
   Reader t{data_, static_cast<size_t>(table)};
@@ -226,6 +238,19 @@ std::string_view SnapshotIndex::SymbolAt(size_t at, size_t* refs_at) const {
 
 Status SnapshotIndex::ForEachRecordOf(const std::string& symbol,
                                       const std::function<bool(const wire::Record&)>& fn) const {
+  if (symbol.empty() || symbol[0] == kModuleMark) return Status::Ok();
+  return ForEachRecordAt(symbol, fn);
+}
+
+Status SnapshotIndex::ForEachRecordOfModule(
+    const std::string& module, const std::function<bool(const wire::Record&)>& fn) const {
+  if (module.empty()) return Status::Ok();
+  return ForEachRecordAt(kModuleMark + module, fn);
+}
+
+Status SnapshotIndex::ForEachRecordAt(const std::string& symbol,
+                                      const std::function<bool(const wire::Record&)>& fn) const {
+  const bool by_module = symbol[0] == kModuleMark;
   if (samples_.empty()) return Status::Ok();
   // The last sample at or before the symbol, then at most 64 entries on.
   size_t lo = 0, hi = samples_.size();
@@ -273,7 +298,8 @@ Status SnapshotIndex::ForEachRecordOf(const std::string& symbol,
       wire::Record rec;
       if (pread(fd, bytes.data(), length, static_cast<off_t>(offset)) !=
               static_cast<ssize_t>(length) ||
-          !rec.ParseFromString(bytes) || rec.key().symbol() != symbol) {
+          !rec.ParseFromString(bytes) ||
+          (by_module ? kModuleMark + rec.key().module() : rec.key().symbol()) != symbol) {
         // The index is wrong for this cache (damaged in a way Parse cannot
         // see): removed, so the next reader builds it afresh.
         unlink((dir_ + "/symbols.idx").c_str());
@@ -296,7 +322,7 @@ void SnapshotIndex::ForEachSymbol(const std::function<void(std::string_view)>& f
     const std::string_view s = r.String16();
     const uint32_t nrefs = r.Get<uint32_t>();
     if (!r.ok) break;
-    fn(s);
+    if (i >= modules_) fn(s);  // modules' entries come first
     r.at += static_cast<size_t>(nrefs) * 16;
   }
 }

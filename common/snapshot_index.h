@@ -1,6 +1,7 @@
-// Where each symbol's records are in the snapshot cache (issue #17), so a
-// reader fetches an API's few records instead of parsing every fragment:
-// `fieldprof cost` on a 1M-series cache reads a few KiB, not 174 MiB.
+// Where each symbol's and each module's records are in the snapshot cache
+// (issues #17, #19), so a reader fetches an API's few records, or one
+// module's, instead of parsing every fragment: `fieldprof cost` on a
+// 1M-series cache reads a few KiB, not 174 MiB.
 //
 // On disk: <cache>/symbols.idx, derived from the cache and rebuilt when the
 // cache's files change (a new manifest or fragment: CacheSignature), by
@@ -13,11 +14,13 @@
 //   ix->ForEachRecordOf("deflate", [](const wire::Record& r) { ...; return true; });
 //
 // Layout (little-endian):
-//   "FPSIDX01", u32 n + signature, u32 files, {u16 n + fragment file name},
-//   u64 symbols, u64 offset of the sample table,
-//   entries sorted by symbol: {u16 n + symbol, u32 refs, {u32 file, u64
-//   offset, u32 length} of each record in its fragment file},
+//   "FPSIDX02", u32 n + signature, u32 files, {u16 n + fragment file name},
+//   u64 entries, u64 module entries, u64 offset of the sample table,
+//   entries sorted by key: {u16 n + key, u32 refs, {u32 file, u64 offset,
+//   u32 length} of each record in its fragment file}, where a key is a
+//   symbol or "\x01" + a module (those sort first),
 //   the sample table: u64 count, u64 offset of every 64th entry.
+// An index of an older layout is rebuilt like one of another cache.
 #ifndef FIELDPROF_COMMON_SNAPSHOT_INDEX_H_
 #define FIELDPROF_COMMON_SNAPSHOT_INDEX_H_
 
@@ -50,13 +53,18 @@ class SnapshotIndex {
   // from its fragment. `fn` returns false to stop.
   [[nodiscard]] Status ForEachRecordOf(const std::string& symbol,
                                        const std::function<bool(const wire::Record&)>& fn) const;
+  // Every record of `module` (any symbol), the same way.
+  [[nodiscard]] Status ForEachRecordOfModule(
+      const std::string& module, const std::function<bool(const wire::Record&)>& fn) const;
   // Every symbol, in order.
   void ForEachSymbol(const std::function<void(std::string_view)>& fn) const;
-  uint64_t symbols() const { return symbols_; }
+  uint64_t symbols() const { return symbols_ - modules_; }
   const std::string& signature() const { return signature_; }
 
  private:
   [[nodiscard]] Status Parse();
+  [[nodiscard]] Status ForEachRecordAt(const std::string& key,
+                                       const std::function<bool(const wire::Record&)>& fn) const;
   // The entry at `at`: its symbol, and where its refs start.
   std::string_view SymbolAt(size_t at, size_t* refs_at) const;
 
@@ -65,7 +73,8 @@ class SnapshotIndex {
   std::string_view data_;             // the index's bytes
   std::string signature_;
   std::vector<std::string> files_;  // fragment file paths
-  uint64_t symbols_ = 0;
+  uint64_t symbols_ = 0;            // entries: the modules' first, then the symbols'
+  uint64_t modules_ = 0;
   size_t entries_at_ = 0;
   std::vector<uint64_t> samples_;  // offsets of every 64th entry
 };

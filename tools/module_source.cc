@@ -2,6 +2,7 @@
 
 #include "common/api_key.h"
 #include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
 #include "common/wire.h"
 
 namespace fieldprof::tools {
@@ -14,8 +15,10 @@ StatusOr<std::vector<SeriesSum>> SeriesFromCache(const std::string& cache_dir,
     return NotFound("the snapshot cache " + cache_dir +
                     " holds no fragments (fieldprof pull --all fetches them, or use --host)");
   }
-  Status s = cache.ForEachRecord([&](const wire::Record& r) {
-    if (r.key().module() != module) return true;
+  // Through the index: the module's records only.
+  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
+  if (!index.ok()) return index.status();
+  Status s = index->ForEachRecordOfModule(module, [&](const wire::Record& r) {
     SeriesSum x;
     x.key = r.key();
     x.histogram = HistogramFromWire(r.histogram());

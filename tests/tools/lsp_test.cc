@@ -438,6 +438,24 @@ TEST_F(LspTest, TheSymbolIndexFindsEveryRecordAndFollowsTheCache) {
   }
   EXPECT_TRUE(records_of(*ix, "deflat").empty());
   EXPECT_TRUE(records_of(*ix, "zzz").empty());
+  // A module's records (fieldprof report reads them so): all of them, none
+  // of another module, and module entries are not symbols.
+  std::set<std::string> modules;
+  for (const wire::Record& r : records_) modules.insert(r.key().module());
+  for (const std::string& m : modules) {
+    std::vector<std::string> got, want;
+    ASSERT_TRUE(ix->ForEachRecordOfModule(m, [&](const wire::Record& r) {
+                    got.push_back(r.SerializeAsString());
+                    return true;
+                  }).ok());
+    for (const wire::Record& r : records_) {
+      if (r.key().module() == m) want.push_back(r.SerializeAsString());
+    }
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want) << m;
+  }
+  EXPECT_TRUE(records_of(*ix, "\x01libz.so.1").empty()) << "a module is not found as a symbol";
   std::vector<std::string> names;
   ix->ForEachSymbol([&](std::string_view n) { names.emplace_back(n); });
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
