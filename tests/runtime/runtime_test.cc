@@ -345,15 +345,19 @@ TEST_F(ClockTest, DurationsAreRightFromTheFirstCall) {
   };
   // The vDSO clock's readings cost more and vary more than `rdtsc`: what a
   // measured call adds beyond the probe's typical cost is ~10 ns here (a
-  // constant, not a rate: 0.4-0.9% of these calls).
+  // constant, not a rate: 0.4-0.9% of these calls). On the VM of 2026-11-23
+  // one run in ten went past 1% (1.18% at most; 2.06% with the vDSO clock),
+  // with this runtime and with the one before lab mode alike (2 and 3 of 30
+  // interleaved runs): the bounds leave that room. A wrong rate is off by
+  // several percent.
   std::vector<Clock> clocks = {
-      {"the run's own rate", {}, "clock: TSC, its rate measured by this run", 0.01},
-      {"the vDSO clock", {"FIELDPROF_CLOCK=vdso"}, "clock: vDSO CLOCK_MONOTONIC", 0.02}};
+      {"the run's own rate", {}, "clock: TSC, its rate measured by this run", 0.015},
+      {"the vDSO clock", {"FIELDPROF_CLOCK=vdso"}, "clock: vDSO CLOCK_MONOTONIC", 0.03}};
   if (hz.has_value()) {
     clocks.push_back({"the machine's rate",
                       {"FIELDPROF_TSC_HZ=" + std::to_string(*hz)},
                       "clock: TSC at the machine's rate, " + std::to_string(*hz) + " Hz",
-                      0.01});
+                      0.015});
   }
   for (Clock& c : clocks) {
     c.env.push_back("FIELDPROF_DEBUG=" + log);
