@@ -41,12 +41,25 @@ class HttpsClient::Impl {
   }
 
   Status Connect() {
-    if (!setup_error_.empty()) return InvalidArgument(setup_error_);
-    stream_.emplace(ioc_, tls_);
+    if (options_.tls && !setup_error_.empty()) return InvalidArgument(setup_error_);
     beast::error_code ec;
     tcp::resolver resolver(ioc_);
     auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
     if (ec) return Unavailable("resolving " + options_.host + ": " + ec.message());
+    if (!options_.tls) {
+      plain_.emplace(ioc_);
+      plain_->expires_after(options_.timeout);
+      plain_->async_connect(results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+      Run();
+      if (ec) {
+        plain_.reset();
+        return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
+                           ": " + ec.message());
+      }
+      ++connections_;
+      return Status::Ok();
+    }
+    stream_.emplace(ioc_, tls_);
     beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
     beast::get_lowest_layer(*stream_).async_connect(
         results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
@@ -78,7 +91,7 @@ class HttpsClient::Impl {
                               const std::string& content_type, const std::string& body,
                               const HttpHeaders& headers) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-      const bool fresh = !stream_.has_value();
+      const bool fresh = !stream_.has_value() && !plain_.has_value();
       if (fresh) FP_RETURN_IF_ERROR(Connect());
       StatusOr<HttpReply> r = RequestOnce(method, target, content_type, body, headers);
       if (r.ok() || fresh) return r;
@@ -100,8 +113,15 @@ class HttpsClient::Impl {
     req.keep_alive(true);
     req.prepare_payload();
     beast::error_code ec;
-    beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
-    http::async_write(*stream_, req, [&ec](beast::error_code e, size_t) { ec = e; });
+    auto write = [&](auto& stream) {
+      beast::get_lowest_layer(stream).expires_after(options_.timeout);
+      http::async_write(stream, req, [&ec](beast::error_code e, size_t) { ec = e; });
+    };
+    if (plain_) {
+      write(*plain_);
+    } else {
+      write(*stream_);
+    }
     Run();
     if (ec) {
       Close();
@@ -109,8 +129,15 @@ class HttpsClient::Impl {
     }
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 << 20);
-    beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
-    http::async_read(*stream_, buffer_, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+    auto read = [&](auto& stream) {
+      beast::get_lowest_layer(stream).expires_after(options_.timeout);
+      http::async_read(stream, buffer_, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+    };
+    if (plain_) {
+      read(*plain_);
+    } else {
+      read(*stream_);
+    }
     Run();
     if (ec) {
       Close();
@@ -143,6 +170,14 @@ class HttpsClient::Impl {
   }
 
   void Close() {
+    if (plain_) {
+      beast::error_code ec;
+      plain_->socket().shutdown(tcp::socket::shutdown_both, ec);
+      plain_->close();
+      plain_.reset();
+      buffer_.clear();
+      return;
+    }
     if (!stream_) return;
     SSL_SESSION* s = SSL_get1_session(stream_->native_handle());
     if (s != nullptr) {
@@ -173,6 +208,7 @@ class HttpsClient::Impl {
   net::io_context ioc_;
   ssl::context tls_;
   std::optional<beast::ssl_stream<beast::tcp_stream>> stream_;
+  std::optional<beast::tcp_stream> plain_;  // options_.tls == false
   beast::flat_buffer buffer_;
   SSL_SESSION* session_ = nullptr;  // owned; for resumption
 };

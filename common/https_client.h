@@ -27,6 +27,9 @@ struct HttpsClientOptions {
   bool insecure = false;
   // Deadline for connecting and for each request/response. Default: 30 s.
   std::chrono::milliseconds timeout{30000};
+  // false: plain HTTP (a ClickHouse on loopback, issue #20); ca_file and
+  // insecure then do not apply.
+  bool tls = true;
 };
 
 // Extra request headers (name, value).

@@ -39,6 +39,9 @@ PACKAGES=(
   # the dashboard in a real browser: Debian's chromium, driven by npm's
   # playwright-core (tests/ui/, installed below)
   chromium nodejs
+  # the ClickHouse store (issue #20): its tests start Debian's ClickHouse on
+  # loopback (an old release, used for tests only: docs/scale-out.md)
+  clickhouse-server
 )
 # npm: Debian's, unless the machine's Node.js brings its own (NodeSource's
 # nodejs package holds npm, and Debian's npm package conflicts with it).
