@@ -135,8 +135,18 @@ std::string BatchRows(const BatchView& batch, int32_t day) {
   return o;
 }
 
+std::string SqlString(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
 StatusOr<std::vector<ApiAggregate>> ReadSums(ClickHouseClient& ch, const std::string& table,
-                                             int32_t first_day, int32_t last_day) {
+                                             int32_t first_day, int32_t last_day,
+                                             const std::string& where) {
   // Inner: one row per (batch, key), whatever number of copies. Outer: the
   // sums per key; bucket columns summed per bucket index (sumMap).
   std::string inner = "SELECT batch_id, " + std::string(kKeyColumns) +
@@ -149,7 +159,8 @@ StatusOr<std::vector<ApiAggregate>> ReadSums(ClickHouseClient& ch, const std::st
     inner += ", any(b_sq" + std::to_string(i) + ") AS bq" + std::to_string(i);
   }
   inner += " FROM " + table + " WHERE day >= " + std::to_string(first_day) +
-           " AND day <= " + std::to_string(last_day) + " GROUP BY batch_id, " + kKeyColumns;
+           " AND day <= " + std::to_string(last_day) +
+           (where.empty() ? "" : " AND (" + where + ")") + " GROUP BY batch_id, " + kKeyColumns;
   std::string sql = "SELECT " + std::string(kKeyColumns) +
                     ", sum(runs), max(truncated), max(resolution_ns), sum(zero_count),"
                     " min(min), max(max), max(sat), sumMap(bi, bc)";

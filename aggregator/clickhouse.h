@@ -54,9 +54,14 @@ std::string BatchRows(const BatchView& batch, int32_t day);
 // Every series with its sum over days [first, last], each (batch, key)
 // counted once: the rows of a batch inserted more than once are the same,
 // and the inner GROUP BY keeps one of them.
+// `where`: more SQL conditions on the rows' columns ("" for none).
 [[nodiscard]] StatusOr<std::vector<ApiAggregate>> ReadSums(ClickHouseClient& ch,
                                                            const std::string& table,
-                                                           int32_t first_day, int32_t last_day);
+                                                           int32_t first_day, int32_t last_day,
+                                                           const std::string& where = "");
+
+// A ClickHouse string literal of `s` ('...' with \\ and \' escaped).
+std::string SqlString(std::string_view s);
 
 }  // namespace fieldprof::aggregator
 

@@ -95,6 +95,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            int64_t{30} * 86400);
   t.AddInt("keep_old_fragments_h", &keep_old_h,
            "hours a replaced fragment version stays downloadable", 0, 24 * 365);
+  t.AddString("store", &config->store_kind,
+              "rocksdb (the default: --db holds the sums) or clickhouse (--clickhouse_url; a "
+              "first version on one node, docs/scale-out.md)");
+  t.AddString("clickhouse_url", &config->clickhouse_url,
+              "with --store clickhouse: http://HOST:PORT of its HTTP interface");
   t.AddString("vendors_file", &config->vendors_file,
               "vendor pages: a file of 'NAME TOKEN PATTERN[,PATTERN...]' lines; a module matching "
               "a vendor's patterns (e.g. libsqlite3.so*) is served by GET /v1/module only with "
@@ -137,6 +142,9 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
   }
   if (st.path.empty()) return InvalidArgument("--db is required");
+  if (config->store_kind != "rocksdb" && config->store_kind != "clickhouse") {
+    return InvalidArgument("--store is rocksdb or clickhouse");
+  }
   if (Status v = f.Validate(); !v.ok()) return v.WithContext("fleet settings");
   p.fragment_count = static_cast<uint32_t>(fragments);
   p.per_cycle = static_cast<uint32_t>(per_cycle);

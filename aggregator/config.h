@@ -21,8 +21,12 @@ struct AggregatorConfig {
   PublisherOptions publish;  // publish.dir defaults to "<db>-snapshot"
   int64_t publish_interval_s = 3600;
   std::string admin_token_file;  // empty: admin calls off
-  std::string vendors_file;      // "NAME TOKEN PATTERN[,PATTERN...]" lines; empty: none
-  std::string lab_dir;           // uploaded lab profiles; default "<db>-lab"
+  // Where the sums live: "rocksdb" (the default, one machine) or
+  // "clickhouse" (issue #20, docs/scale-out.md: first version, one node).
+  std::string store_kind = "rocksdb";
+  std::string clickhouse_url = "http://127.0.0.1:8123";
+  std::string vendors_file;  // "NAME TOKEN PATTERN[,PATTERN...]" lines; empty: none
+  std::string lab_dir;       // uploaded lab profiles; default "<db>-lab"
 };
 
 // Parses argv (and --config FILE). Sets *help to true when --help was given,

@@ -14,6 +14,7 @@
 #include "aggregator/publisher.h"
 #include "aggregator/router.h"
 #include "aggregator/server.h"
+#include "aggregator/store_clickhouse.h"
 #include "aggregator/store_rocksdb.h"
 #include "common/options.h"
 #include "common/signing.h"
@@ -47,7 +48,10 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  StatusOr<std::unique_ptr<Store>> store = OpenRocksDbStore(config.store);
+  StatusOr<std::unique_ptr<Store>> store =
+      config.store_kind == "clickhouse"
+          ? OpenClickHouseStore(ClickHouseStoreOptions{config.clickhouse_url})
+          : OpenRocksDbStore(config.store);
   if (!store.ok()) {
     std::cerr << "fieldprof-aggregator: " << store.status().ToString() << "\n";
     return 1;

@@ -24,10 +24,12 @@ class ClickHouseProcess {
  public:
   explicit ClickHouseProcess(const TempDir& dir)
       : dir_(dir), http_port_(FreePort()), tcp_port_(FreePort()) {}
-  ~ClickHouseProcess() {
+  ~ClickHouseProcess() { Kill(); }
+  void Kill() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
+      pid_ = -1;
     }
   }
 

@@ -13,6 +13,7 @@
 #include "common/batch_view.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
+#include "tests/aggregator_process.h"
 #include "tests/clickhouse_process.h"
 #include "tests/test_util.h"
 
@@ -118,6 +119,54 @@ TEST(ClickHouseStoreTest, ABatchInsertedTwiceCountsOnceAndSumsAreExact) {
   Status s = nobody.Execute("SELECT 1");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("ClickHouse"), std::string::npos) << s.ToString();
+}
+
+// The real aggregator with --store clickhouse: a batch posted twice is
+// applied once, the query API answers the exact sums, /healthz follows
+// ClickHouse, and with ClickHouse gone a batch is refused (503), never
+// acknowledged.
+TEST(ClickHouseStoreTest, TheAggregatorOverClickHouse) {
+  testing::TempDir dir;
+  testing::ClickHouseProcess server(dir);
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  testing::AggregatorProcess agg(dir, testing::FreePort(),
+                                 {"--store", "clickhouse", "--clickhouse_url",
+                                  "http://127.0.0.1:" + std::to_string(server.Options().port)});
+  agg.Start();
+  HttpsClient http(agg.Options());
+  const uint64_t big = (uint64_t{1} << 62) + 7;
+  const wire::Batch a = MakeBatch('x', {{"huge", {big, big, 3}}, {"small", {5, 6}}});
+  for (int i = 0; i < 2; ++i) {
+    StatusOr<HttpReply> r =
+        http.Post("/v1/batches", "application/x-protobuf", a.SerializeAsString());
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+    EXPECT_NE(r->body.find(i == 0 ? "\"duplicate\":false" : "\"duplicate\":true"),
+              std::string::npos)
+        << r->body;
+  }
+  StatusOr<HttpReply> api = http.Get("/v1/api?module=libch.so.1&symbol=huge");
+  ASSERT_TRUE(api.ok() && api->status == 200) << (api.ok() ? api->body : "");
+  Histogram want = HistogramFromWire(a.records(0).histogram());
+  EXPECT_NE(api->body.find("\"count\":" + std::to_string(want.count())), std::string::npos)
+      << api->body;
+  EXPECT_NE(api->body.find("\"sum\":\"" + Uint128ToString(want.sum()) + "\""), std::string::npos)
+      << api->body;
+  StatusOr<HttpReply> report = http.Get("/v1/report?module=libch.so.1");
+  ASSERT_TRUE(report.ok() && report->status == 200);
+  StatusOr<HttpReply> health = http.Get("/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+  // ClickHouse gone: unhealthy, and a new batch is refused, not acknowledged.
+  server.Kill();
+  health = http.Get("/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 503) << health->body;
+  const wire::Batch b = MakeBatch('y', {{"small", {1}}});
+  StatusOr<HttpReply> refused =
+      http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 503) << refused->body;
 }
 
 }  // namespace
