@@ -496,16 +496,6 @@ HttpResponse Router::GetApi(std::string_view query) {
 
 namespace {
 
-std::string Hex(std::string_view bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
 bool LabIdOk(std::string_view id) {
   return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
@@ -521,7 +511,7 @@ HttpResponse Router::LabUpload(std::string_view body) {
   StatusOr<wire::LabProfile> p = ParseLabProfile(body, "the body");
   if (!p.ok()) return ErrorResponse(InvalidArgument(p.status().message()));
   if (Status v = ValidateLabProfile(*p); !v.ok()) return ErrorResponse(v);
-  const std::string id = Hex(Sha256(body)).substr(0, 32);
+  const std::string id = HexEncode(Sha256(body)).substr(0, 32);
   const std::string path = lab_dir_ + "/" + id + ".labprofile";
   std::error_code ec;
   const bool duplicate = std::filesystem::exists(path, ec);

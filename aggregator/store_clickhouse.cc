@@ -6,19 +6,10 @@
 
 #include "aggregator/clickhouse.h"
 #include "aggregator/time_tree.h"
+#include "common/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {
-
-std::string Hex(std::string_view bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
 
 // The SQL conditions of a filter on the raw rows' columns.
 std::string Where(const ApiFilter& f) {
@@ -58,7 +49,7 @@ class ClickHouseStore : public Store {
     ClickHouseClient ch(http_);
     StatusOr<std::string> seen =
         ch.Query("SELECT count() FROM " + o_.ids_table + " WHERE batch_id = unhex('" +
-                 Hex(batch.batch_id()) + "') FORMAT TSV");
+                 HexEncode(batch.batch_id()) + "') FORMAT TSV");
     if (!seen.ok()) return seen.status();
     if (std::strtoull(seen->c_str(), nullptr, 10) > 0) return ApplyResult{true, 0};
     FP_RETURN_IF_ERROR(ch.InsertRowBinary(o_.rows_table, BatchRows(batch, day)));
