@@ -180,6 +180,15 @@ void CalibrateNow() {
   calibrating.store(0);
 }
 
+void ProbeDurations(void (*probe)(), uint64_t (&out)[kProbeCalls]) {
+  for (uint64_t& p : out) {
+    g.calibration_last_ticks = ~uint64_t{0};
+    probe();
+    p = g.calibration_last_ticks;
+  }
+  std::sort(out, out + kProbeCalls);
+}
+
 void CalibrateProbe() {
   fp_real[FP_CALIBRATION_SLOT] = reinterpret_cast<uintptr_t>(&fp_empty_function);
   fp_measuring[FP_CALIBRATION_SLOT] = 1;
@@ -187,14 +196,9 @@ void CalibrateProbe() {
   // The median of 64: what the probe typically adds to a measured duration
   // (the least would leave the typical excess in every duration: ~10 ns
   // with the vDSO clock).
-  constexpr int kProbes = 64;
+  constexpr int kProbes = kProbeCalls;
   uint64_t probes[kProbes];
-  for (uint64_t& p : probes) {
-    g.calibration_last_ticks = ~uint64_t{0};
-    probe();
-    p = g.calibration_last_ticks;
-  }
-  std::sort(probes, probes + kProbes);
+  ProbeDurations(probe, probes);
   uint64_t typical = probes[kProbes / 2];
   // The resolution: the spread of the probe's own cost (its 10th to 90th
   // percentile), and at least the least step between two clock readings.

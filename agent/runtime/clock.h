@@ -33,6 +33,12 @@ bool StartClock(char** envp, uint64_t tsc_hz);
 // measured call adds in all (g.call_cost_ticks, the overhead budget's unit),
 // measured through the very same stub and hot path.
 void CalibrateProbe();
+// Calls `probe`, a stub whose exit stores the call's raw duration in
+// g.calibration_last_ticks, kProbeCalls times; the durations, sorted, in
+// `out` (~0 where none was measured). CalibrateProbe's and the lab's
+// (lab.h) probes.
+inline constexpr int kProbeCalls = 64;
+void ProbeDurations(void (*probe)(), uint64_t (&out)[kProbeCalls]);
 
 // Whether this run's clock refuted the machine's rate: nothing it timed may
 // be reported.

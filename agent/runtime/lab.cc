@@ -16,6 +16,7 @@
 #include <new>
 
 #include "agent/runtime/binder_state.h"
+#include "agent/runtime/clock.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/lab_state.h"
 #include "agent/runtime/spool_encode.h"
@@ -184,16 +185,10 @@ bool LabStart(char** envp, const char* debug_log) {
 void LabCalibrate() {
   if (g_lab_mode == kLabOff) return;
   g_lab_real[0] = reinterpret_cast<uintptr_t>(&fp_empty_function);
-  auto* probe = reinterpret_cast<void (*)()>(LabStubAddress(0));
-  constexpr int kProbes = 64;
-  uint64_t probes[kProbes];
-  for (uint64_t& p : probes) {
-    g.calibration_last_ticks = ~uint64_t{0};
-    probe();
-    p = g.calibration_last_ticks;
-  }
-  std::sort(probes, probes + kProbes);
-  g_lab_probe_ticks = probes[kProbes / 2] == ~uint64_t{0} ? 0 : probes[kProbes / 2];
+  uint64_t probes[kProbeCalls];
+  ProbeDurations(reinterpret_cast<void (*)()>(LabStubAddress(0)), probes);
+  const uint64_t typical = probes[kProbeCalls / 2];
+  g_lab_probe_ticks = typical == ~uint64_t{0} ? 0 : typical;
 }
 
 int32_t LabBind(const char* module, const char* build_id, const char* symbol, uintptr_t real) {
