@@ -627,6 +627,55 @@ bool Router::VendorAllows(std::string_view module, std::string_view authorizatio
   return !claimed || allowed;
 }
 
+namespace {
+
+// Every series `filter` (and `family`) matches, summed over [from, to]
+// (all time when both are unbounded; a series with no data there is
+// skipped), to `visit`; at most `limit` of them, else *truncated.
+Status ForEachInRange(Store* store, const ApiFilter& filter, int32_t from, int32_t to,
+                      std::optional<int> family, size_t limit, bool* truncated,
+                      const std::function<void(ApiAggregate&&)>& visit) {
+  const bool ranged = from != kUnboundedFirst || to != kUnboundedLast;
+  size_t n = 0;
+  Status err = Status::Ok();
+  Status s = store->ForEachApi(filter, [&](ApiAggregate&& a) {
+    if (family && a.key.platform.cpu_family != *family) return true;
+    if (n == limit) {
+      *truncated = true;
+      return false;
+    }
+    if (ranged) {
+      StatusOr<ApiAggregate> r = store->QueryRange(a.key, from, to);
+      if (!r.ok()) {
+        err = r.status();
+        return false;
+      }
+      if (r->histogram.empty()) return true;
+      a = std::move(*r);
+    }
+    ++n;
+    visit(std::move(a));
+    return true;
+  });
+  return s.ok() ? err : s;
+}
+
+// The same, as the model's series.
+Status CollectSeries(Store* store, const ApiFilter& filter, int32_t from, int32_t to,
+                     std::optional<int> family, size_t limit, std::vector<SeriesSum>* out,
+                     bool* truncated) {
+  return ForEachInRange(store, filter, from, to, family, limit, truncated, [&](ApiAggregate&& a) {
+    SeriesSum x;
+    ApiKeyToWire(a.key, &x.key);
+    x.histogram = std::move(a.histogram);
+    x.runs = a.runs;
+    x.resolution_ns = a.resolution_ns;
+    out->push_back(std::move(x));
+  });
+}
+
+}  // namespace
+
 HttpResponse Router::GetModule(std::string_view query, std::string_view authorization) {
   auto params = ParseQuery(query);
   if (!params.ok()) return ErrorResponse(params.status());
@@ -646,37 +695,15 @@ HttpResponse Router::GetModule(std::string_view query, std::string_view authoriz
   j.Key("from").String(from == kUnboundedFirst ? "" : FormatDay(from));
   j.Key("to").String(to == kUnboundedLast ? "" : FormatDay(to));
   j.Key("series").BeginArray();
-  size_t n = 0;
   bool truncated = false;
-  Status err = Status::Ok();
-  const bool ranged = from != kUnboundedFirst || to != kUnboundedLast;
-  s = store_->ForEachApi(filter, [&](ApiAggregate&& a) {
-    if (family && a.key.platform.cpu_family != *family) return true;
-    if (n == limit) {
-      truncated = true;
-      return false;
-    }
-    if (ranged) {
-      StatusOr<ApiAggregate> r = store_->QueryRange(a.key, from, to);
-      if (!r.ok()) {
-        err = r.status();
-        return false;
-      }
-      if (r->histogram.empty()) return true;
-      a.histogram = r->histogram;
-      a.runs = r->runs;
-      a.resolution_ns = r->resolution_ns;
-    }
-    ++n;
+  s = ForEachInRange(store_, filter, from, to, family, limit, &truncated, [&](ApiAggregate&& a) {
     j.BeginObject();
     WriteKey(j, a.key);
     j.Key("runs").Uint(a.runs);
     if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
     WriteHistogram(j, a.histogram);
     j.EndObject();
-    return true;
   });
-  if (s.ok()) s = err;
   if (!s.ok()) return ErrorResponse(s);
   j.EndArray();
   j.Key("truncated").Bool(truncated);
@@ -696,38 +723,6 @@ std::string TakeParam(std::vector<std::pair<std::string, std::string>>* params,
     return v;
   }
   return "";
-}
-
-// Every series `filter` matches, summed over [from, to], for the model.
-Status CollectSeries(Store* store, const ApiFilter& filter, int32_t from, int32_t to,
-                     std::optional<int> family, size_t limit, std::vector<SeriesSum>* out,
-                     bool* truncated) {
-  const bool ranged = from != kUnboundedFirst || to != kUnboundedLast;
-  Status err = Status::Ok();
-  Status s = store->ForEachApi(filter, [&](ApiAggregate&& a) {
-    if (family && a.key.platform.cpu_family != *family) return true;
-    if (out->size() == limit) {
-      *truncated = true;
-      return false;
-    }
-    if (ranged) {
-      StatusOr<ApiAggregate> r = store->QueryRange(a.key, from, to);
-      if (!r.ok()) {
-        err = r.status();
-        return false;
-      }
-      if (r->histogram.empty()) return true;
-      a = std::move(*r);
-    }
-    SeriesSum x;
-    ApiKeyToWire(a.key, &x.key);
-    x.histogram = std::move(a.histogram);
-    x.runs = a.runs;
-    x.resolution_ns = a.resolution_ns;
-    out->push_back(std::move(x));
-    return true;
-  });
-  return s.ok() ? err : s;
 }
 
 }  // namespace
