@@ -53,12 +53,11 @@ std::string Pct(double change) {
 
 int CmdDiff(int argc, char** argv) {
   std::string module, versions, ranges, metric_name = "wall_time_ns", statistic = "mean";
-  std::string format, output, platform, token, cache_dir = DefaultSnapshotCacheDir();
+  std::string format, output, platform;
+  ModuleSource source;
   double fdr = 0.05, min_effect = 0.05, min_diff_ns = 10;
   int64_t resamples = 9999, seed = 1, min_calls = 30;
   bool dependent = false, all = false, fail_on_slower = false;
-  ClientFlags client;
-  client.options.host = "";
   OptionTable t(
       "fieldprof diff",
       "Did a release make a library better or worse in the field? Compares one module\n"
@@ -88,26 +87,20 @@ int CmdDiff(int argc, char** argv) {
            int64_t{1} << 40);
   t.AddInt("resamples", &resamples, "permutations per API and direction at most", 99, 10000000);
   t.AddInt("seed", &seed, "the random seed", 0, int64_t{1} << 62);
-  t.AddString("platform", &platform, "only this platform: ARCH[/VENDOR[/FAMILY]] (cache only)");
+  t.AddString("platform", &platform, "only this platform: ARCH[/VENDOR[/FAMILY]]");
   t.AddBool("all", &all, "show every API compared, not only those that changed");
   t.AddBool("fail_on_slower", &fail_on_slower, "exit 1 when an API got slower (CI)");
   t.AddString("format", &format, "text, json or html");
   t.AddString("output", &output, "write to this file (-o)");
-  t.AddString("cache", &cache_dir, "the snapshot cache (without --host)");
-  client.Register(t);
-  t.AddString("token", &token, "with --host: the vendor's bearer token for its modules");
+  source.Register(t);
   t.AddShort('o', "output");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;
   }
-  if (format.empty()) {
-    format = output.size() > 5 && output.compare(output.size() - 5, 5, ".html") == 0   ? "html"
-             : output.size() > 5 && output.compare(output.size() - 5, 5, ".json") == 0 ? "json"
-                                                                                       : "text";
-  }
-  const bool remote = !client.options.host.empty();
+  format = OutputFormat(format, output);
+  const bool remote = source.remote();
   std::string va, vb, ra, rb, a_from, a_to, b_from, b_to;
   if (s.ok() && module.empty()) s = InvalidArgument("--module is needed");
   if (s.ok() && versions.empty() == ranges.empty()) {
@@ -154,30 +147,28 @@ int CmdDiff(int argc, char** argv) {
     return 2;
   }
   ModelFilter fa, fb;
+  ModuleQuery q;
+  q.module = module;
+  if (Status p = ParsePlatform(platform, &fa, &q); !p.ok()) {
+    std::cerr << "fieldprof diff: " << p.message() << " (see --help)\n";
+    return 2;
+  }
+  fb = fa;
   fa.module_version = va;
   fb.module_version = vb;
-  StatusOr<std::vector<SeriesSum>> sa = Status::Ok(), sb = Status::Ok();
   std::string before_name = va, after_name = vb;
-  if (remote) {
-    HttpsClient http(client.Resolve());
-    ModuleQuery q;
-    q.module = module;
-    q.token = token;
-    if (!ranges.empty()) {
-      q.from = a_from;
-      q.to = a_to;
-      sa = SeriesFromAggregator(http, q);
-      q.from = b_from;
-      q.to = b_to;
-      if (sa.ok()) sb = SeriesFromAggregator(http, q);
-      before_name = a_from + ".." + a_to;
-      after_name = b_from + ".." + b_to;
-    } else {
-      sa = SeriesFromAggregator(http, q);
-      sb = sa;
-    }
+  StatusOr<std::vector<SeriesSum>> sa = Status::Ok(), sb = Status::Ok();
+  if (!ranges.empty()) {
+    q.from = a_from;
+    q.to = a_to;
+    sa = source.Load(q);
+    q.from = b_from;
+    q.to = b_to;
+    if (sa.ok()) sb = source.Load(q);
+    before_name = a_from + ".." + a_to;
+    after_name = b_from + ".." + b_to;
   } else {
-    sa = SeriesFromCache(cache_dir, module);
+    sa = source.Load(q);
     sb = sa;
   }
   if (!sa.ok() || !sb.ok()) {

@@ -60,9 +60,8 @@ std::string Badge(const std::string& label, const std::string& value, double pos
 }  // namespace
 
 int CmdDocs(int argc, char** argv) {
-  std::string module, output, link, token, version, cache_dir = DefaultSnapshotCacheDir();
-  ClientFlags client;
-  client.options.host = "";
+  std::string module, output, link, version;
+  ModuleSource source;
   OptionTable t("fieldprof docs",
                 "Writes one snippet per API of a module, in Markdown and HTML, summarising its\n"
                 "field cost (a badge with its p50, calls and runs, p90/p99 and allocation per\n"
@@ -74,9 +73,7 @@ int CmdDocs(int argc, char** argv) {
   t.AddString("output", &output, "the directory to write SYMBOL.md and SYMBOL.html into (-o)");
   t.AddString("link", &link, "the dashboard's base URL (…/ui/); each snippet links to its API");
   t.AddString("version", &version, "only this module version");
-  t.AddString("cache", &cache_dir, "the snapshot cache (without --host)");
-  client.Register(t);
-  t.AddString("token", &token, "with --host: the vendor's bearer token for its modules");
+  source.Register(t);
   t.AddShort('o', "output");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
@@ -89,17 +86,10 @@ int CmdDocs(int argc, char** argv) {
     std::cerr << "fieldprof docs: " << s.message() << " (see --help)\n";
     return 2;
   }
-  StatusOr<std::vector<SeriesSum>> series = Status::Ok();
-  if (!client.options.host.empty()) {
-    HttpsClient http(client.Resolve());
-    ModuleQuery q;
-    q.module = module;
-    q.version = version;
-    q.token = token;
-    series = SeriesFromAggregator(http, q);
-  } else {
-    series = SeriesFromCache(cache_dir, module);
-  }
+  ModuleQuery q;
+  q.module = module;
+  q.version = version;
+  const StatusOr<std::vector<SeriesSum>> series = source.Load(q);
   if (!series.ok()) {
     std::cerr << "fieldprof docs: " << series.status().message() << "\n";
     return 1;

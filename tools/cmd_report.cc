@@ -18,71 +18,11 @@
 #include "tools/module_source.h"
 
 namespace fieldprof::tools {
-namespace {
-
-// "x86_64[/amd[/25]]" -> the filter's fields and the query's names.
-Status ParsePlatform(const std::string& spec, ModelFilter* f, ModuleQuery* q) {
-  if (spec.empty()) return Status::Ok();
-  std::vector<std::string> parts;
-  for (size_t at = 0; at <= spec.size();) {
-    const size_t slash = spec.find('/', at);
-    parts.push_back(spec.substr(at, slash - at));
-    if (slash == std::string::npos) break;
-    at = slash + 1;
-  }
-  if (parts.size() > 3) return InvalidArgument("--platform is ARCH[/VENDOR[/FAMILY]]");
-  bool found = false;
-  for (int a = wire::Arch_MIN; a <= wire::Arch_MAX; ++a) {
-    if (wire::Arch_IsValid(a) && ArchName(static_cast<wire::Arch>(a)) == parts[0]) {
-      f->arch = a;
-      found = true;
-    }
-  }
-  if (!found) return InvalidArgument("unknown architecture '" + parts[0] + "' (e.g. x86_64)");
-  q->arch = parts[0];
-  if (parts.size() >= 2) {
-    found = false;
-    for (int v = wire::CpuVendor_MIN; v <= wire::CpuVendor_MAX; ++v) {
-      if (wire::CpuVendor_IsValid(v) &&
-          CpuVendorName(static_cast<wire::CpuVendor>(v)) == parts[1]) {
-        f->cpu_vendor = v;
-        found = true;
-      }
-    }
-    if (!found) return InvalidArgument("unknown CPU vendor '" + parts[1] + "' (e.g. amd, intel)");
-    q->vendor = parts[1];
-  }
-  if (parts.size() == 3) {
-    char* end = nullptr;
-    const long fam = std::strtol(parts[2].c_str(), &end, 10);
-    if (parts[2].empty() || *end != 0 || fam < 0 || fam > 255) {
-      return InvalidArgument("a CPU family is 0..255");
-    }
-    f->cpu_family = static_cast<int>(fam);
-    q->family = f->cpu_family;
-  }
-  return Status::Ok();
-}
-
-std::string FormatOf(const std::string& format, const std::string& output) {
-  if (!format.empty()) return format;
-  for (const char* ext : {"html", "csv", "json", "md"}) {
-    const std::string dot = std::string(".") + ext;
-    if (output.size() > dot.size() &&
-        output.compare(output.size() - dot.size(), dot.size(), dot) == 0)
-      return ext;
-  }
-  return "text";
-}
-
-}  // namespace
 
 int CmdReport(int argc, char** argv) {
-  std::string module, scope, version, platform, from, to, format, output, token;
-  std::string cache_dir = DefaultSnapshotCacheDir();
+  std::string module, scope, version, platform, from, to, format, output;
   int64_t top = 50;
-  ClientFlags client;
-  client.options.host = "";
+  ModuleSource source;
   OptionTable t(
       "fieldprof report",
       "Where the time in one library goes on real machines: its APIs ranked by their\n"
@@ -107,23 +47,20 @@ int CmdReport(int argc, char** argv) {
   t.AddString("format", &format, "text, csv, json, md or html");
   t.AddString("output", &output, "write to this file (-o) instead of stdout");
   t.AddInt("top", &top, "API and scope rows in text, md and html (0: all)", 0, 100000000);
-  t.AddString("cache", &cache_dir, "the snapshot cache (without --host)");
-  client.Register(t);
-  t.AddString("token", &token, "with --host: the vendor's bearer token for its modules");
+  source.Register(t);
   t.AddShort('o', "output");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     return 0;
   }
-  format = FormatOf(format, output);
+  format = OutputFormat(format, output);
   if (s.ok() && module.empty()) s = InvalidArgument("--module is needed");
   if (s.ok() && format != "text" && format != "csv" && format != "json" && format != "md" &&
       format != "html") {
     s = InvalidArgument("--format is text, csv, json, md or html");
   }
-  const bool remote = !client.options.host.empty();
-  if (s.ok() && !remote && (!from.empty() || !to.empty())) {
+  if (s.ok() && !source.remote() && (!from.empty() || !to.empty())) {
     s = InvalidArgument("the cache holds all-time sums: --from/--to need --host");
   }
   ModelFilter filter;
@@ -134,22 +71,14 @@ int CmdReport(int argc, char** argv) {
   q.version = version;
   q.from = from;
   q.to = to;
-  q.token = token;
   if (s.ok()) s = ParsePlatform(platform, &filter, &q);
   if (!s.ok()) {
     std::cerr << "fieldprof report: " << s.message() << " (see --help)\n";
     return 2;
   }
-  StatusOr<std::vector<SeriesSum>> series = Status::Ok();
+  const StatusOr<std::vector<SeriesSum>> series = source.Load(q);
   ReportContext c;
-  if (remote) {
-    HttpsClient http(client.Resolve());
-    series = SeriesFromAggregator(http, q);
-    c.source = "aggregator " + client.options.host + ":" + std::to_string(client.port);
-  } else {
-    series = SeriesFromCache(cache_dir, module);
-    c.source = "snapshot cache";
-  }
+  c.source = source.Name();
   if (!series.ok()) {
     std::cerr << "fieldprof report: " << series.status().message() << "\n";
     return 1;

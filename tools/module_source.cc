@@ -1,6 +1,7 @@
 #include "tools/module_source.h"
 
 #include "common/api_key.h"
+#include "common/options.h"
 #include "common/snapshot_cache.h"
 #include "common/snapshot_index.h"
 #include "common/wire.h"
@@ -110,6 +111,81 @@ StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const M
     return DataLoss(std::string("the aggregator's answer does not read: ") + e.what());
   }
   return out;
+}
+
+// "x86_64[/amd[/25]]" -> the filter's fields and the query's names.
+Status ParsePlatform(const std::string& spec, ModelFilter* f, ModuleQuery* q) {
+  if (spec.empty()) return Status::Ok();
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= spec.size();) {
+    const size_t slash = spec.find('/', at);
+    parts.push_back(spec.substr(at, slash - at));
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  if (parts.size() > 3) return InvalidArgument("--platform is ARCH[/VENDOR[/FAMILY]]");
+  bool found = false;
+  for (int a = wire::Arch_MIN; a <= wire::Arch_MAX; ++a) {
+    if (wire::Arch_IsValid(a) && ArchName(static_cast<wire::Arch>(a)) == parts[0]) {
+      f->arch = a;
+      found = true;
+    }
+  }
+  if (!found) return InvalidArgument("unknown architecture '" + parts[0] + "' (e.g. x86_64)");
+  q->arch = parts[0];
+  if (parts.size() >= 2) {
+    found = false;
+    for (int v = wire::CpuVendor_MIN; v <= wire::CpuVendor_MAX; ++v) {
+      if (wire::CpuVendor_IsValid(v) &&
+          CpuVendorName(static_cast<wire::CpuVendor>(v)) == parts[1]) {
+        f->cpu_vendor = v;
+        found = true;
+      }
+    }
+    if (!found) return InvalidArgument("unknown CPU vendor '" + parts[1] + "' (e.g. amd, intel)");
+    q->vendor = parts[1];
+  }
+  if (parts.size() == 3) {
+    char* end = nullptr;
+    const long fam = std::strtol(parts[2].c_str(), &end, 10);
+    if (parts[2].empty() || *end != 0 || fam < 0 || fam > 255) {
+      return InvalidArgument("a CPU family is 0..255");
+    }
+    f->cpu_family = static_cast<int>(fam);
+    q->family = f->cpu_family;
+  }
+  return Status::Ok();
+}
+
+std::string OutputFormat(const std::string& format, const std::string& output) {
+  if (!format.empty()) return format;
+  for (const char* ext : {"html", "csv", "json", "md"}) {
+    const std::string dot = std::string(".") + ext;
+    if (output.size() > dot.size() &&
+        output.compare(output.size() - dot.size(), dot.size(), dot) == 0)
+      return ext;
+  }
+  return "text";
+}
+
+ModuleSource::ModuleSource() : cache_dir(DefaultSnapshotCacheDir()) { client.options.host = ""; }
+
+void ModuleSource::Register(OptionTable& t) {
+  t.AddString("cache", &cache_dir, "the snapshot cache (without --host)");
+  client.Register(t);
+  t.AddString("token", &token, "with --host: the vendor's bearer token for its modules");
+}
+
+std::string ModuleSource::Name() const {
+  return remote() ? "aggregator " + client.options.host + ":" + std::to_string(client.port)
+                  : "snapshot cache";
+}
+
+StatusOr<std::vector<SeriesSum>> ModuleSource::Load(ModuleQuery q) const {
+  if (!remote()) return SeriesFromCache(cache_dir, q.module);
+  HttpsClient http(client.Resolve());
+  q.token = token;
+  return SeriesFromAggregator(http, q);
 }
 
 }  // namespace fieldprof::tools

@@ -12,6 +12,7 @@
 #include "common/https_client.h"
 #include "common/module_model.h"
 #include "common/status.h"
+#include "tools/client_flags.h"
 
 namespace fieldprof::tools {
 
@@ -25,6 +26,31 @@ struct ModuleQuery {
   int family = -1;
   std::string token;  // a vendor's bearer token, or ""
 };
+// "x86_64[/amd[/25]]" (--platform) -> the model filter's fields and the
+// query's names.
+[[nodiscard]] Status ParsePlatform(const std::string& spec, ModelFilter* f, ModuleQuery* q);
+
+// `format` if given, else by the output file's extension (html, csv, json,
+// md), else "text".
+std::string OutputFormat(const std::string& format, const std::string& output);
+
+// The flags of a command that reads a module's series (report, diff,
+// docs): --cache, or --host (--port, --ca, ...) with --token.
+struct ModuleSource {
+  std::string cache_dir;
+  ClientFlags client;
+  std::string token;
+
+  ModuleSource();
+  void Register(OptionTable& t);
+  bool remote() const { return !client.options.host.empty(); }
+  // "snapshot cache" or "aggregator HOST:PORT", for reports.
+  std::string Name() const;
+  // The module's series: the cache's all-time sums, or the aggregator's
+  // answer to `q` (its module, version, range, platform; the token added).
+  [[nodiscard]] StatusOr<std::vector<SeriesSum>> Load(ModuleQuery q) const;
+};
+
 // GET /v1/module (every series of the module, with its histogram).
 [[nodiscard]] StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http,
                                                                     const ModuleQuery& q);

@@ -339,6 +339,10 @@ TEST(DiffTest, TwoVersionsSlowerFasterAndTheSame) {
   const std::string html(std::istreambuf_iterator<char>(in), {});
   EXPECT_NE(html.find("<tr class=\"slower\">"), std::string::npos);
   EXPECT_NE(html.find("<tr class=\"faster\">"), std::string::npos);
+  // The platform filter applies (the records are of family 25).
+  ASSERT_EQ(RunCommand(diff + "--platform x86_64/amd/25 --format json", &out), 0) << out;
+  EXPECT_EQ(json::parse(out)["apis_compared"], 3);
+  EXPECT_EQ(RunCommand(diff + "--platform x86_64/amd/23 2>&1", &out), 3) << out;
   EXPECT_EQ(RunCommand(diff + "--versions v1 2>&1", &out), 2);
   EXPECT_NE(out.find("BEFORE,AFTER"), std::string::npos) << out;
 }
