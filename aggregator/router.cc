@@ -117,15 +117,6 @@ void WriteKey(JsonWriter& j, const ApiKey& k) {
   j.EndObject();
 }
 
-template <typename Enum, typename NameFn>
-StatusOr<Enum> ParseEnumName(std::string_view what, std::string_view v, int min, int max,
-                             NameFn name) {
-  for (int i = min; i <= max; ++i) {
-    if (name(static_cast<Enum>(i)) == v && v != "unspecified") return static_cast<Enum>(i);
-  }
-  return InvalidArgument("unknown " + std::string(what) + " '" + std::string(v) + "'");
-}
-
 // Reads the filter parameters shared by /v1/apis and /v1/api.
 Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& params, ApiFilter* f,
                    int32_t* from, int32_t* to, size_t* limit, std::optional<int>* family) {
@@ -142,16 +133,15 @@ Status ParseFilter(const std::vector<std::pair<std::string, std::string>>& param
       if (!m.ok()) return m.status();
       f->metric = *m;
     } else if (k == "os") {
-      auto e = ParseEnumName<wire::Os>("os", v, wire::Os_MIN, wire::Os_MAX, OsName);
+      auto e = ParseOs(v);
       if (!e.ok()) return e.status();
       f->os = *e;
     } else if (k == "arch") {
-      auto e = ParseEnumName<wire::Arch>("arch", v, wire::Arch_MIN, wire::Arch_MAX, ArchName);
+      auto e = ParseArch(v);
       if (!e.ok()) return e.status();
       f->arch = *e;
     } else if (k == "vendor") {
-      auto e = ParseEnumName<wire::CpuVendor>("vendor", v, wire::CpuVendor_MIN, wire::CpuVendor_MAX,
-                                              CpuVendorName);
+      auto e = ParseCpuVendor(v);
       if (!e.ok()) return e.status();
       f->cpu_vendor = *e;
     } else if (k == "family") {

@@ -178,4 +178,28 @@ std::string_view CpuVendorName(wire::CpuVendor v) {
   }
 }
 
+namespace {
+
+template <typename Enum, typename NameFn>
+StatusOr<Enum> ParseEnumName(std::string_view what, std::string_view v, int min, int max,
+                             NameFn name) {
+  for (int i = min; i <= max; ++i) {
+    if (name(static_cast<Enum>(i)) == v && v != "unspecified") return static_cast<Enum>(i);
+  }
+  return InvalidArgument("unknown " + std::string(what) + " '" + std::string(v) + "'");
+}
+
+}  // namespace
+
+StatusOr<wire::Os> ParseOs(std::string_view name) {
+  return ParseEnumName<wire::Os>("os", name, wire::Os_MIN, wire::Os_MAX, OsName);
+}
+StatusOr<wire::Arch> ParseArch(std::string_view name) {
+  return ParseEnumName<wire::Arch>("architecture", name, wire::Arch_MIN, wire::Arch_MAX, ArchName);
+}
+StatusOr<wire::CpuVendor> ParseCpuVendor(std::string_view name) {
+  return ParseEnumName<wire::CpuVendor>("CPU vendor", name, wire::CpuVendor_MIN,
+                                        wire::CpuVendor_MAX, CpuVendorName);
+}
+
 }  // namespace fieldprof

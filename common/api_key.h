@@ -60,6 +60,10 @@ std::string_view MetricName(wire::Metric m);
 std::string_view OsName(wire::Os os);
 std::string_view ArchName(wire::Arch a);
 std::string_view CpuVendorName(wire::CpuVendor v);
+// The reverse of the three above ("unspecified" is refused).
+[[nodiscard]] StatusOr<wire::Os> ParseOs(std::string_view name);
+[[nodiscard]] StatusOr<wire::Arch> ParseArch(std::string_view name);
+[[nodiscard]] StatusOr<wire::CpuVendor> ParseCpuVendor(std::string_view name);
 
 }  // namespace fieldprof
 

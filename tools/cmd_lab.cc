@@ -43,8 +43,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Demangled(const std::string& symbol) { return Demangle(symbol); }
-
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -234,7 +232,7 @@ void PrintLabStacks(std::FILE* out, const wire::LabProfile& p, const std::string
                     const std::string& symbol, const std::string& indent) {
   for (const auto& stack : LabStacks(p, module, symbol)) {
     std::string line = indent + "the program";
-    for (const std::string& a : stack) line += " \u2192 " + Demangled(a.substr(a.find(':') + 1));
+    for (const std::string& a : stack) line += " \u2192 " + Demangle(a.substr(a.find(':') + 1));
     std::fprintf(out, "%s\n", line.c_str());
   }
 }
@@ -265,7 +263,7 @@ void PrintTree(const LabGraph& g, const std::map<std::string, const Row*>& rows,
       [&](uint32_t a, const std::string& indent, uint64_t calls, std::vector<uint32_t>& path) {
         if (printed++ >= limit) return;
         std::printf("%s%s:%s", indent.c_str(), g.api(a).module().c_str(),
-                    Demangled(g.api(a).symbol()).c_str());
+                    Demangle(g.api(a).symbol()).c_str());
         if (calls > 0) std::printf("  (%s calls from here)", FormatCount(calls).c_str());
         auto it = rows.find(LabApiName(g.api(a)));
         if (it != rows.end() && it->second->m[0].count() > 0) {
@@ -327,7 +325,7 @@ int LabShow(int argc, char** argv) {
   std::vector<const Row*> shown;
   for (const Row& r : rows) {
     if (match.empty() || (r.module + ":" + r.symbol).find(match) != std::string::npos ||
-        Demangled(r.symbol).find(match) != std::string::npos) {
+        Demangle(r.symbol).find(match) != std::string::npos) {
       shown.push_back(&r);
     }
   }
@@ -398,7 +396,7 @@ int LabShow(int argc, char** argv) {
   for (size_t i = 0; i < n; ++i) {
     const Row& r = *shown[i];
     const HistogramStats st = r.m[0].Stats();
-    std::string name = r.module + ":" + Demangled(r.symbol);
+    std::string name = r.module + ":" + Demangle(r.symbol);
     if (name.size() > 44) name = name.substr(0, 43) + "\u2026";
     auto time = [&](double v) {
       return st.count == 0 ? std::string("-")

@@ -9,6 +9,7 @@
 
 #include "common/api_key.h"
 #include "common/durable_file.h"
+#include "common/model_json.h"
 #include "common/module_model.h"
 #include "common/options.h"
 #include "common/snapshot_cache.h"
@@ -103,7 +104,7 @@ int CmdReport(int argc, char** argv) {
   if (format == "csv") {
     text = ReportCsv(m);
   } else if (format == "json") {
-    text = ReportJson(m, c);
+    text = ModuleModelJson(m, c.source, c.range, c.filters);
   } else if (format == "md") {
     text = ReportMarkdown(m, c);
   } else if (format == "html") {

@@ -206,10 +206,6 @@ std::string ReportCsv(const ModuleModel& m) {
   return out;
 }
 
-std::string ReportJson(const ModuleModel& m, const ReportContext& c) {
-  return ModuleModelJson(m, c.source, c.range, c.filters);
-}
-
 std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c) {
   std::string out = "# " + MarkdownCell(m.module) + "\n\n";
   out += std::to_string(m.apis.size()) + " APIs, " + FormatCount(m.calls) + " calls, " +

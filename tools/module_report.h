@@ -1,5 +1,6 @@
 // Renderers of a module's field cost (common/module_model.h) for
-// `fieldprof report` and `fieldprof docs` (issue #19): text, CSV, JSON,
+// `fieldprof report` and `fieldprof docs` (issue #19): text, CSV (JSON:
+// common/model_json.h, shared with the aggregator),
 // Markdown, and a self-contained HTML page with inline SVG histograms in
 // the heat spectrum (cheap buckets cool, expensive ones hot, intensity by
 // count) and sortable tables. Every string from the data is escaped for
@@ -22,7 +23,6 @@ struct ReportContext {
 
 std::string ReportText(const ModuleModel& m, const ReportContext& c);
 std::string ReportCsv(const ModuleModel& m);
-std::string ReportJson(const ModuleModel& m, const ReportContext& c);
 std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c);
 std::string ReportHtml(const ModuleModel& m, const ReportContext& c);
 

@@ -89,16 +89,10 @@ StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const M
       if (!m.ok()) return m.status();
       x.key.set_metric(*m);
       const nlohmann::json& p = s.at("platform");
-      for (int a = wire::Arch_MIN; a <= wire::Arch_MAX; ++a) {
-        if (wire::Arch_IsValid(a) &&
-            ArchName(static_cast<wire::Arch>(a)) == p.at("arch").get<std::string>())
-          x.key.mutable_platform()->set_arch(static_cast<wire::Arch>(a));
-      }
-      for (int v = wire::CpuVendor_MIN; v <= wire::CpuVendor_MAX; ++v) {
-        if (wire::CpuVendor_IsValid(v) &&
-            CpuVendorName(static_cast<wire::CpuVendor>(v)) == p.at("cpu_vendor").get<std::string>())
-          x.key.mutable_platform()->set_cpu_vendor(static_cast<wire::CpuVendor>(v));
-      }
+      StatusOr<wire::Arch> arch = ParseArch(p.at("arch").get<std::string>());
+      if (arch.ok()) x.key.mutable_platform()->set_arch(*arch);
+      StatusOr<wire::CpuVendor> vendor = ParseCpuVendor(p.at("cpu_vendor").get<std::string>());
+      if (vendor.ok()) x.key.mutable_platform()->set_cpu_vendor(*vendor);
       x.key.mutable_platform()->set_cpu_family(p.at("cpu_family").get<uint32_t>());
       x.runs = s.at("runs").get<uint64_t>();
       x.resolution_ns = s.value("resolution_ns", uint64_t{0});
@@ -124,25 +118,14 @@ Status ParsePlatform(const std::string& spec, ModelFilter* f, ModuleQuery* q) {
     at = slash + 1;
   }
   if (parts.size() > 3) return InvalidArgument("--platform is ARCH[/VENDOR[/FAMILY]]");
-  bool found = false;
-  for (int a = wire::Arch_MIN; a <= wire::Arch_MAX; ++a) {
-    if (wire::Arch_IsValid(a) && ArchName(static_cast<wire::Arch>(a)) == parts[0]) {
-      f->arch = a;
-      found = true;
-    }
-  }
-  if (!found) return InvalidArgument("unknown architecture '" + parts[0] + "' (e.g. x86_64)");
+  StatusOr<wire::Arch> arch = ParseArch(parts[0]);
+  if (!arch.ok()) return InvalidArgument(arch.status().message() + " (e.g. x86_64)");
+  f->arch = *arch;
   q->arch = parts[0];
   if (parts.size() >= 2) {
-    found = false;
-    for (int v = wire::CpuVendor_MIN; v <= wire::CpuVendor_MAX; ++v) {
-      if (wire::CpuVendor_IsValid(v) &&
-          CpuVendorName(static_cast<wire::CpuVendor>(v)) == parts[1]) {
-        f->cpu_vendor = v;
-        found = true;
-      }
-    }
-    if (!found) return InvalidArgument("unknown CPU vendor '" + parts[1] + "' (e.g. amd, intel)");
+    StatusOr<wire::CpuVendor> vendor = ParseCpuVendor(parts[1]);
+    if (!vendor.ok()) return InvalidArgument(vendor.status().message() + " (e.g. amd, intel)");
+    f->cpu_vendor = *vendor;
     q->vendor = parts[1];
   }
   if (parts.size() == 3) {
