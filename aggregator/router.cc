@@ -342,11 +342,14 @@ HttpResponse Router::Ingest(std::string_view content_type, std::string_view body
     const size_t n = std::min<size_t>(batch.records().size(), 8);
     for (size_t i = 0; i < n; ++i) {
       const ApiKeyView& k = batch.records(static_cast<int>(i)).key();
-      auto same = [&](const Seen& x) { return x.module == k.module() && x.symbol == k.symbol(); };
-      recent_.erase(std::remove_if(recent_.begin(), recent_.end(), same), recent_.end());
-      recent_.push_back({std::string(k.module()), std::string(k.symbol()), now_ms});
+      Seen seen{std::string(k.module()), std::string(k.symbol()), now_ms};
+      if (recent_.size() < kRecent) {
+        recent_.push_back(std::move(seen));
+      } else {
+        recent_[recent_next_] = std::move(seen);
+      }
+      recent_next_ = (recent_next_ + 1) % kRecent;
     }
-    if (recent_.size() > kRecent) recent_.erase(recent_.begin(), recent_.end() - kRecent);
   }
   JsonWriter j;
   j.BeginObject();
@@ -877,16 +880,25 @@ HttpResponse Router::Recent(std::string_view query) {
   size_t limit = 50;
   const std::string l = TakeParam(&*params, "limit");
   if (!l.empty()) limit = std::clamp<size_t>(std::strtoul(l.c_str(), nullptr, 10), 1, kRecent);
-  std::vector<Seen> seen;
+  std::vector<Seen> seen;  // oldest first
   {
     std::lock_guard<std::mutex> lock(recent_mu_);
-    seen = recent_;
+    if (recent_.size() < kRecent) {
+      seen = recent_;
+    } else {
+      seen.assign(recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_), recent_.end());
+      seen.insert(seen.end(), recent_.begin(),
+                  recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_));
+    }
   }
   JsonWriter j;
   j.BeginObject();
   j.Key("apis").BeginArray();
   size_t n = 0;
-  for (auto it = seen.rbegin(); it != seen.rend() && n < limit; ++it, ++n) {
+  std::set<std::pair<std::string, std::string>> shown;
+  for (auto it = seen.rbegin(); it != seen.rend() && n < limit; ++it) {
+    if (!shown.insert({it->module, it->symbol}).second) continue;  // an older repeat
+    ++n;
     j.BeginObject();
     j.Key("module").String(it->module).Key("symbol").String(it->symbol);
     j.Key("unix_ms").Int(it->unix_ms);

@@ -138,7 +138,8 @@ class Router {
   bool VendorAllows(std::string_view module, std::string_view authorization,
                     bool* claimed = nullptr) const;
   // The most recently ingested APIs (module, symbol) with the unix ms of
-  // their last batch; a few keys of each batch, bounded.
+  // their batch: a few keys of each batch, in a ring (O(1) per key on the
+  // ingest path; Recent() drops the older repeats).
   struct Seen {
     std::string module, symbol;
     int64_t unix_ms = 0;
@@ -156,7 +157,8 @@ class Router {
   std::chrono::steady_clock::time_point modules_at_{};
   bool modules_valid_ = false;
   std::mutex recent_mu_;
-  std::vector<Seen> recent_;  // newest last, at most kRecent
+  std::vector<Seen> recent_;  // the ring, kRecent entries once full
+  size_t recent_next_ = 0;    // where the next key goes
   static constexpr size_t kRecent = 512;
   class Metrics* metrics_;
   std::function<std::chrono::system_clock::time_point()> clock_;

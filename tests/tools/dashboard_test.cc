@@ -77,6 +77,7 @@ class DashboardTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<testing::AggregatorProcess> agg_;
   std::map<std::string, Histogram> wall_;
+  wire::Batch batch_;
 };
 
 TEST_F(DashboardTest, JsonReadsEqualTheHistograms) {
@@ -118,6 +119,18 @@ TEST_F(DashboardTest, JsonReadsEqualTheHistograms) {
   r = http.Get("/v1/diff?module=libacme.so.2&a_version=2.0&b_version=2.0");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 401);
+  // Seen recently: the batch's APIs once each, even after a second batch
+  // of the same keys.
+  r = http.Get("/v1/recent");
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  const size_t distinct = json::parse(r->body)["apis"].size();
+  EXPECT_EQ(distinct, 4u) << r->body;  // open_fast, open_slow, open::Parser::parse, acme_call
+  wire::Batch again = batch_;
+  again.set_batch_id(std::string(16, 'e'));
+  ASSERT_TRUE(http.Post("/v1/batches", "application/x-protobuf", again.SerializeAsString()).ok());
+  r = http.Get("/v1/recent");
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  EXPECT_EQ(json::parse(r->body)["apis"].size(), distinct) << r->body;
   // The static files: served, and nothing from elsewhere allowed.
   r = http.Get("/ui/");
   ASSERT_TRUE(r.ok());
