@@ -54,8 +54,7 @@ ModuleDiff DiffModules(const ModuleModel& before, const ModuleModel& after, cons
     ApiDiff& x = d.apis[i];
     x.adjusted = adj[i];
     const double diff = x.stat_after - x.stat_before;
-    const double floor_ns =
-        o.metric == 0 ? std::max(2 * static_cast<double>(x.resolution_ns), o.min_diff_ns) : 0;
+    const double floor_ns = DifferenceFloor(o.metric == 0, x.resolution_ns, o.min_diff_ns);
     const bool large = std::fabs(x.change) >= o.min_effect && std::fabs(diff) > floor_ns;
     if (x.adjusted <= o.fdr && large) x.verdict = diff > 0 ? ApiDiff::kSlower : ApiDiff::kFaster;
   }

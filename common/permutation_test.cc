@@ -185,4 +185,8 @@ std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool depende
   return out;
 }
 
+double DifferenceFloor(bool wall_time, uint64_t resolution_ns, double min_diff_ns) {
+  return wall_time ? std::max(2 * static_cast<double>(resolution_ns), min_diff_ns) : 0;
+}
+
 }  // namespace fieldprof

@@ -56,6 +56,15 @@ PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field
 // rate q when its adjusted p-value is <= q.
 std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool dependent = false);
 
+// The least difference of a wall-time statistic that counts as an effect
+// (fieldprof check and diff): each process takes its own calibrated probe
+// cost off its durations, and two calibrations differ by up to the probe's
+// spread (the resolution), so two sides by up to twice it; and timing one
+// function two ways (the lab, the field runtime) differs by ~10 ns
+// (docs/benchmarks.md): the larger of `min_diff_ns` and twice
+// `resolution_ns`. 0 for other metrics (counted exactly).
+double DifferenceFloor(bool wall_time, uint64_t resolution_ns, double min_diff_ns);
+
 // One draw from the hypergeometric distribution: of `sample` items taken
 // without replacement from `good` + `bad`, how many are good. Exact
 // (inversion for small samples, Stadlober's ratio-of-uniforms otherwise).

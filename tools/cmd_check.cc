@@ -523,14 +523,8 @@ int CmdCheck(int argc, char** argv) {
     f.adjusted = adjusted[i];
     const double field_stat =
         o.statistic == PermutationOptions::kMean ? f.field.Mean() : f.field.Quantile(o.quantile);
-    // Wall time: each process takes its own calibrated probe cost off its
-    // durations, and two calibrations differ by up to the probe's spread
-    // (the resolution), so two sides by up to twice it; and timing one
-    // function two ways (the lab, the field runtime) differs by ~10 ns
-    // (docs/benchmarks.md). A smaller difference is not evidence.
-    const double floor_ns = *metric == wire::METRIC_WALL_TIME_NS
-                                ? std::max(2 * static_cast<double>(f.resolution_ns), min_diff_ns)
-                                : 0;
+    const double floor_ns =
+        DifferenceFloor(*metric == wire::METRIC_WALL_TIME_NS, f.resolution_ns, min_diff_ns);
     const bool above = f.test.observed > floor_ns;
     const bool large = f.test.observed >= min_effect * field_stat;
     f.evidence = f.adjusted <= fdr && above && large;
