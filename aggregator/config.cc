@@ -21,12 +21,14 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
           min_free_mib = static_cast<int64_t>(st.min_free_bytes >> 20);
   bool sync = st.sync;
 
-  OptionTable t("fieldprof-aggregator",
-                "Receives fieldprof batches over HTTPS (POST /v1/batches), sums them exactly\n"
-                "once into an embedded RocksDB, and answers queries (GET /v1/apis, /v1/api,\n"
-                "/healthz, /metrics). With --signing_key it publishes the sums as signed,\n"
-                "rotating snapshot fragments (GET /v1/snapshot/manifest,\n"
-                "/v1/snapshot/fragments/N). Stops gracefully on SIGTERM or SIGINT.");
+  OptionTable t(
+      "fieldprof-aggregator",
+      "Receives fieldprof batches over HTTPS (POST /v1/batches), sums them exactly\n"
+      "once into an embedded RocksDB (or, with --store clickhouse, a ClickHouse\n"
+      "cluster shared by several aggregators), and answers queries (GET /v1/apis, /v1/api,\n"
+      "/healthz, /metrics). With --signing_key it publishes the sums as signed,\n"
+      "rotating snapshot fragments (GET /v1/snapshot/manifest,\n"
+      "/v1/snapshot/fragments/N). Stops gracefully on SIGTERM or SIGINT.");
   t.AddString("listen", &s.listen_address, "address to listen on");
   t.AddInt("port", &port, "TCP port (0 = any free port)", 0, 65535);
   t.AddString("tls_cert", &s.tls_cert_file, "PEM certificate chain (RSA or ECDSA) [required]");
@@ -96,10 +98,41 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   t.AddInt("keep_old_fragments_h", &keep_old_h,
            "hours a replaced fragment version stays downloadable", 0, 24 * 365);
   t.AddString("store", &config->store_kind,
-              "rocksdb (the default: --db holds the sums) or clickhouse (--clickhouse_url; a "
-              "first version on one node, docs/scale-out.md)");
-  t.AddString("clickhouse_url", &config->clickhouse_url,
-              "with --store clickhouse: http://HOST:PORT of its HTTP interface");
+              "rocksdb (the default: --db holds the sums) or clickhouse (--clickhouse_url; "
+              "several aggregators over one ClickHouse cluster, docs/scale-out.md)");
+  ClickHouseStoreOptions& ch = config->clickhouse;
+  int64_t ch_quorum_ms = ch.insert_quorum_timeout.count(),
+          ch_query_s = ch.query_timeout.count() / 1000, ch_horizon = ch.horizon_days,
+          ch_grace_s = ch.drop_grace.count(), ch_rollup_s = ch.rollup_interval.count() / 1000,
+          ch_pending = ch.max_pending_batches, ch_group = ch.max_group_batches;
+  t.AddString("clickhouse_url", &ch.url,
+              "with --store clickhouse: ClickHouse's HTTP interfaces, http://HOST:PORT; replicas "
+              "of a shard joined by ',', shards by ';'");
+  t.AddString("clickhouse_cluster", &ch.cluster,
+              "the cluster's name in ClickHouse's <remote_servers> (replicated tables read "
+              "through Distributed ones); empty for one server");
+  t.AddString("clickhouse_database", &ch.database, "database of the tables, created if missing");
+  t.AddString("clickhouse_zookeeper_path", &ch.zookeeper_path,
+              "ZooKeeper path of the replicated tables");
+  t.AddInt("clickhouse_quorum_timeout_ms", &ch_quorum_ms,
+           "how long an insert waits for every replica of its shard before another shard is "
+           "tried",
+           100, 3600000);
+  t.AddInt("clickhouse_query_timeout_s", &ch_query_s, "deadline of reads and roll-ups", 1, 86400);
+  t.AddInt("clickhouse_horizon_days", &ch_horizon,
+           "days raw rows are kept before they are folded into day nodes", 0, 30);
+  t.AddInt("clickhouse_drop_grace_s", &ch_grace_s,
+           "seconds between a day's fold and dropping the raw rows before it", 0, 86400);
+  t.AddInt("clickhouse_rollup_interval_s", &ch_rollup_s, "seconds between roll-up passes", 1,
+           86400);
+  t.AddInt("clickhouse_max_pending_batches", &ch_pending,
+           "batches waiting for their ClickHouse insert before 503", 1, 1 << 20);
+  t.AddInt("clickhouse_max_group_batches", &ch_group, "batches in one ClickHouse insert at most", 1,
+           1 << 16);
+  t.AddString("zookeeper", &config->zookeeper,
+              "ZooKeeper servers (host:port,...) holding the lease that lets one aggregator of "
+              "several publish the snapshot and roll up ClickHouse; empty: always this one");
+  t.AddString("lease_path", &config->lease_path, "ZooKeeper path of that lease");
   t.AddString("vendors_file", &config->vendors_file,
               "vendor pages: a file of 'NAME TOKEN PATTERN[,PATTERN...]' lines; a module matching "
               "a vendor's patterns (e.g. libsqlite3.so*) is served by GET /v1/module only with "
@@ -141,20 +174,30 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   if (s.tls_cert_file.empty() || s.tls_key_file.empty()) {
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
   }
-  if (st.path.empty()) return InvalidArgument("--db is required");
   if (config->store_kind != "rocksdb" && config->store_kind != "clickhouse") {
     return InvalidArgument("--store is rocksdb or clickhouse");
   }
+  if (st.path.empty() && config->store_kind == "rocksdb") {
+    return InvalidArgument("--db is required");
+  }
+  ch.insert_quorum_timeout = std::chrono::milliseconds(ch_quorum_ms);
+  ch.query_timeout = std::chrono::seconds(ch_query_s);
+  ch.horizon_days = static_cast<int>(ch_horizon);
+  ch.drop_grace = std::chrono::seconds(ch_grace_s);
+  ch.rollup_interval = std::chrono::seconds(ch_rollup_s);
+  ch.max_pending_batches = static_cast<int>(ch_pending);
+  ch.max_group_batches = static_cast<int>(ch_group);
+  ch.batch_id_retention_days = static_cast<int>(retention_days);
   if (Status v = f.Validate(); !v.ok()) return v.WithContext("fleet settings");
   p.fragment_count = static_cast<uint32_t>(fragments);
   p.per_cycle = static_cast<uint32_t>(per_cycle);
   p.keep_old = std::chrono::hours(keep_old_h);
-  if (p.dir.empty()) {
+  if (p.dir.empty() && !st.path.empty()) {
     std::string db = st.path;
     while (db.size() > 1 && db.back() == '/') db.pop_back();
     p.dir = db + "-snapshot";
   }
-  if (config->lab_dir.empty()) {
+  if (config->lab_dir.empty() && !st.path.empty()) {
     std::string db = st.path;
     while (db.size() > 1 && db.back() == '/') db.pop_back();
     config->lab_dir = db + "-lab";

@@ -5,6 +5,7 @@
 
 #include "aggregator/publisher.h"
 #include "aggregator/server.h"
+#include "aggregator/store_clickhouse.h"
 #include "aggregator/store_rocksdb.h"
 #include "common/runtime_settings.h"
 #include "common/status.h"
@@ -22,9 +23,15 @@ struct AggregatorConfig {
   int64_t publish_interval_s = 3600;
   std::string admin_token_file;  // empty: admin calls off
   // Where the sums live: "rocksdb" (the default, one machine) or
-  // "clickhouse" (issue #20, docs/scale-out.md: first version, one node).
+  // "clickhouse" (several aggregators over a ClickHouse cluster,
+  // docs/scale-out.md).
   std::string store_kind = "rocksdb";
-  std::string clickhouse_url = "http://127.0.0.1:8123";
+  ClickHouseStoreOptions clickhouse;
+  // ZooKeeper servers (host:port,...) that hold the lease for publishing
+  // and the ClickHouse roll-up, so one aggregator of several does them.
+  // Empty: this aggregator always holds it.
+  std::string zookeeper;
+  std::string lease_path = "/fieldprof/lease";
   std::string vendors_file;  // "NAME TOKEN PATTERN[,PATTERN...]" lines; empty: none
   std::string lab_dir;       // uploaded lab profiles; default "<db>-lab"
 };

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
 
   StatusOr<std::unique_ptr<Store>> store =
       config.store_kind == "clickhouse"
-          ? OpenClickHouseStore(ClickHouseStoreOptions{config.clickhouse_url})
+          ? OpenClickHouseStore(config.clickhouse)
           : OpenRocksDbStore(config.store);
   if (!store.ok()) {
     std::cerr << "fieldprof-aggregator: " << store.status().ToString() << "\n";

@@ -448,23 +448,29 @@ HttpResponse Router::GetApi(std::string_view query) {
   if (filter.module.empty() || filter.symbol_prefix.empty() || !filter.symbol_exact) {
     return ErrorResponse(InvalidArgument("/v1/api needs module= and symbol="));
   }
-  // Every series of this API that matches the filters (versions, platforms).
-  StatusOr<std::vector<ApiAggregate>> series = store_->ListApis(filter, limit);
-  if (!series.ok()) return ErrorResponse(series.status());
+  // Every series of this API that matches the filters (versions,
+  // platforms), summed over the range in one pass of the store.
   Histogram total;
   uint64_t runs = 0;
   size_t used = 0;
   bool truncated = false;
   uint64_t resolution_ns = 0;
-  for (const ApiAggregate& a : *series) {
-    if (family && a.key.platform.cpu_family != *family) continue;
-    StatusOr<ApiAggregate> r = store_->QueryRange(a.key, from, to);
-    if (!r.ok()) return ErrorResponse(r.status());
-    total.Merge(r->histogram);
-    runs += r->runs;
-    truncated = truncated || r->truncated;
-    resolution_ns = std::max(resolution_ns, r->resolution_ns);
-    ++used;
+  Status walk = store_->ForEachApiInRange(filter, from, to, [&](ApiAggregate&& a) {
+    if (family && a.key.platform.cpu_family != *family) return true;
+    total.Merge(a.histogram);
+    runs += a.runs;
+    truncated = truncated || a.truncated;
+    resolution_ns = std::max(resolution_ns, a.resolution_ns);
+    return ++used < limit;
+  });
+  if (!walk.ok()) return ErrorResponse(walk);
+  if (used == 0 && (from != kUnboundedFirst || to != kUnboundedLast)) {
+    // Known, but nothing in the range: an empty answer, not "no data".
+    StatusOr<std::vector<ApiAggregate>> any = store_->ListApis(filter, 1000);
+    if (!any.ok()) return ErrorResponse(any.status());
+    for (const ApiAggregate& a : *any) {
+      if (!family || a.key.platform.cpu_family == *family) ++used;
+    }
   }
   if (used == 0) {
     return ErrorResponse(NotFound("no data for " + filter.module + " " + filter.symbol_prefix +
@@ -628,29 +634,17 @@ namespace {
 Status ForEachInRange(Store* store, const ApiFilter& filter, int32_t from, int32_t to,
                       std::optional<int> family, size_t limit, bool* truncated,
                       const std::function<void(ApiAggregate&&)>& visit) {
-  const bool ranged = from != kUnboundedFirst || to != kUnboundedLast;
   size_t n = 0;
-  Status err = Status::Ok();
-  Status s = store->ForEachApi(filter, [&](ApiAggregate&& a) {
+  return store->ForEachApiInRange(filter, from, to, [&](ApiAggregate&& a) {
     if (family && a.key.platform.cpu_family != *family) return true;
     if (n == limit) {
       *truncated = true;
       return false;
     }
-    if (ranged) {
-      StatusOr<ApiAggregate> r = store->QueryRange(a.key, from, to);
-      if (!r.ok()) {
-        err = r.status();
-        return false;
-      }
-      if (r->histogram.empty()) return true;
-      a = std::move(*r);
-    }
     ++n;
     visit(std::move(a));
     return true;
   });
-  return s.ok() ? err : s;
 }
 
 // The same, as the model's series.

@@ -1,13 +1,21 @@
-// Store: where the aggregator keeps its sums. An interface so the embedded
-// RocksDB store (store_rocksdb.h) can later be joined by a ClickHouse one.
+// Store: where the aggregator keeps its sums. Two implementations: the
+// embedded RocksDB store (store_rocksdb.h, one machine) and the ClickHouse
+// store (store_clickhouse.h, several aggregators over a ClickHouse cluster).
+// tests/aggregator/store_test.cc runs this contract against both.
 //
 // Contract for every implementation:
 // - ApplyBatch is atomic and durable: when it returns OK, the batch id and
 //   every record of the batch are on stable storage and will be counted
-//   exactly once, also across crashes; when it fails, nothing of the batch
-//   is applied. A batch id already accepted answers {duplicate=true} and
-//   changes nothing, also when the same id arrives concurrently on two
-//   connections.
+//   exactly once, also across crashes; when it fails, the batch is not
+//   counted until it is sent again (RocksDB: nothing of it was applied;
+//   ClickHouse: it may be stored, and the retry is recognised). A batch id
+//   already accepted answers {duplicate=true} and changes nothing, also when
+//   the same id arrives concurrently on two connections to one store (two
+//   ClickHouse aggregators taking one batch at once may both answer
+//   duplicate=false; it still counts once).
+// - Records go to `day`, normally today. A store that may have rolled that
+//   day up already may put them on a later day (ClickHouse: today, for a
+//   day older than its horizon); all-time sums are the same.
 // - Accepted batches become visible to queries once applied, normally within
 //   milliseconds; pending_batches() says how many are not yet, and
 //   WaitApplied() waits for them (tests, verification).
@@ -91,6 +99,15 @@ class Store {
   // unbounded values). A series with no data answers an empty aggregate.
   [[nodiscard]] virtual StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,
                                                           int32_t last_day) = 0;
+
+  // Every series matching `filter` with its sum over the inclusive day
+  // range, in key order, one at a time; series with nothing in the range
+  // are left out. Stops early when `visit` returns false. The default walks
+  // ForEachApi and asks QueryRange for each series (a store that reads a
+  // range as cheaply in one pass overrides it).
+  [[nodiscard]] virtual Status ForEachApiInRange(const ApiFilter& filter, int32_t first_day,
+                                                 int32_t last_day,
+                                                 const std::function<bool(ApiAggregate&&)>& visit);
 
   // Whether the store can take batches now: OK, or why not (NoSpace: the
   // disk is full or under its reserve; IOError or Unavailable: a write

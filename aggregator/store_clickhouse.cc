@@ -2,17 +2,35 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
 #include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
 
 #include "aggregator/clickhouse.h"
+#include "aggregator/clickhouse_schema.h"
 #include "aggregator/time_tree.h"
 #include "common/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {
 
-// The SQL conditions of a filter on the raw rows' columns.
-std::string Where(const ApiFilter& f) {
+using Clock = std::chrono::steady_clock;
+
+// The highest day a ClickHouse Date holds comfortably (2104).
+constexpr int32_t kLastChDay = 49000;
+
+std::string DateSql(int32_t day) {
+  return "toDate('" + FormatDay(std::clamp(day, 0, kLastChDay)) + "')";
+}
+
+// The SQL conditions of a filter on the key columns (all levels have them).
+std::string KeyWhere(const ApiFilter& f) {
   std::string w;
   auto add = [&w](const std::string& c) { w += (w.empty() ? "" : " AND ") + c; };
   if (!f.module.empty()) add("module = " + SqlString(f.module));
@@ -28,55 +46,170 @@ std::string Where(const ApiFilter& f) {
   return w;
 }
 
-int32_t FirstDay(int32_t d) { return d == kUnboundedFirst ? 0 : std::max(d, 0); }
-int32_t LastDay(int32_t d) { return d == kUnboundedLast ? 4000000 : d; }
+std::string And(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + " AND " + b;
+}
+
+std::string IdList(const std::vector<std::string>& ids) {
+  std::string l;
+  for (const std::string& id : ids) {
+    l += (l.empty() ? "" : ", ") + std::string("toFixedString(unhex('") + HexEncode(id) + "'), 16)";
+  }
+  return l;
+}
+
+// A batch waiting for its INSERT, and the ApplyBatch call waiting for it.
+struct Pending {
+  std::string id;
+  std::string rows;  // BatchRows: marker + records
+  int32_t day = 0;
+  std::vector<size_t> day_offsets;  // of each row's day in `rows`
+  size_t records = 0;
+  std::promise<StatusOr<ApplyResult>> done;
+  std::shared_future<StatusOr<ApplyResult>> result = done.get_future().share();
+};
+
+// The roll-up pointers: every day <= rolled_day is in the day nodes, every
+// month <= rolled_month in the month nodes; -1 when none yet.
+struct Pointers {
+  int32_t rolled_day = -1;
+  int32_t rolled_month = -1;
+};
 
 class ClickHouseStore : public Store {
  public:
-  ClickHouseStore(const ClickHouseStoreOptions& o, HttpsClientOptions http) : o_(o), http_(http) {}
+  ClickHouseStore(const ClickHouseStoreOptions& o,
+                  std::vector<std::vector<HttpsClientOptions>> shards)
+      : o_(o),
+        tables_(o.database, o.cluster, o.zookeeper_path),
+        shards_(std::move(shards)),
+        shard_skip_until_(shards_.size()) {
+    for (const auto& shard : shards_) {
+      for (const HttpsClientOptions& s : shard) servers_.push_back(s);
+    }
+  }
+
+  ~ClickHouseStore() override { IgnoreError(Close()); }
 
   Status Init() {
-    std::lock_guard<std::mutex> lock(mu_);
-    ClickHouseClient ch(http_);
-    FP_RETURN_IF_ERROR(ch.Execute(RawRowsTableSql(o_.rows_table)));
-    return ch.Execute("CREATE TABLE IF NOT EXISTS " + o_.ids_table +
-                      " (batch_id FixedString(16), day UInt32) ENGINE = ReplacingMergeTree"
-                      " ORDER BY batch_id");
+    FP_RETURN_IF_ERROR(EnsureChSchema(tables_, shards_, o_.ddl_timeout_s));
+    // Two per shard: one asks which batches are stored while the other's
+    // INSERT waits for its quorum.
+    for (size_t s = 0; s < 2 * shards_.size(); ++s) {
+      committers_.emplace_back([this, s] { CommitLoop(s % shards_.size()); });
+    }
+    rollup_ = std::thread([this] { RollupLoop(); });
+    return Status::Ok();
   }
+
+  // ---- ingest ----
 
   StatusOr<ApplyResult> ApplyBatch(const BatchView& batch, std::string_view, int32_t day) override {
     if (closed_) return Unavailable("the store is closed");
-    ClickHouseClient ch(http_);
-    StatusOr<std::string> seen =
-        ch.Query("SELECT count() FROM " + o_.ids_table + " WHERE batch_id = unhex('" +
-                 HexEncode(batch.batch_id()) + "') FORMAT TSV");
-    if (!seen.ok()) return seen.status();
-    if (std::strtoull(seen->c_str(), nullptr, 10) > 0) return ApplyResult{true, 0};
-    FP_RETURN_IF_ERROR(ch.InsertRowBinary(o_.rows_table, BatchRows(batch, day)));
-    std::string id_row(16, '\0');
-    std::copy_n(batch.batch_id().data(), std::min<size_t>(16, batch.batch_id().size()),
-                id_row.begin());
-    const uint32_t d = static_cast<uint32_t>(day);
-    id_row.append(reinterpret_cast<const char*>(&d), 4);
-    FP_RETURN_IF_ERROR(ch.InsertRowBinary(o_.ids_table, id_row));
-    return ApplyResult{false, static_cast<size_t>(batch.records_size())};
+    const std::string id(batch.batch_id());
+    std::shared_future<StatusOr<ApplyResult>> result;
+    bool twin = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = inflight_.find(id); it != inflight_.end()) {
+        // The same batch on another connection of this aggregator: it is
+        // stored once, by the first; this one waits for that and is the
+        // duplicate.
+        result = it->second->result;
+        twin = true;
+      } else {
+        if (queue_.size() >= static_cast<size_t>(o_.max_pending_batches)) {
+          return ResourceExhausted(std::to_string(queue_.size()) +
+                                   " batches wait for ClickHouse; retry later");
+        }
+        auto p = std::make_shared<Pending>();
+        p->id = id;
+        p->day = day;
+        p->rows = BatchRows(batch, day, &p->day_offsets);
+        p->records = static_cast<size_t>(batch.records_size());
+        result = p->result;
+        inflight_[id] = p;
+        queue_.push_back(std::move(p));
+        cv_.notify_one();
+      }
+    }
+    const auto wait = o_.insert_quorum_timeout * (2 * shards_.size() + 1) + o_.query_timeout;
+    if (result.wait_for(wait) != std::future_status::ready) {
+      return Unavailable(
+          "ClickHouse did not answer in time; the batch may be stored, and a "
+          "retry of it is recognised");
+    }
+    StatusOr<ApplyResult> r = result.get();
+    if (twin && r.ok()) return ApplyResult{true, 0};
+    return r;
   }
 
-  uint64_t pending_batches() override { return 0; }  // visible once acknowledged
-  Status WaitApplied(std::chrono::milliseconds) override { return Status::Ok(); }
+  // ---- reads ----
+
+  // Every series matching `where` summed over days [first, last], in key
+  // order, one at a time.
+  Status ReadSums(int32_t first, int32_t last, const std::string& where,
+                  const std::function<bool(ApiAggregate&&)>& visit) {
+    if (closed_) return Unavailable("the store is closed");
+    StatusOr<Pointers> p = ReadPointers();
+    if (!p.ok()) return p.status();
+    const int32_t a = first == kUnboundedFirst ? 0 : std::max(first, 0);
+    const int32_t b = last == kUnboundedLast ? kLastChDay : std::min(last, kLastChDay);
+    if (a > b) return Status::Ok();
+    const int32_t R = p->rolled_day;
+    std::vector<std::string> parts;
+    // Whole months inside [a, min(b, R)] that are folded.
+    int32_t covered_first = 1, covered_last = 0;
+    if (p->rolled_month >= 0 && R >= a) {
+      int32_t m_lo = MonthOfDay(a);
+      if (FirstDayOfMonth(m_lo) < a) ++m_lo;
+      int32_t m_hi = std::min(p->rolled_month, MonthOfDay(std::min(b, R)));
+      if (LastDayOfMonth(m_hi) > std::min(b, R)) --m_hi;
+      if (m_lo <= m_hi) {
+        parts.push_back(ChDedupSumsSql(
+            tables_.All("fp_months"), std::string(kChKeyColumns) + ", month",
+            And("month BETWEEN " + std::to_string(m_lo) + " AND " + std::to_string(m_hi), where)));
+        covered_first = FirstDayOfMonth(m_lo);
+        covered_last = LastDayOfMonth(m_hi);
+      }
+    }
+    // Folded days outside those months.
+    if (R >= a) {
+      std::string cond = "day BETWEEN " + DateSql(a) + " AND " + DateSql(std::min(b, R));
+      if (covered_first <= covered_last) {
+        cond += " AND NOT (day BETWEEN " + DateSql(covered_first) + " AND " +
+                DateSql(covered_last) + ")";
+      }
+      parts.push_back(ChDedupSumsSql(tables_.All("fp_days"), std::string(kChKeyColumns) + ", day",
+                                     And(cond, where)));
+    }
+    // Raw rows after the rolled day: each batch once, at the first day it
+    // was stored (the day before is read too, for a retry that crossed
+    // midnight; its partition is kept until the next day is folded).
+    const int32_t lo = std::max(a, R + 1);
+    if (lo <= b) parts.push_back(RawSumsSql(lo, b, where));
+    if (parts.empty()) return Status::Ok();
+    std::string all;
+    for (const std::string& part : parts) all += (all.empty() ? "" : " UNION ALL ") + part;
+    return StreamSums(ChFinalSumsSql(all), visit);
+  }
 
   Status ForEachApi(const ApiFilter& filter,
                     const std::function<bool(ApiAggregate&&)>& visit) override {
-    if (closed_) return Unavailable("the store is closed");
-    ClickHouseClient ch(http_);
-    StatusOr<std::vector<ApiAggregate>> all =
-        ReadSums(ch, o_.rows_table, 0, LastDay(kUnboundedLast), Where(filter));
-    if (!all.ok()) return all.status();
-    for (ApiAggregate& a : *all) {
-      if (!filter.Matches(a.key)) continue;
-      if (!visit(std::move(a))) break;
-    }
-    return Status::Ok();
+    return ReadSums(kUnboundedFirst, kUnboundedLast, KeyWhere(filter), [&](ApiAggregate&& a) {
+      if (!filter.Matches(a.key)) return true;
+      return visit(std::move(a));
+    });
+  }
+
+  Status ForEachApiInRange(const ApiFilter& filter, int32_t first_day, int32_t last_day,
+                           const std::function<bool(ApiAggregate&&)>& visit) override {
+    return ReadSums(first_day, last_day, KeyWhere(filter), [&](ApiAggregate&& a) {
+      if (!filter.Matches(a.key)) return true;
+      return visit(std::move(a));
+    });
   }
 
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit) override {
@@ -92,7 +225,6 @@ class ClickHouseStore : public Store {
 
   StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,
                                     int32_t last_day) override {
-    if (closed_) return Unavailable("the store is closed");
     ApiFilter f;
     f.module = key.module;
     f.symbol_prefix = key.symbol;
@@ -102,63 +234,669 @@ class ClickHouseStore : public Store {
     f.os = key.platform.os;
     f.arch = key.platform.arch;
     f.cpu_vendor = key.platform.cpu_vendor;
-    ClickHouseClient ch(http_);
-    StatusOr<std::vector<ApiAggregate>> r =
-        ReadSums(ch, o_.rows_table, FirstDay(first_day), LastDay(last_day),
-                 Where(f) + " AND cpu_family = " + std::to_string(key.platform.cpu_family));
-    if (!r.ok()) return r.status();
-    for (ApiAggregate& a : *r) {
-      if (a.key == key) return std::move(a);
-    }
-    ApiAggregate empty;
-    empty.key = key;
-    return empty;
+    ApiAggregate found;
+    found.key = key;
+    Status s = ReadSums(first_day, last_day,
+                        And(KeyWhere(f), "cpu_family = " + std::to_string(key.platform.cpu_family)),
+                        [&](ApiAggregate&& a) {
+                          if (a.key == key) found = std::move(a);
+                          return true;
+                        });
+    if (!s.ok()) return s;
+    return found;
   }
 
+  // ---- state ----
+
+  // Inserts of acknowledged rows that some replica has not fetched yet (a
+  // lagging replica of a shard); servers that do not answer are left out.
+  uint64_t pending_batches() override {
+    if (!tables_.clustered()) return 0;
+    uint64_t pending = 0;
+    for (const HttpsClientOptions& server : servers_) {
+      ClickHouseClient ch(Short(server));
+      StatusOr<std::string> n =
+          ch.Query("SELECT sum(inserts_in_queue) FROM system.replicas WHERE database = " +
+                   SqlString(tables_.database()) + " FORMAT TSV");
+      if (n.ok()) pending += std::strtoull(n->c_str(), nullptr, 10);
+    }
+    return pending;
+  }
+
+  Status WaitApplied(std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (queue_.empty() && inflight_.empty() && pending_batches() == 0) return Status::Ok();
+      }
+      if (Clock::now() >= deadline) return Unavailable("ClickHouse replicas are still behind");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  // Healthy while every shard has a server that answers (reads need them
+  // all) and ingest is not refusing: checked at most once a second.
   Status Health() override {
     if (closed_) return Unavailable("the store is closed");
-    ClickHouseClient ch(http_);
-    Status s = ch.Execute("SELECT 1");
-    return s.ok() ? s : Unavailable("ClickHouse does not answer: " + s.message());
+    std::lock_guard<std::mutex> lock(health_mu_);
+    if (Clock::now() - health_at_ < std::chrono::seconds(1)) return health_;
+    Status h = Status::Ok();
+    for (size_t s = 0; s < shards_.size() && h.ok(); ++s) {
+      Status any = Unavailable("no replica");
+      for (const HttpsClientOptions& server : shards_[s]) {
+        ClickHouseClient ch(Short(server));
+        any = ch.Execute("SELECT 1");
+        if (any.ok()) break;
+      }
+      if (!any.ok()) {
+        h = Unavailable("ClickHouse shard " + std::to_string(s + 1) +
+                        " does not answer: " + any.message());
+      }
+    }
+    health_ = h;
+    health_at_ = Clock::now();
+    return h;
   }
 
   void AppendMetrics(std::string* out) override {
-    *out += "# TYPE fieldprof_store_clickhouse gauge\nfieldprof_store_clickhouse 1\n";
+    auto line = [out](const char* name, const char* type, uint64_t v) {
+      *out +=
+          std::string("# TYPE ") + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
+    };
+    line("fieldprof_store_clickhouse", "gauge", 1);
+    line("fieldprof_clickhouse_inserts_total", "counter", inserts_.load());
+    line("fieldprof_clickhouse_inserted_batches_total", "counter", inserted_batches_.load());
+    line("fieldprof_clickhouse_known_batches_total", "counter", known_batches_.load());
+    line("fieldprof_clickhouse_quorum_busy_total", "counter", quorum_busy_.load());
+    line("fieldprof_clickhouse_shard_failures_total", "counter", shard_failures_.load());
+    line("fieldprof_clickhouse_group_failures_total", "counter", group_failures_.load());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      line("fieldprof_clickhouse_queued_batches", "gauge", queue_.size());
+    }
+    line("fieldprof_rollup_next_day", "gauge", static_cast<uint64_t>(next_fold_day_.load()));
+    line("fieldprof_rollup_series_total", "counter", rollup_series_.load());
+    line("fieldprof_rollup_days_total", "counter", rollup_days_.load());
+    line("fieldprof_rollup_months_total", "counter", rollup_months_.load());
+    line("fieldprof_rollup_deferred_total", "counter", rollup_deferred_.load());
+    line("fieldprof_rollup_partitions_dropped_total", "counter", partitions_dropped_.load());
   }
 
   Status Close() override {
-    closed_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_.exchange(true)) return Status::Ok();
+      cv_.notify_all();
+    }
+    for (std::thread& t : committers_) t.join();
+    committers_.clear();
+    {
+      std::lock_guard<std::mutex> lock(rollup_mu_);
+      rollup_cv_.notify_all();
+    }
+    if (rollup_.joinable()) rollup_.join();
+    // Batches still queued were never inserted: their callers hear so.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& p : queue_) p->done.set_value(Unavailable("the store is closing"));
+    queue_.clear();
+    inflight_.clear();
     return Status::Ok();
   }
 
  private:
-  ClickHouseStoreOptions o_;
-  HttpsClientOptions http_;
-  std::mutex mu_;
+  // A server's client options with a short deadline (health, lag).
+  static HttpsClientOptions Short(HttpsClientOptions o) {
+    o.timeout = std::chrono::milliseconds(2000);
+    return o;
+  }
+  HttpsClientOptions Long(HttpsClientOptions o) const {
+    o.timeout = o_.query_timeout;
+    return o;
+  }
+  int64_t NowMs() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+  int32_t Today() const {
+    if (o_.today) return o_.today();
+    return DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  }
+  ClickHouseSettings ReadSettings() const {
+    return {{"max_execution_time", std::to_string(o_.query_timeout.count() / 1000)}};
+  }
+  // insert_quorum for shard `s`: all its replicas (none for one replica).
+  std::string Quorum(size_t s) const {
+    return shards_[s].size() > 1 ? std::to_string(shards_[s].size()) : "0";
+  }
+
+  // Runs `fn` on the servers in turn, starting from a rotating one, until
+  // one answers: a ClickHouse error (a code) is final, a network error
+  // tries the next server.
+  Status OnAnyServer(const std::function<Status(ClickHouseClient&)>& fn) {
+    const size_t start = next_server_++;
+    Status last = Unavailable("no ClickHouse server");
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      ClickHouseClient ch(Long(servers_[(start + i) % servers_.size()]));
+      last = fn(ch);
+      if (last.ok() || ch.last_error_code() != 0) return last;
+    }
+    return last;
+  }
+
+  // The same on the replicas of shard `s`.
+  Status OnShard(size_t s, const std::function<Status(ClickHouseClient&)>& fn) {
+    const size_t start = next_server_++;
+    const auto& replicas = shards_[s];
+    Status last = Unavailable("no replica");
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      ClickHouseClient ch(Long(replicas[(start + i) % replicas.size()]));
+      last = fn(ch);
+      if (last.ok() || ch.last_error_code() != 0) return last;
+    }
+    return last;
+  }
+
+  Status StreamSums(const std::string& sql, const std::function<bool(ApiAggregate&&)>& visit) {
+    return OnAnyServer([&](ClickHouseClient& ch) {
+      SumsReader reader(visit);
+      Status q = ch.QueryStream(sql, ReadSettings(),
+                                [&](std::string_view piece) { return reader.Feed(piece); });
+      if (!reader.status().ok()) return reader.status();
+      if (!q.ok()) return q;
+      return reader.Finish();
+    });
+  }
+
+  // Partial sums of the raw rows of batches first stored on a day in
+  // [lo, b]. `where` may add key conditions.
+  std::string RawSumsSql(int32_t lo, int32_t b, const std::string& where) const {
+    return ChDedupSumsSql(
+        tables_.All("fp_rows"), "batch_id, seq",
+        And("module != '' AND day BETWEEN " + DateSql(lo - 1) + " AND " + DateSql(b), where), "day",
+        "day >= " + DateSql(lo));
+  }
+
+  // The pointers, kept for a moment: a reader with an older pointer reads
+  // raw rows for a day folded since, which are kept drop_grace longer.
+  StatusOr<Pointers> ReadPointers(bool fresh = false) {
+    const auto keep = std::min<Clock::duration>(std::chrono::seconds(1), o_.drop_grace / 2);
+    {
+      std::lock_guard<std::mutex> lock(pointers_mu_);
+      if (!fresh && pointers_valid_ && Clock::now() - pointers_at_ < keep) return pointers_;
+    }
+    const auto asked = Clock::now();
+    Pointers p;
+    std::string body;
+    Status s = OnAnyServer([&](ClickHouseClient& ch) {
+      StatusOr<std::string> r =
+          ch.Query("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
+                       " WHERE name IN ('rolled_day', 'rolled_month') GROUP BY name FORMAT TSV",
+                   ReadSettings());
+      if (!r.ok()) return r.status();
+      body = std::move(*r);
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    std::istringstream lines(body);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      const int32_t v = static_cast<int32_t>(std::strtol(line.c_str() + tab + 1, nullptr, 10));
+      if (line.compare(0, tab, "rolled_day") == 0) p.rolled_day = v;
+      if (line.compare(0, tab, "rolled_month") == 0) p.rolled_month = v;
+    }
+    std::lock_guard<std::mutex> lock(pointers_mu_);
+    pointers_ = p;
+    pointers_at_ = asked;
+    pointers_valid_ = true;
+    return p;
+  }
+
+  // ---- the committers ----
+
+  void CommitLoop(size_t home_shard) {
+    std::mt19937_64 rng(std::random_device{}() ^ home_shard);
+    for (;;) {
+      std::vector<std::shared_ptr<Pending>> group;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+        if (closed_) return;
+        size_t bytes = 0;
+        while (!queue_.empty() && group.size() < static_cast<size_t>(o_.max_group_batches) &&
+               bytes < (size_t{256} << 20)) {
+          bytes += queue_.front()->rows.size();
+          group.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+      Commit(group, home_shard, rng);
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& p : group) inflight_.erase(p->id);
+    }
+  }
+
+  void Commit(const std::vector<std::shared_ptr<Pending>>& group, size_t home_shard,
+              std::mt19937_64& rng) {
+    // Which are stored already: a marker row in the raw rows, or an id of a
+    // folded batch.
+    std::vector<std::string> ids;
+    for (const auto& p : group) ids.push_back(p->id);
+    std::set<std::string> known;
+    Status s = OnAnyServer([&](ClickHouseClient& ch) {
+      const std::string in = IdList(ids);
+      StatusOr<std::string> r =
+          ch.Query("SELECT lower(hex(batch_id)) FROM " + tables_.All("fp_rows") +
+                   " WHERE module = '' AND batch_id IN (" + in +
+                   ") UNION ALL SELECT lower(hex(batch_id)) FROM " + tables_.All("fp_batch_ids") +
+                   " WHERE batch_id IN (" + in + ") FORMAT TSV");
+      if (!r.ok()) return r.status();
+      std::istringstream lines(*r);
+      for (std::string line; std::getline(lines, line);) known.insert(line);
+      return Status::Ok();
+    });
+    // Records of a day that may already be folded would never be read:
+    // they go to today, which no fold touches for horizon_days more days
+    // (the router's day is today; only a caller with an older day, or a
+    // clock set back, gets here).
+    const int32_t today = Today();
+    for (const auto& p : group) {
+      if (p->day <= today - o_.horizon_days - 1) {
+        p->day = today;
+        SetRowsDay(&p->rows, p->day_offsets, p->day);
+      }
+    }
+    std::string rows;
+    size_t fresh = 0;
+    if (s.ok()) {
+      for (const auto& p : group) {
+        if (known.count(HexEncode(p->id)) == 0) {
+          rows += p->rows;
+          ++fresh;
+        }
+      }
+      if (fresh > 0) s = InsertRows(rows, home_shard, rng);
+    }
+    if (!s.ok()) ++group_failures_;
+    for (const auto& p : group) {
+      if (!s.ok()) {
+        p->done.set_value(s);
+      } else if (known.count(HexEncode(p->id)) > 0) {
+        ++known_batches_;
+        p->done.set_value(ApplyResult{true, 0});
+      } else {
+        p->done.set_value(ApplyResult{false, p->records});
+      }
+    }
+    if (s.ok() && fresh > 0) {
+      ++inserts_;
+      inserted_batches_ += fresh;
+    }
+  }
+
+  // One INSERT of `rows` into a shard that reaches its quorum: the home
+  // shard first, then the others; shards that failed lately last.
+  Status InsertRows(const std::string& rows, size_t home_shard, std::mt19937_64& rng) {
+    std::vector<size_t> order, later;
+    for (size_t k = 0; k < shards_.size(); ++k) {
+      const size_t s = (home_shard + k) % shards_.size();
+      (shard_skip_until_[s].load() > NowMs() ? later : order).push_back(s);
+    }
+    order.insert(order.end(), later.begin(), later.end());
+    Status last;
+    for (size_t s : order) {
+      last = InsertIntoShard(s, rows, rng);
+      if (last.ok()) return last;
+      ++shard_failures_;
+      shard_skip_until_[s] = NowMs() + o_.shard_backoff.count();
+    }
+    return Unavailable("no ClickHouse shard took the batch: " + last.message());
+  }
+
+  Status InsertIntoShard(size_t s, const std::string& rows, std::mt19937_64& rng) {
+    const ClickHouseSettings settings = {
+        {"insert_quorum", Quorum(s)},
+        {"insert_quorum_timeout", std::to_string(o_.insert_quorum_timeout.count())},
+        // One block, so a batch's rows and its marker are one part.
+        {"max_insert_block_size", "100000000"},
+    };
+    // Quorum inserts into one table take turns (ClickHouse 18.16): another
+    // aggregator's insert in progress answers 286 at once, and is retried
+    // for a while; a quorum that stays unmet (a replica down) is not.
+    const auto busy_deadline =
+        Clock::now() + std::min<std::chrono::milliseconds>(o_.insert_quorum_timeout,
+                                                           std::chrono::milliseconds(3000));
+    for (;;) {
+      int code = 0;
+      Status st = OnShard(s, [&](ClickHouseClient& ch) {
+        Status r = ch.InsertRowBinary(tables_.Local("fp_rows"), rows, settings);
+        code = ch.last_error_code();
+        return r;
+      });
+      if (st.ok() || code != kChQuorumBusy) return st;
+      ++quorum_busy_;
+      if (Clock::now() >= busy_deadline) return st;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2 + rng() % 20));
+    }
+  }
+
+  // ---- the roll-up ----
+
+  void RollupLoop() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(rollup_mu_);
+        if (rollup_cv_.wait_for(lock,
+                                first_pass_ ? std::chrono::milliseconds(0) : o_.rollup_interval,
+                                [&] { return closed_.load(); })) {
+          return;
+        }
+        first_pass_ = false;
+      }
+      if (o_.may_roll_up && !o_.may_roll_up()) continue;
+      Status s = RollUpOnce();
+      if (!s.ok() && !closed_) {
+        std::fprintf(stderr, "fieldprof-aggregator: roll-up: %s\n", s.ToString().c_str());
+      }
+    }
+  }
+
+  // Whether every replica of every table is up and has fetched every
+  // insert: a fold reads through whichever replica Distributed picks, so
+  // only then does it see every stored batch.
+  bool AllReplicasCaughtUp() {
+    if (!tables_.clustered()) return true;
+    for (const HttpsClientOptions& server : servers_) {
+      ClickHouseClient ch(Short(server));
+      StatusOr<std::string> n = ch.Query(
+          "SELECT count() FROM system.replicas WHERE database = " + SqlString(tables_.database()) +
+          " AND (is_readonly OR is_session_expired OR active_replicas < total_replicas OR "
+          "inserts_in_queue > 0 OR log_pointer < log_max_index) FORMAT TSV");
+      if (!n.ok() || std::strtoull(n->c_str(), nullptr, 10) != 0) return false;
+    }
+    return true;
+  }
+
+  Status Record(const std::string& name, int64_t value) {
+    // Global table: every server a replica; two of them must hold it.
+    const std::string quorum = servers_.size() > 1 ? "2" : "0";
+    return OnAnyServer([&](ClickHouseClient& ch) {
+      return ch.Execute("INSERT INTO " + tables_.Local("fp_state") + " VALUES (" + SqlString(name) +
+                            ", " + std::to_string(value) + ", now())",
+                        {{"insert_quorum", quorum}});
+    });
+  }
+
+  // The first day >= `from` with raw rows, or -1.
+  StatusOr<int32_t> NextRawDay(int32_t from) {
+    std::string first;
+    Status s = OnAnyServer([&](ClickHouseClient& ch) {
+      StatusOr<std::string> r =
+          ch.Query("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
+                   " WHERE module = '' AND day >= " + DateSql(from) + " FORMAT TSV");
+      if (!r.ok()) return r.status();
+      first = *r;
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    const size_t tab = first.find('\t');
+    if (tab == std::string::npos || std::strtoull(first.c_str() + tab + 1, nullptr, 10) == 0) {
+      return -1;
+    }
+    return static_cast<int32_t>(std::strtol(first.c_str(), nullptr, 10));
+  }
+
+  Status RollUpOnce() {
+    StatusOr<Pointers> p = ReadPointers(/*fresh=*/true);
+    if (!p.ok()) return p.status();
+    const int32_t today = Today();
+    const int32_t last_foldable = today - o_.horizon_days - 1;
+    int32_t R = p->rolled_day;
+    int32_t RM = p->rolled_month;
+    if (R < 0) {
+      // Nothing folded yet: start before the first day with raw rows.
+      StatusOr<int32_t> first = NextRawDay(0);
+      if (!first.ok()) return first.status();
+      if (*first < 0) {
+        next_fold_day_ = today;
+        return Status::Ok();
+      }
+      R = *first - 1;
+    }
+    next_fold_day_ = R + 1;
+    if (R + 1 <= last_foldable && !AllReplicasCaughtUp()) {
+      ++rollup_deferred_;
+      return Status::Ok();  // the next pass tries again
+    }
+    while (R + 1 <= last_foldable && !closed_) {
+      // Days without raw rows fold to nothing: skip to the next with some.
+      StatusOr<int32_t> next = NextRawDay(R + 1);
+      if (!next.ok()) return next.status();
+      if (*next < 0 || *next > last_foldable) {
+        if (RM < 0) break;  // nothing was ever folded
+        R = last_foldable;
+        FP_RETURN_IF_ERROR(Record("rolled_day", R));
+        next_fold_day_ = R + 1;
+        break;
+      }
+      if (RM < 0) {
+        RM = MonthOfDay(*next) - 1;
+        FP_RETURN_IF_ERROR(Record("rolled_month", RM));
+      }
+      FP_RETURN_IF_ERROR(FoldDay(*next).WithContext("folding " + FormatDay(*next)));
+      FP_RETURN_IF_ERROR(Record("rolled_day", *next));
+      R = *next;
+      next_fold_day_ = R + 1;
+      ++rollup_days_;
+    }
+    while (RM >= 0 && LastDayOfMonth(RM + 1) <= R && !closed_) {
+      FP_RETURN_IF_ERROR(FoldMonth(RM + 1).WithContext("folding a month"));
+      FP_RETURN_IF_ERROR(Record("rolled_month", RM + 1));
+      ++RM;
+      ++rollup_months_;
+    }
+    return DropFolded(R, today);
+  }
+
+  // Day d's batches (those first stored on d) into day nodes, each shard
+  // the keys that hash to it; then their ids. Repeating it stores the same
+  // rows again, which the day nodes' reads count once.
+  Status FoldDay(int32_t d) {
+    const std::string n = std::to_string(shards_.size());
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      const std::string mine = "cityHash64(module, symbol) % " + n + " = " + std::to_string(s);
+      const std::string sums = ChDedupSumsSql(
+          tables_.All("fp_rows"), "batch_id, seq",
+          "module != '' AND day BETWEEN " + DateSql(d - 1) + " AND " + DateSql(d) + " AND " + mine,
+          "day", "day = " + DateSql(d));
+      const ClickHouseSettings settings = {
+          {"insert_quorum", Quorum(s)},
+          {"insert_quorum_timeout", std::to_string(o_.query_timeout.count())},
+          {"max_execution_time", std::to_string(o_.query_timeout.count() / 1000)}};
+      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+        return ch.Execute("INSERT INTO " + tables_.Local("fp_days") + " (day, " + kChKeyColumns +
+                              ", " + ChValueColumnNames() + ") SELECT " + DateSql(d) + ", " +
+                              kChKeyColumns + ", " + ChValuesFromPartialsSql() + " FROM (" + sums +
+                              ")",
+                          settings);
+      }));
+      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+        return ch.Execute("INSERT INTO " + tables_.Local("fp_batch_ids") + " SELECT batch_id, " +
+                              DateSql(d) + " FROM " + tables_.All("fp_rows") +
+                              " WHERE module = '' AND day BETWEEN " + DateSql(d - 1) + " AND " +
+                              DateSql(d) + " GROUP BY batch_id HAVING min(day) = " + DateSql(d) +
+                              " AND cityHash64(batch_id) % " + n + " = " + std::to_string(s),
+                          settings);
+      }));
+    }
+    std::string count;
+    FP_RETURN_IF_ERROR(OnAnyServer([&](ClickHouseClient& ch) {
+      StatusOr<std::string> r =
+          ch.Query("SELECT count() FROM (SELECT 1 FROM " + tables_.All("fp_days") +
+                   " WHERE day = " + DateSql(d) + " GROUP BY " + kChKeyColumns + ") FORMAT TSV");
+      if (!r.ok()) return r.status();
+      count = *r;
+      return Status::Ok();
+    }));
+    rollup_series_ += std::strtoull(count.c_str(), nullptr, 10);
+    return Status::Ok();
+  }
+
+  // Month m's day nodes into month nodes.
+  Status FoldMonth(int32_t m) {
+    const std::string n = std::to_string(shards_.size());
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      const std::string sums = ChDedupSumsSql(
+          tables_.All("fp_days"), std::string(kChKeyColumns) + ", day",
+          "day BETWEEN " + DateSql(FirstDayOfMonth(m)) + " AND " + DateSql(LastDayOfMonth(m)) +
+              " AND cityHash64(module, symbol) % " + n + " = " + std::to_string(s));
+      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+        return ch.Execute(
+            "INSERT INTO " + tables_.Local("fp_months") + " (month, " + kChKeyColumns + ", " +
+                ChValueColumnNames() + ") SELECT " + std::to_string(m) + ", " + kChKeyColumns +
+                ", " + ChValuesFromPartialsSql() + " FROM (" + sums + ")",
+            {{"insert_quorum", Quorum(s)},
+             {"insert_quorum_timeout", std::to_string(o_.query_timeout.count())},
+             {"max_execution_time", std::to_string(o_.query_timeout.count() / 1000)}});
+      }));
+    }
+    return Status::Ok();
+  }
+
+  // Drops raw partitions of days d with d + 1 folded at least drop_grace
+  // ago (a query that read the older pointer has finished by then), and the
+  // batch id partitions past their retention.
+  Status DropFolded(int32_t R, int32_t today) {
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      std::string days;
+      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+        StatusOr<std::string> r = ch.Query(
+            "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE active AND database = " +
+            SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV");
+        if (!r.ok()) return r.status();
+        days = *r;
+        return Status::Ok();
+      }));
+      std::istringstream lines(days);
+      for (std::string line; std::getline(lines, line);) {
+        const int32_t d = static_cast<int32_t>(std::strtol(line.c_str(), nullptr, 10));
+        if (line.empty() || d + 1 > R) continue;
+        std::string old_enough;
+        FP_RETURN_IF_ERROR(OnAnyServer([&](ClickHouseClient& ch) {
+          StatusOr<std::string> r = ch.Query(
+              "SELECT count() > 0 AND min(at) <= now() - " + std::to_string(o_.drop_grace.count()) +
+              " FROM " + tables_.Local("fp_state") +
+              " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV");
+          if (!r.ok()) return r.status();
+          old_enough = *r;
+          return Status::Ok();
+        }));
+        if (old_enough.rfind("1", 0) != 0) continue;
+        FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+          return ch.Execute("ALTER TABLE " + tables_.Local("fp_rows") + " DROP PARTITION '" +
+                            FormatDay(d) + "'");
+        }));
+        ++partitions_dropped_;
+      }
+      // Batch ids: whole months past the retention.
+      const int32_t keep_from = today - o_.batch_id_retention_days;
+      const int32_t last_month = MonthOfDay(keep_from) - 1;
+      std::string months;
+      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+        StatusOr<std::string> r =
+            ch.Query("SELECT DISTINCT partition FROM system.parts WHERE active AND database = " +
+                     SqlString(tables_.database()) + " AND table = 'fp_batch_ids' FORMAT TSV");
+        if (!r.ok()) return r.status();
+        months = *r;
+        return Status::Ok();
+      }));
+      std::istringstream mlines(months);
+      for (std::string line; std::getline(mlines, line);) {
+        const long yyyymm = std::strtol(line.c_str(), nullptr, 10);
+        if (yyyymm <= 0) continue;
+        const int32_t m = static_cast<int32_t>((yyyymm / 100) * 12 + (yyyymm % 100) - 1);
+        if (m > last_month) continue;
+        FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
+          return ch.Execute("ALTER TABLE " + tables_.Local("fp_batch_ids") + " DROP PARTITION " +
+                            std::to_string(yyyymm));
+        }));
+      }
+    }
+    return Status::Ok();
+  }
+
+  const ClickHouseStoreOptions o_;
+  const ChTables tables_;
+  const std::vector<std::vector<HttpsClientOptions>> shards_;
+  std::vector<HttpsClientOptions> servers_;  // every shard's replicas
+  std::atomic<size_t> next_server_{0};
+  std::vector<std::atomic<int64_t>> shard_skip_until_;  // steady ms: passed over until then
+
+  std::mutex mu_;  // guards queue_ and inflight_
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Pending>> queue_;
+  std::map<std::string, std::shared_ptr<Pending>> inflight_;  // by batch id, queued or inserting
   std::atomic<bool> closed_{false};
+  std::vector<std::thread> committers_;
+
+  std::mutex rollup_mu_;
+  std::condition_variable rollup_cv_;
+  bool first_pass_ = true;  // guarded by rollup_mu_
+  std::thread rollup_;
+
+  std::mutex pointers_mu_;
+  Pointers pointers_;  // guarded by pointers_mu_, as read at pointers_at_
+  Clock::time_point pointers_at_{};
+  bool pointers_valid_ = false;
+
+  std::mutex health_mu_;
+  Status health_;  // guarded by health_mu_
+  Clock::time_point health_at_{};
+
+  std::atomic<uint64_t> inserts_{0}, inserted_batches_{0}, known_batches_{0}, quorum_busy_{0},
+      shard_failures_{0}, group_failures_{0}, rollup_series_{0}, rollup_days_{0}, rollup_months_{0},
+      rollup_deferred_{0}, partitions_dropped_{0};
+  std::atomic<int32_t> next_fold_day_{0};
 };
+
+bool IsIdentifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> OpenClickHouseStore(const ClickHouseStoreOptions& options) {
-  // http://HOST:PORT
-  std::string rest = options.url;
-  if (rest.rfind("http://", 0) != 0) {
-    return InvalidArgument("--clickhouse_url must be http://HOST:PORT, got '" + options.url + "'");
+  StatusOr<std::vector<std::vector<HttpsClientOptions>>> shards =
+      ParseClickHouseShards(options.url, options.query_timeout);
+  if (!shards.ok()) return shards.status();
+  size_t servers = 0;
+  for (const auto& s : *shards) servers += s.size();
+  if (servers > 1 && options.cluster.empty()) {
+    return InvalidArgument("clickhouse_url lists " + std::to_string(servers) +
+                           " servers: name their cluster with clickhouse_cluster");
   }
-  rest = rest.substr(7);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const size_t colon = rest.rfind(':');
-  HttpsClientOptions http;
-  http.tls = false;
-  http.host = colon == std::string::npos ? rest : rest.substr(0, colon);
-  const long port =
-      colon == std::string::npos ? 8123 : std::strtol(rest.c_str() + colon + 1, nullptr, 10);
-  if (http.host.empty() || port <= 0 || port > 65535) {
-    return InvalidArgument("--clickhouse_url must be http://HOST:PORT, got '" + options.url + "'");
+  if (!IsIdentifier(options.database)) {
+    return InvalidArgument("clickhouse_database '" + options.database +
+                           "' is not a plain name (letters, digits, _)");
   }
-  http.port = static_cast<uint16_t>(port);
-  auto store = std::make_unique<ClickHouseStore>(options, http);
+  if (!options.cluster.empty() && !IsIdentifier(options.cluster)) {
+    return InvalidArgument("clickhouse_cluster '" + options.cluster +
+                           "' is not a plain name (letters, digits, _)");
+  }
+  if (options.zookeeper_path.empty() || options.zookeeper_path[0] != '/' ||
+      options.zookeeper_path.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./") !=
+          std::string::npos) {
+    return InvalidArgument("clickhouse_zookeeper_path '" + options.zookeeper_path +
+                           "' must start with / and hold letters, digits and _ - . / only");
+  }
+  auto store = std::make_unique<ClickHouseStore>(options, std::move(*shards));
   FP_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));
 }

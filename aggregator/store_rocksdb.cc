@@ -985,21 +985,6 @@ class RocksDbStore : public Store {
 
 }  // namespace
 
-bool ApiFilter::Matches(const ApiKey& k) const {
-  if (!module.empty() && k.module != module) return false;
-  if (!symbol_prefix.empty()) {
-    if (symbol_exact ? k.symbol != symbol_prefix : !k.symbol.starts_with(symbol_prefix)) {
-      return false;
-    }
-  }
-  if (!module_version.empty() && k.module_version != module_version) return false;
-  if (metric && k.metric != *metric) return false;
-  if (os && k.platform.os != *os) return false;
-  if (arch && k.platform.arch != *arch) return false;
-  if (cpu_vendor && k.platform.cpu_vendor != *cpu_vendor) return false;
-  return true;
-}
-
 StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbStoreOptions& options) {
   if (options.path.empty()) return InvalidArgument("store path is empty");
   auto store = std::make_unique<RocksDbStore>(options);

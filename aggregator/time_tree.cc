@@ -31,6 +31,12 @@ int32_t MonthOfDay(int32_t d) {
   return static_cast<int32_t>(int(ymd.year()) * 12 + (unsigned(ymd.month()) - 1));
 }
 
+int32_t FirstDayOfMonth(int32_t m) {
+  return DayNumber(year_month_day{year(m / 12), month(static_cast<unsigned>(m % 12) + 1), day(1)});
+}
+
+int32_t LastDayOfMonth(int32_t m) { return FirstDayOfMonth(m + 1) - 1; }
+
 StatusOr<int32_t> ParseDay(std::string_view s) {
   int y = 0;
   unsigned m = 0, dd = 0;

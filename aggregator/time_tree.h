@@ -41,6 +41,9 @@ inline constexpr int32_t kUnboundedLast = std::numeric_limits<int32_t>::max();
 int32_t DayFromUnixSeconds(int64_t unix_seconds);
 // Month number (year*12 + month-1) of a day number.
 int32_t MonthOfDay(int32_t day);
+// The first and the last day number of a month number.
+int32_t FirstDayOfMonth(int32_t month);
+int32_t LastDayOfMonth(int32_t month);
 // "2026-11-21" <-> day number. Parse errors say what was wrong.
 [[nodiscard]] StatusOr<int32_t> ParseDay(std::string_view yyyy_mm_dd);
 std::string FormatDay(int32_t day);

@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <optional>
+#include <vector>
 
 namespace fieldprof {
 
@@ -19,18 +20,22 @@ using tcp = boost::asio::ip::tcp;
 
 class HttpsClient::Impl {
  public:
-  explicit Impl(HttpsClientOptions o) : options_(std::move(o)), tls_(ssl::context::tls_client) {
-    SSL_CTX_set_min_proto_version(tls_.native_handle(), TLS1_2_VERSION);
-    SSL_CTX_set_session_cache_mode(tls_.native_handle(), SSL_SESS_CACHE_CLIENT);
+  explicit Impl(HttpsClientOptions o) : options_(std::move(o)) {
+    // Plain HTTP: no TLS context, no certificates to load (the system store
+    // takes ~20 ms, which a client made per ClickHouse query would pay).
+    if (!options_.tls) return;
+    ssl::context& tls = tls_.emplace(ssl::context::tls_client);
+    SSL_CTX_set_min_proto_version(tls.native_handle(), TLS1_2_VERSION);
+    SSL_CTX_set_session_cache_mode(tls.native_handle(), SSL_SESS_CACHE_CLIENT);
     if (options_.insecure) {
-      tls_.set_verify_mode(ssl::verify_none);
+      tls.set_verify_mode(ssl::verify_none);
     } else {
-      tls_.set_verify_mode(ssl::verify_peer);
+      tls.set_verify_mode(ssl::verify_peer);
       boost::system::error_code ec;
       if (options_.ca_file.empty()) {
-        tls_.set_default_verify_paths(ec);
+        tls.set_default_verify_paths(ec);
       } else {
-        tls_.load_verify_file(options_.ca_file, ec);
+        tls.load_verify_file(options_.ca_file, ec);
       }
       if (ec) setup_error_ = "loading CA '" + options_.ca_file + "': " + ec.message();
     }
@@ -56,10 +61,13 @@ class HttpsClient::Impl {
         return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
                            ": " + ec.message());
       }
+      // A request's header and body go out as two writes: without this
+      // the body waits for the server's delayed ACK (40 ms a request).
+      plain_->socket().set_option(tcp::no_delay(true), ec);
       ++connections_;
       return Status::Ok();
     }
-    stream_.emplace(ioc_, tls_);
+    stream_.emplace(ioc_, *tls_);
     beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
     beast::get_lowest_layer(*stream_).async_connect(
         results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
@@ -68,6 +76,7 @@ class HttpsClient::Impl {
       return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
                          ": " + ec.message());
     }
+    beast::get_lowest_layer(*stream_).socket().set_option(tcp::no_delay(true), ec);
     SSL* ssl = stream_->native_handle();
     SSL_set_tlsext_host_name(ssl, options_.host.c_str());
     if (!options_.insecure) {
@@ -87,15 +96,20 @@ class HttpsClient::Impl {
     return Status::Ok();
   }
 
+  // `on_data` null: the body is kept in the reply; otherwise streamed to it.
   StatusOr<HttpReply> Request(const std::string& method, const std::string& target,
                               const std::string& content_type, const std::string& body,
-                              const HttpHeaders& headers) {
+                              const HttpHeaders& headers,
+                              const std::function<bool(std::string_view)>* on_data) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool fresh = !stream_.has_value() && !plain_.has_value();
       if (fresh) FP_RETURN_IF_ERROR(Connect());
-      StatusOr<HttpReply> r = RequestOnce(method, target, content_type, body, headers);
-      if (r.ok() || fresh) return r;
-      // A kept-alive connection the server closed in the meantime: reopen once.
+      bool delivered = false;
+      StatusOr<HttpReply> r =
+          RequestOnce(method, target, content_type, body, headers, on_data, &delivered);
+      // A kept-alive connection the server closed in the meantime is reopened
+      // once, unless part of the answer was already handed on.
+      if (r.ok() || fresh || delivered) return r;
       Close();
     }
     return Unavailable("request failed twice");
@@ -103,7 +117,9 @@ class HttpsClient::Impl {
 
   StatusOr<HttpReply> RequestOnce(const std::string& method, const std::string& target,
                                   const std::string& content_type, const std::string& body,
-                                  const HttpHeaders& headers) {
+                                  const HttpHeaders& headers,
+                                  const std::function<bool(std::string_view)>* on_data,
+                                  bool* delivered) {
     http::request<http::string_body> req(http::string_to_verb(method), target, 11);
     req.set(http::field::host, options_.host);
     req.set(http::field::user_agent, "fieldprof-tools");
@@ -127,38 +143,96 @@ class HttpsClient::Impl {
       Close();
       return Unavailable("sending request: " + ec.message());
     }
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(64 << 20);
-    auto read = [&](auto& stream) {
-      beast::get_lowest_layer(stream).expires_after(options_.timeout);
-      http::async_read(stream, buffer_, parser, [&ec](beast::error_code e, size_t) { ec = e; });
-    };
-    if (plain_) {
-      read(*plain_);
-    } else {
-      read(*stream_);
-    }
-    Run();
-    if (ec) {
-      Close();
-      return Unavailable("reading response: " + ec.message());
-    }
-    auto& res = parser.get();
     HttpReply reply;
-    reply.status = static_cast<int>(res.result_int());
-    reply.body = std::move(res.body());
-    reply.content_type = std::string(res[http::field::content_type]);
-    reply.keep_alive = res.keep_alive();
-    reply.etag = std::string(res[http::field::etag]);
-    if (auto it = res.find(http::field::retry_after); it != res.end()) {
-      try {
-        reply.retry_after_seconds = std::stoi(std::string(it->value()));
-      } catch (...) {
-        reply.retry_after_seconds = -1;
+    if (on_data == nullptr) {
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(64 << 20);
+      auto read = [&](auto& stream) {
+        beast::get_lowest_layer(stream).expires_after(options_.timeout);
+        http::async_read(stream, buffer_, parser, [&ec](beast::error_code e, size_t) { ec = e; });
+      };
+      if (plain_) {
+        read(*plain_);
+      } else {
+        read(*stream_);
       }
+      Run();
+      if (ec) {
+        Close();
+        return Unavailable("reading response: " + ec.message());
+      }
+      FillReply(parser.get(), &reply);
+      reply.body = std::move(parser.get().body());
+    } else {
+      http::response_parser<http::buffer_body> parser;
+      parser.body_limit(boost::none);
+      auto read_header = [&](auto& stream) {
+        beast::get_lowest_layer(stream).expires_after(options_.timeout);
+        http::async_read_header(stream, buffer_, parser,
+                                [&ec](beast::error_code e, size_t) { ec = e; });
+      };
+      if (plain_) {
+        read_header(*plain_);
+      } else {
+        read_header(*stream_);
+      }
+      Run();
+      if (ec) {
+        Close();
+        return Unavailable("reading response: " + ec.message());
+      }
+      FillReply(parser.get(), &reply);
+      std::vector<char> piece(64 * 1024);
+      bool stopped = false;
+      while (!parser.is_done()) {
+        parser.get().body().data = piece.data();
+        parser.get().body().size = piece.size();
+        auto read = [&](auto& stream) {
+          beast::get_lowest_layer(stream).expires_after(options_.timeout);
+          http::async_read_some(stream, buffer_, parser,
+                                [&ec](beast::error_code e, size_t) { ec = e; });
+        };
+        if (plain_) {
+          read(*plain_);
+        } else {
+          read(*stream_);
+        }
+        Run();
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) {
+          Close();
+          return Unavailable("reading response: " + ec.message());
+        }
+        const size_t n = piece.size() - parser.get().body().size;
+        if (n > 0 && (reply.status < 200 || reply.status > 299)) {
+          if (reply.body.size() < piece.size()) reply.body.append(piece.data(), n);
+        } else if (n > 0) {
+          *delivered = true;
+          if (!(*on_data)(std::string_view(piece.data(), n))) {
+            stopped = true;
+            break;
+          }
+        }
+      }
+      if (stopped) reply.keep_alive = false;
     }
     if (!reply.keep_alive) Close();
     return reply;
+  }
+
+  template <class Response>
+  static void FillReply(const Response& res, HttpReply* reply) {
+    reply->status = static_cast<int>(res.result_int());
+    reply->content_type = std::string(res[http::field::content_type]);
+    reply->keep_alive = res.keep_alive();
+    reply->etag = std::string(res[http::field::etag]);
+    if (auto it = res.find(http::field::retry_after); it != res.end()) {
+      try {
+        reply->retry_after_seconds = std::stoi(std::string(it->value()));
+      } catch (...) {
+        reply->retry_after_seconds = -1;
+      }
+    }
   }
 
   // Runs the one pending asynchronous operation to completion. Async
@@ -206,7 +280,7 @@ class HttpsClient::Impl {
   HttpsClientOptions options_;
   std::string setup_error_;
   net::io_context ioc_;
-  ssl::context tls_;
+  std::optional<ssl::context> tls_;  // only for TLS
   std::optional<beast::ssl_stream<beast::tcp_stream>> stream_;
   std::optional<beast::tcp_stream> plain_;  // options_.tls == false
   beast::flat_buffer buffer_;
@@ -220,7 +294,13 @@ HttpsClient::~HttpsClient() = default;
 StatusOr<HttpReply> HttpsClient::Request(const std::string& method, const std::string& target,
                                          const std::string& content_type, const std::string& body,
                                          const HttpHeaders& headers) {
-  return impl_->Request(method, target, content_type, body, headers);
+  return impl_->Request(method, target, content_type, body, headers, nullptr);
+}
+StatusOr<HttpReply> HttpsClient::RequestStreaming(
+    const std::string& method, const std::string& target, const std::string& content_type,
+    const std::string& body, const std::function<bool(std::string_view)>& on_data,
+    const HttpHeaders& headers) {
+  return impl_->Request(method, target, content_type, body, headers, &on_data);
 }
 void HttpsClient::Close() { impl_->Close(); }
 bool HttpsClient::session_reused() const { return impl_->reused_; }

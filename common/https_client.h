@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -58,6 +60,16 @@ class HttpsClient {
                                             const std::string& content_type,
                                             const std::string& body,
                                             const HttpHeaders& headers = {});
+  // Like Request, but a 2xx answer's body goes to `on_data` as it arrives
+  // (pieces of up to 64 KiB) instead of into HttpReply::body, which stays
+  // empty: for answers too large to hold, such as a ClickHouse scan. Any
+  // other answer's body (an error) is kept in HttpReply::body, up to 64 KiB.
+  // The timeout applies to each piece. `on_data` returns false to stop reading
+  // (the connection is then closed, and the reply is returned as it stands).
+  [[nodiscard]] StatusOr<HttpReply> RequestStreaming(
+      const std::string& method, const std::string& target, const std::string& content_type,
+      const std::string& body, const std::function<bool(std::string_view)>& on_data,
+      const HttpHeaders& headers = {});
   [[nodiscard]] StatusOr<HttpReply> Get(const std::string& target,
                                         const HttpHeaders& headers = {}) {
     return Request("GET", target, "", "", headers);

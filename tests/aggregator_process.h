@@ -23,19 +23,6 @@
 
 namespace fieldprof::testing {
 
-// A loopback port free right now.
-inline uint16_t FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 class AggregatorProcess {
  public:
   AggregatorProcess(const TempDir& dir, uint16_t port, std::vector<std::string> extra_args = {})

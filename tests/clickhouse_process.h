@@ -1,7 +1,9 @@
 // A real ClickHouse server (Debian's clickhouse-server, installed by
 // deploy/install-deps.sh) as a child process on loopback ports, with its
 // config, data and logs in a test's directory; stopped with the object.
-// For the ClickHouse store's tests (issue #20).
+// For the ClickHouse store's tests (issue #20). SharedClickHouse() is one
+// server for a whole test process, started when first asked for; tests keep
+// apart by database (UniqueDatabase()).
 #ifndef FIELDPROF_TESTS_CLICKHOUSE_PROCESS_H_
 #define FIELDPROF_TESTS_CLICKHOUSE_PROCESS_H_
 
@@ -15,7 +17,6 @@
 #include <thread>
 
 #include "common/https_client.h"
-#include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 
 namespace fieldprof::testing {
@@ -76,6 +77,8 @@ class ClickHouseProcess {
     return false;
   }
 
+  // Its HTTP interface as clickhouse_url spells it.
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
   HttpsClientOptions Options() const {
     HttpsClientOptions o;
     o.host = "127.0.0.1";
@@ -90,6 +93,33 @@ class ClickHouseProcess {
   uint16_t http_port_, tcp_port_;
   pid_t pid_ = -1;
 };
+
+// One ClickHouse server for the test process, started on first use and
+// killed at exit. Null when it did not start (the test then fails with the
+// log's location).
+inline ClickHouseProcess* SharedClickHouse() {
+  static TempDir* dir = new TempDir;  // outlives the server: never freed
+  static ClickHouseProcess* server = [] {
+    auto* s = new ClickHouseProcess(*dir);
+    if (!s->Start()) {
+      delete s;
+      return static_cast<ClickHouseProcess*>(nullptr);
+    }
+    std::atexit([] {
+      if (server != nullptr) server->Kill();
+      std::error_code ec;
+      std::filesystem::remove_all(dir->path(), ec);
+    });
+    return s;
+  }();
+  return server;
+}
+
+// A database name no other test of this process uses.
+inline std::string UniqueDatabase() {
+  static int n = 0;
+  return "fp_test_" + std::to_string(getpid()) + "_" + std::to_string(++n);
+}
 
 }  // namespace fieldprof::testing
 

@@ -3,7 +3,10 @@
 #ifndef FIELDPROF_TESTS_TEST_UTIL_H_
 #define FIELDPROF_TESTS_TEST_UTIL_H_
 
+#include <netinet/in.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -38,6 +41,19 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A loopback port free right now.
+inline uint16_t FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
 
 // Writes dir/cert.pem and dir/key.pem, self-signed for localhost/127.0.0.1/::1.
 // kind: "ec" (P-256) or "rsa". Returns false if openssl failed.

@@ -2,6 +2,7 @@
 
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace fieldprof::tools {
@@ -40,6 +41,53 @@ StatusOr<RemoteSeries> FetchSeries(HttpsClient& client, const ApiKey& key) {
     }
   } catch (const std::exception& e) {
     return Internal(std::string("bad JSON from /v1/api: ") + e.what());
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, RemoteSeries>> FetchModuleSeries(HttpsClient& client,
+                                                                const std::string& module) {
+  StatusOr<HttpReply> r = client.Get("/v1/module?module=" + UrlEncode(module));
+  if (!r.ok()) return r.status();
+  if (r->status == 401) return NotFound("module " + module + " needs a vendor token");
+  if (r->status != 200) {
+    return Internal("GET /v1/module answered " + std::to_string(r->status) + ": " + r->body);
+  }
+  std::map<std::string, RemoteSeries> out;
+  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return Internal("bad JSON from /v1/module");
+  try {
+    if (j.at("truncated").get<bool>()) return Internal("/v1/module truncated " + module);
+    for (const nlohmann::json& s : j.at("series")) {
+      ApiKey k;
+      k.module = s.at("module").get<std::string>();
+      k.module_version = s.at("module_version").get<std::string>();
+      k.symbol = s.at("symbol").get<std::string>();
+      const nlohmann::json& p = s.at("platform");
+      StatusOr<wire::Metric> metric = ParseMetric(s.at("metric").get<std::string>());
+      StatusOr<wire::Os> os = ParseOs(p.at("os").get<std::string>());
+      StatusOr<wire::Arch> arch = ParseArch(p.at("arch").get<std::string>());
+      StatusOr<wire::CpuVendor> vendor = ParseCpuVendor(p.at("cpu_vendor").get<std::string>());
+      if (!metric.ok() || !os.ok() || !arch.ok() || !vendor.ok()) {
+        return Internal("a series of " + module + " with unknown names");
+      }
+      k.metric = *metric;
+      k.platform = {*os, *arch, *vendor, p.at("cpu_family").get<uint8_t>()};
+      RemoteSeries series;
+      const nlohmann::json& h = s.at("histogram");
+      series.runs = s.at("runs").get<uint64_t>();
+      series.count = h.at("count").get<uint64_t>();
+      series.zero_count = h.at("zero_count").get<uint64_t>();
+      if (!ParseUint128(h.at("sum").get<std::string>(), &series.sum)) {
+        return Internal("bad histogram.sum from /v1/module");
+      }
+      for (const nlohmann::json& b : h.at("buckets")) {
+        series.bucket_counts[b.at("index").get<int>()] = b.at("count").get<uint64_t>();
+      }
+      out[EncodeApiKey(k)] = std::move(series);
+    }
+  } catch (const std::exception& e) {
+    return Internal(std::string("bad JSON from /v1/module: ") + e.what());
   }
   return out;
 }

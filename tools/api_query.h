@@ -25,6 +25,12 @@ struct RemoteSeries {
 // yet is an empty RemoteSeries, not an error.
 [[nodiscard]] StatusOr<RemoteSeries> FetchSeries(HttpsClient& client, const ApiKey& key);
 
+// GET /v1/module: every series of `module` (all time), by EncodeApiKey. One
+// request instead of one per series; NotFound when the module is
+// token-protected (401).
+[[nodiscard]] StatusOr<std::map<std::string, RemoteSeries>> FetchModuleSeries(
+    HttpsClient& client, const std::string& module);
+
 // Query string selecting exactly `key`.
 std::string SeriesQuery(const ApiKey& key);
 

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -40,9 +42,15 @@ std::vector<ApiKey> PoolKeys(const std::vector<wire::Batch>& pool) {
   return out;
 }
 
-// Fetches every key's series with `threads` connections.
+// Fetches every key's series with up to 8 connections: a module's series
+// in one request (GET /v1/module), or one request per series when the
+// module is token-protected.
 StatusOr<std::vector<RemoteSeries>> FetchAll(const LoadOptions& o,
                                              const std::vector<ApiKey>& keys) {
+  std::map<std::string, std::vector<size_t>> by_module;
+  for (size_t i = 0; i < keys.size(); ++i) by_module[keys[i].module].push_back(i);
+  std::vector<const std::pair<const std::string, std::vector<size_t>>*> modules;
+  for (const auto& m : by_module) modules.push_back(&m);
   std::vector<RemoteSeries> out(keys.size());
   std::atomic<size_t> next{0};
   std::mutex err_mutex;
@@ -52,14 +60,26 @@ StatusOr<std::vector<RemoteSeries>> FetchAll(const LoadOptions& o,
   for (int t = 0; t < n; ++t) {
     threads.emplace_back([&] {
       HttpsClient client(o.client);
-      for (size_t i = next++; i < keys.size(); i = next++) {
-        StatusOr<RemoteSeries> s = FetchSeries(client, keys[i]);
-        if (!s.ok()) {
-          std::lock_guard lock(err_mutex);
-          if (err.ok()) err = s.status();
-          return;
+      auto fail = [&](const Status& s) {
+        std::lock_guard lock(err_mutex);
+        if (err.ok()) err = s;
+      };
+      for (size_t m = next++; m < modules.size(); m = next++) {
+        const auto& [module, indexes] = *modules[m];
+        StatusOr<std::map<std::string, RemoteSeries>> all = FetchModuleSeries(client, module);
+        if (all.ok()) {
+          for (size_t i : indexes) {
+            auto it = all->find(EncodeApiKey(keys[i]));
+            if (it != all->end()) out[i] = it->second;
+          }
+          continue;
         }
-        out[i] = std::move(*s);
+        if (all.status().code() != StatusCode::kNotFound) return fail(all.status());
+        for (size_t i : indexes) {
+          StatusOr<RemoteSeries> s = FetchSeries(client, keys[i]);
+          if (!s.ok()) return fail(s.status());
+          out[i] = std::move(*s);
+        }
       }
     });
   }
@@ -82,6 +102,11 @@ std::string LoadReport::ToText() const {
                 seconds > 0 ? bytes_ok / seconds / 1048576.0 : 0.0, latency_p50_ms, latency_p90_ms,
                 latency_p99_ms, latency_max_ms);
   o << buf;
+  if (batches_recovered > 0 || duplicates_missed > 0) {
+    o << "retries: " << batches_recovered
+      << " batches answered duplicate after a failed attempt had stored them, " << duplicates_missed
+      << " resends answered as new\n";
+  }
   if (keys_verified > 0 || keys_mismatched > 0) {
     o << "verify:  " << keys_verified << " series match the acknowledged sums, " << keys_mismatched
       << " differ" << (first_mismatch.empty() ? "" : " (first: " + first_mismatch + ")") << "\n";
@@ -95,6 +120,8 @@ std::string LoadReport::ToJson() const {
   j.BeginObject();
   j.Key("batches_ok").Int(batches_ok).Key("batches_duplicate").Int(batches_duplicate);
   j.Key("batches_retried").Int(batches_retried).Key("batches_failed").Int(batches_failed);
+  j.Key("batches_recovered").Int(batches_recovered);
+  j.Key("duplicates_missed").Int(duplicates_missed);
   j.Key("records_ok").Int(records_ok).Key("bytes_ok").Int(bytes_ok).Key("seconds").Double(seconds);
   j.Key("batches_per_second").Double(batches_per_second());
   j.Key("records_per_second").Double(records_per_second());
@@ -175,7 +202,11 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
   for (int t = 0; t < o.connections; ++t) {
     threads.emplace_back([&, t] {
       HttpsClient client(o.client);
-      BatchGenerator ids({.seed = o.gen.seed * 1000003 + static_cast<uint64_t>(t) + 1});
+      // Ids fresh in every run (the contents repeat with the seed): a run
+      // must not resend another run's batches.
+      BatchGenerator ids(
+          {.seed = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) +
+                   static_cast<uint64_t>(t)});
       std::vector<double> my_lat;
       LoadReport mine;
       while (Clock::now() < deadline) {
@@ -189,28 +220,37 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
         std::string body = pool_bodies[idx];
         const std::string id = ids.NewBatchId();
         body.replace(pool_id_offsets[idx], id.size(), id);
+        // A batch counts once, when the first 200 for its id arrives:
+        // an earlier attempt that failed in flight may have been stored,
+        // so that 200 may say duplicate.
+        bool stored = false;
         for (int send = 0; send < (o.resend_duplicates ? 2 : 1); ++send) {
           int backoff_ms = 50;
-          for (int attempt = 0;; ++attempt) {
+          for (int attempt = 1;; ++attempt) {
             const auto t0 = Clock::now();
             StatusOr<HttpReply> r = client.Post("/v1/batches", "application/x-protobuf", body);
             const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
             if (r.ok() && r->status == 200) {
               my_lat.push_back(ms);
-              if (r->body.find("\"duplicate\":true") != std::string::npos) {
-                ++mine.batches_duplicate;
-              } else {
+              const bool dup = r->body.find("\"duplicate\":true") != std::string::npos;
+              if (!stored) {
+                stored = true;
                 ++mine.batches_ok;
+                if (dup) ++mine.batches_recovered;
                 mine.records_ok += b.records_size();
                 mine.bytes_ok += static_cast<int64_t>(body.size());
                 ++acked[idx];
                 ++done;
+              } else if (dup) {
+                ++mine.batches_duplicate;
+              } else {
+                ++mine.duplicates_missed;
               }
               break;
             }
             const bool retryable =
                 !r.ok() || r->status == 429 || r->status == 503 || r->status >= 500;
-            if (!retryable || attempt >= 20 || Clock::now() >= deadline) {
+            if (!retryable || attempt >= o.max_attempts) {
               ++mine.batches_failed;
               if (mine.first_error.empty()) {
                 mine.first_error = r.ok() ? "HTTP " + std::to_string(r->status) + ": " + r->body
@@ -230,6 +270,8 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
       std::lock_guard lock(mu);
       report.batches_ok += mine.batches_ok;
       report.batches_duplicate += mine.batches_duplicate;
+      report.batches_recovered += mine.batches_recovered;
+      report.duplicates_missed += mine.duplicates_missed;
       report.batches_retried += mine.batches_retried;
       report.batches_failed += mine.batches_failed;
       report.records_ok += mine.records_ok;

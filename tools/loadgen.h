@@ -33,13 +33,20 @@ struct LoadOptions {
   bool verify = false;
   // Send every batch a second time under the same id (checks dedupe).
   bool resend_duplicates = false;
+  // Attempts per send before a batch counts as failed (retried on network
+  // errors, 429 and 5xx with jittered exponential backoff up to 5 s).
+  // Default: 20.
+  int max_attempts = 20;
   // Write the generated bodies (with fresh ids) to this directory and exit.
   std::string dump_dir;
 };
 
 struct LoadReport {
-  int64_t batches_ok = 0;         // 200, applied
-  int64_t batches_duplicate = 0;  // 200 {"duplicate":true}
+  int64_t batches_ok = 0;         // stored: a 200 for the batch's first send
+  int64_t batches_recovered = 0;  // of those, answered duplicate after a failed
+                                  // attempt (that attempt was stored)
+  int64_t batches_duplicate = 0;  // a resend (same id) answered 200 {"duplicate":true}
+  int64_t duplicates_missed = 0;  // a resend answered as new (it must still count once)
   int64_t batches_retried = 0;    // 503/429/5xx answers that were retried
   int64_t batches_failed = 0;     // 4xx or network errors
   int64_t records_ok = 0;

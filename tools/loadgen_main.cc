@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   t.AddInt("seed", &seed, "random seed for the batch contents", 0, INT64_MAX);
   t.AddBool("verify", &o.verify, "check the aggregator's sums against what was acknowledged");
   t.AddBool("duplicates", &o.resend_duplicates, "send every batch twice under the same id");
+  int64_t attempts = o.max_attempts;
+  t.AddInt("max_attempts", &attempts,
+           "attempts per send before the batch counts as failed (backoff up to 5 s)", 1, 1000000);
   t.AddString("dump", &o.dump_dir, "write the generated batch bodies into this directory and exit");
   t.AddBool("json", &json, "print the report as JSON on stdout");
   Status s = t.Parse(argc, argv);
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   o.client.timeout = std::chrono::milliseconds(timeout_ms);
   o.connections = static_cast<int>(connections);
   o.pool = static_cast<int>(pool);
+  o.max_attempts = static_cast<int>(attempts);
   o.gen.modules = static_cast<int>(modules);
   o.gen.symbols_per_module = static_cast<int>(symbols);
   o.gen.target_bytes = static_cast<size_t>(batch_bytes);

@@ -1,7 +1,9 @@
-// The first parts of the ClickHouse store (issue #20) against a real
-// ClickHouse (Debian's 18.16) on loopback: 128-bit sums through 32-bit
-// limbs are exact, and the raw rows' read counts a batch once however often
-// it was inserted, with sums past 2^64 and sums of squares near 2^128.
+// The ClickHouse store's own machinery (issue #20) against a real ClickHouse
+// (Debian's 18.16) on loopback: 128-bit sums through 32-bit limbs, the
+// reader of ClickHouse's answers, copies of one batch counted once however
+// they were stored, retries after the raw rows are folded, the schema's
+// version, and the real aggregator over it. The store contract itself runs
+// against this store in store_test.cc; the cluster in cluster_test.cc.
 #include "aggregator/clickhouse.h"
 
 #include <map>
@@ -9,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "aggregator/store_clickhouse.h"
+#include "aggregator/time_tree.h"
 #include "common/api_key.h"
 #include "common/batch_view.h"
 #include "common/wire.h"
@@ -46,6 +50,28 @@ TEST(ClickHouseLimbsTest, LimbSumsJoinToTheExactSum) {
   EXPECT_TRUE(out == kUint128Max);
 }
 
+TEST(ClickHouseShardsTest, ParsesReplicasAndShards) {
+  auto shards = ParseClickHouseShards("http://a:1,http://b:2/;http://c:3", std::chrono::seconds(1));
+  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  ASSERT_EQ(shards->size(), 2u);
+  ASSERT_EQ((*shards)[0].size(), 2u);
+  EXPECT_EQ((*shards)[0][1].host, "b");
+  EXPECT_EQ((*shards)[0][1].port, 2);
+  EXPECT_FALSE((*shards)[0][1].tls);
+  EXPECT_EQ((*shards)[1][0].port, 3);
+  auto one = ParseClickHouseShards("http://localhost", std::chrono::seconds(1));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)[0][0].port, 8123);
+  for (const char* bad : {"https://a:1", "http://:80", "http://h:99999", "http://h:12x",
+                          "http://a:1;;http://b:2", "", "a:1"}) {
+    auto r = ParseClickHouseShards(bad, std::chrono::seconds(1));
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("clickhouse_url"), std::string::npos);
+    }
+  }
+}
+
 wire::Batch MakeBatch(char id,
                       const std::vector<std::pair<std::string, std::vector<uint64_t>>>& apis) {
   wire::Batch b;
@@ -70,69 +96,236 @@ wire::Batch MakeBatch(char id,
   return b;
 }
 
-TEST(ClickHouseStoreTest, ABatchInsertedTwiceCountsOnceAndSumsAreExact) {
-  testing::TempDir dir;
-  testing::ClickHouseProcess server(dir);
-  ASSERT_TRUE(server.Start()) << "clickhouse-server did not start (deploy/install-deps.sh "
-                                 "installs it); see its log under "
-                              << dir.File("clickhouse");
-  ClickHouseClient ch(server.Options());
-  ASSERT_TRUE(ch.Execute(RawRowsTableSql("fp_rows")).ok());
-  ASSERT_TRUE(ch.Execute(RawRowsTableSql("fp_rows")).ok()) << "creating it again changes nothing";
-  // Values near 2^63: bucket sums past 2^64, sums of squares near 2^127.
-  const uint64_t big = (uint64_t{1} << 63) + 12345;
-  const wire::Batch a = MakeBatch('a', {{"huge", {big, big, big, big}}, {"small", {1, 2, 3, 0}}});
-  const wire::Batch b = MakeBatch('b', {{"huge", {big - 1}}, {"small", {7}}});
-  auto insert = [&](const wire::Batch& batch, int32_t day) {
-    const std::string body = batch.SerializeAsString();
-    BatchView v;
-    ASSERT_TRUE(DecodeBatchView(body, &v).ok());
-    ASSERT_TRUE(ch.InsertRowBinary("fp_rows", BatchRows(v, day)).ok());
-  };
-  insert(a, 20000);
-  insert(a, 20000);  // a retry: the same rows again
-  insert(b, 20001);
-  StatusOr<std::vector<ApiAggregate>> sums = ReadSums(ch, "fp_rows", 0, 99999);
-  ASSERT_TRUE(sums.ok()) << sums.status().ToString();
-  ASSERT_EQ(sums->size(), 2u);
+ApiKey KeyOf(const wire::Batch& b, int i) {
+  return ApiKeyFromWire(b.records(i).key(), b.client_platform());
+}
+
+StatusOr<ApplyResult> Apply(Store& store, const wire::Batch& b, int32_t day) {
+  const std::string body = b.SerializeAsString();
+  BatchView view;
+  if (Status s = DecodeBatchView(body, &view); !s.ok()) return s;
+  return store.ApplyBatch(view, body, day);
+}
+
+std::string RowsOf(const wire::Batch& b, int32_t day) {
+  const std::string body = b.SerializeAsString();
+  BatchView view;
+  EXPECT_TRUE(DecodeBatchView(body, &view).ok());
+  return BatchRows(view, day);
+}
+
+uint64_t Metric(Store& store, const std::string& name) {
+  std::string text;
+  store.AppendMetrics(&text);
+  const size_t at = text.find("\n" + name + " ");
+  EXPECT_NE(at, std::string::npos) << name;
+  return at == std::string::npos ? 0 : std::stoull(text.substr(at + name.size() + 2));
+}
+
+class ClickHouseStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = testing::SharedClickHouse();
+    ASSERT_NE(server_, nullptr) << "clickhouse-server did not start (deploy/install-deps.sh "
+                                   "installs it)";
+    database_ = testing::UniqueDatabase();
+  }
+  StatusOr<std::unique_ptr<Store>> Open() {
+    ClickHouseStoreOptions o;
+    o.url = server_->Url();
+    o.database = database_;
+    o.horizon_days = 1;
+    o.drop_grace = std::chrono::seconds(0);
+    o.rollup_interval = std::chrono::milliseconds(50);
+    o.today = [this] { return today_.load(); };
+    return OpenClickHouseStore(o);
+  }
+  void WaitFoldedTo(Store& store, int32_t next_day) {
+    for (int i = 0; i < 500 && Metric(store, "fieldprof_rollup_next_day") < uint64_t(next_day);
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(Metric(store, "fieldprof_rollup_next_day"), uint64_t(next_day));
+  }
+
+  testing::ClickHouseProcess* server_ = nullptr;
+  std::string database_;
+  std::atomic<int32_t> today_{20000};
+};
+
+// Values near 2^63: bucket sums past 2^64, sums of squares near 2^127.
+const uint64_t kBig = (uint64_t{1} << 63) + 12345;
+
+// Copies of one batch that slipped past the check (two aggregators taking
+// it at once, across midnight) are its rows twice: counted once, on the
+// first day, before and after the days are folded.
+TEST_F(ClickHouseStoreTest, ABatchStoredTwiceCountsOnceOnItsFirstDay) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const wire::Batch a =
+      MakeBatch('a', {{"huge", {kBig, kBig, kBig, kBig}}, {"small", {1, 2, 3, 0}}, {"small", {9}}});
+  const wire::Batch b = MakeBatch('b', {{"huge", {kBig - 1}}, {"small", {7}}});
+  ClickHouseClient ch(server_->Options());
+  const std::string table = database_ + ".fp_rows";
+  ASSERT_TRUE(ch.InsertRowBinary(table, RowsOf(a, 20000)).ok());
+  ASSERT_TRUE(ch.InsertRowBinary(table, RowsOf(a, 20001)).ok());  // its twin after midnight
+  ASSERT_TRUE(ch.InsertRowBinary(table, RowsOf(a, 20000)).ok());  // and one more
+  ASSERT_TRUE(Apply(**store, b, 20001).ok());
   std::map<std::string, Histogram> want;
+  std::map<std::string, uint64_t> runs;
   for (const wire::Batch* batch : {&a, &b}) {
     for (const wire::Record& r : batch->records()) {
       want[r.key().symbol()].Merge(HistogramFromWire(r.histogram()));
+      runs[r.key().symbol()] += r.runs();
     }
   }
-  for (const ApiAggregate& s : *sums) {
-    EXPECT_TRUE(s.histogram == want.at(s.key.symbol)) << s.key.symbol;
-    EXPECT_EQ(s.runs, 2u) << s.key.symbol << ": each batch once";
-    EXPECT_EQ(s.key.platform.cpu_family, 25);
-  }
   EXPECT_GT(want.at("huge").sum(), static_cast<uint128>(UINT64_MAX));
-  // A day range: batch b's day alone.
-  sums = ReadSums(ch, "fp_rows", 20001, 20001);
-  ASSERT_TRUE(sums.ok());
-  for (const ApiAggregate& s : *sums) EXPECT_EQ(s.histogram.count(), 1u) << s.key.symbol;
-  // A dead server: a clear error.
-  testing::TempDir other;
-  HttpsClientOptions dead = server.Options();
-  dead.port = testing::FreePort();
-  ClickHouseClient nobody(dead);
-  Status s = nobody.Execute("SELECT 1");
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("ClickHouse"), std::string::npos) << s.ToString();
+  auto check = [&] {
+    for (int i : {0, 1}) {
+      const ApiKey k = KeyOf(a, i);
+      auto all = (*store)->QueryRange(k, kUnboundedFirst, kUnboundedLast);
+      ASSERT_TRUE(all.ok()) << all.status().ToString();
+      EXPECT_TRUE(all->histogram == want.at(k.symbol)) << k.symbol;
+      EXPECT_EQ(all->runs, runs.at(k.symbol)) << k.symbol << ": each record once";
+      auto first = (*store)->QueryRange(k, 20000, 20000);
+      ASSERT_TRUE(first.ok());
+      Histogram of_a;
+      for (const wire::Record& r : a.records()) {
+        if (r.key().symbol() == k.symbol) of_a.Merge(HistogramFromWire(r.histogram()));
+      }
+      EXPECT_TRUE(first->histogram == of_a) << k.symbol << " on the first day";
+      auto second = (*store)->QueryRange(k, 20001, 20001);
+      ASSERT_TRUE(second.ok());
+      EXPECT_EQ(second->histogram.count(), 1u) << k.symbol << ": b alone on the second day";
+    }
+  };
+  check();
+  today_ = 20003;  // both days folded (horizon 1 day)
+  WaitFoldedTo(**store, 20002);
+  check();
+  EXPECT_GE(Metric(**store, "fieldprof_rollup_days_total"), 2u);
+}
+
+// A retry after its day was folded and its raw rows dropped is recognised
+// from the ids the fold kept: duplicate, not counted again.
+TEST_F(ClickHouseStoreTest, ARetryAfterTheFoldIsADuplicate) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const wire::Batch a = MakeBatch('r', {{"f", {10, 20}}});
+  auto first = Apply(**store, a, 20000);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->duplicate);
+  auto again = Apply(**store, a, 20000);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate) << "its marker row is found";
+  ASSERT_TRUE(Apply(**store, MakeBatch('s', {{"f", {5}}}), 20001).ok());
+  today_ = 20003;
+  WaitFoldedTo(**store, 20002);
+  for (int i = 0; i < 500 && Metric(**store, "fieldprof_rollup_partitions_dropped_total") < 1;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(Metric(**store, "fieldprof_rollup_partitions_dropped_total"), 1u)
+      << "day 20000's raw rows are dropped once day 20001 is folded";
+  auto late = Apply(**store, a, 20003);
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_TRUE(late->duplicate) << "its id is kept with the folded day";
+  auto all = (*store)->QueryRange(KeyOf(a, 0), kUnboundedFirst, kUnboundedLast);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->histogram.count(), 3u) << "a's two calls once, and s's one";
+}
+
+// The reader of ClickHouse's RowBinary answers: any split into pieces
+// reads the same rows; a cut answer and an error that ClickHouse appended
+// after it began answering are errors, never rows.
+TEST_F(ClickHouseStoreTest, TheReaderTakesWholeRowsOnly) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(
+      Apply(**store, MakeBatch('x', {{"a", {1, 2}}, {"b", {kBig}}, {"c", {0}}}), 20000).ok());
+  ClickHouseClient ch(server_->Options());
+  const std::string sql = ChFinalSumsSql(
+      ChDedupSumsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''", "day"));
+  std::string answer;
+  ASSERT_TRUE(ch.QueryStream(sql, {}, [&](std::string_view p) {
+                  answer.append(p);
+                  return true;
+                }).ok());
+  auto read = [](std::string_view data, size_t piece, std::vector<ApiAggregate>* rows) {
+    SumsReader r([&](ApiAggregate&& a) {
+      rows->push_back(std::move(a));
+      return true;
+    });
+    for (size_t at = 0; at < data.size(); at += piece) r.Feed(data.substr(at, piece));
+    return r.Finish();
+  };
+  std::vector<ApiAggregate> whole, bytewise;
+  ASSERT_TRUE(read(answer, answer.size(), &whole).ok());
+  ASSERT_EQ(whole.size(), 3u);
+  EXPECT_EQ(whole[1].key.symbol, "b");
+  EXPECT_TRUE(whole[1].histogram.sum() == kBig);
+  ASSERT_TRUE(read(answer, 1, &bytewise).ok());
+  ASSERT_EQ(bytewise.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(whole[i].histogram == bytewise[i].histogram);
+  std::vector<ApiAggregate> cut_rows;
+  Status cut = read(answer.substr(0, answer.size() - 3), 7, &cut_rows);
+  EXPECT_EQ(cut.code(), StatusCode::kDataLoss) << cut.ToString();
+  const std::string error =
+      "Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded, e.what() = "
+      "DB::Exception\n";
+  for (size_t keep : {size_t{0}, answer.size() / 2, answer.size()}) {
+    std::vector<ApiAggregate> rows;
+    Status s = read(answer.substr(0, keep) + error, 64, &rows);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << keep << ": " << s.ToString();
+    EXPECT_NE(s.message().find("Memory limit"), std::string::npos) << s.ToString();
+  }
+}
+
+// Tables created once; a second store opens them as they are; a schema
+// newer than this binary's is refused, with a message that says so.
+TEST_F(ClickHouseStoreTest, TheSchemaIsCreatedOnceAndItsVersionChecked) {
+  { ASSERT_TRUE(Open().ok()); }
+  auto again = Open();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE((*again)->Close().ok());
+  ClickHouseClient ch(server_->Options());
+  StatusOr<std::string> versions =
+      ch.Query("SELECT count() FROM " + database_ + ".fp_state WHERE name = 'schema' FORMAT TSV");
+  ASSERT_TRUE(versions.ok());
+  EXPECT_EQ(*versions, "1\n") << "recorded once";
+  ASSERT_TRUE(
+      ch.Execute("INSERT INTO " + database_ + ".fp_state VALUES ('schema', 99, now())").ok());
+  auto newer = Open();
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("newer"), std::string::npos) << newer.status().ToString();
+  ClickHouseStoreOptions two;
+  two.url = server_->Url() + "," + server_->Url();
+  auto unnamed = OpenClickHouseStore(two);
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_NE(unnamed.status().message().find("clickhouse_cluster"), std::string::npos);
+  two.cluster = "nosuchcluster";
+  auto unknown = OpenClickHouseStore(two);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("no cluster named"), std::string::npos)
+      << unknown.status().ToString();
+  ClickHouseStoreOptions dead;
+  dead.url = "http://127.0.0.1:" + std::to_string(testing::FreePort());
+  auto nobody = OpenClickHouseStore(dead);
+  ASSERT_FALSE(nobody.ok());
+  EXPECT_NE(nobody.status().message().find("ClickHouse"), std::string::npos);
 }
 
 // The real aggregator with --store clickhouse: a batch posted twice is
 // applied once, the query API answers the exact sums, /healthz follows
 // ClickHouse, and with ClickHouse gone a batch is refused (503), never
 // acknowledged.
-TEST(ClickHouseStoreTest, TheAggregatorOverClickHouse) {
+TEST(ClickHouseAggregatorTest, TheAggregatorOverClickHouse) {
   testing::TempDir dir;
   testing::ClickHouseProcess server(dir);
   ASSERT_TRUE(server.Start());
   ASSERT_TRUE(testing::MakeCert(dir.path()));
   testing::AggregatorProcess agg(dir, testing::FreePort(),
-                                 {"--store", "clickhouse", "--clickhouse_url",
-                                  "http://127.0.0.1:" + std::to_string(server.Options().port)});
+                                 {"--store", "clickhouse", "--clickhouse_url", server.Url()});
   agg.Start();
   HttpsClient http(agg.Options());
   const uint64_t big = (uint64_t{1} << 62) + 7;
@@ -159,6 +352,7 @@ TEST(ClickHouseStoreTest, TheAggregatorOverClickHouse) {
   EXPECT_EQ(health->status, 200);
   // ClickHouse gone: unhealthy, and a new batch is refused, not acknowledged.
   server.Kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the health cache
   health = http.Get("/healthz");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 503) << health->body;

@@ -1,4 +1,7 @@
-// The RocksDB store against a real RocksDB in a temporary directory.
+// The store contract (aggregator/store.h), run against both stores: the
+// RocksDB store in a temporary directory and the ClickHouse store on a real
+// ClickHouse (Debian's clickhouse-server, one per test process, a database
+// per test). Tests of one store's own machinery are plain TESTs at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,10 +10,12 @@
 #include <thread>
 
 #include "aggregator/aggregate_value.h"
+#include "aggregator/store_clickhouse.h"
 #include "aggregator/store_rocksdb.h"
 #include "aggregator/time_tree.h"
 #include "common/validate.h"
 #include "common/wire.h"
+#include "tests/clickhouse_process.h"
 #include "tests/test_util.h"
 #include "tools/batch_gen.h"
 
@@ -21,11 +26,67 @@ using fieldprof::testing::IdOf;
 using fieldprof::testing::SimpleBatch;
 using fieldprof::testing::TempDir;
 
-std::unique_ptr<Store> Open(const std::string& path) {
-  auto s = OpenRocksDbStore({.path = path});
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return std::move(*s);
+enum class Kind { kRocksDb, kClickHouse };
+
+std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
+  return info.param == Kind::kRocksDb ? "RocksDb" : "ClickHouse";
 }
+
+// Opens (and reopens) one store of the kind under test over the same data.
+class StoreOpener {
+ public:
+  explicit StoreOpener(Kind kind) : kind_(kind) {
+    if (kind_ == Kind::kClickHouse) {
+      server_ = testing::SharedClickHouse();
+      database_ = testing::UniqueDatabase();
+    }
+  }
+  bool ready() const { return kind_ == Kind::kRocksDb || server_ != nullptr; }
+
+  // `today`: the store's idea of today (null: the clock's).
+  StatusOr<std::unique_ptr<Store>> Open(std::function<int32_t()> today = nullptr,
+                                        int max_pending = 0) {
+    if (kind_ == Kind::kRocksDb) {
+      RocksDbStoreOptions o{.path = dir_.path()};
+      o.rollup_chunk_series = 7;  // many small steps
+      o.today = std::move(today);
+      if (max_pending > 0) o.max_pending_batches = max_pending;
+      return OpenRocksDbStore(o);
+    }
+    ClickHouseStoreOptions o;
+    o.url = server_->Url();
+    o.database = database_;
+    o.horizon_days = 0;  // a day is folded once it is over, as RocksDB rolls it up
+    o.drop_grace = std::chrono::seconds(0);
+    o.rollup_interval = std::chrono::milliseconds(50);
+    o.today = std::move(today);
+    if (max_pending > 0) o.max_pending_batches = max_pending;
+    return OpenClickHouseStore(o);
+  }
+
+ private:
+  Kind kind_;
+  TempDir dir_;
+  testing::ClickHouseProcess* server_ = nullptr;
+  std::string database_;
+};
+
+class StoreTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(opener_.ready()) << "clickhouse-server did not start (deploy/install-deps.sh "
+                                    "installs it)";
+  }
+  std::unique_ptr<Store> Open(std::function<int32_t()> today = nullptr, int max_pending = 0) {
+    auto s = opener_.Open(std::move(today), max_pending);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  StoreOpener opener_{GetParam()};
+};
+
+INSTANTIATE_TEST_SUITE_P(BothStores, StoreTest,
+                         ::testing::Values(Kind::kRocksDb, Kind::kClickHouse), KindName);
 
 StatusOr<ApplyResult> Apply(Store& store, const wire::Batch& b, int32_t day) {
   const std::string body = b.SerializeAsString();
@@ -38,9 +99,9 @@ ApiKey KeyOf(const wire::Batch& b, int i = 0) {
   return ApiKeyFromWire(b.records(i).key(), b.client_platform());
 }
 
-TEST(StoreTest, AppliesAndSums) {
-  TempDir dir;
-  auto store = Open(dir.path());
+TEST_P(StoreTest, AppliesAndSums) {
+  auto store = Open([] { return 100; });  // days 100 and 101 are today and tomorrow
+  ASSERT_NE(store, nullptr);
   wire::Batch a = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 1000, 3);
   wire::Batch b = SimpleBatch(IdOf(2), "libz.so.1", "deflate", 5000, 2);
   ASSERT_TRUE(Apply(*store, a, 100).ok());
@@ -57,9 +118,9 @@ TEST(StoreTest, AppliesAndSums) {
   EXPECT_TRUE(none->histogram.empty());
 }
 
-TEST(StoreTest, DuplicateIdChangesNothing) {
-  TempDir dir;
-  auto store = Open(dir.path());
+TEST_P(StoreTest, DuplicateIdChangesNothing) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   wire::Batch a = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 1000, 3);
   auto r1 = Apply(*store, a, 100);
   ASSERT_TRUE(r1.ok());
@@ -74,9 +135,9 @@ TEST(StoreTest, DuplicateIdChangesNothing) {
   EXPECT_EQ(all->histogram.count(), 3u);
 }
 
-TEST(StoreTest, ConcurrentDuplicatesCountOnce) {
-  TempDir dir;
-  auto store = Open(dir.path());
+TEST_P(StoreTest, ConcurrentDuplicatesCountOnce) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   constexpr int kIds = 50, kThreads = 8;
   std::atomic<int> applied{0}, dups{0};
   std::vector<std::thread> threads;
@@ -98,13 +159,14 @@ TEST(StoreTest, ConcurrentDuplicatesCountOnce) {
   EXPECT_EQ(all->histogram.count(), static_cast<uint64_t>(kIds));
 }
 
-TEST(StoreTest, RealisticBatchesMatchGroundTruthAcrossReopen) {
-  TempDir dir;
+TEST_P(StoreTest, RealisticBatchesMatchGroundTruthAcrossReopen) {
   tools::BatchGenerator gen(
       {.seed = 11, .modules = 30, .symbols_per_module = 20, .target_bytes = 32 * 1024});
   tools::GroundTruth truth;
   {
-    auto store = Open(dir.path());
+    // Today is the first day: nothing is rolled up while batches arrive.
+    auto store = Open([] { return 20000; });
+    ASSERT_NE(store, nullptr);
     for (int i = 0; i < 20; ++i) {
       wire::Batch b = gen.Next();
       ASSERT_TRUE(ValidateBatch(b).ok());
@@ -113,31 +175,50 @@ TEST(StoreTest, RealisticBatchesMatchGroundTruthAcrossReopen) {
     }
     ASSERT_TRUE(store->Close().ok());  // pending batches are folded or kept
   }
-  auto store = Open(dir.path());
+  // Reopened three days later: the days roll up while the test reads, and
+  // every answer is exact at any moment of it.
+  auto store = Open([] { return 20003; });
+  ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->WaitApplied(std::chrono::seconds(10)).ok());
+  // All time and the three days, every series at once; a few alone.
+  for (auto [first, last] : {std::pair{kUnboundedFirst, kUnboundedLast}, std::pair{20000, 20002}}) {
+    size_t seen = 0;
+    ASSERT_TRUE(
+        store
+            ->ForEachApiInRange(ApiFilter(), first, last,
+                                [&](ApiAggregate&& a) {
+                                  ++seen;
+                                  EXPECT_EQ(a.histogram, truth.by_key().at(EncodeApiKey(a.key)))
+                                      << a.key.module << " " << a.key.symbol;
+                                  return true;
+                                })
+            .ok());
+    EXPECT_EQ(seen, truth.by_key().size());
+  }
+  size_t i = 0;
   for (const auto& [enc, h] : truth.by_key()) {
+    if (i++ % 50 != 0) continue;
     auto key = DecodeApiKey(enc);
     ASSERT_TRUE(key.ok());
     auto got = store->QueryRange(*key, kUnboundedFirst, kUnboundedLast);
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(got->histogram, h) << key->module << " " << key->symbol;
-    // The day-level nodes sum to the same thing.
     auto days = store->QueryRange(*key, 20000, 20002);
     EXPECT_EQ(days->histogram, h);
   }
 }
 
-// Days are rolled up into month and all-time sums once they are over. Every
-// answer must be exact before, during and after a roll-up, across a reopen
-// in the middle of one, and for data that arrives for a day already rolled.
-class RollupTest : public ::testing::Test {
+// Days are rolled up (RocksDB: into month and all-time nodes; ClickHouse:
+// folded into day and month nodes) once they are over. Every answer must be
+// exact before, during and after a roll-up, across a reopen in the middle
+// of one, and across a month's end.
+class RollupTest : public ::testing::TestWithParam<Kind> {
  protected:
   static constexpr int32_t kDay0 = 20089;  // 2025-01-01
 
   void OpenStore() {
-    auto s = OpenRocksDbStore({.path = dir_.path(),
-                               .rollup_chunk_series = 7,  // many small steps
-                               .today = [this] { return today_.load(); }});
+    ASSERT_TRUE(opener_.ready());
+    auto s = opener_.Open([this] { return today_.load(); });
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
@@ -161,30 +242,21 @@ class RollupTest : public ::testing::Test {
   }
 
   void WaitRolledUpTo(int32_t next_day) {
-    for (int i = 0; i < 500 && Metric("fieldprof_rollup_next_day") < uint64_t(next_day); ++i) {
+    for (int i = 0; i < 1000 && Metric("fieldprof_rollup_next_day") < uint64_t(next_day); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ASSERT_EQ(Metric("fieldprof_rollup_next_day"), uint64_t(next_day));
   }
 
-  // All time, each day, the whole month and the listing equal the truth.
+  // All time, each day, the whole month and the listing equal the truth;
+  // so do ranges across the days sent. Each range is read for every series
+  // at once (ForEachApiInRange) and for a few series one by one (QueryRange).
   void ExpectExact() {
-    for (const auto& [enc, h] : all_.by_key()) {
-      auto key = DecodeApiKey(enc);
-      ASSERT_TRUE(key.ok());
-      auto got = store_->QueryRange(*key, kUnboundedFirst, kUnboundedLast);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ASSERT_EQ(got->histogram, h) << key->symbol;
-      auto month = store_->QueryRange(*key, kDay0, kDay0 + 30);
-      ASSERT_EQ(month->histogram, h) << key->symbol;
-      for (const auto& [day, t] : truth_) {
-        auto want = t.by_key().find(enc);
-        auto d = store_->QueryRange(*key, day, day);
-        ASSERT_TRUE(d.ok());
-        ASSERT_EQ(d->histogram, want == t.by_key().end() ? Histogram() : want->second)
-            << key->symbol << " day " << day;
-      }
-    }
+    std::vector<std::pair<int32_t, int32_t>> ranges = {{kUnboundedFirst, kUnboundedLast},
+                                                       {kDay0, LastDayOfMonth(MonthOfDay(kDay0))},
+                                                       {kUnboundedFirst, kDay0 + 15}};
+    for (const auto& [day, t] : truth_) ranges.push_back({day, day});
+    for (const auto& [first, last] : ranges) ExpectRangeExact(first, last);
     auto listed = store_->ListApis(ApiFilter(), 1 << 20);
     ASSERT_TRUE(listed.ok());
     ASSERT_EQ(listed->size(), all_.by_key().size());
@@ -208,7 +280,45 @@ class RollupTest : public ::testing::Test {
     EXPECT_EQ(seen, std::min<size_t>(3, walked.size()));
   }
 
-  TempDir dir_;
+  // The truth of days [first, last], by key.
+  std::map<std::string, Histogram> TruthOf(int32_t first, int32_t last) {
+    std::map<std::string, Histogram> want;
+    for (const auto& [day, t] : truth_) {
+      if (day < first || day > last) continue;
+      for (const auto& [enc, h] : t.by_key()) want[enc].Merge(h);
+    }
+    return want;
+  }
+
+  void ExpectRangeExact(int32_t first, int32_t last) {
+    const std::string range = (first == kUnboundedFirst ? "..." : FormatDay(first)) + " to " +
+                              (last == kUnboundedLast ? "..." : FormatDay(last));
+    const std::map<std::string, Histogram> want = TruthOf(first, last);
+    std::map<std::string, Histogram> got;
+    ASSERT_TRUE(store_
+                    ->ForEachApiInRange(ApiFilter(), first, last,
+                                        [&](ApiAggregate&& a) {
+                                          got[EncodeApiKey(a.key)] = a.histogram;
+                                          return true;
+                                        })
+                    .ok());
+    ASSERT_EQ(got.size(), want.size()) << range;
+    for (const auto& [enc, h] : want) ASSERT_EQ(got[enc], h) << range;
+    // A few series alone, including one without data in the range.
+    size_t i = 0;
+    for (const auto& [enc, h] : all_.by_key()) {
+      if (i++ % 37 != 0) continue;
+      auto key = DecodeApiKey(enc);
+      ASSERT_TRUE(key.ok());
+      auto one = store_->QueryRange(*key, first, last);
+      ASSERT_TRUE(one.ok()) << one.status().ToString();
+      auto it = want.find(enc);
+      ASSERT_EQ(one->histogram, it == want.end() ? Histogram() : it->second)
+          << key->symbol << " " << range;
+    }
+  }
+
+  StoreOpener opener_{GetParam()};
   std::atomic<int32_t> today_{kDay0};
   std::unique_ptr<Store> store_;
   tools::BatchGenerator gen_{
@@ -217,9 +327,12 @@ class RollupTest : public ::testing::Test {
   tools::GroundTruth all_;
 };
 
-TEST_F(RollupTest, ExactBeforeDuringAndAfterRollups) {
+INSTANTIATE_TEST_SUITE_P(BothStores, RollupTest,
+                         ::testing::Values(Kind::kRocksDb, Kind::kClickHouse), KindName);
+
+TEST_P(RollupTest, ExactBeforeDuringAndAfterRollups) {
   OpenStore();
-  Send(6, kDay0);  // today: written to day nodes only
+  Send(6, kDay0);  // today: not rolled up
   ExpectExact();
   EXPECT_EQ(Metric("fieldprof_rollup_next_day"), uint64_t(kDay0));
   EXPECT_EQ(Metric("fieldprof_rollup_series_total"), 0u);
@@ -231,16 +344,32 @@ TEST_F(RollupTest, ExactBeforeDuringAndAfterRollups) {
   EXPECT_EQ(Metric("fieldprof_rollup_series_total"), truth_[kDay0].by_key().size());
   ExpectExact();
 
-  Send(2, kDay0);  // late data for a rolled day goes to all three nodes
-  ExpectExact();
-
-  today_ = kDay0 + 5;  // days 1..4 over, only day 1 has data
+  // Days 1..4 over, only day 4 has more data, sent while it was today.
+  today_ = kDay0 + 4;
   Send(3, kDay0 + 4);
+  today_ = kDay0 + 5;
   WaitRolledUpTo(kDay0 + 5);
   ExpectExact();
 }
 
-TEST_F(RollupTest, ReopenInTheMiddleOfARollup) {
+// RocksDB adds data for a day already rolled up to all of its nodes; the
+// ClickHouse store puts it on today (store.h): the all-time sums are the
+// same either way.
+TEST_P(RollupTest, LateDataForARolledDayCounts) {
+  OpenStore();
+  Send(3, kDay0);
+  today_ = kDay0 + 1;
+  WaitRolledUpTo(kDay0 + 1);
+  wire::Batch late = gen_.Next();
+  ASSERT_TRUE(Apply(*store_, late, kDay0).ok());
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  all_.Add(late);
+  const int32_t late_day = GetParam() == Kind::kRocksDb ? kDay0 : kDay0 + 1;
+  truth_[late_day].Add(late);
+  ExpectExact();
+}
+
+TEST_P(RollupTest, ReopenInTheMiddleOfARollup) {
   OpenStore();
   Send(8, kDay0);
   Send(8, kDay0 + 1);
@@ -255,9 +384,44 @@ TEST_F(RollupTest, ReopenInTheMiddleOfARollup) {
   EXPECT_GE(Metric("fieldprof_rollup_series_total"), 1u);
 }
 
-TEST(StoreTest, ListFiltersByModulePrefixAndMetric) {
-  TempDir dir;
-  auto store = Open(dir.path());
+// Days on both sides of a month's end: once the month is over it is read
+// from its month node (ClickHouse: folded from the day nodes), and ranges
+// that cut through it from day nodes.
+TEST_P(RollupTest, AcrossAMonthEnd) {
+  const int32_t jan30 = kDay0 + 29, feb1 = kDay0 + 31;
+  today_ = jan30;
+  OpenStore();
+  Send(3, jan30);
+  today_ = jan30 + 1;
+  Send(3, jan30 + 1);
+  today_ = feb1;
+  Send(3, feb1);
+  today_ = feb1 + 2;
+  WaitRolledUpTo(feb1 + 2);
+  if (GetParam() == Kind::kClickHouse) {
+    // Its month fold follows the days' in the same pass.
+    for (int i = 0; i < 500 && Metric("fieldprof_rollup_months_total") < 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(Metric("fieldprof_rollup_months_total"), 1u);
+  }
+  ExpectExact();
+  for (const auto& [enc, h] : all_.by_key()) {
+    auto key = DecodeApiKey(enc);
+    Histogram want;
+    for (int32_t d : {jan30 + 1, feb1}) {
+      auto it = truth_[d].by_key().find(enc);
+      if (it != truth_[d].by_key().end()) want.Merge(it->second);
+    }
+    auto cross = store_->QueryRange(*key, jan30 + 1, feb1);
+    ASSERT_TRUE(cross.ok());
+    ASSERT_EQ(cross->histogram, want) << key->symbol;
+  }
+}
+
+TEST_P(StoreTest, ListFiltersByModulePrefixAndMetric) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   ASSERT_TRUE(Apply(*store, SimpleBatch(IdOf(1), "libz.so.1", "deflate", 10), 1).ok());
   ASSERT_TRUE(Apply(*store, SimpleBatch(IdOf(2), "libz.so.1", "deflateEnd", 10), 1).ok());
   ASSERT_TRUE(Apply(*store, SimpleBatch(IdOf(3), "libz.so.1", "inflate", 10), 1).ok());
@@ -277,11 +441,10 @@ TEST(StoreTest, ListFiltersByModulePrefixAndMetric) {
   EXPECT_EQ(store->ListApis(all, 100)->size(), 0u);
 }
 
-TEST(StoreTest, BackpressureWhenTooMuchIsPending) {
-  TempDir dir;
-  auto opened = OpenRocksDbStore({.path = dir.path(), .max_pending_batches = 1});
-  ASSERT_TRUE(opened.ok());
-  Store& store = **opened;
+TEST_P(StoreTest, BackpressureWhenTooMuchIsPending) {
+  auto opened = Open(nullptr, /*max_pending=*/1);
+  ASSERT_NE(opened, nullptr);
+  Store& store = *opened;
   int exhausted = 0;
   for (int i = 0; i < 200; ++i) {
     auto r = Apply(store, SimpleBatch(IdOf(i), "libz.so.1", "deflate", 10), 1);
@@ -298,9 +461,9 @@ TEST(StoreTest, BackpressureWhenTooMuchIsPending) {
   EXPECT_EQ(all->histogram.count(), 200u - exhausted);
 }
 
-TEST(StoreTest, ClosedStoreRefuses) {
-  TempDir dir;
-  auto store = Open(dir.path());
+TEST_P(StoreTest, ClosedStoreRefuses) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Close().ok());
   auto r = Apply(*store, SimpleBatch(IdOf(1), "libz.so.1", "deflate", 10), 1);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
