@@ -9,7 +9,8 @@
 //   fp_batch_ids the ids of folded batches, for retries after their raw
 //                rows are gone (kept batch_id_retention_days)
 //   fp_state     the roll-up pointers and the schema version (append only)
-//   fp_snapshot_fragments, fp_snapshot_manifests   the published snapshot
+//   fp_snapshot_fragments, fp_snapshot_manifests, fp_snapshot_replaced
+//                the published snapshot (snapshot_storage.h)
 //
 // On a cluster the first four are sharded: Replicated*MergeTree under
 // <zookeeper_path>/{shard}/..., read through Distributed tables named

@@ -10,10 +10,12 @@
 #include <thread>
 
 #include "aggregator/config.h"
+#include "aggregator/lease.h"
 #include "aggregator/metrics.h"
 #include "aggregator/publisher.h"
 #include "aggregator/router.h"
 #include "aggregator/server.h"
+#include "aggregator/snapshot_storage.h"
 #include "aggregator/store_clickhouse.h"
 #include "aggregator/store_rocksdb.h"
 #include "common/options.h"
@@ -48,16 +50,31 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  StatusOr<std::unique_ptr<Store>> store =
-      config.store_kind == "clickhouse"
-          ? OpenClickHouseStore(config.clickhouse)
-          : OpenRocksDbStore(config.store);
+  // The lease: with --zookeeper, one aggregator of several publishes and
+  // rolls up (lease.h); alone, this one always does.
+  std::unique_ptr<Lease> lease;
+  if (config.zookeeper.empty()) {
+    lease = SoleLease();
+  } else {
+    StatusOr<std::unique_ptr<Lease>> zk =
+        OpenZooKeeperLease(config.zookeeper, config.lease_path, std::chrono::seconds(10));
+    if (!zk.ok()) {
+      std::cerr << "fieldprof-aggregator: " << zk.status().message() << "\n";
+      return 2;
+    }
+    lease = std::move(*zk);
+  }
+  config.clickhouse.may_roll_up = [&lease] { return lease->Held(); };
+  StatusOr<std::unique_ptr<Store>> store = config.store_kind == "clickhouse"
+                                               ? OpenClickHouseStore(config.clickhouse)
+                                               : OpenRocksDbStore(config.store);
   if (!store.ok()) {
     std::cerr << "fieldprof-aggregator: " << store.status().ToString() << "\n";
     return 1;
   }
   Metrics metrics;
   Router router(store->get(), &metrics);
+  if (!config.zookeeper.empty()) router.SetLease(lease.get());
   router.SetFleetSettings(config.fleet);
   router.SetLabDir(config.lab_dir);
   if (!config.vendors_file.empty()) {
@@ -98,6 +115,7 @@ int main(int argc, char** argv) {
 
   // Snapshot publishing, when a signing key is given.
   std::optional<Ed25519Signer> signer;
+  std::unique_ptr<SnapshotStorage> snapshot_storage;
   std::optional<Publisher> publisher;
   std::optional<PublishLoop> publish_loop;
   if (!config.signing_key.empty()) {
@@ -123,12 +141,27 @@ int main(int argc, char** argv) {
       }
     }
     signer.emplace(std::move(*key));
-    publisher.emplace(store->get(), &*signer, config.publish);
+    if (config.store_kind == "clickhouse") {
+      // Every replica serves what the lease holder keeps in ClickHouse.
+      StatusOr<std::unique_ptr<SnapshotStorage>> shared =
+          OpenClickHouseSnapshotStorage(config.clickhouse);
+      if (!shared.ok()) {
+        std::cerr << "fieldprof-aggregator: " << shared.status().ToString() << "\n";
+        return 1;
+      }
+      snapshot_storage = std::move(*shared);
+    } else if (config.publish.dir.empty()) {
+      std::cerr << "fieldprof-aggregator: --snapshot_dir is needed to publish\n";
+      return 2;
+    }
+    config.publish.may_write = [&lease] { return lease->Held(); };
+    publisher.emplace(store->get(), &*signer, config.publish, snapshot_storage.get());
     if (Status p = publisher->Init(); !p.ok()) {
       std::cerr << "fieldprof-aggregator: " << p.ToString() << "\n";
       return 1;
     }
-    publish_loop.emplace(&*publisher, std::chrono::seconds(config.publish_interval_s), &metrics);
+    publish_loop.emplace(&*publisher, std::chrono::seconds(config.publish_interval_s), &metrics,
+                         lease.get());
     router.SetPublisher(&*publish_loop, token);
   }
   Server server(config.server, &router, &metrics);
@@ -138,11 +171,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "fieldprof-aggregator: listening on https://" << config.server.listen_address << ":"
-            << server.port() << " (db " << config.store.path << ")\n";
+            << server.port() << " ("
+            << (config.store_kind == "clickhouse" ? "ClickHouse " + config.clickhouse.url
+                                                  : "db " + config.store.path)
+            << ")\n";
+  if (!config.zookeeper.empty()) {
+    std::cerr << "fieldprof-aggregator: lease " << config.lease_path << ": " << lease->Describe()
+              << "\n";
+  }
   if (publish_loop) {
     std::cerr << "fieldprof-aggregator: publishing " << config.publish.fragment_count
-              << " fragments into " << config.publish.dir << ", " << config.publish.per_cycle
-              << " every " << config.publish_interval_s << " s (key " << signer->KeyId() << ")\n";
+              << " fragments into "
+              << (snapshot_storage ? snapshot_storage->Describe() : config.publish.dir) << ", "
+              << config.publish.per_cycle << " every " << config.publish_interval_s << " s (key "
+              << signer->KeyId() << ")\n";
     publish_loop->Start();
   }
 

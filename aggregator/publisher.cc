@@ -1,11 +1,7 @@
 #include "aggregator/publisher.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
 #include <cinttypes>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,34 +12,42 @@
 
 namespace fieldprof::aggregator {
 
-namespace fs = std::filesystem;
-
-Publisher::Publisher(Store* store, const Ed25519Signer* signer, PublisherOptions options)
-    : store_(store), signer_(signer), options_(std::move(options)) {}
-
-std::string Publisher::FragmentPath(uint32_t index, uint64_t version) const {
-  char name[64];
-  std::snprintf(name, sizeof name, "/fragments/%u-%016" PRIx64 ".frag", index, version);
-  return options_.dir + name;
-}
+Publisher::Publisher(Store* store, const Ed25519Signer* signer, PublisherOptions options,
+                     SnapshotStorage* storage)
+    : store_(store), signer_(signer), options_(std::move(options)), storage_(storage) {}
 
 Status Publisher::Init() {
   if (options_.fragment_count == 0 || options_.per_cycle == 0) {
     return InvalidArgument("publisher: fragment_count and per_cycle must be at least 1");
   }
-  FP_RETURN_IF_ERROR(MakeDirs(options_.dir + "/fragments"));
-  StatusOr<std::string> signed_bytes = ReadWholeFile(options_.dir + "/manifest.signed");
-  if (!signed_bytes.ok()) return Status::Ok();  // nothing published yet
+  if (storage_ == nullptr) {
+    StatusOr<std::unique_ptr<SnapshotStorage>> local = OpenLocalSnapshotStorage(options_.dir);
+    if (!local.ok()) return local.status();
+    own_storage_ = std::move(*local);
+    storage_ = own_storage_.get();
+  }
+  return Refresh();
+}
+
+Status Publisher::Refresh() {
+  StatusOr<std::string> signed_bytes = storage_->ReadManifest();
+  if (!signed_bytes.ok()) {
+    if (signed_bytes.status().code() == StatusCode::kNotFound) return Status::Ok();  // none yet
+    return signed_bytes.status();
+  }
   wire::SignedManifest s;
   wire::Manifest m;
   if (!s.ParseFromString(*signed_bytes) || !m.ParseFromString(s.manifest())) {
-    return DataLoss("publisher: " + options_.dir + "/manifest.signed does not parse");
+    return DataLoss("publisher: the manifest in " + storage_->Describe() + " does not parse");
   }
   if (m.fragment_count() != options_.fragment_count) {
     // Another fragment count: every client's cache is moot; start over.
     return Status::Ok();
   }
   std::lock_guard lock(mu_);
+  if (!signed_.empty() && m.snapshot_version() <= manifest_.snapshot_version()) {
+    return Status::Ok();
+  }
   manifest_ = std::move(m);
   signed_ = std::move(*signed_bytes);
   return Status::Ok();
@@ -51,6 +55,9 @@ Status Publisher::Init() {
 
 StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   std::lock_guard cycle(cycle_mu_);
+  // Carry on from the newest manifest stored (another aggregator may have
+  // published since this one last did).
+  FP_RETURN_IF_ERROR(Refresh());
   const uint32_t count = options_.fragment_count;
   wire::Manifest next;
   {
@@ -95,6 +102,7 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
     next.set_fragment_count(count);
     for (uint32_t i = 0; i < count; ++i) next.add_fragments()->set_index(i);
   }
+  std::set<std::pair<uint32_t, uint64_t>> replaced;
   for (uint32_t i = 0; i < count; ++i) {
     if (!rebuild[i]) continue;
     const std::string bytes = EncodeFragmentFromEncoded(i, count, std::move(records[i]));
@@ -103,13 +111,10 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
     result.bytes += bytes.size();
     if (info.sha256() == next.fragments(static_cast<int>(i)).sha256()) continue;  // unchanged
     ++result.changed;
-    const std::string path = FragmentPath(i, info.version());
-    if (!fs::exists(path)) FP_RETURN_IF_ERROR(WriteFileDurably(path, bytes));
-    // The version it replaces is kept for keep_old from now (its mtime is
-    // when it was written, which may be long ago).
+    FP_RETURN_IF_ERROR(storage_->WriteFragment(i, info.version(), bytes));
+    // The version it replaces is kept for keep_old from now.
     if (const uint64_t old = next.fragments(static_cast<int>(i)).version(); old != 0) {
-      const timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
-      ::utimensat(AT_FDCWD, FragmentPath(i, old).c_str(), times, 0);
+      replaced.insert({i, old});
     }
     *next.mutable_fragments(static_cast<int>(i)) = info;
   }
@@ -117,35 +122,23 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   next.set_created_unix_ms(now_unix_ms);
   StatusOr<std::string> signed_bytes = SignManifest(next, *signer_);
   if (!signed_bytes.ok()) return signed_bytes.status();
-  FP_RETURN_IF_ERROR(WriteFileDurably(options_.dir + "/manifest.signed", *signed_bytes));
+  if (options_.may_write && !options_.may_write()) {
+    return Unavailable("the publishing lease was lost during the cycle; nothing published");
+  }
+  FP_RETURN_IF_ERROR(storage_->WriteManifest(version, *signed_bytes, replaced));
+  std::set<std::pair<uint32_t, uint64_t>> current;
   {
     std::lock_guard lock(mu_);
     manifest_ = next;
     signed_ = std::move(*signed_bytes);
-  }
-  RemoveOldFragments(now_unix_ms);
-  result.snapshot_version = version;
-  return result;
-}
-
-void Publisher::RemoveOldFragments(int64_t now_unix_ms) {
-  std::set<std::string> current;
-  {
-    std::lock_guard lock(mu_);
     for (const wire::FragmentInfo& f : manifest_.fragments()) {
-      current.insert(FragmentPath(f.index(), f.version()));
+      current.insert({f.index(), f.version()});
     }
   }
-  std::error_code ec;
-  const auto keep = std::chrono::duration_cast<std::chrono::milliseconds>(options_.keep_old);
-  for (const auto& e : fs::directory_iterator(options_.dir + "/fragments", ec)) {
-    const std::string path = e.path().string();
-    if (current.count(path) != 0) continue;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) continue;
-    const int64_t mtime_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
-    if (now_unix_ms - mtime_ms > keep.count()) fs::remove(path, ec);
-  }
+  storage_->RemoveOld(current,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(options_.keep_old));
+  result.snapshot_version = version;
+  return result;
 }
 
 StatusOr<std::string> Publisher::SignedManifestBytes() const {
@@ -161,22 +154,45 @@ StatusOr<wire::Manifest> Publisher::CurrentManifest() const {
 }
 
 StatusOr<std::string> Publisher::FragmentBytes(uint32_t index, uint64_t version) const {
-  if (version == 0) {
+  {
     std::lock_guard lock(mu_);
-    if (index >= static_cast<uint32_t>(manifest_.fragments_size())) {
-      return NotFound("no fragment " + std::to_string(index));
+    if (version == 0) {
+      if (index >= static_cast<uint32_t>(manifest_.fragments_size())) {
+        return NotFound("no fragment " + std::to_string(index));
+      }
+      version = manifest_.fragments(static_cast<int>(index)).version();
     }
-    version = manifest_.fragments(static_cast<int>(index)).version();
+    if (auto it = cache_.find({index, version}); it != cache_.end()) return it->second;
   }
-  return ReadWholeFile(FragmentPath(index, version));
+  StatusOr<std::string> bytes = storage_->ReadFragment(index, version);
+  if (!bytes.ok()) return bytes;
+  std::lock_guard lock(mu_);
+  if (cache_.emplace(std::pair{index, version}, *bytes).second) {
+    cache_order_.push_back({index, version});
+    cache_bytes_ += bytes->size();
+    while (cache_bytes_ > kFragmentCacheBytes && !cache_order_.empty()) {
+      auto it = cache_.find(cache_order_.front());
+      cache_bytes_ -= it->second.size();
+      cache_.erase(it);
+      cache_order_.pop_front();
+    }
+  }
+  return bytes;
 }
 
-PublishLoop::PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics)
-    : publisher_(publisher), interval_(interval), metrics_(metrics) {}
+PublishLoop::PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics,
+                         Lease* lease)
+    : publisher_(publisher), interval_(interval), metrics_(metrics), lease_(lease) {}
 
 PublishLoop::~PublishLoop() { Stop(); }
 
 StatusOr<CycleResult> PublishLoop::RunNow(bool all) {
+  if (lease_ != nullptr && !lease_->Held()) {
+    return Unavailable(
+        "publishing runs on the aggregator that holds the lease; this one does "
+        "not (" +
+        lease_->Describe() + ")");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
@@ -208,8 +224,25 @@ void PublishLoop::Start() {
     }
     std::unique_lock lock(mu_);
     while (!stop_) {
-      if (cv_.wait_until(lock, due, [this] { return stop_; })) break;
+      // Without the lease: serve what the holder publishes, checked every
+      // few seconds; with it, cycle when due.
+      const bool held = lease_ == nullptr || lease_->Held();
+      const auto wake =
+          held ? due : std::min(due, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      if (cv_.wait_until(lock, wake, [this] { return stop_; })) break;
       lock.unlock();
+      if (lease_ != nullptr && !lease_->Held()) {
+        if (Status s = publisher_->Refresh(); !s.ok()) {
+          std::fprintf(stderr, "fieldprof-aggregator: reading the published snapshot: %s\n",
+                       s.ToString().c_str());
+        }
+        lock.lock();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() < due) {
+        lock.lock();
+        continue;
+      }
       StatusOr<CycleResult> r = RunNow();
       if (!r.ok()) {
         std::fprintf(stderr, "fieldprof-aggregator: publish cycle failed: %s\n",

@@ -4,23 +4,32 @@
 // manifest signed with Ed25519 (common/snapshot.h has the formats and the
 // client's checks).
 //
-// On disk, under `dir`:
-//   fragments/<index>-<version hex>.frag   encoded Fragment messages; a
-//       version is a digest of the bytes, so an unchanged fragment is the
-//       same file, and old versions stay for `keep_old` so that a client in
-//       the middle of a rotation never gets a 404;
-//   manifest.signed                        the current SignedManifest.
+// Fragments and manifest are kept in a SnapshotStorage (snapshot_storage.h):
+// a directory for one aggregator, ClickHouse for several. A fragment's
+// version is a digest of its bytes, so an unchanged fragment is the same
+// one, and old versions stay for `keep_old` so that a client in the middle
+// of a rotation never gets a 404.
+//
+// Several aggregators: the one holding the lease (lease.h) cycles; every
+// one serves what the storage holds (Refresh), and a new holder carries on
+// from the newest manifest there.
 #ifndef FIELDPROF_AGGREGATOR_PUBLISHER_H_
 #define FIELDPROF_AGGREGATOR_PUBLISHER_H_
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "aggregator/lease.h"
 #include "aggregator/metrics.h"
+#include "aggregator/snapshot_storage.h"
 #include "aggregator/store.h"
 #include "common/signing.h"
 #include "common/snapshot.h"
@@ -29,10 +38,15 @@
 namespace fieldprof::aggregator {
 
 struct PublisherOptions {
+  // Where fragments and manifest are kept when no SnapshotStorage is given.
   std::string dir;
   uint32_t fragment_count = kDefaultFragmentCount;
   uint32_t per_cycle = 8;  // fragments rebuilt per cycle (the first cycle builds all)
   std::chrono::hours keep_old{48};
+  // Asked just before a cycle writes its manifest: false (the lease was
+  // lost during the cycle) and the cycle ends without writing it. Null:
+  // always true.
+  std::function<bool()> may_write;
 };
 
 struct CycleResult {
@@ -45,11 +59,17 @@ struct CycleResult {
 
 class Publisher {
  public:
-  // `store` and `signer` must outlive the publisher.
-  Publisher(Store* store, const Ed25519Signer* signer, PublisherOptions options);
+  // `store`, `signer` and `storage` must outlive the publisher. A null
+  // `storage`: a directory, options.dir.
+  Publisher(Store* store, const Ed25519Signer* signer, PublisherOptions options,
+            SnapshotStorage* storage = nullptr);
 
-  // Reads the current manifest from `dir`, if any (a new directory starts empty).
+  // Opens the storage and reads its current manifest, if any (a new
+  // storage starts empty).
   [[nodiscard]] Status Init();
+  // Takes the storage's manifest when it is newer than the one served (a
+  // manifest another aggregator published).
+  [[nodiscard]] Status Refresh();
   // One cycle: rebuilds the next `per_cycle` fragments in rotation (all of
   // them the first time), writes them, then the new signed manifest.
   // `all`: every fragment this time (an operator's "publish everything now").
@@ -63,24 +83,33 @@ class Publisher {
   [[nodiscard]] StatusOr<wire::Manifest> CurrentManifest() const;
 
  private:
-  std::string FragmentPath(uint32_t index, uint64_t version) const;
-  void RemoveOldFragments(int64_t now_unix_ms);
-
   Store* store_;
   const Ed25519Signer* signer_;
   PublisherOptions options_;
-  mutable std::mutex mu_;  // manifest_ and signed_
+  std::unique_ptr<SnapshotStorage> own_storage_;  // when none was given
+  SnapshotStorage* storage_;
+  mutable std::mutex mu_;  // guards manifest_, signed_ and the fragment cache
   wire::Manifest manifest_;
   std::string signed_;
+  // Fragments served lately, by (index, version): immutable, so kept until
+  // kFragmentCacheBytes is reached (oldest out first).
+  mutable std::map<std::pair<uint32_t, uint64_t>, std::string> cache_;
+  mutable std::deque<std::pair<uint32_t, uint64_t>> cache_order_;
+  mutable size_t cache_bytes_ = 0;
+  static constexpr size_t kFragmentCacheBytes = 64 << 20;
   std::mutex cycle_mu_;  // one cycle at a time
 };
 
 // Runs publish cycles on a timer (first at once, unless the published
-// manifest is younger than `interval`) and on demand (the admin call).
+// manifest is younger than `interval`) and on demand (the admin call), while
+// `lease` is held; without it, it refreshes what it serves from the storage
+// every few seconds.
 class PublishLoop {
  public:
-  // `publisher` and `metrics` (may be null) must outlive the loop.
-  PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics);
+  // `publisher`, `metrics` (may be null) and `lease` (null: always held)
+  // must outlive the loop.
+  PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics,
+              Lease* lease = nullptr);
   ~PublishLoop();
   PublishLoop(const PublishLoop&) = delete;
   PublishLoop& operator=(const PublishLoop&) = delete;
@@ -88,6 +117,7 @@ class PublishLoop {
   void Start();
   void Stop();
   // One cycle now (serialized with the timer's), counted in the metrics.
+  // Unavailable when another aggregator holds the lease.
   [[nodiscard]] StatusOr<CycleResult> RunNow(bool all = false);
   Publisher* publisher() const { return publisher_; }
 
@@ -95,6 +125,7 @@ class PublishLoop {
   Publisher* publisher_;
   std::chrono::seconds interval_;
   Metrics* metrics_;
+  Lease* lease_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

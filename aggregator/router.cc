@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "aggregator/lease.h"
 #include "aggregator/publisher.h"
 #include "aggregator/time_tree.h"
 #include "aggregator/ui_assets.h"
@@ -926,6 +927,12 @@ HttpResponse Router::Metrics() {
   HttpResponse r{200, "text/plain; version=0.0.4", "", {}};
   metrics_->AppendPrometheus(&r.body);
   store_->AppendMetrics(&r.body);
+  if (lease_ != nullptr) {
+    r.body +=
+        "# HELP fieldprof_lease_held 1 while this aggregator publishes and rolls up\n"
+        "# TYPE fieldprof_lease_held gauge\nfieldprof_lease_held " +
+        std::string(lease_->Held() ? "1" : "0") + "\n";
+  }
   return r;
 }
 

@@ -41,6 +41,7 @@ namespace fieldprof::aggregator {
 inline constexpr std::string_view kProtobufContentType = kBatchContentType;
 
 class PublishLoop;
+class Lease;
 
 // One complete request, as the router needs it.
 struct HttpRequest {
@@ -121,6 +122,9 @@ class Router {
     admin_token_ = std::move(admin_token);
   }
 
+  // Reports `lease` (must outlive the router) in /metrics.
+  void SetLease(Lease* lease) { lease_ = lease; }
+
   HttpResponse SnapshotManifest(std::string_view if_none_match);
   HttpResponse SnapshotFragment(std::string_view index, std::string_view query,
                                 std::string_view if_none_match);
@@ -130,6 +134,7 @@ class Router {
   Store* store_;
   FleetSettings fleet_;
   PublishLoop* publish_ = nullptr;
+  Lease* lease_ = nullptr;
   std::string admin_token_;
   std::string lab_dir_;
   std::vector<Vendor> vendors_;

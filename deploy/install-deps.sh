@@ -42,10 +42,11 @@ PACKAGES=(
   # the ClickHouse store (issue #20): its tests start Debian's ClickHouse on
   # loopback (an old release, used for tests only: docs/scale-out.md)
   clickhouse-server
-  # scale-out tests (issue #20): a cluster on loopback of ZooKeeper (the
-  # server's jars; started by the test, not as a system service), several
-  # ClickHouse nodes, and aggregator replicas behind Debian's haproxy
-  zookeeper haproxy
+  # scale-out (issue #20): the aggregators' lease in ZooKeeper (its C
+  # client); the cluster tests start ZooKeeper (the server's jars, not the
+  # zookeeperd service), several ClickHouse servers and aggregator replicas
+  # behind Debian's haproxy
+  libzookeeper-mt-dev zookeeper haproxy
 )
 # npm: Debian's, unless the machine's Node.js brings its own (NodeSource's
 # nodejs package holds npm, and Debian's npm package conflicts with it).

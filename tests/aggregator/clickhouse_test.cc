@@ -11,15 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "aggregator/publisher.h"
+#include "aggregator/snapshot_storage.h"
 #include "aggregator/store_clickhouse.h"
+#include "aggregator/store_rocksdb.h"
 #include "aggregator/time_tree.h"
 #include "common/api_key.h"
 #include "common/batch_view.h"
+#include "common/signing.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator_process.h"
 #include "tests/clickhouse_process.h"
 #include "tests/test_util.h"
+#include "tools/batch_gen.h"
 
 namespace fieldprof::aggregator {
 namespace {
@@ -313,6 +318,78 @@ TEST_F(ClickHouseStoreTest, TheSchemaIsCreatedOnceAndItsVersionChecked) {
   auto nobody = OpenClickHouseStore(dead);
   ASSERT_FALSE(nobody.ok());
   EXPECT_NE(nobody.status().message().find("ClickHouse"), std::string::npos);
+}
+
+// The snapshot published from the ClickHouse store is byte for byte the one
+// published from the RocksDB store over the same batches; kept in
+// ClickHouse, it is served by another publisher (another aggregator), which
+// carries the versions on when it takes over; a cycle that lost its lease
+// writes no manifest.
+TEST_F(ClickHouseStoreTest, ItsSnapshotIsRocksDbsByteForByteAndShared) {
+  auto ch_store = Open();
+  ASSERT_TRUE(ch_store.ok()) << ch_store.status().ToString();
+  testing::TempDir dir;
+  auto rocks = OpenRocksDbStore({.path = dir.File("db")});
+  ASSERT_TRUE(rocks.ok());
+  tools::BatchGenerator gen(
+      {.seed = 9, .modules = 20, .symbols_per_module = 30, .target_bytes = 16 * 1024});
+  for (int i = 0; i < 12; ++i) {
+    const wire::Batch b = gen.Next();
+    ASSERT_TRUE(Apply(**rocks, b, 20000).ok());
+    ASSERT_TRUE(Apply(**ch_store, b, 20000).ok());
+  }
+  ASSERT_TRUE((*rocks)->WaitApplied(std::chrono::seconds(30)).ok());
+  auto key = Ed25519Signer::Generate();
+  ASSERT_TRUE(key.ok());
+  PublisherOptions po;
+  po.dir = dir.File("snapshot");
+  po.fragment_count = 16;
+  po.per_cycle = 4;
+  Publisher local((*rocks).get(), &*key, po);
+  ASSERT_TRUE(local.Init().ok());
+  ClickHouseStoreOptions so;
+  so.url = server_->Url();
+  so.database = database_;
+  auto shared = OpenClickHouseSnapshotStorage(so);
+  ASSERT_TRUE(shared.ok());
+  Publisher holder((*ch_store).get(), &*key, po, shared->get());
+  ASSERT_TRUE(holder.Init().ok());
+  const int64_t now_ms = 1795000000000;
+  auto a = local.Cycle(now_ms);
+  auto b = holder.Cycle(now_ms);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << " " << b.status().ToString();
+  EXPECT_EQ(a->series, b->series);
+  EXPECT_GT(b->series, 100u);
+  EXPECT_EQ(*local.SignedManifestBytes(), *holder.SignedManifestBytes())
+      << "same sums, same key, same time: the same signed manifest";
+  for (uint32_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(*local.FragmentBytes(i), *holder.FragmentBytes(i)) << "fragment " << i;
+  }
+  // Another aggregator serves it from ClickHouse.
+  Publisher follower((*ch_store).get(), &*key, po, shared->get());
+  ASSERT_TRUE(follower.Init().ok());
+  ASSERT_TRUE(follower.SignedManifestBytes().ok());
+  EXPECT_EQ(*follower.SignedManifestBytes(), *holder.SignedManifestBytes());
+  for (uint32_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(*follower.FragmentBytes(i), *holder.FragmentBytes(i)) << "fragment " << i;
+  }
+  // More data; the follower takes the lease over and carries on.
+  ASSERT_TRUE(Apply(**ch_store, gen.Next(), 20000).ok());
+  auto c = follower.Cycle(now_ms + 1000);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->snapshot_version, b->snapshot_version + 1);
+  ASSERT_TRUE(holder.Refresh().ok());
+  EXPECT_EQ(holder.CurrentManifest()->snapshot_version(), c->snapshot_version)
+      << "the old holder now serves the new holder's manifest";
+  // A cycle whose lease is gone by the time it would write.
+  PublisherOptions lost = po;
+  lost.may_write = [] { return false; };
+  Publisher late((*ch_store).get(), &*key, lost, shared->get());
+  ASSERT_TRUE(late.Init().ok());
+  auto d = late.Cycle(now_ms + 2000);
+  EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(holder.Refresh().ok());
+  EXPECT_EQ(holder.CurrentManifest()->snapshot_version(), c->snapshot_version);
 }
 
 // The real aggregator with --store clickhouse: a batch posted twice is

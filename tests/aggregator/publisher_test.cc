@@ -44,10 +44,11 @@ class PublisherTest : public ::testing::Test {
   }
   void Settle() { ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(30)).ok()); }
   std::unique_ptr<Publisher> Make(uint32_t count, uint32_t per_cycle) {
-    auto p = std::make_unique<Publisher>(
-        store_.get(), signer_.get(),
-        PublisherOptions{
-            .dir = dir_.File("snapshot"), .fragment_count = count, .per_cycle = per_cycle});
+    PublisherOptions o;
+    o.dir = dir_.File("snapshot");
+    o.fragment_count = count;
+    o.per_cycle = per_cycle;
+    auto p = std::make_unique<Publisher>(store_.get(), signer_.get(), o);
     EXPECT_TRUE(p->Init().ok());
     return p;
   }

@@ -151,9 +151,11 @@ int main(int argc, char** argv) {
   std::printf("filled in %.1f s\n\n", Seconds(Clock::now() - f0));
 
   auto signer = Ed25519Signer::Generate();
-  Publisher publisher(
-      store->get(), &*signer,
-      {.dir = dir + "/snapshot", .fragment_count = fragments, .per_cycle = per_cycle});
+  PublisherOptions po;
+  po.dir = dir + "/snapshot";
+  po.fragment_count = fragments;
+  po.per_cycle = per_cycle;
+  Publisher publisher(store->get(), &*signer, po);
   if (!publisher.Init().ok()) return 1;
   int64_t now_ms = 1795000000000;
   auto c0 = Clock::now();
