@@ -111,27 +111,6 @@ StatusOr<std::vector<std::vector<HttpsClientOptions>>> ParseClickHouseShards(
   return shards;
 }
 
-std::array<uint64_t, 4> Limbs(uint128 v) {
-  return {static_cast<uint64_t>(v & 0xffffffffu), static_cast<uint64_t>((v >> 32) & 0xffffffffu),
-          static_cast<uint64_t>((v >> 64) & 0xffffffffu),
-          static_cast<uint64_t>((v >> 96) & 0xffffffffu)};
-}
-
-bool JoinLimbSums(const std::array<uint64_t, 4>& sums, uint128* out) {
-  // sum = s0 + s1 * 2^32 + s2 * 2^64 + s3 * 2^96, each s up to 2^64 - 1.
-  uint128 v = sums[0];
-  for (int i = 1; i < 4; ++i) {
-    const uint128 part = static_cast<uint128>(sums[i]);
-    const int shift = 32 * i;
-    if (shift >= 64 && (part >> (128 - shift)) != 0) return false;  // past 2^128
-    const uint128 add = part << shift;
-    if (kUint128Max - v < add) return false;
-    v += add;
-  }
-  *out = v;
-  return true;
-}
-
 std::string SqlString(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
@@ -147,7 +126,6 @@ namespace {
 void U8(std::string* o, uint8_t v) { o->push_back(static_cast<char>(v)); }
 void U16(std::string* o, uint16_t v) { o->append(reinterpret_cast<const char*>(&v), 2); }
 void U32(std::string* o, uint32_t v) { o->append(reinterpret_cast<const char*>(&v), 4); }
-void U64(std::string* o, uint64_t v) { o->append(reinterpret_cast<const char*>(&v), 8); }
 void VarUInt(std::string* o, uint64_t n) {
   while (n >= 0x80) {
     U8(o, static_cast<uint8_t>(n | 0x80));
@@ -164,6 +142,27 @@ void Id16(std::string* o, std::string_view id) {
   std::memcpy(b, id.data(), std::min<size_t>(16, id.size()));
   o->append(b, 16);
 }
+template <typename K, typename P>
+void Key(std::string* o, const K& k, const P& p) {
+  Str(o, k.module());
+  Str(o, k.symbol());
+  Str(o, k.module_version());
+  U8(o, static_cast<uint8_t>(k.metric()));
+  U8(o, static_cast<uint8_t>(p.os()));
+  U8(o, static_cast<uint8_t>(p.arch()));
+  U8(o, static_cast<uint8_t>(p.cpu_vendor()));
+  U8(o, static_cast<uint8_t>(p.cpu_family()));
+}
+void Key(std::string* o, const ApiKey& k) {
+  Str(o, k.module);
+  Str(o, k.symbol);
+  Str(o, k.module_version);
+  U8(o, static_cast<uint8_t>(k.metric));
+  U8(o, static_cast<uint8_t>(k.platform.os));
+  U8(o, static_cast<uint8_t>(k.platform.arch));
+  U8(o, static_cast<uint8_t>(k.platform.cpu_vendor));
+  U8(o, k.platform.cpu_family);
+}
 
 // The key-string rules (common/key_rules.h) that every stored key met.
 bool KeyStringsOk(const ApiKey& k) {
@@ -177,46 +176,11 @@ bool KeyStringsOk(const ApiKey& k) {
          kr::FirstBadSymbolChar(s.data(), s.size()) == s.size();
 }
 
-uint128 Join(uint64_t lo, uint64_t hi) { return (static_cast<uint128>(hi) << 64) | lo; }
-
-// The value columns: scalars, then maps (a bucket-index array and a value
-// array each) of the bucket counts and the limbs of the sums and squares.
-const char* const kScalars[] = {"runs", "truncated", "resolution_ns",   "zero_count",
-                                "min",  "max",       "sum_sq_saturated"};
-const char* const kMaps[] = {"count", "sum0", "sum1", "sum2", "sum3", "sq0", "sq1", "sq2", "sq3"};
-constexpr int kNumMaps = 9;
-
 }  // namespace
 
 std::string ChKeyColumnsDdl() {
   return "module String, symbol String, module_version String, metric UInt8, os UInt8,"
          " arch UInt8, cpu_vendor UInt8, cpu_family UInt8";
-}
-
-std::string ChValueColumnsDdl(bool raw) {
-  std::string d =
-      "runs UInt64, truncated UInt8, resolution_ns UInt64, zero_count UInt64, min UInt64,"
-      " max UInt64, sum_sq_saturated UInt8";
-  for (const char* m : kMaps) {
-    // A raw row's limbs are 32-bit values; sums of them need 64 bits.
-    const bool limb = raw && std::string_view(m) != "count";
-    d += std::string(", ") + m + "_k Array(UInt8), " + m + "_v Array(" +
-         (limb ? "UInt32" : "UInt64") + ")";
-  }
-  return d;
-}
-
-std::string ChValueColumnNames() {
-  std::string n;
-  for (const char* c : kScalars) n += std::string(n.empty() ? "" : ", ") + c;
-  for (const char* m : kMaps) n += std::string(", ") + m + "_k, " + m + "_v";
-  return n;
-}
-
-std::string ChValuesFromPartialsSql() {
-  std::string v = "p_runs, p_truncated, p_resolution_ns, p_zero_count, p_min, p_max, p_sat";
-  for (const char* m : kMaps) v += std::string(", p_") + m + ".1, p_" + m + ".2";
-  return v;
 }
 
 std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* day_offsets) {
@@ -225,67 +189,28 @@ std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* 
     if (day_offsets != nullptr) day_offsets->push_back(o.size());
     U16(&o, static_cast<uint16_t>(day));  // Date: days since 1970-01-01
   };
-  // The marker row: module '' (no real module is empty), zero values. It is
-  // in the same block as the records, so it is stored exactly when they are.
+  // The marker row: module '' (no real module is empty), no value. It is in
+  // the same block as the records, so it is stored exactly when they are.
   Id16(&o, batch.batch_id());
   U32(&o, 0);  // seq
   day_here();
   for (int i = 0; i < 3; ++i) Str(&o, "");
   for (int i = 0; i < 5; ++i) U8(&o, 0);  // metric, os, arch, cpu_vendor, cpu_family
-  U64(&o, 0);                             // runs
-  U8(&o, 0);                              // truncated
-  U64(&o, 0);                             // resolution_ns
-  U64(&o, 0);                             // zero_count
-  U64(&o, 0);                             // min
-  U64(&o, 0);                             // max
-  U8(&o, 0);                              // sum_sq_saturated
-  for (int i = 0; i < 2 * kNumMaps; ++i) VarUInt(&o, 0);  // empty arrays
+  Str(&o, "");                            // value
   const PlatformView& bp = batch.client_platform();
   uint32_t seq = 0;
+  std::string value;
   for (const RecordView& r : batch.records()) {
     const ApiKeyView& k = r.key();
-    const PlatformView& p = k.has_platform() ? k.platform() : bp;
-    const HistogramView& h = r.histogram();
     Id16(&o, batch.batch_id());
-    U32(&o, seq++);  // a batch may hold one key twice: both count
+    U32(&o, seq++);
     day_here();
-    Str(&o, k.module());
-    Str(&o, k.symbol());
-    Str(&o, k.module_version());
-    U8(&o, static_cast<uint8_t>(k.metric()));
-    U8(&o, static_cast<uint8_t>(p.os()));
-    U8(&o, static_cast<uint8_t>(p.arch()));
-    U8(&o, static_cast<uint8_t>(p.cpu_vendor()));
-    U8(&o, static_cast<uint8_t>(p.cpu_family()));
-    U64(&o, r.runs());
-    U8(&o, r.truncated() ? 1 : 0);
-    U64(&o, r.resolution_ns());
-    U64(&o, h.zero_count());
-    U64(&o, h.min());
-    U64(&o, h.max());
-    U8(&o, h.sum_sq_saturated() ? 1 : 0);
-    // Each map: the bucket indexes, then the values (arrays: a varint
-    // length, then the elements).
-    const uint64_t n = static_cast<uint64_t>(h.buckets_size());
-    auto indexes = [&] {
-      VarUInt(&o, n);
-      for (const BucketView& b : h.buckets()) U8(&o, static_cast<uint8_t>(b.index()));
-      VarUInt(&o, n);
-    };
-    indexes();
-    for (const BucketView& b : h.buckets()) U64(&o, b.count());
-    for (int i = 0; i < 4; ++i) {
-      indexes();
-      for (const BucketView& b : h.buckets()) {
-        U32(&o, static_cast<uint32_t>(Limbs(Join(b.sum_lo(), b.sum_hi()))[i]));
-      }
-    }
-    for (int i = 0; i < 4; ++i) {
-      indexes();
-      for (const BucketView& b : h.buckets()) {
-        U32(&o, static_cast<uint32_t>(Limbs(Join(b.sum_sq_lo(), b.sum_sq_hi()))[i]));
-      }
-    }
+    Key(&o, k, k.has_platform() ? k.platform() : bp);
+    SparseAggregate one;
+    one.AddRecord(r);
+    value.clear();
+    one.Encode(&value);
+    Str(&o, value);
   }
   return o;
 }
@@ -295,36 +220,47 @@ void SetRowsDay(std::string* rows, const std::vector<size_t>& day_offsets, int32
   for (size_t at : day_offsets) std::memcpy(rows->data() + at, &d, 2);
 }
 
-std::string ChDedupSumsSql(const std::string& source, const std::string& dedup,
-                           const std::string& where, const std::string& first_by,
-                           const std::string& keep_if) {
-  // Inner: one row per `dedup` value, whatever number of copies (they are
-  // equal but for where and when they were stored): LIMIT BY keeps the
-  // first in `first_by` order. (Copies picked with any() in a GROUP BY
-  // read ten times slower on 18.16: its array states go through Fields.)
-  std::string inner = "SELECT * FROM " + source + (where.empty() ? "" : " WHERE " + where) +
-                      (first_by.empty() ? "" : " ORDER BY " + first_by) + " LIMIT 1 BY " + dedup;
-  if (!keep_if.empty()) inner = "SELECT * FROM (" + inner + ") WHERE " + keep_if;
-  // Outer: the partial sums per key; each map summed per bucket index
-  // (sumMap, in 64 bits: a raw row's limbs are UInt32, and sumMap sums in
-  // its input's type).
-  std::string sql = "SELECT " + std::string(kChKeyColumns) +
-                    ", sum(runs) AS p_runs, max(truncated) AS p_truncated,"
-                    " max(resolution_ns) AS p_resolution_ns, sum(zero_count) AS p_zero_count,"
-                    " min(min) AS p_min, max(max) AS p_max, max(sum_sq_saturated) AS p_sat";
-  for (const char* m : kMaps) {
-    sql += std::string(", sumMap(") + m + "_k, CAST(" + m + "_v AS Array(UInt64))) AS p_" + m;
-  }
-  return sql + " FROM (" + inner + ") GROUP BY " + kChKeyColumns;
+void AppendDayRow(std::string* out, int32_t day, const ApiKey& key, std::string_view value) {
+  U16(out, static_cast<uint16_t>(day));
+  Key(out, key);
+  Str(out, value);
 }
 
-std::string ChFinalSumsSql(const std::string& parts) {
-  std::string sql = "SELECT " + std::string(kChKeyColumns) +
-                    ", sum(p_runs), max(p_truncated), max(p_resolution_ns), sum(p_zero_count),"
-                    " min(p_min), max(p_max), max(p_sat)";
-  for (const char* m : kMaps) sql += std::string(", sumMap(p_") + m + ".1, p_" + m + ".2)";
-  return sql + " FROM (" + parts + ") GROUP BY " + kChKeyColumns + " ORDER BY " + kChKeyColumns +
-         " FORMAT RowBinary";
+void AppendMonthRow(std::string* out, int32_t month, const ApiKey& key, std::string_view value) {
+  U32(out, static_cast<uint32_t>(month));
+  Key(out, key);
+  Str(out, value);
+}
+
+std::string EncodeValue(const ApiAggregate& a) {
+  wire::Record r;
+  HistogramToWire(a.histogram, r.mutable_histogram());
+  r.set_runs(a.runs);
+  if (a.truncated) r.set_truncated(true);
+  if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
+  SparseAggregate sum;
+  sum.AddRecord(r);
+  std::string out;
+  sum.Encode(&out);
+  return out;
+}
+
+std::string ChDedupRowsSql(const std::string& source, const std::string& dedup,
+                           const std::string& where, const std::string& first_by,
+                           const std::string& keep_if) {
+  // LIMIT BY keeps one row of each copy's set (they are equal but for where
+  // and when they were stored), the first in `first_by` order.
+  const std::string cols = std::string(kChKeyColumns) + ", value";
+  std::string inner = "SELECT " + cols + (keep_if.empty() ? "" : ", day") + " FROM " + source +
+                      (where.empty() ? "" : " WHERE " + where) +
+                      (first_by.empty() ? "" : " ORDER BY " + first_by) + " LIMIT 1 BY " + dedup;
+  if (keep_if.empty()) return inner;
+  return "SELECT " + cols + " FROM (" + inner + ") WHERE " + keep_if;
+}
+
+std::string ChOrderedRowsSql(const std::string& parts) {
+  return "SELECT " + std::string(kChKeyColumns) + ", value FROM (" + parts + ") ORDER BY " +
+         kChKeyColumns + " FORMAT RowBinary";
 }
 
 namespace {
@@ -333,19 +269,13 @@ namespace {
 // row goes past the bytes at hand.
 class RowCursor {
  public:
-  RowCursor(std::string_view data) : d_(data) {}
+  explicit RowCursor(std::string_view data) : d_(data) {}
   bool more = false;
   size_t pos() const { return p_; }
 
   bool U8(uint8_t* v) {
     if (!Need(1)) return false;
     *v = static_cast<uint8_t>(d_[p_++]);
-    return true;
-  }
-  bool U64(uint64_t* v) {
-    if (!Need(8)) return false;
-    std::memcpy(v, d_.data() + p_, 8);
-    p_ += 8;
     return true;
   }
   bool VarUInt(uint64_t* v) {
@@ -358,29 +288,11 @@ class RowCursor {
     }
     return false;
   }
-  bool Str(std::string* s, size_t max) {
+  bool Str(std::string_view* s, size_t max) {
     uint64_t n;
-    if (!VarUInt(&n)) return false;
-    if (n > max) return false;
-    if (!Need(n)) return false;
-    s->assign(d_.data() + p_, n);
+    if (!VarUInt(&n) || n > max || !Need(n)) return false;
+    *s = d_.substr(p_, n);
     p_ += n;
-    return true;
-  }
-  // An Array(UInt8) and an Array(UInt64) (a sumMap's tuple).
-  bool Map(std::vector<uint8_t>* keys, std::vector<uint64_t>* values) {
-    uint64_t n;
-    if (!VarUInt(&n) || n > 64) return false;
-    keys->resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      if (!U8(&(*keys)[i])) return false;
-    }
-    uint64_t m;
-    if (!VarUInt(&m) || m != n) return false;
-    values->resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      if (!U64(&(*values)[i])) return false;
-    }
     return true;
   }
 
@@ -396,65 +308,58 @@ class RowCursor {
   size_t p_ = 0;
 };
 
+// A value is a record without its key: a few hundred bytes; far more is
+// not a value.
+constexpr size_t kMaxValueBytes = 1 << 20;
+
 }  // namespace
 
 int SumsReader::ReadRow() {
   RowCursor c(std::string_view(buffer_).substr(pos_));
-  ApiAggregate a;
-  uint8_t metric, os, arch, vendor, family, truncated, sat;
-  uint64_t zero_count, min, max;
-  bool ok = c.Str(&a.key.module, kMaxModuleBytes) && c.Str(&a.key.symbol, kMaxSymbolBytes) &&
-            c.Str(&a.key.module_version, kMaxVersionBytes) && c.U8(&metric) && c.U8(&os) &&
-            c.U8(&arch) && c.U8(&vendor) && c.U8(&family) && c.U64(&a.runs) && c.U8(&truncated) &&
-            c.U64(&a.resolution_ns) && c.U64(&zero_count) && c.U64(&min) && c.U64(&max) &&
-            c.U8(&sat);
-  std::vector<uint8_t> keys[kNumMaps];
-  std::vector<uint64_t> values[kNumMaps];
-  for (int i = 0; ok && i < kNumMaps; ++i) ok = c.Map(&keys[i], &values[i]);
+  std::string_view module, symbol, version, value;
+  uint8_t metric = 0, os = 0, arch = 0, vendor = 0, family = 0;
+  const bool ok = c.Str(&module, kMaxModuleBytes) && c.Str(&symbol, kMaxSymbolBytes) &&
+                  c.Str(&version, kMaxVersionBytes) && c.U8(&metric) && c.U8(&os) && c.U8(&arch) &&
+                  c.U8(&vendor) && c.U8(&family) && c.Str(&value, kMaxValueBytes);
   if (!ok) return c.more ? 0 : -1;
+  ApiKey k;
+  k.module = module;
+  k.symbol = symbol;
+  k.module_version = version;
   // What ClickHouse holds was checked on the way in; a row that breaks the
   // key rules is not a row (an error message appended to the answer).
   if (!wire::Metric_IsValid(metric) || !wire::Os_IsValid(os) || !wire::Arch_IsValid(arch) ||
-      !wire::CpuVendor_IsValid(vendor) || truncated > 1 || sat > 1 || !KeyStringsOk(a.key)) {
+      !wire::CpuVendor_IsValid(vendor) || !KeyStringsOk(k)) {
     return -1;
   }
-  a.key.metric = static_cast<wire::Metric>(metric);
-  a.key.platform = {static_cast<wire::Os>(os), static_cast<wire::Arch>(arch),
-                    static_cast<wire::CpuVendor>(vendor), family};
-  a.truncated = truncated != 0;
-  Histogram h;
-  h.SetZeroCount(zero_count);
-  bool saturated = sat != 0;
-  std::map<int, HistogramBucket> buckets;
-  std::map<int, std::array<uint64_t, 4>> sums, sqs;
-  for (size_t i = 0; i < keys[0].size(); ++i) {
-    if (keys[0][i] >= kNumBuckets) return -1;
-    buckets[keys[0][i]].count = values[0][i];
+  k.metric = static_cast<wire::Metric>(metric);
+  k.platform = {static_cast<wire::Os>(os), static_cast<wire::Arch>(arch),
+                static_cast<wire::CpuVendor>(vendor), family};
+  if (have_ && !(k == key_)) {
+    Flush();
+    if (stopped_) return 1;
   }
-  for (int part = 1; part < kNumMaps; ++part) {
-    for (size_t i = 0; i < keys[part].size(); ++i) {
-      // sumMap leaves out sums of 0: absent limbs are 0.
-      (part <= 4 ? sums : sqs)[keys[part][i]][(part - 1) % 4] = values[part][i];
-    }
+  if (!have_) {
+    key_ = std::move(k);
+    sum_ = SparseAggregate();
+    have_ = true;
   }
-  for (auto& [i, b] : buckets) {
-    if (!JoinLimbSums(sums[i], &b.sum)) {
-      status_ = DataLoss("a bucket sum past 128 bits in ClickHouse's answer");
-      return -1;
-    }
-    if (!JoinLimbSums(sqs[i], &b.sum_sq)) {
-      b.sum_sq = kUint128Max;  // saturates, as the merge operator does
-      saturated = true;
-    }
-    h.SetBucket(i, b);
-  }
-  if (saturated) h.MarkSumSqSaturated();
-  h.SetMinMax(min, max);
-  a.histogram = h;
+  if (!sum_.AddEncoded(value)) return -1;
   pos_ += c.pos();
   ++rows_;
-  if (!visit_(std::move(a))) stopped_ = true;
   return 1;
+}
+
+void SumsReader::Flush() {
+  if (!have_) return;
+  have_ = false;
+  ApiAggregate a;
+  a.key = std::move(key_);
+  a.histogram = sum_.ToHistogram();
+  a.runs = sum_.runs();
+  a.truncated = sum_.truncated();
+  a.resolution_ns = sum_.resolution_ns();
+  if (!visit_(std::move(a))) stopped_ = true;
 }
 
 bool SumsReader::Feed(std::string_view piece) {
@@ -467,35 +372,40 @@ bool SumsReader::Feed(std::string_view piece) {
       continue;
     }
     if (r == -1) {
-      if (status_.ok()) {
-        std::string_view rest = std::string_view(buffer_).substr(pos_);
-        const size_t e = rest.find("DB::Exception");
-        status_ = e != std::string_view::npos
-                      ? Unavailable("ClickHouse failed while answering: " +
-                                    std::string(rest.substr(e, 400)))
-                      : DataLoss("ClickHouse's answer does not read as rows (at byte " +
-                                 std::to_string(pos_) + " of the last piece)");
-      }
+      status_ = Failure("ClickHouse's answer does not read as rows (" + std::to_string(rows_) +
+                        " rows read)");
       return false;
     }
     break;  // r == 0: wait for more bytes
   }
-  buffer_.erase(0, pos_);
-  pos_ = 0;
+  // The end of what was read stays at hand: an error message may begin in
+  // bytes that still read as (the end of) a row.
+  const size_t keep = std::min<size_t>(pos_, 512);
+  buffer_.erase(0, pos_ - keep);
+  pos_ = keep;
   return true;
+}
+
+Status SumsReader::Failure(const std::string& otherwise) const {
+  std::string_view seen = buffer_;
+  const size_t e = seen.find("DB::Exception");
+  if (e != std::string_view::npos) {
+    const size_t code = seen.rfind("Code:", e);
+    return Unavailable("ClickHouse failed while answering: " +
+                       std::string(seen.substr(code == std::string_view::npos ? e : code, 400)));
+  }
+  return DataLoss(otherwise);
 }
 
 Status SumsReader::Finish() {
   if (!status_.ok()) return status_;
   if (stopped_) return Status::Ok();
-  if (pos_ != buffer_.size()) {
-    std::string_view rest = std::string_view(buffer_).substr(pos_);
-    const size_t e = rest.find("Code:");
-    if (e != std::string_view::npos) {
-      return Unavailable("ClickHouse failed while answering: " + std::string(rest.substr(e, 400)));
-    }
-    return DataLoss("ClickHouse's answer ends in the middle of a row");
+  if (pos_ != buffer_.size()) return Failure("ClickHouse's answer ends in the middle of a row");
+  // An error message that happened to read as whole rows is still one.
+  if (std::string_view(buffer_).find("DB::Exception") != std::string_view::npos) {
+    return Failure("");
   }
+  Flush();
   return Status::Ok();
 }
 

@@ -1,12 +1,13 @@
 // The ClickHouse parts under the ClickHouse store (store_clickhouse.h;
 // docs/scale-out.md): a client for ClickHouse's HTTP interface, the
-// topology the aggregator is given, and the row formats and SQL of the
-// tables.
+// topology the aggregator is given, and the rows and SQL of the tables.
 //
-// 128-bit sums (a bucket's sum and sum of squares) are stored as four
-// 32-bit limbs in UInt64 columns, because ClickHouse 18.16 has no UInt128:
-// ClickHouse sums each limb column exactly (up to 2^32 rows), and the reader
-// joins the limb sums with their carries into the exact 128-bit value.
+// A row holds a series' key in columns (the tables are sorted by them) and
+// its value as one String: the RocksDB store's value format
+// (aggregate_value.h, a wire::Record without its key). ClickHouse keeps,
+// sorts, replicates and deduplicates the rows; the aggregator adds values
+// up, exactly, in 128 bits (ClickHouse 18.16 has no 128-bit integers, and
+// its sumMap over bucket arrays read ten times slower than this).
 //
 //   ClickHouseClient ch({.host = "127.0.0.1", .port = 8123, .tls = false});
 //   Status s = ch.Execute("SELECT 1");
@@ -14,7 +15,6 @@
 #ifndef FIELDPROF_AGGREGATOR_CLICKHOUSE_H_
 #define FIELDPROF_AGGREGATOR_CLICKHOUSE_H_
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include "aggregator/aggregate_value.h"
 #include "aggregator/store.h"
 #include "common/batch_view.h"
-#include "common/histogram.h"
 #include "common/https_client.h"
 #include "common/status.h"
 
@@ -75,61 +75,55 @@ class ClickHouseClient {
 [[nodiscard]] StatusOr<std::vector<std::vector<HttpsClientOptions>>> ParseClickHouseShards(
     std::string_view urls, std::chrono::milliseconds timeout);
 
-// The four 32-bit limbs of v, low first; and the exact value of limb sums
-// (false when it does not fit in 128 bits).
-std::array<uint64_t, 4> Limbs(uint128 v);
-bool JoinLimbSums(const std::array<uint64_t, 4>& sums, uint128* out);
-
 // A ClickHouse string literal of `s` ('...' with \\ and \' escaped).
 std::string SqlString(std::string_view s);
 
-// The key columns in key order (common/api_key.h EncodeApiKey's order).
+// The key columns in key order (common/api_key.h EncodeApiKey's order),
+// and their definitions for CREATE TABLE.
 inline constexpr const char* kChKeyColumns =
     "module, symbol, module_version, metric, os, arch, cpu_vendor, cpu_family";
-
-// Column definitions of a series' key and value, for CREATE TABLE; the
-// value columns' names in order; and the expressions that give them from
-// the partial sums of ChDedupSumsSql (for INSERT ... SELECT into a level).
-// `raw`: the raw rows' types (32-bit limbs; the levels hold their sums).
 std::string ChKeyColumnsDdl();
-std::string ChValueColumnsDdl(bool raw);
-std::string ChValueColumnNames();
-std::string ChValuesFromPartialsSql();
 
 // The rows of one batch for the raw rows table (batch_id, seq, day, key,
 // value), in RowBinary: first the batch's marker row (module '', no
-// values), then its records in the batch's order, seq counting them (a
-// batch may hold a key twice, and both records count). The same batch gives the
-// same bytes. `day_offsets` (may be null) gets where each row's day is.
+// value), then one row per record in the batch's order, seq counting them
+// (a batch may hold a key twice, and both records count). The same batch
+// gives the same bytes. `day_offsets` (may be null) gets where each row's
+// day is, for SetRowsDay.
 std::string BatchRows(const BatchView& batch, int32_t day,
                       std::vector<size_t>* day_offsets = nullptr);
-// Moves rows from BatchRows to another day.
 void SetRowsDay(std::string* rows, const std::vector<size_t>& day_offsets, int32_t day);
 
-// SQL of one level's partial sums per key, each duplicate counted once:
-// SELECT <key>, p_runs, ..., p_count, ... FROM (...) GROUP BY <key>.
-// `source` is a table whose rows are (<dedup columns>, <key>, <value>);
-// of the rows with equal `dedup` columns ("batch_id, seq" for raw rows;
-// the key and "day" for day nodes) only the first in `first_by` order is
-// kept, and then only if it meets `keep_if`. `where` filters the rows read.
-std::string ChDedupSumsSql(const std::string& source, const std::string& dedup,
+// A row of a level table: (day Date | month UInt32, key, value) in RowBinary.
+void AppendDayRow(std::string* out, int32_t day, const ApiKey& key, std::string_view value);
+void AppendMonthRow(std::string* out, int32_t month, const ApiKey& key, std::string_view value);
+// The value of a sum, as the rows hold it.
+std::string EncodeValue(const ApiAggregate& a);
+
+// SQL of one level's rows (key, value), each stored copy counted once: of
+// the rows of `source` meeting `where` with equal `dedup` columns
+// ("batch_id, seq" for raw rows; the key and "day" for day nodes) the first
+// in `first_by` order is kept, and then only if it meets `keep_if` (which
+// may name `day`).
+std::string ChDedupRowsSql(const std::string& source, const std::string& dedup,
                            const std::string& where, const std::string& first_by = "",
                            const std::string& keep_if = "");
-// The outer SQL that adds up partial sums (from ChDedupSumsSql parts joined
-// by UNION ALL) into one row per key, in key order, as RowBinary that
-// SumsReader reads. `where` filters the key columns ("" for none).
-std::string ChFinalSumsSql(const std::string& parts);
+// The rows of `parts` (ChDedupRowsSql joined by UNION ALL) in key order,
+// as RowBinary that SumsReader reads.
+std::string ChOrderedRowsSql(const std::string& parts);
 
-// Reads the RowBinary answer of ChFinalSumsSql piece by piece: Feed() each
-// piece as it arrives, then Finish(). Each complete row goes to `visit`
-// (false stops). A row that does not read (ClickHouse's appended error
-// text, a truncated answer) is an error that names what was found.
+// Reads the RowBinary answer of ChOrderedRowsSql piece by piece: Feed()
+// each piece as it arrives, then Finish(). The values of consecutive rows
+// of one key are added up, and each key's sum goes to `visit` (false
+// stops). A row that does not read (ClickHouse's appended error text, a
+// cut answer, a value that does not parse) is an error that says what was
+// found, never a row.
 class SumsReader {
  public:
   explicit SumsReader(std::function<bool(ApiAggregate&&)> visit) : visit_(std::move(visit)) {}
   // False when reading must stop: `visit` said so, or an error (status()).
   bool Feed(std::string_view piece);
-  // OK when every byte was read as whole rows.
+  // OK when every byte was read as whole rows (and the last key visited).
   [[nodiscard]] Status Finish();
   const Status& status() const { return status_; }
   uint64_t rows() const { return rows_; }
@@ -137,12 +131,20 @@ class SumsReader {
  private:
   // Reads one row from buffer_ at pos_: 1 read, 0 more bytes needed, -1 bad.
   int ReadRow();
+  // Hands the key summed so far to visit_.
+  void Flush();
+  // Unavailable with ClickHouse's message when one is in the bytes at
+  // hand, else DataLoss(otherwise).
+  Status Failure(const std::string& otherwise) const;
   std::function<bool(ApiAggregate&&)> visit_;
-  std::string buffer_;
+  std::string buffer_;  // unread bytes from pos_, after up to 512 read ones
   size_t pos_ = 0;
   bool stopped_ = false;
   Status status_;
   uint64_t rows_ = 0;
+  bool have_ = false;  // a key is being summed
+  ApiKey key_;
+  SparseAggregate sum_;
 };
 
 }  // namespace fieldprof::aggregator

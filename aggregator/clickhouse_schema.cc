@@ -21,22 +21,22 @@ std::string ChTables::Engine(const std::string& kind, const std::string& table, 
 }
 
 std::vector<std::string> ChTables::CreateStatements() const {
-  const std::string key = ChKeyColumnsDdl(), value = ChValueColumnsDdl(false),
-                    raw = ChValueColumnsDdl(true);
+  const std::string key = ChKeyColumnsDdl();
   auto create = [&](const std::string& table, const std::string& columns, const std::string& kind,
                     bool global, const std::string& rest) {
     return "CREATE TABLE IF NOT EXISTS " + Local(table) + OnCluster() + " (" + columns +
            ") ENGINE = " + Engine(kind, table, global) + " " + rest;
   };
   std::vector<std::string> s = {"CREATE DATABASE IF NOT EXISTS " + db_ + OnCluster()};
-  s.push_back(create(
-      "fp_rows", "batch_id FixedString(16), seq UInt32, day Date, " + key + ", " + raw, "MergeTree",
-      false, "PARTITION BY day ORDER BY (" + std::string(kChKeyColumns) + ", batch_id, seq)"));
   s.push_back(
-      create("fp_days", "day Date, " + key + ", " + value, "ReplacingMergeTree", false,
+      create("fp_rows", "batch_id FixedString(16), seq UInt32, day Date, " + key + ", value String",
+             "MergeTree", false,
+             "PARTITION BY day ORDER BY (" + std::string(kChKeyColumns) + ", batch_id, seq)"));
+  s.push_back(
+      create("fp_days", "day Date, " + key + ", value String", "ReplacingMergeTree", false,
              "PARTITION BY toYYYYMM(day) ORDER BY (" + std::string(kChKeyColumns) + ", day)"));
   s.push_back(create(
-      "fp_months", "month UInt32, " + key + ", " + value, "ReplacingMergeTree", false,
+      "fp_months", "month UInt32, " + key + ", value String", "ReplacingMergeTree", false,
       "PARTITION BY intDiv(month, 12) ORDER BY (" + std::string(kChKeyColumns) + ", month)"));
   s.push_back(create("fp_batch_ids", "batch_id FixedString(16), day Date", "ReplacingMergeTree",
                      false, "PARTITION BY toYYYYMM(day) ORDER BY batch_id"));

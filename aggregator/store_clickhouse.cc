@@ -95,10 +95,10 @@ class ClickHouseStore : public Store {
 
   Status Init() {
     FP_RETURN_IF_ERROR(EnsureChSchema(tables_, shards_, o_.ddl_timeout_s));
-    // Two per shard: one asks which batches are stored while the other's
-    // INSERT waits for its quorum.
-    for (size_t s = 0; s < 2 * shards_.size(); ++s) {
-      committers_.emplace_back([this, s] { CommitLoop(s % shards_.size()); });
+    // One per shard: quorum inserts into a shard take turns anyway, and
+    // while one waits the next group gathers.
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      committers_.emplace_back([this, s] { CommitLoop(s); });
     }
     rollup_ = std::thread([this] { RollupLoop(); });
     return Status::Ok();
@@ -168,7 +168,7 @@ class ClickHouseStore : public Store {
       int32_t m_hi = std::min(p->rolled_month, MonthOfDay(std::min(b, R)));
       if (LastDayOfMonth(m_hi) > std::min(b, R)) --m_hi;
       if (m_lo <= m_hi) {
-        parts.push_back(ChDedupSumsSql(
+        parts.push_back(ChDedupRowsSql(
             tables_.All("fp_months"), std::string(kChKeyColumns) + ", month",
             And("month BETWEEN " + std::to_string(m_lo) + " AND " + std::to_string(m_hi), where)));
         covered_first = FirstDayOfMonth(m_lo);
@@ -182,7 +182,7 @@ class ClickHouseStore : public Store {
         cond += " AND NOT (day BETWEEN " + DateSql(covered_first) + " AND " +
                 DateSql(covered_last) + ")";
       }
-      parts.push_back(ChDedupSumsSql(tables_.All("fp_days"), std::string(kChKeyColumns) + ", day",
+      parts.push_back(ChDedupRowsSql(tables_.All("fp_days"), std::string(kChKeyColumns) + ", day",
                                      And(cond, where)));
     }
     // Raw rows after the rolled day: each batch once, at the first day it
@@ -193,7 +193,7 @@ class ClickHouseStore : public Store {
     if (parts.empty()) return Status::Ok();
     std::string all;
     for (const std::string& part : parts) all += (all.empty() ? "" : " UNION ALL ") + part;
-    return StreamSums(ChFinalSumsSql(all), visit);
+    return StreamSums(ChOrderedRowsSql(all), visit);
   }
 
   Status ForEachApi(const ApiFilter& filter,
@@ -410,10 +410,10 @@ class ClickHouseStore : public Store {
     });
   }
 
-  // Partial sums of the raw rows of batches first stored on a day in
-  // [lo, b]. `where` may add key conditions.
+  // The raw rows of batches first stored on a day in [lo, b], each record
+  // once. `where` may add key conditions.
   std::string RawSumsSql(int32_t lo, int32_t b, const std::string& where) const {
-    return ChDedupSumsSql(
+    return ChDedupRowsSql(
         tables_.All("fp_rows"), "batch_id, seq",
         And("module != '' AND day BETWEEN " + DateSql(lo - 1) + " AND " + DateSql(b), where), "day",
         "day >= " + DateSql(lo));
@@ -538,49 +538,62 @@ class ClickHouseStore : public Store {
   }
 
   // One INSERT of `rows` into a shard that reaches its quorum: the home
-  // shard first, then the others; shards that failed lately last.
+  // shard first, then the others; shards that failed lately last. Quorum
+  // inserts into one table take turns (ClickHouse 18.16): one that finds
+  // another in progress (286) is no failure of the shard, and is tried
+  // again after the other shards, with a growing pause, until
+  // insert_quorum_timeout. Any other failure (a replica down, ZooKeeper
+  // away, the quorum timed out) passes the shard over for shard_backoff.
   Status InsertRows(const std::string& rows, size_t home_shard, std::mt19937_64& rng) {
-    std::vector<size_t> order, later;
-    for (size_t k = 0; k < shards_.size(); ++k) {
-      const size_t s = (home_shard + k) % shards_.size();
-      (shard_skip_until_[s].load() > NowMs() ? later : order).push_back(s);
-    }
-    order.insert(order.end(), later.begin(), later.end());
-    Status last;
-    for (size_t s : order) {
-      last = InsertIntoShard(s, rows, rng);
-      if (last.ok()) return last;
-      ++shard_failures_;
-      shard_skip_until_[s] = NowMs() + o_.shard_backoff.count();
+    const auto deadline = Clock::now() + o_.insert_quorum_timeout;
+    auto pause = std::chrono::milliseconds(10);
+    Status last = Unavailable("no shard tried");
+    for (;;) {
+      std::vector<size_t> order, later;
+      for (size_t k = 0; k < shards_.size(); ++k) {
+        const size_t s = (home_shard + k) % shards_.size();
+        (shard_skip_until_[s].load() > NowMs() ? later : order).push_back(s);
+      }
+      order.insert(order.end(), later.begin(), later.end());
+      bool busy = false;
+      for (size_t s : order) {
+        int code = 0;
+        Status st = InsertIntoShard(s, rows, &code);
+        if (st.ok()) return st;
+        last = st;
+        if (code == kChQuorumBusy) {
+          ++quorum_busy_;
+          busy = true;
+          continue;
+        }
+        ++shard_failures_;
+        shard_skip_until_[s] = NowMs() + o_.shard_backoff.count();
+      }
+      if (!busy || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(pause + std::chrono::milliseconds(rng() % (pause.count() + 1)));
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
     }
     return Unavailable("no ClickHouse shard took the batch: " + last.message());
   }
 
-  Status InsertIntoShard(size_t s, const std::string& rows, std::mt19937_64& rng) {
+  // One INSERT into shard `s` (the next replica on a network error);
+  // `code` gets ClickHouse's error code.
+  Status InsertIntoShard(size_t s, const std::string& rows, int* code) {
     const ClickHouseSettings settings = {
         {"insert_quorum", Quorum(s)},
         {"insert_quorum_timeout", std::to_string(o_.insert_quorum_timeout.count())},
         // One block, so a batch's rows and its marker are one part.
         {"max_insert_block_size", "100000000"},
+        // Exactness does not rest on ClickHouse's block deduplication (reads
+        // count each record once), which costs a hash and a ZooKeeper node
+        // per insert.
+        {"insert_deduplicate", "0"},
     };
-    // Quorum inserts into one table take turns (ClickHouse 18.16): another
-    // aggregator's insert in progress answers 286 at once, and is retried
-    // for a while; a quorum that stays unmet (a replica down) is not.
-    const auto busy_deadline =
-        Clock::now() + std::min<std::chrono::milliseconds>(o_.insert_quorum_timeout,
-                                                           std::chrono::milliseconds(3000));
-    for (;;) {
-      int code = 0;
-      Status st = OnShard(s, [&](ClickHouseClient& ch) {
-        Status r = ch.InsertRowBinary(tables_.Local("fp_rows"), rows, settings);
-        code = ch.last_error_code();
-        return r;
-      });
-      if (st.ok() || code != kChQuorumBusy) return st;
-      ++quorum_busy_;
-      if (Clock::now() >= busy_deadline) return st;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2 + rng() % 20));
-    }
+    return OnShard(s, [&](ClickHouseClient& ch) {
+      Status r = ch.InsertRowBinary(tables_.Local("fp_rows"), rows, settings);
+      *code = ch.last_error_code();
+      return r;
+    });
   }
 
   // ---- the roll-up ----
@@ -701,47 +714,39 @@ class ClickHouseStore : public Store {
     return DropFolded(R, today);
   }
 
-  // Day d's batches (those first stored on d) into day nodes, each shard
-  // the keys that hash to it; then their ids. Repeating it stores the same
-  // rows again, which the day nodes' reads count once.
+  // Day d's batches (those first stored on d) into day nodes, shard by
+  // shard (each the keys that hash to it); then their ids. The aggregator
+  // adds the rows up as they stream in key order and inserts the sums in
+  // chunks. Repeating it stores the same rows again, which the day nodes'
+  // reads count once.
   Status FoldDay(int32_t d) {
     const std::string n = std::to_string(shards_.size());
+    const ClickHouseSettings settings = {
+        {"insert_quorum", "0"},  // set per shard below
+        {"insert_quorum_timeout", std::to_string(o_.query_timeout.count())},
+        {"max_execution_time", std::to_string(o_.query_timeout.count() / 1000)}};
     for (size_t s = 0; s < shards_.size(); ++s) {
-      const std::string mine = "cityHash64(module, symbol) % " + n + " = " + std::to_string(s);
-      const std::string sums = ChDedupSumsSql(
-          tables_.All("fp_rows"), "batch_id, seq",
-          "module != '' AND day BETWEEN " + DateSql(d - 1) + " AND " + DateSql(d) + " AND " + mine,
-          "day", "day = " + DateSql(d));
-      const ClickHouseSettings settings = {
-          {"insert_quorum", Quorum(s)},
-          {"insert_quorum_timeout", std::to_string(o_.query_timeout.count())},
-          {"max_execution_time", std::to_string(o_.query_timeout.count() / 1000)}};
-      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
-        return ch.Execute("INSERT INTO " + tables_.Local("fp_days") + " (day, " + kChKeyColumns +
-                              ", " + ChValueColumnNames() + ") SELECT " + DateSql(d) + ", " +
-                              kChKeyColumns + ", " + ChValuesFromPartialsSql() + " FROM (" + sums +
-                              ")",
-                          settings);
-      }));
+      const std::string rows = ChOrderedRowsSql(
+          ChDedupRowsSql(tables_.All("fp_rows"), "batch_id, seq",
+                         "module != '' AND day BETWEEN " + DateSql(d - 1) + " AND " + DateSql(d) +
+                             " AND cityHash64(module, symbol) % " + n + " = " + std::to_string(s),
+                         "day", "day = " + DateSql(d)));
+      FP_RETURN_IF_ERROR(
+          FoldInto(s, rows, "fp_days", [this, d](std::string* out, const ApiAggregate& a) {
+            ++rollup_series_;
+            AppendDayRow(out, d, a.key, EncodeValue(a));
+          }));
+      ClickHouseSettings q = settings;
+      q[0].second = Quorum(s);
       FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
         return ch.Execute("INSERT INTO " + tables_.Local("fp_batch_ids") + " SELECT batch_id, " +
                               DateSql(d) + " FROM " + tables_.All("fp_rows") +
                               " WHERE module = '' AND day BETWEEN " + DateSql(d - 1) + " AND " +
                               DateSql(d) + " GROUP BY batch_id HAVING min(day) = " + DateSql(d) +
                               " AND cityHash64(batch_id) % " + n + " = " + std::to_string(s),
-                          settings);
+                          q);
       }));
     }
-    std::string count;
-    FP_RETURN_IF_ERROR(OnAnyServer([&](ClickHouseClient& ch) {
-      StatusOr<std::string> r =
-          ch.Query("SELECT count() FROM (SELECT 1 FROM " + tables_.All("fp_days") +
-                   " WHERE day = " + DateSql(d) + " GROUP BY " + kChKeyColumns + ") FORMAT TSV");
-      if (!r.ok()) return r.status();
-      count = *r;
-      return Status::Ok();
-    }));
-    rollup_series_ += std::strtoull(count.c_str(), nullptr, 10);
     return Status::Ok();
   }
 
@@ -749,21 +754,51 @@ class ClickHouseStore : public Store {
   Status FoldMonth(int32_t m) {
     const std::string n = std::to_string(shards_.size());
     for (size_t s = 0; s < shards_.size(); ++s) {
-      const std::string sums = ChDedupSumsSql(
+      const std::string rows = ChOrderedRowsSql(ChDedupRowsSql(
           tables_.All("fp_days"), std::string(kChKeyColumns) + ", day",
           "day BETWEEN " + DateSql(FirstDayOfMonth(m)) + " AND " + DateSql(LastDayOfMonth(m)) +
-              " AND cityHash64(module, symbol) % " + n + " = " + std::to_string(s));
-      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
-        return ch.Execute(
-            "INSERT INTO " + tables_.Local("fp_months") + " (month, " + kChKeyColumns + ", " +
-                ChValueColumnNames() + ") SELECT " + std::to_string(m) + ", " + kChKeyColumns +
-                ", " + ChValuesFromPartialsSql() + " FROM (" + sums + ")",
-            {{"insert_quorum", Quorum(s)},
-             {"insert_quorum_timeout", std::to_string(o_.query_timeout.count())},
-             {"max_execution_time", std::to_string(o_.query_timeout.count() / 1000)}});
-      }));
+              " AND cityHash64(module, symbol) % " + n + " = " + std::to_string(s)));
+      FP_RETURN_IF_ERROR(
+          FoldInto(s, rows, "fp_months", [m](std::string* out, const ApiAggregate& a) {
+            AppendMonthRow(out, m, a.key, EncodeValue(a));
+          }));
     }
     return Status::Ok();
+  }
+
+  // Streams the key-ordered rows of `sql`, adds each key's up, and inserts
+  // a row per key (made by `row`) into `table` on shard `s`, with its
+  // quorum, in chunks.
+  Status FoldInto(size_t s, const std::string& sql, const std::string& table,
+                  const std::function<void(std::string*, const ApiAggregate&)>& row) {
+    constexpr size_t kChunkRows = 50000;
+    std::string chunk;
+    size_t in_chunk = 0;
+    Status insert_error = Status::Ok();
+    auto flush = [&]() -> Status {
+      if (in_chunk == 0) return Status::Ok();
+      const ClickHouseSettings settings = {
+          {"insert_quorum", Quorum(s)},
+          {"insert_quorum_timeout", std::to_string(o_.query_timeout.count())},
+          {"insert_deduplicate", "0"}};
+      Status st = OnShard(s, [&](ClickHouseClient& ch) {
+        return ch.InsertRowBinary(tables_.Local(table), chunk, settings);
+      });
+      chunk.clear();
+      in_chunk = 0;
+      return st;
+    };
+    Status read = StreamSums(sql, [&](ApiAggregate&& a) {
+      row(&chunk, a);
+      if (++in_chunk == kChunkRows) {
+        insert_error = flush();
+        if (!insert_error.ok()) return false;
+      }
+      return true;
+    });
+    FP_RETURN_IF_ERROR(insert_error);
+    FP_RETURN_IF_ERROR(read);
+    return flush();
   }
 
   // Drops raw partitions of days d with d + 1 folded at least drop_grace

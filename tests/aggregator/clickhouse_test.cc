@@ -1,9 +1,8 @@
 // The ClickHouse store's own machinery (issue #20) against a real ClickHouse
-// (Debian's 18.16) on loopback: 128-bit sums through 32-bit limbs, the
-// reader of ClickHouse's answers, copies of one batch counted once however
-// they were stored, retries after the raw rows are folded, the schema's
-// version, and the real aggregator over it. The store contract itself runs
-// against this store in store_test.cc; the cluster in cluster_test.cc.
+// (Debian's 18.16) on loopback: the reader of ClickHouse's answers, copies of one batch counted
+// once however they were stored, retries after the raw rows are folded, the schema's version, and
+// the real aggregator over it. The store contract itself runs against this store in store_test.cc;
+// the cluster in cluster_test.cc.
 #include "aggregator/clickhouse.h"
 
 #include <map>
@@ -28,32 +27,6 @@
 
 namespace fieldprof::aggregator {
 namespace {
-
-TEST(ClickHouseLimbsTest, LimbSumsJoinToTheExactSum) {
-  std::mt19937_64 rng(3);
-  for (int round = 0; round < 200; ++round) {
-    const int n = 1 + static_cast<int>(rng() % 1000);
-    uint128 total = 0;
-    bool overflow = false;
-    std::array<uint64_t, 4> sums{};
-    for (int i = 0; i < n; ++i) {
-      const uint128 v = (static_cast<uint128>(rng() >> (rng() % 64)) << 64 | rng()) >> (rng() % 8);
-      overflow = overflow || kUint128Max - total < v;
-      total += v;
-      const auto l = Limbs(v);
-      for (int k = 0; k < 4; ++k) sums[k] += l[k];
-    }
-    uint128 joined = 0;
-    EXPECT_EQ(JoinLimbSums(sums, &joined), !overflow);
-    if (!overflow) {
-      EXPECT_TRUE(joined == total) << round;
-    }
-  }
-  uint128 out;
-  EXPECT_FALSE(JoinLimbSums({0, 0, 0, uint64_t{1} << 32}, &out)) << "2^128 does not fit";
-  EXPECT_TRUE(JoinLimbSums({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, &out));
-  EXPECT_TRUE(out == kUint128Max);
-}
 
 TEST(ClickHouseShardsTest, ParsesReplicasAndShards) {
   auto shards = ParseClickHouseShards("http://a:1,http://b:2/;http://c:3", std::chrono::seconds(1));
@@ -249,8 +222,8 @@ TEST_F(ClickHouseStoreTest, TheReaderTakesWholeRowsOnly) {
   ASSERT_TRUE(
       Apply(**store, MakeBatch('x', {{"a", {1, 2}}, {"b", {kBig}}, {"c", {0}}}), 20000).ok());
   ClickHouseClient ch(server_->Options());
-  const std::string sql = ChFinalSumsSql(
-      ChDedupSumsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''", "day"));
+  const std::string sql =
+      ChOrderedRowsSql(ChDedupRowsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''"));
   std::string answer;
   ASSERT_TRUE(ch.QueryStream(sql, {}, [&](std::string_view p) {
                   answer.append(p);
