@@ -305,6 +305,8 @@ class ClickHouseStore : public Store {
           std::string("# TYPE ") + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
     };
     line("fieldprof_store_clickhouse", "gauge", 1);
+    // Acknowledged inserts some replica has not fetched yet.
+    line("fieldprof_pending_batches", "gauge", pending_batches());
     line("fieldprof_clickhouse_inserts_total", "counter", inserts_.load());
     line("fieldprof_clickhouse_inserted_batches_total", "counter", inserted_batches_.load());
     line("fieldprof_clickhouse_known_batches_total", "counter", known_batches_.load());
