@@ -10,7 +10,7 @@ namespace {
 // The sharded tables and the global ones (every server a replica).
 const char* const kSharded[] = {"fp_rows", "fp_days", "fp_months", "fp_batch_ids"};
 const char* const kGlobal[] = {"fp_state", "fp_snapshot_fragments", "fp_snapshot_manifests",
-                               "fp_snapshot_replaced"};
+                               "fp_snapshot_replaced", "fp_lab_profiles"};
 
 }  // namespace
 
@@ -49,6 +49,8 @@ std::vector<std::string> ChTables::CreateStatements() const {
                      "ReplacingMergeTree", true, "PARTITION BY tuple() ORDER BY version"));
   s.push_back(create("fp_snapshot_replaced", "idx UInt32, version UInt64, at DateTime", "MergeTree",
                      true, "PARTITION BY tuple() ORDER BY (idx, version)"));
+  s.push_back(create("fp_lab_profiles", "id String, created DateTime, bytes String",
+                     "ReplacingMergeTree", true, "PARTITION BY tuple() ORDER BY id"));
   if (clustered()) {
     for (const char* t : kSharded) {
       s.push_back("CREATE TABLE IF NOT EXISTS " + All(t) + OnCluster() + " AS " + Local(t) +

@@ -11,6 +11,7 @@
 //   fp_state     the roll-up pointers and the schema version (append only)
 //   fp_snapshot_fragments, fp_snapshot_manifests, fp_snapshot_replaced
 //                the published snapshot (snapshot_storage.h)
+//   fp_lab_profiles  uploaded lab profiles (lab_storage.h)
 //
 // On a cluster the first four are sharded: Replicated*MergeTree under
 // <zookeeper_path>/{shard}/..., read through Distributed tables named

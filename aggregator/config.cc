@@ -104,7 +104,8 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   int64_t ch_quorum_ms = ch.insert_quorum_timeout.count(),
           ch_query_s = ch.query_timeout.count() / 1000, ch_horizon = ch.horizon_days,
           ch_grace_s = ch.drop_grace.count(), ch_rollup_s = ch.rollup_interval.count() / 1000,
-          ch_pending = ch.max_pending_batches, ch_group = ch.max_group_batches;
+          ch_pending = ch.max_pending_batches, ch_group = ch.max_group_batches,
+          ch_inflight = ch.inserts_in_flight;
   t.AddString("clickhouse_url", &ch.url,
               "with --store clickhouse: ClickHouse's HTTP interfaces, http://HOST:PORT; replicas "
               "of a shard joined by ',', shards by ';'");
@@ -129,6 +130,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            "batches waiting for their ClickHouse insert before 503", 1, 1 << 20);
   t.AddInt("clickhouse_max_group_batches", &ch_group, "batches in one ClickHouse insert at most", 1,
            1 << 16);
+  t.AddInt(
+      "clickhouse_inserts_in_flight", &ch_inflight,
+      "ClickHouse inserts this aggregator has in flight at once, each trying the shards in turn "
+      "(0: one per shard)",
+      0, 256);
   t.AddString("zookeeper", &config->zookeeper,
               "ZooKeeper servers (host:port,...) holding the lease that lets one aggregator of "
               "several publish the snapshot and roll up ClickHouse; empty: always this one");
@@ -187,6 +193,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   ch.rollup_interval = std::chrono::seconds(ch_rollup_s);
   ch.max_pending_batches = static_cast<int>(ch_pending);
   ch.max_group_batches = static_cast<int>(ch_group);
+  ch.inserts_in_flight = static_cast<int>(ch_inflight);
   ch.batch_id_retention_days = static_cast<int>(retention_days);
   if (Status v = f.Validate(); !v.ok()) return v.WithContext("fleet settings");
   p.fragment_count = static_cast<uint32_t>(fragments);

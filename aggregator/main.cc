@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "aggregator/config.h"
+#include "aggregator/lab_storage.h"
 #include "aggregator/lease.h"
 #include "aggregator/metrics.h"
 #include "aggregator/publisher.h"
@@ -76,7 +77,19 @@ int main(int argc, char** argv) {
   Router router(store->get(), &metrics);
   if (!config.zookeeper.empty()) router.SetLease(lease.get());
   router.SetFleetSettings(config.fleet);
-  router.SetLabDir(config.lab_dir);
+  // Lab profiles: beside the database, or in ClickHouse for every replica.
+  std::unique_ptr<LabStorage> lab;
+  if (config.store_kind == "clickhouse") {
+    StatusOr<std::unique_ptr<LabStorage>> shared = ClickHouseLabStorage(config.clickhouse);
+    if (!shared.ok()) {
+      std::cerr << "fieldprof-aggregator: " << shared.status().ToString() << "\n";
+      return 1;
+    }
+    lab = std::move(*shared);
+  } else if (!config.lab_dir.empty()) {
+    lab = LocalLabStorage(config.lab_dir);
+  }
+  router.SetLabStorage(lab.get());
   if (!config.vendors_file.empty()) {
     // NAME TOKEN PATTERN[,PATTERN...] per line; '#' starts a comment. Only
     // the tokens' digests are kept, and they are never logged.

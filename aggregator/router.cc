@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "aggregator/lab_storage.h"
 #include "aggregator/lease.h"
 #include "aggregator/publisher.h"
 #include "aggregator/time_tree.h"
@@ -507,22 +508,18 @@ bool LabIdOk(std::string_view id) {
 // retry after a lost answer changes nothing), and nothing of it reaches
 // the store of field sums.
 HttpResponse Router::LabUpload(std::string_view body) {
-  if (lab_dir_.empty()) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
+  if (lab_ == nullptr) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
   StatusOr<wire::LabProfile> p = ParseLabProfile(body, "the body");
   if (!p.ok()) return ErrorResponse(InvalidArgument(p.status().message()));
   if (Status v = ValidateLabProfile(*p); !v.ok()) return ErrorResponse(v);
   const std::string id = HexEncode(Sha256(body)).substr(0, 32);
-  const std::string path = lab_dir_ + "/" + id + ".labprofile";
-  std::error_code ec;
-  const bool duplicate = std::filesystem::exists(path, ec);
-  if (!duplicate) {
-    std::filesystem::create_directories(lab_dir_, ec);
-    if (Status w = WriteFileDurably(path, std::string(body)); !w.ok()) {
-      HttpResponse r = ErrorResponse(Unavailable("cannot keep the profile: " + w.message()));
-      r.status = 503;
-      r.headers.emplace_back("Retry-After", "10");
-      return r;
-    }
+  bool duplicate = false;
+  if (Status w = lab_->Put(id, std::string(body), &duplicate); !w.ok()) {
+    HttpResponse r = ErrorResponse(Unavailable("cannot keep the profile: " + w.message()));
+    r.status = 503;
+    r.headers.clear();
+    r.headers.emplace_back("Retry-After", "10");
+    return r;
   }
   JsonWriter j;
   j.BeginObject();
@@ -533,25 +530,20 @@ HttpResponse Router::LabUpload(std::string_view body) {
 }
 
 HttpResponse Router::LabList() {
-  if (lab_dir_.empty()) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
-  std::vector<std::filesystem::path> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(lab_dir_, ec)) {
-    if (e.path().extension() == ".labprofile" && LabIdOk(e.path().stem().string())) {
-      files.push_back(e.path());
-    }
-  }
-  std::sort(files.begin(), files.end());
+  if (lab_ == nullptr) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
+  StatusOr<std::vector<std::string>> ids = lab_->List();
+  if (!ids.ok()) return ErrorResponse(ids.status());
   JsonWriter j;
   j.BeginObject();
   j.Key("profiles").BeginArray();
-  for (const auto& f : files) {
-    StatusOr<std::string> bytes = ReadWholeFile(f.string());
+  for (const std::string& id : *ids) {
+    if (!LabIdOk(id)) continue;
+    StatusOr<std::string> bytes = lab_->Get(id);
     if (!bytes.ok()) continue;
-    StatusOr<wire::LabProfile> p = ParseLabProfile(*bytes, f.filename().string());
+    StatusOr<wire::LabProfile> p = ParseLabProfile(*bytes, id);
     if (!p.ok()) continue;
     j.BeginObject();
-    j.Key("id").String(f.stem().string()).Key("bytes").Uint(bytes->size());
+    j.Key("id").String(id).Key("bytes").Uint(bytes->size());
     j.Key("scenarios").BeginArray();
     for (const std::string& s : p->scenarios()) j.String(s);
     j.EndArray();
@@ -566,10 +558,14 @@ HttpResponse Router::LabList() {
 }
 
 HttpResponse Router::LabGet(std::string_view id) {
-  if (lab_dir_.empty()) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
+  if (lab_ == nullptr) return ErrorResponse(NotFound("this aggregator keeps no lab profiles"));
   if (!LabIdOk(id)) return ErrorResponse(InvalidArgument("a lab profile id is 32 hex digits"));
-  StatusOr<std::string> bytes = ReadWholeFile(lab_dir_ + "/" + std::string(id) + ".labprofile");
-  if (!bytes.ok()) return ErrorResponse(NotFound("no lab profile " + std::string(id)));
+  StatusOr<std::string> bytes = lab_->Get(std::string(id));
+  if (!bytes.ok()) {
+    return ErrorResponse(bytes.status().code() == StatusCode::kNotFound
+                             ? NotFound("no lab profile " + std::string(id))
+                             : bytes.status());
+  }
   return HttpResponse{200, "application/octet-stream", std::move(*bytes), {}};
 }
 

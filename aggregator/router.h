@@ -42,6 +42,7 @@ inline constexpr std::string_view kProtobufContentType = kBatchContentType;
 
 class PublishLoop;
 class Lease;
+class LabStorage;
 
 // One complete request, as the router needs it.
 struct HttpRequest {
@@ -90,9 +91,10 @@ class Router {
   HttpResponse Config();
 
   void SetFleetSettings(const FleetSettings& f) { fleet_ = f; }
-  // Keeps uploaded lab profiles in `dir` (POST/GET /v1/lab/profiles), apart
-  // from the field sums. Empty: the lab endpoints answer 404.
-  void SetLabDir(std::string dir) { lab_dir_ = std::move(dir); }
+  // Keeps uploaded lab profiles in `lab` (POST/GET /v1/lab/profiles), apart
+  // from the field sums; it must outlive the router. Null (the default):
+  // the lab endpoints answer 404.
+  void SetLabStorage(LabStorage* lab) { lab_ = lab; }
   // Vendor pages (issue #19): a module that matches a vendor's patterns is
   // served by GET /v1/module only with that vendor's bearer token.
   struct Vendor {
@@ -136,7 +138,7 @@ class Router {
   PublishLoop* publish_ = nullptr;
   Lease* lease_ = nullptr;
   std::string admin_token_;
-  std::string lab_dir_;
+  LabStorage* lab_ = nullptr;
   std::vector<Vendor> vendors_;
   // Whether `module` may be served: claimed by no vendor, or `authorization`
   // is a claiming vendor's token. `claimed` says whether any vendor claims it.

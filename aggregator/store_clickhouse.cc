@@ -95,9 +95,11 @@ class ClickHouseStore : public Store {
 
   Status Init() {
     FP_RETURN_IF_ERROR(EnsureChSchema(tables_, shards_, o_.ddl_timeout_s));
-    // One per shard: quorum inserts into a shard take turns anyway, and
-    // while one waits the next group gathers.
-    for (size_t s = 0; s < shards_.size(); ++s) {
+    // While an insert waits for its quorum the next group gathers
+    // (store_clickhouse.h: inserts_in_flight).
+    const size_t committers =
+        o_.inserts_in_flight > 0 ? static_cast<size_t>(o_.inserts_in_flight) : shards_.size();
+    for (size_t s = 0; s < committers; ++s) {
       committers_.emplace_back([this, s] { CommitLoop(s); });
     }
     rollup_ = std::thread([this] { RollupLoop(); });
@@ -310,6 +312,7 @@ class ClickHouseStore : public Store {
     line("fieldprof_clickhouse_inserts_total", "counter", inserts_.load());
     line("fieldprof_clickhouse_inserted_batches_total", "counter", inserted_batches_.load());
     line("fieldprof_clickhouse_known_batches_total", "counter", known_batches_.load());
+    line("fieldprof_clickhouse_unconfirmed_copies_total", "counter", unconfirmed_copies_.load());
     line("fieldprof_clickhouse_quorum_busy_total", "counter", quorum_busy_.load());
     line("fieldprof_clickhouse_shard_failures_total", "counter", shard_failures_.load());
     line("fieldprof_clickhouse_group_failures_total", "counter", group_failures_.load());
@@ -377,13 +380,15 @@ class ClickHouseStore : public Store {
   // Runs `fn` on the servers in turn, starting from a rotating one, until
   // one answers: a ClickHouse error (a code) is final, a network error
   // tries the next server.
-  Status OnAnyServer(const std::function<Status(ClickHouseClient&)>& fn) {
+  // `final` (may be null) turns true when a failure must not be retried.
+  Status OnAnyServer(const std::function<Status(ClickHouseClient&)>& fn,
+                     const bool* final = nullptr) {
     const size_t start = next_server_++;
     Status last = Unavailable("no ClickHouse server");
     for (size_t i = 0; i < servers_.size(); ++i) {
       ClickHouseClient ch(Long(servers_[(start + i) % servers_.size()]));
       last = fn(ch);
-      if (last.ok() || ch.last_error_code() != 0) return last;
+      if (last.ok() || ch.last_error_code() != 0 || (final != nullptr && *final)) return last;
     }
     return last;
   }
@@ -401,15 +406,69 @@ class ClickHouseStore : public Store {
     return last;
   }
 
-  Status StreamSums(const std::string& sql, const std::function<bool(ApiAggregate&&)>& visit) {
-    return OnAnyServer([&](ClickHouseClient& ch) {
-      SumsReader reader(visit);
-      Status q = ch.QueryStream(sql, ReadSettings(),
-                                [&](std::string_view piece) { return reader.Feed(piece); });
-      if (!reader.status().ok()) return reader.status();
-      if (!q.ok()) return q;
-      return reader.Finish();
-    });
+  // Of the batch ids (hex) `ids`, those whose marker row every replica of
+  // some shard holds, each asked directly. A replica that does not answer
+  // confirms nothing on its shard.
+  std::set<std::string> OnEveryReplica(const std::vector<std::string>& ids) {
+    std::set<std::string> confirmed;
+    if (ids.empty()) return confirmed;
+    std::string in;
+    for (const std::string& id : ids) {
+      in +=
+          (in.empty() ? "" : ", ") + std::string("toFixedString(unhex(") + SqlString(id) + "), 16)";
+    }
+    const std::string sql = "SELECT lower(hex(batch_id)) FROM " + tables_.Local("fp_rows") +
+                            " WHERE module = '' AND batch_id IN (" + in + ") FORMAT TSV";
+    for (const auto& replicas : shards_) {
+      std::map<std::string, size_t> held;
+      bool all_answered = true;
+      for (const HttpsClientOptions& replica : replicas) {
+        ClickHouseClient ch(Short(replica));
+        StatusOr<std::string> r = ch.Query(sql, ReadSettings());
+        if (!r.ok()) {
+          all_answered = false;
+          break;
+        }
+        std::set<std::string> here;
+        std::istringstream lines(*r);
+        for (std::string line; std::getline(lines, line);) here.insert(line);
+        for (const std::string& id : here) ++held[id];
+      }
+      if (!all_answered) continue;
+      for (const auto& [id, n] : held) {
+        if (n == replicas.size()) confirmed.insert(id);
+      }
+    }
+    return confirmed;
+  }
+
+  // Reads through replicas that have fetched what their shard holds: a
+  // replica back from an outage is passed over until it catches up (the
+  // copies of a batch whose quorum failed may be on the others only).
+  ClickHouseSettings CaughtUpReplicas() const {
+    ClickHouseSettings s = ReadSettings();
+    s.emplace_back("max_replica_delay_for_distributed_queries", "1");
+    return s;
+  }
+
+  Status StreamSums(const std::string& sql, const std::function<bool(ApiAggregate&&)>& visit,
+                    bool caught_up = false) {
+    // Another server is asked only when nothing was handed on yet: a walk
+    // that failed half way is an error, never a second walk from the start.
+    bool delivered = false;
+    return OnAnyServer(
+        [&](ClickHouseClient& ch) {
+          SumsReader reader([&](ApiAggregate&& a) {
+            delivered = true;
+            return visit(std::move(a));
+          });
+          Status q = ch.QueryStream(sql, caught_up ? CaughtUpReplicas() : ReadSettings(),
+                                    [&](std::string_view piece) { return reader.Feed(piece); });
+          if (!reader.status().ok()) return reader.status();
+          if (!q.ok()) return q;
+          return reader.Finish();
+        },
+        &delivered);
   }
 
   // The raw rows of batches first stored on a day in [lo, b], each record
@@ -459,9 +518,12 @@ class ClickHouseStore : public Store {
 
   // ---- the committers ----
 
-  void CommitLoop(size_t home_shard) {
-    std::mt19937_64 rng(std::random_device{}() ^ home_shard);
-    for (;;) {
+  // Committer `index` tries shard (index + n) % shards first for its n-th
+  // group: committers start apart and each visits every shard in turn.
+  void CommitLoop(size_t index) {
+    std::mt19937_64 rng(std::random_device{}() ^ index);
+    size_t home_shard = index % shards_.size();
+    for (;; home_shard = (home_shard + 1) % shards_.size()) {
       std::vector<std::shared_ptr<Pending>> group;
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -484,22 +546,43 @@ class ClickHouseStore : public Store {
   void Commit(const std::vector<std::shared_ptr<Pending>>& group, size_t home_shard,
               std::mt19937_64& rng) {
     // Which are stored already: a marker row in the raw rows, or an id of a
-    // folded batch.
+    // folded batch (folds write with quorum, once every replica caught up).
     std::vector<std::string> ids;
     for (const auto& p : group) ids.push_back(p->id);
-    std::set<std::string> known;
+    std::set<std::string> known, raw;
     Status s = OnAnyServer([&](ClickHouseClient& ch) {
       const std::string in = IdList(ids);
       StatusOr<std::string> r =
-          ch.Query("SELECT lower(hex(batch_id)) FROM " + tables_.All("fp_rows") +
-                   " WHERE module = '' AND batch_id IN (" + in +
-                   ") UNION ALL SELECT lower(hex(batch_id)) FROM " + tables_.All("fp_batch_ids") +
-                   " WHERE batch_id IN (" + in + ") FORMAT TSV");
+          ch.Query("SELECT 'r', lower(hex(batch_id)) FROM " + tables_.All("fp_rows") +
+                       " WHERE module = '' AND batch_id IN (" + in +
+                       ") UNION ALL SELECT 'f', lower(hex(batch_id)) FROM " +
+                       tables_.All("fp_batch_ids") + " WHERE batch_id IN (" + in + ") FORMAT TSV",
+                   CaughtUpReplicas());
       if (!r.ok()) return r.status();
       std::istringstream lines(*r);
-      for (std::string line; std::getline(lines, line);) known.insert(line);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.size() < 3) continue;
+        (line[0] == 'f' ? known : raw).insert(line.substr(2));
+      }
       return Status::Ok();
     });
+    // Raw rows count as stored only where every replica of a shard holds
+    // them: an INSERT whose quorum failed (a replica died under it) leaves
+    // its part on the replica that wrote it, and its batch is stored again.
+    if (s.ok()) {
+      for (const std::string& id : raw) {
+        if (known.count(id) == 0 && !tables_.clustered()) known.insert(id);
+      }
+      if (tables_.clustered()) {
+        std::vector<std::string> unsure;
+        for (const std::string& id : raw) {
+          if (known.count(id) == 0) unsure.push_back(id);
+        }
+        const std::set<std::string> everywhere = OnEveryReplica(unsure);
+        known.insert(everywhere.begin(), everywhere.end());
+        unconfirmed_copies_ += unsure.size() - everywhere.size();
+      }
+    }
     // Records of a day that may already be folded would never be read:
     // they go to today, which no fold touches for horizon_days more days
     // (the router's day is today; only a caller with an older day, or a
@@ -790,14 +873,17 @@ class ClickHouseStore : public Store {
       in_chunk = 0;
       return st;
     };
-    Status read = StreamSums(sql, [&](ApiAggregate&& a) {
-      row(&chunk, a);
-      if (++in_chunk == kChunkRows) {
-        insert_error = flush();
-        if (!insert_error.ok()) return false;
-      }
-      return true;
-    });
+    Status read = StreamSums(
+        sql,
+        [&](ApiAggregate&& a) {
+          row(&chunk, a);
+          if (++in_chunk == kChunkRows) {
+            insert_error = flush();
+            if (!insert_error.ok()) return false;
+          }
+          return true;
+        },
+        /*caught_up=*/true);
     FP_RETURN_IF_ERROR(insert_error);
     FP_RETURN_IF_ERROR(read);
     return flush();
@@ -895,7 +981,7 @@ class ClickHouseStore : public Store {
 
   std::atomic<uint64_t> inserts_{0}, inserted_batches_{0}, known_batches_{0}, quorum_busy_{0},
       shard_failures_{0}, group_failures_{0}, rollup_series_{0}, rollup_days_{0}, rollup_months_{0},
-      rollup_deferred_{0}, partitions_dropped_{0};
+      rollup_deferred_{0}, partitions_dropped_{0}, unconfirmed_copies_{0};
   std::atomic<int32_t> next_fold_day_{0};
 };
 

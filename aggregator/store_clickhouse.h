@@ -60,6 +60,11 @@ struct ClickHouseStoreOptions {
   std::chrono::milliseconds shard_backoff{5000};
   // Deadline of a query (reads, folds). Default: 5 min.
   std::chrono::milliseconds query_timeout{300000};
+  // INSERTs one aggregator has in flight at once; each tries the shards in
+  // turn. Fewer, larger inserts cost ClickHouse less per batch (on 18.16
+  // a shard's quorum inserts take turns anyway): one, unless a few
+  // aggregators write to many shards. 0: one per shard. Default: 1.
+  int inserts_in_flight = 1;
   // Batches in one INSERT at most. Default: 512.
   int max_group_batches = 512;
   // Accepted batches waiting for their INSERT before ApplyBatch answers

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "aggregator/lab_storage.h"
 #include "aggregator/publisher.h"
 #include "aggregator/snapshot_storage.h"
 #include "aggregator/store_clickhouse.h"
@@ -259,6 +260,53 @@ TEST_F(ClickHouseStoreTest, TheReaderTakesWholeRowsOnly) {
   }
 }
 
+// Many rows per key, cut into pieces of every size at random: the same
+// sums as the answer read whole.
+TEST_F(ClickHouseStoreTest, TheReaderSumsKeysAcrossAnyPieces) {
+  auto store = Open();
+  ASSERT_TRUE(store.ok());
+  tools::BatchGenerator gen(
+      {.seed = 4, .modules = 3, .symbols_per_module = 5, .target_bytes = 8 * 1024});
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(Apply(**store, gen.Next(), 20000).ok());
+  ClickHouseClient ch(server_->Options());
+  const std::string sql =
+      ChOrderedRowsSql(ChDedupRowsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''"));
+  std::string answer;
+  ASSERT_TRUE(ch.QueryStream(sql, {}, [&](std::string_view p) {
+                  answer.append(p);
+                  return true;
+                }).ok());
+  auto read = [&](std::mt19937& rng, std::map<std::string, Histogram>* out) {
+    SumsReader r([&](ApiAggregate&& a) {
+      EXPECT_TRUE(out->emplace(EncodeApiKey(a.key), a.histogram).second)
+          << "a key handed on twice: " << a.key.symbol;
+      return true;
+    });
+    for (size_t at = 0; at < answer.size();) {
+      const size_t n = 1 + rng() % 300;
+      r.Feed(std::string_view(answer).substr(at, n));
+      at += n;
+    }
+    return r.Finish();
+  };
+  std::mt19937 rng(1);
+  std::map<std::string, Histogram> whole;
+  {
+    SumsReader r([&](ApiAggregate&& a) {
+      whole.emplace(EncodeApiKey(a.key), a.histogram);
+      return true;
+    });
+    r.Feed(answer);
+    ASSERT_TRUE(r.Finish().ok());
+    EXPECT_GT(r.rows(), 2 * whole.size()) << "keys span many rows";
+  }
+  for (int round = 0; round < 20; ++round) {
+    std::map<std::string, Histogram> pieces;
+    ASSERT_TRUE(read(rng, &pieces).ok());
+    ASSERT_EQ(pieces, whole) << "round " << round;
+  }
+}
+
 // Tables created once; a second store opens them as they are; a schema
 // newer than this binary's is refused, with a message that says so.
 TEST_F(ClickHouseStoreTest, TheSchemaIsCreatedOnceAndItsVersionChecked) {
@@ -363,6 +411,69 @@ TEST_F(ClickHouseStoreTest, ItsSnapshotIsRocksDbsByteForByteAndShared) {
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
   ASSERT_TRUE(holder.Refresh().ok());
   EXPECT_EQ(holder.CurrentManifest()->snapshot_version(), c->snapshot_version);
+}
+
+// Lab profiles kept in ClickHouse: what one aggregator keeps, another
+// lists and reads back byte for byte (any bytes, NULs and all, 1 MiB); the
+// same id kept twice is one row and says so; an id never kept is NotFound,
+// and with ClickHouse gone it is an error, never NotFound.
+TEST_F(ClickHouseStoreTest, LabProfilesKeptThroughOneAreReadThroughAnother) {
+  auto store = Open();  // makes the schema
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ClickHouseStoreOptions o;
+  o.url = server_->Url();
+  o.database = database_;
+  auto one = ClickHouseLabStorage(o);
+  auto other = ClickHouseLabStorage(o);
+  ASSERT_TRUE(one.ok() && other.ok()) << one.status().ToString();
+  std::string big(1 << 20, '\0');
+  std::mt19937_64 rng(5);
+  for (char& c : big) c = static_cast<char>(rng());
+  const std::string small = std::string("lab\0profile\n\t'\\", 17);
+  const std::string a(32, 'a'), b(32, 'b');
+  bool duplicate = true;
+  ASSERT_TRUE((*one)->Put(b, big, &duplicate).ok());
+  EXPECT_FALSE(duplicate);
+  ASSERT_TRUE((*one)->Put(a, small, &duplicate).ok());
+  EXPECT_FALSE(duplicate);
+  ASSERT_TRUE((*other)->Put(a, small, &duplicate).ok());
+  EXPECT_TRUE(duplicate) << "kept through the other aggregator already";
+  StatusOr<std::vector<std::string>> ids = (*other)->List();
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(*ids, (std::vector<std::string>{a, b}));
+  StatusOr<std::string> got = (*other)->Get(b);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == big) << "1 MiB read back as " << got->size() << " bytes";
+  got = (*other)->Get(a);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, small);
+  ClickHouseClient ch(server_->Options());
+  StatusOr<std::string> rows =
+      ch.Query("SELECT count() FROM " + database_ + ".fp_lab_profiles FORMAT TSV");
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(*rows, "2\n");
+  EXPECT_EQ((*one)->Get(std::string(32, 'c')).status().code(), StatusCode::kNotFound);
+  // Another aggregator with the local kind: the same contract on files.
+  testing::TempDir dir;
+  std::unique_ptr<LabStorage> local = LocalLabStorage(dir.File("lab"));
+  ASSERT_TRUE(local->List().ok());
+  EXPECT_TRUE(local->List()->empty());
+  ASSERT_TRUE(local->Put(a, small, &duplicate).ok());
+  EXPECT_FALSE(duplicate);
+  ASSERT_TRUE(local->Put(a, small, &duplicate).ok());
+  EXPECT_TRUE(duplicate);
+  EXPECT_EQ(*local->Get(a), small);
+  EXPECT_EQ(local->Get(b).status().code(), StatusCode::kNotFound);
+  // ClickHouse gone: an error that is not "no such profile".
+  ClickHouseStoreOptions dead = o;
+  dead.url = "http://127.0.0.1:" + std::to_string(testing::FreePort());
+  auto gone = ClickHouseLabStorage(dead);
+  ASSERT_TRUE(gone.ok());
+  StatusOr<std::string> lost = (*gone)->Get(a);
+  EXPECT_FALSE(lost.ok());
+  EXPECT_NE(lost.status().code(), StatusCode::kNotFound) << lost.status().ToString();
+  EXPECT_FALSE((*gone)->Put(std::string(32, 'd'), small, &duplicate).ok());
+  EXPECT_FALSE((*gone)->List().ok());
 }
 
 // The real aggregator with --store clickhouse: a batch posted twice is

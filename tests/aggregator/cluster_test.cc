@@ -22,7 +22,9 @@
 #include <string>
 #include <thread>
 
+#include "common/histogram.h"
 #include "common/https_client.h"
+#include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 #include "tools/loadgen.h"
@@ -102,6 +104,18 @@ class ClusterTest : public ::testing::Test {
     return ports;
   }
 
+  // Every ClickHouse server, shard by shard, replicas in order.
+  static std::vector<std::string> ShardUrls() {
+    std::string urls = env_["CLICKHOUSE_URL"];
+    for (char& c : urls) {
+      if (c == ',' || c == ';') c = ' ';
+    }
+    std::vector<std::string> out;
+    std::istringstream in(urls);
+    for (std::string u; in >> u;) out.push_back(u);
+    return out;
+  }
+
   // A stream of uploads through haproxy for `secs`, verified at the end;
   // `fault` runs alongside it, after a few seconds of it.
   tools::LoadReport Stream(int secs, const std::function<void()>& fault, bool twice = false) {
@@ -141,6 +155,35 @@ class ClusterTest : public ::testing::Test {
     EXPECT_EQ(r.batches_failed, 0) << r.first_error;
     EXPECT_GT(r.keys_verified, 1000);
     EXPECT_EQ(r.keys_mismatched, 0) << r.first_mismatch;
+    if (r.keys_mismatched > 0) Diagnose(r.first_mismatch);
+  }
+
+  // What each ClickHouse server holds of the series that differed, and
+  // what the aggregators answer for it: the rows a failure is read from.
+  static void Diagnose(const std::string& mismatch) {
+    std::istringstream words(mismatch);
+    std::string module, symbol;
+    words >> module >> symbol;
+    if (!symbol.empty() && symbol.back() == ':') symbol.pop_back();
+    for (const std::string& url : ShardUrls()) {
+      const std::string sql =
+          "SELECT hex(batch_id), seq, day, count(), groupArray(_part), groupArray(length(value)) "
+          "FROM fieldprof.fp_rows WHERE module = '" +
+          module + "' AND symbol = '" + symbol +
+          "' GROUP BY batch_id, seq, day ORDER BY batch_id, seq FORMAT TSV";
+      std::fprintf(stderr, "== %s holds of %s %s:\n", url.c_str(), module.c_str(), symbol.c_str());
+      Sh("curl -s '" + url + "/' --data-binary \"" + sql + "\" >&2");
+      Sh("curl -s '" + url +
+         "/' --data-binary \"SELECT table, is_readonly, queue_size, "
+         "inserts_in_queue, log_max_index, log_pointer, total_replicas, active_replicas FROM "
+         "system.replicas WHERE database = 'fieldprof' FORMAT TSV\" >&2");
+    }
+    for (uint16_t p : AggPorts()) {
+      HttpsClient c(Client(p));
+      StatusOr<HttpReply> a = c.Get("/v1/api?module=" + module + "&symbol=" + symbol);
+      std::fprintf(stderr, "== aggregator :%u answers %s\n", p,
+                   a.ok() ? a->body.substr(0, 300).c_str() : a.status().ToString().c_str());
+    }
   }
 
   static testing::TempDir* dir_;
@@ -188,6 +231,70 @@ TEST_F(ClusterTest, EveryBatchReplayed) {
   ExpectExact(r);
   EXPECT_EQ(r.batches_duplicate + r.duplicates_missed, r.batches_ok) << "every batch sent again";
   EXPECT_GT(r.batches_duplicate, 0);
+}
+
+// An INSERT whose quorum failed leaves its part on the replica that wrote
+// it. With fetches stopped on every replica, a batch is written on the one
+// that took the INSERT and never reaches its quorum: refused (503), and
+// refused again on the retry that finds its rows, never acknowledged as a
+// duplicate of a copy one replica holds. With fetches back, the retry is
+// taken and the batch counted once.
+TEST_F(ClusterTest, ACopyOnOneReplicaIsNotAcknowledged) {
+  const std::vector<std::string> lagging = ShardUrls();
+  ASSERT_EQ(lagging.size(), 4u);
+  wire::Batch b;
+  b.set_schema_version(kSchemaVersion);
+  b.set_batch_id(std::string(16, 'Q'));
+  b.set_created_unix_ms(1795392000000);
+  b.mutable_client_platform()->set_os(wire::OS_LINUX);
+  b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
+  b.mutable_client_platform()->set_cpu_vendor(wire::CPU_VENDOR_AMD);
+  b.mutable_client_platform()->set_cpu_family(25);
+  wire::Record* r = b.add_records();
+  r->mutable_key()->set_module("libquorum.so.1");
+  r->mutable_key()->set_module_version("1.0");
+  r->mutable_key()->set_symbol("one_replica");
+  r->mutable_key()->set_metric(wire::METRIC_WALL_TIME_NS);
+  Histogram h;
+  for (uint64_t v : {100, 200, 300, 40000}) h.Record(v);
+  HistogramToWire(h, r->mutable_histogram());
+  r->set_runs(1);
+  const std::string body = b.SerializeAsString();
+  HttpsClient lb(Client(LbPort()));
+  std::string answer;
+  auto post = [&] {
+    StatusOr<HttpReply> a = lb.Post("/v1/batches", "application/x-protobuf", body);
+    answer = a.ok() ? a->body : a.status().ToString();
+    return a.ok() ? a->status : -1;
+  };
+  for (const std::string& url : lagging) {
+    ASSERT_EQ(Sh("curl -sf '" + url + "/' --data-binary 'SYSTEM STOP FETCHES'"), 0) << url;
+  }
+  EXPECT_EQ(post(), 503) << "no shard reaches its quorum: " << answer;
+  EXPECT_EQ(post(), 503) << "the copy one replica holds is no stored batch: " << answer;
+  for (const std::string& url : lagging) {
+    ASSERT_EQ(Sh("curl -sf '" + url + "/' --data-binary 'SYSTEM START FETCHES'"), 0) << url;
+  }
+  int status = 0;
+  for (int i = 0; i < 60 && status != 200; ++i) {
+    status = post();
+    if (status != 200) std::this_thread::sleep_for(seconds(1));
+  }
+  ASSERT_EQ(status, 200) << answer;
+  StatusOr<HttpReply> api = lb.Get("/v1/api?module=libquorum.so.1&symbol=one_replica");
+  ASSERT_TRUE(api.ok());
+  EXPECT_NE(api->body.find("\"count\":4,"), std::string::npos) << api->body;
+  uint64_t unconfirmed = 0;
+  for (uint16_t p : AggPorts()) {
+    HttpsClient c(Client(p));
+    StatusOr<HttpReply> m = c.Get("/metrics");
+    ASSERT_TRUE(m.ok());
+    const std::string name = "\nfieldprof_clickhouse_unconfirmed_copies_total ";
+    const size_t at = m->body.find(name);
+    ASSERT_NE(at, std::string::npos);
+    unconfirmed += std::stoull(m->body.substr(at + name.size()));
+  }
+  EXPECT_GT(unconfirmed, 0u) << "a retry found the copy and stored the batch again";
 }
 
 // After all that: one lease holder, and the snapshot it publishes is what
