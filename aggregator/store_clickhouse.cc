@@ -195,7 +195,8 @@ class ClickHouseStore : public Store {
     if (parts.empty()) return Status::Ok();
     std::string all;
     for (const std::string& part : parts) all += (all.empty() ? "" : " UNION ALL ") + part;
-    return StreamSums(ChOrderedRowsSql(all), visit);
+    // Through replicas that are not behind, where a shard has one.
+    return StreamSums(ChOrderedRowsSql(all), visit, /*caught_up=*/true);
   }
 
   Status ForEachApi(const ApiFilter& filter,
@@ -251,15 +252,17 @@ class ClickHouseStore : public Store {
   // ---- state ----
 
   // Inserts of acknowledged rows that some replica has not fetched yet (a
-  // lagging replica of a shard); servers that do not answer are left out.
+  // lagging replica of a shard), and parts a replica back from a crash has
+  // still to check (and fetch again when it lost them); servers that do
+  // not answer are left out.
   uint64_t pending_batches() override {
     if (!tables_.clustered()) return 0;
     uint64_t pending = 0;
     for (const HttpsClientOptions& server : servers_) {
       ClickHouseClient ch(Short(server));
-      StatusOr<std::string> n =
-          ch.Query("SELECT sum(inserts_in_queue) FROM system.replicas WHERE database = " +
-                   SqlString(tables_.database()) + " FORMAT TSV");
+      StatusOr<std::string> n = ch.Query(
+          "SELECT sum(inserts_in_queue + parts_to_check) FROM system.replicas WHERE database = " +
+          SqlString(tables_.database()) + " FORMAT TSV");
       if (n.ok()) pending += std::strtoull(n->c_str(), nullptr, 10);
     }
     return pending;
@@ -712,7 +715,7 @@ class ClickHouseStore : public Store {
       StatusOr<std::string> n = ch.Query(
           "SELECT count() FROM system.replicas WHERE database = " + SqlString(tables_.database()) +
           " AND (is_readonly OR is_session_expired OR active_replicas < total_replicas OR "
-          "inserts_in_queue > 0 OR log_pointer < log_max_index) FORMAT TSV");
+          "inserts_in_queue > 0 OR parts_to_check > 0 OR log_pointer < log_max_index) FORMAT TSV");
       if (!n.ok() || std::strtoull(n->c_str(), nullptr, 10) != 0) return false;
     }
     return true;

@@ -127,6 +127,20 @@ class ClickHouseStoreTest : public ::testing::Test {
     ASSERT_EQ(Metric(store, "fieldprof_rollup_next_day"), uint64_t(next_day));
   }
 
+  // ClickHouse's RowBinary answer for every raw row, each record once.
+  bool RawRowsAnswer(std::string* answer) {
+    ClickHouseClient ch(server_->Options());
+    const std::string sql =
+        ChOrderedRowsSql(ChDedupRowsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''"));
+    return ch
+        .QueryStream(sql, {},
+                     [&](std::string_view p) {
+                       answer->append(p);
+                       return true;
+                     })
+        .ok();
+  }
+
   testing::ClickHouseProcess* server_ = nullptr;
   std::string database_;
   std::atomic<int32_t> today_{20000};
@@ -222,14 +236,8 @@ TEST_F(ClickHouseStoreTest, TheReaderTakesWholeRowsOnly) {
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE(
       Apply(**store, MakeBatch('x', {{"a", {1, 2}}, {"b", {kBig}}, {"c", {0}}}), 20000).ok());
-  ClickHouseClient ch(server_->Options());
-  const std::string sql =
-      ChOrderedRowsSql(ChDedupRowsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''"));
   std::string answer;
-  ASSERT_TRUE(ch.QueryStream(sql, {}, [&](std::string_view p) {
-                  answer.append(p);
-                  return true;
-                }).ok());
+  ASSERT_TRUE(RawRowsAnswer(&answer));
   auto read = [](std::string_view data, size_t piece, std::vector<ApiAggregate>* rows) {
     SumsReader r([&](ApiAggregate&& a) {
       rows->push_back(std::move(a));
@@ -268,14 +276,8 @@ TEST_F(ClickHouseStoreTest, TheReaderSumsKeysAcrossAnyPieces) {
   tools::BatchGenerator gen(
       {.seed = 4, .modules = 3, .symbols_per_module = 5, .target_bytes = 8 * 1024});
   for (int i = 0; i < 30; ++i) ASSERT_TRUE(Apply(**store, gen.Next(), 20000).ok());
-  ClickHouseClient ch(server_->Options());
-  const std::string sql =
-      ChOrderedRowsSql(ChDedupRowsSql(database_ + ".fp_rows", "batch_id, seq", "module != ''"));
   std::string answer;
-  ASSERT_TRUE(ch.QueryStream(sql, {}, [&](std::string_view p) {
-                  answer.append(p);
-                  return true;
-                }).ok());
+  ASSERT_TRUE(RawRowsAnswer(&answer));
   auto read = [&](std::mt19937& rng, std::map<std::string, Histogram>* out) {
     SumsReader r([&](ApiAggregate&& a) {
       EXPECT_TRUE(out->emplace(EncodeApiKey(a.key), a.histogram).second)
