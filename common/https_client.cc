@@ -128,17 +128,8 @@ class HttpsClient::Impl {
     req.body() = body;
     req.keep_alive(true);
     req.prepare_payload();
-    beast::error_code ec;
-    auto write = [&](auto& stream) {
-      beast::get_lowest_layer(stream).expires_after(options_.timeout);
-      http::async_write(stream, req, [&ec](beast::error_code e, size_t) { ec = e; });
-    };
-    if (plain_) {
-      write(*plain_);
-    } else {
-      write(*stream_);
-    }
-    Run();
+    beast::error_code ec =
+        RunOnStream([&](auto& stream, auto done) { http::async_write(stream, req, done); });
     if (ec) {
       Close();
       return Unavailable("sending request: " + ec.message());
@@ -147,16 +138,8 @@ class HttpsClient::Impl {
     if (on_data == nullptr) {
       http::response_parser<http::string_body> parser;
       parser.body_limit(64 << 20);
-      auto read = [&](auto& stream) {
-        beast::get_lowest_layer(stream).expires_after(options_.timeout);
-        http::async_read(stream, buffer_, parser, [&ec](beast::error_code e, size_t) { ec = e; });
-      };
-      if (plain_) {
-        read(*plain_);
-      } else {
-        read(*stream_);
-      }
-      Run();
+      ec = RunOnStream(
+          [&](auto& stream, auto done) { http::async_read(stream, buffer_, parser, done); });
       if (ec) {
         Close();
         return Unavailable("reading response: " + ec.message());
@@ -166,17 +149,8 @@ class HttpsClient::Impl {
     } else {
       http::response_parser<http::buffer_body> parser;
       parser.body_limit(boost::none);
-      auto read_header = [&](auto& stream) {
-        beast::get_lowest_layer(stream).expires_after(options_.timeout);
-        http::async_read_header(stream, buffer_, parser,
-                                [&ec](beast::error_code e, size_t) { ec = e; });
-      };
-      if (plain_) {
-        read_header(*plain_);
-      } else {
-        read_header(*stream_);
-      }
-      Run();
+      ec = RunOnStream(
+          [&](auto& stream, auto done) { http::async_read_header(stream, buffer_, parser, done); });
       if (ec) {
         Close();
         return Unavailable("reading response: " + ec.message());
@@ -187,17 +161,8 @@ class HttpsClient::Impl {
       while (!parser.is_done()) {
         parser.get().body().data = piece.data();
         parser.get().body().size = piece.size();
-        auto read = [&](auto& stream) {
-          beast::get_lowest_layer(stream).expires_after(options_.timeout);
-          http::async_read_some(stream, buffer_, parser,
-                                [&ec](beast::error_code e, size_t) { ec = e; });
-        };
-        if (plain_) {
-          read(*plain_);
-        } else {
-          read(*stream_);
-        }
-        Run();
+        ec = RunOnStream(
+            [&](auto& stream, auto done) { http::async_read_some(stream, buffer_, parser, done); });
         if (ec == http::error::need_buffer) ec = {};
         if (ec) {
           Close();
@@ -241,6 +206,25 @@ class HttpsClient::Impl {
   void Run() {
     ioc_.restart();
     ioc_.run();
+  }
+
+  // Starts `op(stream, done)` on the open stream (plain or TLS) under the
+  // deadline, runs it to completion and gives its error.
+  template <class Op>
+  beast::error_code RunOnStream(const Op& op) {
+    beast::error_code ec;
+    auto done = [&ec](beast::error_code e, size_t) { ec = e; };
+    auto start = [&](auto& stream) {
+      beast::get_lowest_layer(stream).expires_after(options_.timeout);
+      op(stream, done);
+    };
+    if (plain_) {
+      start(*plain_);
+    } else {
+      start(*stream_);
+    }
+    Run();
+    return ec;
   }
 
   void Close() {
