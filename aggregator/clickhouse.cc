@@ -120,6 +120,42 @@ std::string SqlString(std::string_view s) {
   return out + "'";
 }
 
+StatusOr<std::vector<HttpsClientOptions>> ParseClickHouseServers(
+    std::string_view urls, std::chrono::milliseconds timeout) {
+  StatusOr<std::vector<std::vector<HttpsClientOptions>>> shards =
+      ParseClickHouseShards(urls, timeout);
+  if (!shards.ok()) return shards.status();
+  std::vector<HttpsClientOptions> servers;
+  for (const auto& shard : *shards) servers.insert(servers.end(), shard.begin(), shard.end());
+  return servers;
+}
+
+Status ChOnAnyServer(const std::vector<HttpsClientOptions>& servers, size_t start,
+                     const std::function<Status(ClickHouseClient&)>& fn, const bool* final) {
+  Status last = Unavailable("no ClickHouse server");
+  for (size_t i = 0; i < servers.size(); ++i) {
+    ClickHouseClient ch(servers[(start + i) % servers.size()]);
+    last = fn(ch);
+    if (last.ok() || ch.last_error_code() != 0 || (final != nullptr && *final)) return last;
+  }
+  return last;
+}
+
+StatusOr<std::string> ChQueryAny(const std::vector<HttpsClientOptions>& servers, size_t start,
+                                 const std::string& sql, const ClickHouseSettings& settings) {
+  std::string answer;
+  Status s = ChOnAnyServer(servers, start, [&](ClickHouseClient& ch) {
+    StatusOr<std::string> r = ch.Query(sql, settings);
+    if (!r.ok()) return r.status();
+    answer = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return answer;
+}
+
+std::string ChGlobalQuorum(size_t servers) { return servers > 1 ? "2" : "0"; }
+
 namespace {
 
 // RowBinary writers.
@@ -407,6 +443,18 @@ Status SumsReader::Finish() {
   }
   Flush();
   return Status::Ok();
+}
+
+void ChPutString(std::string* out, std::string_view s) { Str(out, s); }
+
+bool ChReadString(std::string_view data, size_t* at, std::string* out) {
+  if (*at > data.size()) return false;
+  RowCursor c(data.substr(*at));
+  std::string_view s;
+  if (!c.Str(&s, data.size())) return false;
+  out->assign(s.data(), s.size());
+  *at += c.pos();
+  return true;
 }
 
 }  // namespace fieldprof::aggregator

@@ -78,6 +78,31 @@ class ClickHouseClient {
 // A ClickHouse string literal of `s` ('...' with \\ and \' escaped).
 std::string SqlString(std::string_view s);
 
+// Every server ParseClickHouseShards names, shard after shard.
+[[nodiscard]] StatusOr<std::vector<HttpsClientOptions>> ParseClickHouseServers(
+    std::string_view urls, std::chrono::milliseconds timeout);
+
+// Runs `fn` on `servers` in turn, from servers[start % size], until one
+// answers: success or a ClickHouse error (a code) is final, a network
+// error tries the next server, and so does nothing once `final` (may be
+// null) is true.
+[[nodiscard]] Status ChOnAnyServer(const std::vector<HttpsClientOptions>& servers, size_t start,
+                                   const std::function<Status(ClickHouseClient&)>& fn,
+                                   const bool* final = nullptr);
+// A query's answer from the first of `servers` that answers, as above.
+[[nodiscard]] StatusOr<std::string> ChQueryAny(const std::vector<HttpsClientOptions>& servers,
+                                               size_t start, const std::string& sql,
+                                               const ClickHouseSettings& settings = {});
+
+// insert_quorum of a table every server replicates: two when there are
+// two or more servers, none for one.
+std::string ChGlobalQuorum(size_t servers);
+
+// A RowBinary String (its length as a VarUInt, then its bytes): appended
+// to `out`; read from `data` at *at (false when it does not read whole).
+void ChPutString(std::string* out, std::string_view s);
+[[nodiscard]] bool ChReadString(std::string_view data, size_t* at, std::string* out);
+
 // The key columns in key order (common/api_key.h EncodeApiKey's order),
 // and their definitions for CREATE TABLE.
 inline constexpr const char* kChKeyColumns =

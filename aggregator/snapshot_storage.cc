@@ -74,29 +74,7 @@ class LocalStorage : public SnapshotStorage {
   const std::string dir_;
 };
 
-// RowBinary readers of a String, and writers of a row's fields.
-bool ReadString(std::string_view data, size_t* at, std::string* out) {
-  uint64_t n = 0;
-  for (int shift = 0;; shift += 7) {
-    if (*at >= data.size() || shift > 63) return false;
-    const uint8_t b = static_cast<uint8_t>(data[(*at)++]);
-    n |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) break;
-  }
-  if (data.size() - *at < n) return false;
-  out->assign(data.data() + *at, n);
-  *at += n;
-  return true;
-}
-
-void PutVarUInt(std::string* o, uint64_t n) {
-  while (n >= 0x80) {
-    o->push_back(static_cast<char>(n | 0x80));
-    n >>= 7;
-  }
-  o->push_back(static_cast<char>(n));
-}
-
+// Writers of a row's fixed-size fields.
 template <typename T>
 void Put(std::string* o, T v) {
   o->append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -111,10 +89,9 @@ uint32_t NowSeconds() {
 class ClickHouseStorage : public SnapshotStorage {
  public:
   ClickHouseStorage(const ClickHouseStoreOptions& o, std::vector<HttpsClientOptions> servers)
-      : tables_(o.database, o.cluster, o.zookeeper_path), servers_(std::move(servers)) {
-    // Every server holds these tables; a write waits for two of them.
-    quorum_ = servers_.size() > 1 ? "2" : "0";
-  }
+      : tables_(o.database, o.cluster, o.zookeeper_path),
+        servers_(std::move(servers)),
+        quorum_(ChGlobalQuorum(servers_.size())) {}
 
   // The newest manifest any server holds (a replica may lag behind).
   StatusOr<std::string> ReadManifest() override {
@@ -137,7 +114,7 @@ class ClickHouseStorage : public SnapshotStorage {
       std::memcpy(&version, r->data(), 8);
       size_t at = 8;
       std::string signed_manifest;
-      if (!ReadString(*r, &at, &signed_manifest) || at != r->size()) {
+      if (!ChReadString(*r, &at, &signed_manifest) || at != r->size()) {
         return DataLoss("a manifest row in ClickHouse does not read");
       }
       if (version > best_version) {
@@ -155,7 +132,7 @@ class ClickHouseStorage : public SnapshotStorage {
                            std::to_string(version) + " is not kept");
     const size_t start = next_++;
     for (size_t i = 0; i < servers_.size(); ++i) {
-      ClickHouseClient ch(Long(servers_[(start + i) % servers_.size()]));
+      ClickHouseClient ch(servers_[(start + i) % servers_.size()]);
       StatusOr<std::string> r =
           ch.Query("SELECT bytes FROM " + tables_.Local("fp_snapshot_fragments") +
                    " WHERE idx = " + std::to_string(index) +
@@ -167,7 +144,7 @@ class ClickHouseStorage : public SnapshotStorage {
       if (r->empty()) continue;  // not on this replica (yet): try another
       size_t at = 0;
       std::string bytes;
-      if (!ReadString(*r, &at, &bytes) || at != r->size()) {
+      if (!ChReadString(*r, &at, &bytes) || at != r->size()) {
         return DataLoss("a fragment row in ClickHouse does not read");
       }
       return bytes;
@@ -180,8 +157,7 @@ class ClickHouseStorage : public SnapshotStorage {
     Put<uint32_t>(&row, index);
     Put<uint64_t>(&row, version);
     Put<uint32_t>(&row, NowSeconds());
-    PutVarUInt(&row, bytes.size());
-    row += bytes;
+    ChPutString(&row, bytes);
     return Insert("fp_snapshot_fragments", row);
   }
 
@@ -199,8 +175,7 @@ class ClickHouseStorage : public SnapshotStorage {
     std::string row;
     Put<uint64_t>(&row, version);
     Put<uint32_t>(&row, NowSeconds());
-    PutVarUInt(&row, signed_manifest.size());
-    row += signed_manifest;
+    ChPutString(&row, signed_manifest);
     return Insert("fp_snapshot_manifests", row);
   }
 
@@ -255,20 +230,8 @@ class ClickHouseStorage : public SnapshotStorage {
     o.timeout = std::chrono::milliseconds(2000);
     return o;
   }
-  static HttpsClientOptions Long(HttpsClientOptions o) {
-    o.timeout = std::chrono::milliseconds(60000);
-    return o;
-  }
-
   Status OnAny(const std::function<Status(ClickHouseClient&)>& fn) {
-    const size_t start = next_++;
-    Status last = Unavailable("no ClickHouse server");
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      ClickHouseClient ch(Long(servers_[(start + i) % servers_.size()]));
-      last = fn(ch);
-      if (last.ok() || ch.last_error_code() != 0) return last;
-    }
-    return last;
+    return ChOnAnyServer(servers_, next_++, fn);
   }
 
   Status Insert(const std::string& table, const std::string& rows) {
@@ -279,7 +242,7 @@ class ClickHouseStorage : public SnapshotStorage {
 
   const ChTables tables_;
   const std::vector<HttpsClientOptions> servers_;
-  std::string quorum_;
+  const std::string quorum_;
   std::atomic<size_t> next_{0};
 };
 
@@ -293,13 +256,11 @@ StatusOr<std::unique_ptr<SnapshotStorage>> OpenLocalSnapshotStorage(const std::s
 
 StatusOr<std::unique_ptr<SnapshotStorage>> OpenClickHouseSnapshotStorage(
     const ClickHouseStoreOptions& options) {
-  StatusOr<std::vector<std::vector<HttpsClientOptions>>> shards =
-      ParseClickHouseShards(options.url, options.query_timeout);
-  if (!shards.ok()) return shards.status();
-  std::vector<HttpsClientOptions> servers;
-  for (const auto& shard : *shards) servers.insert(servers.end(), shard.begin(), shard.end());
+  StatusOr<std::vector<HttpsClientOptions>> servers =
+      ParseClickHouseServers(options.url, options.query_timeout);
+  if (!servers.ok()) return servers.status();
   return std::unique_ptr<SnapshotStorage>(
-      std::make_unique<ClickHouseStorage>(options, std::move(servers)));
+      std::make_unique<ClickHouseStorage>(options, std::move(*servers)));
 }
 
 }  // namespace fieldprof::aggregator

@@ -52,10 +52,11 @@ std::string And(const std::string& a, const std::string& b) {
   return a + " AND " + b;
 }
 
-std::string IdList(const std::vector<std::string>& ids) {
+// Batch ids given in hex, as SQL FixedString(16) values for IN (...).
+std::string IdList(const std::vector<std::string>& hex_ids) {
   std::string l;
-  for (const std::string& id : ids) {
-    l += (l.empty() ? "" : ", ") + std::string("toFixedString(unhex('") + HexEncode(id) + "'), 16)";
+  for (const std::string& id : hex_ids) {
+    l += (l.empty() ? "" : ", ") + std::string("toFixedString(unhex(") + SqlString(id) + "), 16)";
   }
   return l;
 }
@@ -271,10 +272,13 @@ class ClickHouseStore : public Store {
   Status WaitApplied(std::chrono::milliseconds timeout) override {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
+      bool idle;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (queue_.empty() && inflight_.empty() && pending_batches() == 0) return Status::Ok();
+        idle = queue_.empty() && inflight_.empty();
       }
+      // Asked outside mu_: it queries every server, and ingest needs mu_.
+      if (idle && pending_batches() == 0) return Status::Ok();
       if (Clock::now() >= deadline) return Unavailable("ClickHouse replicas are still behind");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -358,10 +362,6 @@ class ClickHouseStore : public Store {
     o.timeout = std::chrono::milliseconds(2000);
     return o;
   }
-  HttpsClientOptions Long(HttpsClientOptions o) const {
-    o.timeout = o_.query_timeout;
-    return o;
-  }
   int64_t NowMs() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
         .count();
@@ -380,33 +380,20 @@ class ClickHouseStore : public Store {
     return shards_[s].size() > 1 ? std::to_string(shards_[s].size()) : "0";
   }
 
-  // Runs `fn` on the servers in turn, starting from a rotating one, until
-  // one answers: a ClickHouse error (a code) is final, a network error
-  // tries the next server.
-  // `final` (may be null) turns true when a failure must not be retried.
+  // ChOnAnyServer from a rotating server: any server, or the replicas of
+  // shard `s`.
   Status OnAnyServer(const std::function<Status(ClickHouseClient&)>& fn,
                      const bool* final = nullptr) {
-    const size_t start = next_server_++;
-    Status last = Unavailable("no ClickHouse server");
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      ClickHouseClient ch(Long(servers_[(start + i) % servers_.size()]));
-      last = fn(ch);
-      if (last.ok() || ch.last_error_code() != 0 || (final != nullptr && *final)) return last;
-    }
-    return last;
+    return ChOnAnyServer(servers_, next_server_++, fn, final);
   }
-
-  // The same on the replicas of shard `s`.
   Status OnShard(size_t s, const std::function<Status(ClickHouseClient&)>& fn) {
-    const size_t start = next_server_++;
-    const auto& replicas = shards_[s];
-    Status last = Unavailable("no replica");
-    for (size_t i = 0; i < replicas.size(); ++i) {
-      ClickHouseClient ch(Long(replicas[(start + i) % replicas.size()]));
-      last = fn(ch);
-      if (last.ok() || ch.last_error_code() != 0) return last;
-    }
-    return last;
+    return ChOnAnyServer(shards_[s], next_server_++, fn);
+  }
+  StatusOr<std::string> QueryAny(const std::string& sql, const ClickHouseSettings& settings = {}) {
+    return ChQueryAny(servers_, next_server_++, sql, settings);
+  }
+  StatusOr<std::string> QueryShard(size_t s, const std::string& sql) {
+    return ChQueryAny(shards_[s], next_server_++, sql);
   }
 
   // Of the batch ids (hex) `ids`, those whose marker row every replica of
@@ -415,13 +402,8 @@ class ClickHouseStore : public Store {
   std::set<std::string> OnEveryReplica(const std::vector<std::string>& ids) {
     std::set<std::string> confirmed;
     if (ids.empty()) return confirmed;
-    std::string in;
-    for (const std::string& id : ids) {
-      in +=
-          (in.empty() ? "" : ", ") + std::string("toFixedString(unhex(") + SqlString(id) + "), 16)";
-    }
     const std::string sql = "SELECT lower(hex(batch_id)) FROM " + tables_.Local("fp_rows") +
-                            " WHERE module = '' AND batch_id IN (" + in + ") FORMAT TSV";
+                            " WHERE module = '' AND batch_id IN (" + IdList(ids) + ") FORMAT TSV";
     for (const auto& replicas : shards_) {
       std::map<std::string, size_t> held;
       bool all_answered = true;
@@ -493,18 +475,12 @@ class ClickHouseStore : public Store {
     }
     const auto asked = Clock::now();
     Pointers p;
-    std::string body;
-    Status s = OnAnyServer([&](ClickHouseClient& ch) {
-      StatusOr<std::string> r =
-          ch.Query("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
-                       " WHERE name IN ('rolled_day', 'rolled_month') GROUP BY name FORMAT TSV",
-                   ReadSettings());
-      if (!r.ok()) return r.status();
-      body = std::move(*r);
-      return Status::Ok();
-    });
-    if (!s.ok()) return s;
-    std::istringstream lines(body);
+    StatusOr<std::string> body =
+        QueryAny("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
+                     " WHERE name IN ('rolled_day', 'rolled_month') GROUP BY name FORMAT TSV",
+                 ReadSettings());
+    if (!body.ok()) return body.status();
+    std::istringstream lines(*body);
     for (std::string line; std::getline(lines, line);) {
       const size_t tab = line.find('\t');
       if (tab == std::string::npos) continue;
@@ -550,41 +526,38 @@ class ClickHouseStore : public Store {
               std::mt19937_64& rng) {
     // Which are stored already: a marker row in the raw rows, or an id of a
     // folded batch (folds write with quorum, once every replica caught up).
-    std::vector<std::string> ids;
-    for (const auto& p : group) ids.push_back(p->id);
-    std::set<std::string> known, raw;
-    Status s = OnAnyServer([&](ClickHouseClient& ch) {
-      const std::string in = IdList(ids);
-      StatusOr<std::string> r =
-          ch.Query("SELECT 'r', lower(hex(batch_id)) FROM " + tables_.All("fp_rows") +
-                       " WHERE module = '' AND batch_id IN (" + in +
-                       ") UNION ALL SELECT 'f', lower(hex(batch_id)) FROM " +
-                       tables_.All("fp_batch_ids") + " WHERE batch_id IN (" + in + ") FORMAT TSV",
-                   CaughtUpReplicas());
-      if (!r.ok()) return r.status();
-      std::istringstream lines(*r);
+    std::vector<std::string> ids;  // hex
+    for (const auto& p : group) ids.push_back(HexEncode(p->id));
+    const std::string in = IdList(ids);
+    StatusOr<std::string> found =
+        QueryAny("SELECT 'r', lower(hex(batch_id)) FROM " + tables_.All("fp_rows") +
+                     " WHERE module = '' AND batch_id IN (" + in +
+                     ") UNION ALL SELECT 'f', lower(hex(batch_id)) FROM " +
+                     tables_.All("fp_batch_ids") + " WHERE batch_id IN (" + in + ") FORMAT TSV",
+                 CaughtUpReplicas());
+    Status s = found.status();
+    std::set<std::string> known;        // stored: folded, or on every replica
+    std::vector<std::string> raw_only;  // raw rows found, not folded
+    if (s.ok()) {
+      std::set<std::string> raw;
+      std::istringstream lines(*found);
       for (std::string line; std::getline(lines, line);) {
         if (line.size() < 3) continue;
         (line[0] == 'f' ? known : raw).insert(line.substr(2));
       }
-      return Status::Ok();
-    });
+      for (const std::string& id : raw) {
+        if (known.count(id) == 0) raw_only.push_back(id);
+      }
+    }
     // Raw rows count as stored only where every replica of a shard holds
     // them: an INSERT whose quorum failed (a replica died under it) leaves
     // its part on the replica that wrote it, and its batch is stored again.
-    if (s.ok()) {
-      for (const std::string& id : raw) {
-        if (known.count(id) == 0 && !tables_.clustered()) known.insert(id);
-      }
-      if (tables_.clustered()) {
-        std::vector<std::string> unsure;
-        for (const std::string& id : raw) {
-          if (known.count(id) == 0) unsure.push_back(id);
-        }
-        const std::set<std::string> everywhere = OnEveryReplica(unsure);
-        known.insert(everywhere.begin(), everywhere.end());
-        unconfirmed_copies_ += unsure.size() - everywhere.size();
-      }
+    if (!tables_.clustered()) {
+      known.insert(raw_only.begin(), raw_only.end());
+    } else if (!raw_only.empty()) {
+      const std::set<std::string> everywhere = OnEveryReplica(raw_only);
+      known.insert(everywhere.begin(), everywhere.end());
+      unconfirmed_copies_ += raw_only.size() - everywhere.size();
     }
     // Records of a day that may already be folded would never be read:
     // they go to today, which no fold touches for horizon_days more days
@@ -600,19 +573,20 @@ class ClickHouseStore : public Store {
     std::string rows;
     size_t fresh = 0;
     if (s.ok()) {
-      for (const auto& p : group) {
-        if (known.count(HexEncode(p->id)) == 0) {
-          rows += p->rows;
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (known.count(ids[i]) == 0) {
+          rows += group[i]->rows;
           ++fresh;
         }
       }
       if (fresh > 0) s = InsertRows(rows, home_shard, rng);
     }
     if (!s.ok()) ++group_failures_;
-    for (const auto& p : group) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      const auto& p = group[i];
       if (!s.ok()) {
         p->done.set_value(s);
-      } else if (known.count(HexEncode(p->id)) > 0) {
+      } else if (known.count(ids[i]) > 0) {
         ++known_batches_;
         p->done.set_value(ApplyResult{true, 0});
       } else {
@@ -722,32 +696,25 @@ class ClickHouseStore : public Store {
   }
 
   Status Record(const std::string& name, int64_t value) {
-    // Global table: every server a replica; two of them must hold it.
-    const std::string quorum = servers_.size() > 1 ? "2" : "0";
+    // Global table: every server a replica.
     return OnAnyServer([&](ClickHouseClient& ch) {
       return ch.Execute("INSERT INTO " + tables_.Local("fp_state") + " VALUES (" + SqlString(name) +
                             ", " + std::to_string(value) + ", now())",
-                        {{"insert_quorum", quorum}});
+                        {{"insert_quorum", ChGlobalQuorum(servers_.size())}});
     });
   }
 
   // The first day >= `from` with raw rows, or -1.
   StatusOr<int32_t> NextRawDay(int32_t from) {
-    std::string first;
-    Status s = OnAnyServer([&](ClickHouseClient& ch) {
-      StatusOr<std::string> r =
-          ch.Query("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
-                   " WHERE module = '' AND day >= " + DateSql(from) + " FORMAT TSV");
-      if (!r.ok()) return r.status();
-      first = *r;
-      return Status::Ok();
-    });
-    if (!s.ok()) return s;
-    const size_t tab = first.find('\t');
-    if (tab == std::string::npos || std::strtoull(first.c_str() + tab + 1, nullptr, 10) == 0) {
+    StatusOr<std::string> first =
+        QueryAny("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
+                 " WHERE module = '' AND day >= " + DateSql(from) + " FORMAT TSV");
+    if (!first.ok()) return first.status();
+    const size_t tab = first->find('\t');
+    if (tab == std::string::npos || std::strtoull(first->c_str() + tab + 1, nullptr, 10) == 0) {
       return -1;
     }
-    return static_cast<int32_t>(std::strtol(first.c_str(), nullptr, 10));
+    return static_cast<int32_t>(std::strtol(first->c_str(), nullptr, 10));
   }
 
   Status RollUpOnce() {
@@ -897,30 +864,20 @@ class ClickHouseStore : public Store {
   // batch id partitions past their retention.
   Status DropFolded(int32_t R, int32_t today) {
     for (size_t s = 0; s < shards_.size(); ++s) {
-      std::string days;
-      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
-        StatusOr<std::string> r = ch.Query(
-            "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE active AND database = " +
-            SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV");
-        if (!r.ok()) return r.status();
-        days = *r;
-        return Status::Ok();
-      }));
-      std::istringstream lines(days);
+      StatusOr<std::string> days = QueryShard(
+          s, "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE active AND database = " +
+                 SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV");
+      if (!days.ok()) return days.status();
+      std::istringstream lines(*days);
       for (std::string line; std::getline(lines, line);) {
         const int32_t d = static_cast<int32_t>(std::strtol(line.c_str(), nullptr, 10));
         if (line.empty() || d + 1 > R) continue;
-        std::string old_enough;
-        FP_RETURN_IF_ERROR(OnAnyServer([&](ClickHouseClient& ch) {
-          StatusOr<std::string> r = ch.Query(
-              "SELECT count() > 0 AND min(at) <= now() - " + std::to_string(o_.drop_grace.count()) +
-              " FROM " + tables_.Local("fp_state") +
-              " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV");
-          if (!r.ok()) return r.status();
-          old_enough = *r;
-          return Status::Ok();
-        }));
-        if (old_enough.rfind("1", 0) != 0) continue;
+        StatusOr<std::string> old_enough = QueryAny(
+            "SELECT count() > 0 AND min(at) <= now() - " + std::to_string(o_.drop_grace.count()) +
+            " FROM " + tables_.Local("fp_state") +
+            " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV");
+        if (!old_enough.ok()) return old_enough.status();
+        if (old_enough->rfind("1", 0) != 0) continue;
         FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
           return ch.Execute("ALTER TABLE " + tables_.Local("fp_rows") + " DROP PARTITION '" +
                             FormatDay(d) + "'");
@@ -930,16 +887,11 @@ class ClickHouseStore : public Store {
       // Batch ids: whole months past the retention.
       const int32_t keep_from = today - o_.batch_id_retention_days;
       const int32_t last_month = MonthOfDay(keep_from) - 1;
-      std::string months;
-      FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
-        StatusOr<std::string> r =
-            ch.Query("SELECT DISTINCT partition FROM system.parts WHERE active AND database = " +
-                     SqlString(tables_.database()) + " AND table = 'fp_batch_ids' FORMAT TSV");
-        if (!r.ok()) return r.status();
-        months = *r;
-        return Status::Ok();
-      }));
-      std::istringstream mlines(months);
+      StatusOr<std::string> months = QueryShard(
+          s, "SELECT DISTINCT partition FROM system.parts WHERE active AND database = " +
+                 SqlString(tables_.database()) + " AND table = 'fp_batch_ids' FORMAT TSV");
+      if (!months.ok()) return months.status();
+      std::istringstream mlines(*months);
       for (std::string line; std::getline(mlines, line);) {
         const long yyyymm = std::strtol(line.c_str(), nullptr, 10);
         if (yyyymm <= 0) continue;

@@ -418,7 +418,8 @@ TEST_F(ClickHouseStoreTest, ItsSnapshotIsRocksDbsByteForByteAndShared) {
 // Lab profiles kept in ClickHouse: what one aggregator keeps, another
 // lists and reads back byte for byte (any bytes, NULs and all, 1 MiB); the
 // same id kept twice is one row and says so; an id never kept is NotFound,
-// and with ClickHouse gone it is an error, never NotFound.
+// also with one of two servers away, and with ClickHouse gone it is an
+// error, never NotFound.
 TEST_F(ClickHouseStoreTest, LabProfilesKeptThroughOneAreReadThroughAnother) {
   auto store = Open();  // makes the schema
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -466,6 +467,15 @@ TEST_F(ClickHouseStoreTest, LabProfilesKeptThroughOneAreReadThroughAnother) {
   EXPECT_TRUE(duplicate);
   EXPECT_EQ(*local->Get(a), small);
   EXPECT_EQ(local->Get(b).status().code(), StatusCode::kNotFound);
+  // One of two servers away: a profile is on two, so what the other lacks
+  // is not kept, and what it has is read.
+  ClickHouseStoreOptions half = o;
+  half.url = server_->Url() + ",http://127.0.0.1:" + std::to_string(testing::FreePort());
+  auto one_down = ClickHouseLabStorage(half);
+  ASSERT_TRUE(one_down.ok());
+  EXPECT_EQ((*one_down)->Get(std::string(32, 'c')).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE((*one_down)->Get(a).ok());
+  EXPECT_EQ(*(*one_down)->Get(a), small);
   // ClickHouse gone: an error that is not "no such profile".
   ClickHouseStoreOptions dead = o;
   dead.url = "http://127.0.0.1:" + std::to_string(testing::FreePort());
