@@ -202,10 +202,7 @@ class ClickHouseStore : public Store {
 
   Status ForEachApi(const ApiFilter& filter,
                     const std::function<bool(ApiAggregate&&)>& visit) override {
-    return ReadSums(kUnboundedFirst, kUnboundedLast, KeyWhere(filter), [&](ApiAggregate&& a) {
-      if (!filter.Matches(a.key)) return true;
-      return visit(std::move(a));
-    });
+    return ForEachApiInRange(filter, kUnboundedFirst, kUnboundedLast, visit);
   }
 
   Status ForEachApiInRange(const ApiFilter& filter, int32_t first_day, int32_t last_day,

@@ -1,12 +1,9 @@
 #include "tools/api_query.h"
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace fieldprof::tools {
-namespace {}  // namespace
 
 std::string SeriesQuery(const ApiKey& key) {
   return "module=" + UrlEncode(key.module) + "&symbol=" + UrlEncode(key.symbol) +
@@ -18,31 +15,42 @@ std::string SeriesQuery(const ApiKey& key) {
          "&family=" + std::to_string(key.platform.cpu_family);
 }
 
+namespace {
+
+// A series' runs and histogram as /v1/api and /v1/module answer them (the
+// object with "runs" and "histogram"). Throws nlohmann's errors on a
+// missing or mistyped field.
+StatusOr<RemoteSeries> SeriesFromJson(const nlohmann::json& s, const std::string& endpoint) {
+  RemoteSeries out;
+  const nlohmann::json& h = s.at("histogram");
+  out.runs = s.at("runs").get<uint64_t>();
+  out.count = h.at("count").get<uint64_t>();
+  out.zero_count = h.at("zero_count").get<uint64_t>();
+  if (!ParseUint128(h.at("sum").get<std::string>(), &out.sum)) {
+    return Internal("bad histogram.sum from " + endpoint);
+  }
+  for (const nlohmann::json& b : h.at("buckets")) {
+    out.bucket_counts[b.at("index").get<int>()] = b.at("count").get<uint64_t>();
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<RemoteSeries> FetchSeries(HttpsClient& client, const ApiKey& key) {
   StatusOr<HttpReply> r = client.Get("/v1/api?" + SeriesQuery(key));
   if (!r.ok()) return r.status();
-  RemoteSeries out;
-  if (r->status == 404) return out;
+  if (r->status == 404) return RemoteSeries{};
   if (r->status != 200) {
     return Internal("GET /v1/api answered " + std::to_string(r->status) + ": " + r->body);
   }
+  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return Internal("bad JSON from /v1/api");
   try {
-    boost::property_tree::ptree pt;
-    std::istringstream in(r->body);
-    boost::property_tree::read_json(in, pt);
-    out.runs = pt.get<uint64_t>("runs");
-    out.count = pt.get<uint64_t>("histogram.count");
-    out.zero_count = pt.get<uint64_t>("histogram.zero_count");
-    if (!ParseUint128(pt.get<std::string>("histogram.sum"), &out.sum)) {
-      return Internal("bad histogram.sum from /v1/api");
-    }
-    for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
-      out.bucket_counts[b.get<int>("index")] = b.get<uint64_t>("count");
-    }
+    return SeriesFromJson(j, "/v1/api");
   } catch (const std::exception& e) {
     return Internal(std::string("bad JSON from /v1/api: ") + e.what());
   }
-  return out;
 }
 
 StatusOr<std::map<std::string, RemoteSeries>> FetchModuleSeries(HttpsClient& client,
@@ -73,18 +81,9 @@ StatusOr<std::map<std::string, RemoteSeries>> FetchModuleSeries(HttpsClient& cli
       }
       k.metric = *metric;
       k.platform = {*os, *arch, *vendor, p.at("cpu_family").get<uint8_t>()};
-      RemoteSeries series;
-      const nlohmann::json& h = s.at("histogram");
-      series.runs = s.at("runs").get<uint64_t>();
-      series.count = h.at("count").get<uint64_t>();
-      series.zero_count = h.at("zero_count").get<uint64_t>();
-      if (!ParseUint128(h.at("sum").get<std::string>(), &series.sum)) {
-        return Internal("bad histogram.sum from /v1/module");
-      }
-      for (const nlohmann::json& b : h.at("buckets")) {
-        series.bucket_counts[b.at("index").get<int>()] = b.at("count").get<uint64_t>();
-      }
-      out[EncodeApiKey(k)] = std::move(series);
+      StatusOr<RemoteSeries> series = SeriesFromJson(s, "/v1/module");
+      if (!series.ok()) return series.status();
+      out[EncodeApiKey(k)] = std::move(*series);
     }
   } catch (const std::exception& e) {
     return Internal(std::string("bad JSON from /v1/module: ") + e.what());

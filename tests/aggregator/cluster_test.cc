@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -81,6 +82,15 @@ class ClusterTest : public ::testing::Test {
   static void Part(const std::string& verb, const std::string& name) {
     ASSERT_EQ(Sh(Cluster(verb) + " " + name + " >> '" + dir_->path() + "/cluster.out' 2>&1"), 0)
         << verb << " " << name << "; see " << dir_->path() << "/cluster.out";
+  }
+  // A fault for Stream: `verb` (kill, term) part `name`, and `secs` seconds
+  // later run it again.
+  static std::function<void()> Outage(const std::string& verb, const std::string& name, int secs) {
+    return [=] {
+      Part(verb, name);
+      std::this_thread::sleep_for(seconds(secs));
+      Part("run", name);
+    };
   }
 
   void SetUp() override {
@@ -198,30 +208,18 @@ std::map<std::string, std::string> ClusterTest::env_;
 uint64_t ClusterTest::seed_ = 100;
 
 TEST_F(ClusterTest, AnAggregatorKilledMidStream) {
-  tools::LoadReport r = Stream(14, [] {
-    Part("kill", "agg-2");
-    std::this_thread::sleep_for(seconds(5));
-    Part("run", "agg-2");
-  });
+  tools::LoadReport r = Stream(14, Outage("kill", "agg-2", 5));
   ExpectExact(r);
   EXPECT_GT(r.batches_retried, 0) << "the uploads in flight to it were retried elsewhere";
 }
 
 TEST_F(ClusterTest, AClickHouseReplicaKilledMidStream) {
-  tools::LoadReport r = Stream(16, [] {
-    Part("kill", "ch-1-2");
-    std::this_thread::sleep_for(seconds(6));
-    Part("run", "ch-1-2");
-  });
+  tools::LoadReport r = Stream(16, Outage("kill", "ch-1-2", 6));
   ExpectExact(r);
 }
 
 TEST_F(ClusterTest, ZooKeeperRestartedMidStream) {
-  tools::LoadReport r = Stream(16, [] {
-    Part("term", "zk");
-    std::this_thread::sleep_for(seconds(3));
-    Part("run", "zk");
-  });
+  tools::LoadReport r = Stream(16, Outage("term", "zk", 3));
   ExpectExact(r);
 }
 
