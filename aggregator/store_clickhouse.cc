@@ -111,7 +111,14 @@ class ClickHouseStore : public Store {
 
   StatusOr<ApplyResult> ApplyBatch(const BatchView& batch, std::string_view, int32_t day) override {
     if (closed_) return Unavailable("the store is closed");
-    const std::string id(batch.batch_id());
+    // The rows are made before taking mu_, which every ingest thread and
+    // committer needs.
+    auto p = std::make_shared<Pending>();
+    p->id = std::string(batch.batch_id());
+    p->day = day;
+    p->rows = BatchRows(batch, day, &p->day_offsets);
+    p->records = static_cast<size_t>(batch.records_size());
+    const std::string id = p->id;
     std::shared_future<StatusOr<ApplyResult>> result;
     bool twin = false;
     {
@@ -127,11 +134,6 @@ class ClickHouseStore : public Store {
           return ResourceExhausted(std::to_string(queue_.size()) +
                                    " batches wait for ClickHouse; retry later");
         }
-        auto p = std::make_shared<Pending>();
-        p->id = id;
-        p->day = day;
-        p->rows = BatchRows(batch, day, &p->day_offsets);
-        p->records = static_cast<size_t>(batch.records_size());
         result = p->result;
         inflight_[id] = p;
         queue_.push_back(std::move(p));
