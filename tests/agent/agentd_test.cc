@@ -33,7 +33,7 @@
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tls_stub_server.h"
-#include "tools/api_query.h"
+#include "tools/loadgen/api_query.h"
 
 namespace fieldprof::agent {
 namespace {

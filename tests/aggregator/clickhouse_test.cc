@@ -3,19 +3,21 @@
 // once however they were stored, retries after the raw rows are folded, the schema's version, and
 // the real aggregator over it. The store contract itself runs against this store in store_test.cc;
 // the cluster in cluster_test.cc.
-#include "aggregator/clickhouse.h"
+#include "aggregator/clickhouse/clickhouse.h"
 
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "aggregator/lab_storage.h"
-#include "aggregator/publisher.h"
-#include "aggregator/snapshot_storage.h"
-#include "aggregator/store_clickhouse.h"
-#include "aggregator/store_rocksdb.h"
-#include "aggregator/time_tree.h"
+#include "aggregator/store/lab_storage.h"
+#include "aggregator/publish/publisher.h"
+#include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/clickhouse/lab_storage_clickhouse.h"
+#include "aggregator/clickhouse/snapshot_storage_clickhouse.h"
+#include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/store/store_rocksdb.h"
+#include "aggregator/store/time_tree.h"
 #include "common/api_key.h"
 #include "common/batch_view.h"
 #include "common/signing.h"
@@ -24,7 +26,7 @@
 #include "tests/aggregator_process.h"
 #include "tests/clickhouse_process.h"
 #include "tests/test_util.h"
-#include "tools/batch_gen.h"
+#include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {
 namespace {

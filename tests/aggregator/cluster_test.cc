@@ -28,7 +28,7 @@
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
-#include "tools/loadgen.h"
+#include "tools/loadgen/loadgen.h"
 
 namespace fieldprof {
 namespace {

@@ -21,7 +21,7 @@
 #include "common/wire.h"
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
-#include "tools/api_query.h"
+#include "tools/loadgen/api_query.h"
 
 namespace fieldprof {
 namespace {

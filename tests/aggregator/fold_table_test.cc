@@ -1,6 +1,6 @@
 // FoldTable against std::map on random keys: same series, same sums, through
 // many growths and probe collisions.
-#include "aggregator/fold_table.h"
+#include "aggregator/store/fold_table.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // zookeeper) on loopback: one holder among several, a new one when the
 // holder leaves or its session dies, none while ZooKeeper is away, and
 // never two at once.
-#include "aggregator/lease.h"
+#include "aggregator/publish/lease.h"
 
 #include <atomic>
 #include <mutex>

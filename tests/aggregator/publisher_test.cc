@@ -2,7 +2,7 @@
 // lands in exactly one fragment and the client's checks accept them; a
 // cycle without new data gives byte-identical fragments; rotation reaches
 // every fragment within fragment_count / per_cycle cycles.
-#include "aggregator/publisher.h"
+#include "aggregator/publish/publisher.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "aggregator/store_rocksdb.h"
+#include "aggregator/store/store_rocksdb.h"
 #include "common/wire.h"
 #include "tests/test_util.h"
 

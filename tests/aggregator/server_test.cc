@@ -1,5 +1,5 @@
 // The aggregator over real TLS on loopback, with a real RocksDB in a temp dir.
-#include "aggregator/server.h"
+#include "aggregator/http/server.h"
 
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
@@ -13,13 +13,13 @@
 #include <future>
 #include <thread>
 
-#include "aggregator/router.h"
-#include "aggregator/store_rocksdb.h"
-#include "aggregator/time_tree.h"
+#include "aggregator/http/router.h"
+#include "aggregator/store/store_rocksdb.h"
+#include "aggregator/store/time_tree.h"
 #include "common/https_client.h"
 #include "tests/malformed_corpus.h"
 #include "tests/test_util.h"
-#include "tools/loadgen.h"
+#include "tools/loadgen/loadgen.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -9,15 +9,15 @@
 #include <map>
 #include <thread>
 
-#include "aggregator/aggregate_value.h"
-#include "aggregator/store_clickhouse.h"
-#include "aggregator/store_rocksdb.h"
-#include "aggregator/time_tree.h"
+#include "aggregator/store/aggregate_value.h"
+#include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/store/store_rocksdb.h"
+#include "aggregator/store/time_tree.h"
 #include "common/validate.h"
 #include "common/wire.h"
 #include "tests/clickhouse_process.h"
 #include "tests/test_util.h"
-#include "tools/batch_gen.h"
+#include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {
 namespace {

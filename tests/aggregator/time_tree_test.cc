@@ -1,4 +1,4 @@
-#include "aggregator/time_tree.h"
+#include "aggregator/store/time_tree.h"
 
 #include <gtest/gtest.h>
 

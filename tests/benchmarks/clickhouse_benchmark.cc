@@ -23,11 +23,12 @@
 #include <vector>
 
 #include "aggregator/metrics.h"
-#include "aggregator/publisher.h"
-#include "aggregator/router.h"
-#include "aggregator/snapshot_storage.h"
-#include "aggregator/store_clickhouse.h"
-#include "aggregator/store_rocksdb.h"
+#include "aggregator/publish/publisher.h"
+#include "aggregator/http/router.h"
+#include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/clickhouse/snapshot_storage_clickhouse.h"
+#include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/store/store_rocksdb.h"
 #include "common/batch_view.h"
 #include "common/signing.h"
 #include "common/wire.h"

@@ -6,11 +6,11 @@
 #include <random>
 #include <vector>
 
-#include "aggregator/aggregate_value.h"
+#include "aggregator/store/aggregate_value.h"
 #include "common/batch_view.h"
 #include "common/histogram.h"
 #include "common/wire.h"
-#include "tools/batch_gen.h"
+#include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof {
 namespace {

@@ -24,7 +24,7 @@
 #include "common/histogram.h"
 #include "common/spool.h"
 #include "common/wire.h"
-#include "tools/lab_profile.h"
+#include "tools/cli/lab_profile.h"
 
 namespace {
 

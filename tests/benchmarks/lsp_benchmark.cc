@@ -31,7 +31,7 @@
 #include "common/snapshot_cache.h"
 #include "common/wire.h"
 #include "tests/tools/lsp_client.h"
-#include "tools/lsp/cost_index.h"
+#include "tools/ide/cost_index.h"
 
 using namespace fieldprof;
 using Clock = std::chrono::steady_clock;

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "aggregator/publisher.h"
-#include "aggregator/store_rocksdb.h"
+#include "aggregator/publish/publisher.h"
+#include "aggregator/store/store_rocksdb.h"
 #include "common/batch_view.h"
 #include "common/wire.h"
 

@@ -8,10 +8,10 @@
 #include <memory>
 
 #include "aggregator/metrics.h"
-#include "aggregator/router.h"
-#include "aggregator/store_rocksdb.h"
+#include "aggregator/http/router.h"
+#include "aggregator/store/store_rocksdb.h"
 #include "common/wire.h"
-#include "tools/batch_gen.h"
+#include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {
 namespace {

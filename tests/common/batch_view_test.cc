@@ -14,7 +14,7 @@
 #include "common/wire.h"
 #include "tests/malformed_corpus.h"
 #include "tests/test_util.h"
-#include "tools/batch_gen.h"
+#include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/batch_gen.h"
+#include "tools/loadgen/batch_gen.h"
 
 #include <gtest/gtest.h>
 

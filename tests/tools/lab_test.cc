@@ -25,7 +25,7 @@
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
-#include "tools/lab_profile.h"
+#include "tools/cli/lab_profile.h"
 
 namespace fieldprof {
 namespace {

@@ -27,8 +27,8 @@
 #include "tests/test_util.h"
 #include "tests/tools/lsp_client.h"
 #include "tests/tools/snapshot_fixture.h"
-#include "tools/format.h"
-#include "tools/lsp/source.h"
+#include "tools/cli/format.h"
+#include "tools/ide/source.h"
 
 namespace fieldprof {
 namespace {

@@ -19,7 +19,7 @@
 #include "tests/aggregator_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
-#include "tools/format.h"
+#include "tools/cli/format.h"
 
 namespace fieldprof {
 namespace {

@@ -1,0 +1,477 @@
+#include "aggregator/http/server.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace fieldprof::aggregator {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+class Session;
+
+class Server::Impl {
+ public:
+  Impl(ServerOptions options, Router* router, Metrics* metrics)
+      : options_(std::move(options)),
+        router_(router),
+        metrics_(metrics),
+        ioc_(options_.io_threads),
+        tls_(ssl::context::tls_server),
+        acceptor_(net::make_strand(ioc_)),
+        workers_(static_cast<size_t>(options_.worker_threads)),
+        drain_timer_(ioc_),
+        work_guard_(net::make_work_guard(ioc_)) {}
+
+  Status Start();
+  void Shutdown();
+  void Wait();
+  uint16_t port() const { return port_; }
+
+  const ServerOptions& options() const { return options_; }
+  Router* router() { return router_; }
+  Metrics* metrics() { return metrics_; }
+  net::thread_pool& workers() { return workers_; }
+  bool draining() const { return draining_.load(); }
+
+  // Bounded queue of handler work; false when full.
+  bool TryAcquireWork() {
+    int n = queued_.fetch_add(1);
+    if (n >= options_.max_queued_requests) {
+      queued_.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+  void ReleaseWork() { queued_.fetch_sub(1); }
+
+  void Register(const std::shared_ptr<Session>& s);
+  void Unregister(Session* s);
+
+ private:
+  void DoAccept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void CheckDrained(std::chrono::steady_clock::time_point deadline);
+  void CloseIdleSessions();
+
+  const ServerOptions options_;
+  Router* const router_;
+  Metrics* const metrics_;
+  // Declared before ioc_: sessions destroyed with ioc_'s pending handlers unregister here.
+  std::mutex sessions_mutex_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;  // GUARDED_BY(sessions_mutex_)
+  net::io_context ioc_;
+  ssl::context tls_;
+  tcp::acceptor acceptor_;
+  net::thread_pool workers_;
+  net::steady_timer drain_timer_;
+  // Keeps ioc_.run() from returning when, during shutdown, no I/O is pending
+  // while a handler still runs in the worker pool (its response is posted
+  // back later). Only CheckDrained's ioc_.stop() ends the I/O threads.
+  net::executor_work_guard<net::io_context::executor_type> work_guard_;
+  std::vector<std::thread> io_threads_;
+  std::atomic<int> queued_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stopped_{false};
+  uint16_t port_ = 0;
+  std::once_flag shutdown_once_;
+  std::once_flag wait_once_;
+};
+
+// One connection. Each step is a do_X / on_X pair; the object lives as long
+// as a handler holds shared_from_this().
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, ssl::context& tls, Server::Impl* server)
+      : stream_(std::move(socket), tls), server_(server) {
+    server_->metrics()->ConnectionOpened();
+  }
+  ~Session() {
+    server_->metrics()->ConnectionClosed();
+    server_->Unregister(this);
+  }
+
+  void Run() {
+    net::dispatch(stream_.get_executor(),
+                  beast::bind_front_handler(&Session::DoHandshake, shared_from_this()));
+  }
+
+  // Called on shutdown: a connection waiting for a new request is closed.
+  void CloseIfIdle() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->idle_ && self->buffer_.size() == 0) {
+        beast::error_code ignored;
+        beast::get_lowest_layer(self->stream_)
+            .socket()
+            .shutdown(tcp::socket::shutdown_both, ignored);
+        beast::get_lowest_layer(self->stream_).cancel();
+      }
+    });
+  }
+
+ private:
+  const ServerOptions& opts() const { return server_->options(); }
+
+  void DoHandshake() {
+    beast::get_lowest_layer(stream_).expires_after(opts().handshake_timeout);
+    stream_.async_handshake(ssl::stream_base::server,
+                            beast::bind_front_handler(&Session::OnHandshake, shared_from_this()));
+  }
+
+  void OnHandshake(beast::error_code ec) {
+    if (ec) return Fail(ec);
+    DoReadHeader();
+  }
+
+  void DoReadHeader() {
+    if (server_->draining()) return DoClose();
+    parser_.emplace();
+    parser_->header_limit(opts().max_header_bytes);
+    parser_->body_limit(opts().max_body_bytes);
+    idle_ = true;
+    beast::get_lowest_layer(stream_).expires_after(opts().header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::OnReadHeader, shared_from_this()));
+  }
+
+  void OnReadHeader(beast::error_code ec, size_t) {
+    idle_ = false;
+    if (ec == http::error::end_of_stream) return DoClose();
+    if (ec == http::error::header_limit) {
+      return Reply(ErrorResponse(TooLarge("request header is over " +
+                                          std::to_string(opts().max_header_bytes) + " bytes")),
+                   431, /*close=*/true);
+    }
+    if (ec == http::error::body_limit) {
+      // The declared Content-Length is over the limit (checked by the parser
+      // with the header): answer now, without reading the body.
+      server_->metrics()->BatchRejected("batch_size");
+      return Reply(ErrorResponse(TooLarge("batch_size: declared body is over " +
+                                          std::to_string(opts().max_body_bytes) + " bytes")),
+                   0, /*close=*/true, /*drain=*/true);
+    }
+    if (ec) return Fail(ec);
+    started_ = std::chrono::steady_clock::now();
+    const auto& req = parser_->get();
+    if (req.method() == http::verb::post && req.target() == "/v1/batches") {
+      // Refuse before reading the body: wrong type or declared too large.
+      const auto ct = req[http::field::content_type];
+      if (Status s = CheckBatchContentType(std::string_view(ct.data(), ct.size())); !s.ok()) {
+        server_->metrics()->BatchRejected("content_type");
+        return Reply(ErrorResponse(s), 0, /*close=*/!parser_->is_done());
+      }
+      if (parser_->content_length() && *parser_->content_length() > opts().max_body_bytes) {
+        server_->metrics()->BatchRejected("batch_size");
+        return Reply(ErrorResponse(TooLarge(
+                         "batch_size: body is " + std::to_string(*parser_->content_length()) +
+                         " bytes, the limit is " + std::to_string(opts().max_body_bytes))),
+                     0, /*close=*/true, /*drain=*/true);
+      }
+    }
+    if (parser_->is_done()) return OnReadBody({}, 0);
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                     req.version());
+      beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
+      http::async_write(stream_, *cont,
+                        [self = shared_from_this(), cont](beast::error_code ec, size_t) {
+                          if (ec) return self->Fail(ec);
+                          self->DoReadBody();
+                        });
+      return;
+    }
+    DoReadBody();
+  }
+
+  void DoReadBody() {
+    beast::get_lowest_layer(stream_).expires_after(opts().body_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
+  }
+
+  void OnReadBody(beast::error_code ec, size_t) {
+    if (ec == http::error::body_limit) {
+      server_->metrics()->BatchRejected("batch_size");
+      return Reply(ErrorResponse(TooLarge("batch_size: body is over " +
+                                          std::to_string(opts().max_body_bytes) + " bytes")),
+                   0, /*close=*/true, /*drain=*/true);
+    }
+    if (ec) return Fail(ec);
+    if (!server_->TryAcquireWork()) {
+      server_->metrics()->Overloaded();
+      return Reply(ErrorResponse(ResourceExhausted("server is busy, retry later")), 0,
+                   /*close=*/false);
+    }
+    request_ = parser_->release();
+    // Handlers may block (fsync): run them off the I/O threads.
+    net::post(server_->workers(), [self = shared_from_this()] {
+      const auto& req = self->request_;
+      auto view = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
+      HttpResponse r = self->server_->router()->Handle(HttpRequest{
+          view(req.method_string()), view(req.target()), view(req[http::field::content_type]),
+          req.body(), view(req[http::field::if_none_match]),
+          view(req[http::field::authorization])});
+      self->server_->ReleaseWork();
+      net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
+        self->Reply(std::move(r), 0, /*close=*/false);
+      });
+    });
+  }
+
+  // Sends `r` (status overridden by `status` when non-zero). `close` ends the
+  // connection after the write (the request body was not read, or draining).
+  void Reply(HttpResponse r, int status, bool close, bool drain = false) {
+    const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+    const bool keep_alive =
+        !close && !server_->draining() &&
+        (request_.method() == http::verb::unknown
+             ? (parser_ && parser_->is_header_done() && parser_->get().keep_alive())
+             : request_.keep_alive());
+    response_ = {};
+    response_.version(version);
+    response_.result(static_cast<http::status>(status != 0 ? status : r.status));
+    response_.set(http::field::server, "fieldprof-aggregator");
+    response_.set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) {
+      if (beast::iequals(k, "Retry-After")) {
+        response_.set(k, std::to_string(opts().retry_after_seconds));
+      } else {
+        response_.set(k, v);
+      }
+    }
+    response_.body() = std::move(r.body);
+    response_.keep_alive(keep_alive);
+    response_.prepare_payload();
+    server_->metrics()->RequestLatency(std::chrono::steady_clock::now() - started_);
+    request_ = {};
+    beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
+    http::async_write(
+        stream_, response_,
+        beast::bind_front_handler(&Session::OnWrite, shared_from_this(), !keep_alive, drain));
+  }
+
+  void OnWrite(bool close, bool drain, beast::error_code ec, size_t) {
+    if (ec) return Fail(ec);
+    if (drain) {
+      // Lingering close: a client still sending the refused body would see a
+      // reset instead of our answer if we closed at once. Discard a bounded
+      // amount for a bounded time, then close.
+      drained_ = 0;
+      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+      return DoDrain();
+    }
+    if (close) return DoClose();
+    DoReadHeader();
+  }
+
+  void DoDrain() {
+    drain_buffer_.resize(16384);
+    stream_.async_read_some(net::buffer(drain_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > 2 * self->opts().max_body_bytes) {
+                                return self->DoClose();
+                              }
+                              self->DoDrain();
+                            });
+  }
+
+  void DoClose() {
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(5));
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
+      // The peer may not answer close_notify; the socket closes with us either way.
+    });
+  }
+
+  void Fail(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      server_->metrics()->Timeout();
+    } else if (ec.category() == net::error::get_ssl_category() ||
+               ec == net::ssl::error::stream_truncated) {
+      // stream_truncated: the peer closed without close_notify; common and harmless.
+      if (ec != net::ssl::error::stream_truncated) server_->metrics()->TlsError();
+    }
+    // The connection is dropped; the socket closes when the session is destroyed.
+  }
+
+  beast::ssl_stream<beast::tcp_stream> stream_;
+  Server::Impl* server_;  // outlives every session (Wait() joins them)
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::request<http::string_body> request_;
+  http::response<http::string_body> response_;
+  std::chrono::steady_clock::time_point started_;
+  bool idle_ = false;  // waiting for the first byte of a new request
+  std::vector<char> drain_buffer_;
+  size_t drained_ = 0;
+};
+
+namespace {
+
+// "asio.ssl error" says nothing; OpenSSL's reason does ("no such file", "PEM lib", ...).
+std::string SslErrorText(const boost::system::error_code& ec) {
+  if (ec.category() == net::error::get_ssl_category()) {
+    const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+    if (reason != nullptr) return reason;
+  }
+  return ec.message();
+}
+
+}  // namespace
+
+Status Server::Impl::Start() {
+  SSL_CTX* ctx = tls_.native_handle();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  tls_.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                   ssl::context::no_compression);
+  // Session resumption: a server-side session cache (TLS 1.2 ids) and tickets (1.2/1.3).
+  static const unsigned char kSidContext[] = "fieldprof-aggregator";
+  SSL_CTX_set_session_id_context(ctx, kSidContext, sizeof(kSidContext) - 1);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+  for (const std::string& f : {options_.tls_cert_file, options_.tls_key_file}) {
+    std::ifstream probe(f);
+    if (!probe) return InvalidArgument("cannot read '" + f + "': " + std::strerror(errno));
+  }
+  boost::system::error_code ec;
+  tls_.use_certificate_chain_file(options_.tls_cert_file, ec);
+  if (ec) {
+    return InvalidArgument("TLS certificate '" + options_.tls_cert_file + "': " + SslErrorText(ec));
+  }
+  tls_.use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
+  if (ec) return InvalidArgument("TLS key '" + options_.tls_key_file + "': " + SslErrorText(ec));
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    return InvalidArgument("TLS key does not match the certificate");
+  }
+
+  net::ip::address addr = net::ip::make_address(options_.listen_address, ec);
+  if (ec)
+    return InvalidArgument("listen address '" + options_.listen_address + "': " + ec.message());
+  tcp::endpoint ep(addr, options_.port);
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Unavailable("cannot listen on " + options_.listen_address + ":" +
+                       std::to_string(options_.port) + ": " + ec.message());
+  }
+  port_ = acceptor_.local_endpoint().port();
+  DoAccept();
+  io_threads_.reserve(options_.io_threads);
+  for (int i = 0; i < options_.io_threads; ++i) {
+    io_threads_.emplace_back([this] { ioc_.run(); });
+  }
+  return Status::Ok();
+}
+
+void Server::Impl::DoAccept() {
+  acceptor_.async_accept(net::make_strand(ioc_), beast::bind_front_handler(&Impl::OnAccept, this));
+}
+
+void Server::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+  if (!ec) {
+    if (metrics_->connections() >= options_.max_connections || draining_) {
+      metrics_->ConnectionRefused();
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      socket.set_option(tcp::no_delay(true), ec);
+      auto s = std::make_shared<Session>(std::move(socket), tls_, this);
+      Register(s);
+      s->Run();
+    }
+  }
+  DoAccept();
+}
+
+void Server::Impl::Register(const std::shared_ptr<Session>& s) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_[s.get()] = s;
+}
+
+void Server::Impl::Unregister(Session* s) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_.erase(s);
+}
+
+void Server::Impl::CloseIdleSessions() {
+  // Take references under the lock, use and drop them outside it: dropping
+  // the last reference runs ~Session, which unregisters under the same lock.
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(sessions_mutex_);
+    for (auto& [ptr, weak] : sessions_) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->CloseIfIdle();
+}
+
+void Server::Impl::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    draining_ = true;
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ignored;
+      acceptor_.close(ignored);
+    });
+    CloseIdleSessions();
+    const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_grace;
+    net::post(ioc_, [this, deadline] { CheckDrained(deadline); });
+  });
+}
+
+void Server::Impl::CheckDrained(std::chrono::steady_clock::time_point deadline) {
+  if ((metrics_->connections() == 0 && queued_ == 0) ||
+      std::chrono::steady_clock::now() >= deadline) {
+    ioc_.stop();
+    return;
+  }
+  // Sessions that became idle after their last response close now.
+  CloseIdleSessions();
+  drain_timer_.expires_after(std::chrono::milliseconds(20));
+  drain_timer_.async_wait([this, deadline](beast::error_code) { CheckDrained(deadline); });
+}
+
+void Server::Impl::Wait() {
+  std::call_once(wait_once_, [this] {
+    for (std::thread& t : io_threads_) t.join();
+    // Handlers still queued finish before the store may be closed.
+    workers_.join();
+    stopped_ = true;
+  });
+}
+
+Server::Server(ServerOptions options, Router* router, Metrics* metrics)
+    : impl_(std::make_unique<Impl>(std::move(options), router, metrics)) {}
+
+Server::~Server() {
+  Shutdown();
+  Wait();
+}
+
+Status Server::Start() { return impl_->Start(); }
+uint16_t Server::port() const { return impl_->port(); }
+void Server::Shutdown() { impl_->Shutdown(); }
+void Server::Wait() { impl_->Wait(); }
+
+}  // namespace fieldprof::aggregator

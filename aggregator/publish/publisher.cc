@@ -1,0 +1,266 @@
+#include "aggregator/publish/publisher.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/wire.h"
+
+namespace fieldprof::aggregator {
+
+Publisher::Publisher(Store* store, const Ed25519Signer* signer, PublisherOptions options,
+                     SnapshotStorage* storage)
+    : store_(store), signer_(signer), options_(std::move(options)), storage_(storage) {}
+
+Status Publisher::Init() {
+  if (options_.fragment_count == 0 || options_.per_cycle == 0) {
+    return InvalidArgument("publisher: fragment_count and per_cycle must be at least 1");
+  }
+  if (storage_ == nullptr) {
+    StatusOr<std::unique_ptr<SnapshotStorage>> local = OpenLocalSnapshotStorage(options_.dir);
+    if (!local.ok()) return local.status();
+    own_storage_ = std::move(*local);
+    storage_ = own_storage_.get();
+  }
+  return Refresh();
+}
+
+Status Publisher::Refresh() {
+  StatusOr<std::string> signed_bytes = storage_->ReadManifest();
+  if (!signed_bytes.ok()) {
+    if (signed_bytes.status().code() == StatusCode::kNotFound) return Status::Ok();  // none yet
+    return signed_bytes.status();
+  }
+  wire::SignedManifest s;
+  wire::Manifest m;
+  if (!s.ParseFromString(*signed_bytes) || !m.ParseFromString(s.manifest())) {
+    return DataLoss("publisher: the manifest in " + storage_->Describe() + " does not parse");
+  }
+  if (m.fragment_count() != options_.fragment_count) {
+    // Another fragment count: every client's cache is moot; start over.
+    return Status::Ok();
+  }
+  std::lock_guard lock(mu_);
+  if (!signed_.empty() && m.snapshot_version() <= manifest_.snapshot_version()) {
+    return Status::Ok();
+  }
+  manifest_ = std::move(m);
+  signed_ = std::move(*signed_bytes);
+  return Status::Ok();
+}
+
+StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
+  std::lock_guard cycle(cycle_mu_);
+  // Carry on from the newest manifest stored (another aggregator may have
+  // published since this one last did).
+  FP_RETURN_IF_ERROR(Refresh());
+  const uint32_t count = options_.fragment_count;
+  wire::Manifest next;
+  {
+    std::lock_guard lock(mu_);
+    next = manifest_;
+  }
+  const bool first = next.fragments_size() != static_cast<int>(count);
+  // Which fragments this cycle rebuilds: all the first time (or when asked),
+  // else the next per_cycle in rotation after the previous cycle's.
+  std::vector<bool> rebuild(count, first || all);
+  const uint64_t version = next.snapshot_version() + 1;
+  if (!first) {
+    const uint64_t start = (next.snapshot_version() * options_.per_cycle) % count;
+    for (uint32_t i = 0; i < std::min(options_.per_cycle, count); ++i) {
+      rebuild[(start + i) % count] = true;
+    }
+  }
+  // One pass over one consistent snapshot.
+  // Each series is encoded as it is scanned: a few hundred bytes kept per
+  // series rather than a message with a heap object per bucket.
+  std::vector<std::vector<EncodedRecord>> records(count);
+  wire::Record r;
+  CycleResult result;
+  Status scan = store_->ForEachApi(ApiFilter(), [&](ApiAggregate&& a) {
+    ++result.series;
+    const uint32_t f = FragmentOf(a.key, count);
+    if (!rebuild[f]) return true;
+    r.Clear();
+    ApiKeyToWire(a.key, r.mutable_key());
+    HistogramToWire(a.histogram, r.mutable_histogram());
+    r.set_runs(a.runs);
+    if (a.truncated) r.set_truncated(true);
+    if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
+    records[f].push_back(EncodeRecord(r));
+    return true;
+  });
+  if (!scan.ok()) return scan;
+  if (first) {
+    next.Clear();
+    next.set_schema_version(kManifestSchemaVersion);
+    next.set_fragment_schema_version(kFragmentSchemaVersion);
+    next.set_fragment_count(count);
+    for (uint32_t i = 0; i < count; ++i) next.add_fragments()->set_index(i);
+  }
+  std::set<std::pair<uint32_t, uint64_t>> replaced;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!rebuild[i]) continue;
+    const std::string bytes = EncodeFragmentFromEncoded(i, count, std::move(records[i]));
+    const wire::FragmentInfo info = DescribeFragment(i, bytes);
+    ++result.rebuilt;
+    result.bytes += bytes.size();
+    if (info.sha256() == next.fragments(static_cast<int>(i)).sha256()) continue;  // unchanged
+    ++result.changed;
+    FP_RETURN_IF_ERROR(storage_->WriteFragment(i, info.version(), bytes));
+    // The version it replaces is kept for keep_old from now.
+    if (const uint64_t old = next.fragments(static_cast<int>(i)).version(); old != 0) {
+      replaced.insert({i, old});
+    }
+    *next.mutable_fragments(static_cast<int>(i)) = info;
+  }
+  next.set_snapshot_version(version);
+  next.set_created_unix_ms(now_unix_ms);
+  StatusOr<std::string> signed_bytes = SignManifest(next, *signer_);
+  if (!signed_bytes.ok()) return signed_bytes.status();
+  if (options_.may_write && !options_.may_write()) {
+    return Unavailable("the publishing lease was lost during the cycle; nothing published");
+  }
+  FP_RETURN_IF_ERROR(storage_->WriteManifest(version, *signed_bytes, replaced));
+  std::set<std::pair<uint32_t, uint64_t>> current;
+  {
+    std::lock_guard lock(mu_);
+    manifest_ = next;
+    signed_ = std::move(*signed_bytes);
+    for (const wire::FragmentInfo& f : manifest_.fragments()) {
+      current.insert({f.index(), f.version()});
+    }
+  }
+  storage_->RemoveOld(current,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(options_.keep_old));
+  result.snapshot_version = version;
+  return result;
+}
+
+StatusOr<std::string> Publisher::SignedManifestBytes() const {
+  std::lock_guard lock(mu_);
+  if (signed_.empty()) return NotFound("no snapshot published yet");
+  return signed_;
+}
+
+StatusOr<wire::Manifest> Publisher::CurrentManifest() const {
+  std::lock_guard lock(mu_);
+  if (signed_.empty()) return NotFound("no snapshot published yet");
+  return manifest_;
+}
+
+StatusOr<std::string> Publisher::FragmentBytes(uint32_t index, uint64_t version) const {
+  {
+    std::lock_guard lock(mu_);
+    if (version == 0) {
+      if (index >= static_cast<uint32_t>(manifest_.fragments_size())) {
+        return NotFound("no fragment " + std::to_string(index));
+      }
+      version = manifest_.fragments(static_cast<int>(index)).version();
+    }
+    if (auto it = cache_.find({index, version}); it != cache_.end()) return it->second;
+  }
+  StatusOr<std::string> bytes = storage_->ReadFragment(index, version);
+  if (!bytes.ok()) return bytes;
+  std::lock_guard lock(mu_);
+  if (cache_.emplace(std::pair{index, version}, *bytes).second) {
+    cache_order_.push_back({index, version});
+    cache_bytes_ += bytes->size();
+    while (cache_bytes_ > kFragmentCacheBytes && !cache_order_.empty()) {
+      auto it = cache_.find(cache_order_.front());
+      cache_bytes_ -= it->second.size();
+      cache_.erase(it);
+      cache_order_.pop_front();
+    }
+  }
+  return bytes;
+}
+
+PublishLoop::PublishLoop(Publisher* publisher, std::chrono::seconds interval, Metrics* metrics,
+                         Lease* lease)
+    : publisher_(publisher), interval_(interval), metrics_(metrics), lease_(lease) {}
+
+PublishLoop::~PublishLoop() { Stop(); }
+
+StatusOr<CycleResult> PublishLoop::RunNow(bool all) {
+  if (lease_ != nullptr && !lease_->Held()) {
+    return Unavailable(
+        "publishing runs on the aggregator that holds the lease; this one does "
+        "not (" +
+        lease_->Describe() + ")");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  StatusOr<CycleResult> r = publisher_->Cycle(now_ms, all);
+  if (metrics_ != nullptr) {
+    if (r.ok()) {
+      metrics_->PublishCycle(std::chrono::steady_clock::now() - t0, r->snapshot_version, r->bytes);
+    } else {
+      metrics_->PublishFailed();
+    }
+  }
+  return r;
+}
+
+void PublishLoop::Start() {
+  thread_ = std::thread([this] {
+    // Publish at once when nothing is published yet or the last cycle is
+    // older than one interval (a restart does not delay the rotation).
+    auto due = std::chrono::steady_clock::now();
+    if (StatusOr<wire::Manifest> m = publisher_->CurrentManifest(); m.ok()) {
+      const int64_t age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count() -
+                             m->created_unix_ms();
+      const auto left = std::chrono::milliseconds(
+          std::max<int64_t>(0, std::chrono::milliseconds(interval_).count() - age_ms));
+      due += left;
+    }
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      // Without the lease: serve what the holder publishes, checked every
+      // few seconds; with it, cycle when due.
+      const bool held = lease_ == nullptr || lease_->Held();
+      const auto wake =
+          held ? due : std::min(due, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      if (cv_.wait_until(lock, wake, [this] { return stop_; })) break;
+      lock.unlock();
+      if (lease_ != nullptr && !lease_->Held()) {
+        if (Status s = publisher_->Refresh(); !s.ok()) {
+          std::fprintf(stderr, "fieldprof-aggregator: reading the published snapshot: %s\n",
+                       s.ToString().c_str());
+        }
+        lock.lock();
+        continue;
+      }
+      if (std::chrono::steady_clock::now() < due) {
+        lock.lock();
+        continue;
+      }
+      StatusOr<CycleResult> r = RunNow();
+      if (!r.ok()) {
+        std::fprintf(stderr, "fieldprof-aggregator: publish cycle failed: %s\n",
+                     r.status().ToString().c_str());
+      }
+      lock.lock();
+      due = std::chrono::steady_clock::now() + interval_;
+    }
+  });
+}
+
+void PublishLoop::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace fieldprof::aggregator

@@ -1,0 +1,65 @@
+// The stored value of one series at one time node, and how values add up.
+//
+// A value is a wire::Record without its key (histogram, runs, truncated,
+// resolution_ns),
+// serialized with protobuf. SparseAggregate adds values exactly (the same
+// rules as common/histogram.h) while holding only the non-empty buckets, so
+// a fold over tens of thousands of series stays small in memory; the same
+// inputs in any order give the same bytes. Kept free of RocksDB so it can be
+// tested and benchmarked on its own; store_rocksdb.cc wraps it in a
+// rocksdb::MergeOperator and uses it to pre-aggregate folds.
+#ifndef FIELDPROF_AGGREGATOR_STORE_AGGREGATE_VALUE_H_
+#define FIELDPROF_AGGREGATOR_STORE_AGGREGATE_VALUE_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/batch_view.h"
+#include "common/histogram.h"
+#include "common/proto/fieldprof.pb.h"
+
+namespace fieldprof::aggregator {
+
+class SparseAggregate {
+ public:
+  // Adds a record (its key is ignored); it must have passed validation.
+  void AddRecord(const wire::Record& r);
+  void AddRecord(const RecordView& r);  // the same, from a view of the wire bytes
+  // Adds an encoded value. False (and nothing added) when it does not parse.
+  [[nodiscard]] bool AddEncoded(std::string_view encoded);
+  void Merge(const SparseAggregate& other);
+  void Encode(std::string* out) const;
+
+  Histogram ToHistogram() const;
+  uint64_t runs() const { return runs_; }
+  bool truncated() const { return truncated_; }
+  uint64_t resolution_ns() const { return resolution_ns_; }  // the largest added
+  bool empty() const { return buckets_.empty() && zero_count_ == 0; }
+
+ private:
+  struct Bucket {
+    int index;
+    uint64_t count;
+    uint128 sum;
+    uint128 sum_sq;  // saturating
+  };
+  template <typename H>
+  void AddHistogram(const H& h);
+  template <typename R>
+  void AddRecordT(const R& r);
+
+  std::vector<Bucket> buckets_;  // sorted by index, non-empty only
+  uint64_t zero_count_ = 0;
+  uint64_t min_ = std::numeric_limits<uint64_t>::max();
+  uint64_t max_ = 0;
+  uint64_t runs_ = 0;
+  bool truncated_ = false;
+  uint64_t resolution_ns_ = 0;
+};
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_STORE_AGGREGATE_VALUE_H_

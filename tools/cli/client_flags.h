@@ -1,0 +1,43 @@
+// The flags every command that talks to an aggregator shares.
+#ifndef FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
+#define FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
+
+#include <boost/property_tree/ptree.hpp>
+#include <cstdint>
+#include <string>
+
+#include "common/https_client.h"
+#include "common/options.h"
+
+namespace fieldprof::tools {
+
+struct ClientFlags {
+  HttpsClientOptions options;
+  int64_t port = 8443;
+  int64_t timeout_ms = 30000;
+
+  void Register(OptionTable& t) {
+    t.AddString("host", &options.host, "aggregator host (checked against its certificate)");
+    t.AddInt("port", &port, "aggregator port", 1, 65535);
+    t.AddString("ca", &options.ca_file, "CA file to verify the aggregator (default: system store)");
+    t.AddBool("insecure", &options.insecure, "do not verify the certificate");
+    t.AddInt("timeout_ms", &timeout_ms, "per-request deadline", 100, 3600000);
+  }
+  HttpsClientOptions Resolve() const {
+    HttpsClientOptions o = options;
+    o.port = static_cast<uint16_t>(port);
+    o.timeout = std::chrono::milliseconds(timeout_ms);
+    return o;
+  }
+};
+
+// GETs `target` and parses the JSON answer. A non-200 answer is an error
+// carrying the status and body; `*http_status` gets the status either way.
+[[nodiscard]] StatusOr<boost::property_tree::ptree> GetJson(HttpsClient& client,
+                                                            const std::string& target,
+                                                            int* http_status,
+                                                            std::string* raw_body);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_

@@ -1,0 +1,26 @@
+// One run record (a spool file the runtime wrote), readably: what
+// `fieldprof spool show` prints, and `fieldprof run --show` after a run.
+#ifndef FIELDPROF_TOOLS_CLI_RUN_RECORD_TEXT_H_
+#define FIELDPROF_TOOLS_CLI_RUN_RECORD_TEXT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "common/proto/fieldprof.pb.h"
+
+namespace fieldprof::tools {
+
+// A unix time in ms as local "YYYY-MM-DD HH:MM:SS" ("?" when it cannot be).
+std::string LocalTime(int64_t unix_ms);
+// What the runtime did with the run: "measured", or why it refused.
+std::string RefusedText(uint32_t refused);
+
+// The run's end, platform, counters, and per API and metric its statistics;
+// with `histograms`, each metric's histogram drawn as bars.
+void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunRecord& r,
+                    bool histograms);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_CLI_RUN_RECORD_TEXT_H_

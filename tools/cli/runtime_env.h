@@ -1,0 +1,34 @@
+// The environment a command sets up for the programs it starts under the
+// runtime (fieldprof run, lab, check -- COMMAND): where libfieldprof.so is,
+// the machine's TSC rate, and variables prepended to.
+#ifndef FIELDPROF_TOOLS_CLI_RUNTIME_ENV_H_
+#define FIELDPROF_TOOLS_CLI_RUNTIME_ENV_H_
+
+#include <string>
+
+#include "common/status.h"
+
+namespace fieldprof::tools {
+
+// The file name of the runtime the commands preload.
+inline constexpr const char* kRuntimeLib = "libfieldprof.so";
+
+// The directory holding libfieldprof.so: `lib_dir_flag` (--lib_dir), else
+// $FIELDPROF_LIB_DIR, else next to this program: the build tree
+// (build/tools/fieldprof -> build/agent/runtime) or an installed layout
+// (bin/fieldprof -> lib/fieldprof). NotFound says which was looked at.
+[[nodiscard]] StatusOr<std::string> FindRuntime(const std::string& lib_dir_flag);
+
+// Sets FIELDPROF_TSC_HZ for the runs this process starts, unless already
+// known (the environment, or the settings file where the agent keeps it):
+// measured here (20 ms), so durations are right from a run's first call
+// (agent/runtime/clock.h).
+void SetTscRate();
+
+// Puts `value` in front of the colon-separated list in environment
+// variable `var` (LD_PRELOAD, LD_LIBRARY_PATH).
+void PrependEnv(const char* var, const std::string& value);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_CLI_RUNTIME_ENV_H_

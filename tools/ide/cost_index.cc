@@ -1,0 +1,139 @@
+#include "tools/ide/cost_index.h"
+
+#include <algorithm>
+
+#include "common/api_key.h"
+#include "common/snapshot_index.h"
+#include "common/wire.h"
+
+namespace fieldprof::tools {
+
+namespace {
+
+// What one module's records of a symbol sum to.
+struct Acc {
+  Histogram time;
+  uint64_t runs = 0, resolution_ns = 0;
+  bool truncated = false;
+  uint32_t series = 0;
+  std::vector<std::string> platforms;  // distinct, few
+  // count and sum of each other metric, to make per-call means.
+  struct Other {
+    wire::Metric metric;
+    uint64_t n;
+    double sum;
+  };
+  std::vector<Other> others;
+};
+
+std::string PlatformText(const wire::Platform& p) {
+  std::string s(ArchName(p.arch()));
+  s += "/";
+  s += CpuVendorName(p.cpu_vendor());
+  s += "/" + std::to_string(p.cpu_family());
+  return s;
+}
+
+}  // namespace
+
+StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache, bool* rebuilt) {
+  CostIndex ix;
+  StatusOr<wire::Manifest> manifest = cache.Manifest();
+  if (!manifest.ok()) return manifest.status();
+  ix.snapshot_version_ = manifest->snapshot_version();
+  ix.created_unix_ms_ = manifest->created_unix_ms();
+  ix.fragment_count_ = manifest->fragment_count();
+  ix.fragments_held_ = static_cast<uint32_t>(cache.Fragments().size());
+  StatusOr<SnapshotIndex> records = SnapshotIndex::Open(cache, rebuilt);
+  if (!records.ok()) return records.status();
+  ix.signature_ = records->signature();
+  ix.records_ = std::make_shared<const SnapshotIndex>(std::move(*records));
+  ix.memo_ = std::make_shared<Memo>();
+  return ix;
+}
+
+std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string& symbol) const {
+  std::vector<std::pair<std::string, Acc>> acc;  // by module
+  Status s = records_->ForEachRecordOf(symbol, [&](const wire::Record& r) {
+    const wire::ApiKey& k = r.key();
+    auto found =
+        std::find_if(acc.begin(), acc.end(), [&](const auto& e) { return e.first == k.module(); });
+    if (found == acc.end()) {
+      acc.emplace_back(k.module(), Acc());
+      found = acc.end() - 1;
+    }
+    Acc& a = found->second;
+    const Histogram h = HistogramFromWire(r.histogram());
+    if (k.metric() == wire::METRIC_WALL_TIME_NS) {
+      a.time.Merge(h);
+      a.runs += r.runs();
+      a.resolution_ns = std::max(a.resolution_ns, r.resolution_ns());
+      a.truncated = a.truncated || r.truncated();
+      ++a.series;
+      std::string p = PlatformText(k.platform());
+      if (std::find(a.platforms.begin(), a.platforms.end(), p) == a.platforms.end()) {
+        a.platforms.push_back(std::move(p));
+      }
+    } else {
+      auto it = std::find_if(a.others.begin(), a.others.end(),
+                             [&](const Acc::Other& o) { return o.metric == k.metric(); });
+      if (it == a.others.end()) {
+        a.others.push_back({k.metric(), 0, 0});
+        it = a.others.end() - 1;
+      }
+      it->n += h.count();
+      it->sum += static_cast<double>(h.sum());
+    }
+    return true;
+  });
+  auto out = std::make_shared<std::vector<ApiCost>>();
+  if (!s.ok()) return out;  // the cache changed under us: the next index has it
+  for (auto& [module, a] : acc) {
+    if (a.time.empty()) continue;  // no wall time
+    const Histogram& time = a.time;
+    ApiCost c;
+    c.symbol = symbol;
+    c.module = module;
+    c.time = time.Stats();
+    c.zero_count = time.zero_count();
+    int lo = kNumBuckets, hi = -1;
+    for (int i = 0; i < kNumBuckets; ++i) {
+      if (time.bucket(i).count > 0) lo = std::min(lo, i), hi = std::max(hi, i);
+    }
+    c.first_bucket = static_cast<uint8_t>(hi < 0 ? 0 : lo);
+    for (int i = lo; i <= hi; ++i) c.buckets.push_back(time.bucket(i).count);
+    c.runs = a.runs;
+    c.resolution_ns = a.resolution_ns;
+    c.truncated = a.truncated;
+    c.series = a.series;
+    std::sort(a.platforms.begin(), a.platforms.end());
+    c.platforms = std::move(a.platforms);
+    auto mean = [&](wire::Metric m) {
+      for (const Acc::Other& o : a.others) {
+        if (o.metric == m && o.n > 0) return o.sum / static_cast<double>(o.n);
+      }
+      return -1.0;
+    };
+    c.alloc_bytes = mean(wire::METRIC_ALLOC_BYTES_INCLUSIVE);
+    c.alloc_count = mean(wire::METRIC_ALLOC_COUNT);
+    c.file_io_bytes = mean(wire::METRIC_FILE_IO_BYTES);
+    c.socket_io_bytes = mean(wire::METRIC_SOCKET_IO_BYTES);
+    out->push_back(std::move(c));
+  }
+  std::sort(out->begin(), out->end(), [](const ApiCost& a, const ApiCost& b) {
+    return a.time.count != b.time.count ? a.time.count > b.time.count : a.module < b.module;
+  });
+  return out;
+}
+
+std::shared_ptr<const std::vector<ApiCost>> CostIndex::Find(const std::string& symbol) const {
+  std::lock_guard<std::mutex> l(memo_->mu);
+  auto it = memo_->by_symbol.find(symbol);
+  if (it != memo_->by_symbol.end()) return it->second;
+  if (memo_->by_symbol.size() >= kMemoEntries) memo_->by_symbol.clear();  // callers hold theirs
+  auto costs = Compute(symbol);
+  memo_->by_symbol.emplace(symbol, costs);
+  return costs;
+}
+
+}  // namespace fieldprof::tools

@@ -1,0 +1,87 @@
+// An API's field cost by symbol name, for the language server (issue #17):
+// the cache's symbol index (common/snapshot_index.h, the one fieldprof cost
+// reads through) finds a symbol's records; they are summed per module on
+// first use and remembered. Opening costs a map of the index file; the
+// server opens a new CostIndex when the cache's files change.
+//
+//   StatusOr<CostIndex> ix = CostIndex::Build(SnapshotCache(dir));
+//   for (const ApiCost& c : *ix->Find("deflate")) ...   // one per module
+//
+// Each entry sums every version and platform of one symbol in one module:
+// the wall-time histogram's statistics and bucket counts (for bars), the
+// other metrics as per-call means.
+#ifndef FIELDPROF_TOOLS_IDE_COST_INDEX_H_
+#define FIELDPROF_TOOLS_IDE_COST_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/histogram.h"
+#include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
+#include "common/status.h"
+
+namespace fieldprof::tools {
+
+struct ApiCost {
+  std::string module;
+  std::string symbol;
+  HistogramStats time;  // wall time, ns
+  uint64_t zero_count = 0;
+  // Wall-time counts per log2 bucket, from bucket first_bucket to the last
+  // with calls.
+  uint8_t first_bucket = 0;
+  std::vector<uint64_t> buckets;
+  uint64_t runs = 0;           // of the wall-time series
+  uint64_t resolution_ns = 0;  // the coarsest among them
+  bool truncated = false;
+  uint32_t series = 0;  // wall-time series: versions x platforms
+  std::vector<std::string> platforms;
+  // Per call; negative when the cache has no data for the metric.
+  double alloc_bytes = -1, alloc_count = -1, file_io_bytes = -1, socket_io_bytes = -1;
+};
+
+class CostIndex {
+ public:
+  // Opens the cache's symbol index (common/snapshot_index.h), building it
+  // when the cache changed since (`rebuilt` says so). NotFound: no snapshot
+  // in the cache.
+  [[nodiscard]] static StatusOr<CostIndex> Build(const SnapshotCache& cache,
+                                                 bool* rebuilt = nullptr);
+
+  // Every module's entry for the symbol, most called first; empty when the
+  // cache has no wall-time data for it. Summed from the symbol's records on
+  // first use, then remembered (up to kMemoEntries symbols). Thread-safe.
+  std::shared_ptr<const std::vector<ApiCost>> Find(const std::string& symbol) const;
+
+  uint64_t symbols() const { return records_ ? records_->symbols() : 0; }
+  uint64_t snapshot_version() const { return snapshot_version_; }
+  int64_t created_unix_ms() const { return created_unix_ms_; }
+  uint32_t fragments_held() const { return fragments_held_; }
+  uint32_t fragment_count() const { return fragment_count_; }
+  const std::string& signature() const { return signature_; }
+
+  static constexpr size_t kMemoEntries = 4096;
+
+ private:
+  std::shared_ptr<const std::vector<ApiCost>> Compute(const std::string& symbol) const;
+
+  struct Memo {
+    std::mutex mu;
+    std::unordered_map<std::string, std::shared_ptr<const std::vector<ApiCost>>> by_symbol;
+  };
+  std::shared_ptr<const SnapshotIndex> records_;
+  std::shared_ptr<Memo> memo_;
+  uint64_t snapshot_version_ = 0;
+  int64_t created_unix_ms_ = 0;
+  uint32_t fragments_held_ = 0, fragment_count_ = 0;
+  std::string signature_;
+};
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_IDE_COST_INDEX_H_

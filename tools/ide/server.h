@@ -1,0 +1,49 @@
+// fieldprof lsp: a Language Server Protocol 3.17 server over stdio that
+// shows what the APIs a program calls cost in the field (issue #17), beside
+// the editor's usual C/C++ server.
+//
+//   hover          an identifier naming an API with field data: Markdown
+//                  with p50/p90/p99, mean +- sd, allocation and I/O per
+//                  call, calls, runs, platforms, the snapshot's date and a
+//                  histogram in text bars; nothing for other names
+//   code lenses    "≈ 12 µs p50" at call sites where the data is solid
+//   inlay hints    the same after the call (LSP 3.17 textDocument/inlayHint)
+//
+// Answers come from a CostIndex of the snapshot cache, built on a thread of
+// its own and rebuilt when the cache changes on disk; until it is ready,
+// hovers are empty and lenses absent, and the client is asked to refresh
+// them once it is. Messages are read on their own thread, so a
+// $/cancelRequest for a request still queued answers it RequestCancelled.
+// Nothing but protocol frames is written to `out`.
+//
+// Options, from initializationOptions or the "fieldprof" section of
+// workspace/didChangeConfiguration's settings: cacheDir, minCalls, minRuns,
+// minP50Ns (lenses and hints only for APIs at least this costly at p50),
+// codeLens, inlayHints (booleans).
+#ifndef FIELDPROF_TOOLS_IDE_SERVER_H_
+#define FIELDPROF_TOOLS_IDE_SERVER_H_
+
+#include <cstdint>
+#include <string>
+
+namespace fieldprof::tools {
+
+struct LspOptions {
+  std::string cache_dir;      // the snapshot cache
+  uint64_t min_calls = 1000;  // lenses and hints need this many calls
+  uint64_t min_runs = 10;     // ... from this many runs
+  double min_p50_ns = 1000;   // ... and a p50 at least this
+  bool code_lens = true;
+  bool inlay_hints = true;
+  int refresh_ms = 5000;                 // how often the cache is looked at for changes
+  size_t max_message_bytes = 64u << 20;  // a bigger message is read and dropped
+};
+
+// Serves one client on the two file descriptors until `exit`. Returns the
+// process's exit code: 0 after shutdown then exit, 1 on exit without
+// shutdown or when the input ends.
+int RunLspServer(int in_fd, int out_fd, LspOptions options);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_IDE_SERVER_H_

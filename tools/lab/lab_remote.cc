@@ -1,0 +1,88 @@
+// fieldprof lab upload|list|fetch: lab profiles kept by an aggregator, apart
+// from the field sums (POST/GET /v1/lab/profiles).
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "common/durable_file.h"
+#include "common/https_client.h"
+#include "common/lab_format.h"
+#include "common/options.h"
+#include "tools/cli/client_flags.h"
+#include "tools/lab/lab_commands.h"
+
+namespace fieldprof::tools {
+
+int LabRemote(const std::string& verb, int argc, char** argv) {
+  ClientFlags client;
+  std::string output;
+  OptionTable t("fieldprof lab " + verb,
+                "Lab profiles on an aggregator, kept apart from the field sums:\n"
+                "  fieldprof lab upload PROFILE... --host H    prints each profile's id\n"
+                "  fieldprof lab list --host H\n"
+                "  fieldprof lab fetch ID -o FILE --host H\n"
+                "An upload is exactly once: the id is the profile's content hash, and the same\n"
+                "profile sent again is recognised.");
+  client.Register(t);
+  t.AddString("output", &output, "fetch: the file to write (-o)");
+  t.AddShort('o', "output");
+  Status s = t.Parse(argc, argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  if (s.ok() && client.options.host.empty()) s = InvalidArgument("--host is needed");
+  if (s.ok() && verb == "upload" && t.positional().empty()) s = InvalidArgument("give profiles");
+  if (s.ok() && verb == "fetch" && (t.positional().size() != 1 || output.empty())) {
+    s = InvalidArgument("give one id and -o FILE");
+  }
+  if (!s.ok()) {
+    std::cerr << "fieldprof lab " << verb << ": " << s.message() << " (see --help)\n";
+    return 2;
+  }
+  HttpsClient http(client.Resolve());
+  if (verb == "upload") {
+    int failed = 0;
+    for (const std::string& f : t.positional()) {
+      StatusOr<std::string> bytes = ReadWholeFile(f);
+      StatusOr<wire::LabProfile> p =
+          bytes.ok() ? ParseLabProfile(*bytes, f) : StatusOr<wire::LabProfile>(bytes.status());
+      StatusOr<HttpReply> r =
+          p.ok() ? http.Post("/v1/lab/profiles", "application/octet-stream", *bytes)
+                 : StatusOr<HttpReply>(p.status());
+      if (!r.ok() || r->status != 200) {
+        std::fprintf(stderr, "fieldprof lab upload: %s: %s\n", f.c_str(),
+                     r.ok() ? (std::to_string(r->status) + " " + r->body).c_str()
+                            : r.status().message().c_str());
+        ++failed;
+        continue;
+      }
+      std::printf("%s\t%s", f.c_str(), r->body.c_str());
+    }
+    return failed ? 1 : 0;
+  }
+  const std::string target =
+      verb == "list" ? "/v1/lab/profiles" : "/v1/lab/profiles/" + t.positional()[0];
+  StatusOr<HttpReply> r = http.Get(target);
+  if (!r.ok() || r->status != 200) {
+    std::fprintf(stderr, "fieldprof lab %s: %s\n", verb.c_str(),
+                 r.ok() ? (std::to_string(r->status) + " " + r->body).c_str()
+                        : r.status().message().c_str());
+    return 1;
+  }
+  if (verb == "list") {
+    std::cout << r->body;
+    return 0;
+  }
+  if (StatusOr<wire::LabProfile> p = ParseLabProfile(r->body, "the answer"); !p.ok()) {
+    std::cerr << "fieldprof lab fetch: " << p.status().message() << "\n";
+    return 1;
+  }
+  if (Status w = WriteFileDurably(output, r->body); !w.ok()) {
+    std::cerr << "fieldprof lab fetch: " << w.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace fieldprof::tools

@@ -1,0 +1,163 @@
+// fieldprof docs: one snippet per API of a module for generated API
+// references (issue #19): Markdown and HTML, each with an inline SVG badge
+// and histogram of the API's field cost and a link to the dashboard's page
+// for it. docs/vendors.md shows how to include them with Doxygen and MkDocs.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "common/durable_file.h"
+#include "common/json_writer.h"
+#include "common/module_model.h"
+#include "common/options.h"
+#include "common/snapshot_cache.h"
+#include "tools/cli/client_flags.h"
+#include "tools/cli/escape.h"
+#include "tools/commands.h"
+#include "tools/cli/format.h"
+#include "tools/vendor/module_report.h"
+#include "tools/cli/module_source.h"
+
+namespace fieldprof::tools {
+namespace {
+
+// A file name for a symbol: mangled names are [A-Za-z0-9_.$]; anything else
+// (or a name too long for a file system) gets a hash instead.
+std::string FileName(const std::string& symbol) {
+  bool plain = !symbol.empty() && symbol.size() <= 200 && symbol[0] != '.';
+  for (char c : symbol) {
+    plain =
+        plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$');
+  }
+  if (plain) return symbol;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : symbol) h = (h ^ c) * 1099511628211ull;
+  char b[32];
+  std::snprintf(b, sizeof b, "api-%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
+// A shields-style badge: "field p50 | 1.23 us", coloured by the API's place
+// among the module's (its wall-time p50 against theirs).
+std::string Badge(const std::string& label, const std::string& value, double position) {
+  const int lw = 6 * static_cast<int>(label.size()) + 10;
+  const int vw = 6 * static_cast<int>(value.size()) + 10;
+  const double hue = 240.0 * (1.0 - std::clamp(position, 0.0, 1.0));
+  char b[1024];
+  std::snprintf(b, sizeof b,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"20\" role=\"img\" "
+                "aria-label=\"%s: %s\"><rect width=\"%d\" height=\"20\" fill=\"#555\"/>"
+                "<rect x=\"%d\" width=\"%d\" height=\"20\" fill=\"hsl(%.0f,70%%,40%%)\"/>"
+                "<g fill=\"#fff\" font-family=\"Verdana,sans-serif\" font-size=\"11\">"
+                "<text x=\"5\" y=\"14\">%s</text><text x=\"%d\" y=\"14\">%s</text></g></svg>",
+                lw + vw, HtmlEscape(label).c_str(), HtmlEscape(value).c_str(), lw, lw, vw, hue,
+                HtmlEscape(label).c_str(), lw + 5, HtmlEscape(value).c_str());
+  return b;
+}
+
+}  // namespace
+
+int CmdDocs(int argc, char** argv) {
+  std::string module, output, link, version;
+  ModuleSource source;
+  OptionTable t("fieldprof docs",
+                "Writes one snippet per API of a module, in Markdown and HTML, summarising its\n"
+                "field cost (a badge with its p50, calls and runs, p90/p99 and allocation per\n"
+                "call, an inline SVG histogram) with a link to the dashboard. Include them in\n"
+                "generated API references (Doxygen, MkDocs: see docs/vendors.md).\n\n"
+                "  fieldprof docs --module libsqlite3.so.0 -o docs/fieldprof \\\n"
+                "      --link https://agg.example:8443/ui/");
+  t.AddString("module", &module, "the module (soname)");
+  t.AddString("output", &output, "the directory to write SYMBOL.md and SYMBOL.html into (-o)");
+  t.AddString("link", &link, "the dashboard's base URL (…/ui/); each snippet links to its API");
+  t.AddString("version", &version, "only this module version");
+  source.Register(t);
+  t.AddShort('o', "output");
+  Status s = t.Parse(argc, argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  if (s.ok() && (module.empty() || output.empty()))
+    s = InvalidArgument("--module and -o are needed");
+  if (!s.ok()) {
+    std::cerr << "fieldprof docs: " << s.message() << " (see --help)\n";
+    return 2;
+  }
+  ModuleQuery q;
+  q.module = module;
+  q.version = version;
+  const StatusOr<std::vector<SeriesSum>> series = source.Load(q);
+  if (!series.ok()) {
+    std::cerr << "fieldprof docs: " << series.status().message() << "\n";
+    return 1;
+  }
+  ModelFilter filter;
+  filter.module_version = version;
+  const ModuleModel m = BuildModuleModel(module, *series, filter);
+  if (m.apis.empty()) {
+    std::cerr << "fieldprof docs: no data for " << module << "\n";
+    return 3;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(output, ec);
+  // Each API's p50 ranked among the module's: the badge's colour.
+  std::vector<double> p50s;
+  for (const ApiCost& a : m.apis) p50s.push_back(a.metric[0].Stats().p50);
+  std::sort(p50s.begin(), p50s.end());
+  JsonWriter index;
+  index.BeginObject().Key("module").String(module).Key("apis").BeginArray();
+  for (const ApiCost& a : m.apis) {
+    const HistogramStats st = a.metric[0].Stats();
+    const double rank =
+        p50s.size() < 2 ? 1.0
+                        : static_cast<double>(std::lower_bound(p50s.begin(), p50s.end(), st.p50) -
+                                              p50s.begin()) /
+                              static_cast<double>(p50s.size() - 1);
+    const std::string p50 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p50, a.resolution_ns);
+    const std::string p90 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p90, a.resolution_ns);
+    const std::string p99 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p99, a.resolution_ns);
+    const std::string url =
+        link.empty() ? "" : link + "#api/" + UrlEncode(module) + "/" + UrlEncode(a.symbol);
+    const std::string summary = "p50 " + p50 + ", p90 " + p90 + ", p99 " + p99 + "; " +
+                                FormatBytes(a.metric[1].Mean()) + " allocated per call; " +
+                                FormatCount(st.count) + " calls in " + FormatCount(a.runs) +
+                                " runs";
+    const std::string badge = Badge("field p50", p50, rank);
+    const std::string hist = HistogramSvg(a.metric[0], 0, 160, 24);
+    std::string html = "<div class=\"fieldprof-cost\" data-symbol=\"" + HtmlEscape(a.symbol) +
+                       "\">" + badge + " " + hist + "<br><span>Field cost of <code>" +
+                       HtmlEscape(a.demangled) + "</code>: " + HtmlEscape(summary) + ".";
+    if (!url.empty()) html += " <a href=\"" + HtmlEscape(url) + "\">In the dashboard</a>";
+    html += "</span></div>\n";
+    // Markdown keeps the SVG inline (Markdown passes HTML through).
+    std::string md = badge + " " + hist + "\n\n**Field cost** of `" + a.demangled +
+                     "`: " + MarkdownCell(summary) + ".";
+    if (!url.empty()) md += " [In the dashboard](" + url + ")";
+    md += "\n";
+    const std::string base = output + "/" + FileName(a.symbol);
+    if (Status w = WriteFileDurably(base + ".html", html); !w.ok()) {
+      std::cerr << "fieldprof docs: " << w.message() << "\n";
+      return 1;
+    }
+    if (Status w = WriteFileDurably(base + ".md", md); !w.ok()) {
+      std::cerr << "fieldprof docs: " << w.message() << "\n";
+      return 1;
+    }
+    index.BeginObject().Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
+    index.Key("file").String(FileName(a.symbol)).EndObject();
+  }
+  index.EndArray().EndObject();
+  if (Status w = WriteFileDurably(output + "/index.json", index.Take() + "\n"); !w.ok()) {
+    std::cerr << "fieldprof docs: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof docs: %zu snippets of %s in %s (index.json lists them)\n",
+               m.apis.size(), module.c_str(), output.c_str());
+  return 0;
+}
+
+}  // namespace fieldprof::tools

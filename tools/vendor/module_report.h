@@ -1,0 +1,36 @@
+// Renderers of a module's field cost (common/module_model.h) for
+// `fieldprof report` and `fieldprof docs` (issue #19): text, CSV (JSON:
+// common/model_json.h, shared with the aggregator),
+// Markdown, and a self-contained HTML page with inline SVG histograms in
+// the heat spectrum (cheap buckets cool, expensive ones hot, intensity by
+// count) and sortable tables. Every string from the data is escaped for
+// its format.
+#ifndef FIELDPROF_TOOLS_VENDOR_MODULE_REPORT_H_
+#define FIELDPROF_TOOLS_VENDOR_MODULE_REPORT_H_
+
+#include <string>
+
+#include "common/module_model.h"
+
+namespace fieldprof::tools {
+
+struct ReportContext {
+  std::string source;   // "snapshot cache DIR" or "aggregator HOST:PORT"
+  std::string range;    // "all time" or "2026-11-01 .. 2026-11-20"
+  std::string filters;  // human-readable, "" for none
+  size_t top = 50;      // API rows (scopes: the same number)
+};
+
+std::string ReportText(const ModuleModel& m, const ReportContext& c);
+std::string ReportCsv(const ModuleModel& m);
+std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c);
+std::string ReportHtml(const ModuleModel& m, const ReportContext& c);
+
+// An inline SVG of a histogram: one bar per log2 bucket from the lowest to
+// the highest non-empty one (plus the zero bucket), coloured by the
+// bucket's place (blue .. red) and its count (light .. saturated).
+std::string HistogramSvg(const Histogram& h, int metric_index, int width, int height);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_VENDOR_MODULE_REPORT_H_

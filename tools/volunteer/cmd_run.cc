@@ -1,0 +1,189 @@
+// fieldprof run: runs one command with the runtime loaded (LD_PRELOAD, see
+// agent/runtime/runtime.h), as an explicit request: the run
+// is measured whatever the consent setting says, with this command's options
+// on top of the local settings.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <set>
+
+#include "common/options.h"
+#include "common/runtime_settings.h"
+#include "common/spool.h"
+#include "common/tsc_rate.h"
+#include "tools/cli/run_record_text.h"
+#include "tools/cli/runtime_env.h"
+#include "tools/commands.h"
+
+namespace fieldprof::tools {
+
+namespace {
+
+bool ParseDouble(const std::string& s, double lo, double hi, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  *out = std::strtod(s.c_str(), &end);
+  return !s.empty() && errno == 0 && *end == 0 && *out >= lo && *out <= hi;
+}
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+std::set<std::string> SpoolNames(const std::string& dir) {
+  std::set<std::string> names;
+  StatusOr<std::vector<SpoolEntry>> l = ListSpool(dir);
+  if (l.ok()) {
+    for (const auto& e : *l) names.insert(e.name);
+  }
+  return names;
+}
+
+}  // namespace
+
+int CmdRun(int argc, char** argv) {
+  int64_t apis = 0, slots = 0;
+  std::string seed, force, spool, max_load, budget, debug, lib_dir;
+  bool show = false;
+  OptionTable t("fieldprof run",
+                "Runs a command with the fieldprof runtime: a few randomly chosen library APIs\n"
+                "are measured and the run's record is left in the spool. The command's\n"
+                "output, exit code and behaviour are unchanged.\n\n"
+                "  fieldprof run [options] [--] COMMAND [ARGS...]\n"
+                "  e.g. fieldprof run --apis 3 --show -- sqlite3 db.sqlite 'select 1'");
+  t.AddInt("apis", &apis, "APIs to measure (0: the settings' k, default 2)", 0, 8);
+  t.AddString("seed", &seed, "random seed for the choice (default: from the OS)");
+  t.AddString("force", &force,
+              "measure these APIs: SYMBOL or MODULE:SYMBOL, comma-separated (count toward --apis)");
+  t.AddString("spool", &spool,
+              "where the record goes (default: the settings', else "
+              "$XDG_STATE_HOME/fieldprof/spool)");
+  t.AddInt("slots", &slots, "machine-wide instrumented programs (0: the settings', default 6)", 0,
+           4096);
+  t.AddString("max_load", &max_load, "1-minute load per CPU above which the run is not measured");
+  t.AddString("budget", &budget,
+              "overhead budget, fraction of run time (default 0.01; above 1: no cap)");
+  t.AddString("debug", &debug, "write the runtime's diagnostics to this file");
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof.so");
+  t.AddBool("show", &show, "when the command ends, print its record to stderr");
+
+  // Options end at "--" or at the first word that is not an option (or an
+  // option's value), so the command's own flags are left alone.
+  static const std::set<std::string> kBoolFlags = {"--show", "--help", "-h"};
+  int cmd_at = argc;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      cmd_at = i + 1;
+      break;
+    }
+    if (a.rfind("-", 0) != 0) {
+      cmd_at = i;
+      break;
+    }
+    if (a.find('=') == std::string::npos && kBoolFlags.count(a) == 0) ++i;  // its value
+  }
+  const int opt_end =
+      (cmd_at < argc && cmd_at > 0 && std::string(argv[cmd_at - 1]) == "--") ? cmd_at - 1 : cmd_at;
+  Status s = t.Parse(std::min(opt_end, argc), argv);
+  if (t.help_requested()) {
+    std::cout << t.Help();
+    return 0;
+  }
+  double d = 0;
+  if (s.ok() && !seed.empty() && !AllDigits(seed)) s = InvalidArgument("--seed must be a number");
+  if (s.ok() && !max_load.empty() && !ParseDouble(max_load, 0, 1e6, &d)) {
+    s = InvalidArgument("--max_load must be a number >= 0");
+  }
+  if (s.ok() && !budget.empty() && !ParseDouble(budget, 0, 1000, &d)) {
+    s = InvalidArgument(
+        "--budget must be a fraction of run time, 0 to 1 (above 1, up to 1000: no cap)");
+  }
+  if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
+  if (s.ok() && cmd_at >= argc) s = InvalidArgument("no command to run");
+  if (!s.ok()) {
+    std::cerr << "fieldprof run: " << s.message() << " (see --help)\n";
+    return 2;
+  }
+  StatusOr<std::string> libs = FindRuntime(lib_dir);
+  if (!libs.ok()) {
+    std::cerr << "fieldprof run: " << libs.status().message() << "\n";
+    return 2;
+  }
+
+  setenv("FIELDPROF_RUN", "1", 1);
+  if (apis > 0) setenv("FIELDPROF_K", std::to_string(apis).c_str(), 1);
+  if (!seed.empty()) setenv("FIELDPROF_SEED", seed.c_str(), 1);
+  if (!force.empty()) setenv("FIELDPROF_FORCE", force.c_str(), 1);
+  if (!spool.empty()) {
+    setenv("FIELDPROF_SPOOL", std::filesystem::absolute(spool).c_str(), 1);
+  }
+  if (slots > 0) setenv("FIELDPROF_SLOTS", std::to_string(slots).c_str(), 1);
+  if (!max_load.empty()) setenv("FIELDPROF_MAX_LOAD", max_load.c_str(), 1);
+  if (!budget.empty()) setenv("FIELDPROF_BUDGET", budget.c_str(), 1);
+  if (!debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(debug).c_str(), 1);
+  SetTscRate();
+  PrependEnv("LD_PRELOAD", *libs + "/" + kRuntimeLib);
+
+  char** cmd = argv + cmd_at;
+  if (!show) {
+    // Become the command: its exit status and signals are the caller's.
+    execvp(cmd[0], cmd);
+    const int e = errno;
+    std::cerr << "fieldprof run: cannot run " << cmd[0] << ": " << std::strerror(e) << "\n";
+    return e == ENOENT ? 127 : 126;
+  }
+
+  const std::string spool_dir = spool.empty() ? DefaultSpoolDir() : spool;
+  const std::set<std::string> before = SpoolNames(spool_dir);
+  // Like system(): the terminal's ^C and ^\ go to the command, not to us.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::cerr << "fieldprof run: fork: " << std::strerror(errno) << "\n";
+    return 126;
+  }
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    execvp(cmd[0], cmd);
+    const int e = errno;
+    std::cerr << "fieldprof run: cannot run " << cmd[0] << ": " << std::strerror(e) << "\n";
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int shown = 0;
+  for (const std::string& name : SpoolNames(spool_dir)) {
+    if (before.count(name)) continue;
+    StatusOr<wire::RunRecord> r = ReadRunRecord(spool_dir + "/" + name);
+    if (!r.ok()) {
+      std::cerr << "fieldprof run: " << r.status().message() << "\n";
+      continue;
+    }
+    std::cerr << "\n";
+    PrintRunRecord(stderr, name, *r, /*histograms=*/true);
+    ++shown;
+  }
+  if (shown == 0) {
+    std::cerr << "fieldprof run: no record was written to " << spool_dir
+              << " (no chosen API was called, or the run was not measured: see --debug)\n";
+  }
+  if (WIFSIGNALED(status)) {
+    signal(WTERMSIG(status), SIG_DFL);
+    raise(WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace fieldprof::tools

@@ -1,0 +1,159 @@
+#include "tools/volunteer/pending.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "agent/batcher.h"
+#include "agent/outbox.h"
+#include "agent/platform.h"
+#include "common/agent_state.h"
+#include "common/api_key.h"
+#include "common/durable_file.h"
+#include "common/histogram.h"
+#include "common/run_counters.h"
+#include "common/spool.h"
+#include "common/wire.h"
+#include "tools/cli/format.h"
+
+namespace fieldprof::tools {
+namespace {
+
+struct Pending {
+  wire::Batch batch;
+  size_t runs = 0;  // spool batches: runs summed into it
+};
+
+void PrintBatch(const Pending& p) {
+  const wire::Batch& b = p.batch;
+  if (b.batch_id().empty()) {
+    std::printf(
+        "  from the spool, sealed at the agent's next pass that is due: %zu runs, %d "
+        "records\n",
+        p.runs, b.records_size());
+  } else {
+    std::printf("  outbox batch %s: %d records, %zu bytes, sent as it is\n",
+                HexEncode(b.batch_id()).c_str(), b.records_size(), b.ByteSizeLong());
+  }
+  const wire::Platform& pl = b.client_platform();
+  std::printf("    platform: %s %s %s family %u\n", std::string(OsName(pl.os())).c_str(),
+              std::string(ArchName(pl.arch())).c_str(),
+              std::string(CpuVendorName(pl.cpu_vendor())).c_str(), pl.cpu_family());
+  for (const wire::Record& r : b.records()) {
+    const wire::ApiKey& k = r.key();
+    const HistogramStats s = HistogramFromWire(r.histogram()).Stats();
+    std::printf("    %s %s (%s) %s: %llu calls, %llu runs, mean %s\n", k.module().c_str(),
+                k.symbol().c_str(), k.module_version().c_str(),
+                std::string(MetricName(k.metric())).c_str(),
+                static_cast<unsigned long long>(s.count), static_cast<unsigned long long>(r.runs()),
+                FormatMetricValue(k.metric(), s.mean, r.resolution_ns()).c_str());
+  }
+  const wire::AgentCounters& c = b.counters();
+  std::printf(
+      "    counters: %llu runs measured, %llu refused (slot or load), %llu refused (rate "
+      "cap), %llu measured no call, %llu records dropped, %llu quarantined\n",
+      static_cast<unsigned long long>(c.runs_instrumented()),
+      static_cast<unsigned long long>(c.runs_refused_load_cap()),
+      static_cast<unsigned long long>(c.runs_refused_rate_cap()),
+      static_cast<unsigned long long>(c.runs_measured_nothing()),
+      static_cast<unsigned long long>(c.records_dropped()),
+      static_cast<unsigned long long>(c.records_quarantined()));
+}
+
+}  // namespace
+
+int PrintPending(const std::string& spool_dir, const std::string& state_dir, bool json) {
+  std::vector<Pending> pending;
+  // The outbox: sealed, sent byte for byte as they are.
+  agent::Outbox outbox(OutboxDirOf(state_dir), QuarantineDirOf(state_dir));
+  StatusOr<std::vector<agent::OutboxEntry>> sealed = outbox.List();
+  if (!sealed.ok()) {
+    std::cerr << "fieldprof status: the outbox: " << sealed.status().message() << "\n";
+    return 1;
+  }
+  for (const agent::OutboxEntry& e : *sealed) {
+    StatusOr<std::string> bytes = ReadWholeFile(e.path);
+    Pending p{{}, 0};
+    if (!bytes.ok() || !p.batch.ParseFromString(*bytes)) {
+      std::cerr << "fieldprof status: " << e.path << " is not a readable batch\n";
+      return 1;
+    }
+    pending.push_back(std::move(p));
+  }
+  // The spool: what the agent's batch builder makes of it, at the batch
+  // size the agent uses (the fleet's, as the agent last applied it).
+  StatusOr<AgentState> state = ReadAgentState(StatusPathOf(state_dir));
+  const size_t batch_bytes = state.ok() && state->fleet_batch_bytes > 0
+                                 ? static_cast<size_t>(state->fleet_batch_bytes)
+                                 : agent::kDefaultBatchBytes;
+  StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool_dir);
+  if (!files.ok()) {
+    std::cerr << "fieldprof status: the spool: " << files.status().message() << "\n";
+    return 1;
+  }
+  agent::BatchBuilder builder(batch_bytes, agent::DetectPlatform());
+  size_t runs = 0, unreadable = 0;
+  wire::AgentCounters counters;
+  // The first batch the agent seals also reports what it holds for it: its
+  // state's counts, and the spool's run counters it takes at the pass.
+  AgentState held = state.ok() ? *state : AgentState{};
+  if (StatusOr<RunCounts> c = ReadRunCounters(spool_dir); c.ok()) {
+    auto i = [](uint64_t v) { return static_cast<int64_t>(v); };
+    held.runs_refused_no_slot += i((*c)[kRunRefusedSlot]);
+    held.runs_refused_load += i((*c)[kRunRefusedLoad]);
+    held.runs_refused_rate_cap += i((*c)[kRunRefusedRate]);
+    held.runs_measured_nothing += i((*c)[kRunMeasuredNone]);
+  }
+  bool first = true;
+  auto seal = [&] {
+    const wire::AgentCounters c = agent::BatchCounters(counters, first ? held : AgentState{});
+    first = false;
+    pending.push_back({builder.Seal("", 0, c), runs});
+    runs = 0;
+    counters.Clear();
+  };
+  for (const SpoolEntry& e : *files) {
+    StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
+    if (!run.ok()) {
+      ++unreadable;  // the agent sets it aside, never sends it
+      continue;
+    }
+    if (!builder.TryAdd(*run)) {
+      seal();
+      builder.TryAdd(*run);
+    }
+    ++runs;
+    agent::CountRunInBatch(*run, &counters);
+  }
+  if (!builder.empty()) seal();
+
+  if (json) {
+    std::string out = "{\"batches\":[";
+    for (size_t i = 0; i < pending.size(); ++i) {
+      std::string b;
+      google::protobuf::util::JsonPrintOptions o;
+      o.always_print_primitive_fields = true;
+      (void)google::protobuf::util::MessageToJsonString(pending[i].batch, &b, o);
+      out += (i ? "," : "") + std::string("{\"from\":\"") +
+             (pending[i].batch.batch_id().empty() ? "spool" : "outbox") + "\",\"batch\":" + b + "}";
+    }
+    out += "],\"unreadable_spool_records\":" + std::to_string(unreadable) + "}";
+    std::cout << out << "\n";
+    return 0;
+  }
+  std::printf("What would be sent next (nothing is sent by this command):\n");
+  if (pending.empty()) std::printf("  nothing: the outbox and the spool are empty\n");
+  for (const Pending& p : pending) PrintBatch(p);
+  if (unreadable > 0) {
+    std::printf("  %zu spool records are not valid: the agent sets them aside, unsent\n",
+                unreadable);
+  }
+  std::printf(
+      "Nothing else leaves this machine: no paths, arguments, file contents, user or "
+      "host names, addresses.\n");
+  return 0;
+}
+
+}  // namespace fieldprof::tools
