@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How right the runtime's durations are, in short runs and long ones (issue
 # #15): a test function spins for 1.5 us of CLOCK_MONOTONIC
-# (tests/runtime/testlib.cc fp_test_spin_ns) and is measured in runs of 300
+# (tests/agent/runtime/testlib.cc fp_test_spin_ns) and is measured in runs of 300
 # calls (~0.5 ms), 130 calls nested inside another measured call, and
 # 100,000 calls; with the machine's TSC rate handed over (FIELDPROF_TSC_HZ,
 # as fieldprof run and the agent's settings do), with the run's own

@@ -37,7 +37,7 @@ PACKAGES=(
   # statistics checked against an independent implementation (fieldprof check)
   python3-scipy
   # the dashboard in a real browser: Debian's chromium, driven by npm's
-  # playwright-core (tests/ui/, installed below)
+  # playwright-core (tests/aggregator/ui/, installed below)
   chromium nodejs
   # the ClickHouse store (issue #20): its tests start Debian's ClickHouse on
   # loopback (an old release, used for tests only: docs/scale-out.md)
@@ -64,13 +64,13 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-# playwright-core, pinned in tests/ui/package.json to the release made for
-# Debian's Chromium (156: playwright-core 1.64.1), into tests/ui/node_modules.
+# playwright-core, pinned in tests/aggregator/ui/package.json to the release made for
+# Debian's Chromium (156: playwright-core 1.64.1), into tests/aggregator/ui/node_modules.
 npm_deps() {
   local ui
-  ui="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
+  ui="$(cd "$(dirname "$0")/.." && pwd)/tests/aggregator/ui"
   if [[ -d "$ui/node_modules/playwright-core" ]]; then return; fi
-  echo "install-deps: npm install in tests/ui (playwright-core)"
+  echo "install-deps: npm install in tests/aggregator/ui (playwright-core)"
   (cd "$ui" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 }
 

@@ -116,7 +116,7 @@ install -D -m 0644 build/agent/runtime/libfieldprof.so "$root/usr/lib/fieldprof/
 install -D -m 0644 build/agent/runtime/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$root/usr/bin/fieldprof" "$root/usr/bin/fieldprof-agent"
-# The runtime keeps its .note.gnu.build-id and its loaded layout (tests/runtime
+# The runtime keeps its .note.gnu.build-id and its loaded layout (tests/agent/runtime
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
   "$root/usr/lib/fieldprof/libfieldprof-inert.so"

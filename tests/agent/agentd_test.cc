@@ -30,9 +30,9 @@
 #include "common/tsc_rate.h"
 #include "common/validate.h"
 #include "common/wire.h"
-#include "tests/aggregator_process.h"
-#include "tests/test_util.h"
-#include "tests/tls_stub_server.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/test_util.h"
+#include "tests/support/tls_stub_server.h"
 #include "tools/loadgen/api_query.h"
 
 namespace fieldprof::agent {

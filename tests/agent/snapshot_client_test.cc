@@ -20,8 +20,8 @@
 #include "common/snapshot.h"
 #include "common/snapshot_cache.h"
 #include "common/wire.h"
-#include "tests/aggregator_process.h"
-#include "tests/test_util.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof {
 namespace {

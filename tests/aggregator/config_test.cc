@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {
 namespace {

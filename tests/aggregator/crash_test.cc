@@ -19,8 +19,8 @@
 
 #include "common/https_client.h"
 #include "common/wire.h"
-#include "tests/aggregator_process.h"
-#include "tests/test_util.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/test_util.h"
 #include "tools/loadgen/api_query.h"
 
 namespace fieldprof {

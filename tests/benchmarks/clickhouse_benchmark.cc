@@ -33,7 +33,7 @@
 #include "common/signing.h"
 #include "common/wire.h"
 #include "tests/benchmarks/series_gen.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 using namespace fieldprof;
 using namespace fieldprof::aggregator;

@@ -30,7 +30,7 @@
 #include "common/histogram.h"
 #include "common/snapshot_cache.h"
 #include "common/wire.h"
-#include "tests/tools/lsp_client.h"
+#include "tests/tools/ide/lsp_client.h"
 #include "tools/ide/cost_index.h"
 
 using namespace fieldprof;

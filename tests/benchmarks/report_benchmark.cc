@@ -23,7 +23,7 @@
 #include "common/https_client.h"
 #include "common/snapshot_cache.h"
 #include "common/wire.h"
-#include "tests/aggregator_process.h"
+#include "tests/support/aggregator_process.h"
 #include "tests/benchmarks/series_gen.h"
 
 using namespace fieldprof;

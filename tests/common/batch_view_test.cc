@@ -12,8 +12,8 @@
 
 #include "common/validate.h"
 #include "common/wire.h"
-#include "tests/malformed_corpus.h"
-#include "tests/test_util.h"
+#include "tests/support/malformed_corpus.h"
+#include "tests/support/test_util.h"
 #include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "common/json_writer.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof {
 namespace {

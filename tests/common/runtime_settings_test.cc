@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/agent_state.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof {
 namespace {

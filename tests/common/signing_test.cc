@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/wire.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof {
 namespace {

@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "common/wire.h"
-#include "tests/malformed_corpus.h"
-#include "tests/test_util.h"
+#include "tests/support/malformed_corpus.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof {
 namespace {

@@ -24,8 +24,8 @@
 #include "common/snapshot_index.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
-#include "tests/test_util.h"
-#include "tests/tools/lsp_client.h"
+#include "tests/support/test_util.h"
+#include "tests/tools/ide/lsp_client.h"
 #include "tests/tools/snapshot_fixture.h"
 #include "tools/cli/format.h"
 #include "tools/ide/source.h"
@@ -386,7 +386,7 @@ TEST_F(LspTest, NeovimShowsHoversAndLenses) {
                           " FP_CACHE=" + cache_->dir() + " FP_SRC=" + src + " FP_OUT=" + out +
                           " HOME=" + dir_.path() + " XDG_STATE_HOME=" + dir_.File("state") +
                           " timeout 120 nvim --headless -u NONE -i NONE -n -c 'luafile " +
-                          FIELDPROF_SOURCE_DIR + "/tests/tools/nvim_lsp.lua' > " +
+                          FIELDPROF_SOURCE_DIR + "/tests/tools/ide/nvim_lsp.lua' > " +
                           dir_.File("nvim.log") + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream in(out);

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/wire.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {
 namespace {

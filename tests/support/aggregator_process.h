@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/https_client.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::testing {
 

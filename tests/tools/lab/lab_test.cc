@@ -22,8 +22,8 @@
 #include "common/https_client.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
-#include "tests/aggregator_process.h"
-#include "tests/test_util.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 #include "tools/cli/lab_profile.h"
 

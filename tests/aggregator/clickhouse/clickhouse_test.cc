@@ -23,9 +23,9 @@
 #include "common/signing.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
-#include "tests/aggregator_process.h"
-#include "tests/clickhouse_process.h"
-#include "tests/test_util.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/clickhouse_process.h"
+#include "tests/support/test_util.h"
 #include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {

@@ -14,7 +14,7 @@
 
 #include "aggregator/store/store_rocksdb.h"
 #include "common/wire.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {
 namespace {

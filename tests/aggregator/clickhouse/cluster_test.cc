@@ -27,7 +27,7 @@
 #include "common/https_client.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 #include "tools/loadgen/loadgen.h"
 
 namespace fieldprof {

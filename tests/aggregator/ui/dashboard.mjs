@@ -3,7 +3,7 @@
 // tests/tools/dashboard_test.cc starts the aggregator, posts the data and
 // writes the expected figures (computed from the histograms it posted):
 //
-//   node tests/ui/dashboard.mjs URL EXPECT.json TOKEN SCREENSHOT_DIR
+//   node tests/aggregator/ui/dashboard.mjs URL EXPECT.json TOKEN SCREENSHOT_DIR
 //
 // Prints what it checked; exits 1 on the first failed check, or on any
 // JavaScript error on the page.

@@ -15,8 +15,8 @@
 #include "aggregator/store/time_tree.h"
 #include "common/validate.h"
 #include "common/wire.h"
-#include "tests/clickhouse_process.h"
-#include "tests/test_util.h"
+#include "tests/support/clickhouse_process.h"
+#include "tests/support/test_util.h"
 #include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/runtime/spin.h"
+#include "tests/agent/runtime/spin.h"
 
 extern "C" {
 void fp_test_alloc(size_t n);

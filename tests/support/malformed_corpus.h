@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::testing {
 

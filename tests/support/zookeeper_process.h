@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::testing {
 

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "common/https_client.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::testing {
 

@@ -29,7 +29,7 @@
 #include "common/run_counters.h"
 #include "common/spool.h"
 #include "common/tsc_rate.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "tests/runtime/spin.h"
+#include "tests/agent/runtime/spin.h"
 
 #define FP_TEST_API __attribute__((visibility("default")))
 

@@ -1,7 +1,7 @@
 // The dashboard (issue #19): the real aggregator on loopback with data, its
 // JSON reads against figures computed straight from the posted histograms,
 // and its pages in Debian's chromium driven by playwright-core
-// (tests/ui/dashboard.mjs): modules -> a module's APIs -> one API, date
+// (tests/aggregator/ui/dashboard.mjs): modules -> a module's APIs -> one API, date
 // filters, two versions compared, a vendor page refused without its token,
 // the keyboard, no JavaScript errors. Screenshots go to the build tree.
 #include <ctime>
@@ -17,8 +17,8 @@
 #include "common/https_client.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
-#include "tests/aggregator_process.h"
-#include "tests/test_util.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 
 namespace fieldprof {
@@ -175,7 +175,7 @@ TEST_F(DashboardTest, PagesInARealBrowser) {
   const std::string shots = std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots";
   std::string out;
   const int rc =
-      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) + "/tests/ui/dashboard.mjs " +
+      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) + "/tests/aggregator/ui/dashboard.mjs " +
                      "https://127.0.0.1:" + std::to_string(agg_->port()) + "/ui/ " +
                      dir_.File("want.json") + " " + kToken + " " + shots + " 2>&1",
                  &out);

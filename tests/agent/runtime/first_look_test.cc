@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/runtime_settings.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::rt {
 namespace {

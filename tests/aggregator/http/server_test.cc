@@ -17,8 +17,8 @@
 #include "aggregator/store/store_rocksdb.h"
 #include "aggregator/store/time_tree.h"
 #include "common/https_client.h"
-#include "tests/malformed_corpus.h"
-#include "tests/test_util.h"
+#include "tests/support/malformed_corpus.h"
+#include "tests/support/test_util.h"
 #include "tools/loadgen/loadgen.h"
 
 namespace fieldprof::aggregator {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/test_util.h"
-#include "tests/zookeeper_process.h"
+#include "tests/support/test_util.h"
+#include "tests/support/zookeeper_process.h"
 
 namespace fieldprof::aggregator {
 namespace {
