@@ -1,208 +1,199 @@
-// fieldprof-aggregator: the HTTPS ingest and query service.
+// fieldprof-aggregator: the HTTPS ingest and query service. main() opens
+// the parts config.h describes, in order (lease, store, lab storage,
+// vendors, publishing), hands them to the router through its constructor,
+// serves until SIGTERM or SIGINT, and closes them in reverse.
+//
+// Exit: 0 a clean stop; 1 a part failed to open or close; 2 a usage or
+// configuration error (said on stderr).
 #include <google/protobuf/stubs/logging.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 
-#include "aggregator/config.h"
-#include "aggregator/store/lab_storage.h"
-#include "aggregator/publish/lease.h"
-#include "aggregator/metrics.h"
-#include "aggregator/publish/publisher.h"
-#include "aggregator/http/router.h"
-#include "aggregator/http/server.h"
-#include "aggregator/publish/snapshot_storage.h"
 #include "aggregator/clickhouse/lab_storage_clickhouse.h"
 #include "aggregator/clickhouse/snapshot_storage_clickhouse.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/config.h"
+#include "aggregator/http/router.h"
+#include "aggregator/http/server.h"
+#include "aggregator/metrics.h"
+#include "aggregator/publish/lease.h"
+#include "aggregator/publish/publisher.h"
+#include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/store/lab_storage.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/options.h"
 #include "common/signing.h"
 
-using namespace fieldprof;
-using namespace fieldprof::aggregator;
+namespace fieldprof::aggregator {
+namespace {
 
-int main(int argc, char** argv) {
-  // protobuf logs an ERROR line for every upload whose strings are not
-  // UTF-8: any client could fill the log that way. Rejections are already
-  // answered with the rule and counted in /metrics.
-  google::protobuf::SetLogHandler(nullptr);
-  AggregatorConfig config;
-  bool help = false;
-  std::string help_text;
-  Status s = ParseAggregatorConfig(argc, argv, &config, &help, &help_text);
-  if (help) {
-    std::cout << help_text;
-    return 0;
-  }
-  if (!s.ok()) {
-    std::cerr << "fieldprof-aggregator: " << s.message() << "\n";
-    return 2;
-  }
+// Why the service could not start, and the exit code that says so.
+struct StartError {
+  int exit_code;
+  std::string message;
+};
+StartError ConfigError(const Status& s) { return {2, s.message()}; }
+StartError OpenError(const Status& s) { return {1, s.ToString()}; }
 
-  // Signals are taken by a dedicated thread so shutdown runs as normal code.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  // The lease: with --zookeeper, one aggregator of several publishes and
-  // rolls up (lease.h); alone, this one always does.
-  std::unique_ptr<Lease> lease;
-  if (config.zookeeper.empty()) {
-    lease = SoleLease();
-  } else {
-    StatusOr<std::unique_ptr<Lease>> zk =
-        OpenZooKeeperLease(config.zookeeper, config.lease_path, std::chrono::seconds(10));
-    if (!zk.ok()) {
-      std::cerr << "fieldprof-aggregator: " << zk.status().message() << "\n";
-      return 2;
-    }
-    lease = std::move(*zk);
-  }
-  config.clickhouse.may_roll_up = [&lease] { return lease->Held(); };
-  StatusOr<std::unique_ptr<Store>> store = config.store_kind == "clickhouse"
-                                               ? OpenClickHouseStore(config.clickhouse)
-                                               : OpenRocksDbStore(config.store);
-  if (!store.ok()) {
-    std::cerr << "fieldprof-aggregator: " << store.status().ToString() << "\n";
-    return 1;
-  }
+// Everything a running aggregator holds, in the order it is opened (and
+// so destroyed in reverse; the metrics, which all report to, last).
+struct Service {
   Metrics metrics;
-  Router router(store->get(), &metrics);
-  if (!config.zookeeper.empty()) router.SetLease(lease.get());
-  router.SetFleetSettings(config.fleet);
-  // Lab profiles: beside the database, or in ClickHouse for every replica.
+  std::unique_ptr<Lease> lease;
+  std::unique_ptr<Store> store;
   std::unique_ptr<LabStorage> lab;
-  if (config.store_kind == "clickhouse") {
-    StatusOr<std::unique_ptr<LabStorage>> shared = ClickHouseLabStorage(config.clickhouse);
-    if (!shared.ok()) {
-      std::cerr << "fieldprof-aggregator: " << shared.status().ToString() << "\n";
-      return 1;
-    }
-    lab = std::move(*shared);
-  } else if (!config.lab_dir.empty()) {
-    lab = LocalLabStorage(config.lab_dir);
-  }
-  router.SetLabStorage(lab.get());
-  if (!config.vendors_file.empty()) {
-    // NAME TOKEN PATTERN[,PATTERN...] per line; '#' starts a comment. Only
-    // the tokens' digests are kept, and they are never logged.
-    std::ifstream in(config.vendors_file);
-    if (!in) {
-      std::cerr << "fieldprof-aggregator: cannot read --vendors_file " << config.vendors_file
-                << "\n";
-      return 2;
-    }
-    std::vector<Router::Vendor> vendors;
-    int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_no;
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream words(line);
-      std::string name, token, patterns;
-      if (!(words >> name >> token >> patterns) || token.size() < 16) {
-        std::cerr << "fieldprof-aggregator: " << config.vendors_file << ":" << line_no
-                  << ": want NAME TOKEN PATTERN[,PATTERN...] with a token of 16 characters or "
-                     "more\n";
-        return 2;
-      }
-      Router::Vendor v{name, Sha256(token), {}};
-      for (size_t at = 0; at <= patterns.size();) {
-        const size_t comma = patterns.find(',', at);
-        v.patterns.push_back(patterns.substr(at, comma - at));
-        if (comma == std::string::npos) break;
-        at = comma + 1;
-      }
-      vendors.push_back(std::move(v));
-    }
-    std::cerr << "fieldprof-aggregator: " << vendors.size() << " vendors with token-protected "
-              << "module pages\n";
-    router.SetVendors(std::move(vendors));
-  }
-
-  // Snapshot publishing, when a signing key is given.
+  std::vector<Vendor> vendors;
   std::optional<Ed25519Signer> signer;
+  std::string admin_token;
   std::unique_ptr<SnapshotStorage> snapshot_storage;
   std::optional<Publisher> publisher;
   std::optional<PublishLoop> publish_loop;
-  if (!config.signing_key.empty()) {
-    StatusOr<Ed25519Signer> key = Ed25519Signer::FromPemFile(config.signing_key);
-    if (!key.ok()) {
-      std::cerr << "fieldprof-aggregator: " << key.status().message() << "\n";
-      return 2;
-    }
-    std::string token;
-    if (!config.admin_token_file.empty()) {
-      std::ifstream in(config.admin_token_file);
-      std::getline(in, token);
-      token = std::string(TrimSpace(token));
-      if (!in && token.empty()) {
-        std::cerr << "fieldprof-aggregator: cannot read --admin_token_file "
-                  << config.admin_token_file << "\n";
-        return 2;
-      }
-      if (token.size() < 16) {
-        std::cerr << "fieldprof-aggregator: the admin token in " << config.admin_token_file
-                  << " is shorter than 16 characters\n";
-        return 2;
-      }
-    }
-    signer.emplace(std::move(*key));
-    if (config.store_kind == "clickhouse") {
-      // Every replica serves what the lease holder keeps in ClickHouse.
-      StatusOr<std::unique_ptr<SnapshotStorage>> shared =
-          OpenClickHouseSnapshotStorage(config.clickhouse);
-      if (!shared.ok()) {
-        std::cerr << "fieldprof-aggregator: " << shared.status().ToString() << "\n";
-        return 1;
-      }
-      snapshot_storage = std::move(*shared);
-    } else if (config.publish.dir.empty()) {
-      std::cerr << "fieldprof-aggregator: --snapshot_dir is needed to publish\n";
-      return 2;
-    }
-    config.publish.may_write = [&lease] { return lease->Held(); };
-    publisher.emplace(store->get(), &*signer, config.publish, snapshot_storage.get());
-    if (Status p = publisher->Init(); !p.ok()) {
-      std::cerr << "fieldprof-aggregator: " << p.ToString() << "\n";
-      return 1;
-    }
-    publish_loop.emplace(&*publisher, std::chrono::seconds(config.publish_interval_s), &metrics,
-                         lease.get());
-    router.SetPublisher(&*publish_loop, token);
+};
+
+// With --zookeeper, one aggregator of several publishes and rolls up
+// (publish/lease.h); alone, this one always does.
+std::optional<StartError> OpenLease(AggregatorConfig& config, Service* s) {
+  if (config.zookeeper.empty()) {
+    s->lease = SoleLease();
+    return std::nullopt;
   }
-  Server server(config.server, &router, &metrics);
-  s = server.Start();
-  if (!s.ok()) {
-    std::cerr << "fieldprof-aggregator: " << s.ToString() << "\n";
-    return 1;
+  StatusOr<std::unique_ptr<Lease>> zk =
+      OpenZooKeeperLease(config.zookeeper, config.lease_path, std::chrono::seconds(10));
+  if (!zk.ok()) return ConfigError(zk.status());
+  s->lease = std::move(*zk);
+  return std::nullopt;
+}
+
+std::optional<StartError> OpenStore(AggregatorConfig& config, Service* s) {
+  Lease* lease = s->lease.get();
+  config.clickhouse.may_roll_up = [lease] { return lease->Held(); };
+  StatusOr<std::unique_ptr<Store>> store = config.store_kind == "clickhouse"
+                                               ? OpenClickHouseStore(config.clickhouse)
+                                               : OpenRocksDbStore(config.store);
+  if (!store.ok()) return OpenError(store.status());
+  s->store = std::move(*store);
+  return std::nullopt;
+}
+
+// Lab profiles: beside the database, or in ClickHouse for every replica.
+std::optional<StartError> OpenLab(AggregatorConfig& config, Service* s) {
+  if (config.store_kind == "clickhouse") {
+    StatusOr<std::unique_ptr<LabStorage>> shared = ClickHouseLabStorage(config.clickhouse);
+    if (!shared.ok()) return OpenError(shared.status());
+    s->lab = std::move(*shared);
+  } else if (!config.lab_dir.empty()) {
+    s->lab = LocalLabStorage(config.lab_dir);
   }
+  return std::nullopt;
+}
+
+std::optional<StartError> LoadVendors(AggregatorConfig& config, Service* s) {
+  if (config.vendors_file.empty()) return std::nullopt;
+  StatusOr<std::vector<Vendor>> vendors = ReadVendorsFile(config.vendors_file);
+  if (!vendors.ok()) return ConfigError(vendors.status());
+  s->vendors = std::move(*vendors);
+  std::cerr << "fieldprof-aggregator: " << s->vendors.size()
+            << " vendors with token-protected module pages\n";
+  return std::nullopt;
+}
+
+// The admin token: the first line of the file, 16 characters or more.
+StatusOr<std::string> ReadAdminToken(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  std::getline(in, token);
+  token = std::string(TrimSpace(token));
+  if (!in && token.empty()) return InvalidArgument("cannot read --admin_token_file " + path);
+  if (token.size() < 16) {
+    return InvalidArgument("the admin token in " + path + " is shorter than 16 characters");
+  }
+  return token;
+}
+
+// Snapshot publishing, when a signing key is given: the key, the admin
+// token, where the snapshot is kept, the publisher and its loop.
+std::optional<StartError> SetUpPublishing(AggregatorConfig& config, Service* s) {
+  if (config.signing_key.empty()) return std::nullopt;
+  StatusOr<Ed25519Signer> key = Ed25519Signer::FromPemFile(config.signing_key);
+  if (!key.ok()) return ConfigError(key.status());
+  if (!config.admin_token_file.empty()) {
+    StatusOr<std::string> token = ReadAdminToken(config.admin_token_file);
+    if (!token.ok()) return ConfigError(token.status());
+    s->admin_token = std::move(*token);
+  }
+  s->signer.emplace(std::move(*key));
+  if (config.store_kind == "clickhouse") {
+    // Every replica serves what the lease holder keeps in ClickHouse.
+    StatusOr<std::unique_ptr<SnapshotStorage>> shared =
+        OpenClickHouseSnapshotStorage(config.clickhouse);
+    if (!shared.ok()) return OpenError(shared.status());
+    s->snapshot_storage = std::move(*shared);
+  } else if (config.publish.dir.empty()) {
+    return ConfigError(InvalidArgument("--snapshot_dir is needed to publish"));
+  }
+  Lease* lease = s->lease.get();
+  config.publish.may_write = [lease] { return lease->Held(); };
+  s->publisher.emplace(s->store.get(), &*s->signer, config.publish, s->snapshot_storage.get());
+  if (Status p = s->publisher->Init(); !p.ok()) return OpenError(p);
+  s->publish_loop.emplace(&*s->publisher, std::chrono::seconds(config.publish_interval_s),
+                          &s->metrics, lease);
+  return std::nullopt;
+}
+
+// Opens the parts in order; the first that fails stops it.
+std::optional<StartError> Open(AggregatorConfig& config, Service* s) {
+  using Step = std::optional<StartError> (*)(AggregatorConfig&, Service*);
+  for (Step step : {OpenLease, OpenStore, OpenLab, LoadVendors, SetUpPublishing}) {
+    if (std::optional<StartError> e = step(config, s)) return e;
+  }
+  return std::nullopt;
+}
+
+void SayListening(const AggregatorConfig& config, const Service& s, const Server& server) {
   std::cerr << "fieldprof-aggregator: listening on https://" << config.server.listen_address << ":"
             << server.port() << " ("
             << (config.store_kind == "clickhouse" ? "ClickHouse " + config.clickhouse.url
                                                   : "db " + config.store.path)
             << ")\n";
   if (!config.zookeeper.empty()) {
-    std::cerr << "fieldprof-aggregator: lease " << config.lease_path << ": " << lease->Describe()
-              << "\n";
+    std::cerr << "fieldprof-aggregator: lease " << config.lease_path << ": "
+              << s.lease->Describe() << "\n";
   }
-  if (publish_loop) {
+  if (s.publish_loop) {
     std::cerr << "fieldprof-aggregator: publishing " << config.publish.fragment_count
               << " fragments into "
-              << (snapshot_storage ? snapshot_storage->Describe() : config.publish.dir) << ", "
+              << (s.snapshot_storage ? s.snapshot_storage->Describe() : config.publish.dir) << ", "
               << config.publish.per_cycle << " every " << config.publish_interval_s << " s (key "
-              << signer->KeyId() << ")\n";
-    publish_loop->Start();
+              << s.signer->KeyId() << ")\n";
   }
+}
 
+// Serves until SIGTERM or SIGINT (taken by a thread of its own, so
+// shutdown runs as normal code), then closes the store. The exit code.
+int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
+  RouterParts parts;
+  parts.store = s.store.get();
+  parts.metrics = &s.metrics;
+  parts.fleet = config.fleet;
+  parts.lab = s.lab.get();
+  parts.publish = s.publish_loop ? &*s.publish_loop : nullptr;
+  parts.admin_token = s.admin_token;
+  parts.lease = config.zookeeper.empty() ? nullptr : s.lease.get();
+  parts.vendors = s.vendors;
+  Router router(std::move(parts));
+  Server server(config.server, &router, &s.metrics);
+  if (Status st = server.Start(); !st.ok()) {
+    std::cerr << "fieldprof-aggregator: " << st.ToString() << "\n";
+    return 1;
+  }
+  SayListening(config, s, server);
+  if (s.publish_loop) s.publish_loop->Start();
   std::thread signal_thread([&server, &signals] {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -210,16 +201,50 @@ int main(int argc, char** argv) {
     server.Shutdown();
   });
   server.Wait();
-  if (publish_loop) publish_loop->Stop();
+  if (s.publish_loop) s.publish_loop->Stop();
   // Wait() returns only after every handler finished: closing is safe now.
-  Status closed = (*store)->Close();
-  std::cerr << "fieldprof-aggregator: stopped; " << metrics.batches_accepted()
-            << " batches accepted, " << metrics.batches_duplicate() << " duplicates\n";
-  if (!closed.ok()) {
-    std::cerr << "fieldprof-aggregator: " << closed.ToString() << "\n";
-  }
+  const Status closed = s.store->Close();
+  std::cerr << "fieldprof-aggregator: stopped; " << s.metrics.batches_accepted()
+            << " batches accepted, " << s.metrics.batches_duplicate() << " duplicates\n";
+  if (!closed.ok()) std::cerr << "fieldprof-aggregator: " << closed.ToString() << "\n";
   // Wake the signal thread if shutdown came from elsewhere.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   return closed.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace fieldprof::aggregator
+
+int main(int argc, char** argv) {
+  using namespace fieldprof;
+  using namespace fieldprof::aggregator;
+  // protobuf logs an ERROR line for every upload whose strings are not
+  // UTF-8: any client could fill the log that way. Rejections are already
+  // answered with the rule and counted in /metrics.
+  google::protobuf::SetLogHandler(nullptr);
+  AggregatorConfig config;
+  bool help = false;
+  std::string help_text;
+  const Status parsed = ParseAggregatorConfig(argc, argv, &config, &help, &help_text);
+  if (help) {
+    std::cout << help_text;
+    return 0;
+  }
+  if (!parsed.ok()) {
+    std::cerr << "fieldprof-aggregator: " << parsed.message() << "\n";
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  Service service;
+  if (std::optional<StartError> e = Open(config, &service)) {
+    std::cerr << "fieldprof-aggregator: " << e->message << "\n";
+    return e->exit_code;
+  }
+  return Serve(config, service, signals);
 }

@@ -4,12 +4,12 @@
 // produces a value). Both are [[nodiscard]]; an error that is deliberately
 // ignored is spelled `IgnoreError(f())` so it can be found.
 //
-//   StatusOr<Batch> b = DecodeBatch(bytes);
-//   if (!b.ok()) return b.status();
-//   Use(*b);
+//   FP_ASSIGN_OR_RETURN(Batch b, DecodeBatch(bytes));  // returns the error
+//   FP_RETURN_IF_ERROR(Use(b));
 //
 // Codes are few and coarse; the message says what exactly was wrong. Mapping a
-// Status to an HTTP code happens in exactly one place (aggregator/http_status.h).
+// Status to an HTTP code happens in exactly one place
+// (aggregator/http/http_status.h).
 #ifndef FIELDPROF_COMMON_STATUS_H_
 #define FIELDPROF_COMMON_STATUS_H_
 
@@ -105,10 +105,27 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace fieldprof
 
+// Returns the status of `expr` (a Status) from the enclosing function when
+// it is an error.
 #define FP_RETURN_IF_ERROR(expr)             \
   do {                                       \
     ::fieldprof::Status fp_status_ = (expr); \
     if (!fp_status_.ok()) return fp_status_; \
   } while (0)
+
+// Evaluates `rexpr`, a StatusOr<T>: an error is returned from the enclosing
+// function (which returns a Status or a StatusOr), else the value is moved
+// into `lhs`, which may declare a variable:
+//   FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+//   FP_ASSIGN_OR_RETURN(options.os, ParseOs(text));
+// It expands to several statements: give it braces under an if.
+#define FP_ASSIGN_OR_RETURN(lhs, rexpr) \
+  FP_ASSIGN_OR_RETURN_IMPL_(FP_STATUS_CONCAT_(fp_statusor_, __LINE__), lhs, rexpr)
+#define FP_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                              \
+  if (!statusor.ok()) return statusor.status();         \
+  lhs = std::move(*statusor)
+#define FP_STATUS_CONCAT_(a, b) FP_STATUS_CONCAT_INNER_(a, b)
+#define FP_STATUS_CONCAT_INNER_(a, b) a##b
 
 #endif  // FIELDPROF_COMMON_STATUS_H_

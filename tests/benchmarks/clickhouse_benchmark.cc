@@ -95,7 +95,10 @@ Times Of(std::vector<double> ms) {
 // the router's handler.
 void Reads(Store& store, const char* name, uint64_t series, int repeats) {
   Metrics metrics;
-  Router router(&store, &metrics);
+  RouterParts parts;
+  parts.store = &store;
+  parts.metrics = &metrics;
+  Router router(std::move(parts));
   std::mt19937_64 rng(7);
   std::vector<double> api, module;
   size_t api_bytes = 0, module_bytes = 0;

@@ -25,7 +25,10 @@ void BM_IngestHandlerNoSync(benchmark::State& state) {
     return;
   }
   Metrics metrics;
-  Router router(store->get(), &metrics);
+  RouterParts parts;
+  parts.store = store->get();
+  parts.metrics = &metrics;
+  Router router(std::move(parts));
   tools::BatchGenerator gen({.seed = 8});
   struct Body {
     std::string bytes;
@@ -44,7 +47,7 @@ void BM_IngestHandlerNoSync(benchmark::State& state) {
     Body& body = bodies[i++ % bodies.size()];
     const std::string id = gen.NewBatchId();  // fresh id patched in place
     body.bytes.replace(body.id_offset, id.size(), id);
-    HttpResponse r = router.Ingest(kProtobufContentType, body.bytes);
+    HttpResponse r = router.Handle("POST", "/v1/batches", kProtobufContentType, body.bytes);
     if (r.status == 503) IgnoreError((*store)->WaitApplied(std::chrono::seconds(60)));
   }
   IgnoreError((*store)->WaitApplied(std::chrono::seconds(60)));

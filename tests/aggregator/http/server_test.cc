@@ -92,7 +92,10 @@ class ServerTest : public ::testing::Test {
     auto real = OpenRocksDbStore({.path = dir_.File("db")});
     ASSERT_TRUE(real.ok()) << real.status().ToString();
     store_ = std::make_unique<GatedStore>(std::move(*real));
-    router_ = std::make_unique<Router>(store_.get(), &metrics_);
+    RouterParts parts;
+    parts.store = store_.get();
+    parts.metrics = &metrics_;
+    router_ = std::make_unique<Router>(std::move(parts));
     o.port = 0;
     o.tls_cert_file = dir_.File("cert.pem");
     o.tls_key_file = dir_.File("key.pem");

@@ -1,0 +1,57 @@
+#include "aggregator/http/ingest_handler.h"
+
+#include "aggregator/http/http_status.h"
+#include "aggregator/store/time_tree.h"
+#include "common/batch_view.h"
+#include "common/json_writer.h"
+#include "common/validate.h"
+#include "common/wire.h"
+
+namespace fieldprof::aggregator {
+
+Status CheckBatchContentType(std::string_view content_type) {
+  std::string_view media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  if (media == kProtobufContentType) return Status::Ok();
+  return Unsupported("content type must be " + std::string(kProtobufContentType) + ", got '" +
+                     std::string(content_type) + "'");
+}
+
+HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_view body) {
+  if (Status s = CheckBatchContentType(content_type); !s.ok()) {
+    metrics_->BatchRejected("content_type");
+    return ErrorResponse(s);
+  }
+  // Decoded straight from the body (one pass, no protobuf messages) unless
+  // the body is unusual; see common/batch_view.h.
+  BatchView batch;
+  if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
+    const std::string_view rule = ValidationRule(s);
+    metrics_->BatchRejected(rule.empty() ? "invalid" : std::string(rule));
+    return ErrorResponse(s);
+  }
+  const auto now = clock_().time_since_epoch();
+  const int32_t day =
+      DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  StatusOr<ApplyResult> applied = store_->ApplyBatch(batch, body, day);
+  if (!applied.ok()) {
+    metrics_->StoreError();
+    return ErrorResponse(applied.status());
+  }
+  if (applied->duplicate) {
+    metrics_->BatchDuplicate();
+  } else {
+    metrics_->BatchAccepted(applied->records, body.size());
+    recent_->Add(batch, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("batch_id").String(HexEncode(batch.batch_id()));
+  j.Key("duplicate").Bool(applied->duplicate);
+  j.Key("records").Uint(applied->records);
+  j.Key("day").String(FormatDay(day));
+  j.EndObject();
+  return JsonResponse(j.Take());
+}
+
+}  // namespace fieldprof::aggregator

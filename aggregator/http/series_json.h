@@ -1,0 +1,24 @@
+// The JSON of the read endpoints' series: a key, a histogram with its exact
+// sums (128-bit values as decimal strings), and the statistics of one.
+// Clients read them back with tools/cli/module_source.h HistogramFromJson.
+#ifndef FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
+#define FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
+
+#include "common/api_key.h"
+#include "common/histogram.h"
+#include "common/json_writer.h"
+
+namespace fieldprof::aggregator {
+
+// "module", "module_version", "symbol", "metric", "platform": {...} into
+// the object being written.
+void WriteKey(JsonWriter& j, const ApiKey& k);
+// "stats": {count, mean, stddev, variance, min, max, p50, p90, p99}.
+void WriteStats(JsonWriter& j, const Histogram& h);
+// "histogram": {zero_count, count, sum, sum_sq, ..., buckets: [...]}, the
+// non-empty buckets with their edges.
+void WriteHistogram(JsonWriter& j, const Histogram& h);
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_

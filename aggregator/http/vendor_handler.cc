@@ -1,0 +1,214 @@
+#include "aggregator/http/vendor_handler.h"
+
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "aggregator/http/http_status.h"
+#include "aggregator/http/query_params.h"
+#include "aggregator/http/series_json.h"
+#include "common/json_writer.h"
+#include "common/model_json.h"
+#include "common/module_diff.h"
+#include "common/module_model.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+HttpResponse Unauthorized() {
+  return BearerRequired("this module's pages need its vendor's token");
+}
+
+// Every series `q` matches, summed over its day range (a series with no
+// data there is skipped), to `visit`: at most q.limit, else *truncated.
+Status ForEachInRange(Store* store, const SeriesQuery& q, bool* truncated,
+                      const std::function<void(ApiAggregate&&)>& visit) {
+  size_t n = 0;
+  return store->ForEachApiInRange(q.filter, q.from, q.to, [&](ApiAggregate&& a) {
+    if (!q.FamilyMatches(a.key)) return true;
+    if (n == q.limit) {
+      *truncated = true;
+      return false;
+    }
+    ++n;
+    visit(std::move(a));
+    return true;
+  });
+}
+
+// The same, as the model's series.
+Status CollectSeries(Store* store, const SeriesQuery& q, std::vector<SeriesSum>* out,
+                     bool* truncated) {
+  return ForEachInRange(store, q, truncated, [&](ApiAggregate&& a) {
+    SeriesSum x;
+    ApiKeyToWire(a.key, &x.key);
+    x.histogram = std::move(a.histogram);
+    x.runs = a.runs;
+    x.resolution_ns = a.resolution_ns;
+    out->push_back(std::move(x));
+  });
+}
+
+std::string RangeText(const SeriesQuery& q) {
+  if (q.all_time()) return "all time";
+  return (q.from == kUnboundedFirst ? std::string("...") : FormatDay(q.from)) + " .. " +
+         (q.to == kUnboundedLast ? std::string("...") : FormatDay(q.to));
+}
+
+// What /v1/diff compares: two versions, or two day ranges.
+struct DiffSides {
+  bool by_version = false;
+  std::string a_version, b_version;
+  int32_t a_from = kUnboundedFirst, a_to = kUnboundedLast;
+  int32_t b_from = kUnboundedFirst, b_to = kUnboundedLast;
+  std::string before, after;  // their names in the answer
+};
+
+StatusOr<int32_t> DayOr(const std::string& d, int32_t unbounded) {
+  if (d.empty()) return unbounded;
+  return ParseDay(d);
+}
+
+StatusOr<DiffSides> TakeDiffSides(QueryParams* params) {
+  DiffSides d;
+  d.a_version = TakeParam(params, "a_version");
+  d.b_version = TakeParam(params, "b_version");
+  const std::string af = TakeParam(params, "a_from"), at = TakeParam(params, "a_to");
+  const std::string bf = TakeParam(params, "b_from"), bt = TakeParam(params, "b_to");
+  d.by_version = !d.a_version.empty() || !d.b_version.empty();
+  const bool by_range = !af.empty() || !at.empty() || !bf.empty() || !bt.empty();
+  if (d.by_version == by_range || (d.by_version && (d.a_version.empty() || d.b_version.empty()))) {
+    return InvalidArgument(
+        "/v1/diff takes a_version= and b_version=, or a_from=, a_to=, b_from=, b_to=");
+  }
+  if (d.by_version) {
+    d.before = d.a_version;
+    d.after = d.b_version;
+    return d;
+  }
+  FP_ASSIGN_OR_RETURN(d.a_from, DayOr(af, kUnboundedFirst));
+  FP_ASSIGN_OR_RETURN(d.a_to, DayOr(at, kUnboundedLast));
+  FP_ASSIGN_OR_RETURN(d.b_from, DayOr(bf, kUnboundedFirst));
+  FP_ASSIGN_OR_RETURN(d.b_to, DayOr(bt, kUnboundedLast));
+  d.before = af + ".." + at;
+  d.after = bf + ".." + bt;
+  return d;
+}
+
+// statistic=mean (default) or pNN into the test's options.
+Status ParseStatistic(const std::string& statistic, DiffOptions* o) {
+  if (statistic == "mean") return Status::Ok();
+  const double q =
+      statistic.size() > 1 && statistic[0] == 'p' ? std::atof(statistic.c_str() + 1) / 100 : -1;
+  if (q <= 0 || q >= 1) return InvalidArgument("statistic is mean or pNN");
+  o->test.statistic = PermutationOptions::kQuantile;
+  o->test.quantile = q;
+  return Status::Ok();
+}
+
+// Both sides' models of the module, as `sides` asks.
+Status DiffModels(Store* store, SeriesQuery q, const DiffSides& sides, ModuleModel* a,
+                  ModuleModel* b) {
+  std::vector<SeriesSum> sa, sb;
+  bool truncated = false;
+  ModelFilter fa, fb;
+  if (sides.by_version) {
+    FP_RETURN_IF_ERROR(CollectSeries(store, q, &sa, &truncated));
+    sb = sa;
+    fa.module_version = sides.a_version;
+    fb.module_version = sides.b_version;
+  } else {
+    q.from = sides.a_from;
+    q.to = sides.a_to;
+    FP_RETURN_IF_ERROR(CollectSeries(store, q, &sa, &truncated));
+    q.from = sides.b_from;
+    q.to = sides.b_to;
+    FP_RETURN_IF_ERROR(CollectSeries(store, q, &sb, &truncated));
+  }
+  *a = BuildModuleModel(q.filter.module, sa, fa);
+  *b = BuildModuleModel(q.filter.module, sb, fb);
+  return Status::Ok();
+}
+
+}  // namespace
+
+HttpResponse VendorHandler::GetModule(std::string_view query, std::string_view authorization) {
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  SeriesQuery q;
+  if (Status s = ParseSeriesQuery(*params, &q); !s.ok()) return ErrorResponse(s);
+  if (q.filter.module.empty() || !q.filter.symbol_prefix.empty()) {
+    return ErrorResponse(InvalidArgument("/v1/module needs module= (and takes no symbol)"));
+  }
+  if (!vendors_->Allows(q.filter.module, authorization)) return Unauthorized();
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("module").String(q.filter.module);
+  j.Key("from").String(q.from == kUnboundedFirst ? "" : FormatDay(q.from));
+  j.Key("to").String(q.to == kUnboundedLast ? "" : FormatDay(q.to));
+  j.Key("series").BeginArray();
+  bool truncated = false;
+  Status s = ForEachInRange(store_, q, &truncated, [&](ApiAggregate&& a) {
+    j.BeginObject();
+    WriteKey(j, a.key);
+    j.Key("runs").Uint(a.runs);
+    if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
+    WriteHistogram(j, a.histogram);
+    j.EndObject();
+  });
+  if (!s.ok()) return ErrorResponse(s);
+  j.EndArray();
+  j.Key("truncated").Bool(truncated);
+  j.EndObject();
+  return JsonResponse(j.Take());
+}
+
+HttpResponse VendorHandler::GetReport(std::string_view query, std::string_view authorization) {
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  ModelFilter mf;
+  mf.scope = TakeParam(&*params, "namespace");
+  SeriesQuery q;
+  if (Status s = ParseSeriesQuery(*params, &q); !s.ok()) return ErrorResponse(s);
+  if (q.filter.module.empty()) return ErrorResponse(InvalidArgument("/v1/report needs module="));
+  if (!vendors_->Allows(q.filter.module, authorization)) return Unauthorized();
+  std::vector<SeriesSum> series;
+  bool truncated = false;
+  if (Status s = CollectSeries(store_, q, &series, &truncated); !s.ok()) return ErrorResponse(s);
+  const ModuleModel m = BuildModuleModel(q.filter.module, series, mf);
+  std::string filters = mf.scope.empty() ? "" : "namespace " + mf.scope;
+  if (!q.filter.module_version.empty()) {
+    filters += (filters.empty() ? "" : ", ") + std::string("version ") + q.filter.module_version;
+  }
+  return HttpResponse{
+      200, "application/json", ModuleModelJson(m, "aggregator", RangeText(q), filters), {}};
+}
+
+HttpResponse VendorHandler::GetDiff(std::string_view query, std::string_view authorization) {
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  StatusOr<DiffSides> sides = TakeDiffSides(&*params);
+  std::string statistic = TakeParam(&*params, "statistic");
+  if (statistic.empty()) statistic = "mean";
+  SeriesQuery q;
+  Status s = ParseSeriesQuery(*params, &q);
+  if (s.ok() && q.filter.module.empty()) s = InvalidArgument("/v1/diff needs module=");
+  if (s.ok() && !sides.ok()) s = sides.status();
+  if (!s.ok()) return ErrorResponse(s);
+  if (!vendors_->Allows(q.filter.module, authorization)) return Unauthorized();
+  DiffOptions o;
+  o.metric = q.filter.metric ? static_cast<int>(*q.filter.metric) - 1 : 0;
+  o.test.stop_after = 20;
+  if (Status st = ParseStatistic(statistic, &o); !st.ok()) return ErrorResponse(st);
+  q.filter.metric.reset();
+  ModuleModel before, after;
+  if (Status d = DiffModels(store_, q, *sides, &before, &after); !d.ok()) return ErrorResponse(d);
+  const ModuleDiff d = DiffModules(before, after, o);
+  return HttpResponse{200,
+                      "application/json",
+                      ModuleDiffJson(d, q.filter.module, sides->before, sides->after,
+                                     ModelMetricName(o.metric), statistic, o, /*all=*/true),
+                      {}};
+}
+
+}  // namespace fieldprof::aggregator
