@@ -5,7 +5,9 @@
 #include <cstring>
 #include <sstream>
 
-#include "aggregator/clickhouse/clickhouse.h"
+#include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/row_binary.h"
+#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/schema.h"
 
 namespace fieldprof::aggregator {
@@ -25,13 +27,13 @@ class InClickHouse : public LabStorage {
     if (have.status().code() != StatusCode::kNotFound) return have.status();
     *duplicate = false;
     std::string row;
-    ChPutString(&row, id);
+    rowbinary::PutString(&row, id);
     const uint32_t now =
         static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count());
     row.append(reinterpret_cast<const char*>(&now), 4);
-    ChPutString(&row, bytes);
+    rowbinary::PutString(&row, bytes);
     // Every server holds the table; two must have it before it counts.
     return ChOnAnyServer(servers_, next_++, [&](ClickHouseClient& ch) {
       return ch.InsertRowBinary(tables_.Local("fp_lab_profiles"), row,
@@ -58,7 +60,7 @@ class InClickHouse : public LabStorage {
       if (r->empty()) continue;
       size_t at = 0;
       std::string bytes;
-      if (!ChReadString(*r, &at, &bytes) || at != r->size()) {
+      if (!rowbinary::ReadString(*r, &at, &bytes) || at != r->size()) {
         return DataLoss("a lab profile row in ClickHouse does not read");
       }
       return bytes;

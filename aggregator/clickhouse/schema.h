@@ -24,7 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "aggregator/clickhouse/clickhouse.h"
+#include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/rows.h"
 #include "common/status.h"
 
 namespace fieldprof::aggregator {

@@ -6,17 +6,13 @@
 #include <cstring>
 #include <sstream>
 
-#include "aggregator/clickhouse/clickhouse.h"
+#include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/row_binary.h"
+#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/schema.h"
 
 namespace fieldprof::aggregator {
 namespace {
-
-// Writers of a row's fixed-size fields.
-template <typename T>
-void Put(std::string* o, T v) {
-  o->append(reinterpret_cast<const char*>(&v), sizeof v);
-}
 
 uint32_t NowSeconds() {
   return static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
@@ -52,7 +48,7 @@ class ClickHouseStorage : public SnapshotStorage {
       std::memcpy(&version, r->data(), 8);
       size_t at = 8;
       std::string signed_manifest;
-      if (!ChReadString(*r, &at, &signed_manifest) || at != r->size()) {
+      if (!rowbinary::ReadString(*r, &at, &signed_manifest) || at != r->size()) {
         return DataLoss("a manifest row in ClickHouse does not read");
       }
       if (version > best_version) {
@@ -82,7 +78,7 @@ class ClickHouseStorage : public SnapshotStorage {
       if (r->empty()) continue;  // not on this replica (yet): try another
       size_t at = 0;
       std::string bytes;
-      if (!ChReadString(*r, &at, &bytes) || at != r->size()) {
+      if (!rowbinary::ReadString(*r, &at, &bytes) || at != r->size()) {
         return DataLoss("a fragment row in ClickHouse does not read");
       }
       return bytes;
@@ -92,10 +88,10 @@ class ClickHouseStorage : public SnapshotStorage {
 
   Status WriteFragment(uint32_t index, uint64_t version, const std::string& bytes) override {
     std::string row;
-    Put<uint32_t>(&row, index);
-    Put<uint64_t>(&row, version);
-    Put<uint32_t>(&row, NowSeconds());
-    ChPutString(&row, bytes);
+    rowbinary::PutFixed<uint32_t>(&row, index);
+    rowbinary::PutFixed<uint64_t>(&row, version);
+    rowbinary::PutFixed<uint32_t>(&row, NowSeconds());
+    rowbinary::PutString(&row, bytes);
     return Insert("fp_snapshot_fragments", row);
   }
 
@@ -104,16 +100,16 @@ class ClickHouseStorage : public SnapshotStorage {
     if (!replaced.empty()) {
       std::string rows;
       for (const auto& [index, v] : replaced) {
-        Put<uint32_t>(&rows, index);
-        Put<uint64_t>(&rows, v);
-        Put<uint32_t>(&rows, NowSeconds());
+        rowbinary::PutFixed<uint32_t>(&rows, index);
+        rowbinary::PutFixed<uint64_t>(&rows, v);
+        rowbinary::PutFixed<uint32_t>(&rows, NowSeconds());
       }
       FP_RETURN_IF_ERROR(Insert("fp_snapshot_replaced", rows));
     }
     std::string row;
-    Put<uint64_t>(&row, version);
-    Put<uint32_t>(&row, NowSeconds());
-    ChPutString(&row, signed_manifest);
+    rowbinary::PutFixed<uint64_t>(&row, version);
+    rowbinary::PutFixed<uint32_t>(&row, NowSeconds());
+    rowbinary::PutString(&row, signed_manifest);
     return Insert("fp_snapshot_manifests", row);
   }
 

@@ -12,7 +12,9 @@
 #include <sstream>
 #include <thread>
 
-#include "aggregator/clickhouse/clickhouse.h"
+#include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/rows.h"
+#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/schema.h"
 #include "aggregator/store/time_tree.h"
 #include "common/wire.h"

@@ -3,7 +3,9 @@
 // once however they were stored, retries after the raw rows are folded, the schema's version, and
 // the real aggregator over it. The store contract itself runs against this store in store_test.cc;
 // the cluster in cluster_test.cc.
-#include "aggregator/clickhouse/clickhouse.h"
+#include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/rows.h"
+#include "aggregator/clickhouse/servers.h"
 
 #include <map>
 #include <random>
