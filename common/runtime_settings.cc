@@ -19,14 +19,16 @@
 #include "common/durable_file.h"
 #include "common/json_writer.h"
 #include "common/options.h"
+#include "common/settings_rules.h"
 #include "common/tsc_rate.h"
 
 namespace fieldprof {
 
 namespace {
 
-constexpr int kMaxApis = 8;              // FP_MAX_APIS in agent/runtime/runtime.h
-constexpr size_t kMaxModuleList = 1023;  // the runtime's buffers hold 1024 bytes
+using settings_rules::Kind;
+using settings_rules::RuleOf;
+using settings_rules::Setting;
 
 bool ParseInt(const std::string& v, int64_t lo, int64_t hi, int64_t* out) {
   int64_t x = 0;
@@ -60,6 +62,97 @@ bool CleanText(const std::string& v, size_t max) {
   return v.size() <= max && v.find_first_of("\n\r#") == std::string::npos && TrimSpace(v) == v;
 }
 
+// "k must be 1..8" when `v` is out of the setting's range.
+Status CheckRange(Setting setting, int64_t v, const char* note = "") {
+  const settings_rules::Rule& r = RuleOf(setting);
+  if (settings_rules::InRange(r, v)) return Status::Ok();
+  return InvalidArgument(std::string(r.name) + " must be " + std::to_string(r.lo) + ".." +
+                         std::to_string(r.hi) + note);
+}
+Status CheckRange(Setting setting, double v) {
+  const settings_rules::Rule& r = RuleOf(setting);
+  if (settings_rules::InRange(r, v)) return Status::Ok();
+  return InvalidArgument(std::string(r.name) + " must be " + FormatDouble(r.dlo) + ".." +
+                         FormatDouble(r.dhi));
+}
+
+// One `name = value` line's value into `s` by the setting's rule (the
+// runtime applies the same, agent/runtime/decide.cc); false when it does
+// not parse or is out of range.
+bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSettings* s) {
+  int64_t n = 0;
+  double d = 0;
+  switch (r.kind) {
+    case Kind::kYesNo:
+      if (v != "yes" && v != "no") return false;
+      break;
+    case Kind::kInt:
+      if (!ParseInt(v, r.lo, r.hi, &n)) return false;
+      break;
+    case Kind::kDouble:
+      if (!ParseDouble(v, r.dlo, r.dhi, &d)) return false;
+      break;
+    case Kind::kU64: {
+      uint64_t seed = 0;
+      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+      if (ec != std::errc() || p != v.data() + v.size()) return false;
+      break;
+    }
+    case Kind::kText:
+      if (!settings_rules::TextFits(r, v.size())) return false;
+      break;
+  }
+  FleetSettings& f = s->fleet;
+  switch (r.setting) {
+    case Setting::kConsent:
+      s->consent = v == "yes";
+      break;
+    case Setting::kK:
+      f.k = n;
+      break;
+    case Setting::kSlots:
+      f.slots = n;
+      break;
+    case Setting::kMaxLoadPerCpu:
+      f.max_load_per_cpu = d;
+      break;
+    case Setting::kOverheadBudget:
+      f.overhead_budget = d;
+      break;
+    case Setting::kSampleFraction:
+      f.sample_fraction = d;
+      break;
+    case Setting::kMaxRunsPerMinute:
+      f.max_runs_per_minute = n;
+      break;
+    case Setting::kSpoolDir:
+      s->spool_dir = v;
+      break;
+    case Setting::kSpoolCapMib:
+      s->spool_cap_mib = n;
+      break;
+    case Setting::kAllowModules:
+      f.allow_modules = v;
+      break;
+    case Setting::kDenyModules:
+      f.deny_modules = v;
+      break;
+    case Setting::kSlotDir:
+      s->slot_dir = v;
+      break;
+    case Setting::kForce:
+      s->force = v;
+      break;
+    case Setting::kTscHz:
+      s->tsc_hz = n;
+      break;
+    case Setting::kSeed:
+      s->seed = v;  // kept as found
+      break;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string FleetSettings::Version() const {
@@ -75,22 +168,16 @@ std::string FleetSettings::Version() const {
 }
 
 Status FleetSettings::Validate() const {
-  if (k < 1 || k > kMaxApis) return InvalidArgument("k must be 1.." + std::to_string(kMaxApis));
-  if (slots < 1 || slots > 1024) return InvalidArgument("slots must be 1..1024");
-  if (!(max_load_per_cpu >= 0 && max_load_per_cpu <= 1e6)) {
-    return InvalidArgument("max_load_per_cpu must be 0..1e6");
-  }
-  if (!(overhead_budget >= 0 && overhead_budget <= 1000)) {
-    return InvalidArgument("overhead_budget must be 0..1000");
-  }
-  if (!(sample_fraction >= 0 && sample_fraction <= 1)) {
-    return InvalidArgument("sample_fraction must be 0..1");
-  }
-  if (max_runs_per_minute < 0 || max_runs_per_minute > 1000000) {
-    return InvalidArgument("max_runs_per_minute must be 0..1000000 (0: no cap)");
-  }
-  if (!CleanText(allow_modules, kMaxModuleList) || !CleanText(deny_modules, kMaxModuleList)) {
-    return InvalidArgument("allow_modules/deny_modules: at most 1023 bytes, one line, no '#'");
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kK, k));
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kSlots, slots));
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kMaxLoadPerCpu, max_load_per_cpu));
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kOverheadBudget, overhead_budget));
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kSampleFraction, sample_fraction));
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kMaxRunsPerMinute, max_runs_per_minute, " (0: no cap)"));
+  const size_t list_max = static_cast<size_t>(RuleOf(Setting::kAllowModules).hi);
+  if (!CleanText(allow_modules, list_max) || !CleanText(deny_modules, list_max)) {
+    return InvalidArgument("allow_modules/deny_modules: at most " + std::to_string(list_max) +
+                           " bytes, one line, no '#'");
   }
   if (batch_bytes < 4096 || batch_bytes > (1 << 20)) {
     return InvalidArgument("batch_bytes must be 4096..1048576");
@@ -130,45 +217,9 @@ StatusOr<RuntimeSettings> ParseRuntimeSettings(const std::string& text) {
     if (eq == std::string::npos) return InvalidArgument(where + "no '='");
     const std::string name(TrimSpace(std::string_view(line).substr(0, eq)));
     const std::string v(TrimSpace(std::string_view(line).substr(eq + 1)));
-    FleetSettings& f = s.fleet;
-    bool ok = true;
-    if (name == "consent") {
-      ok = v == "yes" || v == "no";
-      s.consent = v == "yes";
-    } else if (name == "k") {
-      ok = ParseInt(v, 1, kMaxApis, &f.k);
-    } else if (name == "slots") {
-      ok = ParseInt(v, 1, 1024, &f.slots);
-    } else if (name == "max_load_per_cpu") {
-      ok = ParseDouble(v, 0, 1e6, &f.max_load_per_cpu);
-    } else if (name == "overhead_budget") {
-      ok = ParseDouble(v, 0, 1000, &f.overhead_budget);
-    } else if (name == "sample_fraction") {
-      ok = ParseDouble(v, 0, 1, &f.sample_fraction);
-    } else if (name == "max_runs_per_minute") {
-      ok = ParseInt(v, 0, 1000000, &f.max_runs_per_minute);
-    } else if (name == "spool_dir") {
-      s.spool_dir = v;
-    } else if (name == "spool_cap_mib") {
-      ok = ParseInt(v, 0, 1 << 20, &s.spool_cap_mib);
-    } else if (name == "allow_modules") {
-      f.allow_modules = v;
-    } else if (name == "deny_modules") {
-      f.deny_modules = v;
-    } else if (name == "slot_dir") {
-      s.slot_dir = v;
-    } else if (name == "force") {
-      s.force = v;
-    } else if (name == "tsc_hz") {
-      ok = ParseInt(v, FP_MIN_TSC_HZ, FP_MAX_TSC_HZ, &s.tsc_hz);
-    } else if (name == "seed") {
-      uint64_t seed = 0;
-      const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
-      ok = ec == std::errc() && p == v.data() + v.size();
-      s.seed = v;
-    } else {
-      return InvalidArgument(where + "unknown setting '" + name + "'");
-    }
+    const settings_rules::Rule* rule = settings_rules::FindRule(name.c_str());
+    if (rule == nullptr) return InvalidArgument(where + "unknown setting '" + name + "'");
+    const bool ok = ApplySetting(*rule, v, &s);
     if (!ok) return InvalidArgument(where + "bad value for " + name + ": '" + v + "'");
   }
   return s;

@@ -13,10 +13,12 @@
 #include "agent/runtime/runtime.h"
 #include "agent/runtime/sys.h"
 #include "agent/runtime/text.h"
-#include "common/tsc_rate.h"
+#include "common/settings_rules.h"
 
 namespace fieldprof::rt {
 namespace {
+
+static_assert(FP_MAX_APIS == settings_rules::kMaxApis);
 
 bool ParseInt(const char* v, int64_t lo, int64_t hi, int64_t* out) {
   uint64_t x = 0;
@@ -28,64 +30,77 @@ bool ParseInt(const char* v, int64_t lo, int64_t hi, int64_t* out) {
   return true;
 }
 
-bool ParseDouble(const char* v, double lo, double hi, double* out) {
-  double x = 0;
-  if (!ParseDecimal(v, v + Len(v), &x) || !(x >= lo && x <= hi)) return false;
-  *out = x;
-  return true;
-}
-
 // One `name = value` setting; false for an unknown name or a bad value.
-// The same names and ranges as common/runtime_settings.cc.
+// The names and ranges are common/settings_rules.h's, as the agent's.
 bool Apply(RunSettings& s, const char* name, const char* v) {
+  using settings_rules::Kind;
+  using settings_rules::Setting;
+  const settings_rules::Rule* r = settings_rules::FindRule(name);
+  if (r == nullptr) return false;
   int64_t n = 0;
-  if (Eq(name, "consent")) {
-    if (Eq(v, "yes")) {
-      s.consent = true;
-    } else if (Eq(v, "no")) {
-      s.consent = false;
-    } else {
-      return false;
-    }
-  } else if (Eq(name, "k")) {
-    if (!ParseInt(v, 1, FP_MAX_APIS, &n)) return false;
-    s.k = static_cast<int>(n);
-  } else if (Eq(name, "slots")) {
-    if (!ParseInt(v, 1, 1024, &n)) return false;
-    s.slots = static_cast<int>(n);
-  } else if (Eq(name, "max_load_per_cpu")) {
-    return ParseDouble(v, 0, 1e6, &s.max_load_per_cpu);
-  } else if (Eq(name, "overhead_budget")) {
-    // A fraction of run time; above 1 the cap is off (tests, benchmarks).
-    return ParseDouble(v, 0, 1000, &s.overhead_budget);
-  } else if (Eq(name, "sample_fraction")) {
-    return ParseDouble(v, 0, 1, &s.sample_fraction);
-  } else if (Eq(name, "max_runs_per_minute")) {
-    if (!ParseInt(v, 0, 1000000, &n)) return false;
-    s.max_runs_per_minute = n;
-  } else if (Eq(name, "spool_dir")) {
-    return Copy(s.spool_dir, sizeof s.spool_dir, v);
-  } else if (Eq(name, "spool_cap_mib")) {
-    if (!ParseInt(v, 0, 1 << 20, &n)) return false;
-    s.spool_cap_bytes = static_cast<uint64_t>(n) << 20;
-  } else if (Eq(name, "allow_modules")) {
-    return Copy(s.allow_modules, sizeof s.allow_modules, v);
-  } else if (Eq(name, "deny_modules")) {
-    return Copy(s.deny_modules, sizeof s.deny_modules, v);
-  } else if (Eq(name, "slot_dir")) {
-    return Copy(s.slot_dir, sizeof s.slot_dir, v);
-  } else if (Eq(name, "force")) {
-    return Copy(s.force, sizeof s.force, v);
-  } else if (Eq(name, "tsc_hz")) {
-    if (!ParseInt(v, FP_MIN_TSC_HZ, FP_MAX_TSC_HZ, &n)) return false;
-    s.tsc_hz = static_cast<uint64_t>(n);
-  } else if (Eq(name, "seed")) {
-    if (!ParseU64(v, v + Len(v), &s.seed)) return false;
-    s.have_seed = true;
-  } else {
-    return false;
+  double d = 0;
+  uint64_t u = 0;
+  switch (r->kind) {
+    case Kind::kYesNo:
+      if (!Eq(v, "yes") && !Eq(v, "no")) return false;
+      break;
+    case Kind::kInt:
+      if (!ParseInt(v, r->lo, r->hi, &n)) return false;
+      break;
+    case Kind::kDouble:
+      if (!ParseDecimal(v, v + Len(v), &d) || !settings_rules::InRange(*r, d)) return false;
+      break;
+    case Kind::kU64:
+      if (!ParseU64(v, v + Len(v), &u)) return false;
+      break;
+    case Kind::kText:
+      if (!settings_rules::TextFits(*r, Len(v))) return false;
+      break;
   }
-  return true;
+  switch (r->setting) {
+    case Setting::kConsent:
+      s.consent = Eq(v, "yes");
+      return true;
+    case Setting::kK:
+      s.k = static_cast<int>(n);
+      return true;
+    case Setting::kSlots:
+      s.slots = static_cast<int>(n);
+      return true;
+    case Setting::kMaxLoadPerCpu:
+      s.max_load_per_cpu = d;
+      return true;
+    case Setting::kOverheadBudget:
+      s.overhead_budget = d;
+      return true;
+    case Setting::kSampleFraction:
+      s.sample_fraction = d;
+      return true;
+    case Setting::kMaxRunsPerMinute:
+      s.max_runs_per_minute = n;
+      return true;
+    case Setting::kSpoolCapMib:
+      s.spool_cap_bytes = static_cast<uint64_t>(n) << 20;
+      return true;
+    case Setting::kTscHz:
+      s.tsc_hz = static_cast<uint64_t>(n);
+      return true;
+    case Setting::kSeed:
+      s.seed = u;
+      s.have_seed = true;
+      return true;
+    case Setting::kSpoolDir:
+      return Copy(s.spool_dir, sizeof s.spool_dir, v);
+    case Setting::kAllowModules:
+      return Copy(s.allow_modules, sizeof s.allow_modules, v);
+    case Setting::kDenyModules:
+      return Copy(s.deny_modules, sizeof s.deny_modules, v);
+    case Setting::kSlotDir:
+      return Copy(s.slot_dir, sizeof s.slot_dir, v);
+    case Setting::kForce:
+      return Copy(s.force, sizeof s.force, v);
+  }
+  return false;
 }
 
 bool Blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }

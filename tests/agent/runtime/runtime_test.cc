@@ -27,6 +27,8 @@
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/run_counters.h"
+#include "common/runtime_settings.h"
+#include "common/settings_rules.h"
 #include "common/spool.h"
 #include "common/tsc_rate.h"
 #include "tests/support/test_util.h"
@@ -579,6 +581,65 @@ TEST_F(RuntimeTest, TheChoiceIsUniformAmongTheApisCalled) {
     table += api + " " + std::to_string(chosen[api]) + "; ";
   }
   EXPECT_LT(chi2, 24.32) << table;
+}
+
+// The agent's parser (common/runtime_settings.cc) and the runtime's
+// (agent/runtime/decide.cc) take their names and ranges from one table,
+// common/settings_rules.h. For every setting, the last value it takes is
+// taken by both (the run is measured) and the first it does not is refused
+// by both (the run is not measured, and nothing else changes for it). The
+// run forces fp_test_alloc, so a run that takes its settings measures it
+// whatever its seed; tsc_hz takes this machine's rate (a rate the run's
+// own clock contradicts is not measured, by design).
+TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
+  const std::optional<int64_t> tsc_hz = MeasureTscHz();
+  ASSERT_TRUE(tsc_hz.has_value());
+  const std::string conf = dir_.path() + "/runtime.conf";
+  const std::string slots = dir_.path() + "/slots";
+  const std::string base = "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                           "max_load_per_cpu = 1000\nslots = 64\nforce = fp_test_alloc\n"
+                           "spool_dir = " + spool() +
+                           "\nslot_dir = " + slots + "\n";
+  const std::string list_head = "libfieldprof_testlib.so,";
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"consent", {"yes", "maybe"}},
+      {"k", {"8", "9"}},
+      {"slots", {"1024", "1025"}},
+      {"max_load_per_cpu", {"1e+06", "1000001"}},
+      {"overhead_budget", {"1000", "1000.5"}},
+      {"sample_fraction", {"1", "1.01"}},
+      {"max_runs_per_minute", {"1000000", "1000001"}},
+      {"spool_dir", {spool(), spool() + "/" + std::string(500, 'x')}},
+      {"spool_cap_mib", {"1048576", "1048577"}},
+      {"allow_modules",
+       {list_head + std::string(1023 - list_head.size(), 'x'),
+        list_head + std::string(1024 - list_head.size(), 'x')}},
+      {"deny_modules", {std::string(1023, 'x'), std::string(1024, 'x')}},
+      {"slot_dir", {slots, slots + "/" + std::string(500, 'x')}},
+      {"force", {"fp_test_alloc", std::string(1024, 'x')}},
+      {"tsc_hz", {std::to_string(*tsc_hz), std::to_string(FP_MIN_TSC_HZ - 1)}},
+      {"seed", {"18446744073709551615", "18446744073709551616"}},
+  };
+  for (const settings_rules::Rule& rule : settings_rules::kRules) {
+    EXPECT_EQ(cases.count(rule.name), 1u) << "no case for the setting " << rule.name;
+  }
+  const std::string plain = RunCmd({prog_, "alloc", "100", "3"}, {}).out;
+  for (const auto& [name, values] : cases) {
+    for (const bool ok : {true, false}) {
+      const std::string text = base + name + " = " + (ok ? values.first : values.second) + "\n";
+      { std::ofstream(conf) << text; }
+      EXPECT_EQ(ParseRuntimeSettings(text).ok(), ok) << name << (ok ? " taken" : " refused");
+      const Result r = RunCmd(
+          {prog_, "alloc", "100", "3"},
+          {"FIELDPROF_SETTINGS=" + conf, "LD_PRELOAD=" + std::string(FIELDPROF_RUNTIME_LIB)});
+      EXPECT_EQ(r.exit_code, 7) << name;
+      EXPECT_EQ(r.out, plain) << name;
+      const size_t records = fs::exists(spool()) ? Records().size() : 0;
+      EXPECT_EQ(records > 0, ok) << name << " = " << (ok ? values.first : values.second).substr(0, 40)
+                                 << ": " << records << " records";
+      fs::remove_all(spool());
+    }
+  }
 }
 
 // Without consent, or not sampled, a field run leaves nothing behind: no

@@ -1,0 +1,153 @@
+// The binder's libc side, shared by its files (binder_state.h has the
+// state and the no-libc trap half; binder.h the contract):
+//   binder.cc          start, and the calls the rest of the runtime makes
+//   binder_tables.cc   the fixed-size tables, one mapping made at start
+//   binder_objects.cc  the object table kept up with the dynamic linker's
+//                      list, and lazy bindings resolved as it would
+//   binder_traps.cc    which imports are candidates, and their trampolines
+//   binder_apis.cc     the API table: names, forced APIs
+//   module_naming.cc   the module name a key may carry (privacy)
+//   binder_bind.cc     first calls: choosing, binding to a stub, rebinding
+//   binder_lab.cc      lab mode's binding
+//   binder_dlsym.cc    dlsym/dlvsym results, and the hooks' entry points
+// Everything here runs under the binder lock (BinderLock) unless said
+// otherwise, and may call libc: never from binder_trap.cc.
+#ifndef FIELDPROF_AGENT_RUNTIME_BINDER_INTERNAL_H_
+#define FIELDPROF_AGENT_RUNTIME_BINDER_INTERNAL_H_
+
+#include <elf.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "agent/runtime/binder.h"
+#include "agent/runtime/binder_state.h"
+
+extern "C" {
+FP_HIDDEN extern uint64_t fp_xsave_size;
+FP_HIDDEN extern uint32_t fp_xsave_mask;
+FP_HIDDEN extern uint8_t fp_use_xsave;
+FP_HIDDEN extern uint8_t fp_binder_on;
+FP_HIDDEN extern uintptr_t fp_real_dlsym;
+FP_HIDDEN extern uintptr_t fp_real_dlvsym;
+FP_HIDDEN void fp_trap();
+}
+
+namespace fieldprof::rt {
+
+// ------------------------------------------------------------ tables
+
+// A chosen API's names, copied: the defining library may be dlclose'd
+// before the record is written.
+struct ApiNames {
+  char module[256];
+  char build_id[96];
+  char symbol[1025];
+};
+// One object as dl_iterate_phdr reports it.
+struct Seen {
+  uintptr_t base;
+  const char* name;
+  const Elf64_Phdr* phdr;
+  int phnum;
+};
+
+// The binder's fixed-size tables, one mapping made at start (only the
+// pages a run uses are ever touched).
+struct BinderTables {
+  TrampBlock blocks[kMaxBlocks];
+  ForcedApi forced[FP_MAX_APIS];
+  char force[1024];  // the `force` setting, split in place
+  ApiNames names[FP_MAX_SLOTS];
+  Seen seen[kMaxObjects];  // the objects of one look
+  Object objects[kMaxObjects];
+};
+FP_HIDDEN extern BinderTables* g_tables;
+FP_HIDDEN extern ApiNames* api_names;  // g_tables->names
+FP_HIDDEN extern Seen* g_seen;         // g_tables->seen
+FP_HIDDEN extern bool g_starting;      // inside BinderStart
+FP_HIDDEN extern uintptr_t g_page;
+
+// Anonymous zeroed memory; populated at once when small (binder_tables.cc).
+void* MapZero(size_t bytes);
+size_t RoundUp(size_t n, size_t to);
+// Faults in the pages of [from, from + bytes) in one call.
+void Populate(const void* from, size_t bytes);
+// Maps the tables and points g_binder at them. False: no memory.
+bool MapTables();
+
+// ------------------------------------------------------------ objects
+
+// Runs fn(arg) under the dynamic linker's lock and the binder's, after
+// bringing the object table up to date (unless nothing was loaded or
+// unloaded since the last look); new objects get their traps. False when
+// it could not run.
+bool WithObjects(void (*fn)(void*), void* arg);
+// The live object whose mapping holds `a` (not the vDSO), or nullptr.
+const Object* ObjectContaining(uintptr_t a);
+// libfieldprof.so itself, or nullptr.
+const Object* Ours();
+// Where a lazily bound import will lead, found as the dynamic linker
+// would; 0: unknown.
+uintptr_t ResolveLazy(const ImportSlot& s);
+
+// ------------------------------------------------------------ traps
+
+// Trampolines for the candidate imports of objects[first..]: one block,
+// made executable before any entry points at it, then the entries.
+void BuildTraps(uint32_t first);
+// Never a candidate (binder_traps.cc says which and why).
+bool Excluded(const char* name, uint32_t gnu_hash, const Object* ours);
+// Functions a return-address wrapper must never sit in front of.
+bool UnsafeToWrap(const char* name);
+
+// ------------------------------------------------------------ APIs
+
+// The API table's index of `key`, or -1.
+int32_t FindApiIndex(uint64_t key);
+// Room for `more` names in the API table (at most half full).
+bool ApiRoom(uint32_t more);
+// The index of `key`, added if new (room must have been made).
+int32_t ApiFor(uint64_t key);
+bool IsForced(uint64_t key);
+// The `force` setting ("sym" or "module:sym", comma-separated) into
+// g_binder.forced.
+void ParseForced(const BinderConfig& c);
+
+// ------------------------------------------------------------ names
+
+// The module a key names for an API defined in `def` (nullptr: not known:
+// "unknown"), or nullptr when no name can be given that keeps the key
+// rules (module_naming.cc).
+const char* KeyModule(const Object* def);
+// Whether comma-separated `list` names `module`.
+bool InList(const char* list, const char* module);
+// Whether `module` passes the allow and deny lists.
+bool ModuleAllowed(const char* module);
+// Copies `src` with its NUL into dst[cap]; false (nothing copied) when it
+// does not fit.
+bool CopyName(char* dst, size_t cap, const char* src);
+// `def`'s build id in hex into out[cap], or "unknown" when there is none
+// that keeps the key rules.
+void KeyBuildId(const Object* def, char* out, size_t cap);
+
+// ------------------------------------------------------------ binding
+
+// Points slot i of `b` at its direct target for good; returns it.
+uintptr_t Direct(TrampBlock& b, uint32_t i);
+// Slot `stub` measures `symbol` at `real` from now on; false (nothing
+// bound) when the names break the key rules.
+bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol);
+// Callers bound to the stubs in pending_rebind go straight to the API.
+int RebindPending();
+// The first call of a slot that needs more than fp_trap_fast could do.
+uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i);
+
+// Lab mode: the first call of an import, and the lab index of a function
+// reached through dlsym (-1: not observed).
+uintptr_t LabFirstCall(TrampBlock& b, uint32_t i);
+int32_t BindLab(const Object* def, const char* symbol, uintptr_t real);
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_BINDER_INTERNAL_H_

@@ -1,0 +1,100 @@
+// The module name a key may carry: nothing that identifies a person or a
+// machine leaves it (DESIGN: privacy at every door). A library is named by
+// its soname or file name (elf_object.h ModuleName); the program's own
+// exports by its executable's file name only when the executable belongs
+// to the system, else "main".
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agent/runtime/binder_internal.h"
+#include "agent/runtime/sys.h"
+#include "common/key_rules.h"
+
+namespace fieldprof::rt {
+
+namespace {
+
+// Whether `path` is an executable that belongs to the system: under a
+// system directory, owned by root and writable by nobody else, as is the
+// directory that holds it.
+bool SystemExecutable(char* path, size_t len) {
+  static const char* const kDirs[] = {"/usr/bin/", "/usr/sbin/",    "/bin/",       "/sbin/",
+                                      "/usr/lib/", "/usr/libexec/", "/usr/games/", "/lib/"};
+  bool under = false;
+  for (const char* d : kDirs) {
+    const size_t n = strlen(d);
+    if (len > n && strncmp(path, d, n) == 0) under = true;
+  }
+  if (!under) return false;
+  constexpr unsigned kOthersWrite = S_IWGRP | S_IWOTH;
+  struct stat st;
+  if (sys::Stat(path, &st) != 0 || st.st_uid != 0 || (st.st_mode & kOthersWrite) != 0) {
+    return false;
+  }
+  char* slash = strrchr(path, '/');
+  *slash = 0;
+  const bool dir_ok = sys::Stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_IWOTH) == 0;
+  *slash = '/';
+  return dir_ok;
+}
+
+// The module name of the program's own exports (python3's PyErr_Occurred):
+// its executable's file name when the executable belongs to the system
+// (python3.11), else "main": the name of a user's own program stays home.
+const char* MainModule() {
+  static char name[256];
+  if (name[0] != 0) return name;
+  CopyName(name, sizeof name, "main");
+  char path[4096];
+  const long n = sys::Readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return name;
+  path[n] = 0;
+  if (!SystemExecutable(path, static_cast<size_t>(n))) return name;
+  const char* base = strrchr(path, '/') + 1;
+  if (key_rules::ModuleOk(base, strlen(base))) CopyName(name, sizeof name, base);
+  return name;
+}
+
+}  // namespace
+
+// The module a key names for an API defined in `def` (nullptr: not known),
+// or nullptr when no name can be given that keeps the key rules.
+const char* KeyModule(const Object* def) {
+  if (def == nullptr) return "unknown";
+  if (def->elf.path != nullptr && def->elf.path[0] == 0 && def->initial &&
+      (def->elf.soname == nullptr || def->elf.soname[0] == 0)) {
+    return MainModule();
+  }
+  return ModuleName(def->elf);
+}
+
+bool InList(const char* list, const char* module) {
+  const size_t n = strlen(module);
+  for (const char* p = list; *p;) {
+    const char* comma = strchr(p, ',');
+    const size_t len = comma ? static_cast<size_t>(comma - p) : strlen(p);
+    if (len == n && !strncmp(p, module, n)) return true;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return false;
+}
+
+bool ModuleAllowed(const char* module) {
+  return !(g_binder.allow_modules[0] && !InList(g_binder.allow_modules, module)) &&
+         !(g_binder.deny_modules[0] && InList(g_binder.deny_modules, module));
+}
+
+bool CopyName(char* dst, size_t cap, const char* src) {
+  const size_t n = strlen(src);
+  if (n + 1 > cap) return false;
+  memcpy(dst, src, n + 1);
+  return true;
+}
+
+void KeyBuildId(const Object* def, char* out, size_t cap) {
+  if (def != nullptr) BuildIdHex(def->elf, out, cap);
+  if (def == nullptr || !key_rules::ModuleVersionOk(out, strlen(out))) CopyName(out, cap, "unknown");
+}
+
+}  // namespace fieldprof::rt
