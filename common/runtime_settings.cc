@@ -4,8 +4,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -14,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/durable_file.h"
@@ -298,31 +297,28 @@ std::string FleetSettingsToJson(const FleetSettings& f, bool with_version) {
 }
 
 StatusOr<FleetSettings> FleetSettingsFromJson(const std::string& json) {
-  boost::property_tree::ptree pt;
-  try {
-    std::istringstream in(json);
-    boost::property_tree::read_json(in, pt);
-  } catch (const std::exception& e) {
-    return InvalidArgument(std::string("settings are not JSON: ") + e.what());
-  }
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("settings are not a JSON object");
   FleetSettings f;
   try {
-    f.k = pt.get<int64_t>("k");
-    f.slots = pt.get<int64_t>("slots");
-    f.max_load_per_cpu = pt.get<double>("max_load_per_cpu");
-    f.overhead_budget = pt.get<double>("overhead_budget");
-    f.sample_fraction = pt.get<double>("sample_fraction");
-    f.max_runs_per_minute = pt.get<int64_t>("max_runs_per_minute");
-    f.allow_modules = pt.get<std::string>("allow_modules", "");
-    f.deny_modules = pt.get<std::string>("deny_modules", "");
-    f.batch_bytes = pt.get<int64_t>("batch_bytes");
-    f.max_age_s = pt.get<int64_t>("max_age_s");
+    f.k = j.at("k").get<int64_t>();
+    f.slots = j.at("slots").get<int64_t>();
+    f.max_load_per_cpu = j.at("max_load_per_cpu").get<double>();
+    f.overhead_budget = j.at("overhead_budget").get<double>();
+    f.sample_fraction = j.at("sample_fraction").get<double>();
+    f.max_runs_per_minute = j.at("max_runs_per_minute").get<int64_t>();
+    f.allow_modules = j.value("allow_modules", "");
+    f.deny_modules = j.value("deny_modules", "");
+    f.batch_bytes = j.at("batch_bytes").get<int64_t>();
+    f.max_age_s = j.at("max_age_s").get<int64_t>();
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("settings: ") + e.what());
   }
   FP_RETURN_IF_ERROR(f.Validate());
-  if (const auto v = pt.get_optional<std::string>("version"); v && *v != f.Version()) {
-    return InvalidArgument("settings: version " + *v + " does not match their content");
+  if (const auto v = j.find("version"); v != j.end()) {
+    if (!v->is_string() || v->get<std::string>() != f.Version()) {
+      return InvalidArgument("settings: version " + v->dump() + " does not match their content");
+    }
   }
   return f;
 }

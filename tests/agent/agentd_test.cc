@@ -5,12 +5,12 @@
 // uploading, and the aggregator killed under it: every record exactly once.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -405,15 +405,12 @@ TEST_F(AgentPassTest, OptinNeedsTheMachinesYesAndOptoutLeavesNothing) {
 TEST_F(AgentPassTest, StatusPendingShowsExactlyWhatIsSentNext) {
   auto batches = [this](const std::string& json) {
     std::vector<std::pair<std::string, wire::Batch>> out;
-    boost::property_tree::ptree pt;
-    std::istringstream in(json);
-    boost::property_tree::read_json(in, pt);
-    for (const auto& [_, b] : pt.get_child("batches")) {
-      std::ostringstream one;
-      boost::property_tree::write_json(one, b.get_child("batch"), false);
+    const nlohmann::json answer = nlohmann::json::parse(json);
+    for (const nlohmann::json& b : answer.at("batches")) {
+      const std::string one = b.at("batch").dump();
       wire::Batch batch;
-      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(one.str(), &batch).ok()) << one.str();
-      out.emplace_back(b.get<std::string>("from"), batch);
+      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(one, &batch).ok()) << one;
+      out.emplace_back(b.at("from").get<std::string>(), batch);
     }
     return out;
   };

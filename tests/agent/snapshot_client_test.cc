@@ -3,10 +3,10 @@
 // the client refresh of common/snapshot_cache.h fetches over TLS on
 // loopback into a cache in a temp dir.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -398,24 +398,23 @@ TEST_F(SnapshotClientTest, CostMatchesStatisticsComputedFromTheRawValues) {
   auto quantile = [&](double q) {  // nearest rank
     return sorted[static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) - 1];
   };
-  boost::property_tree::ptree j;
-  std::istringstream in(out);
-  boost::property_tree::read_json(in, j);
-  EXPECT_EQ(j.get<uint64_t>("calls"), times.size());
-  EXPECT_EQ(j.get<uint64_t>("runs"), runs);
-  EXPECT_EQ(j.get<uint64_t>("series"), 2u);
-  EXPECT_NEAR(j.get<double>("mean"), m, m * 1e-5);
-  EXPECT_NEAR(j.get<double>("stddev"), sd, sd * 1e-5);
-  EXPECT_EQ(j.get<double>("min"), sorted.front());
-  EXPECT_EQ(j.get<double>("max"), sorted.back());
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j.at("calls").get<uint64_t>(), times.size());
+  EXPECT_EQ(j.at("runs").get<uint64_t>(), runs);
+  EXPECT_EQ(j.at("series").get<uint64_t>(), 2u);
+  EXPECT_NEAR(j.at("mean").get<double>(), m, m * 1e-5);
+  EXPECT_NEAR(j.at("stddev").get<double>(), sd, sd * 1e-5);
+  EXPECT_EQ(j.at("min").get<double>(), sorted.front());
+  EXPECT_EQ(j.at("max").get<double>(), sorted.back());
   for (const auto& [key, q] : {std::pair{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}}) {
     // A log2 histogram places a quantile within the bucket of the true one.
-    EXPECT_EQ(BucketOf(j.get<double>(key)), BucketOf(quantile(q))) << key;
+    EXPECT_EQ(BucketOf(j.at(key).get<double>()), BucketOf(quantile(q))) << key;
   }
-  EXPECT_NEAR(j.get<double>("per_call.alloc_bytes"), mean(allocs), mean(allocs) * 1e-5);
-  EXPECT_NEAR(j.get<double>("per_call.file_io_bytes"), mean(files), 1e-6);
+  EXPECT_NEAR(j.at("per_call").at("alloc_bytes").get<double>(), mean(allocs),
+              mean(allocs) * 1e-5);
+  EXPECT_NEAR(j.at("per_call").at("file_io_bytes").get<double>(), mean(files), 1e-6);
   uint64_t bucketed = 0;
-  for (const auto& [_, b] : j.get_child("histogram.buckets")) bucketed += b.get<uint64_t>("count");
+  for (const auto& b : j.at("histogram").at("buckets")) bucketed += b.at("count").get<uint64_t>();
   EXPECT_EQ(bucketed, times.size());
 
   // The human view says the same, with a bar per bucket.
@@ -473,12 +472,10 @@ TEST_F(SnapshotClientTest, ValuesUnderTheResolutionReadAsLessThanIt) {
   EXPECT_NE(out.find("< 20 ns "), std::string::npos) << out;  // the zero bucket's row
   EXPECT_EQ(out.find(" 0 ns"), std::string::npos) << out;
   ASSERT_EQ(RunCli(cli + " cost --json" + common + "cheap_fn", &out, &err, dir_), 0) << err;
-  boost::property_tree::ptree j;
-  std::istringstream in(out);
-  boost::property_tree::read_json(in, j);
-  EXPECT_EQ(j.get<uint64_t>("resolution_ns"), 20u);
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j.at("resolution_ns").get<uint64_t>(), 20u);
   std::set<std::string> below;
-  for (const auto& [_, v] : j.get_child("below_resolution")) below.insert(v.data());
+  for (const auto& v : j.at("below_resolution")) below.insert(v.get<std::string>());
   EXPECT_EQ(below, (std::set<std::string>{"mean", "p50", "p90", "min"})) << out;
   // fieldprof top and fieldprof api (the aggregator's query API).
   ASSERT_EQ(RunCli(cli + " top --module libcheap.so.1" + server, &out, &err, dir_), 0) << err;

@@ -2,8 +2,8 @@
 #ifndef FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
 #define FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
 
-#include <boost/property_tree/ptree.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/https_client.h"
@@ -32,11 +32,10 @@ struct ClientFlags {
 };
 
 // GETs `target` and parses the JSON answer. A non-200 answer is an error
-// carrying the status and body; `*http_status` gets the status either way.
-[[nodiscard]] StatusOr<boost::property_tree::ptree> GetJson(HttpsClient& client,
-                                                            const std::string& target,
-                                                            int* http_status,
-                                                            std::string* raw_body);
+// carrying the status and body; `*http_status` and `*raw_body` get the
+// status and the body either way.
+[[nodiscard]] StatusOr<nlohmann::json> GetJson(HttpsClient& client, const std::string& target,
+                                               int* http_status, std::string* raw_body);
 
 }  // namespace fieldprof::tools
 

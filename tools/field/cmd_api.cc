@@ -1,55 +1,97 @@
-// fieldprof api: one API's field cost from the aggregator.
+// fieldprof api: one API's field cost from the aggregator (GET /v1/api).
 #include <algorithm>
-#include <boost/property_tree/ptree.hpp>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "common/api_key.h"
 #include "tools/cli/client_flags.h"
-#include "tools/commands.h"
 #include "tools/cli/format.h"
+#include "tools/commands.h"
 
 namespace fieldprof::tools {
+namespace {
 
-int CmdApi(int argc, char** argv) {
+struct ApiOptions {
   ClientFlags client;
-  std::string metric = "wall_time_ns", from, to;
+  std::string metric_name = "wall_time_ns", from, to, module, symbol;
   bool json = false;
+  wire::Metric metric = wire::METRIC_WALL_TIME_NS;
+};
+
+// 0 to go on, -1 help printed, else the exit code of a usage error.
+int ParseApiOptions(int argc, char** argv, ApiOptions* o) {
   OptionTable t("fieldprof api",
                 "Shows one API's field cost: statistics over every version and platform that\n"
                 "matches, and its log2 histogram.\n\n"
                 "  fieldprof api [options] MODULE SYMBOL     e.g. libz.so.1 deflate");
-  client.Register(t);
-  t.AddString("metric", &metric, "which metric (see fieldprof top --help)");
-  t.AddString("from", &from, "first day YYYY-MM-DD (default: all time)");
-  t.AddString("to", &to, "last day YYYY-MM-DD");
-  t.AddBool("json", &json, "print the aggregator's JSON as is");
+  o->client.Register(t);
+  t.AddString("metric", &o->metric_name, "which metric (see fieldprof top --help)");
+  t.AddString("from", &o->from, "first day YYYY-MM-DD (default: all time)");
+  t.AddString("to", &o->to, "last day YYYY-MM-DD");
+  t.AddBool("json", &o->json, "print the aggregator's JSON as is");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
   if (s.ok() && t.positional().size() != 2) s = InvalidArgument("expected MODULE SYMBOL");
-  StatusOr<wire::Metric> m = s.ok() ? ParseMetric(metric) : StatusOr<wire::Metric>(s);
+  StatusOr<wire::Metric> m = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
   if (!m.ok()) {
     std::cerr << "fieldprof api: " << m.status().message() << " (see --help)\n";
     return 2;
   }
-  std::string target = "/v1/api?module=" + UrlEncode(t.positional()[0]) +
-                       "&symbol=" + UrlEncode(t.positional()[1]) + "&metric=" + metric;
-  if (!from.empty()) target += "&from=" + UrlEncode(from);
-  if (!to.empty()) target += "&to=" + UrlEncode(to);
-  HttpsClient c(client.Resolve());
+  o->metric = *m;
+  o->module = t.positional()[0];
+  o->symbol = t.positional()[1];
+  return 0;
+}
+
+// The answer: statistics, then the histogram as bars.
+void PrintApi(const nlohmann::json& a, const ApiOptions& o) {
+  const uint64_t res = a.value("resolution_ns", uint64_t{0});
+  const nlohmann::json& st = a.at("stats");
+  auto f = [&](const char* k) { return FormatMetricValue(o.metric, st.value(k, 0.0), res); };
+  std::printf("%s %s  (%s, %s series, %s runs)\n", o.module.c_str(), o.symbol.c_str(),
+              o.metric_name.c_str(), a.at("series").dump().c_str(), a.at("runs").dump().c_str());
+  std::printf("  calls %s   mean %s +- %s   min %s   max %s\n", st.at("count").dump().c_str(),
+              f("mean").c_str(), FormatMetricValue(o.metric, st.value("stddev", 0.0)).c_str(),
+              f("min").c_str(), f("max").c_str());
+  std::printf("  p50 %s   p90 %s   p99 %s\n\n", f("p50").c_str(), f("p90").c_str(),
+              f("p99").c_str());
+  const nlohmann::json& h = a.at("histogram");
+  double top = 1;
+  for (const nlohmann::json& b : h.at("buckets")) top = std::max(top, b.at("count").get<double>());
+  const double zeros = h.value("zero_count", 0.0);
+  if (zeros > 0) std::printf("  %21s %10.0f\n", ZeroBucketLabel(o.metric, res).c_str(), zeros);
+  for (const nlohmann::json& b : h.at("buckets")) {
+    const double n = b.at("count").get<double>();
+    const int width = static_cast<int>(40 * n / top + 0.5);
+    const std::string range = FormatMetricValue(o.metric, b.at("low").get<double>()) + " .. ";
+    std::printf("  %21s %10.0f %s\n", range.c_str(), n,
+                std::string(std::max(width, 1), '#').c_str());
+  }
+}
+
+}  // namespace
+
+int CmdApi(int argc, char** argv) {
+  ApiOptions o;
+  if (int code = ParseApiOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  std::string target = "/v1/api?module=" + UrlEncode(o.module) + "&symbol=" + UrlEncode(o.symbol) +
+                       "&metric=" + o.metric_name;
+  if (!o.from.empty()) target += "&from=" + UrlEncode(o.from);
+  if (!o.to.empty()) target += "&to=" + UrlEncode(o.to);
+  HttpsClient c(o.client.Resolve());
   int http_status = 0;
   std::string raw;
-  StatusOr<boost::property_tree::ptree> got = GetJson(c, target, &http_status, &raw);
+  StatusOr<nlohmann::json> got = GetJson(c, target, &http_status, &raw);
   if (http_status == 404) {
-    std::cerr << "fieldprof api: no " << metric << " data for " << t.positional()[0] << " "
-              << t.positional()[1] << " yet (try fieldprof top --module " << t.positional()[0]
-              << ")\n";
+    std::cerr << "fieldprof api: no " << o.metric_name << " data for " << o.module << " "
+              << o.symbol << " yet (try fieldprof top --module " << o.module << ")\n";
     return 1;
   }
-  if (json && http_status == 200) {
+  if (o.json && http_status == 200) {
     std::cout << raw;
     return 0;
   }
@@ -57,30 +99,11 @@ int CmdApi(int argc, char** argv) {
     std::cerr << "fieldprof api: " << got.status().message() << "\n";
     return 1;
   }
-  const boost::property_tree::ptree& pt = *got;
-  const uint64_t res = pt.get<uint64_t>("resolution_ns", 0);
-  auto f = [&](const char* k) { return FormatMetricValue(*m, pt.get<double>(k, 0), res); };
-  std::printf("%s %s  (%s, %s series, %s runs)\n", t.positional()[0].c_str(),
-              t.positional()[1].c_str(), metric.c_str(), pt.get<std::string>("series").c_str(),
-              pt.get<std::string>("runs").c_str());
-  std::printf("  calls %s   mean %s +- %s   min %s   max %s\n",
-              pt.get<std::string>("stats.count").c_str(), f("stats.mean").c_str(),
-              FormatMetricValue(*m, pt.get<double>("stats.stddev", 0)).c_str(),
-              f("stats.min").c_str(), f("stats.max").c_str());
-  std::printf("  p50 %s   p90 %s   p99 %s\n\n", f("stats.p50").c_str(), f("stats.p90").c_str(),
-              f("stats.p99").c_str());
-  double top = 1;
-  for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
-    top = std::max(top, b.get<double>("count"));
-  }
-  const double zeros = pt.get<double>("histogram.zero_count", 0);
-  if (zeros > 0) std::printf("  %21s %10.0f\n", ZeroBucketLabel(*m, res).c_str(), zeros);
-  for (const auto& [_, b] : pt.get_child("histogram.buckets")) {
-    const double n = b.get<double>("count");
-    const int width = static_cast<int>(40 * n / top + 0.5);
-    std::string range = FormatMetricValue(*m, b.get<double>("low")) + " .. ";
-    std::printf("  %21s %10.0f %s\n", range.c_str(), n,
-                std::string(std::max(width, 1), '#').c_str());
+  try {
+    PrintApi(*got, o);
+  } catch (const std::exception& e) {
+    std::cerr << "fieldprof api: the aggregator's answer does not read: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

@@ -1,53 +1,90 @@
-// fieldprof top: the most called APIs an aggregator holds, with their costs.
-#include <boost/property_tree/ptree.hpp>
+// fieldprof top: the most called APIs an aggregator holds, with their costs
+// (GET /v1/apis).
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "common/api_key.h"
 #include "tools/cli/client_flags.h"
-#include "tools/commands.h"
 #include "tools/cli/format.h"
+#include "tools/commands.h"
 
 namespace fieldprof::tools {
+namespace {
 
-int CmdTop(int argc, char** argv) {
+struct TopOptions {
   ClientFlags client;
   int64_t limit = 15;
-  std::string metric = "wall_time_ns", module, order = "calls";
+  std::string metric_name = "wall_time_ns", module, order = "calls";
   bool json = false;
+  wire::Metric metric = wire::METRIC_WALL_TIME_NS;
+};
+
+// 0 to go on, else the exit code (help printed, or a usage error said).
+int ParseTopOptions(int argc, char** argv, TopOptions* o) {
   OptionTable t("fieldprof top",
                 "Lists the most called APIs the aggregator holds (all-time sums), with calls,\n"
                 "runs and cost percentiles, most called first (or costliest per call first).");
-  client.Register(t);
-  t.AddInt("limit", &limit, "how many APIs", 1, 100000);
-  t.AddString("metric", &metric,
+  o->client.Register(t);
+  t.AddInt("limit", &o->limit, "how many APIs", 1, 100000);
+  t.AddString("metric", &o->metric_name,
               "wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, alloc_count, "
               "file_io_bytes or socket_io_bytes");
-  t.AddString("module", &module, "only this module (soname)");
-  t.AddString("order", &order, "calls (most called first) or mean (highest mean per call first)");
-  t.AddBool("json", &json, "print the aggregator's JSON as is");
+  t.AddString("module", &o->module, "only this module (soname)");
+  t.AddString("order", &o->order,
+              "calls (most called first) or mean (highest mean per call first)");
+  t.AddBool("json", &o->json, "print the aggregator's JSON as is");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
-  StatusOr<wire::Metric> m = s.ok() ? ParseMetric(metric) : StatusOr<wire::Metric>(s);
+  StatusOr<wire::Metric> m = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
   if (!m.ok()) {
     std::cerr << "fieldprof top: " << m.status().message() << "\n";
     return 2;
   }
-  if (order != "calls" && order != "mean") {
+  o->metric = *m;
+  if (o->order != "calls" && o->order != "mean") {
     std::cerr << "fieldprof top: --order must be calls or mean\n";
     return 2;
   }
-  HttpsClient c(client.Resolve());
-  std::string target =
-      "/v1/apis?order=" + order + "&limit=" + std::to_string(limit) + "&metric=" + metric;
-  if (!module.empty()) target += "&module=" + UrlEncode(module);
+  return 0;
+}
+
+// The answer as a table, most called (or dearest) first.
+void PrintTop(const nlohmann::json& answer, const TopOptions& o) {
+  std::printf("%-4s %10s %7s %10s %10s %10s %10s  %-18s %s\n", "#", "calls", "runs", "mean", "p50",
+              "p90", "p99", "module", "symbol (platform)");
+  int rank = 0;
+  for (const nlohmann::json& a : answer.at("apis")) {
+    const uint64_t res = a.value("resolution_ns", uint64_t{0});
+    auto f = [&](const char* k) { return FormatMetricValue(o.metric, a.value(k, 0.0), res); };
+    const nlohmann::json& p = a.at("platform");
+    const std::string platform = p.at("arch").get<std::string>() + "/" +
+                                 p.at("cpu_vendor").get<std::string>() + "/" +
+                                 p.at("cpu_family").dump();
+    std::printf("%-4d %10.0f %7.0f %10s %10s %10s %10s  %-18s %s (%s)\n", ++rank,
+                a.value("calls", 0.0), a.value("runs", 0.0), f("mean").c_str(), f("p50").c_str(),
+                f("p90").c_str(), f("p99").c_str(), a.at("module").get<std::string>().c_str(),
+                a.at("symbol").get<std::string>().c_str(), platform.c_str());
+  }
+  if (rank == 0) std::printf("(no %s data yet)\n", o.metric_name.c_str());
+}
+
+}  // namespace
+
+int CmdTop(int argc, char** argv) {
+  TopOptions o;
+  if (int code = ParseTopOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  HttpsClient c(o.client.Resolve());
+  std::string target = "/v1/apis?order=" + o.order + "&limit=" + std::to_string(o.limit) +
+                       "&metric=" + o.metric_name;
+  if (!o.module.empty()) target += "&module=" + UrlEncode(o.module);
   int http_status = 0;
   std::string raw;
-  StatusOr<boost::property_tree::ptree> got = GetJson(c, target, &http_status, &raw);
-  if (json && http_status == 200) {
+  StatusOr<nlohmann::json> got = GetJson(c, target, &http_status, &raw);
+  if (o.json && http_status == 200) {
     std::cout << raw;
     return 0;
   }
@@ -55,23 +92,12 @@ int CmdTop(int argc, char** argv) {
     std::cerr << "fieldprof top: " << got.status().message() << "\n";
     return 1;
   }
-  const boost::property_tree::ptree& pt = *got;
-  std::printf("%-4s %10s %7s %10s %10s %10s %10s  %-18s %s\n", "#", "calls", "runs", "mean", "p50",
-              "p90", "p99", "module", "symbol (platform)");
-  int rank = 0;
-  for (const auto& [_, a] : pt.get_child("apis")) {
-    auto v = [&](const char* k) { return a.get<double>(k, 0); };
-    const uint64_t res = a.get<uint64_t>("resolution_ns", 0);
-    auto f = [&](const char* k) { return FormatMetricValue(*m, v(k), res); };
-    std::string platform = a.get<std::string>("platform.arch") + "/" +
-                           a.get<std::string>("platform.cpu_vendor") + "/" +
-                           a.get<std::string>("platform.cpu_family");
-    std::printf("%-4d %10.0f %7.0f %10s %10s %10s %10s  %-18s %s (%s)\n", ++rank, v("calls"),
-                v("runs"), f("mean").c_str(), f("p50").c_str(), f("p90").c_str(), f("p99").c_str(),
-                a.get<std::string>("module").c_str(), a.get<std::string>("symbol").c_str(),
-                platform.c_str());
+  try {
+    PrintTop(*got, o);
+  } catch (const std::exception& e) {
+    std::cerr << "fieldprof top: the aggregator's answer does not read: " << e.what() << "\n";
+    return 1;
   }
-  if (rank == 0) std::printf("(no %s data yet)\n", metric.c_str());
   return 0;
 }
 
