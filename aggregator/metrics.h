@@ -38,7 +38,7 @@ class Metrics {
   // Time from a request's complete header to its response being handed to
   // TLS (body read, queueing and handling included).
   void RequestLatency(std::chrono::nanoseconds d);
-  // One snapshot publish cycle (aggregator/publisher.h).
+  // One snapshot publish cycle (aggregator/publish/publisher.h).
   void PublishCycle(std::chrono::nanoseconds d, uint64_t snapshot_version, uint64_t bytes) {
     publish_cycles_.fetch_add(1, std::memory_order_relaxed);
     publish_last_ns_.store(static_cast<uint64_t>(d.count()), std::memory_order_relaxed);

@@ -1,9 +1,10 @@
 // The runtime's settings file ("name = value" lines, '#' comments), read by
-// the runtime at every program start (agent/runtime/audit.cc) and written by
+// the runtime at every program start (agent/runtime/decide.cc) and written by
 // the agent from the aggregator's GET /v1/config. The runtime treats an
 // unknown name or a bad value as a corrupt file and measures nothing, so
 // this parser applies exactly its rules, and the writer emits only names it
-// knows (the settings version goes in a comment).
+// knows (the settings version goes in a comment). Names and ranges are
+// common/settings_rules.h's, which the runtime reads too.
 //
 // Fleet settings (from the aggregator): k, slots, max_load_per_cpu,
 // overhead_budget, sample_fraction, max_runs_per_minute, allow_modules,

@@ -2,7 +2,7 @@
 // -mgeneral-regs-only: no SSE/x87 register is touched, so the measured
 // function's floating-point arguments and results pass through untouched.
 // No allocation, lock or system call here; the rare slow paths (clock
-// calibration, overhead budget) are in companion.cc.
+// calibration, overhead budget) are in clock.cc and budget.cc.
 #include "agent/runtime/hotpath.h"
 
 #include <algorithm>
@@ -43,7 +43,7 @@ namespace {
 
 inline void Barrier() { __asm__ __volatile__("" ::: "memory"); }
 
-// Runs a slow path (normal code in companion.cc, which may call libc) with
+// Runs a slow path (normal code in clock.cc or budget.cc, which may call libc) with
 // the whole x87/SSE state saved around it: the measured function's results
 // (%xmm0/%xmm1, and a long double in %st0) pass through untouched.
 template <typename F>

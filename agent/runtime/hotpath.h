@@ -1,6 +1,7 @@
 // State shared by the hot path (hotpath.cc, built without floating point
 // registers so it never disturbs a measured function's arguments or
-// results) and the rest of the companion (companion.cc).
+// results) and the rest of the runtime around it (companion.h lists the
+// files).
 #ifndef FIELDPROF_AGENT_RUNTIME_HOTPATH_H_
 #define FIELDPROF_AGENT_RUNTIME_HOTPATH_H_
 
@@ -147,8 +148,8 @@ struct Globals {
   // The machine's rate (settings' tsc_hz) as ns_per_tick_q32; 0 if none.
   uint64_t machine_ns_per_tick_q32;
   volatile int rate_refuted;  // the run's clock disagrees with the machine's rate
-  // `g` is constinit (companion.cc): a dynamic initializer would run after
-  // the auditor and early measured calls have already written to it.
+  // `g` is constinit (start.cc): a dynamic initializer would run after the
+  // binder and early measured calls have already written to it.
   std::atomic<int> next_slab{0};
   std::atomic<int> next_stack{0};
   std::atomic<uint64_t> dropped_no_slab{0}, dropped_depth{0}, dropped_uncalibrated{0}, abandoned{0};
@@ -222,7 +223,7 @@ inline uint64_t Ticks() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Slow paths in companion.cc (normal code; may call libc).
+// Slow paths, normal code that may call libc: clock.cc, budget.cc.
 FP_HIDDEN void CalibrateNow();
 FP_HIDDEN void CheckBudget();
 // In hotpath.cc: the calling thread's kept durations into its histograms.

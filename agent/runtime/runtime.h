@@ -4,14 +4,18 @@
 // Its parts:
 // - decide.cc: whether this run is measured (consent, sampling, the rate
 //   cap, a slot, the load), in the constructor; most runs stop there;
-// - binder.cc + elf_object.cc + trap_x86_64.S: in a measured run, a
-//   first-call trap on every import one object makes from another (its
-//   PLT's GOT entry); at each API's first call the run's choice is made,
-//   and the callers of a chosen API are pointed at its stub;
+// - first_look.cc: the look every process takes (consent, the sampling
+//   coin) before anything else; most runs stop there;
+// - binder*.cc + elf_object.cc + trap_x86_64.S (binder_internal.h lists
+//   them): in a measured run, a first-call trap on every import one object
+//   makes from another (its PLT's GOT entry); at each API's first call the
+//   run's choice is made, and the callers of a chosen API are pointed at
+//   its stub;
 // - stubs_x86_64.S + hotpath.cc: the measured calls;
-// - clock.cc: the clock, its rate, the probe's own cost;
-// - companion.cc: allocation and I/O counters, the overhead budget, and
-//   the record written to the spool at exit.
+// - the files companion.h lists: the constructor, the clock, allocation
+//   and I/O counters, the overhead budget, and the record written to the
+//   spool at exit;
+// - lab.cc + lab_exit.cc: lab mode (lab.h).
 #ifndef FIELDPROF_AGENT_RUNTIME_RUNTIME_H_
 #define FIELDPROF_AGENT_RUNTIME_RUNTIME_H_
 

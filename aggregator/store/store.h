@@ -1,7 +1,7 @@
 // Store: where the aggregator keeps its sums. Two implementations: the
 // embedded RocksDB store (store_rocksdb.h, one machine) and the ClickHouse
 // store (store_clickhouse.h, several aggregators over a ClickHouse cluster).
-// tests/aggregator/store_test.cc runs this contract against both.
+// tests/aggregator/store/store_test.cc runs this contract against both.
 //
 // Contract for every implementation:
 // - ApplyBatch is atomic and durable: when it returns OK, the batch id and

@@ -1,4 +1,4 @@
-// fieldprof lsp: the language server (tools/lsp/server.h) on stdin/stdout.
+// fieldprof lsp: the language server (tools/ide/server.h) on stdin/stdout.
 #include <unistd.h>
 
 #include <iostream>

@@ -7,8 +7,10 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/vendor_access.h"
@@ -101,6 +103,24 @@ TEST_F(RouterTest, EveryRouteIsReachedWithItsMethodsAndRefusesOthersWith405) {
       }
     }
   }
+}
+
+// docs/aggregator.md's endpoint table lists exactly the router's routes,
+// with the same methods: rows "| GET | `/v1/apis` | query | ... |".
+TEST(RouterDocsTest, TheEndpointTableInTheDocsIsTheRoutersList) {
+  std::ifstream in(std::string(FIELDPROF_SOURCE_DIR) + "/docs/aggregator.md");
+  ASSERT_TRUE(in) << "docs/aggregator.md";
+  std::set<std::tuple<std::string, std::string, std::string>> documented, routed;
+  const std::regex row(R"(^\| ([A-Z, ]+) \| `([^`]+)` \| ([a-z]+) \|)");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) documented.insert({m[1], m[2], m[3]});
+  }
+  for (const Router::Route& r : Router::Routes()) {
+    routed.insert({std::string(r.methods), std::string(r.path), std::string(r.area)});
+  }
+  EXPECT_EQ(documented, routed);
+  EXPECT_EQ(routed.size(), Router::Routes().size());
 }
 
 TEST_F(RouterTest, UnknownPathsAre404WithAJsonError) {

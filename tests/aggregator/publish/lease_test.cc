@@ -1,4 +1,4 @@
-// The aggregators' lease (aggregator/lease.h) on a real ZooKeeper (Debian's
+// The aggregators' lease (aggregator/publish/lease.h) on a real ZooKeeper (Debian's
 // zookeeper) on loopback: one holder among several, a new one when the
 // holder leaves or its session dies, none while ZooKeeper is away, and
 // never two at once.

@@ -1,4 +1,4 @@
-// The store contract (aggregator/store.h), run against both stores: the
+// The store contract (aggregator/store/store.h), run against both stores: the
 // RocksDB store in a temporary directory and the ClickHouse store on a real
 // ClickHouse (Debian's clickhouse-server, one per test process, a database
 // per test). Tests of one store's own machinery are plain TESTs at the end.

@@ -1,6 +1,6 @@
 // The dashboard in a real browser (issue #19): Debian's chromium, headless,
 // driven by npm's playwright-core against a live aggregator with data.
-// tests/tools/dashboard_test.cc starts the aggregator, posts the data and
+// tests/aggregator/ui/dashboard_test.cc starts the aggregator, posts the data and
 // writes the expected figures (computed from the histograms it posted):
 //
 //   node tests/aggregator/ui/dashboard.mjs URL EXPECT.json TOKEN SCREENSHOT_DIR

@@ -1,4 +1,4 @@
-// The lab scenario's upper library (tests/tools/lab_test.cc): APIs that
+// The lab scenario's upper library (tests/tools/lab/lab_test.cc): APIs that
 // call into the lower one, so the census sees them nested.
 #include <cstdlib>
 #include <cstring>

@@ -1,4 +1,4 @@
-// The lab scenario's lower library (tests/tools/lab_test.cc): leaves with
+// The lab scenario's lower library (tests/tools/lab/lab_test.cc): leaves with
 // known allocations and costs. FPL_SLOW=1 makes labb_checksum 3 times as
 // slow.
 #include <cstdlib>

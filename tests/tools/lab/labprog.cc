@@ -1,4 +1,4 @@
-// The lab scenario (tests/tools/lab_test.cc):
+// The lab scenario (tests/tools/lab/lab_test.cc):
 //   fieldprof_labprog N [COUNTER_FILE FAIL_AT]
 // calls each API of the two lab libraries N times and prints one result
 // line. With COUNTER_FILE, the run adds one to the number in it and exits
