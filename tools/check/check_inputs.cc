@@ -1,0 +1,203 @@
+#include "tools/check/check_inputs.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/api_key.h"
+#include "common/snapshot_cache.h"
+#include "common/spool.h"
+#include "common/wire.h"
+#include "tools/cli/lab_profile.h"
+#include "tools/cli/module_source.h"
+
+extern char** environ;
+
+namespace fieldprof::tools {
+namespace {
+
+// The records of the metric into `local`, by API; `platform` for records
+// without one.
+template <typename Records>
+void AddRecords(const Records& records, wire::Metric metric, const wire::Platform* platform,
+                const std::string& file, std::map<std::pair<std::string, std::string>, LocalCost>* local) {
+  for (const wire::Record& r : records) {
+    if (r.key().metric() != metric) continue;
+    LocalCost& l = (*local)[{r.key().module(), r.key().symbol()}];
+    if (l.runs == 0) {
+      l.module = r.key().module();
+      l.symbol = r.key().symbol();
+      l.platform = r.key().has_platform() || platform == nullptr ? r.key().platform() : *platform;
+      l.file = file;
+    }
+    l.histogram.Merge(HistogramFromWire(r.histogram()));
+    l.runs += std::max<uint64_t>(r.runs(), 1);
+    l.resolution_ns = std::max(l.resolution_ns, r.resolution_ns());
+  }
+}
+
+// GET /v1/api: the field's histogram (per-bucket counts and exact sums) and
+// runs for the query; 404 leaves `h` empty.
+Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs,
+                  uint64_t* resolution_ns) {
+  StatusOr<HttpReply> r = http.Get(target);
+  if (!r.ok()) return r.status();
+  if (r->status == 404) return Status::Ok();
+  if (r->status != 200) {
+    return Internal("GET " + target + " answered " + std::to_string(r->status) + ": " + r->body);
+  }
+  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  try {
+    if (j.is_discarded()) throw std::runtime_error("not JSON");
+    StatusOr<Histogram> hist = HistogramFromJson(j.at("histogram"));
+    if (!hist.ok()) throw std::runtime_error(hist.status().message());
+    *h = std::move(*hist);
+    *runs = j.at("runs").get<uint64_t>();
+    if (j.contains("resolution_ns")) {
+      *resolution_ns = std::max(*resolution_ns, j.at("resolution_ns").get<uint64_t>());
+    }
+  } catch (const std::exception& e) {
+    return DataLoss("the aggregator's answer to " + target + " does not read: " + e.what());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Runs `fieldprof run` on the command `repeat` times, measuring `apis`,
+// into `spool`. The command's stdout goes to `out_fd`. Returns the runs
+// that failed to start or exited non-zero, said on stderr.
+int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& apis, int repeat,
+                       const std::string& spool, int out_fd) {
+  int apis_count = 1;
+  for (char c : apis) apis_count += c == ',';
+  int failed = 0;
+  for (int i = 0; i < repeat; ++i) {
+    std::vector<std::string> args = {"/proc/self/exe",
+                                     "run",
+                                     "--force",
+                                     apis,
+                                     "--apis",
+                                     std::to_string(apis_count),
+                                     "--spool",
+                                     spool,
+                                     "--max_load",
+                                     "1000000",
+                                     "--budget",
+                                     "1000",
+                                     "--slots",
+                                     "1000",
+                                     "--seed",
+                                     std::to_string(i + 1),
+                                     "--"};
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (out_fd != STDOUT_FILENO) posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
+    pid_t pid = 0;
+    const int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (err != 0) {
+      std::fprintf(stderr, "fieldprof check: cannot run fieldprof run: %s\n", std::strerror(err));
+      return repeat;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++failed;
+      std::fprintf(stderr, "fieldprof check: run %d of %s: %s %d (its record, if any, is used)\n",
+                   i + 1, cmd[0].c_str(), WIFEXITED(status) ? "exit" : "signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+  }
+  return failed;
+}
+
+LocalInputs ReadLocalCosts(const std::vector<std::string>& files, wire::Metric metric) {
+  LocalInputs in;
+  in.files = files.size();
+  std::map<std::pair<std::string, std::string>, LocalCost> local;
+  for (const std::string& f : files) {
+    if (IsLabProfileFile(f)) {
+      StatusOr<wire::LabProfile> p = ReadLabProfile(f);
+      if (!p.ok()) {
+        std::fprintf(stderr, "fieldprof check: skipped %s\n", p.status().message().c_str());
+        ++in.bad_files;
+        continue;
+      }
+      AddRecords(p->records(), metric, nullptr, f, &local);
+      in.profiles.push_back(std::move(*p));
+      continue;
+    }
+    StatusOr<wire::RunRecord> run = ReadRunRecord(f);
+    if (!run.ok()) {
+      std::fprintf(stderr, "fieldprof check: skipped %s\n", run.status().message().c_str());
+      ++in.bad_files;
+      continue;
+    }
+    AddRecords(run->records(), metric, &run->platform(), f, &local);
+  }
+  for (auto& [name, l] : local) in.apis.push_back(std::move(l));
+  return in;
+}
+
+StatusOr<std::unique_ptr<FieldSource>> FieldSource::Open(const CheckOptions& o) {
+  std::unique_ptr<FieldSource> f(new FieldSource(o));
+  if (o.remote()) {
+    f->http_.emplace(o.client.Resolve());
+    return f;
+  }
+  StatusOr<SnapshotIndex> opened = SnapshotIndex::Open(SnapshotCache(o.cache_dir));
+  if (!opened.ok()) return opened.status();
+  f->index_.emplace(std::move(*opened));
+  return f;
+}
+
+Status FieldSource::Lookup(const LocalCost& local, FieldCost* out) {
+  return o_.remote() ? LookupRemote(local, out) : LookupCache(local, out);
+}
+
+// One request per level, the closest first, until one has data.
+Status FieldSource::LookupRemote(const LocalCost& l, FieldCost* out) {
+  for (int lv = kPlatformLevels - 1; lv >= 0; --lv) {
+    std::string q = "/v1/api?module=" + UrlEncode(l.module) + "&symbol=" + UrlEncode(l.symbol) +
+                    "&metric=" + o_.metric_name;
+    if (lv >= 1) q += "&arch=" + std::string(ArchName(l.platform.arch()));
+    if (lv >= 2) q += "&vendor=" + std::string(CpuVendorName(l.platform.cpu_vendor()));
+    if (lv >= 3) q += "&family=" + std::to_string(l.platform.cpu_family());
+    if (!o_.from.empty()) q += "&from=" + UrlEncode(o_.from);
+    if (!o_.to.empty()) q += "&to=" + UrlEncode(o_.to);
+    FP_RETURN_IF_ERROR(FetchField(*http_, q, &out->by_level[lv], &out->runs_by_level[lv],
+                                  &out->resolution_ns));
+    if (!out->by_level[lv].empty()) break;
+  }
+  return Status::Ok();
+}
+
+// Every record of the symbol in the index; a series counts at each level
+// up to its closeness to the local platform.
+Status FieldSource::LookupCache(const LocalCost& l, FieldCost* out) {
+  return index_->ForEachRecordOf(l.symbol, [&](const wire::Record& r) {
+    if (r.key().module() != l.module || r.key().metric() != o_.metric) return true;
+    const int c = PlatformCloseness(l.platform, r.key().platform());
+    for (int lv = 0; lv <= c; ++lv) {
+      out->by_level[lv].Merge(HistogramFromWire(r.histogram()));
+      out->runs_by_level[lv] += r.runs();
+    }
+    out->resolution_ns = std::max(out->resolution_ns, r.resolution_ns());
+    return true;
+  });
+}
+
+}  // namespace fieldprof::tools

@@ -1,0 +1,58 @@
+// fieldprof check's inputs: the local costs (run records, lab profiles, or
+// the runs of a command made here) and the field's costs (the snapshot
+// cache's index, or an aggregator's query API).
+#ifndef FIELDPROF_TOOLS_CHECK_CHECK_INPUTS_H_
+#define FIELDPROF_TOOLS_CHECK_CHECK_INPUTS_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/https_client.h"
+#include "common/proto/fieldprof.pb.h"
+#include "common/snapshot_index.h"
+#include "common/status.h"
+#include "tools/check/check_analysis.h"
+#include "tools/check/check_options.h"
+
+namespace fieldprof::tools {
+
+// Runs `fieldprof run` on the command `repeat` times, measuring `apis`,
+// into `spool`. The command's stdout goes to `out_fd`. Returns the runs
+// that failed to start or exited non-zero, said on stderr.
+int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& apis, int repeat,
+                       const std::string& spool, int out_fd);
+
+struct LocalInputs {
+  std::vector<LocalCost> apis;              // by (module, symbol)
+  std::vector<wire::LabProfile> profiles;   // for the call-stack view
+  int bad_files = 0;                        // said on stderr, skipped
+  size_t files = 0;                         // record files read
+};
+
+// Every record of `metric` in `files` (run records or lab profiles),
+// summed per API.
+LocalInputs ReadLocalCosts(const std::vector<std::string>& files, wire::Metric metric);
+
+// The field: the cache's index, or an aggregator's GET /v1/api, one request
+// per platform level until one has data.
+class FieldSource {
+ public:
+  // Opens what `o` names. NotFound when the cache has no snapshot.
+  [[nodiscard]] static StatusOr<std::unique_ptr<FieldSource>> Open(const CheckOptions& o);
+  // The field's cost of `local`'s API at every platform level.
+  [[nodiscard]] Status Lookup(const LocalCost& local, FieldCost* out);
+
+ private:
+  FieldSource(const CheckOptions& o) : o_(o) {}
+  Status LookupRemote(const LocalCost& local, FieldCost* out);
+  Status LookupCache(const LocalCost& local, FieldCost* out);
+  const CheckOptions& o_;
+  std::optional<SnapshotIndex> index_;
+  std::optional<HttpsClient> http_;
+};
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_CHECK_CHECK_INPUTS_H_
