@@ -8,6 +8,7 @@
 #include "common/options.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "tools/cli/command_args.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -123,20 +124,14 @@ int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done) {
   AddAnalysisFlags(t, o, &tf);
   AddInputOutputFlags(t, o);
   // Options and record files end at "--"; the command follows.
-  int cmd_at = argc;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      cmd_at = i;
-      break;
-    }
-  }
+  const int cmd_at = DoubleDashAt(argc, argv);
   Status s = t.Parse(cmd_at, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
     *done = true;
     return 0;
   }
-  o->command.assign(argv + std::min(cmd_at + 1, argc), argv + argc);
+  o->command = ProgramArgs(argc, argv, cmd_at);
   o->files = t.positional();
   if (s.ok()) s = Settle(tf, o);
   if (!s.ok()) {

@@ -1,6 +1,7 @@
 // fieldprof lab -- COMMAND: a complete profile of one scenario (see
 // tools/cli/lab_profile.h for the pipeline and agent/runtime/lab.h for what
-// the runtime does in each pass).
+// the runtime does in each pass). In stages: options -> the census ->
+// the timing plan (timing_plan.h) -> the timing passes -> the profile.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "common/options.h"
 #include "common/wire.h"
+#include "tools/cli/command_args.h"
 #include "tools/cli/format.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/cli/runtime_env.h"
@@ -32,251 +34,319 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kAbout =
+    "Profiles one scenario completely: every exported API it calls across module\n"
+    "boundaries, in every module it loads (dlopen'ed ones too), into a lab profile\n"
+    "in the field's record format.\n"
+    "  1. the census (one run): every API's calls, allocation (inclusive and\n"
+    "     exclusive of nested APIs), allocation count, I/O, and which APIs ran\n"
+    "     inside which: the nesting graph;\n"
+    "  2. the timing plan: the APIs in sets of which no two were ever on one stack\n"
+    "     (a colouring of the graph), so no probe's cost lands in a timed call;\n"
+    "  3. the timing passes: each set, --repeat times.\n"
+    "The scenario's output, exit status and behaviour are unchanged; its output is\n"
+    "shown for the census run only. A run that fails is reported.\n\n"
+    "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
+    "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
+    "  fieldprof lab show build.labprofile\n"
+    "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
+    "  fieldprof check build.labprofile      # against the field\n"
+    "  fieldprof lab upload build.labprofile --host agg.example  # kept apart from field sums\n\n"
+    "Exit: 0 the profile is written and every run exited as the census did;\n"
+    "1 written, but some run failed or differed (said above); 2 usage; 3 nothing\n"
+    "observed (a static program, or one that exits at once).";
+
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-}  // namespace
-
-int LabRun(int argc, char** argv) {
+struct LabOptions {
   std::string output, name, lib_dir, keep_dir, debug;
   int64_t repeat = 3;
-  OptionTable t(
-      "fieldprof lab",
-      "Profiles one scenario completely: every exported API it calls across module\n"
-      "boundaries, in every module it loads (dlopen'ed ones too), into a lab profile\n"
-      "in the field's record format.\n"
-      "  1. the census (one run): every API's calls, allocation (inclusive and\n"
-      "     exclusive of nested APIs), allocation count, I/O, and which APIs ran\n"
-      "     inside which: the nesting graph;\n"
-      "  2. the timing plan: the APIs in sets of which no two were ever on one stack\n"
-      "     (a colouring of the graph), so no probe's cost lands in a timed call;\n"
-      "  3. the timing passes: each set, --repeat times.\n"
-      "The scenario's output, exit status and behaviour are unchanged; its output is\n"
-      "shown for the census run only. A run that fails is reported.\n\n"
-      "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
-      "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
-      "  fieldprof lab show build.labprofile\n"
-      "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
-      "  fieldprof check build.labprofile      # against the field\n"
-      "  fieldprof lab upload build.labprofile --host agg.example  # kept apart from field sums\n\n"
-      "Exit: 0 the profile is written and every run exited as the census did;\n"
-      "1 written, but some run failed or differed (said above); 2 usage; 3 nothing\n"
-      "observed (a static program, or one that exits at once).");
-  t.AddString("output", &output, "the profile's file (-o; default NAME.labprofile)");
-  t.AddString("name", &name, "the scenario's name in the profile (default: the command's name)");
-  t.AddInt("repeat", &repeat, "runs of each timing set", 1, 1000);
-  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof.so");
-  t.AddString("keep", &keep_dir,
+  std::vector<std::string> cmd;
+  std::string runtime_dir;  // where libfieldprof.so is
+};
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseLabOptions(int argc, char** argv, LabOptions* o) {
+  OptionTable t("fieldprof lab", kAbout);
+  t.AddString("output", &o->output, "the profile's file (-o; default NAME.labprofile)");
+  t.AddString("name", &o->name,
+              "the scenario's name in the profile (default: the command's name)");
+  t.AddInt("repeat", &o->repeat, "runs of each timing set", 1, 1000);
+  t.AddString("lib_dir", &o->lib_dir, "directory holding libfieldprof.so");
+  t.AddString("keep", &o->keep_dir,
               "keep every run's raw lab files (and the timing plan) in this directory");
-  t.AddString("debug", &debug, "write the runtime's diagnostics to this file");
-  int cmd_at = argc;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      cmd_at = i;
-      break;
-    }
-  }
+  t.AddString("debug", &o->debug, "write the runtime's diagnostics to this file");
   t.AddShort('o', "output");
+  const int cmd_at = DoubleDashAt(argc, argv);
   Status s = t.Parse(cmd_at, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
-  const std::vector<std::string> cmd(argv + std::min(cmd_at + 1, argc), argv + argc);
-  if (s.ok() && cmd.empty()) s = InvalidArgument("give the scenario: fieldprof lab -- COMMAND");
+  o->cmd = ProgramArgs(argc, argv, cmd_at);
+  if (s.ok() && o->cmd.empty()) s = InvalidArgument("give the scenario: fieldprof lab -- COMMAND");
   if (s.ok() && !t.positional().empty()) {
     s = InvalidArgument("unexpected '" + t.positional()[0] + "' (the command goes after --)");
   }
-  StatusOr<std::string> runtime = s.ok() ? FindRuntime(lib_dir) : StatusOr<std::string>(s);
+  StatusOr<std::string> runtime = s.ok() ? FindRuntime(o->lib_dir) : StatusOr<std::string>(s);
   if (!runtime.ok()) {
     std::cerr << "fieldprof lab: " << runtime.status().message() << " (see --help)\n";
     return 2;
   }
-  if (name.empty()) name = fs::path(cmd[0]).filename().string();
-  if (output.empty()) output = name + ".labprofile";
+  o->runtime_dir = *runtime;
+  if (o->name.empty()) o->name = fs::path(o->cmd[0]).filename().string();
+  if (o->output.empty()) o->output = o->name + ".labprofile";
+  return 0;
+}
 
-  std::string work = keep_dir;
-  if (work.empty()) {
-    std::string tmpl = (fs::temp_directory_path() / "fieldprof-lab-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      std::cerr << "fieldprof lab: cannot make a work directory: " << std::strerror(errno) << "\n";
-      return 3;
-    }
-    work = tmpl;
-  } else {
+// The work directory: --keep, or a temporary one removed at the end.
+class WorkDir {
+ public:
+  ~WorkDir() {
     std::error_code ec;
-    fs::create_directories(work, ec);
+    if (remove_) fs::remove_all(path_, ec);
   }
-  struct RemoveAtEnd {
-    std::string dir;
-    ~RemoveAtEnd() {
+  bool Make(const std::string& keep) {
+    if (!keep.empty()) {
       std::error_code ec;
-      if (!dir.empty()) fs::remove_all(dir, ec);
+      fs::create_directories(keep, ec);
+      path_ = keep;
+      return true;
     }
-  } remove_at_end{keep_dir.empty() ? work : ""};
+    std::string tmpl = (fs::temp_directory_path() / "fieldprof-lab-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return false;
+    path_ = tmpl;
+    remove_ = true;
+    return true;
+  }
+  const std::string& path() const { return path_; }
 
-  // Every pass is an explicit run, never refused: its own slots, no load cap,
-  // no overhead budget.
+ private:
+  std::string path_;
+  bool remove_ = false;
+};
+
+// Every pass is an explicit run, never refused: its own slots, no load cap,
+// no overhead budget.
+void SetPassEnvironment(const LabOptions& o, const std::string& work) {
   setenv("FIELDPROF_RUN", "1", 1);
   setenv("FIELDPROF_SLOT_DIR", (work + "/slots").c_str(), 1);
   setenv("FIELDPROF_SLOTS", "1000", 1);
   setenv("FIELDPROF_MAX_LOAD", "1000000", 1);
   setenv("FIELDPROF_BUDGET", "1000", 1);
   setenv("FIELDPROF_SPOOL", (work + "/spool").c_str(), 1);
-  if (!debug.empty()) setenv("FIELDPROF_DEBUG", debug.c_str(), 1);
+  if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", o.debug.c_str(), 1);
   SetTscRate();
-  const std::string preload = *runtime + "/libfieldprof.so";
-  PrependEnv("LD_PRELOAD", preload);
-  const bool tty = isatty(STDERR_FILENO);
-  const auto started = std::chrono::steady_clock::now();
-  wire::LabProfile profile;
-  profile.set_schema_version(1);
-  profile.add_scenarios(name);
-  profile.set_repeat(static_cast<uint32_t>(repeat));
-  bool trouble = false;
-  auto record_pass = [&](uint32_t set, uint32_t rep, const PassResult& r) {
-    wire::LabPass* p = profile.add_passes();
-    p->set_set(set);
-    p->set_repeat(rep);
-    p->set_exit_status(r.exit_status);
-    p->set_wall_ns(r.wall_ns);
-    p->set_processes(static_cast<uint32_t>(r.runs.size()));
-    p->set_scenario(name);
-  };
+  PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kRuntimeLib);
+}
 
-  // 1. The census.
-  std::fprintf(stderr, "fieldprof lab: census run of %s ...\n", name.c_str());
-  const PassResult census =
-      RunPass(cmd, "census", work + "/census", "", STDOUT_FILENO, STDERR_FILENO);
-  record_pass(0, 1, census);
-  if (census.exit_status < 0) return 3;
-  LabGraph graph;
-  uint32_t clique = 0;
+// One run of the lab: its options, where it works, the profile it builds.
+class LabSession {
+ public:
+  LabSession(const LabOptions& o, std::string work)
+      : o_(o), work_(std::move(work)), started_(std::chrono::steady_clock::now()) {
+    profile_.set_schema_version(1);
+    profile_.add_scenarios(o.name);
+    profile_.set_repeat(static_cast<uint32_t>(o.repeat));
+  }
+
+  // 1. The census: every API, and the nesting graph. An exit code when the
+  // scenario cannot be profiled, else 0.
+  int Census();
+  // 2. The plan: sets of APIs never on one stack.
+  void Plan();
+  // 3. The timing passes, each set --repeat times.
+  void TimingPasses();
+  // 4. The profile: time from the timing passes, the rest from the census.
+  int WriteProfile();
+
+ private:
+  void RecordPass(uint32_t set, uint32_t rep, const PassResult& r);
+  void TimeSet(size_t si, int devnull, size_t* done);
+  // What the census saw, said on stderr.
+  void SayCensus(uint64_t calls, uint64_t refused, uint64_t lost) const;
+
+  const LabOptions& o_;
+  const std::string work_;
+  const std::chrono::steady_clock::time_point started_;
+  const bool tty_ = isatty(STDERR_FILENO);
+  wire::LabProfile profile_;
+  PassResult census_;
+  LabGraph graph_;
+  uint32_t clique_ = 0;  // the most distinct APIs the census saw on one stack
+  TimingPlan plan_;
+  std::vector<wire::LabRunRecord> timed_;
+  bool trouble_ = false;  // a pass failed or exited unlike the census
+};
+
+void LabSession::RecordPass(uint32_t set, uint32_t rep, const PassResult& r) {
+  wire::LabPass* p = profile_.add_passes();
+  p->set_set(set);
+  p->set_repeat(rep);
+  p->set_exit_status(r.exit_status);
+  p->set_wall_ns(r.wall_ns);
+  p->set_processes(static_cast<uint32_t>(r.runs.size()));
+  p->set_scenario(o_.name);
+}
+
+int LabSession::Census() {
+  std::fprintf(stderr, "fieldprof lab: census run of %s ...\n", o_.name.c_str());
+  census_ = RunPass(o_.cmd, "census", work_ + "/census", "", STDOUT_FILENO, STDERR_FILENO);
+  RecordPass(0, 1, census_);
+  if (census_.exit_status < 0) return 3;
   uint64_t calls = 0, refused = 0, lost = 0;
-  for (const wire::LabRunRecord& r : census.runs) {
-    graph.AddRun(r);
-    clique = std::max(clique, r.max_depth());
+  for (const wire::LabRunRecord& r : census_.runs) {
+    graph_.AddRun(r);
+    clique_ = std::max(clique_, r.max_depth());
     calls += r.counters().calls_measured();
     refused += r.apis_refused();
     lost += r.edges_lost();
   }
+  SayCensus(calls, refused, lost);
+  if (graph_.size() == 0) {
+    std::fprintf(
+        stderr,
+        "fieldprof lab: the census observed no API in %s (a statically linked program, "
+        "or one that exits before calling any library? --debug FILE says what the runtime saw)\n",
+        o_.name.c_str());
+    return 3;
+  }
+  return 0;
+}
+
+void LabSession::SayCensus(uint64_t calls, uint64_t refused, uint64_t lost) const {
   std::set<std::string> modules;
-  for (uint32_t a = 0; a < graph.size(); ++a) modules.insert(graph.api(a).module());
+  for (uint32_t a = 0; a < graph_.size(); ++a) modules.insert(graph_.api(a).module());
   std::fprintf(stderr,
                "fieldprof lab: census: %zu APIs in %zu modules, %s calls, %zu nested pairs, "
                "%zu process%s, exit %d, %.2f s\n",
-               graph.size(), modules.size(), FormatCount(calls).c_str(), graph.pairs().size(),
-               census.runs.size(), census.runs.size() == 1 ? "" : "es", census.exit_status,
-               static_cast<double>(census.wall_ns) / 1e9);
+               graph_.size(), modules.size(), FormatCount(calls).c_str(), graph_.pairs().size(),
+               census_.runs.size(), census_.runs.size() == 1 ? "" : "es", census_.exit_status,
+               static_cast<double>(census_.wall_ns) / 1e9);
   if (refused > 0 || lost > 0) {
     std::fprintf(stderr,
                  "fieldprof lab: warning: the runtime's tables were full: %llu APIs unobserved, "
                  "%llu nested pairs lost\n",
                  static_cast<unsigned long long>(refused), static_cast<unsigned long long>(lost));
   }
-  if (graph.size() == 0) {
-    std::fprintf(
-        stderr,
-        "fieldprof lab: the census observed no API in %s (a statically linked program, "
-        "or one that exits before calling any library? --debug FILE says what the runtime saw)\n",
-        name.c_str());
-    return 3;
-  }
+}
 
-  // 2. The plan.
-  std::vector<uint32_t> all(graph.size());
-  for (uint32_t a = 0; a < graph.size(); ++a) all[a] = a;
-  const TimingPlan plan = PlanTiming(graph, all, clique);
+void LabSession::Plan() {
+  std::vector<uint32_t> all(graph_.size());
+  for (uint32_t a = 0; a < graph_.size(); ++a) all[a] = a;
+  plan_ = PlanTiming(graph_, all, clique_);
   std::fprintf(stderr,
                "fieldprof lab: timing plan: %zu sets (no plan can use fewer than %u), %lld runs "
                "each: %lld runs for %zu APIs\n",
-               plan.sets.size(), plan.lower_bound, static_cast<long long>(repeat),
-               static_cast<long long>(plan.sets.size() * repeat), graph.size());
-  if (!plan.recursive.empty()) {
+               plan_.sets.size(), plan_.lower_bound, static_cast<long long>(o_.repeat),
+               static_cast<long long>(plan_.sets.size() * o_.repeat), graph_.size());
+  if (!plan_.recursive.empty()) {
     std::fprintf(stderr,
                  "fieldprof lab: %zu APIs run inside themselves (e.g. %s): their outer calls "
                  "include an inner call's probe\n",
-                 plan.recursive.size(), LabApiName(graph.api(plan.recursive[0])).c_str());
+                 plan_.recursive.size(), LabApiName(graph_.api(plan_.recursive[0])).c_str());
   }
-  profile.set_timing_sets(static_cast<uint32_t>(plan.sets.size()));
-  profile.set_min_sets(plan.lower_bound);
+  profile_.set_timing_sets(static_cast<uint32_t>(plan_.sets.size()));
+  profile_.set_min_sets(plan_.lower_bound);
+}
 
-  // 3. The timing passes.
-  std::vector<wire::LabRunRecord> timed;
+// Set `si`'s --repeat runs, their output to /dev/null, their stderr kept
+// in their directory and shown when a run goes wrong.
+void LabSession::TimeSet(size_t si, int devnull, size_t* done) {
+  const std::string plan_file = work_ + "/set-" + std::to_string(si + 1) + ".apis";
+  {
+    std::ofstream pf(plan_file);
+    for (uint32_t a : plan_.sets[si]) pf << LabApiName(graph_.api(a)) << "\n";
+  }
+  const size_t total = plan_.sets.size() * static_cast<size_t>(o_.repeat);
+  for (int64_t rep = 1; rep <= o_.repeat; ++rep) {
+    ++*done;
+    const std::string dir = work_ + "/set-" + std::to_string(si + 1) + "-run-" + std::to_string(rep);
+    fs::create_directories(dir);
+    const std::string err_path = dir + "/stderr.txt";
+    const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    std::fprintf(stderr,
+                 "%sfieldprof lab: [%zu/%zu] set %zu of %zu (%zu APIs), run %lld of %lld, %.1f s%s",
+                 tty_ ? "\r\033[K" : "", *done, total, si + 1, plan_.sets.size(),
+                 plan_.sets[si].size(), static_cast<long long>(rep),
+                 static_cast<long long>(o_.repeat), Seconds(std::chrono::steady_clock::now() - started_),
+                 tty_ ? "" : "\n");
+    std::fflush(stderr);
+    PassResult r = RunPass(o_.cmd, "time", dir, plan_file, devnull >= 0 ? devnull : STDOUT_FILENO,
+                           err_fd >= 0 ? err_fd : STDERR_FILENO);
+    if (err_fd >= 0) close(err_fd);
+    RecordPass(static_cast<uint32_t>(si + 1), static_cast<uint32_t>(rep), r);
+    if (r.exit_status != census_.exit_status || r.unreadable > 0) {
+      trouble_ = true;
+      const std::string unreadable =
+          r.unreadable ? ", " + std::to_string(r.unreadable) + " unreadable lab files" : "";
+      std::fprintf(stderr,
+                   "%sfieldprof lab: set %zu run %lld exited %d (the census run: %d)%s; its "
+                   "data is kept, its stderr ends:\n%s",
+                   tty_ ? "\r\033[K" : "", si + 1, static_cast<long long>(rep), r.exit_status,
+                   census_.exit_status, unreadable.c_str(), TailOf(err_path, 5).c_str());
+    }
+    for (auto& run : r.runs) timed_.push_back(std::move(run));
+  }
+}
+
+void LabSession::TimingPasses() {
   const int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-  const size_t total = plan.sets.size() * static_cast<size_t>(repeat);
   size_t done = 0;
-  for (size_t si = 0; si < plan.sets.size(); ++si) {
-    const std::string plan_file = work + "/set-" + std::to_string(si + 1) + ".apis";
-    {
-      std::ofstream pf(plan_file);
-      for (uint32_t a : plan.sets[si]) pf << LabApiName(graph.api(a)) << "\n";
-    }
-    for (int64_t rep = 1; rep <= repeat; ++rep) {
-      ++done;
-      const std::string dir =
-          work + "/set-" + std::to_string(si + 1) + "-run-" + std::to_string(rep);
-      fs::create_directories(dir);
-      const std::string err_path = dir + "/stderr.txt";
-      const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      std::fprintf(
-          stderr,
-          "%sfieldprof lab: [%zu/%zu] set %zu of %zu (%zu APIs), run %lld of %lld, %.1f s%s",
-          tty ? "\r\033[K" : "", done, total, si + 1, plan.sets.size(), plan.sets[si].size(),
-          static_cast<long long>(rep), static_cast<long long>(repeat),
-          Seconds(std::chrono::steady_clock::now() - started), tty ? "" : "\n");
-      std::fflush(stderr);
-      PassResult r = RunPass(cmd, "time", dir, plan_file, devnull >= 0 ? devnull : STDOUT_FILENO,
-                             err_fd >= 0 ? err_fd : STDERR_FILENO);
-      if (err_fd >= 0) close(err_fd);
-      record_pass(static_cast<uint32_t>(si + 1), static_cast<uint32_t>(rep), r);
-      if (r.exit_status != census.exit_status || r.unreadable > 0) {
-        trouble = true;
-        std::fprintf(stderr,
-                     "%sfieldprof lab: set %zu run %lld exited %d (the census run: %d)%s; its "
-                     "data is kept, its stderr ends:\n%s",
-                     tty ? "\r\033[K" : "", si + 1, static_cast<long long>(rep), r.exit_status,
-                     census.exit_status,
-                     r.unreadable
-                         ? (", " + std::to_string(r.unreadable) + " unreadable lab files").c_str()
-                         : "",
-                     TailOf(err_path, 5).c_str());
-      }
-      for (auto& run : r.runs) timed.push_back(std::move(run));
-    }
-  }
+  for (size_t si = 0; si < plan_.sets.size(); ++si) TimeSet(si, devnull, &done);
   if (devnull >= 0) close(devnull);
-  if (tty && total > 0) std::fprintf(stderr, "\r\033[K");
+  if (tty_ && done > 0) std::fprintf(stderr, "\r\033[K");
+}
 
-  // 4. The profile: time from the timing passes, the rest from the census.
+int LabSession::WriteProfile() {
   std::map<std::string, wire::Record> records;
-  SumRecords(census.runs, wire::METRIC_ALLOC_BYTES_INCLUSIVE, wire::METRIC_SOCKET_IO_BYTES,
+  SumRecords(census_.runs, wire::METRIC_ALLOC_BYTES_INCLUSIVE, wire::METRIC_SOCKET_IO_BYTES,
              &records);
-  SumRecords(timed, wire::METRIC_WALL_TIME_NS, wire::METRIC_WALL_TIME_NS, &records);
+  SumRecords(timed_, wire::METRIC_WALL_TIME_NS, wire::METRIC_WALL_TIME_NS, &records);
   std::set<std::string> timed_apis;
   for (const auto& [k, r] : records) {
     if (r.key().metric() == wire::METRIC_WALL_TIME_NS) timed_apis.insert(LabApiName(r.key()));
   }
   uint64_t untimed = 0;
-  for (uint32_t a = 0; a < graph.size(); ++a)
-    untimed += !timed_apis.count(LabApiName(graph.api(a)));
-  profile.set_apis_untimed(untimed);
-  for (auto& [k, r] : records) *profile.add_records() = std::move(r);
-  graph.ToProfile(&profile);
-  if (Status w = WriteLabProfile(output, profile); !w.ok()) {
+  for (uint32_t a = 0; a < graph_.size(); ++a) {
+    untimed += !timed_apis.count(LabApiName(graph_.api(a)));
+  }
+  profile_.set_apis_untimed(untimed);
+  for (auto& [k, r] : records) *profile_.add_records() = std::move(r);
+  graph_.ToProfile(&profile_);
+  if (Status w = WriteLabProfile(o_.output, profile_); !w.ok()) {
     std::cerr << "fieldprof lab: " << w.message() << "\n";
     return 1;
   }
   std::fprintf(stderr,
                "fieldprof lab: %s written: %zu APIs, %zu timed (%llu never called in their "
                "timing runs), %zu runs in %.1f s\n",
-               output.c_str(), graph.size(), timed_apis.size(),
-               static_cast<unsigned long long>(untimed), static_cast<size_t>(profile.passes_size()),
-               Seconds(std::chrono::steady_clock::now() - started));
-  if (!keep_dir.empty())
-    std::fprintf(stderr, "fieldprof lab: raw files kept in %s\n", work.c_str());
-  return trouble ? 1 : 0;
+               o_.output.c_str(), graph_.size(), timed_apis.size(),
+               static_cast<unsigned long long>(untimed),
+               static_cast<size_t>(profile_.passes_size()),
+               Seconds(std::chrono::steady_clock::now() - started_));
+  if (!o_.keep_dir.empty()) std::fprintf(stderr, "fieldprof lab: raw files kept in %s\n", work_.c_str());
+  return trouble_ ? 1 : 0;
+}
+
+}  // namespace
+
+int LabRun(int argc, char** argv) {
+  LabOptions o;
+  if (int code = ParseLabOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  WorkDir work;
+  if (!work.Make(o.keep_dir)) {
+    std::cerr << "fieldprof lab: cannot make a work directory: " << std::strerror(errno) << "\n";
+    return 3;
+  }
+  SetPassEnvironment(o, work.path());
+  LabSession lab(o, work.path());
+  if (int code = lab.Census(); code != 0) return code;
+  lab.Plan();
+  lab.TimingPasses();
+  return lab.WriteProfile();
 }
 
 }  // namespace fieldprof::tools

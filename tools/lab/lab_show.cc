@@ -122,30 +122,34 @@ void PrintTree(const LabGraph& g, const std::map<std::string, const Row*>& rows,
   if (printed > limit) std::printf("  ... (--top to see more)\n");
 }
 
-}  // namespace
-
-int LabShow(int argc, char** argv) {
+struct ShowOptions {
   int64_t top = 25;
   std::string sort = "total", match, color = "auto";
   bool tree = false, json = false;
+  std::string file;
+};
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseShowOptions(int argc, char** argv, ShowOptions* o) {
   OptionTable t("fieldprof lab show",
                 "Prints a lab profile: per API its calls, time (p50, p90, mean, total) and\n"
                 "allocation per call, with its time histogram in the heat colours (each\n"
                 "column a log2 bucket, the same for every row); --tree the nesting graph.\n\n"
                 "  fieldprof lab show sqlite3.labprofile --top 10\n"
                 "  fieldprof lab show sqlite3.labprofile --match prepare --tree");
-  t.AddInt("top", &top, "rows (and tree lines) shown", 1, 1000000);
-  t.AddString("sort", &sort, "total (time), calls, p50, mean, alloc");
-  t.AddString("match", &match, "only APIs whose module:symbol contains this");
-  t.AddBool("tree", &tree, "also print the nesting graph: which APIs ran inside which");
-  t.AddBool("json", &json, "print as JSON");
-  t.AddString("color", &color, "auto, always or never");
+  t.AddInt("top", &o->top, "rows (and tree lines) shown", 1, 1000000);
+  t.AddString("sort", &o->sort, "total (time), calls, p50, mean, alloc");
+  t.AddString("match", &o->match, "only APIs whose module:symbol contains this");
+  t.AddBool("tree", &o->tree, "also print the nesting graph: which APIs ran inside which");
+  t.AddBool("json", &o->json, "print as JSON");
+  t.AddString("color", &o->color, "auto, always or never");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one lab profile");
+  const std::string& sort = o->sort;
   if (s.ok() && sort != "total" && sort != "calls" && sort != "p50" && sort != "mean" &&
       sort != "alloc") {
     s = InvalidArgument("--sort must be total, calls, p50, mean or alloc");
@@ -154,80 +158,92 @@ int LabShow(int argc, char** argv) {
     std::cerr << "fieldprof lab show: " << s.message() << " (see --help)\n";
     return 2;
   }
-  StatusOr<wire::LabProfile> p = ReadLabProfile(t.positional()[0]);
-  if (!p.ok()) {
-    std::cerr << "fieldprof lab show: " << p.status().message() << "\n";
-    return 1;
-  }
-  std::vector<Row> rows = RowsOf(*p);
+  o->file = t.positional()[0];
+  return 0;
+}
+
+// The rows --match keeps, sorted by --sort, largest first.
+std::vector<const Row*> SelectRows(const std::vector<Row>& rows, const ShowOptions& o) {
   std::vector<const Row*> shown;
   for (const Row& r : rows) {
-    if (match.empty() || (r.module + ":" + r.symbol).find(match) != std::string::npos ||
-        Demangle(r.symbol).find(match) != std::string::npos) {
+    if (o.match.empty() || (r.module + ":" + r.symbol).find(o.match) != std::string::npos ||
+        Demangle(r.symbol).find(o.match) != std::string::npos) {
       shown.push_back(&r);
     }
   }
   auto key = [&](const Row* r) -> double {
-    if (sort == "calls") return static_cast<double>(r->Calls());
-    if (sort == "p50") return r->m[0].Stats().p50;
-    if (sort == "mean") return r->m[0].Mean();
-    if (sort == "alloc") return r->m[1].Mean() * static_cast<double>(r->m[1].count());
+    if (o.sort == "calls") return static_cast<double>(r->Calls());
+    if (o.sort == "p50") return r->m[0].Stats().p50;
+    if (o.sort == "mean") return r->m[0].Mean();
+    if (o.sort == "alloc") return r->m[1].Mean() * static_cast<double>(r->m[1].count());
     return r->Total();
   };
   std::stable_sort(shown.begin(), shown.end(),
                    [&](const Row* a, const Row* b) { return key(a) > key(b); });
-  const size_t n = std::min<size_t>(shown.size(), static_cast<size_t>(top));
-  if (json) {
-    JsonWriter j;
+  return shown;
+}
+
+std::string ShowJson(const wire::LabProfile& p, size_t apis, const std::vector<const Row*>& shown,
+                     size_t n) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("scenarios").BeginArray();
+  for (const std::string& sc : p.scenarios()) j.String(sc);
+  j.EndArray();
+  j.Key("apis").Uint(apis).Key("timing_sets").Uint(p.timing_sets());
+  j.Key("min_sets").Uint(p.min_sets()).Key("repeat").Uint(p.repeat());
+  j.Key("rows").BeginArray();
+  for (size_t i = 0; i < n; ++i) {
+    const Row& r = *shown[i];
+    const HistogramStats st = r.m[0].Stats();
     j.BeginObject();
-    j.Key("scenarios").BeginArray();
-    for (const std::string& sc : p->scenarios()) j.String(sc);
-    j.EndArray();
-    j.Key("apis").Uint(rows.size()).Key("timing_sets").Uint(p->timing_sets());
-    j.Key("min_sets").Uint(p->min_sets()).Key("repeat").Uint(p->repeat());
-    j.Key("rows").BeginArray();
-    for (size_t i = 0; i < n; ++i) {
-      const Row& r = *shown[i];
-      const HistogramStats st = r.m[0].Stats();
-      j.BeginObject();
-      j.Key("module").String(r.module).Key("symbol").String(r.symbol);
-      j.Key("calls").Uint(r.Calls()).Key("timed_calls").Uint(st.count);
-      j.Key("time_ns").BeginObject();
-      j.Key("mean").Double(st.mean).Key("p50").Double(st.p50).Key("p90").Double(st.p90);
-      j.Key("p99").Double(st.p99).Key("total").Double(r.Total());
-      j.EndObject();
-      j.Key("alloc_bytes_inclusive_mean").Double(r.m[1].Mean());
-      j.Key("alloc_bytes_exclusive_mean").Double(r.m[2].Mean());
-      j.Key("alloc_count_mean").Double(r.m[3].Mean());
-      j.Key("file_io_bytes_mean").Double(r.m[4].Mean());
-      j.Key("socket_io_bytes_mean").Double(r.m[5].Mean());
-      j.EndObject();
-    }
-    j.EndArray();
+    j.Key("module").String(r.module).Key("symbol").String(r.symbol);
+    j.Key("calls").Uint(r.Calls()).Key("timed_calls").Uint(st.count);
+    j.Key("time_ns").BeginObject();
+    j.Key("mean").Double(st.mean).Key("p50").Double(st.p50).Key("p90").Double(st.p90);
+    j.Key("p99").Double(st.p99).Key("total").Double(r.Total());
     j.EndObject();
-    std::cout << j.Take() << "\n";
-    return 0;
+    j.Key("alloc_bytes_inclusive_mean").Double(r.m[1].Mean());
+    j.Key("alloc_bytes_exclusive_mean").Double(r.m[2].Mean());
+    j.Key("alloc_count_mean").Double(r.m[3].Mean());
+    j.Key("file_io_bytes_mean").Double(r.m[4].Mean());
+    j.Key("socket_io_bytes_mean").Double(r.m[5].Mean());
+    j.EndObject();
   }
-  const bool colored = ColorWanted(color);
-  const bool truecolor = TrueColor();
-  std::string scen;
-  for (const std::string& sc : p->scenarios()) scen += (scen.empty() ? "" : ", ") + sc;
-  uint64_t failed = 0;
-  for (const wire::LabPass& pass : p->passes()) failed += pass.exit_status() != 0;
-  std::printf("lab profile of %s: %zu APIs, %zu runs (%u timing sets, least possible %u, x%u)%s\n",
-              scen.c_str(), rows.size(), static_cast<size_t>(p->passes_size()), p->timing_sets(),
-              p->min_sets(), p->repeat(),
-              failed ? (", " + std::to_string(failed) + " runs failed").c_str() : "");
-  int lo = kNumBuckets, hi = -1;
+  j.EndArray();
+  j.EndObject();
+  return j.Take();
+}
+
+// The range of time buckets any shown row has calls in: the strips' columns.
+void BucketRange(const std::vector<const Row*>& shown, size_t n, int* lo, int* hi) {
+  *lo = kNumBuckets;
+  *hi = -1;
   for (size_t i = 0; i < n; ++i) {
     const Histogram& h = shown[i]->m[0];
     for (int b = 0; b < kNumBuckets; ++b) {
       if (h.bucket(b).count == 0) continue;
-      lo = std::min(lo, b);
-      hi = std::max(hi, b);
+      *lo = std::min(*lo, b);
+      *hi = std::max(*hi, b);
     }
   }
-  if (hi < 0) lo = hi = 0;
+  if (*hi < 0) *lo = *hi = 0;
+}
+
+void ShowText(const wire::LabProfile& p, size_t apis, const std::vector<const Row*>& shown,
+              size_t n, const ShowOptions& o) {
+  const bool colored = ColorWanted(o.color);
+  const bool truecolor = TrueColor();
+  std::string scen;
+  for (const std::string& sc : p.scenarios()) scen += (scen.empty() ? "" : ", ") + sc;
+  uint64_t failed = 0;
+  for (const wire::LabPass& pass : p.passes()) failed += pass.exit_status() != 0;
+  const std::string failures = failed ? ", " + std::to_string(failed) + " runs failed" : "";
+  std::printf("lab profile of %s: %zu APIs, %zu runs (%u timing sets, least possible %u, x%u)%s\n",
+              scen.c_str(), apis, static_cast<size_t>(p.passes_size()), p.timing_sets(),
+              p.min_sets(), p.repeat(), failures.c_str());
+  int lo = 0, hi = 0;
+  BucketRange(shown, n, &lo, &hi);
   std::printf("\n%-44s %10s %10s %10s %10s %10s %10s  %s .. %s\n", "API", "calls", "total", "p50",
               "p90", "mean", "alloc/call", FormatNanos(std::ldexp(1.0, lo)).c_str(),
               FormatNanos(std::ldexp(1.0, hi + 1)).c_str());
@@ -247,13 +263,33 @@ int LabShow(int argc, char** argv) {
                 Strip(r.m[0], lo, hi, colored, truecolor).c_str());
   }
   if (shown.size() > n) std::printf("... %zu more (--top)\n", shown.size() - n);
-  if (tree) {
+}
+
+}  // namespace
+
+int LabShow(int argc, char** argv) {
+  ShowOptions o;
+  if (int code = ParseShowOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  StatusOr<wire::LabProfile> p = ReadLabProfile(o.file);
+  if (!p.ok()) {
+    std::cerr << "fieldprof lab show: " << p.status().message() << "\n";
+    return 1;
+  }
+  const std::vector<Row> rows = RowsOf(*p);
+  const std::vector<const Row*> shown = SelectRows(rows, o);
+  const size_t n = std::min<size_t>(shown.size(), static_cast<size_t>(o.top));
+  if (o.json) {
+    std::cout << ShowJson(*p, rows.size(), shown, n) << "\n";
+    return 0;
+  }
+  ShowText(*p, rows.size(), shown, n, o);
+  if (o.tree) {
     LabGraph g;
     g.AddProfile(*p);
     std::map<std::string, const Row*> by_name;
     for (const Row& r : rows) by_name[r.module + ":" + r.symbol] = &r;
     std::printf("\nnesting (calls made directly inside each API):\n");
-    PrintTree(g, by_name, static_cast<size_t>(top));
+    PrintTree(g, by_name, static_cast<size_t>(o.top));
   }
   return 0;
 }
