@@ -1,4 +1,6 @@
-// fieldprof cost: an API's field cost from the local snapshot cache, offline.
+// fieldprof cost: an API's field cost from the local snapshot cache,
+// offline. Options -> the lookup in the cache's index (cost_lookup.h) ->
+// text or JSON.
 #include <unistd.h>
 
 #include <algorithm>
@@ -6,8 +8,6 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,68 +19,25 @@
 #include "common/snapshot_cache.h"
 #include "common/snapshot_index.h"
 #include "common/wire.h"
-#include "tools/commands.h"
 #include "tools/cli/format.h"
+#include "tools/commands.h"
+#include "tools/field/cost_lookup.h"
 
 namespace fieldprof::tools {
-
 namespace {
 
-// Everything the cache holds for the API asked about.
-struct Match {
-  std::map<wire::Metric, Histogram> by_metric;
-  uint64_t runs = 0;  // of the chosen metric's series
-  bool truncated = false;
-  uint64_t resolution_ns = 0;                    // the coarsest (wall time)
-  std::set<std::string> series;                  // module, version, platform
-  std::map<std::string, uint64_t> module_calls;  // module -> calls (chosen metric)
+struct CostOptions {
+  std::string cache_dir, metric_name = "wall_time_ns", color = "auto";
+  bool json = false;
+  std::string module, symbol;
+  wire::Metric metric = wire::METRIC_WALL_TIME_NS;
+
+  std::string Shown() const { return module.empty() ? symbol : module + ":" + symbol; }
 };
 
-// Edit distance, case-insensitive, for suggestions.
-size_t Distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                        std::tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// How close `name` is to `want`: 0 for a case-insensitive match, then
-// substrings, then edit distance. Lower is closer.
-size_t Closeness(const std::string& want, const std::string& name) {
-  const std::string w = Lower(want), n = Lower(name);
-  if (w == n) return 0;
-  if (n.find(w) != std::string::npos || w.find(n) != std::string::npos) {
-    return 1 + (n.size() > w.size() ? n.size() - w.size() : w.size() - n.size()) / 4;
-  }
-  if (w.size() > 64 || n.size() > 64) return 1000;
-  return 2 + Distance(w, n);
-}
-
-double MeanOf(const Match& m, wire::Metric metric) {
-  auto it = m.by_metric.find(metric);
-  return it == m.by_metric.end() || it->second.empty() ? 0 : it->second.Mean();
-}
-
-}  // namespace
-
-int CmdCost(int argc, char** argv) {
-  std::string cache_dir = DefaultSnapshotCacheDir(), metric_name = "wall_time_ns", color = "auto";
-  bool json = false;
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseCostOptions(int argc, char** argv, CostOptions* o) {
+  o->cache_dir = DefaultSnapshotCacheDir();
   OptionTable t("fieldprof cost",
                 "What an API costs in the field, from the local snapshot cache (no network):\n"
                 "calls, runs, p50/p90/p99, mean +- stddev, allocations and I/O per call, and\n"
@@ -89,211 +46,144 @@ int CmdCost(int argc, char** argv) {
                 "  fieldprof cost libz.so.1:deflate --metric alloc_bytes_inclusive\n\n"
                 "The cache fills a few fragments a day (fieldprof-agent), or at once with\n"
                 "fieldprof pull --all.");
-  t.AddString("cache", &cache_dir, "the snapshot cache");
-  t.AddString("metric", &metric_name,
+  t.AddString("cache", &o->cache_dir, "the snapshot cache");
+  t.AddString("metric", &o->metric_name,
               "wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, alloc_count, "
               "file_io_bytes, socket_io_bytes");
-  t.AddBool("json", &json, "print as JSON");
-  t.AddString("color", &color, "heat colours in the histogram: auto, always, never");
+  t.AddBool("json", &o->json, "print as JSON");
+  t.AddString("color", &o->color, "heat colours in the histogram: auto, always, never");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
-  std::string module, symbol;
-  if (s.ok()) {
-    const auto& p = t.positional();
-    if (p.size() == 2) {
-      module = p[0], symbol = p[1];
-    } else if (p.size() == 1) {
-      symbol = p[0];
-      const size_t colon = symbol.find(':');
-      if (colon != std::string::npos && colon > 0 && symbol.compare(colon, 2, "::") != 0) {
-        module = symbol.substr(0, colon);
-        symbol = symbol.substr(colon + 1);
-      }
-    } else {
-      s = InvalidArgument("expected SYMBOL or MODULE:SYMBOL");
-    }
+  const auto& p = t.positional();
+  if (s.ok() && p.size() == 2) {
+    o->module = p[0];
+    o->symbol = p[1];
+  } else if (s.ok() && p.size() == 1) {
+    std::tie(o->module, o->symbol) = SplitApiName(p[0]);
+  } else if (s.ok()) {
+    s = InvalidArgument("expected SYMBOL or MODULE:SYMBOL");
   }
-  if (s.ok() && color != "auto" && color != "always" && color != "never") {
+  if (s.ok() && o->color != "auto" && o->color != "always" && o->color != "never") {
     s = InvalidArgument("--color must be auto, always or never");
   }
-  StatusOr<wire::Metric> metric = s.ok() ? ParseMetric(metric_name) : StatusOr<wire::Metric>(s);
+  StatusOr<wire::Metric> metric = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
   if (!metric.ok()) {
     std::cerr << "fieldprof cost: " << metric.status().message() << " (see --help)\n";
     return 2;
   }
+  o->metric = *metric;
+  return 0;
+}
 
-  const SnapshotCache cache(cache_dir);
-  StatusOr<wire::Manifest> manifest = cache.Manifest();
-  const size_t held = cache.Fragments().size();
-  if (!manifest.ok() || held == 0) {
-    std::cerr << "fieldprof cost: no snapshot in " << cache_dir
-              << " yet; fetch it with: fieldprof pull --all\n";
+// Nothing of the metric asked for: what the cache has instead, or the
+// closest names. Returns the exit code (1).
+int SayNotFound(const CostMatch& m, const CostOptions& o, const SnapshotIndex& index,
+                size_t held, const wire::Manifest& manifest) {
+  if (!m.by_metric.empty()) {
+    std::cerr << "fieldprof cost: " << o.Shown() << " has no " << o.metric_name
+              << " data; it has";
+    for (const auto& [mt, _] : m.by_metric) std::cerr << " " << MetricName(mt);
+    std::cerr << "\n";
     return 1;
   }
+  std::cerr << "fieldprof cost: " << o.Shown() << " is not in the snapshot cache";
+  if (held < manifest.fragment_count()) {
+    std::cerr << " (" << held << " of " << manifest.fragment_count()
+              << " fragments held: it may be in one not fetched yet; fieldprof pull --all "
+                 "fetches them all)";
+  }
+  std::cerr << ".\n";
+  const std::vector<std::string> near = NearestApis(index, o.module, o.symbol, 6);
+  if (!near.empty()) std::cerr << "Did you mean:\n";
+  for (const std::string& name : near) std::cerr << "  " << name << "\n";
+  return 1;
+}
 
-  // The symbol's records, found through the cache's index (built by this
-  // call when the cache changed since it was last built).
-  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
-  if (!index.ok()) {
-    std::cerr << "fieldprof cost: " << index.status().message() << "\n";
-    return 1;
-  }
-  Match m;
-  Status scan = index->ForEachRecordOf(symbol, [&](const wire::Record& r) {
-    const wire::ApiKey& k = r.key();
-    if (!module.empty() && k.module() != module) return true;
-    Histogram h = HistogramFromWire(r.histogram());
-    if (k.metric() == *metric) {
-      m.runs += r.runs();
-      m.truncated = m.truncated || r.truncated();
-      m.resolution_ns = std::max(m.resolution_ns, r.resolution_ns());
-      m.module_calls[k.module()] += h.count();
-      m.series.insert(k.module() + "\n" + k.module_version() + "\n" +
-                      k.platform().SerializeAsString());
-    }
-    m.by_metric[k.metric()].Merge(h);
-    return true;
-  });
-  if (!scan.ok()) {
-    std::cerr << "fieldprof cost: " << scan.message() << "\n";
-    return 1;
-  }
-  // The closest names, in case nothing matches: close symbols from the
-  // index, then their modules from their records.
-  auto nearest = [&] {
-    std::vector<std::pair<size_t, std::string>> syms;
-    index->ForEachSymbol([&](std::string_view name) {
-      const size_t d = Closeness(symbol, std::string(name));
-      if (d <= std::max<size_t>(3, symbol.size() / 3) || (!module.empty() && name == symbol)) {
-        syms.emplace_back(d, std::string(name));
-      }
-    });
-    std::sort(syms.begin(), syms.end());
-    if (syms.size() > 24) syms.resize(24);
-    std::map<std::string, size_t> near;
-    for (const auto& [d, sym] : syms) {
-      (void)index->ForEachRecordOf(sym, [&](const wire::Record& r) {
-        if (r.key().metric() != wire::METRIC_WALL_TIME_NS) return true;
-        const std::string name = r.key().module() + ":" + sym;
-        const size_t dm = module.empty() ? size_t{1000} : Closeness(module + ":" + symbol, name);
-        if (near.count(name) == 0) near[name] = std::min(d, dm);
-        return true;
-      });
-    }
-    return near;
-  };
-  const std::string shown = module.empty() ? symbol : module + ":" + symbol;
-  auto chosen = m.by_metric.find(*metric);
-  if (chosen == m.by_metric.end() || chosen->second.empty()) {
-    if (!m.by_metric.empty()) {
-      std::cerr << "fieldprof cost: " << shown << " has no " << metric_name << " data; it has";
-      for (const auto& [mt, _] : m.by_metric) std::cerr << " " << MetricName(mt);
-      std::cerr << "\n";
-      return 1;
-    }
-    std::cerr << "fieldprof cost: " << shown << " is not in the snapshot cache";
-    if (held < manifest->fragment_count()) {
-      std::cerr << " (" << held << " of " << manifest->fragment_count()
-                << " fragments held: it may be in one not fetched yet; fieldprof pull --all "
-                   "fetches them all)";
-    }
-    std::cerr << ".\n";
-    std::vector<std::pair<size_t, std::string>> best;
-    for (const auto& [name, d] : nearest()) {
-      if (name != shown) best.emplace_back(d, name);
-    }
-    std::sort(best.begin(), best.end());
-    if (!best.empty()) {
-      std::cerr << "Did you mean:\n";
-      for (size_t i = 0; i < std::min<size_t>(best.size(), 6); ++i) {
-        std::cerr << "  " << best[i].second << "\n";
-      }
-    }
-    return 1;
-  }
-
-  const Histogram& h = chosen->second;
+std::string CostJson(const CostMatch& m, const CostOptions& o, const wire::Manifest& manifest,
+                     size_t held) {
+  const Histogram& h = m.by_metric.at(o.metric);
   const HistogramStats st = h.Stats();
-  const double alloc = MeanOf(m, wire::METRIC_ALLOC_BYTES_INCLUSIVE);
-  const double allocs = MeanOf(m, wire::METRIC_ALLOC_COUNT);
-  const double file_io = MeanOf(m, wire::METRIC_FILE_IO_BYTES);
-  const double sock_io = MeanOf(m, wire::METRIC_SOCKET_IO_BYTES);
-  int lo = 64, hi = -1;
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("module").String(o.module).Key("symbol").String(o.symbol);
+  j.Key("metric").String(o.metric_name);
+  j.Key("modules").BeginArray();
+  for (const auto& [mod, _] : m.module_calls) j.String(mod);
+  j.EndArray();
+  j.Key("series").Uint(m.series.size()).Key("runs").Uint(m.runs);
+  j.Key("truncated").Bool(m.truncated).Key("calls").Uint(st.count);
+  j.Key("mean").Double(st.mean).Key("stddev").Double(st.stddev);
+  j.Key("min").Uint(st.min).Key("max").Uint(st.max);
+  j.Key("p50").Double(st.p50).Key("p90").Double(st.p90).Key("p99").Double(st.p99);
+  WriteResolution(j, st, m.resolution_ns);
+  j.Key("per_call").BeginObject();
+  j.Key("alloc_bytes").Double(m.MeanOf(wire::METRIC_ALLOC_BYTES_INCLUSIVE));
+  j.Key("alloc_count").Double(m.MeanOf(wire::METRIC_ALLOC_COUNT));
+  j.Key("file_io_bytes").Double(m.MeanOf(wire::METRIC_FILE_IO_BYTES));
+  j.Key("socket_io_bytes").Double(m.MeanOf(wire::METRIC_SOCKET_IO_BYTES));
+  j.EndObject();
+  j.Key("histogram").BeginObject();
+  j.Key("zero_count").Uint(h.zero_count());
+  j.Key("buckets").BeginArray();
   for (int i = 0; i < kNumBuckets; ++i) {
-    if (h.bucket(i).count > 0) lo = std::min(lo, i), hi = std::max(hi, i);
-  }
-
-  if (json) {
-    JsonWriter j;
+    if (h.bucket(i).count == 0) continue;
     j.BeginObject();
-    j.Key("module").String(module);
-    j.Key("symbol").String(symbol);
-    j.Key("metric").String(metric_name);
-    j.Key("modules").BeginArray();
-    for (const auto& [mod, _] : m.module_calls) j.String(mod);
-    j.EndArray();
-    j.Key("series").Uint(m.series.size());
-    j.Key("runs").Uint(m.runs);
-    j.Key("truncated").Bool(m.truncated);
-    j.Key("calls").Uint(st.count);
-    j.Key("mean").Double(st.mean).Key("stddev").Double(st.stddev);
-    j.Key("min").Uint(st.min).Key("max").Uint(st.max);
-    j.Key("p50").Double(st.p50).Key("p90").Double(st.p90).Key("p99").Double(st.p99);
-    WriteResolution(j, st, m.resolution_ns);
-    j.Key("per_call").BeginObject();
-    j.Key("alloc_bytes").Double(alloc).Key("alloc_count").Double(allocs);
-    j.Key("file_io_bytes").Double(file_io).Key("socket_io_bytes").Double(sock_io);
+    j.Key("index").Int(i).Key("low").Uint(BucketLow(i)).Key("high").Uint(BucketHigh(i));
+    j.Key("count").Uint(h.bucket(i).count);
     j.EndObject();
-    j.Key("histogram").BeginObject();
-    j.Key("zero_count").Uint(h.zero_count());
-    j.Key("buckets").BeginArray();
-    for (int i = 0; i < kNumBuckets; ++i) {
-      if (h.bucket(i).count == 0) continue;
-      j.BeginObject();
-      j.Key("index").Int(i).Key("low").Uint(BucketLow(i)).Key("high").Uint(BucketHigh(i));
-      j.Key("count").Uint(h.bucket(i).count);
-      j.EndObject();
-    }
-    j.EndArray();
-    j.EndObject();
-    j.Key("snapshot").BeginObject();
-    j.Key("version").Uint(manifest->snapshot_version());
-    j.Key("created_unix_ms").Int(manifest->created_unix_ms());
-    j.Key("fragments_held").Uint(held).Key("fragment_count").Uint(manifest->fragment_count());
-    j.EndObject();
-    j.EndObject();
-    std::cout << j.Take() << "\n";
-    return 0;
   }
+  j.EndArray();
+  j.EndObject();
+  j.Key("snapshot").BeginObject();
+  j.Key("version").Uint(manifest.snapshot_version());
+  j.Key("created_unix_ms").Int(manifest.created_unix_ms());
+  j.Key("fragments_held").Uint(held).Key("fragment_count").Uint(manifest.fragment_count());
+  j.EndObject();
+  j.EndObject();
+  return j.Take();
+}
 
-  const bool colored = ColorWanted(color);
-  const bool truecolor = TrueColor();
-  auto f = [&](double v) { return FormatMetricValue(*metric, v, m.resolution_ns); };
-  auto edge = [&](double v) { return FormatMetricValue(*metric, v); };
+void PrintCostSummary(const CostMatch& m, const CostOptions& o, bool colored) {
+  const HistogramStats st = m.by_metric.at(o.metric).Stats();
+  auto f = [&](double v) { return FormatMetricValue(o.metric, v, m.resolution_ns); };
   std::printf("%s%s%s  %s, %zu series in %zu module%s, %s runs%s\n", colored ? "\033[1m" : "",
-              shown.c_str(), colored ? "\033[0m" : "", metric_name.c_str(), m.series.size(),
+              o.Shown().c_str(), colored ? "\033[0m" : "", o.metric_name.c_str(), m.series.size(),
               m.module_calls.size(), m.module_calls.size() == 1 ? "" : "s",
               FormatCount(m.runs).c_str(),
               m.truncated ? " (some runs cut short by the budget)" : "");
   if (m.module_calls.size() > 1) {
     std::printf("  modules:");
-    for (const auto& [mod, n] : m.module_calls)
+    for (const auto& [mod, n] : m.module_calls) {
       std::printf(" %s (%s calls)", mod.c_str(), FormatCount(n).c_str());
+    }
     std::printf("\n");
   }
   std::printf("  calls %s   mean %s +- %s   min %s   max %s\n", FormatCount(st.count).c_str(),
-              f(st.mean).c_str(), edge(st.stddev).c_str(), f(static_cast<double>(st.min)).c_str(),
-              f(static_cast<double>(st.max)).c_str());
+              f(st.mean).c_str(), FormatMetricValue(o.metric, st.stddev).c_str(),
+              f(static_cast<double>(st.min)).c_str(), f(static_cast<double>(st.max)).c_str());
   std::printf("  p50 %s   p90 %s   p99 %s\n", f(st.p50).c_str(), f(st.p90).c_str(),
               f(st.p99).c_str());
   std::printf("  per call: %s allocated in %.2f allocations; file I/O %s; socket I/O %s\n\n",
-              FormatBytes(alloc).c_str(), allocs, FormatBytes(file_io).c_str(),
-              FormatBytes(sock_io).c_str());
+              FormatBytes(m.MeanOf(wire::METRIC_ALLOC_BYTES_INCLUSIVE)).c_str(),
+              m.MeanOf(wire::METRIC_ALLOC_COUNT),
+              FormatBytes(m.MeanOf(wire::METRIC_FILE_IO_BYTES)).c_str(),
+              FormatBytes(m.MeanOf(wire::METRIC_SOCKET_IO_BYTES)).c_str());
+}
+
+// One bar a log2 bucket (and the zero bucket), in the heat colours.
+void PrintCostHistogram(const Histogram& h, const CostOptions& o, uint64_t resolution_ns,
+                        bool colored) {
+  const bool truecolor = TrueColor();
+  int lo = 64, hi = -1;
+  for (int i = 0; i < kNumBuckets; ++i) {
+    if (h.bucket(i).count > 0) lo = std::min(lo, i), hi = std::max(hi, i);
+  }
   uint64_t top = std::max<uint64_t>(h.zero_count(), 1);
   for (int i = lo; i <= hi; ++i) top = std::max(top, h.bucket(i).count);
+  auto edge = [&](double v) { return FormatMetricValue(o.metric, v); };
   auto row = [&](const std::string& range, uint64_t n, double position) {
     const double frac = static_cast<double>(n) / static_cast<double>(top);
     const int width = n == 0 ? 0 : std::max(1, static_cast<int>(std::lround(40 * frac)));
@@ -304,20 +194,60 @@ int CmdCost(int argc, char** argv) {
                 colored && n > 0 ? "\033[0m" : "", std::string(40 - width, ' ').c_str(),
                 FormatCount(n).c_str());
   };
-  if (h.zero_count() > 0) row(ZeroBucketLabel(*metric, m.resolution_ns), h.zero_count(), 0);
+  if (h.zero_count() > 0) row(ZeroBucketLabel(o.metric, resolution_ns), h.zero_count(), 0);
   for (int i = lo; i <= hi; ++i) {
     const double position = hi == lo ? 1.0 : static_cast<double>(i - lo) / (hi - lo);
     row(edge(static_cast<double>(BucketLow(i))) + " .. " + edge(static_cast<double>(BucketHigh(i))),
         h.bucket(i).count, position);
   }
+}
+
+void PrintSnapshotLine(const wire::Manifest& manifest, size_t held) {
   char created[32] = "?";
-  const time_t secs = static_cast<time_t>(manifest->created_unix_ms() / 1000);
+  const time_t secs = static_cast<time_t>(manifest.created_unix_ms() / 1000);
   struct tm tm;
-  if (gmtime_r(&secs, &tm) != nullptr)
+  if (gmtime_r(&secs, &tm) != nullptr) {
     std::strftime(created, sizeof created, "%Y-%m-%d %H:%M UTC", &tm);
+  }
   std::printf("\n  snapshot %llu of %s; %zu of %u fragments held\n",
-              static_cast<unsigned long long>(manifest->snapshot_version()), created, held,
-              manifest->fragment_count());
+              static_cast<unsigned long long>(manifest.snapshot_version()), created, held,
+              manifest.fragment_count());
+}
+
+}  // namespace
+
+int CmdCost(int argc, char** argv) {
+  CostOptions o;
+  if (int code = ParseCostOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  const SnapshotCache cache(o.cache_dir);
+  StatusOr<wire::Manifest> manifest = cache.Manifest();
+  const size_t held = cache.Fragments().size();
+  if (!manifest.ok() || held == 0) {
+    std::cerr << "fieldprof cost: no snapshot in " << o.cache_dir
+              << " yet; fetch it with: fieldprof pull --all\n";
+    return 1;
+  }
+  // The symbol's records, found through the cache's index (built by this
+  // call when the cache changed since it was last built).
+  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
+  StatusOr<CostMatch> m =
+      index.ok() ? LookUpCost(*index, o.module, o.symbol, o.metric) : index.status();
+  if (!m.ok()) {
+    std::cerr << "fieldprof cost: " << m.status().message() << "\n";
+    return 1;
+  }
+  auto chosen = m->by_metric.find(o.metric);
+  if (chosen == m->by_metric.end() || chosen->second.empty()) {
+    return SayNotFound(*m, o, *index, held, *manifest);
+  }
+  if (o.json) {
+    std::cout << CostJson(*m, o, *manifest, held) << "\n";
+    return 0;
+  }
+  const bool colored = ColorWanted(o.color);
+  PrintCostSummary(*m, o, colored);
+  PrintCostHistogram(chosen->second, o, m->resolution_ns, colored);
+  PrintSnapshotLine(*manifest, held);
   return 0;
 }
 
