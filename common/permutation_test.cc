@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 
 namespace fieldprof {
 
@@ -187,6 +189,27 @@ std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool depende
 
 double DifferenceFloor(bool wall_time, uint64_t resolution_ns, double min_diff_ns) {
   return wall_time ? std::max(2 * static_cast<double>(resolution_ns), min_diff_ns) : 0;
+}
+
+Status ParseStatistic(std::string_view name, PermutationOptions* o) {
+  if (name == "mean") {
+    o->statistic = PermutationOptions::kMean;
+    return Status::Ok();
+  }
+  double q = -1;
+  if (name.size() > 1 && name[0] == 'p') {
+    const std::string digits(name.substr(1));
+    char* end = nullptr;
+    q = std::strtod(digits.c_str(), &end) / 100;
+    if (end != digits.c_str() + digits.size()) q = -1;
+  }
+  if (!(q > 0 && q < 1)) {
+    return InvalidArgument("the statistic is mean or a quantile pNN, e.g. p90; not '" +
+                           std::string(name) + "'");
+  }
+  o->statistic = PermutationOptions::kQuantile;
+  o->quantile = q;
+  return Status::Ok();
 }
 
 }  // namespace fieldprof

@@ -18,9 +18,11 @@
 
 #include <cstdint>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "common/histogram.h"
+#include "common/status.h"
 
 namespace fieldprof {
 
@@ -49,6 +51,10 @@ struct PermutationResult {
 // H1: the local sample's statistic is greater than the field's.
 PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field,
                                   const PermutationOptions& options);
+
+// The statistic named `name`: "mean", or a quantile "pNN" (p50, p90,
+// p99.9). InvalidArgument for anything else; `o` is left as it was.
+[[nodiscard]] Status ParseStatistic(std::string_view name, PermutationOptions* o);
 
 // Adjusted p-values (same order as `p`): Benjamini-Hochberg step-up, or
 // with `dependent` the Benjamini-Yekutieli variant, valid under any

@@ -1,6 +1,5 @@
 #include "aggregator/http/vendor_handler.h"
 
-#include <cstdlib>
 #include <functional>
 #include <vector>
 
@@ -93,17 +92,6 @@ StatusOr<DiffSides> TakeDiffSides(QueryParams* params) {
   d.before = af + ".." + at;
   d.after = bf + ".." + bt;
   return d;
-}
-
-// statistic=mean (default) or pNN into the test's options.
-Status ParseStatistic(const std::string& statistic, DiffOptions* o) {
-  if (statistic == "mean") return Status::Ok();
-  const double q =
-      statistic.size() > 1 && statistic[0] == 'p' ? std::atof(statistic.c_str() + 1) / 100 : -1;
-  if (q <= 0 || q >= 1) return InvalidArgument("statistic is mean or pNN");
-  o->test.statistic = PermutationOptions::kQuantile;
-  o->test.quantile = q;
-  return Status::Ok();
 }
 
 // Both sides' models of the module, as `sides` asks.
@@ -199,7 +187,9 @@ HttpResponse VendorHandler::GetDiff(std::string_view query, std::string_view aut
   DiffOptions o;
   o.metric = q.filter.metric ? static_cast<int>(*q.filter.metric) - 1 : 0;
   o.test.stop_after = 20;
-  if (Status st = ParseStatistic(statistic, &o); !st.ok()) return ErrorResponse(st);
+  if (Status st = ParseStatistic(statistic, &o.test); !st.ok()) {
+    return ErrorResponse(st.WithContext("statistic"));
+  }
   q.filter.metric.reset();
   ModuleModel before, after;
   if (Status d = DiffModels(store_, q, *sides, &before, &after); !d.ok()) return ErrorResponse(d);

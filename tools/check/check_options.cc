@@ -1,7 +1,6 @@
 #include "tools/check/check_options.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <iostream>
 
 #include "common/api_key.h"
@@ -101,13 +100,7 @@ Status Settle(const TestFlags& tf, CheckOptions* o) {
   test.seed = static_cast<uint64_t>(tf.seed);
   test.stop_after = static_cast<int>(tf.stop_after);
   o->analysis.wall_time = o->metric == wire::METRIC_WALL_TIME_NS;
-  if (o->statistic == "mean") return Status::Ok();
-  const std::string& st = o->statistic;
-  const double q = st.size() > 1 && st[0] == 'p' ? std::atof(st.c_str() + 1) / 100 : -1;
-  if (q <= 0 || q >= 1) return InvalidArgument("--statistic must be mean or pNN, e.g. p90");
-  test.statistic = PermutationOptions::kQuantile;
-  test.quantile = q;
-  return Status::Ok();
+  return ParseStatistic(o->statistic, &test).WithContext("--statistic");
 }
 
 }  // namespace

@@ -58,11 +58,13 @@ std::string Badge(const std::string& label, const std::string& value, double pos
   return b;
 }
 
-}  // namespace
-
-int CmdDocs(int argc, char** argv) {
+struct DocsOptions {
   std::string module, output, link, version;
   ModuleSource source;
+};
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseDocsOptions(int argc, char** argv, DocsOptions* o) {
   OptionTable t("fieldprof docs",
                 "Writes one snippet per API of a module, in Markdown and HTML, summarising its\n"
                 "field cost (a badge with its p50, calls and runs, p90/p99 and allocation per\n"
@@ -70,93 +72,123 @@ int CmdDocs(int argc, char** argv) {
                 "generated API references (Doxygen, MkDocs: see docs/vendors.md).\n\n"
                 "  fieldprof docs --module libsqlite3.so.0 -o docs/fieldprof \\\n"
                 "      --link https://agg.example:8443/ui/");
-  t.AddString("module", &module, "the module (soname)");
-  t.AddString("output", &output, "the directory to write SYMBOL.md and SYMBOL.html into (-o)");
-  t.AddString("link", &link, "the dashboard's base URL (…/ui/); each snippet links to its API");
-  t.AddString("version", &version, "only this module version");
-  source.Register(t);
+  t.AddString("module", &o->module, "the module (soname)");
+  t.AddString("output", &o->output, "the directory to write SYMBOL.md and SYMBOL.html into (-o)");
+  t.AddString("link", &o->link, "the dashboard's base URL (…/ui/); each snippet links to its API");
+  t.AddString("version", &o->version, "only this module version");
+  o->source.Register(t);
   t.AddShort('o', "output");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
-  if (s.ok() && (module.empty() || output.empty()))
+  if (s.ok() && (o->module.empty() || o->output.empty())) {
     s = InvalidArgument("--module and -o are needed");
+  }
   if (!s.ok()) {
     std::cerr << "fieldprof docs: " << s.message() << " (see --help)\n";
     return 2;
   }
+  return 0;
+}
+
+// Each API's wall-time p50 ranked among the module's, 0 (cheapest) .. 1:
+// its badge's colour.
+std::vector<double> P50Ranks(const ModuleModel& m) {
+  std::vector<double> p50s;
+  for (const ApiCost& a : m.apis) p50s.push_back(a.metric[0].Stats().p50);
+  std::vector<double> sorted = p50s;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<double> ranks;
+  for (double p50 : p50s) {
+    ranks.push_back(sorted.size() < 2
+                        ? 1.0
+                        : static_cast<double>(std::lower_bound(sorted.begin(), sorted.end(), p50) -
+                                              sorted.begin()) /
+                              static_cast<double>(sorted.size() - 1));
+  }
+  return ranks;
+}
+
+struct Snippet {
+  std::string html, md;
+};
+
+// One API's snippet: a badge, its histogram, a sentence, a link.
+Snippet MakeSnippet(const ApiCost& a, const DocsOptions& o, double rank) {
+  const HistogramStats st = a.metric[0].Stats();
+  auto time = [&](double v) {
+    return FormatMetricValue(wire::METRIC_WALL_TIME_NS, v, a.resolution_ns);
+  };
+  const std::string url =
+      o.link.empty() ? "" : o.link + "#api/" + UrlEncode(o.module) + "/" + UrlEncode(a.symbol);
+  const std::string summary = "p50 " + time(st.p50) + ", p90 " + time(st.p90) + ", p99 " +
+                              time(st.p99) + "; " + FormatBytes(a.metric[1].Mean()) +
+                              " allocated per call; " + FormatCount(st.count) + " calls in " +
+                              FormatCount(a.runs) + " runs";
+  const std::string badge = Badge("field p50", time(st.p50), rank);
+  const std::string hist = HistogramSvg(a.metric[0], 0, 160, 24);
+  Snippet s;
+  s.html = "<div class=\"fieldprof-cost\" data-symbol=\"" + HtmlEscape(a.symbol) + "\">" + badge +
+           " " + hist + "<br><span>Field cost of <code>" + HtmlEscape(a.demangled) +
+           "</code>: " + HtmlEscape(summary) + ".";
+  if (!url.empty()) s.html += " <a href=\"" + HtmlEscape(url) + "\">In the dashboard</a>";
+  s.html += "</span></div>\n";
+  // Markdown keeps the SVG inline (Markdown passes HTML through).
+  s.md = badge + " " + hist + "\n\n**Field cost** of `" + a.demangled +
+         "`: " + MarkdownCell(summary) + ".";
+  if (!url.empty()) s.md += " [In the dashboard](" + url + ")";
+  s.md += "\n";
+  return s;
+}
+
+// SYMBOL.html and SYMBOL.md per API, and index.json listing them.
+Status WriteSnippets(const ModuleModel& m, const DocsOptions& o) {
+  std::error_code ec;
+  std::filesystem::create_directories(o.output, ec);
+  const std::vector<double> ranks = P50Ranks(m);
+  JsonWriter index;
+  index.BeginObject().Key("module").String(o.module).Key("apis").BeginArray();
+  for (size_t i = 0; i < m.apis.size(); ++i) {
+    const ApiCost& a = m.apis[i];
+    const Snippet s = MakeSnippet(a, o, ranks[i]);
+    const std::string base = o.output + "/" + FileName(a.symbol);
+    FP_RETURN_IF_ERROR(WriteFileDurably(base + ".html", s.html));
+    FP_RETURN_IF_ERROR(WriteFileDurably(base + ".md", s.md));
+    index.BeginObject().Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
+    index.Key("file").String(FileName(a.symbol)).EndObject();
+  }
+  index.EndArray().EndObject();
+  return WriteFileDurably(o.output + "/index.json", index.Take() + "\n");
+}
+
+}  // namespace
+
+int CmdDocs(int argc, char** argv) {
+  DocsOptions o;
+  if (int code = ParseDocsOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
   ModuleQuery q;
-  q.module = module;
-  q.version = version;
-  const StatusOr<std::vector<SeriesSum>> series = source.Load(q);
+  q.module = o.module;
+  q.version = o.version;
+  const StatusOr<std::vector<SeriesSum>> series = o.source.Load(q);
   if (!series.ok()) {
     std::cerr << "fieldprof docs: " << series.status().message() << "\n";
     return 1;
   }
   ModelFilter filter;
-  filter.module_version = version;
-  const ModuleModel m = BuildModuleModel(module, *series, filter);
+  filter.module_version = o.version;
+  const ModuleModel m = BuildModuleModel(o.module, *series, filter);
   if (m.apis.empty()) {
-    std::cerr << "fieldprof docs: no data for " << module << "\n";
+    std::cerr << "fieldprof docs: no data for " << o.module << "\n";
     return 3;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(output, ec);
-  // Each API's p50 ranked among the module's: the badge's colour.
-  std::vector<double> p50s;
-  for (const ApiCost& a : m.apis) p50s.push_back(a.metric[0].Stats().p50);
-  std::sort(p50s.begin(), p50s.end());
-  JsonWriter index;
-  index.BeginObject().Key("module").String(module).Key("apis").BeginArray();
-  for (const ApiCost& a : m.apis) {
-    const HistogramStats st = a.metric[0].Stats();
-    const double rank =
-        p50s.size() < 2 ? 1.0
-                        : static_cast<double>(std::lower_bound(p50s.begin(), p50s.end(), st.p50) -
-                                              p50s.begin()) /
-                              static_cast<double>(p50s.size() - 1);
-    const std::string p50 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p50, a.resolution_ns);
-    const std::string p90 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p90, a.resolution_ns);
-    const std::string p99 = FormatMetricValue(wire::METRIC_WALL_TIME_NS, st.p99, a.resolution_ns);
-    const std::string url =
-        link.empty() ? "" : link + "#api/" + UrlEncode(module) + "/" + UrlEncode(a.symbol);
-    const std::string summary = "p50 " + p50 + ", p90 " + p90 + ", p99 " + p99 + "; " +
-                                FormatBytes(a.metric[1].Mean()) + " allocated per call; " +
-                                FormatCount(st.count) + " calls in " + FormatCount(a.runs) +
-                                " runs";
-    const std::string badge = Badge("field p50", p50, rank);
-    const std::string hist = HistogramSvg(a.metric[0], 0, 160, 24);
-    std::string html = "<div class=\"fieldprof-cost\" data-symbol=\"" + HtmlEscape(a.symbol) +
-                       "\">" + badge + " " + hist + "<br><span>Field cost of <code>" +
-                       HtmlEscape(a.demangled) + "</code>: " + HtmlEscape(summary) + ".";
-    if (!url.empty()) html += " <a href=\"" + HtmlEscape(url) + "\">In the dashboard</a>";
-    html += "</span></div>\n";
-    // Markdown keeps the SVG inline (Markdown passes HTML through).
-    std::string md = badge + " " + hist + "\n\n**Field cost** of `" + a.demangled +
-                     "`: " + MarkdownCell(summary) + ".";
-    if (!url.empty()) md += " [In the dashboard](" + url + ")";
-    md += "\n";
-    const std::string base = output + "/" + FileName(a.symbol);
-    if (Status w = WriteFileDurably(base + ".html", html); !w.ok()) {
-      std::cerr << "fieldprof docs: " << w.message() << "\n";
-      return 1;
-    }
-    if (Status w = WriteFileDurably(base + ".md", md); !w.ok()) {
-      std::cerr << "fieldprof docs: " << w.message() << "\n";
-      return 1;
-    }
-    index.BeginObject().Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
-    index.Key("file").String(FileName(a.symbol)).EndObject();
-  }
-  index.EndArray().EndObject();
-  if (Status w = WriteFileDurably(output + "/index.json", index.Take() + "\n"); !w.ok()) {
+  if (Status w = WriteSnippets(m, o); !w.ok()) {
     std::cerr << "fieldprof docs: " << w.message() << "\n";
     return 1;
   }
   std::fprintf(stderr, "fieldprof docs: %zu snippets of %s in %s (index.json lists them)\n",
-               m.apis.size(), module.c_str(), output.c_str());
+               m.apis.size(), o.module.c_str(), o.output.c_str());
   return 0;
 }
 

@@ -17,111 +17,127 @@
 #include "tools/commands.h"
 #include "tools/vendor/module_report.h"
 #include "tools/cli/module_source.h"
+#include "tools/cli/output.h"
 
 namespace fieldprof::tools {
+namespace {
 
-int CmdReport(int argc, char** argv) {
+constexpr const char* kAbout =
+    "Where the time in one library goes on real machines: its APIs ranked by their\n"
+    "share of the module's field cost (calls x mean, per metric), broken down by C++\n"
+    "namespace and class, each with p50/p90/p99, mean +- sd, calls, runs, calls per\n"
+    "run, allocation and I/O per call. From the local snapshot cache (all-time sums,\n"
+    "offline) or an aggregator (--host; day ranges, and --token for a vendor's\n"
+    "modules).\n\n"
+    "  fieldprof report --module libsqlite3.so.0\n"
+    "  fieldprof report --module libstdc++.so.6 --namespace std::__cxx11 --top 20\n"
+    "  fieldprof report --module libz.so.1 -o zlib.html        # a page to open anywhere\n"
+    "  fieldprof report --module libfoo.so.2 --host agg.example --token $TOKEN \\\n"
+    "      --from 2026-11-01 --to 2026-11-20 --format csv\n\n"
+    "Formats: text (default), csv, json, md, html; -o FILE picks by its extension.";
+
+struct ReportOptions {
   std::string module, scope, version, platform, from, to, format, output;
   int64_t top = 50;
   ModuleSource source;
-  OptionTable t(
-      "fieldprof report",
-      "Where the time in one library goes on real machines: its APIs ranked by their\n"
-      "share of the module's field cost (calls x mean, per metric), broken down by C++\n"
-      "namespace and class, each with p50/p90/p99, mean +- sd, calls, runs, calls per\n"
-      "run, allocation and I/O per call. From the local snapshot cache (all-time sums,\n"
-      "offline) or an aggregator (--host; day ranges, and --token for a vendor's\n"
-      "modules).\n\n"
-      "  fieldprof report --module libsqlite3.so.0\n"
-      "  fieldprof report --module libstdc++.so.6 --namespace std::__cxx11 --top 20\n"
-      "  fieldprof report --module libz.so.1 -o zlib.html        # a page to open anywhere\n"
-      "  fieldprof report --module libfoo.so.2 --host agg.example --token $TOKEN \\\n"
-      "      --from 2026-11-01 --to 2026-11-20 --format csv\n\n"
-      "Formats: text (default), csv, json, md, html; -o FILE picks by its extension.");
-  t.AddString("module", &module, "the module (soname), e.g. libsqlite3.so.0");
-  t.AddString("namespace", &scope, "only APIs in this C++ namespace or class, e.g. std::vector");
-  t.AddString("version", &version, "only this module version (build id or version string)");
-  t.AddString("platform", &platform,
+  // From the flags: the model's filter and the source's query.
+  ModelFilter filter;
+  ModuleQuery query;
+};
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
+  OptionTable t("fieldprof report", kAbout);
+  t.AddString("module", &o->module, "the module (soname), e.g. libsqlite3.so.0");
+  t.AddString("namespace", &o->scope,
+              "only APIs in this C++ namespace or class, e.g. std::vector");
+  t.AddString("version", &o->version, "only this module version (build id or version string)");
+  t.AddString("platform", &o->platform,
               "only this platform: ARCH[/VENDOR[/FAMILY]], e.g. x86_64/amd/25");
-  t.AddString("from", &from, "with --host: from this day (YYYY-MM-DD)");
-  t.AddString("to", &to, "with --host: to this day (YYYY-MM-DD)");
-  t.AddString("format", &format, "text, csv, json, md or html");
-  t.AddString("output", &output, "write to this file (-o) instead of stdout");
-  t.AddInt("top", &top, "API and scope rows in text, md and html (0: all)", 0, 100000000);
-  source.Register(t);
+  t.AddString("from", &o->from, "with --host: from this day (YYYY-MM-DD)");
+  t.AddString("to", &o->to, "with --host: to this day (YYYY-MM-DD)");
+  t.AddString("format", &o->format, "text, csv, json, md or html");
+  t.AddString("output", &o->output, "write to this file (-o) instead of stdout");
+  t.AddInt("top", &o->top, "API and scope rows in text, md and html (0: all)", 0, 100000000);
+  o->source.Register(t);
   t.AddShort('o', "output");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
-  format = OutputFormat(format, output);
-  if (s.ok() && module.empty()) s = InvalidArgument("--module is needed");
-  if (s.ok() && format != "text" && format != "csv" && format != "json" && format != "md" &&
-      format != "html") {
+  o->format = OutputFormat(o->format, o->output);
+  const std::string& f = o->format;
+  if (s.ok() && o->module.empty()) s = InvalidArgument("--module is needed");
+  if (s.ok() && f != "text" && f != "csv" && f != "json" && f != "md" && f != "html") {
     s = InvalidArgument("--format is text, csv, json, md or html");
   }
-  if (s.ok() && !source.remote() && (!from.empty() || !to.empty())) {
+  if (s.ok() && !o->source.remote() && (!o->from.empty() || !o->to.empty())) {
     s = InvalidArgument("the cache holds all-time sums: --from/--to need --host");
   }
-  ModelFilter filter;
-  filter.module_version = version;
-  filter.scope = scope;
-  ModuleQuery q;
-  q.module = module;
-  q.version = version;
-  q.from = from;
-  q.to = to;
-  if (s.ok()) s = ParsePlatform(platform, &filter, &q);
+  o->filter.module_version = o->version;
+  o->filter.scope = o->scope;
+  o->query.module = o->module;
+  o->query.version = o->version;
+  o->query.from = o->from;
+  o->query.to = o->to;
+  if (s.ok()) s = ParsePlatform(o->platform, &o->filter, &o->query);
   if (!s.ok()) {
     std::cerr << "fieldprof report: " << s.message() << " (see --help)\n";
     return 2;
   }
-  const StatusOr<std::vector<SeriesSum>> series = source.Load(q);
+  return 0;
+}
+
+// Where the report says it comes from, its range and its filters.
+ReportContext Context(const ReportOptions& o) {
   ReportContext c;
-  c.source = source.Name();
+  c.source = o.source.Name();
+  c.range = o.from.empty() && o.to.empty()
+                ? "all time"
+                : (o.from.empty() ? "..." : o.from) + " .. " + (o.to.empty() ? "..." : o.to);
+  for (const auto& [name, v] : {std::pair<const char*, std::string>{"namespace", o.scope},
+                                {"version", o.version},
+                                {"platform", o.platform}}) {
+    if (!v.empty()) c.filters += (c.filters.empty() ? "" : ", ") + std::string(name) + " " + v;
+  }
+  c.top = static_cast<size_t>(o.top);
+  return c;
+}
+
+std::string Render(const ModuleModel& m, const ReportContext& c, const std::string& format) {
+  if (format == "csv") return ReportCsv(m);
+  if (format == "json") return ModuleModelJson(m, c.source, c.range, c.filters);
+  if (format == "md") return ReportMarkdown(m, c);
+  if (format == "html") return ReportHtml(m, c);
+  return ReportText(m, c);
+}
+
+}  // namespace
+
+int CmdReport(int argc, char** argv) {
+  ReportOptions o;
+  if (int code = ParseReportOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  const StatusOr<std::vector<SeriesSum>> series = o.source.Load(o.query);
   if (!series.ok()) {
     std::cerr << "fieldprof report: " << series.status().message() << "\n";
     return 1;
   }
-  c.range = from.empty() && to.empty()
-                ? "all time"
-                : (from.empty() ? "..." : from) + " .. " + (to.empty() ? "..." : to);
-  for (const auto& [name, v] : {std::pair<const char*, std::string>{"namespace", scope},
-                                {"version", version},
-                                {"platform", platform}}) {
-    if (!v.empty()) c.filters += (c.filters.empty() ? "" : ", ") + std::string(name) + " " + v;
-  }
-  c.top = static_cast<size_t>(top);
-  const ModuleModel m = BuildModuleModel(module, *series, filter);
+  const ReportContext c = Context(o);
+  const ModuleModel m = BuildModuleModel(o.module, *series, o.filter);
   if (m.apis.empty()) {
-    std::cerr << "fieldprof report: no data for " << module
+    std::cerr << "fieldprof report: no data for " << o.module
               << (c.filters.empty() ? "" : " (" + c.filters + ")") << " in the " << c.source
               << "\n";
     return 3;
   }
-  std::string text;
-  if (format == "csv") {
-    text = ReportCsv(m);
-  } else if (format == "json") {
-    text = ModuleModelJson(m, c.source, c.range, c.filters);
-  } else if (format == "md") {
-    text = ReportMarkdown(m, c);
-  } else if (format == "html") {
-    text = ReportHtml(m, c);
-  } else {
-    text = ReportText(m, c);
+  if (int code = EmitOutput("fieldprof report", Render(m, c, o.format), o.output); code != 0) {
+    return code;
   }
-  if (output.empty()) {
-    std::cout << text;
-    return 0;
+  if (!o.output.empty()) {
+    std::fprintf(stderr, "fieldprof report: %s: %zu APIs -> %s\n", o.module.c_str(),
+                 m.apis.size(), o.output.c_str());
   }
-  if (Status w = WriteFileDurably(output, text); !w.ok()) {
-    std::cerr << "fieldprof report: " << w.message() << "\n";
-    return 1;
-  }
-  std::fprintf(stderr, "fieldprof report: %s: %zu APIs -> %s\n", module.c_str(), m.apis.size(),
-               output.c_str());
   return 0;
 }
 

@@ -193,7 +193,10 @@ std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c) {
   return out;
 }
 
-std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
+namespace {
+
+// The page's head and the module's summary.
+std::string HtmlHead(const ModuleModel& m, const ReportContext& c) {
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
       HtmlEscape(m.module) +
@@ -216,71 +219,88 @@ std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
        "percentiles and means are over calls, so a heavy user's calls count as many as they "
        "are; <em>runs</em> is the number of program runs behind each API and <em>calls/run</em> "
        "shows when a few runs carry it. Click a column to sort.</p>\n";
-  h += "<table id=\"apis\">\n<thead><tr>";
+  return h;
+}
+
+// A cell sorted by `sort_key`, showing `text`.
+std::string Cell(double sort_key, const std::string& text) {
+  return "<td data-v=\"" + Num(sort_key) + "\">" + HtmlEscape(text) + "</td>";
+}
+
+std::string ApiRow(const ApiCost& a) {
+  const HistogramStats st = a.metric[0].Stats();
+  return "<tr>" + Cell(a.share[0], Percent(a.share[0])) + "<td class=\"name\" title=\"" +
+         HtmlEscape(a.symbol) + "\">" + HtmlEscape(a.demangled) + "</td>" +
+         Cell(static_cast<double>(st.count), FormatCount(st.count)) +
+         Cell(static_cast<double>(a.runs), FormatCount(a.runs)) +
+         Cell(a.CallsPerRun(), Fixed(a.CallsPerRun(), 1)) +
+         Cell(st.p50, Value(0, st.p50, a.resolution_ns)) +
+         Cell(st.p90, Value(0, st.p90, a.resolution_ns)) +
+         Cell(st.p99, Value(0, st.p99, a.resolution_ns)) +
+         Cell(st.mean, Value(0, st.mean, a.resolution_ns)) + Cell(st.stddev, Value(0, st.stddev)) +
+         Cell(a.metric[1].Mean(), FormatBytes(a.metric[1].Mean())) +
+         Cell(a.metric[3].Mean(), Fixed(a.metric[3].Mean(), 2)) +
+         Cell(a.metric[4].Mean(), FormatBytes(a.metric[4].Mean())) +
+         Cell(a.metric[5].Mean(), FormatBytes(a.metric[5].Mean())) + "<td>" +
+         HistogramSvg(a.metric[0], 0, 160, 24) + "</td></tr>\n";
+}
+
+std::string ApiTable(const ModuleModel& m, const ReportContext& c) {
+  std::string h = "<table id=\"apis\">\n<thead><tr>";
   for (const char* col :
        {"share", "API", "calls", "runs", "calls/run", "p50", "p90", "p99", "mean", "sd",
         "alloc/call", "allocs/call", "file I/O/call", "socket I/O/call", "wall time"}) {
     h += std::string("<th tabindex=\"0\">") + col + "</th>";
   }
   h += "</tr></thead>\n<tbody>\n";
-  for (size_t i = 0; i < Rows(m.apis.size(), c.top); ++i) {
-    const ApiCost& a = m.apis[i];
-    const HistogramStats st = a.metric[0].Stats();
-    auto cell = [&](double sort_key, const std::string& text) {
-      return "<td data-v=\"" + Num(sort_key) + "\">" + HtmlEscape(text) + "</td>";
-    };
-    h += "<tr>" + cell(a.share[0], Percent(a.share[0])) + "<td class=\"name\" title=\"" +
-         HtmlEscape(a.symbol) + "\">" + HtmlEscape(a.demangled) + "</td>" +
-         cell(static_cast<double>(st.count), FormatCount(st.count)) +
-         cell(static_cast<double>(a.runs), FormatCount(a.runs)) +
-         cell(a.CallsPerRun(), Fixed(a.CallsPerRun(), 1)) +
-         cell(st.p50, Value(0, st.p50, a.resolution_ns)) +
-         cell(st.p90, Value(0, st.p90, a.resolution_ns)) +
-         cell(st.p99, Value(0, st.p99, a.resolution_ns)) +
-         cell(st.mean, Value(0, st.mean, a.resolution_ns)) + cell(st.stddev, Value(0, st.stddev)) +
-         cell(a.metric[1].Mean(), FormatBytes(a.metric[1].Mean())) +
-         cell(a.metric[3].Mean(), Fixed(a.metric[3].Mean(), 2)) +
-         cell(a.metric[4].Mean(), FormatBytes(a.metric[4].Mean())) +
-         cell(a.metric[5].Mean(), FormatBytes(a.metric[5].Mean())) + "<td>" +
-         HistogramSvg(a.metric[0], 0, 160, 24) + "</td></tr>\n";
+  for (size_t i = 0; i < Rows(m.apis.size(), c.top); ++i) h += ApiRow(m.apis[i]);
+  return h + "</tbody>\n</table>\n";
+}
+
+std::string ScopeTable(const ModuleModel& m, const ReportContext& c) {
+  if (m.scopes.empty()) return "";
+  std::string h =
+      "<h2>By namespace and class</h2>\n<table id=\"scopes\">\n<thead><tr><th "
+      "tabindex=\"0\">share</th><th tabindex=\"0\">scope</th><th tabindex=\"0\">APIs</th><th "
+      "tabindex=\"0\">calls</th><th tabindex=\"0\">wall time</th></tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < Rows(m.scopes.size(), c.top); ++i) {
+    const ScopeCost& s = m.scopes[i];
+    h += "<tr><td data-v=\"" + Num(s.share[0]) + "\">" + Percent(s.share[0]) +
+         "</td><td class=\"name\">" + HtmlEscape(s.scope) + "</td><td data-v=\"" +
+         std::to_string(s.apis) + "\">" + std::to_string(s.apis) + "</td><td data-v=\"" +
+         std::to_string(s.calls) + "\">" + FormatCount(s.calls) + "</td><td data-v=\"" +
+         Num(s.total[0]) + "\">" + HtmlEscape(Value(0, s.total[0])) + "</td></tr>\n";
   }
-  h += "</tbody>\n</table>\n";
-  if (!m.scopes.empty()) {
-    h += "<h2>By namespace and class</h2>\n<table id=\"scopes\">\n<thead><tr><th "
-         "tabindex=\"0\">share</th><th tabindex=\"0\">scope</th><th tabindex=\"0\">APIs</th><th "
-         "tabindex=\"0\">calls</th><th tabindex=\"0\">wall time</th></tr></thead>\n<tbody>\n";
-    for (size_t i = 0; i < Rows(m.scopes.size(), c.top); ++i) {
-      const ScopeCost& s = m.scopes[i];
-      h += "<tr><td data-v=\"" + Num(s.share[0]) + "\">" + Percent(s.share[0]) +
-           "</td><td class=\"name\">" + HtmlEscape(s.scope) + "</td><td data-v=\"" +
-           std::to_string(s.apis) + "\">" + std::to_string(s.apis) + "</td><td data-v=\"" +
-           std::to_string(s.calls) + "\">" + FormatCount(s.calls) + "</td><td data-v=\"" +
-           Num(s.total[0]) + "\">" + HtmlEscape(Value(0, s.total[0])) + "</td></tr>\n";
-    }
-    h += "</tbody>\n</table>\n";
-  }
-  // Sorting: click or Enter on a header; numbers by data-v, text by content.
-  h += "<script>\n"
-       "document.querySelectorAll('table').forEach(function(t){\n"
-       "  t.querySelectorAll('th').forEach(function(th,col){\n"
-       "    var dir=-1;\n"
-       "    function sort(){\n"
-       "      var rows=Array.prototype.slice.call(t.tBodies[0].rows);\n"
-       "      dir=-dir;\n"
-       "      rows.sort(function(a,b){\n"
-       "        var x=a.cells[col],y=b.cells[col];\n"
-       "        var p=x.getAttribute('data-v'),q=y.getAttribute('data-v');\n"
-       "        if(p!==null&&q!==null)return dir*(parseFloat(p)-parseFloat(q));\n"
-       "        return dir*x.textContent.localeCompare(y.textContent);\n"
-       "      });\n"
-       "      rows.forEach(function(r){t.tBodies[0].appendChild(r);});\n"
-       "    }\n"
-       "    th.addEventListener('click',sort);\n"
-       "    th.addEventListener('keydown',function(e){if(e.key==='Enter')sort();});\n"
-       "  });\n"
-       "});\n"
-       "</script>\n</body>\n</html>\n";
-  return h;
+  return h + "</tbody>\n</table>\n";
+}
+
+// Sorting: click or Enter on a header; numbers by data-v, text by content.
+constexpr const char* kSortScript =
+    "<script>\n"
+    "document.querySelectorAll('table').forEach(function(t){\n"
+    "  t.querySelectorAll('th').forEach(function(th,col){\n"
+    "    var dir=-1;\n"
+    "    function sort(){\n"
+    "      var rows=Array.prototype.slice.call(t.tBodies[0].rows);\n"
+    "      dir=-dir;\n"
+    "      rows.sort(function(a,b){\n"
+    "        var x=a.cells[col],y=b.cells[col];\n"
+    "        var p=x.getAttribute('data-v'),q=y.getAttribute('data-v');\n"
+    "        if(p!==null&&q!==null)return dir*(parseFloat(p)-parseFloat(q));\n"
+    "        return dir*x.textContent.localeCompare(y.textContent);\n"
+    "      });\n"
+    "      rows.forEach(function(r){t.tBodies[0].appendChild(r);});\n"
+    "    }\n"
+    "    th.addEventListener('click',sort);\n"
+    "    th.addEventListener('keydown',function(e){if(e.key==='Enter')sort();});\n"
+    "  });\n"
+    "});\n"
+    "</script>\n</body>\n</html>\n";
+
+}  // namespace
+
+std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
+  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + kSortScript;
 }
 
 }  // namespace fieldprof::tools
