@@ -124,10 +124,8 @@ void WithoutRuntime(int argc, char** argv) {
   // Could not: carry on; the record this process leaves waits unsent.
 }
 
-int Consent(int argc, char** argv, bool in) {
-  if (!in) WithoutRuntime(argc, argv);
-  Paths p;
-  const std::string name = in ? "fieldprof optin" : "fieldprof optout";
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseConsentOptions(int argc, char** argv, bool in, const std::string& name, Paths* p) {
   OptionTable t(name, in ? "Take part in fieldprof: programs you start measure a few library APIs "
                            "each\n(1 run in 16 by default, under a machine-wide cap) and the "
                            "agent uploads the\nsums. The machine's administrator must have said "
@@ -135,21 +133,60 @@ int Consent(int argc, char** argv, bool in) {
                          : "Stop taking part: programs you start from now on are not measured, "
                            "the agent\nsends nothing more, and your spool, outbox and snapshot "
                            "cache are deleted.");
-  t.AddString("runtime_settings", &p.settings, "your runtime settings file");
-  t.AddString("machine_conf", &p.machine, "the machine's answer");
-  t.AddString("spool", &p.spool, "the spool (default: as the settings say)");
-  t.AddString("state_dir", &p.state_dir, "the agent's state directory");
-  t.AddString("cache", &p.cache, "the snapshot cache");
+  t.AddString("runtime_settings", &p->settings, "your runtime settings file");
+  t.AddString("machine_conf", &p->machine, "the machine's answer");
+  t.AddString("spool", &p->spool, "the spool (default: as the settings say)");
+  t.AddString("state_dir", &p->state_dir, "the agent's state directory");
+  t.AddString("cache", &p->cache, "the snapshot cache");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
-  if (s.ok() && p.settings.empty()) s = InvalidArgument("no settings file: set HOME");
+  if (s.ok() && p->settings.empty()) s = InvalidArgument("no settings file: set HOME");
   if (!s.ok()) {
     std::cerr << name << ": " << s.message() << " (see --help)\n";
     return 2;
+  }
+  return 0;
+}
+
+void SayOptedIn(const Paths& p) {
+  std::cout << "You take part in fieldprof (" << p.settings << ": consent = yes).\n"
+            << "What is collected: the names of shared-library APIs your programs call, "
+               "log2 histograms of\ntheir cost (time, bytes allocated, I/O), and a coarse "
+               "platform class. Never paths,\narguments, file contents, user or host names, "
+               "or addresses.\n"
+            << (fs::exists(kLoginHook)
+                    ? "Programs you start from your next login or new shell on are measured.\n"
+                    : std::string("No login hook is installed here (") + kLoginHook +
+                          ", from the fieldprof package): fieldprof run measures one "
+                          "command.\n")
+            << "See what would be sent before it is: fieldprof status --pending. Leave any "
+               "time: fieldprof optout.\n";
+}
+
+// Optout's cleanup: the user's spool, the agent's state, the cache.
+void RemoveLocalData(const Paths& p, const std::string& settings_spool) {
+  std::cout << "You no longer take part (" << p.settings << ": consent = no).\n"
+            << "Programs you start from now on are not measured; the agent sends nothing "
+               "more.\n";
+  AgentService(false);
+  const std::string spool = !p.spool.empty()         ? p.spool
+                            : !settings_spool.empty() ? settings_spool
+                                                      : DefaultSpoolDir();
+  RemoveAll("the spool", spool);
+  RemoveAll("the agent's outbox and state", p.state_dir);
+  RemoveAll("the snapshot cache", p.cache);
+}
+
+int Consent(int argc, char** argv, bool in) {
+  if (!in) WithoutRuntime(argc, argv);
+  Paths p;
+  const std::string name = in ? "fieldprof optin" : "fieldprof optout";
+  if (int code = ParseConsentOptions(argc, argv, in, name, &p); code != 0) {
+    return code < 0 ? 0 : code;
   }
   if (in) {
     const std::string machine = MachineAnswer(p.machine);
@@ -181,31 +218,11 @@ int Consent(int argc, char** argv, bool in) {
     std::cout << "You were not taking part: nothing was measured or sent for you.\n";
   }
   if (in) {
-    std::cout << "You take part in fieldprof (" << p.settings << ": consent = yes).\n"
-              << "What is collected: the names of shared-library APIs your programs call, "
-                 "log2 histograms of\ntheir cost (time, bytes allocated, I/O), and a coarse "
-                 "platform class. Never paths,\narguments, file contents, user or host names, "
-                 "or addresses.\n"
-              << (fs::exists(kLoginHook)
-                      ? "Programs you start from your next login or new shell on are measured.\n"
-                      : std::string("No login hook is installed here (") + kLoginHook +
-                            ", from the fieldprof package): fieldprof run measures one "
-                            "command.\n")
-              << "See what would be sent before it is: fieldprof status --pending. Leave any "
-                 "time: fieldprof optout.\n";
+    SayOptedIn(p);
     AgentService(true);
-    return 0;
+  } else {
+    RemoveLocalData(p, spool_dir);
   }
-  std::cout << "You no longer take part (" << p.settings << ": consent = no).\n"
-            << "Programs you start from now on are not measured; the agent sends nothing "
-               "more.\n";
-  AgentService(false);
-  const std::string spool = !p.spool.empty()     ? p.spool
-                            : !spool_dir.empty() ? spool_dir
-                                                 : DefaultSpoolDir();
-  RemoveAll("the spool", spool);
-  RemoveAll("the agent's outbox and state", p.state_dir);
-  RemoveAll("the snapshot cache", p.cache);
   return 0;
 }
 

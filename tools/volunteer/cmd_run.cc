@@ -46,36 +46,19 @@ std::set<std::string> SpoolNames(const std::string& dir) {
   return names;
 }
 
-}  // namespace
-
-int CmdRun(int argc, char** argv) {
+struct RunOptions {
   int64_t apis = 0, slots = 0;
   std::string seed, force, spool, max_load, budget, debug, lib_dir;
   bool show = false;
-  OptionTable t("fieldprof run",
-                "Runs a command with the fieldprof runtime: a few randomly chosen library APIs\n"
-                "are measured and the run's record is left in the spool. The command's\n"
-                "output, exit code and behaviour are unchanged.\n\n"
-                "  fieldprof run [options] [--] COMMAND [ARGS...]\n"
-                "  e.g. fieldprof run --apis 3 --show -- sqlite3 db.sqlite 'select 1'");
-  t.AddInt("apis", &apis, "APIs to measure (0: the settings' k, default 2)", 0, 8);
-  t.AddString("seed", &seed, "random seed for the choice (default: from the OS)");
-  t.AddString("force", &force,
-              "measure these APIs: SYMBOL or MODULE:SYMBOL, comma-separated (count toward --apis)");
-  t.AddString("spool", &spool,
-              "where the record goes (default: the settings', else "
-              "$XDG_STATE_HOME/fieldprof/spool)");
-  t.AddInt("slots", &slots, "machine-wide instrumented programs (0: the settings', default 6)", 0,
-           4096);
-  t.AddString("max_load", &max_load, "1-minute load per CPU above which the run is not measured");
-  t.AddString("budget", &budget,
-              "overhead budget, fraction of run time (default 0.01; above 1: no cap)");
-  t.AddString("debug", &debug, "write the runtime's diagnostics to this file");
-  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof.so");
-  t.AddBool("show", &show, "when the command ends, print its record to stderr");
+  char** cmd = nullptr;  // the command and its arguments, NULL-terminated
+  std::string runtime_dir;
+};
 
-  // Options end at "--" or at the first word that is not an option (or an
-  // option's value), so the command's own flags are left alone.
+// Options end at "--" or at the first word that is not an option (or an
+// option's value), so the command's own flags are left alone. The
+// command's index in argv (argc: none), and in *opt_end where the options
+// end.
+int CommandAt(int argc, char** argv, int* opt_end) {
   static const std::set<std::string> kBoolFlags = {"--show", "--help", "-h"};
   int cmd_at = argc;
   for (int i = 1; i < argc; ++i) {
@@ -90,78 +73,91 @@ int CmdRun(int argc, char** argv) {
     }
     if (a.find('=') == std::string::npos && kBoolFlags.count(a) == 0) ++i;  // its value
   }
-  const int opt_end =
+  *opt_end =
       (cmd_at < argc && cmd_at > 0 && std::string(argv[cmd_at - 1]) == "--") ? cmd_at - 1 : cmd_at;
+  return cmd_at;
+}
+
+Status CheckRunValues(const RunOptions& o) {
+  double d = 0;
+  if (!o.seed.empty() && !AllDigits(o.seed)) return InvalidArgument("--seed must be a number");
+  if (!o.max_load.empty() && !ParseDouble(o.max_load, 0, 1e6, &d)) {
+    return InvalidArgument("--max_load must be a number >= 0");
+  }
+  if (!o.budget.empty() && !ParseDouble(o.budget, 0, 1000, &d)) {
+    return InvalidArgument(
+        "--budget must be a fraction of run time, 0 to 1 (above 1, up to 1000: no cap)");
+  }
+  return Status::Ok();
+}
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseRunOptions(int argc, char** argv, RunOptions* o) {
+  OptionTable t("fieldprof run",
+                "Runs a command with the fieldprof runtime: a few randomly chosen library APIs\n"
+                "are measured and the run's record is left in the spool. The command's\n"
+                "output, exit code and behaviour are unchanged.\n\n"
+                "  fieldprof run [options] [--] COMMAND [ARGS...]\n"
+                "  e.g. fieldprof run --apis 3 --show -- sqlite3 db.sqlite 'select 1'");
+  t.AddInt("apis", &o->apis, "APIs to measure (0: the settings' k, default 2)", 0, 8);
+  t.AddString("seed", &o->seed, "random seed for the choice (default: from the OS)");
+  t.AddString("force", &o->force,
+              "measure these APIs: SYMBOL or MODULE:SYMBOL, comma-separated (count toward --apis)");
+  t.AddString("spool", &o->spool,
+              "where the record goes (default: the settings', else "
+              "$XDG_STATE_HOME/fieldprof/spool)");
+  t.AddInt("slots", &o->slots, "machine-wide instrumented programs (0: the settings', default 6)",
+           0, 4096);
+  t.AddString("max_load", &o->max_load,
+              "1-minute load per CPU above which the run is not measured");
+  t.AddString("budget", &o->budget,
+              "overhead budget, fraction of run time (default 0.01; above 1: no cap)");
+  t.AddString("debug", &o->debug, "write the runtime's diagnostics to this file");
+  t.AddString("lib_dir", &o->lib_dir, "directory holding libfieldprof.so");
+  t.AddBool("show", &o->show, "when the command ends, print its record to stderr");
+  int opt_end = argc;
+  const int cmd_at = CommandAt(argc, argv, &opt_end);
   Status s = t.Parse(std::min(opt_end, argc), argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
-  double d = 0;
-  if (s.ok() && !seed.empty() && !AllDigits(seed)) s = InvalidArgument("--seed must be a number");
-  if (s.ok() && !max_load.empty() && !ParseDouble(max_load, 0, 1e6, &d)) {
-    s = InvalidArgument("--max_load must be a number >= 0");
-  }
-  if (s.ok() && !budget.empty() && !ParseDouble(budget, 0, 1000, &d)) {
-    s = InvalidArgument(
-        "--budget must be a fraction of run time, 0 to 1 (above 1, up to 1000: no cap)");
-  }
+  if (s.ok()) s = CheckRunValues(*o);
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
   if (s.ok() && cmd_at >= argc) s = InvalidArgument("no command to run");
   if (!s.ok()) {
     std::cerr << "fieldprof run: " << s.message() << " (see --help)\n";
     return 2;
   }
-  StatusOr<std::string> libs = FindRuntime(lib_dir);
+  StatusOr<std::string> libs = FindRuntime(o->lib_dir);
   if (!libs.ok()) {
     std::cerr << "fieldprof run: " << libs.status().message() << "\n";
     return 2;
   }
+  o->runtime_dir = *libs;
+  o->cmd = argv + cmd_at;
+  return 0;
+}
 
+// The runtime's settings for this explicit run, on top of the local ones.
+void SetRunEnvironment(const RunOptions& o) {
   setenv("FIELDPROF_RUN", "1", 1);
-  if (apis > 0) setenv("FIELDPROF_K", std::to_string(apis).c_str(), 1);
-  if (!seed.empty()) setenv("FIELDPROF_SEED", seed.c_str(), 1);
-  if (!force.empty()) setenv("FIELDPROF_FORCE", force.c_str(), 1);
-  if (!spool.empty()) {
-    setenv("FIELDPROF_SPOOL", std::filesystem::absolute(spool).c_str(), 1);
+  if (o.apis > 0) setenv("FIELDPROF_K", std::to_string(o.apis).c_str(), 1);
+  if (!o.seed.empty()) setenv("FIELDPROF_SEED", o.seed.c_str(), 1);
+  if (!o.force.empty()) setenv("FIELDPROF_FORCE", o.force.c_str(), 1);
+  if (!o.spool.empty()) {
+    setenv("FIELDPROF_SPOOL", std::filesystem::absolute(o.spool).c_str(), 1);
   }
-  if (slots > 0) setenv("FIELDPROF_SLOTS", std::to_string(slots).c_str(), 1);
-  if (!max_load.empty()) setenv("FIELDPROF_MAX_LOAD", max_load.c_str(), 1);
-  if (!budget.empty()) setenv("FIELDPROF_BUDGET", budget.c_str(), 1);
-  if (!debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(debug).c_str(), 1);
+  if (o.slots > 0) setenv("FIELDPROF_SLOTS", std::to_string(o.slots).c_str(), 1);
+  if (!o.max_load.empty()) setenv("FIELDPROF_MAX_LOAD", o.max_load.c_str(), 1);
+  if (!o.budget.empty()) setenv("FIELDPROF_BUDGET", o.budget.c_str(), 1);
+  if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(o.debug).c_str(), 1);
   SetTscRate();
-  PrependEnv("LD_PRELOAD", *libs + "/" + kRuntimeLib);
+  PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kRuntimeLib);
+}
 
-  char** cmd = argv + cmd_at;
-  if (!show) {
-    // Become the command: its exit status and signals are the caller's.
-    execvp(cmd[0], cmd);
-    const int e = errno;
-    std::cerr << "fieldprof run: cannot run " << cmd[0] << ": " << std::strerror(e) << "\n";
-    return e == ENOENT ? 127 : 126;
-  }
-
-  const std::string spool_dir = spool.empty() ? DefaultSpoolDir() : spool;
-  const std::set<std::string> before = SpoolNames(spool_dir);
-  // Like system(): the terminal's ^C and ^\ go to the command, not to us.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    std::cerr << "fieldprof run: fork: " << std::strerror(errno) << "\n";
-    return 126;
-  }
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);
-    signal(SIGQUIT, SIG_DFL);
-    execvp(cmd[0], cmd);
-    const int e = errno;
-    std::cerr << "fieldprof run: cannot run " << cmd[0] << ": " << std::strerror(e) << "\n";
-    _exit(e == ENOENT ? 127 : 126);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+// The records the run left in the spool (those not in `before`), on stderr.
+void ShowNewRecords(const std::string& spool_dir, const std::set<std::string>& before) {
   int shown = 0;
   for (const std::string& name : SpoolNames(spool_dir)) {
     if (before.count(name)) continue;
@@ -178,12 +174,53 @@ int CmdRun(int argc, char** argv) {
     std::cerr << "fieldprof run: no record was written to " << spool_dir
               << " (no chosen API was called, or the run was not measured: see --debug)\n";
   }
+}
+
+// --show: the command as a child, then its records; its exit status (a
+// signal that ended it ends this process the same way).
+int RunAndShow(const RunOptions& o) {
+  const std::string spool_dir = o.spool.empty() ? DefaultSpoolDir() : o.spool;
+  const std::set<std::string> before = SpoolNames(spool_dir);
+  // Like system(): the terminal's ^C and ^\ go to the command, not to us.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::cerr << "fieldprof run: fork: " << std::strerror(errno) << "\n";
+    return 126;
+  }
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    execvp(o.cmd[0], o.cmd);
+    const int e = errno;
+    std::cerr << "fieldprof run: cannot run " << o.cmd[0] << ": " << std::strerror(e) << "\n";
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ShowNewRecords(spool_dir, before);
   if (WIFSIGNALED(status)) {
     signal(WTERMSIG(status), SIG_DFL);
     raise(WTERMSIG(status));
     return 128 + WTERMSIG(status);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int CmdRun(int argc, char** argv) {
+  RunOptions o;
+  if (int code = ParseRunOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  SetRunEnvironment(o);
+  if (o.show) return RunAndShow(o);
+  // Become the command: its exit status and signals are the caller's.
+  execvp(o.cmd[0], o.cmd);
+  const int e = errno;
+  std::cerr << "fieldprof run: cannot run " << o.cmd[0] << ": " << std::strerror(e) << "\n";
+  return e == ENOENT ? 127 : 126;
 }
 
 }  // namespace fieldprof::tools

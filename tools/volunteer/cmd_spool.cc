@@ -32,67 +32,101 @@ std::string ApiList(const wire::RunRecord& r) {
   return out.empty() ? "-" : out;
 }
 
-}  // namespace
-
-int CmdSpool(int argc, char** argv) {
-  std::string dir = DefaultSpoolDir();
+struct SpoolOptions {
+  std::string dir;
   bool json = false, histograms = false;
+  bool ls = false;                  // else show
+  std::vector<std::string> files;  // show: the records (or spools) named
+};
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
+  o->dir = DefaultSpoolDir();
   OptionTable t("fieldprof spool",
                 "Shows the run records the runtime left in the spool, not yet uploaded.\n\n"
                 "  fieldprof spool ls [options]              one line per record\n"
                 "  fieldprof spool show [options] [FILE...]  records in full (default: all)");
-  t.AddString("spool", &dir, "spool directory");
-  t.AddBool("json", &json, "show: print each record as JSON");
-  t.AddBool("histograms", &histograms, "show: draw each metric's log2 histogram");
+  t.AddString("spool", &o->dir, "spool directory");
+  t.AddBool("json", &o->json, "show: print each record as JSON");
+  t.AddBool("histograms", &o->histograms, "show: draw each metric's log2 histogram");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
   const std::vector<std::string>& pos = t.positional();
   if (s.ok() && (pos.empty() || (pos[0] != "ls" && pos[0] != "show"))) {
     s = InvalidArgument("expected 'ls' or 'show'");
   }
   if (s.ok() && pos[0] == "ls" && pos.size() > 1) s = InvalidArgument("ls takes no files");
-  if (s.ok() && dir.empty() && (pos[0] == "ls" || pos.size() == 1)) {
+  if (s.ok() && o->dir.empty() && (pos[0] == "ls" || pos.size() == 1)) {
     s = InvalidArgument("no spool directory: set --spool, XDG_STATE_HOME or HOME");
   }
   if (!s.ok()) {
     std::cerr << "fieldprof spool: " << s.message() << " (see --help)\n";
     return 2;
   }
+  o->ls = pos[0] == "ls";
+  o->files.assign(pos.begin() + 1, pos.end());
+  return 0;
+}
+
+// The records to read: the spool's, or the files named (a directory among
+// them is a spool: its records, in order).
+StatusOr<std::vector<SpoolEntry>> Entries(const SpoolOptions& o) {
+  if (o.files.empty()) return ListSpool(o.dir);
   std::vector<SpoolEntry> entries;
-  if (pos[0] == "ls" || pos.size() == 1) {
-    StatusOr<std::vector<SpoolEntry>> listed = ListSpool(dir);
-    if (!listed.ok()) {
-      std::cerr << "fieldprof spool: " << listed.status().message() << "\n";
-      return 1;
+  for (const std::string& f : o.files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(f, ec)) {
+      FP_ASSIGN_OR_RETURN(std::vector<SpoolEntry> listed, ListSpool(f));
+      entries.insert(entries.end(), listed.begin(), listed.end());
+      continue;
     }
-    entries = std::move(*listed);
-  } else {
-    // A directory among the files is a spool: its records, in order.
-    for (size_t i = 1; i < pos.size(); ++i) {
-      std::error_code ec;
-      if (std::filesystem::is_directory(pos[i], ec)) {
-        StatusOr<std::vector<SpoolEntry>> listed = ListSpool(pos[i]);
-        if (!listed.ok()) {
-          std::cerr << "fieldprof spool: " << listed.status().message() << "\n";
-          return 1;
-        }
-        entries.insert(entries.end(), listed->begin(), listed->end());
-        continue;
-      }
-      const size_t slash = pos[i].rfind('/');
-      entries.push_back({pos[i], slash == std::string::npos ? pos[i] : pos[i].substr(slash + 1)});
-    }
+    const size_t slash = f.rfind('/');
+    entries.push_back({f, slash == std::string::npos ? f : f.substr(slash + 1)});
   }
-  int bad = 0;
-  uint64_t total_bytes = 0;
-  if (pos[0] == "ls" && !entries.empty()) {
+  return entries;
+}
+
+void PrintRecord(const SpoolEntry& e, const wire::RunRecord& r, const SpoolOptions& o) {
+  if (o.ls) {
+    std::printf("%-36s %-19s %7s %-24s %8llu  %s\n", e.name.c_str(),
+                LocalTime(r.ended_unix_ms()).c_str(),
+                FormatBytes(static_cast<double>(e.bytes)).c_str(),
+                RefusedText(r.counters().refused()).c_str(),
+                static_cast<unsigned long long>(r.counters().calls_measured()), ApiList(r).c_str());
+  } else if (o.json) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions jo;
+    jo.add_whitespace = true;
+    jo.always_print_primitive_fields = true;
+    // A record that parsed always prints; were it not to, {} says so.
+    if (!google::protobuf::util::MessageToJsonString(r, &out, jo).ok()) out = "{}\n";
+    std::printf("%s", out.c_str());
+  } else {
+    PrintRunRecord(stdout, e.name, r, o.histograms);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int CmdSpool(int argc, char** argv) {
+  SpoolOptions o;
+  if (int code = ParseSpoolOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  StatusOr<std::vector<SpoolEntry>> entries = Entries(o);
+  if (!entries.ok()) {
+    std::cerr << "fieldprof spool: " << entries.status().message() << "\n";
+    return 1;
+  }
+  if (o.ls && !entries->empty()) {
     std::printf("%-36s %-19s %7s %-24s %8s  %s\n", "RECORD", "ENDED", "SIZE", "STATUS", "CALLS",
                 "APIS");
   }
-  for (const SpoolEntry& e : entries) {
+  size_t bad = 0;
+  uint64_t total_bytes = 0;
+  for (const SpoolEntry& e : *entries) {
     StatusOr<wire::RunRecord> r = ReadRunRecord(e.path);
     if (!r.ok()) {
       std::cerr << "fieldprof spool: " << r.status().message() << "\n";
@@ -100,28 +134,12 @@ int CmdSpool(int argc, char** argv) {
       continue;
     }
     total_bytes += e.bytes;
-    if (pos[0] == "ls") {
-      std::printf(
-          "%-36s %-19s %7s %-24s %8llu  %s\n", e.name.c_str(),
-          LocalTime(r->ended_unix_ms()).c_str(), FormatBytes(static_cast<double>(e.bytes)).c_str(),
-          RefusedText(r->counters().refused()).c_str(),
-          static_cast<unsigned long long>(r->counters().calls_measured()), ApiList(*r).c_str());
-    } else if (json) {
-      std::string out;
-      google::protobuf::util::JsonPrintOptions o;
-      o.add_whitespace = true;
-      o.always_print_primitive_fields = true;
-      (void)google::protobuf::util::MessageToJsonString(*r, &out, o);
-      std::printf("%s", out.c_str());
-    } else {
-      PrintRunRecord(stdout, e.name, *r, histograms);
-      std::printf("\n");
-    }
+    PrintRecord(e, *r, o);
   }
-  if (pos[0] == "ls") {
-    std::printf("%zu record%s, %s in %s\n", entries.size() - static_cast<size_t>(bad),
-                entries.size() - bad == 1 ? "" : "s",
-                FormatBytes(static_cast<double>(total_bytes)).c_str(), dir.c_str());
+  if (o.ls) {
+    const size_t good = entries->size() - bad;
+    std::printf("%zu record%s, %s in %s\n", good, good == 1 ? "" : "s",
+                FormatBytes(static_cast<double>(total_bytes)).c_str(), o.dir.c_str());
   }
   return bad > 0 ? 1 : 0;
 }

@@ -71,127 +71,153 @@ std::string When(int64_t unix_ms) {
   return d < 0 ? span + " ago" : "in " + span;
 }
 
-}  // namespace
-
-int CmdStatus(int argc, char** argv) {
-  std::string spool = DefaultSpoolDir(), state_dir = DefaultAgentStateDir(),
-              settings_path = DefaultRuntimeSettingsPath(), cache_dir = DefaultSnapshotCacheDir();
+struct StatusOptions {
+  std::string spool, state_dir, settings_path, cache_dir;
   bool json = false, pending_only = false;
+};
+
+// 0 to go on; -1 after --help; else the exit code of a usage error.
+int ParseStatusOptions(int argc, char** argv, StatusOptions* o) {
+  o->spool = DefaultSpoolDir();
+  o->state_dir = DefaultAgentStateDir();
+  o->settings_path = DefaultRuntimeSettingsPath();
+  o->cache_dir = DefaultSnapshotCacheDir();
   OptionTable t("fieldprof status",
                 "This machine's side of fieldprof: consent, records waiting in the spool and\n"
                 "the outbox, the agent's last upload and next attempt, the settings in force.");
-  t.AddString("spool", &spool, "the runtime's spool directory");
-  t.AddString("state_dir", &state_dir, "the agent's state directory");
-  t.AddString("runtime_settings", &settings_path, "the runtime's settings file");
-  t.AddString("cache", &cache_dir, "the snapshot cache");
-  t.AddBool("json", &json, "print as JSON");
-  t.AddBool("pending", &pending_only,
+  t.AddString("spool", &o->spool, "the runtime's spool directory");
+  t.AddString("state_dir", &o->state_dir, "the agent's state directory");
+  t.AddString("runtime_settings", &o->settings_path, "the runtime's settings file");
+  t.AddString("cache", &o->cache_dir, "the snapshot cache");
+  t.AddBool("json", &o->json, "print as JSON");
+  t.AddBool("pending", &o->pending_only,
             "show exactly what would be sent next, record by record (nothing is sent)");
   Status s = t.Parse(argc, argv);
   if (t.help_requested()) {
     std::cout << t.Help();
-    return 0;
+    return -1;
   }
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("status takes no arguments");
   if (!s.ok()) {
     std::cerr << "fieldprof status: " << s.message() << "\n";
     return 2;
   }
-  if (pending_only) return PrintPending(spool, state_dir, json);
+  return 0;
+}
 
-  // Consent and settings, as the runtime will read them.
-  StatusOr<std::optional<RuntimeSettings>> settings = ReadRuntimeSettings(settings_path);
+// Everything the status shows, read from the local files.
+struct MachineStatus {
+  StatusOr<std::optional<RuntimeSettings>> settings = std::optional<RuntimeSettings>();
   std::string consent;
-  if (!settings.ok()) {
-    consent = "off: the settings file is corrupt (" + settings.status().message() + ")";
-  } else if (!settings->has_value()) {
-    consent = "not given (no settings file " + settings_path + ")";
-  } else {
-    consent = (*settings)->consent ? "yes" : "no";
-  }
-  StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool);
+  StatusOr<std::vector<SpoolEntry>> spool = std::vector<SpoolEntry>();
   uint64_t spool_bytes = 0;
-  if (files.ok()) {
-    for (const SpoolEntry& e : *files) spool_bytes += e.bytes;
-  }
-  const DirCount outbox = CountFiles(OutboxDirOf(state_dir), ".batch");
-  const DirCount quarantine = CountFiles(QuarantineDirOf(state_dir), ".reason");
-  StatusOr<AgentState> agent = ReadAgentState(StatusPathOf(state_dir));
+  DirCount outbox, quarantine;
+  StatusOr<AgentState> agent = AgentState();
   // Runs counted instead of recorded, not yet reported: still in the
   // spool's .counters, plus what the agent took and holds for its next batch.
-  StatusOr<RunCounts> counted = ReadRunCounters(spool);
-  RunCounts pending = counted.ok() ? *counted : RunCounts{};
-  if (agent.ok()) {
-    pending[kRunRefusedSlot] += static_cast<uint64_t>(agent->runs_refused_no_slot);
-    pending[kRunRefusedLoad] += static_cast<uint64_t>(agent->runs_refused_load);
-    pending[kRunRefusedRate] += static_cast<uint64_t>(agent->runs_refused_rate_cap);
-    pending[kRunMeasuredNone] += static_cast<uint64_t>(agent->runs_measured_nothing);
-  }
+  StatusOr<RunCounts> counted = RunCounts();
+  RunCounts not_recorded{};
   // The snapshot cache: what is held, against the manifest held.
-  const SnapshotCache cache(cache_dir);
-  StatusOr<wire::Manifest> manifest = cache.Manifest();
-  const std::vector<CachedFragment> held = cache.Fragments();
+  StatusOr<wire::Manifest> manifest = wire::Manifest();
+  std::vector<CachedFragment> held;
   uint64_t cache_bytes = 0;
   int current = 0;
-  for (const CachedFragment& f : held) {
-    cache_bytes += f.bytes;
-    if (manifest.ok() && f.index < manifest->fragment_count() &&
-        f.version == manifest->fragments(static_cast<int>(f.index)).version()) {
-      ++current;
+};
+
+std::string ConsentText(const StatusOr<std::optional<RuntimeSettings>>& settings,
+                        const std::string& path) {
+  if (!settings.ok()) {
+    return "off: the settings file is corrupt (" + settings.status().message() + ")";
+  }
+  if (!settings->has_value()) return "not given (no settings file " + path + ")";
+  return (*settings)->consent ? "yes" : "no";
+}
+
+MachineStatus GatherStatus(const StatusOptions& o) {
+  MachineStatus m;
+  m.settings = ReadRuntimeSettings(o.settings_path);
+  m.consent = ConsentText(m.settings, o.settings_path);
+  m.spool = ListSpool(o.spool);
+  if (m.spool.ok()) {
+    for (const SpoolEntry& e : *m.spool) m.spool_bytes += e.bytes;
+  }
+  m.outbox = CountFiles(OutboxDirOf(o.state_dir), ".batch");
+  m.quarantine = CountFiles(QuarantineDirOf(o.state_dir), ".reason");
+  m.agent = ReadAgentState(StatusPathOf(o.state_dir));
+  m.counted = ReadRunCounters(o.spool);
+  m.not_recorded = m.counted.ok() ? *m.counted : RunCounts{};
+  if (m.agent.ok()) {
+    m.not_recorded[kRunRefusedSlot] += static_cast<uint64_t>(m.agent->runs_refused_no_slot);
+    m.not_recorded[kRunRefusedLoad] += static_cast<uint64_t>(m.agent->runs_refused_load);
+    m.not_recorded[kRunRefusedRate] += static_cast<uint64_t>(m.agent->runs_refused_rate_cap);
+    m.not_recorded[kRunMeasuredNone] += static_cast<uint64_t>(m.agent->runs_measured_nothing);
+  }
+  const SnapshotCache cache(o.cache_dir);
+  m.manifest = cache.Manifest();
+  m.held = cache.Fragments();
+  for (const CachedFragment& f : m.held) {
+    m.cache_bytes += f.bytes;
+    if (m.manifest.ok() && f.index < m.manifest->fragment_count() &&
+        f.version == m.manifest->fragments(static_cast<int>(f.index)).version()) {
+      ++m.current;
     }
   }
+  return m;
+}
 
-  if (json) {
-    JsonWriter j;
-    j.BeginObject();
-    j.Key("consent").String(consent);
-    j.Key("runtime_settings").String(settings_path);
-    if (settings.ok() && settings->has_value()) {
-      const FleetSettings& f = (*settings)->fleet;
-      j.Key("k").Int(f.k).Key("slots").Int(f.slots);
-      j.Key("overhead_budget").Double(f.overhead_budget);
-      j.Key("sample_fraction").Double(f.sample_fraction);
-      j.Key("max_runs_per_minute").Int(f.max_runs_per_minute);
-      j.Key("settings_version").String((*settings)->version);
-    }
-    j.Key("spool").BeginObject();
-    j.Key("dir").String(spool);
-    j.Key("records").Uint(files.ok() ? files->size() : 0).Key("bytes").Uint(spool_bytes);
-    j.EndObject();
-    j.Key("outbox").BeginObject();
-    j.Key("batches").Uint(outbox.files).Key("bytes").Uint(outbox.bytes);
-    j.EndObject();
-    j.Key("quarantined").Uint(quarantine.files);
-    j.Key("runs_not_recorded").BeginObject();
-    for (int i = 0; i < kNumRunCounters; ++i) j.Key(kRunCounterNames[i]).Uint(pending[i]);
-    j.EndObject();
-    if (agent.ok()) {
-      const AgentState& a = *agent;
-      j.Key("last_upload_unix_ms").Int(a.last_upload_unix_ms);
-      j.Key("last_upload_result").String(a.last_upload_result);
-      j.Key("last_success_unix_ms").Int(a.last_success_unix_ms);
-      j.Key("next_attempt_unix_ms").Int(a.next_attempt_unix_ms);
-      j.Key("batches_uploaded").Int(a.batches_uploaded);
-      j.Key("settings_result").String(a.settings_result);
-      j.Key("snapshot_checked_unix_ms").Int(a.snapshot_checked_unix_ms);
-      j.Key("snapshot_result").String(a.snapshot_result);
-      j.Key("snapshot_next_unix_ms").Int(a.snapshot_next_unix_ms);
-    }
-    j.Key("snapshot").BeginObject();
-    j.Key("cache").String(cache_dir);
-    j.Key("version").Uint(manifest.ok() ? manifest->snapshot_version() : 0);
-    j.Key("fragment_count").Uint(manifest.ok() ? manifest->fragment_count() : 0);
-    j.Key("fragments_held").Uint(held.size()).Key("fragments_current").Int(current);
-    j.Key("bytes").Uint(cache_bytes);
-    j.EndObject();
-    j.EndObject();
-    std::cout << j.Take() << "\n";
-    return 0;
+void WriteAgentJson(JsonWriter& j, const AgentState& a) {
+  j.Key("last_upload_unix_ms").Int(a.last_upload_unix_ms);
+  j.Key("last_upload_result").String(a.last_upload_result);
+  j.Key("last_success_unix_ms").Int(a.last_success_unix_ms);
+  j.Key("next_attempt_unix_ms").Int(a.next_attempt_unix_ms);
+  j.Key("batches_uploaded").Int(a.batches_uploaded);
+  j.Key("settings_result").String(a.settings_result);
+  j.Key("snapshot_checked_unix_ms").Int(a.snapshot_checked_unix_ms);
+  j.Key("snapshot_result").String(a.snapshot_result);
+  j.Key("snapshot_next_unix_ms").Int(a.snapshot_next_unix_ms);
+}
+
+std::string StatusJson(const MachineStatus& m, const StatusOptions& o) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("consent").String(m.consent);
+  j.Key("runtime_settings").String(o.settings_path);
+  if (m.settings.ok() && m.settings->has_value()) {
+    const FleetSettings& f = (*m.settings)->fleet;
+    j.Key("k").Int(f.k).Key("slots").Int(f.slots);
+    j.Key("overhead_budget").Double(f.overhead_budget);
+    j.Key("sample_fraction").Double(f.sample_fraction);
+    j.Key("max_runs_per_minute").Int(f.max_runs_per_minute);
+    j.Key("settings_version").String((*m.settings)->version);
   }
+  j.Key("spool").BeginObject();
+  j.Key("dir").String(o.spool);
+  j.Key("records").Uint(m.spool.ok() ? m.spool->size() : 0).Key("bytes").Uint(m.spool_bytes);
+  j.EndObject();
+  j.Key("outbox").BeginObject();
+  j.Key("batches").Uint(m.outbox.files).Key("bytes").Uint(m.outbox.bytes);
+  j.EndObject();
+  j.Key("quarantined").Uint(m.quarantine.files);
+  j.Key("runs_not_recorded").BeginObject();
+  for (int i = 0; i < kNumRunCounters; ++i) j.Key(kRunCounterNames[i]).Uint(m.not_recorded[i]);
+  j.EndObject();
+  if (m.agent.ok()) WriteAgentJson(j, *m.agent);
+  j.Key("snapshot").BeginObject();
+  j.Key("cache").String(o.cache_dir);
+  j.Key("version").Uint(m.manifest.ok() ? m.manifest->snapshot_version() : 0);
+  j.Key("fragment_count").Uint(m.manifest.ok() ? m.manifest->fragment_count() : 0);
+  j.Key("fragments_held").Uint(m.held.size()).Key("fragments_current").Int(m.current);
+  j.Key("bytes").Uint(m.cache_bytes);
+  j.EndObject();
+  j.EndObject();
+  return j.Take();
+}
 
-  std::printf("consent:        %s\n", consent.c_str());
-  if (settings.ok() && settings->has_value()) {
-    const RuntimeSettings& r = **settings;
+// Consent, settings, spool, counted runs, outbox: this machine's side.
+void PrintLocal(const MachineStatus& m, const StatusOptions& o) {
+  std::printf("consent:        %s\n", m.consent.c_str());
+  if (m.settings.ok() && m.settings->has_value()) {
+    const RuntimeSettings& r = **m.settings;
     std::printf(
         "settings:       k %lld, %lld slots, load cap %g per CPU, budget %g, %g of runs "
         "sampled, at most %lld measured runs a minute%s%s\n",
@@ -200,36 +226,35 @@ int CmdStatus(int argc, char** argv) {
         static_cast<long long>(r.fleet.max_runs_per_minute), r.version.empty() ? "" : ", version ",
         r.version.c_str());
   }
-  if (files.ok()) {
-    std::printf("spool:          %zu records, %s  (%s)\n", files->size(),
-                FormatBytes(static_cast<double>(spool_bytes)).c_str(), spool.c_str());
+  if (m.spool.ok()) {
+    std::printf("spool:          %zu records, %s  (%s)\n", m.spool->size(),
+                FormatBytes(static_cast<double>(m.spool_bytes)).c_str(), o.spool.c_str());
   } else {
-    std::printf("spool:          unreadable: %s\n", files.status().message().c_str());
+    std::printf("spool:          unreadable: %s\n", m.spool.status().message().c_str());
   }
-  if (!counted.ok()) {
-    std::printf("runs counted:   unreadable: %s\n", counted.status().message().c_str());
+  if (!m.counted.ok()) {
+    std::printf("runs counted:   unreadable: %s\n", m.counted.status().message().c_str());
   } else {
     std::printf(
         "runs counted:   %llu refused (no slot), %llu refused (load), %llu refused (rate cap), "
         "%llu measured no call; no record, not yet reported\n",
-        static_cast<unsigned long long>(pending[kRunRefusedSlot]),
-        static_cast<unsigned long long>(pending[kRunRefusedLoad]),
-        static_cast<unsigned long long>(pending[kRunRefusedRate]),
-        static_cast<unsigned long long>(pending[kRunMeasuredNone]));
+        static_cast<unsigned long long>(m.not_recorded[kRunRefusedSlot]),
+        static_cast<unsigned long long>(m.not_recorded[kRunRefusedLoad]),
+        static_cast<unsigned long long>(m.not_recorded[kRunRefusedRate]),
+        static_cast<unsigned long long>(m.not_recorded[kRunMeasuredNone]));
   }
   std::printf("outbox:         %llu batches, %s waiting for the aggregator\n",
-              static_cast<unsigned long long>(outbox.files),
-              FormatBytes(static_cast<double>(outbox.bytes)).c_str());
-  if (quarantine.files > 0) {
+              static_cast<unsigned long long>(m.outbox.files),
+              FormatBytes(static_cast<double>(m.outbox.bytes)).c_str());
+  if (m.quarantine.files > 0) {
     std::printf("quarantined:    %llu (see %s)\n",
-                static_cast<unsigned long long>(quarantine.files),
-                QuarantineDirOf(state_dir).c_str());
+                static_cast<unsigned long long>(m.quarantine.files),
+                QuarantineDirOf(o.state_dir).c_str());
   }
-  if (!agent.ok()) {
-    std::printf("agent:          state unreadable: %s\n", agent.status().message().c_str());
-    return 1;
-  }
-  const AgentState& a = *agent;
+}
+
+// The agent's uploads and settings checks.
+void PrintAgent(const AgentState& a, const DirCount& outbox) {
   if (a.last_upload_unix_ms == 0) {
     std::printf("last upload:    never\n");
   } else {
@@ -252,15 +277,20 @@ int CmdStatus(int argc, char** argv) {
     std::printf("settings check: %s: %s\n", When(a.settings_checked_unix_ms).c_str(),
                 a.settings_result.c_str());
   }
-  if (manifest.ok()) {
+}
+
+// The snapshot cache and the agent's last look for a new snapshot.
+void PrintSnapshot(const MachineStatus& m, const StatusOptions& o) {
+  if (m.manifest.ok()) {
     std::printf("snapshot:       version %llu, %zu of %u fragments held (%d current), %s  (%s)\n",
-                static_cast<unsigned long long>(manifest->snapshot_version()), held.size(),
-                manifest->fragment_count(), current, FormatBytes(cache_bytes).c_str(),
-                cache_dir.c_str());
+                static_cast<unsigned long long>(m.manifest->snapshot_version()), m.held.size(),
+                m.manifest->fragment_count(), m.current, FormatBytes(m.cache_bytes).c_str(),
+                o.cache_dir.c_str());
   } else {
     std::printf("snapshot:       none yet in %s (fieldprof pull --all fetches it)\n",
-                cache_dir.c_str());
+                o.cache_dir.c_str());
   }
+  const AgentState& a = *m.agent;
   if (a.snapshot_checked_unix_ms > 0) {
     std::printf("snapshot check: %s: %s\n", When(a.snapshot_checked_unix_ms).c_str(),
                 a.snapshot_result.c_str());
@@ -268,6 +298,26 @@ int CmdStatus(int argc, char** argv) {
   if (a.snapshot_next_unix_ms > 0) {
     std::printf("next snapshot:  %s\n", When(a.snapshot_next_unix_ms).c_str());
   }
+}
+
+}  // namespace
+
+int CmdStatus(int argc, char** argv) {
+  StatusOptions o;
+  if (int code = ParseStatusOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (o.pending_only) return PrintPending(o.spool, o.state_dir, o.json);
+  const MachineStatus m = GatherStatus(o);
+  if (o.json) {
+    std::cout << StatusJson(m, o) << "\n";
+    return 0;
+  }
+  PrintLocal(m, o);
+  if (!m.agent.ok()) {
+    std::printf("agent:          state unreadable: %s\n", m.agent.status().message().c_str());
+    return 1;
+  }
+  PrintAgent(*m.agent, m.outbox);
+  PrintSnapshot(m, o);
   return 0;
 }
 

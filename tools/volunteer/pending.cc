@@ -62,42 +62,26 @@ void PrintBatch(const Pending& p) {
       static_cast<unsigned long long>(c.records_quarantined()));
 }
 
-}  // namespace
-
-int PrintPending(const std::string& spool_dir, const std::string& state_dir, bool json) {
-  std::vector<Pending> pending;
-  // The outbox: sealed, sent byte for byte as they are.
+// The outbox: sealed, sent byte for byte as they are.
+StatusOr<std::vector<Pending>> SealedBatches(const std::string& state_dir) {
   agent::Outbox outbox(OutboxDirOf(state_dir), QuarantineDirOf(state_dir));
   StatusOr<std::vector<agent::OutboxEntry>> sealed = outbox.List();
-  if (!sealed.ok()) {
-    std::cerr << "fieldprof status: the outbox: " << sealed.status().message() << "\n";
-    return 1;
-  }
+  if (!sealed.ok()) return sealed.status().WithContext("the outbox");
+  std::vector<Pending> pending;
   for (const agent::OutboxEntry& e : *sealed) {
     StatusOr<std::string> bytes = ReadWholeFile(e.path);
     Pending p{{}, 0};
     if (!bytes.ok() || !p.batch.ParseFromString(*bytes)) {
-      std::cerr << "fieldprof status: " << e.path << " is not a readable batch\n";
-      return 1;
+      return DataLoss(e.path + " is not a readable batch");
     }
     pending.push_back(std::move(p));
   }
-  // The spool: what the agent's batch builder makes of it, at the batch
-  // size the agent uses (the fleet's, as the agent last applied it).
-  StatusOr<AgentState> state = ReadAgentState(StatusPathOf(state_dir));
-  const size_t batch_bytes = state.ok() && state->fleet_batch_bytes > 0
-                                 ? static_cast<size_t>(state->fleet_batch_bytes)
-                                 : agent::kDefaultBatchBytes;
-  StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool_dir);
-  if (!files.ok()) {
-    std::cerr << "fieldprof status: the spool: " << files.status().message() << "\n";
-    return 1;
-  }
-  agent::BatchBuilder builder(batch_bytes, agent::DetectPlatform());
-  size_t runs = 0, unreadable = 0;
-  wire::AgentCounters counters;
-  // The first batch the agent seals also reports what it holds for it: its
-  // state's counts, and the spool's run counters it takes at the pass.
+  return pending;
+}
+
+// What the agent holds for the first batch it seals: its state's counts,
+// and the spool's run counters it takes at the pass.
+AgentState HeldCounts(const StatusOr<AgentState>& state, const std::string& spool_dir) {
   AgentState held = state.ok() ? *state : AgentState{};
   if (StatusOr<RunCounts> c = ReadRunCounters(spool_dir); c.ok()) {
     auto i = [](uint64_t v) { return static_cast<int64_t>(v); };
@@ -106,10 +90,28 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
     held.runs_refused_rate_cap += i((*c)[kRunRefusedRate]);
     held.runs_measured_nothing += i((*c)[kRunMeasuredNone]);
   }
-  bool first = true;
+  return held;
+}
+
+// The spool: what the agent's batch builder makes of it, at the batch size
+// the agent uses (the fleet's, as the agent last applied it). Records that
+// do not read are counted in *unreadable: the agent sets them aside.
+StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
+                                            const std::string& state_dir, size_t* unreadable) {
+  StatusOr<AgentState> state = ReadAgentState(StatusPathOf(state_dir));
+  const size_t batch_bytes = state.ok() && state->fleet_batch_bytes > 0
+                                 ? static_cast<size_t>(state->fleet_batch_bytes)
+                                 : agent::kDefaultBatchBytes;
+  StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool_dir);
+  if (!files.ok()) return files.status().WithContext("the spool");
+  agent::BatchBuilder builder(batch_bytes, agent::DetectPlatform());
+  std::vector<Pending> pending;
+  size_t runs = 0;
+  wire::AgentCounters counters;
+  const AgentState held = HeldCounts(state, spool_dir);
   auto seal = [&] {
-    const wire::AgentCounters c = agent::BatchCounters(counters, first ? held : AgentState{});
-    first = false;
+    const wire::AgentCounters c =
+        agent::BatchCounters(counters, pending.empty() ? held : AgentState{});
     pending.push_back({builder.Seal("", 0, c), runs});
     runs = 0;
     counters.Clear();
@@ -117,7 +119,7 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
   for (const SpoolEntry& e : *files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
     if (!run.ok()) {
-      ++unreadable;  // the agent sets it aside, never sends it
+      ++*unreadable;
       continue;
     }
     if (!builder.TryAdd(*run)) {
@@ -128,24 +130,42 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
     agent::CountRunInBatch(*run, &counters);
   }
   if (!builder.empty()) seal();
+  return pending;
+}
 
+std::string PendingJson(const std::vector<Pending>& pending, size_t unreadable) {
+  std::string out = "{\"batches\":[";
+  for (size_t i = 0; i < pending.size(); ++i) {
+    std::string b;
+    google::protobuf::util::JsonPrintOptions o;
+    o.always_print_primitive_fields = true;
+    // A batch built here always prints; were it not to, {} says so.
+    if (!google::protobuf::util::MessageToJsonString(pending[i].batch, &b, o).ok()) b = "{}";
+    out += (i ? "," : "") + std::string("{\"from\":\"") +
+           (pending[i].batch.batch_id().empty() ? "spool" : "outbox") + "\",\"batch\":" + b + "}";
+  }
+  return out + "],\"unreadable_spool_records\":" + std::to_string(unreadable) + "}";
+}
+
+}  // namespace
+
+int PrintPending(const std::string& spool_dir, const std::string& state_dir, bool json) {
+  StatusOr<std::vector<Pending>> pending = SealedBatches(state_dir);
+  size_t unreadable = 0;
+  StatusOr<std::vector<Pending>> from_spool =
+      pending.ok() ? SpoolBatches(spool_dir, state_dir, &unreadable) : pending.status();
+  if (!from_spool.ok()) {
+    std::cerr << "fieldprof status: " << from_spool.status().message() << "\n";
+    return 1;
+  }
+  for (Pending& p : *from_spool) pending->push_back(std::move(p));
   if (json) {
-    std::string out = "{\"batches\":[";
-    for (size_t i = 0; i < pending.size(); ++i) {
-      std::string b;
-      google::protobuf::util::JsonPrintOptions o;
-      o.always_print_primitive_fields = true;
-      (void)google::protobuf::util::MessageToJsonString(pending[i].batch, &b, o);
-      out += (i ? "," : "") + std::string("{\"from\":\"") +
-             (pending[i].batch.batch_id().empty() ? "spool" : "outbox") + "\",\"batch\":" + b + "}";
-    }
-    out += "],\"unreadable_spool_records\":" + std::to_string(unreadable) + "}";
-    std::cout << out << "\n";
+    std::cout << PendingJson(*pending, unreadable) << "\n";
     return 0;
   }
   std::printf("What would be sent next (nothing is sent by this command):\n");
-  if (pending.empty()) std::printf("  nothing: the outbox and the spool are empty\n");
-  for (const Pending& p : pending) PrintBatch(p);
+  if (pending->empty()) std::printf("  nothing: the outbox and the spool are empty\n");
+  for (const Pending& p : *pending) PrintBatch(p);
   if (unreadable > 0) {
     std::printf("  %zu spool records are not valid: the agent sets them aside, unsent\n",
                 unreadable);
