@@ -3,152 +3,286 @@
 #include "common/options.h"
 
 namespace fieldprof::aggregator {
+namespace {
 
-Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig* config,
-                             bool* help, std::string* help_text) {
-  ServerOptions& s = config->server;
-  RocksDbStoreOptions& st = config->store;
-  int64_t port = s.port, io_threads = s.io_threads, workers = s.worker_threads,
-          queue = s.max_queued_requests, conns = s.max_connections,
-          body = static_cast<int64_t>(s.max_body_bytes), header = s.max_header_bytes,
-          handshake_ms = s.handshake_timeout.count(), header_ms = s.header_timeout.count(),
-          body_ms = s.body_timeout.count(), write_ms = s.write_timeout.count(),
-          grace_ms = s.shutdown_grace.count(), retry_after = s.retry_after_seconds,
-          retention_days = st.batch_id_retention.count() / 86400, merges = st.max_successive_merges,
-          max_pending = st.max_pending_batches, fold_ms = st.fold_interval.count(),
-          memtable_mib = static_cast<int64_t>(st.write_buffer_bytes >> 20),
-          cache_mib = static_cast<int64_t>(st.block_cache_bytes >> 20),
-          min_free_mib = static_cast<int64_t>(st.min_free_bytes >> 20);
-  bool sync = st.sync;
+constexpr const char* kAbout =
+    "Receives fieldprof batches over HTTPS (POST /v1/batches), sums them exactly\n"
+    "once into an embedded RocksDB (or, with --store clickhouse, a ClickHouse\n"
+    "cluster shared by several aggregators), and answers queries (GET /v1/apis, /v1/api,\n"
+    "/v1/module, the dashboard at /ui/, /healthz, /metrics; docs/aggregator.md lists\n"
+    "every endpoint). With --signing_key it publishes the sums as signed, rotating\n"
+    "snapshot fragments (GET /v1/snapshot/manifest, /v1/snapshot/fragments/N).\n"
+    "Stops gracefully on SIGTERM or SIGINT.";
 
-  OptionTable t(
-      "fieldprof-aggregator",
-      "Receives fieldprof batches over HTTPS (POST /v1/batches), sums them exactly\n"
-      "once into an embedded RocksDB (or, with --store clickhouse, a ClickHouse\n"
-      "cluster shared by several aggregators), and answers queries (GET /v1/apis, /v1/api,\n"
-      "/healthz, /metrics). With --signing_key it publishes the sums as signed,\n"
-      "rotating snapshot fragments (GET /v1/snapshot/manifest,\n"
-      "/v1/snapshot/fragments/N). Stops gracefully on SIGTERM or SIGINT.");
-  t.AddString("listen", &s.listen_address, "address to listen on");
-  t.AddInt("port", &port, "TCP port (0 = any free port)", 0, 65535);
-  t.AddString("tls_cert", &s.tls_cert_file, "PEM certificate chain (RSA or ECDSA) [required]");
-  t.AddString("tls_key", &s.tls_key_file, "PEM private key [required]");
-  t.AddString("db", &st.path, "RocksDB directory, created if missing [required]");
-  t.AddInt("io_threads", &io_threads, "threads for TLS/HTTP I/O", 1, 256);
-  t.AddInt("workers", &workers, "threads for request handlers (blocking store writes)", 1, 1024);
-  t.AddInt("max_queue", &queue, "requests queued before 503 + Retry-After", 1, 1 << 20);
-  t.AddInt("max_connections", &conns, "open connections before new ones are closed", 1, 1 << 20);
-  t.AddInt("max_body_bytes", &body, "request body limit (413 above)", 1024, 1 << 20);
-  t.AddInt("max_header_bytes", &header, "request header limit", 1024, 1 << 20);
-  t.AddInt("handshake_timeout_ms", &handshake_ms, "TLS handshake deadline", 100, 3600000);
-  t.AddInt("header_timeout_ms", &header_ms, "deadline for a request header; keep-alive idle time",
-           100, 3600000);
-  t.AddInt("body_timeout_ms", &body_ms, "deadline for a request body", 100, 3600000);
-  t.AddInt("write_timeout_ms", &write_ms, "deadline for writing a response", 100, 3600000);
-  t.AddInt("shutdown_grace_ms", &grace_ms, "how long shutdown waits for requests in flight", 0,
-           3600000);
-  t.AddInt("retry_after_s", &retry_after, "Retry-After seconds sent with 503", 1, 3600);
-  t.AddBool("sync", &sync, "fsync the WAL before answering 200 (turn off only to benchmark)");
-  t.AddInt("batch_id_retention_days", &retention_days, "days a batch id is remembered for dedupe",
-           1, 3650);
-  t.AddInt("max_successive_merges", &merges,
-           "merge operands per key in the memtable before folding at write (0 = no limit)", 0,
-           100000);
-  t.AddInt("max_pending_batches", &max_pending,
-           "accepted batches waiting to be folded into the sums before 503", 1, 1 << 20);
-  t.AddInt("fold_interval_ms", &fold_ms,
-           "longest time accepted batches wait to be folded into the sums", 0, 60000);
-  t.AddInt("memtable_mib", &memtable_mib, "memtable size of the sums in MiB", 1, 4096);
-  t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
-  t.AddInt("min_free_mib", &min_free_mib,
-           "free MiB under the database below which uploads get 507 + Retry-After instead of "
-           "being written (0: none)",
-           0, int64_t{1} << 30);
+// Each section's flags hold the numbers an OptionTable reads (int64_t),
+// registered against the table and then applied to the options' own types
+// and units.
 
-  FleetSettings& f = config->fleet;
-  t.AddInt("fleet_k", &f.k, "agents: APIs each program run measures", 1, 8);
-  t.AddInt("fleet_slots", &f.slots, "agents: programs measured at once per machine", 1, 1024);
-  t.AddDouble("fleet_max_load_per_cpu", &f.max_load_per_cpu,
+struct ServerFlags {
+  int64_t port, io_threads, workers, queue, conns, body, header, handshake_ms, header_ms, body_ms,
+      write_ms, grace_ms, retry_after;
+
+  explicit ServerFlags(const ServerOptions& s)
+      : port(s.port),
+        io_threads(s.io_threads),
+        workers(s.worker_threads),
+        queue(s.max_queued_requests),
+        conns(s.max_connections),
+        body(static_cast<int64_t>(s.max_body_bytes)),
+        header(s.max_header_bytes),
+        handshake_ms(s.handshake_timeout.count()),
+        header_ms(s.header_timeout.count()),
+        body_ms(s.body_timeout.count()),
+        write_ms(s.write_timeout.count()),
+        grace_ms(s.shutdown_grace.count()),
+        retry_after(s.retry_after_seconds) {}
+
+  void Register(OptionTable& t, ServerOptions* s) {
+    t.AddString("listen", &s->listen_address, "address to listen on");
+    t.AddInt("port", &port, "TCP port (0 = any free port)", 0, 65535);
+    t.AddString("tls_cert", &s->tls_cert_file, "PEM certificate chain (RSA or ECDSA) [required]");
+    t.AddString("tls_key", &s->tls_key_file, "PEM private key [required]");
+    t.AddInt("io_threads", &io_threads, "threads for TLS/HTTP I/O", 1, 256);
+    t.AddInt("workers", &workers, "threads for request handlers (blocking store writes)", 1, 1024);
+    t.AddInt("max_queue", &queue, "requests queued before 503 + Retry-After", 1, 1 << 20);
+    t.AddInt("max_connections", &conns, "open connections before new ones are closed", 1,
+             1 << 20);
+    t.AddInt("max_body_bytes", &body, "request body limit (413 above)", 1024, 1 << 20);
+    t.AddInt("max_header_bytes", &header, "request header limit", 1024, 1 << 20);
+    t.AddInt("handshake_timeout_ms", &handshake_ms, "TLS handshake deadline", 100, 3600000);
+    t.AddInt("header_timeout_ms", &header_ms,
+             "deadline for a request header; keep-alive idle time", 100, 3600000);
+    t.AddInt("body_timeout_ms", &body_ms, "deadline for a request body", 100, 3600000);
+    t.AddInt("write_timeout_ms", &write_ms, "deadline for writing a response", 100, 3600000);
+    t.AddInt("shutdown_grace_ms", &grace_ms, "how long shutdown waits for requests in flight", 0,
+             3600000);
+    t.AddInt("retry_after_s", &retry_after, "Retry-After seconds sent with 503", 1, 3600);
+  }
+
+  void ApplyTo(ServerOptions* s) const {
+    s->port = static_cast<uint16_t>(port);
+    s->io_threads = static_cast<int>(io_threads);
+    s->worker_threads = static_cast<int>(workers);
+    s->max_queued_requests = static_cast<int>(queue);
+    s->max_connections = static_cast<int>(conns);
+    s->max_body_bytes = static_cast<size_t>(body);
+    s->max_header_bytes = static_cast<uint32_t>(header);
+    s->handshake_timeout = std::chrono::milliseconds(handshake_ms);
+    s->header_timeout = std::chrono::milliseconds(header_ms);
+    s->body_timeout = std::chrono::milliseconds(body_ms);
+    s->write_timeout = std::chrono::milliseconds(write_ms);
+    s->shutdown_grace = std::chrono::milliseconds(grace_ms);
+    s->retry_after_seconds = static_cast<int>(retry_after);
+  }
+};
+
+struct RocksDbFlags {
+  int64_t retention_days, merges, max_pending, fold_ms, memtable_mib, cache_mib, min_free_mib;
+  bool sync;
+
+  explicit RocksDbFlags(const RocksDbStoreOptions& st)
+      : retention_days(st.batch_id_retention.count() / 86400),
+        merges(st.max_successive_merges),
+        max_pending(st.max_pending_batches),
+        fold_ms(st.fold_interval.count()),
+        memtable_mib(static_cast<int64_t>(st.write_buffer_bytes >> 20)),
+        cache_mib(static_cast<int64_t>(st.block_cache_bytes >> 20)),
+        min_free_mib(static_cast<int64_t>(st.min_free_bytes >> 20)),
+        sync(st.sync) {}
+
+  void Register(OptionTable& t, RocksDbStoreOptions* st) {
+    t.AddString("db", &st->path, "RocksDB directory, created if missing [required]");
+    t.AddBool("sync", &sync, "fsync the WAL before answering 200 (turn off only to benchmark)");
+    t.AddInt("batch_id_retention_days", &retention_days,
+             "days a batch id is remembered for dedupe", 1, 3650);
+    t.AddInt("max_successive_merges", &merges,
+             "merge operands per key in the memtable before folding at write (0 = no limit)", 0,
+             100000);
+    t.AddInt("max_pending_batches", &max_pending,
+             "accepted batches waiting to be folded into the sums before 503", 1, 1 << 20);
+    t.AddInt("fold_interval_ms", &fold_ms,
+             "longest time accepted batches wait to be folded into the sums", 0, 60000);
+    t.AddInt("memtable_mib", &memtable_mib, "memtable size of the sums in MiB", 1, 4096);
+    t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
+    t.AddInt("min_free_mib", &min_free_mib,
+             "free MiB under the database below which uploads get 507 + Retry-After instead of "
+             "being written (0: none)",
+             0, int64_t{1} << 30);
+  }
+
+  void ApplyTo(RocksDbStoreOptions* st) const {
+    st->sync = sync;
+    st->batch_id_retention = std::chrono::hours(24 * retention_days);
+    st->max_successive_merges = static_cast<int>(merges);
+    st->max_pending_batches = static_cast<int>(max_pending);
+    st->fold_interval = std::chrono::milliseconds(fold_ms);
+    st->write_buffer_bytes = static_cast<size_t>(memtable_mib) << 20;
+    st->block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
+    st->min_free_bytes = static_cast<uint64_t>(min_free_mib) << 20;
+  }
+};
+
+void RegisterFleet(OptionTable& t, FleetSettings* f) {
+  t.AddInt("fleet_k", &f->k, "agents: APIs each program run measures", 1, 8);
+  t.AddInt("fleet_slots", &f->slots, "agents: programs measured at once per machine", 1, 1024);
+  t.AddDouble("fleet_max_load_per_cpu", &f->max_load_per_cpu,
               "agents: no measuring above this 1-min load average per CPU", 0, 1e6);
-  t.AddDouble("fleet_overhead_budget", &f.overhead_budget,
+  t.AddDouble("fleet_overhead_budget", &f->overhead_budget,
               "agents: fraction of a run's time measuring may cost", 0, 1);
-  t.AddDouble("fleet_sample_fraction", &f.sample_fraction,
+  t.AddDouble("fleet_sample_fraction", &f->sample_fraction,
               "agents: share of program runs measured at all", 0, 1);
-  t.AddInt("fleet_max_runs_per_minute", &f.max_runs_per_minute,
+  t.AddInt("fleet_max_runs_per_minute", &f->max_runs_per_minute,
            "agents: measured program runs a minute per machine at most (0: no cap)", 0, 1000000);
-  t.AddString("fleet_allow_modules", &f.allow_modules,
+  t.AddString("fleet_allow_modules", &f->allow_modules,
               "agents: only these sonames are measured (comma-separated; empty: all)");
-  t.AddString("fleet_deny_modules", &f.deny_modules, "agents: these sonames are never measured");
-  t.AddInt("fleet_batch_bytes", &f.batch_bytes, "agents: batch size to seal at", 4096, 1 << 20);
-  t.AddInt("fleet_max_age_s", &f.max_age_s, "agents: seal a smaller batch at this age", 1,
+  t.AddString("fleet_deny_modules", &f->deny_modules, "agents: these sonames are never measured");
+  t.AddInt("fleet_batch_bytes", &f->batch_bytes, "agents: batch size to seal at", 4096, 1 << 20);
+  t.AddInt("fleet_max_age_s", &f->max_age_s, "agents: seal a smaller batch at this age", 1,
            int64_t{365} * 86400);
+}
 
-  PublisherOptions& p = config->publish;
-  int64_t fragments = p.fragment_count, per_cycle = p.per_cycle,
-          keep_old_h = std::chrono::duration_cast<std::chrono::hours>(p.keep_old).count();
-  t.AddString("signing_key", &config->signing_key,
-              "Ed25519 private key (PEM) that signs snapshot manifests; publishing is off "
-              "without it (deploy/make-signing-key.sh)");
-  t.AddString("snapshot_dir", &p.dir,
-              "where fragments and the manifest are kept (default: <db>-snapshot)");
-  t.AddInt("fragment_count", &fragments, "fragments the snapshot is split into", 1, 4096);
-  t.AddInt("fragments_per_cycle", &per_cycle, "fragments rebuilt per publish cycle", 1, 4096);
-  t.AddInt("publish_interval_s", &config->publish_interval_s, "seconds between publish cycles", 1,
-           int64_t{30} * 86400);
-  t.AddInt("keep_old_fragments_h", &keep_old_h,
-           "hours a replaced fragment version stays downloadable", 0, 24 * 365);
-  t.AddString("store", &config->store_kind,
+struct PublishFlags {
+  int64_t fragments, per_cycle, keep_old_h;
+
+  explicit PublishFlags(const PublisherOptions& p)
+      : fragments(p.fragment_count),
+        per_cycle(p.per_cycle),
+        keep_old_h(std::chrono::duration_cast<std::chrono::hours>(p.keep_old).count()) {}
+
+  void Register(OptionTable& t, AggregatorConfig* c) {
+    t.AddString("signing_key", &c->signing_key,
+                "Ed25519 private key (PEM) that signs snapshot manifests; publishing is off "
+                "without it (deploy/make-signing-key.sh)");
+    t.AddString("snapshot_dir", &c->publish.dir,
+                "where fragments and the manifest are kept (default: <db>-snapshot)");
+    t.AddInt("fragment_count", &fragments, "fragments the snapshot is split into", 1, 4096);
+    t.AddInt("fragments_per_cycle", &per_cycle, "fragments rebuilt per publish cycle", 1, 4096);
+    t.AddInt("publish_interval_s", &c->publish_interval_s, "seconds between publish cycles", 1,
+             int64_t{30} * 86400);
+    t.AddInt("keep_old_fragments_h", &keep_old_h,
+             "hours a replaced fragment version stays downloadable", 0, 24 * 365);
+  }
+
+  void ApplyTo(PublisherOptions* p) const {
+    p->fragment_count = static_cast<uint32_t>(fragments);
+    p->per_cycle = static_cast<uint32_t>(per_cycle);
+    p->keep_old = std::chrono::hours(keep_old_h);
+  }
+};
+
+struct ClickHouseFlags {
+  int64_t quorum_ms, query_s, horizon, grace_s, rollup_s, pending, group, inflight;
+
+  explicit ClickHouseFlags(const ClickHouseStoreOptions& ch)
+      : quorum_ms(ch.insert_quorum_timeout.count()),
+        query_s(ch.query_timeout.count() / 1000),
+        horizon(ch.horizon_days),
+        grace_s(ch.drop_grace.count()),
+        rollup_s(ch.rollup_interval.count() / 1000),
+        pending(ch.max_pending_batches),
+        group(ch.max_group_batches),
+        inflight(ch.inserts_in_flight) {}
+
+  void Register(OptionTable& t, ClickHouseStoreOptions* ch) {
+    t.AddString("clickhouse_url", &ch->url,
+                "with --store clickhouse: ClickHouse's HTTP interfaces, http://HOST:PORT; "
+                "replicas of a shard joined by ',', shards by ';'");
+    t.AddString("clickhouse_cluster", &ch->cluster,
+                "the cluster's name in ClickHouse's <remote_servers> (replicated tables read "
+                "through Distributed ones); empty for one server");
+    t.AddString("clickhouse_database", &ch->database, "database of the tables, created if missing");
+    t.AddString("clickhouse_zookeeper_path", &ch->zookeeper_path,
+                "ZooKeeper path of the replicated tables");
+    t.AddInt("clickhouse_quorum_timeout_ms", &quorum_ms,
+             "how long an insert waits for every replica of its shard before another shard is "
+             "tried",
+             100, 3600000);
+    t.AddInt("clickhouse_query_timeout_s", &query_s, "deadline of reads and roll-ups", 1, 86400);
+    t.AddInt("clickhouse_horizon_days", &horizon,
+             "days raw rows are kept before they are folded into day nodes", 0, 30);
+    t.AddInt("clickhouse_drop_grace_s", &grace_s,
+             "seconds between a day's fold and dropping the raw rows before it", 0, 86400);
+    t.AddInt("clickhouse_rollup_interval_s", &rollup_s, "seconds between roll-up passes", 1,
+             86400);
+    t.AddInt("clickhouse_max_pending_batches", &pending,
+             "batches waiting for their ClickHouse insert before 503", 1, 1 << 20);
+    t.AddInt("clickhouse_max_group_batches", &group, "batches in one ClickHouse insert at most",
+             1, 1 << 16);
+    t.AddInt("clickhouse_inserts_in_flight", &inflight,
+             "ClickHouse inserts this aggregator has in flight at once, each trying the shards "
+             "in turn (0: one per shard)",
+             0, 256);
+  }
+
+  void ApplyTo(ClickHouseStoreOptions* ch, int64_t retention_days) const {
+    ch->insert_quorum_timeout = std::chrono::milliseconds(quorum_ms);
+    ch->query_timeout = std::chrono::seconds(query_s);
+    ch->horizon_days = static_cast<int>(horizon);
+    ch->drop_grace = std::chrono::seconds(grace_s);
+    ch->rollup_interval = std::chrono::seconds(rollup_s);
+    ch->max_pending_batches = static_cast<int>(pending);
+    ch->max_group_batches = static_cast<int>(group);
+    ch->inserts_in_flight = static_cast<int>(inflight);
+    ch->batch_id_retention_days = static_cast<int>(retention_days);
+  }
+};
+
+// The store, the lease, vendors, lab profiles and the admin token.
+void RegisterOthers(OptionTable& t, AggregatorConfig* c) {
+  t.AddString("store", &c->store_kind,
               "rocksdb (the default: --db holds the sums) or clickhouse (--clickhouse_url; "
               "several aggregators over one ClickHouse cluster, docs/scale-out.md)");
-  ClickHouseStoreOptions& ch = config->clickhouse;
-  int64_t ch_quorum_ms = ch.insert_quorum_timeout.count(),
-          ch_query_s = ch.query_timeout.count() / 1000, ch_horizon = ch.horizon_days,
-          ch_grace_s = ch.drop_grace.count(), ch_rollup_s = ch.rollup_interval.count() / 1000,
-          ch_pending = ch.max_pending_batches, ch_group = ch.max_group_batches,
-          ch_inflight = ch.inserts_in_flight;
-  t.AddString("clickhouse_url", &ch.url,
-              "with --store clickhouse: ClickHouse's HTTP interfaces, http://HOST:PORT; replicas "
-              "of a shard joined by ',', shards by ';'");
-  t.AddString("clickhouse_cluster", &ch.cluster,
-              "the cluster's name in ClickHouse's <remote_servers> (replicated tables read "
-              "through Distributed ones); empty for one server");
-  t.AddString("clickhouse_database", &ch.database, "database of the tables, created if missing");
-  t.AddString("clickhouse_zookeeper_path", &ch.zookeeper_path,
-              "ZooKeeper path of the replicated tables");
-  t.AddInt("clickhouse_quorum_timeout_ms", &ch_quorum_ms,
-           "how long an insert waits for every replica of its shard before another shard is "
-           "tried",
-           100, 3600000);
-  t.AddInt("clickhouse_query_timeout_s", &ch_query_s, "deadline of reads and roll-ups", 1, 86400);
-  t.AddInt("clickhouse_horizon_days", &ch_horizon,
-           "days raw rows are kept before they are folded into day nodes", 0, 30);
-  t.AddInt("clickhouse_drop_grace_s", &ch_grace_s,
-           "seconds between a day's fold and dropping the raw rows before it", 0, 86400);
-  t.AddInt("clickhouse_rollup_interval_s", &ch_rollup_s, "seconds between roll-up passes", 1,
-           86400);
-  t.AddInt("clickhouse_max_pending_batches", &ch_pending,
-           "batches waiting for their ClickHouse insert before 503", 1, 1 << 20);
-  t.AddInt("clickhouse_max_group_batches", &ch_group, "batches in one ClickHouse insert at most", 1,
-           1 << 16);
-  t.AddInt(
-      "clickhouse_inserts_in_flight", &ch_inflight,
-      "ClickHouse inserts this aggregator has in flight at once, each trying the shards in turn "
-      "(0: one per shard)",
-      0, 256);
-  t.AddString("zookeeper", &config->zookeeper,
+  t.AddString("zookeeper", &c->zookeeper,
               "ZooKeeper servers (host:port,...) holding the lease that lets one aggregator of "
               "several publish the snapshot and roll up ClickHouse; empty: always this one");
-  t.AddString("lease_path", &config->lease_path, "ZooKeeper path of that lease");
-  t.AddString("vendors_file", &config->vendors_file,
+  t.AddString("lease_path", &c->lease_path, "ZooKeeper path of that lease");
+  t.AddString("vendors_file", &c->vendors_file,
               "vendor pages: a file of 'NAME TOKEN PATTERN[,PATTERN...]' lines; a module matching "
               "a vendor's patterns (e.g. libsqlite3.so*) is served by GET /v1/module only with "
               "that vendor's bearer token");
-  t.AddString("lab_dir", &config->lab_dir,
+  t.AddString("lab_dir", &c->lab_dir,
               "where uploaded lab profiles are kept, apart from the field sums (default: "
               "<db>-lab)");
-  t.AddString("admin_token_file", &config->admin_token_file,
+  t.AddString("admin_token_file", &c->admin_token_file,
               "file with the bearer token for POST /v1/admin/publish (default: admin calls off)");
+}
 
+// What the options say together, and the defaults next to the database.
+Status Settle(AggregatorConfig* c) {
+  if (c->server.tls_cert_file.empty() || c->server.tls_key_file.empty()) {
+    return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
+  }
+  if (c->store_kind != "rocksdb" && c->store_kind != "clickhouse") {
+    return InvalidArgument("--store is rocksdb or clickhouse");
+  }
+  if (c->store.path.empty() && c->store_kind == "rocksdb") {
+    return InvalidArgument("--db is required");
+  }
+  if (Status v = c->fleet.Validate(); !v.ok()) return v.WithContext("fleet settings");
+  if (!c->store.path.empty()) {
+    std::string db = c->store.path;
+    while (db.size() > 1 && db.back() == '/') db.pop_back();
+    if (c->publish.dir.empty()) c->publish.dir = db + "-snapshot";
+    if (c->lab_dir.empty()) c->lab_dir = db + "-lab";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig* config,
+                             bool* help, std::string* help_text) {
+  ServerFlags server(config->server);
+  RocksDbFlags rocksdb(config->store);
+  PublishFlags publish(config->publish);
+  ClickHouseFlags clickhouse(config->clickhouse);
+  OptionTable t("fieldprof-aggregator", kAbout);
+  server.Register(t, &config->server);
+  rocksdb.Register(t, &config->store);
+  RegisterFleet(t, &config->fleet);
+  publish.Register(t, config);
+  RegisterOthers(t, config);
+  clickhouse.Register(t, &config->clickhouse);
   FP_RETURN_IF_ERROR(t.Parse(argc, argv));
   *help = t.help_requested();
   *help_text = t.Help();
@@ -156,60 +290,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   if (!t.positional().empty()) {
     return InvalidArgument("unexpected argument '" + t.positional()[0] + "' (see --help)");
   }
-  s.port = static_cast<uint16_t>(port);
-  s.io_threads = static_cast<int>(io_threads);
-  s.worker_threads = static_cast<int>(workers);
-  s.max_queued_requests = static_cast<int>(queue);
-  s.max_connections = static_cast<int>(conns);
-  s.max_body_bytes = static_cast<size_t>(body);
-  s.max_header_bytes = static_cast<uint32_t>(header);
-  s.handshake_timeout = std::chrono::milliseconds(handshake_ms);
-  s.header_timeout = std::chrono::milliseconds(header_ms);
-  s.body_timeout = std::chrono::milliseconds(body_ms);
-  s.write_timeout = std::chrono::milliseconds(write_ms);
-  s.shutdown_grace = std::chrono::milliseconds(grace_ms);
-  s.retry_after_seconds = static_cast<int>(retry_after);
-  st.sync = sync;
-  st.batch_id_retention = std::chrono::hours(24 * retention_days);
-  st.max_successive_merges = static_cast<int>(merges);
-  st.max_pending_batches = static_cast<int>(max_pending);
-  st.fold_interval = std::chrono::milliseconds(fold_ms);
-  st.write_buffer_bytes = static_cast<size_t>(memtable_mib) << 20;
-  st.block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
-  st.min_free_bytes = static_cast<uint64_t>(min_free_mib) << 20;
-  if (s.tls_cert_file.empty() || s.tls_key_file.empty()) {
-    return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
-  }
-  if (config->store_kind != "rocksdb" && config->store_kind != "clickhouse") {
-    return InvalidArgument("--store is rocksdb or clickhouse");
-  }
-  if (st.path.empty() && config->store_kind == "rocksdb") {
-    return InvalidArgument("--db is required");
-  }
-  ch.insert_quorum_timeout = std::chrono::milliseconds(ch_quorum_ms);
-  ch.query_timeout = std::chrono::seconds(ch_query_s);
-  ch.horizon_days = static_cast<int>(ch_horizon);
-  ch.drop_grace = std::chrono::seconds(ch_grace_s);
-  ch.rollup_interval = std::chrono::seconds(ch_rollup_s);
-  ch.max_pending_batches = static_cast<int>(ch_pending);
-  ch.max_group_batches = static_cast<int>(ch_group);
-  ch.inserts_in_flight = static_cast<int>(ch_inflight);
-  ch.batch_id_retention_days = static_cast<int>(retention_days);
-  if (Status v = f.Validate(); !v.ok()) return v.WithContext("fleet settings");
-  p.fragment_count = static_cast<uint32_t>(fragments);
-  p.per_cycle = static_cast<uint32_t>(per_cycle);
-  p.keep_old = std::chrono::hours(keep_old_h);
-  if (p.dir.empty() && !st.path.empty()) {
-    std::string db = st.path;
-    while (db.size() > 1 && db.back() == '/') db.pop_back();
-    p.dir = db + "-snapshot";
-  }
-  if (config->lab_dir.empty() && !st.path.empty()) {
-    std::string db = st.path;
-    while (db.size() > 1 && db.back() == '/') db.pop_back();
-    config->lab_dir = db + "-lab";
-  }
-  return Status::Ok();
+  server.ApplyTo(&config->server);
+  rocksdb.ApplyTo(&config->store);
+  publish.ApplyTo(&config->publish);
+  clickhouse.ApplyTo(&config->clickhouse, rocksdb.retention_days);
+  return Settle(config);
 }
 
 }  // namespace fieldprof::aggregator

@@ -192,89 +192,103 @@ Status ValidatePlatformT(const P& p) {
   return Status::Ok();
 }
 
-template <typename H>
-Status ValidateHistogramT(const H& h) {
-  const bool flag = h.sum_sq_saturated();
-  uint64_t count = h.zero_count();
+// What the checks of one histogram carry from bucket to bucket.
+struct BucketTotals {
+  uint64_t count = 0;
   uint128 sum = 0;
   uint128 sum_sq = 0;
   bool total_saturated = false;
   bool any_bucket_saturated = false;
-  int prev = -1;
-  int lowest = -1;
-  int highest = -1;
-  for (int k = 0; k < h.buckets_size(); ++k) {
-    const auto& b = h.buckets(k);
-    // Built only when a rule fails: this loop runs for every bucket of every record.
-    auto where = [&b] { return "bucket " + std::to_string(b.index()); };
-    if (b.index() >= static_cast<uint32_t>(kNumBuckets)) {
-      return Fail("bucket_index_range", where() + " is out of range 0..63");
-    }
-    const int i = static_cast<int>(b.index());
-    if (i <= prev) {
-      return Fail("bucket_order", where() + " follows bucket " + std::to_string(prev) +
-                                      " (indexes must be strictly increasing, no repeats)");
-    }
-    prev = i;
-    if (lowest < 0) lowest = i;
-    highest = i;
-    if (b.count() == 0) return Fail("bucket_count_zero", where() + " has count 0");
-    const uint128 bsum = MakeUint128(b.sum_lo(), b.sum_hi());
-    const uint128 bsq = MakeUint128(b.sum_sq_lo(), b.sum_sq_hi());
-    const uint128 lo = BucketLow(i);
-    const uint128 hi = BucketHigh(i);
-    const uint128 min_sum = MulSat(b.count(), lo);
-    const uint128 max_sum = MulSat(b.count(), hi);
-    if (bsum < min_sum || bsum > max_sum) {
-      return Fail("bucket_sum_range", where() + ": sum " + U(bsum) + " is outside count*[" + U(lo) +
-                                          ", " + U(hi) + "] = [" + U(min_sum) + ", " + U(max_sum) +
-                                          "]");
-    }
-    if (bsq == kUint128Max) {
-      any_bucket_saturated = true;
-      if (!flag) {
-        return Fail("sum_sq_saturated_flag",
-                    where() + ": sum of squares is saturated but sum_sq_saturated is false");
-      }
-    } else {
-      // Every value v in [lo, hi] has lo*v <= v^2 <= hi*v, so lo*sum <= sum_sq <= hi*sum;
-      // and by Cauchy-Schwarz sum^2 <= count * sum_sq.
-      const uint128 min_sq = MulSat(bsum, lo);
-      const uint128 max_sq = MulSat(bsum, hi);
-      if (bsq < min_sq || bsq > max_sq || !CauchySchwarzHolds(b.count(), bsum, bsq)) {
-        return Fail("bucket_sum_sq_range", where() + ": sum of squares " + U(bsq) +
-                                               " is inconsistent with count " +
-                                               std::to_string(b.count()) + " and sum " + U(bsum));
-      }
-    }
-    if (count + b.count() < count) {
-      return Fail("total_count", "bucket counts overflow 64 bits");
-    }
-    count += b.count();
-    if (sum + bsum < sum) return Fail("total_sum", "bucket sums overflow 128 bits");
-    sum += bsum;
-    sum_sq = SaturatingAdd(sum_sq, bsq, &total_saturated);
+  int prev = -1;     // the last bucket's index
+  int lowest = -1;   // the lowest bucket's index, -1 before any
+  int highest = -1;  // the highest's
+};
+
+// One bucket: its index, its count and sums against its edges, its sum of
+// squares against the saturation flag `flag`; added to `t`.
+template <typename B>
+Status CheckBucket(const B& b, bool flag, BucketTotals* t) {
+  // Built only when a rule fails: this runs for every bucket of every record.
+  auto where = [&b] { return "bucket " + std::to_string(b.index()); };
+  if (b.index() >= static_cast<uint32_t>(kNumBuckets)) {
+    return Fail("bucket_index_range", where() + " is out of range 0..63");
   }
-  if (count == 0) return Fail("histogram_empty", "histogram has no values");
-  if (h.count() != count) {
+  const int i = static_cast<int>(b.index());
+  if (i <= t->prev) {
+    return Fail("bucket_order", where() + " follows bucket " + std::to_string(t->prev) +
+                                    " (indexes must be strictly increasing, no repeats)");
+  }
+  t->prev = i;
+  if (t->lowest < 0) t->lowest = i;
+  t->highest = i;
+  if (b.count() == 0) return Fail("bucket_count_zero", where() + " has count 0");
+  const uint128 bsum = MakeUint128(b.sum_lo(), b.sum_hi());
+  const uint128 bsq = MakeUint128(b.sum_sq_lo(), b.sum_sq_hi());
+  const uint128 lo = BucketLow(i);
+  const uint128 hi = BucketHigh(i);
+  const uint128 min_sum = MulSat(b.count(), lo);
+  const uint128 max_sum = MulSat(b.count(), hi);
+  if (bsum < min_sum || bsum > max_sum) {
+    return Fail("bucket_sum_range", where() + ": sum " + U(bsum) + " is outside count*[" + U(lo) +
+                                        ", " + U(hi) + "] = [" + U(min_sum) + ", " + U(max_sum) +
+                                        "]");
+  }
+  if (bsq == kUint128Max) {
+    t->any_bucket_saturated = true;
+    if (!flag) {
+      return Fail("sum_sq_saturated_flag",
+                  where() + ": sum of squares is saturated but sum_sq_saturated is false");
+    }
+  } else {
+    // Every value v in [lo, hi] has lo*v <= v^2 <= hi*v, so lo*sum <= sum_sq <= hi*sum;
+    // and by Cauchy-Schwarz sum^2 <= count * sum_sq.
+    const uint128 min_sq = MulSat(bsum, lo);
+    const uint128 max_sq = MulSat(bsum, hi);
+    if (bsq < min_sq || bsq > max_sq || !CauchySchwarzHolds(b.count(), bsum, bsq)) {
+      return Fail("bucket_sum_sq_range", where() + ": sum of squares " + U(bsq) +
+                                             " is inconsistent with count " +
+                                             std::to_string(b.count()) + " and sum " + U(bsum));
+    }
+  }
+  if (t->count + b.count() < t->count) return Fail("total_count", "bucket counts overflow 64 bits");
+  t->count += b.count();
+  if (t->sum + bsum < t->sum) return Fail("total_sum", "bucket sums overflow 128 bits");
+  t->sum += bsum;
+  t->sum_sq = SaturatingAdd(t->sum_sq, bsq, &t->total_saturated);
+  return Status::Ok();
+}
+
+// The histogram's totals against its buckets'.
+template <typename H>
+Status CheckTotals(const H& h, const BucketTotals& t) {
+  if (t.count == 0) return Fail("histogram_empty", "histogram has no values");
+  if (h.count() != t.count) {
     return Fail("total_count",
                 "count " + std::to_string(h.count()) +
-                    " differs from zero_count + bucket counts = " + std::to_string(count));
+                    " differs from zero_count + bucket counts = " + std::to_string(t.count));
   }
-  if (MakeUint128(h.sum_lo(), h.sum_hi()) != sum) {
+  if (MakeUint128(h.sum_lo(), h.sum_hi()) != t.sum) {
     return Fail("total_sum", "sum " + U(MakeUint128(h.sum_lo(), h.sum_hi())) +
-                                 " differs from the sum of bucket sums " + U(sum));
+                                 " differs from the sum of bucket sums " + U(t.sum));
   }
-  const bool should_flag = any_bucket_saturated || total_saturated;
+  const bool flag = h.sum_sq_saturated();
+  const bool should_flag = t.any_bucket_saturated || t.total_saturated;
   if (flag != should_flag) {
     return Fail("sum_sq_saturated_flag",
                 std::string("sum_sq_saturated is ") + (flag ? "true" : "false") +
                     " but the sums of squares " + (should_flag ? "do" : "do not") + " saturate");
   }
-  if (MakeUint128(h.sum_sq_lo(), h.sum_sq_hi()) != sum_sq) {
+  if (MakeUint128(h.sum_sq_lo(), h.sum_sq_hi()) != t.sum_sq) {
     return Fail("total_sum_sq", "sum of squares " + U(MakeUint128(h.sum_sq_lo(), h.sum_sq_hi())) +
-                                    " differs from the (saturating) sum over buckets " + U(sum_sq));
+                                    " differs from the (saturating) sum over buckets " +
+                                    U(t.sum_sq));
   }
+  return Status::Ok();
+}
+
+// min and max: in order, and in the lowest and highest buckets (or 0).
+template <typename H>
+Status CheckMinMax(const H& h, const BucketTotals& t) {
   if (h.min() > h.max()) {
     return Fail("min_max_order", "min " + std::to_string(h.min()) + " is greater than max " +
                                      std::to_string(h.max()));
@@ -284,19 +298,31 @@ Status ValidateHistogramT(const H& h) {
       return Fail("min_range", "min " + std::to_string(h.min()) + " but zero_count is " +
                                    std::to_string(h.zero_count()));
     }
-  } else if (h.min() < BucketLow(lowest) || h.min() > BucketHigh(lowest)) {
+  } else if (h.min() < BucketLow(t.lowest) || h.min() > BucketHigh(t.lowest)) {
     return Fail("min_range", "min " + std::to_string(h.min()) + " is not in the lowest bucket " +
-                                 std::to_string(lowest));
+                                 std::to_string(t.lowest));
   }
-  if (highest < 0) {
+  if (t.highest < 0) {
     if (h.max() != 0) {
       return Fail("max_range", "max " + std::to_string(h.max()) + " but all values are 0");
     }
-  } else if (h.max() < BucketLow(highest) || h.max() > BucketHigh(highest)) {
+  } else if (h.max() < BucketLow(t.highest) || h.max() > BucketHigh(t.highest)) {
     return Fail("max_range", "max " + std::to_string(h.max()) + " is not in the highest bucket " +
-                                 std::to_string(highest));
+                                 std::to_string(t.highest));
   }
   return Status::Ok();
+}
+
+template <typename H>
+Status ValidateHistogramT(const H& h) {
+  BucketTotals t;
+  t.count = h.zero_count();
+  const bool flag = h.sum_sq_saturated();
+  for (int k = 0; k < h.buckets_size(); ++k) {
+    FP_RETURN_IF_ERROR(CheckBucket(h.buckets(k), flag, &t));
+  }
+  FP_RETURN_IF_ERROR(CheckTotals(h, t));
+  return CheckMinMax(h, t);
 }
 
 template <typename R>

@@ -70,82 +70,96 @@ std::vector<std::string> ChTables::TableNames() const {
   return names;
 }
 
-Status EnsureChSchema(const ChTables& tables,
-                      const std::vector<std::vector<HttpsClientOptions>>& shards,
-                      int ddl_timeout_s) {
-  // Which servers answer, and whether every table is already on them.
+namespace {
+
+// Which servers answer, and whether every table is already on them.
+struct ServerProbe {
   std::vector<const HttpsClientOptions*> up;
   bool complete = true;
   std::string first_error;
+};
+
+ServerProbe ProbeServers(const ChTables& tables,
+                         const std::vector<std::vector<HttpsClientOptions>>& shards) {
+  ServerProbe p;
   for (const auto& shard : shards) {
     for (const HttpsClientOptions& server : shard) {
       ClickHouseClient ch(server);
       StatusOr<std::string> have = ch.Query("SELECT name FROM system.tables WHERE database = " +
                                             SqlString(tables.database()) + " FORMAT TSV");
       if (!have.ok()) {
-        complete = false;
-        if (first_error.empty()) first_error = have.status().message();
+        p.complete = false;
+        if (p.first_error.empty()) p.first_error = have.status().message();
         continue;
       }
-      up.push_back(&server);
+      p.up.push_back(&server);
       std::set<std::string> names;
       std::istringstream lines(*have);
       for (std::string line; std::getline(lines, line);) names.insert(line);
-      for (const std::string& t : tables.TableNames()) complete = complete && names.count(t) > 0;
+      for (const std::string& t : tables.TableNames()) p.complete = p.complete && names.count(t);
     }
   }
-  if (up.empty()) return Unavailable("no ClickHouse server answers: " + first_error);
+  return p;
+}
 
-  if (tables.clustered()) {
-    // ClickHouse's own idea of the cluster must match the servers given:
-    // the Distributed reads go where <remote_servers> says.
+// ClickHouse's own idea of the cluster must match the servers given: the
+// Distributed reads go where <remote_servers> says.
+Status CheckClusterLayout(const ChTables& tables,
+                          const std::vector<std::vector<HttpsClientOptions>>& shards,
+                          const HttpsClientOptions& server) {
+  ClickHouseClient ch(server);
+  StatusOr<std::string> layout =
+      ch.Query("SELECT shard_num, count() FROM system.clusters WHERE cluster = " +
+               SqlString(tables.cluster()) + " GROUP BY shard_num ORDER BY shard_num FORMAT TSV");
+  if (!layout.ok()) return layout.status().WithContext("reading system.clusters");
+  std::string want, got;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    want += (i ? "," : "") + std::to_string(shards[i].size());
+  }
+  std::istringstream lines(*layout);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    got += (got.empty() ? "" : ",") + line.substr(tab + 1);
+  }
+  if (got.empty()) {
+    return InvalidArgument("ClickHouse has no cluster named '" + tables.cluster() +
+                           "' in its <remote_servers>");
+  }
+  if (got != want) {
+    return InvalidArgument("ClickHouse's cluster '" + tables.cluster() +
+                           "' has replicas per shard " + got + ", but clickhouse_url lists " +
+                           want);
+  }
+  return Status::Ok();
+}
+
+Status CreateTables(const ChTables& tables, const std::vector<const HttpsClientOptions*>& up,
+                    int ddl_timeout_s) {
+  for (const std::string& sql : tables.CreateStatements()) {
+    if (!tables.clustered()) {
+      for (const auto* server : up) {
+        ClickHouseClient ch(*server);
+        FP_RETURN_IF_ERROR(ch.Execute(sql).WithContext("creating the ClickHouse tables"));
+      }
+      continue;
+    }
+    // ON CLUSTER: any server queues it for all; servers that are down run
+    // it when they return. A timeout (code 159) is not an error then.
     ClickHouseClient ch(*up.front());
-    StatusOr<std::string> layout =
-        ch.Query("SELECT shard_num, count() FROM system.clusters WHERE cluster = " +
-                 SqlString(tables.cluster()) + " GROUP BY shard_num ORDER BY shard_num FORMAT TSV");
-    if (!layout.ok()) return layout.status().WithContext("reading system.clusters");
-    std::string want, got;
-    for (size_t i = 0; i < shards.size(); ++i) {
-      want += (i ? "," : "") + std::to_string(shards[i].size());
-    }
-    std::istringstream lines(*layout);
-    for (std::string line; std::getline(lines, line);) {
-      const size_t tab = line.find('\t');
-      if (tab == std::string::npos) continue;
-      got += (got.empty() ? "" : ",") + line.substr(tab + 1);
-    }
-    if (got.empty()) {
-      return InvalidArgument("ClickHouse has no cluster named '" + tables.cluster() +
-                             "' in its <remote_servers>");
-    }
-    if (got != want) {
-      return InvalidArgument("ClickHouse's cluster '" + tables.cluster() +
-                             "' has replicas per shard " + got + ", but clickhouse_url lists " +
-                             want);
+    Status s = ch.Execute(sql, {{"distributed_ddl_task_timeout", std::to_string(ddl_timeout_s)}});
+    if (!s.ok() && ch.last_error_code() != 159) {
+      return s.WithContext("creating the ClickHouse tables");
     }
   }
+  return Status::Ok();
+}
 
-  if (!complete) {
-    for (const std::string& sql : tables.CreateStatements()) {
-      if (!tables.clustered()) {
-        for (const auto* server : up) {
-          ClickHouseClient ch(*server);
-          FP_RETURN_IF_ERROR(ch.Execute(sql).WithContext("creating the ClickHouse tables"));
-        }
-        continue;
-      }
-      // ON CLUSTER: any server queues it for all; servers that are down
-      // run it when they return. A timeout is not an error then.
-      ClickHouseClient ch(*up.front());
-      Status s = ch.Execute(sql, {{"distributed_ddl_task_timeout", std::to_string(ddl_timeout_s)}});
-      if (!s.ok() && ch.last_error_code() != 159) {
-        return s.WithContext("creating the ClickHouse tables");
-      }
-    }
-  }
-
-  // The schema version, from the state table every server holds.
-  ClickHouseClient ch(*up.front());
+// The schema version, from the state table every server holds: a newer
+// one than this aggregator's is refused; an older one (none yet) is
+// brought up to date.
+Status CheckSchemaVersion(const ChTables& tables, const HttpsClientOptions& server) {
+  ClickHouseClient ch(server);
   StatusOr<std::string> v = ch.Query("SELECT max(value), count() FROM " + tables.Local("fp_state") +
                                      " WHERE name = 'schema' FORMAT TSV");
   if (!v.ok()) return v.status().WithContext("reading the schema version");
@@ -166,6 +180,18 @@ Status EnsureChSchema(const ChTables& tables,
                                   ", now())"));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status EnsureChSchema(const ChTables& tables,
+                      const std::vector<std::vector<HttpsClientOptions>>& shards,
+                      int ddl_timeout_s) {
+  const ServerProbe p = ProbeServers(tables, shards);
+  if (p.up.empty()) return Unavailable("no ClickHouse server answers: " + p.first_error);
+  if (tables.clustered()) FP_RETURN_IF_ERROR(CheckClusterLayout(tables, shards, *p.up.front()));
+  if (!p.complete) FP_RETURN_IF_ERROR(CreateTables(tables, p.up, ddl_timeout_s));
+  return CheckSchemaVersion(tables, *p.up.front());
 }
 
 }  // namespace fieldprof::aggregator

@@ -78,84 +78,97 @@ class ZooKeeper : public Lease {
     return true;
   }
 
+  // True when asked to stop within `wait`.
+  bool StopWithin(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, wait, [this] { return stop_; });
+  }
+
+  // Whether *zh is a session connected now, making one if there is none
+  // (a new session clears *node: the old node went with the old session).
+  bool Connected(zhandle_t** zh, std::string* node) {
+    if (*zh == nullptr) {
+      *zh = zookeeper_init(servers_.c_str(), nullptr, static_cast<int>(session_.count()), nullptr,
+                           nullptr, 0);
+      node->clear();
+      if (*zh == nullptr) {
+        held_ = false;
+        Say("cannot start a ZooKeeper client for " + servers_);
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        return false;
+      }
+    }
+    const int state = zoo_state(*zh);
+    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+      // A new session, a new node: the old one is gone with its session.
+      held_ = false;
+      Say("session expired; reconnecting");
+      zookeeper_close(*zh);
+      *zh = nullptr;
+      return false;
+    }
+    if (state != ZOO_CONNECTED_STATE) {
+      held_ = false;  // cannot know: give it up until connected again
+      Say("not held: not connected to ZooKeeper (" + servers_ + ")");
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!connected_once_) {
+      connected_once_ = true;
+      cv_.notify_all();
+    }
+    return true;
+  }
+
+  // Joins the election: an ephemeral sequential member node, its name in
+  // *node.
+  bool Join(zhandle_t* zh, std::string* node) {
+    if (!EnsurePath(zh)) {
+      held_ = false;
+      return false;
+    }
+    char made[512] = {};
+    const std::string prefix = path_ + "/member-";
+    const int rc = zoo_create(zh, prefix.c_str(), me_.data(), static_cast<int>(me_.size()),
+                              &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made - 1);
+    if (rc != ZOK) {
+      held_ = false;
+      Say(std::string("cannot join the election: ") + zerror(rc));
+      return false;
+    }
+    *node = std::string(made).substr(path_.size() + 1);
+    return true;
+  }
+
+  // The lowest member holds the lease.
+  void Look(zhandle_t* zh, std::string* node) {
+    String_vector children{};
+    const int rc = zoo_get_children(zh, path_.c_str(), 0, &children);
+    if (rc != ZOK) {
+      held_ = false;
+      Say(std::string("not held: ") + zerror(rc));
+      return;
+    }
+    std::vector<std::string> names(children.data, children.data + children.count);
+    deallocate_String_vector(&children);
+    std::sort(names.begin(), names.end());
+    if (std::find(names.begin(), names.end(), *node) == names.end()) {
+      node->clear();  // our node is gone (a session the server expired): join again
+      held_ = false;
+      return;
+    }
+    held_ = names.front() == *node;
+    Say(held_ ? "held by this aggregator (" + *node + " of " + std::to_string(names.size()) + ")"
+              : "held by another aggregator (" + names.front() + "; this one is " + *node + ")");
+  }
+
   void Run() {
     zhandle_t* zh = nullptr;
     std::string node;  // our member node's name under path_, once made
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (cv_.wait_for(lock, std::chrono::milliseconds(zh == nullptr ? 0 : 200),
-                         [this] { return stop_; })) {
-          break;
-        }
-      }
-      if (zh == nullptr) {
-        zh = zookeeper_init(servers_.c_str(), nullptr, static_cast<int>(session_.count()), nullptr,
-                            nullptr, 0);
-        node.clear();
-        if (zh == nullptr) {
-          held_ = false;
-          Say("cannot start a ZooKeeper client for " + servers_);
-          std::this_thread::sleep_for(std::chrono::seconds(1));
-          continue;
-        }
-      }
-      const int state = zoo_state(zh);
-      if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
-        // A new session, a new node: the old one is gone with its session.
-        held_ = false;
-        Say("session expired; reconnecting");
-        zookeeper_close(zh);
-        zh = nullptr;
-        continue;
-      }
-      if (state != ZOO_CONNECTED_STATE) {
-        held_ = false;  // cannot know: give it up until connected again
-        Say("not held: not connected to ZooKeeper (" + servers_ + ")");
-        continue;
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!connected_once_) {
-          connected_once_ = true;
-          cv_.notify_all();
-        }
-      }
-      if (node.empty()) {
-        if (!EnsurePath(zh)) {
-          held_ = false;
-          continue;
-        }
-        char made[512] = {};
-        const std::string prefix = path_ + "/member-";
-        const int rc =
-            zoo_create(zh, prefix.c_str(), me_.data(), static_cast<int>(me_.size()),
-                       &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made - 1);
-        if (rc != ZOK) {
-          held_ = false;
-          Say(std::string("cannot join the election: ") + zerror(rc));
-          continue;
-        }
-        node = std::string(made).substr(path_.size() + 1);
-      }
-      String_vector children{};
-      const int rc = zoo_get_children(zh, path_.c_str(), 0, &children);
-      if (rc != ZOK) {
-        held_ = false;
-        Say(std::string("not held: ") + zerror(rc));
-        continue;
-      }
-      std::vector<std::string> names(children.data, children.data + children.count);
-      deallocate_String_vector(&children);
-      std::sort(names.begin(), names.end());
-      if (std::find(names.begin(), names.end(), node) == names.end()) {
-        node.clear();  // our node is gone (a session the server expired): join again
-        held_ = false;
-        continue;
-      }
-      held_ = names.front() == node;
-      Say(held_ ? "held by this aggregator (" + node + " of " + std::to_string(names.size()) + ")"
-                : "held by another aggregator (" + names.front() + "; this one is " + node + ")");
+    while (!StopWithin(std::chrono::milliseconds(zh == nullptr ? 0 : 200))) {
+      if (!Connected(&zh, &node)) continue;
+      if (node.empty() && !Join(zh, &node)) continue;
+      Look(zh, &node);
     }
     held_ = false;
     if (zh != nullptr) zookeeper_close(zh);  // ends the session: our node goes at once

@@ -53,6 +53,80 @@ Status Publisher::Refresh() {
   return Status::Ok();
 }
 
+namespace {
+
+// Which fragments a cycle rebuilds: all the first time (or when asked), else
+// the next per_cycle in rotation after the previous cycle's.
+std::vector<bool> FragmentsToRebuild(const wire::Manifest& current, const PublisherOptions& o,
+                                     bool first, bool all) {
+  const uint32_t count = o.fragment_count;
+  std::vector<bool> rebuild(count, first || all);
+  if (!first) {
+    const uint64_t start = (current.snapshot_version() * o.per_cycle) % count;
+    for (uint32_t i = 0; i < std::min(o.per_cycle, count); ++i) rebuild[(start + i) % count] = true;
+  }
+  return rebuild;
+}
+
+// One pass over one consistent snapshot: the series of the fragments to
+// rebuild, each encoded as it is scanned (a few hundred bytes kept per
+// series rather than a message with a heap object per bucket).
+Status ScanSeries(Store* store, const std::vector<bool>& rebuild,
+                  std::vector<std::vector<EncodedRecord>>* records, CycleResult* result) {
+  const uint32_t count = static_cast<uint32_t>(rebuild.size());
+  records->assign(count, {});
+  wire::Record r;
+  return store->ForEachApi(ApiFilter(), [&](ApiAggregate&& a) {
+    ++result->series;
+    const uint32_t f = FragmentOf(a.key, count);
+    if (!rebuild[f]) return true;
+    r.Clear();
+    ApiKeyToWire(a.key, r.mutable_key());
+    HistogramToWire(a.histogram, r.mutable_histogram());
+    r.set_runs(a.runs);
+    if (a.truncated) r.set_truncated(true);
+    if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
+    (*records)[f].push_back(EncodeRecord(r));
+    return true;
+  });
+}
+
+// A manifest of `count` fragments, none published yet.
+wire::Manifest EmptyManifest(uint32_t count) {
+  wire::Manifest m;
+  m.set_schema_version(kManifestSchemaVersion);
+  m.set_fragment_schema_version(kFragmentSchemaVersion);
+  m.set_fragment_count(count);
+  for (uint32_t i = 0; i < count; ++i) m.add_fragments()->set_index(i);
+  return m;
+}
+
+// The rebuilt fragments that changed, written to `storage` and entered in
+// `next`; the versions they replace in *replaced.
+Status WriteFragments(SnapshotStorage* storage, const std::vector<bool>& rebuild,
+                      std::vector<std::vector<EncodedRecord>>* records, wire::Manifest* next,
+                      std::set<std::pair<uint32_t, uint64_t>>* replaced, CycleResult* result) {
+  const uint32_t count = static_cast<uint32_t>(rebuild.size());
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!rebuild[i]) continue;
+    const std::string bytes = EncodeFragmentFromEncoded(i, count, std::move((*records)[i]));
+    const wire::FragmentInfo info = DescribeFragment(i, bytes);
+    ++result->rebuilt;
+    result->bytes += bytes.size();
+    if (info.sha256() == next->fragments(static_cast<int>(i)).sha256()) continue;  // unchanged
+    ++result->changed;
+    FP_RETURN_IF_ERROR(storage->WriteFragment(i, info.version(), bytes));
+    // The version it replaces is kept for keep_old from now.
+    if (const uint64_t old = next->fragments(static_cast<int>(i)).version(); old != 0) {
+      replaced->insert({i, old});
+    }
+    *next->mutable_fragments(static_cast<int>(i)) = info;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   std::lock_guard cycle(cycle_mu_);
   // Carry on from the newest manifest stored (another aggregator may have
@@ -65,72 +139,26 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
     next = manifest_;
   }
   const bool first = next.fragments_size() != static_cast<int>(count);
-  // Which fragments this cycle rebuilds: all the first time (or when asked),
-  // else the next per_cycle in rotation after the previous cycle's.
-  std::vector<bool> rebuild(count, first || all);
+  const std::vector<bool> rebuild = FragmentsToRebuild(next, options_, first, all);
   const uint64_t version = next.snapshot_version() + 1;
-  if (!first) {
-    const uint64_t start = (next.snapshot_version() * options_.per_cycle) % count;
-    for (uint32_t i = 0; i < std::min(options_.per_cycle, count); ++i) {
-      rebuild[(start + i) % count] = true;
-    }
-  }
-  // One pass over one consistent snapshot.
-  // Each series is encoded as it is scanned: a few hundred bytes kept per
-  // series rather than a message with a heap object per bucket.
-  std::vector<std::vector<EncodedRecord>> records(count);
-  wire::Record r;
+  std::vector<std::vector<EncodedRecord>> records;
   CycleResult result;
-  Status scan = store_->ForEachApi(ApiFilter(), [&](ApiAggregate&& a) {
-    ++result.series;
-    const uint32_t f = FragmentOf(a.key, count);
-    if (!rebuild[f]) return true;
-    r.Clear();
-    ApiKeyToWire(a.key, r.mutable_key());
-    HistogramToWire(a.histogram, r.mutable_histogram());
-    r.set_runs(a.runs);
-    if (a.truncated) r.set_truncated(true);
-    if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
-    records[f].push_back(EncodeRecord(r));
-    return true;
-  });
-  if (!scan.ok()) return scan;
-  if (first) {
-    next.Clear();
-    next.set_schema_version(kManifestSchemaVersion);
-    next.set_fragment_schema_version(kFragmentSchemaVersion);
-    next.set_fragment_count(count);
-    for (uint32_t i = 0; i < count; ++i) next.add_fragments()->set_index(i);
-  }
+  FP_RETURN_IF_ERROR(ScanSeries(store_, rebuild, &records, &result));
+  if (first) next = EmptyManifest(count);
   std::set<std::pair<uint32_t, uint64_t>> replaced;
-  for (uint32_t i = 0; i < count; ++i) {
-    if (!rebuild[i]) continue;
-    const std::string bytes = EncodeFragmentFromEncoded(i, count, std::move(records[i]));
-    const wire::FragmentInfo info = DescribeFragment(i, bytes);
-    ++result.rebuilt;
-    result.bytes += bytes.size();
-    if (info.sha256() == next.fragments(static_cast<int>(i)).sha256()) continue;  // unchanged
-    ++result.changed;
-    FP_RETURN_IF_ERROR(storage_->WriteFragment(i, info.version(), bytes));
-    // The version it replaces is kept for keep_old from now.
-    if (const uint64_t old = next.fragments(static_cast<int>(i)).version(); old != 0) {
-      replaced.insert({i, old});
-    }
-    *next.mutable_fragments(static_cast<int>(i)) = info;
-  }
+  FP_RETURN_IF_ERROR(WriteFragments(storage_, rebuild, &records, &next, &replaced, &result));
   next.set_snapshot_version(version);
   next.set_created_unix_ms(now_unix_ms);
-  StatusOr<std::string> signed_bytes = SignManifest(next, *signer_);
-  if (!signed_bytes.ok()) return signed_bytes.status();
+  FP_ASSIGN_OR_RETURN(std::string signed_bytes, SignManifest(next, *signer_));
   if (options_.may_write && !options_.may_write()) {
     return Unavailable("the publishing lease was lost during the cycle; nothing published");
   }
-  FP_RETURN_IF_ERROR(storage_->WriteManifest(version, *signed_bytes, replaced));
+  FP_RETURN_IF_ERROR(storage_->WriteManifest(version, signed_bytes, replaced));
   std::set<std::pair<uint32_t, uint64_t>> current;
   {
     std::lock_guard lock(mu_);
     manifest_ = next;
-    signed_ = std::move(*signed_bytes);
+    signed_ = std::move(signed_bytes);
     for (const wire::FragmentInfo& f : manifest_.fragments()) {
       current.insert({f.index(), f.version()});
     }
