@@ -268,11 +268,11 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   return r;
 }
 
-Status Agent::SealFromSpool(bool flush, PassResult* result) {
-  result->stale_temporaries_removed = RemoveStaleTemporaries(config_.spool_dir);
-  // The runs the runtime counted instead of recording: kept in the state
-  // file (durably) before the spool's counts are zeroed, reported with the
-  // next sealed batch.
+// The runs the runtime counted instead of recording: kept in the state
+// file (durably) before the spool's counts are zeroed, reported with the
+// next sealed batch. An unusable counters file loses no record: the pass
+// goes on, says so, and the counts stay in the file for a later pass.
+void Agent::TakeCountedRuns(PassResult* result) {
   StatusOr<RunCounts> counted =
       TakeRunCounters(config_.spool_dir, [this](const RunCounts& c) -> Status {
         AgentState next = state_;
@@ -284,76 +284,78 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
         state_ = std::move(next);
         return Status::Ok();
       });
-  // An unusable counters file loses no record: the pass goes on, says so,
-  // and the counts stay in the file for a later pass.
   if (counted.ok()) {
     for (uint64_t v : *counted) result->runs_counted += static_cast<int64_t>(v);
   } else {
     result->counters_status = counted.status();
   }
-  StatusOr<std::vector<SpoolEntry>> files = ListSpool(config_.spool_dir);
-  if (!files.ok()) return files.status();
-  BatchBuilder builder(static_cast<size_t>(config_.batch_bytes), platform_);
-  std::vector<std::string> consumed;  // spool files in `builder`
-  wire::AgentCounters runs;           // counters of the runs in `builder`
-  bool has_records = false;
+}
 
-  auto seal = [&]() -> Status {
-    const wire::AgentCounters counters = BatchCounters(runs, state_);
-    const std::string id = RandomBatchId();
-    const int64_t now = NowMs();
-    const wire::Batch batch = builder.Seal(id, now, counters);
-    FP_RETURN_IF_ERROR(
-        outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir, consumed));
-    // Reported in this batch. (A crash before the state is saved reports
-    // them again in the next one: counters only, never records.)
-    state_.records_dropped = 0;
-    state_.records_quarantined = 0;
-    state_.runs_refused_no_slot = 0;
-    state_.runs_refused_load = 0;
-    state_.runs_refused_rate_cap = 0;
-    state_.runs_measured_nothing = 0;
-    FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
-    consumed.clear();
-    runs.Clear();
-    has_records = false;
-    ++result->batches_sealed;
-    return Status::Ok();
-  };
+// Not a valid record: kept aside for inspection, never sent.
+Status Agent::Quarantine(const SpoolEntry& e, const Status& why) {
+  ++state_.records_dropped;
+  FP_RETURN_IF_ERROR(WriteFileDurably(config_.quarantine_dir() + "/spool-" + e.name + ".reason",
+                                      why.ToString() + "\n"));
+  if (std::rename(e.path.c_str(), (config_.quarantine_dir() + "/spool-" + e.name).c_str()) != 0) {
+    return IOError("cannot move " + e.path + " to the quarantine: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
 
-  for (const SpoolEntry& e : *files) {
+Status Agent::Seal(OpenBatch* b, PassResult* result) {
+  const wire::AgentCounters counters = BatchCounters(b->runs, state_);
+  const std::string id = RandomBatchId();
+  const int64_t now = NowMs();
+  const wire::Batch batch = b->builder.Seal(id, now, counters);
+  FP_RETURN_IF_ERROR(outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(),
+                                  config_.spool_dir, b->consumed));
+  // Reported in this batch. (A crash before the state is saved reports
+  // them again in the next one: counters only, never records.)
+  state_.records_dropped = 0;
+  state_.records_quarantined = 0;
+  state_.runs_refused_no_slot = 0;
+  state_.runs_refused_load = 0;
+  state_.runs_refused_rate_cap = 0;
+  state_.runs_measured_nothing = 0;
+  FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
+  b->consumed.clear();
+  b->runs.Clear();
+  b->has_records = false;
+  ++result->batches_sealed;
+  return Status::Ok();
+}
+
+Status Agent::SealFromSpool(bool flush, PassResult* result) {
+  result->stale_temporaries_removed = RemoveStaleTemporaries(config_.spool_dir);
+  TakeCountedRuns(result);
+  FP_ASSIGN_OR_RETURN(const std::vector<SpoolEntry> files, ListSpool(config_.spool_dir));
+  OpenBatch b{BatchBuilder(static_cast<size_t>(config_.batch_bytes), platform_), {}, {}, false};
+  for (const SpoolEntry& e : files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
     if (!run.ok()) {
       if (run.status().code() == StatusCode::kNotFound) continue;  // gone meanwhile
-      // Not a valid record: kept aside for inspection, never sent.
       ++result->runs_bad;
-      ++state_.records_dropped;
-      FP_RETURN_IF_ERROR(WriteFileDurably(config_.quarantine_dir() + "/spool-" + e.name + ".reason",
-                                          run.status().ToString() + "\n"));
-      if (std::rename(e.path.c_str(), (config_.quarantine_dir() + "/spool-" + e.name).c_str()) !=
-          0) {
-        return IOError("cannot move " + e.path + " to the quarantine: " + std::strerror(errno));
-      }
+      FP_RETURN_IF_ERROR(Quarantine(e, run.status()));
       continue;
     }
     ++result->runs_read;
-    if (!builder.TryAdd(*run)) {
-      FP_RETURN_IF_ERROR(seal());
-      builder.TryAdd(*run);  // an empty builder takes any run
+    if (!b.builder.TryAdd(*run)) {
+      FP_RETURN_IF_ERROR(Seal(&b, result));
+      b.builder.TryAdd(*run);  // an empty builder takes any run
     }
-    consumed.push_back(e.name);
-    CountRunInBatch(*run, &runs);
-    has_records = has_records || run->records_size() > 0;
+    b.consumed.push_back(e.name);
+    CountRunInBatch(*run, &b.runs);
+    b.has_records = b.has_records || run->records_size() > 0;
   }
   // The rest waits for more unless flushing or its oldest record is due. A
   // batch needs records: runs that left counters only wait for some.
   const int64_t max_age_ms = config_.max_age_s * 1000;
   state_.seal_deadline_unix_ms = 0;
-  if (has_records) {
-    if (flush || NowMs() - builder.oldest_unix_ms() >= max_age_ms) {
-      FP_RETURN_IF_ERROR(seal());
+  if (b.has_records) {
+    if (flush || NowMs() - b.builder.oldest_unix_ms() >= max_age_ms) {
+      FP_RETURN_IF_ERROR(Seal(&b, result));
     } else {
-      state_.seal_deadline_unix_ms = builder.oldest_unix_ms() + max_age_ms;
+      state_.seal_deadline_unix_ms = b.builder.oldest_unix_ms() + max_age_ms;
     }
   }
   return Status::Ok();

@@ -17,10 +17,12 @@
 #include <random>
 #include <string>
 
+#include "agent/batcher.h"
 #include "agent/outbox.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/https_client.h"
+#include "common/spool.h"
 #include "common/status.h"
 
 namespace fieldprof::agent {
@@ -102,7 +104,21 @@ class Agent {
   const AgentConfig& config() const { return config_; }
 
  private:
+  // The spool into sealed batches in the outbox (SealFromSpool's parts:
+  // the runs counted instead of recorded, a record that does not read set
+  // aside, one batch sealed and the counts it reports cleared).
   Status SealFromSpool(bool flush, PassResult* result);
+  void TakeCountedRuns(PassResult* result);
+  Status Quarantine(const SpoolEntry& e, const Status& why);
+  // A batch being built from the spool: the builder, the spool files in it,
+  // the counters of its runs, whether any run left records.
+  struct OpenBatch {
+    BatchBuilder builder;
+    std::vector<std::string> consumed;
+    wire::AgentCounters runs;
+    bool has_records = false;
+  };
+  Status Seal(OpenBatch* b, PassResult* result);
   // GET /v1/config when due; failures are recorded in the state, not returned.
   void RefreshSettings(HttpsClient& client, bool force);
   // The machine's TSC rate into an existing runtime settings file (tsc_hz,

@@ -79,6 +79,105 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
   }
 }
 
+// The daemon's signals: SIGTERM and SIGINT stay blocked except inside
+// ppoll, which unblocks them atomically, so a signal that lands during a
+// pass is taken by the next wait at once instead of being missed until the
+// hourly wake.
+struct DaemonSignals {
+  sigset_t stop, waiting_mask;
+
+  DaemonSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, &waiting_mask);
+    sigdelset(&waiting_mask, SIGTERM);
+    sigdelset(&waiting_mask, SIGINT);
+  }
+  // Waits up to `ms` on `p` (or only the time, and the signals).
+  int Wait(pollfd* p, nfds_t n, int64_t ms) const {
+    const timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+    return ppoll(p, n, &ts, &waiting_mask);
+  }
+};
+
+// One pass in a child process. The daemon itself only waits, so it stays
+// small while idle: TLS, protobuf and the pass's buffers live and die with
+// the child. A pass that crashes costs that pass only (its work is
+// crash-safe) and the daemon carries on. False when the pass failed;
+// *waiting gets the batches left in the outbox.
+bool PassInChild(Agent& agent, const DaemonSignals& signals, int* waiting) {
+  const bool upload_due = NowMs() >= agent.next_attempt_unix_ms();
+  const bool snapshot_due = NowMs() >= agent.snapshot_next_unix_ms();
+  *waiting = 0;
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    std::perror("fieldprof-agent: pipe");
+    return false;
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipefd[0]);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    sigprocmask(SIG_UNBLOCK, &signals.stop, nullptr);
+    // While uploads back off, a due snapshot refresh still runs.
+    StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due,
+                                        /*force_snapshot=*/!upload_due && snapshot_due);
+    if (!r.ok()) {
+      std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
+      _exit(1);
+    }
+    Report(agent, *r, false);
+    const int w = r->batches_waiting;
+    // Should this write fail, the parent reads no count: it wakes at the
+    // hourly pass instead of the next upload retry.
+    if (write(pipefd[1], &w, sizeof w) != static_cast<ssize_t>(sizeof w)) _exit(0);
+    _exit(0);
+  }
+  close(pipefd[1]);
+  bool failed = false;
+  if (child < 0) {
+    std::perror("fieldprof-agent: fork");
+    failed = true;
+  } else {
+    if (read(pipefd[0], waiting, sizeof *waiting) != static_cast<ssize_t>(sizeof *waiting)) {
+      *waiting = 0;
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    if (WIFSIGNALED(status) && !g_stop) {
+      std::fprintf(stderr, "fieldprof-agent: a pass died with signal %d; carrying on\n",
+                   WTERMSIG(status));
+    }
+    if (Status s = agent.ReloadState(); !s.ok()) {
+      std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());
+      failed = true;
+    }
+  }
+  close(pipefd[0]);
+  return !failed;
+}
+
+// When the next pass is due: the earliest of an upload retry (if batches
+// wait), the oldest waiting record's max age, a snapshot refresh, and the
+// hourly pass (half a minute after a failed one).
+int64_t NextWake(const Agent& agent, bool failed, int waiting) {
+  constexpr int64_t kIdleWakeMs = 3600 * 1000;
+  constexpr int64_t kAfterFailureMs = 30000;
+  int64_t wake = NowMs() + (failed ? kAfterFailureMs : kIdleWakeMs);
+  if (waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
+  if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
+  if (agent.snapshot_next_unix_ms() > 0) wake = std::min(wake, agent.snapshot_next_unix_ms());
+  return wake;
+}
+
 int RunDaemon(Agent& agent) {
   const AgentConfig& c = agent.config();
   if (Status s = fieldprof::MakeDirs(c.spool_dir); !s.ok()) {
@@ -90,98 +189,20 @@ int RunDaemon(Agent& agent) {
     std::perror("fieldprof-agent: inotify");
     return 1;
   }
-  // SIGTERM and SIGINT stay blocked except inside ppoll, which unblocks
-  // them atomically: a signal that lands during a pass is taken by the
-  // next wait at once instead of being missed until the hourly wake.
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  sigset_t stop_signals, waiting_mask;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigprocmask(SIG_BLOCK, &stop_signals, &waiting_mask);
-  sigdelset(&waiting_mask, SIGTERM);
-  sigdelset(&waiting_mask, SIGINT);
-  const auto wait_ms = [&](pollfd* p, nfds_t n, int64_t ms) {
-    const timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
-    return ppoll(p, n, &ts, &waiting_mask);
-  };
+  const DaemonSignals signals;
   std::fprintf(stderr, "fieldprof-agent: watching %s, uploading to %s:%lld\n", c.spool_dir.c_str(),
                c.server_host.c_str(), static_cast<long long>(c.server_port));
-  constexpr int64_t kIdleWakeMs = 3600 * 1000;  // a pass at least hourly
-  constexpr int kSettleMs = 2000;               // let a burst of new records land first
-  constexpr int64_t kAfterFailureMs = 30000;    // a pass that failed: try again after this
-  // Each pass runs in a child process. The daemon itself only waits, so
-  // it stays small while idle: TLS, protobuf and the pass's buffers live
-  // and die with the child. A pass that crashes costs that pass only (its
-  // work is crash-safe) and the daemon carries on.
+  constexpr int kSettleMs = 2000;  // let a burst of new records land first
   while (!g_stop) {
-    const bool upload_due = NowMs() >= agent.next_attempt_unix_ms();
-    const bool snapshot_due = NowMs() >= agent.snapshot_next_unix_ms();
-    bool failed = false;
     int waiting = 0;
-    int pipefd[2];
-    if (pipe2(pipefd, O_CLOEXEC) != 0) {
-      std::perror("fieldprof-agent: pipe");
-      return 1;
-    }
-    const pid_t child = fork();
-    if (child == 0) {
-      close(pipefd[0]);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGINT, SIG_DFL);
-      sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
-      // While uploads back off, a due snapshot refresh still runs.
-      StatusOr<PassResult> r = agent.Pass(/*flush=*/false, upload_due,
-                                          /*force_snapshot=*/!upload_due && snapshot_due);
-      if (!r.ok()) {
-        std::fprintf(stderr, "fieldprof-agent: %s\n", r.status().ToString().c_str());
-        _exit(1);
-      }
-      Report(agent, *r, false);
-      const int w = r->batches_waiting;
-      ssize_t ignored = write(pipefd[1], &w, sizeof w);
-      (void)ignored;
-      _exit(0);
-    }
-    close(pipefd[1]);
-    if (child < 0) {
-      std::perror("fieldprof-agent: fork");
-      failed = true;
-    } else {
-      if (read(pipefd[0], &waiting, sizeof waiting) != static_cast<ssize_t>(sizeof waiting)) {
-        waiting = 0;
-      }
-      int status = 0;
-      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-      }
-      failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-      if (WIFSIGNALED(status) && !g_stop) {
-        std::fprintf(stderr, "fieldprof-agent: a pass died with signal %d; carrying on\n",
-                     WTERMSIG(status));
-      }
-      if (Status s = agent.ReloadState(); !s.ok()) {
-        std::fprintf(stderr, "fieldprof-agent: %s\n", s.ToString().c_str());
-        failed = true;
-      }
-    }
-    close(pipefd[0]);
-    // Sleep until the earliest of: an upload retry (if batches wait), the
-    // oldest waiting record's max age, the hourly pass; or a new record.
-    int64_t wake = NowMs() + (failed ? kAfterFailureMs : kIdleWakeMs);
-    if (waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
-    if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
-    if (agent.snapshot_next_unix_ms() > 0) wake = std::min(wake, agent.snapshot_next_unix_ms());
-    const int64_t wait = std::max<int64_t>(wake - NowMs(), 0);
+    const bool failed = !PassInChild(agent, signals, &waiting);
+    const int64_t wait = std::max<int64_t>(NextWake(agent, failed, waiting) - NowMs(), 0);
     pollfd p{in, POLLIN, 0};
-    const int n = wait_ms(&p, 1, wait);
-    if (n > 0) {
+    if (signals.Wait(&p, 1, wait) > 0) {  // a new record
       char buf[4096];
       while (read(in, buf, sizeof buf) > 0) {
       }
-      if (!g_stop) wait_ms(nullptr, 0, kSettleMs);
+      if (!g_stop) signals.Wait(nullptr, 0, kSettleMs);
     }
   }
   std::fprintf(stderr, "fieldprof-agent: stopping\n");

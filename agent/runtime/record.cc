@@ -121,6 +121,59 @@ bool HasRecord() {
   return !resumed_after_exec || CallsSinceReset() > 0;
 }
 
+// Slab `s`'s counts of API `a` into totals[a]: the short quiet calls by
+// tick value (each value converted once; dropped, like the rings'
+// durations, if the clock never calibrated), then the histograms. In
+// place, what is folded leaves the slab's tables.
+void FoldSlab(int s, int a, Histogram (*totals)[FP_NUM_METRICS], bool in_place, SpoolRun* run) {
+  Slab& slab = SlabAt(s);
+  // Read once: a thread still running may be counting into it.
+  uint64_t quiet = __atomic_load_n(&slab.quiet[a], __ATOMIC_RELAXED);
+  for (int k = 0; k < kTickTable; ++k) {
+    const uint64_t n = __atomic_load_n(&slab.ticks[a][k], __ATOMIC_RELAXED);
+    if (n == 0) continue;
+    if (in_place) slab.ticks[a][k] = 0;
+    if (!g.calibrated) {
+      run->dropped += n;
+      continue;
+    }
+    totals[a][0].RecordCopies(DurationNs(static_cast<uint64_t>(k)), n);
+    quiet += n;
+  }
+  if (in_place) slab.quiet[a] = 0;
+  for (int m = 0; m < FP_NUM_METRICS; ++m) {
+    if (!in_place) totals[a][m].Merge(slab.h[a][m]);
+    if (m > 0) totals[a][m].RecordZeros(quiet);
+  }
+}
+
+// Chosen APIs only: one replaced by an API of lower priority called later
+// was measured for part of the run, and is left out (binder.h).
+bool Kept(int a) { return g.bound[a] && !g.evicted[a]; }
+
+// Every slab's counts of every kept API into `totals`.
+void SumSlabs(Histogram (*totals)[FP_NUM_METRICS], bool in_place, int slabs, SpoolRun* run) {
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!Kept(a)) continue;
+    ++run->apis_chosen;
+    if (g.truncated[a]) ++run->apis_truncated;
+    if (!in_place) {
+      for (int m = 0; m < FP_NUM_METRICS; ++m) new (&totals[a][m]) Histogram();
+    }
+    for (int s = 0; s < slabs; ++s) {
+      if (g.slabs_ready[s]) FoldSlab(s, a, totals, in_place, run);
+    }
+  }
+  AddKeptDurations(totals);
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!Kept(a) || totals[a][0].count() == 0) continue;
+    if (run->napis == FP_MAX_APIS) break;
+    run->calls_measured += totals[a][0].count();
+    run->apis[run->napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
+                               g.truncated[a] != 0};
+  }
+}
+
 void WriteRecord() {
   if (g_lab_mode != kLabOff) {  // a lab pass writes its own file, never to the spool
     LabWriteRecord();
@@ -130,9 +183,8 @@ void WriteRecord() {
   CalibrateNow();             // over the whole run: the most precise rate, or the last check of it
   if (RateRefuted()) return;  // said in the debug log
   FlushDurations();
-  const uint64_t run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
   SpoolRun run;
-  run.run_ns = run_ns;
+  run.run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
   run.probe_ns = g.calibrated ? TicksToNs(g.probe_ticks) : 0;
   run.resolution_ns = g.calibrated ? std::max<uint64_t>(1, TicksToNs(g.resolution_ticks)) : 0;
   run.abandoned = g.abandoned.load();
@@ -143,52 +195,7 @@ void WriteRecord() {
   // already. Otherwise the totals are summed apart (other threads may still
   // be counting into their slabs), on fresh pages (~18 KB per API).
   const bool in_place = slabs == 1 && g.slabs_ready[0] && t_state.slab_p == &SlabAt(0);
-  Histogram(*totals)[FP_NUM_METRICS] = in_place ? SlabAt(0).h : g_record->totals;
-  // Chosen APIs only: one replaced by an API of lower priority called
-  // later was measured for part of the run, and is left out (binder.h).
-  auto kept = [](int a) { return g.bound[a] && !g.evicted[a]; };
-  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
-    if (!kept(a)) continue;
-    ++run.apis_chosen;
-    if (g.truncated[a]) ++run.apis_truncated;
-    if (!in_place) {
-      for (int m = 0; m < FP_NUM_METRICS; ++m) new (&totals[a][m]) Histogram();
-    }
-    for (int s = 0; s < slabs; ++s) {
-      if (!g.slabs_ready[s]) continue;
-      Slab& slab = SlabAt(s);
-      // Read once: a thread still running may be counting into it.
-      uint64_t quiet = __atomic_load_n(&slab.quiet[a], __ATOMIC_RELAXED);
-      // Short quiet calls, by tick value: each value converted once (and
-      // dropped, like the rings' durations, if the clock never calibrated).
-      // In place, what is folded into the histograms leaves the table.
-      for (int k = 0; k < kTickTable; ++k) {
-        const uint64_t n = __atomic_load_n(&slab.ticks[a][k], __ATOMIC_RELAXED);
-        if (n == 0) continue;
-        if (in_place) slab.ticks[a][k] = 0;
-        if (!g.calibrated) {
-          run.dropped += n;
-          continue;
-        }
-        totals[a][0].RecordCopies(DurationNs(static_cast<uint64_t>(k)), n);
-        quiet += n;
-      }
-      if (in_place) slab.quiet[a] = 0;
-      for (int m = 0; m < FP_NUM_METRICS; ++m) {
-        if (!in_place) totals[a][m].Merge(slab.h[a][m]);
-        if (m > 0) totals[a][m].RecordZeros(quiet);
-      }
-    }
-  }
-  AddKeptDurations(totals);
-  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
-    if (!kept(a)) continue;
-    if (totals[a][0].count() == 0) continue;
-    if (run.napis == FP_MAX_APIS) break;
-    run.calls_measured += totals[a][0].count();
-    run.apis[run.napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
-                             g.truncated[a] != 0};
-  }
+  SumSlabs(in_place ? SlabAt(0).h : g_record->totals, in_place, slabs, &run);
   const uint64_t t_summed = Rdtsc();
   const BinderStats bs = GetBinderStats();
   DebugLog(

@@ -206,92 +206,112 @@ Word IdentifierAt(const std::string& text, size_t offset) {
   return w;
 }
 
+namespace {
+
+// Past a string or character literal opening at text[*i], to the closing
+// quote or the end of the line.
+void SkipLiteral(const std::string& text, size_t* i) {
+  const char quote = text[*i];
+  ++*i;
+  while (*i < text.size() && text[*i] != quote && text[*i] != '\n') {
+    *i += text[*i] == '\\' ? 2 : 1;
+  }
+  ++*i;
+}
+
+// Past what is not code at text[*i]: whitespace, a preprocessor line (with
+// its continuations), a comment, a literal, a raw string R"d( ... )d".
+// False, with *i unmoved, when text[*i] is code. *line_start: only
+// whitespace since the last newline.
+bool SkipNonCode(const std::string& text, size_t* i, bool* line_start) {
+  const size_t n = text.size();
+  const char c = text[*i];
+  if (c == '\n') {
+    *line_start = true;
+    ++*i;
+    return true;
+  }
+  if (c == ' ' || c == '\t' || c == '\r') {
+    ++*i;
+    return true;
+  }
+  if (c == '#' && *line_start) {
+    while (*i < n && text[*i] != '\n') *i += (text[*i] == '\\' && *i + 1 < n) ? 2 : 1;
+    return true;
+  }
+  *line_start = false;
+  if (c == '/' && *i + 1 < n && text[*i + 1] == '/') {
+    while (*i < n && text[*i] != '\n') ++*i;
+    return true;
+  }
+  if (c == '/' && *i + 1 < n && text[*i + 1] == '*') {
+    const size_t end = text.find("*/", *i + 2);
+    *i = end == std::string::npos ? n : end + 2;
+    return true;
+  }
+  if (c != '"' && c != '\'') return false;
+  if (c == '"' && *i > 0 && text[*i - 1] == 'R') {
+    const size_t open = text.find('(', *i);
+    if (open != std::string::npos && open - *i <= 17) {
+      const std::string close = ")" + text.substr(*i + 1, open - *i - 1) + "\"";
+      const size_t end = text.find(close, open);
+      *i = end == std::string::npos ? n : end + close.size();
+      return true;
+    }
+  }
+  SkipLiteral(text, i);
+  return true;
+}
+
+// Whether the name at text[b] is called as a member (.f( or ->f().
+bool IsMemberCall(const std::string& text, size_t b) {
+  size_t p = b;
+  while (p > 0 && (text[p - 1] == ' ' || text[p - 1] == '\t')) --p;
+  return p > 0 && (text[p - 1] == '.' || (text[p - 1] == '>' && p > 1 && text[p - 2] == '-'));
+}
+
+// Past the parenthesis that closes the one at text[open], if on the same
+// line (and within 4 KiB: a minified line stays linear); else `fallback`.
+size_t CallEnd(const std::string& text, size_t open, size_t fallback) {
+  const size_t n = text.size();
+  const size_t limit = std::min(n, open + 4096);
+  int depth = 0;
+  for (size_t k = open; k < limit && text[k] != '\n';) {
+    const char d = text[k];
+    if (d == '"' || d == '\'') {
+      SkipLiteral(text, &k);
+      continue;
+    }
+    if (d == '(') ++depth;
+    if (d == ')' && --depth == 0) return std::min(k + 1, n);
+    ++k;
+  }
+  return std::min(fallback, n);
+}
+
+}  // namespace
+
 std::vector<CallSite> CallSites(const std::string& text) {
   std::vector<CallSite> out;
   const size_t n = text.size();
-  bool line_start = true;  // only whitespace since the last newline
+  bool line_start = true;
   size_t i = 0;
-  auto skip_literal = [&](char quote) {  // i at the opening quote
-    ++i;
-    while (i < n && text[i] != quote && text[i] != '\n') i += text[i] == '\\' ? 2 : 1;
-    ++i;
-  };
   while (i < n) {
-    const char c = text[i];
-    if (c == '\n') {
-      line_start = true;
-      ++i;
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\r') {
-      ++i;
-      continue;
-    }
-    if (c == '#' && line_start) {  // a preprocessor line, with its continuations
-      while (i < n && text[i] != '\n') i += (text[i] == '\\' && i + 1 < n) ? 2 : 1;
-      continue;
-    }
-    line_start = false;
-    if (c == '/' && i + 1 < n && text[i + 1] == '/') {
-      while (i < n && text[i] != '\n') ++i;
-      continue;
-    }
-    if (c == '/' && i + 1 < n && text[i + 1] == '*') {
-      const size_t end = text.find("*/", i + 2);
-      i = end == std::string::npos ? n : end + 2;
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      if (c == '"' && i > 0 && text[i - 1] == 'R') {  // a raw string: R"delim( ... )delim"
-        const size_t open = text.find('(', i);
-        if (open != std::string::npos && open - i <= 17) {
-          const std::string close = ")" + text.substr(i + 1, open - i - 1) + "\"";
-          const size_t end = text.find(close, open);
-          i = end == std::string::npos ? n : end + close.size();
-          continue;
-        }
-      }
-      skip_literal(c);
-      continue;
-    }
-    if (!IdentStart(c)) {
+    if (SkipNonCode(text, &i, &line_start)) continue;
+    if (!IdentStart(text[i])) {
       ++i;
       continue;
     }
     const size_t b = i;
     while (i < n && IdentChar(text[i])) ++i;
     const size_t e = i;
-    // A member call (.f( or ->f() is a method, not a library API.
-    size_t p = b;
-    while (p > 0 && (text[p - 1] == ' ' || text[p - 1] == '\t')) --p;
-    if (p > 0 && (text[p - 1] == '.' || (text[p - 1] == '>' && p > 1 && text[p - 2] == '-'))) {
-      continue;
-    }
+    if (IsMemberCall(text, b)) continue;
     size_t q = e;
     while (q < n && (text[q] == ' ' || text[q] == '\t')) ++q;
     if (q >= n || text[q] != '(') continue;
     std::string name = text.substr(b, e - b);
     if (Keywords().count(name) != 0) continue;
-    // The closing parenthesis, if on the same line.
-    size_t after = e, k = q;
-    int depth = 0;
-    const size_t limit = std::min(n, q + 4096);  // a minified line stays linear
-    while (k < limit && text[k] != '\n') {
-      const char d = text[k];
-      if (d == '"' || d == '\'') {
-        ++k;
-        while (k < n && text[k] != d && text[k] != '\n') k += text[k] == '\\' ? 2 : 1;
-        ++k;
-        continue;
-      }
-      if (d == '(') ++depth;
-      if (d == ')' && --depth == 0) {
-        after = k + 1;
-        break;
-      }
-      ++k;
-    }
-    out.push_back({std::move(name), b, e, std::min(after, n)});
+    out.push_back({std::move(name), b, e, CallEnd(text, q, e)});
   }
   return out;
 }

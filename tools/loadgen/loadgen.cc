@@ -132,199 +132,248 @@ std::string LoadReport::ToJson() const {
   return j.Take();
 }
 
-StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
-  BatchGenerator gen(o.gen);
-  std::vector<wire::Batch> pool;
-  pool.reserve(o.pool);
-  for (int i = 0; i < std::max(1, o.pool); ++i) pool.push_back(gen.Next());
+namespace {
+
+// The pool of distinct batches sent round robin, and their encodings with
+// where each one's batch id sits (patched per send).
+struct Pool {
+  std::vector<wire::Batch> batches;
+  std::vector<std::string> bodies;
+  std::vector<size_t> id_offsets;
+};
+
+Pool MakePool(const LoadOptions& o, BatchGenerator& gen, std::ostream* progress) {
+  Pool p;
+  for (int i = 0; i < std::max(1, o.pool); ++i) p.batches.push_back(gen.Next());
   if (progress) {
     size_t bytes = 0, records = 0;
-    for (auto& b : pool) {
+    for (auto& b : p.batches) {
       bytes += b.ByteSizeLong();
       records += b.records_size();
     }
-    *progress << "loadgen: " << pool.size() << " distinct batches, mean "
-              << bytes / pool.size() / 1024 << " KiB and " << records / pool.size()
+    *progress << "loadgen: " << p.batches.size() << " distinct batches, mean "
+              << bytes / p.batches.size() / 1024 << " KiB and " << records / p.batches.size()
               << " records each\n";
   }
+  for (const wire::Batch& b : p.batches) {
+    p.bodies.push_back(b.SerializeAsString());
+    // batch_id is field 2, written right after schema_version: find its bytes.
+    p.id_offsets.push_back(p.bodies.back().find(b.batch_id()));
+  }
+  return p;
+}
+
+// What the senders share: the pool, the next batch to send, the copies of
+// each pool batch acknowledged, progress.
+struct SendState {
+  const LoadOptions& o;
+  const Pool& pool;
+  std::atomic<int64_t> next{0};
+  std::vector<std::atomic<int64_t>> acked;
+  std::atomic<int64_t> done{0};
+  Clock::time_point deadline;
+  SendState(const LoadOptions& options, const Pool& p)
+      : o(options), pool(p), acked(p.batches.size()) {}
+};
+
+// One sender's tally.
+struct SenderTally {
+  LoadReport report;
+  std::vector<double> latencies_ms;
+};
+
+// Sends one batch (and, with resend_duplicates, once more), retrying
+// 5xx/429/503 and network errors with jittered backoff. A batch counts
+// once, when the first 200 for its id arrives: an earlier attempt that
+// failed in flight may have been stored, so that 200 may say duplicate.
+void SendBatch(HttpsClient& client, BatchGenerator& ids, size_t idx, const std::string& body,
+               SendState& st, SenderTally* mine) {
+  LoadReport& r = mine->report;
+  bool stored = false;
+  for (int send = 0; send < (st.o.resend_duplicates ? 2 : 1); ++send) {
+    int backoff_ms = 50;
+    for (int attempt = 1;; ++attempt) {
+      const auto t0 = Clock::now();
+      StatusOr<HttpReply> reply = client.Post("/v1/batches", "application/x-protobuf", body);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (reply.ok() && reply->status == 200) {
+        mine->latencies_ms.push_back(ms);
+        const bool dup = reply->body.find("\"duplicate\":true") != std::string::npos;
+        if (!stored) {
+          stored = true;
+          ++r.batches_ok;
+          if (dup) ++r.batches_recovered;
+          r.records_ok += st.pool.batches[idx].records_size();
+          r.bytes_ok += static_cast<int64_t>(body.size());
+          ++st.acked[idx];
+          ++st.done;
+        } else {
+          ++(dup ? r.batches_duplicate : r.duplicates_missed);
+        }
+        break;
+      }
+      const bool retryable =
+          !reply.ok() || reply->status == 429 || reply->status == 503 || reply->status >= 500;
+      if (!retryable || attempt >= st.o.max_attempts) {
+        ++r.batches_failed;
+        if (r.first_error.empty()) {
+          r.first_error = reply.ok() ? "HTTP " + std::to_string(reply->status) + ": " + reply->body
+                                     : reply.status().ToString();
+        }
+        break;
+      }
+      ++r.batches_retried;
+      int wait = backoff_ms;
+      if (reply.ok() && reply->retry_after_seconds > 0) wait = reply->retry_after_seconds * 1000;
+      wait = wait / 2 + static_cast<int>(ids.NewBatchId()[0] & 0x7f) * wait / 256;
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+      backoff_ms = std::min(backoff_ms * 2, 5000);
+    }
+  }
+}
+
+// One connection's loop: the next pool batch, with a fresh id, until the
+// count or the time is reached.
+SenderTally SendLoop(SendState& st, int t) {
+  HttpsClient client(st.o.client);
+  // Ids fresh in every run (the contents repeat with the seed): a run must
+  // not resend another run's batches.
+  BatchGenerator ids({.seed = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) +
+                              static_cast<uint64_t>(t)});
+  SenderTally mine;
+  while (Clock::now() < st.deadline) {
+    const int64_t n = st.next++;
+    if (st.o.batches > 0 && n >= st.o.batches) break;
+    const size_t idx = static_cast<size_t>(n) % st.pool.batches.size();
+    // Patch a fresh id into the pre-encoded body: copying and re-encoding
+    // the batch per send would take CPU from the server being measured on
+    // the same machine.
+    std::string body = st.pool.bodies[idx];
+    const std::string id = ids.NewBatchId();
+    body.replace(st.pool.id_offsets[idx], id.size(), id);
+    SendBatch(client, ids, idx, body, st, &mine);
+  }
+  return mine;
+}
+
+void AddTally(const SenderTally& t, LoadReport* report, std::vector<double>* latencies_ms) {
+  const LoadReport& m = t.report;
+  report->batches_ok += m.batches_ok;
+  report->batches_duplicate += m.batches_duplicate;
+  report->batches_recovered += m.batches_recovered;
+  report->duplicates_missed += m.duplicates_missed;
+  report->batches_retried += m.batches_retried;
+  report->batches_failed += m.batches_failed;
+  report->records_ok += m.records_ok;
+  report->bytes_ok += m.bytes_ok;
+  if (report->first_error.empty()) report->first_error = m.first_error;
+  latencies_ms->insert(latencies_ms->end(), t.latencies_ms.begin(), t.latencies_ms.end());
+}
+
+// Every series moved by exactly what was acknowledged: the ground truth of
+// every acknowledged copy of every pool batch against the series read
+// before and after (once the aggregator has folded what it accepted).
+Status Verify(const LoadOptions& o, const SendState& st, const std::vector<ApiKey>& keys,
+              const std::vector<RemoteSeries>& before, std::ostream* progress,
+              LoadReport* report) {
+  std::map<std::string, Histogram> truth;
+  for (size_t i = 0; i < st.pool.batches.size(); ++i) {
+    GroundTruth g;
+    g.Add(st.pool.batches[i]);
+    for (int64_t k = 0; k < st.acked[i].load(); ++k) {
+      for (const auto& [key, h] : g.by_key()) truth[key].Merge(h);
+    }
+  }
+  {
+    HttpsClient client(o.client);
+    for (int i = 0; i < 600; ++i) {  // up to a minute
+      StatusOr<HttpReply> m = client.Get("/metrics");
+      if (m.ok() && m->body.find("\nfieldprof_pending_batches 0\n") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  if (progress) *progress << "loadgen: reading " << keys.size() << " series after sending\n";
+  StatusOr<std::vector<RemoteSeries>> after = FetchAll(o, keys);
+  if (!after.ok()) return after.status().WithContext("verify (after)");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = truth.find(EncodeApiKey(keys[i]));
+    const Histogram sent = it == truth.end() ? Histogram() : it->second;
+    const std::string d = CompareDelta(before[i], (*after)[i], sent);
+    if (d.empty()) {
+      ++report->keys_verified;
+      continue;
+    }
+    ++report->keys_mismatched;
+    if (report->first_mismatch.empty()) {
+      report->first_mismatch = keys[i].module + " " + keys[i].symbol + ": " + d;
+    }
+  }
+  return Status::Ok();
+}
+
+// Every 2 s, how many batches went, until *stop.
+std::thread ProgressReporter(std::ostream* progress, const SendState& st, Clock::time_point start,
+                             const std::atomic<bool>* stop) {
+  return std::thread([progress, &st, start, stop] {
+    while (!*stop) {
+      for (int i = 0; i < 20 && !*stop; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (*stop) break;
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      *progress << "loadgen: " << st.done.load() << " batches in " << static_cast<int>(s)
+                << " s (" << static_cast<int>(static_cast<double>(st.done.load()) / s) << "/s)\n";
+    }
+  });
+}
+
+}  // namespace
+
+StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
+  BatchGenerator gen(o.gen);
+  Pool pool = MakePool(o, gen, progress);
   if (!o.dump_dir.empty()) {
-    for (size_t i = 0; i < pool.size(); ++i) {
-      pool[i].set_batch_id(gen.NewBatchId());
+    for (size_t i = 0; i < pool.batches.size(); ++i) {
+      pool.batches[i].set_batch_id(gen.NewBatchId());
       std::ofstream f(o.dump_dir + "/batch-" + std::to_string(i) + ".pb", std::ios::binary);
-      f << pool[i].SerializeAsString();
+      f << pool.batches[i].SerializeAsString();
       if (!f) return IOError("writing into " + o.dump_dir);
     }
     return LoadReport{};
   }
-
   std::vector<ApiKey> keys;
   std::vector<RemoteSeries> before;
   if (o.verify) {
-    keys = PoolKeys(pool);
+    keys = PoolKeys(pool.batches);
     if (progress) *progress << "loadgen: reading " << keys.size() << " series before sending\n";
     StatusOr<std::vector<RemoteSeries>> b = FetchAll(o, keys);
     if (!b.ok()) return b.status().WithContext("verify (before)");
     before = std::move(*b);
   }
-
-  std::vector<std::string> pool_bodies;
-  std::vector<size_t> pool_id_offsets;
-  for (const wire::Batch& b : pool) {
-    pool_bodies.push_back(b.SerializeAsString());
-    // batch_id is field 2, written right after schema_version: find its bytes.
-    pool_id_offsets.push_back(pool_bodies.back().find(b.batch_id()));
-  }
-
-  LoadReport report;
-  std::atomic<int64_t> next{0};
-  std::vector<std::atomic<int64_t>> acked(pool.size());
-  std::mutex mu;
-  std::vector<double> latencies_ms;
+  SendState st(o, pool);
   const auto start = Clock::now();
-  const auto deadline =
+  st.deadline =
       o.duration_s > 0 ? start + std::chrono::seconds(o.duration_s) : Clock::time_point::max();
   std::atomic<bool> stop{false};
-  std::atomic<int64_t> done{0};
   std::thread reporter;
-  if (progress) {
-    reporter = std::thread([&] {
-      while (!stop) {
-        for (int i = 0; i < 20 && !stop; ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        if (stop) break;
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        *progress << "loadgen: " << done.load() << " batches in " << static_cast<int>(s) << " s ("
-                  << static_cast<int>(done.load() / s) << "/s)\n";
-      }
-    });
-  }
+  if (progress) reporter = ProgressReporter(progress, st, start, &stop);
+  std::vector<SenderTally> tallies(static_cast<size_t>(std::max(o.connections, 0)));
   std::vector<std::thread> threads;
   for (int t = 0; t < o.connections; ++t) {
-    threads.emplace_back([&, t] {
-      HttpsClient client(o.client);
-      // Ids fresh in every run (the contents repeat with the seed): a run
-      // must not resend another run's batches.
-      BatchGenerator ids(
-          {.seed = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) +
-                   static_cast<uint64_t>(t)});
-      std::vector<double> my_lat;
-      LoadReport mine;
-      while (Clock::now() < deadline) {
-        const int64_t n = next++;
-        if (o.batches > 0 && n >= o.batches) break;
-        const size_t idx = static_cast<size_t>(n) % pool.size();
-        const wire::Batch& b = pool[idx];
-        // Patch a fresh id into the pre-encoded body: copying and
-        // re-encoding the batch per send would take CPU from the server
-        // being measured on the same machine.
-        std::string body = pool_bodies[idx];
-        const std::string id = ids.NewBatchId();
-        body.replace(pool_id_offsets[idx], id.size(), id);
-        // A batch counts once, when the first 200 for its id arrives:
-        // an earlier attempt that failed in flight may have been stored,
-        // so that 200 may say duplicate.
-        bool stored = false;
-        for (int send = 0; send < (o.resend_duplicates ? 2 : 1); ++send) {
-          int backoff_ms = 50;
-          for (int attempt = 1;; ++attempt) {
-            const auto t0 = Clock::now();
-            StatusOr<HttpReply> r = client.Post("/v1/batches", "application/x-protobuf", body);
-            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-            if (r.ok() && r->status == 200) {
-              my_lat.push_back(ms);
-              const bool dup = r->body.find("\"duplicate\":true") != std::string::npos;
-              if (!stored) {
-                stored = true;
-                ++mine.batches_ok;
-                if (dup) ++mine.batches_recovered;
-                mine.records_ok += b.records_size();
-                mine.bytes_ok += static_cast<int64_t>(body.size());
-                ++acked[idx];
-                ++done;
-              } else if (dup) {
-                ++mine.batches_duplicate;
-              } else {
-                ++mine.duplicates_missed;
-              }
-              break;
-            }
-            const bool retryable =
-                !r.ok() || r->status == 429 || r->status == 503 || r->status >= 500;
-            if (!retryable || attempt >= o.max_attempts) {
-              ++mine.batches_failed;
-              if (mine.first_error.empty()) {
-                mine.first_error = r.ok() ? "HTTP " + std::to_string(r->status) + ": " + r->body
-                                          : r.status().ToString();
-              }
-              break;
-            }
-            ++mine.batches_retried;
-            int wait = backoff_ms;
-            if (r.ok() && r->retry_after_seconds > 0) wait = r->retry_after_seconds * 1000;
-            wait = wait / 2 + static_cast<int>(ids.NewBatchId()[0] & 0x7f) * wait / 256;
-            std::this_thread::sleep_for(std::chrono::milliseconds(wait));
-            backoff_ms = std::min(backoff_ms * 2, 5000);
-          }
-        }
-      }
-      std::lock_guard lock(mu);
-      report.batches_ok += mine.batches_ok;
-      report.batches_duplicate += mine.batches_duplicate;
-      report.batches_recovered += mine.batches_recovered;
-      report.duplicates_missed += mine.duplicates_missed;
-      report.batches_retried += mine.batches_retried;
-      report.batches_failed += mine.batches_failed;
-      report.records_ok += mine.records_ok;
-      report.bytes_ok += mine.bytes_ok;
-      if (report.first_error.empty()) report.first_error = mine.first_error;
-      latencies_ms.insert(latencies_ms.end(), my_lat.begin(), my_lat.end());
-    });
+    threads.emplace_back([&st, &tallies, t] { tallies[static_cast<size_t>(t)] = SendLoop(st, t); });
   }
   for (auto& t : threads) t.join();
+  LoadReport report;
   report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   stop = true;
   if (reporter.joinable()) reporter.join();
+  std::vector<double> latencies_ms;
+  for (const SenderTally& t : tallies) AddTally(t, &report, &latencies_ms);
   report.latency_p50_ms = Percentile(latencies_ms, 0.5);
   report.latency_p90_ms = Percentile(latencies_ms, 0.9);
   report.latency_p99_ms = Percentile(latencies_ms, 0.99);
   report.latency_max_ms = Percentile(latencies_ms, 1.0);
-
-  if (o.verify) {
-    // Ground truth: every acknowledged copy of every pool batch.
-    std::map<std::string, Histogram> truth;
-    for (size_t i = 0; i < pool.size(); ++i) {
-      GroundTruth g;
-      g.Add(pool[i]);
-      for (int64_t k = 0; k < acked[i].load(); ++k) {
-        for (const auto& [key, h] : g.by_key()) truth[key].Merge(h);
-      }
-    }
-    // Accepted batches become visible once the aggregator has folded them.
-    {
-      HttpsClient client(o.client);
-      for (int i = 0; i < 600; ++i) {
-        StatusOr<HttpReply> m = client.Get("/metrics");
-        if (m.ok() && m->body.find("\nfieldprof_pending_batches 0\n") != std::string::npos) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
-    if (progress) *progress << "loadgen: reading " << keys.size() << " series after sending\n";
-    StatusOr<std::vector<RemoteSeries>> after = FetchAll(o, keys);
-    if (!after.ok()) return after.status().WithContext("verify (after)");
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto it = truth.find(EncodeApiKey(keys[i]));
-      const Histogram sent = it == truth.end() ? Histogram() : it->second;
-      std::string d = CompareDelta(before[i], (*after)[i], sent);
-      if (d.empty()) {
-        ++report.keys_verified;
-      } else {
-        ++report.keys_mismatched;
-        if (report.first_mismatch.empty()) {
-          report.first_mismatch = keys[i].module + " " + keys[i].symbol + ": " + d;
-        }
-      }
-    }
-  }
+  if (o.verify) FP_RETURN_IF_ERROR(Verify(o, st, keys, before, progress, &report));
   return report;
 }
 
