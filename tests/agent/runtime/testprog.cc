@@ -101,6 +101,10 @@ void ForkInside(void* child_flag) {
   *static_cast<pid_t*>(child_flag) = fork();
 }
 
+// One branch per hazard the runtime must survive (threads, signals, fork,
+// exec, longjmp, exceptions...), each a few lines named as the tests name
+// it: a table of cases, longer than a function should be, read one branch
+// at a time.
 int Hazard(int argc, char** argv) {
   const char* what = argv[1];
   if (!strcmp(what, "recurse") && argc == 3) {
