@@ -13,9 +13,9 @@
 #include <sstream>
 #include <utility>
 
-#include "agent/batcher.h"
-#include "agent/crash_point.h"
-#include "agent/platform.h"
+#include "common/batcher.h"
+#include "common/crash_point.h"
+#include "common/platform.h"
 #include "common/https_client.h"
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"

@@ -17,8 +17,8 @@
 #include <random>
 #include <string>
 
-#include "agent/batcher.h"
-#include "agent/outbox.h"
+#include "common/batcher.h"
+#include "common/outbox.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/https_client.h"

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "agent/outbox.h"
+#include "common/outbox.h"
 #include "common/options.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"

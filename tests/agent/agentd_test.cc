@@ -22,8 +22,8 @@
 #include <tuple>
 
 #include "agent/agent.h"
-#include "agent/batcher.h"
-#include "agent/outbox.h"
+#include "common/batcher.h"
+#include "common/outbox.h"
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"

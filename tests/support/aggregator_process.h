@@ -2,8 +2,8 @@
 // port, for tests that need a server across crashes and restarts (the agent
 // tests, the aggregator's crash test). TLS with a self-signed certificate
 // in `dir` (testing::MakeCert).
-#ifndef FIELDPROF_TESTS_AGGREGATOR_PROCESS_H_
-#define FIELDPROF_TESTS_AGGREGATOR_PROCESS_H_
+#ifndef FIELDPROF_TESTS_SUPPORT_AGGREGATOR_PROCESS_H_
+#define FIELDPROF_TESTS_SUPPORT_AGGREGATOR_PROCESS_H_
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -105,4 +105,4 @@ class AggregatorProcess {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_AGGREGATOR_PROCESS_H_
+#endif  // FIELDPROF_TESTS_SUPPORT_AGGREGATOR_PROCESS_H_

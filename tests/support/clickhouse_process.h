@@ -4,8 +4,8 @@
 // For the ClickHouse store's tests (issue #20). SharedClickHouse() is one
 // server for a whole test process, started when first asked for; tests keep
 // apart by database (UniqueDatabase()).
-#ifndef FIELDPROF_TESTS_CLICKHOUSE_PROCESS_H_
-#define FIELDPROF_TESTS_CLICKHOUSE_PROCESS_H_
+#ifndef FIELDPROF_TESTS_SUPPORT_CLICKHOUSE_PROCESS_H_
+#define FIELDPROF_TESTS_SUPPORT_CLICKHOUSE_PROCESS_H_
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -123,4 +123,4 @@ inline std::string UniqueDatabase() {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_CLICKHOUSE_PROCESS_H_
+#endif  // FIELDPROF_TESTS_SUPPORT_CLICKHOUSE_PROCESS_H_

@@ -1,8 +1,8 @@
 // Malformed batch bodies, each with the reason it is malformed. Used by the
 // validation tests (DecodeBatch must reject each) and the server tests (each
 // must get a 400 and leave the server serving).
-#ifndef FIELDPROF_TESTS_MALFORMED_CORPUS_H_
-#define FIELDPROF_TESTS_MALFORMED_CORPUS_H_
+#ifndef FIELDPROF_TESTS_SUPPORT_MALFORMED_CORPUS_H_
+#define FIELDPROF_TESTS_SUPPORT_MALFORMED_CORPUS_H_
 
 #include <string>
 #include <utility>
@@ -78,4 +78,4 @@ inline std::vector<BadBody> MalformedCorpus() {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_MALFORMED_CORPUS_H_
+#endif  // FIELDPROF_TESTS_SUPPORT_MALFORMED_CORPUS_H_

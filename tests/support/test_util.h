@@ -1,7 +1,7 @@
 // Helpers shared by the tests: temporary directories, TLS certificates made
 // with the openssl command line, and valid batches.
-#ifndef FIELDPROF_TESTS_TEST_UTIL_H_
-#define FIELDPROF_TESTS_TEST_UTIL_H_
+#ifndef FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_
+#define FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_
 
 #include <netinet/in.h>
 #include <sys/mount.h>
@@ -132,4 +132,4 @@ inline std::string IdOf(uint64_t n) {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_TEST_UTIL_H_
+#endif  // FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_

@@ -9,8 +9,8 @@
 //                     return StubReply{503, "busy", {{"Retry-After", "7"}}};
 //                   });
 //   ... s.port() ... s.requests() ...
-#ifndef FIELDPROF_TESTS_TLS_STUB_SERVER_H_
-#define FIELDPROF_TESTS_TLS_STUB_SERVER_H_
+#ifndef FIELDPROF_TESTS_SUPPORT_TLS_STUB_SERVER_H_
+#define FIELDPROF_TESTS_SUPPORT_TLS_STUB_SERVER_H_
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -105,4 +105,4 @@ class TlsStubServer {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_TLS_STUB_SERVER_H_
+#endif  // FIELDPROF_TESTS_SUPPORT_TLS_STUB_SERVER_H_

@@ -2,8 +2,8 @@
 // deploy/install-deps.sh) as a child process on a loopback port, with its
 // data in a test's directory: started, stopped (SIGTERM, its data kept, as
 // a restart) and killed by the test.
-#ifndef FIELDPROF_TESTS_ZOOKEEPER_PROCESS_H_
-#define FIELDPROF_TESTS_ZOOKEEPER_PROCESS_H_
+#ifndef FIELDPROF_TESTS_SUPPORT_ZOOKEEPER_PROCESS_H_
+#define FIELDPROF_TESTS_SUPPORT_ZOOKEEPER_PROCESS_H_
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -91,4 +91,4 @@ class ZooKeeperProcess {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_ZOOKEEPER_PROCESS_H_
+#endif  // FIELDPROF_TESTS_SUPPORT_ZOOKEEPER_PROCESS_H_

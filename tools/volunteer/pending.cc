@@ -6,9 +6,9 @@
 #include <iostream>
 #include <vector>
 
-#include "agent/batcher.h"
-#include "agent/outbox.h"
-#include "agent/platform.h"
+#include "common/batcher.h"
+#include "common/outbox.h"
+#include "common/platform.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/durable_file.h"
@@ -64,11 +64,11 @@ void PrintBatch(const Pending& p) {
 
 // The outbox: sealed, sent byte for byte as they are.
 StatusOr<std::vector<Pending>> SealedBatches(const std::string& state_dir) {
-  agent::Outbox outbox(OutboxDirOf(state_dir), QuarantineDirOf(state_dir));
-  StatusOr<std::vector<agent::OutboxEntry>> sealed = outbox.List();
+  Outbox outbox(OutboxDirOf(state_dir), QuarantineDirOf(state_dir));
+  StatusOr<std::vector<OutboxEntry>> sealed = outbox.List();
   if (!sealed.ok()) return sealed.status().WithContext("the outbox");
   std::vector<Pending> pending;
-  for (const agent::OutboxEntry& e : *sealed) {
+  for (const OutboxEntry& e : *sealed) {
     StatusOr<std::string> bytes = ReadWholeFile(e.path);
     Pending p{{}, 0};
     if (!bytes.ok() || !p.batch.ParseFromString(*bytes)) {
@@ -101,17 +101,17 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
   StatusOr<AgentState> state = ReadAgentState(StatusPathOf(state_dir));
   const size_t batch_bytes = state.ok() && state->fleet_batch_bytes > 0
                                  ? static_cast<size_t>(state->fleet_batch_bytes)
-                                 : agent::kDefaultBatchBytes;
+                                 : kDefaultBatchBytes;
   StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool_dir);
   if (!files.ok()) return files.status().WithContext("the spool");
-  agent::BatchBuilder builder(batch_bytes, agent::DetectPlatform());
+  BatchBuilder builder(batch_bytes, DetectPlatform());
   std::vector<Pending> pending;
   size_t runs = 0;
   wire::AgentCounters counters;
   const AgentState held = HeldCounts(state, spool_dir);
   auto seal = [&] {
     const wire::AgentCounters c =
-        agent::BatchCounters(counters, pending.empty() ? held : AgentState{});
+        BatchCounters(counters, pending.empty() ? held : AgentState{});
     pending.push_back({builder.Seal("", 0, c), runs});
     runs = 0;
     counters.Clear();
@@ -127,7 +127,7 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
       builder.TryAdd(*run);
     }
     ++runs;
-    agent::CountRunInBatch(*run, &counters);
+    CountRunInBatch(*run, &counters);
   }
   if (!builder.empty()) seal();
   return pending;

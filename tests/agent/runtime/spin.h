@@ -2,8 +2,8 @@
 // test library's measured fp_test_spin_ns and the test program's unmeasured
 // twin are this same code. Returns the span between its first and last
 // reading.
-#ifndef FIELDPROF_TESTS_RUNTIME_SPIN_H_
-#define FIELDPROF_TESTS_RUNTIME_SPIN_H_
+#ifndef FIELDPROF_TESTS_AGENT_RUNTIME_SPIN_H_
+#define FIELDPROF_TESTS_AGENT_RUNTIME_SPIN_H_
 
 #include <time.h>
 
@@ -18,4 +18,4 @@ inline long SpinNs(long ns) {
   return d;
 }
 
-#endif  // FIELDPROF_TESTS_RUNTIME_SPIN_H_
+#endif  // FIELDPROF_TESTS_AGENT_RUNTIME_SPIN_H_

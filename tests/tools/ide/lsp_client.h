@@ -1,7 +1,7 @@
 // The editor's side of the language server, for tests and benchmarks:
 // `fieldprof lsp` as a child process on two pipes, framed JSON-RPC.
-#ifndef FIELDPROF_TESTS_TOOLS_LSP_CLIENT_H_
-#define FIELDPROF_TESTS_TOOLS_LSP_CLIENT_H_
+#ifndef FIELDPROF_TESTS_TOOLS_IDE_LSP_CLIENT_H_
+#define FIELDPROF_TESTS_TOOLS_IDE_LSP_CLIENT_H_
 
 #include <fcntl.h>
 #include <poll.h>
@@ -156,4 +156,4 @@ class LspClient {
 
 }  // namespace fieldprof::testing
 
-#endif  // FIELDPROF_TESTS_TOOLS_LSP_CLIENT_H_
+#endif  // FIELDPROF_TESTS_TOOLS_IDE_LSP_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "agent/crash_point.h"
+#include "common/crash_point.h"
 
 #include <signal.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 namespace {
 
@@ -39,4 +39,4 @@ void CrashPoint(const char* name) {
   if (pause.Reached(name)) ::raise(SIGSTOP);
 }
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof

@@ -14,8 +14,8 @@
 // once, so a batch uploaded twice (crash after the 200) counts once.
 //
 // Names: <created ms, 13 digits>-<batch id hex>, so that names sort oldest first.
-#ifndef FIELDPROF_AGENT_OUTBOX_H_
-#define FIELDPROF_AGENT_OUTBOX_H_
+#ifndef FIELDPROF_COMMON_OUTBOX_H_
+#define FIELDPROF_COMMON_OUTBOX_H_
 
 #include <cstdint>
 #include <string>
@@ -24,7 +24,7 @@
 #include "common/durable_file.h"
 #include "common/status.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 struct OutboxEntry {
   std::string name;  // without extension
@@ -66,6 +66,6 @@ class Outbox {
 // The outbox name of a batch sealed at `created_unix_ms` with `batch_id` (raw bytes).
 std::string OutboxName(int64_t created_unix_ms, const std::string& batch_id);
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof
 
-#endif  // FIELDPROF_AGENT_OUTBOX_H_
+#endif  // FIELDPROF_COMMON_OUTBOX_H_

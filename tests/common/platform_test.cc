@@ -1,4 +1,4 @@
-#include "agent/platform.h"
+#include "common/platform.h"
 
 #include <gtest/gtest.h>
 

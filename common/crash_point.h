@@ -5,13 +5,13 @@
 // FIELDPROF_AGENT_PAUSE_AT=NAME[:N] it stops itself there (SIGSTOP) instead,
 // so a test can act while the agent is held mid-step and then let it go on
 // with SIGCONT. Unset, a point costs two comparisons.
-#ifndef FIELDPROF_AGENT_CRASH_POINT_H_
-#define FIELDPROF_AGENT_CRASH_POINT_H_
+#ifndef FIELDPROF_COMMON_CRASH_POINT_H_
+#define FIELDPROF_COMMON_CRASH_POINT_H_
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 void CrashPoint(const char* name);
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof
 
-#endif  // FIELDPROF_AGENT_CRASH_POINT_H_
+#endif  // FIELDPROF_COMMON_CRASH_POINT_H_

@@ -1,14 +1,14 @@
 // The coarse platform class a volunteer machine reports: OS, CPU
 // architecture, CPU vendor and family. Deliberately coarse: it separates
 // populations (x86 vs ARM, Intel vs AMD) and never singles out a machine.
-#ifndef FIELDPROF_AGENT_PLATFORM_H_
-#define FIELDPROF_AGENT_PLATFORM_H_
+#ifndef FIELDPROF_COMMON_PLATFORM_H_
+#define FIELDPROF_COMMON_PLATFORM_H_
 
 #include <string_view>
 
 #include "common/api_key.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 // Reads the platform of this machine (uname, /proc/cpuinfo). Never fails:
 // what cannot be read is left unspecified.
@@ -18,6 +18,6 @@ Platform DetectPlatform();
 // split out so it can be tested with recorded cpuinfo files.
 Platform PlatformFromCpuinfo(std::string_view machine, std::string_view cpuinfo);
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof
 
-#endif  // FIELDPROF_AGENT_PLATFORM_H_
+#endif  // FIELDPROF_COMMON_PLATFORM_H_

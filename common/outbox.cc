@@ -1,4 +1,4 @@
-#include "agent/outbox.h"
+#include "common/outbox.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,11 +12,11 @@
 #include <random>
 #include <sstream>
 
-#include "agent/crash_point.h"
+#include "common/crash_point.h"
 #include "common/durable_file.h"
 #include "common/wire.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 namespace fs = std::filesystem;
 
@@ -145,4 +145,4 @@ Status Outbox::Quarantine(const OutboxEntry& e, const std::string& reason) {
   return SyncDir(dir_);
 }
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof

@@ -9,8 +9,8 @@
 //
 // Size rule: a batch never encodes to more than `max_bytes`, unless a single
 // run's records alone are larger (that run then gets a batch of its own).
-#ifndef FIELDPROF_AGENT_BATCHER_H_
-#define FIELDPROF_AGENT_BATCHER_H_
+#ifndef FIELDPROF_COMMON_BATCHER_H_
+#define FIELDPROF_COMMON_BATCHER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 inline constexpr size_t kDefaultBatchBytes = 128 * 1024;
 
@@ -75,6 +75,6 @@ class BatchBuilder {
   int64_t oldest_ms_ = 0;
 };
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof
 
-#endif  // FIELDPROF_AGENT_BATCHER_H_
+#endif  // FIELDPROF_COMMON_BATCHER_H_

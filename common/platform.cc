@@ -1,4 +1,4 @@
-#include "agent/platform.h"
+#include "common/platform.h"
 
 #include <sys/utsname.h>
 
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-namespace fieldprof::agent {
+namespace fieldprof {
 namespace {
 
 // Value of the first "key<tabs>: value" line of cpuinfo, or "".
@@ -86,4 +86,4 @@ Platform DetectPlatform() {
   return PlatformFromCpuinfo(machine, ss.str());
 }
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof

@@ -1,4 +1,4 @@
-#include "agent/batcher.h"
+#include "common/batcher.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "common/wire.h"
 
-namespace fieldprof::agent {
+namespace fieldprof {
 
 namespace {
 
@@ -133,4 +133,4 @@ wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix
   return b;
 }
 
-}  // namespace fieldprof::agent
+}  // namespace fieldprof
