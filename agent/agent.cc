@@ -261,9 +261,8 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
   if (upload) r.upload_status = Upload(&r);
   FP_RETURN_IF_ERROR(EnforceCap(&r));
-  StatusOr<std::vector<OutboxEntry>> left = outbox_.List();
-  if (!left.ok()) return left.status();
-  r.batches_waiting = static_cast<int>(left->size());
+  FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> left, outbox_.List());
+  r.batches_waiting = static_cast<int>(left.size());
   FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
   return r;
 }
@@ -363,16 +362,14 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
 
 Status Agent::EnforceCap(PassResult* result) {
   if (config_.cap_bytes <= 0) return Status::Ok();
-  StatusOr<std::vector<OutboxEntry>> batches = outbox_.List();
-  if (!batches.ok()) return batches.status();
-  StatusOr<std::vector<SpoolEntry>> runs = ListSpool(config_.spool_dir);
-  if (!runs.ok()) return runs.status();
+  FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> batches, outbox_.List());
+  FP_ASSIGN_OR_RETURN(std::vector<SpoolEntry> runs, ListSpool(config_.spool_dir));
   uint64_t total = 0;
-  for (const OutboxEntry& e : *batches) total += e.bytes;
-  for (const SpoolEntry& e : *runs) total += e.bytes;
+  for (const OutboxEntry& e : batches) total += e.bytes;
+  for (const SpoolEntry& e : runs) total += e.bytes;
   const uint64_t cap = static_cast<uint64_t>(config_.cap_bytes);
   // Oldest first: sealed batches are older than anything still in the spool.
-  for (const OutboxEntry& e : *batches) {
+  for (const OutboxEntry& e : batches) {
     if (total <= cap) break;
     StatusOr<std::string> bytes = outbox_.Read(e);
     wire::Batch b;
@@ -392,7 +389,7 @@ Status Agent::EnforceCap(PassResult* result) {
       state_.runs_measured_nothing += static_cast<int64_t>(b.counters().runs_measured_nothing());
     }
   }
-  for (const SpoolEntry& e : *runs) {
+  for (const SpoolEntry& e : runs) {
     if (total <= cap) break;
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
     const int64_t n = run.ok() ? run->records_size() : 1;
@@ -423,21 +420,19 @@ int64_t Agent::Backoff(int retry_after_seconds) {
 }
 
 Status Agent::Upload(PassResult* result) {
-  StatusOr<std::vector<OutboxEntry>> entries = outbox_.List();
-  if (!entries.ok()) return entries.status();
-  if (entries->empty()) return Status::Ok();
+  FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> entries, outbox_.List());
+  if (entries.empty()) return Status::Ok();
   HttpsClient& client = Client();  // one connection, kept alive across the batches
   auto fail = [&](const std::string& why, int retry_after) {
     state_.last_upload_result = why;
     ++state_.failures;
     state_.next_attempt_unix_ms = NowMs() + Backoff(retry_after);
   };
-  for (const OutboxEntry& e : *entries) {
-    StatusOr<std::string> bytes = outbox_.Read(e);
-    if (!bytes.ok()) return bytes.status();
+  for (const OutboxEntry& e : entries) {
+    FP_ASSIGN_OR_RETURN(std::string bytes, outbox_.Read(e));
     state_.last_upload_unix_ms = NowMs();
     CrashPoint("upload-sending");
-    StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), *bytes);
+    StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), bytes);
     if (!reply.ok()) {
       fail("unreachable: " + reply.status().message(), -1);
       return reply.status();
@@ -457,7 +452,7 @@ Status Agent::Upload(PassResult* result) {
     if (code == 400 || code == 413 || code == 415) {
       // The aggregator will never take this batch: keep it aside, say why.
       wire::Batch b;
-      const uint64_t records = b.ParseFromString(*bytes) ? b.records_size() : 0;
+      const uint64_t records = b.ParseFromString(bytes) ? b.records_size() : 0;
       FP_RETURN_IF_ERROR(outbox_.Quarantine(
           e, "HTTP " + std::to_string(code) + " from " + config_.server_host + ": " + reply->body));
       ++result->batches_quarantined;

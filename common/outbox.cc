@@ -77,9 +77,8 @@ Status Outbox::Recover(const std::string& spool_dir) {
     const std::string list_path = dir_ + "/" + name + ".consumed";
     if (fs::exists(dir_ + "/" + name + ".batch", ec)) {
       // Sealed, but the spool files were not all deleted yet.
-      StatusOr<std::string> list = ReadWhole(list_path);
-      if (!list.ok()) return list.status();
-      std::istringstream lines(*list);
+      FP_ASSIGN_OR_RETURN(std::string list, ReadWhole(list_path));
+      std::istringstream lines(list);
       std::string spool_name;
       while (std::getline(lines, spool_name)) {
         if (spool_name.empty() || spool_name.find('/') != std::string::npos) continue;

@@ -258,10 +258,9 @@ Status UpdateRuntimeSettings(const std::string& path, const RuntimeSettingsEdit&
     ~Unlock() { ::close(fd); }  // releases the flock
   } unlock{fd};
   if (::flock(fd, LOCK_EX) != 0) return IOError(path + ".lock: " + std::strerror(errno));
-  StatusOr<std::optional<RuntimeSettings>> now = ReadRuntimeSettings(path);
-  if (!now.ok()) return now.status();
-  RuntimeSettings next = now->value_or(RuntimeSettings{});
-  if (!edit(*now, &next)) return Status::Ok();
+  FP_ASSIGN_OR_RETURN(std::optional<RuntimeSettings> now, ReadRuntimeSettings(path));
+  RuntimeSettings next = now.value_or(RuntimeSettings{});
+  if (!edit(now, &next)) return Status::Ok();
   return WriteFileDurably(path, FormatRuntimeSettings(next));
 }
 

@@ -104,9 +104,8 @@ wire::FragmentInfo DescribeFragment(uint32_t index, const std::string& bytes) {
 StatusOr<std::string> SignManifest(const wire::Manifest& manifest, const Ed25519Signer& signer) {
   wire::SignedManifest s;
   s.set_manifest(Deterministic(manifest));
-  StatusOr<std::string> sig = signer.Sign(s.manifest());
-  if (!sig.ok()) return sig.status();
-  s.set_signature(*sig);
+  FP_ASSIGN_OR_RETURN(std::string sig, signer.Sign(s.manifest()));
+  s.set_signature(sig);
   s.set_key_id(signer.KeyId());
   return Deterministic(s);
 }

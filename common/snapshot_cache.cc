@@ -64,11 +64,10 @@ StatusOr<std::string> SnapshotCache::SignedManifest() const {
 }
 
 StatusOr<wire::Manifest> SnapshotCache::Manifest() const {
-  StatusOr<std::string> bytes = SignedManifest();
-  if (!bytes.ok()) return bytes.status();
+  FP_ASSIGN_OR_RETURN(std::string bytes, SignedManifest());
   wire::SignedManifest s;
   wire::Manifest m;
-  if (!s.ParseFromString(*bytes) || !m.ParseFromString(s.manifest())) {
+  if (!s.ParseFromString(bytes) || !m.ParseFromString(s.manifest())) {
     return DataLoss(dir_ + "/manifest.signed does not parse");
   }
   return m;
@@ -100,10 +99,9 @@ std::vector<CachedFragment> SnapshotCache::Fragments() const {
 }
 
 StatusOr<wire::Fragment> SnapshotCache::ReadFragment(const CachedFragment& f) const {
-  StatusOr<std::string> bytes = ReadWholeFile(f.path);
-  if (!bytes.ok()) return bytes.status();
+  FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(f.path));
   wire::Fragment out;
-  if (!out.ParseFromString(*bytes) || out.index() != f.index) {
+  if (!out.ParseFromString(bytes) || out.index() != f.index) {
     return DataLoss(f.path + " is damaged (run fieldprof pull --all to fetch it again)");
   }
   return out;
@@ -111,9 +109,8 @@ StatusOr<wire::Fragment> SnapshotCache::ReadFragment(const CachedFragment& f) co
 
 Status SnapshotCache::ForEachRecord(const std::function<bool(const wire::Record&)>& fn) const {
   for (const CachedFragment& f : Fragments()) {
-    StatusOr<wire::Fragment> frag = ReadFragment(f);
-    if (!frag.ok()) return frag.status();
-    for (const wire::Record& r : frag->records()) {
+    FP_ASSIGN_OR_RETURN(wire::Fragment frag, ReadFragment(f));
+    for (const wire::Record& r : frag.records()) {
       if (!fn(r)) return Status::Ok();
     }
   }
@@ -168,21 +165,20 @@ StatusOr<wire::Manifest> FetchManifest(HttpsClient& client, SnapshotCache& cache
   if (held.ok() && !etag.empty() && OpenSignedManifest(*held, options.public_key_pem).ok()) {
     headers.emplace_back("If-None-Match", etag);
   }
-  StatusOr<HttpReply> r = client.Get("/v1/snapshot/manifest", headers);
-  if (!r.ok()) return r.status();
-  if (r->status == 304 && !headers.empty()) {
+  FP_ASSIGN_OR_RETURN(HttpReply r, client.Get("/v1/snapshot/manifest", headers));
+  if (r.status == 304 && !headers.empty()) {
     result->manifest_not_modified = true;
     return OpenSignedManifest(*held, options.public_key_pem);
   }
-  if (r->status == 404) {
-    return NotFound("the aggregator has no snapshot: " + r->body.substr(0, 200));
+  if (r.status == 404) {
+    return NotFound("the aggregator has no snapshot: " + r.body.substr(0, 200));
   }
-  if (r->status != 200) {
-    return Unavailable("manifest: HTTP " + std::to_string(r->status) + " " +
-                       r->body.substr(0, 200));
+  if (r.status != 200) {
+    return Unavailable("manifest: HTTP " + std::to_string(r.status) + " " +
+                       r.body.substr(0, 200));
   }
-  result->bytes_downloaded += r->body.size();
-  StatusOr<wire::Manifest> m = OpenSignedManifest(r->body, options.public_key_pem);
+  result->bytes_downloaded += r.body.size();
+  StatusOr<wire::Manifest> m = OpenSignedManifest(r.body, options.public_key_pem);
   if (!m.ok()) return DataLoss("manifest rejected, cache kept: " + m.status().message());
   StatusOr<wire::Manifest> old = cache.Manifest();
   if (old.ok() && old->fragment_count() == m->fragment_count() &&
@@ -192,7 +188,7 @@ StatusOr<wire::Manifest> FetchManifest(HttpsClient& client, SnapshotCache& cache
                     std::to_string(m->snapshot_version()) + " is older than the " +
                     std::to_string(old->snapshot_version()) + " held");
   }
-  FP_RETURN_IF_ERROR(cache.StoreManifest(r->body, *m, r->etag));
+  FP_RETURN_IF_ERROR(cache.StoreManifest(r.body, *m, r.etag));
   return m;
 }
 
@@ -201,21 +197,20 @@ StatusOr<wire::Manifest> FetchManifest(HttpsClient& client, SnapshotCache& cache
 StatusOr<SnapshotRefreshResult> RefreshSnapshot(HttpsClient& client, SnapshotCache& cache,
                                                 const SnapshotRefreshOptions& options) {
   SnapshotRefreshResult result;
-  StatusOr<wire::Manifest> m = FetchManifest(client, cache, options, &result);
-  if (!m.ok()) return m.status();
-  result.snapshot_version = m->snapshot_version();
-  result.fragment_count = m->fragment_count();
+  FP_ASSIGN_OR_RETURN(wire::Manifest m, FetchManifest(client, cache, options, &result));
+  result.snapshot_version = m.snapshot_version();
+  result.fragment_count = m.fragment_count();
 
   // What is held, and what is wanted: first the fragments never held (in
   // index order), then the out-of-date ones, fetched longest ago first.
-  std::vector<const CachedFragment*> held(m->fragment_count(), nullptr);
+  std::vector<const CachedFragment*> held(m.fragment_count(), nullptr);
   const std::vector<CachedFragment> fragments = cache.Fragments();
   for (const CachedFragment& f : fragments) {
     if (f.index < held.size()) held[f.index] = &f;
   }
   std::vector<uint32_t> missing, stale;
-  for (uint32_t i = 0; i < m->fragment_count(); ++i) {
-    const uint64_t want = m->fragments(static_cast<int>(i)).version();
+  for (uint32_t i = 0; i < m.fragment_count(); ++i) {
+    const uint64_t want = m.fragments(static_cast<int>(i)).version();
     if (held[i] == nullptr) {
       missing.push_back(i);
     } else if (held[i]->version != want) {
@@ -237,7 +232,7 @@ StatusOr<SnapshotRefreshResult> RefreshSnapshot(HttpsClient& client, SnapshotCac
     if (options.progress)
       options.progress(done, static_cast<int>(order.size()), result.bytes_downloaded);
     ++done;
-    const uint64_t version = m->fragments(static_cast<int>(i)).version();
+    const uint64_t version = m.fragments(static_cast<int>(i)).version();
     StatusOr<HttpReply> r =
         client.Get("/v1/snapshot/fragments/" + std::to_string(i) + "?version=" + Hex16(version));
     if (!r.ok()) {
@@ -252,7 +247,7 @@ StatusOr<SnapshotRefreshResult> RefreshSnapshot(HttpsClient& client, SnapshotCac
       break;
     }
     result.bytes_downloaded += r->body.size();
-    if (Status ok = CheckFragment(*m, i, r->body); !ok.ok()) {
+    if (Status ok = CheckFragment(m, i, r->body); !ok.ok()) {
       ++result.rejected;
       result.problems.push_back(ok.message() + " (old copy kept)");
       continue;
@@ -263,11 +258,11 @@ StatusOr<SnapshotRefreshResult> RefreshSnapshot(HttpsClient& client, SnapshotCac
   if (options.progress && stopped.ok()) {
     options.progress(done, static_cast<int>(order.size()), result.bytes_downloaded);
   }
-  result.missing = static_cast<int>(m->fragment_count());
+  result.missing = static_cast<int>(m.fragment_count());
   for (const CachedFragment& f : cache.Fragments()) {
-    if (f.index >= m->fragment_count()) continue;
+    if (f.index >= m.fragment_count()) continue;
     --result.missing;
-    if (f.version == m->fragments(static_cast<int>(f.index)).version()) ++result.current;
+    if (f.version == m.fragments(static_cast<int>(f.index)).version()) ++result.current;
   }
   if (!stopped.ok()) {
     result.problems.push_back(stopped.message());

@@ -78,10 +78,9 @@ StatusOr<std::string> Build(const SnapshotCache& cache, const std::string& signa
   const std::vector<CachedFragment> frags = cache.Fragments();
   std::map<std::string, std::vector<Ref>> refs;
   for (uint32_t i = 0; i < frags.size(); ++i) {
-    StatusOr<std::string> bytes = ReadWholeFile(frags[i].path);
-    if (!bytes.ok()) return bytes.status();
-    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes->data()),
-                                              static_cast<int>(bytes->size()));
+    FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(frags[i].path));
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                              static_cast<int>(bytes.size()));
     in.SetTotalBytesLimit(INT32_MAX);
     const std::string damaged =
         frags[i].path + " is damaged (run fieldprof pull --all to fetch it again)";
@@ -96,9 +95,9 @@ StatusOr<std::string> Build(const SnapshotCache& cache, const std::string& signa
       uint32_t len = 0;
       if (!in.ReadVarint32(&len)) return DataLoss(damaged);
       const uint64_t offset = static_cast<uint64_t>(in.CurrentPosition());
-      if (offset + len > bytes->size()) return DataLoss(damaged);
+      if (offset + len > bytes.size()) return DataLoss(damaged);
       wire::Record r;
-      if (!r.ParseFromArray(bytes->data() + offset, static_cast<int>(len))) {
+      if (!r.ParseFromArray(bytes.data() + offset, static_cast<int>(len))) {
         return DataLoss(damaged);
       }
       if (!in.Skip(static_cast<int>(len))) return DataLoss(damaged);
@@ -162,8 +161,7 @@ std::string SnapshotIndex::CacheSignature(const std::string& dir) {
 
 StatusOr<SnapshotIndex> SnapshotIndex::Open(const SnapshotCache& cache, bool* rebuilt) {
   if (rebuilt != nullptr) *rebuilt = false;
-  StatusOr<wire::Manifest> manifest = cache.Manifest();
-  if (!manifest.ok()) return manifest.status();
+  FP_ASSIGN_OR_RETURN(wire::Manifest manifest, cache.Manifest());
   SnapshotIndex ix;
   ix.dir_ = cache.dir();
   const std::string sig = CacheSignature(cache.dir());
@@ -185,9 +183,8 @@ StatusOr<SnapshotIndex> SnapshotIndex::Open(const SnapshotCache& cache, bool* re
     if (!ix.data_.empty() && ix.Parse().ok() && ix.signature_ == sig) return ix;
   }
   // Missing, damaged or out of date: built again.
-  StatusOr<std::string> built = Build(cache, sig);
-  if (!built.ok()) return built.status();
-  auto bytes = std::make_shared<const std::string>(std::move(*built));
+  FP_ASSIGN_OR_RETURN(std::string built, Build(cache, sig));
+  auto bytes = std::make_shared<const std::string>(std::move(built));
   ix.hold_ = bytes;
   ix.data_ = *bytes;
   FP_RETURN_IF_ERROR(ix.Parse());

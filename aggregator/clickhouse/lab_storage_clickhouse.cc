@@ -72,12 +72,11 @@ class InClickHouse : public LabStorage {
   }
 
   StatusOr<std::vector<std::string>> List() override {
-    StatusOr<std::string> body = ChQueryAny(
+    FP_ASSIGN_OR_RETURN(std::string body, ChQueryAny(
         servers_, next_++,
-        "SELECT DISTINCT id FROM " + tables_.Local("fp_lab_profiles") + " ORDER BY id FORMAT TSV");
-    if (!body.ok()) return body.status();
+        "SELECT DISTINCT id FROM " + tables_.Local("fp_lab_profiles") + " ORDER BY id FORMAT TSV"));
     std::vector<std::string> ids;
-    std::istringstream lines(*body);
+    std::istringstream lines(body);
     for (std::string line; std::getline(lines, line);) ids.push_back(line);
     return ids;
   }
@@ -91,10 +90,8 @@ class InClickHouse : public LabStorage {
 }  // namespace
 
 StatusOr<std::unique_ptr<LabStorage>> ClickHouseLabStorage(const ClickHouseStoreOptions& options) {
-  StatusOr<std::vector<HttpsClientOptions>> servers =
-      ParseClickHouseServers(options.url, options.query_timeout);
-  if (!servers.ok()) return servers.status();
-  return std::unique_ptr<LabStorage>(std::make_unique<InClickHouse>(options, std::move(*servers)));
+  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers, ParseClickHouseServers(options.url, options.query_timeout));
+  return std::unique_ptr<LabStorage>(std::make_unique<InClickHouse>(options, std::move(servers)));
 }
 
 }  // namespace fieldprof::aggregator

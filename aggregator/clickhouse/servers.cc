@@ -52,11 +52,9 @@ StatusOr<std::vector<std::vector<HttpsClientOptions>>> ParseClickHouseShards(
 
 StatusOr<std::vector<HttpsClientOptions>> ParseClickHouseServers(
     std::string_view urls, std::chrono::milliseconds timeout) {
-  StatusOr<std::vector<std::vector<HttpsClientOptions>>> shards =
-      ParseClickHouseShards(urls, timeout);
-  if (!shards.ok()) return shards.status();
+  FP_ASSIGN_OR_RETURN(std::vector<std::vector<HttpsClientOptions>> shards, ParseClickHouseShards(urls, timeout));
   std::vector<HttpsClientOptions> servers;
-  for (const auto& shard : *shards) servers.insert(servers.end(), shard.begin(), shard.end());
+  for (const auto& shard : shards) servers.insert(servers.end(), shard.begin(), shard.end());
   return servers;
 }
 
@@ -75,9 +73,8 @@ StatusOr<std::string> ChQueryAny(const std::vector<HttpsClientOptions>& servers,
                                  const std::string& sql, const ClickHouseSettings& settings) {
   std::string answer;
   Status s = ChOnAnyServer(servers, start, [&](ClickHouseClient& ch) {
-    StatusOr<std::string> r = ch.Query(sql, settings);
-    if (!r.ok()) return r.status();
-    answer = std::move(*r);
+    FP_ASSIGN_OR_RETURN(std::string r, ch.Query(sql, settings));
+    answer = std::move(r);
     return Status::Ok();
   });
   if (!s.ok()) return s;

@@ -119,15 +119,13 @@ class ClickHouseStorage : public SnapshotStorage {
     std::string gone, newest;
     std::string list;
     Status s = OnAny([&](ClickHouseClient& ch) {
-      StatusOr<std::string> r =
-          ch.Query("SELECT idx, version FROM " + tables_.Local("fp_snapshot_replaced") +
-                   " WHERE at < " + cutoff + " FORMAT TSV");
-      if (!r.ok()) return r.status();
-      gone = *r;
-      r = ch.Query("SELECT max(version) FROM " + tables_.Local("fp_snapshot_manifests") +
-                   " FORMAT TSV");
-      if (!r.ok()) return r.status();
-      newest = std::to_string(std::strtoull(r->c_str(), nullptr, 10));
+      FP_ASSIGN_OR_RETURN(gone, ch.Query("SELECT idx, version FROM " +
+                                         tables_.Local("fp_snapshot_replaced") + " WHERE at < " +
+                                         cutoff + " FORMAT TSV"));
+      FP_ASSIGN_OR_RETURN(const std::string max, ch.Query("SELECT max(version) FROM " +
+                                                          tables_.Local("fp_snapshot_manifests") +
+                                                          " FORMAT TSV"));
+      newest = std::to_string(std::strtoull(max.c_str(), nullptr, 10));
       return Status::Ok();
     });
     if (!s.ok()) return;
@@ -184,11 +182,9 @@ class ClickHouseStorage : public SnapshotStorage {
 
 StatusOr<std::unique_ptr<SnapshotStorage>> OpenClickHouseSnapshotStorage(
     const ClickHouseStoreOptions& options) {
-  StatusOr<std::vector<HttpsClientOptions>> servers =
-      ParseClickHouseServers(options.url, options.query_timeout);
-  if (!servers.ok()) return servers.status();
+  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers, ParseClickHouseServers(options.url, options.query_timeout));
   return std::unique_ptr<SnapshotStorage>(
-      std::make_unique<ClickHouseStorage>(options, std::move(*servers)));
+      std::make_unique<ClickHouseStorage>(options, std::move(servers)));
 }
 
 }  // namespace fieldprof::aggregator

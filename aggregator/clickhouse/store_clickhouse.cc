@@ -160,19 +160,18 @@ class ClickHouseStore : public Store {
   Status ReadSums(int32_t first, int32_t last, const std::string& where,
                   const std::function<bool(ApiAggregate&&)>& visit) {
     if (closed_) return Unavailable("the store is closed");
-    StatusOr<Pointers> p = ReadPointers();
-    if (!p.ok()) return p.status();
+    FP_ASSIGN_OR_RETURN(Pointers p, ReadPointers());
     const int32_t a = first == kUnboundedFirst ? 0 : std::max(first, 0);
     const int32_t b = last == kUnboundedLast ? kLastChDay : std::min(last, kLastChDay);
     if (a > b) return Status::Ok();
-    const int32_t R = p->rolled_day;
+    const int32_t R = p.rolled_day;
     std::vector<std::string> parts;
     // Whole months inside [a, min(b, R)] that are folded.
     int32_t covered_first = 1, covered_last = 0;
-    if (p->rolled_month >= 0 && R >= a) {
+    if (p.rolled_month >= 0 && R >= a) {
       int32_t m_lo = MonthOfDay(a);
       if (FirstDayOfMonth(m_lo) < a) ++m_lo;
-      int32_t m_hi = std::min(p->rolled_month, MonthOfDay(std::min(b, R)));
+      int32_t m_hi = std::min(p.rolled_month, MonthOfDay(std::min(b, R)));
       if (LastDayOfMonth(m_hi) > std::min(b, R)) --m_hi;
       if (m_lo <= m_hi) {
         parts.push_back(ChDedupRowsSql(
@@ -476,12 +475,10 @@ class ClickHouseStore : public Store {
     }
     const auto asked = Clock::now();
     Pointers p;
-    StatusOr<std::string> body =
-        QueryAny("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
+    FP_ASSIGN_OR_RETURN(std::string body, QueryAny("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
                      " WHERE name IN ('rolled_day', 'rolled_month') GROUP BY name FORMAT TSV",
-                 ReadSettings());
-    if (!body.ok()) return body.status();
-    std::istringstream lines(*body);
+                 ReadSettings()));
+    std::istringstream lines(body);
     for (std::string line; std::getline(lines, line);) {
       const size_t tab = line.find('\t');
       if (tab == std::string::npos) continue;
@@ -707,33 +704,29 @@ class ClickHouseStore : public Store {
 
   // The first day >= `from` with raw rows, or -1.
   StatusOr<int32_t> NextRawDay(int32_t from) {
-    StatusOr<std::string> first =
-        QueryAny("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
-                 " WHERE module = '' AND day >= " + DateSql(from) + " FORMAT TSV");
-    if (!first.ok()) return first.status();
-    const size_t tab = first->find('\t');
-    if (tab == std::string::npos || std::strtoull(first->c_str() + tab + 1, nullptr, 10) == 0) {
+    FP_ASSIGN_OR_RETURN(std::string first, QueryAny("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
+                 " WHERE module = '' AND day >= " + DateSql(from) + " FORMAT TSV"));
+    const size_t tab = first.find('\t');
+    if (tab == std::string::npos || std::strtoull(first.c_str() + tab + 1, nullptr, 10) == 0) {
       return -1;
     }
-    return static_cast<int32_t>(std::strtol(first->c_str(), nullptr, 10));
+    return static_cast<int32_t>(std::strtol(first.c_str(), nullptr, 10));
   }
 
   Status RollUpOnce() {
-    StatusOr<Pointers> p = ReadPointers(/*fresh=*/true);
-    if (!p.ok()) return p.status();
+    FP_ASSIGN_OR_RETURN(Pointers p, ReadPointers(/*fresh=*/true));
     const int32_t today = Today();
     const int32_t last_foldable = today - o_.horizon_days - 1;
-    int32_t R = p->rolled_day;
-    int32_t RM = p->rolled_month;
+    int32_t R = p.rolled_day;
+    int32_t RM = p.rolled_month;
     if (R < 0) {
       // Nothing folded yet: start before the first day with raw rows.
-      StatusOr<int32_t> first = NextRawDay(0);
-      if (!first.ok()) return first.status();
-      if (*first < 0) {
+      FP_ASSIGN_OR_RETURN(int32_t first, NextRawDay(0));
+      if (first < 0) {
         next_fold_day_ = today;
         return Status::Ok();
       }
-      R = *first - 1;
+      R = first - 1;
     }
     next_fold_day_ = R + 1;
     if (R + 1 <= last_foldable && !AllReplicasCaughtUp()) {
@@ -742,9 +735,8 @@ class ClickHouseStore : public Store {
     }
     while (R + 1 <= last_foldable && !closed_) {
       // Days without raw rows fold to nothing: skip to the next with some.
-      StatusOr<int32_t> next = NextRawDay(R + 1);
-      if (!next.ok()) return next.status();
-      if (*next < 0 || *next > last_foldable) {
+      FP_ASSIGN_OR_RETURN(int32_t next, NextRawDay(R + 1));
+      if (next < 0 || next > last_foldable) {
         if (RM < 0) break;  // nothing was ever folded
         R = last_foldable;
         FP_RETURN_IF_ERROR(Record("rolled_day", R));
@@ -752,12 +744,12 @@ class ClickHouseStore : public Store {
         break;
       }
       if (RM < 0) {
-        RM = MonthOfDay(*next) - 1;
+        RM = MonthOfDay(next) - 1;
         FP_RETURN_IF_ERROR(Record("rolled_month", RM));
       }
-      FP_RETURN_IF_ERROR(FoldDay(*next).WithContext("folding " + FormatDay(*next)));
-      FP_RETURN_IF_ERROR(Record("rolled_day", *next));
-      R = *next;
+      FP_RETURN_IF_ERROR(FoldDay(next).WithContext("folding " + FormatDay(next)));
+      FP_RETURN_IF_ERROR(Record("rolled_day", next));
+      R = next;
       next_fold_day_ = R + 1;
       ++rollup_days_;
     }
@@ -865,20 +857,18 @@ class ClickHouseStore : public Store {
   // batch id partitions past their retention.
   Status DropFolded(int32_t R, int32_t today) {
     for (size_t s = 0; s < shards_.size(); ++s) {
-      StatusOr<std::string> days = QueryShard(
+      FP_ASSIGN_OR_RETURN(std::string days, QueryShard(
           s, "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE active AND database = " +
-                 SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV");
-      if (!days.ok()) return days.status();
-      std::istringstream lines(*days);
+                 SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV"));
+      std::istringstream lines(days);
       for (std::string line; std::getline(lines, line);) {
         const int32_t d = static_cast<int32_t>(std::strtol(line.c_str(), nullptr, 10));
         if (line.empty() || d + 1 > R) continue;
-        StatusOr<std::string> old_enough = QueryAny(
+        FP_ASSIGN_OR_RETURN(std::string old_enough, QueryAny(
             "SELECT count() > 0 AND min(at) <= now() - " + std::to_string(o_.drop_grace.count()) +
             " FROM " + tables_.Local("fp_state") +
-            " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV");
-        if (!old_enough.ok()) return old_enough.status();
-        if (old_enough->rfind("1", 0) != 0) continue;
+            " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV"));
+        if (old_enough.rfind("1", 0) != 0) continue;
         FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
           return ch.Execute("ALTER TABLE " + tables_.Local("fp_rows") + " DROP PARTITION '" +
                             FormatDay(d) + "'");
@@ -888,11 +878,10 @@ class ClickHouseStore : public Store {
       // Batch ids: whole months past the retention.
       const int32_t keep_from = today - o_.batch_id_retention_days;
       const int32_t last_month = MonthOfDay(keep_from) - 1;
-      StatusOr<std::string> months = QueryShard(
+      FP_ASSIGN_OR_RETURN(std::string months, QueryShard(
           s, "SELECT DISTINCT partition FROM system.parts WHERE active AND database = " +
-                 SqlString(tables_.database()) + " AND table = 'fp_batch_ids' FORMAT TSV");
-      if (!months.ok()) return months.status();
-      std::istringstream mlines(*months);
+                 SqlString(tables_.database()) + " AND table = 'fp_batch_ids' FORMAT TSV"));
+      std::istringstream mlines(months);
       for (std::string line; std::getline(mlines, line);) {
         const long yyyymm = std::strtol(line.c_str(), nullptr, 10);
         if (yyyymm <= 0) continue;
@@ -951,11 +940,9 @@ bool IsIdentifier(const std::string& s) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> OpenClickHouseStore(const ClickHouseStoreOptions& options) {
-  StatusOr<std::vector<std::vector<HttpsClientOptions>>> shards =
-      ParseClickHouseShards(options.url, options.query_timeout);
-  if (!shards.ok()) return shards.status();
+  FP_ASSIGN_OR_RETURN(std::vector<std::vector<HttpsClientOptions>> shards, ParseClickHouseShards(options.url, options.query_timeout));
   size_t servers = 0;
-  for (const auto& s : *shards) servers += s.size();
+  for (const auto& s : shards) servers += s.size();
   if (servers > 1 && options.cluster.empty()) {
     return InvalidArgument("clickhouse_url lists " + std::to_string(servers) +
                            " servers: name their cluster with clickhouse_cluster");
@@ -975,7 +962,7 @@ StatusOr<std::unique_ptr<Store>> OpenClickHouseStore(const ClickHouseStoreOption
     return InvalidArgument("clickhouse_zookeeper_path '" + options.zookeeper_path +
                            "' must start with / and hold letters, digits and _ - . / only");
   }
-  auto store = std::make_unique<ClickHouseStore>(options, std::move(*shards));
+  auto store = std::make_unique<ClickHouseStore>(options, std::move(shards));
   FP_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));
 }

@@ -21,9 +21,8 @@ Status Publisher::Init() {
     return InvalidArgument("publisher: fragment_count and per_cycle must be at least 1");
   }
   if (storage_ == nullptr) {
-    StatusOr<std::unique_ptr<SnapshotStorage>> local = OpenLocalSnapshotStorage(options_.dir);
-    if (!local.ok()) return local.status();
-    own_storage_ = std::move(*local);
+    FP_ASSIGN_OR_RETURN(std::unique_ptr<SnapshotStorage> local, OpenLocalSnapshotStorage(options_.dir));
+    own_storage_ = std::move(local);
     storage_ = own_storage_.get();
   }
   return Refresh();

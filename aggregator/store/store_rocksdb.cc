@@ -400,8 +400,7 @@ class RocksDbStore : public Store {
       if (filter.symbol_exact) key_prefix += '\0';
     }
     SnapshotReader view(db_.get());
-    StatusOr<RollupPoint> point = view.ReadRollupPoint(data_cf_);
-    if (!point.ok()) return point.status();
+    FP_ASSIGN_OR_RETURN(RollupPoint point, view.ReadRollupPoint(data_cf_));
     // All time = the all-time nodes + the day nodes after the roll-up point,
     // walked side by side in API key order.
     struct Source {
@@ -423,13 +422,11 @@ class RocksDbStore : public Store {
     };
     std::vector<Source> sources;
     sources.push_back({view.NewIterator(data_cf_), std::string(1, 'A') + key_prefix, 1, {}});
-    StatusOr<std::vector<int32_t>> days =
-        view.DaysWithData(data_cf_, point->next_day, kUnboundedLast);
-    if (!days.ok()) return days.status();
-    for (int32_t day : *days) {
+    FP_ASSIGN_OR_RETURN(std::vector<int32_t> days, view.DaysWithData(data_cf_, point.next_day, kUnboundedLast));
+    for (int32_t day : days) {
       sources.push_back(
           {view.NewIterator(data_cf_), DayPrefix(day) + key_prefix, 5,
-           day == point->next_day ? std::string_view(point->cursor) : std::string_view()});
+           day == point.next_day ? std::string_view(point.cursor) : std::string_view()});
     }
     for (Source& src : sources) src.it->Seek(src.prefix);
     for (;;) {
@@ -451,10 +448,9 @@ class RocksDbStore : public Store {
         }
         src.it->Next();
       }
-      StatusOr<ApiKey> key = DecodeApiKey(api);
-      if (!key.ok()) return key.status();
-      if (!filter.Matches(*key)) continue;
-      if (!visit({std::move(*key), acc.ToHistogram(), acc.runs(), acc.truncated(),
+      FP_ASSIGN_OR_RETURN(ApiKey key, DecodeApiKey(api));
+      if (!filter.Matches(key)) continue;
+      if (!visit({std::move(key), acc.ToHistogram(), acc.runs(), acc.truncated(),
                   acc.resolution_ns()}))
         break;
     }
@@ -471,15 +467,12 @@ class RocksDbStore : public Store {
     const std::string api = EncodeApiKey(key);
     // One consistent view for the roll-up point and all nodes of the range.
     SnapshotReader view(db_.get());
-    StatusOr<RollupPoint> point = view.ReadRollupPoint(data_cf_);
-    if (!point.ok()) return point.status();
-    const int32_t rolled = point->RolledThrough(api);
+    FP_ASSIGN_OR_RETURN(RollupPoint point, view.ReadRollupPoint(data_cf_));
+    const int32_t rolled = point.RolledThrough(api);
     std::vector<TimeNode> nodes = CoverRange(first_day, last_day, rolled, rolled);
     if (rolled < last_day) {
-      StatusOr<std::vector<int32_t>> days =
-          view.DaysWithData(data_cf_, std::max(first_day, rolled + 1), last_day);
-      if (!days.ok()) return days.status();
-      for (int32_t d : *days) nodes.push_back({TimeLevel::kDay, d});
+      FP_ASSIGN_OR_RETURN(std::vector<int32_t> days, view.DaysWithData(data_cf_, std::max(first_day, rolled + 1), last_day));
+      for (int32_t d : days) nodes.push_back({TimeLevel::kDay, d});
     }
     std::vector<std::string> keys;
     keys.reserve(nodes.size());

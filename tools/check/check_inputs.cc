@@ -47,13 +47,12 @@ void AddRecords(const Records& records, wire::Metric metric, const wire::Platfor
 // runs for the query; 404 leaves `h` empty.
 Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs,
                   uint64_t* resolution_ns) {
-  StatusOr<HttpReply> r = http.Get(target);
-  if (!r.ok()) return r.status();
-  if (r->status == 404) return Status::Ok();
-  if (r->status != 200) {
-    return Internal("GET " + target + " answered " + std::to_string(r->status) + ": " + r->body);
+  FP_ASSIGN_OR_RETURN(HttpReply r, http.Get(target));
+  if (r.status == 404) return Status::Ok();
+  if (r.status != 200) {
+    return Internal("GET " + target + " answered " + std::to_string(r.status) + ": " + r.body);
   }
-  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   try {
     if (j.is_discarded()) throw std::runtime_error("not JSON");
     StatusOr<Histogram> hist = HistogramFromJson(j.at("histogram"));
@@ -158,9 +157,8 @@ StatusOr<std::unique_ptr<FieldSource>> FieldSource::Open(const CheckOptions& o) 
     f->http_.emplace(o.client.Resolve());
     return f;
   }
-  StatusOr<SnapshotIndex> opened = SnapshotIndex::Open(SnapshotCache(o.cache_dir));
-  if (!opened.ok()) return opened.status();
-  f->index_.emplace(std::move(*opened));
+  FP_ASSIGN_OR_RETURN(SnapshotIndex opened, SnapshotIndex::Open(SnapshotCache(o.cache_dir)));
+  f->index_.emplace(std::move(opened));
   return f;
 }
 

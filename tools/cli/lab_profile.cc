@@ -17,14 +17,13 @@ namespace {
 
 template <typename Message>
 StatusOr<Message> ReadMagicFile(const std::string& path, const char* magic, const char* what) {
-  StatusOr<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) return bytes.status();
+  FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
   const size_t n = std::strlen(magic);
-  if (bytes->size() < n || bytes->compare(0, n, magic) != 0) {
+  if (bytes.size() < n || bytes.compare(0, n, magic) != 0) {
     return InvalidArgument(path + " is not " + what);
   }
   Message m;
-  if (!m.ParseFromArray(bytes->data() + n, static_cast<int>(bytes->size() - n))) {
+  if (!m.ParseFromArray(bytes.data() + n, static_cast<int>(bytes.size() - n))) {
     return DataLoss(path + ": " + what + " that does not parse (damaged or cut short)");
   }
   if (m.schema_version() != 1) {
@@ -90,9 +89,8 @@ StatusOr<wire::LabRunRecord> ReadLabRunRecord(const std::string& path) {
 }
 
 StatusOr<wire::LabProfile> ReadLabProfile(const std::string& path) {
-  StatusOr<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) return bytes.status();
-  return ParseLabProfile(*bytes, path);
+  FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  return ParseLabProfile(bytes, path);
 }
 
 Status WriteLabProfile(const std::string& path, const wire::LabProfile& p) {

@@ -17,9 +17,8 @@ StatusOr<std::vector<SeriesSum>> SeriesFromCache(const std::string& cache_dir,
                     " holds no fragments (fieldprof pull --all fetches them, or use --host)");
   }
   // Through the index: the module's records only.
-  StatusOr<SnapshotIndex> index = SnapshotIndex::Open(cache);
-  if (!index.ok()) return index.status();
-  Status s = index->ForEachRecordOfModule(module, [&](const wire::Record& r) {
+  FP_ASSIGN_OR_RETURN(SnapshotIndex index, SnapshotIndex::Open(cache));
+  Status s = index.ForEachRecordOfModule(module, [&](const wire::Record& r) {
     SeriesSum x;
     x.key = r.key();
     x.histogram = HistogramFromWire(r.histogram());
@@ -68,14 +67,13 @@ StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const M
   if (q.family >= 0) target += "&family=" + std::to_string(q.family);
   HttpHeaders headers;
   if (!q.token.empty()) headers.emplace_back("Authorization", "Bearer " + q.token);
-  StatusOr<HttpReply> r = http.Get(target, headers);
-  if (!r.ok()) return r.status();
-  if (r->status == 401)
+  FP_ASSIGN_OR_RETURN(HttpReply r, http.Get(target, headers));
+  if (r.status == 401)
     return InvalidArgument("401: this module's pages need its vendor's token (--token)");
-  if (r->status != 200) {
-    return Internal("GET " + target + " answered " + std::to_string(r->status) + ": " + r->body);
+  if (r.status != 200) {
+    return Internal("GET " + target + " answered " + std::to_string(r.status) + ": " + r.body);
   }
-  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_discarded() || !j.contains("series"))
     return DataLoss("the aggregator's answer is not JSON");
   std::vector<SeriesSum> out;
@@ -85,9 +83,8 @@ StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const M
       x.key.set_module(s.at("module").get<std::string>());
       x.key.set_module_version(s.at("module_version").get<std::string>());
       x.key.set_symbol(s.at("symbol").get<std::string>());
-      StatusOr<wire::Metric> m = ParseMetric(s.at("metric").get<std::string>());
-      if (!m.ok()) return m.status();
-      x.key.set_metric(*m);
+      FP_ASSIGN_OR_RETURN(wire::Metric m, ParseMetric(s.at("metric").get<std::string>()));
+      x.key.set_metric(m);
       const nlohmann::json& p = s.at("platform");
       StatusOr<wire::Arch> arch = ParseArch(p.at("arch").get<std::string>());
       if (arch.ok()) x.key.mutable_platform()->set_arch(*arch);
@@ -96,9 +93,8 @@ StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const M
       x.key.mutable_platform()->set_cpu_family(p.at("cpu_family").get<uint32_t>());
       x.runs = s.at("runs").get<uint64_t>();
       x.resolution_ns = s.value("resolution_ns", uint64_t{0});
-      StatusOr<Histogram> h = HistogramFromJson(s.at("histogram"));
-      if (!h.ok()) return h.status();
-      x.histogram = std::move(*h);
+      FP_ASSIGN_OR_RETURN(Histogram h, HistogramFromJson(s.at("histogram")));
+      x.histogram = std::move(h);
       out.push_back(std::move(x));
     }
   } catch (const std::exception& e) {

@@ -38,16 +38,14 @@ std::string PlatformText(const wire::Platform& p) {
 
 StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache, bool* rebuilt) {
   CostIndex ix;
-  StatusOr<wire::Manifest> manifest = cache.Manifest();
-  if (!manifest.ok()) return manifest.status();
-  ix.snapshot_version_ = manifest->snapshot_version();
-  ix.created_unix_ms_ = manifest->created_unix_ms();
-  ix.fragment_count_ = manifest->fragment_count();
+  FP_ASSIGN_OR_RETURN(wire::Manifest manifest, cache.Manifest());
+  ix.snapshot_version_ = manifest.snapshot_version();
+  ix.created_unix_ms_ = manifest.created_unix_ms();
+  ix.fragment_count_ = manifest.fragment_count();
   ix.fragments_held_ = static_cast<uint32_t>(cache.Fragments().size());
-  StatusOr<SnapshotIndex> records = SnapshotIndex::Open(cache, rebuilt);
-  if (!records.ok()) return records.status();
-  ix.signature_ = records->signature();
-  ix.records_ = std::make_shared<const SnapshotIndex>(std::move(*records));
+  FP_ASSIGN_OR_RETURN(SnapshotIndex records, SnapshotIndex::Open(cache, rebuilt));
+  ix.signature_ = records.signature();
+  ix.records_ = std::make_shared<const SnapshotIndex>(std::move(records));
   ix.memo_ = std::make_shared<Memo>();
   return ix;
 }

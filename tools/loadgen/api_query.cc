@@ -38,13 +38,12 @@ StatusOr<RemoteSeries> SeriesFromJson(const nlohmann::json& s, const std::string
 }  // namespace
 
 StatusOr<RemoteSeries> FetchSeries(HttpsClient& client, const ApiKey& key) {
-  StatusOr<HttpReply> r = client.Get("/v1/api?" + SeriesQuery(key));
-  if (!r.ok()) return r.status();
-  if (r->status == 404) return RemoteSeries{};
-  if (r->status != 200) {
-    return Internal("GET /v1/api answered " + std::to_string(r->status) + ": " + r->body);
+  FP_ASSIGN_OR_RETURN(HttpReply r, client.Get("/v1/api?" + SeriesQuery(key)));
+  if (r.status == 404) return RemoteSeries{};
+  if (r.status != 200) {
+    return Internal("GET /v1/api answered " + std::to_string(r.status) + ": " + r.body);
   }
-  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_discarded()) return Internal("bad JSON from /v1/api");
   try {
     return SeriesFromJson(j, "/v1/api");
@@ -55,14 +54,13 @@ StatusOr<RemoteSeries> FetchSeries(HttpsClient& client, const ApiKey& key) {
 
 StatusOr<std::map<std::string, RemoteSeries>> FetchModuleSeries(HttpsClient& client,
                                                                 const std::string& module) {
-  StatusOr<HttpReply> r = client.Get("/v1/module?module=" + UrlEncode(module));
-  if (!r.ok()) return r.status();
-  if (r->status == 401) return NotFound("module " + module + " needs a vendor token");
-  if (r->status != 200) {
-    return Internal("GET /v1/module answered " + std::to_string(r->status) + ": " + r->body);
+  FP_ASSIGN_OR_RETURN(HttpReply r, client.Get("/v1/module?module=" + UrlEncode(module)));
+  if (r.status == 401) return NotFound("module " + module + " needs a vendor token");
+  if (r.status != 200) {
+    return Internal("GET /v1/module answered " + std::to_string(r.status) + ": " + r.body);
   }
   std::map<std::string, RemoteSeries> out;
-  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_discarded()) return Internal("bad JSON from /v1/module");
   try {
     if (j.at("truncated").get<bool>()) return Internal("/v1/module truncated " + module);
@@ -81,9 +79,8 @@ StatusOr<std::map<std::string, RemoteSeries>> FetchModuleSeries(HttpsClient& cli
       }
       k.metric = *metric;
       k.platform = {*os, *arch, *vendor, p.at("cpu_family").get<uint8_t>()};
-      StatusOr<RemoteSeries> series = SeriesFromJson(s, "/v1/module");
-      if (!series.ok()) return series.status();
-      out[EncodeApiKey(k)] = std::move(*series);
+      FP_ASSIGN_OR_RETURN(RemoteSeries series, SeriesFromJson(s, "/v1/module"));
+      out[EncodeApiKey(k)] = std::move(series);
     }
   } catch (const std::exception& e) {
     return Internal(std::string("bad JSON from /v1/module: ") + e.what());
