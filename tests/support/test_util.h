@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
@@ -121,6 +124,35 @@ class SmallDisk {
   bool mounted_ = false;
   std::string why_;
 };
+
+// Polls `condition` every few milliseconds until it holds or `deadline`
+// passes; whether it held. What a test waits for, never a fixed sleep.
+template <typename Condition>
+bool WaitUntil(Condition condition,
+               std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The value of the sample `name` (a metric without labels, "name VALUE" on
+// a line of its own) in Prometheus text, or nullopt when the text has no
+// such line: a test that a counter stayed 0 must tell 0 from missing.
+inline std::optional<double> MetricValue(const std::string& text, const std::string& name) {
+  const std::string at_start = name + " ";
+  size_t pos = text.rfind("\n" + at_start);
+  if (pos != std::string::npos) {
+    pos += 1;
+  } else if (text.compare(0, at_start.size(), at_start) == 0) {
+    pos = 0;
+  } else {
+    return std::nullopt;
+  }
+  return std::strtod(text.c_str() + pos + at_start.size(), nullptr);
+}
 
 // A 16-byte id built from a number, for readable tests.
 inline std::string IdOf(uint64_t n) {

@@ -84,13 +84,35 @@ class ClusterTest : public ::testing::Test {
         << verb << " " << name << "; see " << dir_->path() << "/cluster.out";
   }
   // A fault for Stream: `verb` (kill, term) part `name`, and `secs` seconds
-  // later run it again.
-  static std::function<void()> Outage(const std::string& verb, const std::string& name, int secs) {
+  // later run it again. Meanwhile `seen` (if given) is polled until it
+  // holds: what shows the cluster noticed; *noticed says whether it did.
+  static std::function<void()> Outage(const std::string& verb, const std::string& name, int secs,
+                                      std::function<bool()> seen = nullptr,
+                                      bool* noticed = nullptr) {
     return [=] {
+      const auto back_at = std::chrono::steady_clock::now() + seconds(secs);
       Part(verb, name);
-      std::this_thread::sleep_for(seconds(secs));
+      if (seen) {
+        *noticed = testing::WaitUntil(seen, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                back_at - std::chrono::steady_clock::now()));
+      }
+      std::this_thread::sleep_until(back_at);
       Part("run", name);
     };
+  }
+
+  // A metric summed over every aggregator's /metrics (-1: one did not answer).
+  static double SumOverAggregators(const std::string& metric) {
+    double sum = 0;
+    for (uint16_t p : AggPorts()) {
+      HttpsClientOptions o = Client(p);
+      o.timeout = std::chrono::milliseconds(2000);
+      HttpsClient c(o);
+      StatusOr<HttpReply> m = c.Get("/metrics");
+      if (!m.ok() || m->status != 200) return -1;
+      sum += testing::MetricValue(m->body, metric).value_or(0);
+    }
+    return sum;
   }
 
   void SetUp() override {
@@ -214,13 +236,25 @@ TEST_F(ClusterTest, AnAggregatorKilledMidStream) {
 }
 
 TEST_F(ClusterTest, AClickHouseReplicaKilledMidStream) {
+  const char* kFailures = "fieldprof_clickhouse_shard_failures_total";
+  const double failures = SumOverAggregators(kFailures);
+  ASSERT_GE(failures, 0);
   tools::LoadReport r = Stream(16, Outage("kill", "ch-1-2", 6));
   ExpectExact(r);
+  // The fault was met: inserts into its shard failed and went elsewhere.
+  EXPECT_GT(SumOverAggregators(kFailures), failures) << "no insert met the dead replica";
 }
 
 TEST_F(ClusterTest, ZooKeeperRestartedMidStream) {
-  tools::LoadReport r = Stream(16, Outage("term", "zk", 3));
+  bool unheld = false;
+  tools::LoadReport r = Stream(16, Outage("term", "zk", 3, [] {
+                                 return SumOverAggregators("fieldprof_lease_held") == 0;
+                               },
+                               &unheld));
   ExpectExact(r);
+  // The fault was seen: no aggregator held the lease while ZooKeeper was
+  // away (a holder counts only while connected).
+  EXPECT_TRUE(unheld) << "the lease stayed held through the ZooKeeper restart";
 }
 
 TEST_F(ClusterTest, EveryBatchReplayed) {

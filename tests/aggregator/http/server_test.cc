@@ -31,6 +31,7 @@ namespace http = boost::beast::http;
 using fieldprof::testing::IdOf;
 using fieldprof::testing::SimpleBatch;
 using fieldprof::testing::TempDir;
+using fieldprof::testing::WaitUntil;
 
 // A seam around the real store: ApplyBatch can be held at a gate, to make
 // requests slow on purpose (overload, shutdown with requests in flight).
@@ -333,14 +334,14 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   }
   EXPECT_TRUE(cut);
   // The timeout is counted; the server serves others.
-  for (int i = 0; i < 50 && metrics_.connections() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  EXPECT_TRUE(WaitUntil([&] { return metrics_.connections() == 0; }));
   HttpsClient c(ClientOptions());
   EXPECT_EQ(c.Get("/healthz")->status, 200);
   auto m = c.Get("/metrics");
-  EXPECT_EQ(m->body.find("fieldprof_timeouts_total 0\n"), std::string::npos)
-      << "no timeout counted";
+  ASSERT_TRUE(m.ok());
+  const std::optional<double> timeouts = fieldprof::testing::MetricValue(m->body, "fieldprof_timeouts_total");
+  ASSERT_TRUE(timeouts.has_value()) << "no fieldprof_timeouts_total in /metrics";
+  EXPECT_GE(*timeouts, 1) << "no timeout counted";
 }
 
 TEST_F(ServerTest, ConcurrentUploadsMatchGroundTruth) {
@@ -398,7 +399,7 @@ TEST_F(ServerTest, OverloadAnswers503WithRetryAfter) {
     HttpsClient c(ClientOptions());
     return Post(c, SimpleBatch(IdOf(1), "libz.so.1", "deflate", 9).SerializeAsString());
   });
-  while (store_->waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(WaitUntil([&] { return store_->waiting() > 0; }));
   HttpsClient c(ClientOptions());
   auto second = Post(c, SimpleBatch(IdOf(2), "libz.so.1", "deflate", 9).SerializeAsString());
   ASSERT_TRUE(second.ok());
@@ -423,9 +424,13 @@ TEST_F(ServerTest, GracefulShutdownFinishesRequestsInFlight) {
   // An idle keep-alive connection, which shutdown closes.
   HttpsClient idle(ClientOptions());
   ASSERT_EQ(idle.Get("/healthz")->status, 200);
-  while (store_->waiting() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(WaitUntil([&] { return store_->waiting() > 0; }));
+  ASSERT_EQ(metrics_.connections(), 2);
   server_->Shutdown();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Shutdown closes the idle connection at once and keeps the one whose
+  // request is in flight.
+  EXPECT_TRUE(WaitUntil([&] { return metrics_.connections() == 1; }))
+      << metrics_.connections() << " connections open";
   store_->Open_gate();
   auto r = inflight.get();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -476,9 +481,7 @@ TEST_F(ServerTest, ConnectionCap) {
   ASSERT_EQ(b.Get("/healthz")->status, 200);
   EXPECT_FALSE(c.Get("/healthz").ok());
   a.Close();
-  for (int i = 0; i < 100 && metrics_.connections() >= 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(WaitUntil([&] { return metrics_.connections() < 2; }));
   HttpsClient d(ClientOptions());
   EXPECT_EQ(d.Get("/healthz")->status, 200);
 }

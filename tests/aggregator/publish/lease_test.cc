@@ -103,7 +103,10 @@ TEST(LeaseTest, ABadPathIsRefusedAndNoZooKeeperIsNotHeld) {
   auto l = OpenZooKeeperLease("127.0.0.1:" + std::to_string(testing::FreePort()), "/a",
                               milliseconds(300));
   ASSERT_TRUE(l.ok()) << "an aggregator starts without its ZooKeeper";
-  std::this_thread::sleep_for(milliseconds(300));
+  // Once the lease has looked (it says why it is not held), it is not held.
+  ASSERT_TRUE(Eventually([&] {
+    return (*l)->Describe().find("not connected to ZooKeeper") != std::string::npos;
+  })) << (*l)->Describe();
   EXPECT_FALSE((*l)->Held());
   EXPECT_TRUE(SoleLease()->Held());
 }

@@ -22,6 +22,7 @@ namespace {
 using fieldprof::testing::IdOf;
 using fieldprof::testing::SimpleBatch;
 using fieldprof::testing::TempDir;
+using fieldprof::testing::WaitUntil;
 
 class PublisherTest : public ::testing::Test {
  protected:
@@ -43,6 +44,18 @@ class PublisherTest : public ::testing::Test {
     ASSERT_TRUE(store_->ApplyBatch(view, body, 20000).ok());
   }
   void Settle() { ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(30)).ok()); }
+  // The calls the store's all-time sums hold for `symbol` (any module).
+  uint64_t StoredCalls(const std::string& symbol) {
+    ApiFilter f;
+    f.symbol_prefix = symbol;
+    f.symbol_exact = true;
+    uint64_t n = 0;
+    IgnoreError(store_->ForEachApi(f, [&](ApiAggregate&& a) {
+      n += a.key.symbol == symbol ? a.histogram.count() : 0;
+      return true;
+    }));
+    return n;
+  }
   std::unique_ptr<Publisher> Make(uint32_t count, uint32_t per_cycle) {
     PublisherOptions o;
     o.dir = dir_.File("snapshot");
@@ -228,7 +241,9 @@ TEST_F(PublisherTest, ACycleDuringIngestIsOneSnapshotAndIngestGoesOn) {
     EXPECT_GE(a, last_a);
     last_a = a;
     seen.insert(a);
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // let folds land
+    // The next cycle has something new to publish once the sums hold more
+    // than this one published.
+    ASSERT_TRUE(WaitUntil([&] { return StoredCalls("pair_a") > a; })) << "cycle " << c;
   }
   stop = true;
   ingest.join();
