@@ -15,8 +15,8 @@
 
 #include "common/batcher.h"
 #include "common/crash_point.h"
-#include "common/platform.h"
 #include "common/https_client.h"
+#include "common/platform.h"
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
@@ -306,8 +306,8 @@ Status Agent::Seal(OpenBatch* b, PassResult* result) {
   const std::string id = RandomBatchId();
   const int64_t now = NowMs();
   const wire::Batch batch = b->builder.Seal(id, now, counters);
-  FP_RETURN_IF_ERROR(outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(),
-                                  config_.spool_dir, b->consumed));
+  FP_RETURN_IF_ERROR(
+      outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir, b->consumed));
   // Reported in this batch. (A crash before the state is saved reports
   // them again in the next one: counters only, never records.)
   state_.records_dropped = 0;

@@ -17,11 +17,11 @@
 #include <random>
 #include <string>
 
-#include "common/batcher.h"
-#include "common/outbox.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
+#include "common/batcher.h"
 #include "common/https_client.h"
+#include "common/outbox.h"
 #include "common/spool.h"
 #include "common/status.h"
 

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "common/outbox.h"
 #include "common/options.h"
+#include "common/outbox.h"
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"

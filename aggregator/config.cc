@@ -45,13 +45,12 @@ struct ServerFlags {
     t.AddInt("io_threads", &io_threads, "threads for TLS/HTTP I/O", 1, 256);
     t.AddInt("workers", &workers, "threads for request handlers (blocking store writes)", 1, 1024);
     t.AddInt("max_queue", &queue, "requests queued before 503 + Retry-After", 1, 1 << 20);
-    t.AddInt("max_connections", &conns, "open connections before new ones are closed", 1,
-             1 << 20);
+    t.AddInt("max_connections", &conns, "open connections before new ones are closed", 1, 1 << 20);
     t.AddInt("max_body_bytes", &body, "request body limit (413 above)", 1024, 1 << 20);
     t.AddInt("max_header_bytes", &header, "request header limit", 1024, 1 << 20);
     t.AddInt("handshake_timeout_ms", &handshake_ms, "TLS handshake deadline", 100, 3600000);
-    t.AddInt("header_timeout_ms", &header_ms,
-             "deadline for a request header; keep-alive idle time", 100, 3600000);
+    t.AddInt("header_timeout_ms", &header_ms, "deadline for a request header; keep-alive idle time",
+             100, 3600000);
     t.AddInt("body_timeout_ms", &body_ms, "deadline for a request body", 100, 3600000);
     t.AddInt("write_timeout_ms", &write_ms, "deadline for writing a response", 100, 3600000);
     t.AddInt("shutdown_grace_ms", &grace_ms, "how long shutdown waits for requests in flight", 0,
@@ -93,8 +92,8 @@ struct RocksDbFlags {
   void Register(OptionTable& t, RocksDbStoreOptions* st) {
     t.AddString("db", &st->path, "RocksDB directory, created if missing [required]");
     t.AddBool("sync", &sync, "fsync the WAL before answering 200 (turn off only to benchmark)");
-    t.AddInt("batch_id_retention_days", &retention_days,
-             "days a batch id is remembered for dedupe", 1, 3650);
+    t.AddInt("batch_id_retention_days", &retention_days, "days a batch id is remembered for dedupe",
+             1, 3650);
     t.AddInt("max_successive_merges", &merges,
              "merge operands per key in the memtable before folding at write (0 = no limit)", 0,
              100000);
@@ -202,12 +201,11 @@ struct ClickHouseFlags {
              "days raw rows are kept before they are folded into day nodes", 0, 30);
     t.AddInt("clickhouse_drop_grace_s", &grace_s,
              "seconds between a day's fold and dropping the raw rows before it", 0, 86400);
-    t.AddInt("clickhouse_rollup_interval_s", &rollup_s, "seconds between roll-up passes", 1,
-             86400);
+    t.AddInt("clickhouse_rollup_interval_s", &rollup_s, "seconds between roll-up passes", 1, 86400);
     t.AddInt("clickhouse_max_pending_batches", &pending,
              "batches waiting for their ClickHouse insert before 503", 1, 1 << 20);
-    t.AddInt("clickhouse_max_group_batches", &group, "batches in one ClickHouse insert at most",
-             1, 1 << 16);
+    t.AddInt("clickhouse_max_group_batches", &group, "batches in one ClickHouse insert at most", 1,
+             1 << 16);
     t.AddInt("clickhouse_inserts_in_flight", &inflight,
              "ClickHouse inserts this aggregator has in flight at once, each trying the shards "
              "in turn (0: one per shard)",

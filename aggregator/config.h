@@ -3,9 +3,9 @@
 #ifndef FIELDPROF_AGGREGATOR_CONFIG_H_
 #define FIELDPROF_AGGREGATOR_CONFIG_H_
 
-#include "aggregator/publish/publisher.h"
-#include "aggregator/http/server.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/http/server.h"
+#include "aggregator/publish/publisher.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/runtime_settings.h"
 #include "common/status.h"

@@ -162,8 +162,8 @@ void SayListening(const AggregatorConfig& config, const Service& s, const Server
                                                   : "db " + config.store.path)
             << ")\n";
   if (!config.zookeeper.empty()) {
-    std::cerr << "fieldprof-aggregator: lease " << config.lease_path << ": "
-              << s.lease->Describe() << "\n";
+    std::cerr << "fieldprof-aggregator: lease " << config.lease_path << ": " << s.lease->Describe()
+              << "\n";
   }
   if (s.publish_loop) {
     std::cerr << "fieldprof-aggregator: publishing " << config.publish.fragment_count

@@ -51,8 +51,8 @@ struct Rule {
   char name[24];  // in place, not a pointer: the table needs no relocation
   Setting setting;
   Kind kind;
-  int64_t lo, hi;    // kInt; kText: hi is the most bytes
-  double dlo, dhi;   // kDouble
+  int64_t lo, hi;   // kInt; kText: hi is the most bytes
+  double dlo, dhi;  // kDouble
 };
 
 inline constexpr Rule kRules[] = {

@@ -174,8 +174,7 @@ StatusOr<wire::Manifest> FetchManifest(HttpsClient& client, SnapshotCache& cache
     return NotFound("the aggregator has no snapshot: " + r.body.substr(0, 200));
   }
   if (r.status != 200) {
-    return Unavailable("manifest: HTTP " + std::to_string(r.status) + " " +
-                       r.body.substr(0, 200));
+    return Unavailable("manifest: HTTP " + std::to_string(r.status) + " " + r.body.substr(0, 200));
   }
   result->bytes_downloaded += r.body.size();
   StatusOr<wire::Manifest> m = OpenSignedManifest(r.body, options.public_key_pem);

@@ -10,6 +10,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake pkg-config git
+  # the formatting check (deploy/test.sh)
+  clang-format
   # fuzzing (libFuzzer ships with clang's runtime libraries)
   clang libclang-rt-14-dev
   # libraries

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs what is needed, builds, runs the batch fuzzer for
-# a bounded time (clang + libFuzzer), then the whole CTest suite (real
-# RocksDB in temp dirs, real TLS on loopback, SIGKILL crash test).
+# The test command: installs what is needed, checks the C++ formatting,
+# builds, runs the batch fuzzer for a bounded time (clang + libFuzzer), then
+# the whole CTest suite (real RocksDB in temp dirs, real TLS on loopback,
+# real programs, packages, a ClickHouse cluster).
 #
 #   deploy/test.sh
 #   FIELDPROF_FUZZ_SECONDS=300 deploy/test.sh   # fuzz longer (default 60)
@@ -9,6 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./deploy/install-deps.sh
+
+# Every C++ file as clang-format (the checked-in .clang-format) writes it.
+echo "== format: clang-format --dry-run --Werror"
+git ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run --Werror
+
 ./deploy/build.sh
 
 fuzz_seconds="${FIELDPROF_FUZZ_SECONDS:-60}"

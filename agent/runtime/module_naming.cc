@@ -94,7 +94,8 @@ bool CopyName(char* dst, size_t cap, const char* src) {
 
 void KeyBuildId(const Object* def, char* out, size_t cap) {
   if (def != nullptr) BuildIdHex(def->elf, out, cap);
-  if (def == nullptr || !key_rules::ModuleVersionOk(out, strlen(out))) CopyName(out, cap, "unknown");
+  if (def == nullptr || !key_rules::ModuleVersionOk(out, strlen(out)))
+    CopyName(out, cap, "unknown");
 }
 
 }  // namespace fieldprof::rt

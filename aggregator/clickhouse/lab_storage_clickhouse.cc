@@ -7,8 +7,8 @@
 
 #include "aggregator/clickhouse/client.h"
 #include "aggregator/clickhouse/row_binary.h"
-#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/schema.h"
+#include "aggregator/clickhouse/servers.h"
 
 namespace fieldprof::aggregator {
 namespace {
@@ -72,9 +72,10 @@ class InClickHouse : public LabStorage {
   }
 
   StatusOr<std::vector<std::string>> List() override {
-    FP_ASSIGN_OR_RETURN(std::string body, ChQueryAny(
-        servers_, next_++,
-        "SELECT DISTINCT id FROM " + tables_.Local("fp_lab_profiles") + " ORDER BY id FORMAT TSV"));
+    FP_ASSIGN_OR_RETURN(std::string body,
+                        ChQueryAny(servers_, next_++,
+                                   "SELECT DISTINCT id FROM " + tables_.Local("fp_lab_profiles") +
+                                       " ORDER BY id FORMAT TSV"));
     std::vector<std::string> ids;
     std::istringstream lines(body);
     for (std::string line; std::getline(lines, line);) ids.push_back(line);
@@ -90,7 +91,8 @@ class InClickHouse : public LabStorage {
 }  // namespace
 
 StatusOr<std::unique_ptr<LabStorage>> ClickHouseLabStorage(const ClickHouseStoreOptions& options) {
-  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers, ParseClickHouseServers(options.url, options.query_timeout));
+  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers,
+                      ParseClickHouseServers(options.url, options.query_timeout));
   return std::unique_ptr<LabStorage>(std::make_unique<InClickHouse>(options, std::move(servers)));
 }
 

@@ -68,7 +68,7 @@ std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* 
   day_here();
   for (int i = 0; i < 3; ++i) PutString(&o, "");
   for (int i = 0; i < 5; ++i) PutFixed<uint8_t>(&o, 0);  // metric, os, arch, cpu_vendor, cpu_family
-  PutString(&o, "");                            // value
+  PutString(&o, "");                                     // value
   const PlatformView& bp = batch.client_platform();
   uint32_t seq = 0;
   std::string value;

@@ -52,7 +52,8 @@ StatusOr<std::vector<std::vector<HttpsClientOptions>>> ParseClickHouseShards(
 
 StatusOr<std::vector<HttpsClientOptions>> ParseClickHouseServers(
     std::string_view urls, std::chrono::milliseconds timeout) {
-  FP_ASSIGN_OR_RETURN(std::vector<std::vector<HttpsClientOptions>> shards, ParseClickHouseShards(urls, timeout));
+  FP_ASSIGN_OR_RETURN(std::vector<std::vector<HttpsClientOptions>> shards,
+                      ParseClickHouseShards(urls, timeout));
   std::vector<HttpsClientOptions> servers;
   for (const auto& shard : shards) servers.insert(servers.end(), shard.begin(), shard.end());
   return servers;

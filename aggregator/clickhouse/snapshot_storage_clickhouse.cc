@@ -8,8 +8,8 @@
 
 #include "aggregator/clickhouse/client.h"
 #include "aggregator/clickhouse/row_binary.h"
-#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/schema.h"
+#include "aggregator/clickhouse/servers.h"
 
 namespace fieldprof::aggregator {
 namespace {
@@ -119,12 +119,12 @@ class ClickHouseStorage : public SnapshotStorage {
     std::string gone, newest;
     std::string list;
     Status s = OnAny([&](ClickHouseClient& ch) {
-      FP_ASSIGN_OR_RETURN(gone, ch.Query("SELECT idx, version FROM " +
-                                         tables_.Local("fp_snapshot_replaced") + " WHERE at < " +
-                                         cutoff + " FORMAT TSV"));
-      FP_ASSIGN_OR_RETURN(const std::string max, ch.Query("SELECT max(version) FROM " +
-                                                          tables_.Local("fp_snapshot_manifests") +
-                                                          " FORMAT TSV"));
+      FP_ASSIGN_OR_RETURN(
+          gone, ch.Query("SELECT idx, version FROM " + tables_.Local("fp_snapshot_replaced") +
+                         " WHERE at < " + cutoff + " FORMAT TSV"));
+      FP_ASSIGN_OR_RETURN(const std::string max,
+                          ch.Query("SELECT max(version) FROM " +
+                                   tables_.Local("fp_snapshot_manifests") + " FORMAT TSV"));
       newest = std::to_string(std::strtoull(max.c_str(), nullptr, 10));
       return Status::Ok();
     });
@@ -182,7 +182,8 @@ class ClickHouseStorage : public SnapshotStorage {
 
 StatusOr<std::unique_ptr<SnapshotStorage>> OpenClickHouseSnapshotStorage(
     const ClickHouseStoreOptions& options) {
-  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers, ParseClickHouseServers(options.url, options.query_timeout));
+  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers,
+                      ParseClickHouseServers(options.url, options.query_timeout));
   return std::unique_ptr<SnapshotStorage>(
       std::make_unique<ClickHouseStorage>(options, std::move(servers)));
 }

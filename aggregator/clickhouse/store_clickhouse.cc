@@ -14,8 +14,8 @@
 
 #include "aggregator/clickhouse/client.h"
 #include "aggregator/clickhouse/rows.h"
-#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/schema.h"
+#include "aggregator/clickhouse/servers.h"
 #include "aggregator/store/time_tree.h"
 #include "common/wire.h"
 
@@ -475,7 +475,9 @@ class ClickHouseStore : public Store {
     }
     const auto asked = Clock::now();
     Pointers p;
-    FP_ASSIGN_OR_RETURN(std::string body, QueryAny("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
+    FP_ASSIGN_OR_RETURN(
+        std::string body,
+        QueryAny("SELECT name, max(value) FROM " + tables_.Local("fp_state") +
                      " WHERE name IN ('rolled_day', 'rolled_month') GROUP BY name FORMAT TSV",
                  ReadSettings()));
     std::istringstream lines(body);
@@ -704,7 +706,9 @@ class ClickHouseStore : public Store {
 
   // The first day >= `from` with raw rows, or -1.
   StatusOr<int32_t> NextRawDay(int32_t from) {
-    FP_ASSIGN_OR_RETURN(std::string first, QueryAny("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
+    FP_ASSIGN_OR_RETURN(
+        std::string first,
+        QueryAny("SELECT toUInt16(min(day)), count() FROM " + tables_.All("fp_rows") +
                  " WHERE module = '' AND day >= " + DateSql(from) + " FORMAT TSV"));
     const size_t tab = first.find('\t');
     if (tab == std::string::npos || std::strtoull(first.c_str() + tab + 1, nullptr, 10) == 0) {
@@ -857,17 +861,22 @@ class ClickHouseStore : public Store {
   // batch id partitions past their retention.
   Status DropFolded(int32_t R, int32_t today) {
     for (size_t s = 0; s < shards_.size(); ++s) {
-      FP_ASSIGN_OR_RETURN(std::string days, QueryShard(
-          s, "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE active AND database = " +
-                 SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV"));
+      FP_ASSIGN_OR_RETURN(
+          std::string days,
+          QueryShard(
+              s,
+              "SELECT DISTINCT toUInt16(min_date) FROM system.parts WHERE active AND database = " +
+                  SqlString(tables_.database()) + " AND table = 'fp_rows' FORMAT TSV"));
       std::istringstream lines(days);
       for (std::string line; std::getline(lines, line);) {
         const int32_t d = static_cast<int32_t>(std::strtol(line.c_str(), nullptr, 10));
         if (line.empty() || d + 1 > R) continue;
-        FP_ASSIGN_OR_RETURN(std::string old_enough, QueryAny(
-            "SELECT count() > 0 AND min(at) <= now() - " + std::to_string(o_.drop_grace.count()) +
-            " FROM " + tables_.Local("fp_state") +
-            " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV"));
+        FP_ASSIGN_OR_RETURN(
+            std::string old_enough,
+            QueryAny("SELECT count() > 0 AND min(at) <= now() - " +
+                     std::to_string(o_.drop_grace.count()) + " FROM " + tables_.Local("fp_state") +
+                     " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) +
+                     " FORMAT TSV"));
         if (old_enough.rfind("1", 0) != 0) continue;
         FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
           return ch.Execute("ALTER TABLE " + tables_.Local("fp_rows") + " DROP PARTITION '" +
@@ -878,9 +887,11 @@ class ClickHouseStore : public Store {
       // Batch ids: whole months past the retention.
       const int32_t keep_from = today - o_.batch_id_retention_days;
       const int32_t last_month = MonthOfDay(keep_from) - 1;
-      FP_ASSIGN_OR_RETURN(std::string months, QueryShard(
-          s, "SELECT DISTINCT partition FROM system.parts WHERE active AND database = " +
-                 SqlString(tables_.database()) + " AND table = 'fp_batch_ids' FORMAT TSV"));
+      FP_ASSIGN_OR_RETURN(
+          std::string months,
+          QueryShard(s, "SELECT DISTINCT partition FROM system.parts WHERE active AND database = " +
+                            SqlString(tables_.database()) +
+                            " AND table = 'fp_batch_ids' FORMAT TSV"));
       std::istringstream mlines(months);
       for (std::string line; std::getline(mlines, line);) {
         const long yyyymm = std::strtol(line.c_str(), nullptr, 10);
@@ -940,7 +951,8 @@ bool IsIdentifier(const std::string& s) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> OpenClickHouseStore(const ClickHouseStoreOptions& options) {
-  FP_ASSIGN_OR_RETURN(std::vector<std::vector<HttpsClientOptions>> shards, ParseClickHouseShards(options.url, options.query_timeout));
+  FP_ASSIGN_OR_RETURN(std::vector<std::vector<HttpsClientOptions>> shards,
+                      ParseClickHouseShards(options.url, options.query_timeout));
   size_t servers = 0;
   for (const auto& s : shards) servers += s.size();
   if (servers > 1 && options.cluster.empty()) {

@@ -49,7 +49,7 @@ class DashboardHandler {
   Store* const store_;
   const VendorAccess* const vendors_;
   const RecentApis* const recent_;
-  std::mutex modules_mu_;  // held through a scan
+  std::mutex modules_mu_;                               // held through a scan
   std::vector<ModuleSummary> modules_;                  // GUARDED_BY(modules_mu_)
   std::chrono::steady_clock::time_point modules_at_{};  // GUARDED_BY(modules_mu_)
   bool modules_valid_ = false;                          // GUARDED_BY(modules_mu_)

@@ -49,9 +49,8 @@ HttpResponse ErrorResponse(const Status& s) {
 
 HttpResponse MethodNotAllowed(std::string_view method, std::string_view path,
                               std::string_view allow) {
-  HttpResponse r = ErrorResponse(InvalidArgument(std::string(path) + " takes " +
-                                                 std::string(allow) + ", not " +
-                                                 std::string(method)));
+  HttpResponse r = ErrorResponse(InvalidArgument(
+      std::string(path) + " takes " + std::string(allow) + ", not " + std::string(method)));
   r.status = 405;
   r.headers.emplace_back("Allow", std::string(allow));
   return r;

@@ -61,9 +61,9 @@ StatusOr<QueryParams> ParseQuery(std::string_view q) {
     if (part.empty()) continue;
     const size_t eq = part.find('=');
     FP_ASSIGN_OR_RETURN(std::string k, PercentDecode(part.substr(0, eq)));
-    FP_ASSIGN_OR_RETURN(std::string v, PercentDecode(eq == std::string_view::npos
-                                                         ? std::string_view()
-                                                         : part.substr(eq + 1)));
+    FP_ASSIGN_OR_RETURN(
+        std::string v,
+        PercentDecode(eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1)));
     out.emplace_back(std::move(k), std::move(v));
   }
   return out;

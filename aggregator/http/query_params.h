@@ -37,13 +37,11 @@ std::optional<int64_t> ParseWholeNumber(std::string_view v);
 struct SeriesQuery {
   ApiFilter filter;
   int32_t from = kUnboundedFirst, to = kUnboundedLast;
-  size_t limit = 100000;       // 1..100000
-  std::optional<int> family;   // the CPU family class, 0..255
+  size_t limit = 100000;      // 1..100000
+  std::optional<int> family;  // the CPU family class, 0..255
 
   bool all_time() const { return from == kUnboundedFirst && to == kUnboundedLast; }
-  bool FamilyMatches(const ApiKey& k) const {
-    return !family || k.platform.cpu_family == *family;
-  }
+  bool FamilyMatches(const ApiKey& k) const { return !family || k.platform.cpu_family == *family; }
 };
 
 // Reads every parameter of `params` into `q` (whose fields hold the

@@ -27,8 +27,8 @@
 #include <memory>
 #include <string>
 
-#include "aggregator/metrics.h"
 #include "aggregator/http/router.h"
+#include "aggregator/metrics.h"
 #include "common/status.h"
 
 namespace fieldprof::aggregator {

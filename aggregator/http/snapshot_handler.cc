@@ -68,8 +68,8 @@ StatusOr<uint64_t> FragmentVersion(std::string_view query) {
 }  // namespace
 
 HttpResponse SnapshotHandler::Config() {
-  return HttpResponse{200, "application/json", FleetSettingsToJson(fleet_, /*with_version=*/true),
-                      {}};
+  return HttpResponse{
+      200, "application/json", FleetSettingsToJson(fleet_, /*with_version=*/true), {}};
 }
 
 HttpResponse SnapshotHandler::Manifest(std::string_view if_none_match) {
@@ -104,7 +104,8 @@ HttpResponse SnapshotHandler::Fragment(std::string_view index_text, std::string_
   StatusOr<std::string> bytes = publish_->publisher()->FragmentBytes(index, *version);
   if (!bytes.ok()) {
     return ErrorResponse(NotFound("fragment " + std::to_string(index) + " version " +
-                                  Hex16(*version) + " is no longer kept; fetch the manifest again"));
+                                  Hex16(*version) +
+                                  " is no longer kept; fetch the manifest again"));
   }
   // A versioned fragment never changes; the current one moves with the rotation.
   return Cacheable(std::move(*bytes), "\"" + Hex16(*version) + "\"",

@@ -129,8 +129,9 @@ class ZooKeeper : public Lease {
     }
     char made[512] = {};
     const std::string prefix = path_ + "/member-";
-    const int rc = zoo_create(zh, prefix.c_str(), me_.data(), static_cast<int>(me_.size()),
-                              &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made - 1);
+    const int rc =
+        zoo_create(zh, prefix.c_str(), me_.data(), static_cast<int>(me_.size()),
+                   &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof made - 1);
     if (rc != ZOK) {
       held_ = false;
       Say(std::string("cannot join the election: ") + zerror(rc));

@@ -21,7 +21,8 @@ Status Publisher::Init() {
     return InvalidArgument("publisher: fragment_count and per_cycle must be at least 1");
   }
   if (storage_ == nullptr) {
-    FP_ASSIGN_OR_RETURN(std::unique_ptr<SnapshotStorage> local, OpenLocalSnapshotStorage(options_.dir));
+    FP_ASSIGN_OR_RETURN(std::unique_ptr<SnapshotStorage> local,
+                        OpenLocalSnapshotStorage(options_.dir));
     own_storage_ = std::move(local);
     storage_ = own_storage_.get();
   }

@@ -27,8 +27,8 @@
 #include <string>
 #include <thread>
 
-#include "aggregator/publish/lease.h"
 #include "aggregator/metrics.h"
+#include "aggregator/publish/lease.h"
 #include "aggregator/publish/snapshot_storage.h"
 #include "aggregator/store/store.h"
 #include "common/signing.h"

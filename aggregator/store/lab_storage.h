@@ -1,7 +1,7 @@
 // Where uploaded lab profiles are kept (POST/GET /v1/lab/profiles), apart
 // from the field sums: a directory for one aggregator; ClickHouse (a table
-// every server holds: clickhouse/lab_storage_clickhouse.h) for several, so a profile uploaded through one
-// replica is listed and fetched through any.
+// every server holds: clickhouse/lab_storage_clickhouse.h) for several, so a profile uploaded
+// through one replica is listed and fetched through any.
 //
 // A profile is named by its content (the router's id), so keeping one that
 // is kept already changes nothing. Thread-safe.

@@ -23,9 +23,9 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "aggregator/metrics.h"
 #include "aggregator/store/aggregate_value.h"
 #include "aggregator/store/fold_table.h"
-#include "aggregator/metrics.h"
 #include "aggregator/store/time_tree.h"
 #include "common/wire.h"
 
@@ -422,7 +422,8 @@ class RocksDbStore : public Store {
     };
     std::vector<Source> sources;
     sources.push_back({view.NewIterator(data_cf_), std::string(1, 'A') + key_prefix, 1, {}});
-    FP_ASSIGN_OR_RETURN(std::vector<int32_t> days, view.DaysWithData(data_cf_, point.next_day, kUnboundedLast));
+    FP_ASSIGN_OR_RETURN(std::vector<int32_t> days,
+                        view.DaysWithData(data_cf_, point.next_day, kUnboundedLast));
     for (int32_t day : days) {
       sources.push_back(
           {view.NewIterator(data_cf_), DayPrefix(day) + key_prefix, 5,
@@ -471,7 +472,8 @@ class RocksDbStore : public Store {
     const int32_t rolled = point.RolledThrough(api);
     std::vector<TimeNode> nodes = CoverRange(first_day, last_day, rolled, rolled);
     if (rolled < last_day) {
-      FP_ASSIGN_OR_RETURN(std::vector<int32_t> days, view.DaysWithData(data_cf_, std::max(first_day, rolled + 1), last_day));
+      FP_ASSIGN_OR_RETURN(std::vector<int32_t> days,
+                          view.DaysWithData(data_cf_, std::max(first_day, rolled + 1), last_day));
       for (int32_t d : days) nodes.push_back({TimeLevel::kDay, d});
     }
     std::vector<std::string> keys;

@@ -5,8 +5,6 @@
 // uploading, and the aggregator killed under it: every record exactly once.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>

@@ -3,14 +3,13 @@
 // the client refresh of common/snapshot_cache.h fetches over TLS on
 // loopback into a cache in a temp dir.
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
@@ -410,8 +409,7 @@ TEST_F(SnapshotClientTest, CostMatchesStatisticsComputedFromTheRawValues) {
     // A log2 histogram places a quantile within the bucket of the true one.
     EXPECT_EQ(BucketOf(j.at(key).get<double>()), BucketOf(quantile(q))) << key;
   }
-  EXPECT_NEAR(j.at("per_call").at("alloc_bytes").get<double>(), mean(allocs),
-              mean(allocs) * 1e-5);
+  EXPECT_NEAR(j.at("per_call").at("alloc_bytes").get<double>(), mean(allocs), mean(allocs) * 1e-5);
   EXPECT_NEAR(j.at("per_call").at("file_io_bytes").get<double>(), mean(files), 1e-6);
   uint64_t bucketed = 0;
   for (const auto& b : j.at("histogram").at("buckets")) bucketed += b.at("count").get<uint64_t>();

@@ -22,12 +22,12 @@
 #include <thread>
 #include <vector>
 
-#include "aggregator/metrics.h"
-#include "aggregator/publish/publisher.h"
-#include "aggregator/http/router.h"
-#include "aggregator/publish/snapshot_storage.h"
 #include "aggregator/clickhouse/snapshot_storage_clickhouse.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/http/router.h"
+#include "aggregator/metrics.h"
+#include "aggregator/publish/publisher.h"
+#include "aggregator/publish/snapshot_storage.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/batch_view.h"
 #include "common/signing.h"

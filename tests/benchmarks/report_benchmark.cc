@@ -23,8 +23,8 @@
 #include "common/https_client.h"
 #include "common/snapshot_cache.h"
 #include "common/wire.h"
-#include "tests/support/aggregator_process.h"
 #include "tests/benchmarks/series_gen.h"
+#include "tests/support/aggregator_process.h"
 
 using namespace fieldprof;
 using Clock = std::chrono::steady_clock;

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "aggregator/metrics.h"
 #include "aggregator/http/router.h"
+#include "aggregator/metrics.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/wire.h"
 #include "tools/loadgen/batch_gen.h"

@@ -128,8 +128,7 @@ class SmallDisk {
 // Polls `condition` every few milliseconds until it holds or `deadline`
 // passes; whether it held. What a test waits for, never a fixed sleep.
 template <typename Condition>
-bool WaitUntil(Condition condition,
-               std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
+bool WaitUntil(Condition condition, std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
   const auto end = std::chrono::steady_clock::now() + deadline;
   for (;;) {
     if (condition()) return true;

@@ -74,7 +74,7 @@ CheckResult AnalyzeCosts(const std::vector<ApiCosts>& apis, const AnalysisOption
   }
   Judge(o, &r);
   std::stable_sort(r.findings.begin(), r.findings.end(),
-            [](const Finding& a, const Finding& b) { return a.excess > b.excess; });
+                   [](const Finding& a, const Finding& b) { return a.excess > b.excess; });
   return r;
 }
 

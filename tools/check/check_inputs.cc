@@ -27,7 +27,8 @@ namespace {
 // without one.
 template <typename Records>
 void AddRecords(const Records& records, wire::Metric metric, const wire::Platform* platform,
-                const std::string& file, std::map<std::pair<std::string, std::string>, LocalCost>* local) {
+                const std::string& file,
+                std::map<std::pair<std::string, std::string>, LocalCost>* local) {
   for (const wire::Record& r : records) {
     if (r.key().metric() != metric) continue;
     LocalCost& l = (*local)[{r.key().module(), r.key().symbol()}];
@@ -176,8 +177,8 @@ Status FieldSource::LookupRemote(const LocalCost& l, FieldCost* out) {
     if (lv >= 3) q += "&family=" + std::to_string(l.platform.cpu_family());
     if (!o_.from.empty()) q += "&from=" + UrlEncode(o_.from);
     if (!o_.to.empty()) q += "&to=" + UrlEncode(o_.to);
-    FP_RETURN_IF_ERROR(FetchField(*http_, q, &out->by_level[lv], &out->runs_by_level[lv],
-                                  &out->resolution_ns));
+    FP_RETURN_IF_ERROR(
+        FetchField(*http_, q, &out->by_level[lv], &out->runs_by_level[lv], &out->resolution_ns));
     if (!out->by_level[lv].empty()) break;
   }
   return Status::Ok();

@@ -25,10 +25,10 @@ int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& a
                        const std::string& spool, int out_fd);
 
 struct LocalInputs {
-  std::vector<LocalCost> apis;              // by (module, symbol)
-  std::vector<wire::LabProfile> profiles;   // for the call-stack view
-  int bad_files = 0;                        // said on stderr, skipped
-  size_t files = 0;                         // record files read
+  std::vector<LocalCost> apis;             // by (module, symbol)
+  std::vector<wire::LabProfile> profiles;  // for the call-stack view
+  int bad_files = 0;                       // said on stderr, skipped
+  size_t files = 0;                        // record files read
 };
 
 // Every record of `metric` in `files` (run records or lab profiles),

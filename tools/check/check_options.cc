@@ -48,8 +48,8 @@ void AddAnalysisFlags(OptionTable& t, CheckOptions* o, TestFlags* tf) {
            0, 1000000);
   t.AddInt("seed", &tf->seed, "the random seed (the same seed, the same p-values)", 0,
            int64_t{1} << 62);
-  t.AddDouble("fdr", &a.fdr, "false discovery rate: an API has evidence at adjusted p <= this",
-              0, 1);
+  t.AddDouble("fdr", &a.fdr, "false discovery rate: an API has evidence at adjusted p <= this", 0,
+              1);
   t.AddBool("dependent", &a.dependent, "Benjamini-Yekutieli (any dependence between APIs)");
   t.AddDouble("min_calls", &a.min_calls, "skip APIs with fewer local calls than this", 1, 1e18);
   t.AddDouble("fail_on_excess_ns", &a.fail_excess,

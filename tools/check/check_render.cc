@@ -19,8 +19,7 @@ void WriteSide(JsonWriter& j, const char* name, const Histogram& h, uint64_t run
   j.Key("mean").Double(s.mean).Key("p50").Double(s.p50).Key("p90").Double(s.p90);
 }
 
-void WriteFinding(JsonWriter& j, const Finding& f,
-                  const std::vector<wire::LabProfile>& profiles) {
+void WriteFinding(JsonWriter& j, const Finding& f, const std::vector<wire::LabProfile>& profiles) {
   j.BeginObject();
   j.Key("module").String(f.module).Key("symbol").String(f.symbol);
   j.Key("evidence").Bool(f.evidence);
@@ -54,8 +53,8 @@ void PrintHeader(std::FILE* out, const CheckResult& r, const CheckOptions& o, in
                "%zu APIs compared on %s (%s, %s); %d without field data, %d with under %.0f "
                "calls.\n",
                r.findings.size(), o.metric_name.c_str(), o.statistic.c_str(),
-               a.dependent ? "Benjamini-Yekutieli" : "Benjamini-Hochberg", r.no_field,
-               r.few_calls, a.min_calls);
+               a.dependent ? "Benjamini-Yekutieli" : "Benjamini-Hochberg", r.no_field, r.few_calls,
+               a.min_calls);
   if (bad_files > 0) {
     std::fprintf(out, "%d record file(s) could not be read (see above).\n", bad_files);
   }
@@ -192,7 +191,8 @@ void PrintCheckText(std::FILE* out, const CheckResult& r, const CheckOptions& o,
   PrintHeader(out, r, o, bad_files);
   const std::vector<const Finding*> shown = ShownFindings(r, o.all);
   if (shown.empty()) {
-    std::fprintf(out, "No API costs you more than it costs the field (false discovery rate %.2f).\n",
+    std::fprintf(out,
+                 "No API costs you more than it costs the field (false discovery rate %.2f).\n",
                  o.analysis.fdr);
     return;
   }

@@ -37,8 +37,7 @@ struct TempDir {
 // when there are none to read, else 0.
 int RecordFiles(CheckOptions& o, TempDir* measured, std::vector<std::string>* files) {
   if (!o.command.empty()) {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "fieldprof-check-XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "fieldprof-check-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
       std::cerr << "fieldprof check: cannot make a temporary spool: " << std::strerror(errno)
                 << "\n";

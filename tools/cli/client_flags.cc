@@ -2,8 +2,8 @@
 
 namespace fieldprof::tools {
 
-StatusOr<nlohmann::json> GetJson(HttpsClient& client, const std::string& target,
-                                 int* http_status, std::string* raw_body) {
+StatusOr<nlohmann::json> GetJson(HttpsClient& client, const std::string& target, int* http_status,
+                                 std::string* raw_body) {
   FP_ASSIGN_OR_RETURN(HttpReply r, client.Get(target));
   *http_status = r.status;
   *raw_body = r.body;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "common/cxx_names.h"

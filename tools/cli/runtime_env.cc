@@ -56,7 +56,6 @@ void SetTscRate() {
   }
 }
 
-
 void PrependEnv(const char* var, const std::string& value) {
   const char* old = std::getenv(var);
   std::string v = value;

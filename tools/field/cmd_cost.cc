@@ -80,11 +80,10 @@ int ParseCostOptions(int argc, char** argv, CostOptions* o) {
 
 // Nothing of the metric asked for: what the cache has instead, or the
 // closest names. Returns the exit code (1).
-int SayNotFound(const CostMatch& m, const CostOptions& o, const SnapshotIndex& index,
-                size_t held, const wire::Manifest& manifest) {
+int SayNotFound(const CostMatch& m, const CostOptions& o, const SnapshotIndex& index, size_t held,
+                const wire::Manifest& manifest) {
   if (!m.by_metric.empty()) {
-    std::cerr << "fieldprof cost: " << o.Shown() << " has no " << o.metric_name
-              << " data; it has";
+    std::cerr << "fieldprof cost: " << o.Shown() << " has no " << o.metric_name << " data; it has";
     for (const auto& [mt, _] : m.by_metric) std::cerr << " " << MetricName(mt);
     std::cerr << "\n";
     return 1;

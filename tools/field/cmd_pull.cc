@@ -10,8 +10,8 @@
 #include "common/snapshot_cache.h"
 #include "common/snapshot_index.h"
 #include "tools/cli/client_flags.h"
-#include "tools/commands.h"
 #include "tools/cli/format.h"
+#include "tools/commands.h"
 
 namespace fieldprof::tools {
 

@@ -71,8 +71,7 @@ struct LabOptions {
 int ParseLabOptions(int argc, char** argv, LabOptions* o) {
   OptionTable t("fieldprof lab", kAbout);
   t.AddString("output", &o->output, "the profile's file (-o; default NAME.labprofile)");
-  t.AddString("name", &o->name,
-              "the scenario's name in the profile (default: the command's name)");
+  t.AddString("name", &o->name, "the scenario's name in the profile (default: the command's name)");
   t.AddInt("repeat", &o->repeat, "runs of each timing set", 1, 1000);
   t.AddString("lib_dir", &o->lib_dir, "directory holding libfieldprof.so");
   t.AddString("keep", &o->keep_dir,
@@ -263,16 +262,16 @@ void LabSession::TimeSet(size_t si, int devnull, size_t* done) {
   const size_t total = plan_.sets.size() * static_cast<size_t>(o_.repeat);
   for (int64_t rep = 1; rep <= o_.repeat; ++rep) {
     ++*done;
-    const std::string dir = work_ + "/set-" + std::to_string(si + 1) + "-run-" + std::to_string(rep);
+    const std::string dir =
+        work_ + "/set-" + std::to_string(si + 1) + "-run-" + std::to_string(rep);
     fs::create_directories(dir);
     const std::string err_path = dir + "/stderr.txt";
     const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    std::fprintf(stderr,
-                 "%sfieldprof lab: [%zu/%zu] set %zu of %zu (%zu APIs), run %lld of %lld, %.1f s%s",
-                 tty_ ? "\r\033[K" : "", *done, total, si + 1, plan_.sets.size(),
-                 plan_.sets[si].size(), static_cast<long long>(rep),
-                 static_cast<long long>(o_.repeat), Seconds(std::chrono::steady_clock::now() - started_),
-                 tty_ ? "" : "\n");
+    std::fprintf(
+        stderr, "%sfieldprof lab: [%zu/%zu] set %zu of %zu (%zu APIs), run %lld of %lld, %.1f s%s",
+        tty_ ? "\r\033[K" : "", *done, total, si + 1, plan_.sets.size(), plan_.sets[si].size(),
+        static_cast<long long>(rep), static_cast<long long>(o_.repeat),
+        Seconds(std::chrono::steady_clock::now() - started_), tty_ ? "" : "\n");
     std::fflush(stderr);
     PassResult r = RunPass(o_.cmd, "time", dir, plan_file, devnull >= 0 ? devnull : STDOUT_FILENO,
                            err_fd >= 0 ? err_fd : STDERR_FILENO);
@@ -327,7 +326,8 @@ int LabSession::WriteProfile() {
                static_cast<unsigned long long>(untimed),
                static_cast<size_t>(profile_.passes_size()),
                Seconds(std::chrono::steady_clock::now() - started_));
-  if (!o_.keep_dir.empty()) std::fprintf(stderr, "fieldprof lab: raw files kept in %s\n", work_.c_str());
+  if (!o_.keep_dir.empty())
+    std::fprintf(stderr, "fieldprof lab: raw files kept in %s\n", work_.c_str());
   return trouble_ ? 1 : 0;
 }
 

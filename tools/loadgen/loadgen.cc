@@ -274,8 +274,7 @@ void AddTally(const SenderTally& t, LoadReport* report, std::vector<double>* lat
 // every acknowledged copy of every pool batch against the series read
 // before and after (once the aggregator has folded what it accepted).
 Status Verify(const LoadOptions& o, const SendState& st, const std::vector<ApiKey>& keys,
-              const std::vector<RemoteSeries>& before, std::ostream* progress,
-              LoadReport* report) {
+              const std::vector<RemoteSeries>& before, std::ostream* progress, LoadReport* report) {
   std::map<std::string, Histogram> truth;
   for (size_t i = 0; i < st.pool.batches.size(); ++i) {
     GroundTruth g;
@@ -321,8 +320,8 @@ std::thread ProgressReporter(std::ostream* progress, const SendState& st, Clock:
       }
       if (*stop) break;
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
-      *progress << "loadgen: " << st.done.load() << " batches in " << static_cast<int>(s)
-                << " s (" << static_cast<int>(static_cast<double>(st.done.load()) / s) << "/s)\n";
+      *progress << "loadgen: " << st.done.load() << " batches in " << static_cast<int>(s) << " s ("
+                << static_cast<int>(static_cast<double>(st.done.load()) / s) << "/s)\n";
     }
   });
 }

@@ -189,8 +189,8 @@ int CmdDiff(int argc, char** argv) {
   const ModuleDiff d = DiffModules(before, after, o.diff);
   std::string text;
   if (o.format == "json") {
-    text = ModuleDiffJson(d, o.module, c.before, c.after, o.metric_name, o.statistic, o.diff,
-                          o.all);
+    text =
+        ModuleDiffJson(d, o.module, c.before, c.after, o.metric_name, o.statistic, o.diff, o.all);
   } else {
     text = o.format == "html" ? DiffHtml(d, o.diff, c) : DiffText(d, o.diff, c);
   }

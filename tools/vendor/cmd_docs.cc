@@ -16,10 +16,10 @@
 #include "common/snapshot_cache.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/escape.h"
-#include "tools/commands.h"
 #include "tools/cli/format.h"
-#include "tools/vendor/module_report.h"
 #include "tools/cli/module_source.h"
+#include "tools/commands.h"
+#include "tools/vendor/module_report.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -14,10 +14,10 @@
 #include "common/options.h"
 #include "common/snapshot_cache.h"
 #include "tools/cli/client_flags.h"
-#include "tools/commands.h"
-#include "tools/vendor/module_report.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/output.h"
+#include "tools/commands.h"
+#include "tools/vendor/module_report.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -49,8 +49,7 @@ struct ReportOptions {
 int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   OptionTable t("fieldprof report", kAbout);
   t.AddString("module", &o->module, "the module (soname), e.g. libsqlite3.so.0");
-  t.AddString("namespace", &o->scope,
-              "only APIs in this C++ namespace or class, e.g. std::vector");
+  t.AddString("namespace", &o->scope, "only APIs in this C++ namespace or class, e.g. std::vector");
   t.AddString("version", &o->version, "only this module version (build id or version string)");
   t.AddString("platform", &o->platform,
               "only this platform: ARCH[/VENDOR[/FAMILY]], e.g. x86_64/amd/25");
@@ -135,8 +134,8 @@ int CmdReport(int argc, char** argv) {
     return code;
   }
   if (!o.output.empty()) {
-    std::fprintf(stderr, "fieldprof report: %s: %zu APIs -> %s\n", o.module.c_str(),
-                 m.apis.size(), o.output.c_str());
+    std::fprintf(stderr, "fieldprof report: %s: %zu APIs -> %s\n", o.module.c_str(), m.apis.size(),
+                 o.output.c_str());
   }
   return 0;
 }

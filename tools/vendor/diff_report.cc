@@ -52,8 +52,8 @@ std::string DiffHtml(const ModuleDiff& d, const DiffOptions& o, const DiffContex
       "text-align:right}td.name{text-align:left;font-family:monospace}"
       ".slower{background:#fde8e8}.faster{background:#e6f4ea}</style>\n</head>\n<body>\n";
   text += "<h1>" + module + ": " + before + " &rarr; " + after + "</h1>\n<p>" +
-          std::to_string(d.apis.size()) + " APIs compared on " + HtmlEscape(c.metric_name) +
-          " (" + HtmlEscape(c.statistic) + "); " + std::to_string(slower) + " slower, " +
+          std::to_string(d.apis.size()) + " APIs compared on " + HtmlEscape(c.metric_name) + " (" +
+          HtmlEscape(c.statistic) + "); " + std::to_string(slower) + " slower, " +
           std::to_string(faster) + " faster at a false discovery rate of " +
           HtmlEscape(std::to_string(o.fdr)) +
           ".</p>\n<table>\n<thead><tr><th>API</th><th>verdict</th><th>before</th><th>after</th>"
@@ -78,7 +78,8 @@ std::string DiffText(const ModuleDiff& d, const DiffOptions& o, const DiffContex
                 o.dependent ? "Benjamini-Yekutieli" : "Benjamini-Hochberg", slower, faster);
   text += line;
   if (!d.only_before.empty() || !d.only_after.empty() || d.too_few_calls > 0) {
-    std::snprintf(line, sizeof line, "%zu APIs only before, %zu only after, %zu with under %llu calls\n",
+    std::snprintf(line, sizeof line,
+                  "%zu APIs only before, %zu only after, %zu with under %llu calls\n",
                   d.only_before.size(), d.only_after.size(), d.too_few_calls,
                   static_cast<unsigned long long>(o.min_calls));
     text += line;
@@ -96,7 +97,8 @@ std::string DiffText(const ModuleDiff& d, const DiffOptions& o, const DiffContex
                   FormatCount(x.before.count()).c_str(), FormatCount(x.after.count()).c_str());
     text += line;
   }
-  if (slower + faster == 0 && !c.all) text += "(no API changed on the evidence; --all shows them)\n";
+  if (slower + faster == 0 && !c.all)
+    text += "(no API changed on the evidence; --all shows them)\n";
   return text;
 }
 

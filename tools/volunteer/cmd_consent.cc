@@ -173,7 +173,7 @@ void RemoveLocalData(const Paths& p, const std::string& settings_spool) {
             << "Programs you start from now on are not measured; the agent sends nothing "
                "more.\n";
   AgentService(false);
-  const std::string spool = !p.spool.empty()         ? p.spool
+  const std::string spool = !p.spool.empty()          ? p.spool
                             : !settings_spool.empty() ? settings_spool
                                                       : DefaultSpoolDir();
   RemoveAll("the spool", spool);

@@ -13,9 +13,9 @@
 #include "common/options.h"
 #include "common/spool.h"
 #include "common/wire.h"
+#include "tools/cli/format.h"
 #include "tools/cli/run_record_text.h"
 #include "tools/commands.h"
-#include "tools/cli/format.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -35,7 +35,7 @@ std::string ApiList(const wire::RunRecord& r) {
 struct SpoolOptions {
   std::string dir;
   bool json = false, histograms = false;
-  bool ls = false;                  // else show
+  bool ls = false;                 // else show
   std::vector<std::string> files;  // show: the records (or spools) named
 };
 

@@ -16,8 +16,8 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
-#include "tools/commands.h"
 #include "tools/cli/format.h"
+#include "tools/commands.h"
 #include "tools/volunteer/pending.h"
 
 namespace fieldprof::tools {

@@ -6,13 +6,13 @@
 #include <iostream>
 #include <vector>
 
-#include "common/batcher.h"
-#include "common/outbox.h"
-#include "common/platform.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
+#include "common/batcher.h"
 #include "common/durable_file.h"
 #include "common/histogram.h"
+#include "common/outbox.h"
+#include "common/platform.h"
 #include "common/run_counters.h"
 #include "common/spool.h"
 #include "common/wire.h"
@@ -110,8 +110,7 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
   wire::AgentCounters counters;
   const AgentState held = HeldCounts(state, spool_dir);
   auto seal = [&] {
-    const wire::AgentCounters c =
-        BatchCounters(counters, pending.empty() ? held : AgentState{});
+    const wire::AgentCounters c = BatchCounters(counters, pending.empty() ? held : AgentState{});
     pending.push_back({builder.Seal("", 0, c), runs});
     runs = 0;
     counters.Clear();

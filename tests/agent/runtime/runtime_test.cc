@@ -596,10 +596,11 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
   ASSERT_TRUE(tsc_hz.has_value());
   const std::string conf = dir_.path() + "/runtime.conf";
   const std::string slots = dir_.path() + "/slots";
-  const std::string base = "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
-                           "max_load_per_cpu = 1000\nslots = 64\nforce = fp_test_alloc\n"
-                           "spool_dir = " + spool() +
-                           "\nslot_dir = " + slots + "\n";
+  const std::string base =
+      "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+      "max_load_per_cpu = 1000\nslots = 64\nforce = fp_test_alloc\n"
+      "spool_dir = " +
+      spool() + "\nslot_dir = " + slots + "\n";
   const std::string list_head = "libfieldprof_testlib.so,";
   const std::map<std::string, std::pair<std::string, std::string>> cases = {
       {"consent", {"yes", "maybe"}},
@@ -635,8 +636,9 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
       EXPECT_EQ(r.exit_code, 7) << name;
       EXPECT_EQ(r.out, plain) << name;
       const size_t records = fs::exists(spool()) ? Records().size() : 0;
-      EXPECT_EQ(records > 0, ok) << name << " = " << (ok ? values.first : values.second).substr(0, 40)
-                                 << ": " << records << " records";
+      EXPECT_EQ(records > 0, ok) << name << " = "
+                                 << (ok ? values.first : values.second).substr(0, 40) << ": "
+                                 << records << " records";
       fs::remove_all(spool());
     }
   }

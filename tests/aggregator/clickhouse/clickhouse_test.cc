@@ -3,21 +3,20 @@
 // once however they were stored, retries after the raw rows are folded, the schema's version, and
 // the real aggregator over it. The store contract itself runs against this store in store_test.cc;
 // the cluster in cluster_test.cc.
-#include "aggregator/clickhouse/client.h"
-#include "aggregator/clickhouse/rows.h"
-#include "aggregator/clickhouse/servers.h"
-
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "aggregator/store/lab_storage.h"
-#include "aggregator/publish/publisher.h"
-#include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/clickhouse/client.h"
 #include "aggregator/clickhouse/lab_storage_clickhouse.h"
+#include "aggregator/clickhouse/rows.h"
+#include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/snapshot_storage_clickhouse.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/publish/publisher.h"
+#include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/store/lab_storage.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "aggregator/store/time_tree.h"
 #include "common/api_key.h"

@@ -247,10 +247,10 @@ TEST_F(ClusterTest, AClickHouseReplicaKilledMidStream) {
 
 TEST_F(ClusterTest, ZooKeeperRestartedMidStream) {
   bool unheld = false;
-  tools::LoadReport r = Stream(16, Outage("term", "zk", 3, [] {
-                                 return SumOverAggregators("fieldprof_lease_held") == 0;
-                               },
-                               &unheld));
+  tools::LoadReport r =
+      Stream(16, Outage(
+                     "term", "zk", 3,
+                     [] { return SumOverAggregators("fieldprof_lease_held") == 0; }, &unheld));
   ExpectExact(r);
   // The fault was seen: no aggregator held the lease while ZooKeeper was
   // away (a holder counts only while connected).

@@ -7,8 +7,8 @@
 
 #include <fstream>
 #include <map>
-#include <regex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -139,8 +139,9 @@ TEST_F(RouterTest, EachAreaAnswersItsOwnPaths) {
   Router& router = MakeRouter();
   Ingest(1, "libz.so.1", "deflate");
   EXPECT_EQ(router.Handle("GET", "/healthz", "", "").body, "ok\n");
-  EXPECT_NE(router.Handle("GET", "/metrics", "", "").body.find("fieldprof_batches_accepted_total 1"),
-            std::string::npos);
+  EXPECT_NE(
+      router.Handle("GET", "/metrics", "", "").body.find("fieldprof_batches_accepted_total 1"),
+      std::string::npos);
   EXPECT_NE(router.Handle("GET", "/v1/config", "", "").body.find("\"sample_fraction\""),
             std::string::npos);
   EXPECT_NE(Get("/v1/apis?module=libz.so.1").body.find("\"symbol\":\"deflate\""),
@@ -198,9 +199,9 @@ TEST(QueryParamsTest, TheSeriesFilterRefusesWhatItDoesNotKnow) {
   EXPECT_EQ(q.family, 25);
   EXPECT_EQ(q.limit, 7u);
   EXPECT_FALSE(q.all_time());
-  for (const char* bad : {"moduel=m", "family=256", "family=2x", "limit=0", "limit=100001",
-                          "from=2026-13-01", "from=2026-01-03&to=2026-01-02", "arch=sparc",
-                          "metric=joules"}) {
+  for (const char* bad :
+       {"moduel=m", "family=256", "family=2x", "limit=0", "limit=100001", "from=2026-13-01",
+        "from=2026-01-03&to=2026-01-02", "arch=sparc", "metric=joules"}) {
     SeriesQuery x;
     const Status s = ParseSeriesQuery(*ParseQuery(bad), &x);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
@@ -294,11 +295,17 @@ TEST_F(RouterTest, VendorPagesNeedTheTokenAndTheModuleListSaysWhichAreOpen) {
 // -------------------------------------------------------------- Status -> HTTP
 
 TEST(HttpStatusTest, EveryCodeMapsOnceAndErrorsAreJson) {
-  const std::vector<std::pair<Status, int>> table = {
-      {InvalidArgument("x"), 400}, {NotFound("x"), 404},          {TooLarge("x"), 413},
-      {Unsupported("x"), 415},     {ResourceExhausted("x"), 503}, {Unavailable("x"), 503},
-      {IOError("x"), 503},         {NoSpace("x"), 507},           {DataLoss("x"), 500},
-      {Internal("x"), 500},        {Status::Ok(), 200}};
+  const std::vector<std::pair<Status, int>> table = {{InvalidArgument("x"), 400},
+                                                     {NotFound("x"), 404},
+                                                     {TooLarge("x"), 413},
+                                                     {Unsupported("x"), 415},
+                                                     {ResourceExhausted("x"), 503},
+                                                     {Unavailable("x"), 503},
+                                                     {IOError("x"), 503},
+                                                     {NoSpace("x"), 507},
+                                                     {DataLoss("x"), 500},
+                                                     {Internal("x"), 500},
+                                                     {Status::Ok(), 200}};
   for (const auto& [status, code] : table) {
     EXPECT_EQ(HttpStatusFor(status), code) << status.ToString();
     if (status.ok()) continue;

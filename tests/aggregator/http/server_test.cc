@@ -339,7 +339,8 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   EXPECT_EQ(c.Get("/healthz")->status, 200);
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m.ok());
-  const std::optional<double> timeouts = fieldprof::testing::MetricValue(m->body, "fieldprof_timeouts_total");
+  const std::optional<double> timeouts =
+      fieldprof::testing::MetricValue(m->body, "fieldprof_timeouts_total");
   ASSERT_TRUE(timeouts.has_value()) << "no fieldprof_timeouts_total in /metrics";
   EXPECT_GE(*timeouts, 1) << "no timeout counted";
 }

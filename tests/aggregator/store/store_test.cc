@@ -9,8 +9,8 @@
 #include <map>
 #include <thread>
 
-#include "aggregator/store/aggregate_value.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
+#include "aggregator/store/aggregate_value.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "aggregator/store/time_tree.h"
 #include "common/validate.h"

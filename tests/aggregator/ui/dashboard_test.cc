@@ -174,11 +174,11 @@ TEST_F(DashboardTest, PagesInARealBrowser) {
   std::ofstream(dir_.File("want.json")) << want.dump(2);
   const std::string shots = std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots";
   std::string out;
-  const int rc =
-      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) + "/tests/aggregator/ui/dashboard.mjs " +
-                     "https://127.0.0.1:" + std::to_string(agg_->port()) + "/ui/ " +
-                     dir_.File("want.json") + " " + kToken + " " + shots + " 2>&1",
-                 &out);
+  const int rc = RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                                "/tests/aggregator/ui/dashboard.mjs " +
+                                "https://127.0.0.1:" + std::to_string(agg_->port()) + "/ui/ " +
+                                dir_.File("want.json") + " " + kToken + " " + shots + " 2>&1",
+                            &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
   std::cout << out.substr(out.rfind("ok: no JavaScript")) << std::flush;

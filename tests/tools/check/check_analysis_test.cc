@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-
 namespace fieldprof::tools {
 namespace {
 
@@ -96,9 +95,8 @@ TEST(CheckAnalysisTest, FewCallsAndNoFieldAreCountedNotCompared) {
 }
 
 TEST(CheckAnalysisTest, TheFieldIsWidenedOnlyAsFarAsItHasData) {
-  const CheckResult r =
-      AnalyzeCosts({Api("f", Spread(3000, 3600, 300), Spread(1000, 1200, 4000), /*level=*/1)},
-                   Options());
+  const CheckResult r = AnalyzeCosts(
+      {Api("f", Spread(3000, 3600, 300), Spread(1000, 1200, 4000), /*level=*/1)}, Options());
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].match, 1);
   EXPECT_STREQ(kWidened[r.findings[0].match], "the same architecture");
@@ -106,8 +104,8 @@ TEST(CheckAnalysisTest, TheFieldIsWidenedOnlyAsFarAsItHasData) {
 
 TEST(CheckAnalysisTest, SignificantDifferencesUnderTheFloorsAreNotEvidence) {
   // 4 ns more a call, on 30,000 calls: significant, but under --min_diff_ns.
-  const CheckResult tiny = AnalyzeCosts(
-      {Api("tiny", Spread(104, 124, 30000), Spread(100, 120, 30000))}, Options());
+  const CheckResult tiny =
+      AnalyzeCosts({Api("tiny", Spread(104, 124, 30000), Spread(100, 120, 30000))}, Options());
   ASSERT_EQ(tiny.findings.size(), 1u);
   EXPECT_LE(tiny.findings[0].adjusted, 0.05);
   EXPECT_FALSE(tiny.findings[0].evidence);
@@ -122,10 +120,10 @@ TEST(CheckAnalysisTest, SignificantDifferencesUnderTheFloorsAreNotEvidence) {
   // The same with --min_effect 0.01: evidence.
   AnalysisOptions o = Options();
   o.min_effect = 0.01;
-  EXPECT_TRUE(AnalyzeCosts({Api("small", Spread(10200, 10600, 30000), Spread(10000, 10400, 30000))},
-                           o)
-                  .findings[0]
-                  .evidence);
+  EXPECT_TRUE(
+      AnalyzeCosts({Api("small", Spread(10200, 10600, 30000), Spread(10000, 10400, 30000))}, o)
+          .findings[0]
+          .evidence);
 }
 
 }  // namespace

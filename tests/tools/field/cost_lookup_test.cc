@@ -14,8 +14,8 @@ using fieldprof::testing::MakeRecord;
 using fieldprof::testing::Spread;
 
 TEST(CostLookupTest, AModuleIsSplitOffButNotACppScope) {
-  EXPECT_EQ(SplitApiName("libz.so.1:deflate"), std::make_pair(std::string("libz.so.1"),
-                                                              std::string("deflate")));
+  EXPECT_EQ(SplitApiName("libz.so.1:deflate"),
+            std::make_pair(std::string("libz.so.1"), std::string("deflate")));
   EXPECT_EQ(SplitApiName("deflate"), std::make_pair(std::string(), std::string("deflate")));
   EXPECT_EQ(SplitApiName("std::chrono::now"),
             std::make_pair(std::string(), std::string("std::chrono::now")));
@@ -36,16 +36,16 @@ TEST(CostLookupTest, ClosenessPutsCaseThenContainmentThenEditDistance) {
 TEST(CostLookupTest, TheSumsOfOneApiAndTheNamesNearAnother) {
   fieldprof::testing::TempDir dir;
   fieldprof::testing::Cache cache(dir.path());
-  cache.Write(1, {MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS,
-                             Spread(1000, 2000, 100), 4, 25),
-                  MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS,
-                             Spread(1000, 2000, 50), 2, 23),
-                  MakeRecord("libz.so.1", "deflate", wire::METRIC_ALLOC_BYTES_INCLUSIVE,
-                             Spread(64, 128, 100), 4),
-                  MakeRecord("libz.so.1", "deflateEnd", wire::METRIC_WALL_TIME_NS,
-                             Spread(100, 200, 10), 1),
-                  MakeRecord("libzstd.so.1", "ZSTD_compress", wire::METRIC_WALL_TIME_NS,
-                             Spread(100, 200, 10), 1)});
+  cache.Write(
+      1,
+      {MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS, Spread(1000, 2000, 100), 4,
+                  25),
+       MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS, Spread(1000, 2000, 50), 2, 23),
+       MakeRecord("libz.so.1", "deflate", wire::METRIC_ALLOC_BYTES_INCLUSIVE, Spread(64, 128, 100),
+                  4),
+       MakeRecord("libz.so.1", "deflateEnd", wire::METRIC_WALL_TIME_NS, Spread(100, 200, 10), 1),
+       MakeRecord("libzstd.so.1", "ZSTD_compress", wire::METRIC_WALL_TIME_NS, Spread(100, 200, 10),
+                  1)});
   StatusOr<SnapshotIndex> index = SnapshotIndex::Open(SnapshotCache(dir.path()));
   ASSERT_TRUE(index.ok()) << index.status().ToString();
   StatusOr<CostMatch> m = LookUpCost(*index, "libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS);
@@ -56,8 +56,8 @@ TEST(CostLookupTest, TheSumsOfOneApiAndTheNamesNearAnother) {
   EXPECT_NEAR(m->MeanOf(wire::METRIC_ALLOC_BYTES_INCLUSIVE), 95.5, 1);
   EXPECT_EQ(m->MeanOf(wire::METRIC_FILE_IO_BYTES), 0);
   // Another module's deflate is not libz's.
-  EXPECT_TRUE(LookUpCost(*index, "libother.so", "deflate", wire::METRIC_WALL_TIME_NS)
-                  ->by_metric.empty());
+  EXPECT_TRUE(
+      LookUpCost(*index, "libother.so", "deflate", wire::METRIC_WALL_TIME_NS)->by_metric.empty());
   const std::vector<std::string> near = NearestApis(*index, "", "deflat", 6);
   ASSERT_FALSE(near.empty());
   EXPECT_EQ(near[0], "libz.so.1:deflate");
