@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
   if (Status s = t.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "fieldprof-agent: %s\n(see --help)\n", s.ToString().c_str());
+    std::fprintf(stderr, "fieldprof-agent: %s (see --help)\n", s.message().c_str());
     return 2;
   }
   if (t.help_requested()) {

@@ -286,7 +286,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   *help_text = t.Help();
   if (*help) return Status::Ok();
   if (!t.positional().empty()) {
-    return InvalidArgument("unexpected argument '" + t.positional()[0] + "' (see --help)");
+    return InvalidArgument("unexpected argument '" + t.positional()[0] + "'");
   }
   server.ApplyTo(&config->server);
   rocksdb.ApplyTo(&config->store);

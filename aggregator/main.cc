@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!parsed.ok()) {
-    std::cerr << "fieldprof-aggregator: " << parsed.message() << "\n";
+    std::cerr << "fieldprof-aggregator: " << parsed.message() << " (see --help)\n";
     return 2;
   }
   sigset_t signals;

@@ -101,7 +101,7 @@ const OptionTable::Option* OptionTable::Find(std::string_view name) const {
 Status OptionTable::Set(std::string_view name, std::string_view value) {
   const Option* o = Find(name);
   if (o == nullptr) {
-    return InvalidArgument("unknown option '" + std::string(name) + "' (see --help)");
+    return InvalidArgument("unknown option '" + std::string(name) + "'");
   }
   FP_RETURN_IF_ERROR(o->set(value));
   given_.insert(o->name);
@@ -183,7 +183,7 @@ Status OptionTable::ParseFlags(int argc, const char* const* argv) {
     }
     const Option* o = Find(name);
     if (o == nullptr) {
-      return InvalidArgument("unknown flag --" + std::string(name) + " (see --help)");
+      return InvalidArgument("unknown flag --" + std::string(name));
     }
     if (!has_value) {
       if (o->is_bool) {

@@ -49,6 +49,7 @@ class OptionTable {
   [[nodiscard]] Status ParseFile(const std::string& path);
   [[nodiscard]] Status Set(std::string_view name, std::string_view value);
 
+  const std::string& program() const { return program_; }
   bool help_requested() const { return help_requested_; }
   // Whether `name` was given (config file or flag), not left at its default.
   bool given(const std::string& name) const { return given_.count(name) != 0; }

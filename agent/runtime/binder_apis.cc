@@ -8,16 +8,6 @@
 
 namespace fieldprof::rt {
 
-int32_t FindApiIndex(uint64_t key) {
-  if (g_binder.apis == nullptr) return -1;
-  const uint32_t mask = g_binder.api_cap - 1;
-  for (uint32_t i = static_cast<uint32_t>(key) & mask;; i = (i + 1) & mask) {
-    const uint64_t k = g_binder.apis[i].name_key;
-    if (k == key) return static_cast<int32_t>(i);
-    if (k == 0) return -1;
-  }
-}
-
 // Room for `more` names in the API table (at most half full). The indexes
 // the binder keeps (random_api) are redone when it grows.
 bool ApiRoom(uint32_t more) {

@@ -103,8 +103,6 @@ bool UnsafeToWrap(const char* name);
 
 // ------------------------------------------------------------ APIs
 
-// The API table's index of `key`, or -1.
-int32_t FindApiIndex(uint64_t key);
 // Room for `more` names in the API table (at most half full).
 bool ApiRoom(uint32_t more);
 // The index of `key`, added if new (room must have been made).

@@ -148,6 +148,18 @@ inline uint64_t Mix64(uint64_t z) {  // splitmix64's finalizer
   return z ^ (z >> 31);
 }
 
+// The API table's index of `key`, or -1 (open addressing, linear probing;
+// the table is at most half full).
+inline int32_t FindApiIndex(uint64_t key) {
+  if (g_binder.apis == nullptr) return -1;
+  const uint32_t mask = g_binder.api_cap - 1;
+  for (uint32_t i = static_cast<uint32_t>(key) & mask;; i = (i + 1) & mask) {
+    const uint64_t k = g_binder.apis[i].name_key;
+    if (k == key) return static_cast<int32_t>(i);
+    if (k == 0) return -1;
+  }
+}
+
 // The API's place in this run's choice: the lowest are chosen (binder.h).
 inline uint64_t Priority(const Api& a) { return Mix64(g_binder.seed ^ a.name_key); }
 

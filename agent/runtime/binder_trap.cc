@@ -14,16 +14,6 @@ __thread int t_in_binder FP_TLS;
 
 namespace {
 
-int32_t FindApi(uint64_t key) {
-  if (g_binder.apis == nullptr) return -1;
-  const uint32_t mask = g_binder.api_cap - 1;
-  for (uint32_t i = static_cast<uint32_t>(key) & mask;; i = (i + 1) & mask) {
-    const uint64_t k = g_binder.apis[i].name_key;
-    if (k == key) return static_cast<int32_t>(i);
-    if (k == 0) return -1;
-  }
-}
-
 // A free stub for API `a`; false (and counted) when all are used.
 bool TakeStub(Api& a) {
   for (int s = 0; s < FP_MAX_SLOTS; ++s) {
@@ -65,7 +55,7 @@ Result FirstCall(TrampBlock& b, uint32_t i) {
   ImportSlot& s = b.slots[i];
   if (s.state != kTrapped) return {CurrentTarget(s), 0};
   ++g_binder.first_calls;
-  const int32_t ai = FindApi(s.name_key);
+  const int32_t ai = FindApiIndex(s.name_key);
   if (ai < 0) return Direct(b, i);
   Api& a = g_binder.apis[ai];
   if (!(a.flags & kApiCalled)) {

@@ -8,6 +8,7 @@
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
 #include "tools/cli/command_args.h"
+#include "tools/cli/command_line.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -118,9 +119,8 @@ int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done) {
   AddInputOutputFlags(t, o);
   // Options and record files end at "--"; the command follows.
   const int cmd_at = DoubleDashAt(argc, argv);
-  Status s = t.Parse(cmd_at, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
+  Status s;
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) {
     *done = true;
     return 0;
   }
@@ -128,9 +128,8 @@ int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done) {
   o->files = t.positional();
   if (s.ok()) s = Settle(tf, o);
   if (!s.ok()) {
-    std::cerr << "fieldprof check: " << s.message() << " (see --help)\n";
     *done = true;
-    return 2;
+    return UsageError(t, s);
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "common/api_key.h"
 #include "tools/cli/client_flags.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
 
@@ -30,17 +31,11 @@ int ParseApiOptions(int argc, char** argv, ApiOptions* o) {
   t.AddString("from", &o->from, "first day YYYY-MM-DD (default: all time)");
   t.AddString("to", &o->to, "last day YYYY-MM-DD");
   t.AddBool("json", &o->json, "print the aggregator's JSON as is");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   if (s.ok() && t.positional().size() != 2) s = InvalidArgument("expected MODULE SYMBOL");
   StatusOr<wire::Metric> m = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
-  if (!m.ok()) {
-    std::cerr << "fieldprof api: " << m.status().message() << " (see --help)\n";
-    return 2;
-  }
+  if (!m.ok()) return UsageError(t, m.status());
   o->metric = *m;
   o->module = t.positional()[0];
   o->symbol = t.positional()[1];

@@ -19,6 +19,7 @@
 #include "common/snapshot_cache.h"
 #include "common/snapshot_index.h"
 #include "common/wire.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
 #include "tools/field/cost_lookup.h"
@@ -52,11 +53,8 @@ int ParseCostOptions(int argc, char** argv, CostOptions* o) {
               "file_io_bytes, socket_io_bytes");
   t.AddBool("json", &o->json, "print as JSON");
   t.AddString("color", &o->color, "heat colours in the histogram: auto, always, never");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   const auto& p = t.positional();
   if (s.ok() && p.size() == 2) {
     o->module = p[0];
@@ -70,10 +68,7 @@ int ParseCostOptions(int argc, char** argv, CostOptions* o) {
     s = InvalidArgument("--color must be auto, always or never");
   }
   StatusOr<wire::Metric> metric = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
-  if (!metric.ok()) {
-    std::cerr << "fieldprof cost: " << metric.status().message() << " (see --help)\n";
-    return 2;
-  }
+  if (!metric.ok()) return UsageError(t, metric.status());
   o->metric = *metric;
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "common/snapshot_cache.h"
 #include "common/snapshot_index.h"
 #include "tools/cli/client_flags.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
 
@@ -32,17 +33,11 @@ int CmdPull(int argc, char** argv) {
   t.AddBool("all", &all, "fetch every fragment missing or out of date");
   t.AddInt("fragments", &fragments, "without --all: fetch at most this many", 0, 1 << 20);
   t.AddBool("quiet", &quiet, "no progress line");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return 0;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("pull takes no arguments");
   if (s.ok() && cache_dir.empty()) s = InvalidArgument("no cache directory (set --cache)");
-  if (!s.ok()) {
-    std::cerr << "fieldprof pull: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   std::ifstream in(key_path);
   std::stringstream key;
   key << in.rdbuf();

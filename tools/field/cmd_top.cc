@@ -6,6 +6,7 @@
 
 #include "common/api_key.h"
 #include "tools/cli/client_flags.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
 
@@ -34,20 +35,13 @@ int ParseTopOptions(int argc, char** argv, TopOptions* o) {
   t.AddString("order", &o->order,
               "calls (most called first) or mean (highest mean per call first)");
   t.AddBool("json", &o->json, "print the aggregator's JSON as is");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   StatusOr<wire::Metric> m = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
-  if (!m.ok()) {
-    std::cerr << "fieldprof top: " << m.status().message() << "\n";
-    return 2;
-  }
+  if (!m.ok()) return UsageError(t, m.status());
   o->metric = *m;
   if (o->order != "calls" && o->order != "mean") {
-    std::cerr << "fieldprof top: --order must be calls or mean\n";
-    return 2;
+    return UsageError(t, InvalidArgument("--order must be calls or mean"));
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "common/options.h"
 #include "common/snapshot_cache.h"
+#include "tools/cli/command_line.h"
 #include "tools/commands.h"
 #include "tools/ide/server.h"
 
@@ -32,15 +33,9 @@ int CmdLsp(int argc, char** argv) {
   t.AddInt("refresh_ms", &refresh_ms, "how often the cache is looked at for a new snapshot (ms)",
            50, 3600 * 1000);
   t.AddBool("stdio", &stdio, "talk on stdin/stdout (the only transport; editors pass it)");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return 0;
-  }
-  if (!s.ok()) {
-    std::cerr << "fieldprof lsp: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (!s.ok()) return UsageError(t, s);
   o.min_calls = static_cast<uint64_t>(min_calls);
   o.min_runs = static_cast<uint64_t>(min_runs);
   o.refresh_ms = static_cast<int>(refresh_ms);

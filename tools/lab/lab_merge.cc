@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/options.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/lab/lab_commands.h"
 
@@ -18,17 +19,11 @@ int LabMerge(int argc, char** argv) {
                 "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile");
   t.AddString("output", &output, "the merged profile's file (-o)");
   t.AddShort('o', "output");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return 0;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && output.empty()) s = InvalidArgument("--output (-o) is needed");
   if (s.ok() && t.positional().empty()) s = InvalidArgument("give the profiles to merge");
-  if (!s.ok()) {
-    std::cerr << "fieldprof lab merge: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   std::vector<wire::LabProfile> in;
   for (const std::string& f : t.positional()) {
     StatusOr<wire::LabProfile> p = ReadLabProfile(f);

@@ -9,6 +9,7 @@
 #include "common/lab_format.h"
 #include "common/options.h"
 #include "tools/cli/client_flags.h"
+#include "tools/cli/command_line.h"
 #include "tools/lab/lab_commands.h"
 
 namespace fieldprof::tools {
@@ -26,20 +27,14 @@ int LabRemote(const std::string& verb, int argc, char** argv) {
   client.Register(t);
   t.AddString("output", &output, "fetch: the file to write (-o)");
   t.AddShort('o', "output");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return 0;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && client.options.host.empty()) s = InvalidArgument("--host is needed");
   if (s.ok() && verb == "upload" && t.positional().empty()) s = InvalidArgument("give profiles");
   if (s.ok() && verb == "fetch" && (t.positional().size() != 1 || output.empty())) {
     s = InvalidArgument("give one id and -o FILE");
   }
-  if (!s.ok()) {
-    std::cerr << "fieldprof lab " << verb << ": " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   HttpsClient http(client.Resolve());
   if (verb == "upload") {
     int failed = 0;

@@ -22,6 +22,7 @@
 #include "common/options.h"
 #include "common/wire.h"
 #include "tools/cli/command_args.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/cli/runtime_env.h"
@@ -79,21 +80,15 @@ int ParseLabOptions(int argc, char** argv, LabOptions* o) {
   t.AddString("debug", &o->debug, "write the runtime's diagnostics to this file");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
-  Status s = t.Parse(cmd_at, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return -1;
   o->cmd = ProgramArgs(argc, argv, cmd_at);
   if (s.ok() && o->cmd.empty()) s = InvalidArgument("give the scenario: fieldprof lab -- COMMAND");
   if (s.ok() && !t.positional().empty()) {
     s = InvalidArgument("unexpected '" + t.positional()[0] + "' (the command goes after --)");
   }
   StatusOr<std::string> runtime = s.ok() ? FindRuntime(o->lib_dir) : StatusOr<std::string>(s);
-  if (!runtime.ok()) {
-    std::cerr << "fieldprof lab: " << runtime.status().message() << " (see --help)\n";
-    return 2;
-  }
+  if (!runtime.ok()) return UsageError(t, runtime.status());
   o->runtime_dir = *runtime;
   if (o->name.empty()) o->name = fs::path(o->cmd[0]).filename().string();
   if (o->output.empty()) o->output = o->name + ".labprofile";

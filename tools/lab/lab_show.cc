@@ -15,6 +15,7 @@
 #include "common/json_writer.h"
 #include "common/options.h"
 #include "common/wire.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/lab/lab_commands.h"
@@ -143,21 +144,15 @@ int ParseShowOptions(int argc, char** argv, ShowOptions* o) {
   t.AddBool("tree", &o->tree, "also print the nesting graph: which APIs ran inside which");
   t.AddBool("json", &o->json, "print as JSON");
   t.AddString("color", &o->color, "auto, always or never");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one lab profile");
   const std::string& sort = o->sort;
   if (s.ok() && sort != "total" && sort != "calls" && sort != "p50" && sort != "mean" &&
       sort != "alloc") {
     s = InvalidArgument("--sort must be total, calls, p50, mean or alloc");
   }
-  if (!s.ok()) {
-    std::cerr << "fieldprof lab show: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   o->file = t.positional()[0];
   return 0;
 }

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "common/options.h"
+#include "tools/cli/command_line.h"
 #include "tools/loadgen/loadgen.h"
 
 using namespace fieldprof;
@@ -41,15 +42,9 @@ int main(int argc, char** argv) {
            "attempts per send before the batch counts as failed (backoff up to 5 s)", 1, 1000000);
   t.AddString("dump", &o.dump_dir, "write the generated batch bodies into this directory and exit");
   t.AddBool("json", &json, "print the report as JSON on stdout");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return 0;
-  }
-  if (!s.ok()) {
-    std::cerr << "fieldprof-loadgen: " << s.message() << "\n";
-    return 2;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (!s.ok()) return UsageError(t, s);
   o.client.port = static_cast<uint16_t>(port);
   o.client.timeout = std::chrono::milliseconds(timeout_ms);
   o.connections = static_cast<int>(connections);

@@ -11,6 +11,7 @@
 #include "common/model_json.h"
 #include "common/module_diff.h"
 #include "common/options.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/output.h"
 #include "tools/commands.h"
@@ -125,21 +126,15 @@ int ParseDiffOptions(int argc, char** argv, DiffCommandOptions* o) {
   int64_t min_calls = 30, resamples = 9999, seed = 1;
   OptionTable t("fieldprof diff", kAbout);
   AddDiffFlags(t, o, &min_calls, &resamples, &seed);
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   o->format = OutputFormat(o->format, o->output);
   o->diff.min_calls = static_cast<uint64_t>(min_calls);
   o->diff.test.resamples = static_cast<int>(resamples);
   o->diff.test.seed = static_cast<uint64_t>(seed);
   o->diff.test.stop_after = 20;
   if (s.ok()) s = SettleDiff(o);
-  if (!s.ok()) {
-    std::cerr << "fieldprof diff: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   return 0;
 }
 

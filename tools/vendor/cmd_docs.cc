@@ -15,6 +15,7 @@
 #include "common/options.h"
 #include "common/snapshot_cache.h"
 #include "tools/cli/client_flags.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
 #include "tools/cli/module_source.h"
@@ -78,18 +79,12 @@ int ParseDocsOptions(int argc, char** argv, DocsOptions* o) {
   t.AddString("version", &o->version, "only this module version");
   o->source.Register(t);
   t.AddShort('o', "output");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   if (s.ok() && (o->module.empty() || o->output.empty())) {
     s = InvalidArgument("--module and -o are needed");
   }
-  if (!s.ok()) {
-    std::cerr << "fieldprof docs: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   return 0;
 }
 

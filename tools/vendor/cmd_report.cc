@@ -14,6 +14,7 @@
 #include "common/options.h"
 #include "common/snapshot_cache.h"
 #include "tools/cli/client_flags.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/output.h"
 #include "tools/commands.h"
@@ -60,11 +61,8 @@ int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   t.AddInt("top", &o->top, "API and scope rows in text, md and html (0: all)", 0, 100000000);
   o->source.Register(t);
   t.AddShort('o', "output");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   o->format = OutputFormat(o->format, o->output);
   const std::string& f = o->format;
   if (s.ok() && o->module.empty()) s = InvalidArgument("--module is needed");
@@ -81,10 +79,7 @@ int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   o->query.from = o->from;
   o->query.to = o->to;
   if (s.ok()) s = ParsePlatform(o->platform, &o->filter, &o->query);
-  if (!s.ok()) {
-    std::cerr << "fieldprof report: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   return 0;
 }
 

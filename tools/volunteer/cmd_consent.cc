@@ -20,6 +20,7 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "tools/cli/command_line.h"
 #include "tools/commands.h"
 
 namespace fieldprof::tools {
@@ -138,17 +139,11 @@ int ParseConsentOptions(int argc, char** argv, bool in, const std::string& name,
   t.AddString("spool", &p->spool, "the spool (default: as the settings say)");
   t.AddString("state_dir", &p->state_dir, "the agent's state directory");
   t.AddString("cache", &p->cache, "the snapshot cache");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
   if (s.ok() && p->settings.empty()) s = InvalidArgument("no settings file: set HOME");
-  if (!s.ok()) {
-    std::cerr << name << ": " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/tsc_rate.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/run_record_text.h"
 #include "tools/cli/runtime_env.h"
 #include "tools/commands.h"
@@ -117,18 +118,12 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
   t.AddBool("show", &o->show, "when the command ends, print its record to stderr");
   int opt_end = argc;
   const int cmd_at = CommandAt(argc, argv, &opt_end);
-  Status s = t.Parse(std::min(opt_end, argc), argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, std::min(opt_end, argc), argv, &s)) return -1;
   if (s.ok()) s = CheckRunValues(*o);
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
   if (s.ok() && cmd_at >= argc) s = InvalidArgument("no command to run");
-  if (!s.ok()) {
-    std::cerr << "fieldprof run: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   StatusOr<std::string> libs = FindRuntime(o->lib_dir);
   if (!libs.ok()) {
     std::cerr << "fieldprof run: " << libs.status().message() << "\n";

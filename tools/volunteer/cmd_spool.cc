@@ -13,6 +13,7 @@
 #include "common/options.h"
 #include "common/spool.h"
 #include "common/wire.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/run_record_text.h"
 #include "tools/commands.h"
@@ -49,11 +50,8 @@ int ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
   t.AddString("spool", &o->dir, "spool directory");
   t.AddBool("json", &o->json, "show: print each record as JSON");
   t.AddBool("histograms", &o->histograms, "show: draw each metric's log2 histogram");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   const std::vector<std::string>& pos = t.positional();
   if (s.ok() && (pos.empty() || (pos[0] != "ls" && pos[0] != "show"))) {
     s = InvalidArgument("expected 'ls' or 'show'");
@@ -62,10 +60,7 @@ int ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
   if (s.ok() && o->dir.empty() && (pos[0] == "ls" || pos.size() == 1)) {
     s = InvalidArgument("no spool directory: set --spool, XDG_STATE_HOME or HOME");
   }
-  if (!s.ok()) {
-    std::cerr << "fieldprof spool: " << s.message() << " (see --help)\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   o->ls = pos[0] == "ls";
   o->files.assign(pos.begin() + 1, pos.end());
   return 0;

@@ -16,6 +16,7 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
 #include "tools/volunteer/pending.h"
@@ -92,16 +93,10 @@ int ParseStatusOptions(int argc, char** argv, StatusOptions* o) {
   t.AddBool("json", &o->json, "print as JSON");
   t.AddBool("pending", &o->pending_only,
             "show exactly what would be sent next, record by record (nothing is sent)");
-  Status s = t.Parse(argc, argv);
-  if (t.help_requested()) {
-    std::cout << t.Help();
-    return -1;
-  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("status takes no arguments");
-  if (!s.ok()) {
-    std::cerr << "fieldprof status: " << s.message() << "\n";
-    return 2;
-  }
+  if (!s.ok()) return UsageError(t, s);
   return 0;
 }
 

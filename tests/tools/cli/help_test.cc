@@ -12,10 +12,11 @@
 
 namespace {
 
-// The command's stdout and exit status.
-int RunCli(const std::string& cmd, std::string* out) {
+// The command's stdout (with `with_stderr`, its stderr instead) and exit
+// status.
+int RunCli(const std::string& cmd, std::string* out, bool with_stderr = false) {
   out->clear();
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  FILE* p = popen((cmd + (with_stderr ? " 2>&1 >/dev/null" : " 2>/dev/null")).c_str(), "r");
   if (p == nullptr) return -1;
   char buf[4096];
   for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
@@ -66,6 +67,17 @@ TEST(HelpTest, EveryCommandAnswersHelpAndAnUnknownOneIsAUsageError) {
   std::string out;
   EXPECT_EQ(RunCli(std::string(FIELDPROF_CLI_BIN) + " no-such-command", &out), 2);
   EXPECT_EQ(RunCli(std::string(FIELDPROF_CLI_BIN), &out), 2);
+}
+
+TEST(HelpTest, AnUnknownFlagIsOneUsageLineNamingTheCommand) {
+  for (const std::string& name : HelpCommands()) {
+    std::string err;
+    EXPECT_EQ(RunCli(std::string(FIELDPROF_CLI_BIN) + " " + name + " --no-such-flag </dev/null",
+                     &err, /*with_stderr=*/true),
+              2)
+        << name;
+    EXPECT_EQ(err, "fieldprof " + name + ": unknown flag --no-such-flag (see --help)\n") << name;
+  }
 }
 
 }  // namespace
