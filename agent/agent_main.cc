@@ -19,6 +19,7 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "common/endpoint.h"
 #include "common/options.h"
 #include "common/outbox.h"
 #include "common/runtime_settings.h"
@@ -190,8 +191,9 @@ int RunDaemon(Agent& agent) {
     return 1;
   }
   const DaemonSignals signals;
-  std::fprintf(stderr, "fieldprof-agent: watching %s, uploading to %s:%lld\n", c.spool_dir.c_str(),
-               c.server_host.c_str(), static_cast<long long>(c.server_port));
+  std::fprintf(
+      stderr, "fieldprof-agent: watching %s, uploading to %s\n", c.spool_dir.c_str(),
+      fieldprof::FormatHostPort(c.server_host, static_cast<uint16_t>(c.server_port)).c_str());
   constexpr int kSettleMs = 2000;  // let a burst of new records land first
   while (!g_stop) {
     int waiting = 0;
@@ -227,8 +229,10 @@ int main(int argc, char** argv) {
       "fieldprof-agent",
       "Uploads the fieldprof runtime's run records (the spool) to the aggregator in batches, "
       "exactly once through crashes and outages.");
-  t.AddString("server", &c.server_host, "aggregator host name or address");
-  t.AddInt("port", &c.server_port, "aggregator HTTPS port", 1, 65535);
+  t.AddString("server", &c.server_host,
+              "aggregator: HOST, HOST:PORT, [IPv6]:PORT or https://HOST[:PORT]");
+  t.AddInt("port", &c.server_port, "aggregator HTTPS port, when --server names none", 1, 65535);
+  AddEndpointCheck(t, "server", &c.server_host, "port", &c.server_port);
   t.AddString("ca_file", &c.ca_file,
               "CA bundle to verify the aggregator with (default: system store)");
   t.AddString("spool", &c.spool_dir, "the runtime's spool directory");

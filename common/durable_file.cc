@@ -27,30 +27,37 @@ Status Errno(const std::string& what) {
 
 }  // namespace
 
-Status MakeDirs(const std::string& dir) {
+Status MakeDirs(const std::string& dir, FileAccess access) {
   std::error_code ec;
-  if (fs::is_directory(dir, ec)) return Status::Ok();
+  if (dir.empty() || fs::is_directory(dir, ec)) return Status::Ok();
   const fs::path parent = fs::path(dir).parent_path();
-  if (!parent.empty() && parent != fs::path(dir)) FP_RETURN_IF_ERROR(MakeDirs(parent.string()));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("cannot create " + dir);
+  if (!parent.empty() && parent != fs::path(dir)) {
+    FP_RETURN_IF_ERROR(MakeDirs(parent.string(), access));
+  }
+  const mode_t mode = access == FileAccess::kShared ? 0777 : 0700;
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) return Errno("cannot create " + dir);
   return Status::Ok();
 }
 
 Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("cannot open " + dir);
+  const std::string where = dir.empty() ? "." : dir;
+  const int fd = ::open(where.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot open directory " + where);
   const int r = ::fsync(fd);
   const int err = errno;
   ::close(fd);
   errno = err;
-  if (r != 0) return Errno("cannot sync " + dir);
+  if (r != 0) return Errno("cannot sync " + where);
   return Status::Ok();
 }
 
-Status WriteFileDurably(const std::string& path, const std::string& data) {
+Status WriteFileDurably(const std::string& path, const std::string& data, FileAccess access) {
+  if (path.empty()) return InvalidArgument("no file name given");
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::string tmp = path + ".tmp-" + std::to_string(rng());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Shared files get 0666 and the umask takes its part, as any tool's output.
+  const mode_t mode = access == FileAccess::kShared ? 0666 : 0600;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) return Errno("cannot create " + tmp);
   size_t done = 0;
   while (done < data.size()) {

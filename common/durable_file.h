@@ -1,7 +1,8 @@
 // Files that must survive a crash whole or not at all: write to a
 // temporary name in the same directory, fsync, rename, fsync the directory.
-// Used by the agent's outbox and state, and the aggregator's published
-// snapshot.
+// Used by the agent's outbox and state, the aggregator's published
+// snapshot, and every file a command writes where the user said (-o).
+// A bare file name ("report.html") is in the current directory.
 #ifndef FIELDPROF_COMMON_DURABLE_FILE_H_
 #define FIELDPROF_COMMON_DURABLE_FILE_H_
 
@@ -11,10 +12,18 @@
 
 namespace fieldprof {
 
-// Writes `data` to `path` atomically and durably. Mode 0600.
-[[nodiscard]] Status WriteFileDurably(const std::string& path, const std::string& data);
-// Creates `dir` and its parents (mode 0700 for the ones it creates).
-[[nodiscard]] Status MakeDirs(const std::string& dir);
+// Who may read what is written.
+enum class FileAccess {
+  kPrivate,  // 0600 files, 0700 directories: spool, outbox, keys, settings
+  kShared,   // 0666/0777 less the umask: reports, doc pages, lab profiles
+};
+
+// Writes `data` to `path` atomically and durably.
+[[nodiscard]] Status WriteFileDurably(const std::string& path, const std::string& data,
+                                      FileAccess access = FileAccess::kPrivate);
+// Creates `dir` and its parents (the ones it creates get `access`'s mode).
+[[nodiscard]] Status MakeDirs(const std::string& dir, FileAccess access = FileAccess::kPrivate);
+// fsync()s a directory; "" is the current one.
 [[nodiscard]] Status SyncDir(const std::string& dir);
 // The whole of a file. NotFound when it cannot be opened.
 [[nodiscard]] StatusOr<std::string> ReadWholeFile(const std::string& path);

@@ -10,6 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/endpoint.h"
+
 namespace fieldprof {
 
 namespace net = boost::asio;
@@ -20,7 +22,10 @@ using tcp = boost::asio::ip::tcp;
 
 class HttpsClient::Impl {
  public:
-  explicit Impl(HttpsClientOptions o) : options_(std::move(o)) {
+  explicit Impl(HttpsClientOptions o)
+      : options_(std::move(o)),
+        host_header_(options_.host.find(':') != std::string::npos ? "[" + options_.host + "]"
+                                                                  : options_.host) {
     // Plain HTTP: no TLS context, no certificates to load (the system store
     // takes ~20 ms, which a client made per ClickHouse query would pay).
     if (!options_.tls) return;
@@ -51,6 +56,7 @@ class HttpsClient::Impl {
     tcp::resolver resolver(ioc_);
     auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
     if (ec) return Unavailable("resolving " + options_.host + ": " + ec.message());
+    const std::string where = FormatHostPort(options_.host, options_.port);
     if (!options_.tls) {
       plain_.emplace(ioc_);
       plain_->expires_after(options_.timeout);
@@ -58,8 +64,7 @@ class HttpsClient::Impl {
       Run();
       if (ec) {
         plain_.reset();
-        return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
-                           ": " + ec.message());
+        return Unavailable("connecting to " + where + ": " + ec.message());
       }
       // A request's header and body go out as two writes: without this
       // the body waits for the server's delayed ACK (40 ms a request).
@@ -73,12 +78,13 @@ class HttpsClient::Impl {
         results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
     Run();
     if (ec) {
-      return Unavailable("connecting to " + options_.host + ":" + std::to_string(options_.port) +
-                         ": " + ec.message());
+      return Unavailable("connecting to " + where + ": " + ec.message());
     }
     beast::get_lowest_layer(*stream_).socket().set_option(tcp::no_delay(true), ec);
     SSL* ssl = stream_->native_handle();
-    SSL_set_tlsext_host_name(ssl, options_.host.c_str());
+    // SNI carries names only (RFC 6066 3); an address is checked against
+    // the certificate's IP entries below.
+    if (!IsAddressLiteral(options_.host)) SSL_set_tlsext_host_name(ssl, options_.host.c_str());
     if (!options_.insecure) {
       stream_->set_verify_callback(ssl::host_name_verification(options_.host));
     }
@@ -87,7 +93,7 @@ class HttpsClient::Impl {
     stream_->async_handshake(ssl::stream_base::client, [&ec](beast::error_code e) { ec = e; });
     Run();
     if (ec) {
-      std::string m = "TLS handshake with " + options_.host + ": " + ec.message();
+      std::string m = "TLS handshake with " + where + ": " + ec.message();
       stream_.reset();
       return Unavailable(m);
     }
@@ -121,7 +127,7 @@ class HttpsClient::Impl {
                                   const std::function<bool(std::string_view)>* on_data,
                                   bool* delivered) {
     http::request<http::string_body> req(http::string_to_verb(method), target, 11);
-    req.set(http::field::host, options_.host);
+    req.set(http::field::host, host_header_);
     req.set(http::field::user_agent, "fieldprof-tools");
     if (!content_type.empty()) req.set(http::field::content_type, content_type);
     for (const auto& [name, value] : headers) req.set(name, value);
@@ -262,6 +268,7 @@ class HttpsClient::Impl {
 
  private:
   HttpsClientOptions options_;
+  std::string host_header_;  // an IPv6 address in brackets (RFC 7230 5.4)
   std::string setup_error_;
   net::io_context ioc_;
   std::optional<ssl::context> tls_;  // only for TLS

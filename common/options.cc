@@ -131,6 +131,13 @@ Status OptionTable::ParseFile(const std::string& path) {
 }
 
 Status OptionTable::Parse(int argc, const char* const* argv) {
+  FP_RETURN_IF_ERROR(ParseConfigThenFlags(argc, argv));
+  if (help_requested_) return Status::Ok();
+  for (const auto& check : checks_) FP_RETURN_IF_ERROR(check(*this));
+  return Status::Ok();
+}
+
+Status OptionTable::ParseConfigThenFlags(int argc, const char* const* argv) {
   // Pass 1: the config file, so flags can override it.
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -141,6 +148,10 @@ Status OptionTable::Parse(int argc, const char* const* argv) {
     }
   }
   return ParseFlags(argc, argv);
+}
+
+void OptionTable::AddCheck(std::function<Status(const OptionTable&)> check) {
+  checks_.push_back(std::move(check));
 }
 
 Status OptionTable::ParseFileThenFlags(int argc, const char* const* argv, const std::string& f) {

@@ -43,8 +43,13 @@ class OptionTable {
   // "-X" stands for "--name" (added with one of the above first): -o FILE.
   void AddShort(char letter, const std::string& name);
 
-  // Reads "--config FILE" (if given) first, then applies the flags over it.
-  // Positional arguments are collected into positional().
+  // Runs after every value is read (file and flags), in the order added:
+  // for what one option means given another (--host h:1 with --port 2).
+  void AddCheck(std::function<Status(const OptionTable&)> check);
+
+  // Reads "--config FILE" (if given) first, then applies the flags over it,
+  // then runs the checks. Positional arguments are collected into
+  // positional().
   [[nodiscard]] Status Parse(int argc, const char* const* argv);
   [[nodiscard]] Status ParseFile(const std::string& path);
   [[nodiscard]] Status Set(std::string_view name, std::string_view value);
@@ -66,6 +71,7 @@ class OptionTable {
   };
   const Option* Find(std::string_view name) const;
   Status ParseFlags(int argc, const char* const* argv);
+  Status ParseConfigThenFlags(int argc, const char* const* argv);
   Status ParseFileThenFlags(int argc, const char* const* argv, const std::string& file);
 
   std::string program_;
@@ -75,6 +81,7 @@ class OptionTable {
   bool help_requested_ = false;
   std::vector<std::pair<char, std::string>> shorts_;
   std::set<std::string> given_;
+  std::vector<std::function<Status(const OptionTable&)>> checks_;
 };
 
 }  // namespace fieldprof

@@ -1125,14 +1125,17 @@ TEST_F(AgentCrashTest, TheDaemonUploadsWhatLandsInTheSpoolAndStopsOnSigterm) {
   AggregatorProcess agg(dir_, FreePort());
   agg.Start();
   fs::create_directories(dir_.File("spool"));
+  // The server as people write it in agent.conf: an address with its port.
+  std::ofstream(dir_.File("agent.conf")) << "server = https://127.0.0.1:" << agg.port()
+                                         << "/\nca_file = " << dir_.File("cert.pem") << "\n";
   const pid_t daemon = fork();
   if (daemon == 0) {
     const std::string log = dir_.File("agent.log");
     if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
-    execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--max_age_s", "1", "--server", "127.0.0.1",
-          "--port", std::to_string(agg.port()).c_str(), "--ca_file", dir_.File("cert.pem").c_str(),
-          "--spool", dir_.File("spool").c_str(), "--state_dir", dir_.File("state").c_str(),
-          "--runtime_settings", dir_.File("runtime.conf").c_str(), nullptr);
+    execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--config", dir_.File("agent.conf").c_str(),
+          "--max_age_s", "1", "--spool", dir_.File("spool").c_str(), "--state_dir",
+          dir_.File("state").c_str(), "--runtime_settings", dir_.File("runtime.conf").c_str(),
+          nullptr);
     _exit(127);
   }
   // Two waves of records, as programs would leave them; the daemon wakes on

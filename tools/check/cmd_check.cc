@@ -86,13 +86,13 @@ int FieldCosts(const CheckOptions& o, const LocalInputs& local, std::vector<ApiC
 // --sarif and --junit files; 2 when one cannot be written.
 int WriteReports(const CheckResult& r, const CheckOptions& o) {
   if (!o.sarif_path.empty()) {
-    if (Status w = WriteFileDurably(o.sarif_path, CheckSarif(r, o)); !w.ok()) {
+    if (Status w = WriteFileDurably(o.sarif_path, CheckSarif(r, o), FileAccess::kShared); !w.ok()) {
       std::cerr << "fieldprof check: " << w.message() << "\n";
       return 2;
     }
   }
   if (!o.junit_path.empty()) {
-    if (Status w = WriteFileDurably(o.junit_path, CheckJunit(r, o)); !w.ok()) {
+    if (Status w = WriteFileDurably(o.junit_path, CheckJunit(r, o), FileAccess::kShared); !w.ok()) {
       std::cerr << "fieldprof check: " << w.message() << "\n";
       return 2;
     }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/endpoint.h"
 #include "common/https_client.h"
 #include "common/options.h"
 
@@ -17,8 +18,11 @@ struct ClientFlags {
   int64_t timeout_ms = 30000;
 
   void Register(OptionTable& t) {
-    t.AddString("host", &options.host, "aggregator host (checked against its certificate)");
-    t.AddInt("port", &port, "aggregator port", 1, 65535);
+    t.AddString("host", &options.host,
+                "aggregator: HOST, HOST:PORT, [IPv6]:PORT or https://HOST[:PORT] (checked "
+                "against its certificate)");
+    t.AddInt("port", &port, "aggregator port, when --host names none", 1, 65535);
+    AddEndpointCheck(t, "host", &options.host, "port", &port);
     t.AddString("ca", &options.ca_file, "CA file to verify the aggregator (default: system store)");
     t.AddBool("insecure", &options.insecure, "do not verify the certificate");
     t.AddInt("timeout_ms", &timeout_ms, "per-request deadline", 100, 3600000);

@@ -94,7 +94,7 @@ StatusOr<wire::LabProfile> ReadLabProfile(const std::string& path) {
 }
 
 Status WriteLabProfile(const std::string& path, const wire::LabProfile& p) {
-  return WriteFileDurably(path, EncodeLabProfile(p));
+  return WriteFileDurably(path, EncodeLabProfile(p), FileAccess::kShared);
 }
 
 bool IsLabProfileFile(const std::string& path) {

@@ -156,7 +156,8 @@ void ModuleSource::Register(OptionTable& t) {
 }
 
 std::string ModuleSource::Name() const {
-  return remote() ? "aggregator " + client.options.host + ":" + std::to_string(client.port)
+  return remote() ? "aggregator " +
+                        FormatHostPort(client.options.host, static_cast<uint16_t>(client.port))
                   : "snapshot cache";
 }
 

@@ -11,7 +11,7 @@ int EmitOutput(const std::string& command, const std::string& text, const std::s
     std::cout << text;
     return 0;
   }
-  if (Status w = WriteFileDurably(output, text); !w.ok()) {
+  if (Status w = WriteFileDurably(output, text, FileAccess::kShared); !w.ok()) {
     std::cerr << command << ": " << w.message() << "\n";
     return 1;
   }

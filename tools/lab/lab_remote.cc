@@ -73,7 +73,7 @@ int LabRemote(const std::string& verb, int argc, char** argv) {
     std::cerr << "fieldprof lab fetch: " << p.status().message() << "\n";
     return 1;
   }
-  if (Status w = WriteFileDurably(output, r->body); !w.ok()) {
+  if (Status w = WriteFileDurably(output, r->body, FileAccess::kShared); !w.ok()) {
     std::cerr << "fieldprof lab fetch: " << w.message() << "\n";
     return 1;
   }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/durable_file.h"
 #include "common/options.h"
 #include "common/wire.h"
 #include "tools/cli/command_args.h"
@@ -104,10 +105,11 @@ class WorkDir {
   }
   bool Make(const std::string& keep) {
     if (!keep.empty()) {
+      // Absolute: the runtime writes here from inside the program, which
+      // may change its directory.
       std::error_code ec;
-      fs::create_directories(keep, ec);
-      path_ = keep;
-      return true;
+      path_ = fs::absolute(keep, ec).string();
+      return !ec && MakeDirs(path_, FileAccess::kShared).ok();
     }
     std::string tmpl = (fs::temp_directory_path() / "fieldprof-lab-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return false;
@@ -131,7 +133,7 @@ void SetPassEnvironment(const LabOptions& o, const std::string& work) {
   setenv("FIELDPROF_MAX_LOAD", "1000000", 1);
   setenv("FIELDPROF_BUDGET", "1000", 1);
   setenv("FIELDPROF_SPOOL", (work + "/spool").c_str(), 1);
-  if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", o.debug.c_str(), 1);
+  if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", fs::absolute(o.debug).c_str(), 1);
   SetTscRate();
   PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kRuntimeLib);
 }

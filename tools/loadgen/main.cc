@@ -1,6 +1,7 @@
 // fieldprof-loadgen: drives an aggregator with realistic batches.
 #include <iostream>
 
+#include "common/endpoint.h"
 #include "common/options.h"
 #include "tools/cli/command_line.h"
 #include "tools/loadgen/loadgen.h"
@@ -22,7 +23,8 @@ int main(int argc, char** argv) {
                 "every series before and after and checks the sums moved by exactly what was\n"
                 "acknowledged. Exit code 1 on failed batches or mismatches.");
   t.AddString("host", &o.client.host, "aggregator host (name checked against the certificate)");
-  t.AddInt("port", &port, "aggregator port", 1, 65535);
+  t.AddInt("port", &port, "aggregator port, when --host names none", 1, 65535);
+  AddEndpointCheck(t, "host", &o.client.host, "port", &port);
   t.AddString("ca", &o.client.ca_file,
               "CA file to verify the aggregator with (default: system store)");
   t.AddBool("insecure", &o.client.insecure, "do not verify the certificate");

@@ -140,8 +140,7 @@ Snippet MakeSnippet(const ApiCost& a, const DocsOptions& o, double rank) {
 
 // SYMBOL.html and SYMBOL.md per API, and index.json listing them.
 Status WriteSnippets(const ModuleModel& m, const DocsOptions& o) {
-  std::error_code ec;
-  std::filesystem::create_directories(o.output, ec);
+  FP_RETURN_IF_ERROR(MakeDirs(o.output, FileAccess::kShared));
   const std::vector<double> ranks = P50Ranks(m);
   JsonWriter index;
   index.BeginObject().Key("module").String(o.module).Key("apis").BeginArray();
@@ -149,13 +148,13 @@ Status WriteSnippets(const ModuleModel& m, const DocsOptions& o) {
     const ApiCost& a = m.apis[i];
     const Snippet s = MakeSnippet(a, o, ranks[i]);
     const std::string base = o.output + "/" + FileName(a.symbol);
-    FP_RETURN_IF_ERROR(WriteFileDurably(base + ".html", s.html));
-    FP_RETURN_IF_ERROR(WriteFileDurably(base + ".md", s.md));
+    FP_RETURN_IF_ERROR(WriteFileDurably(base + ".html", s.html, FileAccess::kShared));
+    FP_RETURN_IF_ERROR(WriteFileDurably(base + ".md", s.md, FileAccess::kShared));
     index.BeginObject().Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
     index.Key("file").String(FileName(a.symbol)).EndObject();
   }
   index.EndArray().EndObject();
-  return WriteFileDurably(o.output + "/index.json", index.Take() + "\n");
+  return WriteFileDurably(o.output + "/index.json", index.Take() + "\n", FileAccess::kShared);
 }
 
 }  // namespace
