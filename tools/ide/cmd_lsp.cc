@@ -17,7 +17,7 @@ int CmdLsp(int argc, char** argv) {
   int64_t min_calls = static_cast<int64_t>(o.min_calls),
           min_runs = static_cast<int64_t>(o.min_runs);
   bool stdio = true;
-  int64_t refresh_ms = o.refresh_ms;
+  int64_t refresh_ms = o.refresh_ms, load_wait_ms = o.load_wait_ms;
   OptionTable t("fieldprof lsp",
                 "A language server (LSP 3.17, JSON-RPC on stdin/stdout) that shows what library\n"
                 "APIs cost in the field: hovers, code lenses and inlay hints at call sites, from\n"
@@ -32,6 +32,9 @@ int CmdLsp(int argc, char** argv) {
   t.AddDouble("min_p50_ns", &o.min_p50_ns, "... whose p50 is at least this (ns)", 0, 1e15);
   t.AddInt("refresh_ms", &refresh_ms, "how often the cache is looked at for a new snapshot (ms)",
            50, 3600 * 1000);
+  t.AddInt("load_wait_ms", &load_wait_ms,
+           "a request that comes before the cache is first loaded waits this long for it (ms)", 0,
+           60 * 1000);
   t.AddBool("stdio", &stdio, "talk on stdin/stdout (the only transport; editors pass it)");
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
@@ -39,6 +42,7 @@ int CmdLsp(int argc, char** argv) {
   o.min_calls = static_cast<uint64_t>(min_calls);
   o.min_runs = static_cast<uint64_t>(min_runs);
   o.refresh_ms = static_cast<int>(refresh_ms);
+  o.load_wait_ms = static_cast<int>(load_wait_ms);
   return RunLspServer(STDIN_FILENO, STDOUT_FILENO, o);
 }
 

@@ -275,9 +275,33 @@ class Server {
 
   // ------------------------------------------------------------ index
 
-  std::shared_ptr<const CostIndex> Index() {
-    std::lock_guard<std::mutex> l(index_mu_);
-    return index_;
+  // The index for a request. Until the index thread has looked at the
+  // cache once (built the index, or found no snapshot), a request waits for
+  // it, at most opt_.load_wait_ms: editors ask for lenses right after
+  // opening a file, and many never ask again.
+  std::shared_ptr<const CostIndex> Index(const char* method) {
+    std::unique_lock<std::mutex> l(index_mu_);
+    if (looked_) return index_;
+    const auto bound = std::chrono::milliseconds(opt_.load_wait_ms);
+    if (index_looked_cv_.wait_for(l, bound, [&] { return looked_; })) return index_;
+    const std::string dir = opt_.cache_dir;
+    std::shared_ptr<const CostIndex> ix = index_;
+    l.unlock();
+    Log(kLogWarning, std::string(method) + " answered without field data: the snapshot cache " +
+                         dir + " was still loading after " + std::to_string(opt_.load_wait_ms) +
+                         " ms");
+    return ix;
+  }
+
+  // The index thread has looked at `dir`: requests stop waiting, unless
+  // another cache was configured in the meantime.
+  void Looked(const std::string& dir) {
+    {
+      std::lock_guard<std::mutex> l(index_mu_);
+      if (dir != opt_.cache_dir) return;
+      looked_ = true;
+    }
+    index_looked_cv_.notify_all();
   }
 
   void IndexLoop() {
@@ -289,6 +313,7 @@ class Server {
         std::lock_guard<std::mutex> l(index_mu_);
         dir = opt_.cache_dir;
       }
+      if (dir.empty() && initialized_.load()) Looked(dir);  // nowhere to look: nothing to wait for
       if (!dir.empty() && initialized_.load()) {
         const std::string sig = SnapshotIndex::CacheSignature(dir) + "|" + dir;
         if (sig != last_sig) {
@@ -326,6 +351,7 @@ class Server {
             last_problem = problem;
           }
           last_sig = sig;
+          Looked(dir);
         }
       }
       std::unique_lock<std::mutex> l(mu_);
@@ -425,6 +451,7 @@ class Server {
     std::lock_guard<std::mutex> l(index_mu_);
     if (o.contains("cacheDir") && o["cacheDir"].is_string()) {
       opt_.cache_dir = o["cacheDir"].get<std::string>();
+      looked_ = false;  // requests wait for the new cache's first look
       std::lock_guard<std::mutex> l2(mu_);
       reindex_ = true;
       index_cv_.notify_all();
@@ -524,7 +551,7 @@ class Server {
         OffsetOf(text, params.at("position").at("line"), params.at("position").at("character"));
     const Word w = IdentifierAt(text, at);
     if (w.name.empty()) return nullptr;
-    std::shared_ptr<const CostIndex> ix = Index();
+    std::shared_ptr<const CostIndex> ix = Index("textDocument/hover");
     if (!ix) return nullptr;
     const std::shared_ptr<const std::vector<ApiCost>> found = ix->Find(w.name);
     const std::vector<ApiCost>& all = *found;
@@ -568,9 +595,9 @@ class Server {
     bool ambiguous;
     std::shared_ptr<const std::vector<ApiCost>> entries;
   };
-  std::vector<Site> SolidSites(const std::string& text) {
+  std::vector<Site> SolidSites(const std::string& text, const char* method) {
     std::vector<Site> out;
-    std::shared_ptr<const CostIndex> ix = Index();
+    std::shared_ptr<const CostIndex> ix = Index(method);
     if (!ix) return out;
     const std::vector<std::string> includes = IncludedHeaders(text);
     for (const CallSite& cs : CallSites(text)) {
@@ -599,7 +626,7 @@ class Server {
     if (doc == nullptr) return out;
     const std::string& text = *doc;
     const Positions pos(text);
-    for (const Site& s : SolidSites(text)) {
+    for (const Site& s : SolidSites(text, "textDocument/codeLens")) {
       std::string title = s.call.name + " ≈ " + Time(*s.cost, s.cost->time.p50) + " p50, p99 " +
                           Time(*s.cost, s.cost->time.p99) + " (field";
       title += s.ambiguous ? ", " + s.cost->module + " of several)" : ")";
@@ -621,7 +648,7 @@ class Server {
       to = OffsetOf(text, r.at("end").at("line"), r.at("end").at("character"));
     }
     const Positions pos(text);
-    for (const Site& s : SolidSites(text)) {
+    for (const Site& s : SolidSites(text, "textDocument/inlayHint")) {
       if (s.call.after < from || s.call.after > to) continue;
       out.push_back({{"position", pos.At(s.call.after)},
                      {"label", "≈ " + Time(*s.cost, s.cost->time.p50) + " p50"},
@@ -645,8 +672,10 @@ class Server {
   bool wake_ = false;     // look now
 
   std::mutex out_mu_;
-  std::mutex index_mu_;
+  std::mutex index_mu_;  // index_, looked_, opt_.cache_dir
+  std::condition_variable index_looked_cv_;
   std::shared_ptr<const CostIndex> index_;
+  bool looked_ = false;  // the cache as configured was looked at once
   std::atomic<bool> initialized_{false};
   std::atomic<uint64_t> out_id_{0};
   std::atomic<bool> lens_refresh_{false}, hint_refresh_{false};  // the client can be asked

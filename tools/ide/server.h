@@ -10,9 +10,11 @@
 //   inlay hints    the same after the call (LSP 3.17 textDocument/inlayHint)
 //
 // Answers come from a CostIndex of the snapshot cache, built on a thread of
-// its own and rebuilt when the cache changes on disk; until it is ready,
-// hovers are empty and lenses absent, and the client is asked to refresh
-// them once it is. Messages are read on their own thread, so a
+// its own and rebuilt when the cache changes on disk. A request that comes
+// before the first look at the cache (or a newly configured one) waits for
+// it, at most load_wait_ms; past that it is answered without field data and
+// a window/logMessage says why. When a new index is ready, clients that
+// support it are asked to refresh lenses and hints. Messages are read on their own thread, so a
 // $/cancelRequest for a request still queued answers it RequestCancelled.
 // Nothing but protocol frames is written to `out`.
 //
@@ -36,6 +38,7 @@ struct LspOptions {
   bool code_lens = true;
   bool inlay_hints = true;
   int refresh_ms = 5000;                 // how often the cache is looked at for changes
+  int load_wait_ms = 2000;               // a request waits this long for the first load
   size_t max_message_bytes = 64u << 20;  // a bigger message is read and dropped
 };
 

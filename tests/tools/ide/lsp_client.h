@@ -47,8 +47,17 @@ class LspClient {
     close(out_);
   }
 
-  void SendRaw(const std::string& body) {
-    const std::string frame = "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  static std::string Frame(const std::string& body) {
+    return "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  void SendRaw(const std::string& body) { SendFrames(Frame(body)); }
+  // Several messages in one write(2), as a fast client's burst arrives.
+  void SendTogether(const std::vector<json>& messages) {
+    std::string frames;
+    for (const json& m : messages) frames += Frame(m.dump());
+    SendFrames(frames);
+  }
+  void SendFrames(const std::string& frame) {
     size_t done = 0;
     while (done < frame.size()) {
       const ssize_t n = write(in_, frame.data() + done, frame.size() - done);

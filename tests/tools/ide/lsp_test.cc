@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -371,6 +372,73 @@ TEST_F(LspTest, NoSnapshotIsSaidOnceAndHoversStayEmpty) {
                   {{"textDocument", Doc("file:///a.c")}, {"position", Pos(4, 14)}});
   EXPECT_TRUE(r["result"].is_null()) << r.dump();
   EXPECT_EQ(c.problem, "");
+}
+
+// Editors ask for lenses (and often a hover) right after opening a file,
+// and many (Neovim 0.7) never ask again: requests that come before the
+// first load wait for it. Initialize, open, hover and codeLens in one
+// write, 50 times, each answered with data.
+TEST_F(LspTest, RequestsBeforeTheFirstLoadWaitForIt) {
+  const std::string uri = "file:///src/a.c";
+  for (int round = 0; round < 50; ++round) {
+    LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", cache_->dir()});
+    c.SendTogether({
+        {{"jsonrpc", "2.0"},
+         {"id", 1},
+         {"method", "initialize"},
+         {"params", {{"capabilities", json::object()}}}},
+        {{"jsonrpc", "2.0"}, {"method", "initialized"}, {"params", json::object()}},
+        {{"jsonrpc", "2.0"},
+         {"method", "textDocument/didOpen"},
+         {"params",
+          {{"textDocument",
+            {{"uri", uri}, {"languageId", "c"}, {"version", 1}, {"text", kSource}}}}}},
+        {{"jsonrpc", "2.0"},
+         {"id", 2},
+         {"method", "textDocument/hover"},
+         {"params", {{"textDocument", Doc(uri)}, {"position", Pos(4, 14)}}}},
+        {{"jsonrpc", "2.0"},
+         {"id", 3},
+         {"method", "textDocument/codeLens"},
+         {"params", {{"textDocument", Doc(uri)}}}},
+    });
+    const json hover = c.Await(2);
+    ASSERT_TRUE(hover.contains("result") && hover["result"].is_object())
+        << "round " << round << ": " << hover.dump();
+    EXPECT_NE(
+        hover["result"]["contents"]["value"].get<std::string>().find("### sqlite3_prepare_v2"),
+        std::string::npos);
+    const json lens = c.Await(3);
+    ASSERT_TRUE(lens.contains("result") && lens["result"].is_array()) << lens.dump();
+    EXPECT_EQ(lens["result"].size(), 3u) << "round " << round << ": " << lens.dump();
+    EXPECT_EQ(c.problem, "");
+  }
+}
+
+// A cache that does not load within the bound (its manifest a FIFO nobody
+// writes: a hung disk): the request is answered without data after
+// --load_wait_ms, and a log message says why.
+TEST_F(LspTest, ACacheSlowerThanTheBoundIsAnsweredWithoutDataAndSaysWhy) {
+  TempDir slow;
+  std::filesystem::create_directories(slow.File("cache"));
+  ASSERT_EQ(mkfifo(slow.File("cache/manifest.signed").c_str(), 0600), 0);
+  LspClient c({FIELDPROF_CLI_BIN, "lsp", "--cache", slow.File("cache"), "--load_wait_ms", "300"});
+  c.Call("initialize", {{"capabilities", json::object()}});
+  Open(c, "file:///a.c", kSource);
+  json r = c.Call("textDocument/hover",
+                  {{"textDocument", Doc("file:///a.c")}, {"position", Pos(4, 14)}});
+  EXPECT_TRUE(r.contains("result") && r["result"].is_null()) << r.dump();
+  EXPECT_TRUE(c.AwaitLog("textDocument/hover answered without field data"));
+  EXPECT_TRUE(c.AwaitLog("still loading after 300 ms"));
+  // The disk answers: the blocked read gets an empty manifest (a writer
+  // opens and closes the FIFO, under a name later reads will not find).
+  ASSERT_EQ(rename(slow.File("cache/manifest.signed").c_str(), slow.File("fifo").c_str()), 0);
+  const int fd = open(slow.File("fifo").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  EXPECT_TRUE(c.Call("shutdown", json()).contains("result"));
+  c.Notify("exit", nullptr);
+  EXPECT_EQ(c.Wait(), 0);
 }
 
 // Debian's Neovim (0.7) as the editor: its LSP client starts the server,
