@@ -71,7 +71,7 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
     Unchoose(ai);
     return Direct(b, i);  // a lazy entry goes on to the dynamic linker
   }
-  const Object* def = ObjectContaining(target);
+  const Object* def = DefinerOf(s, target);
   const char* module = KeyModule(def);
   if (module == nullptr || !ModuleAllowed(module)) {
     a.flags |= kApiExcluded;

@@ -40,7 +40,7 @@ void DoDlsymWork(void* arg) {
   if (ai < 0) return;
   Api& a = g_binder.apis[ai];
   if (a.flags & (kApiExcluded | kApiEvicted)) return;
-  const Object* def = ObjectContaining(w.addr);
+  const Object* def = DefinerByName(w.name, w.addr);
   const char* module = KeyModule(def);
   if (module == nullptr) return;
   if ((a.flags & kApiForcedModule) && strcmp(module, g_binder.forced[a.force].module) != 0) return;

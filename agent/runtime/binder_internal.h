@@ -90,6 +90,14 @@ const Object* Ours();
 // Where a lazily bound import will lead, found as the dynamic linker
 // would; 0: unknown.
 uintptr_t ResolveLazy(const ImportSlot& s);
+// The object that defines what import `s` leads to (`target`): the one
+// holding it, else, for a target outside every object (an IFUNC that
+// chose a vDSO function: gettimeofday, time), the object the dynamic
+// linker found the name in. nullptr: none.
+const Object* DefinerOf(const ImportSlot& s, uintptr_t target);
+// The same for what dlsym returned for `name`: the object holding `addr`,
+// else the first that defines the name.
+const Object* DefinerByName(const char* name, uintptr_t addr);
 
 // ------------------------------------------------------------ traps
 

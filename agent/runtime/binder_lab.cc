@@ -27,7 +27,7 @@ uintptr_t LabFirstCall(TrampBlock& b, uint32_t i) {
   if (target == 0) return Direct(b, i);  // a lazy entry goes on to the dynamic linker
   const ElfObject& e = g_binder.objects[s.object].elf;
   const int32_t index =
-      BindLab(ObjectContaining(target), e.strtab + e.symtab[s.symidx].st_name, target);
+      BindLab(DefinerOf(s, target), e.strtab + e.symtab[s.symidx].st_name, target);
   if (index < 0) return Direct(b, i);
   s.target = target;
   s.state = kLab;

@@ -35,7 +35,12 @@ bool Reloaded(const Object& ob) {
 void Sync(uint32_t n, bool subs_changed) {
   for (uint32_t i = 0; i < g_binder.nobjects; ++i) g_binder.objects[i].alive = 0;
   const uint32_t first_new = g_binder.nobjects;
+  // The vDSO is the object whose program headers are the ones its ELF
+  // header names (ld.so is often mapped within a few pages of it).
   const uintptr_t vdso = getauxval(AT_SYSINFO_EHDR);
+  const uintptr_t vdso_phdr =
+      vdso != 0 ? vdso + reinterpret_cast<const Elf64_Ehdr*>(vdso)->e_phoff : 0;
+  const uintptr_t rtld = getauxval(AT_BASE);
   const uintptr_t self = reinterpret_cast<uintptr_t>(&fp_trap);
   for (uint32_t k = 0; k < n; ++k) {
     const Seen& e = g_seen[k];
@@ -64,8 +69,9 @@ void Sync(uint32_t n, bool subs_changed) {
     ob.alive = 1;
     ob.initial = g_starting;
     ob.ours = self >= ob.elf.map_lo && self < ob.elf.map_hi;
-    ob.vdso = vdso != 0 && reinterpret_cast<uintptr_t>(e.phdr) >= vdso &&
-              reinterpret_cast<uintptr_t>(e.phdr) < vdso + 4 * g_page;
+    ob.vdso = vdso_phdr != 0 && reinterpret_cast<uintptr_t>(e.phdr) == vdso_phdr;
+    // Its few PLT calls run inside dlopen with its locks held: not trapped.
+    ob.rtld = rtld != 0 && e.base == rtld;
     ++g_binder.nobjects;
   }
   if (g_binder.nobjects > first_new) BuildTraps(first_new);
@@ -146,18 +152,20 @@ const Object* Ours() {
   return nullptr;
 }
 
-// Where a lazily bound import will lead, found as the dynamic linker would:
-// an object loaded at start searches the global scope (the objects loaded
-// at start, in order); one loaded later also its own dependencies, which
-// this does not order, so every definition found must agree. 0: unknown.
-uintptr_t ResolveLazy(const ImportSlot& s) {
+namespace {
+
+// The definition the dynamic linker would bind import `s` to: an object
+// loaded at start searches the global scope (the objects loaded at start,
+// in order); one loaded later also its own dependencies, which this does
+// not order, so every definition found must agree. nullptr: none, or
+// definitions that disagree.
+const Object* FindDefiner(const ImportSlot& s, const Elf64_Sym** sym) {
   const Object& from = g_binder.objects[s.object];
   const ElfObject& e = from.elf;
   const char* name = e.strtab + e.symtab[s.symidx].st_name;
   const uint32_t h = GnuHash(name);
   const VersionNeed need = NeededVersion(e, s.symidx);
   const Object* def = nullptr;
-  const Elf64_Sym* sym = nullptr;
   uintptr_t found = 0;
   for (uint32_t i = 0; i < g_binder.nobjects; ++i) {
     const Object& ob = g_binder.objects[i];
@@ -169,18 +177,44 @@ uintptr_t ResolveLazy(const ImportSlot& s) {
     if (found == 0) {
       found = a;
       def = &ob;
-      sym = d;
+      *sym = d;
       if (from.initial) break;
     } else if (a != found) {
-      return 0;
+      return nullptr;
     }
   }
-  if (found == 0) return 0;
-  (void)def;
+  return def;
+}
+
+}  // namespace
+
+uintptr_t ResolveLazy(const ImportSlot& s) {
+  const Elf64_Sym* sym = nullptr;
+  const Object* def = FindDefiner(s, &sym);
+  if (def == nullptr) return 0;
+  const uintptr_t found = def->elf.base + sym->st_value;
   if (ELF64_ST_TYPE(sym->st_info) == STT_GNU_IFUNC) {
-    found = reinterpret_cast<uintptr_t (*)()>(found)();
+    return reinterpret_cast<uintptr_t (*)()>(found)();
   }
   return found;
+}
+
+const Object* DefinerOf(const ImportSlot& s, uintptr_t target) {
+  if (const Object* in = ObjectContaining(target); in != nullptr) return in;
+  const Elf64_Sym* sym = nullptr;
+  return FindDefiner(s, &sym);
+}
+
+const Object* DefinerByName(const char* name, uintptr_t addr) {
+  if (const Object* in = ObjectContaining(addr); in != nullptr) return in;
+  const uint32_t h = GnuHash(name);
+  for (uint32_t i = 0; i < g_binder.nobjects; ++i) {
+    const Object& ob = g_binder.objects[i];
+    if (ob.alive && !ob.ours && !ob.vdso && FindDefinition(ob.elf, name, h, VersionNeed{})) {
+      return &ob;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace fieldprof::rt

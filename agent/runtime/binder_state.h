@@ -85,6 +85,7 @@ struct Object {
   uint8_t initial;              // loaded before the runtime started: in the global scope
   uint8_t ours;                 // libfieldprof.so itself
   uint8_t vdso;
+  uint8_t rtld;  // the dynamic linker: defines APIs (__tls_get_addr), its own calls untrapped
 };
 inline constexpr int kMaxObjects = 4096;
 

@@ -186,7 +186,7 @@ void BuildTraps(uint32_t first) {
   uint64_t most = 0;
   for (uint32_t o = first; o < g_binder.nobjects; ++o) {
     const Object& ob = g_binder.objects[o];
-    if (!ob.ours && !ob.vdso) most += ob.elf.njmprel;
+    if (!ob.ours && !ob.vdso && !ob.rtld) most += ob.elf.njmprel;
   }
   if (most == 0 || most > (1u << 24)) return;
   if (!ApiRoom(static_cast<uint32_t>(ExpectedNames(most)))) return;
@@ -197,7 +197,8 @@ void BuildTraps(uint32_t first) {
     Object& ob = g_binder.objects[o];
     ob.block = static_cast<int16_t>(g_binder.nblocks);
     ob.first_slot = b.count;
-    if (!ob.ours && !ob.vdso) AddSlots(o, ours, reinterpret_cast<uintptr_t>(m.thunk), b);
+    if (!ob.ours && !ob.vdso && !ob.rtld)
+      AddSlots(o, ours, reinterpret_cast<uintptr_t>(m.thunk), b);
     ob.nslots = b.count - ob.first_slot;
   }
   if (b.count == 0 || mprotect(b.code, m.code, PROT_READ | PROT_EXEC) != 0) {

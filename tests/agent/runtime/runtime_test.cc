@@ -1266,6 +1266,37 @@ TEST_F(HazardTest, AUsersProgramsOwnExportsAreNamedMain) {
   for (const auto& rec : recs[0].records()) EXPECT_EQ(rec.key().module(), "main");
 }
 
+// What the dynamic linker defines is keyed by its soname, and an IFUNC that
+// chose a vDSO function by the library that defines the name: "unknown"
+// only for what truly has no object. (The vDSO's address test once caught
+// ld.so, mapped a few pages after it, so both were "unknown".)
+TEST_F(HazardTest, TheDynamicLinkersAndVdsoBackedApisHaveTheirModules) {
+  Result r = Run({"clock", "40"}, "time,gettimeofday", 2);
+  EXPECT_NE(r.out.find("clock late 0"), std::string::npos) << r.out;
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  std::map<std::string, std::string> module_of;
+  for (const auto& rec : recs[0].records()) module_of[rec.key().symbol()] = rec.key().module();
+  EXPECT_EQ(module_of["time"], "libc.so.6");
+  EXPECT_EQ(module_of["gettimeofday"], "libc.so.6");
+  EXPECT_EQ(Calls(recs, "time"), 40u);
+  EXPECT_EQ(Calls(recs, "gettimeofday"), 40u);
+  // date's first malloc sets up the allocator, which asks ld.so for its
+  // tunables through libc's PLT.
+  fs::remove_all(spool());
+  const std::vector<std::string> date = {"/usr/bin/date", "+%Y"};
+  Result plain = RunCmd(date, {});
+  Result measured = RunCmd(date, Env("__tunable_get_val"));
+  EXPECT_EQ(measured.out, plain.out);
+  recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_GT(recs[0].records_size(), 0);
+  for (const auto& rec : recs[0].records()) {
+    EXPECT_EQ(rec.key().module(), "ld-linux-x86-64.so.2") << rec.key().symbol();
+    EXPECT_NE(rec.key().module_version(), "unknown");  // its build id
+  }
+}
+
 TEST_F(HazardTest, ASystemProgramsOwnExportsAreNamedAfterIt) {
   const fs::path python = fs::canonical("/usr/bin/python3");  // python3.11 on Debian 12
   const std::vector<std::string> argv = {

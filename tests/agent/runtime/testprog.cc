@@ -316,6 +316,15 @@ int main(int argc, char** argv) {
     fprintf(f, "%.3f\n", SpinOverheadNs(ns));
     for (unsigned long i = 0; i < n && i < (1ul << 17); ++i) fprintf(f, "%ld\n", spans[i]);
     fclose(f);
+  } else if (!strcmp(what, "clock") && argc == 3) {
+    // libc's time and gettimeofday are IFUNCs that choose vDSO functions.
+    long late = 0;
+    for (int i = 0; i < atoi(argv[2]); ++i) {
+      timeval tv{};
+      gettimeofday(&tv, nullptr);
+      late += time(nullptr) + 1 < tv.tv_sec;
+    }
+    printf("clock late %ld\n", late);
   } else if (!strcmp(what, "fsum")) {
     printf("%.3f\n", fp_test_fsum(1.5, 2.25, 3, 4, 5, 6, 7, 8, 9.125));
   } else if (!strcmp(what, "throw")) {
