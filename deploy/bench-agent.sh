@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 records="${1:-1000}"
 idle="${2:-20}"
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof-aggregator fieldprof-agent make_spool >/dev/null
 work="$(mktemp -d /tmp/fieldprof-agentbench-XXXXXX)"
 agg_pid="" agent_pid=""

@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-10}"
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof_runtime fieldprof_testprog fieldprof >/dev/null
 work="$(mktemp -d /tmp/fieldprof-clock-XXXXXX)"
 trap 'rm -rf "$work"' EXIT

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 runs="${1:-1000}"
 baseline="${BASELINE-6529c32}"
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof >/dev/null
 work="$(mktemp -d /tmp/fieldprof-coverage-XXXXXX)"
 cleanup() {

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 conns="${2:-16}"
 pool="${3:-256}"   # distinct bodies; more = fewer repeated series per fold
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof-aggregator fieldprof-loadgen rocksdb_reference >/dev/null
 work="$(mktemp -d /tmp/fieldprof-bench-XXXXXX)"
 pids=()

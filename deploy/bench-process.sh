@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-200}"
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof_runtime spawn_bench rt_bench_prog >/dev/null
 work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT

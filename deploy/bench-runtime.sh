@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-30}"
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh rt_bench_prog fieldprof_runtime fieldprof >/dev/null
 work="$(mktemp -d /tmp/fieldprof-rtbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT

@@ -1,58 +1,73 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages fieldprof needs to build, test and run.
+# Installs the Debian 12 packages fieldprof needs, by profile: what building
+# and the quickstart need, and what each kind of test and benchmark adds.
 # Idempotent and non-interactive: packages already present are left alone,
 # and apt is only asked when something is missing.
 #
-#   ./deploy/install-deps.sh           # build + test + run dependencies
-#   FIELDPROF_SKIP_APT=1 ./deploy/...  # skip (e.g. a machine managed elsewhere)
+#   ./deploy/install-deps.sh              # every profile (the test command)
+#   ./deploy/install-deps.sh build        # build + the quickstart's programs
+#   ./deploy/install-deps.sh build unit process   # any list of profiles
+#   ./deploy/install-deps.sh --list       # the profiles and their packages
+#   FIELDPROF_SKIP_APT=1 ./deploy/...     # skip (e.g. a machine managed elsewhere)
 set -euo pipefail
 
-PACKAGES=(
-  # toolchain
+# build: the toolchain, the libraries every binary links (the test and
+# benchmark libraries too: CMake configures them with the rest), and the
+# programs the quickstart runs under the runtime and calls.
+PROFILE_build=(
   build-essential cmake pkg-config git
-  # the formatting check (deploy/test.sh)
-  clang-format
-  # fuzzing (libFuzzer ships with clang's runtime libraries)
-  clang libclang-rt-14-dev
-  # libraries
   libboost-dev libboost-system-dev libboost-program-options-dev
   librocksdb-dev libprotobuf-dev protobuf-compiler libssl-dev
-  # tests and benchmarks
+  # the aggregators' lease in ZooKeeper (its C client)
+  libzookeeper-mt-dev
+  # JSON (the language server, reports); ELF build ids (readable versions)
+  nlohmann-json3-dev libdw-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  # run-time helpers: certificates, the nginx reference sink, curl for smoke checks
-  openssl nginx-light curl procps bc
-  # real programs the runtime is tested and shown on (host-safety suite, quickstart)
-  sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl
-  # benchmark helpers (GNU time for CPU time and peak memory; valgrind
-  # counts a workload's allocations for the runtime benchmark)
-  time valgrind
-  # whole-process costs, plain against instrumented side by side
-  hyperfine
-  # peers the runtime benchmark compares with
-  uftrace ltrace
-  # Debian packages (deploy/package.sh): man pages from --help, the checker;
-  # deploy/test-package.sh installs them into a debootstrap root, and
-  # deploy/test-systemd.sh boots such a root with systemd-nspawn
-  help2man lintian debootstrap systemd-container
-  # the language server (fieldprof lsp): JSON; Neovim to test it with
-  nlohmann-json3-dev neovim
-  # statistics checked against an independent implementation (fieldprof check)
-  python3-scipy
-  # the dashboard in a real browser: Debian's chromium, driven by npm's
-  # playwright-core (tests/aggregator/ui/, installed below)
-  chromium nodejs
-  # the ClickHouse store (issue #20): its tests start Debian's ClickHouse on
-  # loopback (an old release, used for tests only: docs/scale-out.md)
-  clickhouse-server
-  # scale-out (issue #20): the aggregators' lease in ZooKeeper (its C
-  # client); the cluster tests start ZooKeeper (the server's jars, not the
-  # zookeeperd service), several ClickHouse servers and aggregator replicas
-  # behind Debian's haproxy
-  libzookeeper-mt-dev zookeeper haproxy
+  # certificates, smoke checks; real programs the quickstart measures
+  openssl curl procps sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl
 )
+# unit: the formatting check and the batch fuzzer (libFuzzer ships with
+# clang's runtime libraries).
+PROFILE_unit=(clang-format clang libclang-rt-14-dev)
+# process: Neovim for the language server, scipy as the statistics'
+# independent check, valgrind for allocation counts, Chromium driven by
+# npm's playwright-core for the dashboard (installed below).
+PROFILE_process=(neovim python3-scipy valgrind chromium nodejs)
+# package: Debian packages built and checked, installed into a debootstrap
+# root and booted under systemd (deploy/test-package.sh, test-systemd.sh).
+PROFILE_package=(help2man lintian debootstrap systemd-container)
+# cluster: Debian's ClickHouse (an old release, for tests only:
+# docs/scale-out.md), ZooKeeper (the server's jars, not the zookeeperd
+# service) and haproxy, started on loopback by the cluster tests.
+PROFILE_cluster=(clickhouse-server zookeeper haproxy)
+# bench: the benchmarks' helpers and peers (GNU time, hyperfine, the nginx
+# reference sink, uftrace and ltrace), bc for their arithmetic.
+PROFILE_bench=(time hyperfine nginx-light uftrace ltrace bc)
+ALL_PROFILES=(build unit process package cluster bench)
+
+if [[ "${1:-}" == "--list" ]]; then
+  for p in "${ALL_PROFILES[@]}"; do
+    declare -n list="PROFILE_$p"
+    printf '%-8s %s\n' "$p" "${list[*]}"
+  done
+  exit 0
+fi
+profiles=("$@")
+if [[ ${#profiles[@]} -eq 0 ]]; then profiles=("${ALL_PROFILES[@]}"); fi
+PACKAGES=()
+want_npm=0
+for p in "${profiles[@]}"; do
+  if ! declare -p "PROFILE_$p" >/dev/null 2>&1; then
+    echo "install-deps: no profile '$p' (profiles: ${ALL_PROFILES[*]})" >&2
+    exit 2
+  fi
+  declare -n list="PROFILE_$p"
+  PACKAGES+=("${list[@]}")
+  [[ "$p" == "process" ]] && want_npm=1
+done
 # npm: Debian's, unless the machine's Node.js brings its own (NodeSource's
 # nodejs package holds npm, and Debian's npm package conflicts with it).
-if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
+if [[ $want_npm == 1 ]] && ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
 
 if [[ "${FIELDPROF_SKIP_APT:-0}" == "1" ]]; then
   echo "install-deps: FIELDPROF_SKIP_APT=1, not installing anything"
@@ -69,6 +84,7 @@ done
 # playwright-core, pinned in tests/aggregator/ui/package.json to the release made for
 # Debian's Chromium (156: playwright-core 1.64.1), into tests/aggregator/ui/node_modules.
 npm_deps() {
+  [[ $want_npm == 1 ]] || return 0
   local ui
   ui="$(cd "$(dirname "$0")/.." && pwd)/tests/aggregator/ui"
   if [[ -d "$ui/node_modules/playwright-core" ]]; then return; fi
@@ -77,7 +93,7 @@ npm_deps() {
 }
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  echo "install-deps: all ${#PACKAGES[@]} packages of ${profiles[*]} present"
   npm_deps
   exit 0
 fi
@@ -85,7 +101,7 @@ fi
 SUDO=""
 if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: ${profiles[*]}: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

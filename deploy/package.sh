@@ -28,7 +28,7 @@
 #   deploy/package.sh           # -> dist/*.deb, lintian's output on stdout
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build package >/dev/null
 ./deploy/build.sh fieldprof fieldprof-agent fieldprof_runtime fieldprof_inert fieldprof-aggregator >/dev/null
 
 upstream="$(sed -n 's/^project(fieldprof VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"

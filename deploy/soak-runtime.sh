@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 first="${1:-1}"
 last="${2:-200}"
-./deploy/install-deps.sh >/dev/null
+./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof_runtime >/dev/null
 lib="$PWD/build/agent/runtime"
 work="$(mktemp -d /tmp/fieldprof-soak-XXXXXX)"
