@@ -49,6 +49,7 @@ std::string RandomBatchId() {
 Agent::Agent(AgentConfig config)
     : config_(std::move(config)),
       outbox_(config_.outbox_dir(), config_.quarantine_dir()),
+      versions_(config_.dpkg_dir),
       platform_(DetectPlatform()),
       rng_(std::random_device{}()) {}
 
@@ -338,6 +339,7 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
       continue;
     }
     ++result->runs_read;
+    if (!config_.dpkg_dir.empty()) versions_.Apply(&*run);
     if (!b.builder.TryAdd(*run)) {
       FP_RETURN_IF_ERROR(Seal(&b, result));
       b.builder.TryAdd(*run);  // an empty builder takes any run

@@ -22,6 +22,7 @@
 #include "common/batcher.h"
 #include "common/https_client.h"
 #include "common/outbox.h"
+#include "common/package_versions.h"
 #include "common/spool.h"
 #include "common/status.h"
 
@@ -52,6 +53,9 @@ struct AgentConfig {
   std::string snapshot_key;
   std::string snapshot_cache;
   int64_t snapshot_per_day = 4;
+  // dpkg's database: records name their modules' package versions
+  // (common/package_versions.h). Empty: build ids only.
+  std::string dpkg_dir = "/var/lib/dpkg";
 
   std::string outbox_dir() const { return OutboxDirOf(state_dir); }
   std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
@@ -142,6 +146,7 @@ class Agent {
 
   AgentConfig config_;
   Outbox outbox_;
+  PackageVersions versions_;
   Platform platform_;
   AgentState state_;
   std::mt19937_64 rng_;

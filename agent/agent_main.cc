@@ -253,6 +253,9 @@ int main(int argc, char** argv) {
   t.AddString("runtime_settings", &c.runtime_settings,
               "the runtime's settings file, kept up to date from the aggregator's GET /v1/config "
               "(empty: do not download settings)");
+  t.AddString("dpkg_dir", &c.dpkg_dir,
+              "dpkg's database, where modules' package versions are read (empty: keys keep "
+              "build ids only)");
   t.AddInt("settings_interval_s", &c.settings_interval_s,
            "download the settings at most this often (--once: every pass)", 0, int64_t{7} * 86400);
   t.AddString("snapshot_key", &c.snapshot_key,

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "common/module_version.h"
+
 namespace fieldprof {
 
 const char* ModelMetricName(int m) {
@@ -14,7 +16,7 @@ const char* ModelMetricName(int m) {
 }
 
 bool SeriesMatches(const SeriesSum& s, const ModelFilter& f) {
-  if (!f.module_version.empty() && s.key.module_version() != f.module_version) return false;
+  if (!ModuleVersionMatches(s.key.module_version(), f.module_version)) return false;
   const wire::Platform& p = s.key.platform();
   if (f.arch >= 0 && static_cast<int>(p.arch()) != f.arch) return false;
   if (f.cpu_vendor >= 0 && static_cast<int>(p.cpu_vendor()) != f.cpu_vendor) return false;

@@ -31,7 +31,7 @@ loadgen="${QUICKSTART_LOADGEN:-0}"
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "dependencies"
-./deploy/install-deps.sh
+./deploy/install-deps.sh build
 step "build"
 ./deploy/build.sh fieldprof-aggregator fieldprof-agent fieldprof-loadgen fieldprof 2>&1 |
   grep -E "Built target|error" || true
@@ -62,7 +62,7 @@ for _ in $(seq 1 100); do
 done
 [[ -n "$port" ]] || { cat "$log"; echo "quickstart: aggregator did not report its port"; exit 1; }
 cat "$log"
-client=(--host 127.0.0.1 --port "$port" --ca "$state/tls/cert.pem")
+client=(--host "127.0.0.1:$port" --ca "$state/tls/cert.pem")
 curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null
 echo "healthz: ok"
 
@@ -114,6 +114,9 @@ step "the field view: most called APIs (wall time per call)"
 
 step "the biggest allocators (bytes allocated per call, nested measured calls included)"
 ./build/tools/fieldprof top "${client[@]}" --limit 8 --metric alloc_bytes_inclusive --order mean
+
+step "one module as its vendor sees it: libsqlite3 by package version (first lines)"
+./build/tools/fieldprof report "${client[@]}" --module libsqlite3.so.0 | sed -n 1,8p
 
 step "the most called API in detail"
 top_api="$(./build/tools/fieldprof top "${client[@]}" --limit 1 --json |

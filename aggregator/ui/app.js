@@ -28,10 +28,22 @@ function fmtBytes(v) {
 }
 function fmtCount(n) { return Number(n).toLocaleString('en-US'); }
 function fmtPct(x) { return (100 * x).toFixed(1) + '%'; }
-function fmtMetric(metric, v) {
-  if (metric === 'wall_time_ns') return fmtNs(v);
+function fmtMetric(metric, v, res) {
+  if (metric === 'wall_time_ns') return fmtNsRes(v, res);
   if (metric === 'alloc_count') return isFinite(v) ? v.toFixed(2) : '-';
   return fmtBytes(v);
+}
+// A duration under the series' timing resolution cannot be told from 0
+// (common/resolution.h): "< 10 ns", as the command line and hovers say.
+function fmtNsRes(v, res) {
+  if (res && isFinite(v) && v < res) return '< ' + (res < 1000 ? res + ' ns' : fmtNs(res));
+  return fmtNs(v);
+}
+// A key's module version as people read it (common/module_version.h):
+// "3.40.1-2_5221b80bd99650e3" is package 3.40.1-2, build 5221b80b.
+function fmtVersion(v) {
+  const m = /^(.+)_([0-9a-f]{16})$/.exec(v);
+  return m ? `${m[1]} (${m[2].slice(0, 8)})` : v;
 }
 
 // ------------------------------------------------------------ DOM helpers
@@ -86,7 +98,7 @@ function table(id, headers, rows) {
 // A histogram in the heat spectrum: one bar per log2 bucket (and the zero
 // bucket), blue for cheap buckets to red for expensive ones, a fuller
 // bucket more saturated. `buckets`: [[index, count], ...], index -1 = zero.
-function histogram(buckets, width, height, metric, labels) {
+function histogram(buckets, width, height, metric, labels, res) {
   const svg = document.createElementNS(SVG, 'svg');
   svg.setAttribute('class', 'hist');
   svg.setAttribute('width', width);
@@ -116,7 +128,8 @@ function histogram(buckets, width, height, metric, labels) {
     r.setAttribute('height', bh.toFixed(2));
     r.setAttribute('fill', `hsl(${hue},85%,${light}%)`);
     const title = document.createElementNS(SVG, 'title');
-    const range = i === -1 ? '0' : fmtMetric(metric, 2 ** i) + ' .. ' + fmtMetric(metric, 2 ** (i + 1) - 1);
+    const range = i === -1 ? zeroLabel(metric, res) : (metric === 'wall_time_ns' && res && 2 ** (i + 1) - 1 < res)
+        ? fmtNsRes(0, res) : fmtMetric(metric, 2 ** i) + ' .. ' + fmtMetric(metric, 2 ** (i + 1) - 1);
     title.textContent = range + ': ' + fmtCount(c);
     r.append(title);
     svg.append(r);
@@ -124,11 +137,16 @@ function histogram(buckets, width, height, metric, labels) {
       const t = document.createElementNS(SVG, 'text');
       t.setAttribute('x', ((i - first) * w).toFixed(1));
       t.setAttribute('y', height + 11);
-      t.textContent = i === -1 ? '0' : fmtMetric(metric, 2 ** i);
+      t.textContent = i === -1 ? zeroLabel(metric, res) : fmtMetric(metric, 2 ** i);
       svg.append(t);
     }
   }
   return svg;
+}
+
+// The zero bucket: "0", or for wall time "< resolution".
+function zeroLabel(metric, res) {
+  return metric === 'wall_time_ns' && res ? fmtNsRes(0, res) : '0';
 }
 
 // ------------------------------------------------------------ data
@@ -163,7 +181,7 @@ async function modulesPage() {
       el('td', {class: 'name'}, link(m.module, '#module/' + enc(m.module)),
          m.vendor && !m.open ? ' (vendor token needed)' : ''),
       cell(fmtCount(m.apis), m.apis), cell(fmtCount(m.calls), m.calls),
-      el('td', {class: 'name'}, m.versions.join(', '))));
+      el('td', {class: 'name'}, m.versions.map(fmtVersion).join(', '))));
   const t = table('modules', ['module', 'APIs', 'calls', 'versions'], rows);
   search.addEventListener('input', () => {
     const q = search.value.toLowerCase();
@@ -177,7 +195,7 @@ function filtersForm(m, q, versions) {
   const input = (name, label, type, value) => el('label', {}, label,
       el('input', {name, type, value: value || '', id: 'f-' + name}));
   const version = el('select', {name: 'version', id: 'f-version'}, el('option', {value: ''}, 'any'),
-      ...versions.map(v => el('option', v === q.get('version') ? {value: v, selected: ''} : {value: v}, v)));
+      ...versions.map(v => el('option', v === q.get('version') ? {value: v, selected: ''} : {value: v}, fmtVersion(v))));
   f.append(input('from', 'from', 'date', q.get('from')), input('to', 'to', 'date', q.get('to')),
            el('label', {}, 'version', version),
            input('platform', 'platform (arch/vendor/family)', 'text', q.get('platform')),
@@ -217,9 +235,9 @@ async function modulePage(m, q) {
       `${fmtNs(rep.totals.wall_time_ns)} in all; ${rep.range}` + (rep.filters ? `; ${rep.filters}` : '') + '.');
   const note = el('p', {class: 'note'}, rep.weights + '. Click or press Enter on a column to sort.');
   const compare = el('form', {class: 'filters', id: 'compare'},
-      el('label', {}, 'before', el('select', {name: 'a', id: 'c-a'}, ...rep.versions.map(v => el('option', {value: v}, v)))),
+      el('label', {}, 'before', el('select', {name: 'a', id: 'c-a'}, ...rep.versions.map(v => el('option', {value: v}, fmtVersion(v))))),
       el('label', {}, 'after', el('select', {name: 'b', id: 'c-b'}, ...rep.versions.map((v, i) =>
-          el('option', i === rep.versions.length - 1 ? {value: v, selected: ''} : {value: v}, v)))),
+          el('option', i === rep.versions.length - 1 ? {value: v, selected: ''} : {value: v}, fmtVersion(v))))),
       el('button', {type: 'submit', id: 'compare-go'}, 'Compare versions'));
   compare.addEventListener('submit', e => {
     e.preventDefault();
@@ -242,16 +260,17 @@ async function modulePage(m, q) {
   }
   const rows = rep.apis.map(a => {
     const w = a.metrics.wall_time_ns || {};
+    const res = a.resolution_ns || 0;
     const alloc = a.metrics.alloc_bytes_inclusive || {};
     return el('tr', {'data-symbol': a.symbol},
         cell(fmtPct(w.share || 0), w.share || 0),
         el('td', {class: 'name'}, link(a.demangled, '#api/' + enc(m) + '/' + enc(a.symbol) + (q.toString() ? '?' + q : ''))),
         cell(fmtCount(a.calls), a.calls), cell(fmtCount(a.runs), a.runs),
         cell(a.calls_per_run.toFixed(1), a.calls_per_run),
-        cell(fmtNs(w.p50), w.p50), cell(fmtNs(w.p90), w.p90), cell(fmtNs(w.p99), w.p99),
-        cell(fmtNs(w.mean) + ' ± ' + fmtNs(w.sd), w.mean),
+        cell(fmtNsRes(w.p50, res), w.p50), cell(fmtNsRes(w.p90, res), w.p90), cell(fmtNsRes(w.p99, res), w.p99),
+        cell(fmtNsRes(w.mean, res) + ' ± ' + fmtNs(w.sd), w.mean),
         cell(fmtBytes(alloc.mean || 0), alloc.mean || 0),
-        el('td', {}, histogram(a.wall_time_buckets, 140, 22, 'wall_time_ns', false)));
+        el('td', {}, histogram(a.wall_time_buckets, 140, 22, 'wall_time_ns', false, res)));
   });
   const apis = table('apis', ['share', 'API', 'calls', 'runs', 'calls/run', 'p50', 'p90', 'p99',
                               'mean ± sd', 'alloc/call', 'wall time'], rows);
@@ -280,13 +299,13 @@ async function apiPage(m, sym, q) {
     const buckets = a.histogram.buckets.map(b => [b.index, b.count]);
     if (a.histogram.zero_count > 0) buckets.unshift([-1, a.histogram.zero_count]);
     const stat = (name, v, fmt) => [el('dt', {}, name), el('dd', {'data-v': String(v), 'data-stat': name}, fmt(v))];
-    const f = v => fmtMetric(metric, v);
+    const f = v => fmtMetric(metric, v, a.resolution_ns);
     parts.push(el('section', {class: 'metric', 'data-metric': metric},
         el('h2', {}, metric),
         el('dl', {class: 'stats'}, ...stat('calls', st.count, fmtCount), ...stat('runs', a.runs, fmtCount),
-           ...stat('mean', st.mean, f), ...stat('stddev', st.stddev, f), ...stat('p50', st.p50, f),
+           ...stat('mean', st.mean, f), ...stat('stddev', st.stddev, v => fmtMetric(metric, v)), ...stat('p50', st.p50, f),
            ...stat('p90', st.p90, f), ...stat('p99', st.p99, f), ...stat('min', st.min, f), ...stat('max', st.max, f)),
-        histogram(buckets, 520, 120, metric, true)));
+        histogram(buckets, 520, 120, metric, true, a.resolution_ns)));
   }
   if (!parts.length) parts.push(el('p', {id: 'no-data'}, 'No data for this API and these filters.'));
   show(back, title, ...parts);
@@ -299,15 +318,16 @@ async function comparePage(m, q) {
     if (q.get(k)) p.set(v, q.get(k));
   }
   const r = await getJson('../v1/diff?' + p);
-  const title = el('h1', {}, m + ': ' + (q.get('a') || (q.get('a_from') + '..' + q.get('a_to'))) + ' \u2192 ' +
-                   (q.get('b') || (q.get('b_from') + '..' + q.get('b_to'))));
+  const title = el('h1', {}, m + ': ' + (q.get('a') ? fmtVersion(q.get('a')) : (q.get('a_from') + '..' + q.get('a_to'))) +
+                   ' \u2192 ' + (q.get('b') ? fmtVersion(q.get('b')) : (q.get('b_from') + '..' + q.get('b_to'))));
   const back = el('p', {}, link('\u2190 ' + m, '#module/' + enc(m)));
   if (r.status === 401) return show(back, title, denied());
   if (r.status !== 200) return show(back, title, failed(r));
   const d = r.body;
   const rows = d.apis.map(a => el('tr', {class: a.verdict, 'data-symbol': a.symbol},
       el('td', {class: 'name'}, a.demangled), el('td', {class: 'verdict'}, a.verdict),
-      cell(fmtMetric(d.metric, a.before), a.before), cell(fmtMetric(d.metric, a.after), a.after),
+      cell(fmtMetric(d.metric, a.before, a.resolution_ns), a.before),
+      cell(fmtMetric(d.metric, a.after, a.resolution_ns), a.after),
       cell((a.change >= 0 ? '+' : '') + fmtPct(a.change), a.change),
       cell(a.adjusted_p.toPrecision(3), a.adjusted_p),
       cell(fmtCount(a.calls_before) + ' / ' + fmtCount(a.calls_after), a.calls_after)));

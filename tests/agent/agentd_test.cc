@@ -23,6 +23,7 @@
 #include "agent/agent.h"
 #include "common/batcher.h"
 #include "common/outbox.h"
+#include "common/package_versions.h"
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
@@ -470,6 +471,55 @@ TEST_F(AgentPassTest, RoundTripStoresExactlyTheSumsOfTheRecords) {
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(state->last_upload_result, "ok");
   EXPECT_EQ(state->batches_uploaded, r->batches_uploaded);
+}
+
+// A module installed by a Debian package is uploaded under that package's
+// version (with its build id's first 16 digits), as dpkg-query tells it;
+// one no package holds keeps its build id. The sums are the same.
+TEST_F(AgentPassTest, ModulesFromPackagesAreUploadedUnderTheirVersions) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  std::mt19937_64 rng(9);
+  wire::RunRecord run = MakeRun({"deflate"}, rng);
+  const std::string libz = fs::canonical("/lib/x86_64-linux-gnu/libz.so.1").string();
+  const std::string build_id = FileBuildId(libz);
+  ASSERT_EQ(build_id.size(), 40u);
+  for (wire::Record& r : *run.mutable_records()) {
+    r.mutable_key()->set_module("libz.so.1");
+    r.mutable_key()->set_module_version(build_id);
+  }
+  wire::RunRecord own = run;
+  for (wire::Record& r : *own.mutable_records()) r.mutable_key()->set_module("libmine.so.1");
+  WriteRun(dir_.File("spool"), run, 1);
+  WriteRun(dir_.File("spool"), own, 2);
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok() && r->upload_status.ok()) << r->upload_status.ToString();
+  agg.WaitApplied();
+  std::string version;
+  {
+    FILE* p = popen("dpkg-query -W -f='${Version}' zlib1g:amd64", "r");
+    ASSERT_NE(p, nullptr);
+    char buf[256];
+    version.assign(buf, fread(buf, 1, sizeof buf, p));
+    pclose(p);
+  }
+  ASSERT_FALSE(version.empty());
+  HttpsClient c(agg.Options());
+  for (const auto& [module, want_version] :
+       {std::pair<std::string, std::string>{"libz.so.1", version + "_" + build_id.substr(0, 16)},
+        {"libmine.so.1", build_id}}) {
+    ApiKey key;
+    key.module = module;
+    key.module_version = want_version;
+    key.symbol = "deflate";
+    key.metric = wire::METRIC_WALL_TIME_NS;
+    key.platform = ThisPlatformOfAgent();
+    auto got = tools::FetchSeries(c, key);
+    ASSERT_TRUE(got.ok()) << module << " " << want_version << ": " << got.status().ToString();
+    EXPECT_EQ(got->count, run.records(0).histogram().count()) << module;
+  }
 }
 
 TEST_F(AgentPassTest, YoungSmallBatchesWaitUnlessFlushed) {

@@ -21,6 +21,7 @@
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/package_versions.h"
 #include "common/wire.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
@@ -312,6 +313,8 @@ int LabSession::WriteProfile() {
   profile_.set_apis_untimed(untimed);
   for (auto& [k, r] : records) *profile_.add_records() = std::move(r);
   graph_.ToProfile(&profile_);
+  // Keys as the agent uploads them: package versions where dpkg knows them.
+  PackageVersions().Apply(&profile_);
   if (Status w = WriteLabProfile(o_.output, profile_); !w.ok()) {
     std::cerr << "fieldprof lab: " << w.message() << "\n";
     return 1;

@@ -10,6 +10,7 @@
 #include "common/api_key.h"
 #include "common/model_json.h"
 #include "common/module_diff.h"
+#include "common/module_version.h"
 #include "common/options.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/module_source.h"
@@ -22,7 +23,8 @@ namespace {
 
 constexpr const char* kAbout =
     "Did a release make a library better or worse in the field? Compares one module\n"
-    "at two versions (module_version: a build id or version string), or over two date\n"
+    "at two versions (a package version such as 3.40.1-2, a build id's first 8+ hex\n"
+    "digits, or a vendor's version string), or over two date\n"
     "ranges (with --host), API by API: a permutation test each way on the log2\n"
     "buckets, Benjamini-Hochberg across APIs, and floors on the effect (as fieldprof\n"
     "check). Shows the APIs that got slower or faster, with the evidence and the size.\n\n"
@@ -176,6 +178,12 @@ int CmdDiff(int argc, char** argv) {
     std::cerr << "fieldprof diff: " << s.message() << "\n";
     return 1;
   }
+  // A side named by one version reads as people read it: "3.40.1-2 (5221b80b)".
+  if (o.ranges.empty() && before.versions.size() == 1) {
+    c.before = ReadableModuleVersion(before.versions[0]);
+  }
+  if (o.ranges.empty() && after.versions.size() == 1)
+    c.after = ReadableModuleVersion(after.versions[0]);
   if (before.apis.empty() || after.apis.empty()) {
     std::cerr << "fieldprof diff: no data for " << o.module << " at "
               << (before.apis.empty() ? c.before : c.after) << "\n";

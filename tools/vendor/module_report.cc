@@ -6,6 +6,7 @@
 
 #include "common/json_writer.h"
 #include "common/model_json.h"
+#include "common/module_version.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
 
@@ -99,7 +100,9 @@ std::string ReportText(const ModuleModel& m, const ReportContext& c) {
                 c.filters.empty() ? "" : (", " + c.filters).c_str());
   out += line;
   std::string versions;
-  for (const std::string& v : m.versions) versions += (versions.empty() ? "" : ", ") + v;
+  for (const std::string& v : m.versions) {
+    versions += (versions.empty() ? "" : ", ") + ReadableModuleVersion(v);
+  }
   out += "versions: " + (versions.empty() ? std::string("-") : versions) + "\n";
   out +=
       "share = calls x mean over the module's (call-weighted); percentiles are over calls;\n"
@@ -147,7 +150,9 @@ std::string ReportCsv(const ModuleModel& m) {
   for (const ApiCost& a : m.apis) {
     const HistogramStats st = a.metric[0].Stats();
     std::string versions;
-    for (const std::string& v : a.versions) versions += (versions.empty() ? "" : " ") + v;
+    for (const std::string& v : a.versions) {
+      versions += (versions.empty() ? "" : "; ") + ReadableModuleVersion(v);
+    }
     out += CsvField(m.module) + "," + CsvField(a.symbol) + "," + CsvField(a.demangled) + "," +
            CsvField(ScopePrefix(a.name, a.name.scopes.size())) + "," + CsvField(versions) + "," +
            std::to_string(st.count) + "," + std::to_string(a.runs) + "," + Num(a.CallsPerRun()) +
@@ -213,7 +218,9 @@ std::string HtmlHead(const ModuleModel& m, const ReportContext& c) {
        " in all. Source: " + HtmlEscape(c.source) + "; " + HtmlEscape(c.range) +
        (c.filters.empty() ? "" : "; " + HtmlEscape(c.filters)) + ".</p>\n";
   std::string versions;
-  for (const std::string& v : m.versions) versions += (versions.empty() ? "" : ", ") + v;
+  for (const std::string& v : m.versions) {
+    versions += (versions.empty() ? "" : ", ") + ReadableModuleVersion(v);
+  }
   h += "<p>Versions: " + HtmlEscape(versions.empty() ? "-" : versions) + "</p>\n";
   h += "<p class=\"note\">Share is calls &times; mean over the module's (call-weighted); "
        "percentiles and means are over calls, so a heavy user's calls count as many as they "

@@ -12,6 +12,7 @@
 #include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/outbox.h"
+#include "common/package_versions.h"
 #include "common/platform.h"
 #include "common/run_counters.h"
 #include "common/spool.h"
@@ -115,12 +116,14 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
     runs = 0;
     counters.Clear();
   };
+  PackageVersions versions;  // the agent names package versions as it seals
   for (const SpoolEntry& e : *files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
     if (!run.ok()) {
       ++*unreadable;
       continue;
     }
+    versions.Apply(&*run);
     if (!builder.TryAdd(*run)) {
       seal();
       builder.TryAdd(*run);

@@ -56,6 +56,10 @@ const modules = await page.$$eval('#modules tbody tr', (rows) => rows.map((r) =>
 await check(modules.includes(want.open_module) && modules.includes(want.vendor_module),
             `the modules page lists ${want.open_module} and ${want.vendor_module}`);
 const lockedText = await page.textContent(`tr[data-module="${want.vendor_module}"]`);
+// Versions read as people read them: "3.40.1-2 (5221b80b)", not the key's token.
+const openRow = await page.textContent(`tr[data-module="${want.open_module}"]`);
+await check(want.readable_versions.every((v) => openRow.includes(v)) && !openRow.includes(want.versions[0]),
+            `the modules page shows versions as ${want.readable_versions.join(', ')}: ${openRow}`);
 await check(lockedText.includes('vendor token needed'), 'the vendor module is marked as needing a token');
 await shot('modules');
 
@@ -110,7 +114,10 @@ const today = await dataV(`#apis tr[data-symbol="${want.api.symbol}"] td:nth-chi
 await check(today === want.api.calls, `today's range shows the day's ${today} calls`);
 await shot('dates');
 
-// 5. Two versions compared.
+// 5. Two versions compared, offered by their readable names.
+const offered = await page.$$eval('#c-a option', (os) => os.map((o) => o.textContent));
+await check(JSON.stringify(offered) === JSON.stringify(want.readable_versions),
+            `the versions offered read ${offered.join(', ')}`);
 await page.selectOption('#c-a', want.versions[0]);
 await page.selectOption('#c-b', want.versions[1]);
 await page.click('#compare-go');
@@ -119,6 +126,9 @@ for (const [symbol, verdict] of Object.entries(want.verdicts)) {
   const v = await page.textContent(`#diff tr[data-symbol="${symbol}"] td.verdict`);
   await check(v === verdict, `${symbol}: ${want.versions[0]} -> ${want.versions[1]} is ${v} (want ${verdict})`);
 }
+const compareTitle = await page.textContent('h1');
+await check(compareTitle.includes(`${want.readable_versions[0]} \u2192 ${want.readable_versions[1]}`),
+            `the comparison is titled ${compareTitle}`);
 await shot('compare');
 
 // Two date ranges compared: the same day twice, so nothing changed.
@@ -142,7 +152,22 @@ await check((await page.$(`#apis tr[data-symbol="${want.vendor_symbol}"]`)) !== 
             'with the token the vendor page shows its APIs');
 await shot('vendor');
 
-// 7. Seen recently.
+// 7. Figures under the timing resolution read "< 10 ns", in the cells and
+// the histogram's tooltips, as in the command line (never "0.00 ns").
+await page.goto(url + '#module/' + encodeURIComponent(want.tiny_module));
+await page.waitForSelector('#apis tr[data-symbol="tiny_call"]');
+const tinyCells = await page.$$eval('#apis tr[data-symbol="tiny_call"] td', (tds) => tds.map((td) => td.textContent));
+await check(tinyCells[5] === '< 10 ns' && tinyCells[6] === '< 10 ns' && tinyCells[8].startsWith('< 10 ns'),
+            `values under the resolution read "< 10 ns": p50 ${tinyCells[5]}, p90 ${tinyCells[6]}, mean ${tinyCells[8]}`);
+const tips = await page.$$eval('#apis tr[data-symbol="tiny_call"] svg title', (ts) => ts.map((t) => t.textContent));
+await check(tips.length > 0 && tips.every((t) => t.startsWith('< 10 ns:')), `its histogram's tooltips: ${tips.join(' | ')}`);
+await page.click('#apis tr[data-symbol="tiny_call"] a');
+await page.waitForSelector('section[data-metric="wall_time_ns"]');
+const tinyP50 = await page.textContent('section[data-metric="wall_time_ns"] dd[data-stat="p50"]');
+await check(tinyP50 === '< 10 ns', `the API page's p50 reads ${tinyP50}`);
+await shot('resolution');
+
+// 8. Seen recently.
 await page.goto(url + '#recent');
 await page.waitForSelector('#recent');
 const recent = await page.textContent('#recent');

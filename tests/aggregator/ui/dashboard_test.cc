@@ -60,12 +60,19 @@ class DashboardTest : public ::testing::Test {
       *b.add_records() = r;
       if (module == "libopen.so.1") wall_[symbol].Merge(h);
     };
-    for (const std::string v : {"1.0", "1.1"}) {
+    // Versions as the agent keys Debian's packages: VERSION_BUILDID16.
+    for (const std::string v : {kVersionA, kVersionB}) {
       add("libopen.so.1", "open_fast", v, draw(5, 1, 3000));
-      add("libopen.so.1", "open_slow", v, draw(8.5, v == "1.1" ? 1.6 : 1, 3000));
+      add("libopen.so.1", "open_slow", v, draw(8.5, v == kVersionB ? 1.6 : 1, 3000));
       add("libopen.so.1", "_ZN4open6Parser5parseEv", v, draw(7, 1, 2000));
     }
     add("libacme.so.2", "acme_call", "2.0", draw(6, 1, 1000));
+    // Calls under the timing resolution (10 ns): read as "< 10 ns".
+    Histogram tiny;
+    for (int i = 0; i < 500; ++i) tiny.Record(static_cast<uint64_t>(i % 8));
+    wire::Record t = MakeRecord("libtiny.so.1", "tiny_call", wire::METRIC_WALL_TIME_NS, tiny, 5);
+    t.set_resolution_ns(10);
+    *b.add_records() = t;
     HttpsClient http(agg_->Options());
     StatusOr<HttpReply> r =
         http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
@@ -74,6 +81,8 @@ class DashboardTest : public ::testing::Test {
   }
 
   static constexpr const char* kToken = "acme-secret-token-0123456789";
+  static constexpr const char* kVersionA = "3.40.1-2_5221b80bd99650e3";
+  static constexpr const char* kVersionB = "3.40.1-3_0a1b2c3d4e5f6071";
   TempDir dir_;
   std::unique_ptr<testing::AggregatorProcess> agg_;
   std::map<std::string, Histogram> wall_;
@@ -92,7 +101,9 @@ TEST_F(DashboardTest, JsonReadsEqualTheHistograms) {
     EXPECT_DOUBLE_EQ(a["metrics"]["wall_time_ns"]["p50"].get<double>(), st.p50);
     EXPECT_DOUBLE_EQ(a["metrics"]["wall_time_ns"]["mean"].get<double>(), st.mean);
   }
-  r = http.Get("/v1/diff?module=libopen.so.1&a_version=1.0&b_version=1.1");
+  // Versions asked for as people write them: the package version, or a
+  // build id's first digits.
+  r = http.Get("/v1/diff?module=libopen.so.1&a_version=3.40.1-2&b_version=0a1b2c3d");
   ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : "");
   const json d = json::parse(r->body);
   EXPECT_EQ(d["slower"], 1) << r->body;
@@ -124,7 +135,7 @@ TEST_F(DashboardTest, JsonReadsEqualTheHistograms) {
   r = http.Get("/v1/recent");
   ASSERT_TRUE(r.ok() && r->status == 200);
   const size_t distinct = json::parse(r->body)["apis"].size();
-  EXPECT_EQ(distinct, 4u) << r->body;  // open_fast, open_slow, open::Parser::parse, acme_call
+  EXPECT_EQ(distinct, 5u) << r->body;  // open_fast, open_slow, open::Parser::parse, acme_call, tiny
   wire::Batch again = batch_;
   again.set_batch_id(std::string(16, 'e'));
   ASSERT_TRUE(http.Post("/v1/batches", "application/x-protobuf", again.SerializeAsString()).ok());
@@ -150,7 +161,9 @@ TEST_F(DashboardTest, PagesInARealBrowser) {
   want["open_module"] = "libopen.so.1";
   want["vendor_module"] = "libacme.so.2";
   want["vendor_symbol"] = "acme_call";
-  want["versions"] = {"1.0", "1.1"};
+  want["versions"] = {kVersionA, kVersionB};
+  want["readable_versions"] = {"3.40.1-2 (5221b80b)", "3.40.1-3 (0a1b2c3d)"};
+  want["tiny_module"] = "libtiny.so.1";
   want["verdicts"] = {{"open_slow", "slower"}, {"open_fast", "same"}};
   double total = 0;
   for (const auto& [s, h] : wall_) total += h.Mean() * static_cast<double>(h.count());

@@ -351,6 +351,49 @@ TEST(DiffTest, TwoVersionsSlowerFasterAndTheSame) {
 // the report from there equals the report from the cache, and a vendor's
 // module needs the vendor's token (401 and no data without it), while other
 // modules and the agents' endpoints stay open.
+// Modules keyed by package version (as the agent keys Debian's): diff and
+// report take the version as people write it, or a build id's first
+// digits, and show "1:1.3-1 (bbbbbbbb)".
+TEST(DiffTest, PackageVersionsAreAskedForAndShownReadably) {
+  TempDir dir;
+  const std::string a = "1:1.2.13.dfsg-1_aaaaaaaa00000001", b = "1:1.3-1_bbbbbbbb00000002";
+  std::vector<wire::Record> records;
+  for (const std::string& v : {a, b}) {
+    wire::Record r = MakeRecord("libz.so.1", "deflate", wire::METRIC_WALL_TIME_NS,
+                                Spread(1000, v == a ? 2000 : 4000, 3000), 40);
+    r.mutable_key()->set_module_version(v);
+    records.push_back(r);
+  }
+  Cache(dir.File("cache")).Write(1, records);
+  const std::string base = kCli + " diff --module libz.so.1 --cache " + dir.File("cache");
+  std::string by_version, by_id;
+  ASSERT_EQ(RunCommand(base + " --versions 1:1.2.13.dfsg-1,1:1.3-1 2>&1", &by_version), 0)
+      << by_version;
+  EXPECT_NE(by_version.find("libz.so.1: 1:1.2.13.dfsg-1 (aaaaaaaa) -> 1:1.3-1 (bbbbbbbb)"),
+            std::string::npos)
+      << by_version;
+  EXPECT_NE(by_version.find("deflate"), std::string::npos) << by_version;
+  ASSERT_EQ(RunCommand(base + " --versions aaaaaaaa,bbbbbbbb 2>&1", &by_id), 0) << by_id;
+  EXPECT_EQ(by_id, by_version);
+  std::string none;
+  EXPECT_EQ(RunCommand(base + " --versions 1:1.2.13,1:1.3-1 2>&1", &none), 3) << none;
+  std::string report;
+  ASSERT_EQ(RunCommand(kCli + " report --module libz.so.1 --cache " + dir.File("cache") + " 2>&1",
+                       &report),
+            0)
+      << report;
+  EXPECT_NE(report.find("versions: 1:1.2.13.dfsg-1 (aaaaaaaa), 1:1.3-1 (bbbbbbbb)"),
+            std::string::npos)
+      << report;
+  ASSERT_EQ(
+      RunCommand(kCli + " report --module libz.so.1 --version 1:1.3-1 --format json --cache " +
+                     dir.File("cache") + " 2>&1",
+                 &report),
+      0)
+      << report;
+  EXPECT_EQ(json::parse(report)["versions"], json::array({b})) << report;  // JSON keeps the key
+}
+
 TEST_F(ReportTest, FromAnAggregatorWithVendorTokens) {
   ASSERT_TRUE(testing::MakeCert(dir_.path()));
   const std::string token = "acme-0123456789abcdef";
