@@ -1,5 +1,6 @@
 #include "tools/check/check_inputs.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,49 +72,61 @@ Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, ui
 
 }  // namespace
 
+namespace {
+
+// Runs this binary with `args`; the child's stdout to `out_fd` (and, with
+// `quiet`, its stdout and stderr to /dev/null). Its wait status, or -1
+// (said on stderr) when it could not start.
+int RunSelf(const std::vector<std::string>& args, int out_fd, bool quiet) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  } else if (out_fd != STDOUT_FILENO) {
+    posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
+  }
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) {
+    std::fprintf(stderr, "fieldprof check: cannot run fieldprof %s: %s\n", args[1].c_str(),
+                 std::strerror(err));
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+}  // namespace
+
 // Runs `fieldprof run` on the command `repeat` times, measuring `apis`,
-// into `spool`. The command's stdout goes to `out_fd`. Returns the runs
-// that failed to start or exited non-zero, said on stderr.
+// into `spool`. The command's output is shown once, for the first run
+// (stdout to `out_fd`); the later runs' goes to /dev/null. Returns the
+// runs that failed to start or exited non-zero, said on stderr.
 int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& apis, int repeat,
                        const std::string& spool, int out_fd) {
   int apis_count = 1;
   for (char c : apis) apis_count += c == ',';
   int failed = 0;
   for (int i = 0; i < repeat; ++i) {
-    std::vector<std::string> args = {"/proc/self/exe",
-                                     "run",
-                                     "--force",
-                                     apis,
-                                     "--apis",
-                                     std::to_string(apis_count),
-                                     "--spool",
-                                     spool,
-                                     "--max_load",
-                                     "1000000",
-                                     "--budget",
-                                     "1000",
-                                     "--slots",
-                                     "1000",
-                                     "--seed",
-                                     std::to_string(i + 1),
+    std::vector<std::string> args = {"fieldprof",  "run",
+                                     "--force",    apis,
+                                     "--apis",     std::to_string(apis_count),
+                                     "--spool",    spool,
+                                     "--max_load", "1000000",
+                                     "--budget",   "1000",
+                                     "--slots",    "1000",
+                                     "--seed",     std::to_string(i + 1),
                                      "--"};
     args.insert(args.end(), cmd.begin(), cmd.end());
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (out_fd != STDOUT_FILENO) posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-    pid_t pid = 0;
-    const int err = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (err != 0) {
-      std::fprintf(stderr, "fieldprof check: cannot run fieldprof run: %s\n", std::strerror(err));
-      return repeat;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    const int status = RunSelf(args, out_fd, /*quiet=*/i > 0);
+    if (status < 0) return repeat;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       ++failed;
       std::fprintf(stderr, "fieldprof check: run %d of %s: %s %d (its record, if any, is used)\n",
@@ -122,6 +135,16 @@ int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& a
     }
   }
   return failed;
+}
+
+int ProfileCommandInLab(const std::vector<std::string>& cmd, int repeat, const std::string& profile,
+                        int out_fd) {
+  std::vector<std::string> args = {"fieldprof", "lab",   "--repeat", std::to_string(repeat),
+                                   "-o",        profile, "--"};
+  args.insert(args.end(), cmd.begin(), cmd.end());
+  const int status = RunSelf(args, out_fd, /*quiet=*/false);
+  if (status < 0) return 3;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 LocalInputs ReadLocalCosts(const std::vector<std::string>& files, wire::Metric metric) {

@@ -19,8 +19,16 @@
 namespace fieldprof::tools {
 
 // Runs `fieldprof run` on the command `repeat` times, measuring `apis`,
-// into `spool`. The command's stdout goes to `out_fd`. Returns the runs
-// that failed to start or exited non-zero, said on stderr.
+// into `spool`. The command's output is shown once, for the first run
+// (its stdout to `out_fd`). Returns the runs that failed to start or
+// exited non-zero, said on stderr.
+// Profiles the command with `fieldprof lab --repeat REPEAT` into
+// `profile` (the census run's stdout to `out_fd`): every API it calls.
+// Returns lab's exit code (0; 1 some run exited unlike the census, the
+// profile written; 3 nothing observed).
+int ProfileCommandInLab(const std::vector<std::string>& cmd, int repeat, const std::string& profile,
+                        int out_fd);
+
 int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& apis, int repeat,
                        const std::string& spool, int out_fd);
 

@@ -24,9 +24,13 @@ constexpr const char* kAbout =
     "  fieldprof check run-*.fpr --json\n"
     "  fieldprof check sqlite3.labprofile     # a lab profile (fieldprof lab)\n"
     "  fieldprof check --fail_on_excess_ns 1000000   # exit 1 when found (CI)\n"
+    "  fieldprof check -- sqlite3 db 'select 1'      # every API the command calls\n"
     "  fieldprof check --apis sqlite3_prepare_v2 --repeat 10 -- sqlite3 db 'select 1'\n\n"
-    "With -- COMMAND, the command is run --repeat times under fieldprof run, measuring\n"
-    "the --apis named, and those runs are checked.\n\n"
+    "With -- COMMAND, the command is profiled with the lab (fieldprof lab: a census\n"
+    "run, then timing runs, --repeat times each, default 3) and every API it calls\n"
+    "that the field has data for is checked. With --apis, it is run --repeat times\n"
+    "(default 5) under fieldprof run measuring only those. Its output is shown once,\n"
+    "for the first run.\n\n"
     "Exit: 0 nothing found (or nothing over --fail_on_excess_ns / --fail_on_p), 1\n"
     "evidence found with --fail_on_excess_ns or --fail_on_p, 2 a usage error, 3 no\n"
     "data to compare.";
@@ -75,8 +79,12 @@ void AddInputOutputFlags(OptionTable& t, CheckOptions* o) {
   t.AddBool("all", &o->all, "show every API compared, with or without evidence");
   t.AddBool("json", &o->json, "print as JSON");
   t.AddString("apis", &o->apis,
-              "with -- COMMAND: the APIs to measure, SYMBOL or MODULE:SYMBOL, comma-separated");
-  t.AddInt("repeat", &o->repeat, "with -- COMMAND: how many runs of it", 1, 100000);
+              "with -- COMMAND: measure only these APIs, SYMBOL or MODULE:SYMBOL, "
+              "comma-separated (default: profile every API it calls with the lab)");
+  t.AddInt("repeat", &o->repeat,
+           "with -- COMMAND: runs of it (with --apis, default 5), or of each lab timing set "
+           "(default 3)",
+           1, 100000);
   o->client.Register(t);
   t.AddString("from", &o->from, "with --host: the field from this day (YYYY-MM-DD)");
   t.AddString("to", &o->to, "with --host: the field to this day (YYYY-MM-DD)");
@@ -89,8 +97,8 @@ void AddInputOutputFlags(OptionTable& t, CheckOptions* o) {
 
 // What the flags say together: the command, the metric, the statistic.
 Status Settle(const TestFlags& tf, CheckOptions* o) {
-  if (!o->command.empty() && o->apis.empty()) {
-    return InvalidArgument("-- COMMAND needs --apis: the APIs to measure in its runs");
+  if (!o->apis.empty() && o->command.empty()) {
+    return InvalidArgument("--apis needs -- COMMAND: the command whose runs measure them");
   }
   if (!o->command.empty() && !o->files.empty()) {
     return InvalidArgument("record files and -- COMMAND: one or the other");
@@ -126,6 +134,7 @@ int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done) {
   }
   o->command = ProgramArgs(argc, argv, cmd_at);
   o->files = t.positional();
+  if (!t.given("repeat")) o->repeat = o->apis.empty() ? 3 : 5;
   if (s.ok()) s = Settle(tf, o);
   if (!s.ok()) {
     *done = true;

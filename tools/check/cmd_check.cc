@@ -44,11 +44,22 @@ int RecordFiles(CheckOptions& o, TempDir* measured, std::vector<std::string>* fi
       return 3;
     }
     measured->path = tmpl;
+    // With --json, the command's own output goes to stderr: stdout is ours.
+    const int out_fd = o.json ? STDERR_FILENO : STDOUT_FILENO;
+    if (o.apis.empty()) {
+      // Which APIs the program calls is the lab's to find: its profile is
+      // checked as a profile named on the command line would be.
+      std::fprintf(stderr, "fieldprof check: profiling %s with the lab (each timing set x%lld)\n",
+                   o.command[0].c_str(), static_cast<long long>(o.repeat));
+      const std::string profile = tmpl + "/scenario.labprofile";
+      const int code = ProfileCommandInLab(o.command, static_cast<int>(o.repeat), profile, out_fd);
+      if (code != 0 && code != 1) return 3;  // lab said why (nothing observed, ...)
+      files->push_back(profile);
+      return 0;
+    }
     std::fprintf(stderr, "fieldprof check: %lld runs of %s, measuring %s\n",
                  static_cast<long long>(o.repeat), o.command[0].c_str(), o.apis.c_str());
-    // With --json, the command's own output goes to stderr: stdout is ours.
-    RunCommandMeasured(o.command, o.apis, static_cast<int>(o.repeat), measured->path,
-                       o.json ? STDERR_FILENO : STDOUT_FILENO);
+    RunCommandMeasured(o.command, o.apis, static_cast<int>(o.repeat), measured->path, out_fd);
     o.spool_dir = measured->path;
   }
   *files = o.files;

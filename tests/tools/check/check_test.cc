@@ -232,7 +232,8 @@ TEST_F(CheckTest, NoDataAndBadFlagsAreClearErrors) {
 // the runs checked, as a real one has: with two equal counts perfectly
 // apart, half of all relabellings put the pooled median's edge on the
 // other side too, and the median test has no power (p ~ 0.5). The
-// command's output is kept off the JSON.
+// command's output is kept off the JSON. Without --apis the lab profiles
+// the program, and the same API is flagged among all it calls.
 TEST(CheckCommandTest, ARealProgramSlowedIsFlaggedAndGated) {
   TempDir dir;
   const std::string cli = FIELDPROF_CLI_BIN;
@@ -268,9 +269,36 @@ TEST(CheckCommandTest, ARealProgramSlowedIsFlaggedAndGated) {
   EXPECT_EQ(j["findings"][0]["local"]["calls"], 12000);
   EXPECT_GT(j["findings"][0]["local"]["p50"].get<double>(),
             j["findings"][0]["field"]["p50"].get<double>() + 500);
-  // Without --apis, a clear error.
-  EXPECT_EQ(RunCommand(cli + " check -- /bin/true 2>&1", &out), 2);
-  EXPECT_NE(out.find("needs --apis"), std::string::npos) << out;
+  // Without --apis the lab finds what the program calls: every API with
+  // field data is checked, and the slowed one is flagged.
+  const std::string lab_check =
+      cli + " check --json --cache " + dir.File("cache") +
+      " --repeat 2 --statistic p50 --min_effect 0.2 --fail_on_p 0.01 -- " + prog;
+  EXPECT_EQ(RunCommand(lab_check + "3000 2000 outer " + dir.File("truth") + " 2>/dev/null", &out),
+            1)
+      << out;
+  j = json::parse(out);
+  EXPECT_GE(j["apis_compared"].get<int>(), 1) << out;
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  EXPECT_EQ(j["findings"][0]["symbol"], "fp_test_spin_ns");
+  EXPECT_EQ(RunCommand(lab_check + "1400 2000 outer " + dir.File("truth") + " 2>/dev/null", &out),
+            0)
+      << out;
+  // The program's output is shown once, however many runs (both ways).
+  for (const std::string apis : {"", "--apis fp_test_spin_ns "}) {
+    RunCommand(cli + " check --cache " + dir.File("cache") + " --repeat 3 " + apis + "-- " + prog +
+                   "1400 20 outer " + dir.File("truth") + " 2>&1",
+               &out);
+    size_t shown = 0;
+    for (size_t at = out.find("done spin"); at != std::string::npos;
+         at = out.find("done spin", at + 1)) {
+      ++shown;
+    }
+    EXPECT_EQ(shown, 1u) << apis << out;
+  }
+  // --apis without a command is a usage error.
+  EXPECT_EQ(RunCommand(cli + " check --apis strlen 2>&1", &out), 2);
+  EXPECT_NE(out.find("--apis needs -- COMMAND"), std::string::npos) << out;
 }
 
 }  // namespace
