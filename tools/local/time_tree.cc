@@ -1,0 +1,325 @@
+#include "tools/local/time_tree.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fieldprof::local {
+
+namespace {
+
+constexpr char kMagic[] = "FPTIMETREE1\n";
+constexpr size_t kMagicSize = sizeof kMagic - 1;
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+bool GetVarint(std::string_view* in, uint64_t* v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
+    const auto b = static_cast<uint8_t>(in->front());
+    in->remove_prefix(1);
+    r |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Per-query scratch: a count per type, and which were touched.
+struct Tally {
+  std::vector<uint64_t>* dense;
+  std::vector<uint32_t>* touched;
+  void Add(uint32_t type, uint64_t n) {
+    uint64_t& c = (*dense)[type];
+    if (c == 0) touched->push_back(type);
+    c += n;
+  }
+};
+
+}  // namespace
+
+Status CheckTimeTreeOptions(const TimeTreeOptions& o) {
+  if (o.leaf_samples < 1) return InvalidArgument("M (leaf samples) must be at least 1");
+  if (o.fanout < 2 || o.fanout > 64) return InvalidArgument("N (fanout) must be 2 to 64");
+  if (!(o.keep_fraction > 0 && o.keep_fraction <= 1)) {
+    return InvalidArgument("P (the share an inner node's types cover) must be in (0, 1]");
+  }
+  return Status::Ok();
+}
+
+StatusOr<TimeTree> TimeTree::Build(std::vector<uint64_t> times, std::vector<uint32_t> types,
+                                   const TimeTreeOptions& options) {
+  FP_RETURN_IF_ERROR(CheckTimeTreeOptions(options));
+  if (times.size() != types.size()) return InvalidArgument("times and types differ in length");
+  if (times.size() >= (uint64_t{1} << 32)) return TooLarge("over 4G samples in one tree");
+  if (!std::is_sorted(times.begin(), times.end())) {
+    return InvalidArgument("samples must be in order of time");
+  }
+  TimeTree t;
+  t.options_ = options;
+  t.times_ = std::move(times);
+  t.types_ = std::move(types);
+  for (uint32_t ty : t.types_) t.max_type_ = std::max(t.max_type_, ty);
+  t.Shape();
+  if (!t.times_.empty()) t.Fill(0);
+  return t;
+}
+
+void TimeTree::Shape() {
+  nodes_.clear();
+  top_.clear();
+  if (times_.empty()) return;
+  nodes_.push_back({0, static_cast<uint32_t>(times_.size())});
+  // Breadth first: each node's children are consecutive.
+  const uint32_t m = options_.leaf_samples, fan = options_.fanout;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const uint32_t lo = nodes_[i].lo, hi = nodes_[i].hi, n = hi - lo;
+    if (n < m || n < fan) continue;  // a leaf
+    nodes_[i].first_child = static_cast<uint32_t>(nodes_.size());
+    for (uint32_t c = 0; c < fan; ++c) {
+      const uint64_t a = lo + uint64_t{n} * c / fan, b = lo + uint64_t{n} * (c + 1) / fan;
+      nodes_.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(b)});
+    }
+  }
+}
+
+TimeTree::Counts TimeTree::Fill(uint32_t node) {
+  const Node nd = nodes_[node];
+  Counts all;
+  if (nd.leaf()) {
+    std::vector<uint32_t> ts(types_.begin() + nd.lo, types_.begin() + nd.hi);
+    std::sort(ts.begin(), ts.end());
+    for (uint32_t t : ts) {
+      if (!all.empty() && all.back().first == t) {
+        ++all.back().second;
+      } else {
+        all.emplace_back(t, 1);
+      }
+    }
+    return all;
+  }
+  for (uint32_t c = 0; c < options_.fanout; ++c) {
+    Counts child = Fill(nd.first_child + c);
+    if (all.empty()) {
+      all = std::move(child);
+      continue;
+    }
+    Counts merged;
+    merged.reserve(all.size() + child.size());
+    size_t i = 0, j = 0;
+    while (i < all.size() || j < child.size()) {
+      if (j == child.size() || (i < all.size() && all[i].first < child[j].first)) {
+        merged.push_back(all[i++]);
+      } else if (i == all.size() || child[j].first < all[i].first) {
+        merged.push_back(child[j++]);
+      } else {
+        merged.emplace_back(all[i].first, all[i].second + child[j].second);
+        ++i, ++j;
+      }
+    }
+    all = std::move(merged);
+  }
+  Keep(node, all);
+  return all;
+}
+
+void TimeTree::Keep(uint32_t node, const Counts& all) {
+  Node& nd = nodes_[node];
+  const uint64_t total = nd.hi - nd.lo;
+  const auto want = static_cast<uint64_t>(std::ceil(options_.keep_fraction * total - 1e-9));
+  std::vector<uint32_t> order(all.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return all[a].second != all[b].second ? all[a].second > all[b].second
+                                          : all[a].first < all[b].first;
+  });
+  uint64_t covered = 0;
+  size_t k = 0;
+  while (k < order.size() && covered < want) covered += all[order[k++]].second;
+  std::sort(order.begin(), order.begin() + static_cast<long>(k));  // back in order of type
+  nd.top_begin = static_cast<uint32_t>(top_.size());
+  for (size_t i = 0; i < k; ++i) {
+    top_.emplace_back(all[order[i]].first, static_cast<uint32_t>(all[order[i]].second));
+  }
+  nd.top_end = static_cast<uint32_t>(top_.size());
+  nd.other = total - covered;
+}
+
+RangeCounts TimeTree::Range(uint64_t t1, uint64_t t2, bool exact) const {
+  RangeCounts out;
+  if (nodes_.empty() || t1 > t2) return out;
+  thread_local std::vector<uint64_t> dense;
+  thread_local std::vector<uint32_t> touched;
+  if (dense.size() < size_t{max_type_} + 1) dense.resize(size_t{max_type_} + 1);
+  touched.clear();
+  Visit(0, t1, t2, exact, &out, &dense, &touched);
+  std::sort(touched.begin(), touched.end());
+  out.by_type.reserve(touched.size());
+  for (uint32_t t : touched) {
+    out.by_type.emplace_back(t, dense[t]);
+    dense[t] = 0;
+  }
+  return out;
+}
+
+void TimeTree::Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeCounts* out,
+                     std::vector<uint64_t>* dense, std::vector<uint32_t>* touched) const {
+  const Node& nd = nodes_[node];
+  const uint64_t tmin = times_[nd.lo], tmax = times_[nd.hi - 1];
+  if (tmax < t1 || tmin > t2) return;
+  Tally tally{dense, touched};
+  const bool whole = t1 <= tmin && tmax <= t2;
+  if (nd.leaf()) {
+    uint32_t lo = nd.lo, hi = nd.hi;
+    if (!whole) {
+      lo = static_cast<uint32_t>(std::lower_bound(times_.begin() + lo, times_.begin() + hi, t1) -
+                                 times_.begin());
+      hi = static_cast<uint32_t>(std::upper_bound(times_.begin() + lo, times_.begin() + hi, t2) -
+                                 times_.begin());
+    }
+    for (uint32_t i = lo; i < hi; ++i) tally.Add(types_[i], 1);
+    out->samples += hi - lo;
+    out->samples_scanned += hi - lo;
+    ++out->leaves_scanned;
+    return;
+  }
+  if (!whole) {
+    for (uint32_t c = 0; c < options_.fanout; ++c) {
+      Visit(nd.first_child + c, t1, t2, exact, out, dense, touched);
+    }
+    return;
+  }
+  ++out->nodes_merged;
+  out->samples += nd.hi - nd.lo;
+  const auto* begin = top_.data() + nd.top_begin;
+  const auto* end = top_.data() + nd.top_end;
+  for (const auto* p = begin; p != end; ++p) tally.Add(p->first, p->second);
+  if (nd.other == 0) return;
+  if (!exact) {
+    out->other += nd.other;
+    return;
+  }
+  // The types the list left out, from the node's samples.
+  for (uint32_t i = nd.lo; i < nd.hi; ++i) {
+    const uint32_t t = types_[i];
+    const auto* at = std::lower_bound(
+        begin, end, t,
+        [](const std::pair<uint32_t, uint32_t>& e, uint32_t v) { return e.first < v; });
+    if (at == end || at->first != t) tally.Add(t, 1);
+  }
+  out->samples_scanned += nd.hi - nd.lo;
+}
+
+std::string TimeTree::Encode() const {
+  std::string out(kMagic, kMagicSize);
+  PutVarint(&out, times_.size());
+  PutVarint(&out, options_.leaf_samples);
+  PutVarint(&out, options_.fanout);
+  uint64_t p_bits = 0;
+  std::memcpy(&p_bits, &options_.keep_fraction, sizeof p_bits);
+  PutVarint(&out, p_bits);
+  out.reserve(out.size() + times_.size() * 5);
+  uint64_t prev = 0;
+  for (uint64_t t : times_) {
+    PutVarint(&out, t - prev);
+    prev = t;
+  }
+  for (uint32_t t : types_) PutVarint(&out, t);
+  for (const Node& nd : nodes_) {
+    if (nd.leaf()) continue;
+    PutVarint(&out, nd.top_end - nd.top_begin);
+    uint32_t prev_type = 0;
+    for (uint32_t i = nd.top_begin; i < nd.top_end; ++i) {
+      PutVarint(&out, top_[i].first - prev_type);
+      prev_type = top_[i].first;
+      PutVarint(&out, top_[i].second);
+    }
+  }
+  return out;
+}
+
+StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
+  if (in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
+    return DataLoss("not a time tree (bad magic)");
+  }
+  in.remove_prefix(kMagicSize);
+  uint64_t n = 0, m = 0, fan = 0, p_bits = 0;
+  if (!GetVarint(&in, &n) || !GetVarint(&in, &m) || !GetVarint(&in, &fan) ||
+      !GetVarint(&in, &p_bits)) {
+    return DataLoss("time tree: truncated header");
+  }
+  TimeTree t;
+  t.options_.leaf_samples = static_cast<uint32_t>(std::min<uint64_t>(m, UINT32_MAX));
+  t.options_.fanout = static_cast<uint32_t>(std::min<uint64_t>(fan, UINT32_MAX));
+  std::memcpy(&t.options_.keep_fraction, &p_bits, sizeof p_bits);
+  FP_RETURN_IF_ERROR(CheckTimeTreeOptions(t.options_).WithContext("time tree"));
+  // Every sample takes at least two bytes: a count beyond that is damage.
+  if (n >= (uint64_t{1} << 32) || n > in.size() / 2) return DataLoss("time tree: bad sample count");
+  t.times_.resize(n);
+  t.types_.resize(n);
+  uint64_t now = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t d = 0;
+    if (!GetVarint(&in, &d) || now + d < now) return DataLoss("time tree: truncated times");
+    now += d;
+    t.times_[i] = now;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t ty = 0;
+    if (!GetVarint(&in, &ty) || ty > UINT32_MAX) return DataLoss("time tree: truncated types");
+    t.types_[i] = static_cast<uint32_t>(ty);
+    t.max_type_ = std::max(t.max_type_, t.types_[i]);
+  }
+  t.Shape();
+  for (Node& nd : t.nodes_) {
+    if (nd.leaf()) continue;
+    uint64_t k = 0;
+    if (!GetVarint(&in, &k) || k > nd.hi - nd.lo) return DataLoss("time tree: bad node list");
+    nd.top_begin = static_cast<uint32_t>(t.top_.size());
+    uint64_t type = 0, covered = 0;
+    for (uint64_t i = 0; i < k; ++i) {
+      uint64_t dt = 0, c = 0;
+      if (!GetVarint(&in, &dt) || !GetVarint(&in, &c)) return DataLoss("time tree: truncated list");
+      type += dt;
+      covered += c;
+      if (type > UINT32_MAX || covered > nd.hi - nd.lo) return DataLoss("time tree: bad node list");
+      t.top_.emplace_back(static_cast<uint32_t>(type), static_cast<uint32_t>(c));
+    }
+    nd.top_end = static_cast<uint32_t>(t.top_.size());
+    nd.other = (nd.hi - nd.lo) - covered;
+  }
+  if (!in.empty()) return DataLoss("time tree: trailing bytes");
+  return t;
+}
+
+RangeCounts ScanRange(const std::vector<uint64_t>& times, const std::vector<uint32_t>& types,
+                      uint64_t t1, uint64_t t2) {
+  RangeCounts out;
+  if (t1 > t2) return out;
+  // The slice of the range (found by binary search), every sample in it
+  // counted: what a profiler without a tree does on each range change.
+  const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+  std::vector<uint64_t> dense;
+  for (size_t i = lo; i < hi; ++i) {
+    const uint32_t t = types[i];
+    if (t >= dense.size()) dense.resize(size_t{t} + 1);
+    ++dense[t];
+  }
+  out.samples = hi - lo;
+  out.samples_scanned = hi - lo;
+  for (uint32_t t = 0; t < dense.size(); ++t) {
+    if (dense[t] != 0) out.by_type.emplace_back(t, dense[t]);
+  }
+  return out;
+}
+
+}  // namespace fieldprof::local

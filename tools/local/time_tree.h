@@ -1,0 +1,104 @@
+// The time tree of a recording (seed 000): any time range of millions of
+// call-stack samples answered at once, without a scan.
+//
+// Samples are (time, type), sorted by time; a type is whatever the caller
+// interns (fieldprof record: a thread and a stack). The tree is implied by
+// the number of samples and its options: the root holds them all; a node
+// with fewer than M samples is a leaf and keeps its samples; any other
+// splits into N children of (nearly) equal sample counts, consecutive in
+// time. An inner node keeps the counts of its most frequent types that
+// together cover at least P of its samples, in order of type, and the rest
+// as one "other" count.
+//
+// A range report [t1, t2] merges the counts of inner nodes wholly inside,
+// skips disjoint ones, recurses into partly covered inner nodes and scans
+// only the samples of partly covered leaves. Every type's true count lies
+// in [count, count + other]: `other` is the report's error bound. With
+// `exact`, the samples of the merged nodes that used "other" are scanned
+// for the types their lists left out, and the bound is 0.
+#ifndef FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
+#define FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fieldprof::local {
+
+struct TimeTreeOptions {
+  uint32_t leaf_samples = 100;  // M: fewer samples than this make a leaf
+  double keep_fraction = 0.95;  // P: an inner node's types cover this much
+  uint32_t fanout = 2;          // N: children of an inner node
+};
+
+[[nodiscard]] Status CheckTimeTreeOptions(const TimeTreeOptions& o);
+
+struct RangeCounts {
+  std::vector<std::pair<uint32_t, uint64_t>> by_type;  // in order of type, no zeros
+  uint64_t samples = 0;                                // in the range, exact
+  uint64_t other = 0;  // of those, not attributed to a type: the error bound
+  // What the answer took.
+  uint64_t nodes_merged = 0, leaves_scanned = 0, samples_scanned = 0;
+};
+
+class TimeTree {
+ public:
+  TimeTree() = default;
+  // `times` ascending (equal times allowed); types[i] is times[i]'s.
+  static StatusOr<TimeTree> Build(std::vector<uint64_t> times, std::vector<uint32_t> types,
+                                  const TimeTreeOptions& options = {});
+
+  // The samples with t1 <= time <= t2.
+  RangeCounts Range(uint64_t t1, uint64_t t2, bool exact = false) const;
+
+  size_t samples() const { return times_.size(); }
+  size_t nodes() const { return nodes_.size(); }
+  uint64_t first_time() const { return times_.empty() ? 0 : times_.front(); }
+  uint64_t last_time() const { return times_.empty() ? 0 : times_.back(); }
+  const TimeTreeOptions& options() const { return options_; }
+  const std::vector<uint64_t>& times() const { return times_; }
+  const std::vector<uint32_t>& types() const { return types_; }
+
+  // The samples and the inner nodes' lists, compactly (varints, times as
+  // deltas); the node boundaries are implied and not stored.
+  std::string Encode() const;
+  [[nodiscard]] static StatusOr<TimeTree> Decode(std::string_view bytes);
+
+ private:
+  struct Node {
+    uint32_t lo = 0, hi = 0;              // samples [lo, hi)
+    uint32_t first_child = 0;             // children [first_child, first_child + fanout); 0: a leaf
+    uint32_t top_begin = 0, top_end = 0;  // its list in top_
+    uint64_t other = 0;
+    bool leaf() const { return first_child == 0; }
+  };
+  using Counts = std::vector<std::pair<uint32_t, uint64_t>>;
+
+  // Lays out the nodes over the samples (the shape alone).
+  void Shape();
+  // Fills the inner nodes' lists from the samples; returns node's counts.
+  Counts Fill(uint32_t node);
+  void Keep(uint32_t node, const Counts& all);
+  void Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeCounts* out,
+             std::vector<uint64_t>* dense, std::vector<uint32_t>* touched) const;
+
+  TimeTreeOptions options_;
+  std::vector<uint64_t> times_;
+  std::vector<uint32_t> types_;
+  std::vector<Node> nodes_;
+  std::vector<std::pair<uint32_t, uint32_t>> top_;  // (type, count), per node in order of type
+  uint32_t max_type_ = 0;
+};
+
+// The same report by scanning every sample: the reference, and the
+// benchmark's peer.
+RangeCounts ScanRange(const std::vector<uint64_t>& times, const std::vector<uint32_t>& types,
+                      uint64_t t1, uint64_t t2);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
