@@ -135,19 +135,32 @@ void TimeTree::Keep(uint32_t node, const Counts& all) {
   Node& nd = nodes_[node];
   const uint64_t total = nd.hi - nd.lo;
   const auto want = static_cast<uint64_t>(std::ceil(options_.keep_fraction * total - 1e-9));
-  std::vector<uint32_t> order(all.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return all[a].second != all[b].second ? all[a].second > all[b].second
-                                          : all[a].first < all[b].first;
-  });
-  uint64_t covered = 0;
-  size_t k = 0;
-  while (k < order.size() && covered < want) covered += all[order[k++]].second;
-  std::sort(order.begin(), order.begin() + static_cast<long>(k));  // back in order of type
-  nd.top_begin = static_cast<uint32_t>(top_.size());
-  for (size_t i = 0; i < k; ++i) {
-    top_.emplace_back(all[order[i]].first, static_cast<uint32_t>(all[order[i]].second));
+  // The most frequent types first until `want` is covered: the count at
+  // which that happens (the threshold), found from how many types have
+  // each count, without sorting the types. Ties at the threshold go to
+  // the lower types.
+  uint64_t most = 0;
+  for (const auto& [type, c] : all) most = std::max(most, c);
+  std::vector<uint32_t> with_count(most + 1);
+  for (const auto& [type, c] : all) ++with_count[c];
+  uint64_t covered = 0, threshold = most + 1, at_threshold = 0;
+  for (uint64_t c = most; c >= 1 && covered < want; --c) {
+    const uint64_t take = std::min<uint64_t>(with_count[c], (want - covered + c - 1) / c);
+    covered += take * c;
+    threshold = c;
+    at_threshold = take;
+  }
+  nd.top_begin = nd.top_end = static_cast<uint32_t>(top_.size());
+  size_t kept = 0;
+  for (const auto& [type, c] : all) kept += c > threshold;
+  kept += at_threshold;
+  if (kept * 4 > total) return;  // a list as long as the samples: the children answer
+  nd.listed = true;
+  for (const auto& [type, c] : all) {  // already in order of type
+    if (c > threshold || (c == threshold && at_threshold > 0)) {
+      if (c == threshold) --at_threshold;
+      top_.emplace_back(type, static_cast<uint32_t>(c));
+    }
   }
   nd.top_end = static_cast<uint32_t>(top_.size());
   nd.other = total - covered;
@@ -161,8 +174,15 @@ RangeCounts TimeTree::Range(uint64_t t1, uint64_t t2, bool exact) const {
   if (dense.size() < size_t{max_type_} + 1) dense.resize(size_t{max_type_} + 1);
   touched.clear();
   Visit(0, t1, t2, exact, &out, &dense, &touched);
-  std::sort(touched.begin(), touched.end());
   out.by_type.reserve(touched.size());
+  if (touched.size() * 16 > max_type_) {  // many: in order by walking them all
+    for (uint32_t t = 0; t <= max_type_; ++t) {
+      if (dense[t] != 0) out.by_type.emplace_back(t, dense[t]);
+    }
+    for (uint32_t t : touched) dense[t] = 0;
+    return out;
+  }
+  std::sort(touched.begin(), touched.end());
   for (uint32_t t : touched) {
     out.by_type.emplace_back(t, dense[t]);
     dense[t] = 0;
@@ -191,7 +211,7 @@ void TimeTree::Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeC
     ++out->leaves_scanned;
     return;
   }
-  if (!whole) {
+  if (!whole || !nd.listed) {
     for (uint32_t c = 0; c < options_.fanout; ++c) {
       Visit(nd.first_child + c, t1, t2, exact, out, dense, touched);
     }
@@ -207,14 +227,15 @@ void TimeTree::Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeC
     out->other += nd.other;
     return;
   }
-  // The types the list left out, from the node's samples.
+  // The types the list left out, from the node's samples (the list's
+  // types marked for the scan).
+  thread_local std::vector<uint8_t> listed;
+  if (listed.size() < dense->size()) listed.resize(dense->size());
+  for (const auto* p = begin; p != end; ++p) listed[p->first] = 1;
   for (uint32_t i = nd.lo; i < nd.hi; ++i) {
-    const uint32_t t = types_[i];
-    const auto* at = std::lower_bound(
-        begin, end, t,
-        [](const std::pair<uint32_t, uint32_t>& e, uint32_t v) { return e.first < v; });
-    if (at == end || at->first != t) tally.Add(t, 1);
+    if (!listed[types_[i]]) tally.Add(types_[i], 1);
   }
+  for (const auto* p = begin; p != end; ++p) listed[p->first] = 0;
   out->samples_scanned += nd.hi - nd.lo;
 }
 
@@ -235,7 +256,7 @@ std::string TimeTree::Encode() const {
   for (uint32_t t : types_) PutVarint(&out, t);
   for (const Node& nd : nodes_) {
     if (nd.leaf()) continue;
-    PutVarint(&out, nd.top_end - nd.top_begin);
+    PutVarint(&out, nd.listed ? nd.top_end - nd.top_begin + 1 : 0);  // 0: no list
     uint32_t prev_type = 0;
     for (uint32_t i = nd.top_begin; i < nd.top_end; ++i) {
       PutVarint(&out, top_[i].first - prev_type);
@@ -282,8 +303,13 @@ StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
   for (Node& nd : t.nodes_) {
     if (nd.leaf()) continue;
     uint64_t k = 0;
-    if (!GetVarint(&in, &k) || k > nd.hi - nd.lo) return DataLoss("time tree: bad node list");
-    nd.top_begin = static_cast<uint32_t>(t.top_.size());
+    if (!GetVarint(&in, &k) || k > uint64_t{nd.hi - nd.lo} + 1) {
+      return DataLoss("time tree: bad node list");
+    }
+    nd.top_begin = nd.top_end = static_cast<uint32_t>(t.top_.size());
+    if (k == 0) continue;  // no list: its children answer
+    nd.listed = true;
+    --k;
     uint64_t type = 0, covered = 0;
     for (uint64_t i = 0; i < k; ++i) {
       uint64_t dt = 0, c = 0;

@@ -8,7 +8,11 @@
 // splits into N children of (nearly) equal sample counts, consecutive in
 // time. An inner node keeps the counts of its most frequent types that
 // together cover at least P of its samples, in order of type, and the rest
-// as one "other" count.
+// as one "other" count; unless that list would take more than a quarter
+// of an entry per sample (near the leaves, where most types are seen
+// once), when the node keeps none and a range wholly over it is answered
+// from its children, exactly. Such nodes are small, and dropping their
+// lists is what keeps the file near the samples' own size.
 //
 // A range report [t1, t2] merges the counts of inner nodes wholly inside,
 // skips disjoint ones, recurses into partly covered inner nodes and scans
@@ -74,6 +78,7 @@ class TimeTree {
     uint32_t first_child = 0;             // children [first_child, first_child + fanout); 0: a leaf
     uint32_t top_begin = 0, top_end = 0;  // its list in top_
     uint64_t other = 0;
+    bool listed = false;  // an inner node with a list (else its children answer)
     bool leaf() const { return first_child == 0; }
   };
   using Counts = std::vector<std::pair<uint32_t, uint64_t>>;
