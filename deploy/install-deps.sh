@@ -20,8 +20,9 @@ PROFILE_build=(
   librocksdb-dev libprotobuf-dev protobuf-compiler libssl-dev
   # the aggregators' lease in ZooKeeper (its C client)
   libzookeeper-mt-dev
-  # JSON (the language server, reports); ELF build ids (readable versions)
-  nlohmann-json3-dev libdw-dev
+  # JSON (the language server, reports); ELF build ids and symbols
+  # (readable versions, fieldprof record); DWARF unwinding (its sampler)
+  nlohmann-json3-dev libdw-dev libunwind-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # certificates, smoke checks; real programs the quickstart measures
   openssl curl procps sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl

@@ -22,6 +22,7 @@ std::span<const Command> Commands() {
       {"diff", "which APIs of a module got slower or faster: two versions or ranges", CmdDiff},
       {"docs", "per-API cost snippets (Markdown, HTML) for generated API references", CmdDocs},
       {"lsp", "a language server: field costs on hover and at call sites in editors", CmdLsp},
+      {"record", "sample a command's call stacks into a time tree; show any time range", CmdRecord},
   };
   return kCommands;
 }

@@ -25,6 +25,7 @@ int CmdOptout(int argc, char** argv);
 // tools/check/, tools/lab/: your runs against the field; one scenario whole.
 int CmdCheck(int argc, char** argv);
 int CmdLab(int argc, char** argv);
+int CmdRecord(int argc, char** argv);
 // tools/vendor/: a module's reports, diffs and doc snippets.
 int CmdReport(int argc, char** argv);
 int CmdDiff(int argc, char** argv);

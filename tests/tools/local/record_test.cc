@@ -1,0 +1,141 @@
+// fieldprof record end to end (issue #32): the real binary and sampler on
+// a program with known phases, each time range naming its phase; stacks
+// whole through Debian's sqlite3 (no frame pointers); a killed program
+// still leaves its samples; the command's output and status unchanged.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+
+namespace fieldprof {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kCli = FIELDPROF_CLI_BIN;
+const std::string kPhases = FIELDPROF_PHASES;
+
+// Samples per phase in [from, to] seconds: collapsed stacks summed by the
+// phase function on them ("" when neither).
+std::map<std::string, uint64_t> Phases(const std::string& file, double from, double to) {
+  std::string out;
+  EXPECT_EQ(RunCommand(kCli + " record show " + file + " --collapsed --from " +
+                           std::to_string(from) + " --to " + std::to_string(to),
+                       &out),
+            0);
+  std::map<std::string, uint64_t> by;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t sp = line.rfind(' ');
+    const uint64_t n = std::stoull(line.substr(sp + 1));
+    const std::string stack = ";" + line.substr(0, sp) + ";";
+    by[stack.find(";phase_a;") != std::string::npos   ? "a"
+       : stack.find(";phase_b;") != std::string::npos ? "b"
+                                                      : ""] += n;
+  }
+  return by;
+}
+
+double Share(std::map<std::string, uint64_t> m, const std::string& k) {
+  uint64_t all = 0;
+  for (const auto& [name, n] : m) all += n;
+  return all == 0 ? 0 : static_cast<double>(m[k]) / static_cast<double>(all);
+}
+
+TEST(RecordTest, EachRangeNamesItsPhase) {
+  TempDir dir;
+  const std::string file = dir.File("ph.fprec");
+  std::string out;
+  // The program's output and exit status are its own.
+  EXPECT_EQ(RunCommand(kCli + " record -o " + file + " -- " + kPhases + " 2>/dev/null", &out), 3);
+  EXPECT_EQ(out, "phases done\n");
+  // Inside each phase, away from its edges (the process starts a few ms
+  // after the recording's clock does).
+  auto first = Phases(file, 0.03, 0.17), second = Phases(file, 0.23, 0.37),
+       both = Phases(file, 0.43, 0.57);
+  EXPECT_GT(Share(first, "a"), 0.9) << first["a"] << " " << first["b"];
+  EXPECT_GT(Share(second, "b"), 0.9) << second["a"] << " " << second["b"];
+  // Two threads on two cores: about half each.
+  EXPECT_GT(Share(both, "a"), 0.3) << both["a"] << " " << both["b"];
+  EXPECT_GT(Share(both, "b"), 0.3) << both["a"] << " " << both["b"];
+  // The text report: the call tree through main to the phases, and a bound.
+  ASSERT_EQ(RunCommand(kCli + " record show " + file, &out), 0);
+  EXPECT_NE(out.find("main"), std::string::npos) << out;
+  EXPECT_NE(out.find("phase_a"), std::string::npos) << out;
+  EXPECT_NE(out.find("samples in [0.000 s"), std::string::npos) << out;
+  // --exact: the same samples, all attributed.
+  std::string exact, collapsed;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --exact", &exact), 0);
+  EXPECT_EQ(exact.find("bound:"), std::string::npos) << exact;
+}
+
+// The runtime's hazard programs (threads, signals, longjmp, fork, vfork,
+// exec, exceptions, _exit) under the sampler: the same output and status.
+TEST(RecordTest, ProgramsBehaveTheSameUnderRecord) {
+  TempDir dir;
+  const std::string prog = FIELDPROF_TESTPROG;
+  for (const std::string args : {"threads 4 2000", "signal", "longjmp", "fork", "vfork", "exec",
+                                 "throw", "_exit", "recurse 5", "fpmany 100"}) {
+    std::string plain, recorded;
+    const int plain_rc = RunCommand(prog + " " + args + " 2>/dev/null", &plain);
+    const int rc = RunCommand(
+        kCli + " record -o " + dir.File("h.fprec") + " -- " + prog + " " + args + " 2>/dev/null",
+        &recorded);
+    EXPECT_EQ(rc, plain_rc) << args;
+    EXPECT_EQ(recorded, plain) << args;
+  }
+}
+
+TEST(RecordTest, StacksAreWholeThroughDebiansSqlite) {
+  TempDir dir;
+  const std::string file = dir.File("sq.fprec");
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- sqlite3 :memory: < " +
+                           std::string(FIELDPROF_SOURCE_DIR) +
+                           "/deploy/workloads/sqlite-bench.sql > /dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --collapsed", &out), 0);
+  // From the C library's start through sqlite3_step into the VDBE and the
+  // B-tree: a frame-pointer walk stops at the first of these frames.
+  bool through = false;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t step = line.find(";sqlite3_step;");
+    if (line.rfind("__libc_start_main", 0) != std::string::npos ||
+        line.find(";__libc_start_main;") != std::string::npos) {
+      through |= step != std::string::npos &&
+                 line.find(";sqlite3VdbeExec;", step) != std::string::npos &&
+                 line.find(";sqlite3Btree", step) != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(through) << out.substr(0, 4000);
+}
+
+TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
+  TempDir dir;
+  const std::string file = dir.File("killed.fprec");
+  std::string out;
+  EXPECT_EQ(RunCommand(kCli + " record -o " + file + " -- " + kPhases + " kill 2>&1", &out),
+            128 + 9)
+      << out;
+  EXPECT_NE(out.find("some processes ended without a last flush"), std::string::npos) << out;
+  auto first = Phases(file, 0.03, 0.17);
+  EXPECT_GT(Share(first, "a"), 0.9);
+  // Not a recording, no file, no command: clear errors.
+  std::ofstream(dir.File("junk")) << "junk";
+  EXPECT_EQ(RunCommand(kCli + " record show " + dir.File("junk") + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("not a fieldprof recording"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(kCli + " record show " + dir.File("none") + " 2>&1", &out), 1);
+  EXPECT_EQ(RunCommand(kCli + " record 2>&1", &out), 2);
+  EXPECT_NE(out.find("-- CMD"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace fieldprof

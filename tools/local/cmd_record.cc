@@ -1,0 +1,274 @@
+// fieldprof record (issue #32): sample a command's call stacks into a
+// recording, and show any time range of it.
+//
+//   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] -- CMD ARGS...
+//   fieldprof record show FILE [--from S] [--to S] [--thread TID]
+//                              [--collapsed] [--exact] [--bottom_up]
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/options.h"
+#include "tools/cli/command_args.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/format.h"
+#include "tools/cli/runtime_env.h"
+#include "tools/commands.h"
+#include "tools/local/recording.h"
+
+extern char** environ;
+
+namespace fieldprof::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using local::RangeCounts;
+using local::Recording;
+
+constexpr const char* kSamplerLib = "libfieldprof_record.so";
+
+// A directory removed with what is in it when this goes out of scope.
+struct ScratchDir {
+  std::string path;
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+int Record(int argc, char** argv) {
+  std::string output;
+  int64_t hz = 999, m = 100, n = 2;
+  double p = 0.95;
+  bool wall = false;
+  std::string lib_dir;
+  OptionTable t("fieldprof record",
+                "Samples the call stacks of a command and every program it starts (CPU time,\n"
+                "or wall-clock time with --wall) into a recording: whole stacks through\n"
+                "libraries without frame pointers (DWARF unwinding), symbolised from ELF\n"
+                "symbol tables and installed debug info. The recording keeps its samples in a\n"
+                "time tree, so any time range is shown at once.\n\n"
+                "  fieldprof record -- sqlite3 db.sqlite 'select ...'\n"
+                "  fieldprof record show sqlite3.fprec                   # the call tree\n"
+                "  fieldprof record show sqlite3.fprec --from 1.5 --to 2 # seconds 1.5 to 2\n"
+                "  fieldprof record show sqlite3.fprec --collapsed > s.folded  # flamegraph.pl\n\n"
+                "The command's exit status is fieldprof record's.");
+  t.AddString("output", &output, "the recording's file (-o; default NAME.fprec)");
+  t.AddShort('o', "output");
+  t.AddInt("hz", &hz, "samples per second of CPU time (of wall time with --wall)", 1, 10000);
+  t.AddBool("wall", &wall, "sample wall-clock time instead of CPU time");
+  t.AddInt("leaf_samples", &m, "the time tree's M: a node with fewer samples is a leaf", 1,
+           1 << 30);
+  t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
+  t.AddInt("fanout", &n, "the time tree's N: children of an inner node", 2, 64);
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_record.so");
+  const int cmd_at = DoubleDashAt(argc, argv);
+  Status s;
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
+  const std::vector<std::string> cmd = ProgramArgs(argc, argv, cmd_at);
+  if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
+  if (!s.ok()) return UsageError(t, s);
+  if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".fprec";
+  StatusOr<std::string> dir = FindRuntime(lib_dir);
+  if (dir.ok() && access((*dir + "/" + kSamplerLib).c_str(), R_OK) != 0) {
+    dir = NotFound(*dir + " has no " + kSamplerLib);
+  }
+  if (!dir.ok()) {
+    std::cerr << "fieldprof record: " << dir.status().message() << "\n";
+    return 3;
+  }
+  ScratchDir raw;
+  std::string tmpl = (fs::temp_directory_path() / "fieldprof-record-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::perror("fieldprof record: a temporary directory");
+    return 3;
+  }
+  raw.path = tmpl;
+  setenv("FIELDPROF_RECORD_DIR", raw.path.c_str(), 1);
+  setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
+  setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
+  PrependEnv("LD_PRELOAD", *dir + "/" + kSamplerLib);
+  std::vector<char*> args;
+  for (const std::string& a : cmd) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
+      err != 0) {
+    std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << std::strerror(err) << "\n";
+    return 127;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  local::TimeTreeOptions o;
+  o.leaf_samples = static_cast<uint32_t>(m);
+  o.keep_fraction = p;
+  o.fanout = static_cast<uint32_t>(n);
+  StatusOr<Recording> r = local::RecordingFromRawDir(raw.path, o);
+  if (!r.ok()) {
+    std::cerr << "fieldprof record: " << r.status().message() << "\n";
+    return code != 0 ? code : 1;
+  }
+  for (const std::string& a : cmd) r->command += (r->command.empty() ? "" : " ") + a;
+  if (Status w = WriteFileDurably(output, local::EncodeRecording(*r), FileAccess::kShared);
+      !w.ok()) {
+    std::cerr << "fieldprof record: " << w.message() << "\n";
+    return code != 0 ? code : 1;
+  }
+  std::fprintf(stderr,
+               "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
+               "%zu threads, %zu stacks%s\n",
+               output.c_str(), r->tree.samples(), r->wall ? "wall clock" : "CPU time", r->hz,
+               static_cast<double>(r->duration_ns) / 1e9, r->processes,
+               r->processes == 1 ? "" : "es", r->threads.size(), r->stacks.size(),
+               r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
+  return code;
+}
+
+// A call-tree node: children by frame, samples in it and below.
+struct TreeNode {
+  uint64_t total = 0, self = 0;
+  std::map<uint32_t, TreeNode> children;
+};
+
+void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, int depth, double min_share,
+               const std::string& indent) {
+  std::vector<std::pair<uint32_t, const TreeNode*>> kids;
+  for (const auto& [f, c] : node.children) kids.emplace_back(f, &c);
+  std::sort(kids.begin(), kids.end(),
+            [](const auto& a, const auto& b) { return a.second->total > b.second->total; });
+  for (const auto& [f, c] : kids) {
+    const double share = static_cast<double>(c->total) / static_cast<double>(all);
+    if (share < min_share) continue;
+    std::printf("%6.2f%% %6.2f%% %s%s\n", 100 * share,
+                100 * static_cast<double>(c->self) / static_cast<double>(all), indent.c_str(),
+                r.frames[f].c_str());
+    PrintTree(r, *c, all, depth + 1, min_share, indent + "  ");
+  }
+}
+
+int Show(int argc, char** argv) {
+  double from = 0, to = -1, min_share = 0.5;
+  int64_t thread = 0;
+  bool collapsed = false, exact = false, bottom_up = false;
+  OptionTable t("fieldprof record show",
+                "A recording's samples in a time range as a call tree: total and self shares,\n"
+                "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
+                "stacks for flamegraph.pl and speedscope. The range is answered from the time\n"
+                "tree; what its lists left out is counted as \"other\" and stated as the bound\n"
+                "(--exact counts it too).\n\n"
+                "  fieldprof record show prog.fprec --from 2 --to 3.5 --thread 4242");
+  t.AddDouble("from", &from, "from this many seconds after the start", 0, 1e9);
+  t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
+  t.AddInt("thread", &thread, "only this thread id (0: all)", 0, INT32_MAX);
+  t.AddBool("collapsed", &collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
+  t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
+  t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
+  t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
+  if (!s.ok()) return UsageError(t, s);
+  const std::string file = t.positional()[0];
+  StatusOr<std::string> bytes = ReadWholeFile(file);
+  StatusOr<Recording> r =
+      bytes.ok() ? local::DecodeRecording(*bytes) : StatusOr<Recording>(bytes.status());
+  if (!r.ok()) {
+    std::cerr << "fieldprof record show: " << file << ": " << r.status().message() << "\n";
+    return 1;
+  }
+  const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
+  const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
+  const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed);
+  // Samples per stack, of the threads asked for.
+  std::map<uint32_t, uint64_t> by_stack;
+  uint64_t all = 0;
+  for (const auto& [type, count] : c.by_type) {
+    const auto [th, stack] = r->types[type];
+    if (thread != 0 && r->threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    by_stack[stack] += count;
+    all += count;
+  }
+  if (collapsed) {
+    for (const auto& [stack, count] : by_stack) {
+      std::string line;
+      for (uint32_t f : r->stacks[stack]) line += (line.empty() ? "" : ";") + r->frames[f];
+      std::printf("%s %llu\n", line.c_str(), static_cast<unsigned long long>(count));
+    }
+    return 0;
+  }
+  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s%s\n", file.c_str(),
+              r->command.c_str(), static_cast<unsigned long long>(c.samples), from,
+              to < 0 ? static_cast<double>(r->duration_ns) / 1e9 : to,
+              static_cast<double>(r->duration_ns) / 1e9,
+              thread != 0 ? (", thread " + std::to_string(thread)).c_str() : "");
+  if (c.other > 0) {
+    std::printf(
+        "bound: %llu samples (%.1f%%) are in the time tree's \"other\": each share below "
+        "may be up to that much higher (--exact counts them)\n",
+        static_cast<unsigned long long>(c.other),
+        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples)));
+  }
+  if (all == 0) {
+    std::printf("no samples in this range\n");
+    return 0;
+  }
+  if (bottom_up) {
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
+    for (const auto& [stack, count] : by_stack) {
+      const auto& frames = r->stacks[stack];
+      if (frames.empty()) continue;
+      fn[frames.back()].first += count;
+      std::vector<uint32_t> seen(frames.begin(), frames.end());
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      for (uint32_t f : seen) fn[f].second += count;
+    }
+    std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> rows(fn.begin(), fn.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    std::printf("  self   total  function\n");
+    for (const auto& [f, st] : rows) {
+      if (static_cast<double>(st.second) / static_cast<double>(all) < min_share / 100) continue;
+      std::printf("%6.2f%% %6.2f%% %s\n", 100 * static_cast<double>(st.first) / all,
+                  100 * static_cast<double>(st.second) / all, r->frames[f].c_str());
+    }
+    return 0;
+  }
+  TreeNode root;
+  for (const auto& [stack, count] : by_stack) {
+    TreeNode* node = &root;
+    node->total += count;
+    for (uint32_t f : r->stacks[stack]) {
+      node = &node->children[f];
+      node->total += count;
+    }
+    node->self += count;
+  }
+  std::printf(" total    self  call tree (top-down)\n");
+  PrintTree(*r, root, all, 0, min_share / 100, "");
+  return 0;
+}
+
+}  // namespace
+
+int CmdRecord(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "show") return Show(argc - 1, argv + 1);
+  return Record(argc, argv);
+}
+
+}  // namespace fieldprof::tools
