@@ -6,6 +6,7 @@
 #     /usr/bin/fieldprof, /usr/bin/fieldprof-agent
 #     /usr/lib/fieldprof/libfieldprof.so         the runtime
 #     /usr/lib/fieldprof/libfieldprof-inert.so   left in sessions at removal
+#     /usr/lib/fieldprof/libfieldprof_record.so  fieldprof record's sampler
 #     /usr/share/fieldprof/user-sessions.sh      users' agents and preload
 #         links at upgrade and removal (the maintainer scripts)
 #     /etc/profile.d/fieldprof.sh                the login hook (puts the
@@ -114,12 +115,14 @@ install -D -m 0755 build/tools/fieldprof "$root/usr/bin/fieldprof"
 install -D -m 0755 build/agent/fieldprof-agent "$root/usr/bin/fieldprof-agent"
 install -D -m 0644 build/agent/runtime/libfieldprof.so "$root/usr/lib/fieldprof/libfieldprof.so"
 install -D -m 0644 build/agent/runtime/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
+install -D -m 0644 build/agent/runtime/libfieldprof_record.so \
+  "$root/usr/lib/fieldprof/libfieldprof_record.so"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$root/usr/bin/fieldprof" "$root/usr/bin/fieldprof-agent"
 # The runtime keeps its .note.gnu.build-id and its loaded layout (tests/agent/runtime
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
-  "$root/usr/lib/fieldprof/libfieldprof-inert.so"
+  "$root/usr/lib/fieldprof/libfieldprof-inert.so" "$root/usr/lib/fieldprof/libfieldprof_record.so"
 install -D -m 0644 "$src/fieldprof.sh" "$root/etc/profile.d/fieldprof.sh"
 install -D -m 0755 "$src/user-sessions.sh" "$root/usr/share/fieldprof/user-sessions.sh"
 install -D -m 0644 "$src/agent.conf" "$root/etc/fieldprof/agent.conf"
