@@ -102,15 +102,21 @@ class ClusterTest : public ::testing::Test {
   }
 
   // A metric summed over every aggregator's /metrics (-1: one did not answer).
+  // One aggregator's metric; -1 when it does not answer.
+  static double AggMetric(uint16_t port, const std::string& metric) {
+    HttpsClientOptions o = Client(port);
+    o.timeout = std::chrono::milliseconds(2000);
+    HttpsClient c(o);
+    StatusOr<HttpReply> m = c.Get("/metrics");
+    if (!m.ok() || m->status != 200) return -1;
+    return testing::MetricValue(m->body, metric).value_or(0);
+  }
   static double SumOverAggregators(const std::string& metric) {
     double sum = 0;
     for (uint16_t p : AggPorts()) {
-      HttpsClientOptions o = Client(p);
-      o.timeout = std::chrono::milliseconds(2000);
-      HttpsClient c(o);
-      StatusOr<HttpReply> m = c.Get("/metrics");
-      if (!m.ok() || m->status != 200) return -1;
-      sum += testing::MetricValue(m->body, metric).value_or(0);
+      const double v = AggMetric(p, metric);
+      if (v < 0) return -1;
+      sum += v;
     }
     return sum;
   }
@@ -148,6 +154,8 @@ class ClusterTest : public ::testing::Test {
     return out;
   }
 
+  static constexpr const char* kAccepted = "fieldprof_batches_accepted_total";
+
   // A stream of uploads through haproxy for `secs`, verified at the end;
   // `fault` runs alongside it, after a few seconds of it.
   tools::LoadReport Stream(int secs, const std::function<void()>& fault, bool twice = false) {
@@ -174,7 +182,19 @@ class ClusterTest : public ::testing::Test {
       }
       done = true;
     });
+    // The fault comes once every aggregator takes part in the stream (a
+    // loaded machine can leave one out of haproxy's rotation for a while,
+    // and a fault on it would then test nothing), and not before 3 s.
+    const std::vector<uint16_t> ports = AggPorts();
+    std::vector<double> accepted_before;
+    for (uint16_t p : ports) accepted_before.push_back(AggMetric(p, kAccepted));
     std::this_thread::sleep_for(seconds(3));
+    EXPECT_TRUE(testing::WaitUntil([&] {
+      for (size_t i = 0; i < ports.size(); ++i) {
+        if (AggMetric(ports[i], kAccepted) <= accepted_before[i]) return false;
+      }
+      return true;
+    })) << "an aggregator took no upload of the stream within 30 s";
     fault();
     load.join();
     EXPECT_TRUE(error.ok()) << error.ToString();
