@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -160,10 +161,60 @@ void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, int depth
   }
 }
 
+// The range's samples as Chrome trace events (Perfetto UI,
+// chrome://tracing): per thread, a frame begins at the first sample whose
+// stack holds it at that depth and ends at the first that does not; a
+// thread's last frames end one period after its last sample, as do all of
+// them before a gap of over two periods (the thread was not running).
+std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t thread) {
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+  const uint64_t period = r.hz > 0 ? 1000000000ull / r.hz : 1000000;
+  struct Open {
+    std::vector<uint32_t> frames;
+    uint64_t last = 0;
+  };
+  std::map<uint32_t, Open> open;  // by thread index
+  nlohmann::json events = nlohmann::json::array();
+  auto close = [&](uint32_t th, Open& o, size_t keep, uint64_t at) {
+    while (o.frames.size() > keep) {
+      events.push_back({{"name", r.frames[o.frames.back()]},
+                        {"ph", "E"},
+                        {"ts", static_cast<double>(at) / 1000},
+                        {"pid", r.threads[th].pid},
+                        {"tid", r.threads[th].tid}});
+      o.frames.pop_back();
+    }
+  };
+  for (size_t i = lo; i < hi; ++i) {
+    const auto [th, stack] = r.types[types[i]];
+    if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    Open& o = open[th];
+    const std::vector<uint32_t>& now = r.stacks[stack];
+    if (!o.frames.empty() && times[i] - o.last > 2 * period) close(th, o, 0, o.last + period);
+    size_t same = 0;
+    while (same < o.frames.size() && same < now.size() && o.frames[same] == now[same]) ++same;
+    close(th, o, same, times[i]);
+    for (size_t d = same; d < now.size(); ++d) {
+      events.push_back({{"name", r.frames[now[d]]},
+                        {"ph", "B"},
+                        {"ts", static_cast<double>(times[i]) / 1000},
+                        {"pid", r.threads[th].pid},
+                        {"tid", r.threads[th].tid}});
+      o.frames.push_back(now[d]);
+    }
+    o.last = times[i];
+  }
+  for (auto& [th, o] : open) close(th, o, 0, o.last + period);
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
   int64_t thread = 0;
-  bool collapsed = false, exact = false, bottom_up = false;
+  bool collapsed = false, exact = false, bottom_up = false, chrome = false;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
@@ -175,6 +226,8 @@ int Show(int argc, char** argv) {
   t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
   t.AddInt("thread", &thread, "only this thread id (0: all)", 0, INT32_MAX);
   t.AddBool("collapsed", &collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
+  t.AddBool("chrome_trace", &chrome,
+            "Chrome trace event JSON, a slice per frame (Perfetto UI, chrome://tracing)");
   t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
   t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
@@ -192,6 +245,10 @@ int Show(int argc, char** argv) {
   }
   const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
   const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
+  if (chrome) {
+    std::cout << ChromeTrace(*r, t1, t2, thread);
+    return 0;
+  }
   const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed);
   // Samples per stack, of the threads asked for.
   std::map<uint32_t, uint64_t> by_stack;

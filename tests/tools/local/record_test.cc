@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -69,6 +70,29 @@ TEST(RecordTest, EachRangeNamesItsPhase) {
   EXPECT_NE(out.find("main"), std::string::npos) << out;
   EXPECT_NE(out.find("phase_a"), std::string::npos) << out;
   EXPECT_NE(out.find("samples in [0.000 s"), std::string::npos) << out;
+  // As a Chrome trace: every B has its E on the same thread, in order, and
+  // phase_a's first slice begins in the first phase.
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --chrome_trace", &out), 0);
+  const nlohmann::json trace = nlohmann::json::parse(out);
+  std::map<int, std::vector<std::string>> open;
+  double first_a = -1;
+  int slices = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    auto& stack = open[e["tid"].get<int>()];
+    if (e["ph"] == "B") {
+      stack.push_back(e["name"]);
+      if (e["name"] == "phase_a" && first_a < 0) first_a = e["ts"].get<double>();
+    } else {
+      ASSERT_FALSE(stack.empty());
+      EXPECT_EQ(stack.back(), e["name"].get<std::string>());
+      stack.pop_back();
+      ++slices;
+    }
+  }
+  for (const auto& [tid, stack] : open) EXPECT_TRUE(stack.empty()) << tid;
+  EXPECT_GT(slices, 4);
+  EXPECT_GE(first_a, 0);
+  EXPECT_LT(first_a, 100000);  // microseconds: within the first 0.1 s
   // --exact: the same samples, all attributed.
   std::string exact, collapsed;
   ASSERT_EQ(RunCommand(kCli + " record show " + file + " --exact", &exact), 0);
