@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,8 +31,45 @@ class AggregatorProcess {
   ~AggregatorProcess() {
     if (pid_ > 0) Kill();
   }
-  // Starts the binary and waits for /healthz.
+  // Starts the binary and waits for /healthz (at most 60 s: a machine busy
+  // with the rest of the suite can be slow). FreePort() only found a port
+  // free a moment ago; when the first start exits at once (another test
+  // took it meanwhile), it is tried on a fresh one, up to three times. A
+  // restart keeps its port.
   void Start() {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      Spawn();
+      bool exited = false;
+      const bool up = WaitUntil(
+          [&] {
+            int status = 0;
+            if (waitpid(pid_, &status, WNOHANG) == pid_) {
+              exited = true;
+              return true;
+            }
+            HttpsClientOptions o = Options();
+            o.timeout = std::chrono::milliseconds(2000);
+            HttpsClient c(o);
+            auto r = c.Get("/healthz");
+            return r.ok() && r->status == 200;
+          },
+          std::chrono::seconds(60));
+      if (up && !exited) {
+        started_ = true;
+        return;
+      }
+      if (!exited) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+      }
+      pid_ = -1;
+      if (!exited || started_) break;
+      port_ = FreePort();
+    }
+    FAIL() << "aggregator did not come up; its log:\n" << LogTail();
+  }
+  // The child, its stderr to aggregator.log.
+  void Spawn() {
     pid_ = fork();
     if (pid_ == 0) {
       std::string p = std::to_string(port_);
@@ -59,13 +97,11 @@ class AggregatorProcess {
       execv(FIELDPROF_AGGREGATOR_BIN, argv.data());
       _exit(127);
     }
-    HttpsClient c(Options());
-    for (int i = 0; i < 200; ++i) {
-      auto r = c.Get("/healthz");
-      if (r.ok() && r->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL() << "aggregator did not come up";
+  }
+  std::string LogTail() const {
+    std::ifstream in(dir_.File("aggregator.log"));
+    const std::string all(std::istreambuf_iterator<char>(in), {});
+    return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
   }
   void Kill() {
     kill(pid_, SIGKILL);
@@ -101,6 +137,7 @@ class AggregatorProcess {
   uint16_t port_;
   std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
+  bool started_ = false;  // came up once: restarts keep the port
 };
 
 }  // namespace fieldprof::testing

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/https_client.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
@@ -167,6 +168,30 @@ TEST_F(UserPathsTest, HostTakesTheFormsPeoplePaste) {
             3)
       << out;  // the aggregator holds no data for it: "no data", not "not found"
   EXPECT_EQ(out.find("resolving"), std::string::npos) << out;
+}
+
+// The test fixture's aggregator, when the free port it was given is taken
+// before it binds (another test, between FreePort() and the bind): it
+// comes up on another port instead of failing the test.
+TEST(AggregatorProcessTest, ATakenPortIsLeftForAFreshOne) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  const uint16_t taken = testing::FreePort();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(taken);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  testing::AggregatorProcess agg(dir, taken);
+  agg.Start();
+  EXPECT_NE(agg.port(), taken);
+  HttpsClient c(agg.Options());
+  StatusOr<HttpReply> r = c.Get("/healthz");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  close(fd);
 }
 
 }  // namespace
