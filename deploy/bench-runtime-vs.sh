@@ -5,9 +5,10 @@
 #   1. per measured call: an empty library function through the PLT
 #      (tests/benchmarks/rt_bench_prog), plain, with REV's runtime and with
 #      this tree's, best of 5 rounds, and the floor (two rdtsc);
-#   2. per process: /bin/true plain, idle (no consent) and measured
-#      (FIELDPROF_RUN=1) under both runtimes (tests/benchmarks/spawn_bench,
-#      ROUNDS rounds, 95% intervals).
+#   2. per process: /bin/true plain, the floor (an empty shared object
+#      preloaded: what any LD_PRELOAD costs), idle (no consent) and
+#      measured (FIELDPROF_RUN=1) under both runtimes
+#      (tests/benchmarks/spawn_bench, ROUNDS rounds, 95% intervals).
 #
 #   deploy/bench-runtime-vs.sh REV [ROUNDS]     (default ROUNDS 1500)
 # REV's runtime is built in a temporary git worktree, removed at the end.
@@ -46,8 +47,10 @@ echo "== per measured call (ns, best of 5 interleaved rounds)"
 echo "   plain $plain; $rev: $o (+$($py -c "print(f'{$o-$plain:.2f}')")); this tree: $n (+$($py -c "print(f'{$n-$plain:.2f}')")); two rdtsc $($py -c "print(f'{2*$tsc:.2f}')")"
 echo "== per process, /bin/true (spawn_bench $rounds rounds, interleaved)"
 run="FIELDPROF_RUN=1 FIELDPROF_SPOOL=$work/s FIELDPROF_SLOT_DIR=$work/sl FIELDPROF_MAX_LOAD=1000"
-"$PWD/build/tests/benchmarks/spawn_bench" "$rounds" /bin/true \
+echo 'int fieldprof_bench_empty;' >"$work/empty.c"
+gcc -shared -fPIC -O2 -o "$work/empty.so" "$work/empty.c"
+"$PWD/build/tests/benchmarks/spawn_bench" "$rounds" /bin/true "LD_PRELOAD=$work/empty.so /bin/true" \
   "FIELDPROF_SETTINGS=$work/none.conf LD_PRELOAD=$old /bin/true" \
   "FIELDPROF_SETTINGS=$work/none.conf LD_PRELOAD=$new /bin/true" \
   "$run LD_PRELOAD=$old /bin/true" "$run LD_PRELOAD=$new /bin/true" |
-  sed "s|$old|$rev|g; s|$new|THIS|g; s|$work|WORK|g"
+  sed "s|$work/empty.so|FLOOR|g; s|$old|$rev|g; s|$new|THIS|g; s|$work|WORK|g"
