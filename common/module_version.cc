@@ -14,11 +14,9 @@ bool IsHex(std::string_view s) {
   });
 }
 
-// A whole GNU build id: SHA-1 (40) is the usual, but any 16+ even-length
-// hex string is one (MD5 16-byte ids, uuid-style 16).
-bool IsBuildId(std::string_view s) { return s.size() >= 32 && s.size() % 2 == 0 && IsHex(s); }
-
 }  // namespace
+
+bool IsBuildId(std::string_view s) { return s.size() >= 32 && s.size() % 2 == 0 && IsHex(s); }
 
 ModuleVersionParts SplitModuleVersion(std::string_view v) {
   if (IsBuildId(v)) return {{}, v};

@@ -27,6 +27,10 @@ struct ModuleVersionParts {
   std::string_view build_id;  // hex, whole or the key's first 16 digits; or empty
 };
 
+// A whole GNU build id as the runtime writes it: 32 or more hex digits,
+// an even number (SHA-1's 40 is the usual).
+bool IsBuildId(std::string_view s);
+
 // Splits a key's module_version; a token that is neither form is all
 // `version` (a vendor's own token: "1.3").
 ModuleVersionParts SplitModuleVersion(std::string_view v);

@@ -26,14 +26,6 @@ bool MayBeModule(std::string_view path) {
   return false;
 }
 
-bool HasBuildIdShape(std::string_view s) {
-  if (s.size() < 32 || s.size() % 2 != 0) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string FileBuildId(const std::string& path) {
@@ -104,7 +96,7 @@ void PackageVersions::Load() {
 }
 
 std::string PackageVersions::KeyVersion(const std::string& module, const std::string& build_id) {
-  if (!HasBuildIdShape(build_id)) return build_id;  // already a version, or "unknown"
+  if (!IsBuildId(build_id)) return build_id;  // already a version, or "unknown"
   const auto key = std::make_pair(module, build_id);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   if (!loaded_) Load();

@@ -11,6 +11,7 @@
 #include "common/cxx_names.h"
 #include "common/durable_file.h"
 #include "tools/local/raw_format.h"
+#include "tools/local/varint.h"
 
 namespace fieldprof::local {
 
@@ -155,41 +156,6 @@ class Symbolizer {
   std::vector<const RawModule*> modules_;
   std::unordered_map<uint64_t, std::string> memo_;
 };
-
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(std::string_view* in, uint64_t* v) {
-  uint64_t r = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const auto b = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    r |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
-
-void PutString(std::string* out, const std::string& s) {
-  PutVarint(out, s.size());
-  out->append(s);
-}
-
-bool GetString(std::string_view* in, std::string* s) {
-  uint64_t n = 0;
-  if (!GetVarint(in, &n) || n > in->size()) return false;
-  s->assign(in->data(), n);
-  in->remove_prefix(n);
-  return true;
-}
 
 }  // namespace
 

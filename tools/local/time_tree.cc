@@ -4,34 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "tools/local/varint.h"
+
 namespace fieldprof::local {
 
 namespace {
 
 constexpr char kMagic[] = "FPTIMETREE1\n";
 constexpr size_t kMagicSize = sizeof kMagic - 1;
-
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(std::string_view* in, uint64_t* v) {
-  uint64_t r = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const auto b = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    r |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
 
 // Per-query scratch: a count per type, and which were touched.
 struct Tally {
@@ -68,6 +48,10 @@ StatusOr<TimeTree> TimeTree::Build(std::vector<uint64_t> times, std::vector<uint
   t.times_ = std::move(times);
   t.types_ = std::move(types);
   for (uint32_t ty : t.types_) t.max_type_ = std::max(t.max_type_, ty);
+  if (t.max_type_ >= kMaxTimeTreeTypes) {
+    return InvalidArgument("sample type " + std::to_string(t.max_type_) + " is not below " +
+                           std::to_string(kMaxTimeTreeTypes) + ": intern the types");
+  }
   t.Shape();
   if (!t.times_.empty()) t.Fill(0);
   return t;
@@ -295,7 +279,8 @@ StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
   }
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t ty = 0;
-    if (!GetVarint(&in, &ty) || ty > UINT32_MAX) return DataLoss("time tree: truncated types");
+    if (!GetVarint(&in, &ty)) return DataLoss("time tree: truncated types");
+    if (ty >= kMaxTimeTreeTypes) return DataLoss("time tree: a sample type out of range");
     t.types_[i] = static_cast<uint32_t>(ty);
     t.max_type_ = std::max(t.max_type_, t.types_[i]);
   }
@@ -316,7 +301,8 @@ StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
       if (!GetVarint(&in, &dt) || !GetVarint(&in, &c)) return DataLoss("time tree: truncated list");
       type += dt;
       covered += c;
-      if (type > UINT32_MAX || covered > nd.hi - nd.lo) return DataLoss("time tree: bad node list");
+      if (type >= kMaxTimeTreeTypes || covered > nd.hi - nd.lo)
+        return DataLoss("time tree: bad node list");
       t.top_.emplace_back(static_cast<uint32_t>(type), static_cast<uint32_t>(c));
     }
     nd.top_end = static_cast<uint32_t>(t.top_.size());

@@ -33,6 +33,10 @@
 
 namespace fieldprof::local {
 
+// Sample types are interned ids: a range report counts them in an array
+// indexed by type, so they stay below this.
+inline constexpr uint32_t kMaxTimeTreeTypes = 1u << 24;
+
 struct TimeTreeOptions {
   uint32_t leaf_samples = 100;  // M: fewer samples than this make a leaf
   double keep_fraction = 0.95;  // P: an inner node's types cover this much
@@ -52,7 +56,8 @@ struct RangeCounts {
 class TimeTree {
  public:
   TimeTree() = default;
-  // `times` ascending (equal times allowed); types[i] is times[i]'s.
+  // `times` ascending (equal times allowed); types[i] is times[i]'s, each
+  // below kMaxTimeTreeTypes.
   static StatusOr<TimeTree> Build(std::vector<uint64_t> times, std::vector<uint32_t> types,
                                   const TimeTreeOptions& options = {});
 

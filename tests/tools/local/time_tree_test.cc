@@ -109,6 +109,7 @@ TEST(TimeTreeTest, TheShapeKeepsItsPromises) {
   EXPECT_FALSE(TimeTree::Build({1}, {0}, {100, 0.0, 2}).ok());
   EXPECT_FALSE(TimeTree::Build({1}, {0}, {100, 0.95, 1}).ok());
   EXPECT_FALSE(TimeTree::Build({1}, {0}, {0, 0.95, 2}).ok());
+  EXPECT_FALSE(TimeTree::Build({1}, {kMaxTimeTreeTypes}, {}).ok());  // not interned
   // Empty: every range is empty.
   StatusOr<TimeTree> empty = TimeTree::Build({}, {}, {});
   ASSERT_TRUE(empty.ok());
@@ -140,6 +141,17 @@ TEST(TimeTreeTest, TheEncodingRoundTripsAndRefusesDamage) {
   EXPECT_FALSE(TimeTree::Decode("not a tree").ok());
   EXPECT_FALSE(TimeTree::Decode(bytes.substr(0, bytes.size() / 2)).ok());
   EXPECT_FALSE(TimeTree::Decode(bytes + "x").ok());
+  // A type id past the range (a damaged or hostile file) is refused, not
+  // allocated for.
+  StatusOr<TimeTree> one = TimeTree::Build({5}, {3}, {});
+  ASSERT_TRUE(one.ok());
+  std::string huge = one->Encode();
+  ASSERT_EQ(huge.back(), 3);  // the last byte: the one sample's type
+  huge.back() = static_cast<char>(0xff);
+  huge += std::string("\xff\xff\x7f", 3);  // 2^28 - 1
+  StatusOr<TimeTree> refused = TimeTree::Decode(huge);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("out of range"), std::string::npos);
   for (size_t at : {size_t{12}, size_t{13}, bytes.size() - 3}) {
     std::string bad = bytes;
     bad[at] = static_cast<char>(0xff);
