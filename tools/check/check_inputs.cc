@@ -1,8 +1,5 @@
 #include "tools/check/check_inputs.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,8 +15,7 @@
 #include "common/wire.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/cli/module_source.h"
-
-extern char** environ;
+#include "tools/cli/spawn.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -74,33 +70,18 @@ Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, ui
 
 namespace {
 
-// Runs this binary with `args`; the child's stdout to `out_fd` (and, with
-// `quiet`, its stdout and stderr to /dev/null). Its wait status, or -1
-// (said on stderr) when it could not start.
-int RunSelf(const std::vector<std::string>& args, int out_fd, bool quiet) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (quiet) {
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  } else if (out_fd != STDOUT_FILENO) {
-    posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-  }
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) {
+// Runs this binary with `args` (args[0] is replaced by its path). Its exit
+// code (128 + N for signal N), or -1, said on stderr, when it could not
+// start.
+int RunSelf(std::vector<std::string> args, const SpawnOptions& o) {
+  args[0] = "/proc/self/exe";
+  std::string error;
+  const int code = SpawnAndWait(args, o, &error);
+  if (code < 0) {
     std::fprintf(stderr, "fieldprof check: cannot run fieldprof %s: %s\n", args[1].c_str(),
-                 std::strerror(err));
-    return -1;
+                 error.c_str());
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
+  return code;
 }
 
 }  // namespace
@@ -125,13 +106,16 @@ int RunCommandMeasured(const std::vector<std::string>& cmd, const std::string& a
                                      "--seed",     std::to_string(i + 1),
                                      "--"};
     args.insert(args.end(), cmd.begin(), cmd.end());
-    const int status = RunSelf(args, out_fd, /*quiet=*/i > 0);
-    if (status < 0) return repeat;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    SpawnOptions so;
+    so.out_fd = i == 0 ? out_fd : kDevNull;  // the output once, for the first run
+    so.err_fd = i == 0 ? STDERR_FILENO : kDevNull;
+    const int code = RunSelf(args, so);
+    if (code < 0) return repeat;
+    if (code != 0) {
       ++failed;
       std::fprintf(stderr, "fieldprof check: run %d of %s: %s %d (its record, if any, is used)\n",
-                   i + 1, cmd[0].c_str(), WIFEXITED(status) ? "exit" : "signal",
-                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                   i + 1, cmd[0].c_str(), code > 128 ? "signal" : "exit",
+                   code > 128 ? code - 128 : code);
     }
   }
   return failed;
@@ -142,9 +126,10 @@ int ProfileCommandInLab(const std::vector<std::string>& cmd, int repeat, const s
   std::vector<std::string> args = {"fieldprof", "lab",   "--repeat", std::to_string(repeat),
                                    "-o",        profile, "--"};
   args.insert(args.end(), cmd.begin(), cmd.end());
-  const int status = RunSelf(args, out_fd, /*quiet=*/false);
-  if (status < 0) return 3;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  SpawnOptions so;
+  so.out_fd = out_fd;
+  const int code = RunSelf(args, so);
+  return code < 0 ? 3 : code;
 }
 
 LocalInputs ReadLocalCosts(const std::vector<std::string>& files, wire::Metric metric) {

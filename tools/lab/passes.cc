@@ -1,7 +1,5 @@
 #include "tools/lab/passes.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +12,7 @@
 #include <fstream>
 
 #include "tools/cli/lab_profile.h"
-
-extern char** environ;
+#include "tools/cli/spawn.h"
 
 namespace fieldprof::tools {
 
@@ -32,28 +29,20 @@ PassResult RunPass(const std::vector<std::string>& cmd, const std::string& mode,
   } else {
     setenv("FIELDPROF_LAB_APIS", plan.c_str(), 1);
   }
-  std::vector<char*> argv;
-  for (const std::string& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (out_fd != STDOUT_FILENO) posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-  if (err_fd != STDERR_FILENO) posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
+  SpawnOptions so;
+  so.out_fd = out_fd;
+  so.err_fd = err_fd;
   const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  const int err = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) {
-    std::fprintf(stderr, "fieldprof lab: cannot run %s: %s\n", cmd[0].c_str(), std::strerror(err));
+  std::string error;
+  const int code = SpawnAndWait(cmd, so, &error);
+  if (code < 0) {
+    std::fprintf(stderr, "fieldprof lab: cannot run %s: %s\n", cmd[0].c_str(), error.c_str());
     return res;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   res.wall_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());
-  res.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  res.exit_status = code;
   std::error_code ec;
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir, ec)) {

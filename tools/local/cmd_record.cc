@@ -4,9 +4,6 @@
 //   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] -- CMD ARGS...
 //   fieldprof record show FILE [--from S] [--to S] [--thread TID]
 //                              [--collapsed] [--exact] [--bottom_up]
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,10 +23,9 @@
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/runtime_env.h"
+#include "tools/cli/spawn.h"
 #include "tools/commands.h"
 #include "tools/local/recording.h"
-
-extern char** environ;
 
 namespace fieldprof::tools {
 namespace {
@@ -101,19 +97,15 @@ int Record(int argc, char** argv) {
   setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
   setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
   PrependEnv("LD_PRELOAD", *dir + "/" + kSamplerLib);
-  std::vector<char*> args;
-  for (const std::string& a : cmd) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  if (const int err = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
-      err != 0) {
-    std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << std::strerror(err) << "\n";
+  // Ctrl-C stops the program; its recording is still written.
+  SpawnOptions so;
+  so.interrupt_child_only = true;
+  std::string error;
+  const int code = SpawnAndWait(cmd, so, &error);
+  if (code < 0) {
+    std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << error << "\n";
     return 127;
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   local::TimeTreeOptions o;
   o.leaf_samples = static_cast<uint32_t>(m);
   o.keep_fraction = p;

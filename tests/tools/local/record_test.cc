@@ -2,6 +2,10 @@
 // a program with known phases, each time range naming its phase; stacks
 // whole through Debian's sqlite3 (no frame pointers); a killed program
 // still leaves its samples; the command's output and status unchanged.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -114,6 +118,68 @@ TEST(RecordTest, ProgramsBehaveTheSameUnderRecord) {
     EXPECT_EQ(rc, plain_rc) << args;
     EXPECT_EQ(recorded, plain) << args;
   }
+}
+
+// The pid of the process in group `pgid` running `exe`'s file name, or 0.
+pid_t FindInGroup(pid_t pgid, const std::string& exe) {
+  const std::string name = std::filesystem::path(exe).filename().string().substr(0, 15);
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state;
+    long ppid = 0, group = 0;
+    rest >> state >> ppid >> group;
+    if (group == pgid && stat.substr(open + 1, close - open - 1) == name) return std::stoi(pid);
+  }
+  return 0;
+}
+
+// CPU time (user + system, in clock ticks) of `pid` so far.
+long CpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+// Ctrl-C at a terminal (SIGINT to the foreground group) stops the program;
+// fieldprof record still writes what it sampled, and exits as the program
+// did (130).
+TEST(RecordTest, CtrlCStopsTheProgramAndTheRecordingIsWritten) {
+  TempDir dir;
+  const std::string file = dir.File("int.fprec");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl(kCli.c_str(), "fieldprof", "record", "-o", file.c_str(), "--", kPhases.c_str(), nullptr);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  pid_t prog = 0;
+  ASSERT_TRUE(testing::WaitUntil([&] { return (prog = FindInGroup(pid, kPhases)) != 0; }));
+  // Into its first phase (0.1 s of CPU), then Ctrl-C.
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return CpuTicks(prog) * 1000 / sysconf(_SC_CLK_TCK) >= 100; }));
+  ASSERT_EQ(kill(-pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "fieldprof record was ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  auto first = Phases(file, 0.0, 0.1);
+  EXPECT_GT(Share(first, "a"), 0.9) << first["a"] << " " << first["b"];
 }
 
 TEST(RecordTest, StacksAreWholeThroughDebiansSqlite) {

@@ -1,0 +1,29 @@
+// Running a program and waiting for it: what lab, check and record do with
+// the command they are given (and check with fieldprof itself).
+#ifndef FIELDPROF_TOOLS_CLI_SPAWN_H_
+#define FIELDPROF_TOOLS_CLI_SPAWN_H_
+
+#include <string>
+#include <vector>
+
+namespace fieldprof::tools {
+
+struct SpawnOptions {
+  // Where the program's stdout and stderr go; kDevNull: nowhere.
+  int out_fd = 1, err_fd = 2;
+  // Ctrl-C (SIGINT, SIGQUIT) stops the program, not this process, which
+  // goes on once the program is gone (fieldprof record writes the
+  // recording of a program stopped so).
+  bool interrupt_child_only = false;
+};
+inline constexpr int kDevNull = -1;
+
+// Runs argv (argv[0] searched in PATH unless it holds a '/') and waits.
+// Its exit code, or 128 + N when signal N ended it; -1 when it could not
+// start, with the reason in *error.
+int SpawnAndWait(const std::vector<std::string>& argv, const SpawnOptions& options,
+                 std::string* error);
+
+}  // namespace fieldprof::tools
+
+#endif  // FIELDPROF_TOOLS_CLI_SPAWN_H_
