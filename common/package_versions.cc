@@ -4,6 +4,7 @@
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -50,8 +51,22 @@ std::string FileBuildId(const std::string& path) {
 
 PackageVersions::PackageVersions(std::string dpkg_dir) : dir_(std::move(dpkg_dir)) {}
 
+bool PackageVersions::DatabaseChanged() {
+  struct stat st {};
+  const std::string status = dir_ + "/status";
+  const int64_t stamp = stat(status.c_str(), &st) == 0
+                            ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                                  st.st_mtim.tv_nsec + static_cast<int64_t>(st.st_size)
+                            : -1;
+  if (loaded_ && stamp == stamp_) return false;
+  stamp_ = stamp;
+  return true;
+}
+
 void PackageVersions::Load() {
   loaded_ = true;
+  files_.clear();
+  version_of_.clear();
   // Which package installed which file: info/NAME[:ARCH].list.
   const std::string info = dir_ + "/info";
   if (DIR* d = opendir(info.c_str()); d != nullptr) {
@@ -99,7 +114,10 @@ std::string PackageVersions::KeyVersion(const std::string& module, const std::st
   if (!IsBuildId(build_id)) return build_id;  // already a version, or "unknown"
   const auto key = std::make_pair(module, build_id);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-  if (!loaded_) Load();
+  // A module not seen before: read the database again if dpkg changed it
+  // since (an upgrade installs a new build under a new version). What was
+  // answered stays right: a build id names one build.
+  if (DatabaseChanged()) Load();
   std::string result = build_id;
   if (auto f = files_.find(module); f != files_.end()) {
     for (const auto& [path, package] : f->second) {

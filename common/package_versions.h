@@ -8,8 +8,10 @@
 // package's.
 //
 // Reads <dpkg>/info/*.list (which package installed which file) and
-// <dpkg>/status (each installed package's version) once, when first asked,
-// then the build id of each candidate file (elfutils' libdwelf). A module
+// <dpkg>/status (each installed package's version) when first asked, and
+// again when a new module is asked for after dpkg changed its status file
+// (the agent runs for weeks across upgrades); then the build id of each
+// candidate file (elfutils' libdwelf). A module
 // no package holds, or whose file was rebuilt or replaced since, keeps its
 // build id.
 #ifndef FIELDPROF_COMMON_PACKAGE_VERSIONS_H_
@@ -44,10 +46,12 @@ class PackageVersions {
 
  private:
   void Load();
+  bool DatabaseChanged();  // the status file's time or size moved since Load
   void ApplyToKey(wire::ApiKey* k);
 
   std::string dir_;
   bool loaded_ = false;
+  int64_t stamp_ = -1;
   // A file's name -> (its path, the package that installed it).
   std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> files_;
   std::unordered_map<std::string, std::string> version_of_;  // "name" and "name:arch"

@@ -85,6 +85,32 @@ TEST(PackageVersionsTest, WhatNoPackageHoldsKeepsItsBuildId) {
   EXPECT_EQ(none.KeyVersion("libz.so.1", id), id);
 }
 
+// An upgrade while the agent runs: dpkg rewrites its status file, and a
+// module asked for after that is named by the new version. (A database
+// made here: one package holding this machine's libz and libsqlite3.)
+TEST(PackageVersionsTest, AnUpgradeWhileRunningIsSeen) {
+  testing::TempDir dpkg;
+  std::filesystem::create_directories(dpkg.File("info"));
+  const std::string libz = LoadedPath("libz.so.1"), sqlite = LoadedPath("libsqlite3.so.0");
+  std::ofstream(dpkg.File("info/demo:amd64.list")) << libz << "\n"
+                                                   << sqlite << "\n/usr/share/doc/demo/copyright\n";
+  auto write_status = [&](const std::string& version) {
+    std::ofstream(dpkg.File("status"))
+        << "Package: demo\nStatus: install ok installed\nArchitecture: amd64\nVersion: " << version
+        << "\n\n";
+  };
+  write_status("1.0-1");
+  PackageVersions versions(dpkg.path());
+  const std::string z_id = FileBuildId(libz), s_id = FileBuildId(sqlite);
+  const std::string z = std::filesystem::path(libz).filename().string();
+  const std::string s = std::filesystem::path(sqlite).filename().string();
+  EXPECT_EQ(versions.KeyVersion(z, z_id), "1.0-1_" + z_id.substr(0, 16));
+  write_status("1.0-2+upgraded");  // a different size: seen even within one clock tick
+  EXPECT_EQ(versions.KeyVersion(s, s_id), "1.0-2+upgraded_" + s_id.substr(0, 16));
+  // What was answered for a build stays: that build was 1.0-1.
+  EXPECT_EQ(versions.KeyVersion(z, z_id), "1.0-1_" + z_id.substr(0, 16));
+}
+
 TEST(PackageVersionsTest, RecordsAndProfilesAreRewrittenKeyByKey) {
   PackageVersions versions;
   const std::string id = FileBuildId(LoadedPath("libz.so.1"));
