@@ -102,6 +102,7 @@ std::string LoadReport::ToText() const {
                 seconds > 0 ? bytes_ok / seconds / 1048576.0 : 0.0, latency_p50_ms, latency_p90_ms,
                 latency_p99_ms, latency_max_ms);
   o << buf;
+  o << "connections: " << connections_opened << " opened\n";
   if (batches_recovered > 0 || duplicates_missed > 0) {
     o << "retries: " << batches_recovered
       << " batches answered duplicate after a failed attempt had stored them, " << duplicates_missed
@@ -121,6 +122,7 @@ std::string LoadReport::ToJson() const {
   j.Key("batches_ok").Int(batches_ok).Key("batches_duplicate").Int(batches_duplicate);
   j.Key("batches_retried").Int(batches_retried).Key("batches_failed").Int(batches_failed);
   j.Key("batches_recovered").Int(batches_recovered);
+  j.Key("connections_opened").Int(connections_opened);
   j.Key("duplicates_missed").Int(duplicates_missed);
   j.Key("records_ok").Int(records_ok).Key("bytes_ok").Int(bytes_ok).Key("seconds").Double(seconds);
   j.Key("batches_per_second").Double(batches_per_second());
@@ -253,6 +255,7 @@ SenderTally SendLoop(SendState& st, int t) {
     body.replace(st.pool.id_offsets[idx], id.size(), id);
     SendBatch(client, ids, idx, body, st, &mine);
   }
+  mine.report.connections_opened = client.connections_opened();
   return mine;
 }
 
@@ -264,6 +267,7 @@ void AddTally(const SenderTally& t, LoadReport* report, std::vector<double>* lat
   report->duplicates_missed += m.duplicates_missed;
   report->batches_retried += m.batches_retried;
   report->batches_failed += m.batches_failed;
+  report->connections_opened += m.connections_opened;
   report->records_ok += m.records_ok;
   report->bytes_ok += m.bytes_ok;
   if (report->first_error.empty()) report->first_error = m.first_error;

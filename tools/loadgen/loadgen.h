@@ -49,6 +49,10 @@ struct LoadReport {
   int64_t duplicates_missed = 0;  // a resend answered as new (it must still count once)
   int64_t batches_retried = 0;    // 503/429/5xx answers that were retried
   int64_t batches_failed = 0;     // 4xx or network errors
+  // TLS connections opened: one per --connections, more when a server
+  // went away mid-stream (the HTTPS client resends a request whose kept-
+  // alive connection died on a new one, unseen by the counts above).
+  int64_t connections_opened = 0;
   int64_t records_ok = 0;
   int64_t bytes_ok = 0;
   double seconds = 0;

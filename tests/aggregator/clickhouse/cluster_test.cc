@@ -155,13 +155,14 @@ class ClusterTest : public ::testing::Test {
   }
 
   static constexpr const char* kAccepted = "fieldprof_batches_accepted_total";
+  static constexpr int kConnections = 48;
 
   // A stream of uploads through haproxy for `secs`, verified at the end;
   // `fault` runs alongside it, after a few seconds of it.
   tools::LoadReport Stream(int secs, const std::function<void()>& fault, bool twice = false) {
     tools::LoadOptions o;
     o.client = Client(LbPort());
-    o.connections = 48;
+    o.connections = kConnections;
     o.batches = 0;
     o.duration_s = secs;
     o.pool = 12;
@@ -252,7 +253,12 @@ uint64_t ClusterTest::seed_ = 100;
 TEST_F(ClusterTest, AnAggregatorKilledMidStream) {
   tools::LoadReport r = Stream(14, Outage("kill", "agg-2", 5));
   ExpectExact(r);
-  EXPECT_GT(r.batches_retried, 0) << "the uploads in flight to it were retried elsewhere";
+  // The kill was met: the connections it held were opened again (through
+  // haproxy, to the others) and their uploads sent on them. The HTTPS
+  // client resends a request whose kept-alive connection died, so few of
+  // those show as retried batches (from 0 to 15 in runs), and that count
+  // is no evidence either way.
+  EXPECT_GT(r.connections_opened, kConnections) << "no connection to it was lost";
 }
 
 TEST_F(ClusterTest, AClickHouseReplicaKilledMidStream) {
