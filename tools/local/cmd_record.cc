@@ -1,9 +1,9 @@
 // fieldprof record (issue #32): sample a command's call stacks into a
 // recording, and show any time range of it.
 //
-//   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] -- CMD ARGS...
+//   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] [--idle=false] -- CMD ARGS...
 //   fieldprof record show FILE [--from S] [--to S] [--thread TID]
-//                              [--collapsed] [--exact] [--bottom_up]
+//                              [--collapsed] [--exact] [--bottom_up] [--idle]
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +25,8 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
+#include "tools/local/idle_report.h"
+#include "tools/local/raw_format.h"
 #include "tools/local/recording.h"
 
 namespace fieldprof::tools {
@@ -45,27 +47,50 @@ struct ScratchDir {
   }
 };
 
+const char* SourceName(uint32_t source) {
+  switch (source) {
+    case local::raw::kTaskClock:
+      return "CPU time, perf task-clock";
+    case local::raw::kTaskClockUser:
+      return "user CPU time, perf task-clock";
+    case local::raw::kWallTimers:
+      return "wall clock";
+    default:
+      return "CPU time, timers: at most one sample per kernel tick";
+  }
+}
+
 int Record(int argc, char** argv) {
   std::string output;
   int64_t hz = 999, m = 100, n = 2;
   double p = 0.95;
-  bool wall = false;
-  std::string lib_dir;
+  bool wall = false, idle = true;
+  std::string lib_dir, clock = "task";
   OptionTable t("fieldprof record",
                 "Samples the call stacks of a command and every program it starts (CPU time,\n"
                 "or wall-clock time with --wall) into a recording: whole stacks through\n"
                 "libraries without frame pointers (DWARF unwinding), symbolised from ELF\n"
                 "symbol tables and installed debug info. The recording keeps its samples in a\n"
-                "time tree, so any time range is shown at once.\n\n"
+                "time tree, so any time range is shown at once. It also records idle\n"
+                "transitions: when each thread left the CPU to wait and came back, and the\n"
+                "blocking call it waited in.\n\n"
                 "  fieldprof record -- sqlite3 db.sqlite 'select ...'\n"
                 "  fieldprof record show sqlite3.fprec                   # the call tree\n"
                 "  fieldprof record show sqlite3.fprec --from 1.5 --to 2 # seconds 1.5 to 2\n"
-                "  fieldprof record show sqlite3.fprec --collapsed > s.folded  # flamegraph.pl\n\n"
+                "  fieldprof record show sqlite3.fprec --collapsed > s.folded  # flamegraph.pl\n"
+                "  fieldprof record show sqlite3.fprec --idle            # where threads waited\n\n"
                 "The command's exit status is fieldprof record's.");
   t.AddString("output", &output, "the recording's file (-o; default NAME.fprec)");
   t.AddShort('o', "output");
   t.AddInt("hz", &hz, "samples per second of CPU time (of wall time with --wall)", 1, 10000);
   t.AddBool("wall", &wall, "sample wall-clock time instead of CPU time");
+  t.AddString("clock", &clock,
+              "what times CPU-time samples: task (a perf_event task-clock per thread: the rate "
+              "asked; adds to each context switch, ~12 us on a VM) or timer (per-thread CPU "
+              "timers: at most one sample per kernel tick, ~250/s; free for switches)");
+  t.AddBool("idle", &idle,
+            "record idle transitions: each thread's switches off and onto the CPU (perf_event "
+            "switch records) and the blocking call it waited in");
   t.AddInt("leaf_samples", &m, "the time tree's M: a node with fewer samples is a leaf", 1,
            1 << 30);
   t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
@@ -76,6 +101,9 @@ int Record(int argc, char** argv) {
   if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
   const std::vector<std::string> cmd = ProgramArgs(argc, argv, cmd_at);
   if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
+  if (s.ok() && clock != "task" && clock != "timer") {
+    s = InvalidArgument("--clock is task or timer, not \"" + clock + "\"");
+  }
   if (!s.ok()) return UsageError(t, s);
   if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".fprec";
   StatusOr<std::string> dir = FindRuntime(lib_dir);
@@ -96,6 +124,8 @@ int Record(int argc, char** argv) {
   setenv("FIELDPROF_RECORD_DIR", raw.path.c_str(), 1);
   setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
   setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
+  setenv("FIELDPROF_RECORD_IDLE", idle ? "1" : "0", 1);
+  setenv("FIELDPROF_RECORD_CLOCK", clock.c_str(), 1);
   PrependEnv("LD_PRELOAD", *dir + "/" + kSamplerLib);
   // Ctrl-C stops the program; its recording is still written.
   SpawnOptions so;
@@ -124,10 +154,24 @@ int Record(int argc, char** argv) {
   std::fprintf(stderr,
                "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
                "%zu threads, %zu stacks%s\n",
-               output.c_str(), r->tree.samples(), r->wall ? "wall clock" : "CPU time", r->hz,
+               output.c_str(), r->tree.samples(), SourceName(r->source), r->hz,
                static_cast<double>(r->duration_ns) / 1e9, r->processes,
                r->processes == 1 ? "" : "es", r->threads.size(), r->stacks.size(),
                r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
+  if (r->idle) {
+    std::fprintf(
+        stderr, "fieldprof record: %zu idle transitions (show --idle)%s\n", r->idle_tree.samples(),
+        r->switches_lost + r->threads_unwatched > 0 ? "; some switches were not seen" : "");
+    const double per_s = static_cast<double>(r->idle_tree.samples() / 2 + r->preemptions) /
+                         std::max(1e-3, static_cast<double>(r->duration_ns) / 1e9);
+    if (per_s > 5000 &&
+        (r->source == local::raw::kTaskClock || r->source == local::raw::kTaskClockUser)) {
+      std::fprintf(stderr,
+                   "fieldprof record: %.0f context switches a second: the task clock adds to "
+                   "each; --clock timer does not\n",
+                   per_s);
+    }
+  }
   return code;
 }
 
@@ -206,7 +250,7 @@ std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t th
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
   int64_t thread = 0;
-  bool collapsed = false, exact = false, bottom_up = false, chrome = false;
+  bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
@@ -223,6 +267,9 @@ int Show(int argc, char** argv) {
   t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
   t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
+  t.AddBool("idle", &idle,
+            "where threads waited: to-idle and from-idle counts and off-CPU ms per call path "
+            "(with --collapsed: off-CPU microseconds)");
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
@@ -239,6 +286,16 @@ int Show(int argc, char** argv) {
   const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
   if (chrome) {
     std::cout << ChromeTrace(*r, t1, t2, thread);
+    return 0;
+  }
+  if (idle) {
+    local::IdleReportOptions io;
+    io.from_ns = t1;
+    io.to_ns = t2;
+    io.tid = static_cast<uint32_t>(thread);
+    io.min_share = min_share / 100;
+    io.collapsed = collapsed;
+    std::cout << local::IdleReport(*r, io);
     return 0;
   }
   const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/cxx_names.h"
@@ -17,7 +18,9 @@ namespace fieldprof::local {
 
 namespace {
 
-constexpr char kMagic[] = "FPRECORDING1\n";
+// Version 2 added idle transitions; version 1 files are read without them.
+constexpr char kMagic[] = "FPRECORDING2\n";
+constexpr char kMagic1[] = "FPRECORDING1\n";
 constexpr size_t kMagicSize = sizeof kMagic - 1;
 
 struct RawModule {
@@ -30,10 +33,17 @@ struct RawSample {
   std::vector<uint64_t> ips;
 };
 
+struct RawBlocked {
+  raw::BlockedHeader h;
+  std::vector<uint64_t> ips;
+};
+
 struct RawProcess {
   raw::FileHeader header{};
   std::vector<RawModule> modules;
   std::vector<RawSample> samples;
+  std::vector<raw::Switch> switches;
+  std::vector<RawBlocked> blocked;
   bool ended = false;
   raw::Trailer trailer{};
 };
@@ -41,7 +51,7 @@ struct RawProcess {
 template <typename T>
 bool Take(std::string_view* in, T* out) {
   if (in->size() < sizeof(T)) return false;
-  std::memcpy(out, in->data(), sizeof(T));
+  in->copy(reinterpret_cast<char*>(out), sizeof(T));
   in->remove_prefix(sizeof(T));
   return true;
 }
@@ -72,6 +82,20 @@ StatusOr<RawProcess> ReadRaw(const std::string& path) {
       m.path.assign(rest.data(), m.h.path_len);
       rest.remove_prefix(m.h.path_len);
       p.modules.push_back(std::move(m));
+    } else if (tag == 'W') {
+      raw::Switch w;
+      if (!Take(&rest, &w)) break;
+      p.switches.push_back(w);
+    } else if (tag == 'B') {
+      RawBlocked b;
+      if (!Take(&rest, &b.h) || b.h.depth > raw::kMaxFrames ||
+          rest.size() < b.h.depth * sizeof(uint64_t)) {
+        break;
+      }
+      b.ips.resize(b.h.depth);
+      std::memcpy(b.ips.data(), rest.data(), b.h.depth * sizeof(uint64_t));
+      rest.remove_prefix(b.h.depth * sizeof(uint64_t));
+      p.blocked.push_back(std::move(b));
     } else if (tag == 'E') {
       if (!Take(&rest, &p.trailer)) break;
       p.ended = true;
@@ -109,6 +133,17 @@ class Symbolizer {
   }
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // Whether `ip` lies in fieldprof record's own sampler: its thread-start
+  // wrapper is on every thread's stack, and is no part of the program.
+  bool InSampler(uint64_t ip) const {
+    for (const RawModule* m : modules_) {
+      if (ip >= m->h.lo && ip < m->h.hi) {
+        return std::filesystem::path(m->path).filename() == "libfieldprof_record.so";
+      }
+    }
+    return false;
+  }
 
   // `return_address`: a caller's frame, whose call lies just before it.
   std::string Name(uint64_t ip, bool return_address) {
@@ -157,6 +192,112 @@ class Symbolizer {
   std::unordered_map<uint64_t, std::string> memo_;
 };
 
+// Frames, stacks, threads and sample types, each interned once.
+class Interner {
+ public:
+  explicit Interner(Recording* r) : r_(r) {}
+
+  // `ips` innermost first; all of them return addresses, or all but the
+  // innermost (an interrupted instruction).
+  uint32_t Stack(Symbolizer& sym, const std::vector<uint64_t>& ips, bool all_returns) {
+    std::vector<uint32_t> stack;
+    stack.reserve(ips.size());
+    for (size_t i = ips.size(); i-- > 0;) {  // outermost first
+      // The sampler's frames are left out, but for a blocked call's
+      // innermost: the wrapper, named as the call it wraps.
+      if (!(all_returns && i == 0) && sym.InSampler(ips[i])) continue;
+      stack.push_back(Frame(sym.Name(ips[i], /*return_address=*/all_returns || i > 0)));
+    }
+    return Stack(stack);
+  }
+  uint32_t Stack(const std::vector<uint32_t>& frames) {
+    auto [it, fresh] = stack_ids_.emplace(frames, static_cast<uint32_t>(r_->stacks.size()));
+    if (fresh) r_->stacks.push_back(frames);
+    return it->second;
+  }
+  uint32_t Frame(const std::string& name) {
+    auto [it, fresh] = frame_ids_.emplace(name, static_cast<uint32_t>(r_->frames.size()));
+    if (fresh) r_->frames.push_back(name);
+    return it->second;
+  }
+  uint32_t Thread(uint32_t pid, uint32_t tid) {
+    auto [it, fresh] =
+        thread_ids_.emplace(std::make_pair(pid, tid), static_cast<uint32_t>(r_->threads.size()));
+    if (fresh) r_->threads.push_back({pid, tid});
+    return it->second;
+  }
+  uint32_t Type(uint32_t thread, uint32_t stack) {
+    auto [it, fresh] =
+        type_ids_.emplace(std::make_pair(thread, stack), static_cast<uint32_t>(r_->types.size()));
+    if (fresh) r_->types.emplace_back(thread, stack);
+    return it->second;
+  }
+  void Preempted() { ++r_->preemptions; }
+  void Unattributed() { ++r_->waits_unattributed; }
+  uint32_t IdleTypeOf(uint32_t thread, uint32_t stack, IdleDirection d) {
+    auto [it, fresh] = idle_ids_.emplace(std::make_tuple(thread, stack, d),
+                                         static_cast<uint32_t>(r_->idle_types.size()));
+    if (fresh) r_->idle_types.push_back({thread, stack, d});
+    return it->second;
+  }
+
+ private:
+  Recording* r_;
+  std::unordered_map<std::string, uint32_t> frame_ids_;
+  std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> thread_ids_, type_ids_;
+  std::map<std::tuple<uint32_t, uint32_t, IdleDirection>, uint32_t> idle_ids_;
+};
+
+struct IdleEvent {
+  uint64_t time = 0;  // after the recording's start
+  uint32_t type = 0;  // into idle_types
+  uint64_t off_ns = 0;
+};
+
+// One process's waits: each ring's switch records in order; a switch out
+// that was not a preemption begins a wait, the next switch in ends it.
+// The wait's stack is that of the wrapped call whose ring positions hold
+// the switch out.
+void Waits(const RawProcess& p, uint64_t start_ns, Symbolizer& sym, Interner* in,
+           std::vector<IdleEvent>* out) {
+  std::map<uint32_t, std::vector<const raw::Switch*>> by_ring;
+  for (const raw::Switch& w : p.switches) by_ring[w.ring].push_back(&w);
+  std::map<uint32_t, std::map<uint64_t, const RawBlocked*>> calls;  // ring -> from -> call
+  for (const RawBlocked& b : p.blocked) calls[b.h.ring][b.h.from] = &b;
+  const uint32_t unattributed = in->Stack({in->Frame(kUnattributedWait)});
+  auto rel = [&](uint64_t t) { return t >= start_ns ? t - start_ns : 0; };
+  for (auto& [ring, sw] : by_ring) {
+    std::sort(sw.begin(), sw.end(),
+              [](const raw::Switch* a, const raw::Switch* b) { return a->pos < b->pos; });
+    const auto& ring_calls = calls[ring];
+    for (size_t i = 0; i < sw.size(); ++i) {
+      const raw::Switch& w = *sw[i];
+      if (w.out == 0) continue;
+      if (w.preempt != 0) {
+        in->Preempted();
+        continue;
+      }
+      uint32_t stack = unattributed;
+      auto call = ring_calls.upper_bound(w.pos);
+      if (call != ring_calls.begin() && w.pos < std::prev(call)->second->h.to) {
+        stack = in->Stack(sym, std::prev(call)->second->ips, /*all_returns=*/true);
+      } else {
+        in->Unattributed();
+      }
+      const uint32_t thread = in->Thread(p.header.pid, w.tid);
+      const bool back = i + 1 < sw.size() && sw[i + 1]->out == 0;
+      const uint64_t off =
+          back && sw[i + 1]->time_ns > w.time_ns ? sw[i + 1]->time_ns - w.time_ns : 0;
+      out->push_back({rel(w.time_ns), in->IdleTypeOf(thread, stack, IdleDirection::kToIdle), off});
+      if (back) {
+        out->push_back({rel(sw[i + 1]->time_ns),
+                        in->IdleTypeOf(thread, stack, IdleDirection::kFromIdle), off});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOptions& options) {
@@ -181,45 +322,33 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
     r.start_ns = std::min(r.start_ns, p.header.start_ns);
     r.hz = p.header.hz;
     r.wall = p.header.wall != 0;
+    r.source = p.header.source;
     ++r.processes;
     if (p.ended) {
       end = std::max(end, p.trailer.end_ns);
       r.dropped += p.trailer.dropped;
       r.skipped += p.trailer.skipped;
+      r.switches_lost += p.trailer.switches_lost;
+      r.threads_unwatched += p.trailer.threads_unwatched;
     } else {
       ++r.processes_cut_short;
     }
     if (!p.samples.empty()) end = std::max(end, p.samples.back().h.time_ns);
+    for (const raw::Switch& w : p.switches) end = std::max(end, w.time_ns);
   }
   r.duration_ns = end > r.start_ns ? end - r.start_ns : 0;
-  // Intern frames, stacks, threads and (thread, stack) types.
-  std::unordered_map<std::string, uint32_t> frame_ids;
-  std::map<std::vector<uint32_t>, uint32_t> stack_ids;
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> thread_ids, type_ids;
+  Interner in(&r);
   std::vector<std::pair<uint64_t, uint32_t>> samples;  // (time, type)
+  std::vector<IdleEvent> idle;
   for (const RawProcess& p : procs) {
     Symbolizer sym(p.modules);
     const uint32_t pid = p.header.pid;
     for (const RawSample& s : p.samples) {
-      std::vector<uint32_t> stack;
-      stack.reserve(s.ips.size());
-      for (size_t i = s.ips.size(); i-- > 0;) {  // outermost first
-        const std::string name = sym.Name(s.ips[i], /*return_address=*/i > 0);
-        auto [it, fresh] = frame_ids.emplace(name, static_cast<uint32_t>(r.frames.size()));
-        if (fresh) r.frames.push_back(name);
-        stack.push_back(it->second);
-      }
-      auto [st, new_stack] = stack_ids.emplace(stack, static_cast<uint32_t>(r.stacks.size()));
-      if (new_stack) r.stacks.push_back(stack);
-      auto [th, new_thread] =
-          thread_ids.emplace(std::make_pair(pid, s.h.tid), static_cast<uint32_t>(r.threads.size()));
-      if (new_thread) r.threads.push_back({pid, s.h.tid});
-      auto [ty, new_type] = type_ids.emplace(std::make_pair(th->second, st->second),
-                                             static_cast<uint32_t>(r.types.size()));
-      if (new_type) r.types.emplace_back(th->second, st->second);
-      const uint64_t t = s.h.time_ns >= r.start_ns ? s.h.time_ns - r.start_ns : 0;
-      samples.emplace_back(t, ty->second);
+      const uint32_t type = in.Type(in.Thread(pid, s.h.tid), in.Stack(sym, s.ips, false));
+      samples.emplace_back(s.h.time_ns >= r.start_ns ? s.h.time_ns - r.start_ns : 0, type);
     }
+    r.idle |= p.header.idle != 0;
+    Waits(p, r.start_ns, sym, &in, &idle);
   }
   std::stable_sort(samples.begin(), samples.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -230,6 +359,17 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
     types[i] = samples[i].second;
   }
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Build(std::move(times), std::move(types), options));
+  std::stable_sort(idle.begin(), idle.end(),
+                   [](const IdleEvent& a, const IdleEvent& b) { return a.time < b.time; });
+  times.resize(idle.size());
+  types.resize(idle.size());
+  r.idle_off_ns.resize(idle.size());
+  for (size_t i = 0; i < idle.size(); ++i) {
+    times[i] = idle[i].time;
+    types[i] = idle[i].type;
+    r.idle_off_ns[i] = idle[i].off_ns;
+  }
+  FP_ASSIGN_OR_RETURN(r.idle_tree, TimeTree::Build(std::move(times), std::move(types), options));
   return r;
 }
 
@@ -261,12 +401,69 @@ std::string EncodeRecording(const Recording& r) {
     PutVarint(&out, thread);
     PutVarint(&out, stack);
   }
+  PutVarint(&out, r.source);
+  PutVarint(&out, r.idle ? 1 : 0);
+  PutVarint(&out, r.switches_lost);
+  PutVarint(&out, r.threads_unwatched);
+  PutVarint(&out, r.preemptions);
+  PutVarint(&out, r.waits_unattributed);
+  PutVarint(&out, r.idle_types.size());
+  for (const IdleType& t : r.idle_types) {
+    PutVarint(&out, t.thread);
+    PutVarint(&out, t.stack);
+    PutVarint(&out, static_cast<uint64_t>(t.direction));
+  }
+  PutVarint(&out, r.idle_off_ns.size());
+  for (uint64_t off : r.idle_off_ns) PutVarint(&out, off);
+  PutString(&out, r.idle_tree.Encode());
   out += r.tree.Encode();
   return out;
 }
 
+namespace {
+
+// The idle transitions' part of a version 2 recording.
+Status DecodeIdle(std::string_view* in, Recording* r) {
+  auto bad = [](const char* what) { return DataLoss(std::string("recording: bad ") + what); };
+  uint64_t source = 0, idle = 0, n = 0;
+  if (!GetVarint(in, &source) || !GetVarint(in, &idle) || !GetVarint(in, &r->switches_lost) ||
+      !GetVarint(in, &r->threads_unwatched) || !GetVarint(in, &r->preemptions) ||
+      !GetVarint(in, &r->waits_unattributed)) {
+    return bad("idle header");
+  }
+  r->source = static_cast<uint32_t>(source);
+  r->idle = idle != 0;
+  if (!GetVarint(in, &n) || n > in->size()) return bad("idle types");
+  r->idle_types.resize(n);
+  for (IdleType& t : r->idle_types) {
+    uint64_t thread = 0, stack = 0, dir = 0;
+    if (!GetVarint(in, &thread) || !GetVarint(in, &stack) || !GetVarint(in, &dir) ||
+        thread >= r->threads.size() || stack >= r->stacks.size() || dir > 1) {
+      return bad("idle types");
+    }
+    t = {static_cast<uint32_t>(thread), static_cast<uint32_t>(stack),
+         static_cast<IdleDirection>(dir)};
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return bad("idle lengths");
+  r->idle_off_ns.resize(n);
+  for (uint64_t& off : r->idle_off_ns) {
+    if (!GetVarint(in, &off)) return bad("idle lengths");
+  }
+  std::string tree;
+  if (!GetString(in, &tree)) return bad("idle tree");
+  FP_ASSIGN_OR_RETURN(r->idle_tree, TimeTree::Decode(tree));
+  if (r->idle_tree.samples() != n) return bad("idle tree");
+  for (uint32_t t : r->idle_tree.types()) {
+    if (t >= r->idle_types.size()) return bad("idle events");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Recording> DecodeRecording(std::string_view in) {
-  if (in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
+  const bool v1 = in.substr(0, kMagicSize) == std::string_view(kMagic1, kMagicSize);
+  if (!v1 && in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
     return DataLoss("not a fieldprof recording");
   }
   in.remove_prefix(kMagicSize);
@@ -319,6 +516,7 @@ StatusOr<Recording> DecodeRecording(std::string_view in) {
     thread = static_cast<uint32_t>(a);
     stack = static_cast<uint32_t>(b);
   }
+  if (!v1) FP_RETURN_IF_ERROR(DecodeIdle(&in, &r));
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Decode(in));
   for (uint32_t t : r.tree.types()) {
     if (t >= r.types.size()) return bad("samples");

@@ -19,10 +19,23 @@ struct RecordedThread {
   uint32_t pid = 0, tid = 0;
 };
 
+// Idle transitions (seed 001): a thread's wait, from the switch records
+// of its own threads. A to-idle event is a switch out while not runnable
+// (the thread began to wait); its from-idle event is the switch back in.
+// Both carry the stack the thread waited at (the blocking call it was in,
+// or a one-frame "[outside a wrapped call]") and the wait's off-CPU time.
+enum class IdleDirection : uint8_t { kToIdle = 0, kFromIdle = 1 };
+
+struct IdleType {
+  uint32_t thread = 0, stack = 0;
+  IdleDirection direction = IdleDirection::kToIdle;
+};
+
 struct Recording {
   std::string command;
   uint32_t hz = 0;
   bool wall = false;
+  uint32_t source = 0;       // how samples were taken: raw::SampleSource
   uint64_t start_ns = 0;     // the first process's start (CLOCK_MONOTONIC); times are after it
   uint64_t duration_ns = 0;  // to the last process's end or last sample
   uint64_t dropped = 0, skipped = 0;
@@ -32,7 +45,21 @@ struct Recording {
   std::vector<RecordedThread> threads;
   std::vector<std::pair<uint32_t, uint32_t>> types;  // (thread, stack) per sample type
   TimeTree tree;                                     // times relative to start_ns
+
+  // Idle transitions: off unless recorded with them.
+  bool idle = false;
+  uint64_t switches_lost = 0;       // switch records the kernel dropped (a full ring)
+  uint64_t threads_unwatched = 0;   // threads whose switches could not be watched
+  uint64_t preemptions = 0;         // switches out while runnable: not waits, not in the tree
+  uint64_t waits_unattributed = 0;  // waits outside any wrapped blocking call
+  std::vector<IdleType> idle_types;
+  TimeTree idle_tree;                 // events by time; types index idle_types
+  std::vector<uint64_t> idle_off_ns;  // per event of idle_tree, in its order: the wait's length
+                                      // (0 when it had not ended by the end of the recording)
 };
+
+// The name of the one frame of waits that no wrapped call explains.
+inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
 
 // Reads every raw file in `dir` and makes the recording: stacks symbolised
 // from the modules' ELF symbol tables and installed debug info (elfutils),

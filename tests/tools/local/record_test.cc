@@ -3,6 +3,7 @@
 // whole through Debian's sqlite3 (no frame pointers); a killed program
 // still leaves its samples; the command's output and status unchanged.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@ using testing::TempDir;
 
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kPhases = FIELDPROF_PHASES;
+const std::string kWaits = FIELDPROF_WAITS;
 
 // Samples per phase in [from, to] seconds: collapsed stacks summed by the
 // phase function on them ("" when neither).
@@ -206,6 +208,155 @@ TEST(RecordTest, StacksAreWholeThroughDebiansSqlite) {
     }
   }
   EXPECT_TRUE(through) << out.substr(0, 4000);
+}
+
+// fieldprof record as a user without privileges would run it (the tests
+// run as root; perf_event_paranoid is 2 here): `nobody`, in a directory it
+// may write.
+std::string Unprivileged(const TempDir& dir) {
+  chmod(dir.path().c_str(), 0777);
+  return geteuid() == 0 ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : "";
+}
+
+// The first number after `key` in `text`, or -1.
+long long NumberAfter(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
+}
+
+// Off-CPU microseconds per collapsed stack of `show --idle --collapsed`.
+std::map<std::string, long long> IdleStacks(const std::string& file) {
+  std::string out;
+  EXPECT_EQ(RunCommand(kCli + " record show " + file + " --idle --collapsed", &out), 0);
+  std::map<std::string, long long> by;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t sp = line.rfind(' ');
+    by[line.substr(0, sp)] = std::stoll(line.substr(sp + 1));
+  }
+  return by;
+}
+
+// The off-CPU time of the stacks that end in `leaf` under `caller`.
+long long OffCpuAt(const std::map<std::string, long long>& stacks, const std::string& caller,
+                   const std::string& leaf) {
+  long long us = 0;
+  for (const auto& [stack, n] : stacks) {
+    const std::string tail = caller + ";" + leaf;
+    if (stack.size() >= tail.size() &&
+        stack.compare(stack.size() - tail.size(), tail.size(), tail) == 0) {
+      us += n;
+    }
+  }
+  return us;
+}
+
+// Idle transitions (seed 001), without privileges: a sleeper waits in
+// nanosleep, a pipe reader in read; each wait is counted once, with its
+// off-CPU time.
+TEST(RecordTest, IdleTransitionsShowTheCallThatWaited) {
+  TempDir dir;
+  const std::string as = Unprivileged(dir);
+  const std::string sleeper = dir.File("sleep.fprec"), reader = dir.File("pipe.fprec");
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(as + kCli + " record -o " + sleeper + " -- " + kWaits + " sleeper 100 2>&1", &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("sleeper: 100 sleeps"), std::string::npos) << out;
+  EXPECT_NE(out.find("idle transitions"), std::string::npos) << out;
+  auto stacks = IdleStacks(sleeper);
+  // 100 sleeps of at least 1 ms each.
+  EXPECT_GE(OffCpuAt(stacks, "main;(anonymous namespace)::SleepAWhile()", "nanosleep"), 100000)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + sleeper + " --idle --min_percent 0", &out), 0);
+  EXPECT_GE(NumberAfter(out, "idle transitions: "), 100) << out;
+  EXPECT_NE(out.find("what ran on a CPU next is unknown"), std::string::npos) << out;
+
+  ASSERT_EQ(
+      RunCommand(as + kCli + " record -o " + reader + " -- " + kWaits + " pipe 100 2>&1", &out), 0)
+      << out;
+  stacks = IdleStacks(reader);
+  EXPECT_GE(OffCpuAt(stacks, "main;(anonymous namespace)::ReadMessages()", "read"), 50000) << out;
+  EXPECT_GE(
+      OffCpuAt(stacks, "(anonymous namespace)::Writer(void*);(anonymous namespace)::SleepAWhile()",
+               "nanosleep"),
+      100000);
+  // The sampler's own frames are no part of the program's stacks.
+  for (const auto& [stack, us] : stacks) EXPECT_EQ(stack.find("StartWithTimer"), std::string::npos);
+  // Off with --idle=false.
+  ASSERT_EQ(
+      RunCommand(kCli + " record --idle=false -o " + reader + " -- " + kWaits +
+                     " pipe 10 >/dev/null 2>&1 && " + kCli + " record show " + reader + " --idle",
+                 &out),
+      0);
+  EXPECT_NE(out.find("no idle transitions"), std::string::npos) << out;
+}
+
+// A two-thread ping-pong over a mutex and a condition variable: each
+// player's waits are at the lock calls in WaitForTurn, and their count is
+// the kernel's own count of the thread's voluntary switches, exactly.
+TEST(RecordTest, PingPongWaitsMatchTheKernelsSwitchCounts) {
+  TempDir dir;
+  const std::string as = Unprivileged(dir);
+  const std::string file = dir.File("pp.fprec");
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(as + kCli + " record -o " + file + " -- " + kWaits + " pingpong 3000 2>&1", &out),
+      0)
+      << out;
+  // "switches TID VOLUNTARY INVOLUNTARY" per thread; the last is main's.
+  std::vector<std::pair<std::string, long long>> players;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string word, tid;
+    long long voluntary = 0;
+    if (f >> word >> tid >> voluntary && word == "switches") players.emplace_back(tid, voluntary);
+  }
+  ASSERT_EQ(players.size(), 3u) << out;
+  players.pop_back();  // main: it switched before the sampler was loaded
+  for (const auto& [tid, voluntary] : players) {
+    std::string report;
+    ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --thread " + tid, &report), 0);
+    EXPECT_EQ(NumberAfter(report, "idle transitions: "), voluntary) << report;
+    EXPECT_EQ(NumberAfter(report, "to-idle (a thread began to wait), "), voluntary) << report;
+    EXPECT_GE(voluntary, 1000) << "the players took turns by waiting";
+  }
+  const auto stacks = IdleStacks(file);
+  long long at_locks = OffCpuAt(stacks, "WaitForTurn(long)", "pthread_cond_wait") +
+                       OffCpuAt(stacks, "WaitForTurn(long)", "pthread_mutex_lock");
+  long long all = 0;
+  for (const auto& [stack, us] : stacks) {
+    if (stack.find("Player") != std::string::npos) all += us;
+  }
+  EXPECT_GT(all, 0);
+  EXPECT_EQ(at_locks, all) << "every player's wait is at a lock call";
+}
+
+// With the task clock, samples come at the rate asked (999 a CPU second);
+// per-thread CPU timers fire at most once per kernel tick.
+TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
+  TempDir dir;
+  const std::string as = Unprivileged(dir);
+  std::string task, timer;
+  // The phases take 0.8 s of CPU (0.2 + 0.2 + 2 x 0.2).
+  ASSERT_EQ(RunCommand(as + kCli + " record -o " + dir.File("t.fprec") + " -- " + kPhases +
+                           " 2>&1 >/dev/null",
+                       &task),
+            3)
+      << task;
+  ASSERT_EQ(RunCommand(as + kCli + " record --clock timer -o " + dir.File("u.fprec") + " -- " +
+                           kPhases + " 2>&1 >/dev/null",
+                       &timer),
+            3)
+      << timer;
+  EXPECT_NE(task.find("perf task-clock"), std::string::npos) << task;
+  EXPECT_NE(timer.find("timers"), std::string::npos) << timer;
+  EXPECT_GT(NumberAfter(task, "written: "), 0.6 * 0.8 * 999) << task;
+  EXPECT_LT(NumberAfter(timer, "written: "), NumberAfter(task, "written: ")) << timer;
+  EXPECT_EQ(RunCommand(kCli + " record --clock cycles -- true 2>&1", &task), 2);
+  EXPECT_NE(task.find("--clock is task or timer"), std::string::npos) << task;
 }
 
 TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {

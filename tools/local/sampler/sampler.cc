@@ -1,13 +1,18 @@
 // libfieldprof_record.so: the in-process half of `fieldprof record`,
 // preloaded into the command and every program it starts (issue #32).
 //
-// Every thread has its own timer (timer_create on CLOCK_THREAD_CPUTIME_ID,
-// or CLOCK_MONOTONIC with --wall, delivered to that thread by
-// SIGEV_THREAD_ID): SIGPROF about `hz` times per second of the thread's
-// CPU time. A timer on the whole process was tried first: the kernel hands
-// its signal to whichever thread it picks, and with two busy threads one
-// got 70% of the samples. Threads started with pthread_create get their
-// timer as they begin (the function is wrapped); the main thread at load. The handler unwinds the
+// Every thread has its own sampling clock, which sends SIGPROF to that
+// thread about `hz` times per second of its CPU time: a perf_event
+// task-clock counter on the thread (an hrtimer, so the rate asked for;
+// user time only where perf_event_paranoid is 2 and the kernel refuses
+// more), else a timer_create timer on CLOCK_THREAD_CPUTIME_ID, which fires
+// at most once per kernel tick (about 250 samples per CPU second here,
+// whatever the rate asked). --wall uses CLOCK_MONOTONIC timers. A timer on
+// the whole process was tried first: the kernel hands its signal to
+// whichever thread it picks, and with two busy threads one got 70% of the
+// samples. Threads started with pthread_create get their clock as they
+// begin (the function is wrapped); the main thread at load. Each thread
+// also gets its switch ring (switches.cc) unless idle transitions are off. The handler unwinds the
 // interrupted thread's stack with libunwind (DWARF CFI: through Debian's libraries, which have no
 // frame pointers) into a ring of slots; a writer thread drains the ring every 20 ms into
 // DIR/rec-PID-START.raw, with the loaded modules, so a killed program
@@ -21,35 +26,53 @@
 // counted as skipped. errno is kept. After fork the child starts its own
 // file and timer.
 #define UNW_LOCAL_ONLY
+#include "tools/local/sampler/sampler.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <libunwind.h>
 #include <link.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 #include "tools/local/raw_format.h"
+
+namespace fieldprof::local::sampler {
+thread_local int t_in_loader = 0;
+thread_local int t_in_handler = 0;
+}  // namespace fieldprof::local::sampler
 
 namespace {
 
 using fieldprof::local::raw::kMaxFrames;
 using fieldprof::local::raw::SampleHeader;
+using namespace fieldprof::local::sampler;  // NOLINT: this library's own parts
 
 constexpr uint32_t kSlots = 8192;
 
+enum SlotKind : uint8_t { kSample = 0, kBlocked = 1 };
+
 struct Slot {
-  std::atomic<uint32_t> ready{0};
+  std::atomic<uint32_t> ready{0};  // 0: free, 1: filled, 2: dropped
+  uint8_t kind = kSample;
   SampleHeader h;
+  uint64_t from = 0, to = 0;  // kBlocked: the switch ring's records
+  uint32_t ring = 0;
   uint64_t ips[kMaxFrames];
 };
 
@@ -64,13 +87,15 @@ pthread_t g_writer{};
 bool g_writer_on = false;
 uint64_t g_period_ns = 0;
 bool g_wall = false;
+bool g_idle = false;  // watch switches off and onto the CPU
+pid_t g_pid = 0;      // the process recording (a vfork child shares our memory, not our pid)
+uint32_t g_source = fieldprof::local::raw::kThreadTimers;
 unsigned long long g_modules_adds = ~0ull;
 
-thread_local int t_in_loader = 0;
-thread_local int t_in_handler = 0;
 thread_local uint32_t t_tid = 0;
 thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
+thread_local int t_clock_fd = -1;  // the thread's task-clock event
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 PthreadCreate RealPthreadCreate() {
@@ -78,9 +103,54 @@ PthreadCreate RealPthreadCreate() {
   return real;
 }
 
-// This thread's timer: SIGPROF to it every period of its CPU (or wall) time.
+// A task-clock event on this thread that sends it SIGPROF every period of
+// its CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
+// allows.
+int OpenTaskClock(bool user_only) {
+  perf_event_attr a{};
+  a.size = sizeof a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = g_period_ns;
+  a.exclude_kernel = user_only ? 1 : 0;
+  a.exclude_hv = 1;
+  a.wakeup_events = 1;
+  a.disabled = 1;
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
+                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+  if (fd < 0) return -1;
+  f_owner_ex owner{F_OWNER_TID, tid};
+  if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+      fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void StopThreadTimer();
+
+// Stops a thread's sampling when it ends, also by pthread_exit.
+struct ThreadEnd {
+  bool armed = false;
+  ~ThreadEnd() {
+    if (armed) StopThreadTimer();
+  }
+};
+thread_local ThreadEnd t_end;
+
+// This thread's sampling clock and switch ring.
 void StartThreadTimer() {
-  if (!g_on || t_timer_on) return;
+  if (!g_on || t_timer_on || t_clock_fd >= 0) return;
+  t_end.armed = true;
+  if (g_idle) WatchThreadSwitches();
+  using fieldprof::local::raw::kTaskClock;
+  using fieldprof::local::raw::kTaskClockUser;
+  if (g_source == kTaskClock || g_source == kTaskClockUser) {
+    t_clock_fd = OpenTaskClock(g_source == kTaskClockUser);
+    if (t_clock_fd >= 0) return;
+  }
   sigevent ev{};
   ev.sigev_notify = SIGEV_THREAD_ID;
   ev.sigev_signo = SIGPROF;
@@ -94,7 +164,22 @@ void StartThreadTimer() {
   if (!t_timer_on) timer_delete(t_timer);
 }
 
+// Whether `fd` is still a perf_event (the program may have closed it and
+// the number been reused).
+bool StillPerfEvent(int fd) {
+  char link[64], path[32];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(path, link, sizeof link - 1);
+  return n > 0 && std::string_view(link, static_cast<size_t>(n)) == "anon_inode:[perf_event]";
+}
+
 void StopThreadTimer() {
+  UnwatchThreadSwitches();
+  if (t_clock_fd >= 0) {
+    ioctl(t_clock_fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (StillPerfEvent(t_clock_fd)) close(t_clock_fd);
+    t_clock_fd = -1;
+  }
   if (!t_timer_on) return;
   timer_delete(t_timer);
   t_timer_on = false;
@@ -106,15 +191,61 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void WriteAll(const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
+// The raw file's writes go through a buffer, flushed after each drain: at
+// tens of thousands of switch records a second, a write per record took
+// the writer thread more CPU than the program had to spare. The writer
+// thread's only (and the process's end, after the writer stopped).
+char g_buf[1 << 16];
+size_t g_buf_len = 0;
+
+void Flush() {
+  const char* c = g_buf;
+  size_t n = g_buf_len;
+  g_buf_len = 0;
   while (n > 0 && g_fd >= 0) {
-    const ssize_t w = write(g_fd, c, n);
+    // Not through the library's own write wrapper.
+    const ssize_t w = syscall(SYS_write, g_fd, c, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;  // a full disk: the program goes on, the file ends here
     c += w;
     n -= static_cast<size_t>(w);
   }
+}
+
+void WriteAll(const void* p, size_t n) {
+  if (n > sizeof g_buf - g_buf_len) Flush();
+  if (n > sizeof g_buf) return;  // no record is this large
+  memcpy(g_buf + g_buf_len, p, n);
+  g_buf_len += n;
+}
+
+// A slot for this thread's next record, or null (counted) when the writer
+// is behind. The caller fills it and marks it ready.
+Slot* Claim() {
+  const uint64_t idx = g_head.fetch_add(1, std::memory_order_acq_rel);
+  Slot& s = g_slots[idx % kSlots];
+  if (s.ready.load(std::memory_order_acquire) != 0) {  // the writer is behind: drop
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    s.ready.store(2, std::memory_order_release);  // an empty slot, to keep the order
+    return nullptr;
+  }
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  s.h.time_ns = NowNs();
+  s.h.tid = t_tid;
+  const int cpu = sched_getcpu();
+  s.h.cpu = static_cast<uint16_t>(cpu < 0 ? 0xffff : cpu);
+  return &s;
+}
+
+// The return addresses from the cursor's frame out, into the slot.
+void Unwind(unw_cursor_t* cursor, Slot* s) {
+  uint16_t depth = 0;
+  do {
+    unw_word_t ip = 0;
+    if (unw_get_reg(cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    s->ips[depth++] = ip;
+  } while (depth < kMaxFrames && unw_step(cursor) > 0);
+  s->h.depth = depth;
 }
 
 void OnProf(int, siginfo_t*, void* uc) {
@@ -125,31 +256,15 @@ void OnProf(int, siginfo_t*, void* uc) {
     return;
   }
   t_in_handler = 1;
-  const uint64_t idx = g_head.fetch_add(1, std::memory_order_acq_rel);
-  Slot& s = g_slots[idx % kSlots];
-  if (s.ready.load(std::memory_order_acquire) != 0) {  // the writer is behind: drop
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
-    s.ready.store(2, std::memory_order_release);  // an empty slot, to keep the order
-    t_in_handler = 0;
-    errno = saved;
-    return;
+  if (Slot* s = Claim(); s != nullptr) {
+    s->kind = kSample;
+    unw_cursor_t cursor;
+    s->h.depth = 0;
+    if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+      Unwind(&cursor, s);
+    }
+    s->ready.store(1, std::memory_order_release);
   }
-  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  s.h.time_ns = NowNs();
-  s.h.tid = t_tid;
-  const int cpu = sched_getcpu();
-  s.h.cpu = static_cast<uint16_t>(cpu < 0 ? 0xffff : cpu);
-  uint16_t depth = 0;
-  unw_cursor_t cursor;
-  if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
-    do {
-      unw_word_t ip = 0;
-      if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
-      s.ips[depth++] = ip;
-    } while (depth < kMaxFrames && unw_step(&cursor) > 0);
-  }
-  s.h.depth = depth;
-  s.ready.store(1, std::memory_order_release);
   t_in_handler = 0;
   errno = saved;
 }
@@ -196,37 +311,77 @@ void WriteModules() {
   dl_iterate_phdr(OnModule, nullptr);
 }
 
-void Drain() {
+// Returns whether a switch ring was filling up (drain again soon).
+bool Drain() {
   WriteModules();
   const uint64_t head = g_head.load(std::memory_order_acquire);
   while (g_tail < head) {
     Slot& s = g_slots[g_tail % kSlots];
     const uint32_t r = s.ready.load(std::memory_order_acquire);
     if (r == 0) break;  // still being written: next time
-    if (r == 1) {
+    if (r == 1 && s.kind == kSample) {
       const char tag = 'S';
       WriteAll(&tag, 1);
       WriteAll(&s.h, sizeof s.h);
+      WriteAll(s.ips, sizeof(uint64_t) * s.h.depth);
+    } else if (r == 1) {
+      fieldprof::local::raw::BlockedHeader b{};
+      b.from = s.from;
+      b.to = s.to;
+      b.ring = s.ring;
+      b.tid = s.h.tid;
+      b.depth = s.h.depth;
+      const char tag = 'B';
+      WriteAll(&tag, 1);
+      WriteAll(&b, sizeof b);
       WriteAll(s.ips, sizeof(uint64_t) * s.h.depth);
     }
     s.ready.store(0, std::memory_order_release);
     ++g_tail;
   }
+  // Switch records after the stacks: a blocked call's stack is recorded
+  // after its switches, and the reader pairs them wherever they lie.
+  const bool busy = DrainSwitches();
+  Flush();
+  return busy;
 }
 
 void* WriterMain(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // samples land on the program's threads
+  bool busy = false;
   while (!g_stop.load()) {
-    timespec ts{0, 20 * 1000 * 1000};
-    nanosleep(&ts, nullptr);
-    Drain();
+    // 20 ms, or 2 when a thread's switches fill its ring fast.
+    timespec ts{0, (busy ? 2 : 20) * 1000 * 1000};
+    syscall(SYS_nanosleep, &ts, nullptr);  // not through the wrapper
+    busy = Drain();
   }
   return nullptr;
 }
 
+// CPU time: a task-clock event if the kernel gives one (with kernel time
+// if allowed), else the tick-bound timers. Tried on the calling thread.
+uint32_t ChooseSource() {
+  using namespace fieldprof::local::raw;  // NOLINT: the SampleSource names
+  if (g_wall) return kWallTimers;
+  // --clock timer: task-clock costs each context switch an hrtimer stop
+  // and start (about 12 us on this VM), timers cost switches nothing.
+  if (const char* c = getenv("FIELDPROF_RECORD_CLOCK"); c != nullptr && strcmp(c, "timer") == 0) {
+    return kThreadTimers;
+  }
+  for (const bool user_only : {false, true}) {
+    const int fd = OpenTaskClock(user_only);
+    if (fd >= 0) {
+      close(fd);
+      return user_only ? kTaskClockUser : kTaskClock;
+    }
+  }
+  return kThreadTimers;
+}
+
 void Start() {
+  g_modules_adds = ~0ull;  // a new file lists the modules again
   const char* dir = getenv("FIELDPROF_RECORD_DIR");
   if (dir == nullptr || dir[0] == 0) return;
   const char* hz_text = getenv("FIELDPROF_RECORD_HZ");
@@ -235,6 +390,9 @@ void Start() {
   g_period_ns = 1000000000ull / static_cast<uint64_t>(hz);
   const char* wall = getenv("FIELDPROF_RECORD_WALL");
   g_wall = wall != nullptr && wall[0] == '1';
+  const char* idle = getenv("FIELDPROF_RECORD_IDLE");
+  g_idle = idle == nullptr || idle[0] != '0';
+  g_source = ChooseSource();
   if (g_slots == nullptr) {
     g_slots = static_cast<Slot*>(calloc(kSlots, sizeof(Slot)));
     if (g_slots == nullptr) return;
@@ -247,11 +405,15 @@ void Start() {
   if (g_fd < 0) return;
   fieldprof::local::raw::FileHeader fh{};
   memcpy(fh.magic, fieldprof::local::raw::kMagic, sizeof fh.magic);
-  fh.pid = static_cast<uint32_t>(getpid());
+  g_pid = getpid();
+  fh.pid = static_cast<uint32_t>(g_pid);
   fh.start_ns = start;
   fh.hz = static_cast<uint32_t>(hz);
   fh.wall = g_wall ? 1 : 0;
+  fh.source = g_source;
+  fh.idle = g_idle ? 1 : 0;
   WriteAll(&fh, sizeof fh);
+  Flush();
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   struct sigaction sa {};
   sa.sa_sigaction = OnProf;
@@ -278,21 +440,31 @@ void Stop() {
     t.end_ns = NowNs();
     t.dropped = g_dropped.load();
     t.skipped = g_skipped.load();
+    t.switches_lost = SwitchesLost();
+    t.threads_unwatched = ThreadsUnwatched();
     const char tag = 'E';
     WriteAll(&tag, 1);
     WriteAll(&t, sizeof t);
+    Flush();
     close(g_fd);
     g_fd = -1;
   }
+  // Other threads' switch rings stay mapped: they may be in a wrapped call
+  // as the process ends (or the exec fails), and exit or exec frees them.
 }
 
 void AfterForkInChild() {
-  // The parent's timers and writer are not the child's: start anew.
+  // The parent's timers, clocks, rings and writer are not the child's:
+  // start anew.
+  ForgetSwitchesAfterFork();
+  if (t_clock_fd >= 0 && StillPerfEvent(t_clock_fd)) close(t_clock_fd);
+  t_clock_fd = -1;
   t_timer_on = false;
   g_on = false;
   g_writer_on = false;
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  g_buf_len = 0;  // the parent's, not yet written
   g_head = 0;
   g_tail = 0;
   g_modules_adds = ~0ull;
@@ -329,7 +501,76 @@ void* StartWithTimer(void* p) {
   return r;
 }
 
+// Before an exec: the process's recording ends here, whole (its last
+// samples and a trailer), and no SIGPROF is left pending for the new
+// image, which gets the default action (death) until the sampler loads in
+// it again. Returns whether to Start() again if the exec fails.
+bool BeforeExec() {
+  if (!g_on || getpid() != g_pid) return false;  // not recording, or a vfork child
+  Stop();
+  sigset_t prof, old;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &old);
+  const timespec now{0, 0};
+  while (sigtimedwait(&prof, nullptr, &now) == SIGPROF) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return true;
+}
+
+template <typename F>
+int Exec(F exec) {
+  const bool was_on = BeforeExec();
+  const int r = exec();
+  const int saved = errno;
+  if (was_on) Start();  // the exec failed: record on, into a new file
+  errno = saved;
+  return r;
+}
+
+// The arguments of execl and its kin, as a vector (NULL-terminated).
+std::vector<char*> VarArgs(const char* first, va_list ap, char*** envp) {
+  std::vector<char*> args{const_cast<char*>(first)};
+  while (char* a = va_arg(ap, char*)) args.push_back(a);
+  args.push_back(nullptr);
+  if (envp != nullptr) *envp = va_arg(ap, char**);
+  return args;
+}
+
 }  // namespace
+
+namespace fieldprof::local::sampler {
+
+bool On() { return g_on; }
+
+void WriteRecord(char tag, const void* p, size_t n) {
+  WriteAll(&tag, 1);
+  WriteAll(p, n);
+}
+
+__attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to) {
+  if (t_in_loader > 0 || t_in_handler > 0 || g_slots == nullptr || !g_on) return;
+  t_in_handler = 1;  // no sample while this unwinds
+  if (Slot* s = Claim(); s != nullptr) {
+    s->kind = kBlocked;
+    s->from = from;
+    s->to = to;
+    s->ring = ring;
+    s->h.depth = 0;
+    // libunwind's fast trace, which caches each return address's frame
+    // rule (a full unw_step walk cost ~10 us a wait); from the wrapper's
+    // frame: this function's own is dropped.
+    void* ips[kMaxFrames + 1];
+    const int n = unw_backtrace(ips, kMaxFrames + 1);
+    for (int i = 1; i < n; ++i) s->ips[i - 1] = reinterpret_cast<uint64_t>(ips[i]);
+    s->h.depth = static_cast<uint16_t>(n > 1 ? n - 1 : 0);
+    s->ready.store(1, std::memory_order_release);
+  }
+  t_in_handler = 0;
+}
+
+}  // namespace fieldprof::local::sampler
 
 extern "C" {
 
@@ -375,6 +616,53 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*cb)(dl_phdr_inf
   const int r = real(cb, data);
   --t_in_loader;
   return r;
+}
+
+// The exec family: glibc's variants call execve internally, not through
+// the PLT, so each is wrapped.
+#define FP_EXPORT __attribute__((visibility("default")))
+
+FP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  static auto real = Next<int (*)(const char*, char* const*, char* const*)>("execve");
+  return Exec([&] { return real(path, argv, envp); });
+}
+FP_EXPORT int execv(const char* path, char* const argv[]) {
+  static auto real = Next<int (*)(const char*, char* const*)>("execv");
+  return Exec([&] { return real(path, argv); });
+}
+FP_EXPORT int execvp(const char* file, char* const argv[]) {
+  static auto real = Next<int (*)(const char*, char* const*)>("execvp");
+  return Exec([&] { return real(file, argv); });
+}
+FP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  static auto real = Next<int (*)(const char*, char* const*, char* const*)>("execvpe");
+  return Exec([&] { return real(file, argv, envp); });
+}
+FP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  static auto real = Next<int (*)(int, char* const*, char* const*)>("fexecve");
+  return Exec([&] { return real(fd, argv, envp); });
+}
+FP_EXPORT int execl(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  std::vector<char*> args = VarArgs(arg, ap, nullptr);
+  va_end(ap);
+  return execv(path, args.data());
+}
+FP_EXPORT int execlp(const char* file, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  std::vector<char*> args = VarArgs(arg, ap, nullptr);
+  va_end(ap);
+  return execvp(file, args.data());
+}
+FP_EXPORT int execle(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** envp = nullptr;
+  std::vector<char*> args = VarArgs(arg, ap, &envp);
+  va_end(ap);
+  return execve(path, args.data(), envp);
 }
 
 }  // extern "C"

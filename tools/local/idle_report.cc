@@ -1,0 +1,131 @@
+#include "tools/local/idle_report.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+namespace fieldprof::local {
+
+namespace {
+
+struct Weights {
+  uint64_t to_idle = 0, from_idle = 0, off_ns = 0;
+};
+
+struct Node {
+  Weights total;
+  std::map<uint32_t, Node> children;
+};
+
+void Add(Weights* into, const Weights& w) {
+  into->to_idle += w.to_idle;
+  into->from_idle += w.from_idle;
+  into->off_ns += w.off_ns;
+}
+
+std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Line(const char* fmt, ...) {
+  char buf[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+void Print(const Recording& r, const Node& node, uint64_t all, double min_share,
+           const std::string& indent, std::string* out) {
+  std::vector<std::pair<uint32_t, const Node*>> kids;
+  for (const auto& [f, c] : node.children) kids.emplace_back(f, &c);
+  std::sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) {
+    return a.second->total.to_idle != b.second->total.to_idle
+               ? a.second->total.to_idle > b.second->total.to_idle
+               : a.second->total.off_ns > b.second->total.off_ns;
+  });
+  for (const auto& [f, c] : kids) {
+    const uint64_t waits = std::max(c->total.to_idle, c->total.from_idle);
+    if (static_cast<double>(waits) < min_share * static_cast<double>(all)) continue;
+    *out += Line("%8llu %9llu %11.3f  %s%s\n", static_cast<unsigned long long>(c->total.to_idle),
+                 static_cast<unsigned long long>(c->total.from_idle),
+                 static_cast<double>(c->total.off_ns) / 1e6, indent.c_str(), r.frames[f].c_str());
+    Print(r, *c, all, min_share, indent + "  ", out);
+  }
+}
+
+}  // namespace
+
+std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
+  if (!r.idle) {
+    return "this recording has no idle transitions (recorded with --idle=false, or before "
+           "fieldprof recorded them)\n";
+  }
+  const RangeCounts c = r.idle_tree.Range(o.from_ns, o.to_ns, /*exact=*/true);
+  auto wanted = [&](uint32_t type) {
+    return o.tid == 0 || r.threads[r.idle_types[type].thread].tid == o.tid;
+  };
+  // Per stack: counts from the tree, off-CPU time from the range's waits.
+  std::map<uint32_t, Weights> by_stack;
+  Weights all;
+  for (const auto& [type, count] : c.by_type) {
+    if (!wanted(type)) continue;
+    const IdleType& t = r.idle_types[type];
+    Weights w;
+    (t.direction == IdleDirection::kToIdle ? w.to_idle : w.from_idle) = count;
+    Add(&by_stack[t.stack], w);
+    Add(&all, w);
+  }
+  const std::vector<uint64_t>& times = r.idle_tree.times();
+  const std::vector<uint32_t>& types = r.idle_tree.types();
+  const size_t lo = std::lower_bound(times.begin(), times.end(), o.from_ns) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), o.to_ns) - times.begin();
+  for (size_t i = lo; i < hi; ++i) {
+    const IdleType& t = r.idle_types[types[i]];
+    if (t.direction != IdleDirection::kToIdle || !wanted(types[i])) continue;
+    by_stack[t.stack].off_ns += r.idle_off_ns[i];
+    all.off_ns += r.idle_off_ns[i];
+  }
+  std::string out;
+  if (o.collapsed) {  // off-CPU microseconds, as offcputime's folded output
+    for (const auto& [stack, w] : by_stack) {
+      if (w.to_idle == 0) continue;
+      std::string line;
+      for (uint32_t f : r.stacks[stack]) line += (line.empty() ? "" : ";") + r.frames[f];
+      out += Line("%s %llu\n", line.c_str(), static_cast<unsigned long long>(w.off_ns / 1000));
+    }
+    return out;
+  }
+  out += Line(
+      "idle transitions: %llu to-idle (a thread began to wait), %llu from-idle (it woke), "
+      "%.3f ms off CPU\n",
+      static_cast<unsigned long long>(all.to_idle), static_cast<unsigned long long>(all.from_idle),
+      static_cast<double>(all.off_ns) / 1e6);
+  out += Line(
+      "whole recording: %llu preemptions (switched out while runnable, not waits); %llu waits "
+      "outside a wrapped blocking call (shown as %s)\n",
+      static_cast<unsigned long long>(r.preemptions),
+      static_cast<unsigned long long>(r.waits_unattributed), kUnattributedWait);
+  if (r.switches_lost > 0 || r.threads_unwatched > 0) {
+    out += Line("incomplete: %llu switch records lost, %llu threads not watched\n",
+                static_cast<unsigned long long>(r.switches_lost),
+                static_cast<unsigned long long>(r.threads_unwatched));
+  }
+  out +=
+      "from this process's own threads' switch records: what ran on a CPU next is unknown in "
+      "this mode\n";
+  if (all.to_idle + all.from_idle == 0) return out + "no waits in this range\n";
+  Node root;
+  for (const auto& [stack, w] : by_stack) {
+    Node* node = &root;
+    for (uint32_t f : r.stacks[stack]) {
+      node = &node->children[f];
+      Add(&node->total, w);
+    }
+  }
+  out += " to-idle from-idle  off-CPU ms  call tree (where threads waited)\n";
+  Print(r, root, std::max(all.to_idle, all.from_idle), o.min_share, "", &out);
+  return out;
+}
+
+}  // namespace fieldprof::local

@@ -1,0 +1,49 @@
+// The parts of libfieldprof_record.so (fieldprof record's in-process
+// sampler) that its files share: sampler.cc owns the process's state, the
+// ring of stacks and the writer thread; switches.cc watches each thread's
+// switches off and onto the CPU and the blocking calls that caused them.
+// Nothing here is exported from the library.
+#ifndef FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
+#define FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fieldprof::local::sampler {
+
+// Whether this process is being recorded (set up by the constructor).
+bool On();
+
+// Guards the sampler's own unwinding: no sample (and no blocked call) is
+// taken while a thread is in the dynamic linker or already unwinding.
+extern thread_local int t_in_loader;
+extern thread_local int t_in_handler;
+
+// Records the stack of the calling thread, as it stands in the caller of
+// the blocking-call wrapper that calls this, for a call during which the
+// thread's switch ring `ring` got records [from, to). Never blocks; drops
+// and counts when the writer is behind.
+void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to);
+
+// Appends a tagged record to the raw file. The writer thread only (and
+// the process's end, once the writer has stopped).
+void WriteRecord(char tag, const void* p, size_t n);
+
+// switches.cc
+
+// Opens the calling thread's switch ring (perf_event, context_switch), as
+// threads start. False when the kernel refused (counted).
+bool WatchThreadSwitches();
+// At thread exit: the writer drains the ring once more and closes it.
+void UnwatchThreadSwitches();
+// The writer: copies every ring's new switch records to the raw file.
+// Returns whether any ring was over a quarter full (drain again soon).
+bool DrainSwitches();
+// In a forked child: the parent's rings are not mapped here.
+void ForgetSwitchesAfterFork();
+uint64_t SwitchesLost();
+uint64_t ThreadsUnwatched();
+
+}  // namespace fieldprof::local::sampler
+
+#endif  // FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
