@@ -24,6 +24,8 @@ PROFILE_build=(
   # (readable versions, fieldprof record); DWARF unwinding (its sampler)
   nlohmann-json3-dev libdw-dev libunwind-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # gzip streams (record show --pprof)
+  zlib1g-dev
   # certificates, smoke checks; real programs the quickstart measures
   openssl curl procps sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl
 )
@@ -32,8 +34,9 @@ PROFILE_build=(
 PROFILE_unit=(clang-format clang libclang-rt-14-dev)
 # process: Neovim for the language server, scipy as the statistics'
 # independent check, valgrind for allocation counts, Chromium driven by
-# npm's playwright-core for the dashboard (installed below).
-PROFILE_process=(neovim python3-scipy valgrind chromium nodejs)
+# npm's playwright-core for the dashboard (installed below), Go for
+# `go tool pprof`, which reads fieldprof record show --pprof.
+PROFILE_process=(neovim python3-scipy valgrind chromium nodejs golang-go)
 # package: Debian packages built and checked, installed into a debootstrap
 # root and booted under systemd (deploy/test-package.sh, test-systemd.sh).
 PROFILE_package=(help2man lintian debootstrap systemd-container)

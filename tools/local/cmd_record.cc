@@ -26,6 +26,7 @@
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
 #include "tools/local/idle_report.h"
+#include "tools/local/pprof_export.h"
 #include "tools/local/raw_format.h"
 #include "tools/local/recording.h"
 
@@ -247,10 +248,64 @@ std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t th
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
+// The range as a pprof profile: samples (count, and CPU time at the
+// period), or with `idle` the waits (to-idle count, off-CPU time).
+int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool idle,
+               const std::string& path) {
+  local::PprofProfile p;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> by;  // (stack, tid)
+  if (idle) {
+    p.value_types = {{"waits", "count"}, {"off_cpu", "nanoseconds"}};
+    p.period_type = {"waits", "count"};
+    p.period = 1;
+    const auto& times = r.idle_tree.times();
+    const auto& types = r.idle_tree.types();
+    const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+    const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+    for (size_t i = lo; i < hi; ++i) {
+      const local::IdleType& t = r.idle_types[types[i]];
+      const uint32_t thread_tid = r.threads[t.thread].tid;
+      if (t.direction != local::IdleDirection::kToIdle || (tid != 0 && thread_tid != tid)) continue;
+      auto& v = by[{t.stack, thread_tid}];
+      v.resize(2);
+      v[0] += 1;
+      v[1] += static_cast<int64_t>(r.idle_off_ns[i]);
+    }
+  } else {
+    const int64_t period = r.hz > 0 ? 1000000000 / r.hz : 0;
+    p.value_types = {{"samples", "count"}, {r.wall ? "wall" : "cpu", "nanoseconds"}};
+    p.period_type = {r.wall ? "wall" : "cpu", "nanoseconds"};
+    p.period = period;
+    const RangeCounts c = r.tree.Range(t1, t2, /*exact=*/true);
+    for (const auto& [type, count] : c.by_type) {
+      const auto [th, stack] = r.types[type];
+      if (tid != 0 && r.threads[th].tid != tid) continue;
+      auto& v = by[{stack, r.threads[th].tid}];
+      v.resize(2);
+      v[0] += static_cast<int64_t>(count);
+      v[1] += static_cast<int64_t>(count) * period;
+    }
+  }
+  for (auto& [key, values] : by) p.samples.push_back({key.first, key.second, std::move(values)});
+  p.duration_ns =
+      static_cast<int64_t>(std::min<uint64_t>(t2, r.duration_ns) - std::min(t1, r.duration_ns));
+  p.comments.push_back("fieldprof record: " + r.command);
+  StatusOr<std::string> bytes = local::EncodePprof(r, p);
+  Status w = bytes.ok() ? WriteFileDurably(path, *bytes, FileAccess::kShared) : bytes.status();
+  if (!w.ok()) {
+    std::cerr << "fieldprof record show: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof record show: %s written: %zu stacks (go tool pprof -top %s)\n",
+               path.c_str(), p.samples.size(), path.c_str());
+  return 0;
+}
+
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
   int64_t thread = 0;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
+  std::string pprof_out;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
@@ -264,6 +319,9 @@ int Show(int argc, char** argv) {
   t.AddBool("collapsed", &collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
   t.AddBool("chrome_trace", &chrome,
             "Chrome trace event JSON, a slice per frame (Perfetto UI, chrome://tracing)");
+  t.AddString("pprof", &pprof_out,
+              "write the range as a gzipped pprof profile to this file, for go tool pprof "
+              "(with --idle: waits and off-CPU time)");
   t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
   t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
@@ -288,6 +346,8 @@ int Show(int argc, char** argv) {
     std::cout << ChromeTrace(*r, t1, t2, thread);
     return 0;
   }
+  if (!pprof_out.empty())
+    return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, pprof_out);
   if (idle) {
     local::IdleReportOptions io;
     io.from_ns = t1;

@@ -359,6 +359,54 @@ TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
   EXPECT_NE(task.find("--clock is task or timer"), std::string::npos) << task;
 }
 
+// The cum% column of `function`'s row in `go tool pprof -top` output (0
+// when it has none).
+double CumPercent(const std::string& top, const std::string& function) {
+  std::istringstream lines(top);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string flat, flat_pct, sum_pct, cum, cum_pct, name;
+    if (f >> flat >> flat_pct >> sum_pct >> cum >> cum_pct >> name && name == function &&
+        !cum_pct.empty() && cum_pct.back() == '%') {
+      return std::stod(cum_pct);
+    }
+  }
+  return 0;
+}
+
+// --pprof: a gzipped profile.proto that Go's own pprof reads, written
+// under a bare name into the current directory; with --idle, the waits
+// and their off-CPU time.
+TEST(RecordTest, PprofIsReadByGoToolPprof) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand("command -v go", &out), 0)
+      << "go tool pprof: ./deploy/install-deps.sh process";
+  const std::string go = "HOME=" + dir.path() + " go tool pprof ";
+  ASSERT_EQ(RunCommand(kCli + " record -o " + dir.File("ph.fprec") + " -- " + kPhases +
+                           " >/dev/null 2>&1; cd " + dir.path() + " && " + kCli +
+                           " record show ph.fprec --from 0.2 --to 0.4 --pprof b.pb.gz 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand("cd " + dir.path() + " && " + go + "-top b.pb.gz 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("Type: cpu"), std::string::npos) << out;
+  // The second phase's range: phase_b, and hardly any phase_a.
+  EXPECT_GT(CumPercent(out, "phase_b"), 90) << out;
+  EXPECT_LT(CumPercent(out, "phase_a"), 10) << out;
+  ASSERT_EQ(
+      RunCommand(kCli + " record -o " + dir.File("w.fprec") + " -- " + kWaits +
+                     " pipe 50 >/dev/null 2>&1; " + kCli + " record show " + dir.File("w.fprec") +
+                     " --idle --pprof " + dir.File("w.pb.gz") + " 2>/dev/null && " + go +
+                     "-top -sample_index=off_cpu " + dir.File("w.pb.gz") + " 2>&1",
+                 &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("Type: off_cpu"), std::string::npos) << out;
+  EXPECT_NE(out.find(" read\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(" nanosleep\n"), std::string::npos) << out;
+}
+
 TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
   TempDir dir;
   const std::string file = dir.File("killed.fprec");
