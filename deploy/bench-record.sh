@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What fieldprof record costs the program it records, interleaved round
+# robin so that this VM's drift hits every variant alike:
+#   - the sqlite3 workload (deploy/workloads/sqlite-bench.sql): plain, under
+#     fieldprof record (task clock, 999 Hz, idle transitions on), and under
+#     perf record -F 999 --call-graph dwarf, the peer;
+#   - a two-thread ping-pong of 2 x N waits (tests/tools/local/waits.cc):
+#     plain, --clock timer with --idle=false (sampling only), --clock timer
+#     (with idle transitions), and the default task clock.
+# Prints each variant's median wall time and its ratio to plain.
+#
+#   ./deploy/bench-record.sh [ROUNDS=15] [PINGPONG_ROUNDS=20000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-15}
+pp=${2:-20000}
+./deploy/build.sh fieldprof fieldprof_record fieldprof_waits >/dev/null
+cli=build/tools/fieldprof
+waits=build/tests/fieldprof_waits
+sql=deploy/workloads/sqlite-bench.sql
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+command -v perf >/dev/null || { echo "bench-record: perf is not installed (linux-perf)" >&2; exit 2; }
+
+declare -A cmd
+cmd[sqlite:plain]="sqlite3 :memory: < $sql"
+cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- sh -c 'sqlite3 :memory: < $sql'"
+cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- sh -c 'sqlite3 :memory: < $sql'"
+cmd[pingpong:plain]="$waits pingpong $pp"
+cmd[pingpong:timer-no-idle]="$cli record --clock timer --idle=false -o $tmp/p.fprec -- $waits pingpong $pp"
+cmd[pingpong:timer]="$cli record --clock timer -o $tmp/p.fprec -- $waits pingpong $pp"
+cmd[pingpong:task]="$cli record -o $tmp/p.fprec -- $waits pingpong $pp"
+order=(sqlite:plain sqlite:record sqlite:perf-dwarf pingpong:plain pingpong:timer-no-idle
+  pingpong:timer pingpong:task)
+
+for ((i = 1; i <= rounds; i++)); do
+  for v in "${order[@]}"; do
+    s=$(date +%s%N)
+    bash -c "${cmd[$v]}" >/dev/null 2>&1
+    e=$(date +%s%N)
+    echo "$(((e - s) / 1000)) " >>"$tmp/${v//:/_}"
+  done
+  printf '\rround %d/%d' "$i" "$rounds" >&2
+done
+echo >&2
+median() { tr ' ' '\n' <"$1" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '%-26s %12s %8s\n' variant "median ms" "÷ plain"
+for v in "${order[@]}"; do
+  m=$(median "$tmp/${v//:/_}")
+  base=$(median "$tmp/${v%%:*}_plain")
+  printf '%-26s %12.1f %8.3f\n' "$v" "$(echo "$m / 1000" | bc -l)" "$(echo "$m / $base" | bc -l)"
+done
