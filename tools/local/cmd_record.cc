@@ -331,6 +331,7 @@ int Show(int argc, char** argv) {
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
+  if (s.ok() && to >= 0 && to < from) s = InvalidArgument("--to is before --from");
   if (!s.ok()) return UsageError(t, s);
   const std::string file = t.positional()[0];
   StatusOr<std::string> bytes = ReadWholeFile(file);

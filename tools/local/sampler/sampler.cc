@@ -164,20 +164,11 @@ void StartThreadTimer() {
   if (!t_timer_on) timer_delete(t_timer);
 }
 
-// Whether `fd` is still a perf_event (the program may have closed it and
-// the number been reused).
-bool StillPerfEvent(int fd) {
-  char link[64], path[32];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(path, link, sizeof link - 1);
-  return n > 0 && std::string_view(link, static_cast<size_t>(n)) == "anon_inode:[perf_event]";
-}
-
 void StopThreadTimer() {
   UnwatchThreadSwitches();
   if (t_clock_fd >= 0) {
     ioctl(t_clock_fd, PERF_EVENT_IOC_DISABLE, 0);
-    if (StillPerfEvent(t_clock_fd)) close(t_clock_fd);
+    if (IsPerfEvent(t_clock_fd)) close(t_clock_fd);
     t_clock_fd = -1;
   }
   if (!t_timer_on) return;
@@ -457,7 +448,7 @@ void AfterForkInChild() {
   // The parent's timers, clocks, rings and writer are not the child's:
   // start anew.
   ForgetSwitchesAfterFork();
-  if (t_clock_fd >= 0 && StillPerfEvent(t_clock_fd)) close(t_clock_fd);
+  if (t_clock_fd >= 0 && IsPerfEvent(t_clock_fd)) close(t_clock_fd);
   t_clock_fd = -1;
   t_timer_on = false;
   g_on = false;

@@ -31,6 +31,10 @@ void WriteRecord(char tag, const void* p, size_t n);
 
 // switches.cc
 
+// Whether `fd` is still a perf_event: the program may have closed one of
+// ours and the number been reused, and must never have its own closed.
+bool IsPerfEvent(int fd);
+
 // Opens the calling thread's switch ring (perf_event, context_switch), as
 // threads start. False when the kernel refused (counted).
 bool WatchThreadSwitches();

@@ -65,17 +65,6 @@ thread_local int t_depth = 0;  // wrapped calls in progress (a wrapper may call 
 
 uint64_t Head(const Ring* r) { return __atomic_load_n(&r->page->data_head, __ATOMIC_ACQUIRE); }
 
-// Whether `fd` is still a perf_event (the program may have closed it, and
-// the number been reused): so that we never close one of the program's.
-bool IsPerfEvent(int fd) {
-  char link[64], path[32];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(path, link, sizeof link - 1);
-  if (n <= 0) return false;
-  link[n] = 0;
-  return strcmp(link, "anon_inode:[perf_event]") == 0;
-}
-
 void Release(Ring* r) {
   if (r->page != nullptr) munmap(r->page, r->map_size);
   if (r->fd >= 0 && IsPerfEvent(r->fd)) close(r->fd);
@@ -158,6 +147,17 @@ F Next(const char* name) {
 }
 
 }  // namespace
+
+// Whether `fd` is still a perf_event (the program may have closed it, and
+// the number been reused): so that we never close one of the program's.
+bool IsPerfEvent(int fd) {
+  char link[64], path[32];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(path, link, sizeof link - 1);
+  if (n <= 0) return false;
+  link[n] = 0;
+  return strcmp(link, "anon_inode:[perf_event]") == 0;
+}
 
 bool WatchThreadSwitches() {
   if (t_ring != nullptr) return true;
