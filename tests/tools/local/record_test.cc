@@ -295,7 +295,8 @@ TEST(RecordTest, IdleTransitionsShowTheCallThatWaited) {
 
 // A two-thread ping-pong over a mutex and a condition variable: each
 // player's waits are at the lock calls in WaitForTurn, and their count is
-// the kernel's own count of the thread's voluntary switches, exactly.
+// the kernel's own count of the thread's voluntary switches, but for
+// switches the kernel's record marks as preemptions (see below).
 TEST(RecordTest, PingPongWaitsMatchTheKernelsSwitchCounts) {
   TempDir dir;
   const std::string as = Unprivileged(dir);
@@ -319,8 +320,15 @@ TEST(RecordTest, PingPongWaitsMatchTheKernelsSwitchCounts) {
   for (const auto& [tid, voluntary] : players) {
     std::string report;
     ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --thread " + tid, &report), 0);
-    EXPECT_EQ(NumberAfter(report, "idle transitions: "), voluntary) << report;
-    EXPECT_EQ(NumberAfter(report, "to-idle (a thread began to wait), "), voluntary) << report;
+    // The kernel counts a switch as voluntary when the thread went to
+    // sleep; its switch record says "preempt" when, by then, a wakeup had
+    // already put it back on the run queue (a race a ping-pong hits a few
+    // times in 3,000). So the waits are the voluntary switches less at most
+    // the recording's preemptions, and never more.
+    const long long waits = NumberAfter(report, "idle transitions: ");
+    EXPECT_EQ(NumberAfter(report, "to-idle (a thread began to wait), "), waits) << report;
+    EXPECT_LE(waits, voluntary) << report;
+    EXPECT_GE(waits, voluntary - NumberAfter(report, "whole recording: ")) << report;
     EXPECT_GE(voluntary, 1000) << "the players took turns by waiting";
   }
   const auto stacks = IdleStacks(file);
