@@ -4,6 +4,7 @@
 //   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] [--idle=false] -- CMD ARGS...
 //   fieldprof record show FILE [--from S] [--to S] [--thread TID]
 //                              [--collapsed] [--exact] [--bottom_up] [--idle]
+//                              [--html PAGE] [--pprof FILE] [--chrome_trace]
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
+#include "tools/local/html_page.h"
 #include "tools/local/idle_report.h"
 #include "tools/local/pprof_export.h"
 #include "tools/local/raw_format.h"
@@ -47,19 +49,6 @@ struct ScratchDir {
     if (!path.empty()) fs::remove_all(path, ec);
   }
 };
-
-const char* SourceName(uint32_t source) {
-  switch (source) {
-    case local::raw::kTaskClock:
-      return "CPU time, perf task-clock";
-    case local::raw::kTaskClockUser:
-      return "user CPU time, perf task-clock";
-    case local::raw::kWallTimers:
-      return "wall clock";
-    default:
-      return "CPU time, timers: at most one sample per kernel tick";
-  }
-}
 
 int Record(int argc, char** argv) {
   std::string output;
@@ -155,7 +144,7 @@ int Record(int argc, char** argv) {
   std::fprintf(stderr,
                "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
                "%zu threads, %zu stacks%s\n",
-               output.c_str(), r->tree.samples(), SourceName(r->source), r->hz,
+               output.c_str(), r->tree.samples(), local::SampleSourceName(r->source), r->hz,
                static_cast<double>(r->duration_ns) / 1e9, r->processes,
                r->processes == 1 ? "" : "es", r->threads.size(), r->stacks.size(),
                r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
@@ -301,11 +290,26 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
   return 0;
 }
 
+int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, const std::string& path) {
+  local::PageOptions o;
+  o.from_ns = t1;
+  o.to_ns = t2;
+  o.tid = tid;
+  const std::string page = local::RecordingPage(r, o);
+  if (Status w = WriteFileDurably(path, page, FileAccess::kShared); !w.ok()) {
+    std::cerr << "fieldprof record show: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof record show: %s written (%s): open it in a browser\n",
+               path.c_str(), FormatBytes(static_cast<double>(page.size())).c_str());
+  return 0;
+}
+
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
   int64_t thread = 0;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
-  std::string pprof_out;
+  std::string pprof_out, html_out;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
@@ -322,6 +326,10 @@ int Show(int argc, char** argv) {
   t.AddString("pprof", &pprof_out,
               "write the range as a gzipped pprof profile to this file, for go tool pprof "
               "(with --idle: waits and off-CPU time)");
+  t.AddString("html", &html_out,
+              "write a self-contained page to this file: a timeline of samples per thread, and "
+              "a flame graph of the range dragged on it, answered from the time tree (opens at "
+              "--from/--to/--thread)");
   t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
   t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
@@ -347,6 +355,7 @@ int Show(int argc, char** argv) {
     std::cout << ChromeTrace(*r, t1, t2, thread);
     return 0;
   }
+  if (!html_out.empty()) return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), html_out);
   if (!pprof_out.empty())
     return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, pprof_out);
   if (idle) {

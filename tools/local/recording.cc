@@ -300,6 +300,19 @@ void Waits(const RawProcess& p, uint64_t start_ns, Symbolizer& sym, Interner* in
 
 }  // namespace
 
+const char* SampleSourceName(uint32_t source) {
+  switch (source) {
+    case raw::kTaskClock:
+      return "CPU time, perf task-clock";
+    case raw::kTaskClockUser:
+      return "user CPU time, perf task-clock";
+    case raw::kWallTimers:
+      return "wall clock";
+    default:
+      return "CPU time, timers: at most one sample per kernel tick";
+  }
+}
+
 StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOptions& options) {
   std::vector<std::string> files;
   std::error_code ec;

@@ -58,6 +58,9 @@ struct Recording {
                                       // (0 when it had not ended by the end of the recording)
 };
 
+// How samples were taken, in words: "CPU time, perf task-clock".
+const char* SampleSourceName(uint32_t source);
+
 // The name of the one frame of waits that no wrapped call explains.
 inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
 

@@ -223,6 +223,15 @@ void TimeTree::Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeC
   out->samples_scanned += nd.hi - nd.lo;
 }
 
+std::vector<TimeTree::NodeView> TimeTree::NodeViews() const {
+  std::vector<NodeView> out;
+  out.reserve(nodes_.size());
+  for (const Node& nd : nodes_) {
+    out.push_back({nd.lo, nd.hi, nd.first_child, nd.listed, nd.top_begin, nd.top_end, nd.other});
+  }
+  return out;
+}
+
 std::string TimeTree::Encode() const {
   std::string out(kMagic, kMagicSize);
   PutVarint(&out, times_.size());

@@ -72,6 +72,18 @@ class TimeTree {
   const std::vector<uint64_t>& times() const { return times_; }
   const std::vector<uint32_t>& types() const { return types_; }
 
+  // The nodes in breadth-first order, for a reader elsewhere (the page of
+  // a recording answers ranges in the browser from them).
+  struct NodeView {
+    uint32_t lo = 0, hi = 0;                // samples [lo, hi)
+    uint32_t first_child = 0;               // children [first_child, + fanout); 0: a leaf
+    bool listed = false;                    // an inner node with a list
+    uint32_t list_begin = 0, list_end = 0;  // its (type, count) pairs in lists()
+    uint64_t other = 0;                     // its samples no pair counts
+  };
+  std::vector<NodeView> NodeViews() const;
+  const std::vector<std::pair<uint32_t, uint32_t>>& lists() const { return top_; }
+
   // The samples and the inner nodes' lists, compactly (varints, times as
   // deltas); the node boundaries are implied and not stored.
   std::string Encode() const;

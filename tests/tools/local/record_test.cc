@@ -415,6 +415,132 @@ TEST(RecordTest, PprofIsReadByGoToolPprof) {
   EXPECT_NE(out.find(" nanosleep\n"), std::string::npos) << out;
 }
 
+// Per call path ("a;b;c") and each of its prefixes, the samples at or
+// under it, from `record show --collapsed` (exact) over [from_ns, to_ns].
+std::map<std::string, uint64_t> PathTotals(const std::string& file, uint64_t from_ns,
+                                           uint64_t to_ns, const std::string& more = "") {
+  char range[96];
+  std::snprintf(range, sizeof range, " --from %.9f --to %.9f", from_ns / 1e9, to_ns / 1e9);
+  std::string out;
+  EXPECT_EQ(RunCommand(kCli + " record show " + file + " --collapsed" + range + more, &out), 0);
+  std::map<std::string, uint64_t> by;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t sp = line.rfind(' ');
+    const uint64_t n = std::stoull(line.substr(sp + 1));
+    const std::string stack = line.substr(0, sp);
+    for (size_t at = 0; at != std::string::npos;) {
+      at = stack.find(';', at + 1);
+      by[stack.substr(0, at)] += n;
+    }
+  }
+  return by;
+}
+
+// --html: the page in Debian's chromium. A range dragged on its timeline
+// is answered from the time tree (nodes merged, not every sample scanned),
+// and each frame it draws agrees with the CLI's exact count for the same
+// range within the bound it states; with "exact" ticked, equal. A thread
+// picked, a frame clicked to zoom, a search: as a user does them. The
+// command line holds a hostile string, which the page shows as text.
+TEST(RecordTest, ThePageAnswersARangeDraggedOnItsTimeline) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand("command -v node && test -d " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/aggregator/ui/node_modules/playwright-core",
+                       &out),
+            0)
+      << "node and playwright-core: ./deploy/install-deps.sh process";
+  const std::string file = dir.File("ph.fprec");
+  // Small leaves, so a range of the first phase spans whole inner nodes.
+  ASSERT_EQ(RunCommand(kCli + " record --leaf_samples 16 -o " + file + " -- " + kPhases +
+                           " '</script><b>x</b>' >/dev/null 2>&1",
+                       &out),
+            3);
+  // Written under a bare name into the current directory.
+  ASSERT_EQ(
+      RunCommand("cd " + dir.path() + " && " + kCli + " record show ph.fprec --html ph.html 2>&1",
+                 &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("ph.html written"), std::string::npos) << out;
+  const uint64_t from = 30'000'000, to = 170'000'000;
+  ASSERT_EQ(RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/tools/local/record_page.mjs " + dir.File("ph.html") + " " +
+                           std::to_string(from) + " " + std::to_string(to) + " " +
+                           FIELDPROF_BUILD_DIR + "/ui-screenshots",
+                       &out),
+            0)
+      << out;
+  const nlohmann::json page = nlohmann::json::parse(out.substr(out.find('{')));
+  // The range the drag chose (to the pixel): about the one asked.
+  const nlohmann::json& range = page["range"];
+  const uint64_t r1 = range["from_ns"], r2 = range["to_ns"];
+  EXPECT_NEAR(static_cast<double>(r1), from, 5e6);
+  EXPECT_NEAR(static_cast<double>(r2), to, 5e6);
+  // The page says which range it shows: "[29.54 ms, 169.47 ms]".
+  double shown1 = 0, shown2 = 0;
+  ASSERT_EQ(std::sscanf(page["range_text"].get<std::string>().c_str(), "[%lf ms, %lf ms]", &shown1,
+                        &shown2),
+            2)
+      << page["range_text"];
+  EXPECT_NEAR(shown1, r1 / 1e6, 0.006);
+  EXPECT_NEAR(shown2, r2 / 1e6, 0.006);
+  // Answered from the tree: inner nodes merged, fewer samples scanned
+  // than the range holds.
+  EXPECT_GT(range["merged"].get<uint64_t>(), 0u) << range.dump();
+  EXPECT_LT(range["scanned"].get<uint64_t>(), range["samples"].get<uint64_t>()) << range.dump();
+  // Each drawn frame within the stated bound of the CLI's exact count.
+  auto check = [&](const nlohmann::json& st, const std::map<std::string, uint64_t>& want,
+                   bool exact) {
+    const uint64_t other = st["other"];
+    if (exact) {
+      EXPECT_EQ(other, 0u);
+    }
+    ASSERT_FALSE(st["frames"].empty());
+    for (const auto& f : st["frames"]) {
+      const std::string path = f["path"];
+      const uint64_t got = f["total"];
+      auto it = want.find(path);
+      const uint64_t truth = it == want.end() ? 0 : it->second;
+      if (exact) {
+        EXPECT_EQ(got, truth) << path;
+      } else {
+        EXPECT_LE(got, truth) << path;
+        EXPECT_LE(truth, got + other) << path;
+      }
+    }
+  };
+  const auto all = PathTotals(file, r1, r2);
+  check(range, all, false);
+  uint64_t in_range = 0;
+  for (const auto& [path, n] : all) in_range += path.find(';') == std::string::npos ? n : 0;
+  EXPECT_EQ(range["samples"].get<uint64_t>(), in_range);
+  // The first phase's range is phase_a's.
+  uint64_t phase_a = 0;
+  for (const auto& f : range["frames"]) {
+    const std::string path = f["path"];
+    if (path.size() > 8 && path.compare(path.size() - 8, 8, ";phase_a") == 0)
+      phase_a += f["total"].get<uint64_t>();
+  }
+  EXPECT_GT(static_cast<double>(phase_a), 0.9 * range["samples"].get<double>()) << range.dump();
+  // One thread, then exact.
+  const uint64_t tid = page["thread"]["tid"];
+  ASSERT_GT(tid, 0u);
+  const auto one = PathTotals(file, r1, r2, " --thread " + std::to_string(tid));
+  check(page["thread"], one, false);
+  check(page["exact"], one, true);
+  // A click zooms: the frame spans the width, its callers above it.
+  EXPECT_NEAR(page["zoom"]["focus_width"].get<double>(), page["zoom"]["width"].get<double>(), 2);
+  EXPECT_GT(page["zoom"]["above"].get<int>(), 0);
+  EXPECT_EQ(page["unzoomed_above"].get<int>(), 0);
+  EXPECT_GT(page["search_marked"].get<int>(), 0);
+  // The hostile argument is in the page only as escaped text.
+  ASSERT_EQ(RunCommand("cat " + dir.File("ph.html"), &out), 0);
+  EXPECT_EQ(out.find("</script><b>"), std::string::npos);
+  EXPECT_NE(out.find("&lt;/script&gt;&lt;b&gt;"), std::string::npos);
+}
+
 TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
   TempDir dir;
   const std::string file = dir.File("killed.fprec");

@@ -77,7 +77,9 @@ TEST(TimeTreeTest, RangeReportsAreWithinTheirBoundAndExactIsExact) {
       ASSERT_EQ(attributed + got.other, truth.samples);
       ASSERT_EQ(exact.by_type, truth.by_type) << "round " << round;
       ASSERT_EQ(exact.other, 0u);
-      if (o.keep_fraction == 1.0) ASSERT_EQ(got.other, 0u);
+      if (o.keep_fraction == 1.0) {
+        ASSERT_EQ(got.other, 0u);
+      }
       ++checked;
     }
   }
