@@ -99,6 +99,11 @@ std::string Heat(double position, double intensity, bool truecolor) {
   return out;
 }
 
+std::string HeatText(const std::string& text, double position, bool color, bool truecolor) {
+  if (!color) return text;
+  return Heat(position, 1.0, truecolor) + text + "\033[0m";
+}
+
 bool ColorWanted(const std::string& flag) {
   return flag == "always" ||
          (flag == "auto" && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr);

@@ -27,6 +27,12 @@ std::string ZeroBucketLabel(wire::Metric m, uint64_t resolution_ns);
 // from its count relative to the largest (0..1). 256 colours, or 24-bit.
 std::string Heat(double position, double intensity, bool truecolor);
 
+// `text` in the heat colour of `position` (0 cold .. 1 hot) at full
+// brightness, and reset after; `text` itself when colour is off. Lines of
+// a call tree coloured by their self share of the hottest, as the lab
+// colours its histograms.
+std::string HeatText(const std::string& text, double position, bool color, bool truecolor);
+
 // Whether to colour stdout: --color always/never, or auto (a terminal, and
 // NO_COLOR unset); and whether the terminal takes 24-bit colours (COLORTERM).
 bool ColorWanted(const std::string& flag);

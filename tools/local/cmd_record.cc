@@ -171,8 +171,24 @@ struct TreeNode {
   std::map<uint32_t, TreeNode> children;
 };
 
-void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, int depth, double min_share,
-               const std::string& indent) {
+// How lines are coloured: by self share of the hottest line.
+struct Paint {
+  bool color = false, truecolor = false;
+  uint64_t hottest = 1;
+  std::string operator()(const std::string& line, uint64_t self) const {
+    return HeatText(line, static_cast<double>(self) / static_cast<double>(hottest), color,
+                    truecolor);
+  }
+};
+
+uint64_t HottestSelf(const TreeNode& node) {
+  uint64_t most = node.self;
+  for (const auto& [f, c] : node.children) most = std::max(most, HottestSelf(c));
+  return most;
+}
+
+void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, double min_share,
+               const std::string& indent, const Paint& paint) {
   std::vector<std::pair<uint32_t, const TreeNode*>> kids;
   for (const auto& [f, c] : node.children) kids.emplace_back(f, &c);
   std::sort(kids.begin(), kids.end(),
@@ -180,10 +196,11 @@ void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, int depth
   for (const auto& [f, c] : kids) {
     const double share = static_cast<double>(c->total) / static_cast<double>(all);
     if (share < min_share) continue;
-    std::printf("%6.2f%% %6.2f%% %s%s\n", 100 * share,
-                100 * static_cast<double>(c->self) / static_cast<double>(all), indent.c_str(),
-                r.frames[f].c_str());
-    PrintTree(r, *c, all, depth + 1, min_share, indent + "  ");
+    char cols[32];
+    std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * share,
+                  100 * static_cast<double>(c->self) / static_cast<double>(all));
+    std::printf("%s\n", paint(cols + indent + r.frames[f], c->self).c_str());
+    PrintTree(r, *c, all, min_share, indent + "  ", paint);
   }
 }
 
@@ -307,6 +324,7 @@ int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, const 
 
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
+  std::string color = "auto";
   int64_t thread = 0;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
   std::string pprof_out, html_out;
@@ -333,6 +351,8 @@ int Show(int argc, char** argv) {
   t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
   t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
+  t.AddString("color", &color,
+              "the lab's heat colours, by self share (blue cold .. red hot): auto, always, never");
   t.AddBool("idle", &idle,
             "where threads waited: to-idle and from-idle counts and off-CPU ms per call path "
             "(with --collapsed: off-CPU microseconds)");
@@ -340,6 +360,9 @@ int Show(int argc, char** argv) {
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
   if (s.ok() && to >= 0 && to < from) s = InvalidArgument("--to is before --from");
+  if (s.ok() && color != "auto" && color != "always" && color != "never") {
+    s = InvalidArgument("--color is auto, always or never, not \"" + color + "\"");
+  }
   if (!s.ok()) return UsageError(t, s);
   const std::string file = t.positional()[0];
   StatusOr<std::string> bytes = ReadWholeFile(file);
@@ -365,6 +388,8 @@ int Show(int argc, char** argv) {
     io.tid = static_cast<uint32_t>(thread);
     io.min_share = min_share / 100;
     io.collapsed = collapsed;
+    io.color = ColorWanted(color);
+    io.truecolor = TrueColor();
     std::cout << local::IdleReport(*r, io);
     return 0;
   }
@@ -417,11 +442,15 @@ int Show(int argc, char** argv) {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
+    Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first)};
     std::printf("  self   total  function\n");
     for (const auto& [f, st] : rows) {
       if (static_cast<double>(st.second) / static_cast<double>(all) < min_share / 100) continue;
-      std::printf("%6.2f%% %6.2f%% %s\n", 100 * static_cast<double>(st.first) / all,
-                  100 * static_cast<double>(st.second) / all, r->frames[f].c_str());
+      char cols[32];
+      std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ",
+                    100 * static_cast<double>(st.first) / all,
+                    100 * static_cast<double>(st.second) / all);
+      std::printf("%s\n", paint(cols + r->frames[f], st.first).c_str());
     }
     return 0;
   }
@@ -436,7 +465,8 @@ int Show(int argc, char** argv) {
     node->self += count;
   }
   std::printf(" total    self  call tree (top-down)\n");
-  PrintTree(*r, root, all, 0, min_share / 100, "");
+  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
+  PrintTree(*r, root, all, min_share / 100, "", paint);
   return 0;
 }
 

@@ -6,6 +6,8 @@
 #include <map>
 #include <vector>
 
+#include "tools/cli/format.h"
+
 namespace fieldprof::local {
 
 namespace {
@@ -35,8 +37,21 @@ std::string Line(const char* fmt, ...) {
   return buf;
 }
 
-void Print(const Recording& r, const Node& node, uint64_t all, double min_share,
-           const std::string& indent, std::string* out) {
+// The off-CPU time at a node and not below it.
+uint64_t SelfOff(const Node& n) {
+  uint64_t below = 0;
+  for (const auto& [f, c] : n.children) below += c.total.off_ns;
+  return n.total.off_ns - std::min(below, n.total.off_ns);
+}
+
+uint64_t HottestSelfOff(const Node& n) {
+  uint64_t most = SelfOff(n);
+  for (const auto& [f, c] : n.children) most = std::max(most, HottestSelfOff(c));
+  return most;
+}
+
+void Print(const Recording& r, const Node& node, uint64_t all, const IdleReportOptions& o,
+           uint64_t hottest, const std::string& indent, std::string* out) {
   std::vector<std::pair<uint32_t, const Node*>> kids;
   for (const auto& [f, c] : node.children) kids.emplace_back(f, &c);
   std::sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) {
@@ -46,11 +61,15 @@ void Print(const Recording& r, const Node& node, uint64_t all, double min_share,
   });
   for (const auto& [f, c] : kids) {
     const uint64_t waits = std::max(c->total.to_idle, c->total.from_idle);
-    if (static_cast<double>(waits) < min_share * static_cast<double>(all)) continue;
-    *out += Line("%8llu %9llu %11.3f  %s%s\n", static_cast<unsigned long long>(c->total.to_idle),
-                 static_cast<unsigned long long>(c->total.from_idle),
-                 static_cast<double>(c->total.off_ns) / 1e6, indent.c_str(), r.frames[f].c_str());
-    Print(r, *c, all, min_share, indent + "  ", out);
+    if (static_cast<double>(waits) < o.min_share * static_cast<double>(all)) continue;
+    const std::string line =
+        Line("%8llu %9llu %11.3f  %s%s", static_cast<unsigned long long>(c->total.to_idle),
+             static_cast<unsigned long long>(c->total.from_idle),
+             static_cast<double>(c->total.off_ns) / 1e6, indent.c_str(), r.frames[f].c_str());
+    *out += tools::HeatText(line, static_cast<double>(SelfOff(*c)) / static_cast<double>(hottest),
+                            o.color, o.truecolor) +
+            "\n";
+    Print(r, *c, all, o, hottest, indent + "  ", out);
   }
 }
 
@@ -124,7 +143,8 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
     }
   }
   out += " to-idle from-idle  off-CPU ms  call tree (where threads waited)\n";
-  Print(r, root, std::max(all.to_idle, all.from_idle), o.min_share, "", &out);
+  Print(r, root, std::max(all.to_idle, all.from_idle), o,
+        std::max<uint64_t>(1, HottestSelfOff(root)), "", &out);
   return out;
 }
 

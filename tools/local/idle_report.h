@@ -16,6 +16,7 @@ struct IdleReportOptions {
   uint32_t tid = 0;                          // 0: every thread
   double min_share = 0.005;                  // hide tree nodes under this share of waits
   bool collapsed = false;                    // "a;b;c OFF_CPU_US" lines instead of the tree
+  bool color = false, truecolor = false;     // heat colours by a line's own off-CPU time
 };
 
 // The report, as text. Counts come from the recording's idle time tree

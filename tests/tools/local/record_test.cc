@@ -76,6 +76,23 @@ TEST(RecordTest, EachRangeNamesItsPhase) {
   EXPECT_NE(out.find("main"), std::string::npos) << out;
   EXPECT_NE(out.find("phase_a"), std::string::npos) << out;
   EXPECT_NE(out.find("samples in [0.000 s"), std::string::npos) << out;
+  // Not a terminal: no colour. With --color always, the lab's heat colours
+  // by self share: the spinning leaf of the first phase is the hottest
+  // (red, 256-colour 196), main with no self time the coldest (blue, 21).
+  EXPECT_EQ(out.find('\033'), std::string::npos);
+  ASSERT_EQ(
+      RunCommand(kCli + " record show " + file + " --from 0.03 --to 0.17 --color always", &out), 0);
+  auto colour_of = [&](const std::string& name) {
+    const size_t at = out.find(" " + name + "\033[0m");
+    const size_t esc = out.rfind("\033[38;5;", at);
+    return at == std::string::npos || esc == std::string::npos
+               ? std::string()
+               : out.substr(esc + 7, out.find('m', esc) - esc - 7);
+  };
+  EXPECT_EQ(colour_of("spin"), "196") << out;
+  EXPECT_EQ(colour_of("main"), "21") << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --color purple 2>&1", &out), 2);
+  EXPECT_NE(out.find("--color is auto, always or never"), std::string::npos) << out;
   // As a Chrome trace: every B has its E on the same thread, in order, and
   // phase_a's first slice begins in the first phase.
   ASSERT_EQ(RunCommand(kCli + " record show " + file + " --chrome_trace", &out), 0);
