@@ -98,10 +98,11 @@ thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-PthreadCreate RealPthreadCreate() {
-  static const auto real = reinterpret_cast<PthreadCreate>(dlsym(RTLD_NEXT, "pthread_create"));
-  return real;
-}
+std::atomic<PthreadCreate> g_real_pthread_create{nullptr};
+PthreadCreate RealPthreadCreate() { return Resolve(&g_real_pthread_create, "pthread_create"); }
+
+using DlIteratePhdr = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
+std::atomic<DlIteratePhdr> g_real_dl_iterate_phdr{nullptr};
 
 // A task-clock event on this thread that sends it SIGPROF every period of
 // its CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
@@ -467,16 +468,17 @@ void AfterForkInChild() {
 }
 
 __attribute__((constructor)) void Init() {
+  ResolveCallsOfTheUnwinder();
   Start();
   pthread_atfork(nullptr, nullptr, AfterForkInChild);
 }
 
 __attribute__((destructor)) void Fini() { Stop(); }
 
-template <typename F>
-F Next(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-}
+// A wrapper's next definition, looked up at its first call (see Resolve).
+#define FP_NEXT(name, ...)                        \
+  static std::atomic<__VA_ARGS__> real_{nullptr}; \
+  const auto real = Resolve(&real_, name)
 
 struct ThreadStart {
   void* (*fn)(void*);
@@ -535,6 +537,11 @@ namespace fieldprof::local::sampler {
 
 bool On() { return g_on; }
 
+void ResolveCallsOfTheUnwinder() {
+  ResolveReadAndWrite();
+  Resolve(&g_real_dl_iterate_phdr, "dl_iterate_phdr");
+}
+
 void WriteRecord(char tag, const void* p, size_t n) {
   WriteAll(&tag, 1);
   WriteAll(p, n);
@@ -585,7 +592,7 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
 // sample unwinds (and looks up unwind tables) while they are held.
 
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-  static auto real = Next<void* (*)(const char*, int)>("dlopen");
+  FP_NEXT("dlopen", void* (*)(const char*, int));
   ++t_in_loader;
   void* r = real(file, mode);
   --t_in_loader;
@@ -593,7 +600,7 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
 }
 
 __attribute__((visibility("default"))) int dlclose(void* handle) {
-  static auto real = Next<int (*)(void*)>("dlclose");
+  FP_NEXT("dlclose", int (*)(void*));
   ++t_in_loader;
   const int r = real(handle);
   --t_in_loader;
@@ -602,7 +609,7 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
 
 __attribute__((visibility("default"))) int dl_iterate_phdr(int (*cb)(dl_phdr_info*, size_t, void*),
                                                            void* data) {
-  static auto real = Next<int (*)(int (*)(dl_phdr_info*, size_t, void*), void*)>("dl_iterate_phdr");
+  const auto real = Resolve(&g_real_dl_iterate_phdr, "dl_iterate_phdr");
   ++t_in_loader;
   const int r = real(cb, data);
   --t_in_loader;
@@ -614,23 +621,23 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*cb)(dl_phdr_inf
 #define FP_EXPORT __attribute__((visibility("default")))
 
 FP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  static auto real = Next<int (*)(const char*, char* const*, char* const*)>("execve");
+  FP_NEXT("execve", int (*)(const char*, char* const*, char* const*));
   return Exec([&] { return real(path, argv, envp); });
 }
 FP_EXPORT int execv(const char* path, char* const argv[]) {
-  static auto real = Next<int (*)(const char*, char* const*)>("execv");
+  FP_NEXT("execv", int (*)(const char*, char* const*));
   return Exec([&] { return real(path, argv); });
 }
 FP_EXPORT int execvp(const char* file, char* const argv[]) {
-  static auto real = Next<int (*)(const char*, char* const*)>("execvp");
+  FP_NEXT("execvp", int (*)(const char*, char* const*));
   return Exec([&] { return real(file, argv); });
 }
 FP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  static auto real = Next<int (*)(const char*, char* const*, char* const*)>("execvpe");
+  FP_NEXT("execvpe", int (*)(const char*, char* const*, char* const*));
   return Exec([&] { return real(file, argv, envp); });
 }
 FP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  static auto real = Next<int (*)(int, char* const*, char* const*)>("fexecve");
+  FP_NEXT("fexecve", int (*)(int, char* const*, char* const*));
   return Exec([&] { return real(fd, argv, envp); });
 }
 FP_EXPORT int execl(const char* path, const char* arg, ...) {

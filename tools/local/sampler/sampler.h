@@ -6,6 +6,9 @@
 #ifndef FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
 #define FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,6 +21,29 @@ bool On();
 // taken while a thread is in the dynamic linker or already unwinding.
 extern thread_local int t_in_loader;
 extern thread_local int t_in_handler;
+
+// The next definition of `name` after ours (the function a wrapper calls),
+// looked up once and kept in `slot`. No guard variable: a function-local
+// static's guard deadlocked when a SIGPROF arrived inside the lookup and
+// the handler's unwinder called the same wrapper (libunwind reads a pipe
+// to validate addresses). The lookup counts as being in the loader, so no
+// sample unwinds during it.
+template <typename F>
+F Resolve(std::atomic<F>* slot, const char* name) {
+  F f = slot->load(std::memory_order_acquire);
+  if (f != nullptr) return f;
+  ++t_in_loader;
+  f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+  --t_in_loader;
+  slot->store(f, std::memory_order_release);
+  return f;
+}
+
+// Looks up the wrapped calls that the signal handler's unwinder itself
+// makes (read, write, dl_iterate_phdr), before the first sample: a lookup
+// from inside the handler would run the dynamic linker there.
+void ResolveCallsOfTheUnwinder();
+void ResolveReadAndWrite();  // switches.cc's part
 
 // Records the stack of the calling thread, as it stands in the caller of
 // the blocking-call wrapper that calls this, for a call during which the

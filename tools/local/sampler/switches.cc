@@ -121,7 +121,9 @@ double DrainRing(Ring& r) {
 // it when the thread switched meanwhile. Outermost wrapper only.
 class Watch {
  public:
-  __attribute__((always_inline)) Watch() : r_(t_depth++ == 0 ? t_ring : nullptr) {
+  // Not inside the signal handler: the unwinder's own reads are not waits.
+  __attribute__((always_inline)) Watch()
+      : r_(t_depth++ == 0 && t_in_handler == 0 ? t_ring : nullptr) {
     if (r_ != nullptr) from_ = Head(r_);
   }
   __attribute__((always_inline)) ~Watch() {
@@ -140,11 +142,6 @@ class Watch {
   Ring* r_;
   uint64_t from_ = 0;
 };
-
-template <typename F>
-F Next(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-}
 
 }  // namespace
 
@@ -246,11 +243,15 @@ uint64_t ThreadsUnwatched() { return g_unwatched.load(); }
 // library's) inside a Watch.
 using fieldprof::local::sampler::Watch;
 
-#define FP_BLOCKING(ret, name, params, args)                                        \
-  extern "C" __attribute__((visibility("default"))) ret name params {               \
-    static const auto real = fieldprof::local::sampler::Next<ret(*) params>(#name); \
-    Watch fp_watch_;                                                                \
-    return real args;                                                               \
+#define FP_BLOCKING(ret, name, params, args)                                                  \
+  namespace fieldprof::local::sampler {                                                       \
+  std::atomic<ret(*) params> g_real_##name{nullptr};                                          \
+  }                                                                                           \
+  extern "C" __attribute__((visibility("default"))) ret name params {                         \
+    const auto real =                                                                         \
+        fieldprof::local::sampler::Resolve(&fieldprof::local::sampler::g_real_##name, #name); \
+    Watch fp_watch_;                                                                          \
+    return real args;                                                                         \
   }
 
 // Locks and waits of threads (std::mutex, std::condition_variable and
@@ -306,3 +307,12 @@ FP_BLOCKING(int, fdatasync, (int fd), (fd))
 FP_BLOCKING(pid_t, waitpid, (pid_t p, int* s, int o), (p, s, o))
 FP_BLOCKING(pid_t, wait, (int* s), (s))
 FP_BLOCKING(pid_t, wait4, (pid_t p, int* s, int o, struct rusage* u), (p, s, o, u))
+
+namespace fieldprof::local::sampler {
+
+void ResolveReadAndWrite() {
+  Resolve(&g_real_read, "read");
+  Resolve(&g_real_write, "write");
+}
+
+}  // namespace fieldprof::local::sampler
