@@ -7,7 +7,11 @@
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/local/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions), and the default task clock.
-# Prints each variant's median wall time and its ratio to plain.
+# Prints each variant's median wall time and its ratio to plain: of the
+# whole command, and for the sqlite3 workload also of the program alone,
+# timed by the shell that runs it (so neither fieldprof record's work after
+# the program ends nor perf's is in it; the sampler's start in the
+# program is).
 #
 #   ./deploy/bench-record.sh [ROUNDS=15] [PINGPONG_ROUNDS=20000]
 set -euo pipefail
@@ -23,9 +27,11 @@ trap 'rm -rf "$tmp"' EXIT
 command -v perf >/dev/null || { echo "bench-record: perf is not installed (linux-perf)" >&2; exit 2; }
 
 declare -A cmd
-cmd[sqlite:plain]="sqlite3 :memory: < $sql"
-cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- sh -c 'sqlite3 :memory: < $sql'"
-cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- sh -c 'sqlite3 :memory: < $sql'"
+# The program alone, timed inside: microseconds appended to $tmp/inner_NAME.
+inner() { echo "sh -c 'a=\$(date +%s%N); sqlite3 :memory: < $sql; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
+cmd[sqlite:plain]="$(inner sqlite_plain)"
+cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
+cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
 cmd[pingpong:plain]="$waits pingpong $pp"
 cmd[pingpong:timer-no-idle]="$cli record --clock timer --idle=false -o $tmp/p.fprec -- $waits pingpong $pp"
 cmd[pingpong:timer]="$cli record --clock timer -o $tmp/p.fprec -- $waits pingpong $pp"
@@ -44,9 +50,20 @@ for ((i = 1; i <= rounds; i++)); do
 done
 echo >&2
 median() { tr ' ' '\n' <"$1" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-printf '%-26s %12s %8s\n' variant "median ms" "÷ plain"
+fastest() { tr ' ' '\n' <"$1" | grep -v '^$' | sort -n | head -1; }
+printf '%-26s %12s %8s %14s %8s %14s %8s\n' variant "median ms" "÷ plain" "program ms" "÷ plain" \
+  "fastest ms" "÷ plain"
 for v in "${order[@]}"; do
   m=$(median "$tmp/${v//:/_}")
   base=$(median "$tmp/${v%%:*}_plain")
-  printf '%-26s %12.1f %8.3f\n' "$v" "$(echo "$m / 1000" | bc -l)" "$(echo "$m / $base" | bc -l)"
+  printf '%-26s %12.1f %8.3f' "$v" "$(echo "$m / 1000" | bc -l)" "$(echo "$m / $base" | bc -l)"
+  if [[ -s "$tmp/inner_${v//:/_}" ]]; then
+    mi=$(median "$tmp/inner_${v//:/_}")
+    bi=$(median "$tmp/inner_${v%%:*}_plain")
+    printf ' %14.1f %8.3f' "$(echo "$mi / 1000" | bc -l)" "$(echo "$mi / $bi" | bc -l)"
+    fi=$(fastest "$tmp/inner_${v//:/_}")
+    fb=$(fastest "$tmp/inner_${v%%:*}_plain")
+    printf ' %14.1f %8.3f' "$(echo "$fi / 1000" | bc -l)" "$(echo "$fi / $fb" | bc -l)"
+  fi
+  echo
 done

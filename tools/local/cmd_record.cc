@@ -26,6 +26,7 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
+#include "tools/local/cpu_switches.h"
 #include "tools/local/html_page.h"
 #include "tools/local/idle_report.h"
 #include "tools/local/pprof_export.h"
@@ -55,7 +56,7 @@ int Record(int argc, char** argv) {
   int64_t hz = 999, m = 100, n = 2;
   double p = 0.95;
   bool wall = false, idle = true;
-  std::string lib_dir, clock = "task";
+  std::string lib_dir, clock = "task", cpu_wide = "auto";
   OptionTable t("fieldprof record",
                 "Samples the call stacks of a command and every program it starts (CPU time,\n"
                 "or wall-clock time with --wall) into a recording: whole stacks through\n"
@@ -81,6 +82,10 @@ int Record(int argc, char** argv) {
   t.AddBool("idle", &idle,
             "record idle transitions: each thread's switches off and onto the CPU (perf_event "
             "switch records) and the blocking call it waited in");
+  t.AddString("cpu_wide", &cpu_wide,
+              "with idle transitions, also CPU-wide switch records, which tell when a CPU truly "
+              "went idle after a thread and left idle for it: auto (when privileged: "
+              "CAP_PERFMON, root, or perf_event_paranoid <= 0), on, off");
   t.AddInt("leaf_samples", &m, "the time tree's M: a node with fewer samples is a leaf", 1,
            1 << 30);
   t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
@@ -93,6 +98,9 @@ int Record(int argc, char** argv) {
   if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
   if (s.ok() && clock != "task" && clock != "timer") {
     s = InvalidArgument("--clock is task or timer, not \"" + clock + "\"");
+  }
+  if (s.ok() && cpu_wide != "auto" && cpu_wide != "on" && cpu_wide != "off") {
+    s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
   }
   if (!s.ok()) return UsageError(t, s);
   if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".fprec";
@@ -117,6 +125,17 @@ int Record(int argc, char** argv) {
   setenv("FIELDPROF_RECORD_IDLE", idle ? "1" : "0", 1);
   setenv("FIELDPROF_RECORD_CLOCK", clock.c_str(), 1);
   PrependEnv("LD_PRELOAD", *dir + "/" + kSamplerLib);
+  std::unique_ptr<local::CpuWideSwitches> cpu;
+  if (idle && cpu_wide != "off") {
+    StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
+    if (c.ok()) {
+      cpu = std::move(*c);
+      cpu->Start();
+    } else if (cpu_wide == "on") {
+      std::cerr << "fieldprof record: --cpu_wide on: " << c.status().message() << "\n";
+      return 3;
+    }
+  }
   // Ctrl-C stops the program; its recording is still written.
   SpawnOptions so;
   so.interrupt_child_only = true;
@@ -125,6 +144,14 @@ int Record(int argc, char** argv) {
   if (code < 0) {
     std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << error << "\n";
     return 127;
+  }
+  if (cpu != nullptr) {
+    const std::string log = local::EncodeCpuIdleLog(cpu->Stop());
+    if (Status w =
+            WriteFileDurably(raw.path + "/" + local::kCpuIdleFile, log, FileAccess::kPrivate);
+        !w.ok()) {
+      std::cerr << "fieldprof record: " << w.message() << "\n";
+    }
   }
   local::TimeTreeOptions o;
   o.leaf_samples = static_cast<uint32_t>(m);
@@ -150,7 +177,8 @@ int Record(int argc, char** argv) {
                r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
   if (r->idle) {
     std::fprintf(
-        stderr, "fieldprof record: %zu idle transitions (show --idle)%s\n", r->idle_tree.samples(),
+        stderr, "fieldprof record: %zu idle transitions%s (show --idle)%s\n",
+        r->idle_tree.samples(), r->cpu_wide ? ", with CPU-wide idle" : "",
         r->switches_lost + r->threads_unwatched > 0 ? "; some switches were not seen" : "");
     const double per_s = static_cast<double>(r->idle_tree.samples() / 2 + r->preemptions) /
                          std::max(1e-3, static_cast<double>(r->duration_ns) / 1e9);

@@ -94,25 +94,27 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
     views.push_back(std::move(v));
   }
   if (r.idle) {
-    // Both directions share the idle tree; each view shows one.
+    // Every direction shares the idle tree; each view shows one.
     std::vector<uint32_t> th, st;
-    std::vector<uint8_t> to_idle, from_idle;
-    for (const IdleType& t : r.idle_types) {
-      th.push_back(t.thread);
-      st.push_back(t.stack);
-      to_idle.push_back(t.direction == IdleDirection::kToIdle);
-      from_idle.push_back(t.direction == IdleDirection::kFromIdle);
+    for (const IdleType& t : r.idle_types) th.push_back(t.thread), st.push_back(t.stack);
+    const json base = TreeView(r.idle_tree, "", "");
+    auto add = [&](IdleDirection d, const char* name, const char* unit) {
+      json v = base;
+      v["name"] = name;
+      v["unit"] = unit;
+      v["type_thread"] = th;
+      v["type_stack"] = st;
+      std::vector<uint8_t> shown;
+      for (const IdleType& t : r.idle_types) shown.push_back(t.direction == d);
+      v["type_shown"] = std::move(shown);
+      views.push_back(std::move(v));
+    };
+    add(IdleDirection::kToIdle, "waits (to-idle: where threads left the CPU)", "waits");
+    add(IdleDirection::kFromIdle, "wake-ups (from-idle: where threads came back)", "wake-ups");
+    if (r.cpu_wide) {
+      add(IdleDirection::kCpuIdleAfter, "a CPU went idle after (CPU-wide)", "CPU idles");
+      add(IdleDirection::kCpuWokeInto, "a CPU left idle for (CPU-wide)", "CPU wake-ups");
     }
-    json v = TreeView(r.idle_tree, "waits (to-idle: where threads left the CPU)", "waits");
-    v["type_thread"] = th;
-    v["type_stack"] = st;
-    v["type_shown"] = to_idle;
-    json w = v;
-    w["name"] = "wake-ups (from-idle: where threads came back)";
-    w["unit"] = "wake-ups";
-    w["type_shown"] = from_idle;
-    views.push_back(std::move(v));
-    views.push_back(std::move(w));
   }
   const json data = {
       {"command", r.command},

@@ -14,6 +14,7 @@ namespace {
 
 struct Weights {
   uint64_t to_idle = 0, from_idle = 0, off_ns = 0;
+  uint64_t cpu_idle_after = 0, cpu_woke_into = 0, cpu_idle_ns = 0;  // CPU-wide only
 };
 
 struct Node {
@@ -25,6 +26,23 @@ void Add(Weights* into, const Weights& w) {
   into->to_idle += w.to_idle;
   into->from_idle += w.from_idle;
   into->off_ns += w.off_ns;
+  into->cpu_idle_after += w.cpu_idle_after;
+  into->cpu_woke_into += w.cpu_woke_into;
+  into->cpu_idle_ns += w.cpu_idle_ns;
+}
+
+uint64_t& CountOf(Weights& w, IdleDirection d) {
+  switch (d) {
+    case IdleDirection::kToIdle:
+      return w.to_idle;
+    case IdleDirection::kFromIdle:
+      return w.from_idle;
+    case IdleDirection::kCpuIdleAfter:
+      return w.cpu_idle_after;
+    case IdleDirection::kCpuWokeInto:
+      return w.cpu_woke_into;
+  }
+  return w.to_idle;
 }
 
 std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -62,10 +80,16 @@ void Print(const Recording& r, const Node& node, uint64_t all, const IdleReportO
   for (const auto& [f, c] : kids) {
     const uint64_t waits = std::max(c->total.to_idle, c->total.from_idle);
     if (static_cast<double>(waits) < o.min_share * static_cast<double>(all)) continue;
-    const std::string line =
-        Line("%8llu %9llu %11.3f  %s%s", static_cast<unsigned long long>(c->total.to_idle),
+    std::string line =
+        Line("%8llu %9llu %11.3f  ", static_cast<unsigned long long>(c->total.to_idle),
              static_cast<unsigned long long>(c->total.from_idle),
-             static_cast<double>(c->total.off_ns) / 1e6, indent.c_str(), r.frames[f].c_str());
+             static_cast<double>(c->total.off_ns) / 1e6);
+    if (r.cpu_wide) {
+      line += Line("%8llu %8llu %11.3f  ", static_cast<unsigned long long>(c->total.cpu_idle_after),
+                   static_cast<unsigned long long>(c->total.cpu_woke_into),
+                   static_cast<double>(c->total.cpu_idle_ns) / 1e6);
+    }
+    line += indent + r.frames[f];
     *out += tools::HeatText(line, static_cast<double>(SelfOff(*c)) / static_cast<double>(hottest),
                             o.color, o.truecolor) +
             "\n";
@@ -91,7 +115,7 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
     if (!wanted(type)) continue;
     const IdleType& t = r.idle_types[type];
     Weights w;
-    (t.direction == IdleDirection::kToIdle ? w.to_idle : w.from_idle) = count;
+    CountOf(w, t.direction) = count;
     Add(&by_stack[t.stack], w);
     Add(&all, w);
   }
@@ -101,9 +125,14 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
   const size_t hi = std::upper_bound(times.begin(), times.end(), o.to_ns) - times.begin();
   for (size_t i = lo; i < hi; ++i) {
     const IdleType& t = r.idle_types[types[i]];
-    if (t.direction != IdleDirection::kToIdle || !wanted(types[i])) continue;
-    by_stack[t.stack].off_ns += r.idle_off_ns[i];
-    all.off_ns += r.idle_off_ns[i];
+    if (!wanted(types[i])) continue;
+    if (t.direction == IdleDirection::kToIdle) {
+      by_stack[t.stack].off_ns += r.idle_off_ns[i];
+      all.off_ns += r.idle_off_ns[i];
+    } else if (t.direction == IdleDirection::kCpuIdleAfter) {
+      by_stack[t.stack].cpu_idle_ns += r.idle_off_ns[i];
+      all.cpu_idle_ns += r.idle_off_ns[i];
+    }
   }
   std::string out;
   if (o.collapsed) {  // off-CPU microseconds, as offcputime's folded output
@@ -130,9 +159,24 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
                 static_cast<unsigned long long>(r.switches_lost),
                 static_cast<unsigned long long>(r.threads_unwatched));
   }
-  out +=
-      "from this process's own threads' switch records: what ran on a CPU next is unknown in "
-      "this mode\n";
+  if (r.cpu_wide) {
+    out += Line(
+        "CPU-wide switch records: a CPU went idle %llu times as these threads began to wait "
+        "(%.3f ms idle after them), and left idle %llu times to run them as they woke\n",
+        static_cast<unsigned long long>(all.cpu_idle_after),
+        static_cast<double>(all.cpu_idle_ns) / 1e6,
+        static_cast<unsigned long long>(all.cpu_woke_into));
+    if (r.cpu_switches_lost > 0 || r.cpu_idle_unmatched > 0) {
+      out += Line("CPU-wide: %llu records lost, %llu with no wait of the thread near them\n",
+                  static_cast<unsigned long long>(r.cpu_switches_lost),
+                  static_cast<unsigned long long>(r.cpu_idle_unmatched));
+    }
+  } else {
+    out +=
+        "from this process's own threads' switch records: what ran on a CPU next is unknown in "
+        "this mode (CPU-wide records, which know, need CAP_PERFMON, root or "
+        "kernel.perf_event_paranoid <= 0)\n";
+  }
   if (all.to_idle + all.from_idle == 0) return out + "no waits in this range\n";
   Node root;
   for (const auto& [stack, w] : by_stack) {
@@ -142,7 +186,9 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
       Add(&node->total, w);
     }
   }
-  out += " to-idle from-idle  off-CPU ms  call tree (where threads waited)\n";
+  out += r.cpu_wide ? " to-idle from-idle  off-CPU ms  cpu-idle cpu-woke CPU idle ms  call tree "
+                      "(where threads waited)\n"
+                    : " to-idle from-idle  off-CPU ms  call tree (where threads waited)\n";
   Print(r, root, std::max(all.to_idle, all.from_idle), o,
         std::max<uint64_t>(1, HottestSelfOff(root)), "", &out);
   return out;

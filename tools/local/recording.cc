@@ -11,6 +11,7 @@
 
 #include "common/cxx_names.h"
 #include "common/durable_file.h"
+#include "tools/local/cpu_switches.h"
 #include "tools/local/raw_format.h"
 #include "tools/local/varint.h"
 
@@ -18,8 +19,10 @@ namespace fieldprof::local {
 
 namespace {
 
-// Version 2 added idle transitions; version 1 files are read without them.
-constexpr char kMagic[] = "FPRECORDING2\n";
+// Version 2 added idle transitions, version 3 CPU-wide idle; older files
+// are read without them.
+constexpr char kMagic[] = "FPRECORDING3\n";
+constexpr char kMagic2[] = "FPRECORDING2\n";
 constexpr char kMagic1[] = "FPRECORDING1\n";
 constexpr size_t kMagicSize = sizeof kMagic - 1;
 
@@ -220,6 +223,13 @@ class Interner {
     if (fresh) r_->frames.push_back(name);
     return it->second;
   }
+  // The thread's index, if it was recorded.
+  bool FindThread(uint32_t pid, uint32_t tid, uint32_t* thread) const {
+    auto it = thread_ids_.find({pid, tid});
+    if (it == thread_ids_.end()) return false;
+    *thread = it->second;
+    return true;
+  }
   uint32_t Thread(uint32_t pid, uint32_t tid) {
     auto [it, fresh] =
         thread_ids_.emplace(std::make_pair(pid, tid), static_cast<uint32_t>(r_->threads.size()));
@@ -298,6 +308,45 @@ void Waits(const RawProcess& p, uint64_t start_ns, Symbolizer& sym, Interner* in
   }
 }
 
+// CPU-wide idle records paired with the recorded threads' waits: a CPU
+// that went idle as a thread switched out is charged to the stack that
+// thread waited at, and a CPU that left idle to run a thread to the stack
+// it woke at. The two records of one switch (the thread's own ring, the
+// CPU's) are stamped apart by moments: the nearest within kNear is it.
+void PairCpuIdle(const CpuIdleLog& log, uint64_t start_ns, Interner* in, Recording* r,
+                 std::vector<IdleEvent>* idle) {
+  constexpr uint64_t kNear = 200000;  // 200 us
+  // Per (thread, direction): the waits' (time, stack), in order of time.
+  std::map<std::pair<uint32_t, IdleDirection>, std::vector<std::pair<uint64_t, uint32_t>>> waits;
+  for (const IdleEvent& e : *idle) {
+    const IdleType& t = r->idle_types[e.type];
+    waits[{t.thread, t.direction}].emplace_back(e.time, t.stack);
+  }
+  for (auto& [k, v] : waits) std::sort(v.begin(), v.end());
+  const uint32_t unmatched = in->Stack({in->Frame("[no wait of the thread near it]")});
+  for (const CpuIdleRecord& c : log.records) {
+    uint32_t thread = 0;
+    if (c.time_ns < start_ns || !in->FindThread(c.pid, c.tid, &thread)) continue;
+    const uint64_t t = c.time_ns - start_ns;
+    const auto& v =
+        waits[{thread, c.went_idle ? IdleDirection::kToIdle : IdleDirection::kFromIdle}];
+    uint32_t stack = unmatched;
+    uint64_t best = kNear + 1;
+    auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(t, uint32_t{0}));
+    for (auto j : {it, it == v.begin() ? it : std::prev(it)}) {
+      if (j == v.end()) continue;
+      const uint64_t d = j->first > t ? j->first - t : t - j->first;
+      if (d < best) best = d, stack = j->second;
+    }
+    if (stack == unmatched) ++r->cpu_idle_unmatched;
+    idle->push_back(
+        {t,
+         in->IdleTypeOf(thread, stack,
+                        c.went_idle ? IdleDirection::kCpuIdleAfter : IdleDirection::kCpuWokeInto),
+         c.idle_ns});
+  }
+}
+
 }  // namespace
 
 const char* SampleSourceName(uint32_t source) {
@@ -363,6 +412,12 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
     r.idle |= p.header.idle != 0;
     Waits(p, r.start_ns, sym, &in, &idle);
   }
+  if (StatusOr<std::string> cpu = ReadWholeFile(dir + "/" + kCpuIdleFile); cpu.ok()) {
+    FP_ASSIGN_OR_RETURN(CpuIdleLog log, DecodeCpuIdleLog(*cpu));
+    r.cpu_wide = true;
+    r.cpu_switches_lost = log.lost;
+    PairCpuIdle(log, r.start_ns, &in, &r, &idle);
+  }
   std::stable_sort(samples.begin(), samples.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<uint64_t> times(samples.size());
@@ -420,6 +475,9 @@ std::string EncodeRecording(const Recording& r) {
   PutVarint(&out, r.threads_unwatched);
   PutVarint(&out, r.preemptions);
   PutVarint(&out, r.waits_unattributed);
+  PutVarint(&out, r.cpu_wide ? 1 : 0);
+  PutVarint(&out, r.cpu_switches_lost);
+  PutVarint(&out, r.cpu_idle_unmatched);
   PutVarint(&out, r.idle_types.size());
   for (const IdleType& t : r.idle_types) {
     PutVarint(&out, t.thread);
@@ -435,8 +493,8 @@ std::string EncodeRecording(const Recording& r) {
 
 namespace {
 
-// The idle transitions' part of a version 2 recording.
-Status DecodeIdle(std::string_view* in, Recording* r) {
+// The idle transitions' part of a version 2 or 3 recording.
+Status DecodeIdle(std::string_view* in, Recording* r, int version) {
   auto bad = [](const char* what) { return DataLoss(std::string("recording: bad ") + what); };
   uint64_t source = 0, idle = 0, n = 0;
   if (!GetVarint(in, &source) || !GetVarint(in, &idle) || !GetVarint(in, &r->switches_lost) ||
@@ -446,12 +504,21 @@ Status DecodeIdle(std::string_view* in, Recording* r) {
   }
   r->source = static_cast<uint32_t>(source);
   r->idle = idle != 0;
+  if (version >= 3) {
+    uint64_t cpu_wide = 0;
+    if (!GetVarint(in, &cpu_wide) || !GetVarint(in, &r->cpu_switches_lost) ||
+        !GetVarint(in, &r->cpu_idle_unmatched)) {
+      return bad("idle header");
+    }
+    r->cpu_wide = cpu_wide != 0;
+  }
+  const uint64_t max_direction = version >= 3 ? 3 : 1;
   if (!GetVarint(in, &n) || n > in->size()) return bad("idle types");
   r->idle_types.resize(n);
   for (IdleType& t : r->idle_types) {
     uint64_t thread = 0, stack = 0, dir = 0;
     if (!GetVarint(in, &thread) || !GetVarint(in, &stack) || !GetVarint(in, &dir) ||
-        thread >= r->threads.size() || stack >= r->stacks.size() || dir > 1) {
+        thread >= r->threads.size() || stack >= r->stacks.size() || dir > max_direction) {
       return bad("idle types");
     }
     t = {static_cast<uint32_t>(thread), static_cast<uint32_t>(stack),
@@ -475,10 +542,12 @@ Status DecodeIdle(std::string_view* in, Recording* r) {
 }  // namespace
 
 StatusOr<Recording> DecodeRecording(std::string_view in) {
-  const bool v1 = in.substr(0, kMagicSize) == std::string_view(kMagic1, kMagicSize);
-  if (!v1 && in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
-    return DataLoss("not a fieldprof recording");
-  }
+  const std::string_view magic = in.substr(0, kMagicSize);
+  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 3
+                      : magic == std::string_view(kMagic2, kMagicSize) ? 2
+                      : magic == std::string_view(kMagic1, kMagicSize) ? 1
+                                                                       : 0;
+  if (version == 0) return DataLoss("not a fieldprof recording");
   in.remove_prefix(kMagicSize);
   Recording r;
   uint64_t hz = 0, wall = 0, procs = 0, cut = 0, n = 0;
@@ -529,7 +598,7 @@ StatusOr<Recording> DecodeRecording(std::string_view in) {
     thread = static_cast<uint32_t>(a);
     stack = static_cast<uint32_t>(b);
   }
-  if (!v1) FP_RETURN_IF_ERROR(DecodeIdle(&in, &r));
+  if (version >= 2) FP_RETURN_IF_ERROR(DecodeIdle(&in, &r, version));
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Decode(in));
   for (uint32_t t : r.tree.types()) {
     if (t >= r.types.size()) return bad("samples");

@@ -24,7 +24,18 @@ struct RecordedThread {
 // (the thread began to wait); its from-idle event is the switch back in.
 // Both carry the stack the thread waited at (the blocking call it was in,
 // or a one-frame "[outside a wrapped call]") and the wait's off-CPU time.
-enum class IdleDirection : uint8_t { kToIdle = 0, kFromIdle = 1 };
+//
+// With CPU-wide switch records (privileged; cpu_switches.h), two more: a
+// CPU went idle as the thread began to wait (kCpuIdleAfter: the next task
+// was the idle task), and a CPU left idle to run the thread as it woke
+// (kCpuWokeInto). They carry the wait's stack, and how long the CPU stayed
+// idle as their length.
+enum class IdleDirection : uint8_t {
+  kToIdle = 0,
+  kFromIdle = 1,
+  kCpuIdleAfter = 2,
+  kCpuWokeInto = 3,
+};
 
 struct IdleType {
   uint32_t thread = 0, stack = 0;
@@ -52,6 +63,10 @@ struct Recording {
   uint64_t threads_unwatched = 0;   // threads whose switches could not be watched
   uint64_t preemptions = 0;         // switches out while runnable: not waits, not in the tree
   uint64_t waits_unattributed = 0;  // waits outside any wrapped blocking call
+  // CPU-wide: off unless recorded with the privileges it needs.
+  bool cpu_wide = false;
+  uint64_t cpu_switches_lost = 0;   // CPU-wide records the kernel dropped
+  uint64_t cpu_idle_unmatched = 0;  // CPU-wide idle records with no wait of the thread near them
   std::vector<IdleType> idle_types;
   TimeTree idle_tree;                 // events by time; types index idle_types
   std::vector<uint64_t> idle_off_ns;  // per event of idle_tree, in its order: the wait's length
@@ -64,7 +79,8 @@ const char* SampleSourceName(uint32_t source);
 // The name of the one frame of waits that no wrapped call explains.
 inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
 
-// Reads every raw file in `dir` and makes the recording: stacks symbolised
+// Reads every raw file in `dir` (and the CPU-wide idle log, if there is
+// one: cpu_switches.h) and makes the recording: stacks symbolised
 // from the modules' ELF symbol tables and installed debug info (elfutils),
 // names demangled. Processes cut short (no trailer) are read to their last
 // whole record and counted.

@@ -139,7 +139,11 @@
   $('command').textContent = data.command;
   $('facts').textContent = `${fmtTime(data.duration_ns)} · ${data.source}, ${data.hz} Hz · ` +
       `${data.processes} process${data.processes === 1 ? '' : 'es'}, ${data.threads.length} threads`;
-  views.forEach((v, i) => $('view').append(new Option(`${v.name} (${fmtCount(v.times.length)})`, i)));
+  views.forEach((v, i) => {
+    let shown = 0;
+    for (let k = 0; k < v.types.length; ++k) shown += v.typeShown[v.types[k]];
+    $('view').append(new Option(`${v.name} (${fmtCount(shown)})`, i));
+  });
   $('view').disabled = views.length < 2;
 
   function fillThreads() {
@@ -356,8 +360,8 @@
     span.dataset.fromNs = String(state.from);
     span.dataset.toNs = String(state.to);
     span.textContent = `[${fmtTime(state.from)}, ${fmtTime(state.to)}]`;
-    el.append(span, `: ${fmtCount(q.samples)} ${v.unit}` +
-        (state.tid ? `, ${fmtCount(q.shown)} of thread ${state.tid}` : '') +
+    el.append(span, `: ${fmtCount(q.shown - (state.tid ? 0 : q.other))} ${v.unit}` +
+        (state.tid ? ` of thread ${state.tid}` : '') +
         ` · answered in ${q.ms.toFixed(2)} ms from ${q.merged} tree nodes and ${q.leaves} leaves ` +
         `(${fmtCount(q.scanned)} samples scanned)`);
     if (q.other > 0) {
