@@ -245,6 +245,29 @@ void Unwind(unw_cursor_t* cursor, Slot* s) {
   s->h.depth = depth;
 }
 
+// libunwind's fast trace (unw_backtrace: each return address's frame rule
+// cached after its first walk) from the handler itself, through the
+// signal frame, kept from the interrupted instruction out. A full unw_step
+// walk from the signal's context cost about 115 us a sample on sqlite3
+// (80 ms of CPU in 690 samples); this, a few. False when the trace does not
+// reach the interrupted instruction (the slow walk then does it).
+bool FastUnwind(const ucontext_t* uc, Slot* s) {
+  constexpr int kHandlerFrames = 8;  // at most this many above the interrupted one
+  void* ips[kMaxFrames + kHandlerFrames];
+  const int n = unw_backtrace(ips, kMaxFrames + kHandlerFrames);
+  const auto pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  for (int i = 0; i < n && i < kHandlerFrames; ++i) {
+    if (reinterpret_cast<uintptr_t>(ips[i]) != pc) continue;
+    uint16_t depth = 0;
+    for (int j = i; j < n && depth < kMaxFrames; ++j) {
+      s->ips[depth++] = reinterpret_cast<uintptr_t>(ips[j]);
+    }
+    s->h.depth = depth;
+    return true;
+  }
+  return false;
+}
+
 void OnProf(int, siginfo_t*, void* uc) {
   const int saved = errno;
   if (t_in_loader > 0 || t_in_handler > 0 || g_slots == nullptr || !g_on) {
@@ -255,10 +278,12 @@ void OnProf(int, siginfo_t*, void* uc) {
   t_in_handler = 1;
   if (Slot* s = Claim(); s != nullptr) {
     s->kind = kSample;
-    unw_cursor_t cursor;
     s->h.depth = 0;
-    if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
-      Unwind(&cursor, s);
+    if (!FastUnwind(static_cast<const ucontext_t*>(uc), s)) {
+      unw_cursor_t cursor;
+      if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+        Unwind(&cursor, s);
+      }
     }
     s->ready.store(1, std::memory_order_release);
   }
