@@ -470,6 +470,42 @@ double CumPercent(const std::string& top, const std::string& function) {
   return 0;
 }
 
+// --wall samples threads off the CPU too: a sleeper that CPU time hardly
+// sees is seen at the rate asked, in its sleep.
+TEST(RecordTest, WallClockSamplesASleepingThread) {
+  TempDir dir;
+  const std::string file = dir.File("w.fprec");
+  auto samples = [&](const std::string& mode, uint64_t* in_sleep) {
+    std::string out;
+    EXPECT_EQ(RunCommand(kCli + " record " + mode + " --hz 500 -o " + file + " -- " + kWaits +
+                             " sleeper 200 2>&1",
+                         &out),
+              0)
+        << out;
+    if (!mode.empty()) {
+      EXPECT_NE(out.find("(wall clock, 500 Hz)"), std::string::npos) << out;
+    }
+    EXPECT_EQ(RunCommand(kCli + " record show " + file + " --collapsed", &out), 0);
+    uint64_t all = 0;
+    *in_sleep = 0;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      const uint64_t n = std::stoull(line.substr(line.rfind(' ') + 1));
+      all += n;
+      if (line.find("SleepAWhile()") != std::string::npos) *in_sleep += n;
+    }
+    return all;
+  };
+  uint64_t cpu_sleep = 0, wall_sleep = 0;
+  const uint64_t cpu = samples("", &cpu_sleep);
+  const uint64_t wall = samples("--wall", &wall_sleep);
+  // 200 sleeps of 1 ms (a signal may cut one short): some 0.2 s of wall
+  // time, about 100 samples at 500 Hz; on the CPU, hardly any.
+  EXPECT_GE(wall, 50u);
+  EXPECT_GE(wall_sleep * 10, wall * 9) << wall_sleep << " of " << wall;
+  EXPECT_LT(cpu * 4, wall) << cpu << " CPU samples, " << wall << " wall";
+}
+
 // --pprof: a gzipped profile.proto that Go's own pprof reads, written
 // under a bare name into the current directory; with --idle, the waits
 // and their off-CPU time.
