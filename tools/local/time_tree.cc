@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "tools/local/varint.h"
 
@@ -53,7 +54,19 @@ StatusOr<TimeTree> TimeTree::Build(std::vector<uint64_t> times, std::vector<uint
                            std::to_string(kMaxTimeTreeTypes) + ": intern the types");
   }
   t.Shape();
-  if (!t.times_.empty()) t.Fill(0);
+  if (!t.times_.empty()) {
+    // Each node's list is filled apart (threads fill disjoint subtrees),
+    // then laid out in the order of the nodes.
+    std::vector<Counts> lists(t.nodes_.size());
+    const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    t.Fill(0, &lists, cpus - 1);
+    for (size_t i = 0; i < t.nodes_.size(); ++i) {
+      Node& nd = t.nodes_[i];
+      nd.top_begin = static_cast<uint32_t>(t.top_.size());
+      for (const auto& [type, c] : lists[i]) t.top_.emplace_back(type, static_cast<uint32_t>(c));
+      nd.top_end = static_cast<uint32_t>(t.top_.size());
+    }
+  }
   return t;
 }
 
@@ -75,7 +88,7 @@ void TimeTree::Shape() {
   }
 }
 
-TimeTree::Counts TimeTree::Fill(uint32_t node) {
+TimeTree::Counts TimeTree::Fill(uint32_t node, std::vector<Counts>* lists, unsigned spare) {
   const Node nd = nodes_[node];
   Counts all;
   if (nd.leaf()) {
@@ -90,32 +103,64 @@ TimeTree::Counts TimeTree::Fill(uint32_t node) {
     }
     return all;
   }
-  for (uint32_t c = 0; c < options_.fanout; ++c) {
-    Counts child = Fill(nd.first_child + c);
+  // With threads to spare and enough samples to be worth one, the first
+  // half of the children are filled on another thread.
+  const uint32_t fan = options_.fanout;
+  std::vector<Counts> early;
+  std::thread helper;
+  uint32_t first = 0;
+  if (spare > 0 && nd.hi - nd.lo >= 1u << 16) {
+    const unsigned theirs = (spare - 1) / 2, ours = spare - 1 - theirs;
+    first = fan / 2;
+    early.resize(first);
+    helper = std::thread([&, theirs] {
+      for (uint32_t c = 0; c < first; ++c) early[c] = Fill(nd.first_child + c, lists, theirs);
+    });
+    spare = ours;
+  }
+  for (uint32_t c = first; c <= fan; ++c) {
+    Counts child;
+    if (c == fan) {  // last: the other thread's children
+      if (!helper.joinable()) break;
+      helper.join();
+      for (Counts& e : early) {
+        if (child.empty()) {
+          child = std::move(e);
+        } else {
+          child = MergeCounts(child, e);
+        }
+      }
+    } else {
+      child = Fill(nd.first_child + c, lists, spare);
+    }
     if (all.empty()) {
       all = std::move(child);
       continue;
     }
-    Counts merged;
-    merged.reserve(all.size() + child.size());
-    size_t i = 0, j = 0;
-    while (i < all.size() || j < child.size()) {
-      if (j == child.size() || (i < all.size() && all[i].first < child[j].first)) {
-        merged.push_back(all[i++]);
-      } else if (i == all.size() || child[j].first < all[i].first) {
-        merged.push_back(child[j++]);
-      } else {
-        merged.emplace_back(all[i].first, all[i].second + child[j].second);
-        ++i, ++j;
-      }
-    }
-    all = std::move(merged);
+    all = MergeCounts(all, child);
   }
-  Keep(node, all);
+  Keep(node, all, &(*lists)[node]);
   return all;
 }
 
-void TimeTree::Keep(uint32_t node, const Counts& all) {
+TimeTree::Counts TimeTree::MergeCounts(const Counts& a, const Counts& b) {
+  Counts merged;
+  merged.reserve(a.size() + b.size());
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].first < b[j].first)) {
+      merged.push_back(a[i++]);
+    } else if (i == a.size() || b[j].first < a[i].first) {
+      merged.push_back(b[j++]);
+    } else {
+      merged.emplace_back(a[i].first, a[i].second + b[j].second);
+      ++i, ++j;
+    }
+  }
+  return merged;
+}
+
+void TimeTree::Keep(uint32_t node, const Counts& all, Counts* list) {
   Node& nd = nodes_[node];
   const uint64_t total = nd.hi - nd.lo;
   const auto want = static_cast<uint64_t>(std::ceil(options_.keep_fraction * total - 1e-9));
@@ -134,7 +179,6 @@ void TimeTree::Keep(uint32_t node, const Counts& all) {
     threshold = c;
     at_threshold = take;
   }
-  nd.top_begin = nd.top_end = static_cast<uint32_t>(top_.size());
   size_t kept = 0;
   for (const auto& [type, c] : all) kept += c > threshold;
   kept += at_threshold;
@@ -143,10 +187,9 @@ void TimeTree::Keep(uint32_t node, const Counts& all) {
   for (const auto& [type, c] : all) {  // already in order of type
     if (c > threshold || (c == threshold && at_threshold > 0)) {
       if (c == threshold) --at_threshold;
-      top_.emplace_back(type, static_cast<uint32_t>(c));
+      list->emplace_back(type, c);
     }
   }
-  nd.top_end = static_cast<uint32_t>(top_.size());
   nd.other = total - covered;
 }
 

@@ -102,9 +102,12 @@ class TimeTree {
 
   // Lays out the nodes over the samples (the shape alone).
   void Shape();
-  // Fills the inner nodes' lists from the samples; returns node's counts.
-  Counts Fill(uint32_t node);
-  void Keep(uint32_t node, const Counts& all);
+  // Fills the inner nodes' lists (into `lists`, by node) from the samples,
+  // on up to `spare` more threads; returns node's counts.
+  Counts Fill(uint32_t node, std::vector<Counts>* lists, unsigned spare);
+  // Node's list from its counts, into `list`.
+  void Keep(uint32_t node, const Counts& all, Counts* list);
+  static Counts MergeCounts(const Counts& a, const Counts& b);
   void Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeCounts* out,
              std::vector<uint64_t>* dense, std::vector<uint32_t>* touched) const;
 

@@ -86,6 +86,36 @@ TEST(TimeTreeTest, RangeReportsAreWithinTheirBoundAndExactIsExact) {
   EXPECT_EQ(checked, 60 * 40);
 }
 
+// Big nodes are filled on several threads: the lists must land on their
+// own nodes, in the order of the nodes, whatever the fanout.
+TEST(TimeTreeTest, ABigTreeFilledOnThreadsAnswersAsTheScan) {
+  std::mt19937_64 rng(11);
+  Samples s = Make(rng, 700000, 2000);
+  for (uint32_t fanout : {2u, 3u, 8u}) {
+    TimeTreeOptions o{100, 0.9, fanout};
+    StatusOr<TimeTree> tree = TimeTree::Build(s.times, s.types, o);
+    ASSERT_TRUE(tree.ok());
+    const uint64_t span = s.times.back() + 1;
+    for (int q = 0; q < 60; ++q) {
+      uint64_t t1 = rng() % span, t2 = rng() % span;
+      if (q == 0) t1 = 0, t2 = span;
+      if (t1 > t2) std::swap(t1, t2);
+      const RangeCounts truth = ScanRange(s.times, s.types, t1, t2);
+      const RangeCounts got = tree->Range(t1, t2);
+      const std::map<uint32_t, uint64_t> want = AsMap(truth);
+      ASSERT_EQ(got.samples, truth.samples);
+      uint64_t attributed = 0;
+      for (const auto& [type, c] : got.by_type) {
+        attributed += c;
+        ASSERT_LE(c, want.count(type) ? want.at(type) : 0) << "fanout " << fanout << " q " << q;
+      }
+      ASSERT_EQ(attributed + got.other, truth.samples);
+      ASSERT_LE(got.other, truth.samples / 10 + 2 * fanout * 100) << "fanout " << fanout;
+      ASSERT_EQ(tree->Range(t1, t2, /*exact=*/true).by_type, truth.by_type);
+    }
+  }
+}
+
 TEST(TimeTreeTest, TheShapeKeepsItsPromises) {
   std::mt19937_64 rng(7);
   Samples s = Make(rng, 100000, 1000);
