@@ -310,6 +310,40 @@ TEST(RecordTest, IdleTransitionsShowTheCallThatWaited) {
   EXPECT_NE(out.find("no idle transitions"), std::string::npos) << out;
 }
 
+// A program of one thread stays one thread under record (glibc takes its
+// locks without atomics only then, and sqlite3 takes millions): the
+// sampler drains from the program's own thread until the program starts
+// one. Its waits are all kept: 2,500 sleeps are 5,000 switch records, more
+// than a thread's switch ring holds, drained as they come.
+TEST(RecordTest, AOneThreadProgramStaysOneThreadAndKeepsEveryWait) {
+  TempDir dir;
+  const std::string as = Unprivileged(dir);
+  const std::string file = dir.File("one.fprec");
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(as + kCli + " record -o " + file + " -- sh -c 'echo /proc/$$/task/*' 2>&1", &out),
+      0)
+      << out;
+  size_t tasks = 0;
+  for (size_t at = out.find("/task/"); at != std::string::npos; at = out.find("/task/", at + 1)) {
+    ++tasks;
+  }
+  EXPECT_EQ(tasks, 1u) << out;
+  // sh ends by _exit: its file is still whole.
+  EXPECT_EQ(out.find("without a last flush"), std::string::npos) << out;
+
+  ASSERT_EQ(
+      RunCommand(as + kCli + " record -o " + file + " -- " + kWaits + " sleeper 2500 2>&1", &out),
+      0)
+      << out;
+  std::string report;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --min_percent 0", &report), 0);
+  EXPECT_EQ(report.find("incomplete"), std::string::npos) << report;
+  EXPECT_GE(NumberAfter(report, "to-idle (a thread began to wait), "), 2500) << report;
+  EXPECT_GE(OffCpuAt(IdleStacks(file), "main;(anonymous namespace)::SleepAWhile()", "nanosleep"),
+            2500 * 1000);
+}
+
 // With privileges (root here): CPU-wide switch records tell when a CPU
 // truly went idle after a thread and left idle for it; each is charged to
 // the stack the thread waited at. Without them, --cpu_wide on is a clear

@@ -24,6 +24,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/single_threaded.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -254,17 +255,35 @@ using fieldprof::local::sampler::Watch;
     return real args;                                                                         \
   }
 
+// A lock, wrapped: in a process of one thread a lock that is not shared
+// with other processes cannot wait (there is nobody to hold it), so it goes
+// straight on: sqlite3 takes millions. `private_lock`: the lock is not
+// process-shared (glibc's own field; the layout is its ABI).
+#define FP_LOCK(name, params, args, private_lock)                                             \
+  namespace fieldprof::local::sampler {                                                       \
+  std::atomic<int(*) params> g_real_##name{nullptr};                                          \
+  }                                                                                           \
+  extern "C" __attribute__((visibility("default"))) int name params {                         \
+    const auto real =                                                                         \
+        fieldprof::local::sampler::Resolve(&fieldprof::local::sampler::g_real_##name, #name); \
+    if (__libc_single_threaded != 0 && (private_lock)) return real args;                      \
+    Watch fp_watch_;                                                                          \
+    return real args;                                                                         \
+  }
+
 // Locks and waits of threads (std::mutex, std::condition_variable and
 // std::thread::join come here too).
-FP_BLOCKING(int, pthread_mutex_lock, (pthread_mutex_t * m), (m))
-FP_BLOCKING(int, pthread_mutex_timedlock, (pthread_mutex_t * m, const timespec* t), (m, t))
+constexpr int kMutexPsharedBit = 128;  // glibc's PTHREAD_MUTEX_PSHARED_BIT in __kind
+FP_LOCK(pthread_mutex_lock, (pthread_mutex_t * m), (m), (m->__data.__kind & kMutexPsharedBit) == 0)
+FP_LOCK(pthread_mutex_timedlock, (pthread_mutex_t * m, const timespec* t), (m, t),
+        (m->__data.__kind & kMutexPsharedBit) == 0)
 FP_BLOCKING(int, pthread_cond_wait, (pthread_cond_t * c, pthread_mutex_t* m), (c, m))
 FP_BLOCKING(int, pthread_cond_timedwait,
             (pthread_cond_t * c, pthread_mutex_t* m, const timespec* t), (c, m, t))
 FP_BLOCKING(int, pthread_cond_clockwait,
             (pthread_cond_t * c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t))
-FP_BLOCKING(int, pthread_rwlock_rdlock, (pthread_rwlock_t * l), (l))
-FP_BLOCKING(int, pthread_rwlock_wrlock, (pthread_rwlock_t * l), (l))
+FP_LOCK(pthread_rwlock_rdlock, (pthread_rwlock_t * l), (l), l->__data.__shared == 0)
+FP_LOCK(pthread_rwlock_wrlock, (pthread_rwlock_t * l), (l), l->__data.__shared == 0)
 FP_BLOCKING(int, pthread_barrier_wait, (pthread_barrier_t * b), (b))
 FP_BLOCKING(int, pthread_join, (pthread_t t, void** r), (t, r))
 FP_BLOCKING(int, sem_wait, (sem_t * s), (s))
