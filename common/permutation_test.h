@@ -56,6 +56,15 @@ PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field
 // p99.9). InvalidArgument for anything else; `o` is left as it was.
 [[nodiscard]] Status ParseStatistic(std::string_view name, PermutationOptions* o);
 
+// Two-sided: do `a` and `b` (per-run values, one per run) differ in mean?
+// The statistic is |mean(a) - mean(b)|; p counts the relabellings of the
+// pooled runs whose statistic reaches the observed one. Every relabelling
+// when there are at most `options.resamples` of them (5 runs against 5:
+// 252, so p is exact and at least 2/252), else `options.resamples` drawn
+// at random with `options.seed`. 1 when either side is empty.
+PermutationResult TwoSampleMeanTest(const std::vector<double>& a, const std::vector<double>& b,
+                                    const PermutationOptions& options);
+
 // Adjusted p-values (same order as `p`): Benjamini-Hochberg step-up, or
 // with `dependent` the Benjamini-Yekutieli variant, valid under any
 // dependence between the tests. An API has evidence at false discovery

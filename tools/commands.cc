@@ -23,6 +23,7 @@ std::span<const Command> Commands() {
       {"docs", "per-API cost snippets (Markdown, HTML) for generated API references", CmdDocs},
       {"lsp", "a language server: field costs on hover and at call sites in editors", CmdLsp},
       {"record", "sample a command's call stacks into a time tree; show any time range", CmdRecord},
+      {"tree", "call trees with several metrics; add, mean, sub and min runs", CmdTree},
   };
   return kCommands;
 }

@@ -90,4 +90,50 @@ StatusOr<std::string> EncodePprof(const Recording& r, const PprofProfile& in) {
   return Gzip(bytes);
 }
 
+StatusOr<std::string> EncodePprofTree(const CallTree& t) {
+  static constexpr std::pair<const char*, const char*> kTypes[kMetricCount] = {
+      {"samples", "count"},     {"time", "nanoseconds"},  {"calls", "count"},
+      {"alloc_space", "bytes"}, {"freed_space", "bytes"}, {"alloc_objects", "count"}};
+  pprof::Profile p;
+  Strings s(&p);
+  std::vector<Metric> metrics;
+  for (int m = 0; m < kMetricCount; ++m) {
+    if (!t.has(static_cast<Metric>(m))) continue;
+    metrics.push_back(static_cast<Metric>(m));
+    pprof::ValueType* v = p.add_sample_type();
+    v->set_type(s.Id(kTypes[m].first));
+    v->set_unit(s.Id(kTypes[m].second));
+  }
+  p.add_comment(s.Id(t.description));
+  pprof::Mapping* mapping = p.add_mapping();
+  mapping->set_id(1);
+  mapping->set_filename(s.Id(t.description));
+  mapping->set_has_functions(true);
+  std::unordered_map<uint32_t, uint64_t> location_of;  // name id -> location
+  for (uint32_t n = 1; n < t.size(); ++n) {
+    bool any = false;
+    for (Metric m : metrics) any |= t.self(n, m) != 0;
+    if (!any) continue;
+    pprof::Sample* sample = p.add_sample();
+    for (uint32_t f = n; f != CallTree::kRoot; f = t.parent(f)) {  // the leaf first
+      auto [it, fresh] = location_of.emplace(t.name_id(f), location_of.size() + 1);
+      if (fresh) {
+        pprof::Function* fn = p.add_function();
+        fn->set_id(it->second);
+        fn->set_name(s.Id(t.name(f)));
+        fn->set_system_name(fn->name());
+        pprof::Location* l = p.add_location();
+        l->set_id(it->second);
+        l->set_mapping_id(1);
+        l->add_line()->set_function_id(it->second);
+      }
+      sample->add_location_id(it->second);
+    }
+    for (Metric m : metrics) sample->add_value(t.self(n, m));
+  }
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) return Internal("pprof: the profile did not serialise");
+  return Gzip(bytes);
+}
+
 }  // namespace fieldprof::local

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tools/local/call_tree.h"
 #include "tools/local/recording.h"
 
 namespace fieldprof::local {
@@ -32,6 +33,11 @@ struct PprofProfile {
 
 // The profile, serialised and gzipped.
 [[nodiscard]] StatusOr<std::string> EncodePprof(const Recording& r, const PprofProfile& p);
+
+// A call tree (call_tree.h) as a gzipped profile: one sample type per
+// metric it has, a sample per node with a self value (negative in a
+// difference, as pprof's -diff_base makes them).
+[[nodiscard]] StatusOr<std::string> EncodePprofTree(const CallTree& t);
 
 }  // namespace fieldprof::local
 

@@ -1,0 +1,154 @@
+// Call trees (seed 002, issue #33): a program's events reduced to one tree
+// whose nodes are call paths, each with several metrics, and the algebra
+// over such trees that compares runs.
+//
+//   CallTree t;
+//   uint32_t n = t.AddPath({"main", "parse", "malloc"});
+//   t.Add(n, Metric::kSamples, 3);
+//   std::vector<int64_t> total = t.Totals(Metric::kSamples);  // inclusive
+//
+//   CallTree sum = Combine({&a, &b}, Op::kAdd, {});   // exact, integers
+//   CallTree diff = Combine({&b, &a}, Op::kSub, {});  // b - a, node by node
+//   CallTree core = Combine(runs, Op::kMin, {});      // in every run, at its least
+//
+// A node holds its exclusive (self) value of each metric; inclusive values
+// are the sums over subtrees (Totals). Every metric here adds up over
+// children, so both exist for all of them. Node 0 is the root: no frame,
+// and for sources that have none, no values of its own. A node's parent
+// always has a smaller index, so one pass from the end accumulates totals.
+//
+// Names are matched across runs by a key: the name itself (exact), or the
+// name without what a compiler or a loader chooses per build (normalised):
+// " [clone .constprop.N]" and ".isra.N"/".part.N"/".cold" suffixes, lambda
+// and unnamed-type numbering, "module+0xADDR" offsets, build ids.
+#ifndef FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_
+#define FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fieldprof::local {
+
+enum class Metric : uint8_t {
+  kSamples = 0,  // stack samples
+  kTimeNs = 1,   // time: sampled CPU or wall time, or traced durations
+  kCalls = 2,    // entries into the node's function on this path
+  kAllocBytes = 3,
+  kFreedBytes = 4,
+  kAllocs = 5,  // allocation calls
+};
+inline constexpr int kMetricCount = 6;
+
+// "samples", "time_ns", "calls", "alloc_bytes", "freed_bytes", "allocs".
+const char* MetricName(Metric m);
+// The metric named `name` (also "time" for time_ns); false when none is.
+bool MetricByName(std::string_view name, Metric* m);
+inline uint32_t Bit(Metric m) { return 1u << static_cast<int>(m); }
+
+enum class Match : uint8_t { kExact, kNormalised };
+
+// The key `name` matches by (see above). Exact: the name itself.
+std::string MatchKey(std::string_view name, Match rule);
+
+class CallTree {
+ public:
+  static constexpr uint32_t kRoot = 0;
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  CallTree();
+
+  // The child of `parent` named `name`, added if it is not there.
+  uint32_t Child(uint32_t parent, std::string_view name);
+  // The child of `parent` named `name`, or kNone.
+  uint32_t Find(uint32_t parent, std::string_view name) const;
+  // The node of a path from the root (outermost first), added as needed.
+  uint32_t AddPath(const std::vector<std::string_view>& frames);
+  // Adds `v` to `node`'s self value of `m`, and marks the metric present.
+  void Add(uint32_t node, Metric m, int64_t v);
+  void Set(uint32_t node, Metric m, int64_t v);
+
+  size_t size() const { return nodes_.size(); }
+  uint32_t parent(uint32_t n) const { return nodes_[n].parent; }
+  const std::string& name(uint32_t n) const { return names_[nodes_[n].name]; }
+  uint32_t name_id(uint32_t n) const { return nodes_[n].name; }
+  const std::vector<std::string>& names() const { return names_; }
+  int64_t self(uint32_t n, Metric m) const { return nodes_[n].self[static_cast<int>(m)]; }
+  // Depth of a node: 0 for the root.
+  uint32_t depth(uint32_t n) const;
+  // Its frames from the root's child to it.
+  std::vector<std::string> Path(uint32_t n) const;
+  // Inclusive values of `m`, per node.
+  std::vector<int64_t> Totals(Metric m) const;
+  // Each node's children, in the order they were added.
+  std::vector<std::vector<uint32_t>> Children() const;
+
+  // The metrics present (Bit(m) each), and the first of them in the order
+  // time, samples, calls, alloc bytes, ...: what a report shows first.
+  uint32_t metrics() const { return metrics_; }
+  void set_metrics(uint32_t m) { metrics_ = m; }
+  bool has(Metric m) const { return (metrics_ & Bit(m)) != 0; }
+  Metric PrimaryMetric() const;
+
+  // What the tree was made from ("record sqlite3.fprec 0-1.5 s"; "add of
+  // 3 runs"), and how many runs it sums (mean: how many it averages).
+  std::string description;
+  uint32_t runs = 1;
+
+ private:
+  struct Node {
+    uint32_t parent = kNone;
+    uint32_t name = 0;
+    std::array<int64_t, kMetricCount> self{};
+  };
+  uint32_t Intern(std::string_view name);
+
+  std::vector<Node> nodes_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> name_ids_;
+  std::unordered_map<uint64_t, uint32_t> child_;  // (parent << 32 | name) -> node
+  uint32_t metrics_ = 0;
+};
+
+// The .fptree file: "FPTREE1\n", then varints (see call_tree.cc), then a
+// CRC-32 of all before it. Decode refuses damage with a clear error.
+std::string EncodeCallTree(const CallTree& t);
+[[nodiscard]] StatusOr<CallTree> DecodeCallTree(std::string_view bytes);
+
+enum class Op : uint8_t { kAdd, kMean, kSub, kMin };
+enum class Normalize : uint8_t { kNone, kTotal, kCalls };
+
+struct CombineOptions {
+  Match match = Match::kExact;
+  // Before combining, each input after the first is scaled so that its
+  // root total (kTotal: of each metric; kCalls: of calls, all metrics by
+  // that one ratio) equals the first input's. Rounded to integers: only
+  // kNone keeps add and sub exact.
+  Normalize normalize = Normalize::kNone;
+};
+
+// add: the sum of every input, node by node (the union of their paths).
+// mean: the sum divided by the number of inputs, rounded to nearest.
+// sub: the first input less the rest (negative where it shrank).
+// min: only the paths in every input, each metric at its least self value.
+// Nodes whose whole subtree is zero in every metric are left out (so that
+// sub(add(A, B), B) is A, node for node). With Match::kNormalised, names
+// are the keys they matched by.
+[[nodiscard]] StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op,
+                                         const CombineOptions& o);
+
+// The node of `t` at each node of `of`, by path keys; kNone where `t` has
+// no such path. For reading per-run values beside a combined tree.
+std::vector<uint32_t> MapNodes(const CallTree& of, const CallTree& t, Match rule);
+
+// Trees as sorted (path, values) lists, for comparing two node for node.
+std::vector<std::pair<std::string, std::array<int64_t, kMetricCount>>> Canonical(const CallTree& t);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_
