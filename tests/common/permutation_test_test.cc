@@ -190,6 +190,68 @@ TEST(PermutationTest, AgreesWithScipyOnTheSameSamples) {
   }
 }
 
+// Per-run values (fieldprof tree sub): exact over every relabelling when
+// there are few (5 against 5: 252), as scipy's exact test; drawn when
+// there are many, within Monte-Carlo error of scipy's.
+TEST(PermutationTest, TwoSampleMeanTestAgreesWithScipy) {
+  struct Case {
+    std::vector<double> a, b;
+    int resamples;
+  };
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> noise(100, 10);
+  std::vector<Case> cases;
+  for (double shift : {0.0, 5.0, 15.0, 40.0}) {
+    Case c{{}, {}, 9999};
+    for (int i = 0; i < 5; ++i) c.a.push_back(noise(rng) + shift), c.b.push_back(noise(rng));
+    cases.push_back(c);
+  }
+  cases.push_back({{3, 3, 3, 4}, {3, 4, 4, 4, 4}, 9999});  // ties
+  cases.push_back({{1, 2, 3}, {10, 11, 12, 13, 14, 15, 16}, 9999});
+  Case big{{}, {}, 4999};  // C(24, 12) relabellings: drawn
+  for (int i = 0; i < 12; ++i) big.a.push_back(noise(rng) + 6), big.b.push_back(noise(rng));
+  cases.push_back(big);
+  testing::TempDir dir;
+  {
+    std::ofstream f(dir.File("cases.json"));
+    f << "[";
+    for (size_t i = 0; i < cases.size(); ++i) {
+      f << (i ? ", " : "") << "{\"a\": [";
+      for (size_t j = 0; j < cases[i].a.size(); ++j) f << (j ? "," : "") << cases[i].a[j];
+      f << "], \"b\": [";
+      for (size_t j = 0; j < cases[i].b.size(); ++j) f << (j ? "," : "") << cases[i].b[j];
+      f << "], \"resamples\": " << cases[i].resamples << "}";
+    }
+    f << "]";
+  }
+  const std::string cmd = "/usr/bin/python3 " FIELDPROF_SOURCE_DIR
+                          "/tests/common/two_sample_scipy.py " +
+                          dir.File("cases.json") + " > " + dir.File("scipy.json");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "scipy (python3-scipy, deploy/install-deps.sh)";
+  std::ifstream in(dir.File("scipy.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& ch : text) {
+    if (ch == '[' || ch == ']' || ch == ',') ch = ' ';
+  }
+  std::istringstream values(text);
+  std::vector<double> scipy;
+  for (double v; values >> v;) scipy.push_back(v);
+  ASSERT_EQ(scipy.size(), cases.size()) << text;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    PermutationOptions o;
+    o.resamples = cases[i].resamples;
+    const PermutationResult r = TwoSampleMeanTest(cases[i].a, cases[i].b, o);
+    if (i + 1 < cases.size()) {  // exact on both sides
+      EXPECT_NEAR(r.p_value, scipy[i], 1e-9) << "case " << i;
+    } else {
+      const double p = (r.p_value + scipy[i]) / 2;
+      EXPECT_NEAR(r.p_value, scipy[i], 4.5 * std::sqrt(std::max(p * (1 - p), 1e-4) * 2.0 / 4999));
+    }
+    std::printf("two-sample case %zu: p %.5f here, %.5f scipy\n", i, r.p_value, scipy[i]);
+  }
+  EXPECT_EQ(TwoSampleMeanTest({}, {1, 2}, {}).p_value, 1.0);
+}
+
 TEST(PermutationTest, AATrialsAlarmAtNoMoreThanTheNominalRateAndShiftsAreFound) {
   std::mt19937_64 rng(21);
   PermutationOptions o;
