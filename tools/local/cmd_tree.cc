@@ -338,6 +338,7 @@ int CmdTree(int argc, char** argv) {
   sub_o.match = local::Match::kExact;  // the means carry matched names already
   StatusOr<CallTree> diff = local::Combine({&*now_mean, &*old_mean}, local::Op::kSub, sub_o);
   if (!diff.ok()) return Fail(diff.status().message());
+  diff->runs = 1;
   diff->description = "sub: " + std::to_string(trees.size()) + " new run(s) less " +
                       std::to_string(bases.size()) + " base run(s), means";
   local::SignificanceOptions so;
