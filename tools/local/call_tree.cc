@@ -183,6 +183,25 @@ std::vector<int64_t> CallTree::Totals(Metric m) const {
   return total;
 }
 
+void CallTree::KeepOnly(const std::vector<bool>& live) {
+  std::vector<uint32_t> to(nodes_.size(), kNone);
+  uint32_t next = 0;
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    if (n != kRoot && !live[n]) continue;
+    Node node = nodes_[n];
+    if (n != kRoot) node.parent = to[node.parent];
+    to[n] = next;
+    nodes_[next++] = node;
+  }
+  nodes_.resize(next);
+  nodes_.shrink_to_fit();
+  child_ = {};  // its buckets freed before the new ones
+  child_.reserve(nodes_.size());
+  for (uint32_t n = 1; n < nodes_.size(); ++n) {
+    child_.emplace(static_cast<uint64_t>(nodes_[n].parent) << 32 | nodes_[n].name, n);
+  }
+}
+
 std::vector<std::vector<uint32_t>> CallTree::Children() const {
   std::vector<std::vector<uint32_t>> kids(nodes_.size());
   for (uint32_t n = 1; n < nodes_.size(); ++n) kids[nodes_[n].parent].push_back(n);
@@ -195,6 +214,37 @@ Metric CallTree::PrimaryMetric() const {
     if (has(m)) return m;
   }
   return Metric::kSamples;
+}
+
+void CallTreeBuilder::Enter(uint32_t thread, std::string_view name, int64_t time_ns) {
+  std::vector<Open>& stack = stacks_[thread];
+  const uint32_t parent = stack.empty() ? CallTree::kRoot : stack.back().node;
+  stack.push_back({tree_->Child(parent, name), time_ns, 0});
+}
+
+void CallTreeBuilder::Exit(uint32_t thread, int64_t time_ns) {
+  std::vector<Open>& stack = stacks_[thread];
+  if (stack.empty()) {
+    ++unmatched_;
+    return;
+  }
+  const Open o = stack.back();
+  stack.pop_back();
+  const int64_t took = std::max<int64_t>(0, time_ns - o.start);
+  tree_->Add(o.node, Metric::kCalls, 1);
+  tree_->Add(o.node, Metric::kTimeNs, took - std::min(took, o.children));
+  if (!stack.empty()) stack.back().children += took;
+}
+
+uint64_t CallTreeBuilder::Finish(int64_t time_ns) {
+  uint64_t open = 0;
+  for (auto& [thread, stack] : stacks_) {
+    while (!stack.empty()) {
+      Exit(thread, time_ns);
+      ++open;
+    }
+  }
+  return open;
 }
 
 // The file: magic; varints: metrics mask, runs; the description; the
@@ -301,6 +351,19 @@ std::vector<uint32_t> MapInto(const CallTree& t, Match rule, CallTree* out) {
   return to;
 }
 
+// Each node of `t` at the node of `out` with its path of keys, or kNone:
+// `out` is not added to.
+std::vector<uint32_t> MapExisting(const CallTree& t, Match rule, const CallTree& out) {
+  const Keys keys(t, rule);
+  std::vector<uint32_t> to(t.size(), CallTree::kNone);
+  to[CallTree::kRoot] = CallTree::kRoot;
+  for (uint32_t n = 1; n < t.size(); ++n) {
+    const uint32_t p = to[t.parent(n)];
+    if (p != CallTree::kNone) to[n] = out.Find(p, keys.of(t, n));
+  }
+  return to;
+}
+
 // The root totals' ratios that scale `t` to `first` (see Normalize).
 std::array<double, kMetricCount> Scale(const CallTree& first, const CallTree& t, Normalize how) {
   std::array<double, kMetricCount> f;
@@ -322,31 +385,23 @@ int64_t Scaled(int64_t v, double f) {
 }
 
 // `t` without the nodes not kept, and without those whose whole subtree is
-// zero in every metric.
-CallTree Pruned(const CallTree& t, const std::vector<bool>& keep) {
+// zero in every metric, pruned in place.
+CallTree Pruned(CallTree&& t, const std::vector<bool>& keep) {
   std::vector<bool> live(t.size(), false);
+  size_t dead = 0;
   for (uint32_t n = static_cast<uint32_t>(t.size()); n-- > 1;) {
-    if (!keep[n]) continue;
-    bool any = live[n];
-    for (int m = 0; m < kMetricCount && !any; ++m) any = t.self(n, static_cast<Metric>(m)) != 0;
-    if (any) live[n] = true, live[t.parent(n)] = true;
-  }
-  CallTree out;
-  out.description = t.description;
-  out.runs = t.runs;
-  std::vector<uint32_t> to(t.size(), CallTree::kRoot);
-  for (uint32_t n = 0; n < t.size(); ++n) {
-    if (n != CallTree::kRoot) {
-      if (!live[n]) continue;
-      to[n] = out.Child(to[t.parent(n)], t.name(n));
+    bool any = keep[n] && live[n];
+    for (int m = 0; m < kMetricCount && !any && keep[n]; ++m) {
+      any = t.self(n, static_cast<Metric>(m)) != 0;
     }
-    for (int m = 0; m < kMetricCount; ++m) {
-      const int64_t v = t.self(n, static_cast<Metric>(m));
-      if (v != 0) out.Set(to[n], static_cast<Metric>(m), v);
+    if (any) {
+      live[n] = true, live[t.parent(n)] = true;
+    } else {
+      ++dead;
     }
   }
-  out.set_metrics(t.metrics());
-  return out;
+  if (dead > 0) t.KeepOnly(live);
+  return std::move(t);
 }
 
 }  // namespace
@@ -356,65 +411,66 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
   if (op == Op::kSub && in.size() < 2) return InvalidArgument("sub takes two trees or more");
   CallTree out;
   uint32_t metrics = 0, runs = 0;
-  std::vector<std::vector<uint32_t>> maps;
-  for (const CallTree* t : in) {
-    maps.push_back(MapInto(*t, o.match, &out));
-    metrics |= t->metrics();
-    runs += t->runs;
+  // One input at a time into the union: its map to `out` lives while it
+  // is added. min keeps, per node, how many inputs had it so far
+  // (`seen_by`), and its least values in `out` itself; only a node that
+  // every earlier input had can still be kept. Under normalised matching
+  // two nodes of one input may share a key, so an input's values are
+  // summed per node (in `mine`) before the least is taken.
+  std::vector<uint32_t> seen_by;
+  std::vector<std::array<int64_t, kMetricCount>> mine;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const CallTree& t = *in[i];
+    metrics |= t.metrics();
+    runs += t.runs;
+    // min's nodes are all in the first input: the others are only looked up.
+    const std::vector<uint32_t> map =
+        op == Op::kMin && i > 0 ? MapExisting(t, o.match, out) : MapInto(t, o.match, &out);
+    const auto f = Scale(*in[0], t, o.normalize);
+    if (op != Op::kMin) {
+      const int64_t sign = op == Op::kSub && i > 0 ? -1 : 1;
+      for (uint32_t v = 0; v < t.size(); ++v) {
+        for (int m = 0; m < kMetricCount; ++m) {
+          const int64_t x = t.self(v, static_cast<Metric>(m));
+          if (x != 0) out.Add(map[v], static_cast<Metric>(m), sign * Scaled(x, f[m]));
+        }
+      }
+      continue;
+    }
+    seen_by.resize(out.size(), 0);
+    const bool shared_keys = o.match != Match::kExact;
+    if (shared_keys) {
+      mine.assign(out.size(), {});
+      for (uint32_t v = 0; v < t.size(); ++v) {
+        if (map[v] == CallTree::kNone) continue;
+        for (int m = 0; m < kMetricCount; ++m) {
+          mine[map[v]][m] += Scaled(t.self(v, static_cast<Metric>(m)), f[m]);
+        }
+      }
+    }
+    for (uint32_t v = 0; v < t.size(); ++v) {
+      const uint32_t to = map[v];
+      if (to == CallTree::kNone || seen_by[to] != i) continue;  // missing before, or done
+      ++seen_by[to];
+      for (int m = 0; m < kMetricCount; ++m) {
+        const auto metric = static_cast<Metric>(m);
+        const int64_t x = shared_keys ? mine[to][m] : Scaled(t.self(v, metric), f[m]);
+        out.Set(to, metric, i == 0 ? x : std::min(out.self(to, metric), x));
+      }
+    }
   }
   const size_t n = out.size();
   std::vector<bool> keep(n, true);
   if (op == Op::kMin) {
-    // Per input, its values at each node of the union; the least of them
-    // where every input has the node.
-    std::vector<std::array<int64_t, kMetricCount>> least(n), mine(n);
-    std::vector<uint32_t> seen_by(n, 0);
-    for (size_t i = 0; i < in.size(); ++i) {
-      const auto f = Scale(*in[0], *in[i], o.normalize);
-      std::fill(mine.begin(), mine.end(), std::array<int64_t, kMetricCount>{});
-      std::vector<bool> here(n, false);
-      for (uint32_t v = 0; v < in[i]->size(); ++v) {
-        const uint32_t to = maps[i][v];
-        here[to] = true;
-        for (int m = 0; m < kMetricCount; ++m) {
-          mine[to][m] += Scaled(in[i]->self(v, static_cast<Metric>(m)), f[m]);
-        }
-      }
-      for (size_t v = 0; v < n; ++v) {
-        if (!here[v]) continue;
-        if (seen_by[v]++ == 0) {
-          least[v] = mine[v];
-        } else {
-          for (int m = 0; m < kMetricCount; ++m) least[v][m] = std::min(least[v][m], mine[v][m]);
-        }
-      }
-    }
-    for (size_t v = 0; v < n; ++v) {
-      keep[v] = seen_by[v] == in.size();
+    seen_by.resize(n, 0);
+    for (size_t v = 0; v < n; ++v) keep[v] = seen_by[v] == in.size();
+  } else if (op == Op::kMean) {
+    const auto k = static_cast<int64_t>(in.size());
+    for (uint32_t v = 0; v < n; ++v) {
       for (int m = 0; m < kMetricCount; ++m) {
-        out.Set(static_cast<uint32_t>(v), static_cast<Metric>(m), keep[v] ? least[v][m] : 0);
-      }
-    }
-  } else {
-    for (size_t i = 0; i < in.size(); ++i) {
-      const auto f = Scale(*in[0], *in[i], o.normalize);
-      const int64_t sign = op == Op::kSub && i > 0 ? -1 : 1;
-      for (uint32_t v = 0; v < in[i]->size(); ++v) {
-        for (int m = 0; m < kMetricCount; ++m) {
-          const int64_t x = in[i]->self(v, static_cast<Metric>(m));
-          if (x != 0) out.Add(maps[i][v], static_cast<Metric>(m), sign * Scaled(x, f[m]));
-        }
-      }
-    }
-    if (op == Op::kMean) {
-      const auto k = static_cast<int64_t>(in.size());
-      for (uint32_t v = 0; v < n; ++v) {
-        for (int m = 0; m < kMetricCount; ++m) {
-          const int64_t x = out.self(v, static_cast<Metric>(m));
-          // Nearest, halves away from zero.
-          const int64_t q = (x >= 0 ? x + k / 2 : x - k / 2) / k;
-          out.Set(v, static_cast<Metric>(m), q);
-        }
+        const int64_t x = out.self(v, static_cast<Metric>(m));
+        // Nearest, halves away from zero.
+        out.Set(v, static_cast<Metric>(m), (x >= 0 ? x + k / 2 : x - k / 2) / k);
       }
     }
   }
@@ -425,21 +481,31 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
   out.runs = op == Op::kSub   ? in[0]->runs
              : op == Op::kMin ? static_cast<uint32_t>(in.size())
                               : runs;
-  return Pruned(out, keep);
+  return Pruned(std::move(out), keep);
 }
 
 std::vector<uint32_t> MapNodes(const CallTree& of, const CallTree& t, Match rule) {
-  const Keys kt(t, rule), kof(of, rule);
-  std::unordered_map<std::string, uint32_t> by_key;  // parent + '\0' + key -> node
+  // Keys interned to numbers, so that a child is found by (parent, key).
+  std::unordered_map<std::string, uint32_t> key_ids;
+  auto key_ids_of = [&](const CallTree& tree) {
+    std::vector<uint32_t> ids(tree.names().size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = key_ids.emplace(MatchKey(tree.names()[i], rule), key_ids.size()).first->second;
+    }
+    return ids;
+  };
+  const std::vector<uint32_t> kt = key_ids_of(t), kof = key_ids_of(of);
+  std::unordered_map<uint64_t, uint32_t> by_key;  // parent << 32 | key -> node of t
+  by_key.reserve(t.size());
   for (uint32_t n = 1; n < t.size(); ++n) {
-    by_key.emplace(std::to_string(t.parent(n)) + '\0' + kt.of(t, n), n);
+    by_key.emplace(static_cast<uint64_t>(t.parent(n)) << 32 | kt[t.name_id(n)], n);
   }
   std::vector<uint32_t> to(of.size(), CallTree::kNone);
   to[CallTree::kRoot] = CallTree::kRoot;
   for (uint32_t n = 1; n < of.size(); ++n) {
     const uint32_t p = to[of.parent(n)];
     if (p == CallTree::kNone) continue;
-    const auto it = by_key.find(std::to_string(p) + '\0' + kof.of(of, n));
+    const auto it = by_key.find(static_cast<uint64_t>(p) << 32 | kof[of.name_id(n)]);
     if (it != by_key.end()) to[n] = it->second;
   }
   return to;

@@ -85,6 +85,9 @@ class CallTree {
   std::vector<std::string> Path(uint32_t n) const;
   // Inclusive values of `m`, per node.
   std::vector<int64_t> Totals(Metric m) const;
+  // Keeps only the nodes marked in `live` (a node's parent must be live
+  // when it is), in place: indices close up, order stays.
+  void KeepOnly(const std::vector<bool>& live);
   // Each node's children, in the order they were added.
   std::vector<std::vector<uint32_t>> Children() const;
 
@@ -113,6 +116,29 @@ class CallTree {
   std::unordered_map<std::string, uint32_t> name_ids_;
   std::unordered_map<uint64_t, uint32_t> child_;  // (parent << 32 | name) -> node
   uint32_t metrics_ = 0;
+};
+
+// Builds a tree from entry and exit events as they come (a tracer's
+// points, a trace file read in time order): per thread, the open calls;
+// each exit adds a call and its time to the path, its self time less the
+// calls it made. Exits with no open call are counted and dropped.
+class CallTreeBuilder {
+ public:
+  explicit CallTreeBuilder(CallTree* tree) : tree_(tree) {}
+  void Enter(uint32_t thread, std::string_view name, int64_t time_ns);
+  void Exit(uint32_t thread, int64_t time_ns);
+  // Ends the calls still open at `time_ns`; returns how many there were.
+  uint64_t Finish(int64_t time_ns);
+  uint64_t unmatched_exits() const { return unmatched_; }
+
+ private:
+  struct Open {
+    uint32_t node;
+    int64_t start, children;
+  };
+  CallTree* tree_;
+  std::unordered_map<uint32_t, std::vector<Open>> stacks_;
+  uint64_t unmatched_ = 0;
 };
 
 // The .fptree file: "FPTREE1\n", then varints (see call_tree.cc), then a

@@ -258,8 +258,9 @@ int CmdTree(int argc, char** argv) {
       return Emit(*sub, c, metric, nullptr);
     }
     if (verb == "top") {
-      const auto rows = c.nodes ? local::TopNodes(tree, metric, c.total)
-                                : local::TopFunctions(tree, metric, c.total);
+      const auto rows = c.nodes
+                            ? local::TopNodes(tree, metric, c.total, static_cast<size_t>(c.limit))
+                            : local::TopFunctions(tree, metric, c.total);
       std::printf("%12s %12s  %s (%s, by %s)\n", "self", "total",
                   c.nodes ? "call path" : "function", local::MetricName(metric),
                   c.total ? "total" : "self");

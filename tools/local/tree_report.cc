@@ -85,11 +85,21 @@ std::vector<TopRow> TopFunctions(const CallTree& t, Metric m, bool by_total) {
   return rows;
 }
 
-std::vector<TopRow> TopNodes(const CallTree& t, Metric m, bool by_total) {
+std::vector<TopRow> TopNodes(const CallTree& t, Metric m, bool by_total, size_t limit) {
   const std::vector<int64_t> total = t.Totals(m);
+  // Ranked by value first; paths spelled out only for the rows returned.
+  std::vector<uint32_t> order(t.size() - 1);
+  std::iota(order.begin(), order.end(), 1u);
+  auto value = [&](uint32_t n) { return std::llabs(by_total ? total[n] : t.self(n, m)); };
+  const size_t keep = limit == 0 ? order.size() : std::min(limit, order.size());
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<ptrdiff_t>(keep), order.end(),
+      [&](uint32_t a, uint32_t b) { return value(a) != value(b) ? value(a) > value(b) : a < b; });
   std::vector<TopRow> rows;
-  for (uint32_t n = 1; n < t.size(); ++n) rows.push_back({JoinPath(t, n), t.self(n, m), total[n]});
-  SortRows(&rows, by_total);
+  for (size_t i = 0; i < keep; ++i) {
+    const uint32_t n = order[i];
+    rows.push_back({JoinPath(t, n), t.self(n, m), total[n]});
+  }
   return rows;
 }
 

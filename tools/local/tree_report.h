@@ -26,8 +26,8 @@ struct TopRow {
 // Functions by self (or total) of `m`. A function's total counts each
 // path once, at its outermost call (recursion is not counted twice).
 std::vector<TopRow> TopFunctions(const CallTree& t, Metric m, bool by_total);
-// Nodes (call paths) by self or total.
-std::vector<TopRow> TopNodes(const CallTree& t, Metric m, bool by_total);
+// Nodes (call paths) by self or total, the first `limit` (0: all).
+std::vector<TopRow> TopNodes(const CallTree& t, Metric m, bool by_total, size_t limit = 0);
 
 struct Butterfly {
   int64_t self = 0, total = 0;
