@@ -183,8 +183,11 @@ int main(int argc, char** argv) {
   Timed("mean of 10", largest, [&] { (void)*Combine(all, Op::kMean, {}); });
   Timed("min of 10", largest, [&] { (void)*Combine(all, Op::kMin, {}); });
   Timed("sub, 5 against 5, with significance", largest, [&] {
-    const CallTree b = *Combine(second, Op::kMean, {}), a = *Combine(first, Op::kMean, {});
-    const CallTree d = *Combine({&b, &a}, Op::kSub, {});
+    std::vector<const CallTree*> both(second);
+    both.insert(both.end(), first.begin(), first.end());
+    fieldprof::local::CombineOptions co;
+    co.sub_group = second.size();
+    const CallTree d = *Combine(both, Op::kSub, co);
     fieldprof::local::SignificanceOptions o;
     o.metric = Metric::kSamples;
     const auto changes = fieldprof::local::Significance(d, second, first, o);

@@ -428,7 +428,12 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
         op == Op::kMin && i > 0 ? MapExisting(t, o.match, out) : MapInto(t, o.match, &out);
     const auto f = Scale(*in[0], t, o.normalize);
     if (op != Op::kMin) {
-      const int64_t sign = op == Op::kSub && i > 0 ? -1 : 1;
+      // Groups: new runs count kb times, base runs -kn times, and the sum
+      // is divided by kn * kb at the end.
+      const bool groups = op == Op::kSub && o.sub_group > 0 && o.sub_group < in.size();
+      const auto kn = static_cast<int64_t>(o.sub_group);
+      const auto kb = static_cast<int64_t>(in.size() - o.sub_group);
+      const int64_t sign = groups ? (i < o.sub_group ? kb : -kn) : op == Op::kSub && i > 0 ? -1 : 1;
       for (uint32_t v = 0; v < t.size(); ++v) {
         for (int m = 0; m < kMetricCount; ++m) {
           const int64_t x = t.self(v, static_cast<Metric>(m));
@@ -464,8 +469,9 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
   if (op == Op::kMin) {
     seen_by.resize(n, 0);
     for (size_t v = 0; v < n; ++v) keep[v] = seen_by[v] == in.size();
-  } else if (op == Op::kMean) {
-    const auto k = static_cast<int64_t>(in.size());
+  } else if (op == Op::kMean || (op == Op::kSub && o.sub_group > 0 && o.sub_group < in.size())) {
+    const auto k = op == Op::kMean ? static_cast<int64_t>(in.size())
+                                   : static_cast<int64_t>(o.sub_group * (in.size() - o.sub_group));
     for (uint32_t v = 0; v < n; ++v) {
       for (int m = 0; m < kMetricCount; ++m) {
         const int64_t x = out.self(v, static_cast<Metric>(m));

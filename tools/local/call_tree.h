@@ -156,6 +156,10 @@ struct CombineOptions {
   // that one ratio) equals the first input's. Rounded to integers: only
   // kNone keeps add and sub exact.
   Normalize normalize = Normalize::kNone;
+  // sub of two groups of runs: the mean of the first `sub_group` inputs
+  // less the mean of the rest, worked out as one integer per node and
+  // rounded once (0: the first input less the sum of the rest).
+  size_t sub_group = 0;
 };
 
 // add: the sum of every input, node by node (the union of their paths).

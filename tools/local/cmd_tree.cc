@@ -328,16 +328,18 @@ int CmdTree(int argc, char** argv) {
   // sub: the groups' means (a single run is its own mean), new less base.
   std::vector<const CallTree*> old;
   for (const CallTree& tree : bases) old.push_back(&tree);
-  StatusOr<CallTree> now_mean = local::Combine(in, local::Op::kMean, co);
-  StatusOr<CallTree> old_mean = local::Combine(old, local::Op::kMean, co);
-  if (!now_mean.ok() || !old_mean.ok()) return Fail("the runs did not combine");
   if (c.collapsed) {  // difffolded.pl's two columns: base, then new
+    StatusOr<CallTree> now_mean = local::Combine(in, local::Op::kMean, co);
+    StatusOr<CallTree> old_mean = local::Combine(old, local::Op::kMean, co);
+    if (!now_mean.ok() || !old_mean.ok()) return Fail("the runs did not combine");
     std::cout << local::TreeCollapsedDiff(*old_mean, *now_mean, metric, co.match);
     return 0;
   }
+  std::vector<const CallTree*> both(in);
+  both.insert(both.end(), old.begin(), old.end());
   local::CombineOptions sub_o = co;
-  sub_o.match = local::Match::kExact;  // the means carry matched names already
-  StatusOr<CallTree> diff = local::Combine({&*now_mean, &*old_mean}, local::Op::kSub, sub_o);
+  sub_o.sub_group = in.size();
+  StatusOr<CallTree> diff = local::Combine(both, local::Op::kSub, sub_o);
   if (!diff.ok()) return Fail(diff.status().message());
   diff->runs = 1;
   diff->description = "sub: " + std::to_string(trees.size()) + " new run(s) less " +

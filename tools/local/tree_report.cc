@@ -199,44 +199,58 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
                                      const std::vector<const CallTree*>& base,
                                      const SignificanceOptions& o) {
   std::vector<NodeChange> out(diff.size());
+  // First the means, run by run; then the per-run values of the nodes over
+  // the floors only (a few, where a whole table would be runs x nodes).
+  auto add_means = [&](const std::vector<const CallTree*>& runs, bool is_new) {
+    for (const CallTree* run : runs) {
+      const std::vector<uint32_t> at = MapNodes(diff, *run, o.match);
+      for (uint32_t n = 0; n < diff.size(); ++n) {
+        if (at[n] == CallTree::kNone) continue;
+        const double v =
+            static_cast<double>(run->self(at[n], o.metric)) / static_cast<double>(runs.size());
+        (is_new ? out[n].new_mean : out[n].base_mean) += v;
+      }
+    }
+  };
+  add_means(base, false);
+  add_means(now, true);
+  if (base.size() < 2 || now.size() < 2) return out;  // one run a side: no test
+  double base_root = 0;
+  for (const CallTree* t : base) base_root += static_cast<double>(t->Totals(o.metric)[0]);
+  base_root /= static_cast<double>(base.size());
+  std::vector<uint32_t> tested;
+  std::vector<int32_t> slot(diff.size(), -1);
+  for (uint32_t n = 0; n < diff.size(); ++n) {
+    const NodeChange& c = out[n];
+    const double change = std::fabs(c.new_mean - c.base_mean);
+    if (change == 0 ||
+        change < o.min_change * std::max(std::fabs(c.base_mean), std::fabs(c.new_mean)) ||
+        change < o.min_share * base_root) {
+      continue;
+    }
+    slot[n] = static_cast<int32_t>(tested.size());
+    tested.push_back(n);
+  }
   auto values = [&](const std::vector<const CallTree*>& runs) {
-    std::vector<std::vector<double>> v(diff.size(), std::vector<double>(runs.size(), 0.0));
+    std::vector<std::vector<double>> v(tested.size(), std::vector<double>(runs.size(), 0.0));
     for (size_t r = 0; r < runs.size(); ++r) {
       const std::vector<uint32_t> at = MapNodes(diff, *runs[r], o.match);
-      for (uint32_t n = 0; n < diff.size(); ++n) {
-        if (at[n] != CallTree::kNone) {
-          v[n][r] = static_cast<double>(runs[r]->self(at[n], o.metric));
-        }
+      for (size_t i = 0; i < tested.size(); ++i) {
+        const uint32_t n = tested[i];
+        if (at[n] != CallTree::kNone) v[i][r] = static_cast<double>(runs[r]->self(at[n], o.metric));
       }
     }
     return v;
   };
   const auto a = values(base), b = values(now);
-  double base_root = 0;
-  for (const CallTree* t : base) base_root += static_cast<double>(t->Totals(o.metric)[0]);
-  base_root /= static_cast<double>(std::max<size_t>(1, base.size()));
-  auto mean = [](const std::vector<double>& v) {
-    return v.empty() ? 0.0
-                     : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  };
-  std::vector<double> p;
-  std::vector<uint32_t> tested;
   PermutationOptions po;
   po.resamples = 9999;
-  for (uint32_t n = 0; n < diff.size(); ++n) {
-    NodeChange& c = out[n];
-    c.base_mean = mean(a[n]);
-    c.new_mean = mean(b[n]);
-    const double change = std::fabs(c.new_mean - c.base_mean);
-    if (base.size() < 2 || now.size() < 2) continue;  // one run a side: no test
-    if (change < o.min_change * std::max(std::fabs(c.base_mean), std::fabs(c.new_mean)) ||
-        change < o.min_share * base_root || change == 0) {
-      continue;
-    }
+  std::vector<double> p;
+  for (size_t i = 0; i < tested.size(); ++i) {
+    NodeChange& c = out[tested[i]];
     c.tested = true;
-    c.p = TwoSampleMeanTest(b[n], a[n], po).p_value;
+    c.p = TwoSampleMeanTest(b[i], a[i], po).p_value;
     p.push_back(c.p);
-    tested.push_back(n);
   }
   const std::vector<double> q = BenjaminiHochberg(p);
   for (size_t i = 0; i < tested.size(); ++i) {

@@ -111,6 +111,16 @@ TEST(CallTreeTest, MeanRoundsAndNormalizeScalesToTheFirst) {
   const uint32_t m2 = sub->Find(CallTree::kRoot, "main");
   EXPECT_EQ(sub->self(sub->Find(m2, "f"), Metric::kSamples), 10 - 3);  // 5 * 0.5, rounded
   EXPECT_EQ(sub->self(sub->Find(m2, "g"), Metric::kSamples), -8);      // 15 * 0.5, rounded
+  // Groups: the mean of the first two (a, b) less the mean of the rest
+  // (c), rounded once: f (10 + 5) / 2 - 3 = 4.5 -> 5; g 15 / 2 - 0 = 7.5 -> 8.
+  CallTree c;
+  c.Add(c.AddPath({"main", "f"}), Metric::kSamples, 3);
+  CombineOptions g;
+  g.sub_group = 2;
+  StatusOr<CallTree> groups = Combine({&a, &b, &c}, Op::kSub, g);
+  const uint32_t m3 = groups->Find(CallTree::kRoot, "main");
+  EXPECT_EQ(groups->self(groups->Find(m3, "f"), Metric::kSamples), 5);
+  EXPECT_EQ(groups->self(groups->Find(m3, "g"), Metric::kSamples), 8);
 }
 
 TEST(CallTreeTest, TheFileRoundTripsAndRefusesDamage) {
