@@ -20,6 +20,7 @@
 #include "tools/cli/format.h"
 #include "tools/commands.h"
 #include "tools/local/call_tree.h"
+#include "tools/local/html_page.h"
 #include "tools/local/pprof_export.h"
 #include "tools/local/tree_report.h"
 #include "tools/local/tree_sources.h"
@@ -49,7 +50,7 @@ constexpr const char* kUsage =
     "  fieldprof tree sub new1 new2 new3 --base old1,old2,old3   # what changed\n";
 
 struct Common {
-  std::string metric_name, out, match = "exact", normalize = "none", color = "auto", pprof;
+  std::string metric_name, out, match = "exact", normalize = "none", color = "auto", pprof, html;
   double from = 0, to = -1, min_percent = 0.5, fdr = 0.05, min_change = 5, min_share = 0.5;
   int64_t thread = 0, limit = 30;
   bool json = false, collapsed = false, total = false, nodes = false, threads = false;
@@ -83,6 +84,9 @@ void AddFlags(OptionTable* t, Common* c) {
              "print collapsed stacks of the metric (sub: two columns, base and new, as "
              "difffolded.pl writes them)");
   t->AddString("pprof", &c->pprof, "write a gzipped pprof profile, a sample type per metric");
+  t->AddString("html", &c->html,
+               "write a self-contained flame graph page (sub: a differential one, width from "
+               "the new runs, red grew, blue shrank, saturated where significant)");
   t->AddDouble("min_percent", &c->min_percent, "hide nodes under this share (%)", 0, 100);
   t->AddBool("total", &c->total, "top: by total instead of self");
   t->AddBool("nodes", &c->nodes, "top: call paths instead of functions");
@@ -137,8 +141,11 @@ int Fail(const std::string& what) {
 }
 
 // The tree as asked: text, JSON, collapsed, pprof; and -o.
+// `changes`: a difference's significance for text and JSON (when tested);
+// `page_changes`: its per-run means for the page (a sub, tested or not).
 int Emit(const CallTree& t, const Common& c, Metric metric,
-         const std::vector<local::NodeChange>* changes) {
+         const std::vector<local::NodeChange>* changes,
+         const std::vector<local::NodeChange>* page_changes = nullptr) {
   if (!c.out.empty()) {
     if (Status w = WriteFileDurably(c.out, local::EncodeCallTree(t), FileAccess::kShared);
         !w.ok()) {
@@ -154,11 +161,19 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
     std::fprintf(stderr, "fieldprof tree: %s written (go tool pprof -top %s)\n", c.pprof.c_str(),
                  c.pprof.c_str());
   }
+  if (!c.html.empty()) {
+    const std::string page = local::CallTreePage(t, metric, page_changes);
+    if (Status w = WriteFileDurably(c.html, page, FileAccess::kShared); !w.ok()) {
+      return Fail(w.message());
+    }
+    std::fprintf(stderr, "fieldprof tree: %s written (%s): open it in a browser\n", c.html.c_str(),
+                 FormatBytes(static_cast<double>(page.size())).c_str());
+  }
   if (c.json) {
     std::cout << local::TreeJson(t, changes);
   } else if (c.collapsed) {
     std::cout << local::TreeCollapsed(t, metric);
-  } else if (c.out.empty() && c.pprof.empty()) {
+  } else if (c.out.empty() && c.pprof.empty() && c.html.empty()) {
     local::TreeTextOptions o;
     o.sort_by = metric;
     o.min_share = c.min_percent / 100;
@@ -361,7 +376,7 @@ int CmdTree(int argc, char** argv) {
                  "Benjamini-Hochberg at FDR %.2g, floors %.3g%% change and %.3g%% of the base\n",
                  local::MetricName(metric), c.fdr, c.min_change, c.min_share);
   }
-  return Emit(*diff, c, metric, tested ? &changes : nullptr);
+  return Emit(*diff, c, metric, tested ? &changes : nullptr, &changes);
 }
 
 }  // namespace fieldprof::tools

@@ -77,6 +77,20 @@ std::string Fill(std::string_view tmpl,
   return out;
 }
 
+// JSON to put inside <script>: there "</" could end the element early,
+// and JSON lets it be written "<\/". Names are the program's, not ours to
+// trust.
+std::string ScriptJson(const json& data) {
+  const std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string safe;
+  safe.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    safe += text[i];
+    if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') safe += '\\';
+  }
+  return safe;
+}
+
 }  // namespace
 
 std::string RecordingPage(const Recording& r, const PageOptions& o) {
@@ -131,20 +145,53 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
         {"to_ns", std::min(o.to_ns, r.duration_ns)},
         {"tid", o.tid}}},
   };
-  // Inside <script>, "</" could end the element early: JSON lets it be
-  // written "<\/". Names are the program's, not ours to trust.
-  std::string text = data.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string safe;
-  safe.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    safe += text[i];
-    if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') safe += '\\';
-  }
+  const std::string safe = ScriptJson(data);
   const page::UiFile* html = page::FindUiFile("record.html");
   const page::UiFile* css = page::FindUiFile("record.css");
   const page::UiFile* js = page::FindUiFile("record.js");
   const std::string title = tools::HtmlEscape("fieldprof record: " + r.command);
   return Fill(html->body, {{"TITLE", title}, {"CSS", css->body}, {"JS", js->body}, {"DATA", safe}});
+}
+
+std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChange>* changes) {
+  std::vector<uint32_t> parent(t.size(), 0), name(t.size(), 0);
+  std::vector<double> self(t.size()), base_self, p, q;
+  std::vector<uint8_t> tested, significant;
+  for (uint32_t n = 0; n < t.size(); ++n) {
+    if (n != CallTree::kRoot) parent[n] = t.parent(n), name[n] = t.name_id(n);
+    self[n] = changes != nullptr ? (*changes)[n].new_mean : static_cast<double>(t.self(n, m));
+    if (changes != nullptr) {
+      const NodeChange& c = (*changes)[n];
+      base_self.push_back(c.base_mean);
+      tested.push_back(c.tested ? 1 : 0);
+      significant.push_back(c.significant ? 1 : 0);
+      p.push_back(c.p);
+      q.push_back(c.q);
+    }
+  }
+  json data = {{"description", t.description},
+               {"runs", t.runs},
+               {"metric", MetricName(m)},
+               {"unit", m == Metric::kTimeNs                                   ? "ns"
+                        : m == Metric::kAllocBytes || m == Metric::kFreedBytes ? "bytes"
+                                                                               : "count"},
+               {"names", t.names()},
+               {"parent", parent},
+               {"name", name},
+               {"self", self}};
+  if (changes != nullptr) {
+    data["base_self"] = base_self;
+    data["tested"] = tested;
+    data["significant"] = significant;
+    data["p"] = p;
+    data["q"] = q;
+  }
+  const page::UiFile* html = page::FindUiFile("tree.html");
+  const page::UiFile* css = page::FindUiFile("record.css");
+  const page::UiFile* js = page::FindUiFile("tree.js");
+  const std::string title = tools::HtmlEscape("fieldprof tree: " + t.description);
+  return Fill(html->body,
+              {{"TITLE", title}, {"CSS", css->body}, {"JS", js->body}, {"DATA", ScriptJson(data)}});
 }
 
 }  // namespace fieldprof::local

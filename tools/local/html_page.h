@@ -3,13 +3,21 @@
 // the samples and the time tree's lists, and answers any range chosen on
 // its timeline in the browser as `record show --from --to` does: from the
 // tree, with the same bound (tools/local/page/record.js).
+//
+// The page of a call tree (fieldprof tree show/sub --html): a flame graph
+// of one metric, by heat, or for a difference coloured by the change and
+// its significance, with search, zoom and callers and callees
+// (tools/local/page/tree.js).
 #ifndef FIELDPROF_TOOLS_LOCAL_HTML_PAGE_H_
 #define FIELDPROF_TOOLS_LOCAL_HTML_PAGE_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "tools/local/call_tree.h"
 #include "tools/local/recording.h"
+#include "tools/local/tree_report.h"
 
 namespace fieldprof::local {
 
@@ -20,6 +28,10 @@ struct PageOptions {
 };
 
 std::string RecordingPage(const Recording& r, const PageOptions& o);
+
+// `changes` (from Significance, of metric `m`): a differential flame graph,
+// widths from the new runs' means; else widths and heat from `t`.
+std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChange>* changes);
 
 }  // namespace fieldprof::local
 

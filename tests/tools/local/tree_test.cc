@@ -131,6 +131,42 @@ TEST(TreeTest, SubFlagsTheFunctionABuildMadeSlower) {
             0);
   EXPECT_NE(out.find("Benjamini-Hochberg at FDR 0.05"), std::string::npos) << out;
   EXPECT_NE(out.find("1 significant"), std::string::npos) << out;
+  // The differential flame graph in Chromium: Compute saturated red,
+  // everything else pale; a search finds it, a click zooms into it and
+  // shows its caller, Escape zooms out.
+  ASSERT_EQ(RunCommand(kCli + " tree sub" + now + " --base " + base + " --html " +
+                           dir.File("diff.html") + " 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(
+      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) + "/tests/tools/local/tree_page.mjs " +
+                     dir.File("diff.html") + " Compute " + FIELDPROF_BUILD_DIR + "/ui-screenshots",
+                 &out),
+      0)
+      << out;
+  const nlohmann::json page = nlohmann::json::parse(out.substr(out.find('{')), nullptr, false);
+  ASSERT_FALSE(page.is_discarded()) << out;
+  int red = 0, pale = 0;
+  for (const nlohmann::json& d : page["whole"]["drawn"]) {
+    const std::string fill = d["fill"], name = d["name"];
+    if (name == "Compute") {
+      EXPECT_EQ(fill.rfind("hsl(0, 85%", 0), 0u) << fill;
+      ++red;
+    } else if (fill.find(", 12%,") != std::string::npos ||
+               fill.find(", 35%,") != std::string::npos) {
+      ++pale;
+    }
+  }
+  EXPECT_EQ(red, 1);
+  EXPECT_GE(pale, 3) << page["whole"].dump();
+  EXPECT_NE(page["search"]["summary"].get<std::string>().find("\"Compute\" matches 1 frames"),
+            std::string::npos)
+      << page["search"];
+  EXPECT_EQ(page["zoomed"]["focus_name"], "Compute");
+  EXPECT_EQ(page["zoomed"]["butterfly"]["callers"][0][0], "Run") << page["zoomed"];
+  EXPECT_EQ(page["escaped"]["focus"], 0);
+
   // One run a side: the difference, and no claim of significance.
   ASSERT_EQ(RunCommand(kCli + " tree sub " + dir.File("slow1.fprec") + " " +
                            dir.File("fast1.fprec") + " --color never 2>&1",
@@ -235,6 +271,17 @@ TEST(TreeTest, BadInputGetsAClearError) {
   const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_EQ(j["root"]["children"][0]["children"][0]["name"], "%s%n\"<script>\"");
+  // On the page it is text: the page loads, and draws the name as it is.
+  ASSERT_EQ(RunCommand(kCli + " tree show " + dir.File("h.folded") + " --html " +
+                           dir.File("h.html") + " 2>&1 && node " + FIELDPROF_SOURCE_DIR +
+                           "/tests/tools/local/tree_page.mjs " + dir.File("h.html") +
+                           " '%s%n\"<script>\"' " + FIELDPROF_BUILD_DIR + "/ui-screenshots",
+                       &out),
+            0)
+      << out;
+  const nlohmann::json hp = nlohmann::json::parse(out.substr(out.find('{')), nullptr, false);
+  ASSERT_FALSE(hp.is_discarded()) << out;
+  EXPECT_EQ(hp["zoomed"]["focus_name"], "%s%n\"<script>\"");
   EXPECT_EQ(RunCommand(kCli + " tree callers " + dir.File("h.folded") + " nothing 2>&1", &out), 1);
   EXPECT_NE(out.find("no call path holds \"nothing\""), std::string::npos) << out;
 }

@@ -1,5 +1,6 @@
-// The recording page's files (tools/local/page/), built into the binary:
-// `record show --html` writes one self-contained page from them.
+// The local toolkit's page files (tools/local/page/), built into the
+// binary: `record show --html` and `tree ... --html` write one
+// self-contained page from them.
 #ifndef FIELDPROF_TOOLS_LOCAL_PAGE_RECORD_PAGE_ASSETS_H_
 #define FIELDPROF_TOOLS_LOCAL_PAGE_RECORD_PAGE_ASSETS_H_
 
