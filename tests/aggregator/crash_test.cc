@@ -96,7 +96,14 @@ TEST(CrashTest, KillDuringUploadsNeverLosesOrDoublesAcknowledgedBatches) {
         }
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 500));
+    // Kill after a random number of this round's batches were attempted
+    // (not after a time: a faster machine would send them all before the
+    // last round), with a deadline.
+    const int kill_at = std::min(kBatches - 1, next.load() + 100 + static_cast<int>(rng() % 250));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (next.load() < kill_at && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     agg.Kill();
     stop = true;
     for (auto& s : senders) s.join();

@@ -61,7 +61,7 @@ void AddFlags(OptionTable* t, Common* c) {
   t->AddString("metric", &c->metric_name,
                "samples, time, calls, alloc_bytes, freed_bytes or allocs (default: time when "
                "the tree has it, else samples)");
-  t->AddString("output", &c->out, "-o: write the resulting tree (.fptree) to this file");
+  t->AddString("output", &c->out, "write the resulting tree (.fptree) to this file");
   t->AddShort('o', "output");
   t->AddString("match", &c->match,
                "how names match across runs: exact, or normalised (ignores clone suffixes, "
@@ -202,6 +202,13 @@ int CmdTree(int argc, char** argv) {
       if (ParseOrShowHelp(t, 2, std::vector<const char*>{"tree", "--help"}.data(), &s)) {
         return verb.empty() ? 2 : 0;
       }
+    }
+    if (verb.rfind("-", 0) == 0) {  // a flag before any verb: say what is wrong with it
+      OptionTable bare("fieldprof tree", kUsage);
+      Common unused;
+      AddFlags(&bare, &unused);
+      if (ParseOrShowHelp(bare, argc, argv, &s)) return 0;
+      if (!s.ok()) return UsageError(bare, s);
     }
     std::cerr << "fieldprof tree: \"" << verb
               << "\" is not a verb: show, build, top, callers, paths, subtree, leaks, add, "
