@@ -54,6 +54,7 @@ struct Common {
   double from = 0, to = -1, min_percent = 0.5, fdr = 0.05, min_change = 5, min_share = 0.5;
   int64_t thread = 0, limit = 30;
   bool json = false, collapsed = false, total = false, nodes = false, threads = false;
+  bool off_cpu = false;
   std::string base;
 };
 
@@ -79,6 +80,9 @@ void AddFlags(OptionTable* t, Common* c) {
   t->AddDouble("to", &c->to, "a recording: to this many seconds (default: the end)", -1, 1e9);
   t->AddInt("thread", &c->thread, "a recording: only this thread id (0: all)", 0, INT32_MAX);
   t->AddBool("threads", &c->threads, "a Chrome trace: a frame per thread above its events");
+  t->AddBool("off_cpu", &c->off_cpu,
+             "a recording: where threads waited instead of the samples (calls: waits, time: "
+             "off-CPU time)");
   t->AddBool("json", &c->json, "print JSON");
   t->AddBool("collapsed", &c->collapsed,
              "print collapsed stacks of the metric (sub: two columns, base and new, as "
@@ -253,6 +257,7 @@ int CmdTree(int argc, char** argv) {
   lo.tid = static_cast<uint32_t>(c.thread);
   lo.collapsed_metric = metric_given ? metric : Metric::kSamples;
   lo.chrome.threads = c.threads;
+  lo.off_cpu = c.off_cpu;
   auto load = [&](const std::vector<std::string>& paths, std::vector<CallTree>* out) -> bool {
     for (const std::string& p : paths) {
       StatusOr<CallTree> tree = local::LoadCallTree(p, lo);

@@ -21,6 +21,11 @@ namespace fieldprof::local {
 // times the sampling period.
 CallTree CallTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
 
+// Where the threads waited in [t1_ns, t2_ns] (idle transitions): each wait
+// (to-idle) is a call of the stack it waited at, its off-CPU time the
+// time. Empty when the recording has no idle transitions.
+CallTree OffCpuTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
+
 // "a;b;c 12" lines, the count (an integer) after the last space, into
 // metric `m`. Blank lines and "#" comments are skipped; anything else is
 // an error naming its line.
@@ -44,6 +49,7 @@ struct LoadOptions {
   // For a recording: the range and thread.
   uint64_t from_ns = 0, to_ns = UINT64_MAX;
   uint32_t tid = 0;
+  bool off_cpu = false;  // the waits and their off-CPU time instead of the samples
   // For collapsed stacks: what the counts are.
   Metric collapsed_metric = Metric::kSamples;
   ChromeTraceOptions chrome;

@@ -25,6 +25,7 @@ using testing::TempDir;
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kProg = FIELDPROF_TREEPROG;
 const std::string kSlow = FIELDPROF_TREEPROG_SLOW;
+const std::string kWaits = FIELDPROF_WAITS;
 
 // Records `cmd` into `file`.
 void Record(const std::string& file, const std::string& cmd) {
@@ -231,6 +232,32 @@ TEST(TreeTest, ChromeTracesAndCollapsedStacksComeInAndPprofReadsTheTree) {
                        &out),
             0);
   EXPECT_EQ(out, "main;extra 0 1\nmain;parse 10 10\nmain;run 20 26\n");
+}
+
+// Where threads waited, as a tree: each wait a call at the blocking call,
+// its off-CPU time the time; a recording without idle transitions says so.
+TEST(TreeTest, OffCpuWaitsAreATreeToo) {
+  TempDir dir;
+  const std::string file = dir.File("pipe.fprec");
+  Record(file, kWaits + " pipe 50");
+  const nlohmann::json tree = TreeJson("show " + file + " --off_cpu");
+  ASSERT_FALSE(tree.is_discarded());
+  int64_t reads = 0, read_ns = 0;
+  Walk(tree["root"], "", [&](const nlohmann::json& n, const std::string& path) {
+    if (path.size() >= 19 && path.substr(path.size() - 19) == "ReadMessages();read") {
+      reads += n["self"]["calls"].get<int64_t>();
+      read_ns += n["self"]["time_ns"].get<int64_t>();
+    }
+  });
+  EXPECT_GE(reads, 50) << tree.dump(1).substr(0, 3000);
+  EXPECT_GE(read_ns, 50 * 1000000LL * 9 / 10);  // each message comes 1 ms after the last
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " record --idle=false -o " + dir.File("no.fprec") + " -- " + kWaits +
+                           " pipe 2 >/dev/null 2>&1; " + kCli + " tree show " +
+                           dir.File("no.fprec") + " --off_cpu 2>&1",
+                       &out),
+            1);
+  EXPECT_NE(out.find("recorded without idle transitions"), std::string::npos) << out;
 }
 
 TEST(TreeTest, BadInputGetsAClearError) {
