@@ -19,6 +19,28 @@
 namespace fieldprof {
 namespace {
 
+// Runs tests/common/SCRIPT (scipy) on `cases` (JSON) and returns the
+// p-values it prints, one per case.
+std::vector<double> Scipy(const std::string& script, const std::string& cases) {
+  testing::TempDir dir;
+  {
+    std::ofstream f(dir.File("cases.json"));
+    f << cases;
+  }
+  const std::string cmd = "/usr/bin/python3 " FIELDPROF_SOURCE_DIR "/tests/common/" + script + " " +
+                          dir.File("cases.json") + " > " + dir.File("scipy.json");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "scipy (python3-scipy, deploy/install-deps.sh)";
+  std::ifstream in(dir.File("scipy.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& ch : text) {
+    if (ch == '[' || ch == ']' || ch == ',') ch = ' ';
+  }
+  std::istringstream values(text);
+  std::vector<double> p;
+  for (double v; values >> v;) p.push_back(v);
+  return p;
+}
+
 TEST(HypergeometricTest, DrawsHaveTheDistributionsMeanAndVariance) {
   std::mt19937_64 rng(5);
   struct Case {
@@ -152,33 +174,19 @@ TEST(PermutationTest, AgreesWithScipyOnTheSameSamples) {
   add(Draw(rng, 25, 10, 0.5, 1.2), Draw(rng, 2000, 10, 0.5), PermutationOptions::kMean, 0);
   add(Draw(rng, 500, 6, 2), Draw(rng, 3000, 6, 2.2), PermutationOptions::kMean, 0);
 
-  testing::TempDir dir;
-  {
-    std::ofstream f(dir.File("cases.json"));
-    f << "[";
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const Case& c = cases[i];
-      f << (i ? ", " : "") << "{\"local\": " << Cells(c.local) << ", \"field\": " << Cells(c.field)
-        << ", \"statistic\": "
-        << (c.o.statistic == PermutationOptions::kMean ? std::string("\"mean\"")
-                                                       : std::to_string(c.o.quantile))
-        << ", \"resamples\": " << c.o.resamples << ", \"seed\": " << c.o.seed << "}";
-    }
-    f << "]";
+  std::ostringstream f;
+  f << "[";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    f << (i ? ", " : "") << "{\"local\": " << Cells(c.local) << ", \"field\": " << Cells(c.field)
+      << ", \"statistic\": "
+      << (c.o.statistic == PermutationOptions::kMean ? std::string("\"mean\"")
+                                                     : std::to_string(c.o.quantile))
+      << ", \"resamples\": " << c.o.resamples << ", \"seed\": " << c.o.seed << "}";
   }
-  const std::string cmd = "/usr/bin/python3 " FIELDPROF_SOURCE_DIR
-                          "/tests/common/permutation_scipy.py " +
-                          dir.File("cases.json") + " > " + dir.File("scipy.json");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "scipy (python3-scipy, deploy/install-deps.sh)";
-  std::ifstream in(dir.File("scipy.json"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<double> scipy;
-  for (char& ch : text) {
-    if (ch == '[' || ch == ']' || ch == ',') ch = ' ';
-  }
-  std::istringstream values(text);
-  for (double v; values >> v;) scipy.push_back(v);
-  ASSERT_EQ(scipy.size(), cases.size()) << text;
+  f << "]";
+  const std::vector<double> scipy = Scipy("permutation_scipy.py", f.str());
+  ASSERT_EQ(scipy.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     const PermutationResult r = GreaterCostTest(cases[i].local, cases[i].field, cases[i].o);
     // Two Monte-Carlo estimates of one p: 4.5 standard errors of their
@@ -211,32 +219,18 @@ TEST(PermutationTest, TwoSampleMeanTestAgreesWithScipy) {
   Case big{{}, {}, 4999};  // C(24, 12) relabellings: drawn
   for (int i = 0; i < 12; ++i) big.a.push_back(noise(rng) + 6), big.b.push_back(noise(rng));
   cases.push_back(big);
-  testing::TempDir dir;
-  {
-    std::ofstream f(dir.File("cases.json"));
-    f << "[";
-    for (size_t i = 0; i < cases.size(); ++i) {
-      f << (i ? ", " : "") << "{\"a\": [";
-      for (size_t j = 0; j < cases[i].a.size(); ++j) f << (j ? "," : "") << cases[i].a[j];
-      f << "], \"b\": [";
-      for (size_t j = 0; j < cases[i].b.size(); ++j) f << (j ? "," : "") << cases[i].b[j];
-      f << "], \"resamples\": " << cases[i].resamples << "}";
-    }
-    f << "]";
+  std::ostringstream f;
+  f << "[";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    f << (i ? ", " : "") << "{\"a\": [";
+    for (size_t j = 0; j < cases[i].a.size(); ++j) f << (j ? "," : "") << cases[i].a[j];
+    f << "], \"b\": [";
+    for (size_t j = 0; j < cases[i].b.size(); ++j) f << (j ? "," : "") << cases[i].b[j];
+    f << "], \"resamples\": " << cases[i].resamples << "}";
   }
-  const std::string cmd = "/usr/bin/python3 " FIELDPROF_SOURCE_DIR
-                          "/tests/common/two_sample_scipy.py " +
-                          dir.File("cases.json") + " > " + dir.File("scipy.json");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "scipy (python3-scipy, deploy/install-deps.sh)";
-  std::ifstream in(dir.File("scipy.json"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& ch : text) {
-    if (ch == '[' || ch == ']' || ch == ',') ch = ' ';
-  }
-  std::istringstream values(text);
-  std::vector<double> scipy;
-  for (double v; values >> v;) scipy.push_back(v);
-  ASSERT_EQ(scipy.size(), cases.size()) << text;
+  f << "]";
+  const std::vector<double> scipy = Scipy("two_sample_scipy.py", f.str());
+  ASSERT_EQ(scipy.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     PermutationOptions o;
     o.resamples = cases[i].resamples;

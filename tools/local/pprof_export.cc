@@ -24,6 +24,32 @@ class Strings {
   std::unordered_map<std::string, int64_t> ids_;
 };
 
+// A function and a location per frame name used (by the caller's id of
+// the name), ids from 1, all in mapping 1; what a sample's stack lists.
+class Locations {
+ public:
+  Locations(pprof::Profile* p, Strings* s) : p_(p), s_(s) {}
+  uint64_t Of(uint32_t key, const std::string& name) {
+    auto [it, fresh] = ids_.emplace(key, ids_.size() + 1);
+    if (fresh) {
+      pprof::Function* f = p_->add_function();
+      f->set_id(it->second);
+      f->set_name(s_->Id(name));
+      f->set_system_name(f->name());
+      pprof::Location* l = p_->add_location();
+      l->set_id(it->second);
+      l->set_mapping_id(1);
+      l->add_line()->set_function_id(it->second);
+    }
+    return it->second;
+  }
+
+ private:
+  pprof::Profile* p_;
+  Strings* s_;
+  std::unordered_map<uint32_t, uint64_t> ids_;
+};
+
 StatusOr<std::string> Gzip(const std::string& in) {
   z_stream z{};
   if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
@@ -60,25 +86,13 @@ StatusOr<std::string> EncodePprof(const Recording& r, const PprofProfile& in) {
   m->set_id(1);
   m->set_filename(s.Id(r.command));
   m->set_has_functions(true);  // symbolised already: pprof need not look
-  // A location and a function per frame used, ids from 1.
-  std::unordered_map<uint32_t, uint64_t> location_of;
+  Locations locations(&p, &s);
   const int64_t thread_key = s.Id("thread");
   for (const PprofSample& in_sample : in.samples) {
     pprof::Sample* sample = p.add_sample();
     const std::vector<uint32_t>& frames = r.stacks[in_sample.stack];
     for (size_t i = frames.size(); i-- > 0;) {  // the leaf first
-      auto [it, fresh] = location_of.emplace(frames[i], location_of.size() + 1);
-      if (fresh) {
-        pprof::Function* f = p.add_function();
-        f->set_id(it->second);
-        f->set_name(s.Id(r.frames[frames[i]]));
-        f->set_system_name(f->name());
-        pprof::Location* l = p.add_location();
-        l->set_id(it->second);
-        l->set_mapping_id(1);
-        l->add_line()->set_function_id(it->second);
-      }
-      sample->add_location_id(it->second);
+      sample->add_location_id(locations.Of(frames[i], r.frames[frames[i]]));
     }
     for (int64_t v : in_sample.values) sample->add_value(v);
     pprof::Label* label = sample->add_label();
@@ -109,25 +123,14 @@ StatusOr<std::string> EncodePprofTree(const CallTree& t) {
   mapping->set_id(1);
   mapping->set_filename(s.Id(t.description));
   mapping->set_has_functions(true);
-  std::unordered_map<uint32_t, uint64_t> location_of;  // name id -> location
+  Locations locations(&p, &s);
   for (uint32_t n = 1; n < t.size(); ++n) {
     bool any = false;
     for (Metric m : metrics) any |= t.self(n, m) != 0;
     if (!any) continue;
     pprof::Sample* sample = p.add_sample();
     for (uint32_t f = n; f != CallTree::kRoot; f = t.parent(f)) {  // the leaf first
-      auto [it, fresh] = location_of.emplace(t.name_id(f), location_of.size() + 1);
-      if (fresh) {
-        pprof::Function* fn = p.add_function();
-        fn->set_id(it->second);
-        fn->set_name(s.Id(t.name(f)));
-        fn->set_system_name(fn->name());
-        pprof::Location* l = p.add_location();
-        l->set_id(it->second);
-        l->set_mapping_id(1);
-        l->add_line()->set_function_id(it->second);
-      }
-      sample->add_location_id(it->second);
+      sample->add_location_id(locations.Of(t.name_id(f), t.name(f)));
     }
     for (Metric m : metrics) sample->add_value(t.self(n, m));
   }

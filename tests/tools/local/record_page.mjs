@@ -9,35 +9,12 @@
 // the busiest thread; ticks "exact"; clicks the widest frame under the
 // root to zoom into it. Prints one JSON object with the page's state after
 // each step. Exits 1 on a failed check or any JavaScript error.
-import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
-
-const require = createRequire(new URL('../../aggregator/ui/package.json', import.meta.url));
-const { chromium } = require('playwright-core');
+import { openPage } from './browser.mjs';
 
 const [pagePath, fromNs, toNs, shots] = process.argv.slice(2);
-fs.mkdirSync(shots, { recursive: true });
-const browser = await chromium.launch({
-  executablePath: process.env.FIELDPROF_CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox'],
-  headless: true,
-});
-const page = await (await browser.newContext({ viewport: { width: 1300, height: 900 } })).newPage();
-const jsErrors = [];
-page.on('pageerror', (e) => jsErrors.push('page error: ' + e.message));
-page.on('console', (m) => { if (m.type() === 'error') jsErrors.push('console error: ' + m.text()); });
-
-async function fail(what) {
-  console.error('FAILED: ' + what);
-  await page.screenshot({ path: path.join(shots, 'record-failure.png'), fullPage: true });
-  await browser.close();
-  process.exit(1);
-}
+const { page, fail, finish } = await openPage(pagePath, shots, 'record');
 const state = () => page.evaluate(() => window.fieldprofRecording.state());
-
-await page.goto('file://' + path.resolve(pagePath));
-await page.waitForSelector('body[data-ready="1"]', { timeout: 20000 }).catch(() => fail('the page never got ready: ' + jsErrors.join('; ')));
 const out = { whole: await state() };
 
 // 0. The page's range answers against a scan of its own samples, for
@@ -128,6 +105,4 @@ await page.fill('#search', 'spin');
 out.search_marked = await page.evaluate(() => document.querySelectorAll('#flame g.match').length);
 out.range_text = shown;
 
-if (jsErrors.length) await fail(jsErrors.join('; '));
-console.log(JSON.stringify(out));
-await browser.close();
+await finish(out);
