@@ -60,8 +60,8 @@ struct Common {
 
 void AddFlags(OptionTable* t, Common* c) {
   t->AddString("metric", &c->metric_name,
-               "samples, time, calls, alloc_bytes, freed_bytes or allocs (default: time when "
-               "the tree has it, else samples)");
+               "samples, time, calls, alloc_bytes, freed_bytes or allocs; empty: time when the "
+               "tree has it, else samples");
   t->AddString("output", &c->out, "write the resulting tree (.fptree) to this file");
   t->AddShort('o', "output");
   t->AddString("match", &c->match,
@@ -77,7 +77,7 @@ void AddFlags(OptionTable* t, Common* c) {
   t->AddDouble("min_share", &c->min_share,
                "sub: test only nodes changed by this % of the base's total or more", 0, 100);
   t->AddDouble("from", &c->from, "a recording: from this many seconds after its start", 0, 1e9);
-  t->AddDouble("to", &c->to, "a recording: to this many seconds (default: the end)", -1, 1e9);
+  t->AddDouble("to", &c->to, "a recording: to this many seconds (-1: the end)", -1, 1e9);
   t->AddInt("thread", &c->thread, "a recording: only this thread id (0: all)", 0, INT32_MAX);
   t->AddBool("threads", &c->threads, "a Chrome trace: a frame per thread above its events");
   t->AddBool("off_cpu", &c->off_cpu,

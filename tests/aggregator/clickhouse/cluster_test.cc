@@ -56,7 +56,14 @@ class ClusterTest : public ::testing::Test {
            "/admin.token --publish_interval_s 3600 "
            "--clickhouse_quorum_timeout_ms 5000' > '" +
            d + "/cluster.out' 2>&1") == 0;
-    if (!started_) return;
+    if (!started_) {
+      // The directory goes with the suite: say here why the cluster did
+      // not start (which process, and the end of its log).
+      Sh("cat '" + d + "/cluster.out' >&2; for f in '" + d + "'/c/*/log '" + d +
+         "'/c/*/err.log; do [ -s \"$f\" ] && { echo \"== $f\" >&2; tail -n 25 \"$f\" >&2; }; "
+         "done");
+      return;
+    }
     std::ifstream env(d + "/c/cluster.env");
     for (std::string line; std::getline(env, line);) {
       const size_t eq = line.find('=');
