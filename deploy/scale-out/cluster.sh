@@ -82,7 +82,10 @@ wait_for() {
   die "$what did not come up within ${secs}s (see its log under $dir)"
 }
 
-zk_ok() { [[ "$( (exec 3<>/dev/tcp/127.0.0.1/"$1"; printf ruok >&3; timeout 1 cat <&3) 2>/dev/null)" == imok ]]; }
+# ZooKeeper answers "ruok" before it serves sessions; ClickHouse (Debian's
+# 18.16) that connects in between can crash in its DDL worker. "srvr"
+# names a mode only once the server serves.
+zk_ok() { (exec 3<>/dev/tcp/127.0.0.1/"$1"; printf srvr >&3; timeout 1 cat <&3) 2>/dev/null | grep -q '^Mode: '; }
 ch_ok() { curl -sf "http://127.0.0.1:$1/ping" | grep -q Ok; }
 https_ok() { curl -sf --cacert "$dir/tls/cert.pem" "https://127.0.0.1:$1/healthz" | grep -q ok; }
 

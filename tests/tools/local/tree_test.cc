@@ -249,9 +249,19 @@ TEST(TreeTest, OffCpuWaitsAreATreeToo) {
       read_ns += n["self"]["time_ns"].get<int64_t>();
     }
   });
-  EXPECT_GE(reads, 50) << tree.dump(1).substr(0, 3000);
-  EXPECT_GE(read_ns, 50 * 1000000LL * 9 / 10);  // each message comes 1 ms after the last
+  // A read waits when its message is not there yet: most do (each comes
+  // 1 ms after the last), not all on a loaded machine.
+  EXPECT_GE(reads, 10) << tree.dump(1).substr(0, 3000);
+  EXPECT_GE(read_ns, reads * 100000) << "each wait is a good part of 1 ms";
+  // Every wait of the recording is in the tree: its root counts as many
+  // as `record show --idle` does.
   std::string out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle", &out), 0);
+  const size_t at = out.find("idle transitions: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(tree["root"]["total"]["calls"].get<int64_t>(),
+            std::stoll(out.substr(at + std::string("idle transitions: ").size())))
+      << out;
   ASSERT_EQ(RunCommand(kCli + " record --idle=false -o " + dir.File("no.fprec") + " -- " + kWaits +
                            " pipe 2 >/dev/null 2>&1; " + kCli + " tree show " +
                            dir.File("no.fprec") + " --off_cpu 2>&1",
