@@ -290,19 +290,19 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
   out += header + "call tree\n";
   const auto kids = t.Children();
   // Depth-first, children by |total| of the sort metric.
-  std::vector<std::pair<uint32_t, int>> todo;
+  std::vector<std::pair<uint32_t, int>> pending;  // (node, depth), the next on top
   auto push_children = [&](uint32_t n, int depth) {
     std::vector<uint32_t> c = kids[n];
     std::sort(c.begin(), c.end(), [&](uint32_t x, uint32_t y) {
       if (std::llabs(key[x]) != std::llabs(key[y])) return std::llabs(key[x]) > std::llabs(key[y]);
       return t.name(x) < t.name(y);
     });
-    for (size_t i = c.size(); i-- > 0;) todo.emplace_back(c[i], depth);
+    for (size_t i = c.size(); i-- > 0;) pending.emplace_back(c[i], depth);
   };
   push_children(CallTree::kRoot, 0);
-  while (!todo.empty()) {
-    const auto [n, depth] = todo.back();
-    todo.pop_back();
+  while (!pending.empty()) {
+    const auto [n, depth] = pending.back();
+    pending.pop_back();
     if (scale > 0 && std::fabs(static_cast<double>(key[n])) < o.min_share * scale &&
         !(o.changes != nullptr && (*o.changes)[n].significant)) {
       continue;

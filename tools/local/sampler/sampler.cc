@@ -222,7 +222,7 @@ void WriteAll(const void* p, size_t n) {
   g_buf_len += n;
 }
 
-void DrainIfDue(uint64_t now_ns);
+void DrainIfDue();
 
 // A slot for this thread's next record, or null (counted) when the writer
 // is behind. The caller fills it and marks it ready.
@@ -295,7 +295,7 @@ void OnProf(int, siginfo_t*, void* uc) {
     }
     s->ready.store(1, std::memory_order_release);
   }
-  DrainIfDue(NowNs());  // also when the slots were full
+  DrainIfDue();  // also when the slots were full
   t_in_handler = 0;
   errno = saved;
 }
@@ -381,8 +381,9 @@ bool Drain() {
 // due: 50 ms after the last drain, or 512 records waiting (a blocked call's
 // record stands for two switch records: 512 fill a quarter of the switch
 // ring). From the handler, or after a blocked call (the handler held off).
-void DrainIfDue(uint64_t now_ns) {
-  if (g_writer_on || g_fd < 0) return;
+void DrainIfDue() {
+  if (g_writer_on || g_fd < 0) return;  // the writer drains; no clock read
+  const uint64_t now_ns = NowNs();
   const uint64_t pending = g_head.load(std::memory_order_relaxed) - g_tail;
   if (now_ns - g_last_drain_ns < 50 * 1000 * 1000 && pending < 512) return;
   g_last_drain_ns = now_ns;
@@ -630,7 +631,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
     s->h.depth = static_cast<uint16_t>(n > 1 ? n - 1 : 0);
     s->ready.store(1, std::memory_order_release);
   }
-  DrainIfDue(NowNs());
+  DrainIfDue();
   t_in_handler = 0;
 }
 
