@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "agent/runtime/companion.h"
+#include "agent/runtime/lab_state.h"
 
 using fieldprof::rt::CountersWillMove;
 using fieldprof::rt::Counting;
@@ -23,6 +24,7 @@ struct AllocFns {
   void* (*aligned_alloc)(size_t, size_t);
   void* (*memalign)(size_t, size_t);
   void* (*valloc)(size_t);
+  bool lab;  // a census: blocks are told to the lab too (LabAllocated, LabFreeing)
 };
 FP_HOT_DATA AllocFns real_alloc;
 
@@ -58,31 +60,34 @@ FP_HOT_DATA AllocFns real_alloc;
 // to the real ones: a program allocates far more often than it calls a
 // chosen API.
 
-// Inside a measured call (Counting()).
-inline void CountAlloc(size_t n) {
+// Inside a measured call (Counting()), block `p` of `n` bytes.
+inline void CountAlloc(void* p, size_t n) {
   CountersWillMove(t_state);
   t_state.alloc_bytes += n;
   ++t_state.alloc_count;
+  if (real_alloc.lab) [[unlikely]]
+    fieldprof::rt::LabAllocated(p);
 }
 
 [[gnu::noinline]] void* MallocSlow(size_t n) {
   if (real_alloc.malloc == nullptr) ResolveAlloc();
   void* p = real_alloc.malloc(n);
-  if (p != nullptr && Counting()) CountAlloc(n);
+  if (p != nullptr && Counting()) CountAlloc(p, n);
   return p;
 }
 
 [[gnu::noinline]] void* CallocSlow(size_t a, size_t b) {
   if (real_alloc.malloc == nullptr) ResolveAlloc();
   void* p = real_alloc.calloc(a, b);
-  if (p != nullptr && Counting()) CountAlloc(a * b);
+  if (p != nullptr && Counting()) CountAlloc(p, a * b);
   return p;
 }
 
 [[gnu::noinline]] void* ReallocSlow(void* old, size_t n) {
   if (real_alloc.malloc == nullptr) ResolveAlloc();
+  if (real_alloc.lab && old != nullptr && Counting()) fieldprof::rt::LabFreeing(old);
   void* p = real_alloc.realloc(old, n);
-  if (p != nullptr && n > 0 && Counting()) CountAlloc(n);
+  if (p != nullptr && n > 0 && Counting()) CountAlloc(p, n);
   return p;
 }
 
@@ -115,6 +120,9 @@ FP_EXPORT void* realloc(void* old, size_t n) {
 FP_EXPORT void free(void* p) {
   if (p == nullptr) return;
   if (real_alloc.malloc == nullptr) ResolveAlloc();
+  if (real_alloc.lab) [[unlikely]] {
+    if (Counting()) fieldprof::rt::LabFreeing(p);
+  }
   real_alloc.free(p);
 }
 
@@ -123,7 +131,7 @@ FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
   if (!Counting()) [[likely]]
     return real_alloc.posix_memalign(out, align, n);
   const int r = real_alloc.posix_memalign(out, align, n);
-  if (r == 0) CountAlloc(n);
+  if (r == 0) CountAlloc(*out, n);
   return r;
 }
 
@@ -132,7 +140,7 @@ FP_EXPORT void* aligned_alloc(size_t align, size_t n) {
   if (!Counting()) [[likely]]
     return real_alloc.aligned_alloc(align, n);
   void* p = real_alloc.aligned_alloc(align, n);
-  if (p != nullptr) CountAlloc(n);
+  if (p != nullptr) CountAlloc(p, n);
   return p;
 }
 
@@ -141,7 +149,7 @@ FP_EXPORT void* memalign(size_t align, size_t n) {
   if (!Counting()) [[likely]]
     return real_alloc.memalign(align, n);
   void* p = real_alloc.memalign(align, n);
-  if (p != nullptr) CountAlloc(n);
+  if (p != nullptr) CountAlloc(p, n);
   return p;
 }
 
@@ -150,8 +158,13 @@ FP_EXPORT void* valloc(size_t n) {
   if (!Counting()) [[likely]]
     return real_alloc.valloc(n);
   void* p = real_alloc.valloc(n);
-  if (p != nullptr) CountAlloc(n);
+  if (p != nullptr) CountAlloc(p, n);
   return p;
 }
 
 }  // extern "C"
+
+void fieldprof::rt::LabCountAllocations() {
+  if (real_alloc.malloc == nullptr) ResolveAlloc();
+  real_alloc.lab = true;
+}

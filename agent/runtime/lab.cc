@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -169,6 +170,7 @@ bool LabStart(char** envp, const char* debug_log) {
   }
   g_lab_real = g_lab_apis->real;
   g_lab_apis->n = 1;  // index 0: the lab probe
+  if (g_lab_mode == kLabCensus) LabCountAllocations();
   strcpy(g_lab_apis->dir, dir);
   if (g_lab_mode == kLabTime) {
     const char* plan = sys::Env(envp, "FIELDPROF_LAB_APIS");
@@ -217,6 +219,33 @@ int32_t LabBind(const char* module, const char* build_id, const char* symbol, ui
   a.n = index + 1;
   DebugLine(g_debug_log, "lab: %s:%s is API %u", module, symbol, index);
   return static_cast<int32_t>(index);
+}
+
+namespace {
+
+// What the allocator does for the innermost call on this thread goes to
+// that call's depth; its exit takes it (AddPath in lab_exit.cc).
+LabOwn* InnermostOwn() {
+  const ShadowStack* ss = t_state.ss;
+  LabCounts* c = g_lab_counts;
+  if (t_in_lab || ss == nullptr || c == nullptr || ss->depth == 0) return nullptr;
+  const long stack = ss - g_stacks;
+  const uint32_t d = ss->depth - 1;
+  if (stack < 0 || stack >= kShadowStacks || d >= kShadowDepth) return nullptr;
+  return &c->own[stack][d];
+}
+
+}  // namespace
+
+void LabAllocated(void* p) {
+  if (LabOwn* o = InnermostOwn()) {
+    o->alloc_bytes += malloc_usable_size(p);
+    ++o->allocs;
+  }
+}
+
+void LabFreeing(void* p) {
+  if (LabOwn* o = InnermostOwn()) o->freed_bytes += malloc_usable_size(p);
 }
 
 uint64_t LabCalls() {
@@ -338,6 +367,19 @@ void Encode(FileOut& f, WriteScratch& w, const LabApis& a, const LabCounts& c) {
     eo.U64(3, s.direct);
     f.Field(6, eo);
   }
+  for (uint32_t p = 1; p < c.npaths; ++p) {
+    const LabPath& path = c.paths[p];
+    ProtoOut lp{w.small, 0, sizeof w.small};
+    lp.U64(1, path.parent);
+    lp.U64(2, path.api - 1);  // a position in the apis list, as the edges' are
+    lp.U64(3, path.calls);
+    lp.U64(4, path.time_ns);
+    lp.U64(5, path.timed_calls);
+    lp.U64(6, path.alloc_bytes);
+    lp.U64(7, path.allocs);
+    lp.U64(8, path.freed_bytes);
+    f.Field(11, lp);
+  }
   ProtoOut co{w.small, 0, sizeof w.small};
   co.U64(1, c.calls);
   co.U64(2, g.abandoned.load());
@@ -351,6 +393,7 @@ void Encode(FileOut& f, WriteScratch& w, const LabApis& a, const LabCounts& c) {
   tail.U64(8, c.max_depth);
   tail.U64(9, c.edges_lost);
   tail.U64(10, a.refused);
+  tail.U64(12, c.paths_lost);
   f.Put(w.small, tail.n);
 }
 

@@ -47,6 +47,59 @@ uint32_t LabIndex(const Entry& e) {
   return IsLabSlot(e.slot) && e.ret_slot != nullptr ? e.slot - kLabSlot0 : 0;
 }
 
+// The path of `api` called inside path `parent`, added if new; 0 when the
+// table is full.
+uint32_t PathChild(LabCounts& c, uint32_t parent, uint32_t api) {
+  constexpr uint32_t kMask = 2 * kLabPathCap - 1;
+  const uint64_t key = (uint64_t{parent} << 32) | api;
+  uint32_t i = static_cast<uint32_t>(Mix64(key)) & kMask;
+  for (; c.path_map[i] != 0; i = (i + 1) & kMask) {
+    const LabPath& p = c.paths[c.path_map[i]];
+    if (p.parent == parent && p.api == api) return c.path_map[i];
+  }
+  if (c.npaths == 0) c.npaths = 1;  // id 0 is the root
+  if (c.npaths >= kLabPathCap) return 0;
+  const uint32_t id = c.npaths++;
+  c.paths[id].parent = parent;
+  c.paths[id].api = api;
+  c.path_map[i] = id;
+  return id;
+}
+
+// The census's call path of the call at depth `i` (API `index`): its
+// calls, time, and what the allocator did while it was innermost.
+void AddPath(LabCounts& c, const ShadowStack& t, uint32_t i, uint32_t index, uint64_t ns) {
+  const long stack = &t - g_stacks;
+  LabOwn* own = stack >= 0 && stack < kShadowStacks ? c.own[stack] : nullptr;
+  LabOwn mine = {};
+  if (own != nullptr) {
+    // Entries above it were left by longjmp or an unwinder: theirs too.
+    for (uint32_t j = i; j < t.depth && j < kShadowDepth; ++j) {
+      mine.alloc_bytes += own[j].alloc_bytes;
+      mine.allocs += own[j].allocs;
+      mine.freed_bytes += own[j].freed_bytes;
+      own[j] = {};
+    }
+  }
+  uint32_t path = 0;
+  for (uint32_t j = 0; j <= i; ++j) {
+    const uint32_t api = j == i ? index : LabIndex(t.e[j]);
+    if (api != 0 && (path = PathChild(c, path, api)) == 0) {
+      ++c.paths_lost;
+      return;
+    }
+  }
+  LabPath& p = c.paths[path];
+  ++p.calls;
+  if (ns != ~uint64_t{0}) {
+    p.time_ns += ns;
+    ++p.timed_calls;
+  }
+  p.alloc_bytes += mine.alloc_bytes;
+  p.allocs += mine.allocs;
+  p.freed_bytes += mine.freed_bytes;
+}
+
 }  // namespace
 
 void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ns, uint64_t alloc,
@@ -98,6 +151,7 @@ void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ns, uint6
   } else if (c->max_depth == 0) {
     c->max_depth = 1;
   }
+  if (g_lab_mode == kLabCensus) AddPath(*c, t, i, index, ns);
   Unlock();
   t_in_lab = 0;
 }

@@ -45,12 +45,34 @@ struct LabEdgeSlot {
   uint64_t direct;  // calls of inner made directly inside outer
 };
 
+// One call path of the census (wire.LabPath): `api` called with the
+// path `parent` beneath it (0: the root). A parent has a smaller id.
+inline constexpr uint32_t kLabPathCap = 1u << 17;
+struct LabPath {
+  uint32_t parent, api;
+  uint64_t calls, time_ns, timed_calls;       // time inclusive
+  uint64_t alloc_bytes, allocs, freed_bytes;  // exclusive (LabOwn)
+};
+
+// What the allocator did for a call while it was the innermost one on its
+// thread: the lab's exclusive allocation figures, in usable sizes.
+struct LabOwn {
+  uint64_t alloc_bytes, allocs, freed_bytes;
+};
+
 // What the calls recorded; a fork child starts afresh. Written under
-// g_lab_lock.
+// g_lab_lock (own[]: by its thread only).
 struct LabCounts {
   Histogram h[kLabMaxApis][FP_NUM_METRICS];
   LabEdgeSlot edges[kLabEdgeCap];
-  uint64_t calls;       // read without the lock (record.cc)
+  // The census's call paths: paths[1..npaths), found by (parent, api)
+  // through path_map (open addressing; 0: free).
+  LabPath paths[kLabPathCap];
+  uint32_t path_map[2 * kLabPathCap];
+  uint32_t npaths;
+  uint64_t paths_lost;
+  LabOwn own[kShadowStacks][kShadowDepth];  // by shadow stack and depth
+  uint64_t calls;                           // read without the lock (record.cc)
   uint64_t dropped;     // calls not recorded (a signal handler inside the lab's own recording)
   uint64_t edges_lost;  // pairs not kept: the table was full
   uint32_t max_depth;   // most distinct APIs on one stack at once
@@ -60,6 +82,14 @@ FP_HIDDEN extern LabApis* g_lab_apis;
 FP_HIDDEN extern LabCounts* g_lab_counts;
 FP_HIDDEN extern volatile int g_lab_lock;
 FP_HIDDEN extern __thread int t_in_lab FP_TLS;
+
+// The census's share of what the allocator does inside a lab call: once
+// the census turns it on (LabCountAllocations, alloc_counters.cc), the
+// allocation functions tell LabAllocated(p) of each block a measured call
+// got, and LabFreeing(p) of each it is about to give back (lab.cc).
+void LabCountAllocations();
+void LabAllocated(void* p);
+void LabFreeing(void* p);
 
 }  // namespace fieldprof::rt
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/durable_file.h"
+#include "common/histogram.h"
 #include "common/options.h"
 #include "common/package_versions.h"
 #include "common/wire.h"
@@ -29,6 +30,7 @@
 #include "tools/cli/lab_profile.h"
 #include "tools/cli/runtime_env.h"
 #include "tools/lab/lab_commands.h"
+#include "tools/lab/lab_tree.h"
 #include "tools/lab/passes.h"
 #include "tools/lab/timing_plan.h"
 
@@ -52,6 +54,7 @@ constexpr const char* kAbout =
     "  fieldprof lab -- sqlite3 /tmp/db.sqlite < workload.sql\n"
     "  fieldprof lab --repeat 5 -o build.labprofile -- make -j2\n"
     "  fieldprof lab show build.labprofile\n"
+    "  fieldprof lab --tree q.fptree -- sqlite3 db < q.sql   # and: fieldprof tree show q.fptree\n"
     "  fieldprof lab merge -o all.labprofile a.labprofile b.labprofile\n"
     "  fieldprof check build.labprofile      # against the field\n"
     "  fieldprof lab upload build.labprofile --host agg.example  # kept apart from field sums\n\n"
@@ -64,7 +67,7 @@ double Seconds(std::chrono::steady_clock::duration d) {
 }
 
 struct LabOptions {
-  std::string output, name, lib_dir, keep_dir, debug;
+  std::string output, name, lib_dir, keep_dir, debug, tree;
   int64_t repeat = 3;
   std::vector<std::string> cmd;
   std::string runtime_dir;  // where libfieldprof.so is
@@ -80,6 +83,9 @@ int ParseLabOptions(int argc, char** argv, LabOptions* o) {
   t.AddString("keep", &o->keep_dir,
               "keep every run's raw lab files (and the timing plan) in this directory");
   t.AddString("debug", &o->debug, "write the runtime's diagnostics to this file");
+  t.AddString("tree", &o->tree,
+              "also write the census's API call paths as a call tree to this file (.fptree: "
+              "calls, time, bytes allocated and freed, allocations; `fieldprof tree` reads it)");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
   Status s;
@@ -152,6 +158,9 @@ class LabSession {
   // 1. The census: every API, and the nesting graph. An exit code when the
   // scenario cannot be profiled, else 0.
   int Census();
+  // The census's call paths, with the timing passes' times, written to
+  // --tree. False when it cannot be.
+  bool WriteTree();
   // 2. The plan: sets of APIs never on one stack.
   void Plan();
   // 3. The timing passes, each set --repeat times.
@@ -211,6 +220,41 @@ int LabSession::Census() {
     return 3;
   }
   return 0;
+}
+
+bool LabSession::WriteTree() {
+  // Each API's mean time per call in its timing passes.
+  std::map<std::string, std::pair<double, double>> timed;  // time, calls
+  for (const wire::LabRunRecord& r : timed_) {
+    for (const wire::Record& rec : r.records()) {
+      if (rec.key().metric() != wire::METRIC_WALL_TIME_NS) continue;
+      const Histogram h = HistogramFromWire(rec.histogram());
+      auto& [ns, calls] = timed[rec.key().module() + ":" + rec.key().symbol()];
+      ns += static_cast<double>(h.sum());
+      calls += static_cast<double>(h.count());
+    }
+  }
+  std::map<std::string, double> mean_ns;
+  for (const auto& [key, tc] : timed) {
+    if (tc.second > 0) mean_ns[key] = tc.first / tc.second;
+  }
+  uint64_t lost = 0;
+  local::CallTree t = LabCallTree(census_.runs, mean_ns, &lost);
+  t.description = "lab census of " + o_.name;
+  if (Status w = WriteFileDurably(o_.tree, local::EncodeCallTree(t), FileAccess::kShared);
+      !w.ok()) {
+    std::cerr << "fieldprof lab: " << w.message() << "\n";
+    return false;
+  }
+  std::fprintf(stderr, "fieldprof lab: %s written: %zu call paths (fieldprof tree show %s)\n",
+               o_.tree.c_str(), t.size() - 1, o_.tree.c_str());
+  if (lost > 0) {
+    std::fprintf(stderr,
+                 "fieldprof lab: warning: %llu calls are not in the tree (the runtime's path "
+                 "table was full)\n",
+                 static_cast<unsigned long long>(lost));
+  }
+  return true;
 }
 
 void LabSession::SayCensus(uint64_t calls, uint64_t refused, uint64_t lost) const {
@@ -346,7 +390,8 @@ int LabRun(int argc, char** argv) {
   if (int code = lab.Census(); code != 0) return code;
   lab.Plan();
   lab.TimingPasses();
-  return lab.WriteProfile();
+  const int code = lab.WriteProfile();
+  return !o.tree.empty() && !lab.WriteTree() ? 1 : code;
 }
 
 }  // namespace fieldprof::tools

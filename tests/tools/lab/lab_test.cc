@@ -4,12 +4,17 @@
 //           -> lab_render  -> strlen, labb_hash
 //           -> lab_pipeline -> labb_stage -> strtol
 //           -> labb_checksum (2000 ns; 6000 with FPL_SLOW=1)
+//           -> lab_remember (keeps its last 200 blocks of 64 bytes)
 // The census finds them and their nesting, the plan never co-measures
 // nested APIs and uses the least number of sets, allocations are exact,
 // the scenario's output is unchanged, a failing run is reported, and
 // fieldprof check flags the slowed API alone against a field of real runs.
+// `--tree` writes the census's call paths with their calls, time and
+// allocations, which the tree commands read.
 // Also: hazard programs behave the same under the lab, and a sqlite3
 // workload's profile has the field's keys.
+#include <malloc.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/https_client.h"
 #include "common/package_versions.h"
@@ -27,6 +33,7 @@
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 #include "tools/cli/lab_profile.h"
+#include "tools/local/call_tree.h"
 
 namespace fieldprof {
 namespace {
@@ -59,8 +66,9 @@ class LabTest : public ::testing::Test {
     dir_ = new TempDir();
     std::string out;
     exit_ = RunCommand(kCli + " lab --repeat " + std::to_string(kRepeat) + " --keep " +
-                           dir_->File("raw") + " -o " + dir_->File("lab.labprofile") + " -- " +
-                           kProg + " " + std::to_string(kCalls) + " 2>" + dir_->File("stderr"),
+                           dir_->File("raw") + " -o " + dir_->File("lab.labprofile") + " --tree " +
+                           dir_->File("lab.fptree") + " -- " + kProg + " " +
+                           std::to_string(kCalls) + " 2>" + dir_->File("stderr"),
                        &stdout_);
     StatusOr<wire::LabProfile> p = tools::ReadLabProfile(dir_->File("lab.labprofile"));
     if (p.ok()) profile_ = new wire::LabProfile(*p);
@@ -184,6 +192,100 @@ TEST_F(LabTest, AllocationHistogramsAreExactForKnownSizes) {
   EXPECT_EQ(count.min(), 2u);
   EXPECT_EQ(count.max(), 2u);
   EXPECT_EQ(Metric(*profile_, "labb_hash", wire::METRIC_ALLOC_BYTES_INCLUSIVE).max(), 0u);
+}
+
+// What the allocator hands out for a request of `n` bytes.
+int64_t Usable(size_t n) {
+  void* p = malloc(n);
+  const int64_t u = static_cast<int64_t>(malloc_usable_size(p));
+  free(p);
+  return u;
+}
+
+TEST_F(LabTest, TheTreeHoldsEveryCallPathWithItsTimeAndAllocations) {
+  using local::CallTree;
+  using M = local::Metric;
+  StatusOr<std::string> bytes = ReadWholeFile(dir_->File("lab.fptree"));
+  ASSERT_TRUE(bytes.ok()) << stderr_;
+  StatusOr<CallTree> t = local::DecodeCallTree(*bytes);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_NE(stderr_.find("lab.fptree written"), std::string::npos) << stderr_;
+  const auto node = [&](const std::vector<std::string>& path) {
+    uint32_t n = CallTree::kRoot;
+    for (const std::string& f : path) {
+      if (n != CallTree::kNone) n = t->Find(n, f);
+    }
+    return n;
+  };
+  const std::vector<std::vector<std::string>> paths = {{"lab_parse"},
+                                                       {"lab_parse", "labb_alloc_block"},
+                                                       {"lab_parse", "labb_hash"},
+                                                       {"lab_render", "labb_hash"},
+                                                       {"lab_render", "strlen"},
+                                                       {"lab_pipeline", "labb_stage", "strtol"},
+                                                       {"labb_checksum"},
+                                                       {"lab_remember"}};
+  for (const auto& p : paths) {
+    const uint32_t n = node(p);
+    ASSERT_NE(n, CallTree::kNone) << p.back();
+    EXPECT_EQ(t->self(n, M::kCalls), kCalls) << p.back();
+  }
+  // Only the paths that happened: labb_hash is never called outermost,
+  // nor strtol directly inside lab_pipeline.
+  EXPECT_EQ(node({"labb_hash"}), CallTree::kNone);
+  EXPECT_EQ(node({"lab_pipeline", "strtol"}), CallTree::kNone);
+
+  // Allocation, exclusive of nested APIs, in the allocator's sizes.
+  const uint32_t block = node({"lab_parse", "labb_alloc_block"});
+  const uint32_t parse = node({"lab_parse"});
+  const uint32_t remember = node({"lab_remember"});
+  EXPECT_EQ(t->self(block, M::kAllocs), kCalls);
+  EXPECT_EQ(t->self(block, M::kAllocBytes), kCalls * Usable(1000));
+  EXPECT_EQ(t->self(block, M::kFreedBytes), kCalls * Usable(1000));
+  EXPECT_EQ(t->self(parse, M::kAllocs), kCalls);
+  EXPECT_EQ(t->self(parse, M::kAllocBytes), kCalls * Usable(24));
+  EXPECT_EQ(t->self(parse, M::kFreedBytes), kCalls * Usable(24));
+  EXPECT_EQ(t->self(remember, M::kAllocBytes), kCalls * Usable(64));
+  EXPECT_EQ(t->self(remember, M::kFreedBytes), (kCalls - 200) * Usable(64));
+  EXPECT_EQ(t->self(node({"lab_render", "labb_hash"}), M::kAllocs), 0);
+
+  // Time: each API's paths share its timing passes' time (its mean per
+  // call times its calls), so labb_hash's two paths sum to that.
+  const std::vector<int64_t> total = t->Totals(M::kTimeNs);
+  const Histogram hash = Metric(*profile_, "labb_hash", wire::METRIC_WALL_TIME_NS);
+  const double hash_ns = static_cast<double>(hash.sum()) / static_cast<double>(hash.count());
+  EXPECT_NEAR(static_cast<double>(total[node({"lab_parse", "labb_hash"})] +
+                                  total[node({"lab_render", "labb_hash"})]),
+              2 * kCalls * hash_ns, 2 * kCalls * hash_ns * 0.001 + 2);
+  // labb_checksum spins at least 2000 ns a call, reading the clock inside;
+  // a caller's own time is its total less its callees'.
+  const uint32_t checksum = node({"labb_checksum"});
+  EXPECT_GE(total[checksum], kCalls * 2000 * 9 / 10);
+  const uint32_t clock = t->Find(checksum, "clock_gettime");
+  ASSERT_NE(clock, CallTree::kNone);
+  EXPECT_GE(t->self(clock, M::kCalls), 2 * kCalls);
+  int64_t callees = 0;  // clock_gettime, and getenv once
+  const std::vector<std::vector<uint32_t>> children = t->Children();
+  for (uint32_t c : children[checksum]) callees += total[c];
+  EXPECT_GT(callees, total[clock] - 1);
+  EXPECT_EQ(t->self(checksum, M::kTimeNs), total[checksum] - callees);
+  EXPECT_GT(total[parse], t->self(parse, M::kTimeNs));
+
+  // The tree commands read it: the leak is found first.
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " tree leaks " + dir_->File("lab.fptree"), &out), 0) << out;
+  const size_t first = out.find("lab_remember");
+  ASSERT_NE(first, std::string::npos) << out;
+  for (const char* balanced : {"labb_alloc_block", "lab_parse"}) {
+    const size_t at = out.find(balanced);
+    if (at != std::string::npos) {
+      EXPECT_GT(at, first) << out;
+    }
+  }
+  ASSERT_EQ(RunCommand(kCli + " tree callers " + dir_->File("lab.fptree") + " labb_hash", &out), 0)
+      << out;
+  EXPECT_NE(out.find("lab_parse"), std::string::npos) << out;
+  EXPECT_NE(out.find("lab_render"), std::string::npos) << out;
 }
 
 TEST_F(LabTest, TheScenariosOutputIsUnchangedAndShownOnce) {

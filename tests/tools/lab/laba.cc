@@ -25,3 +25,16 @@ LAB_API long lab_render(const char* s) { return static_cast<long>(labb_hash(strl
 
 // lab_pipeline -> labb_stage -> strtol: three APIs on one stack.
 LAB_API long lab_pipeline(long n) { return labb_stage(n) + 1; }
+
+// A cache that keeps its last 200 blocks of 64 bytes: each call allocates
+// one and frees the oldest, so after N calls N - 200 are freed and 200
+// stay. The leak `fieldprof lab --tree` and `fieldprof tree leaks` find.
+LAB_API long lab_remember(long x) {
+  static void* kept[200];
+  static long n;
+  void*& slot = kept[n++ % 200];
+  free(slot);
+  slot = malloc(64);
+  static_cast<char*>(slot)[0] = static_cast<char>(x);
+  return static_cast<char*>(slot)[0];
+}

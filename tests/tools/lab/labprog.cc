@@ -15,6 +15,7 @@
 extern "C" long lab_parse(long x);
 extern "C" long lab_render(const char* s);
 extern "C" long lab_pipeline(long n);
+extern "C" long lab_remember(long x);
 extern "C" long labb_checksum();
 extern "C" long labb_alloc_block(long n);
 extern "C" unsigned long labb_hash(unsigned long x);
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     sum += lab_render("fieldprof");
     sum += lab_pipeline(i);
     sum += labb_checksum();
+    sum += lab_remember(i) & 1;
   }
   std::printf("result %ld\n", sum);
   return 0;
