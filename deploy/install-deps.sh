@@ -23,6 +23,8 @@ PROFILE_build=(
   # JSON (the language server, reports); ELF build ids and symbols
   # (readable versions, fieldprof record); DWARF unwinding (its sampler)
   nlohmann-json3-dev libdw-dev libunwind-dev
+  # USDT probes in the points SDK (fieldprof/points.h)
+  systemtap-sdt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # gzip streams (record show --pprof)
   zlib1g-dev

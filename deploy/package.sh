@@ -7,6 +7,7 @@
 #     /usr/lib/fieldprof/libfieldprof.so         the runtime
 #     /usr/lib/fieldprof/libfieldprof-inert.so   left in sessions at removal
 #     /usr/lib/fieldprof/libfieldprof_record.so  fieldprof record's sampler
+#     /usr/include/fieldprof/points.h            the instrumentation points SDK
 #     /usr/share/fieldprof/user-sessions.sh      users' agents and preload
 #         links at upgrade and removal (the maintainer scripts)
 #     /etc/profile.d/fieldprof.sh                the login hook (puts the
@@ -123,6 +124,8 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note \
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
   "$root/usr/lib/fieldprof/libfieldprof-inert.so" "$root/usr/lib/fieldprof/libfieldprof_record.so"
+# The points SDK: programs include <fieldprof/points.h> (and systemtap's <sys/sdt.h>).
+install -D -m 0644 agent/include/fieldprof/points.h "$root/usr/include/fieldprof/points.h"
 install -D -m 0644 "$src/fieldprof.sh" "$root/etc/profile.d/fieldprof.sh"
 install -D -m 0755 "$src/user-sessions.sh" "$root/usr/share/fieldprof/user-sessions.sh"
 install -D -m 0644 "$src/agent.conf" "$root/etc/fieldprof/agent.conf"

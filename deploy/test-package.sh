@@ -94,6 +94,8 @@ step "install, non-interactive: the answer is no by default"
 cp "$deb" "$root/tmp/fieldprof.deb"
 in_root apt-get install -y -qq /tmp/fieldprof.deb > "$work/install.log" 2>&1 ||
   { tail -20 "$work/install.log"; fail "apt-get install"; }
+in_root dpkg -L fieldprof | grep -qx /usr/include/fieldprof/points.h ||
+  fail "the points SDK header is not installed"
 grep -q '^participate = no$' "$root/etc/fieldprof/volunteer.conf" || fail "volunteer.conf: $(cat "$root/etc/fieldprof/volunteer.conf")"
 as_vol 'ls /usr/lib > /dev/null; echo "LD_PRELOAD=[$LD_PRELOAD]"' | grep -qx 'LD_PRELOAD=\[\]' ||
   fail "the login hook set LD_PRELOAD on a machine that said no"

@@ -1,0 +1,125 @@
+/* fieldprof/points.h: tagged instrumentation points, for C and C++.
+ *
+ *   #include <fieldprof/points.h>
+ *
+ *   FP_POINT("startup", "config_loaded");        a point
+ *   FP_POINT_V("startup", "plugins", n);         a point with one integer
+ *   { FP_SCOPE("request", "handle"); ... }       C++: begin here, end at '}'
+ *   FP_BEGIN("request", "handle"); ... FP_END("request", "handle");   C
+ *
+ * Tags and names are string literals: short identifiers ("startup",
+ * "config_loaded"), never paths or free text; the field refuses others.
+ *
+ * Disarmed (no fieldprof runtime, or a run it does not measure, and no
+ * tracer attached) a point costs one load and one branch that is not
+ * taken: no call, no system call.
+ *
+ * Each point is also a USDT probe, provider "fieldprof", name "point",
+ * arguments (tag, name, kind, value) with kind 0 a point, 1 a begin, 2 an
+ * end. perf, bpftrace and systemtap attach to it as to any USDT probe:
+ *   perf probe -x ./prog sdt_fieldprof:point
+ *   bpftrace -e 'usdt:./prog:fieldprof:point { printf("%s\n", str(arg1)); }'
+ *
+ * How it is armed: every point of a module (program or library) tests that
+ * module's one USDT semaphore, fieldprof_point_semaphore. Tracers raise it
+ * when they attach; the fieldprof runtime raises it when it measures the
+ * run. Armed, a point fires its USDT probe and calls fieldprof_point_hit,
+ * which the runtime defines (a weak reference: without the runtime it is
+ * null and skipped).
+ *
+ * Build with systemtap's <sys/sdt.h> on the include path (Debian:
+ * systemtap-sdt-dev). Nothing to link.
+ */
+#ifndef FIELDPROF_POINTS_H_
+#define FIELDPROF_POINTS_H_
+
+#include <stdint.h>
+
+#ifndef _SDT_HAS_SEMAPHORES
+#define _SDT_HAS_SEMAPHORES 1
+#endif
+#include <sys/sdt.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One per point in the program's text: what the runtime keys it by. */
+struct fieldprof_point_site {
+  const char* tag;
+  const char* name;
+};
+
+enum { FP_POINT_KIND_POINT = 0, FP_POINT_KIND_BEGIN = 1, FP_POINT_KIND_END = 2 };
+
+/* The module's switch (see above): weak, so every file that includes this
+ * header shares one, and hidden, so each module has its own. In the
+ * section where USDT semaphores live, which tracers know. */
+__attribute__((weak, visibility("hidden"),
+               section(".probes"))) volatile unsigned short fieldprof_point_semaphore;
+
+/* The runtime's recorder; null when no loaded object defines it. */
+extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kind, int64_t value)
+    __attribute__((weak));
+
+#ifdef __cplusplus
+}
+#endif
+
+#define FP_POINTS_CAT2_(a, b) a##b
+#define FP_POINTS_CAT_(a, b) FP_POINTS_CAT2_(a, b)
+
+/* Armed: the probe for tracers, then the runtime. Out of the caller's
+ * straight line: the branch is expected not taken. */
+#define FP_POINTS_FIRE_(site, kind, value)                                                   \
+  do {                                                                                       \
+    STAP_PROBE4(fieldprof, point, (site)->tag, (site)->name, (int)(kind), (int64_t)(value)); \
+    if (fieldprof_point_hit) fieldprof_point_hit((site), (kind), (int64_t)(value));          \
+  } while (0)
+
+#define FP_POINTS_HIT_(tag, name, kind, value)                                    \
+  do {                                                                            \
+    if (__builtin_expect(fieldprof_point_semaphore != 0, 0)) {                    \
+      static const struct fieldprof_point_site fp_points_site_ = {(tag), (name)}; \
+      FP_POINTS_FIRE_(&fp_points_site_, (kind), (value));                         \
+    }                                                                             \
+  } while (0)
+
+#define FP_POINT(tag, name) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_POINT, 0)
+#define FP_POINT_V(tag, name, value) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_POINT, value)
+#define FP_BEGIN(tag, name) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_BEGIN, 0)
+#define FP_BEGIN_V(tag, name, value) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_BEGIN, value)
+#define FP_END(tag, name) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_END, 0)
+
+#ifdef __cplusplus
+namespace fieldprof {
+
+/* FP_SCOPE's object: a begin when made, its end when destroyed, both or
+ * neither (a scope armed in between ends unrecorded). */
+class PointScope {
+ public:
+  explicit PointScope(const fieldprof_point_site* site, int64_t value = 0)
+      : site_(__builtin_expect(fieldprof_point_semaphore != 0, 0) ? site : nullptr) {
+    if (site_ != nullptr) FP_POINTS_FIRE_(site_, FP_POINT_KIND_BEGIN, value);
+  }
+  ~PointScope() {
+    if (site_ != nullptr) FP_POINTS_FIRE_(site_, FP_POINT_KIND_END, 0);
+  }
+  PointScope(const PointScope&) = delete;
+  PointScope& operator=(const PointScope&) = delete;
+
+ private:
+  const fieldprof_point_site* const site_;
+};
+
+}  // namespace fieldprof
+
+#define FP_SCOPE_V(tag, name, value)                                                            \
+  static const fieldprof_point_site FP_POINTS_CAT_(fp_points_scope_site_, __LINE__) = {(tag),   \
+                                                                                       (name)}; \
+  ::fieldprof::PointScope FP_POINTS_CAT_(fp_points_scope_, __LINE__)(                           \
+      &FP_POINTS_CAT_(fp_points_scope_site_, __LINE__), (value))
+#define FP_SCOPE(tag, name) FP_SCOPE_V(tag, name, 0)
+#endif /* __cplusplus */
+
+#endif /* FIELDPROF_POINTS_H_ */

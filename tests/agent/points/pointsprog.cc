@@ -1,0 +1,34 @@
+// A program with points in two phases (tests/agent/points/points_test.cc):
+//   fieldprof_pointsprog N [--arm]
+// runs N rounds of a "load" point, a "parse" scope and a point with a
+// value, and prints one result line. --arm raises the module's semaphore
+// itself first, as a tracer or the runtime would.
+#include <fieldprof/points.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+unsigned long Parse(unsigned long x) {
+  FP_SCOPE("startup", "parse");
+  for (int i = 0; i < 100; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  if (argc > 2 && !std::strcmp(argv[2], "--arm")) fieldprof_point_semaphore = 1;
+  const long n = std::atol(argv[1]);
+  unsigned long sum = 0;
+  for (long i = 0; i < n; ++i) {
+    FP_POINT("startup", "load");
+    sum += Parse(static_cast<unsigned long>(i)) & 0xff;
+    FP_POINT_V("startup", "parsed", i);
+  }
+  std::printf("sum %lu\n", sum);
+  return 0;
+}
