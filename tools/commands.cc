@@ -24,6 +24,7 @@ std::span<const Command> Commands() {
       {"lsp", "a language server: field costs on hover and at call sites in editors", CmdLsp},
       {"record", "sample a command's call stacks into a time tree; show any time range", CmdRecord},
       {"tree", "call trees with several metrics; add, mean, sub and min runs", CmdTree},
+      {"points", "instrumentation points per run: record, show, tags, compare", CmdPoints},
   };
   return kCommands;
 }

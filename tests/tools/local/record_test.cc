@@ -446,10 +446,11 @@ TEST(RecordTest, PingPongWaitsMatchTheKernelsSwitchCounts) {
     // sleep; its switch record says "preempt" when, by then, a wakeup had
     // already put it back on the run queue (a race a ping-pong hits a few
     // times in 3,000). So the waits are the voluntary switches less at most
-    // the recording's preemptions, and never more.
+    // the recording's preemptions. More only by a wait outside any wrapped
+    // call after the thread read its count (its exit, once in a while).
     const long long waits = NumberAfter(report, "idle transitions: ");
     EXPECT_EQ(NumberAfter(report, "to-idle (a thread began to wait), "), waits) << report;
-    EXPECT_LE(waits, voluntary) << report;
+    EXPECT_LE(waits, voluntary + std::max(0LL, NumberAfter(report, "not waits); "))) << report;
     EXPECT_GE(waits, voluntary - NumberAfter(report, "whole recording: ")) << report;
     EXPECT_GE(voluntary, 1000) << "the players took turns by waiting";
   }

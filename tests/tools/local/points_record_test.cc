@@ -1,0 +1,158 @@
+// fieldprof points end to end (issue #34): the recorder preloaded into a
+// real program built with <fieldprof/points.h>, the files it leaves, and
+// what show, tags, compare and the exports say of them.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+#include "tools/local/call_tree.h"
+
+namespace fieldprof {
+namespace {
+
+using json = nlohmann::json;
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kCli = FIELDPROF_CLI_BIN;
+const std::string kProg = FIELDPROF_POINTPHASES;
+constexpr int kRuns = 20;
+constexpr int kSlowRun = 7;
+
+// The program's own readings, per run, by name.
+std::vector<std::map<std::string, double>> OwnReadings(const std::string& text) {
+  std::vector<std::map<std::string, double>> runs;
+  std::istringstream in(text);
+  std::string name;
+  double ns;
+  while (in >> name >> ns) {
+    if (name == "begin->loaded") runs.emplace_back();
+    if (!runs.empty()) runs.back()[name] = ns;
+  }
+  return runs;
+}
+
+const json* Segment(const json& tag, const std::string& name) {
+  for (const json& s : tag["segments"]) {
+    if (s["name"] == name) return &s;
+  }
+  return nullptr;
+}
+
+// 20 runs, the 7th five times as slow: it is removed as dirty and named,
+// and the segments' means over the others are the program's own clock
+// readings within 1%.
+TEST(PointsRecordTest, TwentyRunsOneDirtyAndTheSegmentsMatchTheProgramsClock) {
+  TempDir dir;
+  std::string own, out;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("runs") + " --runs " +
+                           std::to_string(kRuns) + " -- " + kProg + " " + dir.File("counter") +
+                           " " + std::to_string(kSlowRun) + " 2>" + dir.File("stderr"),
+                       &own),
+            0);
+  const auto readings = OwnReadings(own);
+  ASSERT_EQ(readings.size(), static_cast<size_t>(kRuns)) << own;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["runs"].size(), static_cast<size_t>(kRuns));
+  for (const json& r : j["runs"]) {
+    EXPECT_TRUE(r["complete"].get<bool>());
+    EXPECT_EQ(r["lost"], 0);
+  }
+  ASSERT_EQ(j["tags"].size(), 1u);
+  const json& tag = j["tags"][0];
+  EXPECT_EQ(tag["tag"], "startup");
+  ASSERT_EQ(tag["removed"].size(), 1u) << tag.dump();
+  EXPECT_EQ(tag["removed"][0]["run"], kSlowRun - 1);  // runs are in start order, from 0
+  EXPECT_GT(tag["removed"][0]["modified_z"].get<double>(), 3.5);
+  EXPECT_EQ(tag["runs"].size(), static_cast<size_t>(kRuns - 1));
+  const std::map<std::string, std::string> names = {{"begin -> loaded", "begin->loaded"},
+                                                    {"loaded -> ready", "loaded->ready"},
+                                                    {"parse (scope)", "parse"}};
+  for (const auto& [segment, reading] : names) {
+    const json* s = Segment(tag, segment);
+    ASSERT_NE(s, nullptr) << segment << ": " << tag.dump();
+    double sum = 0;
+    for (int r = 0; r < kRuns; ++r) {
+      if (r != kSlowRun - 1) sum += readings[r].at(reading);
+    }
+    const double own_mean = sum / (kRuns - 1);
+    EXPECT_NEAR((*s)["mean_ns"].get<double>(), own_mean, own_mean * 0.01) << segment;
+    EXPECT_EQ((*s)["runs"], kRuns - 1) << segment;
+  }
+  // The text names the dirty run and why.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs"), &out), 0);
+  EXPECT_NE(out.find("removed run " + std::to_string(kSlowRun)), std::string::npos) << out;
+  EXPECT_NE(out.find("|M| > 3.5"), std::string::npos) << out;
+  // Kept, it is there: 20 runs.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --keep_dirty --json", &out),
+            0);
+  EXPECT_EQ(json::parse(out)["tags"][0]["runs"].size(), static_cast<size_t>(kRuns));
+}
+
+TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
+  TempDir dir;
+  std::string out;
+  // A: as built; B: the parse scope 30% slower. 6 runs each (none dirty).
+  for (const auto& [group, factor] : {std::pair{"a", "1"}, std::pair{"b", "1.3"}}) {
+    ASSERT_EQ(RunCommand(kCli + " points record --runs 6 -o " + dir.File(group) + " -- " + kProg +
+                             " " + dir.File(std::string("counter-") + group) + " 0 " + factor +
+                             " >/dev/null 2>&1",
+                         &out),
+              0);
+  }
+  ASSERT_EQ(RunCommand(kCli + " points tags " + dir.File("a"), &out), 0);
+  EXPECT_NE(out.find("startup"), std::string::npos) << out;
+  ASSERT_EQ(
+      RunCommand(kCli + " points compare " + dir.File("a") + " " + dir.File("b") + " --json", &out),
+      0)
+      << out;
+  std::map<std::string, bool> significant;
+  for (const json& r : json::parse(out)) significant[r["segment"]] = r["significant"];
+  EXPECT_TRUE(significant.at("parse (scope)")) << out;
+  EXPECT_TRUE(significant.at("loaded -> ready")) << out;
+  EXPECT_FALSE(significant.at("begin -> loaded")) << out;
+
+  // Chrome trace: a process per run; the scope as B/E, points as instants.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --chrome_trace " +
+                           dir.File("t.json") + " --tree " + dir.File("t.fptree") + " >/dev/null",
+                       &out),
+            0);
+  std::ifstream in(dir.File("t.json"));
+  const json trace = json::parse(in);
+  std::map<std::string, int> phases;
+  for (const json& e : trace["traceEvents"]) phases[e["ph"].get<std::string>()]++;
+  EXPECT_EQ(phases["M"], 6);
+  EXPECT_EQ(phases["B"], 6);
+  EXPECT_EQ(phases["E"], 6);
+  EXPECT_EQ(phases["i"], 18);
+  StatusOr<std::string> bytes = ReadWholeFile(dir.File("t.fptree"));
+  ASSERT_TRUE(bytes.ok());
+  StatusOr<local::CallTree> t = local::DecodeCallTree(*bytes);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const uint32_t parse = t->Find(local::CallTree::kRoot, "startup:parse");
+  ASSERT_NE(parse, local::CallTree::kNone);
+  EXPECT_EQ(t->self(parse, local::Metric::kCalls), 6);
+  EXPECT_GT(t->self(parse, local::Metric::kTimeNs), 6 * 3000000);
+}
+
+TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(RunCommand(kCli + " points record -o " + dir.File("none") + " -- /bin/true 2>&1", &out),
+            0);
+  EXPECT_NE(out.find("no point was recorded"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(kCli + " points show " + dir.File("missing") + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("no such file"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace fieldprof

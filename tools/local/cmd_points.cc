@@ -1,0 +1,233 @@
+// fieldprof points: instrumentation points (agent/include/fieldprof/
+// points.h) recorded on the developer's machine, per run (issue #34).
+//   fieldprof points record [-o DIR] [--runs N] -- CMD ARGS...
+//   fieldprof points show DIR... [--tag T] [--per_run] [--json]
+//                                [--chrome_trace F] [--tree F] [--keep_dirty]
+//   fieldprof points tags DIR...
+//   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/options.h"
+#include "tools/cli/command_args.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/runtime_env.h"
+#include "tools/cli/spawn.h"
+#include "tools/commands.h"
+#include "tools/local/points/points_format.h"
+#include "tools/local/points_file.h"
+#include "tools/local/points_report.h"
+
+namespace fieldprof::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "Instrumentation points: the tagged points a program marks with\n"
+    "<fieldprof/points.h> (FP_POINT, FP_SCOPE, FP_BEGIN/FP_END), recorded per run,\n"
+    "and the time between them.\n"
+    "  fieldprof points record -o startup.d --runs 20 -- ./myprog --init-only\n"
+    "  fieldprof points show startup.d              # per tag: segments across runs\n"
+    "  fieldprof points show startup.d --per_run    # and each run's values\n"
+    "  fieldprof points tags startup.d              # the tags, newest first\n"
+    "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
+    "  fieldprof points show startup.d --chrome_trace t.json --tree t.fptree\n"
+    "A segment is the time from one point to the next of the same tag (in time\n"
+    "order, any thread), or a scope's duration. Dirty runs (a span with modified\n"
+    "Z-score |M| > 3.5) are removed, never more than 5% of the runs, and named.";
+
+void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }
+
+int Record(int argc, char** argv) {
+  std::string output, lib_dir;
+  int64_t runs = 1;
+  OptionTable t("fieldprof points record", kUsage);
+  t.AddString("output", &output, "directory the runs' files go to (-o; default CMD.points)");
+  t.AddInt("runs", &runs, "run the command this many times", 1, 100000);
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_points.so");
+  t.AddShort('o', "output");
+  const int cmd_at = DoubleDashAt(argc, argv);
+  Status s;
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
+  const std::vector<std::string> cmd = ProgramArgs(argc, argv, cmd_at);
+  if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
+  if (s.ok() && !t.positional().empty()) {
+    s = InvalidArgument("unexpected '" + t.positional()[0] + "' (the command goes after --)");
+  }
+  if (!s.ok()) return UsageError(t, s);
+  if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".points";
+  StatusOr<std::string> dir = FindRuntime(lib_dir);
+  const std::string lib = dir.ok() ? *dir + "/" + local::points::kLibName : "";
+  if (dir.ok() && access(lib.c_str(), R_OK) != 0) {
+    dir = NotFound(*dir + " has no " + local::points::kLibName);
+  }
+  if (!dir.ok()) {
+    Say(dir.status().message());
+    return 3;
+  }
+  std::error_code ec;
+  const std::string out_dir = fs::absolute(output, ec).string();
+  if (Status m = MakeDirs(out_dir, FileAccess::kShared); ec || !m.ok()) {
+    Say("cannot make " + output + ": " + (ec ? ec.message() : m.message()));
+    return 3;
+  }
+  setenv(local::points::kDirEnv, out_dir.c_str(), 1);
+  PrependEnv("LD_PRELOAD", lib);
+  SpawnOptions so;
+  so.interrupt_child_only = true;
+  int failed = 0;
+  for (int64_t r = 1; r <= runs; ++r) {
+    if (runs > 1) {
+      std::fprintf(stderr, "%sfieldprof points: run %lld of %lld", isatty(2) ? "\r\033[K" : "",
+                   static_cast<long long>(r), static_cast<long long>(runs));
+      if (!isatty(2)) std::fprintf(stderr, "\n");
+    }
+    std::string error;
+    const int code = SpawnAndWait(cmd, so, &error);
+    if (code < 0) {
+      Say("cannot run " + cmd[0] + ": " + error);
+      return 127;
+    }
+    if (code != 0) {
+      ++failed;
+      std::fprintf(stderr, "%sfieldprof points: run %lld exited %d\n", isatty(2) ? "\r\033[K" : "",
+                   static_cast<long long>(r), code);
+    }
+  }
+  if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
+  StatusOr<std::vector<local::PointsRun>> all = local::ReadPointsRuns({out_dir});
+  if (!all.ok()) {
+    Say(all.status().message());
+    return 1;
+  }
+  size_t events = 0;
+  for (const local::PointsRun& r : *all) events += r.events.size();
+  std::fprintf(stderr,
+               "fieldprof points: %s: %zu process file%s, %zu events (fieldprof points show %s)\n",
+               output.c_str(), all->size(), all->size() == 1 ? "" : "s", events, output.c_str());
+  if (events == 0) {
+    Say("no point was recorded: does the program include <fieldprof/points.h> and pass one?");
+  }
+  return failed > 0 ? 1 : 0;
+}
+
+StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& paths) {
+  if (paths.empty()) return InvalidArgument("give a directory of recorded runs (or files)");
+  return local::ReadPointsRuns(paths);
+}
+
+int Show(const std::string& verb, int argc, char** argv) {
+  std::string tag, chrome, tree;
+  bool json = false, per_run = false, keep_dirty = false;
+  OptionTable t("fieldprof points " + verb, kUsage);
+  t.AddString("tag", &tag, "only this tag");
+  t.AddBool("json", &json, "print JSON");
+  if (verb == "show") {
+    t.AddBool("per_run", &per_run, "also each run's value of each segment");
+    t.AddBool("keep_dirty", &keep_dirty, "keep runs the modified Z-score calls dirty");
+    t.AddString("chrome_trace", &chrome, "also write the runs as Chrome trace event JSON here");
+    t.AddString("tree", &tree, "also write the runs' scopes as a call tree (.fptree) here");
+  }
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (!s.ok()) return UsageError(t, s);
+  StatusOr<std::vector<local::PointsRun>> runs = Load(t.positional());
+  if (!runs.ok()) {
+    if (runs.status().code() == StatusCode::kInvalidArgument && t.positional().empty()) {
+      return UsageError(t, runs.status());
+    }
+    Say(runs.status().message());
+    return 1;
+  }
+  local::PointsOptions o;
+  o.tag = tag;
+  o.remove_dirty = !keep_dirty;
+  const std::vector<local::TagReport> tags = local::AnalyzePoints(*runs, o);
+  if (!tag.empty() && tags.empty()) {
+    Say("no run has tag \"" + tag + "\"");
+    return 1;
+  }
+  if (!chrome.empty()) {
+    if (Status w = WriteFileDurably(chrome, local::PointsChromeTrace(*runs), FileAccess::kShared);
+        !w.ok()) {
+      Say(w.message());
+      return 1;
+    }
+  }
+  if (!tree.empty()) {
+    if (Status w = WriteFileDurably(tree, local::EncodeCallTree(local::PointsCallTree(*runs)),
+                                    FileAccess::kShared);
+        !w.ok()) {
+      Say(w.message());
+      return 1;
+    }
+  }
+  if (verb == "tags") {
+    std::cout << (json ? local::PointsJson(*runs, tags) : local::TagsText(tags));
+  } else {
+    std::cout << (json ? local::PointsJson(*runs, tags) : local::PointsText(*runs, tags, per_run));
+  }
+  return 0;
+}
+
+int Compare(int argc, char** argv) {
+  std::string tag;
+  bool json = false;
+  local::CompareOptions co;
+  OptionTable t("fieldprof points compare", kUsage);
+  t.AddString("tag", &tag, "only this tag");
+  t.AddBool("json", &json, "print JSON");
+  t.AddDouble("fdr", &co.fdr, "false discovery rate for a significant change", 0.0001, 0.5);
+  t.AddDouble("min_change", &co.min_change, "least change (of A's mean) that counts", 0, 10);
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok() && t.positional().size() != 2) {
+    s = InvalidArgument("give two groups of runs: fieldprof points compare A B");
+  }
+  if (!s.ok()) return UsageError(t, s);
+  local::PointsOptions o;
+  o.tag = tag;
+  std::vector<std::vector<local::TagReport>> groups;
+  for (const std::string& g : t.positional()) {
+    StatusOr<std::vector<local::PointsRun>> runs = Load({g});
+    if (!runs.ok()) {
+      Say(runs.status().message());
+      return 1;
+    }
+    groups.push_back(local::AnalyzePoints(*runs, o));
+  }
+  std::cout << local::PointsCompareText(groups[0], groups[1], co, json);
+  return 0;
+}
+
+}  // namespace
+
+int CmdPoints(int argc, char** argv) {
+  const std::string verb = argc >= 2 ? argv[1] : "";
+  if (verb == "record") return Record(argc - 1, argv + 1);
+  if (verb == "show" || verb == "tags") return Show(verb, argc - 1, argv + 1);
+  if (verb == "compare") return Compare(argc - 1, argv + 1);
+  OptionTable t("fieldprof points VERB", kUsage);
+  Status s;
+  if (verb == "--help" || verb == "-h" || verb.empty()) {
+    if (ParseOrShowHelp(t, 2, std::vector<const char*>{"points", "--help"}.data(), &s)) {
+      return verb.empty() ? 2 : 0;
+    }
+  }
+  if (verb.rfind("-", 0) == 0) {  // a flag before any verb: say what is wrong with it
+    OptionTable bare("fieldprof points", kUsage);
+    if (ParseOrShowHelp(bare, argc, argv, &s)) return 0;
+    if (!s.ok()) return UsageError(bare, s);
+  }
+  std::cerr << "fieldprof points: \"" << verb
+            << "\" is not a verb: record, show, tags, compare (see --help)\n";
+  return 2;
+}
+
+}  // namespace fieldprof::tools

@@ -1,0 +1,35 @@
+// The file `fieldprof points record`'s recorder (recorder.cc) writes for
+// each process, and tools/local/points_file.h reads: "FPPOINTS1\n", then
+// records, each a type byte and a fixed or length-prefixed body, all
+// little-endian:
+//   'H' header:  u32 pid, u64 realtime_ns at start, u16 len, the program's name
+//   'C' clock:   u64 tsc, u64 CLOCK_MONOTONIC ns, read together
+//   'S' site:    u64 id, u16 len, tag, u16 len, name (before its first event)
+//   'E' event:   u64 tsc, u64 site id, i64 value, u32 tid, u8 kind
+//   'L' lost:    u32 tid, u64 events the thread's buffer had no room for
+//   'X' the end: nothing follows (missing when the process was killed or
+//                exec'd: the file is still read up to its last record)
+// Times are TSC ticks, turned into ns by the clock pairs' straight line.
+#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_POINTS_FORMAT_H_
+#define FIELDPROF_TOOLS_LOCAL_POINTS_POINTS_FORMAT_H_
+
+#include <cstdint>
+
+namespace fieldprof::local::points {
+
+inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
+inline constexpr size_t kMagicSize = sizeof kMagic - 1;
+inline constexpr char kHeader = 'H', kClock = 'C', kSite = 'S', kEvent = 'E', kLost = 'L',
+                      kEnd = 'X';
+inline constexpr size_t kEventBody = 8 + 8 + 8 + 4 + 1;
+inline constexpr size_t kClockBody = 16;
+inline constexpr size_t kLostBody = 4 + 8;
+inline constexpr uint16_t kMaxString = 1024;  // longer tags and names are cut
+
+// Environment of the recorded processes.
+inline constexpr char kDirEnv[] = "FIELDPROF_POINTS_DIR";  // where each process writes
+inline constexpr char kLibName[] = "libfieldprof_points.so";
+
+}  // namespace fieldprof::local::points
+
+#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_POINTS_FORMAT_H_

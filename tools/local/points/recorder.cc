@@ -1,0 +1,403 @@
+// libfieldprof_points.so: the in-process half of `fieldprof points record`
+// (issue #34), preloaded into the command and every program it starts.
+//
+// Arming. At load, and after each dlopen, every loaded module's USDT notes
+// (.note.stapsdt, read from its file: the section is not loaded) are
+// searched for the fieldprof:point probes of agent/include/fieldprof/
+// points.h; their semaphore, one per module, is raised. From then on the
+// module's points call fieldprof_point_hit, defined here.
+//
+// Recording. fieldprof_point_hit puts the event (TSC, site, value, kind)
+// into its thread's ring: one writer (the thread), one reader (the drain
+// thread), no lock, no system call. A full ring counts the event as lost.
+// The drain thread empties every ring every 5 ms into
+// DIR/points-PID-RAND.fppoints (points_format.h), naming each site the
+// first time it sees it, with a clock pair (TSC, CLOCK_MONOTONIC) a second
+// so the reader can turn ticks into ns. At exit the last events, the
+// losses and an end mark are written. After fork the child starts its own
+// file and drain thread.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "agent/include/fieldprof/points.h"
+#include "tools/local/points/points_format.h"
+
+namespace {
+
+namespace pf = fieldprof::local::points;
+
+constexpr uint32_t kRingEvents = 1u << 14;  // per thread: 16,384 events, 512 KiB
+constexpr long kDrainNs = 5'000'000;
+
+struct Event {
+  uint64_t tsc;
+  const fieldprof_point_site* site;
+  int64_t value;
+  uint32_t kind;
+};
+
+struct Ring {
+  std::atomic<uint64_t> head{0};  // the thread's: events written
+  std::atomic<uint64_t> tail{0};  // the drain's: events taken
+  std::atomic<uint64_t> lost{0};
+  uint32_t tid = 0;
+  Ring* next = nullptr;
+  Event ev[kRingEvents];
+};
+
+std::atomic<Ring*> g_rings{nullptr};
+__thread Ring* t_ring __attribute__((tls_model("initial-exec")));
+std::atomic<bool> g_recording{false};
+std::atomic<bool> g_stop{false};
+pthread_t g_drain;
+bool g_drain_started = false;
+int g_fd = -1;
+std::string g_dir;
+std::mutex g_arm_mu;                         // arming (load, dlopen)
+std::unordered_set<uintptr_t>* g_armed;      // semaphores raised
+std::unordered_set<std::string>* g_scanned;  // modules read, by path and base
+
+uint64_t MonoNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+Ring* NewRing() {
+  void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  Ring* r = new (p) Ring();
+  r->tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  Ring* head = g_rings.load(std::memory_order_relaxed);
+  do {
+    r->next = head;
+  } while (!g_rings.compare_exchange_weak(head, r, std::memory_order_release,
+                                          std::memory_order_relaxed));
+  t_ring = r;
+  return r;
+}
+
+// ---------------------------------------------------------------- the file
+
+// What the drain thread writes, gathered and written in one go.
+class Out {
+ public:
+  void Put(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    buf_.insert(buf_.end(), c, c + n);
+  }
+  template <typename T>
+  void Put(T v) {
+    Put(&v, sizeof v);
+  }
+  void Str(const char* s) {
+    const size_t n = s == nullptr ? 0 : strnlen(s, pf::kMaxString);
+    Put(static_cast<uint16_t>(n));
+    Put(s, n);
+  }
+  void Clock() {
+    Put(pf::kClock);
+    Put(static_cast<uint64_t>(__rdtsc()));
+    Put(MonoNs());
+  }
+  void Flush() {
+    size_t off = 0;
+    while (off < buf_.size() && g_fd >= 0) {
+      const ssize_t w = write(g_fd, buf_.data() + off, buf_.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // a full disk: the rest of this batch is gone
+      off += static_cast<size_t>(w);
+    }
+    buf_.clear();
+  }
+
+ private:
+  std::vector<char> buf_;
+};
+
+std::unordered_set<const void*>* g_sites;  // named in the file already (drain only)
+
+// Takes every ring's events into `o`; true when there were any.
+bool DrainInto(Out& o) {
+  bool any = false;
+  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    const uint64_t head = r->head.load(std::memory_order_acquire);
+    uint64_t tail = r->tail.load(std::memory_order_relaxed);
+    for (; tail != head; ++tail) {
+      const Event& e = r->ev[tail & (kRingEvents - 1)];
+      if (g_sites->insert(e.site).second) {
+        o.Put(pf::kSite);
+        o.Put(reinterpret_cast<uint64_t>(e.site));
+        o.Str(e.site->tag);
+        o.Str(e.site->name);
+      }
+      o.Put(pf::kEvent);
+      o.Put(e.tsc);
+      o.Put(reinterpret_cast<uint64_t>(e.site));
+      o.Put(e.value);
+      o.Put(r->tid);
+      o.Put(static_cast<uint8_t>(e.kind));
+      any = true;
+    }
+    r->tail.store(tail, std::memory_order_release);
+  }
+  return any;
+}
+
+void* DrainLoop(void*) {
+  Out o;
+  uint64_t last_clock = MonoNs();
+  while (!g_stop.load(std::memory_order_acquire)) {
+    timespec ts{0, kDrainNs};
+    nanosleep(&ts, nullptr);
+    // A clock pair with every batch of events, so the file of a process
+    // killed later still turns its ticks into time; one a second else.
+    if (DrainInto(o) || MonoNs() - last_clock > 1000000000ull) {
+      o.Clock();
+      last_clock = MonoNs();
+    }
+    o.Flush();
+  }
+  return nullptr;
+}
+
+std::string ProgramName() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "?";
+  buf[n] = 0;
+  const char* slash = strrchr(buf, '/');
+  return slash != nullptr ? slash + 1 : buf;
+}
+
+bool OpenFile() {
+  uint32_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
+    rnd = static_cast<uint32_t>(MonoNs());
+  char path[4200];
+  snprintf(path, sizeof path, "%s/points-%d-%08x.fppoints", g_dir.c_str(), getpid(), rnd);
+  g_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (g_fd < 0) {
+    fprintf(stderr, "fieldprof points: cannot write %s: %s\n", path, strerror(errno));
+    return false;
+  }
+  Out o;
+  o.Put(pf::kMagic, pf::kMagicSize);
+  o.Put(pf::kHeader);
+  o.Put(static_cast<uint32_t>(getpid()));
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  o.Put(static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec));
+  o.Str(ProgramName().c_str());
+  o.Clock();
+  o.Flush();
+  return true;
+}
+
+void StartDrain() {
+  g_stop.store(false);
+  // The drain thread takes no signal meant for the program.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  g_drain_started = pthread_create(&g_drain, nullptr, DrainLoop, nullptr) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void Finish() {
+  if (!g_recording.exchange(false)) return;
+  if (g_drain_started) {
+    g_stop.store(true, std::memory_order_release);
+    pthread_join(g_drain, nullptr);
+    g_drain_started = false;
+  }
+  Out o;
+  DrainInto(o);
+  o.Clock();
+  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    const uint64_t lost = r->lost.load(std::memory_order_relaxed);
+    if (lost == 0) continue;
+    o.Put(pf::kLost);
+    o.Put(r->tid);
+    o.Put(lost);
+  }
+  o.Put(pf::kEnd);
+  o.Flush();
+  close(g_fd);
+  g_fd = -1;
+}
+
+// ---------------------------------------------------------------- arming
+
+// The fieldprof:point semaphores in the USDT notes of the ELF file at
+// `path`, as addresses in the file (link-time).
+std::vector<uint64_t> PointSemaphores(const char* path) {
+  std::vector<uint64_t> out;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  ElfW(Ehdr) eh;
+  std::vector<ElfW(Shdr)> sh;
+  std::vector<char> names;
+  const auto read_at = [fd](void* p, size_t n, off_t off) {
+    return pread(fd, p, n, off) == static_cast<ssize_t>(n);
+  };
+  if (read_at(&eh, sizeof eh, 0) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(ElfW(Shdr)) &&
+      eh.e_shnum > 0 && eh.e_shnum < 65280 && eh.e_shstrndx < eh.e_shnum) {
+    sh.resize(eh.e_shnum);
+    if (read_at(sh.data(), sizeof(ElfW(Shdr)) * sh.size(), static_cast<off_t>(eh.e_shoff))) {
+      const ElfW(Shdr)& strs = sh[eh.e_shstrndx];
+      names.resize(strs.sh_size + 1);
+      if (strs.sh_size < (1u << 24) &&
+          read_at(names.data(), strs.sh_size, static_cast<off_t>(strs.sh_offset))) {
+        names.back() = 0;
+        for (const ElfW(Shdr) & s : sh) {
+          if (s.sh_type != SHT_NOTE || s.sh_name >= strs.sh_size ||
+              strcmp(names.data() + s.sh_name, ".note.stapsdt") != 0 || s.sh_size > (1u << 26)) {
+            continue;
+          }
+          std::vector<char> note(s.sh_size);
+          if (!read_at(note.data(), note.size(), static_cast<off_t>(s.sh_offset))) continue;
+          for (size_t at = 0; at + 12 <= note.size();) {
+            uint32_t namesz, descsz, type;
+            memcpy(&namesz, &note[at], 4);
+            memcpy(&descsz, &note[at + 4], 4);
+            memcpy(&type, &note[at + 8], 4);
+            const size_t name_at = at + 12;
+            const size_t desc_at = name_at + ((namesz + 3) & ~size_t{3});
+            const size_t next = desc_at + ((descsz + 3) & ~size_t{3});
+            if (next > note.size() || next <= at) break;
+            if (type == 3 && namesz == 8 && memcmp(&note[name_at], "stapsdt", 8) == 0 &&
+                descsz > 24) {
+              uint64_t sem;
+              memcpy(&sem, &note[desc_at + 16], 8);
+              const std::string text(&note[desc_at + 24], descsz - 24);
+              const std::string provider = text.c_str();
+              const std::string probe = text.c_str() + std::min(text.size(), provider.size() + 1);
+              if (provider == "fieldprof" && probe == "point" && sem != 0) out.push_back(sem);
+            }
+            at = next;
+          }
+        }
+      }
+    }
+  }
+  close(fd);
+  return out;
+}
+
+int ArmModule(dl_phdr_info* info, size_t, void*) {
+  const char* path = info->dlpi_name;
+  std::string self;
+  if (path == nullptr || path[0] == 0) {
+    self = "/proc/self/exe";
+    path = self.c_str();
+  }
+  const std::string key = std::string(path) + "@" + std::to_string(info->dlpi_addr);
+  if (!g_scanned->insert(key).second) return 0;
+  for (uint64_t sem : PointSemaphores(path)) {
+    const uintptr_t at = info->dlpi_addr + sem;
+    if (!g_armed->insert(at).second) continue;
+    auto* s = reinterpret_cast<volatile unsigned short*>(at);
+    *s = static_cast<unsigned short>(*s + 1);
+  }
+  return 0;
+}
+
+void ArmAll() {
+  std::lock_guard<std::mutex> l(g_arm_mu);
+  if (g_armed == nullptr) return;
+  dl_iterate_phdr(ArmModule, nullptr);
+}
+
+void AtForkChild() {
+  if (!g_recording.load()) return;
+  // The parent's events are its own: this process starts empty.
+  for (Ring* r = g_rings.load(); r != nullptr; r = r->next) {
+    r->tail.store(r->head.load());
+    r->lost.store(0);
+  }
+  t_ring = nullptr;  // this thread's ring carries the parent's tid
+  g_drain_started = false;
+  g_sites->clear();
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
+  if (!OpenFile()) {
+    g_recording.store(false);
+    return;
+  }
+  StartDrain();
+}
+
+__attribute__((constructor)) void Start() {
+  const char* dir = getenv(pf::kDirEnv);
+  if (dir == nullptr || dir[0] == 0) return;
+  g_dir = dir;
+  g_armed = new std::unordered_set<uintptr_t>();
+  g_scanned = new std::unordered_set<std::string>();
+  g_sites = new std::unordered_set<const void*>();
+  if (!OpenFile()) return;
+  g_recording.store(true);
+  StartDrain();
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+  atexit(Finish);
+  ArmAll();
+}
+
+__attribute__((destructor)) void Stop() { Finish(); }
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_point_site* site,
+                                                                int kind, int64_t value) {
+  if (!g_recording.load(std::memory_order_relaxed)) return;
+  Ring* r = t_ring;
+  if (__builtin_expect(r == nullptr, 0)) {
+    r = NewRing();
+    if (r == nullptr) return;
+  }
+  const uint64_t head = r->head.load(std::memory_order_relaxed);
+  if (head - r->tail.load(std::memory_order_acquire) >= kRingEvents) {
+    r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return;
+  }
+  Event& e = r->ev[head & (kRingEvents - 1)];
+  e.tsc = __rdtsc();
+  e.site = site;
+  e.value = value;
+  e.kind = static_cast<uint32_t>(kind);
+  r->head.store(head + 1, std::memory_order_release);
+}
+
+// Modules opened later are armed as they come.
+__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
+  static auto real = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
+  void* h = real(file, mode);
+  if (h != nullptr && g_recording.load()) ArmAll();
+  return h;
+}
+
+}  // extern "C"

@@ -1,0 +1,54 @@
+// The points a process recorded under `fieldprof points record`
+// (tools/local/points/points_format.h), read back: its sites, and its
+// events in time order with their times in ns since the process started.
+#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_FILE_H_
+#define FIELDPROF_TOOLS_LOCAL_POINTS_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fieldprof::local {
+
+enum class PointKind : uint8_t { kPoint = 0, kBegin = 1, kEnd = 2 };
+
+struct PointSite {
+  std::string tag, name;
+};
+
+struct PointEvent {
+  int64_t t_ns;   // since the process's recording began
+  uint32_t site;  // index into PointsRun::sites
+  uint32_t tid;
+  int64_t value;
+  PointKind kind;
+};
+
+struct PointsRun {
+  std::string file;  // where it was read from
+  std::string program;
+  uint32_t pid = 0;
+  uint64_t start_unix_ns = 0;  // when the recording began (CLOCK_REALTIME)
+  std::vector<PointSite> sites;
+  std::vector<PointEvent> events;  // by time
+  uint64_t lost = 0;               // events the threads' buffers had no room for
+  bool complete = false;           // false: the process was killed or exec'd first
+};
+
+// One process's file, from its bytes; a damaged record ends the reading
+// with the events before it kept, unless the header itself is damaged.
+[[nodiscard]] StatusOr<PointsRun> DecodePointsRun(std::string_view bytes);
+[[nodiscard]] StatusOr<PointsRun> ReadPointsRun(const std::string& path);
+
+// Every *.fppoints file under each of `paths` (a directory, searched one
+// level deep, or a file), ordered by when each process began. An
+// unreadable file is an error naming it.
+[[nodiscard]] StatusOr<std::vector<PointsRun>> ReadPointsRuns(
+    const std::vector<std::string>& paths);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_FILE_H_

@@ -1,0 +1,465 @@
+#include "tools/local/points_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "common/permutation_test.h"
+#include "tools/cli/format.h"
+
+namespace fieldprof::local {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr double kDirtyZ = 3.5;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct RunValue {
+  double ns = 0;
+  uint64_t count = 0;
+};
+
+// One run's segments of one tag, keyed "from\x1fto" (scopes "\x1escope\x1fname").
+struct RunTag {
+  std::map<std::string, RunValue> values;
+  std::vector<std::string> order;  // keys as they first occur
+  int64_t first = 0, last = 0;
+  bool any = false;
+};
+
+std::string ScopeKey(const std::string& name) { return "\x1e" + name; }
+
+std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
+  std::map<std::string, RunTag> by_tag;
+  std::map<std::string, const PointEvent*> last_point;  // per tag
+  // Open scopes per thread: site and begin time.
+  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, int64_t>>> open;
+  const auto add = [&](RunTag& t, const std::string& key, int64_t ns) {
+    auto [it, fresh] = t.values.try_emplace(key);
+    if (fresh) t.order.push_back(key);
+    it->second.ns += static_cast<double>(ns);
+    ++it->second.count;
+  };
+  for (const PointEvent& e : run.events) {
+    const PointSite& s = run.sites[e.site];
+    RunTag& t = by_tag[s.tag];
+    if (!t.any) t.first = e.t_ns;
+    t.any = true;
+    t.last = e.t_ns;
+    if (e.kind == PointKind::kPoint) {
+      const PointEvent*& prev = last_point[s.tag];
+      if (prev != nullptr) {
+        add(t, run.sites[prev->site].name + "\x1f" + s.name, e.t_ns - prev->t_ns);
+      }
+      prev = &e;
+    } else if (e.kind == PointKind::kBegin) {
+      open[e.tid].emplace_back(e.site, e.t_ns);
+    } else {
+      // The innermost open scope of this name on the thread.
+      auto& stack = open[e.tid];
+      for (size_t i = stack.size(); i-- > 0;) {
+        const PointSite& b = run.sites[stack[i].first];
+        if (b.tag == s.tag && b.name == s.name) {
+          add(t, ScopeKey(s.name), e.t_ns - stack[i].second);
+          stack.erase(stack.begin() + static_cast<long>(i));
+          break;
+        }
+      }
+    }
+  }
+  return by_tag;
+}
+
+}  // namespace
+
+std::string SegmentStats::Name() const { return scope ? from + " (scope)" : from + " -> " + to; }
+
+std::vector<double> ModifiedZ(const std::vector<double>& x) {
+  std::vector<double> z(x.size(), 0);
+  if (x.size() < 3) return z;
+  const double med = Median(x);
+  std::vector<double> dev;
+  double mean_abs = 0;
+  for (double v : x) {
+    dev.push_back(std::fabs(v - med));
+    mean_abs += std::fabs(v - med);
+  }
+  mean_abs /= static_cast<double>(x.size());
+  const double mad = Median(dev);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (mad > 0) {
+      z[i] = 0.6745 * (x[i] - med) / mad;
+    } else if (mean_abs > 0) {
+      z[i] = 0.7979 * (x[i] - med) / mean_abs;
+    }
+  }
+  return z;
+}
+
+std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const PointsOptions& o) {
+  std::vector<std::map<std::string, RunTag>> per_run;
+  per_run.reserve(runs.size());
+  std::vector<std::string> tag_order;
+  std::set<std::string> tags_seen;
+  for (const PointsRun& r : runs) {
+    per_run.push_back(SegmentsOf(r));
+    for (const PointEvent& e : r.events) {
+      const std::string& tag = r.sites[e.site].tag;
+      if ((o.tag.empty() || o.tag == tag) && tags_seen.insert(tag).second) tag_order.push_back(tag);
+    }
+  }
+  std::vector<TagReport> out;
+  for (const std::string& tag : tag_order) {
+    TagReport t;
+    t.tag = tag;
+    std::vector<size_t> with;
+    std::vector<double> spans;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const auto it = per_run[i].find(tag);
+      if (it == per_run[i].end() || !it->second.any) continue;
+      with.push_back(i);
+      spans.push_back(static_cast<double>(it->second.last - it->second.first));
+      t.last_unix_ns = std::max(t.last_unix_ns, static_cast<int64_t>(runs[i].start_unix_ns));
+    }
+    // Dirty runs: the largest |M| first, at most 5% of the runs.
+    std::set<size_t> drop;
+    if (o.remove_dirty) {
+      const std::vector<double> z = ModifiedZ(spans);
+      std::vector<size_t> by_z(with.size());
+      for (size_t k = 0; k < by_z.size(); ++k) by_z[k] = k;
+      std::sort(by_z.begin(), by_z.end(),
+                [&](size_t a, size_t b) { return std::fabs(z[a]) > std::fabs(z[b]); });
+      const size_t cap = with.size() / 20;
+      for (size_t k : by_z) {
+        if (std::fabs(z[k]) <= kDirtyZ) break;
+        DirtyRun d{with[k], spans[k], z[k]};
+        if (t.removed.size() < cap) {
+          t.removed.push_back(d);
+          drop.insert(with[k]);
+        } else {
+          t.kept_outliers.push_back(d);
+        }
+      }
+    }
+    for (size_t k = 0; k < with.size(); ++k) {
+      if (drop.count(with[k]) == 0) {
+        t.runs.push_back(with[k]);
+        t.span_ns.push_back(spans[k]);
+      }
+    }
+    // Segments, in the order they first occur over the kept runs.
+    std::map<std::string, size_t> index;
+    for (size_t k = 0; k < t.runs.size(); ++k) {
+      const RunTag& rt = per_run[t.runs[k]].at(tag);
+      for (const std::string& key : rt.order) {
+        auto [it, fresh] = index.try_emplace(key, t.segments.size());
+        if (fresh) {
+          SegmentStats s;
+          s.scope = key[0] == '\x1e';
+          if (s.scope) {
+            s.from = key.substr(1);
+          } else {
+            const size_t sep = key.find('\x1f');
+            s.from = key.substr(0, sep);
+            s.to = key.substr(sep + 1);
+          }
+          s.per_run.assign(t.runs.size(), std::nan(""));
+          s.count.assign(t.runs.size(), 0);
+          t.segments.push_back(std::move(s));
+        }
+        SegmentStats& s = t.segments[it->second];
+        const RunValue& v = rt.values.at(key);
+        s.per_run[k] = v.ns;
+        s.count[k] = v.count;
+      }
+    }
+    for (SegmentStats& s : t.segments) {
+      std::vector<double> present;
+      for (double v : s.per_run) {
+        if (!std::isnan(v)) present.push_back(v);
+      }
+      s.runs = present.size();
+      if (present.empty()) continue;
+      double sum = 0;
+      for (double v : present) sum += v;
+      s.mean = sum / static_cast<double>(present.size());
+      s.median = Median(present);
+      s.min = *std::min_element(present.begin(), present.end());
+      s.max = *std::max_element(present.begin(), present.end());
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+std::string RunLabel(const std::vector<PointsRun>& runs, size_t i) {
+  return "run " + std::to_string(i + 1) + " (pid " + std::to_string(runs[i].pid) + ")";
+}
+
+std::string Dirty(const std::vector<PointsRun>& runs, const DirtyRun& d) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s: span %s, modified Z %+.1f", RunLabel(runs, d.run).c_str(),
+                tools::FormatNanos(d.span_ns).c_str(), d.z);
+  return buf;
+}
+
+}  // namespace
+
+std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
+                       bool per_run) {
+  std::string out;
+  char buf[512];
+  uint64_t lost = 0;
+  size_t cut = 0;
+  for (const PointsRun& r : runs) {
+    lost += r.lost;
+    cut += !r.complete;
+  }
+  std::snprintf(buf, sizeof buf, "%zu run%s of %s, %zu tag%s\n", runs.size(),
+                runs.size() == 1 ? "" : "s", runs.empty() ? "-" : runs[0].program.c_str(),
+                tags.size(), tags.size() == 1 ? "" : "s");
+  out += buf;
+  if (lost > 0) {
+    out += "warning: " + std::to_string(lost) +
+           " events were lost (a thread's buffer was full: the drain fell behind)\n";
+  }
+  if (cut > 0) {
+    out += "note: " + std::to_string(cut) +
+           " run(s) ended without closing their file (killed, or exec'd): read up to their last "
+           "write\n";
+  }
+  for (const TagReport& t : tags) {
+    std::snprintf(buf, sizeof buf, "\ntag %s: %zu run%s", t.tag.c_str(), t.runs.size(),
+                  t.runs.size() == 1 ? "" : "s");
+    out += buf;
+    if (!t.removed.empty()) out += ", " + std::to_string(t.removed.size()) + " removed as dirty";
+    out += "\n";
+    for (const DirtyRun& d : t.removed) out += "  removed " + Dirty(runs, d) + " (|M| > 3.5)\n";
+    for (const DirtyRun& d : t.kept_outliers) {
+      out += "  kept, over the 5% cap: " + Dirty(runs, d) + "\n";
+    }
+    std::snprintf(buf, sizeof buf, "  %-40s %5s %8s %11s %11s %11s %11s\n", "segment", "runs",
+                  "per run", "mean", "median", "min", "max");
+    out += buf;
+    for (const SegmentStats& s : t.segments) {
+      double calls = 0;
+      for (uint64_t c : s.count) calls += static_cast<double>(c);
+      std::snprintf(buf, sizeof buf, "  %-40s %5zu %8.1f %11s %11s %11s %11s\n", s.Name().c_str(),
+                    s.runs, s.runs ? calls / static_cast<double>(s.runs) : 0.0,
+                    tools::FormatNanos(s.mean).c_str(), tools::FormatNanos(s.median).c_str(),
+                    tools::FormatNanos(s.min).c_str(), tools::FormatNanos(s.max).c_str());
+      out += buf;
+    }
+    if (!per_run) continue;
+    out += "  per run (ns):\n    run";
+    for (size_t j = 0; j < t.segments.size(); ++j) out += "\t" + t.segments[j].Name();
+    out += "\n";
+    for (size_t k = 0; k < t.runs.size(); ++k) {
+      out += "    " + std::to_string(t.runs[k] + 1);
+      for (const SegmentStats& s : t.segments) {
+        out += std::isnan(s.per_run[k]) ? "\t-" : "\t" + std::to_string(std::llround(s.per_run[k]));
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
+  json j;
+  j["runs"] = json::array();
+  for (const PointsRun& r : runs) {
+    j["runs"].push_back({{"file", r.file},
+                         {"program", r.program},
+                         {"pid", r.pid},
+                         {"start_unix_ns", r.start_unix_ns},
+                         {"events", r.events.size()},
+                         {"lost", r.lost},
+                         {"complete", r.complete}});
+  }
+  j["tags"] = json::array();
+  for (const TagReport& t : tags) {
+    json jt = {{"tag", t.tag}, {"runs", t.runs}, {"span_ns", t.span_ns}};
+    for (const char* which : {"removed", "kept_outliers"}) {
+      json& d = jt[which] = json::array();
+      for (const DirtyRun& r : std::string(which) == "removed" ? t.removed : t.kept_outliers) {
+        d.push_back({{"run", r.run}, {"span_ns", r.span_ns}, {"modified_z", r.z}});
+      }
+    }
+    jt["segments"] = json::array();
+    for (const SegmentStats& s : t.segments) {
+      json per_run = json::array();
+      for (double v : s.per_run) per_run.push_back(std::isnan(v) ? json(nullptr) : json(v));
+      jt["segments"].push_back({{"name", s.Name()},
+                                {"from", s.from},
+                                {"to", s.to},
+                                {"scope", s.scope},
+                                {"runs", s.runs},
+                                {"mean_ns", s.mean},
+                                {"median_ns", s.median},
+                                {"min_ns", s.min},
+                                {"max_ns", s.max},
+                                {"per_run_ns", per_run},
+                                {"count", s.count}});
+    }
+    j["tags"].push_back(std::move(jt));
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string TagsText(const std::vector<TagReport>& tags) {
+  std::vector<const TagReport*> order;
+  for (const TagReport& t : tags) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const TagReport* a, const TagReport* b) {
+    return a->last_unix_ns > b->last_unix_ns;
+  });
+  std::string out = "tag                              runs  segments  newest run\n";
+  char buf[256];
+  for (const TagReport* t : order) {
+    const time_t secs = static_cast<time_t>(t->last_unix_ns / 1000000000);
+    tm tm_utc;
+    gmtime_r(&secs, &tm_utc);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm_utc);
+    std::snprintf(buf, sizeof buf, "%-32s %5zu %9zu  %s\n", t->tag.c_str(),
+                  t->runs.size() + t->removed.size(), t->segments.size(), when);
+    out += buf;
+  }
+  return out;
+}
+
+std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector<TagReport>& b,
+                              const CompareOptions& o, bool as_json) {
+  struct Row {
+    std::string tag, name;
+    double mean_a, mean_b, p = 1, q = 1;
+    size_t runs_a, runs_b;
+  };
+  std::vector<Row> rows;
+  std::vector<double> p;
+  for (const TagReport& ta : a) {
+    for (const TagReport& tb : b) {
+      if (tb.tag != ta.tag) continue;
+      for (const SegmentStats& sa : ta.segments) {
+        for (const SegmentStats& sb : tb.segments) {
+          if (sb.Name() != sa.Name()) continue;
+          std::vector<double> va, vb;
+          for (double v : sa.per_run) {
+            if (!std::isnan(v)) va.push_back(v);
+          }
+          for (double v : sb.per_run) {
+            if (!std::isnan(v)) vb.push_back(v);
+          }
+          PermutationOptions po;
+          const PermutationResult r = TwoSampleMeanTest(va, vb, po);
+          rows.push_back({ta.tag, sa.Name(), sa.mean, sb.mean, r.p_value, 1, va.size(), vb.size()});
+          p.push_back(r.p_value);
+        }
+      }
+    }
+  }
+  const std::vector<double> q = BenjaminiHochberg(p);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].q = q[i];
+  const auto significant = [&](const Row& r) {
+    return r.q <= o.fdr && r.mean_a > 0 &&
+           std::fabs(r.mean_b - r.mean_a) >= o.min_change * r.mean_a;
+  };
+  if (as_json) {
+    json j = json::array();
+    for (const Row& r : rows) {
+      j.push_back({{"tag", r.tag},
+                   {"segment", r.name},
+                   {"mean_a_ns", r.mean_a},
+                   {"mean_b_ns", r.mean_b},
+                   {"runs_a", r.runs_a},
+                   {"runs_b", r.runs_b},
+                   {"p", r.p},
+                   {"q", r.q},
+                   {"significant", significant(r)}});
+    }
+    return j.dump(2) + "\n";
+  }
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %8s %8s %8s\n", "tag", "segment", "A mean",
+                "B mean", "change", "p", "q");
+  out += buf;
+  for (const Row& r : rows) {
+    const double change = r.mean_a > 0 ? (r.mean_b - r.mean_a) / r.mean_a * 100 : 0;
+    std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %+7.1f%% %8.4f %8.4f%s\n", r.tag.c_str(),
+                  r.name.c_str(), tools::FormatNanos(r.mean_a).c_str(),
+                  tools::FormatNanos(r.mean_b).c_str(), change, r.p, r.q,
+                  significant(r) ? "  *" : "");
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "* B differs from A: q <= %.3g (permutation test over the runs, "
+                "Benjamini-Hochberg) and a change of at least %.0f%%\n",
+                o.fdr, o.min_change * 100);
+  out += buf;
+  return out;
+}
+
+std::string PointsChromeTrace(const std::vector<PointsRun>& runs) {
+  json events = json::array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const PointsRun& r = runs[i];
+    const int pid = static_cast<int>(i + 1);
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", pid},
+                      {"args", {{"name", "run " + std::to_string(i + 1) + ": " + r.program}}}});
+    for (const PointEvent& e : r.events) {
+      const PointSite& s = r.sites[e.site];
+      json ev = {{"name", s.name},
+                 {"cat", s.tag},
+                 {"pid", pid},
+                 {"tid", e.tid},
+                 {"ts", static_cast<double>(e.t_ns) / 1000.0}};
+      if (e.kind == PointKind::kPoint) {
+        ev["ph"] = "i";
+        ev["s"] = "t";
+      } else {
+        ev["ph"] = e.kind == PointKind::kBegin ? "B" : "E";
+      }
+      if (e.value != 0) ev["args"] = {{"value", e.value}};
+      events.push_back(std::move(ev));
+    }
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump() + "\n";
+}
+
+CallTree PointsCallTree(const std::vector<PointsRun>& runs) {
+  CallTree t;
+  for (const PointsRun& r : runs) {
+    CallTreeBuilder b(&t);
+    int64_t end = 0;
+    for (const PointEvent& e : r.events) {
+      const PointSite& s = r.sites[e.site];
+      if (e.kind == PointKind::kBegin) b.Enter(e.tid, s.tag + ":" + s.name, e.t_ns);
+      if (e.kind == PointKind::kEnd) b.Exit(e.tid, e.t_ns);
+      end = e.t_ns;
+    }
+    b.Finish(end);
+  }
+  t.set_metrics(Bit(Metric::kCalls) | Bit(Metric::kTimeNs));
+  t.runs = static_cast<uint32_t>(runs.size());
+  t.description = "points of " + std::to_string(runs.size()) + " runs";
+  return t;
+}
+
+}  // namespace fieldprof::local
