@@ -144,6 +144,21 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
   EXPECT_GT(t->self(parse, local::Metric::kTimeNs), 6 * 3000000);
 }
 
+// -o with a bare name: a directory in the current one, which the program
+// may leave (the recorder writes where record said, made absolute).
+TEST(PointsRecordTest, ABareOutputNameIsADirectoryHere) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(
+      RunCommand("cd " + dir.path() + " && " + kCli + " points record -o bare -- sh -c 'cd / && " +
+                     kProg + " " + dir.File("counter") + " 0' >/dev/null 2>&1",
+                 &out),
+      0);
+  ASSERT_EQ(RunCommand("cd " + dir.path() + " && " + kCli + " points show bare --json", &out), 0)
+      << out;
+  EXPECT_EQ(json::parse(out)["runs"].size(), 1u) << out;
+}
+
 TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {
   TempDir dir;
   std::string out;

@@ -5,7 +5,8 @@
 // (.note.stapsdt, read from its file: the section is not loaded) are
 // searched for the fieldprof:point probes of agent/include/fieldprof/
 // points.h; their semaphore, one per module, is raised. From then on the
-// module's points call fieldprof_point_hit, defined here.
+// module's points call fieldprof_point_hit, defined here. A process with
+// no such module (a shell, make) gets no file and no thread.
 //
 // Recording. fieldprof_point_hit puts the event (TSC, site, value, kind)
 // into its thread's ring: one writer (the thread), one reader (the drain
@@ -325,10 +326,12 @@ int ArmModule(dl_phdr_info* info, size_t, void*) {
   return 0;
 }
 
-void ArmAll() {
+// Arms what is loaded; true when some module has points.
+bool ArmAll() {
   std::lock_guard<std::mutex> l(g_arm_mu);
-  if (g_armed == nullptr) return;
+  if (g_armed == nullptr) return false;
   dl_iterate_phdr(ArmModule, nullptr);
+  return !g_armed->empty();
 }
 
 void AtForkChild() {
@@ -350,6 +353,19 @@ void AtForkChild() {
   StartDrain();
 }
 
+// The file and the drain thread, once a module with points is loaded: a
+// process without any (a shell, make) leaves no file and gets no thread.
+void Begin() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!OpenFile()) return;
+    g_recording.store(true);
+    StartDrain();
+    pthread_atfork(nullptr, nullptr, AtForkChild);
+    atexit(Finish);
+  });
+}
+
 __attribute__((constructor)) void Start() {
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
@@ -357,12 +373,7 @@ __attribute__((constructor)) void Start() {
   g_armed = new std::unordered_set<uintptr_t>();
   g_scanned = new std::unordered_set<std::string>();
   g_sites = new std::unordered_set<const void*>();
-  if (!OpenFile()) return;
-  g_recording.store(true);
-  StartDrain();
-  pthread_atfork(nullptr, nullptr, AtForkChild);
-  atexit(Finish);
-  ArmAll();
+  if (ArmAll()) Begin();
 }
 
 __attribute__((destructor)) void Stop() { Finish(); }
@@ -396,7 +407,7 @@ __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   static auto real = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
   void* h = real(file, mode);
-  if (h != nullptr && g_recording.load()) ArmAll();
+  if (h != nullptr && ArmAll()) Begin();
   return h;
 }
 
