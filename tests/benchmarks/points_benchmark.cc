@@ -1,21 +1,43 @@
-// What a disarmed instrumentation point costs (issue #34's goal: no
-// measurable difference against a loop without it, <= 0.5 ns a point), in
-// one run with its anchor: a USDT probe site with no tracer (a nop and its
-// note, as <sys/sdt.h> makes it without a semaphore).
+// What an instrumentation point costs (issue #34), in one run with its
+// anchors.
+// - Disarmed (goal: no measurable difference against a loop without it,
+//   <= 0.5 ns a point), against a USDT probe site with no tracer (a nop
+//   and its note, as <sys/sdt.h> makes it without a semaphore).
+// - Armed, with --recorder LIB (fieldprof points record's recorder,
+//   libfieldprof_points.so): the benchmark runs itself with the recorder
+//   preloaded, as `points record` does.
+//   - per event on one thread (goal: <= 10 ns), in bursts of 8,192 points
+//     that the drain empties between them, against the same bursts
+//     unarmed; the floor beside it: one rdtsc;
+//   - 1M points a second across 2 threads (goal: <= 1% of wall time, no
+//     event lost or every loss counted): 2 threads of 2 us work units with
+//     a point each, for a second, armed against unarmed, 9 rounds
+//     interleaved.
 //
-//   points_benchmark [ITERATIONS] [ROUNDS]   (default 100000000 15)
+//   points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB]
+//                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof_points.so)
 //
-// Three loops of the same dependent multiply-add, interleaved round by
-// round so the machine's drift lands on all of them: plain, with a
-// disarmed FP_POINT per iteration, with a bare USDT probe per iteration.
-// Prints each loop's median ns per iteration and what the point adds.
+// The disarmed loops are the same dependent multiply-add, interleaved
+// round by round so the machine's drift lands on all of them.
 #include <fieldprof/points.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <x86intrin.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
 #include <vector>
+
+#include "tools/local/points_file.h"
+
+extern char** environ;
 
 namespace {
 
@@ -60,13 +82,169 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// ---------------------------------------------------------------- armed
+
+constexpr int kBurst = 8192;
+
+// In the child, armed: per-event cost in bursts the drain keeps up with.
+int ArmedChild(int rounds) {
+  if (fieldprof_point_semaphore == 0) {
+    std::fprintf(stderr, "points_benchmark: the recorder did not arm this program\n");
+    return 1;
+  }
+  std::vector<double> plain, armed, tsc;
+  uint64_t sink = 1;
+  for (int r = 0; r < rounds * 20; ++r) {
+    auto t0 = Clock::now();
+    sink = Plain(kBurst, sink);
+    auto t1 = Clock::now();
+    plain.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
+    t0 = Clock::now();
+    sink = WithPoint(kBurst, sink);
+    t1 = Clock::now();
+    armed.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
+    t0 = Clock::now();
+    for (int i = 0; i < kBurst; ++i) sink += __rdtsc();
+    t1 = Clock::now();
+    tsc.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
+    std::this_thread::sleep_for(std::chrono::milliseconds(8));  // the drain empties the ring
+  }
+  const double p = Median(plain), a = Median(armed);
+  std::printf("armed, one thread: %d bursts of %d points, median ns per iteration\n", rounds * 20,
+              kBurst);
+  std::printf("  %-26s %7.3f ns\n  %-26s %7.3f ns  added %+.3f ns per event (goal <= 10)\n",
+              "plain loop", p, "armed FP_POINT", a, a - p);
+  std::printf("  %-26s %7.3f ns  (the floor under any timestamp)\n", "one rdtsc", Median(tsc));
+  return sink == 42 ? 3 : 0;
+}
+
+// 2 threads of 2 us work units with a point each, for `seconds`: 1M
+// points a second in all. Prints its wall time in ns.
+int ThroughputChild(double seconds) {
+  const long units = static_cast<long>(seconds * 500000);
+  auto worker = [units](uint64_t* out) {
+    uint64_t x = 1;
+    for (long u = 0; u < units; ++u) {
+      const auto until = Clock::now() + std::chrono::nanoseconds(2000);
+      x = Plain(64, x);
+      while (Clock::now() < until) x = Plain(8, x);
+      FP_POINT_V("bench", "unit", u);
+    }
+    *out = x;
+  };
+  uint64_t a = 0, b = 0;
+  const auto t0 = Clock::now();
+  std::thread t1(worker, &a), t2(worker, &b);
+  t1.join();
+  t2.join();
+  const auto t_end = Clock::now();
+  std::printf("%.0f %llu\n", std::chrono::duration<double, std::nano>(t_end - t0).count(),
+              static_cast<unsigned long long>(a ^ b));
+  return 0;
+}
+
+// Runs this program with `args`; armed: with the recorder preloaded,
+// writing to `dir`. Its stdout.
+std::string RunSelf(const char* self, const std::vector<std::string>& args, const std::string& lib,
+                    const std::string& dir) {
+  int pipe_fd[2];
+  if (pipe(pipe_fd) != 0) return "";
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) && std::strncmp(*e, "FIELDPROF_POINTS_DIR=", 21)) {
+      env_s.push_back(*e);
+    }
+  }
+  if (!lib.empty()) {
+    env_s.push_back("LD_PRELOAD=" + lib);
+    env_s.push_back("FIELDPROF_POINTS_DIR=" + dir);
+  }
+  std::vector<char*> env, argv{const_cast<char*>(self)};
+  for (std::string& e : env_s) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::vector<std::string> args_s = args;
+  for (std::string& a : args_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipe_fd[1], 1);
+  posix_spawn_file_actions_addclose(&fa, pipe_fd[0]);
+  pid_t pid;
+  const int rc = posix_spawn(&pid, self, &fa, nullptr, argv.data(), env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(pipe_fd[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(pipe_fd[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  close(pipe_fd[0]);
+  if (rc == 0) waitpid(pid, nullptr, 0);
+  return out;
+}
+
+// Events and losses in the files under `dir`.
+void SayRecorded(const std::string& dir) {
+  auto runs = fieldprof::local::ReadPointsRuns({dir});
+  if (!runs.ok()) {
+    std::printf("  (cannot read %s: %s)\n", dir.c_str(), runs.status().message().c_str());
+    return;
+  }
+  size_t events = 0;
+  uint64_t lost = 0;
+  for (const auto& r : *runs) {
+    events += r.events.size();
+    lost += r.lost;
+  }
+  std::printf("  recorded %zu events, %llu lost\n", events, static_cast<unsigned long long>(lost));
+}
+
+void Armed(const char* self, const std::string& lib, int rounds) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = fs::temp_directory_path() / ("points-bench-" + std::to_string(getpid()));
+  fs::create_directories(tmp / "one");
+  fs::create_directories(tmp / "two");
+  std::fputs(
+      RunSelf(self, {"--armed-child", std::to_string(rounds)}, lib, (tmp / "one").string()).c_str(),
+      stdout);
+  SayRecorded((tmp / "one").string());
+  std::vector<double> armed, plain;
+  constexpr int kRounds = 9;
+  for (int r = 0; r < kRounds; ++r) {
+    for (int armed_run = 0; armed_run < 2; ++armed_run) {
+      const std::string out =
+          RunSelf(self, {"--throughput-child", "1"}, armed_run ? lib : "", (tmp / "two").string());
+      (armed_run ? armed : plain).push_back(std::atof(out.c_str()));
+    }
+  }
+  const double a = Median(armed), p = Median(plain);
+  std::printf(
+      "armed, 2 threads at 1M points a second for 1 s, %d rounds interleaved, median wall:\n"
+      "  %-26s %9.2f ms\n  %-26s %9.2f ms  %+.2f%% (goal <= 1%%)\n",
+      kRounds, "unarmed", p / 1e6, "armed", a / 1e6, (a - p) / p * 100);
+  SayRecorded((tmp / "two").string());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long n = argc > 1 ? std::atol(argv[1]) : 100000000;
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 15;
+  if (argc == 3 && !std::strcmp(argv[1], "--armed-child")) return ArmedChild(std::atoi(argv[2]));
+  if (argc == 3 && !std::strcmp(argv[1], "--throughput-child")) {
+    return ThroughputChild(std::atof(argv[2]));
+  }
+  std::string lib;
+  std::vector<char*> pos;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--recorder") && i + 1 < argc) {
+      lib = std::filesystem::absolute(argv[++i]).string();
+    } else {
+      pos.push_back(argv[i]);
+    }
+  }
+  const long n = pos.size() > 0 ? std::atol(pos[0]) : 100000000;
+  const int rounds = pos.size() > 1 ? std::atoi(pos[1]) : 15;
   if (n <= 0 || rounds <= 0) {
-    std::fprintf(stderr, "usage: points_benchmark [ITERATIONS] [ROUNDS]\n");
+    std::fprintf(stderr, "usage: points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB]\n");
     return 2;
   }
   using Loop = uint64_t (*)(long, uint64_t);
@@ -86,7 +264,8 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "\r");
   const double plain = Median(ns[0]);
-  std::printf("%ld iterations x %d rounds, interleaved; median ns per iteration\n", n, rounds);
+  std::printf("disarmed: %ld iterations x %d rounds, interleaved; median ns per iteration\n", n,
+              rounds);
   for (int l = 0; l < 3; ++l) {
     const double m = Median(ns[l]);
     // The spread: the middle half of the rounds.
@@ -98,5 +277,11 @@ int main(int argc, char** argv) {
   std::printf("semaphore %u (0: disarmed), sink %llu\n",
               static_cast<unsigned>(fieldprof_point_semaphore),
               static_cast<unsigned long long>(sink));
+  if (!lib.empty()) {
+    std::fflush(stdout);
+    Armed("/proc/self/exe", lib, rounds);
+  } else {
+    std::printf("(armed figures: --recorder build/agent/runtime/libfieldprof_points.so)\n");
+  }
   return 0;
 }

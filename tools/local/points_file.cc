@@ -25,6 +25,15 @@ class Reader {
     at_ += sizeof(T);
     return true;
   }
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && at_ < b_.size(); shift += 7) {
+      const auto byte = static_cast<uint8_t>(b_[at_++]);
+      *v |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
   bool Str(std::string* s) {
     uint16_t n;
     if (!Get(&n) || b_.size() - at_ < n) return false;
@@ -69,16 +78,24 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
       ok = r.Get(&tsc) && r.Get(&ns);
       if (ok) clock.emplace_back(tsc, ns);
     } else if (type == pf::kSite) {
-      uint64_t id = 0;
+      uint32_t id = 0;
       PointSite s;
       ok = r.Get(&id) && r.Str(&s.tag) && r.Str(&s.name);
       if (ok && site_of.emplace(id, static_cast<uint32_t>(run.sites.size())).second) {
         run.sites.push_back(std::move(s));
       }
-    } else if (type == pf::kEvent) {
-      RawEvent e{};
-      ok = r.Get(&e.tsc) && r.Get(&e.site) && r.Get(&e.value) && r.Get(&e.tid) && r.Get(&e.kind);
-      if (ok) raw.push_back(e);
+    } else if (type == pf::kBatch) {
+      uint32_t tid = 0, n = 0;
+      uint64_t tsc = 0;
+      ok = r.Get(&tid) && r.Get(&n) && n <= pf::kMaxBatch && r.Get(&tsc);
+      for (uint32_t i = 0; ok && i < n; ++i) {
+        uint64_t delta = 0, site_kind = 0, zigzag = 0;
+        ok = r.Varint(&delta) && r.Varint(&site_kind) && r.Varint(&zigzag);
+        tsc += delta;
+        const auto value = static_cast<int64_t>((zigzag >> 1) ^ (~(zigzag & 1) + 1));
+        if (ok)
+          raw.push_back({tsc, site_kind >> 2, value, tid, static_cast<uint8_t>(site_kind & 3)});
+      }
     } else if (type == pf::kLost) {
       uint32_t tid = 0;
       uint64_t n = 0;

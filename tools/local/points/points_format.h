@@ -4,8 +4,12 @@
 // little-endian:
 //   'H' header:  u32 pid, u64 realtime_ns at start, u16 len, the program's name
 //   'C' clock:   u64 tsc, u64 CLOCK_MONOTONIC ns, read together
-//   'S' site:    u64 id, u16 len, tag, u16 len, name (before its first event)
-//   'E' event:   u64 tsc, u64 site id, i64 value, u32 tid, u8 kind
+//   'S' site:    u32 index, u16 len, tag, u16 len, name (sites are
+//                numbered from 0 as first seen; before their first event)
+//   'B' batch:   u32 tid, u32 n, u64 the first event's tsc, then n events of
+//                one thread, each three varints (LEB128): the tsc less the
+//                previous one's (mod 2^64), site index << 2 | kind (0 a
+//                point, 1 a begin, 2 an end), the value zigzag-coded
 //   'L' lost:    u32 tid, u64 events the thread's buffer had no room for
 //   'X' the end: nothing follows (missing when the process was killed or
 //                exec'd: the file is still read up to its last record)
@@ -19,9 +23,17 @@ namespace fieldprof::local::points {
 
 inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
-inline constexpr char kHeader = 'H', kClock = 'C', kSite = 'S', kEvent = 'E', kLost = 'L',
+inline constexpr char kHeader = 'H', kClock = 'C', kSite = 'S', kBatch = 'B', kLost = 'L',
                       kEnd = 'X';
-inline constexpr size_t kEventBody = 8 + 8 + 8 + 4 + 1;
+
+// One event in the recorder's rings.
+struct Event {
+  uint64_t tsc;
+  uint64_t site;  // the site's address in the process
+  int64_t value;
+  uint32_t kind;
+};
+inline constexpr uint32_t kMaxBatch = 1u << 20;  // events in one batch, at most
 inline constexpr size_t kClockBody = 16;
 inline constexpr size_t kLostBody = 4 + 8;
 inline constexpr uint16_t kMaxString = 1024;  // longer tags and names are cut

@@ -11,10 +11,12 @@
 // Recording. fieldprof_point_hit puts the event (TSC, site, value, kind)
 // into its thread's ring: one writer (the thread), one reader (the drain
 // thread), no lock, no system call. A full ring counts the event as lost.
-// The drain thread empties every ring every 5 ms into
-// DIR/points-PID-RAND.fppoints (points_format.h), naming each site the
-// first time it sees it, with a clock pair (TSC, CLOCK_MONOTONIC) a second
-// so the reader can turn ticks into ns. At exit the last events, the
+// The drain thread empties every ring into DIR/points-PID-RAND.fppoints
+// (points_format.h), a few bytes an event, naming each site the first time
+// it sees it, with a clock pair (TSC, CLOCK_MONOTONIC) after each
+// batch so the reader can turn ticks into ns. It wakes every 2 to 50 ms,
+// so that the fullest ring is about a quarter full: each wake takes a CPU
+// from the program. At exit the last events, the
 // losses and an end mark are written. After fork the child starts its own
 // file and drain thread.
 #include <dlfcn.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -37,6 +40,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -47,15 +51,12 @@ namespace {
 
 namespace pf = fieldprof::local::points;
 
-constexpr uint32_t kRingEvents = 1u << 14;  // per thread: 16,384 events, 512 KiB
-constexpr long kDrainNs = 5'000'000;
+constexpr uint32_t kRingEvents = 1u << 16;  // per thread: 65,536 events, 2 MiB (touched as used)
+// The drain sleeps so that the fullest ring is about a quarter full when
+// it wakes, between these: each wake takes a CPU from the program.
+constexpr uint64_t kMinSleepNs = 2'000'000, kMaxSleepNs = 50'000'000;
 
-struct Event {
-  uint64_t tsc;
-  const fieldprof_point_site* site;
-  int64_t value;
-  uint32_t kind;
-};
+using Event = pf::Event;
 
 struct Ring {
   std::atomic<uint64_t> head{0};  // the thread's: events written
@@ -105,8 +106,9 @@ Ring* NewRing() {
 class Out {
  public:
   void Put(const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    buf_.insert(buf_.end(), c, c + n);
+    const size_t at = buf_.size();
+    buf_.resize(at + n);
+    std::memcpy(buf_.data() + at, p, n);
   }
   template <typename T>
   void Put(T v) {
@@ -116,6 +118,13 @@ class Out {
     const size_t n = s == nullptr ? 0 : strnlen(s, pf::kMaxString);
     Put(static_cast<uint16_t>(n));
     Put(s, n);
+  }
+  void Varint(uint64_t v) {
+    char b[10];
+    size_t n = 0;
+    for (; v >= 0x80; v >>= 7) b[n++] = static_cast<char>(v | 0x80);
+    b[n++] = static_cast<char>(v);
+    Put(b, n);
   }
   void Clock() {
     Put(pf::kClock);
@@ -137,29 +146,65 @@ class Out {
   std::vector<char> buf_;
 };
 
-std::unordered_set<const void*>* g_sites;  // named in the file already (drain only)
+// Sites by their address, numbered in the file as they are first seen
+// (drain only), with a small cache of the last ones seen in front.
+std::unordered_map<uint64_t, uint32_t>* g_sites;
+std::pair<uint64_t, uint32_t> g_site_cache[64];
 
-// Takes every ring's events into `o`; true when there were any.
-bool DrainInto(Out& o) {
+uint32_t SiteIndex(Out& o, uint64_t site) {
+  auto& c = g_site_cache[(site >> 4) & 63];
+  if (c.first == site) return c.second;
+  auto [it, fresh] = g_sites->try_emplace(site, static_cast<uint32_t>(g_sites->size()));
+  if (fresh) {
+    const auto* s = reinterpret_cast<const fieldprof_point_site*>(site);
+    o.Put(pf::kSite);
+    o.Put(it->second);
+    o.Str(s->tag);
+    o.Str(s->name);
+  }
+  c = {site, it->second};
+  return it->second;
+}
+
+char* PutVarint(char* p, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) *p++ = static_cast<char>(v | 0x80);
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+// Takes every ring's events into `o` as batches (points_format.h), the
+// sites they name first, then frees their slots; true when there were any.
+// `fullest`: the most events one ring held.
+bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
+  // Drain only; never destroyed: the last drain runs at exit.
+  static auto* batch = new std::vector<char>();
   bool any = false;
   for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
     const uint64_t head = r->head.load(std::memory_order_acquire);
     uint64_t tail = r->tail.load(std::memory_order_relaxed);
-    for (; tail != head; ++tail) {
-      const Event& e = r->ev[tail & (kRingEvents - 1)];
-      if (g_sites->insert(e.site).second) {
-        o.Put(pf::kSite);
-        o.Put(reinterpret_cast<uint64_t>(e.site));
-        o.Str(e.site->tag);
-        o.Str(e.site->name);
+    if (fullest != nullptr) *fullest = std::max(*fullest, head - tail);
+    if (head == tail) continue;
+    any = true;
+    while (tail != head) {
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(head - tail, pf::kMaxBatch));
+      batch->resize(1 + 4 + 4 + 8 + size_t{n} * 30);
+      char* p = batch->data();
+      *p++ = pf::kBatch;
+      std::memcpy(p, &r->tid, 4);
+      std::memcpy(p + 4, &n, 4);
+      uint64_t prev = r->ev[tail & (kRingEvents - 1)].tsc;
+      std::memcpy(p + 8, &prev, 8);
+      p += 16;
+      for (uint64_t k = tail; k != tail + n; ++k) {
+        const Event& e = r->ev[k & (kRingEvents - 1)];
+        p = PutVarint(p, e.tsc - prev);  // mod 2^64: an earlier TSC on another CPU wraps back
+        prev = e.tsc;
+        p = PutVarint(p, uint64_t{SiteIndex(o, e.site)} << 2 | (e.kind & 3));
+        p = PutVarint(p,
+                      (static_cast<uint64_t>(e.value) << 1) ^ static_cast<uint64_t>(e.value >> 63));
       }
-      o.Put(pf::kEvent);
-      o.Put(e.tsc);
-      o.Put(reinterpret_cast<uint64_t>(e.site));
-      o.Put(e.value);
-      o.Put(r->tid);
-      o.Put(static_cast<uint8_t>(e.kind));
-      any = true;
+      o.Put(batch->data(), static_cast<size_t>(p - batch->data()));  // after the sites it named
+      tail += n;
     }
     r->tail.store(tail, std::memory_order_release);
   }
@@ -168,17 +213,21 @@ bool DrainInto(Out& o) {
 
 void* DrainLoop(void*) {
   Out o;
-  uint64_t last_clock = MonoNs();
+  uint64_t last_clock = MonoNs(), sleep_ns = kMinSleepNs;
   while (!g_stop.load(std::memory_order_acquire)) {
-    timespec ts{0, kDrainNs};
+    timespec ts{static_cast<time_t>(sleep_ns / 1000000000),
+                static_cast<long>(sleep_ns % 1000000000)};
     nanosleep(&ts, nullptr);
+    uint64_t fullest = 0;
     // A clock pair with every batch of events, so the file of a process
     // killed later still turns its ticks into time; one a second else.
-    if (DrainInto(o) || MonoNs() - last_clock > 1000000000ull) {
+    if (DrainInto(o, &fullest) || MonoNs() - last_clock > 1000000000ull) {
       o.Clock();
       last_clock = MonoNs();
     }
     o.Flush();
+    const uint64_t want = sleep_ns * (kRingEvents / 4) / std::max<uint64_t>(fullest, 1);
+    sleep_ns = std::clamp(want, kMinSleepNs, kMaxSleepNs);
   }
   return nullptr;
 }
@@ -344,6 +393,7 @@ void AtForkChild() {
   t_ring = nullptr;  // this thread's ring carries the parent's tid
   g_drain_started = false;
   g_sites->clear();
+  for (auto& c : g_site_cache) c = {0, 0};
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   if (!OpenFile()) {
@@ -372,7 +422,7 @@ __attribute__((constructor)) void Start() {
   g_dir = dir;
   g_armed = new std::unordered_set<uintptr_t>();
   g_scanned = new std::unordered_set<std::string>();
-  g_sites = new std::unordered_set<const void*>();
+  g_sites = new std::unordered_map<uint64_t, uint32_t>();
   if (ArmAll()) Begin();
 }
 
@@ -397,7 +447,7 @@ __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_
   }
   Event& e = r->ev[head & (kRingEvents - 1)];
   e.tsc = __rdtsc();
-  e.site = site;
+  e.site = reinterpret_cast<uint64_t>(site);
   e.value = value;
   e.kind = static_cast<uint32_t>(kind);
   r->head.store(head + 1, std::memory_order_release);
