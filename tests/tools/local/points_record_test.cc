@@ -24,6 +24,7 @@ using testing::TempDir;
 
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kProg = FIELDPROF_POINTPHASES;
+const std::string kBusy = FIELDPROF_POINTSPROG;  // N rounds of 4 events
 constexpr int kRuns = 20;
 constexpr int kSlowRun = 7;
 
@@ -142,6 +143,31 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
   ASSERT_NE(parse, local::CallTree::kNone);
   EXPECT_EQ(t->self(parse, local::Metric::kCalls), 6);
   EXPECT_GT(t->self(parse, local::Metric::kTimeNs), 6 * 3000000);
+}
+
+// Many events, faster than one drain takes them: every one is in the
+// file or counted as lost, and the file is whole (the exit's drain ran).
+TEST(PointsRecordTest, EveryEventOfABusyRunIsWrittenOrCounted) {
+  TempDir dir;
+  std::string out;
+  constexpr long kRounds = 300000;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("busy") + " -- " + kBusy + " " +
+                           std::to_string(kRounds) + " 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const json& r = j["runs"][0];
+  EXPECT_TRUE(r["complete"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["events"].get<long>() + r["lost"].get<long>(), 4 * kRounds) << r.dump();
+  // FP_POINT("load") then FP_POINT_V("parsed"): both directions, every round.
+  const json* load = Segment(j["tags"][0], "load -> parsed");
+  ASSERT_NE(load, nullptr) << out.substr(0, 2000);
+  if (r["lost"] == 0) {
+    EXPECT_EQ((*load)["count"][0], kRounds);
+  }
 }
 
 // -o with a bare name: a directory in the current one, which the program
