@@ -355,6 +355,8 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
     const uint64_t ticks = t1 - e.t0;
     if (slot == kLabSlot0) {
       g.calibration_last_ticks = ticks;  // the lab probe (LabCalibrate)
+    } else if (g_lab_mode == kLabPoints) {
+      LabPointSpan(slot - kLabSlot0, e.t0, t1);
     } else {
       const uint64_t ns = Calibrated()
                               ? TicksToNs(ticks > g_lab_probe_ticks ? ticks - g_lab_probe_ticks : 0)

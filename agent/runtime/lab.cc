@@ -20,6 +20,7 @@
 #include "agent/runtime/clock.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/lab_state.h"
+#include "agent/runtime/next_symbol.h"
 #include "agent/runtime/spool_encode.h"
 #include "agent/runtime/sys.h"
 
@@ -33,6 +34,7 @@ FP_HOT_DATA uintptr_t g_lab_stubs;
 FP_HOT_DATA uint64_t g_lab_probe_ticks;
 FP_HOT_DATA LabApis* g_lab_apis;
 FP_HOT_DATA LabCounts* g_lab_counts;
+FP_HOT_DATA LabSpanFn g_lab_span;
 FP_HOT_DATA volatile int g_lab_lock;
 __thread int t_in_lab FP_TLS;
 
@@ -154,8 +156,10 @@ bool LabStart(char** envp, const char* debug_log) {
     g_lab_mode = kLabCensus;
   } else if (!strcmp(mode, "time")) {
     g_lab_mode = kLabTime;
+  } else if (!strcmp(mode, "points")) {
+    g_lab_mode = kLabPoints;
   } else {
-    DebugLine(debug_log, "FIELDPROF_LAB=%s: neither census nor time", mode);
+    DebugLine(debug_log, "FIELDPROF_LAB=%s: not census, time or points", mode);
     return false;
   }
   if (dir == nullptr || dir[0] == 0 || strlen(dir) >= sizeof(LabApis::dir)) {
@@ -172,12 +176,22 @@ bool LabStart(char** envp, const char* debug_log) {
   g_lab_apis->n = 1;  // index 0: the lab probe
   if (g_lab_mode == kLabCensus) LabCountAllocations();
   strcpy(g_lab_apis->dir, dir);
-  if (g_lab_mode == kLabTime) {
+  if (g_lab_mode == kLabTime || g_lab_mode == kLabPoints) {
     const char* plan = sys::Env(envp, "FIELDPROF_LAB_APIS");
     if (plan == nullptr || !ReadPlan(plan)) {
-      DebugLine(debug_log, "lab timing pass without a readable FIELDPROF_LAB_APIS");
+      DebugLine(debug_log, "lab %s pass without a readable FIELDPROF_LAB_APIS", mode);
       return false;
     }
+  }
+  if (g_lab_mode == kLabPoints) {
+    static const char* const kSpan[] = {"fieldprof_point_span"};
+    uintptr_t span = 0;
+    ResolveNext(kSpan, &span, 1);
+    if (span == 0) {
+      DebugLine(debug_log, "lab points pass without the points recorder preloaded after it");
+      return false;
+    }
+    g_lab_span = reinterpret_cast<LabSpanFn>(span);
   }
   DebugLine(debug_log, "lab mode: %s, writing to %s (%u APIs planned)", mode, dir,
             g_lab_apis->plan_size);
@@ -200,7 +214,10 @@ int32_t LabBind(const char* module, const char* build_id, const char* symbol, ui
   for (; a.map[i] != 0; i = (i + 1) & (kLabMapCap - 1)) {
     if (a.real[a.map[i]] == real) return static_cast<int32_t>(a.map[i]);
   }
-  if (g_lab_mode == kLabTime && !InPlan(PlanKey(module, strlen(module), symbol))) return -1;
+  if ((g_lab_mode == kLabTime || g_lab_mode == kLabPoints) &&
+      !InPlan(PlanKey(module, strlen(module), symbol))) {
+    return -1;
+  }
   if (a.n >= kLabMaxApis || a.n >= kLabMapCap / 2) {
     ++a.refused;
     return -1;
@@ -214,6 +231,7 @@ int32_t LabBind(const char* module, const char* build_id, const char* symbol, ui
   }
   const uint32_t index = a.n;
   a.names[index] = {m, b, s};
+  a.sites[index] = {m, s};
   __atomic_store_n(&a.real[index], real, __ATOMIC_RELEASE);
   a.map[i] = index;
   a.n = index + 1;

@@ -16,6 +16,12 @@
 // shadow stack, the counters and the unwinder's repairs are the field's.
 // Index 0 is the lab probe (calibration), never recorded.
 //
+// - points passes (FIELDPROF_LAB=points, FIELDPROF_LAB_APIS as for timing):
+//   `fieldprof points record --at`: each call of the APIs listed becomes a
+//   scope (tag: the module, name: the symbol), its entry and exit ticks
+//   handed to fieldprof_point_span of the points recorder
+//   (tools/local/points/), which is preloaded after this library.
+//
 // At exit (and before exec and _exit) each process writes one file,
 // <FIELDPROF_LAB_DIR>/lab-<pid>-<ms>-<rand>.fplab: kLabRunMagic, then a
 // wire.LabRunRecord. Never the spool: lab data stays out of field sums.
@@ -33,7 +39,7 @@ inline constexpr uint32_t kLabMaxApis = 16384;
 inline constexpr uint32_t kLabStubSize = 16;
 inline constexpr char kLabRunMagic[] = "FPLABRUN1\n";  // 10 bytes, then the record
 
-enum LabMode : int { kLabOff = 0, kLabCensus = 1, kLabTime = 2 };
+enum LabMode : int { kLabOff = 0, kLabCensus = 1, kLabTime = 2, kLabPoints = 3 };
 
 FP_HIDDEN extern int g_lab_mode;
 FP_HIDDEN extern uintptr_t* g_lab_real;  // [kLabMaxApis]: index -> the function
@@ -59,6 +65,10 @@ int32_t LabBind(const char* module, const char* build_id, const char* symbol, ui
 // of `t`, with what it moved. No libc, no floating point.
 void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ticks, uint64_t alloc,
              uint64_t alloc_excl, uint64_t count, uint64_t file, uint64_t sock);
+
+// From fp_exit, a points pass's call of lab API `index`: its span, from
+// the entry's ticks to the exit's. No libc, no floating point.
+void LabPointSpan(uint32_t index, uint64_t t0, uint64_t t1);
 
 // Calls the lab recorded since the last reset (record.cc's test for a
 // record to write).

@@ -102,6 +102,17 @@ void AddPath(LabCounts& c, const ShadowStack& t, uint32_t i, uint32_t index, uin
 
 }  // namespace
 
+void LabPointSpan(uint32_t index, uint64_t t0, uint64_t t1) {
+  // Ticks are the TSC's unless the clock is the vDSO's (then ns): the
+  // recorder's times are the TSC's, so those spans are not sent.
+  if (index == 0 || index >= kLabMaxApis || g_lab_span == nullptr || g.vdso_gettime != nullptr) {
+    return;
+  }
+  // As the lab's times: less the probe's own cost.
+  const uint64_t end = t1 - t0 > g_lab_probe_ticks ? t1 - g_lab_probe_ticks : t0;
+  g_lab_span(&g_lab_apis->sites[index], t0, end);
+}
+
 void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ns, uint64_t alloc,
              uint64_t alloc_excl, uint64_t count, uint64_t file, uint64_t sock) {
   const uint32_t index = slot - kLabSlot0;

@@ -22,13 +22,24 @@ struct LabName {
   const char* symbol;
 };
 
+// A points pass's scope for an API: laid out as <fieldprof/points.h>'s
+// fieldprof_point_site (tag, name).
+struct LabPointSite {
+  const char* tag;
+  const char* name;
+};
+// The points recorder's entry (tools/local/points/span.cc).
+using LabSpanFn = void (*)(const LabPointSite* site, uint64_t tsc_begin, uint64_t tsc_end);
+FP_HIDDEN extern LabSpanFn g_lab_span;
+
 // The APIs bound, for the life of the process (a fork child keeps them).
 // Written under the binder's lock.
 struct LabApis {
   uintptr_t real[kLabMaxApis];
   LabName names[kLabMaxApis];
-  uint32_t map[kLabMapCap];    // open addressing by the function's address; 0: free
-  uint64_t plan[kLabPlanCap];  // a timing pass's APIs (PlanKey); 0: free
+  LabPointSite sites[kLabMaxApis];  // a points pass's, as names
+  uint32_t map[kLabMapCap];         // open addressing by the function's address; 0: free
+  uint64_t plan[kLabPlanCap];       // a timing pass's APIs (PlanKey); 0: free
   uint32_t plan_size;
   uint32_t n;        // indexes used, the probe's 0 included
   uint64_t refused;  // APIs left unbound: no index or name space left

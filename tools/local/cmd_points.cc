@@ -1,12 +1,15 @@
 // fieldprof points: instrumentation points (agent/include/fieldprof/
 // points.h) recorded on the developer's machine, per run (issue #34).
-//   fieldprof points record [-o DIR] [--runs N] -- CMD ARGS...
+//   fieldprof points record [-o DIR] [--runs N] [--at MODULE:FUNCTION,...] -- CMD ARGS...
 //   fieldprof points show DIR... [--tag T] [--per_run] [--json]
 //                                [--chrome_trace F] [--tree F] [--keep_dirty]
 //   fieldprof points tags DIR...
 //   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -33,6 +36,7 @@ constexpr const char* kUsage =
     "<fieldprof/points.h> (FP_POINT, FP_SCOPE, FP_BEGIN/FP_END), recorded per run,\n"
     "and the time between them.\n"
     "  fieldprof points record -o startup.d --runs 20 -- ./myprog --init-only\n"
+    "  fieldprof points record --at libsqlite3.so.0:sqlite3_step -- sqlite3 db < q.sql\n"
     "  fieldprof points show startup.d              # per tag: segments across runs\n"
     "  fieldprof points show startup.d --per_run    # and each run's values\n"
     "  fieldprof points tags startup.d              # the tags, newest first\n"
@@ -44,12 +48,53 @@ constexpr const char* kUsage =
 
 void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }
 
+// Points placed by configuration: the runtime in its points pass binds
+// the functions listed and hands each call's span to the recorder. Its
+// settings as a lab pass has them (every run measured, its own slots);
+// the runtime goes first in LD_PRELOAD, so that it finds the recorder's
+// entry after itself. `work`: a directory for its plan and lab files.
+Status PlaceByConfiguration(const std::string& at, const std::string& runtime_dir,
+                            const std::string& work) {
+  std::string plan;
+  for (size_t start = 0; start <= at.size();) {
+    const size_t comma = std::min(at.find(',', start), at.size());
+    std::string f = at.substr(start, comma - start);
+    f.erase(0, f.find_first_not_of(' '));
+    f.erase(f.find_last_not_of(' ') + 1);
+    start = comma + 1;
+    if (f.empty()) continue;
+    const size_t colon = f.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == f.size()) {
+      return InvalidArgument("--at takes MODULE:FUNCTION (libsqlite3.so.0:sqlite3_step), not \"" +
+                             f + "\"");
+    }
+    plan += f + "\n";
+  }
+  if (plan.empty()) return InvalidArgument("--at names no function");
+  if (Status w = WriteFileDurably(work + "/at.apis", plan, FileAccess::kPrivate); !w.ok()) return w;
+  setenv("FIELDPROF_LAB", "points", 1);
+  setenv("FIELDPROF_LAB_DIR", work.c_str(), 1);
+  setenv("FIELDPROF_LAB_APIS", (work + "/at.apis").c_str(), 1);
+  setenv("FIELDPROF_RUN", "1", 1);
+  setenv("FIELDPROF_SLOT_DIR", (work + "/slots").c_str(), 1);
+  setenv("FIELDPROF_SLOTS", "1000", 1);
+  setenv("FIELDPROF_MAX_LOAD", "1000000", 1);
+  setenv("FIELDPROF_BUDGET", "1000", 1);
+  setenv("FIELDPROF_SPOOL", (work + "/spool").c_str(), 1);
+  SetTscRate();
+  PrependEnv("LD_PRELOAD", runtime_dir + "/" + kRuntimeLib);
+  return Status::Ok();
+}
+
 int Record(int argc, char** argv) {
-  std::string output, lib_dir;
+  std::string output, lib_dir, at;
   int64_t runs = 1;
   OptionTable t("fieldprof points record", kUsage);
   t.AddString("output", &output, "directory the runs' files go to (-o; default CMD.points)");
   t.AddInt("runs", &runs, "run the command this many times", 1, 100000);
+  t.AddString("at", &at,
+              "also make every call of these functions a scope, no rebuild needed: "
+              "MODULE:FUNCTION,... (tag: the module; functions called across modules)");
   t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_points.so");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
@@ -79,6 +124,26 @@ int Record(int argc, char** argv) {
   }
   setenv(local::points::kDirEnv, out_dir.c_str(), 1);
   PrependEnv("LD_PRELOAD", lib);
+  std::string work;
+  if (!at.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "fieldprof-points-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      Say("cannot make a temporary directory: " + std::string(std::strerror(errno)));
+      return 3;
+    }
+    work = tmpl;
+    if (Status p = PlaceByConfiguration(at, *dir, work); !p.ok()) {
+      fs::remove_all(work, ec);
+      return UsageError(t, p);
+    }
+  }
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code e;
+      if (!dir.empty()) fs::remove_all(dir, e);
+    }
+  } cleanup{work};
   SpawnOptions so;
   so.interrupt_child_only = true;
   int failed = 0;

@@ -198,6 +198,13 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
       s.median = Median(present);
       s.min = *std::min_element(present.begin(), present.end());
       s.max = *std::max_element(present.begin(), present.end());
+      double total = 0, calls = 0;
+      for (size_t k = 0; k < s.per_run.size(); ++k) {
+        if (std::isnan(s.per_run[k])) continue;
+        total += s.per_run[k];
+        calls += static_cast<double>(s.count[k]);
+      }
+      s.per_call = calls > 0 ? total / calls : 0;
     }
     out.push_back(std::move(t));
   }
@@ -252,16 +259,17 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
     for (const DirtyRun& d : t.kept_outliers) {
       out += "  kept, over the 5% cap: " + Dirty(runs, d) + "\n";
     }
-    std::snprintf(buf, sizeof buf, "  %-40s %5s %8s %11s %11s %11s %11s\n", "segment", "runs",
-                  "per run", "mean", "median", "min", "max");
+    std::snprintf(buf, sizeof buf, "  %-40s %5s %8s %11s %11s %11s %11s %11s\n", "segment", "runs",
+                  "per run", "mean", "median", "min", "max", "per call");
     out += buf;
     for (const SegmentStats& s : t.segments) {
       double calls = 0;
       for (uint64_t c : s.count) calls += static_cast<double>(c);
-      std::snprintf(buf, sizeof buf, "  %-40s %5zu %8.1f %11s %11s %11s %11s\n", s.Name().c_str(),
-                    s.runs, s.runs ? calls / static_cast<double>(s.runs) : 0.0,
+      std::snprintf(buf, sizeof buf, "  %-40s %5zu %8.1f %11s %11s %11s %11s %11s\n",
+                    s.Name().c_str(), s.runs, s.runs ? calls / static_cast<double>(s.runs) : 0.0,
                     tools::FormatNanos(s.mean).c_str(), tools::FormatNanos(s.median).c_str(),
-                    tools::FormatNanos(s.min).c_str(), tools::FormatNanos(s.max).c_str());
+                    tools::FormatNanos(s.min).c_str(), tools::FormatNanos(s.max).c_str(),
+                    tools::FormatNanos(s.per_call).c_str());
       out += buf;
     }
     if (!per_run) continue;
@@ -313,6 +321,7 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
                                 {"median_ns", s.median},
                                 {"min_ns", s.min},
                                 {"max_ns", s.max},
+                                {"per_call_ns", s.per_call},
                                 {"per_run_ns", per_run},
                                 {"count", s.count}});
     }

@@ -33,7 +33,8 @@ struct SegmentStats {
   bool scope = false;
   std::vector<double> per_run;  // ns, per kept run of the tag (NaN: not in that run)
   std::vector<uint64_t> count;  // occurrences, per kept run
-  double mean = 0, median = 0, min = 0, max = 0;  // over the runs it is in
+  double mean = 0, median = 0, min = 0, max = 0;  // of its per-run sums, over the runs it is in
+  double per_call = 0;                            // its mean duration, over all its occurrences
   size_t runs = 0;                                // kept runs it is in
   std::string Name() const;                       // "a -> b", or "name (scope)"
 };

@@ -288,6 +288,36 @@ TEST_F(LabTest, TheTreeHoldsEveryCallPathWithItsTimeAndAllocations) {
   EXPECT_NE(out.find("lab_render"), std::string::npos) << out;
 }
 
+// fieldprof points record --at: each call of a function named on the
+// command line is a scope, through the runtime's binder; its durations
+// are the lab's for that function (the same probe cost taken off).
+TEST_F(LabTest, PointsPlacedByConfigurationTimeAsTheLabDoes) {
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " points record -o " + dir_->File("at") +
+                     " --at libfieldprof_labb.so:labb_checksum,libfieldprof_labb.so:labb_hash" +
+                     " -- " + kProg + " " + std::to_string(kCalls) + " 2>&1",
+                 &out),
+      0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir_->File("at") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["tags"].size(), 1u) << out;
+  EXPECT_EQ(j["tags"][0]["tag"], "libfieldprof_labb.so");
+  std::map<std::string, const json*> scopes;
+  for (const json& s : j["tags"][0]["segments"]) scopes[s["from"]] = &s;
+  for (const auto& [symbol, calls] :
+       std::map<std::string, int>{{"labb_checksum", kCalls}, {"labb_hash", 2 * kCalls}}) {
+    ASSERT_TRUE(scopes.count(symbol)) << out;
+    const json& s = *scopes[symbol];
+    EXPECT_TRUE(s["scope"].get<bool>());
+    EXPECT_EQ(s["count"][0], calls) << symbol;
+    const Histogram lab = Metric(*profile_, symbol, wire::METRIC_WALL_TIME_NS);
+    const double lab_ns = static_cast<double>(lab.sum()) / static_cast<double>(lab.count());
+    EXPECT_NEAR(s["per_call_ns"].get<double>(), lab_ns, lab_ns * 0.05 + 10) << symbol;
+  }
+}
+
 TEST_F(LabTest, TheScenariosOutputIsUnchangedAndShownOnce) {
   std::string plain;
   ASSERT_EQ(RunCommand(kProg + " " + std::to_string(kCalls), &plain), 0);

@@ -22,6 +22,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -46,31 +47,25 @@
 
 #include "agent/include/fieldprof/points.h"
 #include "tools/local/points/points_format.h"
+#include "tools/local/points/ring.h"
 
 namespace {
 
 namespace pf = fieldprof::local::points;
 
-constexpr uint32_t kRingEvents = 1u << 16;  // per thread: 65,536 events, 2 MiB (touched as used)
 // The drain sleeps so that the fullest ring is about a quarter full when
 // it wakes, between these: each wake takes a CPU from the program.
 constexpr uint64_t kMinSleepNs = 2'000'000, kMaxSleepNs = 50'000'000;
 
 using Event = pf::Event;
+using pf::g_recording;
+using pf::g_rings;
+using pf::kRingEvents;
+using pf::Ring;
 
-struct Ring {
-  std::atomic<uint64_t> head{0};  // the thread's: events written
-  std::atomic<uint64_t> tail{0};  // the drain's: events taken
-  std::atomic<uint64_t> lost{0};
-  uint32_t tid = 0;
-  Ring* next = nullptr;
-  Event ev[kRingEvents];
-};
-
-std::atomic<Ring*> g_rings{nullptr};
-__thread Ring* t_ring __attribute__((tls_model("initial-exec")));
-std::atomic<bool> g_recording{false};
-std::atomic<bool> g_stop{false};
+// 1: the drain stops; its sleep is a futex wait on this word, so that
+// stopping never waits out a sleep.
+std::atomic<int> g_stop{0};
 pthread_t g_drain;
 bool g_drain_started = false;
 int g_fd = -1;
@@ -83,21 +78,6 @@ uint64_t MonoNs() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-}
-
-Ring* NewRing() {
-  void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  Ring* r = new (p) Ring();
-  r->tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  Ring* head = g_rings.load(std::memory_order_relaxed);
-  do {
-    r->next = head;
-  } while (!g_rings.compare_exchange_weak(head, r, std::memory_order_release,
-                                          std::memory_order_relaxed));
-  t_ring = r;
-  return r;
 }
 
 // ---------------------------------------------------------------- the file
@@ -214,10 +194,10 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
 void* DrainLoop(void*) {
   Out o;
   uint64_t last_clock = MonoNs(), sleep_ns = kMinSleepNs;
-  while (!g_stop.load(std::memory_order_acquire)) {
+  while (g_stop.load(std::memory_order_acquire) == 0) {
     timespec ts{static_cast<time_t>(sleep_ns / 1000000000),
                 static_cast<long>(sleep_ns % 1000000000)};
-    nanosleep(&ts, nullptr);
+    syscall(SYS_futex, reinterpret_cast<int*>(&g_stop), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
     uint64_t fullest = 0;
     // A clock pair with every batch of events, so the file of a process
     // killed later still turns its ticks into time; one a second else.
@@ -266,7 +246,7 @@ bool OpenFile() {
 }
 
 void StartDrain() {
-  g_stop.store(false);
+  g_stop.store(0);
   // The drain thread takes no signal meant for the program.
   sigset_t all, old;
   sigfillset(&all);
@@ -278,7 +258,8 @@ void StartDrain() {
 void Finish() {
   if (!g_recording.exchange(false)) return;
   if (g_drain_started) {
-    g_stop.store(true, std::memory_order_release);
+    g_stop.store(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<int*>(&g_stop), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
     pthread_join(g_drain, nullptr);
     g_drain_started = false;
   }
@@ -390,7 +371,7 @@ void AtForkChild() {
     r->tail.store(r->head.load());
     r->lost.store(0);
   }
-  t_ring = nullptr;  // this thread's ring carries the parent's tid
+  pf::t_ring = nullptr;  // this thread's ring carries the parent's tid
   g_drain_started = false;
   g_sites->clear();
   for (auto& c : g_site_cache) c = {0, 0};
@@ -423,7 +404,11 @@ __attribute__((constructor)) void Start() {
   g_armed = new std::unordered_set<uintptr_t>();
   g_scanned = new std::unordered_set<std::string>();
   g_sites = new std::unordered_map<uint64_t, uint32_t>();
-  if (ArmAll()) Begin();
+  // Points placed by configuration (the runtime's points pass) record
+  // whether or not any module has points of its own.
+  const char* lab = getenv("FIELDPROF_LAB");
+  const bool placed = lab != nullptr && strcmp(lab, "points") == 0;
+  if (ArmAll() || placed) Begin();
 }
 
 __attribute__((destructor)) void Stop() { Finish(); }
@@ -435,22 +420,7 @@ extern "C" {
 __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_point_site* site,
                                                                 int kind, int64_t value) {
   if (!g_recording.load(std::memory_order_relaxed)) return;
-  Ring* r = t_ring;
-  if (__builtin_expect(r == nullptr, 0)) {
-    r = NewRing();
-    if (r == nullptr) return;
-  }
-  const uint64_t head = r->head.load(std::memory_order_relaxed);
-  if (head - r->tail.load(std::memory_order_acquire) >= kRingEvents) {
-    r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    return;
-  }
-  Event& e = r->ev[head & (kRingEvents - 1)];
-  e.tsc = __rdtsc();
-  e.site = reinterpret_cast<uint64_t>(site);
-  e.value = value;
-  e.kind = static_cast<uint32_t>(kind);
-  r->head.store(head + 1, std::memory_order_release);
+  pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
 }
 
 // Modules opened later are armed as they come.

@@ -1,0 +1,73 @@
+// The writing side of the points recorder's rings (ring.h), and the
+// runtime's entry for points placed by configuration. Built with
+// -mgeneral-regs-only.
+#include "tools/local/points/ring.h"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <new>
+
+namespace fieldprof::local::points {
+
+std::atomic<Ring*> g_rings{nullptr};
+std::atomic<bool> g_recording{false};
+__thread Ring* t_ring __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+Ring* NewRing() {
+  void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  // Default-initialised: the events are left as mmap gives them (zero pages,
+  // touched as they fill), not cleared, which would touch all 2 MiB.
+  Ring* r = new (p) Ring;
+  r->tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  Ring* head = g_rings.load(std::memory_order_relaxed);
+  do {
+    r->next = head;
+  } while (!g_rings.compare_exchange_weak(head, r, std::memory_order_release,
+                                          std::memory_order_relaxed));
+  t_ring = r;
+  return r;
+}
+
+}  // namespace
+
+void Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
+  Ring* r = t_ring;
+  if (__builtin_expect(r == nullptr, 0)) {
+    r = NewRing();
+    if (r == nullptr) return;
+  }
+  const uint64_t head = r->head.load(std::memory_order_relaxed);
+  if (head - r->tail.load(std::memory_order_acquire) >= kRingEvents) {
+    r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return;
+  }
+  Event& e = r->ev[head & (kRingEvents - 1)];
+  e.tsc = tsc != 0 ? tsc : __rdtsc();  // after the ring is made: its making is not the point's
+  e.site = site;
+  e.value = value;
+  e.kind = kind;
+  r->head.store(head + 1, std::memory_order_release);
+}
+
+}  // namespace fieldprof::local::points
+
+// A call of a function placed by configuration (`fieldprof points record
+// --at`): the runtime hands its entry and exit ticks (the TSC) and its
+// site (tag, name, laid out as fieldprof_point_site) from the call's exit.
+// One begin and one end event, as an FP_SCOPE makes.
+extern "C" __attribute__((visibility("default"))) void fieldprof_point_span(const void* site,
+                                                                            uint64_t tsc_begin,
+                                                                            uint64_t tsc_end) {
+  namespace pf = fieldprof::local::points;
+  if (!pf::g_recording.load(std::memory_order_relaxed)) return;
+  const auto id = reinterpret_cast<uint64_t>(site);
+  pf::Push(tsc_begin, id, 0, 1);
+  pf::Push(tsc_end, id, 0, 2);
+}
