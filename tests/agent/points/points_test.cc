@@ -1,13 +1,15 @@
 // The points SDK (agent/include/fieldprof/points.h), issue #34: real C and
 // C++ programs built with the header.
 // - Disarmed, they run as without it, and call nothing: a recorder
-//   preloaded beside them hears no point.
+//   preloaded beside them hears no point; under the field runtime,
+//   measuring or not, their output and exit status are unchanged.
 // - Each point is a USDT probe with a semaphore, as readelf shows it, so
 //   perf, bpftrace and systemtap find them.
 // - Armed (the semaphore raised, as a tracer or the runtime does), each
 //   point calls whatever loaded object defines fieldprof_point_hit, with
 //   its site, kind and value; with none loaded, it calls nothing.
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <string>
@@ -20,6 +22,7 @@ namespace {
 const std::string kProg = FIELDPROF_POINTSPROG;
 const std::string kProgC = FIELDPROF_POINTSPROG_C;
 const std::string kHook = FIELDPROF_POINTS_HOOK;
+const std::string kRuntime = FIELDPROF_RUNTIME_LIB;
 
 // Runs `cmd` with sh; its stdout (stderr too with "2>&1" in cmd) and exit code.
 int Shell(const std::string& cmd, std::string* out) {
@@ -46,6 +49,36 @@ TEST(PointsTest, DisarmedProgramsRunAsWithoutThemAndCallNothing) {
               std::string::npos)
         << hooked;
   }
+}
+
+// Under the field runtime, measured or not, the programs behave as
+// without it (the runtime does not arm points).
+TEST(PointsTest, UnderTheFieldRuntimeProgramsRunUnchanged) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  for (const auto& [name, conf] :
+       {std::pair{"off", "consent = no\n"},
+        std::pair{"measured", "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"}}) {
+    const std::string path = d + "/" + name + ".conf";
+    FILE* f = fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fprintf(f, "%sspool_dir = %s/spool\nslot_dir = %s/slots\n", conf, dir, dir);
+    fclose(f);
+    for (const std::string& prog : {kProg, kProgC}) {
+      std::string plain, under;
+      const int plain_exit = Shell(prog + " 1000", &plain);
+      ASSERT_EQ(plain_exit, 0);
+      EXPECT_EQ(
+          Shell("FIELDPROF_SETTINGS=" + path + " LD_PRELOAD=" + kRuntime + " " + prog + " 1000",
+                &under),
+          plain_exit)
+          << name;
+      EXPECT_EQ(under, plain) << name;
+    }
+  }
+  std::string ignored;
+  Shell("rm -rf " + d, &ignored);
 }
 
 TEST(PointsTest, ArmedPointsCallTheRecorderWithSiteKindAndValue) {
