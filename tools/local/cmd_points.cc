@@ -2,7 +2,7 @@
 // points.h) recorded on the developer's machine, per run (issue #34).
 //   fieldprof points record [-o DIR] [--runs N] [--at MODULE:FUNCTION,...] -- CMD ARGS...
 //   fieldprof points show DIR... [--tag T] [--per_run] [--json]
-//                                [--chrome_trace F] [--tree F] [--keep_dirty]
+//                                [--chrome_trace F] [--tree F] [--html F] [--keep_dirty]
 //   fieldprof points tags DIR...
 //   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
+#include "tools/local/html_page.h"
 #include "tools/local/points/points_format.h"
 #include "tools/local/points_file.h"
 #include "tools/local/points_report.h"
@@ -41,6 +42,7 @@ constexpr const char* kUsage =
     "  fieldprof points show startup.d --per_run    # and each run's values\n"
     "  fieldprof points tags startup.d              # the tags, newest first\n"
     "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
+    "  fieldprof points show startup.d --html startup.html   # bar charts, a bar per run\n"
     "  fieldprof points show startup.d --chrome_trace t.json --tree t.fptree\n"
     "A segment is the time from one point to the next of the same tag (in time\n"
     "order, any thread), or a scope's duration. Dirty runs (a span with modified\n"
@@ -188,7 +190,7 @@ StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& pat
 }
 
 int Show(const std::string& verb, int argc, char** argv) {
-  std::string tag, chrome, tree;
+  std::string tag, chrome, tree, html;
   bool json = false, per_run = false, keep_dirty = false;
   OptionTable t("fieldprof points " + verb, kUsage);
   t.AddString("tag", &tag, "only this tag");
@@ -198,6 +200,8 @@ int Show(const std::string& verb, int argc, char** argv) {
     t.AddBool("keep_dirty", &keep_dirty, "keep runs the modified Z-score calls dirty");
     t.AddString("chrome_trace", &chrome, "also write the runs as Chrome trace event JSON here");
     t.AddString("tree", &tree, "also write the runs' scopes as a call tree (.fptree) here");
+    t.AddString("html", &html,
+                "also write a page here: per segment a bar chart with a bar per run");
   }
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
@@ -220,6 +224,13 @@ int Show(const std::string& verb, int argc, char** argv) {
   }
   if (!chrome.empty()) {
     if (Status w = WriteFileDurably(chrome, local::PointsChromeTrace(*runs), FileAccess::kShared);
+        !w.ok()) {
+      Say(w.message());
+      return 1;
+    }
+  }
+  if (!html.empty()) {
+    if (Status w = WriteFileDurably(html, local::PointsPage(*runs, tags), FileAccess::kShared);
         !w.ok()) {
       Say(w.message());
       return 1;

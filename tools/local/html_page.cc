@@ -194,4 +194,15 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
               {{"TITLE", title}, {"CSS", css->body}, {"JS", js->body}, {"DATA", ScriptJson(data)}});
 }
 
+std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
+  const json data = json::parse(PointsJson(runs, tags));
+  const page::UiFile* html = page::FindUiFile("points.html");
+  const page::UiFile* css = page::FindUiFile("record.css");
+  const page::UiFile* js = page::FindUiFile("points.js");
+  const std::string title = tools::HtmlEscape(
+      "fieldprof points: " + (runs.empty() ? std::string("no runs") : runs[0].program));
+  return Fill(html->body,
+              {{"TITLE", title}, {"CSS", css->body}, {"JS", js->body}, {"DATA", ScriptJson(data)}});
+}
+
 }  // namespace fieldprof::local

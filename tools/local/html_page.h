@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tools/local/call_tree.h"
+#include "tools/local/points_report.h"
 #include "tools/local/recording.h"
 #include "tools/local/tree_report.h"
 
@@ -32,6 +33,11 @@ std::string RecordingPage(const Recording& r, const PageOptions& o);
 // `changes` (from Significance, of metric `m`): a differential flame graph,
 // widths from the new runs' means; else widths and heat from `t`.
 std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChange>* changes);
+
+// The page of recorded points (fieldprof points show --html): per tag the
+// segments' table and, per segment, a bar chart with a bar per run, the
+// runs removed as dirty on request (tools/local/page/points.js).
+std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags);
 
 }  // namespace fieldprof::local
 

@@ -186,6 +186,12 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
       }
     }
     for (SegmentStats& s : t.segments) {
+      const std::string key = s.scope ? ScopeKey(s.from) : s.from + "\x1f" + s.to;
+      for (const DirtyRun& d : t.removed) {
+        const RunTag& rt = per_run[d.run].at(tag);
+        const auto v = rt.values.find(key);
+        s.removed_ns.push_back(v == rt.values.end() ? std::nan("") : v->second.ns);
+      }
       std::vector<double> present;
       for (double v : s.per_run) {
         if (!std::isnan(v)) present.push_back(v);
@@ -310,8 +316,9 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
     }
     jt["segments"] = json::array();
     for (const SegmentStats& s : t.segments) {
-      json per_run = json::array();
+      json per_run = json::array(), removed = json::array();
       for (double v : s.per_run) per_run.push_back(std::isnan(v) ? json(nullptr) : json(v));
+      for (double v : s.removed_ns) removed.push_back(std::isnan(v) ? json(nullptr) : json(v));
       jt["segments"].push_back({{"name", s.Name()},
                                 {"from", s.from},
                                 {"to", s.to},
@@ -323,6 +330,7 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
                                 {"max_ns", s.max},
                                 {"per_call_ns", s.per_call},
                                 {"per_run_ns", per_run},
+                                {"removed_ns", removed},
                                 {"count", s.count}});
     }
     j["tags"].push_back(std::move(jt));

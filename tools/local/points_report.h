@@ -31,8 +31,9 @@ namespace fieldprof::local {
 struct SegmentStats {
   std::string from, to;  // a scope: its name in `from`, `to` empty
   bool scope = false;
-  std::vector<double> per_run;  // ns, per kept run of the tag (NaN: not in that run)
-  std::vector<uint64_t> count;  // occurrences, per kept run
+  std::vector<double> per_run;     // ns, per kept run of the tag (NaN: not in that run)
+  std::vector<uint64_t> count;     // occurrences, per kept run
+  std::vector<double> removed_ns;  // per run removed as dirty (TagReport::removed; NaN: not in it)
   double mean = 0, median = 0, min = 0, max = 0;  // of its per-run sums, over the runs it is in
   double per_call = 0;                            // its mean duration, over all its occurrences
   size_t runs = 0;                                // kept runs it is in

@@ -93,6 +93,25 @@ TEST(PointsRecordTest, TwentyRunsOneDirtyAndTheSegmentsMatchTheProgramsClock) {
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs"), &out), 0);
   EXPECT_NE(out.find("removed run " + std::to_string(kSlowRun)), std::string::npos) << out;
   EXPECT_NE(out.find("|M| > 3.5"), std::string::npos) << out;
+  // The page, in Chromium: 3 segments, a bar per kept run; the dirty run
+  // drawn on request, hatched, and named when hovered.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --html " + dir.File("p.html") +
+                           " >/dev/null 2>&1 && node " + FIELDPROF_SOURCE_DIR +
+                           "/tests/tools/local/points_page.mjs " + dir.File("p.html") + " " +
+                           dir.File("shots") + " 2>&1",
+                       &out),
+            0)
+      << out;
+  const json page = json::parse(out.substr(out.rfind('{', out.rfind("\"first\""))));
+  EXPECT_EQ(page["first"]["segments"], 3) << out;
+  EXPECT_EQ(page["first"]["bars"], 3 * (kRuns - 1)) << out;
+  EXPECT_EQ(page["first"]["dirty"], 0) << out;
+  EXPECT_EQ(page["removed"]["bars"], 3 * kRuns) << out;
+  EXPECT_EQ(page["removed"]["dirty"], 3) << out;
+  EXPECT_NE(page["tip"].get<std::string>().find("run " + std::to_string(kSlowRun)),
+            std::string::npos)
+      << out;
+  EXPECT_NE(page["tip"].get<std::string>().find("removed as dirty"), std::string::npos) << out;
   // Kept, it is there: 20 runs.
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --keep_dirty --json", &out),
             0);

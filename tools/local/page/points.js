@@ -1,0 +1,121 @@
+// The points page (fieldprof points show --html): per tag, the segments'
+// table and, per segment, a bar chart with one bar per run, so runs
+// compare at a glance, segment by segment. Runs removed as dirty are left
+// out unless asked for, then drawn hatched in red. window.fieldprofPoints
+// exposes the state for tests.
+(function () {
+  'use strict';
+  const data = JSON.parse(document.getElementById('fp-data').textContent);
+  const tip = document.getElementById('tip');
+  const showRemoved = document.getElementById('show-removed');
+  const root = document.getElementById('tags');
+  const colours = ['#3b7dd8', '#e0883a', '#4aa564', '#c8504b', '#8d6cc2', '#8c6d4f', '#d46fb4', '#7f8c8d'];
+  const svgNs = 'http://www.w3.org/2000/svg';
+  let drawn = { bars: 0, dirty: 0, segments: 0 };
+
+  const fmt = (ns) => {
+    if (ns === null || ns === undefined) return '-';
+    const a = Math.abs(ns);
+    return a >= 1e9 ? (ns / 1e9).toFixed(3) + ' s' : a >= 1e6 ? (ns / 1e6).toFixed(3) + ' ms'
+      : a >= 1e3 ? (ns / 1e3).toFixed(2) + ' us' : ns.toFixed(0) + ' ns';
+  };
+  const el = (tag, attrs, text) => {
+    const e = tag.startsWith('svg:') ? document.createElementNS(svgNs, tag.slice(4)) : document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const runLabel = (i) => 'run ' + (i + 1) + ' (pid ' + data.runs[i].pid + ')';
+  const hover = (node, text) => {
+    node.addEventListener('mousemove', (ev) => {
+      tip.hidden = false;
+      tip.textContent = text;
+      tip.style.left = ev.clientX + 12 + 'px';
+      tip.style.top = ev.clientY + 12 + 'px';
+    });
+    node.addEventListener('mouseleave', () => { tip.hidden = true; });
+  };
+
+  function chart(tag, seg, colour) {
+    const bars = tag.runs.map((run, k) => ({ run, ns: seg.per_run_ns[k], dirty: false }));
+    if (showRemoved.checked) {
+      tag.removed.forEach((r, k) => bars.push({ run: r.run, ns: seg.removed_ns[k], dirty: true }));
+      bars.sort((a, b) => a.run - b.run);
+    }
+    const w = Math.max(240, Math.min(640, bars.length * 18 + 50)), h = 150, left = 44, bottom = 18;
+    const svg = el('svg:svg', { class: 'bars', width: w, height: h, role: 'img',
+      'aria-label': seg.name + ': one bar per run' });
+    const defs = el('svg:defs');
+    const hatch = el('svg:pattern', { id: 'hatch', width: 6, height: 6, patternUnits: 'userSpaceOnUse',
+      patternTransform: 'rotate(45)' });
+    hatch.append(el('svg:rect', { width: 6, height: 6, fill: '#f4c7c3' }),
+      el('svg:line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#b00', 'stroke-width': 2 }));
+    defs.append(hatch);
+    svg.append(defs);
+    const max = Math.max(1, ...bars.map((b) => b.ns || 0));
+    const step = (w - left - 6) / Math.max(1, bars.length);
+    const y = (v) => h - bottom - (v / max) * (h - bottom - 8);
+    svg.append(el('svg:text', { x: 2, y: 12 }, fmt(max)), el('svg:text', { x: 2, y: h - bottom }, '0'));
+    bars.forEach((b, i) => {
+      if (b.ns === null || b.ns === undefined) return;
+      const rect = el('svg:rect', { x: left + i * step + 1, y: y(b.ns), width: Math.max(1, step - 2),
+        height: Math.max(0.5, h - bottom - y(b.ns)), fill: colour, class: b.dirty ? 'dirty' : 'run',
+        'data-run': b.run });
+      hover(rect, runLabel(b.run) + (b.dirty ? ', removed as dirty' : '') + ': ' + fmt(b.ns));
+      svg.append(rect);
+      drawn.bars += 1;
+      drawn.dirty += b.dirty ? 1 : 0;
+      if (bars.length <= 30) {
+        svg.append(el('svg:text', { x: left + i * step + step / 2 - 4, y: h - 4 }, String(b.run + 1)));
+      }
+    });
+    svg.append(el('svg:line', { class: 'mean', x1: left, x2: w - 4, y1: y(seg.mean_ns), y2: y(seg.mean_ns) }));
+    return svg;
+  }
+
+  function draw() {
+    root.textContent = '';
+    drawn = { bars: 0, dirty: 0, segments: 0 };
+    for (const tag of data.tags) {
+      const sec = el('section', { class: 'tag' });
+      sec.append(el('h2', {}, 'tag ' + tag.tag + ': ' + tag.runs.length + ' run' +
+        (tag.runs.length === 1 ? '' : 's') + (tag.removed.length ? ', ' + tag.removed.length + ' removed as dirty' : '')));
+      for (const r of tag.removed) {
+        sec.append(el('p', { class: 'removed' }, 'removed ' + runLabel(r.run) + ': span ' + fmt(r.span_ns) +
+          ', modified Z ' + r.modified_z.toFixed(1) + ' (|M| > 3.5)'));
+      }
+      const table = el('table');
+      const head = el('tr');
+      for (const c of ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call']) {
+        head.append(el('th', c === 'segment' ? { class: 'name' } : {}, c));
+      }
+      table.append(head);
+      for (const s of tag.segments) {
+        const row = el('tr');
+        row.append(el('td', { class: 'name' }, s.name), el('td', {}, String(s.runs)));
+        for (const v of [s.mean_ns, s.median_ns, s.min_ns, s.max_ns, s.per_call_ns]) row.append(el('td', {}, fmt(v)));
+        table.append(row);
+      }
+      sec.append(table);
+      tag.segments.forEach((s, i) => {
+        const box = el('div', { class: 'segment' });
+        box.append(el('h3', {}, s.name), chart(tag, s, colours[i % colours.length]));
+        sec.append(box);
+        drawn.segments += 1;
+      });
+      root.append(sec);
+    }
+  }
+
+  const programs = [...new Set(data.runs.map((r) => r.program))];
+  document.getElementById('command').textContent = programs.join(', ');
+  document.getElementById('facts').textContent = data.runs.length + ' run' + (data.runs.length === 1 ? '' : 's') +
+    ', ' + data.tags.length + ' tag' + (data.tags.length === 1 ? '' : 's');
+  showRemoved.addEventListener('change', draw);
+  draw();
+  window.fieldprofPoints = {
+    state: () => ({ tags: data.tags.length, segments: drawn.segments, bars: drawn.bars, dirty: drawn.dirty,
+      showRemoved: showRemoved.checked }),
+  };
+  document.body.dataset.ready = '1';
+})();
