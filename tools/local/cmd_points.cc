@@ -9,14 +9,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/tsc_rate.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/runtime_env.h"
@@ -123,6 +126,13 @@ int Record(int argc, char** argv) {
   if (Status m = MakeDirs(out_dir, FileAccess::kShared); ec || !m.ok()) {
     Say("cannot make " + output + ": " + (ec ? ec.message() : m.message()));
     return 3;
+  }
+  // The TSC's rate, in the files: what reads a file cut before its
+  // second clock reading still has times.
+  if (std::getenv("FIELDPROF_TSC_HZ") == nullptr) {
+    if (std::optional<int64_t> hz = MeasureTscHz(); hz.has_value()) {
+      setenv("FIELDPROF_TSC_HZ", std::to_string(*hz).c_str(), 1);
+    }
   }
   setenv(local::points::kDirEnv, out_dir.c_str(), 1);
   PrependEnv("LD_PRELOAD", lib);

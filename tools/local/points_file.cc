@@ -68,12 +68,15 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     return InvalidArgument("a points file with a damaged header");
   }
   std::vector<std::pair<uint64_t, uint64_t>> clock;  // tsc, mono ns
+  uint64_t tsc_hz = 0;
   std::map<uint64_t, uint32_t> site_of;
   std::vector<RawEvent> raw;
   while (!r.done()) {
     if (!r.Get(&type)) break;
     bool ok = true;
-    if (type == pf::kClock) {
+    if (type == pf::kRate) {
+      ok = r.Get(&tsc_hz);
+    } else if (type == pf::kClock) {
       uint64_t tsc = 0, ns = 0;
       ok = r.Get(&tsc) && r.Get(&ns);
       if (ok) clock.emplace_back(tsc, ns);
@@ -110,17 +113,24 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     if (!ok) break;  // cut or damaged here: keep what came before
   }
   if (clock.empty()) return InvalidArgument("a points file with no clock reading");
-  // Ticks to ns: the straight line through the first and last readings.
+  // Ticks to ns: the straight line through the first and last readings,
+  // or, when they are less than 1 ms apart (a file cut early), the rate
+  // the command measured.
   const auto [tsc0, ns0] = clock.front();
   const auto [tsc1, ns1] = clock.back();
-  const double ns_per_tick = tsc1 > tsc0 && ns1 > ns0
-                                 ? static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0)
-                                 : 0;
+  double ns_per_tick = tsc1 > tsc0 && ns1 > ns0
+                           ? static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0)
+                           : 0;
+  if (tsc_hz > 0 && (ns1 < ns0 + 1000000 || ns_per_tick == 0)) {
+    ns_per_tick = 1e9 / static_cast<double>(tsc_hz);
+  }
   for (const RawEvent& e : raw) {
     const auto s = site_of.find(e.site);
     if (s == site_of.end() || e.kind > 2) continue;
     if (ns_per_tick == 0 && e.tsc != tsc0) {
-      return InvalidArgument("a points file whose clock never advanced (cut short at once?)");
+      return InvalidArgument(
+          "a points file cut before its second clock reading, with no TSC rate to turn its "
+          "times into ns");
     }
     PointEvent p;
     p.t_ns = static_cast<int64_t>((static_cast<double>(e.tsc) - static_cast<double>(tsc0)) *

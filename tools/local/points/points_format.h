@@ -4,6 +4,8 @@
 // little-endian:
 //   'H' header:  u32 pid, u64 realtime_ns at start, u16 len, the program's name
 //   'C' clock:   u64 tsc, u64 CLOCK_MONOTONIC ns, read together
+//   'R' rate:    u64 TSC ticks a second, as measured by the command (when
+//                it was given one: for files cut before a second clock)
 //   'S' site:    u32 index, u16 len, tag, u16 len, name (sites are
 //                numbered from 0 as first seen; before their first event)
 //   'B' batch:   u32 tid, u32 n, u64 the first event's tsc, then n events of
@@ -23,8 +25,8 @@ namespace fieldprof::local::points {
 
 inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
-inline constexpr char kHeader = 'H', kClock = 'C', kSite = 'S', kBatch = 'B', kLost = 'L',
-                      kEnd = 'X';
+inline constexpr char kHeader = 'H', kClock = 'C', kRate = 'R', kSite = 'S', kBatch = 'B',
+                      kLost = 'L', kEnd = 'X';
 
 // One event in the recorder's rings.
 struct Event {

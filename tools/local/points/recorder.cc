@@ -240,6 +240,13 @@ bool OpenFile() {
   clock_gettime(CLOCK_REALTIME, &rt);
   o.Put(static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec));
   o.Str(ProgramName().c_str());
+  if (const char* hz = getenv("FIELDPROF_TSC_HZ")) {
+    const uint64_t rate = strtoull(hz, nullptr, 10);
+    if (rate > 0) {
+      o.Put(pf::kRate);
+      o.Put(rate);
+    }
+  }
   o.Clock();
   o.Flush();
   return true;
