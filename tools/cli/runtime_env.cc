@@ -56,6 +56,16 @@ void SetTscRate() {
   }
 }
 
+void SetLabPassEnvironment(const std::string& work) {
+  setenv("FIELDPROF_RUN", "1", 1);
+  setenv("FIELDPROF_SLOT_DIR", (work + "/slots").c_str(), 1);
+  setenv("FIELDPROF_SLOTS", "1000", 1);
+  setenv("FIELDPROF_MAX_LOAD", "1000000", 1);
+  setenv("FIELDPROF_BUDGET", "1000", 1);
+  setenv("FIELDPROF_SPOOL", (work + "/spool").c_str(), 1);
+  SetTscRate();
+}
+
 void PrependEnv(const char* var, const std::string& value) {
   const char* old = std::getenv(var);
   std::string v = value;

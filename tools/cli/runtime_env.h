@@ -25,6 +25,12 @@ inline constexpr const char* kRuntimeLib = "libfieldprof.so";
 // (agent/runtime/clock.h).
 void SetTscRate();
 
+// The settings of a lab pass, for the runs this process starts: every run
+// measured, with its own slots under `work` (and its spool), no load cap,
+// no overhead budget; and the TSC rate (SetTscRate). What fieldprof lab
+// and fieldprof points record --at give the runtime.
+void SetLabPassEnvironment(const std::string& work);
+
 // Puts `value` in front of the colon-separated list in environment
 // variable `var` (LD_PRELOAD, LD_LIBRARY_PATH).
 void PrependEnv(const char* var, const std::string& value);

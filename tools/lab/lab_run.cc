@@ -134,14 +134,8 @@ class WorkDir {
 // Every pass is an explicit run, never refused: its own slots, no load cap,
 // no overhead budget.
 void SetPassEnvironment(const LabOptions& o, const std::string& work) {
-  setenv("FIELDPROF_RUN", "1", 1);
-  setenv("FIELDPROF_SLOT_DIR", (work + "/slots").c_str(), 1);
-  setenv("FIELDPROF_SLOTS", "1000", 1);
-  setenv("FIELDPROF_MAX_LOAD", "1000000", 1);
-  setenv("FIELDPROF_BUDGET", "1000", 1);
-  setenv("FIELDPROF_SPOOL", (work + "/spool").c_str(), 1);
+  SetLabPassEnvironment(work);
   if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", fs::absolute(o.debug).c_str(), 1);
-  SetTscRate();
   PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kRuntimeLib);
 }
 

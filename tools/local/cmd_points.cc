@@ -54,10 +54,10 @@ constexpr const char* kUsage =
 void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }
 
 // Points placed by configuration: the runtime in its points pass binds
-// the functions listed and hands each call's span to the recorder. Its
-// settings as a lab pass has them (every run measured, its own slots);
-// the runtime goes first in LD_PRELOAD, so that it finds the recorder's
-// entry after itself. `work`: a directory for its plan and lab files.
+// the functions listed and hands each call's span to the recorder, with a
+// lab pass's settings. The runtime goes first in LD_PRELOAD, so that it
+// finds the recorder's entry after itself. `work`: a directory for its
+// plan and lab files.
 Status PlaceByConfiguration(const std::string& at, const std::string& runtime_dir,
                             const std::string& work) {
   std::string plan;
@@ -80,13 +80,7 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
   setenv("FIELDPROF_LAB", "points", 1);
   setenv("FIELDPROF_LAB_DIR", work.c_str(), 1);
   setenv("FIELDPROF_LAB_APIS", (work + "/at.apis").c_str(), 1);
-  setenv("FIELDPROF_RUN", "1", 1);
-  setenv("FIELDPROF_SLOT_DIR", (work + "/slots").c_str(), 1);
-  setenv("FIELDPROF_SLOTS", "1000", 1);
-  setenv("FIELDPROF_MAX_LOAD", "1000000", 1);
-  setenv("FIELDPROF_BUDGET", "1000", 1);
-  setenv("FIELDPROF_SPOOL", (work + "/spool").c_str(), 1);
-  SetTscRate();
+  SetLabPassEnvironment(work);
   PrependEnv("LD_PRELOAD", runtime_dir + "/" + kRuntimeLib);
   return Status::Ok();
 }

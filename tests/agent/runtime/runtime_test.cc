@@ -222,14 +222,17 @@ TEST_F(RuntimeTest, CheapCallsReadAsUnderTheResolution) {
   const size_t wall = out.find("wall_time_ns");
   ASSERT_NE(wall, std::string::npos) << out;
   std::string line = out.substr(wall, out.find('\n', wall) - wall);
-  // Figures under the resolution read "< R ns" (R may be 1 on a machine
-  // whose probe cost hardly varies); none reads as a plain 0 or 1 ns.
+  // Figures under the resolution read "< R ns"; none reads as a plain
+  // 0 ns, nor as 1 ns unless R is 1 (a machine whose probe cost hardly
+  // varies), where a mean of 1.3 ns is above it and reads "1 ns".
   const std::string under = "< " + std::to_string(resolution) + " ns";
   for (size_t p = line.find(under); p != std::string::npos; p = line.find(under)) {
     line.erase(p, under.size());
   }
   EXPECT_EQ(line.find(" 0 ns"), std::string::npos) << line;
-  EXPECT_EQ(line.find(" 1 ns"), std::string::npos) << line;
+  if (resolution > 1) {
+    EXPECT_EQ(line.find(" 1 ns"), std::string::npos) << line;
+  }
   const wire::Histogram* h = Find(recs, "fp_test_alloc", wire::METRIC_WALL_TIME_NS);
   ASSERT_NE(h, nullptr);
   if (h->zero_count() > 0) {  // the zero bucket's row
