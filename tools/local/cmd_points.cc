@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -44,6 +45,7 @@ constexpr const char* kUsage =
     "  fieldprof points show startup.d              # per tag: segments across runs\n"
     "  fieldprof points show startup.d --per_run    # and each run's values\n"
     "  fieldprof points tags startup.d              # the tags, newest first\n"
+    "  fieldprof points show startup.d --tag startup --from 2026-11-20 --to 2026-11-24\n"
     "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
     "  fieldprof points show startup.d --html startup.html   # bar charts, a bar per run\n"
     "  fieldprof points show startup.d --chrome_trace t.json --tree t.fptree\n"
@@ -188,17 +190,69 @@ int Record(int argc, char** argv) {
   return failed > 0 ? 1 : 0;
 }
 
-StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& paths) {
+// --from/--to: a day (YYYY-MM-DD; --to takes the whole day) or a time
+// (YYYY-MM-DDTHH:MM[:SS]), UTC; the runs that began inside.
+struct DateRange {
+  std::string from, to;
+  int64_t from_ns = 0, to_ns = INT64_MAX;
+};
+
+Status ParseWhen(const std::string& text, bool end, int64_t* ns) {
+  tm t{};
+  const char* rest = strptime(text.c_str(), "%Y-%m-%d", &t);
+  bool day = rest != nullptr && *rest == 0;
+  if (rest != nullptr && *rest == 'T') {
+    const char* r2 = strptime(rest + 1, "%H:%M:%S", &t);
+    if (r2 == nullptr) r2 = strptime(rest + 1, "%H:%M", &t);
+    rest = r2;
+  }
+  if (rest == nullptr || *rest != 0) {
+    return InvalidArgument("\"" + text +
+                           "\" is not a day (2026-11-24) or a time (2026-11-24T13:05)");
+  }
+  int64_t secs = timegm(&t);
+  if (day && end) secs += 86400;
+  *ns = secs * 1000000000LL - (day && end ? 1 : 0);
+  return Status::Ok();
+}
+
+Status CheckRange(DateRange* r) {
+  if (!r->from.empty()) {
+    if (Status p = ParseWhen(r->from, false, &r->from_ns); !p.ok()) return p;
+  }
+  if (!r->to.empty()) {
+    if (Status p = ParseWhen(r->to, true, &r->to_ns); !p.ok()) return p;
+  }
+  if (r->from_ns > r->to_ns) return InvalidArgument("--from is after --to");
+  return Status::Ok();
+}
+
+void AddRange(OptionTable* t, DateRange* r) {
+  t->AddString("from", &r->from, "only runs begun from this day or time on (UTC, 2026-11-24)");
+  t->AddString("to", &r->to, "only runs begun up to this day (all of it) or time (UTC)");
+}
+
+StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& paths,
+                                             const DateRange& range) {
   if (paths.empty()) return InvalidArgument("give a directory of recorded runs (or files)");
-  return local::ReadPointsRuns(paths);
+  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns(paths);
+  if (!runs.ok()) return runs;
+  std::vector<local::PointsRun> kept;
+  for (local::PointsRun& r : *runs) {
+    const auto at = static_cast<int64_t>(r.start_unix_ns);
+    if (at >= range.from_ns && at <= range.to_ns) kept.push_back(std::move(r));
+  }
+  return kept;
 }
 
 int Show(const std::string& verb, int argc, char** argv) {
   std::string tag, chrome, tree, html;
   bool json = false, per_run = false, keep_dirty = false;
+  DateRange range;
   OptionTable t("fieldprof points " + verb, kUsage);
   t.AddString("tag", &tag, "only this tag");
   t.AddBool("json", &json, "print JSON");
+  AddRange(&t, &range);
   if (verb == "show") {
     t.AddBool("per_run", &per_run, "also each run's value of each segment");
     t.AddBool("keep_dirty", &keep_dirty, "keep runs the modified Z-score calls dirty");
@@ -209,13 +263,19 @@ int Show(const std::string& verb, int argc, char** argv) {
   }
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok()) s = CheckRange(&range);
   if (!s.ok()) return UsageError(t, s);
-  StatusOr<std::vector<local::PointsRun>> runs = Load(t.positional());
+  StatusOr<std::vector<local::PointsRun>> runs = Load(t.positional(), range);
   if (!runs.ok()) {
     if (runs.status().code() == StatusCode::kInvalidArgument && t.positional().empty()) {
       return UsageError(t, runs.status());
     }
     Say(runs.status().message());
+    return 1;
+  }
+  if (runs->empty() && (!range.from.empty() || !range.to.empty())) {
+    Say("no run began in that range (--from " + (range.from.empty() ? "-" : range.from) + " --to " +
+        (range.to.empty() ? "-" : range.to) + ", UTC)");
     return 1;
   }
   local::PointsOptions o;
@@ -265,8 +325,11 @@ int Compare(int argc, char** argv) {
   t.AddBool("json", &json, "print JSON");
   t.AddDouble("fdr", &co.fdr, "false discovery rate for a significant change", 0.0001, 0.5);
   t.AddDouble("min_change", &co.min_change, "least change (of A's mean) that counts", 0, 10);
+  DateRange range;
+  AddRange(&t, &range);
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok()) s = CheckRange(&range);
   if (s.ok() && t.positional().size() != 2) {
     s = InvalidArgument("give two groups of runs: fieldprof points compare A B");
   }
@@ -275,7 +338,7 @@ int Compare(int argc, char** argv) {
   o.tag = tag;
   std::vector<std::vector<local::TagReport>> groups;
   for (const std::string& g : t.positional()) {
-    StatusOr<std::vector<local::PointsRun>> runs = Load({g});
+    StatusOr<std::vector<local::PointsRun>> runs = Load({g}, range);
     if (!runs.ok()) {
       Say(runs.status().message());
       return 1;

@@ -2,6 +2,7 @@
 // real program built with <fieldprof/points.h>, the files it leaves, and
 // what show, tags, compare and the exports say of them.
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -112,6 +113,28 @@ TEST(PointsRecordTest, TwentyRunsOneDirtyAndTheSegmentsMatchTheProgramsClock) {
             std::string::npos)
       << out;
   EXPECT_NE(page["tip"].get<std::string>().find("removed as dirty"), std::string::npos) << out;
+  // A date range: yesterday to tomorrow holds every run; a day long past
+  // none; a date that is not one is a usage error.
+  const auto day = [](time_t at) {
+    char text[16];
+    tm utc;
+    gmtime_r(&at, &utc);
+    strftime(text, sizeof text, "%Y-%m-%d", &utc);
+    return std::string(text);
+  };
+  const time_t now = time(nullptr);
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --json --from " +
+                           day(now - 86400) + " --to " + day(now + 86400),
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(json::parse(out)["runs"].size(), static_cast<size_t>(kRuns));
+  EXPECT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --to 2001-01-01 2>&1", &out),
+            1);
+  EXPECT_NE(out.find("no run began in that range"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --from 2026-13-45 2>&1", &out),
+            2);
+  EXPECT_NE(out.find("is not a day"), std::string::npos) << out;
   // Kept, it is there: 20 runs.
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --keep_dirty --json", &out),
             0);
