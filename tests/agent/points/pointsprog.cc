@@ -1,9 +1,11 @@
 // A program with points in two phases (tests/agent/points/points_test.cc):
-//   fieldprof_pointsprog N [--arm]
+//   fieldprof_pointsprog N [--arm|--exec]
 // runs N rounds of a "load" point, a "parse" scope and a point with a
 // value, and prints one result line. --arm raises the module's semaphore
-// itself first, as a tracer or the runtime would.
+// itself first, as a tracer or the runtime would. --exec then execs
+// /bin/true (tests/tools/local/points_record_test.cc).
 #include <fieldprof/points.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,5 +32,10 @@ int main(int argc, char** argv) {
     FP_POINT_V("startup", "parsed", i);
   }
   std::printf("sum %lu\n", sum);
+  if (argc > 2 && !std::strcmp(argv[2], "--exec")) {
+    std::fflush(stdout);
+    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    return 127;
+  }
   return 0;
 }

@@ -223,6 +223,23 @@ TEST(PointsRecordTest, EveryEventOfABusyRunIsWrittenOrCounted) {
   }
 }
 
+// A program that execs when its points are done: they are in its file,
+// drained before the exec (its drain thread had not woken yet).
+TEST(PointsRecordTest, AnExecKeepsThePointsBeforeIt) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("exec") + " -- " + kBusy +
+                           " 1000 --exec 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("exec") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["runs"].size(), 1u) << out;  // /bin/true has no points: no file
+  EXPECT_EQ(j["runs"][0]["events"], 4 * 1000) << out.substr(0, 1000);
+  EXPECT_FALSE(j["runs"][0]["complete"].get<bool>());
+}
+
 // -o with a bare name: a directory in the current one, which the program
 // may leave (the recorder writes where record said, made absolute).
 TEST(PointsRecordTest, ABareOutputNameIsADirectoryHere) {

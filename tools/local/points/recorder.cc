@@ -17,8 +17,8 @@
 // batch so the reader can turn ticks into ns. It wakes every 2 to 50 ms,
 // so that the fullest ring is about a quarter full: each wake takes a CPU
 // from the program. At exit the last events, the
-// losses and an end mark are written. After fork the child starts its own
-// file and drain thread.
+// losses and an end mark are written; before an exec, the rings are
+// drained. After fork the child starts its own file and drain thread.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,8 @@ using pf::Ring;
 // 1: the drain stops; its sleep is a futex wait on this word, so that
 // stopping never waits out a sleep.
 std::atomic<int> g_stop{0};
+std::mutex g_drain_mu;  // one drain at a time: the drain thread's, or one before exec
+pid_t g_pid;            // the process whose file is open (a vfork child is not)
 pthread_t g_drain;
 bool g_drain_started = false;
 int g_fd = -1;
@@ -199,13 +202,16 @@ void* DrainLoop(void*) {
                 static_cast<long>(sleep_ns % 1000000000)};
     syscall(SYS_futex, reinterpret_cast<int*>(&g_stop), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
     uint64_t fullest = 0;
-    // A clock pair with every batch of events, so the file of a process
-    // killed later still turns its ticks into time; one a second else.
-    if (DrainInto(o, &fullest) || MonoNs() - last_clock > 1000000000ull) {
-      o.Clock();
-      last_clock = MonoNs();
+    {
+      std::lock_guard<std::mutex> l(g_drain_mu);
+      // A clock pair with every batch of events, so the file of a process
+      // killed later still turns its ticks into time; one a second else.
+      if (DrainInto(o, &fullest) || MonoNs() - last_clock > 1000000000ull) {
+        o.Clock();
+        last_clock = MonoNs();
+      }
+      o.Flush();
     }
-    o.Flush();
     const uint64_t want = sleep_ns * (kRingEvents / 4) / std::max<uint64_t>(fullest, 1);
     sleep_ns = std::clamp(want, kMinSleepNs, kMaxSleepNs);
   }
@@ -228,6 +234,7 @@ bool OpenFile() {
   char path[4200];
   snprintf(path, sizeof path, "%s/points-%d-%08x.fppoints", g_dir.c_str(), getpid(), rnd);
   g_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  g_pid = getpid();
   if (g_fd < 0) {
     fprintf(stderr, "fieldprof points: cannot write %s: %s\n", path, strerror(errno));
     return false;
@@ -260,6 +267,18 @@ void StartDrain() {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   g_drain_started = pthread_create(&g_drain, nullptr, DrainLoop, nullptr) == 0;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// Before an exec replaces the program: what the rings hold goes to the
+// file now (the file closes with the exec; no end mark, as for a kill).
+// Not in a vfork child, which shares the parent's memory and file.
+void DrainBeforeExec() {
+  if (!g_recording.load() || getpid() != g_pid) return;
+  std::lock_guard<std::mutex> l(g_drain_mu);
+  Out o;
+  DrainInto(o);
+  o.Clock();
+  o.Flush();
 }
 
 void Finish() {
@@ -378,7 +397,8 @@ void AtForkChild() {
     r->tail.store(r->head.load());
     r->lost.store(0);
   }
-  pf::t_ring = nullptr;  // this thread's ring carries the parent's tid
+  pf::t_ring = nullptr;            // this thread's ring carries the parent's tid
+  new (&g_drain_mu) std::mutex();  // the parent's drain thread may have held it
   g_drain_started = false;
   g_sites->clear();
   for (auto& c : g_site_cache) c = {0, 0};
@@ -420,6 +440,20 @@ __attribute__((constructor)) void Start() {
 
 __attribute__((destructor)) void Stop() { Finish(); }
 
+// The exec family: the rings are drained first (glibc's own exec
+// functions call execve inside, not through this one, so each is here).
+template <typename F>
+F* Real(F* /*the type*/, const char* name) {
+  return reinterpret_cast<F*>(dlsym(RTLD_NEXT, name));
+}
+// execl's arguments up to the null one; with `envp`, the pointer after it.
+std::vector<char*> ListArgs(const char* arg, va_list ap, char* const** envp) {
+  std::vector<char*> argv{const_cast<char*>(arg)};
+  while (argv.back() != nullptr) argv.push_back(va_arg(ap, char*));
+  if (envp != nullptr) *envp = va_arg(ap, char* const*);
+  return argv;
+}
+
 }  // namespace
 
 extern "C" {
@@ -436,6 +470,62 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
   void* h = real(file, mode);
   if (h != nullptr && ArmAll()) Begin();
   return h;
+}
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
+                                                  char* const envp[]) {
+  static auto real = Real(&execve, "execve");
+  DrainBeforeExec();
+  return real(path, argv, envp);
+}
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
+  static auto real = Real(&execv, "execv");
+  DrainBeforeExec();
+  return real(path, argv);
+}
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
+  static auto real = Real(&execvp, "execvp");
+  DrainBeforeExec();
+  return real(file, argv);
+}
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
+                                                   char* const envp[]) {
+  static auto real = Real(&execvpe, "execvpe");
+  DrainBeforeExec();
+  return real(file, argv, envp);
+}
+__attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
+  static auto real = Real(&fexecve, "fexecve");
+  DrainBeforeExec();
+  return real(fd, argv, envp);
+}
+__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
+  static auto real = Real(&execv, "execv");
+  va_list ap;
+  va_start(ap, arg);
+  std::vector<char*> argv = ListArgs(arg, ap, nullptr);
+  va_end(ap);
+  DrainBeforeExec();
+  return real(path, argv.data());
+}
+__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
+  static auto real = Real(&execvp, "execvp");
+  va_list ap;
+  va_start(ap, arg);
+  std::vector<char*> argv = ListArgs(arg, ap, nullptr);
+  va_end(ap);
+  DrainBeforeExec();
+  return real(file, argv.data());
+}
+__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
+  static auto real = Real(&execve, "execve");
+  va_list ap;
+  va_start(ap, arg);
+  char* const* envp = nullptr;
+  std::vector<char*> argv = ListArgs(arg, ap, &envp);
+  va_end(ap);
+  DrainBeforeExec();
+  return real(path, argv.data(), envp);
 }
 
 }  // extern "C"
