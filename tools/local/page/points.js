@@ -45,13 +45,6 @@
     const w = Math.max(240, Math.min(640, bars.length * 18 + 50)), h = 150, left = 44, bottom = 18;
     const svg = el('svg:svg', { class: 'bars', width: w, height: h, role: 'img',
       'aria-label': seg.name + ': one bar per run' });
-    const defs = el('svg:defs');
-    const hatch = el('svg:pattern', { id: 'hatch', width: 6, height: 6, patternUnits: 'userSpaceOnUse',
-      patternTransform: 'rotate(45)' });
-    hatch.append(el('svg:rect', { width: 6, height: 6, fill: '#f4c7c3' }),
-      el('svg:line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#b00', 'stroke-width': 2 }));
-    defs.append(hatch);
-    svg.append(defs);
     const max = Math.max(1, ...bars.map((b) => b.ns || 0));
     const step = (w - left - 6) / Math.max(1, bars.length);
     const y = (v) => h - bottom - (v / max) * (h - bottom - 8);
@@ -106,6 +99,17 @@
       root.append(sec);
     }
   }
+
+  // The dirty bars' hatching, defined once for every chart.
+  const shared = el('svg:svg', { width: 0, height: 0, 'aria-hidden': 'true', style: 'position: absolute' });
+  const defs = el('svg:defs');
+  const hatch = el('svg:pattern', { id: 'hatch', width: 6, height: 6, patternUnits: 'userSpaceOnUse',
+    patternTransform: 'rotate(45)' });
+  hatch.append(el('svg:rect', { width: 6, height: 6, fill: '#f4c7c3' }),
+    el('svg:line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#b00', 'stroke-width': 2 }));
+  defs.append(hatch);
+  shared.append(defs);
+  document.body.prepend(shared);
 
   const programs = [...new Set(data.runs.map((r) => r.program))];
   document.getElementById('command').textContent = programs.join(', ');
