@@ -24,7 +24,7 @@ struct AllocFns {
   void* (*aligned_alloc)(size_t, size_t);
   void* (*memalign)(size_t, size_t);
   void* (*valloc)(size_t);
-  bool lab;  // a census: blocks are told to the lab too (LabAllocated, LabFreeing)
+  bool lab;  // a census: blocks are told to the lab too (LabAllocated; frees through LabFree)
 };
 FP_HOT_DATA AllocFns real_alloc;
 
@@ -120,10 +120,7 @@ FP_EXPORT void* realloc(void* old, size_t n) {
 FP_EXPORT void free(void* p) {
   if (p == nullptr) return;
   if (real_alloc.malloc == nullptr) ResolveAlloc();
-  if (real_alloc.lab) [[unlikely]] {
-    if (Counting()) fieldprof::rt::LabFreeing(p);
-  }
-  real_alloc.free(p);
+  real_alloc.free(p);  // in a census, LabFree first (LabCountAllocations)
 }
 
 FP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
@@ -164,7 +161,24 @@ FP_EXPORT void* valloc(size_t n) {
 
 }  // extern "C"
 
+namespace {
+
+// The allocator's own free, while a census puts LabFree in its place.
+void (*g_next_free)(void*);
+
+// free in a census: a block freed inside a measured call is told to the
+// lab first. Swapped in for the allocator's free, so that free itself
+// stays a check and a jump for every process that is not a census.
+void LabFree(void* p) {
+  if (Counting()) fieldprof::rt::LabFreeing(p);
+  g_next_free(p);
+}
+
+}  // namespace
+
 void fieldprof::rt::LabCountAllocations() {
   if (real_alloc.malloc == nullptr) ResolveAlloc();
+  g_next_free = real_alloc.free;
+  real_alloc.free = LabFree;
   real_alloc.lab = true;
 }
