@@ -21,6 +21,10 @@
 #
 #   deploy/bench-process.sh [RUNS]    (hyperfine --runs, default 200; the
 #                                      400-process script and sqlite3 use RUNS/10)
+#   BASE_LIB=old/libfieldprof.so deploy/bench-process.sh [RUNS]
+#       before and after in one run: the interleaved part and the per-call
+#       part also run an older runtime (built from an older commit) beside
+#       this one, as "idle (base)" and "measured (base)"
 # Prints each table; everything stays in a temp dir and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -118,14 +122,22 @@ echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -
 # The same, interleaved (each round runs every variant once): on a shared
 # VM hyperfine's back-to-back runs drift more than the differences sought.
 spawn="$PWD/build/tests/benchmarks/spawn_bench"
+base="${BASE_LIB:-}"
 interleaved() {  # interleaved ROUNDS COMMAND...
   local n="$1"; shift
+  local extra=()
+  if [[ -n "$base" ]]; then
+    extra=("FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$base $*"
+      "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$base $*")
+  fi
   "$spawn" "$n" "$*" "LD_PRELOAD=$work/empty.so $*" \
     "FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $*" \
     "FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $*" \
-    "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $*" | sed "s|$work|WORK|g; s|$lib|LIB|g"
+    "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $*" "${extra[@]}" |
+    { if [[ -n "$base" ]]; then sed "s|$base|BASE|g"; else cat; fi; } |
+    sed "s|$work|WORK|g; s|$lib|LIB|g"
 }
-echo "== interleaved (spawn_bench): plain, floor (empty preload), idle, default, measured"
+echo "== interleaved (spawn_bench): plain, floor (empty preload), idle, default, measured${base:+, idle and measured with BASE}"
 workloads interleaved
 
 echo "== a measured /bin/true's start, by part (TSC ticks, median of 50)"
@@ -142,15 +154,23 @@ PY
 echo "== per call: an empty library function through the PLT (ns per call, best of 5 interleaved runs)"
 prog="$PWD/build/tests/benchmarks/rt_bench_prog"
 ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }
-plain=999; sel=999; tsc=999
+plain=999; sel=999; tsc=999; bsel=999
+call_ns() {  # call_ns LIB: ns per call of the selected empty function
+  env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool-call" "FIELDPROF_SLOT_DIR=$work/slots" \
+    FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 FIELDPROF_MAX_LOAD=1000 \
+    "LD_PRELOAD=$1" "$prog" empty 5000000 5 | ns
+}
 for i in 1 2 3 4 5; do
   t=$("$prog" rdtsc 20000000 5 | ns)
   tsc=$(python3 -c "print(min($tsc, $t))")
   p=$("$prog" empty 20000000 5 | ns)
-  q=$(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool-call" "FIELDPROF_SLOT_DIR=$work/slots" \
-      FIELDPROF_K=1 FIELDPROF_FORCE=fp_bench_empty FIELDPROF_BUDGET=1000 FIELDPROF_MAX_LOAD=1000 \
-      "LD_PRELOAD=$lib" "$prog" empty 5000000 5 | ns)
+  q=$(call_ns "$lib")
   plain=$(python3 -c "print(min($plain, $p))"); sel=$(python3 -c "print(min($sel, $q))")
+  if [[ -n "$base" ]]; then b=$(call_ns "$base"); bsel=$(python3 -c "print(min($bsel, $b))"); fi
 done
 echo "   plain $plain ns, selected $sel ns: $(python3 -c "print(f'{$sel - $plain:+.2f}')") ns per measured call"
 echo "   the floor, two rdtsc: $(python3 -c "print(f'{2 * $tsc:.2f}')") ns; added / floor = $(python3 -c "print(f'{($sel - $plain) / (2 * $tsc):.2f}')")"
+if [[ -n "$base" ]]; then
+  echo "   BASE: selected $bsel ns: $(python3 -c "print(f'{$bsel - $plain:+.2f}')") ns per measured call;" \
+    "added / floor = $(python3 -c "print(f'{($bsel - $plain) / (2 * $tsc):.2f}')")"
+fi
