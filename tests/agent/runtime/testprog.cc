@@ -3,6 +3,7 @@
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | fpmany N | throw
 //            | recurse N | nested N | varargs | structs | threads T N | signal | longjmp
 //            | fork | forkin | vfork | exec | execfail | execfail5 | _exit | many N | dlopen LIB
+//            | sigtrap handler|signal|ignore|default
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -52,6 +53,13 @@ namespace {
 long Recurse(long n) { return fp_test_recurse(n - 1, Recurse); }
 
 std::atomic<int> g_signals{0};
+std::atomic<int> g_traps{0}, g_trap_codes_raised{0};
+void OnTrapInfo(int, siginfo_t* si, void*) {
+  g_traps.fetch_add(1);
+  if (si->si_code == SI_TKILL) g_trap_codes_raised.fetch_add(1);
+}
+void OnTrap(int) { g_traps.fetch_add(1); }
+void OnTrapOther(int) {}
 void OnAlarm(int) {
   fp_test_alloc(100);  // a measured call inside a handler, maybe inside another
   g_signals.fetch_add(1);
@@ -152,6 +160,30 @@ int Hazard(int argc, char** argv) {
     itimerval off = {};
     setitimer(ITIMER_REAL, &off, nullptr);
     printf("signals %s\n", g_signals.load() > 0 ? "handled" : "none");
+  } else if (!strcmp(what, "sigtrap") && argc == 3) {
+    // SIGTRAP is the program's, whoever samples it: its handler gets its
+    // own traps only (raised: SI_TKILL), sigaction() gives back what it
+    // set, and its default kills it.
+    for (int i = 0; i < 150; ++i) fp_test_spin_us(1000);
+    const char* how = argv[2];
+    if (!strcmp(how, "handler")) {
+      struct sigaction sa = {}, old = {};
+      sa.sa_handler = OnTrapOther;
+      sigaction(SIGTRAP, &sa, nullptr);
+      sa.sa_sigaction = OnTrapInfo;
+      sa.sa_flags = SA_SIGINFO;
+      sigaction(SIGTRAP, &sa, &old);
+      printf("previous %s\n", old.sa_handler == OnTrapOther ? "ours" : "other");
+    } else if (!strcmp(how, "signal")) {
+      signal(SIGTRAP, OnTrap);
+      printf("previous %s\n", signal(SIGTRAP, OnTrap) == OnTrap ? "ours" : "other");
+    } else if (!strcmp(how, "ignore")) {
+      signal(SIGTRAP, SIG_IGN);
+    }
+    raise(SIGTRAP);
+    for (int i = 0; i < 150; ++i) fp_test_spin_us(1000);
+    raise(SIGTRAP);
+    printf("traps %d, raised %d\n", g_traps.load(), g_trap_codes_raised.load());
   } else if (!strcmp(what, "longjmp")) {
     // Static: locals may be clobbered by longjmp.
     static int jumped = 0;

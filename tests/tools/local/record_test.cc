@@ -139,6 +139,28 @@ TEST(RecordTest, ProgramsBehaveTheSameUnderRecord) {
   }
 }
 
+// The sampler's signals are SIGTRAPs where the kernel has perf's sigtrap
+// (the cheapest way to a sample): the program's own SIGTRAP handling is
+// untouched, and the samples are there.
+TEST(RecordTest, TheProgramsSigtrapStaysItsOwn) {
+  TempDir dir;
+  const std::string prog = FIELDPROF_TESTPROG;
+  for (const std::string how : {"handler", "signal", "ignore", "default"}) {
+    std::string plain, recorded, log;
+    const int plain_rc = RunCommand(prog + " sigtrap " + how + " 2>/dev/null", &plain);
+    const int rc = RunCommand(kCli + " record -o " + dir.File("t.fprec") + " -- " + prog +
+                                  " sigtrap " + how + " 2>" + dir.File("log"),
+                              &recorded);
+    EXPECT_EQ(rc, plain_rc) << how;
+    EXPECT_EQ(recorded, plain) << how;
+    EXPECT_EQ(plain_rc == 128 + SIGTRAP, how == "default") << how;  // death by SIGTRAP
+    ASSERT_EQ(RunCommand("cat " + dir.File("log"), &log), 0);
+    const size_t at = log.find("written: ");
+    ASSERT_NE(at, std::string::npos) << log;
+    EXPECT_GT(std::stol(log.substr(at + 9)), 100) << how << ": " << log;  // 0.3 s of CPU
+  }
+}
+
 // The pid of the process in group `pgid` running `exe`'s file name, or 0.
 pid_t FindInGroup(pid_t pgid, const std::string& exe) {
   const std::string name = std::filesystem::path(exe).filename().string().substr(0, 15);

@@ -1,9 +1,10 @@
 // libfieldprof_record.so: the in-process half of `fieldprof record`,
 // preloaded into the command and every program it starts (issue #32).
 //
-// Every thread has its own sampling clock, which sends SIGPROF to that
-// thread about `hz` times per second of its CPU time: a perf_event
-// task-clock counter on the thread (an hrtimer, so the rate asked for;
+// Every thread has its own sampling clock, which signals that thread about
+// `hz` times per second of its CPU time: a perf_event task-clock counter on
+// the thread, by synchronous SIGTRAP where the kernel can (sigtrap.cc),
+// else SIGPROF (an hrtimer either way, so the rate asked for;
 // user time only where perf_event_paranoid is 2 and the kernel refuses
 // more), else a timer_create timer on CLOCK_THREAD_CPUTIME_ID, which fires
 // at most once per kernel tick (about 250 samples per CPU second here,
@@ -101,6 +102,7 @@ bool g_wall = false;
 bool g_idle = false;  // watch switches off and onto the CPU
 pid_t g_pid = 0;      // the process recording (a vfork child shares our memory, not our pid)
 uint32_t g_source = fieldprof::local::raw::kThreadTimers;
+bool g_trap = false;  // task-clock events signal by SIGTRAP (sigtrap.cc)
 unsigned long long g_modules_adds = ~0ull;
 
 thread_local uint32_t t_tid = 0;
@@ -115,10 +117,11 @@ PthreadCreate RealPthreadCreate() { return Resolve(&g_real_pthread_create, "pthr
 using DlIteratePhdr = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 std::atomic<DlIteratePhdr> g_real_dl_iterate_phdr{nullptr};
 
-// A task-clock event on this thread that sends it SIGPROF every period of
-// its CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
-// allows.
-int OpenTaskClock(bool user_only) {
+// A task-clock event on this thread that signals it every period of its
+// CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
+// allows. `trap`: by synchronous SIGTRAP (sigtrap.cc), else SIGPROF through
+// O_ASYNC.
+int OpenTaskClock(bool user_only, bool trap) {
   perf_event_attr a{};
   a.size = sizeof a;
   a.type = PERF_TYPE_SOFTWARE;
@@ -128,10 +131,20 @@ int OpenTaskClock(bool user_only) {
   a.exclude_hv = 1;
   a.wakeup_events = 1;
   a.disabled = 1;
+  if (trap) {
+    a.sigtrap = 1;
+    a.remove_on_exec = 1;  // the kernel's condition for sigtrap
+    a.sig_data = kSampleSigData;
+  }
   const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
   const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
                                           static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
   if (fd < 0) return -1;
+  if (trap) {
+    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) return fd;
+    close(fd);
+    return -1;
+  }
   f_owner_ex owner{F_OWNER_TID, tid};
   if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
       fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
@@ -160,7 +173,7 @@ void StartThreadTimer() {
   using fieldprof::local::raw::kTaskClock;
   using fieldprof::local::raw::kTaskClockUser;
   if (g_source == kTaskClock || g_source == kTaskClockUser) {
-    t_clock_fd = OpenTaskClock(g_source == kTaskClockUser);
+    t_clock_fd = OpenTaskClock(g_source == kTaskClockUser, g_trap);
     if (t_clock_fd >= 0) return;
   }
   sigevent ev{};
@@ -426,9 +439,11 @@ uint32_t ChooseSource() {
     return kThreadTimers;
   }
   for (const bool user_only : {false, true}) {
-    const int fd = OpenTaskClock(user_only);
-    if (fd >= 0) {
+    for (const bool trap : {true, false}) {
+      const int fd = OpenTaskClock(user_only, trap);
+      if (fd < 0) continue;
       close(fd);
+      g_trap = trap;
       return user_only ? kTaskClockUser : kTaskClock;
     }
   }
@@ -470,11 +485,14 @@ void Start() {
   WriteAll(&fh, sizeof fh);
   Flush();
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-  struct sigaction sa {};
-  sa.sa_sigaction = OnProf;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGPROF, &sa, nullptr);
+  if (g_trap && !OwnTrapSignal(OnProf)) g_trap = false;
+  if (!g_trap) {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnProf;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, nullptr);
+  }
   g_stop = 0;
   g_last_drain_ns = start;
   g_on = true;
@@ -523,12 +541,19 @@ void AfterForkInChild() {
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_buf_len = 0;  // the parent's, not yet written
+  // Only the slots the parent had not drained are marked: clearing all of
+  // them wrote to every page of the 8 MB, a copy-on-write fault each,
+  // about 4 ms in every forked child (a shell's every command).
+  if (g_slots != nullptr) {
+    const uint64_t head = g_head.load();
+    for (uint64_t i = g_tail; i != head && i - g_tail < kSlots; ++i) {
+      Slot& slot = g_slots[i % kSlots];
+      if (slot.ready.load() != 0) slot.ready.store(0);
+    }
+  }
   g_head = 0;
   g_tail = 0;
   g_modules_adds = ~0ull;
-  if (g_slots != nullptr) {
-    for (uint32_t i = 0; i < kSlots; ++i) g_slots[i].ready.store(0);
-  }
   t_tid = 0;
   Start();
 }
@@ -561,19 +586,25 @@ void* StartWithTimer(void* p) {
 }
 
 // Before an exec: the process's recording ends here, whole (its last
-// samples and a trailer), and no SIGPROF is left pending for the new
-// image, which gets the default action (death) until the sampler loads in
-// it again. Returns whether to Start() again if the exec fails.
+// samples and a trailer), and no sample's signal is left pending for the
+// new image, which gets the default action (death) until the sampler loads
+// in it again; SIGTRAP's disposition is the program's again. Returns
+// whether to Start() again if the exec fails.
 bool BeforeExec() {
   if (!g_on || getpid() != g_pid) return false;  // not recording, or a vfork child
   Stop();
-  sigset_t prof, old;
-  sigemptyset(&prof);
-  sigaddset(&prof, SIGPROF);
-  pthread_sigmask(SIG_BLOCK, &prof, &old);
+  sigset_t ours, old;
+  sigemptyset(&ours);
+  sigaddset(&ours, SIGPROF);
+  sigaddset(&ours, SIGTRAP);
+  pthread_sigmask(SIG_BLOCK, &ours, &old);
   const timespec now{0, 0};
-  while (sigtimedwait(&prof, nullptr, &now) == SIGPROF) {
+  bool program_trap = false;  // a SIGTRAP not ours, pending: it stays the program's
+  for (siginfo_t si; sigtimedwait(&ours, &si, &now) > 0;) {
+    program_trap |= si.si_signo == SIGTRAP && !IsSampleTrap(&si);
   }
+  ReturnTrapSignal();
+  if (program_trap) raise(SIGTRAP);  // pending again, blocked until the mask is back
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return true;
 }

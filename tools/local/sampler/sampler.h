@@ -7,6 +7,7 @@
 #define FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
 
 #include <dlfcn.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstddef>
@@ -54,6 +55,20 @@ void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to);
 // Appends a tagged record to the raw file. The writer thread only (and
 // the process's end, once the writer has stopped).
 void WriteRecord(char tag, const void* p, size_t n);
+
+// sigtrap.cc
+
+// The sig_data of our task-clock events: a SIGTRAP that carries it is a
+// sample, any other SIGTRAP the program's.
+inline constexpr uint64_t kSampleSigData = 0x6670726563747261;  // "fprectra"
+// Whether a SIGTRAP is one of our samples.
+bool IsSampleTrap(const siginfo_t* si);
+// Makes `on_sample` the handler of our SIGTRAPs, keeping the program's
+// disposition for its own (sigaction() and signal() are wrapped). False
+// when the handler could not be installed.
+bool OwnTrapSignal(void (*on_sample)(int, siginfo_t*, void*));
+// Puts the program's SIGTRAP disposition back (before an exec).
+void ReturnTrapSignal();
 
 // switches.cc
 
