@@ -118,6 +118,8 @@ std::string_view MetricName(wire::Metric m) {
       return "file_io_bytes";
     case wire::METRIC_SOCKET_IO_BYTES:
       return "socket_io_bytes";
+    case wire::METRIC_POINT_NS:
+      return "point_ns";
     default:
       return "unspecified";
   }
@@ -130,7 +132,7 @@ StatusOr<wire::Metric> ParseMetric(std::string_view name) {
   }
   return InvalidArgument("unknown metric '" + std::string(name) +
                          "' (wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, "
-                         "alloc_count, file_io_bytes, socket_io_bytes)");
+                         "alloc_count, file_io_bytes, socket_io_bytes, point_ns)");
 }
 
 std::string_view OsName(wire::Os os) {

@@ -11,6 +11,12 @@
 //                   64 bytes.
 //   symbol          an ELF symbol name: letters, digits and _ . $ @ (C++
 //                   names mangled, as the dynamic symbol table holds them).
+//                   For an instrumentation point's series (metric
+//                   point_ns): "tag$from$to" or "tag$name", each part a
+//                   point name (below).
+//   point name      a tag or name of FP_POINT and its kin: an identifier,
+//                   a letter or _ and then letters, digits, _ and ., at most
+//                   64 bytes. No path, no space, no free text.
 //
 // Header only and without the C++ library: the runtime (agent/runtime/)
 // checks what it is about to record with the same functions that
@@ -73,6 +79,29 @@ constexpr bool ModuleVersionOk(const char* s, size_t n) {
 }
 constexpr bool SymbolOk(const char* s, size_t n) {
   return n > 0 && n <= kMaxSymbol && FirstBadSymbolChar(s, n) == n;
+}
+
+inline constexpr size_t kMaxPointName = 64;
+
+constexpr bool PointNameOk(const char* s, size_t n) {
+  if (n == 0 || n > kMaxPointName) return false;
+  if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_')) return false;
+  for (size_t i = 1; i < n; ++i) {
+    if (!Alnum(s[i]) && s[i] != '_' && s[i] != '.') return false;
+  }
+  return true;
+}
+
+// A point series' symbol: two or three point names joined by '$'.
+constexpr bool PointSymbolOk(const char* s, size_t n) {
+  size_t parts = 0, start = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    if (i < n && s[i] != '$') continue;
+    if (!PointNameOk(s + start, i - start)) return false;
+    ++parts;
+    start = i + 1;
+  }
+  return parts == 2 || parts == 3;
 }
 
 }  // namespace fieldprof::key_rules

@@ -336,6 +336,12 @@ Status ValidateRecordT(const R& r) {
   if (!wire::Metric_IsValid(k.metric()) || k.metric() == wire::METRIC_UNSPECIFIED) {
     return Fail("metric_unknown", "metric value " + std::to_string(k.metric()) + " is not known");
   }
+  if (k.metric() == wire::METRIC_POINT_NS &&
+      !key_rules::PointSymbolOk(k.symbol().data(), k.symbol().size())) {
+    return Fail("point_symbol",
+                "a point series' symbol is not tag$from$to or tag$name of "
+                "identifiers (letters, digits, _ and ., at most 64 bytes each)");
+  }
   if (k.has_platform()) FP_RETURN_IF_ERROR(ValidatePlatformT(k.platform()));
   if (!r.has_histogram()) return Fail("histogram_empty", "record has no histogram");
   FP_RETURN_IF_ERROR(ValidateHistogramT(r.histogram()));

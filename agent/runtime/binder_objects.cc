@@ -6,6 +6,7 @@
 #include <sys/auxv.h>
 
 #include "agent/runtime/binder_internal.h"
+#include "agent/runtime/points.h"
 
 namespace fieldprof::rt {
 
@@ -72,6 +73,7 @@ void Sync(uint32_t n, bool subs_changed) {
     ob.vdso = vdso_phdr != 0 && reinterpret_cast<uintptr_t>(e.phdr) == vdso_phdr;
     // Its few PLT calls run inside dlopen with its locks held: not trapped.
     ob.rtld = rtld != 0 && e.base == rtld;
+    if (!ob.ours && !ob.vdso && !ob.rtld) ArmPoints(ob.elf);
     ++g_binder.nobjects;
   }
   if (g_binder.nobjects > first_new) BuildTraps(first_new);

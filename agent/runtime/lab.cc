@@ -21,6 +21,7 @@
 #include "agent/runtime/decide.h"
 #include "agent/runtime/lab_state.h"
 #include "agent/runtime/next_symbol.h"
+#include "agent/runtime/points.h"
 #include "agent/runtime/spool_encode.h"
 #include "agent/runtime/sys.h"
 
@@ -184,14 +185,16 @@ bool LabStart(char** envp, const char* debug_log) {
     }
   }
   if (g_lab_mode == kLabPoints) {
-    static const char* const kSpan[] = {"fieldprof_point_span"};
-    uintptr_t span = 0;
-    ResolveNext(kSpan, &span, 1);
-    if (span == 0) {
+    static const char* const kSpan[] = {"fieldprof_point_span", "fieldprof_point_hit"};
+    uintptr_t span[2] = {};
+    ResolveNext(kSpan, span, 2);
+    if (span[0] == 0) {
       DebugLine(debug_log, "lab points pass without the points recorder preloaded after it");
       return false;
     }
-    g_lab_span = reinterpret_cast<LabSpanFn>(span);
+    g_lab_span = reinterpret_cast<LabSpanFn>(span[0]);
+    // The program's own points go to the recorder too (points.cc).
+    SetPointsForward(reinterpret_cast<void*>(span[1]));
   }
   DebugLine(debug_log, "lab mode: %s, writing to %s (%u APIs planned)", mode, dir,
             g_lab_apis->plan_size);

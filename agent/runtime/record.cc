@@ -15,6 +15,7 @@
 #include "agent/runtime/companion.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -64,6 +65,7 @@ void ResetCounts() {
   }
   ForgetKeptDurations();
   LabResetCounts();
+  ForgetPoints();
   ResetRunClock();
 }
 
@@ -92,6 +94,7 @@ void ResetAfterFork() {
   ReplaceSlabsAfterFork();
   ForgetKeptDurations();
   LabResetCounts();
+  ForgetPoints();
   ResetRunClock();
 }
 
@@ -205,8 +208,9 @@ void WriteRecord() {
       static_cast<unsigned long long>(bs.apis_called),
       static_cast<unsigned long long>(bs.evictions),
       static_cast<unsigned long long>(run.calls_measured));
-  // A run that measured no call leaves no record, only a count.
-  if (run.calls_measured == 0) {
+  AddPointRecords(&run);
+  // A run that measured no call and no point leaves no record, only a count.
+  if (run.calls_measured == 0 && run.npoints == 0) {
     CountRun(g.config.spool_dir, kRunMeasuredNone);
     return;
   }

@@ -31,6 +31,7 @@ extern "C" {
 #define FP_MAX_SLOTS 32
 #define FP_CALIBRATION_SLOT FP_MAX_SLOTS /* the extra stub that measures the probe cost */
 #define FP_NUM_METRICS 6                 /* wire::Metric 1..6 */
+#define FP_MAX_POINT_SERIES 64           /* (tag, from, to) per run (points.cc) */
 
 /* What the constructor decided for this run (decide.h). */
 struct FpRunConfig {

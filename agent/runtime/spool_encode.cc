@@ -15,6 +15,8 @@
 
 namespace fieldprof::rt {
 
+constexpr uint64_t kMetricPointNs = 7;  // wire::METRIC_POINT_NS
+
 void EncodePlatform(ProtoOut& o) {
   unsigned a, b, c, d;
   uint32_t vendor = 15, family = 0;
@@ -100,6 +102,23 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch&
       if (ko.bad || ho.bad || ro.bad) return 0;
       o.Bytes(3, rec, ro.n);
     }
+  }
+  for (int i = 0; i < run.npoints; ++i) {
+    const SpoolPoint& pt = run.points[i];
+    ProtoOut ko{key, 0, sizeof scratch.key};
+    ko.Str(1, pt.module);
+    ko.Str(2, pt.build_id);
+    ko.Str(3, pt.symbol);
+    ko.U64(4, kMetricPointNs);
+    ko.Bytes(5, plat, po.n);
+    ProtoOut ho{hist, 0, sizeof scratch.hist};
+    EncodeHistogram(*pt.h, ho);
+    ProtoOut ro{rec, 0, sizeof scratch.rec};
+    ro.Bytes(1, key, ko.n);
+    ro.Bytes(2, hist, ho.n);
+    ro.U64(3, 1);  // runs
+    if (ko.bad || ho.bad || ro.bad) return 0;
+    o.Bytes(3, rec, ro.n);
   }
   ProtoOut co{ctr, 0, sizeof scratch.ctr};
   co.U64(1, run.calls_measured);

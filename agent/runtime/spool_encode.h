@@ -58,9 +58,17 @@ struct SpoolApi {
   bool truncated;
 };
 
+// One instrumentation point series (points.cc): metric point_ns.
+struct SpoolPoint {
+  char module[256], build_id[80], symbol[3 * 65];
+  const Histogram* h;
+};
+
 struct SpoolRun {
   SpoolApi apis[FP_MAX_APIS];
   int napis = 0;
+  SpoolPoint points[FP_MAX_POINT_SERIES];
+  int npoints = 0;
   uint64_t calls_measured = 0, abandoned = 0, dropped = 0, probe_ns = 0, run_ns = 0;
   uint64_t resolution_ns = 0;  // on each wall-time record (clock.h)
   uint32_t apis_chosen = 0, apis_truncated = 0, refused = 0;

@@ -124,6 +124,16 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
          H(b)->set_min(1700);
          H(b)->set_max(1500);
        }},
+      {"point_symbol",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_POINT_NS);
+         b->mutable_records(0)->mutable_key()->set_symbol("startup");  // one part
+       }},
+      {"point_symbol",
+       [](wire::Batch* b) {
+         b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_POINT_NS);
+         b->mutable_records(0)->mutable_key()->set_symbol("startup$" + std::string(65, 'a'));
+       }},
       {"min_range", [](wire::Batch* b) { H(b)->set_min(3); }},  // zero_count > 0 so min must be 0
       {"max_range", [](wire::Batch* b) { H(b)->set_max(5000); }},
   };
@@ -161,6 +171,15 @@ TEST(ValidateTest, RealKeyStringsPass) {
   for (const char* sym : symbols) {
     wire::Batch b = GoodBatch();
     b.mutable_records(0)->mutable_key()->set_symbol(sym);
+    EXPECT_TRUE(ValidateBatch(b).ok()) << sym << ": " << ValidateBatch(b).ToString();
+  }
+  // Instrumentation points' series (metric point_ns).
+  for (const char* sym :
+       {"startup$load$parsed", "startup$parse", "request_2$handle.cold$done", "_x$y"}) {
+    wire::Batch b = GoodBatch();
+    b.mutable_records(0)->mutable_key()->set_metric(wire::METRIC_POINT_NS);
+    b.mutable_records(0)->mutable_key()->set_symbol(sym);
+    b.mutable_records(0)->set_resolution_ns(0);  // wall time's only
     EXPECT_TRUE(ValidateBatch(b).ok()) << sym << ": " << ValidateBatch(b).ToString();
   }
 }

@@ -46,6 +46,8 @@ std::string FormatMetricValue(wire::Metric m, double v, uint64_t resolution_ns) 
         return "< " + FormatNanos(static_cast<double>(resolution_ns));
       }
       return FormatNanos(v);
+    case wire::METRIC_POINT_NS:
+      return FormatNanos(v);
     case wire::METRIC_ALLOC_COUNT: {
       char b[32];
       std::snprintf(b, sizeof b, "%.1f", v);

@@ -23,8 +23,9 @@
  * How it is armed: every point of a module (program or library) tests that
  * module's one USDT semaphore, fieldprof_point_semaphore. Tracers raise it
  * when they attach; the fieldprof runtime raises it when it measures the
- * run. Armed, a point fires its USDT probe and calls fieldprof_point_hit,
- * which the runtime defines (a weak reference: without the runtime it is
+ * run (it finds it through the note below, without reading any file).
+ * Armed, a point fires its USDT probe and calls fieldprof_point_hit, which
+ * the runtime defines (a weak reference: without the runtime it is
  * null and skipped).
  *
  * Build with systemtap's <sys/sdt.h> on the include path (Debian:
@@ -55,8 +56,24 @@ enum { FP_POINT_KIND_POINT = 0, FP_POINT_KIND_BEGIN = 1, FP_POINT_KIND_END = 2 }
 /* The module's switch (see above): weak, so every file that includes this
  * header shares one, and hidden, so each module has its own. In the
  * section where USDT semaphores live, which tracers know. */
-__attribute__((weak, visibility("hidden"),
+__attribute__((weak, visibility("hidden"), used,
                section(".probes"))) volatile unsigned short fieldprof_point_semaphore;
+
+/* Where that switch is, for the fieldprof runtime: a note in the module's
+ * loaded notes (PT_NOTE), owner "fieldprof", type 0x46500001, whose 4-byte
+ * description is the semaphore's offset from the description itself. The
+ * static linker resolves it, so it costs no relocation at load, and a
+ * COMDAT group keeps one note per module whatever the number of files. */
+__asm__(
+    ".pushsection .note.fieldprof,\"aG\",@note,fieldprof_points_note,comdat\n"
+    ".balign 4\n"
+    ".4byte 10\n"         /* namesz: "fieldprof" and its NUL */
+    ".4byte 4\n"          /* descsz */
+    ".4byte 0x46500001\n" /* type */
+    ".asciz \"fieldprof\"\n"
+    ".balign 4\n"
+    ".4byte fieldprof_point_semaphore - .\n"
+    ".popsection\n");
 
 /* The runtime's recorder; null when no loaded object defines it. */
 extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kind, int64_t value)

@@ -8,12 +8,21 @@
 // - Armed (the semaphore raised, as a tracer or the runtime does), each
 //   point calls whatever loaded object defines fieldprof_point_hit, with
 //   its site, kind and value; with none loaded, it calls nothing.
+// - In a run the field runtime measures, it arms the points itself (the
+//   module's note) and its record holds one histogram per (module, tag,
+//   from, to) and per scope, metric point_ns; tags and names that break
+//   the key rules (a path, free text) never reach the record.
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
+#include "common/proto/fieldprof.pb.h"
+#include "common/spool.h"
 #include "gtest/gtest.h"
 
 namespace fieldprof {
@@ -52,7 +61,7 @@ TEST(PointsTest, DisarmedProgramsRunAsWithoutThemAndCallNothing) {
 }
 
 // Under the field runtime, measured or not, the programs behave as
-// without it (the runtime does not arm points).
+// without it (measured, the runtime arms their points and records them).
 TEST(PointsTest, UnderTheFieldRuntimeProgramsRunUnchanged) {
   char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -79,6 +88,104 @@ TEST(PointsTest, UnderTheFieldRuntimeProgramsRunUnchanged) {
   }
   std::string ignored;
   Shell("rm -rf " + d, &ignored);
+}
+
+// Writes measured-run settings under `dir`; returns the file.
+std::string MeasuredSettings(const std::string& dir) {
+  const std::string path = dir + "/measured.conf";
+  std::ofstream(path) << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                      << "spool_dir = " << dir << "/spool\nslot_dir = " << dir << "/slots\n";
+  return path;
+}
+
+// The point_ns records of every run record in `spool`, by symbol: their
+// count, and the module and runs; each record file also passes the
+// agent's validation.
+struct PointSeries {
+  uint64_t count = 0, runs = 0;
+  std::string module;
+};
+std::map<std::string, PointSeries> PointRecords(const std::string& spool) {
+  std::map<std::string, PointSeries> out;
+  for (const auto& e : std::filesystem::directory_iterator(spool)) {
+    if (e.path().extension() != ".fpr") continue;
+    auto run = ReadRunRecord(e.path().string());
+    EXPECT_TRUE(run.ok()) << run.status().ToString();
+    if (!run.ok()) continue;
+    for (const wire::Record& r : run->records()) {
+      if (r.key().metric() != wire::METRIC_POINT_NS) continue;
+      PointSeries& s = out[r.key().symbol()];
+      s.count += r.histogram().count();
+      s.runs += r.runs();
+      s.module = r.key().module();
+    }
+  }
+  return out;
+}
+
+TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  std::string out;
+  // C++: N rounds of load, the parse scope, parsed(i).
+  ASSERT_EQ(Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kRuntime + " " + kProg +
+                      " 1000 --bad",
+                  &out),
+            0);
+  auto series = PointRecords(d + "/spool");
+  ASSERT_EQ(series.size(), 3u) << "the path and the free text were refused";
+  EXPECT_EQ(series["startup$load$parsed"].count, 1000u);
+  EXPECT_EQ(series["startup$parsed$load"].count, 999u);
+  EXPECT_EQ(series["startup$parse"].count, 1000u);
+  for (const auto& [symbol, s] : series) {
+    EXPECT_EQ(s.module, "main") << symbol;  // a user's own program is named "main"
+    EXPECT_EQ(s.runs, 1u) << symbol;
+  }
+  // C: begin/end pairs and a point.
+  std::filesystem::remove_all(d + "/spool");
+  ASSERT_EQ(
+      Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kRuntime + " " + kProgC + " 500",
+            &out),
+      0);
+  series = PointRecords(d + "/spool");
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_EQ(series["request$handle"].count, 500u);
+  EXPECT_EQ(series["request$done$done"].count, 499u);
+  std::filesystem::remove_all(d);
+}
+
+// The agent's door: a run record whose point series has a path for a tag,
+// or a part that is no point name, is refused when the agent reads it (and
+// the aggregator's door refuses the same in a batch: server_test.cc).
+TEST(PointsTest, TheAgentRefusesAPointSeriesWithAPathOrFreeText) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  std::string out;
+  ASSERT_EQ(
+      Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kRuntime + " " + kProg + " 10",
+            &out),
+      0);
+  std::string good;
+  for (const auto& e : std::filesystem::directory_iterator(d + "/spool")) {
+    if (e.path().extension() == ".fpr") good = e.path().string();
+  }
+  ASSERT_FALSE(good.empty());
+  auto run = ReadRunRecord(good);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  for (const char* symbol :
+       {"/home/alice/notes$load", "startup$alice wrote this", "startup$load$parsed$more"}) {
+    wire::RunRecord bad = *run;
+    for (wire::Record& r : *bad.mutable_records()) {
+      if (r.key().metric() == wire::METRIC_POINT_NS) r.mutable_key()->set_symbol(symbol);
+    }
+    const std::string path = d + "/spool/bad.fpr";
+    std::ofstream(path, std::ios::binary) << bad.SerializeAsString();
+    auto read = ReadRunRecord(path);
+    EXPECT_FALSE(read.ok()) << symbol;
+  }
+  std::filesystem::remove_all(d);
 }
 
 TEST(PointsTest, ArmedPointsCallTheRecorderWithSiteKindAndValue) {

@@ -1,9 +1,11 @@
 // A program with points in two phases (tests/agent/points/points_test.cc):
-//   fieldprof_pointsprog N [--arm|--exec]
+//   fieldprof_pointsprog N [--arm|--exec|--bad]
 // runs N rounds of a "load" point, a "parse" scope and a point with a
 // value, and prints one result line. --arm raises the module's semaphore
 // itself first, as a tracer or the runtime would. --exec then execs
-// /bin/true (tests/tools/local/points_record_test.cc).
+// /bin/true (tests/tools/local/points_record_test.cc). --bad also makes
+// points whose tag is a path or whose name is free text, which the field
+// refuses.
 #include <fieldprof/points.h>
 #include <unistd.h>
 
@@ -25,11 +27,16 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   if (argc > 2 && !std::strcmp(argv[2], "--arm")) fieldprof_point_semaphore = 1;
   const long n = std::atol(argv[1]);
+  const bool bad = argc > 2 && !std::strcmp(argv[2], "--bad");
   unsigned long sum = 0;
   for (long i = 0; i < n; ++i) {
     FP_POINT("startup", "load");
     sum += Parse(static_cast<unsigned long>(i)) & 0xff;
     FP_POINT_V("startup", "parsed", i);
+    if (bad) {
+      FP_POINT("/home/alice/notes", "load");
+      FP_POINT("startup2", "alice wrote this");
+    }
   }
   std::printf("sum %lu\n", sum);
   if (argc > 2 && !std::strcmp(argv[2], "--exec")) {

@@ -11,6 +11,7 @@
 #include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "aggregator/http/router.h"
@@ -257,21 +258,30 @@ TEST_F(ServerTest, KeyStringsThatCouldIdentifySomeoneGet400) {
   HttpsClient c(ClientOptions());
   struct Case {
     std::string module, version, symbol, rule;
+    wire::Metric metric = wire::METRIC_WALL_TIME_NS;
   };
   const Case cases[] = {
       {"/home/alice/libsecret.so", "1.0", "deflate", "module_name"},
       {"libz.so.1", "alice's laptop", "deflate", "module_version_token"},
       {"libz.so.1", "1.0", "alice@example.com wrote this", "symbol_name"},
+      // Instrumentation points' series: a tag holding a path, a name of
+      // free text, a part that is no identifier.
+      {"main", "1.0", "/home/alice/notes$load", "symbol_name", wire::METRIC_POINT_NS},
+      {"main", "1.0", "startup$alice wrote this", "symbol_name", wire::METRIC_POINT_NS},
+      {"main", "1.0", "startup$load$parsed$more", "point_symbol", wire::METRIC_POINT_NS},
+      {"main", "1.0", "startup$4f2a9c.alice", "point_symbol", wire::METRIC_POINT_NS},
   };
   int id = 40;
+  std::map<std::string, uint64_t> refused;  // by rule, so far
   for (const Case& k : cases) {
     wire::Batch b = SimpleBatch(IdOf(++id), k.module, k.symbol, 100);
     b.mutable_records(0)->mutable_key()->set_module_version(k.version);
+    b.mutable_records(0)->mutable_key()->set_metric(k.metric);
     auto r = Post(c, b.SerializeAsString());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->status, 400) << k.rule << ": " << r->body;
     EXPECT_NE(r->body.find("\"rule\":\"" + k.rule + "\""), std::string::npos) << r->body;
-    EXPECT_EQ(metrics_.rejected(k.rule), 1u);
+    EXPECT_EQ(metrics_.rejected(k.rule), ++refused[k.rule]);
   }
   ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
   EXPECT_TRUE(store_->ListApis({}, 10)->empty());

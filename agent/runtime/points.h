@@ -1,0 +1,28 @@
+// Instrumentation points in measured runs (points.cc, issue #34).
+#ifndef FIELDPROF_AGENT_RUNTIME_POINTS_H_
+#define FIELDPROF_AGENT_RUNTIME_POINTS_H_
+
+#include "agent/runtime/elf_object.h"
+#include "agent/runtime/spool_encode.h"
+
+namespace fieldprof::rt {
+
+// Raises the points semaphore of a module the binder sees for the first
+// time, if it was built with fieldprof/points.h (its "fieldprof" note).
+// Not in the lab's census and timing passes.
+void ArmPoints(const ElfObject& e);
+
+// A lab points pass: every point goes to `next_hit` (the points recorder's
+// fieldprof_point_hit), none into the run's record.
+void SetPointsForward(void* next_hit);
+
+// A fork child: its parent's points are its parent's.
+void ForgetPoints();
+
+// The run's point series into run->points (metric point_ns); returns how
+// many. Series whose module is no longer loaded are left out.
+int AddPointRecords(SpoolRun* run);
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_POINTS_H_
