@@ -241,6 +241,12 @@ void RegisterOthers(OptionTable& t, AggregatorConfig* c) {
   t.AddString("lab_dir", &c->lab_dir,
               "where uploaded lab profiles are kept, apart from the field sums (default: "
               "<db>-lab)");
+  t.AddString("developers_file", &c->developers_file,
+              "developer mode: a file of 'NAME TOKEN PROGRAM[,PROGRAM...]' lines; a developer "
+              "uploads the per-run points of those programs (POST /v1/dev/runs) and reads back "
+              "only its own (default: developer mode off)");
+  t.AddString("dev_dir", &c->dev_dir,
+              "where developers' runs are kept, apart from the field sums (default: <db>-dev)");
   t.AddString("admin_token_file", &c->admin_token_file,
               "file with the bearer token for POST /v1/admin/publish (default: admin calls off)");
 }
@@ -262,6 +268,7 @@ Status Settle(AggregatorConfig* c) {
     while (db.size() > 1 && db.back() == '/') db.pop_back();
     if (c->publish.dir.empty()) c->publish.dir = db + "-snapshot";
     if (c->lab_dir.empty()) c->lab_dir = db + "-lab";
+    if (c->dev_dir.empty()) c->dev_dir = db + "-dev";
   }
   return Status::Ok();
 }

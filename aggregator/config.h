@@ -32,8 +32,10 @@ struct AggregatorConfig {
   // Empty: this aggregator always holds it.
   std::string zookeeper;
   std::string lease_path = "/fieldprof/lease";
-  std::string vendors_file;  // "NAME TOKEN PATTERN[,PATTERN...]" lines; empty: none
-  std::string lab_dir;       // uploaded lab profiles; default "<db>-lab"
+  std::string vendors_file;     // "NAME TOKEN PATTERN[,PATTERN...]" lines; empty: none
+  std::string lab_dir;          // uploaded lab profiles; default "<db>-lab"
+  std::string developers_file;  // "NAME TOKEN PROGRAM[,PROGRAM...]" lines; empty: no developer mode
+  std::string dev_dir;          // developers' runs (RocksDB); default "<db>-dev"
 };
 
 // Parses argv (and --config FILE). Sets *help to true when --help was given,

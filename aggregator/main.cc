@@ -49,6 +49,8 @@ struct Service {
   std::unique_ptr<Store> store;
   std::unique_ptr<LabStorage> lab;
   std::vector<Vendor> vendors;
+  std::unique_ptr<DevStore> dev;
+  std::vector<Developer> developers;
   std::optional<Ed25519Signer> signer;
   std::string admin_token;
   std::unique_ptr<SnapshotStorage> snapshot_storage;
@@ -103,6 +105,25 @@ std::optional<StartError> LoadVendors(AggregatorConfig& config, Service* s) {
   return std::nullopt;
 }
 
+// Developer mode, when a developers file is given: its store beside the
+// database. Not yet with several aggregators (ClickHouse).
+std::optional<StartError> OpenDev(AggregatorConfig& config, Service* s) {
+  if (config.developers_file.empty()) return std::nullopt;
+  if (config.store_kind == "clickhouse") {
+    return ConfigError(InvalidArgument(
+        "--developers_file: developer mode keeps its runs in RocksDB, not yet in ClickHouse"));
+  }
+  StatusOr<std::vector<Developer>> devs = ReadTokenHolders(config.developers_file, "developers");
+  if (!devs.ok()) return ConfigError(devs.status());
+  StatusOr<std::unique_ptr<DevStore>> store = OpenRocksDevStore(config.dev_dir);
+  if (!store.ok()) return OpenError(store.status());
+  s->dev = std::move(*store);
+  s->developers = std::move(*devs);
+  std::cerr << "fieldprof-aggregator: " << s->developers.size()
+            << " developers may upload the runs of their programs' points\n";
+  return std::nullopt;
+}
+
 // The admin token: the first line of the file, 16 characters or more.
 StatusOr<std::string> ReadAdminToken(const std::string& path) {
   std::ifstream in(path);
@@ -149,7 +170,7 @@ std::optional<StartError> SetUpPublishing(AggregatorConfig& config, Service* s) 
 // Opens the parts in order; the first that fails stops it.
 std::optional<StartError> Open(AggregatorConfig& config, Service* s) {
   using Step = std::optional<StartError> (*)(AggregatorConfig&, Service*);
-  for (Step step : {OpenLease, OpenStore, OpenLab, LoadVendors, SetUpPublishing}) {
+  for (Step step : {OpenLease, OpenStore, OpenLab, LoadVendors, OpenDev, SetUpPublishing}) {
     if (std::optional<StartError> e = step(config, s)) return e;
   }
   return std::nullopt;
@@ -186,6 +207,8 @@ int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
   parts.admin_token = s.admin_token;
   parts.lease = config.zookeeper.empty() ? nullptr : s.lease.get();
   parts.vendors = s.vendors;
+  parts.dev = s.dev.get();
+  parts.developers = s.developers;
   Router router(std::move(parts));
   Server server(config.server, &router, &s.metrics);
   if (Status st = server.Start(); !st.ok()) {

@@ -66,6 +66,8 @@ Histogram HistogramFromWire(const wire::Histogram& w);
 
 // Lower-case hex of a batch id (or any bytes).
 std::string HexEncode(std::string_view bytes);
+// Its inverse (either case); false for an odd length or a non-hex digit.
+bool HexDecode(std::string_view hex, std::string* out);
 
 }  // namespace fieldprof
 

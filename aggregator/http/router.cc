@@ -15,6 +15,9 @@ enum class Router::Endpoint {
   kRecent,
   kLabProfiles,
   kLabProfile,
+  kDevRuns,
+  kDevRun,
+  kDevTags,
   kConfig,
   kManifest,
   kFragment,
@@ -44,6 +47,9 @@ constexpr RouteEntry kRoutes[] = {
     {{"GET", "/v1/recent", "dashboard"}, Router::Endpoint::kRecent},
     {{"GET, POST", "/v1/lab/profiles", "lab"}, Router::Endpoint::kLabProfiles},
     {{"GET", "/v1/lab/profiles/{id}", "lab"}, Router::Endpoint::kLabProfile},
+    {{"GET, POST", "/v1/dev/runs", "dev"}, Router::Endpoint::kDevRuns},
+    {{"GET", "/v1/dev/runs/{id}", "dev"}, Router::Endpoint::kDevRun},
+    {{"GET", "/v1/dev/tags", "dev"}, Router::Endpoint::kDevTags},
     {{"GET", "/v1/config", "snapshot"}, Router::Endpoint::kConfig},
     {{"GET", "/v1/snapshot/manifest", "snapshot"}, Router::Endpoint::kManifest},
     {{"GET", "/v1/snapshot/fragments/{index}", "snapshot"}, Router::Endpoint::kFragment},
@@ -92,11 +98,12 @@ std::span<const Router::Route> Router::Routes() {
 Router::Router(RouterParts p)
     : store_(p.store),
       vendors_(std::move(p.vendors)),
-      ingest_(p.store, p.metrics, &recent_, std::move(p.clock)),
+      ingest_(p.store, p.metrics, &recent_, p.clock),
       query_(p.store),
       vendor_(p.store, &vendors_),
       dashboard_(p.store, &vendors_, &recent_),
       lab_(p.lab),
+      dev_(p.dev, std::move(p.developers), p.clock),
       snapshot_(p.publish, std::move(p.fleet), p.metrics),
       admin_(p.store, p.metrics, p.publish, std::move(p.admin_token), p.lease) {}
 
@@ -145,6 +152,13 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
       return req.method == "POST" ? lab_.Upload(req.body) : lab_.List();
     case Endpoint::kLabProfile:
       return lab_.Get(param);
+    case Endpoint::kDevRuns:
+      return req.method == "POST" ? dev_.Upload(req.authorization, req.body)
+                                  : dev_.Runs(req.authorization, query);
+    case Endpoint::kDevRun:
+      return dev_.Run(req.authorization, param);
+    case Endpoint::kDevTags:
+      return dev_.Tags(req.authorization);
     case Endpoint::kConfig:
       return snapshot_.Config();
     case Endpoint::kManifest:

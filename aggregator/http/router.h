@@ -9,6 +9,8 @@
 //   vendor     GET  /v1/module, /v1/report, /v1/diff  vendor_handler.h
 //   dashboard  GET  /ui/..., /v1/modules, /v1/recent  dashboard_handler.h
 //   lab        GET, POST /v1/lab/profiles[/{id}]      lab_handler.h
+//   dev        GET, POST /v1/dev/runs[/{id}], GET /v1/dev/tags
+//                                                     dev_handler.h
 //   snapshot   GET  /v1/config, /v1/snapshot/...      snapshot_handler.h
 //   admin      GET  /healthz, /metrics; POST /v1/admin/publish
 //                                                     admin_handler.h
@@ -34,6 +36,7 @@
 
 #include "aggregator/http/admin_handler.h"
 #include "aggregator/http/dashboard_handler.h"
+#include "aggregator/http/dev_handler.h"
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/http_types.h"
 #include "aggregator/http/ingest_handler.h"
@@ -69,6 +72,10 @@ struct RouterParts {
   Lease* lease = nullptr;
   // Vendors whose modules need their token.
   std::vector<Vendor> vendors;
+  // Developers' runs; null: the developer endpoints answer 404.
+  DevStore* dev = nullptr;
+  // Developers and their programs (apart from the vendors).
+  std::vector<Developer> developers;
   // The time batches are dated by (tests inject one).
   WallClock clock = std::chrono::system_clock::now;
 };
@@ -108,6 +115,7 @@ class Router {
   VendorHandler vendor_;
   DashboardHandler dashboard_;
   LabHandler lab_;
+  DevHandler dev_;
   SnapshotHandler snapshot_;
   AdminHandler admin_;
 };

@@ -31,8 +31,15 @@ StatusOr<Vendor> ParseVendorLine(const std::string& line) {
 }  // namespace
 
 StatusOr<std::vector<Vendor>> ReadVendorsFile(const std::string& path) {
+  return ReadTokenHolders(path, "vendors");
+}
+
+StatusOr<std::vector<Vendor>> ReadTokenHolders(const std::string& path, std::string_view what) {
   std::ifstream in(path);
-  if (!in) return IOError("cannot read the vendors file " + path + ": " + std::strerror(errno));
+  if (!in) {
+    return IOError("cannot read the " + std::string(what) + " file " + path + ": " +
+                   std::strerror(errno));
+  }
   std::vector<Vendor> vendors;
   int line_no = 0;
   for (std::string line; std::getline(in, line);) {
@@ -65,23 +72,30 @@ bool GlobMatch(std::string_view pattern, std::string_view s) {
   return p == pattern.size();
 }
 
+std::string BearerDigest(std::string_view authorization) {
+  return authorization.starts_with("Bearer ") ? Sha256(authorization.substr(7)) : std::string();
+}
+
+bool DigestsEqual(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size() && i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  }
+  return diff == 0;
+}
+
 // Compared as digests, in constant time, so neither the time nor the
 // token's length says anything.
 bool VendorAccess::Allows(std::string_view module, std::string_view authorization,
                           bool* claimed_out) const {
   bool claimed = false, allowed = false;
-  std::string given;
-  if (authorization.starts_with("Bearer ")) given = Sha256(authorization.substr(7));
+  const std::string given = BearerDigest(authorization);
   for (const Vendor& v : vendors_) {
     bool match = false;
     for (const std::string& pat : v.patterns) match = match || GlobMatch(pat, module);
     if (!match) continue;
     claimed = true;
-    unsigned char diff = given.size() == v.token_sha256.size() ? 0 : 1;
-    for (size_t i = 0; i < v.token_sha256.size() && i < given.size(); ++i) {
-      diff |= static_cast<unsigned char>(given[i] ^ v.token_sha256[i]);
-    }
-    allowed = allowed || diff == 0;
+    allowed = allowed || DigestsEqual(given, v.token_sha256);
   }
   if (claimed_out != nullptr) *claimed_out = claimed;
   return !claimed || allowed;

@@ -27,6 +27,16 @@ struct Vendor {
 // The vendors of a vendors file; InvalidArgument names the line that is
 // wrong, IOError a file that cannot be read.
 [[nodiscard]] StatusOr<std::vector<Vendor>> ReadVendorsFile(const std::string& path);
+// The same for any file of token holders in that form (the developers
+// file: NAME TOKEN PROGRAM[,PROGRAM...]); `what` names it in errors.
+[[nodiscard]] StatusOr<std::vector<Vendor>> ReadTokenHolders(const std::string& path,
+                                                             std::string_view what);
+
+// The SHA-256 of the token in an Authorization header "Bearer <token>";
+// empty for any other header.
+std::string BearerDigest(std::string_view authorization);
+// Two digests compared in constant time (for equal lengths).
+bool DigestsEqual(std::string_view given, std::string_view expected);
 
 // '*' matches any run of characters (none too); every other character
 // matches itself.

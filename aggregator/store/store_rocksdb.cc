@@ -26,11 +26,11 @@
 #include "aggregator/metrics.h"
 #include "aggregator/store/aggregate_value.h"
 #include "aggregator/store/fold_table.h"
+#include "aggregator/store/rocks_status.h"
 #include "aggregator/store/time_tree.h"
 #include "common/wire.h"
 
 namespace fieldprof::aggregator {
-namespace {
 
 // What went wrong, without the file names RocksDB's messages carry:
 // these messages reach clients, which must not learn server paths. The
@@ -55,6 +55,8 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) return ResourceExhausted(std::move(m));
   return Internal(std::move(m));
 }
+
+namespace {
 
 std::string Mib(int64_t bytes) {
   char b[32];

@@ -5,6 +5,8 @@
 //                                [--chrome_trace F] [--tree F] [--html F] [--keep_dirty]
 //   fieldprof points tags DIR...
 //   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
+//   fieldprof points upload DIR... | pull --tag T -o DIR | tags   --host H --token T
+//                                (developer mode: points_remote.h)
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "tools/local/html_page.h"
 #include "tools/local/points/points_format.h"
 #include "tools/local/points_file.h"
+#include "tools/local/points_remote.h"
 #include "tools/local/points_report.h"
 
 namespace fieldprof::tools {
@@ -49,6 +52,8 @@ constexpr const char* kUsage =
     "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
     "  fieldprof points show startup.d --html startup.html   # bar charts, a bar per run\n"
     "  fieldprof points show startup.d --chrome_trace t.json --tree t.fptree\n"
+    "  fieldprof points upload startup.d --host agg.example --token $TOKEN   # developer mode\n"
+    "  fieldprof points pull --tag startup -o startup.d --host agg.example --token $TOKEN\n"
     "A segment is the time from one point to the next of the same tag (in time\n"
     "order, any thread), or a scope's duration. Dirty runs (a span with modified\n"
     "Z-score |M| > 3.5) are removed, never more than 5% of the runs, and named.";
@@ -354,6 +359,12 @@ int Compare(int argc, char** argv) {
 int CmdPoints(int argc, char** argv) {
   const std::string verb = argc >= 2 ? argv[1] : "";
   if (verb == "record") return Record(argc - 1, argv + 1);
+  // Developer mode: runs on an aggregator (tags with --host are its).
+  bool remote = verb == "upload" || verb == "pull";
+  for (int i = 2; i < argc && verb == "tags"; ++i) {
+    remote = remote || std::strncmp(argv[i], "--host", 6) == 0;
+  }
+  if (remote) return PointsRemote(verb, argc - 1, argv + 1);
   if (verb == "show" || verb == "tags") return Show(verb, argc - 1, argv + 1);
   if (verb == "compare") return Compare(argc - 1, argv + 1);
   OptionTable t("fieldprof points VERB", kUsage);
@@ -369,7 +380,7 @@ int CmdPoints(int argc, char** argv) {
     if (!s.ok()) return UsageError(bare, s);
   }
   std::cerr << "fieldprof points: \"" << verb
-            << "\" is not a verb: record, show, tags, compare (see --help)\n";
+            << "\" is not a verb: record, show, tags, compare, upload, pull (see --help)\n";
   return 2;
 }
 

@@ -1,0 +1,180 @@
+#include "aggregator/http/dev_handler.h"
+
+#include <limits>
+
+#include "aggregator/http/http_status.h"
+#include "aggregator/http/query_params.h"
+#include "aggregator/store/time_tree.h"
+#include "common/json_writer.h"
+#include "common/key_rules.h"
+#include "common/signing.h"
+#include "common/wire.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+constexpr size_t kMaxTags = 256;
+
+HttpResponse NoDevStore() {
+  return ErrorResponse(NotFound("this aggregator keeps no developer runs"));
+}
+
+HttpResponse Forbidden(std::string why) {
+  HttpResponse r = ErrorResponse(InvalidArgument(std::move(why)));
+  r.status = 403;
+  return r;
+}
+
+// What a run must be to be kept: its id the start of its file's SHA-256
+// (so a retry is the same run, and no run can stand in for another), a
+// program named as a file name, and tags that are point names.
+Status CheckRun(const wire::DevRun& r) {
+  if (r.file().empty()) return InvalidArgument("a run without its file");
+  if (r.id() != Sha256(r.file()).substr(0, 16)) {
+    return InvalidArgument("a run's id is the first 16 bytes of its file's SHA-256");
+  }
+  if (!key_rules::ModuleOk(r.program().data(), r.program().size())) {
+    return InvalidArgument("a run's program is a file name (letters, digits, . _ + -), not \"" +
+                           r.program() + "\"");
+  }
+  if (r.tags_size() == 0 || static_cast<size_t>(r.tags_size()) > kMaxTags) {
+    return InvalidArgument("a run has 1 to 256 tags");
+  }
+  for (const std::string& t : r.tags()) {
+    if (!key_rules::PointNameOk(t.data(), t.size())) {
+      return InvalidArgument("a tag is a point name (letters, digits, _ and ., at most 64 bytes)");
+    }
+  }
+  return Status::Ok();
+}
+
+void RunJson(const DevRunInfo& r, JsonWriter* j) {
+  j->BeginObject();
+  j->Key("id").String(r.id).Key("program").String(r.program);
+  j->Key("started_unix_ns").Int(r.started_unix_ns);
+  j->Key("events").Uint(r.events).Key("bytes").Uint(r.bytes);
+  j->Key("tags").BeginArray();
+  for (const std::string& t : r.tags) j->String(t);
+  j->EndArray();
+  j->EndObject();
+}
+
+}  // namespace
+
+const Developer* DevHandler::Who(std::string_view authorization) const {
+  const std::string given = BearerDigest(authorization);
+  const Developer* found = nullptr;
+  for (const Developer& d : developers_) {
+    if (DigestsEqual(given, d.token_sha256) && found == nullptr) found = &d;
+  }
+  return given.empty() ? nullptr : found;
+}
+
+HttpResponse DevHandler::Upload(std::string_view authorization, std::string_view body) {
+  if (store_ == nullptr) return NoDevStore();
+  const Developer* who = Who(authorization);
+  if (who == nullptr) return BearerRequired("developer runs need a developer's token");
+  wire::DevUpload up;
+  if (!up.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return ErrorResponse(InvalidArgument("the body is not a fieldprof.wire.DevUpload"));
+  }
+  if (up.schema_version() != 1) {
+    return ErrorResponse(InvalidArgument("DevUpload schema_version " +
+                                         std::to_string(up.schema_version()) + " (want 1)"));
+  }
+  for (int i = 0; i < up.runs_size(); ++i) {
+    if (Status s = CheckRun(up.runs(i)); !s.ok()) {
+      return ErrorResponse(s.WithContext("run " + std::to_string(i)));
+    }
+    bool mine = false;
+    for (const std::string& p : who->patterns) mine = mine || GlobMatch(p, up.runs(i).program());
+    if (!mine) {
+      return Forbidden("developer " + who->name + " has no program " + up.runs(i).program());
+    }
+  }
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_().time_since_epoch()).count();
+  uint64_t kept = 0, duplicates = 0;
+  for (const wire::DevRun& r : up.runs()) {
+    bool duplicate = false;
+    if (Status s = store_->Put(who->name, r, now_ms, &duplicate); !s.ok()) {
+      return ErrorResponse(Unavailable("cannot keep the runs: " + s.message()));
+    }
+    ++(duplicate ? duplicates : kept);
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("runs").Uint(kept).Key("duplicates").Uint(duplicates);
+  j.EndObject();
+  return JsonResponse(j.Take());
+}
+
+HttpResponse DevHandler::Tags(std::string_view authorization) {
+  if (store_ == nullptr) return NoDevStore();
+  const Developer* who = Who(authorization);
+  if (who == nullptr) return BearerRequired("developer runs need a developer's token");
+  StatusOr<std::vector<DevTag>> tags = store_->Tags(who->name);
+  if (!tags.ok()) return ErrorResponse(tags.status());
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("developer").String(who->name);
+  j.Key("tags").BeginArray();
+  for (const DevTag& t : *tags) {
+    j.BeginObject();
+    j.Key("tag").String(t.tag).Key("program").String(t.program).Key("runs").Uint(t.runs);
+    j.Key("last_started_unix_ns").Int(t.last_started_unix_ns);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return JsonResponse(j.Take());
+}
+
+HttpResponse DevHandler::Runs(std::string_view authorization, std::string_view query) {
+  if (store_ == nullptr) return NoDevStore();
+  const Developer* who = Who(authorization);
+  if (who == nullptr) return BearerRequired("developer runs need a developer's token");
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  const std::string tag = TakeParam(&*params, "tag"), program = TakeParam(&*params, "program");
+  const std::string from = TakeParam(&*params, "from"), to = TakeParam(&*params, "to");
+  if (!params->empty()) {
+    return ErrorResponse(InvalidArgument("unknown parameter " + params->front().first +
+                                         " (tag, program, from, to)"));
+  }
+  if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
+  constexpr int64_t kDayNs = 86400LL * 1000000000LL;
+  int64_t from_ns = std::numeric_limits<int64_t>::min(),
+          to_ns = std::numeric_limits<int64_t>::max();
+  if (!from.empty()) {
+    StatusOr<int32_t> d = ParseDay(from);
+    if (!d.ok()) return ErrorResponse(d.status().WithContext("from"));
+    from_ns = static_cast<int64_t>(*d) * kDayNs;
+  }
+  if (!to.empty()) {
+    StatusOr<int32_t> d = ParseDay(to);
+    if (!d.ok()) return ErrorResponse(d.status().WithContext("to"));
+    to_ns = (static_cast<int64_t>(*d) + 1) * kDayNs;  // ParseDay ends at 2200: no overflow
+  }
+  StatusOr<std::vector<DevRunInfo>> runs = store_->Runs(who->name, tag, program, from_ns, to_ns);
+  if (!runs.ok()) return ErrorResponse(runs.status());
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("tag").String(tag);
+  j.Key("runs").BeginArray();
+  for (const DevRunInfo& r : *runs) RunJson(r, &j);
+  j.EndArray();
+  j.EndObject();
+  return JsonResponse(j.Take());
+}
+
+HttpResponse DevHandler::Run(std::string_view authorization, std::string_view id) {
+  if (store_ == nullptr) return NoDevStore();
+  const Developer* who = Who(authorization);
+  if (who == nullptr) return BearerRequired("developer runs need a developer's token");
+  StatusOr<wire::DevRun> r = store_->Get(who->name, std::string(id));
+  if (!r.ok()) return ErrorResponse(r.status());
+  return HttpResponse{200, "application/octet-stream", std::move(*r->mutable_file()), {}};
+}
+
+}  // namespace fieldprof::aggregator

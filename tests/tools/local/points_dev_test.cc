@@ -1,0 +1,169 @@
+// Developer mode (issue #34) end to end: runs recorded by `fieldprof points
+// record` go up to a real aggregator with a developer's token, exactly
+// once, survive its restart, and come back byte for byte to that developer
+// only; another developer, or none, reads nothing of them, and the field
+// sums hold none of them.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/https_client.h"
+#include "common/proto/fieldprof.pb.h"
+#include "common/signing.h"
+#include "gtest/gtest.h"
+#include "tests/support/aggregator_process.h"
+#include "tests/support/test_util.h"
+#include "tests/tools/snapshot_fixture.h"
+
+namespace fieldprof {
+namespace {
+
+using nlohmann::json;
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kCli = FIELDPROF_CLI_BIN;
+const std::string kProg = FIELDPROF_POINTSPROG;  // tag "startup"
+const std::string kAlice = "alice-token-0123456789", kBob = "bob-token-0123456789ab";
+
+// The SHA-256 of each *.fppoints file under `dir`.
+std::set<std::string> FileDigests(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".fppoints") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    out.insert(Sha256(std::string(std::istreambuf_iterator<char>(in), {})));
+  }
+  return out;
+}
+
+TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  std::ofstream(dir.File("developers")) << "# name token programs\n"
+                                        << "alice " << kAlice << " fieldprof_points*\n"
+                                        << "bob " << kBob << " otherprog\n";
+  testing::AggregatorProcess agg(dir, testing::FreePort(),
+                                 {"--developers_file", dir.File("developers")});
+  agg.Start();
+  const std::string host =
+      " --host 127.0.0.1:" + std::to_string(agg.port()) + " --ca " + dir.File("cert.pem");
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("runs") + " --runs 3 -- " + kProg +
+                           " 200 2>&1",
+                       &out),
+            0)
+      << out;
+  const std::set<std::string> recorded = FileDigests(dir.File("runs"));
+  ASSERT_EQ(recorded.size(), 3u);
+
+  // Up once: a second upload finds every run there already.
+  ASSERT_EQ(RunCommand(kCli + " points upload " + dir.File("runs") + host + " --token " + kAlice +
+                           " 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "3 runs uploaded, 0 already there\n");
+  ASSERT_EQ(RunCommand("FIELDPROF_DEV_TOKEN=" + kAlice + " " + kCli + " points upload " +
+                           dir.File("runs") + host + " 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "0 runs uploaded, 3 already there\n");
+
+  // Kept through a restart.
+  agg.Term();
+  agg.Start();
+  ASSERT_EQ(RunCommand(kCli + " points tags" + host + " --token " + kAlice, &out), 0) << out;
+  EXPECT_NE(out.find("startup"), std::string::npos) << out;
+  EXPECT_NE(out.find("fieldprof_pointsprog"), std::string::npos) << out;
+  EXPECT_NE(out.find("       3  "), std::string::npos) << out;
+
+  // Back byte for byte, over a day range that holds today, and read as
+  // the local runs are.
+  ASSERT_EQ(RunCommand(kCli + " points pull --tag startup --from 2000-01-01 --to 2199-12-31 -o " +
+                           dir.File("pulled") + host + " --token " + kAlice + " 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(FileDigests(dir.File("pulled")), recorded);
+  std::string local, pulled;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --json", &local), 0);
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("pulled") + " --json", &pulled), 0);
+  EXPECT_EQ(json::parse(pulled)["tags"], json::parse(local)["tags"]);
+  // A day range before the runs holds none of them.
+  ASSERT_EQ(RunCommand(kCli + " points pull --tag startup --to 2001-01-01 -o " + dir.File("none") +
+                           host + " --token " + kAlice + " 2>/dev/null",
+                       &out),
+            0);
+  EXPECT_TRUE(FileDigests(dir.File("none")).empty());
+
+  // Bob sees nothing of Alice's, by list or by id, and may not upload
+  // runs of her program; without a token, nothing at all.
+  HttpsClient http(agg.Options());
+  const HttpHeaders bob = {{"Authorization", "Bearer " + kBob}};
+  const HttpHeaders alice = {{"Authorization", "Bearer " + kAlice}};
+  StatusOr<HttpReply> r = http.Get("/v1/dev/tags", bob);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(json::parse(r->body)["tags"].empty()) << r->body;
+  r = http.Get("/v1/dev/runs?tag=startup", alice);
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  const json runs = json::parse(r->body)["runs"];
+  ASSERT_EQ(runs.size(), 3u) << r->body;
+  const std::string id = runs[0]["id"];
+  r = http.Get("/v1/dev/runs?tag=startup", bob);
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  EXPECT_TRUE(json::parse(r->body)["runs"].empty()) << r->body;
+  r = http.Get("/v1/dev/runs/" + id, bob);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404) << r->body;
+  const std::vector<std::string> targets = {"/v1/dev/tags", "/v1/dev/runs?tag=startup",
+                                            "/v1/dev/runs/" + id};
+  for (const std::string& target : targets) {
+    r = http.Get(target);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 401) << target;
+    r = http.Get(target, {{"Authorization", "Bearer not-a-developer-token"}});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 401) << target;
+  }
+  EXPECT_NE(
+      RunCommand(kCli + " points upload " + dir.File("runs") + host + " --token " + kBob + " 2>&1",
+                 &out),
+      0);
+  EXPECT_NE(out.find("403"), std::string::npos) << out;
+
+  // A run whose id is not its file's hash, or with a path for a tag, is
+  // refused.
+  r = http.Get("/v1/dev/runs/" + id, alice);
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  wire::DevUpload up;
+  up.set_schema_version(1);
+  wire::DevRun* run = up.add_runs();
+  run->set_file(r->body + "x");
+  run->set_id(Sha256(r->body).substr(0, 16));
+  run->set_program("fieldprof_pointsprog");
+  run->add_tags("startup");
+  r = http.Request("POST", "/v1/dev/runs", "application/x-protobuf", up.SerializeAsString(), alice);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 400) << r->body;
+  run->set_id(Sha256(run->file()).substr(0, 16));
+  run->set_tags(0, "/home/alice/notes");
+  r = http.Request("POST", "/v1/dev/runs", "application/x-protobuf", up.SerializeAsString(), alice);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 400) << r->body;
+
+  // The field sums hold none of it.
+  r = http.Get("/v1/apis?limit=1000");
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  EXPECT_TRUE(json::parse(r->body)["apis"].empty()) << r->body;
+}
+
+}  // namespace
+}  // namespace fieldprof
