@@ -48,6 +48,15 @@ Status CheckRun(const wire::DevRun& r) {
   return Status::Ok();
 }
 
+// The first ns of `day` + `add` days (UTC); `absent` for no day. ParseDay
+// ends at 2200, so this cannot overflow.
+StatusOr<int64_t> DayEdgeNs(const std::string& day, const char* name, int add, int64_t absent) {
+  if (day.empty()) return absent;
+  StatusOr<int32_t> d = ParseDay(day);
+  if (!d.ok()) return d.status().WithContext(name);
+  return (static_cast<int64_t>(*d) + add) * 86400LL * 1000000000LL;
+}
+
 void RunJson(const DevRunInfo& r, JsonWriter* j) {
   j->BeginObject();
   j->Key("id").String(r.id).Key("program").String(r.program);
@@ -143,20 +152,12 @@ HttpResponse DevHandler::Runs(std::string_view authorization, std::string_view q
                                          " (tag, program, from, to)"));
   }
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
-  constexpr int64_t kDayNs = 86400LL * 1000000000LL;
-  int64_t from_ns = std::numeric_limits<int64_t>::min(),
-          to_ns = std::numeric_limits<int64_t>::max();
-  if (!from.empty()) {
-    StatusOr<int32_t> d = ParseDay(from);
-    if (!d.ok()) return ErrorResponse(d.status().WithContext("from"));
-    from_ns = static_cast<int64_t>(*d) * kDayNs;
-  }
-  if (!to.empty()) {
-    StatusOr<int32_t> d = ParseDay(to);
-    if (!d.ok()) return ErrorResponse(d.status().WithContext("to"));
-    to_ns = (static_cast<int64_t>(*d) + 1) * kDayNs;  // ParseDay ends at 2200: no overflow
-  }
-  StatusOr<std::vector<DevRunInfo>> runs = store_->Runs(who->name, tag, program, from_ns, to_ns);
+  // [from's first ns, the first ns after to) in UTC; unbounded when absent.
+  StatusOr<int64_t> from_ns = DayEdgeNs(from, "from", 0, std::numeric_limits<int64_t>::min());
+  StatusOr<int64_t> to_ns = DayEdgeNs(to, "to", 1, std::numeric_limits<int64_t>::max());
+  if (!from_ns.ok()) return ErrorResponse(from_ns.status());
+  if (!to_ns.ok()) return ErrorResponse(to_ns.status());
+  StatusOr<std::vector<DevRunInfo>> runs = store_->Runs(who->name, tag, program, *from_ns, *to_ns);
   if (!runs.ok()) return ErrorResponse(runs.status());
   JsonWriter j;
   j.BeginObject();

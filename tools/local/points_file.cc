@@ -155,7 +155,7 @@ StatusOr<PointsRun> ReadPointsRun(const std::string& path) {
   return run;
 }
 
-StatusOr<std::vector<PointsRun>> ReadPointsRuns(const std::vector<std::string>& paths) {
+StatusOr<std::vector<std::string>> PointsFiles(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
   for (const std::string& p : paths) {
@@ -171,8 +171,15 @@ StatusOr<std::vector<PointsRun>> ReadPointsRuns(const std::vector<std::string>& 
       return NotFound(p + ": no such file or directory");
     }
   }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+StatusOr<std::vector<PointsRun>> ReadPointsRuns(const std::vector<std::string>& paths) {
+  StatusOr<std::vector<std::string>> files = PointsFiles(paths);
+  if (!files.ok()) return files.status();
   std::vector<PointsRun> runs;
-  for (const std::string& f : files) {
+  for (const std::string& f : *files) {
     StatusOr<PointsRun> r = ReadPointsRun(f);
     if (!r.ok()) return r.status();
     runs.push_back(std::move(*r));

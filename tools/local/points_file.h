@@ -43,9 +43,12 @@ struct PointsRun {
 [[nodiscard]] StatusOr<PointsRun> DecodePointsRun(std::string_view bytes);
 [[nodiscard]] StatusOr<PointsRun> ReadPointsRun(const std::string& path);
 
-// Every *.fppoints file under each of `paths` (a directory, searched one
-// level deep, or a file), ordered by when each process began. An
-// unreadable file is an error naming it.
+// The *.fppoints files under each of `paths` (a directory, searched one
+// level deep, or a file), by name. A path that is neither is an error.
+[[nodiscard]] StatusOr<std::vector<std::string>> PointsFiles(const std::vector<std::string>& paths);
+
+// Every *.fppoints file under each of `paths` (as PointsFiles), ordered by
+// when each process began. An unreadable file is an error naming it.
 [[nodiscard]] StatusOr<std::vector<PointsRun>> ReadPointsRuns(
     const std::vector<std::string>& paths);
 

@@ -91,18 +91,12 @@ StatusOr<wire::DevRun> DevRunOf(const std::string& path) {
 }
 
 int Upload(const std::vector<std::string>& paths, HttpsClient& http, const HttpHeaders& auth) {
-  std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      for (const auto& e : fs::directory_iterator(p, ec)) {
-        if (e.path().extension() == ".fppoints") files.push_back(e.path().string());
-      }
-    } else {
-      files.push_back(p);
-    }
+  StatusOr<std::vector<std::string>> found = local::PointsFiles(paths);
+  if (!found.ok()) {
+    Say("upload", found.status().message());
+    return 1;
   }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string>& files = *found;
   if (files.empty()) {
     Say("upload", "no run files (*.fppoints) in " + paths[0]);
     return 1;
