@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/local/points_file.h"
+#include "common/points_file.h"
 
 extern char** environ;
 

@@ -29,8 +29,8 @@
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
 #include "tools/local/html_page.h"
-#include "tools/local/points/points_format.h"
-#include "tools/local/points_file.h"
+#include "common/points_format.h"
+#include "common/points_file.h"
 #include "tools/local/points_remote.h"
 #include "tools/local/points_report.h"
 

@@ -24,7 +24,7 @@
 #include "common/wire.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
-#include "tools/local/points_file.h"
+#include "common/points_file.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "tools/local/call_tree.h"
-#include "tools/local/points_file.h"
+#include "common/points_file.h"
 
 namespace fieldprof::local {
 

@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "agent/include/fieldprof/points.h"
-#include "tools/local/points/points_format.h"
+#include "common/points_format.h"
 #include "tools/local/points/ring.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "tools/local/points/points_format.h"
+#include "common/points_format.h"
 
 namespace fieldprof::local::points {
 

@@ -1,4 +1,4 @@
-#include "tools/local/points_file.h"
+#include "common/points_file.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include <map>
 
 #include "common/durable_file.h"
-#include "tools/local/points/points_format.h"
+#include "common/points_format.h"
 
 namespace fieldprof::local {
 

@@ -1,6 +1,7 @@
-// The file `fieldprof points record`'s recorder (recorder.cc) writes for
-// each process, and tools/local/points_file.h reads: "FPPOINTS1\n", then
-// records, each a type byte and a fixed or length-prefixed body, all
+// The file that `fieldprof points record`'s recorder
+// (tools/local/points/recorder.cc) writes for each process, and that
+// common/points_file.h reads (the CLI, and the agent in developer mode):
+// "FPPOINTS1\n", then records, each a type byte and a fixed or length-prefixed body, all
 // little-endian:
 //   'H' header:  u32 pid, u64 realtime_ns at start, u16 len, the program's name
 //   'C' clock:   u64 tsc, u64 CLOCK_MONOTONIC ns, read together
@@ -16,8 +17,8 @@
 //   'X' the end: nothing follows (missing when the process was killed or
 //                exec'd: the file is still read up to its last record)
 // Times are TSC ticks, turned into ns by the clock pairs' straight line.
-#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_POINTS_FORMAT_H_
-#define FIELDPROF_TOOLS_LOCAL_POINTS_POINTS_FORMAT_H_
+#ifndef FIELDPROF_COMMON_POINTS_FORMAT_H_
+#define FIELDPROF_COMMON_POINTS_FORMAT_H_
 
 #include <cstdint>
 
@@ -46,4 +47,4 @@ inline constexpr char kLibName[] = "libfieldprof_points.so";
 
 }  // namespace fieldprof::local::points
 
-#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_POINTS_FORMAT_H_
+#endif  // FIELDPROF_COMMON_POINTS_FORMAT_H_

@@ -1,8 +1,8 @@
 // The points a process recorded under `fieldprof points record`
-// (tools/local/points/points_format.h), read back: its sites, and its
+// (common/points_format.h), read back: its sites, and its
 // events in time order with their times in ns since the process started.
-#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_FILE_H_
-#define FIELDPROF_TOOLS_LOCAL_POINTS_FILE_H_
+#ifndef FIELDPROF_COMMON_POINTS_FILE_H_
+#define FIELDPROF_COMMON_POINTS_FILE_H_
 
 #include <cstdint>
 #include <string>
@@ -54,4 +54,4 @@ struct PointsRun {
 
 }  // namespace fieldprof::local
 
-#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_FILE_H_
+#endif  // FIELDPROF_COMMON_POINTS_FILE_H_
