@@ -15,16 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "common/dev_run.h"
 #include "common/durable_file.h"
 #include "common/https_client.h"
 #include "common/key_rules.h"
 #include "common/options.h"
+#include "common/points_file.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/signing.h"
 #include "common/wire.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
-#include "common/points_file.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -68,26 +69,6 @@ std::string Escape(const std::string& v) {
 std::string Reply(const StatusOr<HttpReply>& r) {
   if (!r.ok()) return r.status().message();
   return std::to_string(r->status) + " " + r->body;
-}
-
-// A run file as the aggregator keeps it: its id, program, start and tags.
-StatusOr<wire::DevRun> DevRunOf(const std::string& path) {
-  StatusOr<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) return bytes.status();
-  StatusOr<local::PointsRun> run = local::DecodePointsRun(*bytes);
-  if (!run.ok()) return run.status().WithContext(path);
-  wire::DevRun r;
-  r.set_id(Sha256(*bytes).substr(0, 16));
-  const std::string program = fs::path(run->program).filename().string();
-  r.set_program(key_rules::ModuleOk(program.data(), program.size()) ? program : "main");
-  r.set_started_unix_ns(static_cast<int64_t>(run->start_unix_ns));
-  std::set<std::string> tags;
-  for (const local::PointSite& s : run->sites) tags.insert(s.tag);
-  if (tags.empty()) return InvalidArgument(path + " has no points");
-  for (const std::string& t : tags) r.add_tags(t);
-  r.set_events(run->events.size());
-  r.set_file(std::move(*bytes));
-  return r;
 }
 
 int Upload(const std::vector<std::string>& paths, HttpsClient& http, const HttpHeaders& auth) {

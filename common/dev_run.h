@@ -1,0 +1,22 @@
+// A run file of `fieldprof points record` as developer mode uploads it
+// (wire.DevRun, POST /v1/dev/runs): the command line's `points upload` and
+// the agent both make them here.
+#ifndef FIELDPROF_COMMON_DEV_RUN_H_
+#define FIELDPROF_COMMON_DEV_RUN_H_
+
+#include <string>
+
+#include "common/proto/fieldprof.pb.h"
+#include "common/status.h"
+
+namespace fieldprof {
+
+// Its id (the first 16 bytes of the file's SHA-256), the program's file
+// name ("main" when it is no file name), when it began, its tags, its
+// events, and the file itself. InvalidArgument for a file that does not
+// read as a run or has no points.
+[[nodiscard]] StatusOr<wire::DevRun> DevRunOf(const std::string& path);
+
+}  // namespace fieldprof
+
+#endif  // FIELDPROF_COMMON_DEV_RUN_H_
