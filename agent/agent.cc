@@ -72,6 +72,16 @@ Status Agent::Init() {
   }
   lock_fd_ = fd;  // held until the agent is destroyed
   FP_RETURN_IF_ERROR(outbox_.Init());
+  if (!config_.dev.spool_dir.empty()) {
+    if (config_.dev.token_file.empty()) {
+      return InvalidArgument("developer mode (--dev_spool) needs --dev_token_file");
+    }
+    DevConfig d = config_.dev;
+    d.outbox_dir = config_.state_dir + "/dev-outbox";
+    d.quarantine_dir = config_.state_dir + "/dev-quarantine";
+    dev_ = std::make_unique<DevUploader>(std::move(d));
+    FP_RETURN_IF_ERROR(dev_->Init());
+  }
   return ReloadState();
 }
 
@@ -248,6 +258,9 @@ bool Agent::Consented() const {
 StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   PassResult r;
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
+  if (dev_ != nullptr) {
+    FP_ASSIGN_OR_RETURN(r.dev, dev_->Pass(flush, upload, Client()));
+  }
   // Without consent nothing leaves, nothing is sealed, the server is not
   // even asked for settings (fieldprof optout; a volunteer who never opted
   // in). What the spool holds waits, under the runtime's spool cap.

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 
+#include "agent/dev_uploader.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/batcher.h"
@@ -56,6 +57,9 @@ struct AgentConfig {
   // dpkg's database: records name their modules' package versions
   // (common/package_versions.h). Empty: build ids only.
   std::string dpkg_dir = "/var/lib/dpkg";
+  // Developer mode (dev_uploader.h): spool_dir empty is off; its outbox
+  // and quarantine are made under state_dir.
+  DevConfig dev;
 
   std::string outbox_dir() const { return OutboxDirOf(state_dir); }
   std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
@@ -78,6 +82,7 @@ struct PassResult {
   // False when the user's settings file does not say `consent = yes`: the
   // pass then sealed, sent and fetched nothing (Agent::Consented).
   bool consent = true;
+  DevPassResult dev;  // developer mode's part, which needs no field consent
 };
 
 class Agent {
@@ -151,7 +156,8 @@ class Agent {
   AgentState state_;
   std::mt19937_64 rng_;
   std::unique_ptr<HttpsClient> client_;
-  int lock_fd_ = -1;    // kept across passes (keep-alive, TLS resumption)
+  std::unique_ptr<DevUploader> dev_;  // null: developer mode off
+  int lock_fd_ = -1;                  // kept across passes (keep-alive, TLS resumption)
   int64_t tsc_hz_ = 0;  // measured (RefreshClockRate); 0: not yet, or no invariant TSC
 };
 

@@ -43,7 +43,24 @@ int64_t NowMs() {
       .count();
 }
 
+// Developer mode's part of a pass, when it did anything.
+void ReportDev(const PassResult& r, bool always) {
+  const fieldprof::agent::DevPassResult& d = r.dev;
+  if (always || d.runs_sealed > 0 || d.uploads_sent > 0 || d.uploads_quarantined > 0) {
+    std::fprintf(stderr,
+                 "fieldprof-agent: developer runs: %d sealed in %d uploads, %d uploads sent, %d "
+                 "set aside, %d waiting\n",
+                 d.runs_sealed, d.uploads_sealed, d.uploads_sent, d.uploads_quarantined,
+                 d.uploads_waiting);
+  }
+  if (!d.upload_status.ok()) {
+    std::fprintf(stderr, "fieldprof-agent: developer upload stopped: %s\n",
+                 d.upload_status.ToString().c_str());
+  }
+}
+
 void Report(const Agent& agent, const PassResult& r, bool always) {
+  if (!agent.config().dev.spool_dir.empty()) ReportDev(r, always);
   if (!r.consent) {
     if (always) {
       std::fprintf(stderr,
@@ -138,7 +155,8 @@ bool PassInChild(Agent& agent, const DaemonSignals& signals, int* waiting) {
     // Should this write fail, the parent reads no count: it wakes at the
     // hourly pass instead of the next upload retry.
     if (write(pipefd[1], &w, sizeof w) != static_cast<ssize_t>(sizeof w)) _exit(0);
-    _exit(0);
+    // Developer uploads that could not go: tried again half a minute on.
+    _exit(r->dev.uploads_waiting > 0 && !r->dev.upload_status.ok() ? 1 : 0);
   }
   close(pipefd[1]);
   bool failed = false;
@@ -176,6 +194,10 @@ int64_t NextWake(const Agent& agent, bool failed, int waiting) {
   if (waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
   if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
   if (agent.snapshot_next_unix_ms() > 0) wake = std::min(wake, agent.snapshot_next_unix_ms());
+  const fieldprof::agent::DevConfig& dev = agent.config().dev;
+  if (const int64_t d = fieldprof::agent::DevSealDeadline(dev.spool_dir, dev.max_age_ms); d > 0) {
+    wake = std::min(wake, d);
+  }
   return wake;
 }
 
@@ -190,11 +212,19 @@ int RunDaemon(Agent& agent) {
     std::perror("fieldprof-agent: inotify");
     return 1;
   }
+  if (!c.dev.spool_dir.empty() &&
+      inotify_add_watch(in, c.dev.spool_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    std::perror("fieldprof-agent: inotify on the developer spool");
+    return 1;
+  }
   const DaemonSignals signals;
   std::fprintf(
       stderr, "fieldprof-agent: watching %s, uploading to %s\n", c.spool_dir.c_str(),
       fieldprof::FormatHostPort(c.server_host, static_cast<uint16_t>(c.server_port)).c_str());
-  constexpr int kSettleMs = 2000;  // let a burst of new records land first
+  // Let a burst of new records land first; no longer than developer
+  // mode's time threshold.
+  const int64_t settle_ms =
+      c.dev.spool_dir.empty() ? 2000 : std::min<int64_t>(2000, c.dev.max_age_ms);
   while (!g_stop) {
     int waiting = 0;
     const bool failed = !PassInChild(agent, signals, &waiting);
@@ -204,7 +234,7 @@ int RunDaemon(Agent& agent) {
       char buf[4096];
       while (read(in, buf, sizeof buf) > 0) {
       }
-      if (!g_stop) signals.Wait(nullptr, 0, kSettleMs);
+      if (!g_stop) signals.Wait(nullptr, 0, settle_ms);
     }
   }
   std::fprintf(stderr, "fieldprof-agent: stopping\n");
@@ -267,6 +297,18 @@ int main(int argc, char** argv) {
   t.AddInt("snapshot_per_day", &c.snapshot_per_day,
            "snapshot fragments downloaded per day at most (fieldprof pull --all gets all)", 0,
            4096);
+  t.AddString("dev_spool", &c.dev.spool_dir,
+              "developer mode: the directory `fieldprof points record -o` writes your program's "
+              "runs to; they go to the aggregator with your developer token (empty: off)");
+  t.AddString("dev_token_file", &c.dev.token_file,
+              "developer mode: a file whose first line is your developer token");
+  t.AddInt("dev_max_age_ms", &c.dev.max_age_ms,
+           "developer mode: upload once the oldest waiting run has waited this long", 100,
+           int64_t{7} * 86400000);
+  t.AddInt("dev_max_bytes", &c.dev.max_bytes,
+           "developer mode: upload once the waiting runs come to this; each upload stays under it "
+           "(a larger run goes alone)",
+           4096, 1000 * 1000);
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
   if (Status s = t.Parse(argc, argv); !s.ok()) {
@@ -293,5 +335,5 @@ int main(int argc, char** argv) {
     return 1;
   }
   Report(agent, *r, true);
-  return r->batches_waiting > 0 ? 3 : 0;
+  return r->batches_waiting > 0 || r->dev.uploads_waiting > 0 ? 3 : 0;
 }

@@ -3,15 +3,21 @@
 // once, survive its restart, and come back byte for byte to that developer
 // only; another developer, or none, reads nothing of them, and the field
 // sums hold none of them.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "agent/dev_uploader.h"
 #include "common/https_client.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/signing.h"
@@ -29,6 +35,7 @@ using testing::TempDir;
 
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kProg = FIELDPROF_POINTSPROG;  // tag "startup"
+const std::string kAgent = FIELDPROF_AGENT_BIN;
 const std::string kAlice = "alice-token-0123456789", kBob = "bob-token-0123456789ab";
 
 // The SHA-256 of each *.fppoints file under `dir`.
@@ -163,6 +170,123 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   r = http.Get("/v1/apis?limit=1000");
   ASSERT_TRUE(r.ok() && r->status == 200);
   EXPECT_TRUE(json::parse(r->body)["apis"].empty()) << r->body;
+}
+
+// The agent's thresholds, without a server: runs wait until the oldest has
+// waited max_age, or until they come to max_bytes, and then go in uploads
+// of at most max_bytes (sealed in the developer outbox, the run files
+// consumed).
+TEST(PointsDevTest, TheAgentSealsOnItsTimeAndSizeThresholds) {
+  TempDir dir;
+  std::string out;
+  // Six runs of about 30 KB each.
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("spool") + " --runs 6 -- " + kProg +
+                           " 2000 2>&1",
+                       &out),
+            0)
+      << out;
+  agent::DevConfig c;
+  c.spool_dir = dir.File("spool");
+  c.token_file = dir.File("token");
+  c.outbox_dir = dir.File("outbox");
+  c.quarantine_dir = dir.File("quarantine");
+  c.max_age_ms = 3600 * 1000;
+  c.max_bytes = 1000 * 1000;  // 180 KB waiting: under both thresholds
+  HttpsClient unused(HttpsClientOptions{});
+  {
+    agent::DevUploader d(c);
+    ASSERT_TRUE(d.Init().ok());
+    auto r = d.Pass(/*flush=*/false, /*upload=*/false, unused);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->runs_sealed, 0);
+  }
+  // The size threshold: 64 KiB, two runs an upload.
+  c.max_bytes = 64 * 1024;
+  {
+    agent::DevUploader d(c);
+    ASSERT_TRUE(d.Init().ok());
+    auto r = d.Pass(false, false, unused);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->runs_sealed, 6);
+    EXPECT_EQ(r->uploads_sealed, 3);
+    EXPECT_EQ(r->uploads_waiting, 3);
+  }
+  size_t runs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("outbox"))) {
+    if (e.path().extension() != ".batch") continue;
+    EXPECT_LE(std::filesystem::file_size(e.path()), 64u * 1024) << e.path();
+    wire::DevUpload up;
+    std::ifstream in(e.path(), std::ios::binary);
+    ASSERT_TRUE(up.ParseFromString(std::string(std::istreambuf_iterator<char>(in), {})));
+    runs += static_cast<size_t>(up.runs_size());
+  }
+  EXPECT_EQ(runs, 6u);
+  EXPECT_EQ(FileDigests(dir.File("spool")).size(), 0u) << "the runs were consumed";
+  // The time threshold: a run is kept until the oldest has waited max_age.
+  ASSERT_EQ(
+      RunCommand(kCli + " points record -o " + dir.File("spool") + " -- " + kProg + " 100 2>&1",
+                 &out),
+      0);
+  c.max_bytes = 1000 * 1000;
+  c.max_age_ms = 1000;
+  agent::DevUploader d(c);
+  ASSERT_TRUE(d.Init().ok());
+  const auto sealed = [&] {
+    auto r = d.Pass(false, false, unused);
+    return r.ok() && r->runs_sealed == 1;
+  };
+  ASSERT_TRUE(testing::WaitUntil(sealed, std::chrono::seconds(30)));
+}
+
+// The agent daemon in developer mode against a real aggregator: a run
+// recorded into its developer spool arrives with the developer's token
+// once the time threshold (1 s) is met, without a flush.
+TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
+  std::ofstream(dir.File("token")) << kAlice << "\n";
+  testing::AggregatorProcess agg(dir, testing::FreePort(),
+                                 {"--developers_file", dir.File("developers")});
+  agg.Start();
+  std::filesystem::create_directories(dir.File("spool"));
+  const pid_t agent = fork();
+  if (agent == 0) {
+    const std::string server = "127.0.0.1:" + std::to_string(agg.port());
+    const std::string log = dir.File("agent.log");
+    if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+    execl(kAgent.c_str(), "fieldprof-agent", "--server", server.c_str(), "--ca_file",
+          dir.File("cert.pem").c_str(), "--spool", dir.File("spool").c_str(), "--state_dir",
+          dir.File("state").c_str(), "--runtime_settings", "", "--snapshot_key", "", "--dev_spool",
+          dir.File("dev").c_str(), "--dev_token_file", dir.File("token").c_str(),
+          "--dev_max_age_ms", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(agent, 0);
+  std::string out;
+  ASSERT_TRUE(testing::WaitUntil([&] { return std::filesystem::exists(dir.File("dev")); },
+                                 std::chrono::seconds(30)));
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("dev") + " -- " + kProg + " 100 2>&1",
+                       &out),
+            0)
+      << out;
+  const auto written = std::chrono::steady_clock::now();
+  HttpsClient http(agg.Options());
+  const HttpHeaders alice = {{"Authorization", "Bearer " + kAlice}};
+  const bool arrived = testing::WaitUntil(
+      [&] {
+        StatusOr<HttpReply> r = http.Get("/v1/dev/runs?tag=startup", alice);
+        return r.ok() && r->status == 200 && json::parse(r->body)["runs"].size() == 1;
+      },
+      std::chrono::seconds(60));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - written).count();
+  kill(agent, SIGTERM);
+  waitpid(agent, nullptr, 0);
+  std::ifstream log(dir.File("agent.log"));
+  ASSERT_TRUE(arrived) << std::string(std::istreambuf_iterator<char>(log), {});
+  std::printf("a run arrived %.2f s after it was written (threshold 1 s)\n", waited);
+  EXPECT_TRUE(FileDigests(dir.File("dev")).empty()) << "the agent consumed the run";
 }
 
 }  // namespace
