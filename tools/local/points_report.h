@@ -3,19 +3,7 @@
 // duration, per run and across runs, with dirty runs removed; two groups
 // of runs compared; the runs as a Chrome trace or a call tree.
 //
-// A run is one process's file. Within a run and a tag, the points
-// (FP_POINT) are taken in time order, whatever thread made them, and each
-// consecutive pair is a segment "from -> to"; its value in the run is the
-// sum over the times it occurs, with how many there were. A scope
-// (FP_SCOPE, FP_BEGIN/FP_END) is matched on its thread, inner ones first,
-// and its value is the sum of its durations.
-//
-// Dirty runs: per tag, a run's span (its first event of the tag to its
-// last) is scored with the modified Z-score of Iglewicz and Hoaglin,
-// M = 0.6745 (x - median) / MAD (MAD 0: 0.7979 (x - median) / mean
-// absolute deviation). Runs with |M| > 3.5 are removed, the largest first,
-// never more than 5% of the runs (none below 20 runs); those over the cap
-// are kept and named.
+// The analysis itself (segments, scopes, dirty runs) is common/points_analysis.h.
 #ifndef FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_
 #define FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_
 
@@ -23,52 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "common/points_analysis.h"
 #include "tools/local/call_tree.h"
-#include "common/points_file.h"
 
 namespace fieldprof::local {
 
-struct SegmentStats {
-  std::string from, to;  // a scope: its name in `from`, `to` empty
-  bool scope = false;
-  std::vector<double> per_run;     // ns, per kept run of the tag (NaN: not in that run)
-  std::vector<uint64_t> count;     // occurrences, per kept run
-  std::vector<double> removed_ns;  // per run removed as dirty (TagReport::removed; NaN: not in it)
-  double mean = 0, median = 0, min = 0, max = 0;  // of its per-run sums, over the runs it is in
-  double per_call = 0;                            // its mean duration, over all its occurrences
-  size_t runs = 0;                                // kept runs it is in
-  std::string Name() const;                       // "a -> b", or "name (scope)"
-};
-
-struct DirtyRun {
-  size_t run;  // index into the runs analysed
-  double span_ns, z;
-};
-
-struct TagReport {
-  std::string tag;
-  std::vector<size_t> runs;     // kept runs with this tag (indexes into the runs)
-  std::vector<double> span_ns;  // per kept run
-  std::vector<DirtyRun> removed, kept_outliers;
-  std::vector<SegmentStats> segments;  // in the order they first occur
-  int64_t last_unix_ns = 0;            // when the newest run with it began
-};
-
-struct PointsOptions {
-  std::string tag;  // only this tag ("": all)
-  bool remove_dirty = true;
-};
-
-std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const PointsOptions& o);
-
-// Modified Z-scores of `x` (see above); all 0 when they cannot be formed.
-std::vector<double> ModifiedZ(const std::vector<double>& x);
-
 // Text tables (per tag; with `per_run`, one row per run and a column per
-// segment), and the same as JSON.
+// segment); the JSON is PointsJson (common/points_analysis.h).
 std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
                        bool per_run);
-std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags);
 
 // The tags, newest first: tag, runs, last seen.
 std::string TagsText(const std::vector<TagReport>& tags);

@@ -1,0 +1,264 @@
+#include "common/points_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "common/permutation_test.h"
+
+namespace fieldprof::local {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr double kDirtyZ = 3.5;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct RunValue {
+  double ns = 0;
+  uint64_t count = 0;
+};
+
+// One run's segments of one tag, keyed "from\x1fto" (scopes "\x1escope\x1fname").
+struct RunTag {
+  std::map<std::string, RunValue> values;
+  std::vector<std::string> order;  // keys as they first occur
+  int64_t first = 0, last = 0;
+  bool any = false;
+};
+
+std::string ScopeKey(const std::string& name) { return "\x1e" + name; }
+
+std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
+  std::map<std::string, RunTag> by_tag;
+  std::map<std::string, const PointEvent*> last_point;  // per tag
+  // Open scopes per thread: site and begin time.
+  std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, int64_t>>> open;
+  const auto add = [&](RunTag& t, const std::string& key, int64_t ns) {
+    auto [it, fresh] = t.values.try_emplace(key);
+    if (fresh) t.order.push_back(key);
+    it->second.ns += static_cast<double>(ns);
+    ++it->second.count;
+  };
+  for (const PointEvent& e : run.events) {
+    const PointSite& s = run.sites[e.site];
+    RunTag& t = by_tag[s.tag];
+    if (!t.any) t.first = e.t_ns;
+    t.any = true;
+    t.last = e.t_ns;
+    if (e.kind == PointKind::kPoint) {
+      const PointEvent*& prev = last_point[s.tag];
+      if (prev != nullptr) {
+        add(t, run.sites[prev->site].name + "\x1f" + s.name, e.t_ns - prev->t_ns);
+      }
+      prev = &e;
+    } else if (e.kind == PointKind::kBegin) {
+      open[e.tid].emplace_back(e.site, e.t_ns);
+    } else {
+      // The innermost open scope of this name on the thread.
+      auto& stack = open[e.tid];
+      for (size_t i = stack.size(); i-- > 0;) {
+        const PointSite& b = run.sites[stack[i].first];
+        if (b.tag == s.tag && b.name == s.name) {
+          add(t, ScopeKey(s.name), e.t_ns - stack[i].second);
+          stack.erase(stack.begin() + static_cast<long>(i));
+          break;
+        }
+      }
+    }
+  }
+  return by_tag;
+}
+
+}  // namespace
+
+std::string SegmentStats::Name() const { return scope ? from + " (scope)" : from + " -> " + to; }
+
+std::vector<double> ModifiedZ(const std::vector<double>& x) {
+  std::vector<double> z(x.size(), 0);
+  if (x.size() < 3) return z;
+  const double med = Median(x);
+  std::vector<double> dev;
+  double mean_abs = 0;
+  for (double v : x) {
+    dev.push_back(std::fabs(v - med));
+    mean_abs += std::fabs(v - med);
+  }
+  mean_abs /= static_cast<double>(x.size());
+  const double mad = Median(dev);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (mad > 0) {
+      z[i] = 0.6745 * (x[i] - med) / mad;
+    } else if (mean_abs > 0) {
+      z[i] = 0.7979 * (x[i] - med) / mean_abs;
+    }
+  }
+  return z;
+}
+
+std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const PointsOptions& o) {
+  std::vector<std::map<std::string, RunTag>> per_run;
+  per_run.reserve(runs.size());
+  std::vector<std::string> tag_order;
+  std::set<std::string> tags_seen;
+  for (const PointsRun& r : runs) {
+    per_run.push_back(SegmentsOf(r));
+    for (const PointEvent& e : r.events) {
+      const std::string& tag = r.sites[e.site].tag;
+      if ((o.tag.empty() || o.tag == tag) && tags_seen.insert(tag).second) tag_order.push_back(tag);
+    }
+  }
+  std::vector<TagReport> out;
+  for (const std::string& tag : tag_order) {
+    TagReport t;
+    t.tag = tag;
+    std::vector<size_t> with;
+    std::vector<double> spans;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const auto it = per_run[i].find(tag);
+      if (it == per_run[i].end() || !it->second.any) continue;
+      with.push_back(i);
+      spans.push_back(static_cast<double>(it->second.last - it->second.first));
+      t.last_unix_ns = std::max(t.last_unix_ns, static_cast<int64_t>(runs[i].start_unix_ns));
+    }
+    // Dirty runs: the largest |M| first, at most 5% of the runs.
+    std::set<size_t> drop;
+    if (o.remove_dirty) {
+      const std::vector<double> z = ModifiedZ(spans);
+      std::vector<size_t> by_z(with.size());
+      for (size_t k = 0; k < by_z.size(); ++k) by_z[k] = k;
+      std::sort(by_z.begin(), by_z.end(),
+                [&](size_t a, size_t b) { return std::fabs(z[a]) > std::fabs(z[b]); });
+      const size_t cap = with.size() / 20;
+      for (size_t k : by_z) {
+        if (std::fabs(z[k]) <= kDirtyZ) break;
+        DirtyRun d{with[k], spans[k], z[k]};
+        if (t.removed.size() < cap) {
+          t.removed.push_back(d);
+          drop.insert(with[k]);
+        } else {
+          t.kept_outliers.push_back(d);
+        }
+      }
+    }
+    for (size_t k = 0; k < with.size(); ++k) {
+      if (drop.count(with[k]) == 0) {
+        t.runs.push_back(with[k]);
+        t.span_ns.push_back(spans[k]);
+      }
+    }
+    // Segments, in the order they first occur over the kept runs.
+    std::map<std::string, size_t> index;
+    for (size_t k = 0; k < t.runs.size(); ++k) {
+      const RunTag& rt = per_run[t.runs[k]].at(tag);
+      for (const std::string& key : rt.order) {
+        auto [it, fresh] = index.try_emplace(key, t.segments.size());
+        if (fresh) {
+          SegmentStats s;
+          s.scope = key[0] == '\x1e';
+          if (s.scope) {
+            s.from = key.substr(1);
+          } else {
+            const size_t sep = key.find('\x1f');
+            s.from = key.substr(0, sep);
+            s.to = key.substr(sep + 1);
+          }
+          s.per_run.assign(t.runs.size(), std::nan(""));
+          s.count.assign(t.runs.size(), 0);
+          t.segments.push_back(std::move(s));
+        }
+        SegmentStats& s = t.segments[it->second];
+        const RunValue& v = rt.values.at(key);
+        s.per_run[k] = v.ns;
+        s.count[k] = v.count;
+      }
+    }
+    for (SegmentStats& s : t.segments) {
+      const std::string key = s.scope ? ScopeKey(s.from) : s.from + "\x1f" + s.to;
+      for (const DirtyRun& d : t.removed) {
+        const RunTag& rt = per_run[d.run].at(tag);
+        const auto v = rt.values.find(key);
+        s.removed_ns.push_back(v == rt.values.end() ? std::nan("") : v->second.ns);
+      }
+      std::vector<double> present;
+      for (double v : s.per_run) {
+        if (!std::isnan(v)) present.push_back(v);
+      }
+      s.runs = present.size();
+      if (present.empty()) continue;
+      double sum = 0;
+      for (double v : present) sum += v;
+      s.mean = sum / static_cast<double>(present.size());
+      s.median = Median(present);
+      s.min = *std::min_element(present.begin(), present.end());
+      s.max = *std::max_element(present.begin(), present.end());
+      double total = 0, calls = 0;
+      for (size_t k = 0; k < s.per_run.size(); ++k) {
+        if (std::isnan(s.per_run[k])) continue;
+        total += s.per_run[k];
+        calls += static_cast<double>(s.count[k]);
+      }
+      s.per_call = calls > 0 ? total / calls : 0;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
+  json j;
+  j["runs"] = json::array();
+  for (const PointsRun& r : runs) {
+    j["runs"].push_back({{"file", r.file},
+                         {"program", r.program},
+                         {"pid", r.pid},
+                         {"start_unix_ns", r.start_unix_ns},
+                         {"events", r.events.size()},
+                         {"lost", r.lost},
+                         {"complete", r.complete}});
+  }
+  j["tags"] = json::array();
+  for (const TagReport& t : tags) {
+    json jt = {{"tag", t.tag}, {"runs", t.runs}, {"span_ns", t.span_ns}};
+    for (const char* which : {"removed", "kept_outliers"}) {
+      json& d = jt[which] = json::array();
+      for (const DirtyRun& r : std::string(which) == "removed" ? t.removed : t.kept_outliers) {
+        d.push_back({{"run", r.run}, {"span_ns", r.span_ns}, {"modified_z", r.z}});
+      }
+    }
+    jt["segments"] = json::array();
+    for (const SegmentStats& s : t.segments) {
+      json per_run = json::array(), removed = json::array();
+      for (double v : s.per_run) per_run.push_back(std::isnan(v) ? json(nullptr) : json(v));
+      for (double v : s.removed_ns) removed.push_back(std::isnan(v) ? json(nullptr) : json(v));
+      jt["segments"].push_back({{"name", s.Name()},
+                                {"from", s.from},
+                                {"to", s.to},
+                                {"scope", s.scope},
+                                {"runs", s.runs},
+                                {"mean_ns", s.mean},
+                                {"median_ns", s.median},
+                                {"min_ns", s.min},
+                                {"max_ns", s.max},
+                                {"per_call_ns", s.per_call},
+                                {"per_run_ns", per_run},
+                                {"removed_ns", removed},
+                                {"count", s.count}});
+    }
+    j["tags"].push_back(std::move(jt));
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace fieldprof::local
