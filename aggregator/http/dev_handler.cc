@@ -7,6 +7,7 @@
 #include "aggregator/store/time_tree.h"
 #include "common/json_writer.h"
 #include "common/key_rules.h"
+#include "common/points_analysis.h"
 #include "common/signing.h"
 #include "common/wire.h"
 
@@ -139,25 +140,32 @@ HttpResponse DevHandler::Tags(std::string_view authorization) {
   return JsonResponse(j.Take());
 }
 
+StatusOr<std::vector<DevRunInfo>> DevHandler::Query(const Developer& who, std::string_view query,
+                                                    std::string* tag) {
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return params.status();
+  *tag = TakeParam(&*params, "tag");
+  const std::string program = TakeParam(&*params, "program");
+  const std::string from = TakeParam(&*params, "from"), to = TakeParam(&*params, "to");
+  if (!params->empty()) {
+    return InvalidArgument("unknown parameter " + params->front().first +
+                           " (tag, program, from, to)");
+  }
+  if (tag->empty()) return InvalidArgument("give the tag: tag=NAME");
+  // [from's first ns, the first ns after to) in UTC; unbounded when absent.
+  StatusOr<int64_t> from_ns = DayEdgeNs(from, "from", 0, std::numeric_limits<int64_t>::min());
+  StatusOr<int64_t> to_ns = DayEdgeNs(to, "to", 1, std::numeric_limits<int64_t>::max());
+  if (!from_ns.ok()) return from_ns.status();
+  if (!to_ns.ok()) return to_ns.status();
+  return store_->Runs(who.name, *tag, program, *from_ns, *to_ns);
+}
+
 HttpResponse DevHandler::Runs(std::string_view authorization, std::string_view query) {
   if (store_ == nullptr) return NoDevStore();
   const Developer* who = Who(authorization);
   if (who == nullptr) return BearerRequired("developer runs need a developer's token");
-  StatusOr<QueryParams> params = ParseQuery(query);
-  if (!params.ok()) return ErrorResponse(params.status());
-  const std::string tag = TakeParam(&*params, "tag"), program = TakeParam(&*params, "program");
-  const std::string from = TakeParam(&*params, "from"), to = TakeParam(&*params, "to");
-  if (!params->empty()) {
-    return ErrorResponse(InvalidArgument("unknown parameter " + params->front().first +
-                                         " (tag, program, from, to)"));
-  }
-  if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
-  // [from's first ns, the first ns after to) in UTC; unbounded when absent.
-  StatusOr<int64_t> from_ns = DayEdgeNs(from, "from", 0, std::numeric_limits<int64_t>::min());
-  StatusOr<int64_t> to_ns = DayEdgeNs(to, "to", 1, std::numeric_limits<int64_t>::max());
-  if (!from_ns.ok()) return ErrorResponse(from_ns.status());
-  if (!to_ns.ok()) return ErrorResponse(to_ns.status());
-  StatusOr<std::vector<DevRunInfo>> runs = store_->Runs(who->name, tag, program, *from_ns, *to_ns);
+  std::string tag;
+  StatusOr<std::vector<DevRunInfo>> runs = Query(*who, query, &tag);
   if (!runs.ok()) return ErrorResponse(runs.status());
   JsonWriter j;
   j.BeginObject();
@@ -167,6 +175,32 @@ HttpResponse DevHandler::Runs(std::string_view authorization, std::string_view q
   j.EndArray();
   j.EndObject();
   return JsonResponse(j.Take());
+}
+
+HttpResponse DevHandler::Report(std::string_view authorization, std::string_view query) {
+  if (store_ == nullptr) return NoDevStore();
+  const Developer* who = Who(authorization);
+  if (who == nullptr) return BearerRequired("developer runs need a developer's token");
+  std::string tag;
+  StatusOr<std::vector<DevRunInfo>> listed = Query(*who, query, &tag);
+  if (!listed.ok()) return ErrorResponse(listed.status());
+  constexpr size_t kMaxReportRuns = 5000;
+  if (listed->size() > kMaxReportRuns) {
+    return ErrorResponse(InvalidArgument(std::to_string(listed->size()) +
+                                         " runs: at most 5000 in one report; narrow the days"));
+  }
+  std::vector<local::PointsRun> runs;
+  for (const DevRunInfo& info : *listed) {
+    StatusOr<wire::DevRun> r = store_->Get(who->name, info.id);
+    if (!r.ok()) return ErrorResponse(r.status());
+    StatusOr<local::PointsRun> run = local::DecodePointsRun(r->file());
+    if (!run.ok()) continue;  // checked when kept; a file that no longer reads is left out
+    run->file = info.id;
+    runs.push_back(std::move(*run));
+  }
+  local::PointsOptions o;
+  o.tag = tag;
+  return JsonResponse(local::PointsJson(runs, local::AnalyzePoints(runs, o)));
 }
 
 HttpResponse DevHandler::Run(std::string_view authorization, std::string_view id) {

@@ -12,6 +12,11 @@
 //                            those days (UTC, both included), oldest first
 //   GET  /v1/dev/runs/{id}   one run's file, as `fieldprof points record`
 //                            wrote it
+//   GET  /v1/dev/report?tag=T[&program=P][&from=DAY&to=DAY]
+//                            those runs analysed as `fieldprof points show
+//                            --json` does (common/points_analysis.h): per
+//                            segment, each run's value, dirty runs removed;
+//                            each run's "file" is its id. At most 5,000 runs.
 // Without a developer's token every endpoint answers 401; a run of a
 // program the developer is not registered for, 403. Another developer's
 // run is 404, like one that does not exist. Developers are named in the
@@ -43,10 +48,14 @@ class DevHandler {
   HttpResponse Tags(std::string_view authorization);
   HttpResponse Runs(std::string_view authorization, std::string_view query);
   HttpResponse Run(std::string_view authorization, std::string_view id);
+  HttpResponse Report(std::string_view authorization, std::string_view query);
 
  private:
   // The developer the header's token is, or null.
   const Developer* Who(std::string_view authorization) const;
+  // The runs a query names (tag=, program=, from=, to=), as listed.
+  StatusOr<std::vector<DevRunInfo>> Query(const Developer& who, std::string_view query,
+                                          std::string* tag);
 
   DevStore* const store_;
   const std::vector<Developer> developers_;

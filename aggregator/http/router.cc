@@ -18,6 +18,7 @@ enum class Router::Endpoint {
   kDevRuns,
   kDevRun,
   kDevTags,
+  kDevReport,
   kConfig,
   kManifest,
   kFragment,
@@ -50,6 +51,7 @@ constexpr RouteEntry kRoutes[] = {
     {{"GET, POST", "/v1/dev/runs", "dev"}, Router::Endpoint::kDevRuns},
     {{"GET", "/v1/dev/runs/{id}", "dev"}, Router::Endpoint::kDevRun},
     {{"GET", "/v1/dev/tags", "dev"}, Router::Endpoint::kDevTags},
+    {{"GET", "/v1/dev/report", "dev"}, Router::Endpoint::kDevReport},
     {{"GET", "/v1/config", "snapshot"}, Router::Endpoint::kConfig},
     {{"GET", "/v1/snapshot/manifest", "snapshot"}, Router::Endpoint::kManifest},
     {{"GET", "/v1/snapshot/fragments/{index}", "snapshot"}, Router::Endpoint::kFragment},
@@ -159,6 +161,8 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
       return dev_.Run(req.authorization, param);
     case Endpoint::kDevTags:
       return dev_.Tags(req.authorization);
+    case Endpoint::kDevReport:
+      return dev_.Report(req.authorization, query);
     case Endpoint::kConfig:
       return snapshot_.Config();
     case Endpoint::kManifest:

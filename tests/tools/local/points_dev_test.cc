@@ -103,6 +103,19 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --json", &local), 0);
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("pulled") + " --json", &pulled), 0);
   EXPECT_EQ(json::parse(pulled)["tags"], json::parse(local)["tags"]);
+  // The aggregator's own analysis of them (what the dashboard draws) is
+  // the command's.
+  {
+    HttpsClient http(agg.Options());
+    StatusOr<HttpReply> report =
+        http.Get("/v1/dev/report?tag=startup", {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(report.ok() && report->status == 200) << (report.ok() ? report->body : "");
+    EXPECT_EQ(json::parse(report->body)["tags"], json::parse(local)["tags"]);
+    EXPECT_EQ(json::parse(report->body)["runs"].size(), 3u);
+    report = http.Get("/v1/dev/report?tag=startup", {{"Authorization", "Bearer " + kBob}});
+    ASSERT_TRUE(report.ok() && report->status == 200);
+    EXPECT_TRUE(json::parse(report->body)["runs"].empty()) << report->body;
+  }
   // A day range before the runs holds none of them.
   ASSERT_EQ(RunCommand(kCli + " points pull --tag startup --to 2001-01-01 -o " + dir.File("none") +
                            host + " --token " + kAlice + " 2>/dev/null",
@@ -131,7 +144,7 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 404) << r->body;
   const std::vector<std::string> targets = {"/v1/dev/tags", "/v1/dev/runs?tag=startup",
-                                            "/v1/dev/runs/" + id};
+                                            "/v1/dev/runs/" + id, "/v1/dev/report?tag=startup"};
   for (const std::string& target : targets) {
     r = http.Get(target);
     ASSERT_TRUE(r.ok());
