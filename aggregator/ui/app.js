@@ -347,6 +347,102 @@ async function recentPage() {
        table('recent', ['API', 'last batch'], rows));
 }
 
+// ------------------------------------------------------------ developer pages
+// A developer's own runs of instrumentation points (GET /v1/dev/tags,
+// /v1/dev/report): tags, then per tag each segment's value run by run.
+
+function devDenied() {
+  return el('p', {id: 'denied', class: 'error', role: 'alert'},
+            'Your runs need your developer token: enter it above.');
+}
+function utc(ns) { return new Date(ns / 1e6).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'; }
+
+async function devTagsPage() {
+  const r = await getJson('../v1/dev/tags');
+  if (r.status === 401) return show(el('h1', {}, 'Your runs'), devDenied());
+  if (r.status !== 200) return show(el('h1', {}, 'Your runs'), failed(r));
+  const rows = r.body.tags.map(t => el('tr', {'data-tag': t.tag},
+      el('td', {class: 'name'}, link(t.tag, '#dev/' + enc(t.tag) + '?program=' + enc(t.program))),
+      el('td', {class: 'name'}, t.program), cell(fmtCount(t.runs), t.runs),
+      cell(utc(t.last_started_unix_ns), t.last_started_unix_ns)));
+  show(el('h1', {}, 'Your runs'),
+       el('p', {class: 'note'}, 'Developer ' + r.body.developer + ': the tags of your programs\' points, the most recently run first.'),
+       rows.length ? table('dev-tags', ['tag', 'program', 'runs', 'last run'], rows)
+                   : el('p', {}, 'No runs yet: fieldprof points upload, or the agent\'s --dev_spool.'));
+}
+
+// One bar per run: the segment's time in that run (a run without the
+// segment has no bar), on a scale from 0 to the longest.
+function runBars(values, ids, id) {
+  const width = 640, height = 120, n = values.length;
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('class', 'runs');
+  svg.setAttribute('id', id);
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', height);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'time per run');
+  const top = Math.max(...values.filter(v => v !== null), 1);
+  const w = width / Math.max(n, 1);
+  values.forEach((v, i) => {
+    if (v === null) return;
+    const bh = Math.max(1, (v / top) * (height - 2));
+    const r = document.createElementNS(SVG, 'rect');
+    r.setAttribute('class', 'bar');
+    r.setAttribute('data-v', v);
+    r.setAttribute('x', (i * w).toFixed(2));
+    r.setAttribute('y', (height - bh).toFixed(2));
+    r.setAttribute('width', Math.max(0.5, w - 1).toFixed(2));
+    r.setAttribute('height', bh.toFixed(2));
+    r.setAttribute('fill', `hsl(${Math.round(240 * (1 - v / top))},75%,55%)`);
+    const title = document.createElementNS(SVG, 'title');
+    title.textContent = 'run ' + ids[i].slice(0, 8) + ': ' + fmtNs(v);
+    r.append(title);
+    svg.append(r);
+  });
+  return svg;
+}
+
+async function devTagPage(tag, q) {
+  const f = el('form', {class: 'filters', id: 'dev-filters'});
+  const input = (name, label) => el('label', {}, label,
+      el('input', {name, type: 'date', value: q.get(name) || '', id: 'f-' + name}));
+  f.append(input('from', 'from'), input('to', 'to'), el('button', {type: 'submit'}, 'Show'));
+  f.addEventListener('submit', e => {
+    e.preventDefault();
+    const p = new URLSearchParams();
+    if (q.get('program')) p.set('program', q.get('program'));
+    for (const k of ['from', 'to']) if (f.elements[k].value) p.set(k, f.elements[k].value);
+    location.hash = '#dev/' + enc(tag) + (p.toString() ? '?' + p : '');
+  });
+  const p = new URLSearchParams({tag});
+  for (const k of ['program', 'from', 'to']) if (q.get(k)) p.set(k, q.get(k));
+  const r = await getJson('../v1/dev/report?' + p);
+  const h = el('h1', {}, 'Tag ' + tag + (q.get('program') ? ' of ' + q.get('program') : ''));
+  if (r.status === 401) return show(h, devDenied());
+  if (r.status !== 200) return show(h, f, failed(r));
+  const t = r.body.tags.find(x => x.tag === tag);
+  if (!t) return show(h, f, el('p', {id: 'dev-none'}, 'No runs with this tag in those days.'));
+  const ids = t.runs.map(i => r.body.runs[i].file);
+  const rows = t.segments.map(s => el('tr', {'data-segment': s.name},
+      el('td', {class: 'name'}, s.name), cell(fmtCount(s.runs), s.runs),
+      cell(fmtNs(s.mean_ns), s.mean_ns), cell(fmtNs(s.median_ns), s.median_ns),
+      cell(fmtNs(s.min_ns), s.min_ns), cell(fmtNs(s.max_ns), s.max_ns),
+      cell(fmtNs(s.per_call_ns), s.per_call_ns)));
+  const dirty = t.removed.map(d => el('li', {class: 'dirty'},
+      'run ' + r.body.runs[d.run].file.slice(0, 8) + ': span ' + fmtNs(d.span_ns) +
+      ', modified Z ' + d.modified_z.toFixed(1)));
+  const charts = t.segments.map((s, k) => el('section', {class: 'segment'},
+      el('h2', {}, s.name), runBars(s.per_run_ns, ids, 'runs-' + k)));
+  show(h, f,
+       el('p', {class: 'note'}, fmtCount(t.runs.length) + ' runs, oldest first; a bar per run.'),
+       table('dev-segments', ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call'], rows),
+       dirty.length ? el('div', {id: 'dev-dirty'}, el('p', {}, 'Removed as dirty (|modified Z| > 3.5):'),
+                         el('ul', {}, ...dirty))
+                    : el('p', {id: 'dev-clean'}, 'No run removed as dirty.'),
+       ...charts);
+}
+
 // ------------------------------------------------------------ routing
 
 async function route() {
@@ -359,6 +455,8 @@ async function route() {
     if (parts[0] === 'api' && parts[1] && parts.length >= 3) return await apiPage(parts[1], parts.slice(2).join('/'), q);
     if (parts[0] === 'compare' && parts[1]) return await comparePage(parts[1], q);
     if (parts[0] === 'recent') return await recentPage();
+    if (parts[0] === 'dev' && parts[1]) return await devTagPage(parts[1], q);
+    if (parts[0] === 'dev') return await devTagsPage();
     return await modulesPage();
   } catch (e) {
     show(el('p', {class: 'error', role: 'alert'}, 'Could not reach the aggregator: ' + e.message));

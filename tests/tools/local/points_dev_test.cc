@@ -112,6 +112,23 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     ASSERT_TRUE(report.ok() && report->status == 200) << (report.ok() ? report->body : "");
     EXPECT_EQ(json::parse(report->body)["tags"], json::parse(local)["tags"]);
     EXPECT_EQ(json::parse(report->body)["runs"].size(), 3u);
+    // The dashboard's developer pages draw it, in Chromium.
+    json want;
+    want["tag"] = "startup";
+    want["program"] = "fieldprof_pointsprog";
+    want["runs"] = 3;
+    want["segments"] = json::parse(local)["tags"][0]["segments"];
+    std::ofstream(dir.File("dev-want.json")) << want.dump(2);
+    std::string browser;
+    EXPECT_EQ(
+        RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                       "/tests/aggregator/ui/dev_pages.mjs https://127.0.0.1:" +
+                       std::to_string(agg.port()) + "/ui/ " + dir.File("dev-want.json") + " " +
+                       kAlice + " " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
+                   &browser),
+        0)
+        << browser;
+    EXPECT_NE(browser.find("checks passed"), std::string::npos) << browser;
     report = http.Get("/v1/dev/report?tag=startup", {{"Authorization", "Bearer " + kBob}});
     ASSERT_TRUE(report.ok() && report->status == 200);
     EXPECT_TRUE(json::parse(report->body)["runs"].empty()) << report->body;
