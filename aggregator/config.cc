@@ -246,7 +246,8 @@ void RegisterOthers(OptionTable& t, AggregatorConfig* c) {
               "uploads the per-run points of those programs (POST /v1/dev/runs) and reads back "
               "only its own (default: developer mode off)");
   t.AddString("dev_dir", &c->dev_dir,
-              "where developers' runs are kept, apart from the field sums (default: <db>-dev)");
+              "where developers' runs are kept, apart from the field sums (default: <db>-dev; "
+              "with --store clickhouse, in ClickHouse)");
   t.AddString("admin_token_file", &c->admin_token_file,
               "file with the bearer token for POST /v1/admin/publish (default: admin calls off)");
 }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "aggregator/clickhouse/dev_store_clickhouse.h"
 #include "aggregator/clickhouse/lab_storage_clickhouse.h"
 #include "aggregator/clickhouse/snapshot_storage_clickhouse.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
@@ -105,17 +106,15 @@ std::optional<StartError> LoadVendors(AggregatorConfig& config, Service* s) {
   return std::nullopt;
 }
 
-// Developer mode, when a developers file is given: its store beside the
-// database. Not yet with several aggregators (ClickHouse).
+// Developer mode, when a developers file is given: its tables beside the
+// database, or in ClickHouse for every replica.
 std::optional<StartError> OpenDev(AggregatorConfig& config, Service* s) {
   if (config.developers_file.empty()) return std::nullopt;
-  if (config.store_kind == "clickhouse") {
-    return ConfigError(InvalidArgument(
-        "--developers_file: developer mode keeps its runs in RocksDB, not yet in ClickHouse"));
-  }
   StatusOr<std::vector<Developer>> devs = ReadTokenHolders(config.developers_file, "developers");
   if (!devs.ok()) return ConfigError(devs.status());
-  StatusOr<std::unique_ptr<DevStore>> store = OpenRocksDevStore(config.dev_dir);
+  StatusOr<std::unique_ptr<DevStore>> store = config.store_kind == "clickhouse"
+                                                  ? ClickHouseDevStore(config.clickhouse)
+                                                  : OpenRocksDevStore(config.dev_dir);
   if (!store.ok()) return OpenError(store.status());
   s->dev = std::move(*store);
   s->developers = std::move(*devs);

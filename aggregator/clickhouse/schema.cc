@@ -9,8 +9,9 @@ namespace {
 
 // The sharded tables and the global ones (every server a replica).
 const char* const kSharded[] = {"fp_rows", "fp_days", "fp_months", "fp_batch_ids"};
-const char* const kGlobal[] = {"fp_state", "fp_snapshot_fragments", "fp_snapshot_manifests",
-                               "fp_snapshot_replaced", "fp_lab_profiles"};
+const char* const kGlobal[] = {
+    "fp_state",        "fp_snapshot_fragments", "fp_snapshot_manifests", "fp_snapshot_replaced",
+    "fp_lab_profiles", "fp_dev_users",          "fp_dev_points",         "fp_dev_events"};
 
 }  // namespace
 
@@ -51,6 +52,19 @@ std::vector<std::string> ChTables::CreateStatements() const {
                      true, "PARTITION BY tuple() ORDER BY (idx, version)"));
   s.push_back(create("fp_lab_profiles", "id String, created DateTime, bytes String",
                      "ReplacingMergeTree", true, "PARTITION BY tuple() ORDER BY id"));
+  // Developer mode (store/dev_store.h): per developer and program its
+  // counts, summed; a row per run and tag (the run as listed, a DevRun
+  // without its file); the runs with their files.
+  s.push_back(create("fp_dev_users",
+                     "user String, program String, runs UInt64, events UInt64, bytes UInt64",
+                     "SummingMergeTree", true, "PARTITION BY tuple() ORDER BY (user, program)"));
+  s.push_back(create("fp_dev_points",
+                     "user String, tag String, started Int64, id String, program String, "
+                     "listed String",
+                     "ReplacingMergeTree", true,
+                     "PARTITION BY tuple() ORDER BY (user, tag, started, id)"));
+  s.push_back(create("fp_dev_events", "user String, id String, run String", "ReplacingMergeTree",
+                     true, "PARTITION BY tuple() ORDER BY (user, id)"));
   if (clustered()) {
     for (const char* t : kSharded) {
       s.push_back("CREATE TABLE IF NOT EXISTS " + All(t) + OnCluster() + " AS " + Local(t) +

@@ -35,7 +35,7 @@ DevRunInfo InfoOf(const wire::DevRun& r) {
   i.program = r.program();
   i.started_unix_ns = r.started_unix_ns();
   i.events = r.events();
-  i.bytes = r.file().size();
+  i.bytes = r.file().empty() ? r.file_bytes() : r.file().size();
   i.tags.assign(r.tags().begin(), r.tags().end());
   return i;
 }
@@ -91,6 +91,7 @@ class RocksDevStore final : public DevStore {
       row.add_programs(run.program());
     }
     wire::DevRun listed = run;
+    listed.set_file_bytes(run.file().size());
     listed.clear_file();
     const std::string listed_bytes = listed.SerializeAsString();
     rocksdb::WriteBatch wb;

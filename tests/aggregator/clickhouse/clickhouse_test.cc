@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/dev_store_clickhouse.h"
 #include "aggregator/clickhouse/lab_storage_clickhouse.h"
 #include "aggregator/clickhouse/rows.h"
 #include "aggregator/clickhouse/servers.h"
@@ -16,6 +17,7 @@
 #include "aggregator/clickhouse/store_clickhouse.h"
 #include "aggregator/publish/publisher.h"
 #include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/store/dev_store.h"
 #include "aggregator/store/lab_storage.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "aggregator/store/time_tree.h"
@@ -416,6 +418,67 @@ TEST_F(ClickHouseStoreTest, ItsSnapshotIsRocksDbsByteForByteAndShared) {
   EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
   ASSERT_TRUE(holder.Refresh().ok());
   EXPECT_EQ(holder.CurrentManifest()->snapshot_version(), c->snapshot_version);
+}
+
+// Developer mode's tables in ClickHouse, and the same contract on RocksDB:
+// runs kept through one aggregator are listed by tag and day and read back
+// byte for byte through another; a run kept twice is one and says so;
+// another developer sees none of them.
+TEST_F(ClickHouseStoreTest, DeveloperRunsKeptThroughOneAreReadThroughAnother) {
+  auto store = Open();  // makes the schema
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ClickHouseStoreOptions o;
+  o.url = server_->Url();
+  o.database = database_;
+  auto one = ClickHouseDevStore(o);
+  auto other = ClickHouseDevStore(o);
+  ASSERT_TRUE(one.ok() && other.ok()) << one.status().ToString();
+  testing::TempDir dir;
+  auto rocks = OpenRocksDevStore(dir.File("dev"));
+  ASSERT_TRUE(rocks.ok()) << rocks.status().ToString();
+  const auto run = [](char id, int64_t started, std::vector<std::string> tags) {
+    wire::DevRun r;
+    r.set_id(std::string(16, id));
+    r.set_program("myprog");
+    r.set_started_unix_ns(started);
+    for (std::string& t : tags) r.add_tags(std::move(t));
+    r.set_events(5);
+    r.set_file(std::string("FPPOINTS1\n\0\x01", 12) + std::string(1000, id));
+    return r;
+  };
+  const wire::DevRun a = run('a', 1000, {"startup", "shutdown"}), b = run('b', 2000, {"startup"});
+  for (const auto& [name, put, get] : {std::tuple{"clickhouse", one->get(), other->get()},
+                                       std::tuple{"rocksdb", rocks->get(), rocks->get()}}) {
+    bool duplicate = true;
+    ASSERT_TRUE(put->Put("alice", a, 1, &duplicate).ok()) << name;
+    EXPECT_FALSE(duplicate) << name;
+    ASSERT_TRUE(get->Put("alice", a, 2, &duplicate).ok()) << name;
+    EXPECT_TRUE(duplicate) << name << ": kept already";
+    ASSERT_TRUE(put->Put("alice", b, 3, &duplicate).ok()) << name;
+    StatusOr<std::vector<DevTag>> tags = get->Tags("alice");
+    ASSERT_TRUE(tags.ok()) << name << ": " << tags.status().ToString();
+    ASSERT_EQ(tags->size(), 2u) << name;
+    EXPECT_EQ((*tags)[0].tag, "startup") << name << ": the most recently run first";
+    EXPECT_EQ((*tags)[0].runs, 2u) << name;
+    EXPECT_EQ((*tags)[0].last_started_unix_ns, 2000) << name;
+    EXPECT_EQ((*tags)[1].tag, "shutdown") << name;
+    StatusOr<std::vector<DevRunInfo>> runs = get->Runs("alice", "startup", "", 0, 3000);
+    ASSERT_TRUE(runs.ok()) << name;
+    ASSERT_EQ(runs->size(), 2u) << name;
+    EXPECT_EQ((*runs)[0].id, HexEncode(a.id())) << name << ": oldest first";
+    EXPECT_EQ((*runs)[0].bytes, a.file().size()) << name;
+    EXPECT_EQ(get->Runs("alice", "startup", "", 1500, 3000)->size(), 1u) << name;
+    EXPECT_EQ(get->Runs("alice", "startup", "other", 0, 3000)->size(), 0u) << name;
+    StatusOr<wire::DevRun> back = get->Get("alice", HexEncode(b.id()));
+    ASSERT_TRUE(back.ok()) << name;
+    EXPECT_EQ(back->file(), b.file()) << name;
+    EXPECT_EQ(get->Get("bob", HexEncode(b.id())).status().code(), StatusCode::kNotFound) << name;
+    EXPECT_TRUE(get->Tags("bob")->empty()) << name;
+    StatusOr<wire::DevUser> user = get->User("alice");
+    ASSERT_TRUE(user.ok()) << name;
+    EXPECT_EQ(user->runs(), 2u) << name;
+    EXPECT_EQ(user->events(), 10u) << name;
+  }
 }
 
 // Lab profiles kept in ClickHouse: what one aggregator keeps, another

@@ -1,0 +1,187 @@
+#include "aggregator/clickhouse/dev_store_clickhouse.h"
+
+#include <atomic>
+#include <sstream>
+
+#include "aggregator/clickhouse/client.h"
+#include "aggregator/clickhouse/row_binary.h"
+#include "aggregator/clickhouse/schema.h"
+#include "aggregator/clickhouse/servers.h"
+#include "common/wire.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+// A RowBinary answer of one String column: each row's bytes.
+StatusOr<std::vector<std::string>> Strings(const std::string& body) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < body.size();) {
+    std::string s;
+    if (!rowbinary::ReadString(body, &at, &s)) return DataLoss("a developer row does not read");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+class InClickHouse final : public DevStore {
+ public:
+  InClickHouse(const ClickHouseStoreOptions& o, std::vector<HttpsClientOptions> servers)
+      : tables_(o.database, o.cluster, o.zookeeper_path), servers_(std::move(servers)) {}
+
+  Status Put(const std::string& user, const wire::DevRun& run, int64_t, bool* duplicate) override {
+    const std::string id = HexEncode(run.id());
+    StatusOr<wire::DevRun> have = Get(user, id);
+    if (have.ok()) {
+      *duplicate = true;
+      return Status::Ok();
+    }
+    if (have.status().code() != StatusCode::kNotFound) return have.status();
+    *duplicate = false;
+    wire::DevRun listed = run;
+    listed.set_file_bytes(run.file().size());
+    listed.clear_file();
+    const std::string listed_bytes = listed.SerializeAsString();
+    std::string points, event, users;
+    for (const std::string& tag : run.tags()) {
+      rowbinary::PutString(&points, user);
+      rowbinary::PutString(&points, tag);
+      rowbinary::PutFixed<int64_t>(&points, run.started_unix_ns());
+      rowbinary::PutString(&points, id);
+      rowbinary::PutString(&points, run.program());
+      rowbinary::PutString(&points, listed_bytes);
+    }
+    rowbinary::PutString(&event, user);
+    rowbinary::PutString(&event, id);
+    rowbinary::PutString(&event, run.SerializeAsString());
+    rowbinary::PutString(&users, user);
+    rowbinary::PutString(&users, run.program());
+    rowbinary::PutFixed<uint64_t>(&users, 1);
+    rowbinary::PutFixed<uint64_t>(&users, run.events());
+    rowbinary::PutFixed<uint64_t>(&users, run.file().size());
+    // The listing first and the run last: a run is a duplicate only once
+    // all of it is there. Every server holds the tables; two must have
+    // each row before it counts.
+    const ClickHouseSettings quorum = {{"insert_quorum", ChGlobalQuorum(servers_.size())}};
+    for (const auto& [table, rows] :
+         {std::pair{"fp_dev_points", &points}, std::pair{"fp_dev_users", &users},
+          std::pair{"fp_dev_events", &event}}) {
+      FP_RETURN_IF_ERROR(ChOnAnyServer(servers_, next_++, [&](ClickHouseClient& ch) {
+        return ch.InsertRowBinary(tables_.Local(table), *rows, quorum);
+      }));
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<DevTag>> Tags(const std::string& user) override {
+    FP_ASSIGN_OR_RETURN(
+        std::string body,
+        ChQueryAny(servers_, next_++,
+                   "SELECT tag, program, count(), max(started) FROM " +
+                       tables_.Local("fp_dev_points") + " FINAL WHERE user = " + SqlString(user) +
+                       " GROUP BY tag, program ORDER BY max(started) DESC, tag FORMAT TSV"));
+    std::vector<DevTag> out;
+    std::istringstream lines(body);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream f(line);
+      DevTag t;
+      if (!(f >> t.tag >> t.program >> t.runs >> t.last_started_unix_ns)) {
+        return DataLoss("a developer tag row does not read");
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  StatusOr<std::vector<DevRunInfo>> Runs(const std::string& user, const std::string& tag,
+                                         const std::string& program, int64_t from_ns,
+                                         int64_t to_ns) override {
+    std::string sql = "SELECT listed FROM " + tables_.Local("fp_dev_points") +
+                      " FINAL WHERE user = " + SqlString(user) + " AND tag = " + SqlString(tag) +
+                      " AND started >= " + std::to_string(from_ns) + " AND started < " +
+                      std::to_string(to_ns);
+    if (!program.empty()) sql += " AND program = " + SqlString(program);
+    sql += " ORDER BY started, id FORMAT RowBinary";
+    FP_ASSIGN_OR_RETURN(std::string body, ChQueryAny(servers_, next_++, sql));
+    FP_ASSIGN_OR_RETURN(std::vector<std::string> rows, Strings(body));
+    std::vector<DevRunInfo> out;
+    for (const std::string& row : rows) {
+      wire::DevRun r;
+      if (!r.ParseFromString(row)) return DataLoss("a developer run row does not read");
+      DevRunInfo i;
+      i.id = HexEncode(r.id());
+      i.program = r.program();
+      i.started_unix_ns = r.started_unix_ns();
+      i.events = r.events();
+      i.bytes = r.file_bytes();
+      i.tags.assign(r.tags().begin(), r.tags().end());
+      out.push_back(std::move(i));
+    }
+    return out;
+  }
+
+  StatusOr<wire::DevRun> Get(const std::string& user, const std::string& id) override {
+    // A replica may not have fetched a new run yet: ask the others. A run
+    // kept is on two servers (one, when there is one).
+    Status last = Status::Ok();
+    size_t unanswered = 0;
+    for (const HttpsClientOptions& server : servers_) {
+      ClickHouseClient ch(server);
+      StatusOr<std::string> r = ch.Query(
+          "SELECT run FROM " + tables_.Local("fp_dev_events") + " WHERE user = " + SqlString(user) +
+          " AND id = " + SqlString(id) + " LIMIT 1 FORMAT RowBinary");
+      if (!r.ok()) {
+        last = r.status();
+        ++unanswered;
+        continue;
+      }
+      if (r->empty()) continue;
+      FP_ASSIGN_OR_RETURN(std::vector<std::string> rows, Strings(*r));
+      wire::DevRun run;
+      if (rows.size() != 1 || !run.ParseFromString(rows[0])) {
+        return DataLoss("a developer run row does not read");
+      }
+      return run;
+    }
+    if (unanswered < std::min<size_t>(2, servers_.size())) return NotFound("no such run");
+    return last;
+  }
+
+  StatusOr<wire::DevUser> User(const std::string& user) override {
+    FP_ASSIGN_OR_RETURN(
+        std::string body,
+        ChQueryAny(servers_, next_++,
+                   "SELECT program, sum(runs), sum(events), sum(bytes) FROM " +
+                       tables_.Local("fp_dev_users") + " WHERE user = " + SqlString(user) +
+                       " GROUP BY program ORDER BY program FORMAT TSV"));
+    wire::DevUser row;
+    std::istringstream lines(body);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream f(line);
+      std::string program;
+      uint64_t runs = 0, events = 0, bytes = 0;
+      if (!(f >> program >> runs >> events >> bytes)) {
+        return DataLoss("a developer user row does not read");
+      }
+      row.add_programs(program);
+      row.set_runs(row.runs() + runs);
+      row.set_events(row.events() + events);
+      row.set_bytes(row.bytes() + bytes);
+    }
+    return row;
+  }
+
+ private:
+  const ChTables tables_;
+  const std::vector<HttpsClientOptions> servers_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DevStore>> ClickHouseDevStore(const ClickHouseStoreOptions& options) {
+  FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers,
+                      ParseClickHouseServers(options.url, options.query_timeout));
+  return std::unique_ptr<DevStore>(std::make_unique<InClickHouse>(options, std::move(servers)));
+}
+
+}  // namespace fieldprof::aggregator
