@@ -7,6 +7,7 @@
 //   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
 //   fieldprof points upload DIR... | pull --tag T -o DIR | tags   --host H --token T
 //                                (developer mode: points_remote.h)
+//   fieldprof points field --module M [--host H]   (the field's sums: points_field.h)
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/points_file.h"
+#include "common/points_format.h"
 #include "common/tsc_rate.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
@@ -29,8 +32,7 @@
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
 #include "tools/local/html_page.h"
-#include "common/points_format.h"
-#include "common/points_file.h"
+#include "tools/local/points_field.h"
 #include "tools/local/points_remote.h"
 #include "tools/local/points_report.h"
 
@@ -54,6 +56,7 @@ constexpr const char* kUsage =
     "  fieldprof points show startup.d --chrome_trace t.json --tree t.fptree\n"
     "  fieldprof points upload startup.d --host agg.example --token $TOKEN   # developer mode\n"
     "  fieldprof points pull --tag startup -o startup.d --host agg.example --token $TOKEN\n"
+    "  fieldprof points field --module main       # the field's sums (volunteers' runs)\n"
     "A segment is the time from one point to the next of the same tag (in time\n"
     "order, any thread), or a scope's duration. Dirty runs (a span with modified\n"
     "Z-score |M| > 3.5) are removed, never more than 5% of the runs, and named.";
@@ -359,6 +362,7 @@ int Compare(int argc, char** argv) {
 int CmdPoints(int argc, char** argv) {
   const std::string verb = argc >= 2 ? argv[1] : "";
   if (verb == "record") return Record(argc - 1, argv + 1);
+  if (verb == "field") return PointsField(argc - 1, argv + 1);
   // Developer mode: runs on an aggregator (tags with --host are its).
   bool remote = verb == "upload" || verb == "pull";
   for (int i = 2; i < argc && verb == "tags"; ++i) {
@@ -380,7 +384,7 @@ int CmdPoints(int argc, char** argv) {
     if (!s.ok()) return UsageError(bare, s);
   }
   std::cerr << "fieldprof points: \"" << verb
-            << "\" is not a verb: record, show, tags, compare, upload, pull (see --help)\n";
+            << "\" is not a verb: record, show, tags, compare, upload, pull, field (see --help)\n";
   return 2;
 }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -36,6 +37,7 @@ using testing::TempDir;
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kProg = FIELDPROF_POINTSPROG;  // tag "startup"
 const std::string kAgent = FIELDPROF_AGENT_BIN;
+const std::string kRuntime = FIELDPROF_RUNTIME_LIB;
 const std::string kAlice = "alice-token-0123456789", kBob = "bob-token-0123456789ab";
 
 // The SHA-256 of each *.fppoints file under `dir`.
@@ -317,6 +319,53 @@ TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
   ASSERT_TRUE(arrived) << std::string(std::istreambuf_iterator<char>(log), {});
   std::printf("a run arrived %.2f s after it was written (threshold 1 s)\n", waited);
   EXPECT_TRUE(FileDigests(dir.File("dev")).empty()) << "the agent consumed the run";
+}
+
+// The field's side: a measured run's point sums go through the agent to
+// the aggregator like any key, and `points field` reads them back there.
+TEST(PointsDevTest, TheFieldsPointSumsAreReadBackByModule) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  testing::AggregatorProcess agg(dir, testing::FreePort());
+  agg.Start();
+  std::ofstream(dir.File("measured.conf"))
+      << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nspool_dir = "
+      << dir.File("spool") << "\nslot_dir = " << dir.File("slots") << "\n";
+  std::string out;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(RunCommand("FIELDPROF_SETTINGS=" + dir.File("measured.conf") +
+                             " LD_PRELOAD=" + kRuntime + " " + kProg + " 1000",
+                         &out),
+              0);
+  }
+  const std::string server =
+      " --server 127.0.0.1:" + std::to_string(agg.port()) + " --ca_file " + dir.File("cert.pem");
+  ASSERT_EQ(RunCommand(kAgent + server + " --spool " + dir.File("spool") + " --state_dir " +
+                           dir.File("state") + " --runtime_settings '' --snapshot_key '' --once " +
+                           "--flush 2>&1",
+                       &out),
+            0)
+      << out;
+  agg.WaitApplied();
+  const std::string host =
+      " --host 127.0.0.1:" + std::to_string(agg.port()) + " --ca " + dir.File("cert.pem");
+  ASSERT_EQ(RunCommand(kCli + " points field --module main --json" + host + " 2>&1", &out), 0)
+      << out;
+  const json j = json::parse(out);
+  std::map<std::string, uint64_t> count, runs;
+  for (const json& p : j["points"]) {
+    EXPECT_EQ(p["tag"], "startup");
+    count[p["segment"]] = p["count"];
+    runs[p["segment"]] = p["runs"];
+  }
+  EXPECT_EQ(count["load -> parsed"], 2000u) << out;
+  EXPECT_EQ(count["parsed -> load"], 1998u) << out;
+  EXPECT_EQ(count["parse (scope)"], 2000u) << out;
+  EXPECT_EQ(runs["load -> parsed"], 2u) << out;
+  ASSERT_EQ(RunCommand(kCli + " points field --module main" + host + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("load -> parsed"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(kCli + " points field --module libnothing.so.1" + host + " 2>&1", &out), 0);
+  EXPECT_NE(out.find("no instrumentation points"), std::string::npos) << out;
 }
 
 }  // namespace
