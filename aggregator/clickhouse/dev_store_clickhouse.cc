@@ -181,6 +181,20 @@ class InClickHouse final : public DevStore {
 StatusOr<std::unique_ptr<DevStore>> ClickHouseDevStore(const ClickHouseStoreOptions& options) {
   FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers,
                       ParseClickHouseServers(options.url, options.query_timeout));
+  // Its tables, made here: only an aggregator with developers has them.
+  // ON CLUSTER, any server queues the statement for all (one that is down
+  // runs it when it returns: a timeout, code 159, is no error then).
+  const ChTables tables(options.database, options.cluster, options.zookeeper_path);
+  for (const std::string& sql : tables.DevCreateStatements()) {
+    for (size_t i = 0; i < servers.size(); ++i) {
+      ClickHouseClient ch(servers[i]);
+      Status s = ch.Execute(sql, {{"distributed_ddl_task_timeout", "30"}});
+      if (!s.ok() && !(tables.clustered() && ch.last_error_code() == 159)) {
+        return s.WithContext("creating developer mode's ClickHouse tables");
+      }
+      if (tables.clustered()) break;
+    }
+  }
   return std::unique_ptr<DevStore>(std::make_unique<InClickHouse>(options, std::move(servers)));
 }
 

@@ -12,7 +12,8 @@
 
 namespace fieldprof::aggregator {
 
-// The tables on the servers `options` names (the store makes them).
+// The tables on the servers `options` names, made if missing (the store
+// makes the database).
 [[nodiscard]] StatusOr<std::unique_ptr<DevStore>> ClickHouseDevStore(
     const ClickHouseStoreOptions& options);
 

@@ -9,9 +9,8 @@ namespace {
 
 // The sharded tables and the global ones (every server a replica).
 const char* const kSharded[] = {"fp_rows", "fp_days", "fp_months", "fp_batch_ids"};
-const char* const kGlobal[] = {
-    "fp_state",        "fp_snapshot_fragments", "fp_snapshot_manifests", "fp_snapshot_replaced",
-    "fp_lab_profiles", "fp_dev_users",          "fp_dev_points",         "fp_dev_events"};
+const char* const kGlobal[] = {"fp_state", "fp_snapshot_fragments", "fp_snapshot_manifests",
+                               "fp_snapshot_replaced", "fp_lab_profiles"};
 
 }  // namespace
 
@@ -21,12 +20,18 @@ std::string ChTables::Engine(const std::string& kind, const std::string& table, 
          table + "', '{replica}')";
 }
 
+std::string ChTables::CreateTable(const std::string& table, const std::string& columns,
+                                  const std::string& kind, bool global,
+                                  const std::string& rest) const {
+  return "CREATE TABLE IF NOT EXISTS " + Local(table) + OnCluster() + " (" + columns +
+         ") ENGINE = " + Engine(kind, table, global) + " " + rest;
+}
+
 std::vector<std::string> ChTables::CreateStatements() const {
   const std::string key = ChKeyColumnsDdl();
   auto create = [&](const std::string& table, const std::string& columns, const std::string& kind,
                     bool global, const std::string& rest) {
-    return "CREATE TABLE IF NOT EXISTS " + Local(table) + OnCluster() + " (" + columns +
-           ") ENGINE = " + Engine(kind, table, global) + " " + rest;
+    return CreateTable(table, columns, kind, global, rest);
   };
   std::vector<std::string> s = {"CREATE DATABASE IF NOT EXISTS " + db_ + OnCluster()};
   s.push_back(
@@ -52,6 +57,21 @@ std::vector<std::string> ChTables::CreateStatements() const {
                      true, "PARTITION BY tuple() ORDER BY (idx, version)"));
   s.push_back(create("fp_lab_profiles", "id String, created DateTime, bytes String",
                      "ReplacingMergeTree", true, "PARTITION BY tuple() ORDER BY id"));
+  if (clustered()) {
+    for (const char* t : kSharded) {
+      s.push_back("CREATE TABLE IF NOT EXISTS " + All(t) + OnCluster() + " AS " + Local(t) +
+                  " ENGINE = Distributed(" + cluster_ + ", " + db_ + ", " + t + ")");
+    }
+  }
+  return s;
+}
+
+std::vector<std::string> ChTables::DevCreateStatements() const {
+  auto create = [&](const std::string& table, const std::string& columns, const std::string& kind,
+                    bool global, const std::string& rest) {
+    return CreateTable(table, columns, kind, global, rest);
+  };
+  std::vector<std::string> s;
   // Developer mode (store/dev_store.h): per developer and program its
   // counts, summed; a row per run and tag (the run as listed, a DevRun
   // without its file); the runs with their files.
@@ -65,12 +85,6 @@ std::vector<std::string> ChTables::CreateStatements() const {
                      "PARTITION BY tuple() ORDER BY (user, tag, started, id)"));
   s.push_back(create("fp_dev_events", "user String, id String, run String", "ReplacingMergeTree",
                      true, "PARTITION BY tuple() ORDER BY (user, id)"));
-  if (clustered()) {
-    for (const char* t : kSharded) {
-      s.push_back("CREATE TABLE IF NOT EXISTS " + All(t) + OnCluster() + " AS " + Local(t) +
-                  " ENGINE = Distributed(" + cluster_ + ", " + db_ + ", " + t + ")");
-    }
-  }
   return s;
 }
 

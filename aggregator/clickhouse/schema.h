@@ -54,6 +54,13 @@ class ChTables {
   // The statements that create every table and database, idempotent (IF
   // NOT EXISTS; ON CLUSTER on a cluster), in order.
   std::vector<std::string> CreateStatements() const;
+  // Developer mode's tables (fp_dev_users, fp_dev_points, fp_dev_events),
+  // made only by an aggregator that has developers (dev_store_clickhouse.h).
+  std::vector<std::string> DevCreateStatements() const;
+  // CREATE TABLE IF NOT EXISTS `table` (`columns`) with engine `kind`
+  // (replicated on a cluster: every server when `global`), then `rest`.
+  std::string CreateTable(const std::string& table, const std::string& columns,
+                          const std::string& kind, bool global, const std::string& rest) const;
   // The tables CreateStatements makes, as system.tables names them.
   std::vector<std::string> TableNames() const;
 
