@@ -8,45 +8,11 @@
 // Prints what it checked; exits 1 on the first failed check, or on any
 // JavaScript error on the page.
 import fs from 'node:fs';
-import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { openDashboard } from './dashboard_browser.mjs';
 
 const [url, expectFile, token, shots] = process.argv.slice(2);
 const want = JSON.parse(fs.readFileSync(expectFile, 'utf8'));
-fs.mkdirSync(shots, { recursive: true });
-
-const browser = await chromium.launch({
-  executablePath: process.env.FIELDPROF_CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox'],
-  headless: true,
-});
-const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
-const page = await context.newPage();
-const jsErrors = [];
-page.on('pageerror', (e) => jsErrors.push('page error: ' + e.message));
-page.on('console', (m) => {
-  // A refused or missing resource (401 for a vendor page, 404 for a metric
-  // an API does not have) is logged by the browser itself, not by a script.
-  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) {
-    jsErrors.push('console error: ' + m.text());
-  }
-});
-
-let checks = 0;
-async function fail(what) {
-  console.error('FAILED: ' + what);
-  await page.screenshot({ path: path.join(shots, 'failure.png'), fullPage: true });
-  await browser.close();
-  process.exit(1);
-}
-async function check(cond, what) {
-  ++checks;
-  if (!cond) await fail(what);
-  console.log('ok: ' + what);
-}
-async function shot(name) {
-  await page.screenshot({ path: path.join(shots, name + '.png'), fullPage: true });
-}
+const { page, check, shot, finish } = await openDashboard(shots, '');
 const dataV = async (selector) => parseFloat(await page.getAttribute(selector, 'data-v'));
 
 // 1. Modules.
@@ -174,6 +140,4 @@ const recent = await page.textContent('#recent');
 await check(recent.includes(want.open_module), 'the APIs seen recently are listed');
 await shot('recent');
 
-await check(jsErrors.length === 0, 'no JavaScript errors: ' + jsErrors.join('; '));
-await browser.close();
-console.log(`${checks} checks passed; screenshots in ${shots}`);
+await finish();
