@@ -157,7 +157,10 @@ TEST(RecordTest, TheProgramsSigtrapStaysItsOwn) {
     ASSERT_EQ(RunCommand("cat " + dir.File("log"), &log), 0);
     const size_t at = log.find("written: ");
     ASSERT_NE(at, std::string::npos) << log;
-    EXPECT_GT(std::stol(log.substr(at + 9)), 100) << how << ": " << log;  // 0.3 s of CPU
+    // Samples were taken while the program had its own SIGTRAP: the spins
+    // run by the clock, so a loaded machine gives fewer (the default case
+    // dies after the first 0.15 s).
+    EXPECT_GT(std::stol(log.substr(at + 9)), 20) << how << ": " << log;
   }
 }
 
