@@ -184,10 +184,15 @@ HttpResponse DevHandler::Report(std::string_view authorization, std::string_view
   std::string tag;
   StatusOr<std::vector<DevRunInfo>> listed = Query(*who, query, &tag);
   if (!listed.ok()) return ErrorResponse(listed.status());
+  // Every run is read into memory: bounded in runs and in bytes.
   constexpr size_t kMaxReportRuns = 5000;
-  if (listed->size() > kMaxReportRuns) {
-    return ErrorResponse(InvalidArgument(std::to_string(listed->size()) +
-                                         " runs: at most 5000 in one report; narrow the days"));
+  constexpr uint64_t kMaxReportBytes = uint64_t{256} << 20;
+  uint64_t bytes = 0;
+  for (const DevRunInfo& info : *listed) bytes += info.bytes;
+  if (listed->size() > kMaxReportRuns || bytes > kMaxReportBytes) {
+    return ErrorResponse(
+        InvalidArgument(std::to_string(listed->size()) + " runs, " + std::to_string(bytes >> 20) +
+                        " MiB: at most 5000 runs and 256 MiB in one report; narrow the days"));
   }
   std::vector<local::PointsRun> runs;
   for (const DevRunInfo& info : *listed) {

@@ -16,7 +16,8 @@
 //                            those runs analysed as `fieldprof points show
 //                            --json` does (common/points_analysis.h): per
 //                            segment, each run's value, dirty runs removed;
-//                            each run's "file" is its id. At most 5,000 runs.
+//                            each run's "file" is its id. At most 5,000 runs
+//                            and 256 MiB of run files.
 // Without a developer's token every endpoint answers 401; a run of a
 // program the developer is not registered for, 403. Another developer's
 // run is 404, like one that does not exist. Developers are named in the
