@@ -68,7 +68,9 @@ TEST(PointsTest, UnderTheFieldRuntimeProgramsRunUnchanged) {
   const std::string d = dir;
   for (const auto& [name, conf] :
        {std::pair{"off", "consent = no\n"},
-        std::pair{"measured", "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"}}) {
+        std::pair{"measured",
+                  "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nmax_load_per_cpu = "
+                  "1000\n"}}) {
     const std::string path = d + "/" + name + ".conf";
     FILE* f = fopen(path.c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -93,8 +95,9 @@ TEST(PointsTest, UnderTheFieldRuntimeProgramsRunUnchanged) {
 // Writes measured-run settings under `dir`; returns the file.
 std::string MeasuredSettings(const std::string& dir) {
   const std::string path = dir + "/measured.conf";
-  std::ofstream(path) << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
-                      << "spool_dir = " << dir << "/spool\nslot_dir = " << dir << "/slots\n";
+  std::ofstream(path)
+      << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nmax_load_per_cpu = 1000\n"
+      << "spool_dir = " << dir << "/spool\nslot_dir = " << dir << "/slots\n";
   return path;
 }
 

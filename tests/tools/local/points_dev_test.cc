@@ -329,7 +329,8 @@ TEST(PointsDevTest, TheFieldsPointSumsAreReadBackByModule) {
   testing::AggregatorProcess agg(dir, testing::FreePort());
   agg.Start();
   std::ofstream(dir.File("measured.conf"))
-      << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nspool_dir = "
+      << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nmax_load_per_cpu = "
+         "1000\nspool_dir = "
       << dir.File("spool") << "\nslot_dir = " << dir.File("slots") << "\n";
   std::string out;
   for (int i = 0; i < 2; ++i) {
