@@ -315,11 +315,23 @@ Status Agent::Quarantine(const SpoolEntry& e, const Status& why) {
   return Status::Ok();
 }
 
+std::string Agent::MachineKeyFor(int64_t now_ms) {
+  const int64_t day = now_ms / 86400000;
+  std::string key;
+  if (state_.machine_key_day != day || !HexDecode(state_.machine_key, &key) ||
+      key.size() != kMachineKeyBytes) {
+    key = RandomBatchId();  // 16 bytes from the OS entropy source, as an id
+    state_.machine_key = HexEncode(key);
+    state_.machine_key_day = day;
+  }
+  return key;
+}
+
 Status Agent::Seal(OpenBatch* b, PassResult* result) {
   const wire::AgentCounters counters = BatchCounters(b->runs, state_);
   const std::string id = RandomBatchId();
   const int64_t now = NowMs();
-  const wire::Batch batch = b->builder.Seal(id, now, counters);
+  const wire::Batch batch = b->builder.Seal(id, now, counters, MachineKeyFor(now));
   FP_RETURN_IF_ERROR(
       outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir, b->consumed));
   // Reported in this batch. (A crash before the state is saved reports

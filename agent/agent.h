@@ -147,6 +147,9 @@ class Agent {
   // into the state; nothing here fails the pass.
   void RefreshSnapshotIfDue(bool force, PassResult* result);
   void ApplyFleetThresholds();
+  // Today's machine key (wire::Batch.machine_key): the one in the state
+  // while its day lasts, else a new random one, kept in the state.
+  std::string MachineKeyFor(int64_t now_ms);
   int64_t Backoff(int retry_after_seconds);
 
   AgentConfig config_;

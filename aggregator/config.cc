@@ -121,6 +121,26 @@ struct RocksDbFlags {
   }
 };
 
+struct SourceLimitFlags {
+  int64_t v4, v6;
+  explicit SourceLimitFlags(const SourceLimitOptions& o) : v4(o.ipv4_prefix), v6(o.ipv6_prefix) {}
+
+  void Register(OptionTable& t, SourceLimitOptions* o) {
+    t.AddDouble("source_batches_per_minute", &o->per_minute,
+                "batches a minute one source (address prefix) may send; over it, 429 + "
+                "Retry-After (0: no limit, e.g. behind haproxy's own)",
+                0, 1e9);
+    t.AddDouble("source_burst", &o->burst, "batches a quiet source may send at once", 1, 1e9);
+    t.AddInt("source_prefix_v4", &v4, "leading bits of an IPv4 address that make a source", 8, 32);
+    t.AddInt("source_prefix_v6", &v6, "leading bits of an IPv6 address that make a source", 16,
+             128);
+  }
+  void ApplyTo(SourceLimitOptions* o) const {
+    o->ipv4_prefix = static_cast<int>(v4);
+    o->ipv6_prefix = static_cast<int>(v6);
+  }
+};
+
 void RegisterFleet(OptionTable& t, FleetSettings* f) {
   t.AddInt("fleet_k", &f->k, "agents: APIs each program run measures", 1, 8);
   t.AddInt("fleet_slots", &f->slots, "agents: programs measured at once per machine", 1, 1024);
@@ -282,8 +302,14 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   RocksDbFlags rocksdb(config->store);
   PublishFlags publish(config->publish);
   ClickHouseFlags clickhouse(config->clickhouse);
+  SourceLimitFlags limits(config->batch_limits);
   OptionTable t("fieldprof-aggregator", kAbout);
   server.Register(t, &config->server);
+  limits.Register(t, &config->batch_limits);
+  t.AddInt("k_anonymity", &config->k_anonymity,
+           "publish a series (snapshot, /v1 reads, dashboard, reports) only once this many "
+           "distinct machines added to it (1: everything, e.g. one machine trying it out)",
+           1, 1000000);
   rocksdb.Register(t, &config->store);
   RegisterFleet(t, &config->fleet);
   publish.Register(t, config);
@@ -297,6 +323,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
     return InvalidArgument("unexpected argument '" + t.positional()[0] + "'");
   }
   server.ApplyTo(&config->server);
+  limits.ApplyTo(&config->batch_limits);
   rocksdb.ApplyTo(&config->store);
   publish.ApplyTo(&config->publish);
   clickhouse.ApplyTo(&config->clickhouse, rocksdb.retention_days);

@@ -14,6 +14,12 @@ namespace fieldprof::aggregator {
 
 struct AggregatorConfig {
   ServerOptions server;
+  // The per-source limit on POST /v1/batches (the server asks it).
+  SourceLimitOptions batch_limits;
+  // Series (and so modules) are published only once this many distinct
+  // machines have added to them (aggregator/store/k_anonymous_store.h);
+  // 1: everything.
+  int64_t k_anonymity = 5;
   RocksDbStoreOptions store;
   // Served to agents at GET /v1/config (fleet_* options).
   FleetSettings fleet;

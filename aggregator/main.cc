@@ -26,6 +26,7 @@
 #include "aggregator/publish/lease.h"
 #include "aggregator/publish/publisher.h"
 #include "aggregator/publish/snapshot_storage.h"
+#include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/store/lab_storage.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/options.h"
@@ -46,8 +47,13 @@ StartError OpenError(const Status& s) { return {1, s.ToString()}; }
 // so destroyed in reverse; the metrics, which all report to, last).
 struct Service {
   Metrics metrics;
+  std::unique_ptr<SourceLimiter> batch_limits;
   std::unique_ptr<Lease> lease;
   std::unique_ptr<Store> store;
+  // What readers (queries, dashboard, vendors, the snapshot) see: the
+  // series on at least k machines. Null when k <= 1.
+  std::unique_ptr<KAnonymousStore> published;
+  Store* readers() { return published ? published.get() : store.get(); }
   std::unique_ptr<LabStorage> lab;
   std::vector<Vendor> vendors;
   std::unique_ptr<DevStore> dev;
@@ -81,6 +87,9 @@ std::optional<StartError> OpenStore(AggregatorConfig& config, Service* s) {
                                                : OpenRocksDbStore(config.store);
   if (!store.ok()) return OpenError(store.status());
   s->store = std::move(*store);
+  if (config.k_anonymity > 1) {
+    s->published = std::make_unique<KAnonymousStore>(s->store.get(), config.k_anonymity);
+  }
   return std::nullopt;
 }
 
@@ -159,7 +168,7 @@ std::optional<StartError> SetUpPublishing(AggregatorConfig& config, Service* s) 
   }
   Lease* lease = s->lease.get();
   config.publish.may_write = [lease] { return lease->Held(); };
-  s->publisher.emplace(s->store.get(), &*s->signer, config.publish, s->snapshot_storage.get());
+  s->publisher.emplace(s->readers(), &*s->signer, config.publish, s->snapshot_storage.get());
   if (Status p = s->publisher->Init(); !p.ok()) return OpenError(p);
   s->publish_loop.emplace(&*s->publisher, std::chrono::seconds(config.publish_interval_s),
                           &s->metrics, lease);
@@ -181,6 +190,23 @@ void SayListening(const AggregatorConfig& config, const Service& s, const Server
             << (config.store_kind == "clickhouse" ? "ClickHouse " + config.clickhouse.url
                                                   : "db " + config.store.path)
             << ")\n";
+  if (config.k_anonymity > 1) {
+    std::cerr << "fieldprof-aggregator: publishing series seen on at least " << config.k_anonymity
+              << " machines (--k_anonymity)\n";
+  } else {
+    std::cerr << "fieldprof-aggregator: publishing every series, also those seen on one machine "
+                 "(--k_anonymity "
+              << config.k_anonymity << ")\n";
+  }
+  if (s.batch_limits) {
+    const SourceLimitOptions& l = config.batch_limits;
+    std::cerr << "fieldprof-aggregator: per source (/" << l.ipv4_prefix << " IPv4, /"
+              << l.ipv6_prefix << " IPv6): " << l.per_minute << " batches a minute, " << l.burst
+              << " at once; over it 429 + Retry-After\n";
+  } else {
+    std::cerr << "fieldprof-aggregator: no per-source limit on batches "
+                 "(--source_batches_per_minute 0)\n";
+  }
   if (!config.zookeeper.empty()) {
     std::cerr << "fieldprof-aggregator: lease " << config.lease_path << ": " << s.lease->Describe()
               << "\n";
@@ -198,7 +224,13 @@ void SayListening(const AggregatorConfig& config, const Service& s, const Server
 // shutdown runs as normal code), then closes the store. The exit code.
 int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
   RouterParts parts;
-  parts.store = s.store.get();
+  ServerOptions server_options = config.server;
+  if (config.batch_limits.per_minute > 0) {
+    s.batch_limits = std::make_unique<SourceLimiter>("batches", config.batch_limits);
+    server_options.batch_limits = s.batch_limits.get();
+    parts.source_limits.push_back(s.batch_limits.get());
+  }
+  parts.store = s.readers();
   parts.metrics = &s.metrics;
   parts.fleet = config.fleet;
   parts.lab = s.lab.get();
@@ -209,7 +241,7 @@ int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
   parts.dev = s.dev.get();
   parts.developers = s.developers;
   Router router(std::move(parts));
-  Server server(config.server, &router, &s.metrics);
+  Server server(server_options, &router, &s.metrics);
   if (Status st = server.Start(); !st.ok()) {
     std::cerr << "fieldprof-aggregator: " << st.ToString() << "\n";
     return 1;

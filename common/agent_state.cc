@@ -46,6 +46,8 @@ constexpr Field kFields[] = {
     {"snapshot_window_start_unix_ms", &AgentState::snapshot_window_start_unix_ms, nullptr},
     {"snapshot_window_fetched", &AgentState::snapshot_window_fetched, nullptr},
     {"snapshot_bytes_downloaded", &AgentState::snapshot_bytes_downloaded, nullptr},
+    {"machine_key", nullptr, &AgentState::machine_key},
+    {"machine_key_day", &AgentState::machine_key_day, nullptr},
 };
 
 }  // namespace

@@ -45,6 +45,11 @@ struct AgentState {
   int64_t snapshot_window_start_unix_ms = 0;
   int64_t snapshot_window_fetched = 0;
   int64_t snapshot_bytes_downloaded = 0;  // since the state was created
+  // Today's machine key (hex), sent with every batch sealed on that UTC
+  // day (wire::Batch.machine_key); a new random one each day, the old one
+  // forgotten. machine_key_day: its day, days since 1970-01-01.
+  std::string machine_key;
+  int64_t machine_key_day = 0;
 
   bool operator==(const AgentState&) const = default;
 };

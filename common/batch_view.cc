@@ -254,6 +254,10 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
         return ReadVarintField(r, wt, &rec->truncated_);
       case 5:
         return ReadVarintField(r, wt, &rec->resolution_ns_);
+      case 6:
+        return ReadMessage(r, wt, &rec->machines_);
+      case 7:
+        return ReadVarintField(r, wt, &rec->machine_count_);
       default:
         return r.Skip(wt);
     }
@@ -285,6 +289,7 @@ void BatchView::Clear() {
   schema_version_ = 0;
   batch_id_ = {};
   created_unix_ms_ = 0;
+  machine_key_ = {};
   client_platform_ = {};
   records_.clear();
   buckets_.clear();
@@ -323,6 +328,8 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
         return ParseRecord(sub, &out->records_.emplace_back(), &out->buckets_);
       case 6:
         return ReadMessageOnce(r, wt, &has_counters, &sub) && CheckCounters(sub);
+      case 7:
+        return ReadMessage(r, wt, &out->machine_key_);
       default:
         return r.Skip(wt);
     }
@@ -337,6 +344,7 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
   out->schema_version_ = batch.schema_version();
   out->batch_id_ = batch.batch_id();
   out->created_unix_ms_ = batch.created_unix_ms();
+  out->machine_key_ = batch.machine_key();
   out->client_platform_ = ViewPlatform(batch.client_platform());
   out->records_.reserve(static_cast<size_t>(batch.records_size()));
   for (const wire::Record& r : batch.records()) {
@@ -369,6 +377,8 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     v.runs_ = r.runs();
     v.truncated_ = r.truncated();
     v.resolution_ns_ = r.resolution_ns();
+    v.machines_ = r.machines();
+    v.machine_count_ = r.machine_count();
     out->records_.push_back(v);
   }
   out->LinkBuckets();

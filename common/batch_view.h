@@ -103,6 +103,8 @@ struct RecordView {
   uint64_t runs_ = 0;
   bool truncated_ = false;
   uint64_t resolution_ns_ = 0;
+  std::string_view machines_;
+  uint64_t machine_count_ = 0;
 
   bool has_key() const { return has_key_; }
   const ApiKeyView& key() const { return key_; }
@@ -111,6 +113,8 @@ struct RecordView {
   uint64_t runs() const { return runs_; }
   bool truncated() const { return truncated_; }
   uint64_t resolution_ns() const { return resolution_ns_; }
+  std::string_view machines() const { return machines_; }
+  uint64_t machine_count() const { return machine_count_; }
 };
 
 class BatchView {
@@ -122,6 +126,7 @@ class BatchView {
   uint32_t schema_version() const { return schema_version_; }
   std::string_view batch_id() const { return batch_id_; }
   int64_t created_unix_ms() const { return created_unix_ms_; }
+  std::string_view machine_key() const { return machine_key_; }
   const PlatformView& client_platform() const { return client_platform_; }
   int records_size() const { return static_cast<int>(records_.size()); }
   const RecordView& records(int i) const { return records_[static_cast<size_t>(i)]; }
@@ -138,6 +143,7 @@ class BatchView {
   uint32_t schema_version_ = 0;
   std::string_view batch_id_;
   int64_t created_unix_ms_ = 0;
+  std::string_view machine_key_;
   PlatformView client_platform_;
   std::vector<RecordView> records_;
   std::vector<BucketView> buckets_;   // every record's, in order

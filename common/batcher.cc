@@ -26,6 +26,7 @@ size_t HeaderReserve(const Platform& platform) {
   b.set_schema_version(kSchemaVersion);
   b.set_batch_id(std::string(kBatchIdBytes, '\xff'));
   b.set_created_unix_ms(std::numeric_limits<int64_t>::min());  // 10-byte varint
+  b.set_machine_key(std::string(kMachineKeyBytes, '\xff'));
   PlatformToWire(platform, b.mutable_client_platform());
   wire::AgentCounters* c = b.mutable_counters();
   const uint64_t big = std::numeric_limits<uint64_t>::max();
@@ -118,11 +119,12 @@ bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
 }
 
 wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix_ms,
-                               const wire::AgentCounters& counters) {
+                               const wire::AgentCounters& counters, std::string_view machine_key) {
   wire::Batch b;
   b.set_schema_version(kSchemaVersion);
   b.set_batch_id(batch_id);
   b.set_created_unix_ms(created_unix_ms);
+  if (!machine_key.empty()) b.set_machine_key(std::string(machine_key));
   PlatformToWire(platform_, b.mutable_client_platform());
   for (const auto& [enc, s] : series_) Encode(s, b.add_records());
   *b.mutable_counters() = counters;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "common/agent_state.h"
 #include "common/api_key.h"
@@ -51,9 +52,10 @@ class BatchBuilder {
   // The oldest run's end time (ms since the epoch); 0 when empty.
   int64_t oldest_unix_ms() const { return oldest_ms_; }
 
-  // The batch, records ordered by key; empties the builder.
+  // The batch, records ordered by key, with `machine_key` (today's,
+  // wire::Batch; empty: none); empties the builder.
   wire::Batch Seal(const std::string& batch_id, int64_t created_unix_ms,
-                   const wire::AgentCounters& counters);
+                   const wire::AgentCounters& counters, std::string_view machine_key = {});
 
  private:
   struct Series {

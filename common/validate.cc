@@ -328,6 +328,9 @@ Status ValidateHistogramT(const H& h) {
 template <typename R>
 Status ValidateRecordT(const R& r) {
   if (!r.has_key()) return Fail("key_missing", "record has no key");
+  if (!r.machines().empty() || r.machine_count() != 0) {
+    return Fail("record_machines", "machines are counted by the aggregator, never sent");
+  }
   const auto& k = r.key();
   FP_RETURN_IF_ERROR(CheckString("module", k.module(), kMaxModuleBytes));
   FP_RETURN_IF_ERROR(CheckString("module_version", k.module_version(), kMaxVersionBytes));
@@ -408,6 +411,10 @@ Status ValidateBatchContent(const B& batch) {
   if (batch.batch_id().size() != kBatchIdBytes) {
     return Fail("batch_id_length",
                 "batch id is " + std::to_string(batch.batch_id().size()) + " bytes, expected 16");
+  }
+  if (!batch.machine_key().empty() && batch.machine_key().size() != kMachineKeyBytes) {
+    return Fail("machine_key", "machine key is " + std::to_string(batch.machine_key().size()) +
+                                   " bytes, expected 16 (or none)");
   }
   if (batch.records_size() == 0) return Fail("record_count", "batch has no records");
   if (batch.records_size() > kMaxRecordsPerBatch) {

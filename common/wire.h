@@ -20,6 +20,8 @@ namespace fieldprof {
 
 inline constexpr uint32_t kSchemaVersion = 1;
 inline constexpr size_t kBatchIdBytes = 16;
+// A batch's machine key (wire::Batch.machine_key): empty or this long.
+inline constexpr size_t kMachineKeyBytes = 16;
 // The media type of an encoded Batch in POST /v1/batches.
 inline constexpr std::string_view kBatchContentType = "application/x-protobuf";
 

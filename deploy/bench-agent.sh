@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 ./deploy/make-cert.sh "$work/tls" ec >/dev/null 2>&1
 ./build/aggregator/fieldprof-aggregator --listen 127.0.0.1 --port 0 --tls_cert "$work/tls/cert.pem" \
-  --tls_key "$work/tls/key.pem" --db "$work/db" 2>"$work/agg.log" &
+  --tls_key "$work/tls/key.pem" --db "$work/db" --source_batches_per_minute 0 2>"$work/agg.log" &
 agg_pid=$!
 port=""
 for _ in $(seq 1 100); do

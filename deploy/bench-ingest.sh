@@ -29,7 +29,7 @@ field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
 
 echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
 port="$(free_port)"
-./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db" \
+./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db" --source_batches_per_minute 0 \
   --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
 pids+=($!)
 for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done

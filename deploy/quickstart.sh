@@ -44,12 +44,15 @@ mkdir -p "$state"
 if [[ "${QUICKSTART_KEEP_DB:-0}" != "1" ]]; then rm -rf "$state/db"; fi
 
 step "aggregator"
+# One machine sends here, so the aggregator publishes what one machine
+# sends: k-anonymity 1. A real deployment keeps the default of 5.
+echo "quickstart: one machine, so the aggregator runs with --k_anonymity 1 (the default is 5)"
 log="$state/aggregator.log"
 : >"$log"
 ./build/aggregator/fieldprof-aggregator --listen 127.0.0.1 --port 0 \
   --tls_cert "$state/tls/cert.pem" --tls_key "$state/tls/key.pem" --db "$state/db" \
   --signing_key "$state/keys/snapshot-signing.key" --snapshot_dir "$state/snapshot" \
-  --admin_token_file "$state/admin.token" \
+  --admin_token_file "$state/admin.token" --k_anonymity 1 \
   2>"$log" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT

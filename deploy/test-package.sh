@@ -146,7 +146,7 @@ echo "installed $(in_root dpkg-query -W -f='${Version}' fieldprof-aggregator); u
 # systemd in a chroot.
 start_aggregator() {
   in_ns chroot "$root" su -s /bin/sh fieldprof -c \
-    'exec /usr/sbin/fieldprof-aggregator --config /etc/fieldprof/aggregator.conf' \
+    'exec /usr/sbin/fieldprof-aggregator --config /etc/fieldprof/aggregator.conf --k_anonymity 1' \
     > "$work/agg.log" 2>&1 &
   agg_pid=$!
   for _ in $(seq 100); do

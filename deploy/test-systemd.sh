@@ -136,6 +136,12 @@ wait_listening() {  # the aggregator's journal says it listens (since $1, a curs
 top() { box fieldprof top --port 8443 --ca /etc/fieldprof/tls/cert.pem --limit 5; }
 
 step "fieldprof-aggregator 0.0.9-1: its unit starts at install"
+# One machine sends here, so its aggregator publishes what one machine
+# sends (k-anonymity 1, the default being 5): a drop-in, as an operator
+# would add one.
+box sh -c 'mkdir -p /etc/systemd/system/fieldprof-aggregator.service.d &&
+  printf "[Service]\nExecStart=\nExecStart=/usr/sbin/fieldprof-aggregator --config /etc/fieldprof/aggregator.conf --k_anonymity 1\n" \
+    > /etc/systemd/system/fieldprof-aggregator.service.d/one-machine.conf'
 since="$(box date '+%F %T')"
 box apt-get install -y -qq /srv/aggregator-old.deb > "$work/install-agg.log" 2>&1 ||
   { tail -20 "$work/install-agg.log"; fail "apt-get install fieldprof-aggregator"; }

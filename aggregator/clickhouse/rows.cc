@@ -72,6 +72,8 @@ std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* 
   const PlatformView& bp = batch.client_platform();
   uint32_t seq = 0;
   std::string value;
+  const bool has_machine = !batch.machine_key().empty();
+  const uint64_t machine = has_machine ? MachineHash(batch.machine_key()) : 0;
   for (const RecordView& r : batch.records()) {
     const ApiKeyView& k = r.key();
     PutId16(&o, batch.batch_id());
@@ -80,6 +82,7 @@ std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* 
     PutKey(&o, k, k.has_platform() ? k.platform() : bp);
     SparseAggregate one;
     one.AddRecord(r);
+    if (has_machine) one.AddMachine(machine);
     value.clear();
     one.Encode(&value);
     PutString(&o, value);
@@ -112,6 +115,7 @@ std::string EncodeValue(const ApiAggregate& a) {
   if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
   SparseAggregate sum;
   sum.AddRecord(r);
+  sum.AddMachines(a.machines);
   std::string out;
   sum.Encode(&out);
   return out;
@@ -188,6 +192,7 @@ void SumsReader::Flush() {
   a.runs = sum_.runs();
   a.truncated = sum_.truncated();
   a.resolution_ns = sum_.resolution_ns();
+  a.machines = sum_.machines();
   if (!visit_(std::move(a))) stopped_ = true;
 }
 

@@ -46,6 +46,7 @@ HttpResponse AdminHandler::MetricsText() {
   HttpResponse r{200, "text/plain; version=0.0.4", "", {}};
   metrics_->AppendPrometheus(&r.body);
   store_->AppendMetrics(&r.body);
+  AppendSourceLimitMetrics(source_limits_, &r.body);
   if (lease_ != nullptr) {
     r.body +=
         "# HELP fieldprof_lease_held 1 while this aggregator publishes and rolls up\n"

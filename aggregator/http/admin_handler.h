@@ -13,8 +13,10 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "aggregator/http/http_types.h"
+#include "aggregator/http/source_limits.h"
 #include "aggregator/metrics.h"
 #include "aggregator/publish/lease.h"
 #include "aggregator/publish/publisher.h"
@@ -28,12 +30,13 @@ class AdminHandler {
   // publishing), `lease` too (not reported). An empty `admin_token` turns
   // the admin calls off (403).
   AdminHandler(Store* store, Metrics* metrics, PublishLoop* publish, std::string admin_token,
-               Lease* lease)
+               Lease* lease, std::vector<const SourceLimiter*> source_limits = {})
       : store_(store),
         metrics_(metrics),
         publish_(publish),
         admin_token_(std::move(admin_token)),
-        lease_(lease) {}
+        lease_(lease),
+        source_limits_(std::move(source_limits)) {}
 
   HttpResponse Health();
   HttpResponse MetricsText();
@@ -45,6 +48,7 @@ class AdminHandler {
   PublishLoop* const publish_;
   const std::string admin_token_;
   Lease* const lease_;
+  const std::vector<const SourceLimiter*> source_limits_;
 };
 
 }  // namespace fieldprof::aggregator

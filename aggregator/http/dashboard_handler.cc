@@ -7,6 +7,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
+#include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/ui/ui_assets.h"
 #include "common/json_writer.h"
 
@@ -75,10 +76,22 @@ HttpResponse DashboardHandler::Recent(std::string_view query) {
   if (!l.empty()) {
     limit = std::clamp<size_t>(std::strtoul(l.c_str(), nullptr, 10), 1, RecentApis::kCapacity);
   }
+  // Behind k-anonymity, an API is shown once a series of it is published
+  // (k_anonymous_store.h), however recently it came in.
+  auto* published = dynamic_cast<KAnonymousStore*>(store_);
   JsonWriter j;
   j.BeginObject();
   j.Key("apis").BeginArray();
   for (const RecentApis::Seen& s : recent_->Latest(limit)) {
+    if (published != nullptr) {
+      ApiFilter f;
+      f.module = s.module;
+      f.symbol_prefix = s.symbol;
+      f.symbol_exact = true;
+      StatusOr<std::vector<ApiAggregate>> any = published->ListApis(f, 1);
+      if (!any.ok()) return ErrorResponse(any.status());
+      if (any->empty()) continue;
+    }
     j.BeginObject();
     j.Key("module").String(s.module).Key("symbol").String(s.symbol);
     j.Key("unix_ms").Int(s.unix_ms);

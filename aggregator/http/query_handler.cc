@@ -48,6 +48,7 @@ std::string ApiListJson(const std::vector<ApiAggregate>& apis, const SeriesQuery
     WriteKey(j, a.key);
     j.Key("calls").Uint(st.count);
     j.Key("runs").Uint(a.runs);
+    j.Key("machines").Uint(a.machines.Estimate());
     j.Key("mean").Double(st.mean);
     j.Key("p50").Double(st.p50);
     j.Key("p90").Double(st.p90);
@@ -64,6 +65,7 @@ std::string ApiListJson(const std::vector<ApiAggregate>& apis, const SeriesQuery
 // One API summed over every series that matches, in one pass of the store.
 struct ApiSum {
   Histogram total;
+  MachineSketch machines;
   uint64_t runs = 0, resolution_ns = 0;
   size_t series = 0;
   bool truncated = false;
@@ -74,6 +76,7 @@ Status SumApi(Store* store, const SeriesQuery& q, ApiSum* sum) {
     if (!q.FamilyMatches(a.key)) return true;
     sum->total.Merge(a.histogram);
     sum->runs += a.runs;
+    sum->machines.Merge(a.machines);
     sum->truncated = sum->truncated || a.truncated;
     sum->resolution_ns = std::max(sum->resolution_ns, a.resolution_ns);
     return ++sum->series < q.limit;
@@ -130,6 +133,7 @@ HttpResponse QueryHandler::GetApi(std::string_view query) {
   j.Key("to").String(q.to == kUnboundedLast ? "" : FormatDay(q.to));
   j.Key("series").Uint(sum.series);
   j.Key("runs").Uint(sum.runs);
+  j.Key("machines").Uint(sum.machines.Estimate());
   j.Key("truncated").Bool(sum.truncated);
   WriteStats(j, sum.total);
   WriteResolution(j, sum.total.Stats(), sum.resolution_ns);

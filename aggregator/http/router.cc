@@ -107,7 +107,8 @@ Router::Router(RouterParts p)
       lab_(p.lab),
       dev_(p.dev, std::move(p.developers), p.clock),
       snapshot_(p.publish, std::move(p.fleet), p.metrics),
-      admin_(p.store, p.metrics, p.publish, std::move(p.admin_token), p.lease) {}
+      admin_(p.store, p.metrics, p.publish, std::move(p.admin_token), p.lease,
+             std::move(p.source_limits)) {}
 
 HttpResponse Router::Handle(const HttpRequest& req) {
   std::string_view path = req.target, query;

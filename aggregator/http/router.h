@@ -44,6 +44,7 @@
 #include "aggregator/http/query_handler.h"
 #include "aggregator/http/recent_apis.h"
 #include "aggregator/http/snapshot_handler.h"
+#include "aggregator/http/source_limits.h"
 #include "aggregator/http/vendor_access.h"
 #include "aggregator/http/vendor_handler.h"
 #include "aggregator/metrics.h"
@@ -78,6 +79,8 @@ struct RouterParts {
   std::vector<Developer> developers;
   // The time batches are dated by (tests inject one).
   WallClock clock = std::chrono::system_clock::now;
+  // Per-source limits the server asks (server.h), reported in /metrics.
+  std::vector<const SourceLimiter*> source_limits;
 };
 
 class Router {

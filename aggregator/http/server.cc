@@ -102,6 +102,8 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, ssl::context& tls, Server::Impl* server)
       : stream_(std::move(socket), tls), server_(server) {
+    beast::error_code ec;
+    source_ = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec).address();
     server_->metrics()->ConnectionOpened();
   }
   ~Session() {
@@ -172,7 +174,16 @@ class Session : public std::enable_shared_from_this<Session> {
     started_ = std::chrono::steady_clock::now();
     const auto& req = parser_->get();
     if (req.method() == http::verb::post && req.target() == "/v1/batches") {
-      // Refuse before reading the body: wrong type or declared too large.
+      // Refuse before reading the body: over the source's rate, wrong type
+      // or declared too large.
+      if (SourceLimiter* limits = opts().batch_limits; limits != nullptr) {
+        const SourceLimiter::Decision d = limits->Take(source_, started_);
+        if (!d.allowed) {
+          server_->metrics()->BatchRejected("source_rate");
+          return Reply(limits->Refusal(d), 0, /*close=*/!parser_->is_done(),
+                       /*drain=*/!parser_->is_done());
+        }
+      }
       const auto ct = req[http::field::content_type];
       if (Status s = CheckBatchContentType(std::string_view(ct.data(), ct.size())); !s.ok()) {
         server_->metrics()->BatchRejected("content_type");
@@ -251,7 +262,7 @@ class Session : public std::enable_shared_from_this<Session> {
     response_.set(http::field::server, "fieldprof-aggregator");
     response_.set(http::field::content_type, r.content_type);
     for (auto& [k, v] : r.headers) {
-      if (beast::iequals(k, "Retry-After")) {
+      if (beast::iequals(k, "Retry-After") && r.status == 503) {
         response_.set(k, std::to_string(opts().retry_after_seconds));
       } else {
         response_.set(k, v);
@@ -319,7 +330,8 @@ class Session : public std::enable_shared_from_this<Session> {
   http::request<http::string_body> request_;
   http::response<http::string_body> response_;
   std::chrono::steady_clock::time_point started_;
-  bool idle_ = false;  // waiting for the first byte of a new request
+  net::ip::address source_;  // the peer's address, for per-source limits
+  bool idle_ = false;        // waiting for the first byte of a new request
   std::vector<char> drain_buffer_;
   size_t drained_ = 0;
 };

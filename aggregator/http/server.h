@@ -9,7 +9,9 @@
 // Limits: TLS 1.2+ only; a header size limit; bodies over `max_body_bytes`
 // get 413 without being read (the Content-Length is checked first); every
 // read, write and handshake has a deadline, so a slow client is cut off; at
-// most `max_connections` connections, further ones are closed on accept.
+// most `max_connections` connections, further ones are closed on accept;
+// with `batch_limits`, a source over its rate gets 429 with Retry-After
+// before its batch is read.
 //
 //   Server server(options, &router, &metrics);
 //   Status s = server.Start();         // binds and starts the threads
@@ -28,6 +30,7 @@
 #include <string>
 
 #include "aggregator/http/router.h"
+#include "aggregator/http/source_limits.h"
 #include "aggregator/metrics.h"
 #include "common/status.h"
 
@@ -66,6 +69,9 @@ struct ServerOptions {
   std::chrono::milliseconds shutdown_grace{15000};
   // Retry-After seconds sent with 503. Default: 2.
   int retry_after_seconds = 2;
+  // Per-source limit on POST /v1/batches, asked before the body is read
+  // (source_limits.h); not owned, must outlive the server. Null: none.
+  SourceLimiter* batch_limits = nullptr;
 };
 
 class Server {

@@ -86,6 +86,9 @@ Status ScanSeries(Store* store, const std::vector<bool>& rebuild,
     r.set_runs(a.runs);
     if (a.truncated) r.set_truncated(true);
     if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
+    if (const uint64_t machines = a.machines.Estimate(); machines != 0) {
+      r.set_machine_count(machines);
+    }
     (*records)[f].push_back(EncodeRecord(r));
     return true;
   });

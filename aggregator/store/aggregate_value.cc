@@ -50,7 +50,10 @@ void SparseAggregate::AddRecord(const RecordView& r) { AddRecordT(r); }
 bool SparseAggregate::AddEncoded(std::string_view encoded) {
   wire::Record r;
   if (!r.ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) return false;
+  MachineSketch machines;
+  if (!machines.Decode(r.machines())) return false;
   AddRecord(r);
+  machines_.Merge(machines);
   return true;
 }
 
@@ -82,6 +85,7 @@ void SparseAggregate::Merge(const SparseAggregate& other) {
   runs_ += other.runs_;
   truncated_ = truncated_ || other.truncated_;
   resolution_ns_ = std::max(resolution_ns_, other.resolution_ns_);
+  machines_.Merge(other.machines_);
 }
 
 Histogram SparseAggregate::ToHistogram() const {
@@ -103,6 +107,7 @@ void SparseAggregate::Encode(std::string* out) const {
   r.set_runs(runs_);
   r.set_truncated(truncated_);
   if (resolution_ns_ != 0) r.set_resolution_ns(resolution_ns_);
+  machines_.Encode(r.mutable_machines());
   out->clear();
   r.SerializeToString(out);
 }

@@ -1,7 +1,7 @@
 // The stored value of one series at one time node, and how values add up.
 //
 // A value is a wire::Record without its key (histogram, runs, truncated,
-// resolution_ns),
+// resolution_ns, and the sketch of distinct machines in `machines`),
 // serialized with protobuf. SparseAggregate adds values exactly (the same
 // rules as common/histogram.h) while holding only the non-empty buckets, so
 // a fold over tens of thousands of series stays small in memory; the same
@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "aggregator/store/machine_sketch.h"
 #include "common/batch_view.h"
 #include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
@@ -28,6 +29,15 @@ class SparseAggregate {
   // Adds a record (its key is ignored); it must have passed validation.
   void AddRecord(const wire::Record& r);
   void AddRecord(const RecordView& r);  // the same, from a view of the wire bytes
+  // Counts a machine (MachineHash of a batch's machine key) as one that
+  // added to this value; the same machine again changes nothing.
+  void AddMachine(uint64_t machine_hash) { machines_.Add(machine_hash); }
+  // Each machine of the batch `batch`'s records came from (none for a
+  // batch without a machine key).
+  void AddMachineOf(const BatchView& batch) {
+    if (!batch.machine_key().empty()) AddMachine(MachineHash(batch.machine_key()));
+  }
+  void AddMachines(const MachineSketch& machines) { machines_.Merge(machines); }
   // Adds an encoded value. False (and nothing added) when it does not parse.
   [[nodiscard]] bool AddEncoded(std::string_view encoded);
   void Merge(const SparseAggregate& other);
@@ -37,6 +47,7 @@ class SparseAggregate {
   uint64_t runs() const { return runs_; }
   bool truncated() const { return truncated_; }
   uint64_t resolution_ns() const { return resolution_ns_; }  // the largest added
+  const MachineSketch& machines() const { return machines_; }
   bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
  private:
@@ -58,6 +69,7 @@ class SparseAggregate {
   uint64_t runs_ = 0;
   bool truncated_ = false;
   uint64_t resolution_ns_ = 0;
+  MachineSketch machines_;
 };
 
 }  // namespace fieldprof::aggregator

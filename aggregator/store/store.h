@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "aggregator/store/machine_sketch.h"
 #include "common/api_key.h"
 #include "common/batch_view.h"
 #include "common/histogram.h"
@@ -66,6 +67,8 @@ struct ApiAggregate {
   uint64_t runs = 0;
   bool truncated = false;
   uint64_t resolution_ns = 0;  // wall time: the coarsest run's (wire::Record)
+  // The distinct machines that added to it (machines.Estimate()).
+  MachineSketch machines;
 };
 
 class Store {

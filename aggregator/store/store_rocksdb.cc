@@ -454,7 +454,7 @@ class RocksDbStore : public Store {
       FP_ASSIGN_OR_RETURN(ApiKey key, DecodeApiKey(api));
       if (!filter.Matches(key)) continue;
       if (!visit({std::move(key), acc.ToHistogram(), acc.runs(), acc.truncated(),
-                  acc.resolution_ns()}))
+                  acc.resolution_ns(), acc.machines()}))
         break;
     }
     for (Source& src : sources) {
@@ -491,7 +491,8 @@ class RocksDbStore : public Store {
       if (!st[i].ok()) return FromRocks(st[i], "reading range");
       if (!acc.AddEncoded(values[i])) return DataLoss("corrupt stored value");
     }
-    return ApiAggregate{key, acc.ToHistogram(), acc.runs(), acc.truncated(), acc.resolution_ns()};
+    return ApiAggregate{
+        key, acc.ToHistogram(), acc.runs(), acc.truncated(), acc.resolution_ns(), acc.machines()};
   }
 
   void AppendMetrics(std::string* out) override {
@@ -602,9 +603,13 @@ class RocksDbStore : public Store {
     std::string key;
     {
       std::lock_guard lock(fold_mutex_);
+      const bool has_machine = !batch.machine_key().empty();
+      const uint64_t machine = has_machine ? MachineHash(batch.machine_key()) : 0;
       for (const RecordView& r : batch.records()) {
         DayKey(day, r, batch.client_platform(), &key);
-        fold_.sums[key].AddRecord(r);
+        SparseAggregate& sum = fold_.sums[key];
+        sum.AddRecord(r);
+        if (has_machine) sum.AddMachine(machine);
       }
       fold_.ids.push_back(id);
       pending_count_.fetch_add(1);

@@ -18,6 +18,9 @@
 #   --bin DIR             where fieldprof-aggregator is (default: build/aggregator)
 #   --signing-key FILE    publish the snapshot (the lease picks the publisher)
 #   --agg-args "ARGS"     more arguments for every aggregator
+#   --batches-per-minute N  haproxy's per-source limit on POST /v1/batches,
+#                         shared by every aggregator (default 0: none)
+#   --exempt CIDR         a source the limit leaves alone (say, a CI fleet)
 #   --owner PID           stop the cluster when process PID ends
 #
 # DIR/cluster.env then holds what clients need: LB_PORT (haproxy, HTTPS),
@@ -112,7 +115,8 @@ run_one() {
         --tls_cert "$dir/tls/cert.pem" --tls_key "$dir/tls/key.pem" \
         --store clickhouse --clickhouse_url "$CLICKHOUSE_URL" \
         --clickhouse_cluster "$CLICKHOUSE_CLUSTER" --zookeeper "$ZOOKEEPER" \
-        --lab_dir "$dir/$name/lab" --workers 64 --max_queue 512 $AGG_ARGS
+        --lab_dir "$dir/$name/lab" --workers 64 --max_queue 512 \
+        --source_batches_per_minute 0 --k_anonymity 1 $AGG_ARGS
       wait_for "$name" 60 https_ok "$port"
       ;;
     haproxy)
@@ -152,6 +156,8 @@ case "$cmd" in
     signing_key=""
     agg_args=""
     owner=""
+    per_minute=0
+    exempt=""
     while [[ $# -gt 0 ]]; do
       case "$1" in
         --shards) shape=$2; shift 2 ;;
@@ -160,6 +166,8 @@ case "$cmd" in
         --signing-key) signing_key=$2; shift 2 ;;
         --agg-args) agg_args=$2; shift 2 ;;
         --owner) owner=$2; shift 2 ;;
+        --batches-per-minute) per_minute=$2; shift 2 ;;
+        --exempt) exempt=$2; shift 2 ;;
         *) die "unknown option $1" ;;
       esac
     done
@@ -264,8 +272,13 @@ EOF
       done
     done
 
-    # TLS for the aggregators (haproxy passes TLS through).
+    [[ "$per_minute" =~ ^[0-9]+$ ]] || die "--batches-per-minute wants a number"
+    # TLS: haproxy ends the clients' TLS and opens its own to the
+    # aggregators; one certificate serves both here.
     "$root/deploy/make-cert.sh" "$dir/tls" >/dev/null
+    mkdir -p "$dir/haproxy"
+    cat "$dir/tls/cert.pem" "$dir/tls/key.pem" >"$dir/haproxy/tls.pem"
+    chmod 600 "$dir/haproxy/tls.pem"
     agg_ports=""
     servers_block=""
     for ((i = 1; i <= aggregators; i++)); do
@@ -283,34 +296,48 @@ EOF
       agg_args="--signing_key $signing_key $agg_args"
     fi
 
-    # haproxy: TLS passed through to any aggregator that answers /healthz
-    # (checked over TLS every second; out after 2 failures, back after 2).
-    mkdir -p "$dir/haproxy"
+    # haproxy: HTTP over TLS, sent on to any aggregator that answers
+    # /healthz (checked every second; out after 2 failures, back after 2).
+    # The per-source limit lives in haproxy's stick table, so it holds
+    # across the aggregators (they run without one: to them every request
+    # comes from haproxy).
+    limit=""
+    if ((per_minute > 0)); then
+      [[ "$exempt" =~ ^[0-9a-fA-F:./]*$ ]] || die "--exempt wants an address or CIDR"
+      limit="  stick-table type ipv6 size 1m expire 2m store http_req_rate(1m)
+  acl batch_post method POST
+  acl batch_path path /v1/batches
+  acl exempt src ${exempt:-255.255.255.255/32}
+  http-request track-sc0 src,ipmask(24,56) if batch_post batch_path !exempt
+  http-request return status 429 content-type application/json string '{\"error\":\"ResourceExhausted\",\"rule\":\"source_rate\",\"message\":\"too many batches from your network\"}' hdr Retry-After 60 if batch_post batch_path !exempt { sc_http_req_rate(0) gt $per_minute }"
+    fi
     cat >"$dir/haproxy/haproxy.cfg" <<EOF
 global
   maxconn 4096
 
 defaults
-  mode tcp
+  mode http
   timeout connect 2s
   timeout client 120s
   timeout server 120s
+  timeout http-request 15s
+  timeout http-keep-alive 15s
   retries 2
   option redispatch
 
 frontend fieldprof
-  bind 127.0.0.1:$lb_port
+  bind 127.0.0.1:$lb_port ssl crt $dir/haproxy/tls.pem
+$limit
   default_backend aggregators
 
 backend aggregators
   balance roundrobin
   option httpchk GET /healthz
   http-check expect status 200
-  default-server check check-ssl verify required ca-file $dir/tls/cert.pem inter 1s fall 2 rise 2
+  default-server ssl verify required ca-file $dir/tls/cert.pem check inter 1s fall 2 rise 2
 $servers_block
 listen stats
   bind 127.0.0.1:$stats_port
-  mode http
   stats enable
   stats uri /
 EOF

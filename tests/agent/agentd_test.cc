@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "common/batcher.h"
+#include "common/durable_file.h"
 #include "common/outbox.h"
 #include "common/package_versions.h"
 #include "common/run_counters.h"
@@ -437,10 +438,14 @@ TEST_F(AgentPassTest, StatusPendingShowsExactlyWhatIsSentNext) {
     std::ifstream in((*sealed)[0].path, std::ios::binary);
     ASSERT_TRUE(in_outbox.ParseFromIstream(&in));
   }
-  // The same batch but for its id and seal time.
+  // The same batch but for its id and seal time, and today's machine key
+  // (drawn as it was sealed: the state had none before).
   wire::Batch shown = before[0].second;
+  EXPECT_TRUE(shown.machine_key().empty());
+  EXPECT_EQ(in_outbox.machine_key().size(), kMachineKeyBytes);
   shown.set_batch_id(in_outbox.batch_id());
   shown.set_created_unix_ms(in_outbox.created_unix_ms());
+  shown.set_machine_key(in_outbox.machine_key());
   EXPECT_EQ(shown.SerializeAsString(), in_outbox.SerializeAsString());
   // Now it is in the outbox: shown as it is, id and all.
   const auto after = batches(StatusText("--pending --json"));
@@ -909,6 +914,73 @@ TEST_F(AgentPassTest, A503WithRetryAfterIsWaitedOut) {
   EXPECT_NE(out.find("outbox:         1 batches"), std::string::npos) << out;
   EXPECT_NE(out.find("s ago: HTTP 503"), std::string::npos) << out;
   EXPECT_NE(out.find("next attempt:   in 2 min (after 1 failures)"), std::string::npos) << out;
+}
+
+// The real aggregator with a per-source limit of one batch a minute: the
+// second batch gets 429, stays in the outbox, and the agent waits out the
+// Retry-After (60 s) instead of its own 10 ms backoff.
+TEST_F(AgentPassTest, A429FromTheSourceLimitIsWaitedOut) {
+  AggregatorProcess agg(dir_, FreePort(),
+                        {"--source_batches_per_minute", "1", "--source_burst", "1"});
+  agg.Start();
+  FillSpool(5, 2);
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_uploaded, 1) << r->upload_status.ToString();
+  FillSpool(5, 2, /*first=*/5);
+  const auto before = std::chrono::system_clock::now();
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_uploaded, 0);
+  EXPECT_EQ(r->batches_waiting, 1);
+  EXPECT_NE(r->upload_status.message().find("HTTP 429 (Retry-After 60 s)"), std::string::npos)
+      << r->upload_status.ToString();
+  EXPECT_EQ(agent.state().last_upload_result, "HTTP 429");
+  EXPECT_GE(
+      agent.next_attempt_unix_ms(),
+      std::chrono::duration_cast<std::chrono::milliseconds>(before.time_since_epoch()).count() +
+          59000);
+  EXPECT_EQ(agent.state().batches_quarantined, 0);
+}
+
+// Batches sealed on one day carry one machine key, kept in the state
+// across agent restarts; once the day is over a new random key is drawn.
+TEST_F(AgentPassTest, OneMachineKeyADayAndANewOneTheNextDay) {
+  AgentConfig c = Config(FreePort());
+  auto seal = [&](int first) {
+    FillSpool(5, 2, first);
+    Agent agent(c);
+    ASSERT_TRUE(agent.Init().ok());
+    ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
+  };
+  auto keys = [&] {
+    Outbox outbox(OutboxDirOf(c.state_dir), QuarantineDirOf(c.state_dir));
+    std::set<std::string> out;
+    const StatusOr<std::vector<OutboxEntry>> sealed = outbox.List();
+    EXPECT_TRUE(sealed.ok());
+    if (!sealed.ok()) return out;
+    for (const OutboxEntry& e : *sealed) {
+      wire::Batch b;
+      std::ifstream in(e.path, std::ios::binary);
+      EXPECT_TRUE(b.ParseFromIstream(&in));
+      EXPECT_EQ(b.machine_key().size(), kMachineKeyBytes);
+      out.insert(b.machine_key());
+    }
+    return out;
+  };
+  seal(0);
+  seal(5);
+  ASSERT_EQ(keys().size(), 1u) << "two batches of one day, two agents: one key";
+  StatusOr<AgentState> state = ReadAgentState(StatusPathOf(c.state_dir));
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->machine_key, HexEncode(*keys().begin()));
+  // The state says the key is yesterday's: the next batch has a new one.
+  state->machine_key_day -= 1;
+  ASSERT_TRUE(WriteFileDurably(StatusPathOf(c.state_dir), FormatAgentState(*state)).ok());
+  seal(10);
+  EXPECT_EQ(keys().size(), 2u);
 }
 
 TEST_F(AgentPassTest, AStalledServerTimesOutAndKeepsTheBatch) {

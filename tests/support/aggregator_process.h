@@ -75,21 +75,14 @@ class AggregatorProcess {
       std::string p = std::to_string(port_);
       std::string log = dir_.File("aggregator.log");
       if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
-      std::vector<std::string> args = {"fieldprof-aggregator",
-                                       "--listen",
-                                       "127.0.0.1",
-                                       "--port",
-                                       p,
-                                       "--tls_cert",
-                                       dir_.File("cert.pem"),
-                                       "--tls_key",
-                                       dir_.File("key.pem"),
-                                       "--db",
-                                       dir_.File("db"),
-                                       "--io_threads",
-                                       "2",
-                                       "--workers",
-                                       "4"};
+      std::vector<std::string> args = {"fieldprof-aggregator", "--listen", "127.0.0.1", "--port", p,
+                                       "--tls_cert", dir_.File("cert.pem"), "--tls_key",
+                                       dir_.File("key.pem"), "--db", dir_.File("db"),
+                                       "--io_threads", "2", "--workers", "4",
+                                       // Tests send from one address and
+                                       // one machine; those of the limit
+                                       // and of k-anonymity set their own.
+                                       "--source_batches_per_minute", "0", "--k_anonymity", "1"};
       args.insert(args.end(), extra_args_.begin(), extra_args_.end());
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());

@@ -6,10 +6,12 @@
 #include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -159,6 +161,19 @@ inline std::string IdOf(uint64_t n) {
   for (int i = 0; i < 8; ++i) id[i] = static_cast<char>(n >> (8 * i));
   id[15] = 'T';
   return id;
+}
+
+// Runs a shell command; its stdout in `out`, its exit code returned (-1 if
+// it did not exit).
+inline int RunCommand(const std::string& cmd, std::string* out) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  out->clear();
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace fieldprof::testing

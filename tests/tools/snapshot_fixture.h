@@ -4,9 +4,6 @@
 #ifndef FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_
 #define FIELDPROF_TESTS_TOOLS_SNAPSHOT_FIXTURE_H_
 
-#include <stdio.h>
-#include <sys/wait.h>
-
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +13,7 @@
 #include "common/spool.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_util.h"
 
 namespace fieldprof::testing {
 
@@ -99,19 +97,6 @@ inline std::vector<wire::Record> SumSpool(const std::string& dir) {
   std::vector<wire::Record> out;
   for (auto& [_, r] : sums) out.push_back(r);
   return out;
-}
-
-// Runs a shell command; its stdout in `out`, its exit code returned (-1 if
-// it did not exit).
-inline int RunCommand(const std::string& cmd, std::string* out) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  out->clear();
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace fieldprof::testing

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <vector>
@@ -37,6 +38,9 @@ void PrintBatch(const Pending& p) {
   } else {
     std::printf("  outbox batch %s: %d records, %zu bytes, sent as it is\n",
                 HexEncode(b.batch_id()).c_str(), b.records_size(), b.ByteSizeLong());
+  }
+  if (!b.machine_key().empty()) {
+    std::printf("    machine key of the day: %s\n", HexEncode(b.machine_key()).c_str());
   }
   const wire::Platform& pl = b.client_platform();
   std::printf("    platform: %s %s %s family %u\n", std::string(OsName(pl.os())).c_str(),
@@ -110,9 +114,20 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
   size_t runs = 0;
   wire::AgentCounters counters;
   const AgentState held = HeldCounts(state, spool_dir);
+  // Today's key, when the agent has drawn it already (else it draws a new
+  // one as it seals).
+  std::string machine_key;
+  const int64_t today = std::chrono::duration_cast<std::chrono::hours>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count() /
+                        24;
+  if (!state.ok() || state->machine_key_day != today ||
+      !HexDecode(state->machine_key, &machine_key)) {
+    machine_key.clear();
+  }
   auto seal = [&] {
     const wire::AgentCounters c = BatchCounters(counters, pending.empty() ? held : AgentState{});
-    pending.push_back({builder.Seal("", 0, c), runs});
+    pending.push_back({builder.Seal("", 0, c, machine_key), runs});
     runs = 0;
     counters.Clear();
   };
@@ -173,6 +188,8 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir, boo
                 unreadable);
   }
   std::printf(
+      "Each batch also carries a random key drawn anew each day, so that the server can count "
+      "distinct machines; it links nothing across days.\n"
       "Nothing else leaves this machine: no paths, arguments, file contents, user or "
       "host names, addresses.\n");
   return 0;

@@ -8,6 +8,9 @@
 //   - a ClickHouse replica killed, and back later;
 //   - ZooKeeper restarted;
 //   - every batch sent a second time.
+// haproxy's per-source limit holds across the aggregators: one network's
+// batches past the limit get 429 with Retry-After, whichever aggregator
+// would have taken them, and other networks go on.
 // At the end one aggregator holds the lease, and every replica serves the
 // snapshot it published.
 #include <signal.h>
@@ -52,7 +55,8 @@ class ClusterTest : public ::testing::Test {
     started_ =
         Sh(Cluster("start") + " --bin '" FIELDPROF_AGGREGATOR_DIR "' --owner " +
            std::to_string(getpid()) + (found.empty() ? "" : " --signing-key '" + found + "'") +
-           " --agg-args '--admin_token_file " + d +
+           " --batches-per-minute " + std::to_string(kPerMinute) +
+           " --exempt 127.0.0.1 --agg-args '--admin_token_file " + d +
            "/admin.token --publish_interval_s 3600 "
            "--clickhouse_quorum_timeout_ms 5000' > '" +
            d + "/cluster.out' 2>&1") == 0;
@@ -162,6 +166,9 @@ class ClusterTest : public ::testing::Test {
   }
 
   static constexpr const char* kAccepted = "fieldprof_batches_accepted_total";
+  // haproxy's limit on one source's batches (the streams come from
+  // 127.0.0.1, which is exempt).
+  static constexpr int kPerMinute = 20;
   static constexpr int kConnections = 48;
 
   // A stream of uploads through haproxy for `secs`, verified at the end;
@@ -369,6 +376,72 @@ TEST_F(ClusterTest, ACopyOnOneReplicaIsNotAcknowledged) {
     unconfirmed += std::stoull(m->body.substr(at + name.size()));
   }
   EXPECT_GT(unconfirmed, 0u) << "a retry found the copy and stored the batch again";
+}
+
+// All of one aggregator's rejected batches, whatever the rule.
+double Rejected(const std::string& metrics) {
+  double sum = 0;
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("fieldprof_batches_rejected_total{")) {
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return sum;
+}
+
+// One network (127.0.0.0/24, sending from 127.0.0.2) sends 3x the limit
+// through haproxy: the first kPerMinute reach the aggregators (malformed,
+// so they answer 400), spread over all three, and the rest get 429 with
+// Retry-After from haproxy; a source in another /24 still gets through.
+TEST_F(ClusterTest, OneNetworkIsLimitedAcrossEveryAggregator) {
+  const std::vector<uint16_t> ports = AggPorts();
+  std::vector<double> before;
+  for (uint16_t p : ports) {
+    HttpsClient c(Client(p));
+    StatusOr<HttpReply> m = c.Get("/metrics");
+    ASSERT_TRUE(m.ok() && m->status == 200);
+    before.push_back(Rejected(m->body));
+  }
+  auto post_from = [&](const std::string& source) {
+    std::string out;
+    testing::RunCommand("curl -s -o /dev/null -D - --interface " + source + " --cacert '" +
+                            env_["CA_FILE"] + "' -H 'Content-Type: application/x-protobuf' " +
+                            "--data-binary not-a-batch https://127.0.0.1:" +
+                            std::to_string(LbPort()) + "/v1/batches",
+                        &out);
+    return out;
+  };
+  int passed = 0, limited = 0;
+  for (int i = 0; i < 3 * kPerMinute; ++i) {
+    const std::string head = post_from("127.0.0.2");
+    if (head.starts_with("HTTP/1.1 429")) {
+      ++limited;
+      EXPECT_NE(head.find("retry-after: 60"), std::string::npos) << head;
+    } else {
+      ++passed;
+      EXPECT_TRUE(head.starts_with("HTTP/1.1 400")) << head;
+    }
+  }
+  EXPECT_EQ(passed, kPerMinute);
+  EXPECT_EQ(limited, 2 * kPerMinute);
+  // What passed was spread over the aggregators: the limit is haproxy's,
+  // not one aggregator's.
+  double reached = 0;
+  int took_some = 0;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    HttpsClient c(Client(ports[i]));
+    StatusOr<HttpReply> m = c.Get("/metrics");
+    ASSERT_TRUE(m.ok() && m->status == 200);
+    const double n = Rejected(m->body) - before[i];
+    reached += n;
+    took_some += n > 0;
+  }
+  EXPECT_EQ(reached, kPerMinute);
+  EXPECT_GE(took_some, 2);
+  // Another /24 is another source; the exempt address is never limited.
+  EXPECT_TRUE(post_from("127.0.1.2").starts_with("HTTP/1.1 400"));
+  EXPECT_TRUE(post_from("127.0.0.1").starts_with("HTTP/1.1 400"));
 }
 
 // After all that: one lease holder, and the snapshot it publishes is what

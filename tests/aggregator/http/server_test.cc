@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <condition_variable>
+#include <fstream>
 #include <future>
 #include <map>
 #include <thread>
@@ -423,6 +424,53 @@ TEST_F(ServerTest, OverloadAnswers503WithRetryAfter) {
   // After the queue drained, the retry succeeds.
   EXPECT_EQ(Post(c, SimpleBatch(IdOf(2), "libz.so.1", "deflate", 9).SerializeAsString())->status,
             200);
+}
+
+// Over its source's rate a batch gets 429 with the Retry-After of its
+// bucket, before the body is read, and nothing is applied; another /24
+// (curl from 127.0.1.2) is another source.
+TEST_F(ServerTest, ASourceOverItsRateGets429WithRetryAfter) {
+  SourceLimiter limits("batches", {.per_minute = 6, .burst = 3});
+  ServerOptions o;
+  o.batch_limits = &limits;
+  StartServer(o);
+  HttpsClient c(ClientOptions());
+  for (int i = 1; i <= 3; ++i) {
+    auto r = Post(c, SimpleBatch(IdOf(i), "libz.so.1", "deflate", 9).SerializeAsString());
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  auto over = Post(c, SimpleBatch(IdOf(4), "libz.so.1", "deflate", 9).SerializeAsString());
+  ASSERT_TRUE(over.ok()) << over.status().ToString();
+  EXPECT_EQ(over->status, 429);
+  EXPECT_GE(over->retry_after_seconds, 1);
+  EXPECT_LE(over->retry_after_seconds, 10);
+  EXPECT_NE(over->body.find("\"rule\":\"source_rate\""), std::string::npos) << over->body;
+  EXPECT_EQ(metrics_.batches_accepted(), 3u);
+  EXPECT_EQ(metrics_.rejected("source_rate"), 1u);
+  EXPECT_EQ(limits.limited(), 1u);
+  // From another /24 the same batch goes in.
+  const std::string body = dir_.File("batch4.pb");
+  {
+    std::ofstream(body, std::ios::binary)
+        << SimpleBatch(IdOf(4), "libz.so.1", "deflate", 9).SerializeAsString();
+  }
+  std::string out;
+  fieldprof::testing::RunCommand(
+      "curl -s -o /dev/null -w '%{http_code}' --interface 127.0.1.2 --cacert '" +
+          dir_.File("cert.pem") + "' -H 'Content-Type: application/x-protobuf' --data-binary @'" +
+          body + "' https://127.0.0.1:" + std::to_string(server_->port()) + "/v1/batches",
+      &out);
+  EXPECT_EQ(out, "200");
+  EXPECT_EQ(metrics_.batches_accepted(), 4u);
+  // /metrics says it, per outcome, without addresses.
+  std::string text;
+  AppendSourceLimitMetrics({&limits}, &text);
+  EXPECT_NE(text.find("fieldprof_source_limit_total{limit=\"batches\",outcome=\"limited\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fieldprof_source_buckets{limit=\"batches\"} 2"), std::string::npos) << text;
+  EXPECT_EQ(text.find("127.0."), std::string::npos);
 }
 
 TEST_F(ServerTest, GracefulShutdownFinishesRequestsInFlight) {

