@@ -290,6 +290,8 @@ void BatchView::Clear() {
   batch_id_ = {};
   created_unix_ms_ = 0;
   machine_key_ = {};
+  token_ = {};
+  token_epoch_ = 0;
   client_platform_ = {};
   records_.clear();
   buckets_.clear();
@@ -330,6 +332,10 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
         return ReadMessageOnce(r, wt, &has_counters, &sub) && CheckCounters(sub);
       case 7:
         return ReadMessage(r, wt, &out->machine_key_);
+      case 8:
+        return ReadMessage(r, wt, &out->token_);
+      case 9:
+        return ReadVarintField(r, wt, &out->token_epoch_);
       default:
         return r.Skip(wt);
     }
@@ -345,6 +351,8 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
   out->batch_id_ = batch.batch_id();
   out->created_unix_ms_ = batch.created_unix_ms();
   out->machine_key_ = batch.machine_key();
+  out->token_ = batch.token();
+  out->token_epoch_ = batch.token_epoch();
   out->client_platform_ = ViewPlatform(batch.client_platform());
   out->records_.reserve(static_cast<size_t>(batch.records_size()));
   for (const wire::Record& r : batch.records()) {

@@ -127,6 +127,8 @@ class BatchView {
   std::string_view batch_id() const { return batch_id_; }
   int64_t created_unix_ms() const { return created_unix_ms_; }
   std::string_view machine_key() const { return machine_key_; }
+  std::string_view token() const { return token_; }
+  int64_t token_epoch() const { return token_epoch_; }
   const PlatformView& client_platform() const { return client_platform_; }
   int records_size() const { return static_cast<int>(records_.size()); }
   const RecordView& records(int i) const { return records_[static_cast<size_t>(i)]; }
@@ -144,6 +146,8 @@ class BatchView {
   std::string_view batch_id_;
   int64_t created_unix_ms_ = 0;
   std::string_view machine_key_;
+  std::string_view token_;
+  int64_t token_epoch_ = 0;
   PlatformView client_platform_;
   std::vector<RecordView> records_;
   std::vector<BucketView> buckets_;   // every record's, in order

@@ -28,6 +28,8 @@ PROFILE_build=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # gzip streams (record show --pprof)
   zlib1g-dev
+  # ristretto255 for the anonymous upload tokens (RFC 9497 VOPRF)
+  libsodium-dev
   # certificates, smoke checks; real programs the quickstart measures
   openssl curl procps sqlite3 python3 gzip zstd xz-utils bzip2 coreutils tar perl
 )
