@@ -4,11 +4,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -270,6 +272,7 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
     return r;
   }
   if (upload) RefreshSettings(Client(), /*force=*/false);
+  if (upload) RefreshTokens(Client());
   RefreshClockRate();
   if (upload || force_snapshot) RefreshSnapshotIfDue(force_snapshot, &r);
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
@@ -315,6 +318,104 @@ Status Agent::Quarantine(const SpoolEntry& e, const Status& why) {
   return Status::Ok();
 }
 
+namespace {
+
+StatusOr<std::vector<UploadToken>> ReadTokens(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::vector<UploadToken>{};
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  return ParseTokens(text);
+}
+
+}  // namespace
+
+void Agent::RefreshTokens(HttpsClient& client) {
+  StatusOr<HttpReply> info = client.Get("/v1/tokens");
+  if (!info.ok()) {
+    state_.tokens_result = "unreachable: " + info.status().message();
+    return;
+  }
+  if (info->status == 404) {
+    state_.tokens_required = 0;
+    state_.tokens_result = "not asked for";
+    return;
+  }
+  if (info->status != 200) {
+    state_.tokens_result = "HTTP " + std::to_string(info->status);
+    return;
+  }
+  const nlohmann::json j = nlohmann::json::parse(info->body, nullptr, false);
+  std::string public_key;
+  if (j.is_discarded() || !j.contains("epoch") || !j.contains("public_key") ||
+      !j.contains("epoch_seconds") || !j.contains("max_per_request") ||
+      !j["public_key"].is_string() || !HexDecode(j["public_key"].get<std::string>(), &public_key)) {
+    state_.tokens_result = "refused: GET /v1/tokens answered no key";
+    return;
+  }
+  const int64_t epoch = j["epoch"].get<int64_t>();
+  const int want = std::clamp(j["max_per_request"].get<int>(), 1, 4096);
+  state_.tokens_required = 1;
+  state_.token_epoch_s = std::max<int64_t>(60, j["epoch_seconds"].get<int64_t>());
+  StatusOr<std::vector<UploadToken>> held = ReadTokens(TokensPath());
+  std::vector<UploadToken> tokens = held.ok() ? *held : std::vector<UploadToken>{};
+  std::erase_if(tokens, [&](const UploadToken& t) { return t.epoch < epoch - 1; });
+  const size_t usable = tokens.size();
+  if (usable * 4 >= static_cast<size_t>(want)) {
+    if (!held.ok() || usable != held->size()) {
+      IgnoreError(WriteFileDurably(TokensPath(), FormatTokens(tokens)));
+    }
+    state_.tokens_result = "ok: " + std::to_string(usable) + " tokens";
+    return;
+  }
+  StatusOr<TokenRequestState> request = MakeTokenRequest(want);
+  if (!request.ok()) {
+    state_.tokens_result = "cannot blind: " + request.status().message();
+    return;
+  }
+  StatusOr<HttpReply> reply = client.Post("/v1/tokens", std::string(kBatchContentType),
+                                          request->request.SerializeAsString());
+  if (!reply.ok() || reply->status != 200) {
+    state_.tokens_result = !reply.ok() ? "unreachable: " + reply.status().message()
+                                       : "HTTP " + std::to_string(reply->status);
+    return;
+  }
+  wire::TokenResponse response;
+  if (!response.ParseFromString(reply->body) || response.epoch() != epoch) {
+    state_.tokens_result = "refused: the token answer is not for epoch " + std::to_string(epoch);
+    return;
+  }
+  StatusOr<std::vector<UploadToken>> fresh = FinishTokenRequest(*request, response, public_key);
+  if (!fresh.ok()) {
+    // Another key than the published one, or a proof that does not hold:
+    // tokens that could tell this agent apart. None is kept.
+    state_.tokens_result = "refused: " + fresh.status().message();
+    return;
+  }
+  tokens.insert(tokens.end(), fresh->begin(), fresh->end());
+  if (Status w = WriteFileDurably(TokensPath(), FormatTokens(tokens)); !w.ok()) {
+    state_.tokens_result = "not written: " + w.message();
+    return;
+  }
+  state_.tokens_result = "ok: " + std::to_string(tokens.size()) + " tokens";
+}
+
+StatusOr<std::optional<UploadToken>> Agent::TakeToken() {
+  if (state_.tokens_required == 0) return std::optional<UploadToken>();
+  FP_ASSIGN_OR_RETURN(std::vector<UploadToken> tokens, ReadTokens(TokensPath()));
+  const int64_t current = NowMs() / 1000 / std::max<int64_t>(60, state_.token_epoch_s);
+  std::erase_if(tokens, [&](const UploadToken& t) { return t.epoch < current - 1; });
+  if (tokens.empty()) {
+    return Unavailable("no upload token left (the aggregator asks one per batch; " +
+                       state_.tokens_result + "): the records wait in the spool");
+  }
+  UploadToken t = tokens.front();
+  tokens.erase(tokens.begin());
+  // Out of the file before it is spent: a crash after this wastes a token
+  // rather than spending it twice.
+  FP_RETURN_IF_ERROR(WriteFileDurably(TokensPath(), FormatTokens(tokens)));
+  return std::optional<UploadToken>(std::move(t));
+}
+
 std::string Agent::MachineKeyFor(int64_t now_ms) {
   const int64_t day = now_ms / 86400000;
   std::string key;
@@ -328,10 +429,16 @@ std::string Agent::MachineKeyFor(int64_t now_ms) {
 }
 
 Status Agent::Seal(OpenBatch* b, PassResult* result) {
+  FP_ASSIGN_OR_RETURN(std::optional<UploadToken> token, TakeToken());
   const wire::AgentCounters counters = BatchCounters(b->runs, state_);
-  const std::string id = RandomBatchId();
+  // With a token, the batch id is the token's input (upload_tokens.h).
+  const std::string id = token ? token->input : RandomBatchId();
   const int64_t now = NowMs();
-  const wire::Batch batch = b->builder.Seal(id, now, counters, MachineKeyFor(now));
+  wire::Batch batch = b->builder.Seal(id, now, counters, MachineKeyFor(now));
+  if (token) {
+    batch.set_token(token->output);
+    batch.set_token_epoch(token->epoch);
+  }
   FP_RETURN_IF_ERROR(
       outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir, b->consumed));
   // Reported in this batch. (A crash before the state is saved reports
@@ -366,7 +473,11 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
     ++result->runs_read;
     if (!config_.dpkg_dir.empty()) versions_.Apply(&*run);
     if (!b.builder.TryAdd(*run)) {
-      FP_RETURN_IF_ERROR(Seal(&b, result));
+      if (Status sealed = Seal(&b, result); !sealed.ok()) {
+        if (sealed.code() != StatusCode::kUnavailable) return sealed;
+        result->seal_status = sealed;  // no token: the rest waits
+        return Status::Ok();
+      }
       b.builder.TryAdd(*run);  // an empty builder takes any run
     }
     b.consumed.push_back(e.name);
@@ -379,7 +490,10 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
   state_.seal_deadline_unix_ms = 0;
   if (b.has_records) {
     if (flush || NowMs() - b.builder.oldest_unix_ms() >= max_age_ms) {
-      FP_RETURN_IF_ERROR(Seal(&b, result));
+      if (Status sealed = Seal(&b, result); !sealed.ok()) {
+        if (sealed.code() != StatusCode::kUnavailable) return sealed;
+        result->seal_status = sealed;
+      }
     } else {
       state_.seal_deadline_unix_ms = b.builder.oldest_unix_ms() + max_age_ms;
     }

@@ -26,6 +26,7 @@
 #include "common/package_versions.h"
 #include "common/spool.h"
 #include "common/status.h"
+#include "common/upload_tokens.h"
 
 namespace fieldprof::agent {
 
@@ -78,6 +79,7 @@ struct PassResult {
   int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
   Status upload_status;         // why uploading stopped early, if it did
   Status counters_status;       // why the spool's run counters were not taken
+  Status seal_status;           // why sealing stopped early (no upload token), if it did
   int snapshot_fetched = -1;    // fragments stored by a snapshot refresh (-1: none ran)
   // False when the user's settings file does not say `consent = yes`: the
   // pass then sealed, sent and fetched nothing (Agent::Consented).
@@ -147,6 +149,15 @@ class Agent {
   // into the state; nothing here fails the pass.
   void RefreshSnapshotIfDue(bool force, PassResult* result);
   void ApplyFleetThresholds();
+  // Anonymous upload tokens (common/upload_tokens.h): asks the aggregator
+  // whether it wants them and, when it does and fewer than a quarter of a
+  // request's worth are left, gets a request's worth (proof checked).
+  void RefreshTokens(HttpsClient& client);
+  // The next usable token, taken out of the token file (durably, before
+  // it is spent); nullopt when none is asked for; Unavailable when one is
+  // and none is left.
+  StatusOr<std::optional<UploadToken>> TakeToken();
+  std::string TokensPath() const { return config_.state_dir + "/tokens"; }
   // Today's machine key (wire::Batch.machine_key): the one in the state
   // while its day lasts, else a new random one, kept in the state.
   std::string MachineKeyFor(int64_t now_ms);

@@ -270,10 +270,31 @@ void RegisterOthers(OptionTable& t, AggregatorConfig* c) {
               "with --store clickhouse, in ClickHouse)");
   t.AddString("admin_token_file", &c->admin_token_file,
               "file with the bearer token for POST /v1/admin/publish (default: admin calls off)");
+  t.AddString("token_secret_file", &c->token_secret_file,
+              "anonymous upload tokens: a file of 32 or more secret bytes (head -c 32 "
+              "/dev/urandom); every batch then spends a token from POST /v1/tokens (default: "
+              "off, as for a closed fleet)");
+  t.AddInt("token_epoch_s", &c->tokens.epoch_s,
+           "seconds a token key lasts; tokens of this and the previous epoch are taken", 60,
+           int64_t{365} * 86400);
+  t.AddInt("tokens_per_request", &c->tokens_per_request,
+           "most tokens one POST /v1/tokens may ask for", 1, 4096);
+  t.AddDouble("source_token_requests_per_day", &c->token_requests_per_day,
+              "POST /v1/tokens a day one source (address prefix) may make; over it 429 + "
+              "Retry-After (0: no limit)",
+              0, 1e9);
 }
 
 // What the options say together, and the defaults next to the database.
 Status Settle(AggregatorConfig* c) {
+  c->tokens.max_per_request = static_cast<int>(c->tokens_per_request);
+  if (!c->token_secret_file.empty() &&
+      c->store.batch_id_retention < std::chrono::seconds(2 * c->tokens.epoch_s)) {
+    // A spent token is a batch id seen: ids must be remembered as long as
+    // a token is taken (two epochs), or a token could be spent again.
+    return InvalidArgument("--batch_id_retention_days must cover two --token_epoch_s (" +
+                           std::to_string(2 * c->tokens.epoch_s / 86400 + 1) + " days)");
+  }
   if (c->server.tls_cert_file.empty() || c->server.tls_key_file.empty()) {
     return InvalidArgument("--tls_cert and --tls_key are required (see deploy/make-cert.sh)");
   }

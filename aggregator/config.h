@@ -9,6 +9,7 @@
 #include "aggregator/store/store_rocksdb.h"
 #include "common/runtime_settings.h"
 #include "common/status.h"
+#include "common/upload_tokens.h"
 
 namespace fieldprof::aggregator {
 
@@ -20,6 +21,13 @@ struct AggregatorConfig {
   // machines have added to them (aggregator/store/k_anonymous_store.h);
   // 1: everything.
   int64_t k_anonymity = 5;
+  // Anonymous upload tokens (common/upload_tokens.h): on when a secret file
+  // is given; every batch then needs one.
+  std::string token_secret_file;
+  TokenIssuerOptions tokens;  // epoch_s from --token_epoch_s
+  int64_t tokens_per_request = 64;
+  // POST /v1/tokens a day per source (address prefix, as batch_limits).
+  double token_requests_per_day = 24;
   RocksDbStoreOptions store;
   // Served to agents at GET /v1/config (fleet_* options).
   FleetSettings fleet;

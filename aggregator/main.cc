@@ -48,6 +48,8 @@ StartError OpenError(const Status& s) { return {1, s.ToString()}; }
 struct Service {
   Metrics metrics;
   std::unique_ptr<SourceLimiter> batch_limits;
+  std::unique_ptr<SourceLimiter> token_limits;
+  std::unique_ptr<TokenIssuer> tokens;
   std::unique_ptr<Lease> lease;
   std::unique_ptr<Store> store;
   // What readers (queries, dashboard, vendors, the snapshot) see: the
@@ -132,6 +134,24 @@ std::optional<StartError> OpenDev(AggregatorConfig& config, Service* s) {
   return std::nullopt;
 }
 
+// Anonymous upload tokens, when a secret file is given.
+std::optional<StartError> OpenTokens(AggregatorConfig& config, Service* s) {
+  if (config.token_secret_file.empty()) return std::nullopt;
+  std::ifstream in(config.token_secret_file, std::ios::binary);
+  const std::string secret(std::istreambuf_iterator<char>(in), {});
+  if (!in.good() && !in.eof()) {
+    return ConfigError(
+        InvalidArgument("cannot read --token_secret_file " + config.token_secret_file));
+  }
+  if (secret.size() < 32) {
+    return ConfigError(InvalidArgument("--token_secret_file " + config.token_secret_file +
+                                       " holds " + std::to_string(secret.size()) +
+                                       " bytes; 32 or more are needed (head -c 32 /dev/urandom)"));
+  }
+  s->tokens = std::make_unique<TokenIssuer>(secret, config.tokens);
+  return std::nullopt;
+}
+
 // The admin token: the first line of the file, 16 characters or more.
 StatusOr<std::string> ReadAdminToken(const std::string& path) {
   std::ifstream in(path);
@@ -178,7 +198,8 @@ std::optional<StartError> SetUpPublishing(AggregatorConfig& config, Service* s) 
 // Opens the parts in order; the first that fails stops it.
 std::optional<StartError> Open(AggregatorConfig& config, Service* s) {
   using Step = std::optional<StartError> (*)(AggregatorConfig&, Service*);
-  for (Step step : {OpenLease, OpenStore, OpenLab, LoadVendors, OpenDev, SetUpPublishing}) {
+  for (Step step :
+       {OpenLease, OpenStore, OpenLab, LoadVendors, OpenDev, OpenTokens, SetUpPublishing}) {
     if (std::optional<StartError> e = step(config, s)) return e;
   }
   return std::nullopt;
@@ -197,6 +218,11 @@ void SayListening(const AggregatorConfig& config, const Service& s, const Server
     std::cerr << "fieldprof-aggregator: publishing every series, also those seen on one machine "
                  "(--k_anonymity "
               << config.k_anonymity << ")\n";
+  }
+  if (s.tokens) {
+    std::cerr << "fieldprof-aggregator: every batch spends an anonymous token (POST /v1/tokens: "
+              << config.tokens.max_per_request << " a request, " << config.token_requests_per_day
+              << " requests a day per source; keys of " << config.tokens.epoch_s << " s)\n";
   }
   if (s.batch_limits) {
     const SourceLimitOptions& l = config.batch_limits;
@@ -229,6 +255,17 @@ int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
     s.batch_limits = std::make_unique<SourceLimiter>("batches", config.batch_limits);
     server_options.batch_limits = s.batch_limits.get();
     parts.source_limits.push_back(s.batch_limits.get());
+  }
+  if (s.tokens) {
+    parts.tokens = s.tokens.get();
+    if (config.token_requests_per_day > 0) {
+      SourceLimitOptions o = config.batch_limits;
+      o.per_minute = config.token_requests_per_day / 1440;
+      o.burst = std::max(1.0, config.token_requests_per_day / 4);
+      s.token_limits = std::make_unique<SourceLimiter>("tokens", o);
+      server_options.token_limits = s.token_limits.get();
+      parts.source_limits.push_back(s.token_limits.get());
+    }
   }
   parts.store = s.readers();
   parts.metrics = &s.metrics;

@@ -47,6 +47,10 @@ void Metrics::AppendPrometheus(std::string* out) const {
           store_errors_.load());
   counter("fieldprof_overloaded_total", "Requests answered 503 because the work queue was full.",
           overloaded_.load());
+  counter("fieldprof_suspect_answers_total",
+          "GET /v1/api answers that flagged the API as suspect: its latest day moved far from its "
+          "history, its runs from few machines.",
+          suspect_answers_.load());
   counter("fieldprof_connections_refused_total", "Connections closed at the connection cap.",
           connections_refused_.load());
   counter("fieldprof_timeouts_total", "Connections cut because an operation timed out.",

@@ -30,6 +30,8 @@ class Metrics {
   void BatchRejected(const std::string& reason);
   void StoreError() { store_errors_.fetch_add(1, std::memory_order_relaxed); }
   void Overloaded() { overloaded_.fetch_add(1, std::memory_order_relaxed); }
+  // GET /v1/api answered an API as suspect (query_handler.cc).
+  void SuspectAnswered() { suspect_answers_.fetch_add(1, std::memory_order_relaxed); }
   void ConnectionOpened() { connections_.fetch_add(1, std::memory_order_relaxed); }
   void ConnectionClosed() { connections_.fetch_sub(1, std::memory_order_relaxed); }
   void ConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
@@ -65,6 +67,7 @@ class Metrics {
   std::atomic<uint64_t> bytes_accepted_{0};
   std::atomic<uint64_t> store_errors_{0};
   std::atomic<uint64_t> overloaded_{0};
+  std::atomic<uint64_t> suspect_answers_{0};
   std::atomic<int64_t> connections_{0};
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> timeouts_{0};

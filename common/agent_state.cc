@@ -48,6 +48,9 @@ constexpr Field kFields[] = {
     {"snapshot_bytes_downloaded", &AgentState::snapshot_bytes_downloaded, nullptr},
     {"machine_key", nullptr, &AgentState::machine_key},
     {"machine_key_day", &AgentState::machine_key_day, nullptr},
+    {"tokens_required", &AgentState::tokens_required, nullptr},
+    {"token_epoch_s", &AgentState::token_epoch_s, nullptr},
+    {"tokens_result", nullptr, &AgentState::tokens_result},
 };
 
 }  // namespace

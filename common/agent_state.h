@@ -50,6 +50,12 @@ struct AgentState {
   // forgotten. machine_key_day: its day, days since 1970-01-01.
   std::string machine_key;
   int64_t machine_key_day = 0;
+  // Anonymous upload tokens (common/upload_tokens.h): whether the
+  // aggregator asks for them (GET /v1/tokens), its key length, and how the
+  // last refresh went. The tokens themselves are in the file "tokens".
+  int64_t tokens_required = 0;
+  int64_t token_epoch_s = 0;
+  std::string tokens_result;
 
   bool operator==(const AgentState&) const = default;
 };

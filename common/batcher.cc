@@ -27,6 +27,8 @@ size_t HeaderReserve(const Platform& platform) {
   b.set_batch_id(std::string(kBatchIdBytes, '\xff'));
   b.set_created_unix_ms(std::numeric_limits<int64_t>::min());  // 10-byte varint
   b.set_machine_key(std::string(kMachineKeyBytes, '\xff'));
+  b.set_token(std::string(64, '\xff'));  // an upload token, when asked for
+  b.set_token_epoch(std::numeric_limits<int64_t>::max());
   PlatformToWire(platform, b.mutable_client_platform());
   wire::AgentCounters* c = b.mutable_counters();
   const uint64_t big = std::numeric_limits<uint64_t>::max();

@@ -41,6 +41,12 @@ mkdir -p "$state"
 ./deploy/make-cert.sh "$state/tls" ec
 ./deploy/make-signing-key.sh "$state/keys"
 [[ -s "$state/admin.token" ]] || (umask 077 && head -c 24 /dev/urandom | base64 > "$state/admin.token")
+[[ -s "$state/token.secret" ]] || (umask 077 && head -c 32 /dev/urandom > "$state/token.secret")
+# Every batch spends an anonymous upload token, as in a public deployment;
+# the load generator's synthetic batches carry none, so with
+# QUICKSTART_LOADGEN tokens are off (a closed fleet's setting).
+tokens=(--token_secret_file "$state/token.secret")
+if [[ "$loadgen" != "0" ]]; then tokens=(); fi
 if [[ "${QUICKSTART_KEEP_DB:-0}" != "1" ]]; then rm -rf "$state/db"; fi
 
 step "aggregator"
@@ -53,6 +59,7 @@ log="$state/aggregator.log"
   --tls_cert "$state/tls/cert.pem" --tls_key "$state/tls/key.pem" --db "$state/db" \
   --signing_key "$state/keys/snapshot-signing.key" --snapshot_dir "$state/snapshot" \
   --admin_token_file "$state/admin.token" --k_anonymity 1 \
+  "${tokens[@]}" \
   2>"$log" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT

@@ -31,6 +31,14 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
     return ErrorResponse(s);
   }
   const auto now = clock_().time_since_epoch();
+  if (tokens_ != nullptr) {
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+    if (Status s = tokens_->Check(batch.batch_id(), batch.token(), batch.token_epoch(), now_s);
+        !s.ok()) {
+      metrics_->BatchRejected(std::string(ValidationRule(s)));
+      return ErrorResponse(s);
+    }
+  }
   const int32_t day =
       DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
   StatusOr<ApplyResult> applied = store_->ApplyBatch(batch, body, day);

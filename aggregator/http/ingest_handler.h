@@ -16,6 +16,7 @@
 #include "aggregator/metrics.h"
 #include "aggregator/store/store.h"
 #include "common/status.h"
+#include "common/upload_tokens.h"
 
 namespace fieldprof::aggregator {
 
@@ -30,8 +31,14 @@ class IngestHandler {
  public:
   // The pointers must outlive the handler. `clock` picks the day records
   // are added to (tests inject one).
-  IngestHandler(Store* store, Metrics* metrics, RecentApis* recent, WallClock clock)
-      : store_(store), metrics_(metrics), recent_(recent), clock_(std::move(clock)) {}
+  // With `tokens`, a batch must carry a valid token (common/upload_tokens.h).
+  IngestHandler(Store* store, Metrics* metrics, RecentApis* recent, WallClock clock,
+                const TokenIssuer* tokens = nullptr)
+      : store_(store),
+        metrics_(metrics),
+        recent_(recent),
+        clock_(std::move(clock)),
+        tokens_(tokens) {}
 
   HttpResponse Ingest(std::string_view content_type, std::string_view body);
 
@@ -40,6 +47,7 @@ class IngestHandler {
   Metrics* const metrics_;
   RecentApis* const recent_;
   const WallClock clock_;
+  const TokenIssuer* const tokens_;
 };
 
 }  // namespace fieldprof::aggregator

@@ -1,11 +1,15 @@
 #include "aggregator/http/query_handler.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/series_json.h"
+#include "aggregator/store/time_tree.h"
 #include "common/json_writer.h"
 #include "common/resolution.h"
 
@@ -93,6 +97,59 @@ Status SumApi(Store* store, const SeriesQuery& q, ApiSum* sum) {
                   std::string(MetricName(*q.filter.metric)) + ")");
 }
 
+// Seeing an attack (issue #35): the latest day of an API (today, else
+// yesterday) against all the days before it. Suspect when the day's mean
+// moved by half or more while its runs came from few machines: at least
+// kConcentration times the runs per machine of the history. Judged only
+// with history enough to judge by.
+constexpr uint64_t kMinHistoryRuns = 30;
+constexpr uint64_t kMinHistoryMachines = 3;
+constexpr uint64_t kMinDayRuns = 10;
+constexpr double kMinShift = 0.5;
+constexpr double kConcentration = 4;
+
+struct Suspicion {
+  bool suspect = false;
+  std::string reason;
+};
+
+StatusOr<Suspicion> Judge(Store* store, SeriesQuery q, int32_t today) {
+  Suspicion out;
+  ApiSum day;
+  int32_t latest = today;
+  for (; latest >= today - 1; --latest) {
+    day = ApiSum();
+    q.from = q.to = latest;
+    Status s = SumApi(store, q, &day);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+    if (day.runs > 0) break;
+  }
+  if (day.runs < kMinDayRuns) return out;
+  ApiSum history;
+  q.from = kUnboundedFirst;
+  q.to = latest - 1;
+  Status s = SumApi(store, q, &history);
+  if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+  const uint64_t hist_machines = history.machines.Estimate();
+  if (history.runs < kMinHistoryRuns || hist_machines < kMinHistoryMachines) return out;
+  const double hist_mean = history.total.Mean(), day_mean = day.total.Mean();
+  if (!(hist_mean > 0)) return out;
+  const double shift = day_mean / hist_mean - 1;
+  const uint64_t day_machines = std::max<uint64_t>(1, day.machines.Estimate());
+  const double day_rpm = static_cast<double>(day.runs) / static_cast<double>(day_machines);
+  const double hist_rpm = static_cast<double>(history.runs) / static_cast<double>(hist_machines);
+  if (std::abs(shift) < kMinShift || day_rpm < kConcentration * hist_rpm) return out;
+  char reason[256];
+  std::snprintf(reason, sizeof reason,
+                "%s: mean %+.0f%% against its history, from %llu runs on %llu machines (%.1f runs "
+                "a machine; %.1f before)",
+                FormatDay(latest).c_str(), 100 * shift, static_cast<unsigned long long>(day.runs),
+                static_cast<unsigned long long>(day.machines.Estimate()), day_rpm, hist_rpm);
+  out.suspect = true;
+  out.reason = reason;
+  return out;
+}
+
 }  // namespace
 
 HttpResponse QueryHandler::ListApis(std::string_view query) {
@@ -124,6 +181,11 @@ HttpResponse QueryHandler::GetApi(std::string_view query) {
   }
   ApiSum sum;
   if (Status s = SumApi(store_, q, &sum); !s.ok()) return ErrorResponse(s);
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_().time_since_epoch()).count();
+  StatusOr<Suspicion> suspicion = Judge(store_, q, DayFromUnixSeconds(now_s));
+  if (!suspicion.ok()) return ErrorResponse(suspicion.status());
+  if (suspicion->suspect) metrics_->SuspectAnswered();
   JsonWriter j;
   j.BeginObject();
   j.Key("module").String(q.filter.module);
@@ -134,6 +196,8 @@ HttpResponse QueryHandler::GetApi(std::string_view query) {
   j.Key("series").Uint(sum.series);
   j.Key("runs").Uint(sum.runs);
   j.Key("machines").Uint(sum.machines.Estimate());
+  j.Key("suspect").Bool(suspicion->suspect);
+  if (suspicion->suspect) j.Key("suspect_reason").String(suspicion->reason);
   j.Key("truncated").Bool(sum.truncated);
   WriteStats(j, sum.total);
   WriteResolution(j, sum.total.Stats(), sum.resolution_ns);

@@ -17,20 +17,26 @@
 #include <string_view>
 
 #include "aggregator/http/http_types.h"
+#include "aggregator/http/ingest_handler.h"
+#include "aggregator/metrics.h"
 #include "aggregator/store/store.h"
 
 namespace fieldprof::aggregator {
 
 class QueryHandler {
  public:
-  // `store` must outlive the handler.
-  explicit QueryHandler(Store* store) : store_(store) {}
+  // `store` and `metrics` must outlive the handler; `clock` says which day
+  // is the latest (tests inject one).
+  QueryHandler(Store* store, Metrics* metrics, WallClock clock)
+      : store_(store), metrics_(metrics), clock_(std::move(clock)) {}
 
   HttpResponse ListApis(std::string_view query);
   HttpResponse GetApi(std::string_view query);
 
  private:
   Store* const store_;
+  Metrics* const metrics_;
+  const WallClock clock_;
 };
 
 }  // namespace fieldprof::aggregator

@@ -4,6 +4,7 @@ namespace fieldprof::aggregator {
 
 enum class Router::Endpoint {
   kIngest,
+  kTokens,
   kApis,
   kApi,
   kModule,
@@ -37,6 +38,7 @@ struct RouteEntry {
 // In the order docs/aggregator.md lists them.
 constexpr RouteEntry kRoutes[] = {
     {{"POST", "/v1/batches", "ingest"}, Router::Endpoint::kIngest},
+    {{"GET, POST", "/v1/tokens", "tokens"}, Router::Endpoint::kTokens},
     {{"GET", "/v1/apis", "query"}, Router::Endpoint::kApis},
     {{"GET", "/v1/api", "query"}, Router::Endpoint::kApi},
     {{"GET", "/v1/module", "vendor"}, Router::Endpoint::kModule},
@@ -100,8 +102,9 @@ std::span<const Router::Route> Router::Routes() {
 Router::Router(RouterParts p)
     : store_(p.store),
       vendors_(std::move(p.vendors)),
-      ingest_(p.store, p.metrics, &recent_, p.clock),
-      query_(p.store),
+      ingest_(p.store, p.metrics, &recent_, p.clock, p.tokens),
+      tokens_(p.tokens, p.clock),
+      query_(p.store, p.metrics, p.clock),
       vendor_(p.store, &vendors_),
       dashboard_(p.store, &vendors_, &recent_),
       lab_(p.lab),
@@ -133,6 +136,8 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
   switch (e) {
     case Endpoint::kIngest:
       return ingest_.Ingest(req.content_type, req.body);
+    case Endpoint::kTokens:
+      return req.method == "POST" ? tokens_.Issue(req.content_type, req.body) : tokens_.Info();
     case Endpoint::kApis:
       return query_.ListApis(query);
     case Endpoint::kApi:

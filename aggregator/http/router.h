@@ -45,6 +45,7 @@
 #include "aggregator/http/recent_apis.h"
 #include "aggregator/http/snapshot_handler.h"
 #include "aggregator/http/source_limits.h"
+#include "aggregator/http/token_handler.h"
 #include "aggregator/http/vendor_access.h"
 #include "aggregator/http/vendor_handler.h"
 #include "aggregator/metrics.h"
@@ -79,6 +80,8 @@ struct RouterParts {
   std::vector<Developer> developers;
   // The time batches are dated by (tests inject one).
   WallClock clock = std::chrono::system_clock::now;
+  // The token issuer; null: batches need no token, /v1/tokens answers 404.
+  const TokenIssuer* tokens = nullptr;
   // Per-source limits the server asks (server.h), reported in /metrics.
   std::vector<const SourceLimiter*> source_limits;
 };
@@ -114,6 +117,7 @@ class Router {
   const VendorAccess vendors_;
   RecentApis recent_;
   IngestHandler ingest_;
+  TokenHandler tokens_;
   QueryHandler query_;
   VendorHandler vendor_;
   DashboardHandler dashboard_;

@@ -173,6 +173,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) return Fail(ec);
     started_ = std::chrono::steady_clock::now();
     const auto& req = parser_->get();
+    if (req.method() == http::verb::post && req.target() == "/v1/tokens" &&
+        opts().token_limits != nullptr) {
+      const SourceLimiter::Decision d = opts().token_limits->Take(source_, started_);
+      if (!d.allowed) {
+        return Reply(opts().token_limits->Refusal(d), 0, /*close=*/!parser_->is_done(),
+                     /*drain=*/!parser_->is_done());
+      }
+    }
     if (req.method() == http::verb::post && req.target() == "/v1/batches") {
       // Refuse before reading the body: over the source's rate, wrong type
       // or declared too large.

@@ -72,6 +72,8 @@ struct ServerOptions {
   // Per-source limit on POST /v1/batches, asked before the body is read
   // (source_limits.h); not owned, must outlive the server. Null: none.
   SourceLimiter* batch_limits = nullptr;
+  // The same for POST /v1/tokens (token requests). Null: none.
+  SourceLimiter* token_limits = nullptr;
 };
 
 class Server {

@@ -93,10 +93,12 @@ HttpResponse SourceLimiter::Refusal(const Decision& d) const {
   j.BeginObject();
   j.Key("error").String("ResourceExhausted");
   j.Key("rule").String("source_rate");
-  j.Key("message").String("too many " + what_ + " from your network (limit " +
-                          std::to_string(static_cast<int64_t>(options_.per_minute)) +
-                          " a minute); retry after " + std::to_string(d.retry_after_seconds) +
-                          " s");
+  const double per_minute = options_.per_minute;
+  const std::string rate =
+      per_minute >= 1 ? std::to_string(static_cast<int64_t>(per_minute)) + " a minute"
+                      : std::to_string(static_cast<int64_t>(per_minute * 1440 + 0.5)) + " a day";
+  j.Key("message").String("too many " + what_ + " from your network (limit " + rate +
+                          "); retry after " + std::to_string(d.retry_after_seconds) + " s");
   j.EndObject();
   r.body = j.Take() + "\n";
   r.headers.emplace_back("Retry-After", std::to_string(d.retry_after_seconds));

@@ -302,7 +302,10 @@ async function apiPage(m, sym, q) {
     const f = v => fmtMetric(metric, v, a.resolution_ns);
     parts.push(el('section', {class: 'metric', 'data-metric': metric},
         el('h2', {}, metric),
+        a.suspect ? el('p', {class: 'suspect', role: 'alert'},
+                       'Suspect: ' + a.suspect_reason + '. Its figures may be poisoned.') : '',
         el('dl', {class: 'stats'}, ...stat('calls', st.count, fmtCount), ...stat('runs', a.runs, fmtCount),
+           ...stat('machines', a.machines, fmtCount),
            ...stat('mean', st.mean, f), ...stat('stddev', st.stddev, v => fmtMetric(metric, v)), ...stat('p50', st.p50, f),
            ...stat('p90', st.p90, f), ...stat('p99', st.p99, f), ...stat('min', st.min, f), ...stat('max', st.max, f)),
         histogram(buckets, 520, 120, metric, true, a.resolution_ns)));

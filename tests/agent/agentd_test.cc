@@ -29,6 +29,7 @@
 #include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/tsc_rate.h"
+#include "common/upload_tokens.h"
 #include "common/validate.h"
 #include "common/wire.h"
 #include "tests/support/aggregator_process.h"
@@ -981,6 +982,83 @@ TEST_F(AgentPassTest, OneMachineKeyADayAndANewOneTheNextDay) {
   ASSERT_TRUE(WriteFileDurably(StatusPathOf(c.state_dir), FormatAgentState(*state)).ok());
   seal(10);
   EXPECT_EQ(keys().size(), 2u);
+}
+
+// Anonymous upload tokens end to end, with the real aggregator: the agent
+// gets a request's worth (proof checked) and spends one a batch, the batch
+// id being the token's input; the aggregator refuses a batch without one,
+// a forged one, one of a wrong epoch; a token spent twice applies once;
+// token requests are limited per source.
+TEST_F(AgentPassTest, EveryBatchSpendsOneAnonymousToken) {
+  { std::ofstream(dir_.File("token.secret"), std::ios::binary) << std::string(40, 's') << "\n"; }
+  AggregatorProcess agg(dir_, FreePort(),
+                        {"--token_secret_file", dir_.File("token.secret"), "--tokens_per_request",
+                         "8", "--source_token_requests_per_day", "4"});
+  agg.Start();
+  HttpsClient c(agg.Options());
+  auto post = [&](const wire::Batch& b) {
+    StatusOr<HttpReply> r = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+  };
+  // No token: refused with the rule.
+  auto [status, body] = post(testing::SimpleBatch(testing::IdOf(1), "libz.so.1", "deflate", 10));
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(body.find("token_missing"), std::string::npos) << body;
+
+  // The agent asks, gets 8, spends one.
+  FillSpool(5, 2);
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_uploaded, 1)
+      << r->upload_status.ToString() << " / " << r->seal_status.ToString() << " / "
+      << agent.state().tokens_result;
+  EXPECT_EQ(agent.state().tokens_required, 1);
+  std::ifstream in(dir_.File("state/tokens"));
+  StatusOr<std::vector<UploadToken>> left =
+      ParseTokens(std::string(std::istreambuf_iterator<char>(in), {}));
+  ASSERT_TRUE(left.ok());
+  ASSERT_EQ(left->size(), 7u);
+
+  // A token's output on another batch id, and the right one but for an
+  // epoch that is not its own.
+  const UploadToken& t0 = (*left)[0];
+  const UploadToken& t1 = (*left)[1];
+  wire::Batch forged = testing::SimpleBatch(t0.input, "libz.so.1", "deflate", 10);
+  forged.set_token(t1.output);
+  forged.set_token_epoch(t1.epoch);
+  std::tie(status, body) = post(forged);
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(body.find("token_invalid"), std::string::npos) << body;
+  forged.set_token(t0.output);
+  forged.set_token_epoch(t0.epoch - 5);
+  std::tie(status, body) = post(forged);
+  EXPECT_NE(body.find("token_epoch"), std::string::npos) << body;
+  // The right token: taken once, then a second batch on it is the first.
+  wire::Batch first = testing::SimpleBatch(t0.input, "libz.so.1", "deflate", 10);
+  first.set_token(t0.output);
+  first.set_token_epoch(t0.epoch);
+  std::tie(status, body) = post(first);
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_NE(body.find("\"duplicate\":false"), std::string::npos) << body;
+  wire::Batch again = testing::SimpleBatch(t0.input, "libz.so.1", "inflate", 999);
+  again.set_token(t0.output);
+  again.set_token_epoch(t0.epoch);
+  std::tie(status, body) = post(again);
+  EXPECT_EQ(status, 200) << body;
+  EXPECT_NE(body.find("\"duplicate\":true"), std::string::npos) << "a token spends once: " << body;
+
+  // Token requests per source: 4 a day, a burst of 1; the agent made one.
+  wire::TokenRequest request;
+  StatusOr<TokenRequestState> st = MakeTokenRequest(2);
+  ASSERT_TRUE(st.ok());
+  StatusOr<HttpReply> more =
+      c.Post("/v1/tokens", "application/x-protobuf", st->request.SerializeAsString());
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(more->status, 429) << more->body;
+  EXPECT_GT(more->retry_after_seconds, 3600);
 }
 
 TEST_F(AgentPassTest, AStalledServerTimesOutAndKeepsTheBatch) {

@@ -47,8 +47,13 @@ void PrintApi(const nlohmann::json& a, const ApiOptions& o) {
   const uint64_t res = a.value("resolution_ns", uint64_t{0});
   const nlohmann::json& st = a.at("stats");
   auto f = [&](const char* k) { return FormatMetricValue(o.metric, st.value(k, 0.0), res); };
-  std::printf("%s %s  (%s, %s series, %s runs)\n", o.module.c_str(), o.symbol.c_str(),
-              o.metric_name.c_str(), a.at("series").dump().c_str(), a.at("runs").dump().c_str());
+  std::printf("%s %s  (%s, %s series, %s runs, %s machines)\n", o.module.c_str(), o.symbol.c_str(),
+              o.metric_name.c_str(), a.at("series").dump().c_str(), a.at("runs").dump().c_str(),
+              a.value("machines", nlohmann::json(0)).dump().c_str());
+  if (a.value("suspect", false)) {
+    std::printf("  SUSPECT: %s; these figures may be poisoned\n",
+                a.value("suspect_reason", std::string()).c_str());
+  }
   std::printf("  calls %s   mean %s +- %s   min %s   max %s\n", st.at("count").dump().c_str(),
               f("mean").c_str(), FormatMetricValue(o.metric, st.value("stddev", 0.0)).c_str(),
               f("min").c_str(), f("max").c_str());

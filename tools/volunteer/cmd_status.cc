@@ -272,6 +272,11 @@ void PrintAgent(const AgentState& a, const DirCount& outbox) {
     std::printf("settings check: %s: %s\n", When(a.settings_checked_unix_ms).c_str(),
                 a.settings_result.c_str());
   }
+  if (!a.tokens_result.empty()) {
+    std::printf("tokens:         %s%s\n",
+                a.tokens_required != 0 ? "one spent a batch (anonymous); " : "",
+                a.tokens_result.c_str());
+  }
 }
 
 // The snapshot cache and the agent's last look for a new snapshot.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -339,6 +340,81 @@ TEST_F(RouterTest, ABatchIsAnsweredByTheTableToo) {
   EXPECT_NE(router.Handle("POST", "/v1/batches", kProtobufContentType, body)
                 .body.find("\"duplicate\":true"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace fieldprof::aggregator
+
+namespace fieldprof::aggregator {
+namespace {
+
+// Seeing an attack (issue #35): an API's latest day against its history.
+// Ten days of 5 machines, then a day whose mean triples: suspect when that
+// day's runs come from one machine, not when they come from many, and not
+// when one machine sends the usual figures.
+class SuspectTest : public RouterTest {
+ protected:
+  void At(int32_t day) {
+    now_ = std::chrono::system_clock::time_point(std::chrono::hours(24 * day));
+  }
+  void MakeClockedRouter() {
+    RouterParts parts;
+    parts.store = store_.get();
+    parts.metrics = &metrics_;
+    parts.clock = [this] { return now_; };
+    router_ = std::make_unique<Router>(std::move(parts));
+  }
+  void Send(const std::string& symbol, int machine, uint64_t value) {
+    wire::Batch b = SimpleBatch(IdOf(++id_), "libz.so.1", symbol, value, 2);
+    // A machine's key changes every day, as agents draw theirs.
+    std::string key(16, 'm');
+    key[0] = static_cast<char>(machine);
+    const int64_t day =
+        std::chrono::duration_cast<std::chrono::hours>(now_.time_since_epoch()).count() / 24;
+    std::memcpy(&key[4], &day, sizeof day);
+    b.set_machine_key(key);
+    const HttpResponse r =
+        router_->Handle("POST", "/v1/batches", kProtobufContentType, b.SerializeAsString());
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  nlohmann::json Api(const std::string& symbol) {
+    EXPECT_TRUE(store_->WaitApplied(std::chrono::seconds(30)).ok());
+    const HttpResponse r = Get("/v1/api?module=libz.so.1&symbol=" + symbol);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return nlohmann::json::parse(r.body, nullptr, false);
+  }
+  std::chrono::system_clock::time_point now_;
+  uint64_t id_ = 0;
+};
+
+TEST_F(SuspectTest, AFarMoveFromFewMachinesIsFlagged) {
+  MakeClockedRouter();
+  const int32_t today = 20000;
+  for (const std::string s : {"one_machine", "many_machines", "usual_figures"}) {
+    for (int32_t d = today - 10; d < today; ++d) {
+      At(d);
+      for (int m = 1; m <= 5; ++m) Send(s, m, 1000);
+    }
+  }
+  At(today);
+  for (int i = 0; i < 20; ++i) Send("one_machine", 9, 3000);
+  for (int i = 0; i < 20; ++i) Send("many_machines", 10 + i, 3000);
+  for (int i = 0; i < 20; ++i) Send("usual_figures", 9, 1000);
+
+  const nlohmann::json one = Api("one_machine");
+  EXPECT_TRUE(one["suspect"].get<bool>()) << one.dump();
+  EXPECT_NE(one["suspect_reason"].get<std::string>().find("+200%"), std::string::npos)
+      << one.dump();
+  EXPECT_NE(one["suspect_reason"].get<std::string>().find("on 1 machines"), std::string::npos)
+      << one.dump();
+  EXPECT_FALSE(Api("many_machines")["suspect"].get<bool>());
+  EXPECT_FALSE(Api("usual_figures")["suspect"].get<bool>());
+  std::string m;
+  metrics_.AppendPrometheus(&m);
+  EXPECT_NE(m.find("fieldprof_suspect_answers_total 1\n"), std::string::npos) << m;
+  // The next day, with nothing new, yesterday is the latest: still flagged.
+  At(today + 1);
+  EXPECT_TRUE(Api("one_machine")["suspect"].get<bool>());
 }
 
 }  // namespace
