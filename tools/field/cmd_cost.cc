@@ -107,7 +107,7 @@ std::string CostJson(const CostMatch& m, const CostOptions& o, const wire::Manif
   j.Key("modules").BeginArray();
   for (const auto& [mod, _] : m.module_calls) j.String(mod);
   j.EndArray();
-  j.Key("series").Uint(m.series.size()).Key("runs").Uint(m.runs);
+  j.Key("series").Uint(m.series.size()).Key("runs").Uint(m.runs).Key("machines").Uint(m.machines);
   j.Key("truncated").Bool(m.truncated).Key("calls").Uint(st.count);
   j.Key("mean").Double(st.mean).Key("stddev").Double(st.stddev);
   j.Key("min").Uint(st.min).Key("max").Uint(st.max);
@@ -143,10 +143,12 @@ std::string CostJson(const CostMatch& m, const CostOptions& o, const wire::Manif
 void PrintCostSummary(const CostMatch& m, const CostOptions& o, bool colored) {
   const HistogramStats st = m.by_metric.at(o.metric).Stats();
   auto f = [&](double v) { return FormatMetricValue(o.metric, v, m.resolution_ns); };
-  std::printf("%s%s%s  %s, %zu series in %zu module%s, %s runs%s\n", colored ? "\033[1m" : "",
+  const std::string machines =
+      m.machines > 0 ? " on " + FormatCount(m.machines) + "+ machines" : std::string();
+  std::printf("%s%s%s  %s, %zu series in %zu module%s, %s runs%s%s\n", colored ? "\033[1m" : "",
               o.Shown().c_str(), colored ? "\033[0m" : "", o.metric_name.c_str(), m.series.size(),
               m.module_calls.size(), m.module_calls.size() == 1 ? "" : "s",
-              FormatCount(m.runs).c_str(),
+              FormatCount(m.runs).c_str(), machines.c_str(),
               m.truncated ? " (some runs cut short by the budget)" : "");
   if (m.module_calls.size() > 1) {
     std::printf("  modules:");

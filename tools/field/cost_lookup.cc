@@ -65,6 +65,7 @@ StatusOr<CostMatch> LookUpCost(const SnapshotIndex& index, const std::string& mo
     Histogram h = HistogramFromWire(r.histogram());
     if (k.metric() == metric) {
       m.runs += r.runs();
+      m.machines = std::max<uint64_t>(m.machines, r.machine_count());
       m.truncated = m.truncated || r.truncated();
       m.resolution_ns = std::max(m.resolution_ns, r.resolution_ns());
       m.module_calls[k.module()] += h.count();

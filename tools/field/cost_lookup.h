@@ -32,6 +32,9 @@ size_t NameCloseness(const std::string& want, const std::string& name);
 struct CostMatch {
   std::map<wire::Metric, Histogram> by_metric;
   uint64_t runs = 0;  // of the chosen metric's series
+  // The most machines any one of them was seen on: a lower bound for the
+  // API's (series overlap; the snapshot's estimates).
+  uint64_t machines = 0;
   bool truncated = false;
   uint64_t resolution_ns = 0;                    // the coarsest (wall time)
   std::set<std::string> series;                  // module, version, platform

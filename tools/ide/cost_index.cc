@@ -14,6 +14,7 @@ namespace {
 struct Acc {
   Histogram time;
   uint64_t runs = 0, resolution_ns = 0;
+  uint64_t machines = 0;  // the most any one series was seen on
   bool truncated = false;
   uint32_t series = 0;
   std::vector<std::string> platforms;  // distinct, few
@@ -65,6 +66,7 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
     if (k.metric() == wire::METRIC_WALL_TIME_NS) {
       a.time.Merge(h);
       a.runs += r.runs();
+      a.machines = std::max<uint64_t>(a.machines, r.machine_count());
       a.resolution_ns = std::max(a.resolution_ns, r.resolution_ns());
       a.truncated = a.truncated || r.truncated();
       ++a.series;
@@ -101,6 +103,7 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
     c.first_bucket = static_cast<uint8_t>(hi < 0 ? 0 : lo);
     for (int i = lo; i <= hi; ++i) c.buckets.push_back(time.bucket(i).count);
     c.runs = a.runs;
+    c.machines = a.machines;
     c.resolution_ns = a.resolution_ns;
     c.truncated = a.truncated;
     c.series = a.series;

@@ -36,7 +36,10 @@ struct ApiCost {
   // with calls.
   uint8_t first_bucket = 0;
   std::vector<uint64_t> buckets;
-  uint64_t runs = 0;           // of the wall-time series
+  uint64_t runs = 0;  // of the wall-time series
+  // Distinct machines: the most any one of the series was seen on (the
+  // snapshot's estimate). A lower bound for the API: series overlap.
+  uint64_t machines = 0;
   uint64_t resolution_ns = 0;  // the coarsest among them
   bool truncated = false;
   uint32_t series = 0;  // wall-time series: versions x platforms

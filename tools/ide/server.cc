@@ -104,8 +104,10 @@ std::string Figures(const ApiCost& c) {
   if (c.socket_io_bytes >= 0) per.push_back("socket I/O " + FormatBytes(c.socket_io_bytes));
   for (size_t i = 0; i < per.size(); ++i) s += (i == 0 ? "Per call: " : " · ") + per[i];
   if (!per.empty()) s += "\n\n";
-  s += FormatCount(c.time.count) + " calls in " + FormatCount(c.runs) + " runs · " +
-       std::to_string(c.platforms.size()) + (c.platforms.size() == 1 ? " platform" : " platforms");
+  s += FormatCount(c.time.count) + " calls in " + FormatCount(c.runs) + " runs";
+  if (c.machines > 0) s += " on " + FormatCount(c.machines) + "+ machines";
+  s += " · " + std::to_string(c.platforms.size()) +
+       (c.platforms.size() == 1 ? " platform" : " platforms");
   if (!c.platforms.empty()) {
     s += " (";
     for (size_t i = 0; i < c.platforms.size() && i < 4; ++i) s += (i ? ", " : "") + c.platforms[i];

@@ -78,12 +78,15 @@ TEST(TreeTest, MinRemovesTheNoiseThatMeanKeeps) {
   const auto [mean_noise, mean_all] = SamplesUnder(mean, "(anonymous namespace)::NoiseMain(void*)");
   EXPECT_LE(min_noise * 100, min_all) << "min keeps at most 1% noise";
   EXPECT_GE(mean_noise * 100, 3 * mean_all) << "the noise is there to remove";
-  // The workload is whole in the min: each function at no less than 80%
-  // of its mean.
+  // The workload is whole in the min: each function at no less than 60%
+  // of its mean. (Not closer: on this VM a function's CPU time grows while
+  // the noise thread shares its core, so the min, a run without overlap,
+  // sits below the mean by up to a quarter: 87 of 114 samples in a CI run.
+  // A min that lost the function would hold none, or half.)
   for (const char* f : {"Parse", "Compute", "Render"}) {
     const int64_t in_min = SamplesUnder(min, f).first, in_mean = SamplesUnder(mean, f).first;
     EXPECT_GT(in_mean, 20) << f;
-    EXPECT_GE(in_min * 10, in_mean * 8) << f << ": " << in_min << " of " << in_mean;
+    EXPECT_GE(in_min * 10, in_mean * 6) << f << ": " << in_min << " of " << in_mean;
   }
   std::printf("noise: %lld of %lld samples in the mean, %lld of %lld in the min\n",
               static_cast<long long>(mean_noise), static_cast<long long>(mean_all),
