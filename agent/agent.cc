@@ -353,6 +353,19 @@ void Agent::RefreshTokens(HttpsClient& client) {
     return;
   }
   const int64_t epoch = j["epoch"].get<int64_t>();
+  // The signed snapshot, when this agent keeps one, says which key every
+  // agent must see for this epoch.
+  std::optional<wire::Manifest> manifest;
+  if (!config_.snapshot_cache.empty()) {
+    StatusOr<wire::Manifest> m = SnapshotCache(config_.snapshot_cache).Manifest();
+    if (m.ok()) manifest = std::move(*m);
+  }
+  StatusOr<std::string> trusted =
+      TokenKeyToTrust(manifest ? &*manifest : nullptr, epoch, public_key);
+  if (!trusted.ok()) {
+    state_.tokens_result = "refused: " + trusted.status().message();
+    return;
+  }
   const int want = std::clamp(j["max_per_request"].get<int>(), 1, 4096);
   state_.tokens_required = 1;
   state_.token_epoch_s = std::max<int64_t>(60, j["epoch_seconds"].get<int64_t>());

@@ -188,6 +188,20 @@ std::optional<StartError> SetUpPublishing(AggregatorConfig& config, Service* s) 
   }
   Lease* lease = s->lease.get();
   config.publish.may_write = [lease] { return lease->Held(); };
+  if (const TokenIssuer* tokens = s->tokens.get(); tokens != nullptr) {
+    config.publish.token_keys = [tokens](int64_t now_ms) {
+      std::vector<wire::TokenKey> keys;
+      const int64_t epoch = tokens->EpochAt(now_ms / 1000);
+      for (int64_t e : {epoch, epoch + 1}) {
+        StatusOr<voprf::KeyPair> k = tokens->KeyFor(e);
+        if (!k.ok()) continue;
+        wire::TokenKey& key = keys.emplace_back();
+        key.set_epoch(e);
+        key.set_public_key(k->pub);
+      }
+      return keys;
+    };
+  }
   s->publisher.emplace(s->readers(), &*s->signer, config.publish, s->snapshot_storage.get());
   if (Status p = s->publisher->Init(); !p.ok()) return OpenError(p);
   s->publish_loop.emplace(&*s->publisher, std::chrono::seconds(config.publish_interval_s),

@@ -110,6 +110,21 @@ StatusOr<std::vector<UploadToken>> FinishTokenRequest(const TokenRequestState& s
   return tokens;
 }
 
+StatusOr<std::string> TokenKeyToTrust(const wire::Manifest* manifest, int64_t epoch,
+                                      std::string_view served) {
+  if (manifest != nullptr) {
+    for (const wire::TokenKey& k : manifest->token_keys()) {
+      if (k.epoch() != epoch) continue;
+      if (k.public_key() != served) {
+        return InvalidArgument("the issuer serves another key for epoch " + std::to_string(epoch) +
+                               " than its signed snapshot lists");
+      }
+      return k.public_key();
+    }
+  }
+  return std::string(served);
+}
+
 std::string FormatTokens(const std::vector<UploadToken>& tokens) {
   std::string out;
   for (const UploadToken& t : tokens) {

@@ -90,6 +90,12 @@ struct TokenRequestState {
     const TokenRequestState& state, const wire::TokenResponse& response,
     std::string_view public_key);
 
+// The key to check an issuer's answer for `epoch` against: the one the
+// signed snapshot manifest lists for that epoch, if it lists one (then a
+// different `served` key is an error), else `served` (GET /v1/tokens).
+[[nodiscard]] StatusOr<std::string> TokenKeyToTrust(const wire::Manifest* manifest, int64_t epoch,
+                                                    std::string_view served);
+
 // The agent's token file: one "epoch input-hex output-hex" line each.
 std::string FormatTokens(const std::vector<UploadToken>& tokens);
 [[nodiscard]] StatusOr<std::vector<UploadToken>> ParseTokens(std::string_view text);

@@ -152,6 +152,11 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   FP_RETURN_IF_ERROR(WriteFragments(storage_, rebuild, &records, &next, &replaced, &result));
   next.set_snapshot_version(version);
   next.set_created_unix_ms(now_unix_ms);
+  next.clear_token_keys();
+  if (options_.token_keys) {
+    for (wire::TokenKey& k : options_.token_keys(now_unix_ms))
+      *next.add_token_keys() = std::move(k);
+  }
   FP_ASSIGN_OR_RETURN(std::string signed_bytes, SignManifest(next, *signer_));
   if (options_.may_write && !options_.may_write()) {
     return Unavailable("the publishing lease was lost during the cycle; nothing published");

@@ -47,6 +47,9 @@ struct PublisherOptions {
   // lost during the cycle) and the cycle ends without writing it. Null:
   // always true.
   std::function<bool()> may_write;
+  // The upload token keys to sign into each manifest (Manifest.token_keys),
+  // for a cycle at `now_unix_ms`. Null: none (no tokens).
+  std::function<std::vector<wire::TokenKey>(int64_t now_unix_ms)> token_keys;
 };
 
 struct CycleResult {

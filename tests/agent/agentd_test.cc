@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -991,11 +992,36 @@ TEST_F(AgentPassTest, OneMachineKeyADayAndANewOneTheNextDay) {
 // token requests are limited per source.
 TEST_F(AgentPassTest, EveryBatchSpendsOneAnonymousToken) {
   { std::ofstream(dir_.File("token.secret"), std::ios::binary) << std::string(40, 's') << "\n"; }
-  AggregatorProcess agg(dir_, FreePort(),
-                        {"--token_secret_file", dir_.File("token.secret"), "--tokens_per_request",
-                         "8", "--source_token_requests_per_day", "4"});
+  { std::ofstream(dir_.File("admin.token")) << "tokens-test-admin-token-0123456789\n"; }
+  ASSERT_EQ(std::system(("'" FIELDPROF_SOURCE_DIR "/deploy/make-signing-key.sh' '" + dir_.path() +
+                         "' >/dev/null 2>&1")
+                            .c_str()),
+            0);
+  AggregatorProcess agg(
+      dir_, FreePort(),
+      {"--token_secret_file", dir_.File("token.secret"), "--tokens_per_request", "8",
+       "--source_token_requests_per_day", "4", "--signing_key", dir_.File("snapshot-signing.key"),
+       "--admin_token_file", dir_.File("admin.token")});
   agg.Start();
   HttpsClient c(agg.Options());
+  // The signed manifest lists the key GET /v1/tokens serves, and the next
+  // epoch's: what agents pin.
+  StatusOr<HttpReply> published =
+      c.Request("POST", "/v1/admin/publish?all=1", "", "",
+                {{"Authorization", "Bearer tokens-test-admin-token-0123456789"}});
+  ASSERT_TRUE(published.ok() && published->status == 200);
+  StatusOr<HttpReply> manifest_reply = c.Get("/v1/snapshot/manifest");
+  wire::SignedManifest signed_manifest;
+  wire::Manifest manifest;
+  ASSERT_TRUE(manifest_reply.ok() && signed_manifest.ParseFromString(manifest_reply->body) &&
+              manifest.ParseFromString(signed_manifest.manifest()));
+  StatusOr<HttpReply> info = c.Get("/v1/tokens");
+  ASSERT_TRUE(info.ok() && info->status == 200);
+  const nlohmann::json served = nlohmann::json::parse(info->body);
+  ASSERT_EQ(manifest.token_keys_size(), 2);
+  EXPECT_EQ(manifest.token_keys(0).epoch(), served["epoch"].get<int64_t>());
+  EXPECT_EQ(HexEncode(manifest.token_keys(0).public_key()), served["public_key"]);
+  EXPECT_EQ(manifest.token_keys(1).epoch(), served["epoch"].get<int64_t>() + 1);
   auto post = [&](const wire::Batch& b) {
     StatusOr<HttpReply> r = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
     EXPECT_TRUE(r.ok());

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/upload_tokens.h"
 #include "common/wire.h"
 
 namespace fieldprof::voprf {
@@ -148,6 +149,19 @@ TEST(VoprfTest, AClientRefusesAnotherKeyAndDamage) {
   EXPECT_FALSE(BlindEvaluate(*k, {std::string(32, '\xff')}).ok());
   EXPECT_FALSE(Blind("x", std::string(32, '\0')).ok()) << "a zero blind";
   EXPECT_FALSE(Finalize("x", RandomScalar(), "short").ok());
+}
+
+// The key an agent checks an issuer's answer against: the signed
+// manifest's for the epoch when it lists one.
+TEST(VoprfTest, TheSignedManifestsKeyWinsOverTheServedOne) {
+  wire::Manifest m;
+  wire::TokenKey* k = m.add_token_keys();
+  k->set_epoch(5);
+  k->set_public_key("K1");
+  EXPECT_EQ(*TokenKeyToTrust(&m, 5, "K1"), "K1");
+  EXPECT_FALSE(TokenKeyToTrust(&m, 5, "K2").ok()) << "a key of its own for one agent";
+  EXPECT_EQ(*TokenKeyToTrust(&m, 6, "K3"), "K3") << "an epoch the manifest does not list";
+  EXPECT_EQ(*TokenKeyToTrust(nullptr, 5, "K2"), "K2") << "no snapshot kept";
 }
 
 }  // namespace
