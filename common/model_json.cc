@@ -10,6 +10,7 @@ std::string ModuleModelJson(const ModuleModel& m, const std::string& source,
   j.BeginObject();
   j.Key("module").String(m.module).Key("source").String(source).Key("range").String(range);
   j.Key("filters").String(filters).Key("series").Uint(m.series).Key("calls").Uint(m.calls);
+  j.Key("machines").Uint(m.machines);
   j.Key("weights").String(
       "shares are calls x mean (call-weighted); percentiles and means are over calls; runs "
       "counts the program runs behind each API");

@@ -50,6 +50,7 @@ ModuleModel BuildModuleModel(const std::string& module, const std::vector<Series
       a.versions.push_back(s.key.module_version());
     }
     versions.insert(s.key.module_version());
+    m.machines = std::max(m.machines, s.machines);
     ++m.series;
   }
   for (auto& [sym, a] : by_symbol) {

@@ -34,6 +34,7 @@ struct SeriesSum {
   Histogram histogram;
   uint64_t runs = 0;
   uint64_t resolution_ns = 0;
+  uint64_t machines = 0;  // distinct machines behind it (estimate; 0: unknown)
 };
 
 struct ModelFilter {
@@ -81,6 +82,9 @@ struct ModuleModel {
   std::vector<ScopeCost> scopes;  // every prefix of every API's scopes, by wall-time total
   std::vector<std::string> versions;
   size_t series = 0;  // series summed
+  // The most machines behind any one series: a lower bound for the
+  // module's (series overlap). 0: unknown.
+  uint64_t machines = 0;
 };
 
 // Whether a series passes the filter (module aside).

@@ -44,6 +44,7 @@ Status CollectSeries(Store* store, const SeriesQuery& q, std::vector<SeriesSum>*
     x.histogram = std::move(a.histogram);
     x.runs = a.runs;
     x.resolution_ns = a.resolution_ns;
+    x.machines = a.machines.Estimate();
     out->push_back(std::move(x));
   });
 }
@@ -140,6 +141,7 @@ HttpResponse VendorHandler::GetModule(std::string_view query, std::string_view a
     j.BeginObject();
     WriteKey(j, a.key);
     j.Key("runs").Uint(a.runs);
+    j.Key("machines").Uint(a.machines.Estimate());
     if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
     WriteHistogram(j, a.histogram);
     j.EndObject();

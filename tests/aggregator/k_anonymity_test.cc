@@ -120,6 +120,14 @@ TEST_F(KAnonymityTest, ASeriesIsPublishedOnceKMachinesAddedToIt) {
   EXPECT_EQ(status, 404) << "a series on 2 machines is not published at k 3";
   const nlohmann::json common = Get(agg, "/v1/api?module=libacme-internal.so.1&symbol=common");
   EXPECT_EQ(common["machines"], 3);
+  // The vendor pages: only the published series, with its machines.
+  const nlohmann::json module = Get(agg, "/v1/module?module=libacme-internal.so.1");
+  ASSERT_EQ(module["series"].size(), 1u) << module.dump();
+  EXPECT_EQ(module["series"][0]["symbol"], "common");
+  EXPECT_EQ(module["series"][0]["machines"], 3);
+  const nlohmann::json report = Get(agg, "/v1/report?module=libacme-internal.so.1");
+  EXPECT_EQ(report["machines"], 3) << report.dump().substr(0, 300);
+  ASSERT_EQ(report["apis"].size(), 1u);
   // The dashboard's recent list shows only what is published.
   const nlohmann::json recent = Get(agg, "/v1/recent");
   for (const auto& a : recent["apis"]) EXPECT_NE(a["symbol"], "rare") << recent.dump();

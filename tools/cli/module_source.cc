@@ -24,6 +24,7 @@ StatusOr<std::vector<SeriesSum>> SeriesFromCache(const std::string& cache_dir,
     x.histogram = HistogramFromWire(r.histogram());
     x.runs = r.runs();
     x.resolution_ns = r.resolution_ns();
+    x.machines = r.machine_count();
     out.push_back(std::move(x));
     return true;
   });
@@ -92,6 +93,7 @@ StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http, const M
       if (vendor.ok()) x.key.mutable_platform()->set_cpu_vendor(*vendor);
       x.key.mutable_platform()->set_cpu_family(p.at("cpu_family").get<uint32_t>());
       x.runs = s.at("runs").get<uint64_t>();
+      x.machines = s.value("machines", uint64_t{0});
       x.resolution_ns = s.value("resolution_ns", uint64_t{0});
       FP_ASSIGN_OR_RETURN(Histogram h, HistogramFromJson(s.at("histogram")));
       x.histogram = std::move(h);

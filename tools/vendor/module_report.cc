@@ -104,6 +104,9 @@ std::string ReportText(const ModuleModel& m, const ReportContext& c) {
     versions += (versions.empty() ? "" : ", ") + ReadableModuleVersion(v);
   }
   out += "versions: " + (versions.empty() ? std::string("-") : versions) + "\n";
+  if (m.machines > 0) {
+    out += "machines: at least " + FormatCount(m.machines) + " (the most behind one series)\n";
+  }
   out +=
       "share = calls x mean over the module's (call-weighted); percentiles are over calls;\n"
       "runs = program runs behind each API, so a few heavy runs show as many calls/run.\n\n";
@@ -169,6 +172,7 @@ std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c) {
   out += std::to_string(m.apis.size()) + " APIs, " + FormatCount(m.calls) + " calls, " +
          Value(0, m.total[0]) + " in all; " + MarkdownCell(c.source) + ", " +
          MarkdownCell(c.range) + (c.filters.empty() ? "" : ", " + MarkdownCell(c.filters)) +
+         (m.machines > 0 ? "; at least " + FormatCount(m.machines) + " machines" : std::string()) +
          ".\n\nShares are calls × mean (call-weighted); percentiles are over calls; runs are the "
          "program runs behind each API.\n\n";
   out += "| share | API | calls | runs | calls/run | p50 | p90 | p99 | mean ± sd | alloc/call |\n";
