@@ -346,9 +346,12 @@ void Agent::RefreshTokens(HttpsClient& client) {
   }
   const nlohmann::json j = nlohmann::json::parse(info->body, nullptr, false);
   std::string public_key;
-  if (j.is_discarded() || !j.contains("epoch") || !j.contains("public_key") ||
+  // Any other shape, from whatever answers there, is refused, never thrown.
+  if (!j.is_object() || !j.contains("epoch") || !j.contains("public_key") ||
       !j.contains("epoch_seconds") || !j.contains("max_per_request") ||
-      !j["public_key"].is_string() || !HexDecode(j["public_key"].get<std::string>(), &public_key)) {
+      !j["epoch"].is_number_integer() || !j["epoch_seconds"].is_number_integer() ||
+      !j["max_per_request"].is_number_integer() || !j["public_key"].is_string() ||
+      !HexDecode(j["public_key"].get<std::string>(), &public_key)) {
     state_.tokens_result = "refused: GET /v1/tokens answered no key";
     return;
   }
@@ -366,7 +369,8 @@ void Agent::RefreshTokens(HttpsClient& client) {
     state_.tokens_result = "refused: " + trusted.status().message();
     return;
   }
-  const int want = std::clamp(j["max_per_request"].get<int>(), 1, 4096);
+  const int want =
+      static_cast<int>(std::clamp<int64_t>(j["max_per_request"].get<int64_t>(), 1, 4096));
   state_.tokens_required = 1;
   state_.token_epoch_s = std::max<int64_t>(60, j["epoch_seconds"].get<int64_t>());
   StatusOr<std::vector<UploadToken>> held = ReadTokens(TokensPath());
@@ -414,7 +418,14 @@ void Agent::RefreshTokens(HttpsClient& client) {
 
 StatusOr<std::optional<UploadToken>> Agent::TakeToken() {
   if (state_.tokens_required == 0) return std::optional<UploadToken>();
-  FP_ASSIGN_OR_RETURN(std::vector<UploadToken> tokens, ReadTokens(TokensPath()));
+  StatusOr<std::vector<UploadToken>> held = ReadTokens(TokensPath());
+  if (!held.ok()) {
+    // Tokens can be got again; a damaged file must not stop every pass.
+    std::remove(TokensPath().c_str());
+    state_.tokens_result = "the token file was damaged and removed: " + held.status().message();
+    return Unavailable(state_.tokens_result + "; the records wait in the spool");
+  }
+  std::vector<UploadToken> tokens = std::move(*held);
   const int64_t current = NowMs() / 1000 / std::max<int64_t>(60, state_.token_epoch_s);
   std::erase_if(tokens, [&](const UploadToken& t) { return t.epoch < current - 1; });
   if (tokens.empty()) {

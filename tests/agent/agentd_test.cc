@@ -1076,6 +1076,16 @@ TEST_F(AgentPassTest, EveryBatchSpendsOneAnonymousToken) {
   EXPECT_EQ(status, 200) << body;
   EXPECT_NE(body.find("\"duplicate\":true"), std::string::npos) << "a token spends once: " << body;
 
+  // A damaged token file stops no pass: it goes, the records wait, and the
+  // next pass with the aggregator reachable gets tokens again.
+  { std::ofstream(dir_.File("state/tokens")) << "1 not-hex not-hex\n"; }
+  FillSpool(5, 2, /*first=*/5);
+  auto damaged = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(damaged.ok()) << damaged.status().ToString();
+  EXPECT_EQ(damaged->batches_sealed, 0);
+  EXPECT_NE(damaged->seal_status.message().find("damaged"), std::string::npos)
+      << damaged->seal_status.ToString();
+
   // Token requests per source: 4 a day, a burst of 1; the agent made one.
   wire::TokenRequest request;
   StatusOr<TokenRequestState> st = MakeTokenRequest(2);
