@@ -141,6 +141,27 @@ struct SourceLimitFlags {
   }
 };
 
+struct PlausibleFlags {
+  int64_t window_h;
+  explicit PlausibleFlags(const PlausibleLimits& p) : window_h(p.max_window_ms / 3600000) {}
+
+  void Register(OptionTable& t, PlausibleLimits* p) {
+    t.AddDouble("plausible_runs_per_minute", &p->runs_per_minute,
+                "measured runs a minute one machine can make: a batch claiming more runs for "
+                "its window is refused (runs_per_window; 0: no plausibility rules)",
+                0, 1e9);
+    t.AddInt("plausible_cpus", &p->cpus,
+             "CPUs of the largest machine taking part: bounds the calls a batch can hold for its "
+             "window (calls_per_window)",
+             1, 1 << 20);
+    t.AddInt("plausible_window_h", &window_h,
+             "hours of a batch's window the rates are granted at most (older runs count as if "
+             "they fit in it)",
+             1, 24 * 365);
+  }
+  void ApplyTo(PlausibleLimits* p) const { p->max_window_ms = window_h * 3600000; }
+};
+
 void RegisterFleet(OptionTable& t, FleetSettings* f) {
   t.AddInt("fleet_k", &f->k, "agents: APIs each program run measures", 1, 8);
   t.AddInt("fleet_slots", &f->slots, "agents: programs measured at once per machine", 1, 1024);
@@ -324,9 +345,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   PublishFlags publish(config->publish);
   ClickHouseFlags clickhouse(config->clickhouse);
   SourceLimitFlags limits(config->batch_limits);
+  PlausibleFlags plausible(config->plausible);
   OptionTable t("fieldprof-aggregator", kAbout);
   server.Register(t, &config->server);
   limits.Register(t, &config->batch_limits);
+  plausible.Register(t, &config->plausible);
   t.AddInt("k_anonymity", &config->k_anonymity,
            "publish a series (snapshot, /v1 reads, dashboard, reports) only once this many "
            "distinct machines added to it (1: everything, e.g. one machine trying it out)",
@@ -345,6 +368,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   }
   server.ApplyTo(&config->server);
   limits.ApplyTo(&config->batch_limits);
+  plausible.ApplyTo(&config->plausible);
   rocksdb.ApplyTo(&config->store);
   publish.ApplyTo(&config->publish);
   clickhouse.ApplyTo(&config->clickhouse, rocksdb.retention_days);

@@ -7,6 +7,7 @@
 #include "aggregator/http/server.h"
 #include "aggregator/publish/publisher.h"
 #include "aggregator/store/store_rocksdb.h"
+#include "common/plausible.h"
 #include "common/runtime_settings.h"
 #include "common/status.h"
 #include "common/upload_tokens.h"
@@ -28,6 +29,8 @@ struct AggregatorConfig {
   int64_t tokens_per_request = 64;
   // POST /v1/tokens a day per source (address prefix, as batch_limits).
   double token_requests_per_day = 24;
+  // What one machine's batch can hold (common/plausible.h).
+  PlausibleLimits plausible;
   RocksDbStoreOptions store;
   // Served to agents at GET /v1/config (fleet_* options).
   FleetSettings fleet;

@@ -284,6 +284,7 @@ int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
   parts.store = s.readers();
   parts.metrics = &s.metrics;
   parts.fleet = config.fleet;
+  parts.plausible = config.plausible;
   parts.lab = s.lab.get();
   parts.publish = s.publish_loop ? &*s.publish_loop : nullptr;
   parts.admin_token = s.admin_token;

@@ -26,6 +26,7 @@ class Reader {
       : p_(reinterpret_cast<const uint8_t*>(s.data())), end_(p_ + s.size()) {}
 
   bool done() const { return p_ == end_; }
+  const char* pos() const { return reinterpret_cast<const char*>(p_); }
 
   bool Varint(uint64_t* v) {
     // One byte is the common case (small counts, indexes, tags).
@@ -292,6 +293,7 @@ void BatchView::Clear() {
   machine_key_ = {};
   token_ = {};
   token_epoch_ = 0;
+  window_start_unix_ms_ = 0;
   client_platform_ = {};
   records_.clear();
   buckets_.clear();
@@ -336,6 +338,8 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
         return ReadMessage(r, wt, &out->token_);
       case 9:
         return ReadVarintField(r, wt, &out->token_epoch_);
+      case 10:
+        return ReadVarintField(r, wt, &out->window_start_unix_ms_);
       default:
         return r.Skip(wt);
     }
@@ -353,6 +357,7 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
   out->machine_key_ = batch.machine_key();
   out->token_ = batch.token();
   out->token_epoch_ = batch.token_epoch();
+  out->window_start_unix_ms_ = batch.window_start_unix_ms();
   out->client_platform_ = ViewPlatform(batch.client_platform());
   out->records_.reserve(static_cast<size_t>(batch.records_size()));
   for (const wire::Record& r : batch.records()) {
@@ -390,6 +395,38 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     out->records_.push_back(v);
   }
   out->LinkBuckets();
+}
+
+std::string_view StorableBatchBody(std::string_view body, std::string* scratch) {
+  // The kept fields are copied in runs, between the dropped ones.
+  const auto dropped = [](uint32_t f) { return f == 7 || f == 8 || f == 9; };
+  scratch->clear();
+  const char* kept = body.data();
+  Reader r(body);
+  bool any = false;
+  while (!r.done()) {
+    const char* start = r.pos();
+    uint32_t f;
+    int wt;
+    if (!r.Tag(&f, &wt) || !r.Skip(wt)) {
+      // Not the fast path's shape: protobuf's answer.
+      wire::Batch b;
+      if (!b.ParseFromArray(body.data(), static_cast<int>(body.size()))) return {};
+      b.clear_machine_key();
+      b.clear_token();
+      b.clear_token_epoch();
+      *scratch = b.SerializeAsString();
+      return *scratch;
+    }
+    if (dropped(f)) {
+      scratch->append(kept, static_cast<size_t>(start - kept));
+      kept = r.pos();
+      any = true;
+    }
+  }
+  if (!any) return body;
+  scratch->append(kept, static_cast<size_t>(body.data() + body.size() - kept));
+  return *scratch;
 }
 
 Status DecodeBatchView(std::string_view bytes, BatchView* out) {

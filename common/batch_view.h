@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -129,6 +130,7 @@ class BatchView {
   std::string_view machine_key() const { return machine_key_; }
   std::string_view token() const { return token_; }
   int64_t token_epoch() const { return token_epoch_; }
+  int64_t window_start_unix_ms() const { return window_start_unix_ms_; }
   const PlatformView& client_platform() const { return client_platform_; }
   int records_size() const { return static_cast<int>(records_.size()); }
   const RecordView& records(int i) const { return records_[static_cast<size_t>(i)]; }
@@ -148,12 +150,18 @@ class BatchView {
   std::string_view machine_key_;
   std::string_view token_;
   int64_t token_epoch_ = 0;
+  int64_t window_start_unix_ms_ = 0;
   PlatformView client_platform_;
   std::vector<RecordView> records_;
   std::vector<BucketView> buckets_;   // every record's, in order
   std::vector<int> bucket_first_;     // per record, into buckets_
   std::shared_ptr<void> keep_alive_;  // the protobuf fallback's arena, if used
 };
+
+// `body` (a batch that decoded) less what no store keeps: the machine
+// key, the token and its epoch. `body` itself when it has none of them,
+// else a copy in *scratch. Empty only if `body` does not parse at all.
+std::string_view StorableBatchBody(std::string_view body, std::string* scratch);
 
 // One pass over `bytes` into `out` (not validated). False when the bytes are
 // not in the shape the fast path takes; the caller then parses with protobuf.

@@ -29,6 +29,7 @@ size_t HeaderReserve(const Platform& platform) {
   b.set_machine_key(std::string(kMachineKeyBytes, '\xff'));
   b.set_token(std::string(64, '\xff'));  // an upload token, when asked for
   b.set_token_epoch(std::numeric_limits<int64_t>::max());
+  b.set_window_start_unix_ms(std::numeric_limits<int64_t>::min());
   PlatformToWire(platform, b.mutable_client_platform());
   wire::AgentCounters* c = b.mutable_counters();
   const uint64_t big = std::numeric_limits<uint64_t>::max();
@@ -117,6 +118,10 @@ bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
   ++runs_;
   const int64_t ended = run.ended_unix_ms();
   if (oldest_ms_ == 0 || (ended > 0 && ended < oldest_ms_)) oldest_ms_ = ended;
+  if (ended > 0) {
+    const int64_t started = ended - static_cast<int64_t>(run.counters().run_ns() / 1000000) - 1;
+    if (window_start_ms_ == 0 || started < window_start_ms_) window_start_ms_ = started;
+  }
   return true;
 }
 
@@ -127,6 +132,12 @@ wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix
   b.set_batch_id(batch_id);
   b.set_created_unix_ms(created_unix_ms);
   if (!machine_key.empty()) b.set_machine_key(std::string(machine_key));
+  // A clock stepped back between a run and the seal must not put the
+  // window's start after it (the aggregator refuses that: window_order).
+  if (window_start_ms_ > 0) {
+    b.set_window_start_unix_ms(created_unix_ms > 0 ? std::min(window_start_ms_, created_unix_ms)
+                                                   : window_start_ms_);
+  }
   PlatformToWire(platform_, b.mutable_client_platform());
   for (const auto& [enc, s] : series_) Encode(s, b.add_records());
   *b.mutable_counters() = counters;
@@ -134,6 +145,7 @@ wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix
   records_bytes_ = 0;
   runs_ = 0;
   oldest_ms_ = 0;
+  window_start_ms_ = 0;
   return b;
 }
 

@@ -51,6 +51,9 @@ class BatchBuilder {
   size_t encoded_bytes() const;
   // The oldest run's end time (ms since the epoch); 0 when empty.
   int64_t oldest_unix_ms() const { return oldest_ms_; }
+  // When the earliest run started (its end less its run time); 0 when no
+  // run said when it ended.
+  int64_t window_start_unix_ms() const { return window_start_ms_; }
 
   // The batch, records ordered by key, with `machine_key` (today's,
   // wire::Batch; empty: none); empties the builder.
@@ -75,6 +78,7 @@ class BatchBuilder {
   size_t records_bytes_ = 0;
   size_t runs_ = 0;
   int64_t oldest_ms_ = 0;
+  int64_t window_start_ms_ = 0;
 };
 
 }  // namespace fieldprof

@@ -30,6 +30,10 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
     metrics_->BatchRejected(rule.empty() ? "invalid" : std::string(rule));
     return ErrorResponse(s);
   }
+  if (Status s = CheckPlausible(batch, plausible_); !s.ok()) {
+    metrics_->BatchRejected(std::string(ValidationRule(s)));
+    return ErrorResponse(s);
+  }
   const auto now = clock_().time_since_epoch();
   if (tokens_ != nullptr) {
     const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now).count();

@@ -15,6 +15,7 @@
 #include "aggregator/http/recent_apis.h"
 #include "aggregator/metrics.h"
 #include "aggregator/store/store.h"
+#include "common/plausible.h"
 #include "common/status.h"
 #include "common/upload_tokens.h"
 
@@ -32,13 +33,15 @@ class IngestHandler {
   // The pointers must outlive the handler. `clock` picks the day records
   // are added to (tests inject one).
   // With `tokens`, a batch must carry a valid token (common/upload_tokens.h).
+  // Every batch must be plausible for one machine (common/plausible.h).
   IngestHandler(Store* store, Metrics* metrics, RecentApis* recent, WallClock clock,
-                const TokenIssuer* tokens = nullptr)
+                const TokenIssuer* tokens = nullptr, PlausibleLimits plausible = {})
       : store_(store),
         metrics_(metrics),
         recent_(recent),
         clock_(std::move(clock)),
-        tokens_(tokens) {}
+        tokens_(tokens),
+        plausible_(plausible) {}
 
   HttpResponse Ingest(std::string_view content_type, std::string_view body);
 
@@ -48,6 +51,7 @@ class IngestHandler {
   RecentApis* const recent_;
   const WallClock clock_;
   const TokenIssuer* const tokens_;
+  const PlausibleLimits plausible_;
 };
 
 }  // namespace fieldprof::aggregator

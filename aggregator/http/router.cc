@@ -102,7 +102,7 @@ std::span<const Router::Route> Router::Routes() {
 Router::Router(RouterParts p)
     : store_(p.store),
       vendors_(std::move(p.vendors)),
-      ingest_(p.store, p.metrics, &recent_, p.clock, p.tokens),
+      ingest_(p.store, p.metrics, &recent_, p.clock, p.tokens, p.plausible),
       tokens_(p.tokens, p.clock),
       query_(p.store, p.metrics, p.clock),
       vendor_(p.store, &vendors_),

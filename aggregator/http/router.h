@@ -82,6 +82,8 @@ struct RouterParts {
   WallClock clock = std::chrono::system_clock::now;
   // The token issuer; null: batches need no token, /v1/tokens answers 404.
   const TokenIssuer* tokens = nullptr;
+  // What one machine's batch can hold (common/plausible.h).
+  PlausibleLimits plausible;
   // Per-source limits the server asks (server.h), reported in /metrics.
   std::vector<const SourceLimiter*> source_limits;
 };
