@@ -80,6 +80,17 @@ int32_t ReadBigEndian32(const char* p) {
       0x80000000u);
 }
 
+// A pending value's machine hash (no ordering needed: plain bytes).
+void AppendBigEndian64(std::string* s, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) s->push_back(static_cast<char>(v >> shift));
+}
+
+uint64_t ReadBigEndian64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
 std::string NodeKey(const TimeNode& node, std::string_view api_key) {
   std::string k;
   k.reserve(api_key.size() + 5);
@@ -330,11 +341,21 @@ class RocksDbStore : public Store {
                             .count();
     char tbuf[8];
     std::memcpy(tbuf, &now, 8);
-    // The pending value is day + body, given in two parts so the 128 KiB
-    // body is not copied once more just to prepend four bytes.
-    std::string day_prefix;
-    AppendBigEndian32(&day_prefix, day);
-    const rocksdb::Slice value_parts[2] = {day_prefix, rocksdb::Slice(body.data(), body.size())};
+    // The pending value is day [+ machine] + body, given in two parts so
+    // the 128 KiB body is not copied once more just to prepend a few
+    // bytes. The body is kept without the machine key and the token (no
+    // store keeps them); the machine is kept as its hash, all the sketch
+    // needs.
+    std::string prefix;
+    AppendBigEndian32(&prefix, day);
+    const std::optional<uint64_t> machine = MachineOf(batch);
+    if (machine) {
+      prefix.append(kPendingMachineMark, 2);
+      AppendBigEndian64(&prefix, *machine);
+    }
+    std::string scratch;
+    const std::string_view kept = StorableBatchBody(body, &scratch);
+    const rocksdb::Slice value_parts[2] = {prefix, rocksdb::Slice(kept.data(), kept.size())};
     const rocksdb::Slice key_part(id);
     rocksdb::WriteBatch wb;
     rocksdb::Status s = wb.Put(ids_cf_, id, rocksdb::Slice(tbuf, 8));
@@ -350,7 +371,7 @@ class RocksDbStore : public Store {
       MarkBroken(s, "writing a batch");
       return FromRocks(s, "writing the batch");
     }
-    AddToFold(id, day, batch);
+    AddToFold(id, day, batch, machine);
     return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
   }
 
@@ -596,20 +617,29 @@ class RocksDbStore : public Store {
     AppendWireApiKey(r.key(), p, k);
   }
 
-  void AddToFold(const std::string& id, int32_t day, const BatchView& batch) {
+  // A pending value's mark before the machine's hash: "\xfe\x01" starts
+  // no protobuf message (field 31 with wire type 6), so a value without
+  // it (no machine, or written before the mark) is day + body.
+  static constexpr char kPendingMachineMark[] = "\xfe\x01";
+
+  static std::optional<uint64_t> MachineOf(const BatchView& batch) {
+    if (batch.machine_key().empty()) return std::nullopt;
+    return MachineHash(batch.machine_key());
+  }
+
+  void AddToFold(const std::string& id, int32_t day, const BatchView& batch,
+                 std::optional<uint64_t> machine) {
     // Straight into the open fold: one hash lookup and one in-place add per
     // record. The lock is held for the batch (~0.3 ms), far less than the
     // synced write before it.
     std::string key;
     {
       std::lock_guard lock(fold_mutex_);
-      const bool has_machine = !batch.machine_key().empty();
-      const uint64_t machine = has_machine ? MachineHash(batch.machine_key()) : 0;
       for (const RecordView& r : batch.records()) {
         DayKey(day, r, batch.client_platform(), &key);
         SparseAggregate& sum = fold_.sums[key];
         sum.AddRecord(r);
-        if (has_machine) sum.AddMachine(machine);
+        if (machine) sum.AddMachine(*machine);
       }
       fold_.ids.push_back(id);
       pending_count_.fetch_add(1);
@@ -722,13 +752,20 @@ class RocksDbStore : public Store {
       rocksdb::Slice v = it->value();
       if (v.size() < 4) return DataLoss("pending batch entry too short");
       const int32_t day = ReadBigEndian32(v.data());
+      std::string_view body(v.data() + 4, v.size() - 4);
+      std::optional<uint64_t> machine;
+      if (body.size() >= 10 && body.substr(0, 2) == std::string_view(kPendingMachineMark, 2)) {
+        machine = ReadBigEndian64(body.data() + 2);
+        body.remove_prefix(10);
+      }
       BatchView batch;
-      if (Status s = DecodeBatchView(std::string_view(v.data() + 4, v.size() - 4), &batch);
-          !s.ok()) {
+      if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
         return DataLoss("pending batch " + HexEncode(it->key().ToString()) +
                         " does not decode: " + s.message());
       }
-      AddToFold(it->key().ToString(), day, batch);
+      // A value from before the mark may still hold the key itself.
+      if (!machine) machine = MachineOf(batch);
+      AddToFold(it->key().ToString(), day, batch, machine);
     }
     return FromRocks(it->status(), "reading pending batches");
   }

@@ -3,9 +3,13 @@
 // ClickHouse (Debian's clickhouse-server, one per test process, a database
 // per test). Tests of one store's own machinery are plain TESTs at the end.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -488,6 +492,57 @@ TEST(AggregateValueTest, MergeIsOrderIndependentBytes) {
   EXPECT_EQ(forward, backward);
   SparseAggregate bad;
   EXPECT_FALSE(bad.AddEncoded("\xff\xff\xff"));
+}
+
+// A batch accepted but not yet folded when the process dies is folded at
+// the next open with its machine: the pending log keeps the machine's
+// hash, never its key, nor the batch's token.
+TEST(RocksDbStoreTest, PendingBatchesKeepTheirMachinesButNotTheirKeysAcrossACrash) {
+  TempDir dir;
+  const wire::Batch warm = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 10);
+  std::vector<wire::Batch> batches;  // three batches from two machines
+  const std::string keys[2] = {std::string(16, '\x91'), std::string(16, '\x92')};
+  const std::string token(64, '\x93');
+  for (int i = 0; i < 3; ++i) {
+    wire::Batch b = SimpleBatch(IdOf(10 + i), "libz.so.1", "deflate", 10);
+    b.set_machine_key(keys[i % 2]);
+    b.set_token(token);
+    b.set_token_epoch(7);
+    batches.push_back(b);
+  }
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // A fold a minute after the last: the three batches stay pending.
+    RocksDbStoreOptions o{.path = dir.path()};
+    o.fold_interval = std::chrono::seconds(60);
+    auto s = OpenRocksDbStore(o);
+    if (!s.ok()) _exit(2);
+    if (!Apply(**s, warm, 1).ok() || !(*s)->WaitApplied(std::chrono::seconds(10)).ok()) _exit(3);
+    for (const wire::Batch& b : batches) {
+      if (!Apply(**s, b, 1).ok()) _exit(4);
+    }
+    _exit(0);  // a crash: no close, no fold
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    for (const std::string& secret : {keys[0], keys[1], token}) {
+      EXPECT_EQ(bytes.find(secret), std::string::npos) << e.path();
+    }
+  }
+  auto store = OpenRocksDbStore({.path = dir.path()});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->WaitApplied(std::chrono::seconds(10)).ok());
+  auto got = (*store)->QueryRange(KeyOf(warm), kUnboundedFirst, kUnboundedLast);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->histogram.count(), 4u) << "the three pending batches were recovered";
+  EXPECT_EQ(got->machines.Estimate(), 2u);
+  ASSERT_TRUE((*store)->Close().ok());
 }
 
 }  // namespace
