@@ -57,10 +57,24 @@ class HttpsClient::Impl {
     auto results = resolver.resolve(options_.host, std::to_string(options_.port), ec);
     if (ec) return Unavailable("resolving " + options_.host + ": " + ec.message());
     const std::string where = FormatHostPort(options_.host, options_.port);
+    // From a given local address: the socket is bound, then connected to
+    // the first address (a range would reopen the socket per try).
+    auto connect = [&](beast::tcp_stream& s) {
+      if (options_.local_address.empty()) {
+        s.async_connect(results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+        return;
+      }
+      const tcp::endpoint to = *results.begin();
+      const auto from = boost::asio::ip::make_address(options_.local_address, ec);
+      if (!ec) s.socket().open(to.protocol(), ec);
+      if (!ec) s.socket().bind(tcp::endpoint(from, 0), ec);
+      if (ec) return;
+      s.async_connect(to, [&ec](beast::error_code e) { ec = e; });
+    };
     if (!options_.tls) {
       plain_.emplace(ioc_);
       plain_->expires_after(options_.timeout);
-      plain_->async_connect(results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+      connect(*plain_);
       Run();
       if (ec) {
         plain_.reset();
@@ -74,8 +88,7 @@ class HttpsClient::Impl {
     }
     stream_.emplace(ioc_, *tls_);
     beast::get_lowest_layer(*stream_).expires_after(options_.timeout);
-    beast::get_lowest_layer(*stream_).async_connect(
-        results, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    connect(beast::get_lowest_layer(*stream_));
     Run();
     if (ec) {
       return Unavailable("connecting to " + where + ": " + ec.message());

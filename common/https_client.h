@@ -32,6 +32,9 @@ struct HttpsClientOptions {
   // false: plain HTTP (a ClickHouse on loopback, issue #20); ca_file and
   // insecure then do not apply.
   bool tls = true;
+  // Connect from this local address (e.g. 127.0.3.1 on loopback, to be
+  // another source to the aggregator's per-source limits); empty: any.
+  std::string local_address;
 };
 
 // Extra request headers (name, value).
