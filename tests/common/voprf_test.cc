@@ -164,5 +164,72 @@ TEST(VoprfTest, TheSignedManifestsKeyWinsOverTheServedOne) {
   EXPECT_EQ(*TokenKeyToTrust(nullptr, 5, "K2"), "K2") << "no snapshot kept";
 }
 
+// The issuer's whole view of its issuances (the blinded elements it got,
+// the evaluated ones it sent) against the tokens later spent. Holding its
+// key, the issuer tries what it can to tie a spend to a request: an
+// element equal to the input's hash, or an evaluation equal to its own
+// evaluation of the input. Blinded, nothing matches; the same search
+// finds every link when the client does not blind (a blind of 1), so it
+// can see one.
+TEST(VoprfTest, TheIssuerCannotLinkASpentTokenToItsIssuance) {
+  TokenIssuer issuer("linking-test-secret-0123456789abcdef", {});
+  const int64_t now = 1700000000;
+  StatusOr<KeyPair> key = issuer.KeyFor(issuer.EpochAt(now));
+  ASSERT_TRUE(key.ok());
+  struct View {
+    std::vector<std::string> blinded, evaluated;
+  };
+  std::vector<View> views;
+  std::vector<std::vector<UploadToken>> spent;  // per request
+  for (int c = 0; c < 10; ++c) {
+    StatusOr<TokenRequestState> req = MakeTokenRequest(4);
+    ASSERT_TRUE(req.ok());
+    StatusOr<wire::TokenResponse> resp = issuer.Issue(req->request, now);
+    ASSERT_TRUE(resp.ok());
+    views.push_back({{req->request.blinded().begin(), req->request.blinded().end()},
+                     {resp->evaluated().begin(), resp->evaluated().end()}});
+    StatusOr<std::vector<UploadToken>> t = FinishTokenRequest(*req, *resp, resp->public_key());
+    ASSERT_TRUE(t.ok());
+    for (const UploadToken& u : *t) {
+      EXPECT_TRUE(issuer.Check(u.input, u.output, u.epoch, now).ok()) << "a good token";
+    }
+    spent.push_back(*t);
+  }
+  std::string one(kScalarBytes, '\0');
+  one[0] = 1;
+  // Spends tied to a request, searched as the issuer can.
+  auto links = [&](const std::vector<View>& seen) {
+    int n = 0;
+    for (const auto& tokens : spent) {
+      for (const UploadToken& u : tokens) {
+        StatusOr<std::string> hashed = Blind(u.input, one);  // HashToGroup(input)
+        EXPECT_TRUE(hashed.ok());
+        StatusOr<Evaluation> mine = BlindEvaluate(*key, {*hashed});
+        EXPECT_TRUE(mine.ok());
+        for (const View& v : seen) {
+          for (size_t i = 0; i < v.blinded.size(); ++i) {
+            if (v.blinded[i] == *hashed || v.evaluated[i] == mine->evaluated[0]) ++n;
+          }
+        }
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(links(views), 0);
+  // The same inputs sent unblinded: every spend is found in its request.
+  std::vector<View> unblinded;
+  for (const auto& tokens : spent) {
+    View v;
+    for (const UploadToken& u : tokens) v.blinded.push_back(*Blind(u.input, one));
+    StatusOr<Evaluation> e = BlindEvaluate(*key, v.blinded);
+    ASSERT_TRUE(e.ok());
+    v.evaluated = e->evaluated;
+    unblinded.push_back(v);
+  }
+  EXPECT_EQ(links(unblinded), 40);
+  // And one input blinded twice looks unrelated.
+  EXPECT_NE(*Blind("x", RandomScalar()), *Blind("x", RandomScalar()));
+}
+
 }  // namespace
 }  // namespace fieldprof::voprf
