@@ -69,6 +69,11 @@ void Metrics::AppendPrometheus(std::string* out) const {
       "# TYPE fieldprof_publish_last_seconds gauge\nfieldprof_publish_last_seconds " +
       std::to_string(static_cast<double>(publish_last_ns_.load()) / 1e9) + "\n";
   *out +=
+      "# HELP fieldprof_suspect_series Series the published snapshot marks suspect: their latest "
+      "day moved far from their history, its runs from few machines.\n"
+      "# TYPE fieldprof_suspect_series gauge\nfieldprof_suspect_series " +
+      std::to_string(suspect_series_.load()) + "\n";
+  *out +=
       "# HELP fieldprof_snapshot_version Version of the snapshot being served.\n"
       "# TYPE fieldprof_snapshot_version gauge\nfieldprof_snapshot_version " +
       std::to_string(snapshot_version_.load()) + "\n";

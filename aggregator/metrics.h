@@ -32,6 +32,8 @@ class Metrics {
   void Overloaded() { overloaded_.fetch_add(1, std::memory_order_relaxed); }
   // GET /v1/api answered an API as suspect (query_handler.cc).
   void SuspectAnswered() { suspect_answers_.fetch_add(1, std::memory_order_relaxed); }
+  // Series the snapshot marks suspect, as of the last publish cycle.
+  void SuspectSeries(uint64_t n) { suspect_series_.store(n, std::memory_order_relaxed); }
   void ConnectionOpened() { connections_.fetch_add(1, std::memory_order_relaxed); }
   void ConnectionClosed() { connections_.fetch_sub(1, std::memory_order_relaxed); }
   void ConnectionRefused() { connections_refused_.fetch_add(1, std::memory_order_relaxed); }
@@ -68,6 +70,7 @@ class Metrics {
   std::atomic<uint64_t> store_errors_{0};
   std::atomic<uint64_t> overloaded_{0};
   std::atomic<uint64_t> suspect_answers_{0};
+  std::atomic<uint64_t> suspect_series_{0};
   std::atomic<int64_t> connections_{0};
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> timeouts_{0};

@@ -259,6 +259,8 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
         return ReadMessage(r, wt, &rec->machines_);
       case 7:
         return ReadVarintField(r, wt, &rec->machine_count_);
+      case 8:
+        return ReadString(r, wt, &rec->suspect_);
       default:
         return r.Skip(wt);
     }
@@ -392,6 +394,7 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     v.resolution_ns_ = r.resolution_ns();
     v.machines_ = r.machines();
     v.machine_count_ = r.machine_count();
+    v.suspect_ = r.suspect();
     out->records_.push_back(v);
   }
   out->LinkBuckets();

@@ -106,6 +106,7 @@ struct RecordView {
   uint64_t resolution_ns_ = 0;
   std::string_view machines_;
   uint64_t machine_count_ = 0;
+  std::string_view suspect_;
 
   bool has_key() const { return has_key_; }
   const ApiKeyView& key() const { return key_; }
@@ -116,6 +117,7 @@ struct RecordView {
   uint64_t resolution_ns() const { return resolution_ns_; }
   std::string_view machines() const { return machines_; }
   uint64_t machine_count() const { return machine_count_; }
+  std::string_view suspect() const { return suspect_; }
 };
 
 class BatchView {

@@ -328,8 +328,9 @@ Status ValidateHistogramT(const H& h) {
 template <typename R>
 Status ValidateRecordT(const R& r) {
   if (!r.has_key()) return Fail("key_missing", "record has no key");
-  if (!r.machines().empty() || r.machine_count() != 0) {
-    return Fail("record_machines", "machines are counted by the aggregator, never sent");
+  if (!r.machines().empty() || r.machine_count() != 0 || !r.suspect().empty()) {
+    return Fail("record_machines",
+                "machines are counted and suspects judged by the aggregator, never sent");
   }
   const auto& k = r.key();
   FP_RETURN_IF_ERROR(CheckString("module", k.module(), kMaxModuleBytes));

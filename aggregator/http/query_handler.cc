@@ -9,6 +9,7 @@
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/series_json.h"
+#include "aggregator/store/suspect.h"
 #include "aggregator/store/time_tree.h"
 #include "common/json_writer.h"
 #include "common/resolution.h"
@@ -97,24 +98,9 @@ Status SumApi(Store* store, const SeriesQuery& q, ApiSum* sum) {
                   std::string(MetricName(*q.filter.metric)) + ")");
 }
 
-// Seeing an attack (issue #35): the latest day of an API (today, else
-// yesterday) against all the days before it. Suspect when the day's mean
-// moved by half or more while its runs came from few machines: at least
-// kConcentration times the runs per machine of the history. Judged only
-// with history enough to judge by.
-constexpr uint64_t kMinHistoryRuns = 30;
-constexpr uint64_t kMinHistoryMachines = 3;
-constexpr uint64_t kMinDayRuns = 10;
-constexpr double kMinShift = 0.5;
-constexpr double kConcentration = 4;
-
-struct Suspicion {
-  bool suspect = false;
-  std::string reason;
-};
-
+// The API's latest day (today, else yesterday) against the days before
+// it, summed over its series (aggregator/store/suspect.h).
 StatusOr<Suspicion> Judge(Store* store, SeriesQuery q, int32_t today) {
-  Suspicion out;
   ApiSum day;
   int32_t latest = today;
   for (; latest >= today - 1; --latest) {
@@ -124,30 +110,14 @@ StatusOr<Suspicion> Judge(Store* store, SeriesQuery q, int32_t today) {
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
     if (day.runs > 0) break;
   }
-  if (day.runs < kMinDayRuns) return out;
+  if (day.runs < kSuspectMinDayRuns) return Suspicion{};
   ApiSum history;
   q.from = kUnboundedFirst;
   q.to = latest - 1;
   Status s = SumApi(store, q, &history);
   if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
-  const uint64_t hist_machines = history.machines.Estimate();
-  if (history.runs < kMinHistoryRuns || hist_machines < kMinHistoryMachines) return out;
-  const double hist_mean = history.total.Mean(), day_mean = day.total.Mean();
-  if (!(hist_mean > 0)) return out;
-  const double shift = day_mean / hist_mean - 1;
-  const uint64_t day_machines = std::max<uint64_t>(1, day.machines.Estimate());
-  const double day_rpm = static_cast<double>(day.runs) / static_cast<double>(day_machines);
-  const double hist_rpm = static_cast<double>(history.runs) / static_cast<double>(hist_machines);
-  if (std::abs(shift) < kMinShift || day_rpm < kConcentration * hist_rpm) return out;
-  char reason[256];
-  std::snprintf(reason, sizeof reason,
-                "%s: mean %+.0f%% against its history, from %llu runs on %llu machines (%.1f runs "
-                "a machine; %.1f before)",
-                FormatDay(latest).c_str(), 100 * shift, static_cast<unsigned long long>(day.runs),
-                static_cast<unsigned long long>(day.machines.Estimate()), day_rpm, hist_rpm);
-  out.suspect = true;
-  out.reason = reason;
-  return out;
+  return JudgeLatestDay({day.total.Mean(), day.runs, day.machines.Estimate()},
+                        {history.total.Mean(), history.runs, history.machines.Estimate()}, latest);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "aggregator/store/suspect.h"
+#include "aggregator/store/time_tree.h"
 #include "common/durable_file.h"
 #include "common/wire.h"
 
@@ -68,15 +70,27 @@ std::vector<bool> FragmentsToRebuild(const wire::Manifest& current, const Publis
   return rebuild;
 }
 
+// A series with runs and machines enough to be judged (suspect.h), and
+// where its record is.
+struct Candidate {
+  uint32_t fragment;
+  size_t index;
+  ApiKey key;
+  DayFigures all;
+};
+
 // One pass over one consistent snapshot: the series of the fragments to
 // rebuild, each encoded as it is scanned (a few hundred bytes kept per
-// series rather than a message with a heap object per bucket).
-Status ScanSeries(Store* store, const std::vector<bool>& rebuild,
-                  std::vector<std::vector<EncodedRecord>>* records, CycleResult* result) {
+// series rather than a message with a heap object per bucket). Then the
+// series that could be suspect are judged, on `today`, and marked.
+Status ScanSeries(Store* store, const std::vector<bool>& rebuild, int32_t today,
+                  std::vector<std::vector<EncodedRecord>>* records,
+                  std::vector<uint64_t>* suspect_by_fragment, CycleResult* result) {
   const uint32_t count = static_cast<uint32_t>(rebuild.size());
   records->assign(count, {});
+  std::vector<Candidate> candidates;
   wire::Record r;
-  return store->ForEachApi(ApiFilter(), [&](ApiAggregate&& a) {
+  FP_RETURN_IF_ERROR(store->ForEachApi(ApiFilter(), [&](ApiAggregate&& a) {
     ++result->series;
     const uint32_t f = FragmentOf(a.key, count);
     if (!rebuild[f]) return true;
@@ -86,12 +100,31 @@ Status ScanSeries(Store* store, const std::vector<bool>& rebuild,
     r.set_runs(a.runs);
     if (a.truncated) r.set_truncated(true);
     if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
-    if (const uint64_t machines = a.machines.Estimate(); machines != 0) {
-      r.set_machine_count(machines);
+    const uint64_t machines = a.machines.Estimate();
+    if (machines != 0) r.set_machine_count(machines);
+    if (a.runs >= kSuspectMinHistoryRuns + kSuspectMinDayRuns &&
+        machines >= kSuspectMinHistoryMachines) {
+      candidates.push_back(
+          {f, (*records)[f].size(), a.key, {a.histogram.Mean(), a.runs, machines}});
     }
     (*records)[f].push_back(EncodeRecord(r));
     return true;
-  });
+  }));
+  // Outside the walk: a store may not take a query while it streams one.
+  for (uint32_t f = 0; f < count; ++f) {
+    if (rebuild[f]) (*suspect_by_fragment)[f] = 0;
+  }
+  for (const Candidate& c : candidates) {
+    FP_ASSIGN_OR_RETURN(Suspicion s, JudgeSeries(store, c.key, c.all, today));
+    if (!s.suspect) continue;
+    EncodedRecord& e = (*records)[c.fragment][c.index];
+    if (!r.ParseFromString(e.bytes)) return Internal("a record just encoded does not parse");
+    r.set_suspect(s.reason);
+    e = EncodeRecord(r);
+    ++(*suspect_by_fragment)[c.fragment];
+  }
+  for (uint64_t n : *suspect_by_fragment) result->suspect += n;
+  return Status::Ok();
 }
 
 // A manifest of `count` fragments, none published yet.
@@ -146,7 +179,9 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   const uint64_t version = next.snapshot_version() + 1;
   std::vector<std::vector<EncodedRecord>> records;
   CycleResult result;
-  FP_RETURN_IF_ERROR(ScanSeries(store_, rebuild, &records, &result));
+  if (suspect_by_fragment_.size() != count) suspect_by_fragment_.assign(count, 0);
+  const int32_t today = DayFromUnixSeconds(now_unix_ms / 1000);
+  FP_RETURN_IF_ERROR(ScanSeries(store_, rebuild, today, &records, &suspect_by_fragment_, &result));
   if (first) next = EmptyManifest(count);
   std::set<std::pair<uint32_t, uint64_t>> replaced;
   FP_RETURN_IF_ERROR(WriteFragments(storage_, rebuild, &records, &next, &replaced, &result));
@@ -237,6 +272,7 @@ StatusOr<CycleResult> PublishLoop::RunNow(bool all) {
   if (metrics_ != nullptr) {
     if (r.ok()) {
       metrics_->PublishCycle(std::chrono::steady_clock::now() - t0, r->snapshot_version, r->bytes);
+      metrics_->SuspectSeries(r->suspect);
     } else {
       metrics_->PublishFailed();
     }

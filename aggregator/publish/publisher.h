@@ -58,6 +58,9 @@ struct CycleResult {
   uint32_t changed = 0;  // of those, how many got new bytes
   uint64_t series = 0;   // series scanned
   uint64_t bytes = 0;    // of the fragments rebuilt
+  // Series the published snapshot marks suspect (aggregator/store/suspect.h),
+  // as of this cycle's rebuilt fragments and the earlier ones'.
+  uint64_t suspect = 0;
 };
 
 class Publisher {
@@ -100,7 +103,8 @@ class Publisher {
   mutable std::deque<std::pair<uint32_t, uint64_t>> cache_order_;
   mutable size_t cache_bytes_ = 0;
   static constexpr size_t kFragmentCacheBytes = 64 << 20;
-  std::mutex cycle_mu_;  // one cycle at a time
+  std::mutex cycle_mu_;                        // one cycle at a time
+  std::vector<uint64_t> suspect_by_fragment_;  // GUARDED_BY(cycle_mu_)
 };
 
 // Runs publish cycles on a timer (first at once, unless the published

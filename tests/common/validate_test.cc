@@ -134,6 +134,10 @@ TEST(ValidateTest, EveryRuleRejectsItsCase) {
          b->mutable_records(0)->mutable_key()->set_metric(wire::METRIC_POINT_NS);
          b->mutable_records(0)->mutable_key()->set_symbol("startup$" + std::string(65, 'a'));
        }},
+      // What only the aggregator sets, sent by a client.
+      {"record_machines", [](wire::Batch* b) { b->mutable_records(0)->set_machine_count(40); }},
+      {"record_machines", [](wire::Batch* b) { b->mutable_records(0)->set_machines("sketch"); }},
+      {"record_machines", [](wire::Batch* b) { b->mutable_records(0)->set_suspect("x"); }},
       {"min_range", [](wire::Batch* b) { H(b)->set_min(3); }},  // zero_count > 0 so min must be 0
       {"max_range", [](wire::Batch* b) { H(b)->set_max(5000); }},
   };

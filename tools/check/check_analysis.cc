@@ -26,6 +26,7 @@ bool Compare(const ApiCosts& api, const AnalysisOptions& o, Finding* f) {
   f->local_runs = l.runs;
   f->field = api.field.by_level[level];
   f->field_runs = api.field.runs_by_level[level];
+  f->field_suspect = api.field.suspect;
   f->match = level;
   f->test = GreaterCostTest(f->local, f->field, o.test);
   f->excess = (f->local.Mean() - f->field.Mean()) * static_cast<double>(f->local.count());

@@ -49,6 +49,9 @@ struct FieldCost {
   Histogram by_level[kPlatformLevels];
   uint64_t runs_by_level[kPlatformLevels] = {0, 0, 0, 0};
   uint64_t resolution_ns = 0;
+  // Why the field's latest day of it is suspect (wire::Record.suspect, or
+  // GET /v1/api's suspect_reason); empty when it is not.
+  std::string suspect;
 };
 
 // What the analysis needs of the options (check_options.h fills it).
@@ -74,7 +77,8 @@ struct Finding {
   double excess = 0;  // (local mean - field mean) x local calls
   // Wall time: the coarser side's resolution (wire::Record.resolution_ns).
   uint64_t resolution_ns = 0;
-  bool evidence = false;  // adjusted p <= fdr, and a difference past the floors
+  bool evidence = false;      // adjusted p <= fdr, and a difference past the floors
+  std::string field_suspect;  // FieldCost::suspect
 };
 
 struct CheckResult {

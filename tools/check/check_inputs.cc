@@ -44,7 +44,7 @@ void AddRecords(const Records& records, wire::Metric metric, const wire::Platfor
 // GET /v1/api: the field's histogram (per-bucket counts and exact sums) and
 // runs for the query; 404 leaves `h` empty.
 Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, uint64_t* runs,
-                  uint64_t* resolution_ns) {
+                  uint64_t* resolution_ns, std::string* suspect) {
   FP_ASSIGN_OR_RETURN(HttpReply r, http.Get(target));
   if (r.status == 404) return Status::Ok();
   if (r.status != 200) {
@@ -60,6 +60,7 @@ Status FetchField(HttpsClient& http, const std::string& target, Histogram* h, ui
     if (j.contains("resolution_ns")) {
       *resolution_ns = std::max(*resolution_ns, j.at("resolution_ns").get<uint64_t>());
     }
+    if (j.value("suspect", false)) *suspect = j.value("suspect_reason", std::string("suspect"));
   } catch (const std::exception& e) {
     return DataLoss("the aggregator's answer to " + target + " does not read: " + e.what());
   }
@@ -185,8 +186,8 @@ Status FieldSource::LookupRemote(const LocalCost& l, FieldCost* out) {
     if (lv >= 3) q += "&family=" + std::to_string(l.platform.cpu_family());
     if (!o_.from.empty()) q += "&from=" + UrlEncode(o_.from);
     if (!o_.to.empty()) q += "&to=" + UrlEncode(o_.to);
-    FP_RETURN_IF_ERROR(
-        FetchField(*http_, q, &out->by_level[lv], &out->runs_by_level[lv], &out->resolution_ns));
+    FP_RETURN_IF_ERROR(FetchField(*http_, q, &out->by_level[lv], &out->runs_by_level[lv],
+                                  &out->resolution_ns, &out->suspect));
     if (!out->by_level[lv].empty()) break;
   }
   return Status::Ok();
@@ -203,6 +204,7 @@ Status FieldSource::LookupCache(const LocalCost& l, FieldCost* out) {
       out->runs_by_level[lv] += r.runs();
     }
     out->resolution_ns = std::max(out->resolution_ns, r.resolution_ns());
+    if (out->suspect.empty()) out->suspect = r.suspect();
     return true;
   });
 }

@@ -31,6 +31,8 @@ void WriteFinding(JsonWriter& j, const Finding& f, const std::vector<wire::LabPr
   j.EndObject();
   WriteSide(j, "field", f.field, f.field_runs);
   j.Key("platform_match").String(kWidened[f.match]);
+  j.Key("suspect").Bool(!f.field_suspect.empty());
+  if (!f.field_suspect.empty()) j.Key("suspect_reason").String(f.field_suspect);
   j.EndObject();
   if (!profiles.empty()) {
     // Where it sits in the lab profiles' call stacks, outermost first.
@@ -91,7 +93,8 @@ std::string FindingSummary(const Finding& f, const CheckOptions& o) {
          " against " + Value(o, fl.p50) + ", p90 " + Value(o, l.p90) + " against " +
          Value(o, fl.p90) + "; " + FormatCount(l.count) + " calls against " +
          FormatCount(fl.count) + "; adjusted p " + p + "); excess " + Value(o, f.excess) +
-         " in all";
+         " in all" +
+         (f.field_suspect.empty() ? "" : "; the field's figure is suspect: " + f.field_suspect);
 }
 
 std::string Fingerprint(const std::string& text) {
@@ -212,6 +215,10 @@ void PrintCheckText(std::FILE* out, const CheckResult& r, const CheckOptions& o,
                  FormatCount(fl.count).c_str(), hot ? "\033[0m" : "", widened.c_str());
     std::fprintf(out, "%-40s excess %s in all (%s per call)\n", "", Value(o, f.excess).c_str(),
                  Value(o, l.mean - fl.mean).c_str());
+    if (!f.field_suspect.empty()) {
+      std::fprintf(out, "%-40s %sfield figure SUSPECT%s: %s\n", "", tty ? "\033[1;31m" : "",
+                   tty ? "\033[0m" : "", f.field_suspect.c_str());
+    }
     // Where it sits, when a lab profile has the nesting graph.
     for (const wire::LabProfile& lp : profiles) {
       PrintLabStacks(out, lp, f.module, f.symbol, std::string(41, ' '));

@@ -108,6 +108,8 @@ std::string CostJson(const CostMatch& m, const CostOptions& o, const wire::Manif
   for (const auto& [mod, _] : m.module_calls) j.String(mod);
   j.EndArray();
   j.Key("series").Uint(m.series.size()).Key("runs").Uint(m.runs).Key("machines").Uint(m.machines);
+  j.Key("suspect").Bool(!m.suspect.empty());
+  if (!m.suspect.empty()) j.Key("suspect_reason").String(m.suspect);
   j.Key("truncated").Bool(m.truncated).Key("calls").Uint(st.count);
   j.Key("mean").Double(st.mean).Key("stddev").Double(st.stddev);
   j.Key("min").Uint(st.min).Key("max").Uint(st.max);
@@ -150,6 +152,10 @@ void PrintCostSummary(const CostMatch& m, const CostOptions& o, bool colored) {
               m.module_calls.size(), m.module_calls.size() == 1 ? "" : "s",
               FormatCount(m.runs).c_str(), machines.c_str(),
               m.truncated ? " (some runs cut short by the budget)" : "");
+  if (!m.suspect.empty()) {
+    std::printf("  %sSUSPECT%s %s\n", colored ? "\033[1;31m" : "", colored ? "\033[0m" : "",
+                m.suspect.c_str());
+  }
   if (m.module_calls.size() > 1) {
     std::printf("  modules:");
     for (const auto& [mod, n] : m.module_calls) {

@@ -66,6 +66,7 @@ StatusOr<CostMatch> LookUpCost(const SnapshotIndex& index, const std::string& mo
     if (k.metric() == metric) {
       m.runs += r.runs();
       m.machines = std::max<uint64_t>(m.machines, r.machine_count());
+      if (m.suspect.empty()) m.suspect = r.suspect();
       m.truncated = m.truncated || r.truncated();
       m.resolution_ns = std::max(m.resolution_ns, r.resolution_ns());
       m.module_calls[k.module()] += h.count();

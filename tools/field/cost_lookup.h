@@ -35,6 +35,8 @@ struct CostMatch {
   // The most machines any one of them was seen on: a lower bound for the
   // API's (series overlap; the snapshot's estimates).
   uint64_t machines = 0;
+  // Why a series of it is suspect (wire::Record.suspect), when one is.
+  std::string suspect;
   bool truncated = false;
   uint64_t resolution_ns = 0;                    // the coarsest (wall time)
   std::set<std::string> series;                  // module, version, platform

@@ -15,6 +15,7 @@ struct Acc {
   Histogram time;
   uint64_t runs = 0, resolution_ns = 0;
   uint64_t machines = 0;  // the most any one series was seen on
+  std::string suspect;    // why a series of it is suspect, if one is
   bool truncated = false;
   uint32_t series = 0;
   std::vector<std::string> platforms;  // distinct, few
@@ -67,6 +68,7 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
       a.time.Merge(h);
       a.runs += r.runs();
       a.machines = std::max<uint64_t>(a.machines, r.machine_count());
+      if (a.suspect.empty()) a.suspect = r.suspect();
       a.resolution_ns = std::max(a.resolution_ns, r.resolution_ns());
       a.truncated = a.truncated || r.truncated();
       ++a.series;
@@ -104,6 +106,7 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
     for (int i = lo; i <= hi; ++i) c.buckets.push_back(time.bucket(i).count);
     c.runs = a.runs;
     c.machines = a.machines;
+    c.suspect = std::move(a.suspect);
     c.resolution_ns = a.resolution_ns;
     c.truncated = a.truncated;
     c.series = a.series;

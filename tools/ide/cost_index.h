@@ -40,6 +40,8 @@ struct ApiCost {
   // Distinct machines: the most any one of the series was seen on (the
   // snapshot's estimate). A lower bound for the API: series overlap.
   uint64_t machines = 0;
+  // Why a series of it is suspect (wire::Record.suspect); empty if none.
+  std::string suspect;
   uint64_t resolution_ns = 0;  // the coarsest among them
   bool truncated = false;
   uint32_t series = 0;  // wall-time series: versions x platforms

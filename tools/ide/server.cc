@@ -90,6 +90,7 @@ std::string Figures(const ApiCost& c) {
   std::string s = "| p50 | p90 | p99 | mean ± sd |\n|---|---|---|---|\n";
   s += "| " + Time(c, c.time.p50) + " | " + Time(c, c.time.p90) + " | " + Time(c, c.time.p99) +
        " | " + Time(c, c.time.mean) + " ± " + FormatNanos(c.time.stddev) + " |\n\n";
+  if (!c.suspect.empty()) s += "⚠ **Suspect:** " + c.suspect + "\n\n";
   std::vector<std::string> per;
   if (c.alloc_bytes >= 0) {
     std::string a = FormatBytes(c.alloc_bytes) + " allocated";
@@ -632,6 +633,7 @@ class Server {
       std::string title = s.call.name + " ≈ " + Time(*s.cost, s.cost->time.p50) + " p50, p99 " +
                           Time(*s.cost, s.cost->time.p99) + " (field";
       title += s.ambiguous ? ", " + s.cost->module + " of several)" : ")";
+      if (!s.cost->suspect.empty()) title += " ⚠ suspect";
       out.push_back({{"range", {{"start", pos.At(s.call.begin)}, {"end", pos.At(s.call.end)}}},
                      {"command", {{"title", title}, {"command", ""}}}});
     }
@@ -653,7 +655,8 @@ class Server {
     for (const Site& s : SolidSites(text, "textDocument/inlayHint")) {
       if (s.call.after < from || s.call.after > to) continue;
       out.push_back({{"position", pos.At(s.call.after)},
-                     {"label", "≈ " + Time(*s.cost, s.cost->time.p50) + " p50"},
+                     {"label", "≈ " + Time(*s.cost, s.cost->time.p50) + " p50" +
+                                   (s.cost->suspect.empty() ? "" : " ⚠")},
                      {"paddingLeft", true},
                      {"tooltip", s.call.name + " in " + s.cost->module + ": " +
                                      FormatCount(s.cost->time.count) + " calls in " +

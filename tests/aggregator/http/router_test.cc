@@ -15,6 +15,7 @@
 
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/vendor_access.h"
+#include "aggregator/publish/publisher.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/signing.h"
 #include "tests/support/test_util.h"
@@ -412,6 +413,29 @@ TEST_F(SuspectTest, AFarMoveFromFewMachinesIsFlagged) {
   std::string m;
   metrics_.AppendPrometheus(&m);
   EXPECT_NE(m.find("fieldprof_suspect_answers_total 1\n"), std::string::npos) << m;
+  // The snapshot marks the series, with the reason, for check, cost and
+  // the IDE; the others not.
+  auto key = Ed25519Signer::Generate();
+  ASSERT_TRUE(key.ok());
+  PublisherOptions po;
+  po.dir = dir_.File("snapshot");
+  po.fragment_count = 4;
+  Publisher publisher(store_.get(), &*key, po);
+  ASSERT_TRUE(publisher.Init().ok());
+  const int64_t now_ms = int64_t{today} * 86400000 + 3600000;
+  StatusOr<CycleResult> cycle = publisher.Cycle(now_ms, /*all=*/true);
+  ASSERT_TRUE(cycle.ok()) << cycle.status().ToString();
+  EXPECT_EQ(cycle->suspect, 1u);
+  std::map<std::string, std::string> marked;  // symbol -> reason
+  for (uint32_t f = 0; f < po.fragment_count; ++f) {
+    wire::Fragment fragment;
+    ASSERT_TRUE(fragment.ParseFromString(*publisher.FragmentBytes(f)));
+    for (const wire::Record& r : fragment.records()) marked[r.key().symbol()] = r.suspect();
+  }
+  ASSERT_EQ(marked.size(), 3u);
+  EXPECT_EQ(marked["one_machine"], one["suspect_reason"].get<std::string>());
+  EXPECT_EQ(marked["many_machines"], "");
+  EXPECT_EQ(marked["usual_figures"], "");
   // The next day, with nothing new, yesterday is the latest: still flagged.
   At(today + 1);
   EXPECT_TRUE(Api("one_machine")["suspect"].get<bool>());

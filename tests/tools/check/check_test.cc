@@ -113,6 +113,25 @@ TEST_F(CheckTest, OnlyTheSlowedApiIsFlaggedAndTheExitCodeGates) {
   EXPECT_EQ(json::parse(again)["findings"][0]["p_value"], f["p_value"]);
 }
 
+// A field figure the aggregator marked suspect is said beside it, in the
+// text report and the JSON; the finding itself stands.
+TEST_F(CheckTest, ASuspectFieldFigureIsSaidBesideIt) {
+  field_[4].set_suspect("2026-11-22: mean -60% against its history, from 90 runs on 1 machines");
+  Cache(dir_.File("cache")).Write(4, field_);
+  std::string out;
+  ASSERT_EQ(RunCommand(Cmd("--json"), &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  EXPECT_EQ(j["findings"][0]["field"]["suspect"], true);
+  EXPECT_EQ(j["findings"][0]["field"]["suspect_reason"], field_[4].suspect());
+  ASSERT_EQ(RunCommand(Cmd(""), &out), 0) << out;
+  EXPECT_NE(out.find("field figure SUSPECT: " + field_[4].suspect()), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(Cmd("--all --json"), &out), 0);
+  for (const json& f : json::parse(out)["findings"]) {
+    EXPECT_EQ(f["field"]["suspect"], f["symbol"] == "api4") << f.dump();
+  }
+}
+
 // The field from an aggregator's query API (--host) instead of the cache:
 // the same records posted as a batch to the real server on loopback give
 // the same finding.

@@ -55,6 +55,7 @@ TEST(CostLookupTest, TheSumsOfOneApiAndTheNamesNearAnother) {
   EXPECT_EQ(m->series.size(), 2u);  // two CPU families
   EXPECT_NEAR(m->MeanOf(wire::METRIC_ALLOC_BYTES_INCLUSIVE), 95.5, 1);
   EXPECT_EQ(m->MeanOf(wire::METRIC_FILE_IO_BYTES), 0);
+  EXPECT_EQ(m->suspect, "");
   // Another module's deflate is not libz's.
   EXPECT_TRUE(
       LookUpCost(*index, "libother.so", "deflate", wire::METRIC_WALL_TIME_NS)->by_metric.empty());
@@ -62,6 +63,15 @@ TEST(CostLookupTest, TheSumsOfOneApiAndTheNamesNearAnother) {
   ASSERT_FALSE(near.empty());
   EXPECT_EQ(near[0], "libz.so.1:deflate");
   EXPECT_EQ(std::count(near.begin(), near.end(), "libzstd.so.1:ZSTD_compress"), 0);
+  // A series marked suspect by the aggregator: the match says why.
+  wire::Record marked =
+      MakeRecord("libz.so.1", "deflateEnd", wire::METRIC_WALL_TIME_NS, Spread(100, 200, 10), 1);
+  marked.set_suspect("2026-11-22: mean +200% against its history");
+  cache.Write(2, {marked});
+  StatusOr<SnapshotIndex> again = SnapshotIndex::Open(SnapshotCache(dir.path()));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(LookUpCost(*again, "libz.so.1", "deflateEnd", wire::METRIC_WALL_TIME_NS)->suspect,
+            "2026-11-22: mean +200% against its history");
 }
 
 }  // namespace

@@ -268,6 +268,34 @@ TEST_F(LspTest, InitializationOptionsSetTheThresholds) {
   EXPECT_TRUE(lenses.empty()) << lenses.dump();
 }
 
+// A series the aggregator marked suspect (its latest day moved far, from
+// few machines) says so beside the figure: in the hover, the lens and the
+// hint; the others do not.
+TEST_F(LspTest, ASuspectFigureSaysSoBesideIt) {
+  const std::string why =
+      "2026-11-22: mean +200% against its history, from 60 runs on 1 machines (60.0 runs a "
+      "machine; 2.0 before)";
+  records_[1].set_suspect(why);  // deflate's wall time
+  cache_->Write(8, records_);
+  auto c = Start();
+  Open(*c, "file:///src/a.c", kSource);
+  const std::string d = HoverText(*c, "file:///src/a.c", 5, 10);
+  EXPECT_NE(d.find("⚠ **Suspect:** " + why), std::string::npos) << d;
+  EXPECT_EQ(HoverText(*c, "file:///src/a.c", 4, 14).find("Suspect"), std::string::npos);
+  json lenses =
+      c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/a.c")}})["result"];
+  std::map<int, std::string> by_line;
+  for (const json& l : lenses) by_line[l["range"]["start"]["line"]] = l["command"]["title"];
+  EXPECT_NE(by_line[5].find("⚠ suspect"), std::string::npos) << by_line[5];
+  EXPECT_EQ(by_line[4].find("suspect"), std::string::npos) << by_line[4];
+  json hints =
+      c->Call("textDocument/inlayHint", {{"textDocument", Doc("file:///src/a.c")}})["result"];
+  int marked = 0;
+  for (const json& h : hints)
+    marked += h["label"].get<std::string>().find("⚠") != std::string::npos;
+  EXPECT_EQ(marked, 1) << hints.dump();
+}
+
 TEST_F(LspTest, IncrementalChangesInUtf16PositionsKeepTheTextRight) {
   auto c = Start();
   // Two characters before the call on line 1 take 1 and 2 UTF-16 units.
