@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
+#include "tools/loadgen/loadgen.h"
 
 namespace fieldprof {
 namespace {
@@ -33,6 +34,9 @@ using testing::FreePort;
 using testing::IdOf;
 using testing::SimpleBatch;
 using testing::TempDir;
+using tools::LoadOptions;
+using tools::LoadReport;
+using tools::RunLoad;
 
 constexpr char kModule[] = "libvictim.so.1";
 constexpr char kSymbol[] = "victim_call";
@@ -342,6 +346,35 @@ TEST_F(DefencesTest, TokensAreSpentOnceAndLeaveNoTraceOfWhoSpentThem) {
     }
   }
   EXPECT_GT(files, 5u) << "the database, its log and the aggregator's log were read";
+}
+
+// fieldprof-loadgen's defended mode, as deploy/bench-ingest-defences.sh
+// runs it: every batch spends a token and carries a machine key, all are
+// taken, and the sums move by exactly what was acknowledged.
+TEST_F(DefencesTest, TheLoadGeneratorSpendsATokenPerBatch) {
+  AggregatorProcess agg(dir_, FreePort(),
+                        {"--token_secret_file", dir_.File("token.secret"), "--tokens_per_request",
+                         "16", "--source_token_requests_per_day", "0", "--k_anonymity", "1"});
+  agg.Start();
+  LoadOptions o;
+  o.client = agg.Options();
+  o.connections = 2;
+  o.batches = 40;
+  o.pool = 8;
+  o.gen.target_bytes = 16 * 1024;
+  o.machines = 5;
+  o.tokens = true;
+  o.verify = true;
+  StatusOr<LoadReport> r = RunLoad(o, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batches_ok, 40) << r->first_error;
+  EXPECT_EQ(r->batches_failed, 0) << r->first_error;
+  EXPECT_GT(r->keys_verified, 0);
+  EXPECT_EQ(r->keys_mismatched, 0);
+  // Without --batches there is no telling how many tokens to take.
+  o.batches = 0;
+  o.duration_s = 1;
+  EXPECT_FALSE(RunLoad(o, nullptr).ok());
 }
 
 }  // namespace

@@ -94,6 +94,37 @@ void BM_SketchMergeDense(benchmark::State& state) {
 }
 BENCHMARK(BM_SketchMergeDense);
 
+// What a series' sketch takes in the store, encoded, by its machines (the
+// "bytes" counter); the time is the encoding's.
+void BM_SketchBytes(benchmark::State& state) {
+  aggregator::MachineSketch s;
+  for (int64_t k = 0; k < state.range(0); ++k) {
+    s.Add(aggregator::MachineHash("m" + std::to_string(k)));
+  }
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    s.Encode(&out);
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["bytes"] = static_cast<double>(out.size());
+  state.counters["estimate"] = static_cast<double>(s.Estimate());
+}
+BENCHMARK(BM_SketchBytes)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Arg(100000);
+
+// Tokens issued a second by one core, in requests of 64.
+void BM_TokenIssuanceRate(benchmark::State& state) {
+  TokenIssuer issuer(std::string(32, 's'), {});
+  StatusOr<TokenRequestState> req = MakeTokenRequest(64);
+  for (auto _ : state) {
+    StatusOr<wire::TokenResponse> r = issuer.Issue(req->request, 0);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["tokens_per_second"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * 64), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_TokenIssuanceRate)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace fieldprof
 

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "common/json_writer.h"
+#include "common/upload_tokens.h"
 #include "common/wire.h"
 #include "tools/loadgen/api_query.h"
 
@@ -142,11 +145,61 @@ struct Pool {
   std::vector<wire::Batch> batches;
   std::vector<std::string> bodies;
   std::vector<size_t> id_offsets;
+  std::vector<size_t> token_offsets;  // with tokens: where each body's token output sits
+  std::vector<UploadToken> tokens;    // one per batch to send, in order
 };
 
-Pool MakePool(const LoadOptions& o, BatchGenerator& gen, std::ostream* progress) {
+// A 64-byte stand-in for a token's output, patched per send.
+constexpr char kTokenPlaceholderByte = '\x5a';
+
+// `n` tokens from the aggregator, `per_request` at a time.
+StatusOr<std::vector<UploadToken>> TakeTokens(const HttpsClientOptions& client, int64_t n,
+                                              std::ostream* progress) {
+  HttpsClient c(client);
+  FP_ASSIGN_OR_RETURN(HttpReply info, c.Get("/v1/tokens"));
+  if (info.status != 200) {
+    return Unavailable("GET /v1/tokens answered " + std::to_string(info.status) +
+                       " (an aggregator without --token_secret_file?): " + info.body);
+  }
+  const size_t at = info.body.find("\"max_per_request\":");
+  const int per_request = at == std::string::npos ? 64 : std::atoi(info.body.c_str() + at + 18);
+  std::vector<UploadToken> out;
+  while (static_cast<int64_t>(out.size()) < n) {
+    const int want = static_cast<int>(std::min<int64_t>(per_request, n - out.size()));
+    FP_ASSIGN_OR_RETURN(TokenRequestState req, MakeTokenRequest(want));
+    FP_ASSIGN_OR_RETURN(HttpReply r, c.Post("/v1/tokens", "application/x-protobuf",
+                                            req.request.SerializeAsString()));
+    if (r.status != 200) {
+      return Unavailable("POST /v1/tokens answered " + std::to_string(r.status) + ": " + r.body);
+    }
+    wire::TokenResponse resp;
+    if (!resp.ParseFromString(r.body)) return DataLoss("POST /v1/tokens: not a TokenResponse");
+    FP_ASSIGN_OR_RETURN(std::vector<UploadToken> got,
+                        FinishTokenRequest(req, resp, resp.public_key()));
+    out.insert(out.end(), got.begin(), got.end());
+  }
+  if (progress) *progress << "loadgen: took " << out.size() << " upload tokens\n";
+  return out;
+}
+
+Pool MakePool(const LoadOptions& o, BatchGenerator& gen, std::vector<UploadToken> tokens,
+              std::ostream* progress) {
   Pool p;
+  p.tokens = std::move(tokens);
   for (int i = 0; i < std::max(1, o.pool); ++i) p.batches.push_back(gen.Next());
+  for (size_t i = 0; i < p.batches.size(); ++i) {
+    if (o.machines > 0) {
+      std::string key(kMachineKeyBytes, 'M');
+      const uint64_t m = i % static_cast<size_t>(o.machines) + o.gen.seed * 1000003;
+      std::memcpy(key.data(), &m, sizeof m);
+      p.batches[i].set_machine_key(key);
+    }
+    if (o.tokens) {
+      p.batches[i].set_token(std::string(voprf::kOutputBytes, kTokenPlaceholderByte));
+      // Every token of one run is of one epoch (taken just before).
+      p.batches[i].set_token_epoch(p.tokens.empty() ? 0 : p.tokens[0].epoch);
+    }
+  }
   if (progress) {
     size_t bytes = 0, records = 0;
     for (auto& b : p.batches) {
@@ -161,6 +214,7 @@ Pool MakePool(const LoadOptions& o, BatchGenerator& gen, std::ostream* progress)
     p.bodies.push_back(b.SerializeAsString());
     // batch_id is field 2, written right after schema_version: find its bytes.
     p.id_offsets.push_back(p.bodies.back().find(b.batch_id()));
+    if (o.tokens) p.token_offsets.push_back(p.bodies.back().find(b.token()));
   }
   return p;
 }
@@ -251,6 +305,14 @@ SenderTally SendLoop(SendState& st, int t) {
     // the batch per send would take CPU from the server being measured on
     // the same machine.
     std::string body = st.pool.bodies[idx];
+    if (st.o.tokens) {
+      // The token's input is the batch id.
+      const UploadToken& token = st.pool.tokens[static_cast<size_t>(n)];
+      body.replace(st.pool.id_offsets[idx], token.input.size(), token.input);
+      body.replace(st.pool.token_offsets[idx], token.output.size(), token.output);
+      SendBatch(client, ids, idx, body, st, &mine);
+      continue;
+    }
     const std::string id = ids.NewBatchId();
     body.replace(st.pool.id_offsets[idx], id.size(), id);
     SendBatch(client, ids, idx, body, st, &mine);
@@ -334,7 +396,12 @@ std::thread ProgressReporter(std::ostream* progress, const SendState& st, Clock:
 
 StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
   BatchGenerator gen(o.gen);
-  Pool pool = MakePool(o, gen, progress);
+  std::vector<UploadToken> tokens;
+  if (o.tokens) {
+    if (o.batches <= 0) return InvalidArgument("--tokens needs --batches (the tokens to take)");
+    FP_ASSIGN_OR_RETURN(tokens, TakeTokens(o.client, o.batches, progress));
+  }
+  Pool pool = MakePool(o, gen, std::move(tokens), progress);
   if (!o.dump_dir.empty()) {
     for (size_t i = 0; i < pool.batches.size(); ++i) {
       pool.batches[i].set_batch_id(gen.NewBatchId());

@@ -39,6 +39,13 @@ struct LoadOptions {
   int max_attempts = 20;
   // Write the generated bodies (with fresh ids) to this directory and exit.
   std::string dump_dir;
+  // Machines the batches come from (a day key each, cycled over the pool);
+  // 0: none, as agents before the key.
+  int machines = 0;
+  // Spend an anonymous upload token per batch (an aggregator with
+  // --token_secret_file): taken from POST /v1/tokens before the load, as
+  // many as `batches` (which must be set), so issuance is not timed.
+  bool tokens = false;
 };
 
 struct LoadReport {

@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
            "attempts per send before the batch counts as failed (backoff up to 5 s)", 1, 1000000);
   t.AddString("dump", &o.dump_dir, "write the generated batch bodies into this directory and exit");
   t.AddBool("json", &json, "print the report as JSON on stdout");
+  int64_t machines = 0;
+  t.AddInt("machines", &machines, "machines the batches come from (a day key each; 0: none)", 0,
+           1 << 30);
+  t.AddBool("tokens", &o.tokens,
+            "spend an upload token per batch, taken from the aggregator before the load "
+            "(needs --batches)");
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (!s.ok()) return UsageError(t, s);
@@ -51,6 +57,7 @@ int main(int argc, char** argv) {
   o.client.timeout = std::chrono::milliseconds(timeout_ms);
   o.connections = static_cast<int>(connections);
   o.pool = static_cast<int>(pool);
+  o.machines = static_cast<int>(machines);
   o.max_attempts = static_cast<int>(attempts);
   o.gen.modules = static_cast<int>(modules);
   o.gen.symbols_per_module = static_cast<int>(symbols);
