@@ -3,7 +3,9 @@
 // once however they were stored, retries after the raw rows are folded, the schema's version, and
 // the real aggregator over it. The store contract itself runs against this store in store_test.cc;
 // the cluster in cluster_test.cc.
+#include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "common/api_key.h"
 #include "common/batch_view.h"
 #include "common/signing.h"
+#include "common/upload_tokens.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
@@ -601,6 +604,59 @@ TEST(ClickHouseAggregatorTest, TheAggregatorOverClickHouse) {
       http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->status, 503) << refused->body;
+}
+
+// Two aggregators over one ClickHouse with one token secret: a token is
+// spent for both, whichever took it first, also after a restart (the
+// spent set is the batch ids ClickHouse keeps).
+TEST(ClickHouseAggregatorTest, ATokenSpentThroughOneAggregatorIsSpentForAll) {
+  testing::TempDir dir_a, dir_b;
+  testing::ClickHouseProcess server(dir_a);
+  ASSERT_TRUE(server.Start());
+  const std::string secret = dir_a.File("token.secret");
+  { std::ofstream(secret) << "clickhouse-test-token-secret-0123456789abcdef"; }
+  std::vector<std::unique_ptr<testing::AggregatorProcess>> agg;
+  for (testing::TempDir* d : {&dir_a, &dir_b}) {
+    ASSERT_TRUE(testing::MakeCert(d->path()));
+    agg.push_back(std::make_unique<testing::AggregatorProcess>(
+        *d, testing::FreePort(),
+        std::vector<std::string>{"--store", "clickhouse", "--clickhouse_url", server.Url(),
+                                 "--token_secret_file", secret}));
+    agg.back()->Start();
+  }
+  // Two tokens from the first.
+  HttpsClient a(agg[0]->Options());
+  StatusOr<TokenRequestState> req = MakeTokenRequest(2);
+  ASSERT_TRUE(req.ok());
+  StatusOr<HttpReply> issued =
+      a.Post("/v1/tokens", "application/x-protobuf", req->request.SerializeAsString());
+  ASSERT_TRUE(issued.ok() && issued->status == 200);
+  wire::TokenResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(issued->body));
+  StatusOr<std::vector<UploadToken>> tokens = FinishTokenRequest(*req, resp, resp.public_key());
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  auto spend = [&](int on, const UploadToken& t) {
+    wire::Batch b = MakeBatch('t', {{"small", {5, 6}}});
+    b.set_batch_id(t.input);
+    b.set_token(t.output);
+    b.set_token_epoch(t.epoch);
+    HttpsClient c(agg[static_cast<size_t>(on)]->Options());
+    StatusOr<HttpReply> r = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+    EXPECT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+    return r.ok() && r->body.find("\"duplicate\":true") != std::string::npos;
+  };
+  EXPECT_FALSE(spend(0, (*tokens)[0]));
+  EXPECT_TRUE(spend(1, (*tokens)[0])) << "spent through the other aggregator";
+  EXPECT_FALSE(spend(1, (*tokens)[1]));
+  EXPECT_TRUE(spend(0, (*tokens)[1]));
+  agg[1]->Term();
+  agg[1]->Start();
+  EXPECT_TRUE(spend(1, (*tokens)[0])) << "after a restart";
+  StatusOr<HttpReply> api =
+      HttpsClient(agg[1]->Options()).Get("/v1/api?module=libch.so.1&symbol=small");
+  ASSERT_TRUE(api.ok() && api->status == 200) << (api.ok() ? api->body : "");
+  EXPECT_NE(api->body.find("\"runs\":2"), std::string::npos) << "two batches, once each\n"
+                                                             << api->body;
 }
 
 }  // namespace
