@@ -96,37 +96,39 @@ TEST_F(KAnonymityTest, ASeriesIsPublishedOnceKMachinesAddedToIt) {
                             .c_str()),
             0);
   AggregatorProcess agg(dir_, FreePort(),
-                        {"--k_anonymity", "3", "--signing_key", dir_.File("snapshot-signing.key"),
+                        {"--k_anonymity", "5", "--signing_key", dir_.File("snapshot-signing.key"),
                          "--admin_token_file", dir_.File("admin.token")});
   agg.Start();
-  // "rare": machines 1 and 2, each twice, one batch replayed, and one batch
-  // without a key. "common": machines 1, 2 and 3.
+  // "rare": machines 1 to 4 (machine 1 twice), one batch replayed, and one
+  // batch without a key. "common": machines 1 to 5.
   Send(agg, 1, "rare", 1);
   Send(agg, 2, "rare", 1);
   Send(agg, 3, "rare", 2);
   Send(agg, 3, "rare", 2);  // the same batch again: a duplicate
   Send(agg, 4, "rare", 0);
-  for (int m = 1; m <= 3; ++m) Send(agg, 10 + m, "common", m);
+  Send(agg, 6, "rare", 3);
+  Send(agg, 7, "rare", 4);
+  for (int m = 1; m <= 5; ++m) Send(agg, 10 + m, "common", m);
   agg.WaitApplied();
 
   const nlohmann::json apis = Get(agg, "/v1/apis?module=libacme-internal.so.1");
   ASSERT_FALSE(apis.is_discarded());
   ASSERT_EQ(apis["apis"].size(), 1u) << apis.dump();
   EXPECT_EQ(apis["apis"][0]["symbol"], "common");
-  EXPECT_EQ(apis["apis"][0]["machines"], 3);
-  EXPECT_EQ(apis["apis"][0]["runs"], 3);
+  EXPECT_EQ(apis["apis"][0]["machines"], 5);
+  EXPECT_EQ(apis["apis"][0]["runs"], 5);
   int status = 0;
   Get(agg, "/v1/api?module=libacme-internal.so.1&symbol=rare", &status);
-  EXPECT_EQ(status, 404) << "a series on 2 machines is not published at k 3";
+  EXPECT_EQ(status, 404) << "a series on 4 machines is not published at k 5";
   const nlohmann::json common = Get(agg, "/v1/api?module=libacme-internal.so.1&symbol=common");
-  EXPECT_EQ(common["machines"], 3);
+  EXPECT_EQ(common["machines"], 5);
   // The vendor pages: only the published series, with its machines.
   const nlohmann::json module = Get(agg, "/v1/module?module=libacme-internal.so.1");
   ASSERT_EQ(module["series"].size(), 1u) << module.dump();
   EXPECT_EQ(module["series"][0]["symbol"], "common");
-  EXPECT_EQ(module["series"][0]["machines"], 3);
+  EXPECT_EQ(module["series"][0]["machines"], 5);
   const nlohmann::json report = Get(agg, "/v1/report?module=libacme-internal.so.1");
-  EXPECT_EQ(report["machines"], 3) << report.dump().substr(0, 300);
+  EXPECT_EQ(report["machines"], 5) << report.dump().substr(0, 300);
   ASSERT_EQ(report["apis"].size(), 1u);
   // The dashboard's recent list shows only what is published.
   const nlohmann::json recent = Get(agg, "/v1/recent");
@@ -136,25 +138,25 @@ TEST_F(KAnonymityTest, ASeriesIsPublishedOnceKMachinesAddedToIt) {
   wire::Record r;
   EXPECT_FALSE(Published(agg, "rare", &r));
   ASSERT_TRUE(Published(agg, "common", &r));
-  EXPECT_EQ(r.machine_count(), 3u);
+  EXPECT_EQ(r.machine_count(), 5u);
   EXPECT_TRUE(r.machines().empty()) << "no sketch leaves the aggregator";
   const std::string m = Metrics(agg);
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_series_withheld").value_or(-2), 1) << m;
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_modules_withheld").value_or(-2), 0) << m;
-  EXPECT_EQ(testing::MetricValue(m, "fieldprof_k_anonymity").value_or(-2), 3) << m;
+  EXPECT_EQ(testing::MetricValue(m, "fieldprof_k_anonymity").value_or(-2), 5) << m;
 
-  // The third machine: "rare" appears with its whole history, exactly.
-  Send(agg, 5, "rare", 3, 2000);
+  // The fifth machine: "rare" appears with its whole history, exactly.
+  Send(agg, 5, "rare", 5, 2000);
   agg.WaitApplied();
   const nlohmann::json rare = Get(agg, "/v1/api?module=libacme-internal.so.1&symbol=rare", &status);
   ASSERT_EQ(status, 200) << rare.dump();
-  EXPECT_EQ(rare["machines"], 3);
-  EXPECT_EQ(rare["runs"], 5) << "batches 1, 2, 3, 4 and 5: the replay counted once";
-  EXPECT_EQ(rare["stats"]["count"], 5);
-  EXPECT_EQ(rare["histogram"]["sum"], "6000");
+  EXPECT_EQ(rare["machines"], 5);
+  EXPECT_EQ(rare["runs"], 7) << "batches 1 to 7: the replay counted once";
+  EXPECT_EQ(rare["stats"]["count"], 7);
+  EXPECT_EQ(rare["histogram"]["sum"], "8000");
   ASSERT_TRUE(Published(agg, "rare", &r));
-  EXPECT_EQ(r.runs(), 5u);
-  EXPECT_EQ(r.machine_count(), 3u);
+  EXPECT_EQ(r.runs(), 7u);
+  EXPECT_EQ(r.machine_count(), 5u);
   EXPECT_EQ(testing::MetricValue(Metrics(agg), "fieldprof_series_withheld").value_or(-2), 0);
 }
 
