@@ -329,11 +329,12 @@ TEST_F(LabTest, PointsPlacedByConfigurationTimeAsTheLabDoes) {
     std::vector<double>& d = calls_us[symbol];
     ASSERT_EQ(d.size(), static_cast<size_t>(calls)) << symbol;
     // Medians: a call the machine preempted (the suite runs tests side
-    // by side) moves a mean, not them.
+    // by side) moves a mean, not them. Two runs of a ~200 ns call on a
+    // busy 2-core VM differ by up to 10% (190 against 210 ns, seen once).
     std::sort(d.begin(), d.end());
     const double points_ns = d[d.size() / 2] * 1000;
     const double lab_ns = Metric(*profile_, symbol, wire::METRIC_WALL_TIME_NS).Quantile(0.5);
-    EXPECT_NEAR(points_ns, lab_ns, lab_ns * 0.05 + 10) << symbol;
+    EXPECT_NEAR(points_ns, lab_ns, lab_ns * 0.1 + 15) << symbol;
   }
 }
 

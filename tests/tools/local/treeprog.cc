@@ -2,7 +2,7 @@
 // workload, main -> Run -> Parse, Compute, Render, each a fixed number of
 // iterations (not a time: a slower build does more work, a busy machine
 // only takes longer). Built twice: fieldprof_treeprog, and
-// fieldprof_treeprog_slow, where Compute does 30% more.
+// fieldprof_treeprog_slow, where Compute does 60% more.
 //
 //   treeprog [noise SEED]
 // With "noise", a second thread wakes at random times (from SEED) and
