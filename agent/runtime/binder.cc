@@ -5,6 +5,7 @@
 #include <sys/platform/x86.h>
 
 #include "agent/runtime/binder_internal.h"
+#include "agent/runtime/late_interpose.h"
 
 extern "C" {
 // Read by trap_x86_64.S.
@@ -75,6 +76,7 @@ bool BinderStart(const BinderConfig& c) {
 void BinderNoticeNewObjects() {
   if (!fp_binder_on || t_in_binder) return;
   t_in_binder = 1;
+  InterposeLateOnNewObjects();  // before the traps: they skip entries bound to us
   WithObjects(Nothing, nullptr);
   t_in_binder = 0;
 }

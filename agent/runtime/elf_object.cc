@@ -59,7 +59,7 @@ bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, in
     }
   }
   if (dyn == nullptr || first_load) return false;
-  uintptr_t soname = 0, pltrelsz = 0;
+  uintptr_t soname = 0, pltrelsz = 0, relasz = 0;
   bool have_soname = false;
   for (const Elf64_Dyn* d = dyn; d->d_tag != DT_NULL; ++d) {
     switch (d->d_tag) {
@@ -74,6 +74,12 @@ bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, in
         break;
       case DT_PLTRELSZ:
         pltrelsz = d->d_un.d_val;
+        break;
+      case DT_RELA:
+        o.rela = reinterpret_cast<const Elf64_Rela*>(Ptr(o, d->d_un.d_ptr));
+        break;
+      case DT_RELASZ:
+        relasz = d->d_un.d_val;
         break;
       case DT_GNU_HASH:
         o.gnu_hash = reinterpret_cast<const uint32_t*>(Ptr(o, d->d_un.d_ptr));
@@ -103,6 +109,7 @@ bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, in
   }
   if (o.symtab == nullptr || o.strtab == nullptr) return false;
   if (o.jmprel != nullptr) o.njmprel = pltrelsz / sizeof(Elf64_Rela);
+  if (o.rela != nullptr) o.nrela = relasz / sizeof(Elf64_Rela);
   if (have_soname) o.soname = o.strtab + soname;
   *out = o;
   return true;

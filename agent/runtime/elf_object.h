@@ -29,6 +29,9 @@ struct ElfObject {
   const char* strtab = nullptr;
   const Elf64_Rela* jmprel = nullptr;
   size_t njmprel = 0;
+  // The other relocations (DT_RELA): GLOB_DAT entries, addresses in data.
+  const Elf64_Rela* rela = nullptr;
+  size_t nrela = 0;
   const uint32_t* gnu_hash = nullptr;
   const uint16_t* versym = nullptr;
   const Elf64_Verneed* verneed = nullptr;

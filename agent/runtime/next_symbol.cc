@@ -15,6 +15,7 @@ struct Walk {
   int n;
   int left;
   bool past_us;
+  bool any;  // every object but ours, in order (g_loaded_late)
 };
 
 bool Contains(const dl_phdr_info& info, uintptr_t a) {
@@ -29,8 +30,11 @@ bool Contains(const dl_phdr_info& info, uintptr_t a) {
 
 int OnObject(dl_phdr_info* info, size_t, void* data) {
   Walk& w = *static_cast<Walk*>(data);
-  if (!w.past_us) {
-    w.past_us = Contains(*info, reinterpret_cast<uintptr_t>(&ResolveNext));
+  const bool ours = Contains(*info, reinterpret_cast<uintptr_t>(&ResolveNext));
+  if (w.any) {
+    if (ours) return 0;
+  } else if (!w.past_us) {
+    w.past_us = ours;
     return 0;
   }
   ElfObject o;
@@ -52,8 +56,10 @@ int OnObject(dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
+bool g_loaded_late = false;
+
 void ResolveNext(const char* const* names, uintptr_t* out, int n) {
-  Walk w{names, out, n, 0, false};
+  Walk w{names, out, n, 0, false, g_loaded_late};
   for (int i = 0; i < n; ++i) w.left += out[i] == 0;
   if (w.left > 0) dl_iterate_phdr(OnObject, &w);
 }

@@ -16,6 +16,11 @@ namespace fieldprof::rt {
 // IFUNC definitions are resolved.
 void ResolveNext(const char* const* names, uintptr_t* out, int n);
 
+// Set at start when the runtime was not preloaded but loaded later (by the
+// front, late_interpose.h): then nothing may come after it, and the next
+// definition is the first one in search order that is not its own.
+extern bool g_loaded_late;
+
 }  // namespace fieldprof::rt
 
 #endif  // FIELDPROF_AGENT_RUNTIME_NEXT_SYMBOL_H_

@@ -15,6 +15,7 @@
 #include "agent/runtime/decide.h"
 #include "agent/runtime/first_look.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/late_interpose.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -76,6 +77,10 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   const uint64_t t_looked = Rdtsc();
   const RunDecision d = DecideRun(&settings, &text, envp);
   if (d.verdict != Verdict::kMeasure) return;
+  // Loaded by the front (front.cc) rather than preloaded: point every
+  // import of our exports at us, as preloading would have.
+  const bool late = DetectLoadedLate();
+  const int interposed = late ? InterposeLate() : 0;
   const uint64_t t_decided = Rdtsc();
   g.config = FpRunConfig{1,
                          d.slot_fd,
@@ -124,6 +129,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   } else {
     DebugLog("clock: TSC, its rate measured by this run (no tsc_hz in the settings)");
   }
+  if (late) DebugLog("loaded by the front: %d imports pointed at the runtime", interposed);
   const BinderStats b = GetBinderStats();
   DebugLog("binder: %llu forced, %llu objects, %llu imports trapped",
            static_cast<unsigned long long>(b.forced), static_cast<unsigned long long>(b.objects),
