@@ -4,9 +4,10 @@
 #   plain      no runtime at all
 #   floor      an empty shared object preloaded: what any LD_PRELOAD costs
 #              here (mapping, relocation), the floor under "idle"
-#   idle       the runtime preloaded, no consent (every run a volunteer's
-#              machine does not measure costs about this: not sampled,
-#              refused by the rate cap or a slot)
+#   idle       the front preloaded, as sessions do (agent/runtime/front.cc),
+#              no consent: every run a volunteer's machine does not
+#              measure costs about this (not sampled: the front alone;
+#              refused by the rate cap or a slot: the front and the runtime)
 #   default    consent, the shipped defaults: 1 run in 16 sampled, at most
 #              120 measured runs a minute machine-wide, k = 2
 #   measured   consent, every run measured (sample_fraction 1, no rate cap):
@@ -23,17 +24,18 @@
 #                                      400-process script and sqlite3 use RUNS/10)
 #   BASE_LIB=old/libfieldprof.so deploy/bench-process.sh [RUNS]
 #       before and after in one run: the interleaved part and the per-call
-#       part also run an older runtime (built from an older commit) beside
-#       this one, as "idle (base)" and "measured (base)"
+#       part also run an older build's preloaded object (the runtime itself
+#       before the front, or an older front) beside this one, as "idle
+#       (base)" and "measured (base)"
 # Prints each table; everything stays in a temp dir and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-200}"
 ./deploy/install-deps.sh build bench >/dev/null
-./deploy/build.sh fieldprof_runtime spawn_bench rt_bench_prog >/dev/null
+./deploy/build.sh fieldprof_runtime fieldprof_front spawn_bench rt_bench_prog >/dev/null
 work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-lib="$PWD/build/agent/runtime/libfieldprof.so"
+lib="$PWD/build/agent/runtime/libfieldprof-front.so"
 
 conf() {  # conf NAME CONSENT FRACTION MAX_RUNS
   cat >"$work/$1.conf" <<CONF

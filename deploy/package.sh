@@ -4,6 +4,7 @@
 #
 #   fieldprof_<version>_amd64.deb             for volunteers and developers
 #     /usr/bin/fieldprof, /usr/bin/fieldprof-agent
+#     /usr/lib/fieldprof/libfieldprof-front.so   what sessions preload: loads the runtime
 #     /usr/lib/fieldprof/libfieldprof.so         the runtime
 #     /usr/lib/fieldprof/libfieldprof-inert.so   left in sessions at removal
 #     /usr/lib/fieldprof/libfieldprof_record.so  fieldprof record's sampler
@@ -32,7 +33,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/install-deps.sh build package >/dev/null
-./deploy/build.sh fieldprof fieldprof-agent fieldprof_runtime fieldprof_inert fieldprof-aggregator >/dev/null
+./deploy/build.sh fieldprof fieldprof-agent fieldprof_runtime fieldprof_front fieldprof_inert fieldprof-aggregator >/dev/null
 
 upstream="$(sed -n 's/^project(fieldprof VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
 version="${PACKAGE_VERSION:-${upstream}~git$(git log -1 --format=%cd --date=format:%Y%m%d).$(git rev-parse --short=7 HEAD)-1}"
@@ -116,6 +117,7 @@ root="$stage/fieldprof"
 install -D -m 0755 build/tools/fieldprof "$root/usr/bin/fieldprof"
 install -D -m 0755 build/agent/fieldprof-agent "$root/usr/bin/fieldprof-agent"
 install -D -m 0644 build/agent/runtime/libfieldprof.so "$root/usr/lib/fieldprof/libfieldprof.so"
+install -D -m 0644 build/agent/runtime/libfieldprof-front.so "$root/usr/lib/fieldprof/libfieldprof-front.so"
 install -D -m 0644 build/agent/runtime/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
 install -D -m 0644 build/agent/runtime/libfieldprof_points.so \
   "$root/usr/lib/fieldprof/libfieldprof_points.so"
@@ -126,6 +128,7 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note \
 # The runtime keeps its .note.gnu.build-id and its loaded layout (tests/agent/runtime
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
+  "$root/usr/lib/fieldprof/libfieldprof-front.so" \
   "$root/usr/lib/fieldprof/libfieldprof-inert.so" "$root/usr/lib/fieldprof/libfieldprof_record.so" \
   "$root/usr/lib/fieldprof/libfieldprof_points.so"
 # The points SDK: programs include <fieldprof/points.h> (and systemtap's <sys/sdt.h>).

@@ -12,21 +12,25 @@
 namespace fieldprof::tools {
 namespace {
 
+// The runtime and the front that loads it, side by side.
 bool HasRuntime(const std::string& dir) {
-  return !dir.empty() && access((dir + "/" + kRuntimeLib).c_str(), R_OK) == 0;
+  return !dir.empty() && access((dir + "/" + kRuntimeLib).c_str(), R_OK) == 0 &&
+         access((dir + "/" + kFrontLib).c_str(), R_OK) == 0;
 }
+
+const std::string kBoth = std::string(kRuntimeLib) + " and " + kFrontLib;
 
 }  // namespace
 
 StatusOr<std::string> FindRuntime(const std::string& flag) {
   if (!flag.empty()) {
     if (HasRuntime(flag)) return std::filesystem::absolute(flag).string();
-    return NotFound("--lib_dir " + flag + " has no " + kRuntimeLib);
+    return NotFound("--lib_dir " + flag + " has not " + kBoth);
   }
   const char* env = std::getenv("FIELDPROF_LIB_DIR");
   if (env != nullptr && *env) {
     if (HasRuntime(env)) return std::filesystem::absolute(env).string();
-    return NotFound(std::string("FIELDPROF_LIB_DIR=") + env + " has no " + kRuntimeLib);
+    return NotFound(std::string("FIELDPROF_LIB_DIR=") + env + " has not " + kBoth);
   }
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -37,8 +41,7 @@ StatusOr<std::string> FindRuntime(const std::string& flag) {
       if (!ec && HasRuntime(c)) return c;
     }
   }
-  return NotFound(std::string("cannot find ") + kRuntimeLib +
-                  " (build it with deploy/build.sh, or pass --lib_dir)");
+  return NotFound("cannot find " + kBoth + " (build it with deploy/build.sh, or pass --lib_dir)");
 }
 
 // The machine's TSC rate, so durations are right from the command's first

@@ -10,8 +10,11 @@
 
 namespace fieldprof::tools {
 
-// The file name of the runtime the commands preload.
+// The file name of the runtime, and of the front the commands preload
+// (agent/runtime/front.cc: it loads the runtime beside it in a run that
+// may be measured).
 inline constexpr const char* kRuntimeLib = "libfieldprof.so";
+inline constexpr const char* kFrontLib = "libfieldprof-front.so";
 
 // The directory holding libfieldprof.so: `lib_dir_flag` (--lib_dir), else
 // $FIELDPROF_LIB_DIR, else next to this program: the build tree

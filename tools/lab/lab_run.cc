@@ -136,7 +136,7 @@ class WorkDir {
 void SetPassEnvironment(const LabOptions& o, const std::string& work) {
   SetLabPassEnvironment(work);
   if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", fs::absolute(o.debug).c_str(), 1);
-  PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kRuntimeLib);
+  PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kFrontLib);
 }
 
 // One run of the lab: its options, where it works, the profile it builds.

@@ -91,7 +91,7 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
   setenv("FIELDPROF_LAB_DIR", work.c_str(), 1);
   setenv("FIELDPROF_LAB_APIS", (work + "/at.apis").c_str(), 1);
   SetLabPassEnvironment(work);
-  PrependEnv("LD_PRELOAD", runtime_dir + "/" + kRuntimeLib);
+  PrependEnv("LD_PRELOAD", runtime_dir + "/" + kFrontLib);
   return Status::Ok();
 }
 

@@ -148,7 +148,7 @@ void SetRunEnvironment(const RunOptions& o) {
   if (!o.budget.empty()) setenv("FIELDPROF_BUDGET", o.budget.c_str(), 1);
   if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(o.debug).c_str(), 1);
   SetTscRate();
-  PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kRuntimeLib);
+  PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kFrontLib);
 }
 
 // The records the run left in the spool (those not in `before`), on stderr.
