@@ -15,6 +15,16 @@ uintptr_t Ptr(const ElfObject& o, uintptr_t p) {
 
 }  // namespace
 
+bool LoadedAt(const dl_phdr_info& info, uintptr_t a) {
+  for (int i = 0; i < info.dlpi_phnum; ++i) {
+    const Elf64_Phdr& p = info.dlpi_phdr[i];
+    if (p.p_type != PT_LOAD) continue;
+    const uintptr_t lo = info.dlpi_addr + p.p_vaddr;
+    if (a >= lo && a < lo + p.p_memsz) return true;
+  }
+  return false;
+}
+
 bool StrEq(const char* a, const char* b) {
   while (*a != 0 && *a == *b) {
     ++a;

@@ -48,6 +48,10 @@ struct ElfObject {
   uintptr_t relro_lo = 0, relro_hi = 0;
 };
 
+// True when `a` is in one of the loaded segments of the object `info`
+// describes (dl_iterate_phdr's view).
+bool LoadedAt(const dl_phdr_info& info, uintptr_t a);
+
 // Reads the object's program headers and dynamic section. False when it has
 // no dynamic section or no symbol table (nothing to bind).
 bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, int phnum,

@@ -12,16 +12,6 @@
 namespace fieldprof::rt {
 namespace {
 
-bool Contains(const dl_phdr_info& info, uintptr_t a) {
-  for (int i = 0; i < info.dlpi_phnum; ++i) {
-    const Elf64_Phdr& p = info.dlpi_phdr[i];
-    if (p.p_type != PT_LOAD) continue;
-    const uintptr_t lo = info.dlpi_addr + p.p_vaddr;
-    if (a >= lo && a < lo + p.p_memsz) return true;
-  }
-  return false;
-}
-
 uintptr_t Self() { return reinterpret_cast<uintptr_t>(&DetectLoadedLate); }
 
 // This library, parsed once (under dl_iterate_phdr's lock).
@@ -32,7 +22,7 @@ struct Ours {
 
 int FindOurs(dl_phdr_info* info, size_t, void* data) {
   auto& o = *static_cast<Ours*>(data);
-  if (!Contains(*info, Self())) return 0;
+  if (!LoadedAt(*info, Self())) return 0;
   o.found = ParseElfObject(info->dlpi_addr, info->dlpi_name, info->dlpi_phdr, info->dlpi_phnum,
                            static_cast<uintptr_t>(getpagesize()), &o.elf);
   return 1;
@@ -51,7 +41,7 @@ int OnFirstMalloc(dl_phdr_info* info, size_t, void* data) {
     return 0;
   }
   if (FindDefinition(o, "malloc", GnuHash("malloc"), VersionNeed{}) == nullptr) return 0;
-  f.ours = Contains(*info, Self());
+  f.ours = LoadedAt(*info, Self());
   f.done = true;
   return 1;
 }
@@ -111,7 +101,7 @@ void PatchObject(const ElfObject& ours, const ElfObject& o, int* written) {
 
 int OnObject(dl_phdr_info* info, size_t, void* data) {
   auto& p = *static_cast<Patch*>(data);
-  if (Contains(*info, Self())) return 0;
+  if (LoadedAt(*info, Self())) return 0;
   if (p.vdso_phdr != 0 && reinterpret_cast<uintptr_t>(info->dlpi_phdr) == p.vdso_phdr) return 0;
   if (p.rtld != 0 && info->dlpi_addr == p.rtld) return 0;
   ElfObject o;

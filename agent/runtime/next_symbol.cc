@@ -18,19 +18,9 @@ struct Walk {
   bool any;  // every object but ours, in order (g_loaded_late)
 };
 
-bool Contains(const dl_phdr_info& info, uintptr_t a) {
-  for (int i = 0; i < info.dlpi_phnum; ++i) {
-    const Elf64_Phdr& p = info.dlpi_phdr[i];
-    if (p.p_type != PT_LOAD) continue;
-    const uintptr_t lo = info.dlpi_addr + p.p_vaddr;
-    if (a >= lo && a < lo + p.p_memsz) return true;
-  }
-  return false;
-}
-
 int OnObject(dl_phdr_info* info, size_t, void* data) {
   Walk& w = *static_cast<Walk*>(data);
-  const bool ours = Contains(*info, reinterpret_cast<uintptr_t>(&ResolveNext));
+  const bool ours = LoadedAt(*info, reinterpret_cast<uintptr_t>(&ResolveNext));
   if (w.any) {
     if (ours) return 0;
   } else if (!w.past_us) {
