@@ -1,10 +1,12 @@
-// libfieldprof-front.so: what a session preloads into every process. About
-// a page of code: the first look at the run (first_look.h: consent and the
-// sampling coin, three system calls, no libc call) and, only in a run that
-// may be measured, a dlopen of the runtime beside it (libfieldprof.so),
-// whose constructor decides in full and sets everything up, pointing the
-// program's imports at its interposers itself (late_interpose.h). An
-// unmeasured process maps this object and nothing of the runtime.
+// libfieldprof-front.so: what a session preloads into every process: the
+// first look at the run (first_look.h: consent and the sampling coin,
+// three system calls, no libc call; the only code most processes run);
+// in a sampled run the decision (decide.h: load, rate cap, slot); and only
+// in a run it will measure, a dlopen of the runtime beside it
+// (libfieldprof.so), which takes the decision over (front_handoff.h) and
+// sets everything up, pointing the program's imports at its interposers
+// itself (late_interpose.h). A process it does not measure maps this
+// object and nothing of the runtime.
 //
 // The runtime is found next to this file, through the symbolic link a
 // session preloads it by ($XDG_RUNTIME_DIR/fieldprof/libfieldprof.so ->
@@ -13,6 +15,13 @@
 #include <unistd.h>
 
 #include "agent/runtime/first_look.h"
+#include "agent/runtime/front_handoff.h"
+#include "agent/runtime/sys.h"
+
+// Read by the runtime (front_handoff.h); in .bss, untouched unless sampled.
+extern "C" __attribute__((visibility("default")))
+fieldprof::rt::FrontHandoff fieldprof_front_handoff;
+fieldprof::rt::FrontHandoff fieldprof_front_handoff;
 
 namespace fieldprof::rt {
 namespace {
@@ -32,24 +41,42 @@ bool RuntimeBeside(const char* path, char* out, size_t cap) {
   return true;
 }
 
+// The runtime beside this object, or false (`out` unset).
+bool FindRuntime(char* out, size_t cap);
+
 __attribute__((constructor(101))) void Front(int, char**, char** envp) {
-  if (LookAtRun(envp) != FirstLook::kGoOn) return;
+  SettingsText text;
+  if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
+  FrontHandoff& h = fieldprof_front_handoff;
+  const RunDecision d = DecideRun(&h.settings, &text, envp);
+  if (d.verdict != Verdict::kMeasure) return;
+  char runtime[4096];
+  h.slot_fd = d.slot_fd;
+  h.ready = 1;
+  // Its constructor runs now, with this process's arguments and
+  // environment, as if it had been preloaded, and takes the decision over.
+  if (FindRuntime(runtime, sizeof runtime) && dlopen(runtime, RTLD_NOW | RTLD_LOCAL) != nullptr) {
+    return;
+  }
+  h.ready = 0;  // not measured after all: the slot goes back
+  sys::Close(h.slot_fd);
+}
+
+bool FindRuntime(char* runtime, size_t cap) {
   Dl_info self;
-  if (dladdr(reinterpret_cast<void*>(&Front), &self) == 0 || self.dli_fname == nullptr) return;
+  if (dladdr(reinterpret_cast<void*>(&Front), &self) == 0 || self.dli_fname == nullptr) {
+    return false;
+  }
   char target[4096];
   const char* where = self.dli_fname;
   const ssize_t n = readlink(where, target, sizeof target - 1);
   if (n > 0) {
     target[n] = 0;
-    // A relative link is relative to the link's own directory.
-    if (target[0] != '/') return;
+    // Sessions link by absolute path; a relative link is not followed.
+    if (target[0] != '/') return false;
     where = target;
   }
-  char runtime[4096];
-  if (!RuntimeBeside(where, runtime, sizeof runtime)) return;
-  // Its constructor runs now, with this process's arguments and
-  // environment, as if it had been preloaded.
-  dlopen(runtime, RTLD_NOW | RTLD_LOCAL);
+  return RuntimeBeside(where, runtime, cap);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // clock (clock.h) and binder (binder.h) here. Also the process-wide state
 // the other parts share.
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@
 #include "agent/runtime/clock.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/decide.h"
+#include "agent/runtime/elf_object.h"
 #include "agent/runtime/first_look.h"
+#include "agent/runtime/front_handoff.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/late_interpose.h"
 #include "agent/runtime/sys.h"
@@ -59,6 +62,27 @@ bool MapMeasuringState() {
   return true;
 }
 
+int OnObjectForHandoff(dl_phdr_info* info, size_t, void* data) {
+  ElfObject o;
+  if (!ParseElfObject(info->dlpi_addr, info->dlpi_name, info->dlpi_phdr, info->dlpi_phnum,
+                      static_cast<uintptr_t>(getpagesize()), &o)) {
+    return 0;
+  }
+  const Elf64_Sym* s =
+      FindDefinition(o, kFrontHandoffName, GnuHash(kFrontHandoffName), VersionNeed{});
+  if (s == nullptr || ELF64_ST_TYPE(s->st_info) != STT_OBJECT) return 0;
+  *static_cast<const FrontHandoff**>(data) =
+      reinterpret_cast<const FrontHandoff*>(o.base + s->st_value);
+  return 1;
+}
+
+// The front's decision, when a front is loaded (front_handoff.h).
+const FrontHandoff* FindFrontHandoff() {
+  const FrontHandoff* h = nullptr;
+  dl_iterate_phdr(OnObjectForHandoff, &h);
+  return h;
+}
+
 void StopMeasuring(const char* why) {
   DebugLog("%s: not measuring", why);
   g.active = 0;
@@ -75,7 +99,15 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   SettingsText text;
   if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
   const uint64_t t_looked = Rdtsc();
-  const RunDecision d = DecideRun(&settings, &text, envp);
+  // Loaded by the front, which decided already (front_handoff.h).
+  RunDecision d;
+  if (const FrontHandoff* h = FindFrontHandoff(); h != nullptr && h->ready) {
+    settings = h->settings;
+    d.verdict = Verdict::kMeasure;
+    d.slot_fd = h->slot_fd;
+  } else {
+    d = DecideRun(&settings, &text, envp);
+  }
   if (d.verdict != Verdict::kMeasure) return;
   // Loaded by the front (front.cc) rather than preloaded: point every
   // import of our exports at us, as preloading would have.

@@ -178,14 +178,16 @@ TEST(RuntimeLayoutTest, DataSharesTheRelocatedPage) {
 }
 
 // What a session preloads is the front (front.cc): a run it does not
-// measure maps no page of the runtime, one it measures loads it. Read from
+// measure maps no page of the runtime, one it measures loads it; so does
+// a sampled run the rate cap refuses (the front decides). Read from
 // /proc/self/maps by a real program (cat).
 TEST(FrontTest, AnUnmeasuredRunMapsNothingOfTheRuntime) {
   TempDir dir;
   const std::string conf = dir.path() + "/runtime.conf";
-  auto maps = [&](const std::string& first) {
+  auto maps = [&](const std::string& first, int per_minute = 0) {
     {
-      std::ofstream(conf) << first << "max_runs_per_minute = 0\nmax_load_per_cpu = 1000\n"
+      std::ofstream(conf) << first << "max_runs_per_minute = " << per_minute
+                          << "\nmax_load_per_cpu = 1000\n"
                           << "spool_dir = " << dir.path() << "/spool\nslot_dir = " << dir.path()
                           << "/slots\n";
     }
@@ -199,6 +201,12 @@ TEST(FrontTest, AnUnmeasuredRunMapsNothingOfTheRuntime) {
   EXPECT_FALSE(maps("consent = no\nsample_fraction = 1\n")) << "no consent";
   EXPECT_FALSE(maps("consent = yes\nsample_fraction = 0\n")) << "not sampled";
   EXPECT_TRUE(maps("consent = yes\nsample_fraction = 1\n")) << "sampled: the runtime is loaded";
+  // One run a minute: the first is measured, the next refused by the cap.
+  EXPECT_TRUE(maps("consent = yes\nsample_fraction = 1\n", 1));
+  EXPECT_FALSE(maps("consent = yes\nsample_fraction = 1\n", 1)) << "refused by the rate cap";
+  StatusOr<RunCounts> counts = ReadRunCounters(dir.path() + "/spool");
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ((*counts)[kRunRefusedRate], 1u);
 }
 
 TEST_F(RuntimeTest, AllocationsLandInTheirBucket) {
