@@ -72,9 +72,21 @@ bool FindRuntime(char* runtime, size_t cap) {
   const ssize_t n = readlink(where, target, sizeof target - 1);
   if (n > 0) {
     target[n] = 0;
-    // Sessions link by absolute path; a relative link is not followed.
-    if (target[0] != '/') return false;
-    where = target;
+    if (target[0] == '/') {
+      where = target;
+    } else {
+      // A relative link is relative to the link's own directory: the
+      // runtime is then beside the link's directory joined with it.
+      char joined[4096];
+      size_t slash = 0, len = 0;
+      for (; self.dli_fname[len] != 0; ++len) {
+        if (self.dli_fname[len] == '/') slash = len + 1;
+      }
+      if (slash + static_cast<size_t>(n) + 1 > sizeof joined) return false;
+      for (size_t i = 0; i < slash; ++i) joined[i] = self.dli_fname[i];
+      for (ssize_t i = 0; i <= n; ++i) joined[slash + static_cast<size_t>(i)] = target[i];
+      return RuntimeBeside(joined, runtime, cap);
+    }
   }
   return RuntimeBeside(where, runtime, cap);
 }

@@ -207,6 +207,25 @@ TEST(FrontTest, AnUnmeasuredRunMapsNothingOfTheRuntime) {
   StatusOr<RunCounts> counts = ReadRunCounters(dir.path() + "/spool");
   ASSERT_TRUE(counts.ok()) << counts.status().ToString();
   EXPECT_EQ((*counts)[kRunRefusedRate], 1u);
+  // Preloaded through a link, absolute or relative (a session links its
+  // runtime directory to the installed front), it finds the runtime
+  // beside what the link names.
+  const fs::path front = fs::canonical(FIELDPROF_FRONT_LIB);
+  for (const fs::path& to : {front, fs::relative(front, dir.path())}) {
+    const std::string link = dir.path() + "/libfieldprof.so";
+    fs::remove(link);
+    fs::create_symlink(to, link);
+    {
+      std::ofstream(conf) << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                          << "max_load_per_cpu = 1000\nspool_dir = " << dir.path()
+                          << "/spool\nslot_dir = " << dir.path() << "/slots\n";
+    }
+    Result r =
+        RunCmd({"cat", "/proc/self/maps"}, {"FIELDPROF_SETTINGS=" + conf, "LD_PRELOAD=" + link});
+    EXPECT_NE(r.out.find(front.parent_path().string() + "/libfieldprof.so"), std::string::npos)
+        << to << "\n"
+        << r.out;
+  }
 }
 
 TEST_F(RuntimeTest, AllocationsLandInTheirBucket) {
