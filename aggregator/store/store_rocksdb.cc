@@ -355,6 +355,9 @@ class RocksDbStore : public Store {
     }
     std::string scratch;
     const std::string_view kept = StorableBatchBody(body, &scratch);
+    // A body that decoded always parses; never store one that would not
+    // recover (or one still holding its key).
+    if (kept.empty()) return Internal("a decoded batch does not parse again");
     const rocksdb::Slice value_parts[2] = {prefix, rocksdb::Slice(kept.data(), kept.size())};
     const rocksdb::Slice key_part(id);
     rocksdb::WriteBatch wb;

@@ -4,11 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -149,8 +149,9 @@ struct Pool {
   std::vector<UploadToken> tokens;    // one per batch to send, in order
 };
 
-// A 64-byte stand-in for a token's output, patched per send.
-constexpr char kTokenPlaceholderByte = '\x5a';
+// The byte a pool body's token output is filled with before each send
+// writes the spent token's output over it (found by its offset).
+constexpr char kTokenFillByte = '\x5a';
 
 // `n` tokens from the aggregator, `per_request` at a time.
 StatusOr<std::vector<UploadToken>> TakeTokens(const HttpsClientOptions& client, int64_t n,
@@ -161,8 +162,9 @@ StatusOr<std::vector<UploadToken>> TakeTokens(const HttpsClientOptions& client, 
     return Unavailable("GET /v1/tokens answered " + std::to_string(info.status) +
                        " (an aggregator without --token_secret_file?): " + info.body);
   }
-  const size_t at = info.body.find("\"max_per_request\":");
-  const int per_request = at == std::string::npos ? 64 : std::atoi(info.body.c_str() + at + 18);
+  const nlohmann::json j = nlohmann::json::parse(info.body, nullptr, false);
+  const int per_request =
+      j.is_object() && j.value("max_per_request", 0) > 0 ? j.value("max_per_request", 0) : 64;
   std::vector<UploadToken> out;
   while (static_cast<int64_t>(out.size()) < n) {
     const int want = static_cast<int>(std::min<int64_t>(per_request, n - out.size()));
@@ -195,7 +197,7 @@ Pool MakePool(const LoadOptions& o, BatchGenerator& gen, std::vector<UploadToken
       p.batches[i].set_machine_key(key);
     }
     if (o.tokens) {
-      p.batches[i].set_token(std::string(voprf::kOutputBytes, kTokenPlaceholderByte));
+      p.batches[i].set_token(std::string(voprf::kOutputBytes, kTokenFillByte));
       // Every token of one run is of one epoch (taken just before).
       p.batches[i].set_token_epoch(p.tokens.empty() ? 0 : p.tokens[0].epoch);
     }
