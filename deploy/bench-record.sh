@@ -6,12 +6,17 @@
 #     perf record -F 999 --call-graph dwarf, the peer;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/local/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
-#     (with idle transitions), and the default task clock.
+#     (with idle transitions; CPU-wide records too when privileged), the
+#     same with --cpu_wide off (what an unprivileged user gets), the
+#     default task clock, and the program alone with a context-switch ring
+#     per thread that it discards (the kernel's switch records by
+#     themselves, the mechanism's floor).
 # Prints each variant's median wall time and its ratio to plain: of the
-# whole command, and for the sqlite3 workload also of the program alone,
-# timed by the shell that runs it (so neither fieldprof record's work after
-# the program ends nor perf's is in it; the sampler's start in the
-# program is).
+# whole command, and also of the program alone: the sqlite3 run timed by
+# the shell that runs it, the ping-pong's waits timed by itself (so neither
+# fieldprof record's work after the program ends nor perf's is in it; the
+# sampler's start in the program is). Then what an idle transition adds
+# (4 x N of them), from the ping-pong's own times.
 #
 #   ./deploy/bench-record.sh [ROUNDS=15] [PINGPONG_ROUNDS=20000]
 set -euo pipefail
@@ -32,17 +37,21 @@ inner() { echo "sh -c 'a=\$(date +%s%N); sqlite3 :memory: < $sql; b=\$(date +%s%
 cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
-cmd[pingpong:plain]="$waits pingpong $pp"
-cmd[pingpong:timer-no-idle]="$cli record --clock timer --idle=false -o $tmp/p.fprec -- $waits pingpong $pp"
-cmd[pingpong:timer]="$cli record --clock timer -o $tmp/p.fprec -- $waits pingpong $pp"
-cmd[pingpong:task]="$cli record -o $tmp/p.fprec -- $waits pingpong $pp"
-order=(sqlite:plain sqlite:record sqlite:perf-dwarf pingpong:plain pingpong:timer-no-idle
-  pingpong:timer pingpong:task)
+# The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
+own() { echo "$1 2>&1 >/dev/null | awk '/^elapsed/ {printf \"%d\\n\", \$2 * 1000}' >>$tmp/inner_$2"; }
+cmd[pingpong:plain]="$(own "$waits pingpong $pp" pingpong_plain)"
+cmd[pingpong:kernel-rings]="$(own "$waits pingpong-rings $pp" pingpong_kernel-rings)"
+cmd[pingpong:timer-no-idle]="$(own "$cli record --clock timer --idle=false -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-no-idle)"
+cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer)"
+cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
+cmd[pingpong:task]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
+order=(sqlite:plain sqlite:record sqlite:perf-dwarf pingpong:plain pingpong:kernel-rings
+  pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv pingpong:task)
 
 for ((i = 1; i <= rounds; i++)); do
   for v in "${order[@]}"; do
     s=$(date +%s%N)
-    bash -c "${cmd[$v]}" >/dev/null 2>&1
+    bash -c "${cmd[$v]}" >/dev/null 2>&1 || true
     e=$(date +%s%N)
     echo "$(((e - s) / 1000)) " >>"$tmp/${v//:/_}"
   done
@@ -67,3 +76,9 @@ for v in "${order[@]}"; do
   fi
   echo
 done
+# What an idle transition adds, from the ping-pong's own medians: the
+# kernel's switch records alone (against plain), and fieldprof record's
+# whole mechanism (against sampling alone).
+per() { echo "($(median "$tmp/inner_pingpong_$1") - $(median "$tmp/inner_pingpong_$2")) / (4 * $pp)" | bc -l; }
+printf 'per idle transition: kernel switch records %.2f us; record, unprivileged %.2f us; record %.2f us\n' \
+  "$(per kernel-rings plain)" "$(per timer-unpriv timer-no-idle)" "$(per timer timer-no-idle)"

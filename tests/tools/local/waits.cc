@@ -2,6 +2,11 @@
 // transitions (issue #32, seed 001):
 //   waits pingpong N  two threads hand a turn back and forth N times over a
 //                     mutex and condition variable (2N waits)
+//   waits pingpong-rings N
+//                     the same, each player with its own context-switch
+//                     perf_event ring (as fieldprof record opens), whose
+//                     records it discards after each turn: what the
+//                     kernel's switch records cost by themselves
 //   waits sleeper N   N sleeps of 1 ms in nanosleep
 //   waits pipe N      a reader reads N messages from a pipe, each written
 //                     by a second thread 1 ms after the last
@@ -9,7 +14,10 @@
 // and each thread's voluntary and involuntary context switches as the
 // kernel counts them (/proc/thread-self/status), to check a recording's
 // switch counts against.
+#include <linux/perf_event.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,12 +72,45 @@ __attribute__((noinline)) void WaitForTurn(long parity) {
 }
 
 Switches g_players[2];
+bool g_rings = false;  // pingpong-rings
+
+// This thread's context-switch ring, as the sampler opens it (switches.cc);
+// null when the kernel refuses.
+perf_event_mmap_page* OpenSwitchRing() {
+  perf_event_attr a{};
+  a.size = sizeof a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_DUMMY;
+  a.context_switch = 1;
+  a.exclude_kernel = 1;
+  a.exclude_hv = 1;
+  a.sample_id_all = 1;
+  a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+  a.use_clockid = 1;
+  a.clockid = CLOCK_MONOTONIC;
+  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  if (fd < 0) return nullptr;
+  void* map = mmap(nullptr, 65 * static_cast<size_t>(sysconf(_SC_PAGESIZE)), PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
+  return map == MAP_FAILED ? nullptr : static_cast<perf_event_mmap_page*>(map);
+}
 
 // Each player reads its count last, and main prints it: a thread's own
 // printing could wait on stdio's lock after the count was read.
 void* Player(void* arg) {
   const long parity = reinterpret_cast<long>(arg);
-  for (long i = 0; i < g_rounds; ++i) WaitForTurn(parity);
+  perf_event_mmap_page* ring = g_rings ? OpenSwitchRing() : nullptr;
+  if (g_rings && ring == nullptr) {
+    std::fprintf(stderr, "waits: perf_event_open refused a switch ring\n");
+    std::exit(1);
+  }
+  for (long i = 0; i < g_rounds; ++i) {
+    WaitForTurn(parity);
+    if (ring != nullptr) {  // consumed unread
+      __atomic_store_n(&ring->data_tail, __atomic_load_n(&ring->data_head, __ATOMIC_ACQUIRE),
+                       __ATOMIC_RELEASE);
+    }
+  }
   g_players[parity] = ReadSwitches();
   return nullptr;
 }
@@ -104,12 +145,13 @@ __attribute__((noinline)) long ReadMessages() {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: waits pingpong|sleeper|pipe N\n");
+    std::fprintf(stderr, "usage: waits pingpong|pingpong-rings|sleeper|pipe N\n");
     return 2;
   }
   const long n = std::atol(argv[2]);
   const auto start = std::chrono::steady_clock::now();
-  if (std::strcmp(argv[1], "pingpong") == 0) {
+  g_rings = std::strcmp(argv[1], "pingpong-rings") == 0;
+  if (std::strcmp(argv[1], "pingpong") == 0 || g_rings) {
     g_rounds = n;
     pthread_t a, b;
     pthread_create(&a, nullptr, Player, reinterpret_cast<void*>(0L));
