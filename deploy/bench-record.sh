@@ -38,7 +38,7 @@ cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
 # The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
-own() { echo "$1 2>&1 >/dev/null | awk '/^elapsed/ {printf \"%d\\n\", \$2 * 1000}' >>$tmp/inner_$2"; }
+own() { echo "set -o pipefail; $1 2>&1 >/dev/null | awk '/^elapsed/ {printf \"%d\\n\", \$2 * 1000}' >>$tmp/inner_$2"; }
 cmd[pingpong:plain]="$(own "$waits pingpong $pp" pingpong_plain)"
 cmd[pingpong:kernel-rings]="$(own "$waits pingpong-rings $pp" pingpong_kernel-rings)"
 cmd[pingpong:timer-no-idle]="$(own "$cli record --clock timer --idle=false -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-no-idle)"
@@ -51,7 +51,7 @@ order=(sqlite:plain sqlite:record sqlite:perf-dwarf pingpong:plain pingpong:kern
 for ((i = 1; i <= rounds; i++)); do
   for v in "${order[@]}"; do
     s=$(date +%s%N)
-    bash -c "${cmd[$v]}" >/dev/null 2>&1 || true
+    bash -c "${cmd[$v]}" >/dev/null 2>&1 || { echo "bench-record: $v failed: ${cmd[$v]}" >&2; exit 1; }
     e=$(date +%s%N)
     echo "$(((e - s) / 1000)) " >>"$tmp/${v//:/_}"
   done
