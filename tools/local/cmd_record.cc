@@ -175,6 +175,19 @@ int Record(int argc, char** argv) {
                static_cast<double>(r->duration_ns) / 1e9, r->processes,
                r->processes == 1 ? "" : "es", r->threads.size(), r->stacks.size(),
                r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
+  if (r->dropped > 0 || r->skipped > r->tree.samples() / 100) {
+    std::fprintf(
+        stderr,
+        "fieldprof record: %llu stacks dropped (the sampler's ring was full: its writer "
+        "fell behind), %llu samples skipped (taken in the dynamic linker or the sampler)\n",
+        static_cast<unsigned long long>(r->dropped), static_cast<unsigned long long>(r->skipped));
+  }
+  if (r->throttled > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %llu samples throttled: unwinding took over a quarter of a "
+                 "thread's time at %u Hz (a lower --hz keeps them)\n",
+                 static_cast<unsigned long long>(r->throttled), r->hz);
+  }
   if (r->idle) {
     std::fprintf(
         stderr, "fieldprof record: %zu idle transitions%s (show --idle)%s\n",

@@ -81,6 +81,7 @@ struct Trailer {
   uint64_t skipped;            // samples not taken: the thread was in the dynamic linker
   uint64_t switches_lost;      // switch records the kernel could not write (a full ring)
   uint64_t threads_unwatched;  // threads whose switches could not be watched
+  uint64_t throttled;          // samples not taken: sampling held to its share of a thread
 };
 
 }  // namespace fieldprof::local::raw

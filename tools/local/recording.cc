@@ -390,6 +390,7 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
       end = std::max(end, p.trailer.end_ns);
       r.dropped += p.trailer.dropped;
       r.skipped += p.trailer.skipped;
+      r.throttled += p.trailer.throttled;
       r.switches_lost += p.trailer.switches_lost;
       r.threads_unwatched += p.trailer.threads_unwatched;
     } else {

@@ -257,7 +257,9 @@ TEST(CallTreeTest, QueriesAnswerFromTheTree) {
   EXPECT_EQ(top[1].self, 13);
   // run's total counts the recursive call once.
   for (const TopRow& r : TopFunctions(*t, Metric::kSamples, true)) {
-    if (r.name == "run") EXPECT_EQ(r.total, 37);
+    if (r.name == "run") {
+      EXPECT_EQ(r.total, 37);
+    }
   }
   StatusOr<Butterfly> b = ButterflyOf(*t, "malloc", Metric::kSamples);
   ASSERT_TRUE(b.ok());

@@ -1,13 +1,18 @@
 // A program with known phases for fieldprof record's tests: 200 ms in
 // phase_a, 200 ms in phase_b, then phase_a on the main thread and phase_b
 // on a second one together for 200 ms. With "kill" it SIGKILLs itself
-// in the middle of the last phase: a recording cut short.
+// in the middle of the last phase: a recording cut short. With
+// "crowd THREADS DEPTH SECONDS" it is a crowd instead: THREADS threads each
+// recurse DEPTH calls deep into `deep` and spin there for SECONDS, so that
+// a fast sampling clock fills the sampler's ring faster than it drains.
 #include <pthread.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -36,7 +41,44 @@ extern "C" __attribute__((noinline)) void phase_b(double s) {
   sink = sink + 2;
 }
 
+extern "C" __attribute__((noinline)) void deep(int depth, double s) {
+  if (depth > 1) {
+    deep(depth - 1, s);
+  } else {
+    spin(s);
+  }
+  sink = sink + depth;  // not a tail call: each level keeps its frame
+}
+
+namespace {
+
+int Crowd(int threads, int depth, double secs) {
+  struct Job {
+    int depth;
+    double secs;
+  } job{depth, secs};
+  std::vector<pthread_t> crowd(static_cast<size_t>(threads));
+  for (pthread_t& t : crowd) {
+    pthread_create(
+        &t, nullptr,
+        [](void* p) -> void* {
+          const Job& j = *static_cast<const Job*>(p);
+          deep(j.depth, j.secs);
+          return nullptr;
+        },
+        &job);
+  }
+  for (pthread_t& t : crowd) pthread_join(t, nullptr);
+  std::printf("crowd done\n");
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc == 5 && std::strcmp(argv[1], "crowd") == 0) {
+    return Crowd(std::atoi(argv[2]), std::atoi(argv[3]), std::atof(argv[4]));
+  }
   const bool kill_self = argc > 1 && std::strcmp(argv[1], "kill") == 0;
   phase_a(0.2);
   phase_b(0.2);

@@ -517,6 +517,42 @@ TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
   EXPECT_NE(task.find("--clock is task or timer"), std::string::npos) << task;
 }
 
+// Many threads sampled fast: tens of megabytes of stacks pass through the
+// sampler's ring of one mebibyte, its records of every length wrapping
+// round it many times, while the writer drains it. Every stack must come
+// out whole: each spinning sample is exactly `depth` calls of `deep` deep
+// (a torn or misread record would show any other count).
+TEST(RecordTest, ManyThreadsSampledFastKeepEveryStackWhole) {
+  TempDir dir;
+  const std::string file = dir.File("crowd.fprec");
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " record --hz 10000 -o " + file + " -- " + kPhases +
+                           " crowd 16 100 1.0 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --collapsed", &out), 0);
+  std::map<int, uint64_t> by_depth;  // spinning samples by calls of `deep`
+  uint64_t spinning = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t sp = line.rfind(' ');
+    const std::string stack = ";" + line.substr(0, sp) + ";";
+    if (stack.find(";spin;") == std::string::npos) continue;
+    int depth = 0;
+    for (size_t at = stack.find(";deep;"); at != std::string::npos;
+         at = stack.find(";deep;", at + 1)) {
+      ++depth;
+    }
+    const uint64_t n = std::stoull(line.substr(sp + 1));
+    by_depth[depth] += n;
+    spinning += n;
+  }
+  // 2 CPUs x 1 s x 10,000 Hz, less what the start and the sampler take.
+  EXPECT_GT(spinning, 5000u) << out;
+  EXPECT_EQ(by_depth[100], spinning) << "every spinning stack is 100 calls deep";
+}
+
 // The cum% column of `function`'s row in `go tool pprof -top` output (0
 // when it has none).
 double CumPercent(const std::string& top, const std::string& function) {

@@ -15,7 +15,7 @@
 // begin (the function is wrapped); the main thread at load. Each thread
 // also gets its switch ring (switches.cc) unless idle transitions are off. The handler unwinds the
 // interrupted thread's stack with libunwind (DWARF CFI: through Debian's libraries, which have no
-// frame pointers) into a ring of slots, drained into DIR/rec-PID-START.raw
+// frame pointers) into a ring of bytes, drained into DIR/rec-PID-START.raw
 // with the loaded modules, so a killed program leaves a file readable up
 // to its last drain. A process that never starts a thread of its own is
 // drained by its own thread, from the handler and after a wait, every 50
@@ -66,27 +66,42 @@ thread_local int t_in_handler = 0;
 
 namespace {
 
+using fieldprof::local::raw::BlockedHeader;
 using fieldprof::local::raw::kMaxFrames;
 using fieldprof::local::raw::SampleHeader;
 using namespace fieldprof::local::sampler;  // NOLINT: this library's own parts
 
-constexpr uint32_t kSlots = 8192;
+// The ring of records the handlers write and the writer drains: one
+// array of bytes, each record a RecordHead and the raw file's body after it
+// (a SampleHeader or BlockedHeader, then the stack), as long as its stack
+// needs. It was 8,192 fixed slots of 1 KiB: each record touched a slot
+// cold in cache and TLB, most of the 0.7 us a blocked call cost us on this
+// VM. Records follow each other here, so a record's bytes are mostly where
+// the last one ended. A record never wraps: one that crosses the end runs on
+// into kMaxRecord spare bytes past it, which the writer reads in one piece.
+// Every byte of the ring outside [tail, head) is zero, so a record claimed
+// but not yet committed reads as size 0: the writer clears what it drains.
+constexpr uint64_t kRingBytes = 1 << 20;
+static_assert((kRingBytes & (kRingBytes - 1)) == 0);
 
-enum SlotKind : uint8_t { kSample = 0, kBlocked = 1 };
+enum RecordKind : uint8_t { kSample = 'S', kBlocked = 'B' };
 
-struct Slot {
-  std::atomic<uint32_t> ready{0};  // 0: free, 1: filled, 2: dropped
-  uint8_t kind = kSample;
-  SampleHeader h;
-  uint64_t from = 0, to = 0;  // kBlocked: the switch ring's records
-  uint32_t ring = 0;
-  uint64_t ips[kMaxFrames];
+struct RecordHead {
+  uint32_t size;  // of the whole record, a multiple of 8; 0 until committed
+  uint8_t kind;   // the raw file's tag
+  uint8_t reserved[3];
 };
+static_assert(sizeof(RecordHead) == 8);
+static_assert(sizeof(SampleHeader) % 8 == 0 && sizeof(BlockedHeader) % 8 == 0);
+constexpr uint32_t kMaxRecord = sizeof(RecordHead) + sizeof(BlockedHeader) + 8 * kMaxFrames;
 
-Slot* g_slots = nullptr;
-std::atomic<uint64_t> g_head{0};
-uint64_t g_tail = 0;  // the writer's
-std::atomic<uint64_t> g_dropped{0}, g_skipped{0};
+char* g_ring = nullptr;           // kRingBytes + kMaxRecord
+std::atomic<uint64_t> g_head{0};  // bytes ever claimed
+std::atomic<uint64_t> g_tail{0};  // bytes ever drained (the writer's; read by claims)
+// Records committed since the last drain, counted only while the process
+// has no writer thread (its one thread claims and drains).
+uint64_t g_pending_records = 0;
+std::atomic<uint64_t> g_dropped{0}, g_skipped{0}, g_throttled{0};
 int g_fd = -1;
 bool g_on = false;  // sampling in this process
 // 1: the writer stops. A futex word, so that Stop() wakes the writer at
@@ -106,6 +121,10 @@ bool g_trap = false;  // task-clock events signal by SIGTRAP (sigtrap.cc)
 unsigned long long g_modules_adds = ~0ull;
 
 thread_local uint32_t t_tid = 0;
+// The end of this thread's last sample, and what that sample cost (see
+// OnProf's throttle).
+thread_local uint64_t t_sample_end_ns = 0;
+thread_local uint64_t t_sample_cost_ns = 0;
 thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
@@ -237,78 +256,114 @@ void WriteAll(const void* p, size_t n) {
 
 void DrainIfDue();
 
-// A slot for this thread's next record, or null (counted) when the writer
-// is behind. The caller fills it and marks it ready.
-Slot* Claim() {
-  const uint64_t idx = g_head.fetch_add(1, std::memory_order_acq_rel);
-  Slot& s = g_slots[idx % kSlots];
-  if (s.ready.load(std::memory_order_acquire) != 0) {  // the writer is behind: drop
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
-    s.ready.store(2, std::memory_order_release);  // an empty slot, to keep the order
-    return nullptr;
-  }
-  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  s.h.time_ns = NowNs();
-  s.h.tid = t_tid;
-  const int cpu = sched_getcpu();
-  s.h.cpu = static_cast<uint16_t>(cpu < 0 ? 0xffff : cpu);
-  return &s;
+// `size` bytes of the ring for this thread's next record, or null
+// (counted) when the writer is behind. The caller fills the body and
+// commits it.
+char* Claim(uint32_t size) {
+  uint64_t h = g_head.load(std::memory_order_relaxed);
+  do {
+    if (h + size - g_tail.load(std::memory_order_acquire) > kRingBytes) {
+      g_dropped.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+  } while (!g_head.compare_exchange_weak(h, h + size, std::memory_order_acquire,
+                                         std::memory_order_relaxed));
+  return g_ring + h % kRingBytes;
 }
 
-// The return addresses from the cursor's frame out, into the slot.
-void Unwind(unw_cursor_t* cursor, Slot* s) {
+// Makes a claimed record readable by the writer.
+void Commit(char* record, uint32_t size, RecordKind kind) {
+  auto* head = reinterpret_cast<RecordHead*>(record);
+  head->kind = kind;
+  __atomic_store_n(&head->size, size, __ATOMIC_RELEASE);
+  if (!g_writer_on) ++g_pending_records;
+}
+
+// Copies a sample (its header and `depth` return addresses) into the ring.
+void PutSample(const SampleHeader& h, const uint64_t* ips) {
+  const auto size = static_cast<uint32_t>(sizeof(RecordHead) + sizeof h + 8 * h.depth);
+  char* r = Claim(size);
+  if (r == nullptr) return;
+  memcpy(r + sizeof(RecordHead), &h, sizeof h);
+  memcpy(r + sizeof(RecordHead) + sizeof h, ips, 8 * h.depth);
+  Commit(r, size, kSample);
+}
+
+// The return addresses from the cursor's frame out.
+uint16_t Unwind(unw_cursor_t* cursor, uint64_t* ips) {
   uint16_t depth = 0;
   do {
     unw_word_t ip = 0;
     if (unw_get_reg(cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
-    s->ips[depth++] = ip;
+    ips[depth++] = ip;
   } while (depth < kMaxFrames && unw_step(cursor) > 0);
-  s->h.depth = depth;
+  return depth;
 }
+
+constexpr int kHandlerFrames = 8;  // at most this many above the interrupted one
 
 // libunwind's fast trace (unw_backtrace: each return address's frame rule
 // cached after its first walk) from the handler itself, through the
-// signal frame, kept from the interrupted instruction out. A full unw_step
-// walk from the signal's context cost about 115 us a sample on sqlite3
-// (80 ms of CPU in 690 samples); this, a few. False when the trace does not
-// reach the interrupted instruction (the slow walk then does it).
-bool FastUnwind(const ucontext_t* uc, Slot* s) {
-  constexpr int kHandlerFrames = 8;  // at most this many above the interrupted one
-  void* ips[kMaxFrames + kHandlerFrames];
-  const int n = unw_backtrace(ips, kMaxFrames + kHandlerFrames);
-  const auto pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-  for (int i = 0; i < n && i < kHandlerFrames; ++i) {
-    if (reinterpret_cast<uintptr_t>(ips[i]) != pc) continue;
-    uint16_t depth = 0;
-    for (int j = i; j < n && depth < kMaxFrames; ++j) {
-      s->ips[depth++] = reinterpret_cast<uintptr_t>(ips[j]);
-    }
-    s->h.depth = depth;
-    return true;
+// signal frame, into `ips`; returns where the interrupted instruction is in
+// it (the stack is from there out), or -1 when the trace does not reach it
+// (the slow walk then does it). A full unw_step walk from the signal's
+// context cost about 115 us a sample on sqlite3 (80 ms of CPU in 690
+// samples); this, a few.
+int FastUnwind(const ucontext_t* uc, uint64_t* ips, int* n) {
+  static_assert(sizeof(void*) == sizeof(uint64_t));
+  *n = unw_backtrace(reinterpret_cast<void**>(ips), kMaxFrames + kHandlerFrames);
+  const auto pc = static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  for (int i = 0; i < *n && i < kHandlerFrames; ++i) {
+    if (ips[i] == pc) return i;
   }
-  return false;
+  return -1;
 }
 
 void OnProf(int, siginfo_t*, void* uc) {
   const int saved = errno;
-  if (t_in_loader > 0 || t_in_handler > 0 || g_slots == nullptr || !g_on) {
+  if (t_in_loader > 0 || t_in_handler > 0 || g_ring == nullptr || !g_on) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     errno = saved;
     return;
   }
-  t_in_handler = 1;
-  if (Slot* s = Claim(); s != nullptr) {
-    s->kind = kSample;
-    s->h.depth = 0;
-    if (!FastUnwind(static_cast<const ucontext_t*>(uc), s)) {
-      unw_cursor_t cursor;
-      if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
-        Unwind(&cursor, s);
-      }
-    }
-    s->ready.store(1, std::memory_order_release);
+  // The throttle: a sample whose unwind took longer than the period (a
+  // cold unwind cache, a slow walk from a PLT stub through a hundred
+  // frames) left the next signal pending as it returned, which then
+  // interrupted the same instruction, took the same slow walk, and so on:
+  // a program of 16 threads sampled at 10 kHz stopped making progress.
+  // So a thread runs at least three times what its last sample cost
+  // before the next is taken (sampling keeps to about a quarter of its
+  // time, as perf's default perf_cpu_time_max_percent); the samples held
+  // off are counted.
+  const uint64_t now_ns = NowNs();
+  if (now_ns - t_sample_end_ns < 3 * t_sample_cost_ns) {
+    g_throttled.fetch_add(1, std::memory_order_relaxed);
+    errno = saved;
+    return;
   }
-  DrainIfDue();  // also when the slots were full
+  t_in_handler = 1;
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  SampleHeader h{};
+  h.time_ns = now_ns;
+  h.tid = t_tid;
+  const int cpu = sched_getcpu();
+  h.cpu = static_cast<uint16_t>(cpu < 0 ? 0xffff : cpu);
+  uint64_t ips[kMaxFrames + kHandlerFrames];
+  int n = 0;
+  const int first = FastUnwind(static_cast<const ucontext_t*>(uc), ips, &n);
+  if (first >= 0) {
+    h.depth = static_cast<uint16_t>(std::min(n - first, kMaxFrames));
+    PutSample(h, ips + first);
+  } else {
+    unw_cursor_t cursor;
+    if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+      h.depth = Unwind(&cursor, ips);
+    }
+    PutSample(h, ips);
+  }
+  DrainIfDue();  // also when the ring was full
+  t_sample_end_ns = NowNs();
+  t_sample_cost_ns = t_sample_end_ns - now_ns;
   t_in_handler = 0;
   errno = saved;
 }
@@ -355,39 +410,28 @@ void WriteModules() {
   dl_iterate_phdr(OnModule, nullptr);
 }
 
-// Returns whether a switch ring was filling up (drain again soon).
+// Returns whether a switch ring or the ring was filling up (drain again
+// soon).
 bool Drain() {
   WriteModules();
+  uint64_t tail = g_tail.load(std::memory_order_relaxed);
   const uint64_t head = g_head.load(std::memory_order_acquire);
-  while (g_tail < head) {
-    Slot& s = g_slots[g_tail % kSlots];
-    const uint32_t r = s.ready.load(std::memory_order_acquire);
-    if (r == 0) break;  // still being written: next time
-    if (r == 1 && s.kind == kSample) {
-      const char tag = 'S';
-      WriteAll(&tag, 1);
-      WriteAll(&s.h, sizeof s.h);
-      WriteAll(s.ips, sizeof(uint64_t) * s.h.depth);
-    } else if (r == 1) {
-      fieldprof::local::raw::BlockedHeader b{};
-      b.from = s.from;
-      b.to = s.to;
-      b.ring = s.ring;
-      b.tid = s.h.tid;
-      b.depth = s.h.depth;
-      const char tag = 'B';
-      WriteAll(&tag, 1);
-      WriteAll(&b, sizeof b);
-      WriteAll(s.ips, sizeof(uint64_t) * s.h.depth);
-    }
-    s.ready.store(0, std::memory_order_release);
-    ++g_tail;
+  while (tail < head) {
+    char* r = g_ring + tail % kRingBytes;
+    auto* rh = reinterpret_cast<RecordHead*>(r);
+    const uint32_t size = __atomic_load_n(&rh->size, __ATOMIC_ACQUIRE);
+    if (size == 0) break;  // still being written: next time
+    WriteRecord(static_cast<char>(rh->kind), r + sizeof(RecordHead), size - sizeof(RecordHead));
+    memset(r, 0, size);
+    tail += size;
   }
+  g_tail.store(tail, std::memory_order_release);
+  g_pending_records = 0;
   // Switch records after the stacks: a blocked call's stack is recorded
   // after its switches, and the reader pairs them wherever they lie.
   const bool busy = DrainSwitches();
   Flush();
-  return busy;
+  return busy || g_head.load(std::memory_order_relaxed) - tail > kRingBytes / 4;
 }
 
 // While the process has no writer thread, its one thread drains what is
@@ -396,10 +440,11 @@ bool Drain() {
 // ring). From the handler, or after a blocked call (the handler held off).
 void DrainIfDue() {
   if (g_writer_on || g_fd < 0) return;  // the writer drains; no clock read
-  const uint64_t now_ns = NowNs();
-  const uint64_t pending = g_head.load(std::memory_order_relaxed) - g_tail;
-  if (now_ns - g_last_drain_ns < 50 * 1000 * 1000 && pending < 512) return;
-  g_last_drain_ns = now_ns;
+  if (g_pending_records < 512) {
+    const uint64_t now_ns = NowNs();
+    if (now_ns - g_last_drain_ns < 50 * 1000 * 1000) return;
+  }
+  g_last_drain_ns = NowNs();
   Drain();
 }
 
@@ -463,9 +508,9 @@ void Start() {
   const char* idle = getenv("FIELDPROF_RECORD_IDLE");
   g_idle = idle == nullptr || idle[0] != '0';
   g_source = ChooseSource();
-  if (g_slots == nullptr) {
-    g_slots = static_cast<Slot*>(calloc(kSlots, sizeof(Slot)));
-    if (g_slots == nullptr) return;
+  if (g_ring == nullptr) {
+    g_ring = static_cast<char*>(calloc(kRingBytes + kMaxRecord, 1));
+    if (g_ring == nullptr) return;
   }
   char path[4096];
   const uint64_t start = NowNs();
@@ -509,12 +554,13 @@ void Stop() {
     pthread_join(g_writer, nullptr);
     g_writer_on = false;
   }
-  if (g_fd >= 0 && g_slots != nullptr) {
+  if (g_fd >= 0 && g_ring != nullptr) {
     Drain();
     fieldprof::local::raw::Trailer t{};
     t.end_ns = NowNs();
     t.dropped = g_dropped.load();
     t.skipped = g_skipped.load();
+    t.throttled = g_throttled.load();
     t.switches_lost = SwitchesLost();
     t.threads_unwatched = ThreadsUnwatched();
     const char tag = 'E';
@@ -541,16 +587,28 @@ void AfterForkInChild() {
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_buf_len = 0;  // the parent's, not yet written
-  // Only the slots the parent had not drained are marked: clearing all of
-  // them wrote to every page of the 8 MB, a copy-on-write fault each,
-  // about 4 ms in every forked child (a shell's every command).
-  if (g_slots != nullptr) {
-    const uint64_t head = g_head.load();
-    for (uint64_t i = g_tail; i != head && i - g_tail < kSlots; ++i) {
-      Slot& slot = g_slots[i % kSlots];
-      if (slot.ready.load() != 0) slot.ready.store(0);
+  // Only what the parent had not drained is cleared: clearing the whole
+  // ring would write to every page, a copy-on-write fault each, in every
+  // forked child (a shell's every command). A record that crosses the end
+  // runs into the spare bytes past it.
+  if (g_ring != nullptr) {
+    const uint64_t tail = g_tail.load(), head = g_head.load();
+    if (head - tail >= kRingBytes) {
+      memset(g_ring, 0, kRingBytes + kMaxRecord);
+    } else if (head != tail) {
+      const uint64_t from = tail % kRingBytes, to = head % kRingBytes;
+      if (from < to) {
+        memset(g_ring + from, 0, to - from);
+      } else {
+        memset(g_ring + from, 0, kRingBytes + kMaxRecord - from);
+        memset(g_ring, 0, to);
+      }
     }
   }
+  g_pending_records = 0;
+  g_dropped = 0;  // the parent's, in its own trailer
+  g_skipped = 0;
+  g_throttled = 0;
   g_head = 0;
   g_tail = 0;
   g_modules_adds = ~0ull;
@@ -645,22 +703,25 @@ void WriteRecord(char tag, const void* p, size_t n) {
 }
 
 __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to) {
-  if (t_in_loader > 0 || t_in_handler > 0 || g_slots == nullptr || !g_on) return;
+  if (t_in_loader > 0 || t_in_handler > 0 || g_ring == nullptr || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
-  if (Slot* s = Claim(); s != nullptr) {
-    s->kind = kBlocked;
-    s->from = from;
-    s->to = to;
-    s->ring = ring;
-    s->h.depth = 0;
-    // libunwind's fast trace, which caches each return address's frame
-    // rule (a full unw_step walk cost ~10 us a wait); from the wrapper's
-    // frame: this function's own is dropped.
-    void* ips[kMaxFrames + 1];
-    const int n = unw_backtrace(ips, kMaxFrames + 1);
-    for (int i = 1; i < n; ++i) s->ips[i - 1] = reinterpret_cast<uint64_t>(ips[i]);
-    s->h.depth = static_cast<uint16_t>(n > 1 ? n - 1 : 0);
-    s->ready.store(1, std::memory_order_release);
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  // libunwind's fast trace, which caches each return address's frame
+  // rule (a full unw_step walk cost ~10 us a wait); from the wrapper's
+  // frame: this function's own is dropped.
+  void* ips[kMaxFrames + 1];
+  const int n = unw_backtrace(ips, kMaxFrames + 1);
+  BlockedHeader b{};
+  b.from = from;
+  b.to = to;
+  b.ring = ring;
+  b.tid = t_tid;
+  b.depth = static_cast<uint16_t>(n > 1 ? n - 1 : 0);
+  const auto size = static_cast<uint32_t>(sizeof(RecordHead) + sizeof b + 8 * b.depth);
+  if (char* r = Claim(size); r != nullptr) {
+    memcpy(r + sizeof(RecordHead), &b, sizeof b);
+    memcpy(r + sizeof(RecordHead) + sizeof b, ips + 1, 8 * b.depth);
+    Commit(r, size, kBlocked);
   }
   DrainIfDue();
   t_in_handler = 0;
