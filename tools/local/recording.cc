@@ -396,7 +396,7 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
     } else {
       ++r.processes_cut_short;
     }
-    if (!p.samples.empty()) end = std::max(end, p.samples.back().h.time_ns);
+    for (const auto& s : p.samples) end = std::max(end, s.h.time_ns);  // threads drain in turn
     for (const raw::Switch& w : p.switches) end = std::max(end, w.time_ns);
   }
   r.duration_ns = end > r.start_ns ? end - r.start_ns : 0;

@@ -15,7 +15,7 @@
 // begin (the function is wrapped); the main thread at load. Each thread
 // also gets its switch ring (switches.cc) unless idle transitions are off. The handler unwinds the
 // interrupted thread's stack with libunwind (DWARF CFI: through Debian's libraries, which have no
-// frame pointers) into a ring of bytes, drained into DIR/rec-PID-START.raw
+// frame pointers) into the thread's ring (stack_rings.cc), drained into DIR/rec-PID-START.raw
 // with the loaded modules, so a killed program leaves a file readable up
 // to its last drain. A process that never starts a thread of its own is
 // drained by its own thread, from the handler and after a wait, every 50
@@ -71,37 +71,10 @@ using fieldprof::local::raw::kMaxFrames;
 using fieldprof::local::raw::SampleHeader;
 using namespace fieldprof::local::sampler;  // NOLINT: this library's own parts
 
-// The ring of records the handlers write and the writer drains: one
-// array of bytes, each record a RecordHead and the raw file's body after it
-// (a SampleHeader or BlockedHeader, then the stack), as long as its stack
-// needs. It was 8,192 fixed slots of 1 KiB: each record touched a slot
-// cold in cache and TLB, most of the 0.7 us a blocked call cost us on this
-// VM. Records follow each other here, so a record's bytes are mostly where
-// the last one ended. A record never wraps: one that crosses the end runs on
-// into kMaxRecord spare bytes past it, which the writer reads in one piece.
-// Every byte of the ring outside [tail, head) is zero, so a record claimed
-// but not yet committed reads as size 0: the writer clears what it drains.
-constexpr uint64_t kRingBytes = 1 << 20;
-static_assert((kRingBytes & (kRingBytes - 1)) == 0);
-
-enum RecordKind : uint8_t { kSample = 'S', kBlocked = 'B' };
-
-struct RecordHead {
-  uint32_t size;  // of the whole record, a multiple of 8; 0 until committed
-  uint8_t kind;   // the raw file's tag
-  uint8_t reserved[3];
-};
-static_assert(sizeof(RecordHead) == 8);
-static_assert(sizeof(SampleHeader) % 8 == 0 && sizeof(BlockedHeader) % 8 == 0);
-constexpr uint32_t kMaxRecord = sizeof(RecordHead) + sizeof(BlockedHeader) + 8 * kMaxFrames;
-
-char* g_ring = nullptr;           // kRingBytes + kMaxRecord
-std::atomic<uint64_t> g_head{0};  // bytes ever claimed
-std::atomic<uint64_t> g_tail{0};  // bytes ever drained (the writer's; read by claims)
+std::atomic<uint64_t> g_skipped{0}, g_throttled{0};
 // Records committed since the last drain, counted only while the process
-// has no writer thread (its one thread claims and drains).
+// has no writer thread (its one thread records and drains).
 uint64_t g_pending_records = 0;
-std::atomic<uint64_t> g_dropped{0}, g_skipped{0}, g_throttled{0};
 int g_fd = -1;
 bool g_on = false;  // sampling in this process
 // 1: the writer stops. A futex word, so that Stop() wakes the writer at
@@ -121,10 +94,8 @@ bool g_trap = false;  // task-clock events signal by SIGTRAP (sigtrap.cc)
 unsigned long long g_modules_adds = ~0ull;
 
 thread_local uint32_t t_tid = 0;
-// The end of this thread's last sample, and what that sample cost (see
-// OnProf's throttle).
-thread_local uint64_t t_sample_end_ns = 0;
-thread_local uint64_t t_sample_cost_ns = 0;
+// No sample on this thread before this time (see OnProf's throttle).
+thread_local uint64_t t_resume_ns = 0;
 thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
@@ -188,6 +159,7 @@ thread_local ThreadEnd t_end;
 void StartThreadTimer() {
   if (!g_on || t_timer_on || t_clock_fd >= 0) return;
   t_end.armed = true;
+  OpenStackRing();
   if (g_idle) WatchThreadSwitches();
   using fieldprof::local::raw::kTaskClock;
   using fieldprof::local::raw::kTaskClockUser;
@@ -215,9 +187,11 @@ void StopThreadTimer() {
     if (IsPerfEvent(t_clock_fd)) close(t_clock_fd);
     t_clock_fd = -1;
   }
-  if (!t_timer_on) return;
-  timer_delete(t_timer);
-  t_timer_on = false;
+  if (t_timer_on) {
+    timer_delete(t_timer);
+    t_timer_on = false;
+  }
+  CloseStackRing();  // after the clock: no sample of the thread is lost to a closed ring
 }
 
 uint64_t NowNs() {
@@ -256,37 +230,16 @@ void WriteAll(const void* p, size_t n) {
 
 void DrainIfDue();
 
-// `size` bytes of the ring for this thread's next record, or null
-// (counted) when the writer is behind. The caller fills the body and
-// commits it.
-char* Claim(uint32_t size) {
-  uint64_t h = g_head.load(std::memory_order_relaxed);
-  do {
-    if (h + size - g_tail.load(std::memory_order_acquire) > kRingBytes) {
-      g_dropped.fetch_add(1, std::memory_order_relaxed);
-      return nullptr;
-    }
-  } while (!g_head.compare_exchange_weak(h, h + size, std::memory_order_acquire,
-                                         std::memory_order_relaxed));
-  return g_ring + h % kRingBytes;
-}
-
-// Makes a claimed record readable by the writer.
-void Commit(char* record, uint32_t size, RecordKind kind) {
-  auto* head = reinterpret_cast<RecordHead*>(record);
-  head->kind = kind;
-  __atomic_store_n(&head->size, size, __ATOMIC_RELEASE);
-  if (!g_writer_on) ++g_pending_records;
-}
-
-// Copies a sample (its header and `depth` return addresses) into the ring.
+// Copies a sample (its header and `depth` return addresses) into the
+// thread's ring.
 void PutSample(const SampleHeader& h, const uint64_t* ips) {
-  const auto size = static_cast<uint32_t>(sizeof(RecordHead) + sizeof h + 8 * h.depth);
-  char* r = Claim(size);
-  if (r == nullptr) return;
-  memcpy(r + sizeof(RecordHead), &h, sizeof h);
-  memcpy(r + sizeof(RecordHead) + sizeof h, ips, 8 * h.depth);
-  Commit(r, size, kSample);
+  const auto size = static_cast<uint32_t>(kRecordHeadBytes + sizeof h + 8 * h.depth);
+  char* body = ClaimRecord(size);
+  if (body == nullptr) return;
+  memcpy(body, &h, sizeof h);
+  memcpy(body + sizeof h, ips, 8 * h.depth);
+  CommitRecord('S', size);
+  if (!g_writer_on) ++g_pending_records;
 }
 
 // The return addresses from the cursor's frame out.
@@ -321,7 +274,7 @@ int FastUnwind(const ucontext_t* uc, uint64_t* ips, int* n) {
 
 void OnProf(int, siginfo_t*, void* uc) {
   const int saved = errno;
-  if (t_in_loader > 0 || t_in_handler > 0 || g_ring == nullptr || !g_on) {
+  if (t_in_loader > 0 || t_in_handler > 0 || !g_on) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     errno = saved;
     return;
@@ -331,12 +284,13 @@ void OnProf(int, siginfo_t*, void* uc) {
   // frames) left the next signal pending as it returned, which then
   // interrupted the same instruction, took the same slow walk, and so on:
   // a program of 16 threads sampled at 10 kHz stopped making progress.
-  // So a thread runs at least three times what its last sample cost
-  // before the next is taken (sampling keeps to about a quarter of its
-  // time, as perf's default perf_cpu_time_max_percent); the samples held
-  // off are counted.
+  // So after such a sample the thread runs three times what it cost before
+  // the next is taken (sampling then keeps to about a quarter of its time,
+  // as perf's default perf_cpu_time_max_percent); the samples held off are
+  // counted. Not on the time alone: a thread descheduled in its handler
+  // (a loaded machine) has no signal waiting, and keeps its samples.
   const uint64_t now_ns = NowNs();
-  if (now_ns - t_sample_end_ns < 3 * t_sample_cost_ns) {
+  if (now_ns < t_resume_ns) {
     g_throttled.fetch_add(1, std::memory_order_relaxed);
     errno = saved;
     return;
@@ -362,8 +316,12 @@ void OnProf(int, siginfo_t*, void* uc) {
     PutSample(h, ips);
   }
   DrainIfDue();  // also when the ring was full
-  t_sample_end_ns = NowNs();
-  t_sample_cost_ns = t_sample_end_ns - now_ns;
+  if (const uint64_t end_ns = NowNs(); end_ns - now_ns > g_period_ns / 2) {
+    sigset_t pending;  // a system call, on slow samples only
+    if (sigpending(&pending) == 0 && sigismember(&pending, g_trap ? SIGTRAP : SIGPROF) == 1) {
+      t_resume_ns = end_ns + 3 * (end_ns - now_ns);
+    }
+  }
   t_in_handler = 0;
   errno = saved;
 }
@@ -414,24 +372,13 @@ void WriteModules() {
 // soon).
 bool Drain() {
   WriteModules();
-  uint64_t tail = g_tail.load(std::memory_order_relaxed);
-  const uint64_t head = g_head.load(std::memory_order_acquire);
-  while (tail < head) {
-    char* r = g_ring + tail % kRingBytes;
-    auto* rh = reinterpret_cast<RecordHead*>(r);
-    const uint32_t size = __atomic_load_n(&rh->size, __ATOMIC_ACQUIRE);
-    if (size == 0) break;  // still being written: next time
-    WriteRecord(static_cast<char>(rh->kind), r + sizeof(RecordHead), size - sizeof(RecordHead));
-    memset(r, 0, size);
-    tail += size;
-  }
-  g_tail.store(tail, std::memory_order_release);
+  const bool full = DrainStackRings();
   g_pending_records = 0;
   // Switch records after the stacks: a blocked call's stack is recorded
   // after its switches, and the reader pairs them wherever they lie.
   const bool busy = DrainSwitches();
   Flush();
-  return busy || g_head.load(std::memory_order_relaxed) - tail > kRingBytes / 4;
+  return busy || full;
 }
 
 // While the process has no writer thread, its one thread drains what is
@@ -508,10 +455,6 @@ void Start() {
   const char* idle = getenv("FIELDPROF_RECORD_IDLE");
   g_idle = idle == nullptr || idle[0] != '0';
   g_source = ChooseSource();
-  if (g_ring == nullptr) {
-    g_ring = static_cast<char*>(calloc(kRingBytes + kMaxRecord, 1));
-    if (g_ring == nullptr) return;
-  }
   char path[4096];
   const uint64_t start = NowNs();
   snprintf(path, sizeof path, "%s/rec-%d-%llu.raw", dir, static_cast<int>(getpid()),
@@ -554,11 +497,11 @@ void Stop() {
     pthread_join(g_writer, nullptr);
     g_writer_on = false;
   }
-  if (g_fd >= 0 && g_ring != nullptr) {
+  if (g_fd >= 0) {
     Drain();
     fieldprof::local::raw::Trailer t{};
     t.end_ns = NowNs();
-    t.dropped = g_dropped.load();
+    t.dropped = StackRecordsDropped();
     t.skipped = g_skipped.load();
     t.throttled = g_throttled.load();
     t.switches_lost = SwitchesLost();
@@ -587,30 +530,10 @@ void AfterForkInChild() {
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_buf_len = 0;  // the parent's, not yet written
-  // Only what the parent had not drained is cleared: clearing the whole
-  // ring would write to every page, a copy-on-write fault each, in every
-  // forked child (a shell's every command). A record that crosses the end
-  // runs into the spare bytes past it.
-  if (g_ring != nullptr) {
-    const uint64_t tail = g_tail.load(), head = g_head.load();
-    if (head - tail >= kRingBytes) {
-      memset(g_ring, 0, kRingBytes + kMaxRecord);
-    } else if (head != tail) {
-      const uint64_t from = tail % kRingBytes, to = head % kRingBytes;
-      if (from < to) {
-        memset(g_ring + from, 0, to - from);
-      } else {
-        memset(g_ring + from, 0, kRingBytes + kMaxRecord - from);
-        memset(g_ring, 0, to);
-      }
-    }
-  }
+  ForgetStackRingsAfterFork();
   g_pending_records = 0;
-  g_dropped = 0;  // the parent's, in its own trailer
-  g_skipped = 0;
+  g_skipped = 0;  // the parent's, in its own trailer
   g_throttled = 0;
-  g_head = 0;
-  g_tail = 0;
   g_modules_adds = ~0ull;
   t_tid = 0;
   Start();
@@ -703,7 +626,7 @@ void WriteRecord(char tag, const void* p, size_t n) {
 }
 
 __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to) {
-  if (t_in_loader > 0 || t_in_handler > 0 || g_ring == nullptr || !g_on) return;
+  if (t_in_loader > 0 || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   // libunwind's fast trace, which caches each return address's frame
@@ -717,11 +640,12 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   b.ring = ring;
   b.tid = t_tid;
   b.depth = static_cast<uint16_t>(n > 1 ? n - 1 : 0);
-  const auto size = static_cast<uint32_t>(sizeof(RecordHead) + sizeof b + 8 * b.depth);
-  if (char* r = Claim(size); r != nullptr) {
-    memcpy(r + sizeof(RecordHead), &b, sizeof b);
-    memcpy(r + sizeof(RecordHead) + sizeof b, ips + 1, 8 * b.depth);
-    Commit(r, size, kBlocked);
+  const auto size = static_cast<uint32_t>(kRecordHeadBytes + sizeof b + 8 * b.depth);
+  if (char* body = ClaimRecord(size); body != nullptr) {
+    memcpy(body, &b, sizeof b);
+    memcpy(body + sizeof b, ips + 1, 8 * b.depth);
+    CommitRecord('B', size);
+    if (!g_writer_on) ++g_pending_records;
   }
   DrainIfDue();
   t_in_handler = 0;

@@ -1,7 +1,8 @@
 // The parts of libfieldprof_record.so (fieldprof record's in-process
 // sampler) that its files share: sampler.cc owns the process's state, the
-// ring of stacks and the writer thread; switches.cc watches each thread's
-// switches off and onto the CPU and the blocking calls that caused them.
+// handler and the writer thread; stack_rings.cc each thread's ring of
+// stacks; switches.cc watches each thread's switches off and onto the CPU
+// and the blocking calls that caused them.
 // Nothing here is exported from the library.
 #ifndef FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
 #define FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
@@ -55,6 +56,29 @@ void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to);
 // Appends a tagged record to the raw file. The writer thread only (and
 // the process's end, once the writer has stopped).
 void WriteRecord(char tag, const void* p, size_t n);
+
+// stack_rings.cc
+
+// Opens the calling thread's ring of stacks, as its sampling starts. False
+// when none could be had (its records are then dropped and counted).
+bool OpenStackRing();
+// As the thread's sampling stops: the writer drains its ring once more and
+// frees it.
+void CloseStackRing();
+// Space for the body of the calling thread's next record, `size` bytes
+// with its head, or null (counted as dropped) when the thread's ring is
+// full or it has none. CommitRecord(tag, size) makes it readable; nothing
+// else is claimed in between.
+char* ClaimRecord(uint32_t size);
+void CommitRecord(char tag, uint32_t size);
+// The writer: every ring's new records to the raw file. Returns whether
+// one was over a quarter full (drain again soon).
+bool DrainStackRings();
+// In a forked child: the other threads' rings are nobody's.
+void ForgetStackRingsAfterFork();
+uint64_t StackRecordsDropped();
+// The bytes of a record's head, before its body.
+inline constexpr uint32_t kRecordHeadBytes = 8;
 
 // sigtrap.cc
 
