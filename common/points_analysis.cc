@@ -216,6 +216,65 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
   return out;
 }
 
+std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
+                                         const std::vector<TagReport>& b, const CompareOptions& o) {
+  std::vector<SegmentChange> rows;
+  std::vector<double> p;
+  const auto values = [](const SegmentStats& s) {
+    std::vector<double> v;
+    for (double x : s.per_run) {
+      if (!std::isnan(x)) v.push_back(x);
+    }
+    return v;
+  };
+  for (const TagReport& ta : a) {
+    for (const TagReport& tb : b) {
+      if (tb.tag != ta.tag) continue;
+      for (const SegmentStats& sa : ta.segments) {
+        for (const SegmentStats& sb : tb.segments) {
+          if (sb.Name() != sa.Name()) continue;
+          const std::vector<double> va = values(sa), vb = values(sb);
+          const PermutationResult r = TwoSampleMeanTest(va, vb, PermutationOptions{});
+          SegmentChange c;
+          c.tag = ta.tag;
+          c.segment = sa.Name();
+          c.mean_a = sa.mean;
+          c.mean_b = sb.mean;
+          c.p = r.p_value;
+          c.runs_a = va.size();
+          c.runs_b = vb.size();
+          rows.push_back(c);
+          p.push_back(r.p_value);
+        }
+      }
+    }
+  }
+  const std::vector<double> q = BenjaminiHochberg(p);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SegmentChange& r = rows[i];
+    r.q = q[i];
+    r.significant =
+        r.q <= o.fdr && r.mean_a > 0 && std::fabs(r.mean_b - r.mean_a) >= o.min_change * r.mean_a;
+  }
+  return rows;
+}
+
+std::string CompareJson(const std::vector<SegmentChange>& rows) {
+  json j = json::array();
+  for (const SegmentChange& r : rows) {
+    j.push_back({{"tag", r.tag},
+                 {"segment", r.segment},
+                 {"mean_a_ns", r.mean_a},
+                 {"mean_b_ns", r.mean_b},
+                 {"runs_a", r.runs_a},
+                 {"runs_b", r.runs_b},
+                 {"p", r.p},
+                 {"q", r.q},
+                 {"significant", r.significant}});
+  }
+  return j.dump(2) + "\n";
+}
+
 std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
   json j;
   j["runs"] = json::array();

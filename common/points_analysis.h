@@ -65,6 +65,24 @@ std::vector<double> ModifiedZ(const std::vector<double>& x);
 // --json`, the points page, GET /v1/dev/report).
 std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags);
 
+// Group B against group A, per segment present in both: means, a
+// permutation test over the per-run values and Benjamini-Hochberg across
+// segments; a change is significant when q <= fdr and it is at least
+// min_change of A's mean (`fieldprof points compare`, GET /v1/dev/compare).
+struct CompareOptions {
+  double fdr = 0.05, min_change = 0.05;
+};
+struct SegmentChange {
+  std::string tag, segment;
+  double mean_a = 0, mean_b = 0, p = 1, q = 1;
+  size_t runs_a = 0, runs_b = 0;
+  bool significant = false;
+};
+std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
+                                         const std::vector<TagReport>& b, const CompareOptions& o);
+// The rows as a JSON array.
+std::string CompareJson(const std::vector<SegmentChange>& rows);
+
 }  // namespace fieldprof::local
 
 #endif  // FIELDPROF_COMMON_POINTS_ANALYSIS_H_

@@ -152,12 +152,42 @@ StatusOr<std::vector<DevRunInfo>> DevHandler::Query(const Developer& who, std::s
                            " (tag, program, from, to)");
   }
   if (tag->empty()) return InvalidArgument("give the tag: tag=NAME");
+  return Select(who, *tag, program, from, to);
+}
+
+StatusOr<std::vector<DevRunInfo>> DevHandler::Select(const Developer& who, const std::string& tag,
+                                                     const std::string& program,
+                                                     const std::string& from,
+                                                     const std::string& to) {
   // [from's first ns, the first ns after to) in UTC; unbounded when absent.
   StatusOr<int64_t> from_ns = DayEdgeNs(from, "from", 0, std::numeric_limits<int64_t>::min());
   StatusOr<int64_t> to_ns = DayEdgeNs(to, "to", 1, std::numeric_limits<int64_t>::max());
   if (!from_ns.ok()) return from_ns.status();
   if (!to_ns.ok()) return to_ns.status();
-  return store_->Runs(who.name, *tag, program, *from_ns, *to_ns);
+  return store_->Runs(who.name, tag, program, *from_ns, *to_ns);
+}
+
+StatusOr<std::vector<local::PointsRun>> DevHandler::Load(const Developer& who,
+                                                         const std::vector<DevRunInfo>& listed) {
+  // Every run is read into memory: bounded in runs and in bytes.
+  constexpr size_t kMaxReportRuns = 5000;
+  constexpr uint64_t kMaxReportBytes = uint64_t{256} << 20;
+  uint64_t bytes = 0;
+  for (const DevRunInfo& info : listed) bytes += info.bytes;
+  if (listed.size() > kMaxReportRuns || bytes > kMaxReportBytes) {
+    return InvalidArgument(std::to_string(listed.size()) + " runs, " + std::to_string(bytes >> 20) +
+                           " MiB: at most 5000 runs and 256 MiB in one report; narrow the days");
+  }
+  std::vector<local::PointsRun> runs;
+  for (const DevRunInfo& info : listed) {
+    StatusOr<wire::DevRun> r = store_->Get(who.name, info.id);
+    if (!r.ok()) return r.status();
+    StatusOr<local::PointsRun> run = local::DecodePointsRun(r->file());
+    if (!run.ok()) continue;  // checked when kept; a file that no longer reads is left out
+    run->file = info.id;
+    runs.push_back(std::move(*run));
+  }
+  return runs;
 }
 
 HttpResponse DevHandler::Runs(std::string_view authorization, std::string_view query) {
@@ -184,28 +214,62 @@ HttpResponse DevHandler::Report(std::string_view authorization, std::string_view
   std::string tag;
   StatusOr<std::vector<DevRunInfo>> listed = Query(*who, query, &tag);
   if (!listed.ok()) return ErrorResponse(listed.status());
-  // Every run is read into memory: bounded in runs and in bytes.
-  constexpr size_t kMaxReportRuns = 5000;
-  constexpr uint64_t kMaxReportBytes = uint64_t{256} << 20;
-  uint64_t bytes = 0;
-  for (const DevRunInfo& info : *listed) bytes += info.bytes;
-  if (listed->size() > kMaxReportRuns || bytes > kMaxReportBytes) {
-    return ErrorResponse(
-        InvalidArgument(std::to_string(listed->size()) + " runs, " + std::to_string(bytes >> 20) +
-                        " MiB: at most 5000 runs and 256 MiB in one report; narrow the days"));
+  StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
+  if (!runs.ok()) return ErrorResponse(runs.status());
+  local::PointsOptions o;
+  o.tag = tag;
+  return JsonResponse(local::PointsJson(*runs, local::AnalyzePoints(*runs, o)));
+}
+
+HttpResponse DevHandler::Compare(std::string_view authorization, std::string_view query) {
+  if (store_ == nullptr) return NoDevStore();
+  const Developer* who = Who(authorization);
+  if (who == nullptr) return BearerRequired("developer runs need a developer's token");
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  const std::string tag = TakeParam(&*params, "tag");
+  const std::string program = TakeParam(&*params, "program");
+  const std::string from = TakeParam(&*params, "from"), to = TakeParam(&*params, "to");
+  std::string b_program = TakeParam(&*params, "b_program");
+  const std::string b_from = TakeParam(&*params, "b_from"), b_to = TakeParam(&*params, "b_to");
+  if (!params->empty()) {
+    return ErrorResponse(InvalidArgument("unknown parameter " + params->front().first +
+                                         " (tag, program, from, to, b_program, b_from, b_to)"));
   }
-  std::vector<local::PointsRun> runs;
-  for (const DevRunInfo& info : *listed) {
-    StatusOr<wire::DevRun> r = store_->Get(who->name, info.id);
-    if (!r.ok()) return ErrorResponse(r.status());
-    StatusOr<local::PointsRun> run = local::DecodePointsRun(r->file());
-    if (!run.ok()) continue;  // checked when kept; a file that no longer reads is left out
-    run->file = info.id;
-    runs.push_back(std::move(*run));
+  if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
+  if (b_program.empty()) b_program = program;
+  if (b_program == program && b_from == from && b_to == to) {
+    return ErrorResponse(InvalidArgument(
+        "groups A and B are the same runs: give B other days (b_from=, b_to=) or b_program="));
   }
   local::PointsOptions o;
   o.tag = tag;
-  return JsonResponse(local::PointsJson(runs, local::AnalyzePoints(runs, o)));
+  local::CompareOptions co;
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("tag").String(tag);
+  std::vector<local::TagReport> reports[2];
+  const std::string* group[2][3] = {{&program, &from, &to}, {&b_program, &b_from, &b_to}};
+  for (int g = 0; g < 2; ++g) {
+    StatusOr<std::vector<DevRunInfo>> listed =
+        Select(*who, tag, *group[g][0], *group[g][1], *group[g][2]);
+    if (!listed.ok()) return ErrorResponse(listed.status());
+    StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
+    if (!runs.ok()) return ErrorResponse(runs.status());
+    reports[g] = local::AnalyzePoints(*runs, o);
+    j.Key(g == 0 ? "a" : "b").BeginObject();
+    j.Key("program").String(*group[g][0]);
+    j.Key("from").String(*group[g][1]);
+    j.Key("to").String(*group[g][2]);
+    j.Key("runs").Uint(reports[g].empty() ? 0 : reports[g][0].runs.size());
+    j.Key("removed").Uint(reports[g].empty() ? 0 : reports[g][0].removed.size());
+    j.EndObject();
+  }
+  j.Key("fdr").Double(co.fdr);
+  j.Key("min_change").Double(co.min_change);
+  j.Key("segments").Raw(local::CompareJson(local::ComparePoints(reports[0], reports[1], co)));
+  j.EndObject();
+  return JsonResponse(j.Take());
 }
 
 HttpResponse DevHandler::Run(std::string_view authorization, std::string_view id) {

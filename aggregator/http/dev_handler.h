@@ -34,6 +34,7 @@
 #include "aggregator/http/ingest_handler.h"
 #include "aggregator/http/vendor_access.h"
 #include "aggregator/store/dev_store.h"
+#include "common/points_file.h"
 
 namespace fieldprof::aggregator {
 
@@ -50,6 +51,10 @@ class DevHandler {
   HttpResponse Runs(std::string_view authorization, std::string_view query);
   HttpResponse Run(std::string_view authorization, std::string_view id);
   HttpResponse Report(std::string_view authorization, std::string_view query);
+  // Two groups of a tag's runs (tag=, program=, from=, to= for A; B's
+  // b_program= (A's when absent), b_from=, b_to=) compared segment by
+  // segment, as `fieldprof points compare` does.
+  HttpResponse Compare(std::string_view authorization, std::string_view query);
 
  private:
   // The developer the header's token is, or null.
@@ -57,6 +62,14 @@ class DevHandler {
   // The runs a query names (tag=, program=, from=, to=), as listed.
   StatusOr<std::vector<DevRunInfo>> Query(const Developer& who, std::string_view query,
                                           std::string* tag);
+  // The runs of `tag` and `program` ("": any) begun in the days [from, to]
+  // (YYYY-MM-DD, UTC; "": unbounded).
+  StatusOr<std::vector<DevRunInfo>> Select(const Developer& who, const std::string& tag,
+                                           const std::string& program, const std::string& from,
+                                           const std::string& to);
+  // The listed runs read and decoded; bounded in runs and bytes.
+  StatusOr<std::vector<local::PointsRun>> Load(const Developer& who,
+                                               const std::vector<DevRunInfo>& listed);
 
   DevStore* const store_;
   const std::vector<Developer> developers_;

@@ -20,6 +20,7 @@ enum class Router::Endpoint {
   kDevRun,
   kDevTags,
   kDevReport,
+  kDevCompare,
   kConfig,
   kManifest,
   kFragment,
@@ -54,6 +55,7 @@ constexpr RouteEntry kRoutes[] = {
     {{"GET", "/v1/dev/runs/{id}", "dev"}, Router::Endpoint::kDevRun},
     {{"GET", "/v1/dev/tags", "dev"}, Router::Endpoint::kDevTags},
     {{"GET", "/v1/dev/report", "dev"}, Router::Endpoint::kDevReport},
+    {{"GET", "/v1/dev/compare", "dev"}, Router::Endpoint::kDevCompare},
     {{"GET", "/v1/config", "snapshot"}, Router::Endpoint::kConfig},
     {{"GET", "/v1/snapshot/manifest", "snapshot"}, Router::Endpoint::kManifest},
     {{"GET", "/v1/snapshot/fragments/{index}", "snapshot"}, Router::Endpoint::kFragment},
@@ -169,6 +171,8 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
       return dev_.Tags(req.authorization);
     case Endpoint::kDevReport:
       return dev_.Report(req.authorization, query);
+    case Endpoint::kDevCompare:
+      return dev_.Compare(req.authorization, query);
     case Endpoint::kConfig:
       return snapshot_.Config();
     case Endpoint::kManifest:

@@ -364,7 +364,7 @@ async function devTagsPage() {
   const r = await getJson('../v1/dev/tags');
   if (r.status === 401) return show(el('h1', {}, 'Your runs'), devDenied());
   if (r.status !== 200) return show(el('h1', {}, 'Your runs'), failed(r));
-  const rows = r.body.tags.map(t => el('tr', {'data-tag': t.tag},
+  const rows = r.body.tags.map(t => el('tr', {'data-tag': t.tag, 'data-program': t.program},
       el('td', {class: 'name'}, link(t.tag, '#dev/' + enc(t.tag) + '?program=' + enc(t.program))),
       el('td', {class: 'name'}, t.program), cell(fmtCount(t.runs), t.runs),
       cell(utc(t.last_started_unix_ns), t.last_started_unix_ns)));
@@ -437,13 +437,99 @@ async function devTagPage(tag, q) {
       ', modified Z ' + d.modified_z.toFixed(1)));
   const charts = t.segments.map((s, k) => el('section', {class: 'segment'},
       el('h2', {}, s.name), runBars(s.per_run_ns, ids, 'runs-' + k)));
-  show(h, f,
+  show(h, f, compareForm(tag, q),
        el('p', {class: 'note'}, fmtCount(t.runs.length) + ' runs, oldest first; a bar per run.'),
        table('dev-segments', ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call'], rows),
        dirty.length ? el('div', {id: 'dev-dirty'}, el('p', {}, 'Removed as dirty (|modified Z| > 3.5):'),
                          el('ul', {}, ...dirty))
                     : el('p', {id: 'dev-clean'}, 'No run removed as dirty.'),
        ...charts);
+}
+
+// Two groups of a tag's runs, B against A: A is what the tag page shows
+// (its program and days), B other days or another program (a build).
+function compareForm(tag, q) {
+  const f = el('form', {class: 'filters', id: 'dev-compare-form'});
+  const input = (name, label, type) => el('label', {}, label,
+      el('input', {name, type, value: q.get(name) || '', id: 'c-' + name}));
+  f.append(el('span', {}, 'Compare with B:'), input('b_from', 'from', 'date'), input('b_to', 'to', 'date'),
+           input('b_program', 'program', 'text'), el('button', {type: 'submit'}, 'Compare'));
+  f.addEventListener('submit', e => {
+    e.preventDefault();
+    const p = new URLSearchParams();
+    for (const k of ['program', 'from', 'to']) if (q.get(k)) p.set(k, q.get(k));
+    for (const k of ['b_from', 'b_to', 'b_program']) if (f.elements[k].value) p.set(k, f.elements[k].value);
+    location.hash = '#dev/' + enc(tag) + '/compare?' + p;
+  });
+  return f;
+}
+
+// A pair of bars per segment, A's mean over B's, on one scale.
+function compareBars(segments) {
+  const width = 640, row = 34, left = 220, height = row * segments.length + 4;
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('class', 'runs');
+  svg.setAttribute('id', 'compare-bars');
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', height);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'mean per segment, A over B');
+  const top = Math.max(...segments.map(s => Math.max(s.mean_a_ns, s.mean_b_ns)), 1);
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  segments.forEach((s, i) => {
+    const y = 2 + i * row;
+    add('text', {x: 4, y: y + 20, 'font-size': 12}, s.segment.length > 30 ? s.segment.slice(0, 29) + '…' : s.segment);
+    [['a', s.mean_a_ns, '#7a8fb8'], ['b', s.mean_b_ns, s.significant ? '#d9534f' : '#9bb07a']].forEach(([g, v, fill], k) => {
+      const w = Math.max(1, (v / top) * (width - left - 8));
+      const r = add('rect', {class: 'bar bar-' + g, 'data-v': v, x: left, y: y + 2 + k * 14, width: w.toFixed(2), height: 12, fill});
+      const title = document.createElementNS(SVG, 'title');
+      title.textContent = g.toUpperCase() + ': ' + fmtNs(v);
+      r.append(title);
+    });
+  });
+  return svg;
+}
+
+async function devComparePage(tag, q) {
+  const h = el('h1', {}, 'Tag ' + tag + ': B against A');
+  const p = new URLSearchParams({tag});
+  for (const k of ['program', 'from', 'to', 'b_program', 'b_from', 'b_to']) if (q.get(k)) p.set(k, q.get(k));
+  const r = await getJson('../v1/dev/compare?' + p);
+  if (r.status === 401) return show(h, devDenied());
+  const back = link('Back to the tag', '#dev/' + enc(tag) + (q.get('program') ? '?program=' + enc(q.get('program')) : ''));
+  if (r.status !== 200) return show(h, el('p', {}, back), failed(r));
+  const d = r.body;
+  const group = (name, g) => el('li', {id: 'group-' + name.toLowerCase()}, name + ': ' +
+      (g.program || 'any program') + ', ' + (g.from || 'the first day') + ' to ' + (g.to || 'today') + ', ' +
+      fmtCount(g.runs) + ' runs' + (g.removed ? ' (' + g.removed + ' removed as dirty)' : ''));
+  const segments = d.segments.filter(s => s.tag === tag);
+  if (!segments.length) {
+    return show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)),
+                el('p', {id: 'compare-none'}, 'No segment is in both groups: nothing to compare.'));
+  }
+  const rows = segments.map(s => {
+    const change = s.mean_a_ns > 0 ? (s.mean_b_ns - s.mean_a_ns) / s.mean_a_ns : 0;
+    const cls = s.significant ? (change > 0 ? 'slower' : 'faster') : '';
+    return el('tr', {class: cls, 'data-segment': s.segment},
+        el('td', {class: 'name'}, s.segment), cell(fmtNs(s.mean_a_ns), s.mean_a_ns),
+        cell(fmtNs(s.mean_b_ns), s.mean_b_ns),
+        cell((change >= 0 ? '+' : '') + (100 * change).toFixed(1) + '%', change),
+        cell(s.p.toFixed(4), s.p), cell(s.q.toFixed(4), s.q),
+        el('td', {class: 'verdict'}, s.significant ? (change > 0 ? 'B slower' : 'B faster') : '—'));
+  });
+  show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)),
+       table('compare-segments', ['segment', 'A mean', 'B mean', 'change', 'p', 'q', 'verdict'], rows),
+       el('p', {class: 'note'}, 'B differs from A when q ≤ ' + d.fdr + ' (a permutation test over the runs\' ' +
+          'values, Benjamini-Hochberg across segments) and the change is at least ' + (100 * d.min_change) +
+          '% of A\'s mean. Dirty runs are removed in each group first. The bars: A\'s mean (blue) over ' +
+          'B\'s (red where B differs, green where it does not).'),
+       compareBars(segments));
 }
 
 // ------------------------------------------------------------ routing
@@ -458,6 +544,7 @@ async function route() {
     if (parts[0] === 'api' && parts[1] && parts.length >= 3) return await apiPage(parts[1], parts.slice(2).join('/'), q);
     if (parts[0] === 'compare' && parts[1]) return await comparePage(parts[1], q);
     if (parts[0] === 'recent') return await recentPage();
+    if (parts[0] === 'dev' && parts[1] && parts[2] === 'compare') return await devComparePage(parts[1], q);
     if (parts[0] === 'dev' && parts[1]) return await devTagPage(parts[1], q);
     if (parts[0] === 'dev') return await devTagsPage();
     return await modulesPage();

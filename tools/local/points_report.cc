@@ -113,66 +113,19 @@ std::string TagsText(const std::vector<TagReport>& tags) {
 
 std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector<TagReport>& b,
                               const CompareOptions& o, bool as_json) {
-  struct Row {
-    std::string tag, name;
-    double mean_a, mean_b, p = 1, q = 1;
-    size_t runs_a, runs_b;
-  };
-  std::vector<Row> rows;
-  std::vector<double> p;
-  for (const TagReport& ta : a) {
-    for (const TagReport& tb : b) {
-      if (tb.tag != ta.tag) continue;
-      for (const SegmentStats& sa : ta.segments) {
-        for (const SegmentStats& sb : tb.segments) {
-          if (sb.Name() != sa.Name()) continue;
-          std::vector<double> va, vb;
-          for (double v : sa.per_run) {
-            if (!std::isnan(v)) va.push_back(v);
-          }
-          for (double v : sb.per_run) {
-            if (!std::isnan(v)) vb.push_back(v);
-          }
-          PermutationOptions po;
-          const PermutationResult r = TwoSampleMeanTest(va, vb, po);
-          rows.push_back({ta.tag, sa.Name(), sa.mean, sb.mean, r.p_value, 1, va.size(), vb.size()});
-          p.push_back(r.p_value);
-        }
-      }
-    }
-  }
-  const std::vector<double> q = BenjaminiHochberg(p);
-  for (size_t i = 0; i < rows.size(); ++i) rows[i].q = q[i];
-  const auto significant = [&](const Row& r) {
-    return r.q <= o.fdr && r.mean_a > 0 &&
-           std::fabs(r.mean_b - r.mean_a) >= o.min_change * r.mean_a;
-  };
-  if (as_json) {
-    json j = json::array();
-    for (const Row& r : rows) {
-      j.push_back({{"tag", r.tag},
-                   {"segment", r.name},
-                   {"mean_a_ns", r.mean_a},
-                   {"mean_b_ns", r.mean_b},
-                   {"runs_a", r.runs_a},
-                   {"runs_b", r.runs_b},
-                   {"p", r.p},
-                   {"q", r.q},
-                   {"significant", significant(r)}});
-    }
-    return j.dump(2) + "\n";
-  }
+  const std::vector<SegmentChange> rows = ComparePoints(a, b, o);
+  if (as_json) return CompareJson(rows);
   std::string out;
   char buf[512];
   std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %8s %8s %8s\n", "tag", "segment", "A mean",
                 "B mean", "change", "p", "q");
   out += buf;
-  for (const Row& r : rows) {
+  for (const SegmentChange& r : rows) {
     const double change = r.mean_a > 0 ? (r.mean_b - r.mean_a) / r.mean_a * 100 : 0;
     std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %+7.1f%% %8.4f %8.4f%s\n", r.tag.c_str(),
-                  r.name.c_str(), tools::FormatNanos(r.mean_a).c_str(),
+                  r.segment.c_str(), tools::FormatNanos(r.mean_a).c_str(),
                   tools::FormatNanos(r.mean_b).c_str(), change, r.p, r.q,
-                  significant(r) ? "  *" : "");
+                  r.significant ? "  *" : "");
     out += buf;
   }
   std::snprintf(buf, sizeof buf,

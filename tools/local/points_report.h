@@ -24,13 +24,8 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
 // The tags, newest first: tag, runs, last seen.
 std::string TagsText(const std::vector<TagReport>& tags);
 
-// Group B against group A, per segment present in both: means, the change,
-// a permutation test over the per-run values and Benjamini-Hochberg across
-// segments; significant when q <= fdr and the change is at least
-// min_change of A's mean.
-struct CompareOptions {
-  double fdr = 0.05, min_change = 0.05;
-};
+// Group B against group A (ComparePoints, common/points_analysis.h) as a
+// table, or its JSON.
 std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector<TagReport>& b,
                               const CompareOptions& o, bool json);
 

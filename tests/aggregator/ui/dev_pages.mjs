@@ -25,13 +25,13 @@ await check((await page.$('#dev-tags')) === null, 'without a token the developer
 await page.fill('#token', token);
 await page.press('#token', 'Enter');
 await page.waitForSelector('#dev-tags');
-const tagRow = await page.textContent(`#dev-tags tr[data-tag="${want.tag}"]`);
+const tagRow = await page.textContent(`#dev-tags tr[data-tag="${want.tag}"][data-program="${want.program}"]`);
 await check(tagRow.includes(want.program) && tagRow.includes(String(want.runs)),
             `the tags list ${want.tag} of ${want.program} with its ${want.runs} runs`);
 await shot('tags');
 
 // 3. The tag: a row per segment, and a bar per run with the run's value.
-await page.click(`#dev-tags tr[data-tag="${want.tag}"] a`);
+await page.click(`#dev-tags tr[data-tag="${want.tag}"][data-program="${want.program}"] a`);
 await page.waitForSelector('#dev-segments');
 const segments = await page.$$eval('#dev-segments tbody tr', (rows) => rows.map((r) => r.dataset.segment));
 await check(JSON.stringify(segments.slice().sort()) === JSON.stringify(want.segments.map((s) => s.name).sort()),
@@ -45,6 +45,30 @@ for (let k = 0; k < want.segments.length; ++k) {
 }
 await check((await page.$('#dev-clean')) !== null, 'no run is named dirty among three alike');
 await shot('tag');
+
+// 3b. Compared with another build: a row per segment in both, its verdict,
+// and a pair of bars (A's mean, B's) per segment.
+if (want.compare) {
+  await page.fill('#c-b_program', want.compare.b_program);
+  await page.click('#dev-compare-form button[type="submit"]');
+  await page.waitForSelector('#compare-segments');
+  const rows = await page.$$eval('#compare-segments tbody tr',
+      (rs) => rs.map((r) => ({ segment: r.dataset.segment, verdict: r.querySelector('.verdict').textContent })));
+  const expected = want.compare.segments;
+  await check(rows.length === expected.length &&
+              expected.every((s) => rows.some((r) => r.segment === s.segment &&
+                  (r.verdict === '—') === !s.significant)),
+              `the comparison lists ${expected.length} segments, ${expected.filter((s) => s.significant).length} of them changed`);
+  const a = await page.$$eval('#compare-bars rect.bar-a', (rs) => rs.map((r) => parseFloat(r.dataset.v)));
+  const b = await page.$$eval('#compare-bars rect.bar-b', (rs) => rs.map((r) => parseFloat(r.dataset.v)));
+  await check(a.length === expected.length && expected.every((s, i) => close(a[i], s.mean_a_ns) && close(b[i], s.mean_b_ns)),
+              'a pair of bars per segment: A\'s mean and B\'s');
+  const groups = await page.textContent('#group-b');
+  await check(groups.includes(want.compare.b_program) && groups.includes('6 runs'), 'group B names its build and its runs');
+  await shot('compare');
+  await page.click('text=Back to the tag');
+  await page.waitForSelector('#dev-segments');
+}
 
 // 4. A day range before the runs: none.
 await page.fill('#f-to', '2001-01-01');

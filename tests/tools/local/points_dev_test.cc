@@ -114,12 +114,64 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     ASSERT_TRUE(report.ok() && report->status == 200) << (report.ok() ? report->body : "");
     EXPECT_EQ(json::parse(report->body)["tags"], json::parse(local)["tags"]);
     EXPECT_EQ(json::parse(report->body)["runs"].size(), 3u);
+    // A second group: another build of the program (a copy by another
+    // name), six runs of ten times the rounds. The aggregator compares the
+    // two groups as `points compare` does on the same runs.
+    const std::string build_b = dir.File("fieldprof_points_b");
+    std::filesystem::copy_file(kProg, build_b);
+    ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("runs_b") + " --runs 6 -- " +
+                             build_b + " 2000 2>&1",
+                         &out),
+              0)
+        << out;
+    ASSERT_EQ(RunCommand(kCli + " points upload " + dir.File("runs_b") + host + " --token " +
+                             kAlice + " 2>/dev/null",
+                         &out),
+              0)
+        << out;
+    std::string compared;
+    ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("runs") + " " + dir.File("runs_b") +
+                             " --tag startup --json",
+                         &compared),
+              0)
+        << compared;
+    const json want_compare = json::parse(compared);
+    ASSERT_FALSE(want_compare.empty()) << compared;
+    const std::string compare_target =
+        "/v1/dev/compare?tag=startup&program=fieldprof_pointsprog&b_program=fieldprof_points_b";
+    StatusOr<HttpReply> c = http.Get(compare_target, {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(c.ok() && c->status == 200) << (c.ok() ? c->body : "");
+    const json got = json::parse(c->body);
+    EXPECT_EQ(got["segments"], want_compare) << c->body;
+    EXPECT_EQ(got["a"]["runs"], 3) << c->body;
+    EXPECT_EQ(got["b"]["runs"], 6) << c->body;
+    size_t significant = 0;
+    for (const json& row : got["segments"]) significant += row["significant"].get<bool>() ? 1 : 0;
+    EXPECT_GT(significant, 0u) << "ten times the rounds is a change: " << c->body;
+    c = http.Get("/v1/dev/compare?tag=startup&program=fieldprof_pointsprog",
+                 {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->status, 400) << "A against itself: " << c->body;
+    for (const std::string& token : {std::string(), std::string("Bearer ") + kBob}) {
+      c = http.Get(compare_target,
+                   token.empty() ? HttpHeaders{} : HttpHeaders{{"Authorization", token}});
+      ASSERT_TRUE(c.ok());
+      if (token.empty()) {
+        EXPECT_EQ(c->status, 401) << c->body;
+      } else {  // Bob's view of Alice's programs: no runs in either group
+        ASSERT_EQ(c->status, 200) << c->body;
+        EXPECT_EQ(json::parse(c->body)["a"]["runs"], 0) << c->body;
+        EXPECT_TRUE(json::parse(c->body)["segments"].empty()) << c->body;
+      }
+    }
     // The dashboard's developer pages draw it, in Chromium.
     json want;
     want["tag"] = "startup";
     want["program"] = "fieldprof_pointsprog";
     want["runs"] = 3;
     want["segments"] = json::parse(local)["tags"][0]["segments"];
+    want["compare"]["b_program"] = "fieldprof_points_b";
+    want["compare"]["segments"] = want_compare;
     std::ofstream(dir.File("dev-want.json")) << want.dump(2);
     std::string browser;
     EXPECT_EQ(
@@ -151,7 +203,7 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200);
   EXPECT_TRUE(json::parse(r->body)["tags"].empty()) << r->body;
-  r = http.Get("/v1/dev/runs?tag=startup", alice);
+  r = http.Get("/v1/dev/runs?tag=startup&program=fieldprof_pointsprog", alice);
   ASSERT_TRUE(r.ok() && r->status == 200);
   const json runs = json::parse(r->body)["runs"];
   ASSERT_EQ(runs.size(), 3u) << r->body;
@@ -163,7 +215,8 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 404) << r->body;
   const std::vector<std::string> targets = {"/v1/dev/tags", "/v1/dev/runs?tag=startup",
-                                            "/v1/dev/runs/" + id, "/v1/dev/report?tag=startup"};
+                                            "/v1/dev/runs/" + id, "/v1/dev/report?tag=startup",
+                                            "/v1/dev/compare?tag=startup&b_from=2001-01-01"};
   for (const std::string& target : targets) {
     r = http.Get(target);
     ASSERT_TRUE(r.ok());
