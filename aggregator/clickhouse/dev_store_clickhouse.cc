@@ -1,6 +1,7 @@
 #include "aggregator/clickhouse/dev_store_clickhouse.h"
 
 #include <atomic>
+#include <set>
 #include <sstream>
 
 #include "aggregator/clickhouse/client.h"
@@ -146,27 +147,27 @@ class InClickHouse final : public DevStore {
     return last;
   }
 
+  // From the runs as listed, once per run: the users table's rows are
+  // each upload's counts as it came, and two replicas that take the same
+  // run at the same moment both pass Put's check and both add theirs.
   StatusOr<wire::DevUser> User(const std::string& user) override {
     FP_ASSIGN_OR_RETURN(
         std::string body,
         ChQueryAny(servers_, next_++,
-                   "SELECT program, sum(runs), sum(events), sum(bytes) FROM " +
-                       tables_.Local("fp_dev_users") + " WHERE user = " + SqlString(user) +
-                       " GROUP BY program ORDER BY program FORMAT TSV"));
+                   "SELECT any(listed) FROM " + tables_.Local("fp_dev_points") +
+                       " WHERE user = " + SqlString(user) + " GROUP BY id FORMAT RowBinary"));
+    FP_ASSIGN_OR_RETURN(std::vector<std::string> rows, Strings(body));
     wire::DevUser row;
-    std::istringstream lines(body);
-    for (std::string line; std::getline(lines, line);) {
-      std::istringstream f(line);
-      std::string program;
-      uint64_t runs = 0, events = 0, bytes = 0;
-      if (!(f >> program >> runs >> events >> bytes)) {
-        return DataLoss("a developer user row does not read");
-      }
-      row.add_programs(program);
-      row.set_runs(row.runs() + runs);
-      row.set_events(row.events() + events);
-      row.set_bytes(row.bytes() + bytes);
+    std::set<std::string> programs;
+    for (const std::string& listed : rows) {
+      wire::DevRun r;
+      if (!r.ParseFromString(listed)) return DataLoss("a developer run row does not read");
+      programs.insert(r.program());
+      row.set_runs(row.runs() + 1);
+      row.set_events(row.events() + r.events());
+      row.set_bytes(row.bytes() + r.file_bytes());
     }
+    for (const std::string& p : programs) row.add_programs(p);
     return row;
   }
 

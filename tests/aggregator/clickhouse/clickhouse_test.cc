@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "aggregator/clickhouse/client.h"
@@ -482,6 +483,24 @@ TEST_F(ClickHouseStoreTest, DeveloperRunsKeptThroughOneAreReadThroughAnother) {
     EXPECT_EQ(user->runs(), 2u) << name;
     EXPECT_EQ(user->events(), 10u) << name;
   }
+  // Two aggregators take the same runs at the same moment (an agent's
+  // retry racing its first try): both may find a run not kept yet and
+  // both keep it, yet the developer's counts hold each run once.
+  constexpr int kRaced = 12;
+  for (int i = 0; i < kRaced; ++i) {
+    const wire::DevRun r = run(static_cast<char>('c' + i), 4000 + i, {"startup"});
+    bool dup_one = false, dup_other = false;
+    Status s_one, s_other;
+    std::thread t([&] { s_other = (*other)->Put("alice", r, 4, &dup_other); });
+    s_one = (*one)->Put("alice", r, 4, &dup_one);
+    t.join();
+    ASSERT_TRUE(s_one.ok() && s_other.ok()) << s_one.ToString() << " " << s_other.ToString();
+  }
+  StatusOr<wire::DevUser> user = (*one)->User("alice");
+  ASSERT_TRUE(user.ok()) << user.status().ToString();
+  EXPECT_EQ(user->runs(), 2u + kRaced);
+  EXPECT_EQ(user->events(), 5u * (2 + kRaced));
+  EXPECT_EQ((*one)->Runs("alice", "startup", "", 4000, 5000)->size(), static_cast<size_t>(kRaced));
 }
 
 // Lab profiles kept in ClickHouse: what one aggregator keeps, another
