@@ -29,11 +29,14 @@ HttpResponse Forbidden(std::string why) {
 // What a run must be to be kept: its id the start of its file's SHA-256
 // (so a retry is the same run, and no run can stand in for another), a
 // program named as a file name, and tags that are point names.
+// A run, or a later part of one (offset > 0: its id names the run its
+// first part made, so no hash to check).
 Status CheckRun(const wire::DevRun& r) {
   if (r.file().empty()) return InvalidArgument("a run without its file");
-  if (r.id() != Sha256(r.file()).substr(0, 16)) {
+  if (r.offset() == 0 && r.id() != Sha256(r.file()).substr(0, 16)) {
     return InvalidArgument("a run's id is the first 16 bytes of its file's SHA-256");
   }
+  if (r.offset() > 0 && r.id().size() != 16) return InvalidArgument("a part's id is 16 bytes");
   if (!key_rules::ModuleOk(r.program().data(), r.program().size())) {
     return InvalidArgument("a run's program is a file name (letters, digits, . _ + -), not \"" +
                            r.program() + "\"");
@@ -107,9 +110,10 @@ HttpResponse DevHandler::Upload(std::string_view authorization, std::string_view
   uint64_t kept = 0, duplicates = 0;
   for (const wire::DevRun& r : up.runs()) {
     bool duplicate = false;
-    if (Status s = store_->Put(who->name, r, now_ms, &duplicate); !s.ok()) {
-      return ErrorResponse(Unavailable("cannot keep the runs: " + s.message()));
-    }
+    Status s = r.offset() > 0 ? store_->Extend(who->name, r, now_ms, &duplicate)
+                              : store_->Put(who->name, r, now_ms, &duplicate);
+    if (s.code() == StatusCode::kInvalidArgument) return ErrorResponse(s);  // a part out of order
+    if (!s.ok()) return ErrorResponse(Unavailable("cannot keep the runs: " + s.message()));
     ++(duplicate ? duplicates : kept);
   }
   JsonWriter j;

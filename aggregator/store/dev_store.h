@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ class DevStore {
   // *duplicate when the user has that run already (nothing changes).
   [[nodiscard]] virtual Status Put(const std::string& user, const wire::DevRun& run,
                                    int64_t now_unix_ms, bool* duplicate) = 0;
+  // Appends a later part of a run still being written (wire::DevRun
+  // offset > 0, see GrowRun); *duplicate when the run has its bytes
+  // already (nothing changes).
+  [[nodiscard]] virtual Status Extend(const std::string& user, const wire::DevRun& part,
+                                      int64_t now_unix_ms, bool* duplicate) = 0;
   // The user's tags, per program, the most recently run first.
   [[nodiscard]] virtual StatusOr<std::vector<DevTag>> Tags(const std::string& user) = 0;
   // The user's runs with `tag` (of `program`, unless empty) that began in
@@ -55,6 +61,14 @@ class DevStore {
   // The user's row; an empty one for a user with no upload.
   [[nodiscard]] virtual StatusOr<wire::DevUser> User(const std::string& user) = 0;
 };
+
+// The run `have` with the later part `part` appended: its file grown by the
+// bytes past its end, its tags those of both, its events the part's.
+// Nullopt when `have` holds all of the part already (a part sent again).
+// InvalidArgument when a part before this one is missing, or the part's
+// bytes differ from those kept. Both stores' Extend use it.
+[[nodiscard]] StatusOr<std::optional<wire::DevRun>> GrowRun(const wire::DevRun& have,
+                                                            const wire::DevRun& part);
 
 // The tables as column families of a RocksDB database at `path` (made if
 // missing).

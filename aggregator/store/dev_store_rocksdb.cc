@@ -108,6 +108,43 @@ class RocksDevStore final : public DevStore {
     return FromRocks(db_->Write(w, &wb), "writing a developer's run");
   }
 
+  Status Extend(const std::string& user, const wire::DevRun& part, int64_t now_unix_ms,
+                bool* duplicate) override {
+    std::lock_guard lock(mu_);
+    const std::string event_key = Prefix(user) + part.id();
+    std::string bytes;
+    rocksdb::Status g = db_->Get(rocksdb::ReadOptions(), events_, event_key, &bytes);
+    if (g.IsNotFound()) {
+      return InvalidArgument("no run " + HexEncode(part.id()) + " to add to: send its first part");
+    }
+    if (!g.ok()) return FromRocks(g, "reading the events table");
+    wire::DevRun have;
+    if (!have.ParseFromString(bytes)) return DataLoss("a damaged row in the events table");
+    FP_ASSIGN_OR_RETURN(std::optional<wire::DevRun> grown, GrowRun(have, part));
+    *duplicate = !grown.has_value();
+    if (*duplicate) return Status::Ok();
+    FP_ASSIGN_OR_RETURN(wire::DevUser row, UserLocked(user));
+    row.set_events(row.events() + grown->events() - std::min(grown->events(), have.events()));
+    row.set_bytes(row.bytes() + grown->file().size() - have.file().size());
+    row.set_last_upload_unix_ms(now_unix_ms);
+    wire::DevRun listed = *grown;
+    listed.set_file_bytes(grown->file().size());
+    listed.clear_file();
+    const std::string listed_bytes = listed.SerializeAsString();
+    rocksdb::WriteBatch wb;
+    for (const std::string& tag : grown->tags()) {
+      wb.Put(points_,
+             Prefix(user) + tag + std::string(1, '\0') + BigEndian(grown->started_unix_ns()) +
+                 grown->id(),
+             listed_bytes);
+    }
+    wb.Put(events_, event_key, grown->SerializeAsString());
+    wb.Put(users_, user, row.SerializeAsString());
+    rocksdb::WriteOptions w;
+    w.sync = true;  // acknowledged only when durable
+    return FromRocks(db_->Write(w, &wb), "writing a developer's run");
+  }
+
   StatusOr<std::vector<DevTag>> Tags(const std::string& user) override {
     std::map<std::pair<std::string, std::string>, DevTag> tags;  // by (tag, program)
     const std::string prefix = Prefix(user);
@@ -189,6 +226,35 @@ class RocksDevStore final : public DevStore {
 };
 
 }  // namespace
+
+StatusOr<std::optional<wire::DevRun>> GrowRun(const wire::DevRun& have, const wire::DevRun& part) {
+  const std::string& kept = have.file();
+  const std::string& bytes = part.file();
+  if (part.offset() > kept.size()) {
+    return InvalidArgument("a part at byte " + std::to_string(part.offset()) + " of run " +
+                           HexEncode(part.id()) + ", which has " + std::to_string(kept.size()) +
+                           ": a part before it is missing");
+  }
+  const size_t overlap = std::min<size_t>(bytes.size(), kept.size() - part.offset());
+  if (kept.compare(part.offset(), overlap, bytes, 0, overlap) != 0) {
+    return InvalidArgument("a part of run " + HexEncode(part.id()) +
+                           " differs from the bytes kept at its offset");
+  }
+  if (overlap == bytes.size() && !(have.open() && !part.open())) {
+    return std::optional<wire::DevRun>();  // all of it kept already
+  }
+  wire::DevRun grown = have;
+  grown.mutable_file()->append(bytes, overlap, std::string::npos);
+  for (const std::string& t : part.tags()) {
+    if (std::find(grown.tags().begin(), grown.tags().end(), t) == grown.tags().end()) {
+      grown.add_tags(t);
+    }
+  }
+  grown.set_events(std::max(have.events(), part.events()));
+  grown.set_open(part.open());
+  grown.set_offset(0);
+  return std::optional<wire::DevRun>(std::move(grown));
+}
 
 StatusOr<std::unique_ptr<DevStore>> OpenRocksDevStore(const std::string& path) {
   auto store = std::make_unique<RocksDevStore>();

@@ -501,6 +501,67 @@ TEST_F(ClickHouseStoreTest, DeveloperRunsKeptThroughOneAreReadThroughAnother) {
   EXPECT_EQ(user->runs(), 2u + kRaced);
   EXPECT_EQ(user->events(), 5u * (2 + kRaced));
   EXPECT_EQ((*one)->Runs("alice", "startup", "", 4000, 5000)->size(), static_cast<size_t>(kRaced));
+
+  // A run still being written goes up in parts: each appended once, in
+  // order; one sent again changes nothing; one out of order or with other
+  // bytes is refused; readers see the run as grown so far.
+  for (const auto& [name, put, get] : {std::tuple{"clickhouse", one->get(), other->get()},
+                                       std::tuple{"rocksdb", rocks->get(), rocks->get()}}) {
+    wire::DevRun first = run('p', 5000, {"startup"});
+    first.set_open(true);
+    first.set_events(3);
+    wire::DevRun second;
+    second.set_id(first.id());
+    second.set_program("myprog");
+    second.set_offset(first.file().size());
+    second.set_file(std::string(300, 'q'));
+    second.set_open(true);
+    second.set_events(7);
+    second.add_tags("startup");
+    second.add_tags("late");
+    bool duplicate = true;
+    ASSERT_TRUE(put->Put("carol", first, 1, &duplicate).ok()) << name;
+    EXPECT_FALSE(duplicate) << name;
+    Status s = get->Extend("carol", second, 2, &duplicate);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+    EXPECT_FALSE(duplicate) << name;
+    ASSERT_TRUE(put->Extend("carol", second, 3, &duplicate).ok()) << name;
+    EXPECT_TRUE(duplicate) << name << ": a part sent again";
+    wire::DevRun gap = second;
+    gap.set_offset(second.offset() + 400);
+    EXPECT_EQ(put->Extend("carol", gap, 4, &duplicate).code(), StatusCode::kInvalidArgument)
+        << name << ": a part after a missing one";
+    wire::DevRun other_bytes = second;
+    other_bytes.set_file(std::string(300, 'z'));
+    EXPECT_EQ(put->Extend("carol", other_bytes, 4, &duplicate).code(), StatusCode::kInvalidArgument)
+        << name << ": other bytes at a kept offset";
+    wire::DevRun orphan = second;
+    orphan.set_id(std::string(16, '#'));
+    EXPECT_EQ(put->Extend("carol", orphan, 4, &duplicate).code(), StatusCode::kInvalidArgument)
+        << name << ": a part of no run";
+    wire::DevRun last = second;
+    last.set_offset(second.offset() + second.file().size() - 100);  // overlaps the kept end
+    last.set_file(std::string(100, 'q') + "X");
+    last.set_open(false);
+    last.set_events(8);
+    ASSERT_TRUE(get->Extend("carol", last, 5, &duplicate).ok()) << name;
+    EXPECT_FALSE(duplicate) << name;
+    StatusOr<wire::DevRun> back = get->Get("carol", HexEncode(first.id()));
+    ASSERT_TRUE(back.ok()) << name;
+    EXPECT_EQ(back->file(), first.file() + std::string(300, 'q') + "X") << name;
+    EXPECT_FALSE(back->open()) << name;
+    StatusOr<std::vector<DevRunInfo>> runs = put->Runs("carol", "late", "", 0, 10000);
+    ASSERT_TRUE(runs.ok()) << name;
+    ASSERT_EQ(runs->size(), 1u) << name << ": a tag first seen in a later part lists the run";
+    EXPECT_EQ((*runs)[0].bytes, back->file().size()) << name;
+    EXPECT_EQ((*runs)[0].events, 8u) << name;
+    EXPECT_EQ(put->Runs("carol", "startup", "", 0, 10000)->size(), 1u) << name;
+    StatusOr<wire::DevUser> carol = get->User("carol");
+    ASSERT_TRUE(carol.ok()) << name;
+    EXPECT_EQ(carol->runs(), 1u) << name;
+    EXPECT_EQ(carol->events(), 8u) << name;
+    EXPECT_EQ(carol->bytes(), back->file().size()) << name;
+  }
 }
 
 // Lab profiles kept in ClickHouse: what one aggregator keeps, another
