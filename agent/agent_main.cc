@@ -213,7 +213,10 @@ int RunDaemon(Agent& agent) {
     return 1;
   }
   if (!c.dev.spool_dir.empty() &&
-      inotify_add_watch(in, c.dev.spool_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+      // IN_CREATE too: a run still being written is never closed, and its
+      // parts are due by its start.
+      inotify_add_watch(in, c.dev.spool_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE) <
+          0) {
     std::perror("fieldprof-agent: inotify on the developer spool");
     return 1;
   }

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -12,7 +15,9 @@
 #include "common/durable_file.h"
 #include "common/options.h"
 #include "common/points_file.h"
+#include "common/points_format.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/wire.h"
 
 namespace fieldprof::agent {
 namespace {
@@ -34,8 +39,10 @@ struct Waiting {
 };
 
 // The spool's run files, by when they were last written: those whose
-// process finished them, or left them unwritten for 10 s.
-std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms) {
+// process finished them, or left them unwritten for 10 s; in *open, those
+// still being written.
+std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
+                                 std::vector<Waiting>* open) {
   std::vector<Waiting> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(spool_dir, ec)) {
@@ -48,7 +55,10 @@ std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms) {
       StatusOr<std::string> bytes = ReadWholeFile(e.path().string());
       StatusOr<local::PointsRun> run =
           bytes.ok() ? local::DecodePointsRun(*bytes) : StatusOr<local::PointsRun>(bytes.status());
-      if (!run.ok() || !run->complete) continue;  // still being written
+      if (!run.ok() || !run->complete) {  // still being written
+        open->push_back({e.path().filename().string(), written, static_cast<uint64_t>(st.st_size)});
+        continue;
+      }
     }
     out.push_back({e.path().filename().string(), written, static_cast<uint64_t>(st.st_size)});
   }
@@ -67,6 +77,59 @@ std::string RandomId() {
   return id;
 }
 
+// What has gone up of a run still being written, kept beside it in the
+// spool ("NAME.sent": its id in hex, the bytes sealed, the bytes being
+// sealed). The intent is written before a part is sealed and the sealed
+// count after, so a crash between them seals the same bytes again under
+// the same id, which the aggregator takes as a duplicate.
+struct Sent {
+  std::string id;  // 16 bytes; empty: nothing sealed yet
+  uint64_t sealed = 0, intent = 0;
+  int64_t written_ms = 0;  // when it was last written (0: absent)
+};
+
+std::string SentPath(const std::string& spool_dir, const std::string& name) {
+  return spool_dir + "/" + name + ".sent";
+}
+
+Sent ReadSent(const std::string& spool_dir, const std::string& name) {
+  Sent s;
+  const std::string path = SentPath(spool_dir, name);
+  StatusOr<std::string> text = ReadWholeFile(path);
+  struct stat st;
+  if (!text.ok() || stat(path.c_str(), &st) != 0) return s;
+  char hex[33] = {};
+  unsigned long long sealed = 0, intent = 0;
+  std::string raw;
+  if (std::sscanf(text->c_str(), "%32s %llu %llu", hex, &sealed, &intent) != 3 ||
+      !HexDecode(hex, &raw) || raw.size() != 16) {
+    return s;  // damaged: as if nothing went up (the aggregator refuses a second first part's
+               // bytes only if they differ; a new id makes a second run)
+  }
+  s.id = raw;
+  s.sealed = sealed;
+  s.intent = intent;
+  s.written_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  return s;
+}
+
+Status WriteSent(const std::string& spool_dir, const std::string& name, const Sent& s) {
+  return WriteFileDurably(
+      SentPath(spool_dir, name),
+      HexEncode(s.id) + " " + std::to_string(s.sealed) + " " + std::to_string(s.intent) + "\n",
+      FileAccess::kPrivate);
+}
+
+// The run's start (ms since the epoch) from its header, 0 when unread.
+int64_t StartMs(const std::string& bytes) {
+  constexpr size_t kAt = local::points::kMagicSize + 1 + 4;  // 'H', pid
+  uint64_t ns = 0;
+  if (bytes.size() < kAt + 8 || bytes[local::points::kMagicSize] != local::points::kHeader)
+    return 0;
+  std::memcpy(&ns, bytes.data() + kAt, 8);
+  return static_cast<int64_t>(ns / 1000000);
+}
+
 }  // namespace
 
 int64_t DevSealDeadline(const std::string& spool_dir, int64_t max_age_ms) {
@@ -81,10 +144,28 @@ int64_t DevSealDeadline(const std::string& spool_dir, int64_t max_age_ms) {
     const int64_t written =
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
     // Due at its max age; one still unfinished then is looked at again
-    // when it would count as killed. Past both, it is due now.
+    // when it would count as killed. Past both, it is due now. One still
+    // being written is due when its bytes not yet sent reach the max age:
+    // counted from its last part, or from its start.
     int64_t due = now;
     for (const int64_t at : {written + max_age_ms, written + kKilledAfterMs}) {
       if (at > now) due = due == now ? at : std::min(due, at);
+    }
+    if (now - written < kKilledAfterMs) {
+      const Sent sent = ReadSent(spool_dir, e.path().filename().string());
+      int64_t since = sent.written_ms;
+      if (since == 0) {
+        char head[64];
+        FILE* f = std::fopen(e.path().c_str(), "rb");
+        const size_t n = f != nullptr ? std::fread(head, 1, sizeof head, f) : 0;
+        if (f != nullptr) std::fclose(f);
+        since = StartMs(std::string(head, n));
+      }
+      // Only with bytes not yet sent; looked at again in 200 ms when
+      // they are due but not yet a whole record (no spin).
+      if (since > 0 && static_cast<uint64_t>(st.st_size) > sent.sealed) {
+        due = std::min(due, std::max(now + 200, since + max_age_ms));
+      }
     }
     if (next == 0 || due < next) next = due;
   }
@@ -104,7 +185,9 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
   DevPassResult r;
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
   const int64_t now = NowMs();
-  const std::vector<Waiting> waiting = WaitingRuns(config_.spool_dir, now);
+  std::vector<Waiting> open;
+  const std::vector<Waiting> waiting = WaitingRuns(config_.spool_dir, now, &open);
+  for (const Waiting& w : open) FP_RETURN_IF_ERROR(SealParts(w.name, now, flush, false, &r));
   uint64_t total = 0;
   for (const Waiting& w : waiting) total += w.bytes;
   const bool due =
@@ -126,6 +209,11 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
       return Status::Ok();
     };
     for (const Waiting& w : waiting) {
+      if (ReadSent(config_.spool_dir, w.name).written_ms != 0) {  // its last part
+        FP_RETURN_IF_ERROR(seal());
+        FP_RETURN_IF_ERROR(SealParts(w.name, now, true, true, &r));
+        continue;
+      }
       StatusOr<wire::DevRun> run = DevRunOf(config_.spool_dir + "/" + w.name);
       if (!run.ok()) {  // no points, or damaged: set aside, never sent
         std::error_code ec;
@@ -145,6 +233,68 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
   FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> left, outbox_.List());
   r.uploads_waiting = static_cast<int>(left.size());
   return r;
+}
+
+Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, bool last,
+                              DevPassResult* r) {
+  const std::string& spool = config_.spool_dir;
+  Sent sent = ReadSent(spool, name);
+  FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(spool + "/" + name));
+  // Seals bytes [sent.sealed, cut) as one part (its run's first when
+  // nothing went up yet); `close`: the run's last, consuming the file.
+  auto seal = [&](uint64_t cut, bool close) -> Status {
+    StatusOr<wire::DevRun> part = DevRunOfBytes(bytes.substr(0, cut), name);
+    if (!part.ok()) return Status::Ok();  // no points yet: nothing to send
+    if (sent.id.empty()) sent.id = part->id();
+    part->set_id(sent.id);
+    part->set_offset(sent.sealed);
+    part->mutable_file()->erase(0, sent.sealed);
+    part->set_open(!close);
+    sent.intent = cut;
+    FP_RETURN_IF_ERROR(WriteSent(spool, name, sent));
+    wire::DevUpload up;
+    up.set_schema_version(1);
+    *up.add_runs() = std::move(*part);
+    std::vector<std::string> consumed;
+    if (close) consumed = {name, name + ".sent"};
+    // Sent in the outbox's (name) order: a part's name must sort after
+    // its run's earlier parts, also when sealed in the same millisecond.
+    FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> sealed, outbox_.List());
+    int64_t ms = NowMs();
+    if (!sealed.empty()) ms = std::max<int64_t>(ms, std::atoll(sealed.back().name.c_str()) + 1);
+    FP_RETURN_IF_ERROR(
+        outbox_.Seal(OutboxName(ms, RandomId()), up.SerializeAsString(), spool, consumed));
+    ++r->uploads_sealed;
+    ++r->runs_sealed;
+    sent.sealed = cut;
+    return close ? Status::Ok() : WriteSent(spool, name, sent);
+  };
+  if (sent.intent > sent.sealed && sent.intent <= bytes.size()) {  // a seal a crash cut short
+    FP_RETURN_IF_ERROR(seal(sent.intent, false));
+  }
+  if (last) {
+    // The rest, to the file's end, closing the run; a run with nothing
+    // left resends its last byte to close it.
+    if (sent.sealed == bytes.size() && sent.sealed > 0) --sent.sealed;
+    return seal(bytes.size(), true);
+  }
+  // Bytes once written never change (the file only grows), so a part may
+  // end anywhere, even inside a record: the next part goes on from there.
+  if (bytes.size() <= sent.sealed) return Status::Ok();
+  const uint64_t unsent = bytes.size() - sent.sealed;
+  const int64_t since = sent.written_ms != 0 ? sent.written_ms : StartMs(bytes);
+  if (!flush && now - since < config_.max_age_ms &&
+      unsent < static_cast<uint64_t>(config_.max_bytes)) {
+    return Status::Ok();
+  }
+  while (sent.sealed < bytes.size()) {
+    const uint64_t before = sent.sealed;
+    FP_RETURN_IF_ERROR(seal(
+        std::min<uint64_t>(bytes.size(), sent.sealed + static_cast<uint64_t>(config_.max_bytes)),
+        false));
+    if (sent.sealed == before) break;  // no points yet
+  }
+  return Status::Ok();
 }
 
 Status DevUploader::Send(HttpsClient& client, DevPassResult* r) {

@@ -54,6 +54,10 @@ class DevUploader {
 
  private:
   Status Send(HttpsClient& client, DevPassResult* r);
+  // A run still being written (`name` in the spool): seals its whole
+  // records not yet sent as parts when a threshold (or `flush`) says so;
+  // `last`: the run has ended, its rest goes as the last part.
+  Status SealParts(const std::string& name, int64_t now, bool flush, bool last, DevPassResult* r);
 
   DevConfig config_;
   Outbox outbox_;

@@ -13,6 +13,11 @@ namespace fieldprof {
 StatusOr<wire::DevRun> DevRunOf(const std::string& path) {
   StatusOr<std::string> bytes = ReadWholeFile(path);
   if (!bytes.ok()) return bytes.status();
+  return DevRunOfBytes(std::move(*bytes), path);
+}
+
+StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes_in, const std::string& path) {
+  StatusOr<std::string> bytes(std::move(bytes_in));
   StatusOr<local::PointsRun> run = local::DecodePointsRun(*bytes);
   if (!run.ok()) return InvalidArgument(path + ": " + run.status().message());
   wire::DevRun r;

@@ -16,6 +16,9 @@ namespace fieldprof {
 // events, and the file itself. InvalidArgument for a file that does not
 // read as a run or has no points.
 [[nodiscard]] StatusOr<wire::DevRun> DevRunOf(const std::string& path);
+// The same from a file's bytes (`what` names it in errors): also a part of
+// a file still being written, up to its last whole record.
+[[nodiscard]] StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes, const std::string& what);
 
 }  // namespace fieldprof
 

@@ -18,7 +18,6 @@ class Reader {
  public:
   explicit Reader(std::string_view b) : b_(b) {}
   bool done() const { return at_ >= b_.size(); }
-  size_t at() const { return at_; }
   template <typename T>
   bool Get(T* v) {
     if (b_.size() - at_ < sizeof(T)) return false;
@@ -72,7 +71,6 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   uint64_t tsc_hz = 0;
   std::map<uint64_t, uint32_t> site_of;
   std::vector<RawEvent> raw;
-  run.whole_bytes = pf::kMagicSize + r.at();
   while (!r.done()) {
     if (!r.Get(&type)) break;
     bool ok = true;
@@ -108,13 +106,11 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
       run.lost += n;
     } else if (type == pf::kEnd) {
       run.complete = true;
-      run.whole_bytes = pf::kMagicSize + r.at();
       break;
     } else {
       ok = false;
     }
     if (!ok) break;  // cut or damaged here: keep what came before
-    run.whole_bytes = pf::kMagicSize + r.at();
   }
   if (clock.empty()) return InvalidArgument("a points file with no clock reading");
   // Ticks to ns: the straight line through the first and last readings,

@@ -36,7 +36,6 @@ struct PointsRun {
   std::vector<PointEvent> events;  // by time
   uint64_t lost = 0;               // events the threads' buffers had no room for
   bool complete = false;           // false: the process was killed or exec'd first
-  uint64_t whole_bytes = 0;        // the file's bytes up to the end of its last whole record
 };
 
 // One process's file, from its bytes; a damaged record ends the reading

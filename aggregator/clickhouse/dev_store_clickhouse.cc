@@ -94,6 +94,8 @@ class InClickHouse final : public DevStore {
       i.started_unix_ns = r.started_unix_ns();
       i.events = r.events();
       i.bytes = r.file_bytes();
+      i.id_bytes = r.id_bytes();
+      i.open = r.open();
       i.tags.assign(r.tags().begin(), r.tags().end());
       out.push_back(std::move(i));
     }

@@ -66,6 +66,8 @@ void RunJson(const DevRunInfo& r, JsonWriter* j) {
   j->Key("id").String(r.id).Key("program").String(r.program);
   j->Key("started_unix_ns").Int(r.started_unix_ns);
   j->Key("events").Uint(r.events).Key("bytes").Uint(r.bytes);
+  if (r.id_bytes > 0) j->Key("id_bytes").Uint(r.id_bytes);
+  j->Key("open").Bool(r.open);
   j->Key("tags").BeginArray();
   for (const std::string& t : r.tags) j->String(t);
   j->EndArray();
@@ -110,8 +112,13 @@ HttpResponse DevHandler::Upload(std::string_view authorization, std::string_view
   uint64_t kept = 0, duplicates = 0;
   for (const wire::DevRun& r : up.runs()) {
     bool duplicate = false;
+    wire::DevRun first;
+    if (r.offset() == 0 && r.open()) {  // its id hashes this first part only
+      first = r;
+      first.set_id_bytes(r.file().size());
+    }
     Status s = r.offset() > 0 ? store_->Extend(who->name, r, now_ms, &duplicate)
-                              : store_->Put(who->name, r, now_ms, &duplicate);
+                              : store_->Put(who->name, r.open() ? first : r, now_ms, &duplicate);
     if (s.code() == StatusCode::kInvalidArgument) return ErrorResponse(s);  // a part out of order
     if (!s.ok()) return ErrorResponse(Unavailable("cannot keep the runs: " + s.message()));
     ++(duplicate ? duplicates : kept);

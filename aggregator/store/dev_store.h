@@ -32,6 +32,8 @@ struct DevRunInfo {
   std::string program;
   int64_t started_unix_ns = 0;
   uint64_t events = 0, bytes = 0;
+  uint64_t id_bytes = 0;  // a run that went up in parts: its id hashes this many first bytes
+  bool open = false;      // a run still being written: more parts may follow
   std::vector<std::string> tags;
 };
 

@@ -36,6 +36,8 @@ DevRunInfo InfoOf(const wire::DevRun& r) {
   i.started_unix_ns = r.started_unix_ns();
   i.events = r.events();
   i.bytes = r.file().empty() ? r.file_bytes() : r.file().size();
+  i.id_bytes = r.id_bytes();
+  i.open = r.open();
   i.tags.assign(r.tags().begin(), r.tags().end());
   return i;
 }

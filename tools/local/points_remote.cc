@@ -153,7 +153,11 @@ int Pull(const std::string& tag, const std::string& program, const std::string& 
       Say("pull", id + ": " + Reply(f));
       return 1;
     }
-    if (HexEncode(Sha256(f->body).substr(0, 16)) != id) {
+    // A run that went up in parts is named by its first part's hash.
+    const uint64_t id_bytes = run.value("id_bytes", uint64_t{0});
+    if (id_bytes > f->body.size() ||
+        HexEncode(Sha256(id_bytes > 0 ? f->body.substr(0, id_bytes) : f->body).substr(0, 16)) !=
+            id) {
       Say("pull", id + ": the file does not match its id");
       return 1;
     }

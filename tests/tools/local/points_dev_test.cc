@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 
 #include "agent/dev_uploader.h"
 #include "common/https_client.h"
+#include "common/points_file.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/signing.h"
 #include "gtest/gtest.h"
@@ -323,17 +325,97 @@ TEST(PointsDevTest, TheAgentSealsOnItsTimeAndSizeThresholds) {
   ASSERT_TRUE(testing::WaitUntil(sealed, std::chrono::seconds(30)));
 }
 
-// The agent daemon in developer mode against a real aggregator: a run
-// recorded into its developer spool arrives with the developer's token
-// once the time threshold (1 s) is met, without a flush.
-TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
+// A run still being written, past the size threshold: its bytes go in
+// parts of at most max_bytes, in order, each beginning where the last
+// ended (a part may end inside a record: the bytes written never change);
+// once the run has ended, its last part closes it and the file goes.
+// Without a server.
+TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
   TempDir dir;
-  ASSERT_TRUE(testing::MakeCert(dir.path()));
-  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
-  std::ofstream(dir.File("token")) << kAlice << "\n";
-  testing::AggregatorProcess agg(dir, testing::FreePort(),
-                                 {"--developers_file", dir.File("developers")});
-  agg.Start();
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " points record -o " + dir.File("rec") + " -- " + kProg + " 30000 2>&1",
+                 &out),
+      0)
+      << out;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("rec"))) {
+    files.push_back(e.path().string());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0], std::ios::binary);
+  const std::string whole(std::istreambuf_iterator<char>(in), {});
+  ASSERT_EQ(whole.back(), 'X') << "the file's end record";
+  ASSERT_GT(whole.size(), 3u * 64 * 1024) << "large enough for several parts";
+  // The same file as it was before its end record: a run still going.
+  std::filesystem::create_directories(dir.File("spool"));
+  const std::string name = "points-1-going.fppoints";
+  std::ofstream(dir.File("spool/" + name), std::ios::binary) << whole.substr(0, whole.size() - 1);
+  agent::DevConfig c;
+  c.spool_dir = dir.File("spool");
+  c.token_file = dir.File("token");
+  c.outbox_dir = dir.File("outbox");
+  c.quarantine_dir = dir.File("quarantine");
+  c.max_age_ms = 3600 * 1000;
+  c.max_bytes = 64 * 1024;
+  HttpsClient unused(HttpsClientOptions{});
+  // The parts sealed so far, in the outbox's order.
+  const auto parts = [&] {
+    std::vector<std::pair<std::string, wire::DevRun>> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir.File("outbox"))) {
+      if (e.path().extension() != ".batch") continue;
+      std::ifstream f(e.path(), std::ios::binary);
+      wire::DevUpload up;
+      EXPECT_TRUE(up.ParseFromString(std::string(std::istreambuf_iterator<char>(f), {})));
+      EXPECT_EQ(up.runs_size(), 1);
+      out.emplace_back(e.path().filename().string(), up.runs(0));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return out;
+  };
+  {
+    agent::DevUploader d(c);
+    ASSERT_TRUE(d.Init().ok());
+    auto r = d.Pass(false, false, unused);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GE(r->uploads_sealed, 3);
+  }
+  auto sealed = parts();
+  ASSERT_GE(sealed.size(), 3u);
+  uint64_t end = 0;
+  for (const auto& [file, part] : sealed) {
+    EXPECT_EQ(part.offset(), end) << file << ": each part begins where the last ended";
+    EXPECT_TRUE(part.open()) << file;
+    EXPECT_EQ(part.id(), sealed[0].second.id()) << file;
+    EXPECT_EQ(part.file(), whole.substr(part.offset(), part.file().size())) << file;
+    EXPECT_LE(part.file().size(), 64u * 1024) << file;
+    EXPECT_LE(part.ByteSizeLong(), 64u * 1024 + 256) << file << ": the upload, with its fields";
+    end = part.offset() + part.file().size();
+  }
+  EXPECT_EQ(sealed[0].second.id(), Sha256(sealed[0].second.file()).substr(0, 16))
+      << "the first part's id is its hash";
+  EXPECT_EQ(end, whole.size() - 1) << "all of it so far (its end record not yet written)";
+  // It ends: the rest goes as the last part, and the file with it.
+  std::ofstream(dir.File("spool/" + name), std::ios::binary | std::ios::app) << "X";
+  {
+    agent::DevUploader d(c);
+    ASSERT_TRUE(d.Init().ok());
+    auto r = d.Pass(false, false, unused);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  sealed = parts();
+  const wire::DevRun& last = sealed.back().second;
+  EXPECT_FALSE(last.open());
+  EXPECT_EQ(last.offset() + last.file().size(), whole.size());
+  EXPECT_EQ(whole.substr(last.offset()), last.file());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("spool/" + name))) << "consumed";
+  EXPECT_FALSE(std::filesystem::exists(dir.File("spool/" + name + ".sent"))) << "consumed";
+}
+
+// The agent daemon with the developer spool DIR/dev and a 1 s time
+// threshold, against `agg`; its stderr in DIR/agent.log.
+pid_t StartDevAgent(TempDir& dir, testing::AggregatorProcess& agg) {
   std::filesystem::create_directories(dir.File("spool"));
   const pid_t agent = fork();
   if (agent == 0) {
@@ -347,6 +429,21 @@ TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
           "--dev_max_age_ms", "1000", static_cast<char*>(nullptr));
     _exit(127);
   }
+  return agent;
+}
+
+// The agent daemon in developer mode against a real aggregator: a run
+// recorded into its developer spool arrives with the developer's token
+// once the time threshold (1 s) is met, without a flush.
+TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
+  std::ofstream(dir.File("token")) << kAlice << "\n";
+  testing::AggregatorProcess agg(dir, testing::FreePort(),
+                                 {"--developers_file", dir.File("developers")});
+  agg.Start();
+  const pid_t agent = StartDevAgent(dir, agg);
   ASSERT_GT(agent, 0);
   std::string out;
   ASSERT_TRUE(testing::WaitUntil([&] { return std::filesystem::exists(dir.File("dev")); },
@@ -372,6 +469,94 @@ TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
   ASSERT_TRUE(arrived) << std::string(std::istreambuf_iterator<char>(log), {});
   std::printf("a run arrived %.2f s after it was written (threshold 1 s)\n", waited);
   EXPECT_TRUE(FileDigests(dir.File("dev")).empty()) << "the agent consumed the run";
+}
+
+// A program that runs on: its run goes up in parts while it runs (each
+// part the whole records written since the last, once the time threshold
+// is met), grows on the aggregator, and its last part closes it whole.
+TEST(PointsDevTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
+  std::ofstream(dir.File("token")) << kAlice << "\n";
+  testing::AggregatorProcess agg(dir, testing::FreePort(),
+                                 {"--developers_file", dir.File("developers")});
+  agg.Start();
+  const pid_t agent = StartDevAgent(dir, agg);
+  ASSERT_GT(agent, 0);
+  ASSERT_TRUE(testing::WaitUntil([&] { return std::filesystem::exists(dir.File("dev")); },
+                                 std::chrono::seconds(30)));
+  const std::string stop = dir.File("stop"), printed = dir.File("prog.out");
+  const auto began = std::chrono::steady_clock::now();
+  const pid_t prog = fork();
+  if (prog == 0) {
+    const std::string cmd = kCli + " points record -o " + dir.File("dev") + " -- " + kProg +
+                            " 5 --until " + stop + " >" + printed + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(prog, 0);
+  HttpsClient http(agg.Options());
+  const HttpHeaders alice = {{"Authorization", "Bearer " + kAlice}};
+  uint64_t events = 0;
+  const auto listed = [&] {
+    StatusOr<HttpReply> r = http.Get("/v1/dev/runs?tag=startup", alice);
+    if (!r.ok() || r->status != 200) return false;
+    const json runs = json::parse(r->body)["runs"];
+    if (runs.size() != 1) return false;
+    events = runs[0]["events"].get<uint64_t>();
+    return true;
+  };
+  // While it runs (it stops only when told): its first part, then more.
+  const bool arrived =
+      testing::WaitUntil([&] { return listed() && events > 0; }, std::chrono::seconds(60));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  if (!arrived) {
+    std::ifstream log(dir.File("agent.log"));
+    ADD_FAILURE() << "no part arrived while the program ran; the agent's log:\n"
+                  << std::string(std::istreambuf_iterator<char>(log), {}) << "\nthe aggregator's:\n"
+                  << agg.LogTail();
+  }
+  EXPECT_EQ(waitpid(prog, nullptr, WNOHANG), 0) << "the program still runs";
+  const uint64_t first = events;
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return listed() && events > first; }, std::chrono::seconds(60)))
+      << "a later part adds to the run";
+  EXPECT_EQ(waitpid(prog, nullptr, WNOHANG), 0) << "the program still runs";
+  // It stops; its last part closes the run: every event once.
+  std::ofstream(stop) << "stop\n";
+  int status = 0;
+  ASSERT_EQ(waitpid(prog, &status, 0), prog);
+  std::ifstream in(printed);
+  const std::string said(std::istreambuf_iterator<char>(in), {});
+  const size_t at = said.find("rounds ");
+  ASSERT_NE(at, std::string::npos) << said;
+  const uint64_t rounds = std::stoull(said.substr(at + 7));
+  const bool whole = testing::WaitUntil([&] { return listed() && events == 4 * rounds; },
+                                        std::chrono::seconds(60));
+  kill(agent, SIGTERM);
+  waitpid(agent, nullptr, 0);
+  std::ifstream log(dir.File("agent.log"));
+  ASSERT_TRUE(whole) << events << " events of " << 4 * rounds << "\n"
+                     << std::string(std::istreambuf_iterator<char>(log), {});
+  std::printf("first part of a run still going arrived %.2f s after it began (threshold 1 s)\n",
+              waited);
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points pull --tag startup -o " + dir.File("pulled") +
+                           " --host 127.0.0.1:" + std::to_string(agg.port()) + " --ca " +
+                           dir.File("cert.pem") + " --token " + kAlice + " 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("pulled") + " --json", &out), 0) << out;
+  const json shown = json::parse(out);
+  ASSERT_EQ(shown["runs"].size(), 1u) << out;
+  EXPECT_TRUE(shown["runs"][0]["complete"].get<bool>()) << "the run's end came up too";
+  EXPECT_EQ(shown["runs"][0]["events"].get<uint64_t>(), 4 * rounds);
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("dev"))) {
+    ADD_FAILURE() << "left in the spool: " << e.path();
+  }
 }
 
 // The field's side: a measured run's point sums go through the agent to
