@@ -209,7 +209,9 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
       return Status::Ok();
     };
     for (const Waiting& w : waiting) {
-      if (ReadSent(config_.spool_dir, w.name).written_ms != 0) {  // its last part
+      // Its last part; or a run larger than an upload may be, in parts.
+      if (ReadSent(config_.spool_dir, w.name).written_ms != 0 ||
+          w.bytes > static_cast<uint64_t>(config_.max_bytes)) {
         FP_RETURN_IF_ERROR(seal());
         FP_RETURN_IF_ERROR(SealParts(w.name, now, true, true, &r));
         continue;
@@ -272,9 +274,16 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
   if (sent.intent > sent.sealed && sent.intent <= bytes.size()) {  // a seal a crash cut short
     FP_RETURN_IF_ERROR(seal(sent.intent, false));
   }
+  const uint64_t max_bytes = static_cast<uint64_t>(config_.max_bytes);
   if (last) {
-    // The rest, to the file's end, closing the run; a run with nothing
-    // left resends its last byte to close it.
+    // The rest, to the file's end, in parts of at most max_bytes, the last
+    // closing the run; a run with nothing left resends its last byte to
+    // close it.
+    while (bytes.size() - sent.sealed > max_bytes) {
+      const uint64_t before = sent.sealed;
+      FP_RETURN_IF_ERROR(seal(sent.sealed + max_bytes, false));
+      if (sent.sealed == before) break;  // no points in the first part: it goes whole
+    }
     if (sent.sealed == bytes.size() && sent.sealed > 0) --sent.sealed;
     return seal(bytes.size(), true);
   }
@@ -289,9 +298,7 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
   }
   while (sent.sealed < bytes.size()) {
     const uint64_t before = sent.sealed;
-    FP_RETURN_IF_ERROR(seal(
-        std::min<uint64_t>(bytes.size(), sent.sealed + static_cast<uint64_t>(config_.max_bytes)),
-        false));
+    FP_RETURN_IF_ERROR(seal(std::min<uint64_t>(bytes.size(), sent.sealed + max_bytes), false));
     if (sent.sealed == before) break;  // no points yet
   }
   return Status::Ok();

@@ -5,8 +5,9 @@
 //   - the oldest waiting run has waited max_age_ms since it was written, or
 //   - the waiting runs come to max_bytes;
 // then they go in uploads of at most max_bytes each (a run larger than
-// that goes alone). A run is waiting once its process finished writing it
-// (its file says so), or 10 s after its last write (a killed process).
+// that goes in parts). A run is waiting once its process finished writing
+// it (its file says so), or 10 s after its last write (a killed process).
+// A run still being written goes in parts as its bytes meet a threshold.
 // Uploads are sealed in an outbox of their own first (common/outbox.h),
 // with the run files they consumed, so a crash loses nothing and sends
 // nothing twice (the aggregator keeps a run once by its content hash).

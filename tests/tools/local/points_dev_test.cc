@@ -411,6 +411,26 @@ TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
   EXPECT_EQ(whole.substr(last.offset()), last.file());
   EXPECT_FALSE(std::filesystem::exists(dir.File("spool/" + name))) << "consumed";
   EXPECT_FALSE(std::filesystem::exists(dir.File("spool/" + name + ".sent"))) << "consumed";
+  // A finished run larger than an upload may be goes in parts too.
+  std::filesystem::remove_all(dir.File("outbox"));
+  std::filesystem::copy_file(files[0], dir.File("spool/points-2-done.fppoints"));
+  {
+    agent::DevUploader d(c);
+    ASSERT_TRUE(d.Init().ok());
+    auto r = d.Pass(false, false, unused);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  sealed = parts();
+  EXPECT_EQ(sealed.size(), (whole.size() + 64 * 1024 - 1) / (64 * 1024));
+  std::string joined;
+  for (const auto& [file, part] : sealed) {
+    EXPECT_EQ(part.offset(), joined.size()) << file;
+    EXPECT_LE(part.file().size(), 64u * 1024) << file;
+    EXPECT_EQ(part.open(), &part != &sealed.back().second) << file;
+    joined += part.file();
+  }
+  EXPECT_EQ(joined, whole);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("spool/points-2-done.fppoints"))) << "consumed";
 }
 
 // The agent daemon with the developer spool DIR/dev and a 1 s time
