@@ -434,37 +434,52 @@ TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
 }
 
 // The agent daemon with the developer spool DIR/dev and a 1 s time
-// threshold, against `agg`; its stderr in DIR/agent.log.
-pid_t StartDevAgent(TempDir& dir, testing::AggregatorProcess& agg) {
-  std::filesystem::create_directories(dir.File("spool"));
-  const pid_t agent = fork();
-  if (agent == 0) {
-    const std::string server = "127.0.0.1:" + std::to_string(agg.port());
-    const std::string log = dir.File("agent.log");
-    if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
-    execl(kAgent.c_str(), "fieldprof-agent", "--server", server.c_str(), "--ca_file",
-          dir.File("cert.pem").c_str(), "--spool", dir.File("spool").c_str(), "--state_dir",
-          dir.File("state").c_str(), "--runtime_settings", "", "--snapshot_key", "", "--dev_spool",
-          dir.File("dev").c_str(), "--dev_token_file", dir.File("token").c_str(),
-          "--dev_max_age_ms", "1000", static_cast<char*>(nullptr));
-    _exit(127);
+// threshold, against an aggregator where alice may upload runs of
+// fieldprof_points*; the agent's stderr in DIR/agent.log.
+class PointsDevAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::MakeCert(dir.path()));
+    std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
+    std::ofstream(dir.File("token")) << kAlice << "\n";
+    agg.Start();
+    std::filesystem::create_directories(dir.File("spool"));
+    agent = fork();
+    if (agent == 0) {
+      const std::string server = "127.0.0.1:" + std::to_string(agg.port());
+      const std::string log = dir.File("agent.log");
+      if (freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+      execl(kAgent.c_str(), "fieldprof-agent", "--server", server.c_str(), "--ca_file",
+            dir.File("cert.pem").c_str(), "--spool", dir.File("spool").c_str(), "--state_dir",
+            dir.File("state").c_str(), "--runtime_settings", "", "--snapshot_key", "",
+            "--dev_spool", dir.File("dev").c_str(), "--dev_token_file", dir.File("token").c_str(),
+            "--dev_max_age_ms", "1000", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ASSERT_GT(agent, 0);
   }
-  return agent;
-}
+  void TearDown() override { StopAgent(); }
+  void StopAgent() {
+    if (agent <= 0) return;
+    kill(agent, SIGTERM);
+    waitpid(agent, nullptr, 0);
+    agent = 0;
+  }
+  std::string AgentLog() const {
+    std::ifstream log(dir.File("agent.log"));
+    return std::string(std::istreambuf_iterator<char>(log), {});
+  }
+
+  TempDir dir;
+  testing::AggregatorProcess agg{
+      dir, testing::FreePort(), {"--developers_file", dir.File("developers")}};
+  pid_t agent = 0;
+};
 
 // The agent daemon in developer mode against a real aggregator: a run
 // recorded into its developer spool arrives with the developer's token
 // once the time threshold (1 s) is met, without a flush.
-TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
-  TempDir dir;
-  ASSERT_TRUE(testing::MakeCert(dir.path()));
-  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
-  std::ofstream(dir.File("token")) << kAlice << "\n";
-  testing::AggregatorProcess agg(dir, testing::FreePort(),
-                                 {"--developers_file", dir.File("developers")});
-  agg.Start();
-  const pid_t agent = StartDevAgent(dir, agg);
-  ASSERT_GT(agent, 0);
+TEST_F(PointsDevAgentTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
   std::string out;
   ASSERT_TRUE(testing::WaitUntil([&] { return std::filesystem::exists(dir.File("dev")); },
                                  std::chrono::seconds(30)));
@@ -483,27 +498,16 @@ TEST(PointsDevTest, TheAgentDaemonUploadsARunAfterItsTimeThreshold) {
       std::chrono::seconds(60));
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - written).count();
-  kill(agent, SIGTERM);
-  waitpid(agent, nullptr, 0);
-  std::ifstream log(dir.File("agent.log"));
-  ASSERT_TRUE(arrived) << std::string(std::istreambuf_iterator<char>(log), {});
+  StopAgent();
+  ASSERT_TRUE(arrived) << AgentLog();
   std::printf("a run arrived %.2f s after it was written (threshold 1 s)\n", waited);
   EXPECT_TRUE(FileDigests(dir.File("dev")).empty()) << "the agent consumed the run";
 }
 
 // A program that runs on: its run goes up in parts while it runs (each
-// part the whole records written since the last, once the time threshold
-// is met), grows on the aggregator, and its last part closes it whole.
-TEST(PointsDevTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
-  TempDir dir;
-  ASSERT_TRUE(testing::MakeCert(dir.path()));
-  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_points*\n";
-  std::ofstream(dir.File("token")) << kAlice << "\n";
-  testing::AggregatorProcess agg(dir, testing::FreePort(),
-                                 {"--developers_file", dir.File("developers")});
-  agg.Start();
-  const pid_t agent = StartDevAgent(dir, agg);
-  ASSERT_GT(agent, 0);
+// part the bytes written since the last, once the time threshold is met),
+// grows on the aggregator, and its last part closes it whole.
+TEST_F(PointsDevAgentTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
   ASSERT_TRUE(testing::WaitUntil([&] { return std::filesystem::exists(dir.File("dev")); },
                                  std::chrono::seconds(30)));
   const std::string stop = dir.File("stop"), printed = dir.File("prog.out");
@@ -533,9 +537,8 @@ TEST(PointsDevTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   if (!arrived) {
-    std::ifstream log(dir.File("agent.log"));
     ADD_FAILURE() << "no part arrived while the program ran; the agent's log:\n"
-                  << std::string(std::istreambuf_iterator<char>(log), {}) << "\nthe aggregator's:\n"
+                  << AgentLog() << "\nthe aggregator's:\n"
                   << agg.LogTail();
   }
   EXPECT_EQ(waitpid(prog, nullptr, WNOHANG), 0) << "the program still runs";
@@ -555,11 +558,8 @@ TEST(PointsDevTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
   const uint64_t rounds = std::stoull(said.substr(at + 7));
   const bool whole = testing::WaitUntil([&] { return listed() && events == 4 * rounds; },
                                         std::chrono::seconds(60));
-  kill(agent, SIGTERM);
-  waitpid(agent, nullptr, 0);
-  std::ifstream log(dir.File("agent.log"));
-  ASSERT_TRUE(whole) << events << " events of " << 4 * rounds << "\n"
-                     << std::string(std::istreambuf_iterator<char>(log), {});
+  StopAgent();
+  ASSERT_TRUE(whole) << events << " events of " << 4 * rounds << "\n" << AgentLog();
   std::printf("first part of a run still going arrived %.2f s after it began (threshold 1 s)\n",
               waited);
   std::string out;
