@@ -233,13 +233,7 @@ void DrainIfDue();
 // Copies a sample (its header and `depth` return addresses) into the
 // thread's ring.
 void PutSample(const SampleHeader& h, const uint64_t* ips) {
-  const auto size = static_cast<uint32_t>(kRecordHeadBytes + sizeof h + 8 * h.depth);
-  char* body = ClaimRecord(size);
-  if (body == nullptr) return;
-  memcpy(body, &h, sizeof h);
-  memcpy(body + sizeof h, ips, 8 * h.depth);
-  CommitRecord('S', size);
-  if (!g_writer_on) ++g_pending_records;
+  if (PutRecord('S', &h, sizeof h, ips, h.depth) && !g_writer_on) ++g_pending_records;
 }
 
 // The return addresses from the cursor's frame out.
@@ -640,12 +634,9 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   b.ring = ring;
   b.tid = t_tid;
   b.depth = static_cast<uint16_t>(n > 1 ? n - 1 : 0);
-  const auto size = static_cast<uint32_t>(kRecordHeadBytes + sizeof b + 8 * b.depth);
-  if (char* body = ClaimRecord(size); body != nullptr) {
-    memcpy(body, &b, sizeof b);
-    memcpy(body + sizeof b, ips + 1, 8 * b.depth);
-    CommitRecord('B', size);
-    if (!g_writer_on) ++g_pending_records;
+  if (PutRecord('B', &b, sizeof b, reinterpret_cast<const uint64_t*>(ips + 1), b.depth) &&
+      !g_writer_on) {
+    ++g_pending_records;
   }
   DrainIfDue();
   t_in_handler = 0;

@@ -65,20 +65,16 @@ bool OpenStackRing();
 // As the thread's sampling stops: the writer drains its ring once more and
 // frees it.
 void CloseStackRing();
-// Space for the body of the calling thread's next record, `size` bytes
-// with its head, or null (counted as dropped) when the thread's ring is
-// full or it has none. CommitRecord(tag, size) makes it readable; nothing
-// else is claimed in between.
-char* ClaimRecord(uint32_t size);
-void CommitRecord(char tag, uint32_t size);
+// Appends the raw file's record `tag` (its fixed `head`, then `depth`
+// return addresses) to the calling thread's ring. False (counted as
+// dropped) when the ring is full or the thread has none.
+bool PutRecord(char tag, const void* head, size_t head_bytes, const uint64_t* ips, uint16_t depth);
 // The writer: every ring's new records to the raw file. Returns whether
 // one was over a quarter full (drain again soon).
 bool DrainStackRings();
 // In a forked child: the other threads' rings are nobody's.
 void ForgetStackRingsAfterFork();
 uint64_t StackRecordsDropped();
-// The bytes of a record's head, before its body.
-inline constexpr uint32_t kRecordHeadBytes = 8;
 
 // sigtrap.cc
 

@@ -36,7 +36,7 @@ struct RecordHead {
   char kind;      // the raw file's tag
   char reserved[3];
 };
-static_assert(sizeof(RecordHead) == kRecordHeadBytes);
+static_assert(sizeof(RecordHead) == 8);
 static_assert(sizeof(raw::SampleHeader) % 8 == 0 && sizeof(raw::BlockedHeader) % 8 == 0);
 constexpr size_t kMaxRecord =
     sizeof(RecordHead) + sizeof(raw::BlockedHeader) + 8 * static_cast<size_t>(raw::kMaxFrames);
@@ -115,26 +115,25 @@ void CloseStackRing() {
   r->state.store(kClosing, std::memory_order_release);  // the reader drains and frees it
 }
 
-char* ClaimRecord(uint32_t size) {
+bool PutRecord(char tag, const void* head, size_t head_bytes, const uint64_t* ips, uint16_t depth) {
   StackRing* r = t_ring;
   if (r == nullptr) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
+    return false;
   }
-  const uint64_t head = r->head.load(std::memory_order_relaxed);
-  if (head + size - r->tail.load(std::memory_order_acquire) > kRingBytes) {
+  const auto size = static_cast<uint32_t>(sizeof(RecordHead) + head_bytes + 8u * depth);
+  const uint64_t at = r->head.load(std::memory_order_relaxed);
+  if (at + size - r->tail.load(std::memory_order_acquire) > kRingBytes) {
     g_dropped.fetch_add(1, std::memory_order_relaxed);  // the reader is behind
-    return nullptr;
+    return false;
   }
-  return r->bytes + head % kRingBytes + sizeof(RecordHead);
-}
-
-void CommitRecord(char kind, uint32_t size) {
-  StackRing* r = t_ring;
-  const uint64_t head = r->head.load(std::memory_order_relaxed);
-  const RecordHead h{size, kind, {}};
-  memcpy(r->bytes + head % kRingBytes, &h, sizeof h);
-  r->head.store(head + size, std::memory_order_release);
+  char* rec = r->bytes + at % kRingBytes;
+  const RecordHead h{size, tag, {}};
+  memcpy(rec, &h, sizeof h);
+  memcpy(rec + sizeof h, head, head_bytes);
+  memcpy(rec + sizeof h + head_bytes, ips, 8u * depth);
+  r->head.store(at + size, std::memory_order_release);  // whole: the reader may take it
+  return true;
 }
 
 bool DrainStackRings() {
