@@ -17,6 +17,7 @@
 #include "common/points_file.h"
 #include "common/points_format.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/signing.h"
 #include "common/wire.h"
 
 namespace fieldprof::agent {
@@ -103,8 +104,7 @@ Sent ReadSent(const std::string& spool_dir, const std::string& name) {
   std::string raw;
   if (std::sscanf(text->c_str(), "%32s %llu %llu", hex, &sealed, &intent) != 3 ||
       !HexDecode(hex, &raw) || raw.size() != 16) {
-    return s;  // damaged: as if nothing went up (the aggregator refuses a second first part's
-               // bytes only if they differ; a new id makes a second run)
+    return s;  // damaged: as if nothing went up (the run's next part starts it again)
   }
   s.id = raw;
   s.sealed = sealed;
@@ -162,7 +162,7 @@ int64_t DevSealDeadline(const std::string& spool_dir, int64_t max_age_ms) {
         since = StartMs(std::string(head, n));
       }
       // Only with bytes not yet sent; looked at again in 200 ms when
-      // they are due but not yet a whole record (no spin).
+      // they are due but hold no point yet (no spin).
       if (since > 0 && static_cast<uint64_t>(st.st_size) > sent.sealed) {
         due = std::min(due, std::max(now + 200, since + max_age_ms));
       }
@@ -242,21 +242,34 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
   const std::string& spool = config_.spool_dir;
   Sent sent = ReadSent(spool, name);
   FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(spool + "/" + name));
+  // The run as read now, decoded once a pass: every part sealed in this
+  // pass carries its tags and event count (the aggregator keeps the
+  // largest), so a large run is not decoded again for each part.
+  StatusOr<wire::DevRun> as_read = DevRunOfBytes(bytes, name);
+  if (!as_read.ok()) {
+    if (!last || !sent.id.empty()) return Status::Ok();  // no points yet
+    // Ended with no points, or damaged, before anything went: set aside,
+    // as a whole run like it would be.
+    std::error_code ec;
+    fs::rename(spool + "/" + name, config_.quarantine_dir + "/" + name, ec);
+    return Status::Ok();
+  }
+  as_read->clear_file();
   // Seals bytes [sent.sealed, cut) as one part (its run's first when
-  // nothing went up yet); `close`: the run's last, consuming the file.
+  // nothing went up yet: its id the hash of those bytes); `close`: the
+  // run's last, consuming the file.
   auto seal = [&](uint64_t cut, bool close) -> Status {
-    StatusOr<wire::DevRun> part = DevRunOfBytes(bytes.substr(0, cut), name);
-    if (!part.ok()) return Status::Ok();  // no points yet: nothing to send
-    if (sent.id.empty()) sent.id = part->id();
-    part->set_id(sent.id);
-    part->set_offset(sent.sealed);
-    part->mutable_file()->erase(0, sent.sealed);
-    part->set_open(!close);
+    wire::DevRun part = *as_read;
+    if (sent.id.empty()) sent.id = Sha256(std::string_view(bytes).substr(0, cut)).substr(0, 16);
+    part.set_id(sent.id);
+    part.set_offset(sent.sealed);
+    part.set_file(bytes.substr(sent.sealed, cut - sent.sealed));
+    part.set_open(!close);
     sent.intent = cut;
     FP_RETURN_IF_ERROR(WriteSent(spool, name, sent));
     wire::DevUpload up;
     up.set_schema_version(1);
-    *up.add_runs() = std::move(*part);
+    *up.add_runs() = std::move(part);
     std::vector<std::string> consumed;
     if (close) consumed = {name, name + ".sent"};
     // Sent in the outbox's (name) order: a part's name must sort after
@@ -280,9 +293,7 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
     // closing the run; a run with nothing left resends its last byte to
     // close it.
     while (bytes.size() - sent.sealed > max_bytes) {
-      const uint64_t before = sent.sealed;
       FP_RETURN_IF_ERROR(seal(sent.sealed + max_bytes, false));
-      if (sent.sealed == before) break;  // no points in the first part: it goes whole
     }
     if (sent.sealed == bytes.size() && sent.sealed > 0) --sent.sealed;
     return seal(bytes.size(), true);
@@ -297,9 +308,7 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
     return Status::Ok();
   }
   while (sent.sealed < bytes.size()) {
-    const uint64_t before = sent.sealed;
     FP_RETURN_IF_ERROR(seal(std::min<uint64_t>(bytes.size(), sent.sealed + max_bytes), false));
-    if (sent.sealed == before) break;  // no points yet
   }
   return Status::Ok();
 }
