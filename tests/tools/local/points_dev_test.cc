@@ -259,6 +259,18 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   EXPECT_TRUE(json::parse(r->body)["apis"].empty()) << r->body;
 }
 
+// Developer mode's settings with everything under `dir` (spool/, outbox/,
+// quarantine/, token) and a time threshold of an hour.
+agent::DevConfig DevConfigIn(TempDir& dir) {
+  agent::DevConfig c;
+  c.spool_dir = dir.File("spool");
+  c.token_file = dir.File("token");
+  c.outbox_dir = dir.File("outbox");
+  c.quarantine_dir = dir.File("quarantine");
+  c.max_age_ms = 3600 * 1000;
+  return c;
+}
+
 // The agent's thresholds, without a server: runs wait until the oldest has
 // waited max_age, or until they come to max_bytes, and then go in uploads
 // of at most max_bytes (sealed in the developer outbox, the run files
@@ -272,12 +284,7 @@ TEST(PointsDevTest, TheAgentSealsOnItsTimeAndSizeThresholds) {
                        &out),
             0)
       << out;
-  agent::DevConfig c;
-  c.spool_dir = dir.File("spool");
-  c.token_file = dir.File("token");
-  c.outbox_dir = dir.File("outbox");
-  c.quarantine_dir = dir.File("quarantine");
-  c.max_age_ms = 3600 * 1000;
+  agent::DevConfig c = DevConfigIn(dir);
   c.max_bytes = 1000 * 1000;  // 180 KB waiting: under both thresholds
   HttpsClient unused(HttpsClientOptions{});
   {
@@ -351,12 +358,7 @@ TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
   std::filesystem::create_directories(dir.File("spool"));
   const std::string name = "points-1-going.fppoints";
   std::ofstream(dir.File("spool/" + name), std::ios::binary) << whole.substr(0, whole.size() - 1);
-  agent::DevConfig c;
-  c.spool_dir = dir.File("spool");
-  c.token_file = dir.File("token");
-  c.outbox_dir = dir.File("outbox");
-  c.quarantine_dir = dir.File("quarantine");
-  c.max_age_ms = 3600 * 1000;
+  agent::DevConfig c = DevConfigIn(dir);
   c.max_bytes = 64 * 1024;
   HttpsClient unused(HttpsClientOptions{});
   // The parts sealed so far, in the outbox's order.
