@@ -25,6 +25,9 @@ PROFILE_build=(
   nlohmann-json3-dev libdw-dev libunwind-dev
   # USDT probes in the points SDK (fieldprof/points.h)
   systemtap-sdt-dev
+  # x86-64 decoding: points placed on a function inside a module move its
+  # first instructions (the runtime dlopens libcapstone.so.4 for it)
+  libcapstone-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # gzip streams (record show --pprof)
   zlib1g-dev

@@ -5,6 +5,7 @@
 #include <sys/platform/x86.h>
 
 #include "agent/runtime/binder_internal.h"
+#include "agent/runtime/lab.h"
 #include "agent/runtime/late_interpose.h"
 
 extern "C" {
@@ -79,6 +80,7 @@ void BinderNoticeNewObjects() {
   InterposeLateOnNewObjects();  // before the traps: they skip entries bound to us
   WithObjects(Nothing, nullptr);
   t_in_binder = 0;
+  LabDetourNewObjects();
 }
 
 void BinderAfterFork() {

@@ -1,8 +1,10 @@
 // Lab mode's binding (lab.h): every import is trapped, and on its first
 // call bound to a lab stub when the lab observes it in this pass.
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/runtime/binder_internal.h"
+#include "agent/runtime/detour.h"
 #include "agent/runtime/lab.h"
 #include "common/key_rules.h"
 
@@ -34,6 +36,101 @@ uintptr_t LabFirstCall(TrampBlock& b, uint32_t i) {
   s.lab = static_cast<uint32_t>(index);
   WriteEntry(b, i, LabStubAddress(s.lab));
   return LabStubAddress(s.lab);
+}
+
+namespace {
+
+// The plan's functions defined in `ob` (module `module`): each gets its lab
+// index and, where the move can be made, a detour; what became of each is
+// told to the command (LabSayPlaced).
+// A plan line names module `m` when its part before the colon is `m`.
+bool Names(const char* line, const char* colon, const char* m) {
+  const size_t n = strlen(m);
+  return m[0] != 0 && static_cast<size_t>(colon - line) == n && strncmp(line, m, n) == 0;
+}
+
+// The program's file name (the program is "main" in the field's keys
+// unless it is a system program; a local points pass may name it).
+const char* ProgramFileName() {
+  static char name[256];
+  if (name[0] != 0) return name;
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return name;
+  path[n] = 0;
+  const char* slash = strrchr(path, '/');
+  CopyName(name, sizeof name, slash != nullptr ? slash + 1 : path);
+  return name;
+}
+
+void DetourObject(const Object& ob, const char* module, bool ready, const char* unready) {
+  const bool program = ob.elf.path != nullptr && ob.elf.path[0] == 0 && ob.initial;
+  uint32_t pos = 0;
+  const char* line = nullptr;
+  while (LabPlanLine(&pos, &line)) {
+    const char* colon = strchr(line, ':');
+    if (colon == nullptr) continue;
+    const char* named = nullptr;  // the module as the plan names it
+    if (Names(line, colon, module)) {
+      named = module;
+    } else if (program && Names(line, colon, ProgramFileName())) {
+      named = ProgramFileName();
+    }
+    if (named == nullptr || !ModuleAllowed(named)) continue;
+    const char* symbol = colon + 1;
+    if (!key_rules::SymbolOk(symbol, strlen(symbol))) {
+      LabSayPlaced(line, "not placed", "not a symbol name");
+      continue;
+    }
+    char build_id[96];
+    KeyBuildId(&ob, build_id, sizeof build_id);
+    uintptr_t addr[8];
+    size_t size[8];
+    const int n = FindFunctions(ob.elf, symbol, addr, size, 8);
+    if (n == 0) {
+      LabSayPlaced(line, "not found",
+                   "the module has no function of that name in its symbol tables (stripped?)");
+      continue;
+    }
+    for (int k = 0; k < n; ++k) {
+      const int32_t index = LabBind(named, build_id, symbol, addr[k]);
+      if (index < 0) continue;  // detoured already, or no index left
+      const char* why = unready;
+      uintptr_t moved = 0;
+      if (ready && LabDetourRoom()) {
+        moved = Detour(addr[k], size[k], kLabSlot0 + static_cast<uint32_t>(index), &why);
+      } else if (ready) {
+        why = "too many functions detoured";
+      }
+      if (moved == 0) {
+        LabSayPlaced(line, "imports only", why);  // bound where other modules import it
+        continue;
+      }
+      LabDetoured(static_cast<uint32_t>(index), addr[k], moved);
+      LabSayPlaced(line, "every call", nullptr);
+    }
+  }
+}
+
+}  // namespace
+
+void LabDetourNewObjects() {
+  if (g_lab_mode != kLabPoints) return;
+  const int was_in = t_in_binder;
+  t_in_binder = 1;  // capstone's own imports pass straight on
+  const char* unready = nullptr;
+  const bool ready = DetourLoad(&unready);
+  BinderLock();
+  for (uint32_t i = 0; i < g_binder.nobjects; ++i) {
+    Object& ob = g_binder.objects[i];
+    if (!ob.alive || ob.ours || ob.vdso || ob.rtld || ob.detours_looked) continue;
+    ob.detours_looked = 1;
+    if (const char* module = KeyModule(&ob); module != nullptr) {
+      DetourObject(ob, module, ready, unready);
+    }
+  }
+  BinderUnlock();
+  t_in_binder = was_in;
 }
 
 }  // namespace fieldprof::rt

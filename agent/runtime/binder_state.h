@@ -86,6 +86,7 @@ struct Object {
   uint8_t ours;                 // libfieldprof.so itself
   uint8_t vdso;
   uint8_t rtld;  // the dynamic linker: defines APIs (__tls_get_addr), its own calls untrapped
+  uint8_t detours_looked;  // a points pass looked for its functions (lab.h)
 };
 inline constexpr int kMaxObjects = 4096;
 

@@ -246,14 +246,18 @@ namespace {
   // Entries restored for an unwinder are no longer referenced: drop them.
   while (t.depth > 0 && t.e[t.depth - 1].ret_slot == nullptr) --t.depth;
   // Entries of frames that longjmp left: on this stack at or below the new
-  // call's return slot, and that slot no longer holds fp_return_point. (An
+  // call's return slot, and that slot no longer holds fp_return_point (or
+  // fp_detour_return). (An
   // enclosing live call's slot is higher up and still holds it, until its
   // fp_exit is over; so does an interrupted call's when a handler runs on a
   // higher alternate stack.)
   uint32_t live = t.depth;
   while (live > 0) {
     uintptr_t* const rs = t.e[live - 1].ret_slot;
-    if (rs > ret_slot || *rs == reinterpret_cast<uintptr_t>(fp_return_point)) break;
+    if (rs > ret_slot || *rs == reinterpret_cast<uintptr_t>(fp_return_point) ||
+        *rs == reinterpret_cast<uintptr_t>(fp_detour_return)) {
+      break;
+    }
     --live;
   }
   if (live != t.depth) {

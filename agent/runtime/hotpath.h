@@ -187,6 +187,10 @@ FP_HIDDEN FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot);
 FP_HIDDEN uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc);
 // Where a measured API returns to (inside the stub, stubs_x86_64.S).
 FP_HIDDEN extern char fp_return_point[];
+// A detour's entry, and where a measured detoured function returns to
+// (detour.h; stubs_x86_64.S).
+FP_HIDDEN void fp_detour_entry();
+FP_HIDDEN extern char fp_detour_return[];
 // The stubs, FP_STUB_SIZE bytes apart (stubs_x86_64.S).
 FP_HIDDEN extern char fp_stubs[];
 }

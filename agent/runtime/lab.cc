@@ -116,6 +116,7 @@ bool ReadPlan(const char* path) {
   }
   close(fd);
   buf[n] = 0;
+  g_lab_apis->plan_len = static_cast<uint32_t>(n);
   uint32_t count = 0;
   for (char* line = buf; *line;) {
     char* end = strchr(line, '\n');
@@ -212,6 +213,10 @@ void LabCalibrate() {
 
 int32_t LabBind(const char* module, const char* build_id, const char* symbol, uintptr_t real) {
   LabApis& a = *g_lab_apis;
+  // A function whose entry measures it (LabDetoured): its callers go on to it.
+  for (uint32_t d = 0; d < a.ndetoured; ++d) {
+    if (a.detoured[d] == real) return -1;
+  }
   // The same function reached again (another caller, or dlsym): its index.
   uint32_t i = static_cast<uint32_t>(Mix64(real)) & (kLabMapCap - 1);
   for (; a.map[i] != 0; i = (i + 1) & (kLabMapCap - 1)) {
@@ -240,6 +245,45 @@ int32_t LabBind(const char* module, const char* build_id, const char* symbol, ui
   a.n = index + 1;
   DebugLine(g_debug_log, "lab: %s:%s is API %u", module, symbol, index);
   return static_cast<int32_t>(index);
+}
+
+bool LabPlanLine(uint32_t* pos, const char** line) {
+  const LabApis& a = *g_lab_apis;
+  while (*pos < a.plan_len) {
+    const char* l = a.plan_text + *pos;
+    *pos += static_cast<uint32_t>(strlen(l)) + 1;
+    if (l[0] != 0) {
+      *line = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool LabDetourRoom() {
+  return g_lab_apis->ndetoured < sizeof g_lab_apis->detoured / sizeof g_lab_apis->detoured[0];
+}
+
+void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved) {
+  LabApis& a = *g_lab_apis;
+  a.detoured[a.ndetoured++] = fn;
+  __atomic_store_n(&a.real[index], moved, __ATOMIC_RELEASE);
+}
+
+void LabSayPlaced(const char* line, const char* what, const char* why) {
+  char path[sizeof(LabApis::dir) + 64];
+  snprintf(path, sizeof path, "%s/placed-%d", g_lab_apis->dir, static_cast<int>(getpid()));
+  const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  char text[2048];
+  const int n =
+      snprintf(text, sizeof text, "%s\t%s%s%s\n", line, what, why ? ": " : "", why ? why : "");
+  if (n > 0) {
+    const ssize_t w = write(fd, text, static_cast<size_t>(n) < sizeof text ? n : sizeof text - 1);
+    (void)w;
+  }
+  close(fd);
+  DebugLine(g_debug_log, "points: %s: %s%s%s", line, what, why ? ": " : "", why ? why : "");
 }
 
 namespace {

@@ -61,6 +61,22 @@ void LabCalibrate();
 // does not observe it (a timing pass's plan leaves it out) or no index is left.
 int32_t LabBind(const char* module, const char* build_id, const char* symbol, uintptr_t real);
 
+// A points pass's plan, a line ("module:symbol") at a time from *pos
+// (start at 0); false at its end.
+bool LabPlanLine(uint32_t* pos, const char** line);
+// Under the binder's lock: whether one more function may be detoured;
+// then lab API `index`, the function at `fn`, is reached by its entry,
+// which jumps to its stub (detour.h), and `moved` runs it.
+bool LabDetourRoom();
+void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved);
+// Tells `fieldprof points record` what became of plan line `line`: a line
+// "LINE<TAB>WHAT[: WHY]" in <FIELDPROF_LAB_DIR>/placed-<pid>.
+void LabSayPlaced(const char* line, const char* what, const char* why);
+// Points passes: the plan's functions defined in objects not looked at yet
+// get detours. Takes the binder's lock; call it with neither that nor the
+// dynamic linker's held (binder_lab.cc).
+void LabDetourNewObjects();
+
 // From fp_exit (hotpath.cc), for the call of lab slot `slot` at depth `i`
 // of `t`, with what it moved. No libc, no floating point.
 void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ticks, uint64_t alloc,

@@ -41,6 +41,11 @@ struct LabApis {
   uint32_t map[kLabMapCap];         // open addressing by the function's address; 0: free
   uint64_t plan[kLabPlanCap];       // a timing pass's APIs (PlanKey); 0: free
   uint32_t plan_size;
+  uint32_t plan_len;  // bytes of plan_text: its lines, each ended by a NUL
+  // Functions whose entry jumps to their stub (detour.h): reached through
+  // an import, they go straight on, the entry measures them.
+  uint32_t ndetoured;
+  uintptr_t detoured[256];
   uint32_t n;        // indexes used, the probe's 0 included
   uint64_t refused;  // APIs left unbound: no index or name space left
   char dir[1024];

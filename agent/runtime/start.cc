@@ -14,6 +14,7 @@
 #include "agent/runtime/clock.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/decide.h"
+#include "agent/runtime/detour.h"
 #include "agent/runtime/elf_object.h"
 #include "agent/runtime/first_look.h"
 #include "agent/runtime/front_handoff.h"
@@ -133,6 +134,10 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   // A lab pass (FIELDPROF_LAB) that cannot be set up measures nothing.
   if (!LabStart(envp, g.config.debug_log)) return StopMeasuring("lab mode cannot start");
   LabCalibrate();
+  if (g_lab_mode == kLabPoints) {
+    const char* why = nullptr;
+    if (!DetourLoad(&why)) DebugLog("points: %s", why);
+  }
   const uint64_t t_calibrated = Rdtsc();
   BinderConfig bc;
   bc.k = settings.k;
@@ -143,6 +148,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.debug_log = g.config.debug_log;
   bc.lab = g_lab_mode != kLabOff;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
+  LabDetourNewObjects();  // a points pass's functions inside modules
   const uint64_t t_bound = Rdtsc();
   // The debug log's own lines come after the timing: its first vsnprintf
   // alone costs more than some of the parts.

@@ -260,6 +260,117 @@ fp_enter_slow:
         .cfi_endproc
         .size   fp_enter_slow, .-fp_enter_slow
 
+// A detour's entry (detour.h): a function's own entry jumped to a thunk
+// that left the caller's %r11 at -32(%rsp) and its lab slot in %r11d.
+// The function's callers may be compiled knowing which registers it
+// leaves alone (GCC's -fipa-ra, for a function in their own module), so
+// on the way in and on the way out every register is as the function
+// itself would leave it: all general registers are kept here, and on
+// return the extended state too (fp_exit may run the points recorder).
+        .globl  fp_detour_entry
+        .hidden fp_detour_entry
+        .type   fp_detour_entry, @function
+fp_detour_entry:
+        .cfi_startproc
+        subq    $88, %rsp               // %rsp 16-aligned; 56(%rsp) holds %r11
+        .cfi_adjust_cfa_offset 88
+        movq    %rdi, 0(%rsp)
+        movq    %rsi, 8(%rsp)
+        movq    %rdx, 16(%rsp)
+        movq    %rcx, 24(%rsp)
+        movq    %r8, 32(%rsp)
+        movq    %r9, 40(%rsp)
+        movq    %rax, 48(%rsp)
+        movq    %r10, 64(%rsp)
+        movl    %r11d, %edi             // slot
+        leaq    88(%rsp), %rsi          // address of the return address
+        call    fp_enter                // -> %rax = the moved copy, %rdx = measure?
+        movq    %rax, 72(%rsp)
+        testq   %rdx, %rdx              // (the moves and leas below keep the flags)
+        movq    0(%rsp), %rdi
+        movq    8(%rsp), %rsi
+        movq    16(%rsp), %rdx
+        movq    24(%rsp), %rcx
+        movq    32(%rsp), %r8
+        movq    40(%rsp), %r9
+        movq    48(%rsp), %rax
+        movq    56(%rsp), %r11
+        movq    64(%rsp), %r10
+        leaq    88(%rsp), %rsp
+        .cfi_adjust_cfa_offset -88
+        jz      1f
+        // Measured: the call pushes fp_detour_return into the return slot.
+        // The target waits in the red zone, which signal delivery never
+        // touches.
+        leaq    8(%rsp), %rsp
+        .cfi_endproc
+        call    *-24(%rsp)
+        .globl  fp_detour_return
+        .hidden fp_detour_return
+fp_detour_return:
+        // The clock first; then every register the function left is kept.
+        // Below the return slot (-8): %rax, %rdx, the TSC, then the rest.
+        movq    %rax, -16(%rsp)
+        movq    %rdx, -24(%rsp)
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rax, %rdx
+        movq    %rdx, -32(%rsp)
+        movq    %rcx, -40(%rsp)
+        movq    %rsi, -48(%rsp)
+        movq    %rdi, -56(%rsp)
+        movq    %r8, -64(%rsp)
+        movq    %r9, -72(%rsp)
+        movq    %r10, -80(%rsp)
+        movq    %r11, -88(%rsp)
+        movq    %rbx, -96(%rsp)
+        leaq    -96(%rsp), %rsp         // 16-aligned: the caller's %rsp was
+        movq    %rsp, %rbx
+        subq    fp_xsave_size(%rip), %rsp
+        andq    $-64, %rsp
+        cmpb    $0, fp_use_xsave(%rip)
+        je      2f
+        xorl    %eax, %eax              // XSAVE's header must be clean
+        movq    %rax, 512(%rsp)
+        movq    %rax, 520(%rsp)
+        movq    %rax, 528(%rsp)
+        movq    %rax, 536(%rsp)
+        movq    %rax, 544(%rsp)
+        movq    %rax, 552(%rsp)
+        movq    %rax, 560(%rsp)
+        movq    %rax, 568(%rsp)
+        movl    fp_xsave_mask(%rip), %eax
+        xorl    %edx, %edx
+        xsave64 (%rsp)
+        jmp     3f
+2:      fxsave64 (%rsp)
+3:      leaq    96(%rbx), %rdi          // %rsp as the caller will see it
+        movq    64(%rbx), %rsi          // the TSC
+        call    fp_exit                 // -> %rax = the caller's return address
+        movq    %rax, 88(%rbx)          // into the return slot
+        cmpb    $0, fp_use_xsave(%rip)
+        je      4f
+        movl    fp_xsave_mask(%rip), %eax
+        xorl    %edx, %edx
+        xrstor64 (%rsp)
+        jmp     5f
+4:      fxrstor64 (%rsp)
+5:      movq    %rbx, %rsp
+        movq    80(%rsp), %rax
+        movq    72(%rsp), %rdx
+        movq    56(%rsp), %rcx
+        movq    48(%rsp), %rsi
+        movq    40(%rsp), %rdi
+        movq    32(%rsp), %r8
+        movq    24(%rsp), %r9
+        movq    16(%rsp), %r10
+        movq    8(%rsp), %r11
+        movq    0(%rsp), %rbx
+        leaq    88(%rsp), %rsp          // the return slot
+        ret
+1:      jmp     *-16(%rsp)              // not measured: a plain tail jump
+        .size   fp_detour_entry, .-fp_detour_entry
+
 // One stub per slot, FP_STUB_SIZE bytes apart from fp_stubs (StubAddress).
 // A slot not measured (past the overhead budget, or a choice replaced by a
 // lower-priority API called later) costs one byte compare and a jump to

@@ -17,10 +17,11 @@ void RestoreReturnAddresses() {
   if (t_state.ss == nullptr) return;
   auto& t = *t_state.ss;
   const uintptr_t ours = reinterpret_cast<uintptr_t>(fieldprof::rt::fp_return_point);
+  const uintptr_t detour = reinterpret_cast<uintptr_t>(fieldprof::rt::fp_detour_return);
   for (int i = static_cast<int>(t.depth) - 1; i >= 0; --i) {
     fieldprof::rt::Entry& e = t.e[i];
     if (e.ret_slot != nullptr && e.ret_slot != fieldprof::rt::FillingSlot() &&
-        *e.ret_slot == ours) {
+        (*e.ret_slot == ours || *e.ret_slot == detour)) {
       *e.ret_slot = e.ret_addr;
       g.abandoned.fetch_add(1, std::memory_order_relaxed);
     }

@@ -266,6 +266,9 @@ void StartDrain() {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   g_drain_started = pthread_create(&g_drain, nullptr, DrainLoop, nullptr) == 0;
+  // Named before anything else runs: the runtime places a detour only while
+  // no thread but this one and the program's first runs (agent/runtime/detour.h).
+  if (g_drain_started) pthread_setname_np(g_drain, "fieldprof-drain");
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
