@@ -17,7 +17,9 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +97,52 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
   return Status::Ok();
 }
 
+// What the runtime made of each --at function, over every process of
+// every run: its lines "MODULE:FUNCTION<TAB>WHAT[: WHY]" in placed-<pid>
+// files (agent/runtime/lab.h), the best outcome of each kept.
+void SayPlacements(const std::string& work) {
+  const auto rank = [](const std::string& what) {
+    if (what.rfind("every call", 0) == 0) return 3;
+    if (what.rfind("imports only", 0) == 0) return 2;
+    return 1;
+  };
+  std::map<std::string, std::string> best;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(work, ec)) {
+    if (e.path().filename().string().rfind("placed-", 0) != 0) continue;
+    StatusOr<std::string> text = ReadWholeFile(e.path().string());
+    if (!text.ok()) continue;
+    std::istringstream in(*text);
+    for (std::string line; std::getline(in, line);) {
+      const size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      const std::string name = line.substr(0, tab), what = line.substr(tab + 1);
+      auto it = best.find(name);
+      if (it == best.end() || rank(what) > rank(it->second)) best[name] = what;
+    }
+  }
+  StatusOr<std::string> plan = ReadWholeFile(work + "/at.apis");
+  std::istringstream in(plan.ok() ? *plan : "");
+  for (std::string name; std::getline(in, name);) {
+    auto it = best.find(name);
+    std::string said;
+    if (it == best.end()) {
+      said = "no process loaded a module named " + name.substr(0, name.find(':')) +
+             " (a library's soname, or the program's file name)";
+    } else if (rank(it->second) == 3) {
+      said = "a scope at every call";
+    } else if (rank(it->second) == 2) {
+      const size_t colon = it->second.find(": ");
+      said =
+          "scopes at calls from other modules only" +
+          (colon == std::string::npos ? "" : " (not moved: " + it->second.substr(colon + 2) + ")");
+    } else {
+      said = it->second;
+    }
+    Say("--at " + name + ": " + said);
+  }
+}
+
 int Record(int argc, char** argv) {
   std::string output, lib_dir, at;
   int64_t runs = 1;
@@ -103,7 +151,8 @@ int Record(int argc, char** argv) {
   t.AddInt("runs", &runs, "run the command this many times", 1, 100000);
   t.AddString("at", &at,
               "also make every call of these functions a scope, no rebuild needed: "
-              "MODULE:FUNCTION,... (tag: the module; functions called across modules)");
+              "MODULE:FUNCTION,... (tag: the module; MODULE is a library's soname or the "
+              "program's file name; a function inside a module needs its symbol table)");
   t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_points.so");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
@@ -182,6 +231,7 @@ int Record(int argc, char** argv) {
     }
   }
   if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
+  if (!work.empty()) SayPlacements(work);
   StatusOr<std::vector<local::PointsRun>> all = local::ReadPointsRuns({out_dir});
   if (!all.ok()) {
     Say(all.status().message());

@@ -1,6 +1,7 @@
 // fieldprof points end to end (issue #34): the recorder preloaded into a
 // real program built with <fieldprof/points.h>, the files it leaves, and
 // what show, tags, compare and the exports say of them.
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -263,6 +264,89 @@ TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {
   EXPECT_NE(out.find("no point was recorded"), std::string::npos) << out;
   EXPECT_EQ(RunCommand(kCli + " points show " + dir.File("missing") + " 2>&1", &out), 1);
   EXPECT_NE(out.find("no such file"), std::string::npos) << out;
+}
+
+// --at on functions the program calls inside itself (no import to bind):
+// each entry becomes a jump to the probe, so every call is a scope, with
+// the program's output unchanged; functions the move cannot take are left
+// alone and named with the reason, and so is a name nobody defines.
+TEST(PointsRecordTest, PointsOnFunctionsInsideTheProgramSeeEveryCall) {
+  TempDir dir;
+  const std::string prog = FIELDPROF_INMODULE;
+  constexpr int kCalls = 200;
+  std::string plain, placed, said, out;
+  ASSERT_EQ(RunCommand(prog + " " + std::to_string(kCalls), &plain), 0);
+  std::string at;
+  for (const char* f : {"load_config", "bump", "early", "fib", "thrower", "tiny", "loop_head",
+                        "no_such_function"}) {
+    at += std::string(at.empty() ? "" : ",") + "fieldprof_inmodule:" + f;
+  }
+  ASSERT_EQ(
+      RunCommand(kCli + " points record --at " + at + ",libnot_loaded.so.1:f -o " + dir.File("in") +
+                     " -- " + prog + " " + std::to_string(kCalls) + " 2>" + dir.File("said"),
+                 &placed),
+      0);
+  if (StatusOr<std::string> text = ReadWholeFile(dir.File("said")); text.ok()) said = *text;
+  // The output is the program's: results, the exceptions caught, the
+  // calls fib made (its own clock's reading differs from run to run).
+  const auto lines = [](const std::string& text) {
+    std::map<std::string, std::string> m;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) m[l.substr(0, l.find(' '))] = l;
+    return m;
+  };
+  EXPECT_EQ(lines(placed)["result"], lines(plain)["result"]) << placed;
+  EXPECT_EQ(lines(placed)["fib_calls"], lines(plain)["fib_calls"]) << placed;
+  for (const char* f : {"load_config", "bump", "early", "fib", "thrower"}) {
+    EXPECT_NE(said.find(std::string("fieldprof_inmodule:") + f + ": a scope at every call"),
+              std::string::npos)
+        << f << "\n"
+        << said;
+  }
+  EXPECT_NE(said.find("tiny: scopes at calls from other modules only (not moved: shorter"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("loop_head: scopes at calls from other modules only (not moved: a branch"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("no_such_function: not found"), std::string::npos) << said;
+  EXPECT_NE(said.find("libnot_loaded.so.1:f: no process loaded a module named libnot_loaded.so.1"),
+            std::string::npos)
+      << said;
+
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("in") + " --json --chrome_trace " +
+                           dir.File("in.json"),
+                       &out),
+            0)
+      << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["tags"].size(), 1u) << out;
+  EXPECT_EQ(j["tags"][0]["tag"], "fieldprof_inmodule");
+  std::map<std::string, int64_t> count;
+  for (const json& seg : j["tags"][0]["segments"]) count[seg["from"]] = seg["count"][0];
+  const int64_t fib_calls = std::stoll(lines(plain)["fib_calls"].substr(10));
+  EXPECT_EQ(count["load_config"], kCalls) << out;
+  EXPECT_EQ(count["bump"], kCalls) << out;
+  EXPECT_EQ(count["early"], kCalls) << out;
+  EXPECT_EQ(count["fib"], fib_calls) << out;       // nested in itself
+  EXPECT_EQ(count["thrower"], kCalls / 2) << out;  // a throw ends no scope
+  EXPECT_EQ(count.count("tiny"), 0u) << out;
+  EXPECT_EQ(count.count("loop_head"), 0u) << out;
+  // load_config's calls as long as the program's own clock had them
+  // (medians: a preempted call moves a mean).
+  std::ifstream in(dir.File("in.json"));
+  const json trace = json::parse(in);
+  double begin = 0;
+  std::vector<double> ns;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["name"] != "load_config") continue;
+    if (e["ph"] == "B") begin = e["ts"].get<double>();
+    if (e["ph"] == "E") ns.push_back((e["ts"].get<double>() - begin) * 1000);
+  }
+  ASSERT_EQ(ns.size(), static_cast<size_t>(kCalls));
+  std::sort(ns.begin(), ns.end());
+  const double own = std::stod(lines(placed)["load_config_median_ns"].substr(22));
+  EXPECT_NEAR(ns[ns.size() / 2], own, own * 0.05) << own;
 }
 
 // A program killed mid-run leaves a file that reads up to its last drain;

@@ -1,0 +1,118 @@
+// Functions a program calls inside itself, for points placed on them by
+// configuration (`fieldprof points record --at fieldprof_inmodule:NAME`,
+// tests/tools/local/points_record_test.cc):
+//   fieldprof_inmodule N
+// calls each function N times and prints its results, then what its own
+// clock read for load_config's calls ("load_config_median_ns NS") and how
+// many calls fib made. The functions are chosen for their first
+// instructions, which a detour moves:
+//   load_config  spins 20 us (a static function: no symbol but .symtab's)
+//   bump         starts with a RIP-relative load of a global
+//   early        starts with a test and a conditional branch
+//   fib          calls itself, through a pointer (nested scopes)
+//   thrower      throws on odd arguments (an exception through the scope)
+//   tiny         3 bytes: too short to move, left alone
+//   loop_head    a branch back into its first 5 bytes: left alone
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <vector>
+
+extern "C" long loop_head(long n);  // below, in assembly
+__asm__(
+    ".text\n"
+    ".globl loop_head\n"
+    ".type loop_head, @function\n"
+    "loop_head:\n"
+    "  xorl %eax, %eax\n"  // 2 bytes: the loop starts at +2
+    "1: addq $3, %rax\n"
+    "  decq %rdi\n"
+    "  jg 1b\n"
+    "  ret\n"
+    ".size loop_head, .-loop_head\n");
+
+namespace {
+
+long NowNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+volatile long g_sink = 3;
+volatile long g_spin;
+long g_total;
+long g_fib_calls;
+
+}  // namespace
+
+// C names, local to this file: what .symtab alone holds for them.
+extern "C" {
+
+__attribute__((noinline)) static long load_config(long x) {
+  const long t0 = NowNs();
+  long v = x;
+  while (NowNs() - t0 < 20000) v = v * 31 + 7;
+  g_spin = v;
+  return x & 0xff;
+}
+
+__attribute__((noinline)) static long bump(long x) {
+  g_total += x;
+  return g_total;
+}
+
+__attribute__((noinline)) static long early(long x) {
+  if (x < 0) return -1;
+  long s = 0;
+  for (long i = 0; i <= x % 16; ++i) s += i * g_sink;
+  return s + x;
+}
+
+__attribute__((noinline)) static long fib(long n);
+// Through a pointer the compiler cannot see through: every call is a call
+// (called directly, GCC unrolls some of the recursion into the function).
+long (*volatile g_fib)(long) = fib;
+
+__attribute__((noinline)) static long fib(long n) {
+  ++g_fib_calls;
+  return n < 2 ? n : g_fib(n - 1) + g_fib(n - 2);
+}
+
+__attribute__((noinline)) static long thrower(long x) {
+  if (x & 1) throw std::runtime_error("odd");
+  return x / 2;
+}
+
+__attribute__((noinline)) static long tiny() { return 0; }
+
+}  // extern "C"
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const long n = std::atol(argv[1]);
+  std::vector<long> own;
+  long sum = 0, caught = 0;
+  for (long i = 0; i < n; ++i) {
+    const long t0 = NowNs();
+    sum += load_config(i);
+    own.push_back(NowNs() - t0);
+    sum += bump(i);
+    sum += early(i % 3 == 0 ? -i : i);
+    sum += fib(i % 8);
+    try {
+      sum += thrower(i);
+    } catch (const std::exception&) {
+      ++caught;
+    }
+    sum += tiny() + loop_head(i % 5 + 1);
+  }
+  std::sort(own.begin(), own.end());
+  std::printf("result %ld total %ld caught %ld\n", sum, g_total, caught);
+  std::printf("fib_calls %ld\n", g_fib_calls);
+  std::printf("load_config_median_ns %ld\n", own.empty() ? 0 : own[own.size() / 2]);
+  return 0;
+}
