@@ -99,6 +99,9 @@ build_deb() {
     echo "Maintainer: fieldprof developers <devel@fieldprof.invalid>"
     echo "Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)"
     echo "Depends: $depends"
+    # What a feature loads only when asked (the runtime dlopens capstone to
+    # place points inside a module: docs/points.md).
+    [[ -n "${RECOMMENDS:-}" ]] && echo "Recommends: $RECOMMENDS"
     echo "Section: $section"
     echo "Priority: optional"
     echo "Homepage: https://fieldprof.invalid/"
@@ -145,7 +148,7 @@ install -d "$root/DEBIAN"
 printf '/etc/fieldprof/agent.conf\n/etc/profile.d/fieldprof.sh\n' > "$root/DEBIAN/conffiles"
 install -m 0755 "$src/config" "$src/postinst" "$src/prerm" "$src/postrm" "$root/DEBIAN/"
 install -m 0644 "$src/templates" "$root/DEBIAN/templates"
-build_deb "$root" fieldprof "$(shlib_depends "$root"), debconf (>= 0.5) | debconf-2.0" devel \
+RECOMMENDS="libcapstone4" build_deb "$root" fieldprof "$(shlib_depends "$root"), debconf (>= 0.5) | debconf-2.0" devel \
   "field profiling of shared-library APIs (volunteer side)" <<'EOF'
  fieldprof measures what library APIs such as sqlite3_prepare_v2, deflate or
  getaddrinfo cost on real machines. This package holds the runtime that
