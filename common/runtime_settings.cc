@@ -148,6 +148,9 @@ bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSe
     case Setting::kSeed:
       s->seed = v;  // kept as found
       break;
+    case Setting::kPoints:
+      s->points = v;
+      break;
   }
   return true;
 }
@@ -245,6 +248,7 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   if (s.tsc_hz != 0) out += "tsc_hz = " + std::to_string(s.tsc_hz) + "\n";
   if (!s.seed.empty()) out += "seed = " + s.seed + "\n";
   if (!s.force.empty()) out += "force = " + s.force + "\n";
+  if (!s.points.empty()) out += "points = " + s.points + "\n";
   return out;
 }
 

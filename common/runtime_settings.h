@@ -11,7 +11,8 @@
 // deny_modules. Local ones (never taken
 // from the network): consent, spool_dir, spool_cap_mib, slot_dir, tsc_hz
 // (this machine's TSC rate, measured by the agent: common/tsc_rate.h), and
-// the test knobs seed and force.
+// the test knobs seed and force, and points (functions the runtime times as
+// instrumentation points in every measured run: docs/points.md).
 #ifndef FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
 #define FIELDPROF_COMMON_RUNTIME_SETTINGS_H_
 
@@ -56,6 +57,7 @@ struct RuntimeSettings {
   std::string slot_dir;     // empty: the default
   int64_t tsc_hz = 0;       // 0: none (each run estimates the rate itself)
   std::string seed, force;  // test knobs, kept as found
+  std::string points;       // "module:function", comma-separated; kept as found
   std::string version;      // "# settings_version: ..." comment; empty if none
 
   bool operator==(const RuntimeSettings&) const = default;

@@ -36,6 +36,7 @@ enum class Setting : uint8_t {
   kForce,
   kTscHz,
   kSeed,
+  kPoints,
 };
 
 enum class Kind : uint8_t {
@@ -72,6 +73,8 @@ inline constexpr Rule kRules[] = {
     {"force", Setting::kForce, Kind::kText, 0, 1023, 0, 0},
     {"tsc_hz", Setting::kTscHz, Kind::kInt, FP_MIN_TSC_HZ, FP_MAX_TSC_HZ, 0, 0},
     {"seed", Setting::kSeed, Kind::kU64, 0, 0, 0, 0},
+    // Points placed by configuration: "module:function", comma-separated.
+    {"points", Setting::kPoints, Kind::kText, 0, 1023, 0, 0},
 };
 
 // The rule of setting `name` (NUL-terminated), or nullptr for a name no

@@ -56,9 +56,18 @@ bool BinderStart(const BinderConfig& c) {
   g_binder.filters = c.allow_modules[0] != 0 || c.deny_modules[0] != 0;
   g_binder.lab = c.lab;
   // Its copy's page stays untouched when there is none (most runs).
-  if (c.force[0] != 0) ParseForced(c);
-  const int k = c.k > g_binder.nforced ? c.k : g_binder.nforced;
-  g_binder.k_random = k - g_binder.nforced;
+  if (c.force[0] != 0) {
+    ParseForced(c.force, g_tables->force, sizeof g_tables->force, false, c.debug_log);
+  }
+  const int forced = g_binder.nforced;
+  // Points come on top of k: naming a function to time takes no random
+  // choice away (FP_MAX_APIS in all).
+  const int points = c.points[0] == 0 ? 0
+                                      : ParseForced(c.points, g_tables->points,
+                                                    sizeof g_tables->points, true, c.debug_log);
+  int k = (c.k > forced ? c.k : forced) + points;
+  if (k > FP_MAX_APIS) k = FP_MAX_APIS;
+  g_binder.k_random = k > g_binder.nforced ? k - g_binder.nforced : 0;
   // Forced APIs are known by name from the start (dlsym may be the only
   // way they are reached). Otherwise the table is made to the imports'
   // measure by the first BuildTraps.

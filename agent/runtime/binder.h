@@ -56,7 +56,10 @@ namespace fieldprof::rt {
 struct BinderConfig {
   int k = 2;
   uint64_t seed = 0;
-  const char* force = "";          // "sym" or "module:sym", comma-separated
+  const char* force = "";  // "sym" or "module:sym", comma-separated
+  // "module:function", comma-separated: forced too, on top of k, and each
+  // one's durations also go into the record as a point series (points.h).
+  const char* points = "";
   const char* allow_modules = "";  // comma-separated sonames; "" = all
   const char* deny_modules = "";
   const char* debug_log = nullptr;

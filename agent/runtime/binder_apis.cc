@@ -60,35 +60,44 @@ int32_t ApiFor(uint64_t key) {
     a.flags |= kApiForced;
     a.force = static_cast<uint8_t>(f);
     if (g_binder.forced[f].module[0]) a.flags |= kApiForcedModule;
+    if (g_binder.forced[f].point) a.flags |= kApiPoint;
   }
   ++g_binder.napis;
   return static_cast<int32_t>(j);
 }
 
-// The `force` setting: "sym" or "module:sym", comma-separated, split in
-// place in the tables' copy.
-void ParseForced(const BinderConfig& c) {
-  char* force = g_tables->force;
-  CopyName(force, sizeof g_tables->force, c.force);
-  for (char* p = force; *p && g_binder.nforced < FP_MAX_APIS;) {
+// A `force` or `points` list: "sym" or "module:sym", comma-separated, split
+// in place in `copy` (the tables' own). A point must name its module.
+// Returns how many were added.
+int ParseForced(const char* list, char* copy, size_t cap, bool point, const char* debug_log) {
+  CopyName(copy, cap, list);
+  int added = 0;
+  for (char* p = copy; *p && g_binder.nforced < FP_MAX_APIS;) {
     char* comma = strchr(p, ',');
     if (comma) *comma = 0;
+    while (*p == ' ') ++p;
+    for (char* e = p + strlen(p); e > p && e[-1] == ' ';) *--e = 0;
     char* colon = strchr(p, ':');
     const char* sym = colon ? colon + 1 : p;
     if (UnsafeToWrap(sym)) {
-      DebugLine(c.debug_log, "not measuring %s: it cannot be wrapped safely", p);
+      DebugLine(debug_log, "not measuring %s: it cannot be wrapped safely", p);
+    } else if (point && (colon == nullptr || colon == p || *sym == 0)) {
+      DebugLine(debug_log, "points: '%s' is not MODULE:FUNCTION, left out", p);
     } else if (*sym) {
       ForcedApi& f = g_binder.forced[g_binder.nforced++];
       f.name_key = NameKey(sym);
       f.module[0] = 0;
+      f.point = point;
       if (colon) {
         *colon = 0;
         CopyName(f.module, sizeof f.module, p);
       }
+      ++added;
     }
     if (!comma) break;
     p = comma + 1;
   }
+  return added;
 }
 
 }  // namespace fieldprof::rt

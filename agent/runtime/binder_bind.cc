@@ -10,7 +10,7 @@
 namespace fieldprof::rt {
 
 // Slot `stub` measures `symbol` at `real` from now on.
-bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol) {
+bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, bool point) {
   ApiNames& n = api_names[stub];
   const char* module = KeyModule(def);
   // Only names that keep the key rules are recorded (common/key_rules.h).
@@ -22,6 +22,7 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol) {
   KeyBuildId(def, n.build_id, sizeof n.build_id);
   g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
+  g.point[stub] = point ? 1 : 0;
   g.bound[stub] = 1;
   fp_measuring[stub] = 1;
   DebugLine(g_binder.debug_log, "bound %s:%s (build %s) to slot %d", n.module, n.symbol, n.build_id,
@@ -85,7 +86,8 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   const int stub = a.stub;
   if (!g.bound[stub]) {
     const ElfObject& e = g_binder.objects[s.object].elf;
-    if (!BindStub(stub, target, def, e.strtab + e.symtab[s.symidx].st_name)) {
+    if (!BindStub(stub, target, def, e.strtab + e.symtab[s.symidx].st_name,
+                  (a.flags & kApiPoint) != 0)) {
       Unchoose(ai);
       a.flags |= kApiExcluded;
       return Direct(b, i);

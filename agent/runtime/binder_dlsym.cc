@@ -58,7 +58,7 @@ void DoDlsymWork(void* arg) {
   }
   // A forced API first reached through dlsym.
   if (!(a.flags & kApiForced) || !Choose(ai)) return;
-  if (!BindStub(a.stub, w.addr, def, w.name)) {
+  if (!BindStub(a.stub, w.addr, def, w.name, (a.flags & kApiPoint) != 0)) {
     Unchoose(ai);
     return;
   }

@@ -57,7 +57,8 @@ struct Seen {
 struct BinderTables {
   TrampBlock blocks[kMaxBlocks];
   ForcedApi forced[FP_MAX_APIS];
-  char force[1024];  // the `force` setting, split in place
+  char force[1024];   // the `force` setting, split in place
+  char points[1024];  // the `points` setting, the same way
   ApiNames names[FP_MAX_SLOTS];
   Seen seen[kMaxObjects];  // the objects of one look
   Object objects[kMaxObjects];
@@ -116,9 +117,10 @@ bool ApiRoom(uint32_t more);
 // The index of `key`, added if new (room must have been made).
 int32_t ApiFor(uint64_t key);
 bool IsForced(uint64_t key);
-// The `force` setting ("sym" or "module:sym", comma-separated) into
-// g_binder.forced.
-void ParseForced(const BinderConfig& c);
+// A `force` or `points` list ("sym" or "module:sym", comma-separated; a
+// point must name its module) into g_binder.forced, split in place in
+// `copy`. Returns how many were added.
+int ParseForced(const char* list, char* copy, size_t cap, bool point, const char* debug_log);
 
 // ------------------------------------------------------------ names
 
@@ -143,7 +145,8 @@ void KeyBuildId(const Object* def, char* out, size_t cap);
 uintptr_t Direct(TrampBlock& b, uint32_t i);
 // Slot `stub` measures `symbol` at `real` from now on; false (nothing
 // bound) when the names break the key rules.
-bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol);
+// `point`: its durations also make a point series (kApiPoint).
+bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, bool point);
 // Callers bound to the stubs in pending_rebind go straight to the API.
 int RebindPending();
 // The first call of a slot that needs more than fp_trap_fast could do.

@@ -68,6 +68,7 @@ inline constexpr uint8_t kApiForced = 2;
 inline constexpr uint8_t kApiExcluded = 4;  // its module is filtered out
 inline constexpr uint8_t kApiEvicted = 8;   // chosen, then replaced
 inline constexpr uint8_t kApiForcedModule = 16;
+inline constexpr uint8_t kApiPoint = 32;  // named in `points` (binder.h)
 
 // One API name; open addressing by name_key (0: free entry).
 struct Api {
@@ -93,6 +94,7 @@ inline constexpr int kMaxObjects = 4096;
 struct ForcedApi {
   uint64_t name_key;
   char module[256];  // "" = any
+  bool point;        // from `points`: its module is always named
 };
 
 struct BinderState {

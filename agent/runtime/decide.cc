@@ -99,6 +99,8 @@ bool Apply(RunSettings& s, const char* name, const char* v) {
       return Copy(s.slot_dir, sizeof s.slot_dir, v);
     case Setting::kForce:
       return Copy(s.force, sizeof s.force, v);
+    case Setting::kPoints:
+      return Copy(s.points, sizeof s.points, v);
   }
   return false;
 }
@@ -205,6 +207,7 @@ bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
   } kEnv[] = {{"FIELDPROF_K", "k"},
               {"FIELDPROF_SEED", "seed"},
               {"FIELDPROF_FORCE", "force"},
+              {"FIELDPROF_POINTS", "points"},
               {"FIELDPROF_SPOOL", "spool_dir"},
               {"FIELDPROF_SLOTS", "slots"},
               {"FIELDPROF_SLOT_DIR", "slot_dir"},

@@ -50,7 +50,8 @@ struct alignas(4096) RunSettings {
   char debug_log[512];       // FIELDPROF_DEBUG
   char allow_modules[1024];  // comma-separated sonames; empty = all
   char deny_modules[1024];
-  char force[1024];  // "sym" or "module:sym", comma-separated
+  char force[1024];   // "sym" or "module:sym", comma-separated
+  char points[1024];  // "module:function", comma-separated (docs/points.md)
 };
 
 // The defaults common/runtime_settings.h documents.

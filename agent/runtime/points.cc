@@ -247,6 +247,34 @@ int AddPointRecords(SpoolRun* run) {
   return added;
 }
 
+bool AddApiPoint(SpoolRun* run, const FpApi& api, const Histogram& time) {
+  if (run->npoints >= kMaxSeries) return false;
+  char tag[kName];
+  size_t n = 0;
+  for (const char* c = api.module; *c != 0 && n + 1 < kName; ++c, ++n) {
+    const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || *c == '_' || *c == '.';
+    tag[n] = ok ? *c : '_';
+  }
+  tag[n] = 0;
+  if (!key_rules::PointNameOk(tag, n) ||
+      !key_rules::PointNameOk(api.symbol, strnlen(api.symbol, kName))) {
+    DebugLog("points: %s:%s is timed but breaks the point-name rule", api.module, api.symbol);
+    return false;
+  }
+  SpoolPoint& out = run->points[run->npoints];
+  if (!CopyName(out.module, sizeof out.module, api.module) ||
+      !CopyName(out.build_id, sizeof out.build_id, api.build_id)) {
+    return false;
+  }
+  strcpy(out.symbol, tag);
+  strcat(out.symbol, "$");
+  strcat(out.symbol, api.symbol);
+  out.h = &time;
+  ++run->npoints;
+  return true;
+}
+
 }  // namespace fieldprof::rt
 
 using namespace fieldprof::rt;  // NOLINT: the runtime's own parts

@@ -23,6 +23,13 @@ void ForgetPoints();
 // many. Series whose module is no longer loaded are left out.
 int AddPointRecords(SpoolRun* run);
 
+// A function named in the `points` setting, measured as an API: its
+// durations (`time`, in ns) also into run->points, as the scope
+// "MODULE$FUNCTION" of the module that defines it (the tag is the module's
+// key name with any character a point name may not hold made '_'). False
+// when the names break the point-name rule or the run has no room left.
+bool AddApiPoint(SpoolRun* run, const FpApi& api, const Histogram& time);
+
 }  // namespace fieldprof::rt
 
 #endif  // FIELDPROF_AGENT_RUNTIME_POINTS_H_

@@ -143,6 +143,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.k = settings.k;
   bc.seed = settings.seed;
   bc.force = settings.force;
+  bc.points = settings.points;
   bc.allow_modules = settings.allow_modules;
   bc.deny_modules = settings.deny_modules;
   bc.debug_log = g.config.debug_log;

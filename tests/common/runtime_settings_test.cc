@@ -27,6 +27,7 @@ TEST(RuntimeSettingsTest, FormatThenParseGivesTheSameSettings) {
   s.spool_cap_mib = 8;
   s.slot_dir = "/run/fp-slots";
   s.seed = "42";
+  s.points = "libsqlite3.so.0:sqlite3_step, myprog:load_config";
   s.tsc_hz = 2096033036;
   s.version = s.fleet.Version();
   auto back = ParseRuntimeSettings(FormatRuntimeSettings(s));

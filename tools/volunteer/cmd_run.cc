@@ -49,7 +49,7 @@ std::set<std::string> SpoolNames(const std::string& dir) {
 
 struct RunOptions {
   int64_t apis = 0, slots = 0;
-  std::string seed, force, spool, max_load, budget, debug, lib_dir;
+  std::string seed, force, points, spool, max_load, budget, debug, lib_dir;
   bool show = false;
   char** cmd = nullptr;  // the command and its arguments, NULL-terminated
   std::string runtime_dir;
@@ -104,6 +104,9 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
   t.AddString("seed", &o->seed, "random seed for the choice (default: from the OS)");
   t.AddString("force", &o->force,
               "measure these APIs: SYMBOL or MODULE:SYMBOL, comma-separated (count toward --apis)");
+  t.AddString("points", &o->points,
+              "time these functions as instrumentation points too: MODULE:FUNCTION, "
+              "comma-separated, e.g. libsqlite3.so.0:sqlite3_step (on top of --apis)");
   t.AddString("spool", &o->spool,
               "where the record goes (default: the settings', else "
               "$XDG_STATE_HOME/fieldprof/spool)");
@@ -140,6 +143,7 @@ void SetRunEnvironment(const RunOptions& o) {
   if (o.apis > 0) setenv("FIELDPROF_K", std::to_string(o.apis).c_str(), 1);
   if (!o.seed.empty()) setenv("FIELDPROF_SEED", o.seed.c_str(), 1);
   if (!o.force.empty()) setenv("FIELDPROF_FORCE", o.force.c_str(), 1);
+  if (!o.points.empty()) setenv("FIELDPROF_POINTS", o.points.c_str(), 1);
   if (!o.spool.empty()) {
     setenv("FIELDPROF_SPOOL", std::filesystem::absolute(o.spool).c_str(), 1);
   }

@@ -32,6 +32,7 @@ const std::string kProg = FIELDPROF_POINTSPROG;
 const std::string kProgC = FIELDPROF_POINTSPROG_C;
 const std::string kHook = FIELDPROF_POINTS_HOOK;
 const std::string kRuntime = FIELDPROF_RUNTIME_LIB;
+const std::string kLabProg = FIELDPROF_LABPROG;
 
 // Runs `cmd` with sh; its stdout (stderr too with "2>&1" in cmd) and exit code.
 int Shell(const std::string& cmd, std::string* out) {
@@ -155,6 +156,69 @@ TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
   ASSERT_EQ(series.size(), 2u);
   EXPECT_EQ(series["request$handle"].count, 500u);
   EXPECT_EQ(series["request$done$done"].count, 499u);
+  std::filesystem::remove_all(d);
+}
+
+// The API records (metric wall time) of every run record in `spool`:
+// calls by "module:symbol".
+std::map<std::string, uint64_t> ApiCalls(const std::string& spool) {
+  std::map<std::string, uint64_t> out;
+  for (const auto& e : std::filesystem::directory_iterator(spool)) {
+    if (e.path().extension() != ".fpr") continue;
+    auto run = ReadRunRecord(e.path().string());
+    if (!run.ok()) continue;
+    for (const wire::Record& r : run->records()) {
+      if (r.key().metric() != wire::METRIC_WALL_TIME_NS) continue;
+      out[r.key().module() + ":" + r.key().symbol()] += r.histogram().count();
+    }
+  }
+  return out;
+}
+
+// Points placed by configuration (`points = MODULE:FUNCTION, ...` in the
+// settings, or FIELDPROF_POINTS in an explicit run as `fieldprof run
+// --points` sets it): each named function is timed in every measured run,
+// on top of the k chosen at random, and its durations are a scope of the
+// module's tag. The lab program calls labb_checksum N times and labb_hash
+// 2N times (from the other lab library); entries without a module, or
+// naming no function, are left out and change nothing else.
+TEST(PointsTest, FunctionsTheSettingsNameAreTimedAsPoints) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  std::ofstream(settings, std::ios::app)
+      << "k = 1\npoints = libfieldprof_labb.so:labb_checksum, labb_stage, "
+         "libfieldprof_labb.so:labb_hash,libfieldprof_labb.so:no_such\n";
+  std::string plain, out;
+  ASSERT_EQ(Shell(kLabProg + " 400", &plain), 0);
+  const std::string run_explicit = "FIELDPROF_RUN=1 FIELDPROF_K=1 FIELDPROF_SPOOL=" + d +
+                                   "/spool FIELDPROF_SLOT_DIR=" + d +
+                                   "/slots FIELDPROF_POINTS=libfieldprof_labb.so:labb_checksum,"
+                                   "libfieldprof_labb.so:labb_hash ";
+  for (const std::string& how :
+       {"FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings + " ",
+        "FIELDPROF_SETTINGS=/nonexistent " + run_explicit}) {
+    std::filesystem::remove_all(d + "/spool");
+    ASSERT_EQ(Shell(how + "LD_PRELOAD=" + kRuntime + " " + kLabProg + " 400", &out), 0) << how;
+    EXPECT_EQ(out, plain) << how;
+    auto series = PointRecords(d + "/spool");
+    ASSERT_EQ(series.size(), 2u) << how;
+    EXPECT_EQ(series["libfieldprof_labb.so$labb_checksum"].count, 400u) << how;
+    EXPECT_EQ(series["libfieldprof_labb.so$labb_hash"].count, 800u) << how;
+    for (const auto& [symbol, s] : series) {
+      EXPECT_EQ(s.module, "libfieldprof_labb.so") << symbol;
+      EXPECT_EQ(s.runs, 1u) << symbol;
+    }
+    // Each is an API of the record too, and k = 1 still chose one more.
+    const auto apis = ApiCalls(d + "/spool");
+    EXPECT_EQ(apis.at("libfieldprof_labb.so:labb_checksum"), 400u) << how;
+    EXPECT_EQ(apis.at("libfieldprof_labb.so:labb_hash"), 800u) << how;
+    EXPECT_EQ(apis.size(), 3u) << how;
+  }
+  std::ifstream log(d + "/debug.log");
+  const std::string said((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("points: 'labb_stage' is not MODULE:FUNCTION, left out"), std::string::npos)
+      << said;
   std::filesystem::remove_all(d);
 }
 

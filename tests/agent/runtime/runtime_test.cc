@@ -681,6 +681,7 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
       {"force", {"fp_test_alloc", std::string(1024, 'x')}},
       {"tsc_hz", {std::to_string(*tsc_hz), std::to_string(FP_MIN_TSC_HZ - 1)}},
       {"seed", {"18446744073709551615", "18446744073709551616"}},
+      {"points", {"libx.so:" + std::string(1015, 'x'), "libx.so:" + std::string(1016, 'x')}},
   };
   for (const settings_rules::Rule& rule : settings_rules::kRules) {
     EXPECT_EQ(cases.count(rule.name), 1u) << "no case for the setting " << rule.name;
