@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "common/dev_run.h"
@@ -41,8 +42,10 @@ struct Waiting {
 
 // The spool's run files, by when they were last written: those whose
 // process finished them, or left them unwritten for 10 s; in *open, those
-// still being written.
+// still being written. A recent file is read on from where `scans` last
+// stopped in it, to see whether its end mark has come.
 std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
+                                 std::map<std::string, local::PointsScan>* scans,
                                  std::vector<Waiting>* open) {
   std::vector<Waiting> out;
   std::error_code ec;
@@ -53,10 +56,9 @@ std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
     const int64_t written =
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
     if (now_ms - written < kKilledAfterMs) {
-      StatusOr<std::string> bytes = ReadWholeFile(e.path().string());
-      StatusOr<local::PointsRun> run =
-          bytes.ok() ? local::DecodePointsRun(*bytes) : StatusOr<local::PointsRun>(bytes.status());
-      if (!run.ok() || !run->complete) {  // still being written
+      local::PointsScan& scan = (*scans)[e.path().filename().string()];
+      if (!local::ScanPointsFile(e.path().string(), &scan).ok() || !scan.complete) {
+        // still being written
         open->push_back({e.path().filename().string(), written, static_cast<uint64_t>(st.st_size)});
         continue;
       }
@@ -186,7 +188,7 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
   FP_RETURN_IF_ERROR(outbox_.Recover(config_.spool_dir));
   const int64_t now = NowMs();
   std::vector<Waiting> open;
-  const std::vector<Waiting> waiting = WaitingRuns(config_.spool_dir, now, &open);
+  const std::vector<Waiting> waiting = WaitingRuns(config_.spool_dir, now, &scans_, &open);
   for (const Waiting& w : open) FP_RETURN_IF_ERROR(SealParts(w.name, now, flush, false, &r));
   uint64_t total = 0;
   for (const Waiting& w : waiting) total += w.bytes;
@@ -231,6 +233,11 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
     }
     FP_RETURN_IF_ERROR(seal());
   }
+  // Runs gone from the spool (sealed whole, or set aside) are forgotten.
+  for (auto it = scans_.begin(); it != scans_.end();) {
+    std::error_code ec;
+    it = fs::exists(config_.spool_dir + "/" + it->first, ec) ? std::next(it) : scans_.erase(it);
+  }
   if (upload) r.upload_status = Send(client, &r);
   FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> left, outbox_.List());
   r.uploads_waiting = static_cast<int>(left.size());
@@ -240,30 +247,36 @@ StatusOr<DevPassResult> DevUploader::Pass(bool flush, bool upload, HttpsClient& 
 Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, bool last,
                               DevPassResult* r) {
   const std::string& spool = config_.spool_dir;
+  const std::string path = spool + "/" + name;
   Sent sent = ReadSent(spool, name);
-  FP_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(spool + "/" + name));
-  // The run as read now, decoded once a pass: every part sealed in this
-  // pass carries its tags and event count (the aggregator keeps the
-  // largest), so a large run is not decoded again for each part.
-  StatusOr<wire::DevRun> as_read = DevRunOfBytes(bytes, name);
+  // Only what was not sealed yet is read (and the last byte sealed, which
+  // a run with nothing left resends to close itself). The run's tags and
+  // events, which each part carries (the aggregator keeps the largest),
+  // come from reading on where the last pass stopped.
+  const uint64_t base = sent.sealed > 0 ? sent.sealed - 1 : 0;
+  FP_ASSIGN_OR_RETURN(const std::string tail, ReadFileFrom(path, base));
+  const uint64_t size = base + tail.size();
+  local::PointsScan& scan = scans_[name];
+  const Status scanned = local::ScanPointsFile(path, &scan);
+  StatusOr<wire::DevRun> as_read =
+      scanned.ok() ? DevRunOfScan(scan, name) : StatusOr<wire::DevRun>(scanned);
   if (!as_read.ok()) {
     if (!last || !sent.id.empty()) return Status::Ok();  // no points yet
     // Ended with no points, or damaged, before anything went: set aside,
     // as a whole run like it would be.
     std::error_code ec;
-    fs::rename(spool + "/" + name, config_.quarantine_dir + "/" + name, ec);
+    fs::rename(path, config_.quarantine_dir + "/" + name, ec);
     return Status::Ok();
   }
-  as_read->clear_file();
   // Seals bytes [sent.sealed, cut) as one part (its run's first when
   // nothing went up yet: its id the hash of those bytes); `close`: the
   // run's last, consuming the file.
   auto seal = [&](uint64_t cut, bool close) -> Status {
     wire::DevRun part = *as_read;
-    if (sent.id.empty()) sent.id = Sha256(std::string_view(bytes).substr(0, cut)).substr(0, 16);
+    if (sent.id.empty()) sent.id = Sha256(std::string_view(tail).substr(0, cut)).substr(0, 16);
     part.set_id(sent.id);
     part.set_offset(sent.sealed);
-    part.set_file(bytes.substr(sent.sealed, cut - sent.sealed));
+    part.set_file(tail.substr(sent.sealed - base, cut - sent.sealed));
     part.set_open(!close);
     sent.intent = cut;
     FP_RETURN_IF_ERROR(WriteSent(spool, name, sent));
@@ -284,7 +297,7 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
     sent.sealed = cut;
     return close ? Status::Ok() : WriteSent(spool, name, sent);
   };
-  if (sent.intent > sent.sealed && sent.intent <= bytes.size()) {  // a seal a crash cut short
+  if (sent.intent > sent.sealed && sent.intent <= size) {  // a seal a crash cut short
     FP_RETURN_IF_ERROR(seal(sent.intent, false));
   }
   const uint64_t max_bytes = static_cast<uint64_t>(config_.max_bytes);
@@ -292,23 +305,24 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
     // The rest, to the file's end, in parts of at most max_bytes, the last
     // closing the run; a run with nothing left resends its last byte to
     // close it.
-    while (bytes.size() - sent.sealed > max_bytes) {
+    while (size - sent.sealed > max_bytes) {
       FP_RETURN_IF_ERROR(seal(sent.sealed + max_bytes, false));
     }
-    if (sent.sealed == bytes.size() && sent.sealed > 0) --sent.sealed;
-    return seal(bytes.size(), true);
+    if (sent.sealed == size && sent.sealed > 0) --sent.sealed;
+    return seal(size, true);
   }
   // Bytes once written never change (the file only grows), so a part may
   // end anywhere, even inside a record: the next part goes on from there.
-  if (bytes.size() <= sent.sealed) return Status::Ok();
-  const uint64_t unsent = bytes.size() - sent.sealed;
-  const int64_t since = sent.written_ms != 0 ? sent.written_ms : StartMs(bytes);
+  if (size <= sent.sealed) return Status::Ok();
+  const uint64_t unsent = size - sent.sealed;
+  const int64_t since =
+      sent.written_ms != 0 ? sent.written_ms : static_cast<int64_t>(scan.start_unix_ns / 1000000);
   if (!flush && now - since < config_.max_age_ms &&
       unsent < static_cast<uint64_t>(config_.max_bytes)) {
     return Status::Ok();
   }
-  while (sent.sealed < bytes.size()) {
-    FP_RETURN_IF_ERROR(seal(std::min<uint64_t>(bytes.size(), sent.sealed + max_bytes), false));
+  while (sent.sealed < size) {
+    FP_RETURN_IF_ERROR(seal(std::min<uint64_t>(size, sent.sealed + max_bytes), false));
   }
   return Status::Ok();
 }

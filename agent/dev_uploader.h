@@ -18,10 +18,12 @@
 #define FIELDPROF_AGENT_DEV_UPLOADER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "common/https_client.h"
 #include "common/outbox.h"
+#include "common/points_file.h"
 #include "common/status.h"
 
 namespace fieldprof::agent {
@@ -62,6 +64,9 @@ class DevUploader {
 
   DevConfig config_;
   Outbox outbox_;
+  // How far each run file in the spool has been read (by name), so that a
+  // run still being written is read once, not again at every pass.
+  std::map<std::string, local::PointsScan> scans_;
 };
 
 }  // namespace fieldprof::agent

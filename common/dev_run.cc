@@ -16,21 +16,28 @@ StatusOr<wire::DevRun> DevRunOf(const std::string& path) {
   return DevRunOfBytes(std::move(*bytes), path);
 }
 
-StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes_in, const std::string& path) {
-  StatusOr<std::string> bytes(std::move(bytes_in));
-  StatusOr<local::PointsRun> run = local::DecodePointsRun(*bytes);
-  if (!run.ok()) return InvalidArgument(path + ": " + run.status().message());
+StatusOr<wire::DevRun> DevRunOfScan(const local::PointsScan& scan, const std::string& what) {
+  if (scan.offset == 0) return InvalidArgument(what + ": a points file with a damaged header");
+  if (!scan.clock) return InvalidArgument(what + ": a points file with no clock reading");
+  const std::set<std::string> tags = scan.Tags();
+  if (tags.empty()) return InvalidArgument(what + " has no points");
   wire::DevRun r;
-  r.set_id(Sha256(*bytes).substr(0, 16));
-  const std::string program = std::filesystem::path(run->program).filename().string();
+  const std::string program = std::filesystem::path(scan.program).filename().string();
   r.set_program(key_rules::ModuleOk(program.data(), program.size()) ? program : "main");
-  r.set_started_unix_ns(static_cast<int64_t>(run->start_unix_ns));
-  std::set<std::string> tags;
-  for (const local::PointSite& s : run->sites) tags.insert(s.tag);
-  if (tags.empty()) return InvalidArgument(path + " has no points");
+  r.set_started_unix_ns(static_cast<int64_t>(scan.start_unix_ns));
   for (const std::string& t : tags) r.add_tags(t);
-  r.set_events(run->events.size());
-  r.set_file(std::move(*bytes));
+  r.set_events(scan.Events());
+  return r;
+}
+
+StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes, const std::string& what) {
+  local::PointsScan scan;
+  const Status read = local::ScanPointsRun(bytes, &scan);
+  if (!read.ok()) return InvalidArgument(what + ": " + read.message());
+  StatusOr<wire::DevRun> r = DevRunOfScan(scan, what);
+  if (!r.ok()) return r.status();
+  r->set_id(Sha256(bytes).substr(0, 16));
+  r->set_file(std::move(bytes));
   return r;
 }
 

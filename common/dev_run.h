@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/points_file.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/status.h"
 
@@ -19,6 +20,10 @@ namespace fieldprof {
 // The same from a file's bytes (`what` names it in errors): also a part of
 // a file still being written, up to its last whole record.
 [[nodiscard]] StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes, const std::string& what);
+// All but the id and the file, from a file read so far (a run still being
+// written, read on at each look).
+[[nodiscard]] StatusOr<wire::DevRun> DevRunOfScan(const local::PointsScan& scan,
+                                                  const std::string& what);
 
 }  // namespace fieldprof
 

@@ -6,6 +6,7 @@
 #ifndef FIELDPROF_COMMON_DURABLE_FILE_H_
 #define FIELDPROF_COMMON_DURABLE_FILE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -27,6 +28,8 @@ enum class FileAccess {
 [[nodiscard]] Status SyncDir(const std::string& dir);
 // The whole of a file. NotFound when it cannot be opened.
 [[nodiscard]] StatusOr<std::string> ReadWholeFile(const std::string& path);
+// The file from byte `offset` to its end ("" past its end).
+[[nodiscard]] StatusOr<std::string> ReadFileFrom(const std::string& path, uint64_t offset);
 
 }  // namespace fieldprof
 

@@ -18,6 +18,8 @@ class Reader {
  public:
   explicit Reader(std::string_view b) : b_(b) {}
   bool done() const { return at_ >= b_.size(); }
+  size_t at() const { return at_; }
+  void Skip(size_t n) { at_ += n; }
   template <typename T>
   bool Get(T* v) {
     if (b_.size() - at_ < sizeof(T)) return false;
@@ -54,7 +56,145 @@ struct RawEvent {
   uint8_t kind;
 };
 
+// The records after the header, each handed whole to `sink` (OnRate,
+// OnClock, OnSite, OnEvent, OnLost, OnEnd); stops at the end mark, or at a
+// record cut short or damaged, keeping those before. The events of a
+// batch cut short that read whole come too, marked so. Returns where the
+// last whole record ended, from the start of `r`'s bytes.
+template <typename Sink>
+size_t ReadRecords(Reader& r, Sink& sink) {
+  size_t whole = r.at();
+  char type = 0;
+  std::vector<RawEvent> batch;
+  while (!r.done()) {
+    if (!r.Get(&type)) break;
+    bool ok = true;
+    if (type == pf::kRate) {
+      uint64_t tsc_hz = 0;
+      ok = r.Get(&tsc_hz);
+      if (ok) sink.OnRate(tsc_hz);
+    } else if (type == pf::kClock) {
+      uint64_t tsc = 0, ns = 0;
+      ok = r.Get(&tsc) && r.Get(&ns);
+      if (ok) sink.OnClock(tsc, ns);
+    } else if (type == pf::kSite) {
+      uint32_t id = 0;
+      PointSite site;
+      ok = r.Get(&id) && r.Str(&site.tag) && r.Str(&site.name);
+      if (ok) sink.OnSite(id, std::move(site));
+    } else if (type == pf::kBatch) {
+      uint32_t tid = 0, n = 0;
+      uint64_t tsc = 0;
+      ok = r.Get(&tid) && r.Get(&n) && n <= pf::kMaxBatch && r.Get(&tsc);
+      // Its events are kept aside until the last one reads.
+      batch.clear();
+      for (uint32_t i = 0; ok && i < n; ++i) {
+        uint64_t delta = 0, site_kind = 0, zigzag = 0;
+        ok = r.Varint(&delta) && r.Varint(&site_kind) && r.Varint(&zigzag);
+        tsc += delta;
+        const auto value = static_cast<int64_t>((zigzag >> 1) ^ (~(zigzag & 1) + 1));
+        if (ok)
+          batch.push_back({tsc, site_kind >> 2, value, tid, static_cast<uint8_t>(site_kind & 3)});
+      }
+      for (const RawEvent& e : batch) sink.OnEvent(e, ok);
+    } else if (type == pf::kLost) {
+      uint32_t tid = 0;
+      uint64_t n = 0;
+      ok = r.Get(&tid) && r.Get(&n);
+      if (ok) sink.OnLost(n);
+    } else if (type == pf::kEnd) {
+      sink.OnEnd();
+      return r.at();
+    } else {
+      ok = false;
+    }
+    if (!ok) break;  // cut or damaged here: keep what came before
+    whole = r.at();
+  }
+  return whole;
+}
+
+// The header: false when it is not there whole.
+bool ReadHeader(Reader& r, uint32_t* pid, uint64_t* start_unix_ns, std::string* program) {
+  char type = 0;
+  return r.Get(&type) && type == pf::kHeader && r.Get(pid) && r.Get(start_unix_ns) &&
+         r.Str(program);
+}
+
+struct RunSink {
+  PointsRun* run;
+  std::vector<std::pair<uint64_t, uint64_t>> clock;  // tsc, mono ns
+  uint64_t tsc_hz = 0;
+  std::map<uint64_t, uint32_t> site_of;
+  std::vector<RawEvent> raw;
+  void OnRate(uint64_t hz) { tsc_hz = hz; }
+  void OnClock(uint64_t tsc, uint64_t ns) { clock.emplace_back(tsc, ns); }
+  void OnSite(uint32_t id, PointSite site) {
+    if (site_of.emplace(id, static_cast<uint32_t>(run->sites.size())).second) {
+      run->sites.push_back(std::move(site));
+    }
+  }
+  void OnEvent(const RawEvent& e, bool) { raw.push_back(e); }
+  void OnLost(uint64_t n) { run->lost += n; }
+  void OnEnd() { run->complete = true; }
+};
+
+struct ScanSink {
+  PointsScan* scan;
+  void OnRate(uint64_t) {}
+  void OnClock(uint64_t, uint64_t) { scan->clock = true; }
+  void OnSite(uint32_t id, PointSite site) { scan->tag_of.emplace(id, std::move(site.tag)); }
+  void OnEvent(const RawEvent& e, bool whole) {
+    if (e.kind <= 2) ++(whole ? scan->events_at : scan->cut_at)[e.site];
+  }
+  void OnLost(uint64_t) {}
+  void OnEnd() { scan->complete = true; }
+};
+
 }  // namespace
+
+uint64_t PointsScan::Events() const {
+  uint64_t n = 0;
+  for (const auto* counts : {&events_at, &cut_at}) {
+    for (const auto& [site, count] : *counts) {
+      if (tag_of.count(site) != 0) n += count;
+    }
+  }
+  return n;
+}
+
+std::set<std::string> PointsScan::Tags() const {
+  std::set<std::string> tags;
+  for (const auto& [site, tag] : tag_of) tags.insert(tag);
+  return tags;
+}
+
+Status ScanPointsRun(std::string_view more, PointsScan* scan) {
+  if (scan->complete) return Status::Ok();
+  Reader r(more);
+  if (scan->offset == 0) {
+    if (more.size() < pf::kMagicSize) return Status::Ok();  // not yet written
+    if (more.substr(0, pf::kMagicSize) != std::string_view(pf::kMagic, pf::kMagicSize)) {
+      return InvalidArgument("not a points file (no FPPOINTS1 line)");
+    }
+    r.Skip(pf::kMagicSize);
+    uint32_t pid = 0;
+    if (!ReadHeader(r, &pid, &scan->start_unix_ns, &scan->program)) return Status::Ok();
+  }
+  ScanSink sink{scan};
+  scan->cut_at.clear();  // a batch cut short last time is read again whole
+  scan->offset += ReadRecords(r, sink);
+  return Status::Ok();
+}
+
+Status ScanPointsFile(const std::string& path, PointsScan* scan) {
+  if (scan->complete) return Status::Ok();
+  StatusOr<std::string> more = ReadFileFrom(path, scan->offset);
+  if (!more.ok()) return more.status();
+  const Status s = ScanPointsRun(*more, scan);
+  if (!s.ok()) return InvalidArgument(path + ": " + s.message());
+  return s;
+}
 
 StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (bytes.substr(0, pf::kMagicSize) != std::string_view(pf::kMagic, pf::kMagicSize)) {
@@ -62,56 +202,15 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   }
   Reader r(bytes.substr(pf::kMagicSize));
   PointsRun run;
-  char type = 0;
-  if (!r.Get(&type) || type != pf::kHeader || !r.Get(&run.pid) || !r.Get(&run.start_unix_ns) ||
-      !r.Str(&run.program)) {
+  if (!ReadHeader(r, &run.pid, &run.start_unix_ns, &run.program)) {
     return InvalidArgument("a points file with a damaged header");
   }
-  std::vector<std::pair<uint64_t, uint64_t>> clock;  // tsc, mono ns
-  uint64_t tsc_hz = 0;
-  std::map<uint64_t, uint32_t> site_of;
-  std::vector<RawEvent> raw;
-  while (!r.done()) {
-    if (!r.Get(&type)) break;
-    bool ok = true;
-    if (type == pf::kRate) {
-      ok = r.Get(&tsc_hz);
-    } else if (type == pf::kClock) {
-      uint64_t tsc = 0, ns = 0;
-      ok = r.Get(&tsc) && r.Get(&ns);
-      if (ok) clock.emplace_back(tsc, ns);
-    } else if (type == pf::kSite) {
-      uint32_t id = 0;
-      PointSite s;
-      ok = r.Get(&id) && r.Str(&s.tag) && r.Str(&s.name);
-      if (ok && site_of.emplace(id, static_cast<uint32_t>(run.sites.size())).second) {
-        run.sites.push_back(std::move(s));
-      }
-    } else if (type == pf::kBatch) {
-      uint32_t tid = 0, n = 0;
-      uint64_t tsc = 0;
-      ok = r.Get(&tid) && r.Get(&n) && n <= pf::kMaxBatch && r.Get(&tsc);
-      for (uint32_t i = 0; ok && i < n; ++i) {
-        uint64_t delta = 0, site_kind = 0, zigzag = 0;
-        ok = r.Varint(&delta) && r.Varint(&site_kind) && r.Varint(&zigzag);
-        tsc += delta;
-        const auto value = static_cast<int64_t>((zigzag >> 1) ^ (~(zigzag & 1) + 1));
-        if (ok)
-          raw.push_back({tsc, site_kind >> 2, value, tid, static_cast<uint8_t>(site_kind & 3)});
-      }
-    } else if (type == pf::kLost) {
-      uint32_t tid = 0;
-      uint64_t n = 0;
-      ok = r.Get(&tid) && r.Get(&n);
-      run.lost += n;
-    } else if (type == pf::kEnd) {
-      run.complete = true;
-      break;
-    } else {
-      ok = false;
-    }
-    if (!ok) break;  // cut or damaged here: keep what came before
-  }
+  RunSink sink{&run};
+  ReadRecords(r, sink);
+  auto& clock = sink.clock;
+  auto& site_of = sink.site_of;
+  auto& raw = sink.raw;
+  const uint64_t tsc_hz = sink.tsc_hz;
   if (clock.empty()) return InvalidArgument("a points file with no clock reading");
   // Ticks to ns: the straight line through the first and last readings,
   // or, when they are less than 1 ms apart (a file cut early), the rate

@@ -5,6 +5,8 @@
 #define FIELDPROF_COMMON_POINTS_FILE_H_
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +39,32 @@ struct PointsRun {
   uint64_t lost = 0;               // events the threads' buffers had no room for
   bool complete = false;           // false: the process was killed or exec'd first
 };
+
+// What a run file holds so far, read on as the file grows: a reader that
+// looks again (the agent, at each pass over a run still being written)
+// reads only the bytes added since, not the file from its start.
+struct PointsScan {
+  uint64_t offset = 0;  // bytes read: through the last whole record
+  std::string program;
+  uint64_t start_unix_ns = 0;
+  bool clock = false;                      // a clock reading came
+  bool complete = false;                   // the end mark came
+  std::map<uint64_t, std::string> tag_of;  // site id -> tag
+  std::map<uint64_t, uint64_t> events_at;  // site id -> events (sites named later count then)
+  std::map<uint64_t, uint64_t> cut_at;     // the same in a batch cut short at the end
+
+  // The events of named sites, as DecodePointsRun would keep them.
+  uint64_t Events() const;
+  std::set<std::string> Tags() const;
+};
+
+// Reads on: `more` is the file's bytes from scan->offset to its end. The
+// offset moves past whole records only; the events of a batch cut short
+// count (as DecodePointsRun keeps them) until the next look reads it again.
+// InvalidArgument for bytes that are no points file.
+[[nodiscard]] Status ScanPointsRun(std::string_view more, PointsScan* scan);
+// The same, reading the file at `path` from scan->offset on.
+[[nodiscard]] Status ScanPointsFile(const std::string& path, PointsScan* scan);
 
 // One process's file, from its bytes; a damaged record ends the reading
 // with the events before it kept, unless the header itself is damaged.

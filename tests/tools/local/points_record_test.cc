@@ -7,11 +7,14 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/durable_file.h"
+#include "common/points_file.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
@@ -396,6 +399,55 @@ TEST(PointsRecordTest, KilledCutAndForeignFilesAreReadOrRefusedClearly) {
   ASSERT_TRUE(WriteFileDurably(dir.File("head.fppoints"), bytes->substr(0, 14)).ok());
   EXPECT_EQ(RunCommand(kCli + " points show " + dir.File("head.fppoints") + " 2>&1", &out), 1);
   EXPECT_NE(out.find("damaged header"), std::string::npos) << out;
+}
+
+// A file read on as it grows (the agent reads a run still being written a
+// piece at each pass, never again from its start): after every piece, the
+// events, tags and end mark read so far are those of reading the whole
+// prefix at once, also when a piece ends inside a batch or a site's name.
+TEST(PointsRecordTest, AFileReadOnAsItGrowsCountsAsReadWhole) {
+  TempDir dir;
+  std::string out, name;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("grow") + " -- " + kBusy +
+                           " 20000 >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand("ls " + dir.File("grow"), &name), 0);
+  name.erase(name.find_last_not_of('\n') + 1);
+  StatusOr<std::string> bytes = ReadWholeFile(dir.File("grow") + "/" + name);
+  ASSERT_TRUE(bytes.ok());
+  std::mt19937_64 rng(7);
+  local::PointsScan scan;
+  size_t have = 0, looks = 0;
+  while (have < bytes->size()) {
+    have = std::min(bytes->size(), have + 1 + rng() % 3000);
+    ASSERT_TRUE(local::ScanPointsRun(
+                    std::string_view(*bytes).substr(scan.offset, have - scan.offset), &scan)
+                    .ok());
+    ++looks;
+    EXPECT_LE(scan.offset, have);
+    StatusOr<local::PointsRun> whole =
+        local::DecodePointsRun(std::string_view(*bytes).substr(0, have));
+    if (!whole.ok()) {  // before the first clock reading
+      EXPECT_FALSE(scan.clock) << have;
+      continue;
+    }
+    ASSERT_EQ(scan.Events(), whole->events.size()) << "at byte " << have;
+    EXPECT_EQ(scan.complete, whole->complete) << have;
+    std::set<std::string> tags;
+    for (const local::PointSite& site : whole->sites) tags.insert(site.tag);
+    EXPECT_EQ(scan.Tags(), tags) << have;
+  }
+  EXPECT_TRUE(scan.complete);
+  StatusOr<local::PointsRun> run = local::DecodePointsRun(*bytes);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(scan.Events() + run->lost, 4u * 20000) << "every event, or counted as lost";
+  EXPECT_GT(looks, 20u);
+  // From the file, as the agent reads it: the same.
+  local::PointsScan from_file;
+  ASSERT_TRUE(local::ScanPointsFile(dir.File("grow") + "/" + name, &from_file).ok());
+  EXPECT_EQ(from_file.Events(), scan.Events());
+  EXPECT_EQ(from_file.offset, bytes->size());
 }
 
 }  // namespace
