@@ -243,9 +243,28 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   const std::string from = TakeParam(&*params, "from"), to = TakeParam(&*params, "to");
   std::string b_program = TakeParam(&*params, "b_program");
   const std::string b_from = TakeParam(&*params, "b_from"), b_to = TakeParam(&*params, "b_to");
+  const std::string fdr = TakeParam(&*params, "fdr");
+  const std::string min_change = TakeParam(&*params, "min_change");
   if (!params->empty()) {
-    return ErrorResponse(InvalidArgument("unknown parameter " + params->front().first +
-                                         " (tag, program, from, to, b_program, b_from, b_to)"));
+    return ErrorResponse(
+        InvalidArgument("unknown parameter " + params->front().first +
+                        " (tag, program, from, to, b_program, b_from, b_to, fdr, min_change)"));
+  }
+  local::CompareOptions co;
+  // The ranges `fieldprof points compare` takes.
+  if (!fdr.empty()) {
+    const std::optional<double> x = ParseDecimalIn(fdr, 0.0001, 0.5);
+    if (!x) return ErrorResponse(InvalidArgument("fdr is a false discovery rate, 0.0001 to 0.5"));
+    co.fdr = *x;
+  }
+  if (!min_change.empty()) {
+    const std::optional<double> x = ParseDecimalIn(min_change, 0, 10);
+    if (!x) {
+      return ErrorResponse(
+          InvalidArgument("min_change is the least change that counts, a fraction of A's mean, 0 "
+                          "to 10"));
+    }
+    co.min_change = *x;
   }
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
   if (b_program.empty()) b_program = program;
@@ -255,7 +274,6 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   }
   local::PointsOptions o;
   o.tag = tag;
-  local::CompareOptions co;
   JsonWriter j;
   j.BeginObject();
   j.Key("tag").String(tag);

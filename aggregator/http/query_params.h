@@ -32,6 +32,8 @@ std::string TakeParam(QueryParams* params, std::string_view name);
 
 // The whole of `v` as a decimal integer ("10abc" and "" are not numbers).
 std::optional<int64_t> ParseWholeNumber(std::string_view v);
+// The whole of `v` as a decimal number in [lo, hi].
+std::optional<double> ParseDecimalIn(std::string_view v, double lo, double hi);
 
 // Which series a read is about, over which days, and how many at most.
 struct SeriesQuery {

@@ -452,13 +452,22 @@ function compareForm(tag, q) {
   const f = el('form', {class: 'filters', id: 'dev-compare-form'});
   const input = (name, label, type) => el('label', {}, label,
       el('input', {name, type, value: q.get(name) || '', id: 'c-' + name}));
+  // How sure, and how large a change must be to count: as `points compare
+  // --fdr --min_change` (the change in % here, a fraction in the URL).
+  const pct = q.get('min_change') ? String(100 * parseFloat(q.get('min_change'))) : '';
+  const fdr = el('input', {name: 'fdr', type: 'number', step: 'any', min: '0.0001', max: '0.5',
+                           placeholder: '0.05', value: q.get('fdr') || '', id: 'c-fdr'});
+  const change = el('input', {name: 'min_change', type: 'number', step: 'any', min: '0', max: '1000',
+                              placeholder: '5', value: pct, id: 'c-min_change'});
   f.append(el('span', {}, 'Compare with B:'), input('b_from', 'from', 'date'), input('b_to', 'to', 'date'),
-           input('b_program', 'program', 'text'), el('button', {type: 'submit'}, 'Compare'));
+           input('b_program', 'program', 'text'), el('label', {}, 'q at most', fdr),
+           el('label', {}, 'least change %', change), el('button', {type: 'submit'}, 'Compare'));
   f.addEventListener('submit', e => {
     e.preventDefault();
     const p = new URLSearchParams();
     for (const k of ['program', 'from', 'to']) if (q.get(k)) p.set(k, q.get(k));
-    for (const k of ['b_from', 'b_to', 'b_program']) if (f.elements[k].value) p.set(k, f.elements[k].value);
+    for (const k of ['b_from', 'b_to', 'b_program', 'fdr']) if (f.elements[k].value) p.set(k, f.elements[k].value);
+    if (change.value) p.set('min_change', String(parseFloat(change.value) / 100));
     location.hash = '#dev/' + enc(tag) + '/compare?' + p;
   });
   return f;
@@ -499,7 +508,9 @@ function compareBars(segments) {
 async function devComparePage(tag, q) {
   const h = el('h1', {}, 'Tag ' + tag + ': B against A');
   const p = new URLSearchParams({tag});
-  for (const k of ['program', 'from', 'to', 'b_program', 'b_from', 'b_to']) if (q.get(k)) p.set(k, q.get(k));
+  for (const k of ['program', 'from', 'to', 'b_program', 'b_from', 'b_to', 'fdr', 'min_change']) {
+    if (q.get(k)) p.set(k, q.get(k));
+  }
   const r = await getJson('../v1/dev/compare?' + p);
   if (r.status === 401) return show(h, devDenied());
   const back = link('Back to the tag', '#dev/' + enc(tag) + (q.get('program') ? '?program=' + enc(q.get('program')) : ''));
@@ -523,7 +534,7 @@ async function devComparePage(tag, q) {
         cell(s.p.toFixed(4), s.p), cell(s.q.toFixed(4), s.q),
         el('td', {class: 'verdict'}, s.significant ? (change > 0 ? 'B slower' : 'B faster') : '—'));
   });
-  show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)),
+  show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)), compareForm(tag, q),
        table('compare-segments', ['segment', 'A mean', 'B mean', 'change', 'p', 'q', 'verdict'], rows),
        el('p', {class: 'note'}, 'B differs from A when q ≤ ' + d.fdr + ' (a permutation test over the runs\' ' +
           'values, Benjamini-Hochberg across segments) and the change is at least ' + (100 * d.min_change) +

@@ -66,6 +66,22 @@ if (want.compare) {
   const groups = await page.textContent('#group-b');
   await check(groups.includes(want.compare.b_program) && groups.includes('6 runs'), 'group B names its build and its runs');
   await shot('compare');
+  // Stricter: q at most 0.1 and a least change of 1000%, set on the page.
+  if (want.compare.strict) {
+    await page.fill('#c-fdr', '0.1');
+    await page.fill('#c-min_change', '1000');
+    await page.click('#dev-compare-form button[type="submit"]');
+    await page.waitForFunction(() => document.querySelector('.note') &&
+        document.body.textContent.includes('q ≤ 0.1 '));
+    const strictRows = await page.$$eval('#compare-segments tbody tr',
+        (rs) => rs.map((r) => ({ segment: r.dataset.segment, verdict: r.querySelector('.verdict').textContent })));
+    const strict = want.compare.strict;
+    await check(strictRows.length === strict.length &&
+                strict.every((s) => strictRows.some((r) => r.segment === s.segment &&
+                    (r.verdict === '—') === !s.significant)),
+                `with q ≤ 0.1 and a 1000% least change, ${strict.filter((s) => s.significant).length} segments changed, as points compare says`);
+    await check((await page.textContent('body')).includes('at least 1000% of A'), 'the page states the least change it used');
+  }
   await page.click('text=Back to the tag');
   await page.waitForSelector('#dev-segments');
 }

@@ -150,6 +150,31 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     size_t significant = 0;
     for (const json& row : got["segments"]) significant += row["significant"].get<bool>() ? 1 : 0;
     EXPECT_GT(significant, 0u) << "ten times the rounds is a change: " << c->body;
+    // How sure and how large: the command's --fdr and --min_change, the
+    // same answer. Ten times the rounds is +900%, under a least change of
+    // 1000%.
+    std::string strict;
+    ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("runs") + " " + dir.File("runs_b") +
+                             " --tag startup --json --fdr 0.1 --min_change 10",
+                         &strict),
+              0)
+        << strict;
+    const json want_strict = json::parse(strict);
+    c = http.Get(compare_target + "&fdr=0.1&min_change=10",
+                 {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(c.ok() && c->status == 200) << (c.ok() ? c->body : "");
+    EXPECT_EQ(json::parse(c->body)["segments"], want_strict) << c->body;
+    EXPECT_EQ(json::parse(c->body)["fdr"], 0.1) << c->body;
+    EXPECT_EQ(json::parse(c->body)["min_change"], 10) << c->body;
+    size_t strict_significant = 0;
+    for (const json& row : want_strict)
+      strict_significant += row["significant"].get<bool>() ? 1 : 0;
+    EXPECT_LT(strict_significant, significant) << strict;
+    for (const std::string& bad : {"&fdr=0.9", "&fdr=x", "&min_change=-1", "&min_change=1e9"}) {
+      c = http.Get(compare_target + bad, {{"Authorization", "Bearer " + kAlice}});
+      ASSERT_TRUE(c.ok());
+      EXPECT_EQ(c->status, 400) << bad << ": " << c->body;
+    }
     c = http.Get("/v1/dev/compare?tag=startup&program=fieldprof_pointsprog",
                  {{"Authorization", "Bearer " + kAlice}});
     ASSERT_TRUE(c.ok());
@@ -174,6 +199,7 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     want["segments"] = json::parse(local)["tags"][0]["segments"];
     want["compare"]["b_program"] = "fieldprof_points_b";
     want["compare"]["segments"] = want_compare;
+    want["compare"]["strict"] = want_strict;  // --fdr 0.1 --min_change 10
     std::ofstream(dir.File("dev-want.json")) << want.dump(2);
     std::string browser;
     EXPECT_EQ(
