@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "common/cxx_names.h"
 #include "common/durable_file.h"
 #include "common/points_format.h"
 
@@ -130,6 +131,8 @@ struct RunSink {
   void OnRate(uint64_t hz) { tsc_hz = hz; }
   void OnClock(uint64_t tsc, uint64_t ns) { clock.emplace_back(tsc, ns); }
   void OnSite(uint32_t id, PointSite site) {
+    // A C++ function's scope (points record --at) is named by its symbol.
+    if (site.name.compare(0, 2, "_Z") == 0) site.name = Demangle(site.name);
     if (site_of.emplace(id, static_cast<uint32_t>(run->sites.size())).second) {
       run->sites.push_back(std::move(site));
     }

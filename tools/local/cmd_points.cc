@@ -33,6 +33,7 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
+#include "tools/local/at_names.h"
 #include "tools/local/html_page.h"
 #include "tools/local/points_field.h"
 #include "tools/local/points_remote.h"
@@ -65,14 +66,55 @@ constexpr const char* kUsage =
 
 void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }
 
+// The file `cmd` runs: itself with a '/', else the first in PATH.
+std::string ProgramPath(const std::string& cmd) {
+  if (cmd.find('/') != std::string::npos) return cmd;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string f = (dir.empty() ? "." : dir) + "/" + cmd;
+    if (access(f.c_str(), X_OK) == 0) return f;
+  }
+  return cmd;
+}
+
+// One --at entry with a C++ name (myprog:Config::load): the plan lines of
+// the functions it names in the module's file, by their symbols; in
+// *names, a line per symbol that says which entry it came from.
+Status PlanCxxName(const std::string& entry, size_t colon, const std::string& program,
+                   std::string* plan, std::string* names) {
+  const std::string module = entry.substr(0, colon), name = entry.substr(colon + 1);
+  const std::string file = local::ModuleFile(program, module);
+  if (file.empty()) {
+    return InvalidArgument("--at " + entry + ": " + name +
+                           " is a C++ name, and no file of module " + module +
+                           " was found to look it up in (give the mangled name, as nm shows it)");
+  }
+  std::vector<std::string> near;
+  StatusOr<std::vector<local::CxxMatch>> found = local::FunctionsNamed(file, name, &near);
+  if (!found.ok()) return InvalidArgument("--at " + entry + ": " + found.status().message());
+  if (found->empty()) {
+    std::string hint;
+    for (const std::string& n : near) hint += (hint.empty() ? "; did you mean " : ", ") + n;
+    return InvalidArgument("--at " + entry + ": no function of that name in " + file +
+                           (near.empty() ? " (its symbol table may have been stripped)" : hint));
+  }
+  for (const local::CxxMatch& m : *found) {
+    *plan += module + ":" + m.symbol + "\n";
+    *names += module + ":" + m.symbol + "\t" + module + ":" + m.demangled + "\n";
+  }
+  return Status::Ok();
+}
+
 // Points placed by configuration: the runtime in its points pass binds
 // the functions listed and hands each call's span to the recorder, with a
 // lab pass's settings. The runtime goes first in LD_PRELOAD, so that it
 // finds the recorder's entry after itself. `work`: a directory for its
-// plan and lab files.
+// plan and lab files. C++ names are looked up in the module's file, as
+// `program` (the command's file) loads it.
 Status PlaceByConfiguration(const std::string& at, const std::string& runtime_dir,
-                            const std::string& work) {
-  std::string plan;
+                            const std::string& work, const std::string& program) {
+  std::string plan, names;
   for (size_t start = 0; start <= at.size();) {
     const size_t comma = std::min(at.find(',', start), at.size());
     std::string f = at.substr(start, comma - start);
@@ -85,10 +127,17 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
       return InvalidArgument("--at takes MODULE:FUNCTION (libsqlite3.so.0:sqlite3_step), not \"" +
                              f + "\"");
     }
-    plan += f + "\n";
+    if (local::IsPlainSymbol(f.substr(colon + 1))) {
+      plan += f + "\n";
+    } else if (Status c = PlanCxxName(f, colon, program, &plan, &names); !c.ok()) {
+      return c;
+    }
   }
   if (plan.empty()) return InvalidArgument("--at names no function");
   if (Status w = WriteFileDurably(work + "/at.apis", plan, FileAccess::kPrivate); !w.ok()) return w;
+  if (Status w = WriteFileDurably(work + "/at.names", names, FileAccess::kPrivate); !w.ok()) {
+    return w;
+  }
   setenv("FIELDPROF_LAB", "points", 1);
   setenv("FIELDPROF_LAB_DIR", work.c_str(), 1);
   setenv("FIELDPROF_LAB_APIS", (work + "/at.apis").c_str(), 1);
@@ -121,6 +170,14 @@ void SayPlacements(const std::string& work) {
       if (it == best.end() || rank(what) > rank(it->second)) best[name] = what;
     }
   }
+  // A C++ name's symbols are said by their names as written.
+  std::map<std::string, std::string> shown;
+  StatusOr<std::string> names = ReadWholeFile(work + "/at.names");
+  std::istringstream names_in(names.ok() ? *names : "");
+  for (std::string line; std::getline(names_in, line);) {
+    const size_t tab = line.find('\t');
+    if (tab != std::string::npos) shown[line.substr(0, tab)] = line.substr(tab + 1);
+  }
   StatusOr<std::string> plan = ReadWholeFile(work + "/at.apis");
   std::istringstream in(plan.ok() ? *plan : "");
   for (std::string name; std::getline(in, name);) {
@@ -139,7 +196,8 @@ void SayPlacements(const std::string& work) {
     } else {
       said = it->second;
     }
-    Say("--at " + name + ": " + said);
+    const auto as_written = shown.find(name);
+    Say("--at " + (as_written != shown.end() ? as_written->second : name) + ": " + said);
   }
 }
 
@@ -197,7 +255,7 @@ int Record(int argc, char** argv) {
       return 3;
     }
     work = tmpl;
-    if (Status p = PlaceByConfiguration(at, *dir, work); !p.ok()) {
+    if (Status p = PlaceByConfiguration(at, *dir, work, ProgramPath(cmd[0])); !p.ok()) {
       fs::remove_all(work, ec);
       return UsageError(t, p);
     }
@@ -243,7 +301,10 @@ int Record(int argc, char** argv) {
                "fieldprof points: %s: %zu process file%s, %zu events (fieldprof points show %s)\n",
                output.c_str(), all->size(), all->size() == 1 ? "" : "s", events, output.c_str());
   if (events == 0) {
-    Say("no point was recorded: does the program include <fieldprof/points.h> and pass one?");
+    Say(at.empty()
+            ? "no point was recorded: does the program include <fieldprof/points.h> and pass one?"
+            : "no point was recorded: no --at function was called, and the program passed no "
+              "point of its own");
   }
   return failed > 0 ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 //   thrower      throws on odd arguments (an exception through the scope)
 //   tiny         3 bytes: too short to move, left alone
 //   loop_head    a branch back into its first 5 bytes: left alone
+//   cfg::Parser::Parse  two C++ overloads, named as written in the code
 #include <time.h>
 
 #include <algorithm>
@@ -91,12 +92,32 @@ __attribute__((noinline)) static long tiny() { return 0; }
 
 }  // extern "C"
 
+// C++: two overloads of one name, which --at names as the code does.
+namespace cfg {
+class Parser {
+ public:
+  __attribute__((noinline)) long Parse(long x) {
+    seen_ += x % 7;
+    return seen_;
+  }
+  __attribute__((noinline)) long Parse(const char* s) {
+    for (; *s != 0; ++s) seen_ += *s;
+    return seen_;
+  }
+
+ private:
+  long seen_ = 0;
+};
+}  // namespace cfg
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const long n = std::atol(argv[1]);
   std::vector<long> own;
   long sum = 0, caught = 0;
+  cfg::Parser parser;
   for (long i = 0; i < n; ++i) {
+    sum += parser.Parse(i) + parser.Parse(i % 2 == 0 ? "even" : "odd");
     const long t0 = NowNs();
     sum += load_config(i);
     own.push_back(NowNs() - t0);

@@ -281,7 +281,7 @@ TEST(PointsRecordTest, PointsOnFunctionsInsideTheProgramSeeEveryCall) {
   ASSERT_EQ(RunCommand(prog + " " + std::to_string(kCalls), &plain), 0);
   std::string at;
   for (const char* f : {"load_config", "bump", "early", "fib", "thrower", "tiny", "loop_head",
-                        "no_such_function"}) {
+                        "no_such_function", "cfg::Parser::Parse"}) {
     at += std::string(at.empty() ? "" : ",") + "fieldprof_inmodule:" + f;
   }
   ASSERT_EQ(
@@ -313,6 +313,13 @@ TEST(PointsRecordTest, PointsOnFunctionsInsideTheProgramSeeEveryCall) {
             std::string::npos)
       << said;
   EXPECT_NE(said.find("no_such_function: not found"), std::string::npos) << said;
+  // A C++ name as the code writes it: both overloads, said as demangled.
+  for (const char* f : {"cfg::Parser::Parse(long)", "cfg::Parser::Parse(char const*)"}) {
+    EXPECT_NE(said.find(std::string("fieldprof_inmodule:") + f + ": a scope at every call"),
+              std::string::npos)
+        << f << "\n"
+        << said;
+  }
   EXPECT_NE(said.find("libnot_loaded.so.1:f: no process loaded a module named libnot_loaded.so.1"),
             std::string::npos)
       << said;
@@ -333,6 +340,8 @@ TEST(PointsRecordTest, PointsOnFunctionsInsideTheProgramSeeEveryCall) {
   EXPECT_EQ(count["early"], kCalls) << out;
   EXPECT_EQ(count["fib"], fib_calls) << out;       // nested in itself
   EXPECT_EQ(count["thrower"], kCalls / 2) << out;  // a throw ends no scope
+  EXPECT_EQ(count["cfg::Parser::Parse(long)"], kCalls) << out;
+  EXPECT_EQ(count["cfg::Parser::Parse(char const*)"], kCalls) << out;
   EXPECT_EQ(count.count("tiny"), 0u) << out;
   EXPECT_EQ(count.count("loop_head"), 0u) << out;
   // load_config's calls as long as the program's own clock had them
@@ -350,6 +359,20 @@ TEST(PointsRecordTest, PointsOnFunctionsInsideTheProgramSeeEveryCall) {
   std::sort(ns.begin(), ns.end());
   const double own = std::stod(lines(placed)["load_config_median_ns"].substr(22));
   EXPECT_NEAR(ns[ns.size() / 2], own, own * 0.05) << own;
+
+  // A C++ name that names nothing: refused before the program runs, with
+  // the functions of that last name it might have meant.
+  EXPECT_EQ(RunCommand(kCli + " points record --at fieldprof_inmodule:cfg::Nope::Parse -o " +
+                           dir.File("nope") + " -- " + prog + " 1 2>&1",
+                       &out),
+            2);
+  EXPECT_NE(
+      out.find("--at fieldprof_inmodule:cfg::Nope::Parse: no function of that name in " + prog +
+               "; did you mean cfg::Parser::Parse(char const*), "
+               "cfg::Parser::Parse(long)"),
+      std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("result "), std::string::npos) << "the program did not run: " << out;
 }
 
 // A program killed mid-run leaves a file that reads up to its last drain;
