@@ -53,7 +53,9 @@ PROFILE_package=(help2man lintian debootstrap systemd-container)
 PROFILE_cluster=(clickhouse-server zookeeper haproxy)
 # bench: the benchmarks' helpers and peers (GNU time, hyperfine, the nginx
 # reference sink, uftrace and ltrace), bc for their arithmetic.
-PROFILE_bench=(time hyperfine nginx-light uftrace ltrace bc)
+# lttng: the points benchmark's lttng-ust anchor (a tracepoint, and a
+# session of the user's own to enable it).
+PROFILE_bench=(time hyperfine nginx-light uftrace ltrace bc liblttng-ust-dev lttng-tools)
 ALL_PROFILES=(build unit process package cluster bench)
 
 if [[ "${1:-}" == "--list" ]]; then

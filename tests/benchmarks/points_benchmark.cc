@@ -9,6 +9,10 @@
 //   - per event on one thread (goal: <= 10 ns), in bursts of 8,192 points
 //     that the drain empties between them, against the same bursts
 //     unarmed; the floor beside it: one rdtsc;
+//   - an lttng-ust tracepoint, the anchor, where Debian's liblttng-ust-dev
+//     and lttng-tools are installed: per event, in the same bursts, with a
+//     session of its own enabling it (a session daemon of this user's,
+//     started and stopped here);
 //   - 1M points a second across 2 threads (goal: <= 1% of wall time, no
 //     event lost or every loss counted): 2 threads of 2 us work units with
 //     a point each, for a second, armed against unarmed, 9 rounds
@@ -18,8 +22,10 @@
 //                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof_points.so)
 //
 // The disarmed loops are the same dependent multiply-add, interleaved
-// round by round so the machine's drift lands on all of them.
+// round by round so the machine's drift lands on all of them; with
+// lttng-ust, its tracepoint with no session enabling it is one of them.
 #include <fieldprof/points.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +42,10 @@
 #include <vector>
 
 #include "common/points_file.h"
+
+#ifdef FIELDPROF_HAVE_LTTNG_UST
+#include "fieldprof_bench_tp.h"
+#endif
 
 extern char** environ;
 
@@ -76,6 +86,17 @@ namespace {
   }
   return x;
 }
+
+#ifdef FIELDPROF_HAVE_LTTNG_UST
+[[gnu::noinline]] uint64_t WithLttng(long n, uint64_t x) {
+  for (long i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    lttng_ust_tracepoint(fieldprof_bench, tick, x);
+    __asm__ __volatile__("" : "+r"(x));
+  }
+  return x;
+}
+#endif
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -225,9 +246,102 @@ void Armed(const char* self, const std::string& lib, int rounds) {
   fs::remove_all(tmp, ec);
 }
 
+#ifdef FIELDPROF_HAVE_LTTNG_UST
+// In the child, with a session enabling the tracepoint: per event in the
+// same bursts as ArmedChild, the consumer draining between them.
+int LttngChild(int rounds) {
+  if (!lttng_ust_tracepoint_enabled(fieldprof_bench, tick)) {
+    std::printf("  (no lttng session enabled fieldprof_bench:tick)\n");
+    return 1;
+  }
+  std::vector<double> plain, traced;
+  uint64_t sink = 1;
+  for (int r = 0; r < rounds * 20; ++r) {
+    auto t0 = Clock::now();
+    sink = Plain(kBurst, sink);
+    auto t1 = Clock::now();
+    plain.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
+    t0 = Clock::now();
+    sink = WithLttng(kBurst, sink);
+    t1 = Clock::now();
+    traced.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
+    std::this_thread::sleep_for(std::chrono::milliseconds(8));
+  }
+  const double p = Median(plain), t = Median(traced);
+  std::printf("  %-26s %7.3f ns  added %+.3f ns per event (the anchor)\n",
+              "lttng-ust tracepoint, on", t, t - p);
+  return sink == 42 ? 3 : 0;
+}
+
+// A command's exit code, its output (stdout and stderr) in *out.
+int Sh(const std::string& cmd, std::string* out) {
+  out->clear();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// A session daemon of this user's (LTTNG_HOME in a directory of its own),
+// a session enabling fieldprof_bench:tick, the child measuring under it,
+// and everything stopped again.
+void LttngEnabled(const char* self, int rounds) {
+  namespace fs = std::filesystem;
+  if (access("/usr/bin/lttng", X_OK) != 0 || access("/usr/bin/lttng-sessiond", X_OK) != 0) {
+    std::printf("  (lttng-tools not installed: no enabled lttng-ust figure)\n");
+    return;
+  }
+  const fs::path home =
+      fs::temp_directory_path() / ("points-bench-lttng-" + std::to_string(getpid()));
+  fs::create_directories(home);
+  setenv("LTTNG_HOME", home.c_str(), 1);
+  pid_t daemon = -1;
+  const char* argv[] = {"lttng-sessiond", "--no-kernel", "--quiet", nullptr};
+  if (posix_spawn(&daemon, "/usr/bin/lttng-sessiond", nullptr, nullptr,
+                  const_cast<char* const*>(argv), environ) != 0) {
+    std::printf("  (cannot start lttng-sessiond)\n");
+    return;
+  }
+  std::string out;
+  const std::string session = "fpbench" + std::to_string(getpid());
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {  // up to 10 s for the daemon to answer
+    up = Sh("lttng list", &out) == 0;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (up && Sh("lttng create " + session + " --output=" + (home / "trace").string(), &out) == 0 &&
+      Sh("lttng enable-event --userspace fieldprof_bench:tick --session=" + session, &out) == 0 &&
+      Sh("lttng start " + session, &out) == 0) {
+    std::fputs(RunSelf(self, {"--lttng-child", std::to_string(rounds)}, "", "").c_str(), stdout);
+    Sh("lttng stop " + session, &out);
+    // lttng says how many events its buffers had to discard, if any.
+    for (size_t at = out.find("discarded"); at != std::string::npos; at = std::string::npos) {
+      const size_t line = out.rfind('\n', at);
+      std::printf("  lttng: %s\n",
+                  out.substr(line == std::string::npos ? 0 : line + 1,
+                             out.find('\n', at) - (line == std::string::npos ? 0 : line + 1))
+                      .c_str());
+    }
+    Sh("lttng destroy " + session, &out);
+  } else {
+    std::printf("  (lttng session could not start: %s)\n", out.c_str());
+  }
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+  unsetenv("LTTNG_HOME");
+  std::error_code ec;
+  fs::remove_all(home, ec);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef FIELDPROF_HAVE_LTTNG_UST
+  if (argc == 3 && !std::strcmp(argv[1], "--lttng-child")) return LttngChild(std::atoi(argv[2]));
+#endif
   if (argc == 3 && !std::strcmp(argv[1], "--armed-child")) return ArmedChild(std::atoi(argv[2]));
   if (argc == 3 && !std::strcmp(argv[1], "--throughput-child")) {
     return ThroughputChild(std::atof(argv[2]));
@@ -248,12 +362,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   using Loop = uint64_t (*)(long, uint64_t);
-  const Loop loops[] = {Plain, WithPoint, WithUsdt};
-  const char* const names[] = {"plain loop", "disarmed FP_POINT", "bare USDT probe (anchor)"};
-  std::vector<double> ns[3];
+  std::vector<Loop> loops = {Plain, WithPoint, WithUsdt};
+  std::vector<const char*> names = {"plain loop", "disarmed FP_POINT", "bare USDT probe (anchor)"};
+#ifdef FIELDPROF_HAVE_LTTNG_UST
+  loops.push_back(WithLttng);
+  names.push_back("lttng-ust, no session");
+#endif
+  const int nloops = static_cast<int>(loops.size());
+  std::vector<std::vector<double>> ns(loops.size());
   uint64_t sink = 1;
   for (int r = 0; r < rounds; ++r) {
-    for (int l = 0; l < 3; ++l) {
+    for (int l = 0; l < nloops; ++l) {
       const auto t0 = Clock::now();
       sink = loops[l](n, sink);
       const auto t1 = Clock::now();
@@ -266,7 +385,7 @@ int main(int argc, char** argv) {
   const double plain = Median(ns[0]);
   std::printf("disarmed: %ld iterations x %d rounds, interleaved; median ns per iteration\n", n,
               rounds);
-  for (int l = 0; l < 3; ++l) {
+  for (int l = 0; l < nloops; ++l) {
     const double m = Median(ns[l]);
     // The spread: the middle half of the rounds.
     std::vector<double> v = ns[l];
@@ -280,6 +399,13 @@ int main(int argc, char** argv) {
   if (!lib.empty()) {
     std::fflush(stdout);
     Armed("/proc/self/exe", lib, rounds);
+#ifdef FIELDPROF_HAVE_LTTNG_UST
+    std::printf("the anchor, enabled, in the same bursts:\n");
+    std::fflush(stdout);
+    LttngEnabled("/proc/self/exe", rounds);
+#else
+    std::printf("(no lttng-ust anchor: liblttng-ust-dev was not installed at build time)\n");
+#endif
   } else {
     std::printf("(armed figures: --recorder build/agent/runtime/libfieldprof_points.so)\n");
   }
