@@ -79,6 +79,16 @@ std::string ModuleModelJson(const ModuleModel& m, const std::string& source,
     j.EndObject();
   }
   j.EndArray();
+  j.Key("points").BeginArray();
+  for (const PointCost& p : m.points) {
+    const HistogramStats st = p.h.Stats();
+    j.BeginObject().Key("tag").String(p.tag).Key("segment").String(p.segment);
+    j.Key("symbol").String(p.symbol).Key("runs").Uint(p.runs).Key("count").Uint(st.count);
+    j.Key("mean_ns").DoubleExact(st.mean).Key("p50_ns").DoubleExact(st.p50);
+    j.Key("p90_ns").DoubleExact(st.p90).Key("p99_ns").DoubleExact(st.p99);
+    j.EndObject();
+  }
+  j.EndArray();
   j.EndObject();
   return j.Take() + "\n";
 }

@@ -29,9 +29,22 @@ ModuleModel BuildModuleModel(const std::string& module, const std::vector<Series
   ModuleModel m;
   m.module = module;
   std::map<std::string, ApiCost> by_symbol;
+  std::map<std::string, PointCost> points;
   std::set<std::string> versions;
   for (const SeriesSum& s : series) {
     if (s.key.module() != module || !SeriesMatches(s, filter)) continue;
+    if (s.key.metric() == wire::METRIC_POINT_NS) {
+      PointCost& p = points[s.key.symbol()];
+      if (p.symbol.empty()) {
+        p.symbol = s.key.symbol();
+        std::tie(p.tag, p.segment) = SplitPointSymbol(p.symbol);
+      }
+      p.h.Merge(s.histogram);
+      p.runs += s.runs;
+      m.machines = std::max(m.machines, s.machines);
+      ++m.series;
+      continue;
+    }
     const int mi = static_cast<int>(s.key.metric()) - 1;
     if (mi < 0 || mi >= kModelMetrics) continue;
     ApiCost& a = by_symbol[s.key.symbol()];
@@ -95,7 +108,16 @@ ModuleModel BuildModuleModel(const std::string& module, const std::vector<Series
     return x.total[0] != y.total[0] ? x.total[0] > y.total[0] : x.scope < y.scope;
   });
   m.versions.assign(versions.begin(), versions.end());
+  for (auto& [symbol, p] : points) m.points.push_back(std::move(p));
   return m;
+}
+
+std::pair<std::string, std::string> SplitPointSymbol(const std::string& symbol) {
+  const size_t a = symbol.find('$');
+  const size_t b = a == std::string::npos ? a : symbol.find('$', a + 1);
+  if (a == std::string::npos) return {symbol, ""};
+  if (b == std::string::npos) return {symbol.substr(0, a), symbol.substr(a + 1) + " (scope)"};
+  return {symbol.substr(0, a), symbol.substr(a + 1, b - a - 1) + " -> " + symbol.substr(b + 1)};
 }
 
 }  // namespace fieldprof

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cxx_names.h"
@@ -74,12 +75,28 @@ struct ScopeCost {
   std::array<double, kModelMetrics> share{};
 };
 
+// One series of the module's instrumentation points (metric point_ns,
+// docs/points.md): the time from one point of a tag to the next
+// ("tag$from$to"), or of a scope ("tag$name"), summed over runs.
+struct PointCost {
+  std::string symbol;   // as keyed
+  std::string tag;      // "startup"
+  std::string segment;  // "load -> parsed", "parse (scope)"
+  Histogram h;
+  uint64_t runs = 0;
+};
+
+// A point series' symbol as its tag and segment:
+// "tag$from$to" -> ("tag", "from -> to"); "tag$name" -> ("tag", "name (scope)").
+std::pair<std::string, std::string> SplitPointSymbol(const std::string& symbol);
+
 struct ModuleModel {
   std::string module;
   std::vector<ApiCost> apis;  // by wall-time share, largest first
   std::array<double, kModelMetrics> total{};
   uint64_t calls = 0;
   std::vector<ScopeCost> scopes;  // every prefix of every API's scopes, by wall-time total
+  std::vector<PointCost> points;  // by tag, then segment (the filter's scope aside)
   std::vector<std::string> versions;
   size_t series = 0;  // series summed
   // The most machines behind any one series: a lower bound for the

@@ -255,8 +255,21 @@ async function modulePage(m, q) {
     for (const k of ['a_from', 'a_to', 'b_from', 'b_to']) p.set(k, ranges.elements[k].value);
     location.hash = '#compare/' + enc(m) + '?' + p;
   });
+  // The module's instrumentation points (fieldprof/points.h), as the field
+  // summed them: the time from each point of a tag to the next, and of each
+  // scope.
+  const points = (rep.points || []).length ? [el('h2', {}, 'Instrumentation points'),
+      el('p', {class: 'note'}, 'Per tag: the time from each point to the next, and of each scope, ' +
+         'over the measured runs that passed them.'),
+      table('points', ['tag', 'segment', 'runs', 'count', 'mean', 'p50', 'p90', 'p99'], rep.points.map(pt =>
+          el('tr', {'data-symbol': pt.symbol}, el('td', {class: 'name'}, pt.tag),
+             el('td', {class: 'name'}, pt.segment), cell(fmtCount(pt.runs), pt.runs),
+             cell(fmtCount(pt.count), pt.count), cell(fmtNs(pt.mean_ns), pt.mean_ns),
+             cell(fmtNs(pt.p50_ns), pt.p50_ns), cell(fmtNs(pt.p90_ns), pt.p90_ns),
+             cell(fmtNs(pt.p99_ns), pt.p99_ns))))] : [];
   if (!rep.apis.length) {
-    return show(title, filtersForm(m, q, rep.versions), el('p', {id: 'no-data'}, 'No data for these filters.'));
+    return show(title, filtersForm(m, q, rep.versions),
+                points.length ? '' : el('p', {id: 'no-data'}, 'No data for these filters.'), ...points);
   }
   const rows = rep.apis.map(a => {
     const w = a.metrics.wall_time_ns || {};
@@ -279,7 +292,7 @@ async function modulePage(m, q) {
          el('td', {class: 'name'}, '\u00a0'.repeat(2 * (s.depth - 1)) + s.scope),
          cell(fmtCount(s.apis), s.apis), cell(fmtCount(s.calls), s.calls))));
   show(title, head, filtersForm(m, q, rep.versions), rep.versions.length > 1 ? compare : '', ranges, note,
-       apis, el('h2', {}, 'By namespace and class'), scopes);
+       apis, el('h2', {}, 'By namespace and class'), scopes, ...points);
 }
 
 async function apiPage(m, sym, q) {

@@ -11,6 +11,7 @@
 
 #include "common/histogram.h"
 #include "common/json_writer.h"
+#include "common/module_model.h"
 #include "common/options.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
@@ -25,20 +26,6 @@ constexpr const char* kUsage =
     "runs (a user's own program is the module \"main\").\n"
     "  fieldprof points field --module main\n"
     "  fieldprof points field --module libfoo.so.1 --host agg.example --from 2026-11-01\n";
-
-struct Series {
-  Histogram h;
-  uint64_t runs = 0;
-};
-
-// "tag$from$to" -> ("tag", "from -> to"); "tag$name" -> ("tag", "name (scope)").
-std::pair<std::string, std::string> Split(const std::string& symbol) {
-  const size_t a = symbol.find('$');
-  const size_t b = a == std::string::npos ? a : symbol.find('$', a + 1);
-  if (a == std::string::npos) return {symbol, ""};
-  if (b == std::string::npos) return {symbol.substr(0, a), symbol.substr(a + 1) + " (scope)"};
-  return {symbol.substr(0, a), symbol.substr(a + 1, b - a - 1) + " -> " + symbol.substr(b + 1)};
-}
 
 }  // namespace
 
@@ -66,22 +53,15 @@ int PointsField(int argc, char** argv) {
     std::cerr << "fieldprof points field: " << series.status().message() << "\n";
     return 1;
   }
-  std::map<std::string, Series> by;  // by symbol: tag, then segment
-  for (const SeriesSum& ss : *series) {
-    if (ss.key.metric() != wire::METRIC_POINT_NS) continue;
-    Series& e = by[ss.key.symbol()];
-    e.h.Merge(ss.histogram);
-    e.runs += ss.runs;
-  }
+  const ModuleModel model = BuildModuleModel(module, *series, {});
   if (json) {
     JsonWriter j;
     j.BeginObject().Key("module").String(module).Key("source").String(source.Name());
     j.Key("points").BeginArray();
-    for (const auto& [symbol, e] : by) {
-      const auto [tag, segment] = Split(symbol);
-      const HistogramStats st = e.h.Stats();
-      j.BeginObject().Key("tag").String(tag).Key("segment").String(segment);
-      j.Key("runs").Uint(e.runs).Key("count").Uint(st.count).Key("mean_ns").Double(st.mean);
+    for (const PointCost& p : model.points) {
+      const HistogramStats st = p.h.Stats();
+      j.BeginObject().Key("tag").String(p.tag).Key("segment").String(p.segment);
+      j.Key("runs").Uint(p.runs).Key("count").Uint(st.count).Key("mean_ns").Double(st.mean);
       j.Key("p50_ns").Double(st.p50).Key("p90_ns").Double(st.p90).Key("p99_ns").Double(st.p99);
       j.EndObject();
     }
@@ -89,18 +69,17 @@ int PointsField(int argc, char** argv) {
     std::cout << j.Take() << "\n";
     return 0;
   }
-  if (by.empty()) {
+  if (model.points.empty()) {
     std::printf("%s: no instrumentation points in the %s\n", module.c_str(), source.Name().c_str());
     return 0;
   }
   std::printf("%s, from the %s\n", module.c_str(), source.Name().c_str());
   std::printf("%-16s %-36s %8s %10s %10s %10s %10s %10s\n", "tag", "segment", "runs", "count",
               "mean", "p50", "p90", "p99");
-  for (const auto& [symbol, e] : by) {
-    const auto [tag, segment] = Split(symbol);
-    const HistogramStats st = e.h.Stats();
-    std::printf("%-16s %-36s %8s %10s %10s %10s %10s %10s\n", tag.c_str(), segment.c_str(),
-                FormatCount(e.runs).c_str(), FormatCount(st.count).c_str(),
+  for (const PointCost& p : model.points) {
+    const HistogramStats st = p.h.Stats();
+    std::printf("%-16s %-36s %8s %10s %10s %10s %10s %10s\n", p.tag.c_str(), p.segment.c_str(),
+                FormatCount(p.runs).c_str(), FormatCount(st.count).c_str(),
                 FormatNanos(st.mean).c_str(), FormatNanos(st.p50).c_str(),
                 FormatNanos(st.p90).c_str(), FormatNanos(st.p99).c_str());
   }

@@ -119,7 +119,7 @@ int CmdReport(int argc, char** argv) {
   }
   const ReportContext c = Context(o);
   const ModuleModel m = BuildModuleModel(o.module, *series, o.filter);
-  if (m.apis.empty()) {
+  if (m.apis.empty() && m.points.empty()) {
     std::cerr << "fieldprof report: no data for " << o.module
               << (c.filters.empty() ? "" : " (" + c.filters + ")") << " in the " << c.source
               << "\n";

@@ -141,6 +141,20 @@ std::string ReportText(const ModuleModel& m, const ReportContext& c) {
       out += line;
     }
   }
+  if (!m.points.empty()) {
+    out += "\ninstrumentation points (per tag: from each point to the next, and each scope):\n";
+    std::snprintf(line, sizeof line, "%-16s %-36s %9s %9s %10s %10s %10s %10s\n", "tag", "segment",
+                  "runs", "count", "mean", "p50", "p90", "p99");
+    out += line;
+    for (const PointCost& p : m.points) {
+      const HistogramStats st = p.h.Stats();
+      std::snprintf(line, sizeof line, "%-16s %-36s %9s %9s %10s %10s %10s %10s\n", p.tag.c_str(),
+                    p.segment.c_str(), FormatCount(p.runs).c_str(), FormatCount(st.count).c_str(),
+                    Value(0, st.mean).c_str(), Value(0, st.p50).c_str(), Value(0, st.p90).c_str(),
+                    Value(0, st.p99).c_str());
+      out += line;
+    }
+  }
   return out;
 }
 
@@ -195,6 +209,18 @@ std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c) {
       const ScopeCost& s = m.scopes[i];
       out += "| " + Percent(s.share[0]) + " | " + MarkdownCell(s.scope) + " | " +
              std::to_string(s.apis) + " | " + FormatCount(s.calls) + " |\n";
+    }
+  }
+  if (!m.points.empty()) {
+    out +=
+        "\n## Instrumentation points\n\n| tag | segment | runs | count | mean | p50 | p90 | p99 "
+        "|\n|---|---|---:|---:|---:|---:|---:|---:|\n";
+    for (const PointCost& p : m.points) {
+      const HistogramStats st = p.h.Stats();
+      out += "| " + MarkdownCell(p.tag) + " | " + MarkdownCell(p.segment) + " | " +
+             FormatCount(p.runs) + " | " + FormatCount(st.count) + " | " +
+             MarkdownCell(Value(0, st.mean)) + " | " + MarkdownCell(Value(0, st.p50)) + " | " +
+             MarkdownCell(Value(0, st.p90)) + " | " + MarkdownCell(Value(0, st.p99)) + " |\n";
     }
   }
   // Inline code may not hold a backquote: those were dropped above.
@@ -285,6 +311,26 @@ std::string ScopeTable(const ModuleModel& m, const ReportContext& c) {
   return h + "</tbody>\n</table>\n";
 }
 
+// The module's instrumentation points, as the field summed them.
+std::string PointTable(const ModuleModel& m) {
+  if (m.points.empty()) return "";
+  std::string h = "<h2>Instrumentation points</h2>\n<table id=\"points\">\n<thead><tr>";
+  for (const char* col : {"tag", "segment", "runs", "count", "mean", "p50", "p90", "p99"}) {
+    h += std::string("<th tabindex=\"0\">") + col + "</th>";
+  }
+  h += "</tr></thead>\n<tbody>\n";
+  for (const PointCost& p : m.points) {
+    const HistogramStats st = p.h.Stats();
+    h += "<tr data-symbol=\"" + HtmlEscape(p.symbol) + "\"><td class=\"name\">" +
+         HtmlEscape(p.tag) + "</td><td class=\"name\">" + HtmlEscape(p.segment) + "</td>" +
+         Cell(static_cast<double>(p.runs), FormatCount(p.runs)) +
+         Cell(static_cast<double>(st.count), FormatCount(st.count)) +
+         Cell(st.mean, Value(0, st.mean)) + Cell(st.p50, Value(0, st.p50)) +
+         Cell(st.p90, Value(0, st.p90)) + Cell(st.p99, Value(0, st.p99)) + "</tr>\n";
+  }
+  return h + "</tbody>\n</table>\n";
+}
+
 // Sorting: click or Enter on a header; numbers by data-v, text by content.
 constexpr const char* kSortScript =
     "<script>\n"
@@ -311,7 +357,7 @@ constexpr const char* kSortScript =
 }  // namespace
 
 std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
-  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + kSortScript;
+  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + PointTable(m) + kSortScript;
 }
 
 }  // namespace fieldprof::tools

@@ -653,6 +653,40 @@ TEST(PointsDevTest, TheFieldsPointSumsAreReadBackByModule) {
   EXPECT_NE(out.find("load -> parsed"), std::string::npos) << out;
   ASSERT_EQ(RunCommand(kCli + " points field --module libnothing.so.1" + host + " 2>&1", &out), 0);
   EXPECT_NE(out.find("no instrumentation points"), std::string::npos) << out;
+
+  // The module's report (the dashboard's module page reads it) carries
+  // the same sums, and the page draws them, in Chromium.
+  HttpsClientOptions http_options = agg.Options();
+  HttpsClient http(http_options);
+  StatusOr<HttpReply> report = http.Get("/v1/report?module=main", {});
+  ASSERT_TRUE(report.ok() && report->status == 200) << (report.ok() ? report->body : "");
+  const json rep = json::parse(report->body);
+  ASSERT_EQ(rep["points"].size(), j["points"].size()) << report->body;
+  for (const json& p : rep["points"]) {
+    EXPECT_EQ(p["count"].get<uint64_t>(), count[p["segment"]]) << p.dump();
+    EXPECT_EQ(p["runs"].get<uint64_t>(), runs[p["segment"]]) << p.dump();
+  }
+  // So does the vendor report, as text and as a page.
+  ASSERT_EQ(RunCommand(kCli + " report --module main" + host + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("instrumentation points"), std::string::npos) << out;
+  EXPECT_NE(out.find("parse (scope)"), std::string::npos) << out;
+  ASSERT_EQ(
+      RunCommand(kCli + " report --module main -o " + dir.File("main.html") + host + " 2>&1", &out),
+      0)
+      << out;
+  StatusOr<std::string> page = ReadWholeFile(dir.File("main.html"));
+  ASSERT_TRUE(page.ok());
+  EXPECT_NE(page->find("<td class=\"name\">load -&gt; parsed</td>"), std::string::npos);
+  std::ofstream(dir.File("points-want.json")) << j.dump(2);
+  std::string browser;
+  EXPECT_EQ(RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/aggregator/ui/points_module.mjs https://127.0.0.1:" +
+                           std::to_string(agg.port()) + "/ui/ " + dir.File("points-want.json") +
+                           " " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
+                       &browser),
+            0)
+      << browser;
+  EXPECT_NE(browser.find("checks passed"), std::string::npos) << browser;
 }
 
 }  // namespace
