@@ -107,36 +107,51 @@ double Median(std::vector<double> v) {
 
 constexpr int kBurst = 8192;
 
+using Loop = uint64_t (*)(long, uint64_t);
+
+// Bursts of kBurst iterations of Plain and of `loop`, rounds * 20 times,
+// with a pause between for whatever drains the events; with `tsc`, a
+// burst of rdtsc reads too. Medians, ns per iteration.
+struct Bursts {
+  double plain, loop, tsc;
+};
+Bursts TimeBursts(int rounds, Loop loop, bool tsc) {
+  std::vector<double> plain, looped, reads;
+  uint64_t sink = 1;
+  const auto per_iteration = [](Clock::time_point t0, Clock::time_point t1) {
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst;
+  };
+  for (int r = 0; r < rounds * 20; ++r) {
+    auto t0 = Clock::now();
+    sink = Plain(kBurst, sink);
+    plain.push_back(per_iteration(t0, Clock::now()));
+    t0 = Clock::now();
+    sink = loop(kBurst, sink);
+    looped.push_back(per_iteration(t0, Clock::now()));
+    if (tsc) {
+      t0 = Clock::now();
+      for (int i = 0; i < kBurst; ++i) sink += __rdtsc();
+      reads.push_back(per_iteration(t0, Clock::now()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(8));  // the drain empties the ring
+  }
+  __asm__ __volatile__("" : : "r"(sink));
+  return {Median(plain), Median(looped), tsc ? Median(reads) : 0};
+}
+
 // In the child, armed: per-event cost in bursts the drain keeps up with.
 int ArmedChild(int rounds) {
   if (fieldprof_point_semaphore == 0) {
     std::fprintf(stderr, "points_benchmark: the recorder did not arm this program\n");
     return 1;
   }
-  std::vector<double> plain, armed, tsc;
-  uint64_t sink = 1;
-  for (int r = 0; r < rounds * 20; ++r) {
-    auto t0 = Clock::now();
-    sink = Plain(kBurst, sink);
-    auto t1 = Clock::now();
-    plain.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
-    t0 = Clock::now();
-    sink = WithPoint(kBurst, sink);
-    t1 = Clock::now();
-    armed.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
-    t0 = Clock::now();
-    for (int i = 0; i < kBurst; ++i) sink += __rdtsc();
-    t1 = Clock::now();
-    tsc.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
-    std::this_thread::sleep_for(std::chrono::milliseconds(8));  // the drain empties the ring
-  }
-  const double p = Median(plain), a = Median(armed);
+  const Bursts b = TimeBursts(rounds, WithPoint, true);
   std::printf("armed, one thread: %d bursts of %d points, median ns per iteration\n", rounds * 20,
               kBurst);
   std::printf("  %-26s %7.3f ns\n  %-26s %7.3f ns  added %+.3f ns per event (goal <= 10)\n",
-              "plain loop", p, "armed FP_POINT", a, a - p);
-  std::printf("  %-26s %7.3f ns  (the floor under any timestamp)\n", "one rdtsc", Median(tsc));
-  return sink == 42 ? 3 : 0;
+              "plain loop", b.plain, "armed FP_POINT", b.loop, b.loop - b.plain);
+  std::printf("  %-26s %7.3f ns  (the floor under any timestamp)\n", "one rdtsc", b.tsc);
+  return 0;
 }
 
 // 2 threads of 2 us work units with a point each, for `seconds`: 1M
@@ -254,23 +269,10 @@ int LttngChild(int rounds) {
     std::printf("  (no lttng session enabled fieldprof_bench:tick)\n");
     return 1;
   }
-  std::vector<double> plain, traced;
-  uint64_t sink = 1;
-  for (int r = 0; r < rounds * 20; ++r) {
-    auto t0 = Clock::now();
-    sink = Plain(kBurst, sink);
-    auto t1 = Clock::now();
-    plain.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
-    t0 = Clock::now();
-    sink = WithLttng(kBurst, sink);
-    t1 = Clock::now();
-    traced.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst);
-    std::this_thread::sleep_for(std::chrono::milliseconds(8));
-  }
-  const double p = Median(plain), t = Median(traced);
+  const Bursts b = TimeBursts(rounds, WithLttng, false);
   std::printf("  %-26s %7.3f ns  added %+.3f ns per event (the anchor)\n",
-              "lttng-ust tracepoint, on", t, t - p);
-  return sink == 42 ? 3 : 0;
+              "lttng-ust tracepoint, on", b.loop, b.loop - b.plain);
+  return 0;
 }
 
 // A command's exit code, its output (stdout and stderr) in *out.
@@ -361,7 +363,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB]\n");
     return 2;
   }
-  using Loop = uint64_t (*)(long, uint64_t);
   std::vector<Loop> loops = {Plain, WithPoint, WithUsdt};
   std::vector<const char*> names = {"plain loop", "disarmed FP_POINT", "bare USDT probe (anchor)"};
 #ifdef FIELDPROF_HAVE_LTTNG_UST
