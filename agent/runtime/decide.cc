@@ -142,19 +142,28 @@ bool ParseSettings(RunSettings& s, char* text, const char* path) {
 
 // The settings file the agent keeps (consent included), read and parsed.
 // Missing, too long or corrupt: false (not measured).
-bool ReadSettingsFile(RunSettings& s, const char* path) {
-  char text[6144];  // the agent writes a few hundred bytes; lists at most 2 KiB
+// A small file's bytes into text[0, cap - 1); how many, or -1 when it
+// cannot be opened. cap - 1: too long.
+long ReadSmallFile(const char* path, char* text, size_t cap) {
   size_t have = 0;
   const int fd = sys::OpenAt(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   for (;;) {
-    const long r = sys::Read(fd, text + have, sizeof text - 1 - have);
+    const long r = sys::Read(fd, text + have, cap - 1 - have);
     if (r == -EINTR) continue;
     if (r <= 0) break;
     have += static_cast<size_t>(r);
-    if (have == sizeof text - 1) break;
+    if (have == cap - 1) break;
   }
   sys::Close(fd);
+  return static_cast<long>(have);
+}
+
+bool ReadSettingsFile(RunSettings& s, const char* path) {
+  char text[6144];  // the agent writes a few hundred bytes; lists at most 2 KiB
+  const long n = ReadSmallFile(path, text, sizeof text);
+  if (n < 0) return false;
+  const size_t have = static_cast<size_t>(n);
   if (have == sizeof text - 1) {
     DebugLine(s.debug_log, "settings file %s is too long: not measuring", path);
     return false;
@@ -194,6 +203,7 @@ bool LoadSettingsFile(RunSettings& s, SettingsText* first, char** envp) {
 }
 
 bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
+  s.envp = envp;
   if (const char* dbg = sys::Env(envp, "FIELDPROF_DEBUG"); dbg != nullptr) {
     Copy(s.debug_log, sizeof s.debug_log, dbg);
   }
@@ -446,6 +456,30 @@ void CountRun(const char* spool_dir, FpRunCounter c) {
     }
   }
   sys::Close(fd);
+}
+
+bool ConsentStands(const RunSettings& s) {
+  if (s.explicit_run || s.envp == nullptr) return true;
+  char path[1024];
+  SettingsPath(s.envp, path, sizeof path);
+  char text[6144];
+  const long n = path[0] != 0 ? ReadSmallFile(path, text, sizeof text) : -1;
+  if (n < 0) return false;  // gone: consent lives in the file
+  text[n] = 0;
+  for (char* line = text; line != nullptr && *line;) {
+    char* nl = line;
+    while (*nl != 0 && *nl != '\n') ++nl;
+    char* next = *nl != 0 ? nl + 1 : nullptr;
+    *nl = 0;
+    char* p = Trim(line);
+    line = next;
+    char* eq = p;
+    while (*eq != 0 && *eq != '=') ++eq;
+    if (*p == '#' || *eq == 0) continue;
+    *eq = 0;
+    if (Eq(Trim(p), "consent")) return Eq(Trim(eq + 1), "yes");
+  }
+  return false;
 }
 
 RunDecision DecideRun(RunSettings* settings, SettingsText* text, char** envp) {

@@ -33,6 +33,7 @@ namespace fieldprof::rt {
 // it. Page-aligned, with what every measured run writes first: one page
 // touched, not two (force and the module lists are rarely set).
 struct alignas(4096) RunSettings {
+  char** envp;  // the environment at start: where the settings file is (ConsentStands)
   bool consent;
   bool explicit_run;  // FIELDPROF_RUN=1
   bool have_seed;
@@ -71,6 +72,13 @@ struct RunDecision {
 // in place: its bytes are changed).
 // `envp`: the environment as the constructor got it (read without getenv).
 RunDecision DecideRun(RunSettings* s, SettingsText* text, char** envp);
+
+// Whether the settings file still says consent = yes (always, in an
+// explicit run): a run measured from before `fieldprof optout` writes no
+// record after it. Reads the file again.
+bool ConsentStands(const RunSettings& s);
+// The same for this process's run (start.cc keeps its settings).
+bool RunConsentStands();
 
 // Adds one to a run counter in <spool_dir>/.counters (creating the spool
 // directory if needed). Best effort, never waits more than ~5 ms.

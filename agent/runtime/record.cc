@@ -183,6 +183,12 @@ void WriteRecord() {
     LabWriteRecord();
     return;
   }
+  // Consent withdrawn while the run went on (fieldprof optout): nothing
+  // is written, not even the spool's directory.
+  if (!RunConsentStands()) {
+    DebugLog("consent withdrawn since the run began: no record");
+    return;
+  }
   const uint64_t t_end = Rdtsc();
   CalibrateNow();             // over the whole run: the most precise rate, or the last check of it
   if (RateRefuted()) return;  // said in the debug log

@@ -49,6 +49,12 @@ namespace {
 // live as long as the process (g.config and the binder point into them).
 FP_COLD_BSS RunSettings settings;
 
+}  // namespace
+
+bool RunConsentStands() { return ConsentStands(settings); }
+
+namespace {
+
 // The slabs, shadow stacks and record memory of a measured run: zero-filled
 // and mapped without reserving memory, so a thread's pages are touched only
 // where it records.

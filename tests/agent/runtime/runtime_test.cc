@@ -740,6 +740,51 @@ TEST_F(RuntimeTest, ARunNotMeasuredLeavesNoTrace) {
   EXPECT_TRUE(fs::exists(spool()));
 }
 
+// `fieldprof optout` while a measured program still runs (the shell it
+// was typed in, most often): the program writes no record when it ends,
+// and makes no spool. The same run without the change leaves its record.
+TEST_F(RuntimeTest, ConsentWithdrawnDuringARunLeavesNoRecord) {
+  const std::string conf = dir_.path() + "/runtime.conf";
+  const auto write_conf = [&](const char* consent) {
+    std::ofstream(conf) << "consent = " << consent
+                        << "\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                        << "max_load_per_cpu = 1000\nforce = fp_test_sleep_us\nspool_dir = "
+                        << spool() << "\nslot_dir = " << dir_.path() << "/slots\n";
+  };
+  for (const bool withdraw : {false, true}) {
+    write_conf("yes");
+    fs::remove_all(spool());
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("FIELDPROF_SETTINGS", conf.c_str(), 1);
+      setenv("LD_PRELOAD", FIELDPROF_PRELOAD_LIB, 1);
+      // 40 sleeps of 50 ms.
+      execl(prog_.c_str(), prog_.c_str(), "sleep", "50000", "40", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Asleep in main's loop: past the start, where the run was decided.
+    const bool asleep = testing::WaitUntil(
+        [&] {
+          std::ifstream in("/proc/" + std::to_string(pid) + "/syscall");
+          long nr = -1;
+          in >> nr;
+          return nr == 230 || nr == 35;  // clock_nanosleep, nanosleep
+        },
+        std::chrono::seconds(10));
+    EXPECT_TRUE(asleep);
+    if (withdraw) write_conf("no");
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7) << status;
+    if (withdraw) {
+      EXPECT_FALSE(fs::exists(spool())) << "a record, or the spool, after consent was withdrawn";
+    } else {
+      EXPECT_EQ(Records().size(), 1u) << "measured, consent standing";
+    }
+  }
+}
+
 // A run that calls none of its chosen APIs leaves no file: one more in the
 // spool's counters instead.
 TEST_F(RuntimeTest, ARunThatMeasuresNothingLeavesNoFileAndIsCounted) {
