@@ -86,6 +86,10 @@ uintptr_t BinderDlsymResult(const char* name, uintptr_t addr);
 // straight to it. Returns the number of call sites rebound.
 int BinderRebindSlot(int slot);
 
+// Whether the API bound to `slot` was named in the `points` setting (its
+// durations also go into the record as a point series).
+bool SlotIsPoint(int slot);
+
 // The child of a fork: the binder's lock, if another thread held it, is free.
 void BinderAfterFork();
 

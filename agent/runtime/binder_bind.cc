@@ -22,7 +22,7 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
   KeyBuildId(def, n.build_id, sizeof n.build_id);
   g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
-  g.point[stub] = point ? 1 : 0;
+  n.point = point;
   g.bound[stub] = 1;
   fp_measuring[stub] = 1;
   DebugLine(g_binder.debug_log, "bound %s:%s (build %s) to slot %d", n.module, n.symbol, n.build_id,
@@ -129,6 +129,10 @@ void DoRebindWork(void* arg) {
 }
 
 }  // namespace
+
+bool SlotIsPoint(int slot) {
+  return slot >= 0 && slot < FP_MAX_SLOTS && api_names != nullptr && api_names[slot].point;
+}
 
 int BinderRebindSlot(int slot) {
   if (!fp_binder_on || t_in_binder || slot < 0 || slot >= FP_MAX_SLOTS) return 0;

@@ -43,6 +43,7 @@ struct ApiNames {
   char module[256];
   char build_id[96];
   char symbol[1025];
+  bool point;  // named in the `points` setting (binder.h): also a point series
 };
 // One object as dl_iterate_phdr reports it.
 struct Seen {

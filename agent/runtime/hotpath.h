@@ -134,9 +134,6 @@ struct Globals {
   // Chosen, then replaced by an API of lower priority called later: its
   // calls are not in the record (binder.h).
   volatile uint8_t evicted[FP_MAX_SLOTS];
-  // Named in the `points` setting: its durations also go into the record
-  // as a point series (points.h).
-  uint8_t point[FP_MAX_SLOTS];
   volatile int active;
   uint64_t call_cost_ticks;   // what a measured call adds, all told (the budget's unit)
   uint64_t resolution_ticks;  // durations under it cannot be told from 0 (clock.h)

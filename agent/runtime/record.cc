@@ -174,7 +174,7 @@ void SumSlabs(Histogram (*totals)[FP_NUM_METRICS], bool in_place, int slabs, Spo
     run->calls_measured += totals[a][0].count();
     run->apis[run->napis++] = {g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol, totals[a],
                                g.truncated[a] != 0};
-    if (g.point[a]) AddApiPoint(run, g.apis[a], totals[a][0]);
+    if (SlotIsPoint(a)) AddApiPoint(run, g.apis[a], totals[a][0]);
   }
 }
 
