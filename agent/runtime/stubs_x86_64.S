@@ -26,6 +26,7 @@
 // return path saves %xmm0/%xmm1 around fp_exit for its slow paths, and
 // those save the whole x87/SSE state around anything that calls libc.
 #include "agent/runtime/hotpath_layout.h"
+#include "agent/runtime/xstate_x86_64.h"
 
 #define G _ZN9fieldprof2rt1gE
 #define T_STATE _ZN9fieldprof2rt7t_stateE
@@ -328,34 +329,13 @@ fp_detour_return:
         movq    %rsp, %rbx
         subq    fp_xsave_size(%rip), %rsp
         andq    $-64, %rsp
-        cmpb    $0, fp_use_xsave(%rip)
-        je      2f
-        xorl    %eax, %eax              // XSAVE's header must be clean
-        movq    %rax, 512(%rsp)
-        movq    %rax, 520(%rsp)
-        movq    %rax, 528(%rsp)
-        movq    %rax, 536(%rsp)
-        movq    %rax, 544(%rsp)
-        movq    %rax, 552(%rsp)
-        movq    %rax, 560(%rsp)
-        movq    %rax, 568(%rsp)
-        movl    fp_xsave_mask(%rip), %eax
-        xorl    %edx, %edx
-        xsave64 (%rsp)
-        jmp     3f
-2:      fxsave64 (%rsp)
-3:      leaq    96(%rbx), %rdi          // %rsp as the caller will see it
+        FP_SAVE_XSTATE
+        leaq    96(%rbx), %rdi          // %rsp as the caller will see it
         movq    64(%rbx), %rsi          // the TSC
         call    fp_exit                 // -> %rax = the caller's return address
         movq    %rax, 88(%rbx)          // into the return slot
-        cmpb    $0, fp_use_xsave(%rip)
-        je      4f
-        movl    fp_xsave_mask(%rip), %eax
-        xorl    %edx, %edx
-        xrstor64 (%rsp)
-        jmp     5f
-4:      fxrstor64 (%rsp)
-5:      movq    %rbx, %rsp
+        FP_RESTORE_XSTATE
+        movq    %rbx, %rsp
         movq    80(%rsp), %rax
         movq    72(%rsp), %rdx
         movq    56(%rsp), %rcx

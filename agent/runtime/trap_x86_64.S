@@ -10,6 +10,8 @@
 // linker's own lazy binding does. Then it jumps there with the stack and
 // registers exactly as the caller left them.
 
+#include "agent/runtime/xstate_x86_64.h"
+
         .text
 
         .globl  fp_trap
@@ -54,32 +56,11 @@ fp_trap:
         movq    %rsp, %rbx
         subq    fp_xsave_size(%rip), %rsp
         andq    $-64, %rsp
-        cmpb    $0, fp_use_xsave(%rip)
-        je      1f
-        // XSAVE's header must be clean for XRSTOR: zero its 64 bytes.
-        xorl    %eax, %eax
-        movq    %rax, 512(%rsp)
-        movq    %rax, 520(%rsp)
-        movq    %rax, 528(%rsp)
-        movq    %rax, 536(%rsp)
-        movq    %rax, 544(%rsp)
-        movq    %rax, 552(%rsp)
-        movq    %rax, 560(%rsp)
-        movq    %rax, 568(%rsp)
-        movl    fp_xsave_mask(%rip), %eax
-        xorl    %edx, %edx
-        xsave64 (%rsp)
+        FP_SAVE_XSTATE
         call    fp_trap_slow            // -> %rax where to go
         movq    %rax, %r11
-        movl    fp_xsave_mask(%rip), %eax
-        xorl    %edx, %edx
-        xrstor64 (%rsp)
+        FP_RESTORE_XSTATE
         movq    %r11, %rax
-        movq    %rbx, %rsp
-        jmp     .Ltrap_go
-1:      fxsave64 (%rsp)
-        call    fp_trap_slow
-        fxrstor64 (%rsp)
         movq    %rbx, %rsp
         jmp     .Ltrap_go
         .size   fp_trap, .-fp_trap
