@@ -83,11 +83,14 @@ constexpr bool SymbolOk(const char* s, size_t n) {
 
 inline constexpr size_t kMaxPointName = 64;
 
+// A character a point name may hold after its first.
+constexpr bool PointNameChar(char c) { return Alnum(c) || c == '_' || c == '.'; }
+
 constexpr bool PointNameOk(const char* s, size_t n) {
   if (n == 0 || n > kMaxPointName) return false;
   if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_')) return false;
   for (size_t i = 1; i < n; ++i) {
-    if (!Alnum(s[i]) && s[i] != '_' && s[i] != '.') return false;
+    if (!PointNameChar(s[i])) return false;
   }
   return true;
 }

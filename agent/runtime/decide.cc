@@ -114,9 +114,12 @@ char* Trim(char* p) {
   return p;
 }
 
-// The settings file's text (NUL-terminated, parsed in place; `path` names
-// it in the debug log). Corrupt: false (not measured).
-bool ParseSettings(RunSettings& s, char* text, const char* path) {
+// Each "name = value" line of a settings file's text (NUL-terminated,
+// split in place; blank lines and '#' comments skipped) to `f(name,
+// value)`, trimmed, until it returns false. kCorrupt: a line with no '='.
+enum class Lines { kAll, kStopped, kCorrupt };
+template <typename F>
+Lines EachSetting(char* text, F f) {
   for (char* line = text; line != nullptr && *line;) {
     char* nl = line;
     while (*nl != 0 && *nl != '\n') ++nl;
@@ -127,17 +130,28 @@ bool ParseSettings(RunSettings& s, char* text, const char* path) {
     if (*p == 0 || *p == '#') continue;
     char* eq = p;
     while (*eq != 0 && *eq != '=') ++eq;
-    if (*eq == 0) {
-      DebugLine(s.debug_log, "settings file %s is corrupt: not measuring", path);
-      return false;
-    }
+    if (*eq == 0) return Lines::kCorrupt;
     *eq = 0;
-    if (!Apply(s, Trim(p), Trim(eq + 1))) {
-      DebugLine(s.debug_log, "settings file %s: bad '%s': not measuring", path, Trim(p));
-      return false;
-    }
+    if (!f(Trim(p), Trim(eq + 1))) return Lines::kStopped;
   }
-  return true;
+  return Lines::kAll;
+}
+
+// The settings file's text (NUL-terminated, parsed in place; `path` names
+// it in the debug log). Corrupt: false (not measured).
+bool ParseSettings(RunSettings& s, char* text, const char* path) {
+  const char* bad = nullptr;
+  const Lines read = EachSetting(text, [&](const char* name, const char* value) {
+    if (Apply(s, name, value)) return true;
+    bad = name;
+    return false;
+  });
+  if (read == Lines::kCorrupt) {
+    DebugLine(s.debug_log, "settings file %s is corrupt: not measuring", path);
+  } else if (read == Lines::kStopped) {
+    DebugLine(s.debug_log, "settings file %s: bad '%s': not measuring", path, bad);
+  }
+  return read == Lines::kAll;
 }
 
 // The settings file the agent keeps (consent included), read and parsed.
@@ -466,20 +480,14 @@ bool ConsentStands(const RunSettings& s) {
   const long n = path[0] != 0 ? ReadSmallFile(path, text, sizeof text) : -1;
   if (n < 0) return false;  // gone: consent lives in the file
   text[n] = 0;
-  for (char* line = text; line != nullptr && *line;) {
-    char* nl = line;
-    while (*nl != 0 && *nl != '\n') ++nl;
-    char* next = *nl != 0 ? nl + 1 : nullptr;
-    *nl = 0;
-    char* p = Trim(line);
-    line = next;
-    char* eq = p;
-    while (*eq != 0 && *eq != '=') ++eq;
-    if (*p == '#' || *eq == 0) continue;
-    *eq = 0;
-    if (Eq(Trim(p), "consent")) return Eq(Trim(eq + 1), "yes");
-  }
-  return false;
+  // As the start reads it: the last consent line counts, and a corrupt
+  // file is no consent.
+  bool consent = false;
+  const Lines read = EachSetting(text, [&](const char* name, const char* value) {
+    if (Eq(name, "consent")) consent = Eq(value, "yes");
+    return true;
+  });
+  return read == Lines::kAll && consent;
 }
 
 RunDecision DecideRun(RunSettings* settings, SettingsText* text, char** envp) {

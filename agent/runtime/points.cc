@@ -252,9 +252,7 @@ bool AddApiPoint(SpoolRun* run, const FpApi& api, const Histogram& time) {
   char tag[kName];
   size_t n = 0;
   for (const char* c = api.module; *c != 0 && n + 1 < kName; ++c, ++n) {
-    const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                    (*c >= '0' && *c <= '9') || *c == '_' || *c == '.';
-    tag[n] = ok ? *c : '_';
+    tag[n] = key_rules::PointNameChar(*c) ? *c : '_';
   }
   tag[n] = 0;
   if (!key_rules::PointNameOk(tag, n) ||
