@@ -26,7 +26,7 @@
 // return path saves %xmm0/%xmm1 around fp_exit for its slow paths, and
 // those save the whole x87/SSE state around anything that calls libc.
 #include "agent/runtime/hotpath_layout.h"
-#include "agent/runtime/xstate_x86_64.h"
+#include "agent/runtime/xstate_x86_64.inc"
 
 #define G _ZN9fieldprof2rt1gE
 #define T_STATE _ZN9fieldprof2rt7t_stateE

@@ -10,7 +10,7 @@
 // linker's own lazy binding does. Then it jumps there with the stack and
 // registers exactly as the caller left them.
 
-#include "agent/runtime/xstate_x86_64.h"
+#include "agent/runtime/xstate_x86_64.inc"
 
         .text
 
