@@ -213,6 +213,7 @@ Status SnapshotIndex::Parse() {
   if (modules_ > symbols_) return bad;
   entries_at_ = r.at;
   if (!r.ok || table < entries_at_ || table > data_.size()) return bad;
+  table_at_ = static_cast<size_t>(table);
   Reader t{data_, static_cast<size_t>(table)};
   const uint64_t nsamples = t.Get<uint64_t>();
   if (!t.ok || nsamples > data_.size() / 8) return bad;
@@ -236,44 +237,52 @@ std::string_view SnapshotIndex::SymbolAt(size_t at, size_t* refs_at) const {
 Status SnapshotIndex::ForEachRecordOf(const std::string& symbol,
                                       const std::function<bool(const wire::Record&)>& fn) const {
   if (symbol.empty() || symbol[0] == kModuleMark) return Status::Ok();
-  return ForEachRecordAt(symbol, fn);
+  return ForEachRecordAt(symbol, false, fn);
 }
 
 Status SnapshotIndex::ForEachRecordOfModule(
     const std::string& module, const std::function<bool(const wire::Record&)>& fn) const {
   if (module.empty()) return Status::Ok();
-  return ForEachRecordAt(kModuleMark + module, fn);
+  return ForEachRecordAt(kModuleMark + module, false, fn);
 }
 
-Status SnapshotIndex::ForEachRecordAt(const std::string& symbol,
+Status SnapshotIndex::ForEachRecordWithPrefix(
+    const std::string& prefix, const std::function<bool(const wire::Record&)>& fn) const {
+  if (prefix.empty() || prefix[0] == kModuleMark) return Status::Ok();
+  return ForEachRecordAt(prefix, true, fn);
+}
+
+Status SnapshotIndex::ForEachRecordAt(const std::string& key, bool prefix,
                                       const std::function<bool(const wire::Record&)>& fn) const {
-  const bool by_module = symbol[0] == kModuleMark;
+  const bool by_module = key[0] == kModuleMark;
   if (samples_.empty()) return Status::Ok();
-  // The last sample at or before the symbol, then at most 64 entries on.
+  // The last sample at or before the key; entries are sorted, so the
+  // matching ones follow it in a row (at most one for an exact key).
   size_t lo = 0, hi = samples_.size();
   while (hi - lo > 1) {
     const size_t mid = (lo + hi) / 2;
     size_t ignored;
-    if (SymbolAt(samples_[mid], &ignored) <= symbol) {
+    if (SymbolAt(samples_[mid], &ignored) <= key) {
       lo = mid;
     } else {
       hi = mid;
     }
   }
   Reader r{data_, static_cast<size_t>(samples_[lo])};
-  for (size_t k = 0; k < kSampleEvery && r.ok && r.at < data_.size(); ++k) {
+  int fd = -1;
+  uint32_t open_file = UINT32_MAX;
+  Status status = Status::Ok();
+  bool more = true;
+  while (more && status.ok() && r.ok && r.at < table_at_) {
     const std::string_view s = r.String16();
     const uint32_t nrefs = r.Get<uint32_t>();
     if (!r.ok) break;
-    if (s > symbol) break;
-    if (s != symbol) {
+    if (s < key) {
       r.at += static_cast<size_t>(nrefs) * 16;
       continue;
     }
-    int fd = -1;
-    uint32_t open_file = UINT32_MAX;
-    Status status = Status::Ok();
-    for (uint32_t i = 0; i < nrefs && r.ok; ++i) {
+    if (prefix ? s.substr(0, key.size()) != key : s != key) break;
+    for (uint32_t i = 0; i < nrefs && r.ok && more; ++i) {
       const uint32_t file = r.Get<uint32_t>();
       const uint64_t offset = r.Get<uint64_t>();
       const uint32_t length = r.Get<uint32_t>();
@@ -296,7 +305,7 @@ Status SnapshotIndex::ForEachRecordAt(const std::string& symbol,
       if (pread(fd, bytes.data(), length, static_cast<off_t>(offset)) !=
               static_cast<ssize_t>(length) ||
           !rec.ParseFromString(bytes) ||
-          (by_module ? kModuleMark + rec.key().module() : rec.key().symbol()) != symbol) {
+          (by_module ? kModuleMark + rec.key().module() : rec.key().symbol()) != s) {
         // The index is wrong for this cache (damaged in a way Parse cannot
         // see): removed, so the next reader builds it afresh.
         unlink((dir_ + "/symbols.idx").c_str());
@@ -305,12 +314,12 @@ Status SnapshotIndex::ForEachRecordAt(const std::string& symbol,
                           "removed and rebuilt on the next call");
         break;
       }
-      if (!fn(rec)) break;
+      more = fn(rec);
     }
-    if (fd >= 0) close(fd);
-    return status;
+    if (!prefix) break;
   }
-  return Status::Ok();
+  if (fd >= 0) close(fd);
+  return status;
 }
 
 void SnapshotIndex::ForEachSymbol(const std::function<void(std::string_view)>& fn) const {

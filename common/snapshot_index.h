@@ -56,6 +56,10 @@ class SnapshotIndex {
   // Every record of `module` (any symbol), the same way.
   [[nodiscard]] Status ForEachRecordOfModule(
       const std::string& module, const std::function<bool(const wire::Record&)>& fn) const;
+  // Every record of every symbol that starts with `prefix` ("startup$":
+  // a point tag's series), in symbol order, the same way.
+  [[nodiscard]] Status ForEachRecordWithPrefix(
+      const std::string& prefix, const std::function<bool(const wire::Record&)>& fn) const;
   // Every symbol, in order.
   void ForEachSymbol(const std::function<void(std::string_view)>& fn) const;
   uint64_t symbols() const { return symbols_ - modules_; }
@@ -63,7 +67,9 @@ class SnapshotIndex {
 
  private:
   [[nodiscard]] Status Parse();
-  [[nodiscard]] Status ForEachRecordAt(const std::string& key,
+  // The records of the entry `key`, or with `prefix` of every entry that
+  // starts with it.
+  [[nodiscard]] Status ForEachRecordAt(const std::string& key, bool prefix,
                                        const std::function<bool(const wire::Record&)>& fn) const;
   // The entry at `at`: its symbol, and where its refs start.
   std::string_view SymbolAt(size_t at, size_t* refs_at) const;
@@ -76,6 +82,7 @@ class SnapshotIndex {
   uint64_t symbols_ = 0;            // entries: the modules' first, then the symbols'
   uint64_t modules_ = 0;
   size_t entries_at_ = 0;
+  size_t table_at_ = 0;            // the sample table, just past the entries
   std::vector<uint64_t> samples_;  // offsets of every 64th entry
 };
 

@@ -140,4 +140,65 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Find(const std::string& s
   return costs;
 }
 
+std::shared_ptr<const std::vector<PointSeries>> CostIndex::ComputePoints(
+    const std::string& tag) const {
+  struct Acc {
+    Histogram time;
+    PointSeries s;
+    std::vector<std::string> versions;
+  };
+  std::vector<Acc> acc;  // few: one per module and segment
+  const std::string prefix = tag + "$";
+  Status st = records_->ForEachRecordWithPrefix(prefix, [&](const wire::Record& r) {
+    const wire::ApiKey& k = r.key();
+    if (k.metric() != wire::METRIC_POINT_NS) return true;
+    auto it = std::find_if(acc.begin(), acc.end(), [&](const Acc& a) {
+      return a.s.module == k.module() && a.s.symbol == k.symbol();
+    });
+    if (it == acc.end()) {
+      acc.emplace_back();
+      it = acc.end() - 1;
+      it->s.module = k.module();
+      it->s.symbol = k.symbol();
+      const std::string rest = k.symbol().substr(prefix.size());
+      const size_t dollar = rest.find('$');
+      if (dollar == std::string::npos) {
+        it->s.scope = rest;
+      } else {
+        it->s.from = rest.substr(0, dollar);
+        it->s.to = rest.substr(dollar + 1);
+      }
+    }
+    it->time.Merge(HistogramFromWire(r.histogram()));
+    it->s.runs += r.runs();
+    it->s.machines = std::max<uint64_t>(it->s.machines, r.machine_count());
+    it->s.resolution_ns = std::max(it->s.resolution_ns, r.resolution_ns());
+    if (std::find(it->versions.begin(), it->versions.end(), k.module_version()) ==
+        it->versions.end()) {
+      it->versions.push_back(k.module_version());
+    }
+    return true;
+  });
+  auto out = std::make_shared<std::vector<PointSeries>>();
+  if (!st.ok()) return out;  // the cache changed under us: the next index has it
+  for (Acc& a : acc) {
+    if (a.time.empty()) continue;
+    a.s.time = a.time.Stats();
+    a.s.builds = static_cast<uint32_t>(a.versions.size());
+    out->push_back(std::move(a.s));
+  }
+  return out;  // in the index's order: by symbol, then module
+}
+
+std::shared_ptr<const std::vector<PointSeries>> CostIndex::FindPoints(
+    const std::string& tag) const {
+  std::lock_guard<std::mutex> l(memo_->mu);
+  auto it = memo_->by_tag.find(tag);
+  if (it != memo_->by_tag.end()) return it->second;
+  if (memo_->by_tag.size() >= kMemoEntries) memo_->by_tag.clear();  // callers hold theirs
+  auto series = ComputePoints(tag);
+  memo_->by_tag.emplace(tag, series);
+  return series;
+}
+
 }  // namespace fieldprof::tools

@@ -50,6 +50,21 @@ struct ApiCost {
   double alloc_bytes = -1, alloc_count = -1, file_io_bytes = -1, socket_io_bytes = -1;
 };
 
+// One series of an instrumentation point's durations (metric point_ns,
+// symbol "tag$from$to" or "tag$name"; docs/points.md) in one module,
+// summed over its versions and platforms.
+struct PointSeries {
+  std::string module;
+  std::string symbol;    // as keyed
+  std::string from, to;  // a segment between two points; both empty for a scope
+  std::string scope;     // a scope's name; empty for a segment
+  HistogramStats time;   // ns
+  uint64_t runs = 0;
+  uint64_t machines = 0;  // the most any one of its series was seen on
+  uint64_t resolution_ns = 0;
+  uint32_t builds = 0;  // distinct module versions summed
+};
+
 class CostIndex {
  public:
   // Opens the cache's symbol index (common/snapshot_index.h), building it
@@ -63,6 +78,10 @@ class CostIndex {
   // first use, then remembered (up to kMemoEntries symbols). Thread-safe.
   std::shared_ptr<const std::vector<ApiCost>> Find(const std::string& symbol) const;
 
+  // Every series of the point tag `tag` in any module, by module and
+  // symbol: one prefix read of the index ("tag$"), remembered like Find's.
+  std::shared_ptr<const std::vector<PointSeries>> FindPoints(const std::string& tag) const;
+
   uint64_t symbols() const { return records_ ? records_->symbols() : 0; }
   uint64_t snapshot_version() const { return snapshot_version_; }
   int64_t created_unix_ms() const { return created_unix_ms_; }
@@ -74,10 +93,12 @@ class CostIndex {
 
  private:
   std::shared_ptr<const std::vector<ApiCost>> Compute(const std::string& symbol) const;
+  std::shared_ptr<const std::vector<PointSeries>> ComputePoints(const std::string& tag) const;
 
   struct Memo {
     std::mutex mu;
     std::unordered_map<std::string, std::shared_ptr<const std::vector<ApiCost>>> by_symbol;
+    std::unordered_map<std::string, std::shared_ptr<const std::vector<PointSeries>>> by_tag;
   };
   std::shared_ptr<const SnapshotIndex> records_;
   std::shared_ptr<Memo> memo_;

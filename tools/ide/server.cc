@@ -552,6 +552,9 @@ class Server {
     const std::string& text = it->second.text;
     const size_t at =
         OffsetOf(text, params.at("position").at("line"), params.at("position").at("character"));
+    for (const PointMark& m : PointMarks(text)) {
+      if (m.begin <= at && at <= m.end) return PointHover(text, m);
+    }
     const Word w = IdentifierAt(text, at);
     if (w.name.empty()) return nullptr;
     std::shared_ptr<const CostIndex> ix = Index("textDocument/hover");
@@ -580,15 +583,93 @@ class Server {
       }
       md += "\n";
     }
-    md += "\n---\n\nField snapshot " + std::to_string(ix->snapshot_version()) + " of " +
-          DateOf(ix->created_unix_ms());
-    if (ix->fragments_held() < ix->fragment_count()) {
-      md += " (" + std::to_string(ix->fragments_held()) + " of " +
-            std::to_string(ix->fragment_count()) + " fragments held)";
-    }
-    md += "\n";
+    md += "\n---\n\n" + SnapshotLine(*ix);
     json range = {{"start", PositionOf(text, w.begin)}, {"end", PositionOf(text, w.end)}};
     return {{"contents", {{"kind", "markdown"}, {"value", md}}}, {"range", range}};
+  }
+
+  // An instrumentation point's field durations (docs/points.md): the
+  // segments that start or end at it and its scope, per module, then the
+  // tag's other segments in brief.
+  json PointHover(const std::string& text, const PointMark& m) {
+    std::shared_ptr<const CostIndex> ix = Index("textDocument/hover");
+    if (!ix) return nullptr;
+    const std::shared_ptr<const std::vector<PointSeries>> found = ix->FindPoints(m.tag);
+    std::string md = "### " + m.macro + " " + m.tag + " · " + m.name + " — field durations\n\n";
+    auto touches = [&](const PointSeries& p) {
+      return p.scope == m.name || p.from == m.name || p.to == m.name;
+    };
+    auto label = [](const PointSeries& p) {
+      return p.scope.empty() ? p.from + " → " + p.to : p.scope + " (scope)";
+    };
+    auto time = [](const PointSeries& p, double ns) {
+      return FormatMetricValue(wire::METRIC_POINT_NS, ns, p.resolution_ns);
+    };
+    std::vector<std::string> modules;
+    for (const PointSeries& p : *found) {
+      if (std::find(modules.begin(), modules.end(), p.module) == modules.end()) {
+        modules.push_back(p.module);
+      }
+    }
+    if (modules.empty()) {
+      md += "No field durations for tag `" + m.tag +
+            "` yet. Points are summed from volunteers' measured runs of a program that "
+            "marks them.\n";
+    }
+    for (size_t mi = 0; mi < modules.size(); ++mi) {
+      const std::string& module = modules[mi];
+      if (mi > 0) md += "\n---\n\n";
+      uint32_t builds = 0;
+      uint64_t machines = 0;
+      std::vector<const PointSeries*> near, far;
+      for (const PointSeries& p : *found) {
+        if (p.module != module) continue;
+        builds = std::max(builds, p.builds);
+        machines = std::max(machines, p.machines);
+        (touches(p) ? near : far).push_back(&p);
+      }
+      md += "`" + module + "`";
+      if (builds > 1) md += " (" + std::to_string(builds) + " builds)";
+      md += "\n\n";
+      if (near.empty()) {
+        md += "No segment starts or ends at `" + m.name + "` here.\n\n";
+      } else {
+        md +=
+            "| segment | p50 | p90 | p99 | mean | calls | runs |\n|---|---|---|---|---|---|---|\n";
+        for (const PointSeries* p : near) {
+          md += "| " + label(*p) + " | " + time(*p, p->time.p50) + " | " + time(*p, p->time.p90) +
+                " | " + time(*p, p->time.p99) + " | " + time(*p, p->time.mean) + " | " +
+                FormatCount(p->time.count) + " | " + FormatCount(p->runs) + " |\n";
+        }
+        md += "\n";
+      }
+      if (!far.empty()) {
+        md += "Other segments of `" + m.tag + "`:";
+        for (size_t i = 0; i < far.size() && i < 6; ++i) {
+          md += std::string(i ? " ·" : "") + " " + label(*far[i]) + " p50 " +
+                time(*far[i], far[i]->time.p50);
+        }
+        if (far.size() > 6) md += " · " + std::to_string(far.size() - 6) + " more";
+        md += "\n\n";
+      }
+      if (machines > 0) md += "Seen on " + FormatCount(machines) + "+ machines.\n";
+    }
+    if (modules.size() > 0 && std::find(modules.begin(), modules.end(), "main") != modules.end()) {
+      md += "\n`main` sums the points of every user's own program that uses this tag.\n";
+    }
+    md += "\n---\n\n" + SnapshotLine(*ix);
+    json range = {{"start", PositionOf(text, m.begin)}, {"end", PositionOf(text, m.end)}};
+    return {{"contents", {{"kind", "markdown"}, {"value", md}}}, {"range", range}};
+  }
+
+  static std::string SnapshotLine(const CostIndex& ix) {
+    std::string s = "Field snapshot " + std::to_string(ix.snapshot_version()) + " of " +
+                    DateOf(ix.created_unix_ms());
+    if (ix.fragments_held() < ix.fragment_count()) {
+      s += " (" + std::to_string(ix.fragments_held()) + " of " +
+           std::to_string(ix.fragment_count()) + " fragments held)";
+    }
+    return s + "\n";
   }
 
   // Call sites whose API has solid data and costs at least the threshold.

@@ -316,6 +316,44 @@ std::vector<CallSite> CallSites(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// A plain string literal at `*i` (after blanks), no escapes: its text, and
+// `*i` past it. False when there is none.
+bool PlainLiteral(const std::string& text, size_t* i, std::string* out) {
+  size_t q = *i;
+  while (q < text.size() && std::isspace(static_cast<unsigned char>(text[q]))) ++q;
+  if (q >= text.size() || text[q] != '"') return false;
+  const size_t close = text.find_first_of("\"\\\n", q + 1);
+  if (close == std::string::npos || text[close] != '"') return false;
+  *out = text.substr(q + 1, close - q - 1);
+  *i = close + 1;
+  return true;
+}
+
+}  // namespace
+
+std::vector<PointMark> PointMarks(const std::string& text) {
+  static const char* const kMacros[] = {"FP_POINT", "FP_POINT_V", "FP_SCOPE", "FP_SCOPE_V",
+                                        "FP_BEGIN", "FP_BEGIN_V", "FP_END"};
+  std::vector<PointMark> out;
+  for (const CallSite& cs : CallSites(text)) {
+    if (std::find(std::begin(kMacros), std::end(kMacros), cs.name) == std::end(kMacros)) continue;
+    PointMark m;
+    m.macro = cs.name;
+    m.begin = cs.begin;
+    size_t i = text.find('(', cs.end) + 1;
+    if (!PlainLiteral(text, &i, &m.tag)) continue;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i >= text.size() || text[i] != ',') continue;
+    ++i;
+    if (!PlainLiteral(text, &i, &m.name)) continue;
+    m.end = i;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::vector<std::string> IncludedHeaders(const std::string& text) {
   std::vector<std::string> out;
   size_t at = 0;

@@ -50,6 +50,17 @@ struct CallSite {
 // preprocessor lines, that is not a keyword or a member call (`.f(`, `->f(`).
 std::vector<CallSite> CallSites(const std::string& text);
 
+// An instrumentation point of <fieldprof/points.h> as the source marks it:
+// FP_POINT("tag", "name"), FP_SCOPE, FP_BEGIN, FP_END and their _V forms,
+// with both names written as plain string literals.
+struct PointMark {
+  std::string macro;  // "FP_POINT"
+  std::string tag, name;
+  size_t begin = 0, end = 0;  // the macro's name up to just past the name's literal
+};
+// Every such mark outside comments and strings, in order.
+std::vector<PointMark> PointMarks(const std::string& text);
+
 // The headers of every #include, as written ("zlib.h", "openssl/ssl.h").
 std::vector<std::string> IncludedHeaders(const std::string& text);
 // Whether one of the headers belongs to `module` (a shared object's name,

@@ -502,6 +502,88 @@ TEST_F(LspTest, NeovimShowsHoversAndLenses) {
   EXPECT_EQ(r["exit_code"], 0) << "shutdown and exit, as Neovim stops a client";
 }
 
+// An instrumentation point's hover (docs/points.md): the field's point_ns
+// series of its tag, read by prefix, the segments through the point in a
+// table with the statistics of the values recorded, the rest in brief.
+TEST_F(LspTest, APointsHoverShowsTheFieldDurationsOfItsSegments) {
+  const Histogram load_parsed_a = Spread(700000, 800000, 600);
+  const Histogram load_parsed_b = Spread(750000, 900000, 400);
+  const Histogram parsed_load = Spread(30000, 40000, 999);
+  const Histogram parse = Spread(300000, 400000, 1000);
+  auto point = [](const std::string& module, const std::string& symbol, const Histogram& h,
+                  uint64_t runs, const std::string& version) {
+    wire::Record r = MakeRecord(module, symbol, wire::METRIC_POINT_NS, h, runs);
+    r.mutable_key()->set_module_version(version);
+    r.set_machine_count(runs / 2);
+    return r;
+  };
+  records_.push_back(point("main", "startup$load$parsed", load_parsed_a, 6, "b1"));
+  records_.push_back(point("main", "startup$load$parsed", load_parsed_b, 4, "b2"));
+  records_.push_back(point("main", "startup$parsed$load", parsed_load, 10, "b1"));
+  records_.push_back(point("main", "startup$parse", parse, 10, "b1"));
+  records_.push_back(point("libfoo.so.2", "startup$load$parsed", Spread(5000, 6000, 50), 3, "1.0"));
+  // Not the tag: a longer tag with the same start, and an API named like it.
+  records_.push_back(point("main", "startupx$load$parsed", Spread(1, 2, 77), 2, "b1"));
+  records_.push_back(MakeRecord("main", "startup", wire::METRIC_WALL_TIME_NS, cheap_, 5));
+  cache_->Write(8, records_);
+  const std::string src =
+      "#include <fieldprof/points.h>\n"            // 0
+      "int main() {\n"                             // 1
+      "  FP_POINT(\"startup\", \"load\");\n"       // 2
+      "  { FP_SCOPE(\"startup\", \"parse\"); }\n"  // 3
+      "  FP_POINT_V(\"startup\",\n"                // 4
+      "             \"parsed\", 3);\n"             // 5
+      "  FP_POINT(\"quiet\", \"x\");\n"            // 6
+      "  /* FP_POINT(\"startup\", \"load\") */\n"  // 7
+      "  return startup();\n"                      // 8
+      "}\n";
+  auto c = Start();
+  Open(*c, "file:///src/p.c", src);
+  using tools::FormatCount;
+  using tools::FormatNanos;
+  auto row = [&](const std::string& label, const Histogram& h, uint64_t runs) {
+    const HistogramStats st = h.Stats();
+    return "| " + label + " | " + FormatNanos(st.p50) + " | " + FormatNanos(st.p90) + " | " +
+           FormatNanos(st.p99) + " | " + FormatNanos(st.mean) + " | " + FormatCount(st.count) +
+           " | " + FormatCount(runs) + " |";
+  };
+  Histogram both = load_parsed_a;
+  both.Merge(load_parsed_b);
+  for (int ch : {3, 12, 20, 26}) {  // the macro's name, the tag, the name, its end
+    const std::string md = HoverText(*c, "file:///src/p.c", 2, ch);
+    EXPECT_NE(md.find("### FP_POINT startup · load — field durations"), std::string::npos)
+        << ch << "\n"
+        << md;
+    EXPECT_NE(md.find("`main` (2 builds)"), std::string::npos) << md;
+    EXPECT_NE(md.find(row("load → parsed", both, 10)), std::string::npos) << md;
+    EXPECT_NE(md.find(row("parsed → load", parsed_load, 10)), std::string::npos) << md;
+    EXPECT_EQ(md.find("| parse (scope)"), std::string::npos) << "not through this point\n" << md;
+    EXPECT_NE(
+        md.find("Other segments of `startup`: parse (scope) p50 " + FormatNanos(parse.Stats().p50)),
+        std::string::npos)
+        << md;
+    EXPECT_NE(md.find("`libfoo.so.2`"), std::string::npos) << md;
+    EXPECT_NE(md.find("Seen on 5+ machines."), std::string::npos) << md;
+    EXPECT_EQ(md.find("startupx"), std::string::npos) << md;
+    EXPECT_EQ(md.find("| 77 |"), std::string::npos) << md;
+    EXPECT_NE(md.find("Field snapshot 8 of"), std::string::npos) << md;
+  }
+  const std::string scope = HoverText(*c, "file:///src/p.c", 3, 20);
+  EXPECT_NE(scope.find("### FP_SCOPE startup · parse"), std::string::npos) << scope;
+  EXPECT_NE(scope.find(row("parse (scope)", parse, 10)), std::string::npos) << scope;
+  // Over two lines, the _V form.
+  const std::string v = HoverText(*c, "file:///src/p.c", 5, 16);
+  EXPECT_NE(v.find("### FP_POINT_V startup · parsed"), std::string::npos) << v;
+  EXPECT_NE(v.find(row("load → parsed", both, 10)), std::string::npos) << v;
+  // A tag without data says so; a comment is not a point; the API hover
+  // still answers for a plain name.
+  const std::string quiet = HoverText(*c, "file:///src/p.c", 6, 14);
+  EXPECT_NE(quiet.find("No field durations for tag `quiet` yet"), std::string::npos) << quiet;
+  EXPECT_EQ(HoverText(*c, "file:///src/p.c", 7, 8), "");
+  const std::string api = HoverText(*c, "file:///src/p.c", 8, 12);
+  EXPECT_NE(api.find("### startup — field cost"), std::string::npos) << api;
+}
+
 // The symbol index fieldprof cost reads through (common/snapshot_index.h):
 // every record of a symbol, none of another; rebuilt when the cache changes
 // or its file is damaged, kept in memory when the cache cannot be written.
@@ -620,6 +702,26 @@ TEST_F(LspTest, TheSymbolIndexFindsEveryRecordAndFollowsTheCache) {
     const std::string sym = "s" + std::to_string(i);
     EXPECT_EQ(records_of(*ix, sym), expected_of(sym)) << sym;
   }
+  // By prefix (a point tag's series): "s1" holds s1, s10..s19 and
+  // s100..s199, 111 entries across several samples; "s99" ends the index.
+  for (const std::string prefix : {"s1", "s5", "s99", "s", "t", "r"}) {
+    std::vector<std::string> got, want;
+    ASSERT_TRUE(ix->ForEachRecordWithPrefix(prefix, [&](const wire::Record& r) {
+                    got.push_back(r.SerializeAsString());
+                    return true;
+                  }).ok());
+    for (const wire::Record& r : records_) {
+      if (r.key().symbol().rfind(prefix, 0) == 0) want.push_back(r.SerializeAsString());
+    }
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got.size(), want.size()) << prefix;
+    EXPECT_EQ(got, want) << prefix;
+  }
+  int stopped = 0;
+  ASSERT_TRUE(
+      ix->ForEachRecordWithPrefix("s1", [&](const wire::Record&) { return ++stopped < 5; }).ok());
+  EXPECT_EQ(stopped, 5) << "false from the callback stops the walk";
 }
 
 // Source parsing: call sites and includes.
