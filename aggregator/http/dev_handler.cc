@@ -1,5 +1,6 @@
 #include "aggregator/http/dev_handler.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "aggregator/http/http_status.h"
@@ -59,6 +60,31 @@ StatusOr<int64_t> DayEdgeNs(const std::string& day, const char* name, int add, i
   StatusOr<int32_t> d = ParseDay(day);
   if (!d.ok()) return d.status().WithContext(name);
   return (static_cast<int64_t>(*d) + add) * 86400LL * 1000000000LL;
+}
+
+// A group's chosen runs, `runs=ID,ID,...` (ids as the listing gives them,
+// 32 hex digits): the ids, sorted and distinct. Empty for none given.
+StatusOr<std::vector<std::string>> ChosenRuns(const std::string& list, const char* name) {
+  std::vector<std::string> ids;
+  if (list.empty()) return ids;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    std::string id = list.substr(at, comma - at);
+    const bool hex =
+        id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (!hex) {
+      return InvalidArgument(std::string(name) + " lists run ids (32 hex digits, as the runs' " +
+                             "listing gives them), comma-separated; not \"" + id.substr(0, 40) +
+                             "\"");
+    }
+    ids.push_back(std::move(id));
+    at = comma + 1;
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 void RunJson(const DevRunInfo& r, JsonWriter* j) {
@@ -245,10 +271,22 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   const std::string b_from = TakeParam(&*params, "b_from"), b_to = TakeParam(&*params, "b_to");
   const std::string fdr = TakeParam(&*params, "fdr");
   const std::string min_change = TakeParam(&*params, "min_change");
+  const std::string runs_a = TakeParam(&*params, "runs"), runs_b = TakeParam(&*params, "b_runs");
   if (!params->empty()) {
-    return ErrorResponse(
-        InvalidArgument("unknown parameter " + params->front().first +
-                        " (tag, program, from, to, b_program, b_from, b_to, fdr, min_change)"));
+    return ErrorResponse(InvalidArgument(
+        "unknown parameter " + params->front().first +
+        " (tag, program, from, to, runs, b_program, b_from, b_to, b_runs, fdr, min_change)"));
+  }
+  StatusOr<std::vector<std::string>> chosen[2] = {ChosenRuns(runs_a, "runs"),
+                                                  ChosenRuns(runs_b, "b_runs")};
+  for (const auto& c : chosen) {
+    if (!c.ok()) return ErrorResponse(c.status());
+  }
+  for (const std::string& id : *chosen[0]) {
+    if (std::binary_search(chosen[1]->begin(), chosen[1]->end(), id)) {
+      return ErrorResponse(
+          InvalidArgument("run " + id + " is in both groups: a run belongs to A or to B"));
+    }
   }
   local::CompareOptions co;
   // The ranges `fieldprof points compare` takes.
@@ -268,9 +306,11 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   }
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
   if (b_program.empty()) b_program = program;
-  if (b_program == program && b_from == from && b_to == to) {
+  if (b_program == program && b_from == from && b_to == to && chosen[0]->empty() &&
+      chosen[1]->empty()) {
     return ErrorResponse(InvalidArgument(
-        "groups A and B are the same runs: give B other days (b_from=, b_to=) or b_program="));
+        "groups A and B are the same runs: give B other days (b_from=, b_to=), b_program=, or "
+        "choose each group's runs (runs=, b_runs=)"));
   }
   local::PointsOptions o;
   o.tag = tag;
@@ -283,6 +323,28 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
     StatusOr<std::vector<DevRunInfo>> listed =
         Select(*who, tag, *group[g][0], *group[g][1], *group[g][2]);
     if (!listed.ok()) return ErrorResponse(listed.status());
+    const std::vector<std::string>& ids = *chosen[g];
+    if (!ids.empty()) {
+      // Only the chosen runs, each one of this developer's runs of the tag
+      // (in the group's program and days, when those are given too).
+      std::vector<DevRunInfo> picked;
+      for (DevRunInfo& info : *listed) {
+        if (std::binary_search(ids.begin(), ids.end(), info.id)) picked.push_back(std::move(info));
+      }
+      if (picked.size() != ids.size()) {
+        for (const std::string& id : ids) {
+          if (std::none_of(picked.begin(), picked.end(),
+                           [&](const DevRunInfo& i) { return i.id == id; })) {
+            return ErrorResponse(NotFound(
+                "run " + id + " is not one of your runs of tag " + tag +
+                (group[g][0]->empty() && group[g][1]->empty() && group[g][2]->empty()
+                     ? std::string()
+                     : " in group " + std::string(g ? "B" : "A") + "'s program and days")));
+          }
+        }
+      }
+      *listed = std::move(picked);
+    }
     StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
     if (!runs.ok()) return ErrorResponse(runs.status());
     reports[g] = local::AnalyzePoints(*runs, o);
@@ -290,6 +352,7 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
     j.Key("program").String(*group[g][0]);
     j.Key("from").String(*group[g][1]);
     j.Key("to").String(*group[g][2]);
+    j.Key("chosen").Uint(ids.size());
     j.Key("runs").Uint(reports[g].empty() ? 0 : reports[g][0].runs.size());
     j.Key("removed").Uint(reports[g].empty() ? 0 : reports[g][0].removed.size());
     j.EndObject();

@@ -456,7 +456,46 @@ async function devTagPage(tag, q) {
        dirty.length ? el('div', {id: 'dev-dirty'}, el('p', {}, 'Removed as dirty (|modified Z| > 3.5):'),
                          el('ul', {}, ...dirty))
                     : el('p', {id: 'dev-clean'}, 'No run removed as dirty.'),
-       ...charts);
+       ...charts, pickRuns(tag, q, r.body.runs, t));
+}
+
+// Groups of chosen runs (cold starts against warm ones, say): a row per
+// run with a box for A and one for B, then the comparison of the two.
+function pickRuns(tag, q, runs, t) {
+  const removed = new Set(t.removed.map(d => d.run));
+  const kept = new Set(t.runs);
+  const rows = runs.map((run, i) => {
+    if (!kept.has(i) && !removed.has(i)) return null;
+    const box = g => el('input', {type: 'checkbox', name: g, value: run.file, id: 'pick-' + g + '-' + run.file.slice(0, 8),
+                                  'aria-label': 'run ' + run.file.slice(0, 8) + ' in group ' + g.toUpperCase()});
+    const a = box('a'), b = box('b');
+    a.addEventListener('change', () => { if (a.checked) b.checked = false; });
+    b.addEventListener('change', () => { if (b.checked) a.checked = false; });
+    return el('tr', {'data-run': run.file}, el('td', {}, a), el('td', {}, b),
+        el('td', {class: 'name'}, run.file.slice(0, 8)), cell(utc(run.start_unix_ns), run.start_unix_ns),
+        cell(fmtCount(run.events), run.events), el('td', {}, removed.has(i) ? 'dirty' : ''));
+  }).filter(x => x);
+  const f = el('form', {id: 'dev-pick'});
+  const say = el('p', {id: 'pick-say', role: 'status'});
+  f.append(el('h2', {}, 'Compare chosen runs'),
+           el('p', {class: 'note'}, 'Tick runs for A and for B (a run is in one group at most), then compare B against A.'),
+           table('dev-runs', ['A', 'B', 'run', 'started', 'events', ''], rows),
+           el('button', {type: 'submit', id: 'pick-go'}, 'Compare B against A'), say);
+  f.addEventListener('submit', e => {
+    e.preventDefault();
+    const chosen = g => [...f.querySelectorAll('input[name=' + g + ']:checked')].map(x => x.value);
+    const a = chosen('a'), b = chosen('b');
+    if (!a.length || !b.length) {
+      say.textContent = 'Tick at least one run for A and one for B.';
+      return;
+    }
+    const p = new URLSearchParams();
+    if (q.get('program')) p.set('program', q.get('program'));
+    p.set('runs', a.join(','));
+    p.set('b_runs', b.join(','));
+    location.hash = '#dev/' + enc(tag) + '/compare?' + p;
+  });
+  return f;
 }
 
 // Two groups of a tag's runs, B against A: A is what the tag page shows
@@ -478,7 +517,7 @@ function compareForm(tag, q) {
   f.addEventListener('submit', e => {
     e.preventDefault();
     const p = new URLSearchParams();
-    for (const k of ['program', 'from', 'to']) if (q.get(k)) p.set(k, q.get(k));
+    for (const k of ['program', 'from', 'to', 'runs', 'b_runs']) if (q.get(k)) p.set(k, q.get(k));
     for (const k of ['b_from', 'b_to', 'b_program', 'fdr']) if (f.elements[k].value) p.set(k, f.elements[k].value);
     if (change.value) p.set('min_change', String(parseFloat(change.value) / 100));
     location.hash = '#dev/' + enc(tag) + '/compare?' + p;
@@ -521,7 +560,7 @@ function compareBars(segments) {
 async function devComparePage(tag, q) {
   const h = el('h1', {}, 'Tag ' + tag + ': B against A');
   const p = new URLSearchParams({tag});
-  for (const k of ['program', 'from', 'to', 'b_program', 'b_from', 'b_to', 'fdr', 'min_change']) {
+  for (const k of ['program', 'from', 'to', 'runs', 'b_program', 'b_from', 'b_to', 'b_runs', 'fdr', 'min_change']) {
     if (q.get(k)) p.set(k, q.get(k));
   }
   const r = await getJson('../v1/dev/compare?' + p);
@@ -530,8 +569,9 @@ async function devComparePage(tag, q) {
   if (r.status !== 200) return show(h, el('p', {}, back), failed(r));
   const d = r.body;
   const group = (name, g) => el('li', {id: 'group-' + name.toLowerCase()}, name + ': ' +
-      (g.program || 'any program') + ', ' + (g.from || 'the first day') + ' to ' + (g.to || 'today') + ', ' +
-      fmtCount(g.runs) + ' runs' + (g.removed ? ' (' + g.removed + ' removed as dirty)' : ''));
+      (g.program || 'any program') + ', ' +
+      (g.chosen ? fmtCount(g.chosen) + ' chosen runs' : (g.from || 'the first day') + ' to ' + (g.to || 'today') +
+                  ', ' + fmtCount(g.runs) + ' runs') + (g.removed ? ' (' + g.removed + ' removed as dirty)' : ''));
   const segments = d.segments.filter(s => s.tag === tag);
   if (!segments.length) {
     return show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)),

@@ -86,6 +86,46 @@ if (want.compare) {
   await page.waitForSelector('#dev-segments');
 }
 
+// 3c. Chosen runs: on the tag's page across programs, tick A's and B's
+// runs and compare; the verdicts are points compare's on those files.
+if (want.pick) {
+  // From the page of one program's runs to the page of all: wait for the
+  // new table, which lists B's runs as well.
+  const ids = want.pick.a.concat(want.pick.b);
+  await page.goto(url + '#dev/' + encodeURIComponent(want.tag));
+  await page.waitForFunction((ids) => {
+    const rows = [...document.querySelectorAll('#dev-runs tbody tr')].map((r) => r.dataset.run);
+    return ids.every((id) => rows.includes(id));
+  }, ids);
+  const listed = await page.$$eval('#dev-runs tbody tr', (rs) => rs.map((r) => r.dataset.run));
+  await check(ids.every((id) => listed.includes(id)),
+              `the runs table lists every run of the tag (${listed.length})`);
+  await page.click('#pick-go');
+  await check((await page.textContent('#pick-say')).includes('at least one run'), 'comparing nothing says what is missing');
+  const box = (g, id) => `#pick-${g}-${id.slice(0, 8)}`;
+  await page.check(box('a', want.pick.b[0]));
+  await page.check(box('b', want.pick.b[0]));
+  await check(!(await page.isChecked(box('a', want.pick.b[0]))), 'a run ticked for B leaves A');
+  for (const id of want.pick.a) await page.check(box('a', id));
+  for (const id of want.pick.b) await page.check(box('b', id));
+  await shot('pick');
+  await page.click('#pick-go');
+  await page.waitForSelector('#compare-segments');
+  const rows = await page.$$eval('#compare-segments tbody tr',
+      (rs) => rs.map((r) => ({ segment: r.dataset.segment, verdict: r.querySelector('.verdict').textContent })));
+  const expected = want.pick.segments;
+  await check(rows.length === expected.length &&
+              expected.every((s) => rows.some((r) => r.segment === s.segment &&
+                  (r.verdict === '—') === !s.significant)),
+              `chosen runs: ${expected.length} segments, ${expected.filter((s) => s.significant).length} changed, as points compare says on those files`);
+  const a = await page.textContent('#group-a'), b = await page.textContent('#group-b');
+  await check(a.includes(`${want.pick.a.length} chosen runs`) && b.includes(`${want.pick.b.length} chosen runs`),
+              'each group says how many runs were chosen');
+  await shot('pick-compare');
+  await page.click('text=Back to the tag');
+  await page.waitForSelector('#dev-segments');
+}
+
 // 4. A day range before the runs: none.
 await page.fill('#f-to', '2001-01-01');
 await page.click('#dev-filters button[type="submit"]');

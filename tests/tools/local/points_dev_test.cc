@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "agent/dev_uploader.h"
@@ -24,6 +25,7 @@
 #include "common/points_file.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/signing.h"
+#include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
@@ -191,6 +193,84 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
         EXPECT_TRUE(json::parse(c->body)["segments"].empty()) << c->body;
       }
     }
+    // Groups of chosen runs (the tag page's boxes), by the listing's ids:
+    // A's two oldest against B's three oldest answer what `points compare`
+    // answers on directories holding just those files.
+    std::map<std::string, std::filesystem::path> file_of;  // run id -> its file
+    for (const char* d : {"runs", "runs_b"}) {
+      for (const auto& e : std::filesystem::directory_iterator(dir.File(d))) {
+        if (e.path().extension() != ".fppoints") continue;
+        std::ifstream in(e.path(), std::ios::binary);
+        file_of[HexEncode(
+            Sha256(std::string(std::istreambuf_iterator<char>(in), {})).substr(0, 16))] = e.path();
+      }
+    }
+    auto ids_of = [&](const std::string& program) {
+      StatusOr<HttpReply> l = http.Get("/v1/dev/runs?tag=startup&program=" + program,
+                                       {{"Authorization", "Bearer " + kAlice}});
+      std::vector<std::string> ids;
+      EXPECT_TRUE(l.ok() && l->status == 200) << (l.ok() ? l->body : "");
+      if (!l.ok()) return ids;
+      const json listing = json::parse(l->body);
+      for (const json& run : listing["runs"]) ids.push_back(run["id"]);
+      return ids;
+    };
+    const std::vector<std::string> ids_a = ids_of("fieldprof_pointsprog");
+    const std::vector<std::string> ids_b = ids_of("fieldprof_points_b");
+    ASSERT_EQ(ids_a.size(), 3u);
+    ASSERT_EQ(ids_b.size(), 6u);
+    auto joined = [](const std::vector<std::string>& ids, size_t n) {
+      std::string s;
+      for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + ids[i];
+      return s;
+    };
+    c = http.Get(
+        "/v1/dev/compare?tag=startup&runs=" + joined(ids_a, 3) + "&b_runs=" + joined(ids_b, 6),
+        {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(c.ok() && c->status == 200) << (c.ok() ? c->body : "");
+    EXPECT_EQ(json::parse(c->body)["segments"], want_compare) << "every run chosen: " << c->body;
+    for (const auto& [d, ids, n] : {std::tuple{"pick_a", &ids_a, 2}, {"pick_b", &ids_b, 3}}) {
+      std::filesystem::create_directory(dir.File(d));
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(file_of.count((*ids)[i])) << (*ids)[i];
+        std::filesystem::copy_file(
+            file_of[(*ids)[i]],
+            dir.File(std::string(d) + "/" + file_of[(*ids)[i]].filename().string()));
+      }
+    }
+    std::string picked;
+    ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("pick_a") + " " + dir.File("pick_b") +
+                             " --tag startup --json",
+                         &picked),
+              0)
+        << picked;
+    const std::string pick_target =
+        "/v1/dev/compare?tag=startup&runs=" + joined(ids_a, 2) + "&b_runs=" + joined(ids_b, 3);
+    c = http.Get(pick_target, {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(c.ok() && c->status == 200) << (c.ok() ? c->body : "");
+    const json got_pick = json::parse(c->body);
+    EXPECT_EQ(got_pick["segments"], json::parse(picked)) << c->body;
+    EXPECT_EQ(got_pick["a"]["runs"], 2) << c->body;
+    EXPECT_EQ(got_pick["a"]["chosen"], 2) << c->body;
+    EXPECT_EQ(got_pick["b"]["runs"], 3) << c->body;
+    const std::string zeros(32, '0');
+    const std::pair<std::string, int> bad_picks[] = {
+        {"runs=" + ids_a[0] + "&b_runs=" + ids_a[0] + "," + ids_b[0], 400},  // in both groups
+        {"runs=" + zeros + "&b_runs=" + ids_b[0], 404},                      // no such run
+        {"runs=" + ids_b[0] + "&b_runs=" + ids_a[0] + "&program=fieldprof_pointsprog",
+         404},  // not in A's program
+        {"runs=../etc&b_runs=" + ids_b[0], 400},
+        {"runs=" + ids_a[0] + ",&b_runs=" + ids_b[0], 400},
+    };
+    for (const auto& [q, status] : bad_picks) {
+      c = http.Get("/v1/dev/compare?tag=startup&" + q, {{"Authorization", "Bearer " + kAlice}});
+      ASSERT_TRUE(c.ok());
+      EXPECT_EQ(c->status, status) << q << ": " << c->body;
+    }
+    c = http.Get(pick_target, {{"Authorization", "Bearer " + kBob}});
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->status, 404) << "Bob cannot choose Alice's runs: " << c->body;
+
     // The dashboard's developer pages draw it, in Chromium.
     json want;
     want["tag"] = "startup";
@@ -200,6 +280,9 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     want["compare"]["b_program"] = "fieldprof_points_b";
     want["compare"]["segments"] = want_compare;
     want["compare"]["strict"] = want_strict;  // --fdr 0.1 --min_change 10
+    want["pick"]["a"] = std::vector<std::string>(ids_a.begin(), ids_a.begin() + 2);
+    want["pick"]["b"] = std::vector<std::string>(ids_b.begin(), ids_b.begin() + 3);
+    want["pick"]["segments"] = json::parse(picked);
     std::ofstream(dir.File("dev-want.json")) << want.dump(2);
     std::string browser;
     EXPECT_EQ(
