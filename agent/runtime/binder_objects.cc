@@ -7,6 +7,7 @@
 
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/points.h"
+#include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
 
@@ -28,6 +29,57 @@ bool Reloaded(const Object& ob) {
     if (__atomic_load_n(s.got, __ATOMIC_RELAXED) == ours) return false;
   }
   return any_trapped;
+}
+
+// Whether the dynamic linker is done relocating an object that appeared
+// after start. dl_iterate_phdr lists an object as soon as dlopen has mapped
+// it, while that dlopen (in another thread, holding only the loader's own
+// lock) may still be writing its relocations; the last thing it does is
+// make the RELRO pages read-only, the pages whose entries TrapEntries makes
+// writable and read-only again. Trapping before that would leave the loader
+// writing into read-only pages, so such an object waits for a later look.
+// An object without RELRO pages is never made read-only by either side.
+// Without /proc, as before: taken.
+bool RelocationDone(const ElfObject& e) {
+  if (e.relro_hi <= e.relro_lo) return true;
+  const int fd = sys::OpenAt(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  // Each line: "START-END PERMS ...", by address. Read in pieces; a line
+  // may span two.
+  char buf[4096];
+  uintptr_t lo = 0, hi = 0;
+  int field = 0, perm = 0;  // field 0: START, 1: END, 2: PERMS, 3: the rest
+  bool writable = false, found = false, done = false;
+  while (!done) {
+    const long n = sys::Read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long i = 0; i < n && !done; ++i) {
+      const char c = buf[i];
+      if (c == '\n') {
+        field = 0, perm = 0, lo = hi = 0;
+        continue;
+      }
+      if (field == 0 || field == 1) {
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d >= 0) {
+          uintptr_t& v = field == 0 ? lo : hi;
+          v = v << 4 | static_cast<uintptr_t>(d);
+        } else {
+          ++field;
+          if (field == 2 && lo > e.relro_lo) done = true;  // past it: not mapped
+        }
+      } else if (field == 2) {
+        if (c == ' ') {
+          field = 3;
+        } else if (++perm == 2 && lo <= e.relro_lo && e.relro_lo < hi) {
+          writable = c == 'w';
+          found = done = true;
+        }
+      }
+    }
+  }
+  sys::Close(fd);
+  return !found || !writable;
 }
 
 // Brings the object table up to the dynamic linker's list (g_seen[0..n)),
@@ -67,6 +119,10 @@ void Sync(uint32_t n, bool subs_changed) {
     ob = Object{};
     ob.block = -1;
     if (!ParseElfObject(e.base, e.name, e.phdr, e.phnum, g_page, &ob.elf)) continue;
+    if (!g_starting && !RelocationDone(ob.elf)) {
+      g_binder.deferred = true;  // a dlopen still under way: the next look
+      continue;
+    }
     ob.alive = 1;
     ob.initial = g_starting;
     ob.ours = self >= ob.elf.map_lo && self < ob.elf.map_hi;
@@ -121,7 +177,10 @@ int OnObject(dl_phdr_info* info, size_t, void* data) {
   ++w.seen;
   if (w.seen < w.expected) return 0;
   BinderLock();
+  g_binder.deferred = false;
   Sync(w.seen < static_cast<uint32_t>(kMaxObjects) ? w.seen : kMaxObjects, w.subs_changed);
+  // An object left for later: the next look walks the list again.
+  if (g_binder.deferred) g_binder.adds = ~uint64_t{0};
   w.fn(w.arg);
   BinderUnlock();
   w.ran = true;

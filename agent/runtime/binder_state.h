@@ -110,6 +110,7 @@ struct BinderState {
   Object* objects;  // kMaxObjects
   uint32_t nobjects;
   uint64_t adds, subs;  // dl_iterate_phdr's counts at the last look
+  bool deferred;        // the last look left an object still being relocated
 
   TrampBlock* blocks;  // kMaxBlocks (BinderTables)
   int nblocks;

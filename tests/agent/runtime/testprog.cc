@@ -3,6 +3,7 @@
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | fpmany N | throw
 //            | recurse N | nested N | varargs | structs | threads T N | signal | longjmp
 //            | fork | forkin | vfork | exec | execfail | execfail5 | _exit | many N | dlopen LIB
+//            | dlrace LIB N
 //            | sigtrap handler|signal|ignore|default
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -267,6 +268,29 @@ int Hazard(int argc, char** argv) {
     auto* call = reinterpret_cast<long (*)(long)>(dlsym(h, "fp_test2_call_main"));
     if (call == nullptr) return 8;
     printf("main %ld\n", call(50));
+  } else if (!strcmp(what, "dlrace") && argc == 4) {
+    // One thread opens and closes LIB N times while another looks names up
+    // (dlsym with RTLD_DEFAULT: the binder looks at the loaded objects
+    // each time), so looks land while the library is being relocated.
+    const long n = std::atol(argv[3]);
+    static std::atomic<bool> stop{false};
+    std::thread looker([] {
+      while (!stop.load()) {
+        if (dlsym(RTLD_DEFAULT, "fp_test_main_export") == nullptr) std::abort();
+      }
+    });
+    long total = 0;
+    for (long i = 0; i < n; ++i) {
+      void* h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+      if (h == nullptr) return 8;
+      auto* len = reinterpret_cast<long (*)(const char*)>(dlsym(h, "fp_relro_len"));
+      if (len == nullptr) return 8;
+      total += len("fieldprof");
+      dlclose(h);
+    }
+    stop = true;
+    looker.join();
+    printf("dlrace %ld\n", total);
   } else if (!strcmp(what, "dlopen") && argc == 3) {
     long total = 0;
     for (int round = 0; round < 2; ++round) {
