@@ -86,6 +86,7 @@ int ParseForced(const char* list, char* copy, size_t cap, bool point, const char
     } else if (*sym) {
       ForcedApi& f = g_binder.forced[g_binder.nforced++];
       f.name_key = NameKey(sym);
+      f.symbol = sym;
       f.module[0] = 0;
       f.point = point;
       if (colon) {

@@ -65,7 +65,7 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   const int32_t ai = FindApiIndex(s.name_key);
   if (ai < 0) return Direct(b, i);
   Api& a = g_binder.apis[ai];
-  if (a.flags & (kApiExcluded | kApiEvicted)) return Direct(b, i);
+  if (a.flags & (kApiExcluded | kApiEvicted | kApiDetoured)) return Direct(b, i);
   if (a.stub >= 0 && g.bound[a.stub] && !fp_measuring[a.stub]) return Direct(b, i);
   const uintptr_t target = s.lazy ? ResolveLazy(s) : s.orig;
   if (target == 0) {

@@ -39,7 +39,7 @@ void DoDlsymWork(void* arg) {
   const int32_t ai = FindApiIndex(NameKey(w.name));
   if (ai < 0) return;
   Api& a = g_binder.apis[ai];
-  if (a.flags & (kApiExcluded | kApiEvicted)) return;
+  if (a.flags & (kApiExcluded | kApiEvicted | kApiDetoured)) return;  // (its entry measures)
   const Object* def = DefinerByName(w.name, w.addr);
   const char* module = KeyModule(def);
   if (module == nullptr) return;

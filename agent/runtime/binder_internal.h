@@ -9,6 +9,8 @@
 //   module_naming.cc   the module name a key may carry (privacy)
 //   binder_bind.cc     first calls: choosing, binding to a stub, rebinding
 //   binder_lab.cc      lab mode's binding
+//   binder_points.cc   the field's `points` functions moved to measure
+//                      every call (detours)
 //   binder_dlsym.cc    dlsym/dlvsym results, and the hooks' entry points
 // Everything here runs under the binder lock (BinderLock) unless said
 // otherwise, and may call libc: never from binder_trap.cc.
@@ -156,6 +158,13 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i);
 // Lab mode: the first call of an import, and the lab index of a function
 // reached through dlsym (-1: not observed).
 uintptr_t LabFirstCall(TrampBlock& b, uint32_t i);
+// The program's file name, as /proc/self/exe ends (a points entry may name
+// the program so, where its key module is "main").
+const char* ProgramFileName();
+// The field's `points` functions defined in objects not looked at yet get
+// detours: every call measured through the function's own entry, calls
+// from inside its module too (binder_points.cc). Takes the binder's lock.
+void FieldDetourNewObjects();
 int32_t BindLab(const Object* def, const char* symbol, uintptr_t real);
 
 }  // namespace fieldprof::rt

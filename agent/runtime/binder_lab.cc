@@ -13,6 +13,20 @@ namespace fieldprof::rt {
 // Lab mode: the lab index of `real`, defined in `def` as `symbol`, when
 // the names keep the key rules, the module filters let it through and the
 // lab observes it in this pass; else -1.
+// The program is "main" in the field's keys unless it is a system program;
+// a points entry may name it by its file name.
+const char* ProgramFileName() {
+  static char name[256];
+  if (name[0] != 0) return name;
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return name;
+  path[n] = 0;
+  const char* slash = strrchr(path, '/');
+  CopyName(name, sizeof name, slash != nullptr ? slash + 1 : path);
+  return name;
+}
+
 int32_t BindLab(const Object* def, const char* symbol, uintptr_t real) {
   const char* module = KeyModule(def);
   if (module == nullptr || !key_rules::SymbolOk(symbol, strlen(symbol))) return -1;
@@ -47,20 +61,6 @@ namespace {
 bool Names(const char* line, const char* colon, const char* m) {
   const size_t n = strlen(m);
   return m[0] != 0 && static_cast<size_t>(colon - line) == n && strncmp(line, m, n) == 0;
-}
-
-// The program's file name (the program is "main" in the field's keys
-// unless it is a system program; a local points pass may name it).
-const char* ProgramFileName() {
-  static char name[256];
-  if (name[0] != 0) return name;
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return name;
-  path[n] = 0;
-  const char* slash = strrchr(path, '/');
-  CopyName(name, sizeof name, slash != nullptr ? slash + 1 : path);
-  return name;
 }
 
 void DetourObject(const Object& ob, const char* module, bool ready, const char* unready) {
@@ -115,6 +115,10 @@ void DetourObject(const Object& ob, const char* module, bool ready, const char* 
 }  // namespace
 
 void LabDetourNewObjects() {
+  if (g_lab_mode == kLabOff) {
+    FieldDetourNewObjects();
+    return;
+  }
   if (g_lab_mode != kLabPoints) return;
   const int was_in = t_in_binder;
   t_in_binder = 1;  // capstone's own imports pass straight on

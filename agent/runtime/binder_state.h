@@ -69,6 +69,9 @@ inline constexpr uint8_t kApiExcluded = 4;  // its module is filtered out
 inline constexpr uint8_t kApiEvicted = 8;   // chosen, then replaced
 inline constexpr uint8_t kApiForcedModule = 16;
 inline constexpr uint8_t kApiPoint = 32;  // named in `points` (binder.h)
+// Its function's entry moved (binder_points.cc): its slot measures every
+// call there, and callers elsewhere go on to that entry, never to the stub.
+inline constexpr uint8_t kApiDetoured = 64;
 
 // One API name; open addressing by name_key (0: free entry).
 struct Api {
@@ -93,8 +96,9 @@ inline constexpr int kMaxObjects = 4096;
 
 struct ForcedApi {
   uint64_t name_key;
-  char module[256];  // "" = any
-  bool point;        // from `points`: its module is always named
+  const char* symbol;  // in the settings' copy (BinderTables), kept for the run
+  char module[256];    // "" = any
+  bool point;          // from `points`: its module is always named
 };
 
 struct BinderState {

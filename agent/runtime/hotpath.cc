@@ -291,8 +291,12 @@ inline uintptr_t RealOf(uint32_t slot) {
 }  // namespace
 
 // The stub calls this only for a slot it measures (fp_measuring); lab
-// stubs for every call.
+// stubs and detours for every call.
 extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
+  // A detour's entry (binder_points.cc) comes here whether its slot
+  // measures or not (past its overhead budget).
+  if (!IsLabSlot(slot) && !fp_measuring[slot]) [[unlikely]]
+    return {RealOf(slot), 0};
   ThreadState& tls = t_state;
   ShadowStack* ss = tls.ss;
   if (ss == nullptr) [[unlikely]] {

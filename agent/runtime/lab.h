@@ -73,8 +73,9 @@ void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved);
 // "LINE<TAB>WHAT[: WHY]" in <FIELDPROF_LAB_DIR>/placed-<pid>.
 void LabSayPlaced(const char* line, const char* what, const char* why);
 // Points passes: the plan's functions defined in objects not looked at yet
-// get detours. Takes the binder's lock; call it with neither that nor the
-// dynamic linker's held (binder_lab.cc).
+// get detours; outside lab mode, the `points` setting's functions do
+// (binder_points.cc). Takes the binder's lock; call it with neither that
+// nor the dynamic linker's held (binder_lab.cc).
 void LabDetourNewObjects();
 
 // From fp_exit (hotpath.cc), for the call of lab slot `slot` at depth `i`

@@ -140,7 +140,9 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   // A lab pass (FIELDPROF_LAB) that cannot be set up measures nothing.
   if (!LabStart(envp, g.config.debug_log)) return StopMeasuring("lab mode cannot start");
   LabCalibrate();
-  if (g_lab_mode == kLabPoints) {
+  // Capstone for detours (detour.h), loaded before the binder starts: a
+  // points pass, or a measured run whose `points` setting names functions.
+  if (g_lab_mode == kLabPoints || (g_lab_mode == kLabOff && settings.points[0] != 0)) {
     const char* why = nullptr;
     if (!DetourLoad(&why)) DebugLog("points: %s", why);
   }
@@ -155,7 +157,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.debug_log = g.config.debug_log;
   bc.lab = g_lab_mode != kLabOff;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
-  LabDetourNewObjects();  // a points pass's functions inside modules
+  LabDetourNewObjects();  // functions inside modules: a points pass's, `points`
   const uint64_t t_bound = Rdtsc();
   // The debug log's own lines come after the timing: its first vsnprintf
   // alone costs more than some of the parts.

@@ -33,6 +33,7 @@ const std::string kProgC = FIELDPROF_POINTSPROG_C;
 const std::string kHook = FIELDPROF_POINTS_HOOK;
 const std::string kRuntime = FIELDPROF_RUNTIME_LIB;
 const std::string kLabProg = FIELDPROF_LABPROG;
+const std::string kInModule = FIELDPROF_INMODULE;
 
 // Runs `cmd` with sh; its stdout (stderr too with "2>&1" in cmd) and exit code.
 int Shell(const std::string& cmd, std::string* out) {
@@ -219,6 +220,62 @@ TEST(PointsTest, FunctionsTheSettingsNameAreTimedAsPoints) {
   const std::string said((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(said.find("points: 'labb_stage' is not MODULE:FUNCTION, left out"), std::string::npos)
       << said;
+  std::filesystem::remove_all(d);
+}
+
+// A function the program calls inside itself has no import to bind: a
+// `points` entry moves its entry instead, so every call is timed, nested
+// ones too (fib calls itself through a pointer: 1,210 calls for 100
+// rounds). The program may be named by its file name or by its key
+// module, main; a function too short to move is said so in the debug log,
+// and a run without the runtime prints the same.
+TEST(PointsTest, FunctionsInsideTheProgramTheSettingsNameSeeEveryCall) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  std::ofstream(settings, std::ios::app)
+      << "k = 1\noverhead_budget = 1000\npoints = fieldprof_inmodule:load_config, main:fib, "
+         "fieldprof_inmodule:bump, fieldprof_inmodule:tiny\n";
+  auto first_lines = [](const std::string& out) {  // the last is the program's own timing
+    return out.substr(0, out.find("load_config_median_ns"));
+  };
+  std::string plain, out;
+  ASSERT_EQ(Shell(kInModule + " 100", &plain), 0);
+  ASSERT_EQ(Shell("FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings +
+                      " LD_PRELOAD=" + kRuntime + " " + kInModule + " 100",
+                  &out),
+            0);
+  EXPECT_EQ(first_lines(out), first_lines(plain));
+  EXPECT_NE(plain.find("fib_calls 1210\n"), std::string::npos) << plain;
+  auto series = PointRecords(d + "/spool");
+  EXPECT_EQ(series["main$load_config"].count, 100u);
+  EXPECT_EQ(series["main$fib"].count, 1210u);
+  EXPECT_EQ(series["main$bump"].count, 100u);
+  EXPECT_EQ(series.count("main$tiny"), 0u);
+  for (const auto& [symbol, s] : series) EXPECT_EQ(s.module, "main") << symbol;
+  const auto apis = ApiCalls(d + "/spool");
+  EXPECT_EQ(apis.at("main:load_config"), 100u);
+  EXPECT_EQ(apis.at("main:fib"), 1210u);
+  std::ifstream log(d + "/debug.log");
+  const std::string said((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("points: fieldprof_inmodule:load_config: every call"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("points: main:fib: every call"), std::string::npos) << said;
+  EXPECT_NE(said.find("points: fieldprof_inmodule:tiny: calls from other modules only: shorter"),
+            std::string::npos)
+      << said;
+  // Past its overhead budget a moved entry goes straight on to the
+  // function: fewer fib calls timed, and the program unharmed.
+  std::filesystem::remove_all(d + "/spool");
+  std::ofstream(settings, std::ios::app) << "overhead_budget = 0.0001\n";
+  ASSERT_EQ(
+      Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kRuntime + " " + kInModule + " 100",
+            &out),
+      0);
+  EXPECT_EQ(first_lines(out), first_lines(plain));
+  series = PointRecords(d + "/spool");
+  EXPECT_GT(series["main$fib"].count, 0u);
+  EXPECT_LT(series["main$fib"].count, 1210u);
   std::filesystem::remove_all(d);
 }
 
