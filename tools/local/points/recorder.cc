@@ -182,7 +182,8 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
         const Event& e = r->ev[k & (kRingEvents - 1)];
         p = PutVarint(p, e.tsc - prev);  // mod 2^64: an earlier TSC on another CPU wraps back
         prev = e.tsc;
-        p = PutVarint(p, uint64_t{SiteIndex(o, e.site)} << 2 | (e.kind & 3));
+        p = PutVarint(p,
+                      uint64_t{SiteIndex(o, e.site_kind & ~uint64_t{3})} << 2 | (e.site_kind & 3));
         p = PutVarint(p,
                       (static_cast<uint64_t>(e.value) << 1) ^ static_cast<uint64_t>(e.value >> 63));
       }
@@ -398,6 +399,7 @@ void AtForkChild() {
   // The parent's events are its own: this process starts empty.
   for (Ring* r = g_rings.load(); r != nullptr; r = r->next) {
     r->tail.store(r->head.load());
+    r->seen_tail = r->head.load();
     r->lost.store(0);
   }
   pf::t_ring = nullptr;            // this thread's ring carries the parent's tid

@@ -16,12 +16,16 @@ namespace fieldprof::local::points {
 inline constexpr uint32_t kRingEvents = 1u << 16;  // 65,536 events, 2 MiB (touched as used)
 
 struct Ring {
-  std::atomic<uint64_t> head{0};  // the thread's: events written
-  std::atomic<uint64_t> tail{0};  // the drain's: events taken
+  // The thread's cache line: what it writes, and the drain's tail as it
+  // last read it (read again only when the ring looks full, so a push
+  // never touches the line the drain writes).
+  std::atomic<uint64_t> head{0};  // events written
+  uint64_t seen_tail = 0;
   std::atomic<uint64_t> lost{0};
   uint32_t tid = 0;
   Ring* next = nullptr;
-  Event ev[kRingEvents];
+  alignas(64) std::atomic<uint64_t> tail{0};  // the drain's: events taken
+  alignas(64) Event ev[kRingEvents];
 };
 
 extern std::atomic<Ring*> g_rings;     // every thread's, newest first
