@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/decimal.h"
 #include "common/durable_file.h"
 #include "common/json_writer.h"
 #include "common/options.h"
@@ -33,16 +34,6 @@ bool ParseInt(const std::string& v, int64_t lo, int64_t hi, int64_t* out) {
   int64_t x = 0;
   const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return false;
-  *out = x;
-  return true;
-}
-
-bool ParseDouble(const std::string& v, double lo, double hi, double* out) {
-  if (v.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  const double x = std::strtod(v.c_str(), &end);
-  if (end != v.c_str() + v.size() || errno != 0 || !(x >= lo && x <= hi)) return false;
   *out = x;
   return true;
 }
@@ -88,9 +79,12 @@ bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSe
     case Kind::kInt:
       if (!ParseInt(v, r.lo, r.hi, &n)) return false;
       break;
-    case Kind::kDouble:
-      if (!ParseDouble(v, r.dlo, r.dhi, &d)) return false;
+    case Kind::kDouble: {
+      const std::optional<double> x = ParseDecimalIn(v, r.dlo, r.dhi);
+      if (!x) return false;
+      d = *x;
       break;
+    }
     case Kind::kU64: {
       uint64_t seed = 0;
       const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);

@@ -86,15 +86,6 @@ std::optional<int64_t> ParseWholeNumber(std::string_view v) {
   return x;
 }
 
-std::optional<double> ParseDecimalIn(std::string_view v, double lo, double hi) {
-  double x = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || !(x >= lo && x <= hi)) {
-    return std::nullopt;
-  }
-  return x;
-}
-
 Status ParseSeriesQuery(const QueryParams& params, SeriesQuery* q) {
   ApiFilter& f = q->filter;
   for (const auto& [k, v] : params) {

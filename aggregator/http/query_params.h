@@ -17,6 +17,7 @@
 
 #include "aggregator/store/store.h"
 #include "aggregator/store/time_tree.h"
+#include "common/decimal.h"
 #include "common/status.h"
 
 namespace fieldprof::aggregator {
@@ -32,8 +33,7 @@ std::string TakeParam(QueryParams* params, std::string_view name);
 
 // The whole of `v` as a decimal integer ("10abc" and "" are not numbers).
 std::optional<int64_t> ParseWholeNumber(std::string_view v);
-// The whole of `v` as a decimal number in [lo, hi].
-std::optional<double> ParseDecimalIn(std::string_view v, double lo, double hi);
+// ParseDecimalIn (a decimal number in [lo, hi]) is common/decimal.h's.
 
 // Which series a read is about, over which days, and how many at most.
 struct SeriesQuery {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "common/decimal.h"
 #include "common/options.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
@@ -26,13 +27,6 @@
 namespace fieldprof::tools {
 
 namespace {
-
-bool ParseDouble(const std::string& s, double lo, double hi, double* out) {
-  char* end = nullptr;
-  errno = 0;
-  *out = std::strtod(s.c_str(), &end);
-  return !s.empty() && errno == 0 && *end == 0 && *out >= lo && *out <= hi;
-}
 
 bool AllDigits(const std::string& s) {
   return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
@@ -80,12 +74,11 @@ int CommandAt(int argc, char** argv, int* opt_end) {
 }
 
 Status CheckRunValues(const RunOptions& o) {
-  double d = 0;
   if (!o.seed.empty() && !AllDigits(o.seed)) return InvalidArgument("--seed must be a number");
-  if (!o.max_load.empty() && !ParseDouble(o.max_load, 0, 1e6, &d)) {
+  if (!o.max_load.empty() && !ParseDecimalIn(o.max_load, 0, 1e6)) {
     return InvalidArgument("--max_load must be a number >= 0");
   }
-  if (!o.budget.empty() && !ParseDouble(o.budget, 0, 1000, &d)) {
+  if (!o.budget.empty() && !ParseDecimalIn(o.budget, 0, 1000)) {
     return InvalidArgument(
         "--budget must be a fraction of run time, 0 to 1 (above 1, up to 1000: no cap)");
   }

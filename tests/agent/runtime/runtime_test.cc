@@ -669,7 +669,7 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
       {"slots", {"1024", "1025"}},
       {"max_load_per_cpu", {"1e+06", "1000001"}},
       {"overhead_budget", {"1000", "1000.5"}},
-      {"sample_fraction", {"1", "1.01"}},
+      {"sample_fraction", {"+1", "1.01"}},
       {"max_runs_per_minute", {"1000000", "1000001"}},
       {"spool_dir", {spool(), spool() + "/" + std::string(500, 'x')}},
       {"spool_cap_mib", {"1048576", "1048577"}},
