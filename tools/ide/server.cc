@@ -698,6 +698,39 @@ class Server {
     return out;
   }
 
+  // Instrumentation points whose field series has solid data above the
+  // threshold: a scope's own duration (FP_SCOPE, FP_BEGIN, FP_END), or
+  // for a point the most called segment that ends there.
+  struct PointSite {
+    PointMark mark;
+    std::string label;  // "parse", "load → parsed"
+    PointSeries series;
+  };
+  std::vector<PointSite> SolidPoints(const std::string& text, const char* method) {
+    std::vector<PointSite> out;
+    const std::vector<PointMark> marks = PointMarks(text);
+    if (marks.empty()) return out;
+    std::shared_ptr<const CostIndex> ix = Index(method);
+    if (!ix) return out;
+    for (const PointMark& m : marks) {
+      const bool scope = m.macro.rfind("FP_POINT", 0) != 0;
+      const PointSeries* best = nullptr;
+      for (const PointSeries& p : *ix->FindPoints(m.tag)) {
+        const bool fits = scope ? p.scope == m.name : p.to == m.name && p.scope.empty();
+        if (fits && (best == nullptr || p.time.count > best->time.count)) best = &p;
+      }
+      if (best == nullptr || best->time.count < opt_.min_calls || best->runs < opt_.min_runs ||
+          best->time.p50 < opt_.min_p50_ns) {
+        continue;
+      }
+      out.push_back({m, scope ? best->scope : best->from + " → " + best->to, *best});
+    }
+    return out;
+  }
+  static std::string PointTime(const PointSeries& p, double ns) {
+    return FormatMetricValue(wire::METRIC_POINT_NS, ns, p.resolution_ns);
+  }
+
   // The text of the request's document; nullptr when it was never opened.
   const std::string* Text(const json& params) const {
     auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
@@ -716,6 +749,14 @@ class Server {
       title += s.ambiguous ? ", " + s.cost->module + " of several)" : ")";
       if (!s.cost->suspect.empty()) title += " ⚠ suspect";
       out.push_back({{"range", {{"start", pos.At(s.call.begin)}, {"end", pos.At(s.call.end)}}},
+                     {"command", {{"title", title}, {"command", ""}}}});
+    }
+    for (const PointSite& p : SolidPoints(text, "textDocument/codeLens")) {
+      const std::string title = p.mark.tag + ": " + p.label + " ≈ " +
+                                PointTime(p.series, p.series.time.p50) + " p50, p99 " +
+                                PointTime(p.series, p.series.time.p99) + " (field, " +
+                                p.series.module + ")";
+      out.push_back({{"range", {{"start", pos.At(p.mark.begin)}, {"end", pos.At(p.mark.end)}}},
                      {"command", {{"title", title}, {"command", ""}}}});
     }
     return out;
@@ -742,6 +783,19 @@ class Server {
                      {"tooltip", s.call.name + " in " + s.cost->module + ": " +
                                      FormatCount(s.cost->time.count) + " calls in " +
                                      FormatCount(s.cost->runs) + " runs (fieldprof)"}});
+    }
+    for (const PointSite& p : SolidPoints(text, "textDocument/inlayHint")) {
+      // After the macro's parenthesis; a scope's hint reads as its
+      // duration, a point's as the time since the segment's start.
+      if (p.mark.after < from || p.mark.after > to) continue;
+      const bool scope = !p.series.scope.empty();
+      out.push_back({{"position", pos.At(p.mark.after)},
+                     {"label", "≈ " + PointTime(p.series, p.series.time.p50) +
+                                   (scope ? " p50" : " p50 since " + p.series.from)},
+                     {"paddingLeft", true},
+                     {"tooltip", p.mark.tag + ": " + p.label + " in " + p.series.module + ": " +
+                                     FormatCount(p.series.time.count) + " in " +
+                                     FormatCount(p.series.runs) + " runs (fieldprof)"}});
     }
     return out;
   }

@@ -349,6 +349,7 @@ std::vector<PointMark> PointMarks(const std::string& text) {
     ++i;
     if (!PlainLiteral(text, &i, &m.name)) continue;
     m.end = i;
+    m.after = cs.after > m.end ? cs.after : m.end;
     out.push_back(std::move(m));
   }
   return out;

@@ -57,6 +57,7 @@ struct PointMark {
   std::string macro;  // "FP_POINT"
   std::string tag, name;
   size_t begin = 0, end = 0;  // the macro's name up to just past the name's literal
+  size_t after = 0;           // just past the closing parenthesis (else `end`)
 };
 // Every such mark outside comments and strings, in order.
 std::vector<PointMark> PointMarks(const std::string& text);

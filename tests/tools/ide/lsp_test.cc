@@ -504,7 +504,8 @@ TEST_F(LspTest, NeovimShowsHoversAndLenses) {
 
 // An instrumentation point's hover (docs/points.md): the field's point_ns
 // series of its tag, read by prefix, the segments through the point in a
-// table with the statistics of the values recorded, the rest in brief.
+// table with the statistics of the values recorded, the rest in brief;
+// then its lens and inlay hint where the data is solid.
 TEST_F(LspTest, APointsHoverShowsTheFieldDurationsOfItsSegments) {
   const Histogram load_parsed_a = Spread(700000, 800000, 600);
   const Histogram load_parsed_b = Spread(750000, 900000, 400);
@@ -582,6 +583,36 @@ TEST_F(LspTest, APointsHoverShowsTheFieldDurationsOfItsSegments) {
   EXPECT_EQ(HoverText(*c, "file:///src/p.c", 7, 8), "");
   const std::string api = HoverText(*c, "file:///src/p.c", 8, 12);
   EXPECT_NE(api.find("### startup — field cost"), std::string::npos) << api;
+
+  // Lenses and hints where the data is solid (defaults: 1,000 calls in 10
+  // runs): the scope's own duration, and the segment that ends at a point
+  // (parsed -> load has 999 calls: none at load; libfoo's 50: not chosen).
+  json lenses =
+      c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/p.c")}})["result"];
+  std::map<int, std::string> by_line;
+  for (const json& l : lenses) by_line[l["range"]["start"]["line"]] = l["command"]["title"];
+  EXPECT_EQ(by_line.size(), 2u) << lenses.dump();
+  EXPECT_EQ(by_line[3].rfind("startup: parse ≈ " + FormatNanos(parse.Stats().p50) + " p50", 0), 0u)
+      << by_line[3];
+  EXPECT_EQ(by_line[4].rfind("startup: load → parsed ≈ " + FormatNanos(both.Stats().p50), 0), 0u)
+      << by_line[4];
+  EXPECT_NE(by_line[4].find("(field, main)"), std::string::npos) << by_line[4];
+  json hints = c->Call("textDocument/inlayHint",
+                       {{"textDocument", Doc("file:///src/p.c")},
+                        {"range", {{"start", Pos(0, 0)}, {"end", Pos(9, 0)}}}})["result"];
+  ASSERT_EQ(hints.size(), 2u) << hints.dump();
+  EXPECT_EQ(hints[0]["position"], Pos(3, 32)) << "after the scope's parenthesis: " << hints.dump();
+  EXPECT_EQ(hints[0]["label"], "≈ " + FormatNanos(parse.Stats().p50) + " p50");
+  EXPECT_EQ(hints[1]["position"], Pos(5, 21)) << "closed on another line: after its name";
+  EXPECT_EQ(hints[1]["label"], "≈ " + FormatNanos(both.Stats().p50) + " p50 since load");
+  c->Notify("workspace/didChangeConfiguration",
+            {{"settings", {{"fieldprof", {{"minRuns", 1}, {"minCalls", 10}}}}}});
+  lenses = c->Call("textDocument/codeLens", {{"textDocument", Doc("file:///src/p.c")}})["result"];
+  by_line.clear();
+  for (const json& l : lenses) by_line[l["range"]["start"]["line"]] = l["command"]["title"];
+  EXPECT_EQ(by_line[2].rfind("startup: parsed → load ≈ " + FormatNanos(parsed_load.Stats().p50), 0),
+            0u)
+      << lenses.dump();
 }
 
 // The symbol index fieldprof cost reads through (common/snapshot_index.h):
