@@ -123,7 +123,7 @@ bool ReadHeader(Reader& r, uint32_t* pid, uint64_t* start_unix_ns, std::string* 
 }
 
 struct RunSink {
-  PointsRun* run;
+  PointsRun* run = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> clock;  // tsc, mono ns
   uint64_t tsc_hz = 0;
   std::map<uint64_t, uint32_t> site_of;
@@ -208,7 +208,8 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (!ReadHeader(r, &run.pid, &run.start_unix_ns, &run.program)) {
     return InvalidArgument("a points file with a damaged header");
   }
-  RunSink sink{&run};
+  RunSink sink;
+  sink.run = &run;
   ReadRecords(r, sink);
   auto& clock = sink.clock;
   auto& site_of = sink.site_of;
