@@ -161,6 +161,12 @@ uintptr_t LabFirstCall(TrampBlock& b, uint32_t i);
 // The program's file name, as /proc/self/exe ends (a points entry may name
 // the program so, where its key module is "main").
 const char* ProgramFileName();
+// Calls fn for each object not looked at for detours yet (and marks it),
+// with capstone loaded if it can be (`ready`, else `unready` says why),
+// under the binder's lock; call it with neither that lock nor the dynamic
+// linker's held (binder_lab.cc).
+void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, bool ready,
+                                    const char* unready));
 // The field's `points` functions defined in objects not looked at yet get
 // detours: every call measured through the function's own entry, calls
 // from inside its module too (binder_points.cc). Takes the binder's lock.

@@ -114,12 +114,8 @@ void DetourObject(const Object& ob, const char* module, bool ready, const char* 
 
 }  // namespace
 
-void LabDetourNewObjects() {
-  if (g_lab_mode == kLabOff) {
-    FieldDetourNewObjects();
-    return;
-  }
-  if (g_lab_mode != kLabPoints) return;
+void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, bool ready,
+                                    const char* unready)) {
   const int was_in = t_in_binder;
   t_in_binder = 1;  // capstone's own imports pass straight on
   const char* unready = nullptr;
@@ -129,12 +125,18 @@ void LabDetourNewObjects() {
     Object& ob = g_binder.objects[i];
     if (!ob.alive || ob.ours || ob.vdso || ob.rtld || ob.detours_looked) continue;
     ob.detours_looked = 1;
-    if (const char* module = KeyModule(&ob); module != nullptr) {
-      DetourObject(ob, module, ready, unready);
-    }
+    if (const char* module = KeyModule(&ob); module != nullptr) fn(ob, module, ready, unready);
   }
   BinderUnlock();
   t_in_binder = was_in;
+}
+
+void LabDetourNewObjects() {
+  if (g_lab_mode == kLabOff) {
+    FieldDetourNewObjects();
+  } else if (g_lab_mode == kLabPoints) {
+    DetourEachNewObject(DetourObject);
+  }
 }
 
 }  // namespace fieldprof::rt

@@ -25,7 +25,8 @@ void Say(const ForcedApi& f, const char* what, const char* why) {
 }
 
 // The `points` functions defined in `ob`, keyed as `module`.
-void DetourPoints(Object& ob, const char* module, bool ready, const char* unready) {
+void DetourPoints(const Object& ob, const char* module, bool ready, const char* unready) {
+  if (!ModuleAllowed(module)) return;
   const bool program = ob.elf.path != nullptr && ob.elf.path[0] == 0 && ob.initial;
   for (int f = 0; f < g_binder.nforced; ++f) {
     const ForcedApi& fa = g_binder.forced[f];
@@ -82,21 +83,7 @@ void FieldDetourNewObjects() {
   for (int f = 0; f < g_binder.nforced; ++f) {
     any = any || (g_binder.forced[f].point && g_binder.forced[f].module[0] != 0);
   }
-  if (!any || !fp_binder_on) return;
-  const int was_in = t_in_binder;
-  t_in_binder = 1;  // capstone's own imports pass straight on
-  const char* unready = nullptr;
-  const bool ready = DetourLoad(&unready);
-  BinderLock();
-  for (uint32_t i = 0; i < g_binder.nobjects; ++i) {
-    Object& ob = g_binder.objects[i];
-    if (!ob.alive || ob.ours || ob.vdso || ob.rtld || ob.detours_looked) continue;
-    ob.detours_looked = 1;
-    const char* module = KeyModule(&ob);
-    if (module != nullptr && ModuleAllowed(module)) DetourPoints(ob, module, ready, unready);
-  }
-  BinderUnlock();
-  t_in_binder = was_in;
+  if (any && fp_binder_on) DetourEachNewObject(DetourPoints);
 }
 
 }  // namespace fieldprof::rt
