@@ -89,7 +89,7 @@ void BinderNoticeNewObjects() {
   InterposeLateOnNewObjects();  // before the traps: they skip entries bound to us
   WithObjects(Nothing, nullptr);
   t_in_binder = 0;
-  LabDetourNewObjects();
+  DetourNewObjects();
 }
 
 void BinderAfterFork() {

@@ -73,7 +73,7 @@ uintptr_t BinderDlsymResult(const char* name, uintptr_t addr) {
   t_in_binder = 1;
   WithObjects(DoDlsymWork, &w);
   t_in_binder = 0;
-  LabDetourNewObjects();  // a points pass's functions in a module just loaded
+  DetourNewObjects();  // `points` functions in a module just loaded (lab or field)
   return w.result;
 }
 

@@ -10,9 +10,6 @@
 
 namespace fieldprof::rt {
 
-// Lab mode: the lab index of `real`, defined in `def` as `symbol`, when
-// the names keep the key rules, the module filters let it through and the
-// lab observes it in this pass; else -1.
 // The program is "main" in the field's keys unless it is a system program;
 // a points entry may name it by its file name.
 const char* ProgramFileName() {
@@ -27,6 +24,9 @@ const char* ProgramFileName() {
   return name;
 }
 
+// Lab mode: the lab index of `real`, defined in `def` as `symbol`, when
+// the names keep the key rules, the module filters let it through and the
+// lab observes it in this pass; else -1.
 int32_t BindLab(const Object* def, const char* symbol, uintptr_t real) {
   const char* module = KeyModule(def);
   if (module == nullptr || !key_rules::SymbolOk(symbol, strlen(symbol))) return -1;
@@ -131,7 +131,7 @@ void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, bool r
   t_in_binder = was_in;
 }
 
-void LabDetourNewObjects() {
+void DetourNewObjects() {
   if (g_lab_mode == kLabOff) {
     FieldDetourNewObjects();
   } else if (g_lab_mode == kLabPoints) {

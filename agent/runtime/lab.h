@@ -76,7 +76,7 @@ void LabSayPlaced(const char* line, const char* what, const char* why);
 // get detours; outside lab mode, the `points` setting's functions do
 // (binder_points.cc). Takes the binder's lock; call it with neither that
 // nor the dynamic linker's held (binder_lab.cc).
-void LabDetourNewObjects();
+void DetourNewObjects();
 
 // From fp_exit (hotpath.cc), for the call of lab slot `slot` at depth `i`
 // of `t`, with what it moved. No libc, no floating point.

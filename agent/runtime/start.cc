@@ -157,7 +157,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.debug_log = g.config.debug_log;
   bc.lab = g_lab_mode != kLabOff;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
-  LabDetourNewObjects();  // functions inside modules: a points pass's, `points`
+  DetourNewObjects();  // functions inside modules: a points pass's, `points`
   const uint64_t t_bound = Rdtsc();
   // The debug log's own lines come after the timing: its first vsnprintf
   // alone costs more than some of the parts.
