@@ -172,6 +172,8 @@ uint64_t SpoolBytes(const char* dir) {
 // figure only overestimates: a record may be refused early, never let
 // past the cap.
 constexpr int64_t kRecountAfterS = 60;
+// The longest an exit waits for another process's hold on .usage.
+constexpr int64_t kLockWaitNs = 50'000'000;
 
 struct Usage {
   int fd = -1;  // locked; -1 when the file cannot be used (then: count every time)
@@ -195,11 +197,18 @@ Usage ReadUsage(const char* dir, int64_t now_s) {
   }
   if (u.fd >= 0) {
     // Never wait long: a process stopped while holding the lock must not
-    // hold up this one's exit. Past ~5 ms, count without the file.
-    int tries = 0;
+    // hold up this one's exit. Past kLockWaitNs, count without the file
+    // (the cap may then be passed by the records written meanwhile). Each
+    // holder keeps it for a read, a file written and renamed, and a write:
+    // eight programs ending at once on a busy 2-core VM queued for more
+    // than the 5 ms this waited before, and passed the cap.
+    timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     while (flock(u.fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK && errno != EINTR) tries = 50;
-      if (++tries >= 50) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      const int64_t waited = (now.tv_sec - t0.tv_sec) * 1000000000 + (now.tv_nsec - t0.tv_nsec);
+      if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= kLockWaitNs) {
         close(u.fd);
         u.fd = -1;
         break;
