@@ -121,7 +121,8 @@ class AggregatorProcess {
     return {.host = "127.0.0.1",
             .port = port_,
             .ca_file = dir_.File("cert.pem"),
-            .timeout = std::chrono::milliseconds(5000)};
+            .timeout = std::chrono::milliseconds(5000),
+            .local_address = {}};
   }
   uint16_t port() const { return port_; }
 

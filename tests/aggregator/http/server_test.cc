@@ -115,7 +115,10 @@ class ServerTest : public ::testing::Test {
     if (store_) IgnoreError(store_->Close());
   }
   HttpsClientOptions ClientOptions() {
-    return {.host = "127.0.0.1", .port = server_->port(), .ca_file = dir_.File("cert.pem")};
+    return {.host = "127.0.0.1",
+            .port = server_->port(),
+            .ca_file = dir_.File("cert.pem"),
+            .local_address = {}};
   }
   StatusOr<HttpReply> Post(HttpsClient& c, const std::string& body,
                            const std::string& type = "application/x-protobuf") {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -153,8 +154,9 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     for (const json& row : got["segments"]) significant += row["significant"].get<bool>() ? 1 : 0;
     EXPECT_GT(significant, 0u) << "ten times the rounds is a change: " << c->body;
     // How sure and how large: the command's --fdr and --min_change, the
-    // same answer. Ten times the rounds is +900%, under a least change of
-    // 1000%.
+    // same answer. Ten times the rounds is about +900%, under a least
+    // change of 1000%; a busy machine can stretch a segment of group B past
+    // that, so each row is held to the rule itself rather than a count.
     std::string strict;
     ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("runs") + " " + dir.File("runs_b") +
                              " --tag startup --json --fdr 0.1 --min_change 10",
@@ -168,11 +170,13 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     EXPECT_EQ(json::parse(c->body)["segments"], want_strict) << c->body;
     EXPECT_EQ(json::parse(c->body)["fdr"], 0.1) << c->body;
     EXPECT_EQ(json::parse(c->body)["min_change"], 10) << c->body;
-    size_t strict_significant = 0;
-    for (const json& row : want_strict)
-      strict_significant += row["significant"].get<bool>() ? 1 : 0;
-    EXPECT_LT(strict_significant, significant) << strict;
-    for (const std::string& bad : {"&fdr=0.9", "&fdr=x", "&min_change=-1", "&min_change=1e9"}) {
+    for (const json& row : want_strict) {
+      const double a = row["mean_a_ns"].get<double>(), b = row["mean_b_ns"].get<double>();
+      EXPECT_EQ(row["significant"].get<bool>(),
+                row["q"].get<double>() <= 0.1 && std::fabs(b - a) >= 10 * a)
+          << row.dump();
+    }
+    for (const char* bad : {"&fdr=0.9", "&fdr=x", "&min_change=-1", "&min_change=1e9"}) {
       c = http.Get(compare_target + bad, {{"Authorization", "Bearer " + kAlice}});
       ASSERT_TRUE(c.ok());
       EXPECT_EQ(c->status, 400) << bad << ": " << c->body;
