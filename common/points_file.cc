@@ -37,6 +37,21 @@ class Reader {
     }
     return false;
   }
+  // `n` bytes (0-8), little-endian.
+  bool Little(uint32_t n, uint64_t* v) {
+    if (b_.size() - at_ < n) return false;
+    *v = 0;
+    std::memcpy(v, b_.data() + at_, n);
+    at_ += n;
+    return true;
+  }
+  // A packed event (points_format.h): its control byte and three fields.
+  bool Packed(uint64_t* delta, uint64_t* site_kind, uint64_t* zigzag) {
+    uint8_t c = 0;
+    if (!Get(&c)) return false;
+    const pf::PackedLengths l = pf::UnpackControl(c);
+    return Little(l.tsc, delta) && Little(l.site, site_kind) && Little(l.value, zigzag);
+  }
   bool Str(std::string* s) {
     uint16_t n;
     if (!Get(&n) || b_.size() - at_ < n) return false;
@@ -83,7 +98,7 @@ size_t ReadRecords(Reader& r, Sink& sink) {
       PointSite site;
       ok = r.Get(&id) && r.Str(&site.tag) && r.Str(&site.name);
       if (ok) sink.OnSite(id, std::move(site));
-    } else if (type == pf::kBatch) {
+    } else if (type == pf::kPackedBatch || type == pf::kBatch) {
       uint32_t tid = 0, n = 0;
       uint64_t tsc = 0;
       ok = r.Get(&tid) && r.Get(&n) && n <= pf::kMaxBatch && r.Get(&tsc);
@@ -91,7 +106,9 @@ size_t ReadRecords(Reader& r, Sink& sink) {
       batch.clear();
       for (uint32_t i = 0; ok && i < n; ++i) {
         uint64_t delta = 0, site_kind = 0, zigzag = 0;
-        ok = r.Varint(&delta) && r.Varint(&site_kind) && r.Varint(&zigzag);
+        ok = type == pf::kPackedBatch
+                 ? r.Packed(&delta, &site_kind, &zigzag)
+                 : r.Varint(&delta) && r.Varint(&site_kind) && r.Varint(&zigzag);
         tsc += delta;
         const auto value = static_cast<int64_t>((zigzag >> 1) ^ (~(zigzag & 1) + 1));
         if (ok)

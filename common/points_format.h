@@ -9,10 +9,15 @@
 //                it was given one: for files cut before a second clock)
 //   'S' site:    u32 index, u16 len, tag, u16 len, name (sites are
 //                numbered from 0 as first seen; before their first event)
-//   'B' batch:   u32 tid, u32 n, u64 the first event's tsc, then n events of
-//                one thread, each three varints (LEB128): the tsc less the
-//                previous one's (mod 2^64), site index << 2 | kind (0 a
-//                point, 1 a begin, 2 an end), the value zigzag-coded
+//   'P' batch:   u32 tid, u32 n, u64 the first event's tsc, then n events of
+//                one thread, each a control byte and three little-endian
+//                fields of the lengths it gives (PackedLengths): the tsc
+//                less the previous one's (mod 2^64), 1-8 bytes; site
+//                index << 2 | kind (0 a point, 1 a begin, 2 an end), 1-4
+//                bytes; the value zigzag-coded, 0-8 bytes. What the
+//                recorder writes: it packs an event without a branch.
+//   'B' batch:   the same as 'P', each event three varints (LEB128)
+//                instead; written until 2026-11, still read
 //   'L' lost:    u32 tid, u64 events the thread's buffer had no room for
 //   'X' the end: nothing follows (missing when the process was killed or
 //                exec'd: the file is still read up to its last record)
@@ -27,7 +32,38 @@ namespace fieldprof::local::points {
 inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
 inline constexpr char kHeader = 'H', kClock = 'C', kRate = 'R', kSite = 'S', kBatch = 'B',
-                      kLost = 'L', kEnd = 'X';
+                      kPackedBatch = 'P', kLost = 'L', kEnd = 'X';
+
+// The bytes that hold `v` little-endian, 1-8 (0 takes one).
+inline uint32_t BytesFor(uint64_t v) {
+  return static_cast<uint32_t>(71 - __builtin_clzll(v | 1)) >> 3;
+}
+
+// The bytes a zigzag-coded value takes in a packed event: 0 for 0, else
+// BytesFor's, 7 taken as 8.
+inline uint32_t PackedValueBytes(uint64_t zigzag) {
+  const uint32_t n = BytesFor(zigzag) & -static_cast<uint32_t>(zigzag != 0);
+  return n + (n == 7);
+}
+
+// A packed event's control byte: bits 0-2 the tsc delta's bytes less one,
+// bits 3-4 the site field's bytes less one, bits 5-7 the value's bytes
+// (0-6; 7 stands for 8). Fields of these lengths follow it.
+struct PackedLengths {
+  uint32_t tsc, site, value;
+};
+// `value_bytes` is PackedValueBytes's (never 7).
+inline uint8_t PackedControl(uint32_t tsc_bytes, uint32_t site_bytes, uint32_t value_bytes) {
+  return static_cast<uint8_t>((tsc_bytes - 1) | (site_bytes - 1) << 3 |
+                              (value_bytes - (value_bytes >> 3)) << 5);
+}
+inline PackedLengths UnpackControl(uint8_t c) {
+  const uint32_t v = c >> 5u;
+  return {(c & 7u) + 1, ((c >> 3) & 3u) + 1, v + (v == 7)};
+}
+// The most a packed event takes, and what a buffer needs beyond its last
+// event for the 8-byte stores that write each field.
+inline constexpr size_t kMaxPackedEvent = 1 + 8 + 4 + 8, kPackedSlack = 8;
 
 // One event in the recorder's rings, 24 bytes: a push writes less than a
 // cache line's worth, and the ring's lines are most of its cost.

@@ -15,11 +15,16 @@
 //     started and stopped here);
 //   - 1M points a second across 2 threads (goal: <= 1% of wall time, no
 //     event lost or every loss counted): 2 threads of 2 us work units with
-//     a point each, for a second, armed against unarmed, 9 rounds
-//     interleaved.
+//     a point each, for a second, armed against unarmed, ROUNDS rounds
+//     interleaved, each armed run against the unarmed one of its round;
+//     units spun on the clock and units of fixed work; beside them the
+//     same units with one RDTSC each instead of a point (the floor of any
+//     TSC-stamped event); and the CPU time all threads took, whose
+//     difference is the CPU a point costs, the drain thread's included.
 //
-//   points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB]
-//                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof_points.so)
+//   points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB] [--base-recorder LIB]
+//                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof_points.so;
+//                    the base: another build's recorder, in the same 2-thread rounds)
 //
 // The disarmed loops are the same dependent multiply-add, interleaved
 // round by round so the machine's drift lands on all of them; with
@@ -155,16 +160,31 @@ int ArmedChild(int rounds) {
 }
 
 // 2 threads of 2 us work units with a point each, for `seconds`: 1M
-// points a second in all. Prints its wall time in ns.
-int ThroughputChild(double seconds) {
+// points a second in all. A unit spins on the clock until 2 us have passed
+// (`fixed_iterations` 0), or runs that many iterations of Plain, which the
+// parent measured to take 2 us: a program's own work, where no clock read
+// comes right before each point. (A clock read is an RDTSCP; on AMD a
+// point's RDTSC right after it waits for it.) With `tsc_only`, each unit
+// ends with one RDTSC instead of a point: the floor under any recorder
+// that stamps its events with the TSC. Prints its wall time and the CPU
+// time of all its threads (the recorder's drain thread's too) in ns.
+int ThroughputChild(double seconds, long fixed_iterations, bool tsc_only) {
   const long units = static_cast<long>(seconds * 500000);
-  auto worker = [units](uint64_t* out) {
+  auto worker = [units, fixed_iterations, tsc_only](uint64_t* out) {
     uint64_t x = 1;
     for (long u = 0; u < units; ++u) {
-      const auto until = Clock::now() + std::chrono::nanoseconds(2000);
-      x = Plain(64, x);
-      while (Clock::now() < until) x = Plain(8, x);
-      FP_POINT_V("bench", "unit", u);
+      if (fixed_iterations > 0) {
+        x = Plain(fixed_iterations, x);
+      } else {
+        const auto until = Clock::now() + std::chrono::nanoseconds(2000);
+        x = Plain(64, x);
+        while (Clock::now() < until) x = Plain(8, x);
+      }
+      if (tsc_only) {
+        x += __rdtsc();
+      } else {
+        FP_POINT_V("bench", "unit", u);
+      }
     }
     *out = x;
   };
@@ -174,9 +194,26 @@ int ThroughputChild(double seconds) {
   t1.join();
   t2.join();
   const auto t_end = Clock::now();
-  std::printf("%.0f %llu\n", std::chrono::duration<double, std::nano>(t_end - t0).count(),
+  timespec cpu;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  std::printf("%.0f %.0f %llu\n", std::chrono::duration<double, std::nano>(t_end - t0).count(),
+              static_cast<double>(cpu.tv_sec) * 1e9 + static_cast<double>(cpu.tv_nsec),
               static_cast<unsigned long long>(a ^ b));
   return 0;
+}
+
+// Iterations of Plain that take 2 us here: the median of 201 timings.
+long IterationsFor2us() {
+  constexpr long kN = 1 << 20;
+  std::vector<double> ns;
+  uint64_t sink = 1;
+  for (int i = 0; i < 201; ++i) {
+    const auto t0 = Clock::now();
+    sink = Plain(kN, sink);
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kN);
+  }
+  __asm__ __volatile__("" : : "r"(sink));
+  return static_cast<long>(2000 / Median(ns));
 }
 
 // Runs this program with `args`; armed: with the recorder preloaded,
@@ -233,29 +270,79 @@ void SayRecorded(const std::string& dir) {
   std::printf("  recorded %zu events, %llu lost\n", events, static_cast<unsigned long long>(lost));
 }
 
-void Armed(const char* self, const std::string& lib, int rounds) {
+// `base`, when given, is another recorder (an earlier build's) measured
+// in the same rounds.
+void Armed(const char* self, const std::string& lib, const std::string& base, int rounds) {
   namespace fs = std::filesystem;
   const fs::path tmp = fs::temp_directory_path() / ("points-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp / "one");
   fs::create_directories(tmp / "two");
+  fs::create_directories(tmp / "base");
   std::fputs(
       RunSelf(self, {"--armed-child", std::to_string(rounds)}, lib, (tmp / "one").string()).c_str(),
       stdout);
   SayRecorded((tmp / "one").string());
-  std::vector<double> armed, plain;
-  constexpr int kRounds = 9;
-  for (int r = 0; r < kRounds; ++r) {
-    for (int armed_run = 0; armed_run < 2; ++armed_run) {
-      const std::string out =
-          RunSelf(self, {"--throughput-child", "1"}, armed_run ? lib : "", (tmp / "two").string());
-      (armed_run ? armed : plain).push_back(std::atof(out.c_str()));
+  // Plain, then each recorder, round by round, so the machine's drift
+  // lands on all of them.
+  struct Kind {
+    const char* name;
+    std::string lib, dir;
+    bool tsc_only;
+    std::vector<double> wall, cpu;
+  };
+  std::vector<Kind> kinds = {{"unarmed", "", (tmp / "two").string(), false, {}, {}},
+                             {"one rdtsc a unit (floor)", "", "", true, {}, {}},
+                             {"armed", lib, (tmp / "two").string(), false, {}, {}}};
+  if (!base.empty()) {
+    kinds.insert(kinds.begin() + 2,
+                 {"armed, base recorder", base, (tmp / "base").string(), false, {}, {}});
+  }
+  const long fixed = IterationsFor2us();
+  for (const long iterations : {0L, fixed}) {
+    for (Kind& k : kinds) {
+      k.wall.clear();
+      k.cpu.clear();
+    }
+    for (int r = 0; r < rounds; ++r) {
+      for (Kind& k : kinds) {
+        std::vector<std::string> args = {"--throughput-child", "1", std::to_string(iterations)};
+        if (k.tsc_only) args.push_back("--tsc-only");
+        const std::string out = RunSelf(self, args, k.lib, k.dir);
+        double wall = 0, cpu = 0;
+        if (std::sscanf(out.c_str(), "%lf %lf", &wall, &cpu) != 2) {
+          std::fprintf(stderr, "points_benchmark: a throughput run printed '%s'\n", out.c_str());
+          return;
+        }
+        k.wall.push_back(wall);
+        k.cpu.push_back(cpu);
+      }
+    }
+    if (kinds[0].wall.empty()) return;
+    std::printf(
+        "armed, 2 threads at 1M points a second for 1 s, %d rounds interleaved, %s;\n"
+        "median wall, and against the unarmed run of the same round: the median change and\n"
+        "its middle half, and the CPU time all threads took more, per point (the point and\n"
+        "the drain thread's share):\n",
+        rounds,
+        iterations == 0
+            ? "each unit spun on the clock for 2 us"
+            : ("each unit " + std::to_string(iterations) + " iterations of work (2 us)").c_str());
+    const Kind& plain = kinds[0];
+    std::printf("  %-26s %9.2f ms\n", plain.name, Median(plain.wall) / 1e6);
+    for (const Kind& k : kinds) {
+      if (&k == &plain || k.wall.size() != plain.wall.size()) continue;
+      std::vector<double> change, cpu_ns;
+      for (size_t r = 0; r < k.wall.size(); ++r) {
+        change.push_back((k.wall[r] - plain.wall[r]) / plain.wall[r] * 100);
+        cpu_ns.push_back((k.cpu[r] - plain.cpu[r]) / 1e6);  // 1M points
+      }
+      std::vector<double> sorted = change;
+      std::sort(sorted.begin(), sorted.end());
+      std::printf("  %-26s %9.2f ms  %+.2f%% (%+.2f to %+.2f; goal <= 1%%)  cpu %+.1f ns a point\n",
+                  k.name, Median(k.wall) / 1e6, Median(change), sorted[sorted.size() / 4],
+                  sorted[sorted.size() * 3 / 4], Median(cpu_ns));
     }
   }
-  const double a = Median(armed), p = Median(plain);
-  std::printf(
-      "armed, 2 threads at 1M points a second for 1 s, %d rounds interleaved, median wall:\n"
-      "  %-26s %9.2f ms\n  %-26s %9.2f ms  %+.2f%% (goal <= 1%%)\n",
-      kRounds, "unarmed", p / 1e6, "armed", a / 1e6, (a - p) / p * 100);
   SayRecorded((tmp / "two").string());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -345,14 +432,17 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "--lttng-child")) return LttngChild(std::atoi(argv[2]));
 #endif
   if (argc == 3 && !std::strcmp(argv[1], "--armed-child")) return ArmedChild(std::atoi(argv[2]));
-  if (argc == 3 && !std::strcmp(argv[1], "--throughput-child")) {
-    return ThroughputChild(std::atof(argv[2]));
+  if (argc >= 3 && !std::strcmp(argv[1], "--throughput-child")) {
+    return ThroughputChild(std::atof(argv[2]), argc > 3 ? std::atol(argv[3]) : 0,
+                           argc > 4 && !std::strcmp(argv[4], "--tsc-only"));
   }
-  std::string lib;
+  std::string lib, base;
   std::vector<char*> pos;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--recorder") && i + 1 < argc) {
       lib = std::filesystem::absolute(argv[++i]).string();
+    } else if (!std::strcmp(argv[i], "--base-recorder") && i + 1 < argc) {
+      base = std::filesystem::absolute(argv[++i]).string();
     } else {
       pos.push_back(argv[i]);
     }
@@ -360,7 +450,9 @@ int main(int argc, char** argv) {
   const long n = pos.size() > 0 ? std::atol(pos[0]) : 100000000;
   const int rounds = pos.size() > 1 ? std::atoi(pos[1]) : 15;
   if (n <= 0 || rounds <= 0) {
-    std::fprintf(stderr, "usage: points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB]\n");
+    std::fprintf(stderr,
+                 "usage: points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB] "
+                 "[--base-recorder LIB]\n");
     return 2;
   }
   std::vector<Loop> loops = {Plain, WithPoint, WithUsdt};
@@ -399,7 +491,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(sink));
   if (!lib.empty()) {
     std::fflush(stdout);
-    Armed("/proc/self/exe", lib, rounds);
+    Armed("/proc/self/exe", lib, base, rounds);
 #ifdef FIELDPROF_HAVE_LTTNG_UST
     std::printf("the anchor, enabled, in the same bursts:\n");
     std::fflush(stdout);

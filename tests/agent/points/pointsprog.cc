@@ -9,10 +9,16 @@
 //   fieldprof_pointsprog N --until FILE
 // runs N rounds every 20 ms until FILE exists (a program that runs on),
 // and prints how many rounds it ran.
+//   fieldprof_pointsprog 0 --values
+// makes a point "edge"/"v" for each value of kEdgeValues, 20 ms apart
+// from the 4th on, printing "edge VALUE" for each, then 80 points
+// "many"/"p10" ... "many"/"p89", each its own site
+// (tests/tools/local/points_record_test.cc reads them back).
 #include <fieldprof/points.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,10 +31,72 @@ unsigned long Parse(unsigned long x) {
   return x;
 }
 
+// What a packed event's fields must hold: 0, each byte length's edges,
+// and both ends of int64_t.
+const int64_t kEdgeValues[] = {0,
+                               1,
+                               -1,
+                               63,
+                               -64,
+                               64,
+                               127,
+                               128,
+                               -129,
+                               1 << 20,
+                               -(1 << 23),
+                               INT32_MAX,
+                               INT32_MIN,
+                               int64_t{1} << 40,
+                               -(int64_t{1} << 47),
+                               int64_t{1} << 50,
+                               int64_t{1} << 55,
+                               INT64_MAX,
+                               INT64_MIN,
+                               0};
+
+#define FP_MANY1(n) FP_POINT("many", "p" #n)
+#define FP_MANY10(d) \
+  do {               \
+    FP_MANY1(d##0);  \
+    FP_MANY1(d##1);  \
+    FP_MANY1(d##2);  \
+    FP_MANY1(d##3);  \
+    FP_MANY1(d##4);  \
+    FP_MANY1(d##5);  \
+    FP_MANY1(d##6);  \
+    FP_MANY1(d##7);  \
+    FP_MANY1(d##8);  \
+    FP_MANY1(d##9);  \
+  } while (0)
+
+void Values() {
+  int n = 0;
+  for (const int64_t v : kEdgeValues) {
+    if (++n > 3) {
+      const timespec pause{0, 20 * 1000 * 1000};  // a TSC delta of 4 bytes or more
+      nanosleep(&pause, nullptr);
+    }
+    FP_POINT_V("edge", "v", v);
+    std::printf("edge %lld\n", static_cast<long long>(v));
+  }
+  FP_MANY10(1);
+  FP_MANY10(2);
+  FP_MANY10(3);
+  FP_MANY10(4);
+  FP_MANY10(5);
+  FP_MANY10(6);
+  FP_MANY10(7);
+  FP_MANY10(8);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
+  if (argc > 2 && !std::strcmp(argv[2], "--values")) {
+    Values();
+    return 0;
+  }
   if (argc > 3 && !std::strcmp(argv[2], "--until")) {
     const long n = std::atol(argv[1]);
     unsigned long sum = 0;

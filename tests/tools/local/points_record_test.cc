@@ -227,6 +227,64 @@ TEST(PointsRecordTest, EveryEventOfABusyRunIsWrittenOrCounted) {
   }
 }
 
+// Every value a point can carry, time gaps of several bytes and more
+// sites than one byte numbers come back exactly as the program made them
+// (the recorder packs each field in as few bytes as hold it).
+TEST(PointsRecordTest, EdgeValuesGapsAndManySitesReadBackExactly) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("edge") + " -- " + kBusy +
+                           " 0 --values 2>" + dir.File("said"),
+                       &out),
+            0)
+      << out;
+  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("edge")});
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  ASSERT_EQ(runs->size(), 1u);
+  const local::PointsRun& r = (*runs)[0];
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.lost, 0u);
+  // What the program says it made; among them both ends of int64_t and a
+  // value whose zigzag code takes exactly 7 bytes.
+  std::vector<int64_t> want;
+  std::istringstream made(out);
+  for (std::string word; made >> word;) {
+    if (word == "edge") {
+      long long v = 0;
+      made >> v;
+      want.push_back(v);
+    }
+  }
+  ASSERT_GE(want.size(), 19u) << out;
+  for (const int64_t v : {INT64_MIN, INT64_MAX, int64_t{1} << 50}) {
+    EXPECT_NE(std::find(want.begin(), want.end(), v), want.end()) << v;
+  }
+  std::vector<int64_t> values;
+  std::vector<int64_t> times;
+  std::vector<std::string> many;
+  for (const local::PointEvent& e : r.events) {
+    const local::PointSite& site = r.sites.at(e.site);
+    if (site.tag == "edge" && site.name == "v") {
+      values.push_back(e.value);
+      times.push_back(e.t_ns);
+    } else if (site.tag == "many") {
+      many.push_back(site.name);
+      EXPECT_EQ(e.value, 0);
+    }
+  }
+  EXPECT_EQ(values, want);
+  // From the 4th point on, 20 ms of sleep before each: the gaps read as such.
+  ASSERT_EQ(times.size(), want.size());
+  for (size_t i = 3; i < times.size(); ++i) {
+    EXPECT_GE(times[i] - times[i - 1], 20'000'000) << "point " << i;
+    EXPECT_LT(times[i] - times[i - 1], 2'000'000'000) << "point " << i;
+  }
+  // 80 sites of their own, in the order the program made them.
+  ASSERT_EQ(many.size(), 80u);
+  for (int i = 0; i < 80; ++i) EXPECT_EQ(many[i], "p" + std::to_string(10 + i));
+  EXPECT_GE(r.sites.size(), 81u);
+}
+
 // A program that execs when its points are done: they are in its file,
 // drained before the exec (its drain thread had not woken yet).
 TEST(PointsRecordTest, AnExecKeepsThePointsBeforeIt) {

@@ -1,0 +1,196 @@
+// The points file's batches (common/points_format.h), written here by the
+// rules of that header and read by common/points_file.h: the packed batch
+// the recorder writes, and the varint batch older recorders wrote, give the
+// same events; a packed batch cut inside an event keeps the ones before.
+#include "common/points_file.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/points_format.h"
+#include "gtest/gtest.h"
+
+namespace fieldprof::local {
+namespace {
+
+namespace pf = points;
+
+struct Ev {
+  uint64_t tsc;
+  uint32_t site_id;
+  uint32_t kind;
+  int64_t value;
+};
+
+template <typename T>
+void Put(std::string* b, T v) {
+  b->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void Str(std::string* b, const std::string& s) {
+  Put(b, static_cast<uint16_t>(s.size()));
+  b->append(s);
+}
+void Varint(std::string* b, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) b->push_back(static_cast<char>(v | 0x80));
+  b->push_back(static_cast<char>(v));
+}
+// `v` in `n` bytes, little-endian.
+void Little(std::string* b, uint64_t v, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) b->push_back(static_cast<char>(v >> (8 * i)));
+}
+uint32_t Bytes(uint64_t v) {
+  uint32_t n = 1;
+  while (n < 8 && (v >> (8 * n)) != 0) ++n;
+  return n;
+}
+uint64_t Zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+
+// A file's start: the header, a clock reading at tick 1,000 (ns 0) and
+// the sites, numbered as given.
+std::string Start(const std::vector<std::pair<uint32_t, std::string>>& sites) {
+  std::string b(pf::kMagic, pf::kMagicSize);
+  b.push_back(pf::kHeader);
+  Put(&b, uint32_t{4242});
+  Put(&b, uint64_t{1'700'000'000'000'000'000});
+  Str(&b, "prog");
+  b.push_back(pf::kClock);
+  Put(&b, uint64_t{1000});
+  Put(&b, uint64_t{0});
+  for (const auto& [id, name] : sites) {
+    b.push_back(pf::kSite);
+    Put(&b, id);
+    Str(&b, "tag");
+    Str(&b, name);
+  }
+  return b;
+}
+
+// A batch of `events` of thread 7, each event after the previous one.
+std::string Batch(char type, const std::vector<Ev>& events) {
+  std::string b(1, type);
+  Put(&b, uint32_t{7});
+  Put(&b, static_cast<uint32_t>(events.size()));
+  Put(&b, events.front().tsc);
+  uint64_t prev = events.front().tsc;
+  for (const Ev& e : events) {
+    const uint64_t delta = e.tsc - prev, site = uint64_t{e.site_id} << 2 | e.kind;
+    const uint64_t z = Zigzag(e.value);
+    prev = e.tsc;
+    if (type == pf::kBatch) {
+      Varint(&b, delta);
+      Varint(&b, site);
+      Varint(&b, z);
+      continue;
+    }
+    // Lengths as the header says: 1-8, 1-4, and 0-8 with 7 standing for 8.
+    const uint32_t lt = Bytes(delta), ls = Bytes(site), lz = z == 0 ? 0 : Bytes(z);
+    const uint32_t code = lz == 8 ? 7 : lz == 7 ? 7 : lz;
+    const uint32_t lz_written = code == 7 ? 8 : code;
+    b.push_back(static_cast<char>((lt - 1) | (ls - 1) << 3 | code << 5));
+    Little(&b, delta, lt);
+    Little(&b, site, ls);
+    Little(&b, z, lz_written);
+  }
+  return b;
+}
+
+// The end: a clock reading 1e9 ticks and 1e9 ns after the first, so a
+// tick is a ns, and the end mark.
+std::string End() {
+  std::string b(1, pf::kClock);
+  Put(&b, uint64_t{1000 + 1'000'000'000});
+  Put(&b, uint64_t{1'000'000'000});
+  b.push_back(pf::kEnd);
+  return b;
+}
+
+const std::vector<std::pair<uint32_t, std::string>> kSites = {{0, "a"}, {300, "b"}, {70000, "c"}};
+
+// Ticks 0, 1, 255, 256 and 70,000 apart, one event back in time (an
+// earlier TSC on another CPU: its delta wraps); every value length.
+const std::vector<Ev> kEvents = {
+    {2000, 0, 0, 0},
+    {2000, 0, 1, 1},
+    {2001, 300, 2, -1},
+    {2256, 70000, 0, 128},
+    {2512, 0, 0, -129},
+    {2500, 300, 1, INT32_MIN},
+    {72500, 300, 2, int64_t{1} << 40},
+    {72501, 0, 0, (int64_t{1} << 55) - 1},
+    {72502, 0, 0, INT64_MAX},
+    {72503, 0, 0, INT64_MIN},
+};
+
+TEST(PointsFileTest, PackedAndVarintBatchesReadTheSame) {
+  for (const char type : {pf::kPackedBatch, pf::kBatch}) {
+    SCOPED_TRACE(std::string("batch type ") + type);
+    StatusOr<PointsRun> run = DecodePointsRun(Start(kSites) + Batch(type, kEvents) + End());
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    EXPECT_TRUE(run->complete);
+    EXPECT_EQ(run->program, "prog");
+    ASSERT_EQ(run->events.size(), kEvents.size());
+    // Events come by time; the one back in time comes before its elders.
+    std::vector<Ev> by_time = kEvents;
+    std::stable_sort(by_time.begin(), by_time.end(),
+                     [](const Ev& x, const Ev& y) { return x.tsc < y.tsc; });
+    for (size_t i = 0; i < by_time.size(); ++i) {
+      const PointEvent& got = run->events[i];
+      const Ev& want = by_time[i];
+      EXPECT_EQ(got.t_ns, static_cast<int64_t>(want.tsc - 1000)) << i;
+      EXPECT_EQ(run->sites.at(got.site).name, want.site_id == 0     ? "a"
+                                              : want.site_id == 300 ? "b"
+                                                                    : "c")
+          << i;
+      EXPECT_EQ(static_cast<uint32_t>(got.kind), want.kind) << i;
+      EXPECT_EQ(got.value, want.value) << i;
+      EXPECT_EQ(got.tid, 7u) << i;
+    }
+  }
+}
+
+TEST(PointsFileTest, APackedBatchCutInsideAnEventKeepsTheWholeOnes) {
+  // The TSC rate, as `points record` gives it, turns ticks into ns
+  // without a second clock reading.
+  std::string start = Start(kSites);
+  start.push_back(pf::kRate);
+  Put(&start, uint64_t{1'000'000'000});
+  const std::string batch = Batch(pf::kPackedBatch, kEvents);
+  // The last event is INT64_MIN: a control byte, 1 + 1 + 8 bytes of fields.
+  for (size_t cut = 1; cut <= 10; ++cut) {
+    SCOPED_TRACE("cut " + std::to_string(cut) + " bytes short");
+    StatusOr<PointsRun> run = DecodePointsRun(start + batch.substr(0, batch.size() - cut));
+    ASSERT_TRUE(run.ok()) << run.status().message();
+    EXPECT_FALSE(run->complete);
+    EXPECT_EQ(run->events.size(), kEvents.size() - 1);
+  }
+}
+
+TEST(PointsFileTest, ControlBytesRoundTrip) {
+  for (uint32_t lt = 1; lt <= 8; ++lt) {
+    for (uint32_t ls = 1; ls <= 4; ++ls) {
+      for (uint32_t lz = 0; lz <= 8; ++lz) {
+        if (lz == 7) continue;  // PackedValueBytes makes it 8
+        const pf::PackedLengths l = pf::UnpackControl(pf::PackedControl(lt, ls, lz));
+        EXPECT_EQ(l.tsc, lt);
+        EXPECT_EQ(l.site, ls);
+        EXPECT_EQ(l.value, lz);
+      }
+    }
+  }
+  EXPECT_EQ(pf::BytesFor(0), 1u);
+  EXPECT_EQ(pf::BytesFor(255), 1u);
+  EXPECT_EQ(pf::BytesFor(256), 2u);
+  EXPECT_EQ(pf::BytesFor(~uint64_t{0}), 8u);
+  EXPECT_EQ(pf::PackedValueBytes(0), 0u);
+  EXPECT_EQ(pf::PackedValueBytes(1), 1u);
+  EXPECT_EQ(pf::PackedValueBytes(uint64_t{1} << 48), 7u + 1);  // 7 bytes go as 8
+  EXPECT_EQ(pf::PackedValueBytes(uint64_t{1} << 47), 6u);
+}
+
+}  // namespace
+}  // namespace fieldprof::local
