@@ -24,6 +24,7 @@
 
 #include "agent/runtime/binder.h"
 #include "agent/runtime/binder_state.h"
+#include "agent/runtime/detour.h"
 
 extern "C" {
 FP_HIDDEN extern uint64_t fp_xsave_size;
@@ -161,12 +162,27 @@ uintptr_t LabFirstCall(TrampBlock& b, uint32_t i);
 // The program's file name, as /proc/self/exe ends (a points entry may name
 // the program so, where its key module is "main").
 const char* ProgramFileName();
+// A look for detours: capstone loaded (`ready`, else `unready` says why),
+// and whether a thread besides the caller and fieldprof's own runs (then
+// entries are not moved, calls are re-aimed). The threads are counted once
+// a look needs to know (it reads /proc); while only the looking thread
+// runs, no other can start before the look ends.
+struct DetourLook {
+  bool ready = false;
+  const char* unready = nullptr;
+  bool Threads() const {
+    if (threads_ < 0) threads_ = OtherThreadsRun() ? 1 : 0;
+    return threads_ != 0;
+  }
+
+ private:
+  mutable int threads_ = -1;
+};
 // Calls fn for each object not looked at for detours yet (and marks it),
-// with capstone loaded if it can be (`ready`, else `unready` says why),
-// under the binder's lock; call it with neither that lock nor the dynamic
-// linker's held (binder_lab.cc).
-void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, bool ready,
-                                    const char* unready));
+// under the dynamic linker's lock (so that no other thread's dlclose
+// unmaps an object meanwhile) and the binder's; call it with neither held
+// (binder_lab.cc).
+void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, const DetourLook& look));
 // The field's `points` functions defined in objects not looked at yet get
 // detours: every call measured through the function's own entry, calls
 // from inside its module too (binder_points.cc). Takes the binder's lock.

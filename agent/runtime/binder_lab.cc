@@ -63,7 +63,7 @@ bool Names(const char* line, const char* colon, const char* m) {
   return m[0] != 0 && static_cast<size_t>(colon - line) == n && strncmp(line, m, n) == 0;
 }
 
-void DetourObject(const Object& ob, const char* module, bool ready, const char* unready) {
+void DetourObject(const Object& ob, const char* module, const DetourLook& look) {
   const bool program = ob.elf.path != nullptr && ob.elf.path[0] == 0 && ob.initial;
   uint32_t pos = 0;
   const char* line = nullptr;
@@ -95,11 +95,25 @@ void DetourObject(const Object& ob, const char* module, bool ready, const char* 
     for (int k = 0; k < n; ++k) {
       const int32_t index = LabBind(named, build_id, symbol, addr[k]);
       if (index < 0) continue;  // detoured already, or no index left
-      const char* why = unready;
+      const char* why = look.unready;
       uintptr_t moved = 0;
-      if (ready && LabDetourRoom()) {
+      if (look.ready && look.Threads()) {
+        // The entry stays; the module's direct calls go to the lab's slot,
+        // whose function is the entry itself (LabBind), as its imports do.
+        int plt = 0;
+        const int sites =
+            RedirectCalls(ob.elf, addr[k], kLabSlot0 + static_cast<uint32_t>(index), &plt, &why);
+        if (sites >= 0) {
+          char what[128];
+          SayRedirected(sites, plt, what, sizeof what);
+          LabSayPlaced(line, what,
+                       "a second thread ran, so its entry was not moved; calls through pointers "
+                       "inside the module are not scopes");
+          continue;
+        }
+      } else if (look.ready && LabDetourRoom()) {
         moved = Detour(addr[k], size[k], kLabSlot0 + static_cast<uint32_t>(index), &why);
-      } else if (ready) {
+      } else if (look.ready) {
         why = "too many functions detoured";
       }
       if (moved == 0) {
@@ -114,20 +128,31 @@ void DetourObject(const Object& ob, const char* module, bool ready, const char* 
 
 }  // namespace
 
-void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, bool ready,
-                                    const char* unready)) {
-  const int was_in = t_in_binder;
-  t_in_binder = 1;  // capstone's own imports pass straight on
-  const char* unready = nullptr;
-  const bool ready = DetourLoad(&unready);
-  BinderLock();
+namespace {
+
+struct DetourWork {
+  void (*fn)(const Object& ob, const char* module, const DetourLook& look);
+  DetourLook look;
+};
+
+void DoDetourWork(void* arg) {
+  const auto& w = *static_cast<const DetourWork*>(arg);
   for (uint32_t i = 0; i < g_binder.nobjects; ++i) {
     Object& ob = g_binder.objects[i];
     if (!ob.alive || ob.ours || ob.vdso || ob.rtld || ob.detours_looked) continue;
     ob.detours_looked = 1;
-    if (const char* module = KeyModule(&ob); module != nullptr) fn(ob, module, ready, unready);
+    if (const char* module = KeyModule(&ob); module != nullptr) w.fn(ob, module, w.look);
   }
-  BinderUnlock();
+}
+
+}  // namespace
+
+void DetourEachNewObject(void (*fn)(const Object& ob, const char* module, const DetourLook& look)) {
+  const int was_in = t_in_binder;
+  t_in_binder = 1;  // capstone's own imports pass straight on
+  DetourWork w{fn, {}};
+  w.look.ready = DetourLoad(&w.look.unready);
+  WithObjects(DoDetourWork, &w);
   t_in_binder = was_in;
 }
 

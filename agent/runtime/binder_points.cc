@@ -24,8 +24,40 @@ void Say(const ForcedApi& f, const char* what, const char* why) {
             why != nullptr ? ": " : "", why != nullptr ? why : "");
 }
 
+// With a second thread running, the entry of `fn` stays as it is: its
+// slot is bound to it, as for calls from other modules, and the direct
+// calls its own module makes to it are re-aimed at the slot (detour.h).
+// `again`: its module was opened again (binder_points.cc's caller).
+void RedirectPoint(const Object& ob, const ForcedApi& fa, int32_t ai, uintptr_t fn, bool again) {
+  Api& a = g_binder.apis[ai];
+  const int stub = a.stub;
+  // Its callers elsewhere bind to the stub from now on (FirstCallSlow).
+  a.flags &= static_cast<uint8_t>(~kApiDetoured);
+  if (!BindStub(stub, fn, &ob, fa.symbol, true)) {
+    Say(fa, "not measured", "its names break the key rules");
+    return;
+  }
+  const char* why = nullptr;
+  int plt = 0;
+  const int n = RedirectCalls(ob.elf, fn, static_cast<uint32_t>(stub), &plt, &why);
+  if (n < 0) {
+    a.flags &= static_cast<uint8_t>(~kApiRedirected);
+    Say(fa, "calls from other modules only", why);
+    return;
+  }
+  a.flags |= kApiRedirected;
+  g_binder.moved_in[stub] = static_cast<uint16_t>(&ob - g_binder.objects + 1);
+  char what[128];
+  SayRedirected(n, plt, what, sizeof what);
+  Say(fa, what,
+      again ? "a second thread runs, so its entry stays (its module was opened again); calls "
+              "through pointers inside the module are not timed"
+            : "a second thread runs, so its entry stays; calls through pointers inside the module "
+              "are not timed");
+}
+
 // The `points` functions defined in `ob`, keyed as `module`.
-void DetourPoints(const Object& ob, const char* module, bool ready, const char* unready) {
+void DetourPoints(const Object& ob, const char* module, const DetourLook& look) {
   if (!ModuleAllowed(module)) return;
   const bool program = ob.elf.path != nullptr && ob.elf.path[0] == 0 && ob.initial;
   for (int f = 0; f < g_binder.nforced; ++f) {
@@ -44,12 +76,31 @@ void DetourPoints(const Object& ob, const char* module, bool ready, const char* 
     const int32_t ai = FindApiIndex(fa.name_key);
     if (ai < 0 || !Choose(ai)) continue;
     const int stub = g_binder.apis[ai].stub;
-    if (g.bound[stub]) {
+    // A library closed and opened again is a new object: its function's
+    // entry is moved too, and the slot runs the new copy's moved
+    // instructions, as long as the copy moved before is gone and is the
+    // same build (the slot's record keeps one build id).
+    const char* again = nullptr;
+    if (g_binder.apis[ai].flags & (kApiDetoured | kApiRedirected)) {
+      const uint32_t before = g_binder.moved_in[stub] - 1u;
+      char build[sizeof api_names[0].build_id];
+      KeyBuildId(&ob, build, sizeof build);
+      if (before < g_binder.nobjects && g_binder.objects[before].alive) {
+        Say(fa, "calls from other modules only",
+            "its entry is moved in another copy of the module");
+        continue;
+      }
+      if (strcmp(build, api_names[stub].build_id) != 0) {
+        Say(fa, "not measured", "another build of its module was loaded after the first closed");
+        continue;
+      }
+      again = "moved again: its module was opened again";
+    } else if (g.bound[stub]) {
       Say(fa, "calls from other modules only", "bound before its module was looked at");
       continue;
     }
-    if (!ready) {
-      Say(fa, "calls from other modules only", unready);
+    if (!look.ready) {
+      Say(fa, "calls from other modules only", look.unready);
       continue;
     }
     if (!key_rules::SymbolOk(fa.symbol, strlen(fa.symbol))) {
@@ -57,22 +108,31 @@ void DetourPoints(const Object& ob, const char* module, bool ready, const char* 
       continue;
     }
     const char* why = nullptr;
+    if (look.Threads()) {
+      RedirectPoint(ob, fa, ai, addr[0], again != nullptr);
+      continue;
+    }
     const uintptr_t moved = Detour(addr[0], size[0], static_cast<uint32_t>(stub), &why);
     if (moved == 0) {
-      Say(fa, "calls from other modules only", why);
+      // Opened again, its imports go on to the entry (kApiDetoured), so
+      // with the entry left alone none of its calls is timed.
+      Say(fa, again != nullptr ? "not measured" : "calls from other modules only", why);
       continue;
     }
     // From here the entry enters this slot for good: the slot is never
     // given to another API, and runs the moved copy even unmeasured
     // (fp_enter passes a slot that does not measure straight on).
     __atomic_store_n(&fp_real[stub], moved, __ATOMIC_RELEASE);
-    g_binder.apis[ai].flags |= kApiDetoured;
+    g_binder.apis[ai].flags = (g_binder.apis[ai].flags & ~kApiRedirected) | kApiDetoured;
+    g_binder.moved_in[stub] = static_cast<uint16_t>(&ob - g_binder.objects + 1);
     if (!BindStub(stub, moved, &ob, fa.symbol, true)) {
       Say(fa, "not measured", "its names break the key rules");
       continue;
     }
     Say(fa, "every call",
-        n > 1 ? "the first of its definitions (static functions of one name)" : nullptr);
+        again != nullptr ? again
+        : n > 1          ? "the first of its definitions (static functions of one name)"
+                         : nullptr);
   }
 }
 

@@ -72,6 +72,9 @@ inline constexpr uint8_t kApiPoint = 32;  // named in `points` (binder.h)
 // Its function's entry moved (binder_points.cc): its slot measures every
 // call there, and callers elsewhere go on to that entry, never to the stub.
 inline constexpr uint8_t kApiDetoured = 64;
+// Its module's direct calls to it re-aimed at its slot (a second thread
+// ran, so its entry stayed): bound like any API, callers elsewhere too.
+inline constexpr uint8_t kApiRedirected = 128;
 
 // One API name; open addressing by name_key (0: free entry).
 struct Api {
@@ -133,6 +136,9 @@ struct BinderState {
   int nrandom;
   uint8_t stub_used[FP_MAX_SLOTS];
   uint32_t pending_rebind;  // stubs whose callers are to be pointed at the API
+  // Per stub of a kApiDetoured or kApiRedirected API: 1 + the index of the
+  // object whose function enters it (binder_points.cc); 0 for the others.
+  uint16_t moved_in[FP_MAX_SLOTS];
 
   uint64_t imports, first_calls, apis_called, evictions, refused_no_stub;
 };

@@ -1,26 +1,27 @@
 // Detours: a function's entry made a jump to a stub (detour.h).
 #include "agent/runtime/detour.h"
 
-#include <capstone/capstone.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/runtime/detour_internal.h"
 #include "agent/runtime/hotpath.h"
 
 namespace fieldprof::rt {
+namespace code {
+
 namespace {
 
-constexpr size_t kJump = 5;  // jmp rel32
-constexpr size_t kPage = 4096;
-constexpr size_t kThunk = 32;  // the thunk to fp_detour_entry, then the moved copy
-constexpr char kOwnThreadComm[] = "fieldprof-drain\n";  // as /proc gives it
+bool g_sync_core = false;  // registered for membarrier's SYNC_CORE (Load)
 
 struct Capstone {
   bool tried = false;
@@ -34,8 +35,8 @@ struct Capstone {
 };
 Capstone cs;
 
-// The instruction at `at` (at most `max` bytes) into cs.insn; `next` is
-// where the one after it starts.
+}  // namespace
+
 bool Decode(uintptr_t at, size_t max, uintptr_t* next) {
   const auto* code = reinterpret_cast<const uint8_t*>(at);
   size_t n = max < 16 ? max : 16;
@@ -45,9 +46,8 @@ bool Decode(uintptr_t at, size_t max, uintptr_t* next) {
   return true;
 }
 
-enum class Branch { kNone, kJmp, kJcc, kCall, kLoop };
+const cs_insn& Insn() { return *cs.insn; }
 
-// What kind of relative branch the decoded instruction is, by its opcode.
 Branch RelativeBranch(const cs_x86& x) {
   if (x.op_count != 1 || x.operands[0].type != X86_OP_IMM) return Branch::kNone;
   const uint8_t o0 = x.opcode[0], o1 = x.opcode[1];
@@ -65,6 +65,93 @@ bool HasGroup(const cs_insn& i, uint8_t group) {
   }
   return false;
 }
+
+bool FitsRel32(int64_t d) { return d >= INT32_MIN && d <= INT32_MAX; }
+
+uint8_t* NearPage(uintptr_t fn) {
+  constexpr uintptr_t kStep = uintptr_t{16} << 20;
+  const uintptr_t base = fn & ~(kStep - 1);
+  for (uintptr_t i = 4; i < 96; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      const uintptr_t a = side == 0 ? base + i * kStep : base - i * kStep;
+      if (side == 1 && a > base) continue;  // wrapped below 0
+      void* p = mmap(reinterpret_cast<void*>(a), kPage, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p == MAP_FAILED) continue;
+      if (reinterpret_cast<uintptr_t>(p) == a) return static_cast<uint8_t*>(p);
+      munmap(p, kPage);  // a kernel that took the address as a hint only
+    }
+  }
+  return nullptr;
+}
+
+void PutRel32(uint8_t* at, int64_t d) {
+  const int32_t v = static_cast<int32_t>(d);
+  memcpy(at, &v, 4);
+}
+
+void WriteThunk(uint8_t* out, uint32_t slot) {
+  // movq %r11, -32(%rsp); movl $slot, %r11d; jmp *0(%rip) and
+  // fp_detour_entry's address; int3 up to kThunk.
+  static const uint8_t kSaveR11[] = {0x4c, 0x89, 0x5c, 0x24, 0xe0};
+  memcpy(out, kSaveR11, sizeof kSaveR11);
+  out[5] = 0x41;
+  out[6] = 0xbb;
+  memcpy(out + 7, &slot, 4);
+  out[11] = 0xff;
+  out[12] = 0x25;
+  memset(out + 13, 0, 4);
+  const auto entry = reinterpret_cast<uintptr_t>(&fp_detour_entry);
+  memcpy(out + 17, &entry, 8);
+  memset(out + 25, 0xcc, kThunk - 25);
+}
+
+bool SyncCoreRegistered() { return g_sync_core; }
+
+bool Load(const char** why) {
+  if (!cs.tried) {
+    cs.tried = true;
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    g_sync_core =
+        cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) != 0 &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0;
+    void* lib = dlopen("libcapstone.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) {
+      cs.open = reinterpret_cast<decltype(cs.open)>(dlsym(lib, "cs_open"));
+      cs.option = reinterpret_cast<decltype(cs.option)>(dlsym(lib, "cs_option"));
+      cs.new_insn = reinterpret_cast<decltype(cs.new_insn)>(dlsym(lib, "cs_malloc"));
+      cs.iter = reinterpret_cast<decltype(cs.iter)>(dlsym(lib, "cs_disasm_iter"));
+    }
+    if (lib == nullptr || cs.open == nullptr || cs.option == nullptr || cs.new_insn == nullptr ||
+        cs.iter == nullptr) {
+      cs.why = "no libcapstone.so.4 (Debian's libcapstone4) to decode its instructions";
+    } else if (cs.open(CS_ARCH_X86, CS_MODE_64, &cs.handle) != CS_ERR_OK ||
+               cs.option(cs.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK ||
+               (cs.insn = cs.new_insn(cs.handle)) == nullptr) {
+      cs.why = "capstone would not start";
+    }
+  }
+  if (cs.why != nullptr) *why = cs.why;
+  return cs.why == nullptr;
+}
+
+}  // namespace code
+
+namespace {
+
+using code::Branch;
+using code::Decode;
+using code::FitsRel32;
+using code::HasGroup;
+using code::Insn;
+using code::kPage;
+using code::kThunk;
+using code::NearPage;
+using code::PutRel32;
+using code::RelativeBranch;
+
+constexpr size_t kJump = 5;                             // jmp rel32
+constexpr char kOwnThreadComm[] = "fieldprof-drain\n";  // as /proc gives it
 
 // Where a RIP-relative memory operand of the decoded instruction points
 // (`next`: the instruction after it), or 0.
@@ -88,7 +175,7 @@ bool SomethingLandsInEntry(uintptr_t fn, size_t size) {
       ++at;
       continue;
     }
-    const cs_x86& x = cs.insn->detail->x86;
+    const cs_x86& x = Insn().detail->x86;
     uintptr_t t = RipTarget(x, next);
     if (RelativeBranch(x) != Branch::kNone) t = static_cast<uintptr_t>(x.operands[0].imm);
     if (t > fn && t < fn + kJump) return true;
@@ -117,32 +204,6 @@ int ProgramThreads() {
   }
   closedir(d);
   return n;
-}
-
-bool FitsRel32(int64_t d) { return d >= INT32_MIN && d <= INT32_MAX; }
-
-// A page for a detour's code within ±1.5 GB of `fn`, so that rel32 reaches
-// both ways; nullptr when none is free.
-uint8_t* NearPage(uintptr_t fn) {
-  constexpr uintptr_t kStep = uintptr_t{16} << 20;
-  const uintptr_t base = fn & ~(kStep - 1);
-  for (uintptr_t i = 4; i < 96; ++i) {
-    for (int side = 0; side < 2; ++side) {
-      const uintptr_t a = side == 0 ? base + i * kStep : base - i * kStep;
-      if (side == 1 && a > base) continue;  // wrapped below 0
-      void* p = mmap(reinterpret_cast<void*>(a), kPage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-      if (p == MAP_FAILED) continue;
-      if (reinterpret_cast<uintptr_t>(p) == a) return static_cast<uint8_t*>(p);
-      munmap(p, kPage);  // a kernel that took the address as a hint only
-    }
-  }
-  return nullptr;
-}
-
-void PutRel32(uint8_t* at, int64_t d) {
-  const int32_t v = static_cast<int32_t>(d);
-  memcpy(at, &v, 4);
 }
 
 // The ELF symbol table of the file `path`: functions named `symbol` inside
@@ -196,28 +257,9 @@ void FromSymtab(const char* path, const char* symbol, uintptr_t base, uintptr_t 
 
 }  // namespace
 
-bool DetourLoad(const char** why) {
-  if (!cs.tried) {
-    cs.tried = true;
-    void* lib = dlopen("libcapstone.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) {
-      cs.open = reinterpret_cast<decltype(cs.open)>(dlsym(lib, "cs_open"));
-      cs.option = reinterpret_cast<decltype(cs.option)>(dlsym(lib, "cs_option"));
-      cs.new_insn = reinterpret_cast<decltype(cs.new_insn)>(dlsym(lib, "cs_malloc"));
-      cs.iter = reinterpret_cast<decltype(cs.iter)>(dlsym(lib, "cs_disasm_iter"));
-    }
-    if (lib == nullptr || cs.open == nullptr || cs.option == nullptr || cs.new_insn == nullptr ||
-        cs.iter == nullptr) {
-      cs.why = "no libcapstone.so.4 (Debian's libcapstone4) to decode its instructions";
-    } else if (cs.open(CS_ARCH_X86, CS_MODE_64, &cs.handle) != CS_ERR_OK ||
-               cs.option(cs.handle, CS_OPT_DETAIL, CS_OPT_ON) != CS_ERR_OK ||
-               (cs.insn = cs.new_insn(cs.handle)) == nullptr) {
-      cs.why = "capstone would not start";
-    }
-  }
-  if (cs.why != nullptr) *why = cs.why;
-  return cs.why == nullptr;
-}
+bool DetourLoad(const char** why) { return code::Load(why); }
+
+bool OtherThreadsRun() { return ProgramThreads() != 1; }
 
 int FindFunctions(const ElfObject& e, const char* symbol, uintptr_t* addr, size_t* size, int cap) {
   int n = 0;
@@ -241,10 +283,6 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
     *why = "shorter than the 5-byte jump that would replace its entry";
     return 0;
   }
-  if (ProgramThreads() != 1) {
-    *why = "the process already had a second thread when the function's module was seen";
-    return 0;
-  }
   // The first instructions, whole, covering the jump's 5 bytes.
   uint8_t out[160];
   size_t used = kThunk;  // the way to fp_detour_entry, below
@@ -261,7 +299,7 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
       *why = "its first instructions do not decode";
       return 0;
     }
-    const cs_insn& i = *cs.insn;
+    const cs_insn& i = Insn();
     const cs_x86& x = i.detail->x86;
     const Branch b = RelativeBranch(x);
     if (b == Branch::kCall || HasGroup(i, X86_GRP_CALL)) {
@@ -322,19 +360,7 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
   const auto where = reinterpret_cast<uintptr_t>(page);
   const int64_t entry_rel = static_cast<int64_t>(where - (fn + kJump));
   bool fits = FitsRel32(entry_rel);
-  // The thunk: movq %r11, -32(%rsp); movl $slot, %r11d; jmp *0(%rip) and
-  // fp_detour_entry's address; int3 up to the moved copy.
-  static const uint8_t kSaveR11[] = {0x4c, 0x89, 0x5c, 0x24, 0xe0};
-  memcpy(out, kSaveR11, sizeof kSaveR11);
-  out[5] = 0x41;
-  out[6] = 0xbb;
-  memcpy(out + 7, &slot, 4);
-  out[11] = 0xff;
-  out[12] = 0x25;
-  memset(out + 13, 0, 4);
-  const auto entry = reinterpret_cast<uintptr_t>(&fp_detour_entry);
-  memcpy(out + 17, &entry, 8);
-  memset(out + 25, 0xcc, kThunk - 25);
+  code::WriteThunk(out, slot);
   for (int k = 0; k < nfix; ++k) {
     const int64_t d = static_cast<int64_t>(fixes[k].target - (where + fixes[k].end));
     fits = fits && FitsRel32(d);

@@ -8,14 +8,19 @@
 // x86-64 decoding is capstone's (Debian's libcapstone4), dlopen'd on first
 // use; a process that never detours never maps it. A function is refused,
 // and keeps its code, when it is shorter than the jump, when a branch in
-// its body lands inside the jump's 5 bytes, when its first instructions
-// hold a call or a branch the move cannot keep, or when the process already
-// has a second thread of its own (a thread could be running the bytes
-// being replaced; fieldprof's own threads are named "fieldprof-drain" and
-// never run the program's code). Called with the binder's lock held, never
-// the dynamic linker's: capstone allocates. DetourLoad dlopens: it runs
-// before the binder starts, so that no thread's first call makes the
-// binder read capstone while the dynamic linker is still relocating it.
+// its body lands inside the jump's 5 bytes, or when its first instructions
+// hold a call or a branch the move cannot keep. No entry is moved while the
+// process has a second thread of its own (a thread could be running the
+// bytes being replaced; fieldprof's own threads are named "fieldprof-drain"
+// and never run the program's code): then the calls the module makes to
+// the function are re-aimed instead (RedirectCalls, call_sites.cc): each is
+// one instruction, which another thread is either before or past.
+// Detour and RedirectCalls are called with the binder's lock and the
+// dynamic linker's held (DetourEachNewObject), so that no other thread's
+// dlclose unmaps the module meanwhile; decoding allocates nothing.
+// DetourLoad dlopens, so it is called before that lock is taken, and at
+// start, so that no thread's first call makes the binder read capstone
+// while the dynamic linker is still relocating it.
 #ifndef FIELDPROF_AGENT_RUNTIME_DETOUR_H_
 #define FIELDPROF_AGENT_RUNTIME_DETOUR_H_
 
@@ -39,8 +44,38 @@ int FindFunctions(const ElfObject& e, const char* symbol, uintptr_t* addr, size_
 // Makes the function at `fn` (`size` bytes long) enter fp_detour_entry
 // (stubs_x86_64.S) with `slot`, which keeps every register. Returns where
 // the function as it was now starts (its moved first instructions, then a
-// jump back), or 0 with *why saying why it was left alone.
+// jump back), or 0 with *why saying why it was left alone. Only while no
+// other thread runs (OtherThreadsRun, asked by the caller).
 uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why);
+
+// Whether the process has a thread besides the calling one and fieldprof's
+// own (or it cannot tell): then Detour refuses.
+bool OtherThreadsRun();
+
+// Re-aims at a thunk that enters fp_detour_entry with `slot` every direct
+// call and jump (rel32) in `e`'s code to the function at `fn`, found as the
+// compiler wrote it: a candidate's bytes are taken for an instruction only
+// when decoding its function from the start (.eh_frame_hdr's table) lands
+// on it. Safe while other threads run them: each site is patched as HotSpot
+// patches call sites, a 2-byte jump to itself first, then the rest, then
+// the first 2 bytes, every core serialized between the steps (membarrier,
+// MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE); a fork waits until a patch
+// is done (WaitForCodePatch). The module's own PLT entry for `fn` (an
+// exported function its code calls through the PLT) goes to the thunk too;
+// *through_plt says whether it had one. The slot's real function must be
+// `fn` before this is called. Calls through pointers are not seen. Returns
+// how many sites were re-aimed, or -1 with *why when none could be.
+int RedirectCalls(const ElfObject& e, uintptr_t fn, uint32_t slot, int* through_plt,
+                  const char** why);
+
+// What became of a function's calls after RedirectCalls, in words the
+// debug log and `points record` share ("calls from other modules and N
+// direct calls in its own..."), into out[0..cap).
+void SayRedirected(int sites, int through_plt, char* out, size_t cap);
+
+// For pthread_atfork's prepare: returns once no call site is half patched,
+// so that no child starts with a thread's jump to itself in its code.
+void WaitForCodePatch();
 
 }  // namespace fieldprof::rt
 

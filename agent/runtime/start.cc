@@ -130,7 +130,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   g.active = 1;
   owner_pid = sys::Getpid();
   if (!MapMeasuringState()) return StopMeasuring("no memory for the measuring state");
-  pthread_atfork(nullptr, nullptr, ResetAfterFork);
+  pthread_atfork(WaitForCodePatch, nullptr, ResetAfterFork);
   // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
   // and comparing the two).
   if (!StartClock(envp, settings.tsc_hz))

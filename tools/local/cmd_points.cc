@@ -151,7 +151,8 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
 // files (agent/runtime/lab.h), the best outcome of each kept.
 void SayPlacements(const std::string& work) {
   const auto rank = [](const std::string& what) {
-    if (what.rfind("every call", 0) == 0) return 3;
+    if (what.rfind("every call", 0) == 0) return 4;
+    if (what.rfind("calls from other modules and ", 0) == 0) return 3;  // direct calls re-aimed
     if (what.rfind("imports only", 0) == 0) return 2;
     return 1;
   };
@@ -186,8 +187,12 @@ void SayPlacements(const std::string& work) {
     if (it == best.end()) {
       said = "no process loaded a module named " + name.substr(0, name.find(':')) +
              " (a library's soname, or the program's file name)";
-    } else if (rank(it->second) == 3) {
+    } else if (rank(it->second) == 4) {
       said = "a scope at every call";
+    } else if (rank(it->second) == 3) {
+      const size_t colon = it->second.find(": ");
+      said = "scopes at " + it->second.substr(0, colon) +
+             (colon == std::string::npos ? "" : " (" + it->second.substr(colon + 2) + ")");
     } else if (rank(it->second) == 2) {
       const size_t colon = it->second.find(": ");
       said =

@@ -34,6 +34,8 @@ const std::string kHook = FIELDPROF_POINTS_HOOK;
 const std::string kRuntime = FIELDPROF_RUNTIME_LIB;
 const std::string kLabProg = FIELDPROF_LABPROG;
 const std::string kInModule = FIELDPROF_INMODULE;
+const std::string kTestLib2 = FIELDPROF_TESTLIB2;
+const std::string kBusyLib = FIELDPROF_BUSYLIB;
 
 // Runs `cmd` with sh; its stdout (stderr too with "2>&1" in cmd) and exit code.
 int Shell(const std::string& cmd, std::string* out) {
@@ -127,6 +129,42 @@ std::map<std::string, PointSeries> PointRecords(const std::string& spool) {
   }
   return out;
 }
+
+// A directory of its own with settings that measure every run and name
+// `points` (k = 1, no overhead budget to speak of), removed at the end:
+// measured runs of a command, what the runtime said, and what it recorded.
+class PointsSettingsDir {
+ public:
+  explicit PointsSettingsDir(const std::string& points) {
+    char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+    if (mkdtemp(dir) != nullptr) dir_ = dir;
+    settings_ = MeasuredSettings(dir_);
+    std::ofstream(settings_, std::ios::app)
+        << "k = 1\noverhead_budget = 1000\npoints = " << points << "\n";
+  }
+  ~PointsSettingsDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  PointsSettingsDir(const PointsSettingsDir&) = delete;
+  PointsSettingsDir& operator=(const PointsSettingsDir&) = delete;
+
+  // `cmd` under the runtime, its stdout in *out; its exit status.
+  int Run(const std::string& cmd, std::string* out) const {
+    return Shell("FIELDPROF_DEBUG=" + dir_ + "/debug.log FIELDPROF_SETTINGS=" + settings_ +
+                     " LD_PRELOAD=" + kRuntime + " " + cmd,
+                 out);
+  }
+  // The debug log of every run so far.
+  std::string Said() const {
+    std::ifstream log(dir_ + "/debug.log");
+    return std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  }
+  std::map<std::string, PointSeries> Series() const { return PointRecords(dir_ + "/spool"); }
+
+ private:
+  std::string dir_, settings_;
+};
 
 TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
   char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
@@ -279,6 +317,92 @@ TEST(PointsTest, FunctionsInsideTheProgramTheSettingsNameSeeEveryCall) {
   EXPECT_GT(series["main$fib"].count, 0u);
   EXPECT_LT(series["main$fib"].count, 1210u);
   std::filesystem::remove_all(d);
+}
+
+// A library whose function the settings name, opened, closed and opened
+// again: its function's entry is moved in each copy, so every call the
+// library makes to it is timed, in both.
+// The settings that name testlib2's static fp_test2_inner, which it calls
+// directly, and its exported fp_test2_twice, which it calls through its
+// own PLT.
+constexpr char kTestLib2Points[] =
+    "libfieldprof_testlib2.so:fp_test2_inner, libfieldprof_testlib2.so:fp_test2_twice";
+
+// fieldprof_inmodule --dlopen testlib2 300 (with `more` arguments) under
+// the runtime with kTestLib2Points: the program prints what it prints
+// alone, and all 600 calls of each function over the two opens are timed,
+// under the library's module.
+void EveryCallOfTwoOpensTimed(const PointsSettingsDir& d, const std::string& more) {
+  const std::string cmd = kInModule + " --dlopen " + kTestLib2 + " 300" + more;
+  std::string plain, out;
+  ASSERT_EQ(Shell(cmd, &plain), 0);
+  ASSERT_EQ(d.Run(cmd, &out), 0);
+  EXPECT_EQ(out, plain);
+  const auto series = d.Series();
+  for (const char* f : {"fp_test2_inner", "fp_test2_twice"}) {
+    const std::string key = std::string("libfieldprof_testlib2.so$") + f;
+    ASSERT_EQ(series.count(key), 1u) << key << "\n" << out;
+    EXPECT_EQ(series.at(key).count, 600u) << key;
+    EXPECT_EQ(series.at(key).module, "libfieldprof_testlib2.so") << key;
+  }
+}
+
+TEST(PointsTest, ALibraryOpenedAgainHasItsFunctionMovedAgain) {
+  const PointsSettingsDir d(kTestLib2Points);
+  EveryCallOfTwoOpensTimed(d, "");
+  const std::string said = d.Said();
+  EXPECT_NE(said.find("points: libfieldprof_testlib2.so:fp_test2_inner: every call"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("points: libfieldprof_testlib2.so:fp_test2_inner: every call: moved again"),
+            std::string::npos)
+      << said;
+}
+
+// The same library opened while a second thread runs: the functions'
+// entries stay, and the library's direct call to one and its own PLT entry
+// for the other are re-aimed at the APIs' slots instead, so every call is
+// still timed, in both copies, and the caller computes what it computes
+// without fieldprof. (The busylib test below has a caller that keeps values
+// in registers the callee leaves alone: GCC's -fipa-ra.)
+TEST(PointsTest, WithASecondThreadRunningTheModulesCallsAreReAimed) {
+  const PointsSettingsDir d(kTestLib2Points);
+  EveryCallOfTwoOpensTimed(d, " --thread");
+  const std::string said = d.Said();
+  for (const std::string redirected :
+       {"points: libfieldprof_testlib2.so:fp_test2_inner: calls from other modules and 1 direct "
+        "calls in its own: a second thread runs",
+        "points: libfieldprof_testlib2.so:fp_test2_twice: calls from other modules and 0 direct "
+        "calls in its own, and its calls through its own PLT: a second thread runs"}) {
+    EXPECT_NE(said.find(redirected), std::string::npos) << said;
+    EXPECT_NE(said.find(redirected, said.find(redirected) + 1), std::string::npos)
+        << "the copy opened again: " << said;
+  }
+  EXPECT_EQ(said.find(": every call"), std::string::npos) << said;
+}
+
+// A library whose own thread is calling the function when the runtime
+// first looks at it: the call is re-aimed under that thread's feet. Every
+// round the thread computes stays right, the process ends normally, and
+// the calls after the change are timed; 30 runs, each a new race.
+TEST(PointsTest, ACallReAimedWhileAThreadRunsThroughItStaysRight) {
+  const PointsSettingsDir d("libfieldprof_busylib.so:busy_leaf");
+  constexpr int kRuns = 30;
+  for (int run = 0; run < kRuns; ++run) {
+    std::string out;
+    ASSERT_EQ(d.Run(kInModule + " --busy " + kBusyLib + " 200 2>/dev/null", &out), 0)
+        << "run " << run;
+    ASSERT_EQ(out, "busy wrong 0\n") << "run " << run;
+  }
+  const auto series = d.Series();
+  ASSERT_EQ(series.count("libfieldprof_busylib.so$busy_leaf"), 1u);
+  const PointSeries& leaf = series.at("libfieldprof_busylib.so$busy_leaf");
+  EXPECT_EQ(leaf.runs, static_cast<uint64_t>(kRuns));
+  EXPECT_GE(leaf.count, kRuns * 200u * 100u);  // at least the rounds after busy_join began
+  const std::string said = d.Said();
+  EXPECT_NE(said.find("points: libfieldprof_busylib.so:busy_leaf: calls from other modules and"),
+            std::string::npos)
+      << said;
 }
 
 // The agent's door: a run record whose point series has a path for a tag,

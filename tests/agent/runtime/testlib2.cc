@@ -20,3 +20,27 @@ extern "C" __attribute__((visibility("default"))) long fp_test2_call_main(long n
   for (long i = 0; i < n; ++i) s += fp_test_main_export(i);
   return s;
 }
+
+// A function only the library itself calls, directly (static: its name is
+// in .symtab only), for points that move a function's entry
+// (tests/agent/points/points_test.cc).
+extern "C" {
+__attribute__((noinline)) static long fp_test2_inner(long x) {
+  for (int i = 0; i < 50; ++i) x = x * 6364136223846793005l + 1442695040888963407l;
+  __asm__ __volatile__("" : "+r"(x));
+  return x & 0xff;
+}
+}
+
+// An exported function the library itself calls, through its own PLT (it
+// could be interposed: GCC's default for -fPIC code).
+extern "C" __attribute__((visibility("default"), noinline)) long fp_test2_twice(long x) {
+  __asm__ __volatile__("" : "+r"(x));
+  return 2 * x;
+}
+
+extern "C" __attribute__((visibility("default"))) long fp_test2_outer(long n) {
+  long s = 0;
+  for (long i = 0; i < n; ++i) s += fp_test2_inner(i) + fp_test2_twice(i);
+  return s;
+}

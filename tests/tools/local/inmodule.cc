@@ -14,12 +14,28 @@
 //   tiny         3 bytes: too short to move, left alone
 //   loop_head    a branch back into its first 5 bytes: left alone
 //   cfg::Parser::Parse  two C++ overloads, named as written in the code
+//
+//   fieldprof_inmodule --busy LIB N
+// opens LIB (tests/agent/points/busylib.cc), whose thread already calls
+// its function in a loop, asks it for busy_join (the runtime looks at the
+// library then, while that thread runs), lets the loop run N more rounds
+// and prints "busy wrong W" (rounds whose result was not the first one's).
+//   fieldprof_inmodule --dlopen LIB N [--thread]
+// opens LIB (tests/agent/runtime/testlib2.cc), calls its fp_test2_outer(N),
+// which calls the library's static fp_test2_inner N times, closes it, and
+// does all that twice; prints "dlopen SUM". With --thread a second thread
+// runs meanwhile (it wakes every millisecond), as in a program that has
+// started its threads before it opens a library.
+#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 extern "C" long loop_head(long n);  // below, in assembly
@@ -110,8 +126,49 @@ class Parser {
 };
 }  // namespace cfg
 
+int OpenTwice(const char* lib, long n, bool thread) {
+  std::atomic<bool> stop{false};
+  std::thread other;
+  if (thread) {
+    other = std::thread([&stop] {
+      while (!stop.load()) {
+        const timespec ms{0, 1000000};
+        nanosleep(&ms, nullptr);
+      }
+    });
+  }
+  long sum = 0;
+  for (int round = 0; round < 2; ++round) {
+    void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);  // it calls a function it never finds here
+    if (h == nullptr) return 8;
+    auto* outer = reinterpret_cast<long (*)(long)>(dlsym(h, "fp_test2_outer"));
+    if (outer == nullptr) return 8;
+    sum += outer(n);
+    dlclose(h);
+  }
+  stop = true;
+  if (other.joinable()) other.join();
+  std::printf("dlopen %ld\n", sum);
+  return 0;
+}
+
+int Busy(const char* lib, long more) {
+  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return 8;
+  auto* join = reinterpret_cast<long (*)(long)>(dlsym(h, "busy_join"));
+  if (join == nullptr) return 8;
+  const long r = join(more);
+  std::printf("busy wrong %ld\n", r % 1000000);
+  std::fprintf(stderr, "busy rounds %ld\n", r / 1000000);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
+  if (argc >= 4 && !std::strcmp(argv[1], "--busy")) return Busy(argv[2], std::atol(argv[3]));
+  if (argc >= 4 && !std::strcmp(argv[1], "--dlopen")) {
+    return OpenTwice(argv[2], std::atol(argv[3]), argc > 4 && !std::strcmp(argv[4], "--thread"));
+  }
   const long n = std::atol(argv[1]);
   std::vector<long> own;
   long sum = 0, caught = 0;

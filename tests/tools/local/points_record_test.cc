@@ -227,6 +227,35 @@ TEST(PointsRecordTest, EveryEventOfABusyRunIsWrittenOrCounted) {
   }
 }
 
+// --at on a library whose own thread already runs the function when the
+// library is first looked at: its entry stays, its direct call is
+// re-aimed, and the calls after that are scopes; the thread's results are
+// right throughout.
+TEST(PointsRecordTest, AtAFunctionAThreadIsRunningGetsItsCallsReAimed) {
+  TempDir dir;
+  std::string out;
+  const std::string lib = FIELDPROF_BUSYLIB;
+  ASSERT_EQ(RunCommand(kCli + " points record --at libfieldprof_busylib.so:busy_leaf -o " +
+                           dir.File("busy") + " -- " + FIELDPROF_INMODULE + " --busy " + lib +
+                           " 200 2>" + dir.File("said"),
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "busy wrong 0\n");
+  StatusOr<std::string> said = ReadWholeFile(dir.File("said"));
+  ASSERT_TRUE(said.ok());
+  EXPECT_NE(said->find("--at libfieldprof_busylib.so:busy_leaf: scopes at calls from other "
+                       "modules and 1 direct calls in its own (a second thread ran"),
+            std::string::npos)
+      << *said;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["tags"].size(), 1u) << out.substr(0, 2000);
+  const json* leaf = Segment(j["tags"][0], "busy_leaf (scope)");
+  ASSERT_NE(leaf, nullptr) << out.substr(0, 2000);
+  EXPECT_GE((*leaf)["count"][0].get<long>(), 200 * 100) << leaf->dump();
+}
+
 // Every value a point can carry, time gaps of several bytes and more
 // sites than one byte numbers come back exactly as the program made them
 // (the recorder packs each field in as few bytes as hold it).
