@@ -1,5 +1,6 @@
 // Lab mode's binding (lab.h): every import is trapped, and on its first
 // call bound to a lab stub when the lab observes it in this pass.
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -97,20 +98,31 @@ void DetourObject(const Object& ob, const char* module, const DetourLook& look) 
       if (index < 0) continue;  // detoured already, or no index left
       const char* why = look.unready;
       uintptr_t moved = 0;
-      if (look.ready && look.Threads()) {
+      const bool threads = look.ready && look.Threads();
+      if (threads && LabDetourRoom()) {
+        moved = DetourWhileThreadsRun(ob.elf, addr[k], size[k],
+                                      kLabSlot0 + static_cast<uint32_t>(index),
+                                      LabReal(static_cast<uint32_t>(index)), &why);
+      }
+      if (threads && moved == 0) {
         // The entry stays; the module's direct calls go to the lab's slot,
         // whose function is the entry itself (LabBind), as its imports do.
         int plt = 0;
+        const char* stays = why;
         const int sites =
             RedirectCalls(ob.elf, addr[k], kLabSlot0 + static_cast<uint32_t>(index), &plt, &why);
         if (sites >= 0) {
-          char what[128];
+          char what[128], said[256];
           SayRedirected(sites, plt, what, sizeof what);
-          LabSayPlaced(line, what,
-                       "a second thread ran, so its entry was not moved; calls through pointers "
-                       "inside the module are not scopes");
+          snprintf(said, sizeof said,
+                   "a second thread ran, so its entry was not moved (%s); calls through pointers "
+                   "inside the module are not scopes",
+                   stays != nullptr ? stays : "too many functions detoured");
+          LabSayPlaced(line, what, said);
           continue;
         }
+      } else if (threads) {
+        // Its entry was moved through the padding beside it.
       } else if (look.ready && LabDetourRoom()) {
         moved = Detour(addr[k], size[k], kLabSlot0 + static_cast<uint32_t>(index), &why);
       } else if (look.ready) {
@@ -121,7 +133,9 @@ void DetourObject(const Object& ob, const char* module, const DetourLook& look) 
         continue;
       }
       LabDetoured(static_cast<uint32_t>(index), addr[k], moved);
-      LabSayPlaced(line, "every call", nullptr);
+      LabSayPlaced(
+          line, "every call",
+          threads ? "moved while a second thread ran, through the padding beside it" : nullptr);
     }
   }
 }

@@ -8,6 +8,7 @@
 // to its entry unbound (FirstCallSlow: another target than the slot's), so
 // every call is measured once. Where the move cannot be made (detour.h
 // says when), the imports alone are measured, as before.
+#include <stdio.h>
 #include <string.h>
 
 #include "agent/runtime/binder_internal.h"
@@ -27,8 +28,10 @@ void Say(const ForcedApi& f, const char* what, const char* why) {
 // With a second thread running, the entry of `fn` stays as it is: its
 // slot is bound to it, as for calls from other modules, and the direct
 // calls its own module makes to it are re-aimed at the slot (detour.h).
-// `again`: its module was opened again (binder_points.cc's caller).
-void RedirectPoint(const Object& ob, const ForcedApi& fa, int32_t ai, uintptr_t fn, bool again) {
+// `again`: its module was opened again (binder_points.cc's caller);
+// `stays`: why the entry could not be moved.
+void RedirectPoint(const Object& ob, const ForcedApi& fa, int32_t ai, uintptr_t fn, bool again,
+                   const char* stays) {
   Api& a = g_binder.apis[ai];
   const int stub = a.stub;
   // Its callers elsewhere bind to the stub from now on (FirstCallSlow).
@@ -47,13 +50,13 @@ void RedirectPoint(const Object& ob, const ForcedApi& fa, int32_t ai, uintptr_t 
   }
   a.flags |= kApiRedirected;
   g_binder.moved_in[stub] = static_cast<uint16_t>(&ob - g_binder.objects + 1);
-  char what[128];
+  char what[128], said[256];
   SayRedirected(n, plt, what, sizeof what);
-  Say(fa, what,
-      again ? "a second thread runs, so its entry stays (its module was opened again); calls "
-              "through pointers inside the module are not timed"
-            : "a second thread runs, so its entry stays; calls through pointers inside the module "
-              "are not timed");
+  snprintf(said, sizeof said,
+           "a second thread runs, so its entry stays (%s%s); calls through pointers inside the "
+           "module are not timed",
+           stays, again ? "; its module was opened again" : "");
+  Say(fa, what, said);
 }
 
 // The `points` functions defined in `ob`, keyed as `module`.
@@ -108,11 +111,15 @@ void DetourPoints(const Object& ob, const char* module, const DetourLook& look) 
       continue;
     }
     const char* why = nullptr;
-    if (look.Threads()) {
-      RedirectPoint(ob, fa, ai, addr[0], again != nullptr);
+    const bool threads = look.Threads();
+    const uintptr_t moved =
+        threads ? DetourWhileThreadsRun(ob.elf, addr[0], size[0], static_cast<uint32_t>(stub),
+                                        &fp_real[stub], &why)
+                : Detour(addr[0], size[0], static_cast<uint32_t>(stub), &why);
+    if (moved == 0 && threads) {
+      RedirectPoint(ob, fa, ai, addr[0], again != nullptr, why);
       continue;
     }
-    const uintptr_t moved = Detour(addr[0], size[0], static_cast<uint32_t>(stub), &why);
     if (moved == 0) {
       // Opened again, its imports go on to the entry (kApiDetoured), so
       // with the entry left alone none of its calls is timed.
@@ -131,6 +138,7 @@ void DetourPoints(const Object& ob, const char* module, const DetourLook& look) 
     }
     Say(fa, "every call",
         again != nullptr ? again
+        : threads        ? "moved while a second thread ran, through the padding beside it"
         : n > 1          ? "the first of its definitions (static functions of one name)"
                          : nullptr);
   }

@@ -1,6 +1,15 @@
-// Calls a module makes to one of its own functions, re-aimed at a thunk
-// that enters the function's slot while other threads may be running them
-// (detour.h, RedirectCalls).
+// Code changed while other threads may be running it (detour.h): a
+// function's entry moved through the padding beside it
+// (DetourWhileThreadsRun), or, where that cannot be done, the calls its
+// module makes to it re-aimed at a thunk that enters its slot
+// (RedirectCalls).
+//
+// Moving an entry. Only the first instruction is replaced, by a 2-byte
+// jump (EB rel8, one store) to a 5-byte jump written first into the
+// padding between two functions, which no thread executes. A thread is
+// before the first instruction or past it, never inside it, so it either
+// takes the new jump or goes on in the old code. Functions whose first
+// instruction is one byte (push %rbx) are left to RedirectCalls.
 //
 // Finding them. The module's code is scanned for the bytes of a direct
 // call, jump or conditional jump with a 32-bit displacement whose target is
@@ -94,18 +103,27 @@ bool ReadFdeTable(const ElfObject& e, FdeTable* t) {
   return false;
 }
 
-// The function holding `at`: [*lo, *hi) as its FDE says. False when no FDE
-// covers it, or the FDE's start is not in the encoding the table implies
-// (pc-relative, 4 bytes), which the table's own start confirms.
-bool FunctionAt(const FdeTable& t, uintptr_t at, uintptr_t* lo, uintptr_t* hi) {
+uintptr_t FdeStart(const FdeTable& t, uint32_t i) {
+  return t.hdr + static_cast<intptr_t>(t.table[2 * i]);
+}
+
+// The index of the last function start <= at, or false when none is.
+bool FdeIndex(const FdeTable& t, uintptr_t at, uint32_t* i) {
   uint32_t a = 0, b = t.count;  // the last start <= at is in [a, b)
-  const auto start = [&t](uint32_t i) { return t.hdr + static_cast<intptr_t>(t.table[2 * i]); };
-  if (start(0) > at) return false;
+  if (FdeStart(t, 0) > at) return false;
   while (b - a > 1) {
     const uint32_t m = a + (b - a) / 2;
-    (start(m) <= at ? a : b) = m;
+    (FdeStart(t, m) <= at ? a : b) = m;
   }
-  const uintptr_t fde = t.hdr + static_cast<intptr_t>(t.table[2 * a + 1]);
+  *i = a;
+  return true;
+}
+
+// The function of entry i: [*lo, *hi) as its FDE says. False when the FDE's
+// start is not in the encoding the table implies (pc-relative, 4 bytes),
+// which the table's own start confirms.
+bool FdeRange(const FdeTable& t, uint32_t i, uintptr_t* lo, uintptr_t* hi) {
+  const uintptr_t fde = t.hdr + static_cast<intptr_t>(t.table[2 * i + 1]);
   if (fde < t.map_lo || fde > t.map_hi - 16) return false;  // a damaged table
   uint32_t length;
   memcpy(&length, reinterpret_cast<const void*>(fde), 4);
@@ -114,10 +132,17 @@ bool FunctionAt(const FdeTable& t, uintptr_t at, uintptr_t* lo, uintptr_t* hi) {
   const uintptr_t begin = fde + 8 + static_cast<intptr_t>(Load32(fde + 8));
   uint32_t range;
   memcpy(&range, reinterpret_cast<const void*>(fde + 12), 4);
-  if (begin != start(a)) return false;
+  if (begin != FdeStart(t, i)) return false;
   *lo = begin;
   *hi = begin + range;
-  return at < *hi;
+  return true;
+}
+
+// The function holding `at`: [*lo, *hi) as its FDE says; false when no FDE
+// covers it (FdeRange).
+bool FunctionAt(const FdeTable& t, uintptr_t at, uintptr_t* lo, uintptr_t* hi) {
+  uint32_t i = 0;
+  return FdeIndex(t, at, &i) && FdeRange(t, i, lo, hi) && at < *hi;
 }
 
 struct Site {
@@ -257,7 +282,102 @@ int PatchPltSlots(const ElfObject& e, uintptr_t* const* got, int n, uintptr_t th
   return done;
 }
 
+// Whether [lo, hi) holds padding alone: nops and int3s, decoded from lo.
+bool OnlyPadding(uintptr_t lo, uintptr_t hi) {
+  for (uintptr_t at = lo; at < hi;) {
+    uintptr_t next = 0;
+    if (!code::Decode(at, hi - at, &next)) return false;
+    const cs_insn& i = code::Insn();
+    const bool xchg_ax_ax = i.size == 2 && i.bytes[0] == 0x66 && i.bytes[1] == 0x90;
+    if (i.id != X86_INS_NOP && i.id != X86_INS_INT3 && !xchg_ax_ax) return false;
+    at = next;
+  }
+  return true;
+}
+
+constexpr size_t kPadJump = 5;  // jmp rel32, in the padding
+
+// Where kPadJump bytes of padding beside the function [fn, end) (entry i
+// of the table) are that a 2-byte jump at fn reaches (rel8 from fn + 2):
+// between the end of the function before and fn, or between end and the
+// function after. Padding is what no FDE covers and decodes as nops and
+// int3s only (code without an FDE, such as crtstuff's, is refused so).
+// 0 when there is none.
+uintptr_t PaddingBeside(const FdeTable& t, uint32_t i, uintptr_t fn, uintptr_t end) {
+  const uintptr_t near_lo = fn + 2 - 128, near_hi = fn + 2 + 127;  // rel8's reach
+  uintptr_t lo = 0, hi = 0;
+  if (i > 0 && FdeRange(t, i - 1, &lo, &hi) && hi <= fn && fn - hi >= kPadJump &&
+      OnlyPadding(hi, fn)) {
+    const uintptr_t at = hi > near_lo ? hi : near_lo;
+    if (at + kPadJump <= fn) return at;
+  }
+  if (i + 1 < t.count) {
+    const uintptr_t next = FdeStart(t, i + 1);
+    if (next >= end && next - end >= kPadJump && end <= near_hi && OnlyPadding(end, next)) {
+      return end;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
+
+uintptr_t DetourWhileThreadsRun(const ElfObject& e, uintptr_t fn, size_t size, uint32_t slot,
+                                uintptr_t* real, const char** why) {
+  if (!DetourLoad(why) || !SyncCoreReady(why)) return 0;
+  if ((fn & 63) == 63) {
+    *why = "its entry's first two bytes straddle a cache line, so no store writes them at once";
+    return 0;
+  }
+  FdeTable t;
+  uint32_t i = 0;
+  uintptr_t lo = 0, hi = 0;
+  if (!ReadFdeTable(e, &t) || !FdeIndex(t, fn, &i) || !FdeRange(t, i, &lo, &hi) || lo != fn) {
+    *why = "the module's unwind table gives no function starting at its entry";
+    return 0;
+  }
+  if (size == 0 || size > hi - fn) size = hi - fn;
+  uintptr_t next = 0;
+  if (!code::Decode(fn, size, &next) || next - fn < 2) {
+    *why = "its first instruction is shorter than the 2-byte jump (a thread could stop inside it)";
+    return 0;
+  }
+  const uintptr_t pad = PaddingBeside(t, i, fn, hi);
+  if (pad == 0) {
+    *why = "no padding beside it for the jump to its copy";
+    return 0;
+  }
+  int moved = 0;
+  const uintptr_t page = code::MoveEntry(fn, size, 2, slot, &moved, why);
+  if (page == 0) return 0;
+  const int64_t to_page = static_cast<int64_t>(page - (pad + kPadJump));
+  if (moved != 1) {  // cannot be: its first instruction covers the 2 bytes
+    munmap(reinterpret_cast<void*>(page), code::kPage);
+    *why = "more than its first instruction would be moved";
+    return 0;
+  }
+  if (!code::FitsRel32(to_page) || !Protect(pad, kPadJump, true) || !Protect(fn, 2, true)) {
+    munmap(reinterpret_cast<void*>(page), code::kPage);
+    Protect(pad, kPadJump, false);
+    *why = "its code could not be made writable";
+    return 0;
+  }
+  // The slot's function first: a thread may enter the slot the moment the
+  // entry is changed. Then the padding: no thread reaches it until the
+  // entry leads there.
+  __atomic_store_n(real, page + code::kThunk, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_patching, 1, __ATOMIC_RELEASE);
+  uint8_t jump[kPadJump] = {0xe9};
+  code::PutRel32(jump + 1, to_page);
+  memcpy(reinterpret_cast<void*>(pad), jump, kPadJump);
+  SyncCores();
+  Store16(fn, static_cast<uint16_t>(0xeb | (static_cast<uint8_t>(pad - (fn + 2)) << 8)));
+  SyncCores();
+  __atomic_store_n(&g_patching, 0, __ATOMIC_RELEASE);
+  Protect(pad, kPadJump, false);
+  Protect(fn, 2, false);
+  return page + code::kThunk;
+}
 
 void SayRedirected(int sites, int through_plt, char* out, size_t cap) {
   snprintf(out, cap, "calls from other modules and %d direct calls in its own%s", sites,

@@ -166,9 +166,10 @@ uintptr_t RipTarget(const cs_x86& x, uintptr_t next) {
 }
 
 // Whether any branch or RIP-relative address in [fn, fn + size) lands
-// inside the entry's jump, after its first byte. A linear sweep: bytes that
-// do not decode (data, padding) are stepped over one at a time.
-bool SomethingLandsInEntry(uintptr_t fn, size_t size) {
+// inside the entry's jump (`cover` bytes), after its first byte. A linear
+// sweep: bytes that do not decode (data, padding) are stepped over one at
+// a time.
+bool SomethingLandsInEntry(uintptr_t fn, size_t size, size_t cover) {
   for (uintptr_t at = fn, end = fn + size; at < end;) {
     uintptr_t next = 0;
     if (!Decode(at, end - at, &next)) {
@@ -178,7 +179,7 @@ bool SomethingLandsInEntry(uintptr_t fn, size_t size) {
     const cs_x86& x = Insn().detail->x86;
     uintptr_t t = RipTarget(x, next);
     if (RelativeBranch(x) != Branch::kNone) t = static_cast<uintptr_t>(x.operands[0].imm);
-    if (t > fn && t < fn + kJump) return true;
+    if (t > fn && t < fn + cover) return true;
     at = next;
   }
   return false;
@@ -277,13 +278,11 @@ int FindFunctions(const ElfObject& e, const char* symbol, uintptr_t* addr, size_
   return n;
 }
 
-uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
-  if (!DetourLoad(why)) return 0;
-  if (size < kJump) {
-    *why = "shorter than the 5-byte jump that would replace its entry";
-    return 0;
-  }
-  // The first instructions, whole, covering the jump's 5 bytes.
+namespace code {
+
+uintptr_t MoveEntry(uintptr_t fn, size_t size, size_t cover, uint32_t slot, int* moved_insns,
+                    const char** why) {
+  // The first instructions, whole, covering `cover` bytes.
   uint8_t out[160];
   size_t used = kThunk;  // the way to fp_detour_entry, below
   struct Fix {
@@ -292,8 +291,9 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
     uintptr_t target;
   } fixes[16];
   int nfix = 0;
+  *moved_insns = 0;
   uintptr_t at = fn;
-  while (at < fn + kJump) {
+  while (at < fn + cover) {
     uintptr_t next = 0;
     if (!Decode(at, fn + size - at, &next)) {
       *why = "its first instructions do not decode";
@@ -313,8 +313,8 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
     const bool leaves = HasGroup(i, X86_GRP_RET) || HasGroup(i, X86_GRP_INT) ||
                         HasGroup(i, X86_GRP_IRET) ||
                         (HasGroup(i, X86_GRP_JUMP) && b != Branch::kJcc);
-    if (next < fn + kJump && leaves) {
-      *why = "its code leaves it before 5 bytes";
+    if (next < fn + cover && leaves) {
+      *why = "its code leaves it before the jump's end";
       return 0;
     }
     if (nfix + 1 >= 16 || used + 16 + kJump > sizeof out) {
@@ -342,10 +342,11 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
       }
       used += i.size;
     }
+    ++*moved_insns;
     at = next;
   }
-  if (SomethingLandsInEntry(fn, size)) {
-    *why = "a branch in it lands inside its first 5 bytes";
+  if (SomethingLandsInEntry(fn, size, cover)) {
+    *why = "a branch in it lands inside its first bytes, which the jump replaces";
     return 0;
   }
   // Then back behind what was moved.
@@ -358,8 +359,7 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
     return 0;
   }
   const auto where = reinterpret_cast<uintptr_t>(page);
-  const int64_t entry_rel = static_cast<int64_t>(where - (fn + kJump));
-  bool fits = FitsRel32(entry_rel);
+  bool fits = true;
   code::WriteThunk(out, slot);
   for (int k = 0; k < nfix; ++k) {
     const int64_t d = static_cast<int64_t>(fixes[k].target - (where + fixes[k].end));
@@ -377,13 +377,33 @@ uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
     *why = "its moved copy could not be made executable";
     return 0;
   }
+  return where;
+}
+
+}  // namespace code
+
+uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why) {
+  if (!DetourLoad(why)) return 0;
+  if (size < kJump) {
+    *why = "shorter than the 5-byte jump that would replace its entry";
+    return 0;
+  }
+  int insns = 0;
+  const uintptr_t where = code::MoveEntry(fn, size, kJump, slot, &insns, why);
+  if (where == 0) return 0;
+  const int64_t entry_rel = static_cast<int64_t>(where - (fn + kJump));
+  if (!FitsRel32(entry_rel)) {  // NearPage keeps it within reach
+    munmap(reinterpret_cast<void*>(where), kPage);
+    *why = "no free page within reach of a 32-bit jump";
+    return 0;
+  }
   // The entry: made writable for the five bytes, then as it was (text is
-  // read and execute). No other thread runs (checked above).
+  // read and execute). No other thread runs (the caller asked).
   const uintptr_t lo = fn & ~(kPage - 1);
   const uintptr_t hi = (fn + kJump + kPage - 1) & ~(kPage - 1);
   void* text = reinterpret_cast<void*>(lo);
   if (mprotect(text, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
-    munmap(page, kPage);
+    munmap(reinterpret_cast<void*>(where), kPage);
     *why = "its code could not be made writable";
     return 0;
   }

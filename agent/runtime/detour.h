@@ -9,13 +9,15 @@
 // use; a process that never detours never maps it. A function is refused,
 // and keeps its code, when it is shorter than the jump, when a branch in
 // its body lands inside the jump's 5 bytes, or when its first instructions
-// hold a call or a branch the move cannot keep. No entry is moved while the
-// process has a second thread of its own (a thread could be running the
-// bytes being replaced; fieldprof's own threads are named "fieldprof-drain"
-// and never run the program's code): then the calls the module makes to
-// the function are re-aimed instead (RedirectCalls, call_sites.cc): each is
-// one instruction, which another thread is either before or past.
-// Detour and RedirectCalls are called with the binder's lock and the
+// hold a call or a branch the move cannot keep. Detour's 5-byte jump is
+// written only while the process has no second thread of its own (a thread
+// could be stopped between the instructions it replaces; fieldprof's own
+// threads are named "fieldprof-drain" and never run the program's code).
+// With one, DetourWhileThreadsRun replaces the first instruction alone, and
+// where even that cannot be done the calls the module makes to the
+// function are re-aimed instead (RedirectCalls, call_sites.cc): each is one
+// instruction, which another thread is either before or past.
+// These are called with the binder's lock and the
 // dynamic linker's held (DetourEachNewObject), so that no other thread's
 // dlclose unmaps the module meanwhile; decoding allocates nothing.
 // DetourLoad dlopens, so it is called before that lock is taken, and at
@@ -47,6 +49,22 @@ int FindFunctions(const ElfObject& e, const char* symbol, uintptr_t* addr, size_
 // jump back), or 0 with *why saying why it was left alone. Only while no
 // other thread runs (OtherThreadsRun, asked by the caller).
 uintptr_t Detour(uintptr_t fn, size_t size, uint32_t slot, const char** why);
+
+// Detour's move for a process whose other threads may be running the
+// function (call_sites.cc): only its first instruction, which must be 2
+// bytes or more, is replaced, by a 2-byte jump to a 5-byte jump written
+// into the alignment padding beside the function (bytes between two
+// functions of `e`'s unwind table, all nops or int3, within a short jump's
+// reach), as Windows hot-patches a function. A thread is before that
+// instruction or past it, never inside it; the 2-byte store is atomic
+// within a cache line, with every core serialized after the padding is
+// written and after the entry is (membarrier SYNC_CORE). Another thread
+// may take the new way at once, so `*real`, the slot's real function,
+// is given the moved copy before the entry is changed. Returns where the
+// moved copy starts, or 0 with *why and *real as it was (then
+// RedirectCalls is the way left).
+uintptr_t DetourWhileThreadsRun(const ElfObject& e, uintptr_t fn, size_t size, uint32_t slot,
+                                uintptr_t* real, const char** why);
 
 // Whether the process has a thread besides the calling one and fieldprof's
 // own (or it cannot tell): then Detour refuses.

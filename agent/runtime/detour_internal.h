@@ -1,4 +1,5 @@
-// What detour.cc (an entry moved) and call_sites.cc (calls re-aimed) share:
+// What detour.cc (an entry moved) and call_sites.cc (code changed while
+// threads run) share:
 // capstone's decoder, loaded by DetourLoad, and the thunk that enters
 // fp_detour_entry (stubs_x86_64.S) with a slot. Called with the binder's
 // lock held; one decoded instruction at a time (Insn() is the last one).
@@ -40,6 +41,17 @@ void PutRel32(uint8_t* at, int64_t d);
 // A fresh read-write page within ±1.5 GB of `fn`, so that rel32 reaches
 // both ways; nullptr when none is free.
 uint8_t* NearPage(uintptr_t fn);
+
+// Copies a function's first instructions, whole and covering at least
+// `cover` bytes of [fn, fn + size), to a fresh page near it, behind the
+// thunk for `slot` and before a jump back to the instruction after them;
+// branches and RIP-relative operands among them are re-aimed. Returns the
+// page (the thunk at its start, the moved copy at + kThunk), with
+// *moved_insns the instructions moved, or 0 with *why. Refuses what
+// Detour refuses (detour.h), a branch landing inside [fn + 1, fn + cover)
+// among it. The function itself is not changed.
+uintptr_t MoveEntry(uintptr_t fn, size_t size, size_t cover, uint32_t slot, int* moved_insns,
+                    const char** why);
 
 // Writes at out[0..kThunk) the thunk that enters fp_detour_entry with
 // `slot` in %r11d, %r11 itself kept below the stack pointer.

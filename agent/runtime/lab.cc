@@ -264,6 +264,8 @@ bool LabDetourRoom() {
   return g_lab_apis->ndetoured < sizeof g_lab_apis->detoured / sizeof g_lab_apis->detoured[0];
 }
 
+uintptr_t* LabReal(uint32_t index) { return &g_lab_apis->real[index]; }
+
 void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved) {
   LabApis& a = *g_lab_apis;
   a.detoured[a.ndetoured++] = fn;

@@ -69,6 +69,10 @@ bool LabPlanLine(uint32_t* pos, const char** line);
 // which jumps to its stub (detour.h), and `moved` runs it.
 bool LabDetourRoom();
 void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved);
+// The cell holding lab API `index`'s real function, for a move made while
+// other threads run: it must hold the moved copy before the entry leads
+// to the slot (DetourWhileThreadsRun).
+uintptr_t* LabReal(uint32_t index);
 // Tells `fieldprof points record` what became of plan line `line`: a line
 // "LINE<TAB>WHAT[: WHY]" in <FIELDPROF_LAB_DIR>/placed-<pid>.
 void LabSayPlaced(const char* line, const char* what, const char* why);

@@ -1,10 +1,21 @@
-// A library whose own thread calls one of its static functions in a tight
-// loop from the moment it is loaded (tests/agent/points/points_test.cc):
-// the runtime re-aims that call while the thread runs through it.
+// A library whose own thread calls two of its functions in a tight loop
+// from the moment it is loaded (tests/agent/points/points_test.cc): the
+// runtime moves busy_leaf's entry and re-aims the call to busy_push while
+// the thread runs through them.
 //   busy_join() -> rounds * 1000000 + rounds whose result was wrong
 #include <pthread.h>
 
 #include <atomic>
+
+// A function whose first instruction is one byte (push %rbx), in
+// assembly so that no compiler changes it: its entry cannot be moved while
+// the thread runs, so its call is re-aimed. Returns x * 3 + 1.
+__asm__(
+    ".text\n.p2align 4\n.globl busy_push\n.hidden busy_push\n.type busy_push, @function\n"
+    "busy_push:\n.cfi_startproc\npush %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx, -16\n"
+    "lea 1(%rdi,%rdi,2), %rbx\nmov %rbx, %rax\npop %rbx\n.cfi_def_cfa_offset 8\nret\n"
+    ".cfi_endproc\n.size busy_push, .-busy_push\n");
+extern "C" __attribute__((visibility("hidden"))) long busy_push(long x);
 
 namespace {
 
@@ -24,7 +35,7 @@ __attribute__((noinline)) static long busy_leaf(long x) {
 // knowing which registers busy_leaf leaves alone.
 __attribute__((noinline)) long Round() {
   long s = 0;
-  for (long i = 0; i < 100; ++i) s += busy_leaf(i);
+  for (long i = 0; i < 100; ++i) s += busy_leaf(i) + (busy_push(i) & 3);
   return s;
 }
 

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/proto/fieldprof.pb.h"
 #include "common/spool.h"
@@ -319,37 +320,45 @@ TEST(PointsTest, FunctionsInsideTheProgramTheSettingsNameSeeEveryCall) {
   std::filesystem::remove_all(d);
 }
 
-// A library whose function the settings name, opened, closed and opened
-// again: its function's entry is moved in each copy, so every call the
-// library makes to it is timed, in both.
-// The settings that name testlib2's static fp_test2_inner, which it calls
-// directly, and its exported fp_test2_twice, which it calls through its
-// own PLT.
+// The settings that name testlib2's functions: its static fp_test2_inner,
+// which it calls directly; its exported fp_test2_twice, which it calls
+// through its own PLT; its static fp_test2_callback, which it calls only
+// through a pointer; and fp_test2_pushy (called directly) and
+// fp_test2_pushy_export (through its own PLT), whose first instruction is
+// one byte.
 constexpr char kTestLib2Points[] =
-    "libfieldprof_testlib2.so:fp_test2_inner, libfieldprof_testlib2.so:fp_test2_twice";
+    "libfieldprof_testlib2.so:fp_test2_inner, libfieldprof_testlib2.so:fp_test2_twice, "
+    "libfieldprof_testlib2.so:fp_test2_callback, libfieldprof_testlib2.so:fp_test2_pushy, "
+    "libfieldprof_testlib2.so:fp_test2_pushy_export";
 
 // fieldprof_inmodule --dlopen testlib2 300 (with `more` arguments) under
 // the runtime with kTestLib2Points: the program prints what it prints
-// alone, and all 600 calls of each function over the two opens are timed,
-// under the library's module.
-void EveryCallOfTwoOpensTimed(const PointsSettingsDir& d, const std::string& more) {
+// alone, and all 600 calls of each function in `timed` over the two opens
+// are timed, under the library's module.
+void EveryCallOfTwoOpensTimed(const PointsSettingsDir& d, const std::string& more,
+                              const std::vector<std::string>& timed) {
   const std::string cmd = kInModule + " --dlopen " + kTestLib2 + " 300" + more;
   std::string plain, out;
   ASSERT_EQ(Shell(cmd, &plain), 0);
   ASSERT_EQ(d.Run(cmd, &out), 0);
   EXPECT_EQ(out, plain);
   const auto series = d.Series();
-  for (const char* f : {"fp_test2_inner", "fp_test2_twice"}) {
-    const std::string key = std::string("libfieldprof_testlib2.so$") + f;
+  for (const std::string& f : timed) {
+    const std::string key = "libfieldprof_testlib2.so$" + f;
     ASSERT_EQ(series.count(key), 1u) << key << "\n" << out;
     EXPECT_EQ(series.at(key).count, 600u) << key;
     EXPECT_EQ(series.at(key).module, "libfieldprof_testlib2.so") << key;
   }
 }
 
+// A library whose functions the settings name, opened, closed and opened
+// again: each function's entry is moved in each copy, so every call the
+// library makes to it is timed, in both.
 TEST(PointsTest, ALibraryOpenedAgainHasItsFunctionMovedAgain) {
   const PointsSettingsDir d(kTestLib2Points);
-  EveryCallOfTwoOpensTimed(d, "");
+  EveryCallOfTwoOpensTimed(d, "",
+                           {"fp_test2_inner", "fp_test2_twice", "fp_test2_callback",
+                            "fp_test2_pushy", "fp_test2_pushy_export"});
   const std::string said = d.Said();
   EXPECT_NE(said.find("points: libfieldprof_testlib2.so:fp_test2_inner: every call"),
             std::string::npos)
@@ -357,36 +366,54 @@ TEST(PointsTest, ALibraryOpenedAgainHasItsFunctionMovedAgain) {
   EXPECT_NE(said.find("points: libfieldprof_testlib2.so:fp_test2_inner: every call: moved again"),
             std::string::npos)
       << said;
+  EXPECT_EQ(said.find("a second thread"), std::string::npos) << said;
 }
 
-// The same library opened while a second thread runs: the functions'
-// entries stay, and the library's direct call to one and its own PLT entry
-// for the other are re-aimed at the APIs' slots instead, so every call is
-// still timed, in both copies, and the caller computes what it computes
-// without fieldprof. (The busylib test below has a caller that keeps values
-// in registers the callee leaves alone: GCC's -fipa-ra.)
-TEST(PointsTest, WithASecondThreadRunningTheModulesCallsAreReAimed) {
+// The same library opened while a second thread runs. Functions whose
+// first instruction is 2 bytes or more have their entries moved through
+// the padding beside them, so every call is timed, through a pointer too.
+// The entries of those whose first instruction is one byte stay: the
+// library's direct call to one and its own PLT entry for the other are
+// re-aimed at the APIs' slots instead. Every call is still timed, in both
+// copies, and the caller computes what it computes without fieldprof.
+// (The busylib test below has a caller that keeps values in registers the
+// callee leaves alone: GCC's -fipa-ra.)
+TEST(PointsTest, WithASecondThreadRunningEntriesMoveOrCallsAreReAimed) {
   const PointsSettingsDir d(kTestLib2Points);
-  EveryCallOfTwoOpensTimed(d, " --thread");
+  EveryCallOfTwoOpensTimed(d, " --thread",
+                           {"fp_test2_inner", "fp_test2_twice", "fp_test2_callback",
+                            "fp_test2_pushy", "fp_test2_pushy_export"});
   const std::string said = d.Said();
-  for (const std::string redirected :
-       {"points: libfieldprof_testlib2.so:fp_test2_inner: calls from other modules and 1 direct "
-        "calls in its own: a second thread runs",
-        "points: libfieldprof_testlib2.so:fp_test2_twice: calls from other modules and 0 direct "
-        "calls in its own, and its calls through its own PLT: a second thread runs"}) {
-    EXPECT_NE(said.find(redirected), std::string::npos) << said;
-    EXPECT_NE(said.find(redirected, said.find(redirected) + 1), std::string::npos)
-        << "the copy opened again: " << said;
+  const auto twice = [&said](const std::string& line) {
+    const size_t first = said.find(line);
+    EXPECT_NE(first, std::string::npos) << line << "\n" << said;
+    if (first != std::string::npos) {
+      EXPECT_NE(said.find(line, first + 1), std::string::npos)
+          << "the copy opened again: " << line << "\n"
+          << said;
+    }
+  };
+  for (const char* f : {"fp_test2_inner", "fp_test2_twice", "fp_test2_callback"}) {
+    const std::string moved = std::string("points: libfieldprof_testlib2.so:") + f + ": every call";
+    EXPECT_NE(said.find(moved + ": moved while a second thread ran"), std::string::npos) << said;
+    EXPECT_NE(said.find(moved + ": moved again"), std::string::npos) << said;
   }
-  EXPECT_EQ(said.find(": every call"), std::string::npos) << said;
+  twice(
+      "points: libfieldprof_testlib2.so:fp_test2_pushy: calls from other modules and 1 direct "
+      "calls in its own: a second thread runs, so its entry stays (its first instruction is "
+      "shorter than the 2-byte jump");
+  twice(
+      "points: libfieldprof_testlib2.so:fp_test2_pushy_export: calls from other modules and 0 "
+      "direct calls in its own, and its calls through its own PLT: a second thread runs");
 }
 
-// A library whose own thread is calling the function when the runtime
-// first looks at it: the call is re-aimed under that thread's feet. Every
+// A library whose own thread is calling the functions when the runtime
+// first looks at it: busy_leaf's entry is moved and the call to busy_push
+// (first instruction one byte) re-aimed under that thread's feet. Every
 // round the thread computes stays right, the process ends normally, and
 // the calls after the change are timed; 30 runs, each a new race.
-TEST(PointsTest, ACallReAimedWhileAThreadRunsThroughItStaysRight) {
-  const PointsSettingsDir d("libfieldprof_busylib.so:busy_leaf");
+TEST(PointsTest, AnEntryMovedOrACallReAimedWhileAThreadRunsThroughItStaysRight) {
+  const PointsSettingsDir d("libfieldprof_busylib.so:busy_leaf, libfieldprof_busylib.so:busy_push");
   constexpr int kRuns = 30;
   for (int run = 0; run < kRuns; ++run) {
     std::string out;
@@ -395,12 +422,20 @@ TEST(PointsTest, ACallReAimedWhileAThreadRunsThroughItStaysRight) {
     ASSERT_EQ(out, "busy wrong 0\n") << "run " << run;
   }
   const auto series = d.Series();
-  ASSERT_EQ(series.count("libfieldprof_busylib.so$busy_leaf"), 1u);
-  const PointSeries& leaf = series.at("libfieldprof_busylib.so$busy_leaf");
-  EXPECT_EQ(leaf.runs, static_cast<uint64_t>(kRuns));
-  EXPECT_GE(leaf.count, kRuns * 200u * 100u);  // at least the rounds after busy_join began
+  for (const char* f : {"busy_leaf", "busy_push"}) {
+    const std::string key = std::string("libfieldprof_busylib.so$") + f;
+    ASSERT_EQ(series.count(key), 1u) << key;
+    EXPECT_EQ(series.at(key).runs, static_cast<uint64_t>(kRuns)) << key;
+    // at least the rounds after busy_join began
+    EXPECT_GE(series.at(key).count, kRuns * 200u * 100u) << key;
+  }
   const std::string said = d.Said();
-  EXPECT_NE(said.find("points: libfieldprof_busylib.so:busy_leaf: calls from other modules and"),
+  EXPECT_NE(said.find("points: libfieldprof_busylib.so:busy_leaf: every call: moved while a second "
+                      "thread ran"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("points: libfieldprof_busylib.so:busy_push: calls from other modules and 1 "
+                      "direct calls in its own"),
             std::string::npos)
       << said;
 }

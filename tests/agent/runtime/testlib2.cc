@@ -39,8 +39,41 @@ extern "C" __attribute__((visibility("default"), noinline)) long fp_test2_twice(
   return 2 * x;
 }
 
+// A static function the library calls only through a pointer: timed
+// only where its entry is moved (a re-aimed call site never sees it).
+extern "C" {
+__attribute__((noinline)) static long fp_test2_callback(long x) {
+  __asm__ __volatile__("" : "+r"(x));
+  return x ^ 5;
+}
+}
+static long (*volatile g_callback)(long) = fp_test2_callback;
+
+// Two functions whose first instruction is one byte (push %rbx), written in
+// assembly so that no compiler changes it: no thread may be stopped inside
+// a jump written over it, so with a second thread running their entries
+// stay and the calls to them are re-aimed. fp_test2_pushy is hidden (the
+// library calls it directly), fp_test2_pushy_export exported (the library
+// calls it through its own PLT). Each returns x + 1.
+#define FP_TEST2_PUSH_BODY(name)                                                      \
+#name                                                                               \
+      ":\n.cfi_startproc\npush %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx, -16\n" \
+      "lea 1(%rdi), %rbx\nmov %rbx, %rax\npop %rbx\n.cfi_def_cfa_offset 8\nret\n"     \
+      ".cfi_endproc\n.size " #name ", .-" #name "\n"
+__asm__(
+    ".text\n.p2align 4\n.globl fp_test2_pushy\n.hidden fp_test2_pushy\n"
+    ".type fp_test2_pushy, @function\n" FP_TEST2_PUSH_BODY(fp_test2_pushy));
+__asm__(
+    ".text\n.p2align 4\n.globl fp_test2_pushy_export\n"
+    ".type fp_test2_pushy_export, @function\n" FP_TEST2_PUSH_BODY(fp_test2_pushy_export));
+extern "C" __attribute__((visibility("hidden"))) long fp_test2_pushy(long x);
+extern "C" __attribute__((visibility("default"))) long fp_test2_pushy_export(long x);
+
 extern "C" __attribute__((visibility("default"))) long fp_test2_outer(long n) {
   long s = 0;
-  for (long i = 0; i < n; ++i) s += fp_test2_inner(i) + fp_test2_twice(i);
+  for (long i = 0; i < n; ++i) {
+    s += fp_test2_inner(i) + fp_test2_twice(i) + g_callback(i) + fp_test2_pushy(i) +
+         fp_test2_pushy_export(i);
+  }
   return s;
 }

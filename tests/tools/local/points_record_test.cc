@@ -227,15 +227,18 @@ TEST(PointsRecordTest, EveryEventOfABusyRunIsWrittenOrCounted) {
   }
 }
 
-// --at on a library whose own thread already runs the function when the
-// library is first looked at: its entry stays, its direct call is
-// re-aimed, and the calls after that are scopes; the thread's results are
-// right throughout.
-TEST(PointsRecordTest, AtAFunctionAThreadIsRunningGetsItsCallsReAimed) {
+// --at on a library whose own thread already runs the functions when the
+// library is first looked at: busy_leaf's entry is moved through the
+// padding beside it; busy_push's first instruction is one byte, so its
+// entry stays and its direct call is re-aimed. The calls after that are
+// scopes, and the thread's results are right throughout.
+TEST(PointsRecordTest, AtFunctionsAThreadIsRunningAreMovedOrReAimed) {
   TempDir dir;
   std::string out;
   const std::string lib = FIELDPROF_BUSYLIB;
-  ASSERT_EQ(RunCommand(kCli + " points record --at libfieldprof_busylib.so:busy_leaf -o " +
+  ASSERT_EQ(RunCommand(kCli +
+                           " points record --at libfieldprof_busylib.so:busy_leaf,"
+                           "libfieldprof_busylib.so:busy_push -o " +
                            dir.File("busy") + " -- " + FIELDPROF_INMODULE + " --busy " + lib +
                            " 200 2>" + dir.File("said"),
                        &out),
@@ -244,16 +247,28 @@ TEST(PointsRecordTest, AtAFunctionAThreadIsRunningGetsItsCallsReAimed) {
   EXPECT_EQ(out, "busy wrong 0\n");
   StatusOr<std::string> said = ReadWholeFile(dir.File("said"));
   ASSERT_TRUE(said.ok());
-  EXPECT_NE(said->find("--at libfieldprof_busylib.so:busy_leaf: scopes at calls from other "
+  EXPECT_NE(said->find("--at libfieldprof_busylib.so:busy_leaf: a scope at every call"),
+            std::string::npos)
+      << *said;
+  EXPECT_NE(said->find("--at libfieldprof_busylib.so:busy_push: scopes at calls from other "
                        "modules and 1 direct calls in its own (a second thread ran"),
             std::string::npos)
       << *said;
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --json", &out), 0) << out;
   const json j = json::parse(out);
   ASSERT_EQ(j["tags"].size(), 1u) << out.substr(0, 2000);
-  const json* leaf = Segment(j["tags"][0], "busy_leaf (scope)");
-  ASSERT_NE(leaf, nullptr) << out.substr(0, 2000);
-  EXPECT_GE((*leaf)["count"][0].get<long>(), 200 * 100) << leaf->dump();
+  for (const char* f : {"busy_leaf (scope)", "busy_push (scope)"}) {
+    const json* seg = Segment(j["tags"][0], f);
+    ASSERT_NE(seg, nullptr) << f << "\n" << out.substr(0, 2000);
+    EXPECT_GE((*seg)["count"][0].get<long>(), 1000) << seg->dump();
+  }
+  // Both scopes of at least the 200 rounds after busy_join began: 100
+  // calls of each function a round, two events a call, written or counted
+  // as lost (the thread makes them faster than the drain writes them).
+  ASSERT_EQ(j["runs"].size(), 1u);
+  EXPECT_GE(j["runs"][0]["events"].get<long>() + j["runs"][0]["lost"].get<long>(),
+            200 * 100 * 2 * 2)
+      << j["runs"].dump();
 }
 
 // Every value a point can carry, time gaps of several bytes and more
