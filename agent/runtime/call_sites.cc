@@ -296,27 +296,30 @@ bool OnlyPadding(uintptr_t lo, uintptr_t hi) {
 }
 
 constexpr size_t kPadJump = 5;  // jmp rel32, in the padding
+// The most bytes two functions are apart by alignment alone (GCC aligns to
+// at most 64 bytes); a wider gap is something else, and is not decoded.
+constexpr size_t kMaxPadding = 128;
 
 // Where kPadJump bytes of padding beside the function [fn, end) (entry i
 // of the table) are that a 2-byte jump at fn reaches (rel8 from fn + 2):
 // between the end of the function before and fn, or between end and the
-// function after. Padding is what no FDE covers and decodes as nops and
-// int3s only (code without an FDE, such as crtstuff's, is refused so).
-// 0 when there is none.
-uintptr_t PaddingBeside(const FdeTable& t, uint32_t i, uintptr_t fn, uintptr_t end) {
+// function after. Padding is what no FDE covers, lies inside the module's
+// code [text_lo, text_hi), is at most kMaxPadding bytes, and decodes as
+// nops and int3s only (code without an FDE, such as crtstuff's, is refused
+// so). 0 when there is none.
+uintptr_t PaddingBeside(const FdeTable& t, uint32_t i, uintptr_t fn, uintptr_t end,
+                        uintptr_t text_lo, uintptr_t text_hi) {
   const uintptr_t near_lo = fn + 2 - 128, near_hi = fn + 2 + 127;  // rel8's reach
+  const auto usable = [&](uintptr_t lo, uintptr_t hi) {
+    return lo >= text_lo && hi <= text_hi && lo <= hi && hi - lo >= kPadJump &&
+           hi - lo <= kMaxPadding && OnlyPadding(lo, hi);
+  };
   uintptr_t lo = 0, hi = 0;
-  if (i > 0 && FdeRange(t, i - 1, &lo, &hi) && hi <= fn && fn - hi >= kPadJump &&
-      OnlyPadding(hi, fn)) {
+  if (i > 0 && FdeRange(t, i - 1, &lo, &hi) && usable(hi, fn)) {
     const uintptr_t at = hi > near_lo ? hi : near_lo;
     if (at + kPadJump <= fn) return at;
   }
-  if (i + 1 < t.count) {
-    const uintptr_t next = FdeStart(t, i + 1);
-    if (next >= end && next - end >= kPadJump && end <= near_hi && OnlyPadding(end, next)) {
-      return end;
-    }
-  }
+  if (i + 1 < t.count && end <= near_hi && usable(end, FdeStart(t, i + 1))) return end;
   return 0;
 }
 
@@ -332,17 +335,22 @@ uintptr_t DetourWhileThreadsRun(const ElfObject& e, uintptr_t fn, size_t size, u
   FdeTable t;
   uint32_t i = 0;
   uintptr_t lo = 0, hi = 0;
-  if (!ReadFdeTable(e, &t) || !FdeIndex(t, fn, &i) || !FdeRange(t, i, &lo, &hi) || lo != fn) {
+  if (!ReadFdeTable(e, &t) || !FdeIndex(t, fn, &i) || !FdeRange(t, i, &lo, &hi) || lo != fn ||
+      hi > e.text_hi) {
     *why = "the module's unwind table gives no function starting at its entry";
     return 0;
   }
   if (size == 0 || size > hi - fn) size = hi - fn;
   uintptr_t next = 0;
-  if (!code::Decode(fn, size, &next) || next - fn < 2) {
+  if (!code::Decode(fn, size, &next)) {
+    *why = "its first instruction does not decode";
+    return 0;
+  }
+  if (next - fn < 2) {
     *why = "its first instruction is shorter than the 2-byte jump (a thread could stop inside it)";
     return 0;
   }
-  const uintptr_t pad = PaddingBeside(t, i, fn, hi);
+  const uintptr_t pad = PaddingBeside(t, i, fn, hi, e.text_lo, e.text_hi);
   if (pad == 0) {
     *why = "no padding beside it for the jump to its copy";
     return 0;
