@@ -7,14 +7,12 @@
 
 #include <atomic>
 
+#include "tests/support/push_rbx_function.h"
+
 // A function whose first instruction is one byte (push %rbx), in
 // assembly so that no compiler changes it: its entry cannot be moved while
 // the thread runs, so its call is re-aimed. Returns x * 3 + 1.
-__asm__(
-    ".text\n.p2align 4\n.globl busy_push\n.hidden busy_push\n.type busy_push, @function\n"
-    "busy_push:\n.cfi_startproc\npush %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx, -16\n"
-    "lea 1(%rdi,%rdi,2), %rbx\nmov %rbx, %rax\npop %rbx\n.cfi_def_cfa_offset 8\nret\n"
-    ".cfi_endproc\n.size busy_push, .-busy_push\n");
+FIELDPROF_PUSH_RBX_FUNCTION(busy_push, ".hidden busy_push\n", "lea 1(%rdi,%rdi,2), %rbx");
 extern "C" __attribute__((visibility("hidden"))) long busy_push(long x);
 
 namespace {

@@ -20,7 +20,6 @@
 #include <fstream>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "common/proto/fieldprof.pb.h"
 #include "common/spool.h"
@@ -333,18 +332,18 @@ constexpr char kTestLib2Points[] =
 
 // fieldprof_inmodule --dlopen testlib2 300 (with `more` arguments) under
 // the runtime with kTestLib2Points: the program prints what it prints
-// alone, and all 600 calls of each function in `timed` over the two opens
+// alone, and all 600 calls of each of its functions over the two opens
 // are timed, under the library's module.
-void EveryCallOfTwoOpensTimed(const PointsSettingsDir& d, const std::string& more,
-                              const std::vector<std::string>& timed) {
+void EveryCallOfTwoOpensTimed(const PointsSettingsDir& d, const std::string& more) {
   const std::string cmd = kInModule + " --dlopen " + kTestLib2 + " 300" + more;
   std::string plain, out;
   ASSERT_EQ(Shell(cmd, &plain), 0);
   ASSERT_EQ(d.Run(cmd, &out), 0);
   EXPECT_EQ(out, plain);
   const auto series = d.Series();
-  for (const std::string& f : timed) {
-    const std::string key = "libfieldprof_testlib2.so$" + f;
+  for (const char* f : {"fp_test2_inner", "fp_test2_twice", "fp_test2_callback", "fp_test2_pushy",
+                        "fp_test2_pushy_export"}) {
+    const std::string key = std::string("libfieldprof_testlib2.so$") + f;
     ASSERT_EQ(series.count(key), 1u) << key << "\n" << out;
     EXPECT_EQ(series.at(key).count, 600u) << key;
     EXPECT_EQ(series.at(key).module, "libfieldprof_testlib2.so") << key;
@@ -356,9 +355,7 @@ void EveryCallOfTwoOpensTimed(const PointsSettingsDir& d, const std::string& mor
 // library makes to it is timed, in both.
 TEST(PointsTest, ALibraryOpenedAgainHasItsFunctionMovedAgain) {
   const PointsSettingsDir d(kTestLib2Points);
-  EveryCallOfTwoOpensTimed(d, "",
-                           {"fp_test2_inner", "fp_test2_twice", "fp_test2_callback",
-                            "fp_test2_pushy", "fp_test2_pushy_export"});
+  EveryCallOfTwoOpensTimed(d, "");
   const std::string said = d.Said();
   EXPECT_NE(said.find("points: libfieldprof_testlib2.so:fp_test2_inner: every call"),
             std::string::npos)
@@ -380,9 +377,7 @@ TEST(PointsTest, ALibraryOpenedAgainHasItsFunctionMovedAgain) {
 // callee leaves alone: GCC's -fipa-ra.)
 TEST(PointsTest, WithASecondThreadRunningEntriesMoveOrCallsAreReAimed) {
   const PointsSettingsDir d(kTestLib2Points);
-  EveryCallOfTwoOpensTimed(d, " --thread",
-                           {"fp_test2_inner", "fp_test2_twice", "fp_test2_callback",
-                            "fp_test2_pushy", "fp_test2_pushy_export"});
+  EveryCallOfTwoOpensTimed(d, " --thread");
   const std::string said = d.Said();
   const auto twice = [&said](const std::string& line) {
     const size_t first = said.find(line);

@@ -2,6 +2,8 @@
 // runtime measures it.
 #include <cstdlib>
 
+#include "tests/support/push_rbx_function.h"
+
 extern "C" __attribute__((visibility("default"))) long fp_test2_work(long n) {
   char* p = static_cast<char*>(malloc(static_cast<size_t>(n)));
   for (long i = 0; i < n; ++i) p[i] = static_cast<char>(i);
@@ -55,17 +57,8 @@ static long (*volatile g_callback)(long) = fp_test2_callback;
 // stay and the calls to them are re-aimed. fp_test2_pushy is hidden (the
 // library calls it directly), fp_test2_pushy_export exported (the library
 // calls it through its own PLT). Each returns x + 1.
-#define FP_TEST2_PUSH_BODY(name)                                                      \
-#name                                                                               \
-      ":\n.cfi_startproc\npush %rbx\n.cfi_def_cfa_offset 16\n.cfi_offset %rbx, -16\n" \
-      "lea 1(%rdi), %rbx\nmov %rbx, %rax\npop %rbx\n.cfi_def_cfa_offset 8\nret\n"     \
-      ".cfi_endproc\n.size " #name ", .-" #name "\n"
-__asm__(
-    ".text\n.p2align 4\n.globl fp_test2_pushy\n.hidden fp_test2_pushy\n"
-    ".type fp_test2_pushy, @function\n" FP_TEST2_PUSH_BODY(fp_test2_pushy));
-__asm__(
-    ".text\n.p2align 4\n.globl fp_test2_pushy_export\n"
-    ".type fp_test2_pushy_export, @function\n" FP_TEST2_PUSH_BODY(fp_test2_pushy_export));
+FIELDPROF_PUSH_RBX_FUNCTION(fp_test2_pushy, ".hidden fp_test2_pushy\n", "lea 1(%rdi), %rbx");
+FIELDPROF_PUSH_RBX_FUNCTION(fp_test2_pushy_export, "", "lea 1(%rdi), %rbx");
 extern "C" __attribute__((visibility("hidden"))) long fp_test2_pushy(long x);
 extern "C" __attribute__((visibility("default"))) long fp_test2_pushy_export(long x);
 
