@@ -1,7 +1,5 @@
 #include "tools/local/recording.h"
 
-#include <elfutils/libdwfl.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -9,10 +7,10 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "common/cxx_names.h"
 #include "common/durable_file.h"
 #include "tools/local/cpu_switches.h"
 #include "tools/local/raw_format.h"
+#include "tools/local/symbolizer.h"
 #include "tools/local/varint.h"
 
 namespace fieldprof::local {
@@ -110,90 +108,12 @@ StatusOr<RawProcess> ReadRaw(const std::string& path) {
   return p;
 }
 
-// Names for one process's addresses, from its modules.
-class Symbolizer {
- public:
-  explicit Symbolizer(const std::vector<RawModule>& modules) {
-    static const Dwfl_Callbacks callbacks = {
-        .find_elf = dwfl_build_id_find_elf,
-        .find_debuginfo = dwfl_standard_find_debuginfo,
-        .section_address = dwfl_offline_section_address,
-        .debuginfo_path = nullptr,
-    };
-    dwfl_ = dwfl_begin(&callbacks);
-    if (dwfl_ == nullptr) return;
-    dwfl_report_begin(dwfl_);
-    std::map<uint64_t, const RawModule*> latest;  // the last report of each load
-    for (const RawModule& m : modules) latest[m.h.lo] = &m;
-    for (const auto& [lo, m] : latest) {
-      modules_.push_back(m);
-      dwfl_report_elf(dwfl_, m->path.c_str(), m->path.c_str(), -1, m->h.bias, false);
-    }
-    dwfl_report_end(dwfl_, nullptr, nullptr);
-  }
-  ~Symbolizer() {
-    if (dwfl_ != nullptr) dwfl_end(dwfl_);
-  }
-  Symbolizer(const Symbolizer&) = delete;
-  Symbolizer& operator=(const Symbolizer&) = delete;
-
-  // Whether `ip` lies in fieldprof record's own sampler: its thread-start
-  // wrapper is on every thread's stack, and is no part of the program.
-  bool InSampler(uint64_t ip) const {
-    for (const RawModule* m : modules_) {
-      if (ip >= m->h.lo && ip < m->h.hi) {
-        return std::filesystem::path(m->path).filename() == "libfieldprof_record.so";
-      }
-    }
-    return false;
-  }
-
-  // `return_address`: a caller's frame, whose call lies just before it.
-  std::string Name(uint64_t ip, bool return_address) {
-    const uint64_t at = return_address ? ip - 1 : ip;
-    if (auto it = memo_.find(at); it != memo_.end()) return it->second;
-    std::string name;
-    if (dwfl_ != nullptr) {
-      if (Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at); mod != nullptr) {
-        if (const char* sym = dwfl_module_addrname(mod, at); sym != nullptr) {
-          std::string plain = sym;
-          plain = plain.substr(0, plain.find('@'));  // "__libc_start_main@@GLIBC_2.34"
-          name = Demangle(plain);
-        } else {
-          Dwarf_Addr start = 0;
-          const char* mname =
-              dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
-          char off[32];
-          std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(at - start));
-          name = std::filesystem::path(mname != nullptr ? mname : "?").filename().string() + off;
-        }
-      }
-    }
-    if (name.empty()) {  // a module with no file (the vDSO): its name and offset
-      for (const RawModule* m : modules_) {
-        if (at >= m->h.lo && at < m->h.hi) {
-          char off[32];
-          std::snprintf(off, sizeof off, "+0x%llx",
-                        static_cast<unsigned long long>(at - m->h.bias));
-          name = std::filesystem::path(m->path).filename().string() + off;
-          break;
-        }
-      }
-    }
-    if (name.empty()) {
-      char hex[32];
-      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(at));
-      name = hex;
-    }
-    memo_.emplace(at, name);
-    return name;
-  }
-
- private:
-  Dwfl* dwfl_ = nullptr;
-  std::vector<const RawModule*> modules_;
-  std::unordered_map<uint64_t, std::string> memo_;
-};
+// The modules as the symbolizer takes them.
+std::vector<LoadedModule> Loaded(const std::vector<RawModule>& modules) {
+  std::vector<LoadedModule> out;
+  for (const RawModule& m : modules) out.push_back({m.path, m.h.bias, m.h.lo, m.h.hi});
+  return out;
+}
 
 // Frames, stacks, threads and sample types, each interned once.
 class Interner {
@@ -208,7 +128,10 @@ class Interner {
     for (size_t i = ips.size(); i-- > 0;) {  // outermost first
       // The sampler's frames are left out, but for a blocked call's
       // innermost: the wrapper, named as the call it wraps.
-      if (!(all_returns && i == 0) && sym.InSampler(ips[i])) continue;
+      // (Its thread-start wrapper is on every thread's stack.)
+      if (!(all_returns && i == 0) && sym.InModuleNamed(ips[i], "libfieldprof_record.so")) {
+        continue;
+      }
       stack.push_back(Frame(sym.Name(ips[i], /*return_address=*/all_returns || i > 0)));
     }
     return Stack(stack);
@@ -404,7 +327,7 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
   std::vector<std::pair<uint64_t, uint32_t>> samples;  // (time, type)
   std::vector<IdleEvent> idle;
   for (const RawProcess& p : procs) {
-    Symbolizer sym(p.modules);
+    Symbolizer sym(Loaded(p.modules));
     const uint32_t pid = p.header.pid;
     for (const RawSample& s : p.samples) {
       const uint32_t type = in.Type(in.Thread(pid, s.h.tid), in.Stack(sym, s.ips, false));

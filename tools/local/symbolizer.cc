@@ -1,0 +1,82 @@
+#include "tools/local/symbolizer.h"
+
+#include <elfutils/libdwfl.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "common/cxx_names.h"
+
+namespace fieldprof::local {
+
+Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules) {
+  static const Dwfl_Callbacks callbacks = {
+      .find_elf = dwfl_build_id_find_elf,
+      .find_debuginfo = dwfl_standard_find_debuginfo,
+      .section_address = dwfl_offline_section_address,
+      .debuginfo_path = nullptr,
+  };
+  std::map<uint64_t, const LoadedModule*> latest;  // the last report of each load
+  for (const LoadedModule& m : modules) latest[m.lo] = &m;
+  for (const auto& [lo, m] : latest) modules_.push_back(*m);
+  dwfl_ = dwfl_begin(&callbacks);
+  if (dwfl_ == nullptr) return;
+  dwfl_report_begin(dwfl_);
+  for (const LoadedModule& m : modules_) {
+    dwfl_report_elf(dwfl_, m.path.c_str(), m.path.c_str(), -1, m.bias, false);
+  }
+  dwfl_report_end(dwfl_, nullptr, nullptr);
+}
+
+Symbolizer::~Symbolizer() {
+  if (dwfl_ != nullptr) dwfl_end(dwfl_);
+}
+
+bool Symbolizer::InModuleNamed(uint64_t ip, const char* file_name) const {
+  for (const LoadedModule& m : modules_) {
+    if (ip >= m.lo && ip < m.hi) return std::filesystem::path(m.path).filename() == file_name;
+  }
+  return false;
+}
+
+std::string Symbolizer::Name(uint64_t ip, bool return_address) {
+  const uint64_t at = return_address ? ip - 1 : ip;
+  if (auto it = memo_.find(at); it != memo_.end()) return it->second;
+  std::string name;
+  if (dwfl_ != nullptr) {
+    if (Dwfl_Module* mod = dwfl_addrmodule(dwfl_, at); mod != nullptr) {
+      if (const char* sym = dwfl_module_addrname(mod, at); sym != nullptr) {
+        std::string plain = sym;
+        plain = plain.substr(0, plain.find('@'));  // "__libc_start_main@@GLIBC_2.34"
+        name = Demangle(plain);
+      } else {
+        Dwarf_Addr start = 0;
+        const char* mname =
+            dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
+        char off[32];
+        std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(at - start));
+        name = std::filesystem::path(mname != nullptr ? mname : "?").filename().string() + off;
+      }
+    }
+  }
+  if (name.empty()) {  // a module with no file (the vDSO): its name and offset
+    for (const LoadedModule& m : modules_) {
+      if (at >= m.lo && at < m.hi) {
+        char off[32];
+        std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(at - m.bias));
+        name = std::filesystem::path(m.path).filename().string() + off;
+        break;
+      }
+    }
+  }
+  if (name.empty()) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(at));
+    name = hex;
+  }
+  memo_.emplace(at, name);
+  return name;
+}
+
+}  // namespace fieldprof::local
