@@ -70,6 +70,8 @@ struct RawEvent {
   int64_t value;
   uint32_t tid;
   uint8_t kind;
+  uint32_t stack = 0;
+  uint64_t pause = 0;  // ticks the thread then spent taking the stack
 };
 
 // The records after the header, each handed whole to `sink` (OnRate,
@@ -115,6 +117,17 @@ size_t ReadRecords(Reader& r, Sink& sink) {
           batch.push_back({tsc, site_kind >> 2, value, tid, static_cast<uint8_t>(site_kind & 3)});
       }
       for (const RawEvent& e : batch) sink.OnEvent(e, ok);
+    } else if (type == pf::kStack) {
+      uint32_t id = 0;
+      uint16_t depth = 0;
+      ok = r.Get(&id) && r.Get(&depth) && depth <= pf::kMaxStackDepth;
+      std::vector<uint64_t> ips(ok ? depth : 0);
+      for (uint64_t& ip : ips) ok = ok && r.Get(&ip);
+      if (ok) sink.OnStack(id, std::move(ips));
+    } else if (type == pf::kModule) {
+      PointsModule m;
+      ok = r.Get(&m.bias) && r.Get(&m.lo) && r.Get(&m.hi) && r.Str(&m.path);
+      if (ok) sink.OnModule(std::move(m));
     } else if (type == pf::kLost) {
       uint32_t tid = 0;
       uint64_t n = 0;
@@ -154,7 +167,21 @@ struct RunSink {
       run->sites.push_back(std::move(site));
     }
   }
-  void OnEvent(const RawEvent& e, bool) { raw.push_back(e); }
+  std::map<uint32_t, size_t> last_of;  // tid -> its last event in `raw`
+  void OnEvent(const RawEvent& e, bool) {
+    if (e.kind == pf::kStackKind) {  // the stack of the thread's event before
+      if (auto it = last_of.find(e.tid); it != last_of.end()) {
+        raw[it->second].stack = static_cast<uint32_t>(e.site);
+        raw[it->second].pause = static_cast<uint64_t>(e.value);
+        last_of.erase(it);
+      }
+      return;
+    }
+    last_of[e.tid] = raw.size();
+    raw.push_back(e);
+  }
+  void OnStack(uint32_t id, std::vector<uint64_t> ips) { run->stacks.emplace(id, std::move(ips)); }
+  void OnModule(PointsModule m) { run->modules.push_back(std::move(m)); }
   void OnLost(uint64_t n) { run->lost += n; }
   void OnEnd() { run->complete = true; }
 };
@@ -167,6 +194,8 @@ struct ScanSink {
   void OnEvent(const RawEvent& e, bool whole) {
     if (e.kind <= 2) ++(whole ? scan->events_at : scan->cut_at)[e.site];
   }
+  void OnStack(uint32_t, std::vector<uint64_t>) {}
+  void OnModule(PointsModule) {}
   void OnLost(uint64_t) {}
   void OnEnd() { scan->complete = true; }
 };
@@ -244,7 +273,15 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (tsc_hz > 0 && (ns1 < ns0 + 1000000 || ns_per_tick == 0)) {
     ns_per_tick = 1e9 / static_cast<double>(tsc_hz);
   }
+  // Taking a stack (--stacks) paused the thread after the event: its later
+  // events are moved back by those pauses, so that no segment or scope of
+  // one thread counts them.
+  std::map<uint32_t, uint64_t> paused;  // tid -> ticks so far
   for (const RawEvent& e : raw) {
+    uint64_t& before = paused[e.tid];
+    const uint64_t tsc = e.tsc - before;
+    before += e.pause;
+    run.stack_ns += e.pause;  // ticks until turned into ns below
     const auto s = site_of.find(e.site);
     if (s == site_of.end() || e.kind > 2) continue;
     if (ns_per_tick == 0 && e.tsc != tsc0) {
@@ -253,14 +290,16 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
           "times into ns");
     }
     PointEvent p;
-    p.t_ns = static_cast<int64_t>((static_cast<double>(e.tsc) - static_cast<double>(tsc0)) *
+    p.t_ns = static_cast<int64_t>((static_cast<double>(tsc) - static_cast<double>(tsc0)) *
                                   ns_per_tick);
     p.site = s->second;
     p.tid = e.tid;
     p.value = e.value;
     p.kind = static_cast<PointKind>(e.kind);
+    p.stack = run.stacks.count(e.stack) != 0 ? e.stack : 0;
     run.events.push_back(p);
   }
+  run.stack_ns = static_cast<uint64_t>(static_cast<double>(run.stack_ns) * ns_per_tick);
   std::stable_sort(run.events.begin(), run.events.end(),
                    [](const PointEvent& a, const PointEvent& b) { return a.t_ns < b.t_ns; });
   return run;

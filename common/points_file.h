@@ -27,6 +27,13 @@ struct PointEvent {
   uint32_t tid;
   int64_t value;
   PointKind kind;
+  uint32_t stack = 0;  // the key of its stack in PointsRun::stacks; 0: none recorded
+};
+
+// A module the stacks' addresses are read against.
+struct PointsModule {
+  std::string path;
+  uint64_t bias = 0, lo = 0, hi = 0;  // load bias; its code's span
 };
 
 struct PointsRun {
@@ -36,8 +43,15 @@ struct PointsRun {
   uint64_t start_unix_ns = 0;  // when the recording began (CLOCK_REALTIME)
   std::vector<PointSite> sites;
   std::vector<PointEvent> events;  // by time
-  uint64_t lost = 0;               // events the threads' buffers had no room for
-  bool complete = false;           // false: the process was killed or exec'd first
+  // Recorded with --stacks: each stack's return addresses, innermost first
+  // (the one into the code that passed the point), and the modules.
+  std::map<uint32_t, std::vector<uint64_t>> stacks;
+  std::vector<PointsModule> modules;
+  // The time taking those stacks paused the threads, taken out of their
+  // events' times (each thread's later events are moved back by it).
+  uint64_t stack_ns = 0;
+  uint64_t lost = 0;      // events the threads' buffers had no room for
+  bool complete = false;  // false: the process was killed or exec'd first
 };
 
 // What a run file holds so far, read on as the file grows: a reader that

@@ -18,6 +18,15 @@
 //                recorder writes: it packs an event without a branch.
 //   'B' batch:   the same as 'P', each event three varints (LEB128)
 //                instead; written until 2026-11, still read
+//                Kind 3 (recorded with --stacks) is no event: its site
+//                field holds the stack id (<< 2 | 3) of the thread's
+//                event before it, its value the TSC ticks taking the
+//                stack cost that thread after the event's time.
+//   'K' stack:   u32 id (from 1), u16 depth, then depth u64 return
+//                addresses, innermost first (recorded with --stacks)
+//   'M' module:  u64 bias, u64 lo, u64 hi (its code), u16 len, its path:
+//                what the stacks' addresses are read against; the whole
+//                list again whenever a module came or went
 //   'L' lost:    u32 tid, u64 events the thread's buffer had no room for
 //   'X' the end: nothing follows (missing when the process was killed or
 //                exec'd: the file is still read up to its last record)
@@ -32,7 +41,10 @@ namespace fieldprof::local::points {
 inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
 inline constexpr char kHeader = 'H', kClock = 'C', kRate = 'R', kSite = 'S', kBatch = 'B',
-                      kPackedBatch = 'P', kLost = 'L', kEnd = 'X';
+                      kPackedBatch = 'P', kStack = 'K', kModule = 'M', kLost = 'L', kEnd = 'X';
+// The kind of the event that carries the stack of the one before it.
+inline constexpr uint32_t kStackKind = 3;
+inline constexpr uint16_t kMaxStackDepth = 64;  // frames kept of a point's stack
 
 // The bytes that hold `v` little-endian, 1-8 (0 takes one).
 inline uint32_t BytesFor(uint64_t v) {
@@ -78,7 +90,8 @@ inline constexpr size_t kLostBody = 4 + 8;
 inline constexpr uint16_t kMaxString = 1024;  // longer tags and names are cut
 
 // Environment of the recorded processes.
-inline constexpr char kDirEnv[] = "FIELDPROF_POINTS_DIR";  // where each process writes
+inline constexpr char kDirEnv[] = "FIELDPROF_POINTS_DIR";        // where each process writes
+inline constexpr char kStacksEnv[] = "FIELDPROF_POINTS_STACKS";  // "1": each event's stack too
 inline constexpr char kLibName[] = "libfieldprof_points.so";
 
 }  // namespace fieldprof::local::points

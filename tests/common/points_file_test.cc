@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/points_format.h"
@@ -70,10 +71,10 @@ std::string Start(const std::vector<std::pair<uint32_t, std::string>>& sites) {
   return b;
 }
 
-// A batch of `events` of thread 7, each event after the previous one.
-std::string Batch(char type, const std::vector<Ev>& events) {
+// A batch of `events` of thread `tid`, each event after the previous one.
+std::string Batch(char type, const std::vector<Ev>& events, uint32_t tid = 7) {
   std::string b(1, type);
-  Put(&b, uint32_t{7});
+  Put(&b, tid);
   Put(&b, static_cast<uint32_t>(events.size()));
   Put(&b, events.front().tsc);
   uint64_t prev = events.front().tsc;
@@ -168,6 +169,71 @@ TEST(PointsFileTest, APackedBatchCutInsideAnEventKeepsTheWholeOnes) {
     EXPECT_FALSE(run->complete);
     EXPECT_EQ(run->events.size(), kEvents.size() - 1);
   }
+}
+
+// --stacks: a kind-3 event names the stack of its thread's event before it
+// (across batches, and with another thread's batch between), its value the
+// ticks taking the stack paused that thread: the thread's later events
+// move back by them, another thread's do not. A stack whose record is
+// missing (a file cut) leaves its event without one.
+TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
+  const uint32_t kStack = pf::kStackKind;
+  std::string b = Start(kSites);
+  b.push_back(pf::kModule);
+  Put(&b, uint64_t{0x1000});
+  Put(&b, uint64_t{0x2000});
+  Put(&b, uint64_t{0x3000});
+  Str(&b, "/usr/bin/prog");
+  for (const uint32_t id : {1u, 2u}) {
+    b.push_back(pf::kStack);
+    Put(&b, id);
+    Put(&b, uint16_t{2});
+    Put(&b, uint64_t{0x2100 + id});
+    Put(&b, uint64_t{0x2200});
+  }
+  // Thread 7: a point with stack 1 (500 ticks to take), a begin with stack
+  // 2 (300 ticks), its end; thread 8's point in between, and thread 7's
+  // last point with stack 9, which the file never names.
+  b += Batch(pf::kPackedBatch, {{2000, 0, 0, 0}, {2000, 1, kStack, 500}, {3000, 300, 1, 0}});
+  b += Batch(pf::kPackedBatch, {{2600, 70000, 0, 0}}, 8);
+  b += Batch(pf::kPackedBatch,
+             {{3000, 2, kStack, 300}, {4000, 300, 2, 0}, {5000, 0, 0, 0}, {5000, 9, kStack, 40}});
+  StatusOr<PointsRun> run = DecodePointsRun(b + End());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->modules.size(), 1u);
+  EXPECT_EQ(run->modules[0].path, "/usr/bin/prog");
+  EXPECT_EQ(run->modules[0].lo, 0x2000u);
+  ASSERT_EQ(run->stacks.size(), 2u);
+  EXPECT_EQ(run->stacks.at(2), (std::vector<uint64_t>{0x2102, 0x2200}));
+  ASSERT_EQ(run->events.size(), 5u);  // kind 3 is no event
+  struct Want {
+    int64_t t_ns;
+    uint32_t tid, stack;
+    PointKind kind;
+  };
+  const Want want[] = {{1000, 7, 1, PointKind::kPoint},
+                       {1600, 8, 0, PointKind::kPoint},
+                       {1500, 7, 2, PointKind::kBegin},
+                       {2200, 7, 0, PointKind::kEnd},
+                       {3200, 7, 0, PointKind::kPoint}};
+  std::vector<Want> got;
+  for (const PointEvent& e : run->events) got.push_back({e.t_ns, e.tid, e.stack, e.kind});
+  std::sort(got.begin(), got.end(), [](const Want& x, const Want& y) {
+    return std::tie(x.tid, x.t_ns) < std::tie(y.tid, y.t_ns);
+  });
+  std::vector<Want> expected(std::begin(want), std::end(want));
+  std::sort(expected.begin(), expected.end(), [](const Want& x, const Want& y) {
+    return std::tie(x.tid, x.t_ns) < std::tie(y.tid, y.t_ns);
+  });
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].t_ns, expected[i].t_ns) << i;
+    EXPECT_EQ(got[i].tid, expected[i].tid) << i;
+    EXPECT_EQ(got[i].stack, expected[i].stack) << i;
+    EXPECT_EQ(got[i].kind, expected[i].kind) << i;
+  }
+  EXPECT_EQ(run->stack_ns, 840u);  // 500 + 300 + 40 ticks, a tick a ns
+  // The scope lasted 1,000 ticks less the 300 its begin's stack took.
 }
 
 TEST(PointsFileTest, ControlBytesRoundTrip) {

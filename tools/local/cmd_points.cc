@@ -1,7 +1,8 @@
 // fieldprof points: instrumentation points (agent/include/fieldprof/
 // points.h) recorded on the developer's machine, per run (issue #34).
-//   fieldprof points record [-o DIR] [--runs N] [--at MODULE:FUNCTION,...] -- CMD ARGS...
-//   fieldprof points show DIR... [--tag T] [--per_run] [--json]
+//   fieldprof points record [-o DIR] [--runs N] [--at MODULE:FUNCTION,...] [--stacks]
+//                           -- CMD ARGS...
+//   fieldprof points show DIR... [--tag T] [--per_run] [--stacks] [--json]
 //                                [--chrome_trace F] [--tree F] [--html F] [--keep_dirty]
 //   fieldprof points tags DIR...
 //   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
@@ -52,6 +53,7 @@ constexpr const char* kUsage =
     "  fieldprof points record --at libsqlite3.so.0:sqlite3_step -- sqlite3 db < q.sql\n"
     "  fieldprof points show startup.d              # per tag: segments across runs\n"
     "  fieldprof points show startup.d --per_run    # and each run's values\n"
+    "  fieldprof points record --stacks -o s.d -- ./myprog && fieldprof points show s.d --stacks\n"
     "  fieldprof points tags startup.d              # the tags, newest first\n"
     "  fieldprof points show startup.d --tag startup --from 2026-11-20 --to 2026-11-24\n"
     "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
@@ -209,6 +211,7 @@ void SayPlacements(const std::string& work) {
 int Record(int argc, char** argv) {
   std::string output, lib_dir, at;
   int64_t runs = 1;
+  bool stacks = false;
   OptionTable t("fieldprof points record", kUsage);
   t.AddString("output", &output, "directory the runs' files go to (-o; default CMD.points)");
   t.AddInt("runs", &runs, "run the command this many times", 1, 100000);
@@ -216,6 +219,9 @@ int Record(int argc, char** argv) {
               "also make every call of these functions a scope, no rebuild needed: "
               "MODULE:FUNCTION,... (tag: the module; MODULE is a library's soname or the "
               "program's file name; a function inside a module needs its symbol table)");
+  t.AddBool("stacks", &stacks,
+            "also record the call stack of each point passed in the program's code "
+            "(about a microsecond a point; not of --at functions)");
   t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_points.so");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
@@ -251,6 +257,7 @@ int Record(int argc, char** argv) {
     }
   }
   setenv(local::points::kDirEnv, out_dir.c_str(), 1);
+  if (stacks) setenv(local::points::kStacksEnv, "1", 1);
   PrependEnv("LD_PRELOAD", lib);
   std::string work;
   if (!at.empty()) {
@@ -371,7 +378,7 @@ StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& pat
 
 int Show(const std::string& verb, int argc, char** argv) {
   std::string tag, chrome, tree, html;
-  bool json = false, per_run = false, keep_dirty = false;
+  bool json = false, per_run = false, keep_dirty = false, stacks = false;
   DateRange range;
   OptionTable t("fieldprof points " + verb, kUsage);
   t.AddString("tag", &tag, "only this tag");
@@ -380,6 +387,8 @@ int Show(const std::string& verb, int argc, char** argv) {
   if (verb == "show") {
     t.AddBool("per_run", &per_run, "also each run's value of each segment");
     t.AddBool("keep_dirty", &keep_dirty, "keep runs the modified Z-score calls dirty");
+    t.AddBool("stacks", &stacks,
+              "also where each point was passed: its stacks (recorded with record --stacks)");
     t.AddString("chrome_trace", &chrome, "also write the runs as Chrome trace event JSON here");
     t.AddString("tree", &tree, "also write the runs' scopes as a call tree (.fptree) here");
     t.AddString("html", &html,
@@ -435,7 +444,15 @@ int Show(const std::string& verb, int argc, char** argv) {
   if (verb == "tags") {
     std::cout << (json ? local::PointsJson(*runs, tags) : local::TagsText(tags));
   } else {
-    std::cout << (json ? local::PointsJson(*runs, tags) : local::PointsText(*runs, tags, per_run));
+    if (json && stacks) {  // the report and the stacks, one object
+      std::cout << "{\"report\": " << local::PointsJson(*runs, tags)
+                << ", \"stacks\": " << local::PointsStacksJson(*runs, tag) << "}\n";
+    } else if (json) {
+      std::cout << local::PointsJson(*runs, tags);
+    } else {
+      std::cout << local::PointsText(*runs, tags, per_run);
+      if (stacks) std::cout << "\n" << local::PointsStacksText(*runs, tag);
+    }
   }
   return 0;
 }

@@ -6,9 +6,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "common/permutation_test.h"
 #include "tools/cli/format.h"
+#include "tools/local/symbolizer.h"
 
 namespace fieldprof::local {
 
@@ -136,7 +138,162 @@ std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector
   return out;
 }
 
+std::vector<NamedStacks> NamePointsStacks(const std::vector<PointsRun>& runs) {
+  std::vector<NamedStacks> out(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const PointsRun& r = runs[i];
+    if (r.stacks.empty()) continue;
+    std::vector<LoadedModule> modules;
+    for (const PointsModule& m : r.modules) modules.push_back({m.path, m.bias, m.lo, m.hi});
+    Symbolizer sym(modules);
+    for (const auto& [key, ips] : r.stacks) {
+      std::vector<std::string>& names = out[i][key];
+      for (size_t k = ips.size(); k-- > 0;) names.push_back(sym.Name(ips[k], true));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Where one site (tag, name, a scope or not) was passed: events by stack
+// (frame names, outermost first), and in how many runs.
+struct StackedSite {
+  std::string tag, name;
+  bool scope = false;
+  uint64_t events = 0, without = 0;  // without: no stack recorded
+  struct Stack {
+    std::vector<std::string> frames;
+    uint64_t events = 0;
+    size_t runs = 0;
+  };
+  std::vector<Stack> stacks;  // most events first
+};
+
+// The sites of `tag` (or all), and how many runs were recorded with stacks.
+std::vector<StackedSite> StackedSites(const std::vector<PointsRun>& runs, const std::string& tag,
+                                      size_t* with_stacks) {
+  const std::vector<NamedStacks> named = NamePointsStacks(runs);
+  struct Tally {
+    uint64_t events = 0, without = 0;
+    std::map<std::vector<std::string>, std::pair<uint64_t, std::set<size_t>>> stacks;
+  };
+  std::map<std::tuple<std::string, std::string, bool>, Tally> sites;
+  *with_stacks = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const PointsRun& r = runs[i];
+    *with_stacks += !r.stacks.empty();
+    for (const PointEvent& e : r.events) {
+      const PointSite& s = r.sites[e.site];
+      if (e.kind == PointKind::kEnd || (!tag.empty() && s.tag != tag)) continue;
+      Tally& t = sites[{s.tag, s.name, e.kind == PointKind::kBegin}];
+      ++t.events;
+      const auto st = named[i].find(e.stack);
+      if (e.stack == 0 || st == named[i].end()) {
+        ++t.without;
+        continue;
+      }
+      auto& [count, in_runs] = t.stacks[st->second];
+      ++count;
+      in_runs.insert(i);
+    }
+  }
+  std::vector<StackedSite> out;
+  for (auto& [key, t] : sites) {
+    StackedSite site;
+    std::tie(site.tag, site.name, site.scope) = key;
+    site.events = t.events;
+    site.without = t.without;
+    for (auto& [frames, c] : t.stacks) site.stacks.push_back({frames, c.first, c.second.size()});
+    std::stable_sort(site.stacks.begin(), site.stacks.end(),
+                     [](const auto& x, const auto& y) { return x.events > y.events; });
+    out.push_back(std::move(site));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::string& tag) {
+  size_t with_stacks = 0;
+  const std::vector<StackedSite> sites = StackedSites(runs, tag, &with_stacks);
+  if (with_stacks == 0) {
+    return "no stacks: these runs were recorded without --stacks "
+           "(fieldprof points record --stacks -- CMD)\n";
+  }
+  constexpr size_t kStacksShown = 5, kFramesShown = 16;
+  uint64_t stack_ns = 0, stacks_taken = 0;
+  for (const PointsRun& r : runs) {
+    stack_ns += r.stack_ns;
+    for (const PointEvent& e : r.events) stacks_taken += e.stack != 0;
+  }
+  std::string out = "where each point was passed: its stacks, innermost frame first (" +
+                    std::to_string(with_stacks) + " of " + std::to_string(runs.size()) +
+                    " runs recorded with stacks";
+  if (stacks_taken > 0) {
+    out += "; taking one took " +
+           tools::FormatNanos(static_cast<double>(stack_ns) / static_cast<double>(stacks_taken)) +
+           ", taken out of its thread's times";
+  }
+  out += ")\n";
+  std::string last_tag;
+  char buf[256];
+  for (const StackedSite& site : sites) {
+    if (site.tag != last_tag) out += "\ntag " + site.tag + "\n";
+    last_tag = site.tag;
+    out += "  " + site.name + (site.scope ? " (scope)" : "");
+    std::snprintf(buf, sizeof buf, ": %llu event%s", static_cast<unsigned long long>(site.events),
+                  site.events == 1 ? "" : "s");
+    out += buf;
+    if (site.without > 0) {
+      std::snprintf(buf, sizeof buf, ", %llu without a stack",
+                    static_cast<unsigned long long>(site.without));
+      out += buf;
+    }
+    out += "\n";
+    for (size_t k = 0; k < site.stacks.size() && k < kStacksShown; ++k) {
+      const StackedSite::Stack& st = site.stacks[k];
+      std::snprintf(buf, sizeof buf, "    %5.1f%% %9llu events in %zu run%s\n",
+                    100.0 * static_cast<double>(st.events) / static_cast<double>(site.events),
+                    static_cast<unsigned long long>(st.events), st.runs, st.runs == 1 ? "" : "s");
+      out += buf;
+      const size_t depth = st.frames.size();
+      for (size_t f = 0; f < depth && f < kFramesShown; ++f) {
+        out += "        " + st.frames[depth - 1 - f] + "\n";
+      }
+      if (depth > kFramesShown) {
+        out += "        ... " + std::to_string(depth - kFramesShown) + " more\n";
+      }
+    }
+    if (site.stacks.size() > kStacksShown) {
+      out += "    ... " + std::to_string(site.stacks.size() - kStacksShown) + " more stacks\n";
+    }
+  }
+  return out;
+}
+
+std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::string& tag) {
+  size_t with_stacks = 0;
+  json sites = json::array();
+  for (const StackedSite& site : StackedSites(runs, tag, &with_stacks)) {
+    json stacks = json::array();
+    for (const StackedSite::Stack& st : site.stacks) {
+      stacks.push_back({{"events", st.events}, {"runs", st.runs}, {"frames", st.frames}});
+    }
+    sites.push_back({{"tag", site.tag},
+                     {"name", site.name},
+                     {"scope", site.scope},
+                     {"events", site.events},
+                     {"without_stack", site.without},
+                     {"stacks", std::move(stacks)}});
+  }
+  return json{{"runs", runs.size()}, {"runs_with_stacks", with_stacks}, {"sites", std::move(sites)}}
+             .dump(1) +
+         "\n";
+}
+
 std::string PointsChromeTrace(const std::vector<PointsRun>& runs) {
+  const std::vector<NamedStacks> named = NamePointsStacks(runs);
   json events = json::array();
   for (size_t i = 0; i < runs.size(); ++i) {
     const PointsRun& r = runs[i];
@@ -158,7 +315,10 @@ std::string PointsChromeTrace(const std::vector<PointsRun>& runs) {
       } else {
         ev["ph"] = e.kind == PointKind::kBegin ? "B" : "E";
       }
-      if (e.value != 0) ev["args"] = {{"value", e.value}};
+      if (e.value != 0) ev["args"]["value"] = e.value;
+      if (const auto st = named[i].find(e.stack); e.stack != 0 && st != named[i].end()) {
+        ev["args"]["stack"] = st->second;
+      }
       events.push_back(std::move(ev));
     }
   }

@@ -8,6 +8,7 @@
 #define FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,23 @@ std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector
 
 // The runs as Chrome trace event JSON (Perfetto, chrome://tracing,
 // speedscope): a process per run, points as instant events, scopes as
-// B/E pairs; microseconds from each run's start.
+// B/E pairs; microseconds from each run's start. An event recorded with
+// its stack has it in args.stack, frame names outermost first.
 std::string PointsChromeTrace(const std::vector<PointsRun>& runs);
+
+// Each run's stacks (points record --stacks) by their key, as frame
+// names, outermost first: the last is the function that passed the point.
+using NamedStacks = std::map<uint32_t, std::vector<std::string>>;
+std::vector<NamedStacks> NamePointsStacks(const std::vector<PointsRun>& runs);
+
+// Where each point and scope of the runs (of `tag` only, when given) was
+// passed: per site, its distinct stacks with their events, most first;
+// a line saying so when no run was recorded with stacks.
+std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::string& tag);
+// The same as JSON: {"runs", "runs_with_stacks", "sites": [{"tag", "name",
+// "scope", "events", "without_stack", "stacks": [{"events", "runs",
+// "frames" (outermost first)}]}]}.
+std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::string& tag);
 
 // The runs' scopes as a call tree (nested per thread; a node per
 // "tag:name"), summed over runs: calls and time.

@@ -87,11 +87,16 @@ extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kin
 #define FP_POINTS_CAT_(a, b) FP_POINTS_CAT2_(a, b)
 
 /* Armed: the probe for tracers, then the runtime. Out of the caller's
- * straight line: the branch is expected not taken. */
+ * straight line: the branch is expected not taken. The empty asm after
+ * the call keeps it from being a tail call, so that the function passing
+ * the point is on the stack the recorder takes (points record --stacks). */
 #define FP_POINTS_FIRE_(site, kind, value)                                                   \
   do {                                                                                       \
     STAP_PROBE4(fieldprof, point, (site)->tag, (site)->name, (int)(kind), (int64_t)(value)); \
-    if (fieldprof_point_hit) fieldprof_point_hit((site), (kind), (int64_t)(value));          \
+    if (fieldprof_point_hit) {                                                               \
+      fieldprof_point_hit((site), (kind), (int64_t)(value));                                 \
+      __asm__ __volatile__("");                                                              \
+    }                                                                                        \
   } while (0)
 
 #define FP_POINTS_HIT_(tag, name, kind, value)                                    \
@@ -115,11 +120,14 @@ namespace fieldprof {
  * neither (a scope armed in between ends unrecorded). */
 class PointScope {
  public:
-  explicit PointScope(const fieldprof_point_site* site, int64_t value = 0)
+  /* Inlined always, so that the scope's function, not this one, passes
+   * the point (a stack taken there starts in that function). */
+  __attribute__((always_inline)) explicit PointScope(const fieldprof_point_site* site,
+                                                     int64_t value = 0)
       : site_(__builtin_expect(fieldprof_point_semaphore != 0, 0) ? site : nullptr) {
     if (site_ != nullptr) FP_POINTS_FIRE_(site_, FP_POINT_KIND_BEGIN, value);
   }
-  ~PointScope() {
+  __attribute__((always_inline)) ~PointScope() {
     if (site_ != nullptr) FP_POINTS_FIRE_(site_, FP_POINT_KIND_END, 0);
   }
   PointScope(const PointScope&) = delete;

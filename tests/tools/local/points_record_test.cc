@@ -29,7 +29,8 @@ using testing::TempDir;
 
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kProg = FIELDPROF_POINTPHASES;
-const std::string kBusy = FIELDPROF_POINTSPROG;  // N rounds of 4 events
+const std::string kBusy = FIELDPROF_POINTSPROG;         // N rounds of 4 events
+const std::string kStacksProg = FIELDPROF_POINTSTACKS;  // A, B, N: step from via_a, via_b
 constexpr int kRuns = 20;
 constexpr int kSlowRun = 7;
 
@@ -359,6 +360,121 @@ TEST(PointsRecordTest, ABareOutputNameIsADirectoryHere) {
   ASSERT_EQ(RunCommand("cd " + dir.path() + " && " + kCli + " points show bare --json", &out), 0)
       << out;
   EXPECT_EQ(json::parse(out)["runs"].size(), 1u) << out;
+}
+
+// --stacks: each point's stack, from the function that passed it out.
+// `step` is called 30 times from via_a and 70 from via_b, in 3 runs; a
+// thread's scopes are passed in worker_loop. show --stacks tells the two
+// callers apart with their counts, and the Chrome trace carries each
+// event's stack. Recorded without --stacks, there are none, and show says
+// so.
+TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --runs 3 -o " + dir.File("s") + " -- " +
+                           kStacksProg + " 30 70 5 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --stacks --json", &out), 0)
+      << out;
+  const json j = json::parse(out);
+  const json& st = j["stacks"];
+  EXPECT_EQ(st["runs"], 3);
+  EXPECT_EQ(st["runs_with_stacks"], 3);
+  std::map<std::string, uint64_t> step_by_caller;
+  bool work_seen = false;
+  for (const json& site : st["sites"]) {
+    EXPECT_EQ(site["without_stack"], 0) << site.dump();
+    for (const json& s : site["stacks"]) {
+      const auto frames = s["frames"].get<std::vector<std::string>>();
+      ASSERT_GE(frames.size(), 2u) << s.dump();
+      // Outermost first: the function that passed the point is last.
+      if (site["name"] == "step") {
+        EXPECT_EQ(frames.back(), "step") << s.dump();
+        EXPECT_NE(std::find(frames.begin(), frames.end(), "main"), frames.end()) << s.dump();
+        step_by_caller[frames[frames.size() - 2]] += s["events"].get<uint64_t>();
+        EXPECT_EQ(s["runs"], 3);
+      } else if (site["name"] == "work") {
+        EXPECT_TRUE(site["scope"].get<bool>());
+        EXPECT_EQ(frames.back(), "worker_loop") << s.dump();
+        EXPECT_EQ(site["events"], 15);
+        work_seen = true;
+      }
+    }
+  }
+  EXPECT_TRUE(work_seen) << st.dump();
+  EXPECT_EQ(step_by_caller, (std::map<std::string, uint64_t>{{"via_a", 90}, {"via_b", 210}}))
+      << st.dump();
+
+  // The text names the callers, most events first.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --stacks", &out), 0) << out;
+  const size_t b = out.find("\n        via_b\n"), a = out.find("\n        via_a\n");
+  EXPECT_NE(b, std::string::npos) << out;
+  EXPECT_NE(a, std::string::npos) << out;
+  EXPECT_LT(b, a) << out;
+  EXPECT_NE(out.find(" 70.0%       210 events in 3 runs"), std::string::npos) << out;
+
+  // The Chrome trace: each step event's stack in its args, outermost first.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --chrome_trace " +
+                           dir.File("t.json") + " >/dev/null",
+                       &out),
+            0);
+  StatusOr<std::string> trace = ReadWholeFile(dir.File("t.json"));
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  const json events = json::parse(*trace)["traceEvents"];
+  size_t with_stack = 0;
+  for (const json& e : events) {
+    if (e.value("name", "") != "step") continue;
+    ASSERT_TRUE(e.contains("args") && e["args"].contains("stack")) << e.dump();
+    EXPECT_EQ(e["args"]["stack"].back(), "step");
+    ++with_stack;
+  }
+  EXPECT_EQ(with_stack, 300u);
+
+  // 200,000 points in a tight loop, two ring slots each: what a full ring
+  // loses is counted in events, not in stacks, so the points recorded and
+  // lost are exactly those passed; every one recorded has its stack, or
+  // is counted without one.
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks -o " + dir.File("busy") + " -- " +
+                           kStacksProg + " 0 200000 0 2>&1",
+                       &out),
+            0)
+      << out;
+  StatusOr<std::vector<local::PointsRun>> busy = local::ReadPointsRuns({dir.File("busy")});
+  ASSERT_TRUE(busy.ok() && busy->size() == 1u) << busy.status().ToString();
+  const local::PointsRun& one = (*busy)[0];
+  EXPECT_EQ(one.events.size() + one.lost, 200000u) << one.lost << " lost";
+  size_t with_stacks = 0;
+  for (const local::PointEvent& e : one.events) with_stacks += e.stack != 0;
+  EXPECT_GT(with_stacks, 0u);
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --stacks --json", &out), 0);
+  const json bj = json::parse(out)["stacks"]["sites"];
+  ASSERT_EQ(bj.size(), 1u) << bj.dump();
+  EXPECT_EQ(bj[0]["events"], one.events.size());
+  uint64_t by_stack = 0;
+  for (const json& s : bj[0]["stacks"]) {
+    EXPECT_EQ(s["frames"][s["frames"].size() - 2], "via_b") << s.dump();
+    by_stack += s["events"].get<uint64_t>();
+  }
+  EXPECT_EQ(by_stack + bj[0]["without_stack"].get<uint64_t>(), one.events.size());
+
+  // Without --stacks: no stack is recorded, and show says so.
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("plain") + " -- " + kStacksProg +
+                           " 3 4 1 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("plain") + " --stacks", &out), 0) << out;
+  EXPECT_NE(out.find("no stacks: these runs were recorded without --stacks"), std::string::npos)
+      << out;
+  StatusOr<std::vector<std::string>> files = local::PointsFiles({dir.File("plain")});
+  ASSERT_TRUE(files.ok() && files->size() == 1u);
+  StatusOr<local::PointsRun> run = local::ReadPointsRun((*files)[0]);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_TRUE(run->stacks.empty());
+  EXPECT_EQ(run->events.size(), 9u);
+  for (const local::PointEvent& e : run->events) EXPECT_EQ(e.stack, 0u);
 }
 
 TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {

@@ -14,7 +14,12 @@
 // The drain thread empties every ring into DIR/points-PID-RAND.fppoints
 // (points_format.h), a few bytes an event, naming each site the first time
 // it sees it, with a clock pair (TSC, CLOCK_MONOTONIC) after each
-// batch so the reader can turn ticks into ns. It wakes every 2 to 50 ms,
+// batch so the reader can turn ticks into ns. With FIELDPROF_POINTS_STACKS=1
+// (points record --stacks) each event of a point in the program's code is
+// followed in its ring by one of kind 3 naming its call stack: unwound by
+// libunwind where the point is passed (about a microsecond), kept once
+// per distinct stack ('K'), with the modules to read it against ('M').
+// It wakes every 2 to 50 ms,
 // so that the fullest ring is about a quarter full: each wake takes a CPU
 // from the program. At exit the last events, the
 // losses and an end mark are written; before an exec, the rings are
@@ -74,6 +79,7 @@ pthread_t g_drain;
 bool g_drain_started = false;
 int g_fd = -1;
 std::string g_dir;
+bool g_stacks = false;                       // FIELDPROF_POINTS_STACKS: each event's stack too
 std::mutex g_arm_mu;                         // arming (load, dlopen)
 std::unordered_set<uintptr_t>* g_armed;      // semaphores raised
 std::unordered_set<std::string>* g_scanned;  // modules read, by path and base
@@ -146,6 +152,116 @@ inline uint32_t SiteIndex(Out& o, uint64_t site) {
   return __builtin_expect(c.first == site, 1) ? c.second : NewSiteIndex(o, site);
 }
 
+// ---------------------------------------------------------------- stacks
+
+// Every distinct stack the points were passed at, numbered from 1; the
+// 'K' records of those the drain has not written yet; and the modules'
+// generation (dl_iterate_phdr's counts) it last wrote 'M' records for.
+struct StackTable {
+  std::mutex mu;
+  std::unordered_map<std::string, uint32_t> ids;  // the addresses' bytes -> id
+  std::string pending;
+  unsigned long long modules_written = ~0ull;
+};
+StackTable* g_stack_table;
+// libunwind's fast trace (its frame rules cached per return address),
+// opened local to this library: its _Unwind_* would otherwise stand in
+// for the program's own.
+int (*g_unw_backtrace)(void** ips, int n);
+
+// Opens libunwind for --stacks; false, said once, when it cannot be had.
+bool OpenUnwinder() {
+  auto* real_dlopen = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
+  void* h = real_dlopen != nullptr ? real_dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (h != nullptr) {
+    g_unw_backtrace = reinterpret_cast<int (*)(void**, int)>(dlsym(h, "unw_backtrace"));
+  }
+  if (g_unw_backtrace == nullptr) {
+    fprintf(stderr, "fieldprof points: no stacks: cannot load libunwind.so.8 (%s)\n", dlerror());
+  }
+  return g_unw_backtrace != nullptr;
+}
+
+// The id of the calling thread's stack, from `caller` (the return address
+// into the code that passed the point) outwards; 0 when it cannot be had.
+__attribute__((noinline)) uint32_t StackId(const void* caller) {
+  void* ips[pf::kMaxStackDepth + 8];
+  const int n = g_unw_backtrace(ips, static_cast<int>(sizeof ips / sizeof ips[0]));
+  // The frames of the unwinder and of this library come first.
+  int from = 0;
+  while (from < n && ips[from] != caller) ++from;
+  if (from == n) return 0;
+  const int depth = std::min<int>(n - from, pf::kMaxStackDepth);
+  std::string key(reinterpret_cast<const char*>(ips + from), sizeof(void*) * depth);
+  std::lock_guard<std::mutex> l(g_stack_table->mu);
+  auto [it, fresh] = g_stack_table->ids.try_emplace(std::move(key), g_stack_table->ids.size() + 1);
+  if (fresh) {
+    std::string& k = g_stack_table->pending;
+    const uint32_t id = it->second;
+    const auto d = static_cast<uint16_t>(depth);
+    k.push_back(pf::kStack);
+    k.append(reinterpret_cast<const char*>(&id), 4);
+    k.append(reinterpret_cast<const char*>(&d), 2);
+    k.append(it->first);
+  }
+  return it->second;
+}
+
+// One 'M' record per loaded module: its load bias, the span of its
+// executable segments, and its path.
+int PutModule(dl_phdr_info* info, size_t, void* arg) {
+  auto& o = *static_cast<std::string*>(arg);
+  uint64_t lo = ~uint64_t{0}, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    lo = std::min<uint64_t>(lo, info->dlpi_addr + ph.p_vaddr);
+    hi = std::max<uint64_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  if (lo >= hi) return 0;
+  std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  if (path.empty()) {
+    char buf[4096];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf);
+    if (n > 0) path.assign(buf, static_cast<size_t>(n));
+  }
+  const auto len = static_cast<uint16_t>(std::min<size_t>(path.size(), pf::kMaxString));
+  const uint64_t bias = info->dlpi_addr;
+  o.push_back(pf::kModule);
+  o.append(reinterpret_cast<const char*>(&bias), 8);
+  o.append(reinterpret_cast<const char*>(&lo), 8);
+  o.append(reinterpret_cast<const char*>(&hi), 8);
+  o.append(reinterpret_cast<const char*>(&len), 2);
+  o.append(path, 0, len);
+  return 0;
+}
+
+int ModulesGeneration(dl_phdr_info* info, size_t, void* arg) {
+  *static_cast<unsigned long long*>(arg) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
+  return 1;  // the counts are the same in every entry
+}
+
+// The stacks first seen since the last drain, after the modules when they
+// changed (drain only).
+void TakeStacks(Out& o) {
+  if (g_stack_table == nullptr) return;
+  std::string stacks;
+  {
+    std::lock_guard<std::mutex> l(g_stack_table->mu);
+    stacks.swap(g_stack_table->pending);
+  }
+  if (stacks.empty()) return;
+  unsigned long long generation = 0;
+  dl_iterate_phdr(ModulesGeneration, &generation);
+  if (generation != g_stack_table->modules_written) {
+    std::string modules;
+    dl_iterate_phdr(PutModule, &modules);
+    o.Put(modules.data(), modules.size());
+    g_stack_table->modules_written = generation;
+  }
+  o.Put(stacks.data(), stacks.size());
+}
+
 // One event packed (points_format.h, 'P'): three fields, each stored as
 // 8 bytes and kept as long as it needs, so that no branch depends on the
 // data. `p` has kPackedSlack bytes beyond the event.
@@ -179,8 +295,13 @@ __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, 
     const auto value = static_cast<uint64_t>(e.value);
     const uint64_t site = site_kind & ~uint64_t{3};
     if (__builtin_expect(site != last_site, 0)) {
-      last_index = uint64_t{SiteIndex(o, site)} << 2;
-      last_site = site;
+      if ((site_kind & 3) == pf::kStackKind) {  // the stack of the event before: its id
+        last_index = site >> 1;
+        last_site = ~uint64_t{0};
+      } else {
+        last_index = uint64_t{SiteIndex(o, site)} << 2;
+        last_site = site;
+      }
     }
     // The delta is mod 2^64: an earlier TSC on another CPU wraps back.
     p = PutPacked(p, tsc - prev, last_index | (site_kind & 3), (value << 1) ^ (0 - (value >> 63)));
@@ -216,6 +337,7 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
   // Drain only; never destroyed: the last drain runs at exit.
   static auto* batch = new std::vector<char>();
   static const PackFn pack = ChoosePacking();
+  TakeStacks(o);  // before the events that name them
   bool any = false;
   for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
     const uint64_t head = r->head.load(std::memory_order_acquire);
@@ -453,6 +575,9 @@ void AtForkChild() {
   g_drain_started = false;
   g_sites->clear();
   for (auto& c : g_site_cache) c = {0, 0};
+  if (g_stack_table != nullptr) {  // the parent's may have been held
+    g_stack_table = new StackTable();
+  }
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   if (!OpenFile()) {
@@ -482,6 +607,11 @@ __attribute__((constructor)) void Start() {
   g_armed = new std::unordered_set<uintptr_t>();
   g_scanned = new std::unordered_set<std::string>();
   g_sites = new std::unordered_map<uint64_t, uint32_t>();
+  if (const char* st = getenv(pf::kStacksEnv);
+      st != nullptr && strcmp(st, "1") == 0 && OpenUnwinder()) {
+    g_stack_table = new StackTable();
+    g_stacks = true;
+  }
   // Points placed by configuration (the runtime's points pass) record
   // whether or not any module has points of its own.
   const char* lab = getenv("FIELDPROF_LAB");
@@ -512,7 +642,22 @@ extern "C" {
 __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_point_site* site,
                                                                 int kind, int64_t value) {
   if (!g_recording.load(std::memory_order_relaxed)) return;
-  pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
+  if (__builtin_expect(!g_stacks, 1)) {
+    pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
+    return;
+  }
+  // The stack after the event's time, and how long it took to take: the
+  // reader takes that time out of the thread's later times. A scope's end
+  // takes none (its stack is its begin's).
+  const uint64_t tsc = __rdtsc();
+  // An event lost takes no stack: the stack would go to the one before.
+  if (!pf::Push(tsc, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind)) ||
+      kind == FP_POINT_KIND_END) {
+    return;
+  }
+  if (const uint32_t id = StackId(__builtin_return_address(0)); id != 0) {
+    pf::Push(tsc, uint64_t{id} << 3, static_cast<int64_t>(__rdtsc() - tsc), pf::kStackKind);
+  }
 }
 
 // Modules opened later are armed as they come.

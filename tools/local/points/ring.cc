@@ -39,20 +39,22 @@ Ring* NewRing() {
 
 // A thread's first event: its ring first. Out of Push's line, so the push
 // itself saves no register.
-__attribute__((noinline)) void PushFirst(uint64_t tsc, uint64_t site, int64_t value,
+__attribute__((noinline)) bool PushFirst(uint64_t tsc, uint64_t site, int64_t value,
                                          uint32_t kind) {
-  if (NewRing() != nullptr) Push(tsc, site, value, kind);
+  return NewRing() != nullptr && Push(tsc, site, value, kind);
 }
 
-void Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
+bool Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   Ring* r = t_ring;
   if (__builtin_expect(r == nullptr, 0)) return PushFirst(tsc, site, value, kind);
   const uint64_t head = r->head.load(std::memory_order_relaxed);
   if (__builtin_expect(head - r->seen_tail >= kRingEvents, 0)) {
     r->seen_tail = r->tail.load(std::memory_order_acquire);
     if (head - r->seen_tail >= kRingEvents) {
-      r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return;
+      if (kind != kStackKind) {  // a stack is no event: its loss leaves an event without one
+        r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
+      return false;
     }
   }
   Event& e = r->ev[head & (kRingEvents - 1)];
@@ -60,6 +62,7 @@ void Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   e.site_kind = site | (kind & 3);
   e.value = value;
   r->head.store(head + 1, std::memory_order_release);
+  return true;
 }
 
 }  // namespace fieldprof::local::points

@@ -33,8 +33,9 @@ extern std::atomic<bool> g_recording;  // events are taken
 extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 
 // Puts one event into the calling thread's ring (made at its first); a
-// full ring counts it as lost. `tsc` 0: now.
-void Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
+// full ring counts it as lost (but for a stack's, kStackKind) and says
+// false. `tsc` 0: now.
+bool Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
 
 }  // namespace fieldprof::local::points
 
