@@ -290,8 +290,8 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
           "times into ns");
     }
     PointEvent p;
-    p.t_ns = static_cast<int64_t>((static_cast<double>(tsc) - static_cast<double>(tsc0)) *
-                                  ns_per_tick);
+    p.t_ns =
+        static_cast<int64_t>((static_cast<double>(tsc) - static_cast<double>(tsc0)) * ns_per_tick);
     p.site = s->second;
     p.tid = e.tid;
     p.value = e.value;
