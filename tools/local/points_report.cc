@@ -166,6 +166,8 @@ struct StackedSite {
     std::vector<std::string> frames;
     uint64_t events = 0;
     size_t runs = 0;
+    uint64_t ended = 0;  // a scope's: the begins of this stack matched by an end,
+    double ns = 0;       // and their durations' sum
   };
   std::vector<Stack> stacks;  // most events first
 };
@@ -174,28 +176,52 @@ struct StackedSite {
 std::vector<StackedSite> StackedSites(const std::vector<PointsRun>& runs, const std::string& tag,
                                       size_t* with_stacks) {
   const std::vector<NamedStacks> named = NamePointsStacks(runs);
+  struct ByStack {
+    uint64_t events = 0, ended = 0;
+    double ns = 0;
+    std::set<size_t> runs;
+  };
   struct Tally {
     uint64_t events = 0, without = 0;
-    std::map<std::vector<std::string>, std::pair<uint64_t, std::set<size_t>>> stacks;
+    std::map<std::vector<std::string>, ByStack> stacks;
   };
   std::map<std::tuple<std::string, std::string, bool>, Tally> sites;
   *with_stacks = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     const PointsRun& r = runs[i];
     *with_stacks += !r.stacks.empty();
+    // Open scopes per thread, as the analysis matches them: site, begin
+    // time, and the begin's stack (null: none).
+    std::map<uint32_t, std::vector<std::tuple<uint32_t, int64_t, ByStack*>>> open;
     for (const PointEvent& e : r.events) {
       const PointSite& s = r.sites[e.site];
-      if (e.kind == PointKind::kEnd || (!tag.empty() && s.tag != tag)) continue;
+      if (!tag.empty() && s.tag != tag) continue;
+      if (e.kind == PointKind::kEnd) {
+        auto& on_thread = open[e.tid];
+        for (size_t k = on_thread.size(); k-- > 0;) {
+          const auto [site, t0, by] = on_thread[k];
+          if (r.sites[site].tag != s.tag || r.sites[site].name != s.name) continue;
+          if (by != nullptr) {
+            ++by->ended;
+            by->ns += static_cast<double>(e.t_ns - t0);
+          }
+          on_thread.erase(on_thread.begin() + static_cast<long>(k));
+          break;
+        }
+        continue;
+      }
       Tally& t = sites[{s.tag, s.name, e.kind == PointKind::kBegin}];
       ++t.events;
       const auto st = named[i].find(e.stack);
+      ByStack* by = nullptr;
       if (e.stack == 0 || st == named[i].end()) {
         ++t.without;
-        continue;
+      } else {
+        by = &t.stacks[st->second];
+        ++by->events;
+        by->runs.insert(i);
       }
-      auto& [count, in_runs] = t.stacks[st->second];
-      ++count;
-      in_runs.insert(i);
+      if (e.kind == PointKind::kBegin) open[e.tid].emplace_back(e.site, e.t_ns, by);
     }
   }
   std::vector<StackedSite> out;
@@ -204,7 +230,9 @@ std::vector<StackedSite> StackedSites(const std::vector<PointsRun>& runs, const 
     std::tie(site.tag, site.name, site.scope) = key;
     site.events = t.events;
     site.without = t.without;
-    for (auto& [frames, c] : t.stacks) site.stacks.push_back({frames, c.first, c.second.size()});
+    for (auto& [frames, by] : t.stacks) {
+      site.stacks.push_back({frames, by.events, by.runs.size(), by.ended, by.ns});
+    }
     std::stable_sort(site.stacks.begin(), site.stacks.end(),
                      [](const auto& x, const auto& y) { return x.events > y.events; });
     out.push_back(std::move(site));
@@ -253,10 +281,14 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
     out += "\n";
     for (size_t k = 0; k < site.stacks.size() && k < kStacksShown; ++k) {
       const StackedSite::Stack& st = site.stacks[k];
-      std::snprintf(buf, sizeof buf, "    %5.1f%% %9llu events in %zu run%s\n",
+      std::snprintf(buf, sizeof buf, "    %5.1f%% %9llu events in %zu run%s",
                     100.0 * static_cast<double>(st.events) / static_cast<double>(site.events),
                     static_cast<unsigned long long>(st.events), st.runs, st.runs == 1 ? "" : "s");
       out += buf;
+      if (st.ended > 0) {
+        out += ", mean " + tools::FormatNanos(st.ns / static_cast<double>(st.ended));
+      }
+      out += "\n";
       const size_t depth = st.frames.size();
       for (size_t f = 0; f < depth && f < kFramesShown; ++f) {
         out += "        " + st.frames[depth - 1 - f] + "\n";
@@ -278,7 +310,12 @@ std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::stri
   for (const StackedSite& site : StackedSites(runs, tag, &with_stacks)) {
     json stacks = json::array();
     for (const StackedSite::Stack& st : site.stacks) {
-      stacks.push_back({{"events", st.events}, {"runs", st.runs}, {"frames", st.frames}});
+      json one = {{"events", st.events}, {"runs", st.runs}, {"frames", st.frames}};
+      if (st.ended > 0) {  // a scope's: how many ended, and their mean duration
+        one["ended"] = st.ended;
+        one["mean_ns"] = st.ns / static_cast<double>(st.ended);
+      }
+      stacks.push_back(std::move(one));
     }
     sites.push_back({{"tag", site.tag},
                      {"name", site.name},

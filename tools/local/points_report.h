@@ -42,12 +42,13 @@ using NamedStacks = std::map<uint32_t, std::vector<std::string>>;
 std::vector<NamedStacks> NamePointsStacks(const std::vector<PointsRun>& runs);
 
 // Where each point and scope of the runs (of `tag` only, when given) was
-// passed: per site, its distinct stacks with their events, most first;
-// a line saying so when no run was recorded with stacks.
+// passed: per site, its distinct stacks with their events, most first,
+// and for a scope the mean duration of the calls from each stack; a line
+// saying so when no run was recorded with stacks.
 std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::string& tag);
 // The same as JSON: {"runs", "runs_with_stacks", "sites": [{"tag", "name",
 // "scope", "events", "without_stack", "stacks": [{"events", "runs",
-// "frames" (outermost first)}]}]}.
+// "frames" (outermost first), and for a scope "ended", "mean_ns"}]}]}.
 std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::string& tag);
 
 // The runs' scopes as a call tree (nested per thread; a node per

@@ -363,9 +363,10 @@ TEST(PointsRecordTest, ABareOutputNameIsADirectoryHere) {
 }
 
 // --stacks: each point's stack, from the function that passed it out.
-// `step` is called 30 times from via_a and 70 from via_b, in 3 runs; a
-// thread's scopes are passed in worker_loop. show --stacks tells the two
-// callers apart with their counts, and the Chrome trace carries each
+// `step` (a point, then a scope) is called 30 times from via_a and 70 from
+// via_b, in 3 runs; a thread's scopes are passed in worker_loop. show
+// --stacks tells the two callers apart with their counts, and the scope's
+// means by caller make up its mean per call; the Chrome trace carries each
 // event's stack. Recorded without --stacks, there are none, and show says
 // so.
 TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
@@ -382,7 +383,8 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   const json& st = j["stacks"];
   EXPECT_EQ(st["runs"], 3);
   EXPECT_EQ(st["runs_with_stacks"], 3);
-  std::map<std::string, uint64_t> step_by_caller;
+  std::map<std::string, uint64_t> step_by_caller, inner_by_caller;
+  double inner_ns = 0;
   bool work_seen = false;
   for (const json& site : st["sites"]) {
     EXPECT_EQ(site["without_stack"], 0) << site.dump();
@@ -395,6 +397,11 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
         EXPECT_NE(std::find(frames.begin(), frames.end(), "main"), frames.end()) << s.dump();
         step_by_caller[frames[frames.size() - 2]] += s["events"].get<uint64_t>();
         EXPECT_EQ(s["runs"], 3);
+      } else if (site["name"] == "inner") {
+        EXPECT_TRUE(site["scope"].get<bool>());
+        EXPECT_EQ(frames.back(), "step") << s.dump();
+        inner_by_caller[frames[frames.size() - 2]] += s["ended"].get<uint64_t>();
+        inner_ns += s["mean_ns"].get<double>() * s["ended"].get<double>();
       } else if (site["name"] == "work") {
         EXPECT_TRUE(site["scope"].get<bool>());
         EXPECT_EQ(frames.back(), "worker_loop") << s.dump();
@@ -406,6 +413,14 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   EXPECT_TRUE(work_seen) << st.dump();
   EXPECT_EQ(step_by_caller, (std::map<std::string, uint64_t>{{"via_a", 90}, {"via_b", 210}}))
       << st.dump();
+  EXPECT_EQ(inner_by_caller, step_by_caller) << st.dump();
+  // The means by caller, weighted by their calls, are the report's mean
+  // per call of the scope.
+  const json* inner = nullptr;
+  for (const json& tag : j["report"]["tags"]) inner = inner ? inner : Segment(tag, "inner (scope)");
+  ASSERT_NE(inner, nullptr) << j["report"].dump();
+  EXPECT_NEAR(inner_ns / 300, (*inner)["per_call_ns"].get<double>(),
+              1e-6 * (*inner)["per_call_ns"].get<double>());
 
   // The text names the callers, most events first.
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --stacks", &out), 0) << out;
@@ -432,10 +447,10 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   }
   EXPECT_EQ(with_stack, 300u);
 
-  // 200,000 points in a tight loop, two ring slots each: what a full ring
-  // loses is counted in events, not in stacks, so the points recorded and
-  // lost are exactly those passed; every one recorded has its stack, or
-  // is counted without one.
+  // 200,000 points and scopes in a tight loop, five ring slots each: what
+  // a full ring loses is counted in events, not in stacks, so the events
+  // recorded and lost are exactly those passed; every point recorded has
+  // its stack, or is counted without one.
   ASSERT_EQ(RunCommand(kCli + " points record --stacks -o " + dir.File("busy") + " -- " +
                            kStacksProg + " 0 200000 0 2>&1",
                        &out),
@@ -444,20 +459,29 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   StatusOr<std::vector<local::PointsRun>> busy = local::ReadPointsRuns({dir.File("busy")});
   ASSERT_TRUE(busy.ok() && busy->size() == 1u) << busy.status().ToString();
   const local::PointsRun& one = (*busy)[0];
-  EXPECT_EQ(one.events.size() + one.lost, 200000u) << one.lost << " lost";
-  size_t with_stacks = 0;
-  for (const local::PointEvent& e : one.events) with_stacks += e.stack != 0;
+  EXPECT_EQ(one.events.size() + one.lost, 600000u) << one.lost << " lost";
+  size_t with_stacks = 0, points = 0, begins = 0;
+  for (const local::PointEvent& e : one.events) {
+    with_stacks += e.stack != 0;
+    points += e.kind == local::PointKind::kPoint;
+    begins += e.kind == local::PointKind::kBegin;
+  }
   EXPECT_GT(with_stacks, 0u);
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --stacks --json", &out), 0);
   const json bj = json::parse(out)["stacks"]["sites"];
-  ASSERT_EQ(bj.size(), 1u) << bj.dump();
-  EXPECT_EQ(bj[0]["events"], one.events.size());
-  uint64_t by_stack = 0;
-  for (const json& s : bj[0]["stacks"]) {
-    EXPECT_EQ(s["frames"][s["frames"].size() - 2], "via_b") << s.dump();
-    by_stack += s["events"].get<uint64_t>();
+  ASSERT_EQ(bj.size(), 2u) << bj.dump();  // by name: inner, step
+  for (const json& site : bj) {
+    SCOPED_TRACE(site["name"].get<std::string>());
+    EXPECT_EQ(site["events"], site["scope"].get<bool>() ? begins : points);
+    uint64_t by_stack = 0;
+    for (const json& s : site["stacks"]) {
+      const json& f = s["frames"];
+      EXPECT_EQ(f[f.size() - 1], "step") << s.dump();
+      EXPECT_EQ(f[f.size() - 2], "via_b") << s.dump();
+      by_stack += s["events"].get<uint64_t>();
+    }
+    EXPECT_EQ(by_stack + site["without_stack"].get<uint64_t>(), site["events"].get<uint64_t>());
   }
-  EXPECT_EQ(by_stack + bj[0]["without_stack"].get<uint64_t>(), one.events.size());
 
   // Without --stacks: no stack is recorded, and show says so.
   ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("plain") + " -- " + kStacksProg +
@@ -473,7 +497,7 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   StatusOr<local::PointsRun> run = local::ReadPointsRun((*files)[0]);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_TRUE(run->stacks.empty());
-  EXPECT_EQ(run->events.size(), 9u);
+  EXPECT_EQ(run->events.size(), 23u);  // 7 points, 7 + 1 scopes
   for (const local::PointEvent& e : run->events) EXPECT_EQ(e.stack, 0u);
 }
 

@@ -1,6 +1,6 @@
 // A program whose points are passed from known places, for points record
-// --stacks: `step` passes a point, called A times from `via_a` and B
-// times from `via_b`; a thread runs N scopes in `worker_loop`.
+// --stacks: `step` passes a point and runs a scope, called A times from
+// `via_a` and B times from `via_b`; a thread runs N scopes in `worker_loop`.
 //   fieldprof_pointstacks A B N
 #include <fieldprof/points.h>
 
@@ -12,6 +12,10 @@ extern "C" {
 // Kept out of line and out of tail position, so that each is a frame.
 __attribute__((noinline)) void step(int i) {
   FP_POINT_V("stacks", "step", i);
+  {
+    FP_SCOPE("stacks", "inner");
+    for (int k = 0; k < 50; ++k) __asm__ __volatile__("");
+  }
   __asm__ __volatile__("");
 }
 __attribute__((noinline)) void via_a(int n) {
