@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 
@@ -71,7 +72,7 @@ struct RawEvent {
   uint32_t tid;
   uint8_t kind;
   uint32_t stack = 0;
-  uint64_t pause = 0;  // ticks the thread then spent taking the stack
+  uint64_t pause = 0;  // ticks the thread spent after it taking stacks
 };
 
 // The records after the header, each handed whole to `sink` (OnRate,
@@ -167,18 +168,35 @@ struct RunSink {
       run->sites.push_back(std::move(site));
     }
   }
-  std::map<uint32_t, size_t> last_of;  // tid -> its last event in `raw`
+  // Per thread, its last kMaxStackBack ring slots, oldest first: an
+  // event's index in `raw`, or kNone for a stack's slot.
+  static constexpr size_t kNone = ~size_t{0};
+  std::map<uint32_t, std::deque<size_t>> slots_of;
   void OnEvent(const RawEvent& e, bool) {
-    if (e.kind == pf::kStackKind) {  // the stack of the thread's event before
-      if (auto it = last_of.find(e.tid); it != last_of.end()) {
-        raw[it->second].stack = static_cast<uint32_t>(e.site);
-        raw[it->second].pause = static_cast<uint64_t>(e.value);
-        last_of.erase(it);
-      }
+    std::deque<size_t>& slots = slots_of[e.tid];
+    if (slots.size() == pf::kMaxStackBack) slots.pop_front();
+    if (e.kind != pf::kStackKind) {
+      slots.push_back(raw.size());
+      raw.push_back(e);
       return;
     }
-    last_of[e.tid] = raw.size();
-    raw.push_back(e);
+    // The stack of the event `back` slots before this one. The pause it
+    // took comes after the thread's last event so far (a handler's point
+    // made meanwhile is not moved by it).
+    const auto v = static_cast<uint64_t>(e.value);
+    const uint64_t back = v & 0xff;
+    if (back >= 1 && back <= slots.size()) {
+      const size_t at = slots[slots.size() - back];
+      if (at != kNone && raw[at].stack == 0) {
+        raw[at].stack = static_cast<uint32_t>(e.site);
+        for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
+          if (*it == kNone) continue;
+          raw[*it].pause += v >> 8;
+          break;
+        }
+      }
+    }
+    slots.push_back(kNone);
   }
   void OnStack(uint32_t id, std::vector<uint64_t> ips) { run->stacks.emplace(id, std::move(ips)); }
   void OnModule(PointsModule m) { run->modules.push_back(std::move(m)); }

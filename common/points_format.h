@@ -19,9 +19,12 @@
 //   'B' batch:   the same as 'P', each event three varints (LEB128)
 //                instead; written until 2026-11, still read
 //                Kind 3 (recorded with --stacks) is no event: its site
-//                field holds the stack id (<< 2 | 3) of the thread's
-//                event before it, its value the TSC ticks taking the
-//                stack cost that thread after the event's time.
+//                field holds a stack id (<< 2 | 3), its value, less its
+//                low 8 bits, the TSC ticks taking the stack cost the
+//                thread after the event's time (<< 8), and the low 8 bits
+//                how many of the thread's events and stacks back that
+//                event is (1: the one before; more when a signal
+//                handler's points came between).
 //   'K' stack:   u32 id (from 1), u16 depth, then depth u64 return
 //                addresses, innermost first (recorded with --stacks)
 //   'M' module:  u64 bias, u64 lo, u64 hi (its code), u16 len, its path:
@@ -45,6 +48,7 @@ inline constexpr char kHeader = 'H', kClock = 'C', kRate = 'R', kSite = 'S', kBa
 // The kind of the event that carries the stack of the one before it.
 inline constexpr uint32_t kStackKind = 3;
 inline constexpr uint16_t kMaxStackDepth = 64;  // frames kept of a point's stack
+inline constexpr uint64_t kMaxStackBack = 255;  // how far back a stack's event may be
 
 // The bytes that hold `v` little-endian, 1-8 (0 takes one).
 inline uint32_t BytesFor(uint64_t v) {

@@ -171,13 +171,15 @@ TEST(PointsFileTest, APackedBatchCutInsideAnEventKeepsTheWholeOnes) {
   }
 }
 
-// --stacks: a kind-3 event names the stack of its thread's event before it
-// (across batches, and with another thread's batch between), its value the
-// ticks taking the stack paused that thread: the thread's later events
-// move back by them, another thread's do not. A stack whose record is
-// missing (a file cut) leaves its event without one.
+// --stacks: a kind-3 event names the stack of the thread's event `back`
+// slots before it (its value's low byte), across batches and with another
+// thread's batch between; the rest of its value, the ticks taking the
+// stack paused that thread, comes out of the thread's later events, not of
+// a signal handler's point made meanwhile, nor another thread's. A stack
+// whose record is missing (a file cut) leaves its event without one.
 TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
   const uint32_t kStack = pf::kStackKind;
+  const auto stack_value = [](int64_t pause, int64_t back) { return pause << 8 | back; };
   std::string b = Start(kSites);
   b.push_back(pf::kModule);
   Put(&b, uint64_t{0x1000});
@@ -191,13 +193,19 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
     Put(&b, uint64_t{0x2100 + id});
     Put(&b, uint64_t{0x2200});
   }
-  // Thread 7: a point with stack 1 (500 ticks to take), a begin with stack
-  // 2 (300 ticks), its end; thread 8's point in between, and thread 7's
-  // last point with stack 9, which the file never names.
-  b += Batch(pf::kPackedBatch, {{2000, 0, 0, 0}, {2000, 1, kStack, 500}, {3000, 300, 1, 0}});
+  // Thread 7: a point with stack 1 (500 ticks to take), during which a
+  // handler's point came (so the stack is 2 back); a begin with stack 2
+  // (300 ticks); its end; thread 8's point in between; and thread 7's last
+  // point with stack 9, which the file never names.
+  b += Batch(pf::kPackedBatch, {{2000, 0, 0, 0},
+                                {2100, 70000, 0, 0},
+                                {2000, 1, kStack, stack_value(500, 2)},
+                                {3000, 300, 1, 0}});
   b += Batch(pf::kPackedBatch, {{2600, 70000, 0, 0}}, 8);
-  b += Batch(pf::kPackedBatch,
-             {{3000, 2, kStack, 300}, {4000, 300, 2, 0}, {5000, 0, 0, 0}, {5000, 9, kStack, 40}});
+  b += Batch(pf::kPackedBatch, {{3000, 2, kStack, stack_value(300, 1)},
+                                {4000, 300, 2, 0},
+                                {5000, 0, 0, 0},
+                                {5000, 9, kStack, stack_value(40, 1)}});
   StatusOr<PointsRun> run = DecodePointsRun(b + End());
   ASSERT_TRUE(run.ok()) << run.status().message();
   ASSERT_EQ(run->modules.size(), 1u);
@@ -205,26 +213,24 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
   EXPECT_EQ(run->modules[0].lo, 0x2000u);
   ASSERT_EQ(run->stacks.size(), 2u);
   EXPECT_EQ(run->stacks.at(2), (std::vector<uint64_t>{0x2102, 0x2200}));
-  ASSERT_EQ(run->events.size(), 5u);  // kind 3 is no event
+  ASSERT_EQ(run->events.size(), 6u);  // kind 3 is no event
   struct Want {
     int64_t t_ns;
     uint32_t tid, stack;
     PointKind kind;
   };
-  const Want want[] = {{1000, 7, 1, PointKind::kPoint},
-                       {1600, 8, 0, PointKind::kPoint},
-                       {1500, 7, 2, PointKind::kBegin},
-                       {2200, 7, 0, PointKind::kEnd},
-                       {3200, 7, 0, PointKind::kPoint}};
+  // Ticks less 1,000, a tick a ns; thread 7's events after the handler's
+  // point less 500, after the begin less 300 more.
+  std::vector<Want> expected = {{1000, 7, 1, PointKind::kPoint}, {1100, 7, 0, PointKind::kPoint},
+                                {1500, 7, 2, PointKind::kBegin}, {2200, 7, 0, PointKind::kEnd},
+                                {3200, 7, 0, PointKind::kPoint}, {1600, 8, 0, PointKind::kPoint}};
   std::vector<Want> got;
   for (const PointEvent& e : run->events) got.push_back({e.t_ns, e.tid, e.stack, e.kind});
-  std::sort(got.begin(), got.end(), [](const Want& x, const Want& y) {
+  const auto by_thread = [](const Want& x, const Want& y) {
     return std::tie(x.tid, x.t_ns) < std::tie(y.tid, y.t_ns);
-  });
-  std::vector<Want> expected(std::begin(want), std::end(want));
-  std::sort(expected.begin(), expected.end(), [](const Want& x, const Want& y) {
-    return std::tie(x.tid, x.t_ns) < std::tie(y.tid, y.t_ns);
-  });
+  };
+  std::sort(got.begin(), got.end(), by_thread);
+  std::sort(expected.begin(), expected.end(), by_thread);
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].t_ns, expected[i].t_ns) << i;
@@ -232,8 +238,7 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
     EXPECT_EQ(got[i].stack, expected[i].stack) << i;
     EXPECT_EQ(got[i].kind, expected[i].kind) << i;
   }
-  EXPECT_EQ(run->stack_ns, 840u);  // 500 + 300 + 40 ticks, a tick a ns
-  // The scope lasted 1,000 ticks less the 300 its begin's stack took.
+  EXPECT_EQ(run->stack_ns, 840u);  // 500 + 300 + 40 ticks
 }
 
 TEST(PointsFileTest, ControlBytesRoundTrip) {

@@ -483,6 +483,30 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
     EXPECT_EQ(by_stack + site["without_stack"].get<uint64_t>(), site["events"].get<uint64_t>());
   }
 
+  // Points passed in a signal handler, often while the interrupted code
+  // was taking a stack itself: the program ends, and the handler's points
+  // that have stacks start in the handler.
+  ASSERT_EQ(RunCommand("timeout 120 " + kCli + " points record --stacks -o " + dir.File("sig") +
+                           " -- " + kStacksProg + " 20000 20000 0 signals 2>&1",
+                       &out),
+            0)
+      << out;
+  StatusOr<std::vector<local::PointsRun>> sig = local::ReadPointsRuns({dir.File("sig")});
+  ASSERT_TRUE(sig.ok() && sig->size() == 1u) << sig.status().ToString();
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("sig") + " --stacks --json", &out), 0);
+  const json sig_sites = json::parse(out)["stacks"]["sites"];
+  uint64_t in_handler = 0, handler_stacks = 0;
+  for (const json& site : sig_sites) {
+    if (site["name"] != "in_handler") continue;
+    in_handler = site["events"].get<uint64_t>();
+    for (const json& s : site["stacks"]) {
+      EXPECT_EQ(s["frames"].back(), "on_signal") << s.dump();
+      handler_stacks += s["events"].get<uint64_t>();
+    }
+  }
+  EXPECT_GT(in_handler, 0u) << out;
+  EXPECT_GT(handler_stacks, 0u) << out;
+
   // Without --stacks: no stack is recorded, and show says so.
   ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("plain") + " -- " + kStacksProg +
                            " 3 4 1 2>&1",

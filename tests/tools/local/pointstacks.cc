@@ -1,11 +1,15 @@
 // A program whose points are passed from known places, for points record
 // --stacks: `step` passes a point and runs a scope, called A times from
 // `via_a` and B times from `via_b`; a thread runs N scopes in `worker_loop`.
-//   fieldprof_pointstacks A B N
+// With "signals", a SIGPROF handler passes a point too, every 20 us.
+//   fieldprof_pointstacks A B N [signals]
 #include <fieldprof/points.h>
+#include <signal.h>
+#include <time.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 extern "C" {
@@ -26,6 +30,12 @@ __attribute__((noinline)) void via_b(int n) {
   for (int i = 0; i < n; ++i) step(i);
   __asm__ __volatile__("");
 }
+// A point passed in a signal handler, which may have interrupted another
+// point's stack being taken.
+__attribute__((noinline)) void on_signal(int) {
+  FP_POINT("stacks", "in_handler");
+  __asm__ __volatile__("");
+}
 __attribute__((noinline)) void worker_loop(int n) {
   for (int i = 0; i < n; ++i) {
     FP_SCOPE("stacks", "work");
@@ -36,12 +46,31 @@ __attribute__((noinline)) void worker_loop(int n) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s A B N\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && std::strcmp(argv[4], "signals") == 0)) {
+    std::fprintf(stderr, "usage: %s A B N [signals]\n", argv[0]);
     return 2;
+  }
+  // "signals": SIGPROF every 20 us (a CLOCK_MONOTONIC timer: high
+  // resolution) while via_a and via_b run.
+  timer_t timer{};
+  if (argc == 5) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, nullptr);
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_SIGNAL;
+    ev.sigev_signo = SIGPROF;
+    const itimerspec every{{0, 20000}, {0, 20000}};
+    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0 ||
+        timer_settime(timer, 0, &every, nullptr) != 0) {
+      std::perror("timer");
+      return 1;
+    }
   }
   via_a(std::atoi(argv[1]));
   via_b(std::atoi(argv[2]));
+  if (argc == 5) timer_delete(timer);
   std::thread t(worker_loop, std::atoi(argv[3]));
   t.join();
   std::printf("done\n");

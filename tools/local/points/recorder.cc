@@ -154,16 +154,40 @@ inline uint32_t SiteIndex(Out& o, uint64_t site) {
 
 // ---------------------------------------------------------------- stacks
 
-// Every distinct stack the points were passed at, numbered from 1; the
-// 'K' records of those the drain has not written yet; and the modules'
-// generation (dl_iterate_phdr's counts) it last wrote 'M' records for.
+// Every distinct stack the points were passed at, numbered from 1, in
+// memory mapped once: taking a stack never allocates, so a point passed in
+// a signal handler that interrupted malloc is safe; and a thread never
+// waits on the lock while holding it (fieldprof_point_hit is not entered
+// twice on one thread with stacks on).
+constexpr uint32_t kStackSlots = 1u << 14;            // open addressing
+constexpr uint32_t kMaxStacks = kStackSlots / 4 * 3;  // distinct stacks kept
 struct StackTable {
-  std::mutex mu;
-  std::unordered_map<std::string, uint32_t> ids;  // the addresses' bytes -> id
-  std::string pending;
-  unsigned long long modules_written = ~0ull;
+  std::atomic<int> lock;
+  uint32_t count;                      // stacks 1..count are whole
+  uint32_t full;                       // stacks not kept: the table was full
+  uint32_t written;                    // the drain's: 'K' records written for 1..written
+  unsigned long long modules_written;  // the drain's: dl_iterate_phdr's counts then
+  struct Slot {
+    uint64_t hash;
+    uint32_t id;  // 0: empty
+  } slots[kStackSlots];
+  uint16_t depth[kMaxStacks + 1];
+  uint64_t ips[kMaxStacks + 1][pf::kMaxStackDepth];
 };
 StackTable* g_stack_table;
+// Set while the thread records a point with its stack (--stacks).
+__thread int t_in_point __attribute__((tls_model("initial-exec")));
+
+// A table mapped zeroed (its pages touched as used); null without memory.
+StackTable* NewStackTable() {
+  void* p = mmap(nullptr, sizeof(StackTable), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* t = new (p) StackTable;  // default-initialised: mmap's zeros stand
+  t->modules_written = ~0ull;
+  return t;
+}
+
 // libunwind's fast trace (its frame rules cached per return address),
 // opened local to this library: its _Unwind_* would otherwise stand in
 // for the program's own.
@@ -185,26 +209,49 @@ bool OpenUnwinder() {
 // The id of the calling thread's stack, from `caller` (the return address
 // into the code that passed the point) outwards; 0 when it cannot be had.
 __attribute__((noinline)) uint32_t StackId(const void* caller) {
+  StackTable* t = g_stack_table;
+  if (t == nullptr) return 0;
   void* ips[pf::kMaxStackDepth + 8];
   const int n = g_unw_backtrace(ips, static_cast<int>(sizeof ips / sizeof ips[0]));
   // The frames of the unwinder and of this library come first.
   int from = 0;
   while (from < n && ips[from] != caller) ++from;
-  if (from == n) return 0;
-  const int depth = std::min<int>(n - from, pf::kMaxStackDepth);
-  std::string key(reinterpret_cast<const char*>(ips + from), sizeof(void*) * depth);
-  std::lock_guard<std::mutex> l(g_stack_table->mu);
-  auto [it, fresh] = g_stack_table->ids.try_emplace(std::move(key), g_stack_table->ids.size() + 1);
-  if (fresh) {
-    std::string& k = g_stack_table->pending;
-    const uint32_t id = it->second;
-    const auto d = static_cast<uint16_t>(depth);
-    k.push_back(pf::kStack);
-    k.append(reinterpret_cast<const char*>(&id), 4);
-    k.append(reinterpret_cast<const char*>(&d), 2);
-    k.append(it->first);
+  uint32_t id = 0;
+  if (from < n) {
+    const int depth = std::min<int>(n - from, pf::kMaxStackDepth);
+    const void* const* mine = ips + from;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(depth);
+    for (int i = 0; i < depth; ++i) {
+      h = (h ^ reinterpret_cast<uintptr_t>(mine[i])) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    }
+    const size_t bytes = sizeof(void*) * static_cast<size_t>(depth);
+    // Held by another thread for a lookup at most, or by the drain for a read.
+    while (t->lock.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+    for (uint32_t i = static_cast<uint32_t>(h) & (kStackSlots - 1);;
+         i = (i + 1) & (kStackSlots - 1)) {
+      StackTable::Slot& slot = t->slots[i];
+      if (slot.id == 0) {
+        if (t->count == kMaxStacks) {
+          ++t->full;
+          break;
+        }
+        id = t->count + 1;
+        t->depth[id] = static_cast<uint16_t>(depth);
+        memcpy(t->ips[id], mine, bytes);
+        slot = {h, id};
+        t->count = id;
+        break;
+      }
+      if (slot.hash == h && t->depth[slot.id] == depth &&
+          memcmp(t->ips[slot.id], mine, bytes) == 0) {
+        id = slot.id;
+        break;
+      }
+    }
+    t->lock.store(0, std::memory_order_release);
   }
-  return it->second;
+  return id;
 }
 
 // One 'M' record per loaded module: its load bias, the span of its
@@ -244,22 +291,27 @@ int ModulesGeneration(dl_phdr_info* info, size_t, void* arg) {
 // The stacks first seen since the last drain, after the modules when they
 // changed (drain only).
 void TakeStacks(Out& o) {
-  if (g_stack_table == nullptr) return;
-  std::string stacks;
-  {
-    std::lock_guard<std::mutex> l(g_stack_table->mu);
-    stacks.swap(g_stack_table->pending);
-  }
-  if (stacks.empty()) return;
+  StackTable* t = g_stack_table;
+  if (t == nullptr) return;
+  while (t->lock.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  const uint32_t count = t->count;  // stacks up to it are whole and stay as they are
+  t->lock.store(0, std::memory_order_release);
+  if (count == t->written) return;
   unsigned long long generation = 0;
   dl_iterate_phdr(ModulesGeneration, &generation);
-  if (generation != g_stack_table->modules_written) {
+  if (generation != t->modules_written) {
     std::string modules;
     dl_iterate_phdr(PutModule, &modules);
     o.Put(modules.data(), modules.size());
-    g_stack_table->modules_written = generation;
+    t->modules_written = generation;
   }
-  o.Put(stacks.data(), stacks.size());
+  for (uint32_t id = t->written + 1; id <= count; ++id) {
+    o.Put(pf::kStack);
+    o.Put(id);
+    o.Put(t->depth[id]);
+    o.Put(t->ips[id], sizeof(uint64_t) * t->depth[id]);
+  }
+  t->written = count;
 }
 
 // One event packed (points_format.h, 'P'): three fields, each stored as
@@ -575,8 +627,9 @@ void AtForkChild() {
   g_drain_started = false;
   g_sites->clear();
   for (auto& c : g_site_cache) c = {0, 0};
-  if (g_stack_table != nullptr) {  // the parent's may have been held
-    g_stack_table = new StackTable();
+  if (g_stack_table != nullptr) {  // the parent's lock may have been held
+    g_stack_table = NewStackTable();
+    g_stacks = g_stack_table != nullptr;
   }
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
@@ -609,8 +662,8 @@ __attribute__((constructor)) void Start() {
   g_sites = new std::unordered_map<uint64_t, uint32_t>();
   if (const char* st = getenv(pf::kStacksEnv);
       st != nullptr && strcmp(st, "1") == 0 && OpenUnwinder()) {
-    g_stack_table = new StackTable();
-    g_stacks = true;
+    g_stack_table = NewStackTable();
+    g_stacks = g_stack_table != nullptr;
   }
   // Points placed by configuration (the runtime's points pass) record
   // whether or not any module has points of its own.
@@ -646,18 +699,26 @@ __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_
     pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
     return;
   }
-  // The stack after the event's time, and how long it took to take: the
-  // reader takes that time out of the thread's later times. A scope's end
-  // takes none (its stack is its begin's).
-  const uint64_t tsc = __rdtsc();
-  // An event lost takes no stack: the stack would go to the one before.
-  if (!pf::Push(tsc, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind)) ||
-      kind == FP_POINT_KIND_END) {
+  // A signal handler's point while this thread records another point
+  // with its stack would come between the event and its stack in the
+  // ring, or inside the push itself: it is counted as lost instead.
+  if (t_in_point != 0) {
+    pf::CountLost();
     return;
   }
-  if (const uint32_t id = StackId(__builtin_return_address(0)); id != 0) {
-    pf::Push(tsc, uint64_t{id} << 3, static_cast<int64_t>(__rdtsc() - tsc), pf::kStackKind);
+  t_in_point = 1;
+  // The stack after the event's time, and how long it took to take: the
+  // reader takes that time out of the thread's later times. A scope's end
+  // takes none (its stack is its begin's); nor does an event lost.
+  const uint64_t tsc = __rdtsc();
+  const uint64_t pushed =
+      pf::Push(tsc, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
+  if (pushed != 0 && kind != FP_POINT_KIND_END) {
+    if (const uint32_t id = StackId(__builtin_return_address(0)); id != 0) {
+      pf::PushStack(tsc, id, __rdtsc() - tsc, pushed - 1);
+    }
   }
+  t_in_point = 0;
 }
 
 // Modules opened later are armed as they come.

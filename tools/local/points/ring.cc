@@ -39,12 +39,12 @@ Ring* NewRing() {
 
 // A thread's first event: its ring first. Out of Push's line, so the push
 // itself saves no register.
-__attribute__((noinline)) bool PushFirst(uint64_t tsc, uint64_t site, int64_t value,
-                                         uint32_t kind) {
-  return NewRing() != nullptr && Push(tsc, site, value, kind);
+__attribute__((noinline)) uint64_t PushFirst(uint64_t tsc, uint64_t site, int64_t value,
+                                             uint32_t kind) {
+  return NewRing() != nullptr ? Push(tsc, site, value, kind) : 0;
 }
 
-bool Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
+uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   Ring* r = t_ring;
   if (__builtin_expect(r == nullptr, 0)) return PushFirst(tsc, site, value, kind);
   const uint64_t head = r->head.load(std::memory_order_relaxed);
@@ -54,7 +54,7 @@ bool Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
       if (kind != kStackKind) {  // a stack is no event: its loss leaves an event without one
         r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       }
-      return false;
+      return 0;
     }
   }
   Event& e = r->ev[head & (kRingEvents - 1)];
@@ -62,7 +62,21 @@ bool Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   e.site_kind = site | (kind & 3);
   e.value = value;
   r->head.store(head + 1, std::memory_order_release);
-  return true;
+  return head + 1;
+}
+
+void CountLost() {
+  if (Ring* r = t_ring; r != nullptr) {
+    r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+}
+
+void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot) {
+  // How far back the event is, read as the slot is taken: a signal
+  // handler's points since the event's push lie between the two.
+  const uint64_t back = t_ring->head.load(std::memory_order_relaxed) - event_slot;
+  if (back <= kMaxStackBack)
+    Push(tsc, uint64_t{id} << 3, static_cast<int64_t>(pause << 8 | back), kStackKind);
 }
 
 }  // namespace fieldprof::local::points

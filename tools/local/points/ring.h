@@ -32,10 +32,18 @@ extern std::atomic<Ring*> g_rings;     // every thread's, newest first
 extern std::atomic<bool> g_recording;  // events are taken
 extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 
-// Puts one event into the calling thread's ring (made at its first); a
-// full ring counts it as lost (but for a stack's, kStackKind) and says
-// false. `tsc` 0: now.
-bool Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
+// Puts one event into the calling thread's ring (made at its first) and
+// returns its slot + 1; a full ring counts it as lost (but for a stack's,
+// kStackKind) and returns 0. `tsc` 0: now.
+uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
+
+// Counts one of the calling thread's events as lost.
+void CountLost();
+
+// Puts the stack `id` of the thread's event at `event_slot` (Push's less
+// one), which took `pause` ticks to take, into the ring (points_format.h,
+// kind 3); nothing when other events pushed since leave it too far back.
+void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot);
 
 }  // namespace fieldprof::local::points
 
