@@ -79,7 +79,13 @@ pthread_t g_drain;
 bool g_drain_started = false;
 int g_fd = -1;
 std::string g_dir;
-bool g_stacks = false;                       // FIELDPROF_POINTS_STACKS: each event's stack too
+bool g_stacks = false;  // FIELDPROF_POINTS_STACKS: each event's stack too
+// What fieldprof_point_hit does, in one load: 0 nothing, 1 record the
+// event, 2 record it with its stack. Follows g_recording and g_stacks.
+std::atomic<uint8_t> g_hit{0};
+void SetHit() {
+  g_hit.store(!g_recording.load() ? 0 : g_stacks ? 2 : 1, std::memory_order_relaxed);
+}
 std::mutex g_arm_mu;                         // arming (load, dlopen)
 std::unordered_set<uintptr_t>* g_armed;      // semaphores raised
 std::unordered_set<std::string>* g_scanned;  // modules read, by path and base
@@ -507,6 +513,7 @@ void DrainBeforeExec() {
 
 void Finish() {
   if (!g_recording.exchange(false)) return;
+  SetHit();
   if (g_drain_started) {
     g_stop.store(1, std::memory_order_release);
     syscall(SYS_futex, reinterpret_cast<int*>(&g_stop), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
@@ -635,8 +642,10 @@ void AtForkChild() {
   g_fd = -1;
   if (!OpenFile()) {
     g_recording.store(false);
+    SetHit();
     return;
   }
+  SetHit();
   StartDrain();
 }
 
@@ -647,6 +656,7 @@ void Begin() {
   std::call_once(once, [] {
     if (!OpenFile()) return;
     g_recording.store(true);
+    SetHit();
     StartDrain();
     pthread_atfork(nullptr, nullptr, AtForkChild);
     atexit(Finish);
@@ -694,11 +704,12 @@ extern "C" {
 
 __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_point_site* site,
                                                                 int kind, int64_t value) {
-  if (!g_recording.load(std::memory_order_relaxed)) return;
-  if (__builtin_expect(!g_stacks, 1)) {
+  const uint8_t hit = g_hit.load(std::memory_order_relaxed);
+  if (__builtin_expect(hit == 1, 1)) {
     pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
     return;
   }
+  if (hit == 0) return;
   // A signal handler's point while this thread records another point
   // with its stack would come between the event and its stack in the
   // ring, or inside the push itself: it is counted as lost instead.
