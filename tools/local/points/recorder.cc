@@ -17,7 +17,8 @@
 // batch so the reader can turn ticks into ns. With FIELDPROF_POINTS_STACKS=1
 // (points record --stacks) each event of a point in the program's code is
 // followed in its ring by one of kind 3 naming its call stack: unwound by
-// libunwind where the point is passed (about a microsecond), kept once
+// libunwind where the point is passed (0.2 us, several the first time
+// through new code: docs/benchmarks.md), kept once
 // per distinct stack ('K'), with the modules to read it against ('M').
 // It wakes every 2 to 50 ms,
 // so that the fullest ring is about a quarter full: each wake takes a CPU
@@ -169,8 +170,7 @@ constexpr uint32_t kStackSlots = 1u << 14;            // open addressing
 constexpr uint32_t kMaxStacks = kStackSlots / 4 * 3;  // distinct stacks kept
 struct StackTable {
   std::atomic<int> lock;
-  uint32_t count;                      // stacks 1..count are whole
-  uint32_t full;                       // stacks not kept: the table was full
+  uint32_t count;                      // stacks 1..count are whole (past kMaxStacks: none kept)
   uint32_t written;                    // the drain's: 'K' records written for 1..written
   unsigned long long modules_written;  // the drain's: dl_iterate_phdr's counts then
   struct Slot {
@@ -183,6 +183,13 @@ struct StackTable {
 StackTable* g_stack_table;
 // Set while the thread records a point with its stack (--stacks).
 __thread int t_in_point __attribute__((tls_model("initial-exec")));
+
+// The table's spin lock: held by another thread for a lookup at most, or
+// by the drain for a read.
+void LockTable(StackTable* t) {
+  while (t->lock.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+}
+void UnlockTable(StackTable* t) { t->lock.store(0, std::memory_order_release); }
 
 // A table mapped zeroed (its pages touched as used); null without memory.
 StackTable* NewStackTable() {
@@ -232,16 +239,12 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
       h ^= h >> 32;
     }
     const size_t bytes = sizeof(void*) * static_cast<size_t>(depth);
-    // Held by another thread for a lookup at most, or by the drain for a read.
-    while (t->lock.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+    LockTable(t);
     for (uint32_t i = static_cast<uint32_t>(h) & (kStackSlots - 1);;
          i = (i + 1) & (kStackSlots - 1)) {
       StackTable::Slot& slot = t->slots[i];
       if (slot.id == 0) {
-        if (t->count == kMaxStacks) {
-          ++t->full;
-          break;
-        }
+        if (t->count == kMaxStacks) break;  // full: the event goes without
         id = t->count + 1;
         t->depth[id] = static_cast<uint16_t>(depth);
         memcpy(t->ips[id], mine, bytes);
@@ -255,9 +258,16 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
         break;
       }
     }
-    t->lock.store(0, std::memory_order_release);
+    UnlockTable(t);
   }
   return id;
+}
+
+// The program's file, as /proc/self/exe names it; empty when it cannot.
+std::string ProgramPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
 // One 'M' record per loaded module: its load bias, the span of its
@@ -273,11 +283,7 @@ int PutModule(dl_phdr_info* info, size_t, void* arg) {
   }
   if (lo >= hi) return 0;
   std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
-  if (path.empty()) {
-    char buf[4096];
-    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf);
-    if (n > 0) path.assign(buf, static_cast<size_t>(n));
-  }
+  if (path.empty()) path = ProgramPath();
   const auto len = static_cast<uint16_t>(std::min<size_t>(path.size(), pf::kMaxString));
   const uint64_t bias = info->dlpi_addr;
   o.push_back(pf::kModule);
@@ -299,9 +305,9 @@ int ModulesGeneration(dl_phdr_info* info, size_t, void* arg) {
 void TakeStacks(Out& o) {
   StackTable* t = g_stack_table;
   if (t == nullptr) return;
-  while (t->lock.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  LockTable(t);
   const uint32_t count = t->count;  // stacks up to it are whole and stay as they are
-  t->lock.store(0, std::memory_order_release);
+  UnlockTable(t);
   if (count == t->written) return;
   unsigned long long generation = 0;
   dl_iterate_phdr(ModulesGeneration, &generation);
@@ -446,12 +452,9 @@ void* DrainLoop(void*) {
 }
 
 std::string ProgramName() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "?";
-  buf[n] = 0;
-  const char* slash = strrchr(buf, '/');
-  return slash != nullptr ? slash + 1 : buf;
+  const std::string path = ProgramPath();
+  if (path.empty()) return "?";
+  return path.substr(path.rfind('/') + 1);
 }
 
 bool OpenFile() {
