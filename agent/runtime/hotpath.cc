@@ -245,6 +245,9 @@ namespace {
 [[gnu::noinline]] uint32_t DropDeadEntries(ShadowStack& t, uintptr_t* ret_slot) {
   // Entries restored for an unwinder are no longer referenced: drop them.
   while (t.depth > 0 && t.e[t.depth - 1].ret_slot == nullptr) --t.depth;
+  // A signal handler's call while the slots are lent (their callers'
+  // addresses in place of the stubs'): every entry is live.
+  if (t.lent != 0) return t.depth;
   // Entries of frames that longjmp left: on this stack at or below the new
   // call's return slot, and that slot no longer holds fp_return_point (or
   // fp_detour_return). (An
@@ -332,6 +335,39 @@ extern "C" FpTarget fp_enter(uint32_t slot, uintptr_t* ret_slot) {
   return {RealOf(slot), 1};
 }
 
+uint64_t LendReturnAddresses(ShadowStack& t, uint32_t n, uintptr_t floor) {
+  const auto stub = reinterpret_cast<uintptr_t>(fp_return_point);
+  const auto detour = reinterpret_cast<uintptr_t>(fp_detour_return);
+  ++t.lent;
+  Barrier();
+  // Bit i: entry i lent; bit 32 + i: its slot held the detour's point.
+  uint64_t lent = 0;
+  for (uint32_t i = 0; i < n && i < kShadowDepth; ++i) {
+    uintptr_t* const rs = t.e[i].ret_slot;
+    if (rs == nullptr || rs == FillingSlot() || reinterpret_cast<uintptr_t>(rs) < floor) continue;
+    const uintptr_t held = *rs;
+    if (held != stub && held != detour) continue;
+    lent |= uint64_t{1} << i | (held == detour ? uint64_t{1} << (32 + i) : 0);
+    *rs = t.e[i].ret_addr;
+  }
+  Barrier();
+  return lent;
+}
+
+void GiveBackReturnAddresses(ShadowStack& t, uint64_t lent) {
+  Barrier();
+  for (uint32_t i = 0; i < kShadowDepth; ++i) {
+    if ((lent >> i & 1) == 0) continue;
+    // An unwinder meanwhile (an exception in a signal handler) restored it
+    // and gave the entry up: the call returns straight to its caller.
+    uintptr_t* const rs = t.e[i].ret_slot;
+    if (rs == nullptr || rs == FillingSlot() || *rs != t.e[i].ret_addr) continue;
+    *rs = reinterpret_cast<uintptr_t>((lent >> (32 + i) & 1) ? fp_detour_return : fp_return_point);
+  }
+  Barrier();
+  --t.lent;
+}
+
 // The entry stays on the shadow stack until the end, so a signal handler
 // that runs a measured call meanwhile pushes above it; the stub keeps
 // fp_return_point in the return slot until fp_exit is over.
@@ -364,7 +400,7 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
     if (slot == kLabSlot0) {
       g.calibration_last_ticks = ticks;  // the lab probe (LabCalibrate)
     } else if (g_lab_mode == kLabPoints) {
-      LabPointSpan(slot - kLabSlot0, e.t0, t1);
+      LabPointSpan(t, i, slot - kLabSlot0, e.t0, t1);
     } else {
       const uint64_t ns = Calibrated()
                               ? TicksToNs(ticks > g_lab_probe_ticks ? ticks - g_lab_probe_ticks : 0)

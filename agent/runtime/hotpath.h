@@ -77,6 +77,9 @@ struct ShadowStack {
   // of the assembly's: quiet, and counted when the ring is flushed.
   uint8_t ring_slot[kRing];
   Entry e[kShadowDepth];
+  // Nonzero while the return slots are lent to an unwinder
+  // (LendReturnAddresses): no entry is taken for dead meanwhile.
+  uint32_t lent;
 };
 inline constexpr uint8_t kRingCounted = 0x80;
 inline constexpr int kShadowStacks = 256;
@@ -248,6 +251,17 @@ FP_HIDDEN void ReplaceSlabsAfterFork();
 // the counters matter (an entry takes their values when they are about to
 // move), so the interposers count nothing otherwise.
 inline bool InMeasuredCall(const ThreadState& t) { return t.ss != nullptr && t.ss->depth != 0; }
+
+// For an unwinder walking this thread's stack now (the points recorder's
+// --stacks, in a points pass): the return slots of entries [0, n) that
+// still hold a stub's return point, and lie at or above `floor` (the
+// calling frame: lower ones are dead), get their callers' addresses back
+// for the while, so the unwind goes on through every measured call into
+// its caller (the stubs' unwind rules read the slot, stubs_x86_64.S).
+// Returns what was lent, for GiveBackReturnAddresses, which puts each
+// stub's return point back where its caller's address still is.
+FP_HIDDEN uint64_t LendReturnAddresses(ShadowStack& t, uint32_t n, uintptr_t floor);
+FP_HIDDEN void GiveBackReturnAddresses(ShadowStack& t, uint64_t lent);
 
 // Entries on the shadow stack not yet holding the counters' values at
 // entry get them (the counters have not moved since those entries were

@@ -24,6 +24,7 @@
 #include "agent/runtime/points.h"
 #include "agent/runtime/spool_encode.h"
 #include "agent/runtime/sys.h"
+#include "common/points_format.h"
 
 extern "C" void fp_empty_function();
 
@@ -36,6 +37,7 @@ FP_HOT_DATA uint64_t g_lab_probe_ticks;
 FP_HOT_DATA LabApis* g_lab_apis;
 FP_HOT_DATA LabCounts* g_lab_counts;
 FP_HOT_DATA LabSpanFn g_lab_span;
+FP_HOT_DATA bool g_lab_stacks;
 FP_HOT_DATA volatile int g_lab_lock;
 __thread int t_in_lab FP_TLS;
 
@@ -186,16 +188,20 @@ bool LabStart(char** envp, const char* debug_log) {
     }
   }
   if (g_lab_mode == kLabPoints) {
-    static const char* const kSpan[] = {"fieldprof_point_span", "fieldprof_point_hit"};
-    uintptr_t span[2] = {};
-    ResolveNext(kSpan, span, 2);
+    static const char* const kSpan[] = {"fieldprof_point_span", "fieldprof_point_hit",
+                                        "fieldprof_point_hit_from"};
+    uintptr_t span[3] = {};
+    ResolveNext(kSpan, span, 3);
     if (span[0] == 0) {
       DebugLine(debug_log, "lab points pass without the points recorder preloaded after it");
       return false;
     }
     g_lab_span = reinterpret_cast<LabSpanFn>(span[0]);
+    const char* stacks = sys::Env(envp, local::points::kStacksEnv);
+    g_lab_stacks = stacks != nullptr && strcmp(stacks, "1") == 0 && span[2] != 0;
     // The program's own points go to the recorder too (points.cc).
-    SetPointsForward(reinterpret_cast<void*>(span[1]));
+    SetPointsForward(reinterpret_cast<void*>(span[1]),
+                     g_lab_stacks ? reinterpret_cast<void*>(span[2]) : nullptr);
   }
   DebugLine(debug_log, "lab mode: %s, writing to %s (%u APIs planned)", mode, dir,
             g_lab_apis->plan_size);

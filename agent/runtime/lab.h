@@ -87,9 +87,10 @@ void DetourNewObjects();
 void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ticks, uint64_t alloc,
              uint64_t alloc_excl, uint64_t count, uint64_t file, uint64_t sock);
 
-// From fp_exit, a points pass's call of lab API `index`: its span, from
-// the entry's ticks to the exit's. No libc, no floating point.
-void LabPointSpan(uint32_t index, uint64_t t0, uint64_t t1);
+// From fp_exit, a points pass's call of lab API `index` (entry `i` of
+// `t`): its span, from the entry's ticks to the exit's. No libc, no
+// floating point.
+void LabPointSpan(ShadowStack& t, uint32_t i, uint32_t index, uint64_t t0, uint64_t t1);
 
 // Calls the lab recorded since the last reset (record.cc's test for a
 // record to write).

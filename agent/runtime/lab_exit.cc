@@ -102,7 +102,7 @@ void AddPath(LabCounts& c, const ShadowStack& t, uint32_t i, uint32_t index, uin
 
 }  // namespace
 
-void LabPointSpan(uint32_t index, uint64_t t0, uint64_t t1) {
+void LabPointSpan(ShadowStack& t, uint32_t i, uint32_t index, uint64_t t0, uint64_t t1) {
   // Ticks are the TSC's unless the clock is the vDSO's (then ns): the
   // recorder's times are the TSC's, so those spans are not sent.
   if (index == 0 || index >= kLabMaxApis || g_lab_span == nullptr || g.vdso_gettime != nullptr) {
@@ -110,7 +110,18 @@ void LabPointSpan(uint32_t index, uint64_t t0, uint64_t t1) {
   }
   // As the lab's times: less the probe's own cost.
   const uint64_t end = t1 - t0 > g_lab_probe_ticks ? t1 - g_lab_probe_ticks : t0;
-  g_lab_span(&g_lab_apis->sites[index], t0, end);
+  const LabPointSite* site = &g_lab_apis->sites[index];
+  if (!g_lab_stacks) {
+    g_lab_span(site, t0, end, 0);
+    return;
+  }
+  // The recorder takes the caller's stack: this call's return slot and
+  // those of the measured calls around it hold their callers' addresses
+  // meanwhile, where the stubs' unwind rules look for them.
+  const uint64_t lent =
+      LendReturnAddresses(t, i + 1, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
+  g_lab_span(site, t0, end, t.e[i].ret_addr);
+  GiveBackReturnAddresses(t, lent);
 }
 
 void LabExit(const ShadowStack& t, uint32_t i, uint32_t slot, uint64_t ns, uint64_t alloc,

@@ -28,9 +28,19 @@ struct LabPointSite {
   const char* tag;
   const char* name;
 };
-// The points recorder's entry (tools/local/points/span.cc).
-using LabSpanFn = void (*)(const LabPointSite* site, uint64_t tsc_begin, uint64_t tsc_end);
+// The points recorder's entry (tools/local/points/ring.cc): the span, and
+// with stacks the caller's return address, from which the recorder takes
+// the caller's stack (0: none taken).
+using LabSpanFn = void (*)(const LabPointSite* site, uint64_t tsc_begin, uint64_t tsc_end,
+                           uintptr_t caller);
 FP_HIDDEN extern LabSpanFn g_lab_span;
+// The recorder's entry for a program's own point with its stack taken
+// from `caller` outwards (fieldprof_point_hit_from).
+using LabHitFromFn = void (*)(const void* site, int kind, int64_t value, const void* caller);
+// Set in a points pass whose recorder takes stacks (common/points_format.h's
+// kStacksEnv): the measured calls' return slots are lent to its unwinder
+// (LendReturnAddresses).
+FP_HIDDEN extern bool g_lab_stacks;
 
 // The APIs bound, for the life of the process (a fork child keeps them).
 // Written under the binder's lock.

@@ -33,6 +33,7 @@
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/lab_state.h"
 #include "agent/runtime/sys.h"
 #include "common/key_rules.h"
 
@@ -77,6 +78,7 @@ std::atomic<PointsState*> g_points{nullptr};
 // A lab pass: the points recorder's entry (lab.cc finds it), which gets
 // every point; the lab's files are not the field's.
 void (*g_next_hit)(const fieldprof_point_site*, int, int64_t) = nullptr;
+LabHitFromFn g_next_hit_from = nullptr;
 thread_local int t_in_point = 0;  // its address also names the thread
 
 PointsState* State() {
@@ -200,8 +202,9 @@ void ArmPoints(const ElfObject& e) {
   if (ArmNotes(e) > 0) DebugLog("points: armed %s", e.path[0] != 0 ? e.path : "the program");
 }
 
-void SetPointsForward(void* next_hit) {
+void SetPointsForward(void* next_hit, void* next_hit_from) {
   g_next_hit = reinterpret_cast<void (*)(const fieldprof_point_site*, int, int64_t)>(next_hit);
+  g_next_hit_from = reinterpret_cast<LabHitFromFn>(next_hit_from);
 }
 
 void ForgetPoints() {
@@ -280,7 +283,21 @@ using namespace fieldprof::rt;  // NOLINT: the runtime's own parts
 extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, int kind,
                                               int64_t value) {
   if (g_lab_mode != kLabOff) {
-    if (g_next_hit != nullptr) g_next_hit(site, kind, value);
+    if (g_next_hit_from != nullptr) {
+      // The stack of the code that passed the point (this call's return
+      // address) goes on through the measured calls around it.
+      ShadowStack* ss = t_state.ss;
+      if (ss == nullptr || ss->depth == 0) {
+        g_next_hit_from(site, kind, value, __builtin_return_address(0));
+      } else {
+        const uint64_t lent = LendReturnAddresses(
+            *ss, ss->depth, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
+        g_next_hit_from(site, kind, value, __builtin_return_address(0));
+        GiveBackReturnAddresses(*ss, lent);
+      }
+    } else if (g_next_hit != nullptr) {
+      g_next_hit(site, kind, value);
+    }
     return;
   }
   if (!g.active || site == nullptr || t_in_point != 0) return;

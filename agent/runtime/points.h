@@ -13,8 +13,10 @@ namespace fieldprof::rt {
 void ArmPoints(const ElfObject& e);
 
 // A lab points pass: every point goes to `next_hit` (the points recorder's
-// fieldprof_point_hit), none into the run's record.
-void SetPointsForward(void* next_hit);
+// fieldprof_point_hit), none into the run's record. With stacks, to
+// `next_hit_from` (its fieldprof_point_hit_from) instead, with the measured
+// calls' return slots lent to its unwinder (LendReturnAddresses).
+void SetPointsForward(void* next_hit, void* next_hit_from);
 
 // A fork child: its parent's points are its parent's.
 void ForgetPoints();

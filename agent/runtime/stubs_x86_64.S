@@ -166,11 +166,21 @@ fp_return_point:
 .Lexit_slow:
         // %rdx = t1 (fp_exit reads the clock itself when it is the vDSO's);
         // the return values back in place for fp_exit's frame.
+        //
+        // Unwind rules from here: the frame is the stub's, returning to
+        // the caller through the return slot. The slot holds
+        // fp_return_point, which has none (an unwinder stops there), but
+        // while fp_exit hands a points pass's span to the recorder it holds
+        // the caller's address (LabPointSpan), so a stack taken then goes
+        // on into the caller.
+        .cfi_startproc
+        .cfi_def_cfa_offset 0
         movq    %rdx, %rsi
         movq    -16(%rsp), %rax
         movq    -24(%rsp), %rdx
         // The save area stops below the return slot.
         subq    $64, %rsp
+        .cfi_def_cfa_offset 64
         movq    %rax, 0(%rsp)
         movq    %rdx, 8(%rsp)
         movdqu  %xmm0, 16(%rsp)
@@ -183,8 +193,11 @@ fp_return_point:
         movdqu  16(%rsp), %xmm0
         movdqu  32(%rsp), %xmm1
         addq    $64, %rsp
+        .cfi_def_cfa_offset 0
         pushq   %r11
+        .cfi_def_cfa_offset 8
         ret
+        .cfi_endproc
 
 .Lenter_nested:
         // %edx = depth > 0: push on top if the topmost entry is live (its
@@ -311,6 +324,15 @@ fp_detour_entry:
 fp_detour_return:
         // The clock first; then every register the function left is kept.
         // Below the return slot (-8): %rax, %rdx, the TSC, then the rest.
+        // Unwind rules as at .Lexit_slow (the caller's address is in the
+        // return slot while the recorder runs). They start at this label:
+        // an unwinder looks a return address up one byte before it, so the
+        // measured call's frame, returning here, still finds none. The
+        // frame is %rbp's, which libunwind's fast trace follows (with any
+        // other register as the frame's base it walks the whole stack the
+        // slow way: 2.5 us a stack against 0.2).
+        .cfi_startproc
+        .cfi_def_cfa_offset 0
         movq    %rax, -16(%rsp)
         movq    %rdx, -24(%rsp)
         rdtsc
@@ -324,18 +346,22 @@ fp_detour_return:
         movq    %r9, -72(%rsp)
         movq    %r10, -80(%rsp)
         movq    %r11, -88(%rsp)
-        movq    %rbx, -96(%rsp)
+        movq    %rbp, -96(%rsp)
         leaq    -96(%rsp), %rsp         // 16-aligned: the caller's %rsp was
-        movq    %rsp, %rbx
+        .cfi_def_cfa_offset 96
+        movq    %rsp, %rbp
+        .cfi_def_cfa_register %rbp
+        .cfi_offset %rbp, -96
         subq    fp_xsave_size(%rip), %rsp
         andq    $-64, %rsp
         FP_SAVE_XSTATE
-        leaq    96(%rbx), %rdi          // %rsp as the caller will see it
-        movq    64(%rbx), %rsi          // the TSC
+        leaq    96(%rbp), %rdi          // %rsp as the caller will see it
+        movq    64(%rbp), %rsi          // the TSC
         call    fp_exit                 // -> %rax = the caller's return address
-        movq    %rax, 88(%rbx)          // into the return slot
+        movq    %rax, 88(%rbp)          // into the return slot
         FP_RESTORE_XSTATE
-        movq    %rbx, %rsp
+        movq    %rbp, %rsp
+        .cfi_def_cfa_register %rsp
         movq    80(%rsp), %rax
         movq    72(%rsp), %rdx
         movq    56(%rsp), %rcx
@@ -345,9 +371,12 @@ fp_detour_return:
         movq    24(%rsp), %r9
         movq    16(%rsp), %r10
         movq    8(%rsp), %r11
-        movq    0(%rsp), %rbx
+        movq    0(%rsp), %rbp
+        .cfi_restore %rbp
         leaq    88(%rsp), %rsp          // the return slot
+        .cfi_def_cfa_offset 8
         ret
+        .cfi_endproc
 1:      jmp     *-16(%rsp)              // not measured: a plain tail jump
         .size   fp_detour_entry, .-fp_detour_entry
 

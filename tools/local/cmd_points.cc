@@ -220,8 +220,9 @@ int Record(int argc, char** argv) {
               "MODULE:FUNCTION,... (tag: the module; MODULE is a library's soname or the "
               "program's file name; a function inside a module needs its symbol table)");
   t.AddBool("stacks", &stacks,
-            "also record the call stack of each point passed in the program's code "
-            "(about a microsecond a point; not of --at functions)");
+            "also record the call stack of each point and scope begun, and of each call "
+            "of an --at function from its caller (0.2 us a stack; more the first time "
+            "through new code)");
   t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_points.so");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);

@@ -270,6 +270,40 @@ TEST(PointsRecordTest, AtFunctionsAThreadIsRunningAreMovedOrReAimed) {
   EXPECT_GE(j["runs"][0]["events"].get<long>() + j["runs"][0]["lost"].get<long>(),
             200 * 100 * 2 * 2)
       << j["runs"].dump();
+
+  // With --stacks, through both ways out of a measured call (busy_leaf's
+  // moved entry returns through fp_detour_return, busy_push's re-aimed
+  // call through the stub's fp_return_point): each call's stack starts in
+  // Round and goes on to the thread's start, and the thread's results are
+  // still right. A begin whose end the full ring lost has no stack either.
+  ASSERT_EQ(RunCommand(kCli +
+                           " points record --stacks --at libfieldprof_busylib.so:busy_leaf,"
+                           "libfieldprof_busylib.so:busy_push -o " +
+                           dir.File("stacks") + " -- " + FIELDPROF_INMODULE + " --busy " + lib +
+                           " 200 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "busy wrong 0\n");
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("stacks") + " --stacks --json", &out), 0)
+      << out.substr(0, 2000);
+  const json sj = json::parse(out);
+  const int64_t lost = sj["report"]["runs"][0]["lost"].get<int64_t>();
+  std::map<std::string, uint64_t> with_stack;
+  for (const json& site : sj["stacks"]["sites"]) {
+    const std::string name = site["name"];
+    EXPECT_LE(site["without_stack"].get<int64_t>(), lost) << site.dump().substr(0, 2000);
+    for (const json& s : site["stacks"]) {
+      const auto frames = s["frames"].get<std::vector<std::string>>();
+      ASSERT_FALSE(frames.empty()) << s.dump();
+      EXPECT_EQ(frames.back(), "(anonymous namespace)::Round()") << name << " " << s.dump();
+      EXPECT_NE(std::find(frames.begin(), frames.end(), "start_thread"), frames.end())
+          << name << " " << s.dump();
+      with_stack[name] += s["events"].get<uint64_t>();
+    }
+  }
+  EXPECT_GE(with_stack["busy_leaf"], 1000u) << sj["stacks"].dump().substr(0, 2000);
+  EXPECT_GE(with_stack["busy_push"], 1000u) << sj["stacks"].dump().substr(0, 2000);
 }
 
 // Every value a point can carry, time gaps of several bytes and more
@@ -446,6 +480,59 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
     ++with_stack;
   }
   EXPECT_EQ(with_stack, 300u);
+
+  // Functions placed with --at take their callers' stacks too: inside the
+  // program and libc's getppid (their entries moved: they return through
+  // fp_detour_return) and libc's rand (called through the runtime's stub:
+  // fp_return_point, and fp_exit's slow path). Each stack
+  // starts in the function that made the call and goes on through the
+  // placed calls around it (via_a, via_b) to main; so do the stacks of the
+  // program's own points inside them.
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --runs 3 --at " +
+                           "fieldprof_pointstacks:placed,fieldprof_pointstacks:via_a," +
+                           "fieldprof_pointstacks:via_b,libc.so.6:getppid,libc.so.6:rand -o " +
+                           dir.File("at") + " -- " + kStacksProg + " 30 70 5 2>&1",
+                       &out),
+            0)
+      << out;
+  for (const char* f : {"placed", "via_a", "via_b"}) {
+    EXPECT_NE(out.find(std::string("fieldprof_pointstacks:") + f + ": a scope at every call"),
+              std::string::npos)
+        << f << "\n"
+        << out;
+  }
+  EXPECT_NE(out.find("libc.so.6:rand: scopes at calls from other modules only"), std::string::npos)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("at") + " --stacks --json", &out), 0)
+      << out;
+  const json at = json::parse(out)["stacks"];
+  std::map<std::string, std::map<std::string, uint64_t>> at_by_caller;
+  for (const json& site : at["sites"]) {
+    const std::string name = site["name"];
+    SCOPED_TRACE(name);
+    EXPECT_EQ(site["without_stack"], 0) << site.dump();
+    for (const json& s : site["stacks"]) {
+      const auto frames = s["frames"].get<std::vector<std::string>>();
+      ASSERT_GE(frames.size(), 2u) << s.dump();
+      if (name == "placed" || name == "getppid" || name == "rand") {  // from via_a or via_b
+        EXPECT_EQ(frames[frames.size() - 2], "main") << s.dump();
+        at_by_caller[name][frames.back()] += s["ended"].get<uint64_t>();
+      } else if (name == "via_a" || name == "via_b") {  // called from main
+        EXPECT_EQ(frames.back(), "main") << s.dump();
+        at_by_caller[name][frames.back()] += s["ended"].get<uint64_t>();
+      } else if (name == "step") {  // a point inside step, called from via_a or via_b
+        ASSERT_GE(frames.size(), 3u) << s.dump();
+        EXPECT_EQ(frames.back(), "step") << s.dump();
+        EXPECT_EQ(frames[frames.size() - 3], "main") << s.dump();
+        at_by_caller[name][frames[frames.size() - 2]] += s["events"].get<uint64_t>();
+      }
+    }
+  }
+  for (const char* f : {"placed", "getppid", "rand", "step"}) {
+    EXPECT_EQ(at_by_caller[f], step_by_caller) << f << "\n" << at.dump();
+  }
+  EXPECT_EQ(at_by_caller["via_a"], (std::map<std::string, uint64_t>{{"main", 3}})) << at.dump();
+  EXPECT_EQ(at_by_caller["via_b"], (std::map<std::string, uint64_t>{{"main", 3}})) << at.dump();
 
   // 200,000 points and scopes in a tight loop, five ring slots each: what
   // a full ring loses is counted in events, not in stacks, so the events
@@ -625,6 +712,39 @@ TEST(PointsRecordTest, PointsOnFunctionsInsideTheProgramSeeEveryCall) {
   std::sort(ns.begin(), ns.end());
   const double own = std::stod(lines(placed)["load_config_median_ns"].substr(22));
   EXPECT_NEAR(ns[ns.size() / 2], own, own * 0.05) << own;
+
+  // With --stacks the program's output is the same (the return slots lent
+  // to the unwinder are given back, the registers kept), and each call of
+  // fib, nested in itself, has a stack through the fib calls around it
+  // to main.
+  std::string stacked;
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --at " + at + " -o " + dir.File("st") +
+                           " -- " + prog + " " + std::to_string(kCalls) + " 2>/dev/null",
+                       &stacked),
+            0);
+  EXPECT_EQ(lines(stacked)["result"], lines(plain)["result"]) << stacked;
+  EXPECT_EQ(lines(stacked)["fib_calls"], lines(plain)["fib_calls"]) << stacked;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("st") + " --stacks --json", &out), 0)
+      << out;
+  int64_t fib_stacked = 0;
+  size_t deepest = 0;
+  const json fib_sites = json::parse(out)["stacks"]["sites"];
+  for (const json& site : fib_sites) {
+    if (site["name"] != "fib") continue;
+    EXPECT_EQ(site["without_stack"], 0) << site.dump();
+    for (const json& st : site["stacks"]) {
+      const auto frames = st["frames"].get<std::vector<std::string>>();
+      const auto main_at = std::find(frames.begin(), frames.end(), "main");
+      ASSERT_NE(main_at, frames.end()) << st.dump();
+      EXPECT_TRUE(std::all_of(main_at + 1, frames.end(), [](const std::string& f) {
+        return f == "fib";
+      })) << st.dump();
+      deepest = std::max(deepest, static_cast<size_t>(frames.end() - main_at - 1));
+      fib_stacked += st["events"].get<int64_t>();
+    }
+  }
+  EXPECT_EQ(fib_stacked, fib_calls) << out;
+  EXPECT_GE(deepest, 5u) << out;
 
   // A C++ name that names nothing: refused before the program runs, with
   // the functions of that last name it might have meant.

@@ -2,10 +2,14 @@
 // --stacks: `step` passes a point and runs a scope, called A times from
 // `via_a` and B times from `via_b`; a thread runs N scopes in `worker_loop`.
 // With "signals", a SIGPROF handler passes a point too, every 20 us.
+// `placed` (no point of its own: for --at) and libc's getppid and rand
+// are called after each step, from the same two places (rand's entry is
+// one the runtime cannot move: a call among its first instructions).
 //   fieldprof_pointstacks A B N [signals]
 #include <fieldprof/points.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,12 +26,24 @@ __attribute__((noinline)) void step(int i) {
   }
   __asm__ __volatile__("");
 }
+int sink;
+__attribute__((noinline)) void placed(int i) {
+  for (int k = 0; k < 20; ++k) sink = sink * 31 + i + k;
+}
 __attribute__((noinline)) void via_a(int n) {
-  for (int i = 0; i < n; ++i) step(i);
+  for (int i = 0; i < n; ++i) {
+    step(i);
+    placed(i);
+    sink += getppid() + (rand() & 1);
+  }
   __asm__ __volatile__("");
 }
 __attribute__((noinline)) void via_b(int n) {
-  for (int i = 0; i < n; ++i) step(i);
+  for (int i = 0; i < n; ++i) {
+    step(i);
+    placed(i);
+    sink += getppid() + (rand() & 1);
+  }
   __asm__ __volatile__("");
 }
 // A point passed in a signal handler, which may have interrupted another

@@ -263,6 +263,53 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   return id;
 }
 
+// A point with its stack, from `caller` (the return address into the code
+// that passed it) outwards.
+void HitWithStack(const fieldprof_point_site* site, int kind, int64_t value, const void* caller) {
+  // A signal handler's point while this thread records another point
+  // with its stack would come between the event and its stack in the
+  // ring, or inside the push itself: it is counted as lost instead.
+  if (t_in_point != 0) {
+    pf::CountLost();
+    return;
+  }
+  t_in_point = 1;
+  // The stack after the event's time, and how long it took to take: the
+  // reader takes that time out of the thread's later times. A scope's end
+  // takes none (its stack is its begin's); nor does an event lost.
+  const uint64_t tsc = __rdtsc();
+  const uint64_t pushed =
+      pf::Push(tsc, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
+  if (pushed != 0 && kind != FP_POINT_KIND_END) {
+    if (const uint32_t id = StackId(caller); id != 0) {
+      pf::PushStack(tsc, id, __rdtsc() - tsc, pushed - 1);
+    }
+  }
+  t_in_point = 0;
+}
+
+// A placed function's call (ring.cc's fieldprof_point_span, --stacks):
+// its begin and end, then the begin's stack from the caller's return
+// address outwards. The runtime's stub hands that address over in the
+// return slot, where its unwind rules find it (agent/runtime/lab_exit.cc).
+void SpanWithStack(uint64_t site, uint64_t tsc_begin, uint64_t tsc_end, const void* caller) {
+  if (t_in_point != 0) {  // a signal handler's call, as fieldprof_point_hit's
+    pf::CountLost();
+    pf::CountLost();
+    return;
+  }
+  t_in_point = 1;
+  const uint64_t begun = pf::Push(tsc_begin, site, 0, FP_POINT_KIND_BEGIN);
+  pf::Push(tsc_end, site, 0, FP_POINT_KIND_END);
+  if (begun != 0) {
+    const uint64_t tsc = __rdtsc();
+    if (const uint32_t id = StackId(caller); id != 0) {
+      pf::PushStack(tsc, id, __rdtsc() - tsc, begun - 1);
+    }
+  }
+  t_in_point = 0;
+}
+
 // The program's file, as /proc/self/exe names it; empty when it cannot.
 std::string ProgramPath() {
   char buf[4096];
@@ -677,6 +724,7 @@ __attribute__((constructor)) void Start() {
       st != nullptr && strcmp(st, "1") == 0 && OpenUnwinder()) {
     g_stack_table = NewStackTable();
     g_stacks = g_stack_table != nullptr;
+    if (g_stacks) pf::g_span_with_stack = SpanWithStack;
   }
   // Points placed by configuration (the runtime's points pass) record
   // whether or not any module has points of its own.
@@ -712,27 +760,21 @@ __attribute__((visibility("default"))) void fieldprof_point_hit(const fieldprof_
     pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
     return;
   }
-  if (hit == 0) return;
-  // A signal handler's point while this thread records another point
-  // with its stack would come between the event and its stack in the
-  // ring, or inside the push itself: it is counted as lost instead.
-  if (t_in_point != 0) {
-    pf::CountLost();
-    return;
+  if (hit == 2) HitWithStack(site, kind, value, __builtin_return_address(0));
+}
+
+// A point the runtime passes on in a points pass with stacks (its
+// fieldprof_point_hit, agent/runtime/points.cc): `caller` is the return
+// address into the code that passed it, and the measured calls around it
+// have their callers' addresses in their return slots meanwhile.
+__attribute__((visibility("default"))) void fieldprof_point_hit_from(
+    const fieldprof_point_site* site, int kind, int64_t value, const void* caller) {
+  const uint8_t hit = g_hit.load(std::memory_order_relaxed);
+  if (hit == 1) {  // no unwinder to be had (said at start)
+    pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
+  } else if (hit == 2) {
+    HitWithStack(site, kind, value, caller);
   }
-  t_in_point = 1;
-  // The stack after the event's time, and how long it took to take: the
-  // reader takes that time out of the thread's later times. A scope's end
-  // takes none (its stack is its begin's); nor does an event lost.
-  const uint64_t tsc = __rdtsc();
-  const uint64_t pushed =
-      pf::Push(tsc, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
-  if (pushed != 0 && kind != FP_POINT_KIND_END) {
-    if (const uint32_t id = StackId(__builtin_return_address(0)); id != 0) {
-      pf::PushStack(tsc, id, __rdtsc() - tsc, pushed - 1);
-    }
-  }
-  t_in_point = 0;
 }
 
 // Modules opened later are armed as they come.

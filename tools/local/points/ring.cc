@@ -15,6 +15,7 @@ namespace fieldprof::local::points {
 std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_recording{false};
 __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
+void (*g_span_with_stack)(uint64_t, uint64_t, uint64_t, const void*) = nullptr;
 
 namespace {
 
@@ -82,15 +83,26 @@ void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot) {
 }  // namespace fieldprof::local::points
 
 // A call of a function placed by configuration (`fieldprof points record
-// --at`): the runtime hands its entry and exit ticks (the TSC) and its
-// site (tag, name, laid out as fieldprof_point_site) from the call's exit.
-// One begin and one end event, as an FP_SCOPE makes.
+// --at`): the runtime hands its entry and exit ticks (the TSC), its site
+// (tag, name, laid out as fieldprof_point_site) and its caller's return
+// address from the call's exit. One begin and one end event, as an
+// FP_SCOPE makes; with --stacks, the begin's stack too.
 extern "C" __attribute__((visibility("default"))) void fieldprof_point_span(const void* site,
                                                                             uint64_t tsc_begin,
-                                                                            uint64_t tsc_end) {
+                                                                            uint64_t tsc_end,
+                                                                            const void* caller) {
   namespace pf = fieldprof::local::points;
   if (!pf::g_recording.load(std::memory_order_relaxed)) return;
   const auto id = reinterpret_cast<uint64_t>(site);
+  if (pf::g_span_with_stack != nullptr && caller != nullptr) {
+    // The unwinder and libc use vector registers; the call's results are
+    // in them (a long double in %st0): the runtime's slow paths do the same.
+    alignas(16) unsigned char fpu[512];
+    __asm__ __volatile__("fxsave64 %0" : "=m"(fpu));
+    pf::g_span_with_stack(id, tsc_begin, tsc_end, caller);
+    __asm__ __volatile__("fxrstor64 %0" : : "m"(fpu));
+    return;
+  }
   pf::Push(tsc_begin, id, 0, 1);
   pf::Push(tsc_end, id, 0, 2);
 }

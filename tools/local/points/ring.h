@@ -40,6 +40,12 @@ uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
 // Counts one of the calling thread's events as lost.
 void CountLost();
 
+// With --stacks (recorder.cc, set at start): a placed function's span,
+// its begin with the stack from `caller` (the call's return address)
+// outwards. Built with vector registers: ring.cc saves them around it.
+extern void (*g_span_with_stack)(uint64_t site, uint64_t tsc_begin, uint64_t tsc_end,
+                                 const void* caller);
+
 // Puts the stack `id` of the thread's event at `event_slot` (Push's less
 // one), which took `pause` ticks to take, into the ring (points_format.h,
 // kind 3); nothing when other events pushed since leave it too far back.
