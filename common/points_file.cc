@@ -72,7 +72,6 @@ struct RawEvent {
   uint32_t tid;
   uint8_t kind;
   uint32_t stack = 0;
-  uint64_t pause = 0;  // ticks the thread spent after it taking stacks
 };
 
 // The records after the header, each handed whole to `sink` (OnRate,
@@ -159,6 +158,9 @@ struct RunSink {
   uint64_t tsc_hz = 0;
   std::map<uint64_t, uint32_t> site_of;
   std::vector<RawEvent> raw;
+  // Per thread, the pauses taking its stacks made: where each began (its
+  // TSC) and how many ticks it took.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> pauses_of;
   void OnRate(uint64_t hz) { tsc_hz = hz; }
   void OnClock(uint64_t tsc, uint64_t ns) { clock.emplace_back(tsc, ns); }
   void OnSite(uint32_t id, PointSite site) {
@@ -180,22 +182,15 @@ struct RunSink {
       raw.push_back(e);
       return;
     }
-    // The stack of the event `back` slots before this one. The pause it
-    // took comes after the thread's last event so far (a handler's point
-    // made meanwhile is not moved by it).
+    // The stack of the event `back` slots before this one, and the pause
+    // taking it made, from the record's TSC on.
     const auto v = static_cast<uint64_t>(e.value);
     const uint64_t back = v & 0xff;
     if (back >= 1 && back <= slots.size()) {
       const size_t at = slots[slots.size() - back];
-      if (at != kNone && raw[at].stack == 0) {
-        raw[at].stack = static_cast<uint32_t>(e.site);
-        for (auto it = slots.rbegin(); it != slots.rend(); ++it) {
-          if (*it == kNone) continue;
-          raw[*it].pause += v >> 8;
-          break;
-        }
-      }
+      if (at != kNone && raw[at].stack == 0) raw[at].stack = static_cast<uint32_t>(e.site);
     }
+    if ((v >> 8) != 0) pauses_of[e.tid].emplace_back(e.tsc, v >> 8);
     slots.push_back(kNone);
   }
   void OnStack(uint32_t id, std::vector<uint64_t> ips) { run->stacks.emplace(id, std::move(ips)); }
@@ -291,15 +286,31 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (tsc_hz > 0 && (ns1 < ns0 + 1000000 || ns_per_tick == 0)) {
     ns_per_tick = 1e9 / static_cast<double>(tsc_hz);
   }
-  // Taking a stack (--stacks) paused the thread after the event: its later
-  // events are moved back by those pauses, so that no segment or scope of
-  // one thread counts them.
-  std::map<uint32_t, uint64_t> paused;  // tid -> ticks so far
+  // Taking a stack (--stacks) paused the thread: each event is moved back
+  // by the pauses its thread had ended before the event's time, so that
+  // no segment or scope of one thread counts them. By time, not by place
+  // in the ring: a placed function's begin is pushed as the call ends,
+  // after the stacks taken inside it, with the TSC of the call's start.
+  // (A point made during a pause, a signal handler's, is not moved by it.)
+  std::map<uint32_t, std::pair<std::vector<uint64_t>, std::vector<uint64_t>>> ended_of;
+  for (auto& [tid, pauses] : sink.pauses_of) {
+    std::sort(pauses.begin(), pauses.end());
+    auto& [ends, before] = ended_of[tid];  // each pause's end; the ticks of those before it
+    uint64_t sum = 0;
+    for (const auto& [start, ticks] : pauses) {
+      ends.push_back(start + ticks);
+      before.push_back(sum);
+      sum += ticks;
+      run.stack_ns += ticks;  // ticks until turned into ns below
+    }
+    before.push_back(sum);
+  }
   for (const RawEvent& e : raw) {
-    uint64_t& before = paused[e.tid];
-    const uint64_t tsc = e.tsc - before;
-    before += e.pause;
-    run.stack_ns += e.pause;  // ticks until turned into ns below
+    uint64_t tsc = e.tsc;
+    if (const auto p = ended_of.find(e.tid); p != ended_of.end()) {
+      const std::vector<uint64_t>& ends = p->second.first;
+      tsc -= p->second.second[std::upper_bound(ends.begin(), ends.end(), e.tsc) - ends.begin()];
+    }
     const auto s = site_of.find(e.site);
     if (s == site_of.end() || e.kind > 2) continue;
     if (ns_per_tick == 0 && e.tsc != tsc0) {

@@ -241,6 +241,45 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
   EXPECT_EQ(run->stack_ns, 840u);  // 500 + 300 + 40 ticks
 }
 
+// A function placed with --at: its begin and end go into the ring as the
+// call returns, after the stacks taken inside it, the begin with the TSC
+// of the call's start. Each event is moved back by the pauses that ended
+// before its time, not by those before it in the ring: the call lasts as
+// long as it ran less the pause inside it, and its own stack's pause
+// moves only what came after.
+TEST(PointsFileTest, APlacedCallIsShortenedByThePausesInsideItOnly) {
+  const uint32_t kStack = pf::kStackKind;
+  std::string b = Start(kSites);
+  for (const uint32_t id : {1u, 2u}) {
+    b.push_back(pf::kStack);
+    Put(&b, id);
+    Put(&b, uint16_t{1});
+    Put(&b, uint64_t{0x2100 + id});
+  }
+  // Thread 7: a point at 2000 with stack 1 (a pause of 500); the placed
+  // call's begin at 1500 and end at 4000, then its stack (100 ticks); a
+  // point at 5000.
+  b += Batch(pf::kPackedBatch, {{2000, 0, 0, 0},
+                                {2000, 1, kStack, 500 << 8 | 1},
+                                {1500, 300, 1, 0},
+                                {4000, 300, 2, 0},
+                                {4000, 2, kStack, 100 << 8 | 2},
+                                {5000, 0, 0, 0}});
+  StatusOr<PointsRun> run = DecodePointsRun(b + End());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->events.size(), 4u);
+  // In time order, ticks less 1,000.
+  EXPECT_EQ(run->events[0].t_ns, 500);  // the begin: no pause ended before it
+  EXPECT_EQ(run->events[0].kind, PointKind::kBegin);
+  EXPECT_EQ(run->events[0].stack, 2u);
+  EXPECT_EQ(run->events[1].t_ns, 1000);  // the first point: its own pause comes after it
+  EXPECT_EQ(run->events[1].stack, 1u);
+  EXPECT_EQ(run->events[2].t_ns, 2500);  // the end: 500 less
+  EXPECT_EQ(run->events[2].kind, PointKind::kEnd);
+  EXPECT_EQ(run->events[3].t_ns, 3400);  // the last point: 600 less
+  EXPECT_EQ(run->stack_ns, 600u);
+}
+
 TEST(PointsFileTest, ControlBytesRoundTrip) {
   for (uint32_t lt = 1; lt <= 8; ++lt) {
     for (uint32_t ls = 1; ls <= 4; ++ls) {

@@ -222,6 +222,10 @@ void CallTreeBuilder::Enter(uint32_t thread, std::string_view name, int64_t time
   stack.push_back({tree_->Child(parent, name), time_ns, 0});
 }
 
+void CallTreeBuilder::EnterAt(uint32_t thread, uint32_t node, int64_t time_ns) {
+  stacks_[thread].push_back({node, time_ns, 0});
+}
+
 void CallTreeBuilder::Exit(uint32_t thread, int64_t time_ns) {
   std::vector<Open>& stack = stacks_[thread];
   if (stack.empty()) {

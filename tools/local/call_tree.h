@@ -126,6 +126,10 @@ class CallTreeBuilder {
  public:
   explicit CallTreeBuilder(CallTree* tree) : tree_(tree) {}
   void Enter(uint32_t thread, std::string_view name, int64_t time_ns);
+  // The same at a node of the tree's own choosing (a call whose path is
+  // known, its stack); calls entered inside it still nest under it, and
+  // its self time is still less theirs.
+  void EnterAt(uint32_t thread, uint32_t node, int64_t time_ns);
   void Exit(uint32_t thread, int64_t time_ns);
   // Ends the calls still open at `time_ns`; returns how many there were.
   uint64_t Finish(int64_t time_ns);

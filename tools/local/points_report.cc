@@ -364,12 +364,27 @@ std::string PointsChromeTrace(const std::vector<PointsRun>& runs) {
 
 CallTree PointsCallTree(const std::vector<PointsRun>& runs) {
   CallTree t;
-  for (const PointsRun& r : runs) {
+  const std::vector<NamedStacks> named = NamePointsStacks(runs);
+  bool stacked = false;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const PointsRun& r = runs[i];
     CallTreeBuilder b(&t);
     int64_t end = 0;
+    std::vector<std::string_view> path;
     for (const PointEvent& e : r.events) {
       const PointSite& s = r.sites[e.site];
-      if (e.kind == PointKind::kBegin) b.Enter(e.tid, s.tag + ":" + s.name, e.t_ns);
+      if (e.kind == PointKind::kBegin) {
+        const std::string label = s.tag + ":" + s.name;
+        const auto frames = e.stack != 0 ? named[i].find(e.stack) : named[i].end();
+        if (frames == named[i].end()) {
+          b.Enter(e.tid, label, e.t_ns);
+        } else {
+          path.assign(frames->second.begin(), frames->second.end());
+          path.push_back(label);
+          b.EnterAt(e.tid, t.AddPath(path), e.t_ns);
+          stacked = true;
+        }
+      }
       if (e.kind == PointKind::kEnd) b.Exit(e.tid, e.t_ns);
       end = e.t_ns;
     }
@@ -377,7 +392,8 @@ CallTree PointsCallTree(const std::vector<PointsRun>& runs) {
   }
   t.set_metrics(Bit(Metric::kCalls) | Bit(Metric::kTimeNs));
   t.runs = static_cast<uint32_t>(runs.size());
-  t.description = "points of " + std::to_string(runs.size()) + " runs";
+  t.description = "points of " + std::to_string(runs.size()) + " runs" +
+                  (stacked ? ", scopes under their stacks" : "");
   return t;
 }
 

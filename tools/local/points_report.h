@@ -52,7 +52,10 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
 std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::string& tag);
 
 // The runs' scopes as a call tree (nested per thread; a node per
-// "tag:name"), summed over runs: calls and time.
+// "tag:name"), summed over runs: calls and time. A scope recorded with
+// its stack (record --stacks) sits under that stack's frames, outermost
+// first, so the tree shows where each scope's time was spent from; its
+// self time is still less the scopes inside it.
 CallTree PointsCallTree(const std::vector<PointsRun>& runs);
 
 }  // namespace fieldprof::local

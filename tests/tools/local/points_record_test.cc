@@ -534,6 +534,50 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   EXPECT_EQ(at_by_caller["via_a"], (std::map<std::string, uint64_t>{{"main", 3}})) << at.dump();
   EXPECT_EQ(at_by_caller["via_b"], (std::map<std::string, uint64_t>{{"main", 3}})) << at.dump();
 
+  // As a call tree, each scope sits under its stack: placed's calls under
+  // main > via_b (210) and main > via_a (90), the program's inner scope
+  // under via_b > step. The scopes inside via_a's and via_b's count as
+  // theirs, not twice: all under main adds up to via_a's and via_b's
+  // durations, as the runs' own events give them.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("at") + " --tree " +
+                           dir.File("at.fptree") + " >/dev/null",
+                       &out),
+            0);
+  StatusOr<std::string> tree_bytes = ReadWholeFile(dir.File("at.fptree"));
+  ASSERT_TRUE(tree_bytes.ok());
+  StatusOr<local::CallTree> tree = local::DecodeCallTree(*tree_bytes);
+  ASSERT_TRUE(tree.ok()) << tree.status().message();
+  uint32_t main_node = local::CallTree::kNone;
+  for (uint32_t i = 0; i < tree->size() && main_node == local::CallTree::kNone; ++i) {
+    if (tree->name(i) == "main") main_node = i;
+  }
+  ASSERT_NE(main_node, local::CallTree::kNone);
+  const auto calls = [&](const std::vector<std::string>& path) {
+    uint32_t n = main_node;
+    for (const std::string& f : path) n = n == local::CallTree::kNone ? n : tree->Find(n, f);
+    return n == local::CallTree::kNone ? -1 : tree->self(n, local::Metric::kCalls);
+  };
+  EXPECT_EQ(calls({"via_b", "fieldprof_pointstacks:placed"}), 210);
+  EXPECT_EQ(calls({"via_a", "fieldprof_pointstacks:placed"}), 90);
+  EXPECT_EQ(calls({"via_b", "libc.so.6:rand"}), 210);
+  EXPECT_EQ(calls({"via_b", "step", "stacks:inner"}), 210);
+  EXPECT_EQ(calls({"fieldprof_pointstacks:via_b"}), 3);
+  StatusOr<std::vector<local::PointsRun>> at_runs = local::ReadPointsRuns({dir.File("at")});
+  ASSERT_TRUE(at_runs.ok()) << at_runs.status().ToString();
+  int64_t outer_ns = 0;
+  for (const local::PointsRun& r : *at_runs) {
+    int64_t begun = 0;
+    for (const local::PointEvent& e : r.events) {
+      const local::PointSite& site = r.sites[e.site];
+      if (site.name != "via_a" && site.name != "via_b") continue;
+      if (e.kind == local::PointKind::kBegin) begun = e.t_ns;
+      if (e.kind == local::PointKind::kEnd) outer_ns += e.t_ns - begun;
+    }
+  }
+  const int64_t under_main = tree->Totals(local::Metric::kTimeNs)[main_node];
+  EXPECT_GT(outer_ns, 0);
+  EXPECT_NEAR(static_cast<double>(under_main), static_cast<double>(outer_ns), outer_ns * 0.01);
+
   // 200,000 points and scopes in a tight loop, five ring slots each: what
   // a full ring loses is counted in events, not in stacks, so the events
   // recorded and lost are exactly those passed; every point recorded has
