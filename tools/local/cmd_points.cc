@@ -54,6 +54,8 @@ constexpr const char* kUsage =
     "  fieldprof points show startup.d              # per tag: segments across runs\n"
     "  fieldprof points show startup.d --per_run    # and each run's values\n"
     "  fieldprof points record --stacks -o s.d -- ./myprog && fieldprof points show s.d --stacks\n"
+    "  fieldprof points show s.d --tree s.fptree && fieldprof tree show s.fptree --html s.html\n"
+    "                                               # scopes under their stacks, a flame graph\n"
     "  fieldprof points tags startup.d              # the tags, newest first\n"
     "  fieldprof points show startup.d --tag startup --from 2026-11-20 --to 2026-11-24\n"
     "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
