@@ -287,14 +287,13 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
       // The stack of the code that passed the point (this call's return
       // address) goes on through the measured calls around it.
       ShadowStack* ss = t_state.ss;
-      if (ss == nullptr || ss->depth == 0) {
-        g_next_hit_from(site, kind, value, __builtin_return_address(0));
-      } else {
-        const uint64_t lent = LendReturnAddresses(
-            *ss, ss->depth, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
-        g_next_hit_from(site, kind, value, __builtin_return_address(0));
-        GiveBackReturnAddresses(*ss, lent);
-      }
+      const uint64_t lent =
+          ss == nullptr
+              ? 0
+              : LendReturnAddresses(*ss, ss->depth,
+                                    reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
+      g_next_hit_from(site, kind, value, __builtin_return_address(0));
+      if (ss != nullptr) GiveBackReturnAddresses(*ss, lent);
     } else if (g_next_hit != nullptr) {
       g_next_hit(site, kind, value);
     }

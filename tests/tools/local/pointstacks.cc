@@ -30,7 +30,9 @@ int sink;
 __attribute__((noinline)) void placed(int i) {
   for (int k = 0; k < 20; ++k) sink = sink * 31 + i + k;
 }
-__attribute__((noinline)) void via_a(int n) {
+// The body of via_a and via_b: inlined into each, so each is the frame
+// that makes the calls.
+__attribute__((always_inline)) inline void Calls(int n) {
   for (int i = 0; i < n; ++i) {
     step(i);
     placed(i);
@@ -38,14 +40,8 @@ __attribute__((noinline)) void via_a(int n) {
   }
   __asm__ __volatile__("");
 }
-__attribute__((noinline)) void via_b(int n) {
-  for (int i = 0; i < n; ++i) {
-    step(i);
-    placed(i);
-    sink += getppid() + (rand() & 1);
-  }
-  __asm__ __volatile__("");
-}
+__attribute__((noinline)) void via_a(int n) { Calls(n); }
+__attribute__((noinline)) void via_b(int n) { Calls(n); }
 // A point passed in a signal handler, which may have interrupted another
 // point's stack being taken.
 __attribute__((noinline)) void on_signal(int) {

@@ -263,37 +263,41 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   return id;
 }
 
-// A point with its stack, from `caller` (the return address into the code
-// that passed it) outwards.
+// The stack of the calling thread's event at `pushed` (Push's return; 0:
+// the event was lost, and takes none), from `caller` (the return address
+// into the code that made it) outwards, and how long taking it paused
+// the thread: the reader takes that out of the thread's later times.
+void PushStackOf(uint64_t pushed, const void* caller) {
+  if (pushed == 0) return;
+  const uint64_t tsc = __rdtsc();
+  if (const uint32_t id = StackId(caller); id != 0) {
+    pf::PushStack(tsc, id, __rdtsc() - tsc, pushed - 1);
+  }
+}
+
+// A point with its stack. A signal handler's point while this thread
+// records another point with its stack would come between the event and
+// its stack in the ring, or inside the push itself: it is counted as lost
+// instead. A scope's end takes no stack (its stack is its begin's).
 void HitWithStack(const fieldprof_point_site* site, int kind, int64_t value, const void* caller) {
-  // A signal handler's point while this thread records another point
-  // with its stack would come between the event and its stack in the
-  // ring, or inside the push itself: it is counted as lost instead.
   if (t_in_point != 0) {
     pf::CountLost();
     return;
   }
   t_in_point = 1;
-  // The stack after the event's time, and how long it took to take: the
-  // reader takes that time out of the thread's later times. A scope's end
-  // takes none (its stack is its begin's); nor does an event lost.
-  const uint64_t tsc = __rdtsc();
   const uint64_t pushed =
-      pf::Push(tsc, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
-  if (pushed != 0 && kind != FP_POINT_KIND_END) {
-    if (const uint32_t id = StackId(caller); id != 0) {
-      pf::PushStack(tsc, id, __rdtsc() - tsc, pushed - 1);
-    }
-  }
+      pf::Push(0, reinterpret_cast<uint64_t>(site), value, static_cast<uint32_t>(kind));
+  if (kind != FP_POINT_KIND_END) PushStackOf(pushed, caller);
   t_in_point = 0;
 }
 
 // A placed function's call (ring.cc's fieldprof_point_span, --stacks):
 // its begin and end, then the begin's stack from the caller's return
-// address outwards. The runtime's stub hands that address over in the
-// return slot, where its unwind rules find it (agent/runtime/lab_exit.cc).
+// address outwards. The runtime lends the measured calls' return slots
+// their callers' addresses meanwhile, where its stubs' unwind rules find
+// them (agent/runtime/lab_exit.cc).
 void SpanWithStack(uint64_t site, uint64_t tsc_begin, uint64_t tsc_end, const void* caller) {
-  if (t_in_point != 0) {  // a signal handler's call, as fieldprof_point_hit's
+  if (t_in_point != 0) {  // a signal handler's call, as at HitWithStack
     pf::CountLost();
     pf::CountLost();
     return;
@@ -301,12 +305,7 @@ void SpanWithStack(uint64_t site, uint64_t tsc_begin, uint64_t tsc_end, const vo
   t_in_point = 1;
   const uint64_t begun = pf::Push(tsc_begin, site, 0, FP_POINT_KIND_BEGIN);
   pf::Push(tsc_end, site, 0, FP_POINT_KIND_END);
-  if (begun != 0) {
-    const uint64_t tsc = __rdtsc();
-    if (const uint32_t id = StackId(caller); id != 0) {
-      pf::PushStack(tsc, id, __rdtsc() - tsc, begun - 1);
-    }
-  }
+  PushStackOf(begun, caller);
   t_in_point = 0;
 }
 
