@@ -213,6 +213,39 @@ struct ScanSink {
   void OnEnd() { scan->complete = true; }
 };
 
+// Takes the frames of fieldprof's own modules (pf::kOwnModules: the
+// runtime's interposers, its detours, the recorder) out of the run's
+// stacks, so that each is the stack the program would have without them.
+// Stacks left the same are one; returns each stack's id as the events
+// should name it (absent: no stack left).
+std::map<uint32_t, uint32_t> LeaveOutOwnFrames(PointsRun* run) {
+  std::vector<std::pair<uint64_t, uint64_t>> own;  // code spans
+  for (const PointsModule& m : run->modules) {
+    const std::string file = m.path.substr(m.path.rfind('/') + 1);
+    for (const char* name : pf::kOwnModules) {
+      if (file == name) own.emplace_back(m.lo, m.hi);
+    }
+  }
+  const auto ours = [&own](uint64_t ip) {
+    return std::any_of(own.begin(), own.end(),
+                       [ip](const auto& span) { return ip >= span.first && ip < span.second; });
+  };
+  std::map<uint32_t, uint32_t> id_of;
+  std::map<std::vector<uint64_t>, uint32_t> first;
+  for (auto it = run->stacks.begin(); it != run->stacks.end();) {
+    std::vector<uint64_t>& ips = it->second;
+    ips.erase(std::remove_if(ips.begin(), ips.end(), ours), ips.end());
+    if (ips.empty()) {
+      it = run->stacks.erase(it);
+      continue;
+    }
+    const auto [same, fresh] = first.emplace(ips, it->first);
+    id_of.emplace(it->first, same->second);
+    it = fresh ? std::next(it) : run->stacks.erase(it);
+  }
+  return id_of;
+}
+
 }  // namespace
 
 uint64_t PointsScan::Events() const {
@@ -305,6 +338,7 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     }
     before.push_back(sum);
   }
+  const std::map<uint32_t, uint32_t> stack_id = LeaveOutOwnFrames(&run);
   for (const RawEvent& e : raw) {
     uint64_t tsc = e.tsc;
     if (const auto p = ended_of.find(e.tid); p != ended_of.end()) {
@@ -325,7 +359,8 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     p.tid = e.tid;
     p.value = e.value;
     p.kind = static_cast<PointKind>(e.kind);
-    p.stack = run.stacks.count(e.stack) != 0 ? e.stack : 0;
+    const auto id = stack_id.find(e.stack);
+    p.stack = id != stack_id.end() ? id->second : 0;
     run.events.push_back(p);
   }
   run.stack_ns = static_cast<uint64_t>(static_cast<double>(run.stack_ns) * ns_per_tick);

@@ -44,7 +44,8 @@ struct PointsRun {
   std::vector<PointSite> sites;
   std::vector<PointEvent> events;  // by time
   // Recorded with --stacks: each stack's return addresses, innermost first
-  // (the one into the code that passed the point), and the modules.
+  // (the one into the code that passed the point), and the modules. The
+  // frames of fieldprof's own modules (points_format.h) are left out.
   std::map<uint32_t, std::vector<uint64_t>> stacks;
   std::vector<PointsModule> modules;
   // The time taking those stacks paused the threads, taken out of their

@@ -280,6 +280,55 @@ TEST(PointsFileTest, APlacedCallIsShortenedByThePausesInsideItOnly) {
   EXPECT_EQ(run->stack_ns, 600u);
 }
 
+// fieldprof's own frames (the runtime's allocation counter, say, between
+// the program's call and malloc) are left out of the stacks. Stacks that
+// are then the same are one, and a stack of nothing else is none. A module
+// whose name only starts as the runtime's (a test library) is the
+// program's.
+TEST(PointsFileTest, FieldprofsOwnFramesAreLeftOutOfTheStacks) {
+  std::string b = Start(kSites);
+  const auto module = [&b](uint64_t lo, uint64_t hi, const std::string& path) {
+    b.push_back(pf::kModule);
+    Put(&b, uint64_t{0});
+    Put(&b, lo);
+    Put(&b, hi);
+    Str(&b, path);
+  };
+  module(0x1000, 0x2000, "/usr/bin/prog");
+  module(0x5000, 0x6000, std::string("/usr/lib/fieldprof/") + pf::kRuntimeLibName);
+  module(0x7000, 0x8000, "/tmp/build/libfieldprof-front.so");
+  module(0x9000, 0xa000, "/tmp/build/libfieldprof_testlib.so");
+  const std::vector<std::vector<uint64_t>> stacks = {
+      {0x1100, 0x1200},                  // 1: the program's
+      {0x5100, 0x1100, 0x7100, 0x1200},  // 2: the same, through the runtime
+      {0x5100, 0x7200},                  // 3: the runtime's only
+      {0x9100, 0x1200},                  // 4: a test library's
+  };
+  for (uint32_t id = 1; id <= stacks.size(); ++id) {
+    b.push_back(pf::kStack);
+    Put(&b, id);
+    Put(&b, static_cast<uint16_t>(stacks[id - 1].size()));
+    for (uint64_t ip : stacks[id - 1]) Put(&b, ip);
+  }
+  const uint32_t kStack = pf::kStackKind;
+  std::vector<Ev> events;
+  for (uint32_t id = 1; id <= stacks.size(); ++id) {
+    events.push_back({1000 + id * 10, 0, 0, 0});
+    events.push_back({1000 + id * 10, id, kStack, 1});
+  }
+  b += Batch(pf::kPackedBatch, events);
+  StatusOr<PointsRun> run = DecodePointsRun(b + End());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->stacks.size(), 2u);
+  EXPECT_EQ(run->stacks.at(1), (std::vector<uint64_t>{0x1100, 0x1200}));
+  EXPECT_EQ(run->stacks.at(4), (std::vector<uint64_t>{0x9100, 0x1200}));
+  ASSERT_EQ(run->events.size(), 4u);
+  EXPECT_EQ(run->events[0].stack, 1u);
+  EXPECT_EQ(run->events[1].stack, 1u);  // stack 2 is stack 1 without the runtime
+  EXPECT_EQ(run->events[2].stack, 0u);  // nothing of the program's left
+  EXPECT_EQ(run->events[3].stack, 4u);
+}
+
 TEST(PointsFileTest, ControlBytesRoundTrip) {
   for (uint32_t lt = 1; lt <= 8; ++lt) {
     for (uint32_t ls = 1; ls <= 4; ++ls) {

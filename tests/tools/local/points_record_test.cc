@@ -656,6 +656,63 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   for (const local::PointEvent& e : run->events) EXPECT_EQ(e.stack, 0u);
 }
 
+// malloc placed with --at, inside a placed main, with --stacks: only the
+// program's own calls are recorded, on its own threads, none counted lost.
+// The recorder's calls are not (its drain thread's, its arming of modules
+// as the runtime loads, the unwinder's first use on a thread), and no
+// stack holds a frame of fieldprof's own: a malloc inside a measured call
+// goes through the runtime's allocation counter, and its stack is still
+// the program's, from main.
+TEST(PointsRecordTest, APlacedMallocSeesTheProgramsCallsAndNoFrameOfOurs) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --at fieldprof_pointstacks:main," +
+                           "libc.so.6:malloc -o " + dir.File("m") + " -- " + kStacksProg +
+                           " 3000 7000 50 2>&1",
+                       &out),
+            0)
+      << out;
+  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("m")});
+  ASSERT_TRUE(runs.ok() && runs->size() == 1u) << runs.status().ToString();
+  const local::PointsRun& run = (*runs)[0];
+  EXPECT_EQ(run.lost, 0u);
+  std::set<uint32_t> program_threads{run.pid};
+  for (const local::PointEvent& e : run.events) {
+    if (run.sites[e.site].name == "work") program_threads.insert(e.tid);
+  }
+  EXPECT_EQ(program_threads.size(), 2u);  // main's and worker_loop's
+  int mallocs = 0;
+  for (const local::PointEvent& e : run.events) {
+    if (run.sites[e.site].name != "malloc" || e.kind != local::PointKind::kBegin) continue;
+    ++mallocs;
+    EXPECT_EQ(program_threads.count(e.tid), 1u) << "a malloc on thread " << e.tid;
+  }
+  EXPECT_GE(mallocs, 2);  // std::thread's state, stdout's buffer
+
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("m") + " --stacks --json", &out), 0)
+      << out;
+  const json sites = json::parse(out)["stacks"]["sites"];
+  bool from_new = false;
+  for (const json& site : sites) {
+    EXPECT_EQ(site["without_stack"], 0) << site.dump();
+    for (const json& s : site["stacks"]) {
+      const auto frames = s["frames"].get<std::vector<std::string>>();  // outermost first
+      for (const std::string& f : frames) {
+        EXPECT_EQ(f.find("libfieldprof"), std::string::npos) << s.dump();
+        EXPECT_EQ(f.find("fp_detour"), std::string::npos) << s.dump();
+      }
+      if (site["name"] != "malloc") continue;
+      EXPECT_NE(std::find(frames.begin(), frames.end(), "main"), frames.end()) << s.dump();
+      if (frames.back() == "operator new(unsigned long)") {
+        from_new = true;
+        ASSERT_GE(frames.size(), 2u);
+        EXPECT_EQ(frames[frames.size() - 2], "main") << s.dump();
+      }
+    }
+  }
+  EXPECT_TRUE(from_new) << sites.dump();
+}
+
 TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {
   TempDir dir;
   std::string out;

@@ -71,6 +71,16 @@ using pf::g_rings;
 using pf::kRingEvents;
 using pf::Ring;
 
+// The recorder's own work on a thread of the program, for its span: the
+// functions placed with --at that it calls (malloc, say) are not recorded
+// as the program's (ring.h).
+struct OwnWork {
+  OwnWork() { ++pf::t_own; }
+  ~OwnWork() { --pf::t_own; }
+  OwnWork(const OwnWork&) = delete;
+  OwnWork& operator=(const OwnWork&) = delete;
+};
+
 // 1: the drain stops; its sleep is a futex wait on this word, so that
 // stopping never waits out a sleep.
 std::atomic<int> g_stop{0};
@@ -224,6 +234,15 @@ bool OpenUnwinder() {
 __attribute__((noinline)) uint32_t StackId(const void* caller) {
   StackTable* t = g_stack_table;
   if (t == nullptr) return 0;
+  // The unwinder's first use on a thread allocates its thread-local data
+  // (malloc, through ld.so): the recorder's own call, not the program's.
+  static __thread bool unwinder_ready __attribute__((tls_model("initial-exec")));
+  if (!unwinder_ready) {
+    OwnWork own;
+    void* ip[1];
+    g_unw_backtrace(ip, 1);
+    unwinder_ready = true;
+  }
   void* ips[pf::kMaxStackDepth + 8];
   const int n = g_unw_backtrace(ips, static_cast<int>(sizeof ips / sizeof ips[0]));
   // The frames of the unwinder and of this library come first.
@@ -474,6 +493,7 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
 }
 
 void* DrainLoop(void*) {
+  pf::t_own = 1;  // for good: no call of this thread is the program's
   Out o;
   uint64_t last_clock = MonoNs(), sleep_ns = kMinSleepNs;
   while (g_stop.load(std::memory_order_acquire) == 0) {
@@ -553,6 +573,7 @@ void StartDrain() {
 // Not in a vfork child, which shares the parent's memory and file.
 void DrainBeforeExec() {
   if (!g_recording.load() || getpid() != g_pid) return;
+  OwnWork own;
   std::lock_guard<std::mutex> l(g_drain_mu);
   Out o;
   DrainInto(o);
@@ -672,6 +693,7 @@ bool ArmAll() {
 
 void AtForkChild() {
   if (!g_recording.load()) return;
+  OwnWork own;
   // The parent's events are its own: this process starts empty.
   for (Ring* r = g_rings.load(); r != nullptr; r = r->next) {
     r->tail.store(r->head.load());
@@ -715,6 +737,7 @@ void Begin() {
 __attribute__((constructor)) void Start() {
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
+  OwnWork own;
   g_dir = dir;
   g_armed = new std::unordered_set<uintptr_t>();
   g_scanned = new std::unordered_set<std::string>();
@@ -779,7 +802,15 @@ __attribute__((visibility("default"))) void fieldprof_point_hit_from(
 // Modules opened later are armed as they come.
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   static auto real = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
-  void* h = real(file, mode);
+  const char* base = file != nullptr ? strrchr(file, '/') : nullptr;
+  void* h;
+  if (base != nullptr && strcmp(base + 1, pf::kRuntimeLibName) == 0) {
+    OwnWork own;  // the runtime's front opening the runtime: no call of the program's
+    h = real(file, mode);
+  } else {
+    h = real(file, mode);
+  }
+  OwnWork own;
   if (h != nullptr && ArmAll()) Begin();
   return h;
 }

@@ -15,6 +15,7 @@ namespace fieldprof::local::points {
 std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_recording{false};
 __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
+__thread int t_own __attribute__((tls_model("initial-exec")));
 void (*g_span_with_stack)(uint64_t, uint64_t, uint64_t, const void*) = nullptr;
 
 namespace {
@@ -92,7 +93,7 @@ extern "C" __attribute__((visibility("default"))) void fieldprof_point_span(cons
                                                                             uint64_t tsc_end,
                                                                             const void* caller) {
   namespace pf = fieldprof::local::points;
-  if (!pf::g_recording.load(std::memory_order_relaxed)) return;
+  if (!pf::g_recording.load(std::memory_order_relaxed) || pf::t_own != 0) return;
   const auto id = reinterpret_cast<uint64_t>(site);
   if (pf::g_span_with_stack != nullptr && caller != nullptr) {
     // The unwinder and libc use vector registers; the call's results are

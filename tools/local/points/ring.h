@@ -31,6 +31,10 @@ struct Ring {
 extern std::atomic<Ring*> g_rings;     // every thread's, newest first
 extern std::atomic<bool> g_recording;  // events are taken
 extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
+// Non-zero while the thread does the recorder's own work (the drain thread
+// always): the calls it makes to functions placed with --at are not the
+// program's, and are not recorded.
+extern __thread int t_own __attribute__((tls_model("initial-exec")));
 
 // Puts one event into the calling thread's ring (made at its first) and
 // returns its slot + 1; a full ring counts it as lost (but for a stack's,
