@@ -14,6 +14,9 @@
 // from the 4th on, printing "edge VALUE" for each, then 80 points
 // "many"/"p10" ... "many"/"p89", each its own site
 // (tests/tools/local/points_record_test.cc reads them back).
+//   fieldprof_pointsprog N --quiet-first MS
+// passes no point for MS ms, then runs N rounds with about 1 us of work
+// between them (a program quiet at first, then busy), and prints the sum.
 #include <fieldprof/points.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,10 +28,14 @@
 
 namespace {
 
+unsigned long Mix(unsigned long x, int rounds) {
+  for (int i = 0; i < rounds; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+
 unsigned long Parse(unsigned long x) {
   FP_SCOPE("startup", "parse");
-  for (int i = 0; i < 100; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
-  return x;
+  return Mix(x, 100);
 }
 
 // What a packed event's fields must hold: 0, each byte length's edges,
@@ -111,6 +118,21 @@ int main(int argc, char** argv) {
       nanosleep(&pause, nullptr);
     }
     std::printf("sum %lu rounds %ld\n", sum, rounds);
+    return 0;
+  }
+  if (argc > 3 && !std::strcmp(argv[2], "--quiet-first")) {
+    const long ms = std::atol(argv[3]);
+    const timespec quiet{ms / 1000, ms % 1000 * 1000 * 1000};
+    nanosleep(&quiet, nullptr);
+    const long n = std::atol(argv[1]);
+    unsigned long sum = 0;
+    for (long i = 0; i < n; ++i) {
+      FP_POINT("startup", "load");
+      sum += Parse(static_cast<unsigned long>(i)) & 0xff;
+      FP_POINT_V("startup", "parsed", i);
+      sum += Mix(sum, 600) & 1;
+    }
+    std::printf("sum %lu\n", sum);
     return 0;
   }
   if (argc > 2 && !std::strcmp(argv[2], "--arm")) fieldprof_point_semaphore = 1;

@@ -82,8 +82,9 @@ struct OwnWork {
 };
 
 // 1: the drain stops; its sleep is a futex wait on this word, so that
-// stopping never waits out a sleep.
-std::atomic<int> g_stop{0};
+// stopping never waits out a sleep, and a thread filling its ring fast
+// wakes it early (ring.h).
+std::atomic<int>& g_stop = pf::g_drain_word;
 std::mutex g_drain_mu;  // one drain at a time: the drain thread's, or one before exec
 pid_t g_pid;            // the process whose file is open (a vfork child is not)
 pthread_t g_drain;
@@ -499,7 +500,9 @@ void* DrainLoop(void*) {
   while (g_stop.load(std::memory_order_acquire) == 0) {
     timespec ts{static_cast<time_t>(sleep_ns / 1000000000),
                 static_cast<long>(sleep_ns % 1000000000)};
+    const uint64_t slept_from = MonoNs();
     syscall(SYS_futex, reinterpret_cast<int*>(&g_stop), FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    const uint64_t slept = MonoNs() - slept_from;  // less than asked when a thread woke it
     uint64_t fullest = 0;
     {
       std::lock_guard<std::mutex> l(g_drain_mu);
@@ -511,7 +514,7 @@ void* DrainLoop(void*) {
       }
       o.Flush();
     }
-    const uint64_t want = sleep_ns * (kRingEvents / 4) / std::max<uint64_t>(fullest, 1);
+    const uint64_t want = slept * (kRingEvents / 4) / std::max<uint64_t>(fullest, 1);
     sleep_ns = std::clamp(want, kMinSleepNs, kMaxSleepNs);
   }
   return nullptr;

@@ -3,6 +3,7 @@
 // -mgeneral-regs-only.
 #include "tools/local/points/ring.h"
 
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@ namespace fieldprof::local::points {
 
 std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_recording{false};
+std::atomic<int> g_drain_word{0};
 __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 __thread int t_own __attribute__((tls_model("initial-exec")));
 void (*g_span_with_stack)(uint64_t, uint64_t, uint64_t, const void*) = nullptr;
@@ -38,6 +40,16 @@ Ring* NewRing() {
 }
 
 }  // namespace
+
+// Every kNudgeEvery events of a thread: the drain woken when they are still
+// in the ring. Returns `pushed`, so that Push's call is a jump.
+__attribute__((noinline, cold)) uint64_t Nudge(Ring* r, uint64_t pushed) {
+  if (pushed - r->tail.load(std::memory_order_relaxed) >= kNudgeEvery) {
+    syscall(SYS_futex, reinterpret_cast<int*>(&g_drain_word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+  }
+  return pushed;
+}
 
 // A thread's first event: its ring first. Out of Push's line, so the push
 // itself saves no register.
@@ -64,6 +76,7 @@ uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   e.site_kind = site | (kind & 3);
   e.value = value;
   r->head.store(head + 1, std::memory_order_release);
+  if (__builtin_expect(((head + 1) & (kNudgeEvery - 1)) == 0, 0)) return Nudge(r, head + 1);
   return head + 1;
 }
 

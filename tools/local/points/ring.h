@@ -30,6 +30,13 @@ struct Ring {
 
 extern std::atomic<Ring*> g_rings;     // every thread's, newest first
 extern std::atomic<bool> g_recording;  // events are taken
+// The word the drain thread sleeps on (a futex wait with a timeout): 1
+// when it is to stop. A thread whose ring has filled a quarter since the
+// drain last took from it wakes it early, at every kNudgeEvery events:
+// a program quiet for a while (the drain sleeping long) and then busy
+// would otherwise fill its ring before the drain woke.
+extern std::atomic<int> g_drain_word;
+inline constexpr uint32_t kNudgeEvery = kRingEvents / 4;
 extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 // Non-zero while the thread does the recorder's own work (the drain thread
 // always): the calls it makes to functions placed with --at are not the
