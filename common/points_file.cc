@@ -75,7 +75,7 @@ struct RawEvent {
 };
 
 // The records after the header, each handed whole to `sink` (OnRate,
-// OnClock, OnSite, OnEvent, OnLost, OnEnd); stops at the end mark, or at a
+// OnClock, OnSite, OnEvent, OnLost, OnStackless, OnEnd); stops at the end mark, or at a
 // record cut short or damaged, keeping those before. The events of a
 // batch cut short that read whole come too, marked so. Returns where the
 // last whole record ended, from the start of `r`'s bytes.
@@ -128,11 +128,12 @@ size_t ReadRecords(Reader& r, Sink& sink) {
       PointsModule m;
       ok = r.Get(&m.bias) && r.Get(&m.lo) && r.Get(&m.hi) && r.Str(&m.path);
       if (ok) sink.OnModule(std::move(m));
-    } else if (type == pf::kLost) {
+    } else if (type == pf::kLost || type == pf::kStackless) {
       uint32_t tid = 0;
       uint64_t n = 0;
       ok = r.Get(&tid) && r.Get(&n);
-      if (ok) sink.OnLost(n);
+      if (ok && type == pf::kLost) sink.OnLost(n);
+      if (ok && type == pf::kStackless) sink.OnStackless(n);
     } else if (type == pf::kEnd) {
       sink.OnEnd();
       return r.at();
@@ -196,6 +197,7 @@ struct RunSink {
   void OnStack(uint32_t id, std::vector<uint64_t> ips) { run->stacks.emplace(id, std::move(ips)); }
   void OnModule(PointsModule m) { run->modules.push_back(std::move(m)); }
   void OnLost(uint64_t n) { run->lost += n; }
+  void OnStackless(uint64_t n) { run->stackless += n; }
   void OnEnd() { run->complete = true; }
 };
 
@@ -210,6 +212,7 @@ struct ScanSink {
   void OnStack(uint32_t, std::vector<uint64_t>) {}
   void OnModule(PointsModule) {}
   void OnLost(uint64_t) {}
+  void OnStackless(uint64_t) {}
   void OnEnd() { scan->complete = true; }
 };
 

@@ -51,7 +51,10 @@ struct PointsRun {
   // The time taking those stacks paused the threads, taken out of their
   // events' times (each thread's later events are moved back by it).
   uint64_t stack_ns = 0;
-  uint64_t lost = 0;      // events the threads' buffers had no room for
+  uint64_t lost = 0;  // events the threads' buffers had no room for
+  // Events recorded without the stack they would have had: taking stacks
+  // had used up its share of their thread's time (points_format.h).
+  uint64_t stackless = 0;
   bool complete = false;  // false: the process was killed or exec'd first
 };
 

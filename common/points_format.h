@@ -31,6 +31,9 @@
 //                what the stacks' addresses are read against; the whole
 //                list again whenever a module came or went
 //   'L' lost:    u32 tid, u64 events the thread's buffer had no room for
+//   'T' stackless: u32 tid, u64 events of the thread recorded without the
+//                stack they would have had (--stacks): taking stacks had
+//                used up its share of the thread's time (kStackShare)
 //   'X' the end: nothing follows (missing when the process was killed or
 //                exec'd: the file is still read up to its last record)
 // Times are TSC ticks, turned into ns by the clock pairs' straight line.
@@ -44,11 +47,18 @@ namespace fieldprof::local::points {
 inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
 inline constexpr char kHeader = 'H', kClock = 'C', kRate = 'R', kSite = 'S', kBatch = 'B',
-                      kPackedBatch = 'P', kStack = 'K', kModule = 'M', kLost = 'L', kEnd = 'X';
+                      kPackedBatch = 'P', kStack = 'K', kModule = 'M', kLost = 'L', kEnd = 'X',
+                      kStackless = 'T';
 // The kind of the event that carries the stack of the one before it.
 inline constexpr uint32_t kStackKind = 3;
 inline constexpr uint16_t kMaxStackDepth = 64;  // frames kept of a point's stack
 inline constexpr uint64_t kMaxStackBack = 255;  // how far back a stack's event may be
+// Taking stacks may take each thread this share of its time (1/N), after
+// a first kStackBurstMs of it: past that, events go without their stacks
+// (counted, 'T'), and a program whose stacks are slow to take (a signal
+// handler's, every few us, in code libunwind must walk the slow way)
+// still runs.
+inline constexpr uint64_t kStackShare = 2, kStackBurstMs = 50;
 
 // The bytes that hold `v` little-endian, 1-8 (0 takes one).
 inline uint32_t BytesFor(uint64_t v) {

@@ -206,6 +206,10 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
                                 {4000, 300, 2, 0},
                                 {5000, 0, 0, 0},
                                 {5000, 9, kStack, stack_value(40, 1)}});
+  // Thread 7 had 3 events whose stacks its budget had no time for.
+  b.push_back(pf::kStackless);
+  Put(&b, uint32_t{7});
+  Put(&b, uint64_t{3});
   StatusOr<PointsRun> run = DecodePointsRun(b + End());
   ASSERT_TRUE(run.ok()) << run.status().message();
   ASSERT_EQ(run->modules.size(), 1u);
@@ -239,6 +243,8 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
     EXPECT_EQ(got[i].kind, expected[i].kind) << i;
   }
   EXPECT_EQ(run->stack_ns, 840u);  // 500 + 300 + 40 ticks
+  EXPECT_EQ(run->stackless, 3u);
+  EXPECT_TRUE(run->complete);
 }
 
 // A function placed with --at: its begin and end go into the ring as the

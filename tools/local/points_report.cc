@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common/permutation_test.h"
+#include "common/points_format.h"
 #include "tools/cli/format.h"
 #include "tools/local/symbolizer.h"
 
@@ -37,9 +38,11 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
   char buf[512];
   uint64_t lost = 0;
   size_t cut = 0;
+  bool stacks = false;
   for (const PointsRun& r : runs) {
     lost += r.lost;
     cut += !r.complete;
+    stacks = stacks || !r.modules.empty();  // recorded with --stacks
   }
   std::snprintf(buf, sizeof buf, "%zu run%s of %s, %zu tag%s\n", runs.size(),
                 runs.size() == 1 ? "" : "s", runs.empty() ? "-" : runs[0].program.c_str(),
@@ -47,7 +50,9 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
   out += buf;
   if (lost > 0) {
     out += "warning: " + std::to_string(lost) +
-           " events were lost (a thread's buffer was full: the drain fell behind)\n";
+           " events were lost (a thread's buffer was full: the drain fell behind" +
+           (stacks ? "; or a signal handler's point came while its thread took a stack" : "") +
+           ")\n";
   }
   if (cut > 0) {
     out += "note: " + std::to_string(cut) +
@@ -250,9 +255,10 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
            "(fieldprof points record --stacks -- CMD)\n";
   }
   constexpr size_t kStacksShown = 5, kFramesShown = 16;
-  uint64_t stack_ns = 0, stacks_taken = 0;
+  uint64_t stack_ns = 0, stacks_taken = 0, stackless = 0;
   for (const PointsRun& r : runs) {
     stack_ns += r.stack_ns;
+    stackless += r.stackless;
     for (const PointEvent& e : r.events) stacks_taken += e.stack != 0;
   }
   std::string out = "where each point was passed: its stacks, innermost frame first (" +
@@ -264,6 +270,12 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
            ", taken out of its thread's times";
   }
   out += ")\n";
+  if (stackless > 0) {
+    out += "note: " + std::to_string(stackless) +
+           " events went without their stack: taking stacks would have taken more than 1/" +
+           std::to_string(points::kStackShare) + " of their thread's time (after its first " +
+           std::to_string(points::kStackBurstMs) + " ms of them)\n";
+  }
   std::string last_tag;
   char buf[256];
   for (const StackedSite& site : sites) {
@@ -324,7 +336,12 @@ std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::stri
                      {"without_stack", site.without},
                      {"stacks", std::move(stacks)}});
   }
-  return json{{"runs", runs.size()}, {"runs_with_stacks", with_stacks}, {"sites", std::move(sites)}}
+  uint64_t stackless = 0;
+  for (const PointsRun& r : runs) stackless += r.stackless;
+  return json{{"runs", runs.size()},
+              {"runs_with_stacks", with_stacks},
+              {"stackless", stackless},
+              {"sites", std::move(sites)}}
              .dump(1) +
          "\n";
 }

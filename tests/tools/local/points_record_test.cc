@@ -732,6 +732,36 @@ TEST(PointsRecordTest, APlacedMallocSeesTheProgramsCallsAndNoFrameOfOurs) {
   EXPECT_TRUE(from_new) << sites.dump();
 }
 
+// A SIGPROF handler every 20 us, itself placed with --at, with --stacks:
+// its stacks take 6-12 us each, so without a budget for them the program
+// made no progress (30 s, killed). With it, the program ends with its own
+// output; the events that went without a stack for the budget are counted,
+// and are among those show gives no stack.
+TEST(PointsRecordTest, AHandlerWhoseStacksAreSlowStillLetsTheProgramRun) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand("timeout 120 " + kCli + " points record --stacks --at " +
+                           "fieldprof_pointstacks:on_signal -o " + dir.File("h") + " -- " +
+                           kStacksProg + " 2000 2000 0 signals 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("done\n"), std::string::npos) << out;
+  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("h")});
+  ASSERT_TRUE(runs.ok() && runs->size() == 1u) << runs.status().ToString();
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("h") + " --stacks --json", &out), 0)
+      << out;
+  const json j = json::parse(out)["stacks"];
+  EXPECT_EQ(j["stackless"].get<uint64_t>(), (*runs)[0].stackless);
+  uint64_t without = 0, handler_events = 0;
+  for (const json& site : j["sites"]) {
+    without += site["without_stack"].get<uint64_t>();
+    if (site["name"] == "on_signal") handler_events = site["events"].get<uint64_t>();
+  }
+  EXPECT_GT(handler_events, 0u) << out;
+  EXPECT_LE((*runs)[0].stackless, without) << out;
+}
+
 TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {
   TempDir dir;
   std::string out;

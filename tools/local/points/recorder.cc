@@ -283,6 +283,30 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   return id;
 }
 
+// Each thread's time for taking stacks (pf::kStackShare), in TSC ticks: it
+// grows with the time that passes, up to the first allowance, and each
+// stack taken spends what it took. Touched only inside HitWithStack and
+// SpanWithStack, which a signal handler never enters twice.
+uint64_t g_stack_burst_ticks;  // the first allowance, and the most saved
+struct StackBudget {
+  uint64_t last_tsc = 0;
+  int64_t ticks = 0;
+};
+__thread StackBudget t_stack_budget __attribute__((tls_model("initial-exec")));
+
+// Whether the thread has time left to take a stack at `now`.
+bool MayTakeStack(uint64_t now) {
+  StackBudget& b = t_stack_budget;
+  if (b.last_tsc == 0) {
+    b.ticks = static_cast<int64_t>(g_stack_burst_ticks);
+  } else if (now > b.last_tsc) {
+    const auto earned = static_cast<int64_t>((now - b.last_tsc) / pf::kStackShare);
+    b.ticks = std::min(b.ticks + earned, static_cast<int64_t>(g_stack_burst_ticks));
+  }
+  b.last_tsc = now;
+  return b.ticks > 0;
+}
+
 // The stack of the calling thread's event at `pushed` (Push's return; 0:
 // the event was lost, and takes none), from `caller` (the return address
 // into the code that made it) outwards, and how long taking it paused
@@ -290,9 +314,15 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
 void PushStackOf(uint64_t pushed, const void* caller) {
   if (pushed == 0) return;
   const uint64_t tsc = __rdtsc();
-  if (const uint32_t id = StackId(caller); id != 0) {
-    pf::PushStack(tsc, id, __rdtsc() - tsc, pushed - 1);
+  if (!MayTakeStack(tsc)) {
+    pf::Ring* r = pf::t_ring;  // made: the event is in it
+    r->stackless.store(r->stackless.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return;
   }
+  const uint32_t id = StackId(caller);
+  const uint64_t pause = __rdtsc() - tsc;
+  t_stack_budget.ticks -= static_cast<int64_t>(pause);
+  if (id != 0) pf::PushStack(tsc, id, pause, pushed - 1);
 }
 
 // A point with its stack. A signal handler's point while this thread
@@ -603,6 +633,13 @@ void Finish() {
     o.Put(r->tid);
     o.Put(lost);
   }
+  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    const uint64_t stackless = r->stackless.load(std::memory_order_relaxed);
+    if (stackless == 0) continue;
+    o.Put(pf::kStackless);
+    o.Put(r->tid);
+    o.Put(stackless);
+  }
   o.Put(pf::kEnd);
   o.Flush();
   close(g_fd);
@@ -702,6 +739,7 @@ void AtForkChild() {
     r->tail.store(r->head.load());
     r->seen_tail = r->head.load();
     r->lost.store(0);
+    r->stackless.store(0);
   }
   pf::t_ring = nullptr;            // this thread's ring carries the parent's tid
   new (&g_drain_mu) std::mutex();  // the parent's drain thread may have held it
@@ -750,6 +788,9 @@ __attribute__((constructor)) void Start() {
     g_stack_table = NewStackTable();
     g_stacks = g_stack_table != nullptr;
     if (g_stacks) pf::g_span_with_stack = SpanWithStack;
+    const char* hz = getenv("FIELDPROF_TSC_HZ");  // set by the command; else a guess
+    const uint64_t rate = hz != nullptr ? strtoull(hz, nullptr, 10) : 0;
+    g_stack_burst_ticks = (rate > 0 ? rate : 3'000'000'000ull) / 1000 * pf::kStackBurstMs;
   }
   // Points placed by configuration (the runtime's points pass) record
   // whether or not any module has points of its own.

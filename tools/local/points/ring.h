@@ -22,6 +22,7 @@ struct Ring {
   std::atomic<uint64_t> head{0};  // events written
   uint64_t seen_tail = 0;
   std::atomic<uint64_t> lost{0};
+  std::atomic<uint64_t> stackless{0};  // events whose stack its budget had no time for
   uint32_t tid = 0;
   Ring* next = nullptr;
   alignas(64) std::atomic<uint64_t> tail{0};  // the drain's: events taken
