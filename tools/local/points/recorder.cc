@@ -627,18 +627,14 @@ void Finish() {
   DrainInto(o);
   o.Clock();
   for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
-    const uint64_t lost = r->lost.load(std::memory_order_relaxed);
-    if (lost == 0) continue;
-    o.Put(pf::kLost);
-    o.Put(r->tid);
-    o.Put(lost);
-  }
-  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
-    const uint64_t stackless = r->stackless.load(std::memory_order_relaxed);
-    if (stackless == 0) continue;
-    o.Put(pf::kStackless);
-    o.Put(r->tid);
-    o.Put(stackless);
+    for (const auto& [type, count] :
+         {std::pair{pf::kLost, &r->lost}, {pf::kStackless, &r->stackless}}) {
+      const uint64_t n = count->load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      o.Put(type);
+      o.Put(r->tid);
+      o.Put(n);
+    }
   }
   o.Put(pf::kEnd);
   o.Flush();
