@@ -47,6 +47,19 @@ std::vector<std::map<std::string, double>> OwnReadings(const std::string& text) 
   return runs;
 }
 
+// `points record -o DIR/NAME -- COMMAND`, then what `points show --json`
+// says of that directory.
+void RecordAndShow(const TempDir& dir, const std::string& name, const std::string& command,
+                   json* shown) {
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " points record -o " + dir.File(name) + " -- " + command + " 2>&1", &out),
+      0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File(name) + " --json", &out), 0) << out;
+  *shown = json::parse(out);
+}
+
 const json* Segment(const json& tag, const std::string& name) {
   for (const json& s : tag["segments"]) {
     if (s["name"] == name) return &s;
@@ -210,14 +223,9 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
 // A little slack for a machine running other tests beside this one.
 TEST(PointsRecordTest, AQuietProgramTurningBusyLosesNoEvents) {
   TempDir dir;
-  std::string out;
-  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("q") + " -- " + kBusy +
-                           " 60000 --quiet-first 100 2>&1",
-                       &out),
-            0)
-      << out;
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("q") + " --json", &out), 0) << out;
-  const json r = json::parse(out)["runs"][0];
+  json j;
+  ASSERT_NO_FATAL_FAILURE(RecordAndShow(dir, "q", kBusy + " 60000 --quiet-first 100", &j));
+  const json r = j["runs"][0];
   EXPECT_EQ(r["events"].get<long>() + r["lost"].get<long>(), 240000) << r.dump();
   EXPECT_LE(r["lost"].get<long>(), 2400) << r.dump();
 }
@@ -226,22 +234,16 @@ TEST(PointsRecordTest, AQuietProgramTurningBusyLosesNoEvents) {
 // file or counted as lost, and the file is whole (the exit's drain ran).
 TEST(PointsRecordTest, EveryEventOfABusyRunIsWrittenOrCounted) {
   TempDir dir;
-  std::string out;
   constexpr long kRounds = 300000;
-  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("busy") + " -- " + kBusy + " " +
-                           std::to_string(kRounds) + " 2>&1",
-                       &out),
-            0)
-      << out;
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --json", &out), 0) << out;
-  const json j = json::parse(out);
+  json j;
+  ASSERT_NO_FATAL_FAILURE(RecordAndShow(dir, "busy", kBusy + " " + std::to_string(kRounds), &j));
   ASSERT_EQ(j["runs"].size(), 1u);
   const json& r = j["runs"][0];
   EXPECT_TRUE(r["complete"].get<bool>()) << r.dump();
   EXPECT_EQ(r["events"].get<long>() + r["lost"].get<long>(), 4 * kRounds) << r.dump();
   // FP_POINT("load") then FP_POINT_V("parsed"): both directions, every round.
   const json* load = Segment(j["tags"][0], "load -> parsed");
-  ASSERT_NE(load, nullptr) << out.substr(0, 2000);
+  ASSERT_NE(load, nullptr) << j.dump().substr(0, 2000);
   if (r["lost"] == 0) {
     EXPECT_EQ((*load)["count"][0], kRounds);
   }
@@ -387,16 +389,10 @@ TEST(PointsRecordTest, EdgeValuesGapsAndManySitesReadBackExactly) {
 // drained before the exec (its drain thread had not woken yet).
 TEST(PointsRecordTest, AnExecKeepsThePointsBeforeIt) {
   TempDir dir;
-  std::string out;
-  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("exec") + " -- " + kBusy +
-                           " 1000 --exec 2>&1",
-                       &out),
-            0)
-      << out;
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("exec") + " --json", &out), 0) << out;
-  const json j = json::parse(out);
-  ASSERT_EQ(j["runs"].size(), 1u) << out;  // /bin/true has no points: no file
-  EXPECT_EQ(j["runs"][0]["events"], 4 * 1000) << out.substr(0, 1000);
+  json j;
+  ASSERT_NO_FATAL_FAILURE(RecordAndShow(dir, "exec", kBusy + " 1000 --exec", &j));
+  ASSERT_EQ(j["runs"].size(), 1u) << j.dump();  // /bin/true has no points: no file
+  EXPECT_EQ(j["runs"][0]["events"], 4 * 1000) << j.dump().substr(0, 1000);
   EXPECT_FALSE(j["runs"][0]["complete"].get<bool>());
 }
 
