@@ -95,7 +95,9 @@ inline constexpr size_t kMaxPackedEvent = 1 + 8 + 4 + 8, kPackedSlack = 8;
 // cache line's worth, and the ring's lines are most of its cost.
 struct Event {
   uint64_t tsc;
-  uint64_t site_kind;  // the site's address in the process (8-aligned), | the kind (0-2)
+  // The site's address in the process (8-aligned), | the kind (0-2, or
+  // kStackKind), | in the top 8 bits, the ring's mark that it is whole.
+  uint64_t site_kind;
   int64_t value;
 };
 inline constexpr uint32_t kMaxBatch = 1u << 20;  // events in one batch, at most

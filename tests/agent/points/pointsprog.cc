@@ -17,7 +17,15 @@
 //   fieldprof_pointsprog N --quiet-first MS
 // passes no point for MS ms, then runs N rounds with about 1 us of work
 // between them (a program quiet at first, then busy), and prints the sum.
+//   fieldprof_pointsprog N --jump-out MS
+// passes N points "jump"/"tick" (value: the point's number from 0) while a
+// SIGPROF handler, every 20 us, jumps out of whatever it cut into
+// (siglongjmp), a point's push too; then, without the handler, passes
+// points about 1 us apart for MS ms more, and prints "points P jumps J":
+// the points begun, and the jumps (each cut off at most one point).
 #include <fieldprof/points.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,6 +104,60 @@ void Values() {
   FP_MANY10(8);
 }
 
+sigjmp_buf g_out;
+void JumpOut(int) { siglongjmp(g_out, 1); }
+
+int JumpOutOfPoints(long n, long ms) {
+  struct sigaction sa {};
+  sa.sa_handler = JumpOut;
+  sigaction(SIGPROF, &sa, nullptr);
+  // Kept in memory: a jump back leaves registers as they were at the set.
+  static volatile long begun = 0, jumps = 0;  // (no ++ on volatile: C++20)
+  static timer_t timer{};
+  // The jump keeps SIGPROF blocked, as in the handler, and it is let in
+  // here: siglongjmp's own unblocking, in the handler's frame, would let
+  // the next one in on top of it, and so on.
+  sigset_t prof;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  if (sigsetjmp(g_out, 0) != 0) {
+    jumps = jumps + 1;
+    sigprocmask(SIG_UNBLOCK, &prof, nullptr);
+  } else {  // the first time: the handler has somewhere to jump to now
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_SIGNAL;
+    ev.sigev_signo = SIGPROF;
+    const itimerspec every{{0, 20000}, {0, 20000}};
+    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0 ||
+        timer_settime(timer, 0, &every, nullptr) != 0) {
+      std::perror("timer");
+      return 1;
+    }
+  }
+  while (begun < n) {
+    const long i = begun;
+    begun = i + 1;
+    FP_POINT_V("jump", "tick", i);
+  }
+  timer_delete(timer);
+  signal(SIGPROF, SIG_IGN);  // one may be on its way
+  timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  unsigned long sum = 0;
+  do {
+    for (int k = 0; k < 1000; ++k) {
+      const long i = begun;
+      begun = i + 1;
+      FP_POINT_V("jump", "tick", i);
+      sum += Mix(sum, 300) & 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+  std::printf("points %ld jumps %ld sum %lu\n", static_cast<long>(begun), static_cast<long>(jumps),
+              sum);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,6 +181,9 @@ int main(int argc, char** argv) {
     }
     std::printf("sum %lu rounds %ld\n", sum, rounds);
     return 0;
+  }
+  if (argc > 3 && !std::strcmp(argv[2], "--jump-out")) {
+    return JumpOutOfPoints(std::atol(argv[1]), std::atol(argv[3]));
   }
   if (argc > 3 && !std::strcmp(argv[2], "--quiet-first")) {
     const long ms = std::atol(argv[3]);

@@ -3,6 +3,8 @@
 // what show, tags, compare and the exports say of them.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -756,6 +758,97 @@ TEST(PointsRecordTest, AHandlerWhoseStacksAreSlowStillLetsTheProgramRun) {
   }
   EXPECT_GT(handler_events, 0u) << out;
   EXPECT_LE((*runs)[0].stackless, without) << out;
+}
+
+// Without --stacks, a signal handler's points land inside the points its
+// thread is passing (SIGPROF every 20 us; the handler is a placed scope
+// around a point: three events): the program runs to its end, and each
+// event is in the file whole, once, or counted as lost.
+TEST(PointsRecordTest, SignalHandlersPointsInsideTheThreadsOwnAreKeptWhole) {
+  TempDir dir;
+  constexpr long kSteps = 200000;  // step is called kSteps times: a point and a scope
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --at fieldprof_pointstacks:on_signal -o " +
+                           dir.File("s") + " -- " + kStacksProg + " " + std::to_string(kSteps / 2) +
+                           " " + std::to_string(kSteps / 2) + " 0 signals 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("done\n"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["runs"].size(), 1u) << out.substr(0, 2000);
+  const json r = j["runs"][0];
+  EXPECT_TRUE(r["complete"].get<bool>()) << r.dump();
+  const long lost = r["lost"].get<long>();
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --stacks --json", &out), 0)
+      << out;
+  const json shown = json::parse(out);
+  std::map<std::string, long> events;
+  for (const json& site : shown["stacks"]["sites"]) {
+    events[site["name"].get<std::string>()] = site["events"].get<long>();
+  }
+  EXPECT_GT(events["in_handler"], 0) << out;
+  // A scope's site counts its begins.
+  for (const char* name : {"step", "inner"}) {
+    EXPECT_LE(events[name], kSteps) << name;
+    EXPECT_GE(events[name] + lost, kSteps) << name;
+  }
+  EXPECT_LE(std::abs(events["on_signal"] - events["in_handler"]), lost) << out;
+  if (lost == 0) {
+    EXPECT_EQ(r["events"].get<long>(),
+              events["step"] + 2 * events["inner"] + 2 * events["on_signal"] + events["in_handler"])
+        << r.dump();
+  }
+}
+
+// A signal handler that jumps out of the points it cuts into leaves slots
+// claimed and never written: the drain passes them by, counted as lost,
+// while the program runs on (it would otherwise hold every later event
+// back, and lose them when the ring filled), and no event is read twice
+// or torn.
+TEST(PointsRecordTest, PointsAHandlerJumpsOutOfAreCountedAndTheRestKept) {
+  TempDir dir;
+  constexpr long kJumpy = 200000;  // points while the handler jumps; then 100 ms of others
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("j") + " -- " + kBusy + " " +
+                           std::to_string(kJumpy) + " --jump-out 100 2>&1",
+                       &out),
+            0)
+      << out;
+  long begun = 0, jumps = 0;
+  const size_t said = out.rfind('\n', out.find(" jumps "));
+  ASSERT_EQ(std::sscanf(out.c_str() + (said == std::string::npos ? 0 : said + 1),
+                        "points %ld jumps %ld", &begun, &jumps),
+            2)
+      << out;
+  EXPECT_GT(jumps, 0) << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("j") + " --json --chrome_trace " +
+                           dir.File("j.json"),
+                       &out),
+            0)
+      << out;
+  const json r = json::parse(out)["runs"][0];
+  EXPECT_TRUE(r["complete"].get<bool>()) << r.dump();
+  const long events = r["events"].get<long>(), lost = r["lost"].get<long>();
+  // A jump cuts off at most one point: before its slot (no event), or
+  // after (lost, or whole).
+  EXPECT_LE(events + lost, begun) << r.dump();
+  EXPECT_GE(events + lost, begun - jumps) << r.dump();
+  // Most of the points after the jumps are kept. A drain that waited on
+  // the first slot cut off till the end would have kept two rings' worth:
+  // what came before it, and what filled the ring behind it.
+  EXPECT_GT(events, begun - kJumpy - 65536) << r.dump();
+  EXPECT_GT(events, 2 * 65536) << r.dump();
+  std::ifstream trace(dir.File("j.json"));
+  const json t = json::parse(trace);
+  std::set<long> values;
+  for (const json& e : t["traceEvents"]) {
+    if (e["name"] != "tick") continue;
+    const long v = e.contains("args") ? e["args"]["value"].get<long>() : 0;  // none: 0
+    EXPECT_TRUE(v >= 0 && v < begun && values.insert(v).second) << e.dump();
+  }
+  EXPECT_EQ(static_cast<long>(values.size()), events);
 }
 
 TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {

@@ -316,7 +316,7 @@ void PushStackOf(uint64_t pushed, const void* caller) {
   const uint64_t tsc = __rdtsc();
   if (!MayTakeStack(tsc)) {
     pf::Ring* r = pf::t_ring;  // made: the event is in it
-    r->stackless.store(r->stackless.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   const uint32_t id = StackId(caller);
@@ -438,20 +438,32 @@ __attribute__((always_inline)) inline char* PutPacked(char* p, uint64_t delta, u
   return p + lz;
 }
 
-// Packs events [tail, tail + n) of `ev` (a ring's) at `p`, naming in `o`
-// the sites they are the first of; returns the end. The first event's tsc
-// is in the batch's head, so it goes as a delta of 0.
+// The site_kind of event `n` of `ev` (a ring's) when it is whole (its
+// tsc and value then read right), else ~0.
+__attribute__((always_inline)) inline uint64_t WholeSiteKind(const Event* ev, uint64_t n) {
+  const uint64_t site_kind =
+      __atomic_load_n(&ev[n & (kRingEvents - 1)].site_kind, __ATOMIC_ACQUIRE);
+  return pf::IsWhole(site_kind, n) ? site_kind & pf::kSiteKindBits : ~uint64_t{0};
+}
+
+// Packs events [tail, tail + *n) of `ev` (a ring's) at `p`, up to the
+// first not yet whole (*n: how many were), naming in `o` the sites they
+// are the first of; returns the end. The first event, whole, is the
+// batch's head's tsc: it goes as a delta of 0.
 __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, uint64_t tail,
-                                                       uint32_t n, char* p) {
+                                                       uint32_t* n, char* p) {
   uint64_t prev = ev[tail & (kRingEvents - 1)].tsc;
   // The last site seen, kept in registers: the packing stores alias
   // everything in memory.
   uint64_t last_site = ~uint64_t{0}, last_index = 0;
-  for (uint64_t k = tail; k != tail + n; ++k) {
+  uint64_t k = tail;
+  for (; k != tail + *n; ++k) {
+    const uint64_t site_kind = WholeSiteKind(ev, k);
+    if (__builtin_expect(site_kind == ~uint64_t{0}, 0)) break;
     const Event& e = ev[k & (kRingEvents - 1)];
     // The thread wrote these lines from its own CPU: ask for them ahead.
     __builtin_prefetch(&ev[(k + 64) & (kRingEvents - 1)]);
-    const uint64_t tsc = e.tsc, site_kind = e.site_kind;
+    const uint64_t tsc = e.tsc;
     const auto value = static_cast<uint64_t>(e.value);
     const uint64_t site = site_kind & ~uint64_t{3};
     if (__builtin_expect(site != last_site, 0)) {
@@ -467,6 +479,7 @@ __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, 
     p = PutPacked(p, tsc - prev, last_index | (site_kind & 3), (value << 1) ^ (0 - (value >> 63)));
     prev = tsc;
   }
+  *n = static_cast<uint32_t>(k - tail);
   return p;
 }
 
@@ -475,25 +488,53 @@ __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, 
 // does in several micro-ops and LZCNT (most since 2013) in one. Packing
 // took 32 TSC ticks an event with BSR and 17-20 with LZCNT on this
 // project's AMD EPYC VM (docs/benchmarks.md).
-char* PackEventsBsr(Out& o, const Event* ev, uint64_t tail, uint32_t n, char* p) {
+char* PackEventsBsr(Out& o, const Event* ev, uint64_t tail, uint32_t* n, char* p) {
   return PackEvents(o, ev, tail, n, p);
 }
 __attribute__((target("lzcnt"))) char* PackEventsLzcnt(Out& o, const Event* ev, uint64_t tail,
-                                                       uint32_t n, char* p) {
+                                                       uint32_t* n, char* p) {
   return PackEvents(o, ev, tail, n, p);
 }
 
-using PackFn = char* (*)(Out&, const Event*, uint64_t, uint32_t, char*);
+using PackFn = char* (*)(Out&, const Event*, uint64_t, uint32_t*, char*);
 PackFn ChoosePacking() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & bit_LZCNT) != 0 ? PackEventsLzcnt
                                                                          : PackEventsBsr;
 }
 
-// Takes every ring's events into `o` as batches (points_format.h), the
-// sites they name first, then frees their slots; true when there were any.
-// `fullest`: the most events one ring held.
-bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
+// How long the drain waits on a slot claimed and not yet whole before it
+// counts it as lost: its push was cut off by a signal handler that has not
+// returned (a siglongjmp out of it, or a handler that waits), or its
+// thread was stopped in the middle of it. Should the push end after all,
+// the drain has passed the slot and does not read it again.
+constexpr uint64_t kWaitOnSlotNs = 10000000;
+
+// Whether the drain passes by `r`'s slot `tail`, not yet whole, counting it
+// as lost: `last` (the drain at exit or exec: the rest is never written),
+// or the slot was claimed kWaitOnSlotNs ago or more: the drain has waited
+// that long on it, or on one before it while its head was already past it.
+bool PassBy(Ring* r, uint64_t tail, uint64_t head, bool last) {
+  if (!last && tail >= r->passable_below) {
+    const uint64_t now = MonoNs();
+    if (r->waits_on != tail) {
+      r->waits_on = tail;
+      r->waits_since_ns = now;
+      r->head_at_wait = head;
+      return false;
+    }
+    if (now - r->waits_since_ns < kWaitOnSlotNs) return false;
+    r->passable_below = r->head_at_wait;
+  }
+  ++r->never_whole;
+  return true;
+}
+
+// Takes every ring's whole events into `o` as batches (points_format.h),
+// the sites they name first, then frees their slots; true when there were
+// any. `fullest`: the most events one ring held. `last`: the drain at exit
+// or before an exec, which counts the slots not yet whole as lost.
+bool DrainInto(Out& o, uint64_t* fullest = nullptr, bool last = false) {
   // Drain only; never destroyed: the last drain runs at exit.
   static auto* batch = new std::vector<char>();
   static const PackFn pack = ChoosePacking();
@@ -506,15 +547,20 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr) {
     if (head == tail) continue;
     any = true;
     while (tail != head) {
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(head - tail, pf::kMaxBatch));
+      if (WholeSiteKind(r->ev, tail) == ~uint64_t{0}) {
+        if (!PassBy(r, tail, head, last)) break;
+        ++tail;
+        continue;
+      }
+      uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(head - tail, pf::kMaxBatch));
       const size_t most = 1 + 4 + 4 + 8 + size_t{n} * pf::kMaxPackedEvent + pf::kPackedSlack;
       if (batch->size() < most) batch->resize(most);
       char* p = batch->data();
       *p++ = pf::kPackedBatch;
       std::memcpy(p, &r->tid, 4);
-      std::memcpy(p + 4, &n, 4);
       std::memcpy(p + 8, &r->ev[tail & (kRingEvents - 1)].tsc, 8);
-      p = pack(o, r->ev, tail, n, p + 16);
+      p = pack(o, r->ev, tail, &n, p + 16);
+      std::memcpy(batch->data() + 1 + 4, &n, 4);
       o.Put(batch->data(), static_cast<size_t>(p - batch->data()));  // after the sites it named
       tail += n;
     }
@@ -609,7 +655,7 @@ void DrainBeforeExec() {
   OwnWork own;
   std::lock_guard<std::mutex> l(g_drain_mu);
   Out o;
-  DrainInto(o);
+  DrainInto(o, nullptr, true);
   o.Clock();
   o.Flush();
 }
@@ -624,12 +670,12 @@ void Finish() {
     g_drain_started = false;
   }
   Out o;
-  DrainInto(o);
+  DrainInto(o, nullptr, true);
   o.Clock();
   for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
-    for (const auto& [type, count] :
-         {std::pair{pf::kLost, &r->lost}, {pf::kStackless, &r->stackless}}) {
-      const uint64_t n = count->load(std::memory_order_relaxed);
+    const uint64_t lost = r->lost.load(std::memory_order_relaxed) + r->never_whole;
+    for (const auto& [type, n] : {std::pair{pf::kLost, lost},
+                                  {pf::kStackless, r->stackless.load(std::memory_order_relaxed)}}) {
       if (n == 0) continue;
       o.Put(type);
       o.Put(r->tid);
@@ -736,6 +782,9 @@ void AtForkChild() {
     r->seen_tail = r->head.load();
     r->lost.store(0);
     r->stackless.store(0);
+    r->waits_on = ~0ull;
+    r->passable_below = 0;
+    r->never_whole = 0;
   }
   pf::t_ring = nullptr;            // this thread's ring carries the parent's tid
   new (&g_drain_mu) std::mutex();  // the parent's drain thread may have held it

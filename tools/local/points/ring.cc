@@ -58,32 +58,47 @@ __attribute__((noinline)) uint64_t PushFirst(uint64_t tsc, uint64_t site, int64_
   return NewRing() != nullptr ? Push(tsc, site, value, kind) : 0;
 }
 
+// Moves the head from `*head` on by one: true, or false with `*head` what
+// it is now (a signal handler's points took it on). One instruction, so
+// that no handler comes between the compare and the store; without LOCK,
+// which only other CPUs would need: the drain never writes the head.
+inline bool Claim(std::atomic<uint64_t>* head, uint64_t* seen) {
+  bool claimed;
+  __asm__ __volatile__("cmpxchgq %3, %1"
+                       : "=@ccz"(claimed), "+m"(*reinterpret_cast<uint64_t*>(head)), "+a"(*seen)
+                       : "r"(*seen + 1)
+                       : "memory");
+  return claimed;
+}
+
+// A full ring: the event is lost (counted) and takes no slot.
+__attribute__((noinline, cold)) uint64_t Full(Ring* r, uint32_t kind) {
+  if (kind != kStackKind) {  // a stack is no event: its loss leaves an event without one
+    r->lost.fetch_add(1, std::memory_order_relaxed);  // one instruction: a handler's count stays
+  }
+  return 0;
+}
+
 uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   Ring* r = t_ring;
   if (__builtin_expect(r == nullptr, 0)) return PushFirst(tsc, site, value, kind);
-  const uint64_t head = r->head.load(std::memory_order_relaxed);
-  if (__builtin_expect(head - r->seen_tail >= kRingEvents, 0)) {
-    r->seen_tail = r->tail.load(std::memory_order_acquire);
-    if (head - r->seen_tail >= kRingEvents) {
-      if (kind != kStackKind) {  // a stack is no event: its loss leaves an event without one
-        r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      }
-      return 0;
+  uint64_t head = r->head.load(std::memory_order_relaxed);
+  do {
+    if (__builtin_expect(head - r->seen_tail >= kRingEvents, 0)) {
+      r->seen_tail = r->tail.load(std::memory_order_acquire);
+      if (head - r->seen_tail >= kRingEvents) return Full(r, kind);
     }
-  }
+  } while (__builtin_expect(!Claim(&r->head, &head), 0));
   Event& e = r->ev[head & (kRingEvents - 1)];
   e.tsc = tsc != 0 ? tsc : __rdtsc();  // after the ring is made: its making is not the point's
-  e.site_kind = site | (kind & 3);
   e.value = value;
-  r->head.store(head + 1, std::memory_order_release);
+  __atomic_store_n(&e.site_kind, site | (kind & 3) | WholeMark(head), __ATOMIC_RELEASE);
   if (__builtin_expect(((head + 1) & (kNudgeEvery - 1)) == 0, 0)) return Nudge(r, head + 1);
   return head + 1;
 }
 
 void CountLost() {
-  if (Ring* r = t_ring; r != nullptr) {
-    r->lost.store(r->lost.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  if (Ring* r = t_ring; r != nullptr) r->lost.fetch_add(1, std::memory_order_relaxed);
 }
 
 void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot) {

@@ -13,7 +13,24 @@
 
 namespace fieldprof::local::points {
 
-inline constexpr uint32_t kRingEvents = 1u << 16;  // 65,536 events, 2 MiB (touched as used)
+// 65,536 events a ring, 1.5 MiB (touched as used).
+inline constexpr uint32_t kRingShift = 16;
+inline constexpr uint32_t kRingEvents = 1u << kRingShift;
+
+// A push first claims its slot (the head moves on), then writes the event,
+// its site_kind last, with this mark in its top 8 bits (the site's address
+// is under 2^56, a stack's id far less): so a signal handler's points in
+// the middle of its thread's push take the slots after it, and the drain,
+// which reads the head, takes no event before it is whole. The mark of the
+// event counted `n` from the ring's start is the ring's round, inverted:
+// neither the zeros the ring starts with nor an earlier round's event
+// (left in a slot whose push was cut off for good) pass for it.
+inline constexpr uint32_t kMarkShift = 56;
+inline uint64_t WholeMark(uint64_t n) { return ~n >> kRingShift << kMarkShift; }
+inline bool IsWhole(uint64_t site_kind, uint64_t n) {
+  return ((site_kind ^ WholeMark(n)) >> kMarkShift) == 0;
+}
+inline constexpr uint64_t kSiteKindBits = (uint64_t{1} << kMarkShift) - 1;
 
 struct Ring {
   // The thread's cache line: what it writes, and the drain's tail as it
@@ -25,7 +42,15 @@ struct Ring {
   std::atomic<uint64_t> stackless{0};  // events whose stack its budget had no time for
   uint32_t tid = 0;
   Ring* next = nullptr;
-  alignas(64) std::atomic<uint64_t> tail{0};  // the drain's: events taken
+  // The drain's: events taken, and the slot it waits on to be whole (a
+  // push cut off by a signal handler that never returned, or stopped):
+  // since when, the head then, and below which it waits no more.
+  alignas(64) std::atomic<uint64_t> tail{0};
+  uint64_t waits_on = ~0ull;
+  uint64_t waits_since_ns = 0;
+  uint64_t head_at_wait = 0;
+  uint64_t passable_below = 0;
+  uint64_t never_whole = 0;  // slots passed by, counted as lost
   alignas(64) Event ev[kRingEvents];
 };
 
