@@ -34,6 +34,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tests/support/sigprof_timer.h"
+
 namespace {
 
 unsigned long Mix(unsigned long x, int rounds) {
@@ -108,9 +110,6 @@ sigjmp_buf g_out;
 void JumpOut(int) { siglongjmp(g_out, 1); }
 
 int JumpOutOfPoints(long n, long ms) {
-  struct sigaction sa {};
-  sa.sa_handler = JumpOut;
-  sigaction(SIGPROF, &sa, nullptr);
   // Kept in memory: a jump back leaves registers as they were at the set.
   static volatile long begun = 0, jumps = 0;  // (no ++ on volatile: C++20)
   static timer_t timer{};
@@ -123,16 +122,8 @@ int JumpOutOfPoints(long n, long ms) {
   if (sigsetjmp(g_out, 0) != 0) {
     jumps = jumps + 1;
     sigprocmask(SIG_UNBLOCK, &prof, nullptr);
-  } else {  // the first time: the handler has somewhere to jump to now
-    sigevent ev{};
-    ev.sigev_notify = SIGEV_SIGNAL;
-    ev.sigev_signo = SIGPROF;
-    const itimerspec every{{0, 20000}, {0, 20000}};
-    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0 ||
-        timer_settime(timer, 0, &every, nullptr) != 0) {
-      std::perror("timer");
-      return 1;
-    }
+  } else if (!StartSigprofEvery20us(JumpOut, 0, &timer)) {  // it has somewhere to jump to now
+    return 1;
   }
   while (begun < n) {
     const long i = begun;

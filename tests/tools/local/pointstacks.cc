@@ -16,6 +16,8 @@
 #include <cstring>
 #include <thread>
 
+#include "tests/support/sigprof_timer.h"
+
 extern "C" {
 // Kept out of line and out of tail position, so that each is a frame.
 __attribute__((noinline)) void step(int i) {
@@ -65,21 +67,7 @@ int main(int argc, char** argv) {
   // "signals": SIGPROF every 20 us (a CLOCK_MONOTONIC timer: high
   // resolution) while via_a and via_b run.
   timer_t timer{};
-  if (argc == 5) {
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGPROF, &sa, nullptr);
-    sigevent ev{};
-    ev.sigev_notify = SIGEV_SIGNAL;
-    ev.sigev_signo = SIGPROF;
-    const itimerspec every{{0, 20000}, {0, 20000}};
-    if (timer_create(CLOCK_MONOTONIC, &ev, &timer) != 0 ||
-        timer_settime(timer, 0, &every, nullptr) != 0) {
-      std::perror("timer");
-      return 1;
-    }
-  }
+  if (argc == 5 && !StartSigprofEvery20us(on_signal, SA_RESTART, &timer)) return 1;
   via_a(std::atoi(argv[1]));
   via_b(std::atoi(argv[2]));
   if (argc == 5) timer_delete(timer);
