@@ -52,7 +52,7 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
     out += "warning: " + std::to_string(lost) +
            " events were lost (a thread's buffer was full: the drain fell behind" +
            (stacks ? "; or a signal handler's point came while its thread took a stack" : "") +
-           ")\n";
+           "; or a signal handler jumped out of a point, leaving its slot empty)\n";
   }
   if (cut > 0) {
     out += "note: " + std::to_string(cut) +

@@ -849,6 +849,10 @@ TEST(PointsRecordTest, PointsAHandlerJumpsOutOfAreCountedAndTheRestKept) {
     EXPECT_TRUE(v >= 0 && v < begun && values.insert(v).second) << e.dump();
   }
   EXPECT_EQ(static_cast<long>(values.size()), events);
+  // The warning names what lost them.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("j"), &out), 0) << out;
+  EXPECT_NE(out.find(std::to_string(lost) + " events were lost"), std::string::npos) << out;
+  EXPECT_NE(out.find("a signal handler jumped out of a point"), std::string::npos) << out;
 }
 
 TEST(PointsRecordTest, AProgramWithoutPointsRecordsNothingAndSaysSo) {
