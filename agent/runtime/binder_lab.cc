@@ -94,6 +94,10 @@ void DetourObject(const Object& ob, const char* module, const DetourLook& look) 
       continue;
     }
     for (int k = 0; k < n; ++k) {
+      // An object is looked at once: a detour at this address was made in
+      // an earlier copy of the module, closed since (dlclose, then dlopen
+      // again at the same place). Its entry is moved again.
+      LabForgetDetour(addr[k]);
       const int32_t index = LabBind(named, build_id, symbol, addr[k]);
       if (index < 0) continue;  // detoured already, or no index left
       const char* why = look.unready;

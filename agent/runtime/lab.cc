@@ -278,6 +278,16 @@ void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved) {
   __atomic_store_n(&a.real[index], moved, __ATOMIC_RELEASE);
 }
 
+void LabForgetDetour(uintptr_t fn) {
+  LabApis& a = *g_lab_apis;
+  for (uint32_t d = 0; d < a.ndetoured; ++d) {
+    if (a.detoured[d] == fn) {
+      a.detoured[d] = a.detoured[--a.ndetoured];
+      return;
+    }
+  }
+}
+
 void LabSayPlaced(const char* line, const char* what, const char* why) {
   char path[sizeof(LabApis::dir) + 64];
   snprintf(path, sizeof path, "%s/placed-%d", g_lab_apis->dir, static_cast<int>(getpid()));

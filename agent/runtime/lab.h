@@ -69,6 +69,9 @@ bool LabPlanLine(uint32_t* pos, const char** line);
 // which jumps to its stub (detour.h), and `moved` runs it.
 bool LabDetourRoom();
 void LabDetoured(uint32_t index, uintptr_t fn, uintptr_t moved);
+// Under the binder's lock: the function at `fn` is no longer reached by a
+// detour (its module was closed; another copy is loaded there now).
+void LabForgetDetour(uintptr_t fn);
 // The cell holding lab API `index`'s real function, for a move made while
 // other threads run: it must hold the moved copy before the entry leads
 // to the slot (DetourWhileThreadsRun).
