@@ -398,6 +398,60 @@ TEST(PointsRecordTest, AnExecKeepsThePointsBeforeIt) {
   EXPECT_FALSE(j["runs"][0]["complete"].get<bool>());
 }
 
+// A program without points of its own opens a plugin that has some,
+// calls it, closes it, and does all that again (the plugin may come back
+// at the same address). Both rounds' points are in the run's file, which
+// is in the directory asked for; the program ends as it does alone. Before:
+// the file went to / (the directory's name was lost once the recorder's
+// constructor had run), the second round's points were not armed, and
+// the drain thread, reading the names of points in the closed plugin,
+// killed the program with SIGSEGV.
+TEST(PointsRecordTest, APluginOpenedAndClosedTwiceIsRecordedWhole) {
+  TempDir dir;
+  json j;
+  ASSERT_NO_FATAL_FAILURE(RecordAndShow(
+      dir, "plugin",
+      std::string(FIELDPROF_INMODULE) + " --dlopen " + FIELDPROF_POINTSPLUGIN + " 1000", &j));
+  ASSERT_EQ(j["runs"].size(), 1u) << j.dump().substr(0, 2000);
+  EXPECT_TRUE(j["runs"][0]["complete"].get<bool>()) << j["runs"].dump();
+  EXPECT_EQ(j["runs"][0]["events"], 2 * 1000 * 3) << j["runs"].dump();
+  ASSERT_EQ(j["tags"].size(), 1u) << j.dump().substr(0, 2000);
+  EXPECT_EQ(j["tags"][0]["tag"], "plugin");
+  const json* work = Segment(j["tags"][0], "work (scope)");
+  const json* tick = Segment(j["tags"][0], "tick -> tick");
+  ASSERT_NE(work, nullptr) << j["tags"].dump().substr(0, 2000);
+  ASSERT_NE(tick, nullptr) << j["tags"].dump().substr(0, 2000);
+  EXPECT_EQ((*work)["count"][0], 2000) << work->dump();
+  EXPECT_EQ((*tick)["count"][0], 1999) << tick->dump();
+}
+
+// --at: the processes around the program (a shell) that never load the
+// module named leave no file (before: a file each, and `show` named the
+// runs after the shell); the program, which opens the library, calls it,
+// closes it and does it again, has both calls (before: the second copy,
+// loaded where the first had been, was taken for moved already, and its
+// call was not timed).
+TEST(PointsRecordTest, AtRecordsTheProcessThatOpensTheModuleEachTimeItDoes) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --at libfieldprof_testlib2.so:fp_test2_outer -o " +
+                           dir.File("at") + " -- sh -c '" + FIELDPROF_INMODULE + " --dlopen " +
+                           FIELDPROF_TESTLIB2 + " 50; /bin/true' 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("1 process file, 4 events"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("at") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  ASSERT_EQ(j["runs"].size(), 1u) << j["runs"].dump().substr(0, 2000);
+  EXPECT_EQ(j["runs"][0]["program"], "fieldprof_inmodule") << j["runs"].dump();
+  EXPECT_TRUE(j["runs"][0]["complete"].get<bool>()) << j["runs"].dump();
+  ASSERT_EQ(j["tags"].size(), 1u) << j["tags"].dump().substr(0, 2000);
+  const json* outer = Segment(j["tags"][0], "fp_test2_outer (scope)");
+  ASSERT_NE(outer, nullptr) << j["tags"].dump().substr(0, 2000);
+  EXPECT_EQ((*outer)["count"][0], 2) << outer->dump();
+}
+
 // -o with a bare name: a directory in the current one, which the program
 // may leave (the recorder writes where record said, made absolute).
 TEST(PointsRecordTest, ABareOutputNameIsADirectoryHere) {

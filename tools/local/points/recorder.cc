@@ -11,6 +11,9 @@
 // Recording. fieldprof_point_hit puts the event (TSC, site, value, kind)
 // into its thread's ring: one writer (the thread), one reader (the drain
 // thread), no lock, no system call. A full ring counts the event as lost.
+// With points placed by configuration (--at) events are taken from the
+// start, and the file and the drain thread wait for a module the plan
+// names, so the processes around the program leave no file either.
 // The drain thread empties every ring into DIR/points-PID-RAND.fppoints
 // (points_format.h), a few bytes an event, naming each site the first time
 // it sees it, with a clock pair (TSC, CLOCK_MONOTONIC) after each
@@ -86,11 +89,14 @@ struct OwnWork {
 // wakes it early (ring.h).
 std::atomic<int>& g_stop = pf::g_drain_word;
 std::mutex g_drain_mu;  // one drain at a time: the drain thread's, or one before exec
-pid_t g_pid;            // the process whose file is open (a vfork child is not)
+pid_t g_pid;            // the process recording (a vfork child is not)
 pthread_t g_drain;
 bool g_drain_started = false;
 int g_fd = -1;
-std::string g_dir;
+uint64_t g_began_ns;  // CLOCK_REALTIME as the process began (or forked): its file says so
+// FIELDPROF_POINTS_DIR. Not a std::string: its initializer would run after
+// Start (this file's constructor), and empty it.
+const char* g_dir;
 bool g_stacks = false;  // FIELDPROF_POINTS_STACKS: each event's stack too
 // What fieldprof_point_hit does, in one load: 0 nothing, 1 record the
 // event, 2 record it with its stack. Follows g_recording and g_stacks.
@@ -98,15 +104,25 @@ std::atomic<uint8_t> g_hit{0};
 void SetHit() {
   g_hit.store(!g_recording.load() ? 0 : g_stacks ? 2 : 1, std::memory_order_relaxed);
 }
-std::mutex g_arm_mu;                         // arming (load, dlopen)
-std::unordered_set<uintptr_t>* g_armed;      // semaphores raised
-std::unordered_set<std::string>* g_scanned;  // modules read, by path and base
+std::mutex g_arm_mu;  // arming (load, dlopen)
+// Semaphores raised, with their modules; the modules read (ModuleKey).
+// A module closed is forgotten (ForgetClosedModules), so that opened again
+// it is armed again.
+std::unordered_map<uintptr_t, std::string>* g_armed;
+std::unordered_set<std::string>* g_scanned;
+// Points placed by configuration (--at): the modules the plan names, and
+// whether one of them is loaded. The file and the drain thread wait for
+// that, so a process that never loads one (the shell around the program)
+// leaves no file.
+std::unordered_set<std::string>* g_placed_modules;
+bool g_placed_loaded = false;
 
-uint64_t MonoNs() {
+uint64_t ClockNs(clockid_t clock) {
   timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
+uint64_t MonoNs() { return ClockNs(CLOCK_MONOTONIC); }
 
 // ---------------------------------------------------------------- the file
 
@@ -147,14 +163,25 @@ class Out {
 };
 
 // Sites by their address, numbered in the file as they are first seen
-// (drain only), with a small cache of the last ones seen in front.
+// (drain only), with a small cache of the last ones seen in front. A
+// module's sites are forgotten before it is closed (ForgetSites): its
+// memory goes, and another module may come to the same addresses. Their
+// numbers are not used again in the file, whose reader keeps the first
+// name of each.
 std::unordered_map<uint64_t, uint32_t>* g_sites;
 std::pair<uint64_t, uint32_t> g_site_cache[64];
+uint32_t g_next_site;
+
+void ForgetSites() {
+  g_sites->clear();
+  for (auto& c : g_site_cache) c = {0, 0};
+}
 
 // A site's index when the cache has it not: numbered, and named in `o`.
 __attribute__((noinline)) uint32_t NewSiteIndex(Out& o, uint64_t site) {
-  auto [it, fresh] = g_sites->try_emplace(site, static_cast<uint32_t>(g_sites->size()));
+  auto [it, fresh] = g_sites->try_emplace(site, g_next_site);
   if (fresh) {
+    ++g_next_site;
     const auto* s = reinterpret_cast<const fieldprof_point_site*>(site);
     o.Put(pf::kSite);
     o.Put(it->second);
@@ -607,7 +634,7 @@ bool OpenFile() {
   if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
     rnd = static_cast<uint32_t>(MonoNs());
   char path[4200];
-  snprintf(path, sizeof path, "%s/points-%d-%08x.fppoints", g_dir.c_str(), getpid(), rnd);
+  snprintf(path, sizeof path, "%s/points-%d-%08x.fppoints", g_dir, getpid(), rnd);
   g_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   g_pid = getpid();
   if (g_fd < 0) {
@@ -618,9 +645,7 @@ bool OpenFile() {
   o.Put(pf::kMagic, pf::kMagicSize);
   o.Put(pf::kHeader);
   o.Put(static_cast<uint32_t>(getpid()));
-  timespec rt;
-  clock_gettime(CLOCK_REALTIME, &rt);
-  o.Put(static_cast<uint64_t>(rt.tv_sec) * 1000000000ull + static_cast<uint64_t>(rt.tv_nsec));
+  o.Put(g_began_ns);
   o.Str(ProgramName().c_str());
   if (const char* hz = getenv("FIELDPROF_TSC_HZ")) {
     const uint64_t rate = strtoull(hz, nullptr, 10);
@@ -632,6 +657,19 @@ bool OpenFile() {
   o.Clock();
   o.Flush();
   return true;
+}
+
+// Whether the rings hold anything to write: events not yet taken, or
+// losses. A process recording without its file (Arm) opens it only then.
+bool AnythingRecorded() {
+  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    if (r->head.load(std::memory_order_acquire) != r->tail.load(std::memory_order_relaxed) ||
+        r->lost.load(std::memory_order_relaxed) != 0 ||
+        r->stackless.load(std::memory_order_relaxed) != 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void StartDrain() {
@@ -654,10 +692,26 @@ void DrainBeforeExec() {
   if (!g_recording.load() || getpid() != g_pid) return;
   OwnWork own;
   std::lock_guard<std::mutex> l(g_drain_mu);
+  if (g_fd < 0 && (!AnythingRecorded() || !OpenFile())) return;
   Out o;
   DrainInto(o, nullptr, true);
   o.Clock();
   o.Flush();
+}
+
+// Before the program closes a module (dlclose): the events the rings hold
+// go to the file now, while the names of their points can still be read
+// in the module's memory, and the sites are forgotten. Left out: events
+// of the module's points passed after this, by a thread still running it
+// as it is closed.
+void DrainBeforeClose() {
+  if (!g_recording.load() || getpid() != g_pid || g_fd < 0) return;
+  OwnWork own;
+  std::lock_guard<std::mutex> l(g_drain_mu);
+  Out o;
+  if (DrainInto(o)) o.Clock();
+  o.Flush();
+  ForgetSites();
 }
 
 void Finish() {
@@ -669,6 +723,8 @@ void Finish() {
     pthread_join(g_drain, nullptr);
     g_drain_started = false;
   }
+  // A process that never opened its file and recorded nothing leaves none.
+  if (g_fd < 0 && (!AnythingRecorded() || !OpenFile())) return;
   Out o;
   DrainInto(o, nullptr, true);
   o.Clock();
@@ -690,9 +746,30 @@ void Finish() {
 
 // ---------------------------------------------------------------- arming
 
+// DT_SONAME of the dynamic section `dyn`, whose strings are `strs`; "" if
+// none. `read_at(p, n, offset)` reads the file.
+template <typename ReadAt>
+std::string SoName(const ReadAt& read_at, const ElfW(Shdr) & dyn, const ElfW(Shdr) & strs) {
+  if (dyn.sh_size > (1u << 20) || strs.sh_size > (1u << 24)) return "";
+  std::vector<ElfW(Dyn)> d(dyn.sh_size / sizeof(ElfW(Dyn)));
+  if (!read_at(d.data(), d.size() * sizeof(ElfW(Dyn)), static_cast<off_t>(dyn.sh_offset))) {
+    return "";
+  }
+  for (const ElfW(Dyn) & e : d) {
+    if (e.d_tag == DT_NULL) break;
+    if (e.d_tag != DT_SONAME || e.d_un.d_val >= strs.sh_size) continue;
+    char name[256] = {};
+    const size_t n = std::min<size_t>(sizeof name - 1, strs.sh_size - e.d_un.d_val);
+    if (!read_at(name, n, static_cast<off_t>(strs.sh_offset + e.d_un.d_val))) return "";
+    return std::string(name, strnlen(name, n));
+  }
+  return "";
+}
+
 // The fieldprof:point semaphores in the USDT notes of the ELF file at
-// `path`, as addresses in the file (link-time).
-std::vector<uint64_t> PointSemaphores(const char* path) {
+// `path`, as addresses in the file (link-time); and its DT_SONAME, when
+// `soname` is given and it has one.
+std::vector<uint64_t> PointSemaphores(const char* path, std::string* soname) {
   std::vector<uint64_t> out;
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
@@ -713,6 +790,9 @@ std::vector<uint64_t> PointSemaphores(const char* path) {
           read_at(names.data(), strs.sh_size, static_cast<off_t>(strs.sh_offset))) {
         names.back() = 0;
         for (const ElfW(Shdr) & s : sh) {
+          if (s.sh_type == SHT_DYNAMIC && soname != nullptr && s.sh_link < sh.size()) {
+            *soname = SoName(read_at, s, sh[s.sh_link]);
+          }
           if (s.sh_type != SHT_NOTE || s.sh_name >= strs.sh_size ||
               strcmp(names.data() + s.sh_name, ".note.stapsdt") != 0 || s.sh_size > (1u << 26)) {
             continue;
@@ -747,6 +827,13 @@ std::vector<uint64_t> PointSemaphores(const char* path) {
   return out;
 }
 
+// A loaded module as the recorder knows it: its path and load bias.
+std::string ModuleKey(const dl_phdr_info* info) {
+  const char* path = info->dlpi_name;
+  return std::string(path == nullptr || path[0] == 0 ? "/proc/self/exe" : path) + "@" +
+         std::to_string(info->dlpi_addr);
+}
+
 int ArmModule(dl_phdr_info* info, size_t, void*) {
   const char* path = info->dlpi_name;
   std::string self;
@@ -754,23 +841,68 @@ int ArmModule(dl_phdr_info* info, size_t, void*) {
     self = "/proc/self/exe";
     path = self.c_str();
   }
-  const std::string key = std::string(path) + "@" + std::to_string(info->dlpi_addr);
+  const std::string key = ModuleKey(info);
   if (!g_scanned->insert(key).second) return 0;
-  for (uint64_t sem : PointSemaphores(path)) {
+  const bool placing = g_placed_modules != nullptr && !g_placed_loaded;
+  std::string soname;
+  for (uint64_t sem : PointSemaphores(path, placing ? &soname : nullptr)) {
     const uintptr_t at = info->dlpi_addr + sem;
-    if (!g_armed->insert(at).second) continue;
+    if (!g_armed->try_emplace(at, key).second) continue;
     auto* s = reinterpret_cast<volatile unsigned short*>(at);
     *s = static_cast<unsigned short>(*s + 1);
+  }
+  if (placing) {
+    // A module as the runtime's plan may name it: a library by its soname
+    // (or its file's name), the program by its file's name or as "main".
+    const bool program = self.size() != 0;
+    const char* slash = strrchr(path, '/');
+    const std::string file = program ? ProgramName() : slash != nullptr ? slash + 1 : path;
+    for (const std::string& name : {file, soname, std::string(program ? "main" : "")}) {
+      if (!name.empty() && g_placed_modules->count(name) != 0) g_placed_loaded = true;
+    }
   }
   return 0;
 }
 
-// Arms what is loaded; true when some module has points.
+// Arms what is loaded; true when some module has points, or one of the
+// modules the --at plan names is loaded.
 bool ArmAll() {
   std::lock_guard<std::mutex> l(g_arm_mu);
   if (g_armed == nullptr) return false;
   dl_iterate_phdr(ArmModule, nullptr);
-  return !g_armed->empty();
+  return !g_armed->empty() || g_placed_loaded;
+}
+
+// After a dlclose: the modules no longer loaded are forgotten, with their
+// semaphores, so that one opened again (at the same address, say) is read
+// and armed again.
+void ForgetClosedModules() {
+  std::lock_guard<std::mutex> l(g_arm_mu);
+  if (g_armed == nullptr) return;
+  std::unordered_set<std::string> loaded;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        static_cast<std::unordered_set<std::string>*>(out)->insert(ModuleKey(info));
+        return 0;
+      },
+      &loaded);
+  std::erase_if(*g_scanned, [&](const std::string& key) { return loaded.count(key) == 0; });
+  std::erase_if(*g_armed, [&](const auto& armed) { return loaded.count(armed.second) == 0; });
+}
+
+// The modules the --at plan at `path` names ("MODULE:SYMBOL" lines).
+std::unordered_set<std::string>* PlacedModules(const char* path) {
+  auto* out = new std::unordered_set<std::string>();
+  FILE* f = path != nullptr ? fopen(path, "re") : nullptr;
+  if (f == nullptr) return out;
+  char line[4096];
+  while (fgets(line, sizeof line, f) != nullptr) {
+    if (const char* colon = strchr(line, ':'); colon != nullptr && colon != line) {
+      out->emplace(line, static_cast<size_t>(colon - line));
+    }
+  }
+  fclose(f);
+  return out;
 }
 
 void AtForkChild() {
@@ -788,15 +920,19 @@ void AtForkChild() {
   }
   pf::t_ring = nullptr;            // this thread's ring carries the parent's tid
   new (&g_drain_mu) std::mutex();  // the parent's drain thread may have held it
+  const bool had_file = g_fd >= 0;
   g_drain_started = false;
-  g_sites->clear();
-  for (auto& c : g_site_cache) c = {0, 0};
+  g_pid = getpid();
+  g_began_ns = ClockNs(CLOCK_REALTIME);
+  ForgetSites();
+  g_next_site = 0;
   if (g_stack_table != nullptr) {  // the parent's lock may have been held
     g_stack_table = NewStackTable();
     g_stacks = g_stack_table != nullptr;
   }
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  if (!had_file) return;  // a placed module not loaded yet: as in the parent (Arm)
   if (!OpenFile()) {
     g_recording.store(false);
     SetHit();
@@ -806,17 +942,39 @@ void AtForkChild() {
   StartDrain();
 }
 
-// The file and the drain thread, once a module with points is loaded: a
-// process without any (a shell, make) leaves no file and gets no thread.
+// Events are taken from here on, into the rings; the file and the drain
+// thread wait for Begin. Points placed with --at are taken so from the
+// start: should the runtime place a function in a module this recorder did
+// not see come in (not through dlopen below), its calls still go into the
+// rings, and the file is opened at exit (or before an exec) if anything
+// was recorded.
+void Arm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_pid = getpid();
+    g_recording.store(true);
+    SetHit();
+    pthread_atfork(nullptr, nullptr, AtForkChild);
+    atexit(Finish);
+  });
+}
+
+// The file and the drain thread, once a module with points, or one the
+// --at plan names, is loaded: a process without any (a shell, make, the
+// shell script around the program) leaves no file and gets no thread.
 void Begin() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (!OpenFile()) return;
-    g_recording.store(true);
-    SetHit();
+    Arm();
+    {
+      std::lock_guard<std::mutex> l(g_drain_mu);
+      if (g_fd < 0 && !OpenFile()) {
+        g_recording.store(false);
+        SetHit();
+        return;
+      }
+    }
     StartDrain();
-    pthread_atfork(nullptr, nullptr, AtForkChild);
-    atexit(Finish);
   });
 }
 
@@ -824,8 +982,9 @@ __attribute__((constructor)) void Start() {
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
   OwnWork own;
-  g_dir = dir;
-  g_armed = new std::unordered_set<uintptr_t>();
+  g_dir = strdup(dir);
+  g_began_ns = ClockNs(CLOCK_REALTIME);
+  g_armed = new std::unordered_map<uintptr_t, std::string>();
   g_scanned = new std::unordered_set<std::string>();
   g_sites = new std::unordered_map<uint64_t, uint32_t>();
   if (const char* st = getenv(pf::kStacksEnv);
@@ -837,11 +996,14 @@ __attribute__((constructor)) void Start() {
     const uint64_t rate = hz != nullptr ? strtoull(hz, nullptr, 10) : 0;
     g_stack_burst_ticks = (rate > 0 ? rate : 3'000'000'000ull) / 1000 * pf::kStackBurstMs;
   }
-  // Points placed by configuration (the runtime's points pass) record
-  // whether or not any module has points of its own.
+  // Points placed by configuration (the runtime's points pass) are taken
+  // whether or not any module has points of its own (Arm).
   const char* lab = getenv("FIELDPROF_LAB");
-  const bool placed = lab != nullptr && strcmp(lab, "points") == 0;
-  if (ArmAll() || placed) Begin();
+  if (lab != nullptr && strcmp(lab, "points") == 0) {
+    g_placed_modules = PlacedModules(getenv("FIELDPROF_LAB_APIS"));
+    Arm();
+  }
+  if (ArmAll()) Begin();
 }
 
 __attribute__((destructor)) void Stop() { Finish(); }
@@ -902,6 +1064,15 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
   OwnWork own;
   if (h != nullptr && ArmAll()) Begin();
   return h;
+}
+
+__attribute__((visibility("default"))) int dlclose(void* handle) {
+  static auto real = Real(&dlclose, "dlclose");
+  DrainBeforeClose();
+  const int r = real(handle);
+  OwnWork own;
+  ForgetClosedModules();
+  return r;
 }
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
