@@ -5,6 +5,7 @@
 
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/late_interpose.h"
 #include "agent/runtime/next_symbol.h"
 
 namespace fieldprof::rt {
@@ -71,6 +72,12 @@ uintptr_t BinderDlsymResult(const char* name, uintptr_t addr) {
   if (!fp_binder_on || t_in_binder || name == nullptr || addr == 0) return addr;
   DlsymWork w{name, addr, addr};
   t_in_binder = 1;
+  // A module just opened and now looked into (dlsym(handle, ...), the way
+  // plugins are reached) has its imports of the runtime's exports pointed
+  // at it first, as at any other look (BinderNoticeNewObjects): else they
+  // stayed bound to libc's (malloc, read, ...) or to nothing (the point
+  // hook: its points, armed, called nothing).
+  InterposeLateOnNewObjects();
   WithObjects(DoDlsymWork, &w);
   t_in_binder = 0;
   DetourNewObjects();  // `points` functions in a module just loaded (lab or field)

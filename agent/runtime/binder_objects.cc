@@ -111,7 +111,9 @@ void Sync(uint32_t n, bool subs_changed) {
       found = -1;
     }
     if (found >= 0) {
-      g_binder.objects[found].alive = 1;
+      Object& ob = g_binder.objects[found];
+      ob.alive = 1;
+      if (subs_changed && !ob.ours && !ob.vdso && !ob.rtld) RearmPoints(ob.elf);
       continue;
     }
     if (g_binder.nobjects == kMaxObjects) continue;

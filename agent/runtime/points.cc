@@ -19,9 +19,11 @@
 // is counted and dropped, and never written.
 //
 // Cost: nothing in a run that is not measured (no module is armed). In a
-// measured run, a point is a clock read and a short lock; the state is
-// mapped at the first point. A point made while the same thread is inside
-// another (a signal handler) is dropped and counted.
+// measured run, a point is a read of the run's clock (the TSC, as for the
+// APIs' calls) and a short lock; the state is mapped at the first point.
+// (The clock was CLOCK_MONOTONIC by the system call: some 0.3-0.5 us a
+// point on this project's VM, inside the scopes around it.) A point made while the same thread is
+// inside another (a signal handler) is dropped and counted.
 #include "agent/runtime/points.h"
 
 #include <string.h>
@@ -32,6 +34,7 @@
 
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/companion.h"
+#include "agent/runtime/hotpath.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/lab_state.h"
 #include "agent/runtime/sys.h"
@@ -54,16 +57,23 @@ constexpr size_t kName = key_rules::kMaxPointName + 1;
 struct Series {
   char tag[kName], from[kName], to[kName];  // to "": a scope
   uintptr_t site;                           // of the later point: its module
+  // That module's key name and build id ("": not named yet), named from
+  // the binder's object table, brought up to date, before a module is
+  // closed and at the record (NamePointSeries): a plugin closed before
+  // the record is written still has its series. Never at the point: the
+  // table may be behind the dynamic linker's list there, and an entry of
+  // a module gone names memory unmapped.
+  char module[sizeof SpoolPoint::module], build_id[sizeof SpoolPoint::build_id];
   Histogram h;
 };
 struct Tag {
   char tag[kName], last[kName];  // last "": no point of the tag yet
-  int64_t last_ns;
+  int64_t last_ticks;
 };
 struct Open {  // a scope begun and not yet ended
   const void* thread;
   char tag[kName], name[kName];
-  int64_t ns;
+  int64_t ticks;
 };
 struct PointsState {
   std::atomic<int> lock;
@@ -102,13 +112,15 @@ bool CopyPointName(char* out, const char* s) {
   return true;
 }
 
+// `ticks`: the run's clock (Ticks), as the APIs' durations; from one
+// thread's point to another's it may read a little below 0.
 void Add(PointsState& p, const char* tag, const char* from, const char* to, uintptr_t site,
-         int64_t ns) {
-  if (ns < 0) ns = 0;
+         int64_t ticks) {
+  const uint64_t ns = TicksToNs(ticks > 0 ? static_cast<uint64_t>(ticks) : 0);
   for (int i = 0; i < p.nseries; ++i) {
     Series& s = p.series[i];
     if (strcmp(s.tag, tag) == 0 && strcmp(s.from, from) == 0 && strcmp(s.to, to) == 0) {
-      s.h.Record(static_cast<uint64_t>(ns));
+      s.h.Record(ns);
       return;
     }
   }
@@ -121,8 +133,9 @@ void Add(PointsState& p, const char* tag, const char* from, const char* to, uint
   strcpy(s.from, from);
   strcpy(s.to, to);
   s.site = site;
+  s.module[0] = 0;
   new (&s.h) Histogram();
-  s.h.Record(static_cast<uint64_t>(ns));
+  s.h.Record(ns);
 }
 
 void OnPoint(PointsState& p, const fieldprof_point_site* site, const char* tag, const char* name,
@@ -141,9 +154,9 @@ void OnPoint(PointsState& p, const fieldprof_point_site* site, const char* tag, 
     t->last[0] = 0;
   }
   if (t->last[0] != 0)
-    Add(p, tag, t->last, name, reinterpret_cast<uintptr_t>(site), now - t->last_ns);
+    Add(p, tag, t->last, name, reinterpret_cast<uintptr_t>(site), now - t->last_ticks);
   strcpy(t->last, name);
-  t->last_ns = now;
+  t->last_ticks = now;
 }
 
 void OnEnd(PointsState& p, const fieldprof_point_site* site, const char* tag, const char* name,
@@ -151,7 +164,7 @@ void OnEnd(PointsState& p, const fieldprof_point_site* site, const char* tag, co
   for (int i = p.nopen - 1; i >= 0; --i) {
     Open& o = p.open[i];
     if (o.thread != &t_in_point || strcmp(o.tag, tag) != 0 || strcmp(o.name, name) != 0) continue;
-    Add(p, tag, name, "", reinterpret_cast<uintptr_t>(site), now - o.ns);
+    Add(p, tag, name, "", reinterpret_cast<uintptr_t>(site), now - o.ticks);
     p.open[i] = p.open[--p.nopen];  // order among the open ones does not matter
     return;
   }
@@ -167,7 +180,9 @@ bool Lock(PointsState& p) {
   return false;
 }
 
-int ArmNotes(const ElfObject& e) {
+// Raises the semaphores `e`'s notes name (only those at 0 with
+// `only_lowered`); how many.
+int ArmNotes(const ElfObject& e, bool only_lowered) {
   int armed = 0;
   for (int i = 0; i < e.phnum; ++i) {
     const Elf64_Phdr& ph = e.phdr[i];
@@ -184,8 +199,10 @@ int ArmNotes(const ElfObject& e) {
         int32_t off;
         memcpy(&off, reinterpret_cast<const void*>(desc), sizeof off);
         const uintptr_t sem = desc + static_cast<intptr_t>(off);
-        if (sem >= e.map_lo && sem + 2 <= e.map_hi && sem % 2 == 0) {
-          __atomic_add_fetch(reinterpret_cast<unsigned short*>(sem), 1, __ATOMIC_RELAXED);
+        auto* word = reinterpret_cast<unsigned short*>(sem);
+        if (sem >= e.map_lo && sem + 2 <= e.map_hi && sem % 2 == 0 &&
+            !(only_lowered && __atomic_load_n(word, __ATOMIC_RELAXED) != 0)) {
+          __atomic_add_fetch(word, 1, __ATOMIC_RELAXED);
           ++armed;
         }
       }
@@ -195,11 +212,49 @@ int ArmNotes(const ElfObject& e) {
   return armed;
 }
 
+// Under WithObjects (the object table up to date, the dynamic linker's
+// lock held, so no module goes meanwhile): the series not named yet get
+// the module their later point is in, if it is loaded.
+void NameSeries(void* arg) {
+  PointsState& p = *static_cast<PointsState*>(arg);
+  if (!Lock(p)) return;
+  for (int i = 0; i < p.nseries; ++i) {
+    Series& s = p.series[i];
+    if (s.module[0] != 0) continue;
+    const Object* def = ObjectContaining(s.site);
+    const char* module = def != nullptr ? KeyModule(def) : nullptr;
+    if (module == nullptr || !CopyName(s.module, sizeof s.module, module)) {
+      s.module[0] = 0;
+      continue;
+    }
+    KeyBuildId(def, s.build_id, sizeof s.build_id);
+  }
+  p.lock.store(0, std::memory_order_release);
+}
+
 }  // namespace
+
+void NamePointSeries() {
+  PointsState* p = g_points.load(std::memory_order_acquire);
+  if (p == nullptr || t_in_binder) return;
+  bool unnamed = false;
+  for (int i = 0; i < p->nseries && !unnamed; ++i) unnamed = p->series[i].module[0] == 0;
+  if (!unnamed) return;
+  t_in_binder = 1;
+  WithObjects(NameSeries, p);
+  t_in_binder = 0;
+}
 
 void ArmPoints(const ElfObject& e) {
   if (g_lab_mode != kLabOff && g_lab_mode != kLabPoints) return;  // the census and timing passes
-  if (ArmNotes(e) > 0) DebugLog("points: armed %s", e.path[0] != 0 ? e.path : "the program");
+  if (ArmNotes(e, false) > 0) DebugLog("points: armed %s", e.path[0] != 0 ? e.path : "the program");
+}
+
+void RearmPoints(const ElfObject& e) {
+  if (g_lab_mode != kLabOff && g_lab_mode != kLabPoints) return;
+  if (ArmNotes(e, true) > 0) {
+    DebugLog("points: armed again %s (opened again)", e.path[0] != 0 ? e.path : "the program");
+  }
 }
 
 void SetPointsForward(void* next_hit, void* next_hit_from) {
@@ -216,20 +271,20 @@ void ForgetPoints() {
 }
 
 int AddPointRecords(SpoolRun* run) {
+  NamePointSeries();
   PointsState* p = g_points.load();
   if (p == nullptr || !Lock(*p)) return 0;
   int added = 0;
   for (int i = 0; i < p->nseries && run->npoints < kMaxSeries; ++i) {
     const Series& s = p->series[i];
     SpoolPoint& out = run->points[run->npoints];
-    // The module of the later point, if it is still loaded there.
-    const Object* def = ObjectContaining(s.site);
-    const char* module = def != nullptr ? KeyModule(def) : nullptr;
-    if (module == nullptr || !CopyName(out.module, sizeof out.module, module)) {
+    // The module of the later point (NamePointSeries, just now).
+    if (s.module[0] == 0) {
       ++p->dropped;
       continue;
     }
-    KeyBuildId(def, out.build_id, sizeof out.build_id);
+    strcpy(out.module, s.module);
+    strcpy(out.build_id, s.build_id);
     strcpy(out.symbol, s.tag);
     strcat(out.symbol, "$");
     strcat(out.symbol, s.from);
@@ -301,7 +356,7 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
   }
   if (!g.active || site == nullptr || t_in_point != 0) return;
   t_in_point = 1;
-  const int64_t now = sys::MonoNs();
+  const auto now = static_cast<int64_t>(Ticks());
   PointsState* p = State();
   char tag[kName], name[kName];
   if (p != nullptr && Lock(*p)) {
@@ -315,7 +370,7 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
         o.thread = &t_in_point;
         strcpy(o.tag, tag);
         strcpy(o.name, name);
-        o.ns = now;
+        o.ticks = now;
       } else {
         ++p->dropped;
       }
@@ -325,4 +380,13 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
     p->lock.store(0, std::memory_order_release);
   }
   t_in_point = 0;
+}
+
+// A module about to be closed: the point series its points began are
+// named first, while it is still in the table (a plugin that passes its
+// points and is closed before the program ends).
+extern "C" FP_EXPORT int dlclose(void* handle) {
+  static int (*next)(void*) = nullptr;
+  NamePointSeries();
+  return Next(&next, "dlclose")(handle);
 }

@@ -11,6 +11,15 @@ namespace fieldprof::rt {
 // time, if it was built with fieldprof/points.h (its "fieldprof" note).
 // Not in the lab's census and timing passes.
 void ArmPoints(const ElfObject& e);
+// The same for a module seen before, after objects were unloaded: raises
+// its semaphores that are 0. Loaded again where it was (dlclose, then
+// dlopen), the module is a new copy whose semaphore starts at 0; the copy
+// seen before keeps its own raised.
+void RearmPoints(const ElfObject& e);
+
+// Names the module of each point series not named yet, from the binder's
+// object table brought up to date (before a dlclose, and at the record).
+void NamePointSeries();
 
 // A lab points pass: every point goes to `next_hit` (the points recorder's
 // fieldprof_point_hit), none into the run's record. With stacks, to

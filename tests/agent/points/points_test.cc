@@ -36,6 +36,8 @@ const std::string kLabProg = FIELDPROF_LABPROG;
 const std::string kInModule = FIELDPROF_INMODULE;
 const std::string kTestLib2 = FIELDPROF_TESTLIB2;
 const std::string kBusyLib = FIELDPROF_BUSYLIB;
+const std::string kPlugin = FIELDPROF_POINTSPLUGIN;
+const std::string kFront = FIELDPROF_FRONT_LIB;
 
 // Runs `cmd` with sh; its stdout (stderr too with "2>&1" in cmd) and exit code.
 int Shell(const std::string& cmd, std::string* out) {
@@ -195,6 +197,34 @@ TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
   ASSERT_EQ(series.size(), 2u);
   EXPECT_EQ(series["request$handle"].count, 500u);
   EXPECT_EQ(series["request$done$done"].count, 499u);
+  std::filesystem::remove_all(d);
+}
+
+// A program without points of its own opens a plugin that has some, finds
+// its function with dlsym(handle, ...), calls it and closes it, twice;
+// the runtime is loaded as an install loads it, by the front. The
+// plugin's points are in the record, under its module, though it was
+// closed before the record was written. Before: none. The plugin's
+// fieldprof_point_hit stayed null (a module looked into only through
+// dlsym(handle) was not pointed at the runtime loaded late), and a
+// closed module's series were dropped.
+TEST(PointsTest, APluginsPointsCountThoughItIsClosedBeforeTheRecord) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  const std::string cmd = kInModule + " --dlopen " + kPlugin + " 1000";
+  std::string plain, out;
+  ASSERT_EQ(Shell(cmd, &plain), 0);
+  ASSERT_EQ(Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kFront + " " + cmd, &out), 0);
+  EXPECT_EQ(out, plain);
+  auto series = PointRecords(d + "/spool");
+  ASSERT_EQ(series.size(), 2u) << out;
+  EXPECT_EQ(series["plugin$work"].count, 2000u);
+  EXPECT_EQ(series["plugin$tick$tick"].count, 1999u);
+  for (const auto& [symbol, s] : series) {
+    EXPECT_EQ(s.module, "libfieldprof_pointsplugin.so") << symbol;
+    EXPECT_EQ(s.runs, 1u) << symbol;
+  }
   std::filesystem::remove_all(d);
 }
 
