@@ -22,8 +22,9 @@
 // measured run, a point is a read of the run's clock (the TSC, as for the
 // APIs' calls) and a short lock; the state is mapped at the first point.
 // (The clock was CLOCK_MONOTONIC by the system call: some 0.3-0.5 us a
-// point on this project's VM, inside the scopes around it.) A point made while the same thread is
-// inside another (a signal handler) is dropped and counted.
+// point on this project's VM, inside the scopes around it.) A point made
+// while the same thread is inside another (a signal handler) is dropped
+// and counted.
 #include "agent/runtime/points.h"
 
 #include <string.h>
