@@ -828,19 +828,20 @@ std::vector<uint64_t> PointSemaphores(const char* path, std::string* soname) {
 }
 
 // A loaded module as the recorder knows it: its path and load bias.
+// The file a loaded module was read from: the program has no name in the
+// list.
+bool IsProgram(const dl_phdr_info* info) {
+  return info->dlpi_name == nullptr || info->dlpi_name[0] == 0;
+}
+const char* ModulePath(const dl_phdr_info* info) {
+  return IsProgram(info) ? "/proc/self/exe" : info->dlpi_name;
+}
 std::string ModuleKey(const dl_phdr_info* info) {
-  const char* path = info->dlpi_name;
-  return std::string(path == nullptr || path[0] == 0 ? "/proc/self/exe" : path) + "@" +
-         std::to_string(info->dlpi_addr);
+  return std::string(ModulePath(info)) + "@" + std::to_string(info->dlpi_addr);
 }
 
 int ArmModule(dl_phdr_info* info, size_t, void*) {
-  const char* path = info->dlpi_name;
-  std::string self;
-  if (path == nullptr || path[0] == 0) {
-    self = "/proc/self/exe";
-    path = self.c_str();
-  }
+  const char* path = ModulePath(info);
   const std::string key = ModuleKey(info);
   if (!g_scanned->insert(key).second) return 0;
   const bool placing = g_placed_modules != nullptr && !g_placed_loaded;
@@ -854,7 +855,7 @@ int ArmModule(dl_phdr_info* info, size_t, void*) {
   if (placing) {
     // A module as the runtime's plan may name it: a library by its soname
     // (or its file's name), the program by its file's name or as "main".
-    const bool program = self.size() != 0;
+    const bool program = IsProgram(info);
     const char* slash = strrchr(path, '/');
     const std::string file = program ? ProgramName() : slash != nullptr ? slash + 1 : path;
     for (const std::string& name : {file, soname, std::string(program ? "main" : "")}) {
