@@ -15,18 +15,22 @@
 // ones first ("tag$name"). Integer values are not kept.
 //
 // Privacy: tags and names are held to the key rules' point names
-// (common/key_rules.h) when they are first seen; a point that breaks them
+// (common/key_rules.h) when a site is first seen; a point that breaks them
 // is counted and dropped, and never written.
 //
 // Cost: nothing in a run that is not measured (no module is armed). In a
 // measured run, a point is a read of the run's clock (the TSC, as for the
-// APIs' calls) and a short lock; the state is mapped at the first point.
-// (The clock was CLOCK_MONOTONIC by the system call: some 0.3-0.5 us a
-// point on this project's VM, inside the scopes around it.) A point made
-// while the same thread is inside another (a signal handler) is dropped
-// and counted.
+// APIs' calls), a look-up of its site and series in tables read without a
+// lock, and a histogram update in its thread's own table: threads that
+// pass points at once share no line they write, but for the last point of
+// a tag both pass (one atomic exchange). A site is checked and named once,
+// under the lock, when first passed; so is a new series. Past
+// kPointThreads threads, the others share one table under the lock. A
+// point made while the same thread is inside another (a signal handler)
+// is dropped and counted. The state is mapped at the first point.
 #include "agent/runtime/points.h"
 
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -52,12 +56,25 @@ namespace {
 
 constexpr uint32_t kNoteType = 0x46500001;
 constexpr int kKindPoint = 0, kKindBegin = 1, kKindEnd = 2;
-constexpr int kMaxSeries = FP_MAX_POINT_SERIES, kMaxTags = 64, kMaxOpen = 256;
+constexpr int kMaxSeries = FP_MAX_POINT_SERIES, kMaxTags = 64;
+constexpr int kMaxNames = 1024;    // distinct point names, all tags
+constexpr int kSiteSlots = 4096;   // sites passed (a power of 2)
+constexpr int kSeriesSlots = 256;  // series' index (a power of 2, > kMaxSeries)
+constexpr int kPointThreads = 16;  // threads with a table of their own
+constexpr int kThreadOpen = 64;    // scopes open at once on a thread
 constexpr size_t kName = key_rules::kMaxPointName + 1;
+// A name id that is no name: the `to` of a scope's series.
+constexpr uint32_t kNoName = kMaxNames;
+// A site's ids when its names break the key rules.
+constexpr uint32_t kRefusedSite = ~uint32_t{0};
+// A tag's last point: its name id + 1 above kLastTickBits of the run's
+// clock (kept modulo 2^kLastTickBits: some 34 days of TSC at 3 GHz).
+constexpr int kLastTickBits = 53;
+constexpr uint64_t kLastTickMask = (uint64_t{1} << kLastTickBits) - 1;
 
 struct Series {
-  char tag[kName], from[kName], to[kName];  // to "": a scope
-  uintptr_t site;                           // of the later point: its module
+  uint32_t tag, from, to;  // name ids; to kNoName: a scope
+  uintptr_t site;          // of the later point: its module
   // That module's key name and build id ("": not named yet), named from
   // the binder's object table, brought up to date, before a module is
   // closed and at the record (NamePointSeries): a plugin closed before
@@ -65,24 +82,51 @@ struct Series {
   // table may be behind the dynamic linker's list there, and an entry of
   // a module gone names memory unmapped.
   char module[sizeof SpoolPoint::module], build_id[sizeof SpoolPoint::build_id];
-  Histogram h;
+  Histogram h;  // the threads' tables summed, at the record
 };
-struct Tag {
-  char tag[kName], last[kName];  // last "": no point of the tag yet
-  int64_t last_ticks;
+// A site passed: its tag's and name's ids (kRefusedSite: refused).
+// `site` is written last, with release: a reader that finds it finds the
+// ids.
+struct SiteSlot {
+  std::atomic<const fieldprof_point_site*> site;
+  uint32_t tag, name;
 };
-struct Open {  // a scope begun and not yet ended
-  const void* thread;
-  char tag[kName], name[kName];
-  int64_t ticks;
+// A series' key (SeriesKey, never 0) to its index, written last likewise.
+struct SeriesSlot {
+  std::atomic<uint32_t> key;
+  uint32_t index;
 };
+struct alignas(64) TagLast {
+  std::atomic<uint64_t> last;  // 0: no point of the tag yet
+};
+struct Open {       // a scope begun and not yet ended
+  const void* who;  // the thread (the shared table's scopes)
+  uint32_t tag, name;
+  uint64_t ticks;
+};
+// A thread's points: only it writes here (the shared one: under the lock).
+struct PointThread {
+  bool locked;  // the shared table, while its user holds the lock
+  int nopen;
+  Open open[kThreadOpen];
+  Histogram h[kMaxSeries];  // by series index
+};
+// Zero bytes are an empty state: mapped zero-filled, nothing constructed,
+// so pages no thread uses are never touched.
 struct PointsState {
-  std::atomic<int> lock;
-  int nseries, ntags, nopen;
-  uint64_t dropped, refused;
+  std::atomic<int> lock;  // the slow paths: a new site, tag, name or series; `shared`
+  int ntags, nnames;
+  std::atomic<int> nseries;  // published after the series is filled
+  std::atomic<int> next_thread;
+  std::atomic<uint64_t> dropped, refused;
+  char tags[kMaxTags][kName];
+  char names[kMaxNames][kName];
   Series series[kMaxSeries];
-  Tag tags[kMaxTags];
-  Open open[kMaxOpen];
+  SiteSlot sites[kSiteSlots];
+  SeriesSlot series_index[kSeriesSlots];
+  TagLast last[kMaxTags];
+  PointThread shared;  // the threads past kPointThreads
+  PointThread threads[kPointThreads];
 };
 
 std::atomic<PointsState*> g_points{nullptr};
@@ -91,94 +135,228 @@ std::atomic<PointsState*> g_points{nullptr};
 void (*g_next_hit)(const fieldprof_point_site*, int, int64_t) = nullptr;
 LabHitFromFn g_next_hit_from = nullptr;
 thread_local int t_in_point = 0;  // its address also names the thread
+// The thread's table, and the state it is in (a fork child's state is a
+// new one: the table of the state before is not the thread's).
+thread_local PointThread* t_points = nullptr;
+thread_local PointsState* t_points_of = nullptr;
 
 PointsState* State() {
   PointsState* p = g_points.load(std::memory_order_acquire);
-  if (p != nullptr) return p;
+  if (p != nullptr) [[likely]]
+    return p;
   void* m = mmap(nullptr, sizeof(PointsState), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) return nullptr;
-  PointsState* fresh = new (m) PointsState();
+  auto* fresh = static_cast<PointsState*>(m);  // zero bytes: empty (above)
   if (g_points.compare_exchange_strong(p, fresh)) return fresh;
   munmap(m, sizeof(PointsState));  // another thread's came first
   return p;
 }
 
-bool CopyPointName(char* out, const char* s) {
-  if (s == nullptr) return false;
-  const size_t n = strnlen(s, kName);
-  if (!key_rules::PointNameOk(s, n)) return false;
-  memcpy(out, s, n);
-  out[n] = 0;
-  return true;
+// Spins a little, then lets the holder run (a holder taken off its CPU
+// would otherwise have the spinners give up on a busy machine); false only
+// after a long wait, which nothing should need (no holder waits on
+// anything).
+bool Lock(PointsState& p) {
+  for (int tries = 0; tries < 200000; ++tries) {
+    int free = 0;
+    if (p.lock.compare_exchange_weak(free, 1, std::memory_order_acquire)) return true;
+    if (tries < 1000) {
+      __builtin_ia32_pause();
+    } else {
+      sched_yield();
+    }
+  }
+  return false;
+}
+void Unlock(PointsState& p) { p.lock.store(0, std::memory_order_release); }
+
+inline uint32_t Mix(uint64_t x) { return static_cast<uint32_t>((x * 0x9E3779B97F4A7C15ull) >> 32); }
+
+// Under the lock: the id of `s` in `table` (added if new); -1 when it
+// breaks the key rules or the table is full.
+int Intern(char (*table)[kName], int* n, int cap, const char* s) {
+  if (s == nullptr) return -1;
+  const size_t len = strnlen(s, kName);
+  if (!key_rules::PointNameOk(s, len)) return -1;
+  for (int i = 0; i < *n; ++i) {
+    if (strncmp(table[i], s, kName) == 0) return i;
+  }
+  if (*n == cap) return -1;
+  memcpy(table[*n], s, len);
+  table[*n][len] = 0;
+  return (*n)++;
+}
+
+// The slow path of SiteIds: a site passed for the first time.
+[[gnu::noinline]] const SiteSlot* AddSite(PointsState& p, const fieldprof_point_site* site) {
+  if (!Lock(p)) return nullptr;
+  const SiteSlot* found = nullptr;
+  const uint32_t h = Mix(reinterpret_cast<uintptr_t>(site));
+  for (int probe = 0; probe < kSiteSlots; ++probe) {
+    SiteSlot& s = p.sites[(h + probe) & (kSiteSlots - 1)];
+    const fieldprof_point_site* at = s.site.load(std::memory_order_relaxed);
+    if (at == site) {
+      found = &s;
+      break;
+    }
+    if (at != nullptr) continue;
+    const int tag = Intern(p.tags, &p.ntags, kMaxTags, site->tag);
+    const int name = Intern(p.names, &p.nnames, kMaxNames, site->name);
+    s.tag = tag < 0 || name < 0 ? kRefusedSite : static_cast<uint32_t>(tag);
+    s.name = name < 0 ? 0 : static_cast<uint32_t>(name);
+    s.site.store(site, std::memory_order_release);
+    found = &s;
+    break;
+  }
+  Unlock(p);
+  return found;  // nullptr: the table is full
+}
+
+inline const SiteSlot* SiteIds(PointsState& p, const fieldprof_point_site* site) {
+  const uint32_t h = Mix(reinterpret_cast<uintptr_t>(site));
+  for (int probe = 0; probe < kSiteSlots; ++probe) {
+    const SiteSlot& s = p.sites[(h + probe) & (kSiteSlots - 1)];
+    const fieldprof_point_site* at = s.site.load(std::memory_order_acquire);
+    if (at == site) [[likely]]
+      return &s;
+    if (at == nullptr) break;
+  }
+  return AddSite(p, site);
+}
+
+inline uint32_t SeriesKey(uint32_t tag, uint32_t from, uint32_t to) {
+  return (tag << 22 | from << 11 | to) + 1;
+}
+
+// The slow path of SeriesIndex: a series seen for the first time.
+[[gnu::noinline]] int AddSeries(PointsState& p, bool locked, uint32_t key, uint32_t tag,
+                                uint32_t from, uint32_t to, uintptr_t site) {
+  if (!locked && !Lock(p)) return -1;
+  int index = -1;
+  const uint32_t h = Mix(key);
+  for (int probe = 0; probe < kSeriesSlots; ++probe) {
+    SeriesSlot& s = p.series_index[(h + probe) & (kSeriesSlots - 1)];
+    const uint32_t at = s.key.load(std::memory_order_relaxed);
+    if (at == key) {
+      index = static_cast<int>(s.index);
+      break;
+    }
+    if (at != 0) continue;
+    const int n = p.nseries.load(std::memory_order_relaxed);
+    if (n == kMaxSeries) break;
+    Series& fresh = p.series[n];
+    fresh.tag = tag;
+    fresh.from = from;
+    fresh.to = to;
+    fresh.site = site;
+    fresh.module[0] = 0;
+    p.nseries.store(n + 1, std::memory_order_release);
+    s.index = static_cast<uint32_t>(n);
+    s.key.store(key, std::memory_order_release);
+    index = n;
+    break;
+  }
+  if (!locked) Unlock(p);
+  return index;  // -1: no room left
+}
+
+inline int SeriesIndex(PointsState& p, bool locked, uint32_t tag, uint32_t from, uint32_t to,
+                       uintptr_t site) {
+  const uint32_t key = SeriesKey(tag, from, to), h = Mix(key);
+  for (int probe = 0; probe < kSeriesSlots; ++probe) {
+    const SeriesSlot& s = p.series_index[(h + probe) & (kSeriesSlots - 1)];
+    const uint32_t at = s.key.load(std::memory_order_acquire);
+    if (at == key) [[likely]]
+      return static_cast<int>(s.index);
+    if (at == 0) break;
+  }
+  return AddSeries(p, locked, key, tag, from, to, site);
 }
 
 // `ticks`: the run's clock (Ticks), as the APIs' durations; from one
-// thread's point to another's it may read a little below 0.
-void Add(PointsState& p, const char* tag, const char* from, const char* to, uintptr_t site,
-         int64_t ticks) {
-  const uint64_t ns = TicksToNs(ticks > 0 ? static_cast<uint64_t>(ticks) : 0);
-  for (int i = 0; i < p.nseries; ++i) {
-    Series& s = p.series[i];
-    if (strcmp(s.tag, tag) == 0 && strcmp(s.from, from) == 0 && strcmp(s.to, to) == 0) {
-      s.h.Record(ns);
-      return;
-    }
-  }
-  if (p.nseries == kMaxSeries) {
-    ++p.dropped;
+// thread's point to another's it may read a little below 0 (then 0).
+void Add(PointsState& p, PointThread& t, uint32_t tag, uint32_t from, uint32_t to,
+         const fieldprof_point_site* site, uint64_t ticks) {
+  const int i = SeriesIndex(p, t.locked, tag, from, to, reinterpret_cast<uintptr_t>(site));
+  if (i < 0) {
+    p.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  Series& s = p.series[p.nseries++];
-  strcpy(s.tag, tag);
-  strcpy(s.from, from);
-  strcpy(s.to, to);
-  s.site = site;
-  s.module[0] = 0;
-  new (&s.h) Histogram();
-  s.h.Record(ns);
-}
-
-void OnPoint(PointsState& p, const fieldprof_point_site* site, const char* tag, const char* name,
-             int64_t now) {
-  Tag* t = nullptr;
-  for (int i = 0; i < p.ntags && t == nullptr; ++i) {
-    if (strcmp(p.tags[i].tag, tag) == 0) t = &p.tags[i];
-  }
-  if (t == nullptr) {
-    if (p.ntags == kMaxTags) {
-      ++p.dropped;
-      return;
-    }
-    t = &p.tags[p.ntags++];
-    strcpy(t->tag, tag);
-    t->last[0] = 0;
-  }
-  if (t->last[0] != 0)
-    Add(p, tag, t->last, name, reinterpret_cast<uintptr_t>(site), now - t->last_ticks);
-  strcpy(t->last, name);
-  t->last_ticks = now;
-}
-
-void OnEnd(PointsState& p, const fieldprof_point_site* site, const char* tag, const char* name,
-           int64_t now) {
-  for (int i = p.nopen - 1; i >= 0; --i) {
-    Open& o = p.open[i];
-    if (o.thread != &t_in_point || strcmp(o.tag, tag) != 0 || strcmp(o.name, name) != 0) continue;
-    Add(p, tag, name, "", reinterpret_cast<uintptr_t>(site), now - o.ticks);
-    p.open[i] = p.open[--p.nopen];  // order among the open ones does not matter
+  if (!g.calibrated) [[unlikely]] {
+    p.dropped.fetch_add(1, std::memory_order_relaxed);  // no rate to say it in ns (CalibrateAt)
     return;
   }
-  ++p.dropped;  // an end without its begin (begun before the run was armed)
+  t.h[i].Record(TicksToNs(ticks));
 }
 
-bool Lock(PointsState& p) {
-  for (int spins = 0; spins < 100000; ++spins) {
-    int free = 0;
-    if (p.lock.compare_exchange_weak(free, 1, std::memory_order_acquire)) return true;
-    __builtin_ia32_pause();
+// The clock's rate, for the points' durations in ns: taken at the first
+// point if no measured call has taken it yet (a program whose points come
+// before any API's call, or with none), and again as the run grows, as the
+// APIs' flush does (hotpath.cc). Only if another thread is taking it just
+// then is it still unknown: those points are counted as dropped.
+inline void CalibrateAt(uint64_t now) {
+  if (!g.calibrated || (g.rate_span_ticks < (uint64_t{1} << 36) &&
+                        now - g.rate_tsc0 > 4 * g.rate_span_ticks)) [[unlikely]]
+    CalibrateNow();
+}
+
+void OnPoint(PointsState& p, PointThread& t, const SiteSlot& ids, const fieldprof_point_site* site,
+             uint64_t now) {
+  const uint64_t mine = (uint64_t{ids.name} + 1) << kLastTickBits | (now & kLastTickMask);
+  const uint64_t before = p.last[ids.tag].last.exchange(mine, std::memory_order_relaxed);
+  if (before == 0) return;
+  // Modulo 2^kLastTickBits; a point of another thread stamped a little
+  // later, but exchanged first, reads as a wrap: 0.
+  const uint64_t ticks = (now - before) & kLastTickMask;
+  Add(p, t, ids.tag, static_cast<uint32_t>(before >> kLastTickBits) - 1, ids.name, site,
+      ticks < kLastTickMask / 2 ? ticks : 0);
+}
+
+void OnBegin(PointsState& p, PointThread& t, const SiteSlot& ids, uint64_t now) {
+  if (t.nopen == kThreadOpen) {
+    p.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
-  return false;
+  Open& o = t.open[t.nopen++];
+  o.who = &t_in_point;
+  o.tag = ids.tag;
+  o.name = ids.name;
+  o.ticks = now;
+}
+
+void OnEnd(PointsState& p, PointThread& t, const SiteSlot& ids, const fieldprof_point_site* site,
+           uint64_t now) {
+  for (int i = t.nopen - 1; i >= 0; --i) {
+    const Open& o = t.open[i];
+    if (o.tag != ids.tag || o.name != ids.name || o.who != &t_in_point) continue;
+    Add(p, t, ids.tag, ids.name, kNoName, site, now - o.ticks);
+    t.open[i] = t.open[--t.nopen];  // order among the open ones does not matter
+    return;
+  }
+  p.dropped.fetch_add(1, std::memory_order_relaxed);  // begun before the run was armed
+}
+
+// The thread's own table; nullptr when every one is taken (then the shared
+// one, under the lock).
+inline PointThread* MyTable(PointsState& p) {
+  if (t_points_of == &p) [[likely]]
+    return t_points;
+  const int i = p.next_thread.fetch_add(1, std::memory_order_relaxed);
+  t_points = i < kPointThreads ? &p.threads[i] : nullptr;
+  t_points_of = &p;
+  return t_points;
+}
+
+void Hit(PointsState& p, PointThread& t, const SiteSlot& ids, const fieldprof_point_site* site,
+         int kind, uint64_t now) {
+  if (kind == kKindPoint) {
+    OnPoint(p, t, ids, site, now);
+  } else if (kind == kKindBegin) {
+    OnBegin(p, t, ids, now);
+  } else if (kind == kKindEnd) {
+    OnEnd(p, t, ids, site, now);
+  }
 }
 
 // Raises the semaphores `e`'s notes name (only those at 0 with
@@ -219,7 +397,8 @@ int ArmNotes(const ElfObject& e, bool only_lowered) {
 void NameSeries(void* arg) {
   PointsState& p = *static_cast<PointsState*>(arg);
   if (!Lock(p)) return;
-  for (int i = 0; i < p.nseries; ++i) {
+  const int n = p.nseries.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
     Series& s = p.series[i];
     if (s.module[0] != 0) continue;
     const Object* def = ObjectContaining(s.site);
@@ -230,7 +409,7 @@ void NameSeries(void* arg) {
     }
     KeyBuildId(def, s.build_id, sizeof s.build_id);
   }
-  p.lock.store(0, std::memory_order_release);
+  Unlock(p);
 }
 
 }  // namespace
@@ -239,7 +418,8 @@ void NamePointSeries() {
   PointsState* p = g_points.load(std::memory_order_acquire);
   if (p == nullptr || t_in_binder) return;
   bool unnamed = false;
-  for (int i = 0; i < p->nseries && !unnamed; ++i) unnamed = p->series[i].module[0] == 0;
+  const int n = p->nseries.load(std::memory_order_acquire);
+  for (int i = 0; i < n && !unnamed; ++i) unnamed = p->series[i].module[0] == 0;
   if (!unnamed) return;
   t_in_binder = 1;
   WithObjects(NameSeries, p);
@@ -263,12 +443,33 @@ void SetPointsForward(void* next_hit, void* next_hit_from) {
   g_next_hit_from = reinterpret_cast<LabHitFromFn>(next_hit_from);
 }
 
-void ForgetPoints() {
+void ForgetPoints(bool after_fork) {
   PointsState* p = g_points.load();
   if (p == nullptr) return;
-  p->lock.store(0);
-  p->nseries = p->ntags = p->nopen = 0;
-  p->dropped = p->refused = 0;
+  if (after_fork) {
+    // The child's one thread is the forking one; the other threads' tables
+    // and scopes are gone with them. A fresh state, not a cleared one:
+    // clearing would copy every page the parent wrote, and most children
+    // exec at once.
+    g_points.store(nullptr);
+    munmap(p, sizeof(PointsState));
+    t_points = nullptr;
+    t_points_of = nullptr;
+    return;
+  }
+  // After a failed exec: the same threads go on, into a record of their
+  // own. What holds data is cleared; sites and series stay known.
+  const int threads = std::min(p->next_thread.load(), kPointThreads);
+  for (int t = -1; t < threads; ++t) {
+    PointThread& table = t < 0 ? p->shared : p->threads[t];
+    table.nopen = 0;
+    for (Histogram& h : table.h) {
+      if (h.count() != 0) new (&h) Histogram();
+    }
+  }
+  for (TagLast& l : p->last) l.last.store(0, std::memory_order_relaxed);
+  p->dropped = 0;
+  p->refused = 0;
 }
 
 int AddPointRecords(SpoolRun* run) {
@@ -276,33 +477,44 @@ int AddPointRecords(SpoolRun* run) {
   PointsState* p = g_points.load();
   if (p == nullptr || !Lock(*p)) return 0;
   int added = 0;
-  for (int i = 0; i < p->nseries && run->npoints < kMaxSeries; ++i) {
-    const Series& s = p->series[i];
-    SpoolPoint& out = run->points[run->npoints];
+  const int n = p->nseries.load(std::memory_order_acquire);
+  const int threads = std::min(p->next_thread.load(), kPointThreads);
+  uint64_t dropped = p->dropped.load();
+  for (int i = 0; i < n && run->npoints < kMaxSeries; ++i) {
+    Series& s = p->series[i];
     // The module of the later point (NamePointSeries, just now).
     if (s.module[0] == 0) {
-      ++p->dropped;
+      ++dropped;
       continue;
     }
+    // The threads' tables, summed; threads still passing points go on
+    // counting into theirs (as the APIs' slabs are summed).
+    new (&s.h) Histogram();
+    s.h.Merge(p->shared.h[i]);
+    for (int t = 0; t < threads; ++t) {
+      if (p->threads[t].h[i].count() != 0) s.h.Merge(p->threads[t].h[i]);
+    }
+    if (s.h.count() == 0) continue;
+    SpoolPoint& out = run->points[run->npoints];
     strcpy(out.module, s.module);
     strcpy(out.build_id, s.build_id);
-    strcpy(out.symbol, s.tag);
+    strcpy(out.symbol, p->tags[s.tag]);
     strcat(out.symbol, "$");
-    strcat(out.symbol, s.from);
-    if (s.to[0] != 0) {
+    strcat(out.symbol, p->names[s.from]);
+    if (s.to != kNoName) {
       strcat(out.symbol, "$");
-      strcat(out.symbol, s.to);
+      strcat(out.symbol, p->names[s.to]);
     }
     out.h = &s.h;
     ++run->npoints;
     ++added;
   }
-  if (p->dropped + p->refused > 0) {
+  const uint64_t refused = p->refused.load();
+  if (dropped + refused > 0) {
     DebugLog("points: %llu dropped, %llu refused by the key rules",
-             static_cast<unsigned long long>(p->dropped),
-             static_cast<unsigned long long>(p->refused));
+             static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(refused));
   }
-  p->lock.store(0, std::memory_order_release);
+  Unlock(*p);
   return added;
 }
 
@@ -357,37 +569,42 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
   }
   if (!g.active || site == nullptr || t_in_point != 0) return;
   t_in_point = 1;
-  const auto now = static_cast<int64_t>(Ticks());
+  const uint64_t now = Ticks();
+  CalibrateAt(now);
   PointsState* p = State();
-  char tag[kName], name[kName];
-  if (p != nullptr && Lock(*p)) {
-    if (!CopyPointName(tag, site->tag) || !CopyPointName(name, site->name)) {
-      ++p->refused;
-    } else if (kind == kKindPoint) {
-      OnPoint(*p, site, tag, name, now);
-    } else if (kind == kKindBegin) {
-      if (p->nopen < kMaxOpen) {
-        Open& o = p->open[p->nopen++];
-        o.thread = &t_in_point;
-        strcpy(o.tag, tag);
-        strcpy(o.name, name);
-        o.ticks = now;
-      } else {
-        ++p->dropped;
-      }
-    } else if (kind == kKindEnd) {
-      OnEnd(*p, site, tag, name, now);
-    }
-    p->lock.store(0, std::memory_order_release);
+  const SiteSlot* ids = p != nullptr ? SiteIds(*p, site) : nullptr;
+  if (ids == nullptr) {
+    if (p != nullptr) p->dropped.fetch_add(1, std::memory_order_relaxed);
+  } else if (ids->tag == kRefusedSite) {
+    p->refused.fetch_add(1, std::memory_order_relaxed);
+  } else if (PointThread* mine = MyTable(*p); mine != nullptr) [[likely]] {
+    Hit(*p, *mine, *ids, site, kind, now);
+  } else if (Lock(*p)) {
+    p->shared.locked = true;
+    Hit(*p, p->shared, *ids, site, kind, now);
+    p->shared.locked = false;
+    Unlock(*p);
+  } else {
+    p->dropped.fetch_add(1, std::memory_order_relaxed);
   }
   t_in_point = 0;
 }
 
 // A module about to be closed: the point series its points began are
 // named first, while it is still in the table (a plugin that passes its
-// points and is closed before the program ends).
+// points and is closed before the program ends). Once it is closed, the
+// sites known are forgotten: another module may be loaded where its
+// were, with other names at the same addresses.
 extern "C" FP_EXPORT int dlclose(void* handle) {
   static int (*next)(void*) = nullptr;
   NamePointSeries();
-  return Next(&next, "dlclose")(handle);
+  const int rc = Next(&next, "dlclose")(handle);
+  PointsState* p = g_points.load(std::memory_order_acquire);
+  if (p != nullptr && Lock(*p)) {
+    for (SiteSlot& s : p->sites) {
+      if (s.site.load(std::memory_order_relaxed) != nullptr) s.site.store(nullptr);
+    }
+    Unlock(*p);
+  }
+  return rc;
 }

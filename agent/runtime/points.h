@@ -27,8 +27,10 @@ void NamePointSeries();
 // calls' return slots lent to its unwinder (LendReturnAddresses).
 void SetPointsForward(void* next_hit, void* next_hit_from);
 
-// A fork child: its parent's points are its parent's.
-void ForgetPoints();
+// Forgets the points counted so far: what follows goes into a record of
+// its own. A fork child (`after_fork`): its parent's points are its
+// parent's, and its one thread is the forking one.
+void ForgetPoints(bool after_fork);
 
 // The run's point series into run->points (metric point_ns); returns how
 // many. Series whose module is no longer loaded are left out.

@@ -65,7 +65,7 @@ void ResetCounts() {
   }
   ForgetKeptDurations();
   LabResetCounts();
-  ForgetPoints();
+  ForgetPoints(false);
   ResetRunClock();
 }
 
@@ -94,7 +94,7 @@ void ResetAfterFork() {
   ReplaceSlabsAfterFork();
   ForgetKeptDurations();
   LabResetCounts();
-  ForgetPoints();
+  ForgetPoints(true);
   ResetRunClock();
 }
 

@@ -22,9 +22,19 @@
 //     TSC-stamped event); and the CPU time all threads took, whose
 //     difference is the CPU a point costs, the drain thread's included.
 //
+// - In the field, with --field RUNTIME (libfieldprof.so, the runtime an
+//   install preloads): the benchmark runs itself in a measured run, as
+//   `fieldprof run` does, and times bursts of FP_SCOPE (2 points, whose
+//   durations go into the run's histograms) against the same bursts
+//   without, on one thread and on 2 threads at once; the floor beside it:
+//   two rdtsc (a measured API call's clock reads). With --base-field, an
+//   earlier build's runtime, in the same rounds.
+//
 //   points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB] [--base-recorder LIB]
+//                    [--field RUNTIME] [--base-field RUNTIME]
 //                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof_points.so;
-//                    the base: another build's recorder, in the same 2-thread rounds)
+//                    the base: another build's recorder, in the same 2-thread rounds;
+//                    RUNTIME: build/agent/runtime/libfieldprof.so)
 //
 // The disarmed loops are the same dependent multiply-add, interleaved
 // round by round so the machine's drift lands on all of them; with
@@ -37,6 +47,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +98,15 @@ namespace {
   for (long i = 0; i < n; ++i) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     STAP_PROBE1(fieldprof_bench, tick, x);
+    __asm__ __volatile__("" : "+r"(x));
+  }
+  return x;
+}
+
+[[gnu::noinline]] uint64_t WithScope(long n, uint64_t x) {
+  for (long i = 0; i < n; ++i) {
+    FP_SCOPE("bench", "scope");
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
     __asm__ __volatile__("" : "+r"(x));
   }
   return x;
@@ -219,7 +239,7 @@ long IterationsFor2us() {
 // Runs this program with `args`; armed: with the recorder preloaded,
 // writing to `dir`. Its stdout.
 std::string RunSelf(const char* self, const std::vector<std::string>& args, const std::string& lib,
-                    const std::string& dir) {
+                    const std::string& dir, const std::vector<std::string>& more_env = {}) {
   int pipe_fd[2];
   if (pipe(pipe_fd) != 0) return "";
   std::vector<std::string> env_s;
@@ -230,8 +250,9 @@ std::string RunSelf(const char* self, const std::vector<std::string>& args, cons
   }
   if (!lib.empty()) {
     env_s.push_back("LD_PRELOAD=" + lib);
-    env_s.push_back("FIELDPROF_POINTS_DIR=" + dir);
+    if (!dir.empty()) env_s.push_back("FIELDPROF_POINTS_DIR=" + dir);
   }
+  env_s.insert(env_s.end(), more_env.begin(), more_env.end());
   std::vector<char*> env, argv{const_cast<char*>(self)};
   for (std::string& e : env_s) env.push_back(e.data());
   env.push_back(nullptr);
@@ -352,6 +373,109 @@ void Armed(const char* self, const std::string& lib, const std::string& base, in
   fs::remove_all(tmp, ec);
 }
 
+// ---------------------------------------------------------------- field
+
+// In the child, in a measured run: `threads` threads at once, each timing
+// rounds * 20 bursts of Plain and of WithScope (and of two rdtsc reads),
+// one after the other. Prints the medians over all threads' bursts, ns per
+// iteration: plain, scope, two rdtsc.
+int FieldChild(int threads, int rounds) {
+  if (fieldprof_point_semaphore == 0) {
+    std::fprintf(stderr,
+                 "points_benchmark: the runtime did not arm this program (not measured?)\n");
+    return 1;
+  }
+  std::vector<std::vector<double>> plain(threads), scope(threads), reads(threads);
+  std::atomic<int> ready{0};
+  auto worker = [&](int t) {
+    ready.fetch_add(1);
+    while (ready.load() < threads) {
+    }
+    uint64_t sink = 1;
+    const auto per_iteration = [](Clock::time_point t0, Clock::time_point t1) {
+      return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst;
+    };
+    for (int r = 0; r < rounds * 20; ++r) {
+      auto t0 = Clock::now();
+      sink = Plain(kBurst, sink);
+      plain[t].push_back(per_iteration(t0, Clock::now()));
+      t0 = Clock::now();
+      sink = WithScope(kBurst, sink);
+      scope[t].push_back(per_iteration(t0, Clock::now()));
+      t0 = Clock::now();
+      for (int i = 0; i < kBurst; ++i) sink += __rdtsc() + __rdtsc();
+      reads[t].push_back(per_iteration(t0, Clock::now()));
+    }
+    __asm__ __volatile__("" : : "r"(sink));
+  };
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) running.emplace_back(worker, t);
+  for (std::thread& t : running) t.join();
+  std::vector<double> p, s, d;
+  for (int t = 0; t < threads; ++t) {
+    p.insert(p.end(), plain[t].begin(), plain[t].end());
+    s.insert(s.end(), scope[t].begin(), scope[t].end());
+    d.insert(d.end(), reads[t].begin(), reads[t].end());
+  }
+  std::printf("%.3f %.3f %.3f\n", Median(p), Median(s), Median(d));
+  return 0;
+}
+
+// The field runtime (and `base`, another build's), measured runs of the
+// child, on 1 and on 2 threads, `rounds` runs each, interleaved.
+void Field(const char* self, const std::string& runtime, const std::string& base, int rounds) {
+  namespace fs = std::filesystem;
+  const fs::path tmp =
+      fs::temp_directory_path() / ("points-bench-field-" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  const std::string settings = (tmp / "measured.conf").string();
+  if (FILE* f = std::fopen(settings.c_str(), "w")) {
+    std::fprintf(f,
+                 "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\n"
+                 "max_load_per_cpu = 1000\nspool_dir = %s/spool\nslot_dir = %s/slots\n",
+                 tmp.c_str(), tmp.c_str());
+    std::fclose(f);
+  }
+  struct Kind {
+    const char* name;
+    std::string lib;
+    std::vector<double> plain, scope, reads;
+  };
+  std::vector<Kind> kinds = {{"field runtime", runtime, {}, {}, {}}};
+  if (!base.empty()) kinds.push_back({"field runtime, base", base, {}, {}, {}});
+  for (const int threads : {1, 2}) {
+    for (Kind& k : kinds) k.plain.clear(), k.scope.clear(), k.reads.clear();
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t j = 0; j < kinds.size(); ++j) {
+        Kind& k = kinds[r % 2 == 0 ? j : kinds.size() - 1 - j];
+        const std::string out = RunSelf(self, {"--field-child", std::to_string(threads), "1"},
+                                        k.lib, "", {"FIELDPROF_SETTINGS=" + settings});
+        double p = 0, s = 0, d = 0;
+        if (std::sscanf(out.c_str(), "%lf %lf %lf", &p, &s, &d) != 3) {
+          std::fprintf(stderr, "points_benchmark: a field run printed '%s'\n", out.c_str());
+          return;
+        }
+        k.plain.push_back(p);
+        k.scope.push_back(s);
+        k.reads.push_back(d);
+      }
+    }
+    std::printf(
+        "in the field (a measured run), %d thread%s at once, %d runs of 20 bursts of %d, "
+        "interleaved;\nmedian ns per iteration, and added per FP_SCOPE (2 points):\n",
+        threads, threads == 1 ? "" : "s", rounds, kBurst);
+    for (const Kind& k : kinds) {
+      const double p = Median(k.plain), sc = Median(k.scope), d = Median(k.reads);
+      std::printf(
+          "  %-26s plain %6.3f ns  FP_SCOPE %7.3f ns  added %+7.3f ns  (%.2fx two rdtsc, "
+          "%.3f ns)\n",
+          k.name, p, sc, sc - p, (sc - p) / d, d);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
 #ifdef FIELDPROF_HAVE_LTTNG_UST
 // In the child, with a session enabling the tracepoint: per event in the
 // same bursts as ArmedChild, the consumer draining between them.
@@ -436,17 +560,24 @@ int main(int argc, char** argv) {
   if (argc == 3 && !std::strcmp(argv[1], "--lttng-child")) return LttngChild(std::atoi(argv[2]));
 #endif
   if (argc == 3 && !std::strcmp(argv[1], "--armed-child")) return ArmedChild(std::atoi(argv[2]));
+  if (argc == 4 && !std::strcmp(argv[1], "--field-child")) {
+    return FieldChild(std::atoi(argv[2]), std::atoi(argv[3]));
+  }
   if (argc >= 3 && !std::strcmp(argv[1], "--throughput-child")) {
     return ThroughputChild(std::atof(argv[2]), argc > 3 ? std::atol(argv[3]) : 0,
                            argc > 4 && !std::strcmp(argv[4], "--tsc-only"));
   }
-  std::string lib, base;
+  std::string lib, base, field, base_field;
   std::vector<char*> pos;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--recorder") && i + 1 < argc) {
       lib = std::filesystem::absolute(argv[++i]).string();
     } else if (!std::strcmp(argv[i], "--base-recorder") && i + 1 < argc) {
       base = std::filesystem::absolute(argv[++i]).string();
+    } else if (!std::strcmp(argv[i], "--field") && i + 1 < argc) {
+      field = std::filesystem::absolute(argv[++i]).string();
+    } else if (!std::strcmp(argv[i], "--base-field") && i + 1 < argc) {
+      base_field = std::filesystem::absolute(argv[++i]).string();
     } else {
       pos.push_back(argv[i]);
     }
@@ -456,7 +587,7 @@ int main(int argc, char** argv) {
   if (n <= 0 || rounds <= 0) {
     std::fprintf(stderr,
                  "usage: points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB] "
-                 "[--base-recorder LIB]\n");
+                 "[--base-recorder LIB] [--field RUNTIME] [--base-field RUNTIME]\n");
     return 2;
   }
   std::vector<Loop> loops = {Plain, WithPoint, WithUsdt};
@@ -505,6 +636,12 @@ int main(int argc, char** argv) {
 #endif
   } else {
     std::printf("(armed figures: --recorder build/agent/runtime/libfieldprof_points.so)\n");
+  }
+  if (!field.empty()) {
+    std::fflush(stdout);
+    Field("/proc/self/exe", field, base_field, rounds);
+  } else {
+    std::printf("(field figures: --field build/agent/runtime/libfieldprof.so)\n");
   }
   return 0;
 }

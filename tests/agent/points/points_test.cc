@@ -112,6 +112,7 @@ std::string MeasuredSettings(const std::string& dir) {
 // agent's validation.
 struct PointSeries {
   uint64_t count = 0, runs = 0;
+  uint64_t sum_ns = 0;  // of the durations (the low 64 bits)
   std::string module;
 };
 std::map<std::string, PointSeries> PointRecords(const std::string& spool) {
@@ -125,6 +126,7 @@ std::map<std::string, PointSeries> PointRecords(const std::string& spool) {
       if (r.key().metric() != wire::METRIC_POINT_NS) continue;
       PointSeries& s = out[r.key().symbol()];
       s.count += r.histogram().count();
+      s.sum_ns += r.histogram().sum_lo();
       s.runs += r.runs();
       s.module = r.key().module();
     }
@@ -197,6 +199,63 @@ TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
   ASSERT_EQ(series.size(), 2u);
   EXPECT_EQ(series["request$handle"].count, 500u);
   EXPECT_EQ(series["request$done$done"].count, 499u);
+  std::filesystem::remove_all(d);
+}
+
+// Threads passing points at once, more of them than have a table of their
+// own (the rest share one under the lock): every scope is counted once, on
+// its own thread, and one tag's points across the threads chain into one
+// series. Broken, a table shared without care loses or doubles counts.
+// The durations are real ones though no API's call came before the points
+// to take the clock's rate (before: all 0 ns in most runs).
+TEST(PointsTest, ThreadsPassingPointsAtOnceAreEachCountedOnce) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  constexpr int kThreads = 24, kRounds = 20000;
+  std::string plain, out;
+  ASSERT_EQ(Shell(kProg + " " + std::to_string(kRounds) + " --threads " + std::to_string(kThreads),
+                  &plain),
+            0);
+  ASSERT_EQ(Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kRuntime + " " + kProg + " " +
+                      std::to_string(kRounds) + " --threads " + std::to_string(kThreads),
+                  &out),
+            0);
+  EXPECT_EQ(out, plain);
+  auto series = PointRecords(d + "/spool");
+  EXPECT_EQ(series.size(), 3u);
+  EXPECT_EQ(series["threads$thread"].count, uint64_t{kThreads});
+  EXPECT_EQ(series["threads$work"].count, uint64_t{kThreads} * kRounds);
+  EXPECT_EQ(series["threads$step$step"].count, uint64_t{kThreads} * kRounds - 1);
+  for (const auto& [symbol, s] : series) EXPECT_EQ(s.runs, 1u) << symbol;
+  // Each thread's scope holds its work scopes.
+  EXPECT_GT(series["threads$work"].sum_ns, 0u);
+  EXPECT_GE(series["threads$thread"].sum_ns, series["threads$work"].sum_ns);
+  std::filesystem::remove_all(d);
+}
+
+// A fork child records only what it passes itself; its parent's points,
+// and a scope the parent had begun, stay the parent's. Broken (the child
+// keeping the parent's counts or tables), "fork$parent" is counted twice.
+TEST(PointsTest, AForkChildRecordsOnlyItsOwnPoints) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  std::string out;
+  ASSERT_EQ(Shell("FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings +
+                      " LD_PRELOAD=" + kRuntime + " " + kProg + " 1000 --fork",
+                  &out),
+            0);
+  EXPECT_NE(out.find("child "), std::string::npos) << out;
+  EXPECT_NE(out.find("parent "), std::string::npos) << out;
+  auto series = PointRecords(d + "/spool");
+  EXPECT_EQ(series.size(), 3u);
+  EXPECT_EQ(series["fork$parent"].count, 2000u);
+  EXPECT_EQ(series["fork$parent"].runs, 1u);
+  EXPECT_EQ(series["fork$child"].count, 500u);
+  EXPECT_EQ(series["fork$child"].runs, 1u);
+  // Ended in both; begun in the parent only, so counted there alone.
+  EXPECT_EQ(series["fork$around"].count, 1u);
   std::filesystem::remove_all(d);
 }
 

@@ -23,9 +23,18 @@
 // (siglongjmp), a point's push too; then, without the handler, passes
 // points about 1 us apart for MS ms more, and prints "points P jumps J":
 // the points begun, and the jumps (each cut off at most one point).
+//   fieldprof_pointsprog N --threads T
+// runs T threads at once, each a "threads"/"thread" scope around N rounds
+// of a "threads"/"work" scope and a point "threads"/"step" (one tag across
+// the threads), and prints the sum.
+//   fieldprof_pointsprog N --fork
+// begins "fork"/"around", runs N rounds of a "fork"/"parent" scope, forks
+// a child that runs N/2 rounds of "fork"/"child" and ends "around" too,
+// then, once the child has exited, N more rounds and the end of "around".
 #include <fieldprof/points.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +42,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "tests/support/sigprof_timer.h"
 
@@ -149,6 +160,64 @@ int JumpOutOfPoints(long n, long ms) {
   return 0;
 }
 
+int Threads(long n, int threads) {
+  std::vector<unsigned long> sums(static_cast<size_t>(threads));
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([n, &sum = sums[static_cast<size_t>(t)]] {
+      FP_SCOPE("threads", "thread");
+      for (long i = 0; i < n; ++i) {
+        FP_SCOPE("threads", "work");
+        sum += Mix(sum + static_cast<unsigned long>(i), 20) & 1;
+        FP_POINT("threads", "step");
+      }
+    });
+  }
+  unsigned long sum = 0;
+  for (int t = 0; t < threads; ++t) {
+    running[static_cast<size_t>(t)].join();
+    sum += sums[static_cast<size_t>(t)];
+  }
+  std::printf("sum %lu\n", sum);
+  return 0;
+}
+
+unsigned long Rounds(long n, bool child) {
+  unsigned long sum = 0;
+  for (long i = 0; i < n; ++i) {
+    if (child) {
+      FP_SCOPE("fork", "child");
+      sum += Mix(sum, 20) & 1;
+    } else {
+      FP_SCOPE("fork", "parent");
+      sum += Mix(sum, 20) & 1;
+    }
+  }
+  return sum;
+}
+
+int Fork(long n) {
+  FP_BEGIN("fork", "around");
+  unsigned long sum = Rounds(n, false);
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) return 1;
+  if (child == 0) {
+    sum += Rounds(n / 2, true);
+    FP_END("fork", "around");
+    std::printf("child %lu\n", sum);
+    return 0;
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return 1;
+  }
+  sum += Rounds(n, false);
+  FP_END("fork", "around");
+  std::printf("parent %lu\n", sum);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,6 +242,10 @@ int main(int argc, char** argv) {
     std::printf("sum %lu rounds %ld\n", sum, rounds);
     return 0;
   }
+  if (argc > 3 && !std::strcmp(argv[2], "--threads")) {
+    return Threads(std::atol(argv[1]), std::atoi(argv[3]));
+  }
+  if (argc > 2 && !std::strcmp(argv[2], "--fork")) return Fork(std::atol(argv[1]));
   if (argc > 3 && !std::strcmp(argv[2], "--jump-out")) {
     return JumpOutOfPoints(std::atol(argv[1]), std::atol(argv[3]));
   }
