@@ -65,8 +65,9 @@ constexpr int kThreadOpen = 64;    // scopes open at once on a thread
 constexpr size_t kName = key_rules::kMaxPointName + 1;
 // A name id that is no name: the `to` of a scope's series.
 constexpr uint32_t kNoName = kMaxNames;
-// A site's ids when its names break the key rules.
-constexpr uint32_t kRefusedSite = ~uint32_t{0};
+// A site's ids when its names break the key rules, or when its tag or
+// name is new and there is no room left for it.
+constexpr uint32_t kRefusedSite = ~uint32_t{0}, kNoRoomSite = kRefusedSite - 1;
 // A tag's last point: its name id + 1 above kLastTickBits of the run's
 // clock (kept modulo 2^kLastTickBits: some 34 days of TSC at 3 GHz).
 constexpr int kLastTickBits = 53;
@@ -84,7 +85,7 @@ struct Series {
   char module[sizeof SpoolPoint::module], build_id[sizeof SpoolPoint::build_id];
   Histogram h;  // the threads' tables summed, at the record
 };
-// A site passed: its tag's and name's ids (kRefusedSite: refused).
+// A site passed: its tag's and name's ids (or kRefusedSite, kNoRoomSite).
 // `site` is written last, with release: a reader that finds it finds the
 // ids.
 struct SiteSlot {
@@ -173,16 +174,17 @@ void Unlock(PointsState& p) { p.lock.store(0, std::memory_order_release); }
 
 inline uint32_t Mix(uint64_t x) { return static_cast<uint32_t>((x * 0x9E3779B97F4A7C15ull) >> 32); }
 
-// Under the lock: the id of `s` in `table` (added if new); -1 when it
-// breaks the key rules or the table is full.
+// Under the lock: the id of `s` in `table` (added if new); kRefused when
+// it breaks the key rules, kNoRoom when the table is full.
+constexpr int kRefused = -1, kNoRoom = -2;
 int Intern(char (*table)[kName], int* n, int cap, const char* s) {
-  if (s == nullptr) return -1;
+  if (s == nullptr) return kRefused;
   const size_t len = strnlen(s, kName);
-  if (!key_rules::PointNameOk(s, len)) return -1;
+  if (!key_rules::PointNameOk(s, len)) return kRefused;
   for (int i = 0; i < *n; ++i) {
     if (strncmp(table[i], s, kName) == 0) return i;
   }
-  if (*n == cap) return -1;
+  if (*n == cap) return kNoRoom;
   memcpy(table[*n], s, len);
   table[*n][len] = 0;
   return (*n)++;
@@ -203,8 +205,14 @@ int Intern(char (*table)[kName], int* n, int cap, const char* s) {
     if (at != nullptr) continue;
     const int tag = Intern(p.tags, &p.ntags, kMaxTags, site->tag);
     const int name = Intern(p.names, &p.nnames, kMaxNames, site->name);
-    s.tag = tag < 0 || name < 0 ? kRefusedSite : static_cast<uint32_t>(tag);
-    s.name = name < 0 ? 0 : static_cast<uint32_t>(name);
+    if (tag == kRefused || name == kRefused) {
+      s.tag = kRefusedSite;
+    } else if (tag == kNoRoom || name == kNoRoom) {
+      s.tag = kNoRoomSite;
+    } else {
+      s.tag = static_cast<uint32_t>(tag);
+      s.name = static_cast<uint32_t>(name);
+    }
     s.site.store(site, std::memory_order_release);
     found = &s;
     break;
@@ -573,7 +581,7 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
   CalibrateAt(now);
   PointsState* p = State();
   const SiteSlot* ids = p != nullptr ? SiteIds(*p, site) : nullptr;
-  if (ids == nullptr) {
+  if (ids == nullptr || ids->tag == kNoRoomSite) {
     if (p != nullptr) p->dropped.fetch_add(1, std::memory_order_relaxed);
   } else if (ids->tag == kRefusedSite) {
     p->refused.fetch_add(1, std::memory_order_relaxed);
