@@ -24,12 +24,14 @@
 // lock, and a histogram update in its thread's own table: threads that
 // pass points at once share no line they write, but for the last point of
 // a tag both pass (one atomic exchange). A site is checked and named once,
-// under the lock, when first passed; so is a new series. Past
-// kPointThreads threads, the others share one table under the lock. A
+// under the lock, when first passed; so is a new series. A thread's table
+// goes back at its end, for a thread that starts later; past kPointThreads
+// threads at once, the others share one table under the lock. A
 // point made while the same thread is inside another (a signal handler)
 // is dropped and counted. The state is mapped at the first point.
 #include "agent/runtime/points.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -117,8 +119,10 @@ struct PointThread {
 struct PointsState {
   std::atomic<int> lock;  // the slow paths: a new site, tag, name or series; `shared`
   int ntags, nnames;
-  std::atomic<int> nseries;  // published after the series is filled
-  std::atomic<int> next_thread;
+  std::atomic<int> nseries;           // published after the series is filled
+  std::atomic<int> next_thread;       // tables handed out so far
+  std::atomic<uint32_t> free_tables;  // bit i: table i's thread has ended
+  std::atomic<uint64_t> threads_seen, threads_shared;
   std::atomic<uint64_t> dropped, refused;
   char tags[kMaxTags][kName];
   char names[kMaxNames][kName];
@@ -140,6 +144,10 @@ thread_local int t_in_point = 0;  // its address also names the thread
 // new one: the table of the state before is not the thread's).
 thread_local PointThread* t_points = nullptr;
 thread_local PointsState* t_points_of = nullptr;
+// Its value in a thread with a table: the table's index + 1, so that the
+// table is given back when the thread ends (GiveBackTable).
+pthread_key_t g_table_key;
+std::atomic<int> g_table_key_made{0};  // 0 no, 1 being made, 2 made, 3 failed
 
 PointsState* State() {
   PointsState* p = g_points.load(std::memory_order_acquire);
@@ -345,15 +353,65 @@ void OnEnd(PointsState& p, PointThread& t, const SiteSlot& ids, const fieldprof_
   p.dropped.fetch_add(1, std::memory_order_relaxed);  // begun before the run was armed
 }
 
+// At a thread's end: its table goes back for a thread that starts later
+// (its histograms stay where they are, and the next thread adds to them;
+// the record sums every table). A point the thread passes after this (in
+// another key's destructor) goes to the shared table.
+void GiveBackTable(void* value) {
+  const uintptr_t i = reinterpret_cast<uintptr_t>(value) - 1;
+  PointsState* p = g_points.load(std::memory_order_acquire);
+  t_points = nullptr;
+  if (p == nullptr || t_points_of != p || i >= kPointThreads) return;
+  p->free_tables.fetch_or(uint32_t{1} << i, std::memory_order_release);
+}
+
+bool TableKeyMade() {
+  int made = g_table_key_made.load(std::memory_order_acquire);
+  if (made == 0 && g_table_key_made.compare_exchange_strong(made, 1)) {
+    made = pthread_key_create(&g_table_key, GiveBackTable) == 0 ? 2 : 3;
+    g_table_key_made.store(made, std::memory_order_release);
+  }
+  return made == 2;
+}
+
+// A thread's first point (in this state): a table given back by a thread
+// that has ended, or one never handed out, or none (the shared one).
+[[gnu::noinline]] PointThread* TakeTable(PointsState& p) {
+  p.threads_seen.fetch_add(1, std::memory_order_relaxed);
+  int i = -1;
+  for (uint32_t free = p.free_tables.load(std::memory_order_acquire); free != 0;) {
+    const int bit = __builtin_ctz(free);
+    if (p.free_tables.compare_exchange_weak(free, free & ~(uint32_t{1} << bit),
+                                            std::memory_order_acquire)) {
+      i = bit;
+      break;
+    }
+  }
+  if (i < 0) {
+    i = p.next_thread.fetch_add(1, std::memory_order_relaxed);
+    if (i >= kPointThreads) i = -1;
+  }
+  t_points_of = &p;
+  if (i < 0) {
+    p.threads_shared.fetch_add(1, std::memory_order_relaxed);
+    t_points = nullptr;
+    return nullptr;
+  }
+  PointThread& t = p.threads[i];
+  t.nopen = 0;  // scopes a thread that ended left open never end
+  t_points = &t;
+  if (TableKeyMade()) {
+    pthread_setspecific(g_table_key, reinterpret_cast<void*>(static_cast<uintptr_t>(i) + 1));
+  }
+  return &t;
+}
+
 // The thread's own table; nullptr when every one is taken (then the shared
 // one, under the lock).
 inline PointThread* MyTable(PointsState& p) {
   if (t_points_of == &p) [[likely]]
     return t_points;
-  const int i = p.next_thread.fetch_add(1, std::memory_order_relaxed);
-  t_points = i < kPointThreads ? &p.threads[i] : nullptr;
-  t_points_of = &p;
-  return t_points;
+  return TakeTable(p);
 }
 
 void Hit(PointsState& p, PointThread& t, const SiteSlot& ids, const fieldprof_point_site* site,
@@ -463,6 +521,7 @@ void ForgetPoints(bool after_fork) {
     munmap(p, sizeof(PointsState));
     t_points = nullptr;
     t_points_of = nullptr;
+    if (g_table_key_made.load() == 2) pthread_setspecific(g_table_key, nullptr);
     return;
   }
   // After a failed exec: the same threads go on, into a record of their
@@ -517,6 +576,9 @@ int AddPointRecords(SpoolRun* run) {
     ++run->npoints;
     ++added;
   }
+  DebugLog("points: %llu threads passed points, %llu of them in the shared table",
+           static_cast<unsigned long long>(p->threads_seen.load()),
+           static_cast<unsigned long long>(p->threads_shared.load()));
   const uint64_t refused = p->refused.load();
   if (dropped + refused > 0) {
     DebugLog("points: %llu dropped, %llu refused by the key rules",

@@ -234,6 +234,31 @@ TEST(PointsTest, ThreadsPassingPointsAtOnceAreEachCountedOnce) {
   std::filesystem::remove_all(d);
 }
 
+// Threads that start one after the other, more of them than there are
+// tables: each takes the table of a thread that has ended, and none is
+// left to the shared one under the lock. Broken (tables never given
+// back), the 17th thread on shares it: "24 of them".
+TEST(PointsTest, AThreadThatEndsGivesItsTableToTheNext) {
+  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir, settings = MeasuredSettings(d);
+  std::string out;
+  ASSERT_EQ(Shell("FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings +
+                      " LD_PRELOAD=" + kRuntime + " " + kProg + " 1000 --threads-in-turn 40",
+                  &out),
+            0);
+  auto series = PointRecords(d + "/spool");
+  EXPECT_EQ(series["threads$thread"].count, 40u);
+  EXPECT_EQ(series["threads$work"].count, 40000u);
+  EXPECT_EQ(series["threads$step$step"].count, 39999u);
+  std::ifstream log(d + "/debug.log");
+  const std::string said((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("points: 40 threads passed points, 0 of them in the shared table"),
+            std::string::npos)
+      << said;
+  std::filesystem::remove_all(d);
+}
+
 // A fork child records only what it passes itself; its parent's points,
 // and a scope the parent had begun, stay the parent's. Broken (the child
 // keeping the parent's counts or tables), "fork$parent" is counted twice.
