@@ -26,7 +26,10 @@
 //   fieldprof_pointsprog N --threads T
 // runs T threads at once, each a "threads"/"thread" scope around N rounds
 // of a "threads"/"work" scope and a point "threads"/"step" (one tag across
-// the threads), and prints the sum.
+// the threads), and prints the sum. With --threads-in-turn T, the same T
+// threads one after the other, each started when the one before ended,
+// and it prints the threads' ids in turn ("tids T1 T2 ...") and how much
+// its resident memory grew meanwhile ("rss_growth_kib K") too.
 //   fieldprof_pointsprog N --fork
 // begins "fork"/"around", runs N rounds of a "fork"/"parent" scope, forks
 // a child that runs N/2 rounds of "fork"/"child" and ends "around" too,
@@ -160,25 +163,48 @@ int JumpOutOfPoints(long n, long ms) {
   return 0;
 }
 
-int Threads(long n, int threads) {
+// The process's resident memory, KiB (VmRSS); -1 if unknown.
+long RssKib() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
+}
+
+int Threads(long n, int threads, bool in_turn) {
+  const long rss0 = RssKib();
   std::vector<unsigned long> sums(static_cast<size_t>(threads));
+  std::vector<long> tids(static_cast<size_t>(threads));
   std::vector<std::thread> running;
   for (int t = 0; t < threads; ++t) {
-    running.emplace_back([n, &sum = sums[static_cast<size_t>(t)]] {
-      FP_SCOPE("threads", "thread");
-      for (long i = 0; i < n; ++i) {
-        FP_SCOPE("threads", "work");
-        sum += Mix(sum + static_cast<unsigned long>(i), 20) & 1;
-        FP_POINT("threads", "step");
-      }
-    });
+    running.emplace_back(
+        [n, &sum = sums[static_cast<size_t>(t)], &tid = tids[static_cast<size_t>(t)]] {
+          tid = gettid();
+          FP_SCOPE("threads", "thread");
+          for (long i = 0; i < n; ++i) {
+            FP_SCOPE("threads", "work");
+            sum += Mix(sum + static_cast<unsigned long>(i), 20) & 1;
+            FP_POINT("threads", "step");
+          }
+        });
+    if (in_turn) running.back().join();
   }
   unsigned long sum = 0;
   for (int t = 0; t < threads; ++t) {
-    running[static_cast<size_t>(t)].join();
+    if (!in_turn) running[static_cast<size_t>(t)].join();
     sum += sums[static_cast<size_t>(t)];
   }
   std::printf("sum %lu\n", sum);
+  if (in_turn) {
+    std::printf("rss_growth_kib %ld\ntids", RssKib() - rss0);
+    for (const long tid : tids) std::printf(" %ld", tid);
+    std::printf("\n");
+  }
   return 0;
 }
 
@@ -243,7 +269,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 3 && !std::strcmp(argv[2], "--threads")) {
-    return Threads(std::atol(argv[1]), std::atoi(argv[3]));
+    return Threads(std::atol(argv[1]), std::atoi(argv[3]), false);
+  }
+  if (argc > 3 && !std::strcmp(argv[2], "--threads-in-turn")) {
+    return Threads(std::atol(argv[1]), std::atoi(argv[3]), true);
   }
   if (argc > 2 && !std::strcmp(argv[2], "--fork")) return Fork(std::atol(argv[1]));
   if (argc > 3 && !std::strcmp(argv[2], "--jump-out")) {

@@ -571,7 +571,10 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr, bool last = false) {
     const uint64_t head = r->head.load(std::memory_order_acquire);
     uint64_t tail = r->tail.load(std::memory_order_relaxed);
     if (fullest != nullptr) *fullest = std::max(*fullest, head - tail);
-    if (head == tail) continue;
+    if (head == tail) {
+      pf::FreeIfEnded(r, tail);
+      continue;
+    }
     any = true;
     while (tail != head) {
       if (WholeSiteKind(r->ev, tail) == ~uint64_t{0}) {
@@ -592,6 +595,7 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr, bool last = false) {
       tail += n;
     }
     r->tail.store(tail, std::memory_order_release);
+    pf::FreeIfEnded(r, tail);
   }
   return any;
 }
@@ -919,7 +923,7 @@ void AtForkChild() {
     r->passable_below = 0;
     r->never_whole = 0;
   }
-  pf::t_ring = nullptr;            // this thread's ring carries the parent's tid
+  pf::FreeRingsAfterFork();  // this thread's carries the parent's tid, the others' no thread's
   new (&g_drain_mu) std::mutex();  // the parent's drain thread may have held it
   const bool had_file = g_fd >= 0;
   g_drain_started = false;

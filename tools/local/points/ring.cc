@@ -4,6 +4,7 @@
 #include "tools/local/points/ring.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,20 +23,70 @@ void (*g_span_with_stack)(uint64_t, uint64_t, uint64_t, const void*) = nullptr;
 
 namespace {
 
+// Its value in a thread with a ring: the ring, given back at the thread's
+// end (RingEnded).
+pthread_key_t g_ring_key;
+std::atomic<int> g_rings_ended{0};    // ended, not yet free
+std::atomic<int> g_ring_key_made{0};  // 0 no, 1 being made, 2 made, 3 failed
+
+// A thread's end: its ring is the drain's to empty and free. Only if it is
+// still the thread's (a fork child's thread has a ring of its own since).
+// An event the thread passes after this (in another key's destructor)
+// takes a ring again.
+void RingEnded(void* value) {
+  auto* r = static_cast<Ring*>(value);
+  if (r == nullptr || r != t_ring) return;
+  t_ring = nullptr;
+  r->state.store(kRingEnded, std::memory_order_release);
+  if ((g_rings_ended.fetch_add(1, std::memory_order_relaxed) + 1) % kWakeForEnded == 0) {
+    syscall(SYS_futex, reinterpret_cast<int*>(&g_drain_word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+  }
+}
+
+bool RingKeyMade() {
+  int made = g_ring_key_made.load(std::memory_order_acquire);
+  if (made == 0 && g_ring_key_made.compare_exchange_strong(made, 1)) {
+    made = pthread_key_create(&g_ring_key, RingEnded) == 0 ? 2 : 3;
+    g_ring_key_made.store(made, std::memory_order_release);
+  }
+  return made == 2;
+}
+
+// A ring a thread that ended left, emptied by the drain; nullptr if none.
+Ring* TakeFreeRing() {
+  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    int free = kRingFree;
+    if (r->state.load(std::memory_order_relaxed) == kRingFree &&
+        r->state.compare_exchange_strong(free, kRingOwned, std::memory_order_acquire)) {
+      return r;
+    }
+  }
+  return nullptr;
+}
+
 Ring* NewRing() {
-  void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  // Default-initialised: the events are left as mmap gives them (zero pages,
-  // touched as they fill), not cleared, which would touch all 2 MiB.
-  Ring* r = new (p) Ring;
+  Ring* r = TakeFreeRing();
+  if (r != nullptr) {
+    r->seen_tail = r->tail.load(std::memory_order_acquire);  // the drain took all it held
+  } else {
+    void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    // Default-initialised: the events are left as mmap gives them (zero
+    // pages, touched as they fill), not cleared, which would touch all 2 MiB.
+    r = new (p) Ring;
+    r->tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    Ring* head = g_rings.load(std::memory_order_relaxed);
+    do {
+      r->next = head;
+    } while (!g_rings.compare_exchange_weak(head, r, std::memory_order_release,
+                                            std::memory_order_relaxed));
+  }
+  // Before the thread's first event: the drain reads it with the events.
   r->tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  Ring* head = g_rings.load(std::memory_order_relaxed);
-  do {
-    r->next = head;
-  } while (!g_rings.compare_exchange_weak(head, r, std::memory_order_release,
-                                          std::memory_order_relaxed));
   t_ring = r;
+  if (RingKeyMade()) pthread_setspecific(g_ring_key, r);
   return r;
 }
 
@@ -95,6 +146,20 @@ uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   __atomic_store_n(&e.site_kind, site | (kind & 3) | WholeMark(head), __ATOMIC_RELEASE);
   if (__builtin_expect(((head + 1) & (kNudgeEvery - 1)) == 0, 0)) return Nudge(r, head + 1);
   return head + 1;
+}
+
+void FreeIfEnded(Ring* r, uint64_t tail) {
+  if (r->state.load(std::memory_order_acquire) == kRingEnded &&
+      r->head.load(std::memory_order_acquire) == tail) {
+    g_rings_ended.fetch_sub(1, std::memory_order_relaxed);
+    r->state.store(kRingFree, std::memory_order_release);
+  }
+}
+
+void FreeRingsAfterFork() {
+  for (Ring* r = g_rings.load(); r != nullptr; r = r->next) r->state.store(kRingFree);
+  g_rings_ended.store(0);
+  t_ring = nullptr;
 }
 
 void CountLost() {

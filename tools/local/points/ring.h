@@ -40,8 +40,14 @@ struct Ring {
   uint64_t seen_tail = 0;
   std::atomic<uint64_t> lost{0};
   std::atomic<uint64_t> stackless{0};  // events whose stack its budget had no time for
-  uint32_t tid = 0;
+  uint32_t tid = 0;                    // the owner's; written before its first event in the ring
   Ring* next = nullptr;
+  // kRingOwned while a thread writes it; kRingEnded once that thread has
+  // ended (its key's destructor); kRingFree once the drain has taken all
+  // it holds, for the next thread that starts to take (NewRing). A program
+  // that starts and ends threads by the thousand keeps as many rings as it
+  // has threads at once, and the drain walks no more.
+  std::atomic<int> state{0};
   // The drain's: events taken, and the slot it waits on to be whole (a
   // push cut off by a signal handler that never returned, or stopped):
   // since when, the head then, and below which it waits no more.
@@ -53,6 +59,8 @@ struct Ring {
   uint64_t never_whole = 0;  // slots passed by, counted as lost
   alignas(64) Event ev[kRingEvents];
 };
+
+inline constexpr int kRingOwned = 0, kRingEnded = 1, kRingFree = 2;
 
 extern std::atomic<Ring*> g_rings;     // every thread's, newest first
 extern std::atomic<bool> g_recording;  // events are taken
@@ -76,6 +84,20 @@ uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
 
 // Counts one of the calling thread's events as lost.
 void CountLost();
+
+// The drain, after taking every event of `r` that it holds: a ring whose
+// thread has ended goes free (ring.h, Ring::state). The next thread
+// writes on from where its events stopped: only the ring's round tells an
+// event whole, so every slot must have been written in each round before.
+void FreeIfEnded(Ring* r, uint64_t tail);
+// Rings whose thread has ended, not yet freed: at every kWakeForEnded of
+// them, the thread that ends wakes the drain (threads that start and end
+// faster than it wakes would otherwise each take a ring of their own).
+inline constexpr int kWakeForEnded = 16;
+
+// A fork child: every ring goes free (the threads that wrote them are
+// gone, and the forking thread takes one again at its next event).
+void FreeRingsAfterFork();
 
 // With --stacks (recorder.cc, set at start): a placed function's span,
 // its begin with the stack from `caller` (the call's return address)
