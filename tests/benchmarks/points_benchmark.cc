@@ -444,7 +444,11 @@ void Field(const char* self, const std::string& runtime, const std::string& base
   std::vector<Kind> kinds = {{"field runtime", runtime, {}, {}, {}}};
   if (!base.empty()) kinds.push_back({"field runtime, base", base, {}, {}, {}});
   for (const int threads : {1, 2}) {
-    for (Kind& k : kinds) k.plain.clear(), k.scope.clear(), k.reads.clear();
+    for (Kind& k : kinds) {
+      k.plain.clear();
+      k.scope.clear();
+      k.reads.clear();
+    }
     for (int r = 0; r < rounds; ++r) {
       for (size_t j = 0; j < kinds.size(); ++j) {
         Kind& k = kinds[r % 2 == 0 ? j : kinds.size() - 1 - j];

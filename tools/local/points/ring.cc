@@ -76,7 +76,6 @@ Ring* NewRing() {
     // Default-initialised: the events are left as mmap gives them (zero
     // pages, touched as they fill), not cleared, which would touch all 2 MiB.
     r = new (p) Ring;
-    r->tid = static_cast<uint32_t>(syscall(SYS_gettid));
     Ring* head = g_rings.load(std::memory_order_relaxed);
     do {
       r->next = head;
