@@ -134,6 +134,11 @@ constexpr int kBurst = 8192;
 
 using Loop = uint64_t (*)(long, uint64_t);
 
+// ns per iteration of a burst timed from t0 to t1.
+double PerIteration(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst;
+}
+
 // Bursts of kBurst iterations of Plain and of `loop`, rounds * 20 times,
 // with a pause between for whatever drains the events; with `tsc`, a
 // burst of rdtsc reads too. Medians, ns per iteration.
@@ -143,20 +148,17 @@ struct Bursts {
 Bursts TimeBursts(int rounds, Loop loop, bool tsc) {
   std::vector<double> plain, looped, reads;
   uint64_t sink = 1;
-  const auto per_iteration = [](Clock::time_point t0, Clock::time_point t1) {
-    return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst;
-  };
   for (int r = 0; r < rounds * 20; ++r) {
     auto t0 = Clock::now();
     sink = Plain(kBurst, sink);
-    plain.push_back(per_iteration(t0, Clock::now()));
+    plain.push_back(PerIteration(t0, Clock::now()));
     t0 = Clock::now();
     sink = loop(kBurst, sink);
-    looped.push_back(per_iteration(t0, Clock::now()));
+    looped.push_back(PerIteration(t0, Clock::now()));
     if (tsc) {
       t0 = Clock::now();
       for (int i = 0; i < kBurst; ++i) sink += __rdtsc();
-      reads.push_back(per_iteration(t0, Clock::now()));
+      reads.push_back(PerIteration(t0, Clock::now()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(8));  // the drain empties the ring
   }
@@ -392,19 +394,16 @@ int FieldChild(int threads, int rounds) {
     while (ready.load() < threads) {
     }
     uint64_t sink = 1;
-    const auto per_iteration = [](Clock::time_point t0, Clock::time_point t1) {
-      return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBurst;
-    };
     for (int r = 0; r < rounds * 20; ++r) {
       auto t0 = Clock::now();
       sink = Plain(kBurst, sink);
-      plain[t].push_back(per_iteration(t0, Clock::now()));
+      plain[t].push_back(PerIteration(t0, Clock::now()));
       t0 = Clock::now();
       sink = WithScope(kBurst, sink);
-      scope[t].push_back(per_iteration(t0, Clock::now()));
+      scope[t].push_back(PerIteration(t0, Clock::now()));
       t0 = Clock::now();
       for (int i = 0; i < kBurst; ++i) sink += __rdtsc() + __rdtsc();
-      reads[t].push_back(per_iteration(t0, Clock::now()));
+      reads[t].push_back(PerIteration(t0, Clock::now()));
     }
     __asm__ __volatile__("" : : "r"(sink));
   };

@@ -135,7 +135,7 @@ std::map<std::string, PointSeries> PointRecords(const std::string& spool) {
 }
 
 // A directory of its own with settings that measure every run and name
-// `points` (k = 1, no overhead budget to speak of), removed at the end:
+// `points` ("": none; k = 1, no overhead budget to speak of), removed at the end:
 // measured runs of a command, what the runtime said, and what it recorded.
 class PointsSettingsDir {
  public:
@@ -209,20 +209,15 @@ TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
 // The durations are real ones though no API's call came before the points
 // to take the clock's rate (before: all 0 ns in most runs).
 TEST(PointsTest, ThreadsPassingPointsAtOnceAreEachCountedOnce) {
-  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir, settings = MeasuredSettings(d);
+  const PointsSettingsDir dir("");
   constexpr int kThreads = 24, kRounds = 20000;
+  const std::string cmd =
+      kProg + " " + std::to_string(kRounds) + " --threads " + std::to_string(kThreads);
   std::string plain, out;
-  ASSERT_EQ(Shell(kProg + " " + std::to_string(kRounds) + " --threads " + std::to_string(kThreads),
-                  &plain),
-            0);
-  ASSERT_EQ(Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kRuntime + " " + kProg + " " +
-                      std::to_string(kRounds) + " --threads " + std::to_string(kThreads),
-                  &out),
-            0);
+  ASSERT_EQ(Shell(cmd, &plain), 0);
+  ASSERT_EQ(dir.Run(cmd, &out), 0);
   EXPECT_EQ(out, plain);
-  auto series = PointRecords(d + "/spool");
+  auto series = dir.Series();
   EXPECT_EQ(series.size(), 3u);
   EXPECT_EQ(series["threads$thread"].count, uint64_t{kThreads});
   EXPECT_EQ(series["threads$work"].count, uint64_t{kThreads} * kRounds);
@@ -231,7 +226,6 @@ TEST(PointsTest, ThreadsPassingPointsAtOnceAreEachCountedOnce) {
   // Each thread's scope holds its work scopes.
   EXPECT_GT(series["threads$work"].sum_ns, 0u);
   EXPECT_GE(series["threads$thread"].sum_ns, series["threads$work"].sum_ns);
-  std::filesystem::remove_all(d);
 }
 
 // Threads that start one after the other, more of them than there are
@@ -239,41 +233,28 @@ TEST(PointsTest, ThreadsPassingPointsAtOnceAreEachCountedOnce) {
 // left to the shared one under the lock. Broken (tables never given
 // back), the 17th thread on shares it: "24 of them".
 TEST(PointsTest, AThreadThatEndsGivesItsTableToTheNext) {
-  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir, settings = MeasuredSettings(d);
+  const PointsSettingsDir dir("");
   std::string out;
-  ASSERT_EQ(Shell("FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings +
-                      " LD_PRELOAD=" + kRuntime + " " + kProg + " 1000 --threads-in-turn 40",
-                  &out),
-            0);
-  auto series = PointRecords(d + "/spool");
+  ASSERT_EQ(dir.Run(kProg + " 1000 --threads-in-turn 40", &out), 0);
+  auto series = dir.Series();
   EXPECT_EQ(series["threads$thread"].count, 40u);
   EXPECT_EQ(series["threads$work"].count, 40000u);
   EXPECT_EQ(series["threads$step$step"].count, 39999u);
-  std::ifstream log(d + "/debug.log");
-  const std::string said((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(said.find("points: 40 threads passed points, 0 of them in the shared table"),
+  EXPECT_NE(dir.Said().find("points: 40 threads passed points, 0 of them in the shared table"),
             std::string::npos)
-      << said;
-  std::filesystem::remove_all(d);
+      << dir.Said();
 }
 
 // A fork child records only what it passes itself; its parent's points,
 // and a scope the parent had begun, stay the parent's. Broken (the child
 // keeping the parent's counts or tables), "fork$parent" is counted twice.
 TEST(PointsTest, AForkChildRecordsOnlyItsOwnPoints) {
-  char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir, settings = MeasuredSettings(d);
+  const PointsSettingsDir dir("");
   std::string out;
-  ASSERT_EQ(Shell("FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings +
-                      " LD_PRELOAD=" + kRuntime + " " + kProg + " 1000 --fork",
-                  &out),
-            0);
+  ASSERT_EQ(dir.Run(kProg + " 1000 --fork", &out), 0);
   EXPECT_NE(out.find("child "), std::string::npos) << out;
   EXPECT_NE(out.find("parent "), std::string::npos) << out;
-  auto series = PointRecords(d + "/spool");
+  auto series = dir.Series();
   EXPECT_EQ(series.size(), 3u);
   EXPECT_EQ(series["fork$parent"].count, 2000u);
   EXPECT_EQ(series["fork$parent"].runs, 1u);
@@ -281,7 +262,6 @@ TEST(PointsTest, AForkChildRecordsOnlyItsOwnPoints) {
   EXPECT_EQ(series["fork$child"].runs, 1u);
   // Ended in both; begun in the parent only, so counted there alone.
   EXPECT_EQ(series["fork$around"].count, 1u);
-  std::filesystem::remove_all(d);
 }
 
 // A program without points of its own opens a plugin that has some, finds
