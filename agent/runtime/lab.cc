@@ -202,6 +202,10 @@ bool LabStart(char** envp, const char* debug_log) {
     // The program's own points go to the recorder too (points.cc).
     SetPointsForward(reinterpret_cast<void*>(span[1]),
                      g_lab_stacks ? reinterpret_cast<void*>(span[2]) : nullptr);
+    static const char* const kBusy[] = {"fieldprof_points_busy_from"};
+    uintptr_t busy_from = 0;
+    ResolveNext(kBusy, &busy_from, 1);
+    if (busy_from != 0) reinterpret_cast<void (*)(int (*)())>(busy_from)(InBinderWork);
   }
   DebugLine(debug_log, "lab mode: %s, writing to %s (%u APIs planned)", mode, dir,
             g_lab_apis->plan_size);

@@ -509,6 +509,8 @@ void SetPointsForward(void* next_hit, void* next_hit_from) {
   g_next_hit_from = reinterpret_cast<LabHitFromFn>(next_hit_from);
 }
 
+int InBinderWork() { return t_in_binder; }
+
 void ForgetPoints(bool after_fork) {
   PointsState* p = g_points.load();
   if (p == nullptr) return;

@@ -27,6 +27,13 @@ void NamePointSeries();
 // calls' return slots lent to its unwinder (LendReturnAddresses).
 void SetPointsForward(void* next_hit, void* next_hit_from);
 
+// Whether the calling thread is inside the binder's slow work, where it
+// may hold, or be taking, the dynamic linker's lock. Handed to the points
+// recorder (its fieldprof_points_busy_from), which takes no stack then:
+// its unwinder takes that lock too (dl_iterate_phdr), and a signal
+// handler's point cutting in there would wait on its own thread for good.
+int InBinderWork();
+
 // Forgets the points counted so far: what follows goes into a record of
 // its own. A fork child (`after_fork`): its parent's points are its
 // parent's, and its one thread is the forking one.

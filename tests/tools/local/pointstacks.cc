@@ -6,6 +6,11 @@
 // are called after each step, from the same two places (rand's entry is
 // one the runtime cannot move: a call among its first instructions).
 //   fieldprof_pointstacks A B N [signals]
+// With "dlsym" instead, the handler's point every 20 us while the program
+// calls dlsym A times (the runtime's binder looks at the loaded objects
+// under the dynamic linker's lock at each), a point before each.
+//   fieldprof_pointstacks A 0 0 dlsym
+#include <dlfcn.h>
 #include <fieldprof/points.h>
 #include <signal.h>
 #include <time.h>
@@ -60,8 +65,20 @@ __attribute__((noinline)) void worker_loop(int n) {
 }
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::strcmp(argv[4], "dlsym") == 0) {
+    timer_t timer{};
+    if (!StartSigprofEvery20us(on_signal, SA_RESTART, &timer)) return 1;
+    long found = 0;
+    for (int i = std::atoi(argv[1]); i > 0; --i) {
+      FP_POINT("stacks", "lookup");
+      found += dlsym(RTLD_DEFAULT, "printf") != nullptr;
+    }
+    timer_delete(timer);
+    std::printf("found %ld\ndone\n", found);
+    return 0;
+  }
   if (argc != 4 && !(argc == 5 && std::strcmp(argv[4], "signals") == 0)) {
-    std::fprintf(stderr, "usage: %s A B N [signals]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s A B N [signals|dlsym]\n", argv[0]);
     return 2;
   }
   // "signals": SIGPROF every 20 us (a CLOCK_MONOTONIC timer: high

@@ -243,6 +243,10 @@ StackTable* NewStackTable() {
 // opened local to this library: its _Unwind_* would otherwise stand in
 // for the program's own.
 int (*g_unw_backtrace)(void** ips, int n);
+// Whether the calling thread is inside the runtime's binder work, as the
+// runtime says when it is loaded (a lab pass, --at:
+// fieldprof_points_busy_from); null otherwise.
+std::atomic<int (*)()> g_rt_busy{nullptr};
 
 // Opens libunwind for --stacks; false, said once, when it cannot be had.
 bool OpenUnwinder() {
@@ -341,7 +345,12 @@ bool MayTakeStack(uint64_t now) {
 void PushStackOf(uint64_t pushed, const void* caller) {
   if (pushed == 0) return;
   const uint64_t tsc = __rdtsc();
-  if (!MayTakeStack(tsc)) {
+  // Inside the runtime's binder work the thread may hold, or be taking,
+  // the dynamic linker's lock, which the unwinder takes (dl_iterate_phdr):
+  // a signal handler's point cutting in there would wait on its own
+  // thread for good. Its event goes without a stack, counted.
+  int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
+  if ((busy != nullptr && busy() != 0) || !MayTakeStack(tsc)) {
     pf::Ring* r = pf::t_ring;  // made: the event is in it
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -1053,6 +1062,12 @@ __attribute__((visibility("default"))) void fieldprof_point_hit_from(
   } else if (hit == 2) {
     HitWithStack(site, kind, value, caller);
   }
+}
+
+// The runtime, in a points pass, hands over its test of whether the
+// calling thread is inside its binder work (PushStackOf says why).
+__attribute__((visibility("default"))) void fieldprof_points_busy_from(int (*busy)()) {
+  g_rt_busy.store(busy, std::memory_order_relaxed);
 }
 
 // Modules opened later are armed as they come.
