@@ -8,10 +8,14 @@
 //   fieldprof_pointstacks A B N [signals]
 // With "dlsym" instead, the handler's point every 20 us while the program
 // calls dlsym A times (the runtime's binder looks at the loaded objects
-// under the dynamic linker's lock at each), a point before each.
-//   fieldprof_pointstacks A 0 0 dlsym
+// under the dynamic linker's lock at each), a point before each. With
+// "dliterate", the program's own dl_iterate_phdr instead, and with
+// "dlopen", its own dlopen and dlclose of libz.so.1 (each holds the
+// dynamic linker's lock for a while).
+//   fieldprof_pointstacks A 0 0 dlsym|dliterate|dlopen
 #include <dlfcn.h>
 #include <fieldprof/points.h>
+#include <link.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,21 +68,40 @@ __attribute__((noinline)) void worker_loop(int n) {
 }
 }
 
+int CountObject(dl_phdr_info*, size_t, void* n) {
+  ++*static_cast<long*>(n);
+  return 0;
+}
+
+// One of the dynamic linker's calls that take its lock, as `how` names it;
+// 1 when it found what it looked for.
+long LinkerCall(const char* how) {
+  if (std::strcmp(how, "dlsym") == 0) return dlsym(RTLD_DEFAULT, "printf") != nullptr;
+  if (std::strcmp(how, "dliterate") == 0) {
+    long objects = 0;
+    dl_iterate_phdr(CountObject, &objects);
+    return objects > 0;
+  }
+  void* h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+  return h != nullptr && dlclose(h) == 0;
+}
+
 int main(int argc, char** argv) {
-  if (argc == 5 && std::strcmp(argv[4], "dlsym") == 0) {
+  if (argc == 5 && (std::strcmp(argv[4], "dlsym") == 0 || std::strcmp(argv[4], "dliterate") == 0 ||
+                    std::strcmp(argv[4], "dlopen") == 0)) {
     timer_t timer{};
     if (!StartSigprofEvery20us(on_signal, SA_RESTART, &timer)) return 1;
     long found = 0;
     for (int i = std::atoi(argv[1]); i > 0; --i) {
       FP_POINT("stacks", "lookup");
-      found += dlsym(RTLD_DEFAULT, "printf") != nullptr;
+      found += LinkerCall(argv[4]);
     }
     timer_delete(timer);
     std::printf("found %ld\ndone\n", found);
     return 0;
   }
   if (argc != 4 && !(argc == 5 && std::strcmp(argv[4], "signals") == 0)) {
-    std::fprintf(stderr, "usage: %s A B N [signals|dlsym]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s A B N [signals|dlsym|dliterate|dlopen]\n", argv[0]);
     return 2;
   }
   // "signals": SIGPROF every 20 us (a CLOCK_MONOTONIC timer: high

@@ -84,6 +84,24 @@ struct OwnWork {
   OwnWork& operator=(const OwnWork&) = delete;
 };
 
+// Non-zero while the thread is inside a call of the dynamic linker's that
+// takes its lock (the wrappers below: dlopen, dlmopen, dlclose,
+// dl_iterate_phdr), the program's or the recorder's own. libunwind takes
+// that lock too, and a signal handler's point that took its stack there
+// could wait on its own thread for good (PushStackOf).
+__thread int t_in_linker __attribute__((tls_model("initial-exec")));
+struct InLinker {
+  InLinker() { ++t_in_linker; }
+  ~InLinker() { --t_in_linker; }
+  InLinker(const InLinker&) = delete;
+  InLinker& operator=(const InLinker&) = delete;
+};
+using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
+DlIteratePhdrFn g_real_dl_iterate_phdr;
+DlIteratePhdrFn RealDlIteratePhdr() {
+  return reinterpret_cast<DlIteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
+}
+
 // 1: the drain stops; its sleep is a futex wait on this word, so that
 // stopping never waits out a sleep, and a thread filling its ring fast
 // wakes it early (ring.h).
@@ -345,12 +363,13 @@ bool MayTakeStack(uint64_t now) {
 void PushStackOf(uint64_t pushed, const void* caller) {
   if (pushed == 0) return;
   const uint64_t tsc = __rdtsc();
-  // Inside the runtime's binder work the thread may hold, or be taking,
-  // the dynamic linker's lock, which the unwinder takes (dl_iterate_phdr):
-  // a signal handler's point cutting in there would wait on its own
-  // thread for good. Its event goes without a stack, counted.
+  // Inside the dynamic linker's calls, and inside the runtime's binder
+  // work, the thread may hold, or be taking, the dynamic linker's lock,
+  // which the unwinder takes (dl_iterate_phdr): a signal handler's point
+  // cutting in there would wait on its own thread for good. Its event
+  // goes without a stack, counted.
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
-  if ((busy != nullptr && busy() != 0) || !MayTakeStack(tsc)) {
+  if (t_in_linker != 0 || (busy != nullptr && busy() != 0) || !MayTakeStack(tsc)) {
     pf::Ring* r = pf::t_ring;  // made: the event is in it
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -993,6 +1012,7 @@ void Begin() {
 }
 
 __attribute__((constructor)) void Start() {
+  g_real_dl_iterate_phdr = RealDlIteratePhdr();
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
   OwnWork own;
@@ -1073,6 +1093,7 @@ __attribute__((visibility("default"))) void fieldprof_points_busy_from(int (*bus
 // Modules opened later are armed as they come.
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   static auto real = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
+  InLinker in_linker;
   const char* base = file != nullptr ? strrchr(file, '/') : nullptr;
   void* h;
   if (base != nullptr && strcmp(base + 1, pf::kRuntimeLibName) == 0) {
@@ -1088,11 +1109,31 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
 
 __attribute__((visibility("default"))) int dlclose(void* handle) {
   static auto real = Real(&dlclose, "dlclose");
+  InLinker in_linker;
   DrainBeforeClose();
   const int r = real(handle);
   OwnWork own;
   ForgetClosedModules();
   return r;
+}
+
+// In another namespace nothing is armed (ArmAll sees the first); the
+// wrapper is for InLinker only.
+__attribute__((visibility("default"))) void* dlmopen(Lmid_t lmid, const char* file, int mode) {
+  static auto real = Real(&dlmopen, "dlmopen");
+  InLinker in_linker;
+  return real(lmid, file, mode);
+}
+
+// The program's, its libraries' (libunwind's, at each new return address)
+// and the recorder's own, for InLinker. The real one is looked up at load
+// (Start): a signal handler's unwinding may be the first to call it.
+__attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t,
+                                                                           void*),
+                                                           void* data) {
+  if (g_real_dl_iterate_phdr == nullptr) g_real_dl_iterate_phdr = RealDlIteratePhdr();
+  InLinker in_linker;
+  return g_real_dl_iterate_phdr(callback, data);
 }
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
