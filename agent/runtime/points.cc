@@ -25,7 +25,9 @@
 // pass points at once share no line they write, but for the last point of
 // a tag both pass (one atomic exchange). A site is checked and named once,
 // under the lock, when first passed; so is a new series. A thread's table
-// goes back at its end, for a thread that starts later; past kPointThreads
+// goes back at its end, for a thread that starts later. The first
+// kTablesPerChunk tables are in the state; the others, in chunks of as
+// many, are mapped as threads come to need them. Past kPointThreads
 // threads at once, the others share one table under the lock. A
 // point made while the same thread is inside another (a signal handler)
 // is dropped and counted. The state is mapped at the first point.
@@ -62,8 +64,13 @@ constexpr int kMaxSeries = FP_MAX_POINT_SERIES, kMaxTags = 64;
 constexpr int kMaxNames = 1024;    // distinct point names, all tags
 constexpr int kSiteSlots = 4096;   // sites passed (a power of 2)
 constexpr int kSeriesSlots = 256;  // series' index (a power of 2, > kMaxSeries)
-constexpr int kPointThreads = 16;  // threads with a table of their own
-constexpr int kThreadOpen = 64;    // scopes open at once on a thread
+// Threads with a table of their own: a chunk in the state, and chunks
+// mapped as more threads pass points at once (a table is some 200 KB,
+// touched as its series are used).
+constexpr int kTablesPerChunk = 16, kTableChunks = 16;
+constexpr int kPointThreads = kTablesPerChunk * kTableChunks;
+static_assert(kPointThreads % 64 == 0, "free_tables: 64 tables a word");
+constexpr int kThreadOpen = 64;  // scopes open at once on a thread
 constexpr size_t kName = key_rules::kMaxPointName + 1;
 // A name id that is no name: the `to` of a scope's series.
 constexpr uint32_t kNoName = kMaxNames;
@@ -114,14 +121,18 @@ struct PointThread {
   Open open[kThreadOpen];
   Histogram h[kMaxSeries];  // by series index
 };
-// Zero bytes are an empty state: mapped zero-filled, nothing constructed,
-// so pages no thread uses are never touched.
+struct TableChunk {
+  PointThread t[kTablesPerChunk];
+};
+// Zero bytes are an empty state (and chunk): mapped zero-filled, nothing
+// constructed, so pages no thread uses are never touched.
 struct PointsState {
   std::atomic<int> lock;  // the slow paths: a new site, tag, name or series; `shared`
   int ntags, nnames;
-  std::atomic<int> nseries;           // published after the series is filled
-  std::atomic<int> next_thread;       // tables handed out so far
-  std::atomic<uint32_t> free_tables;  // bit i: table i's thread has ended
+  std::atomic<int> nseries;      // published after the series is filled
+  std::atomic<int> next_thread;  // tables handed out so far
+  // Bit i % 64 of word i / 64: table i's thread has ended.
+  std::atomic<uint64_t> free_tables[kPointThreads / 64];
   std::atomic<uint64_t> threads_seen, threads_shared;
   std::atomic<uint64_t> dropped, refused;
   char tags[kMaxTags][kName];
@@ -130,8 +141,11 @@ struct PointsState {
   SiteSlot sites[kSiteSlots];
   SeriesSlot series_index[kSeriesSlots];
   TagLast last[kMaxTags];
-  PointThread shared;  // the threads past kPointThreads
-  PointThread threads[kPointThreads];
+  PointThread shared;                    // the threads past kPointThreads
+  PointThread threads[kTablesPerChunk];  // tables 0 to kTablesPerChunk - 1
+  // The tables after, kTablesPerChunk a chunk (chunks[0] unused); null
+  // until a thread needs one of them.
+  std::atomic<TableChunk*> chunks[kTableChunks];
 };
 
 std::atomic<PointsState*> g_points{nullptr};
@@ -179,6 +193,26 @@ bool Lock(PointsState& p) {
   return false;
 }
 void Unlock(PointsState& p) { p.lock.store(0, std::memory_order_release); }
+
+// Table `i` (below p.next_thread); nullptr when its chunk is not mapped:
+// with `map`, it is mapped then (nullptr if it cannot be).
+PointThread* TableAt(PointsState& p, int i, bool map) {
+  if (i < kTablesPerChunk) return &p.threads[i];
+  std::atomic<TableChunk*>& slot = p.chunks[i / kTablesPerChunk];
+  TableChunk* c = slot.load(std::memory_order_acquire);
+  if (c == nullptr && map) {
+    void* m = mmap(nullptr, sizeof(TableChunk), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    auto* fresh = static_cast<TableChunk*>(m);  // zero bytes: empty
+    if (slot.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) {
+      c = fresh;
+    } else {
+      munmap(m, sizeof(TableChunk));  // another thread's came first
+    }
+  }
+  return c != nullptr ? &c->t[i % kTablesPerChunk] : nullptr;
+}
 
 inline uint32_t Mix(uint64_t x) { return static_cast<uint32_t>((x * 0x9E3779B97F4A7C15ull) >> 32); }
 
@@ -362,7 +396,7 @@ void GiveBackTable(void* value) {
   PointsState* p = g_points.load(std::memory_order_acquire);
   t_points = nullptr;
   if (p == nullptr || t_points_of != p || i >= kPointThreads) return;
-  p->free_tables.fetch_or(uint32_t{1} << i, std::memory_order_release);
+  p->free_tables[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_release);
 }
 
 bool TableKeyMade() {
@@ -379,25 +413,30 @@ bool TableKeyMade() {
 [[gnu::noinline]] PointThread* TakeTable(PointsState& p) {
   p.threads_seen.fetch_add(1, std::memory_order_relaxed);
   int i = -1;
-  for (uint32_t free = p.free_tables.load(std::memory_order_acquire); free != 0;) {
-    const int bit = __builtin_ctz(free);
-    if (p.free_tables.compare_exchange_weak(free, free & ~(uint32_t{1} << bit),
-                                            std::memory_order_acquire)) {
-      i = bit;
-      break;
+  for (int w = 0; w < kPointThreads / 64 && i < 0; ++w) {
+    for (uint64_t free = p.free_tables[w].load(std::memory_order_acquire); free != 0;) {
+      const int bit = __builtin_ctzll(free);
+      if (p.free_tables[w].compare_exchange_weak(free, free & ~(uint64_t{1} << bit),
+                                                 std::memory_order_acquire)) {
+        i = w * 64 + bit;
+        break;
+      }
     }
   }
   if (i < 0) {
     i = p.next_thread.fetch_add(1, std::memory_order_relaxed);
     if (i >= kPointThreads) i = -1;
   }
+  // A table given back is mapped already; a new one's chunk may not be (a
+  // table whose chunk cannot be mapped is never handed out again).
+  PointThread* const table = i >= 0 ? TableAt(p, i, true) : nullptr;
   t_points_of = &p;
-  if (i < 0) {
+  if (table == nullptr) {
     p.threads_shared.fetch_add(1, std::memory_order_relaxed);
     t_points = nullptr;
     return nullptr;
   }
-  PointThread& t = p.threads[i];
+  PointThread& t = *table;
   t.nopen = 0;  // scopes a thread that ended left open never end
   t_points = &t;
   if (TableKeyMade()) {
@@ -520,6 +559,9 @@ void ForgetPoints(bool after_fork) {
     // clearing would copy every page the parent wrote, and most children
     // exec at once.
     g_points.store(nullptr);
+    for (std::atomic<TableChunk*>& c : p->chunks) {
+      if (c.load() != nullptr) munmap(c.load(), sizeof(TableChunk));
+    }
     munmap(p, sizeof(PointsState));
     t_points = nullptr;
     t_points_of = nullptr;
@@ -530,9 +572,10 @@ void ForgetPoints(bool after_fork) {
   // own. What holds data is cleared; sites and series stay known.
   const int threads = std::min(p->next_thread.load(), kPointThreads);
   for (int t = -1; t < threads; ++t) {
-    PointThread& table = t < 0 ? p->shared : p->threads[t];
-    table.nopen = 0;
-    for (Histogram& h : table.h) {
+    PointThread* const table = t < 0 ? &p->shared : TableAt(*p, t, false);
+    if (table == nullptr) continue;
+    table->nopen = 0;
+    for (Histogram& h : table->h) {
       if (h.count() != 0) new (&h) Histogram();
     }
   }
@@ -561,7 +604,8 @@ int AddPointRecords(SpoolRun* run) {
     new (&s.h) Histogram();
     s.h.Merge(p->shared.h[i]);
     for (int t = 0; t < threads; ++t) {
-      if (p->threads[t].h[i].count() != 0) s.h.Merge(p->threads[t].h[i]);
+      const PointThread* const table = TableAt(*p, t, false);
+      if (table != nullptr && table->h[i].count() != 0) s.h.Merge(table->h[i]);
     }
     if (s.h.count() == 0) continue;
     SpoolPoint& out = run->points[run->npoints];

@@ -24,7 +24,8 @@
 // points about 1 us apart for MS ms more, and prints "points P jumps J":
 // the points begun, and the jumps (each cut off at most one point).
 //   fieldprof_pointsprog N --threads T
-// runs T threads at once, each a "threads"/"thread" scope around N rounds
+// runs T threads at once (none goes on past its first point before all
+// have passed theirs), each a "threads"/"thread" scope around N rounds
 // of a "threads"/"work" scope and a point "threads"/"step" (one tag across
 // the threads), and prints the sum. With --threads-in-turn T, the same T
 // threads one after the other, each started when the one before ended,
@@ -41,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -181,11 +183,15 @@ int Threads(long n, int threads, bool in_turn) {
   std::vector<unsigned long> sums(static_cast<size_t>(threads));
   std::vector<long> tids(static_cast<size_t>(threads));
   std::vector<std::thread> running;
+  // At once: no thread goes on past its first point before every thread
+  // has passed its own.
+  std::barrier all_begun(in_turn ? 1 : threads);
   for (int t = 0; t < threads; ++t) {
     running.emplace_back(
-        [n, &sum = sums[static_cast<size_t>(t)], &tid = tids[static_cast<size_t>(t)]] {
+        [n, &all_begun, &sum = sums[static_cast<size_t>(t)], &tid = tids[static_cast<size_t>(t)]] {
           tid = gettid();
           FP_SCOPE("threads", "thread");
+          all_begun.arrive_and_wait();
           for (long i = 0; i < n; ++i) {
             FP_SCOPE("threads", "work");
             sum += Mix(sum + static_cast<unsigned long>(i), 20) & 1;
