@@ -56,6 +56,7 @@ enum { FP_POINT_KIND_POINT = 0, FP_POINT_KIND_BEGIN = 1, FP_POINT_KIND_END = 2 }
 /* The module's switch (see above): weak, so every file that includes this
  * header shares one, and hidden, so each module has its own. In the
  * section where USDT semaphores live, which tracers know. */
+extern volatile unsigned short fieldprof_point_semaphore;
 __attribute__((weak, visibility("hidden"), used,
                section(".probes"))) volatile unsigned short fieldprof_point_semaphore;
 
@@ -86,17 +87,44 @@ extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kin
 #define FP_POINTS_CAT2_(a, b) a##b
 #define FP_POINTS_CAT_(a, b) FP_POINTS_CAT2_(a, b)
 
+#ifdef __cplusplus
+#define FP_POINTS_INT_(x) static_cast<int>(x)
+#define FP_POINTS_I64_(x) static_cast<int64_t>(x)
+#else
+#define FP_POINTS_INT_(x) ((int)(x))
+#define FP_POINTS_I64_(x) ((int64_t)(x))
+#endif
+
+/* The USDT probe. <sys/sdt.h>'s macros pass no argument to a variadic
+ * one and make a long string, which clang's -Wpedantic warns of where the
+ * point is written (even from a system header): not the program's doing. */
+#ifdef __clang__
+/* clang-format off */
+#define FP_POINTS_PROBE_(site, kind, value)                                             \
+  _Pragma("clang diagnostic push")                                                      \
+  _Pragma("clang diagnostic ignored \"-Wgnu-zero-variadic-macro-arguments\"")           \
+  _Pragma("clang diagnostic ignored \"-Woverlength-strings\"")                          \
+  STAP_PROBE4(fieldprof, point, (site)->tag, (site)->name, FP_POINTS_INT_(kind),        \
+              FP_POINTS_I64_(value))                                                    \
+  _Pragma("clang diagnostic pop")
+/* clang-format on */
+#else
+#define FP_POINTS_PROBE_(site, kind, value)                                      \
+  STAP_PROBE4(fieldprof, point, (site)->tag, (site)->name, FP_POINTS_INT_(kind), \
+              FP_POINTS_I64_(value))
+#endif
+
 /* Armed: the probe for tracers, then the runtime. Out of the caller's
  * straight line: the branch is expected not taken. The empty asm after
  * the call keeps it from being a tail call, so that the function passing
  * the point is on the stack the recorder takes (points record --stacks). */
-#define FP_POINTS_FIRE_(site, kind, value)                                                   \
-  do {                                                                                       \
-    STAP_PROBE4(fieldprof, point, (site)->tag, (site)->name, (int)(kind), (int64_t)(value)); \
-    if (fieldprof_point_hit) {                                                               \
-      fieldprof_point_hit((site), (kind), (int64_t)(value));                                 \
-      __asm__ __volatile__("");                                                              \
-    }                                                                                        \
+#define FP_POINTS_FIRE_(site, kind, value)                        \
+  do {                                                            \
+    FP_POINTS_PROBE_(site, kind, value);                          \
+    if (fieldprof_point_hit) {                                    \
+      fieldprof_point_hit((site), (kind), FP_POINTS_I64_(value)); \
+      __asm__ __volatile__("");                                   \
+    }                                                             \
   } while (0)
 
 #define FP_POINTS_HIT_(tag, name, kind, value)                                    \
@@ -137,13 +165,14 @@ class PointScope {
   const fieldprof_point_site* const site_;
 };
 
-}  // namespace fieldprof
+} /* namespace fieldprof */
 
-#define FP_SCOPE_V(tag, name, value)                                                            \
-  static const fieldprof_point_site FP_POINTS_CAT_(fp_points_scope_site_, __LINE__) = {(tag),   \
-                                                                                       (name)}; \
-  ::fieldprof::PointScope FP_POINTS_CAT_(fp_points_scope_, __LINE__)(                           \
-      &FP_POINTS_CAT_(fp_points_scope_site_, __LINE__), (value))
+/* Named by __COUNTER__: several scopes may be on one line (a macro's). */
+#define FP_POINTS_SCOPE_(tag, name, value, n)                                                   \
+  static const fieldprof_point_site FP_POINTS_CAT_(fp_points_scope_site_, n) = {(tag), (name)}; \
+  ::fieldprof::PointScope FP_POINTS_CAT_(fp_points_scope_, n)(                                  \
+      &FP_POINTS_CAT_(fp_points_scope_site_, n), (value))
+#define FP_SCOPE_V(tag, name, value) FP_POINTS_SCOPE_(tag, name, value, __COUNTER__)
 #define FP_SCOPE(tag, name) FP_SCOPE_V(tag, name, 0)
 #endif /* __cplusplus */
 

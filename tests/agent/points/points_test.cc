@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -235,20 +236,90 @@ TEST(PointsTest, ThreadsPassingPointsAtOnceAreEachCountedOnce) {
 }
 
 // Threads that start one after the other, more of them than there are
-// tables: each takes the table of a thread that has ended, and none is
-// left to the shared one under the lock. Broken (tables never given
-// back), the 17th thread on shares it: "24 of them".
+// tables (256): each takes the table of a thread that has ended, and none
+// is left to the shared one under the lock. Broken (tables never given
+// back), the 257th thread on shares it: "44 of them".
 TEST(PointsTest, AThreadThatEndsGivesItsTableToTheNext) {
   const PointsSettingsDir dir("");
   std::string out;
-  ASSERT_EQ(dir.Run(kProg + " 1000 --threads-in-turn 40", &out), 0);
+  ASSERT_EQ(dir.Run(kProg + " 100 --threads-in-turn 300", &out), 0);
   auto series = dir.Series();
-  EXPECT_EQ(series["threads$thread"].count, 40u);
-  EXPECT_EQ(series["threads$work"].count, 40000u);
-  EXPECT_EQ(series["threads$step$step"].count, 39999u);
-  EXPECT_NE(dir.Said().find("points: 40 threads passed points, 0 of them in the shared table"),
+  EXPECT_EQ(series["threads$thread"].count, 300u);
+  EXPECT_EQ(series["threads$work"].count, 30000u);
+  EXPECT_EQ(series["threads$step$step"].count, 29999u);
+  EXPECT_NE(dir.Said().find("points: 300 threads passed points, 0 of them in the shared table"),
             std::string::npos)
       << dir.Said();
+}
+
+// The header as programs build with it: C from C99 and C++ from C++11 on,
+// with GCC and clang, the warnings careful projects turn on made errors,
+// the header on the include path as a project's own (-I: no system
+// header's leniency); and two scopes on one line (a macro's). The C++
+// program, run measured, has each of them as a series of its own. Before:
+// clang's -Wpedantic stopped every point (<sys/sdt.h>'s macros), g++'s
+// -Wold-style-cast stopped them in C++, and two scopes on a line were one
+// variable defined twice.
+TEST(PointsTest, TheHeaderBuildsWithoutAWarningAndScopesOnOneLineAreTwo) {
+  const PointsSettingsDir dir("");
+  const std::string src =
+      std::filesystem::temp_directory_path() / ("fieldprof-header-" + std::to_string(getpid()));
+  std::filesystem::create_directories(src);
+  std::ofstream(src + "/p.c") << "#include <fieldprof/points.h>\n"
+                                 "int main(void) {\n"
+                                 "  int i;\n"
+                                 "  FP_POINT(\"hdr\", \"start\");\n"
+                                 "  for (i = 0; i < 3; ++i) {\n"
+                                 "    FP_BEGIN(\"hdr\", \"round\");\n"
+                                 "    FP_END(\"hdr\", \"round\");\n"
+                                 "  }\n"
+                                 "  FP_POINT_V(\"hdr\", \"end\", i);\n"
+                                 "  return 0;\n"
+                                 "}\n";
+  std::ofstream(src + "/p.cc")
+      << "#include <fieldprof/points.h>\n"
+         "#define TWO_SCOPES FP_SCOPE(\"hdr\", \"outer\"); FP_SCOPE_V(\"hdr\", \"inner\", x)\n"
+         "static int Work(int x) {\n"
+         "  TWO_SCOPES;\n"
+         "  return x * 3 + 1;\n"
+         "}\n"
+         "int main(int argc, char**) {\n"
+         "  long s = 0;\n"
+         "  for (int i = 0; i < 100; ++i) {\n"
+         "    FP_POINT_V(\"hdr\", \"tick\", i);\n"
+         "    s += Work(i + argc);\n"
+         "  }\n"
+         "  return s == 0;\n"
+         "}\n";
+  const std::string warn = " -Wall -Wextra -Wpedantic -Werror -I" FIELDPROF_POINTS_INCLUDE " ";
+  const std::string warn_cc = warn + "-Wshadow -Wold-style-cast -Wconversion -Wsign-conversion ";
+  std::string out;
+  for (const char* cc : {"gcc", "clang"}) {
+    for (const char* std : {"c99", "c11", "c17", "gnu99"}) {
+      EXPECT_EQ(
+          Shell(std::string(cc) + " -std=" + std + warn + "-o " + src + "/p_c " + src + "/p.c 2>&1",
+                &out),
+          0)
+          << cc << " -std=" << std << "\n"
+          << out;
+    }
+  }
+  for (const char* cxx : {"g++", "clang++"}) {
+    for (const char* std : {"c++11", "c++14", "c++17", "c++20"}) {
+      EXPECT_EQ(Shell(std::string(cxx) + " -std=" + std + warn_cc + "-o " + src + "/p_cc " + src +
+                          "/p.cc 2>&1",
+                      &out),
+                0)
+          << cxx << " -std=" << std << "\n"
+          << out;
+    }
+  }
+  ASSERT_EQ(dir.Run(src + "/p_cc", &out), 0);
+  auto series = dir.Series();
+  EXPECT_EQ(series["hdr$outer"].count, 100u);
+  EXPECT_EQ(series["hdr$inner"].count, 100u);
+  EXPECT_EQ(series["hdr$tick$tick"].count, 99u);
+  std::filesystem::remove_all(src);
 }
 
 // A fork child records only what it passes itself; its parent's points,
