@@ -275,8 +275,8 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
            " events went without their stack: taking stacks would have taken more than 1/" +
            std::to_string(points::kStackShare) + " of their thread's time (after its first " +
            std::to_string(points::kStackBurstMs) +
-           " ms of them), or a signal handler passed them while its thread was inside the "
-           "dynamic linker, whose lock the unwinder takes\n";
+           " ms of them), or they came while their thread was inside the dynamic linker "
+           "(dlopen, dlclose), whose lock the unwinder takes\n";
   }
   std::string last_tag;
   char buf[256];

@@ -9,7 +9,8 @@
 // With "dlsym" instead, the handler's point every 20 us while the program
 // calls dlsym A times (the runtime's binder looks at the loaded objects
 // under the dynamic linker's lock at each), a point before each. With
-// "dliterate", the program's own dl_iterate_phdr instead, and with
+// "dliterate", the program's own dl_iterate_phdr instead (its callback
+// passes a point "in_callback" at each call's first object), and with
 // "dlopen", its own dlopen and dlclose of libz.so.1 (each holds the
 // dynamic linker's lock for a while).
 //   fieldprof_pointstacks A 0 0 dlsym|dliterate|dlopen
@@ -68,8 +69,10 @@ __attribute__((noinline)) void worker_loop(int n) {
 }
 }
 
+// The first object of each dl_iterate_phdr passes a point, inside the
+// dynamic linker's lock (the thread's there): its stack can be had.
 int CountObject(dl_phdr_info*, size_t, void* n) {
-  ++*static_cast<long*>(n);
+  if ((*static_cast<long*>(n))++ == 0) FP_POINT("stacks", "in_callback");
   return 0;
 }
 

@@ -88,7 +88,10 @@ struct OwnWork {
 // takes its lock (the wrappers below: dlopen, dlmopen, dlclose,
 // dl_iterate_phdr), the program's or the recorder's own. libunwind takes
 // that lock too, and a signal handler's point that took its stack there
-// could wait on its own thread for good (PushStackOf).
+// could wait on its own thread for good (PushStackOf). So could any point
+// there: a handler's cannot be told from the others. Only inside a
+// dl_iterate_phdr's callback is the lock known to be the thread's, whole
+// (taken again, it only counts up): there the count is 0 (IteratedCall).
 __thread int t_in_linker __attribute__((tls_model("initial-exec")));
 struct InLinker {
   InLinker() { ++t_in_linker; }
@@ -100,6 +103,18 @@ using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 DlIteratePhdrFn g_real_dl_iterate_phdr;
 DlIteratePhdrFn RealDlIteratePhdr() {
   return reinterpret_cast<DlIteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
+}
+struct IterateCall {
+  int (*callback)(dl_phdr_info*, size_t, void*);
+  void* data;
+};
+int IteratedCall(dl_phdr_info* info, size_t size, void* arg) {
+  const IterateCall* call = static_cast<const IterateCall*>(arg);
+  const int in_linker = t_in_linker;
+  t_in_linker = 0;
+  const int r = call->callback(info, size, call->data);
+  t_in_linker = in_linker;
+  return r;
 }
 
 // 1: the drain stops; its sleep is a futex wait on this word, so that
@@ -1133,7 +1148,8 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(dl_ph
                                                            void* data) {
   if (g_real_dl_iterate_phdr == nullptr) g_real_dl_iterate_phdr = RealDlIteratePhdr();
   InLinker in_linker;
-  return g_real_dl_iterate_phdr(callback, data);
+  IterateCall call{callback, data};
+  return g_real_dl_iterate_phdr(IteratedCall, &call);
 }
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
