@@ -285,6 +285,8 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
                          {"start_unix_ns", r.start_unix_ns},
                          {"events", r.events.size()},
                          {"lost", r.lost},
+                         {"waits", r.waits},
+                         {"wait_ns", r.wait_ns},
                          {"complete", r.complete}});
   }
   j["tags"] = json::array();

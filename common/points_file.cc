@@ -162,6 +162,7 @@ struct RunSink {
   // Per thread, the pauses taking its stacks made: where each began (its
   // TSC) and how many ticks it took.
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> pauses_of;
+  uint64_t wait_ticks = 0;  // of those pauses, the waits for room
   void OnRate(uint64_t hz) { tsc_hz = hz; }
   void OnClock(uint64_t tsc, uint64_t ns) { clock.emplace_back(tsc, ns); }
   void OnSite(uint32_t id, PointSite site) {
@@ -192,6 +193,10 @@ struct RunSink {
       if (at != kNone && raw[at].stack == 0) raw[at].stack = static_cast<uint32_t>(e.site);
     }
     if ((v >> 8) != 0) pauses_of[e.tid].emplace_back(e.tsc, v >> 8);
+    if (back == 0 && e.site == 0) {  // a wait for room, not a stack
+      ++run->waits;
+      wait_ticks += v >> 8;
+    }
     slots.push_back(kNone);
   }
   void OnStack(uint32_t id, std::vector<uint64_t> ips) { run->stacks.emplace(id, std::move(ips)); }
@@ -366,7 +371,9 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     p.stack = id != stack_id.end() ? id->second : 0;
     run.events.push_back(p);
   }
+  run.stack_ns -= std::min(run.stack_ns, sink.wait_ticks);
   run.stack_ns = static_cast<uint64_t>(static_cast<double>(run.stack_ns) * ns_per_tick);
+  run.wait_ns = static_cast<uint64_t>(static_cast<double>(sink.wait_ticks) * ns_per_tick);
   std::stable_sort(run.events.begin(), run.events.end(),
                    [](const PointEvent& a, const PointEvent& b) { return a.t_ns < b.t_ns; });
   return run;

@@ -51,6 +51,10 @@ struct PointsRun {
   // The time taking those stacks paused the threads, taken out of their
   // events' times (each thread's later events are moved back by it).
   uint64_t stack_ns = 0;
+  // The times a thread found its buffer full and waited for the recorder
+  // to empty it, and how long they waited in all; taken out of the
+  // thread's events' times like stacks' pauses.
+  uint64_t waits = 0, wait_ns = 0;
   uint64_t lost = 0;  // events the threads' buffers had no room for
   // Events recorded without the stack they would have had: taking stacks
   // had used up its share of their thread's time (points_format.h).

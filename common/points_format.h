@@ -24,7 +24,10 @@
 //                thread after the event's time (<< 8), and the low 8 bits
 //                how many of the thread's events and stacks back that
 //                event is (1: the one before; more when a signal
-//                handler's points came between).
+//                handler's points came between). With stack id 0 and 0
+//                back it is a wait: the thread, its buffer full, waited
+//                for the drain from its TSC on for that many ticks
+//                (recorded with or without --stacks).
 //   'K' stack:   u32 id (from 1), u16 depth, then depth u64 return
 //                addresses, innermost first (recorded with --stacks)
 //   'M' module:  u64 bias, u64 lo, u64 hi (its code), u16 len, its path:

@@ -305,16 +305,26 @@ int Record(int argc, char** argv) {
   }
   if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
   if (!work.empty()) SayPlacements(work);
-  StatusOr<std::vector<local::PointsRun>> all = local::ReadPointsRuns({out_dir});
+  // Counted from each file's scan, not its whole reading: a recording of
+  // tens of millions of events would take as many seconds and GB.
+  StatusOr<std::vector<std::string>> all = local::PointsFiles({out_dir});
   if (!all.ok()) {
     Say(all.status().message());
     return 1;
   }
-  size_t events = 0;
-  for (const local::PointsRun& r : *all) events += r.events.size();
+  uint64_t events = 0;
+  for (const std::string& f : *all) {
+    local::PointsScan scan;
+    if (Status s = local::ScanPointsFile(f, &scan); !s.ok()) {
+      Say(s.message());
+      return 1;
+    }
+    events += scan.Events();
+  }
   std::fprintf(stderr,
-               "fieldprof points: %s: %zu process file%s, %zu events (fieldprof points show %s)\n",
-               output.c_str(), all->size(), all->size() == 1 ? "" : "s", events, output.c_str());
+               "fieldprof points: %s: %zu process file%s, %llu events (fieldprof points show %s)\n",
+               output.c_str(), all->size(), all->size() == 1 ? "" : "s",
+               static_cast<unsigned long long>(events), output.c_str());
   if (events == 0) {
     Say(at.empty()
             ? "no point was recorded: does the program include <fieldprof/points.h> and pass one?"

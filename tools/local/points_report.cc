@@ -36,11 +36,13 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
                        bool per_run) {
   std::string out;
   char buf[512];
-  uint64_t lost = 0;
+  uint64_t lost = 0, waits = 0, wait_ns = 0;
   size_t cut = 0;
   bool stacks = false;
   for (const PointsRun& r : runs) {
     lost += r.lost;
+    waits += r.waits;
+    wait_ns += r.wait_ns;
     cut += !r.complete;
     stacks = stacks || !r.modules.empty();  // recorded with --stacks
   }
@@ -53,6 +55,11 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
            " events were lost (a thread's buffer was full: the drain fell behind" +
            (stacks ? "; or a signal handler's point came while its thread took a stack" : "") +
            "; or a signal handler jumped out of a point, leaving its slot empty)\n";
+  }
+  if (waits > 0) {
+    out += "note: threads found their buffer full " + std::to_string(waits) +
+           " time(s) and waited " + tools::FormatNanos(static_cast<double>(wait_ns)) +
+           " in all for the recorder to empty it (taken out of their times)\n";
   }
   if (cut > 0) {
     out += "note: " + std::to_string(cut) +

@@ -637,7 +637,8 @@ bool DrainInto(Out& o, uint64_t* fullest = nullptr, bool last = false) {
       o.Put(batch->data(), static_cast<size_t>(p - batch->data()));  // after the sites it named
       tail += n;
     }
-    r->tail.store(tail, std::memory_order_release);
+    r->tail.store(tail, std::memory_order_seq_cst);  // before `waiting` is read (WaitForRoom)
+    pf::WakeWaiting(r);
     pf::FreeIfEnded(r, tail);
   }
   return any;
@@ -726,6 +727,7 @@ void StartDrain() {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   g_drain_started = pthread_create(&g_drain, nullptr, DrainLoop, nullptr) == 0;
+  pf::g_drain_running.store(g_drain_started, std::memory_order_release);
   // Named before anything else runs: the runtime places a detour only while
   // no thread but this one and the program's first runs (agent/runtime/detour.h).
   if (g_drain_started) pthread_setname_np(g_drain, "fieldprof-drain");
@@ -766,6 +768,7 @@ void Finish() {
   SetHit();
   if (g_drain_started) {
     g_stop.store(1, std::memory_order_release);
+    pf::g_drain_running.store(false, std::memory_order_release);
     syscall(SYS_futex, reinterpret_cast<int*>(&g_stop), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
     pthread_join(g_drain, nullptr);
     g_drain_started = false;
@@ -956,6 +959,7 @@ std::unordered_set<std::string>* PlacedModules(const char* path) {
 void AtForkChild() {
   if (!g_recording.load()) return;
   OwnWork own;
+  pf::g_drain_running.store(false);  // the parent's thread is not here; StartDrain below
   // The parent's events are its own: this process starts empty.
   for (Ring* r = g_rings.load(); r != nullptr; r = r->next) {
     r->tail.store(r->head.load());
@@ -965,6 +969,8 @@ void AtForkChild() {
     r->waits_on = ~0ull;
     r->passable_below = 0;
     r->never_whole = 0;
+    r->waiting.store(0);
+    r->gave_up_at = ~0ull;
   }
   pf::FreeRingsAfterFork();  // this thread's carries the parent's tid, the others' no thread's
   new (&g_drain_mu) std::mutex();  // the parent's drain thread may have held it

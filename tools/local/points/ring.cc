@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -16,6 +17,7 @@ namespace fieldprof::local::points {
 
 std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_drain_running{false};
 std::atomic<int> g_drain_word{0};
 __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 __thread int t_own __attribute__((tls_model("initial-exec")));
@@ -69,6 +71,7 @@ Ring* NewRing() {
   Ring* r = TakeFreeRing();
   if (r != nullptr) {
     r->seen_tail = r->tail.load(std::memory_order_acquire);  // the drain took all it held
+    r->gave_up_at = ~0ull;
   } else {
     void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -129,6 +132,69 @@ __attribute__((noinline, cold)) uint64_t Full(Ring* r, uint32_t kind) {
   return 0;
 }
 
+uint64_t MonoNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+// `r` is full at `head`: wakes the drain and waits, up to kWaitForRoomNs,
+// until it has taken events. True when there is room then; false at once
+// when no drain runs, or when the thread already waited in vain at this
+// tail (the drain is held up: a disk, or a lock this thread holds), so that
+// a thread waits once, not at every point, for a drain that does not come.
+bool WaitForRoom(Ring* r, uint64_t head) {
+  if (!g_drain_running.load(std::memory_order_acquire) ||
+      g_drain_word.load(std::memory_order_relaxed) != 0) {
+    return false;
+  }
+  uint64_t tail = r->tail.load(std::memory_order_acquire);
+  if (tail == r->gave_up_at) return false;
+  r->waiting.store(1, std::memory_order_seq_cst);  // before the tail is read again (WakeWaiting)
+  syscall(SYS_futex, reinterpret_cast<int*>(&g_drain_word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+          nullptr, 0);
+  const uint64_t until = MonoNs() + kWaitForRoomNs;
+  for (;;) {
+    tail = r->tail.load(std::memory_order_seq_cst);
+    if (head - tail < kRingEvents) break;
+    const uint64_t now = MonoNs();
+    if (now >= until) {
+      r->gave_up_at = tail;
+      r->waiting.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    // Woken by the drain's WakeWaiting; a millisecond at most, should a
+    // wake come between the read and the wait (the kernel compares first).
+    const uint64_t wait_ns = until - now < 1000000 ? until - now : 1000000;
+    timespec ts{0, static_cast<long>(wait_ns)};
+    syscall(SYS_futex, reinterpret_cast<int*>(&r->tail), FUTEX_WAIT_PRIVATE,
+            static_cast<int>(static_cast<uint32_t>(tail)), &ts, nullptr, 0);
+  }
+  r->waiting.store(0, std::memory_order_relaxed);
+  r->seen_tail = tail;
+  return true;
+}
+
+// A full ring (Push): a stack's record is dropped (no event is lost with
+// it); an event waits for room (WaitForRoom), and is put in with the time
+// it was passed, followed by the wait as a pause (points_format.h: a
+// stack's record with id 0 and no event before it), which the reader takes
+// out of the thread's later times. If no room came, it is lost (counted).
+// Push's own arguments only, so that Push's call is a jump and the push
+// itself saves no register.
+__attribute__((noinline, cold)) uint64_t PushWhenFull(uint64_t tsc, uint64_t site, int64_t value,
+                                                      uint32_t kind) {
+  Ring* r = t_ring;
+  if (kind == kStackKind) return 0;
+  const uint64_t from = __rdtsc();
+  if (!WaitForRoom(r, r->head.load(std::memory_order_relaxed))) return Full(r, kind);
+  const uint64_t pushed = Push(tsc != 0 ? tsc : from, site, value, kind);
+  if (pushed != 0) {
+    Push(from, 0, static_cast<int64_t>((__rdtsc() - from) << 8), kStackKind);
+  }
+  return pushed;
+}
+
 uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   Ring* r = t_ring;
   if (__builtin_expect(r == nullptr, 0)) return PushFirst(tsc, site, value, kind);
@@ -136,7 +202,9 @@ uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   do {
     if (__builtin_expect(head - r->seen_tail >= kRingEvents, 0)) {
       r->seen_tail = r->tail.load(std::memory_order_acquire);
-      if (head - r->seen_tail >= kRingEvents) return Full(r, kind);
+      if (head - r->seen_tail >= kRingEvents) {
+        return PushWhenFull(tsc, site, value, kind);
+      }
     }
   } while (__builtin_expect(!Claim(&r->head, &head), 0));
   Event& e = r->ev[head & (kRingEvents - 1)];
@@ -145,6 +213,13 @@ uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind) {
   __atomic_store_n(&e.site_kind, site | (kind & 3) | WholeMark(head), __ATOMIC_RELEASE);
   if (__builtin_expect(((head + 1) & (kNudgeEvery - 1)) == 0, 0)) return Nudge(r, head + 1);
   return head + 1;
+}
+
+void WakeWaiting(Ring* r) {
+  if (r->waiting.load(std::memory_order_seq_cst) != 0) {
+    syscall(SYS_futex, reinterpret_cast<int*>(&r->tail), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+            0);
+  }
 }
 
 void FreeIfEnded(Ring* r, uint64_t tail) {

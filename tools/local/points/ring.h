@@ -38,6 +38,9 @@ struct Ring {
   // never touches the line the drain writes).
   std::atomic<uint64_t> head{0};  // events written
   uint64_t seen_tail = 0;
+  // The tail at which the thread last waited for room in vain (WaitForRoom):
+  // until the drain moves on from it, a full ring loses its events at once.
+  uint64_t gave_up_at = ~0ull;
   std::atomic<uint64_t> lost{0};
   std::atomic<uint64_t> stackless{0};  // events whose stack its budget had no time for
   uint32_t tid = 0;                    // the owner's; written before its first event in the ring
@@ -52,6 +55,7 @@ struct Ring {
   // push cut off by a signal handler that never returned, or stopped):
   // since when, the head then, and below which it waits no more.
   alignas(64) std::atomic<uint64_t> tail{0};
+  std::atomic<int> waiting{0};  // 1: the thread waits for room (a futex on tail's low word)
   uint64_t waits_on = ~0ull;
   uint64_t waits_since_ns = 0;
   uint64_t head_at_wait = 0;
@@ -64,6 +68,12 @@ inline constexpr int kRingOwned = 0, kRingEnded = 1, kRingFree = 2;
 
 extern std::atomic<Ring*> g_rings;     // every thread's, newest first
 extern std::atomic<bool> g_recording;  // events are taken
+// A drain thread runs (started, not yet told to stop): a thread whose ring
+// is full waits for it to make room, up to kWaitForRoomNs, rather than
+// losing the event. The wait is recorded as a pause (a stack record with
+// id 0 and no event: points_format.h) and taken out of the thread's times.
+extern std::atomic<bool> g_drain_running;
+inline constexpr uint64_t kWaitForRoomNs = 100'000'000;
 // The word the drain thread sleeps on (a futex wait with a timeout): 1
 // when it is to stop. A thread whose ring has filled a quarter since the
 // drain last took from it wakes it early, at every kNudgeEvery events:
@@ -78,12 +88,18 @@ extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 extern __thread int t_own __attribute__((tls_model("initial-exec")));
 
 // Puts one event into the calling thread's ring (made at its first) and
-// returns its slot + 1; a full ring counts it as lost (but for a stack's,
-// kStackKind) and returns 0. `tsc` 0: now.
+// returns its slot + 1. A full ring waits for the drain (g_drain_running);
+// if there is still no room, or no drain, it counts the event as lost (but
+// for a stack's, kStackKind, which never waits) and returns 0. `tsc` 0:
+// now.
 uint64_t Push(uint64_t tsc, uint64_t site, int64_t value, uint32_t kind);
 
 // Counts one of the calling thread's events as lost.
 void CountLost();
+
+// The drain, after taking events from `r` and moving its tail: the thread
+// waiting for room, if it does, is woken.
+void WakeWaiting(Ring* r);
 
 // The drain, after taking every event of `r` that it holds: a ring whose
 // thread has ended goes free (ring.h, Ring::state). The next thread
