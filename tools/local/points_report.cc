@@ -52,7 +52,8 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
   out += buf;
   if (lost > 0) {
     out += "warning: " + std::to_string(lost) +
-           " events were lost (a thread's buffer was full: the drain fell behind" +
+           " events were lost (a thread's buffer was full and the recorder did not empty it in "
+           "100 ms: a disk held it up" +
            (stacks ? "; or a signal handler's point came while its thread took a stack" : "") +
            "; or a signal handler jumped out of a point, leaving its slot empty)\n";
   }

@@ -398,11 +398,11 @@ TEST(PointsRecordTest, AThreadWhoseRingIsFullWaitsForTheDrain) {
   TempDir dir;
   constexpr int kThreads = 4, kRounds = 400000;
   std::string out;
-  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("full") + " -- " + kBusy + " " +
-                           std::to_string(kRounds) + " --threads " + std::to_string(kThreads) +
-                           " 2>&1",
-                       &out),
-            0)
+  ASSERT_EQ(
+      RunCommand(kCli + " points record -o " + dir.File("full") + " -- " + kBusy + " " +
+                     std::to_string(kRounds) + " --threads " + std::to_string(kThreads) + " 2>&1",
+                 &out),
+      0)
       << out;
   StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("full")});
   ASSERT_TRUE(runs.ok()) << runs.status().message();

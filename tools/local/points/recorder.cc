@@ -10,7 +10,8 @@
 //
 // Recording. fieldprof_point_hit puts the event (TSC, site, value, kind)
 // into its thread's ring: one writer (the thread), one reader (the drain
-// thread), no lock, no system call. A full ring counts the event as lost.
+// thread), no lock, no system call. A full ring waits for the drain, 100
+// ms at most, and counts the event as lost if no room came (ring.h).
 // With points placed by configuration (--at) events are taken from the
 // start, and the file and the drain thread wait for a module the plan
 // names, so the processes around the program leave no file either.
