@@ -151,8 +151,8 @@ bool WaitForRoom(Ring* r, uint64_t head) {
   uint64_t tail = r->tail.load(std::memory_order_acquire);
   if (tail == r->gave_up_at) return false;
   r->waiting.store(1, std::memory_order_seq_cst);  // before the tail is read again (WakeWaiting)
-  syscall(SYS_futex, reinterpret_cast<int*>(&g_drain_word), FUTEX_WAKE_PRIVATE, 1, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<int*>(&g_drain_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
   const uint64_t until = MonoNs() + kWaitForRoomNs;
   for (;;) {
     tail = r->tail.load(std::memory_order_seq_cst);
