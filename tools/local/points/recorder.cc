@@ -1043,6 +1043,9 @@ __attribute__((constructor)) void Start() {
   g_armed = new std::unordered_map<uintptr_t, std::string>();
   g_scanned = new std::unordered_set<std::string>();
   g_sites = new std::unordered_map<uint64_t, uint32_t>();
+  if (const char* hz = getenv("FIELDPROF_TSC_HZ"); hz != nullptr && strtoull(hz, nullptr, 10) > 0) {
+    pf::g_ticks_per_ms = strtoull(hz, nullptr, 10) / 1000;
+  }
   if (const char* st = getenv(pf::kStacksEnv);
       st != nullptr && strcmp(st, "1") == 0 && OpenUnwinder()) {
     g_stack_table = NewStackTable();

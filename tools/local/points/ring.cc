@@ -18,6 +18,7 @@ namespace fieldprof::local::points {
 std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_recording{false};
 std::atomic<bool> g_drain_running{false};
+uint64_t g_ticks_per_ms = 3'000'000;
 std::atomic<int> g_drain_word{0};
 __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 __thread int t_own __attribute__((tls_model("initial-exec")));
@@ -132,17 +133,14 @@ __attribute__((noinline, cold)) uint64_t Full(Ring* r, uint32_t kind) {
   return 0;
 }
 
-uint64_t MonoNs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-}
-
 // `r` is full at `head`: wakes the drain and waits, up to kWaitForRoomNs,
 // until it has taken events. True when there is room then; false at once
 // when no drain runs, or when the thread already waited in vain at this
 // tail (the drain is held up: a disk, or a lock this thread holds), so that
 // a thread waits once, not at every point, for a drain that does not come.
+// It calls nothing but futex system calls, and reads the TSC for its
+// deadline: the runtime may call in from a measured call's exit, with that
+// call's results in vector registers (ring.h).
 bool WaitForRoom(Ring* r, uint64_t head) {
   if (!g_drain_running.load(std::memory_order_acquire) ||
       g_drain_word.load(std::memory_order_relaxed) != 0) {
@@ -153,22 +151,21 @@ bool WaitForRoom(Ring* r, uint64_t head) {
   r->waiting.store(1, std::memory_order_seq_cst);  // before the tail is read again (WakeWaiting)
   syscall(SYS_futex, reinterpret_cast<int*>(&g_drain_word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
           0);
-  const uint64_t until = MonoNs() + kWaitForRoomNs;
+  // Each wait a millisecond at most: woken early by the drain's
+  // WakeWaiting, at once when the tail moved before it began (the kernel
+  // compares first), or by a signal.
+  const uint64_t until = __rdtsc() + kWaitForRoomNs / 1000000 * g_ticks_per_ms;
   for (;;) {
     tail = r->tail.load(std::memory_order_seq_cst);
     if (head - tail < kRingEvents) break;
-    const uint64_t now = MonoNs();
-    if (now >= until) {
+    if (__rdtsc() >= until) {
       r->gave_up_at = tail;
       r->waiting.store(0, std::memory_order_relaxed);
       return false;
     }
-    // Woken by the drain's WakeWaiting; a millisecond at most, should a
-    // wake come between the read and the wait (the kernel compares first).
-    const uint64_t wait_ns = until - now < 1000000 ? until - now : 1000000;
-    timespec ts{0, static_cast<long>(wait_ns)};
+    const timespec ms{0, 1000000};
     syscall(SYS_futex, reinterpret_cast<int*>(&r->tail), FUTEX_WAIT_PRIVATE,
-            static_cast<int>(static_cast<uint32_t>(tail)), &ts, nullptr, 0);
+            static_cast<int>(static_cast<uint32_t>(tail)), &ms, nullptr, 0);
   }
   r->waiting.store(0, std::memory_order_relaxed);
   r->seen_tail = tail;

@@ -74,6 +74,7 @@ extern std::atomic<bool> g_recording;  // events are taken
 // id 0 and no event: points_format.h) and taken out of the thread's times.
 extern std::atomic<bool> g_drain_running;
 inline constexpr uint64_t kWaitForRoomNs = 100'000'000;
+extern uint64_t g_ticks_per_ms;  // the TSC's, as the command measured it (else a guess: 3 GHz)
 // The word the drain thread sleeps on (a futex wait with a timeout): 1
 // when it is to stop. A thread whose ring has filled a quarter since the
 // drain last took from it wakes it early, at every kNudgeEvery events:
