@@ -347,6 +347,7 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     before.push_back(sum);
   }
   const std::map<uint32_t, uint32_t> stack_id = LeaveOutOwnFrames(&run);
+  run.events.reserve(raw.size());  // no doubling: a recording may hold tens of millions
   for (const RawEvent& e : raw) {
     uint64_t tsc = e.tsc;
     if (const auto p = ended_of.find(e.tid); p != ended_of.end()) {
@@ -371,6 +372,7 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     p.stack = id != stack_id.end() ? id->second : 0;
     run.events.push_back(p);
   }
+  std::vector<RawEvent>().swap(raw);  // before the sort's buffer is taken
   run.stack_ns -= std::min(run.stack_ns, sink.wait_ticks);
   run.stack_ns = static_cast<uint64_t>(static_cast<double>(run.stack_ns) * ns_per_tick);
   run.wait_ns = static_cast<uint64_t>(static_cast<double>(sink.wait_ticks) * ns_per_tick);
