@@ -116,7 +116,6 @@ struct Open {       // a scope begun and not yet ended
 };
 // A thread's points: only it writes here (the shared one: under the lock).
 struct PointThread {
-  bool locked;  // the shared table, while its user holds the lock
   int nopen;
   Open open[kThreadOpen];
   Histogram h[kMaxSeries];  // by series index
@@ -328,7 +327,8 @@ inline int SeriesIndex(PointsState& p, bool locked, uint32_t tag, uint32_t from,
 // thread's point to another's it may read a little below 0 (then 0).
 void Add(PointsState& p, PointThread& t, uint32_t tag, uint32_t from, uint32_t to,
          const fieldprof_point_site* site, uint64_t ticks) {
-  const int i = SeriesIndex(p, t.locked, tag, from, to, reinterpret_cast<uintptr_t>(site));
+  // The shared table's user holds the lock already.
+  const int i = SeriesIndex(p, &t == &p.shared, tag, from, to, reinterpret_cast<uintptr_t>(site));
   if (i < 0) {
     p.dropped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -696,9 +696,7 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
   } else if (PointThread* mine = MyTable(*p); mine != nullptr) [[likely]] {
     Hit(*p, *mine, *ids, site, kind, now);
   } else if (Lock(*p)) {
-    p->shared.locked = true;
     Hit(*p, p->shared, *ids, site, kind, now);
-    p->shared.locked = false;
     Unlock(*p);
   } else {
     p->dropped.fetch_add(1, std::memory_order_relaxed);
