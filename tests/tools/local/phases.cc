@@ -5,6 +5,11 @@
 // "crowd THREADS DEPTH SECONDS" it is a crowd instead: THREADS threads each
 // recurse DEPTH calls deep into `deep` and spin there for SECONDS, so that
 // a fast sampling clock fills the sampler's ring faster than it drains.
+// With "iconv ROUNDS" one thread opens and closes an iconv converter ROUNDS
+// times in `convert_loop`, over four charsets in turn: libc loads a
+// converter module at each open and unloads another at each close, with
+// its own dlopen and dlclose (no wrapper sees them).
+#include <iconv.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -50,6 +55,16 @@ extern "C" __attribute__((noinline)) void deep(int depth, double s) {
   sink = sink + depth;  // not a tail call: each level keeps its frame
 }
 
+extern "C" __attribute__((noinline)) long convert_loop(long rounds) {
+  static const char* const kCharsets[] = {"ISO-8859-2", "ISO-8859-3", "ISO-8859-4", "ISO-8859-5"};
+  long converted = 0;
+  for (long i = 0; i < rounds; ++i) {
+    iconv_t cd = iconv_open("UTF-8", kCharsets[i % 4]);
+    converted += cd != reinterpret_cast<iconv_t>(-1) && iconv_close(cd) == 0;
+  }
+  return converted;
+}
+
 namespace {
 
 int Crowd(int threads, int depth, double secs) {
@@ -78,6 +93,10 @@ int Crowd(int threads, int depth, double secs) {
 int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "crowd") == 0) {
     return Crowd(std::atoi(argv[2]), std::atoi(argv[3]), std::atof(argv[4]));
+  }
+  if (argc == 3 && std::strcmp(argv[1], "iconv") == 0) {
+    std::printf("converted %ld\n", convert_loop(std::atol(argv[2])));
+    return 0;
   }
   const bool kill_self = argc > 1 && std::strcmp(argv[1], "kill") == 0;
   phase_a(0.2);

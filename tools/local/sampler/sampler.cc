@@ -27,9 +27,11 @@
 //
 // Safety: the handler takes no lock it can find held. It never runs while
 // its thread is inside the dynamic linker (dlopen, dlclose,
-// dl_iterate_phdr are wrapped), where libunwind's own lookup of unwind
-// tables would wait on the lock that thread holds; such samples are
-// counted as skipped. errno is kept. After fork the child starts its own
+// dl_iterate_phdr are wrapped, and libc's own loading is seen by the
+// lock itself: linker_lock.h), where libunwind's own lookup of unwind
+// tables would wait on the lock that thread holds, or walk the list of
+// loaded objects in the middle of a change; such samples are counted as
+// skipped. errno is kept. After fork the child starts its own
 // file and timer.
 #define UNW_LOCAL_ONLY
 #include "tools/local/sampler/sampler.h"
@@ -57,6 +59,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tools/local/linker_lock.h"
 #include "tools/local/raw_format.h"
 
 namespace fieldprof::local::sampler {
@@ -291,6 +294,14 @@ void OnProf(int, siginfo_t*, void* uc) {
   }
   t_in_handler = 1;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  // Inside libc's own loading (iconv, NSS), which passes no wrapper: the
+  // thread may hold the dynamic linker's lock, or be taking it.
+  if (fieldprof::local::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {
+    g_skipped.fetch_add(1, std::memory_order_relaxed);
+    t_in_handler = 0;
+    errno = saved;
+    return;
+  }
   SampleHeader h{};
   h.time_ns = now_ns;
   h.tid = t_tid;
@@ -535,6 +546,7 @@ void AfterForkInChild() {
 
 __attribute__((constructor)) void Init() {
   ResolveCallsOfTheUnwinder();
+  fieldprof::local::FindLinkerLock(g_real_dl_iterate_phdr.load());
   Start();
   pthread_atfork(nullptr, nullptr, AfterForkInChild);
 }
@@ -623,6 +635,10 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   if (t_in_loader > 0 || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  if (fieldprof::local::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnProf
+    t_in_handler = 0;
+    return;
+  }
   // libunwind's fast trace, which caches each return address's frame
   // rule (a full unw_step walk cost ~10 us a wait); from the wrapper's
   // frame: this function's own is dropped.

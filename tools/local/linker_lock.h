@@ -1,0 +1,40 @@
+// The dynamic linker's lock, seen from a signal handler that is about to
+// unwind. libunwind looks up unwind tables through dl_iterate_phdr, which
+// takes glibc's _dl_load_write_lock, a recursive mutex. A handler that
+// interrupts its own thread while that thread takes the lock (the word
+// set, no owner yet) waits on itself for good; one that interrupts it
+// while it holds the lock re-enters it and walks the list of loaded
+// objects in the middle of a change (a module half unmapped: a crash).
+// The samplers wrap dlopen, dlclose and dl_iterate_phdr, but libc's own
+// loading (iconv_open's converters, NSS modules) calls the dynamic linker
+// with no call they see. So each looks at the lock itself, before it
+// unwinds. Used by libfieldprof_record.so (fieldprof record) and
+// libfieldprof_points.so (points record --stacks); no state of its own but
+// the lock's address, found once at load.
+#ifndef FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_
+#define FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_
+
+#include <link.h>
+
+namespace fieldprof::local {
+
+using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
+
+// Finds the lock, with the C library's own dl_iterate_phdr (`real`, not a
+// wrapper): the one recursive mutex inside ld.so's _rtld_global that the
+// calling thread holds once inside a dl_iterate_phdr callback and that
+// nobody holds outside it. True when found; when not (another C library,
+// its layout changed, another thread held it then), LinkerLockUnsafe is
+// always false, and only the wrapped calls are known. Call it at load,
+// before any handler can run.
+bool FindLinkerLock(DlIteratePhdrFn real);
+
+// Whether the thread `tid` may be taking the lock (its word set, no owner
+// yet: that may be another thread's moment, rarely) or holds it other than
+// `whole` times (dl_iterate_phdr callbacks it is in, where the list is
+// whole). Unwinding then is not safe. Async-signal-safe: three loads.
+bool LinkerLockUnsafe(int tid, int whole);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_
