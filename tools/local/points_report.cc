@@ -284,7 +284,8 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
            std::to_string(points::kStackShare) + " of their thread's time (after its first " +
            std::to_string(points::kStackBurstMs) +
            " ms of them), or they came while their thread was inside the dynamic linker "
-           "(dlopen, dlclose), whose lock the unwinder takes\n";
+           "(dlopen, dlclose, libc's own loading of NSS modules or iconv converters), whose "
+           "lock the unwinder takes\n";
   }
   std::string last_tag;
   char buf[256];

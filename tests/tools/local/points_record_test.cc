@@ -963,6 +963,16 @@ TEST(PointsRecordTest, AHandlersPointInsideTheProgramsOwnLinkerCallsTakesNoStack
   ExpectAHandlersPointInALinkerCallTakesNoStack("dlopen", 2000);
 }
 
+// libc's own loading, which passes through no call the recorder wraps:
+// iconv_open loads a converter module and iconv_close unloads another (a
+// dlopen and a dlclose inside libc). The recorder knows the dynamic
+// linker's lock itself (found at start in ld.so's _rtld_global), taken or
+// being taken by the thread. Before, the program waited on itself for
+// good in 3 runs of 3 of 5,000 iconv_opens, and in 2 of 3 of 1,500.
+TEST(PointsRecordTest, AHandlersPointInsideLibcsOwnLoadingTakesNoStack) {
+  ExpectAHandlersPointInALinkerCallTakesNoStack("iconv", 2500);
+}
+
 // Without --stacks, a signal handler's points land inside the points its
 // thread is passing (SIGPROF every 20 us; the handler is a placed scope
 // around a point: three events): the program runs to its end, and each

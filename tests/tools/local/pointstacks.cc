@@ -12,10 +12,12 @@
 // "dliterate", the program's own dl_iterate_phdr instead (its callback
 // passes a point "in_callback" at each call's first object), and with
 // "dlopen", its own dlopen and dlclose of libz.so.1 (each holds the
-// dynamic linker's lock for a while).
-//   fieldprof_pointstacks A 0 0 dlsym|dliterate|dlopen
+// dynamic linker's lock for a while), and with "iconv", iconv_open and
+// iconv_close, whose converter modules libc loads and unloads itself.
+//   fieldprof_pointstacks A 0 0 dlsym|dliterate|dlopen|iconv
 #include <dlfcn.h>
 #include <fieldprof/points.h>
+#include <iconv.h>
 #include <link.h>
 #include <signal.h>
 #include <time.h>
@@ -85,13 +87,23 @@ long LinkerCall(const char* how) {
     dl_iterate_phdr(CountObject, &objects);
     return objects > 0;
   }
+  if (std::strcmp(how, "iconv") == 0) {
+    // libc loads and unloads gconv modules itself, by its own dlopen and
+    // dlclose: the recorder sees no call. It unloads a module not in use
+    // once three others have been released since it was: in turns of four,
+    // each open loads its module and each close unloads another.
+    static const char* const kCharsets[] = {"ISO-8859-2", "ISO-8859-3", "ISO-8859-4", "ISO-8859-5"};
+    static int turn = 0;
+    iconv_t cd = iconv_open("UTF-8", kCharsets[turn++ % 4]);
+    return cd != reinterpret_cast<iconv_t>(-1) && iconv_close(cd) == 0;
+  }
   void* h = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
   return h != nullptr && dlclose(h) == 0;
 }
 
 int main(int argc, char** argv) {
   if (argc == 5 && (std::strcmp(argv[4], "dlsym") == 0 || std::strcmp(argv[4], "dliterate") == 0 ||
-                    std::strcmp(argv[4], "dlopen") == 0)) {
+                    std::strcmp(argv[4], "dlopen") == 0 || std::strcmp(argv[4], "iconv") == 0)) {
     timer_t timer{};
     if (!StartSigprofEvery20us(on_signal, SA_RESTART, &timer)) return 1;
     long found = 0;
@@ -104,7 +116,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc != 4 && !(argc == 5 && std::strcmp(argv[4], "signals") == 0)) {
-    std::fprintf(stderr, "usage: %s A B N [signals|dlsym|dliterate|dlopen]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s A B N [signals|dlsym|dliterate|dlopen|iconv]\n", argv[0]);
     return 2;
   }
   // "signals": SIGPROF every 20 us (a CLOCK_MONOTONIC timer: high

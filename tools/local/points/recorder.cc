@@ -59,6 +59,7 @@
 
 #include "agent/include/fieldprof/points.h"
 #include "common/points_format.h"
+#include "tools/local/linker_lock.h"
 #include "tools/local/points/ring.h"
 
 namespace {
@@ -100,7 +101,7 @@ struct InLinker {
   InLinker(const InLinker&) = delete;
   InLinker& operator=(const InLinker&) = delete;
 };
-using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
+using fieldprof::local::DlIteratePhdrFn;
 DlIteratePhdrFn g_real_dl_iterate_phdr;
 DlIteratePhdrFn RealDlIteratePhdr() {
   return reinterpret_cast<DlIteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
@@ -109,11 +110,16 @@ struct IterateCall {
   int (*callback)(dl_phdr_info*, size_t, void*);
   void* data;
 };
+// How many dl_iterate_phdr calls of the thread's are in their callback:
+// the dynamic linker's lock is held that many times, whole.
+__thread int t_iterating __attribute__((tls_model("initial-exec")));
 int IteratedCall(dl_phdr_info* info, size_t size, void* arg) {
   const IterateCall* call = static_cast<const IterateCall*>(arg);
   const int in_linker = t_in_linker;
   t_in_linker = 0;
+  ++t_iterating;
   const int r = call->callback(info, size, call->data);
+  --t_iterating;
   t_in_linker = in_linker;
   return r;
 }
@@ -379,14 +385,17 @@ bool MayTakeStack(uint64_t now) {
 void PushStackOf(uint64_t pushed, const void* caller) {
   if (pushed == 0) return;
   const uint64_t tsc = __rdtsc();
-  // Inside the dynamic linker's calls, and inside the runtime's binder
-  // work, the thread may hold, or be taking, the dynamic linker's lock,
-  // which the unwinder takes (dl_iterate_phdr): a signal handler's point
-  // cutting in there would wait on its own thread for good. Its event
-  // goes without a stack, counted.
+  // Inside the dynamic linker's calls, inside the runtime's binder work,
+  // and inside libc's own loading (linker_lock.h), the thread may
+  // hold, or be taking, the dynamic linker's lock, which the unwinder
+  // takes (dl_iterate_phdr): a signal handler's point cutting in there
+  // would wait on its own thread for good. Its event goes without a
+  // stack, counted.
+  pf::Ring* r = pf::t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
-  if (t_in_linker != 0 || (busy != nullptr && busy() != 0) || !MayTakeStack(tsc)) {
-    pf::Ring* r = pf::t_ring;  // made: the event is in it
+  if (t_in_linker != 0 || (busy != nullptr && busy() != 0) ||
+      fieldprof::local::LinkerLockUnsafe(static_cast<int>(r->tid), t_iterating) ||
+      !MayTakeStack(tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -1048,6 +1057,7 @@ __attribute__((constructor)) void Start() {
   }
   if (const char* st = getenv(pf::kStacksEnv);
       st != nullptr && strcmp(st, "1") == 0 && OpenUnwinder()) {
+    fieldprof::local::FindLinkerLock(g_real_dl_iterate_phdr);
     g_stack_table = NewStackTable();
     g_stacks = g_stack_table != nullptr;
     if (g_stacks) pf::g_span_with_stack = SpanWithStack;
