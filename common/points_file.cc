@@ -354,8 +354,12 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
       const std::vector<uint64_t>& ends = p->second.first;
       tsc -= p->second.second[std::upper_bound(ends.begin(), ends.end(), e.tsc) - ends.begin()];
     }
+    if (e.kind > 2) continue;
     const auto s = site_of.find(e.site);
-    if (s == site_of.end() || e.kind > 2) continue;
+    if (s == site_of.end()) {  // its name could not be read (the recorder's NewSiteIndex)
+      ++run.lost;
+      continue;
+    }
     if (ns_per_tick == 0 && e.tsc != tsc0) {
       return InvalidArgument(
           "a points file cut before its second clock reading, with no TSC rate to turn its "

@@ -55,7 +55,9 @@ struct PointsRun {
   // to empty it, and how long they waited in all; taken out of the
   // thread's events' times like stacks' pauses.
   uint64_t waits = 0, wait_ns = 0;
-  uint64_t lost = 0;  // events the threads' buffers had no room for
+  // Events the threads' buffers had no room for, and those of points
+  // whose names the recorder could not read (their module was closed).
+  uint64_t lost = 0;
   // Events recorded without the stack they would have had: taking stacks
   // had used up its share of their thread's time (points_format.h).
   uint64_t stackless = 0;

@@ -8,7 +8,9 @@
 //   'R' rate:    u64 TSC ticks a second, as measured by the command (when
 //                it was given one: for files cut before a second clock)
 //   'S' site:    u32 index, u16 len, tag, u16 len, name (sites are
-//                numbered from 0 as first seen; before their first event)
+//                numbered from 0 as first seen; before their first event;
+//                none for a site whose names could not be read, its module
+//                closed: its events count as lost)
 //   'P' batch:   u32 tid, u32 n, u64 the first event's tsc, then n events of
 //                one thread, each a control byte and three little-endian
 //                fields of the lengths it gives (PackedLengths): the tsc

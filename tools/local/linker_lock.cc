@@ -63,6 +63,8 @@ bool FindLinkerLock(DlIteratePhdrFn real) {
   return g_lock != nullptr;
 }
 
+bool LinkerLockKnown() { return g_lock != nullptr; }
+
 bool LinkerLockUnsafe(int tid, int whole) {
   const pthread_mutex_t* m = g_lock;
   if (m == nullptr || __atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;

@@ -29,6 +29,10 @@ using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 // before any handler can run.
 bool FindLinkerLock(DlIteratePhdrFn real);
 
+// Whether FindLinkerLock found it: LinkerLockUnsafe then sees every
+// stretch under the lock, the wrapped calls' and libc's own.
+bool LinkerLockKnown();
+
 // Whether the thread `tid` may be taking the lock (its word set, no owner
 // yet: that may be another thread's moment, rarely) or holds it other than
 // `whole` times (dl_iterate_phdr callbacks it is in, where the list is

@@ -80,6 +80,29 @@ __asm__(
 extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kind, int64_t value)
     __attribute__((weak));
 
+/* The module's coming and going, told to the recorder (fieldprof points
+ * record), which defines fieldprof_point_module; without it nothing is
+ * called. Before the module's own constructors run, so that their points
+ * (a plugin starting up) are armed; after its own destructors, so that
+ * theirs are written while their names can still be read. Every file that
+ * includes this header adds one constructor and one destructor at
+ * priority 101, which run first and last among the module's; a count the
+ * module's files share lets only the first and the last one call. */
+extern void fieldprof_point_module(volatile unsigned short* semaphore, int arriving)
+    __attribute__((weak));
+extern unsigned fieldprof_point_units;
+__attribute__((weak, visibility("hidden"))) unsigned fieldprof_point_units;
+static __attribute__((constructor(101), used)) void fieldprof_point_arrive_(void) {
+  if (fieldprof_point_units++ == 0 && fieldprof_point_module) {
+    fieldprof_point_module(&fieldprof_point_semaphore, 1);
+  }
+}
+static __attribute__((destructor(101), used)) void fieldprof_point_leave_(void) {
+  if (--fieldprof_point_units == 0 && fieldprof_point_module) {
+    fieldprof_point_module(&fieldprof_point_semaphore, 0);
+  }
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -162,6 +162,40 @@ TEST(RecordTest, LibcsOwnLoadingIsSampledWithoutHarm) {
   EXPECT_NE(tree.find("convert_loop;iconv_close"), std::string::npos) << tree.substr(0, 2000);
 }
 
+// A plugin that works 300 ms in its constructor as it is opened (twice):
+// that time is in the tree, under dlopen, as perf would show it. The
+// sampler skips only the stretches where the dynamic linker changes its
+// list of loaded objects, which the lock it holds then shows. Before: all
+// of dlopen was skipped, and the constructor's work was not there.
+TEST(RecordTest, APluginsConstructorIsSampledUnderDlopen) {
+  TempDir dir;
+  const std::string file = dir.File("plugin.fprec");
+  std::string out;
+  ASSERT_EQ(RunCommand("FIELDPROF_TEST_LOAD_MS=300 " + kCli + " record -o " + file + " -- " +
+                           FIELDPROF_INMODULE + " --dlopen " + FIELDPROF_CTORPLUGIN + " 10" +
+                           " 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out, "dlopen 20\n");
+  std::string tree;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --collapsed", &tree), 0);
+  uint64_t all = 0, in_load = 0;
+  std::istringstream lines(tree);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t space = line.rfind(' ');
+    ASSERT_NE(space, std::string::npos) << line;
+    const uint64_t n = std::stoull(line.substr(space + 1));
+    all += n;
+    if (line.find(";dlopen;") != std::string::npos &&
+        line.find(";plugin_start;plugin_load") != std::string::npos) {
+      in_load += n;
+    }
+  }
+  // 600 ms of the run's CPU time, at 999 Hz: about 600 samples of about 640.
+  EXPECT_GT(in_load, all / 2) << in_load << " of " << all << "\n" << tree.substr(0, 3000);
+}
+
 // The sampler's signals are SIGTRAPs where the kernel has perf's sigtrap
 // (the cheapest way to a sample): the program's own SIGTRAP handling is
 // untouched, and the samples are there.

@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -88,18 +89,24 @@ struct OwnWork {
 
 // Non-zero while the thread is inside a call of the dynamic linker's that
 // takes its lock (the wrappers below: dlopen, dlmopen, dlclose,
-// dl_iterate_phdr), the program's or the recorder's own. libunwind takes
-// that lock too, and a signal handler's point that took its stack there
-// could wait on its own thread for good (PushStackOf). So could any point
-// there: a handler's cannot be told from the others. Only inside a
-// dl_iterate_phdr's callback is the lock known to be the thread's, whole
-// (taken again, it only counts up): there the count is 0 (IteratedCall).
+// dl_iterate_phdr), the program's or the recorder's own, when the lock
+// itself could not be found (linker_lock.h; with it, only the stretches
+// under the lock are known, and a plugin's constructors keep their
+// stacks). libunwind takes that lock too, and a signal handler's point
+// that took its stack there could wait on its own thread for good
+// (PushStackOf). So could any point there: a handler's cannot be told
+// from the others. Only inside a dl_iterate_phdr's callback is the lock
+// known to be the thread's, whole (taken again, it only counts up): there
+// the count is 0 (IteratedCall).
 __thread int t_in_linker __attribute__((tls_model("initial-exec")));
 struct InLinker {
-  InLinker() { ++t_in_linker; }
-  ~InLinker() { --t_in_linker; }
+  InLinker() : on_(!fieldprof::local::LinkerLockKnown()) { t_in_linker += on_; }
+  ~InLinker() { t_in_linker -= on_; }
   InLinker(const InLinker&) = delete;
   InLinker& operator=(const InLinker&) = delete;
+
+ private:
+  const int on_;
 };
 using fieldprof::local::DlIteratePhdrFn;
 DlIteratePhdrFn g_real_dl_iterate_phdr;
@@ -217,16 +224,53 @@ void ForgetSites() {
   for (auto& c : g_site_cache) c = {0, 0};
 }
 
+// Up to `n` bytes of this process's memory at `at` into `out`, through
+// the kernel, so that an address no longer mapped is an error, not a
+// crash: how many were read (those up to the first page not mapped).
+size_t ReadOwnMemory(uintptr_t at, void* out, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t split = std::min<uintptr_t>(n, page - at % page);
+  char* dst = static_cast<char*>(out);
+  iovec local[2] = {{dst, split}, {dst + split, n - split}};
+  iovec remote[2] = {{reinterpret_cast<void*>(at), split},
+                     {reinterpret_cast<void*>(at + split), n - split}};
+  const unsigned long parts = n > split ? 2 : 1;
+  const ssize_t r = process_vm_readv(getpid(), local, parts, remote, parts, 0);
+  return r < 0 ? 0 : static_cast<size_t>(r);
+}
+
+// A site's tag or name, cut at pf::kMaxString as Out::Str cuts it; false
+// when it cannot be read whole.
+bool ReadOwnString(const char* at, std::string* out) {
+  out->clear();
+  if (at == nullptr) return true;
+  char buf[pf::kMaxString];
+  const size_t n = ReadOwnMemory(reinterpret_cast<uintptr_t>(at), buf, sizeof buf);
+  const size_t len = strnlen(buf, n);
+  if (len == n && n < sizeof buf) return false;  // its end is not mapped
+  out->assign(buf, len);
+  return true;
+}
+
 // A site's index when the cache has it not: numbered, and named in `o`.
+// Its names are read where the point was passed: in a module the program
+// may have closed since (a point passed after the module's last drain:
+// one built with an older points.h, or a thread still inside it as it
+// was closed). Such a site goes unnamed, and the reader counts its events
+// as lost.
 __attribute__((noinline)) uint32_t NewSiteIndex(Out& o, uint64_t site) {
   auto [it, fresh] = g_sites->try_emplace(site, g_next_site);
   if (fresh) {
     ++g_next_site;
-    const auto* s = reinterpret_cast<const fieldprof_point_site*>(site);
-    o.Put(pf::kSite);
-    o.Put(it->second);
-    o.Str(s->tag);
-    o.Str(s->name);
+    fieldprof_point_site s{};
+    std::string tag, name;
+    if (ReadOwnMemory(site, &s, sizeof s) == sizeof s && ReadOwnString(s.tag, &tag) &&
+        ReadOwnString(s.name, &name)) {
+      o.Put(pf::kSite);
+      o.Put(it->second);
+      o.Str(tag.c_str());
+      o.Str(name.c_str());
+    }
   }
   g_site_cache[(site >> 4) & 63] = {site, it->second};
   return it->second;
@@ -262,12 +306,24 @@ StackTable* g_stack_table;
 // Set while the thread records a point with its stack (--stacks).
 __thread int t_in_point __attribute__((tls_model("initial-exec")));
 
+// Non-zero while the thread holds the table's lock or waits for it: the
+// drain does so on a thread of the program too (before a dlclose or an
+// exec), and a signal handler's point there takes no stack (PushStackOf):
+// it would spin on the lock its own thread holds, for good.
+__thread int t_at_table __attribute__((tls_model("initial-exec")));
+
 // The table's spin lock: held by another thread for a lookup at most, or
 // by the drain for a read.
 void LockTable(StackTable* t) {
+  ++t_at_table;
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // said before taken
   while (t->lock.exchange(1, std::memory_order_acquire) != 0) __builtin_ia32_pause();
 }
-void UnlockTable(StackTable* t) { t->lock.store(0, std::memory_order_release); }
+void UnlockTable(StackTable* t) {
+  t->lock.store(0, std::memory_order_release);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --t_at_table;
+}
 
 // A table mapped zeroed (its pages touched as used); null without memory.
 StackTable* NewStackTable() {
@@ -389,11 +445,12 @@ void PushStackOf(uint64_t pushed, const void* caller) {
   // and inside libc's own loading (linker_lock.h), the thread may
   // hold, or be taking, the dynamic linker's lock, which the unwinder
   // takes (dl_iterate_phdr): a signal handler's point cutting in there
-  // would wait on its own thread for good. Its event goes without a
-  // stack, counted.
+  // would wait on its own thread for good. So would one cutting into the
+  // recorder's own drain on this thread, at the stack table's lock. Its
+  // event goes without a stack, counted.
   pf::Ring* r = pf::t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
-  if (t_in_linker != 0 || (busy != nullptr && busy() != 0) ||
+  if (t_in_linker != 0 || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
       fieldprof::local::LinkerLockUnsafe(static_cast<int>(r->tid), t_iterating) ||
       !MayTakeStack(tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
@@ -1042,7 +1099,13 @@ void Begin() {
   });
 }
 
+// At load; or before, from the first module with points whose constructors
+// run before this library's (fieldprof_point_module): a library the
+// program needs at start.
 __attribute__((constructor)) void Start() {
+  static bool started = false;  // constructors run one at a time
+  if (started) return;
+  started = true;
   g_real_dl_iterate_phdr = RealDlIteratePhdr();
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
@@ -1125,7 +1188,23 @@ __attribute__((visibility("default"))) void fieldprof_points_busy_from(int (*bus
   g_rt_busy.store(busy, std::memory_order_relaxed);
 }
 
-// Modules opened later are armed as they come.
+// A module built with points.h, before its own constructors run
+// (`arriving`), and after its own destructors: armed before its
+// constructors pass their points, and the events of its destructors
+// written while their names can still be read (NewSiteIndex).
+__attribute__((visibility("default"))) void fieldprof_point_module(volatile unsigned short*,
+                                                                   int arriving) {
+  if (arriving == 0) {
+    DrainBeforeClose();
+    return;
+  }
+  Start();
+  OwnWork own;
+  if (ArmAll()) Begin();
+}
+
+// Modules opened later are armed as they come (those built with an older
+// points.h: fieldprof_point_module arms the others earlier).
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   static auto real = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
   InLinker in_linker;

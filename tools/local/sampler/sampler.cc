@@ -26,12 +26,13 @@
 // raw files into a recording (tools/local/recording.h).
 //
 // Safety: the handler takes no lock it can find held. It never runs while
-// its thread is inside the dynamic linker (dlopen, dlclose,
-// dl_iterate_phdr are wrapped, and libc's own loading is seen by the
-// lock itself: linker_lock.h), where libunwind's own lookup of unwind
-// tables would wait on the lock that thread holds, or walk the list of
-// loaded objects in the middle of a change; such samples are counted as
-// skipped. errno is kept. After fork the child starts its own
+// its thread holds the dynamic linker's lock, or takes it (seen by the
+// lock itself, linker_lock.h: inside dl_iterate_phdr, the stretches of
+// dlopen and dlclose that change the list of loaded objects, and libc's
+// own loading; where the lock is not found, all of dlopen and dlclose),
+// where libunwind's own lookup of unwind tables would wait on the lock
+// that thread holds, or walk the list of loaded objects in the middle of
+// a change; such samples are counted as skipped. errno is kept. After fork the child starts its own
 // file and timer.
 #define UNW_LOCAL_ONLY
 #include "tools/local/sampler/sampler.h"
@@ -680,21 +681,27 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
 }
 
 // The dynamic linker's entry points that hold its locks, wrapped so that no
-// sample unwinds (and looks up unwind tables) while they are held.
+// sample unwinds (and looks up unwind tables) while they are held. dlopen
+// and dlclose hold the lock the unwinder takes only in stretches, which
+// the lock itself shows when it was found (linker_lock.h): then samples
+// are taken in the rest of them (a plugin's constructors and destructors,
+// the relocation of what is loaded), and the wrappers count for nothing.
 
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   FP_NEXT("dlopen", void* (*)(const char*, int));
-  ++t_in_loader;
+  const int guard = !fieldprof::local::LinkerLockKnown();
+  t_in_loader += guard;
   void* r = real(file, mode);
-  --t_in_loader;
+  t_in_loader -= guard;
   return r;
 }
 
 __attribute__((visibility("default"))) int dlclose(void* handle) {
   FP_NEXT("dlclose", int (*)(void*));
-  ++t_in_loader;
+  const int guard = !fieldprof::local::LinkerLockKnown();
+  t_in_loader += guard;
   const int r = real(handle);
-  --t_in_loader;
+  t_in_loader -= guard;
   return r;
 }
 
