@@ -1,7 +1,12 @@
 #include "tools/local/symbolizer.h"
 
 #include <elfutils/libdwfl.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -9,6 +14,38 @@
 #include "common/cxx_names.h"
 
 namespace fieldprof::local {
+namespace {
+
+// The vDSO has no file. The kernel maps the same image into every process,
+// so this process's own copy, in a memory file, stands in for the recorded
+// one's: its frames read as __vdso_clock_gettime, not linux-vdso.so.1+0xb46.
+// (A recording read under another kernel than the one it was made under
+// may name them wrongly.) -1 when there is none.
+int OwnVdsoImage() {
+  const auto* ehdr = reinterpret_cast<const ElfW(Ehdr)*>(getauxval(AT_SYSINFO_EHDR));
+  if (ehdr == nullptr) return -1;
+  const char* base = reinterpret_cast<const char*>(ehdr);
+  size_t size = ehdr->e_shoff + size_t{ehdr->e_shnum} * ehdr->e_shentsize;
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(base + ehdr->e_phoff);
+  for (int i = 0; i < ehdr->e_phnum; ++i) {
+    size = std::max<size_t>(size, ph[i].p_offset + ph[i].p_filesz);
+  }
+  const int fd = memfd_create("vdso", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  for (size_t off = 0; off < size;) {
+    const ssize_t w = write(fd, base + off, size - off);
+    if (w <= 0) {
+      close(fd);
+      return -1;
+    }
+    off += static_cast<size_t>(w);
+  }
+  return fd;
+}
+
+bool IsVdso(const std::string& path) { return path == "linux-vdso.so.1" || path == "[vdso]"; }
+
+}  // namespace
 
 Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules) {
   static const Dwfl_Callbacks callbacks = {
@@ -24,7 +61,9 @@ Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules) {
   if (dwfl_ == nullptr) return;
   dwfl_report_begin(dwfl_);
   for (const LoadedModule& m : modules_) {
-    dwfl_report_elf(dwfl_, m.path.c_str(), m.path.c_str(), -1, m.bias, false);
+    // libdwfl takes the descriptor it is given.
+    const int fd = IsVdso(m.path) ? OwnVdsoImage() : -1;
+    dwfl_report_elf(dwfl_, m.path.c_str(), m.path.c_str(), fd, m.bias, false);
   }
   dwfl_report_end(dwfl_, nullptr, nullptr);
 }

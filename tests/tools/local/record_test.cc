@@ -163,7 +163,8 @@ TEST(RecordTest, LibcsOwnLoadingIsSampledWithoutHarm) {
 }
 
 // A plugin that works 300 ms in its constructor as it is opened (twice):
-// that time is in the tree, under dlopen, as perf would show it. The
+// that time is in the tree, under dlopen, as perf would show it, down to
+// the vDSO's clock. The
 // sampler skips only the stretches where the dynamic linker changes its
 // list of loaded objects, which the lock it holds then shows. Before: all
 // of dlopen was skipped, and the constructor's work was not there.
@@ -194,6 +195,11 @@ TEST(RecordTest, APluginsConstructorIsSampledUnderDlopen) {
   }
   // 600 ms of the run's CPU time, at 999 Hz: about 600 samples of about 640.
   EXPECT_GT(in_load, all / 2) << in_load << " of " << all << "\n" << tree.substr(0, 3000);
+  // plugin_load reads the clock in the vDSO, which has no file: its frames
+  // are named from the image the kernel maps (before: linux-vdso.so.1+0xb46).
+  EXPECT_NE(tree.find(";clock_gettime;__vdso_clock_gettime "), std::string::npos)
+      << tree.substr(0, 3000);
+  EXPECT_EQ(tree.find("vdso.so.1+"), std::string::npos) << tree.substr(0, 3000);
 }
 
 // The sampler's signals are SIGTRAPs where the kernel has perf's sigtrap
