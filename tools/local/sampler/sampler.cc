@@ -32,8 +32,8 @@
 // own loading; where the lock is not found, all of dlopen and dlclose),
 // where libunwind's own lookup of unwind tables would wait on the lock
 // that thread holds, or walk the list of loaded objects in the middle of
-// a change; such samples are counted as skipped. errno is kept. After fork the child starts its own
-// file and timer.
+// a change; such samples are counted as skipped. errno is kept. After
+// fork the child starts its own file and timer.
 #define UNW_LOCAL_ONLY
 #include "tools/local/sampler/sampler.h"
 
