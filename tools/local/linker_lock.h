@@ -33,10 +33,11 @@ bool FindLinkerLock(DlIteratePhdrFn real);
 // stretch under the lock, the wrapped calls' and libc's own.
 bool LinkerLockKnown();
 
-// Whether the thread `tid` may be taking the lock (its word set, no owner
-// yet: that may be another thread's moment, rarely) or holds it other than
-// `whole` times (dl_iterate_phdr callbacks it is in, where the list is
-// whole). Unwinding then is not safe. Async-signal-safe: three loads.
+// Whether the thread `tid` may be taking the lock (its word set and no
+// owner named for a few microseconds: another thread's moment of taking or
+// giving it is waited out) or holds it other than `whole` times
+// (dl_iterate_phdr callbacks it is in, where the list is whole). Unwinding
+// then is not safe. Async-signal-safe: loads only.
 bool LinkerLockUnsafe(int tid, int whole);
 
 }  // namespace fieldprof::local
