@@ -18,10 +18,24 @@
 #include "agent/runtime/front_handoff.h"
 #include "agent/runtime/sys.h"
 
-// Read by the runtime (front_handoff.h); in .bss, untouched unless sampled.
+// Read by the runtime (front_handoff.h); in .bss, untouched unless sampled
+// (or read, when a module built with fieldprof/points.h comes or goes).
 extern "C" __attribute__((visibility("default")))
 fieldprof::rt::FrontHandoff fieldprof_front_handoff;
 fieldprof::rt::FrontHandoff fieldprof_front_handoff;
+
+// A module built with fieldprof/points.h comes or goes: the header calls
+// this first among the module's constructors and last among its
+// destructors, whichever object first defines it. Loaded with
+// RTLD_LOCAL, the runtime is not one to be found, so the front answers and
+// passes the call on once the runtime measures this run (it arms the
+// module before its constructors pass their points). Otherwise nothing.
+extern "C" __attribute__((visibility("default"))) void fieldprof_point_module(
+    volatile unsigned short* semaphore, int arriving) {
+  void (*const to)(volatile unsigned short*, int) =
+      __atomic_load_n(&fieldprof_front_handoff.point_module, __ATOMIC_ACQUIRE);
+  if (to != nullptr) to(semaphore, arriving);
+}
 
 namespace fieldprof::rt {
 namespace {

@@ -2,8 +2,9 @@
 // settings and the decision, slot held. The front runs the first look and
 // the decision (decide.h); only a run it will measure loads the runtime,
 // whose constructor then takes both from here instead of deciding again
-// (which would take a second slot and count the rate twice). The runtime
-// finds it by name among the loaded objects (FindFrontHandoff, start.cc).
+// (which would take a second slot and count the rate twice), and leaves
+// the front where to pass on the points header's calls. The runtime finds
+// it by name among the loaded objects (FindFrontHandoff, start.cc).
 #ifndef FIELDPROF_AGENT_RUNTIME_FRONT_HANDOFF_H_
 #define FIELDPROF_AGENT_RUNTIME_FRONT_HANDOFF_H_
 
@@ -17,6 +18,10 @@ struct FrontHandoff {
   RunSettings settings;  // page-aligned
   int slot_fd;           // RunDecision::slot_fd, held while measuring
   int ready;             // 1 once the front decided to measure
+  // Set by the runtime once it measures: where the front passes on a
+  // module's coming and going, as fieldprof/points.h tells it
+  // (fieldprof_point_module, front.cc).
+  void (*point_module)(volatile unsigned short* semaphore, int arriving);
 };
 
 inline constexpr char kFrontHandoffName[] = "fieldprof_front_handoff";

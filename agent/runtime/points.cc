@@ -543,6 +543,15 @@ void RearmPoints(const ElfObject& e) {
   }
 }
 
+void PointModuleComesOrGoes(volatile unsigned short*, int arriving) {
+  if (!g.active) return;
+  if (arriving != 0) {
+    BinderNoticeNewObjects();
+  } else {
+    NamePointSeries();
+  }
+}
+
 void SetPointsForward(void* next_hit, void* next_hit_from) {
   g_next_hit = reinterpret_cast<void (*)(const fieldprof_point_site*, int, int64_t)>(next_hit);
   g_next_hit_from = reinterpret_cast<LabHitFromFn>(next_hit_from);

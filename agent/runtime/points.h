@@ -21,6 +21,15 @@ void RearmPoints(const ElfObject& e);
 // object table brought up to date (before a dlclose, and at the record).
 void NamePointSeries();
 
+// A module built with fieldprof/points.h comes (`arriving`) or goes, as
+// its first constructor and its last destructor tell the front, which
+// passes it on here (front_handoff.h). One that comes is looked at now,
+// as at the program's next dlsym: its points armed and its imports
+// pointed at the runtime before its own constructors pass their points.
+// One that goes has the series its destructors' points began named while
+// it is still loaded.
+void PointModuleComesOrGoes(volatile unsigned short* semaphore, int arriving);
+
 // A lab points pass: every point goes to `next_hit` (the points recorder's
 // fieldprof_point_hit), none into the run's record. With stacks, to
 // `next_hit_from` (its fieldprof_point_hit_from) instead, with the measured

@@ -20,6 +20,7 @@
 #include "agent/runtime/front_handoff.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/late_interpose.h"
+#include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -78,14 +79,13 @@ int OnObjectForHandoff(dl_phdr_info* info, size_t, void* data) {
   const Elf64_Sym* s =
       FindDefinition(o, kFrontHandoffName, GnuHash(kFrontHandoffName), VersionNeed{});
   if (s == nullptr || ELF64_ST_TYPE(s->st_info) != STT_OBJECT) return 0;
-  *static_cast<const FrontHandoff**>(data) =
-      reinterpret_cast<const FrontHandoff*>(o.base + s->st_value);
+  *static_cast<FrontHandoff**>(data) = reinterpret_cast<FrontHandoff*>(o.base + s->st_value);
   return 1;
 }
 
 // The front's decision, when a front is loaded (front_handoff.h).
-const FrontHandoff* FindFrontHandoff() {
-  const FrontHandoff* h = nullptr;
+FrontHandoff* FindFrontHandoff() {
+  FrontHandoff* h = nullptr;
   dl_iterate_phdr(OnObjectForHandoff, &h);
   return h;
 }
@@ -108,10 +108,11 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   const uint64_t t_looked = Rdtsc();
   // Loaded by the front, which decided already (front_handoff.h).
   RunDecision d;
-  if (const FrontHandoff* h = FindFrontHandoff(); h != nullptr && h->ready) {
-    settings = h->settings;
+  FrontHandoff* const front = FindFrontHandoff();
+  if (front != nullptr && front->ready) {
+    settings = front->settings;
     d.verdict = Verdict::kMeasure;
-    d.slot_fd = h->slot_fd;
+    d.slot_fd = front->slot_fd;
   } else {
     d = DecideRun(&settings, &text, envp);
   }
@@ -158,6 +159,11 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   bc.lab = g_lab_mode != kLabOff;
   if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
   DetourNewObjects();  // functions inside modules: a points pass's, `points`
+  // Modules built with fieldprof/points.h that come from now on are told
+  // of by their own constructors, through the front (front_handoff.h).
+  if (front != nullptr && g.active) {
+    __atomic_store_n(&front->point_module, &PointModuleComesOrGoes, __ATOMIC_RELEASE);
+  }
   const uint64_t t_bound = Rdtsc();
   // The debug log's own lines come after the timing: its first vsnprintf
   // alone costs more than some of the parts.

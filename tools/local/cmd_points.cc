@@ -112,10 +112,11 @@ Status PlanCxxName(const std::string& entry, size_t colon, const std::string& pr
 
 // Points placed by configuration: the runtime in its points pass binds
 // the functions listed and hands each call's span to the recorder, with a
-// lab pass's settings. The runtime goes first in LD_PRELOAD, so that it
-// finds the recorder's entry after itself. `work`: a directory for its
-// plan and lab files. C++ names are looked up in the module's file, as
-// `program` (the command's file) loads it.
+// lab pass's settings. The front loads the runtime, which finds the
+// recorder's entries as the first definitions not its own
+// (next_symbol.h), wherever the recorder is in LD_PRELOAD. `work`: a
+// directory for its plan and lab files. C++ names are looked up in the
+// module's file, as `program` (the command's file) loads it.
 Status PlaceByConfiguration(const std::string& at, const std::string& runtime_dir,
                             const std::string& work, const std::string& program) {
   std::string plan, names;
@@ -261,7 +262,6 @@ int Record(int argc, char** argv) {
   }
   setenv(local::points::kDirEnv, out_dir.c_str(), 1);
   if (stacks) setenv(local::points::kStacksEnv, "1", 1);
-  PrependEnv("LD_PRELOAD", lib);
   std::string work;
   if (!at.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "fieldprof-points-XXXXXX").string();
@@ -275,6 +275,10 @@ int Record(int argc, char** argv) {
       return UsageError(t, p);
     }
   }
+  // The recorder first, before the front --at adds: a module's
+  // fieldprof_point_module (fieldprof/points.h) is then the recorder's,
+  // which the front would otherwise answer and pass on to the runtime.
+  PrependEnv("LD_PRELOAD", lib);
   struct Cleanup {
     std::string dir;
     ~Cleanup() {

@@ -38,6 +38,7 @@ const std::string kInModule = FIELDPROF_INMODULE;
 const std::string kTestLib2 = FIELDPROF_TESTLIB2;
 const std::string kBusyLib = FIELDPROF_BUSYLIB;
 const std::string kPlugin = FIELDPROF_POINTSPLUGIN;
+const std::string kCtorPlugin = FIELDPROF_CTORPLUGIN;
 const std::string kFront = FIELDPROF_FRONT_LIB;
 
 // Runs `cmd` with sh; its stdout (stderr too with "2>&1" in cmd) and exit code.
@@ -367,6 +368,53 @@ TEST(PointsTest, APluginsPointsCountThoughItIsClosedBeforeTheRecord) {
     EXPECT_EQ(s.runs, 1u) << symbol;
   }
   std::filesystem::remove_all(d);
+}
+
+// A plugin whose constructor passes a scope around 20 ms of work and whose
+// static object's destructor passes a point, opened, called and closed,
+// under the front as an install loads the runtime: the points its
+// constructor and destructor pass are counted under its module, as those
+// of its calls are. Opened twice, and once: the series that only its last
+// closing ends (tick -> unload) is named while the plugin is still there.
+// Before: the runtime looked at the plugin only at the program's next
+// dlsym, after its constructor had passed its points unarmed; and a series
+// first ended by the points of a plugin's last closing was recorded
+// without its module (named before the dlclose, which runs the
+// destructors).
+TEST(PointsTest, APluginsConstructorAndDestructorPointsCount) {
+  for (const int times : {2, 1}) {
+    SCOPED_TRACE(times);
+    char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    const std::string d = dir, settings = MeasuredSettings(d);
+    const std::string cmd = "FIELDPROF_TEST_LOAD_MS=20 " + kInModule + " --dlopen " + kCtorPlugin +
+                            " 100" + (times == 1 ? " --once" : "");
+    std::string plain, out;
+    ASSERT_EQ(Shell(cmd, &plain), 0);
+    ASSERT_EQ(Shell("FIELDPROF_SETTINGS=" + settings + " LD_PRELOAD=" + kFront + " " + cmd, &out),
+              0);
+    EXPECT_EQ(out, plain);
+    const auto series = PointRecords(d + "/spool");
+    const auto count = [&series](const char* symbol) {
+      const auto s = series.find(symbol);
+      return s != series.end() ? s->second.count : 0u;
+    };
+    // Each time: the load scope, tick 100 times, unload as it is closed.
+    const uint64_t n = static_cast<uint64_t>(times);
+    EXPECT_EQ(count("plugin$load"), n) << out;
+    EXPECT_EQ(count("plugin$tick$tick"), 99 * n);
+    EXPECT_EQ(count("plugin$tick$unload"), n);
+    EXPECT_EQ(count("plugin$unload$tick"), n - 1);
+    EXPECT_EQ(series.size(), times == 1 ? 3u : 4u);
+    for (const auto& [symbol, s] : series) {
+      EXPECT_EQ(s.module, "libfieldprof_ctorplugin.so") << symbol;
+      EXPECT_EQ(s.runs, 1u) << symbol;
+      if (symbol == "plugin$load") {
+        EXPECT_GE(s.sum_ns, n * 20'000'000u);
+      }
+    }
+    std::filesystem::remove_all(d);
+  }
 }
 
 // The API records (metric wall time) of every run record in `spool`:

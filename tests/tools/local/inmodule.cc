@@ -20,12 +20,12 @@
 // its function in a loop, asks it for busy_join (the runtime looks at the
 // library then, while that thread runs), lets the loop run N more rounds
 // and prints "busy wrong W" (rounds whose result was not the first one's).
-//   fieldprof_inmodule --dlopen LIB N [--thread]
+//   fieldprof_inmodule --dlopen LIB N [--thread | --once]
 // opens LIB (tests/agent/runtime/testlib2.cc), calls its fp_test2_outer(N),
 // which calls the library's static fp_test2_inner N times, closes it, and
-// does all that twice; prints "dlopen SUM". With --thread a second thread
-// runs meanwhile (it wakes every millisecond), as in a program that has
-// started its threads before it opens a library.
+// does all that twice (once with --once); prints "dlopen SUM". With
+// --thread a second thread runs meanwhile (it wakes every millisecond), as
+// in a program that has started its threads before it opens a library.
 #include <dlfcn.h>
 #include <time.h>
 
@@ -126,7 +126,7 @@ class Parser {
 };
 }  // namespace cfg
 
-int OpenTwice(const char* lib, long n, bool thread) {
+int OpenAndClose(const char* lib, long n, int times, bool thread) {
   std::atomic<bool> stop{false};
   std::thread other;
   if (thread) {
@@ -138,7 +138,7 @@ int OpenTwice(const char* lib, long n, bool thread) {
     });
   }
   long sum = 0;
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0; round < times; ++round) {
     void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);  // it calls a function it never finds here
     if (h == nullptr) return 8;
     auto* outer = reinterpret_cast<long (*)(long)>(dlsym(h, "fp_test2_outer"));
@@ -167,7 +167,9 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   if (argc >= 4 && !std::strcmp(argv[1], "--busy")) return Busy(argv[2], std::atol(argv[3]));
   if (argc >= 4 && !std::strcmp(argv[1], "--dlopen")) {
-    return OpenTwice(argv[2], std::atol(argv[3]), argc > 4 && !std::strcmp(argv[4], "--thread"));
+    const char* option = argc > 4 ? argv[4] : "";
+    return OpenAndClose(argv[2], std::atol(argv[3]), std::strcmp(option, "--once") == 0 ? 1 : 2,
+                        std::strcmp(option, "--thread") == 0);
   }
   const long n = std::atol(argv[1]);
   std::vector<long> own;

@@ -528,48 +528,60 @@ TEST(PointsRecordTest, APluginOpenedAndClosedTwiceIsRecordedWhole) {
 // before the close (a moment later the plugin's memory, its points' names
 // with it, is gone). Each is recorded every time, named, and with its
 // stack: the constructor's through dlopen. The program ends as alone.
-// Before: no `load` event at all, and the drain read `unload`'s name in
-// memory no longer mapped: the program died of SIGSEGV.
+// The same with a function placed by --at (the front and the runtime
+// loaded too: the recorder still hears of the plugin's coming and going,
+// not the front). Before: no `load` event at all, and the drain read
+// `unload`'s name in memory no longer mapped: the program died of SIGSEGV.
+// With the front before the recorder in LD_PRELOAD, each closing's
+// `unload` was counted lost.
 TEST(PointsRecordTest, APluginsConstructorAndDestructorPointsAreRecordedWithStacks) {
-  TempDir dir;
-  const std::string cmd =
-      std::string(FIELDPROF_INMODULE) + " --dlopen " + FIELDPROF_CTORPLUGIN + " 100";
-  std::string plain, out;
-  ASSERT_EQ(RunCommand(cmd, &plain), 0);
-  ASSERT_EQ(RunCommand(kCli + " points record --stacks -o " + dir.File("p") + " -- " + cmd, &out),
-            0)
-      << out;
-  EXPECT_EQ(out, plain);
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("p") + " --stacks --json", &out), 0)
-      << out;
-  const json j = json::parse(out);
-  const json& run = j["report"]["runs"][0];
-  EXPECT_TRUE(run["complete"].get<bool>()) << run.dump();
-  EXPECT_EQ(run["events"], 2 * (2 + 100 + 1)) << run.dump();
-  EXPECT_EQ(run["lost"], 0) << run.dump();
-  std::map<std::string, uint64_t> events;
-  for (const json& site : j["stacks"]["sites"]) {
-    events[site["name"].get<std::string>()] = site["events"].get<uint64_t>();
-    EXPECT_EQ(site["without_stack"], 0) << site.dump();
-    for (const json& s : site["stacks"]) {
-      const auto frames = s["frames"].get<std::vector<std::string>>();
-      const auto has = [&frames](const char* f) {
-        return std::find(frames.begin(), frames.end(), f) != frames.end();
-      };
-      // The program's function that opens and closes it (main's own,
-      // inlined), outside.
-      if (site["name"] == "load") {
-        EXPECT_EQ(frames.back(), "plugin_start") << s.dump();
-        EXPECT_TRUE(has("dlopen") && has("OpenTwice(char const*, long, bool)")) << s.dump();
-      } else if (site["name"] == "unload") {
-        EXPECT_EQ(frames.back(), "(anonymous namespace)::Registry::~Registry()") << s.dump();
-        EXPECT_TRUE(has("dlclose") && has("OpenTwice(char const*, long, bool)")) << s.dump();
+  for (const std::string at : {"", "--at fieldprof_inmodule:main "}) {
+    SCOPED_TRACE(at);
+    TempDir dir;
+    const std::string cmd =
+        std::string(FIELDPROF_INMODULE) + " --dlopen " + FIELDPROF_CTORPLUGIN + " 100";
+    std::string plain, out;
+    ASSERT_EQ(RunCommand(cmd, &plain), 0);
+    ASSERT_EQ(RunCommand(kCli + " points record --stacks " + at + "-o " + dir.File("p") + " -- " +
+                             cmd + " 2>/dev/null",
+                         &out),
+              0)
+        << out;
+    EXPECT_EQ(out, plain);
+    ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("p") + " --stacks --json", &out), 0)
+        << out;
+    const json j = json::parse(out);
+    const json& run = j["report"]["runs"][0];
+    EXPECT_TRUE(run["complete"].get<bool>()) << run.dump();
+    const int placed = at.empty() ? 0 : 2;  // main's begin and end
+    EXPECT_EQ(run["events"], 2 * (2 + 100 + 1) + placed) << run.dump();
+    EXPECT_EQ(run["lost"], 0) << run.dump();
+    std::map<std::string, uint64_t> events;
+    for (const json& site : j["stacks"]["sites"]) {
+      events[site["name"].get<std::string>()] = site["events"].get<uint64_t>();
+      EXPECT_EQ(site["without_stack"], 0) << site.dump();
+      for (const json& s : site["stacks"]) {
+        const auto frames = s["frames"].get<std::vector<std::string>>();
+        const auto has = [&frames](const char* f) {
+          return std::find(frames.begin(), frames.end(), f) != frames.end();
+        };
+        // The program's function that opens and closes it (main's own,
+        // inlined), outside.
+        const char* const opener = "OpenAndClose(char const*, long, int, bool)";
+        if (site["name"] == "load") {
+          EXPECT_EQ(frames.back(), "plugin_start") << s.dump();
+          EXPECT_TRUE(has("dlopen") && has(opener)) << s.dump();
+        } else if (site["name"] == "unload") {
+          EXPECT_EQ(frames.back(), "(anonymous namespace)::Registry::~Registry()") << s.dump();
+          EXPECT_TRUE(has("dlclose") && has(opener)) << s.dump();
+        }
       }
     }
+    // A scope's events here are its begins.
+    std::map<std::string, uint64_t> want{{"load", 2}, {"tick", 200}, {"unload", 2}};
+    if (!at.empty()) want["main"] = 1;
+    EXPECT_EQ(events, want) << j["stacks"].dump().substr(0, 3000);
   }
-  // A scope's events here are its begins.
-  EXPECT_EQ(events, (std::map<std::string, uint64_t>{{"load", 2}, {"tick", 200}, {"unload", 2}}))
-      << j["stacks"].dump().substr(0, 3000);
 }
 
 // The same plugin standing for one built with an older points.h, which
