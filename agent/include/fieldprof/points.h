@@ -80,9 +80,11 @@ __asm__(
 extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kind, int64_t value)
     __attribute__((weak));
 
-/* The module's coming and going, told to the recorder (fieldprof points
- * record), which defines fieldprof_point_module; without it nothing is
- * called. Before the module's own constructors run, so that their points
+/* The module's coming and going, told to whichever fieldprof library
+ * defines fieldprof_point_module: the recorder (fieldprof points record),
+ * or the front a field install preloads, which passes it on to the runtime
+ * in a run it measures. Without either, nothing is called. Before the
+ * module's own constructors run, so that their points
  * (a plugin starting up) are armed; after its own destructors, so that
  * theirs are written while their names can still be read. Every file that
  * includes this header adds one constructor and one destructor at
