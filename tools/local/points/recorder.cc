@@ -593,28 +593,41 @@ __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, 
   // The last site seen, kept in registers: the packing stores alias
   // everything in memory.
   uint64_t last_site = ~uint64_t{0}, last_index = 0;
+  // In runs that stay within one round of the ring: their events lie one
+  // after another, and share the mark that tells them whole.
   uint64_t k = tail;
-  for (; k != tail + *n; ++k) {
-    const uint64_t site_kind = WholeSiteKind(ev, k);
-    if (__builtin_expect(site_kind == ~uint64_t{0}, 0)) break;
-    const Event& e = ev[k & (kRingEvents - 1)];
-    // The thread wrote these lines from its own CPU: ask for them ahead.
-    __builtin_prefetch(&ev[(k + 64) & (kRingEvents - 1)]);
-    const uint64_t tsc = e.tsc;
-    const auto value = static_cast<uint64_t>(e.value);
-    const uint64_t site = site_kind & ~uint64_t{3};
-    if (__builtin_expect(site != last_site, 0)) {
-      if ((site_kind & 3) == pf::kStackKind) {  // the stack of the event before: its id
-        last_index = site >> 1;
-        last_site = ~uint64_t{0};
-      } else {
-        last_index = uint64_t{SiteIndex(o, site)} << 2;
-        last_site = site;
+  const uint64_t end = tail + *n;
+  while (k != end) {
+    const uint64_t run_end = std::min(end, (k | (kRingEvents - 1)) + 1);
+    const uint64_t mark = pf::WholeMark(k);
+    const Event* e = &ev[k & (kRingEvents - 1)];
+    const Event* const stop = e + (run_end - k);
+    for (; e != stop; ++e) {
+      const uint64_t raw = __atomic_load_n(&e->site_kind, __ATOMIC_ACQUIRE);
+      if (__builtin_expect((raw ^ mark) >> pf::kMarkShift != 0, 0)) break;
+      // The thread wrote these lines from its own CPU: ask for them ahead
+      // (past the ring's end, a prefetch is only a hint).
+      __builtin_prefetch(e + 64);
+      const uint64_t site_kind = raw & pf::kSiteKindBits;
+      const uint64_t tsc = e->tsc;
+      const auto value = static_cast<uint64_t>(e->value);
+      const uint64_t site = site_kind & ~uint64_t{3};
+      if (__builtin_expect(site != last_site, 0)) {
+        if ((site_kind & 3) == pf::kStackKind) {  // the stack of the event before: its id
+          last_index = site >> 1;
+          last_site = ~uint64_t{0};
+        } else {
+          last_index = uint64_t{SiteIndex(o, site)} << 2;
+          last_site = site;
+        }
       }
+      // The delta is mod 2^64: an earlier TSC on another CPU wraps back.
+      p = PutPacked(p, tsc - prev, last_index | (site_kind & 3),
+                    (value << 1) ^ (0 - (value >> 63)));
+      prev = tsc;
     }
-    // The delta is mod 2^64: an earlier TSC on another CPU wraps back.
-    p = PutPacked(p, tsc - prev, last_index | (site_kind & 3), (value << 1) ^ (0 - (value >> 63)));
-    prev = tsc;
+    k += static_cast<uint64_t>(e - &ev[k & (kRingEvents - 1)]);
+    if (k != run_end) break;
   }
   *n = static_cast<uint32_t>(k - tail);
   return p;
