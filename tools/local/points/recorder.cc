@@ -604,7 +604,7 @@ __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, 
     const Event* const stop = e + (run_end - k);
     for (; e != stop; ++e) {
       const uint64_t raw = __atomic_load_n(&e->site_kind, __ATOMIC_ACQUIRE);
-      if (__builtin_expect((raw ^ mark) >> pf::kMarkShift != 0, 0)) break;
+      if (__builtin_expect(!pf::HasMark(raw, mark), 0)) break;
       // The thread wrote these lines from its own CPU: ask for them ahead
       // (past the ring's end, a prefetch is only a hint).
       __builtin_prefetch(e + 64);

@@ -27,9 +27,11 @@ inline constexpr uint32_t kRingEvents = 1u << kRingShift;
 // (left in a slot whose push was cut off for good) pass for it.
 inline constexpr uint32_t kMarkShift = 56;
 inline uint64_t WholeMark(uint64_t n) { return ~n >> kRingShift << kMarkShift; }
-inline bool IsWhole(uint64_t site_kind, uint64_t n) {
-  return ((site_kind ^ WholeMark(n)) >> kMarkShift) == 0;
+// Whether an event's site_kind carries `mark` (WholeMark's, for its count).
+inline bool HasMark(uint64_t site_kind, uint64_t mark) {
+  return ((site_kind ^ mark) >> kMarkShift) == 0;
 }
+inline bool IsWhole(uint64_t site_kind, uint64_t n) { return HasMark(site_kind, WholeMark(n)); }
 inline constexpr uint64_t kSiteKindBits = (uint64_t{1} << kMarkShift) - 1;
 
 struct Ring {
