@@ -216,45 +216,76 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
   return out;
 }
 
+bool SegmentChange::CallsDiffer() const {
+  return std::fabs(calls_b - calls_a) > 0.01 * std::max(calls_a, calls_b);
+}
+
+namespace {
+
+// A segment's per-run values, and its runs' own means a call, over the
+// runs it is in.
+struct SegmentValues {
+  std::vector<double> per_run, per_call;
+  double calls = 0;  // the mean a run
+};
+
+SegmentValues ValuesOf(const SegmentStats& s) {
+  SegmentValues v;
+  double calls = 0;
+  for (size_t k = 0; k < s.per_run.size(); ++k) {
+    if (std::isnan(s.per_run[k])) continue;
+    v.per_run.push_back(s.per_run[k]);
+    if (s.count[k] > 0) v.per_call.push_back(s.per_run[k] / static_cast<double>(s.count[k]));
+    calls += static_cast<double>(s.count[k]);
+  }
+  if (!v.per_run.empty()) v.calls = calls / static_cast<double>(v.per_run.size());
+  return v;
+}
+
+bool Significant(double q, double a, double b, const CompareOptions& o) {
+  return q <= o.fdr && a > 0 && std::fabs(b - a) >= o.min_change * a;
+}
+
+}  // namespace
+
 std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
                                          const std::vector<TagReport>& b, const CompareOptions& o) {
   std::vector<SegmentChange> rows;
-  std::vector<double> p;
-  const auto values = [](const SegmentStats& s) {
-    std::vector<double> v;
-    for (double x : s.per_run) {
-      if (!std::isnan(x)) v.push_back(x);
-    }
-    return v;
-  };
+  std::vector<double> p, p_call;
   for (const TagReport& ta : a) {
     for (const TagReport& tb : b) {
       if (tb.tag != ta.tag) continue;
       for (const SegmentStats& sa : ta.segments) {
         for (const SegmentStats& sb : tb.segments) {
           if (sb.Name() != sa.Name()) continue;
-          const std::vector<double> va = values(sa), vb = values(sb);
-          const PermutationResult r = TwoSampleMeanTest(va, vb, PermutationOptions{});
+          const SegmentValues va = ValuesOf(sa), vb = ValuesOf(sb);
           SegmentChange c;
           c.tag = ta.tag;
           c.segment = sa.Name();
           c.mean_a = sa.mean;
           c.mean_b = sb.mean;
-          c.p = r.p_value;
-          c.runs_a = va.size();
-          c.runs_b = vb.size();
+          c.p = TwoSampleMeanTest(va.per_run, vb.per_run, PermutationOptions{}).p_value;
+          c.runs_a = va.per_run.size();
+          c.runs_b = vb.per_run.size();
+          c.calls_a = va.calls;
+          c.calls_b = vb.calls;
+          c.per_call_a = sa.per_call;
+          c.per_call_b = sb.per_call;
+          c.per_call_p = TwoSampleMeanTest(va.per_call, vb.per_call, PermutationOptions{}).p_value;
           rows.push_back(c);
-          p.push_back(r.p_value);
+          p.push_back(c.p);
+          p_call.push_back(c.per_call_p);
         }
       }
     }
   }
-  const std::vector<double> q = BenjaminiHochberg(p);
+  const std::vector<double> q = BenjaminiHochberg(p), q_call = BenjaminiHochberg(p_call);
   for (size_t i = 0; i < rows.size(); ++i) {
     SegmentChange& r = rows[i];
     r.q = q[i];
-    r.significant =
-        r.q <= o.fdr && r.mean_a > 0 && std::fabs(r.mean_b - r.mean_a) >= o.min_change * r.mean_a;
+    r.significant = Significant(r.q, r.mean_a, r.mean_b, o);
+    r.per_call_q = q_call[i];
+    r.per_call_significant = Significant(r.per_call_q, r.per_call_a, r.per_call_b, o);
   }
   return rows;
 }
@@ -270,7 +301,15 @@ std::string CompareJson(const std::vector<SegmentChange>& rows) {
                  {"runs_b", r.runs_b},
                  {"p", r.p},
                  {"q", r.q},
-                 {"significant", r.significant}});
+                 {"significant", r.significant},
+                 {"calls_a", r.calls_a},
+                 {"calls_b", r.calls_b},
+                 {"calls_differ", r.CallsDiffer()},
+                 {"per_call_a_ns", r.per_call_a},
+                 {"per_call_b_ns", r.per_call_b},
+                 {"per_call_p", r.per_call_p},
+                 {"per_call_q", r.per_call_q},
+                 {"per_call_significant", r.per_call_significant}});
   }
   return j.dump(2) + "\n";
 }

@@ -69,6 +69,7 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
 // permutation test over the per-run values and Benjamini-Hochberg across
 // segments; a change is significant when q <= fdr and it is at least
 // min_change of A's mean (`fieldprof points compare`, GET /v1/dev/compare).
+// The same per call beside it (SegmentChange::calls_a and on).
 struct CompareOptions {
   double fdr = 0.05, min_change = 0.05;
 };
@@ -77,6 +78,18 @@ struct SegmentChange {
   double mean_a = 0, mean_b = 0, p = 1, q = 1;
   size_t runs_a = 0, runs_b = 0;
   bool significant = false;
+  // Per call, for when a run makes more or fewer of them in B (a scope in
+  // a loop over more items): the mean calls a run, the mean duration of a
+  // call (a group's durations over its calls), and the same test over the
+  // runs' own means a call, q across the segments' per-call tests. A
+  // change is significant as above.
+  double calls_a = 0, calls_b = 0;
+  double per_call_a = 0, per_call_b = 0, per_call_p = 1, per_call_q = 1;
+  bool per_call_significant = false;
+  // Whether the mean calls a run differ by more than 1%: then the per-run
+  // means above also count calls, and the per-call figures tell the two
+  // apart.
+  bool CallsDiffer() const;
 };
 std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
                                          const std::vector<TagReport>& b, const CompareOptions& o);

@@ -577,21 +577,37 @@ async function devComparePage(tag, q) {
     return show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)),
                 el('p', {id: 'compare-none'}, 'No segment is in both groups: nothing to compare.'));
   }
+  const pct = x => (x >= 0 ? '+' : '') + (100 * x).toFixed(1) + '%';
+  const calls = n => Number.isInteger(n) ? fmtCount(n) : n.toFixed(1);
   const rows = segments.map(s => {
     const change = s.mean_a_ns > 0 ? (s.mean_b_ns - s.mean_a_ns) / s.mean_a_ns : 0;
     const cls = s.significant ? (change > 0 ? 'slower' : 'faster') : '';
+    // Where a run calls it more or less often in B, what a call costs, apart.
+    const perCall = s.per_call_a_ns > 0 ? (s.per_call_b_ns - s.per_call_a_ns) / s.per_call_a_ns : 0;
+    const perCallCell = s.calls_differ
+        ? el('td', {class: 'per-call' + (s.per_call_significant ? (perCall > 0 ? ' slower' : ' faster') : ''),
+                    'data-v': String(perCall), title: 'p ' + s.per_call_p.toFixed(4) + ', q ' + s.per_call_q.toFixed(4)},
+             fmtNs(s.per_call_a_ns) + ' → ' + fmtNs(s.per_call_b_ns) + ' (' + pct(perCall) + ')' +
+             (s.per_call_significant ? (perCall > 0 ? ', B slower' : ', B faster') : ''))
+        : el('td', {class: 'per-call', 'data-v': String(perCall)}, '—');
     return el('tr', {class: cls, 'data-segment': s.segment},
         el('td', {class: 'name'}, s.segment), cell(fmtNs(s.mean_a_ns), s.mean_a_ns),
         cell(fmtNs(s.mean_b_ns), s.mean_b_ns),
-        cell((change >= 0 ? '+' : '') + (100 * change).toFixed(1) + '%', change),
+        cell(pct(change), change),
         cell(s.p.toFixed(4), s.p), cell(s.q.toFixed(4), s.q),
-        el('td', {class: 'verdict'}, s.significant ? (change > 0 ? 'B slower' : 'B faster') : '—'));
+        el('td', {class: 'verdict'}, s.significant ? (change > 0 ? 'B slower' : 'B faster') : '—'),
+        el('td', {class: 'calls', 'data-v': String(s.calls_b)},
+           s.calls_differ ? calls(s.calls_a) + ' → ' + calls(s.calls_b) : calls(s.calls_a)),
+        perCallCell);
   });
   show(h, el('p', {}, back), el('ul', {}, group('A', d.a), group('B', d.b)), compareForm(tag, q),
-       table('compare-segments', ['segment', 'A mean', 'B mean', 'change', 'p', 'q', 'verdict'], rows),
+       table('compare-segments', ['segment', 'A mean', 'B mean', 'change', 'p', 'q', 'verdict', 'calls a run',
+                                  'a call, A → B'], rows),
        el('p', {class: 'note'}, 'B differs from A when q ≤ ' + d.fdr + ' (a permutation test over the runs\' ' +
           'values, Benjamini-Hochberg across segments) and the change is at least ' + (100 * d.min_change) +
-          '% of A\'s mean. Dirty runs are removed in each group first. The bars: A\'s mean (blue) over ' +
+          '% of A\'s mean. Dirty runs are removed in each group first. Where a run calls a segment more or ' +
+          'less often in B, "a call" compares the time of one call (the same test over the runs\' own means ' +
+          'a call; its p and q on hover). The bars: A\'s mean (blue) over ' +
           'B\'s (red where B differs, green where it does not).'),
        compareBars(segments));
 }

@@ -507,14 +507,16 @@ int Compare(int argc, char** argv) {
   if (!s.ok()) return UsageError(t, s);
   local::PointsOptions o;
   o.tag = tag;
-  std::vector<std::vector<local::TagReport>> groups;
+  std::vector<local::PointsGroup> groups;
   for (const std::string& g : t.positional()) {
     StatusOr<std::vector<local::PointsRun>> runs = Load({g}, range);
     if (!runs.ok()) {
       Say(runs.status().message());
       return 1;
     }
-    groups.push_back(local::AnalyzePoints(*runs, o));
+    local::PointsGroup group{g, std::move(*runs), {}};
+    group.tags = local::AnalyzePoints(group.runs, o);
+    groups.push_back(std::move(group));
   }
   std::cout << local::PointsCompareText(groups[0], groups[1], co, json);
   return 0;

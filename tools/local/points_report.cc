@@ -126,28 +126,100 @@ std::string TagsText(const std::vector<TagReport>& tags) {
   return out;
 }
 
-std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector<TagReport>& b,
-                              const CompareOptions& o, bool as_json) {
-  const std::vector<SegmentChange> rows = ComparePoints(a, b, o);
+namespace {
+
+// "A  dir: 20 runs of app; removed as dirty: 1 of startup".
+std::string GroupLine(const char* label, const PointsGroup& g) {
+  std::set<std::string> programs;
+  for (const PointsRun& r : g.runs) programs.insert(r.program);
+  std::string out = std::string(label) + "  " + g.name + ": " + std::to_string(g.runs.size()) +
+                    (g.runs.size() == 1 ? " run" : " runs");
+  std::string names;
+  for (const std::string& p : programs) names += (names.empty() ? "" : ", ") + p;
+  if (!names.empty()) out += " of " + names;
+  std::string dirty;
+  for (const TagReport& t : g.tags) {
+    if (t.removed.empty()) continue;
+    dirty += (dirty.empty() ? "; removed as dirty: " : ", ") + std::to_string(t.removed.size()) +
+             " of " + t.tag;
+  }
+  return out + dirty + "\n";
+}
+
+// The segments of `of` that `in` lacks, as "tag: segment".
+std::vector<std::string> OnlyIn(const std::vector<TagReport>& of,
+                                const std::vector<TagReport>& in) {
+  std::set<std::pair<std::string, std::string>> there;
+  for (const TagReport& t : in) {
+    for (const SegmentStats& s : t.segments) there.emplace(t.tag, s.Name());
+  }
+  std::vector<std::string> out;
+  for (const TagReport& t : of) {
+    for (const SegmentStats& s : t.segments) {
+      if (there.count({t.tag, s.Name()}) == 0) out.push_back(t.tag + ": " + s.Name());
+    }
+  }
+  return out;
+}
+
+std::string Percent(double a, double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", a > 0 ? (b - a) / a * 100 : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o,
+                              bool as_json) {
+  const std::vector<SegmentChange> rows = ComparePoints(a.tags, b.tags, o);
   if (as_json) return CompareJson(rows);
-  std::string out;
+  std::string out = GroupLine("A", a) + GroupLine("B", b) + "\n";
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %8s %8s %8s\n", "tag", "segment", "A mean",
-                "B mean", "change", "p", "q");
-  out += buf;
-  for (const SegmentChange& r : rows) {
-    const double change = r.mean_a > 0 ? (r.mean_b - r.mean_a) / r.mean_a * 100 : 0;
-    std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %+7.1f%% %8.4f %8.4f%s\n", r.tag.c_str(),
-                  r.segment.c_str(), tools::FormatNanos(r.mean_a).c_str(),
-                  tools::FormatNanos(r.mean_b).c_str(), change, r.p, r.q,
-                  r.significant ? "  *" : "");
+  if (rows.empty()) {
+    out += "No segment is in both groups: nothing to compare.\n";
+  } else {
+    std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %8s %8s %8s\n", "tag", "segment",
+                  "A mean", "B mean", "change", "p", "q");
     out += buf;
+  }
+  bool calls_differ = false;
+  for (const SegmentChange& r : rows) {
+    std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %8s %8.4f %8.4f%s\n", r.tag.c_str(),
+                  r.segment.c_str(), tools::FormatNanos(r.mean_a).c_str(),
+                  tools::FormatNanos(r.mean_b).c_str(), Percent(r.mean_a, r.mean_b).c_str(), r.p,
+                  r.q, r.significant ? "  *" : "");
+    out += buf;
+    if (!r.CallsDiffer()) continue;
+    // The runs call it more or less often: what a call costs, apart.
+    calls_differ = true;
+    std::snprintf(buf, sizeof buf, "%-12s %-36s %11s %11s %8s %8.4f %8.4f%s\n", "", "  a call",
+                  tools::FormatNanos(r.per_call_a).c_str(),
+                  tools::FormatNanos(r.per_call_b).c_str(),
+                  Percent(r.per_call_a, r.per_call_b).c_str(), r.per_call_p, r.per_call_q,
+                  r.per_call_significant ? "  *" : "");
+    out += buf;
+    std::snprintf(buf, sizeof buf, "%-12s %-36s %11.1f %11.1f %8s\n", "", "  calls a run",
+                  r.calls_a, r.calls_b, Percent(r.calls_a, r.calls_b).c_str());
+    out += buf;
+  }
+  for (const auto& [label, list] :
+       {std::pair{"A", OnlyIn(a.tags, b.tags)}, std::pair{"B", OnlyIn(b.tags, a.tags)}}) {
+    if (list.empty()) continue;
+    out += std::string("only in ") + label + ":";
+    for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : " ") + list[i];
+    out += "\n";
   }
   std::snprintf(buf, sizeof buf,
                 "* B differs from A: q <= %.3g (permutation test over the runs, "
                 "Benjamini-Hochberg) and a change of at least %.0f%%\n",
                 o.fdr, o.min_change * 100);
-  out += buf;
+  if (!rows.empty()) out += buf;
+  if (calls_differ) {
+    out +=
+        "  a call: the segment's time over its calls, tested over the runs' own means a call;\n"
+        "  shown where the calls a run differ by more than 1%\n";
+  }
   return out;
 }
 

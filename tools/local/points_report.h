@@ -25,10 +25,21 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
 // The tags, newest first: tag, runs, last seen.
 std::string TagsText(const std::vector<TagReport>& tags);
 
+// One group of runs that `points compare` compares: the name it was
+// given by (a directory or file), its runs, and their analysis.
+struct PointsGroup {
+  std::string name;
+  std::vector<PointsRun> runs;
+  std::vector<TagReport> tags;  // AnalyzePoints(runs)
+};
+
 // Group B against group A (ComparePoints, common/points_analysis.h) as a
-// table, or its JSON.
-std::string PointsCompareText(const std::vector<TagReport>& a, const std::vector<TagReport>& b,
-                              const CompareOptions& o, bool json);
+// table, or its JSON: first each group (its runs, programs and the runs
+// removed as dirty), then a row per segment in both; where the calls a run
+// differ, what a call costs and the calls a run below it; the segments in
+// one group only; the verdict's rule.
+std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o,
+                              bool json);
 
 // The runs as Chrome trace event JSON (Perfetto, chrome://tracing,
 // speedscope): a process per run, points as instant events, scopes as

@@ -63,6 +63,19 @@ if (want.compare) {
   const b = await page.$$eval('#compare-bars rect.bar-b', (rs) => rs.map((r) => parseFloat(r.dataset.v)));
   await check(a.length === expected.length && expected.every((s, i) => close(a[i], s.mean_a_ns) && close(b[i], s.mean_b_ns)),
               'a pair of bars per segment: A\'s mean and B\'s');
+  // Where B's runs call a segment more often (ten times the rounds), what
+  // a call costs, apart; elsewhere nothing there.
+  const perCall = await page.$$eval('#compare-segments tbody tr', (rs) => rs.map((r) => ({
+    segment: r.dataset.segment, calls: r.querySelector('.calls').textContent,
+    text: r.querySelector('.per-call').textContent })));
+  const differ = expected.filter((s) => s.calls_differ);
+  await check(differ.length > 0 && expected.every((s) => perCall.some((r) => r.segment === s.segment &&
+                  (s.calls_differ
+                      ? r.text.includes('→') && r.calls.includes('→') &&
+                        r.text.includes('B slower') === (s.per_call_significant && s.per_call_b_ns > s.per_call_a_ns) &&
+                        r.text.includes('B faster') === (s.per_call_significant && s.per_call_b_ns < s.per_call_a_ns)
+                      : r.text === '—' && !r.calls.includes('→')))),
+              `${differ.map((s) => s.segment).join(', ')}: called more often in B, and a call compared apart`);
   const groups = await page.textContent('#group-b');
   await check(groups.includes(want.compare.b_program) && groups.includes('6 runs'), 'group B names its build and its runs');
   await shot('compare');

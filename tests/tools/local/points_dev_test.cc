@@ -153,6 +153,26 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     size_t significant = 0;
     for (const json& row : got["segments"]) significant += row["significant"].get<bool>() ? 1 : 0;
     EXPECT_GT(significant, 0u) << "ten times the rounds is a change: " << c->body;
+    // Ten times the calls a run: a call's time is the runs' time over
+    // their calls, in each group. (How a call's change is judged is
+    // tests/common/points_analysis_test.cc's; runs of 200 calls, 17 us,
+    // are too short here to hold a call's time to a bound: one preemption
+    // in one of A's three runs can double it.)
+    bool parse_seen = false;
+    for (const json& row : got["segments"]) {
+      if (row["segment"] != "parse (scope)") continue;
+      parse_seen = true;
+      EXPECT_TRUE(row["calls_differ"].get<bool>()) << row.dump();
+      EXPECT_DOUBLE_EQ(row["calls_a"].get<double>(), 200) << row.dump();
+      EXPECT_DOUBLE_EQ(row["calls_b"].get<double>(), 2000) << row.dump();
+      EXPECT_NEAR(row["per_call_a_ns"].get<double>(), row["mean_a_ns"].get<double>() / 200,
+                  1e-9 * row["mean_a_ns"].get<double>())
+          << row.dump();
+      EXPECT_NEAR(row["per_call_b_ns"].get<double>(), row["mean_b_ns"].get<double>() / 2000,
+                  1e-9 * row["mean_b_ns"].get<double>())
+          << row.dump();
+    }
+    EXPECT_TRUE(parse_seen) << c->body;
     // How sure and how large: the command's --fdr and --min_change, the
     // same answer. Ten times the rounds is about +900%, under a least
     // change of 1000%; a busy machine can stretch a segment of group B past

@@ -218,6 +218,62 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
   EXPECT_GT(t->self(parse, local::Metric::kTimeNs), 8 * 3000000);
 }
 
+// The table `points compare` prints: both groups named with their runs;
+// where B's runs call a segment ten times as often, a call's time and the
+// calls a run below its row; a tag only B has, said so.
+TEST(PointsRecordTest, CompareSaysTheGroupsTheCallsAndWhatIsInOneOnly) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --runs 3 -o " + dir.File("a") + " -- " + kBusy +
+                           " 200 >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " points record --runs 2 -o " + dir.File("b") + " -- " + kBusy +
+                           " 2000 --bad >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("a") + " " + dir.File("b"), &out), 0);
+  EXPECT_NE(out.find("A  " + dir.File("a") + ": 3 runs of fieldprof_pointsprog\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("B  " + dir.File("b") + ": 2 runs of fieldprof_pointsprog\n"),
+            std::string::npos)
+      << out;
+  // Each of the three segments of tag startup, then its call and its calls.
+  std::istringstream lines(out);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  for (const std::string segment : {"parse (scope)", "load -> parsed", "parsed -> load"}) {
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const std::string& l) {
+      return l.rfind("startup ", 0) == 0 && l.find(" " + segment + " ") != std::string::npos;
+    });
+    ASSERT_NE(row, rows.end()) << segment << " in\n" << out;
+    ASSERT_LT(row + 2, rows.end()) << out;
+    EXPECT_NE(row[1].find("  a call "), std::string::npos) << segment << ":\n" << out;
+    EXPECT_NE(row[2].find("  calls a run "), std::string::npos) << segment << ":\n" << out;
+    const char* calls = segment == std::string("parsed -> load") ? " 199.0      1999.0  +904.5%"
+                                                                 : " 200.0      2000.0  +900.0%";
+    EXPECT_NE(row[2].find(calls), std::string::npos) << segment << ":\n" << out;
+  }
+  EXPECT_NE(out.find("\nonly in B: "), std::string::npos) << out;
+  EXPECT_NE(out.find("startup2: alice wrote this -> alice wrote this"), std::string::npos) << out;
+  EXPECT_EQ(out.find("only in A"), std::string::npos) << out;
+  // The same runs on both sides: no call lines, nothing in one only.
+  ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("a") + " " + dir.File("a"), &out), 0);
+  EXPECT_NE(out.find("startup      parse (scope)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("a call"), std::string::npos) << out;
+  EXPECT_EQ(out.find("only in"), std::string::npos) << out;
+  // No segment in common: said, not an empty table.
+  ASSERT_EQ(RunCommand(
+                kCli + " points compare " + dir.File("a") + " " + dir.File("b") + " --tag startup2",
+                &out),
+            0);
+  EXPECT_NE(out.find("No segment is in both groups"), std::string::npos) << out;
+  EXPECT_NE(out.find("only in B: startup2: alice wrote this -> alice wrote this\n"),
+            std::string::npos)
+      << out;
+}
+
 // A program quiet for 100 ms, then busy: 240,000 events in about 50 ms.
 // The drain, finding nothing at first, sleeps up to 50 ms; the thread
 // whose ring fills a quarter wakes it, so that the ring never fills
