@@ -28,6 +28,7 @@ double Median(std::vector<double> v) {
 struct RunValue {
   double ns = 0;
   uint64_t count = 0;
+  Histogram each;  // every occurrence's duration
 };
 
 // One run's segments of one tag, keyed "from\x1fto" (scopes "\x1escope\x1fname").
@@ -50,6 +51,9 @@ std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
     if (fresh) t.order.push_back(key);
     it->second.ns += static_cast<double>(ns);
     ++it->second.count;
+    // Times are each thread's less its pauses, so a span can come out a
+    // hair below 0: it is 0.
+    it->second.each.Record(static_cast<uint64_t>(std::max<int64_t>(ns, 0)));
   };
   for (const PointEvent& e : run.events) {
     const PointSite& s = run.sites[e.site];
@@ -182,6 +186,7 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
         const RunValue& v = rt.values.at(key);
         s.per_run[k] = v.ns;
         s.count[k] = v.count;
+        s.each.Merge(v.each);
       }
     }
     for (SegmentStats& s : t.segments) {
@@ -314,6 +319,25 @@ std::string CompareJson(const std::vector<SegmentChange>& rows) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// A segment's occurrences: the counts and quantiles the field gives its
+// series, and the non-empty buckets as [index, count] (-1: the zero
+// bucket), as the dashboard draws histograms.
+json EachJson(const Histogram& h) {
+  json buckets = json::array();
+  if (h.zero_count() > 0) buckets.push_back({-1, h.zero_count()});
+  for (int i = 0; i < kNumBuckets; ++i) {
+    if (h.bucket(i).count > 0) buckets.push_back({i, h.bucket(i).count});
+  }
+  return {{"count", h.count()},         {"mean_ns", h.Mean()},
+          {"p50_ns", h.Quantile(0.5)},  {"p90_ns", h.Quantile(0.9)},
+          {"p99_ns", h.Quantile(0.99)}, {"min_ns", h.empty() ? 0 : h.min()},
+          {"max_ns", h.max()},          {"buckets", buckets}};
+}
+
+}  // namespace
+
 std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
   json j;
   j["runs"] = json::array();
@@ -354,7 +378,8 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
                                 {"per_call_ns", s.per_call},
                                 {"per_run_ns", per_run},
                                 {"removed_ns", removed},
-                                {"count", s.count}});
+                                {"count", s.count},
+                                {"each", EachJson(s.each)}});
     }
     j["tags"].push_back(std::move(jt));
   }

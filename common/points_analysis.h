@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/histogram.h"
 #include "common/points_file.h"
 
 namespace fieldprof::local {
@@ -33,8 +34,12 @@ struct SegmentStats {
   std::vector<double> removed_ns;  // per run removed as dirty (TagReport::removed; NaN: not in it)
   double mean = 0, median = 0, min = 0, max = 0;  // of its per-run sums, over the runs it is in
   double per_call = 0;                            // its mean duration, over all its occurrences
-  size_t runs = 0;                                // kept runs it is in
-  std::string Name() const;                       // "a -> b", or "name (scope)"
+  // Every occurrence's duration (ns) over the kept runs, in the field's
+  // log2 histogram, so its quantiles (from bucket means) are read as the
+  // field's are (`points show --calls`, "each" in the JSON).
+  Histogram each;
+  size_t runs = 0;           // kept runs it is in
+  std::string Name() const;  // "a -> b", or "name (scope)"
 };
 
 struct DirtyRun {

@@ -444,15 +444,25 @@ async function devTagPage(tag, q) {
       el('td', {class: 'name'}, s.name), cell(fmtCount(s.runs), s.runs),
       cell(fmtNs(s.mean_ns), s.mean_ns), cell(fmtNs(s.median_ns), s.median_ns),
       cell(fmtNs(s.min_ns), s.min_ns), cell(fmtNs(s.max_ns), s.max_ns),
-      cell(fmtNs(s.per_call_ns), s.per_call_ns)));
+      cell(fmtNs(s.per_call_ns), s.per_call_ns),
+      cell(fmtNs(s.each.p50_ns), s.each.p50_ns), cell(fmtNs(s.each.p99_ns), s.each.p99_ns)));
   const dirty = t.removed.map(d => el('li', {class: 'dirty'},
       'run ' + r.body.runs[d.run].file.slice(0, 8) + ': span ' + fmtNs(d.span_ns) +
       ', modified Z ' + d.modified_z.toFixed(1)));
+  // A segment passed more than once a run: its single occurrences too, in
+  // the field's log2 buckets (the histogram the module pages draw).
+  const each = (s, k) => s.each.count > s.runs
+      ? el('div', {id: 'each-' + k, class: 'each', 'data-count': String(s.each.count)},
+           el('p', {class: 'note'}, fmtCount(s.each.count) + ' occurrences: p50 ' + fmtNs(s.each.p50_ns) +
+              ', p90 ' + fmtNs(s.each.p90_ns) + ', p99 ' + fmtNs(s.each.p99_ns) + ', max ' + fmtNs(s.each.max_ns)),
+           histogram(s.each.buckets, 420, 70, 'wall_time_ns', true, 0))
+      : '';
   const charts = t.segments.map((s, k) => el('section', {class: 'segment'},
-      el('h2', {}, s.name), runBars(s.per_run_ns, ids, 'runs-' + k)));
+      el('h2', {}, s.name), runBars(s.per_run_ns, ids, 'runs-' + k), each(s, k)));
   show(h, f, compareForm(tag, q),
        el('p', {class: 'note'}, fmtCount(t.runs.length) + ' runs, oldest first; a bar per run.'),
-       table('dev-segments', ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call'], rows),
+       table('dev-segments', ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call', 'p50 a call',
+                              'p99 a call'], rows),
        dirty.length ? el('div', {id: 'dev-dirty'}, el('p', {}, 'Removed as dirty (|modified Z| > 3.5):'),
                          el('ul', {}, ...dirty))
                     : el('p', {id: 'dev-clean'}, 'No run removed as dirty.'),

@@ -11,17 +11,17 @@
 #include "tools/cli/format.h"
 
 namespace fieldprof::tools {
-namespace {
-
-void PrintHistogramBars(std::FILE* out, wire::Metric m, const Histogram& h,
-                        uint64_t resolution_ns) {
+std::string HistogramBarsText(wire::Metric m, const Histogram& h, uint64_t resolution_ns) {
   uint64_t top = std::max<uint64_t>(1, h.zero_count());
   for (int i = 0; i < kNumBuckets; ++i) top = std::max(top, h.bucket(i).count);
+  std::string out;
   auto bar = [&](const std::string& label, uint64_t n) {
     const int width =
         static_cast<int>(30.0 * static_cast<double>(n) / static_cast<double>(top) + 0.5);
-    std::fprintf(out, "        %22s %8llu %s\n", label.c_str(), static_cast<unsigned long long>(n),
-                 std::string(static_cast<size_t>(std::max(width, n > 0 ? 1 : 0)), '#').c_str());
+    char line[160];
+    std::snprintf(line, sizeof line, "        %22s %8llu ", label.c_str(),
+                  static_cast<unsigned long long>(n));
+    out += line + std::string(static_cast<size_t>(std::max(width, n > 0 ? 1 : 0)), '#') + "\n";
   };
   if (h.zero_count() > 0) bar(ZeroBucketLabel(m, resolution_ns), h.zero_count());
   for (int i = 0; i < kNumBuckets; ++i) {
@@ -31,9 +31,8 @@ void PrintHistogramBars(std::FILE* out, wire::Metric m, const Histogram& h,
             FormatMetricValue(m, static_cast<double>(BucketHigh(i))),
         n);
   }
+  return out;
 }
-
-}  // namespace
 
 std::string LocalTime(int64_t unix_ms) {
   const time_t t = static_cast<time_t>(unix_ms / 1000);
@@ -94,7 +93,7 @@ void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunReco
                  std::string(MetricName(m)).c_str(), static_cast<unsigned long long>(s.count),
                  f(s.mean).c_str(), f(s.p50).c_str(), f(s.p90).c_str(), f(s.p99).c_str(),
                  f(static_cast<double>(s.max)).c_str());
-    if (histograms) PrintHistogramBars(out, m, h, res);
+    if (histograms) std::fputs(HistogramBarsText(m, h, res).c_str(), out);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
 
 namespace fieldprof::tools {
@@ -15,6 +16,10 @@ namespace fieldprof::tools {
 std::string LocalTime(int64_t unix_ms);
 // What the runtime did with the run: "measured", or why it refused.
 std::string RefusedText(uint32_t refused);
+
+// A histogram drawn as bars, one line per non-empty bucket: its range (in
+// `m`'s unit), its count and up to 30 '#' against the fullest bucket.
+std::string HistogramBarsText(wire::Metric m, const Histogram& h, uint64_t resolution_ns);
 
 // The run's end, platform, counters, and per API and metric its statistics;
 // with `histograms`, each metric's histogram drawn as bars.

@@ -53,6 +53,7 @@ constexpr const char* kUsage =
     "  fieldprof points record --at libsqlite3.so.0:sqlite3_step -- sqlite3 db < q.sql\n"
     "  fieldprof points show startup.d              # per tag: segments across runs\n"
     "  fieldprof points show startup.d --per_run    # and each run's values\n"
+    "  fieldprof points show startup.d --calls      # each call's p50, p90, p99, histogram\n"
     "  fieldprof points record --stacks -o s.d -- ./myprog && fieldprof points show s.d --stacks\n"
     "  fieldprof points show s.d --tree s.fptree && fieldprof tree show s.fptree --html s.html\n"
     "                                               # scopes under their stacks, a flame graph\n"
@@ -408,7 +409,7 @@ StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& pat
 
 int Show(const std::string& verb, int argc, char** argv) {
   std::string tag, chrome, tree, html;
-  bool json = false, per_run = false, keep_dirty = false, stacks = false;
+  bool json = false, per_run = false, keep_dirty = false, stacks = false, calls = false;
   DateRange range;
   OptionTable t("fieldprof points " + verb, kUsage);
   t.AddString("tag", &tag, "only this tag");
@@ -416,6 +417,9 @@ int Show(const std::string& verb, int argc, char** argv) {
   AddRange(&t, &range);
   if (verb == "show") {
     t.AddBool("per_run", &per_run, "also each run's value of each segment");
+    t.AddBool("calls", &calls,
+              "also each segment's single occurrences (a scope's calls): p50, p90, p99 and "
+              "their log2 histogram, as the field's");
     t.AddBool("keep_dirty", &keep_dirty, "keep runs the modified Z-score calls dirty");
     t.AddBool("stacks", &stacks,
               "also where each point was passed: its stacks (recorded with record --stacks)");
@@ -480,7 +484,7 @@ int Show(const std::string& verb, int argc, char** argv) {
     } else if (json) {
       std::cout << local::PointsJson(*runs, tags);
     } else {
-      std::cout << local::PointsText(*runs, tags, per_run);
+      std::cout << local::PointsText(*runs, tags, per_run, calls);
       if (stacks) std::cout << "\n" << local::PointsStacksText(*runs, tag);
     }
   }

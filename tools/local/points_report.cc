@@ -11,6 +11,7 @@
 #include "common/permutation_test.h"
 #include "common/points_format.h"
 #include "tools/cli/format.h"
+#include "tools/cli/run_record_text.h"
 #include "tools/local/symbolizer.h"
 
 namespace fieldprof::local {
@@ -33,7 +34,7 @@ std::string Dirty(const std::vector<PointsRun>& runs, const DirtyRun& d) {
 }  // namespace
 
 std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
-                       bool per_run) {
+                       bool per_run, bool calls) {
   std::string out;
   char buf[512];
   uint64_t lost = 0, waits = 0, wait_ns = 0;
@@ -74,8 +75,13 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
     if (!t.removed.empty()) out += ", " + std::to_string(t.removed.size()) + " removed as dirty";
     out += "\n";
     for (const DirtyRun& d : t.removed) out += "  removed " + Dirty(runs, d) + " (|M| > 3.5)\n";
+    // The cap is 5% of the runs, so below 20 runs no outlier is removed:
+    // say that, rather than a cap the reader cannot see.
+    const bool too_few = t.runs.size() + t.removed.size() < 20;
     for (const DirtyRun& d : t.kept_outliers) {
-      out += "  kept, over the 5% cap: " + Dirty(runs, d) + "\n";
+      out += (too_few ? "  kept (with fewer than 20 runs none is removed): "
+                      : "  kept, over the 5% cap: ") +
+             Dirty(runs, d) + "\n";
     }
     std::snprintf(buf, sizeof buf, "  %-40s %5s %8s %11s %11s %11s %11s %11s\n", "segment", "runs",
                   "per run", "mean", "median", "min", "max", "per call");
@@ -89,6 +95,24 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
                     tools::FormatNanos(s.min).c_str(), tools::FormatNanos(s.max).c_str(),
                     tools::FormatNanos(s.per_call).c_str());
       out += buf;
+    }
+    if (calls) {
+      // Each occurrence: the field's histogram and quantiles, so these
+      // read as `points field` and `fieldprof run --show` read the field's.
+      out += "  each occurrence, over the runs kept:\n";
+      for (const SegmentStats& s : t.segments) {
+        const Histogram& h = s.each;
+        std::snprintf(
+            buf, sizeof buf, "  %-40s %12s  mean %s  p50 %s  p90 %s  p99 %s  min %s  max %s\n",
+            s.Name().c_str(), tools::FormatCount(h.count()).c_str(),
+            tools::FormatNanos(h.Mean()).c_str(), tools::FormatNanos(h.Quantile(0.5)).c_str(),
+            tools::FormatNanos(h.Quantile(0.9)).c_str(),
+            tools::FormatNanos(h.Quantile(0.99)).c_str(),
+            tools::FormatNanos(h.empty() ? 0.0 : static_cast<double>(h.min())).c_str(),
+            tools::FormatNanos(static_cast<double>(h.max())).c_str());
+        out += buf;
+        out += tools::HistogramBarsText(wire::METRIC_POINT_NS, h, 0);
+      }
     }
     if (!per_run) continue;
     out += "  per run (ns):\n    run";

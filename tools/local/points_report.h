@@ -18,9 +18,11 @@
 namespace fieldprof::local {
 
 // Text tables (per tag; with `per_run`, one row per run and a column per
-// segment); the JSON is PointsJson (common/points_analysis.h).
+// segment; with `calls`, each segment's occurrences over the runs kept: the
+// count, mean, p50, p90, p99, min and max from the field's log2 histogram,
+// and its buckets drawn); the JSON is PointsJson (common/points_analysis.h).
 std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
-                       bool per_run);
+                       bool per_run, bool calls = false);
 
 // The tags, newest first: tag, runs, last seen.
 std::string TagsText(const std::vector<TagReport>& tags);

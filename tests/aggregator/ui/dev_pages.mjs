@@ -43,6 +43,16 @@ for (let k = 0; k < want.segments.length; ++k) {
   await check(bars.length === expected.length && bars.every((v, i) => close(v, expected[i])),
               `${s.name}: ${bars.length} bars, one per run, each the run's value`);
 }
+// Each segment passed more than once a run: its occurrences' histogram,
+// every one of them in its buckets.
+for (let k = 0; k < want.segments.length; ++k) {
+  const s = want.segments[k];
+  if (s.each.count <= s.runs) continue;
+  const held = await page.$$eval(`#each-${k} rect title`, (ts) => ts.map((t) => t.textContent))
+      .catch(() => []);
+  const sum = held.reduce((a, t) => a + parseInt(t.slice(t.lastIndexOf(': ') + 2).replace(/,/g, ''), 10), 0);
+  await check(sum === s.each.count, `${s.name}: its ${s.each.count} occurrences drawn by log2 bucket`);
+}
 await check((await page.$('#dev-clean')) !== null, 'no run is named dirty among three alike');
 await shot('tag');
 

@@ -2,23 +2,25 @@
 // Debian's chromium, headless, driven by npm's playwright-core.
 // points_record_test.cc writes the page and checks what this prints.
 //
-//   node tests/tools/local/points_page.mjs PAGE.html SCREENSHOT_DIR
+//   node tests/tools/local/points_page.mjs PAGE.html SCREENSHOT_DIR [--histograms]
 //
 // Opens the page, then ticks "show the runs removed as dirty". Prints one
 // JSON object with the page's state before and after, and the tooltip of
-// a dirty bar. Exits 1 on a failed step or any JavaScript error.
+// a dirty bar. Exits 1 on a failed step or any JavaScript error. With
+// --histograms (runs with no dirty one), the tooltip is a histogram
+// bucket's instead, the slowest one drawn.
 import path from 'node:path';
 import { openPage } from './browser.mjs';
 
-const [pagePath, shots] = process.argv.slice(2);
+const [pagePath, shots, mode] = process.argv.slice(2);
 const { page, fail, finish } = await openPage(pagePath, shots, 'points');
 const state = () => page.evaluate(() => window.fieldprofPoints.state());
 const out = { first: await state(), title: await page.title() };
 await page.check('#show-removed');
 out.removed = await state();
-const dirty = page.locator('rect.dirty').first();
-if ((await dirty.count()) === 0) await fail('no dirty bar is drawn');
-await dirty.hover();
+const hovered = mode === '--histograms' ? page.locator('rect.bucket').last() : page.locator('rect.dirty').first();
+if ((await hovered.count()) === 0) await fail(mode === '--histograms' ? 'no histogram is drawn' : 'no dirty bar is drawn');
+await hovered.hover();
 out.tip = await page.locator('#tip').textContent();
-await page.screenshot({ path: path.join(shots, 'points.png'), fullPage: true });
+await page.screenshot({ path: path.join(shots, mode === '--histograms' ? 'points-calls.png' : 'points.png'), fullPage: true });
 await finish(out);

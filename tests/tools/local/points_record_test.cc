@@ -274,6 +274,67 @@ TEST(PointsRecordTest, CompareSaysTheGroupsTheCallsAndWhatIsInOneOnly) {
       << out;
 }
 
+// show --calls: each segment's single occurrences over the runs kept, in
+// the field's log2 histogram (its count, quantiles and buckets in the
+// JSON as "each"); the page draws one histogram per segment passed more
+// than once a run, holding every occurrence.
+TEST(PointsRecordTest, ShowCallsGivesEachOccurrenceInTheFieldsHistogram) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --runs 3 -o " + dir.File("r") + " -- " + kBusy +
+                           " 500 >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("r") + " --json", &out), 0);
+  const json j = json::parse(out);
+  ASSERT_EQ(j["tags"].size(), 1u) << out;
+  const std::map<std::string, uint64_t> want = {
+      {"parse (scope)", 1500}, {"load -> parsed", 1500}, {"parsed -> load", 1497}};
+  std::vector<uint64_t> counts;
+  for (const auto& [name, count] : want) {
+    const json* s = Segment(j["tags"][0], name);
+    ASSERT_NE(s, nullptr) << name << ": " << out;
+    const json& each = (*s)["each"];
+    EXPECT_EQ(each["count"].get<uint64_t>(), count) << each.dump();
+    counts.push_back(count);
+    uint64_t in_buckets = 0;
+    for (const json& b : each["buckets"]) in_buckets += b[1].get<uint64_t>();
+    EXPECT_EQ(in_buckets, count) << each.dump();
+    // The mean of the occurrences is the segment's time a call.
+    EXPECT_NEAR(each["mean_ns"].get<double>(), (*s)["per_call_ns"].get<double>(),
+                1e-9 * (*s)["per_call_ns"].get<double>())
+        << each.dump();
+    EXPECT_LE(each["min_ns"].get<double>(), each["p50_ns"].get<double>()) << each.dump();
+    EXPECT_LE(each["p50_ns"].get<double>(), each["p90_ns"].get<double>()) << each.dump();
+    EXPECT_LE(each["p90_ns"].get<double>(), each["p99_ns"].get<double>()) << each.dump();
+    EXPECT_LE(each["p99_ns"].get<double>(), each["max_ns"].get<double>()) << each.dump();
+  }
+  // The text: a line and its buckets per segment, under the table.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("r") + " --calls", &out), 0);
+  const size_t at = out.find("  each occurrence, over the runs kept:\n");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NE(out.find("  parse (scope) ", at), std::string::npos) << out;
+  EXPECT_NE(out.find(" 1,497  mean ", at), std::string::npos) << out;
+  EXPECT_NE(out.find(" .. ", at), std::string::npos) << out;  // a bucket's range
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("r"), &out), 0);
+  EXPECT_EQ(out.find("each occurrence"), std::string::npos) << out;
+  // The page, in Chromium: a histogram for each of the three segments,
+  // together every occurrence; the slowest bucket hovered says its count.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("r") + " --html " + dir.File("p.html") +
+                           " >/dev/null 2>&1 && node " + FIELDPROF_SOURCE_DIR +
+                           "/tests/tools/local/points_page.mjs " + dir.File("p.html") + " " +
+                           dir.File("shots") + " --histograms 2>&1",
+                       &out),
+            0)
+      << out;
+  const json page = json::parse(out.substr(out.rfind('{', out.rfind("\"first\""))));
+  std::vector<uint64_t> drawn = page["first"]["histograms"].get<std::vector<uint64_t>>();
+  std::sort(drawn.begin(), drawn.end());
+  std::sort(counts.begin(), counts.end());
+  EXPECT_EQ(drawn, counts) << out;
+  EXPECT_NE(page["tip"].get<std::string>().find("occurrence"), std::string::npos) << out;
+}
+
 // A program quiet for 100 ms, then busy: 240,000 events in about 50 ms.
 // The drain, finding nothing at first, sleeps up to 50 ms; the thread
 // whose ring fills a quarter wakes it, so that the ring never fills

@@ -1,6 +1,7 @@
 // The points page (fieldprof points show --html): per tag, the segments'
 // table and, per segment, a bar chart with one bar per run, so runs
-// compare at a glance, segment by segment. Runs removed as dirty are left
+// compare at a glance, segment by segment; under a segment passed more
+// than once a run, its single occurrences as a log2 histogram. Runs removed as dirty are left
 // out unless asked for, then drawn hatched in red. window.fieldprofPoints
 // exposes the state for tests.
 (function () {
@@ -11,7 +12,7 @@
   const root = document.getElementById('tags');
   const colours = ['#3b7dd8', '#e0883a', '#4aa564', '#c8504b', '#8d6cc2', '#8c6d4f', '#d46fb4', '#7f8c8d'];
   const svgNs = 'http://www.w3.org/2000/svg';
-  let drawn = { bars: 0, dirty: 0, segments: 0 };
+  let drawn = { bars: 0, dirty: 0, segments: 0, histograms: [] };
 
   const fmt = (ns) => {
     if (ns === null || ns === undefined) return '-';
@@ -66,9 +67,48 @@
     return svg;
   }
 
+  // A segment's single occurrences (a scope's calls) over the runs kept,
+  // in the field's log2 buckets: one bar per bucket from the lowest to the
+  // highest, in the heat spectrum (cheap blue to costly red), heights on a
+  // log scale, a fuller bucket darker; hover for its range and count.
+  function histogram(seg) {
+    const each = seg.each, buckets = each.buckets;
+    const w = 320, h = 90, bottom = 14;
+    const svg = el('svg:svg', { class: 'hist', width: w, height: h, role: 'img',
+      'aria-label': seg.name + ': each occurrence, by log2 bucket' });
+    const idx = buckets.map((b) => b[0]);
+    const lo = Math.min(...idx), hi = Math.max(...idx);
+    const counts = new Map(buckets.map((b) => [b[0], b[1]]));
+    const top = Math.max(1, ...buckets.map((b) => b[1]));
+    const n = hi - lo + 1, step = (w - 4) / Math.max(1, n);
+    const range = (i) => i < 0 ? '0' : fmt(2 ** i) + ' .. ' + fmt(2 ** (i + 1) - 1);
+    let total = 0;
+    for (let i = lo; i <= hi; ++i) {
+      const c = counts.get(i) || 0;
+      total += c;
+      if (!c) continue;
+      // Heights on a log scale, so that a tail of a few slow calls shows.
+      const pos = hi === lo ? 1 : (i - lo) / (hi - lo), frac = Math.log1p(c) / Math.log1p(top);
+      const bh = Math.max(2, frac * (h - bottom - 4));
+      const rect = el('svg:rect', { x: 2 + (i - lo) * step, y: h - bottom - bh, width: Math.max(1, step - 1),
+        height: bh, fill: 'hsl(' + Math.round(240 * (1 - pos)) + ',80%,' + Math.round(62 - 17 * frac) + '%)',
+        class: 'bucket', 'data-count': c });
+      hover(rect, range(i) + ': ' + c.toLocaleString('en-US') + (c === 1 ? ' occurrence' : ' occurrences'));
+      svg.append(rect);
+    }
+    svg.append(el('svg:text', { x: 2, y: h - 2 }, range(lo).split(' .. ')[0]),
+      el('svg:text', { x: w - 60, y: h - 2 }, fmt(2 ** (hi + 1) - 1)));
+    drawn.histograms.push(total);
+    const box = el('div', { class: 'each' });
+    box.append(el('p', { class: 'hint' }, each.count.toLocaleString('en-US') + ' occurrences: p50 ' +
+      fmt(each.p50_ns) + ', p90 ' + fmt(each.p90_ns) + ', p99 ' + fmt(each.p99_ns) + ', max ' + fmt(each.max_ns) +
+      ' (heights: log scale)'), svg);
+    return box;
+  }
+
   function draw() {
     root.textContent = '';
-    drawn = { bars: 0, dirty: 0, segments: 0 };
+    drawn = { bars: 0, dirty: 0, segments: 0, histograms: [] };
     for (const tag of data.tags) {
       const sec = el('section', { class: 'tag' });
       sec.append(el('h2', {}, 'tag ' + tag.tag + ': ' + tag.runs.length + ' run' +
@@ -79,20 +119,24 @@
       }
       const table = el('table');
       const head = el('tr');
-      for (const c of ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call']) {
+      for (const c of ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call', 'p50 a call', 'p99 a call']) {
         head.append(el('th', c === 'segment' ? { class: 'name' } : {}, c));
       }
       table.append(head);
       for (const s of tag.segments) {
         const row = el('tr');
         row.append(el('td', { class: 'name' }, s.name), el('td', {}, String(s.runs)));
-        for (const v of [s.mean_ns, s.median_ns, s.min_ns, s.max_ns, s.per_call_ns]) row.append(el('td', {}, fmt(v)));
+        for (const v of [s.mean_ns, s.median_ns, s.min_ns, s.max_ns, s.per_call_ns, s.each.p50_ns, s.each.p99_ns]) {
+          row.append(el('td', {}, fmt(v)));
+        }
         table.append(row);
       }
       sec.append(table);
       tag.segments.forEach((s, i) => {
         const box = el('div', { class: 'segment' });
         box.append(el('h3', {}, s.name), chart(tag, s, colours[i % colours.length]));
+        // More than once a run: how the single occurrences spread.
+        if (s.each.count > s.runs) box.append(histogram(s));
         sec.append(box);
         drawn.segments += 1;
       });
@@ -119,7 +163,7 @@
   draw();
   window.fieldprofPoints = {
     state: () => ({ tags: data.tags.length, segments: drawn.segments, bars: drawn.bars, dirty: drawn.dirty,
-      showRemoved: showRemoved.checked }),
+      histograms: drawn.histograms, showRemoved: showRemoved.checked }),
   };
   document.body.dataset.ready = '1';
 })();
