@@ -5,6 +5,8 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <new>
+#include <stdexcept>
 
 #include "common/cxx_names.h"
 #include "common/durable_file.h"
@@ -153,12 +155,16 @@ bool ReadHeader(Reader& r, uint32_t* pid, uint64_t* start_unix_ns, std::string* 
          r.Str(program);
 }
 
+// Reads the events straight into run->events, as they come: t_ns holds
+// the event's TSC and site the recorder's site id until DecodePointsRun
+// turns them into ns and an index into run->sites, in place. (A vector
+// of raw events beside them cost the time and memory of tens of millions
+// of events twice: on this VM a fresh page costs ~10 us.)
 struct RunSink {
   PointsRun* run = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> clock;  // tsc, mono ns
   uint64_t tsc_hz = 0;
   std::map<uint64_t, uint32_t> site_of;
-  std::vector<RawEvent> raw;
   // Per thread, the pauses taking its stacks made: where each began (its
   // TSC) and how many ticks it took.
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> pauses_of;
@@ -173,15 +179,27 @@ struct RunSink {
     }
   }
   // Per thread, its last kMaxStackBack ring slots, oldest first: an
-  // event's index in `raw`, or kNone for a stack's slot.
+  // event's index in run->events, or kNone for a stack's slot (or an
+  // event no site can name).
   static constexpr size_t kNone = ~size_t{0};
   std::map<uint32_t, std::deque<size_t>> slots_of;
   void OnEvent(const RawEvent& e, bool) {
     std::deque<size_t>& slots = slots_of[e.tid];
     if (slots.size() == pf::kMaxStackBack) slots.pop_front();
     if (e.kind != pf::kStackKind) {
-      slots.push_back(raw.size());
-      raw.push_back(e);
+      if (e.site > UINT32_MAX) {  // no site record names it (their ids are 32-bit)
+        ++run->lost;
+        slots.push_back(kNone);
+        return;
+      }
+      slots.push_back(run->events.size());
+      PointEvent p;
+      p.t_ns = static_cast<int64_t>(e.tsc);
+      p.site = static_cast<uint32_t>(e.site);
+      p.tid = e.tid;
+      p.value = e.value;
+      p.kind = static_cast<PointKind>(e.kind);
+      run->events.push_back(p);
       return;
     }
     // The stack of the event `back` slots before this one, and the pause
@@ -190,7 +208,9 @@ struct RunSink {
     const uint64_t back = v & 0xff;
     if (back >= 1 && back <= slots.size()) {
       const size_t at = slots[slots.size() - back];
-      if (at != kNone && raw[at].stack == 0) raw[at].stack = static_cast<uint32_t>(e.site);
+      if (at != kNone && run->events[at].stack == 0) {
+        run->events[at].stack = static_cast<uint32_t>(e.site);
+      }
     }
     if ((v >> 8) != 0) pauses_of[e.tid].emplace_back(e.tsc, v >> 8);
     if (back == 0 && e.site == 0) {  // a wait for room, not a stack
@@ -308,12 +328,21 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (!ReadHeader(r, &run.pid, &run.start_unix_ns, &run.program)) {
     return InvalidArgument("a points file with a damaged header");
   }
+  // At most one event in 3 bytes (a packed event's least): reserved, so
+  // that tens of millions of events are not copied as the vector doubles.
+  // Pages reserved and never written cost nothing. Where so much cannot
+  // be reserved, the vector grows as it must (the failure is ignored on
+  // purpose: reading goes on).
+  try {
+    run.events.reserve(bytes.size() / 3);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
   RunSink sink;
   sink.run = &run;
   ReadRecords(r, sink);
   auto& clock = sink.clock;
   auto& site_of = sink.site_of;
-  auto& raw = sink.raw;
   const uint64_t tsc_hz = sink.tsc_hz;
   if (clock.empty()) return InvalidArgument("a points file with no clock reading");
   // Ticks to ns: the straight line through the first and last readings,
@@ -347,41 +376,45 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
     before.push_back(sum);
   }
   const std::map<uint32_t, uint32_t> stack_id = LeaveOutOwnFrames(&run);
-  run.events.reserve(raw.size());  // no doubling: a recording may hold tens of millions
-  for (const RawEvent& e : raw) {
-    uint64_t tsc = e.tsc;
-    if (const auto p = ended_of.find(e.tid); p != ended_of.end()) {
-      const std::vector<uint64_t>& ends = p->second.first;
-      tsc -= p->second.second[std::upper_bound(ends.begin(), ends.end(), e.tsc) - ends.begin()];
+  // In place: each event's TSC to ns, its site id to its index; those no
+  // site names are left out, counted as lost.
+  size_t kept = 0;
+  for (size_t i = 0; i < run.events.size(); ++i) {
+    PointEvent p = run.events[i];
+    const auto raw_tsc = static_cast<uint64_t>(p.t_ns);
+    uint64_t tsc = raw_tsc;
+    if (const auto q = ended_of.find(p.tid); q != ended_of.end()) {
+      const std::vector<uint64_t>& ends = q->second.first;
+      tsc -= q->second.second[std::upper_bound(ends.begin(), ends.end(), raw_tsc) - ends.begin()];
     }
-    if (e.kind > 2) continue;
-    const auto s = site_of.find(e.site);
+    const auto s = site_of.find(p.site);
     if (s == site_of.end()) {  // its name could not be read (the recorder's NewSiteIndex)
       ++run.lost;
       continue;
     }
-    if (ns_per_tick == 0 && e.tsc != tsc0) {
+    if (ns_per_tick == 0 && raw_tsc != tsc0) {
       return InvalidArgument(
           "a points file cut before its second clock reading, with no TSC rate to turn its "
           "times into ns");
     }
-    PointEvent p;
     p.t_ns =
         static_cast<int64_t>((static_cast<double>(tsc) - static_cast<double>(tsc0)) * ns_per_tick);
     p.site = s->second;
-    p.tid = e.tid;
-    p.value = e.value;
-    p.kind = static_cast<PointKind>(e.kind);
-    const auto id = stack_id.find(e.stack);
+    const auto id = stack_id.find(p.stack);
     p.stack = id != stack_id.end() ? id->second : 0;
-    run.events.push_back(p);
+    run.events[kept++] = p;
   }
-  std::vector<RawEvent>().swap(raw);  // before the sort's buffer is taken
+  run.events.resize(kept);
   run.stack_ns -= std::min(run.stack_ns, sink.wait_ticks);
   run.stack_ns = static_cast<uint64_t>(static_cast<double>(run.stack_ns) * ns_per_tick);
   run.wait_ns = static_cast<uint64_t>(static_cast<double>(sink.wait_ticks) * ns_per_tick);
-  std::stable_sort(run.events.begin(), run.events.end(),
-                   [](const PointEvent& a, const PointEvent& b) { return a.t_ns < b.t_ns; });
+  // One thread's events come in time order but for a placed function's
+  // begin (pushed at the call's end): most recordings need no sort, and
+  // the sort's buffer is half the events again in fresh pages.
+  const auto by_time = [](const PointEvent& a, const PointEvent& b) { return a.t_ns < b.t_ns; };
+  if (!std::is_sorted(run.events.begin(), run.events.end(), by_time)) {
+    std::stable_sort(run.events.begin(), run.events.end(), by_time);
+  }
   return run;
 }
 
