@@ -7,9 +7,9 @@
 # events a minute, uploads, and whether every event arrived.
 #
 #   deploy/bench-dev-upload.sh [EVENTS=1000000] [RUNS=40] [MAX_BYTES=1000000]
-# (A run of more than 65,536 events made in a burst overflows the
-# recorder's ring, which counts the loss in the file; the events compared
-# are the files'.)
+# (A thread whose ring is full waits for the recorder's drain; an event
+# still without room is counted as lost in the file, and the events
+# compared are the files'.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 events="${1:-1000000}"
