@@ -4,8 +4,11 @@
  *
  *   FP_POINT("startup", "config_loaded");        a point
  *   FP_POINT_V("startup", "plugins", n);         a point with one integer
- *   { FP_SCOPE("request", "handle"); ... }       C++: begin here, end at '}'
- *   FP_BEGIN("request", "handle"); ... FP_END("request", "handle");   C
+ *   { FP_SCOPE("request", "handle"); ... }       begin here, end at '}'
+ *   FP_BEGIN("request", "handle"); ... FP_END("request", "handle");   a pair
+ *
+ * FP_SCOPE is C++'s, and C's with GCC and clang (the cleanup attribute);
+ * in other C compilers, use FP_BEGIN/FP_END.
  *
  * Tags and names are string literals: short identifiers ("startup",
  * "config_loaded"), never paths or free text; the field refuses others.
@@ -199,6 +202,31 @@ class PointScope {
       &FP_POINTS_CAT_(fp_points_scope_site_, n), (value))
 #define FP_SCOPE_V(tag, name, value) FP_POINTS_SCOPE_(tag, name, value, __COUNTER__)
 #define FP_SCOPE(tag, name) FP_SCOPE_V(tag, name, 0)
-#endif /* __cplusplus */
+#elif defined(__GNUC__)
+/* FP_SCOPE in C, as in C++: a begin where it stands and its end on every
+ * way out of the block ('}', return, break, continue, goto), through the
+ * cleanup attribute of GCC and clang. Not through longjmp, as C++'s
+ * destructors are not. Both inlined always, as PointScope's are. */
+static __inline__ __attribute__((always_inline, unused)) const struct fieldprof_point_site*
+fieldprof_point_scope_begin_(const struct fieldprof_point_site* site, int64_t value) {
+  if (__builtin_expect(fieldprof_point_semaphore != 0, 0)) {
+    FP_POINTS_FIRE_(site, FP_POINT_KIND_BEGIN, value);
+    return site;
+  }
+  return 0;
+}
+static __inline__ __attribute__((always_inline, unused)) void fieldprof_point_scope_end_(
+    const struct fieldprof_point_site* const* site) {
+  if (*site) FP_POINTS_FIRE_(*site, FP_POINT_KIND_END, 0);
+}
+#define FP_POINTS_SCOPE_(tag, name, value, n)                                                   \
+  static const struct fieldprof_point_site FP_POINTS_CAT_(fp_points_scope_site_, n) = {(tag),   \
+                                                                                       (name)}; \
+  const struct fieldprof_point_site* const FP_POINTS_CAT_(fp_points_scope_, n)                  \
+      __attribute__((cleanup(fieldprof_point_scope_end_), unused)) =                            \
+          fieldprof_point_scope_begin_(&FP_POINTS_CAT_(fp_points_scope_site_, n), (value))
+#define FP_SCOPE_V(tag, name, value) FP_POINTS_SCOPE_(tag, name, value, __COUNTER__)
+#define FP_SCOPE(tag, name) FP_SCOPE_V(tag, name, 0)
+#endif /* __cplusplus, __GNUC__ */
 
 #endif /* FIELDPROF_POINTS_H_ */

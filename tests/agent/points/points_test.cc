@@ -266,17 +266,33 @@ TEST(PointsTest, TheHeaderBuildsWithoutAWarningAndScopesOnOneLineAreTwo) {
   const std::string src =
       std::filesystem::temp_directory_path() / ("fieldprof-header-" + std::to_string(getpid()));
   std::filesystem::create_directories(src);
-  std::ofstream(src + "/p.c") << "#include <fieldprof/points.h>\n"
-                                 "int main(void) {\n"
-                                 "  int i;\n"
-                                 "  FP_POINT(\"hdr\", \"start\");\n"
-                                 "  for (i = 0; i < 3; ++i) {\n"
-                                 "    FP_BEGIN(\"hdr\", \"round\");\n"
-                                 "    FP_END(\"hdr\", \"round\");\n"
-                                 "  }\n"
-                                 "  FP_POINT_V(\"hdr\", \"end\", i);\n"
-                                 "  return 0;\n"
-                                 "}\n";
+  // C with GCC and clang has FP_SCOPE too (the cleanup attribute): two on
+  // one line, ended on a return and on a continue.
+  std::ofstream(src + "/p.c")
+      << "#include <fieldprof/points.h>\n"
+         "#define TWO_SCOPES FP_SCOPE(\"c\", \"outer\"); FP_SCOPE_V(\"c\", \"inner\", x)\n"
+         "static int Work(int x) {\n"
+         "  TWO_SCOPES;\n"
+         "  if (x % 2) return x * 3;\n"
+         "  return x + 1;\n"
+         "}\n"
+         "int main(int argc, char** argv) {\n"
+         "  int i;\n"
+         "  long s = 0;\n"
+         "  (void)argv;\n"
+         "  FP_POINT(\"hdr\", \"start\");\n"
+         "  for (i = 0; i < 3; ++i) {\n"
+         "    FP_BEGIN(\"hdr\", \"round\");\n"
+         "    FP_END(\"hdr\", \"round\");\n"
+         "  }\n"
+         "  FP_POINT_V(\"hdr\", \"end\", i);\n"
+         "  for (i = 0; i < 100; ++i) {\n"
+         "    FP_SCOPE(\"c\", \"loop\");\n"
+         "    if (i == 50) continue;\n"
+         "    s += Work(i + argc);\n"
+         "  }\n"
+         "  return s == 0;\n"
+         "}\n";
   std::ofstream(src + "/p.cc")
       << "#include <fieldprof/points.h>\n"
          "#define TWO_SCOPES FP_SCOPE(\"hdr\", \"outer\"); FP_SCOPE_V(\"hdr\", \"inner\", x)\n"
@@ -320,6 +336,23 @@ TEST(PointsTest, TheHeaderBuildsWithoutAWarningAndScopesOnOneLineAreTwo) {
   EXPECT_EQ(series["hdr$outer"].count, 100u);
   EXPECT_EQ(series["hdr$inner"].count, 100u);
   EXPECT_EQ(series["hdr$tick$tick"].count, 99u);
+  // The C program as GCC and as clang build it: each scope ended on every
+  // way out, once a begin (99 calls of Work, 100 rounds of the loop).
+  for (const char* cc : {"gcc", "clang"}) {
+    ASSERT_EQ(Shell(std::string(cc) + " -std=c99" + warn + "-O2 -o " + src + "/p_c_" + cc + " " +
+                        src + "/p.c 2>&1",
+                    &out),
+              0)
+        << out;
+    ASSERT_EQ(dir.Run(src + "/p_c_" + cc, &out), 0) << out;
+  }
+  series = dir.Series();
+  EXPECT_EQ(series["c$outer"].count, 2 * 99u);
+  EXPECT_EQ(series["c$inner"].count, 2 * 99u);
+  EXPECT_EQ(series["c$loop"].count, 2 * 100u);
+  EXPECT_EQ(series["hdr$round"].count, 2 * 3u);
+  // Inner ends before outer: its time is within outer's.
+  EXPECT_LT(series["c$inner"].sum_ns, series["c$outer"].sum_ns);
   std::filesystem::remove_all(src);
 }
 
