@@ -49,6 +49,20 @@ std::vector<std::map<std::string, double>> OwnReadings(const std::string& text) 
   return runs;
 }
 
+// `points show DIR/NAME --html` opened in Chromium by points_page.mjs
+// (with `mode`): the state it printed, and in *out all it printed.
+void PageState(const TempDir& dir, const std::string& name, const std::string& mode, json* state,
+               std::string* out) {
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File(name) + " --html " + dir.File("p.html") +
+                           " >/dev/null 2>&1 && node " + FIELDPROF_SOURCE_DIR +
+                           "/tests/tools/local/points_page.mjs " + dir.File("p.html") + " " +
+                           dir.File("shots") + mode + " 2>&1",
+                       out),
+            0)
+      << *out;
+  *state = json::parse(out->substr(out->rfind('{', out->rfind("\"first\""))));
+}
+
 // `points record -o DIR/NAME -- COMMAND`, then what `points show --json`
 // says of that directory.
 void RecordAndShow(const TempDir& dir, const std::string& name, const std::string& command,
@@ -116,14 +130,8 @@ TEST(PointsRecordTest, TwentyRunsOneDirtyAndTheSegmentsMatchTheProgramsClock) {
   EXPECT_NE(out.find("|M| > 3.5"), std::string::npos) << out;
   // The page, in Chromium: 3 segments, a bar per kept run; the dirty run
   // drawn on request, hatched, and named when hovered.
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --html " + dir.File("p.html") +
-                           " >/dev/null 2>&1 && node " + FIELDPROF_SOURCE_DIR +
-                           "/tests/tools/local/points_page.mjs " + dir.File("p.html") + " " +
-                           dir.File("shots") + " 2>&1",
-                       &out),
-            0)
-      << out;
-  const json page = json::parse(out.substr(out.rfind('{', out.rfind("\"first\""))));
+  json page;
+  ASSERT_NO_FATAL_FAILURE(PageState(dir, "runs", "", &page, &out));
   EXPECT_EQ(page["first"]["segments"], 3) << out;
   EXPECT_EQ(page["first"]["bars"], 3 * (kRuns - 1)) << out;
   EXPECT_EQ(page["first"]["dirty"], 0) << out;
@@ -320,14 +328,8 @@ TEST(PointsRecordTest, ShowCallsGivesEachOccurrenceInTheFieldsHistogram) {
   EXPECT_EQ(out.find("each occurrence"), std::string::npos) << out;
   // The page, in Chromium: a histogram for each of the three segments,
   // together every occurrence; the slowest bucket hovered says its count.
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("r") + " --html " + dir.File("p.html") +
-                           " >/dev/null 2>&1 && node " + FIELDPROF_SOURCE_DIR +
-                           "/tests/tools/local/points_page.mjs " + dir.File("p.html") + " " +
-                           dir.File("shots") + " --histograms 2>&1",
-                       &out),
-            0)
-      << out;
-  const json page = json::parse(out.substr(out.rfind('{', out.rfind("\"first\""))));
+  json page;
+  ASSERT_NO_FATAL_FAILURE(PageState(dir, "r", " --histograms", &page, &out));
   std::vector<uint64_t> drawn = page["first"]["histograms"].get<std::vector<uint64_t>>();
   std::sort(drawn.begin(), drawn.end());
   std::sort(counts.begin(), counts.end());
