@@ -399,6 +399,13 @@ StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& pat
   StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns(paths);
   if (say) std::fprintf(stderr, "\r\033[K");
   if (!runs.ok()) return runs;
+  if (runs->empty()) {  // a wrong directory, not a table of nothing
+    std::string named;
+    for (const std::string& p : paths) named += (named.empty() ? "" : ", ") + p;
+    return NotFound(named +
+                    ": no recorded runs here (fieldprof points record leaves a .fppoints file "
+                    "per process)");
+  }
   std::vector<local::PointsRun> kept;
   for (local::PointsRun& r : *runs) {
     const auto at = static_cast<int64_t>(r.start_unix_ns);

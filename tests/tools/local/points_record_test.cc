@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -280,6 +281,13 @@ TEST(PointsRecordTest, CompareSaysTheGroupsTheCallsAndWhatIsInOneOnly) {
   EXPECT_NE(out.find("only in B: startup2: alice wrote this -> alice wrote this\n"),
             std::string::npos)
       << out;
+  // A directory with no runs in it is an error, said, not an empty table.
+  std::filesystem::create_directory(dir.File("none"));
+  for (const std::string& verb :
+       {std::string("show "), std::string("tags "), "compare " + dir.File("a") + " "}) {
+    EXPECT_EQ(RunCommand(kCli + " points " + verb + dir.File("none") + " 2>&1", &out), 1) << verb;
+    EXPECT_NE(out.find(dir.File("none") + ": no recorded runs here"), std::string::npos) << out;
+  }
 }
 
 // show --calls: each segment's single occurrences over the runs kept, in
