@@ -274,6 +274,48 @@ std::map<uint32_t, uint32_t> LeaveOutOwnFrames(PointsRun* run) {
   return id_of;
 }
 
+// The events by time, ties in file order: what std::stable_sort gives,
+// with less memory. One thread's events come in time order but for a
+// placed function's begin (pushed at the call's end), so most recordings
+// need no sort. Several threads' come in the drain's rounds, a batch per
+// thread a round, so disorder is local: each chunk of kChunk events is
+// sorted alone, then merged into the sorted events before it where the two
+// overlap in time only. A whole stable_sort's buffer would be half the
+// events again, in fresh pages, which cost more here than the sort; the
+// chunks' is a few MB, used again. If the overlaps come to more than twice
+// the events (no recorder writes so), the whole is sorted after all.
+void SortByTime(std::vector<PointEvent>* events) {
+  const auto by_time = [](const PointEvent& a, const PointEvent& b) { return a.t_ns < b.t_ns; };
+  const auto begin = events->begin(), end = events->end();
+  if (std::is_sorted(begin, end, by_time)) return;
+  constexpr size_t kChunk = size_t{1} << 20;
+  const size_t n = events->size();
+  if (n <= 2 * kChunk) {
+    std::stable_sort(begin, end, by_time);
+    return;
+  }
+  for (size_t at = 0; at < n; at += kChunk) {
+    std::stable_sort(begin + static_cast<long>(at),
+                     begin + static_cast<long>(std::min(at + kChunk, n)), by_time);
+  }
+  size_t merged = 0;
+  for (size_t at = kChunk; at < n; at += kChunk) {
+    // [begin, mid) is sorted, and so is [mid, chunk_end). Those before
+    // `from` are no later than mid's first; those from `to` on no earlier
+    // than the last before mid: only [from, to) is out of order.
+    const auto mid = begin + static_cast<long>(at);
+    const auto chunk_end = begin + static_cast<long>(std::min(at + kChunk, n));
+    const auto from = std::upper_bound(begin, mid, *mid, by_time);
+    const auto to = std::lower_bound(mid, chunk_end, *(mid - 1), by_time);
+    merged += static_cast<size_t>(to - from);
+    if (merged > 2 * n) {
+      std::stable_sort(begin, end, by_time);  // stable: ties are still in file order
+      return;
+    }
+    std::inplace_merge(from, mid, to, by_time);
+  }
+}
+
 }  // namespace
 
 uint64_t PointsScan::Events() const {
@@ -408,13 +450,7 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   run.stack_ns -= std::min(run.stack_ns, sink.wait_ticks);
   run.stack_ns = static_cast<uint64_t>(static_cast<double>(run.stack_ns) * ns_per_tick);
   run.wait_ns = static_cast<uint64_t>(static_cast<double>(sink.wait_ticks) * ns_per_tick);
-  // One thread's events come in time order but for a placed function's
-  // begin (pushed at the call's end): most recordings need no sort, and
-  // the sort's buffer is half the events again in fresh pages.
-  const auto by_time = [](const PointEvent& a, const PointEvent& b) { return a.t_ns < b.t_ns; };
-  if (!std::is_sorted(run.events.begin(), run.events.end(), by_time)) {
-    std::stable_sort(run.events.begin(), run.events.end(), by_time);
-  }
+  SortByTime(&run.events);
   return run;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -356,6 +357,73 @@ TEST(PointsFileTest, ControlBytesRoundTrip) {
   EXPECT_EQ(pf::PackedValueBytes(uint64_t{1} << 48), 7u + 1);  // 7 bytes go as 8
   EXPECT_EQ(pf::PackedValueBytes(uint64_t{1} << 47), 6u);
 }
+
+// Millions of events of 4 threads, a batch of each per drain round, the
+// rounds overlapping in time, ties within and across threads: read back
+// in the order std::stable_sort gives the file's events by time (ties in
+// file order), past the reader's chunks of 2^20 events. `spread_out`:
+// each thread's events in batches after the other threads', every
+// thread's spanning the whole time, so that a chunk's merge with those
+// before it reaches back over most of them.
+void ExpectStableOrderByTime(bool spread_out) {
+  struct Made {
+    uint64_t tsc;
+    int64_t id;
+  };
+  std::vector<Made> in_file;
+  std::string b = Start(kSites);
+  // 3,000 events a batch, so that the reader's chunks end mid-round.
+  constexpr int kThreads = 4, kRounds = 200, kPerBatch = 3000;
+  std::mt19937_64 random(42);
+  std::vector<std::vector<Ev>> per_thread(kThreads);
+  for (int round = 0; round < kRounds; ++round) {
+    for (int t = 0; t < kThreads; ++t) {
+      // A thread's events in its batch: 0-2 ticks apart (ties), some
+      // 3,000 ticks in all, from a round's start 2,000 ticks after the one
+      // before: each batch overlaps the others of its round and the next.
+      uint64_t tsc = 2000 + uint64_t{static_cast<uint64_t>(round)} * 2000 + random() % 1000;
+      for (int i = 0; i < kPerBatch; ++i) {
+        tsc += random() % 3;
+        per_thread[t].push_back({tsc, 0, 0, static_cast<int64_t>(per_thread[t].size() * 8 + t)});
+      }
+      if (spread_out) continue;
+      const std::vector<Ev> batch(per_thread[t].end() - kPerBatch, per_thread[t].end());
+      b += Batch(pf::kPackedBatch, batch, static_cast<uint32_t>(t + 1));
+      for (const Ev& e : batch) in_file.push_back({e.tsc, e.value});
+    }
+  }
+  if (spread_out) {
+    for (int t = 0; t < kThreads; ++t) {
+      for (size_t at = 0; at < per_thread[t].size(); at += pf::kMaxBatch) {
+        const std::vector<Ev> batch(
+            per_thread[t].begin() + static_cast<long>(at),
+            per_thread[t].begin() +
+                static_cast<long>(std::min(at + pf::kMaxBatch, per_thread[t].size())));
+        b += Batch(pf::kPackedBatch, batch, static_cast<uint32_t>(t + 1));
+        for (const Ev& e : batch) in_file.push_back({e.tsc, e.value});
+      }
+    }
+  }
+  b += End();
+  std::stable_sort(in_file.begin(), in_file.end(),
+                   [](const Made& x, const Made& y) { return x.tsc < y.tsc; });
+  StatusOr<PointsRun> run = DecodePointsRun(b);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->events.size(), in_file.size());
+  ASSERT_GT(in_file.size(), size_t{2} << 20);  // more than two of the reader's chunks
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < in_file.size(); ++i) {
+    const PointEvent& e = run->events[i];
+    if (e.value != in_file[i].id || e.t_ns != static_cast<int64_t>(in_file[i].tsc - 1000)) {
+      if (differ++ == 0) first = i;
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "first at " << first;
+}
+
+TEST(PointsFileTest, ManyThreadsEventsComeByTimeTiesInFileOrder) { ExpectStableOrderByTime(false); }
+
+TEST(PointsFileTest, EventsOverlappingEverywhereStillComeByTime) { ExpectStableOrderByTime(true); }
 
 }  // namespace
 }  // namespace fieldprof::local
