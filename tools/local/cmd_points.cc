@@ -60,6 +60,7 @@ constexpr const char* kUsage =
     "  fieldprof points tags startup.d              # the tags, newest first\n"
     "  fieldprof points show startup.d --tag startup --from 2026-11-20 --to 2026-11-24\n"
     "  fieldprof points compare cold.d warm.d       # B against A, per segment\n"
+    "  fieldprof points compare cold.d warm.d --html c.html   # and a page: each run a dot\n"
     "  fieldprof points show startup.d --html startup.html   # bar charts, a bar per run\n"
     "  fieldprof points show startup.d --chrome_trace t.json --tree t.fptree\n"
     "  fieldprof points upload startup.d --host agg.example --token $TOKEN   # developer mode\n"
@@ -499,12 +500,14 @@ int Show(const std::string& verb, int argc, char** argv) {
 }
 
 int Compare(int argc, char** argv) {
-  std::string tag;
+  std::string tag, html;
   bool json = false;
   local::CompareOptions co;
   OptionTable t("fieldprof points compare", kUsage);
   t.AddString("tag", &tag, "only this tag");
   t.AddBool("json", &json, "print JSON");
+  t.AddString("html", &html,
+              "also write a page here: the table, and per segment each run of A and of B as a dot");
   t.AddDouble("fdr", &co.fdr, "false discovery rate for a significant change", 0.0001, 0.5);
   t.AddDouble("min_change", &co.min_change, "least change (of A's mean) that counts", 0, 10);
   DateRange range;
@@ -528,6 +531,14 @@ int Compare(int argc, char** argv) {
     local::PointsGroup group{g, std::move(*runs), {}};
     group.tags = local::AnalyzePoints(group.runs, o);
     groups.push_back(std::move(group));
+  }
+  if (!html.empty()) {
+    if (Status w = WriteFileDurably(html, local::PointsComparePage(groups[0], groups[1], co),
+                                    FileAccess::kShared);
+        !w.ok()) {
+      Say(w.message());
+      return 1;
+    }
   }
   std::cout << local::PointsCompareText(groups[0], groups[1], co, json);
   return 0;

@@ -39,6 +39,11 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
 // runs removed as dirty on request (tools/local/page/points.js).
 std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags);
 
+// The page of two groups compared (fieldprof points compare --html): the
+// groups, the table ComparePoints gives, and per segment each run of A and
+// of B as a dot on one scale (tools/local/page/points_compare.js).
+std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o);
+
 }  // namespace fieldprof::local
 
 #endif  // FIELDPROF_TOOLS_LOCAL_HTML_PAGE_H_

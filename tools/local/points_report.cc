@@ -170,9 +170,16 @@ std::string GroupLine(const char* label, const PointsGroup& g) {
   return out + dirty + "\n";
 }
 
-// The segments of `of` that `in` lacks, as "tag: segment".
-std::vector<std::string> OnlyIn(const std::vector<TagReport>& of,
-                                const std::vector<TagReport>& in) {
+std::string Percent(double a, double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", a > 0 ? (b - a) / a * 100 : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> SegmentsOnlyIn(const std::vector<TagReport>& of,
+                                        const std::vector<TagReport>& in) {
   std::set<std::pair<std::string, std::string>> there;
   for (const TagReport& t : in) {
     for (const SegmentStats& s : t.segments) there.emplace(t.tag, s.Name());
@@ -185,14 +192,6 @@ std::vector<std::string> OnlyIn(const std::vector<TagReport>& of,
   }
   return out;
 }
-
-std::string Percent(double a, double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", a > 0 ? (b - a) / a * 100 : 0.0);
-  return buf;
-}
-
-}  // namespace
 
 std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o,
                               bool as_json) {
@@ -227,8 +226,8 @@ std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b, const 
                   r.calls_a, r.calls_b, Percent(r.calls_a, r.calls_b).c_str());
     out += buf;
   }
-  for (const auto& [label, list] :
-       {std::pair{"A", OnlyIn(a.tags, b.tags)}, std::pair{"B", OnlyIn(b.tags, a.tags)}}) {
+  for (const auto& [label, list] : {std::pair{"A", SegmentsOnlyIn(a.tags, b.tags)},
+                                    std::pair{"B", SegmentsOnlyIn(b.tags, a.tags)}}) {
     if (list.empty()) continue;
     out += std::string("only in ") + label + ":";
     for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : " ") + list[i];

@@ -35,6 +35,10 @@ struct PointsGroup {
   std::vector<TagReport> tags;  // AnalyzePoints(runs)
 };
 
+// The segments of `of` that `in` lacks, as "tag: segment".
+std::vector<std::string> SegmentsOnlyIn(const std::vector<TagReport>& of,
+                                        const std::vector<TagReport>& in);
+
 // Group B against group A (ComparePoints, common/points_analysis.h) as a
 // table, or its JSON: first each group (its runs, programs and the runs
 // removed as dirty), then a row per segment in both; where the calls a run

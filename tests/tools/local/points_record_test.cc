@@ -199,6 +199,30 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
   }
   EXPECT_TRUE(significant.at("parse (scope)")) << out;
   EXPECT_TRUE(significant.at("loaded -> ready")) << out;
+  // The comparison's page, in Chromium: the table's rows and verdicts are
+  // the command's, and each group's 8 runs a dot in each segment.
+  const json rows = json::parse(out);
+  ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("a") + " " + dir.File("b") +
+                           " --html " + dir.File("c.html") + " >/dev/null 2>&1 && node " +
+                           FIELDPROF_SOURCE_DIR + "/tests/tools/local/points_page.mjs " +
+                           dir.File("c.html") + " " + dir.File("shots") + " --compare 2>&1",
+                       &out),
+            0)
+      << out;
+  const json page = json::parse(out.substr(out.rfind('{', out.rfind("\"state\""))));
+  EXPECT_EQ(page["state"]["rows"], rows.size()) << out;
+  EXPECT_EQ(page["state"]["dots_a"], 8 * rows.size()) << out;
+  EXPECT_EQ(page["state"]["dots_b"], 8 * rows.size()) << out;
+  for (const json& r : rows) {
+    const std::string shown = page["state"]["verdicts"][r["tag"].get<std::string>() + ": " +
+                                                        r["segment"].get<std::string>()];
+    EXPECT_EQ(shown == "—", !r["significant"].get<bool>()) << r.dump() << " shown " << shown;
+    if (r["significant"].get<bool>()) {
+      EXPECT_EQ(shown, r["mean_b_ns"].get<double>() > r["mean_a_ns"].get<double>() ? "B slower"
+                                                                                   : "B faster");
+    }
+  }
+  EXPECT_NE(page["tip"].get<std::string>().find("B, run 8: "), std::string::npos) << out;
   // The unchanged segment moves far less. (Whether it is flagged is left
   // to the machine: on one whose cores are both busy, preemptions stretch
   // a few of its 2 ms spins, and 8 runs a side can call that a change.)
