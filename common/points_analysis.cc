@@ -263,7 +263,7 @@ std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
       for (const SegmentStats& sa : ta.segments) {
         for (const SegmentStats& sb : tb.segments) {
           if (sb.Name() != sa.Name()) continue;
-          const SegmentValues va = ValuesOf(sa), vb = ValuesOf(sb);
+          SegmentValues va = ValuesOf(sa), vb = ValuesOf(sb);
           SegmentChange c;
           c.tag = ta.tag;
           c.segment = sa.Name();
@@ -277,9 +277,11 @@ std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
           c.per_call_a = sa.per_call;
           c.per_call_b = sb.per_call;
           c.per_call_p = TwoSampleMeanTest(va.per_call, vb.per_call, PermutationOptions{}).p_value;
-          rows.push_back(c);
+          c.values_a = std::move(va.per_run);
+          c.values_b = std::move(vb.per_run);
           p.push_back(c.p);
           p_call.push_back(c.per_call_p);
+          rows.push_back(std::move(c));
         }
       }
     }

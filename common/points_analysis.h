@@ -91,6 +91,9 @@ struct SegmentChange {
   double calls_a = 0, calls_b = 0;
   double per_call_a = 0, per_call_b = 0, per_call_p = 1, per_call_q = 1;
   bool per_call_significant = false;
+  // The per-run values tested, one per kept run that has the segment (not
+  // in the JSON; the comparison's page draws them).
+  std::vector<double> values_a, values_b;
   // Whether the mean calls a run differ by more than 1%: then the per-run
   // means above also count calls, and the per-call figures tell the two
   // apart.

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string_view>
 #include <vector>
 
@@ -212,45 +210,25 @@ namespace {
 // A group as the comparison page names it: where from, its runs and
 // programs, and per tag the runs removed as dirty.
 json GroupJson(const PointsGroup& g) {
-  std::set<std::string> programs;
-  for (const PointsRun& r : g.runs) programs.insert(r.program);
   json removed = json::object();
   for (const TagReport& t : g.tags) {
     if (!t.removed.empty()) removed[t.tag] = t.removed.size();
   }
-  return {{"name", g.name}, {"runs", g.runs.size()}, {"programs", programs}, {"removed", removed}};
-}
-
-// A segment's per-run values in group `g` (its kept runs that have it).
-std::vector<double> RunValues(const PointsGroup& g, const std::string& tag,
-                              const std::string& segment) {
-  std::vector<double> v;
-  for (const TagReport& t : g.tags) {
-    if (t.tag != tag) continue;
-    for (const SegmentStats& s : t.segments) {
-      if (s.Name() != segment) continue;
-      for (double x : s.per_run) {
-        if (!std::isnan(x)) v.push_back(x);
-      }
-    }
-  }
-  return v;
+  return {
+      {"name", g.name}, {"runs", g.runs.size()}, {"programs", ProgramsOf(g)}, {"removed", removed}};
 }
 
 }  // namespace
 
-std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o) {
-  const json rows = json::parse(CompareJson(ComparePoints(a.tags, b.tags, o)));
+std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
+                              const std::vector<SegmentChange>& rows, const CompareOptions& o) {
   json values = json::array();
-  for (const json& r : rows) {
-    values.push_back(
-        {{"a", RunValues(a, r["tag"], r["segment"])}, {"b", RunValues(b, r["tag"], r["segment"])}});
-  }
+  for (const SegmentChange& r : rows) values.push_back({{"a", r.values_a}, {"b", r.values_b}});
   const json data = {{"a", GroupJson(a)},
                      {"b", GroupJson(b)},
                      {"fdr", o.fdr},
                      {"min_change", o.min_change},
-                     {"rows", rows},
+                     {"rows", json::parse(CompareJson(rows))},
                      {"values", values},
                      {"only_a", SegmentsOnlyIn(a.tags, b.tags)},
                      {"only_b", SegmentsOnlyIn(b.tags, a.tags)}};

@@ -40,9 +40,10 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
 std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags);
 
 // The page of two groups compared (fieldprof points compare --html): the
-// groups, the table ComparePoints gives, and per segment each run of A and
+// groups, the table of `rows` (ComparePoints of their tags), and per segment each run of A and
 // of B as a dot on one scale (tools/local/page/points_compare.js).
-std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o);
+std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
+                              const std::vector<SegmentChange>& rows, const CompareOptions& o);
 
 }  // namespace fieldprof::local
 

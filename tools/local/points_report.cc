@@ -154,12 +154,10 @@ namespace {
 
 // "A  dir: 20 runs of app; removed as dirty: 1 of startup".
 std::string GroupLine(const char* label, const PointsGroup& g) {
-  std::set<std::string> programs;
-  for (const PointsRun& r : g.runs) programs.insert(r.program);
   std::string out = std::string(label) + "  " + g.name + ": " + std::to_string(g.runs.size()) +
                     (g.runs.size() == 1 ? " run" : " runs");
   std::string names;
-  for (const std::string& p : programs) names += (names.empty() ? "" : ", ") + p;
+  for (const std::string& p : ProgramsOf(g)) names += (names.empty() ? "" : ", ") + p;
   if (!names.empty()) out += " of " + names;
   std::string dirty;
   for (const TagReport& t : g.tags) {
@@ -178,6 +176,12 @@ std::string Percent(double a, double b) {
 
 }  // namespace
 
+std::vector<std::string> ProgramsOf(const PointsGroup& g) {
+  std::set<std::string> programs;
+  for (const PointsRun& r : g.runs) programs.insert(r.program);
+  return {programs.begin(), programs.end()};
+}
+
 std::vector<std::string> SegmentsOnlyIn(const std::vector<TagReport>& of,
                                         const std::vector<TagReport>& in) {
   std::set<std::pair<std::string, std::string>> there;
@@ -193,9 +197,9 @@ std::vector<std::string> SegmentsOnlyIn(const std::vector<TagReport>& of,
   return out;
 }
 
-std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o,
+std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b,
+                              const std::vector<SegmentChange>& rows, const CompareOptions& o,
                               bool as_json) {
-  const std::vector<SegmentChange> rows = ComparePoints(a.tags, b.tags, o);
   if (as_json) return CompareJson(rows);
   std::string out = GroupLine("A", a) + GroupLine("B", b) + "\n";
   char buf[512];

@@ -39,13 +39,16 @@ struct PointsGroup {
 std::vector<std::string> SegmentsOnlyIn(const std::vector<TagReport>& of,
                                         const std::vector<TagReport>& in);
 
-// Group B against group A (ComparePoints, common/points_analysis.h) as a
-// table, or its JSON: first each group (its runs, programs and the runs
-// removed as dirty), then a row per segment in both; where the calls a run
-// differ, what a call costs and the calls a run below it; the segments in
-// one group only; the verdict's rule.
-std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b, const CompareOptions& o,
+// Group B against group A (`rows`: ComparePoints of their tags,
+// common/points_analysis.h) as a table, or its JSON: first each group (its runs, programs and the
+// runs removed as dirty), then a row per segment in both; where the calls a run differ, what a call
+// costs and the calls a run below it; the segments in one group only; the verdict's rule.
+std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b,
+                              const std::vector<SegmentChange>& rows, const CompareOptions& o,
                               bool json);
+
+// The programs of a group's runs, each once, sorted.
+std::vector<std::string> ProgramsOf(const PointsGroup& g);
 
 // The runs as Chrome trace event JSON (Perfetto, chrome://tracing,
 // speedscope): a process per run, points as instant events, scopes as
