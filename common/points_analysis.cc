@@ -144,11 +144,11 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
       for (size_t k = 0; k < by_z.size(); ++k) by_z[k] = k;
       std::sort(by_z.begin(), by_z.end(),
                 [&](size_t a, size_t b) { return std::fabs(z[a]) > std::fabs(z[b]); });
-      const size_t cap = with.size() / 20;
+      t.removable = with.size() / 20;
       for (size_t k : by_z) {
         if (std::fabs(z[k]) <= kDirtyZ) break;
         DirtyRun d{with[k], spans[k], z[k]};
-        if (t.removed.size() < cap) {
+        if (t.removed.size() < t.removable) {
           t.removed.push_back(d);
           drop.insert(with[k]);
         } else {

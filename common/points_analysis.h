@@ -52,6 +52,7 @@ struct TagReport {
   std::vector<size_t> runs;     // kept runs with this tag (indexes into the runs)
   std::vector<double> span_ns;  // per kept run
   std::vector<DirtyRun> removed, kept_outliers;
+  size_t removable = 0;                // the most runs the 5% cap lets go (0 below 20 runs)
   std::vector<SegmentStats> segments;  // in the order they first occur
   int64_t last_unix_ns = 0;            // when the newest run with it began
 };

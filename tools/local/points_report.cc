@@ -75,12 +75,11 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
     if (!t.removed.empty()) out += ", " + std::to_string(t.removed.size()) + " removed as dirty";
     out += "\n";
     for (const DirtyRun& d : t.removed) out += "  removed " + Dirty(runs, d) + " (|M| > 3.5)\n";
-    // The cap is 5% of the runs, so below 20 runs no outlier is removed:
-    // say that, rather than a cap the reader cannot see.
-    const bool too_few = t.runs.size() + t.removed.size() < 20;
+    // Below 20 runs the 5% cap lets none go: say that, rather than a cap
+    // the reader cannot see.
     for (const DirtyRun& d : t.kept_outliers) {
-      out += (too_few ? "  kept (with fewer than 20 runs none is removed): "
-                      : "  kept, over the 5% cap: ") +
+      out += (t.removable == 0 ? "  kept (with fewer than 20 runs none is removed): "
+                               : "  kept, over the 5% cap: ") +
              Dirty(runs, d) + "\n";
     }
     std::snprintf(buf, sizeof buf, "  %-40s %5s %8s %11s %11s %11s %11s %11s\n", "segment", "runs",
