@@ -199,10 +199,14 @@ std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<Tag
   const page::UiFile* html = page::FindUiFile("points.html");
   const page::UiFile* css = page::FindUiFile("record.css");
   const page::UiFile* js = page::FindUiFile("points.js");
+  const page::UiFile* common = page::FindUiFile("points_common.js");
   const std::string title = tools::HtmlEscape(
       "fieldprof points: " + (runs.empty() ? std::string("no runs") : runs[0].program));
-  return Fill(html->body,
-              {{"TITLE", title}, {"CSS", css->body}, {"JS", js->body}, {"DATA", ScriptJson(data)}});
+  return Fill(html->body, {{"TITLE", title},
+                           {"CSS", css->body},
+                           {"COMMON", common->body},
+                           {"JS", js->body},
+                           {"DATA", ScriptJson(data)}});
 }
 
 namespace {
@@ -235,10 +239,14 @@ std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
   const page::UiFile* html = page::FindUiFile("points_compare.html");
   const page::UiFile* css = page::FindUiFile("record.css");
   const page::UiFile* js = page::FindUiFile("points_compare.js");
+  const page::UiFile* common = page::FindUiFile("points_common.js");
   const std::string title =
       tools::HtmlEscape("fieldprof points compare: " + a.name + " vs " + b.name);
-  return Fill(html->body,
-              {{"TITLE", title}, {"CSS", css->body}, {"JS", js->body}, {"DATA", ScriptJson(data)}});
+  return Fill(html->body, {{"TITLE", title},
+                           {"CSS", css->body},
+                           {"COMMON", common->body},
+                           {"JS", js->body},
+                           {"DATA", ScriptJson(data)}});
 }
 
 }  // namespace fieldprof::local

@@ -7,35 +7,13 @@
 (function () {
   'use strict';
   const data = JSON.parse(document.getElementById('fp-data').textContent);
-  const tip = document.getElementById('tip');
   const showRemoved = document.getElementById('show-removed');
   const root = document.getElementById('tags');
   const colours = ['#3b7dd8', '#e0883a', '#4aa564', '#c8504b', '#8d6cc2', '#8c6d4f', '#d46fb4', '#7f8c8d'];
-  const svgNs = 'http://www.w3.org/2000/svg';
+  const { fmt, el, hover } = fieldprofPage;
   let drawn = { bars: 0, dirty: 0, segments: 0, histograms: [] };
 
-  const fmt = (ns) => {
-    if (ns === null || ns === undefined) return '-';
-    const a = Math.abs(ns);
-    return a >= 1e9 ? (ns / 1e9).toFixed(3) + ' s' : a >= 1e6 ? (ns / 1e6).toFixed(3) + ' ms'
-      : a >= 1e3 ? (ns / 1e3).toFixed(2) + ' us' : ns.toFixed(0) + ' ns';
-  };
-  const el = (tag, attrs, text) => {
-    const e = tag.startsWith('svg:') ? document.createElementNS(svgNs, tag.slice(4)) : document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  };
   const runLabel = (i) => 'run ' + (i + 1) + ' (pid ' + data.runs[i].pid + ')';
-  const hover = (node, text) => {
-    node.addEventListener('mousemove', (ev) => {
-      tip.hidden = false;
-      tip.textContent = text;
-      tip.style.left = ev.clientX + 12 + 'px';
-      tip.style.top = ev.clientY + 12 + 'px';
-    });
-    node.addEventListener('mouseleave', () => { tip.hidden = true; });
-  };
 
   function chart(tag, seg, colour) {
     const bars = tag.runs.map((run, k) => ({ run, ns: seg.per_run_ns[k], dirty: false }));

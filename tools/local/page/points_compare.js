@@ -7,38 +7,16 @@
 (function () {
   'use strict';
   const data = JSON.parse(document.getElementById('fp-data').textContent);
-  const tip = document.getElementById('tip');
-  const svgNs = 'http://www.w3.org/2000/svg';
+  const { fmt, el, hover } = fieldprofPage;
   const drawn = { rows: 0, dots_a: 0, dots_b: 0, verdicts: {} };
 
-  const fmt = (ns) => {
-    if (ns === null || ns === undefined) return '-';
-    const a = Math.abs(ns);
-    return a >= 1e9 ? (ns / 1e9).toFixed(3) + ' s' : a >= 1e6 ? (ns / 1e6).toFixed(3) + ' ms'
-      : a >= 1e3 ? (ns / 1e3).toFixed(2) + ' us' : ns.toFixed(0) + ' ns';
-  };
   const pct = (a, b) => {
     const x = a > 0 ? (b - a) / a : 0;
     return (x >= 0 ? '+' : '') + (100 * x).toFixed(1) + '%';
   };
   const calls = (n) => Number.isInteger(n) ? n.toLocaleString('en-US') : n.toFixed(1);
-  const el = (tag, attrs, text) => {
-    const e = tag.startsWith('svg:') ? document.createElementNS(svgNs, tag.slice(4)) : document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  };
-  const hover = (node, text) => {
-    node.addEventListener('mousemove', (ev) => {
-      tip.hidden = false;
-      tip.textContent = text;
-      tip.style.left = ev.clientX + 12 + 'px';
-      tip.style.top = ev.clientY + 12 + 'px';
-    });
-    node.addEventListener('mouseleave', () => { tip.hidden = true; });
-  };
-  const verdict = (r, a, b, significant) => significant ? (b > a ? 'B slower' : 'B faster') : '—';
-  const verdictClass = (r, a, b, significant) => significant ? (b > a ? 'slower' : 'faster') : '';
+  const verdict = (a, b, significant) => significant ? (b > a ? 'B slower' : 'B faster') : '—';
+  const verdictClass = (a, b, significant) => significant ? (b > a ? 'slower' : 'faster') : '';
 
   function group(label, g) {
     const removed = Object.entries(g.removed).map(([tag, n]) => n + ' of ' + tag);
@@ -56,22 +34,22 @@
     }
     t.append(head);
     for (const r of data.rows) {
-      const row = el('tr', { class: verdictClass(r, r.mean_a_ns, r.mean_b_ns, r.significant),
+      const row = el('tr', { class: verdictClass(r.mean_a_ns, r.mean_b_ns, r.significant),
         'data-segment': r.tag + ': ' + r.segment });
       row.append(el('td', { class: 'name' }, r.tag), el('td', { class: 'name' }, r.segment),
         el('td', {}, fmt(r.mean_a_ns)), el('td', {}, fmt(r.mean_b_ns)), el('td', {}, pct(r.mean_a_ns, r.mean_b_ns)),
         el('td', {}, r.p.toFixed(4)), el('td', {}, r.q.toFixed(4)),
-        el('td', { class: 'verdict' }, verdict(r, r.mean_a_ns, r.mean_b_ns, r.significant)),
+        el('td', { class: 'verdict' }, verdict(r.mean_a_ns, r.mean_b_ns, r.significant)),
         el('td', { class: 'calls' }, r.calls_differ ? calls(r.calls_a) + ' → ' + calls(r.calls_b) : calls(r.calls_a)));
-      const perCall = el('td', { class: 'per-call ' + (r.calls_differ ? verdictClass(r, r.per_call_a_ns,
+      const perCall = el('td', { class: 'per-call ' + (r.calls_differ ? verdictClass(r.per_call_a_ns,
         r.per_call_b_ns, r.per_call_significant) : ''), title: 'p ' + r.per_call_p.toFixed(4) + ', q ' +
         r.per_call_q.toFixed(4) }, r.calls_differ ? fmt(r.per_call_a_ns) + ' → ' + fmt(r.per_call_b_ns) + ' (' +
         pct(r.per_call_a_ns, r.per_call_b_ns) + ')' + (r.per_call_significant ? ', ' +
-        verdict(r, r.per_call_a_ns, r.per_call_b_ns, true) : '') : '—');
+        verdict(r.per_call_a_ns, r.per_call_b_ns, true) : '') : '—');
       row.append(perCall);
       t.append(row);
       drawn.rows += 1;
-      drawn.verdicts[r.tag + ': ' + r.segment] = verdict(r, r.mean_a_ns, r.mean_b_ns, r.significant);
+      drawn.verdicts[r.tag + ': ' + r.segment] = verdict(r.mean_a_ns, r.mean_b_ns, r.significant);
     }
     return t;
   }
