@@ -28,7 +28,6 @@ double Median(std::vector<double> v) {
 struct RunValue {
   double ns = 0;
   uint64_t count = 0;
-  Histogram each;  // every occurrence's duration
 };
 
 // One run's segments of one tag, keyed "from\x1fto" (scopes "\x1escope\x1fname").
@@ -41,30 +40,46 @@ struct RunTag {
 
 std::string ScopeKey(const std::string& name) { return "\x1e" + name; }
 
-std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
-  std::map<std::string, RunTag> by_tag;
-  std::map<std::string, const PointEvent*> last_point;  // per tag
+// Walks one run's events in time order: on_event(tag, t_ns) for each, and
+// on_segment(tag, key, ns) for each occurrence of a segment (key as in
+// RunTag) as it ends. `tag` is the tag's name, numbered from 0 in the run
+// (tag.number); a key is the same string object at every occurrence of
+// its segment in the walk, so callers may key caches by its address. Both
+// are worked out once a site (a pair of sites for a segment), not once an
+// event: a recording holds millions.
+struct VisitTag {
+  uint32_t number;
+  const std::string& name;
+};
+template <typename OnEvent, typename OnSegment>
+void VisitSegments(const PointsRun& run, OnEvent&& on_event, OnSegment&& on_segment) {
+  // Per site: its tag's number (tags[]), and its scope's key.
+  std::vector<std::string> tags;
+  std::vector<uint32_t> tag_of(run.sites.size());
+  std::vector<std::string> scope_key(run.sites.size());
+  {
+    std::map<std::string, uint32_t> number;
+    for (size_t i = 0; i < run.sites.size(); ++i) {
+      const auto [it, fresh] =
+          number.try_emplace(run.sites[i].tag, static_cast<uint32_t>(tags.size()));
+      if (fresh) tags.push_back(run.sites[i].tag);
+      tag_of[i] = it->second;
+      scope_key[i] = ScopeKey(run.sites[i].name);
+    }
+  }
+  std::unordered_map<uint64_t, std::string> point_key;  // from site << 32 | to site
+  std::vector<const PointEvent*> last_point(tags.size(), nullptr);
   // Open scopes per thread: site and begin time.
   std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, int64_t>>> open;
-  const auto add = [&](RunTag& t, const std::string& key, int64_t ns) {
-    auto [it, fresh] = t.values.try_emplace(key);
-    if (fresh) t.order.push_back(key);
-    it->second.ns += static_cast<double>(ns);
-    ++it->second.count;
-    // Times are each thread's less its pauses, so a span can come out a
-    // hair below 0: it is 0.
-    it->second.each.Record(static_cast<uint64_t>(std::max<int64_t>(ns, 0)));
-  };
   for (const PointEvent& e : run.events) {
-    const PointSite& s = run.sites[e.site];
-    RunTag& t = by_tag[s.tag];
-    if (!t.any) t.first = e.t_ns;
-    t.any = true;
-    t.last = e.t_ns;
+    const uint32_t tag = tag_of[e.site];
+    on_event(VisitTag{tag, tags[tag]}, e.t_ns);
     if (e.kind == PointKind::kPoint) {
-      const PointEvent*& prev = last_point[s.tag];
+      const PointEvent*& prev = last_point[tag];
       if (prev != nullptr) {
-        add(t, run.sites[prev->site].name + "\x1f" + s.name, e.t_ns - prev->t_ns);
+        auto [key, fresh] = point_key.try_emplace(uint64_t{prev->site} << 32 | e.site);
+        if (fresh) key->second = run.sites[prev->site].name + "\x1f" + run.sites[e.site].name;
+        on_segment(VisitTag{tag, tags[tag]}, key->second, e.t_ns - prev->t_ns);
       }
       prev = &e;
     } else if (e.kind == PointKind::kBegin) {
@@ -73,16 +88,81 @@ std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
       // The innermost open scope of this name on the thread.
       auto& stack = open[e.tid];
       for (size_t i = stack.size(); i-- > 0;) {
-        const PointSite& b = run.sites[stack[i].first];
-        if (b.tag == s.tag && b.name == s.name) {
-          add(t, ScopeKey(s.name), e.t_ns - stack[i].second);
+        const uint32_t b = stack[i].first;
+        if (b == e.site || (tag_of[b] == tag && run.sites[b].name == run.sites[e.site].name)) {
+          on_segment(VisitTag{tag, tags[tag]}, scope_key[e.site], e.t_ns - stack[i].second);
           stack.erase(stack.begin() + static_cast<long>(i));
           break;
         }
       }
     }
   }
+}
+
+std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
+  std::map<std::string, RunTag> by_tag;
+  std::vector<RunTag*> numbered;                               // by tag number
+  std::unordered_map<const std::string*, RunValue*> value_of;  // by key's address
+  const auto tag_of = [&](const VisitTag& tag) -> RunTag& {
+    if (tag.number >= numbered.size()) numbered.resize(tag.number + 1, nullptr);
+    if (numbered[tag.number] == nullptr) numbered[tag.number] = &by_tag[tag.name];
+    return *numbered[tag.number];
+  };
+  VisitSegments(
+      run,
+      [&](const VisitTag& tag, int64_t t_ns) {
+        RunTag& t = tag_of(tag);
+        if (!t.any) t.first = t_ns;
+        t.any = true;
+        t.last = t_ns;
+      },
+      [&](const VisitTag& tag, const std::string& key, int64_t ns) {
+        RunValue*& v = value_of[&key];
+        if (v == nullptr) {
+          RunTag& t = tag_of(tag);
+          auto [it, fresh] = t.values.try_emplace(key);
+          if (fresh) t.order.push_back(key);
+          v = &it->second;
+        }
+        v->ns += static_cast<double>(ns);
+        ++v->count;
+      });
   return by_tag;
+}
+
+// Each segment's single occurrences over its tag's kept runs, into its
+// `each`: a second walk of those runs, since a histogram a segment a run
+// until the dirty runs are known would cost 3 KB each (a developer's
+// thousands of runs on the aggregator).
+void RecordEachOccurrence(const std::vector<PointsRun>& runs, std::vector<TagReport>* tags) {
+  std::map<std::string, std::map<std::string, Histogram*>> each_of;  // tag -> key -> its each
+  std::vector<std::set<std::string>> kept_tags(runs.size());
+  for (TagReport& t : *tags) {
+    for (size_t run : t.runs) kept_tags[run].insert(t.tag);
+    for (SegmentStats& s : t.segments) {
+      each_of[t.tag][s.scope ? ScopeKey(s.from) : s.from + "\x1f" + s.to] = &s.each;
+    }
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (kept_tags[i].empty()) continue;
+    // By key's address: the segment's histogram, or nullptr where the run
+    // is not kept for its tag.
+    std::unordered_map<const std::string*, Histogram*> hist_of;
+    VisitSegments(
+        runs[i], [](const VisitTag&, int64_t) {},
+        [&](const VisitTag& tag, const std::string& key, int64_t ns) {
+          const auto [it, fresh] = hist_of.try_emplace(&key, nullptr);
+          if (fresh && kept_tags[i].count(tag.name) != 0) {
+            const auto each = each_of[tag.name].find(key);  // every key of a kept run is one
+            if (each != each_of[tag.name].end()) it->second = each->second;
+          }
+          // Times are each thread's less its pauses, so a span can come
+          // out a hair below 0: it is 0.
+          if (it->second != nullptr) {
+            it->second->Record(static_cast<uint64_t>(std::max<int64_t>(ns, 0)));
+          }
+        });
+  }
 }
 
 }  // namespace
@@ -186,7 +266,6 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
         const RunValue& v = rt.values.at(key);
         s.per_run[k] = v.ns;
         s.count[k] = v.count;
-        s.each.Merge(v.each);
       }
     }
     for (SegmentStats& s : t.segments) {
@@ -218,6 +297,7 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
     }
     out.push_back(std::move(t));
   }
+  RecordEachOccurrence(runs, &out);
   return out;
 }
 
