@@ -584,6 +584,77 @@ int64_t Agent::Backoff(int retry_after_seconds) {
   return delay;
 }
 
+namespace {
+
+// The rule an aggregator's 400 answer names ({"rule": ...}), empty if none.
+std::string RefusalRule(const std::string& body) {
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("rule") || !j["rule"].is_string()) return "";
+  return j["rule"].get<std::string>();
+}
+
+// A refusal of the batch's upload token, not of its content: a condition
+// the agent mends itself (a fresh token, then the batch again).
+bool IsTokenRule(const std::string& rule) {
+  return rule == "token_missing" || rule == "token_epoch" || rule == "token_invalid";
+}
+
+}  // namespace
+
+std::string DescribeRefusal(int http_status, const std::string& host, const std::string& body) {
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  std::string what = body;
+  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+    what = j["message"].get<std::string>();
+    if (j.contains("rule") && j["rule"].is_string()) {
+      what += " (rule " + j["rule"].get<std::string>() + ")";
+    }
+  }
+  for (char& c : what) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  if (what.size() > 300) what = what.substr(0, 300) + "...";
+  const std::string code = "HTTP " + std::to_string(http_status) + " from " + host;
+  switch (http_status) {
+    case 413:
+      return code + ": the batch is larger than the aggregator takes: " + what;
+    case 415:
+      return code + ": the aggregator does not read this agent's format: " + what;
+    default:
+      return code + ": the aggregator refused what the batch holds: " + what;
+  }
+}
+
+StatusOr<OutboxEntry> Agent::Restamp(const OutboxEntry& e, const std::string& bytes,
+                                     const std::string& rule, HttpsClient& client) {
+  wire::Batch batch;
+  if (!batch.ParseFromString(bytes)) return DataLoss(e.path + " is not a batch");
+  // The aggregator asks for tokens, whatever the agent believed when it
+  // sealed this batch (unreachable then, or another setting).
+  state_.tokens_required = 1;
+  // A token its key does not take: the ones held were most likely made
+  // with the same key (the operator changed the secret). Fresh ones.
+  if (rule == "token_invalid" && std::remove(TokensPath().c_str()) != 0 && errno != ENOENT) {
+    return IOError("cannot remove " + TokensPath() + ": " + std::strerror(errno));
+  }
+  StatusOr<std::optional<UploadToken>> token = TakeToken();
+  if (!token.ok() || !token->has_value()) {
+    RefreshTokens(client);
+    token = TakeToken();
+  }
+  if (!token.ok()) return token.status();
+  if (!token->has_value()) {
+    return Unavailable("the aggregator refused the batch for its upload token (" + rule +
+                       ") but issues none (" + state_.tokens_result + "); the batch waits");
+  }
+  const UploadToken& t = **token;
+  batch.set_batch_id(t.input);
+  batch.set_token(t.output);
+  batch.set_token_epoch(t.epoch);
+  const std::string created = e.name.substr(0, e.name.find('-'));
+  return outbox_.Rewrite(e, created + "-" + HexEncode(t.input), batch.SerializeAsString());
+}
+
 Status Agent::Upload(PassResult* result) {
   FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> entries, outbox_.List());
   if (entries.empty()) return Status::Ok();
@@ -593,44 +664,72 @@ Status Agent::Upload(PassResult* result) {
     ++state_.failures;
     state_.next_attempt_unix_ms = NowMs() + Backoff(retry_after);
   };
-  for (const OutboxEntry& e : entries) {
+  for (OutboxEntry e : entries) {
     FP_ASSIGN_OR_RETURN(std::string bytes, outbox_.Read(e));
-    state_.last_upload_unix_ms = NowMs();
-    CrashPoint("upload-sending");
-    StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), bytes);
-    if (!reply.ok()) {
-      fail("unreachable: " + reply.status().message(), -1);
-      return reply.status();
+    // Sent once, and once more after a fresh token at most: a second
+    // refusal of a token just issued is the aggregator's problem, not this
+    // batch's.
+    for (bool restamped = false;; restamped = true) {
+      state_.last_upload_unix_ms = NowMs();
+      CrashPoint("upload-sending");
+      StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), bytes);
+      if (!reply.ok()) {
+        fail("unreachable: " + reply.status().message(), -1);
+        return reply.status();
+      }
+      const int code = reply->status;
+      if (code >= 200 && code < 300) {
+        CrashPoint("upload-acked");
+        FP_RETURN_IF_ERROR(outbox_.Remove(e));
+        ++result->batches_uploaded;
+        ++state_.batches_uploaded;
+        state_.last_upload_result = "ok";
+        state_.last_success_unix_ms = state_.last_upload_unix_ms;
+        state_.failures = 0;
+        state_.next_attempt_unix_ms = 0;
+        break;
+      }
+      const std::string rule = code == 400 ? RefusalRule(reply->body) : "";
+      if (IsTokenRule(rule)) {
+        // Refused for its token alone (none: sealed while the aggregator
+        // was out of reach; expired: it waited too long; not taken: a new
+        // key). The aggregator applied nothing of it: it answers an id it
+        // already holds as a duplicate before it looks at the token. So the
+        // batch takes a fresh token and, with it, a new id, and goes again.
+        StatusOr<OutboxEntry> moved =
+            restamped ? StatusOr<OutboxEntry>(
+                            Unavailable("the aggregator refused a fresh upload token too: " +
+                                        DescribeRefusal(code, config_.server_host, reply->body)))
+                      : Restamp(e, bytes, rule, client);
+        if (!moved.ok()) {
+          if (moved.status().code() != StatusCode::kUnavailable) return moved.status();
+          fail("waiting for an upload token: " + moved.status().message(), -1);
+          return moved.status();
+        }
+        e = std::move(*moved);
+        FP_ASSIGN_OR_RETURN(bytes, outbox_.Read(e));
+        ++result->batches_restamped;
+        continue;
+      }
+      if (code == 400 || code == 413 || code == 415) {
+        // The aggregator will never take this batch: keep it aside, say why.
+        wire::Batch b;
+        const uint64_t records = b.ParseFromString(bytes) ? b.records_size() : 0;
+        const std::string why = DescribeRefusal(code, config_.server_host, reply->body);
+        FP_RETURN_IF_ERROR(outbox_.Quarantine(e, why));
+        ++result->batches_quarantined;
+        ++state_.batches_quarantined;
+        state_.records_quarantined += static_cast<int64_t>(records);
+        state_.last_upload_result = "set aside: " + why;
+        break;
+      }
+      fail("HTTP " + std::to_string(code), reply->retry_after_seconds);
+      return Unavailable(
+          "the aggregator answered HTTP " + std::to_string(code) +
+          (reply->retry_after_seconds > 0
+               ? " (Retry-After " + std::to_string(reply->retry_after_seconds) + " s)"
+               : ""));
     }
-    const int code = reply->status;
-    if (code >= 200 && code < 300) {
-      CrashPoint("upload-acked");
-      FP_RETURN_IF_ERROR(outbox_.Remove(e));
-      ++result->batches_uploaded;
-      ++state_.batches_uploaded;
-      state_.last_upload_result = "ok";
-      state_.last_success_unix_ms = state_.last_upload_unix_ms;
-      state_.failures = 0;
-      state_.next_attempt_unix_ms = 0;
-      continue;
-    }
-    if (code == 400 || code == 413 || code == 415) {
-      // The aggregator will never take this batch: keep it aside, say why.
-      wire::Batch b;
-      const uint64_t records = b.ParseFromString(bytes) ? b.records_size() : 0;
-      FP_RETURN_IF_ERROR(outbox_.Quarantine(
-          e, "HTTP " + std::to_string(code) + " from " + config_.server_host + ": " + reply->body));
-      ++result->batches_quarantined;
-      ++state_.batches_quarantined;
-      state_.records_quarantined += static_cast<int64_t>(records);
-      state_.last_upload_result = "quarantined (HTTP " + std::to_string(code) + ")";
-      continue;
-    }
-    fail("HTTP " + std::to_string(code), reply->retry_after_seconds);
-    return Unavailable("the aggregator answered HTTP " + std::to_string(code) +
-                       (reply->retry_after_seconds > 0
-                            ? " (Retry-After " + std::to_string(reply->retry_after_seconds) + " s)"
-                            : ""));
   }
   return Status::Ok();
 }

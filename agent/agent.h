@@ -5,9 +5,11 @@
 //      that is full (batch_bytes), plus the rest when its oldest record has
 //      waited max_age (or when flushing);
 //   3. upload sealed batches, oldest first, over one keep-alive HTTPS
-//      connection: 2xx deletes, 400/413/415 quarantines, anything else
-//      (5xx, 429, 503, network) waits for the next attempt with jittered
-//      exponential backoff, at least Retry-After.
+//      connection: 2xx deletes; a 400 for the batch's upload token (none,
+//      expired, not taken) gets the batch a fresh token and new id and
+//      sends it again; other 400s, 413 and 415 quarantine (the content is
+//      refused); anything else (5xx, 429, 503, network) waits for the next
+//      attempt with jittered exponential backoff, at least Retry-After.
 // The daemon repeats passes when the spool changes (inotify) or a timer is due.
 #ifndef FIELDPROF_AGENT_AGENT_H_
 #define FIELDPROF_AGENT_AGENT_H_
@@ -75,6 +77,7 @@ struct PassResult {
   int batches_sealed = 0;
   int batches_uploaded = 0;
   int batches_quarantined = 0;
+  int batches_restamped = 0;    // refused for their token, sent again with a fresh one
   int batches_waiting = 0;      // still in the outbox after the pass
   int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
   Status upload_status;         // why uploading stopped early, if it did
@@ -86,6 +89,11 @@ struct PassResult {
   bool consent = true;
   DevPassResult dev;  // developer mode's part, which needs no field consent
 };
+
+// Why the aggregator refused a batch for good, in words for `fieldprof
+// status`: the HTTP status, the host, and the message and rule of the
+// aggregator's JSON error `body` (or the body itself). One line.
+std::string DescribeRefusal(int http_status, const std::string& host, const std::string& body);
 
 class Agent {
  public:
@@ -143,6 +151,13 @@ class Agent {
   bool Consented() const;
   HttpsClient& Client();
   Status Upload(PassResult* result);
+  // A sealed batch `e` (its `bytes`) that the aggregator refused for its
+  // upload token (`rule`: token_missing, token_epoch, token_invalid) gets a
+  // fresh token, fetched first when none is held, and the token's input as
+  // its id; rewritten in the outbox, it is returned under its new name.
+  // Unavailable when no token can be had now (the batch waits).
+  StatusOr<OutboxEntry> Restamp(const OutboxEntry& e, const std::string& bytes,
+                                const std::string& rule, HttpsClient& client);
   Status EnforceCap(PassResult* result);
   // Fetches up to snapshot_per_day fragments when the jittered daily
   // schedule says so (`force`: now, within the daily allowance). Results go

@@ -87,6 +87,12 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
                r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "",
                r.records_dropped > 0 ? "; over the cap, oldest records dropped: " : "",
                r.records_dropped > 0 ? std::to_string(r.records_dropped).c_str() : "");
+  if (r.batches_restamped > 0) {
+    std::fprintf(stderr,
+                 "fieldprof-agent: %d batches sealed without a usable upload token got a fresh "
+                 "one\n",
+                 r.batches_restamped);
+  }
   if (!r.counters_status.ok()) {
     std::fprintf(stderr, "fieldprof-agent: run counters left in the spool: %s\n",
                  r.counters_status.ToString().c_str());

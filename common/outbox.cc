@@ -144,4 +144,19 @@ Status Outbox::Quarantine(const OutboxEntry& e, const std::string& reason) {
   return SyncDir(dir_);
 }
 
+StatusOr<OutboxEntry> Outbox::Rewrite(const OutboxEntry& e, const std::string& new_name,
+                                      const std::string& batch_bytes) {
+  // The content first, under the old name (a rename over it): a crash
+  // leaves a whole batch with the old or the new bytes, and the temporary
+  // file, if any, goes in Recover.
+  FP_RETURN_IF_ERROR(WriteFileDurably(e.path, batch_bytes));
+  CrashPoint("rewrite-written");
+  OutboxEntry moved{new_name, dir_ + "/" + new_name + ".batch", batch_bytes.size()};
+  if (new_name != e.name) {
+    if (::rename(e.path.c_str(), moved.path.c_str()) != 0) return Errno("cannot rename " + e.path);
+    FP_RETURN_IF_ERROR(SyncDir(dir_));
+  }
+  return moved;
+}
+
 }  // namespace fieldprof

@@ -54,6 +54,12 @@ class Outbox {
   [[nodiscard]] Status Remove(const OutboxEntry& e);
   // After a 400/413/415: moved aside with the reason next to it, never retried.
   [[nodiscard]] Status Quarantine(const OutboxEntry& e, const std::string& reason);
+  // Replaces a batch's bytes and then its name (`new_name`, without
+  // extension), each step atomic and durable: after a crash the batch is
+  // there once, under either name, with either content, never twice. For a
+  // batch that was never applied taking a new id (the agent's Restamp).
+  [[nodiscard]] StatusOr<OutboxEntry> Rewrite(const OutboxEntry& e, const std::string& new_name,
+                                              const std::string& batch_bytes);
 
   const std::string& dir() const { return dir_; }
   const std::string& quarantine_dir() const { return quarantine_dir_; }

@@ -153,6 +153,18 @@ class ClickHouseStore : public Store {
     return r;
   }
 
+  StatusOr<bool> BatchAccepted(std::string_view batch_id) override {
+    if (closed_) return Unavailable("the store is closed");
+    {
+      // Being stored by this aggregator now: not yet known to be counted.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (inflight_.count(std::string(batch_id)) > 0) return false;
+    }
+    const std::string hex = HexEncode(std::string(batch_id));
+    FP_ASSIGN_OR_RETURN(std::set<std::string> stored, StoredIds({hex}));
+    return stored.count(hex) > 0;
+  }
+
   // ---- reads ----
 
   // Every series matching `where` summed over days [first, last], in key
@@ -522,32 +534,28 @@ class ClickHouseStore : public Store {
     }
   }
 
-  void Commit(const std::vector<std::shared_ptr<Pending>>& group, size_t home_shard,
-              std::mt19937_64& rng) {
-    // Which are stored already: a marker row in the raw rows, or an id of a
-    // folded batch (folds write with quorum, once every replica caught up).
-    std::vector<std::string> ids;  // hex
-    for (const auto& p : group) ids.push_back(HexEncode(p->id));
+  // Of the batch ids (hex) `ids`, those stored: a marker row in the raw
+  // rows on every replica of its shard, or the id of a folded batch (folds
+  // write with quorum, once every replica caught up).
+  StatusOr<std::set<std::string>> StoredIds(const std::vector<std::string>& ids) {
     const std::string in = IdList(ids);
-    StatusOr<std::string> found =
+    FP_ASSIGN_OR_RETURN(
+        std::string found,
         QueryAny("SELECT 'r', lower(hex(batch_id)) FROM " + tables_.All("fp_rows") +
                      " WHERE module = '' AND batch_id IN (" + in +
                      ") UNION ALL SELECT 'f', lower(hex(batch_id)) FROM " +
                      tables_.All("fp_batch_ids") + " WHERE batch_id IN (" + in + ") FORMAT TSV",
-                 CaughtUpReplicas());
-    Status s = found.status();
+                 CaughtUpReplicas()));
     std::set<std::string> known;        // stored: folded, or on every replica
     std::vector<std::string> raw_only;  // raw rows found, not folded
-    if (s.ok()) {
-      std::set<std::string> raw;
-      std::istringstream lines(*found);
-      for (std::string line; std::getline(lines, line);) {
-        if (line.size() < 3) continue;
-        (line[0] == 'f' ? known : raw).insert(line.substr(2));
-      }
-      for (const std::string& id : raw) {
-        if (known.count(id) == 0) raw_only.push_back(id);
-      }
+    std::set<std::string> raw;
+    std::istringstream lines(found);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.size() < 3) continue;
+      (line[0] == 'f' ? known : raw).insert(line.substr(2));
+    }
+    for (const std::string& id : raw) {
+      if (known.count(id) == 0) raw_only.push_back(id);
     }
     // Raw rows count as stored only where every replica of a shard holds
     // them: an INSERT whose quorum failed (a replica died under it) leaves
@@ -559,6 +567,16 @@ class ClickHouseStore : public Store {
       known.insert(everywhere.begin(), everywhere.end());
       unconfirmed_copies_ += raw_only.size() - everywhere.size();
     }
+    return known;
+  }
+
+  void Commit(const std::vector<std::shared_ptr<Pending>>& group, size_t home_shard,
+              std::mt19937_64& rng) {
+    std::vector<std::string> ids;  // hex
+    for (const auto& p : group) ids.push_back(HexEncode(p->id));
+    StatusOr<std::set<std::string>> stored = StoredIds(ids);
+    Status s = stored.status();
+    const std::set<std::string> known = stored.ok() ? std::move(*stored) : std::set<std::string>();
     // Records of a day that may already be folded would never be read:
     // they go to today, which no fold touches for horizon_days more days
     // (the router's day is today; only a caller with an older day, or a

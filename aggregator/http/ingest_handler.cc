@@ -17,6 +17,22 @@ Status CheckBatchContentType(std::string_view content_type) {
                      std::string(content_type) + "'");
 }
 
+namespace {
+
+HttpResponse AcceptedResponse(std::string_view batch_id, bool duplicate, size_t records,
+                              int32_t day) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("batch_id").String(HexEncode(std::string(batch_id)));
+  j.Key("duplicate").Bool(duplicate);
+  j.Key("records").Uint(records);
+  j.Key("day").String(FormatDay(day));
+  j.EndObject();
+  return JsonResponse(j.Take());
+}
+
+}  // namespace
+
 HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_view body) {
   if (Status s = CheckBatchContentType(content_type); !s.ok()) {
     metrics_->BatchRejected("content_type");
@@ -39,6 +55,20 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
     const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now).count();
     if (Status s = tokens_->Check(batch.batch_id(), batch.token(), batch.token_epoch(), now_s);
         !s.ok()) {
+      // A batch already counted is answered as the duplicate it is,
+      // whatever its token says now (sent before tokens were asked for, or
+      // before its token's epoch ended): its agent then deletes it instead
+      // of sending it again under a fresh token and a new id. Asked only
+      // here, so a batch with a good token costs no extra lookup.
+      StatusOr<bool> accepted = store_->BatchAccepted(batch.batch_id());
+      if (!accepted.ok()) {
+        metrics_->StoreError();
+        return ErrorResponse(accepted.status());
+      }
+      if (*accepted) {
+        metrics_->BatchDuplicate();
+        return AcceptedResponse(batch.batch_id(), /*duplicate=*/true, 0, DayFromUnixSeconds(now_s));
+      }
       metrics_->BatchRejected(std::string(ValidationRule(s)));
       return ErrorResponse(s);
     }
@@ -56,14 +86,7 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
     metrics_->BatchAccepted(applied->records, body.size());
     recent_->Add(batch, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
   }
-  JsonWriter j;
-  j.BeginObject();
-  j.Key("batch_id").String(HexEncode(batch.batch_id()));
-  j.Key("duplicate").Bool(applied->duplicate);
-  j.Key("records").Uint(applied->records);
-  j.Key("day").String(FormatDay(day));
-  j.EndObject();
-  return JsonResponse(j.Take());
+  return AcceptedResponse(batch.batch_id(), applied->duplicate, applied->records, day);
 }
 
 }  // namespace fieldprof::aggregator

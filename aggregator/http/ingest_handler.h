@@ -32,7 +32,9 @@ class IngestHandler {
  public:
   // The pointers must outlive the handler. `clock` picks the day records
   // are added to (tests inject one).
-  // With `tokens`, a batch must carry a valid token (common/upload_tokens.h).
+  // With `tokens`, a batch must carry a valid token (common/upload_tokens.h),
+  // or be one the store already counted (answered as a duplicate, so that
+  // an agent never sends a counted batch again under a fresh token).
   // Every batch must be plausible for one machine (common/plausible.h).
   IngestHandler(Store* store, Metrics* metrics, RecentApis* recent, WallClock clock,
                 const TokenIssuer* tokens = nullptr, PlausibleLimits plausible = {})

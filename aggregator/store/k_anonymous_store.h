@@ -32,6 +32,9 @@ class KAnonymousStore : public Store {
                                    int32_t day) override {
     return inner_->ApplyBatch(batch, body, day);
   }
+  StatusOr<bool> BatchAccepted(std::string_view batch_id) override {
+    return inner_->BatchAccepted(batch_id);
+  }
   uint64_t pending_batches() override { return inner_->pending_batches(); }
   Status WaitApplied(std::chrono::milliseconds timeout) override {
     return inner_->WaitApplied(timeout);

@@ -82,6 +82,12 @@ class Store {
   [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(const BatchView& batch,
                                                          std::string_view body, int32_t day) = 0;
 
+  // Whether a batch with this id was accepted and is counted (sending it
+  // again answers duplicate). Asked where a batch is about to be refused
+  // for its upload token, so that one already counted is answered as the
+  // duplicate it is and its sender does not send it again under a new id.
+  [[nodiscard]] virtual StatusOr<bool> BatchAccepted(std::string_view batch_id) = 0;
+
   // Accepted batches not yet visible to queries.
   virtual uint64_t pending_batches() = 0;
   // Waits until every batch accepted so far is applied. DeadlineExceeded as

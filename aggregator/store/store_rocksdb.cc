@@ -378,6 +378,17 @@ class RocksDbStore : public Store {
     return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
   }
 
+  StatusOr<bool> BatchAccepted(std::string_view batch_id) override {
+    std::shared_lock open_lock(close_mutex_);
+    if (!db_) return Unavailable("store is closed");
+    std::string seen;
+    rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), ids_cf_,
+                                  rocksdb::Slice(batch_id.data(), batch_id.size()), &seen);
+    if (gs.ok()) return true;
+    if (gs.IsNotFound()) return false;
+    return FromRocks(gs, "looking up batch id");
+  }
+
   Status Health() override {
     if (broken_.load()) {
       std::lock_guard lock(health_mutex_);

@@ -1097,6 +1097,161 @@ TEST_F(AgentPassTest, EveryBatchSpendsOneAnonymousToken) {
   EXPECT_GT(more->retry_after_seconds, 3600);
 }
 
+// The aggregator's flags for upload tokens, with this test's secret.
+std::vector<std::string> TokenFlags(const TempDir& dir) {
+  { std::ofstream(dir.File("token.secret"), std::ios::binary) << std::string(40, 't') << "\n"; }
+  return {"--token_secret_file",
+          dir.File("token.secret"),
+          "--tokens_per_request",
+          "8",
+          "--source_token_requests_per_day",
+          "100"};
+}
+
+// The batches in the outbox (their .batch files), parsed.
+std::vector<std::pair<std::string, wire::Batch>> OutboxBatches(const std::string& dir) {
+  std::vector<std::pair<std::string, wire::Batch>> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".batch") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    wire::Batch b;
+    EXPECT_TRUE(b.ParseFromString(std::string(std::istreambuf_iterator<char>(in), {})));
+    out.emplace_back(e.path().string(), std::move(b));
+  }
+  return out;
+}
+
+size_t FilesIn(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) n += e.is_regular_file();
+  return n;
+}
+
+// A new volunteer's first pass finds the aggregator down: the agent has no
+// token and does not know one is asked, so it seals a batch without one.
+// When the aggregator (which asks for tokens) is back, that batch is
+// refused for its token alone: the agent gets tokens, gives the batch one
+// and a new id, and it is counted once. Nothing is set aside.
+TEST_F(AgentPassTest, ABatchSealedWithNoTokenInStockIsCountedOnce) {
+  const uint16_t port = FreePort();
+  const auto sums = FillSpool(60, 10);
+  Agent agent(Config(port));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batches_sealed, 1);
+  EXPECT_FALSE(r->upload_status.ok());
+  std::vector<std::pair<std::string, wire::Batch>> sealed =
+      OutboxBatches(Config(port).outbox_dir());
+  ASSERT_EQ(sealed.size(), 1u);
+  EXPECT_TRUE(sealed[0].second.token().empty()) << "the case this test is about";
+
+  AggregatorProcess agg(dir_, port, TokenFlags(dir_));
+  agg.Start();
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->upload_status.ok()) << r->upload_status.ToString();
+  EXPECT_EQ(r->batches_restamped, 1);
+  EXPECT_EQ(r->batches_uploaded, 1);
+  EXPECT_EQ(r->batches_quarantined, 0);
+  EXPECT_EQ(r->batches_waiting, 0);
+  EXPECT_EQ(FilesIn(Config(port).quarantine_dir()), 0u);
+  EXPECT_EQ(agent.state().tokens_required, 1);
+  ExpectStored(agg, sums);
+  // Only the fresh id was counted: the first one, sent again by hand with
+  // no token, is still refused.
+  HttpsClient c(agg.Options());
+  StatusOr<HttpReply> again =
+      c.Post("/v1/batches", "application/x-protobuf", sealed[0].second.SerializeAsString());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status, 400) << again->body;
+  EXPECT_NE(again->body.find("token_missing"), std::string::npos) << again->body;
+  const std::string status = StatusText();
+  EXPECT_EQ(status.find("quarantined"), std::string::npos) << status;
+  EXPECT_EQ(status.find("set aside"), std::string::npos) << status;
+}
+
+// Tokens that stopped being good while their batches waited: one of an
+// epoch the aggregator no longer takes, one its key does not take (the
+// operator's secret changed). Each batch gets a fresh token and counts
+// once; the agent's stock of tokens from the old key is replaced.
+TEST_F(AgentPassTest, ABatchWhoseTokenIsRefusedGetsAFreshOneAndCountsOnce) {
+  AggregatorProcess agg(dir_, FreePort(), TokenFlags(dir_));
+  agg.Start();
+  auto sums = FillSpool(10, 3);
+  Agent agent(Config(agg.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);  // gets tokens, spends one
+  ASSERT_TRUE(r.ok() && r->batches_uploaded == 1) << agent.state().tokens_result;
+  // Two batches sealed with tokens from the stock, then spoiled.
+  for (auto& [k, v] : FillSpool(10, 3, 10)) {
+    sums[k].first.Merge(v.first);
+    sums[k].second += v.second;
+  }
+  r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok() && r->batches_sealed == 1);
+  for (auto& [k, v] : FillSpool(10, 3, 20)) {
+    sums[k].first.Merge(v.first);
+    sums[k].second += v.second;
+  }
+  r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok() && r->batches_sealed == 1);
+  std::vector<std::pair<std::string, wire::Batch>> sealed = OutboxBatches(Config(0).outbox_dir());
+  ASSERT_EQ(sealed.size(), 2u);
+  sealed[0].second.set_token_epoch(sealed[0].second.token_epoch() - 5);  // expired
+  std::string token = sealed[1].second.token();
+  token[3] ^= 0x40;
+  sealed[1].second.set_token(token);  // not the key's output
+  for (const auto& [path, b] : sealed) {
+    ASSERT_TRUE(WriteFileDurably(path, b.SerializeAsString()).ok());
+  }
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->upload_status.ok()) << r->upload_status.ToString();
+  EXPECT_EQ(r->batches_restamped, 2);
+  EXPECT_EQ(r->batches_uploaded, 2);
+  EXPECT_EQ(r->batches_quarantined, 0);
+  EXPECT_EQ(FilesIn(Config(0).outbox_dir()), 0u);
+  EXPECT_EQ(FilesIn(Config(0).quarantine_dir()), 0u);
+  ExpectStored(agg, sums);
+}
+
+// A batch the aggregator already counted, sent again once it asks for
+// tokens (its answer lost, then the setting changed): the aggregator
+// answers it as a duplicate, and the agent does not send it again under a
+// fresh token. Counted once.
+TEST_F(AgentPassTest, ABatchCountedBeforeTokensWereAskedIsNotCountedTwice) {
+  const uint16_t port = FreePort();
+  const auto sums = FillSpool(30, 6);
+  Agent agent(Config(port));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true, /*upload=*/false);
+  ASSERT_TRUE(r.ok() && r->batches_sealed == 1);
+  std::vector<std::pair<std::string, wire::Batch>> sealed =
+      OutboxBatches(Config(port).outbox_dir());
+  ASSERT_EQ(sealed.size(), 1u);
+  {
+    // Taken by an aggregator that asks no token; its answer never came back.
+    AggregatorProcess open(dir_, port);
+    open.Start();
+    HttpsClient c(open.Options());
+    StatusOr<HttpReply> sent =
+        c.Post("/v1/batches", "application/x-protobuf", sealed[0].second.SerializeAsString());
+    ASSERT_TRUE(sent.ok() && sent->status == 200) << (sent.ok() ? sent->body : "");
+    open.WaitApplied();
+    open.Kill();
+  }
+  AggregatorProcess agg(dir_, port, TokenFlags(dir_));
+  agg.Start();
+  r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->upload_status.ok()) << r->upload_status.ToString();
+  EXPECT_EQ(r->batches_uploaded, 1);
+  EXPECT_EQ(r->batches_restamped, 0) << "a counted batch took a new id";
+  EXPECT_EQ(FilesIn(Config(port).outbox_dir()), 0u);
+  ExpectStored(agg, sums);
+}
+
 TEST_F(AgentPassTest, AStalledServerTimesOutAndKeepsTheBatch) {
   TlsStubServer stub(dir_.File("cert.pem"), dir_.File("key.pem"),
                      [](const std::string&, const std::string&) {

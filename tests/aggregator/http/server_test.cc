@@ -74,6 +74,7 @@ class GatedStore : public Store {
   StatusOr<ApiAggregate> QueryRange(const ApiKey& k, int32_t a, int32_t b) override {
     return real_->QueryRange(k, a, b);
   }
+  StatusOr<bool> BatchAccepted(std::string_view id) override { return real_->BatchAccepted(id); }
   uint64_t pending_batches() override { return real_->pending_batches(); }
   Status WaitApplied(std::chrono::milliseconds t) override { return real_->WaitApplied(t); }
   Status Health() override { return real_->Health(); }

@@ -139,6 +139,23 @@ TEST_P(StoreTest, DuplicateIdChangesNothing) {
   EXPECT_EQ(all->histogram.count(), 3u);
 }
 
+// BatchAccepted knows an id once ApplyBatch took it, and not before.
+TEST_P(StoreTest, AnAcceptedBatchIsKnownByItsId) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const wire::Batch a = SimpleBatch(IdOf(7), "libz.so.1", "deflate", 1000, 3);
+  StatusOr<bool> before = store->BatchAccepted(a.batch_id());
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_FALSE(*before);
+  ASSERT_TRUE(Apply(*store, a, 100).ok());
+  StatusOr<bool> after = store->BatchAccepted(a.batch_id());
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_TRUE(*after);
+  StatusOr<bool> other = store->BatchAccepted(IdOf(8));
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(*other);
+}
+
 TEST_P(StoreTest, ConcurrentDuplicatesCountOnce) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
@@ -359,6 +376,25 @@ TEST_P(RollupTest, ExactBeforeDuringAndAfterRollups) {
 // RocksDB adds data for a day already rolled up to all of its nodes; the
 // ClickHouse store puts it on today (store.h): the all-time sums are the
 // same either way.
+// A batch stays known by its id after its day is rolled up (ClickHouse:
+// its raw rows folded, the id kept with the fold).
+TEST_P(RollupTest, ABatchIsKnownByItsIdAfterItsDayIsRolledUp) {
+  OpenStore();
+  const wire::Batch a = SimpleBatch(IdOf(7), "libz.so.1", "deflate", 1000, 3);
+  ASSERT_TRUE(Apply(*store_, a, kDay0).ok());
+  // Two days on, so that the day's raw rows are gone too (ClickHouse keeps
+  // them until the next day is folded).
+  today_ = kDay0 + 2;
+  Send(1, kDay0 + 2);
+  WaitRolledUpTo(kDay0 + 2);
+  StatusOr<bool> known = store_->BatchAccepted(a.batch_id());
+  ASSERT_TRUE(known.ok()) << known.status().ToString();
+  EXPECT_TRUE(*known);
+  StatusOr<bool> other = store_->BatchAccepted(IdOf(8));
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(*other);
+}
+
 TEST_P(RollupTest, LateDataForARolledDayCounts) {
   OpenStore();
   Send(3, kDay0);
