@@ -118,6 +118,7 @@ HttpsClient& Agent::Client() {
     o.host = config_.server_host;
     o.port = static_cast<uint16_t>(config_.server_port);
     o.ca_file = config_.ca_file;
+    o.loopback_ca_file = config_.loopback_ca_file;
     o.timeout = std::chrono::milliseconds(config_.timeout_ms);
     client_ = std::make_unique<HttpsClient>(o);
   }

@@ -36,6 +36,10 @@ struct AgentConfig {
   std::string server_host = "127.0.0.1";
   int64_t server_port = 8443;
   std::string ca_file;  // empty: the system store
+  // Also trusted when ca_file is empty and the server is on loopback, if
+  // present: the aggregator package's self-signed certificate
+  // (HttpsClientOptions::loopback_ca_file). Empty: never.
+  std::string loopback_ca_file = kPackagedAggregatorCert;
   std::string spool_dir;
   std::string state_dir;  // outbox/, quarantine/, status
   int64_t batch_bytes = 128 * 1024;

@@ -273,7 +273,12 @@ int main(int argc, char** argv) {
   t.AddInt("port", &c.server_port, "aggregator HTTPS port, when --server names none", 1, 65535);
   AddEndpointCheck(t, "server", &c.server_host, "port", &c.server_port);
   t.AddString("ca_file", &c.ca_file,
-              "CA bundle to verify the aggregator with (default: system store)");
+              "CA bundle to verify the aggregator with (default: the system store and, for a "
+              "server on loopback, --loopback_ca_file)");
+  t.AddString("loopback_ca_file", &c.loopback_ca_file,
+              "a certificate also trusted, when --ca_file is unset and the server is on loopback "
+              "(localhost, 127.0.0.0/8, ::1), if the file exists: the one the fieldprof-aggregator "
+              "package makes at install (empty: none)");
   t.AddString("spool", &c.spool_dir, "the runtime's spool directory");
   t.AddString("state_dir", &c.state_dir,
               "the agent's own directory (outbox/, quarantine/, status)");

@@ -1,6 +1,7 @@
 #include "common/https_client.h"
 
 #include <openssl/ssl.h>
+#include <unistd.h>
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -18,6 +19,13 @@ namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  const net::ip::address a = net::ip::make_address(host, ec);
+  return !ec && a.is_loopback();
+}
 using tcp = boost::asio::ip::tcp;
 
 class HttpsClient::Impl {
@@ -39,10 +47,20 @@ class HttpsClient::Impl {
       boost::system::error_code ec;
       if (options_.ca_file.empty()) {
         tls.set_default_verify_paths(ec);
+        if (!ec && !options_.loopback_ca_file.empty() && IsLoopbackHost(options_.host) &&
+            ::access(options_.loopback_ca_file.c_str(), R_OK) == 0) {
+          tls.load_verify_file(options_.loopback_ca_file, ec);
+          if (ec) {
+            setup_error_ = "loading the local aggregator's certificate '" +
+                           options_.loopback_ca_file + "': " + ec.message();
+          }
+        }
       } else {
         tls.load_verify_file(options_.ca_file, ec);
       }
-      if (ec) setup_error_ = "loading CA '" + options_.ca_file + "': " + ec.message();
+      if (ec && setup_error_.empty()) {
+        setup_error_ = "loading CA '" + options_.ca_file + "': " + ec.message();
+      }
     }
   }
   ~Impl() {

@@ -20,6 +20,14 @@
 
 namespace fieldprof {
 
+// Where the fieldprof-aggregator package puts the certificate it makes at
+// install (deploy/debian/fieldprof-aggregator/postinst).
+inline constexpr char kPackagedAggregatorCert[] = "/etc/fieldprof/tls/cert.pem";
+
+// Whether `host` names this machine's loopback interface: localhost, an
+// address in 127.0.0.0/8, or ::1.
+bool IsLoopbackHost(const std::string& host);
+
 struct HttpsClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8443;
@@ -35,6 +43,12 @@ struct HttpsClientOptions {
   // Connect from this local address (e.g. 127.0.3.1 on loopback, to be
   // another source to the aggregator's per-source limits); empty: any.
   std::string local_address;
+  // Trusted besides the system store when ca_file is empty, `host` is a
+  // loopback name or address (localhost, 127.0.0.0/8, ::1) and this file
+  // exists: the self-signed certificate the aggregator package makes at
+  // install (kPackagedAggregatorCert), so that the packaged agent and
+  // commands reach the packaged aggregator on the same machine unset.
+  std::string loopback_ca_file;
 };
 
 // Extra request headers (name, value).

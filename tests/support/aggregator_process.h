@@ -122,7 +122,8 @@ class AggregatorProcess {
             .port = port_,
             .ca_file = dir_.File("cert.pem"),
             .timeout = std::chrono::milliseconds(5000),
-            .local_address = {}};
+            .local_address = {},
+            .loopback_ca_file = {}};
   }
   uint16_t port() const { return port_; }
 

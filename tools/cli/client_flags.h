@@ -13,6 +13,8 @@
 namespace fieldprof::tools {
 
 struct ClientFlags {
+  ClientFlags() { options.loopback_ca_file = kPackagedAggregatorCert; }
+
   HttpsClientOptions options;
   int64_t port = 8443;
   int64_t timeout_ms = 30000;
@@ -23,7 +25,10 @@ struct ClientFlags {
                 "against its certificate)");
     t.AddInt("port", &port, "aggregator port, when --host names none", 1, 65535);
     AddEndpointCheck(t, "host", &options.host, "port", &port);
-    t.AddString("ca", &options.ca_file, "CA file to verify the aggregator (default: system store)");
+    t.AddString("ca", &options.ca_file,
+                "CA file to verify the aggregator (default: the system store and, for an "
+                "aggregator on loopback, the fieldprof-aggregator package's certificate " +
+                    std::string(kPackagedAggregatorCert) + " if there)");
     t.AddBool("insecure", &options.insecure, "do not verify the certificate");
     t.AddInt("timeout_ms", &timeout_ms, "per-request deadline", 100, 3600000);
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -29,6 +30,42 @@ struct DirCount {
   uint64_t files = 0, bytes = 0;
   bool missing = false;
 };
+
+// What the agent set aside (its quarantine): batches the aggregator refused
+// and run records that did not read ("spool-" names), each with a .reason
+// file; the newest reason of each kind, its first line.
+struct SetAside {
+  uint64_t batches = 0, records = 0;
+  std::string latest_batch_reason, latest_record_reason;
+  bool missing = false;
+};
+
+SetAside ReadSetAside(const std::string& dir) {
+  SetAside a;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    a.missing = true;
+    return a;
+  }
+  std::filesystem::file_time_type newest_batch{}, newest_record{};
+  for (const auto& e : it) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".reason" || !e.is_regular_file(ec)) continue;
+    const bool record = name.rfind("spool-", 0) == 0;
+    (record ? a.records : a.batches) += 1;
+    const std::filesystem::file_time_type t = e.last_write_time(ec);
+    std::filesystem::file_time_type& newest = record ? newest_record : newest_batch;
+    std::string& reason = record ? a.latest_record_reason : a.latest_batch_reason;
+    if (!reason.empty() && t < newest) continue;
+    std::ifstream in(e.path());
+    std::string line;
+    std::getline(in, line);
+    newest = t;
+    reason = line;
+  }
+  return a;
+}
 
 // Regular files in `dir` whose name ends in `suffix`.
 DirCount CountFiles(const std::string& dir, const std::string& suffix) {
@@ -106,7 +143,8 @@ struct MachineStatus {
   std::string consent;
   StatusOr<std::vector<SpoolEntry>> spool = std::vector<SpoolEntry>();
   uint64_t spool_bytes = 0;
-  DirCount outbox, quarantine;
+  DirCount outbox;
+  SetAside quarantine;
   StatusOr<AgentState> agent = AgentState();
   // Runs counted instead of recorded, not yet reported: still in the
   // spool's .counters, plus what the agent took and holds for its next batch.
@@ -137,7 +175,7 @@ MachineStatus GatherStatus(const StatusOptions& o) {
     for (const SpoolEntry& e : *m.spool) m.spool_bytes += e.bytes;
   }
   m.outbox = CountFiles(OutboxDirOf(o.state_dir), ".batch");
-  m.quarantine = CountFiles(QuarantineDirOf(o.state_dir), ".reason");
+  m.quarantine = ReadSetAside(QuarantineDirOf(o.state_dir));
   m.agent = ReadAgentState(StatusPathOf(o.state_dir));
   m.counted = ReadRunCounters(o.spool);
   m.not_recorded = m.counted.ok() ? *m.counted : RunCounts{};
@@ -192,7 +230,13 @@ std::string StatusJson(const MachineStatus& m, const StatusOptions& o) {
   j.Key("outbox").BeginObject();
   j.Key("batches").Uint(m.outbox.files).Key("bytes").Uint(m.outbox.bytes);
   j.EndObject();
-  j.Key("quarantined").Uint(m.quarantine.files);
+  j.Key("quarantined").Uint(m.quarantine.batches + m.quarantine.records);
+  j.Key("set_aside").BeginObject();
+  j.Key("batches").Uint(m.quarantine.batches);
+  j.Key("latest_batch_reason").String(m.quarantine.latest_batch_reason);
+  j.Key("run_records").Uint(m.quarantine.records);
+  j.Key("latest_record_reason").String(m.quarantine.latest_record_reason);
+  j.EndObject();
   j.Key("runs_not_recorded").BeginObject();
   for (int i = 0; i < kNumRunCounters; ++i) j.Key(kRunCounterNames[i]).Uint(m.not_recorded[i]);
   j.EndObject();
@@ -241,10 +285,26 @@ void PrintLocal(const MachineStatus& m, const StatusOptions& o) {
   std::printf("outbox:         %llu batches, %s waiting for the aggregator\n",
               static_cast<unsigned long long>(m.outbox.files),
               FormatBytes(static_cast<double>(m.outbox.bytes)).c_str());
-  if (m.quarantine.files > 0) {
-    std::printf("quarantined:    %llu (see %s)\n",
-                static_cast<unsigned long long>(m.quarantine.files),
-                QuarantineDirOf(o.state_dir).c_str());
+  if (m.quarantine.batches > 0) {
+    std::printf(
+        "set aside:      %llu batch%s the aggregator refused for what %s; never sent again, "
+        "kept in %s\n",
+        static_cast<unsigned long long>(m.quarantine.batches),
+        m.quarantine.batches == 1 ? "" : "es", m.quarantine.batches == 1 ? "it holds" : "they hold",
+        QuarantineDirOf(o.state_dir).c_str());
+    if (!m.quarantine.latest_batch_reason.empty()) {
+      std::printf("                the latest: %s\n", m.quarantine.latest_batch_reason.c_str());
+    }
+  }
+  if (m.quarantine.records > 0) {
+    std::printf(
+        "set aside:      %llu run record%s in the spool that did not read (damaged, or holding "
+        "what may not leave this machine); never sent, kept in %s\n",
+        static_cast<unsigned long long>(m.quarantine.records), m.quarantine.records == 1 ? "" : "s",
+        QuarantineDirOf(o.state_dir).c_str());
+    if (!m.quarantine.latest_record_reason.empty()) {
+      std::printf("                the latest: %s\n", m.quarantine.latest_record_reason.c_str());
+    }
   }
 }
 

@@ -119,7 +119,8 @@ class ServerTest : public ::testing::Test {
     return {.host = "127.0.0.1",
             .port = server_->port(),
             .ca_file = dir_.File("cert.pem"),
-            .local_address = {}};
+            .local_address = {},
+            .loopback_ca_file = {}};
   }
   StatusOr<HttpReply> Post(HttpsClient& c, const std::string& body,
                            const std::string& type = "application/x-protobuf") {
