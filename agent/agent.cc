@@ -17,6 +17,7 @@
 
 #include "common/batcher.h"
 #include "common/crash_point.h"
+#include "common/endpoint.h"
 #include "common/https_client.h"
 #include "common/platform.h"
 #include "common/run_counters.h"
@@ -272,6 +273,8 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
     r.consent = false;
     return r;
   }
+  state_.server = FormatHostPort(config_.server_host, static_cast<uint16_t>(config_.server_port));
+  state_.server_set_in = config_.server_set_in;
   if (upload) RefreshSettings(Client(), /*force=*/false);
   if (upload) RefreshTokens(Client());
   RefreshClockRate();

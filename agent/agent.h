@@ -35,6 +35,9 @@ namespace fieldprof::agent {
 struct AgentConfig {
   std::string server_host = "127.0.0.1";
   int64_t server_port = 8443;
+  // The file the server was set in (--config), shown by `fieldprof
+  // status`; empty: a flag or the default.
+  std::string server_set_in;
   std::string ca_file;  // empty: the system store
   // Also trusted when ca_file is empty and the server is on loopback, if
   // present: the aggregator package's self-signed certificate

@@ -253,6 +253,20 @@ int RunDaemon(Agent& agent) {
 
 }  // namespace
 
+// The --config file when the server came from it (given, and not by a
+// --server flag); "" otherwise.
+std::string ServerSetIn(int argc, char** argv, bool server_given) {
+  std::string config;
+  bool flag = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--server" || a.rfind("--server=", 0) == 0) flag = true;
+    if (a == "--config" && i + 1 < argc) config = argv[i + 1];
+    if (a.rfind("--config=", 0) == 0) config = std::string(a.substr(9));
+  }
+  return server_given && !flag ? config : "";
+}
+
 int main(int argc, char** argv) {
   AgentConfig c;
   c.spool_dir = fieldprof::DefaultSpoolDir();
@@ -334,6 +348,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   c.cap_bytes = cap_mib << 20;
+  c.server_set_in = ServerSetIn(argc, argv, t.given("server"));
   c.batch_bytes_local = t.given("batch_bytes");
   c.max_age_local = t.given("max_age_s");
   if (once && !t.given("settings_interval_s")) c.settings_interval_s = 0;

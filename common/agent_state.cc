@@ -51,6 +51,8 @@ constexpr Field kFields[] = {
     {"tokens_required", &AgentState::tokens_required, nullptr},
     {"token_epoch_s", &AgentState::token_epoch_s, nullptr},
     {"tokens_result", nullptr, &AgentState::tokens_result},
+    {"server", nullptr, &AgentState::server},
+    {"server_set_in", nullptr, &AgentState::server_set_in},
 };
 
 }  // namespace

@@ -56,6 +56,10 @@ struct AgentState {
   int64_t tokens_required = 0;
   int64_t token_epoch_s = 0;
   std::string tokens_result;
+  // The aggregator the agent uploads to (HOST:PORT) and the file that set
+  // it ("" when a flag or the default did), as of its last pass.
+  std::string server;
+  std::string server_set_in;
 
   bool operator==(const AgentState&) const = default;
 };

@@ -7,6 +7,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
+#include "aggregator/http/series_json.h"
 #include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/ui/ui_assets.h"
 #include "common/json_writer.h"
@@ -64,6 +65,7 @@ HttpResponse DashboardHandler::ListModules(std::string_view authorization) {
     j.EndObject();
   }
   j.EndArray();
+  if (Status s = WriteWithheld(j, store_); !s.ok()) return ErrorResponse(s);
   j.EndObject();
   return JsonResponse(j.Take());
 }

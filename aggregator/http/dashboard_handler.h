@@ -6,6 +6,8 @@
 //                           open it. The list is one scan of every series,
 //                           kept for a minute; requests meanwhile wait for
 //                           the one scan instead of starting their own.
+//                           Behind k-anonymity, "withheld": what is held
+//                           back until k machines sent it (series_json.h).
 //   GET /v1/recent[?limit=] the APIs seen most recently (recent_apis.h)
 #ifndef FIELDPROF_AGGREGATOR_HTTP_DASHBOARD_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_DASHBOARD_HANDLER_H_

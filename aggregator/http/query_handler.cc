@@ -40,7 +40,8 @@ void SortBy(Order order, std::vector<ApiAggregate>* apis) {
   }
 }
 
-std::string ApiListJson(const std::vector<ApiAggregate>& apis, const SeriesQuery& q) {
+StatusOr<std::string> ApiListJson(Store* store, const std::vector<ApiAggregate>& apis,
+                                  const SeriesQuery& q) {
   JsonWriter j;
   j.BeginObject();
   j.Key("apis").BeginArray();
@@ -63,6 +64,7 @@ std::string ApiListJson(const std::vector<ApiAggregate>& apis, const SeriesQuery
   }
   j.EndArray();
   j.Key("truncated").Bool(apis.size() > q.limit);
+  FP_RETURN_IF_ERROR(WriteWithheld(j, store));
   j.EndObject();
   return j.Take();
 }
@@ -137,7 +139,9 @@ HttpResponse QueryHandler::ListApis(std::string_view query) {
       store_->ListApis(q.filter, *order == Order::kKey ? q.limit + 1 : 100000);
   if (!apis.ok()) return ErrorResponse(apis.status());
   SortBy(*order, &*apis);
-  return JsonResponse(ApiListJson(*apis, q));
+  StatusOr<std::string> json = ApiListJson(store_, *apis, q);
+  if (!json.ok()) return ErrorResponse(json.status());
+  return JsonResponse(std::move(*json));
 }
 
 HttpResponse QueryHandler::GetApi(std::string_view query) {

@@ -4,7 +4,9 @@
 //                 &limit=[&order=key|calls|mean]
 //     all-time sums, one line per series: key, calls, runs, mean, p50, p90,
 //     p99. order=key (the default) stops after `limit`; calls and mean scan
-//     up to 100,000 series and put the most called / dearest first.
+//     up to 100,000 series and put the most called / dearest first. Behind
+//     k-anonymity, "withheld" says what the whole store holds back until k
+//     machines have sent it (counts only; series_json.h WriteWithheld).
 //   GET /v1/api   ?module=&symbol=[&metric=][&version=][&os=][&arch=]
 //                 [&vendor=][&family=][&from=YYYY-MM-DD][&to=YYYY-MM-DD]
 //     one API summed over every series the filters match and the day range

@@ -1,5 +1,9 @@
 #include "aggregator/http/series_json.h"
 
+#include <chrono>
+
+#include "aggregator/store/k_anonymous_store.h"
+
 namespace fieldprof::aggregator {
 
 void WriteStats(JsonWriter& j, const Histogram& h) {
@@ -54,6 +58,24 @@ void WriteKey(JsonWriter& j, const ApiKey& k) {
   j.Key("cpu_vendor").String(CpuVendorName(k.platform.cpu_vendor));
   j.Key("cpu_family").Uint(k.platform.cpu_family);
   j.EndObject();
+}
+
+Status WriteWithheld(JsonWriter& j, Store* store) {
+  auto* k = dynamic_cast<KAnonymousStore*>(store);
+  if (k == nullptr) return Status::Ok();
+  // A minute, as the dashboard's module list: a reader asking often costs
+  // one walk a minute.
+  FP_ASSIGN_OR_RETURN(WithheldTotals t, k->Totals(std::chrono::seconds(60)));
+  j.Key("withheld").BeginObject();
+  j.Key("k").Int(k->k());
+  j.Key("series").Int(t.series);
+  j.Key("modules").Int(t.modules);
+  j.Key("machines").Int(t.machines);
+  j.Key("as_of_seconds_ago")
+      .Double(std::chrono::duration<double>(std::chrono::steady_clock::now() - t.at).count());
+  j.Key("setting").String("k_anonymity");
+  j.EndObject();
+  return Status::Ok();
 }
 
 }  // namespace fieldprof::aggregator

@@ -4,6 +4,7 @@
 #ifndef FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
 #define FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
 
+#include "aggregator/store/store.h"
 #include "common/api_key.h"
 #include "common/histogram.h"
 #include "common/json_writer.h"
@@ -18,6 +19,13 @@ void WriteStats(JsonWriter& j, const Histogram& h);
 // "histogram": {zero_count, count, sum, sum_sq, ..., buckets: [...]}, the
 // non-empty buckets with their edges.
 void WriteHistogram(JsonWriter& j, const Histogram& h);
+
+// "withheld": {k, series, modules, machines, as_of_seconds_ago, setting}
+// when `store` publishes only what k machines have sent (k_anonymous_store.h):
+// what the whole store holds back until then, counts only, so that an
+// empty answer says why. Nothing is written for a store that withholds
+// nothing. Fails only when the walk it may need fails.
+[[nodiscard]] Status WriteWithheld(JsonWriter& j, Store* store);
 
 }  // namespace fieldprof::aggregator
 

@@ -1,5 +1,7 @@
 #include "aggregator/publish/publisher.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -7,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/store/suspect.h"
 #include "aggregator/store/time_tree.h"
 #include "common/durable_file.h"
@@ -187,6 +190,15 @@ StatusOr<CycleResult> Publisher::Cycle(int64_t now_unix_ms, bool all) {
   FP_RETURN_IF_ERROR(WriteFragments(storage_, rebuild, &records, &next, &replaced, &result));
   next.set_snapshot_version(version);
   next.set_created_unix_ms(now_unix_ms);
+  next.set_series_published(result.series);
+  // The scan walked every series, so the totals are of this cycle.
+  if (auto* k = dynamic_cast<KAnonymousStore*>(store_); k != nullptr) {
+    FP_ASSIGN_OR_RETURN(WithheldTotals held, k->Totals(std::chrono::seconds(60)));
+    next.set_k_anonymity(static_cast<uint32_t>(k->k()));
+    next.set_series_withheld(static_cast<uint64_t>(std::max<int64_t>(held.series, 0)));
+    next.set_modules_withheld(static_cast<uint64_t>(std::max<int64_t>(held.modules, 0)));
+    next.set_machines_withheld(static_cast<uint64_t>(std::max<int64_t>(held.machines, 0)));
+  }
   next.clear_token_keys();
   if (options_.token_keys) {
     for (wire::TokenKey& k : options_.token_keys(now_unix_ms))

@@ -22,15 +22,23 @@ bool KAnonymousStore::Published(const ApiAggregate& a) const {
 
 Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
                                    const std::function<bool(ApiAggregate&&)>& visit) {
+  Withheld ignored;
+  return ForEachApi(filter, visit, &ignored);
+}
+
+Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
+                                   const std::function<bool(ApiAggregate&&)>& visit,
+                                   Withheld* withheld) {
   const bool whole = WholeStore(filter);
-  int64_t withheld = 0;
+  Withheld here;
   std::map<std::string, bool> modules;  // whole walks only: module -> any series published
   bool stopped = false;
   Status s = inner_->ForEachApi(filter, [&](ApiAggregate&& a) {
     const bool published = Published(a);
     if (whole) modules[a.key.module] |= published;
     if (!published) {
-      ++withheld;
+      ++here.series;
+      here.machines.Merge(a.machines);
       return true;
     }
     if (!visit(std::move(a))) {
@@ -39,24 +47,53 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
     }
     return true;
   });
+  withheld->series += here.series;
+  withheld->machines.Merge(here.machines);
+  withheld->complete = withheld->complete && s.ok() && !stopped;
   if (s.ok() && whole && !stopped) {
-    int64_t modules_withheld = 0;
-    for (const auto& [module, any] : modules) modules_withheld += !any;
-    series_withheld_.store(withheld);
-    modules_withheld_.store(modules_withheld);
+    WithheldTotals t;
+    t.series = static_cast<int64_t>(here.series);
+    t.modules = 0;
+    for (const auto& [module, any] : modules) t.modules += !any;
+    t.machines = static_cast<int64_t>(here.machines.Estimate());
+    t.at = std::chrono::steady_clock::now();
+    std::lock_guard lock(last_mu_);
+    last_ = t;
   }
   return s;
 }
 
 StatusOr<std::vector<ApiAggregate>> KAnonymousStore::ListApis(const ApiFilter& filter,
                                                               size_t limit) {
+  Withheld ignored;
+  return ListApis(filter, limit, &ignored);
+}
+
+StatusOr<std::vector<ApiAggregate>> KAnonymousStore::ListApis(const ApiFilter& filter, size_t limit,
+                                                              Withheld* withheld) {
   std::vector<ApiAggregate> out;
   if (limit == 0) return out;
-  FP_RETURN_IF_ERROR(ForEachApi(filter, [&](ApiAggregate&& a) {
-    out.push_back(std::move(a));
-    return out.size() < limit;
-  }));
+  FP_RETURN_IF_ERROR(ForEachApi(
+      filter,
+      [&](ApiAggregate&& a) {
+        out.push_back(std::move(a));
+        return out.size() < limit;
+      },
+      withheld));
   return out;
+}
+
+StatusOr<WithheldTotals> KAnonymousStore::Totals(std::chrono::seconds max_age) {
+  std::lock_guard walk(walk_mu_);
+  {
+    std::lock_guard lock(last_mu_);
+    if (last_.series >= 0 && std::chrono::steady_clock::now() - last_.at <= max_age) return last_;
+  }
+  Withheld ignored;
+  FP_RETURN_IF_ERROR(ForEachApi(
+      ApiFilter(), [](ApiAggregate&&) { return true; }, &ignored));
+  std::lock_guard lock(last_mu_);
+  return last_;
 }
 
 StatusOr<ApiAggregate> KAnonymousStore::QueryRange(const ApiKey& key, int32_t first_day,
@@ -94,16 +131,25 @@ Status KAnonymousStore::ForEachApiInRange(const ApiFilter& filter, int32_t first
 
 void KAnonymousStore::AppendMetrics(std::string* out) {
   inner_->AppendMetrics(out);
+  WithheldTotals t;
+  {
+    std::lock_guard lock(last_mu_);
+    t = last_;
+  }
   AppendPrometheusSample(out, "fieldprof_k_anonymity", "gauge",
                          "Distinct machines a series needs before it is published.",
                          std::to_string(k_));
   AppendPrometheusSample(out, "fieldprof_series_withheld", "gauge",
                          "Series seen on fewer than k machines, so published nowhere (as of the "
                          "last walk over every series; -1: none yet).",
-                         std::to_string(series_withheld_.load()));
+                         std::to_string(t.series));
   AppendPrometheusSample(out, "fieldprof_modules_withheld", "gauge",
                          "Modules none of whose series is published yet (as of the same walk).",
-                         std::to_string(modules_withheld_.load()));
+                         std::to_string(t.modules));
+  AppendPrometheusSample(out, "fieldprof_machines_withheld", "gauge",
+                         "Machines (each counted once a day it sent) that sent the withheld "
+                         "series, as of the same walk.",
+                         std::to_string(t.machines));
 }
 
 }  // namespace fieldprof::aggregator

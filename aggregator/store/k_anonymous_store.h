@@ -14,11 +14,32 @@
 #ifndef FIELDPROF_AGGREGATOR_STORE_K_ANONYMOUS_STORE_H_
 #define FIELDPROF_AGGREGATOR_STORE_K_ANONYMOUS_STORE_H_
 
-#include <atomic>
+#include <chrono>
+#include <mutex>
 
+#include "aggregator/store/machine_sketch.h"
 #include "aggregator/store/store.h"
 
 namespace fieldprof::aggregator {
+
+// What a walk held back: the series it met that fewer than k machines
+// have sent, and the machines that sent them (a sketch of the agents' day
+// keys, so a machine counts once a day it sent; machine_sketch.h). Counts
+// only, never which series. `complete` is false when the walk stopped
+// early (the counts are then a lower bound).
+struct Withheld {
+  uint64_t series = 0;
+  MachineSketch machines;
+  bool complete = true;
+};
+
+// The same over every series, as of one walk over them all: the series
+// held back, the modules none of whose series is published, and the
+// machines that sent the held-back series. -1 before the first walk.
+struct WithheldTotals {
+  int64_t series = -1, modules = -1, machines = -1;
+  std::chrono::steady_clock::time_point at{};
+};
 
 class KAnonymousStore : public Store {
  public:
@@ -27,6 +48,20 @@ class KAnonymousStore : public Store {
 
   bool Published(const ApiAggregate& a) const;
   int k() const { return k_; }
+
+  // ForEachApi and ListApis that also count what they hold back into
+  // *withheld (added to what it holds).
+  [[nodiscard]] Status ForEachApi(const ApiFilter& filter,
+                                  const std::function<bool(ApiAggregate&&)>& visit,
+                                  Withheld* withheld);
+  [[nodiscard]] StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit,
+                                                             Withheld* withheld);
+  // What is held back over the whole store: the last walk over every
+  // series (a publish cycle, the dashboard's module list) if it is younger
+  // than `max_age`, else a walk now (one at a time; others wait for it).
+  // Counts only: what readers may be told whatever they asked for (a count
+  // under a filter they chose could tell a name seen on too few machines).
+  [[nodiscard]] StatusOr<WithheldTotals> Totals(std::chrono::seconds max_age);
 
   StatusOr<ApplyResult> ApplyBatch(const BatchView& batch, std::string_view body,
                                    int32_t day) override {
@@ -55,8 +90,9 @@ class KAnonymousStore : public Store {
  private:
   Store* const inner_;
   const int k_;
-  std::atomic<int64_t> series_withheld_{-1};  // -1: no full walk yet
-  std::atomic<int64_t> modules_withheld_{-1};
+  std::mutex walk_mu_;  // held through a walk Totals makes
+  mutable std::mutex last_mu_;
+  WithheldTotals last_;  // GUARDED_BY(last_mu_); of the last whole walk
 };
 
 }  // namespace fieldprof::aggregator

@@ -187,7 +187,25 @@ async function modulesPage() {
     const q = search.value.toLowerCase();
     rows.forEach(row => { row.hidden = !row.dataset.module.toLowerCase().includes(q); });
   });
-  show(el('h1', {}, 'Modules'), el('p', {}, search), t);
+  show(el('h1', {}, 'Modules'), el('p', {}, search), t, ...withheldNote(r.body));
+}
+
+// What the aggregator holds back until k machines have sent it (counts
+// only), so that an empty or short table says why; empty when nothing is.
+function withheldNote(body) {
+  const w = body.withheld;
+  const none = body.modules && body.modules.length === 0;
+  if (!w || w.series <= 0) {
+    return none ? [el('p', {id: 'withheld', class: 'note'}, 'No data yet: no agent has sent a batch here.')] : [];
+  }
+  const plural = (n, one, many) => fmtCount(n) + ' ' + (n === 1 ? one : many);
+  return [el('p', {id: 'withheld', class: 'held', role: 'status'},
+      el('strong', {}, 'Held back until ' + w.k + ' machines have sent them: '),
+      plural(w.series, 'series', 'series') + (w.modules > 0 ? ' (' + plural(w.modules, 'module', 'modules') + ' not shown at all)' : '') +
+      ', sent from ' + plural(w.machines, 'machine', 'machines') + ' so far. ' +
+      'A series is published, here and in the snapshot, once ' + w.k +
+      ' distinct machines have sent it; the aggregator\'s ' + w.setting +
+      ' setting sets that number (1 publishes everything, for a trial on one machine).')];
 }
 
 function filtersForm(m, q, versions) {

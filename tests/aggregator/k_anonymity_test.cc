@@ -79,6 +79,16 @@ class KAnonymityTest : public ::testing::Test {
     }
     return false;
   }
+  // The manifest of the snapshot last published.
+  wire::Manifest LastManifest(AggregatorProcess& agg) {
+    HttpsClient c(agg.Options());
+    StatusOr<HttpReply> m = c.Get("/v1/snapshot/manifest");
+    wire::SignedManifest signed_manifest;
+    wire::Manifest manifest;
+    EXPECT_TRUE(m.ok() && signed_manifest.ParseFromString(m->body) &&
+                manifest.ParseFromString(signed_manifest.manifest()));
+    return manifest;
+  }
   std::string Metrics(AggregatorProcess& agg) {
     HttpsClient c(agg.Options());
     StatusOr<HttpReply> r = c.Get("/metrics");
@@ -140,8 +150,32 @@ TEST_F(KAnonymityTest, ASeriesIsPublishedOnceKMachinesAddedToIt) {
   ASSERT_TRUE(Published(agg, "common", &r));
   EXPECT_EQ(r.machine_count(), 5u);
   EXPECT_TRUE(r.machines().empty()) << "no sketch leaves the aggregator";
+  // The manifest says what it holds and holds back, as counts.
+  const wire::Manifest manifest = LastManifest(agg);
+  EXPECT_EQ(manifest.k_anonymity(), 5u);
+  EXPECT_EQ(manifest.series_published(), 1u);
+  EXPECT_EQ(manifest.series_withheld(), 1u);
+  EXPECT_EQ(manifest.modules_withheld(), 0u);
+  EXPECT_EQ(manifest.machines_withheld(), 4u) << "rare: machines 1 to 4";
+  // So does /v1/apis (of the whole store, whatever the filter), and
+  // `fieldprof top` says it in words.
+  const nlohmann::json listed = Get(agg, "/v1/apis?module=libacme-internal.so.1");
+  EXPECT_EQ(listed["withheld"]["series"], 1) << listed.dump();
+  EXPECT_EQ(listed["withheld"]["machines"], 4) << listed.dump();
+  EXPECT_EQ(listed["withheld"]["k"], 5) << listed.dump();
+  std::string top;
+  ASSERT_EQ(testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " top --port " +
+                                    std::to_string(agg.port()) + " --ca " + dir_.File("cert.pem"),
+                                &top),
+            0)
+      << top;
+  EXPECT_NE(top.find("held back: 1 series, sent from 4 machines so far: a series is published "
+                     "once 5 machines have sent it (the aggregator's k_anonymity setting"),
+            std::string::npos)
+      << top;
   const std::string m = Metrics(agg);
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_series_withheld").value_or(-2), 1) << m;
+  EXPECT_EQ(testing::MetricValue(m, "fieldprof_machines_withheld").value_or(-2), 4) << m;
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_modules_withheld").value_or(-2), 0) << m;
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_k_anonymity").value_or(-2), 5) << m;
 
@@ -158,6 +192,9 @@ TEST_F(KAnonymityTest, ASeriesIsPublishedOnceKMachinesAddedToIt) {
   EXPECT_EQ(r.runs(), 7u);
   EXPECT_EQ(r.machine_count(), 5u);
   EXPECT_EQ(testing::MetricValue(Metrics(agg), "fieldprof_series_withheld").value_or(-2), 0);
+  EXPECT_EQ(LastManifest(agg).series_published(), 2u);
+  EXPECT_EQ(LastManifest(agg).series_withheld(), 0u);
+  EXPECT_EQ(Get(agg, "/v1/apis")["withheld"]["series"], 0);
 }
 
 // A module seen on fewer than k machines is nowhere: not in the module list,

@@ -116,4 +116,19 @@ bool TrueColor() {
   return ct != nullptr && (std::string(ct) == "truecolor" || std::string(ct) == "24bit");
 }
 
+std::string WithheldText(int64_t k, int64_t series, int64_t modules, int64_t machines) {
+  if (series <= 0) return "";
+  auto n = [](int64_t v, const char* one, const char* many) {
+    return FormatCount(static_cast<uint64_t>(std::max<int64_t>(v, 0))) + " " +
+           (v == 1 ? one : many);
+  };
+  std::string text = n(series, "series", "series");
+  if (modules > 0) text += " (" + n(modules, "module", "modules") + " not shown at all)";
+  text += ", sent from " + n(machines, "machine", "machines") +
+          " so far: a series is published once " + std::to_string(k) +
+          " machines have sent it (the aggregator's k_anonymity setting; 1 publishes "
+          "everything, for a trial on one machine)";
+  return text;
+}
+
 }  // namespace fieldprof::tools

@@ -14,6 +14,13 @@ std::string FormatNanos(double ns);
 std::string FormatBytes(double bytes);
 // 1234567 -> "1,234,567".
 std::string FormatCount(uint64_t n);
+
+// What an aggregator holds back until k machines have sent it, one
+// sentence: "12 series (3 modules not shown at all), sent from 1 machine so
+// far: a series is published once 5 machines have sent it (...)".
+// Empty when nothing is (series <= 0). Numbers as the aggregator gives
+// them in "withheld" (/v1/apis, /v1/modules) or the snapshot's manifest.
+std::string WithheldText(int64_t k, int64_t series, int64_t modules, int64_t machines);
 // Picks FormatNanos, FormatBytes or a plain count by metric. A wall time
 // under `resolution_ns` (wire::Record.resolution_ns; 0: unknown) reads
 // "< 10 ns": it cannot be told from 0, and 0 would read as free.

@@ -63,7 +63,15 @@ void PrintTop(const nlohmann::json& answer, const TopOptions& o) {
                 f("p90").c_str(), f("p99").c_str(), a.at("module").get<std::string>().c_str(),
                 a.at("symbol").get<std::string>().c_str(), platform.c_str());
   }
-  if (rank == 0) std::printf("(no %s data yet)\n", o.metric_name.c_str());
+  // Behind k-anonymity: what is not shown yet, and why.
+  std::string held;
+  if (const auto w = answer.find("withheld"); w != answer.end() && w->is_object()) {
+    held = WithheldText(w->value("k", int64_t{0}), w->value("series", int64_t{0}),
+                        w->value("modules", int64_t{0}), w->value("machines", int64_t{0}));
+  }
+  if (rank == 0)
+    std::printf("(no %s data %s)\n", o.metric_name.c_str(), held.empty() ? "yet" : "published yet");
+  if (!held.empty()) std::printf("held back: %s\n", held.c_str());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/agent_state.h"
+#include "common/https_client.h"
 #include "common/json_writer.h"
 #include "common/options.h"
 #include "common/run_counters.h"
@@ -199,6 +200,8 @@ MachineStatus GatherStatus(const StatusOptions& o) {
 }
 
 void WriteAgentJson(JsonWriter& j, const AgentState& a) {
+  j.Key("server").String(a.server);
+  j.Key("server_set_in").String(a.server_set_in);
   j.Key("last_upload_unix_ms").Int(a.last_upload_unix_ms);
   j.Key("last_upload_result").String(a.last_upload_result);
   j.Key("last_success_unix_ms").Int(a.last_success_unix_ms);
@@ -247,6 +250,13 @@ std::string StatusJson(const MachineStatus& m, const StatusOptions& o) {
   j.Key("fragment_count").Uint(m.manifest.ok() ? m.manifest->fragment_count() : 0);
   j.Key("fragments_held").Uint(m.held.size()).Key("fragments_current").Int(m.current);
   j.Key("bytes").Uint(m.cache_bytes);
+  if (m.manifest.ok()) {
+    j.Key("series_published").Uint(m.manifest->series_published());
+    j.Key("k_anonymity").Uint(m.manifest->k_anonymity());
+    j.Key("series_withheld").Uint(m.manifest->series_withheld());
+    j.Key("modules_withheld").Uint(m.manifest->modules_withheld());
+    j.Key("machines_withheld").Uint(m.manifest->machines_withheld());
+  }
   j.EndObject();
   j.EndObject();
   return j.Take();
@@ -308,8 +318,31 @@ void PrintLocal(const MachineStatus& m, const StatusOptions& o) {
   }
 }
 
+// The aggregator the agent uploads to, and where that was chosen.
+void PrintServer(const AgentState& a) {
+  if (a.server.empty()) {
+    std::printf(
+        "aggregator:     not known yet: the agent has not run (the package's agent uploads to "
+        "the server set in /etc/fieldprof/agent.conf)\n");
+    return;
+  }
+  std::string where =
+      a.server_set_in.empty() ? "set by the agent's flags or default" : "set in " + a.server_set_in;
+  if (a.server_set_in == "/etc/fieldprof/agent.conf") {
+    where += "; dpkg-reconfigure fieldprof changes it";
+  }
+  // HOST:PORT, an IPv6 host in brackets.
+  std::string host = a.server.substr(0, a.server.rfind(':'));
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  const bool local = IsLoopbackHost(host);
+  std::printf("aggregator:     %s%s (%s)\n", a.server.c_str(),
+              local ? ", on this machine, where the fieldprof-aggregator package serves" : "",
+              where.c_str());
+}
+
 // The agent's uploads and settings checks.
 void PrintAgent(const AgentState& a, const DirCount& outbox) {
+  PrintServer(a);
   if (a.last_upload_unix_ms == 0) {
     std::printf("last upload:    never\n");
   } else {
@@ -346,6 +379,15 @@ void PrintSnapshot(const MachineStatus& m, const StatusOptions& o) {
                 static_cast<unsigned long long>(m.manifest->snapshot_version()), m.held.size(),
                 m.manifest->fragment_count(), m.current, FormatBytes(m.cache_bytes).c_str(),
                 o.cache_dir.c_str());
+    const wire::Manifest& mf = *m.manifest;
+    if (mf.series_published() > 0 || mf.k_anonymity() > 0) {  // older aggregators: neither
+      std::printf("published:      %llu series in the snapshot\n",
+                  static_cast<unsigned long long>(mf.series_published()));
+    }
+    const std::string held = WithheldText(
+        mf.k_anonymity(), static_cast<int64_t>(mf.series_withheld()),
+        static_cast<int64_t>(mf.modules_withheld()), static_cast<int64_t>(mf.machines_withheld()));
+    if (!held.empty()) std::printf("held back:      %s\n", held.c_str());
   } else {
     std::printf("snapshot:       none yet in %s (fieldprof pull --all fetches it)\n",
                 o.cache_dir.c_str());

@@ -197,5 +197,50 @@ TEST_F(DashboardTest, PagesInARealBrowser) {
   std::cout << out.substr(out.rfind("ok: no JavaScript")) << std::flush;
 }
 
+// An aggregator below k (a trial with one machine): the modules page says
+// what is held back and which setting decides, in Chromium, with the
+// counts of /v1/modules; /v1/apis carries the same counts.
+TEST(DashboardBelowKTest, TheModulesPageSaysWhatIsHeldBack) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  testing::AggregatorProcess agg(dir, testing::FreePort(), {"--k_anonymity", "5"});
+  agg.Start();
+  HttpsClient http(agg.Options());
+  // One machine: two batches of two modules, three series in all.
+  for (int i = 0; i < 2; ++i) {
+    wire::Batch b = testing::SimpleBatch(testing::IdOf(40 + i),
+                                         i == 0 ? "libone.so.1" : "libtwo.so.2", "call_a", 1000);
+    *b.add_records() = b.records(0);
+    b.mutable_records(1)->mutable_key()->set_symbol("call_b");
+    if (i == 1) b.mutable_records()->RemoveLast();
+    b.set_machine_key(std::string(16, 'm'));
+    StatusOr<HttpReply> r =
+        http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  }
+  agg.WaitApplied();
+  for (const std::string target : {"/v1/modules", "/v1/apis"}) {
+    StatusOr<HttpReply> r = http.Get(target);
+    ASSERT_TRUE(r.ok() && r->status == 200);
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j[target == "/v1/apis" ? "apis" : "modules"].size(), 0u) << j.dump();
+    ASSERT_TRUE(j.contains("withheld")) << target << ": " << j.dump();
+    EXPECT_EQ(j["withheld"]["k"], 5);
+    EXPECT_EQ(j["withheld"]["series"], 3) << j.dump();
+    EXPECT_EQ(j["withheld"]["modules"], 2) << j.dump();
+    EXPECT_EQ(j["withheld"]["machines"], 1) << j.dump();
+    EXPECT_EQ(j["withheld"]["setting"], "k_anonymity");
+    EXPECT_EQ(r->body.find("libone"), std::string::npos) << "counts only, never names";
+  }
+  std::string out;
+  const int rc = RunCommand(
+      "node " + std::string(FIELDPROF_SOURCE_DIR) +
+          "/tests/aggregator/ui/below_k.mjs https://127.0.0.1:" + std::to_string(agg.port()) +
+          "/ui/ 3 2 1 5 " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
+      &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fieldprof
