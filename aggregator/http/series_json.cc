@@ -63,8 +63,7 @@ void WriteKey(JsonWriter& j, const ApiKey& k) {
 Status WriteWithheld(JsonWriter& j, Store* store) {
   auto* k = dynamic_cast<KAnonymousStore*>(store);
   if (k == nullptr) return Status::Ok();
-  // A minute, as the dashboard's module list: a reader asking often costs
-  // one walk a minute.
+  // At most a minute old, as the dashboard's module list.
   FP_ASSIGN_OR_RETURN(WithheldTotals t, k->Totals(std::chrono::seconds(60)));
   j.Key("withheld").BeginObject();
   j.Key("k").Int(k->k());

@@ -30,6 +30,7 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
                                    const std::function<bool(ApiAggregate&&)>& visit,
                                    Withheld* withheld) {
   const bool whole = WholeStore(filter);
+  const auto started = std::chrono::steady_clock::now();
   Withheld here;
   std::map<std::string, bool> modules;  // whole walks only: module -> any series published
   bool stopped = false;
@@ -57,6 +58,7 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
     for (const auto& [module, any] : modules) t.modules += !any;
     t.machines = static_cast<int64_t>(here.machines.Estimate());
     t.at = std::chrono::steady_clock::now();
+    t.took = t.at - started;
     std::lock_guard lock(last_mu_);
     last_ = t;
   }
@@ -87,7 +89,8 @@ StatusOr<WithheldTotals> KAnonymousStore::Totals(std::chrono::seconds max_age) {
   std::lock_guard walk(walk_mu_);
   {
     std::lock_guard lock(last_mu_);
-    if (last_.series >= 0 && std::chrono::steady_clock::now() - last_.at <= max_age) return last_;
+    const auto age = std::chrono::steady_clock::now() - last_.at;
+    if (last_.series >= 0 && age <= max_age && age <= 10 * last_.took) return last_;
   }
   Withheld ignored;
   FP_RETURN_IF_ERROR(ForEachApi(

@@ -38,7 +38,8 @@ struct Withheld {
 // machines that sent the held-back series. -1 before the first walk.
 struct WithheldTotals {
   int64_t series = -1, modules = -1, machines = -1;
-  std::chrono::steady_clock::time_point at{};
+  std::chrono::steady_clock::time_point at{};  // when the walk ended
+  std::chrono::steady_clock::duration took{};  // how long it took
 };
 
 class KAnonymousStore : public Store {
@@ -57,8 +58,10 @@ class KAnonymousStore : public Store {
   [[nodiscard]] StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit,
                                                              Withheld* withheld);
   // What is held back over the whole store: the last walk over every
-  // series (a publish cycle, the dashboard's module list) if it is younger
-  // than `max_age`, else a walk now (one at a time; others wait for it).
+  // series (a publish cycle, a reader's) while it is younger than ten
+  // times what it took and than `max_age`, else a walk now (one at a time;
+  // others wait for it). So a small store is always counted afresh, and a
+  // large one spends at most a tenth of a core on these walks.
   // Counts only: what readers may be told whatever they asked for (a count
   // under a filter they chose could tell a name seen on too few machines).
   [[nodiscard]] StatusOr<WithheldTotals> Totals(std::chrono::seconds max_age);
