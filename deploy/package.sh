@@ -16,8 +16,10 @@
 #         runtime into a user's programs only when the machine and the
 #         user both said yes, and the library is there)
 #     /usr/lib/systemd/user/fieldprof-agent.service   the agent, per user
-#     /etc/fieldprof/agent.conf                  the aggregator to upload to
-#     the debconf question (default no)
+#     /usr/share/fieldprof/agent.conf            the agent's settings, which
+#         postinst puts in /etc/fieldprof/agent.conf with the aggregator
+#         the second question names (default 127.0.0.1:8443, this machine)
+#     the debconf questions (take part: default no; the aggregator)
 #   fieldprof-aggregator_<version>_amd64.deb  for operators
 #     /usr/sbin/fieldprof-aggregator and its systemd unit, run as the
 #     system user fieldprof; /etc/fieldprof/aggregator.conf (loopback until
@@ -138,14 +140,16 @@ strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfie
 install -D -m 0644 agent/include/fieldprof/points.h "$root/usr/include/fieldprof/points.h"
 install -D -m 0644 "$src/fieldprof.sh" "$root/etc/profile.d/fieldprof.sh"
 install -D -m 0755 "$src/user-sessions.sh" "$root/usr/share/fieldprof/user-sessions.sh"
-install -D -m 0644 "$src/agent.conf" "$root/etc/fieldprof/agent.conf"
+# The agent's settings: a template; postinst makes /etc/fieldprof/agent.conf
+# from it and the debconf answer (not a conffile: the answer is written in).
+install -D -m 0644 "$src/agent.conf" "$root/usr/share/fieldprof/agent.conf"
 install -D -m 0644 "$src/fieldprof-agent.service" \
   "$root/usr/lib/systemd/user/fieldprof-agent.service"
 docs "$root" fieldprof \
   "build/tools/fieldprof:1:field profiling: measure library APIs, see their field cost" \
   "build/agent/fieldprof-agent:1:uploads the runtime's records, exactly once"
 install -d "$root/DEBIAN"
-printf '/etc/fieldprof/agent.conf\n/etc/profile.d/fieldprof.sh\n' > "$root/DEBIAN/conffiles"
+printf '/etc/profile.d/fieldprof.sh\n' > "$root/DEBIAN/conffiles"
 install -m 0755 "$src/config" "$src/postinst" "$src/prerm" "$src/postrm" "$root/DEBIAN/"
 install -m 0644 "$src/templates" "$root/DEBIAN/templates"
 RECOMMENDS="libcapstone4" build_deb "$root" fieldprof "$(shlib_depends "$root"), debconf (>= 0.5) | debconf-2.0" devel \
