@@ -253,6 +253,28 @@ void Agent::RefreshSnapshotIfDue(bool force, PassResult* result) {
   }
 }
 
+std::string Agent::LiveDir() const {
+  if (!config_.live_dir.empty()) return config_.live_dir;
+  std::string setting;
+  if (!config_.runtime_settings.empty()) {
+    StatusOr<std::optional<RuntimeSettings>> s = ReadRuntimeSettings(config_.runtime_settings);
+    if (s.ok() && s->has_value()) setting = (*s)->live_dir;
+  }
+  return DefaultLiveDir(setting);
+}
+
+void Agent::HarvestLiveRuns(PassResult* result) {
+  LiveHarvestConfig c;
+  c.live_dir = LiveDir();
+  c.spool_dir = config_.spool_dir;
+  c.state_dir = config_.state_dir;
+  c.interval_s = config_.live_interval_s;
+  c.tsc_hz = tsc_hz_;
+  c.platform = platform_;
+  StatusOr<LiveHarvestResult> r = HarvestLive(c, NowMs());
+  if (r.ok()) result->live = *r;
+}
+
 bool Agent::Consented() const {
   if (config_.runtime_settings.empty()) return true;
   StatusOr<std::optional<RuntimeSettings>> s = ReadRuntimeSettings(config_.runtime_settings);
@@ -279,6 +301,8 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   if (upload) RefreshTokens(Client());
   RefreshClockRate();
   if (upload || force_snapshot) RefreshSnapshotIfDue(force_snapshot, &r);
+  // Before sealing: a part written here is in the spool the seal reads.
+  HarvestLiveRuns(&r);
   FP_RETURN_IF_ERROR(SealFromSpool(flush, &r));
   if (upload) r.upload_status = Upload(&r);
   FP_RETURN_IF_ERROR(EnforceCap(&r));

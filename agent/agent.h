@@ -20,6 +20,7 @@
 #include <string>
 
 #include "agent/dev_uploader.h"
+#include "agent/live_harvest.h"
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/batcher.h"
@@ -70,6 +71,11 @@ struct AgentConfig {
   // Developer mode (dev_uploader.h): spool_dir empty is off; its outbox
   // and quarantine are made under state_dir.
   DevConfig dev;
+  // Live files of measured runs (live_harvest.h): where they are (empty:
+  // the runtime settings' live_dir, else common/spool.h DefaultLiveDir),
+  // and how often a run that goes on is reported in a part.
+  std::string live_dir;
+  int64_t live_interval_s = 300;
 
   std::string outbox_dir() const { return OutboxDirOf(state_dir); }
   std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
@@ -94,7 +100,8 @@ struct PassResult {
   // False when the user's settings file does not say `consent = yes`: the
   // pass then sealed, sent and fetched nothing (Agent::Consented).
   bool consent = true;
-  DevPassResult dev;  // developer mode's part, which needs no field consent
+  DevPassResult dev;       // developer mode's part, which needs no field consent
+  LiveHarvestResult live;  // runs reported from their live files
 };
 
 // Why the aggregator refused a batch for good, in words for `fieldprof
@@ -127,6 +134,8 @@ class Agent {
     return config_.snapshot_key.empty() ? 0 : state_.snapshot_next_unix_ms;
   }
   const AgentState& state() const { return state_; }
+  // Where measured runs keep their live files (AgentConfig::live_dir).
+  std::string LiveDir() const;
   const AgentConfig& config() const { return config_; }
 
  private:
@@ -157,6 +166,9 @@ class Agent {
   // sends what the spool holds, as it is told.
   bool Consented() const;
   HttpsClient& Client();
+  // The live files' runs into the spool (live_harvest.h); failures are
+  // said in the result, never stop the pass.
+  void HarvestLiveRuns(PassResult* result);
   Status Upload(PassResult* result);
   // A sealed batch `e` (its `bytes`) that the aggregator refused for its
   // upload token (`rule`: token_missing, token_epoch, token_invalid) gets a

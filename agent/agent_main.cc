@@ -87,6 +87,13 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
                r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "",
                r.records_dropped > 0 ? "; over the cap, oldest records dropped: " : "",
                r.records_dropped > 0 ? std::to_string(r.records_dropped).c_str() : "");
+  if (r.live.parts_written > 0 || r.live.calls_dropped > 0) {
+    std::fprintf(stderr,
+                 "fieldprof-agent: live runs: %d parts written, %d runs ended and reported, %llu "
+                 "calls read mid-update and dropped\n",
+                 r.live.parts_written, r.live.runs_ended,
+                 static_cast<unsigned long long>(r.live.calls_dropped));
+  }
   if (r.batches_restamped > 0) {
     std::fprintf(stderr,
                  "fieldprof-agent: %d batches sealed without a usable upload token got a fresh "
@@ -191,12 +198,18 @@ bool PassInChild(Agent& agent, const DaemonSignals& signals, int* waiting) {
 }
 
 // When the next pass is due: the earliest of an upload retry (if batches
-// wait), the oldest waiting record's max age, a snapshot refresh, and the
-// hourly pass (half a minute after a failed one).
+// wait), the oldest waiting record's max age, a snapshot refresh, a look at
+// measured runs' live files while there are any (a minute, or the
+// interval if shorter: a killed run is reported within it), and the hourly
+// pass (half a minute after a failed one).
 int64_t NextWake(const Agent& agent, bool failed, int waiting) {
   constexpr int64_t kIdleWakeMs = 3600 * 1000;
   constexpr int64_t kAfterFailureMs = 30000;
+  constexpr int64_t kLiveLookMs = 60 * 1000;
   int64_t wake = NowMs() + (failed ? kAfterFailureMs : kIdleWakeMs);
+  if (fieldprof::agent::AnyLiveFile(agent.LiveDir())) {
+    wake = std::min(wake, NowMs() + std::min(kLiveLookMs, agent.config().live_interval_s * 1000));
+  }
   if (waiting > 0) wake = std::min(wake, agent.next_attempt_unix_ms());
   if (agent.seal_deadline_unix_ms() > 0) wake = std::min(wake, agent.seal_deadline_unix_ms());
   if (agent.snapshot_next_unix_ms() > 0) wake = std::min(wake, agent.snapshot_next_unix_ms());
@@ -337,6 +350,13 @@ int main(int argc, char** argv) {
            "developer mode: upload once the waiting runs come to this; each upload stays under it "
            "(a larger run goes alone)",
            4096, 1000 * 1000);
+  t.AddString("live_dir", &c.live_dir,
+              "where measured runs keep their counts while they run (default: the runtime "
+              "settings' live_dir, else /dev/shm/fieldprof-UID)");
+  t.AddInt("live_interval_s", &c.live_interval_s,
+           "a measured run that goes on is reported in a part at most this often (0: at every "
+           "pass)",
+           0, int64_t{7} * 86400);
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
   if (Status s = t.Parse(argc, argv); !s.ok()) {

@@ -45,6 +45,8 @@ size_t HeaderReserve(const Platform& platform) {
 }  // namespace
 
 void CountRunInBatch(const wire::RunRecord& run, wire::AgentCounters* runs) {
+  // A later part of a run reported in parts is no new run.
+  if (run.part() > 1) return;
   if (run.counters().refused() != 0) {
     runs->set_runs_refused_load_cap(runs->runs_refused_load_cap() + 1);
   } else {
@@ -101,7 +103,9 @@ bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
     }
     Series& s = it->second;
     s.histogram.Merge(HistogramFromWire(rec.histogram()));
-    s.runs += std::max<uint64_t>(rec.runs(), 1);
+    // 0 in a later part of a run reported in parts (its run counted in the
+    // first part its series appeared in).
+    s.runs += rec.runs();
     s.truncated = s.truncated || rec.truncated();
     s.resolution_ns = std::max(s.resolution_ns, rec.resolution_ns());
   }

@@ -133,6 +133,9 @@ bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSe
     case Setting::kSlotDir:
       s->slot_dir = v;
       break;
+    case Setting::kLiveDir:
+      s->live_dir = v;
+      break;
     case Setting::kForce:
       s->force = v;
       break;
@@ -239,6 +242,7 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   if (!s.spool_dir.empty()) out += "spool_dir = " + s.spool_dir + "\n";
   out += "spool_cap_mib = " + std::to_string(s.spool_cap_mib) + "\n";
   if (!s.slot_dir.empty()) out += "slot_dir = " + s.slot_dir + "\n";
+  if (!s.live_dir.empty()) out += "live_dir = " + s.live_dir + "\n";
   if (s.tsc_hz != 0) out += "tsc_hz = " + std::to_string(s.tsc_hz) + "\n";
   if (!s.seed.empty()) out += "seed = " + s.seed + "\n";
   if (!s.force.empty()) out += "force = " + s.force + "\n";

@@ -55,6 +55,7 @@ struct RuntimeSettings {
   std::string spool_dir;  // empty: the default
   int64_t spool_cap_mib = 16;
   std::string slot_dir;     // empty: the default
+  std::string live_dir;     // empty: the default (common/spool.h DefaultLiveDir)
   int64_t tsc_hz = 0;       // 0: none (each run estimates the rate itself)
   std::string seed, force;  // test knobs, kept as found
   std::string points;       // "module:function", comma-separated; kept as found

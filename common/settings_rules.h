@@ -37,6 +37,7 @@ enum class Setting : uint8_t {
   kTscHz,
   kSeed,
   kPoints,
+  kLiveDir,
 };
 
 enum class Kind : uint8_t {
@@ -75,6 +76,10 @@ inline constexpr Rule kRules[] = {
     {"seed", Setting::kSeed, Kind::kU64, 0, 0, 0, 0},
     // Points placed by configuration: "module:function", comma-separated.
     {"points", Setting::kPoints, Kind::kText, 0, 1023, 0, 0},
+    // Where measured runs keep their counts while they run (live files,
+    // agent/runtime/live_layout.h); empty: /dev/shm/fieldprof-<uid>; "off":
+    // none (a killed run's counts are then lost).
+    {"live_dir", Setting::kLiveDir, Kind::kText, 0, 511, 0, 0},
 };
 
 // The rule of setting `name` (NUL-terminated), or nullptr for a name no

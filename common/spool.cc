@@ -23,6 +23,12 @@ std::string DefaultSpoolDir() {
   return state.empty() ? "" : state + "/spool";
 }
 
+std::string DefaultLiveDir(const std::string& setting) {
+  if (setting == "off") return "";
+  if (!setting.empty()) return setting;
+  return "/dev/shm/fieldprof-" + std::to_string(::geteuid());
+}
+
 StatusOr<std::vector<SpoolEntry>> ListSpool(const std::string& dir) {
   std::vector<SpoolEntry> out;
   std::error_code ec;

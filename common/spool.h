@@ -20,6 +20,12 @@ namespace fieldprof {
 // runtime's default); "" when neither variable is set.
 std::string DefaultSpoolDir();
 
+// Where measured runs keep their counts while they run (live files,
+// agent/runtime/live_layout.h): `live_dir` in the runtime's settings, else
+// /dev/shm/fieldprof-<uid>, a tmpfs of this user's, as the runtime makes it.
+// "" when `setting` is "off".
+std::string DefaultLiveDir(const std::string& setting = "");
+
 struct SpoolEntry {
   std::string path;
   std::string name;  // run-<ms>-<pid>-<rand>.fpr

@@ -349,7 +349,8 @@ Status ValidateRecordT(const R& r) {
   if (k.has_platform()) FP_RETURN_IF_ERROR(ValidatePlatformT(k.platform()));
   if (!r.has_histogram()) return Fail("histogram_empty", "record has no histogram");
   FP_RETURN_IF_ERROR(ValidateHistogramT(r.histogram()));
-  if (r.runs() == 0) return Fail("runs_zero", "runs is 0 (every record comes from >= 1 run)");
+  // runs may be 0: a later part of a long run reported in parts (its run is
+  // counted in the first part its API appears in; RunRecord.part).
   if (r.runs() > r.histogram().count()) {
     return Fail("runs_exceed_calls", "runs " + std::to_string(r.runs()) + " exceeds calls " +
                                          std::to_string(r.histogram().count()));

@@ -8,7 +8,7 @@
 //
 // Rules: wire_type, schema_version, batch_id_length, record_count, platform_enum,
 // key_missing, string_empty, string_too_long, string_utf8, string_control,
-// metric_unknown, runs_zero, runs_exceed_calls, histogram_empty,
+// metric_unknown, runs_exceed_calls, histogram_empty,
 // bucket_index_range, bucket_order, bucket_count_zero, bucket_sum_range,
 // module_name, module_version_token, symbol_name (common/key_rules.h: key
 // strings that could carry personal data), bucket_sum_sq_range,

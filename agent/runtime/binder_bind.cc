@@ -5,6 +5,7 @@
 
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/decide.h"
+#include "agent/runtime/live_file.h"
 #include "common/key_rules.h"
 
 namespace fieldprof::rt {
@@ -23,7 +24,20 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
   g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
   n.point = point;
-  g.bound[stub] = 1;
+  __atomic_store_n(&g.bound[stub], 1, __ATOMIC_SEQ_CST);
+  // In a live file (live_file.h): the slot's tables in every slab taken so
+  // far are allocated before the first call may write them (a slab taken
+  // later allocates its own: TakeSlab; the fence pairs with its).
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  bool backed = true;
+  for (int s = 0; backed && s < kSlabs; ++s) {
+    if (__atomic_load_n(&g.slabs_ready[s], __ATOMIC_SEQ_CST)) backed = LiveAllocateSlot(s, stub);
+  }
+  if (!backed) {  // the live file's file system is full: left unmeasured
+    g.bound[stub] = 0;
+    return false;
+  }
+  LiveNoteApi(stub, n.module, n.build_id, n.symbol);
   fp_measuring[stub] = 1;
   DebugLine(g_binder.debug_log, "bound %s:%s (build %s) to slot %d", n.module, n.symbol, n.build_id,
             stub);

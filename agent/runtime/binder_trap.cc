@@ -6,6 +6,7 @@
 // pointing dropped APIs' callers at the API) is left to fp_trap_slow.
 #include "agent/runtime/binder_state.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/live_file.h"
 
 namespace fieldprof::rt {
 
@@ -33,6 +34,7 @@ void Drop(Api& a) {
   a.flags |= kApiEvicted;
   const int s = a.stub;
   g.evicted[s] = 1;
+  LiveNoteEvicted(s);
   fp_measuring[s] = 0;
   g_binder.pending_rebind |= uint32_t{1} << s;
   ++g_binder.evictions;

@@ -3,6 +3,7 @@
 
 #include "agent/runtime/binder.h"
 #include "agent/runtime/companion.h"
+#include "agent/runtime/live_file.h"
 
 namespace fieldprof::rt {
 
@@ -35,6 +36,7 @@ void CheckBudget() {
   if (worst >= 0) {
     fp_measuring[worst] = 0;
     g.truncated[worst] = 1;
+    LiveNoteTruncated(worst);
     const int rebound = BinderRebindSlot(worst);
     DebugLog(
         "overhead budget reached: %s stops measuring; %d of its call sites now call it "

@@ -13,6 +13,7 @@
 
 #include "agent/runtime/decide.h"
 #include "agent/runtime/hotpath.h"
+#include "agent/runtime/live_file.h"
 #include "agent/runtime/sys.h"
 #include "agent/runtime/text.h"
 
@@ -176,6 +177,7 @@ void CalibrateNow() {
       __atomic_store_n(&g.calibrated, 1, __ATOMIC_RELEASE);
     }
     g.rate_span_ticks = mid;
+    LiveNoteClock();
   }
   calibrating.store(0);
 }

@@ -46,6 +46,11 @@ size_t SlabBytes();  // all kSlabs of them
 // shares it, and must never write it (nor may a raw clone child without
 // fork handlers).
 FP_HIDDEN extern pid_t owner_pid;
+// Before a fork, in the forking thread (record.cc): waits for code being
+// patched (detour.h), and keeps the thread's shadow stack as it is, for
+// the child (a live file's shadow stacks are shared with the child until
+// it maps its own, and the parent may pop an entry meanwhile).
+void BeforeFork();
 // In a fork child: a record and a clock of its own (record.cc).
 void ResetAfterFork();
 

@@ -101,6 +101,8 @@ bool Apply(RunSettings& s, const char* name, const char* v) {
       return Copy(s.force, sizeof s.force, v);
     case Setting::kPoints:
       return Copy(s.points, sizeof s.points, v);
+    case Setting::kLiveDir:
+      return Copy(s.live_dir, sizeof s.live_dir, v);
   }
   return false;
 }
@@ -235,6 +237,7 @@ bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
               {"FIELDPROF_SPOOL", "spool_dir"},
               {"FIELDPROF_SLOTS", "slots"},
               {"FIELDPROF_SLOT_DIR", "slot_dir"},
+              {"FIELDPROF_LIVE_DIR", "live_dir"},
               {"FIELDPROF_MAX_LOAD", "max_load_per_cpu"},
               {"FIELDPROF_BUDGET", "overhead_budget"},
               {"FIELDPROF_TSC_HZ", "tsc_hz"}};

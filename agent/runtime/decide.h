@@ -48,6 +48,7 @@ struct alignas(4096) RunSettings {
   uint64_t tsc_hz;  // the machine's TSC rate (clock.h); 0: none
   char spool_dir[512];
   char slot_dir[512];
+  char live_dir[512];        // empty: /dev/shm/fieldprof-<uid> (live_file.h); "off": none
   char debug_log[512];       // FIELDPROF_DEBUG
   char allow_modules[1024];  // comma-separated sonames; empty = all
   char deny_modules[1024];
@@ -79,6 +80,8 @@ RunDecision DecideRun(RunSettings* s, SettingsText* text, char** envp);
 bool ConsentStands(const RunSettings& s);
 // The same for this process's run (start.cc keeps its settings).
 bool RunConsentStands();
+// This process's run's settings (start.cc), once it is measured.
+const RunSettings& CurrentRunSettings();
 
 // Adds one to a run counter in <spool_dir>/.counters (creating the spool
 // directory if needed). Best effort, never waits more than ~5 ms.

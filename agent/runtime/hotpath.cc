@@ -10,6 +10,7 @@
 #include <new>
 
 #include "agent/runtime/lab.h"
+#include "agent/runtime/live_file.h"
 
 namespace fieldprof::rt {
 
@@ -66,7 +67,20 @@ template <typename F>
   // are an empty slab (common/histogram.h): nothing to construct, so pages
   // of histograms this thread never records into are never touched.
   Slab* slab = &SlabAt(s);
-  __atomic_store_n(&g.slabs_ready[s], 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&g.slabs_ready[s], 1, __ATOMIC_SEQ_CST);
+  // In a live file, the slab's pages of every slot bound so far are
+  // allocated before the thread writes them (a slot bound later allocates
+  // its own in every ready slab: BindStub); the fence pairs with its.
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  bool backed = LiveAllocateSlabCounts(s);
+  for (int a = 0; backed && a < FP_MAX_SLOTS; ++a) {
+    if (__atomic_load_n(&g.bound[a], __ATOMIC_SEQ_CST)) backed = LiveAllocateSlot(s, a);
+  }
+  LiveNoteSlabReady(s);
+  if (!backed) {  // the live file's file system is full: this thread measures nothing
+    t.no_slab_left = true;
+    return nullptr;
+  }
   t.slab_p = slab;
   return slab;
 }
@@ -231,10 +245,11 @@ namespace {
     return nullptr;
   }
   const int i = g.next_stack.fetch_add(1, std::memory_order_relaxed);
-  if (i >= kShadowStacks) {
+  if (i >= kShadowStacks || !LiveAllocateStack(i)) {
     g.dropped_depth.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
+  LiveNoteStacks(std::min(g.next_stack.load(std::memory_order_relaxed), kShadowStacks));
   tls.ss = &g_stacks[i];
   return tls.ss;
 }

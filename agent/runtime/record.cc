@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "agent/runtime/binder.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/decide.h"
+#include "agent/runtime/detour.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/live_file.h"
 #include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
 
@@ -36,6 +39,7 @@ void ResetRunClock() {
   for (int a = 0; a < FP_MAX_SLOTS; ++a) {
     if (g.truncated[a]) {
       g.truncated[a] = 0;
+      if (g_live != nullptr) g_live->truncated[a] = 0;
       fp_measuring[a] = 1;
     }
   }
@@ -73,24 +77,68 @@ void ResetCounts() {
 
 size_t SlabBytes() { return sizeof(Slab) * kSlabs; }
 
+namespace {
+
+// The forking thread's shadow stack as it was at the fork (BeforeFork), in
+// private memory the child gets a copy of. glibc runs fork handlers under
+// its own lock, so one fork at a time uses it.
+FP_COLD_BSS ShadowStack fork_stack;
+FP_HOT_DATA const ShadowStack* fork_stack_of;
+
+}  // namespace
+
+void BeforeFork() {
+  WaitForCodePatch();
+  const ShadowStack* ss = t_state.ss;
+  fork_stack_of = nullptr;
+  if (ss != nullptr && g_live != nullptr) {
+    std::memcpy(&fork_stack, ss, sizeof fork_stack);
+    fork_stack_of = ss;
+  }
+}
+
 void ResetAfterFork() {
   // The child counts only its own calls; its parent reports the rest. It is
   // a process of its own from here: its run time and overhead budget start
   // now, so APIs the parent had stopped for its budget measure again.
   owner_pid = sys::Getpid();
   BinderAfterFork();
-  // Fresh slabs, not cleared ones: clearing would copy every page the
-  // parent recorded into, and most children exec at once. The child's one
-  // thread is the forking one; the others' slabs are gone with them.
-  void* fresh = mmap(nullptr, SlabBytes(), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Fresh slabs and shadow stacks, not cleared ones: clearing would copy
+  // every page the parent recorded into, and most children exec at once;
+  // and the parent's may be its live file's, shared with it. In the child's
+  // own live file where one can be made. The child's one thread is the
+  // forking one: its shadow stack comes along (it may be inside a measured
+  // call); the others' slabs and stacks are gone with them.
+  const size_t stacks = sizeof(ShadowStack) * kShadowStacks;
+  void* fresh = LiveOpenInForkChild(CurrentRunSettings(), g.config.debug_log);
+  if (fresh == nullptr) {
+    fresh = mmap(nullptr, SlabBytes() + stacks, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  }
   if (fresh == MAP_FAILED) {
     g.active = 0;  // nothing of the parent's may be reported twice
     for (auto& m : fp_measuring) m = 0;
     return;
   }
-  munmap(g_slabs, SlabBytes());
+  auto* fresh_stacks = reinterpret_cast<ShadowStack*>(static_cast<char*>(fresh) + SlabBytes());
+  ThreadState& t = t_state;
+  if (t.ss != nullptr) {
+    const long i = t.ss - g_stacks;
+    if (!LiveAllocateStack(static_cast<int>(i))) {
+      g.active = 0;
+      for (auto& m : fp_measuring) m = 0;
+      return;
+    }
+    // The stack as it was at the fork: the parent may have popped an entry
+    // from the shared one since (its fork call returned first).
+    const ShadowStack* at_fork = fork_stack_of == t.ss ? &fork_stack : t.ss;
+    std::memcpy(&fresh_stacks[i], at_fork, sizeof(ShadowStack));
+    t.ss = &fresh_stacks[i];
+    LiveNoteStacks(std::min(g.next_stack.load(), kShadowStacks));
+  }
+  munmap(g_slabs, SlabBytes() + stacks);
   g_slabs = static_cast<Slab*>(fresh);
+  g_stacks = fresh_stacks;
   ReplaceSlabsAfterFork();
   ForgetKeptDurations();
   LabResetCounts();
@@ -178,21 +226,35 @@ void SumSlabs(Histogram (*totals)[FP_NUM_METRICS], bool in_place, int slabs, Spo
   }
 }
 
-void WriteRecord() {
+// Writes the run's record, or leaves it to the agent (live_file.h): who
+// reports the run's counts, kRuntime also when nothing is to be reported
+// (a lab pass's own file, consent withdrawn, the clock refuted).
+LiveReporter WriteRecord() {
   if (g_lab_mode != kLabOff) {  // a lab pass writes its own file, never to the spool
     LabWriteRecord();
-    return;
+    return LiveReporter::kRuntime;
   }
   // Consent withdrawn while the run went on (fieldprof optout): nothing
   // is written, not even the spool's directory.
   if (!RunConsentStands()) {
     DebugLog("consent withdrawn since the run began: no record");
-    return;
+    LiveDiscard();
+    return LiveReporter::kRuntime;
   }
   const uint64_t t_end = Rdtsc();
-  CalibrateNow();             // over the whole run: the most precise rate, or the last check of it
-  if (RateRefuted()) return;  // said in the debug log
+  CalibrateNow();       // over the whole run: the most precise rate, or the last check of it
+  if (RateRefuted()) {  // said in the debug log
+    LiveDiscard();
+    return LiveReporter::kRuntime;
+  }
   FlushDurations();
+  LiveNoteClock();
+  // The agent reported parts of this run while it went on: the rest is its
+  // to report, from the counts left whole in the live file.
+  if (LiveBeforeRecord() == LiveReporter::kAgent) {
+    DebugLog("record: parts of this run were reported; the agent reports the rest");
+    return LiveReporter::kAgent;
+  }
   SpoolRun run;
   run.run_ns = g.calibrated ? static_cast<uint64_t>(sys::MonoNs() - g.mono0_ns) : 0;
   run.probe_ns = g.calibrated ? TicksToNs(g.probe_ticks) : 0;
@@ -219,15 +281,20 @@ void WriteRecord() {
   // A run that measured no call and no point leaves no record, only a count.
   if (run.calls_measured == 0 && run.npoints == 0) {
     CountRun(g.config.spool_dir, kRunMeasuredNone);
-    return;
+    LiveRetire();
+    return LiveReporter::kRuntime;
   }
   const uint64_t t_write = Rdtsc();
   const char* err =
       WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run, g_record->scratch);
   if (err != nullptr) DebugLog("spool: %s", err);
+  // Written (or refused by the spool's cap, as it would have been anyway):
+  // the live file goes.
+  LiveRetire();
   DebugLog("record, in ticks: sums %llu, file %llu",
            static_cast<unsigned long long>(t_summed - t_end),
            static_cast<unsigned long long>(Rdtsc() - t_write));
+  return LiveReporter::kRuntime;
 }
 
 __attribute__((destructor)) void Finish() {
@@ -240,14 +307,27 @@ __attribute__((destructor)) void Finish() {
 // Only an image that measured something writes here: a fork child that
 // execs at once (every command a shell runs) would otherwise leave an empty
 // record and a file write per command; the program it becomes writes its own.
-bool RecordBeforeImageEnds() {
-  if (!HasRecord() || CallsSinceReset() == 0) return false;
-  WriteRecord();
-  return true;
+// Returns who reports what the image counted (kNone: it had nothing).
+LiveReporter RecordBeforeImageEnds() {
+  if (!HasRecord()) return LiveReporter::kNone;
+  if (CallsSinceReset() == 0) {
+    // Nothing to report: the live file goes (an image that goes on after a
+    // failed exec then counts into a mapping no file names, as after a
+    // record: only its record at the end reports it).
+    if (sys::Getpid() == owner_pid) LiveRetire();
+    return LiveReporter::kNone;
+  }
+  return WriteRecord();
 }
 
-void AfterFailedExec() {
+void AfterFailedExec(LiveReporter who) {
   if (!g.active) return;
+  if (who == LiveReporter::kAgent) {
+    // The agent reports this run in parts: it simply goes on, counting
+    // into the same live file (no call is in two reports).
+    LiveResumeAfterFailedExec();
+    return;
+  }
   ResetCounts();
   resumed_after_exec = true;
 }
@@ -264,10 +344,10 @@ namespace {
 
 template <typename Exec>
 int AroundExec(Exec exec) {
-  const bool wrote = fieldprof::rt::RecordBeforeImageEnds();
+  const fieldprof::rt::LiveReporter who = fieldprof::rt::RecordBeforeImageEnds();
   const int r = exec();
   const int saved = errno;
-  if (wrote) fieldprof::rt::AfterFailedExec();
+  if (who != fieldprof::rt::LiveReporter::kNone) fieldprof::rt::AfterFailedExec(who);
   errno = saved;
   return r;
 }

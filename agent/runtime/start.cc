@@ -20,6 +20,7 @@
 #include "agent/runtime/front_handoff.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/late_interpose.h"
+#include "agent/runtime/live_file.h"
 #include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
 
@@ -53,20 +54,31 @@ FP_COLD_BSS RunSettings settings;
 }  // namespace
 
 bool RunConsentStands() { return ConsentStands(settings); }
+const RunSettings& CurrentRunSettings() { return settings; }
 
 namespace {
 
 // The slabs, shadow stacks and record memory of a measured run: zero-filled
 // and mapped without reserving memory, so a thread's pages are touched only
-// where it records.
-bool MapMeasuringState() {
+// where it records. In a field run the slabs and shadow stacks are mapped
+// from the run's live file (live_file.h) where one can be made; a lab pass
+// keeps its own files and makes none.
+bool MapMeasuringState(char** envp) {
   const size_t slabs = SlabBytes(), stacks = sizeof(ShadowStack) * kShadowStacks;
-  void* p = mmap(nullptr, slabs + stacks + sizeof(RecordMemory), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return false;
-  g_slabs = static_cast<Slab*>(p);
-  g_stacks = reinterpret_cast<ShadowStack*>(static_cast<char*>(p) + slabs);
-  g_record = reinterpret_cast<RecordMemory*>(static_cast<char*>(p) + slabs + stacks);
+  void* live =
+      sys::Env(envp, "FIELDPROF_LAB") == nullptr ? LiveOpen(settings, g.config.debug_log) : nullptr;
+  const size_t anon =
+      live != nullptr ? sizeof(RecordMemory) : slabs + stacks + sizeof(RecordMemory);
+  void* p = mmap(nullptr, anon, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    if (live != nullptr) LiveDiscard();
+    return false;
+  }
+  char* state = static_cast<char*>(live != nullptr ? live : p);
+  g_slabs = reinterpret_cast<Slab*>(state);
+  g_stacks = reinterpret_cast<ShadowStack*>(state + slabs);
+  g_record = reinterpret_cast<RecordMemory*>(live != nullptr ? p : state + slabs + stacks);
   return true;
 }
 
@@ -92,6 +104,7 @@ FrontHandoff* FindFrontHandoff() {
 
 void StopMeasuring(const char* why) {
   DebugLog("%s: not measuring", why);
+  LiveDiscard();
   g.active = 0;
   for (auto& m : fp_measuring) m = 0;
   if (g.config.slot_fd >= 0) close(g.config.slot_fd);
@@ -130,14 +143,15 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
                          settings.debug_log[0] ? settings.debug_log : nullptr};
   g.active = 1;
   owner_pid = sys::Getpid();
-  if (!MapMeasuringState()) return StopMeasuring("no memory for the measuring state");
-  pthread_atfork(WaitForCodePatch, nullptr, ResetAfterFork);
+  if (!MapMeasuringState(envp)) return StopMeasuring("no memory for the measuring state");
+  pthread_atfork(BeforeFork, nullptr, ResetAfterFork);
   // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
   // and comparing the two).
   if (!StartClock(envp, settings.tsc_hz))
     return StopMeasuring("no invariant TSC and no vDSO clock");
   const uint64_t t_mapped = Rdtsc();
   CalibrateProbe();
+  LiveNoteClock();
   // A lab pass (FIELDPROF_LAB) that cannot be set up measures nothing.
   if (!LabStart(envp, g.config.debug_log)) return StopMeasuring("lab mode cannot start");
   LabCalibrate();

@@ -55,6 +55,16 @@ inline int Stat(const char* path, struct stat* st) {
 inline long Readlink(const char* path, char* buf, size_t n) {
   return Call(SYS_readlinkat, AT_FDCWD, L(path), L(buf), static_cast<long>(n));
 }
+inline int Fallocate(int fd, int mode, long off, long len) {
+  return static_cast<int>(Call(SYS_fallocate, fd, mode, off, len));
+}
+inline int Unlink(const char* path) {
+  return static_cast<int>(Call(SYS_unlinkat, AT_FDCWD, L(path), 0));
+}
+// fcntl with a pointer argument (F_OFD_SETLK and friends).
+inline int Fcntl(int fd, int cmd, void* arg) {
+  return static_cast<int>(Call(SYS_fcntl, fd, cmd, L(arg)));
+}
 inline int Fchmod(int fd, unsigned mode) { return static_cast<int>(Call(SYS_fchmod, fd, mode)); }
 inline int Mkdir(const char* path, unsigned mode) {
   return static_cast<int>(Call(SYS_mkdir, L(path), mode));

@@ -173,6 +173,29 @@ TEST_F(KAnonymityTest, ASeriesIsPublishedOnceKMachinesAddedToIt) {
                      "once 5 machines have sent it (the aggregator's k_anonymity setting"),
             std::string::npos)
       << top;
+  // A volunteer's side: the snapshot pulled into a cache, fieldprof
+  // status says what it holds and holds back.
+  std::string pulled, status_text;
+  ASSERT_EQ(testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " pull --all --quiet --port " +
+                                    std::to_string(agg.port()) + " --ca " + dir_.File("cert.pem") +
+                                    " --key " + dir_.File("snapshot-signing.pub") + " --cache " +
+                                    dir_.File("cache") + " 2>&1",
+                                &pulled),
+            0)
+      << pulled;
+  ASSERT_EQ(testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " status --cache " +
+                                    dir_.File("cache") + " --state_dir " + dir_.File("state") +
+                                    " --spool " + dir_.File("spool") + " --runtime_settings " +
+                                    dir_.File("none.conf") + " 2>&1",
+                                &status_text),
+            0)
+      << status_text;
+  EXPECT_NE(status_text.find("published:      1 series in the snapshot"), std::string::npos)
+      << status_text;
+  EXPECT_NE(status_text.find("held back:      1 series, sent from 4 machines so far: a series is "
+                             "published once 5 machines have sent it"),
+            std::string::npos)
+      << status_text;
   const std::string m = Metrics(agg);
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_series_withheld").value_or(-2), 1) << m;
   EXPECT_EQ(testing::MetricValue(m, "fieldprof_machines_withheld").value_or(-2), 4) << m;

@@ -81,7 +81,8 @@ class RuntimeTest : public ::testing::Test {
     env.insert(env.end(),
                {"FIELDPROF_RUN=1", "FIELDPROF_K=" + std::to_string(k), "FIELDPROF_FORCE=" + force,
                 "FIELDPROF_SPOOL=" + spool(), "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
-                "FIELDPROF_MAX_LOAD=1000", "LD_PRELOAD=" + std::string(FIELDPROF_PRELOAD_LIB)});
+                "FIELDPROF_LIVE_DIR=" + dir_.path() + "/live", "FIELDPROF_MAX_LOAD=1000",
+                "LD_PRELOAD=" + std::string(FIELDPROF_PRELOAD_LIB)});
     return env;
   }
   std::string spool() const { return dir_.path() + "/spool"; }
@@ -682,6 +683,7 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
       {"tsc_hz", {std::to_string(*tsc_hz), std::to_string(FP_MIN_TSC_HZ - 1)}},
       {"seed", {"18446744073709551615", "18446744073709551616"}},
       {"points", {"libx.so:" + std::string(1015, 'x'), "libx.so:" + std::string(1016, 'x')}},
+      {"live_dir", {dir_.path() + "/live", dir_.path() + "/" + std::string(511, 'x')}},
   };
   for (const settings_rules::Rule& rule : settings_rules::kRules) {
     EXPECT_EQ(cases.count(rule.name), 1u) << "no case for the setting " << rule.name;

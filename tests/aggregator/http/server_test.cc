@@ -247,10 +247,10 @@ TEST_F(ServerTest, MalformedBodiesGet400AndNothingIsApplied) {
   }
   // The rule is named in the answer.
   wire::Batch b = SimpleBatch(IdOf(3), "libz.so.1", "deflate", 100);
-  b.mutable_records(0)->set_runs(0);
+  b.mutable_records(0)->set_runs(b.records(0).histogram().count() + 1);
   auto r = Post(c, b.SerializeAsString());
-  EXPECT_NE(r->body.find("\"rule\":\"runs_zero\""), std::string::npos) << r->body;
-  EXPECT_EQ(metrics_.rejected("runs_zero"), 1u);
+  EXPECT_NE(r->body.find("\"rule\":\"runs_exceed_calls\""), std::string::npos) << r->body;
+  EXPECT_EQ(metrics_.rejected("runs_exceed_calls"), 1u);
   // Still serving, and nothing was stored.
   EXPECT_EQ(c.Get("/healthz")->status, 200);
   ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());

@@ -1,0 +1,236 @@
+// The runtime's side of the live file (live_file.h, live_layout.h).
+#include "agent/runtime/live_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "agent/runtime/companion.h"
+#include "agent/runtime/decide.h"
+#include "agent/runtime/sys.h"
+#include "agent/runtime/text.h"
+
+namespace fieldprof::rt {
+
+FP_HOT_DATA LiveHeader* g_live;
+FP_HOT_DATA int g_live_fd = -1;
+
+namespace {
+
+int& live_fd = g_live_fd;
+// The file's path, for removing it (only a measured run writes this page).
+FP_COLD_BSS char live_path[640];
+
+// Free room the tmpfs must have for a live file to be made there: a page
+// of a shared file mapping that the file system cannot back is SIGBUS in
+// the program that writes it. Each region is allocated (fallocate) before
+// the program may write it, and that can fail cleanly; the margin keeps
+// such failures rare.
+constexpr uint64_t kMinFreeBytes = uint64_t{64} << 20;
+
+bool SetLock(int fd, short type, off_t byte, bool wait_a_while) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = byte;
+  l.l_len = 1;
+  // A bounded wait: the agent holds the report lock for the milliseconds
+  // it takes to read a run; the runtime never waits for more than 50 ms.
+  for (int i = 0;; ++i) {
+    if (sys::Fcntl(fd, F_OFD_SETLK, &l) == 0) return true;
+    if (!wait_a_while || i >= 50) return false;
+    sys::Nanosleep(1000000);
+  }
+}
+
+bool Allocate(size_t offset, size_t bytes) { return LiveAllocate(offset, bytes); }
+
+// The directory for live files: `live_dir`, else /dev/shm/fieldprof-<uid>,
+// made mode 0700 if missing; nullptr-equivalent (false) when it is "off",
+// cannot be made, is not a directory of this user's with no access for
+// others, or its file system is short of room.
+bool LiveDir(const RunSettings& s, char* dir, size_t cap, const char* debug_log) {
+  if (Eq(s.live_dir, "off")) return false;
+  if (s.live_dir[0] != 0) {
+    if (!Copy(dir, cap, s.live_dir)) return false;
+  } else {
+    char uid[24];
+    FormatU64(sys::Geteuid(), uid);
+    if (!Copy(dir, cap, "/dev/shm/fieldprof-") || !Cat(dir, cap, uid)) return false;
+  }
+  MakeDirs(dir, 0700);
+  const int dfd = sys::OpenAt(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    DebugLine(debug_log, "live dir %s: cannot open it: no live file", dir);
+    return false;
+  }
+  struct stat st;
+  struct statfs fs;
+  const bool ours = sys::Fstat(dfd, &st) == 0 && S_ISDIR(st.st_mode) &&
+                    st.st_uid == sys::Geteuid() && (st.st_mode & 077) == 0;
+  const bool roomy =
+      fstatfs(dfd, &fs) == 0 &&
+      static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize) >= kMinFreeBytes;
+  sys::Close(dfd);
+  if (!ours) DebugLine(debug_log, "live dir %s is not this user's alone: no live file", dir);
+  if (ours && !roomy) DebugLine(debug_log, "live dir %s is short of room: no live file", dir);
+  return ours && roomy;
+}
+
+void FillHeader(LiveHeader& h) {
+  std::memcpy(h.magic, kLiveMagic, sizeof h.magic);
+  h.layout = kLiveLayout;
+  h.header_bytes = kLiveHeaderBytes;
+  h.slab_bytes = sizeof(Slab);
+  h.stack_bytes = sizeof(ShadowStack);
+  h.slabs = kSlabs;
+  h.stacks = kShadowStacks;
+  h.max_slots = FP_MAX_SLOTS;
+  h.metrics = FP_NUM_METRICS;
+  h.tick_table = kTickTable;
+  h.ring = kRing;
+  h.histogram_bytes = sizeof(Histogram);
+  h.pid = static_cast<uint64_t>(sys::Getpid());
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  h.start_unix_ms = int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1000000;
+  h.start_mono_ns = sys::MonoNs();
+  h.state = kLiveRunning;
+}
+
+// What the header mirrors of the binder, as it stands (a fork child's new
+// file: its parent's bound APIs are its own).
+void NoteBinder() {
+  for (int a = 0; a < FP_MAX_SLOTS; ++a) {
+    if (!g.bound[a]) continue;
+    LiveNoteApi(a, g.apis[a].module, g.apis[a].build_id, g.apis[a].symbol);
+    if (g.evicted[a]) g_live->evicted[a] = 1;
+    if (g.truncated[a]) g_live->truncated[a] = 1;
+  }
+}
+
+void* Open(const RunSettings& s, const char* debug_log) {
+  char dir[512];
+  if (!LiveDir(s, dir, sizeof dir, debug_log)) return nullptr;
+  uint64_t rnd = 0;
+  sys::Getrandom(&rnd, sizeof rnd, 0);
+  char num[24];
+  if (!Copy(live_path, sizeof live_path, dir) || !Cat(live_path, sizeof live_path, "/run-")) {
+    return nullptr;
+  }
+  FormatU64(static_cast<uint64_t>(sys::Getpid()), num);
+  Cat(live_path, sizeof live_path, num);
+  Cat(live_path, sizeof live_path, "-");
+  FormatU64(rnd & 0xffffffffffffu, num);
+  if (!Cat(live_path, sizeof live_path, num) || !Cat(live_path, sizeof live_path, ".fplive")) {
+    return nullptr;
+  }
+  const int fd =
+      sys::OpenAt(AT_FDCWD, live_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  live_fd = fd;
+  void* whole = MAP_FAILED;
+  // The header's first page now (the rest as APIs are bound); the alive
+  // lock before anything is written, so that a reader never takes a file
+  // being made for one whose owner is gone.
+  if (sys::Ftruncate(fd, static_cast<long>(kLiveFileBytes)) == 0 &&
+      SetLock(fd, F_WRLCK, kLiveAliveByte, false) && Allocate(0, offsetof(LiveHeader, apis))) {
+    whole = mmap(nullptr, kLiveFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (whole == MAP_FAILED) {
+    sys::Unlink(live_path);
+    sys::Close(fd);
+    live_fd = -1;
+    return nullptr;
+  }
+  g_live = static_cast<LiveHeader*>(whole);
+  FillHeader(*g_live);
+  return static_cast<char*>(whole) + kLiveSlabsOffset;
+}
+
+}  // namespace
+
+void* LiveOpen(const RunSettings& s, const char* debug_log) { return Open(s, debug_log); }
+
+void LiveNoteClock() {
+  if (g_live == nullptr) return;
+  g_live->ns_per_tick_q32 = g.ns_per_tick_q32;
+  g_live->probe_ticks = g.probe_ticks;
+  g_live->resolution_ticks = g.resolution_ticks;
+  g_live->rate_refuted = g.rate_refuted;
+  __atomic_store_n(&g_live->calibrated, static_cast<uint32_t>(g.calibrated), __ATOMIC_RELEASE);
+}
+
+void LiveNoteApi(int slot, const char* module, const char* build_id, const char* symbol) {
+  if (g_live == nullptr) return;
+  LiveApi& a = g_live->apis[slot];
+  if (!Allocate(reinterpret_cast<char*>(&a) - reinterpret_cast<char*>(g_live), sizeof a)) return;
+  Copy(a.module, sizeof a.module, module);
+  Copy(a.build_id, sizeof a.build_id, build_id);
+  Copy(a.symbol, sizeof a.symbol, symbol);
+  __atomic_store_n(&g_live->bound[slot], 1, __ATOMIC_RELEASE);
+}
+
+void LiveNoteTruncated(int slot) {
+  if (g_live != nullptr) g_live->truncated[slot] = 1;
+}
+
+LiveReporter LiveBeforeRecord() {
+  if (g_live == nullptr || live_fd < 0) return LiveReporter::kNone;
+  // Held until LiveRetire, or released here for the agent.
+  const bool locked = SetLock(live_fd, F_WRLCK, kLiveReportByte, true);
+  if (locked && __atomic_load_n(&g_live->parts, __ATOMIC_ACQUIRE) == 0) {
+    return LiveReporter::kRuntime;
+  }
+  // Parts reported (or one being reported now): the rest is the agent's.
+  __atomic_store_n(&g_live->state, kLiveEnded, __ATOMIC_RELEASE);
+  if (locked) SetLock(live_fd, F_UNLCK, kLiveReportByte, false);
+  return LiveReporter::kAgent;
+}
+
+void LiveRetire() {
+  if (g_live == nullptr || live_fd < 0) return;
+  __atomic_store_n(&g_live->state, kLiveRetired, __ATOMIC_RELEASE);
+  sys::Unlink(live_path);
+  // Closing the descriptor lets both locks go; the mapping stays.
+  sys::Close(live_fd);
+  live_fd = -1;
+}
+
+void LiveDiscard() {
+  if (g_live == nullptr || live_fd < 0) return;
+  SetLock(live_fd, F_WRLCK, kLiveReportByte, true);
+  LiveRetire();
+}
+
+void LiveResumeAfterFailedExec() {
+  if (g_live == nullptr || live_fd < 0) return;
+  if (SetLock(live_fd, F_WRLCK, kLiveReportByte, true)) {
+    __atomic_store_n(&g_live->state, kLiveRunning, __ATOMIC_RELEASE);
+    SetLock(live_fd, F_UNLCK, kLiveReportByte, false);
+  }
+}
+
+void* LiveOpenInForkChild(const RunSettings& s, const char* debug_log) {
+  if (g_live == nullptr) return nullptr;
+  // The parent's: its descriptor (whose locks are the parent's while it
+  // lives) and its header, mapped shared, are not the child's to write.
+  munmap(g_live, kLiveHeaderBytes);
+  g_live = nullptr;
+  if (live_fd >= 0) sys::Close(live_fd);
+  live_fd = -1;
+  void* m = Open(s, debug_log);
+  if (m == nullptr) return nullptr;
+  LiveNoteClock();
+  NoteBinder();
+  return m;
+}
+
+}  // namespace fieldprof::rt

@@ -1,0 +1,101 @@
+// The runtime's side of the live file (live_layout.h): a measured field
+// run's slabs and shadow stacks are mapped from it, so that what a run has
+// counted outlives the run however it ends, and the agent can report a
+// long run while it goes on. A run whose file cannot be made (no live
+// directory, a full tmpfs, `live_dir = off`, a lab pass) maps anonymous
+// memory as before and is reported only by its own record.
+#ifndef FIELDPROF_AGENT_RUNTIME_LIVE_FILE_H_
+#define FIELDPROF_AGENT_RUNTIME_LIVE_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "agent/runtime/live_layout.h"
+#include "agent/runtime/sys.h"
+
+namespace fieldprof::rt {
+
+struct RunSettings;
+
+// The header of this image's live file; nullptr when it has none. Written
+// by the runtime only (and `parts` by the agent, under the report lock).
+FP_HIDDEN extern LiveHeader* g_live;
+FP_HIDDEN extern int g_live_fd;  // -1: none (or let go of, after the record)
+
+// Bytes [offset, offset + bytes) of the live file backed by memory now, so
+// that a write there can never fault for want of it (a full tmpfs would
+// be SIGBUS in the program); false when the file system has no room.
+// True without a live file. A system call, no libc: callable from code
+// built without vector registers.
+inline bool LiveAllocate(size_t offset, size_t bytes) {
+  if (g_live_fd < 0) return true;
+  return sys::Fallocate(g_live_fd, 0, static_cast<long>(offset), static_cast<long>(bytes)) == 0;
+}
+// The same for slab `s`'s tables of slot `a`, and for shadow stack `i`.
+inline bool LiveAllocateSlot(int s, int a) {
+  const size_t slab = kLiveSlabsOffset + sizeof(Slab) * static_cast<size_t>(s);
+  return LiveAllocate(slab + offsetof(Slab, h) + sizeof(Slab::h[0]) * static_cast<size_t>(a),
+                      sizeof(Slab::h[0])) &&
+         LiveAllocate(
+             slab + offsetof(Slab, ticks) + sizeof(Slab::ticks[0]) * static_cast<size_t>(a),
+             sizeof(Slab::ticks[0]));
+}
+inline bool LiveAllocateSlabCounts(int s) {
+  const size_t slab = kLiveSlabsOffset + sizeof(Slab) * static_cast<size_t>(s);
+  return LiveAllocate(slab + offsetof(Slab, calls), sizeof(Slab::calls) + sizeof(Slab::quiet));
+}
+inline bool LiveAllocateStack(int i) {
+  return LiveAllocate(kLiveStacksOffset + sizeof(ShadowStack) * static_cast<size_t>(i),
+                      sizeof(ShadowStack));
+}
+
+// Makes this image's live file in `settings`' live directory and maps its
+// slabs and shadow stacks (kLiveFileBytes - kLiveSlabsOffset bytes, shared,
+// zero-filled until written); nullptr when there is none (then nothing of
+// it remains). Holds the alive lock from here on.
+void* LiveOpen(const RunSettings& settings, const char* debug_log);
+
+// The header's copies of what the record writer reads besides the slabs
+// (called where they change; cheap when there is no live file).
+void LiveNoteClock();
+void LiveNoteApi(int slot, const char* module, const char* build_id, const char* symbol);
+void LiveNoteTruncated(int slot);
+// From code built without vector registers (the trap, the hot path's slow
+// paths): plain stores only.
+inline void LiveNoteEvicted(int slot) {
+  if (g_live != nullptr) g_live->evicted[slot] = 1;
+}
+inline void LiveNoteSlabReady(int slab) {
+  if (g_live != nullptr) __atomic_store_n(&g_live->slabs_ready[slab], 1, __ATOMIC_RELEASE);
+}
+inline void LiveNoteStacks(int n) {
+  if (g_live != nullptr) __atomic_store_n(&g_live->next_stack, n, __ATOMIC_RELEASE);
+}
+
+// At exit, exec or _exit, before the record: whether the runtime writes it.
+// kRuntime: no part was reported; the caller writes the record, then calls
+// LiveRetire. kAgent: parts were reported, or the agent is reporting one
+// now; the counts are left whole in the file (the caller has flushed them
+// and calibrated: LiveNoteClock first) and the agent reports the rest
+// once the image has ended. kNone: no live file.
+enum class LiveReporter { kNone, kRuntime, kAgent };
+LiveReporter LiveBeforeRecord();
+// The record is written: the file goes and is let go of. (An image that
+// then goes on after a failed exec keeps counting into the mapping, which
+// no file names any more: its record is its only report.)
+void LiveRetire();
+// No record is to be written at all (consent withdrawn, the clock refuted):
+// the file goes too.
+void LiveDiscard();
+// After a failed exec that had left the counts to the agent: the image
+// goes on counting into the same run.
+void LiveResumeAfterFailedExec();
+
+// In a fork child: the parent's file let go of; a file of the child's own,
+// with its slabs and shadow stacks mapped (zero-filled), or nullptr when it
+// cannot be made (then the child maps anonymous memory).
+void* LiveOpenInForkChild(const RunSettings& settings, const char* debug_log);
+
+}  // namespace fieldprof::rt
+
+#endif  // FIELDPROF_AGENT_RUNTIME_LIVE_FILE_H_
