@@ -440,6 +440,12 @@ extern "C" uintptr_t fp_exit(uintptr_t caller_rsp, uint64_t tsc) {
     }
     if ((alloc | count | file | sock) == 0) {
       ++slab->quiet[slot];  // exclusive bytes are 0 too: child_alloc <= alloc
+    } else if (!LiveAllocateMetrics(static_cast<int>(slab - g_slabs), static_cast<int>(slot)))
+        [[unlikely]] {
+      // The live file's file system is full: this API stops here.
+      fp_measuring[slot] = 0;
+      g.truncated[slot] = 1;
+      ++slab->quiet[slot];
     } else {
       Histogram* h = slab->h[slot];
       h[1].Record(alloc);

@@ -6,7 +6,6 @@
 #include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,19 +20,13 @@ namespace fieldprof::rt {
 
 FP_HOT_DATA LiveHeader* g_live;
 FP_HOT_DATA int g_live_fd = -1;
+FP_COLD_BSS uint32_t g_live_metrics_backed[kSlabs];
 
 namespace {
 
 int& live_fd = g_live_fd;
 // The file's path, for removing it (only a measured run writes this page).
 FP_COLD_BSS char live_path[640];
-
-// Free room the tmpfs must have for a live file to be made there: a page
-// of a shared file mapping that the file system cannot back is SIGBUS in
-// the program that writes it. Each region is allocated (fallocate) before
-// the program may write it, and that can fail cleanly; the margin keeps
-// such failures rare.
-constexpr uint64_t kMinFreeBytes = uint64_t{64} << 20;
 
 bool SetLock(int fd, short type, off_t byte, bool wait_a_while) {
   struct flock l {};
@@ -52,36 +45,15 @@ bool SetLock(int fd, short type, off_t byte, bool wait_a_while) {
 
 bool Allocate(size_t offset, size_t bytes) { return LiveAllocate(offset, bytes); }
 
-// The directory for live files: `live_dir`, else /dev/shm/fieldprof-<uid>,
-// made mode 0700 if missing; nullptr-equivalent (false) when it is "off",
-// cannot be made, is not a directory of this user's with no access for
-// others, or its file system is short of room.
-bool LiveDir(const RunSettings& s, char* dir, size_t cap, const char* debug_log) {
+// The directory for live files: `live_dir`, else /dev/shm/fieldprof-<uid>;
+// false when it is "off" or too long. No system call: the directory is
+// made (mode 0700) only when the file cannot be made for want of it.
+bool LiveDir(const RunSettings& s, char* dir, size_t cap) {
   if (Eq(s.live_dir, "off")) return false;
-  if (s.live_dir[0] != 0) {
-    if (!Copy(dir, cap, s.live_dir)) return false;
-  } else {
-    char uid[24];
-    FormatU64(sys::Geteuid(), uid);
-    if (!Copy(dir, cap, "/dev/shm/fieldprof-") || !Cat(dir, cap, uid)) return false;
-  }
-  MakeDirs(dir, 0700);
-  const int dfd = sys::OpenAt(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) {
-    DebugLine(debug_log, "live dir %s: cannot open it: no live file", dir);
-    return false;
-  }
-  struct stat st;
-  struct statfs fs;
-  const bool ours = sys::Fstat(dfd, &st) == 0 && S_ISDIR(st.st_mode) &&
-                    st.st_uid == sys::Geteuid() && (st.st_mode & 077) == 0;
-  const bool roomy =
-      fstatfs(dfd, &fs) == 0 &&
-      static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize) >= kMinFreeBytes;
-  sys::Close(dfd);
-  if (!ours) DebugLine(debug_log, "live dir %s is not this user's alone: no live file", dir);
-  if (ours && !roomy) DebugLine(debug_log, "live dir %s is short of room: no live file", dir);
-  return ours && roomy;
+  if (s.live_dir[0] != 0) return Copy(dir, cap, s.live_dir);
+  char uid[24];
+  FormatU64(sys::Geteuid(), uid);
+  return Copy(dir, cap, "/dev/shm/fieldprof-") && Cat(dir, cap, uid);
 }
 
 void FillHeader(LiveHeader& h) {
@@ -118,7 +90,7 @@ void NoteBinder() {
 
 void* Open(const RunSettings& s, const char* debug_log) {
   char dir[512];
-  if (!LiveDir(s, dir, sizeof dir, debug_log)) return nullptr;
+  if (!LiveDir(s, dir, sizeof dir)) return nullptr;
   uint64_t rnd = 0;
   sys::Getrandom(&rnd, sizeof rnd, 0);
   char num[24];
@@ -132,14 +104,22 @@ void* Open(const RunSettings& s, const char* debug_log) {
   if (!Cat(live_path, sizeof live_path, num) || !Cat(live_path, sizeof live_path, ".fplive")) {
     return nullptr;
   }
-  const int fd =
-      sys::OpenAt(AT_FDCWD, live_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return nullptr;
+  constexpr int kFlags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = sys::OpenAt(AT_FDCWD, live_path, kFlags, 0600);
+  if (fd == -ENOENT) {
+    MakeDirs(dir, 0700);
+    fd = sys::OpenAt(AT_FDCWD, live_path, kFlags, 0600);
+  }
+  if (fd < 0) {
+    DebugLine(debug_log, "live file in %s: cannot make it (errno %d): none", dir, -fd);
+    return nullptr;
+  }
   live_fd = fd;
   void* whole = MAP_FAILED;
-  // The header's first page now (the rest as APIs are bound); the alive
-  // lock before anything is written, so that a reader never takes a file
-  // being made for one whose owner is gone.
+  // The header's first page now (the rest as APIs are bound: a full tmpfs
+  // fails that cleanly, never a write); the alive lock before anything is
+  // written, so that a reader never takes a file being made for one whose
+  // owner is gone.
   if (sys::Ftruncate(fd, static_cast<long>(kLiveFileBytes)) == 0 &&
       SetLock(fd, F_WRLCK, kLiveAliveByte, false) && Allocate(0, offsetof(LiveHeader, apis))) {
     whole = mmap(nullptr, kLiveFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -226,6 +206,7 @@ void* LiveOpenInForkChild(const RunSettings& s, const char* debug_log) {
   g_live = nullptr;
   if (live_fd >= 0) sys::Close(live_fd);
   live_fd = -1;
+  for (uint32_t& b : g_live_metrics_backed) b = 0;
   void* m = Open(s, debug_log);
   if (m == nullptr) return nullptr;
   LiveNoteClock();

@@ -31,14 +31,33 @@ inline bool LiveAllocate(size_t offset, size_t bytes) {
   if (g_live_fd < 0) return true;
   return sys::Fallocate(g_live_fd, 0, static_cast<long>(offset), static_cast<long>(bytes)) == 0;
 }
-// The same for slab `s`'s tables of slot `a`, and for shadow stack `i`.
+// The same for what every measured call of slot `a` may write in slab `s`
+// (its time histogram and tick table), and for shadow stack `i`.
 inline bool LiveAllocateSlot(int s, int a) {
   const size_t slab = kLiveSlabsOffset + sizeof(Slab) * static_cast<size_t>(s);
   return LiveAllocate(slab + offsetof(Slab, h) + sizeof(Slab::h[0]) * static_cast<size_t>(a),
-                      sizeof(Slab::h[0])) &&
+                      sizeof(Histogram)) &&
          LiveAllocate(
              slab + offsetof(Slab, ticks) + sizeof(Slab::ticks[0]) * static_cast<size_t>(a),
              sizeof(Slab::ticks[0]));
+}
+// Slot `a`'s other metrics' histograms in slab `s`, written only by calls
+// that allocate or do I/O: allocated at the first such call (most slots
+// never have one), one bit a slot. False when the file system has no room.
+FP_HIDDEN extern uint32_t g_live_metrics_backed[kSlabs];
+inline bool LiveAllocateMetrics(int s, int a) {
+  const uint32_t bit = uint32_t{1} << a;
+  if (g_live_fd < 0 || (__atomic_load_n(&g_live_metrics_backed[s], __ATOMIC_RELAXED) & bit)) {
+    return true;
+  }
+  const size_t slab = kLiveSlabsOffset + sizeof(Slab) * static_cast<size_t>(s);
+  if (!LiveAllocate(slab + offsetof(Slab, h) + sizeof(Slab::h[0]) * static_cast<size_t>(a) +
+                        sizeof(Histogram),
+                    sizeof(Slab::h[0]) - sizeof(Histogram))) {
+    return false;
+  }
+  __atomic_fetch_or(&g_live_metrics_backed[s], bit, __ATOMIC_RELAXED);
+  return true;
 }
 inline bool LiveAllocateSlabCounts(int s) {
   const size_t slab = kLiveSlabsOffset + sizeof(Slab) * static_cast<size_t>(s);

@@ -358,7 +358,8 @@ TEST_F(AgentPassTest, OptinNeedsTheMachinesYesAndOptoutLeavesNothing) {
   // Yes: consent, the user's other settings kept.
   std::ofstream(machine) << "participate = yes\n";
   fs::create_directories(dir_.File("config"));
-  std::ofstream(conf) << "consent = no\nk = 3\nspool_dir = " << dir_.File("spool") << "\n";
+  std::ofstream(conf) << "consent = no\nk = 3\nspool_dir = " << dir_.File("spool")
+                       << "\nlive_dir = " << dir_.File("live") << "\n";
   std::tie(rc, out) = cli("optin");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("fieldprof status --pending"), std::string::npos) << out;
@@ -380,15 +381,21 @@ TEST_F(AgentPassTest, OptinNeedsTheMachinesYesAndOptoutLeavesNothing) {
   FillSpool(5, 2, 100);
   fs::create_directories(dir_.File("cache"));
   std::ofstream(dir_.File("cache/manifest")) << "x";
+  // A measured run's counts in its live file (what a run still going on,
+  // or killed, leaves).
+  fs::create_directories(dir_.File("live"));
+  std::ofstream(dir_.File("live/run-123-456.fplive")) << "counts";
   std::tie(rc, out) = cli("optout --state_dir " + c.state_dir + " --cache " + dir_.File("cache"));
   EXPECT_EQ(rc, 0) << out;
   s = ReadRuntimeSettings(conf);
   ASSERT_TRUE(s.ok() && s->has_value());
   EXPECT_FALSE((*s)->consent);
   EXPECT_EQ((*s)->fleet.k, 3);
-  for (const std::string& gone : {dir_.File("spool"), c.state_dir, dir_.File("cache")}) {
+  for (const std::string& gone :
+       {dir_.File("spool"), c.state_dir, dir_.File("cache"), dir_.File("live/run-123-456.fplive")}) {
     EXPECT_FALSE(fs::exists(gone)) << gone << "\n" << out;
   }
+  EXPECT_NE(out.find("removed the counts of 1 measured runs"), std::string::npos) << out;
   // A program run afterwards (the runtime reads the same file) and an agent
   // pass: nothing recorded, nothing sealed.
   const std::string log = RunUnderSettings(conf);

@@ -62,11 +62,17 @@ void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunReco
   const wire::RuntimeCounters& c = r.counters();
   std::fprintf(out, "%s  ended %s  %s\n", name.c_str(), LocalTime(r.ended_unix_ms()).c_str(),
                RefusedText(c.refused()).c_str());
-  std::fprintf(out, "  platform %s %s %s family %u; run %s, %u APIs chosen",
+  if (r.part() > 0) {
+    // A run reported in parts from its live file (docs/runtime.md).
+    std::fprintf(out, "  part %u of a run reported from its live file%s; counts since part %u\n",
+                 r.part(), r.last_part() ? " (its last: the run had ended)" : "", r.part() - 1);
+  }
+  std::fprintf(out, "  platform %s %s %s family %u; %s %s, %u APIs chosen",
                std::string(OsName(r.platform().os())).c_str(),
                std::string(ArchName(r.platform().arch())).c_str(),
                std::string(CpuVendorName(r.platform().cpu_vendor())).c_str(),
-               r.platform().cpu_family(), FormatNanos(static_cast<double>(c.run_ns())).c_str(),
+               r.platform().cpu_family(), r.part() > 0 ? "over" : "run",
+               FormatNanos(static_cast<double>(c.run_ns())).c_str(),
                c.apis_chosen());
   if (c.apis_truncated() > 0)
     std::fprintf(out, " (%u hit the overhead budget)", c.apis_truncated());

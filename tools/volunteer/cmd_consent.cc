@@ -162,8 +162,23 @@ void SayOptedIn(const Paths& p) {
                "time: fieldprof optout.\n";
 }
 
-// Optout's cleanup: the user's spool, the agent's state, the cache.
-void RemoveLocalData(const Paths& p, const std::string& settings_spool) {
+// The counts measured runs keep while they run (live files): those of runs
+// still going on are no longer reported (each run checks consent before it
+// reports); those of runs that ended are not either.
+void RemoveLiveFiles(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".fplive" && fs::remove(e.path(), ec)) ++n;
+  }
+  std::cout << "  removed the counts of " << n << " measured runs in " << dir << "\n";
+}
+
+// Optout's cleanup: the user's spool, the live files, the agent's state,
+// the cache.
+void RemoveLocalData(const Paths& p, const std::string& settings_spool,
+                     const std::string& settings_live_dir) {
   std::cout << "You no longer take part (" << p.settings << ": consent = no).\n"
             << "Programs you start from now on are not measured; the agent sends nothing "
                "more.\n";
@@ -172,6 +187,7 @@ void RemoveLocalData(const Paths& p, const std::string& settings_spool) {
                             : !settings_spool.empty() ? settings_spool
                                                       : DefaultSpoolDir();
   RemoveAll("the spool", spool);
+  RemoveLiveFiles(DefaultLiveDir(settings_live_dir));
   RemoveAll("the agent's outbox and state", p.state_dir);
   RemoveAll("the snapshot cache", p.cache);
 }
@@ -193,11 +209,12 @@ int Consent(int argc, char** argv, bool in) {
     }
   }
   bool was_in = false;
-  std::string spool_dir;
+  std::string spool_dir, live_dir;
   Status w = UpdateRuntimeSettings(
       p.settings, [&](const std::optional<RuntimeSettings>& now, RuntimeSettings* next) {
         was_in = now.has_value() && now->consent;
         spool_dir = next->spool_dir;
+        live_dir = next->live_dir;
         next->consent = in;
         return true;
       });
@@ -216,7 +233,7 @@ int Consent(int argc, char** argv, bool in) {
     SayOptedIn(p);
     AgentService(true);
   } else {
-    RemoveLocalData(p, spool_dir);
+    RemoveLocalData(p, spool_dir, live_dir);
   }
   return 0;
 }
