@@ -116,13 +116,21 @@ void* Open(const RunSettings& s, const char* debug_log) {
   }
   live_fd = fd;
   void* whole = MAP_FAILED;
-  // The header's first page now (the rest as APIs are bound: a full tmpfs
-  // fails that cleanly, never a write); the alive lock before anything is
-  // written, so that a reader never takes a file being made for one whose
-  // owner is gone.
+  // The alive lock before anything is written, so that a reader never
+  // takes a file being made for one whose owner is gone; then the header's
+  // first page (the rest as APIs are bound: a full tmpfs fails that
+  // cleanly, never a write).
   if (sys::Ftruncate(fd, static_cast<long>(kLiveFileBytes)) == 0 &&
-      SetLock(fd, F_WRLCK, kLiveAliveByte, false) && Allocate(0, offsetof(LiveHeader, apis))) {
+      SetLock(fd, F_WRLCK, kLiveAliveByte, false)) {
     whole = mmap(nullptr, kLiveFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  if (whole != MAP_FAILED) {
+    g_live = static_cast<LiveHeader*>(whole);
+    if (!Allocate(0, offsetof(LiveHeader, apis))) {
+      munmap(whole, kLiveFileBytes);
+      g_live = nullptr;
+      whole = MAP_FAILED;
+    }
   }
   if (whole == MAP_FAILED) {
     sys::Unlink(live_path);
@@ -130,7 +138,6 @@ void* Open(const RunSettings& s, const char* debug_log) {
     live_fd = -1;
     return nullptr;
   }
-  g_live = static_cast<LiveHeader*>(whole);
   FillHeader(*g_live);
   return static_cast<char*>(whole) + kLiveSlabsOffset;
 }

@@ -7,6 +7,7 @@
 #ifndef FIELDPROF_AGENT_RUNTIME_LIVE_FILE_H_
 #define FIELDPROF_AGENT_RUNTIME_LIVE_FILE_H_
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -26,9 +27,20 @@ FP_HIDDEN extern int g_live_fd;  // -1: none (or let go of, after the record)
 // that a write there can never fault for want of it (a full tmpfs would
 // be SIGBUS in the program); false when the file system has no room.
 // True without a live file. A system call, no libc: callable from code
-// built without vector registers.
+// built without vector registers. madvise(MADV_POPULATE_WRITE) allocates
+// and maps the pages in one call, failing cleanly where a write would have
+// raised SIGBUS (Linux 5.14); before that, fallocate allocates them and
+// the writes fault them in.
 inline bool LiveAllocate(size_t offset, size_t bytes) {
   if (g_live_fd < 0) return true;
+  if (g_live != nullptr) {
+    constexpr uintptr_t kPage = 4096;
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(g_live) + offset) & ~(kPage - 1);
+    const uintptr_t to = reinterpret_cast<uintptr_t>(g_live) + offset + bytes;
+    const long r = sys::Call(SYS_madvise, static_cast<long>(from), static_cast<long>(to - from),
+                             23 /* MADV_POPULATE_WRITE */);
+    if (r != -EINVAL) return r == 0;
+  }
   return sys::Fallocate(g_live_fd, 0, static_cast<long>(offset), static_cast<long>(bytes)) == 0;
 }
 // The same for what every measured call of slot `a` may write in slab `s`

@@ -145,6 +145,8 @@ struct MachineStatus {
   StatusOr<std::vector<SpoolEntry>> spool = std::vector<SpoolEntry>();
   uint64_t spool_bytes = 0;
   DirCount outbox;
+  DirCount live;  // measured runs' live files (runs going on, or ended unreported)
+  std::string live_dir;
   SetAside quarantine;
   StatusOr<AgentState> agent = AgentState();
   // Runs counted instead of recorded, not yet reported: still in the
@@ -176,6 +178,9 @@ MachineStatus GatherStatus(const StatusOptions& o) {
     for (const SpoolEntry& e : *m.spool) m.spool_bytes += e.bytes;
   }
   m.outbox = CountFiles(OutboxDirOf(o.state_dir), ".batch");
+  m.live_dir = DefaultLiveDir(m.settings.ok() && m.settings->has_value() ? (*m.settings)->live_dir
+                                                                         : std::string());
+  if (!m.live_dir.empty()) m.live = CountFiles(m.live_dir, ".fplive");
   m.quarantine = ReadSetAside(QuarantineDirOf(o.state_dir));
   m.agent = ReadAgentState(StatusPathOf(o.state_dir));
   m.counted = ReadRunCounters(o.spool);
@@ -233,6 +238,7 @@ std::string StatusJson(const MachineStatus& m, const StatusOptions& o) {
   j.Key("outbox").BeginObject();
   j.Key("batches").Uint(m.outbox.files).Key("bytes").Uint(m.outbox.bytes);
   j.EndObject();
+  j.Key("live_runs").Uint(m.live.files);
   j.Key("quarantined").Uint(m.quarantine.batches + m.quarantine.records);
   j.Key("set_aside").BeginObject();
   j.Key("batches").Uint(m.quarantine.batches);
@@ -291,6 +297,12 @@ void PrintLocal(const MachineStatus& m, const StatusOptions& o) {
         static_cast<unsigned long long>(m.not_recorded[kRunRefusedLoad]),
         static_cast<unsigned long long>(m.not_recorded[kRunRefusedRate]),
         static_cast<unsigned long long>(m.not_recorded[kRunMeasuredNone]));
+  }
+  if (m.live.files > 0) {
+    std::printf(
+        "live runs:      %llu measured runs going on or ended unreported; the agent reports them "
+        "(%s)\n",
+        static_cast<unsigned long long>(m.live.files), m.live_dir.c_str());
   }
   std::printf("outbox:         %llu batches, %s waiting for the aggregator\n",
               static_cast<unsigned long long>(m.outbox.files),
