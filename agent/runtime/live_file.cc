@@ -20,6 +20,7 @@ namespace fieldprof::rt {
 
 FP_HOT_DATA LiveHeader* g_live;
 FP_HOT_DATA int g_live_fd = -1;
+FP_HOT_DATA uint64_t g_live_ino, g_live_dev;
 FP_COLD_BSS uint32_t g_live_metrics_backed[kSlabs];
 
 namespace {
@@ -115,6 +116,11 @@ void* Open(const RunSettings& s, const char* debug_log) {
     return nullptr;
   }
   live_fd = fd;
+  struct stat st;
+  if (sys::Fstat(fd, &st) == 0) {
+    g_live_ino = st.st_ino;
+    g_live_dev = st.st_dev;
+  }
   void* whole = MAP_FAILED;
   // The alive lock before anything is written, so that a reader never
   // takes a file being made for one whose owner is gone; then the header's
@@ -170,7 +176,15 @@ void LiveNoteTruncated(int slot) {
 }
 
 LiveReporter LiveBeforeRecord() {
-  if (g_live == nullptr || live_fd < 0) return LiveReporter::kNone;
+  if (g_live == nullptr) return LiveReporter::kNone;
+  if (live_fd < 0 || !LiveFdIsOurs()) {
+    // The program closed our descriptor (a daemon closing every one): the
+    // alive lock went with it, so the agent may have taken the run for
+    // ended. The parts it announced decide; none: the record is ours.
+    live_fd = -1;
+    return __atomic_load_n(&g_live->parts, __ATOMIC_ACQUIRE) == 0 ? LiveReporter::kRuntime
+                                                                  : LiveReporter::kAgent;
+  }
   // Held until LiveRetire, or released here for the agent.
   const bool locked = SetLock(live_fd, F_WRLCK, kLiveReportByte, true);
   if (locked && __atomic_load_n(&g_live->parts, __ATOMIC_ACQUIRE) == 0) {
@@ -183,22 +197,23 @@ LiveReporter LiveBeforeRecord() {
 }
 
 void LiveRetire() {
-  if (g_live == nullptr || live_fd < 0) return;
+  if (g_live == nullptr) return;
   __atomic_store_n(&g_live->state, kLiveRetired, __ATOMIC_RELEASE);
   sys::Unlink(live_path);
-  // Closing the descriptor lets both locks go; the mapping stays.
-  sys::Close(live_fd);
+  // Closing the descriptor lets both locks go; the mapping stays (an
+  // image going on after a failed exec still allocates through it).
+  if (live_fd >= 0 && LiveFdIsOurs()) sys::Close(live_fd);
   live_fd = -1;
 }
 
 void LiveDiscard() {
-  if (g_live == nullptr || live_fd < 0) return;
-  SetLock(live_fd, F_WRLCK, kLiveReportByte, true);
+  if (g_live == nullptr) return;
+  if (live_fd >= 0 && LiveFdIsOurs()) SetLock(live_fd, F_WRLCK, kLiveReportByte, true);
   LiveRetire();
 }
 
 void LiveResumeAfterFailedExec() {
-  if (g_live == nullptr || live_fd < 0) return;
+  if (g_live == nullptr || live_fd < 0 || !LiveFdIsOurs()) return;
   if (SetLock(live_fd, F_WRLCK, kLiveReportByte, true)) {
     __atomic_store_n(&g_live->state, kLiveRunning, __ATOMIC_RELEASE);
     SetLock(live_fd, F_UNLCK, kLiveReportByte, false);
@@ -211,7 +226,7 @@ void* LiveOpenInForkChild(const RunSettings& s, const char* debug_log) {
   // lives) and its header, mapped shared, are not the child's to write.
   munmap(g_live, kLiveHeaderBytes);
   g_live = nullptr;
-  if (live_fd >= 0) sys::Close(live_fd);
+  if (live_fd >= 0 && LiveFdIsOurs()) sys::Close(live_fd);
   live_fd = -1;
   for (uint32_t& b : g_live_metrics_backed) b = 0;
   void* m = Open(s, debug_log);

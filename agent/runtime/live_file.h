@@ -22,6 +22,15 @@ struct RunSettings;
 // by the runtime only (and `parts` by the agent, under the report lock).
 FP_HIDDEN extern LiveHeader* g_live;
 FP_HIDDEN extern int g_live_fd;  // -1: none (or let go of, after the record)
+// The file's identity: a program may close our descriptor (daemons close
+// every one) and open something else under its number, which must never
+// be locked, allocated into or closed in our stead.
+FP_HIDDEN extern uint64_t g_live_ino, g_live_dev;
+inline bool LiveFdIsOurs() {
+  struct stat st;
+  return g_live_fd >= 0 && sys::Fstat(g_live_fd, &st) == 0 && st.st_ino == g_live_ino &&
+         st.st_dev == g_live_dev;
+}
 
 // Bytes [offset, offset + bytes) of the live file backed by memory now, so
 // that a write there can never fault for want of it (a full tmpfs would
@@ -32,16 +41,16 @@ FP_HIDDEN extern int g_live_fd;  // -1: none (or let go of, after the record)
 // raised SIGBUS (Linux 5.14); before that, fallocate allocates them and
 // the writes fault them in.
 inline bool LiveAllocate(size_t offset, size_t bytes) {
-  if (g_live_fd < 0) return true;
-  if (g_live != nullptr) {
-    constexpr uintptr_t kPage = 4096;
-    const uintptr_t from = (reinterpret_cast<uintptr_t>(g_live) + offset) & ~(kPage - 1);
-    const uintptr_t to = reinterpret_cast<uintptr_t>(g_live) + offset + bytes;
-    const long r = sys::Call(SYS_madvise, static_cast<long>(from), static_cast<long>(to - from),
-                             23 /* MADV_POPULATE_WRITE */);
-    if (r != -EINVAL) return r == 0;
-  }
-  return sys::Fallocate(g_live_fd, 0, static_cast<long>(offset), static_cast<long>(bytes)) == 0;
+  if (g_live == nullptr) return true;  // anonymous memory: nothing to back
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(g_live) + offset) & ~(kPage - 1);
+  const uintptr_t to = reinterpret_cast<uintptr_t>(g_live) + offset + bytes;
+  const long r = sys::Call(SYS_madvise, static_cast<long>(from), static_cast<long>(to - from),
+                           23 /* MADV_POPULATE_WRITE */);
+  if (r != -EINVAL) return r == 0;
+  // Older kernels: by the descriptor, while it is still ours.
+  return LiveFdIsOurs() &&
+         sys::Fallocate(g_live_fd, 0, static_cast<long>(offset), static_cast<long>(bytes)) == 0;
 }
 // The same for what every measured call of slot `a` may write in slab `s`
 // (its time histogram and tick table), and for shadow stack `i`.
@@ -59,7 +68,7 @@ inline bool LiveAllocateSlot(int s, int a) {
 FP_HIDDEN extern uint32_t g_live_metrics_backed[kSlabs];
 inline bool LiveAllocateMetrics(int s, int a) {
   const uint32_t bit = uint32_t{1} << a;
-  if (g_live_fd < 0 || (__atomic_load_n(&g_live_metrics_backed[s], __ATOMIC_RELAXED) & bit)) {
+  if (g_live == nullptr || (__atomic_load_n(&g_live_metrics_backed[s], __ATOMIC_RELAXED) & bit)) {
     return true;
   }
   const size_t slab = kLiveSlabsOffset + sizeof(Slab) * static_cast<size_t>(s);

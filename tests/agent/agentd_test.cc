@@ -359,7 +359,7 @@ TEST_F(AgentPassTest, OptinNeedsTheMachinesYesAndOptoutLeavesNothing) {
   std::ofstream(machine) << "participate = yes\n";
   fs::create_directories(dir_.File("config"));
   std::ofstream(conf) << "consent = no\nk = 3\nspool_dir = " << dir_.File("spool")
-                       << "\nlive_dir = " << dir_.File("live") << "\n";
+                      << "\nlive_dir = " << dir_.File("live") << "\n";
   std::tie(rc, out) = cli("optin");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("fieldprof status --pending"), std::string::npos) << out;
@@ -391,8 +391,8 @@ TEST_F(AgentPassTest, OptinNeedsTheMachinesYesAndOptoutLeavesNothing) {
   ASSERT_TRUE(s.ok() && s->has_value());
   EXPECT_FALSE((*s)->consent);
   EXPECT_EQ((*s)->fleet.k, 3);
-  for (const std::string& gone :
-       {dir_.File("spool"), c.state_dir, dir_.File("cache"), dir_.File("live/run-123-456.fplive")}) {
+  for (const std::string& gone : {dir_.File("spool"), c.state_dir, dir_.File("cache"),
+                                  dir_.File("live/run-123-456.fplive")}) {
     EXPECT_FALSE(fs::exists(gone)) << gone << "\n" << out;
   }
   EXPECT_NE(out.find("removed the counts of 1 measured runs"), std::string::npos) << out;

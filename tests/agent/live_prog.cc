@@ -10,10 +10,18 @@
 //   kill   writes "ready" to STATUS_FILE and waits to be SIGKILLed;
 //   rounds does CALLS calls in each of 3 rounds: after each it writes the
 //          round's number to STATUS_FILE and waits for STATUS_FILE.go<n>
-//          (the test's agent pass in between), then exits.
+//          (the test's agent pass in between), then exits;
+//   closefds  closes every descriptor past stderr, as daemons do, opens a
+//          file of its own (which takes the runtime's descriptor number),
+//          forks a child that checks the file is still open (7 if not),
+//          does CALLS calls more and exits 0 if its file is as it left it
+//          (5 if not): the runtime must never touch a descriptor it lost.
 // Prints nothing; the test counts the calls itself (CALLS per round, all
 // completed before the end).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -67,6 +75,32 @@ int main(int argc, char** argv) {
     return 0;
   }
   Round(calls);
+  if (end == "closefds" && status != nullptr) {
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    const std::string mine = std::string(status) + ".mine";
+    const int fd = open(mine.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, "mine\n", 5) != 5) return 4;
+    // A fork: the child's runtime lets go of its parent's descriptor (the
+    // number it remembers is this file's now).
+    const pid_t child = fork();
+    if (child == 0) {
+      struct stat cst;
+      _exit(fstat(fd, &cst) == 0 && cst.st_size == 5 ? 0 : 7);
+    }
+    int child_status = 0;
+    if (child < 0 || waitpid(child, &child_status, 0) != child || !WIFEXITED(child_status) ||
+        WEXITSTATUS(child_status) != 0) {
+      return 7;
+    }
+    Round(calls);
+    struct stat st;
+    char buf[8] = {};
+    if (fstat(fd, &st) != 0 || st.st_size != 5 || pread(fd, buf, 5, 0) != 5 ||
+        std::string(buf) != "mine\n") {
+      return 5;
+    }
+    return close(fd) == 0 ? 0 : 6;
+  }
   if (end == "exit") return 0;
   if (end == "int") raise(SIGINT);
   if (end == "term") raise(SIGTERM);

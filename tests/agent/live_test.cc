@@ -155,6 +155,24 @@ TEST_F(LiveTest, ARunEndedByAnySignalReachesTheAggregatorOnce) {
   }
 }
 
+// A program that closes every descriptor past stderr (as daemons do) takes
+// the live file's away: the runtime never locks, allocates into or closes
+// the file the program opens under that number, and the run is reported
+// once, by its record.
+TEST_F(LiveTest, AProgramThatClosesEveryDescriptorIsReportedOnceAndUntouched) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  constexpr long kCalls = 1500;
+  const int st = Wait(Start(kCalls, "closefds"));
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "5 or 7: the runtime touched the program's own file";
+  Agent(agg.port());
+  ExpectHolds(agg, 2 * kCalls, 1, "after the run");
+  Agent(agg.port());
+  ExpectHolds(agg, 2 * kCalls, 1, "after another pass");
+  EXPECT_EQ(LiveFiles(), 0u);
+}
+
 // A run that goes on is reported in parts, one an interval (every pass
 // here): each part reaches the aggregator as it comes, the run counts
 // once, and the parts sum to what a normal exit writes.

@@ -72,8 +72,7 @@ void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunReco
                std::string(ArchName(r.platform().arch())).c_str(),
                std::string(CpuVendorName(r.platform().cpu_vendor())).c_str(),
                r.platform().cpu_family(), r.part() > 0 ? "over" : "run",
-               FormatNanos(static_cast<double>(c.run_ns())).c_str(),
-               c.apis_chosen());
+               FormatNanos(static_cast<double>(c.run_ns())).c_str(), c.apis_chosen());
   if (c.apis_truncated() > 0)
     std::fprintf(out, " (%u hit the overhead budget)", c.apis_truncated());
   std::fprintf(out, "\n  calls measured %llu, abandoned %llu, dropped %llu; probe cost %llu ns\n",
