@@ -83,9 +83,10 @@ class Store {
                                                          std::string_view body, int32_t day) = 0;
 
   // Whether a batch with this id was accepted and is counted (sending it
-  // again answers duplicate). Asked where a batch is about to be refused
-  // for its upload token, so that one already counted is answered as the
-  // duplicate it is and its sender does not send it again under a new id.
+  // again answers duplicate), once it is applied (as its sums: see
+  // WaitApplied). Asked where a batch is about to be refused for its
+  // upload token, so that one already counted is answered as the duplicate
+  // it is and its sender does not send it again under a new id.
   [[nodiscard]] virtual StatusOr<bool> BatchAccepted(std::string_view batch_id) = 0;
 
   // Accepted batches not yet visible to queries.

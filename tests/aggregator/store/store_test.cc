@@ -148,6 +148,9 @@ TEST_P(StoreTest, AnAcceptedBatchIsKnownByItsId) {
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   EXPECT_FALSE(*before);
   ASSERT_TRUE(Apply(*store, a, 100).ok());
+  // Known once applied, as the sums are (ClickHouse: readable a moment
+  // after the insert is acknowledged).
+  ASSERT_TRUE(store->WaitApplied(std::chrono::seconds(10)).ok());
   StatusOr<bool> after = store->BatchAccepted(a.batch_id());
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_TRUE(*after);
