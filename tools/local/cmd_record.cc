@@ -159,14 +159,21 @@ int Record(int argc, char** argv) {
   o.fanout = static_cast<uint32_t>(n);
   StatusOr<Recording> r = local::RecordingFromRawDir(raw.path, o);
   if (!r.ok()) {
-    std::cerr << "fieldprof record: " << r.status().message() << "\n";
-    return code != 0 ? code : 1;
+    // A message, not the program's failure: the exit status stays its own.
+    std::cerr << "fieldprof record: " << r.status().message()
+              << (r.status().code() == StatusCode::kNotFound
+                      ? ": a statically linked program, or one that drops LD_PRELOAD, cannot "
+                        "be sampled from inside"
+                      : "")
+              << "; the exit status is the program's (" << code << ")\n";
+    return code;
   }
   for (const std::string& a : cmd) r->command += (r->command.empty() ? "" : " ") + a;
   if (Status w = WriteFileDurably(output, local::EncodeRecording(*r), FileAccess::kShared);
       !w.ok()) {
-    std::cerr << "fieldprof record: " << w.message() << "\n";
-    return code != 0 ? code : 1;
+    std::cerr << "fieldprof record: " << w.message() << "; the exit status is the program's ("
+              << code << ")\n";
+    return code;
   }
   std::fprintf(stderr,
                "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "

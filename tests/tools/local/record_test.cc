@@ -267,6 +267,23 @@ long CpuTicks(pid_t pid) {
   return utime + stime;
 }
 
+// A program nothing preloaded can enter (statically linked): no process is
+// recorded, which record says, and its exit status is still the program's
+// (issue #64: "nothing was recorded" is a message, not the program's
+// failure).
+TEST(RecordTest, NothingRecordedIsSaidAndTheExitStatusIsTheProgramsOwn) {
+  TempDir dir;
+  for (const std::string code : {"0", "3"}) {
+    std::string out;
+    const int rc = testing::RunCommand(kCli + " record -o " + dir.File("s.fprec") + " -- " +
+                                           FIELDPROF_STATICPROG + " " + code + " 2>&1",
+                                       &out);
+    EXPECT_EQ(rc, std::stoi(code)) << out;
+    EXPECT_NE(out.find("no process was recorded"), std::string::npos) << out;
+    EXPECT_NE(out.find("exit status is the program's"), std::string::npos) << out;
+  }
+}
+
 // Ctrl-C at a terminal (SIGINT to the foreground group) stops the program;
 // fieldprof record still writes what it sampled, and exits as the program
 // did (130).
