@@ -22,24 +22,18 @@ bool KAnonymousStore::Published(const ApiAggregate& a) const {
 
 Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
                                    const std::function<bool(ApiAggregate&&)>& visit) {
-  Withheld ignored;
-  return ForEachApi(filter, visit, &ignored);
-}
-
-Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
-                                   const std::function<bool(ApiAggregate&&)>& visit,
-                                   Withheld* withheld) {
   const bool whole = WholeStore(filter);
   const auto started = std::chrono::steady_clock::now();
-  Withheld here;
+  int64_t series_withheld = 0;
+  MachineSketch machines_withheld;
   std::map<std::string, bool> modules;  // whole walks only: module -> any series published
   bool stopped = false;
   Status s = inner_->ForEachApi(filter, [&](ApiAggregate&& a) {
     const bool published = Published(a);
     if (whole) modules[a.key.module] |= published;
     if (!published) {
-      ++here.series;
-      here.machines.Merge(a.machines);
+      ++series_withheld;
+      if (whole) machines_withheld.Merge(a.machines);
       return true;
     }
     if (!visit(std::move(a))) {
@@ -48,15 +42,13 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
     }
     return true;
   });
-  withheld->series += here.series;
-  withheld->machines.Merge(here.machines);
-  withheld->complete = withheld->complete && s.ok() && !stopped;
+  // A walk over every series that went to its end: what Totals answers.
   if (s.ok() && whole && !stopped) {
     WithheldTotals t;
-    t.series = static_cast<int64_t>(here.series);
+    t.series = series_withheld;
     t.modules = 0;
     for (const auto& [module, any] : modules) t.modules += !any;
-    t.machines = static_cast<int64_t>(here.machines.Estimate());
+    t.machines = static_cast<int64_t>(machines_withheld.Estimate());
     t.at = std::chrono::steady_clock::now();
     t.took = t.at - started;
     std::lock_guard lock(last_mu_);
@@ -67,21 +59,12 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
 
 StatusOr<std::vector<ApiAggregate>> KAnonymousStore::ListApis(const ApiFilter& filter,
                                                               size_t limit) {
-  Withheld ignored;
-  return ListApis(filter, limit, &ignored);
-}
-
-StatusOr<std::vector<ApiAggregate>> KAnonymousStore::ListApis(const ApiFilter& filter, size_t limit,
-                                                              Withheld* withheld) {
   std::vector<ApiAggregate> out;
   if (limit == 0) return out;
-  FP_RETURN_IF_ERROR(ForEachApi(
-      filter,
-      [&](ApiAggregate&& a) {
-        out.push_back(std::move(a));
-        return out.size() < limit;
-      },
-      withheld));
+  FP_RETURN_IF_ERROR(ForEachApi(filter, [&](ApiAggregate&& a) {
+    out.push_back(std::move(a));
+    return out.size() < limit;
+  }));
   return out;
 }
 
@@ -92,9 +75,7 @@ StatusOr<WithheldTotals> KAnonymousStore::Totals(std::chrono::seconds max_age) {
     const auto age = std::chrono::steady_clock::now() - last_.at;
     if (last_.series >= 0 && age <= max_age && age <= 10 * last_.took) return last_;
   }
-  Withheld ignored;
-  FP_RETURN_IF_ERROR(ForEachApi(
-      ApiFilter(), [](ApiAggregate&&) { return true; }, &ignored));
+  FP_RETURN_IF_ERROR(ForEachApi(ApiFilter(), [](ApiAggregate&&) { return true; }));
   std::lock_guard lock(last_mu_);
   return last_;
 }

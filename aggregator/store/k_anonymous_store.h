@@ -22,20 +22,12 @@
 
 namespace fieldprof::aggregator {
 
-// What a walk held back: the series it met that fewer than k machines
-// have sent, and the machines that sent them (a sketch of the agents' day
-// keys, so a machine counts once a day it sent; machine_sketch.h). Counts
-// only, never which series. `complete` is false when the walk stopped
-// early (the counts are then a lower bound).
-struct Withheld {
-  uint64_t series = 0;
-  MachineSketch machines;
-  bool complete = true;
-};
-
-// The same over every series, as of one walk over them all: the series
-// held back, the modules none of whose series is published, and the
-// machines that sent the held-back series. -1 before the first walk.
+// What the whole store holds back until k machines have sent it, as of one
+// walk over every series: the series, the modules none of whose series is
+// published, and the machines that sent the held-back series (a sketch of
+// the agents' day keys, so a machine counts once a day it sent;
+// machine_sketch.h). Counts only, never which series. -1 before the first
+// walk.
 struct WithheldTotals {
   int64_t series = -1, modules = -1, machines = -1;
   std::chrono::steady_clock::time_point at{};  // when the walk ended
@@ -50,13 +42,6 @@ class KAnonymousStore : public Store {
   bool Published(const ApiAggregate& a) const;
   int k() const { return k_; }
 
-  // ForEachApi and ListApis that also count what they hold back into
-  // *withheld (added to what it holds).
-  [[nodiscard]] Status ForEachApi(const ApiFilter& filter,
-                                  const std::function<bool(ApiAggregate&&)>& visit,
-                                  Withheld* withheld);
-  [[nodiscard]] StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter, size_t limit,
-                                                             Withheld* withheld);
   // What is held back over the whole store: the last walk over every
   // series (a publish cycle, a reader's) while it is younger than ten
   // times what it took and than `max_age`, else a walk now (one at a time;

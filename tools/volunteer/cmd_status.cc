@@ -38,17 +38,13 @@ struct DirCount {
 struct SetAside {
   uint64_t batches = 0, records = 0;
   std::string latest_batch_reason, latest_record_reason;
-  bool missing = false;
 };
 
 SetAside ReadSetAside(const std::string& dir) {
   SetAside a;
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
-  if (ec) {
-    a.missing = true;
-    return a;
-  }
+  if (ec) return a;  // no quarantine yet: nothing set aside
   std::filesystem::file_time_type newest_batch{}, newest_record{};
   for (const auto& e : it) {
     const std::string name = e.path().filename().string();
