@@ -304,7 +304,13 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
   const std::string base_path = c.state_dir + "/live/" + name + ".base";
   bool have_base = false;
   StatusOr<wire::RunRecord> base = ReadBase(base_path, &have_base);
-  if (!base.ok()) return Outcome::kUnreadable;
+  if (!base.ok()) {
+    // Damaged: as if lost (below), never a file looked at forever.
+    std::error_code ec;
+    fs::remove(base_path, ec);
+    base = wire::RunRecord();
+    have_base = false;
+  }
   const int64_t last_ms = have_base ? base->ended_unix_ms() : hdr.start_unix_ms;
   if (!ended && now_ms - last_ms < c.interval_s * 1000) return Outcome::kNothing;
   if (!LockByte(fd, F_WRLCK, rt::kLiveReportByte)) return Outcome::kNothing;  // the runtime's now
@@ -322,9 +328,13 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
     if (ended) ++result->retired_removed;
     return finish(Outcome::kRetired);
   }
-  // Parts reported before, and what they held is gone: reporting now could
-  // count them again. Left out (and, once ended, removed).
-  if (hdr.parts > 1 && !have_base) return finish(Outcome::kUnreadable);
+  // Parts announced and what was reported not kept: part 1 written but not
+  // yet sealed (the pass died before keeping it) is written again under
+  // its name. Otherwise what was reported is unknown: what is counted now
+  // is taken as reported, unreported (counted as dropped), and parts go
+  // on from there; never a call in two parts.
+  const bool resync = !have_base && hdr.parts > 0 &&
+                      !(hdr.parts == 1 && fs::exists(c.spool_dir + "/" + PartName(hdr, name, 1)));
   uint64_t q32 = hdr.calibrated ? hdr.ns_per_tick_q32 : 0;
   if (q32 == 0 && c.tsc_hz > 0) {
     q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(1000000000) << 32) /
@@ -333,7 +343,9 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
   Totals totals;
   if (!ReadTotals(fd, hdr, q32, &totals)) return Outcome::kUnreadable;
   wire::RunRecord next_base = *base;
-  const uint32_t part = std::max<uint32_t>(uint32_t{hdr.parts}, next_base.part()) + 1;
+  // The part after the last one kept, so that a part written and not kept
+  // (the pass died) is written again under its own name, not a new one.
+  const uint32_t part = (have_base ? next_base.part() : resync ? uint32_t{hdr.parts} : 0) + 1;
   wire::RunRecord rec;
   rec.set_schema_version(kSchemaVersion);
   PlatformToWire(c.platform, rec.mutable_platform());
@@ -367,6 +379,13 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
     }
   }
   result->calls_dropped += dropped;
+  if (resync) {
+    for (const wire::Record& r : rec.records()) {
+      if (r.key().metric() == wire::METRIC_WALL_TIME_NS)
+        result->calls_dropped += r.histogram().count();
+    }
+    rec.clear_records();
+  }
   if (rec.records_size() == 0) {
     // Nothing new: no part; a live run's clock starts again.
     if (ended) return finish(Outcome::kEnded);

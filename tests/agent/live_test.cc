@@ -212,6 +212,49 @@ TEST_F(LiveTest, ALongRunIsReportedInPartsThatSumToTheWholeRun) {
   ExpectHolds(agg, 6 * kCalls, 2, "beside a whole run");
 }
 
+// What the agent kept of a run's reported parts is damaged (or gone)
+// while the run goes on: it never reports those calls again. What was
+// counted meanwhile is dropped (and said); later calls are reported.
+TEST_F(LiveTest, ALostRecordOfWhatWasReportedNeverCountsACallTwice) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  constexpr long kCalls = 1000;
+  const pid_t pid = Start(kCalls, "rounds");
+  auto at_round = [&](int round) {
+    bool gone = false;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          std::ifstream in(dir_.File("status"));
+          std::string s;
+          gone = waitpid(pid, nullptr, WNOHANG) == pid;
+          return gone || ((in >> s) && s == std::to_string(round));
+        },
+        std::chrono::seconds(120)));
+    EXPECT_FALSE(gone) << "the program ended before round " << round;
+  };
+  at_round(1);
+  Agent(agg.port());
+  ExpectHolds(agg, kCalls, 1, "part 1");
+  for (const auto& e : fs::directory_iterator(dir_.File("state/live"))) {
+    std::ofstream(e.path(), std::ios::trunc) << "damaged";
+  }
+  std::ofstream(dir_.File("status.go1")) << "go\n";
+  at_round(2);
+  const std::string out = Agent(agg.port());
+  EXPECT_NE(out.find("calls read mid-update and dropped"), std::string::npos) << out;
+  ExpectHolds(agg, kCalls, 1, "round 2: not reported (what was reported is unknown)");
+  std::ofstream(dir_.File("status.go2")) << "go\n";
+  at_round(3);
+  Agent(agg.port());
+  ExpectHolds(agg, 2 * kCalls, 1, "round 3: reported, once");
+  std::ofstream(dir_.File("status.go3")) << "go\n";
+  const int st = Wait(pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  Agent(agg.port());
+  ExpectHolds(agg, 2 * kCalls, 1, "after the run ended");
+  EXPECT_EQ(LiveFiles(), 0u);
+}
+
 // A reading taken in the middle of an update is never reported as if it
 // were whole: its bucket waits for the next reading (or, at a killed run's
 // last reading, is dropped and counted), so every part is valid and the
