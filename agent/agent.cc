@@ -638,8 +638,11 @@ std::string DescribeRefusal(int http_status, const std::string& host, const std:
       what += " (rule " + j["rule"].get<std::string>() + ")";
     }
   }
+  // One line a volunteer's terminal shows as text: whatever answered may
+  // send any bytes.
   for (char& c : what) {
-    if (c == '\n' || c == '\r') c = ' ';
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = u == '\n' || u == '\r' || u == '\t' ? ' ' : '?';
   }
   if (what.size() > 300) what = what.substr(0, 300) + "...";
   const std::string code = "HTTP " + std::to_string(http_status) + " from " + host;

@@ -44,8 +44,6 @@ bool SetLock(int fd, short type, off_t byte, bool wait_a_while) {
   }
 }
 
-bool Allocate(size_t offset, size_t bytes) { return LiveAllocate(offset, bytes); }
-
 // The directory for live files: `live_dir`, else /dev/shm/fieldprof-<uid>;
 // false when it is "off" or too long. No system call: the directory is
 // made (mode 0700) only when the file cannot be made for want of it.
@@ -132,7 +130,7 @@ void* Open(const RunSettings& s, const char* debug_log) {
   }
   if (whole != MAP_FAILED) {
     g_live = static_cast<LiveHeader*>(whole);
-    if (!Allocate(0, offsetof(LiveHeader, apis))) {
+    if (!LiveAllocate(0, offsetof(LiveHeader, apis))) {
       munmap(whole, kLiveFileBytes);
       g_live = nullptr;
       whole = MAP_FAILED;
@@ -164,7 +162,8 @@ void LiveNoteClock() {
 void LiveNoteApi(int slot, const char* module, const char* build_id, const char* symbol) {
   if (g_live == nullptr) return;
   LiveApi& a = g_live->apis[slot];
-  if (!Allocate(reinterpret_cast<char*>(&a) - reinterpret_cast<char*>(g_live), sizeof a)) return;
+  if (!LiveAllocate(reinterpret_cast<char*>(&a) - reinterpret_cast<char*>(g_live), sizeof a))
+    return;
   Copy(a.module, sizeof a.module, module);
   Copy(a.build_id, sizeof a.build_id, build_id);
   Copy(a.symbol, sizeof a.symbol, symbol);

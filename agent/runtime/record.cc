@@ -314,7 +314,7 @@ LiveReporter RecordBeforeImageEnds() {
     // Nothing to report: the live file goes (an image that goes on after a
     // failed exec then counts into a mapping no file names, as after a
     // record: only its record at the end reports it).
-    if (sys::Getpid() == owner_pid) LiveRetire();
+    LiveRetire();
     return LiveReporter::kNone;
   }
   return WriteRecord();

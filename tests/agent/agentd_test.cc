@@ -949,6 +949,31 @@ TEST_F(AgentPassTest, ADamagedSettingsAnswerIsIgnored) {
   }
 }
 
+// Whatever answers may send any bytes: a refusal's message reaches the
+// volunteer's terminal (fieldprof status) as plain text, one line.
+TEST_F(AgentPassTest, ARefusalsMessageIsShownAsTextOnly) {
+  TlsStubServer stub(
+      dir_.File("cert.pem"), dir_.File("key.pem"), [](const std::string&, const std::string&) {
+        return StubReply{
+            400,
+            R"({"error":"InvalidArgument","message":"\u001b]0;owned\u0007\u001b[31mred\nline"})",
+            {}};
+      });
+  FillSpool(3, 1);
+  Agent agent(Config(stub.port()));
+  ASSERT_TRUE(agent.Init().ok());
+  auto r = agent.Pass(/*flush=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->batches_quarantined, 1);
+  const std::string out = StatusText();
+  EXPECT_NE(out.find("the latest: HTTP 400 from 127.0.0.1: the aggregator refused what the "
+                     "batch holds: ?]0;owned??[31mred line"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(out.find('\x07'), std::string::npos);
+}
+
 TEST_F(AgentPassTest, A503WithRetryAfterIsWaitedOut) {
   TlsStubServer stub(
       dir_.File("cert.pem"), dir_.File("key.pem"), [](const std::string&, const std::string&) {
