@@ -23,6 +23,69 @@ void Route(posix_spawn_file_actions_t* fa, int from, int to) {
   }
 }
 
+// fork, the parent's before_exec, then exec: what posix_spawn cannot
+// pause between. Returns 0 and the pid, or an errno (the exec's own,
+// reported back through a close-on-exec pipe).
+int ForkAndExec(char* const* argv, const SpawnOptions& o, pid_t* pid, std::string* hook_error) {
+  int go[2], failed[2];
+  if (pipe2(go, O_CLOEXEC) != 0) return errno;
+  if (pipe2(failed, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(go[0]);
+    close(go[1]);
+    return e;
+  }
+  const pid_t child = fork();
+  if (child < 0) {
+    const int e = errno;
+    for (int fd : {go[0], go[1], failed[0], failed[1]}) close(fd);
+    return e;
+  }
+  if (child == 0) {
+    // Only async-signal-safe calls from here.
+    if (o.interrupt_child_only) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGQUIT, SIG_DFL);
+    }
+    auto route = [](int from, int to) {
+      if (from == kDevNull) {
+        const int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0 && fd != to) {
+          dup2(fd, to);
+          close(fd);
+        }
+      } else if (from != to) {
+        dup2(from, to);
+      }
+    };
+    route(o.out_fd, STDOUT_FILENO);
+    route(o.err_fd, STDERR_FILENO);
+    char c = 0;
+    ssize_t r;
+    while ((r = read(go[0], &c, 1)) < 0 && errno == EINTR) {
+    }
+    if (r == 1) {
+      execvp(argv[0], argv);
+      const int e = errno;
+      (void)!write(failed[1], &e, sizeof e);
+    }
+    _exit(127);
+  }
+  close(go[0]);
+  close(failed[1]);
+  const bool go_on = o.before_exec(child, hook_error);
+  if (go_on) (void)!write(go[1], "x", 1);
+  close(go[1]);  // without the byte: the child ends before it runs
+  int e = 0;
+  ssize_t r;
+  while ((r = read(failed[0], &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  close(failed[0]);
+  *pid = child;
+  if (!go_on) return -1;
+  return r == sizeof e ? e : 0;
+}
+
 }  // namespace
 
 int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, std::string* error) {
@@ -51,11 +114,13 @@ int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, st
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   }
   pid_t pid = 0;
-  const int err = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  std::string hook_error;
+  const int err = o.before_exec ? ForkAndExec(argv.data(), o, &pid, &hook_error)
+                                : posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   int status = 0;
-  if (err == 0) {
+  if (err == 0 || (o.before_exec && pid > 0)) {  // a child that did not exec is reaped too
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
@@ -64,7 +129,7 @@ int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, st
     sigaction(SIGQUIT, &old_quit, nullptr);
   }
   if (err != 0) {
-    if (error != nullptr) *error = std::strerror(err);
+    if (error != nullptr) *error = err < 0 ? hook_error : std::strerror(err);
     return -1;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -3,6 +3,9 @@
 #ifndef FIELDPROF_TOOLS_CLI_SPAWN_H_
 #define FIELDPROF_TOOLS_CLI_SPAWN_H_
 
+#include <sys/types.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,11 @@ struct SpawnOptions {
   // goes on once the program is gone (fieldprof record writes the
   // recording of a program stopped so).
   bool interrupt_child_only = false;
+  // Called with the program's pid after it is forked and before it execs
+  // (it waits meanwhile): fieldprof record opens its perf_events on it
+  // here, to start at the exec. False, with *error, stops the program
+  // before it runs.
+  std::function<bool(pid_t pid, std::string* error)> before_exec;
 };
 inline constexpr int kDevNull = -1;
 

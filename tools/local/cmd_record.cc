@@ -29,6 +29,7 @@
 #include "tools/local/cpu_switches.h"
 #include "tools/local/html_page.h"
 #include "tools/local/idle_report.h"
+#include "tools/local/perf_sampler.h"
 #include "tools/local/pprof_export.h"
 #include "tools/local/raw_format.h"
 #include "tools/local/recording.h"
@@ -56,7 +57,8 @@ int Record(int argc, char** argv) {
   int64_t hz = 999, m = 100, n = 2;
   double p = 0.95;
   bool wall = false, idle = true;
-  std::string lib_dir, clock = "task", cpu_wide = "auto";
+  int64_t stack_bytes = 16384;
+  std::string lib_dir, clock = "perf", cpu_wide = "auto";
   OptionTable t("fieldprof record",
                 "Samples the call stacks of a command and every program it starts (CPU time,\n"
                 "or wall-clock time with --wall) into a recording: whole stacks through\n"
@@ -76,9 +78,18 @@ int Record(int argc, char** argv) {
   t.AddInt("hz", &hz, "samples per second of CPU time (of wall time with --wall)", 1, 10000);
   t.AddBool("wall", &wall, "sample wall-clock time instead of CPU time");
   t.AddString("clock", &clock,
-              "what times CPU-time samples: task (a perf_event task-clock per thread: the rate "
-              "asked; adds to each context switch, ~12 us on a VM) or timer (per-thread CPU "
-              "timers: at most one sample per kernel tick, ~250/s; free for switches)");
+              "what takes CPU-time samples: perf (from outside, as perf record --call-graph "
+              "dwarf: task-clock perf_events of fieldprof record on the command and all it "
+              "starts, each sample with a copy of the user stack, unwound afterwards; nothing "
+              "runs in the program for it, so static binaries, Go, Chromium and each process's "
+              "startup are sampled too), task (in the program: a task-clock per thread, its "
+              "stack unwound at once) or timer (in the program: per-thread CPU timers, at most "
+              "one sample per kernel tick, ~250/s). --wall samples in the program");
+  t.AddInt("stack_bytes", &stack_bytes,
+           "with --clock perf: the bytes of user stack copied with each sample; a stack "
+           "deeper than that ends where the copy does (perf's default, 8192, cuts Debian's "
+           "sqlite3 shell short of main)",
+           1024, 65528);
   t.AddBool("idle", &idle,
             "record idle transitions: each thread's switches off and onto the CPU (perf_event "
             "switch records) and the blocking call it waited in");
@@ -96,21 +107,40 @@ int Record(int argc, char** argv) {
   if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
   const std::vector<std::string> cmd = ProgramArgs(argc, argv, cmd_at);
   if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
-  if (s.ok() && clock != "task" && clock != "timer") {
-    s = InvalidArgument("--clock is task or timer, not \"" + clock + "\"");
+  if (s.ok() && clock != "perf" && clock != "task" && clock != "timer") {
+    s = InvalidArgument("--clock is perf, task or timer, not \"" + clock + "\"");
   }
   if (s.ok() && cpu_wide != "auto" && cpu_wide != "on" && cpu_wide != "off") {
     s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
   }
   if (!s.ok()) return UsageError(t, s);
   if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".fprec";
-  StatusOr<std::string> dir = FindRuntime(lib_dir);
-  if (dir.ok() && access((*dir + "/" + kSamplerLib).c_str(), R_OK) != 0) {
-    dir = NotFound(*dir + " has no " + kSamplerLib);
+  local::PerfSamplerOptions po;
+  po.hz = static_cast<uint32_t>(hz);
+  po.stack_bytes = static_cast<uint32_t>(stack_bytes) & ~7u;
+  bool outside = clock == "perf" && !wall;
+  if (outside) {
+    if (Status a = local::PerfSamplerAvailable(po); !a.ok()) {
+      std::cerr << "fieldprof record: sampling from outside is not available here (" << a.message()
+                << "); sampling in the program instead (--clock task)\n";
+      outside = false;
+      clock = "task";
+    }
   }
-  if (!dir.ok()) {
-    std::cerr << "fieldprof record: " << dir.status().message() << "\n";
-    return 3;
+  // In the program: its samples unless taken from outside, and its idle
+  // transitions. With neither, nothing is preloaded at all.
+  const bool preload = !outside || idle;
+  std::string dir;
+  if (preload) {
+    StatusOr<std::string> d = FindRuntime(lib_dir);
+    if (d.ok() && access((*d + "/" + kSamplerLib).c_str(), R_OK) != 0) {
+      d = NotFound(*d + " has no " + kSamplerLib);
+    }
+    if (!d.ok()) {
+      std::cerr << "fieldprof record: " << d.status().message() << "\n";
+      return 3;
+    }
+    dir = *d;
   }
   ScratchDir raw;
   std::string tmpl = (fs::temp_directory_path() / "fieldprof-record-XXXXXX").string();
@@ -119,12 +149,15 @@ int Record(int argc, char** argv) {
     return 3;
   }
   raw.path = tmpl;
-  setenv("FIELDPROF_RECORD_DIR", raw.path.c_str(), 1);
-  setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
-  setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
-  setenv("FIELDPROF_RECORD_IDLE", idle ? "1" : "0", 1);
-  setenv("FIELDPROF_RECORD_CLOCK", clock.c_str(), 1);
-  PrependEnv("LD_PRELOAD", *dir + "/" + kSamplerLib);
+  if (preload) {
+    setenv("FIELDPROF_RECORD_DIR", raw.path.c_str(), 1);
+    setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
+    setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
+    setenv("FIELDPROF_RECORD_IDLE", idle ? "1" : "0", 1);
+    setenv("FIELDPROF_RECORD_CLOCK", clock.c_str(), 1);
+    setenv("FIELDPROF_RECORD_SAMPLES", outside ? "0" : "1", 1);
+    PrependEnv("LD_PRELOAD", dir + "/" + kSamplerLib);
+  }
   std::unique_ptr<local::CpuWideSwitches> cpu;
   if (idle && cpu_wide != "off") {
     StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
@@ -139,11 +172,37 @@ int Record(int argc, char** argv) {
   // Ctrl-C stops the program; its recording is still written.
   SpawnOptions so;
   so.interrupt_child_only = true;
+  std::unique_ptr<local::PerfSampler> sampler;
+  if (outside) {
+    so.before_exec = [&](pid_t pid, std::string* why) {
+      StatusOr<std::unique_ptr<local::PerfSampler>> ps =
+          local::PerfSampler::Open(pid, po, raw.path);
+      if (!ps.ok()) {
+        *why = "sampling from outside: " + std::string(ps.status().message()) +
+               " (--clock task samples in the program)";
+        return false;
+      }
+      sampler = std::move(*ps);
+      sampler->Start();
+      return true;
+    };
+  }
   std::string error;
   const int code = SpawnAndWait(cmd, so, &error);
   if (code < 0) {
     std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << error << "\n";
     return 127;
+  }
+  if (sampler != nullptr) {
+    sampler->Stop();
+    if (sampler->bytes_copied() > (64u << 20)) {
+      std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
+                   static_cast<double>(sampler->bytes_copied()) / 1e6);
+    }
+    StatusOr<local::PerfUnwindSummary> u = local::UnwindPerfSamples(
+        raw.path, raw.path, static_cast<uint32_t>(hz), sampler->kernel_time());
+    if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
+    sampler.reset();
   }
   if (cpu != nullptr) {
     const std::string log = local::EncodeCpuIdleLog(cpu->Stop());
@@ -188,6 +247,13 @@ int Record(int argc, char** argv) {
         "fieldprof record: %llu stacks dropped (the sampler's ring was full: its writer "
         "fell behind), %llu samples skipped (taken in the dynamic linker or the sampler)\n",
         static_cast<unsigned long long>(r->dropped), static_cast<unsigned long long>(r->skipped));
+  }
+  if (r->stepped_aside > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s took no samples: the sampler in the program "
+                 "steps aside for programs that own its signals (Go); the default --clock perf "
+                 "samples them from outside\n",
+                 r->stepped_aside, r->stepped_aside == 1 ? "" : "es");
   }
   if (r->throttled > 0) {
     std::fprintf(stderr,

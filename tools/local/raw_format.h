@@ -27,6 +27,11 @@ enum SampleSource : uint32_t {
   kTaskClock = 1,      // perf_event task-clock per thread, user and kernel time
   kTaskClockUser = 2,  // the same, user time only (perf_event_paranoid >= 2)
   kWallTimers = 3,     // --wall: CLOCK_MONOTONIC timers per thread
+  // From outside (perf_sampler.h): task-clock events of fieldprof record
+  // on the command, the stacks copied and unwound afterwards.
+  kPerfOutside = 4,      // user and kernel time
+  kPerfOutsideUser = 5,  // user time only (perf_event_paranoid >= 2)
+  kNoSamples = 6,        // the in-process file of a recording sampled from outside
 };
 
 struct FileHeader {
@@ -37,8 +42,13 @@ struct FileHeader {
   uint32_t wall;      // 1: wall-clock samples, 0: CPU time
   uint32_t source;    // SampleSource
   uint32_t idle;      // 1: switches are watched ('W' and 'B' records)
-  uint32_t reserved;
+  uint32_t flags;     // kSteppedAside...
 };
+
+// FileHeader::flags: the in-process sampler took no samples in this
+// process because the program owns the signals it samples by (a Go
+// program: its runtime installs its handlers with the raw system call).
+inline constexpr uint32_t kSteppedAside = 1;
 
 struct SampleHeader {
   uint64_t time_ns;  // CLOCK_MONOTONIC

@@ -280,6 +280,12 @@ const char* SampleSourceName(uint32_t source) {
       return "user CPU time, perf task-clock";
     case raw::kWallTimers:
       return "wall clock";
+    case raw::kPerfOutside:
+      return "CPU time, perf task-clock from outside";
+    case raw::kPerfOutsideUser:
+      return "user CPU time, perf task-clock from outside";
+    case raw::kNoSamples:
+      return "no samples";
     default:
       return "CPU time, timers: at most one sample per kernel tick";
   }
@@ -303,12 +309,16 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
   if (procs.empty()) return NotFound("no process was recorded (no raw files in " + dir + ")");
   r.start_ns = UINT64_MAX;
   uint64_t end = 0;
+  // A recording sampled from outside has two files for a process: the
+  // samples (perf-*.raw) and, from the program, its idle transitions
+  // (kNoSamples). Processes are counted once, from the files with samples.
+  const bool outside = std::any_of(procs.begin(), procs.end(), [](const RawProcess& p) {
+    return p.header.source == raw::kPerfOutside || p.header.source == raw::kPerfOutsideUser;
+  });
   for (const RawProcess& p : procs) {
     r.start_ns = std::min(r.start_ns, p.header.start_ns);
-    r.hz = p.header.hz;
-    r.wall = p.header.wall != 0;
-    r.source = p.header.source;
-    ++r.processes;
+    for (const auto& s : p.samples) end = std::max(end, s.h.time_ns);  // threads drain in turn
+    for (const raw::Switch& w : p.switches) end = std::max(end, w.time_ns);
     if (p.ended) {
       end = std::max(end, p.trailer.end_ns);
       r.dropped += p.trailer.dropped;
@@ -316,19 +326,22 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
       r.throttled += p.trailer.throttled;
       r.switches_lost += p.trailer.switches_lost;
       r.threads_unwatched += p.trailer.threads_unwatched;
-    } else {
-      ++r.processes_cut_short;
     }
-    for (const auto& s : p.samples) end = std::max(end, s.h.time_ns);  // threads drain in turn
-    for (const raw::Switch& w : p.switches) end = std::max(end, w.time_ns);
+    if ((p.header.flags & raw::kSteppedAside) != 0) ++r.stepped_aside;
+    if (outside && p.header.source == raw::kNoSamples) continue;
+    r.hz = p.header.hz;
+    r.wall = p.header.wall != 0;
+    r.source = p.header.source;
+    ++r.processes;
+    if (!p.ended) ++r.processes_cut_short;
   }
   r.duration_ns = end > r.start_ns ? end - r.start_ns : 0;
   Interner in(&r);
   std::vector<std::pair<uint64_t, uint32_t>> samples;  // (time, type)
   std::vector<IdleEvent> idle;
   for (const RawProcess& p : procs) {
-    Symbolizer sym(Loaded(p.modules));
     const uint32_t pid = p.header.pid;
+    Symbolizer sym(Loaded(p.modules), pid);
     for (const RawSample& s : p.samples) {
       const uint32_t type = in.Type(in.Thread(pid, s.h.tid), in.Stack(sym, s.ips, false));
       samples.emplace_back(s.h.time_ns >= r.start_ns ? s.h.time_ns - r.start_ns : 0, type);

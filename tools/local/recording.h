@@ -50,7 +50,8 @@ struct Recording {
   uint64_t start_ns = 0;     // the first process's start (CLOCK_MONOTONIC); times are after it
   uint64_t duration_ns = 0;  // to the last process's end or last sample
   uint64_t dropped = 0, skipped = 0;
-  uint64_t throttled = 0;  // reported as the recording ends; not kept in the file
+  uint64_t throttled = 0;      // reported as the recording ends; not kept in the file
+  uint32_t stepped_aside = 0;  // processes the in-process sampler did not sample (the same)
   uint32_t processes = 0, processes_cut_short = 0;
   std::vector<std::string> frames;            // names: "sqlite3_step", "libz.so.1+0x1a2b"
   std::vector<std::vector<uint32_t>> stacks;  // frame ids, outermost first

@@ -4,24 +4,25 @@
 #include <link.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
 #include "common/cxx_names.h"
 
 namespace fieldprof::local {
-namespace {
 
 // The vDSO has no file. The kernel maps the same image into every process,
 // so this process's own copy, in a memory file, stands in for the recorded
 // one's: its frames read as __vdso_clock_gettime, not linux-vdso.so.1+0xb46.
 // (A recording read under another kernel than the one it was made under
 // may name them wrongly.) -1 when there is none.
-int OwnVdsoImage() {
+int VdsoImageFd() {
   const auto* ehdr = reinterpret_cast<const ElfW(Ehdr)*>(getauxval(AT_SYSINFO_EHDR));
   if (ehdr == nullptr) return -1;
   const char* base = reinterpret_cast<const char*>(ehdr);
@@ -45,9 +46,7 @@ int OwnVdsoImage() {
 
 bool IsVdso(const std::string& path) { return path == "linux-vdso.so.1" || path == "[vdso]"; }
 
-}  // namespace
-
-Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules) {
+Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules, uint32_t pid) : pid_(pid) {
   static const Dwfl_Callbacks callbacks = {
       .find_elf = dwfl_build_id_find_elf,
       .find_debuginfo = dwfl_standard_find_debuginfo,
@@ -62,7 +61,7 @@ Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules) {
   dwfl_report_begin(dwfl_);
   for (const LoadedModule& m : modules_) {
     // libdwfl takes the descriptor it is given.
-    const int fd = IsVdso(m.path) ? OwnVdsoImage() : -1;
+    const int fd = IsVdso(m.path) ? VdsoImageFd() : -1;
     dwfl_report_elf(dwfl_, m.path.c_str(), m.path.c_str(), fd, m.bias, false);
   }
   dwfl_report_end(dwfl_, nullptr, nullptr);
@@ -110,12 +109,59 @@ std::string Symbolizer::Name(uint64_t ip, bool return_address) {
     }
   }
   if (name.empty()) {
+    if (const JitSymbol* j = FindJit(at); j != nullptr) name = j->name;
+  }
+  if (name.empty()) {
     char hex[32];
     std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(at));
     name = hex;
   }
   memo_.emplace(at, name);
   return name;
+}
+
+const Symbolizer::JitSymbol* Symbolizer::FindJit(uint64_t at) {
+  if (!jit_read_) {
+    jit_read_ = true;
+    const std::string path = "/tmp/perf-" + std::to_string(pid_) + ".map";
+    struct stat st {};
+    // As perf: only a file of this user's (or root's), not one planted.
+    FILE* f = pid_ != 0 && stat(path.c_str(), &st) == 0 &&
+                      (st.st_uid == geteuid() || st.st_uid == 0) && S_ISREG(st.st_mode)
+                  ? std::fopen(path.c_str(), "re")
+                  : nullptr;
+    if (f != nullptr) {
+      char* line = nullptr;
+      size_t cap = 0;
+      ssize_t n;
+      while ((n = getline(&line, &cap, f)) > 0) {
+        char* end = nullptr;
+        const uint64_t lo = std::strtoull(line, &end, 16);
+        char* end2 = nullptr;
+        const uint64_t size = std::strtoull(end, &end2, 16);
+        if (end == line || end2 == end || size == 0) continue;
+        std::string name(end2);
+        while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+        const size_t first = name.find_first_not_of(' ');
+        if (first == std::string::npos) continue;
+        jit_.push_back({lo, lo + size, name.substr(first)});
+      }
+      std::free(line);
+      std::fclose(f);
+      // Code moved or replaced later is listed later: the later entry of
+      // one address stands.
+      std::stable_sort(jit_.begin(), jit_.end(),
+                       [](const JitSymbol& a, const JitSymbol& b) { return a.lo < b.lo; });
+    }
+  }
+  auto it = std::upper_bound(jit_.begin(), jit_.end(), at,
+                             [](uint64_t a, const JitSymbol& j) { return a < j.lo; });
+  while (it != jit_.begin()) {
+    --it;
+    if (at < it->hi) return &*it;
+    if (it->hi + (1ull << 20) < at) break;  // no entry this far back can still cover it
+  }
+  return nullptr;
 }
 
 }  // namespace fieldprof::local

@@ -20,11 +20,19 @@ struct LoadedModule {
   uint64_t lo = 0, hi = 0;  // its code's span
 };
 
+// The vDSO has no file: this process's own image (the kernel maps the same
+// into every process), as a memory file for libdwfl, or -1.
+int VdsoImageFd();
+bool IsVdso(const std::string& path);
+
 class Symbolizer {
  public:
   // `modules` as reported, in order: of two reports of one load address,
   // the later stands.
-  explicit Symbolizer(const std::vector<LoadedModule>& modules);
+  // `pid`: the process, whose JIT code perf's /tmp/perf-PID.map names
+  // (node --perf-basic-prof, Java agents, LuaJIT, CPython -X perf); 0:
+  // none.
+  explicit Symbolizer(const std::vector<LoadedModule>& modules, uint32_t pid = 0);
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -37,8 +45,17 @@ class Symbolizer {
   std::string Name(uint64_t ip, bool return_address);
 
  private:
+  struct JitSymbol {
+    uint64_t lo = 0, hi = 0;
+    std::string name;
+  };
+  const JitSymbol* FindJit(uint64_t at);
+
   Dwfl* dwfl_ = nullptr;
   std::vector<LoadedModule> modules_;
+  uint32_t pid_ = 0;
+  bool jit_read_ = false;
+  std::vector<JitSymbol> jit_;  // by lo
   std::unordered_map<uint64_t, std::string> memo_;
 };
 

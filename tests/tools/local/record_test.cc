@@ -267,17 +267,31 @@ long CpuTicks(pid_t pid) {
   return utime + stime;
 }
 
-// A program nothing preloaded can enter (statically linked): no process is
-// recorded, which record says, and its exit status is still the program's
-// (issue #64: "nothing was recorded" is a message, not the program's
-// failure).
-TEST(RecordTest, NothingRecordedIsSaidAndTheExitStatusIsTheProgramsOwn) {
+// A statically linked program: nothing preloaded can enter it, but the
+// default sampler works from outside (issue #64), so its samples are in
+// the recording, main's among them. The sampler in the program
+// (--clock task) records nothing, which record says; either way the exit
+// status is the program's ("nothing was recorded" is a message, not the
+// program's failure).
+TEST(RecordTest, AStaticProgramIsSampledFromOutsideAndItsExitStatusIsItsOwn) {
   TempDir dir;
   for (const std::string code : {"0", "3"}) {
     std::string out;
-    const int rc = testing::RunCommand(kCli + " record -o " + dir.File("s.fprec") + " -- " +
-                                           FIELDPROF_STATICPROG + " " + code + " 2>&1",
-                                       &out);
+    const std::string file = dir.File("s" + code + ".fprec");
+    int rc = testing::RunCommand(
+        kCli + " record -o " + file + " -- " + FIELDPROF_STATICPROG + " " + code + " 2>&1", &out);
+    EXPECT_EQ(rc, std::stoi(code)) << out;
+    EXPECT_NE(out.find("from outside"), std::string::npos) << out;
+    uint64_t all = 0, in_main = 0;
+    for (const auto& [stack, n] : Collapsed(file, "")) {
+      all += n;
+      if (stack.find(";main;") != std::string::npos) in_main += n;
+    }
+    EXPECT_GT(all, 5u) << out;
+    EXPECT_GT(in_main, all * 9 / 10) << out;
+    rc = testing::RunCommand(kCli + " record --clock task -o " + dir.File("t.fprec") + " -- " +
+                                 FIELDPROF_STATICPROG + " " + code + " 2>&1",
+                             &out);
     EXPECT_EQ(rc, std::stoi(code)) << out;
     EXPECT_NE(out.find("no process was recorded"), std::string::npos) << out;
     EXPECT_NE(out.find("exit status is the program's"), std::string::npos) << out;
@@ -609,9 +623,13 @@ TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
     std::printf("%s: %.3f s of CPU, %lld samples written\n", options.c_str(), run.cpu, run.written);
     return run;
   };
-  const Run task = record("", "t.fprec");
+  const Run outside = record("", "o.fprec");
+  const Run task = record("--clock task", "t.fprec");
   const Run timer = record("--clock timer", "u.fprec");
+  EXPECT_NE(outside.out.find("perf task-clock from outside"), std::string::npos) << outside.out;
   EXPECT_NE(task.out.find("perf task-clock"), std::string::npos) << task.out;
+  ASSERT_GT(outside.cpu, 0.1) << outside.out;
+  EXPECT_GT(outside.written, 0.8 * outside.cpu * 999) << outside.out;
   EXPECT_NE(timer.out.find("timers"), std::string::npos) << timer.out;
   ASSERT_GT(task.cpu, 0.1) << task.out;
   ASSERT_GT(timer.cpu, 0.1) << timer.out;
@@ -619,7 +637,7 @@ TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
   EXPECT_LT(timer.written / timer.cpu, 0.8 * task.written / task.cpu) << timer.out;
   std::string out;
   EXPECT_EQ(RunCommand(kCli + " record --clock cycles -- true 2>&1", &out), 2);
-  EXPECT_NE(out.find("--clock is task or timer"), std::string::npos) << out;
+  EXPECT_NE(out.find("--clock is perf, task or timer"), std::string::npos) << out;
 }
 
 // Many threads sampled fast: tens of megabytes of stacks pass through the
@@ -870,8 +888,16 @@ TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
   EXPECT_EQ(RunCommand(kCli + " record -o " + file + " -- " + kPhases + " kill 2>&1", &out),
             128 + 9)
       << out;
-  EXPECT_NE(out.find("some processes ended without a last flush"), std::string::npos) << out;
   auto first = Phases(file, 0.03, 0.17);
+  EXPECT_GT(Share(first, "a"), 0.9);
+  // Sampled in the program, a process killed keeps what its writer wrote,
+  // and record says it ended without its last flush.
+  EXPECT_EQ(
+      RunCommand(kCli + " record --clock task -o " + file + " -- " + kPhases + " kill 2>&1", &out),
+      128 + 9)
+      << out;
+  EXPECT_NE(out.find("some processes ended without a last flush"), std::string::npos) << out;
+  first = Phases(file, 0.03, 0.17);
   EXPECT_GT(Share(first, "a"), 0.9);
   // Not a recording, no file, no command: clear errors.
   std::ofstream(dir.File("junk")) << "junk";

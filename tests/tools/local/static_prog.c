@@ -6,6 +6,6 @@
 
 int main(int argc, char** argv) {
   volatile unsigned long x = 0;
-  for (unsigned long i = 0; i < 20000000; ++i) x += i;
+  for (unsigned long i = 0; i < 200000000; ++i) x += i;
   return argc > 1 ? atoi(argv[1]) : 3;
 }

@@ -38,6 +38,7 @@
 #include "tools/local/sampler/sampler.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <libunwind.h>
 #include <link.h>
@@ -47,6 +48,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,7 +96,8 @@ bool g_wall = false;
 bool g_idle = false;  // watch switches off and onto the CPU
 pid_t g_pid = 0;      // the process recording (a vfork child shares our memory, not our pid)
 uint32_t g_source = fieldprof::local::raw::kThreadTimers;
-bool g_trap = false;  // task-clock events signal by SIGTRAP (sigtrap.cc)
+bool g_trap = false;           // task-clock events signal by SIGTRAP (sigtrap.cc)
+bool g_stepped_aside = false;  // no samples: the program owns their signals
 unsigned long long g_modules_adds = ~0ull;
 
 thread_local uint32_t t_tid = 0;
@@ -131,9 +134,10 @@ int OpenTaskClock(bool user_only, bool trap) {
     a.sig_data = kSampleSigData;
   }
   const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
-  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
-                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+  int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
+                                    static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
   if (fd < 0) return -1;
+  fd = MoveFdHigh(fd);
   if (trap) {
     if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) return fd;
     close(fd);
@@ -161,12 +165,14 @@ thread_local ThreadEnd t_end;
 
 // This thread's sampling clock and switch ring.
 void StartThreadTimer() {
-  if (!g_on || t_timer_on || t_clock_fd >= 0) return;
+  if (!g_on || t_end.armed) return;
   t_end.armed = true;
   OpenStackRing();
   if (g_idle) WatchThreadSwitches();
+  using fieldprof::local::raw::kNoSamples;
   using fieldprof::local::raw::kTaskClock;
   using fieldprof::local::raw::kTaskClockUser;
+  if (g_source == kNoSamples) return;  // sampled from outside, or stepped aside
   if (g_source == kTaskClock || g_source == kTaskClockUser) {
     t_clock_fd = OpenTaskClock(g_source == kTaskClockUser, g_trap);
     if (t_clock_fd >= 0) return;
@@ -196,6 +202,7 @@ void StopThreadTimer() {
     t_timer_on = false;
   }
   CloseStackRing();  // after the clock: no sample of the thread is lost to a closed ring
+  t_end.armed = false;
 }
 
 uint64_t NowNs() {
@@ -417,6 +424,37 @@ void* WriterMain(void*) {
 }
 
 // The program starts its first thread: the writer takes over the drains
+// Whether the main program is built by Go: its ELF has a .go.buildinfo
+// or .note.go.buildid section (read from /proc/self/exe, section headers
+// only).
+bool IsGoProgram() {
+  const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool go = false;
+  Elf64_Ehdr eh;
+  if (pread(fd, &eh, sizeof eh, 0) == sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
+      eh.e_shnum > 0 && eh.e_shnum < 4096 && eh.e_shstrndx < eh.e_shnum) {
+    Elf64_Shdr names;
+    if (pread(fd, &names, sizeof names,
+              static_cast<off_t>(eh.e_shoff + eh.e_shstrndx * sizeof names)) == sizeof names) {
+      for (int i = 0; i < eh.e_shnum && !go; ++i) {
+        Elf64_Shdr sh;
+        char name[20] = {};
+        if (pread(fd, &sh, sizeof sh, static_cast<off_t>(eh.e_shoff + i * sizeof sh)) !=
+                sizeof sh ||
+            pread(fd, name, sizeof name - 1, static_cast<off_t>(names.sh_offset + sh.sh_name)) <=
+                0) {
+          continue;
+        }
+        go = strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0;
+      }
+    }
+  }
+  close(fd);
+  return go;
+}
+
 // (no sample drains on this thread while it starts).
 void StartWriter() {
   if (g_writer_on || g_fd < 0) return;
@@ -430,6 +468,19 @@ void StartWriter() {
 // if allowed), else the tick-bound timers. Tried on the calling thread.
 uint32_t ChooseSource() {
   using namespace fieldprof::local::raw;  // NOLINT: the SampleSource names
+  g_stepped_aside = false;
+  g_trap = false;
+  // fieldprof record samples from outside: here only idle transitions.
+  if (const char* s = getenv("FIELDPROF_RECORD_SAMPLES"); s != nullptr && s[0] == '0') {
+    return kNoSamples;
+  }
+  // A Go runtime installs its signal handlers with the raw system call,
+  // over ours: a sample's signal would reach it (SIGTRAP: a crash; SIGPROF:
+  // dropped). Step aside; fieldprof record says so.
+  if (IsGoProgram()) {
+    g_stepped_aside = true;
+    return kNoSamples;
+  }
   if (g_wall) return kWallTimers;
   // --clock timer: task-clock costs each context switch an hrtimer stop
   // and start (about 12 us on this VM), timers cost switches nothing.
@@ -437,7 +488,11 @@ uint32_t ChooseSource() {
     return kThreadTimers;
   }
   for (const bool user_only : {false, true}) {
-    for (const bool trap : {true, false}) {
+    // SIGPROF through O_ASYNC first: a synchronous SIGTRAP is cheaper
+    // (about 5 us a sample here against 40), but programs reset SIGTRAP
+    // behind the wrapped sigaction() (Chromium's children, by the raw
+    // system call), and the next sample then kills them.
+    for (const bool trap : {false, true}) {
       const int fd = OpenTaskClock(user_only, trap);
       if (fd < 0) continue;
       close(fd);
@@ -467,6 +522,7 @@ void Start() {
            static_cast<unsigned long long>(start));
   g_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (g_fd < 0) return;
+  g_fd = MoveFdHigh(g_fd);
   fieldprof::local::raw::FileHeader fh{};
   memcpy(fh.magic, fieldprof::local::raw::kMagic, sizeof fh.magic);
   g_pid = getpid();
@@ -476,11 +532,12 @@ void Start() {
   fh.wall = g_wall ? 1 : 0;
   fh.source = g_source;
   fh.idle = g_idle ? 1 : 0;
+  fh.flags = g_stepped_aside ? fieldprof::local::raw::kSteppedAside : 0;
   WriteAll(&fh, sizeof fh);
   Flush();
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   if (g_trap && !OwnTrapSignal(OnProf)) g_trap = false;
-  if (!g_trap) {
+  if (!g_trap && g_source != fieldprof::local::raw::kNoSamples) {
     struct sigaction sa {};
     sa.sa_sigaction = OnProf;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -531,6 +588,7 @@ void AfterForkInChild() {
   if (t_clock_fd >= 0 && IsPerfEvent(t_clock_fd)) close(t_clock_fd);
   t_clock_fd = -1;
   t_timer_on = false;
+  t_end.armed = false;
   g_on = false;
   g_writer_on = false;
   if (g_fd >= 0) close(g_fd);
@@ -657,6 +715,20 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   }
   DrainIfDue();
   t_in_handler = 0;
+}
+
+int MoveFdHigh(int fd) {
+  static int floor = 0;
+  if (floor == 0) {
+    rlimit rl{};
+    const rlim_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    const rlim_t limit = soft == RLIM_INFINITY || soft > 4096 ? 4096 : soft;
+    floor = static_cast<int>(limit > 64 ? limit - limit / 4 : 10);
+  }
+  const int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (high < 0) return fd;
+  close(fd);
+  return high;
 }
 
 }  // namespace fieldprof::local::sampler

@@ -41,6 +41,13 @@ F Resolve(std::atomic<F>* slot, const char* name) {
   return f;
 }
 
+// The sampler's own descriptors live high (at or above the soft limit's
+// last quarter): a program that expects a low number for its own (the
+// zygote of Chromium takes its socket at 3) or dup2()s onto one never
+// meets ours. Returns the new descriptor (close-on-exec), or `fd` itself
+// when it cannot move.
+int MoveFdHigh(int fd);
+
 // Looks up the wrapped calls that the signal handler's unwinder itself
 // makes (read, write, dl_iterate_phdr), before the first sample: a lookup
 // from inside the handler would run the dynamic linker there.

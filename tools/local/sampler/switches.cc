@@ -172,12 +172,13 @@ bool WatchThreadSwitches() {
   a.clockid = CLOCK_MONOTONIC;  // the samples' clock
   a.disabled = 1;
   const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
-  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
-                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+  int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
+                                    static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
   if (fd < 0) {
     g_unwatched.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  fd = MoveFdHigh(fd);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t size = (1 + kDataPages) * page;
   void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -1,0 +1,105 @@
+// fieldprof record's sampler from outside (issue #64): task-clock
+// perf_events on the recorded command, opened by fieldprof record itself
+// while the command waits before its exec, and inherited by every thread
+// and process it starts. Each sample carries the user registers and a copy
+// of the top of the user stack (as `perf record --call-graph dwarf` takes
+// them), unwound afterwards with elfutils. Nothing runs inside the
+// program: statically linked programs, programs that drop LD_PRELOAD or
+// own their signals (Go, Chromium), and each process's own startup before
+// its dynamic linker is done are sampled as the rest.
+//
+// While the command runs, a thread copies the kernel's per-CPU rings into
+// one file per CPU; UnwindPerfSamples() then turns those files into the
+// raw files the in-process sampler writes (raw_format.h), one per process
+// image, so the recording is made the same way from either.
+#ifndef FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_
+#define FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+namespace fieldprof::local {
+
+struct PerfSamplerOptions {
+  uint32_t hz = 999;             // samples per second of CPU time
+  uint32_t stack_bytes = 16384;  // of user stack copied with each sample
+};
+
+// Whether the kernel lets this process sample its own children so (a
+// probe on itself): perf_event_paranoid, seccomp, containers.
+[[nodiscard]] Status PerfSamplerAvailable(const PerfSamplerOptions& options);
+
+class PerfSampler {
+ public:
+  // Opens a sampling event on `pid` for each online CPU, to start at its
+  // next exec, and the files in `dir` the rings are copied to. With
+  // kernel time where the kernel allows it (root, CAP_PERFMON,
+  // perf_event_paranoid <= 1), else user time only.
+  [[nodiscard]] static StatusOr<std::unique_ptr<PerfSampler>> Open(
+      pid_t pid, const PerfSamplerOptions& options, const std::string& dir);
+  ~PerfSampler();
+  PerfSampler(const PerfSampler&) = delete;
+  PerfSampler& operator=(const PerfSampler&) = delete;
+
+  // The copying thread.
+  void Start();
+  // Once the command has ended: the rings' last records, and the files
+  // closed. Safe to call twice.
+  void Stop();
+
+  bool kernel_time() const { return kernel_time_; }
+  uint64_t bytes_copied() const { return bytes_; }
+
+ private:
+  struct Ring {
+    int fd = -1;
+    void* base = nullptr;
+    size_t size = 0;  // data part, a power of two
+    int out = -1;     // the CPU's file
+    std::string buffer;
+  };
+  PerfSampler() = default;
+  bool DrainAll();  // whether any ring had records
+  void Drain(Ring& r);
+  void Loop();
+
+  std::vector<Ring> rings_;
+  size_t page_ = 4096;
+  bool kernel_time_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  bool started_ = false;
+  uint64_t bytes_ = 0;
+};
+
+// What UnwindPerfSamples found.
+struct PerfUnwindSummary {
+  uint64_t samples = 0;
+  uint64_t lost = 0;       // records the kernel could not write (a full ring)
+  uint64_t unwound = 0;    // samples with more than their own frame
+  uint64_t processes = 0;  // process images (a process's exec starts another)
+};
+
+// The sample source the raw files carry for samples taken from outside.
+uint32_t PerfSampleSource(bool kernel_time);
+
+// Reads the files PerfSampler copied into `dir` and writes, in `out_dir`,
+// one raw file per process image (`perf-<pid>-<n>.raw`): its modules (from
+// the kernel's mmap records) and its samples, each unwound from the copied
+// registers and stack through the modules' CFI (elfutils; frame pointers
+// where there is none, as in JIT code). `hz` is the rate asked.
+[[nodiscard]] StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir,
+                                                            const std::string& out_dir, uint32_t hz,
+                                                            bool kernel_time);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_
