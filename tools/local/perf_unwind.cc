@@ -363,7 +363,9 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
         if (h.type == PERF_RECORD_MMAP2) p += 4 + 4 + 8 + 8 + 4 + 4;  // maj min ino gen prot flags
         if (p >= end) break;
         const std::string path(p, strnlen(p, static_cast<size_t>(end - p)));
-        if (path.empty() || (path[0] != '/' && !IsVdso(path))) break;  // JIT code, anonymous
+        // JIT code and other anonymous memory ("//anon", "[anon:...]"):
+        // named from perf maps when symbolised, not a module.
+        if (path.empty() || path.rfind("//", 0) == 0 || (path[0] != '/' && !IsVdso(path))) break;
         Image* im = image_of(pid, e.time);
         const uint64_t bias = IsVdso(path) ? addr - pgoff : BiasOf(path, addr, pgoff);
         bool known = false;

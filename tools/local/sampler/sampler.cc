@@ -48,6 +48,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -98,6 +99,7 @@ pid_t g_pid = 0;      // the process recording (a vfork child shares our memory,
 uint32_t g_source = fieldprof::local::raw::kThreadTimers;
 bool g_trap = false;           // task-clock events signal by SIGTRAP (sigtrap.cc)
 bool g_stepped_aside = false;  // no samples: the program owns their signals
+bool g_aside = false;          // a seccomp filter: nothing more in this process
 unsigned long long g_modules_adds = ~0ull;
 
 thread_local uint32_t t_tid = 0;
@@ -504,6 +506,7 @@ uint32_t ChooseSource() {
 }
 
 void Start() {
+  if (g_aside) return;
   g_modules_adds = ~0ull;  // a new file lists the modules again
   const char* dir = getenv("FIELDPROF_RECORD_DIR");
   if (dir == nullptr || dir[0] == 0) return;
@@ -551,6 +554,7 @@ void Start() {
 }
 
 void Stop() {
+  if (g_aside && g_fd < 0) return;  // under a seccomp filter: not a call more
   ++t_in_handler;  // a signal's handler that calls _exit meanwhile leaves the file to us
   StopThreadTimer();
   g_on = false;  // other threads' timers fire into a handler that takes nothing
@@ -797,6 +801,26 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*cb)(dl_phdr_inf
 void BeforeExit() {
   if (g_on && !g_writer_on && t_in_handler == 0 && getpid() == g_pid) Stop();
 }
+// A seccomp filter may kill the process at the first system call it did
+// not expect, and the sampler's writer, timers and unwinder make calls the
+// program never does: before one is installed, the sampler ends its file
+// (whole) and steps aside for the rest of the process. (A filter
+// installed by the raw system call, not through prctl(), is not seen.)
+FP_EXPORT int prctl(int option, ...) {
+  FP_NEXT("prctl", int (*)(int, unsigned long, unsigned long, unsigned long, unsigned long));
+  va_list ap;
+  va_start(ap, option);
+  const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+                      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+  va_end(ap);
+  if (option == PR_SET_SECCOMP && g_on && getpid() == g_pid) {
+    g_aside = true;  // forked children inherit the filter: they stay aside too
+    Stop();
+    StopWatchingSwitches();
+  }
+  return real(option, a2, a3, a4, a5);
+}
+
 FP_EXPORT void _exit(int status) {
   FP_NEXT("_exit", void (*)(int));
   BeforeExit();

@@ -113,6 +113,9 @@ void UnwatchThreadSwitches();
 bool DrainSwitches();
 // In a forked child: the parent's rings are not mapped here.
 void ForgetSwitchesAfterFork();
+// For the rest of the process: no wrapped call records anything (a
+// seccomp filter is coming).
+void StopWatchingSwitches();
 uint64_t SwitchesLost();
 uint64_t ThreadsUnwatched();
 

@@ -62,6 +62,34 @@ std::atomic<uint32_t> g_next_ring_id{1};
 std::atomic<uint64_t> g_lost{0}, g_unwatched{0};
 
 thread_local Ring* t_ring = nullptr;
+
+// Whether this process's rings are mapped here: a word on a page the
+// kernel zeroes in every child of a fork (MADV_WIPEONFORK). A child made
+// by the raw clone system call runs no atfork handler (Chromium starts
+// its processes so), and perf_event maps are not copied into it: a wrapped
+// call there must not touch its parent's ring.
+struct alignas(4096) MappedFlag {
+  volatile int mapped;
+  char pad[4096 - sizeof(int)];
+};
+MappedFlag* g_mapped = nullptr;
+bool g_stopped = false;  // StopWatchingSwitches()
+
+bool RingsMapped() { return g_mapped != nullptr && g_mapped->mapped != 0; }
+
+void SetRingsMapped() {
+  if (g_mapped == nullptr) {
+    void* p = mmap(nullptr, sizeof(MappedFlag), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) return;
+    if (madvise(p, sizeof(MappedFlag), MADV_WIPEONFORK) != 0) {
+      munmap(p, sizeof(MappedFlag));
+      return;  // an old kernel: no guard, and no rings either (see WatchThreadSwitches)
+    }
+    g_mapped = static_cast<MappedFlag*>(p);
+  }
+  g_mapped->mapped = 1;
+}
 thread_local int t_depth = 0;  // wrapped calls in progress (a wrapper may call another)
 
 uint64_t Head(const Ring* r) { return __atomic_load_n(&r->page->data_head, __ATOMIC_ACQUIRE); }
@@ -124,7 +152,7 @@ class Watch {
  public:
   // Not inside the signal handler: the unwinder's own reads are not waits.
   __attribute__((always_inline)) Watch()
-      : r_(t_depth++ == 0 && t_in_handler == 0 ? t_ring : nullptr) {
+      : r_(t_depth++ == 0 && t_in_handler == 0 && RingsMapped() ? t_ring : nullptr) {
     if (r_ != nullptr) from_ = Head(r_);
   }
   __attribute__((always_inline)) ~Watch() {
@@ -158,7 +186,14 @@ bool IsPerfEvent(int fd) {
 }
 
 bool WatchThreadSwitches() {
-  if (t_ring != nullptr) return true;
+  if (t_ring != nullptr && RingsMapped()) return true;
+  if (g_stopped) return false;
+  if (g_mapped != nullptr && !RingsMapped()) ForgetSwitchesAfterFork();  // a raw clone's child
+  SetRingsMapped();
+  if (!RingsMapped()) {  // no way to tell a raw clone's child: watch nothing
+    g_unwatched.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   perf_event_attr a{};
   a.size = sizeof a;
   a.type = PERF_TYPE_SOFTWARE;
@@ -205,13 +240,14 @@ bool WatchThreadSwitches() {
 }
 
 void UnwatchThreadSwitches() {
-  if (t_ring == nullptr) return;
+  if (t_ring == nullptr || !RingsMapped()) return;
   ioctl(t_ring->fd, PERF_EVENT_IOC_DISABLE, 0);
   t_ring->state.store(kClosing, std::memory_order_release);  // the writer drains and closes it
   t_ring = nullptr;
 }
 
 bool DrainSwitches() {
+  if (!RingsMapped()) return false;  // a raw clone's child: not its rings
   bool busy = false;
   for (Ring& r : g_rings) {
     const int s = r.state.load(std::memory_order_acquire);
@@ -234,6 +270,11 @@ void ForgetSwitchesAfterFork() {
     r.page = nullptr;
     r.state.store(kFree);
   }
+}
+
+void StopWatchingSwitches() {
+  if (g_mapped != nullptr) g_mapped->mapped = 0;
+  g_stopped = true;
 }
 
 uint64_t SwitchesLost() { return g_lost.load(); }
