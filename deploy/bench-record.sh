@@ -2,7 +2,9 @@
 # What fieldprof record costs the program it records, interleaved round
 # robin so that this VM's drift hits every variant alike:
 #   - the sqlite3 workload (deploy/workloads/sqlite-bench.sql): plain, under
-#     fieldprof record (task clock, 999 Hz, idle transitions on), and under
+#     fieldprof record (the default: sampled from outside, 999 Hz, idle
+#     transitions on), the same with --idle=false (nothing preloaded), with
+#     --clock task (sampled in the program), and under
 #     perf record -F 999 --call-graph dwarf, the peer;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/local/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
@@ -36,6 +38,8 @@ declare -A cmd
 inner() { echo "sh -c 'a=\$(date +%s%N); sqlite3 :memory: < $sql; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
 cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
+cmd[sqlite:record-no-idle]="$cli record --idle=false -o $tmp/s.fprec -- $(inner sqlite_record-no-idle)"
+cmd[sqlite:record-task]="$cli record --clock task -o $tmp/s.fprec -- $(inner sqlite_record-task)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
 # The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
 own() { echo "set -o pipefail; $1 2>&1 >/dev/null | awk '/^elapsed/ {printf \"%d\\n\", \$2 * 1000}' >>$tmp/inner_$2"; }
@@ -44,9 +48,11 @@ cmd[pingpong:kernel-rings]="$(own "$waits pingpong-rings $pp" pingpong_kernel-ri
 cmd[pingpong:timer-no-idle]="$(own "$cli record --clock timer --idle=false -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-no-idle)"
 cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer)"
 cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
-cmd[pingpong:task]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
-order=(sqlite:plain sqlite:record sqlite:perf-dwarf pingpong:plain pingpong:kernel-rings
-  pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv pingpong:task)
+cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
+cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
+order=(sqlite:plain sqlite:record sqlite:record-no-idle sqlite:record-task sqlite:perf-dwarf
+  pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
+  pingpong:task pingpong:default)
 
 for ((i = 1; i <= rounds; i++)); do
   for v in "${order[@]}"; do
