@@ -255,6 +255,14 @@ int Record(int argc, char** argv) {
                  "samples them from outside\n",
                  r->stepped_aside, r->stepped_aside == 1 ? "" : "es");
   }
+  if (r->signal_taken > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s set its own SIGPROF handler by the raw system "
+                 "call: the sampler in the program lost its samples there (the program got the "
+                 "signals, as it would under a profiler of its own); the default --clock perf "
+                 "samples from outside\n",
+                 r->signal_taken, r->signal_taken == 1 ? " has" : "es have");
+  }
   if (r->throttled > 0) {
     std::fprintf(stderr,
                  "fieldprof record: %llu samples throttled: unwinding took over a quarter of a "

@@ -92,6 +92,8 @@ struct Trailer {
   uint64_t switches_lost;      // switch records the kernel could not write (a full ring)
   uint64_t threads_unwatched;  // threads whose switches could not be watched
   uint64_t throttled;          // samples not taken: sampling held to its share of a thread
+  uint64_t signal_taken;       // 1: the program took the sampling signal's handler for itself
+                               // by the raw system call (its samples went to it, not to us)
 };
 
 }  // namespace fieldprof::local::raw

@@ -326,6 +326,7 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
       r.throttled += p.trailer.throttled;
       r.switches_lost += p.trailer.switches_lost;
       r.threads_unwatched += p.trailer.threads_unwatched;
+      if (p.trailer.signal_taken != 0) ++r.signal_taken;
     }
     if ((p.header.flags & raw::kSteppedAside) != 0) ++r.stepped_aside;
     if (outside && p.header.source == raw::kNoSamples) continue;

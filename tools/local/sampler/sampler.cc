@@ -434,27 +434,46 @@ bool IsGoProgram() {
   if (fd < 0) return false;
   bool go = false;
   Elf64_Ehdr eh;
+  static Elf64_Shdr sh[256];  // the constructor's only (one thread yet)
+  static char names[4096];
   if (pread(fd, &eh, sizeof eh, 0) == sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
       eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
-      eh.e_shnum > 0 && eh.e_shnum < 4096 && eh.e_shstrndx < eh.e_shnum) {
-    Elf64_Shdr names;
-    if (pread(fd, &names, sizeof names,
-              static_cast<off_t>(eh.e_shoff + eh.e_shstrndx * sizeof names)) == sizeof names) {
-      for (int i = 0; i < eh.e_shnum && !go; ++i) {
-        Elf64_Shdr sh;
-        char name[20] = {};
-        if (pread(fd, &sh, sizeof sh, static_cast<off_t>(eh.e_shoff + i * sizeof sh)) !=
-                sizeof sh ||
-            pread(fd, name, sizeof name - 1, static_cast<off_t>(names.sh_offset + sh.sh_name)) <=
-                0) {
-          continue;
+      eh.e_shnum > 0 && eh.e_shnum <= 256 && eh.e_shstrndx < eh.e_shnum) {
+    // Three reads: the header, the section headers, their names.
+    const ssize_t want = static_cast<ssize_t>(eh.e_shnum * sizeof(Elf64_Shdr));
+    if (pread(fd, sh, static_cast<size_t>(want), static_cast<off_t>(eh.e_shoff)) == want) {
+      const Elf64_Shdr& strtab = sh[eh.e_shstrndx];
+      const size_t n = strtab.sh_size < sizeof names - 1 ? strtab.sh_size : sizeof names - 1;
+      const ssize_t got = pread(fd, names, n, static_cast<off_t>(strtab.sh_offset));
+      if (got > 0) {
+        names[got] = 0;
+        for (int i = 0; i < eh.e_shnum && !go; ++i) {
+          if (sh[i].sh_name >= static_cast<size_t>(got)) continue;
+          const char* name = names + sh[i].sh_name;
+          go = strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0;
         }
-        go = strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0;
       }
     }
   }
   close(fd);
   return go;
+}
+
+// Whether the program has put its own handler on SIGPROF, the signal the
+// in-process clocks sample by, with the raw system call (past the wrapped
+// sigaction): its samples then went to the program, harmlessly, but none
+// to us, and fieldprof record says so.
+bool SamplingSignalTaken() {
+  using fieldprof::local::raw::kNoSamples;
+  if (g_trap || g_source == kNoSamples) return false;
+  struct {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    unsigned long mask;
+  } k{};
+  if (syscall(SYS_rt_sigaction, SIGPROF, nullptr, &k, 8) != 0) return false;
+  return k.handler != reinterpret_cast<void*>(OnProf);
 }
 
 // (no sample drains on this thread while it starts).
@@ -573,6 +592,7 @@ void Stop() {
     t.throttled = g_throttled.load();
     t.switches_lost = SwitchesLost();
     t.threads_unwatched = ThreadsUnwatched();
+    t.signal_taken = SamplingSignalTaken() ? 1 : 0;
     const char tag = 'E';
     WriteAll(&tag, 1);
     WriteAll(&t, sizeof t);
