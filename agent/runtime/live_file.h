@@ -127,6 +127,9 @@ void LiveRetire();
 // No record is to be written at all (consent withdrawn, the clock refuted):
 // the file goes too.
 void LiveDiscard();
+// Before a seccomp filter (the run's record already written): retired,
+// and no system call more for its pages.
+void LiveSeal();
 // After a failed exec that had left the counts to the agent: the image
 // goes on counting into the same run.
 void LiveResumeAfterFailedExec();

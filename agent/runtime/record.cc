@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +85,8 @@ namespace {
 // its own lock, so one fork at a time uses it.
 FP_COLD_BSS ShadowStack fork_stack;
 FP_HOT_DATA const ShadowStack* fork_stack_of;
+// A seccomp filter is coming or came: the run ended (EndBeforeSeccomp).
+bool sealed = false;
 
 }  // namespace
 
@@ -98,6 +101,7 @@ void BeforeFork() {
 }
 
 void ResetAfterFork() {
+  if (sealed) return;  // under a seccomp filter: not a system call more
   // The child counts only its own calls; its parent reports the rest. It is
   // a process of its own from here: its run time and overhead budget start
   // now, so APIs the parent had stopped for its budget measure again.
@@ -320,6 +324,14 @@ LiveReporter RecordBeforeImageEnds() {
   return WriteRecord();
 }
 
+void EndBeforeSeccomp() {
+  sealed = true;
+  RecordBeforeImageEnds();
+  LiveSeal();
+  g.active = 0;
+  for (auto& m : fp_measuring) m = 0;
+}
+
 void AfterFailedExec(LiveReporter who) {
   if (!g.active) return;
   if (who == LiveReporter::kAgent) {
@@ -420,6 +432,24 @@ extern "C" FP_EXPORT int execle(const char* path, const char* arg, ...) {
   return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
 }
 #undef FP_COLLECT_ARGS
+
+// A seccomp filter may kill the process at the first system call the
+// program did not expect, and the runtime's later ones would be such calls
+// (a live file's next page, the record at exit, a fork child's own live
+// file). Before one is installed the run ends as at an exec: its record is
+// written now, and nothing more is measured in this process, nor in the
+// children that inherit the filter. (A filter installed by the raw
+// system call is not seen.)
+FP_HOT_DATA int (*next_prctl)(int, unsigned long, unsigned long, unsigned long, unsigned long);
+extern "C" FP_EXPORT int prctl(int option, ...) {
+  va_list ap;
+  va_start(ap, option);
+  const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+                      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+  va_end(ap);
+  if (option == PR_SET_SECCOMP) fieldprof::rt::EndBeforeSeccomp();
+  return Next(&next_prctl, "prctl")(option, a2, a3, a4, a5);
+}
 
 extern "C" FP_EXPORT [[noreturn]] void _exit(int status) {
   fieldprof::rt::RecordBeforeImageEnds();

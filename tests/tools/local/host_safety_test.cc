@@ -1,9 +1,11 @@
 // The host-safety suite (issue #64): real programs that own their signals,
 // their descriptors, their system calls or their processes, each run plain
-// and then under fieldprof record with every clock: the output and exit
-// status must be the plain run's, and each recording must hold data
-// (samples, or for a sampler that stepped aside, idle transitions). No
-// process may be left running once the command has ended.
+// and then under fieldprof record with every clock, under the field
+// runtime (fieldprof run) and under the points recorder: the output and
+// exit status must be the plain run's, and each recording must hold data
+// (samples, or for a sampler that stepped aside, idle transitions; a run
+// record where the program calls malloc). No process may be left running
+// once the command has ended.
 //
 // Chromium headless (with and without its sandbox), a Go program both
 // linked against libc (cgo) and static, node with JIT code (named from
@@ -41,6 +43,10 @@ struct Host {
   std::string must_show;
   bool in_process = true;  // whether the in-process clocks may sample it
   std::string aside_says;  // when not: what record says of it
+  // Whether `fieldprof run` must leave a run record: the program's
+  // processes call enough library APIs that some of the chosen ones are
+  // surely among them (Chromium's dozens of processes).
+  bool run_record = false;
 };
 
 // Every clock `fieldprof record` offers.
@@ -113,6 +119,45 @@ class HostSafetyTest : public ::testing::Test {
         }
       }
     }
+    CheckOtherLibraries(h, plain, plain_out);
+  }
+
+  // The same program under the field runtime (fieldprof run, no load cap)
+  // and the points recorder: output and exit status the plain run's; run
+  // records where they are sure; the points recorder says the program
+  // passed no point (none of them has any).
+  void CheckOtherLibraries(const Host& h, int plain, const std::string& plain_out) {
+    const std::string spool = dir_.File("spool-" + h.name);
+    std::filesystem::create_directories(spool);
+    const std::vector<std::pair<std::string, std::string>> wrappers = {
+        {"fieldprof run", kCli + " run --spool " + spool + " --max_load 1000 --"},
+        {"fieldprof points record",
+         kCli + " points record -o " + dir_.File(h.name + ".points") + " --"},
+    };
+    for (const auto& [what, wrapper] : wrappers) {
+      SCOPED_TRACE(h.name + " under " + what);
+      const std::string log = dir_.File("other.log");
+      std::string out;
+      const int rc =
+          RunCommand("cd " + dir_.path() + " && " + wrapper + " " + h.command + " 2>" + log, &out);
+      const std::string said = Slurp(log);
+      EXPECT_EQ(rc, plain) << said;
+      if (what == "fieldprof points record") {
+        EXPECT_NE(said.find("no point was recorded"), std::string::npos) << said;
+      }
+      if (h.must_show.empty()) {
+        EXPECT_EQ(out, plain_out) << said;
+      } else {
+        EXPECT_NE(out.find(h.must_show), std::string::npos) << out << said;
+      }
+    }
+    int records = 0;
+    for (const auto& e : std::filesystem::directory_iterator(spool)) {
+      records += e.path().extension() == ".fpr" ? 1 : 0;
+    }
+    if (h.run_record) {
+      EXPECT_GT(records, 0) << h.name << ": no run record in " << spool;
+    }
   }
 
   TempDir dir_;
@@ -123,7 +168,7 @@ TEST_F(HostSafetyTest, ChromiumHeadlessWithoutItsSandbox) {
   Check({"chromium",
          "chromium --headless --no-sandbox --disable-gpu --user-data-dir=" + dir_.File(marker) +
              " --dump-dom \"data:text/html,<p id=x>hello</p>\"",
-         "<p id=\"x\">hello</p>", true, ""});
+         "<p id=\"x\">hello</p>", true, "", /*run_record=*/true});
   // Chromium's crashpad handlers may outlive it, as they do plain; nothing
   // of the browser's own may spin on.
   EXPECT_TRUE(testing::WaitUntil([&] {
@@ -143,7 +188,8 @@ TEST_F(HostSafetyTest, ChromiumHeadlessInItsSandbox) {
   ASSERT_EQ(chmod(dir_.path().c_str(), 0777), 0);
   std::string out;
   const std::string as_nobody =
-      "setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=" + home + " ";
+      "setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME=" + home +
+      " XDG_CONFIG_HOME=" + home + " XDG_CACHE_HOME=" + home + " ";
   const std::string page =
       " --headless --disable-gpu --dump-dom \"data:text/html,<p id=x>hello</p>\"";
   if (RunCommand("cd " + home + " && " + as_nobody + "chromium" + page + " 2>/dev/null", &out) !=
@@ -174,9 +220,9 @@ TEST_F(HostSafetyTest, GoLinkedAgainstLibcAndStatic) {
                        &out),
             0)
       << out;
-  Check({"go-cgo", "./go-cgo", "", /*in_process=*/false, "steps aside"});
+  Check({"go-cgo", "./go-cgo", "", /*in_process=*/false, "steps aside", false});
   // Static: nothing preloaded enters it; only the default samples it.
-  Check({"go-static", "./go-static", "", /*in_process=*/false, ""});
+  Check({"go-static", "./go-static", "", /*in_process=*/false, "", false});
   // From outside, Go's own frames are whole: the hashing under its
   // goroutine.
   const std::string file = dir_.File("go.fprec");
@@ -189,7 +235,7 @@ TEST_F(HostSafetyTest, GoLinkedAgainstLibcAndStatic) {
 }
 
 TEST_F(HostSafetyTest, NodeWithJitCodeNamedFromItsPerfMap) {
-  Check({"node", "node " + kSource + "jit.js", "", true, ""});
+  Check({"node", "node " + kSource + "jit.js", "", true, "", false});
   const std::string file = dir_.File("jit.fprec");
   std::string out;
   ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- node --perf-basic-prof " + kSource +
@@ -204,19 +250,21 @@ TEST_F(HostSafetyTest, NodeWithJitCodeNamedFromItsPerfMap) {
 }
 
 TEST_F(HostSafetyTest, Python3WithThreads) {
-  Check({"python3", "/usr/bin/python3 " + kSource + "threads.py", "", true, ""});
+  Check({"python3", "/usr/bin/python3 " + kSource + "threads.py", "", true, "", false});
 }
 
 TEST_F(HostSafetyTest, AProgramThatOwnsSigtrapAndSigprofByTheRawSystemCall) {
   // In the program, its raw SIGPROF handler takes the samples' signals
-  // (harmlessly): only the default, from outside, samples it.
-  Check({"raw-signals", FIELDPROF_RAW_SIGNALS, "traps 3, profiling timer fired", false, ""});
+  // (harmlessly), which record says: only the default, from outside,
+  // samples it.
+  Check({"raw-signals", FIELDPROF_RAW_SIGNALS, "traps 3, profiling timer fired", false,
+         "own SIGPROF handler", false});
 }
 
 TEST_F(HostSafetyTest, AProgramUnderASeccompFilterThatKillsOnUnexpectedCalls) {
   // In the program, the sampler ends its file as the filter comes: its
   // samples stop there.
-  Check({"seccomp", FIELDPROF_SECCOMP_PROG, "", /*in_process=*/false, ""});
+  Check({"seccomp", FIELDPROF_SECCOMP_PROG, "", /*in_process=*/false, "", false});
 }
 
 }  // namespace
