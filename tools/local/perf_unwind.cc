@@ -192,6 +192,11 @@ const Dwfl_Callbacks kOfflineCallbacks = {
 void ReportNew(Image& im) {
   for (; im.reported < im.modules.size(); ++im.reported) {
     const LoadedModule& m = im.modules[im.reported];
+    // A file mapped executable again elsewhere (node maps its own text a
+    // second time): libdwfl keeps the first (see Symbolizer).
+    bool again = false;
+    for (size_t i = 0; i < im.reported; ++i) again |= im.modules[i].path == m.path;
+    if (again) continue;
     const int fd = IsVdso(m.path) ? VdsoImageFd() : -1;
     dwfl_report_elf(im.dwfl, m.path.c_str(), m.path.c_str(), fd, m.bias, false);
   }

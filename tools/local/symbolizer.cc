@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "common/cxx_names.h"
 
@@ -59,7 +60,13 @@ Symbolizer::Symbolizer(const std::vector<LoadedModule>& modules, uint32_t pid) :
   dwfl_ = dwfl_begin(&callbacks);
   if (dwfl_ == nullptr) return;
   dwfl_report_begin(dwfl_);
+  std::set<std::string> reported;
   for (const LoadedModule& m : modules_) {
+    // A file mapped executable a second time elsewhere (node maps its own
+    // text again, high up) is reported once: libdwfl cannot place a
+    // non-PIE executable twice, and the second report lost the first.
+    // Frames in the second mapping are named by its offset below.
+    if (!reported.insert(m.path).second) continue;
     // libdwfl takes the descriptor it is given.
     const int fd = IsVdso(m.path) ? VdsoImageFd() : -1;
     dwfl_report_elf(dwfl_, m.path.c_str(), m.path.c_str(), fd, m.bias, false);
