@@ -1,13 +1,16 @@
 # python3 with threads, for tests/tools/local/host_safety_test.cc.
 import hashlib
+import sys
 import threading
+
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
 
 out = [None] * 4
 
 
 def work(i):
     h = hashlib.sha256()
-    for k in range(20000):
+    for k in range(rounds):
         h.update(b"%d-%d" % (i, k))
     out[i] = h.hexdigest()[:8]
 
