@@ -32,6 +32,7 @@ declare -A cmd=(
   [node]="node --perf-basic-prof $src/jit.js"
   [raw-signals]="$PWD/build/tests/fieldprof_raw_signals"
 )
+cd "$tmp"  # node --perf-basic-prof leaves its isolate-*-v8.log files here
 for name in sqlite3 go-cgo go-static python3 node raw-signals; do
   $cli record --idle=false -o "$tmp/$name.fprec" -- ${cmd[$name]} >/dev/null 2>"$tmp/$name.log"
   perf record -q --all-user -F 999 --call-graph dwarf -o "$tmp/$name.perf" -- ${cmd[$name]} \

@@ -238,8 +238,9 @@ TEST_F(HostSafetyTest, NodeWithJitCodeNamedFromItsPerfMap) {
   Check({"node", "node " + kSource + "jit.js", "", true, "", false});
   const std::string file = dir_.File("jit.fprec");
   std::string out;
-  ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- node --perf-basic-prof " + kSource +
-                           "jit.js 2>&1",
+  // (In the test's directory: node leaves its isolate-*-v8.log files there.)
+  ASSERT_EQ(RunCommand("cd " + dir_.path() + " && " + kCli + " record -o " + file +
+                           " -- node --perf-basic-prof " + kSource + "jit.js 2>&1",
                        &out),
             0)
       << out;
