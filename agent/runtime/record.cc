@@ -3,9 +3,11 @@
 // image without running destructors; a fork child and a program after a
 // failed exec count afresh.
 #include <errno.h>
+#include <linux/seccomp.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -436,11 +438,13 @@ extern "C" FP_EXPORT int execle(const char* path, const char* arg, ...) {
 // A seccomp filter may kill the process at the first system call the
 // program did not expect, and the runtime's later ones would be such calls
 // (a live file's next page, the record at exit, a fork child's own live
-// file). Before one is installed the run ends as at an exec: its record is
-// written now, and nothing more is measured in this process, nor in the
-// children that inherit the filter. (A filter installed by the raw
-// system call is not seen.)
+// file). Before one is installed, by prctl() or by seccomp() through the C
+// library's syscall() (libseccomp's way), the run ends as at an exec: its
+// record is written now, and nothing more is measured in this process, nor
+// in the children that inherit the filter. (A filter installed by the
+// system call instruction itself, as Chromium's sandbox does, is not seen.)
 FP_HOT_DATA int (*next_prctl)(int, unsigned long, unsigned long, unsigned long, unsigned long);
+FP_HOT_DATA long (*next_syscall)(long, long, long, long, long, long, long);
 extern "C" FP_EXPORT int prctl(int option, ...) {
   va_list ap;
   va_start(ap, option);
@@ -449,6 +453,19 @@ extern "C" FP_EXPORT int prctl(int option, ...) {
   va_end(ap);
   if (option == PR_SET_SECCOMP) fieldprof::rt::EndBeforeSeccomp();
   return Next(&next_prctl, "prctl")(option, a2, a3, a4, a5);
+}
+extern "C" FP_EXPORT long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& x : a) x = va_arg(ap, long);
+  va_end(ap);
+  if ((number == SYS_seccomp &&
+       (a[0] == SECCOMP_SET_MODE_FILTER || a[0] == SECCOMP_SET_MODE_STRICT)) ||
+      (number == SYS_prctl && a[0] == PR_SET_SECCOMP)) {
+    fieldprof::rt::EndBeforeSeccomp();
+  }
+  return Next(&next_syscall, "syscall")(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 extern "C" FP_EXPORT [[noreturn]] void _exit(int status) {

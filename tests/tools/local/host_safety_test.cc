@@ -269,6 +269,9 @@ TEST_F(HostSafetyTest, AProgramUnderASeccompFilterThatKillsOnUnexpectedCalls) {
   // In the program, the sampler ends its file as the filter comes: its
   // samples stop there.
   Check({"seccomp", FIELDPROF_SECCOMP_PROG, "", /*in_process=*/false, "", false});
+  // The same filter by seccomp() through syscall(), as libseccomp does.
+  Check({"seccomp-syscall", std::string(FIELDPROF_SECCOMP_PROG) + " syscall", "",
+         /*in_process=*/false, "", false});
 }
 
 }  // namespace

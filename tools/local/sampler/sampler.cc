@@ -44,6 +44,7 @@
 #include <link.h>
 #include <linux/futex.h>
 #include <linux/perf_event.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -112,6 +113,10 @@ thread_local int t_clock_fd = -1;  // the thread's task-clock event
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 std::atomic<PthreadCreate> g_real_pthread_create{nullptr};
 PthreadCreate RealPthreadCreate() { return Resolve(&g_real_pthread_create, "pthread_create"); }
+
+using SyscallFn = long (*)(long, long, long, long, long, long, long);
+std::atomic<SyscallFn> g_real_syscall{nullptr};
+SyscallFn RealSyscall() { return Resolve(&g_real_syscall, "syscall"); }
 
 using DlIteratePhdr = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 std::atomic<DlIteratePhdr> g_real_dl_iterate_phdr{nullptr};
@@ -705,6 +710,7 @@ namespace fieldprof::local::sampler {
 bool On() { return g_on; }
 
 void ResolveCallsOfTheUnwinder() {
+  RealSyscall();
   ResolveReadAndWrite();
   Resolve(&g_real_dl_iterate_phdr, "dl_iterate_phdr");
 }
@@ -823,9 +829,17 @@ void BeforeExit() {
 }
 // A seccomp filter may kill the process at the first system call it did
 // not expect, and the sampler's writer, timers and unwinder make calls the
-// program never does: before one is installed, the sampler ends its file
-// (whole) and steps aside for the rest of the process. (A filter
-// installed by the raw system call, not through prctl(), is not seen.)
+// program never does: before one is installed, by prctl() or by seccomp()
+// through the C library's syscall() (libseccomp's way), the sampler ends
+// its file (whole) and steps aside for the rest of the process. (A filter
+// installed by the system call instruction itself is not seen.)
+void StepAsideForSeccomp() {
+  if (!g_on || getpid() != g_pid) return;
+  g_aside = true;  // forked children inherit the filter: they stay aside too
+  Stop();
+  StopWatchingSwitches();
+}
+
 FP_EXPORT int prctl(int option, ...) {
   FP_NEXT("prctl", int (*)(int, unsigned long, unsigned long, unsigned long, unsigned long));
   va_list ap;
@@ -833,12 +847,26 @@ FP_EXPORT int prctl(int option, ...) {
   const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
                       a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
   va_end(ap);
-  if (option == PR_SET_SECCOMP && g_on && getpid() == g_pid) {
-    g_aside = true;  // forked children inherit the filter: they stay aside too
-    Stop();
-    StopWatchingSwitches();
-  }
+  if (option == PR_SET_SECCOMP) StepAsideForSeccomp();
   return real(option, a2, a3, a4, a5);
+}
+
+// The sampler's own syscall() calls come here too, also from its signal
+// handler: the next definition is looked up in the constructor
+// (ResolveCallsOfTheUnwinder), never in a handler.
+FP_EXPORT long syscall(long number, ...) {
+  const auto real = RealSyscall();
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& x : a) x = va_arg(ap, long);
+  va_end(ap);
+  if ((number == SYS_seccomp &&
+       (a[0] == SECCOMP_SET_MODE_FILTER || a[0] == SECCOMP_SET_MODE_STRICT)) ||
+      (number == SYS_prctl && a[0] == PR_SET_SECCOMP)) {
+    StepAsideForSeccomp();
+  }
+  return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 FP_EXPORT void _exit(int status) {
