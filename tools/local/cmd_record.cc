@@ -255,6 +255,15 @@ int Record(int argc, char** argv) {
                  "samples them from outside\n",
                  r->stepped_aside, r->stepped_aside == 1 ? "" : "es");
   }
+  if (r->seccomp_aside > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s installed a seccomp filter: the sampler in the "
+                 "program stopped there, before a system call the filter did not expect%s\n",
+                 r->seccomp_aside, r->seccomp_aside == 1 ? "" : "es",
+                 local::raw::IsPerfSource(r->source) ? ""
+                                                     : "; the default --clock perf samples on "
+                                                       "from outside");
+  }
   if (r->signal_taken > 0) {
     std::fprintf(stderr,
                  "fieldprof record: %u process%s set its own SIGPROF handler by the raw system "

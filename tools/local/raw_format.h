@@ -34,6 +34,10 @@ enum SampleSource : uint32_t {
   kNoSamples = 6,        // the in-process file of a recording sampled from outside
 };
 
+inline bool IsPerfSource(uint32_t source) {
+  return source == kPerfOutside || source == kPerfOutsideUser;
+}
+
 struct FileHeader {
   char magic[8];
   uint32_t pid;
@@ -94,6 +98,7 @@ struct Trailer {
   uint64_t throttled;          // samples not taken: sampling held to its share of a thread
   uint64_t signal_taken;       // 1: the program took the sampling signal's handler for itself
                                // by the raw system call (its samples went to it, not to us)
+  uint64_t seccomp_aside;      // 1: the file ended as the program installed a seccomp filter
 };
 
 }  // namespace fieldprof::local::raw

@@ -313,7 +313,7 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
   // samples (perf-*.raw) and, from the program, its idle transitions
   // (kNoSamples). Processes are counted once, from the files with samples.
   const bool outside = std::any_of(procs.begin(), procs.end(), [](const RawProcess& p) {
-    return p.header.source == raw::kPerfOutside || p.header.source == raw::kPerfOutsideUser;
+    return raw::IsPerfSource(p.header.source);
   });
   for (const RawProcess& p : procs) {
     r.start_ns = std::min(r.start_ns, p.header.start_ns);
@@ -327,6 +327,7 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
       r.switches_lost += p.trailer.switches_lost;
       r.threads_unwatched += p.trailer.threads_unwatched;
       if (p.trailer.signal_taken != 0) ++r.signal_taken;
+      if (p.trailer.seccomp_aside != 0) ++r.seccomp_aside;
     }
     if ((p.header.flags & raw::kSteppedAside) != 0) ++r.stepped_aside;
     if (outside && p.header.source == raw::kNoSamples) continue;

@@ -598,6 +598,7 @@ void Stop() {
     t.switches_lost = SwitchesLost();
     t.threads_unwatched = ThreadsUnwatched();
     t.signal_taken = SamplingSignalTaken() ? 1 : 0;
+    t.seccomp_aside = g_aside ? 1 : 0;
     const char tag = 'E';
     WriteAll(&tag, 1);
     WriteAll(&t, sizeof t);
