@@ -160,10 +160,11 @@ TEST(RecordTest, LibcsOwnLoadingIsSampledWithoutHarm) {
   TempDir dir;
   const std::string file = dir.File("iconv.fprec");
   std::string out;
-  ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- timeout -s KILL 120 " + kPhases +
-                           " iconv 50000 2>/dev/null",
-                       &out),
-            0)
+  // (A hang fails by ctest's limit on each test, not by a clock of our own:
+  // the work is bounded, its time is the machine's.)
+  ASSERT_EQ(
+      RunCommand(kCli + " record -o " + file + " -- " + kPhases + " iconv 50000 2>/dev/null", &out),
+      0)
       << out;
   EXPECT_EQ(out, "converted 50000\n");
   std::string tree;
