@@ -10,7 +10,7 @@
 #      and MB/s of batches uploaded, with its CPU time and peak RSS.
 #
 #   deploy/bench-agent.sh [RECORDS] [IDLE]      (defaults 1000 and 20)
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 records="${1:-1000}"
 idle="${2:-20}"

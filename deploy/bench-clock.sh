@@ -14,7 +14,7 @@
 #
 # BASELINE_LIB=DIR (another build's libfieldprof.so, e.g. from a worktree of
 # an older commit) measures that runtime too, in the same loop.
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 runs="${1:-10}"
 ./deploy/install-deps.sh build bench >/dev/null

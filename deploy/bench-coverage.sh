@@ -15,7 +15,7 @@
 #
 # Prints for each build: runs, the share that measured at least one call,
 # record files left, distinct APIs with data and with >= 100 calls.
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 root="$PWD"
 runs="${1:-1000}"

@@ -10,7 +10,7 @@
 # (A thread whose ring is full waits for the recorder's drain; an event
 # still without room is counted as lost in the file, and the events
 # compared are the files'.)
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 events="${1:-1000000}"
 runs="${2:-40}"

@@ -12,7 +12,7 @@
 # medians and their ratio.
 #
 #   deploy/bench-ingest-defences.sh [BATCHES] [TURNS] [CONNECTIONS]  (default 4000, 3, 16)
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 batches="${1:-4000}"
 turns="${2:-3}"

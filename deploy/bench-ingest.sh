@@ -10,7 +10,7 @@
 # Prints each rate and the ratios. Everything binds to 127.0.0.1 and stops.
 #
 #   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 16, 256)
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 conns="${2:-16}"

@@ -28,7 +28,7 @@
 #       before the front, or an older front) beside this one, as "idle
 #       (base)" and "measured (base)"
 # Prints each table; everything stays in a temp dir and stops by itself.
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 runs="${1:-200}"
 ./deploy/install-deps.sh build bench >/dev/null

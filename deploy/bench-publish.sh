@@ -7,7 +7,7 @@
 #   deploy/bench-publish.sh                  # 100000 and 1000000 series
 #   deploy/bench-publish.sh 250000           # one size
 #   FRAGMENTS=64 PER_CYCLE=8 PER_DAY=4 INGEST_S=10 deploy/bench-publish.sh
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 ./deploy/build.sh publish_benchmark 2>&1 | grep -E "error" || true
 sizes=("$@")

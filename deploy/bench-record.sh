@@ -21,7 +21,7 @@
 # (4 x N of them), from the ping-pong's own times.
 #
 #   ./deploy/bench-record.sh [ROUNDS=15] [PINGPONG_ROUNDS=20000]
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
 pp=${2:-20000}

@@ -12,7 +12,7 @@
 #
 #   deploy/bench-runtime-vs.sh REV [ROUNDS]     (default ROUNDS 1500)
 # REV's runtime is built in a temporary git worktree, removed at the end.
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 rev="${1:?usage: deploy/bench-runtime-vs.sh REV [ROUNDS]}"
 rounds="${2:-1500}"

@@ -20,7 +20,7 @@
 # BASELINE_LIB=DIR (a directory with another build's libfieldprof.so, e.g. from a worktree of an older commit) adds that
 # runtime's selected cost to section 1, measured in the same loop, so a
 # change is compared at the same moment of this shared machine.
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 runs="${1:-30}"
 ./deploy/install-deps.sh build bench >/dev/null

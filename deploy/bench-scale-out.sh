@@ -13,7 +13,7 @@
 #   deploy/bench-scale-out.sh
 #   BATCHES=3000 CONNECTIONS=192 SHARDS=2,2 SERIES=1000000 deploy/bench-scale-out.sh
 #   SERIES=0 deploy/bench-scale-out.sh      # ingest only
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 root="$PWD"
 batches="${BATCHES:-3000}"
@@ -53,9 +53,16 @@ measure() {
   for g in "${groups[@]}"; do before+=("$(cpu ${g#*=})"); done
   local json
   json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$ca" --batches "$batches" \
-    --connections "$connections" --pool 32 --json 2>/dev/null)"
+    --connections "$connections" --pool 32 --json 2>"$work/loadgen.err")" || {
+    echo "bench-scale-out: $label: the load generator failed: $(tail -3 "$work/loadgen.err")" >&2
+    exit 1
+  }
   local ok bps rps p50 p99
   ok="$(sed -n 's/.*"batches_ok":\([0-9]*\).*/\1/p' <<<"$json")"
+  if [[ -z "$ok" || "$ok" == 0 ]]; then
+    echo "bench-scale-out: $label: no batch was accepted; the load generator said: $json" >&2
+    exit 1
+  fi
   bps="$(sed -n 's/.*"batches_per_second":\([0-9.e+]*\).*/\1/p' <<<"$json")"
   rps="$(sed -n 's/.*"records_per_second":\([0-9.e+]*\).*/\1/p' <<<"$json")"
   p50="$(sed -n 's/.*"latency_p50_ms":\([0-9.e+]*\).*/\1/p' <<<"$json")"
@@ -81,7 +88,7 @@ rocks_bps=""
 port=$((10000 + RANDOM % 20000))
 ./build/aggregator/fieldprof-aggregator --listen 127.0.0.1 --port "$port" \
   --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" --db "$work/db" \
-  --workers 64 --max_queue 512 2>"$work/rocks.log" &
+  --workers 64 --max_queue 512 --source_batches_per_minute 0 2>"$work/rocks.log" &
 rocks_pid=$!
 for _ in $(seq 100); do
   curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break
