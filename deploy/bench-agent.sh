@@ -44,6 +44,9 @@ mem_kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 
 echo "== 1. idle daemon, ${idle} s"
 mkdir -p "$work/spool"
+# The volunteer's consent: without it the agent seals and sends nothing
+# (and this benchmark waited for a drain that never came).
+echo "consent = yes" >"$work/runtime.conf"
 # max_age_s 2: the last, partly filled batch goes 2 s after its records came.
 "${agent[@]}" --state_dir "$work/state-idle" --max_age_s 2 2>"$work/agent-idle.log" &
 agent_pid=$!
