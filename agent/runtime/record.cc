@@ -3,7 +3,6 @@
 // image without running destructors; a fork child and a program after a
 // failed exec count afresh.
 #include <errno.h>
-#include <linux/seccomp.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -23,6 +22,7 @@
 #include "agent/runtime/live_file.h"
 #include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
+#include "common/seccomp_calls.h"
 
 namespace fieldprof::rt {
 
@@ -451,20 +451,14 @@ extern "C" FP_EXPORT int prctl(int option, ...) {
   const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
                       a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
   va_end(ap);
-  if (option == PR_SET_SECCOMP) fieldprof::rt::EndBeforeSeccomp();
+  if (fieldprof::PrctlInstallsSeccomp(option)) fieldprof::rt::EndBeforeSeccomp();
   return Next(&next_prctl, "prctl")(option, a2, a3, a4, a5);
 }
 extern "C" FP_EXPORT long syscall(long number, ...) {
-  va_list ap;
-  va_start(ap, number);
-  long a[6];
-  for (long& x : a) x = va_arg(ap, long);
-  va_end(ap);
-  if ((number == SYS_seccomp &&
-       (a[0] == SECCOMP_SET_MODE_FILTER || a[0] == SECCOMP_SET_MODE_STRICT)) ||
-      (number == SYS_prctl && a[0] == PR_SET_SECCOMP)) {
-    fieldprof::rt::EndBeforeSeccomp();
-  }
+  fieldprof::SyscallArgs args;
+  FP_SYSCALL_ARGS(number, args);
+  const long* a = args.a;
+  if (fieldprof::SyscallInstallsSeccomp(number, a[0])) fieldprof::rt::EndBeforeSeccomp();
   return Next(&next_syscall, "syscall")(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 

@@ -44,7 +44,6 @@
 #include <link.h>
 #include <linux/futex.h>
 #include <linux/perf_event.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -64,6 +63,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/seccomp_calls.h"
 #include "tools/local/linker_lock.h"
 #include "tools/local/raw_format.h"
 
@@ -848,7 +848,7 @@ FP_EXPORT int prctl(int option, ...) {
   const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
                       a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
   va_end(ap);
-  if (option == PR_SET_SECCOMP) StepAsideForSeccomp();
+  if (fieldprof::PrctlInstallsSeccomp(option)) StepAsideForSeccomp();
   return real(option, a2, a3, a4, a5);
 }
 
@@ -857,16 +857,10 @@ FP_EXPORT int prctl(int option, ...) {
 // (ResolveCallsOfTheUnwinder), never in a handler.
 FP_EXPORT long syscall(long number, ...) {
   const auto real = RealSyscall();
-  va_list ap;
-  va_start(ap, number);
-  long a[6];
-  for (long& x : a) x = va_arg(ap, long);
-  va_end(ap);
-  if ((number == SYS_seccomp &&
-       (a[0] == SECCOMP_SET_MODE_FILTER || a[0] == SECCOMP_SET_MODE_STRICT)) ||
-      (number == SYS_prctl && a[0] == PR_SET_SECCOMP)) {
-    StepAsideForSeccomp();
-  }
+  fieldprof::SyscallArgs args;
+  FP_SYSCALL_ARGS(number, args);
+  const long* a = args.a;
+  if (fieldprof::SyscallInstallsSeccomp(number, a[0])) StepAsideForSeccomp();
   return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
