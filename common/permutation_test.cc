@@ -224,6 +224,82 @@ PermutationResult TwoSampleMeanTest(const std::vector<double>& a, const std::vec
   return r;
 }
 
+namespace {
+
+// C(n, k) as a double.
+double Choose(size_t n, size_t k) {
+  double c = 1;
+  for (size_t i = 0; i < k; ++i) c = c * static_cast<double>(n - i) / static_cast<double>(i + 1);
+  return c;
+}
+
+// Of the labellings that give side "a" the multiset x[from, from + k) of
+// the sorted pool `x`: the copies of the boundary value inside the window,
+// chosen among all copies of it in the pool.
+double WaysToTake(const std::vector<double>& x, size_t from, size_t k) {
+  const double edge = from == 0 ? x[k - 1] : x[from];
+  const size_t copies = static_cast<size_t>(std::count(x.begin(), x.end(), edge));
+  const size_t inside =
+      static_cast<size_t>(std::count(x.begin() + static_cast<ptrdiff_t>(from),
+                                     x.begin() + static_cast<ptrdiff_t>(from + k), edge));
+  return Choose(copies, inside);
+}
+
+}  // namespace
+
+double LeastAchievableP(const std::vector<double>& a, const std::vector<double>& b,
+                        const PermutationOptions& options) {
+  if (a.empty() || b.empty()) return 1;
+  std::vector<double> x(a);
+  x.insert(x.end(), b.begin(), b.end());
+  std::sort(x.begin(), x.end(), std::greater<double>());
+  const size_t n = x.size(), k = a.size();
+  const double all = std::accumulate(x.begin(), x.end(), 0.0);
+  auto statistic = [&](double sum_a) {
+    return std::abs(sum_a / static_cast<double>(k) - (all - sum_a) / static_cast<double>(n - k));
+  };
+  // The statistic grows with |sum of "a" - its mean|: its largest values
+  // are at the largest sum (the top k) and the smallest (the bottom k),
+  // and only labellings with those multisets reach them.
+  const double top = std::accumulate(x.begin(), x.begin() + static_cast<ptrdiff_t>(k), 0.0);
+  const double bottom = std::accumulate(x.end() - static_cast<ptrdiff_t>(k), x.end(), 0.0);
+  if (top == bottom) return 1;
+  const double hi = statistic(top), lo = statistic(bottom);
+  const double most = std::max(hi, lo) * (1 - 1e-12);
+  double reaching = 0;
+  if (hi >= most) reaching += WaysToTake(x, 0, k);
+  if (lo >= most) reaching += WaysToTake(x, n - k, k);
+  // (Where the test draws at random, its p could come out lower by
+  // chance, down to 1 / (1 + resamples); leaving such a test out of a
+  // count loses power only, never validity.)
+  return std::min(1.0, std::max(reaching / Choose(n, k), 1.0 / (1.0 + options.resamples)));
+}
+
+std::vector<double> BenjaminiHochbergDiscrete(const std::vector<double>& p,
+                                              const std::vector<double>& least, double fdr,
+                                              std::vector<bool>* counted) {
+  const size_t m = p.size();
+  std::vector<double> out(m, 1.0);
+  size_t k = 1;
+  std::vector<size_t> kept;
+  for (; k <= m; ++k) {
+    kept.clear();
+    for (size_t i = 0; i < m; ++i) {
+      if (least[i] <= fdr / static_cast<double>(k)) kept.push_back(i);
+    }
+    if (kept.size() <= k) break;
+  }
+  std::vector<double> sub;
+  for (size_t i : kept) sub.push_back(p[i]);
+  const std::vector<double> q = BenjaminiHochberg(sub);
+  for (size_t j = 0; j < kept.size(); ++j) out[kept[j]] = q[j];
+  if (counted != nullptr) {
+    counted->assign(m, false);
+    for (size_t i : kept) (*counted)[i] = true;
+  }
+  return out;
+}
+
 std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool dependent) {
   const size_t m = p.size();
   std::vector<double> out(m);

@@ -65,11 +65,33 @@ PermutationResult GreaterCostTest(const Histogram& local, const Histogram& field
 PermutationResult TwoSampleMeanTest(const std::vector<double>& a, const std::vector<double>& b,
                                     const PermutationOptions& options);
 
+// The least p-value TwoSampleMeanTest(a, b, options) can give for these
+// pooled values under any labelling: the share of labellings that reach
+// the largest statistic (the "a" side holding the largest values, or the
+// smallest), and no less than 1 / (1 + resamples). 1 when every labelling
+// gives the same statistic. A node seen in one run
+// of ten can never differ significantly, whatever the labels say.
+double LeastAchievableP(const std::vector<double>& a, const std::vector<double>& b,
+                        const PermutationOptions& options);
+
 // Adjusted p-values (same order as `p`): Benjamini-Hochberg step-up, or
 // with `dependent` the Benjamini-Yekutieli variant, valid under any
 // dependence between the tests. An API has evidence at false discovery
 // rate q when its adjusted p-value is <= q.
 std::vector<double> BenjaminiHochberg(const std::vector<double>& p, bool dependent = false);
+
+// Benjamini-Hochberg for discrete tests at false discovery rate `fdr`
+// (Gilbert's Tarone-BH, 2005): a test whose least achievable p-value
+// (`least`, same order as `p`) cannot pass at the level its count would
+// give is left out of the count, so tests that could never be significant
+// do not dilute those that can. The smallest K with at most K tests whose
+// least p is at most fdr / K; those tests are adjusted by BH among
+// themselves, the rest get 1 (and false in `counted`, when given). FDR is
+// still controlled when `least` depends on the pooled data only (a
+// permutation test's labels are what is tested).
+std::vector<double> BenjaminiHochbergDiscrete(const std::vector<double>& p,
+                                              const std::vector<double>& least, double fdr,
+                                              std::vector<bool>* counted = nullptr);
 
 // The least difference of a wall-time statistic that counts as an effect
 // (fieldprof check and diff): each process takes its own calibrated probe

@@ -344,5 +344,72 @@ TEST(BenjaminiHochbergTest, MatchesTheDefinition) {
   }
 }
 
+// The least p-value, from the pooled values alone, is the least p the
+// test gives over every labelling of them: small samples with many ties
+// (a node's samples per run: mostly 0), each labelling tried.
+TEST(PermutationTest, LeastAchievablePIsTheLeastOverEveryLabelling) {
+  std::mt19937_64 rng(12);
+  const double values[] = {0, 0, 0, 1, 2, 5};
+  PermutationOptions o;
+  for (int round = 0; round < 60; ++round) {
+    const size_t na = 2 + rng() % 4, nb = 2 + rng() % 4;
+    std::vector<double> pool(na + nb);
+    for (double& v : pool) v = values[rng() % 6];
+    double least = 1;
+    for (uint32_t mask = 0; mask < (1u << pool.size()); ++mask) {
+      if (static_cast<size_t>(__builtin_popcount(mask)) != na) continue;
+      std::vector<double> a, b;
+      for (size_t i = 0; i < pool.size(); ++i) ((mask >> i) & 1 ? a : b).push_back(pool[i]);
+      least = std::min(least, TwoSampleMeanTest(a, b, o).p_value);
+    }
+    const std::vector<double> a(pool.begin(), pool.begin() + static_cast<ptrdiff_t>(na));
+    const std::vector<double> b(pool.begin() + static_cast<ptrdiff_t>(na), pool.end());
+    EXPECT_NEAR(LeastAchievableP(a, b, o), least, 1e-12) << "round " << round;
+  }
+  // One run of ten saw it: no labelling can be significant.
+  EXPECT_EQ(LeastAchievableP({0, 0, 0, 0, 3}, {0, 0, 0, 0, 0}, o), 1.0);
+  EXPECT_NEAR(LeastAchievableP({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}, o), 2.0 / 252, 1e-12);
+  EXPECT_EQ(LeastAchievableP({}, {1}, o), 1.0);
+}
+
+// Tests that could never pass do not dilute one that can; with none of
+// those, it is Benjamini-Hochberg; and over all-null sets of sparse,
+// tied per-run values it alarms no more often than the FDR allows.
+TEST(BenjaminiHochbergTest, DiscreteLeavesOutWhatCannotPass) {
+  std::vector<double> p = {2.0 / 252}, least = {2.0 / 252};
+  for (int i = 0; i < 30; ++i) p.push_back(1), least.push_back(1);
+  EXPECT_NEAR(BenjaminiHochbergDiscrete(p, least, 0.05)[0], 2.0 / 252, 1e-12);
+  EXPECT_GT(BenjaminiHochberg(p)[0], 0.05) << "plain BH counts all 31";
+  const std::vector<double> q = {0.001, 0.02, 0.03, 0.5}, low(4, 0.001);
+  const std::vector<double> d = BenjaminiHochbergDiscrete(q, low, 0.05), bh = BenjaminiHochberg(q);
+  for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(d[i], bh[i], 1e-12);
+
+  std::mt19937_64 rng(31);
+  std::poisson_distribution<int> sparse(0.4);
+  std::poisson_distribution<int> busy(30);
+  PermutationOptions o;
+  const int trials = 400;
+  int alarms = 0, kept_total = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<double> ps, ls;
+    for (int node = 0; node < 20; ++node) {
+      std::vector<double> a(5), b(5);
+      for (double& v : a) v = node < 4 ? busy(rng) : sparse(rng);
+      for (double& v : b) v = node < 4 ? busy(rng) : sparse(rng);
+      ps.push_back(TwoSampleMeanTest(a, b, o).p_value);
+      ls.push_back(LeastAchievableP(a, b, o));
+    }
+    const std::vector<double> adj = BenjaminiHochbergDiscrete(ps, ls, 0.05);
+    bool alarm = false;
+    for (size_t i = 0; i < adj.size(); ++i) alarm |= adj[i] <= 0.05, kept_total += adj[i] < 1;
+    alarms += alarm;
+  }
+  // Every node is null, so the FDR is the chance of any alarm: at most
+  // 0.05; Binomial(400, 0.05) + 3 standard deviations is 33.
+  EXPECT_LE(alarms, 33);
+  std::printf("all-null sets with an alarm: %d of %d (%d tests kept of %d)\n", alarms, trials,
+              kept_total, trials * 20);
+}
+
 }  // namespace
 }  // namespace fieldprof

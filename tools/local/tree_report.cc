@@ -245,16 +245,22 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
   const auto a = values(base), b = values(now);
   PermutationOptions po;
   po.resamples = 9999;
-  std::vector<double> p;
+  std::vector<double> p, least;
   for (size_t i = 0; i < tested.size(); ++i) {
     NodeChange& c = out[tested[i]];
     c.tested = true;
     c.p = TwoSampleMeanTest(b[i], a[i], po).p_value;
     p.push_back(c.p);
+    least.push_back(LeastAchievableP(b[i], a[i], po));
   }
-  const std::vector<double> q = BenjaminiHochberg(p);
+  // A node seen in one or two runs could not be significant whatever the
+  // labels: left out of the count, so the noise of a process's startup
+  // does not hide the one function that changed.
+  std::vector<bool> counted;
+  const std::vector<double> q = BenjaminiHochbergDiscrete(p, least, o.fdr, &counted);
   for (size_t i = 0; i < tested.size(); ++i) {
     out[tested[i]].q = q[i];
+    out[tested[i]].counted = counted[i];
     out[tested[i]].significant = q[i] <= o.fdr;
   }
   return out;
@@ -336,12 +342,16 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
     push_children(n, depth + 1);
   }
   if (o.changes != nullptr) {
-    size_t tested = 0, significant = 0;
-    for (const NodeChange& c : *o.changes) tested += c.tested, significant += c.significant;
-    char tail[160];
+    size_t tested = 0, significant = 0, hopeless = 0;
+    for (const NodeChange& c : *o.changes) {
+      tested += c.tested, significant += c.significant;
+      hopeless += c.tested && !c.counted;
+    }
+    char tail[240];
     std::snprintf(tail, sizeof tail,
-                  "%zu nodes tested (over the effect floors), %zu significant (* : q <= FDR)\n",
-                  tested, significant);
+                  "%zu nodes tested (over the effect floors), %zu significant (* : q <= FDR); "
+                  "%zu seen in too few runs to be significant, not counted\n",
+                  tested, significant, hopeless);
     out += tail;
   }
   return out;
@@ -368,11 +378,9 @@ std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes) 
     j["total"] = std::move(total);
     if (changes != nullptr && (*changes)[n].tested) {
       const NodeChange& c = (*changes)[n];
-      j["change"] = {{"base_mean", c.base_mean},
-                     {"new_mean", c.new_mean},
-                     {"p", c.p},
-                     {"q", c.q},
-                     {"significant", c.significant}};
+      j["change"] = {
+          {"base_mean", c.base_mean},     {"new_mean", c.new_mean}, {"p", c.p}, {"q", c.q},
+          {"significant", c.significant}, {"counted", c.counted}};
     }
     nlohmann::ordered_json children = nlohmann::ordered_json::array();
     for (uint32_t c : kids[n]) children.push_back(std::move(node[c]));

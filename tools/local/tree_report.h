@@ -53,6 +53,7 @@ std::vector<LeakRow> AllocatedNotFreed(const CallTree& t);
 struct NodeChange {
   double base_mean = 0, new_mean = 0;  // the node's self value per run, averaged
   double p = 1, q = 1;                 // permutation test; Benjamini-Hochberg adjusted
+  bool counted = false;                // could be significant, so counted by BH
   bool tested = false;                 // over the effect floors, so tested
   bool significant = false;            // tested and q <= fdr
 };
