@@ -56,7 +56,7 @@ int Record(int argc, char** argv) {
   std::string output;
   int64_t hz = 999, m = 100, n = 2;
   double p = 0.95;
-  bool wall = false, idle = true;
+  bool wall = false, idle = true, all_user = false;
   int64_t stack_bytes = 12288;
   std::string lib_dir, clock = "perf", cpu_wide = "auto";
   OptionTable t("fieldprof record",
@@ -90,6 +90,9 @@ int Record(int argc, char** argv) {
            "deeper than that ends where the copy does (perf's default, 8192, cuts Debian's "
            "sqlite3 shell short of main; each KiB costs the program about 0.13% more)",
            1024, 65528);
+  t.AddBool("all_user", &all_user,
+            "with --clock perf: sample user time only, as perf record --all-user (kernel "
+            "time is included where perf_event_paranoid or privileges allow it)");
   t.AddBool("idle", &idle,
             "record idle transitions: each thread's switches off and onto the CPU (perf_event "
             "switch records) and the blocking call it waited in");
@@ -118,6 +121,7 @@ int Record(int argc, char** argv) {
   local::PerfSamplerOptions po;
   po.hz = static_cast<uint32_t>(hz);
   po.stack_bytes = static_cast<uint32_t>(stack_bytes) & ~7u;
+  po.all_user = all_user;
   bool outside = clock == "perf" && !wall;
   if (outside) {
     if (Status a = local::PerfSamplerAvailable(po); !a.ok()) {

@@ -111,6 +111,7 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
   // user stack that made it, as the in-process task clock counts it.
   int first_error = 0;
   for (const bool kernel : {true, false}) {
+    if (kernel && o.all_user) continue;
     for (int cpu : cpus) {
       const int fd = OpenOne(pid, cpu, o, kernel);
       if (fd < 0) {

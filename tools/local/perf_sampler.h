@@ -31,6 +31,7 @@ namespace fieldprof::local {
 struct PerfSamplerOptions {
   uint32_t hz = 999;             // samples per second of CPU time
   uint32_t stack_bytes = 12288;  // of user stack copied with each sample
+  bool all_user = false;         // user time only, even where kernel time is allowed
 };
 
 // Whether the kernel lets this process sample its own children so (a

@@ -8,6 +8,7 @@
 #include <gelf.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -133,6 +134,7 @@ struct Image {
   uint32_t pid = 0;
   uint64_t start_ns = 0, end_ns = 0;
   bool ended = false;
+  bool replaced = false;  // the same process exec'd: the next image goes on
   std::vector<LoadedModule> modules;
   std::string samples;  // its 'S' records
   uint64_t sample_count = 0;
@@ -141,6 +143,15 @@ struct Image {
   bool attach_failed = false;
   size_t reported = 0;  // modules given to dwfl so far
   const SampleView* current = nullptr;
+
+  // Ended: its libdwfl session, which holds each module's file open, is
+  // let go (a browser's dozens of processes would hold thousands).
+  void End(uint64_t t) {
+    ended = true;
+    end_ns = t;
+    if (dwfl != nullptr) dwfl_end(dwfl);
+    dwfl = nullptr;
+  }
 
   ~Image() {
     if (dwfl != nullptr) dwfl_end(dwfl);
@@ -273,6 +284,13 @@ struct Mapped {
 StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std::string& out_dir,
                                               uint32_t hz, bool kernel_time) {
   namespace fs = std::filesystem;
+  // libdwfl holds each module of a live process image open: as many
+  // descriptors as the hard limit allows (the command has ended, so
+  // nothing inherits it).
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   std::vector<std::unique_ptr<Mapped>> files;
   std::vector<Entry> entries;
   PerfUnwindSummary sum;
@@ -312,7 +330,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
 
   std::vector<std::unique_ptr<Image>> images;
   std::unordered_map<uint32_t, Image*> live;  // by pid: its current image
-  auto begin_image = [&](uint32_t pid, uint64_t t, const Image* from) {
+  auto begin_image = [&](uint32_t pid, uint64_t t, const Image* from, bool exec) {
     auto im = std::make_unique<Image>();
     im->pid = pid;
     im->start_ns = t;
@@ -320,15 +338,15 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
     Image* p = im.get();
     images.push_back(std::move(im));
     if (auto it = live.find(pid); it != live.end() && it->second != nullptr && !it->second->ended) {
-      it->second->ended = true;
-      it->second->end_ns = t;
+      it->second->End(t);
+      it->second->replaced = exec;
     }
     live[pid] = p;
     return p;
   };
   auto image_of = [&](uint32_t pid, uint64_t t) {
     auto it = live.find(pid);
-    return it != live.end() ? it->second : begin_image(pid, t, nullptr);
+    return it != live.end() ? it->second : begin_image(pid, t, nullptr, false);
   };
 
   std::vector<uint64_t> ips;
@@ -381,7 +399,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
       case PERF_RECORD_COMM: {
         uint32_t pid = 0, tid = 0;
         if (!Get(p, end, &pid) || !Get(p, end, &tid)) break;
-        if ((h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0) begin_image(pid, e.time, nullptr);
+        if ((h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0) begin_image(pid, e.time, nullptr, true);
         break;
       }
       case PERF_RECORD_FORK: {
@@ -389,7 +407,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
         if (!Get(p, end, &pid) || !Get(p, end, &ppid)) break;
         if (pid != ppid) {
           auto parent = live.find(ppid);
-          begin_image(pid, e.time, parent != live.end() ? parent->second : nullptr);
+          begin_image(pid, e.time, parent != live.end() ? parent->second : nullptr, false);
         }
         break;
       }
@@ -398,8 +416,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
         if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
         if (pid == tid) {
           if (auto it = live.find(pid); it != live.end() && !it->second->ended) {
-            it->second->ended = true;
-            it->second->end_ns = e.time;
+            it->second->End(e.time);
           }
         }
         break;
@@ -418,7 +435,10 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
   bool lost_told = false;
   for (const auto& im : images) {
     const int n = generation[im->pid]++;
-    if (im->sample_count == 0) continue;  // a fork that exec'd at once, or never ran
+    // A process that ran and was never sampled (a short one, or one that
+    // slept, with user time only) is recorded with no samples; the
+    // image a process left by exec'ing without a sample is not a process.
+    if (im->sample_count == 0 && (im->replaced || im->modules.empty())) continue;
     ++sum.processes;
     raw::FileHeader fh{};
     std::memcpy(fh.magic, raw::kMagic, sizeof fh.magic);

@@ -299,6 +299,26 @@ TEST(RecordTest, AStaticProgramIsSampledFromOutsideAndItsExitStatusIsItsOwn) {
   }
 }
 
+// A process that ran and was never sampled (user time only, as without
+// privileges, and a sleep that spends well under 1 ms of it) is recorded,
+// with no samples, and its recording is read like any other.
+TEST(RecordTest, AProcessNeverSampledIsStillRecorded) {
+  TempDir dir;
+  const std::string file = dir.File("sleep.fprec");
+  std::string out;
+  ASSERT_EQ(
+      testing::RunCommand(
+          kCli + " record --all_user --idle=false -o " + file + " -- /bin/sleep 0.01 2>&1", &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("user CPU time, perf task-clock from outside"), std::string::npos) << out;
+  EXPECT_NE(out.find(" 1 process,"), std::string::npos) << out;
+  ASSERT_EQ(testing::RunCommand(kCli + " record show " + file + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("/bin/sleep 0.01"), std::string::npos) << out;
+  ASSERT_EQ(testing::RunCommand(kCli + " tree show " + file + " --off_cpu 2>&1", &out), 1) << out;
+  EXPECT_NE(out.find("recorded without idle transitions"), std::string::npos) << out;
+}
+
 // Ctrl-C at a terminal (SIGINT to the foreground group) stops the program;
 // fieldprof record still writes what it sampled, and exits as the program
 // did (130).
