@@ -182,3 +182,7 @@ void fieldprof::rt::LabCountAllocations() {
   real_alloc.free = LabFree;
   real_alloc.lab = true;
 }
+
+void fieldprof::rt::ResolveAllocators() {
+  if (__atomic_load_n(&real_alloc.malloc, __ATOMIC_ACQUIRE) == nullptr) ResolveAlloc();
+}

@@ -7,6 +7,7 @@
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/late_interpose.h"
+#include "agent/runtime/next_symbol.h"
 
 extern "C" {
 // Read by trap_x86_64.S.
@@ -84,6 +85,7 @@ bool BinderStart(const BinderConfig& c) {
 }
 
 void BinderNoticeNewObjects() {
+  NextSlotsMayResolve();
   if (!fp_binder_on || t_in_binder) return;
   t_in_binder = 1;
   InterposeLateOnNewObjects();  // before the traps: they skip entries bound to us

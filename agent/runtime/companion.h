@@ -54,6 +54,10 @@ void BeforeFork();
 // In a fork child: a record and a clock of its own (record.cc).
 void ResetAfterFork();
 
+// The allocation functions the counters go on to, found now if they were
+// not yet (alloc_counters.cc): before the program may fork.
+void ResolveAllocators();
+
 // Whether a measured call is on this thread's shadow stack: only then do
 // the interposers count anything.
 inline bool Counting() { return InMeasuredCall(t_state); }

@@ -55,6 +55,7 @@ void ForgetFd(int fd) {
 #define FP_FORWARD(ret, name, params, args) \
   using name##_fn = ret(*) params;          \
   FP_HOT_DATA name##_fn next_##name;        \
+  FP_NEXT_SLOT(next_##name, #name);         \
   extern "C" FP_EXPORT ret name params {    \
     ret r = Next(&next_##name, #name) args;
 

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "common/next_slots.h"
+
 namespace fieldprof::rt {
 
 // For each of names[0..n) whose out[i] is 0, the address of its first
@@ -20,6 +22,14 @@ void ResolveNext(const char* const* names, uintptr_t* out, int n);
 // front, late_interpose.h): then nothing may come after it, and the next
 // definition is the first one in search order that is not its own.
 extern bool g_loaded_late;
+
+// Fills every empty cache registered with FP_NEXT_SLOT (common/next_slots.h)
+// in one pass over the loaded objects. From start, and before each fork
+// when objects came since and a name was found nowhere before.
+void ResolveEveryNext();
+
+// The binder saw new objects: a name found nowhere before may be there now.
+void NextSlotsMayResolve();
 
 }  // namespace fieldprof::rt
 

@@ -718,10 +718,13 @@ extern "C" FP_EXPORT void fieldprof_point_hit(const fieldprof_point_site* site, 
 // points and is closed before the program ends). Once it is closed, the
 // sites known are forgotten: another module may be loaded where its
 // were, with other names at the same addresses.
+namespace {
+int (*next_dlclose)(void*) = nullptr;
+FP_NEXT_SLOT(next_dlclose, "dlclose");
+}  // namespace
 extern "C" FP_EXPORT int dlclose(void* handle) {
-  static int (*next)(void*) = nullptr;
   NamePointSeries();
-  const int rc = Next(&next, "dlclose")(handle);
+  const int rc = Next(&next_dlclose, "dlclose")(handle);
   PointsState* p = g_points.load(std::memory_order_acquire);
   if (p != nullptr && Lock(*p)) {
     for (SiteSlot& s : p->sites) {

@@ -94,6 +94,7 @@ bool sealed = false;
 
 void BeforeFork() {
   WaitForCodePatch();
+  ResolveEveryNext();  // the child must not look for one (next_symbol.h)
   const ShadowStack* ss = t_state.ss;
   fork_stack_of = nullptr;
   if (ss != nullptr && g_live != nullptr) {
@@ -377,6 +378,14 @@ FP_HOT_DATA int (*next_execveat)(int, const char*, char* const[], char* const[],
 typedef void (*ExitFn)(int) __attribute__((noreturn));
 FP_HOT_DATA ExitFn next_exit;
 FP_HOT_DATA ExitFn next_Exit;
+FP_NEXT_SLOT(next_execve, "execve");
+FP_NEXT_SLOT(next_execvpe, "execvpe");
+FP_NEXT_SLOT(next_execv, "execv");
+FP_NEXT_SLOT(next_execvp, "execvp");
+FP_NEXT_SLOT(next_fexecve, "fexecve");
+FP_NEXT_SLOT(next_execveat, "execveat");
+FP_NEXT_SLOT(next_exit, "_exit");
+FP_NEXT_SLOT(next_Exit, "_Exit");
 
 // The arguments of an execl-style call, up to its null pointer, as an argv
 // on the caller's stack; after the null, execle's environment.
@@ -445,6 +454,8 @@ extern "C" FP_EXPORT int execle(const char* path, const char* arg, ...) {
 // system call instruction itself, as Chromium's sandbox does, is not seen.)
 FP_HOT_DATA int (*next_prctl)(int, unsigned long, unsigned long, unsigned long, unsigned long);
 FP_HOT_DATA long (*next_syscall)(long, long, long, long, long, long, long);
+FP_NEXT_SLOT(next_prctl, "prctl");
+FP_NEXT_SLOT(next_syscall, "syscall");
 extern "C" FP_EXPORT int prctl(int option, ...) {
   va_list ap;
   va_start(ap, option);

@@ -36,6 +36,9 @@ FP_HOT_DATA RaiseFn next_raise;
 FP_HOT_DATA RaiseFn next_resume_or_rethrow;
 using ForcedFn = _Unwind_Reason_Code (*)(struct _Unwind_Exception*, _Unwind_Stop_Fn, void*);
 FP_HOT_DATA ForcedFn next_forced;
+FP_NEXT_SLOT(next_raise, "_Unwind_RaiseException");
+FP_NEXT_SLOT(next_resume_or_rethrow, "_Unwind_Resume_or_Rethrow");
+FP_NEXT_SLOT(next_forced, "_Unwind_ForcedUnwind");
 
 extern "C" FP_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception* e) {
   RestoreReturnAddresses();

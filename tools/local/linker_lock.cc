@@ -88,4 +88,16 @@ bool LinkerLockUnsafe(int tid, int whole) {
   return true;
 }
 
+bool LinkerLockHeldByAnother(int tid) {
+  const pthread_mutex_t* m = g_lock;
+  if (m == nullptr) return false;
+  for (int spins = 0; spins < kOwnerWaitSpins; ++spins) {
+    if (__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;
+    const int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+    if (owner != 0) return owner != tid;
+    __builtin_ia32_pause();
+  }
+  return true;
+}
+
 }  // namespace fieldprof::local

@@ -40,6 +40,13 @@ bool LinkerLockKnown();
 // then is not safe. Async-signal-safe: loads only.
 bool LinkerLockUnsafe(int tid, int whole);
 
+// Whether a thread other than `tid` holds the lock (or is taking it, for
+// longer than a moment). In a fork child, whose one thread is `tid`, such
+// a lock is held for good: the thread that held it at the fork is not
+// there to give it back, so nothing may walk the loaded objects until
+// exec. False when the lock was not found.
+bool LinkerLockHeldByAnother(int tid);
+
 }  // namespace fieldprof::local
 
 #endif  // FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_

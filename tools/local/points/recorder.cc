@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "agent/include/fieldprof/points.h"
+#include "common/next_slots.h"
 #include "common/points_format.h"
 #include "tools/local/linker_lock.h"
 #include "tools/local/points/ring.h"
@@ -112,6 +113,43 @@ using fieldprof::local::DlIteratePhdrFn;
 DlIteratePhdrFn g_real_dl_iterate_phdr;
 DlIteratePhdrFn RealDlIteratePhdr() {
   return reinterpret_cast<DlIteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
+}
+
+// Each wrapper's next definition, filled at load and before each fork
+// (common/next_slots.h): a fork child must not look one up.
+using ExecveFn = int (*)(const char*, char* const[], char* const[]);
+using ExecvFn = int (*)(const char*, char* const[]);
+using DlopenFn = void* (*)(const char*, int);
+using DlmopenFn = void* (*)(Lmid_t, const char*, int);
+ExecveFn next_execve, next_execvpe;
+ExecvFn next_execv, next_execvp;
+int (*next_fexecve)(int, char* const[], char* const[]);
+DlopenFn next_dlopen;
+int (*next_dlclose)(void*);
+DlmopenFn next_dlmopen;
+FP_NEXT_SLOT(next_execve, "execve");
+FP_NEXT_SLOT(next_execvpe, "execvpe");
+FP_NEXT_SLOT(next_execv, "execv");
+FP_NEXT_SLOT(next_execvp, "execvp");
+FP_NEXT_SLOT(next_fexecve, "fexecve");
+FP_NEXT_SLOT(next_dlopen, "dlopen");
+FP_NEXT_SLOT(next_dlclose, "dlclose");
+FP_NEXT_SLOT(next_dlmopen, "dlmopen");
+
+void FillEveryNext() {
+  fieldprof::FillNextSlots([](const char* const* names, uintptr_t* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
+  });
+}
+
+template <typename F>
+F Real(F* cache, const char* name) {
+  F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+  if (f == nullptr) {
+    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+    __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+  }
+  return f;
 }
 struct IterateCall {
   int (*callback)(dl_phdr_info*, size_t, void*);
@@ -1120,6 +1158,8 @@ __attribute__((constructor)) void Start() {
   if (started) return;
   started = true;
   g_real_dl_iterate_phdr = RealDlIteratePhdr();
+  FillEveryNext();
+  pthread_atfork(FillEveryNext, nullptr, nullptr);
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
   OwnWork own;
@@ -1155,10 +1195,6 @@ __attribute__((destructor)) void Stop() { Finish(); }
 
 // The exec family: the rings are drained first (glibc's own exec
 // functions call execve inside, not through this one, so each is here).
-template <typename F>
-F* Real(F* /*the type*/, const char* name) {
-  return reinterpret_cast<F*>(dlsym(RTLD_NEXT, name));
-}
 // execl's arguments up to the null one; with `envp`, the pointer after it.
 std::vector<char*> ListArgs(const char* arg, va_list ap, char* const** envp) {
   std::vector<char*> argv{const_cast<char*>(arg)};
@@ -1219,7 +1255,7 @@ __attribute__((visibility("default"))) void fieldprof_point_module(volatile unsi
 // Modules opened later are armed as they come (those built with an older
 // points.h: fieldprof_point_module arms the others earlier).
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-  static auto real = reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_NEXT, "dlopen"));
+  const auto real = Real(&next_dlopen, "dlopen");
   InLinker in_linker;
   const char* base = file != nullptr ? strrchr(file, '/') : nullptr;
   void* h;
@@ -1239,7 +1275,7 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
 // with the current one drains again after its destructors
 // (fieldprof_point_module).
 __attribute__((visibility("default"))) int dlclose(void* handle) {
-  static auto real = Real(&dlclose, "dlclose");
+  const auto real = Real(&next_dlclose, "dlclose");
   InLinker in_linker;
   DrainBeforeClose();
   const int r = real(handle);
@@ -1251,7 +1287,7 @@ __attribute__((visibility("default"))) int dlclose(void* handle) {
 // In another namespace nothing is armed (ArmAll sees the first); the
 // wrapper is for InLinker only.
 __attribute__((visibility("default"))) void* dlmopen(Lmid_t lmid, const char* file, int mode) {
-  static auto real = Real(&dlmopen, "dlmopen");
+  const auto real = Real(&next_dlmopen, "dlmopen");
   InLinker in_linker;
   return real(lmid, file, mode);
 }
@@ -1270,33 +1306,33 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(dl_ph
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                   char* const envp[]) {
-  static auto real = Real(&execve, "execve");
+  const auto real = Real(&next_execve, "execve");
   DrainBeforeExec();
   return real(path, argv, envp);
 }
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
-  static auto real = Real(&execv, "execv");
+  const auto real = Real(&next_execv, "execv");
   DrainBeforeExec();
   return real(path, argv);
 }
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
-  static auto real = Real(&execvp, "execvp");
+  const auto real = Real(&next_execvp, "execvp");
   DrainBeforeExec();
   return real(file, argv);
 }
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
                                                    char* const envp[]) {
-  static auto real = Real(&execvpe, "execvpe");
+  const auto real = Real(&next_execvpe, "execvpe");
   DrainBeforeExec();
   return real(file, argv, envp);
 }
 __attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
-  static auto real = Real(&fexecve, "fexecve");
+  const auto real = Real(&next_fexecve, "fexecve");
   DrainBeforeExec();
   return real(fd, argv, envp);
 }
 __attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
-  static auto real = Real(&execv, "execv");
+  const auto real = Real(&next_execv, "execv");
   va_list ap;
   va_start(ap, arg);
   std::vector<char*> argv = ListArgs(arg, ap, nullptr);
@@ -1305,7 +1341,7 @@ __attribute__((visibility("default"))) int execl(const char* path, const char* a
   return real(path, argv.data());
 }
 __attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
-  static auto real = Real(&execvp, "execvp");
+  const auto real = Real(&next_execvp, "execvp");
   va_list ap;
   va_start(ap, arg);
   std::vector<char*> argv = ListArgs(arg, ap, nullptr);
@@ -1314,7 +1350,7 @@ __attribute__((visibility("default"))) int execlp(const char* file, const char* 
   return real(file, argv.data());
 }
 __attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
-  static auto real = Real(&execve, "execve");
+  const auto real = Real(&next_execve, "execve");
   va_list ap;
   va_start(ap, arg);
   char* const* envp = nullptr;

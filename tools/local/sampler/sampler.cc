@@ -112,14 +112,17 @@ thread_local int t_clock_fd = -1;  // the thread's task-clock event
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 std::atomic<PthreadCreate> g_real_pthread_create{nullptr};
+FP_NEXT_SLOT(g_real_pthread_create, "pthread_create");
 PthreadCreate RealPthreadCreate() { return Resolve(&g_real_pthread_create, "pthread_create"); }
 
 using SyscallFn = long (*)(long, long, long, long, long, long, long);
 std::atomic<SyscallFn> g_real_syscall{nullptr};
+FP_NEXT_SLOT(g_real_syscall, "syscall");
 SyscallFn RealSyscall() { return Resolve(&g_real_syscall, "syscall"); }
 
 using DlIteratePhdr = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 std::atomic<DlIteratePhdr> g_real_dl_iterate_phdr{nullptr};
+FP_NEXT_SLOT(g_real_dl_iterate_phdr, "dl_iterate_phdr");
 
 // A task-clock event on this thread that signals it every period of its
 // CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
@@ -374,8 +377,15 @@ int OnModule(dl_phdr_info* info, size_t, void*) {
   return 0;
 }
 
+// A fork child whose parent had another thread in the dynamic linker at
+// the fork: its lock is held for good here, and any walk of the loaded
+// objects would wait on it until the child is killed. Such a child lists
+// no modules and unwinds nothing (its samples are skipped) until it execs.
+bool g_loader_stuck = false;
+
 // The writer's modules, when anything was loaded since the last look.
 void WriteModules() {
+  if (g_loader_stuck) return;
   unsigned long long adds = 0;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* a) {
@@ -630,14 +640,16 @@ void AfterForkInChild() {
   g_throttled = 0;
   g_modules_adds = ~0ull;
   t_tid = 0;
+  g_loader_stuck = fieldprof::local::LinkerLockHeldByAnother(static_cast<int>(syscall(SYS_gettid)));
   Start();
 }
 
 __attribute__((constructor)) void Init() {
+  ResolveEveryNext();
   ResolveCallsOfTheUnwinder();
   fieldprof::local::FindLinkerLock(g_real_dl_iterate_phdr.load());
   Start();
-  pthread_atfork(nullptr, nullptr, AfterForkInChild);
+  pthread_atfork(ResolveEveryNext, nullptr, AfterForkInChild);
 }
 
 __attribute__((destructor)) void Fini() { Stop(); }
@@ -645,6 +657,7 @@ __attribute__((destructor)) void Fini() { Stop(); }
 // A wrapper's next definition, looked up at its first call (see Resolve).
 #define FP_NEXT(name, ...)                        \
   static std::atomic<__VA_ARGS__> real_{nullptr}; \
+  FP_NEXT_SLOT(real_, name);                      \
   const auto real = Resolve(&real_, name)
 
 struct ThreadStart {
@@ -709,6 +722,21 @@ std::vector<char*> VarArgs(const char* first, va_list ap, char*** envp) {
 namespace fieldprof::local::sampler {
 
 bool On() { return g_on; }
+
+namespace {
+std::atomic<bool> g_next_stale{true};  // objects came since the last fill
+}  // namespace
+
+void NextSlotsMayResolve() { g_next_stale.store(true, std::memory_order_relaxed); }
+
+void ResolveEveryNext() {
+  if (!g_next_stale.exchange(false, std::memory_order_relaxed)) return;
+  ++t_in_loader;
+  FillNextSlots([](const char* const* names, uintptr_t* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
+  });
+  --t_in_loader;
+}
 
 void ResolveCallsOfTheUnwinder() {
   RealSyscall();
@@ -796,6 +824,7 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
   t_in_loader += guard;
   void* r = real(file, mode);
   t_in_loader -= guard;
+  fieldprof::local::sampler::NextSlotsMayResolve();
   return r;
 }
 

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/next_slots.h"
+
 namespace fieldprof::local::sampler {
 
 // Whether this process is being recorded (set up by the constructor).
@@ -40,6 +42,11 @@ F Resolve(std::atomic<F>* slot, const char* name) {
   slot->store(f, std::memory_order_release);
   return f;
 }
+
+// Fills every wrapper's cache (FP_NEXT_SLOT, common/next_slots.h): at
+// start, and before a fork when objects were loaded since (`stale`).
+void ResolveEveryNext();
+void NextSlotsMayResolve();
 
 // The sampler's own descriptors live high (at or above the soft limit's
 // last quarter): a program that expects a low number for its own (the

@@ -31,6 +31,7 @@ constexpr int kTrapPerf = 6;  // TRAP_PERF, <asm-generic/siginfo.h>; glibc 2.36 
 
 using Sigaction = int (*)(int, const struct sigaction*, struct sigaction*);
 std::atomic<Sigaction> g_real_sigaction{nullptr};
+FP_NEXT_SLOT(g_real_sigaction, "sigaction");
 
 void (*g_on_sample)(int, siginfo_t*, void*) = nullptr;
 std::atomic<bool> g_owned{false};  // our handler is SIGTRAP's

@@ -289,6 +289,7 @@ using fieldprof::local::sampler::Watch;
 #define FP_BLOCKING(ret, name, params, args)                                                  \
   namespace fieldprof::local::sampler {                                                       \
   std::atomic<ret(*) params> g_real_##name{nullptr};                                          \
+  FP_NEXT_SLOT(g_real_##name, #name);                                                         \
   }                                                                                           \
   extern "C" __attribute__((visibility("default"))) ret name params {                         \
     const auto real =                                                                         \
@@ -304,6 +305,7 @@ using fieldprof::local::sampler::Watch;
 #define FP_LOCK(name, params, args, private_lock)                                             \
   namespace fieldprof::local::sampler {                                                       \
   std::atomic<int(*) params> g_real_##name{nullptr};                                          \
+  FP_NEXT_SLOT(g_real_##name, #name);                                                         \
   }                                                                                           \
   extern "C" __attribute__((visibility("default"))) int name params {                         \
     const auto real =                                                                         \
