@@ -14,6 +14,7 @@
 
 #include "aggregator/store/dev_store.h"
 #include "aggregator/store/rocks_status.h"
+#include "common/encoding.h"
 #include "common/wire.h"
 
 namespace fieldprof::aggregator {
@@ -21,11 +22,10 @@ namespace {
 
 std::string Prefix(const std::string& user) { return user + std::string(1, '\0'); }
 
-// Signed times ordered as unsigned bytes: the sign bit flipped.
+// Signed times ordered as unsigned bytes (common/encoding.h).
 std::string BigEndian(int64_t v) {
-  const uint64_t u = static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(u >> (56 - 8 * i));
+  std::string out;
+  PutOrdered64(&out, v);
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <bit>
 #include <cmath>
 
+#include "common/encoding.h"
+
 namespace fieldprof::aggregator {
 namespace {
 
@@ -27,25 +29,6 @@ void DenseOf(uint32_t entry, uint32_t* index, uint8_t* rank) {
   *index = IndexOf(entry) >> kExtra;
   *rank = low != 0 ? static_cast<uint8_t>(kExtra - std::bit_width(low) + 1)
                    : static_cast<uint8_t>(kExtra + RankOf(entry));
-}
-
-void PutVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(std::string_view* in, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    *v |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -162,10 +145,10 @@ void MachineSketch::Encode(std::string* out) const {
     return;
   }
   out->push_back(static_cast<char>(kSparseTag));
-  PutVarint(sparse_.size(), out);
+  PutVarint(out, sparse_.size());
   uint32_t previous = 0;
   for (uint32_t e : sparse_) {
-    PutVarint(e - previous, out);  // sorted: deltas are small
+    PutVarint(out, e - previous);  // sorted: deltas are small
     previous = e;
   }
 }

@@ -28,6 +28,7 @@
 #include "aggregator/store/fold_table.h"
 #include "aggregator/store/rocks_status.h"
 #include "aggregator/store/time_tree.h"
+#include "common/encoding.h"
 #include "common/wire.h"
 
 namespace fieldprof::aggregator {
@@ -64,38 +65,11 @@ std::string Mib(int64_t bytes) {
   return b;
 }
 
-void AppendBigEndian32(std::string* s, int32_t v) {
-  // Offset so that negative periods still sort before positive ones.
-  const uint32_t u = static_cast<uint32_t>(v) ^ 0x80000000u;
-  s->push_back(static_cast<char>(u >> 24));
-  s->push_back(static_cast<char>(u >> 16));
-  s->push_back(static_cast<char>(u >> 8));
-  s->push_back(static_cast<char>(u));
-}
-
-int32_t ReadBigEndian32(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  return static_cast<int32_t>(
-      ((uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | u[3]) ^
-      0x80000000u);
-}
-
-// A pending value's machine hash (no ordering needed: plain bytes).
-void AppendBigEndian64(std::string* s, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) s->push_back(static_cast<char>(v >> shift));
-}
-
-uint64_t ReadBigEndian64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
 std::string NodeKey(const TimeNode& node, std::string_view api_key) {
   std::string k;
   k.reserve(api_key.size() + 5);
   k.push_back(static_cast<char>(node.level));
-  if (node.level != TimeLevel::kAllTime) AppendBigEndian32(&k, node.period);
+  if (node.level != TimeLevel::kAllTime) PutOrdered32(&k, node.period);
   k.append(api_key);
   return k;
 }
@@ -118,19 +92,19 @@ struct RollupPoint {
   }
   std::string Encode() const {
     std::string v;
-    AppendBigEndian32(&v, next_day);
+    PutOrdered32(&v, next_day);
     v += cursor;
     return v;
   }
   static std::optional<RollupPoint> Decode(std::string_view v) {
     if (v.size() < 4) return std::nullopt;
-    return RollupPoint{ReadBigEndian32(v.data()), std::string(v.substr(4))};
+    return RollupPoint{GetOrdered32(v.data()), std::string(v.substr(4))};
   }
 };
 
 std::string DayPrefix(int32_t day) {
   std::string k(1, static_cast<char>(TimeLevel::kDay));
-  AppendBigEndian32(&k, day);
+  PutOrdered32(&k, day);
   return k;
 }
 
@@ -221,7 +195,7 @@ class SnapshotReader {
           it->key()[0] != static_cast<char>(TimeLevel::kDay)) {
         break;
       }
-      const int32_t day = ReadBigEndian32(it->key().data() + 1);
+      const int32_t day = GetOrdered32(it->key().data() + 1);
       if (day > last) break;
       days.push_back(day);
       d = int64_t{day} + 1;
@@ -347,11 +321,11 @@ class RocksDbStore : public Store {
     // store keeps them); the machine is kept as its hash, all the sketch
     // needs.
     std::string prefix;
-    AppendBigEndian32(&prefix, day);
+    PutOrdered32(&prefix, day);
     const std::optional<uint64_t> machine = MachineOf(batch);
     if (machine) {
       prefix.append(kPendingMachineMark, 2);
-      AppendBigEndian64(&prefix, *machine);
+      PutBigEndian64(&prefix, *machine);
     }
     std::string scratch;
     const std::string_view kept = StorableBatchBody(body, &scratch);
@@ -627,7 +601,7 @@ class RocksDbStore : public Store {
 
   static void DayKey(int32_t day, const RecordView& r, const PlatformView& p, std::string* k) {
     k->clear();
-    AppendBigEndian32(k, day);
+    PutOrdered32(k, day);
     AppendWireApiKey(r.key(), p, k);
   }
 
@@ -715,7 +689,7 @@ class RocksDbStore : public Store {
       int32_t day = today;
       if (it->Valid() && it->key().size() >= 5 &&
           it->key()[0] == static_cast<char>(TimeLevel::kDay)) {
-        day = std::min(today, ReadBigEndian32(it->key().data() + 1));
+        day = std::min(today, GetOrdered32(it->key().data() + 1));
       }
       FP_RETURN_IF_ERROR(FromRocks(it->status(), "finding the next day to roll up"));
       next.next_day = day;
@@ -765,11 +739,11 @@ class RocksDbStore : public Store {
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       rocksdb::Slice v = it->value();
       if (v.size() < 4) return DataLoss("pending batch entry too short");
-      const int32_t day = ReadBigEndian32(v.data());
+      const int32_t day = GetOrdered32(v.data());
       std::string_view body(v.data() + 4, v.size() - 4);
       std::optional<uint64_t> machine;
       if (body.size() >= 10 && body.substr(0, 2) == std::string_view(kPendingMachineMark, 2)) {
-        machine = ReadBigEndian64(body.data() + 2);
+        machine = GetBigEndian64(body.data() + 2);
         body.remove_prefix(10);
       }
       BatchView batch;
@@ -962,7 +936,7 @@ class RocksDbStore : public Store {
     values.reserve(work.sums.size());
     merges.reserve(work.sums.size() * 3);
     work.sums.ForEach([&](std::string_view dk, const SparseAggregate& sum) {
-      const int32_t day = ReadBigEndian32(dk.data());
+      const int32_t day = GetOrdered32(dk.data());
       const std::string_view api(dk.data() + 4, dk.size() - 4);
       values.emplace_back();
       sum.Encode(&values.back());

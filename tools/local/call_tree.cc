@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "tools/local/varint.h"
+#include "common/encoding.h"
 
 namespace fieldprof::local {
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <map>
 
-#include "tools/local/varint.h"
+#include "common/encoding.h"
 
 namespace fieldprof::local {
 

@@ -8,10 +8,10 @@
 #include <unordered_map>
 
 #include "common/durable_file.h"
+#include "common/encoding.h"
 #include "tools/local/cpu_switches.h"
 #include "tools/local/raw_format.h"
 #include "tools/local/symbolizer.h"
-#include "tools/local/varint.h"
 
 namespace fieldprof::local {
 

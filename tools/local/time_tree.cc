@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "tools/local/varint.h"
+#include "common/encoding.h"
 
 namespace fieldprof::local {
 
