@@ -62,9 +62,10 @@ void ResolveAllocators();
 // the interposers count anything.
 inline bool Counting() { return InMeasuredCall(t_state); }
 
-// The next definition of `name` (next_symbol.h), found at the first call.
-// One missing everywhere (an unwinder function before libgcc_s is loaded)
-// is looked for again at the next call; a call to none would crash anyway.
+// The next definition of `name` (next_symbol.h): filled for every
+// FP_NEXT_SLOT cache at start and before a fork (ResolveEveryNext). One
+// missing everywhere then (an unwinder function before libgcc_s is
+// loaded) is looked for at the call; a call to none would crash anyway.
 template <typename F>
 F Next(F* cache, const char* name) {
   F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);

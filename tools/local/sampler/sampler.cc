@@ -654,7 +654,8 @@ __attribute__((constructor)) void Init() {
 
 __attribute__((destructor)) void Fini() { Stop(); }
 
-// A wrapper's next definition, looked up at its first call (see Resolve).
+// A wrapper's next definition: filled at start and before a fork
+// (ResolveEveryNext); looked up at its first call only if missing then.
 #define FP_NEXT(name, ...)                        \
   static std::atomic<__VA_ARGS__> real_{nullptr}; \
   FP_NEXT_SLOT(real_, name);                      \
