@@ -55,17 +55,18 @@ void BeforeFork();
 void ResetAfterFork();
 
 // The allocation functions the counters go on to, found now if they were
-// not yet (alloc_counters.cc): before the program may fork.
+// not yet (alloc_counters.cc): before a fork.
 void ResolveAllocators();
 
 // Whether a measured call is on this thread's shadow stack: only then do
 // the interposers count anything.
 inline bool Counting() { return InMeasuredCall(t_state); }
 
-// The next definition of `name` (next_symbol.h): filled for every
-// FP_NEXT_SLOT cache at start and before a fork (ResolveEveryNext). One
-// missing everywhere then (an unwinder function before libgcc_s is
-// loaded) is looked for at the call; a call to none would crash anyway.
+// The next definition of `name` (next_symbol.h): found at the first call,
+// or for every FP_NEXT_SLOT cache at once before a fork (ResolveEveryNext),
+// so that a fork child never looks. One missing everywhere (an unwinder
+// function before libgcc_s is loaded) is looked for again at the next
+// call; a call to none would crash anyway.
 template <typename F>
 F Next(F* cache, const char* name) {
   F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);

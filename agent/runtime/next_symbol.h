@@ -24,8 +24,8 @@ void ResolveNext(const char* const* names, uintptr_t* out, int n);
 extern bool g_loaded_late;
 
 // Fills every empty cache registered with FP_NEXT_SLOT (common/next_slots.h)
-// in one pass over the loaded objects. From start, and before each fork
-// when objects came since and a name was found nowhere before.
+// in one pass over the loaded objects. Before a fork: the first, and any
+// after objects came when a name was found nowhere before.
 void ResolveEveryNext();
 
 // The binder saw new objects: a name found nowhere before may be there now.

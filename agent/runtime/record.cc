@@ -94,7 +94,11 @@ bool sealed = false;
 
 void BeforeFork() {
   WaitForCodePatch();
-  ResolveEveryNext();  // the child must not look for one (next_symbol.h)
+  // Every interposer's next definition, while taking the dynamic linker's
+  // lock is still safe: the child must not look for one (next_symbol.h).
+  // Here rather than at start, so a run that never forks pays nothing.
+  ResolveEveryNext();
+  ResolveAllocators();
   const ShadowStack* ss = t_state.ss;
   fork_stack_of = nullptr;
   if (ss != nullptr && g_live != nullptr) {

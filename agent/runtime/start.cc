@@ -134,10 +134,6 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   // import of our exports at us, as preloading would have.
   const bool late = DetectLoadedLate();
   const int interposed = late ? InterposeLate() : 0;
-  // Every interposer's next definition now, while taking the dynamic
-  // linker's lock is safe (next_symbol.h).
-  ResolveEveryNext();
-  ResolveAllocators();
   const uint64_t t_decided = Rdtsc();
   g.config = FpRunConfig{1,
                          d.slot_fd,
