@@ -8,13 +8,15 @@
 // that lock may be held for good: another thread of the parent held it at
 // the fork (loading a library, walking them) and is not in the child.
 // Chromium's browser forks and calls dup2 before exec: a child that looked
-// dup2 up there hung. Each library fills every cache when it starts and,
-// when objects came since, before each fork; the child finds them full.
+// dup2 up there hung. Each library fills every cache before the
+// program's first fork (the samplers at start, the runtime in its pre-fork
+// handler) and again before a later one when objects came since; the
+// child finds them full.
 //
 //   FP_HOT_DATA int (*next_dup2)(int, int);
 //   FP_NEXT_SLOT(next_dup2, "dup2");
 //   ...
-//   fieldprof::FillNextSlots(resolve);  // at start, in a pre-fork handler
+//   fieldprof::FillNextSlots(resolve);  // in a pre-fork handler
 //
 // The section's bounds are hidden symbols: each library sees its own.
 #ifndef FIELDPROF_COMMON_NEXT_SLOTS_H_
