@@ -646,7 +646,6 @@ void AfterForkInChild() {
 
 __attribute__((constructor)) void Init() {
   ResolveEveryNext();
-  ResolveCallsOfTheUnwinder();
   fieldprof::local::FindLinkerLock(g_real_dl_iterate_phdr.load());
   Start();
   pthread_atfork(ResolveEveryNext, nullptr, AfterForkInChild);
@@ -737,12 +736,6 @@ void ResolveEveryNext() {
     for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
   });
   --t_in_loader;
-}
-
-void ResolveCallsOfTheUnwinder() {
-  RealSyscall();
-  ResolveReadAndWrite();
-  Resolve(&g_real_dl_iterate_phdr, "dl_iterate_phdr");
 }
 
 void WriteRecord(char tag, const void* p, size_t n) {
@@ -883,8 +876,8 @@ FP_EXPORT int prctl(int option, ...) {
 }
 
 // The sampler's own syscall() calls come here too, also from its signal
-// handler: the next definition is looked up in the constructor
-// (ResolveCallsOfTheUnwinder), never in a handler.
+// handler: the next definition is filled in the constructor
+// (ResolveEveryNext), never in a handler.
 FP_EXPORT long syscall(long number, ...) {
   const auto real = RealSyscall();
   fieldprof::SyscallArgs args;

@@ -44,7 +44,10 @@ F Resolve(std::atomic<F>* slot, const char* name) {
 }
 
 // Fills every wrapper's cache (FP_NEXT_SLOT, common/next_slots.h): at
-// start, and before a fork when objects were loaded since (`stale`).
+// start, and before a fork when objects were loaded since (`stale`). So
+// the calls the signal handler's unwinder makes (read, write, syscall,
+// dl_iterate_phdr) are found before the first sample: a lookup inside the
+// handler would run the dynamic linker there.
 void ResolveEveryNext();
 void NextSlotsMayResolve();
 
@@ -54,12 +57,6 @@ void NextSlotsMayResolve();
 // meets ours. Returns the new descriptor (close-on-exec), or `fd` itself
 // when it cannot move.
 int MoveFdHigh(int fd);
-
-// Looks up the wrapped calls that the signal handler's unwinder itself
-// makes (read, write, dl_iterate_phdr), before the first sample: a lookup
-// from inside the handler would run the dynamic linker there.
-void ResolveCallsOfTheUnwinder();
-void ResolveReadAndWrite();  // switches.cc's part
 
 // Records the stack of the calling thread, as it stands in the caller of
 // the blocking-call wrapper that calls this, for a call during which the

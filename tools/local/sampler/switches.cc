@@ -370,12 +370,3 @@ FP_BLOCKING(int, fdatasync, (int fd), (fd))
 FP_BLOCKING(pid_t, waitpid, (pid_t p, int* s, int o), (p, s, o))
 FP_BLOCKING(pid_t, wait, (int* s), (s))
 FP_BLOCKING(pid_t, wait4, (pid_t p, int* s, int o, struct rusage* u), (p, s, o, u))
-
-namespace fieldprof::local::sampler {
-
-void ResolveReadAndWrite() {
-  Resolve(&g_real_read, "read");
-  Resolve(&g_real_write, "write");
-}
-
-}  // namespace fieldprof::local::sampler
