@@ -1,5 +1,5 @@
 // The file that `fieldprof points record`'s recorder
-// (tools/local/points/recorder.cc) writes for each process, and that
+// (agent/points/recorder.cc) writes for each process, and that
 // common/points_file.h reads (the CLI, and the agent in developer mode):
 // "FPPOINTS1\n", then records, each a type byte and a fixed or length-prefixed body, all
 // little-endian:

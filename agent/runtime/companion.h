@@ -62,22 +62,9 @@ void ResolveAllocators();
 // the interposers count anything.
 inline bool Counting() { return InMeasuredCall(t_state); }
 
-// The next definition of `name` (next_symbol.h): found at the first call,
-// or for every FP_NEXT_SLOT cache at once before a fork (ResolveEveryNext),
-// so that a fork child never looks. One missing everywhere (an unwinder
-// function before libgcc_s is loaded) is looked for again at the next
-// call; a call to none would crash anyway.
-template <typename F>
-F Next(F* cache, const char* name) {
-  F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-  if (f == nullptr) [[unlikely]] {
-    uintptr_t a = 0;
-    ResolveNext(&name, &a, 1);
-    f = reinterpret_cast<F>(a);
-    __atomic_store_n(cache, f, __ATOMIC_RELEASE);
-  }
-  return f;
-}
+// The next definition of `name` (agent/inprocess/next_slots.h; the
+// runtime finds it with ResolveNext, next_symbol.h).
+using inproc::Next;
 
 }  // namespace fieldprof::rt
 

@@ -36,7 +36,7 @@ FP_HOT_DATA uintptr_t g_lab_stubs;
 FP_HOT_DATA uint64_t g_lab_probe_ticks;
 FP_HOT_DATA LabApis* g_lab_apis;
 FP_HOT_DATA LabCounts* g_lab_counts;
-FP_HOT_DATA LabSpanFn g_lab_span;
+FP_HOT_DATA recorder_abi::SpanFn g_lab_span;
 FP_HOT_DATA bool g_lab_stacks;
 FP_HOT_DATA volatile int g_lab_lock;
 __thread int t_in_lab FP_TLS;
@@ -196,7 +196,7 @@ bool LabStart(char** envp, const char* debug_log) {
       DebugLine(debug_log, "lab points pass without the points recorder preloaded after it");
       return false;
     }
-    g_lab_span = reinterpret_cast<LabSpanFn>(span[0]);
+    g_lab_span = reinterpret_cast<recorder_abi::SpanFn>(span[0]);
     const char* stacks = sys::Env(envp, local::points::kStacksEnv);
     g_lab_stacks = stacks != nullptr && strcmp(stacks, "1") == 0 && span[2] != 0;
     // The program's own points go to the recorder too (points.cc).
@@ -205,7 +205,7 @@ bool LabStart(char** envp, const char* debug_log) {
     static const char* const kBusy[] = {"fieldprof_points_busy_from"};
     uintptr_t busy_from = 0;
     ResolveNext(kBusy, &busy_from, 1);
-    if (busy_from != 0) reinterpret_cast<void (*)(int (*)())>(busy_from)(InBinderWork);
+    if (busy_from != 0) reinterpret_cast<recorder_abi::BusyFromFn>(busy_from)(InBinderWork);
   }
   DebugLine(debug_log, "lab mode: %s, writing to %s (%u APIs planned)", mode, dir,
             g_lab_apis->plan_size);

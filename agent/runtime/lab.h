@@ -20,7 +20,7 @@
 //   `fieldprof points record --at`: each call of the APIs listed becomes a
 //   scope (tag: the module, name: the symbol), its entry and exit ticks
 //   handed to fieldprof_point_span of the points recorder
-//   (tools/local/points/), which is preloaded after this library.
+//   (agent/points/), which is preloaded after this library.
 //
 // At exit (and before exec and _exit) each process writes one file,
 // <FIELDPROF_LAB_DIR>/lab-<pid>-<ms>-<rand>.fplab: kLabRunMagic, then a

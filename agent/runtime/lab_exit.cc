@@ -112,7 +112,7 @@ void LabPointSpan(ShadowStack& t, uint32_t i, uint32_t index, uint64_t t0, uint6
   const uint64_t end = t1 - t0 > g_lab_probe_ticks ? t1 - g_lab_probe_ticks : t0;
   const LabPointSite* site = &g_lab_apis->sites[index];
   if (!g_lab_stacks) {
-    g_lab_span(site, t0, end, 0);
+    g_lab_span(site, t0, end, nullptr);
     return;
   }
   // The recorder takes the caller's stack: this call's return slot and
@@ -120,7 +120,7 @@ void LabPointSpan(ShadowStack& t, uint32_t i, uint32_t index, uint64_t t0, uint6
   // meanwhile, where the stubs' unwind rules look for them.
   const uint64_t lent =
       LendReturnAddresses(t, i + 1, reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
-  g_lab_span(site, t0, end, t.e[i].ret_addr);
+  g_lab_span(site, t0, end, reinterpret_cast<const void*>(t.e[i].ret_addr));
   GiveBackReturnAddresses(t, lent);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "agent/inprocess/recorder_abi.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/runtime.h"
 #include "common/histogram.h"
@@ -22,21 +23,10 @@ struct LabName {
   const char* symbol;
 };
 
-// A points pass's scope for an API: laid out as <fieldprof/points.h>'s
-// fieldprof_point_site (tag, name).
-struct LabPointSite {
-  const char* tag;
-  const char* name;
-};
-// The points recorder's entry (tools/local/points/ring.cc): the span, and
-// with stacks the caller's return address, from which the recorder takes
-// the caller's stack (0: none taken).
-using LabSpanFn = void (*)(const LabPointSite* site, uint64_t tsc_begin, uint64_t tsc_end,
-                           uintptr_t caller);
-FP_HIDDEN extern LabSpanFn g_lab_span;
-// The recorder's entry for a program's own point with its stack taken
-// from `caller` outwards (fieldprof_point_hit_from).
-using LabHitFromFn = void (*)(const void* site, int kind, int64_t value, const void* caller);
+// A points pass's scope for an API: a point's site (tag, name), passed to
+// the points recorder's fieldprof_point_span (agent/inprocess/recorder_abi.h).
+using LabPointSite = fieldprof_point_site;
+FP_HIDDEN extern recorder_abi::SpanFn g_lab_span;
 // Set in a points pass whose recorder takes stacks (common/points_format.h's
 // kStacksEnv): the measured calls' return slots are lent to its unwinder
 // (LendReturnAddresses).

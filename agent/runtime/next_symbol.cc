@@ -48,20 +48,6 @@ int OnObject(dl_phdr_info* info, size_t, void* data) {
 
 bool g_loaded_late = false;
 
-namespace {
-
-// A name found nowhere may be found once objects came.
-bool next_slots_stale = true;
-
-}  // namespace
-
-void NextSlotsMayResolve() { __atomic_store_n(&next_slots_stale, true, __ATOMIC_RELAXED); }
-
-void ResolveEveryNext() {
-  if (!__atomic_exchange_n(&next_slots_stale, false, __ATOMIC_RELAXED)) return;
-  FillNextSlots(ResolveNext);
-}
-
 void ResolveNext(const char* const* names, uintptr_t* out, int n) {
   Walk w{names, out, n, 0, false, g_loaded_late};
   for (int i = 0; i < n; ++i) w.left += out[i] == 0;

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "common/next_slots.h"
+#include "agent/inprocess/next_slots.h"
 
 namespace fieldprof::rt {
 
@@ -22,14 +22,6 @@ void ResolveNext(const char* const* names, uintptr_t* out, int n);
 // front, late_interpose.h): then nothing may come after it, and the next
 // definition is the first one in search order that is not its own.
 extern bool g_loaded_late;
-
-// Fills every empty cache registered with FP_NEXT_SLOT (common/next_slots.h)
-// in one pass over the loaded objects. Before a fork: the first, and any
-// after objects came when a name was found nowhere before.
-void ResolveEveryNext();
-
-// The binder saw new objects: a name found nowhere before may be there now.
-void NextSlotsMayResolve();
 
 }  // namespace fieldprof::rt
 

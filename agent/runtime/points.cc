@@ -41,6 +41,7 @@
 #include <atomic>
 #include <new>
 
+#include "agent/inprocess/recorder_abi.h"
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/hotpath.h"
@@ -48,12 +49,6 @@
 #include "agent/runtime/lab_state.h"
 #include "agent/runtime/sys.h"
 #include "common/key_rules.h"
-
-// As fieldprof/points.h declares it.
-extern "C" struct fieldprof_point_site {
-  const char* tag;
-  const char* name;
-};
 
 namespace fieldprof::rt {
 namespace {
@@ -150,8 +145,8 @@ struct PointsState {
 std::atomic<PointsState*> g_points{nullptr};
 // A lab pass: the points recorder's entry (lab.cc finds it), which gets
 // every point; the lab's files are not the field's.
-void (*g_next_hit)(const fieldprof_point_site*, int, int64_t) = nullptr;
-LabHitFromFn g_next_hit_from = nullptr;
+recorder_abi::HitFn g_next_hit = nullptr;
+recorder_abi::HitFromFn g_next_hit_from = nullptr;
 thread_local int t_in_point = 0;  // its address also names the thread
 // The thread's table, and the state it is in (a fork child's state is a
 // new one: the table of the state before is not the thread's).
@@ -553,8 +548,8 @@ void PointModuleComesOrGoes(volatile unsigned short*, int arriving) {
 }
 
 void SetPointsForward(void* next_hit, void* next_hit_from) {
-  g_next_hit = reinterpret_cast<void (*)(const fieldprof_point_site*, int, int64_t)>(next_hit);
-  g_next_hit_from = reinterpret_cast<LabHitFromFn>(next_hit_from);
+  g_next_hit = reinterpret_cast<recorder_abi::HitFn>(next_hit);
+  g_next_hit_from = reinterpret_cast<recorder_abi::HitFromFn>(next_hit_from);
 }
 
 int InBinderWork() { return t_in_binder; }

@@ -3,9 +3,7 @@
 // image without running destructors; a fork child and a program after a
 // failed exec count afresh.
 #include <errno.h>
-#include <stdarg.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,6 +11,8 @@
 #include <cstring>
 #include <new>
 
+#include "agent/inprocess/image_end.h"
+#include "agent/inprocess/next_slots.h"
 #include "agent/runtime/binder.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/companion.h"
@@ -22,7 +22,6 @@
 #include "agent/runtime/live_file.h"
 #include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
-#include "common/seccomp_calls.h"
 
 namespace fieldprof::rt {
 
@@ -97,7 +96,7 @@ void BeforeFork() {
   // Every interposer's next definition, while taking the dynamic linker's
   // lock is still safe: the child must not look for one (next_symbol.h).
   // Here rather than at start, so a run that never forks pays nothing.
-  ResolveEveryNext();
+  inproc::FillEveryNextIfStale();
   ResolveAllocators();
   const ShadowStack* ss = t_state.ss;
   fork_stack_of = nullptr;
@@ -354,134 +353,29 @@ void AfterFailedExec(LiveReporter who) {
 }  // namespace
 }  // namespace fieldprof::rt
 
-using fieldprof::rt::g;
-using fieldprof::rt::Next;
+// ------------------------------------------------ exec, _exit, seccomp
 
-// ------------------------------------------------ exec and _exit
+// The wrappers are agent/inprocess/'s (image_end.cc, seccomp_hooks.cc);
+// what the runtime does at each:
+namespace fieldprof::inproc {
 
-namespace {
+int BeforeExec() { return static_cast<int>(rt::RecordBeforeImageEnds()); }
 
-template <typename Exec>
-int AroundExec(Exec exec) {
-  const fieldprof::rt::LiveReporter who = fieldprof::rt::RecordBeforeImageEnds();
-  const int r = exec();
-  const int saved = errno;
-  if (who != fieldprof::rt::LiveReporter::kNone) fieldprof::rt::AfterFailedExec(who);
-  errno = saved;
-  return r;
+void AfterFailedExec(int before_exec) {
+  const auto who = static_cast<rt::LiveReporter>(before_exec);
+  if (who != rt::LiveReporter::kNone) rt::AfterFailedExec(who);
 }
 
-using ExecveFn = int (*)(const char*, char* const[], char* const[]);
-using ExecvFn = int (*)(const char*, char* const[]);
-FP_HOT_DATA ExecveFn next_execve;
-FP_HOT_DATA ExecveFn next_execvpe;
-FP_HOT_DATA ExecvFn next_execv;
-FP_HOT_DATA ExecvFn next_execvp;
-FP_HOT_DATA int (*next_fexecve)(int, char* const[], char* const[]);
-FP_HOT_DATA int (*next_execveat)(int, const char*, char* const[], char* const[], int);
-typedef void (*ExitFn)(int) __attribute__((noreturn));
-FP_HOT_DATA ExitFn next_exit;
-FP_HOT_DATA ExitFn next_Exit;
-FP_NEXT_SLOT(next_execve, "execve");
-FP_NEXT_SLOT(next_execvpe, "execvpe");
-FP_NEXT_SLOT(next_execv, "execv");
-FP_NEXT_SLOT(next_execvp, "execvp");
-FP_NEXT_SLOT(next_fexecve, "fexecve");
-FP_NEXT_SLOT(next_execveat, "execveat");
-FP_NEXT_SLOT(next_exit, "_exit");
-FP_NEXT_SLOT(next_Exit, "_Exit");
-
-// The arguments of an execl-style call, up to its null pointer, as an argv
-// on the caller's stack; after the null, execle's environment.
-#define FP_COLLECT_ARGS(arg, argv, after_null)                                      \
-  size_t argc_ = 1;                                                                 \
-  {                                                                                 \
-    va_list ap;                                                                     \
-    va_start(ap, arg);                                                              \
-    while (va_arg(ap, const char*) != nullptr) ++argc_;                             \
-    va_end(ap);                                                                     \
-  }                                                                                 \
-  auto** argv = static_cast<char**>(__builtin_alloca((argc_ + 1) * sizeof(char*))); \
-  {                                                                                 \
-    va_list ap;                                                                     \
-    va_start(ap, arg);                                                              \
-    argv[0] = const_cast<char*>(arg);                                               \
-    for (size_t i = 1; i <= argc_; ++i) argv[i] = va_arg(ap, char*);                \
-    after_null;                                                                     \
-    va_end(ap);                                                                     \
-  }
-
-}  // namespace
-
-extern "C" FP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
-}
-extern "C" FP_EXPORT int execv(const char* path, char* const argv[]) {
-  return AroundExec([&] { return Next(&next_execv, "execv")(path, argv); });
-}
-extern "C" FP_EXPORT int execvp(const char* file, char* const argv[]) {
-  return AroundExec([&] { return Next(&next_execvp, "execvp")(file, argv); });
-}
-extern "C" FP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  return AroundExec([&] { return Next(&next_execvpe, "execvpe")(file, argv, envp); });
-}
-extern "C" FP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  return AroundExec([&] { return Next(&next_fexecve, "fexecve")(fd, argv, envp); });
-}
-extern "C" FP_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
-                                  char* const envp[], int flags) {
-  return AroundExec(
-      [&] { return Next(&next_execveat, "execveat")(dirfd, path, argv, envp, flags); });
-}
-extern "C" FP_EXPORT int execl(const char* path, const char* arg, ...) {
-  FP_COLLECT_ARGS(arg, argv, (void)0)
-  return AroundExec([&] { return Next(&next_execv, "execv")(path, argv); });
-}
-extern "C" FP_EXPORT int execlp(const char* file, const char* arg, ...) {
-  FP_COLLECT_ARGS(arg, argv, (void)0)
-  return AroundExec([&] { return Next(&next_execvp, "execvp")(file, argv); });
-}
-extern "C" FP_EXPORT int execle(const char* path, const char* arg, ...) {
-  char* const* envp = nullptr;
-  FP_COLLECT_ARGS(arg, argv, envp = va_arg(ap, char* const*))
-  return AroundExec([&] { return Next(&next_execve, "execve")(path, argv, envp); });
-}
-#undef FP_COLLECT_ARGS
+void BeforeExit() { rt::RecordBeforeImageEnds(); }
 
 // A seccomp filter may kill the process at the first system call the
 // program did not expect, and the runtime's later ones would be such calls
 // (a live file's next page, the record at exit, a fork child's own live
-// file). Before one is installed, by prctl() or by seccomp() through the C
-// library's syscall() (libseccomp's way), the run ends as at an exec: its
-// record is written now, and nothing more is measured in this process, nor
-// in the children that inherit the filter. (A filter installed by the
-// system call instruction itself, as Chromium's sandbox does, is not seen.)
-FP_HOT_DATA int (*next_prctl)(int, unsigned long, unsigned long, unsigned long, unsigned long);
-FP_HOT_DATA long (*next_syscall)(long, long, long, long, long, long, long);
-FP_NEXT_SLOT(next_prctl, "prctl");
-FP_NEXT_SLOT(next_syscall, "syscall");
-extern "C" FP_EXPORT int prctl(int option, ...) {
-  va_list ap;
-  va_start(ap, option);
-  const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
-                      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
-  va_end(ap);
-  if (fieldprof::PrctlInstallsSeccomp(option)) fieldprof::rt::EndBeforeSeccomp();
-  return Next(&next_prctl, "prctl")(option, a2, a3, a4, a5);
-}
-extern "C" FP_EXPORT long syscall(long number, ...) {
-  fieldprof::SyscallArgs args;
-  FP_SYSCALL_ARGS(number, args);
-  const long* a = args.a;
-  if (fieldprof::SyscallInstallsSeccomp(number, a[0])) fieldprof::rt::EndBeforeSeccomp();
-  return Next(&next_syscall, "syscall")(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
+// file). Before one is installed the run ends as at an exec: its record is
+// written now, and nothing more is measured in this process, nor in the
+// children that inherit the filter.
+void BeforeSeccomp() { rt::EndBeforeSeccomp(); }
 
-extern "C" FP_EXPORT [[noreturn]] void _exit(int status) {
-  fieldprof::rt::RecordBeforeImageEnds();
-  Next(&next_exit, "_exit")(status);
-}
-extern "C" FP_EXPORT [[noreturn]] void _Exit(int status) {
-  fieldprof::rt::RecordBeforeImageEnds();
-  Next(&next_Exit, "_Exit")(status);
-}
+void FindNext(const char* const* names, uintptr_t* out, int n) { rt::ResolveNext(names, out, n); }
+
+}  // namespace fieldprof::inproc

@@ -68,7 +68,8 @@ constexpr const char* kUsage =
     "  fieldprof points field --module main       # the field's sums (volunteers' runs)\n"
     "A segment is the time from one point to the next of the same tag (in time\n"
     "order, any thread), or a scope's duration. Dirty runs (a span with modified\n"
-    "Z-score |M| > 3.5) are removed, never more than 5% of the runs, and named.";
+    "Z-score |M| > 3.5) are removed, never more than 5% of the runs, and named.\n"
+    "points record's exit status is the program's (of the last run that failed).";
 
 void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }
 
@@ -290,7 +291,7 @@ int Record(int argc, char** argv) {
   } cleanup{work};
   SpawnOptions so;
   so.interrupt_child_only = true;
-  int failed = 0;
+  int failed_with = 0;  // the last failing run's status: the program's own
   for (int64_t r = 1; r <= runs; ++r) {
     if (runs > 1) {
       std::fprintf(stderr, "%sfieldprof points: run %lld of %lld", isatty(2) ? "\r\033[K" : "",
@@ -304,7 +305,7 @@ int Record(int argc, char** argv) {
       return 127;
     }
     if (code != 0) {
-      ++failed;
+      failed_with = code;
       std::fprintf(stderr, "%sfieldprof points: run %lld exited %d\n", isatty(2) ? "\r\033[K" : "",
                    static_cast<long long>(r), code);
     }
@@ -337,7 +338,7 @@ int Record(int argc, char** argv) {
             : "no point was recorded: no --at function was called, and the program passed no "
               "point of its own");
   }
-  return failed > 0 ? 1 : 0;
+  return failed_with;
 }
 
 // --from/--to: a day (YYYY-MM-DD; --to takes the whole day) or a time

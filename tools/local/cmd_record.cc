@@ -20,6 +20,7 @@
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/sampler_format.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
@@ -31,7 +32,6 @@
 #include "tools/local/idle_report.h"
 #include "tools/local/perf_sampler.h"
 #include "tools/local/pprof_export.h"
-#include "tools/local/raw_format.h"
 #include "tools/local/recording.h"
 
 namespace fieldprof::tools {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "tools/local/raw_format.h"
+#include "common/sampler_format.h"
 
 namespace fieldprof::local {
 

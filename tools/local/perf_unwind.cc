@@ -20,8 +20,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/sampler_format.h"
 #include "tools/local/perf_sampler.h"
-#include "tools/local/raw_format.h"
 #include "tools/local/symbolizer.h"
 
 namespace fieldprof::local {

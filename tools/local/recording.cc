@@ -9,8 +9,8 @@
 
 #include "common/durable_file.h"
 #include "common/encoding.h"
+#include "common/sampler_format.h"
 #include "tools/local/cpu_switches.h"
-#include "tools/local/raw_format.h"
 #include "tools/local/symbolizer.h"
 
 namespace fieldprof::local {

@@ -56,6 +56,13 @@ struct fieldprof_point_site {
 
 enum { FP_POINT_KIND_POINT = 0, FP_POINT_KIND_BEGIN = 1, FP_POINT_KIND_END = 2 };
 
+/* The runtime's recorder; null when no loaded object defines it. */
+extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kind, int64_t value)
+    __attribute__((weak));
+
+/* fieldprof's own libraries define FIELDPROF_POINTS_DECLARATIONS_ONLY:
+ * the declarations above, none of what makes a module one with points. */
+#ifndef FIELDPROF_POINTS_DECLARATIONS_ONLY
 /* The module's switch (see above): weak, so every file that includes this
  * header shares one, and hidden, so each module has its own. In the
  * section where USDT semaphores live, which tracers know. */
@@ -78,10 +85,6 @@ __asm__(
     ".balign 4\n"
     ".4byte fieldprof_point_semaphore - .\n"
     ".popsection\n");
-
-/* The runtime's recorder; null when no loaded object defines it. */
-extern void fieldprof_point_hit(const struct fieldprof_point_site* site, int kind, int64_t value)
-    __attribute__((weak));
 
 /* The module's coming and going, told to whichever fieldprof library
  * defines fieldprof_point_module: the recorder (fieldprof points record),
@@ -107,6 +110,8 @@ static __attribute__((destructor(101), used)) void fieldprof_point_leave_(void) 
     fieldprof_point_module(&fieldprof_point_semaphore, 0);
   }
 }
+
+#endif /* FIELDPROF_POINTS_DECLARATIONS_ONLY */
 
 #ifdef __cplusplus
 }
@@ -169,6 +174,7 @@ static __attribute__((destructor(101), used)) void fieldprof_point_leave_(void) 
 #define FP_BEGIN_V(tag, name, value) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_BEGIN, value)
 #define FP_END(tag, name) FP_POINTS_HIT_(tag, name, FP_POINT_KIND_END, 0)
 
+#ifndef FIELDPROF_POINTS_DECLARATIONS_ONLY
 #ifdef __cplusplus
 namespace fieldprof {
 
@@ -228,5 +234,6 @@ static __inline__ __attribute__((always_inline, unused)) void fieldprof_point_sc
 #define FP_SCOPE_V(tag, name, value) FP_POINTS_SCOPE_(tag, name, value, __COUNTER__)
 #define FP_SCOPE(tag, name) FP_SCOPE_V(tag, name, 0)
 #endif /* __cplusplus, __GNUC__ */
+#endif /* FIELDPROF_POINTS_DECLARATIONS_ONLY */
 
 #endif /* FIELDPROF_POINTS_H_ */

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -108,6 +109,49 @@ void NestedAlloc(void* alloc_first) {
 void ForkInside(void* child_flag) {
   fflush(stdout);
   *static_cast<pid_t*>(child_flag) = fork();
+}
+
+// Execs this program again as `testprog execvariants NEXT` through the
+// exec variant `k` (0 execve ... 8 execveat); returns only if it failed.
+constexpr int kExecVariants = 9;
+void ExecVariant(int k, const std::string& next) {
+  const char* self = "/proc/self/exe";
+  char* const argv[] = {const_cast<char*>("testprog"), const_cast<char*>("execvariants"),
+                        const_cast<char*>(next.c_str()), nullptr};
+  const char* a0 = argv[0];
+  const char* a1 = argv[1];
+  const char* a2 = argv[2];
+  switch (k) {
+    case 0:
+      execve(self, argv, environ);
+      break;
+    case 1:
+      execv(self, argv);
+      break;
+    case 2:
+      execvp(self, argv);
+      break;
+    case 3:
+      execvpe(self, argv, environ);
+      break;
+    case 4:
+      execl(self, a0, a1, a2, static_cast<char*>(nullptr));
+      break;
+    case 5:
+      execlp(self, a0, a1, a2, static_cast<char*>(nullptr));
+      break;
+    case 6:
+      execle(self, a0, a1, a2, static_cast<char*>(nullptr), environ);
+      break;
+    case 7: {
+      const int fd = open(self, O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) fexecve(fd, argv, environ);
+      break;
+    }
+    default:
+      execveat(AT_FDCWD, self, argv, environ, 0);
+      break;
+  }
 }
 
 // One branch per hazard the runtime must survive (threads, signals, fork,
@@ -240,6 +284,20 @@ int Hazard(int argc, char** argv) {
     fp_test_alloc(10);
     fflush(stdout);
     execl("/proc/self/exe", "testprog", "alloc", "10", "3", static_cast<char*>(nullptr));
+    return 9;
+  } else if (!strcmp(what, "execvariants") && argc == 3) {
+    // Each exec variant in turn, one image after another: image K execs
+    // the next through variant K; the last ends by _Exit.
+    const int k = atoi(argv[2]);
+    fp_test_alloc(10);
+    printf("image %d\n", k);
+    fflush(stdout);
+    if (k >= kExecVariants) {
+      printf("done execvariants\n");
+      fflush(stdout);
+      _Exit(7);
+    }
+    ExecVariant(k, std::to_string(k + 1));
     return 9;
   } else if (!strcmp(what, "many") && argc == 3) {
     double sum = 0;

@@ -35,7 +35,7 @@
 // a change; such samples are counted as skipped. errno is kept. After
 // fork the child starts its own file and timer.
 #define UNW_LOCAL_ONLY
-#include "tools/local/sampler/sampler.h"
+#include "agent/sampler/sampler.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -63,9 +63,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/seccomp_calls.h"
-#include "tools/local/linker_lock.h"
-#include "tools/local/raw_format.h"
+#include "agent/inprocess/image_end.h"
+#include "agent/inprocess/linker_lock.h"
+#include "agent/inprocess/loader_calls.h"
+#include "common/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 thread_local int t_in_loader = 0;
@@ -111,18 +112,9 @@ thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-std::atomic<PthreadCreate> g_real_pthread_create{nullptr};
+PthreadCreate g_real_pthread_create = nullptr;
 FP_NEXT_SLOT(g_real_pthread_create, "pthread_create");
-PthreadCreate RealPthreadCreate() { return Resolve(&g_real_pthread_create, "pthread_create"); }
-
-using SyscallFn = long (*)(long, long, long, long, long, long, long);
-std::atomic<SyscallFn> g_real_syscall{nullptr};
-FP_NEXT_SLOT(g_real_syscall, "syscall");
-SyscallFn RealSyscall() { return Resolve(&g_real_syscall, "syscall"); }
-
-using DlIteratePhdr = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
-std::atomic<DlIteratePhdr> g_real_dl_iterate_phdr{nullptr};
-FP_NEXT_SLOT(g_real_dl_iterate_phdr, "dl_iterate_phdr");
+PthreadCreate RealPthreadCreate() { return Next(&g_real_pthread_create, "pthread_create"); }
 
 // A task-clock event on this thread that signals it every period of its
 // CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
@@ -289,7 +281,7 @@ int FastUnwind(const ucontext_t* uc, uint64_t* ips, int* n) {
 
 void OnProf(int, siginfo_t*, void* uc) {
   const int saved = errno;
-  if (t_in_loader > 0 || t_in_handler > 0 || !g_on) {
+  if (t_in_loader > 0 || inproc::t_in_linker > 0 || t_in_handler > 0 || !g_on) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     errno = saved;
     return;
@@ -314,7 +306,7 @@ void OnProf(int, siginfo_t*, void* uc) {
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   // Inside libc's own loading (iconv, NSS), which passes no wrapper: the
   // thread may hold the dynamic linker's lock, or be taking it.
-  if (fieldprof::local::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {
+  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid), inproc::t_iterating)) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     t_in_handler = 0;
     errno = saved;
@@ -640,25 +632,28 @@ void AfterForkInChild() {
   g_throttled = 0;
   g_modules_adds = ~0ull;
   t_tid = 0;
-  g_loader_stuck = fieldprof::local::LinkerLockHeldByAnother(static_cast<int>(syscall(SYS_gettid)));
+  g_loader_stuck =
+      fieldprof::inproc::LinkerLockHeldByAnother(static_cast<int>(syscall(SYS_gettid)));
   Start();
 }
 
 __attribute__((constructor)) void Init() {
-  ResolveEveryNext();
-  fieldprof::local::FindLinkerLock(g_real_dl_iterate_phdr.load());
+  inproc::FillEveryNextIfStale();
+  fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
   Start();
-  pthread_atfork(ResolveEveryNext, nullptr, AfterForkInChild);
+  pthread_atfork(inproc::FillEveryNextIfStale, nullptr, AfterForkInChild);
 }
 
 __attribute__((destructor)) void Fini() { Stop(); }
 
 // A wrapper's next definition: filled at start and before a fork
-// (ResolveEveryNext); looked up at its first call only if missing then.
-#define FP_NEXT(name, ...)                        \
-  static std::atomic<__VA_ARGS__> real_{nullptr}; \
-  FP_NEXT_SLOT(real_, name);                      \
-  const auto real = Resolve(&real_, name)
+// (inproc::FillEveryNextIfStale); looked up at its first call only if
+// missing then.
+#define FP_NEXT(name, ...)       \
+  using RealFn = __VA_ARGS__;    \
+  static RealFn real_ = nullptr; \
+  FP_NEXT_SLOT(real_, name);     \
+  const auto real = Next(&real_, name)
 
 struct ThreadStart {
   void* (*fn)(void*);
@@ -679,7 +674,7 @@ void* StartWithTimer(void* p) {
 // new image, which gets the default action (death) until the sampler loads
 // in it again; SIGTRAP's disposition is the program's again. Returns
 // whether to Start() again if the exec fails.
-bool BeforeExec() {
+bool EndBeforeExec() {
   if (!g_on || getpid() != g_pid) return false;  // not recording, or a vfork child
   Stop();
   sigset_t ours, old;
@@ -698,45 +693,11 @@ bool BeforeExec() {
   return true;
 }
 
-template <typename F>
-int Exec(F exec) {
-  const bool was_on = BeforeExec();
-  const int r = exec();
-  const int saved = errno;
-  if (was_on) Start();  // the exec failed: record on, into a new file
-  errno = saved;
-  return r;
-}
-
-// The arguments of execl and its kin, as a vector (NULL-terminated).
-std::vector<char*> VarArgs(const char* first, va_list ap, char*** envp) {
-  std::vector<char*> args{const_cast<char*>(first)};
-  while (char* a = va_arg(ap, char*)) args.push_back(a);
-  args.push_back(nullptr);
-  if (envp != nullptr) *envp = va_arg(ap, char**);
-  return args;
-}
-
 }  // namespace
 
 namespace fieldprof::local::sampler {
 
 bool On() { return g_on; }
-
-namespace {
-std::atomic<bool> g_next_stale{true};  // objects came since the last fill
-}  // namespace
-
-void NextSlotsMayResolve() { g_next_stale.store(true, std::memory_order_relaxed); }
-
-void ResolveEveryNext() {
-  if (!g_next_stale.exchange(false, std::memory_order_relaxed)) return;
-  ++t_in_loader;
-  FillNextSlots([](const char* const* names, uintptr_t* out, int n) {
-    for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
-  });
-  --t_in_loader;
-}
 
 void WriteRecord(char tag, const void* p, size_t n) {
   WriteAll(&tag, 1);
@@ -744,10 +705,11 @@ void WriteRecord(char tag, const void* p, size_t n) {
 }
 
 __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to) {
-  if (t_in_loader > 0 || t_in_handler > 0 || !g_on) return;
+  if (t_in_loader > 0 || inproc::t_in_linker > 0 || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  if (fieldprof::local::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnProf
+  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid),
+                                          inproc::t_iterating)) {  // as in OnProf
     t_in_handler = 0;
     return;
   }
@@ -805,44 +767,25 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
   return r;
 }
 
-// The dynamic linker's entry points that hold its locks, wrapped so that no
-// sample unwinds (and looks up unwind tables) while they are held. dlopen
-// and dlclose hold the lock the unwinder takes only in stretches, which
-// the lock itself shows when it was found (linker_lock.h): then samples
-// are taken in the rest of them (a plugin's constructors and destructors,
-// the relocation of what is loaded), and the wrappers count for nothing.
+}  // extern "C"
 
-__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-  FP_NEXT("dlopen", void* (*)(const char*, int));
-  const int guard = !fieldprof::local::LinkerLockKnown();
-  t_in_loader += guard;
-  void* r = real(file, mode);
-  t_in_loader -= guard;
-  fieldprof::local::sampler::NextSlotsMayResolve();
-  return r;
+// The exec family, _exit, prctl and syscall, and the dynamic linker's
+// calls, are agent/inprocess/'s (image_end.cc, seccomp_hooks.cc,
+// loader_calls.cc); what the sampler does at each:
+namespace fieldprof::inproc {
+
+// No sample unwinds inside the linker's calls (loader_calls.h, OnProf);
+// nothing else to do around them.
+int BeforeDlopen(const char*) { return 0; }
+void AfterDlopen(void*, int) {}
+void BeforeDlclose() {}
+void AfterDlclose() {}
+
+int BeforeExec() { return EndBeforeExec() ? 1 : 0; }
+
+void AfterFailedExec(int was_on) {
+  if (was_on != 0) Start();  // the exec failed: record on, into a new file
 }
-
-__attribute__((visibility("default"))) int dlclose(void* handle) {
-  FP_NEXT("dlclose", int (*)(void*));
-  const int guard = !fieldprof::local::LinkerLockKnown();
-  t_in_loader += guard;
-  const int r = real(handle);
-  t_in_loader -= guard;
-  return r;
-}
-
-__attribute__((visibility("default"))) int dl_iterate_phdr(int (*cb)(dl_phdr_info*, size_t, void*),
-                                                           void* data) {
-  const auto real = Resolve(&g_real_dl_iterate_phdr, "dl_iterate_phdr");
-  ++t_in_loader;
-  const int r = real(cb, data);
-  --t_in_loader;
-  return r;
-}
-
-// The exec family: glibc's variants call execve internally, not through
-// the PLT, so each is wrapped.
-#define FP_EXPORT __attribute__((visibility("default")))
 
 // _exit runs no destructor. A process with a writer thread keeps what the
 // writer drained (up to 20 ms old); a process of one thread has no writer
@@ -851,96 +794,25 @@ __attribute__((visibility("default"))) int dl_iterate_phdr(int (*cb)(dl_phdr_inf
 void BeforeExit() {
   if (g_on && !g_writer_on && t_in_handler == 0 && getpid() == g_pid) Stop();
 }
-// A seccomp filter may kill the process at the first system call it did
-// not expect, and the sampler's writer, timers and unwinder make calls the
-// program never does: before one is installed, by prctl() or by seccomp()
-// through the C library's syscall() (libseccomp's way), the sampler ends
-// its file (whole) and steps aside for the rest of the process. (A filter
-// installed by the system call instruction itself is not seen.)
-void StepAsideForSeccomp() {
+
+// The sampler's writer, timers and unwinder make calls the program never
+// does: before a filter is installed, the sampler ends its file (whole)
+// and steps aside for the rest of the process. Forked children inherit
+// the filter: they stay aside too.
+void BeforeSeccomp() {
   if (!g_on || getpid() != g_pid) return;
-  g_aside = true;  // forked children inherit the filter: they stay aside too
+  g_aside = true;
   Stop();
   StopWatchingSwitches();
 }
 
-FP_EXPORT int prctl(int option, ...) {
-  FP_NEXT("prctl", int (*)(int, unsigned long, unsigned long, unsigned long, unsigned long));
-  va_list ap;
-  va_start(ap, option);
-  const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
-                      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
-  va_end(ap);
-  if (fieldprof::PrctlInstallsSeccomp(option)) StepAsideForSeccomp();
-  return real(option, a2, a3, a4, a5);
+// The lookup counts as being in the loader: no sample unwinds during it.
+void FindNext(const char* const* names, uintptr_t* out, int n) {
+  ++t_in_loader;
+  for (int i = 0; i < n; ++i) {
+    if (out[i] == 0) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
+  }
+  --t_in_loader;
 }
 
-// The sampler's own syscall() calls come here too, also from its signal
-// handler: the next definition is filled in the constructor
-// (ResolveEveryNext), never in a handler.
-FP_EXPORT long syscall(long number, ...) {
-  const auto real = RealSyscall();
-  fieldprof::SyscallArgs args;
-  FP_SYSCALL_ARGS(number, args);
-  const long* a = args.a;
-  if (fieldprof::SyscallInstallsSeccomp(number, a[0])) StepAsideForSeccomp();
-  return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
-
-FP_EXPORT void _exit(int status) {
-  FP_NEXT("_exit", void (*)(int));
-  BeforeExit();
-  real(status);
-  __builtin_unreachable();
-}
-FP_EXPORT void _Exit(int status) {
-  FP_NEXT("_Exit", void (*)(int));
-  BeforeExit();
-  real(status);
-  __builtin_unreachable();
-}
-
-FP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  FP_NEXT("execve", int (*)(const char*, char* const*, char* const*));
-  return Exec([&] { return real(path, argv, envp); });
-}
-FP_EXPORT int execv(const char* path, char* const argv[]) {
-  FP_NEXT("execv", int (*)(const char*, char* const*));
-  return Exec([&] { return real(path, argv); });
-}
-FP_EXPORT int execvp(const char* file, char* const argv[]) {
-  FP_NEXT("execvp", int (*)(const char*, char* const*));
-  return Exec([&] { return real(file, argv); });
-}
-FP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  FP_NEXT("execvpe", int (*)(const char*, char* const*, char* const*));
-  return Exec([&] { return real(file, argv, envp); });
-}
-FP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  FP_NEXT("fexecve", int (*)(int, char* const*, char* const*));
-  return Exec([&] { return real(fd, argv, envp); });
-}
-FP_EXPORT int execl(const char* path, const char* arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  std::vector<char*> args = VarArgs(arg, ap, nullptr);
-  va_end(ap);
-  return execv(path, args.data());
-}
-FP_EXPORT int execlp(const char* file, const char* arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  std::vector<char*> args = VarArgs(arg, ap, nullptr);
-  va_end(ap);
-  return execvp(file, args.data());
-}
-FP_EXPORT int execle(const char* path, const char* arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  char** envp = nullptr;
-  std::vector<char*> args = VarArgs(arg, ap, &envp);
-  va_end(ap);
-  return execve(path, args.data(), envp);
-}
-
-}  // extern "C"
+}  // namespace fieldprof::inproc

@@ -3,8 +3,8 @@
 // side is in ring.cc, built without floating-point or vector registers:
 // the runtime calls fieldprof_point_span from a measured call's exit,
 // while that call's results are live in them.
-#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_RING_H_
-#define FIELDPROF_TOOLS_LOCAL_POINTS_RING_H_
+#ifndef FIELDPROF_AGENT_POINTS_RING_H_
+#define FIELDPROF_AGENT_POINTS_RING_H_
 
 #include <atomic>
 #include <cstdint>
@@ -131,4 +131,4 @@ void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot);
 
 }  // namespace fieldprof::local::points
 
-#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_RING_H_
+#endif  // FIELDPROF_AGENT_POINTS_RING_H_

@@ -22,7 +22,7 @@
 
 #include <atomic>
 
-#include "tools/local/sampler/sampler.h"
+#include "agent/sampler/sampler.h"
 
 namespace fieldprof::local::sampler {
 namespace {
@@ -30,14 +30,14 @@ namespace {
 constexpr int kTrapPerf = 6;  // TRAP_PERF, <asm-generic/siginfo.h>; glibc 2.36 lacks the name
 
 using Sigaction = int (*)(int, const struct sigaction*, struct sigaction*);
-std::atomic<Sigaction> g_real_sigaction{nullptr};
+Sigaction g_real_sigaction = nullptr;
 FP_NEXT_SLOT(g_real_sigaction, "sigaction");
 
 void (*g_on_sample)(int, siginfo_t*, void*) = nullptr;
 std::atomic<bool> g_owned{false};  // our handler is SIGTRAP's
 struct sigaction g_program {};     // what the program asked for (SIG_DFL at first)
 
-Sigaction RealSigaction() { return Resolve(&g_real_sigaction, "sigaction"); }
+Sigaction RealSigaction() { return Next(&g_real_sigaction, "sigaction"); }
 
 // The kernel's siginfo for TRAP_PERF: si_addr, then {si_perf_data,
 // si_perf_type, si_perf_flags}. glibc's siginfo_t does not name them.

@@ -3,8 +3,8 @@
 // prctl() and syscall() and, before such a call, stops making system calls
 // of its own (a filter may kill the process at the first it did not
 // expect). Header-only: no dependency for the preloaded libraries.
-#ifndef FIELDPROF_COMMON_SECCOMP_CALLS_H_
-#define FIELDPROF_COMMON_SECCOMP_CALLS_H_
+#ifndef FIELDPROF_AGENT_INPROCESS_SECCOMP_CALLS_H_
+#define FIELDPROF_AGENT_INPROCESS_SECCOMP_CALLS_H_
 
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -41,4 +41,4 @@ inline bool SyscallInstallsSeccomp(long number, long first) {
 
 }  // namespace fieldprof
 
-#endif  // FIELDPROF_COMMON_SECCOMP_CALLS_H_
+#endif  // FIELDPROF_AGENT_INPROCESS_SECCOMP_CALLS_H_

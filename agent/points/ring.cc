@@ -1,7 +1,7 @@
 // The writing side of the points recorder's rings (ring.h), and the
 // runtime's entry for points placed by configuration. Built with
 // -mgeneral-regs-only.
-#include "tools/local/points/ring.h"
+#include "agent/points/ring.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -12,6 +12,8 @@
 #include <x86intrin.h>
 
 #include <new>
+
+#include "agent/inprocess/recorder_abi.h"
 
 namespace fieldprof::local::points {
 
@@ -252,10 +254,8 @@ void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot) {
 // (tag, name, laid out as fieldprof_point_site) and its caller's return
 // address from the call's exit. One begin and one end event, as an
 // FP_SCOPE makes; with --stacks, the begin's stack too.
-extern "C" __attribute__((visibility("default"))) void fieldprof_point_span(const void* site,
-                                                                            uint64_t tsc_begin,
-                                                                            uint64_t tsc_end,
-                                                                            const void* caller) {
+extern "C" __attribute__((visibility("default"))) void fieldprof_point_span(
+    const fieldprof_point_site* site, uint64_t tsc_begin, uint64_t tsc_end, const void* caller) {
   namespace pf = fieldprof::local::points;
   if (!pf::g_recording.load(std::memory_order_relaxed) || pf::t_own != 0) return;
   const auto id = reinterpret_cast<uint64_t>(site);

@@ -38,8 +38,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "tools/local/raw_format.h"
-#include "tools/local/sampler/sampler.h"
+#include "agent/sampler/sampler.h"
+#include "common/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 namespace {
@@ -286,33 +286,33 @@ uint64_t ThreadsUnwatched() { return g_unwatched.load(); }
 // library's) inside a Watch.
 using fieldprof::local::sampler::Watch;
 
-#define FP_BLOCKING(ret, name, params, args)                                                  \
-  namespace fieldprof::local::sampler {                                                       \
-  std::atomic<ret(*) params> g_real_##name{nullptr};                                          \
-  FP_NEXT_SLOT(g_real_##name, #name);                                                         \
-  }                                                                                           \
-  extern "C" __attribute__((visibility("default"))) ret name params {                         \
-    const auto real =                                                                         \
-        fieldprof::local::sampler::Resolve(&fieldprof::local::sampler::g_real_##name, #name); \
-    Watch fp_watch_;                                                                          \
-    return real args;                                                                         \
+#define FP_BLOCKING(ret, name, params, args)                                               \
+  namespace fieldprof::local::sampler {                                                    \
+  ret(*g_real_##name) params = nullptr;                                                    \
+  FP_NEXT_SLOT(g_real_##name, #name);                                                      \
+  }                                                                                        \
+  extern "C" __attribute__((visibility("default"))) ret name params {                      \
+    const auto real =                                                                      \
+        fieldprof::local::sampler::Next(&fieldprof::local::sampler::g_real_##name, #name); \
+    Watch fp_watch_;                                                                       \
+    return real args;                                                                      \
   }
 
 // A lock, wrapped: in a process of one thread a lock that is not shared
 // with other processes cannot wait (there is nobody to hold it), so it goes
 // straight on: sqlite3 takes millions. `private_lock`: the lock is not
 // process-shared (glibc's own field; the layout is its ABI).
-#define FP_LOCK(name, params, args, private_lock)                                             \
-  namespace fieldprof::local::sampler {                                                       \
-  std::atomic<int(*) params> g_real_##name{nullptr};                                          \
-  FP_NEXT_SLOT(g_real_##name, #name);                                                         \
-  }                                                                                           \
-  extern "C" __attribute__((visibility("default"))) int name params {                         \
-    const auto real =                                                                         \
-        fieldprof::local::sampler::Resolve(&fieldprof::local::sampler::g_real_##name, #name); \
-    if (__libc_single_threaded != 0 && (private_lock)) return real args;                      \
-    Watch fp_watch_;                                                                          \
-    return real args;                                                                         \
+#define FP_LOCK(name, params, args, private_lock)                                          \
+  namespace fieldprof::local::sampler {                                                    \
+  int(*g_real_##name) params = nullptr;                                                    \
+  FP_NEXT_SLOT(g_real_##name, #name);                                                      \
+  }                                                                                        \
+  extern "C" __attribute__((visibility("default"))) int name params {                      \
+    const auto real =                                                                      \
+        fieldprof::local::sampler::Next(&fieldprof::local::sampler::g_real_##name, #name); \
+    if (__libc_single_threaded != 0 && (private_lock)) return real args;                   \
+    Watch fp_watch_;                                                                       \
+    return real args;                                                                      \
   }
 
 // Locks and waits of threads (std::mutex, std::condition_variable and

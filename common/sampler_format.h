@@ -1,5 +1,5 @@
 // The raw files `fieldprof record`'s sampler writes, one per process
-// (tools/local/sampler/), read back by the command line
+// (agent/sampler/), read back by the command line
 // (tools/local/recording.h). Native byte order: written and read on the
 // same machine. A file: FileHeader, then tagged records until the end:
 //   'S' SampleHeader, then `depth` return addresses, innermost first;
@@ -11,8 +11,8 @@
 //       written, and where it was called from;
 //   'E' Trailer, when the process ended normally.
 // A file cut short (a killed process) is read up to its last whole record.
-#ifndef FIELDPROF_TOOLS_LOCAL_RAW_FORMAT_H_
-#define FIELDPROF_TOOLS_LOCAL_RAW_FORMAT_H_
+#ifndef FIELDPROF_COMMON_SAMPLER_FORMAT_H_
+#define FIELDPROF_COMMON_SAMPLER_FORMAT_H_
 
 #include <cstdint>
 
@@ -103,4 +103,4 @@ struct Trailer {
 
 }  // namespace fieldprof::local::raw
 
-#endif  // FIELDPROF_TOOLS_LOCAL_RAW_FORMAT_H_
+#endif  // FIELDPROF_COMMON_SAMPLER_FORMAT_H_

@@ -11,12 +11,12 @@
 // unwinds. Used by libfieldprof_record.so (fieldprof record) and
 // libfieldprof_points.so (points record --stacks); no state of its own but
 // the lock's address, found once at load.
-#ifndef FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_
-#define FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_
+#ifndef FIELDPROF_AGENT_INPROCESS_LINKER_LOCK_H_
+#define FIELDPROF_AGENT_INPROCESS_LINKER_LOCK_H_
 
 #include <link.h>
 
-namespace fieldprof::local {
+namespace fieldprof::inproc {
 
 using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 
@@ -47,6 +47,6 @@ bool LinkerLockUnsafe(int tid, int whole);
 // exec. False when the lock was not found.
 bool LinkerLockHeldByAnother(int tid);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::inproc
 
-#endif  // FIELDPROF_TOOLS_LOCAL_LINKER_LOCK_H_
+#endif  // FIELDPROF_AGENT_INPROCESS_LINKER_LOCK_H_

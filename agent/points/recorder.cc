@@ -59,10 +59,13 @@
 #include <vector>
 
 #include "agent/include/fieldprof/points.h"
-#include "common/next_slots.h"
+#include "agent/inprocess/image_end.h"
+#include "agent/inprocess/linker_lock.h"
+#include "agent/inprocess/loader_calls.h"
+#include "agent/inprocess/next_slots.h"
+#include "agent/inprocess/recorder_abi.h"
+#include "agent/points/ring.h"
 #include "common/points_format.h"
-#include "tools/local/linker_lock.h"
-#include "tools/local/points/ring.h"
 
 namespace {
 
@@ -88,86 +91,12 @@ struct OwnWork {
   OwnWork& operator=(const OwnWork&) = delete;
 };
 
-// Non-zero while the thread is inside a call of the dynamic linker's that
-// takes its lock (the wrappers below: dlopen, dlmopen, dlclose,
-// dl_iterate_phdr), the program's or the recorder's own, when the lock
-// itself could not be found (linker_lock.h; with it, only the stretches
-// under the lock are known, and a plugin's constructors keep their
-// stacks). libunwind takes that lock too, and a signal handler's point
-// that took its stack there could wait on its own thread for good
-// (PushStackOf). So could any point there: a handler's cannot be told
-// from the others. Only inside a dl_iterate_phdr's callback is the lock
-// known to be the thread's, whole (taken again, it only counts up): there
-// the count is 0 (IteratedCall).
-__thread int t_in_linker __attribute__((tls_model("initial-exec")));
-struct InLinker {
-  InLinker() : on_(!fieldprof::local::LinkerLockKnown()) { t_in_linker += on_; }
-  ~InLinker() { t_in_linker -= on_; }
-  InLinker(const InLinker&) = delete;
-  InLinker& operator=(const InLinker&) = delete;
-
- private:
-  const int on_;
-};
-using fieldprof::local::DlIteratePhdrFn;
-DlIteratePhdrFn g_real_dl_iterate_phdr;
-DlIteratePhdrFn RealDlIteratePhdr() {
-  return reinterpret_cast<DlIteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
-}
-
-// Each wrapper's next definition, filled at load and before each fork
-// (common/next_slots.h): a fork child must not look one up.
-using ExecveFn = int (*)(const char*, char* const[], char* const[]);
-using ExecvFn = int (*)(const char*, char* const[]);
-using DlopenFn = void* (*)(const char*, int);
-using DlmopenFn = void* (*)(Lmid_t, const char*, int);
-ExecveFn next_execve, next_execvpe;
-ExecvFn next_execv, next_execvp;
-int (*next_fexecve)(int, char* const[], char* const[]);
-DlopenFn next_dlopen;
-int (*next_dlclose)(void*);
-DlmopenFn next_dlmopen;
-FP_NEXT_SLOT(next_execve, "execve");
-FP_NEXT_SLOT(next_execvpe, "execvpe");
-FP_NEXT_SLOT(next_execv, "execv");
-FP_NEXT_SLOT(next_execvp, "execvp");
-FP_NEXT_SLOT(next_fexecve, "fexecve");
-FP_NEXT_SLOT(next_dlopen, "dlopen");
-FP_NEXT_SLOT(next_dlclose, "dlclose");
-FP_NEXT_SLOT(next_dlmopen, "dlmopen");
-
-void FillEveryNext() {
-  fieldprof::FillNextSlots([](const char* const* names, uintptr_t* out, int n) {
-    for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
-  });
-}
-
-template <typename F>
-F Real(F* cache, const char* name) {
-  F f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-  if (f == nullptr) {
-    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-    __atomic_store_n(cache, f, __ATOMIC_RELEASE);
-  }
-  return f;
-}
-struct IterateCall {
-  int (*callback)(dl_phdr_info*, size_t, void*);
-  void* data;
-};
-// How many dl_iterate_phdr calls of the thread's are in their callback:
-// the dynamic linker's lock is held that many times, whole.
-__thread int t_iterating __attribute__((tls_model("initial-exec")));
-int IteratedCall(dl_phdr_info* info, size_t size, void* arg) {
-  const IterateCall* call = static_cast<const IterateCall*>(arg);
-  const int in_linker = t_in_linker;
-  t_in_linker = 0;
-  ++t_iterating;
-  const int r = call->callback(info, size, call->data);
-  --t_iterating;
-  t_in_linker = in_linker;
-  return r;
-}
+// The dynamic linker's calls are agent/inprocess/loader_calls.h's: a
+// point's stack is not taken while the thread is inside one
+// (t_in_linker), nor while it may hold the linker's lock (PushStackOf).
+using fieldprof::inproc::Next;
+using fieldprof::inproc::t_in_linker;
+using fieldprof::inproc::t_iterating;
 
 // 1: the drain stops; its sleep is a futex wait on this word, so that
 // stopping never waits out a sleep, and a thread filling its ring fast
@@ -489,7 +418,7 @@ void PushStackOf(uint64_t pushed, const void* caller) {
   pf::Ring* r = pf::t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
   if (t_in_linker != 0 || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
-      fieldprof::local::LinkerLockUnsafe(static_cast<int>(r->tid), t_iterating) ||
+      fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(r->tid), t_iterating) ||
       !MayTakeStack(tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -852,10 +781,11 @@ void StartDrain() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-// Before an exec replaces the program: what the rings hold goes to the
-// file now (the file closes with the exec; no end mark, as for a kill).
+// Before an exec replaces the program, or _exit ends it: what the rings
+// hold goes to the file now (the file closes with the image; no end mark,
+// as for a kill).
 // Not in a vfork child, which shares the parent's memory and file.
-void DrainBeforeExec() {
+void DrainBeforeImageEnds() {
   if (!g_recording.load() || getpid() != g_pid) return;
   OwnWork own;
   std::lock_guard<std::mutex> l(g_drain_mu);
@@ -1157,9 +1087,8 @@ __attribute__((constructor)) void Start() {
   static bool started = false;  // constructors run one at a time
   if (started) return;
   started = true;
-  g_real_dl_iterate_phdr = RealDlIteratePhdr();
-  FillEveryNext();
-  pthread_atfork(FillEveryNext, nullptr, nullptr);
+  fieldprof::inproc::FillEveryNextIfStale();
+  pthread_atfork(fieldprof::inproc::FillEveryNextIfStale, nullptr, nullptr);
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
   OwnWork own;
@@ -1173,7 +1102,7 @@ __attribute__((constructor)) void Start() {
   }
   if (const char* st = getenv(pf::kStacksEnv);
       st != nullptr && strcmp(st, "1") == 0 && OpenUnwinder()) {
-    fieldprof::local::FindLinkerLock(g_real_dl_iterate_phdr);
+    fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
     g_stack_table = NewStackTable();
     g_stacks = g_stack_table != nullptr;
     if (g_stacks) pf::g_span_with_stack = SpanWithStack;
@@ -1192,16 +1121,6 @@ __attribute__((constructor)) void Start() {
 }
 
 __attribute__((destructor)) void Stop() { Finish(); }
-
-// The exec family: the rings are drained first (glibc's own exec
-// functions call execve inside, not through this one, so each is here).
-// execl's arguments up to the null one; with `envp`, the pointer after it.
-std::vector<char*> ListArgs(const char* arg, va_list ap, char* const** envp) {
-  std::vector<char*> argv{const_cast<char*>(arg)};
-  while (argv.back() != nullptr) argv.push_back(va_arg(ap, char*));
-  if (envp != nullptr) *envp = va_arg(ap, char* const*);
-  return argv;
-}
 
 }  // namespace
 
@@ -1252,112 +1171,63 @@ __attribute__((visibility("default"))) void fieldprof_point_module(volatile unsi
   if (ArmAll()) Begin();
 }
 
+}  // extern "C"
+
+// The exec family, _exit, prctl and syscall, and the dynamic linker's
+// calls, are agent/inprocess/'s (image_end.cc, seccomp_hooks.cc,
+// loader_calls.cc); what the recorder does at each:
+namespace fieldprof::inproc {
+
+int BeforeExec() {
+  DrainBeforeImageEnds();
+  return 0;
+}
+
+// The exec failed: the rings go on filling, the file stays open.
+void AfterFailedExec(int) {}
+
+// _exit runs no destructor, nor the atexit handler (Finish): the rings go
+// to the file now, as before an exec. Not from the recorder's own work.
+void BeforeExit() {
+  if (pf::t_own == 0) DrainBeforeImageEnds();
+}
+
+// The drain thread's writes are calls the program never makes: before a
+// filter is installed the file ends, whole, and nothing more is recorded
+// in this process (nor in its children, which inherit the filter).
+void BeforeSeccomp() {
+  if (getpid() == g_pid) Finish();
+}
+
 // Modules opened later are armed as they come (those built with an older
-// points.h: fieldprof_point_module arms the others earlier).
-__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-  const auto real = Real(&next_dlopen, "dlopen");
-  InLinker in_linker;
+// points.h: fieldprof_point_module arms the others earlier). The runtime's
+// front opening the runtime makes no call of the program's.
+int BeforeDlopen(const char* file) {
   const char* base = file != nullptr ? strrchr(file, '/') : nullptr;
-  void* h;
-  if (base != nullptr && strcmp(base + 1, pf::kRuntimeLibName) == 0) {
-    OwnWork own;  // the runtime's front opening the runtime: no call of the program's
-    h = real(file, mode);
-  } else {
-    h = real(file, mode);
-  }
+  const bool runtime = base != nullptr && strcmp(base + 1, pf::kRuntimeLibName) == 0;
+  pf::t_own += runtime;
+  return runtime;
+}
+void AfterDlopen(void* handle, int before_dlopen) {
+  pf::t_own -= before_dlopen;
   OwnWork own;
-  if (h != nullptr && ArmAll()) Begin();
-  return h;
+  if (handle != nullptr && ArmAll()) Begin();
 }
 
 // The events so far are drained before the close, while the names of a
 // module built with an older points.h can still be read. A module built
 // with the current one drains again after its destructors
 // (fieldprof_point_module).
-__attribute__((visibility("default"))) int dlclose(void* handle) {
-  const auto real = Real(&next_dlclose, "dlclose");
-  InLinker in_linker;
-  DrainBeforeClose();
-  const int r = real(handle);
+void BeforeDlclose() { DrainBeforeClose(); }
+void AfterDlclose() {
   OwnWork own;
   ForgetClosedModules();
-  return r;
 }
 
-// In another namespace nothing is armed (ArmAll sees the first); the
-// wrapper is for InLinker only.
-__attribute__((visibility("default"))) void* dlmopen(Lmid_t lmid, const char* file, int mode) {
-  const auto real = Real(&next_dlmopen, "dlmopen");
-  InLinker in_linker;
-  return real(lmid, file, mode);
+void FindNext(const char* const* names, uintptr_t* out, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (out[i] == 0) out[i] = reinterpret_cast<uintptr_t>(dlsym(RTLD_NEXT, names[i]));
+  }
 }
 
-// The program's, its libraries' (libunwind's, at each new return address)
-// and the recorder's own, for InLinker. The real one is looked up at load
-// (Start): a signal handler's unwinding may be the first to call it.
-__attribute__((visibility("default"))) int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t,
-                                                                           void*),
-                                                           void* data) {
-  if (g_real_dl_iterate_phdr == nullptr) g_real_dl_iterate_phdr = RealDlIteratePhdr();
-  InLinker in_linker;
-  IterateCall call{callback, data};
-  return g_real_dl_iterate_phdr(IteratedCall, &call);
-}
-
-__attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
-                                                  char* const envp[]) {
-  const auto real = Real(&next_execve, "execve");
-  DrainBeforeExec();
-  return real(path, argv, envp);
-}
-__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
-  const auto real = Real(&next_execv, "execv");
-  DrainBeforeExec();
-  return real(path, argv);
-}
-__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
-  const auto real = Real(&next_execvp, "execvp");
-  DrainBeforeExec();
-  return real(file, argv);
-}
-__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
-                                                   char* const envp[]) {
-  const auto real = Real(&next_execvpe, "execvpe");
-  DrainBeforeExec();
-  return real(file, argv, envp);
-}
-__attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
-  const auto real = Real(&next_fexecve, "fexecve");
-  DrainBeforeExec();
-  return real(fd, argv, envp);
-}
-__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
-  const auto real = Real(&next_execv, "execv");
-  va_list ap;
-  va_start(ap, arg);
-  std::vector<char*> argv = ListArgs(arg, ap, nullptr);
-  va_end(ap);
-  DrainBeforeExec();
-  return real(path, argv.data());
-}
-__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
-  const auto real = Real(&next_execvp, "execvp");
-  va_list ap;
-  va_start(ap, arg);
-  std::vector<char*> argv = ListArgs(arg, ap, nullptr);
-  va_end(ap);
-  DrainBeforeExec();
-  return real(file, argv.data());
-}
-__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
-  const auto real = Real(&next_execve, "execve");
-  va_list ap;
-  va_start(ap, arg);
-  char* const* envp = nullptr;
-  std::vector<char*> argv = ListArgs(arg, ap, &envp);
-  va_end(ap);
-  DrainBeforeExec();
-  return real(path, argv.data(), envp);
-}
-
-}  // extern "C"
+}  // namespace fieldprof::inproc

@@ -19,8 +19,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "tools/local/raw_format.h"
-#include "tools/local/sampler/sampler.h"
+#include "agent/sampler/sampler.h"
+#include "common/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 namespace {

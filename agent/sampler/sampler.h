@@ -4,8 +4,8 @@
 // stacks; switches.cc watches each thread's switches off and onto the CPU
 // and the blocking calls that caused them.
 // Nothing here is exported from the library.
-#ifndef FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
-#define FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
+#ifndef FIELDPROF_AGENT_SAMPLER_SAMPLER_H_
+#define FIELDPROF_AGENT_SAMPLER_SAMPLER_H_
 
 #include <dlfcn.h>
 #include <signal.h>
@@ -14,9 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/next_slots.h"
+#include "agent/inprocess/next_slots.h"
 
 namespace fieldprof::local::sampler {
+namespace inproc = ::fieldprof::inproc;
 
 // Whether this process is being recorded (set up by the constructor).
 bool On();
@@ -26,30 +27,11 @@ bool On();
 extern thread_local int t_in_loader;
 extern thread_local int t_in_handler;
 
-// The next definition of `name` after ours (the function a wrapper calls),
-// looked up once and kept in `slot`. No guard variable: a function-local
-// static's guard deadlocked when a SIGPROF arrived inside the lookup and
-// the handler's unwinder called the same wrapper (libunwind reads a pipe
-// to validate addresses). The lookup counts as being in the loader, so no
-// sample unwinds during it.
-template <typename F>
-F Resolve(std::atomic<F>* slot, const char* name) {
-  F f = slot->load(std::memory_order_acquire);
-  if (f != nullptr) return f;
-  ++t_in_loader;
-  f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-  --t_in_loader;
-  slot->store(f, std::memory_order_release);
-  return f;
-}
-
-// Fills every wrapper's cache (FP_NEXT_SLOT, common/next_slots.h): at
-// start, and before a fork when objects were loaded since (`stale`). So
-// the calls the signal handler's unwinder makes (read, write, syscall,
-// dl_iterate_phdr) are found before the first sample: a lookup inside the
-// handler would run the dynamic linker there.
-void ResolveEveryNext();
-void NextSlotsMayResolve();
+// The next definition of `name` after ours (the function a wrapper
+// calls): agent/inprocess/next_slots.h's, every cache filled at start and
+// before a fork. The sampler's lookup (FindNext) counts as being in the
+// loader, so no sample unwinds during it.
+using inproc::Next;
 
 // The sampler's own descriptors live high (at or above the soft limit's
 // last quarter): a program that expects a low number for its own (the
@@ -125,4 +107,4 @@ uint64_t ThreadsUnwatched();
 
 }  // namespace fieldprof::local::sampler
 
-#endif  // FIELDPROF_TOOLS_LOCAL_SAMPLER_SAMPLER_H_
+#endif  // FIELDPROF_AGENT_SAMPLER_SAMPLER_H_

@@ -1,4 +1,4 @@
-#include "tools/local/linker_lock.h"
+#include "agent/inprocess/linker_lock.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-namespace fieldprof::local {
+namespace fieldprof::inproc {
 namespace {
 
 const pthread_mutex_t* g_lock;  // null: not found
@@ -100,4 +100,4 @@ bool LinkerLockHeldByAnother(int tid) {
   return true;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::inproc
