@@ -1,4 +1,4 @@
-// Developer mode in the agent (issue #34): the runs `fieldprof points
+// Developer mode in the agent: the runs `fieldprof points
 // record` leaves in the developer spool (-o DIR, or FIELDPROF_POINTS_DIR)
 // go to the aggregator with the developer's token (POST /v1/dev/runs),
 // exactly once, when a time or a size threshold is met:

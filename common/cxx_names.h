@@ -1,4 +1,4 @@
-// C++ names for reports (issue #19): demangling, and splitting a demangled
+// C++ names for reports: demangling, and splitting a demangled
 // name into the scopes that enclose the function, so costs can be grouped by
 // namespace and class.
 //

@@ -37,7 +37,7 @@ struct HttpsClientOptions {
   bool insecure = false;
   // Deadline for connecting and for each request/response. Default: 30 s.
   std::chrono::milliseconds timeout{30000};
-  // false: plain HTTP (a ClickHouse on loopback, issue #20); ca_file and
+  // false: plain HTTP (a ClickHouse on loopback); ca_file and
   // insecure then do not apply.
   bool tls = true;
   // Connect from this local address (e.g. 127.0.3.1 on loopback, to be

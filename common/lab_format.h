@@ -1,4 +1,4 @@
-// Lab profile files (issue #18): the magic that starts them, parsing, and
+// Lab profile files: the magic that starts them, parsing, and
 // the checks a profile passes before an aggregator keeps it. Lab data is
 // never field data: the magic makes a profile unreadable as any other
 // message of the schema, and the aggregator keeps uploaded profiles apart

@@ -1,4 +1,4 @@
-// The JSON of a module's model and of a diff (issue #19): one writer for
+// The JSON of a module's model and of a diff: one writer for
 // `fieldprof report --format json`, `fieldprof diff --format json` and the
 // aggregator's /v1/report and /v1/diff, which the dashboard reads, so every
 // output carries the same numbers.

@@ -1,5 +1,5 @@
 // Which APIs of a module got slower or faster between two versions or two
-// date ranges (issue #19), on statistical evidence: per API, the one-sided
+// date ranges, on statistical evidence: per API, the one-sided
 // permutation test of common/permutation_test.h in each direction
 // (two-sided p = twice the smaller, at most 1), Benjamini-Hochberg across
 // APIs, and floors on the effect (relative, and for wall time absolute),

@@ -1,5 +1,5 @@
 // One module's field cost, as reports, diffs, docs snippets and the
-// dashboard show it (issue #19): every output renders this model and none
+// dashboard show it: every output renders this model and none
 // computes its own numbers.
 //
 //   std::vector<SeriesSum> series = ...;   // the cache's records of the

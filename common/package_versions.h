@@ -1,4 +1,4 @@
-// Readable module versions from dpkg's database (issue #31): which
+// Readable module versions from dpkg's database: which
 // installed package holds a file named like the module whose build id is
 // the one the runtime saw, and that package's version. The agent rewrites
 // the records it uploads with it, and `fieldprof lab` its profiles, so the

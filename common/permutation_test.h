@@ -1,4 +1,4 @@
-// "Does this API cost me more than it costs the field?" (issue #18): a
+// "Does this API cost me more than it costs the field?": a
 // one-sided permutation test on two log2-bucketed samples, and the
 // multiple-testing corrections across APIs.
 //

@@ -1,4 +1,4 @@
-// Instrumentation points' runs analysed (issue #34): what `fieldprof
+// Instrumentation points' runs analysed: what `fieldprof
 // points` shows and the aggregator serves developers (GET /v1/dev/report).
 //
 // A run is one process's file. Within a run and a tag, the points

@@ -1,4 +1,4 @@
-// The published snapshot's formats (issue #5): which fragment an API key
+// The published snapshot's formats: which fragment an API key
 // belongs to, deterministic fragment encoding, and the checks a client runs
 // before it replaces anything in its cache: the manifest's signature, then
 // each fragment against the size and SHA-256 the manifest lists.

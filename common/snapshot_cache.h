@@ -1,4 +1,4 @@
-// The client's copy of the published snapshot (issue #5): the one reader
+// The client's copy of the published snapshot: the one reader
 // every tool uses offline, and the refresh the agent and `fieldprof pull`
 // run against an aggregator.
 //

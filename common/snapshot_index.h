@@ -1,5 +1,5 @@
-// Where each symbol's and each module's records are in the snapshot cache
-// (issues #17, #19), so a reader fetches an API's few records, or one
+// Where each symbol's and each module's records are in the snapshot cache,
+// so a reader fetches an API's few records, or one
 // module's, instead of parsing every fragment: `fieldprof cost` on a
 // 1M-series cache reads a few KiB, not 174 MiB.
 //

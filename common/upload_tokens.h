@@ -1,5 +1,5 @@
 // Anonymous upload tokens: a bounded number of batches per token request,
-// and no link from a batch to the request its token came from (issue #35).
+// and no link from a batch to the request its token came from.
 //
 // The Privacy Pass architecture (RFC 9576) with a privately verifiable
 // token: RFC 9497's VOPRF over ristretto255 (common/voprf.h).

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# How right the runtime's durations are, in short runs and long ones (issue
-# #15): a test function spins for 1.5 us of CLOCK_MONOTONIC
+# How right the runtime's durations are, in short runs and long ones: a test function spins for 1.5 us of CLOCK_MONOTONIC
 # (tests/agent/runtime/testlib.cc fp_test_spin_ns) and is measured in runs of 300
 # calls (~0.5 ms), 130 calls nested inside another measured call, and
 # 100,000 calls; with the machine's TSC rate handed over (FIELDPROF_TSC_HZ,

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Does every measured run bring data? (issue #14) The quickstart's programs
+# Does every measured run bring data? The quickstart's programs
 # (sqlite3, python3, gzip, xz, zstd, sort, git init/add/commit), RUNS runs in
 # all, round robin, each under `fieldprof run --apis 2 --seed N` (the
 # product's k), once with this tree's build and once with BASELINE's, same
-# programs and seeds. BASELINE (default 6529c32: the runtime before issue
-# #14, an LD_AUDIT auditor choosing its APIs among all imports at start) is
+# programs and seeds. BASELINE (default 6529c32: the runtime before the
+# binder, an LD_AUDIT auditor choosing its APIs among all imports at start) is
 # built in a temporary git worktree.
 #
 #   deploy/bench-coverage.sh [RUNS]          (default 1000)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Developer mode's upload (issue #34): EVENTS point events recorded by
+# Developer mode's upload: EVENTS point events recorded by
 # `fieldprof points record` into a developer spool, carried by the agent
 # daemon to a local aggregator (TLS on loopback, embedded RocksDB, a temp
 # dir that goes away) on its size threshold, and counted back on the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the field's defences cost at ingest (issue #35), in one run: two
+# What the field's defences cost at ingest, in one run: two
 # aggregators on loopback, measured in turns with the same loadgen bodies.
 #   plain:    no tokens, no per-source limit, k-anonymity off, batches
 #             without machine keys;

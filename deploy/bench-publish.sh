@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The snapshot publisher at 100k and 1M series (issue #5): publish cycle
+# The snapshot publisher at 100k and 1M series: publish cycle
 # time, fragment sizes, a client's bytes per day, and ingest throughput
 # while cycles run back to back as a ratio to ingest alone. Each size fills
 # a fresh RocksDB store in /tmp (1M series: ~1.5 GiB, ~3 min to fill).

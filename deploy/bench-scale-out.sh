@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale-out's figures (issue #20), in one run on this machine:
+# The scale-out's figures, in one run on this machine:
 #   1. ingest through the load generator (~128 KiB batches, CONNECTIONS at
 #      once): the RocksDB store's single aggregator, then the ClickHouse
 #      cluster of deploy/scale-out/cluster.sh (ZooKeeper, ClickHouse in

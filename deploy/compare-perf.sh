@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fieldprof record against perf record on the same programs (issue #64):
+# fieldprof record against perf record on the same programs:
 # each program is recorded by both, at 999 Hz with DWARF stacks, and the
 # top self functions of each are printed side by side with the difference
 # in points. The programs are those of the host-safety suite that have

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds fieldprof's two Debian packages from this tree into ./dist, with
-# dpkg-deb, and runs lintian on them (issue #16):
+# dpkg-deb, and runs lintian on them:
 #
 #   fieldprof_<version>_amd64.deb             for volunteers and developers
 #     /usr/bin/fieldprof, /usr/bin/fieldprof-agent

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fieldprof package in a throwaway Debian 12 root, with real dpkg and
-# apt (issue #16): built by deploy/package.sh, installed into a debootstrap
+# apt: built by deploy/package.sh, installed into a debootstrap
 # chroot (minbase, from this machine's own Debian mirror), never into this
 # machine. In that root:
 #   1. installed non-interactively, not preseeded: the answer is no, a user

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Both packages under a real systemd (issue #16): a Debian 12 root with
+# Both packages under a real systemd: a Debian 12 root with
 # systemd, booted with systemd-nspawn in a network namespace of its own,
 # so the units run as a volunteer's and an operator's machines run them:
 #   1. fieldprof-aggregator (an older build) installed: its system unit

@@ -1,5 +1,5 @@
-// libfieldprof_points.so: the in-process half of `fieldprof points record`
-// (issue #34), preloaded into the command and every program it starts.
+// libfieldprof_points.so: the in-process half of `fieldprof points record`,
+// preloaded into the command and every program it starts.
 //
 // Arming. At load, and after each dlopen, every loaded module's USDT notes
 // (.note.stapsdt, read from its file: the section is not loaded) are

@@ -1,6 +1,6 @@
 // The live file: where a measured run keeps its counts while it runs, so
 // that a run that dies by a signal, or runs for days, still reaches the
-// field (issue #63). A contract between the runtime, which writes it, and
+// field. A contract between the runtime, which writes it, and
 // the agent, which reads it (agent/live_harvest.h); both are built from
 // this tree, and a file of another layout is left alone by the agent.
 //

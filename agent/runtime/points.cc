@@ -1,4 +1,4 @@
-// Instrumentation points in the field (issue #34): in a run the runtime
+// Instrumentation points in the field: in a run the runtime
 // measures, every module built with fieldprof/points.h is armed, and each
 // point's time goes into a log2 histogram per (module, tag, from, to),
 // which the run's record carries as metric point_ns beside its APIs.

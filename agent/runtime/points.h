@@ -1,4 +1,4 @@
-// Instrumentation points in measured runs (points.cc, issue #34).
+// Instrumentation points in measured runs (points.cc).
 #ifndef FIELDPROF_AGENT_RUNTIME_POINTS_H_
 #define FIELDPROF_AGENT_RUNTIME_POINTS_H_
 

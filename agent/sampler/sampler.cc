@@ -1,5 +1,5 @@
 // libfieldprof_record.so: the in-process half of `fieldprof record`,
-// preloaded into the command and every program it starts (issue #32).
+// preloaded into the command and every program it starts.
 //
 // Every thread has its own sampling clock, which signals that thread about
 // `hz` times per second of its CPU time: a perf_event task-clock counter on

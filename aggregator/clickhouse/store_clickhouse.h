@@ -1,4 +1,4 @@
-// The aggregator's sums in ClickHouse (issue #20; docs/scale-out.md has the
+// The aggregator's sums in ClickHouse (docs/scale-out.md has the
 // design and the argument for exactness): a second Store (store.h), chosen
 // with --store clickhouse, for several stateless aggregators over one
 // ClickHouse cluster (or one ClickHouse server).

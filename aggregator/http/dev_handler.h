@@ -1,4 +1,4 @@
-// Developer mode (issue #34): a program's developers upload the per-run
+// Developer mode: a program's developers upload the per-run
 // detail of its instrumentation points and read it back; nobody else can.
 //   POST /v1/dev/runs        a wire.DevUpload (protobuf, at most 1 MiB),
 //                            "Authorization: Bearer <developer token>":

@@ -1,4 +1,4 @@
-// Lab profiles (issue #18), kept apart from the field sums:
+// Lab profiles, kept apart from the field sums:
 //   POST /v1/lab/profiles        a profile (the file `fieldprof lab` wrote):
 //                                200 {"id","duplicate","records"}
 //   GET  /v1/lab/profiles        every profile: id, bytes, scenarios, counts

@@ -1,4 +1,4 @@
-// Vendor pages (issue #19): a vendor names its modules by glob patterns
+// Vendor pages: a vendor names its modules by glob patterns
 // and gets a bearer token; a module a vendor claims is served by the
 // module endpoints (/v1/module, /v1/report, /v1/diff) only with that
 // vendor's token, and listed by /v1/modules as closed without it.

@@ -1,5 +1,5 @@
-// A module's series, for reports, diffs and the dashboard's module pages
-// (issue #19). A module a vendor claims needs that vendor's token
+// A module's series, for reports, diffs and the dashboard's module pages.
+// A module a vendor claims needs that vendor's token
 // (vendor_access.h): 401 without it.
 //   GET /v1/module  ?module=[&version=][&metric=][&os=][&arch=][&vendor=]
 //                   [&family=][&from=][&to=][&limit=]

@@ -1,4 +1,4 @@
-// The snapshot publisher (issue #5): the all-time sums split into
+// The snapshot publisher: the all-time sums split into
 // fragment_count fragments by FragmentOf, rebuilt a few at a time in
 // rotation, each cycle from one consistent store snapshot, and listed in a
 // manifest signed with Ed25519 (common/snapshot.h has the formats and the

@@ -1,4 +1,4 @@
-// Developer mode's runs (issue #34): the per-run detail of instrumentation
+// Developer mode's runs: the per-run detail of instrumentation
 // points that a program's developers upload (POST /v1/dev/runs), kept apart
 // from the field sums, in three tables:
 //   users   developer -> wire::DevUser: counts, the programs seen

@@ -1,4 +1,4 @@
-// Seeing an attack (issue #35): an API's (or one series') latest day --
+// Seeing an attack: an API's (or one series') latest day --
 // today, else yesterday -- against all the days before it. Suspect when
 // the day's mean moved by half or more while its runs came from few
 // machines: at least kConcentration times the runs per machine of the

@@ -1,4 +1,4 @@
-// Every measured run counts (issue #63): a run ended by a signal, or still
+// Every measured run counts: a run ended by a signal, or still
 // going on, reaches the aggregator through its live file
 // (agent/runtime/live_layout.h, agent/live_harvest.h), with exactly the
 // calls it completed, counted once, whatever the agent does again.

@@ -434,7 +434,7 @@ TEST_F(SnapshotClientTest, CostMatchesStatisticsComputedFromTheRawValues) {
   EXPECT_NE(err.find("has no socket_io_bytes data"), std::string::npos) << err;
 }
 
-// Durations under the runs' timing resolution (issue #15): a cheap API whose
+// Durations under the runs' timing resolution: a cheap API whose
 // calls mostly record 0 after the probe's cost is taken off. The coarsest
 // resolution among the runs survives the sums (the aggregator's store, its
 // time tree, the snapshot) and every reader shows such figures as "< 20 ns",

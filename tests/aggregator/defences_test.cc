@@ -1,4 +1,4 @@
-// The field's defences on the real aggregator (issue #35): one source
+// The field's defences on the real aggregator: one source
 // flooding fake slow data for a module with honest data from 20 machines
 // is throttled at the door, capped by its tokens and refused where its
 // batches claim more than a machine makes, and the published median moves

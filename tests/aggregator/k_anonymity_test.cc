@@ -1,4 +1,4 @@
-// k-anonymous publication (issue #35) on the real aggregator: a series is
+// k-anonymous publication on the real aggregator: a series is
 // published only once k distinct machines (by their day keys) added to it;
 // until then no read shows it or its module; the k-th machine brings its
 // whole history in, exactly; replays and the same machine again count

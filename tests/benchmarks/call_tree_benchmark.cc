@@ -1,4 +1,4 @@
-// Call trees (issue #33) at the sizes the issue names. Prints, in one run:
+// Call trees at the sizes the issue names. Prints, in one run:
 //   - combining 10 runs of 1M samples each: add, mean, min, and sub of 5
 //     against 5 with each node's significance (goal: each < 1 s), and the
 //     most memory each held at once against the largest input tree's

@@ -1,4 +1,4 @@
-// fieldprof check at scale (issue #18):
+// fieldprof check at scale:
 //   check_benchmark [APIS] [SLOWED_EVERY]
 // writes a field snapshot of APIS APIs (20,000 log-normal calls each, from
 // 500 runs) and 5 run records of ~300 calls of each, one API in

@@ -1,6 +1,6 @@
 // Reads and publishing at scale on the ClickHouse store, against the
-// RocksDB store over the same series in the same run (issue #20;
-// deploy/bench-scale-out.sh starts the ClickHouse cluster):
+// RocksDB store over the same series in the same run
+// (deploy/bench-scale-out.sh starts the ClickHouse cluster):
 //   clickhouse_benchmark SERIES CLICKHOUSE_URL CLUSTER [REPEATS]
 // 1. fills both stores with SERIES series (series_gen.h) through ApplyBatch,
 //    in batches of 2,500 records (ClickHouse: 1 aggregator's ingest path);

@@ -1,4 +1,4 @@
-// What the field's defences (issue #35) cost per batch and per record:
+// What the field's defences cost per batch and per record:
 // the upload token check (one VOPRF evaluation a batch), issuing a request
 // of 64 tokens, the per-source bucket, and the distinct-machine sketch.
 // Beside them, the anchor: SHA-256 of a 128 KiB batch body, a cost every

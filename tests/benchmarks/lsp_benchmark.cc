@@ -1,4 +1,4 @@
-// The language server at scale (issue #17):
+// The language server at scale:
 //   lsp_benchmark SERIES [HOVERS]
 // writes a snapshot cache of SERIES series in a temp dir (64 fragments, two
 // metrics per API, histograms of 1..2000 log-normal calls under 997

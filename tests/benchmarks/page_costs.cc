@@ -1,5 +1,5 @@
 // What the kernel operations a process start is made of cost on this
-// machine, in TSC ticks and microseconds (issue #14): a first write to a
+// machine, in TSC ticks and microseconds: a first write to a
 // fresh anonymous page, mprotect of a populated page, an anonymous mmap,
 // open+close, and a system call that does nothing (getppid) as the floor.
 // A measured run's start is mostly these (docs/benchmarks.md); their cost

@@ -1,4 +1,4 @@
-// What an instrumentation point costs (issue #34), in one run with its
+// What an instrumentation point costs, in one run with its
 // anchors.
 // - Disarmed (goal: no measurable difference against a loop without it,
 //   <= 0.5 ns a point), against a USDT probe site with no tracer (a nop

@@ -1,4 +1,4 @@
-// The snapshot publisher at scale (issue #5, deploy/bench-publish.sh):
+// The snapshot publisher at scale (deploy/bench-publish.sh):
 //   publish_benchmark KEYS [FRAGMENTS PER_CYCLE PER_DAY INGEST_SECONDS]
 // fills a real RocksDB store in a temp dir with KEYS series (two metrics
 // per API, histograms of 1..2000 log-normal calls), then prints:

@@ -1,4 +1,4 @@
-// Vendor reports and the dashboard at scale (issue #19):
+// Vendor reports and the dashboard at scale:
 //   report_benchmark SERIES [REPEATS]
 // 1. writes a snapshot cache of SERIES series (two metrics per API, under
 //    997 modules, log-normal histograms of 1..2000 calls) and times the

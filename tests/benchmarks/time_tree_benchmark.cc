@@ -1,4 +1,4 @@
-// The time tree (seed 000, issue #32) at the size the issue names: 10
+// The time tree (seed 000) at the size the goal names: 10
 // million samples. Prints, in one run:
 //   - building the tree from the samples (goal: <= 1 s);
 //   - the samples and the tree encoded, bytes per sample (goal: <= 8);

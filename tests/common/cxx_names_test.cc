@@ -1,4 +1,4 @@
-// Demangling and the scope splitter (issue #19) on real names, with every
+// Demangling and the scope splitter on real names, with every
 // hard case: templates holding "::", (anonymous namespace), lambdas, clones,
 // thunks, return types, and operator<, operator<<, operator<=>, operator(),
 // conversion operators, operator new.

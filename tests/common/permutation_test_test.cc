@@ -1,4 +1,4 @@
-// The anomaly check's statistics (issue #18): the hypergeometric draws,
+// The anomaly check's statistics: the hypergeometric draws,
 // the permutation test against scipy's own on the same samples, its
 // calibration (A/A trials alarm at no more than the nominal rate, shifts are
 // found), and the Benjamini-Hochberg/Yekutieli corrections.

@@ -1,7 +1,7 @@
 // A real ClickHouse server (Debian's clickhouse-server, installed by
 // deploy/install-deps.sh) as a child process on loopback ports, with its
 // config, data and logs in a test's directory; stopped with the object.
-// For the ClickHouse store's tests (issue #20). SharedClickHouse() is one
+// For the ClickHouse store's tests. SharedClickHouse() is one
 // server for a whole test process, started when first asked for; tests keep
 // apart by database (UniqueDatabase()).
 #ifndef FIELDPROF_TESTS_SUPPORT_CLICKHOUSE_PROCESS_H_

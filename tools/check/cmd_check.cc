@@ -1,5 +1,5 @@
 // fieldprof check: do these runs pay more for an API than the field does?
-// (issue #18). In stages: options (check_options.h) -> inputs: the local
+// In stages: options (check_options.h) -> inputs: the local
 // costs and the field's (check_inputs.h) -> the analysis, a pure function
 // (check_analysis.h) -> outputs (check_render.h).
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// Lab profiles (issue #18): what `fieldprof lab` makes of a scenario's
+// Lab profiles: what `fieldprof lab` makes of a scenario's
 // passes, and what `lab merge`, `lab show` and `fieldprof check` read.
 //
 //   census pass ──> LabGraph (every API, which ran inside which)

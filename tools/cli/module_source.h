@@ -1,4 +1,4 @@
-// Where a module's series come from (issue #19): the local snapshot cache
+// Where a module's series come from: the local snapshot cache
 // (all-time sums, offline) or an aggregator's GET /v1/module (any day range,
 // a vendor's token for its modules). Both give common/module_model.h's
 // SeriesSum, so every output is computed the same way whatever the source.

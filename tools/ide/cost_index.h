@@ -1,4 +1,4 @@
-// An API's field cost by symbol name, for the language server (issue #17):
+// An API's field cost by symbol name, for the language server:
 // the cache's symbol index (common/snapshot_index.h, the one fieldprof cost
 // reads through) finds a symbol's records; they are summed per module on
 // first use and remembered. Opening costs a map of the index file; the

@@ -1,5 +1,5 @@
 // fieldprof lsp: a Language Server Protocol 3.17 server over stdio that
-// shows what the APIs a program calls cost in the field (issue #17), beside
+// shows what the APIs a program calls cost in the field, beside
 // the editor's usual C/C++ server.
 //
 //   hover          an identifier naming an API with field data: Markdown

@@ -1,4 +1,4 @@
-// fieldprof lab: a complete profile of one scenario (issue #18).
+// fieldprof lab: a complete profile of one scenario.
 //   fieldprof lab [options] -- COMMAND [ARGS...]   census, plan, timing passes
 //   fieldprof lab merge -o OUT PROFILE...          several scenarios or machines
 //   fieldprof lab show PROFILE                     table, histograms, nesting

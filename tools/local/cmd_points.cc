@@ -1,5 +1,5 @@
 // fieldprof points: instrumentation points (agent/include/fieldprof/
-// points.h) recorded on the developer's machine, per run (issue #34).
+// points.h) recorded on the developer's machine, per run.
 //   fieldprof points record [-o DIR] [--runs N] [--at MODULE:FUNCTION,...] [--stacks]
 //                           -- CMD ARGS...
 //   fieldprof points show DIR... [--tag T] [--per_run] [--stacks] [--json]

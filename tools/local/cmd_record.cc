@@ -1,4 +1,4 @@
-// fieldprof record (issue #32): sample a command's call stacks into a
+// fieldprof record: sample a command's call stacks into a
 // recording, and show any time range of it.
 //
 //   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] [--idle=false] -- CMD ARGS...

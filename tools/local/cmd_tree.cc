@@ -1,4 +1,4 @@
-// fieldprof tree (issue #33): call trees with several metrics per node,
+// fieldprof tree: call trees with several metrics per node,
 // from recordings, collapsed stacks and Chrome traces, and their algebra.
 //
 //   fieldprof tree show  TREE [--metric M] [--json|--collapsed|--pprof F]

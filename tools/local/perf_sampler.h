@@ -1,4 +1,4 @@
-// fieldprof record's sampler from outside (issue #64): task-clock
+// fieldprof record's sampler from outside: task-clock
 // perf_events on the recorded command, opened by fieldprof record itself
 // while the command waits before its exec, and inherited by every thread
 // and process it starts. Each sample carries the user registers and a copy

@@ -1,4 +1,4 @@
-// fieldprof points upload|pull|tags --host: developer mode (issue #34), the
+// fieldprof points upload|pull|tags --host: developer mode, the
 // runs `fieldprof points record` wrote, kept by an aggregator for their
 // developer (POST/GET /v1/dev/runs, GET /v1/dev/tags), who alone reads
 // them back; `pull` writes them where `show` and `compare` read them.

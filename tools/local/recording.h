@@ -1,4 +1,4 @@
-// A recording (fieldprof record, issue #32): the samples of every process a
+// A recording (fieldprof record): the samples of every process a
 // command ran, symbolised, with their stacks and threads interned, in a
 // time tree (tools/local/time_tree.h) whose sample types are (thread,
 // stack) pairs. Made from the sampler's raw files (raw_format.h); saved as

@@ -1,5 +1,5 @@
 // fieldprof diff: which APIs of a module got slower or faster between two
-// versions or two date ranges (issue #19), on the evidence of
+// versions or two date ranges, on the evidence of
 // common/module_diff.h, with the effect shown. Options -> the two sides'
 // series (tools/cli/module_source.h) -> the diff -> text, JSON or HTML
 // (diff_report.h).

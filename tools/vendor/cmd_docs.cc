@@ -1,5 +1,5 @@
 // fieldprof docs: one snippet per API of a module for generated API
-// references (issue #19): Markdown and HTML, each with an inline SVG badge
+// references: Markdown and HTML, each with an inline SVG badge
 // and histogram of the API's field cost and a link to the dashboard's page
 // for it. docs/vendors.md shows how to include them with Doxygen and MkDocs.
 #include <algorithm>

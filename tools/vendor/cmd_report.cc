@@ -1,4 +1,4 @@
-// fieldprof report: one module's field cost for its vendor (issue #19), from
+// fieldprof report: one module's field cost for its vendor, from
 // the local snapshot cache or an aggregator (day ranges, vendor tokens),
 // as text, CSV, JSON, Markdown or a self-contained HTML page.
 #include <unistd.h>

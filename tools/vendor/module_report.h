@@ -1,5 +1,5 @@
 // Renderers of a module's field cost (common/module_model.h) for
-// `fieldprof report` and `fieldprof docs` (issue #19): text, CSV (JSON:
+// `fieldprof report` and `fieldprof docs`: text, CSV (JSON:
 // common/model_json.h, shared with the aggregator),
 // Markdown, and a self-contained HTML page with inline SVG histograms in
 // the heat spectrum (cheap buckets cool, expensive ones hot, intensity by

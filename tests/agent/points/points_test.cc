@@ -1,4 +1,4 @@
-// The points SDK (agent/include/fieldprof/points.h), issue #34: real C and
+// The points SDK (agent/include/fieldprof/points.h): real C and
 // C++ programs built with the header.
 // - Disarmed, they run as without it, and call nothing: a recorder
 //   preloaded beside them hears no point; under the field runtime,

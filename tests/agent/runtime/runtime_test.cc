@@ -333,7 +333,7 @@ TEST_F(RuntimeTest, VdsoClockWhenTheTscWillNotDo) {
 }
 
 // Durations agree with CLOCK_MONOTONIC within 1% from a run's first call,
-// however short the run (issue #15). A test function spins for 1.5 us of
+// however short the run. A test function spins for 1.5 us of
 // CLOCK_MONOTONIC; it is measured in runs of 300 calls (~0.5 ms), of 130
 // calls nested in another measured call (converted at once, not batched),
 // and of 100,000 calls: with the machine's rate handed over in the

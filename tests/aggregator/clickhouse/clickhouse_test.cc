@@ -1,4 +1,4 @@
-// The ClickHouse store's own machinery (issue #20) against a real ClickHouse
+// The ClickHouse store's own machinery against a real ClickHouse
 // (Debian's 18.16) on loopback: the reader of ClickHouse's answers, copies of one batch counted
 // once however they were stored, retries after the raw rows are folded, the schema's version, and
 // the real aggregator over it. The store contract itself runs against this store in store_test.cc;

@@ -1,4 +1,4 @@
-// The scale-out as it runs (issue #20): ZooKeeper, ClickHouse in two shards
+// The scale-out as it runs: ZooKeeper, ClickHouse in two shards
 // of two replicas, three fieldprof-aggregator replicas and haproxy, all real
 // and on loopback, started by deploy/scale-out/cluster.sh (what operators
 // try it with). A stream of uploads goes through haproxy while a part

@@ -349,7 +349,7 @@ TEST_F(RouterTest, ABatchIsAnsweredByTheTableToo) {
 namespace fieldprof::aggregator {
 namespace {
 
-// Seeing an attack (issue #35): an API's latest day against its history.
+// Seeing an attack: an API's latest day against its history.
 // Ten days of 5 machines, then a day whose mean triples: suspect when that
 // day's runs come from one machine, not when they come from many, and not
 // when one machine sends the usual figures.

@@ -105,7 +105,7 @@ TEST_F(PublisherTest, EverySeriesInExactlyOneVerifiedFragment) {
   EXPECT_EQ(where.size(), 300u);
 }
 
-// A full disk under the snapshot directory (issue #15): the cycle fails
+// A full disk under the snapshot directory: the cycle fails
 // with NoSpace, the snapshot already published stays whole and verified
 // (the manifest is written last, and only after every fragment), and once
 // space returns the next cycle publishes everything.

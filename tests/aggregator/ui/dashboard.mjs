@@ -1,4 +1,4 @@
-// The dashboard in a real browser (issue #19): Debian's chromium, headless,
+// The dashboard in a real browser: Debian's chromium, headless,
 // driven by npm's playwright-core against a live aggregator with data.
 // tests/aggregator/ui/dashboard_test.cc starts the aggregator, posts the data and
 // writes the expected figures (computed from the histograms it posted):

@@ -1,4 +1,4 @@
-// The dashboard (issue #19): the real aggregator on loopback with data, its
+// The dashboard: the real aggregator on loopback with data, its
 // JSON reads against figures computed straight from the posted histograms,
 // and its pages in Debian's chromium driven by playwright-core
 // (tests/aggregator/ui/dashboard.mjs): modules -> a module's APIs -> one API, date

@@ -1,4 +1,4 @@
-// The dashboard's developer pages (issue #34) in a real browser: Debian's
+// The dashboard's developer pages in a real browser: Debian's
 // chromium, headless, driven by npm's playwright-core, against a live
 // aggregator holding a developer's runs. tests/tools/local/points_dev_test.cc
 // uploads the runs and writes what the pages must show (from `fieldprof

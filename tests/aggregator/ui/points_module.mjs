@@ -1,4 +1,4 @@
-// A module's field point sums on the dashboard's module page (issue #34),
+// A module's field point sums on the dashboard's module page,
 // in Debian's chromium driven by playwright-core, against a live
 // aggregator holding measured runs' point series.
 // tests/tools/local/points_dev_test.cc writes what the page must show

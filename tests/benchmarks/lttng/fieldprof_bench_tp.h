@@ -1,4 +1,4 @@
-// The lttng-ust tracepoint of points_benchmark's anchor (issue #34): one
+// The lttng-ust tracepoint of points_benchmark's anchor: one
 // event with one integer, as FP_POINT_V carries.
 #undef LTTNG_UST_TRACEPOINT_PROVIDER
 #define LTTNG_UST_TRACEPOINT_PROVIDER fieldprof_bench

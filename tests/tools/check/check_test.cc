@@ -1,4 +1,4 @@
-// fieldprof check (issue #18), the real binary: run records of one slowed
+// fieldprof check, the real binary: run records of one slowed
 // API among several against a field snapshot of the same APIs. Only the
 // slowed API is flagged, the exit code gates on its excess, the JSON says
 // the same, and a field of another CPU family is used and said so.

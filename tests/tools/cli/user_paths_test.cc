@@ -1,4 +1,4 @@
-// What a new user types first (issue #31), with the real binaries:
+// What a new user types first, with the real binaries:
 //   - every command that writes a file the user names, given a bare name in
 //     the current directory, exits 0 and leaves the file there, readable by
 //     others as the umask allows (0644 under 022), as any tool's output;

@@ -1,4 +1,4 @@
-// fieldprof lsp (issue #17), run as the editor runs it: the real binary on
+// fieldprof lsp, run as the editor runs it: the real binary on
 // pipes, speaking framed JSON-RPC, over a snapshot cache written here with
 // the cache's own writer. The figures it shows are checked against the
 // statistics of the values recorded. A last test drives it from Neovim.

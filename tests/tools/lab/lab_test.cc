@@ -1,4 +1,4 @@
-// Lab mode end to end (issue #18), the real fieldprof and runtime on a
+// Lab mode end to end, the real fieldprof and runtime on a
 // scenario of two libraries whose APIs nest (tests/tools/lab/):
 //   labprog -> lab_parse   -> labb_alloc_block (1000 B), labb_hash
 //           -> lab_render  -> strlen, labb_hash

@@ -1,4 +1,4 @@
-// Call trees (issue #33): the algebra's promises over random trees (add
+// Call trees: the algebra's promises over random trees (add
 // and sub exact, sub(add(A, B), B) == A node for node; min idempotent and
 // order-free, and within every run), the file's round trip and damage,
 // name matching across builds, and the sources (collapsed stacks, Chrome

@@ -1,4 +1,4 @@
-// The host-safety suite (issue #64): real programs that own their signals,
+// The host-safety suite: real programs that own their signals,
 // their descriptors, their system calls or their processes, each run plain
 // and then under fieldprof record with every clock, under the field
 // runtime (fieldprof run) and under the points recorder: the output and

@@ -1,4 +1,4 @@
-// Developer mode (issue #34) end to end: runs recorded by `fieldprof points
+// Developer mode end to end: runs recorded by `fieldprof points
 // record` go up to a real aggregator with a developer's token, exactly
 // once, survive its restart, and come back byte for byte to that developer
 // only; another developer, or none, reads nothing of them, and the field

@@ -1,4 +1,4 @@
-// fieldprof points end to end (issue #34): the recorder preloaded into a
+// fieldprof points end to end: the recorder preloaded into a
 // real program built with <fieldprof/points.h>, the files it leaves, and
 // what show, tags, compare and the exports say of them.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// fieldprof record end to end (issue #32): the real binary and sampler on
+// fieldprof record end to end: the real binary and sampler on
 // a program with known phases, each time range naming its phase; stacks
 // whole through Debian's sqlite3 (no frame pointers); a killed program
 // still leaves its samples; the command's output and status unchanged.
@@ -269,7 +269,7 @@ long CpuTicks(pid_t pid) {
 }
 
 // A statically linked program: nothing preloaded can enter it, but the
-// default sampler works from outside (issue #64), so its samples are in
+// default sampler works from outside, so its samples are in
 // the recording, main's among them. The sampler in the program
 // (--clock task) records nothing, which record says; either way the exit
 // status is the program's ("nothing was recorded" is a message, not the

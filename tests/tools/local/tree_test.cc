@@ -1,4 +1,4 @@
-// fieldprof tree end to end (issue #33): recordings of a real program
+// fieldprof tree end to end: recordings of a real program
 // combined by the real binary. min removes a noise thread that mean keeps;
 // sub over 5 runs a side flags the one function a build made 60% slower,
 // and nothing else; traces from other tools come in (Chrome trace JSON,

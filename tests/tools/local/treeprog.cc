@@ -1,4 +1,4 @@
-// A program for fieldprof tree's tests (issue #33): a deterministic
+// A program for fieldprof tree's tests: a deterministic
 // workload, main -> Run -> Parse, Compute, Render, each a fixed number of
 // iterations (not a time: a slower build does more work, a busy machine
 // only takes longer). Built twice: fieldprof_treeprog, and

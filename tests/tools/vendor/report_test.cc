@@ -1,4 +1,4 @@
-// fieldprof report (issue #19), the real binary on a snapshot cache of known
+// fieldprof report, the real binary on a snapshot cache of known
 // histograms: every figure equals the one computed straight from the stored
 // histograms; the filters (version, platform, namespace) pick the right
 // series; CSV (Python's csv), JSON and the HTML page parse, the page is
