@@ -98,7 +98,7 @@ std::vector<double> BenjaminiHochbergDiscrete(const std::vector<double>& p,
 // cost off its durations, and two calibrations differ by up to the probe's
 // spread (the resolution), so two sides by up to twice it; and timing one
 // function two ways (the lab, the field runtime) differs by ~10 ns
-// (docs/benchmarks.md): the larger of `min_diff_ns` and twice
+// (docs/benchmarks-history.md): the larger of `min_diff_ns` and twice
 // `resolution_ns`. 0 for other metrics (counted exactly).
 double DifferenceFloor(bool wall_time, uint64_t resolution_ns, double min_diff_ns);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the runtime costs a whole process, plain against instrumented, side
-# by side in one hyperfine run per workload (the table in docs/benchmarks.md):
+# by side in one hyperfine run per workload (the table in docs/benchmarks-history.md):
 #   plain      no runtime at all
 #   floor      an empty shared object preloaded: what any LD_PRELOAD costs
 #              here (mapping, relocation), the floor under "idle"

@@ -22,7 +22,7 @@
 // (points record --stacks) each event of a point in the program's code is
 // followed in its ring by one of kind 3 naming its call stack: unwound by
 // libunwind where the point is passed (0.2 us, several the first time
-// through new code: docs/benchmarks.md), kept once
+// through new code: docs/benchmarks-history.md), kept once
 // per distinct stack ('K'), with the modules to read it against ('M').
 // It wakes every 2 to 50 ms,
 // so that the fullest ring is about a quarter full: each wake takes a CPU
@@ -604,7 +604,7 @@ __attribute__((always_inline)) inline char* PackEvents(Out& o, const Event* ev, 
 // three counts of leading zeros an event takes, which BSR (every x86-64)
 // does in several micro-ops and LZCNT (most since 2013) in one. Packing
 // took 32 TSC ticks an event with BSR and 17-20 with LZCNT on this
-// project's AMD EPYC VM (docs/benchmarks.md).
+// project's AMD EPYC VM (docs/benchmarks-history.md).
 char* PackEventsBsr(Out& o, const Event* ev, uint64_t tail, uint32_t* n, char* p) {
   return PackEvents(o, ev, tail, n, p);
 }

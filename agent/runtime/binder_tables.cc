@@ -15,7 +15,7 @@ FP_HOT_DATA uintptr_t g_page;
 
 // Each first touch of a fresh page is a page fault: ~10 us on the virtual
 // machines measured, against ~1.5 us a page when the kernel fills a range
-// in one call (docs/benchmarks.md). So a small table the binder will use
+// in one call (docs/benchmarks-history.md). So a small table the binder will use
 // whole is mapped populated, and of a big one the parts about to be used
 // are populated (MADV_POPULATE_WRITE, Linux 5.14; older kernels fault the
 // pages in one by one, as before).

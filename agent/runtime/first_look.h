@@ -4,7 +4,7 @@
 // three raw system calls into a stack buffer, the environment and the
 // kernel's per-exec random bytes read from the process's initial stack. No
 // libc call (each first call of a libc function costs page faults: ~10 us
-// each on the machines measured, docs/benchmarks.md), no page of ours
+// each on the machines measured, docs/benchmarks-history.md), no page of ours
 // written, no floating point (built with -mgeneral-regs-only).
 //
 // Only a run that may be measured goes on to DecideRun (decide.h), which

@@ -204,7 +204,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   DebugLog("probe: %llu ticks (taken off every duration), a measured call adds %llu ticks",
            static_cast<unsigned long long>(g.probe_ticks),
            static_cast<unsigned long long>(g.call_cost_ticks));
-  // What starting cost, by part, in TSC ticks (docs/benchmarks.md uses it).
+  // What starting cost, by part, in TSC ticks (docs/benchmarks-history.md uses it).
   DebugLog("start, in ticks: first look %llu, decision %llu, memory %llu, probe %llu, binder %llu",
            static_cast<unsigned long long>(t_looked - t_start),
            static_cast<unsigned long long>(t_decided - t_looked),

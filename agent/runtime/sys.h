@@ -5,7 +5,7 @@
 // and an XSAVE of the vector registers onto a stack page that may be
 // fresh) and often faults in a page of libc's text that the program never
 // uses; on the virtual machines measured each fault costs ~10 us
-// (docs/benchmarks.md). These wrappers are inline `syscall` instructions:
+// (docs/benchmarks-history.md). These wrappers are inline `syscall` instructions:
 // no libc, no errno (a failure returns -errno), no vector register.
 #ifndef FIELDPROF_AGENT_RUNTIME_SYS_H_
 #define FIELDPROF_AGENT_RUNTIME_SYS_H_

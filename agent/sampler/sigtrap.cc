@@ -6,7 +6,7 @@
 // as task work instead, delivered on the way back to user space. On the
 // sqlite3 workload at 999 Hz, with a handler that does nothing, the signal
 // alone cost 4.8% of the run with F_SETSIG and 3.3% with sigtrap (the
-// hrtimer under both, 2.2%); see docs/benchmarks.md.
+// hrtimer under both, 2.2%); see docs/benchmarks-history.md.
 //
 // SIGTRAP is the program's too (debug breaks, raise(SIGTRAP)), so the
 // program never sees ours and we never take its: the handler installed

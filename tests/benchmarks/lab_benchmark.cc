@@ -1,4 +1,4 @@
-// The lab, measured (docs/benchmarks.md):
+// The lab, measured (docs/benchmarks-history.md):
 //  1. a sqlite3 workload profiled by the real `fieldprof lab`: the APIs
 //     found, the timing runs used against the APIs (and the least number of
 //     sets any plan could use), the total time against the plain workload's;

@@ -2,7 +2,7 @@
 // machine, in TSC ticks and microseconds: a first write to a
 // fresh anonymous page, mprotect of a populated page, an anonymous mmap,
 // open+close, and a system call that does nothing (getppid) as the floor.
-// A measured run's start is mostly these (docs/benchmarks.md); their cost
+// A measured run's start is mostly these (docs/benchmarks-history.md); their cost
 // here, against a physical machine's, bounds what the runtime can reach.
 //
 //   page_costs [ROUNDS]   (default 5; prints the median round of each)
