@@ -91,6 +91,18 @@ void OptionTable::AddBool(std::string name, bool* target, std::string help) {
                       }});
 }
 
+void OptionTable::AddRenamed(std::string old_name, std::string says) {
+  renamed_.emplace_back(std::move(old_name), std::move(says));
+}
+
+Status OptionTable::Unknown(std::string_view name, bool flag) const {
+  for (const auto& [old_name, says] : renamed_) {
+    if (old_name == name) return InvalidArgument("--" + old_name + " was renamed: " + says);
+  }
+  return InvalidArgument(flag ? "unknown flag --" + std::string(name)
+                              : "unknown option '" + std::string(name) + "'");
+}
+
 const OptionTable::Option* OptionTable::Find(std::string_view name) const {
   for (const Option& o : options_) {
     if (o.name == name) return &o;
@@ -101,7 +113,7 @@ const OptionTable::Option* OptionTable::Find(std::string_view name) const {
 Status OptionTable::Set(std::string_view name, std::string_view value) {
   const Option* o = Find(name);
   if (o == nullptr) {
-    return InvalidArgument("unknown option '" + std::string(name) + "'");
+    return Unknown(name, /*flag=*/false);
   }
   FP_RETURN_IF_ERROR(o->set(value));
   given_.insert(o->name);
@@ -194,7 +206,7 @@ Status OptionTable::ParseFlags(int argc, const char* const* argv) {
     }
     const Option* o = Find(name);
     if (o == nullptr) {
-      return InvalidArgument("unknown flag --" + std::string(name));
+      return Unknown(name, /*flag=*/true);
     }
     if (!has_value) {
       if (o->is_bool) {

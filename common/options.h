@@ -42,6 +42,9 @@ class OptionTable {
   void AddBool(std::string name, bool* target, std::string help);
   // "-X" stands for "--name" (added with one of the above first): -o FILE.
   void AddShort(char letter, const std::string& name);
+  // A flag that was renamed: given (flag or config file), it is refused
+  // with `says` (what to write instead), not as an unknown one.
+  void AddRenamed(std::string old_name, std::string says);
 
   // Runs after every value is read (file and flags), in the order added:
   // for what one option means given another (--host h:1 with --port 2).
@@ -70,6 +73,7 @@ class OptionTable {
     std::function<Status(std::string_view)> set;
   };
   const Option* Find(std::string_view name) const;
+  Status Unknown(std::string_view name, bool flag) const;
   Status ParseFlags(int argc, const char* const* argv);
   Status ParseConfigThenFlags(int argc, const char* const* argv);
   Status ParseFileThenFlags(int argc, const char* const* argv, const std::string& file);
@@ -80,6 +84,7 @@ class OptionTable {
   std::vector<std::string> positional_;
   bool help_requested_ = false;
   std::vector<std::pair<char, std::string>> shorts_;
+  std::vector<std::pair<std::string, std::string>> renamed_;
   std::set<std::string> given_;
   std::vector<std::function<Status(const OptionTable&)>> checks_;
 };

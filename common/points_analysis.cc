@@ -328,7 +328,7 @@ SegmentValues ValuesOf(const SegmentStats& s) {
 }
 
 bool Significant(double q, double a, double b, const CompareOptions& o) {
-  return q <= o.fdr && a > 0 && std::fabs(b - a) >= o.min_change * a;
+  return q <= o.fdr && a > 0 && std::fabs(b - a) >= o.min_effect * a;
 }
 
 }  // namespace

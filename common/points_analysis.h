@@ -74,10 +74,10 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
 // Group B against group A, per segment present in both: means, a
 // permutation test over the per-run values and Benjamini-Hochberg across
 // segments; a change is significant when q <= fdr and it is at least
-// min_change of A's mean (`fieldprof points compare`, GET /v1/dev/compare).
+// min_effect of A's mean (`fieldprof points compare`, GET /v1/dev/compare).
 // The same per call beside it (SegmentChange::calls_a and on).
 struct CompareOptions {
-  double fdr = 0.05, min_change = 0.05;
+  double fdr = 0.05, min_effect = 0.05;
 };
 struct SegmentChange {
   std::string tag, segment;

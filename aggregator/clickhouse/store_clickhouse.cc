@@ -16,7 +16,7 @@
 #include "aggregator/clickhouse/rows.h"
 #include "aggregator/clickhouse/schema.h"
 #include "aggregator/clickhouse/servers.h"
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 #include "common/wire.h"
 
 namespace fieldprof::aggregator {

@@ -5,7 +5,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 #include "common/json_writer.h"
 #include "common/key_rules.h"
 #include "common/points_analysis.h"
@@ -270,12 +270,15 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   std::string b_program = TakeParam(&*params, "b_program");
   const std::string b_from = TakeParam(&*params, "b_from"), b_to = TakeParam(&*params, "b_to");
   const std::string fdr = TakeParam(&*params, "fdr");
-  const std::string min_change = TakeParam(&*params, "min_change");
+  // min_change: the parameter's name before it was min_effect, still read.
+  std::string min_effect = TakeParam(&*params, "min_effect");
+  if (const std::string old = TakeParam(&*params, "min_change"); min_effect.empty())
+    min_effect = old;
   const std::string runs_a = TakeParam(&*params, "runs"), runs_b = TakeParam(&*params, "b_runs");
   if (!params->empty()) {
     return ErrorResponse(InvalidArgument(
         "unknown parameter " + params->front().first +
-        " (tag, program, from, to, runs, b_program, b_from, b_to, b_runs, fdr, min_change)"));
+        " (tag, program, from, to, runs, b_program, b_from, b_to, b_runs, fdr, min_effect)"));
   }
   StatusOr<std::vector<std::string>> chosen[2] = {ChosenRuns(runs_a, "runs"),
                                                   ChosenRuns(runs_b, "b_runs")};
@@ -295,14 +298,14 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
     if (!x) return ErrorResponse(InvalidArgument("fdr is a false discovery rate, 0.0001 to 0.5"));
     co.fdr = *x;
   }
-  if (!min_change.empty()) {
-    const std::optional<double> x = ParseDecimalIn(min_change, 0, 10);
+  if (!min_effect.empty()) {
+    const std::optional<double> x = ParseDecimalIn(min_effect, 0, 10);
     if (!x) {
       return ErrorResponse(
-          InvalidArgument("min_change is the least change that counts, a fraction of A's mean, 0 "
+          InvalidArgument("min_effect is the least change that counts, a fraction of A's mean, 0 "
                           "to 10"));
     }
-    co.min_change = *x;
+    co.min_effect = *x;
   }
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
   if (b_program.empty()) b_program = program;
@@ -358,7 +361,7 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
     j.EndObject();
   }
   j.Key("fdr").Double(co.fdr);
-  j.Key("min_change").Double(co.min_change);
+  j.Key("min_effect").Double(co.min_effect);
   j.Key("segments").Raw(local::CompareJson(local::ComparePoints(reports[0], reports[1], co)));
   j.EndObject();
   return JsonResponse(j.Take());

@@ -1,7 +1,7 @@
 #include "aggregator/http/ingest_handler.h"
 
 #include "aggregator/http/http_status.h"
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 #include "common/batch_view.h"
 #include "common/json_writer.h"
 #include "common/validate.h"

@@ -9,8 +9,8 @@
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/series_json.h"
+#include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/suspect.h"
-#include "aggregator/store/time_tree.h"
 #include "common/json_writer.h"
 #include "common/resolution.h"
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/store.h"
-#include "aggregator/store/time_tree.h"
 #include "common/decimal.h"
 #include "common/status.h"
 

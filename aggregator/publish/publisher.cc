@@ -9,9 +9,9 @@
 #include <sstream>
 #include <vector>
 
+#include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/store/suspect.h"
-#include "aggregator/store/time_tree.h"
 #include "common/durable_file.h"
 #include "common/wire.h"
 

@@ -1,6 +1,6 @@
 #include "aggregator/store/store.h"
 
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 
 namespace fieldprof::aggregator {
 

@@ -105,7 +105,7 @@ class Store {
   [[nodiscard]] virtual StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& filter,
                                                                      size_t limit) = 0;
 
-  // Sum of one series over the inclusive day range (see time_tree.h for the
+  // Sum of one series over the inclusive day range (see calendar_tree.h for the
   // unbounded values). A series with no data answers an empty aggregate.
   [[nodiscard]] virtual StatusOr<ApiAggregate> QueryRange(const ApiKey& key, int32_t first_day,
                                                           int32_t last_day) = 0;

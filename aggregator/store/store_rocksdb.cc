@@ -25,9 +25,9 @@
 
 #include "aggregator/metrics.h"
 #include "aggregator/store/aggregate_value.h"
+#include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/fold_table.h"
 #include "aggregator/store/rocks_status.h"
-#include "aggregator/store/time_tree.h"
 #include "common/encoding.h"
 #include "common/wire.h"
 

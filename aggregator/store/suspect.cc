@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 
 namespace fieldprof::aggregator {
 

@@ -533,12 +533,12 @@ function compareForm(tag, q) {
   const input = (name, label, type) => el('label', {}, label,
       el('input', {name, type, value: q.get(name) || '', id: 'c-' + name}));
   // How sure, and how large a change must be to count: as `points compare
-  // --fdr --min_change` (the change in % here, a fraction in the URL).
-  const pct = q.get('min_change') ? String(100 * parseFloat(q.get('min_change'))) : '';
+  // --fdr --min_effect` (the change in % here, a fraction in the URL).
+  const pct = q.get('min_effect') ? String(100 * parseFloat(q.get('min_effect'))) : '';
   const fdr = el('input', {name: 'fdr', type: 'number', step: 'any', min: '0.0001', max: '0.5',
                            placeholder: '0.05', value: q.get('fdr') || '', id: 'c-fdr'});
-  const change = el('input', {name: 'min_change', type: 'number', step: 'any', min: '0', max: '1000',
-                              placeholder: '5', value: pct, id: 'c-min_change'});
+  const change = el('input', {name: 'min_effect', type: 'number', step: 'any', min: '0', max: '1000',
+                              placeholder: '5', value: pct, id: 'c-min_effect'});
   f.append(el('span', {}, 'Compare with B:'), input('b_from', 'from', 'date'), input('b_to', 'to', 'date'),
            input('b_program', 'program', 'text'), el('label', {}, 'q at most', fdr),
            el('label', {}, 'least change %', change), el('button', {type: 'submit'}, 'Compare'));
@@ -547,7 +547,7 @@ function compareForm(tag, q) {
     const p = new URLSearchParams();
     for (const k of ['program', 'from', 'to', 'runs', 'b_runs']) if (q.get(k)) p.set(k, q.get(k));
     for (const k of ['b_from', 'b_to', 'b_program', 'fdr']) if (f.elements[k].value) p.set(k, f.elements[k].value);
-    if (change.value) p.set('min_change', String(parseFloat(change.value) / 100));
+    if (change.value) p.set('min_effect', String(parseFloat(change.value) / 100));
     location.hash = '#dev/' + enc(tag) + '/compare?' + p;
   });
   return f;
@@ -588,7 +588,7 @@ function compareBars(segments) {
 async function devComparePage(tag, q) {
   const h = el('h1', {}, 'Tag ' + tag + ': B against A');
   const p = new URLSearchParams({tag});
-  for (const k of ['program', 'from', 'to', 'runs', 'b_program', 'b_from', 'b_to', 'b_runs', 'fdr', 'min_change']) {
+  for (const k of ['program', 'from', 'to', 'runs', 'b_program', 'b_from', 'b_to', 'b_runs', 'fdr', 'min_effect']) {
     if (q.get(k)) p.set(k, q.get(k));
   }
   const r = await getJson('../v1/dev/compare?' + p);
@@ -632,7 +632,7 @@ async function devComparePage(tag, q) {
        table('compare-segments', ['segment', 'A mean', 'B mean', 'change', 'p', 'q', 'verdict', 'calls a run',
                                   'a call, A → B'], rows),
        el('p', {class: 'note'}, 'B differs from A when q ≤ ' + d.fdr + ' (a permutation test over the runs\' ' +
-          'values, Benjamini-Hochberg across segments) and the change is at least ' + (100 * d.min_change) +
+          'values, Benjamini-Hochberg across segments) and the change is at least ' + (100 * d.min_effect) +
           '% of A\'s mean. Dirty runs are removed in each group first. Where a run calls a segment more or ' +
           'less often in B, "a call" compares the time of one call (the same test over the runs\' own means ' +
           'a call; its p and q on hover). The bars: A\'s mean (blue) over ' +

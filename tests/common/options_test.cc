@@ -51,6 +51,31 @@ TEST(OptionsTest, ErrorsSayWhatWasWrong) {
   EXPECT_NE(s.message().find("not an integer"), std::string::npos) << s.message();
 }
 
+TEST(OptionsTest, ARenamedFlagSaysWhatToWriteInstead) {
+  testing::TempDir dir;
+  double effect = 0.05;
+  OptionTable t("prog", "summary");
+  t.AddDouble("min_effect", &effect, "least effect", 0, 1);
+  t.AddRenamed("min_change", "write --min_effect, a fraction (0.05: 5%)");
+  const char* flag[] = {"prog", "--min_change=5"};
+  Status s = t.Parse(2, flag);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "--min_change was renamed: write --min_effect, a fraction (0.05: 5%)");
+  {
+    std::ofstream f(dir.File("old.conf"));
+    f << "min_change = 5\n";
+  }
+  s = t.ParseFile(dir.File("old.conf"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--min_change was renamed"), std::string::npos) << s.message();
+  const char* other[] = {"prog", "--min_changes=5"};
+  s = t.Parse(2, other);
+  EXPECT_NE(s.message().find("unknown flag --min_changes"), std::string::npos) << s.message();
+  const char* now[] = {"prog", "--min_effect=0.1"};
+  ASSERT_TRUE(t.Parse(2, now).ok());
+  EXPECT_EQ(effect, 0.1);
+}
+
 TEST(OptionsTest, CorruptConfigFileNamesTheLine) {
   testing::TempDir dir;
   {

@@ -5,7 +5,7 @@
 //   fieldprof points show DIR... [--tag T] [--per_run] [--stacks] [--json]
 //                                [--chrome_trace F] [--tree F] [--html F] [--keep_dirty]
 //   fieldprof points tags DIR...
-//   fieldprof points compare A B [--tag T] [--fdr Q] [--min_change F] [--json]
+//   fieldprof points compare A B [--tag T] [--fdr Q] [--min_effect F] [--json]
 //   fieldprof points upload DIR... | pull --tag T -o DIR | tags   --host H --token T
 //                                (developer mode: points_remote.h)
 //   fieldprof points field --module M [--host H]   (the field's sums: points_field.h)
@@ -510,7 +510,9 @@ int Compare(int argc, char** argv) {
   t.AddString("html", &html,
               "also write a page here: the table, and per segment each run of A and of B as a dot");
   t.AddDouble("fdr", &co.fdr, "false discovery rate for a significant change", 0.0001, 0.5);
-  t.AddDouble("min_change", &co.min_change, "least change (of A's mean) that counts", 0, 10);
+  t.AddDouble("min_effect", &co.min_effect,
+              "least change that counts, a fraction of A's mean (0.05: 5%)", 0, 10);
+  t.AddRenamed("min_change", "write --min_effect, a fraction of A's mean (0.05: 5%)");
   DateRange range;
   AddRange(&t, &range);
   Status s;

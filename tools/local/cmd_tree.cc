@@ -51,7 +51,7 @@ constexpr const char* kUsage =
 
 struct Common {
   std::string metric_name, out, match = "exact", normalize = "none", color = "auto", pprof, html;
-  double from = 0, to = -1, min_percent = 0.5, fdr = 0.05, min_change = 5, min_share = 0.5;
+  double from = 0, to = -1, min_percent = 0.5, fdr = 0.05, min_effect = 0.05, min_share = 0.5;
   int64_t thread = 0, limit = 30;
   bool json = false, collapsed = false, total = false, nodes = false, threads = false;
   bool off_cpu = false;
@@ -72,8 +72,11 @@ void AddFlags(OptionTable* t, Common* c) {
                "metric, to its root total) or calls (all metrics by the calls' ratio)");
   t->AddString("base", &c->base, "sub: the base runs, comma-separated (the runs given are new)");
   t->AddDouble("fdr", &c->fdr, "sub: the false discovery rate a change must pass", 0, 1);
-  t->AddDouble("min_change", &c->min_change, "sub: test only nodes changed by this % or more", 0,
-               1000);
+  t->AddDouble("min_effect", &c->min_effect,
+               "sub: test only nodes changed by this fraction of the larger mean or more (0.05: "
+               "5%)",
+               0, 10);
+  t->AddRenamed("min_change", "write --min_effect, a fraction of the larger mean (0.05: 5%)");
   t->AddDouble("min_share", &c->min_share,
                "sub: test only nodes changed by this % of the base's total or more", 0, 100);
   t->AddDouble("from", &c->from, "a recording: from this many seconds after its start", 0, 1e9);
@@ -375,7 +378,7 @@ int CmdTree(int argc, char** argv) {
   so.metric = metric;
   so.match = co.match;
   so.fdr = c.fdr;
-  so.min_change = c.min_change / 100;
+  so.min_effect = c.min_effect;
   so.min_share = c.min_share / 100;
   const std::vector<local::NodeChange> changes = local::Significance(*diff, in, old, so);
   const bool tested = trees.size() >= 2 && bases.size() >= 2;
@@ -386,7 +389,7 @@ int CmdTree(int argc, char** argv) {
     std::fprintf(stderr,
                  "fieldprof tree sub: significance of %s self values: permutation test per node, "
                  "Benjamini-Hochberg at FDR %.2g, floors %.3g%% change and %.3g%% of the base\n",
-                 local::MetricName(metric), c.fdr, c.min_change, c.min_share);
+                 local::MetricName(metric), c.fdr, c.min_effect * 100, c.min_share);
   }
   return Emit(*diff, c, metric, tested ? &changes : nullptr, &changes);
 }

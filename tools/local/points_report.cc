@@ -239,7 +239,7 @@ std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b,
   std::snprintf(buf, sizeof buf,
                 "* B differs from A: q <= %.3g (permutation test over the runs, "
                 "Benjamini-Hochberg) and a change of at least %.0f%%\n",
-                o.fdr, o.min_change * 100);
+                o.fdr, o.min_effect * 100);
   if (!rows.empty()) out += buf;
   if (calls_differ) {
     out +=

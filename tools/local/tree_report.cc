@@ -224,7 +224,7 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
     const NodeChange& c = out[n];
     const double change = std::fabs(c.new_mean - c.base_mean);
     if (change == 0 ||
-        change < o.min_change * std::max(std::fabs(c.base_mean), std::fabs(c.new_mean)) ||
+        change < o.min_effect * std::max(std::fabs(c.base_mean), std::fabs(c.new_mean)) ||
         change < o.min_share * base_root) {
       continue;
     }

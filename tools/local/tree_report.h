@@ -62,9 +62,9 @@ struct SignificanceOptions {
   Match match = Match::kExact;
   double fdr = 0.05;
   // Effect floors: a node is tested only when its mean self value changed
-  // by at least `min_change` of the larger mean and by at least
+  // by at least `min_effect` of the larger mean and by at least
   // `min_share` of the base's mean root total.
-  double min_change = 0.05;
+  double min_effect = 0.05;
   double min_share = 0.005;
 };
 // Per node of `diff` (a sub of the groups' means), from the runs' self

@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "aggregator/http/router.h"
+#include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "aggregator/store/time_tree.h"
 #include "common/https_client.h"
 #include "tests/support/malformed_corpus.h"
 #include "tests/support/test_util.h"

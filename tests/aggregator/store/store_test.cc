@@ -15,8 +15,8 @@
 
 #include "aggregator/clickhouse/store_clickhouse.h"
 #include "aggregator/store/aggregate_value.h"
+#include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "aggregator/store/time_tree.h"
 #include "common/validate.h"
 #include "common/wire.h"
 #include "tests/support/clickhouse_process.h"

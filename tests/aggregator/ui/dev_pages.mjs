@@ -92,7 +92,7 @@ if (want.compare) {
   // Stricter: q at most 0.1 and a least change of 1000%, set on the page.
   if (want.compare.strict) {
     await page.fill('#c-fdr', '0.1');
-    await page.fill('#c-min_change', '1000');
+    await page.fill('#c-min_effect', '1000');
     await page.click('#dev-compare-form button[type="submit"]');
     await page.waitForFunction(() => document.querySelector('.note') &&
         document.body.textContent.includes('q ≤ 0.1 '));

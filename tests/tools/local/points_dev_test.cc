@@ -173,30 +173,35 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
           << row.dump();
     }
     EXPECT_TRUE(parse_seen) << c->body;
-    // How sure and how large: the command's --fdr and --min_change, the
+    // How sure and how large: the command's --fdr and --min_effect, the
     // same answer. Ten times the rounds is about +900%, under a least
     // change of 1000%; a busy machine can stretch a segment of group B past
     // that, so each row is held to the rule itself rather than a count.
     std::string strict;
     ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("runs") + " " + dir.File("runs_b") +
-                             " --tag startup --json --fdr 0.1 --min_change 10",
+                             " --tag startup --json --fdr 0.1 --min_effect 10",
                          &strict),
               0)
         << strict;
     const json want_strict = json::parse(strict);
-    c = http.Get(compare_target + "&fdr=0.1&min_change=10",
+    c = http.Get(compare_target + "&fdr=0.1&min_effect=10",
                  {{"Authorization", "Bearer " + kAlice}});
     ASSERT_TRUE(c.ok() && c->status == 200) << (c.ok() ? c->body : "");
     EXPECT_EQ(json::parse(c->body)["segments"], want_strict) << c->body;
     EXPECT_EQ(json::parse(c->body)["fdr"], 0.1) << c->body;
-    EXPECT_EQ(json::parse(c->body)["min_change"], 10) << c->body;
+    EXPECT_EQ(json::parse(c->body)["min_effect"], 10) << c->body;
+    // The parameter's old name is still read.
+    c = http.Get(compare_target + "&fdr=0.1&min_change=10",
+                 {{"Authorization", "Bearer " + kAlice}});
+    ASSERT_TRUE(c.ok() && c->status == 200) << (c.ok() ? c->body : "");
+    EXPECT_EQ(json::parse(c->body)["min_effect"], 10) << c->body;
     for (const json& row : want_strict) {
       const double a = row["mean_a_ns"].get<double>(), b = row["mean_b_ns"].get<double>();
       EXPECT_EQ(row["significant"].get<bool>(),
                 row["q"].get<double>() <= 0.1 && std::fabs(b - a) >= 10 * a)
           << row.dump();
     }
-    for (const char* bad : {"&fdr=0.9", "&fdr=x", "&min_change=-1", "&min_change=1e9"}) {
+    for (const char* bad : {"&fdr=0.9", "&fdr=x", "&min_effect=-1", "&min_effect=1e9"}) {
       c = http.Get(compare_target + bad, {{"Authorization", "Bearer " + kAlice}});
       ASSERT_TRUE(c.ok());
       EXPECT_EQ(c->status, 400) << bad << ": " << c->body;
@@ -303,7 +308,7 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     want["segments"] = json::parse(local)["tags"][0]["segments"];
     want["compare"]["b_program"] = "fieldprof_points_b";
     want["compare"]["segments"] = want_compare;
-    want["compare"]["strict"] = want_strict;  // --fdr 0.1 --min_change 10
+    want["compare"]["strict"] = want_strict;  // --fdr 0.1 --min_effect 10
     want["pick"]["a"] = std::vector<std::string>(ids_a.begin(), ids_a.begin() + 2);
     want["pick"]["b"] = std::vector<std::string>(ids_b.begin(), ids_b.begin() + 3);
     want["pick"]["segments"] = json::parse(picked);

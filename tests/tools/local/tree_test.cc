@@ -111,7 +111,7 @@ TEST(TreeTest, SubFlagsTheFunctionABuildMadeSlower) {
   // CPU time moves by up to 20% between runs now and then (Parse, the same
   // code at the same address in both builds, came out 11% and once 20%
   // slower with p under 0.05), which a lower floor lets through.
-  const std::string floor = " --min_change 30";
+  const std::string floor = " --min_effect 0.3";
   const nlohmann::json diff = TreeJson("sub" + now + " --base " + base + floor);
   ASSERT_FALSE(diff.is_discarded());
   std::vector<std::string> flagged;
@@ -123,7 +123,7 @@ TEST(TreeTest, SubFlagsTheFunctionABuildMadeSlower) {
   // Without the effect floors every changed node is tested, and the
   // permutation test with Benjamini-Hochberg still finds Compute.
   const nlohmann::json all =
-      TreeJson("sub" + now + " --base " + base + " --min_change 0 --min_share 0");
+      TreeJson("sub" + now + " --base " + base + " --min_effect 0 --min_share 0");
   // (A function the builds share may come out with exactly the same mean
   // samples in both groups: CPU-time sampling of a fixed workload is near
   // exact. Such a node did not change, and is not tested.)

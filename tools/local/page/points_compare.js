@@ -88,7 +88,7 @@
     (data.rows.length === 1 ? '' : 's') + ' in both';
   document.getElementById('rule').textContent = 'B differs from A when q ≤ ' + data.fdr +
     ' (a permutation test over the runs, Benjamini-Hochberg across segments) and the change is at least ' +
-    (100 * data.min_change).toFixed(0) + '% of A\'s mean; dirty runs are removed in each group first. Where a run ' +
+    (100 * data.min_effect).toFixed(0) + '% of A\'s mean; dirty runs are removed in each group first. Where a run ' +
     'calls a segment more or less often in B, "a call" compares one call\'s time the same way (p and q on hover).';
   if (data.rows.length) {
     document.getElementById('table').append(table());

@@ -1,4 +1,4 @@
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@ namespace {
 
 int32_t D(const char* s) { return *ParseDay(s); }
 
-TEST(TimeTreeTest, ParseAndFormatDays) {
+TEST(CalendarTreeTest, ParseAndFormatDays) {
   EXPECT_EQ(D("1970-01-01"), 0);
   EXPECT_EQ(D("2026-11-21"), 20778);
   EXPECT_EQ(FormatDay(20778), "2026-11-21");
@@ -22,7 +22,7 @@ TEST(TimeTreeTest, ParseAndFormatDays) {
   EXPECT_EQ(DayFromUnixSeconds(-1), -1);
 }
 
-TEST(TimeTreeTest, NodesForDay) {
+TEST(CalendarTreeTest, NodesForDay) {
   auto n = NodesForDay(D("2026-11-21"));
   ASSERT_EQ(n.size(), 3u);
   EXPECT_EQ(n[0].level, TimeLevel::kDay);
@@ -50,7 +50,7 @@ void ExpectExactCover(int32_t first, int32_t last) {
   EXPECT_EQ(days, want) << FormatDay(first) << ".." << FormatDay(last);
 }
 
-TEST(TimeTreeTest, CoverIsExactAndSmall) {
+TEST(CalendarTreeTest, CoverIsExactAndSmall) {
   ExpectExactCover(D("2026-11-21"), D("2026-11-21"));
   ExpectExactCover(D("2026-01-01"), D("2026-01-31"));
   ExpectExactCover(D("2025-12-15"), D("2026-03-10"));
@@ -61,7 +61,7 @@ TEST(TimeTreeTest, CoverIsExactAndSmall) {
   EXPECT_LE(CoverRange(D("2020-01-02"), D("2026-11-20")).size(), 30u + 81u + 20u);
 }
 
-TEST(TimeTreeTest, UnboundedIsAllTime) {
+TEST(CalendarTreeTest, UnboundedIsAllTime) {
   auto n = CoverRange(kUnboundedFirst, kUnboundedLast);
   ASSERT_EQ(n.size(), 1u);
   EXPECT_EQ(n[0].level, TimeLevel::kAllTime);
@@ -90,7 +90,7 @@ void ExpectExactRolledCover(int32_t first, int32_t last, int32_t rolled, int32_t
                         << " newest " << newest;
 }
 
-TEST(TimeTreeTest, RolledCoverIsExactForRandomRanges) {
+TEST(CalendarTreeTest, RolledCoverIsExactForRandomRanges) {
   std::mt19937 rng(7);
   const int32_t base = D("2026-09-20");
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -106,7 +106,7 @@ TEST(TimeTreeTest, RolledCoverIsExactForRandomRanges) {
   }
 }
 
-TEST(TimeTreeTest, RolledCoverUsesFewNodes) {
+TEST(CalendarTreeTest, RolledCoverUsesFewNodes) {
   // Rolled up to yesterday, data until today: all time is 2 nodes.
   const int32_t today = D("2026-11-21");
   auto all = CoverRange(kUnboundedFirst, kUnboundedLast, today - 1, today);

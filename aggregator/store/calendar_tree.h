@@ -1,4 +1,5 @@
-// The hierarchical time tree over additive aggregates.
+// The calendar tree over additive aggregates (the aggregator's; the
+// recording's index of time ranges is tools/local/time_tree.h).
 //
 // Every record is summed into three nodes: its day, its month and all time.
 // Any inclusive day range [first, last] is then answered by a few nodes: the
@@ -13,8 +14,8 @@
 // four-argument CoverRange.
 //
 // Days are counted from 1970-01-01 (UTC), months as year*12 + (month-1).
-#ifndef FIELDPROF_AGGREGATOR_STORE_TIME_TREE_H_
-#define FIELDPROF_AGGREGATOR_STORE_TIME_TREE_H_
+#ifndef FIELDPROF_AGGREGATOR_STORE_CALENDAR_TREE_H_
+#define FIELDPROF_AGGREGATOR_STORE_CALENDAR_TREE_H_
 
 #include <cstdint>
 #include <limits>
@@ -63,4 +64,4 @@ std::vector<TimeNode> CoverRange(int32_t first, int32_t last, int32_t rolled_thr
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_STORE_TIME_TREE_H_
+#endif  // FIELDPROF_AGGREGATOR_STORE_CALENDAR_TREE_H_

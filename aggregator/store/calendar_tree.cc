@@ -1,4 +1,4 @@
-#include "aggregator/store/time_tree.h"
+#include "aggregator/store/calendar_tree.h"
 
 #include <algorithm>
 #include <chrono>
