@@ -1,4 +1,4 @@
-// The points recorder's per-thread rings (recorder.cc drains them): one
+// The points recorder's per-thread rings (drain.cc drains them): one
 // writer, the thread; one reader, the drain thread; no lock. The writing
 // side is in ring.cc, built without floating-point or vector registers:
 // the runtime calls fieldprof_point_span from a measured call's exit,
@@ -89,6 +89,15 @@ extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 // always): the calls it makes to functions placed with --at are not the
 // program's, and are not recorded.
 extern __thread int t_own __attribute__((tls_model("initial-exec")));
+// The recorder's own work on a thread of the program, for its span: the
+// functions placed with --at that it calls (malloc, say) are not recorded
+// as the program's.
+struct OwnWork {
+  OwnWork() { ++t_own; }
+  ~OwnWork() { --t_own; }
+  OwnWork(const OwnWork&) = delete;
+  OwnWork& operator=(const OwnWork&) = delete;
+};
 
 // Puts one event into the calling thread's ring (made at its first) and
 // returns its slot + 1. A full ring waits for the drain (g_drain_running);
@@ -118,7 +127,7 @@ inline constexpr int kWakeForEnded = 16;
 // gone, and the forking thread takes one again at its next event).
 void FreeRingsAfterFork();
 
-// With --stacks (recorder.cc, set at start): a placed function's span,
+// With --stacks (stacks.cc, set at start): a placed function's span,
 // its begin with the stack from `caller` (the call's return address)
 // outwards. Built with vector registers: ring.cc saves them around it.
 extern void (*g_span_with_stack)(uint64_t site, uint64_t tsc_begin, uint64_t tsc_end,

@@ -111,48 +111,19 @@ thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
 
+// Whether the thread is inside one of the dynamic linker's calls
+// (loader_calls.h): in a dlopen or dlclose while the lock's own state
+// cannot tell, or anywhere in a dl_iterate_phdr, its callbacks included.
+// A callback holds the linker's lock; libunwind takes its own cache lock
+// and then the linker's, so a sample unwinding there waits, for good, on
+// a thread that unwinds elsewhere and waits for the linker's lock (seen
+// with a thread lingering in a callback while others fork).
+bool InLinkerCall() { return inproc::t_in_linker > 0 || inproc::t_iterating > 0; }
+
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 PthreadCreate g_real_pthread_create = nullptr;
 FP_NEXT_SLOT(g_real_pthread_create, "pthread_create");
 PthreadCreate RealPthreadCreate() { return Next(&g_real_pthread_create, "pthread_create"); }
-
-// A task-clock event on this thread that signals it every period of its
-// CPU time; -1 when the kernel refuses. `user_only`: what paranoid 2
-// allows. `trap`: by synchronous SIGTRAP (sigtrap.cc), else SIGPROF through
-// O_ASYNC.
-int OpenTaskClock(bool user_only, bool trap) {
-  perf_event_attr a{};
-  a.size = sizeof a;
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_TASK_CLOCK;
-  a.sample_period = g_period_ns;
-  a.exclude_kernel = user_only ? 1 : 0;
-  a.exclude_hv = 1;
-  a.wakeup_events = 1;
-  a.disabled = 1;
-  if (trap) {
-    a.sigtrap = 1;
-    a.remove_on_exec = 1;  // the kernel's condition for sigtrap
-    a.sig_data = kSampleSigData;
-  }
-  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
-  int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1,
-                                    static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
-  if (fd < 0) return -1;
-  fd = MoveFdHigh(fd);
-  if (trap) {
-    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) return fd;
-    close(fd);
-    return -1;
-  }
-  f_owner_ex owner{F_OWNER_TID, tid};
-  if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
-      fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 void StopThreadTimer();
 
@@ -176,7 +147,7 @@ void StartThreadTimer() {
   using fieldprof::local::raw::kTaskClockUser;
   if (g_source == kNoSamples) return;  // sampled from outside, or stepped aside
   if (g_source == kTaskClock || g_source == kTaskClockUser) {
-    t_clock_fd = OpenTaskClock(g_source == kTaskClockUser, g_trap);
+    t_clock_fd = OpenTaskClock(g_period_ns, g_source == kTaskClockUser, g_trap);
     if (t_clock_fd >= 0) return;
   }
   sigevent ev{};
@@ -281,7 +252,7 @@ int FastUnwind(const ucontext_t* uc, uint64_t* ips, int* n) {
 
 void OnProf(int, siginfo_t*, void* uc) {
   const int saved = errno;
-  if (t_in_loader > 0 || inproc::t_in_linker > 0 || t_in_handler > 0 || !g_on) {
+  if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     errno = saved;
     return;
@@ -306,7 +277,7 @@ void OnProf(int, siginfo_t*, void* uc) {
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   // Inside libc's own loading (iconv, NSS), which passes no wrapper: the
   // thread may hold the dynamic linker's lock, or be taking it.
-  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid), inproc::t_iterating)) {
+  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     t_in_handler = 0;
     errno = saved;
@@ -433,39 +404,6 @@ void* WriterMain(void*) {
 }
 
 // The program starts its first thread: the writer takes over the drains
-// Whether the main program is built by Go: its ELF has a .go.buildinfo
-// or .note.go.buildid section (read from /proc/self/exe, section headers
-// only).
-bool IsGoProgram() {
-  const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool go = false;
-  Elf64_Ehdr eh;
-  static Elf64_Shdr sh[256];  // the constructor's only (one thread yet)
-  static char names[4096];
-  if (pread(fd, &eh, sizeof eh, 0) == sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) &&
-      eh.e_shnum > 0 && eh.e_shnum <= 256 && eh.e_shstrndx < eh.e_shnum) {
-    // Three reads: the header, the section headers, their names.
-    const ssize_t want = static_cast<ssize_t>(eh.e_shnum * sizeof(Elf64_Shdr));
-    if (pread(fd, sh, static_cast<size_t>(want), static_cast<off_t>(eh.e_shoff)) == want) {
-      const Elf64_Shdr& strtab = sh[eh.e_shstrndx];
-      const size_t n = strtab.sh_size < sizeof names - 1 ? strtab.sh_size : sizeof names - 1;
-      const ssize_t got = pread(fd, names, n, static_cast<off_t>(strtab.sh_offset));
-      if (got > 0) {
-        names[got] = 0;
-        for (int i = 0; i < eh.e_shnum && !go; ++i) {
-          if (sh[i].sh_name >= static_cast<size_t>(got)) continue;
-          const char* name = names + sh[i].sh_name;
-          go = strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0;
-        }
-      }
-    }
-  }
-  close(fd);
-  return go;
-}
-
 // Whether the program has put its own handler on SIGPROF, the signal the
 // in-process clocks sample by, with the raw system call (past the wrapped
 // sigaction): its samples then went to the program, harmlessly, but none
@@ -492,45 +430,6 @@ void StartWriter() {
   --t_in_loader;
 }
 
-// CPU time: a task-clock event if the kernel gives one (with kernel time
-// if allowed), else the tick-bound timers. Tried on the calling thread.
-uint32_t ChooseSource() {
-  using namespace fieldprof::local::raw;  // NOLINT: the SampleSource names
-  g_stepped_aside = false;
-  g_trap = false;
-  // fieldprof record samples from outside: here only idle transitions.
-  if (const char* s = getenv("FIELDPROF_RECORD_SAMPLES"); s != nullptr && s[0] == '0') {
-    return kNoSamples;
-  }
-  // A Go runtime installs its signal handlers with the raw system call,
-  // over ours: a sample's signal would reach it (SIGTRAP: a crash; SIGPROF:
-  // dropped). Step aside; fieldprof record says so.
-  if (IsGoProgram()) {
-    g_stepped_aside = true;
-    return kNoSamples;
-  }
-  if (g_wall) return kWallTimers;
-  // --clock timer: task-clock costs each context switch an hrtimer stop
-  // and start (about 12 us on this VM), timers cost switches nothing.
-  if (const char* c = getenv("FIELDPROF_RECORD_CLOCK"); c != nullptr && strcmp(c, "timer") == 0) {
-    return kThreadTimers;
-  }
-  for (const bool user_only : {false, true}) {
-    // SIGPROF through O_ASYNC first: a synchronous SIGTRAP is cheaper
-    // (about 5 us a sample here against 40), but programs reset SIGTRAP
-    // behind the wrapped sigaction() (Chromium's children, by the raw
-    // system call), and the next sample then kills them.
-    for (const bool trap : {false, true}) {
-      const int fd = OpenTaskClock(user_only, trap);
-      if (fd < 0) continue;
-      close(fd);
-      g_trap = trap;
-      return user_only ? kTaskClockUser : kTaskClock;
-    }
-  }
-  return kThreadTimers;
-}
-
 void Start() {
   if (g_aside) return;
   g_modules_adds = ~0ull;  // a new file lists the modules again
@@ -544,7 +443,10 @@ void Start() {
   g_wall = wall != nullptr && wall[0] == '1';
   const char* idle = getenv("FIELDPROF_RECORD_IDLE");
   g_idle = idle == nullptr || idle[0] != '0';
-  g_source = ChooseSource();
+  const SourceChoice choice = ChooseSource(g_period_ns, g_wall);
+  g_source = choice.source;
+  g_trap = choice.trap;
+  g_stepped_aside = choice.stepped_aside;
   char path[4096];
   const uint64_t start = NowNs();
   snprintf(path, sizeof path, "%s/rec-%d-%llu.raw", dir, static_cast<int>(getpid()),
@@ -705,7 +607,7 @@ void WriteRecord(char tag, const void* p, size_t n) {
 }
 
 __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to) {
-  if (t_in_loader > 0 || inproc::t_in_linker > 0 || t_in_handler > 0 || !g_on) return;
+  if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid),
@@ -730,20 +632,6 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   }
   DrainIfDue();
   t_in_handler = 0;
-}
-
-int MoveFdHigh(int fd) {
-  static int floor = 0;
-  if (floor == 0) {
-    rlimit rl{};
-    const rlim_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    const rlim_t limit = soft == RLIM_INFINITY || soft > 4096 ? 4096 : soft;
-    floor = static_cast<int>(limit > 64 ? limit - limit / 4 : 10);
-  }
-  const int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-  if (high < 0) return fd;
-  close(fd);
-  return high;
 }
 
 }  // namespace fieldprof::local::sampler

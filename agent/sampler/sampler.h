@@ -1,6 +1,7 @@
 // The parts of libfieldprof_record.so (fieldprof record's in-process
 // sampler) that its files share: sampler.cc owns the process's state, the
-// handler and the writer thread; stack_rings.cc each thread's ring of
+// handler and the writer thread; clocks.cc the sampling clocks;
+// stack_rings.cc each thread's ring of
 // stacks; switches.cc watches each thread's switches off and onto the CPU
 // and the blocking calls that caused them.
 // Nothing here is exported from the library.
@@ -14,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "agent/inprocess/high_fd.h"
 #include "agent/inprocess/next_slots.h"
 
 namespace fieldprof::local::sampler {
@@ -33,12 +35,8 @@ extern thread_local int t_in_handler;
 // loader, so no sample unwinds during it.
 using inproc::Next;
 
-// The sampler's own descriptors live high (at or above the soft limit's
-// last quarter): a program that expects a low number for its own (the
-// zygote of Chromium takes its socket at 3) or dup2()s onto one never
-// meets ours. Returns the new descriptor (close-on-exec), or `fd` itself
-// when it cannot move.
-int MoveFdHigh(int fd);
+// The sampler's own descriptors live high (agent/inprocess/high_fd.h).
+using inproc::MoveFdHigh;
 
 // Records the stack of the calling thread, as it stands in the caller of
 // the blocking-call wrapper that calls this, for a call during which the
@@ -49,6 +47,27 @@ void RecordBlockedCall(uint32_t ring, uint64_t from, uint64_t to);
 // Appends a tagged record to the raw file. The writer thread only (and
 // the process's end, once the writer has stopped).
 void WriteRecord(char tag, const void* p, size_t n);
+
+// clocks.cc
+
+// A task-clock event on the calling thread that signals it every
+// `period_ns` of its CPU time; -1 when the kernel refuses. `user_only`:
+// what perf_event_paranoid 2 allows. `trap`: by synchronous SIGTRAP
+// (sigtrap.cc), else SIGPROF through O_ASYNC.
+int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap);
+
+// What takes this process's samples (common/sampler_format.h's
+// SampleSource): for CPU time a task-clock event if the kernel gives one
+// (with kernel time if allowed), else the tick-bound timers, tried on the
+// calling thread; none when fieldprof record samples from outside, or when
+// the program is Go's (`stepped_aside`: its runtime takes the signals by
+// the raw system call).
+struct SourceChoice {
+  uint32_t source = 0;
+  bool trap = false;           // task-clock events signal by SIGTRAP
+  bool stepped_aside = false;  // no samples: the program owns their signals
+};
+SourceChoice ChooseSource(uint64_t period_ns, bool wall);
 
 // stack_rings.cc
 

@@ -1188,10 +1188,13 @@ void ExpectAHandlersPointInALinkerCallTakesNoStack(const std::string& how, int t
   EXPECT_LE(static_cast<uint64_t>(times) - lookups, r.lost) << "every lookup point kept or lost";
   EXPECT_GT(in_handler, 0u);
   if (how == "dliterate") {
-    // Inside dl_iterate_phdr's callback the lock is the thread's, whole:
-    // those points keep their stacks (but for the budget's share).
+    // Inside dl_iterate_phdr's callback the thread holds the linker's lock,
+    // and libunwind takes its own lock before the linker's: a stack taken
+    // there could wait, for good, on a thread unwinding elsewhere. Those
+    // points go without, counted.
     EXPECT_LE(static_cast<uint64_t>(times) - in_callback, r.lost);
-    EXPECT_GT(in_callback_stacks, in_callback / 2) << in_callback_stacks << " of " << in_callback;
+    EXPECT_EQ(in_callback_stacks, 0u);
+    EXPECT_GE(r.stackless, in_callback) << in_callback << " in callbacks";
   }
 }
 
