@@ -15,6 +15,7 @@
 #include <sstream>
 #include <utility>
 
+#include "agent/agent_internal.h"
 #include "common/batcher.h"
 #include "common/crash_point.h"
 #include "common/endpoint.h"
@@ -28,8 +29,6 @@
 #include "common/wire.h"
 
 namespace fieldprof::agent {
-
-namespace {
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -46,8 +45,6 @@ std::string RandomBatchId() {
   }
   return id;
 }
-
-}  // namespace
 
 Agent::Agent(AgentConfig config)
     : config_(std::move(config)),
@@ -346,140 +343,6 @@ Status Agent::Quarantine(const SpoolEntry& e, const Status& why) {
   return Status::Ok();
 }
 
-namespace {
-
-StatusOr<std::vector<UploadToken>> ReadTokens(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::vector<UploadToken>{};
-  const std::string text(std::istreambuf_iterator<char>(in), {});
-  return ParseTokens(text);
-}
-
-}  // namespace
-
-void Agent::RefreshTokens(HttpsClient& client) {
-  StatusOr<HttpReply> info = client.Get("/v1/tokens");
-  if (!info.ok()) {
-    state_.tokens_result = "unreachable: " + info.status().message();
-    return;
-  }
-  if (info->status == 404) {
-    state_.tokens_required = 0;
-    state_.tokens_result = "not asked for";
-    return;
-  }
-  if (info->status != 200) {
-    state_.tokens_result = "HTTP " + std::to_string(info->status);
-    return;
-  }
-  const nlohmann::json j = nlohmann::json::parse(info->body, nullptr, false);
-  std::string public_key;
-  // Any other shape, from whatever answers there, is refused, never thrown.
-  if (!j.is_object() || !j.contains("epoch") || !j.contains("public_key") ||
-      !j.contains("epoch_seconds") || !j.contains("max_per_request") ||
-      !j["epoch"].is_number_integer() || !j["epoch_seconds"].is_number_integer() ||
-      !j["max_per_request"].is_number_integer() || !j["public_key"].is_string() ||
-      !HexDecode(j["public_key"].get<std::string>(), &public_key)) {
-    state_.tokens_result = "refused: GET /v1/tokens answered no key";
-    return;
-  }
-  const int64_t epoch = j["epoch"].get<int64_t>();
-  // The signed snapshot, when this agent keeps one, says which key every
-  // agent must see for this epoch.
-  std::optional<wire::Manifest> manifest;
-  if (!config_.snapshot_cache.empty()) {
-    StatusOr<wire::Manifest> m = SnapshotCache(config_.snapshot_cache).Manifest();
-    if (m.ok()) manifest = std::move(*m);
-  }
-  StatusOr<std::string> trusted =
-      TokenKeyToTrust(manifest ? &*manifest : nullptr, epoch, public_key);
-  if (!trusted.ok()) {
-    state_.tokens_result = "refused: " + trusted.status().message();
-    return;
-  }
-  const int want =
-      static_cast<int>(std::clamp<int64_t>(j["max_per_request"].get<int64_t>(), 1, 4096));
-  state_.tokens_required = 1;
-  state_.token_epoch_s = std::max<int64_t>(60, j["epoch_seconds"].get<int64_t>());
-  StatusOr<std::vector<UploadToken>> held = ReadTokens(TokensPath());
-  std::vector<UploadToken> tokens = held.ok() ? *held : std::vector<UploadToken>{};
-  std::erase_if(tokens, [&](const UploadToken& t) { return t.epoch < epoch - 1; });
-  const size_t usable = tokens.size();
-  if (usable * 4 >= static_cast<size_t>(want)) {
-    if (!held.ok() || usable != held->size()) {
-      IgnoreError(WriteFileDurably(TokensPath(), FormatTokens(tokens)));
-    }
-    state_.tokens_result = "ok: " + std::to_string(usable) + " tokens";
-    return;
-  }
-  StatusOr<TokenRequestState> request = MakeTokenRequest(want);
-  if (!request.ok()) {
-    state_.tokens_result = "cannot blind: " + request.status().message();
-    return;
-  }
-  StatusOr<HttpReply> reply = client.Post("/v1/tokens", std::string(kBatchContentType),
-                                          request->request.SerializeAsString());
-  if (!reply.ok() || reply->status != 200) {
-    state_.tokens_result = !reply.ok() ? "unreachable: " + reply.status().message()
-                                       : "HTTP " + std::to_string(reply->status);
-    return;
-  }
-  wire::TokenResponse response;
-  if (!response.ParseFromString(reply->body) || response.epoch() != epoch) {
-    state_.tokens_result = "refused: the token answer is not for epoch " + std::to_string(epoch);
-    return;
-  }
-  StatusOr<std::vector<UploadToken>> fresh = FinishTokenRequest(*request, response, public_key);
-  if (!fresh.ok()) {
-    // Another key than the published one, or a proof that does not hold:
-    // tokens that could tell this agent apart. None is kept.
-    state_.tokens_result = "refused: " + fresh.status().message();
-    return;
-  }
-  tokens.insert(tokens.end(), fresh->begin(), fresh->end());
-  if (Status w = WriteFileDurably(TokensPath(), FormatTokens(tokens)); !w.ok()) {
-    state_.tokens_result = "not written: " + w.message();
-    return;
-  }
-  state_.tokens_result = "ok: " + std::to_string(tokens.size()) + " tokens";
-}
-
-StatusOr<std::optional<UploadToken>> Agent::TakeToken() {
-  if (state_.tokens_required == 0) return std::optional<UploadToken>();
-  StatusOr<std::vector<UploadToken>> held = ReadTokens(TokensPath());
-  if (!held.ok()) {
-    // Tokens can be got again; a damaged file must not stop every pass.
-    std::remove(TokensPath().c_str());
-    state_.tokens_result = "the token file was damaged and removed: " + held.status().message();
-    return Unavailable(state_.tokens_result + "; the records wait in the spool");
-  }
-  std::vector<UploadToken> tokens = std::move(*held);
-  const int64_t current = NowMs() / 1000 / std::max<int64_t>(60, state_.token_epoch_s);
-  std::erase_if(tokens, [&](const UploadToken& t) { return t.epoch < current - 1; });
-  if (tokens.empty()) {
-    return Unavailable("no upload token left (the aggregator asks one per batch; " +
-                       state_.tokens_result + "): the records wait in the spool");
-  }
-  UploadToken t = tokens.front();
-  tokens.erase(tokens.begin());
-  // Out of the file before it is spent: a crash after this wastes a token
-  // rather than spending it twice.
-  FP_RETURN_IF_ERROR(WriteFileDurably(TokensPath(), FormatTokens(tokens)));
-  return std::optional<UploadToken>(std::move(t));
-}
-
-std::string Agent::MachineKeyFor(int64_t now_ms) {
-  const int64_t day = now_ms / 86400000;
-  std::string key;
-  if (state_.machine_key_day != day || !HexDecode(state_.machine_key, &key) ||
-      key.size() != kMachineKeyBytes) {
-    key = RandomBatchId();  // 16 bytes from the OS entropy source, as an id
-    state_.machine_key = HexEncode(key);
-    state_.machine_key_day = day;
-  }
-  return key;
-}
-
 Status Agent::Seal(OpenBatch* b, PassResult* result) {
   FP_ASSIGN_OR_RETURN(std::optional<UploadToken> token, TakeToken());
   const wire::AgentCounters counters = BatchCounters(b->runs, state_);
@@ -595,172 +458,6 @@ Status Agent::EnforceCap(PassResult* result) {
   if (result->records_dropped > 0) {
     state_.records_dropped += result->records_dropped;
     FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
-  }
-  return Status::Ok();
-}
-
-int64_t Agent::Backoff(int retry_after_seconds) {
-  const int shift = static_cast<int>(std::min<int64_t>(state_.failures, 30));
-  const double base = std::min<double>(
-      static_cast<double>(config_.backoff_max_ms),
-      static_cast<double>(config_.backoff_initial_ms) * static_cast<double>(int64_t{1} << shift));
-  std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  int64_t delay = static_cast<int64_t>(base * jitter(rng_));
-  delay = std::min(delay, config_.backoff_max_ms);
-  if (retry_after_seconds > 0)
-    delay = std::max<int64_t>(delay, int64_t{retry_after_seconds} * 1000);
-  return delay;
-}
-
-namespace {
-
-// The rule an aggregator's 400 answer names ({"rule": ...}), empty if none.
-std::string RefusalRule(const std::string& body) {
-  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("rule") || !j["rule"].is_string()) return "";
-  return j["rule"].get<std::string>();
-}
-
-// A refusal of the batch's upload token, not of its content: a condition
-// the agent mends itself (a fresh token, then the batch again).
-bool IsTokenRule(const std::string& rule) {
-  return rule == "token_missing" || rule == "token_epoch" || rule == "token_invalid";
-}
-
-}  // namespace
-
-std::string DescribeRefusal(int http_status, const std::string& host, const std::string& body) {
-  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  std::string what = body;
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    what = j["message"].get<std::string>();
-    if (j.contains("rule") && j["rule"].is_string()) {
-      what += " (rule " + j["rule"].get<std::string>() + ")";
-    }
-  }
-  // One line a volunteer's terminal shows as text: whatever answered may
-  // send any bytes.
-  for (char& c : what) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) c = u == '\n' || u == '\r' || u == '\t' ? ' ' : '?';
-  }
-  if (what.size() > 300) what = what.substr(0, 300) + "...";
-  const std::string code = "HTTP " + std::to_string(http_status) + " from " + host;
-  switch (http_status) {
-    case 413:
-      return code + ": the batch is larger than the aggregator takes: " + what;
-    case 415:
-      return code + ": the aggregator does not read this agent's format: " + what;
-    default:
-      return code + ": the aggregator refused what the batch holds: " + what;
-  }
-}
-
-StatusOr<OutboxEntry> Agent::Restamp(const OutboxEntry& e, const std::string& bytes,
-                                     const std::string& rule, HttpsClient& client) {
-  wire::Batch batch;
-  if (!batch.ParseFromString(bytes)) return DataLoss(e.path + " is not a batch");
-  // The aggregator asks for tokens, whatever the agent believed when it
-  // sealed this batch (unreachable then, or another setting).
-  state_.tokens_required = 1;
-  // A token its key does not take: the ones held were most likely made
-  // with the same key (the operator changed the secret). Fresh ones.
-  if (rule == "token_invalid" && std::remove(TokensPath().c_str()) != 0 && errno != ENOENT) {
-    return IOError("cannot remove " + TokensPath() + ": " + std::strerror(errno));
-  }
-  StatusOr<std::optional<UploadToken>> token = TakeToken();
-  if (!token.ok() || !token->has_value()) {
-    RefreshTokens(client);
-    token = TakeToken();
-  }
-  if (!token.ok()) return token.status();
-  if (!token->has_value()) {
-    return Unavailable("the aggregator refused the batch for its upload token (" + rule +
-                       ") but issues none (" + state_.tokens_result + "); the batch waits");
-  }
-  const UploadToken& t = **token;
-  batch.set_batch_id(t.input);
-  batch.set_token(t.output);
-  batch.set_token_epoch(t.epoch);
-  const std::string created = e.name.substr(0, e.name.find('-'));
-  return outbox_.Rewrite(e, created + "-" + HexEncode(t.input), batch.SerializeAsString());
-}
-
-Status Agent::Upload(PassResult* result) {
-  FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> entries, outbox_.List());
-  if (entries.empty()) return Status::Ok();
-  HttpsClient& client = Client();  // one connection, kept alive across the batches
-  auto fail = [&](const std::string& why, int retry_after) {
-    state_.last_upload_result = why;
-    ++state_.failures;
-    state_.next_attempt_unix_ms = NowMs() + Backoff(retry_after);
-  };
-  for (OutboxEntry e : entries) {
-    FP_ASSIGN_OR_RETURN(std::string bytes, outbox_.Read(e));
-    // Sent once, and once more after a fresh token at most: a second
-    // refusal of a token just issued is the aggregator's problem, not this
-    // batch's.
-    for (bool restamped = false;; restamped = true) {
-      state_.last_upload_unix_ms = NowMs();
-      CrashPoint("upload-sending");
-      StatusOr<HttpReply> reply = client.Post("/v1/batches", std::string(kBatchContentType), bytes);
-      if (!reply.ok()) {
-        fail("unreachable: " + reply.status().message(), -1);
-        return reply.status();
-      }
-      const int code = reply->status;
-      if (code >= 200 && code < 300) {
-        CrashPoint("upload-acked");
-        FP_RETURN_IF_ERROR(outbox_.Remove(e));
-        ++result->batches_uploaded;
-        ++state_.batches_uploaded;
-        state_.last_upload_result = "ok";
-        state_.last_success_unix_ms = state_.last_upload_unix_ms;
-        state_.failures = 0;
-        state_.next_attempt_unix_ms = 0;
-        break;
-      }
-      const std::string rule = code == 400 ? RefusalRule(reply->body) : "";
-      if (IsTokenRule(rule)) {
-        // Refused for its token alone (none: sealed while the aggregator
-        // was out of reach; expired: it waited too long; not taken: a new
-        // key). The aggregator applied nothing of it: it answers an id it
-        // already holds as a duplicate before it looks at the token. So the
-        // batch takes a fresh token and, with it, a new id, and goes again.
-        StatusOr<OutboxEntry> moved =
-            restamped ? StatusOr<OutboxEntry>(
-                            Unavailable("the aggregator refused a fresh upload token too: " +
-                                        DescribeRefusal(code, config_.server_host, reply->body)))
-                      : Restamp(e, bytes, rule, client);
-        if (!moved.ok()) {
-          if (moved.status().code() != StatusCode::kUnavailable) return moved.status();
-          fail("waiting for an upload token: " + moved.status().message(), -1);
-          return moved.status();
-        }
-        e = std::move(*moved);
-        FP_ASSIGN_OR_RETURN(bytes, outbox_.Read(e));
-        ++result->batches_restamped;
-        continue;
-      }
-      if (code == 400 || code == 413 || code == 415) {
-        // The aggregator will never take this batch: keep it aside, say why.
-        wire::Batch b;
-        const uint64_t records = b.ParseFromString(bytes) ? b.records_size() : 0;
-        const std::string why = DescribeRefusal(code, config_.server_host, reply->body);
-        FP_RETURN_IF_ERROR(outbox_.Quarantine(e, why));
-        ++result->batches_quarantined;
-        ++state_.batches_quarantined;
-        state_.records_quarantined += static_cast<int64_t>(records);
-        state_.last_upload_result = "set aside: " + why;
-        break;
-      }
-      fail("HTTP " + std::to_string(code), reply->retry_after_seconds);
-      return Unavailable(
-          "the aggregator answered HTTP " + std::to_string(code) +
-          (reply->retry_after_seconds > 0
-               ? " (Retry-After " + std::to_string(reply->retry_after_seconds) + " s)"
-               : ""));
-    }
   }
   return Status::Ok();
 }

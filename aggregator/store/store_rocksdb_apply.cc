@@ -1,0 +1,335 @@
+// The RocksDB store (store_rocksdb_impl.h): a batch accepted (its id and
+// body in one synced write), added to the open fold by series, and the
+// applier that writes each fold into the day nodes and rolls finished days
+// into their months and all time.
+#include "aggregator/store/store_rocksdb_impl.h"
+
+namespace fieldprof::aggregator {
+
+StatusOr<ApplyResult> RocksDbStore::ApplyBatch(const BatchView& batch, std::string_view body,
+                                               int32_t day) {
+  std::shared_lock open_lock(close_mutex_);
+  if (Status h = Health(); !h.ok()) {
+    if (h.code() == StatusCode::kNoSpace) refused_no_space_.fetch_add(1);
+    return h;
+  }
+  if (!db_) return Unavailable("store is closed");
+  if (pending_count_.load() >= static_cast<uint64_t>(options_.max_pending_batches)) {
+    return ResourceExhausted(std::to_string(pending_count_.load()) +
+                             " accepted batches are waiting to be applied");
+  }
+  const std::string id(batch.batch_id());
+  // Check-then-write must be atomic per id: two concurrent uploads of one id
+  // serialize on the id's stripe, and the second sees the first's write.
+  std::mutex& stripe = stripes_[std::hash<std::string>()(id) % stripes_.size()];
+  std::lock_guard lock(stripe);
+  std::string seen;
+  rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), ids_cf_, id, &seen);
+  if (gs.ok()) return ApplyResult{.duplicate = true, .records = 0};
+  if (!gs.IsNotFound()) return FromRocks(gs, "looking up batch id");
+
+  // One synced write makes the batch durable: its id (dedupe) and its body
+  // in the pending log. The applier folds pending batches into the sums
+  // and deletes them from the log in one atomic write, so every accepted
+  // batch is counted exactly once whatever crashes in between.
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  char tbuf[8];
+  std::memcpy(tbuf, &now, 8);
+  // The pending value is day [+ machine] + body, given in two parts so
+  // the 128 KiB body is not copied once more just to prepend a few
+  // bytes. The body is kept without the machine key and the token (no
+  // store keeps them); the machine is kept as its hash, all the sketch
+  // needs.
+  std::string prefix;
+  PutOrdered32(&prefix, day);
+  const std::optional<uint64_t> machine = MachineOf(batch);
+  if (machine) {
+    prefix.append(kPendingMachineMark, 2);
+    PutBigEndian64(&prefix, *machine);
+  }
+  std::string scratch;
+  const std::string_view kept = StorableBatchBody(body, &scratch);
+  // A body that decoded always parses; never store one that would not
+  // recover (or one still holding its key).
+  if (kept.empty()) return Internal("a decoded batch does not parse again");
+  const rocksdb::Slice value_parts[2] = {prefix, rocksdb::Slice(kept.data(), kept.size())};
+  const rocksdb::Slice key_part(id);
+  rocksdb::WriteBatch wb;
+  rocksdb::Status s = wb.Put(ids_cf_, id, rocksdb::Slice(tbuf, 8));
+  if (s.ok()) {
+    s = wb.Put(pending_cf_, rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
+  }
+  if (!s.ok()) return FromRocks(s, "building write batch");
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  s = db_->Write(wo, &wb);
+  if (!s.ok()) {
+    MarkBroken(s, "writing a batch");
+    return FromRocks(s, "writing the batch");
+  }
+  AddToFold(id, day, batch, machine);
+  return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
+}
+
+void RocksDbStore::DayKey(int32_t day, const RecordView& r, const PlatformView& p, std::string* k) {
+  k->clear();
+  PutOrdered32(k, day);
+  AppendWireApiKey(r.key(), p, k);
+}
+
+std::optional<uint64_t> RocksDbStore::MachineOf(const BatchView& batch) {
+  if (batch.machine_key().empty()) return std::nullopt;
+  return MachineHash(batch.machine_key());
+}
+
+void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView& batch,
+                             std::optional<uint64_t> machine) {
+  // Straight into the open fold: one hash lookup and one in-place add per
+  // record. The lock is held for the batch (~0.3 ms), far less than the
+  // synced write before it.
+  std::string key;
+  {
+    std::lock_guard lock(fold_mutex_);
+    for (const RecordView& r : batch.records()) {
+      DayKey(day, r, batch.client_platform(), &key);
+      SparseAggregate& sum = fold_.sums[key];
+      sum.AddRecord(r);
+      if (machine) sum.AddMachine(*machine);
+    }
+    fold_.ids.push_back(id);
+    pending_count_.fetch_add(1);
+  }
+  fold_cv_.notify_one();
+}
+
+int32_t RocksDbStore::Today() const {
+  if (options_.today) return options_.today();
+  return DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+}
+
+Status RocksDbStore::LoadRollupPoint() {
+  std::string v;
+  const rocksdb::Slice key(kRollupKey.data(), kRollupKey.size());
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), data_cf_, key, &v);
+  if (s.ok()) {
+    std::optional<RollupPoint> p = RollupPoint::Decode(v);
+    if (!p) return DataLoss("roll-up point in " + options_.path + " is corrupt");
+    rollup_ = std::move(*p);
+  } else if (s.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
+    it->SeekToFirst();
+    if (it->Valid()) {
+      return Unsupported("database " + options_.path +
+                         " holds sums but no roll-up point: it was written by an older "
+                         "fieldprof; start with an empty --db");
+    }
+    FP_RETURN_IF_ERROR(FromRocks(it->status(), "checking for sums"));
+    rollup_ = RollupPoint{};
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    FP_RETURN_IF_ERROR(
+        FromRocks(db_->Put(wo, data_cf_, key, rollup_.Encode()), "writing the roll-up point"));
+  } else {
+    return FromRocks(s, "reading the roll-up point");
+  }
+  rollup_next_day_.store(rollup_.next_day);
+  return Status::Ok();
+}
+
+StatusOr<bool> RocksDbStore::RollupStep() {
+  const int32_t today = Today();
+  if (rollup_.cursor.empty() && rollup_.next_day >= today) return false;
+  std::shared_lock open_lock(close_mutex_);
+  if (!db_) return Unavailable("store is closed");
+  if (broken_.load()) return Unavailable("the store is being reopened");
+  RollupPoint next = rollup_;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
+  if (next.cursor.empty()) {
+    // Skip the days without data up to the next day that has some.
+    it->Seek(DayPrefix(next.next_day));
+    int32_t day = today;
+    if (it->Valid() && it->key().size() >= 5 &&
+        it->key()[0] == static_cast<char>(TimeLevel::kDay)) {
+      day = std::min(today, GetOrdered32(it->key().data() + 1));
+    }
+    FP_RETURN_IF_ERROR(FromRocks(it->status(), "finding the next day to roll up"));
+    next.next_day = day;
+  } else {
+    const std::string from = DayPrefix(next.next_day) + next.cursor;
+    it->Seek(from);
+    if (it->Valid() && it->key() == rocksdb::Slice(from)) it->Next();
+  }
+  rocksdb::WriteBatch wb;
+  size_t n = 0;
+  if (next.next_day < today) {
+    const std::string prefix = DayPrefix(next.next_day);
+    const std::string month = NodeKey({TimeLevel::kMonth, MonthOfDay(next.next_day)}, "");
+    const std::string all = NodeKey({TimeLevel::kAllTime, 0}, "");
+    std::string k;
+    for (; it->Valid() && it->key().starts_with(prefix) &&
+           n < static_cast<size_t>(options_.rollup_chunk_series);
+         it->Next(), ++n) {
+      const rocksdb::Slice api(it->key().data() + 5, it->key().size() - 5);
+      for (const std::string* level : {&month, &all}) {
+        k.assign(*level);
+        k.append(api.data(), api.size());
+        FP_RETURN_IF_ERROR(FromRocks(wb.Merge(data_cf_, k, it->value()), "building roll-up"));
+      }
+      next.cursor.assign(api.data(), api.size());
+    }
+    FP_RETURN_IF_ERROR(FromRocks(it->status(), "reading a day to roll up"));
+    if (!it->Valid() || !it->key().starts_with(prefix)) next = {next.next_day + 1, ""};
+  }
+  FP_RETURN_IF_ERROR(FromRocks(
+      wb.Put(data_cf_, rocksdb::Slice(kRollupKey.data(), kRollupKey.size()), next.Encode()),
+      "building roll-up"));
+  // Not synced, like folds: lost together with everything after it.
+  if (rocksdb::Status ws = db_->Write(rocksdb::WriteOptions(), &wb); !ws.ok()) {
+    MarkBroken(ws, "writing a roll-up");
+    return FromRocks(ws, "writing roll-up");
+  }
+  rollup_ = std::move(next);
+  rollup_next_day_.store(rollup_.next_day);
+  rolled_series_.fetch_add(n);
+  return !rollup_.cursor.empty() || rollup_.next_day < today;
+}
+
+Status RocksDbStore::RecoverPending() {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), pending_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice v = it->value();
+    if (v.size() < 4) return DataLoss("pending batch entry too short");
+    const int32_t day = GetOrdered32(v.data());
+    std::string_view body(v.data() + 4, v.size() - 4);
+    std::optional<uint64_t> machine;
+    if (body.size() >= 10 && body.substr(0, 2) == std::string_view(kPendingMachineMark, 2)) {
+      machine = GetBigEndian64(body.data() + 2);
+      body.remove_prefix(10);
+    }
+    BatchView batch;
+    if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
+      return DataLoss("pending batch " + HexEncode(it->key().ToString()) +
+                      " does not decode: " + s.message());
+    }
+    // A value from before the mark may still hold the key itself.
+    if (!machine) machine = MachineOf(batch);
+    AddToFold(it->key().ToString(), day, batch, machine);
+  }
+  return FromRocks(it->status(), "reading pending batches");
+}
+
+void RocksDbStore::ApplierLoop() {
+  bool rollup_left = true;  // check once at start
+  for (;;) {
+    if (broken_.load()) {
+      // Nothing is written until the database is reopened, tried once a
+      // second while the reserve is free.
+      if (TryReopen()) continue;
+      std::unique_lock lock(fold_mutex_);
+      if (stop_) return;
+      fold_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+      continue;
+    }
+    Fold work;
+    {
+      std::unique_lock lock(fold_mutex_);
+      // Idle: wake for batches, to stop, or once a second to see whether
+      // a day has ended (at once while a roll-up is under way).
+      fold_cv_.wait_for(lock, rollup_left ? std::chrono::milliseconds(0) : kRollupPoll,
+                        [this] { return stop_ || !fold_.ids.empty(); });
+      if (stop_ && fold_.ids.empty()) return;
+      if (!fold_.ids.empty()) {
+        // Let the fold grow for up to fold_interval since the last write
+        // started: more batches per fold, fewer merges per batch. Cut short
+        // when stopping or when half the pending budget is used.
+        const auto due = last_fold_start_ + options_.fold_interval;
+        fold_cv_.wait_until(lock, due, [this] {
+          return stop_ ||
+                 pending_count_.load() * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
+        });
+        last_fold_start_ = std::chrono::steady_clock::now();
+        std::swap(work, fold_);
+      }
+    }
+    if (!work.ids.empty()) {
+      Status s = WriteFold(work);
+      std::unique_lock lock(fold_mutex_);
+      if (!s.ok()) {
+        // E.g. disk full. The batches stay durable in the pending log; put
+        // the sums back in front of what arrived meanwhile and retry.
+        apply_errors_.fetch_add(1);
+        fold_.sums.ForEach(
+            [&work](std::string_view k, const SparseAggregate& v) { work.sums[k].Merge(v); });
+        work.ids.insert(work.ids.end(), fold_.ids.begin(), fold_.ids.end());
+        std::swap(work, fold_);
+        if (stop_) return;  // applied on the next start
+        fold_cv_.wait_for(lock, std::chrono::milliseconds(200));
+        continue;
+      }
+      pending_count_.fetch_sub(work.ids.size());
+      applied_batches_.fetch_add(work.ids.size());
+      folds_.fetch_add(1);
+      applied_cv_.notify_all();
+    }
+    // One roll-up chunk between folds keeps ingest going during a roll-up.
+    StatusOr<bool> more = RollupStep();
+    if (!more.ok()) {
+      apply_errors_.fetch_add(1);
+      rollup_left = false;  // retried at the next poll
+    } else {
+      rollup_left = *more;
+    }
+  }
+}
+
+Status RocksDbStore::WriteFold(const Fold& work) {
+  std::shared_lock open_lock(close_mutex_);
+  if (!db_) return Unavailable("store is closed");
+  if (broken_.load()) return Unavailable("the store is being reopened");
+  // Merges go in key order: the memtable's skip list then finds each
+  // insert position next to the previous one instead of from the top.
+  std::vector<std::pair<std::string, const std::string*>> merges;
+  std::vector<std::string> values;
+  values.reserve(work.sums.size());
+  merges.reserve(work.sums.size() * 3);
+  work.sums.ForEach([&](std::string_view dk, const SparseAggregate& sum) {
+    const int32_t day = GetOrdered32(dk.data());
+    const std::string_view api(dk.data() + 4, dk.size() - 4);
+    values.emplace_back();
+    sum.Encode(&values.back());
+    if (rollup_.Rolled(day, api)) {
+      for (const TimeNode& n : NodesForDay(day))
+        merges.emplace_back(NodeKey(n, api), &values.back());
+    } else {
+      merges.emplace_back(NodeKey({TimeLevel::kDay, day}, api), &values.back());
+    }
+  });
+  std::sort(merges.begin(), merges.end());
+  rocksdb::WriteBatch wb;
+  rocksdb::Status s;
+  for (const auto& [key, value] : merges) {
+    s = wb.Merge(data_cf_, key, *value);
+    if (!s.ok()) return FromRocks(s, "building fold");
+  }
+  for (const std::string& id : work.ids) {
+    s = wb.Delete(pending_cf_, id);
+    if (!s.ok()) return FromRocks(s, "building fold");
+  }
+  // Not synced on purpose: the merges and the pending deletes are one
+  // atomic WAL record. If it is lost, both are lost and the batches are
+  // applied again from the pending log; the next synced ingest write also
+  // makes it durable.
+  s = db_->Write(rocksdb::WriteOptions(), &wb);
+  if (!s.ok()) {
+    MarkBroken(s, "writing sums");
+    return FromRocks(s, "writing fold");
+  }
+  series_written_.fetch_add(work.sums.size());
+  return Status::Ok();
+}
+
+}  // namespace fieldprof::aggregator
