@@ -1,6 +1,6 @@
 // The raw files `fieldprof record`'s sampler writes, one per process
 // (agent/sampler/), read back by the command line
-// (tools/local/recording.h). Native byte order: written and read on the
+// (tools/record/recording.h). Native byte order: written and read on the
 // same machine. A file: FileHeader, then tagged records until the end:
 //   'S' SampleHeader, then `depth` return addresses, innermost first;
 //   'M' ModuleHeader, then the module's path (path_len bytes), repeated

@@ -6,7 +6,7 @@
 #     transitions on), the same with --idle=false (nothing preloaded), with
 #     --clock task (sampled in the program), and under
 #     perf record -F 999 --call-graph dwarf, the peer;
-#   - a two-thread ping-pong of 2 x N waits (tests/tools/local/waits.cc):
+#   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions; CPU-wide records too when privileged), the
 #     same with --cpu_wide off (what an unprivileged user gets), the

@@ -18,7 +18,7 @@ top=${1:-6}
 ./deploy/build.sh fieldprof fieldprof_record fieldprof_raw_signals >/dev/null
 command -v perf >/dev/null || { echo "compare-perf: perf is not installed (linux-perf)" >&2; exit 2; }
 cli=$PWD/build/tools/fieldprof
-src=$PWD/tests/tools/local/hostprogs
+src=$PWD/tests/tools/record/hostprogs
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && GOCACHE=$tmp/gocache GO111MODULE=off CGO_ENABLED=1 go build -o go-cgo "$src/gohost.go" &&

@@ -26,8 +26,8 @@ int CmdOptout(int argc, char** argv);
 int CmdCheck(int argc, char** argv);
 int CmdLab(int argc, char** argv);
 int CmdRecord(int argc, char** argv);
-int CmdTree(int argc, char** argv);    // tools/local/: call trees and their algebra
-int CmdPoints(int argc, char** argv);  // tools/local/: instrumentation points per run
+int CmdTree(int argc, char** argv);    // tools/tree/: call trees and their algebra
+int CmdPoints(int argc, char** argv);  // tools/points/: instrumentation points per run
 // tools/vendor/: a module's reports, diffs and doc snippets.
 int CmdReport(int argc, char** argv);
 int CmdDiff(int argc, char** argv);

@@ -17,12 +17,21 @@
 namespace fieldprof::inproc {
 
 // Non-zero while this thread is inside one of the calls above and the
-// lock was not found; 0 inside a dl_iterate_phdr callback, where the lock
-// is the thread's, whole (taken again, it only counts up).
+// lock was not found; 0 inside a dl_iterate_phdr callback (t_iterating
+// counts those).
 extern __thread int t_in_linker __attribute__((tls_model("initial-exec")));
 // How many dl_iterate_phdr callbacks this thread is in: the lock is held
 // that many times, whole (LinkerLockUnsafe's `whole`).
 extern __thread int t_iterating __attribute__((tls_model("initial-exec")));
+
+// Whether the thread may not unwind for being inside one of the calls
+// above: in a dlopen or dlclose while the lock's own state cannot tell, or
+// anywhere in a dl_iterate_phdr, its callbacks included. A callback holds
+// the linker's lock, and libunwind takes its own cache lock before the
+// linker's: an unwind there waits, for good, on a thread that unwinds
+// elsewhere and waits for the linker's lock (seen with a thread lingering
+// in a callback while others forked).
+inline bool InLinkerCall() { return t_in_linker > 0 || t_iterating > 0; }
 
 // The C library's dl_iterate_phdr, for the library's own walks and for
 // FindLinkerLock.

@@ -103,11 +103,9 @@ using pf::Ring;
 using pf::OwnWork;
 
 // The dynamic linker's calls are agent/inprocess/loader_calls.h's: a
-// point's stack is not taken while the thread is inside one
-// (t_in_linker), nor while it may hold the linker's lock (PushStackOf).
+// point's stack is not taken while the thread is inside one, nor while it
+// may hold the linker's lock (stacks.cc).
 using fieldprof::inproc::Next;
-using fieldprof::inproc::t_in_linker;
-using fieldprof::inproc::t_iterating;
 
 // 1: the drain stops; its sleep is a futex wait on this word, so that
 // stopping never waits out a sleep, and a thread filling its ring fast

@@ -22,9 +22,6 @@
 namespace fieldprof::local::points {
 namespace {
 
-using fieldprof::inproc::t_in_linker;
-using fieldprof::inproc::t_iterating;
-
 // Every distinct stack the points were passed at, numbered from 1, in
 // memory mapped once: taking a stack never allocates, so a point passed in
 // a signal handler that interrupted malloc is safe; and a thread never
@@ -183,22 +180,18 @@ bool MayTakeStack(uint64_t now) {
 void PushStackOf(uint64_t pushed, const void* caller) {
   if (pushed == 0) return;
   const uint64_t tsc = __rdtsc();
-  // Inside the dynamic linker's calls, inside the runtime's binder work,
+  // Inside the dynamic linker's calls (InLinkerCall says why for
+  // dl_iterate_phdr's callbacks), inside the runtime's binder work,
   // and inside libc's own loading (linker_lock.h), the thread may
   // hold, or be taking, the dynamic linker's lock, which the unwinder
   // takes (dl_iterate_phdr): a signal handler's point cutting in there
   // would wait on its own thread for good. So would one cutting into the
-  // recorder's own drain on this thread, at the stack table's lock. Inside
-  // a dl_iterate_phdr callback the thread holds the linker's lock, and
-  // libunwind takes its own cache lock before the linker's: a stack taken
-  // there waits for good on a thread unwinding elsewhere. Its event goes
-  // without a stack, counted.
+  // recorder's own drain on this thread, at the stack table's lock. Its
+  // event goes without a stack, counted.
   Ring* r = t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
-  if (t_in_linker != 0 || t_iterating != 0 || t_at_table != 0 ||
-      (busy != nullptr && busy() != 0) ||
-      fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(r->tid), 0) ||
-      !MayTakeStack(tsc)) {
+  if (fieldprof::inproc::InLinkerCall() || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
+      fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(r->tid), 0) || !MayTakeStack(tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
   }

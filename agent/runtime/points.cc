@@ -9,7 +9,7 @@
 // start and after dlopen, without reading a file.
 //
 // What is summed, as `fieldprof points` reads a recorded run
-// (tools/local/points_report.h): within a tag, the time from each point
+// (tools/points/points_report.h): within a tag, the time from each point
 // (FP_POINT) to the next, whatever thread made them ("tag$from$to"); and
 // each scope (FP_SCOPE, FP_BEGIN/FP_END), matched on its thread, inner
 // ones first ("tag$name"). Integer values are not kept.

@@ -108,7 +108,8 @@ SourceChoice ChooseSource(uint64_t period_ns, bool wall) {
   }
   // --clock timer: task-clock costs each context switch an hrtimer stop
   // and start (about 12 us on this VM), timers cost switches nothing.
-  if (const char* clock = getenv("FIELDPROF_RECORD_CLOCK"); clock != nullptr && strcmp(clock, "timer") == 0) {
+  if (const char* clock = getenv("FIELDPROF_RECORD_CLOCK");
+      clock != nullptr && strcmp(clock, "timer") == 0) {
     c.source = kThreadTimers;
     return c;
   }

@@ -23,7 +23,7 @@
 // glibc then takes its locks (malloc's, every pthread mutex) with atomic
 // instructions, about 4% of sqlite3's time. At the program's first
 // pthread_create a writer thread takes over and drains every 20 ms. The command line turns the
-// raw files into a recording (tools/local/recording.h).
+// raw files into a recording (tools/record/recording.h).
 //
 // Safety: the handler takes no lock it can find held. It never runs while
 // its thread holds the dynamic linker's lock, or takes it (seen by the
@@ -110,15 +110,7 @@ thread_local uint64_t t_resume_ns = 0;
 thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
-
-// Whether the thread is inside one of the dynamic linker's calls
-// (loader_calls.h): in a dlopen or dlclose while the lock's own state
-// cannot tell, or anywhere in a dl_iterate_phdr, its callbacks included.
-// A callback holds the linker's lock; libunwind takes its own cache lock
-// and then the linker's, so a sample unwinding there waits, for good, on
-// a thread that unwinds elsewhere and waits for the linker's lock (seen
-// with a thread lingering in a callback while others fork).
-bool InLinkerCall() { return inproc::t_in_linker > 0 || inproc::t_iterating > 0; }
+using inproc::InLinkerCall;
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 PthreadCreate g_real_pthread_create = nullptr;
@@ -610,8 +602,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid),
-                                          inproc::t_iterating)) {  // as in OnProf
+  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnProf
     t_in_handler = 0;
     return;
   }

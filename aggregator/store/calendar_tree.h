@@ -1,5 +1,5 @@
 // The calendar tree over additive aggregates (the aggregator's; the
-// recording's index of time ranges is tools/local/time_tree.h).
+// recording's index of time ranges is tools/record/time_tree.h).
 //
 // Every record is summed into three nodes: its day, its month and all time.
 // Any inclusive day range [first, last] is then answered by a few nodes: the

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/local/call_tree.h"
-#include "tools/local/tree_report.h"
+#include "tools/tree/call_tree.h"
+#include "tools/tree/tree_report.h"
 
 namespace {
 

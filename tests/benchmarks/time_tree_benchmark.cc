@@ -22,7 +22,7 @@
 #include <random>
 #include <vector>
 
-#include "tools/local/time_tree.h"
+#include "tools/record/time_tree.h"
 
 using fieldprof::local::RangeCounts;
 using fieldprof::local::ScanRange;

@@ -1,5 +1,5 @@
 // `fieldprof lab --tree`: the census's API call paths as a call tree
-// (tools/local/call_tree.h), so the tree commands and their algebra work
+// (tools/tree/call_tree.h), so the tree commands and their algebra work
 // on lab runs as on recordings.
 #ifndef FIELDPROF_TOOLS_LAB_LAB_TREE_H_
 #define FIELDPROF_TOOLS_LAB_LAB_TREE_H_
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/proto/fieldprof.pb.h"
-#include "tools/local/call_tree.h"
+#include "tools/tree/call_tree.h"
 
 namespace fieldprof::tools {
 

@@ -3,7 +3,7 @@
 // runs N rounds of a "load" point, a "parse" scope and a point with a
 // value, and prints one result line. --arm raises the module's semaphore
 // itself first, as a tracer or the runtime would. --exec then execs
-// /bin/true (tests/tools/local/points_record_test.cc). --bad also makes
+// /bin/true (tests/tools/points/points_record_test.cc). --bad also makes
 // points whose tag is a path or whose name is free text, which the field
 // refuses.
 //   fieldprof_pointsprog N --until FILE
@@ -13,7 +13,7 @@
 // makes a point "edge"/"v" for each value of kEdgeValues, 20 ms apart
 // from the 4th on, printing "edge VALUE" for each, then 80 points
 // "many"/"p10" ... "many"/"p89", each its own site
-// (tests/tools/local/points_record_test.cc reads them back).
+// (tests/tools/points/points_record_test.cc reads them back).
 //   fieldprof_pointsprog N --quiet-first MS
 // passes no point for MS ms, then runs N rounds with about 1 us of work
 // between them (a program quiet at first, then busy), and prints the sum.

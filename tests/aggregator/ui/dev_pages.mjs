@@ -1,6 +1,6 @@
 // The dashboard's developer pages in a real browser: Debian's
 // chromium, headless, driven by npm's playwright-core, against a live
-// aggregator holding a developer's runs. tests/tools/local/points_dev_test.cc
+// aggregator holding a developer's runs. tests/tools/points/points_dev_test.cc
 // uploads the runs and writes what the pages must show (from `fieldprof
 // points show --json` on the same runs):
 //

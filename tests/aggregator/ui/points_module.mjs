@@ -1,7 +1,7 @@
 // A module's field point sums on the dashboard's module page,
 // in Debian's chromium driven by playwright-core, against a live
 // aggregator holding measured runs' point series.
-// tests/tools/local/points_dev_test.cc writes what the page must show
+// tests/tools/points/points_dev_test.cc writes what the page must show
 // (from `fieldprof points field --json` on the same aggregator):
 //
 //   node tests/aggregator/ui/points_module.mjs URL EXPECT.json SCREENSHOT_DIR

@@ -35,7 +35,7 @@
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 #include "tools/cli/lab_profile.h"
-#include "tools/local/call_tree.h"
+#include "tools/tree/call_tree.h"
 
 namespace fieldprof {
 namespace {

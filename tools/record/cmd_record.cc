@@ -1,0 +1,615 @@
+// fieldprof record: sample a command's call stacks into a
+// recording, and show any time range of it.
+//
+//   fieldprof record [-o NAME.fprec] [--hz 999] [--wall] [--idle=false] -- CMD ARGS...
+//   fieldprof record show FILE [--from S] [--to S] [--thread TID]
+//                              [--collapsed] [--exact] [--bottom_up] [--idle]
+//                              [--html PAGE] [--pprof FILE] [--chrome_trace]
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/options.h"
+#include "common/sampler_format.h"
+#include "tools/cli/command_args.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/format.h"
+#include "tools/cli/runtime_env.h"
+#include "tools/cli/spawn.h"
+#include "tools/commands.h"
+#include "tools/page/html_page.h"
+#include "tools/record/cpu_switches.h"
+#include "tools/record/idle_report.h"
+#include "tools/record/perf_sampler.h"
+#include "tools/record/pprof_export.h"
+#include "tools/record/recording.h"
+
+namespace fieldprof::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using local::RangeCounts;
+using local::Recording;
+
+constexpr const char* kSamplerLib = "libfieldprof_record.so";
+
+// A directory removed with what is in it when this goes out of scope.
+struct ScratchDir {
+  std::string path;
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+int Record(int argc, char** argv) {
+  std::string output;
+  int64_t hz = 999, m = 100, n = 2;
+  double p = 0.95;
+  bool wall = false, idle = true, all_user = false;
+  int64_t stack_bytes = 12288;
+  std::string lib_dir, clock = "perf", cpu_wide = "auto";
+  OptionTable t("fieldprof record",
+                "Samples the call stacks of a command and every program it starts (CPU time,\n"
+                "or wall-clock time with --wall) into a recording: whole stacks through\n"
+                "libraries without frame pointers (DWARF unwinding), symbolised from ELF\n"
+                "symbol tables and installed debug info. The recording keeps its samples in a\n"
+                "time tree, so any time range is shown at once. It also records idle\n"
+                "transitions: when each thread left the CPU to wait and came back, and the\n"
+                "blocking call it waited in.\n\n"
+                "  fieldprof record -- sqlite3 db.sqlite 'select ...'\n"
+                "  fieldprof record show sqlite3.fprec                   # the call tree\n"
+                "  fieldprof record show sqlite3.fprec --from 1.5 --to 2 # seconds 1.5 to 2\n"
+                "  fieldprof record show sqlite3.fprec --collapsed > s.folded  # flamegraph.pl\n"
+                "  fieldprof record show sqlite3.fprec --idle            # where threads waited\n\n"
+                "The command's exit status is fieldprof record's.");
+  t.AddString("output", &output, "the recording's file (-o; default NAME.fprec)");
+  t.AddShort('o', "output");
+  t.AddInt("hz", &hz, "samples per second of CPU time (of wall time with --wall)", 1, 10000);
+  t.AddBool("wall", &wall, "sample wall-clock time instead of CPU time");
+  t.AddString("clock", &clock,
+              "what takes CPU-time samples: perf (from outside, as perf record --call-graph "
+              "dwarf: task-clock perf_events of fieldprof record on the command and all it "
+              "starts, each sample with a copy of the user stack, unwound afterwards; nothing "
+              "runs in the program for it, so static binaries, Go, Chromium and each process's "
+              "startup are sampled too), task (in the program: a task-clock per thread, its "
+              "stack unwound at once) or timer (in the program: per-thread CPU timers, at most "
+              "one sample per kernel tick, ~250/s). --wall samples in the program");
+  t.AddInt("stack_bytes", &stack_bytes,
+           "with --clock perf: the bytes of user stack copied with each sample; a stack "
+           "deeper than that ends where the copy does (perf's default, 8192, cuts Debian's "
+           "sqlite3 shell short of main; each KiB costs the program about 0.13% more)",
+           1024, 65528);
+  t.AddBool("all_user", &all_user,
+            "with --clock perf: sample user time only, as perf record --all-user (kernel "
+            "time is included where perf_event_paranoid or privileges allow it)");
+  t.AddBool("idle", &idle,
+            "record idle transitions: each thread's switches off and onto the CPU (perf_event "
+            "switch records) and the blocking call it waited in");
+  t.AddString("cpu_wide", &cpu_wide,
+              "with idle transitions, also CPU-wide switch records, which tell when a CPU truly "
+              "went idle after a thread and left idle for it: auto (when privileged: "
+              "CAP_PERFMON, root, or perf_event_paranoid <= 0), on, off");
+  t.AddInt("leaf_samples", &m, "the time tree's M: a node with fewer samples is a leaf", 1,
+           1 << 30);
+  t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
+  t.AddInt("fanout", &n, "the time tree's N: children of an inner node", 2, 64);
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_record.so");
+  const int cmd_at = DoubleDashAt(argc, argv);
+  Status s;
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
+  const std::vector<std::string> cmd = ProgramArgs(argc, argv, cmd_at);
+  if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
+  if (s.ok() && clock != "perf" && clock != "task" && clock != "timer") {
+    s = InvalidArgument("--clock is perf, task or timer, not \"" + clock + "\"");
+  }
+  if (s.ok() && cpu_wide != "auto" && cpu_wide != "on" && cpu_wide != "off") {
+    s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
+  }
+  if (!s.ok()) return UsageError(t, s);
+  if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".fprec";
+  local::PerfSamplerOptions po;
+  po.hz = static_cast<uint32_t>(hz);
+  po.stack_bytes = static_cast<uint32_t>(stack_bytes) & ~7u;
+  po.all_user = all_user;
+  bool outside = clock == "perf" && !wall;
+  if (outside) {
+    if (Status a = local::PerfSamplerAvailable(po); !a.ok()) {
+      std::cerr << "fieldprof record: sampling from outside is not available here (" << a.message()
+                << "); sampling in the program instead (--clock task)\n";
+      outside = false;
+      clock = "task";
+    }
+  }
+  // In the program: its samples unless taken from outside, and its idle
+  // transitions. With neither, nothing is preloaded at all.
+  const bool preload = !outside || idle;
+  std::string dir;
+  if (preload) {
+    StatusOr<std::string> d = FindRuntime(lib_dir);
+    if (d.ok() && access((*d + "/" + kSamplerLib).c_str(), R_OK) != 0) {
+      d = NotFound(*d + " has no " + kSamplerLib);
+    }
+    if (!d.ok()) {
+      std::cerr << "fieldprof record: " << d.status().message() << "\n";
+      return 3;
+    }
+    dir = *d;
+  }
+  ScratchDir raw;
+  std::string tmpl = (fs::temp_directory_path() / "fieldprof-record-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::perror("fieldprof record: a temporary directory");
+    return 3;
+  }
+  raw.path = tmpl;
+  if (preload) {
+    setenv("FIELDPROF_RECORD_DIR", raw.path.c_str(), 1);
+    setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
+    setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
+    setenv("FIELDPROF_RECORD_IDLE", idle ? "1" : "0", 1);
+    setenv("FIELDPROF_RECORD_CLOCK", clock.c_str(), 1);
+    setenv("FIELDPROF_RECORD_SAMPLES", outside ? "0" : "1", 1);
+    PrependEnv("LD_PRELOAD", dir + "/" + kSamplerLib);
+  }
+  std::unique_ptr<local::CpuWideSwitches> cpu;
+  if (idle && cpu_wide != "off") {
+    StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
+    if (c.ok()) {
+      cpu = std::move(*c);
+      cpu->Start();
+    } else if (cpu_wide == "on") {
+      std::cerr << "fieldprof record: --cpu_wide on: " << c.status().message() << "\n";
+      return 3;
+    }
+  }
+  // Ctrl-C stops the program; its recording is still written.
+  SpawnOptions so;
+  so.interrupt_child_only = true;
+  std::unique_ptr<local::PerfSampler> sampler;
+  if (outside) {
+    so.before_exec = [&](pid_t pid, std::string* why) {
+      StatusOr<std::unique_ptr<local::PerfSampler>> ps =
+          local::PerfSampler::Open(pid, po, raw.path);
+      if (!ps.ok()) {
+        *why = "sampling from outside: " + std::string(ps.status().message()) +
+               " (--clock task samples in the program)";
+        return false;
+      }
+      sampler = std::move(*ps);
+      sampler->Start();
+      return true;
+    };
+  }
+  std::string error;
+  const int code = SpawnAndWait(cmd, so, &error);
+  if (code < 0) {
+    std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << error << "\n";
+    return 127;
+  }
+  if (sampler != nullptr) {
+    sampler->Stop();
+    if (sampler->bytes_copied() > (64u << 20)) {
+      std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
+                   static_cast<double>(sampler->bytes_copied()) / 1e6);
+    }
+    StatusOr<local::PerfUnwindSummary> u = local::UnwindPerfSamples(
+        raw.path, raw.path, static_cast<uint32_t>(hz), sampler->kernel_time());
+    if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
+    sampler.reset();
+  }
+  if (cpu != nullptr) {
+    const std::string log = local::EncodeCpuIdleLog(cpu->Stop());
+    if (Status w =
+            WriteFileDurably(raw.path + "/" + local::kCpuIdleFile, log, FileAccess::kPrivate);
+        !w.ok()) {
+      std::cerr << "fieldprof record: " << w.message() << "\n";
+    }
+  }
+  local::TimeTreeOptions o;
+  o.leaf_samples = static_cast<uint32_t>(m);
+  o.keep_fraction = p;
+  o.fanout = static_cast<uint32_t>(n);
+  StatusOr<Recording> r = local::RecordingFromRawDir(raw.path, o);
+  if (!r.ok()) {
+    // A message, not the program's failure: the exit status stays its own.
+    std::cerr << "fieldprof record: " << r.status().message()
+              << (r.status().code() == StatusCode::kNotFound
+                      ? ": a statically linked program, or one that drops LD_PRELOAD, cannot "
+                        "be sampled from inside"
+                      : "")
+              << "; the exit status is the program's (" << code << ")\n";
+    return code;
+  }
+  for (const std::string& a : cmd) r->command += (r->command.empty() ? "" : " ") + a;
+  if (Status w = WriteFileDurably(output, local::EncodeRecording(*r), FileAccess::kShared);
+      !w.ok()) {
+    std::cerr << "fieldprof record: " << w.message() << "; the exit status is the program's ("
+              << code << ")\n";
+    return code;
+  }
+  std::fprintf(stderr,
+               "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
+               "%zu threads, %zu stacks%s\n",
+               output.c_str(), r->tree.samples(), local::SampleSourceName(r->source), r->hz,
+               static_cast<double>(r->duration_ns) / 1e9, r->processes,
+               r->processes == 1 ? "" : "es", r->threads.size(), r->stacks.size(),
+               r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
+  if (r->dropped > 0 || r->skipped > r->tree.samples() / 100) {
+    std::fprintf(
+        stderr,
+        "fieldprof record: %llu stacks dropped (the sampler's ring was full: its writer "
+        "fell behind), %llu samples skipped (taken in the dynamic linker or the sampler)\n",
+        static_cast<unsigned long long>(r->dropped), static_cast<unsigned long long>(r->skipped));
+  }
+  if (r->stepped_aside > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s took no samples: the sampler in the program "
+                 "steps aside for programs that own its signals (Go); the default --clock perf "
+                 "samples them from outside\n",
+                 r->stepped_aside, r->stepped_aside == 1 ? "" : "es");
+  }
+  if (r->seccomp_aside > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s installed a seccomp filter: the sampler in the "
+                 "program stopped there, before a system call the filter did not expect%s\n",
+                 r->seccomp_aside, r->seccomp_aside == 1 ? "" : "es",
+                 local::raw::IsPerfSource(r->source) ? ""
+                                                     : "; the default --clock perf samples on "
+                                                       "from outside");
+  }
+  if (r->signal_taken > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s set its own SIGPROF handler by the raw system "
+                 "call: the sampler in the program lost its samples there (the program got the "
+                 "signals, as it would under a profiler of its own); the default --clock perf "
+                 "samples from outside\n",
+                 r->signal_taken, r->signal_taken == 1 ? " has" : "es have");
+  }
+  if (r->throttled > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %llu samples throttled: unwinding took over a quarter of a "
+                 "thread's time at %u Hz (a lower --hz keeps them)\n",
+                 static_cast<unsigned long long>(r->throttled), r->hz);
+  }
+  if (r->idle) {
+    std::fprintf(
+        stderr, "fieldprof record: %zu idle transitions%s (show --idle)%s\n",
+        r->idle_tree.samples(), r->cpu_wide ? ", with CPU-wide idle" : "",
+        r->switches_lost + r->threads_unwatched > 0 ? "; some switches were not seen" : "");
+    const double per_s = static_cast<double>(r->idle_tree.samples() / 2 + r->preemptions) /
+                         std::max(1e-3, static_cast<double>(r->duration_ns) / 1e9);
+    if (per_s > 5000 &&
+        (r->source == local::raw::kTaskClock || r->source == local::raw::kTaskClockUser)) {
+      std::fprintf(stderr,
+                   "fieldprof record: %.0f context switches a second: the task clock adds to "
+                   "each; --clock timer does not\n",
+                   per_s);
+    }
+  }
+  return code;
+}
+
+// A call-tree node: children by frame, samples in it and below.
+struct TreeNode {
+  uint64_t total = 0, self = 0;
+  std::map<uint32_t, TreeNode> children;
+};
+
+// How lines are coloured: by self share of the hottest line.
+struct Paint {
+  bool color = false, truecolor = false;
+  uint64_t hottest = 1;
+  std::string operator()(const std::string& line, uint64_t self) const {
+    return HeatText(line, static_cast<double>(self) / static_cast<double>(hottest), color,
+                    truecolor);
+  }
+};
+
+uint64_t HottestSelf(const TreeNode& node) {
+  uint64_t most = node.self;
+  for (const auto& [f, c] : node.children) most = std::max(most, HottestSelf(c));
+  return most;
+}
+
+void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, double min_share,
+               const std::string& indent, const Paint& paint) {
+  std::vector<std::pair<uint32_t, const TreeNode*>> kids;
+  for (const auto& [f, c] : node.children) kids.emplace_back(f, &c);
+  std::sort(kids.begin(), kids.end(),
+            [](const auto& a, const auto& b) { return a.second->total > b.second->total; });
+  for (const auto& [f, c] : kids) {
+    const double share = static_cast<double>(c->total) / static_cast<double>(all);
+    if (share < min_share) continue;
+    char cols[32];
+    std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * share,
+                  100 * static_cast<double>(c->self) / static_cast<double>(all));
+    std::printf("%s\n", paint(cols + indent + r.frames[f], c->self).c_str());
+    PrintTree(r, *c, all, min_share, indent + "  ", paint);
+  }
+}
+
+// The range's samples as Chrome trace events (Perfetto UI,
+// chrome://tracing): per thread, a frame begins at the first sample whose
+// stack holds it at that depth and ends at the first that does not; a
+// thread's last frames end one period after its last sample, as do all of
+// them before a gap of over two periods (the thread was not running).
+std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t thread) {
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+  const uint64_t period = r.hz > 0 ? 1000000000ull / r.hz : 1000000;
+  struct Open {
+    std::vector<uint32_t> frames;
+    uint64_t last = 0;
+  };
+  std::map<uint32_t, Open> open;  // by thread index
+  nlohmann::json events = nlohmann::json::array();
+  auto close = [&](uint32_t th, Open& o, size_t keep, uint64_t at) {
+    while (o.frames.size() > keep) {
+      events.push_back({{"name", r.frames[o.frames.back()]},
+                        {"ph", "E"},
+                        {"ts", static_cast<double>(at) / 1000},
+                        {"pid", r.threads[th].pid},
+                        {"tid", r.threads[th].tid}});
+      o.frames.pop_back();
+    }
+  };
+  for (size_t i = lo; i < hi; ++i) {
+    const auto [th, stack] = r.types[types[i]];
+    if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    Open& o = open[th];
+    const std::vector<uint32_t>& now = r.stacks[stack];
+    if (!o.frames.empty() && times[i] - o.last > 2 * period) close(th, o, 0, o.last + period);
+    size_t same = 0;
+    while (same < o.frames.size() && same < now.size() && o.frames[same] == now[same]) ++same;
+    close(th, o, same, times[i]);
+    for (size_t d = same; d < now.size(); ++d) {
+      events.push_back({{"name", r.frames[now[d]]},
+                        {"ph", "B"},
+                        {"ts", static_cast<double>(times[i]) / 1000},
+                        {"pid", r.threads[th].pid},
+                        {"tid", r.threads[th].tid}});
+      o.frames.push_back(now[d]);
+    }
+    o.last = times[i];
+  }
+  for (auto& [th, o] : open) close(th, o, 0, o.last + period);
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
+// The range as a pprof profile: samples (count, and CPU time at the
+// period), or with `idle` the waits (to-idle count, off-CPU time).
+int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool idle,
+               const std::string& path) {
+  local::PprofProfile p;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> by;  // (stack, tid)
+  if (idle) {
+    p.value_types = {{"waits", "count"}, {"off_cpu", "nanoseconds"}};
+    p.period_type = {"waits", "count"};
+    p.period = 1;
+    const auto& times = r.idle_tree.times();
+    const auto& types = r.idle_tree.types();
+    const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+    const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+    for (size_t i = lo; i < hi; ++i) {
+      const local::IdleType& t = r.idle_types[types[i]];
+      const uint32_t thread_tid = r.threads[t.thread].tid;
+      if (t.direction != local::IdleDirection::kToIdle || (tid != 0 && thread_tid != tid)) continue;
+      auto& v = by[{t.stack, thread_tid}];
+      v.resize(2);
+      v[0] += 1;
+      v[1] += static_cast<int64_t>(r.idle_off_ns[i]);
+    }
+  } else {
+    const int64_t period = r.hz > 0 ? 1000000000 / r.hz : 0;
+    p.value_types = {{"samples", "count"}, {r.wall ? "wall" : "cpu", "nanoseconds"}};
+    p.period_type = {r.wall ? "wall" : "cpu", "nanoseconds"};
+    p.period = period;
+    const RangeCounts c = r.tree.Range(t1, t2, /*exact=*/true);
+    for (const auto& [type, count] : c.by_type) {
+      const auto [th, stack] = r.types[type];
+      if (tid != 0 && r.threads[th].tid != tid) continue;
+      auto& v = by[{stack, r.threads[th].tid}];
+      v.resize(2);
+      v[0] += static_cast<int64_t>(count);
+      v[1] += static_cast<int64_t>(count) * period;
+    }
+  }
+  for (auto& [key, values] : by) p.samples.push_back({key.first, key.second, std::move(values)});
+  p.duration_ns =
+      static_cast<int64_t>(std::min<uint64_t>(t2, r.duration_ns) - std::min(t1, r.duration_ns));
+  p.comments.push_back("fieldprof record: " + r.command);
+  StatusOr<std::string> bytes = local::EncodePprof(r, p);
+  Status w = bytes.ok() ? WriteFileDurably(path, *bytes, FileAccess::kShared) : bytes.status();
+  if (!w.ok()) {
+    std::cerr << "fieldprof record show: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof record show: %s written: %zu stacks (go tool pprof -top %s)\n",
+               path.c_str(), p.samples.size(), path.c_str());
+  return 0;
+}
+
+int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, const std::string& path) {
+  local::PageOptions o;
+  o.from_ns = t1;
+  o.to_ns = t2;
+  o.tid = tid;
+  const std::string page = local::RecordingPage(r, o);
+  if (Status w = WriteFileDurably(path, page, FileAccess::kShared); !w.ok()) {
+    std::cerr << "fieldprof record show: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof record show: %s written (%s): open it in a browser\n",
+               path.c_str(), FormatBytes(static_cast<double>(page.size())).c_str());
+  return 0;
+}
+
+int Show(int argc, char** argv) {
+  double from = 0, to = -1, min_share = 0.5;
+  std::string color = "auto";
+  int64_t thread = 0;
+  bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
+  std::string pprof_out, html_out;
+  OptionTable t("fieldprof record show",
+                "A recording's samples in a time range as a call tree: total and self shares,\n"
+                "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
+                "stacks for flamegraph.pl and speedscope. The range is answered from the time\n"
+                "tree; what its lists left out is counted as \"other\" and stated as the bound\n"
+                "(--exact counts it too).\n\n"
+                "  fieldprof record show prog.fprec --from 2 --to 3.5 --thread 4242");
+  t.AddDouble("from", &from, "from this many seconds after the start", 0, 1e9);
+  t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
+  t.AddInt("thread", &thread, "only this thread id (0: all)", 0, INT32_MAX);
+  t.AddBool("collapsed", &collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
+  t.AddBool("chrome_trace", &chrome,
+            "Chrome trace event JSON, a slice per frame (Perfetto UI, chrome://tracing)");
+  t.AddString("pprof", &pprof_out,
+              "write the range as a gzipped pprof profile to this file, for go tool pprof "
+              "(with --idle: waits and off-CPU time)");
+  t.AddString("html", &html_out,
+              "write a self-contained page to this file: a timeline of samples per thread, and "
+              "a flame graph of the range dragged on it, answered from the time tree (opens at "
+              "--from/--to/--thread)");
+  t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
+  t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
+  t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
+  t.AddString("color", &color,
+              "the lab's heat colours, by self share (blue cold .. red hot): auto, always, never");
+  t.AddBool("idle", &idle,
+            "where threads waited: to-idle and from-idle counts and off-CPU ms per call path "
+            "(with --collapsed: off-CPU microseconds)");
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
+  if (s.ok() && to >= 0 && to < from) s = InvalidArgument("--to is before --from");
+  if (s.ok() && color != "auto" && color != "always" && color != "never") {
+    s = InvalidArgument("--color is auto, always or never, not \"" + color + "\"");
+  }
+  if (!s.ok()) return UsageError(t, s);
+  const std::string file = t.positional()[0];
+  StatusOr<std::string> bytes = ReadWholeFile(file);
+  StatusOr<Recording> r =
+      bytes.ok() ? local::DecodeRecording(*bytes) : StatusOr<Recording>(bytes.status());
+  if (!r.ok()) {
+    std::cerr << "fieldprof record show: " << file << ": " << r.status().message() << "\n";
+    return 1;
+  }
+  const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
+  const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
+  if (chrome) {
+    std::cout << ChromeTrace(*r, t1, t2, thread);
+    return 0;
+  }
+  if (!html_out.empty()) return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), html_out);
+  if (!pprof_out.empty())
+    return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, pprof_out);
+  if (idle) {
+    local::IdleReportOptions io;
+    io.from_ns = t1;
+    io.to_ns = t2;
+    io.tid = static_cast<uint32_t>(thread);
+    io.min_share = min_share / 100;
+    io.collapsed = collapsed;
+    io.color = ColorWanted(color);
+    io.truecolor = TrueColor();
+    std::cout << local::IdleReport(*r, io);
+    return 0;
+  }
+  const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed);
+  // Samples per stack, of the threads asked for.
+  std::map<uint32_t, uint64_t> by_stack;
+  uint64_t all = 0;
+  for (const auto& [type, count] : c.by_type) {
+    const auto [th, stack] = r->types[type];
+    if (thread != 0 && r->threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    by_stack[stack] += count;
+    all += count;
+  }
+  if (collapsed) {
+    for (const auto& [stack, count] : by_stack) {
+      std::string line;
+      for (uint32_t f : r->stacks[stack]) line += (line.empty() ? "" : ";") + r->frames[f];
+      std::printf("%s %llu\n", line.c_str(), static_cast<unsigned long long>(count));
+    }
+    return 0;
+  }
+  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s%s\n", file.c_str(),
+              r->command.c_str(), static_cast<unsigned long long>(c.samples), from,
+              to < 0 ? static_cast<double>(r->duration_ns) / 1e9 : to,
+              static_cast<double>(r->duration_ns) / 1e9,
+              thread != 0 ? (", thread " + std::to_string(thread)).c_str() : "");
+  if (c.other > 0) {
+    std::printf(
+        "bound: %llu samples (%.1f%%) are in the time tree's \"other\": each share below "
+        "may be up to that much higher (--exact counts them)\n",
+        static_cast<unsigned long long>(c.other),
+        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples)));
+  }
+  if (all == 0) {
+    std::printf("no samples in this range\n");
+    return 0;
+  }
+  if (bottom_up) {
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
+    for (const auto& [stack, count] : by_stack) {
+      const auto& frames = r->stacks[stack];
+      if (frames.empty()) continue;
+      fn[frames.back()].first += count;
+      std::vector<uint32_t> seen(frames.begin(), frames.end());
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      for (uint32_t f : seen) fn[f].second += count;
+    }
+    std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> rows(fn.begin(), fn.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first)};
+    std::printf("  self   total  function\n");
+    for (const auto& [f, st] : rows) {
+      if (static_cast<double>(st.second) / static_cast<double>(all) < min_share / 100) continue;
+      char cols[32];
+      std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ",
+                    100 * static_cast<double>(st.first) / all,
+                    100 * static_cast<double>(st.second) / all);
+      std::printf("%s\n", paint(cols + r->frames[f], st.first).c_str());
+    }
+    return 0;
+  }
+  TreeNode root;
+  for (const auto& [stack, count] : by_stack) {
+    TreeNode* node = &root;
+    node->total += count;
+    for (uint32_t f : r->stacks[stack]) {
+      node = &node->children[f];
+      node->total += count;
+    }
+    node->self += count;
+  }
+  std::printf(" total    self  call tree (top-down)\n");
+  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
+  PrintTree(*r, root, all, min_share / 100, "", paint);
+  return 0;
+}
+
+}  // namespace
+
+int CmdRecord(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "show") return Show(argc - 1, argv + 1);
+  return Record(argc, argv);
+}
+
+}  // namespace fieldprof::tools

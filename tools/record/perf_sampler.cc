@@ -1,0 +1,255 @@
+#include "tools/record/perf_sampler.h"
+
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "common/sampler_format.h"
+
+namespace fieldprof::local {
+
+namespace {
+
+void WriteAll(int fd, const std::string& bytes) {
+  for (size_t at = 0; at < bytes.size();) {
+    const ssize_t w = write(fd, bytes.data() + at, bytes.size() - at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;  // a full disk: the recording ends short, the program is unharmed
+    at += static_cast<size_t>(w);
+  }
+}
+
+// The user registers a sample carries (x86-64's perf_regs numbering): the
+// sixteen general registers and the instruction pointer, what DWARF CFI
+// can name.
+constexpr uint64_t kRegsMask = 0xff01ffull;  // ax..ip (0-8), r8..r15 (16-23)
+
+int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel) {
+  perf_event_attr a{};
+  a.size = sizeof a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = 1000000000ull / o.hz;
+  a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
+                  PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  a.sample_regs_user = kRegsMask;
+  a.sample_stack_user = o.stack_bytes;
+  a.disabled = 1;
+  a.enable_on_exec = 1;
+  a.inherit = 1;
+  a.exclude_kernel = kernel ? 0 : 1;
+  a.exclude_hv = 1;
+  a.exclude_callchain_kernel = 1;
+  a.mmap = 1;
+  a.mmap2 = 1;
+  a.comm = 1;
+  a.comm_exec = 1;
+  a.task = 1;
+  a.sample_id_all = 1;
+  a.use_clockid = 1;
+  a.clockid = CLOCK_MONOTONIC;  // the in-process sampler's clock: one timeline
+  a.watermark = 1;              // wake the copier every 16 KiB (it also looks every 10 ms)
+  a.wakeup_watermark = 16384;
+  return static_cast<int>(syscall(SYS_perf_event_open, &a, pid, cpu, -1,
+                                  static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+}
+
+// The CPUs the kernel may run the command on.
+std::vector<int> OnlineCpus() {
+  std::vector<int> cpus;
+  const long n = sysconf(_SC_NPROCESSORS_CONF);
+  for (int c = 0; c < n; ++c) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/online", c);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {  // cpu0 often has no such file: always online
+      cpus.push_back(c);
+      continue;
+    }
+    char v = '1';
+    if (read(fd, &v, 1) != 1) v = '1';
+    close(fd);
+    if (v == '1') cpus.push_back(c);
+  }
+  return cpus;
+}
+
+}  // namespace
+
+Status PerfSamplerAvailable(const PerfSamplerOptions& o) {
+  int fd = OpenOne(0, -1, o, false);
+  if (fd < 0) {
+    const int e = errno;
+    return Unavailable(std::string("perf_event_open: ") + std::strerror(e) +
+                       (e == EACCES || e == EPERM
+                            ? " (/proc/sys/kernel/perf_event_paranoid is above 2, or perf_event "
+                              "is not allowed here)"
+                            : ""));
+  }
+  close(fd);
+  return Status();
+}
+
+uint32_t PerfSampleSource(bool kernel_time) {
+  return kernel_time ? raw::kPerfOutside : raw::kPerfOutsideUser;
+}
+
+StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSamplerOptions& o,
+                                                         const std::string& dir) {
+  std::unique_ptr<PerfSampler> s(new PerfSampler);
+  s->page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const std::vector<int> cpus = OnlineCpus();
+  // Kernel time if allowed: a sample in a system call then stands for the
+  // user stack that made it, as the in-process task clock counts it.
+  int first_error = 0;
+  for (const bool kernel : {true, false}) {
+    if (kernel && o.all_user) continue;
+    for (int cpu : cpus) {
+      const int fd = OpenOne(pid, cpu, o, kernel);
+      if (fd < 0) {
+        first_error = errno;
+        break;
+      }
+      s->rings_.push_back(Ring{});
+      s->rings_.back().fd = fd;
+    }
+    if (s->rings_.size() == cpus.size()) {
+      s->kernel_time_ = kernel;
+      break;
+    }
+    for (Ring& r : s->rings_) close(r.fd);
+    s->rings_.clear();
+  }
+  if (s->rings_.empty()) {
+    return Unavailable(std::string("the kernel refused perf_event sampling of the command (") +
+                       std::strerror(first_error) +
+                       (first_error == EACCES || first_error == EPERM
+                            ? "; /proc/sys/kernel/perf_event_paranoid is above 2, or perf_event "
+                              "is not allowed here"
+                            : "") +
+                       ")");
+  }
+  // Rings as large as the locked-memory allowance gives (root: 1 MiB a
+  // CPU; a user's perf_event_mlock_kb is 516 KiB over all of them).
+  for (size_t pages = 256; pages >= 8; pages /= 2) {
+    bool all = true;
+    for (Ring& r : s->rings_) {
+      void* p = mmap(nullptr, (pages + 1) * s->page_, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
+      if (p == MAP_FAILED) {
+        all = false;
+        break;
+      }
+      r.base = p;
+      r.size = pages * s->page_;
+    }
+    if (all) break;
+    for (Ring& r : s->rings_) {
+      if (r.base != nullptr) munmap(r.base, r.size + s->page_);
+      r.base = nullptr;
+      r.size = 0;
+    }
+  }
+  if (s->rings_.front().base == nullptr) {
+    return Unavailable("cannot map perf_event rings: " + std::string(std::strerror(errno)) +
+                       " (locked memory: ulimit -l, /proc/sys/kernel/perf_event_mlock_kb)");
+  }
+  for (size_t i = 0; i < s->rings_.size(); ++i) {
+    Ring& r = s->rings_[i];
+    const std::string path = dir + "/cpu" + std::to_string(i) + ".perf";
+    r.out = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (r.out < 0) {
+      return IOError("cannot create " + path + ": " + std::strerror(errno));
+    }
+    r.buffer.reserve(1 << 20);
+  }
+  return s;
+}
+
+PerfSampler::~PerfSampler() {
+  Stop();
+  for (Ring& r : rings_) {
+    if (r.base != nullptr) munmap(r.base, r.size + page_);
+    if (r.fd >= 0) close(r.fd);
+    if (r.out >= 0) close(r.out);
+  }
+}
+
+void PerfSampler::Start() {
+  if (started_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void PerfSampler::Stop() {
+  if (started_) {
+    stop_ = true;
+    thread_.join();
+    started_ = false;
+  }
+  DrainAll();
+  for (Ring& r : rings_) {
+    if (r.out >= 0 && !r.buffer.empty()) {
+      WriteAll(r.out, r.buffer);
+      r.buffer.clear();
+    }
+    if (r.out >= 0) {
+      close(r.out);
+      r.out = -1;
+    }
+  }
+}
+
+void PerfSampler::Loop() {
+  std::vector<pollfd> fds;
+  for (const Ring& r : rings_) fds.push_back({r.fd, POLLIN, 0});
+  while (!stop_.load(std::memory_order_relaxed)) {
+    // The rings fill at up to ~10 MB a CPU-second (8 KiB a sample at
+    // 999 Hz): look at least every 10 ms.
+    (void)poll(fds.data(), fds.size(), 10);
+    DrainAll();
+  }
+}
+
+bool PerfSampler::DrainAll() {
+  bool any = false;
+  for (Ring& r : rings_) {
+    const uint64_t before = bytes_;
+    Drain(r);
+    any |= bytes_ != before;
+  }
+  return any;
+}
+
+void PerfSampler::Drain(Ring& r) {
+  if (r.base == nullptr) return;
+  auto* meta = static_cast<perf_event_mmap_page*>(r.base);
+  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  const uint64_t tail = meta->data_tail;
+  if (head == tail) return;
+  const char* data = static_cast<const char*>(r.base) + page_;
+  const uint64_t mask = r.size - 1;
+  // The records between tail and head, in order, as bytes (a record may
+  // wrap around the ring's end).
+  for (uint64_t at = tail; at < head;) {
+    const uint64_t off = at & mask;
+    const uint64_t n = std::min<uint64_t>(head - at, r.size - off);
+    r.buffer.append(data + off, n);
+    at += n;
+  }
+  bytes_ += head - tail;
+  __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+  if (r.buffer.size() >= (1 << 20)) {
+    WriteAll(r.out, r.buffer);
+    r.buffer.clear();
+  }
+}
+
+}  // namespace fieldprof::local

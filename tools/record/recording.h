@@ -1,0 +1,99 @@
+// A recording (fieldprof record): the samples of every process a
+// command ran, symbolised, with their stacks and threads interned, in a
+// time tree (tools/record/time_tree.h) whose sample types are (thread,
+// stack) pairs. Made from the sampler's raw files (raw_format.h); saved as
+// one file (.fprec).
+#ifndef FIELDPROF_TOOLS_LOCAL_RECORDING_H_
+#define FIELDPROF_TOOLS_LOCAL_RECORDING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/record/time_tree.h"
+
+namespace fieldprof::local {
+
+struct RecordedThread {
+  uint32_t pid = 0, tid = 0;
+};
+
+// Idle transitions (seed 001): a thread's wait, from the switch records
+// of its own threads. A to-idle event is a switch out while not runnable
+// (the thread began to wait); its from-idle event is the switch back in.
+// Both carry the stack the thread waited at (the blocking call it was in,
+// or a one-frame "[outside a wrapped call]") and the wait's off-CPU time.
+//
+// With CPU-wide switch records (privileged; cpu_switches.h), two more: a
+// CPU went idle as the thread began to wait (kCpuIdleAfter: the next task
+// was the idle task), and a CPU left idle to run the thread as it woke
+// (kCpuWokeInto). They carry the wait's stack, and how long the CPU stayed
+// idle as their length.
+enum class IdleDirection : uint8_t {
+  kToIdle = 0,
+  kFromIdle = 1,
+  kCpuIdleAfter = 2,
+  kCpuWokeInto = 3,
+};
+
+struct IdleType {
+  uint32_t thread = 0, stack = 0;
+  IdleDirection direction = IdleDirection::kToIdle;
+};
+
+struct Recording {
+  std::string command;
+  uint32_t hz = 0;
+  bool wall = false;
+  uint32_t source = 0;       // how samples were taken: raw::SampleSource
+  uint64_t start_ns = 0;     // the first process's start (CLOCK_MONOTONIC); times are after it
+  uint64_t duration_ns = 0;  // to the last process's end or last sample
+  uint64_t dropped = 0, skipped = 0;
+  uint64_t throttled = 0;      // reported as the recording ends; not kept in the file
+  uint32_t stepped_aside = 0;  // processes the in-process sampler did not sample (the same)
+  uint32_t signal_taken = 0;   // processes that took its sampling signal for themselves (the same)
+  uint32_t seccomp_aside = 0;  // processes it stopped in as they installed a seccomp filter
+  uint32_t processes = 0, processes_cut_short = 0;
+  std::vector<std::string> frames;            // names: "sqlite3_step", "libz.so.1+0x1a2b"
+  std::vector<std::vector<uint32_t>> stacks;  // frame ids, outermost first
+  std::vector<RecordedThread> threads;
+  std::vector<std::pair<uint32_t, uint32_t>> types;  // (thread, stack) per sample type
+  TimeTree tree;                                     // times relative to start_ns
+
+  // Idle transitions: off unless recorded with them.
+  bool idle = false;
+  uint64_t switches_lost = 0;       // switch records the kernel dropped (a full ring)
+  uint64_t threads_unwatched = 0;   // threads whose switches could not be watched
+  uint64_t preemptions = 0;         // switches out while runnable: not waits, not in the tree
+  uint64_t waits_unattributed = 0;  // waits outside any wrapped blocking call
+  // CPU-wide: off unless recorded with the privileges it needs.
+  bool cpu_wide = false;
+  uint64_t cpu_switches_lost = 0;   // CPU-wide records the kernel dropped
+  uint64_t cpu_idle_unmatched = 0;  // CPU-wide idle records with no wait of the thread near them
+  std::vector<IdleType> idle_types;
+  TimeTree idle_tree;                 // events by time; types index idle_types
+  std::vector<uint64_t> idle_off_ns;  // per event of idle_tree, in its order: the wait's length
+                                      // (0 when it had not ended by the end of the recording)
+};
+
+// How samples were taken, in words: "CPU time, perf task-clock".
+const char* SampleSourceName(uint32_t source);
+
+// The name of the one frame of waits that no wrapped call explains.
+inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
+
+// Reads every raw file in `dir` (and the CPU-wide idle log, if there is
+// one: cpu_switches.h) and makes the recording: stacks symbolised
+// from the modules' ELF symbol tables and installed debug info (elfutils),
+// names demangled. Processes cut short (no trailer) are read to their last
+// whole record and counted.
+[[nodiscard]] StatusOr<Recording> RecordingFromRawDir(const std::string& dir,
+                                                      const TimeTreeOptions& options);
+
+std::string EncodeRecording(const Recording& r);
+[[nodiscard]] StatusOr<Recording> DecodeRecording(std::string_view bytes);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_LOCAL_RECORDING_H_

@@ -1,0 +1,397 @@
+// fieldprof tree: call trees with several metrics per node,
+// from recordings, collapsed stacks and Chrome traces, and their algebra.
+//
+//   fieldprof tree show  TREE [--metric M] [--json|--collapsed|--pprof F]
+//   fieldprof tree build SOURCE -o OUT.fptree [--from S --to S --thread T]
+//   fieldprof tree top|callers|paths|subtree|leaks TREE [FUNCTION]
+//   fieldprof tree add|mean|min TREE... [-o OUT.fptree]
+//   fieldprof tree sub NEW... --base OLD[,OLD...] [-o OUT.fptree]
+// Every TREE may be a .fptree, a recording (.fprec), Chrome trace JSON or
+// collapsed stacks.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/options.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/format.h"
+#include "tools/commands.h"
+#include "tools/page/html_page.h"
+#include "tools/record/pprof_export.h"
+#include "tools/tree/call_tree.h"
+#include "tools/tree/tree_report.h"
+#include "tools/tree/tree_sources.h"
+
+namespace fieldprof::tools {
+
+namespace {
+
+using local::CallTree;
+using local::Metric;
+
+constexpr const char* kUsage =
+    "Call trees: each node a call path with several metrics (samples, time, calls,\n"
+    "bytes allocated and freed, allocations), self and total; and their algebra.\n"
+    "Every TREE may be a .fptree, a recording (.fprec), Chrome trace event JSON\n"
+    "(B/E and X events) or collapsed stacks (\"a;b;c COUNT\" lines).\n\n"
+    "  fieldprof tree show run.fprec                      # an indented tree\n"
+    "  fieldprof tree build trace.json -o run.fptree      # keep it as a tree\n"
+    "  fieldprof tree top run.fptree --metric time        # functions by self time\n"
+    "  fieldprof tree callers run.fptree malloc           # callers and callees\n"
+    "  fieldprof tree paths run.fptree malloc             # every path to it\n"
+    "  fieldprof tree subtree run.fptree parse_config     # the tree under it\n"
+    "  fieldprof tree leaks run.fptree                    # allocated, not freed\n"
+    "  fieldprof tree add a.fptree b.fptree -o ab.fptree  # exact sums\n"
+    "  fieldprof tree mean r1 r2 r3                       # per-metric averages\n"
+    "  fieldprof tree min r1 r2 r3                        # what every run has\n"
+    "  fieldprof tree sub new1 new2 new3 --base old1,old2,old3   # what changed\n";
+
+struct Common {
+  std::string metric_name, out, match = "exact", normalize = "none", color = "auto", pprof, html;
+  double from = 0, to = -1, min_percent = 0.5, fdr = 0.05, min_effect = 0.05, min_share = 0.5;
+  int64_t thread = 0, limit = 30;
+  bool json = false, collapsed = false, total = false, nodes = false, threads = false;
+  bool off_cpu = false;
+  std::string base;
+};
+
+void AddFlags(OptionTable* t, Common* c) {
+  t->AddString("metric", &c->metric_name,
+               "samples, time, calls, alloc_bytes, freed_bytes or allocs; empty: time when the "
+               "tree has it, else samples");
+  t->AddString("output", &c->out, "write the resulting tree (.fptree) to this file");
+  t->AddShort('o', "output");
+  t->AddString("match", &c->match,
+               "how names match across runs: exact, or normalised (ignores clone suffixes, "
+               "lambda numbers, addresses, build ids)");
+  t->AddString("normalize", &c->normalize,
+               "before combining, scale each run to the first: none (exact), total (per "
+               "metric, to its root total) or calls (all metrics by the calls' ratio)");
+  t->AddString("base", &c->base, "sub: the base runs, comma-separated (the runs given are new)");
+  t->AddDouble("fdr", &c->fdr, "sub: the false discovery rate a change must pass", 0, 1);
+  t->AddDouble("min_effect", &c->min_effect,
+               "sub: test only nodes changed by this fraction of the larger mean or more (0.05: "
+               "5%)",
+               0, 10);
+  t->AddRenamed("min_change", "write --min_effect, a fraction of the larger mean (0.05: 5%)");
+  t->AddDouble("min_share", &c->min_share,
+               "sub: test only nodes changed by this % of the base's total or more", 0, 100);
+  t->AddDouble("from", &c->from, "a recording: from this many seconds after its start", 0, 1e9);
+  t->AddDouble("to", &c->to, "a recording: to this many seconds (-1: the end)", -1, 1e9);
+  t->AddInt("thread", &c->thread, "a recording: only this thread id (0: all)", 0, INT32_MAX);
+  t->AddBool("threads", &c->threads, "a Chrome trace: a frame per thread above its events");
+  t->AddBool("off_cpu", &c->off_cpu,
+             "a recording: where threads waited instead of the samples (calls: waits, time: "
+             "off-CPU time)");
+  t->AddBool("json", &c->json, "print JSON");
+  t->AddBool("collapsed", &c->collapsed,
+             "print collapsed stacks of the metric (sub: two columns, base and new, as "
+             "difffolded.pl writes them)");
+  t->AddString("pprof", &c->pprof, "write a gzipped pprof profile, a sample type per metric");
+  t->AddString("html", &c->html,
+               "write a self-contained flame graph page (sub: a differential one, width from "
+               "the new runs, red grew, blue shrank, saturated where significant)");
+  t->AddDouble("min_percent", &c->min_percent, "hide nodes under this share (%)", 0, 100);
+  t->AddBool("total", &c->total, "top: by total instead of self");
+  t->AddBool("nodes", &c->nodes, "top: call paths instead of functions");
+  t->AddInt("limit", &c->limit, "top, paths: rows to show", 1, 1000000);
+  t->AddString("color", &c->color, "heat colours: auto, always, never");
+}
+
+Status Check(const Common& c, local::CombineOptions* co, Metric* metric, bool* metric_given) {
+  *metric_given = !c.metric_name.empty();
+  if (*metric_given && !local::MetricByName(c.metric_name, metric)) {
+    return InvalidArgument(
+        "--metric is samples, time, calls, alloc_bytes, freed_bytes or "
+        "allocs, not \"" +
+        c.metric_name + "\"");
+  }
+  if (c.match == "exact") {
+    co->match = local::Match::kExact;
+  } else if (c.match == "normalised" || c.match == "normalized") {
+    co->match = local::Match::kNormalised;
+  } else {
+    return InvalidArgument("--match is exact or normalised, not \"" + c.match + "\"");
+  }
+  if (c.normalize == "none") {
+    co->normalize = local::Normalize::kNone;
+  } else if (c.normalize == "total") {
+    co->normalize = local::Normalize::kTotal;
+  } else if (c.normalize == "calls") {
+    co->normalize = local::Normalize::kCalls;
+  } else {
+    return InvalidArgument("--normalize is none, total or calls, not \"" + c.normalize + "\"");
+  }
+  if (c.color != "auto" && c.color != "always" && c.color != "never") {
+    return InvalidArgument("--color is auto, always or never, not \"" + c.color + "\"");
+  }
+  if (c.to >= 0 && c.to < c.from) return InvalidArgument("--to is before --from");
+  return Status::Ok();
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= s.size();) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+int Fail(const std::string& what) {
+  std::cerr << "fieldprof tree: " << what << "\n";
+  return 1;
+}
+
+// The tree as asked: text, JSON, collapsed, pprof; and -o.
+// `changes`: a difference's significance for text and JSON (when tested);
+// `page_changes`: its per-run means for the page (a sub, tested or not).
+int Emit(const CallTree& t, const Common& c, Metric metric,
+         const std::vector<local::NodeChange>* changes,
+         const std::vector<local::NodeChange>* page_changes = nullptr) {
+  if (!c.out.empty()) {
+    if (Status w = WriteFileDurably(c.out, local::EncodeCallTree(t), FileAccess::kShared);
+        !w.ok()) {
+      return Fail(w.message());
+    }
+    std::fprintf(stderr, "fieldprof tree: %s written: %zu nodes, %s\n", c.out.c_str(), t.size() - 1,
+                 t.description.c_str());
+  }
+  if (!c.pprof.empty()) {
+    StatusOr<std::string> bytes = local::EncodePprofTree(t);
+    Status w = bytes.ok() ? WriteFileDurably(c.pprof, *bytes, FileAccess::kShared) : bytes.status();
+    if (!w.ok()) return Fail(w.message());
+    std::fprintf(stderr, "fieldprof tree: %s written (go tool pprof -top %s)\n", c.pprof.c_str(),
+                 c.pprof.c_str());
+  }
+  if (!c.html.empty()) {
+    const std::string page = local::CallTreePage(t, metric, page_changes);
+    if (Status w = WriteFileDurably(c.html, page, FileAccess::kShared); !w.ok()) {
+      return Fail(w.message());
+    }
+    std::fprintf(stderr, "fieldprof tree: %s written (%s): open it in a browser\n", c.html.c_str(),
+                 FormatBytes(static_cast<double>(page.size())).c_str());
+  }
+  if (c.json) {
+    std::cout << local::TreeJson(t, changes);
+  } else if (c.collapsed) {
+    std::cout << local::TreeCollapsed(t, metric);
+  } else if (c.out.empty() && c.pprof.empty() && c.html.empty()) {
+    local::TreeTextOptions o;
+    o.sort_by = metric;
+    o.min_share = c.min_percent / 100;
+    o.color = ColorWanted(c.color);
+    o.truecolor = TrueColor();
+    o.changes = changes;
+    std::cout << local::TreeText(t, o);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int CmdTree(int argc, char** argv) {
+  const std::string verb = argc >= 2 ? argv[1] : "";
+  static const char* kVerbs[] = {"show",  "build", "top",  "callers", "paths", "subtree",
+                                 "leaks", "add",   "mean", "min",     "sub"};
+  bool known = false;
+  for (const char* v : kVerbs) known |= verb == v;
+  Common c;
+  OptionTable t("fieldprof tree " + (known ? verb : std::string("VERB")), kUsage);
+  AddFlags(&t, &c);
+  Status s;
+  if (!known) {
+    if (verb == "--help" || verb == "-h" || verb.empty()) {
+      if (ParseOrShowHelp(t, 2, std::vector<const char*>{"tree", "--help"}.data(), &s)) {
+        return verb.empty() ? 2 : 0;
+      }
+    }
+    if (verb.rfind("-", 0) == 0) {  // a flag before any verb: say what is wrong with it
+      OptionTable bare("fieldprof tree", kUsage);
+      Common unused;
+      AddFlags(&bare, &unused);
+      if (ParseOrShowHelp(bare, argc, argv, &s)) return 0;
+      if (!s.ok()) return UsageError(bare, s);
+    }
+    std::cerr << "fieldprof tree: \"" << verb
+              << "\" is not a verb: show, build, top, callers, paths, subtree, leaks, add, "
+                 "mean, min, sub (see --help)\n";
+    return 2;
+  }
+  if (ParseOrShowHelp(t, argc - 1, argv + 1, &s)) return 0;
+  local::CombineOptions co;
+  Metric metric = Metric::kSamples;
+  bool metric_given = false;
+  if (s.ok()) s = Check(c, &co, &metric, &metric_given);
+  std::vector<std::string> files = t.positional();
+  const bool algebra = verb == "add" || verb == "mean" || verb == "min" || verb == "sub";
+  const bool named = verb == "callers" || verb == "paths" || verb == "subtree";
+  std::string function;
+  if (s.ok() && named) {
+    if (files.size() != 2) {
+      s = InvalidArgument("give a tree and a function name");
+    } else {
+      function = files[1];
+      files.pop_back();
+    }
+  }
+  std::vector<std::string> base;
+  if (s.ok() && verb == "sub") {
+    base = SplitCommas(c.base);
+    if (base.empty() && files.size() == 2) {  // sub NEW OLD
+      base.push_back(files.back());
+      files.pop_back();
+    }
+    if (base.empty() || files.empty())
+      s = InvalidArgument("give NEW OLD, or NEW... --base OLD,...");
+  }
+  if (s.ok() && algebra && verb != "sub" && files.empty()) s = InvalidArgument("give the trees");
+  if (s.ok() && !algebra && files.size() != 1) s = InvalidArgument("give one tree");
+  if (s.ok() && verb == "build" && c.out.empty()) s = InvalidArgument("build writes -o FILE");
+  if (!s.ok()) return UsageError(t, s);
+
+  local::LoadOptions lo;
+  lo.from_ns = static_cast<uint64_t>(std::llround(c.from * 1e9));
+  lo.to_ns = c.to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(c.to * 1e9));
+  lo.tid = static_cast<uint32_t>(c.thread);
+  lo.collapsed_metric = metric_given ? metric : Metric::kSamples;
+  lo.chrome.threads = c.threads;
+  lo.off_cpu = c.off_cpu;
+  auto load = [&](const std::vector<std::string>& paths, std::vector<CallTree>* out) -> bool {
+    for (const std::string& p : paths) {
+      StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
+      if (!tree.ok()) {
+        std::cerr << "fieldprof tree: " << tree.status().message() << "\n";
+        return false;
+      }
+      out->push_back(std::move(*tree));
+    }
+    return true;
+  };
+  std::vector<CallTree> trees, bases;
+  if (!load(files, &trees) || !load(base, &bases)) return 1;
+  auto pick_metric = [&](const CallTree& tree) {
+    if (!metric_given) metric = tree.PrimaryMetric();
+  };
+
+  if (!algebra) {
+    CallTree& tree = trees[0];
+    pick_metric(tree);
+    if (verb == "show" || verb == "build") return Emit(tree, c, metric, nullptr);
+    if (verb == "subtree") {
+      StatusOr<CallTree> sub = local::Subtree(tree, function);
+      if (!sub.ok()) return Fail(sub.status().message());
+      return Emit(*sub, c, metric, nullptr);
+    }
+    if (verb == "top") {
+      const auto rows = c.nodes
+                            ? local::TopNodes(tree, metric, c.total, static_cast<size_t>(c.limit))
+                            : local::TopFunctions(tree, metric, c.total);
+      std::printf("%12s %12s  %s (%s, by %s)\n", "self", "total",
+                  c.nodes ? "call path" : "function", local::MetricName(metric),
+                  c.total ? "total" : "self");
+      for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
+        std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].self).c_str(),
+                    local::FormatMetric(metric, rows[i].total).c_str(), rows[i].name.c_str());
+      }
+      return 0;
+    }
+    if (verb == "callers") {
+      StatusOr<local::Butterfly> b = local::ButterflyOf(tree, function, metric);
+      if (!b.ok()) return Fail(b.status().message());
+      std::printf("%s: self %s, total %s (%s)\ncallers (its total under each):\n", function.c_str(),
+                  local::FormatMetric(metric, b->self).c_str(),
+                  local::FormatMetric(metric, b->total).c_str(), local::MetricName(metric));
+      for (const auto& r : b->callers) {
+        std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
+      }
+      std::printf("callees (their totals under it):\n");
+      for (const auto& r : b->callees) {
+        std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
+      }
+      return 0;
+    }
+    if (verb == "paths") {
+      const auto rows = local::PathsTo(tree, function, metric);
+      if (rows.empty()) return Fail("no call path holds \"" + function + "\"");
+      std::printf("%12s %12s  path to %s (%s)\n", "total", "self", function.c_str(),
+                  local::MetricName(metric));
+      for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
+        std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].total).c_str(),
+                    local::FormatMetric(metric, rows[i].self).c_str(), rows[i].name.c_str());
+      }
+      return 0;
+    }
+    // leaks
+    if (!tree.has(Metric::kAllocBytes)) {
+      return Fail(files[0] + " has no allocation metrics (a lab tree has them)");
+    }
+    std::printf("%12s %12s %12s %10s  function\n", "kept", "allocated", "freed", "allocs");
+    for (const auto& r : local::AllocatedNotFreed(tree)) {
+      std::printf("%12s %12s %12s %10s  %s\n",
+                  local::FormatMetric(Metric::kAllocBytes, r.allocated - r.freed, true).c_str(),
+                  local::FormatMetric(Metric::kAllocBytes, r.allocated).c_str(),
+                  local::FormatMetric(Metric::kFreedBytes, r.freed).c_str(),
+                  local::FormatMetric(Metric::kAllocs, r.allocs).c_str(), r.name.c_str());
+    }
+    return 0;
+  }
+
+  std::vector<const CallTree*> in;
+  for (const CallTree& tree : trees) in.push_back(&tree);
+  pick_metric(trees[0]);
+  std::fprintf(stderr, "fieldprof tree %s: %zu tree%s, names matched %s, normalize %s\n",
+               verb.c_str(), trees.size() + bases.size(),
+               trees.size() + bases.size() == 1 ? "" : "s", c.match.c_str(), c.normalize.c_str());
+  if (verb != "sub") {
+    const local::Op op = verb == "add"    ? local::Op::kAdd
+                         : verb == "mean" ? local::Op::kMean
+                                          : local::Op::kMin;
+    StatusOr<CallTree> out = local::Combine(in, op, co);
+    if (!out.ok()) return Fail(out.status().message());
+    return Emit(*out, c, metric, nullptr);
+  }
+  // sub: the groups' means (a single run is its own mean), new less base.
+  std::vector<const CallTree*> old;
+  for (const CallTree& tree : bases) old.push_back(&tree);
+  if (c.collapsed) {  // difffolded.pl's two columns: base, then new
+    StatusOr<CallTree> now_mean = local::Combine(in, local::Op::kMean, co);
+    StatusOr<CallTree> old_mean = local::Combine(old, local::Op::kMean, co);
+    if (!now_mean.ok() || !old_mean.ok()) return Fail("the runs did not combine");
+    std::cout << local::TreeCollapsedDiff(*old_mean, *now_mean, metric, co.match);
+    return 0;
+  }
+  std::vector<const CallTree*> both(in);
+  both.insert(both.end(), old.begin(), old.end());
+  local::CombineOptions sub_o = co;
+  sub_o.sub_group = in.size();
+  StatusOr<CallTree> diff = local::Combine(both, local::Op::kSub, sub_o);
+  if (!diff.ok()) return Fail(diff.status().message());
+  diff->runs = 1;
+  diff->description = "sub: " + std::to_string(trees.size()) + " new run(s) less " +
+                      std::to_string(bases.size()) + " base run(s), means";
+  local::SignificanceOptions so;
+  so.metric = metric;
+  so.match = co.match;
+  so.fdr = c.fdr;
+  so.min_effect = c.min_effect;
+  so.min_share = c.min_share / 100;
+  const std::vector<local::NodeChange> changes = local::Significance(*diff, in, old, so);
+  const bool tested = trees.size() >= 2 && bases.size() >= 2;
+  if (!tested) {
+    std::fprintf(stderr,
+                 "fieldprof tree sub: one run on a side: no significance (give 2 or more each)\n");
+  } else {
+    std::fprintf(stderr,
+                 "fieldprof tree sub: significance of %s self values: permutation test per node, "
+                 "Benjamini-Hochberg at FDR %.2g, floors %.3g%% change and %.3g%% of the base\n",
+                 local::MetricName(metric), c.fdr, c.min_effect * 100, c.min_share);
+  }
+  return Emit(*diff, c, metric, tested ? &changes : nullptr, &changes);
+}
+
+}  // namespace fieldprof::tools
