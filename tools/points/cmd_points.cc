@@ -214,6 +214,67 @@ void SayPlacements(const std::string& work) {
   }
 }
 
+// Runs `cmd` `runs` times; returns the last failing run's exit status
+// (the program's own; 0 when none failed), or -1 when it cannot run.
+int RunTimes(const std::vector<std::string>& cmd, int64_t runs) {
+  SpawnOptions so;
+  so.interrupt_child_only = true;
+  int failed_with = 0;
+  for (int64_t r = 1; r <= runs; ++r) {
+    if (runs > 1) {
+      std::fprintf(stderr, "%sfieldprof points: run %lld of %lld", isatty(2) ? "\r\033[K" : "",
+                   static_cast<long long>(r), static_cast<long long>(runs));
+      if (!isatty(2)) std::fprintf(stderr, "\n");
+    }
+    std::string error;
+    const int code = SpawnAndWait(cmd, so, &error);
+    if (code < 0) {
+      Say("cannot run " + cmd[0] + ": " + error);
+      return -1;
+    }
+    if (code != 0) {
+      failed_with = code;
+      std::fprintf(stderr, "%sfieldprof points: run %lld exited %d\n", isatty(2) ? "\r\033[K" : "",
+                   static_cast<long long>(r), code);
+    }
+  }
+  if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
+  return failed_with;
+}
+
+// What the runs left in `out_dir`: files and events, and a hint when no
+// point was recorded. Counted from each file's scan, not its whole
+// reading: a recording of tens of millions of events would take as many
+// seconds and GB. False when a file cannot be read (said).
+bool SayWhatWasRecorded(const std::string& out_dir, const std::string& output,
+                        const std::string& at) {
+  StatusOr<std::vector<std::string>> all = local::PointsFiles({out_dir});
+  if (!all.ok()) {
+    Say(all.status().message());
+    return false;
+  }
+  uint64_t events = 0;
+  for (const std::string& f : *all) {
+    local::PointsScan scan;
+    if (Status s = local::ScanPointsFile(f, &scan); !s.ok()) {
+      Say(s.message());
+      return false;
+    }
+    events += scan.Events();
+  }
+  std::fprintf(stderr,
+               "fieldprof points: %s: %zu process file%s, %llu events (fieldprof points show %s)\n",
+               output.c_str(), all->size(), all->size() == 1 ? "" : "s",
+               static_cast<unsigned long long>(events), output.c_str());
+  if (events == 0) {
+    Say(at.empty()
+            ? "no point was recorded: does the program include <fieldprof/points.h> and pass one?"
+            : "no point was recorded: no --at function was called, and the program passed no "
+              "point of its own");
+  }
+  return true;
+}
+
 int Record(int argc, char** argv) {
   std::string output, lib_dir, at;
   int64_t runs = 1;
@@ -289,55 +350,10 @@ int Record(int argc, char** argv) {
       if (!dir.empty()) fs::remove_all(dir, e);
     }
   } cleanup{work};
-  SpawnOptions so;
-  so.interrupt_child_only = true;
-  int failed_with = 0;  // the last failing run's status: the program's own
-  for (int64_t r = 1; r <= runs; ++r) {
-    if (runs > 1) {
-      std::fprintf(stderr, "%sfieldprof points: run %lld of %lld", isatty(2) ? "\r\033[K" : "",
-                   static_cast<long long>(r), static_cast<long long>(runs));
-      if (!isatty(2)) std::fprintf(stderr, "\n");
-    }
-    std::string error;
-    const int code = SpawnAndWait(cmd, so, &error);
-    if (code < 0) {
-      Say("cannot run " + cmd[0] + ": " + error);
-      return 127;
-    }
-    if (code != 0) {
-      failed_with = code;
-      std::fprintf(stderr, "%sfieldprof points: run %lld exited %d\n", isatty(2) ? "\r\033[K" : "",
-                   static_cast<long long>(r), code);
-    }
-  }
-  if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
+  const int failed_with = RunTimes(cmd, runs);
+  if (failed_with < 0) return 127;
   if (!work.empty()) SayPlacements(work);
-  // Counted from each file's scan, not its whole reading: a recording of
-  // tens of millions of events would take as many seconds and GB.
-  StatusOr<std::vector<std::string>> all = local::PointsFiles({out_dir});
-  if (!all.ok()) {
-    Say(all.status().message());
-    return 1;
-  }
-  uint64_t events = 0;
-  for (const std::string& f : *all) {
-    local::PointsScan scan;
-    if (Status s = local::ScanPointsFile(f, &scan); !s.ok()) {
-      Say(s.message());
-      return 1;
-    }
-    events += scan.Events();
-  }
-  std::fprintf(stderr,
-               "fieldprof points: %s: %zu process file%s, %llu events (fieldprof points show %s)\n",
-               output.c_str(), all->size(), all->size() == 1 ? "" : "s",
-               static_cast<unsigned long long>(events), output.c_str());
-  if (events == 0) {
-    Say(at.empty()
-            ? "no point was recorded: does the program include <fieldprof/points.h> and pass one?"
-            : "no point was recorded: no --at function was called, and the program passed no "
-              "point of its own");
-  }
+  if (!SayWhatWasRecorded(out_dir, output, at)) return 1;
   return failed_with;
 }
 

@@ -52,13 +52,23 @@ struct ScratchDir {
   }
 };
 
-int Record(int argc, char** argv) {
-  std::string output;
-  int64_t hz = 999, m = 100, n = 2;
+// What `fieldprof record` was asked, checked.
+struct RecordArgs {
+  std::string output, lib_dir, clock = "perf", cpu_wide = "auto";
+  int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
   bool wall = false, idle = true, all_user = false;
-  int64_t stack_bytes = 12288;
-  std::string lib_dir, clock = "perf", cpu_wide = "auto";
+  std::vector<std::string> cmd;
+};
+
+// Reads the flags and the command into `a`; -1 to go on, else the exit
+// code (help shown, or a usage error said).
+int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
+  std::string& output = a->output;
+  int64_t &hz = a->hz, &m = a->m, &n = a->n, &stack_bytes = a->stack_bytes;
+  double& p = a->p;
+  bool &wall = a->wall, &idle = a->idle, &all_user = a->all_user;
+  std::string &lib_dir = a->lib_dir, &clock = a->clock, &cpu_wide = a->cpu_wide;
   OptionTable t("fieldprof record",
                 "Samples the call stacks of a command and every program it starts (CPU time,\n"
                 "or wall-clock time with --wall) into a recording: whole stacks through\n"
@@ -108,8 +118,8 @@ int Record(int argc, char** argv) {
   const int cmd_at = DoubleDashAt(argc, argv);
   Status s;
   if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
-  const std::vector<std::string> cmd = ProgramArgs(argc, argv, cmd_at);
-  if (s.ok() && cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
+  a->cmd = ProgramArgs(argc, argv, cmd_at);
+  if (s.ok() && a->cmd.empty()) s = InvalidArgument("give the command to record: -- CMD ARGS...");
   if (s.ok() && clock != "perf" && clock != "task" && clock != "timer") {
     s = InvalidArgument("--clock is perf, task or timer, not \"" + clock + "\"");
   }
@@ -117,26 +127,180 @@ int Record(int argc, char** argv) {
     s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
   }
   if (!s.ok()) return UsageError(t, s);
-  if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".fprec";
-  local::PerfSamplerOptions po;
-  po.hz = static_cast<uint32_t>(hz);
-  po.stack_bytes = static_cast<uint32_t>(stack_bytes) & ~7u;
-  po.all_user = all_user;
-  bool outside = clock == "perf" && !wall;
+  if (output.empty()) output = fs::path(a->cmd[0]).filename().string() + ".fprec";
+  return -1;
+}
+
+// Tells the preloaded sampler what to do, through its environment.
+void SetSamplerEnv(const RecordArgs& a, bool outside, const std::string& lib_dir,
+                   const std::string& raw_dir) {
+  setenv("FIELDPROF_RECORD_DIR", raw_dir.c_str(), 1);
+  setenv("FIELDPROF_RECORD_HZ", std::to_string(a.hz).c_str(), 1);
+  setenv("FIELDPROF_RECORD_WALL", a.wall ? "1" : "0", 1);
+  setenv("FIELDPROF_RECORD_IDLE", a.idle ? "1" : "0", 1);
+  setenv("FIELDPROF_RECORD_CLOCK", a.clock.c_str(), 1);
+  setenv("FIELDPROF_RECORD_SAMPLES", outside ? "0" : "1", 1);
+  PrependEnv("LD_PRELOAD", lib_dir + "/" + kSamplerLib);
+}
+
+// Runs the command, sampled from outside when `outside`; the samples are
+// unwound into `raw_dir` when it ends. Returns its exit status, or -1
+// when it could not be run (said).
+int RunSampled(const RecordArgs& a, const local::PerfSamplerOptions& po, bool outside,
+               const std::string& raw_dir) {
+  // Ctrl-C stops the program; its recording is still written.
+  SpawnOptions so;
+  so.interrupt_child_only = true;
+  std::unique_ptr<local::PerfSampler> sampler;
   if (outside) {
-    if (Status a = local::PerfSamplerAvailable(po); !a.ok()) {
-      std::cerr << "fieldprof record: sampling from outside is not available here (" << a.message()
+    so.before_exec = [&](pid_t pid, std::string* why) {
+      StatusOr<std::unique_ptr<local::PerfSampler>> ps = local::PerfSampler::Open(pid, po, raw_dir);
+      if (!ps.ok()) {
+        *why = "sampling from outside: " + std::string(ps.status().message()) +
+               " (--clock task samples in the program)";
+        return false;
+      }
+      sampler = std::move(*ps);
+      sampler->Start();
+      return true;
+    };
+  }
+  std::string error;
+  const int code = SpawnAndWait(a.cmd, so, &error);
+  if (code < 0) {
+    std::cerr << "fieldprof record: cannot run " << a.cmd[0] << ": " << error << "\n";
+    return -1;
+  }
+  if (sampler != nullptr) {
+    sampler->Stop();
+    if (sampler->bytes_copied() > (64u << 20)) {
+      std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
+                   static_cast<double>(sampler->bytes_copied()) / 1e6);
+    }
+    StatusOr<local::PerfUnwindSummary> u = local::UnwindPerfSamples(
+        raw_dir, raw_dir, static_cast<uint32_t>(a.hz), sampler->kernel_time());
+    if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
+  }
+  return code;
+}
+
+// What was written, and what the samplers could not take.
+void SayRecorded(const Recording& r, const std::string& output) {
+  std::fprintf(stderr,
+               "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
+               "%zu threads, %zu stacks%s\n",
+               output.c_str(), r.tree.samples(), local::SampleSourceName(r.source), r.hz,
+               static_cast<double>(r.duration_ns) / 1e9, r.processes, r.processes == 1 ? "" : "es",
+               r.threads.size(), r.stacks.size(),
+               r.processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
+  if (r.dropped > 0 || r.skipped > r.tree.samples() / 100) {
+    std::fprintf(
+        stderr,
+        "fieldprof record: %llu stacks dropped (the sampler's ring was full: its writer "
+        "fell behind), %llu samples skipped (taken in the dynamic linker or the sampler)\n",
+        static_cast<unsigned long long>(r.dropped), static_cast<unsigned long long>(r.skipped));
+  }
+  if (r.stepped_aside > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s took no samples: the sampler in the program "
+                 "steps aside for programs that own its signals (Go); the default --clock perf "
+                 "samples them from outside\n",
+                 r.stepped_aside, r.stepped_aside == 1 ? "" : "es");
+  }
+  if (r.seccomp_aside > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s installed a seccomp filter: the sampler in the "
+                 "program stopped there, before a system call the filter did not expect%s\n",
+                 r.seccomp_aside, r.seccomp_aside == 1 ? "" : "es",
+                 local::raw::IsPerfSource(r.source) ? ""
+                                                    : "; the default --clock perf samples on "
+                                                      "from outside");
+  }
+  if (r.signal_taken > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %u process%s set its own SIGPROF handler by the raw system "
+                 "call: the sampler in the program lost its samples there (the program got the "
+                 "signals, as it would under a profiler of its own); the default --clock perf "
+                 "samples from outside\n",
+                 r.signal_taken, r.signal_taken == 1 ? " has" : "es have");
+  }
+  if (r.throttled > 0) {
+    std::fprintf(stderr,
+                 "fieldprof record: %llu samples throttled: unwinding took over a quarter of a "
+                 "thread's time at %u Hz (a lower --hz keeps them)\n",
+                 static_cast<unsigned long long>(r.throttled), r.hz);
+  }
+}
+
+// How many idle transitions, and whether the clock itself costs switches.
+void SayIdle(const Recording& r) {
+  if (!r.idle) return;
+  std::fprintf(stderr, "fieldprof record: %zu idle transitions%s (show --idle)%s\n",
+               r.idle_tree.samples(), r.cpu_wide ? ", with CPU-wide idle" : "",
+               r.switches_lost + r.threads_unwatched > 0 ? "; some switches were not seen" : "");
+  const double per_s = static_cast<double>(r.idle_tree.samples() / 2 + r.preemptions) /
+                       std::max(1e-3, static_cast<double>(r.duration_ns) / 1e9);
+  if (per_s > 5000 &&
+      (r.source == local::raw::kTaskClock || r.source == local::raw::kTaskClockUser)) {
+    std::fprintf(stderr,
+                 "fieldprof record: %.0f context switches a second: the task clock adds to "
+                 "each; --clock timer does not\n",
+                 per_s);
+  }
+}
+
+// Builds the recording from what the samplers left in `raw_dir` and
+// writes it; the exit status stays the program's `code` whatever happens.
+int WriteRecording(const RecordArgs& a, const std::string& raw_dir, int code) {
+  local::TimeTreeOptions o;
+  o.leaf_samples = static_cast<uint32_t>(a.m);
+  o.keep_fraction = a.p;
+  o.fanout = static_cast<uint32_t>(a.n);
+  StatusOr<Recording> r = local::RecordingFromRawDir(raw_dir, o);
+  if (!r.ok()) {
+    // A message, not the program's failure: the exit status stays its own.
+    std::cerr << "fieldprof record: " << r.status().message()
+              << (r.status().code() == StatusCode::kNotFound
+                      ? ": a statically linked program, or one that drops LD_PRELOAD, cannot "
+                        "be sampled from inside"
+                      : "")
+              << "; the exit status is the program's (" << code << ")\n";
+    return code;
+  }
+  for (const std::string& arg : a.cmd) r->command += (r->command.empty() ? "" : " ") + arg;
+  if (Status w = WriteFileDurably(a.output, local::EncodeRecording(*r), FileAccess::kShared);
+      !w.ok()) {
+    std::cerr << "fieldprof record: " << w.message() << "; the exit status is the program's ("
+              << code << ")\n";
+    return code;
+  }
+  SayRecorded(*r, a.output);
+  SayIdle(*r);
+  return code;
+}
+
+int Record(int argc, char** argv) {
+  RecordArgs a;
+  if (const int code = ParseRecordArgs(argc, argv, &a); code >= 0) return code;
+  local::PerfSamplerOptions po;
+  po.hz = static_cast<uint32_t>(a.hz);
+  po.stack_bytes = static_cast<uint32_t>(a.stack_bytes) & ~7u;
+  po.all_user = a.all_user;
+  bool outside = a.clock == "perf" && !a.wall;
+  if (outside) {
+    if (Status av = local::PerfSamplerAvailable(po); !av.ok()) {
+      std::cerr << "fieldprof record: sampling from outside is not available here (" << av.message()
                 << "); sampling in the program instead (--clock task)\n";
       outside = false;
-      clock = "task";
+      a.clock = "task";
     }
   }
   // In the program: its samples unless taken from outside, and its idle
   // transitions. With neither, nothing is preloaded at all.
-  const bool preload = !outside || idle;
+  const bool preload = !outside || a.idle;
   std::string dir;
   if (preload) {
-    StatusOr<std::string> d = FindRuntime(lib_dir);
+    StatusOr<std::string> d = FindRuntime(a.lib_dir);
     if (d.ok() && access((*d + "/" + kSamplerLib).c_str(), R_OK) != 0) {
       d = NotFound(*d + " has no " + kSamplerLib);
     }
@@ -153,61 +317,20 @@ int Record(int argc, char** argv) {
     return 3;
   }
   raw.path = tmpl;
-  if (preload) {
-    setenv("FIELDPROF_RECORD_DIR", raw.path.c_str(), 1);
-    setenv("FIELDPROF_RECORD_HZ", std::to_string(hz).c_str(), 1);
-    setenv("FIELDPROF_RECORD_WALL", wall ? "1" : "0", 1);
-    setenv("FIELDPROF_RECORD_IDLE", idle ? "1" : "0", 1);
-    setenv("FIELDPROF_RECORD_CLOCK", clock.c_str(), 1);
-    setenv("FIELDPROF_RECORD_SAMPLES", outside ? "0" : "1", 1);
-    PrependEnv("LD_PRELOAD", dir + "/" + kSamplerLib);
-  }
+  if (preload) SetSamplerEnv(a, outside, dir, raw.path);
   std::unique_ptr<local::CpuWideSwitches> cpu;
-  if (idle && cpu_wide != "off") {
+  if (a.idle && a.cpu_wide != "off") {
     StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
     if (c.ok()) {
       cpu = std::move(*c);
       cpu->Start();
-    } else if (cpu_wide == "on") {
+    } else if (a.cpu_wide == "on") {
       std::cerr << "fieldprof record: --cpu_wide on: " << c.status().message() << "\n";
       return 3;
     }
   }
-  // Ctrl-C stops the program; its recording is still written.
-  SpawnOptions so;
-  so.interrupt_child_only = true;
-  std::unique_ptr<local::PerfSampler> sampler;
-  if (outside) {
-    so.before_exec = [&](pid_t pid, std::string* why) {
-      StatusOr<std::unique_ptr<local::PerfSampler>> ps =
-          local::PerfSampler::Open(pid, po, raw.path);
-      if (!ps.ok()) {
-        *why = "sampling from outside: " + std::string(ps.status().message()) +
-               " (--clock task samples in the program)";
-        return false;
-      }
-      sampler = std::move(*ps);
-      sampler->Start();
-      return true;
-    };
-  }
-  std::string error;
-  const int code = SpawnAndWait(cmd, so, &error);
-  if (code < 0) {
-    std::cerr << "fieldprof record: cannot run " << cmd[0] << ": " << error << "\n";
-    return 127;
-  }
-  if (sampler != nullptr) {
-    sampler->Stop();
-    if (sampler->bytes_copied() > (64u << 20)) {
-      std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
-                   static_cast<double>(sampler->bytes_copied()) / 1e6);
-    }
-    StatusOr<local::PerfUnwindSummary> u = local::UnwindPerfSamples(
-        raw.path, raw.path, static_cast<uint32_t>(hz), sampler->kernel_time());
-    if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
-    sampler.reset();
-  }
+  const int code = RunSampled(a, po, outside, raw.path);
+  if (code < 0) return 127;
   if (cpu != nullptr) {
     const std::string log = local::EncodeCpuIdleLog(cpu->Stop());
     if (Status w =
@@ -216,88 +339,7 @@ int Record(int argc, char** argv) {
       std::cerr << "fieldprof record: " << w.message() << "\n";
     }
   }
-  local::TimeTreeOptions o;
-  o.leaf_samples = static_cast<uint32_t>(m);
-  o.keep_fraction = p;
-  o.fanout = static_cast<uint32_t>(n);
-  StatusOr<Recording> r = local::RecordingFromRawDir(raw.path, o);
-  if (!r.ok()) {
-    // A message, not the program's failure: the exit status stays its own.
-    std::cerr << "fieldprof record: " << r.status().message()
-              << (r.status().code() == StatusCode::kNotFound
-                      ? ": a statically linked program, or one that drops LD_PRELOAD, cannot "
-                        "be sampled from inside"
-                      : "")
-              << "; the exit status is the program's (" << code << ")\n";
-    return code;
-  }
-  for (const std::string& a : cmd) r->command += (r->command.empty() ? "" : " ") + a;
-  if (Status w = WriteFileDurably(output, local::EncodeRecording(*r), FileAccess::kShared);
-      !w.ok()) {
-    std::cerr << "fieldprof record: " << w.message() << "; the exit status is the program's ("
-              << code << ")\n";
-    return code;
-  }
-  std::fprintf(stderr,
-               "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
-               "%zu threads, %zu stacks%s\n",
-               output.c_str(), r->tree.samples(), local::SampleSourceName(r->source), r->hz,
-               static_cast<double>(r->duration_ns) / 1e9, r->processes,
-               r->processes == 1 ? "" : "es", r->threads.size(), r->stacks.size(),
-               r->processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
-  if (r->dropped > 0 || r->skipped > r->tree.samples() / 100) {
-    std::fprintf(
-        stderr,
-        "fieldprof record: %llu stacks dropped (the sampler's ring was full: its writer "
-        "fell behind), %llu samples skipped (taken in the dynamic linker or the sampler)\n",
-        static_cast<unsigned long long>(r->dropped), static_cast<unsigned long long>(r->skipped));
-  }
-  if (r->stepped_aside > 0) {
-    std::fprintf(stderr,
-                 "fieldprof record: %u process%s took no samples: the sampler in the program "
-                 "steps aside for programs that own its signals (Go); the default --clock perf "
-                 "samples them from outside\n",
-                 r->stepped_aside, r->stepped_aside == 1 ? "" : "es");
-  }
-  if (r->seccomp_aside > 0) {
-    std::fprintf(stderr,
-                 "fieldprof record: %u process%s installed a seccomp filter: the sampler in the "
-                 "program stopped there, before a system call the filter did not expect%s\n",
-                 r->seccomp_aside, r->seccomp_aside == 1 ? "" : "es",
-                 local::raw::IsPerfSource(r->source) ? ""
-                                                     : "; the default --clock perf samples on "
-                                                       "from outside");
-  }
-  if (r->signal_taken > 0) {
-    std::fprintf(stderr,
-                 "fieldprof record: %u process%s set its own SIGPROF handler by the raw system "
-                 "call: the sampler in the program lost its samples there (the program got the "
-                 "signals, as it would under a profiler of its own); the default --clock perf "
-                 "samples from outside\n",
-                 r->signal_taken, r->signal_taken == 1 ? " has" : "es have");
-  }
-  if (r->throttled > 0) {
-    std::fprintf(stderr,
-                 "fieldprof record: %llu samples throttled: unwinding took over a quarter of a "
-                 "thread's time at %u Hz (a lower --hz keeps them)\n",
-                 static_cast<unsigned long long>(r->throttled), r->hz);
-  }
-  if (r->idle) {
-    std::fprintf(
-        stderr, "fieldprof record: %zu idle transitions%s (show --idle)%s\n",
-        r->idle_tree.samples(), r->cpu_wide ? ", with CPU-wide idle" : "",
-        r->switches_lost + r->threads_unwatched > 0 ? "; some switches were not seen" : "");
-    const double per_s = static_cast<double>(r->idle_tree.samples() / 2 + r->preemptions) /
-                         std::max(1e-3, static_cast<double>(r->duration_ns) / 1e9);
-    if (per_s > 5000 &&
-        (r->source == local::raw::kTaskClock || r->source == local::raw::kTaskClockUser)) {
-      std::fprintf(stderr,
-                   "fieldprof record: %.0f context switches a second: the task clock adds to "
-                   "each; --clock timer does not\n",
-                   per_s);
-    }
-  }
-  return code;
+  return WriteRecording(a, raw.path, code);
 }
 
 // A call-tree node: children by frame, samples in it and below.
@@ -457,6 +499,102 @@ int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, const 
   return 0;
 }
 
+// Samples per stack in the range counted in `c`, of `thread` (0: all);
+// `all`: their sum.
+std::map<uint32_t, uint64_t> SamplesByStack(const Recording& r, const RangeCounts& c,
+                                            int64_t thread, uint64_t* all) {
+  std::map<uint32_t, uint64_t> by_stack;
+  *all = 0;
+  for (const auto& [type, count] : c.by_type) {
+    const auto [th, stack] = r.types[type];
+    if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    by_stack[stack] += count;
+    *all += count;
+  }
+  return by_stack;
+}
+
+// "a;b;c COUNT", a line per stack (flamegraph.pl, speedscope).
+void PrintCollapsed(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack) {
+  for (const auto& [stack, count] : by_stack) {
+    std::string line;
+    for (uint32_t f : r.stacks[stack]) line += (line.empty() ? "" : ";") + r.frames[f];
+    std::printf("%s %llu\n", line.c_str(), static_cast<unsigned long long>(count));
+  }
+}
+
+// The functions by self samples, with their total.
+void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
+                   double min_share, const std::string& color) {
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
+  for (const auto& [stack, count] : by_stack) {
+    const auto& frames = r.stacks[stack];
+    if (frames.empty()) continue;
+    fn[frames.back()].first += count;
+    std::vector<uint32_t> seen(frames.begin(), frames.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (uint32_t f : seen) fn[f].second += count;
+  }
+  std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> rows(fn.begin(), fn.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
+  if (rows.empty()) return;
+  Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first)};
+  std::printf("  self   total  function\n");
+  for (const auto& [f, st] : rows) {
+    if (static_cast<double>(st.second) / static_cast<double>(all) < min_share) continue;
+    char cols[32];
+    std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * static_cast<double>(st.first) / all,
+                  100 * static_cast<double>(st.second) / all);
+    std::printf("%s\n", paint(cols + r.frames[f], st.first).c_str());
+  }
+}
+
+// The call tree, top-down, with total and self shares.
+void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
+                  double min_share, const std::string& color) {
+  TreeNode root;
+  for (const auto& [stack, count] : by_stack) {
+    TreeNode* node = &root;
+    node->total += count;
+    for (uint32_t f : r.stacks[stack]) {
+      node = &node->children[f];
+      node->total += count;
+    }
+    node->self += count;
+  }
+  std::printf(" total    self  call tree (top-down)\n");
+  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
+  PrintTree(r, root, all, min_share, "", paint);
+}
+
+// The range's first lines: what was recorded, how many samples the range
+// holds, and what the time tree's lists left out.
+void PrintRangeHeader(const std::string& file, const Recording& r, const RangeCounts& c,
+                      double from, double to, int64_t thread) {
+  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s%s\n", file.c_str(),
+              r.command.c_str(), static_cast<unsigned long long>(c.samples), from,
+              to < 0 ? static_cast<double>(r.duration_ns) / 1e9 : to,
+              static_cast<double>(r.duration_ns) / 1e9,
+              thread != 0 ? (", thread " + std::to_string(thread)).c_str() : "");
+  if (c.other > 0) {
+    std::printf(
+        "bound: %llu samples (%.1f%%) are in the time tree's \"other\": each share below "
+        "may be up to that much higher (--exact counts them)\n",
+        static_cast<unsigned long long>(c.other),
+        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples)));
+  }
+}
+
+// Where threads waited, coloured as asked.
+std::string IdleText(const Recording& r, local::IdleReportOptions io, const std::string& color) {
+  io.color = ColorWanted(color);
+  io.truecolor = TrueColor();
+  return local::IdleReport(r, io);
+}
+
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
   std::string color = "auto";
@@ -523,85 +661,26 @@ int Show(int argc, char** argv) {
     io.tid = static_cast<uint32_t>(thread);
     io.min_share = min_share / 100;
     io.collapsed = collapsed;
-    io.color = ColorWanted(color);
-    io.truecolor = TrueColor();
-    std::cout << local::IdleReport(*r, io);
+    std::cout << IdleText(*r, io, color);
     return 0;
   }
   const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed);
-  // Samples per stack, of the threads asked for.
-  std::map<uint32_t, uint64_t> by_stack;
   uint64_t all = 0;
-  for (const auto& [type, count] : c.by_type) {
-    const auto [th, stack] = r->types[type];
-    if (thread != 0 && r->threads[th].tid != static_cast<uint32_t>(thread)) continue;
-    by_stack[stack] += count;
-    all += count;
-  }
+  const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(*r, c, thread, &all);
   if (collapsed) {
-    for (const auto& [stack, count] : by_stack) {
-      std::string line;
-      for (uint32_t f : r->stacks[stack]) line += (line.empty() ? "" : ";") + r->frames[f];
-      std::printf("%s %llu\n", line.c_str(), static_cast<unsigned long long>(count));
-    }
+    PrintCollapsed(*r, by_stack);
     return 0;
   }
-  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s%s\n", file.c_str(),
-              r->command.c_str(), static_cast<unsigned long long>(c.samples), from,
-              to < 0 ? static_cast<double>(r->duration_ns) / 1e9 : to,
-              static_cast<double>(r->duration_ns) / 1e9,
-              thread != 0 ? (", thread " + std::to_string(thread)).c_str() : "");
-  if (c.other > 0) {
-    std::printf(
-        "bound: %llu samples (%.1f%%) are in the time tree's \"other\": each share below "
-        "may be up to that much higher (--exact counts them)\n",
-        static_cast<unsigned long long>(c.other),
-        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples)));
-  }
+  PrintRangeHeader(file, *r, c, from, to, thread);
   if (all == 0) {
     std::printf("no samples in this range\n");
     return 0;
   }
   if (bottom_up) {
-    std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
-    for (const auto& [stack, count] : by_stack) {
-      const auto& frames = r->stacks[stack];
-      if (frames.empty()) continue;
-      fn[frames.back()].first += count;
-      std::vector<uint32_t> seen(frames.begin(), frames.end());
-      std::sort(seen.begin(), seen.end());
-      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-      for (uint32_t f : seen) fn[f].second += count;
-    }
-    std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> rows(fn.begin(), fn.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-      return a.second != b.second ? a.second > b.second : a.first < b.first;
-    });
-    Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first)};
-    std::printf("  self   total  function\n");
-    for (const auto& [f, st] : rows) {
-      if (static_cast<double>(st.second) / static_cast<double>(all) < min_share / 100) continue;
-      char cols[32];
-      std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ",
-                    100 * static_cast<double>(st.first) / all,
-                    100 * static_cast<double>(st.second) / all);
-      std::printf("%s\n", paint(cols + r->frames[f], st.first).c_str());
-    }
-    return 0;
+    PrintBottomUp(*r, by_stack, all, min_share / 100, color);
+  } else {
+    PrintTopDown(*r, by_stack, all, min_share / 100, color);
   }
-  TreeNode root;
-  for (const auto& [stack, count] : by_stack) {
-    TreeNode* node = &root;
-    node->total += count;
-    for (uint32_t f : r->stacks[stack]) {
-      node = &node->children[f];
-      node->total += count;
-    }
-    node->self += count;
-  }
-  std::printf(" total    self  call tree (top-down)\n");
-  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
-  PrintTree(*r, root, all, min_share / 100, "", paint);
   return 0;
 }
 

@@ -192,15 +192,27 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
   return 0;
 }
 
-}  // namespace
+// What the command line asked for, checked.
+struct Invocation {
+  std::string verb;
+  Common c;
+  local::CombineOptions co;
+  Metric metric = Metric::kSamples;
+  bool metric_given = false;
+  std::vector<std::string> files, base;
+  std::string function;  // callers, paths, subtree
+  bool algebra = false;  // add, mean, min, sub
+};
 
-int CmdTree(int argc, char** argv) {
+// Reads the verb and flags into `inv`; returns -1 to go on, else the
+// command's exit code (help shown, or a usage error said).
+int Parse(int argc, char** argv, Invocation* inv) {
   const std::string verb = argc >= 2 ? argv[1] : "";
   static const char* kVerbs[] = {"show",  "build", "top",  "callers", "paths", "subtree",
                                  "leaks", "add",   "mean", "min",     "sub"};
   bool known = false;
   for (const char* v : kVerbs) known |= verb == v;
-  Common c;
+  Common& c = inv->c;
   OptionTable t("fieldprof tree " + (known ? verb : std::string("VERB")), kUsage);
   AddFlags(&t, &c);
   Status s;
@@ -223,151 +235,149 @@ int CmdTree(int argc, char** argv) {
     return 2;
   }
   if (ParseOrShowHelp(t, argc - 1, argv + 1, &s)) return 0;
-  local::CombineOptions co;
-  Metric metric = Metric::kSamples;
-  bool metric_given = false;
-  if (s.ok()) s = Check(c, &co, &metric, &metric_given);
-  std::vector<std::string> files = t.positional();
-  const bool algebra = verb == "add" || verb == "mean" || verb == "min" || verb == "sub";
+  inv->verb = verb;
+  if (s.ok()) s = Check(c, &inv->co, &inv->metric, &inv->metric_given);
+  std::vector<std::string>& files = inv->files;
+  files = t.positional();
+  inv->algebra = verb == "add" || verb == "mean" || verb == "min" || verb == "sub";
   const bool named = verb == "callers" || verb == "paths" || verb == "subtree";
-  std::string function;
   if (s.ok() && named) {
     if (files.size() != 2) {
       s = InvalidArgument("give a tree and a function name");
     } else {
-      function = files[1];
+      inv->function = files[1];
       files.pop_back();
     }
   }
-  std::vector<std::string> base;
   if (s.ok() && verb == "sub") {
-    base = SplitCommas(c.base);
-    if (base.empty() && files.size() == 2) {  // sub NEW OLD
-      base.push_back(files.back());
+    inv->base = SplitCommas(c.base);
+    if (inv->base.empty() && files.size() == 2) {  // sub NEW OLD
+      inv->base.push_back(files.back());
       files.pop_back();
     }
-    if (base.empty() || files.empty())
+    if (inv->base.empty() || files.empty())
       s = InvalidArgument("give NEW OLD, or NEW... --base OLD,...");
   }
-  if (s.ok() && algebra && verb != "sub" && files.empty()) s = InvalidArgument("give the trees");
-  if (s.ok() && !algebra && files.size() != 1) s = InvalidArgument("give one tree");
+  if (s.ok() && inv->algebra && verb != "sub" && files.empty()) {
+    s = InvalidArgument("give the trees");
+  }
+  if (s.ok() && !inv->algebra && files.size() != 1) s = InvalidArgument("give one tree");
   if (s.ok() && verb == "build" && c.out.empty()) s = InvalidArgument("build writes -o FILE");
   if (!s.ok()) return UsageError(t, s);
+  return -1;
+}
 
+// Reads each of `paths` as a tree (a recording, points, a trace, ...).
+bool Load(const Invocation& inv, const std::vector<std::string>& paths,
+          std::vector<CallTree>* out) {
+  const Common& c = inv.c;
   local::LoadOptions lo;
   lo.from_ns = static_cast<uint64_t>(std::llround(c.from * 1e9));
   lo.to_ns = c.to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(c.to * 1e9));
   lo.tid = static_cast<uint32_t>(c.thread);
-  lo.collapsed_metric = metric_given ? metric : Metric::kSamples;
+  lo.collapsed_metric = inv.metric_given ? inv.metric : Metric::kSamples;
   lo.chrome.threads = c.threads;
   lo.off_cpu = c.off_cpu;
-  auto load = [&](const std::vector<std::string>& paths, std::vector<CallTree>* out) -> bool {
-    for (const std::string& p : paths) {
-      StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
-      if (!tree.ok()) {
-        std::cerr << "fieldprof tree: " << tree.status().message() << "\n";
-        return false;
-      }
-      out->push_back(std::move(*tree));
+  for (const std::string& p : paths) {
+    StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
+    if (!tree.ok()) {
+      std::cerr << "fieldprof tree: " << tree.status().message() << "\n";
+      return false;
     }
-    return true;
-  };
-  std::vector<CallTree> trees, bases;
-  if (!load(files, &trees) || !load(base, &bases)) return 1;
-  auto pick_metric = [&](const CallTree& tree) {
-    if (!metric_given) metric = tree.PrimaryMetric();
-  };
+    out->push_back(std::move(*tree));
+  }
+  return true;
+}
 
-  if (!algebra) {
-    CallTree& tree = trees[0];
-    pick_metric(tree);
-    if (verb == "show" || verb == "build") return Emit(tree, c, metric, nullptr);
-    if (verb == "subtree") {
-      StatusOr<CallTree> sub = local::Subtree(tree, function);
-      if (!sub.ok()) return Fail(sub.status().message());
-      return Emit(*sub, c, metric, nullptr);
-    }
-    if (verb == "top") {
-      const auto rows = c.nodes
-                            ? local::TopNodes(tree, metric, c.total, static_cast<size_t>(c.limit))
+int PrintTop(const CallTree& tree, const Common& c, Metric metric) {
+  const auto rows = c.nodes ? local::TopNodes(tree, metric, c.total, static_cast<size_t>(c.limit))
                             : local::TopFunctions(tree, metric, c.total);
-      std::printf("%12s %12s  %s (%s, by %s)\n", "self", "total",
-                  c.nodes ? "call path" : "function", local::MetricName(metric),
-                  c.total ? "total" : "self");
-      for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
-        std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].self).c_str(),
-                    local::FormatMetric(metric, rows[i].total).c_str(), rows[i].name.c_str());
-      }
-      return 0;
-    }
-    if (verb == "callers") {
-      StatusOr<local::Butterfly> b = local::ButterflyOf(tree, function, metric);
-      if (!b.ok()) return Fail(b.status().message());
-      std::printf("%s: self %s, total %s (%s)\ncallers (its total under each):\n", function.c_str(),
-                  local::FormatMetric(metric, b->self).c_str(),
-                  local::FormatMetric(metric, b->total).c_str(), local::MetricName(metric));
-      for (const auto& r : b->callers) {
-        std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
-      }
-      std::printf("callees (their totals under it):\n");
-      for (const auto& r : b->callees) {
-        std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
-      }
-      return 0;
-    }
-    if (verb == "paths") {
-      const auto rows = local::PathsTo(tree, function, metric);
-      if (rows.empty()) return Fail("no call path holds \"" + function + "\"");
-      std::printf("%12s %12s  path to %s (%s)\n", "total", "self", function.c_str(),
-                  local::MetricName(metric));
-      for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
-        std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].total).c_str(),
-                    local::FormatMetric(metric, rows[i].self).c_str(), rows[i].name.c_str());
-      }
-      return 0;
-    }
-    // leaks
-    if (!tree.has(Metric::kAllocBytes)) {
-      return Fail(files[0] + " has no allocation metrics (a lab tree has them)");
-    }
-    std::printf("%12s %12s %12s %10s  function\n", "kept", "allocated", "freed", "allocs");
-    for (const auto& r : local::AllocatedNotFreed(tree)) {
-      std::printf("%12s %12s %12s %10s  %s\n",
-                  local::FormatMetric(Metric::kAllocBytes, r.allocated - r.freed, true).c_str(),
-                  local::FormatMetric(Metric::kAllocBytes, r.allocated).c_str(),
-                  local::FormatMetric(Metric::kFreedBytes, r.freed).c_str(),
-                  local::FormatMetric(Metric::kAllocs, r.allocs).c_str(), r.name.c_str());
-    }
-    return 0;
+  std::printf("%12s %12s  %s (%s, by %s)\n", "self", "total", c.nodes ? "call path" : "function",
+              local::MetricName(metric), c.total ? "total" : "self");
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
+    std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].self).c_str(),
+                local::FormatMetric(metric, rows[i].total).c_str(), rows[i].name.c_str());
   }
+  return 0;
+}
 
-  std::vector<const CallTree*> in;
-  for (const CallTree& tree : trees) in.push_back(&tree);
-  pick_metric(trees[0]);
-  std::fprintf(stderr, "fieldprof tree %s: %zu tree%s, names matched %s, normalize %s\n",
-               verb.c_str(), trees.size() + bases.size(),
-               trees.size() + bases.size() == 1 ? "" : "s", c.match.c_str(), c.normalize.c_str());
-  if (verb != "sub") {
-    const local::Op op = verb == "add"    ? local::Op::kAdd
-                         : verb == "mean" ? local::Op::kMean
-                                          : local::Op::kMin;
-    StatusOr<CallTree> out = local::Combine(in, op, co);
-    if (!out.ok()) return Fail(out.status().message());
-    return Emit(*out, c, metric, nullptr);
+int PrintCallers(const CallTree& tree, const std::string& function, Metric metric) {
+  StatusOr<local::Butterfly> b = local::ButterflyOf(tree, function, metric);
+  if (!b.ok()) return Fail(b.status().message());
+  std::printf("%s: self %s, total %s (%s)\ncallers (its total under each):\n", function.c_str(),
+              local::FormatMetric(metric, b->self).c_str(),
+              local::FormatMetric(metric, b->total).c_str(), local::MetricName(metric));
+  for (const auto& r : b->callers) {
+    std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
   }
-  // sub: the groups' means (a single run is its own mean), new less base.
-  std::vector<const CallTree*> old;
+  std::printf("callees (their totals under it):\n");
+  for (const auto& r : b->callees) {
+    std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
+  }
+  return 0;
+}
+
+int PrintPaths(const CallTree& tree, const std::string& function, const Common& c, Metric metric) {
+  const auto rows = local::PathsTo(tree, function, metric);
+  if (rows.empty()) return Fail("no call path holds \"" + function + "\"");
+  std::printf("%12s %12s  path to %s (%s)\n", "total", "self", function.c_str(),
+              local::MetricName(metric));
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
+    std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].total).c_str(),
+                local::FormatMetric(metric, rows[i].self).c_str(), rows[i].name.c_str());
+  }
+  return 0;
+}
+
+int PrintLeaks(const CallTree& tree, const std::string& file) {
+  if (!tree.has(Metric::kAllocBytes)) {
+    return Fail(file + " has no allocation metrics (a lab tree has them)");
+  }
+  std::printf("%12s %12s %12s %10s  function\n", "kept", "allocated", "freed", "allocs");
+  for (const auto& r : local::AllocatedNotFreed(tree)) {
+    std::printf("%12s %12s %12s %10s  %s\n",
+                local::FormatMetric(Metric::kAllocBytes, r.allocated - r.freed, true).c_str(),
+                local::FormatMetric(Metric::kAllocBytes, r.allocated).c_str(),
+                local::FormatMetric(Metric::kFreedBytes, r.freed).c_str(),
+                local::FormatMetric(Metric::kAllocs, r.allocs).c_str(), r.name.c_str());
+  }
+  return 0;
+}
+
+// show, build, top, callers, paths, subtree, leaks: one tree.
+int Query(const Invocation& inv, const CallTree& tree) {
+  const std::string& verb = inv.verb;
+  const Metric metric = inv.metric;
+  if (verb == "show" || verb == "build") return Emit(tree, inv.c, metric, nullptr);
+  if (verb == "subtree") {
+    StatusOr<CallTree> sub = local::Subtree(tree, inv.function);
+    if (!sub.ok()) return Fail(sub.status().message());
+    return Emit(*sub, inv.c, metric, nullptr);
+  }
+  if (verb == "top") return PrintTop(tree, inv.c, metric);
+  if (verb == "callers") return PrintCallers(tree, inv.function, metric);
+  if (verb == "paths") return PrintPaths(tree, inv.function, inv.c, metric);
+  return PrintLeaks(tree, inv.files[0]);
+}
+
+// sub: the groups' means (a single run is its own mean), new less base,
+// each node's change tested when both sides have two runs or more.
+int Sub(const Invocation& inv, const std::vector<CallTree>& trees,
+        const std::vector<CallTree>& bases) {
+  const Common& c = inv.c;
+  std::vector<const CallTree*> in, old;
+  for (const CallTree& tree : trees) in.push_back(&tree);
   for (const CallTree& tree : bases) old.push_back(&tree);
   if (c.collapsed) {  // difffolded.pl's two columns: base, then new
-    StatusOr<CallTree> now_mean = local::Combine(in, local::Op::kMean, co);
-    StatusOr<CallTree> old_mean = local::Combine(old, local::Op::kMean, co);
+    StatusOr<CallTree> now_mean = local::Combine(in, local::Op::kMean, inv.co);
+    StatusOr<CallTree> old_mean = local::Combine(old, local::Op::kMean, inv.co);
     if (!now_mean.ok() || !old_mean.ok()) return Fail("the runs did not combine");
-    std::cout << local::TreeCollapsedDiff(*old_mean, *now_mean, metric, co.match);
+    std::cout << local::TreeCollapsedDiff(*old_mean, *now_mean, inv.metric, inv.co.match);
     return 0;
   }
   std::vector<const CallTree*> both(in);
   both.insert(both.end(), old.begin(), old.end());
-  local::CombineOptions sub_o = co;
+  local::CombineOptions sub_o = inv.co;
   sub_o.sub_group = in.size();
   StatusOr<CallTree> diff = local::Combine(both, local::Op::kSub, sub_o);
   if (!diff.ok()) return Fail(diff.status().message());
@@ -375,8 +385,8 @@ int CmdTree(int argc, char** argv) {
   diff->description = "sub: " + std::to_string(trees.size()) + " new run(s) less " +
                       std::to_string(bases.size()) + " base run(s), means";
   local::SignificanceOptions so;
-  so.metric = metric;
-  so.match = co.match;
+  so.metric = inv.metric;
+  so.match = inv.co.match;
   so.fdr = c.fdr;
   so.min_effect = c.min_effect;
   so.min_share = c.min_share / 100;
@@ -389,9 +399,38 @@ int CmdTree(int argc, char** argv) {
     std::fprintf(stderr,
                  "fieldprof tree sub: significance of %s self values: permutation test per node, "
                  "Benjamini-Hochberg at FDR %.2g, floors %.3g%% change and %.3g%% of the base\n",
-                 local::MetricName(metric), c.fdr, c.min_effect * 100, c.min_share);
+                 local::MetricName(inv.metric), c.fdr, c.min_effect * 100, c.min_share);
   }
-  return Emit(*diff, c, metric, tested ? &changes : nullptr, &changes);
+  return Emit(*diff, c, inv.metric, tested ? &changes : nullptr, &changes);
+}
+
+// add, mean, min, sub: several trees.
+int Algebra(const Invocation& inv, const std::vector<CallTree>& trees,
+            const std::vector<CallTree>& bases) {
+  std::fprintf(stderr, "fieldprof tree %s: %zu tree%s, names matched %s, normalize %s\n",
+               inv.verb.c_str(), trees.size() + bases.size(),
+               trees.size() + bases.size() == 1 ? "" : "s", inv.c.match.c_str(),
+               inv.c.normalize.c_str());
+  if (inv.verb == "sub") return Sub(inv, trees, bases);
+  std::vector<const CallTree*> in;
+  for (const CallTree& tree : trees) in.push_back(&tree);
+  const local::Op op = inv.verb == "add"    ? local::Op::kAdd
+                       : inv.verb == "mean" ? local::Op::kMean
+                                            : local::Op::kMin;
+  StatusOr<CallTree> out = local::Combine(in, op, inv.co);
+  if (!out.ok()) return Fail(out.status().message());
+  return Emit(*out, inv.c, inv.metric, nullptr);
+}
+
+}  // namespace
+
+int CmdTree(int argc, char** argv) {
+  Invocation inv;
+  if (const int code = Parse(argc, argv, &inv); code >= 0) return code;
+  std::vector<CallTree> trees, bases;
+  if (!Load(inv, inv.files, &trees) || !Load(inv, inv.base, &bases)) return 1;
+  if (!inv.metric_given) inv.metric = trees[0].PrimaryMetric();
+  return inv.algebra ? Algebra(inv, trees, bases) : Query(inv, trees[0]);
 }
 
 }  // namespace fieldprof::tools
