@@ -53,7 +53,7 @@ struct Recording {
   uint64_t throttled = 0;      // reported as the recording ends; not kept in the file
   uint32_t stepped_aside = 0;  // processes the in-process sampler did not sample (the same)
   uint32_t signal_taken = 0;   // processes that took its sampling signal for themselves (the same)
-  uint32_t seccomp_aside = 0;  // processes it stopped in as they installed a seccomp filter
+  uint32_t seccomp_aside = 0;  // processes it stopped in at a seccomp filter (the same)
   uint32_t processes = 0, processes_cut_short = 0;
   std::vector<std::string> frames;            // names: "sqlite3_step", "libz.so.1+0x1a2b"
   std::vector<std::vector<uint32_t>> stacks;  // frame ids, outermost first

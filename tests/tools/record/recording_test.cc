@@ -1,0 +1,224 @@
+// A recording's file format (recording.h): what EncodeRecording writes,
+// DecodeRecording reads back, field for field, with the same answers from
+// its time trees; and a damaged file is an error, never a crash.
+#include "tools/record/recording.h"
+
+#include <zlib.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tools/record/idle_report.h"
+#include "tools/record/pprof_export.h"
+#include "tools/record/profile.pb.h"
+
+namespace fieldprof::local {
+namespace {
+
+Recording Sample(uint32_t seed) {
+  std::mt19937 rng(seed);
+  Recording r;
+  r.command = "sqlite3 db.sqlite 'select 1'";
+  r.hz = 999;
+  r.wall = (seed & 1) != 0;
+  r.source = 2;
+  r.start_ns = 123456789;
+  r.duration_ns = 2'500'000'000;
+  r.dropped = 3;
+  r.skipped = 5;
+  r.seccomp_aside = 1;
+  r.processes = 4;
+  r.processes_cut_short = 1;
+  r.frames = {"main", "sqlite3_step", "sqlite3VdbeExec", "libz.so.1+0x1a2b", "read"};
+  r.stacks = {{0}, {0, 1}, {0, 1, 2}, {0, 3}, {0, 1, 2, 4}};
+  r.threads = {{100, 100}, {100, 101}, {200, 200}};
+  for (uint32_t th = 0; th < r.threads.size(); ++th) {
+    for (uint32_t st = 0; st < r.stacks.size(); ++st) r.types.push_back({th, st});
+  }
+  std::vector<uint64_t> times;
+  std::vector<uint32_t> types;
+  uint64_t t = 0;
+  for (int i = 0; i < 5000; ++i) {
+    t += rng() % 1'000'000;
+    times.push_back(t);
+    types.push_back(static_cast<uint32_t>(rng() % r.types.size()));
+  }
+  r.tree = *TimeTree::Build(times, types, {50, 0.9, 2});
+  r.idle = true;
+  r.switches_lost = 2;
+  r.preemptions = 7;
+  r.waits_unattributed = 1;
+  r.cpu_wide = true;
+  r.idle_types = {{0, 4, IdleDirection::kToIdle}, {0, 4, IdleDirection::kFromIdle}};
+  std::vector<uint64_t> idle_times = {1000, 5000, 9000, 12000};
+  std::vector<uint32_t> idle_kinds = {0, 1, 0, 1};
+  r.idle_tree = *TimeTree::Build(idle_times, idle_kinds);
+  r.idle_off_ns = {4000, 4000, 3000, 3000};
+  return r;
+}
+
+void ExpectSameRanges(const TimeTree& a, const TimeTree& b) {
+  ASSERT_EQ(a.samples(), b.samples());
+  EXPECT_EQ(a.times(), b.times());
+  EXPECT_EQ(a.types(), b.types());
+  const uint64_t last = a.last_time();
+  for (uint64_t t1 : {uint64_t{0}, last / 3, last / 2}) {
+    for (uint64_t t2 : {last / 2, last}) {
+      if (t2 < t1) continue;
+      const RangeCounts x = a.Range(t1, t2), y = b.Range(t1, t2);
+      EXPECT_EQ(x.by_type, y.by_type) << t1 << ".." << t2;
+      EXPECT_EQ(x.samples, y.samples);
+      EXPECT_EQ(x.other, y.other);
+    }
+  }
+}
+
+TEST(RecordingTest, WhatIsWrittenReadsBackFieldForField) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const Recording r = Sample(seed);
+    StatusOr<Recording> back = DecodeRecording(EncodeRecording(r));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->command, r.command);
+    EXPECT_EQ(back->hz, r.hz);
+    EXPECT_EQ(back->wall, r.wall);
+    EXPECT_EQ(back->source, r.source);
+    EXPECT_EQ(back->start_ns, r.start_ns);
+    EXPECT_EQ(back->duration_ns, r.duration_ns);
+    EXPECT_EQ(back->dropped, r.dropped);
+    EXPECT_EQ(back->skipped, r.skipped);
+    EXPECT_EQ(back->processes, r.processes);
+    EXPECT_EQ(back->processes_cut_short, r.processes_cut_short);
+    EXPECT_EQ(back->frames, r.frames);
+    EXPECT_EQ(back->stacks, r.stacks);
+    ASSERT_EQ(back->threads.size(), r.threads.size());
+    for (size_t i = 0; i < r.threads.size(); ++i) {
+      EXPECT_EQ(back->threads[i].pid, r.threads[i].pid);
+      EXPECT_EQ(back->threads[i].tid, r.threads[i].tid);
+    }
+    EXPECT_EQ(back->types, r.types);
+    ExpectSameRanges(back->tree, r.tree);
+    EXPECT_EQ(back->idle, r.idle);
+    EXPECT_EQ(back->cpu_wide, r.cpu_wide);
+    EXPECT_EQ(back->switches_lost, r.switches_lost);
+    EXPECT_EQ(back->preemptions, r.preemptions);
+    EXPECT_EQ(back->waits_unattributed, r.waits_unattributed);
+    ASSERT_EQ(back->idle_types.size(), r.idle_types.size());
+    for (size_t i = 0; i < r.idle_types.size(); ++i) {
+      EXPECT_EQ(back->idle_types[i].thread, r.idle_types[i].thread);
+      EXPECT_EQ(back->idle_types[i].stack, r.idle_types[i].stack);
+      EXPECT_EQ(back->idle_types[i].direction, r.idle_types[i].direction);
+    }
+    ExpectSameRanges(back->idle_tree, r.idle_tree);
+    EXPECT_EQ(back->idle_off_ns, r.idle_off_ns);
+  }
+}
+
+TEST(RecordingTest, ACutOrDamagedFileIsAnErrorNeverACrash) {
+  const std::string bytes = EncodeRecording(Sample(7));
+  // Every cut shorter than the file: an error (the last field is needed).
+  for (size_t n = 0; n < bytes.size(); n += std::max<size_t>(1, bytes.size() / 997)) {
+    EXPECT_FALSE(DecodeRecording(std::string_view(bytes).substr(0, n)).ok()) << "cut at " << n;
+  }
+  // Bytes changed anywhere: an error or a recording, whichever, and no
+  // crash or runaway allocation (run under ASan in the fuzz build too).
+  std::mt19937 rng(11);
+  int errors = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string bad = bytes;
+    for (int k = 0; k < 3; ++k) bad[rng() % bad.size()] = static_cast<char>(rng());
+    errors += DecodeRecording(bad).ok() ? 0 : 1;
+  }
+  EXPECT_GT(errors, 0);
+  EXPECT_FALSE(DecodeRecording("not a recording at all").ok());
+}
+
+std::string Gunzip(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+  std::string out;
+  char buf[1 << 14];
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+  }
+  EXPECT_EQ(rc, Z_STREAM_END);
+  inflateEnd(&z);
+  return out;
+}
+
+// pprof's profile as go tool pprof reads it: each sample's stack, leaf
+// first, by its locations' function names; its values; its thread label.
+TEST(PprofExportTest, SamplesKeepTheirStacksValuesAndThreads) {
+  const Recording r = Sample(5);
+  PprofProfile p;
+  p.value_types = {{"samples", "count"}, {"cpu", "nanoseconds"}};
+  p.period_type = {"cpu", "nanoseconds"};
+  p.period = 1001001;
+  p.duration_ns = 2'500'000'000;
+  p.samples = {{2, 100, {7, 7007007}}, {4, 101, {3, 3003003}}, {2, 200, {1, 1001001}}};
+  StatusOr<std::string> gz = EncodePprof(r, p);
+  ASSERT_TRUE(gz.ok()) << gz.status().ToString();
+  pprof::Profile prof;
+  ASSERT_TRUE(prof.ParseFromString(Gunzip(*gz)));
+  const auto str = [&](int64_t i) { return prof.string_table(static_cast<int>(i)); };
+  ASSERT_EQ(prof.sample_type_size(), 2);
+  EXPECT_EQ(str(prof.sample_type(1).type()), "cpu");
+  EXPECT_EQ(str(prof.sample_type(1).unit()), "nanoseconds");
+  EXPECT_EQ(prof.period(), 1001001);
+  std::map<uint64_t, std::string> function_name;
+  for (const auto& f : prof.function()) function_name[f.id()] = str(f.name());
+  std::map<uint64_t, std::string> location_name;
+  for (const auto& l : prof.location()) {
+    ASSERT_EQ(l.line_size(), 1);
+    location_name[l.id()] = function_name[l.line(0).function_id()];
+  }
+  ASSERT_EQ(prof.sample_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    const auto& s = prof.sample(i);
+    std::vector<std::string> leaf_first;
+    for (uint64_t id : s.location_id()) leaf_first.push_back(location_name[id]);
+    std::vector<std::string> want;
+    for (auto it = r.stacks[p.samples[i].stack].rbegin(); it != r.stacks[p.samples[i].stack].rend();
+         ++it) {
+      want.push_back(r.frames[*it]);
+    }
+    EXPECT_EQ(leaf_first, want) << i;
+    ASSERT_EQ(s.value_size(), 2);
+    EXPECT_EQ(s.value(0), p.samples[i].values[0]);
+    EXPECT_EQ(s.value(1), p.samples[i].values[1]);
+    bool tid_seen = false;
+    for (const auto& l : s.label()) {
+      if (l.num() == p.samples[i].tid) tid_seen = true;
+    }
+    EXPECT_TRUE(tid_seen) << i;
+  }
+}
+
+// Waits by the stack they waited at: two waits at one stack, each
+// counted once in off-CPU time, however many events mark it.
+TEST(IdleReportTest, EachWaitCountsOnceAtItsStack) {
+  const Recording r = Sample(9);
+  IdleReportOptions o;
+  o.collapsed = true;
+  o.min_share = 0;
+  const std::string text = IdleReport(r, o);
+  EXPECT_NE(text.find("main;sqlite3_step;sqlite3VdbeExec;read 7\n"), std::string::npos) << text;
+  // A range holding only the second wait.
+  o.from_ns = 8000;
+  const std::string later = IdleReport(r, o);
+  EXPECT_NE(later.find("main;sqlite3_step;sqlite3VdbeExec;read 3\n"), std::string::npos) << later;
+  o.collapsed = false;
+  const std::string tree = IdleReport(r, o);
+  EXPECT_NE(tree.find("read"), std::string::npos) << tree;
+}
+
+}  // namespace
+}  // namespace fieldprof::local
