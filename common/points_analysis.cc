@@ -191,6 +191,103 @@ std::vector<double> ModifiedZ(const std::vector<double>& x) {
   return z;
 }
 
+namespace {
+
+// Dirty runs of a tag: the largest |M| of its spans first, at most 5% of
+// the runs; the rest are kept (t->runs, t->span_ns).
+void KeepCleanRuns(const std::vector<size_t>& with, const std::vector<double>& spans,
+                   bool remove_dirty, TagReport* t) {
+  std::set<size_t> drop;
+  if (remove_dirty) {
+    const std::vector<double> z = ModifiedZ(spans);
+    std::vector<size_t> by_z(with.size());
+    for (size_t k = 0; k < by_z.size(); ++k) by_z[k] = k;
+    std::sort(by_z.begin(), by_z.end(),
+              [&](size_t a, size_t b) { return std::fabs(z[a]) > std::fabs(z[b]); });
+    t->removable = with.size() / 20;
+    for (size_t k : by_z) {
+      if (std::fabs(z[k]) <= kDirtyZ) break;
+      DirtyRun d{with[k], spans[k], z[k]};
+      if (t->removed.size() < t->removable) {
+        t->removed.push_back(d);
+        drop.insert(with[k]);
+      } else {
+        t->kept_outliers.push_back(d);
+      }
+    }
+  }
+  for (size_t k = 0; k < with.size(); ++k) {
+    if (drop.count(with[k]) == 0) {
+      t->runs.push_back(with[k]);
+      t->span_ns.push_back(spans[k]);
+    }
+  }
+}
+
+// The tag's segments, in the order they first occur over the kept runs,
+// with each kept run's value.
+void CollectSegments(const std::vector<std::map<std::string, RunTag>>& per_run,
+                     const std::string& tag, TagReport* t) {
+  std::map<std::string, size_t> index;
+  for (size_t k = 0; k < t->runs.size(); ++k) {
+    const RunTag& rt = per_run[t->runs[k]].at(tag);
+    for (const std::string& key : rt.order) {
+      auto [it, fresh] = index.try_emplace(key, t->segments.size());
+      if (fresh) {
+        SegmentStats s;
+        s.scope = key[0] == '\x1e';
+        if (s.scope) {
+          s.from = key.substr(1);
+        } else {
+          const size_t sep = key.find('\x1f');
+          s.from = key.substr(0, sep);
+          s.to = key.substr(sep + 1);
+        }
+        s.per_run.assign(t->runs.size(), std::nan(""));
+        s.count.assign(t->runs.size(), 0);
+        t->segments.push_back(std::move(s));
+      }
+      SegmentStats& s = t->segments[it->second];
+      const RunValue& v = rt.values.at(key);
+      s.per_run[k] = v.ns;
+      s.count[k] = v.count;
+    }
+  }
+}
+
+// A segment's figures over the runs that have it; and its value in each
+// removed run.
+void Summarize(const std::vector<std::map<std::string, RunTag>>& per_run, const std::string& tag,
+               const std::vector<DirtyRun>& removed, SegmentStats* s) {
+  const std::string key = s->scope ? ScopeKey(s->from) : s->from + "\x1f" + s->to;
+  for (const DirtyRun& d : removed) {
+    const RunTag& rt = per_run[d.run].at(tag);
+    const auto v = rt.values.find(key);
+    s->removed_ns.push_back(v == rt.values.end() ? std::nan("") : v->second.ns);
+  }
+  std::vector<double> present;
+  for (double v : s->per_run) {
+    if (!std::isnan(v)) present.push_back(v);
+  }
+  s->runs = present.size();
+  if (present.empty()) return;
+  double sum = 0;
+  for (double v : present) sum += v;
+  s->mean = sum / static_cast<double>(present.size());
+  s->median = Median(present);
+  s->min = *std::min_element(present.begin(), present.end());
+  s->max = *std::max_element(present.begin(), present.end());
+  double total = 0, calls = 0;
+  for (size_t k = 0; k < s->per_run.size(); ++k) {
+    if (std::isnan(s->per_run[k])) continue;
+    total += s->per_run[k];
+    calls += static_cast<double>(s->count[k]);
+  }
+  s->per_call = calls > 0 ? total / calls : 0;
+}
+
+}  // namespace
+
 std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const PointsOptions& o) {
   std::vector<std::map<std::string, RunTag>> per_run;
   per_run.reserve(runs.size());
@@ -216,85 +313,9 @@ std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const P
       spans.push_back(static_cast<double>(it->second.last - it->second.first));
       t.last_unix_ns = std::max(t.last_unix_ns, static_cast<int64_t>(runs[i].start_unix_ns));
     }
-    // Dirty runs: the largest |M| first, at most 5% of the runs.
-    std::set<size_t> drop;
-    if (o.remove_dirty) {
-      const std::vector<double> z = ModifiedZ(spans);
-      std::vector<size_t> by_z(with.size());
-      for (size_t k = 0; k < by_z.size(); ++k) by_z[k] = k;
-      std::sort(by_z.begin(), by_z.end(),
-                [&](size_t a, size_t b) { return std::fabs(z[a]) > std::fabs(z[b]); });
-      t.removable = with.size() / 20;
-      for (size_t k : by_z) {
-        if (std::fabs(z[k]) <= kDirtyZ) break;
-        DirtyRun d{with[k], spans[k], z[k]};
-        if (t.removed.size() < t.removable) {
-          t.removed.push_back(d);
-          drop.insert(with[k]);
-        } else {
-          t.kept_outliers.push_back(d);
-        }
-      }
-    }
-    for (size_t k = 0; k < with.size(); ++k) {
-      if (drop.count(with[k]) == 0) {
-        t.runs.push_back(with[k]);
-        t.span_ns.push_back(spans[k]);
-      }
-    }
-    // Segments, in the order they first occur over the kept runs.
-    std::map<std::string, size_t> index;
-    for (size_t k = 0; k < t.runs.size(); ++k) {
-      const RunTag& rt = per_run[t.runs[k]].at(tag);
-      for (const std::string& key : rt.order) {
-        auto [it, fresh] = index.try_emplace(key, t.segments.size());
-        if (fresh) {
-          SegmentStats s;
-          s.scope = key[0] == '\x1e';
-          if (s.scope) {
-            s.from = key.substr(1);
-          } else {
-            const size_t sep = key.find('\x1f');
-            s.from = key.substr(0, sep);
-            s.to = key.substr(sep + 1);
-          }
-          s.per_run.assign(t.runs.size(), std::nan(""));
-          s.count.assign(t.runs.size(), 0);
-          t.segments.push_back(std::move(s));
-        }
-        SegmentStats& s = t.segments[it->second];
-        const RunValue& v = rt.values.at(key);
-        s.per_run[k] = v.ns;
-        s.count[k] = v.count;
-      }
-    }
-    for (SegmentStats& s : t.segments) {
-      const std::string key = s.scope ? ScopeKey(s.from) : s.from + "\x1f" + s.to;
-      for (const DirtyRun& d : t.removed) {
-        const RunTag& rt = per_run[d.run].at(tag);
-        const auto v = rt.values.find(key);
-        s.removed_ns.push_back(v == rt.values.end() ? std::nan("") : v->second.ns);
-      }
-      std::vector<double> present;
-      for (double v : s.per_run) {
-        if (!std::isnan(v)) present.push_back(v);
-      }
-      s.runs = present.size();
-      if (present.empty()) continue;
-      double sum = 0;
-      for (double v : present) sum += v;
-      s.mean = sum / static_cast<double>(present.size());
-      s.median = Median(present);
-      s.min = *std::min_element(present.begin(), present.end());
-      s.max = *std::max_element(present.begin(), present.end());
-      double total = 0, calls = 0;
-      for (size_t k = 0; k < s.per_run.size(); ++k) {
-        if (std::isnan(s.per_run[k])) continue;
-        total += s.per_run[k];
-        calls += static_cast<double>(s.count[k]);
-      }
-      s.per_call = calls > 0 ? total / calls : 0;
-    }
+    KeepCleanRuns(with, spans, o.remove_dirty, &t);
+    CollectSegments(per_run, tag, &t);
+    for (SegmentStats& s : t.segments) Summarize(per_run, tag, t.removed, &s);
     out.push_back(std::move(t));
   }
   RecordEachOccurrence(runs, &out);
