@@ -258,6 +258,54 @@ HttpResponse DevHandler::Report(std::string_view authorization, std::string_view
   return JsonResponse(local::PointsJson(*runs, local::AnalyzePoints(*runs, o)));
 }
 
+namespace {
+
+// The thresholds of a comparison, in the ranges `fieldprof points
+// compare` takes; empty: the defaults.
+StatusOr<local::CompareOptions> CompareThresholds(const std::string& fdr,
+                                                  const std::string& min_effect) {
+  local::CompareOptions co;
+  if (!fdr.empty()) {
+    const std::optional<double> x = ParseDecimalIn(fdr, 0.0001, 0.5);
+    if (!x) return InvalidArgument("fdr is a false discovery rate, 0.0001 to 0.5");
+    co.fdr = *x;
+  }
+  if (!min_effect.empty()) {
+    const std::optional<double> x = ParseDecimalIn(min_effect, 0, 10);
+    if (!x) {
+      return InvalidArgument(
+          "min_effect is the least change that counts, a fraction of A's mean, 0 to 10");
+    }
+    co.min_effect = *x;
+  }
+  return co;
+}
+
+// Only the chosen runs `ids` (sorted) of those `listed`: each must be one
+// of this developer's runs of the tag, and of the group's program and days
+// when `group` ("A", "B") narrowed them.
+StatusOr<std::vector<DevRunInfo>> PickChosen(std::vector<DevRunInfo> listed,
+                                             const std::vector<std::string>& ids,
+                                             const std::string& tag, const char* group) {
+  std::vector<DevRunInfo> picked;
+  for (DevRunInfo& info : listed) {
+    if (std::binary_search(ids.begin(), ids.end(), info.id)) picked.push_back(std::move(info));
+  }
+  if (picked.size() == ids.size()) return picked;
+  for (const std::string& id : ids) {
+    if (std::none_of(picked.begin(), picked.end(),
+                     [&](const DevRunInfo& i) { return i.id == id; })) {
+      return NotFound("run " + id + " is not one of your runs of tag " + tag +
+                      (group == nullptr
+                           ? std::string()
+                           : " in group " + std::string(group) + "'s program and days"));
+    }
+  }
+  return picked;
+}
+
+}  // namespace
+
 HttpResponse DevHandler::Compare(std::string_view authorization, std::string_view query) {
   if (store_ == nullptr) return NoDevStore();
   const Developer* who = Who(authorization);
@@ -291,22 +339,9 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
           InvalidArgument("run " + id + " is in both groups: a run belongs to A or to B"));
     }
   }
-  local::CompareOptions co;
-  // The ranges `fieldprof points compare` takes.
-  if (!fdr.empty()) {
-    const std::optional<double> x = ParseDecimalIn(fdr, 0.0001, 0.5);
-    if (!x) return ErrorResponse(InvalidArgument("fdr is a false discovery rate, 0.0001 to 0.5"));
-    co.fdr = *x;
-  }
-  if (!min_effect.empty()) {
-    const std::optional<double> x = ParseDecimalIn(min_effect, 0, 10);
-    if (!x) {
-      return ErrorResponse(
-          InvalidArgument("min_effect is the least change that counts, a fraction of A's mean, 0 "
-                          "to 10"));
-    }
-    co.min_effect = *x;
-  }
+  StatusOr<local::CompareOptions> thresholds = CompareThresholds(fdr, min_effect);
+  if (!thresholds.ok()) return ErrorResponse(thresholds.status());
+  const local::CompareOptions co = *thresholds;
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
   if (b_program.empty()) b_program = program;
   if (b_program == program && b_from == from && b_to == to && chosen[0]->empty() &&
@@ -328,25 +363,11 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
     if (!listed.ok()) return ErrorResponse(listed.status());
     const std::vector<std::string>& ids = *chosen[g];
     if (!ids.empty()) {
-      // Only the chosen runs, each one of this developer's runs of the tag
-      // (in the group's program and days, when those are given too).
-      std::vector<DevRunInfo> picked;
-      for (DevRunInfo& info : *listed) {
-        if (std::binary_search(ids.begin(), ids.end(), info.id)) picked.push_back(std::move(info));
-      }
-      if (picked.size() != ids.size()) {
-        for (const std::string& id : ids) {
-          if (std::none_of(picked.begin(), picked.end(),
-                           [&](const DevRunInfo& i) { return i.id == id; })) {
-            return ErrorResponse(NotFound(
-                "run " + id + " is not one of your runs of tag " + tag +
-                (group[g][0]->empty() && group[g][1]->empty() && group[g][2]->empty()
-                     ? std::string()
-                     : " in group " + std::string(g ? "B" : "A") + "'s program and days")));
-          }
-        }
-      }
-      *listed = std::move(picked);
+      const bool narrowed = !group[g][0]->empty() || !group[g][1]->empty() || !group[g][2]->empty();
+      StatusOr<std::vector<DevRunInfo>> picked =
+          PickChosen(std::move(*listed), ids, tag, narrowed ? (g ? "B" : "A") : nullptr);
+      if (!picked.ok()) return ErrorResponse(picked.status());
+      *listed = std::move(*picked);
     }
     StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
     if (!runs.ok()) return ErrorResponse(runs.status());
