@@ -280,6 +280,81 @@ std::string ServerSetIn(int argc, char** argv, bool server_given) {
   return server_given && !flag ? config : "";
 }
 
+// The aggregator, its connection, and how batches are made and kept.
+void AddUploadFlags(fieldprof::OptionTable* t, AgentConfig* c, int64_t* cap_mib) {
+  t->AddString("server", &c->server_host,
+               "aggregator: HOST, HOST:PORT, [IPv6]:PORT or https://HOST[:PORT]");
+  t->AddInt("port", &c->server_port, "aggregator HTTPS port, when --server names none", 1, 65535);
+  AddEndpointCheck(*t, "server", &c->server_host, "port", &c->server_port);
+  t->AddString("ca_file", &c->ca_file,
+               "CA bundle to verify the aggregator with (default: the system store and, for a "
+               "server on loopback, --loopback_ca_file)");
+  t->AddString(
+      "loopback_ca_file", &c->loopback_ca_file,
+      "a certificate also trusted, when --ca_file is unset and the server is on loopback "
+      "(localhost, 127.0.0.0/8, ::1), if the file exists: the one the fieldprof-aggregator "
+      "package makes at install (empty: none)");
+  t->AddString("spool", &c->spool_dir, "the runtime's spool directory");
+  t->AddString("state_dir", &c->state_dir,
+               "the agent's own directory (outbox/, quarantine/, status)");
+  t->AddInt("batch_bytes", &c->batch_bytes, "seal a batch at this encoded size", 4096, 1 << 20);
+  t->AddInt("max_age_s", &c->max_age_s, "seal a smaller batch once its oldest record is this old",
+            1, int64_t{365} * 86400);
+  t->AddInt("cap_mib", cap_mib,
+            "spool + outbox stay under this; past it the oldest data is dropped (0: no cap)", 0,
+            1 << 20);
+  t->AddInt("timeout_ms", &c->timeout_ms, "deadline for connecting and for each request", 100,
+            600000);
+  t->AddInt("backoff_initial_ms", &c->backoff_initial_ms, "first retry delay after a failed upload",
+            10, 3600000);
+  t->AddInt("backoff_max_ms", &c->backoff_max_ms, "longest retry delay", 10, int64_t{7} * 86400000);
+}
+
+// What the agent keeps up to date for the rest of the machine: the
+// runtime's settings, package versions, the snapshot cache.
+void AddSettingsFlags(fieldprof::OptionTable* t, AgentConfig* c) {
+  t->AddString("runtime_settings", &c->runtime_settings,
+               "the runtime's settings file, kept up to date from the aggregator's GET /v1/config "
+               "(empty: do not download settings)");
+  t->AddString("dpkg_dir", &c->dpkg_dir,
+               "dpkg's database, where modules' package versions are read (empty: keys keep "
+               "build ids only)");
+  t->AddInt("settings_interval_s", &c->settings_interval_s,
+            "download the settings at most this often (--once: every pass)", 0, int64_t{7} * 86400);
+  t->AddString("snapshot_key", &c->snapshot_key,
+               "the publisher's public key (PEM) that snapshot manifests must be signed with "
+               "(default: snapshot-signing.pub in the user's fieldprof config dir, if there; "
+               "empty: no snapshot download)");
+  t->AddString("snapshot_cache", &c->snapshot_cache,
+               "the local snapshot cache every fieldprof tool reads");
+  t->AddInt("snapshot_per_day", &c->snapshot_per_day,
+            "snapshot fragments downloaded per day at most (fieldprof pull --all gets all)", 0,
+            4096);
+}
+
+// Developer mode, and measured runs that are still going.
+void AddDevAndLiveFlags(fieldprof::OptionTable* t, AgentConfig* c) {
+  t->AddString("dev_spool", &c->dev.spool_dir,
+               "developer mode: the directory `fieldprof points record -o` writes your program's "
+               "runs to; they go to the aggregator with your developer token (empty: off)");
+  t->AddString("dev_token_file", &c->dev.token_file,
+               "developer mode: a file whose first line is your developer token");
+  t->AddInt("dev_max_age_ms", &c->dev.max_age_ms,
+            "developer mode: upload once the oldest waiting run has waited this long", 100,
+            int64_t{7} * 86400000);
+  t->AddInt("dev_max_bytes", &c->dev.max_bytes,
+            "developer mode: upload once the waiting runs come to this; each upload stays under it "
+            "(a larger run goes alone)",
+            4096, 1000 * 1000);
+  t->AddString("live_dir", &c->live_dir,
+               "where measured runs keep their counts while they run (default: the runtime "
+               "settings' live_dir, else /dev/shm/fieldprof-UID)");
+  t->AddInt("live_interval_s", &c->live_interval_s,
+            "a measured run that goes on is reported in a part at most this often (0: at every "
+            "pass)",
+            0, int64_t{7} * 86400);
+}
+
 int main(int argc, char** argv) {
   AgentConfig c;
   c.spool_dir = fieldprof::DefaultSpoolDir();
@@ -295,68 +370,10 @@ int main(int argc, char** argv) {
       "fieldprof-agent",
       "Uploads the fieldprof runtime's run records (the spool) to the aggregator in batches, "
       "exactly once through crashes and outages.");
-  t.AddString("server", &c.server_host,
-              "aggregator: HOST, HOST:PORT, [IPv6]:PORT or https://HOST[:PORT]");
-  t.AddInt("port", &c.server_port, "aggregator HTTPS port, when --server names none", 1, 65535);
-  AddEndpointCheck(t, "server", &c.server_host, "port", &c.server_port);
-  t.AddString("ca_file", &c.ca_file,
-              "CA bundle to verify the aggregator with (default: the system store and, for a "
-              "server on loopback, --loopback_ca_file)");
-  t.AddString("loopback_ca_file", &c.loopback_ca_file,
-              "a certificate also trusted, when --ca_file is unset and the server is on loopback "
-              "(localhost, 127.0.0.0/8, ::1), if the file exists: the one the fieldprof-aggregator "
-              "package makes at install (empty: none)");
-  t.AddString("spool", &c.spool_dir, "the runtime's spool directory");
-  t.AddString("state_dir", &c.state_dir,
-              "the agent's own directory (outbox/, quarantine/, status)");
-  t.AddInt("batch_bytes", &c.batch_bytes, "seal a batch at this encoded size", 4096, 1 << 20);
-  t.AddInt("max_age_s", &c.max_age_s, "seal a smaller batch once its oldest record is this old", 1,
-           int64_t{365} * 86400);
   int64_t cap_mib = c.cap_bytes >> 20;
-  t.AddInt("cap_mib", &cap_mib,
-           "spool + outbox stay under this; past it the oldest data is dropped (0: no cap)", 0,
-           1 << 20);
-  t.AddInt("timeout_ms", &c.timeout_ms, "deadline for connecting and for each request", 100,
-           600000);
-  t.AddInt("backoff_initial_ms", &c.backoff_initial_ms, "first retry delay after a failed upload",
-           10, 3600000);
-  t.AddInt("backoff_max_ms", &c.backoff_max_ms, "longest retry delay", 10, int64_t{7} * 86400000);
-  t.AddString("runtime_settings", &c.runtime_settings,
-              "the runtime's settings file, kept up to date from the aggregator's GET /v1/config "
-              "(empty: do not download settings)");
-  t.AddString("dpkg_dir", &c.dpkg_dir,
-              "dpkg's database, where modules' package versions are read (empty: keys keep "
-              "build ids only)");
-  t.AddInt("settings_interval_s", &c.settings_interval_s,
-           "download the settings at most this often (--once: every pass)", 0, int64_t{7} * 86400);
-  t.AddString("snapshot_key", &c.snapshot_key,
-              "the publisher's public key (PEM) that snapshot manifests must be signed with "
-              "(default: snapshot-signing.pub in the user's fieldprof config dir, if there; "
-              "empty: no snapshot download)");
-  t.AddString("snapshot_cache", &c.snapshot_cache,
-              "the local snapshot cache every fieldprof tool reads");
-  t.AddInt("snapshot_per_day", &c.snapshot_per_day,
-           "snapshot fragments downloaded per day at most (fieldprof pull --all gets all)", 0,
-           4096);
-  t.AddString("dev_spool", &c.dev.spool_dir,
-              "developer mode: the directory `fieldprof points record -o` writes your program's "
-              "runs to; they go to the aggregator with your developer token (empty: off)");
-  t.AddString("dev_token_file", &c.dev.token_file,
-              "developer mode: a file whose first line is your developer token");
-  t.AddInt("dev_max_age_ms", &c.dev.max_age_ms,
-           "developer mode: upload once the oldest waiting run has waited this long", 100,
-           int64_t{7} * 86400000);
-  t.AddInt("dev_max_bytes", &c.dev.max_bytes,
-           "developer mode: upload once the waiting runs come to this; each upload stays under it "
-           "(a larger run goes alone)",
-           4096, 1000 * 1000);
-  t.AddString("live_dir", &c.live_dir,
-              "where measured runs keep their counts while they run (default: the runtime "
-              "settings' live_dir, else /dev/shm/fieldprof-UID)");
-  t.AddInt("live_interval_s", &c.live_interval_s,
-           "a measured run that goes on is reported in a part at most this often (0: at every "
-           "pass)",
-           0, int64_t{7} * 86400);
+  AddUploadFlags(&t, &c, &cap_mib);
+  AddSettingsFlags(&t, &c);
+  AddDevAndLiveFlags(&t, &c);
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
   if (Status s = t.Parse(argc, argv); !s.ok()) {
