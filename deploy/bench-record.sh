@@ -25,7 +25,7 @@ source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
 pp=${2:-20000}
-./deploy/build.sh fieldprof fieldprof_record fieldprof_waits >/dev/null
+./deploy/build.sh fieldprof fieldprof_sampler fieldprof_waits >/dev/null
 cli=build/tools/fieldprof
 waits=build/tests/fieldprof_waits
 sql=deploy/workloads/sqlite-bench.sql

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=${1:-6}
-./deploy/build.sh fieldprof fieldprof_record fieldprof_raw_signals >/dev/null
+./deploy/build.sh fieldprof fieldprof_sampler fieldprof_raw_signals >/dev/null
 command -v perf >/dev/null || { echo "compare-perf: perf is not installed (linux-perf)" >&2; exit 2; }
 cli=$PWD/build/tools/fieldprof
 src=$PWD/tests/tools/record/hostprogs

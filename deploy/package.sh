@@ -7,8 +7,8 @@
 #     /usr/lib/fieldprof/libfieldprof-front.so   what sessions preload: loads the runtime
 #     /usr/lib/fieldprof/libfieldprof.so         the runtime
 #     /usr/lib/fieldprof/libfieldprof-inert.so   left in sessions at removal
-#     /usr/lib/fieldprof/libfieldprof_record.so  fieldprof record's sampler
-#     /usr/lib/fieldprof/libfieldprof_points.so  fieldprof points record's recorder
+#     /usr/lib/fieldprof/libfieldprof-sampler.so  fieldprof record's sampler
+#     /usr/lib/fieldprof/libfieldprof-points.so  fieldprof points record's recorder
 #     /usr/include/fieldprof/points.h            the instrumentation points SDK
 #     /usr/share/fieldprof/user-sessions.sh      users' agents and preload
 #         links at upgrade and removal (the maintainer scripts)
@@ -124,18 +124,18 @@ install -D -m 0755 build/agent/fieldprof-agent "$root/usr/bin/fieldprof-agent"
 install -D -m 0644 build/agent/runtime/libfieldprof.so "$root/usr/lib/fieldprof/libfieldprof.so"
 install -D -m 0644 build/agent/runtime/libfieldprof-front.so "$root/usr/lib/fieldprof/libfieldprof-front.so"
 install -D -m 0644 build/agent/runtime/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
-install -D -m 0644 build/agent/runtime/libfieldprof_points.so \
-  "$root/usr/lib/fieldprof/libfieldprof_points.so"
-install -D -m 0644 build/agent/runtime/libfieldprof_record.so \
-  "$root/usr/lib/fieldprof/libfieldprof_record.so"
+install -D -m 0644 build/agent/runtime/libfieldprof-points.so \
+  "$root/usr/lib/fieldprof/libfieldprof-points.so"
+install -D -m 0644 build/agent/runtime/libfieldprof-sampler.so \
+  "$root/usr/lib/fieldprof/libfieldprof-sampler.so"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$root/usr/bin/fieldprof" "$root/usr/bin/fieldprof-agent"
 # The runtime keeps its .note.gnu.build-id and its loaded layout (tests/agent/runtime
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
   "$root/usr/lib/fieldprof/libfieldprof-front.so" \
-  "$root/usr/lib/fieldprof/libfieldprof-inert.so" "$root/usr/lib/fieldprof/libfieldprof_record.so" \
-  "$root/usr/lib/fieldprof/libfieldprof_points.so"
+  "$root/usr/lib/fieldprof/libfieldprof-inert.so" "$root/usr/lib/fieldprof/libfieldprof-sampler.so" \
+  "$root/usr/lib/fieldprof/libfieldprof-points.so"
 # The points SDK: programs include <fieldprof/points.h> (and systemtap's <sys/sdt.h>).
 install -D -m 0644 agent/include/fieldprof/points.h "$root/usr/include/fieldprof/points.h"
 install -D -m 0644 "$src/fieldprof.sh" "$root/etc/profile.d/fieldprof.sh"

@@ -8,8 +8,8 @@
 // The samplers wrap dlopen, dlclose and dl_iterate_phdr, but libc's own
 // loading (iconv_open's converters, NSS modules) calls the dynamic linker
 // with no call they see. So each looks at the lock itself, before it
-// unwinds. Used by libfieldprof_record.so (fieldprof record) and
-// libfieldprof_points.so (points record --stacks); no state of its own but
+// unwinds. Used by libfieldprof-sampler.so (fieldprof record) and
+// libfieldprof-points.so (points record --stacks); no state of its own but
 // the lock's address, found once at load.
 #ifndef FIELDPROF_AGENT_INPROCESS_LINKER_LOCK_H_
 #define FIELDPROF_AGENT_INPROCESS_LINKER_LOCK_H_

@@ -1,4 +1,4 @@
-// The entry points the points recorder (libfieldprof_points.so, agent/
+// The entry points the points recorder (libfieldprof-points.so, agent/
 // points/) exports and the field runtime calls in a lab points pass
 // (agent/runtime/lab.cc), declared once for both. The runtime finds them
 // by name after itself (ResolveNext): neither library links the other.

@@ -1,4 +1,4 @@
-// libfieldprof_points.so: the in-process half of `fieldprof points record`,
+// libfieldprof-points.so: the in-process half of `fieldprof points record`,
 // preloaded into the command and every program it starts.
 //
 // Arming. At load, and after each dlopen, every loaded module's USDT notes

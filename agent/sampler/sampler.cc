@@ -1,4 +1,4 @@
-// libfieldprof_record.so: the in-process half of `fieldprof record`,
+// libfieldprof-sampler.so: the in-process half of `fieldprof record`,
 // preloaded into the command and every program it starts.
 //
 // Every thread has its own sampling clock, which signals that thread about

@@ -1,4 +1,4 @@
-// The parts of libfieldprof_record.so (fieldprof record's in-process
+// The parts of libfieldprof-sampler.so (fieldprof record's in-process
 // sampler) that its files share: sampler.cc owns the process's state, the
 // handler and the writer thread; clocks.cc the sampling clocks;
 // stack_rings.cc each thread's ring of

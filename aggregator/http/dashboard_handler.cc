@@ -112,7 +112,7 @@ HttpResponse DashboardHandler::UiAsset(std::string_view path) {
   }
   std::string_view name = path.substr(4);  // after "/ui/"
   if (name.empty()) name = "index.html";
-  const UiFile* f = FindUiFile(name);
+  const EmbeddedFile* f = FindUiFile(name);
   if (f == nullptr) return ErrorResponse(NotFound("no such dashboard file"));
   HttpResponse r{200, std::string(f->content_type), std::string(f->body), {}};
   // Nothing from elsewhere, no framing by other sites.

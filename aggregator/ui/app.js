@@ -12,22 +12,13 @@ const main = document.getElementById('main');
 
 // ------------------------------------------------------------ formatting
 
-function fmtNs(v) {
-  if (v === null || v === undefined || !isFinite(v)) return '-';
-  const a = Math.abs(v);
-  if (a < 1000) return v.toFixed(a < 10 ? 2 : a < 100 ? 1 : 0) + ' ns';
-  if (a < 1e6) return (v / 1e3).toFixed(2) + ' us';
-  if (a < 1e9) return (v / 1e6).toFixed(2) + ' ms';
-  return (v / 1e9).toFixed(2) + ' s';
-}
-function fmtBytes(v) {
-  if (v === null || v === undefined || !isFinite(v)) return '-';
-  if (v < 1024) return v.toFixed(v < 10 ? 1 : 0) + ' B';
-  if (v < 1048576) return (v / 1024).toFixed(2) + ' KiB';
-  return (v / 1048576).toFixed(2) + ' MiB';
-}
-function fmtCount(n) { return Number(n).toLocaleString('en-US'); }
-function fmtPct(x) { return (100 * x).toFixed(1) + '%'; }
+// Numbers as text, pictures and tables: the page kit (tools/page/kit.js),
+// loaded before this file, the same as on the command line's pages.
+const kit = fieldprofKit;
+const fmtNs = kit.duration;
+const fmtBytes = kit.bytes;
+const fmtCount = kit.count;
+function fmtPct(x) { return kit.percent(x, 1); }
 function fmtMetric(metric, v, res) {
   if (metric === 'wall_time_ns') return fmtNsRes(v, res);
   if (metric === 'alloc_count') return isFinite(v) ? v.toFixed(2) : '-';
@@ -35,10 +26,7 @@ function fmtMetric(metric, v, res) {
 }
 // A duration under the series' timing resolution cannot be told from 0
 // (common/resolution.h): "< 10 ns", as the command line and hovers say.
-function fmtNsRes(v, res) {
-  if (res && isFinite(v) && v < res) return '< ' + (res < 1000 ? res + ' ns' : fmtNs(res));
-  return fmtNs(v);
-}
+const fmtNsRes = kit.durationAtResolution;
 // A key's module version as people read it (common/module_version.h):
 // "3.40.1-2_5221b80bd99650e3" is package 3.40.1-2, build 5221b80b.
 function fmtVersion(v) {
@@ -48,14 +36,7 @@ function fmtVersion(v) {
 
 // ------------------------------------------------------------ DOM helpers
 
-function el(tag, attrs, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v !== undefined && v !== null) e.setAttribute(k, v);
-  }
-  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
-  return e;
-}
+const el = kit.el;
 function cell(text, value) {
   return el('td', value === undefined ? {} : {'data-v': String(value)}, text);
 }
@@ -64,30 +45,7 @@ function show(...nodes) {
   main.focus();
 }
 
-// Click or Enter on a header sorts by its column: data-v numbers, else text.
-function sortable(table) {
-  table.querySelectorAll('th').forEach((th, col) => {
-    th.tabIndex = 0;
-    let dir = -1;
-    const sort = () => {
-      const body = table.tBodies[0];
-      const rows = Array.from(body.rows);
-      dir = -dir;
-      rows.sort((a, b) => {
-        const x = a.cells[col], y = b.cells[col];
-        const p = x.getAttribute('data-v'), q = y.getAttribute('data-v');
-        if (p !== null && q !== null) return dir * (parseFloat(p) - parseFloat(q));
-        return dir * x.textContent.localeCompare(y.textContent);
-      });
-      rows.forEach(r => body.appendChild(r));
-      table.querySelectorAll('th').forEach(h => h.removeAttribute('aria-sort'));
-      th.setAttribute('aria-sort', dir > 0 ? 'ascending' : 'descending');
-    };
-    th.addEventListener('click', sort);
-    th.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); sort(); } });
-  });
-  return table;
-}
+const sortable = kit.sortable;
 function table(id, headers, rows) {
   const t = el('table', {id});
   t.append(el('thead', {}, el('tr', {}, ...headers.map(h => el('th', {scope: 'col'}, h)))));
@@ -95,53 +53,16 @@ function table(id, headers, rows) {
   return sortable(t);
 }
 
-// A histogram in the heat spectrum: one bar per log2 bucket (and the zero
-// bucket), blue for cheap buckets to red for expensive ones, a fuller
-// bucket more saturated. `buckets`: [[index, count], ...], index -1 = zero.
+// A histogram of a metric in the field's log2 buckets (the kit's), each
+// bar's range and count in its tooltip. `buckets`: [[index, count], ...],
+// index -1 = zero.
 function histogram(buckets, width, height, metric, labels, res) {
-  const svg = document.createElementNS(SVG, 'svg');
-  svg.setAttribute('class', 'hist');
-  svg.setAttribute('width', width);
-  svg.setAttribute('height', height + (labels ? 14 : 0));
-  svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', 'histogram');
-  if (!buckets.length) return svg;
-  const lo = Math.min(...buckets.map(b => b[0]).filter(i => i >= 0), 99);
-  const hi = Math.max(...buckets.map(b => b[0]), -1);
-  const zero = buckets.some(b => b[0] === -1);
-  const first = zero ? -1 : lo;
-  const n = hi - first + 1;
-  const top = Math.max(...buckets.map(b => b[1]));
-  const w = width / Math.max(n, 1);
-  const counts = new Map(buckets.map(b => [b[0], b[1]]));
-  for (let i = first; i <= hi; ++i) {
-    if (i !== -1 && i < lo) continue;
-    const c = counts.get(i) || 0;
-    const frac = c / top;
-    const pos = hi === lo ? 1 : Math.max(0, (i - lo) / (hi - lo));
-    const hue = Math.round(240 * (1 - pos)), light = Math.round(85 - 40 * frac);
-    const bh = c ? Math.max(1, frac * (height - 1)) : 0;
-    const r = document.createElementNS(SVG, 'rect');
-    r.setAttribute('x', ((i - first) * w).toFixed(2));
-    r.setAttribute('y', (height - bh).toFixed(2));
-    r.setAttribute('width', Math.max(0.5, w - 1).toFixed(2));
-    r.setAttribute('height', bh.toFixed(2));
-    r.setAttribute('fill', `hsl(${hue},85%,${light}%)`);
-    const title = document.createElementNS(SVG, 'title');
-    const range = i === -1 ? zeroLabel(metric, res) : (metric === 'wall_time_ns' && res && 2 ** (i + 1) - 1 < res)
-        ? fmtNsRes(0, res) : fmtMetric(metric, 2 ** i) + ' .. ' + fmtMetric(metric, 2 ** (i + 1) - 1);
-    title.textContent = range + ': ' + fmtCount(c);
-    r.append(title);
-    svg.append(r);
-    if (labels && (i === first || i === hi || (i - first) % 4 === 0)) {
-      const t = document.createElementNS(SVG, 'text');
-      t.setAttribute('x', ((i - first) * w).toFixed(1));
-      t.setAttribute('y', height + 11);
-      t.textContent = i === -1 ? zeroLabel(metric, res) : fmtMetric(metric, 2 ** i);
-      svg.append(t);
-    }
-  }
-  return svg;
+  const range = (i) => {
+    if (i === -1) return zeroLabel(metric, res);
+    if (metric === 'wall_time_ns' && res && 2 ** (i + 1) - 1 < res) return fmtNsRes(0, res);
+    return fmtMetric(metric, 2 ** i) + ' .. ' + fmtMetric(metric, 2 ** (i + 1) - 1);
+  };
+  return kit.histogram(buckets, {width, height, labels, range, format: (v) => fmtMetric(metric, v)});
 }
 
 // The zero bucket: "0", or for wall time "< resolution".

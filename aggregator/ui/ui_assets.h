@@ -1,20 +1,17 @@
-// The dashboard's static files (aggregator/ui/), built into the binary:
-// the aggregator serves them at /ui/ with nothing fetched from elsewhere.
+// The dashboard's static files (aggregator/ui/ and the page kit's
+// tools/page/kit.js and kit.css), built into the binary: the aggregator
+// serves them at /ui/ with nothing fetched from elsewhere.
 #ifndef FIELDPROF_AGGREGATOR_UI_UI_ASSETS_H_
 #define FIELDPROF_AGGREGATOR_UI_UI_ASSETS_H_
 
 #include <string_view>
 
+#include "common/embedded_file.h"
+
 namespace fieldprof::aggregator {
 
-struct UiFile {
-  std::string_view name;  // "index.html"
-  std::string_view content_type;
-  std::string_view body;
-};
-
-// The file named `name`, or nullptr.
-const UiFile* FindUiFile(std::string_view name);
+// The file named `name` ("index.html"), or nullptr.
+const EmbeddedFile* FindUiFile(std::string_view name);
 
 }  // namespace fieldprof::aggregator
 

@@ -4,7 +4,7 @@
 //   <= 0.5 ns a point), against a USDT probe site with no tracer (a nop
 //   and its note, as <sys/sdt.h> makes it without a semaphore).
 // - Armed, with --recorder LIB (fieldprof points record's recorder,
-//   libfieldprof_points.so): the benchmark runs itself with the recorder
+//   libfieldprof-points.so): the benchmark runs itself with the recorder
 //   preloaded, as `points record` does.
 //   - per event on one thread (goal: <= 10 ns), in bursts of 8,192 points
 //     that the drain empties between them, against the same bursts
@@ -32,7 +32,7 @@
 //
 //   points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB] [--base-recorder LIB]
 //                    [--field RUNTIME] [--base-field RUNTIME]
-//                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof_points.so;
+//                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof-points.so;
 //                    the base: another build's recorder, in the same 2-thread rounds;
 //                    RUNTIME: build/agent/runtime/libfieldprof.so)
 //
@@ -638,7 +638,7 @@ int main(int argc, char** argv) {
     std::printf("(no lttng-ust anchor: liblttng-ust-dev was not installed at build time)\n");
 #endif
   } else {
-    std::printf("(armed figures: --recorder build/agent/runtime/libfieldprof_points.so)\n");
+    std::printf("(armed figures: --recorder build/agent/runtime/libfieldprof-points.so)\n");
   }
   if (!field.empty()) {
     std::fflush(stdout);

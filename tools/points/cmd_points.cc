@@ -34,9 +34,9 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
-#include "tools/page/html_page.h"
 #include "tools/points/at_names.h"
 #include "tools/points/points_field.h"
+#include "tools/points/points_page.h"
 #include "tools/points/points_remote.h"
 #include "tools/points/points_report.h"
 
@@ -290,7 +290,7 @@ int Record(int argc, char** argv) {
             "also record the call stack of each point and scope begun, and of each call "
             "of an --at function from its caller (0.2 us a stack; more the first time "
             "through new code)");
-  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_points.so");
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof-points.so");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
   Status s;

@@ -12,7 +12,7 @@
 #include "common/points_format.h"
 #include "tools/cli/format.h"
 #include "tools/cli/run_record_text.h"
-#include "tools/record/symbolizer.h"
+#include "tools/cli/symbolizer.h"
 
 namespace fieldprof::local {
 

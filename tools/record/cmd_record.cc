@@ -27,11 +27,11 @@
 #include "tools/cli/runtime_env.h"
 #include "tools/cli/spawn.h"
 #include "tools/commands.h"
-#include "tools/page/html_page.h"
 #include "tools/record/cpu_switches.h"
 #include "tools/record/idle_report.h"
 #include "tools/record/perf_sampler.h"
 #include "tools/record/pprof_export.h"
+#include "tools/record/record_page.h"
 #include "tools/record/recording.h"
 
 namespace fieldprof::tools {
@@ -41,7 +41,7 @@ namespace fs = std::filesystem;
 using local::RangeCounts;
 using local::Recording;
 
-constexpr const char* kSamplerLib = "libfieldprof_record.so";
+constexpr const char* kSamplerLib = "libfieldprof-sampler.so";
 
 // A directory removed with what is in it when this goes out of scope.
 struct ScratchDir {
@@ -114,7 +114,7 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
            1 << 30);
   t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
   t.AddInt("fanout", &n, "the time tree's N: children of an inner node", 2, 64);
-  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof_record.so");
+  t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof-sampler.so");
   const int cmd_at = DoubleDashAt(argc, argv);
   Status s;
   if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;

@@ -10,8 +10,8 @@
 #include "common/durable_file.h"
 #include "common/encoding.h"
 #include "common/sampler_format.h"
+#include "tools/cli/symbolizer.h"
 #include "tools/record/cpu_switches.h"
-#include "tools/record/symbolizer.h"
 
 namespace fieldprof::local {
 
@@ -129,7 +129,7 @@ class Interner {
       // The sampler's frames are left out, but for a blocked call's
       // innermost: the wrapper, named as the call it wraps.
       // (Its thread-start wrapper is on every thread's stack.)
-      if (!(all_returns && i == 0) && sym.InModuleNamed(ips[i], "libfieldprof_record.so")) {
+      if (!(all_returns && i == 0) && sym.InModuleNamed(ips[i], "libfieldprof-sampler.so")) {
         continue;
       }
       stack.push_back(Frame(sym.Name(ips[i], /*return_address=*/all_returns || i > 0)));

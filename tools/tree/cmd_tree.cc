@@ -19,11 +19,11 @@
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
-#include "tools/page/html_page.h"
 #include "tools/record/pprof_export.h"
 #include "tools/tree/call_tree.h"
+#include "tools/tree/tree_load.h"
+#include "tools/tree/tree_page.h"
 #include "tools/tree/tree_report.h"
-#include "tools/tree/tree_sources.h"
 
 namespace fieldprof::tools {
 

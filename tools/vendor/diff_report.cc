@@ -5,6 +5,7 @@
 #include "common/model_json.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
+#include "tools/page/page_kit.h"
 #include "tools/vendor/module_report.h"
 
 namespace fieldprof::tools {
@@ -25,8 +26,8 @@ std::string HtmlRow(const ApiDiff& x, const DiffOptions& o, const DiffContext& c
          HtmlEscape(x.demangled) + "</td><td>" + verdict + "</td><td>" + value(x.stat_before) +
          "</td><td>" + value(x.stat_after) + "</td><td>" + Pct(x.change) + "</td><td>" + p +
          "</td><td>" + FormatCount(x.before.count()) + " / " + FormatCount(x.after.count()) +
-         "</td><td>" + HistogramSvg(x.before, o.metric, 120, 22) + "</td><td>" +
-         HistogramSvg(x.after, o.metric, 120, 22) + "</td></tr>\n";
+         "</td><td>" + HistogramFigure(x.before, o.metric, 120, 22) + "</td><td>" +
+         HistogramFigure(x.after, o.metric, 120, 22) + "</td></tr>\n";
 }
 
 }  // namespace
@@ -50,7 +51,8 @@ std::string DiffHtml(const ModuleDiff& d, const DiffOptions& o, const DiffContex
       "</title>\n<style>body{font:14px/1.4 system-ui,sans-serif;margin:1.5em}"
       "table{border-collapse:collapse}td,th{padding:3px 8px;border-bottom:1px solid #ddd;"
       "text-align:right}td.name{text-align:left;font-family:monospace}"
-      ".slower{background:#fde8e8}.faster{background:#e6f4ea}</style>\n</head>\n<body>\n";
+      ".slower{background:#fde8e8}.faster{background:#e6f4ea}</style>\n" +
+      page::KitStyleElement() + "</head>\n<body>\n";
   text += "<h1>" + module + ": " + before + " &rarr; " + after + "</h1>\n<p>" +
           std::to_string(d.apis.size()) + " APIs compared on " + HtmlEscape(c.metric_name) + " (" +
           HtmlEscape(c.statistic) + "); " + std::to_string(slower) + " slower, " +
@@ -62,7 +64,7 @@ std::string DiffHtml(const ModuleDiff& d, const DiffOptions& o, const DiffContex
   for (const ApiDiff& x : d.apis) {
     if (c.all || x.verdict != ApiDiff::kSame) text += HtmlRow(x, o, c);
   }
-  return text + "</tbody>\n</table>\n</body>\n</html>\n";
+  return text + "</tbody>\n</table>\n" + page::KitScriptElement() + "</body>\n</html>\n";
 }
 
 std::string DiffText(const ModuleDiff& d, const DiffOptions& o, const DiffContext& c) {

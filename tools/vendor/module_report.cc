@@ -9,6 +9,7 @@
 #include "common/module_version.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
+#include "tools/page/page_kit.h"
 
 namespace fieldprof::tools {
 namespace {
@@ -42,9 +43,9 @@ size_t Rows(size_t have, size_t top) { return std::min(have, top == 0 ? have : t
 
 std::string Hsl(double position, double intensity) {
   // Blue (240) for cheap buckets to red (0) for expensive ones; a bucket
-  // with few calls is pale, the fullest saturated.
+  // with few calls is light, the fullest dark (kit.js histogram).
   const double hue = 240.0 * (1.0 - std::clamp(position, 0.0, 1.0));
-  const double light = 85.0 - 40.0 * std::clamp(intensity, 0.0, 1.0);
+  const double light = 80.0 - 35.0 * std::clamp(intensity, 0.0, 1.0);
   char b[64];
   std::snprintf(b, sizeof b, "hsl(%.0f,85%%,%.0f%%)", hue, light);
   return b;
@@ -89,6 +90,24 @@ std::string HistogramSvg(const Histogram& h, int metric_index, int width, int he
             Value(metric_index, static_cast<double>(BucketHigh(i))));
   }
   return svg + "</svg>";
+}
+
+std::string HistogramFigure(const Histogram& h, int metric_index, int width, int height,
+                            uint64_t resolution_ns) {
+  std::string buckets = "[";
+  auto add = [&](int index, uint64_t n) {
+    if (n == 0) return;
+    if (buckets.size() > 1) buckets += ',';
+    buckets += "[" + std::to_string(index) + "," + std::to_string(n) + "]";
+  };
+  add(-1, h.zero_count());
+  for (int i = 0; i < kNumBuckets; ++i) add(i, h.bucket(i).count);
+  buckets += "]";
+  const char* unit = metric_index == 0 ? "ns" : metric_index == 3 ? "count" : "bytes";
+  return "<svg class=\"hist\" width=\"" + std::to_string(width) + "\" height=\"" +
+         std::to_string(height) + "\" role=\"img\" aria-label=\"histogram\" data-unit=\"" + unit +
+         "\" data-resolution=\"" + std::to_string(resolution_ns) + "\" data-buckets=\"" + buckets +
+         "\"></svg>";
 }
 
 std::string ReportText(const ModuleModel& m, const ReportContext& c) {
@@ -242,7 +261,8 @@ std::string HtmlHead(const ModuleModel& m, const ReportContext& c) {
       "th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}\n"
       "td.name{text-align:left;font-family:monospace;max-width:40em;overflow-wrap:anywhere}\n"
       "th:focus{outline:2px solid #36c}\n"
-      ".note{color:#555}\n</style>\n</head>\n<body>\n";
+      ".note{color:#555}\n</style>\n" +
+      page::KitStyleElement() + "</head>\n<body>\n";
   h += "<h1>" + HtmlEscape(m.module) + "</h1>\n<p>" + std::to_string(m.apis.size()) + " APIs, " +
        FormatCount(m.calls) + " calls, " + HtmlEscape(Value(0, m.total[0])) +
        " in all. Source: " + HtmlEscape(c.source) + "; " + HtmlEscape(c.range) +
@@ -279,7 +299,7 @@ std::string ApiRow(const ApiCost& a) {
          Cell(a.metric[3].Mean(), Fixed(a.metric[3].Mean(), 2)) +
          Cell(a.metric[4].Mean(), FormatBytes(a.metric[4].Mean())) +
          Cell(a.metric[5].Mean(), FormatBytes(a.metric[5].Mean())) + "<td>" +
-         HistogramSvg(a.metric[0], 0, 160, 24) + "</td></tr>\n";
+         HistogramFigure(a.metric[0], 0, 160, 24, a.resolution_ns) + "</td></tr>\n";
 }
 
 std::string ApiTable(const ModuleModel& m, const ReportContext& c) {
@@ -331,33 +351,12 @@ std::string PointTable(const ModuleModel& m) {
   return h + "</tbody>\n</table>\n";
 }
 
-// Sorting: click or Enter on a header; numbers by data-v, text by content.
-constexpr const char* kSortScript =
-    "<script>\n"
-    "document.querySelectorAll('table').forEach(function(t){\n"
-    "  t.querySelectorAll('th').forEach(function(th,col){\n"
-    "    var dir=-1;\n"
-    "    function sort(){\n"
-    "      var rows=Array.prototype.slice.call(t.tBodies[0].rows);\n"
-    "      dir=-dir;\n"
-    "      rows.sort(function(a,b){\n"
-    "        var x=a.cells[col],y=b.cells[col];\n"
-    "        var p=x.getAttribute('data-v'),q=y.getAttribute('data-v');\n"
-    "        if(p!==null&&q!==null)return dir*(parseFloat(p)-parseFloat(q));\n"
-    "        return dir*x.textContent.localeCompare(y.textContent);\n"
-    "      });\n"
-    "      rows.forEach(function(r){t.tBodies[0].appendChild(r);});\n"
-    "    }\n"
-    "    th.addEventListener('click',sort);\n"
-    "    th.addEventListener('keydown',function(e){if(e.key==='Enter')sort();});\n"
-    "  });\n"
-    "});\n"
-    "</script>\n</body>\n</html>\n";
-
 }  // namespace
 
 std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
-  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + PointTable(m) + kSortScript;
+  // The kit draws the histograms and sorts the tables (click a header).
+  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + PointTable(m) +
+         page::KitScriptElement() + "</body>\n</html>\n";
 }
 
 }  // namespace fieldprof::tools

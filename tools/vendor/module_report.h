@@ -26,9 +26,17 @@ std::string ReportCsv(const ModuleModel& m);
 std::string ReportMarkdown(const ModuleModel& m, const ReportContext& c);
 std::string ReportHtml(const ModuleModel& m, const ReportContext& c);
 
-// An inline SVG of a histogram: one bar per log2 bucket from the lowest to
-// the highest non-empty one (plus the zero bucket), coloured by the
-// bucket's place (blue .. red) and its count (light .. saturated).
+// A histogram for a page: an empty svg element holding the buckets,
+// which the page kit draws when the page opens (tools/page/kit.js
+// drawMarked); the page ends with page::KitScriptElement().
+std::string HistogramFigure(const Histogram& h, int metric_index, int width, int height,
+                            uint64_t resolution_ns = 0);
+
+// A histogram drawn here, as inline SVG: for the docs' snippets, which are
+// pasted where no script runs (Markdown, a docs site). One bar per log2
+// bucket from the lowest to the highest non-empty one (plus the zero
+// bucket), coloured as the page kit colours them: by the bucket's place
+// (blue .. red) and its count (light .. dark).
 std::string HistogramSvg(const Histogram& h, int metric_index, int width, int height);
 
 }  // namespace fieldprof::tools

@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tools/record/record_tree.h"
+#include "tools/tree/tree_formats.h"
 #include "tools/tree/tree_report.h"
-#include "tools/tree/tree_sources.h"
 
 namespace fieldprof::local {
 namespace {

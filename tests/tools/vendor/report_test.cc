@@ -3,6 +3,7 @@
 // histograms; the filters (version, platform, namespace) pick the right
 // series; CSV (Python's csv), JSON and the HTML page parse, the page is
 // self-contained and escapes every name; Markdown has a row per API.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -251,6 +252,28 @@ TEST_F(ReportTest, CsvMarkdownAndHtmlParseAndAgree) {
   size_t svgs = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, kSymbols.size());
+
+  // In Chromium, the page kit draws each API's histogram: as many calls in
+  // its bars as the API has, a tooltip on each bar; a click on "calls"
+  // sorts the rows by it.
+  ASSERT_EQ(RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/tools/vendor/report_page.mjs " + html_path + " " +
+                           FIELDPROF_BUILD_DIR + "/ui-screenshots",
+                       &out),
+            0)
+      << out;
+  const json page = json::parse(out.substr(out.find('{')), nullptr, false);
+  ASSERT_FALSE(page.is_discarded()) << out;
+  ASSERT_EQ(page["rows"].size(), kSymbols.size()) << out;
+  for (const json& r : page["rows"]) {
+    const std::string symbol = r["symbol"];
+    EXPECT_EQ(r["counted"].get<uint64_t>(), fixture_.wall_all.at(symbol).count()) << symbol;
+    EXPECT_GE(r["bars"].get<int>(), 1) << symbol;
+    EXPECT_EQ(r["marks_left"].get<int>(), 0) << symbol;
+    EXPECT_NE(r["tip"].get<std::string>().find(" .. "), std::string::npos) << r;
+  }
+  std::vector<double> sorted = page["sorted"].get<std::vector<double>>();
+  EXPECT_TRUE(std::is_sorted(sorted.begin(), sorted.end())) << page["sorted"];
 }
 
 // fieldprof docs: a Markdown and an HTML snippet per API, with the API's

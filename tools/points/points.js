@@ -10,7 +10,8 @@
   const showRemoved = document.getElementById('show-removed');
   const root = document.getElementById('tags');
   const colours = ['#3b7dd8', '#e0883a', '#4aa564', '#c8504b', '#8d6cc2', '#8c6d4f', '#d46fb4', '#7f8c8d'];
-  const { fmt, el, hover } = fieldprofPage;
+  const { el, hover } = fieldprofKit;
+  const fmt = fieldprofKit.duration;
   let drawn = { bars: 0, dirty: 0, segments: 0, histograms: [] };
 
   const runLabel = (i) => 'run ' + (i + 1) + ' (pid ' + data.runs[i].pid + ')';
@@ -50,32 +51,10 @@
   // highest, in the heat spectrum (cheap blue to costly red), heights on a
   // log scale, a fuller bucket darker; hover for its range and count.
   function histogram(seg) {
-    const each = seg.each, buckets = each.buckets;
-    const w = 320, h = 90, bottom = 14;
-    const svg = el('svg:svg', { class: 'hist', width: w, height: h, role: 'img',
-      'aria-label': seg.name + ': each occurrence, by log2 bucket' });
-    const idx = buckets.map((b) => b[0]);
-    const lo = Math.min(...idx), hi = Math.max(...idx);
-    const counts = new Map(buckets.map((b) => [b[0], b[1]]));
-    const top = Math.max(1, ...buckets.map((b) => b[1]));
-    const n = hi - lo + 1, step = (w - 4) / Math.max(1, n);
-    const range = (i) => i < 0 ? '0' : fmt(2 ** i) + ' .. ' + fmt(2 ** (i + 1) - 1);
-    let total = 0;
-    for (let i = lo; i <= hi; ++i) {
-      const c = counts.get(i) || 0;
-      total += c;
-      if (!c) continue;
-      // Heights on a log scale, so that a tail of a few slow calls shows.
-      const pos = hi === lo ? 1 : (i - lo) / (hi - lo), frac = Math.log1p(c) / Math.log1p(top);
-      const bh = Math.max(2, frac * (h - bottom - 4));
-      const rect = el('svg:rect', { x: 2 + (i - lo) * step, y: h - bottom - bh, width: Math.max(1, step - 1),
-        height: bh, fill: 'hsl(' + Math.round(240 * (1 - pos)) + ',80%,' + Math.round(62 - 17 * frac) + '%)',
-        class: 'bucket', 'data-count': c });
-      hover(rect, range(i) + ': ' + c.toLocaleString('en-US') + (c === 1 ? ' occurrence' : ' occurrences'));
-      svg.append(rect);
-    }
-    svg.append(el('svg:text', { x: 2, y: h - 2 }, range(lo).split(' .. ')[0]),
-      el('svg:text', { x: w - 60, y: h - 2 }, fmt(2 ** (hi + 1) - 1)));
+    const each = seg.each;
+    const svg = fieldprofKit.histogram(each.buckets, { width: 320, height: 76, format: fmt, log: true, labels: true,
+      noun: (c) => (c === 1 ? 'occurrence' : 'occurrences'), label: seg.name + ': each occurrence, by log2 bucket' });
+    const total = Number(svg.dataset.total);
     drawn.histograms.push(total);
     const box = el('div', { class: 'each' });
     box.append(el('p', { class: 'hint' }, each.count.toLocaleString('en-US') + ' occurrences: p50 ' +

@@ -1,4 +1,4 @@
-#include "tools/record/symbolizer.h"
+#include "tools/cli/symbolizer.h"
 
 #include <elfutils/libdwfl.h>
 #include <link.h>

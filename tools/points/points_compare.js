@@ -7,7 +7,8 @@
 (function () {
   'use strict';
   const data = JSON.parse(document.getElementById('fp-data').textContent);
-  const { fmt, el, hover } = fieldprofPage;
+  const { el, hover } = fieldprofKit;
+  const fmt = fieldprofKit.duration;
   const drawn = { rows: 0, dots_a: 0, dots_b: 0, verdicts: {} };
 
   const pct = (a, b) => {

@@ -21,19 +21,10 @@
   }
   for (const k of kids) k.sort((a, b) => total[b] - total[a]);
   const nameOf = (i) => (i === 0 ? '[root]' : data.names[data.name[i]]);
-  const fmt = (v) => {
-    const a = Math.abs(v);
-    if (data.unit === 'ns') {
-      return (v < 0 ? '-' : '') + (a >= 1e9 ? (a / 1e9).toFixed(2) + ' s' : a >= 1e6 ? (a / 1e6).toFixed(2) + ' ms'
-        : a >= 1e3 ? (a / 1e3).toFixed(1) + ' us' : a.toFixed(0) + ' ns');
-    }
-    if (data.unit === 'bytes') return (v < 0 ? '-' : '') + (a >= 1048576 ? (a / 1048576).toFixed(1) + ' MiB' : a >= 1024 ? (a / 1024).toFixed(1) + ' KiB' : a.toFixed(0) + ' B');
-    return (Math.round(v * 100) / 100).toLocaleString('en-US');
-  };
+  const kit = fieldprofKit;
+  const fmt = data.unit === 'ns' ? kit.duration : data.unit === 'bytes' ? kit.bytes
+    : (v) => kit.count(Math.round(v * 100) / 100);
   const svg = document.getElementById('flame');
-  const tip = document.getElementById('tip');
-  const ns = 'http://www.w3.org/2000/svg';
-  const rowH = 17;
   let focus = 0;
   let query = '';
   let drawn = [];
@@ -44,7 +35,7 @@
     if (!baseTotal) {
       // Heat by self share of the hottest: blue cold .. red hot.
       const t = Math.min(1, Math.abs(data.self[i]) / hottest);
-      return `hsl(${Math.round(240 - 240 * t)}, 75%, ${Math.round(62 - 8 * t)}%)`;
+      return kit.heat(t, 62 - 8 * t, 75);
     }
     const change = total[i] - baseTotal[i];
     const of = Math.max(Math.abs(total[i]), Math.abs(baseTotal[i]), 1);
@@ -60,75 +51,21 @@
   }
 
   function draw() {
-    while (svg.firstChild) svg.removeChild(svg.firstChild);
-    drawn = [];
-    const width = svg.clientWidth || 1200;
-    const rows = [];
-    // Ancestors of the focus, full width, then its subtree.
-    const chain = [];
-    for (let a = focus; a !== 0; a = data.parent[a]) chain.unshift(a);
-    const whole = Math.max(total[focus], 1e-300);
-    let depth = 0;
-    for (const a of chain.slice(0, -1)) rows.push({ i: a, x: 0, w: width, depth: depth++, above: true });
-    const walk = (i, x, d) => {
-      const w = (total[i] / whole) * width;
-      if (w < 0.5 && i !== focus) return;
-      rows.push({ i, x, w: Math.max(w, 0), depth: d, above: false });
-      let cx = x;
-      for (const k of kids[i]) {
-        if (total[k] <= 0) continue;
-        walk(k, cx, d + 1);
-        cx += (total[k] / whole) * width;
-      }
-    };
-    if (focus === 0) {
-      let cx = 0;
-      for (const k of kids[0]) {
-        if (total[k] <= 0) continue;
-        walk(k, cx, 0);
-        cx += (total[k] / whole) * width;
-      }
-    } else {
-      walk(focus, 0, depth);
-    }
-    let maxDepth = 0;
-    for (const r of rows) maxDepth = Math.max(maxDepth, r.depth);
-    svg.setAttribute('height', String((maxDepth + 1) * rowH + 4));
-    let matched = 0;
-    for (const r of rows) {
-      const g = document.createElementNS(ns, 'g');
-      const name = nameOf(r.i);
-      const isMatch = query !== '' && name.includes(query);
-      if (isMatch) { g.classList.add('match'); ++matched; }
-      if (r.above) g.classList.add('above');
-      if (baseTotal) g.classList.add(total[r.i] >= baseTotal[r.i] ? 'grew' : 'shrank');
-      g.dataset.node = String(r.i);
-      const rect = document.createElementNS(ns, 'rect');
-      rect.setAttribute('x', r.x.toFixed(2));
-      rect.setAttribute('y', String(r.depth * rowH));
-      rect.setAttribute('width', r.w.toFixed(2));
-      rect.setAttribute('height', String(rowH - 1));
-      rect.setAttribute('fill', colour(r.i));
-      g.appendChild(rect);
-      if (r.w > 30) {
-        const text = document.createElementNS(ns, 'text');
-        text.setAttribute('x', (r.x + 3).toFixed(2));
-        text.setAttribute('y', String(r.depth * rowH + 12));
-        const chars = Math.floor((r.w - 6) / 6.6);
-        text.textContent = name.length > chars ? name.slice(0, Math.max(0, chars - 1)) + '…' : name;
-        g.appendChild(text);
-      }
-      g.addEventListener('click', () => { focus = r.i; draw(); });
-      g.addEventListener('mousemove', (e) => {
-        tip.hidden = false;
-        tip.style.left = e.clientX + 12 + 'px';
-        tip.style.top = e.clientY + 12 + 'px';
-        tip.textContent = describe(r.i);
-      });
-      g.addEventListener('mouseleave', () => { tip.hidden = true; });
-      svg.appendChild(g);
-      drawn.push({ node: r.i, name, x: r.x, w: r.w, depth: r.depth, fill: rect.getAttribute('fill'), match: isMatch });
-    }
+    drawn = kit.flame(svg, {
+      root: 0,
+      focus,
+      kids: (i) => kids[i],
+      parent: (i) => data.parent[i],
+      total: (i) => total[i],
+      name: nameOf,
+      fill: colour,
+      classes: (i) => (baseTotal ? [total[i] >= baseTotal[i] ? 'grew' : 'shrank'] : []),
+      match: (i) => query !== '' && nameOf(i).includes(query),
+      tip: describe,
+      onClick: (i) => { focus = i; draw(); },
+      width: svg.clientWidth || 1200,
+    }).map((d) => ({ node: d.node, name: d.name, x: d.x, w: d.w, depth: d.depth, fill: d.fill, match: d.match }));
+    const matched = drawn.filter((d) => d.match).length;
     let matchedTotal = 0;
     if (query !== '') {
       // The outermost matching frames' totals, over the whole tree.

@@ -8,7 +8,7 @@
 (function () {
   const data = JSON.parse(document.getElementById('fp-data').textContent);
   const $ = (id) => document.getElementById(id);
-  const SVG = 'http://www.w3.org/2000/svg';
+  const kit = fieldprofKit;
   const NODE = 7;  // per node: lo, hi, first child (0: a leaf), listed, list begin, list end, other
 
   function decode(s, Type) {
@@ -125,14 +125,9 @@
     if (duration >= 1e9) return s.toFixed(3) + ' s';
     return (ns / 1e6).toFixed(2) + ' ms';
   }
-  function fmtCount(n) { return Math.round(n).toLocaleString('en-US'); }
-  function pct(a, b) { return b > 0 ? (100 * a / b).toFixed(2) + '%' : '0%'; }
-
-  // The lab's heat spectrum: blue (cold) .. red (hot).
-  function heat(position, light) {
-    const hue = Math.round(240 * (1 - Math.min(1, Math.max(0, position))));
-    return `hsl(${hue},80%,${light}%)`;
-  }
+  const fmtCount = (n) => kit.count(Math.round(n));
+  const pct = (a, b) => kit.percent(a, b, 2);
+  const heat = (position, light) => kit.heat(position, light);
 
   // --- The header and controls ---------------------------------------------
 
@@ -386,76 +381,45 @@
     return state.search !== '' && f >= 0 && data.frames[f].toLowerCase().includes(state.search);
   }
 
-  const ROW = 18;
   function drawFlame() {
     const svg = $('flame');
-    svg.textContent = '';
-    state.drawn = [];
     const q = state.answer;
-    const width = $('flame-box').clientWidth || 1000;
-    const focus = state.focus || q.root;
     if (q.root.total === 0) {
+      svg.textContent = '';
+      state.drawn = [];
       svg.setAttribute('height', 30);
-      const t = document.createElementNS(SVG, 'text');
-      t.setAttribute('x', 8);
-      t.setAttribute('y', 20);
-      t.textContent = `no ${views[state.view].unit} in this range`;
-      svg.append(t);
+      svg.removeAttribute('viewBox');
+      svg.append(kit.el('svg:text', { x: 8, y: 20 }, `no ${views[state.view].unit} in this range`));
       return;
     }
+    const focus = state.focus || q.root;
     let maxSelf = 1;
     const walk = (n) => {
       if (n.frame >= 0) maxSelf = Math.max(maxSelf, n.self);
       for (const c of n.children.values()) walk(c);
     };
     walk(focus);
-    let depth = 0;
-    const place = (n, x, w, above) => {
-      if (w < 0.5) return;
-      depth = Math.max(depth, n.depth);
-      const g = document.createElementNS(SVG, 'g');
-      const i = state.drawn.length;
-      state.drawn.push(n);
-      g.dataset.i = i;
-      g.dataset.total = n.total;
-      if (n.frame === -2) g.classList.add('other');
-      if (above) g.classList.add('above');
-      if (matches(n.frame)) g.classList.add('match');
-      const r = document.createElementNS(SVG, 'rect');
-      r.setAttribute('x', x.toFixed(2));
-      r.setAttribute('y', n.depth * ROW);
-      r.setAttribute('width', Math.max(0.5, w - 0.5).toFixed(2));
-      r.setAttribute('height', ROW - 1);
-      r.setAttribute('fill', n.frame < 0 ? '#bbb' : heat(n.self / maxSelf, 68));
-      g.append(r);
-      if (w > 28) {
-        const t = document.createElementNS(SVG, 'text');
-        t.setAttribute('x', (x + 3).toFixed(2));
-        t.setAttribute('y', n.depth * ROW + 13);
-        const name = frameName(n.frame), fit = Math.floor((w - 6) / 6.7);
-        t.textContent = name.length <= fit ? name : name.slice(0, Math.max(0, fit - 1)) + '…';
-        g.append(t);
-      }
-      svg.append(g);
-    };
-    // The focus's ancestors, full width and faded; the focus and below in proportion.
-    const chain = [];
-    for (let a = focus.parent; a; a = a.parent) chain.unshift(a);
-    for (const a of chain) place(a, 0, width, true);
-    const below = (n, x, w) => {
-      if (w < 0.5) return;
-      place(n, x, w, false);
-      let cx = x;
-      const kids = [...n.children.values()].sort((a, b) => b.total - a.total);
-      for (const c of kids) {
-        const cw = w * c.total / n.total;
-        below(c, cx, cw);
-        cx += cw;
-      }
-    };
-    below(focus, 0, width);
-    svg.setAttribute('height', (depth + 1) * ROW + 2);
-    svg.setAttribute('viewBox', `0 0 ${width} ${(depth + 1) * ROW + 2}`);
+    const unit = views[state.view].unit, all = q.root.total;
+    state.drawn = kit.flame(svg, {
+      root: q.root,
+      focus,
+      showRoot: true,
+      kids: (n) => [...n.children.values()],
+      parent: (n) => n.parent,
+      total: (n) => n.total,
+      name: (n) => frameName(n.frame),
+      fill: (n) => (n.frame < 0 ? '#bbb' : heat(n.self / maxSelf, 68)),
+      classes: (n) => (n.frame === -2 ? ['other'] : []),
+      match: (n) => matches(n.frame),
+      tip: (n) => `${frameName(n.frame)} — ${fmtCount(n.total)} ${unit} (${pct(n.total, all)}), ` +
+          `self ${fmtCount(n.self)} (${pct(n.self, all)})`,
+      onClick: (n) => {
+        state.focus = n.frame === -1 ? null : n;
+        drawFlame();
+      },
+      width: $('flame-box').clientWidth || 1000,
+      row: 18,
+    }).map((d) => d.node);
     if (state.search) {
       const m = document.createElement('span');
       m.id = 'matched';
@@ -491,29 +455,6 @@
 
   // --- Interaction -------------------------------------------------------------
 
-  const tip = $('tip');
-  $('flame').addEventListener('mousemove', (e) => {
-    const g = e.target.closest('g');
-    if (!g) {
-      tip.hidden = true;
-      return;
-    }
-    const n = state.drawn[Number(g.dataset.i)], all = state.answer.root.total;
-    const unit = views[state.view].unit;
-    tip.textContent = `${frameName(n.frame)} — ${fmtCount(n.total)} ${unit} (${pct(n.total, all)}), ` +
-        `self ${fmtCount(n.self)} (${pct(n.self, all)})`;
-    tip.hidden = false;
-    tip.style.left = Math.min(e.clientX + 12, window.innerWidth - tip.offsetWidth - 8) + 'px';
-    tip.style.top = e.clientY + 14 + 'px';
-  });
-  $('flame').addEventListener('mouseleave', () => { tip.hidden = true; });
-  $('flame').addEventListener('click', (e) => {
-    const g = e.target.closest('g');
-    if (!g) return;
-    const n = state.drawn[Number(g.dataset.i)];
-    state.focus = n.frame === -1 ? null : n;
-    drawFlame();
-  });
   window.addEventListener('keydown', (e) => {
     if (e.key !== 'Escape') return;
     if (state.focus) {

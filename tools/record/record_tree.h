@@ -1,0 +1,24 @@
+// A recording as a call tree (tools/tree/call_tree.h): its samples, or
+// its waits, over a time range, for `tree`, `record show` and the page.
+#ifndef FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_
+#define FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_
+
+#include <cstdint>
+
+#include "tools/record/recording.h"
+#include "tools/tree/call_tree.h"
+
+namespace fieldprof::local {
+// The samples of [t1_ns, t2_ns) (relative to the recording's start) of
+// thread `tid` (0: all), counted exactly: samples, and time as samples
+// times the sampling period.
+CallTree CallTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
+
+// Where the threads waited in [t1_ns, t2_ns] (idle transitions): each wait
+// (to-idle) is a call of the stack it waited at, its off-CPU time the
+// time. Empty when the recording has no idle transitions.
+CallTree OffCpuTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_

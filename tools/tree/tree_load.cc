@@ -1,0 +1,38 @@
+#include "tools/tree/tree_load.h"
+
+#include <string_view>
+
+#include "common/durable_file.h"
+#include "tools/record/record_tree.h"
+
+namespace fieldprof::local {
+
+StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
+  StatusOr<std::string> bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return Status(bytes.status().code(), path + ": " + bytes.status().message());
+  auto named = [&](StatusOr<CallTree> t) -> StatusOr<CallTree> {
+    if (!t.ok()) return Status(t.status().code(), path + ": " + t.status().message());
+    return t;
+  };
+  const std::string_view b = *bytes;
+  if (b.substr(0, 7) == "FPTREE1") return named(DecodeCallTree(b));
+  if (b.substr(0, 11) == "FPRECORDING") {
+    StatusOr<Recording> r = DecodeRecording(b);
+    if (!r.ok()) return named(r.status());
+    if (o.off_cpu && !r->idle) {
+      return Status(StatusCode::kInvalidArgument,
+                    path + ": recorded without idle transitions (record --idle)");
+    }
+    CallTree t = o.off_cpu ? OffCpuTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid)
+                           : CallTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid);
+    t.description = path + ": " + t.description;
+    return t;
+  }
+  const size_t first = b.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (b[first] == '{' || b[first] == '[')) {
+    return named(CallTreeFromChromeTrace(b, o.chrome));
+  }
+  return named(CallTreeFromCollapsed(b, o.collapsed_metric));
+}
+
+}  // namespace fieldprof::local
