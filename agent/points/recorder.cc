@@ -59,6 +59,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -66,6 +67,7 @@
 #include <vector>
 
 #include "agent/include/fieldprof/points.h"
+#include "agent/inprocess/fork_hooks.h"
 #include "agent/inprocess/image_end.h"
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/loader_calls.h"
@@ -215,6 +217,22 @@ void StartDrain() {
 // hold goes to the file now (the file closes with the image; no end mark,
 // as for a kill).
 // Not in a vfork child, which shares the parent's memory and file.
+// Each thread's events lost and those that went without their stack,
+// since they were last put: the reader adds them up.
+void PutRingCounts(Out& o) {
+  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    const uint64_t lost =
+        r->lost.exchange(0, std::memory_order_relaxed) + std::exchange(r->never_whole, 0);
+    const uint64_t stackless = r->stackless.exchange(0, std::memory_order_relaxed);
+    for (const auto& [type, n] : {std::pair{pf::kLost, lost}, {pf::kStackless, stackless}}) {
+      if (n == 0) continue;
+      o.Put(type);
+      o.Put(r->tid);
+      o.Put(n);
+    }
+  }
+}
+
 void DrainBeforeImageEnds() {
   if (!g_recording.load() || getpid() != g_pid) return;
   OwnWork own;
@@ -223,6 +241,7 @@ void DrainBeforeImageEnds() {
   Out o;
   DrainInto(o, nullptr, true);
   o.Clock();
+  PutRingCounts(o);  // an _exit or exec ends the image without Finish
   o.Flush(g_fd);
 }
 
@@ -256,16 +275,7 @@ void Finish() {
   Out o;
   DrainInto(o, nullptr, true);
   o.Clock();
-  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
-    const uint64_t lost = r->lost.load(std::memory_order_relaxed) + r->never_whole;
-    for (const auto& [type, n] : {std::pair{pf::kLost, lost},
-                                  {pf::kStackless, r->stackless.load(std::memory_order_relaxed)}}) {
-      if (n == 0) continue;
-      o.Put(type);
-      o.Put(r->tid);
-      o.Put(n);
-    }
-  }
+  PutRingCounts(o);
   o.Put(pf::kEnd);
   o.Flush(g_fd);
   close(g_fd);
@@ -320,7 +330,6 @@ void Arm() {
     g_pid = getpid();
     g_recording.store(true);
     SetHit();
-    pthread_atfork(nullptr, nullptr, AtForkChild);
     atexit(Finish);
   });
 }
@@ -352,7 +361,8 @@ __attribute__((constructor)) void Start() {
   if (started) return;
   started = true;
   fieldprof::inproc::FillEveryNextIfStale();
-  pthread_atfork(fieldprof::inproc::FillEveryNextIfStale, nullptr, nullptr);
+  // AtForkChild does nothing until armed.
+  fieldprof::inproc::AtFork(fieldprof::inproc::RealDlIteratePhdr, nullptr, AtForkChild);
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
   OwnWork own;

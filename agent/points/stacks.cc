@@ -13,6 +13,7 @@
 #include <new>
 
 #include "agent/include/fieldprof/points.h"
+#include "agent/inprocess/fork_hooks.h"
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/loader_calls.h"
 #include "agent/points/arming.h"
@@ -184,14 +185,15 @@ void PushStackOf(uint64_t pushed, const void* caller) {
   // dl_iterate_phdr's callbacks), inside the runtime's binder work,
   // and inside libc's own loading (linker_lock.h), the thread may
   // hold, or be taking, the dynamic linker's lock, which the unwinder
-  // takes (dl_iterate_phdr): a signal handler's point cutting in there
+  // takes (dl_iterate_phdr); in a fork child, a thread that did not come
+  // along may hold it for good (fork_hooks.h): a signal handler's point cutting in there
   // would wait on its own thread for good. So would one cutting into the
   // recorder's own drain on this thread, at the stack table's lock. Its
   // event goes without a stack, counted.
   Ring* r = t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
   if (fieldprof::inproc::InLinkerCall() || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
-      fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(r->tid), 0) || !MayTakeStack(tsc)) {
+      fieldprof::inproc::LoaderUnsafe(static_cast<int>(r->tid), 0) || !MayTakeStack(tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
   }

@@ -5,6 +5,7 @@
 #include <link.h>
 #include <sys/auxv.h>
 
+#include "agent/inprocess/fork_hooks.h"
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/points.h"
 #include "agent/runtime/sys.h"
@@ -192,6 +193,10 @@ int OnObject(dl_phdr_info* info, size_t, void* data) {
 }  // namespace
 
 bool WithObjects(void (*fn)(void*), void* arg) {
+  // A fork child whose parent had another thread in the dynamic linker:
+  // the walk would wait for good. The work is not done (a trapped call
+  // passes on unmeasured, fp_trap_slow).
+  if (inproc::LoaderStuck()) return false;
   Walk w;
   w.fn = fn;
   w.arg = arg;

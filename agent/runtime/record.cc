@@ -92,11 +92,11 @@ bool sealed = false;
 }  // namespace
 
 void BeforeFork() {
+  // Every interposer's next definition was filled just before (the base's
+  // handler, fork_hooks.h): the child must not look for one
+  // (next_symbol.h). There rather than at start, so that a run that never
+  // forks pays nothing.
   WaitForCodePatch();
-  // Every interposer's next definition, while taking the dynamic linker's
-  // lock is still safe: the child must not look for one (next_symbol.h).
-  // Here rather than at start, so a run that never forks pays nothing.
-  inproc::FillEveryNextIfStale();
   ResolveAllocators();
   const ShadowStack* ss = t_state.ss;
   fork_stack_of = nullptr;

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "agent/inprocess/fork_hooks.h"
 #include "agent/runtime/binder.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/companion.h"
@@ -144,7 +145,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   g.active = 1;
   owner_pid = sys::Getpid();
   if (!MapMeasuringState(envp)) return StopMeasuring("no memory for the measuring state");
-  pthread_atfork(BeforeFork, nullptr, ResetAfterFork);
+  inproc::AtFork(dl_iterate_phdr, BeforeFork, ResetAfterFork);
   // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
   // and comparing the two).
   if (!StartClock(envp, settings.tsc_hz))

@@ -63,6 +63,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/inprocess/fork_hooks.h"
 #include "agent/inprocess/image_end.h"
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/loader_calls.h"
@@ -268,8 +269,9 @@ void OnProf(int, siginfo_t*, void* uc) {
   t_in_handler = 1;
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
   // Inside libc's own loading (iconv, NSS), which passes no wrapper: the
-  // thread may hold the dynamic linker's lock, or be taking it.
-  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {
+  // thread may hold the dynamic linker's lock, or be taking it; in a fork
+  // child, a thread that did not come along may hold it for good.
+  if (fieldprof::inproc::LoaderUnsafe(static_cast<int>(t_tid), 0)) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     t_in_handler = 0;
     errno = saved;
@@ -332,15 +334,11 @@ int OnModule(dl_phdr_info* info, size_t, void*) {
   return 0;
 }
 
-// A fork child whose parent had another thread in the dynamic linker at
-// the fork: its lock is held for good here, and any walk of the loaded
-// objects would wait on it until the child is killed. Such a child lists
-// no modules and unwinds nothing (its samples are skipped) until it execs.
-bool g_loader_stuck = false;
-
-// The writer's modules, when anything was loaded since the last look.
+// The writer's modules, when anything was loaded since the last look. A
+// fork child whose parent had another thread in the dynamic linker at the
+// fork lists none until it execs (fork_hooks.h).
 void WriteModules() {
-  if (g_loader_stuck) return;
+  if (inproc::LoaderStuck()) return;
   unsigned long long adds = 0;
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* a) {
@@ -526,8 +524,6 @@ void AfterForkInChild() {
   g_throttled = 0;
   g_modules_adds = ~0ull;
   t_tid = 0;
-  g_loader_stuck =
-      fieldprof::inproc::LinkerLockHeldByAnother(static_cast<int>(syscall(SYS_gettid)));
   Start();
 }
 
@@ -535,7 +531,7 @@ __attribute__((constructor)) void Init() {
   inproc::FillEveryNextIfStale();
   fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
   Start();
-  pthread_atfork(inproc::FillEveryNextIfStale, nullptr, AfterForkInChild);
+  inproc::AtFork(inproc::RealDlIteratePhdr, nullptr, AfterForkInChild);
 }
 
 __attribute__((destructor)) void Fini() { Stop(); }
@@ -602,7 +598,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  if (fieldprof::inproc::LinkerLockUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnProf
+  if (fieldprof::inproc::LoaderUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnProf
     t_in_handler = 0;
     return;
   }

@@ -356,16 +356,24 @@ std::vector<StackedSite> StackedSites(const std::vector<PointsRun>& runs, const 
 std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::string& tag) {
   size_t with_stacks = 0;
   const std::vector<StackedSite> sites = StackedSites(runs, tag, &with_stacks);
-  if (with_stacks == 0) {
-    return "no stacks: these runs were recorded without --stacks "
-           "(fieldprof points record --stacks -- CMD)\n";
-  }
   constexpr size_t kStacksShown = 5, kFramesShown = 16;
   uint64_t stack_ns = 0, stacks_taken = 0, stackless = 0;
   for (const PointsRun& r : runs) {
     stack_ns += r.stack_ns;
     stackless += r.stackless;
     for (const PointEvent& e : r.events) stacks_taken += e.stack != 0;
+  }
+  const std::string why_stackless =
+      " events went without their stack: taking stacks would have taken more than 1/" +
+      std::to_string(points::kStackShare) + " of their thread's time (after its first " +
+      std::to_string(points::kStackBurstMs) +
+      " ms of them), or they came while their thread was inside the dynamic linker "
+      "(dlopen, dlclose, libc's own loading of NSS modules or iconv converters), whose "
+      "lock the unwinder takes, or in a process forked while another thread held that lock\n";
+  if (with_stacks == 0) {
+    if (stackless > 0) return "no stacks: " + std::to_string(stackless) + why_stackless;
+    return "no stacks: these runs were recorded without --stacks "
+           "(fieldprof points record --stacks -- CMD)\n";
   }
   std::string out = "where each point was passed: its stacks, innermost frame first (" +
                     std::to_string(with_stacks) + " of " + std::to_string(runs.size()) +
@@ -376,15 +384,7 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
            ", taken out of its thread's times";
   }
   out += ")\n";
-  if (stackless > 0) {
-    out += "note: " + std::to_string(stackless) +
-           " events went without their stack: taking stacks would have taken more than 1/" +
-           std::to_string(points::kStackShare) + " of their thread's time (after its first " +
-           std::to_string(points::kStackBurstMs) +
-           " ms of them), or they came while their thread was inside the dynamic linker "
-           "(dlopen, dlclose, libc's own loading of NSS modules or iconv converters), whose "
-           "lock the unwinder takes\n";
-  }
+  if (stackless > 0) out += "note: " + std::to_string(stackless) + why_stackless;
   std::string last_tag;
   char buf[256];
   for (const StackedSite& site : sites) {

@@ -289,6 +289,35 @@ TEST_F(HostSafetyTest, ChildrenForkedWhileTheLoaderIsBusyReachTheirExec) {
          false});
 }
 
+// The same program with a point placed on dup2, taking its stack: each
+// child passes it first thing after the fork, in a process whose dynamic
+// linker lock another thread held at the fork. The runtime's binder (the
+// call's first, trapped, pass) and the recorder's unwinder must both see
+// that (fork_hooks.h) and not walk the loaded objects: before, a child
+// hung in the binder's walk. Each child's point is kept, without its
+// stack, and counted so.
+TEST_F(HostSafetyTest, APointWithItsStackInAChildForkedWhileTheLoaderIsBusy) {
+  constexpr int kChildren = 30;
+  std::string out;
+  const std::string dir = dir_.File("busy.points");
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --at libc.so.6:dup2 -o " + dir + " -- " +
+                           FIELDPROF_FORK_IN_LOADER + " " + std::to_string(kChildren) + " 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(std::to_string(kChildren) + " children forked while the loader was busy"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(std::to_string(2 * kChildren) + " events"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir + " --stacks 2>&1", &out), 0) << out;
+  const size_t at = out.find("events went without their stack");
+  ASSERT_NE(at, std::string::npos) << out;
+  const size_t begin = out.rfind(' ', at - 2) + 1;
+  const long stackless = std::stol(out.substr(begin, at - begin));
+  EXPECT_GE(stackless, 1) << out;
+  EXPECT_LE(stackless, kChildren) << out;
+}
+
 TEST_F(HostSafetyTest, AProgramUnderASeccompFilterThatKillsOnUnexpectedCalls) {
   // In the program, the sampler ends its file as the filter comes: its
   // samples stop there.
