@@ -59,11 +59,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <utility>
 #include <new>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "agent/include/fieldprof/points.h"
