@@ -7,6 +7,7 @@
 // failed exec, _exit and _Exit, dlopen while another thread looks names up)
 // and must leave their output and exit status as a plain run has them,
 // and its own file whole: the commands that read it succeed.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -98,6 +99,29 @@ TEST_P(PreloadHazardTest, EveryHazardKeepsOutputStatusAndAWholeFile) {
         lib.name != "sampler-wall") {
       EXPECT_NE(read.find("fp_test_alloc"), std::string::npos) << read.substr(0, 3000);
     }
+  }
+}
+
+// What each preloaded library exports is its ABI and its wrappers of the
+// C library's calls: never a C++ symbol (a template instantiation the
+// program's own libraries could bind to), never a GNU-unique one.
+TEST(PreloadedExportsTest, NoLibraryExportsACxxSymbol) {
+  for (const char* lib : {FIELDPROF_RUNTIME_LIB, FIELDPROF_FRONT_LIB, FIELDPROF_SAMPLER_LIB,
+                          FIELDPROF_RECORDER_LIB}) {
+    std::string out;
+    ASSERT_EQ(testing::RunCommand(std::string("nm -D --defined-only ") + lib, &out), 0) << lib;
+    size_t symbols = 0;
+    for (size_t at = 0; at < out.size();) {
+      const size_t end = std::min(out.find('\n', at), out.size());
+      const std::string line = out.substr(at, end - at);
+      at = end + 1;
+      if (line.empty()) continue;
+      ++symbols;
+      const std::string name = line.substr(line.rfind(' ') + 1);
+      EXPECT_NE(name.rfind("_Z", 0), 0u) << lib << " exports " << name;
+      EXPECT_EQ(line.find(" u "), std::string::npos) << lib << " exports a unique " << name;
+    }
+    EXPECT_GT(symbols, 0u) << lib;
   }
 }
 
