@@ -196,13 +196,14 @@ Status ClickHouseStore::DropFolded(int32_t R, int32_t today) {
     for (std::string line; std::getline(lines, line);) {
       const int32_t d = static_cast<int32_t>(std::strtol(line.c_str(), nullptr, 10));
       if (line.empty() || d + 1 > R) continue;
-      FP_ASSIGN_OR_RETURN(
-          std::string old_enough,
-          QueryAny("SELECT count() > 0 AND min(at) <= now() - " +
-                   std::to_string(o_.drop_grace.count()) + " FROM " + tables_.Local("fp_state") +
-                   " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) +
-                   " FORMAT TSV"));
-      if (old_enough.rfind("1", 0) != 0) continue;
+      // A StatusOr of its own: through FP_ASSIGN_OR_RETURN, g++ 12 warned
+      // that the string may be read uninitialized (it may not).
+      const StatusOr<std::string> old_enough = QueryAny(
+          "SELECT count() > 0 AND min(at) <= now() - " + std::to_string(o_.drop_grace.count()) +
+          " FROM " + tables_.Local("fp_state") +
+          " WHERE name = 'rolled_day' AND value >= " + std::to_string(d + 1) + " FORMAT TSV");
+      if (!old_enough.ok()) return old_enough.status();
+      if (old_enough->rfind("1", 0) != 0) continue;
       FP_RETURN_IF_ERROR(OnShard(s, [&](ClickHouseClient& ch) {
         return ch.Execute("ALTER TABLE " + tables_.Local("fp_rows") + " DROP PARTITION '" +
                           FormatDay(d) + "'");
