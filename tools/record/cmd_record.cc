@@ -553,8 +553,10 @@ void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_st
 }
 
 // The call tree, top-down, with total and self shares.
+// `other`: the range's samples in the time tree's "other", a line of their
+// own under the tree, so that the top lines and it make 100%.
 void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
-                  double min_share, const std::string& color) {
+                  uint64_t other, double min_share, const std::string& color) {
   TreeNode root;
   for (const auto& [stack, count] : by_stack) {
     TreeNode* node = &root;
@@ -568,23 +570,40 @@ void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_sta
   std::printf(" total    self  call tree (top-down)\n");
   const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
   PrintTree(r, root, all, min_share, "", paint);
+  if (other > 0) {
+    const double share = 100 * static_cast<double>(other) / static_cast<double>(all);
+    std::printf("%6.2f%% %6.2f%% [other: stacks the time tree did not list]\n", share, share);
+  }
 }
 
-// The range's first lines: what was recorded, how many samples the range
-// holds, and what the time tree's lists left out.
+// The range's header and, when the time tree's "other" holds samples, the
+// bound: what the shares below leave out. `in_range` counts the samples
+// the shares are over: every thread's, or `thread`'s alone (counted
+// exactly: "other" cannot be told apart by thread).
 void PrintRangeHeader(const std::string& file, const Recording& r, const RangeCounts& c,
-                      double from, double to, int64_t thread) {
-  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s%s\n", file.c_str(),
-              r.command.c_str(), static_cast<unsigned long long>(c.samples), from,
-              to < 0 ? static_cast<double>(r.duration_ns) / 1e9 : to,
-              static_cast<double>(r.duration_ns) / 1e9,
-              thread != 0 ? (", thread " + std::to_string(thread)).c_str() : "");
-  if (c.other > 0) {
+                      uint64_t in_range, double from, double to, int64_t thread) {
+  const double end = to < 0 ? static_cast<double>(r.duration_ns) / 1e9 : to;
+  const double duration = static_cast<double>(r.duration_ns) / 1e9;
+  if (thread != 0) {
     std::printf(
-        "bound: %llu samples (%.1f%%) are in the time tree's \"other\": each share below "
-        "may be up to that much higher (--exact counts them)\n",
-        static_cast<unsigned long long>(c.other),
-        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples)));
+        "%s: %s, %llu samples of thread %lld in [%.3f s, %.3f s] of %.3f s (%llu of every "
+        "thread); counted exactly\n",
+        file.c_str(), r.command.c_str(), static_cast<unsigned long long>(in_range),
+        static_cast<long long>(thread), from, end, duration,
+        static_cast<unsigned long long>(c.samples));
+    return;
+  }
+  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s\n", file.c_str(),
+              r.command.c_str(), static_cast<unsigned long long>(c.samples), from, end, duration);
+  if (c.other > 0) {
+    const double points =
+        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples));
+    std::printf(
+        "bound: %llu of these %llu samples (%.1f%%) are in the time tree's \"other\" (stacks too\n"
+        "       rare to be listed where the range merged whole nodes): each share below is exact\n"
+        "       or short of the true share by at most %.1f points (--exact counts every sample)\n",
+        static_cast<unsigned long long>(c.other), static_cast<unsigned long long>(c.samples),
+        points, points);
   }
 }
 
@@ -606,7 +625,8 @@ int Show(int argc, char** argv) {
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
                 "stacks for flamegraph.pl and speedscope. The range is answered from the time\n"
                 "tree; what its lists left out is counted as \"other\" and stated as the bound\n"
-                "(--exact counts it too).\n\n"
+                "(--exact counts it too). Shares are over every sample of the range; with\n"
+                "--thread, over that thread's, counted exactly.\n\n"
                 "  fieldprof record show prog.fprec --from 2 --to 3.5 --thread 4242");
   t.AddDouble("from", &from, "from this many seconds after the start", 0, 1e9);
   t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
@@ -664,22 +684,26 @@ int Show(int argc, char** argv) {
     std::cout << IdleText(*r, io, color);
     return 0;
   }
-  const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed);
-  uint64_t all = 0;
-  const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(*r, c, thread, &all);
+  // One thread's range is counted exactly: the tree's "other" has no
+  // thread, so its bound could not be stated over the thread's samples.
+  const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed || thread != 0);
+  uint64_t listed = 0;
+  const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(*r, c, thread, &listed);
   if (collapsed) {
     PrintCollapsed(*r, by_stack);
     return 0;
   }
-  PrintRangeHeader(file, *r, c, from, to, thread);
-  if (all == 0) {
+  // Shares are over the range's samples (the thread's), "other" included.
+  const uint64_t in_range = thread != 0 ? listed : c.samples;
+  PrintRangeHeader(file, *r, c, in_range, from, to, thread);
+  if (in_range == 0) {
     std::printf("no samples in this range\n");
     return 0;
   }
   if (bottom_up) {
-    PrintBottomUp(*r, by_stack, all, min_share / 100, color);
+    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color);
   } else {
-    PrintTopDown(*r, by_stack, all, min_share / 100, color);
+    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color);
   }
   return 0;
 }

@@ -302,7 +302,10 @@
   function answer() {
     const v = views[state.view];
     const start = performance.now();
-    const q = range(v, state.from, state.to, state.exact);
+    // One thread's range is counted exactly, as record show --thread does:
+    // the tree's "other" has no thread, so no bound could be stated over
+    // the thread's samples.
+    const q = range(v, state.from, state.to, state.exact || state.tid !== 0);
     const ms = performance.now() - start;
     // The call tree of the range: samples per stack of the threads shown.
     const root = { frame: -1, total: 0, self: 0, children: new Map(), parent: null, depth: 0 };
@@ -355,15 +358,16 @@
     span.dataset.fromNs = String(state.from);
     span.dataset.toNs = String(state.to);
     span.textContent = `[${fmtTime(state.from)}, ${fmtTime(state.to)}]`;
-    el.append(span, `: ${fmtCount(q.shown - (state.tid ? 0 : q.other))} ${v.unit}` +
+    el.append(span, `: ${fmtCount(q.shown)} ${v.unit}` +
         (state.tid ? ` of thread ${state.tid}` : '') +
         ` · answered in ${q.ms.toFixed(2)} ms from ${q.merged} tree nodes and ${q.leaves} leaves ` +
         `(${fmtCount(q.scanned)} samples scanned)`);
     if (q.other > 0) {
       const b = document.createElement('span');
       b.className = 'bound';
-      b.textContent = ` · bound: ${fmtCount(q.other)} ${v.unit} (${pct(q.other, q.samples)}) are in the ` +
-          `time tree's "other"; a frame's true count may be up to that much higher (tick "exact")`;
+      b.textContent = ` · bound: ${fmtCount(q.other)} of these ${v.unit} (${pct(q.other, q.samples)}) are ` +
+          `in the time tree's "other" (stacks too rare to be listed where the range merged whole nodes): ` +
+          `each frame's share is exact or short by at most that much (tick "exact" to count them)`;
       el.append(b);
     }
     Object.assign(el.dataset, {

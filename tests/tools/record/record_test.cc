@@ -798,6 +798,83 @@ std::map<std::string, uint64_t> PathTotals(const std::string& file, uint64_t fro
   return by;
 }
 
+// record show's shares are over every sample of the range, "other"
+// included: a share is exact or short of the true one by at most the
+// bound it states. With --thread, the range is counted exactly: the
+// header's count is the thread's, and there is no bound.
+TEST(RecordTest, SharesAndTheBoundAreOverTheRangesSamples) {
+  TempDir dir;
+  std::string out;
+  const std::string file = dir.File("b.fprec");
+  // Small leaves and lists that keep half a node's stacks: "other" holds
+  // samples wherever the range merges whole nodes.
+  ASSERT_EQ(RunCommand(kCli + " record --leaf_samples 8 --keep 0.5 -o " + file + " -- " + kPhases +
+                           " >/dev/null 2>&1",
+                       &out),
+            3);
+  const uint64_t from = 30'000'000, to = 400'000'000;
+  char range[96];
+  std::snprintf(range, sizeof range, " --from %.9f --to %.9f", from / 1e9, to / 1e9);
+  const auto truth = PathTotals(file, from, to);
+  uint64_t in_range = 0;
+  for (const auto& [path, n] : truth) in_range += path.find(';') == std::string::npos ? n : 0;
+  ASSERT_GT(in_range, 0u);
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + range + " --min_percent 0", &out), 0);
+  EXPECT_NE(out.find(", " + std::to_string(in_range) + " samples in ["), std::string::npos)
+      << in_range << "\n"
+      << out;
+  double bound_points = 0;
+  if (const size_t b = out.find("bound: "); b != std::string::npos) {
+    uint64_t other = 0, of = 0;
+    ASSERT_EQ(std::sscanf(out.c_str() + b, "bound: %llu of these %llu samples",
+                          reinterpret_cast<unsigned long long*>(&other),
+                          reinterpret_cast<unsigned long long*>(&of)),
+              2)
+        << out;
+    EXPECT_EQ(of, in_range);
+    bound_points = 100.0 * static_cast<double>(other) / static_cast<double>(in_range);
+    EXPECT_NE(out.find("[other: stacks the time tree did not list]"), std::string::npos) << out;
+  }
+  // The top lines and "other" make the whole range: 100%.
+  double top_total = 0;
+  std::istringstream rows(out);
+  for (std::string row; std::getline(rows, row);) {
+    if (row.size() > 17 && row[row.size() - 1] != ' ' && row.find('%') == 6 &&
+        row.find('%', 7) == 14 && row[16] != ' ') {
+      top_total += std::stod(row.substr(0, 6));
+    }
+  }
+  EXPECT_NEAR(top_total, 100.0, 0.1) << out;
+  // The first phase's share against its true share.
+  const size_t line = out.find(" phase_a\n");
+  ASSERT_NE(line, std::string::npos) << out;
+  const double shown = std::stod(out.substr(out.rfind('\n', line) + 1, 7));
+  uint64_t phase_a = 0;
+  for (const auto& [path, n] : truth) {
+    if (path.size() > 8 && path.compare(path.size() - 8, 8, ";phase_a") == 0) phase_a += n;
+  }
+  const double true_share = 100.0 * static_cast<double>(phase_a) / in_range;
+  EXPECT_LE(shown, true_share + 0.01) << out;
+  EXPECT_GE(shown + bound_points + 0.01, true_share) << out;
+  // One thread: its own samples, exactly.
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --chrome_trace", &out), 0);
+  const nlohmann::json trace = nlohmann::json::parse(out);
+  const uint64_t tid = trace["traceEvents"][0]["tid"].get<uint64_t>();
+  const std::string thread = " --thread " + std::to_string(tid);
+  const auto mine = PathTotals(file, from, to, thread);
+  uint64_t of_thread = 0;
+  for (const auto& [path, n] : mine) of_thread += path.find(';') == std::string::npos ? n : 0;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + range + thread, &out), 0);
+  EXPECT_NE(out.find(", " + std::to_string(of_thread) + " samples of thread " +
+                     std::to_string(tid) + " in ["),
+            std::string::npos)
+      << of_thread << "\n"
+      << out;
+  EXPECT_NE(out.find("(" + std::to_string(in_range) + " of every thread)"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("bound:"), std::string::npos) << out;
+}
+
 // --html: the page in Debian's chromium. A range dragged on its timeline
 // is answered from the time tree (nodes merged, not every sample scanned),
 // and each frame it draws agrees with the CLI's exact count for the same
