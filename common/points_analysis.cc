@@ -193,22 +193,33 @@ std::vector<double> ModifiedZ(const std::vector<double>& x) {
 
 namespace {
 
-// Dirty runs of a tag: the largest |M| of its spans first, at most 5% of
-// the runs; the rest are kept (t->runs, t->span_ns).
+// Dirty runs of a tag (points_analysis.h): the largest |M| of its spans
+// first, at most 5% of the runs from 20, one below (if twice the median),
+// none below 5; the rest are kept (t->runs, t->span_ns).
 void KeepCleanRuns(const std::vector<size_t>& with, const std::vector<double>& spans,
                    bool remove_dirty, TagReport* t) {
   std::set<size_t> drop;
   if (remove_dirty) {
+    const size_t n = with.size();
+    const bool small = n < kDirtyCapRuns;
+    const double median = Median(spans);
     const std::vector<double> z = ModifiedZ(spans);
-    std::vector<size_t> by_z(with.size());
+    std::vector<size_t> by_z(n);
     for (size_t k = 0; k < by_z.size(); ++k) by_z[k] = k;
     std::sort(by_z.begin(), by_z.end(),
               [&](size_t a, size_t b) { return std::fabs(z[a]) > std::fabs(z[b]); });
-    t->removable = with.size() / 20;
+    t->removable = n < kDirtyMinRuns ? 0 : small ? 1 : n / 20;
     for (size_t k : by_z) {
       if (std::fabs(z[k]) <= kDirtyZ) break;
       DirtyRun d{with[k], spans[k], z[k]};
-      if (t->removed.size() < t->removable) {
+      if (n < kDirtyMinRuns) {
+        d.kept_why = "with fewer than 5 runs none is removed";
+      } else if (t->removed.size() >= t->removable) {
+        d.kept_why = small ? "below 20 runs at most one is removed" : "over the 5% cap";
+      } else if (small && !(spans[k] >= kSmallSetRatio * median)) {
+        d.kept_why = "below 20 runs only a span twice the median or more is removed";
+      }
+      if (d.kept_why[0] == 0) {
         t->removed.push_back(d);
         drop.insert(with[k]);
       } else {
@@ -461,7 +472,9 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
     for (const char* which : {"removed", "kept_outliers"}) {
       json& d = jt[which] = json::array();
       for (const DirtyRun& r : std::string(which) == "removed" ? t.removed : t.kept_outliers) {
-        d.push_back({{"run", r.run}, {"span_ns", r.span_ns}, {"modified_z", r.z}});
+        json run = {{"run", r.run}, {"span_ns", r.span_ns}, {"modified_z", r.z}};
+        if (r.kept_why[0] != 0) run["kept_why"] = r.kept_why;
+        d.push_back(std::move(run));
       }
     }
     jt["segments"] = json::array();

@@ -11,9 +11,13 @@
 // Dirty runs: per tag, a run's span (its first event of the tag to its
 // last) is scored with the modified Z-score of Iglewicz and Hoaglin,
 // M = 0.6745 (x - median) / MAD (MAD 0: 0.7979 (x - median) / mean
-// absolute deviation). Runs with |M| > 3.5 are removed, the largest first,
-// never more than 5% of the runs (none below 20 runs); those over the cap
-// are kept and named.
+// absolute deviation). From 20 runs, runs with |M| > 3.5 are removed, the
+// largest first, never more than 5% of the runs. From 5 to 19 runs, at
+// most one is: the one of largest |M|, if |M| > 3.5 and its span is at
+// least twice the median (a handful of runs gives a MAD too rough for |M|
+// alone: on a quiet machine a third of honest sets of 7 had a run past
+// 3.5). Below 5 runs, none. Runs past 3.5 that stay are kept and named,
+// with why (DirtyRun::kept_why).
 #ifndef FIELDPROF_COMMON_POINTS_ANALYSIS_H_
 #define FIELDPROF_COMMON_POINTS_ANALYSIS_H_
 
@@ -45,14 +49,20 @@ struct SegmentStats {
 struct DirtyRun {
   size_t run;  // index into the runs analysed
   double span_ns, z;
+  const char* kept_why = "";  // a run past 3.5 that stays: why ("over the 5% cap", ...)
 };
+
+// The rule above: removal from this many runs; below 20, a removed run's
+// span is at least kSmallSetRatio times the median.
+inline constexpr size_t kDirtyMinRuns = 5, kDirtyCapRuns = 20;
+inline constexpr double kSmallSetRatio = 2.0;
 
 struct TagReport {
   std::string tag;
   std::vector<size_t> runs;     // kept runs with this tag (indexes into the runs)
   std::vector<double> span_ns;  // per kept run
   std::vector<DirtyRun> removed, kept_outliers;
-  size_t removable = 0;                // the most runs the 5% cap lets go (0 below 20 runs)
+  size_t removable = 0;                // the most runs the rule lets go (0 below 5 runs)
   std::vector<SegmentStats> segments;  // in the order they first occur
   int64_t last_unix_ns = 0;            // when the newest run with it began
 };

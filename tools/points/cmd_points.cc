@@ -68,7 +68,8 @@ constexpr const char* kUsage =
     "  fieldprof points field --module main       # the field's sums (volunteers' runs)\n"
     "A segment is the time from one point to the next of the same tag (in time\n"
     "order, any thread), or a scope's duration. Dirty runs (a span with modified\n"
-    "Z-score |M| > 3.5) are removed, never more than 5% of the runs, and named.\n"
+    "Z-score |M| > 3.5) are removed and named: from 20 runs at most 5% of them, from\n"
+    "5 runs at most one, and only at twice the median span or more.\n"
     "points record's exit status is the program's (of the last run that failed).";
 
 void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }

@@ -74,13 +74,14 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
     out += buf;
     if (!t.removed.empty()) out += ", " + std::to_string(t.removed.size()) + " removed as dirty";
     out += "\n";
-    for (const DirtyRun& d : t.removed) out += "  removed " + Dirty(runs, d) + " (|M| > 3.5)\n";
-    // Below 20 runs the 5% cap lets none go: say that, rather than a cap
-    // the reader cannot see.
+    for (const DirtyRun& d : t.removed) {
+      const size_t n = t.runs.size() + t.removed.size();
+      out += "  removed " + Dirty(runs, d) +
+             (n < kDirtyCapRuns ? " (|M| > 3.5, at least twice the median)\n" : " (|M| > 3.5)\n");
+    }
+    // Past 3.5 but kept: say why, rather than a rule the reader cannot see.
     for (const DirtyRun& d : t.kept_outliers) {
-      out += (t.removable == 0 ? "  kept (with fewer than 20 runs none is removed): "
-                               : "  kept, over the 5% cap: ") +
-             Dirty(runs, d) + "\n";
+      out += std::string("  kept (") + d.kept_why + "): " + Dirty(runs, d) + "\n";
     }
     std::snprintf(buf, sizeof buf, "  %-40s %5s %8s %11s %11s %11s %11s %11s\n", "segment", "runs",
                   "per run", "mean", "median", "min", "max", "per call");

@@ -12,7 +12,7 @@ namespace fieldprof::local {
 
 namespace {
 
-constexpr std::string_view kMagic = "FPTREE1\n";
+constexpr std::string_view kMagic = "FPTREE2\n", kMagicV1 = "FPTREE1\n";
 constexpr const char* kMetricNames[kMetricCount] = {"samples",     "time_ns",     "calls",
                                                     "alloc_bytes", "freed_bytes", "allocs"};
 
@@ -251,7 +251,8 @@ uint64_t CallTreeBuilder::Finish(int64_t time_ns) {
   return open;
 }
 
-// The file: magic; varints: metrics mask, runs; the description; the
+// The file: magic; varints: metrics mask, runs, flags (1: per run; not
+// in FPTREE1 files); the description; the
 // names (count, then each); the nodes (count, then per node but the root:
 // its distance back to its parent and its name id; and for every node, the
 // root first, each present metric's self value, zigzagged); a CRC-32 of
@@ -260,6 +261,7 @@ std::string EncodeCallTree(const CallTree& t) {
   std::string out(kMagic);
   PutVarint(&out, t.metrics());
   PutVarint(&out, t.runs);
+  PutVarint(&out, t.per_run ? 1 : 0);
   PutString(&out, t.description);
   PutVarint(&out, t.names().size());
   for (const std::string& n : t.names()) PutString(&out, n);
@@ -279,7 +281,8 @@ std::string EncodeCallTree(const CallTree& t) {
 }
 
 StatusOr<CallTree> DecodeCallTree(std::string_view bytes) {
-  if (bytes.substr(0, kMagic.size()) != kMagic) {
+  const bool v1 = bytes.substr(0, kMagicV1.size()) == kMagicV1;
+  if (!v1 && bytes.substr(0, kMagic.size()) != kMagic) {
     return InvalidArgument("not a call tree (.fptree) file");
   }
   if (bytes.size() < kMagic.size() + 4) return DataLoss("the call tree is cut short");
@@ -293,13 +296,15 @@ StatusOr<CallTree> DecodeCallTree(std::string_view bytes) {
   }
   std::string_view in = bytes.substr(kMagic.size(), bytes.size() - kMagic.size() - 4);
   const Status bad = DataLoss("the call tree is damaged");
-  uint64_t metrics = 0, runs = 0, nnames = 0, nnodes = 0;
+  uint64_t metrics = 0, runs = 0, flags = 0, nnames = 0, nnodes = 0;
   CallTree t;
   if (!GetVarint(&in, &metrics) || metrics >= (1u << kMetricCount) || !GetVarint(&in, &runs) ||
-      runs > UINT32_MAX || !GetString(&in, &t.description) || !GetVarint(&in, &nnames) ||
-      nnames == 0 || nnames > in.size()) {
+      runs == 0 || runs > UINT32_MAX || (!v1 && (!GetVarint(&in, &flags) || flags > 1)) ||
+      !GetString(&in, &t.description) || !GetVarint(&in, &nnames) || nnames == 0 ||
+      nnames > in.size()) {
     return bad;
   }
+  t.per_run = flags == 1;
   std::vector<std::string> names(nnames);
   for (std::string& n : names) {
     if (!GetString(&in, &n)) return bad;
@@ -410,11 +415,29 @@ CallTree Pruned(CallTree&& t, const std::vector<bool>& keep) {
 
 }  // namespace
 
+namespace {
+
+// One run's value of a node: a per-run tree's own, a sum tree's over its
+// runs, rounded to nearest.
+int64_t PerRunValue(const CallTree& t, uint32_t n, Metric m) {
+  if (t.per_run || t.runs <= 1) return t.self(n, m);
+  return std::llround(static_cast<double>(t.self(n, m)) / static_cast<double>(t.runs));
+}
+
+}  // namespace
+
 StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const CombineOptions& o) {
   if (in.empty()) return InvalidArgument("no trees to combine");
   if (op == Op::kSub && in.size() < 2) return InvalidArgument("sub takes two trees or more");
   CallTree out;
-  uint32_t metrics = 0, runs = 0;
+  uint32_t metrics = 0;
+  uint64_t runs = 0;
+  // sub of groups: each group's runs, the weights of its per-run mean.
+  const bool groups = op == Op::kSub && o.sub_group > 0 && o.sub_group < in.size();
+  int64_t runs_new = 0, runs_base = 0;
+  for (size_t i = 0; groups && i < in.size(); ++i) {
+    (i < o.sub_group ? runs_new : runs_base) += std::max<int64_t>(1, in[i]->runs);
+  }
   // One input at a time into the union: its map to `out` lives while it
   // is added. min keeps, per node, how many inputs had it so far
   // (`seen_by`), and its least values in `out` itself; only a node that
@@ -432,16 +455,18 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
         op == Op::kMin && i > 0 ? MapExisting(t, o.match, out) : MapInto(t, o.match, &out);
     const auto f = Scale(*in[0], t, o.normalize);
     if (op != Op::kMin) {
-      // Groups: new runs count kb times, base runs -kn times, and the sum
-      // is divided by kn * kb at the end.
-      const bool groups = op == Op::kSub && o.sub_group > 0 && o.sub_group < in.size();
-      const auto kn = static_cast<int64_t>(o.sub_group);
-      const auto kb = static_cast<int64_t>(in.size() - o.sub_group);
-      const int64_t sign = groups ? (i < o.sub_group ? kb : -kn) : op == Op::kSub && i > 0 ? -1 : 1;
+      // Each input as the sum over its runs. Groups: the new runs' sum
+      // counts (base runs) times, the base runs' -(new runs) times, and
+      // the total is divided by both at the end.
+      const int64_t sign = groups                    ? (i < o.sub_group ? runs_base : -runs_new)
+                           : op == Op::kSub && i > 0 ? -1
+                                                     : 1;
+      const bool over_runs = op != Op::kSub || groups;
       for (uint32_t v = 0; v < t.size(); ++v) {
         for (int m = 0; m < kMetricCount; ++m) {
-          const int64_t x = t.self(v, static_cast<Metric>(m));
-          if (x != 0) out.Add(map[v], static_cast<Metric>(m), sign * Scaled(x, f[m]));
+          const auto metric = static_cast<Metric>(m);
+          const int64_t x = over_runs ? t.OverRuns(v, metric) : t.self(v, metric);
+          if (x != 0) out.Add(map[v], metric, sign * Scaled(x, f[m]));
         }
       }
       continue;
@@ -453,7 +478,7 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
       for (uint32_t v = 0; v < t.size(); ++v) {
         if (map[v] == CallTree::kNone) continue;
         for (int m = 0; m < kMetricCount; ++m) {
-          mine[map[v]][m] += Scaled(t.self(v, static_cast<Metric>(m)), f[m]);
+          mine[map[v]][m] += Scaled(PerRunValue(t, v, static_cast<Metric>(m)), f[m]);
         }
       }
     }
@@ -463,7 +488,7 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
       ++seen_by[to];
       for (int m = 0; m < kMetricCount; ++m) {
         const auto metric = static_cast<Metric>(m);
-        const int64_t x = shared_keys ? mine[to][m] : Scaled(t.self(v, metric), f[m]);
+        const int64_t x = shared_keys ? mine[to][m] : Scaled(PerRunValue(t, v, metric), f[m]);
         out.Set(to, metric, i == 0 ? x : std::min(out.self(to, metric), x));
       }
     }
@@ -473,9 +498,8 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
   if (op == Op::kMin) {
     seen_by.resize(n, 0);
     for (size_t v = 0; v < n; ++v) keep[v] = seen_by[v] == in.size();
-  } else if (op == Op::kMean || (op == Op::kSub && o.sub_group > 0 && o.sub_group < in.size())) {
-    const auto k = op == Op::kMean ? static_cast<int64_t>(in.size())
-                                   : static_cast<int64_t>(o.sub_group * (in.size() - o.sub_group));
+  } else if (op == Op::kMean || groups) {
+    const int64_t k = op == Op::kMean ? static_cast<int64_t>(runs) : runs_new * runs_base;
     for (uint32_t v = 0; v < n; ++v) {
       for (int m = 0; m < kMetricCount; ++m) {
         const int64_t x = out.self(v, static_cast<Metric>(m));
@@ -486,11 +510,13 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
   }
   out.set_metrics(metrics);
   static constexpr const char* kOpNames[] = {"add", "mean", "sub", "min"};
-  out.description =
-      std::string(kOpNames[static_cast<int>(op)]) + " of " + std::to_string(in.size()) + " trees";
-  out.runs = op == Op::kSub   ? in[0]->runs
-             : op == Op::kMin ? static_cast<uint32_t>(in.size())
-                              : runs;
+  out.description = std::string(kOpNames[static_cast<int>(op)]) + " of " +
+                    std::to_string(in.size()) + " trees, " + std::to_string(runs) + " runs";
+  // add holds every run, summed; mean and min one run's values of them
+  // all; sub of groups the new group's runs, per run.
+  out.runs = op == Op::kSub ? (groups ? static_cast<uint32_t>(runs_new) : in[0]->runs)
+                            : static_cast<uint32_t>(std::min<uint64_t>(runs, UINT32_MAX));
+  out.per_run = op == Op::kMean || op == Op::kMin || (op == Op::kSub && (groups || in[0]->per_run));
   return Pruned(std::move(out), keep);
 }
 

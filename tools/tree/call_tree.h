@@ -99,9 +99,21 @@ class CallTree {
   Metric PrimaryMetric() const;
 
   // What the tree was made from ("record sqlite3.fprec 0-1.5 s"; "add of
-  // 3 runs"), and how many runs it sums (mean: how many it averages).
+  // 3 runs"), and how many runs stand behind it: its values are their sum,
+  // or with `per_run` one run's (a mean over them, or a min).
   std::string description;
   uint32_t runs = 1;
+  bool per_run = false;
+
+  // Node `n`'s self value of `m` summed over the tree's runs (a per-run
+  // tree's times its runs), and per run (a sum tree's over its runs).
+  int64_t OverRuns(uint32_t n, Metric m) const {
+    return per_run ? self(n, m) * static_cast<int64_t>(runs) : self(n, m);
+  }
+  double PerRun(uint32_t n, Metric m) const {
+    return per_run ? static_cast<double>(self(n, m))
+                   : static_cast<double>(self(n, m)) / static_cast<double>(runs == 0 ? 1 : runs);
+  }
 
  private:
   struct Node {
@@ -145,8 +157,9 @@ class CallTreeBuilder {
   uint64_t unmatched_ = 0;
 };
 
-// The .fptree file: "FPTREE1\n", then varints (see call_tree.cc), then a
-// CRC-32 of all before it. Decode refuses damage with a clear error.
+// The .fptree file: "FPTREE2\n", then varints (see call_tree.cc), then a
+// CRC-32 of all before it. Decode reads "FPTREE1\n" files too (no flags:
+// a sum) and refuses damage with a clear error.
 std::string EncodeCallTree(const CallTree& t);
 [[nodiscard]] StatusOr<CallTree> DecodeCallTree(std::string_view bytes);
 
@@ -160,15 +173,21 @@ struct CombineOptions {
   // that one ratio) equals the first input's. Rounded to integers: only
   // kNone keeps add and sub exact.
   Normalize normalize = Normalize::kNone;
-  // sub of two groups of runs: the mean of the first `sub_group` inputs
-  // less the mean of the rest, worked out as one integer per node and
-  // rounded once (0: the first input less the sum of the rest).
+  // sub of two groups of runs: the per-run mean of the first `sub_group`
+  // inputs less that of the rest (each input weighing the runs it holds),
+  // worked out as one integer per node and rounded once (0: the first
+  // input less the sum of the rest).
   size_t sub_group = 0;
 };
 
-// add: the sum of every input, node by node (the union of their paths).
-// mean: the sum divided by the number of inputs, rounded to nearest.
-// sub: the first input less the rest (negative where it shrank).
+// Each input counts as the runs it holds (CallTree::runs): a sum of 5 runs
+// as 5 runs' sum, a mean of 5 runs as its values times 5.
+// add: the sum of every input's runs, node by node (the union of their
+// paths); it holds all their runs.
+// mean: that sum divided by the number of runs, rounded to nearest: a
+// per-run tree of them all.
+// sub: the first input less the rest (negative where it shrank); with
+// `sub_group`, the new group's per-run mean less the base group's.
 // min: only the paths in every input, each metric at its least self value.
 // Nodes whose whole subtree is zero in every metric are left out (so that
 // sub(add(A, B), B) is A, node for node). With Match::kNormalised, names

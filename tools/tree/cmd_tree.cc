@@ -381,9 +381,14 @@ int Sub(const Invocation& inv, const std::vector<CallTree>& trees,
   sub_o.sub_group = in.size();
   StatusOr<CallTree> diff = local::Combine(both, local::Op::kSub, sub_o);
   if (!diff.ok()) return Fail(diff.status().message());
+  // A difference of per-run means: not runs to add up again.
   diff->runs = 1;
-  diff->description = "sub: " + std::to_string(trees.size()) + " new run(s) less " +
-                      std::to_string(bases.size()) + " base run(s), means";
+  diff->per_run = true;
+  uint64_t new_runs = 0, base_runs = 0;
+  for (const CallTree* t : in) new_runs += t->runs;
+  for (const CallTree* t : old) base_runs += t->runs;
+  diff->description = "sub: " + std::to_string(new_runs) + " new run(s) less " +
+                      std::to_string(base_runs) + " base run(s), per-run means";
   local::SignificanceOptions so;
   so.metric = inv.metric;
   so.match = inv.co.match;

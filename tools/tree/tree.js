@@ -132,7 +132,8 @@
 
   document.getElementById('command').textContent = data.description;
   document.getElementById('facts').textContent =
-    `${n - 1} call paths, ${data.metric}` + (data.runs > 1 ? `, ${data.runs} runs` : '');
+    `${n - 1} call paths, ${data.metric}` +
+    (data.runs > 1 ? (data.per_run ? `, per run of ${data.runs} runs` : `, the sum of ${data.runs} runs`) : '');
   document.getElementById('width-of').textContent = (baseTotal ? 'new runs\' ' : '') + data.metric;
   const legend = document.getElementById('legend');
   legend.innerHTML = baseTotal

@@ -15,7 +15,7 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
     return t;
   };
   const std::string_view b = *bytes;
-  if (b.substr(0, 7) == "FPTREE1") return named(DecodeCallTree(b));
+  if (b.substr(0, 6) == "FPTREE") return named(DecodeCallTree(b));
   if (b.substr(0, 11) == "FPRECORDING") {
     StatusOr<Recording> r = DecodeRecording(b);
     if (!r.ok()) return named(r.status());

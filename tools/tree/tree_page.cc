@@ -27,6 +27,7 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
   }
   json data = {{"description", t.description},
                {"runs", t.runs},
+               {"per_run", t.per_run},
                {"metric", MetricName(m)},
                {"unit", m == Metric::kTimeNs                                   ? "ns"
                         : m == Metric::kAllocBytes || m == Metric::kFreedBytes ? "bytes"

@@ -168,6 +168,7 @@ StatusOr<CallTree> Subtree(const CallTree& t, const std::string& what) {
   }
   out.set_metrics(t.metrics());
   out.runs = t.runs;
+  out.per_run = t.per_run;
   out.description = "subtree " + what + " of " + t.description;
   return out;
 }
@@ -199,15 +200,18 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
                                      const std::vector<const CallTree*>& base,
                                      const SignificanceOptions& o) {
   std::vector<NodeChange> out(diff.size());
-  // First the means, run by run; then the per-run values of the nodes over
-  // the floors only (a few, where a whole table would be runs x nodes).
-  auto add_means = [&](const std::vector<const CallTree*>& runs, bool is_new) {
-    for (const CallTree* run : runs) {
-      const std::vector<uint32_t> at = MapNodes(diff, *run, o.match);
+  // First the means per run, each input weighing the runs it holds; then
+  // the per-run values of the nodes over the floors only (a few, where a
+  // whole table would be inputs x nodes). The test permutes the inputs:
+  // each is one observation, its per-run value.
+  auto add_means = [&](const std::vector<const CallTree*>& trees, bool is_new) {
+    double runs = 0;
+    for (const CallTree* t : trees) runs += std::max<uint32_t>(1, t->runs);
+    for (const CallTree* t : trees) {
+      const std::vector<uint32_t> at = MapNodes(diff, *t, o.match);
       for (uint32_t n = 0; n < diff.size(); ++n) {
         if (at[n] == CallTree::kNone) continue;
-        const double v =
-            static_cast<double>(run->self(at[n], o.metric)) / static_cast<double>(runs.size());
+        const double v = static_cast<double>(t->OverRuns(at[n], o.metric)) / runs;
         (is_new ? out[n].new_mean : out[n].base_mean) += v;
       }
     }
@@ -215,9 +219,12 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
   add_means(base, false);
   add_means(now, true);
   if (base.size() < 2 || now.size() < 2) return out;  // one run a side: no test
-  double base_root = 0;
-  for (const CallTree* t : base) base_root += static_cast<double>(t->Totals(o.metric)[0]);
-  base_root /= static_cast<double>(base.size());
+  double base_root = 0, base_runs = 0;
+  for (const CallTree* t : base) {
+    base_root += static_cast<double>(t->Totals(o.metric)[0]) * (t->per_run ? t->runs : 1);
+    base_runs += std::max<uint32_t>(1, t->runs);
+  }
+  base_root /= base_runs;
   std::vector<uint32_t> tested;
   std::vector<int32_t> slot(diff.size(), -1);
   for (uint32_t n = 0; n < diff.size(); ++n) {
@@ -237,7 +244,7 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
       const std::vector<uint32_t> at = MapNodes(diff, *runs[r], o.match);
       for (size_t i = 0; i < tested.size(); ++i) {
         const uint32_t n = tested[i];
-        if (at[n] != CallTree::kNone) v[i][r] = static_cast<double>(runs[r]->self(at[n], o.metric));
+        if (at[n] != CallTree::kNone) v[i][r] = runs[r]->PerRun(at[n], o.metric);
       }
     }
     return v;
@@ -284,7 +291,12 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
     for (Metric m : shown) signed_values |= t.self(n, m) < 0;
   }
   std::string out;
-  out += t.description + (t.runs > 1 ? " (" + std::to_string(t.runs) + " runs)" : "") + "\n";
+  if (t.runs > 1) {
+    out += t.description + (t.per_run ? " (per run, of " : " (the sum of ") +
+           std::to_string(t.runs) + " runs)\n";
+  } else {
+    out += t.description + "\n";
+  }
   std::string header;
   for (Metric m : shown) {
     char col[64];
@@ -389,6 +401,7 @@ std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes) 
   nlohmann::ordered_json doc;
   doc["description"] = t.description;
   doc["runs"] = t.runs;
+  doc["per_run"] = t.per_run;
   nlohmann::ordered_json metrics = nlohmann::ordered_json::array();
   for (int m = 0; m < kMetricCount; ++m) {
     if (t.has(static_cast<Metric>(m))) metrics.push_back(MetricName(static_cast<Metric>(m)));

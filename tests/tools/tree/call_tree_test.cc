@@ -5,6 +5,8 @@
 // trace events) against values worked out by hand.
 #include "tools/tree/call_tree.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -124,6 +126,52 @@ TEST(CallTreeTest, MeanRoundsAndNormalizeScalesToTheFirst) {
   EXPECT_EQ(groups->self(groups->Find(m3, "g"), Metric::kSamples), 8);
 }
 
+// A tree knows the runs behind it: add sums them, mean divides by them,
+// sub of groups weighs each input by them. The mean of a sum of 5 runs
+// (f: 10 each) and one run (f: 20) is 70 / 6, not 70 / 2.
+TEST(CallTreeTest, RunsAreCountedByAddMeanAndSub) {
+  std::vector<CallTree> singles(5);
+  std::vector<const CallTree*> five;
+  for (CallTree& t : singles) {
+    t.Add(t.AddPath({"main", "f"}), Metric::kSamples, 10);
+    five.push_back(&t);
+  }
+  StatusOr<CallTree> sum5 = Combine(five, Op::kAdd, {});
+  ASSERT_TRUE(sum5.ok());
+  EXPECT_EQ(sum5->runs, 5u);
+  EXPECT_FALSE(sum5->per_run);
+  CallTree one;
+  one.Add(one.AddPath({"main", "f"}), Metric::kSamples, 20);
+  auto f_of = [](const CallTree& t) {
+    return t.self(t.Find(t.Find(CallTree::kRoot, "main"), "f"), Metric::kSamples);
+  };
+  StatusOr<CallTree> mean = Combine({&*sum5, &one}, Op::kMean, {});
+  ASSERT_TRUE(mean.ok());
+  EXPECT_EQ(f_of(*mean), 12);  // 70 / 6 = 11.67
+  EXPECT_EQ(mean->runs, 6u);
+  EXPECT_TRUE(mean->per_run);
+  // A per-run tree adds as its runs: 12 x 6 + 20.
+  StatusOr<CallTree> again = Combine({&*mean, &one}, Op::kAdd, {});
+  EXPECT_EQ(f_of(*again), 92);
+  EXPECT_EQ(again->runs, 7u);
+  EXPECT_FALSE(again->per_run);
+  // The mean of the same runs however they were grouped.
+  StatusOr<CallTree> flat =
+      Combine({five[0], five[1], five[2], five[3], five[4], &one}, Op::kMean, {});
+  EXPECT_EQ(f_of(*flat), f_of(*mean));
+  // sub of groups: new per run (5 runs of 10) less base per run (20).
+  CombineOptions g;
+  g.sub_group = 1;
+  StatusOr<CallTree> diff = Combine({&*sum5, &one}, Op::kSub, g);
+  EXPECT_EQ(f_of(*diff), -10);
+  EXPECT_TRUE(diff->per_run);
+  // Kept in the file.
+  StatusOr<CallTree> back = DecodeCallTree(EncodeCallTree(*mean));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->runs, 6u);
+  EXPECT_TRUE(back->per_run);
+}
+
 TEST(CallTreeTest, TheFileRoundTripsAndRefusesDamage) {
   std::mt19937_64 rng(3);
   CallTree t = RandomTree(rng, 200);
@@ -149,6 +197,21 @@ TEST(CallTreeTest, TheFileRoundTripsAndRefusesDamage) {
     }
   }
   EXPECT_EQ(DecodeCallTree("main;f 3\n").status().message(), "not a call tree (.fptree) file");
+  // A file of the first version (no flags after the runs) reads as a sum.
+  CallTree small;
+  small.Add(small.AddPath({"main", "f"}), Metric::kSamples, 4);
+  small.runs = 3;
+  std::string v2 = EncodeCallTree(small);
+  ASSERT_EQ(v2.substr(0, 8), "FPTREE2\n");
+  // magic, metrics (1 byte), runs (1 byte), flags (1 byte: 0), ..., CRC.
+  std::string v1 = "FPTREE1\n" + v2.substr(8, 2) + v2.substr(11, v2.size() - 11 - 4);
+  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(v1.data()), v1.size());
+  for (int i = 0; i < 4; ++i) v1.push_back(static_cast<char>(crc >> (8 * i)));
+  StatusOr<CallTree> old = DecodeCallTree(v1);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(Canonical(*old), Canonical(small));
+  EXPECT_EQ(old->runs, 3u);
+  EXPECT_FALSE(old->per_run);
 }
 
 TEST(CallTreeTest, NormalisedNamesMatchAcrossBuilds) {
