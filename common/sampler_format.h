@@ -18,7 +18,7 @@
 
 namespace fieldprof::local::raw {
 
-inline constexpr char kMagic[8] = {'F', 'P', 'R', 'A', 'W', '2', '\n', 0};
+inline constexpr char kMagic[8] = {'F', 'P', 'R', 'A', 'W', '3', '\n', 0};
 inline constexpr int kMaxFrames = 128;
 
 // How CPU-time samples were taken.
@@ -59,6 +59,11 @@ struct SampleHeader {
   uint32_t tid;
   uint16_t cpu;
   uint16_t depth;
+  // The time the sample stands for: on its clock (the thread's CPU time,
+  // or wall time), since the thread's previous sample. A timer that fired
+  // late, a sample skipped or throttled, an overrun: the next one counts
+  // what they covered. 0: not known (the reader takes 1/hz).
+  uint64_t weight_ns;
 };
 
 struct ModuleHeader {

@@ -111,6 +111,9 @@ thread_local uint64_t t_resume_ns = 0;
 thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
 thread_local int t_clock_fd = -1;  // the thread's task-clock event
+// The thread's sampling clock at its previous sample (SampleClockNs).
+thread_local uint64_t t_last_clock_ns = 0;
+thread_local bool t_clock_seen = false;
 using inproc::InLinkerCall;
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
@@ -243,6 +246,31 @@ int FastUnwind(const ucontext_t* uc, uint64_t* ips, int* n) {
   return -1;
 }
 
+// The clock the thread is sampled on, now: wall time (`now_ns`) with
+// --wall; else its task-clock event's count (user time only where that is
+// all it counts), or its CPU time.
+uint64_t SampleClockNs(uint64_t now_ns) {
+  if (g_wall) return now_ns;
+  uint64_t count = 0;
+  if (t_clock_fd >= 0 && read(t_clock_fd, &count, sizeof count) == sizeof count) return count;
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// What a sample taken now stands for: the clock since the thread's
+// previous sample (for its first, since the thread began; with --wall,
+// one period).
+uint64_t SampleWeightNs(uint64_t now_ns) {
+  const uint64_t clock = SampleClockNs(now_ns);
+  const uint64_t weight = !t_clock_seen        ? (g_wall ? g_period_ns : clock)
+                          : clock >= t_last_clock_ns ? clock - t_last_clock_ns
+                                                     : 0;
+  t_last_clock_ns = clock;
+  t_clock_seen = true;
+  return weight;
+}
+
 void OnProf(int, siginfo_t*, void* uc) {
   const int saved = errno;
   if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) {
@@ -280,6 +308,7 @@ void OnProf(int, siginfo_t*, void* uc) {
   SampleHeader h{};
   h.time_ns = now_ns;
   h.tid = t_tid;
+  h.weight_ns = SampleWeightNs(now_ns);
   const int cpu = sched_getcpu();
   h.cpu = static_cast<uint16_t>(cpu < 0 ? 0xffff : cpu);
   uint64_t ips[kMaxFrames + kHandlerFrames];
@@ -524,6 +553,8 @@ void AfterForkInChild() {
   g_throttled = 0;
   g_modules_adds = ~0ull;
   t_tid = 0;
+  t_last_clock_ns = 0;  // the child's clocks start anew
+  t_clock_seen = false;
   Start();
 }
 

@@ -382,52 +382,59 @@ void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, double mi
 }
 
 // The range's samples as Chrome trace events (Perfetto UI,
-// chrome://tracing): per thread, a frame begins at the first sample whose
-// stack holds it at that depth and ends at the first that does not; a
-// thread's last frames end one period after its last sample, as do all of
-// them before a gap of over two periods (the thread was not running).
+// chrome://tracing). Each sample of a thread stands for the time before
+// it since the thread's previous one (its weight: CPU time, or wall time
+// with --wall), so it covers [time - weight, time]. Per thread, a frame
+// begins where the first sample whose stack holds it at that depth
+// begins, and ends where the first that does not begins, or where the
+// last one ends when the next begins later (the thread was not running):
+// each frame's slices add up to the time its samples stand for.
 std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t thread) {
   const std::vector<uint64_t>& times = r.tree.times();
   const std::vector<uint32_t>& types = r.tree.types();
   const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
   const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
-  const uint64_t period = r.hz > 0 ? 1000000000ull / r.hz : 1000000;
   struct Open {
     std::vector<uint32_t> frames;
-    uint64_t last = 0;
+    uint64_t end = 0;  // where the thread's last sample ended
   };
   std::map<uint32_t, Open> open;  // by thread index
   nlohmann::json events = nlohmann::json::array();
+  auto event = [&](uint32_t th, uint32_t frame, const char* ph, uint64_t at) {
+    events.push_back({{"name", r.frames[frame]},
+                      {"ph", ph},
+                      {"ts", static_cast<double>(at) / 1000},
+                      {"pid", r.threads[th].pid},
+                      {"tid", r.threads[th].tid}});
+  };
   auto close = [&](uint32_t th, Open& o, size_t keep, uint64_t at) {
-    while (o.frames.size() > keep) {
-      events.push_back({{"name", r.frames[o.frames.back()]},
-                        {"ph", "E"},
-                        {"ts", static_cast<double>(at) / 1000},
-                        {"pid", r.threads[th].pid},
-                        {"tid", r.threads[th].tid}});
-      o.frames.pop_back();
-    }
+    for (; o.frames.size() > keep; o.frames.pop_back()) event(th, o.frames.back(), "E", at);
   };
   for (size_t i = lo; i < hi; ++i) {
     const auto [th, stack] = r.types[types[i]];
     if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
     Open& o = open[th];
+    const uint64_t weight = local::SampleNs(r, i);
+    uint64_t begin = times[i] > weight ? times[i] - weight : 0;
+    begin = std::max(begin, o.end);
+    // Timers fire a little late or early: a gap under half the sample's
+    // weight (or 50 us) is the same stretch of running.
+    if (!o.frames.empty() && begin > o.end + std::max<uint64_t>(weight / 2, 50000)) {
+      close(th, o, 0, o.end);
+    } else if (!o.frames.empty()) {
+      begin = o.end;
+    }
     const std::vector<uint32_t>& now = r.stacks[stack];
-    if (!o.frames.empty() && times[i] - o.last > 2 * period) close(th, o, 0, o.last + period);
     size_t same = 0;
     while (same < o.frames.size() && same < now.size() && o.frames[same] == now[same]) ++same;
-    close(th, o, same, times[i]);
+    close(th, o, same, begin);
     for (size_t d = same; d < now.size(); ++d) {
-      events.push_back({{"name", r.frames[now[d]]},
-                        {"ph", "B"},
-                        {"ts", static_cast<double>(times[i]) / 1000},
-                        {"pid", r.threads[th].pid},
-                        {"tid", r.threads[th].tid}});
+      event(th, now[d], "B", begin);
       o.frames.push_back(now[d]);
     }
-    o.last = times[i];
+    o.end = std::max(times[i], begin);
   }
-  for (auto& [th, o] : open) close(th, o, 0, o.last + period);
+  for (auto& [th, o] : open) close(th, o, 0, o.end);
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
@@ -459,14 +466,13 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
     p.value_types = {{"samples", "count"}, {r.wall ? "wall" : "cpu", "nanoseconds"}};
     p.period_type = {r.wall ? "wall" : "cpu", "nanoseconds"};
     p.period = period;
-    const RangeCounts c = r.tree.Range(t1, t2, /*exact=*/true);
-    for (const auto& [type, count] : c.by_type) {
+    for (const auto& [type, total] : local::SampleTotalsByType(r, t1, t2)) {
       const auto [th, stack] = r.types[type];
       if (tid != 0 && r.threads[th].tid != tid) continue;
       auto& v = by[{stack, r.threads[th].tid}];
       v.resize(2);
-      v[0] += static_cast<int64_t>(count);
-      v[1] += static_cast<int64_t>(count) * period;
+      v[0] += static_cast<int64_t>(total.samples);
+      v[1] += static_cast<int64_t>(total.ns);  // what each sample stood for
     }
   }
   for (auto& [key, values] : by) p.samples.push_back({key.first, key.second, std::move(values)});

@@ -368,6 +368,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
         sh.tid = s.tid;
         sh.cpu = static_cast<uint16_t>(s.cpu);
         sh.depth = static_cast<uint16_t>(ips.size());
+        sh.weight_ns = s.period;  // the task clock's ns since the thread's previous sample
         im->samples.push_back('S');
         im->samples.append(reinterpret_cast<const char*>(&sh), sizeof sh);
         im->samples.append(reinterpret_cast<const char*>(ips.data()),

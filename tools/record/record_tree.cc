@@ -9,16 +9,13 @@ namespace fieldprof::local {
 
 CallTree CallTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid) {
   CallTree t;
-  const RangeCounts c = r.tree.Range(t1_ns, t2_ns, /*exact=*/true);
-  const int64_t period = r.hz > 0 ? 1000000000LL / r.hz : 0;
-  std::vector<uint32_t> node_of_frame_path;
-  for (const auto& [type, count] : c.by_type) {
+  for (const auto& [type, total] : SampleTotalsByType(r, t1_ns, t2_ns)) {
     const auto [th, stack] = r.types[type];
     if (tid != 0 && r.threads[th].tid != tid) continue;
     uint32_t n = CallTree::kRoot;
     for (uint32_t f : r.stacks[stack]) n = t.Child(n, r.frames[f]);
-    t.Add(n, Metric::kSamples, static_cast<int64_t>(count));
-    t.Add(n, Metric::kTimeNs, static_cast<int64_t>(count) * period);
+    t.Add(n, Metric::kSamples, static_cast<int64_t>(total.samples));
+    t.Add(n, Metric::kTimeNs, static_cast<int64_t>(total.ns));
   }
   t.set_metrics(Bit(Metric::kSamples) | Bit(Metric::kTimeNs));
   t.description = "recording of " + r.command;

@@ -19,7 +19,8 @@ namespace {
 
 // Version 2 added idle transitions, version 3 CPU-wide idle; older files
 // are read without them.
-constexpr char kMagic[] = "FPRECORDING3\n";
+constexpr char kMagic[] = "FPRECORDING4\n";
+constexpr char kMagic3[] = "FPRECORDING3\n";
 constexpr char kMagic2[] = "FPRECORDING2\n";
 constexpr char kMagic1[] = "FPRECORDING1\n";
 constexpr size_t kMagicSize = sizeof kMagic - 1;
@@ -339,14 +340,21 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
   }
   r.duration_ns = end > r.start_ns ? end - r.start_ns : 0;
   Interner in(&r);
-  std::vector<std::pair<uint64_t, uint32_t>> samples;  // (time, type)
+  struct Sample {
+    uint64_t time;
+    uint32_t type;
+    uint64_t weight_ns;
+  };
+  std::vector<Sample> samples;
   std::vector<IdleEvent> idle;
   for (const RawProcess& p : procs) {
     const uint32_t pid = p.header.pid;
     Symbolizer sym(Loaded(p.modules), pid);
     for (const RawSample& s : p.samples) {
       const uint32_t type = in.Type(in.Thread(pid, s.h.tid), in.Stack(sym, s.ips, false));
-      samples.emplace_back(s.h.time_ns >= r.start_ns ? s.h.time_ns - r.start_ns : 0, type);
+      const uint64_t period = p.header.hz > 0 ? 1000000000ull / p.header.hz : 0;
+      samples.push_back({s.h.time_ns >= r.start_ns ? s.h.time_ns - r.start_ns : 0, type,
+                         s.h.weight_ns != 0 ? s.h.weight_ns : period});
     }
     r.idle |= p.header.idle != 0;
     Waits(p, r.start_ns, sym, &in, &idle);
@@ -358,12 +366,14 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
     PairCpuIdle(log, r.start_ns, &in, &r, &idle);
   }
   std::stable_sort(samples.begin(), samples.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+                   [](const Sample& a, const Sample& b) { return a.time < b.time; });
   std::vector<uint64_t> times(samples.size());
   std::vector<uint32_t> types(samples.size());
+  r.sample_ns.resize(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {
-    times[i] = samples[i].first;
-    types[i] = samples[i].second;
+    times[i] = samples[i].time;
+    types[i] = samples[i].type;
+    r.sample_ns[i] = samples[i].weight_ns;
   }
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Build(std::move(times), std::move(types), options));
   std::stable_sort(idle.begin(), idle.end(),
@@ -426,6 +436,8 @@ std::string EncodeRecording(const Recording& r) {
   PutVarint(&out, r.idle_off_ns.size());
   for (uint64_t off : r.idle_off_ns) PutVarint(&out, off);
   PutString(&out, r.idle_tree.Encode());
+  PutVarint(&out, r.sample_ns.size());
+  for (uint64_t ns : r.sample_ns) PutVarint(&out, ns);
   out += r.tree.Encode();
   return out;
 }
@@ -482,7 +494,8 @@ Status DecodeIdle(std::string_view* in, Recording* r, int version) {
 
 StatusOr<Recording> DecodeRecording(std::string_view in) {
   const std::string_view magic = in.substr(0, kMagicSize);
-  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 3
+  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 4
+                      : magic == std::string_view(kMagic3, kMagicSize) ? 3
                       : magic == std::string_view(kMagic2, kMagicSize) ? 2
                       : magic == std::string_view(kMagic1, kMagicSize) ? 1
                                                                        : 0;
@@ -538,11 +551,39 @@ StatusOr<Recording> DecodeRecording(std::string_view in) {
     stack = static_cast<uint32_t>(b);
   }
   if (version >= 2) FP_RETURN_IF_ERROR(DecodeIdle(&in, &r, version));
+  if (version >= 4) {
+    if (!GetVarint(&in, &n) || n > in.size()) return bad("sample times");
+    r.sample_ns.resize(n);
+    for (uint64_t& ns : r.sample_ns) {
+      if (!GetVarint(&in, &ns)) return bad("sample times");
+    }
+  }
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Decode(in));
   for (uint32_t t : r.tree.types()) {
     if (t >= r.types.size()) return bad("samples");
   }
+  if (!r.sample_ns.empty() && r.sample_ns.size() != r.tree.samples()) return bad("sample times");
   return r;
+}
+
+std::map<uint32_t, SampleTotals> SampleTotalsByType(const Recording& r, uint64_t t1_ns,
+                                                    uint64_t t2_ns) {
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  const size_t lo = std::lower_bound(times.begin(), times.end(), t1_ns) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), t2_ns) - times.begin();
+  std::map<uint32_t, SampleTotals> by;
+  for (size_t i = lo; i < hi; ++i) {
+    SampleTotals& t = by[types[i]];
+    ++t.samples;
+    t.ns += SampleNs(r, i);
+  }
+  return by;
+}
+
+uint64_t SampleNs(const Recording& r, size_t i) {
+  if (i < r.sample_ns.size()) return r.sample_ns[i];
+  return r.hz > 0 ? 1000000000ull / r.hz : 0;
 }
 
 }  // namespace fieldprof::local

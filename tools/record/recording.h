@@ -7,6 +7,7 @@
 #define FIELDPROF_TOOLS_LOCAL_RECORDING_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ struct Recording {
   std::vector<RecordedThread> threads;
   std::vector<std::pair<uint32_t, uint32_t>> types;  // (thread, stack) per sample type
   TimeTree tree;                                     // times relative to start_ns
+  // Per sample of `tree`, in its order: the CPU (or wall) time it stands
+  // for, measured where it was taken (raw::SampleHeader::weight_ns). Empty
+  // in recordings made before it was kept: SampleNs gives 1/hz then.
+  std::vector<uint64_t> sample_ns;
 
   // Idle transitions: off unless recorded with them.
   bool idle = false;
@@ -76,6 +81,17 @@ struct Recording {
   std::vector<uint64_t> idle_off_ns;  // per event of idle_tree, in its order: the wait's length
                                       // (0 when it had not ended by the end of the recording)
 };
+
+// The time sample `i` of r.tree stands for (see Recording::sample_ns).
+uint64_t SampleNs(const Recording& r, size_t i);
+
+// The samples with t1 <= time <= t2, by type, counted exactly, with the
+// time they stand for.
+struct SampleTotals {
+  uint64_t samples = 0, ns = 0;
+};
+std::map<uint32_t, SampleTotals> SampleTotalsByType(const Recording& r, uint64_t t1_ns,
+                                                    uint64_t t2_ns);
 
 // How samples were taken, in words: "CPU time, perf task-clock".
 const char* SampleSourceName(uint32_t source);

@@ -8,12 +8,17 @@
 // With "iconv ROUNDS" one thread opens and closes an iconv converter ROUNDS
 // times in `convert_loop`, over four charsets in turn: libc loads a
 // converter module at each open and unloads another at each close, with
-// its own dlopen and dlclose (no wrapper sees them).
+// its own dlopen and dlclose (no wrapper sees them). With "cpu SECONDS" it
+// spins in `spin_cpu` on its one thread until that thread has had SECONDS
+// of CPU time, then prints the thread's CPU time and the spin's wall time
+// ("cpu_ns N wall_ns M").
 #include <iconv.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,7 +95,27 @@ int Crowd(int threads, int depth, double secs) {
 
 }  // namespace
 
+uint64_t ThreadCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+__attribute__((noinline)) void spin_cpu(double seconds) {
+  const uint64_t until = ThreadCpuNs() + static_cast<uint64_t>(seconds * 1e9);
+  while (ThreadCpuNs() < until) {
+    for (int i = 0; i < 1000; ++i) sink = sink + i;
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "cpu") == 0) {
+    const double start = Now();
+    spin_cpu(std::atof(argv[2]));
+    std::printf("cpu_ns %llu wall_ns %llu\n", static_cast<unsigned long long>(ThreadCpuNs()),
+                static_cast<unsigned long long>((Now() - start) * 1e9));
+    return 0;
+  }
   if (argc == 5 && std::strcmp(argv[1], "crowd") == 0) {
     return Crowd(std::atoi(argv[2]), std::atoi(argv[3]), std::atof(argv[4]));
   }
