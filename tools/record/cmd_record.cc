@@ -5,16 +5,21 @@
 //   fieldprof record show FILE [--from S] [--to S] [--thread TID]
 //                              [--collapsed] [--exact] [--bottom_up] [--idle]
 //                              [--html PAGE] [--pprof FILE] [--chrome_trace]
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,14 +48,23 @@ using local::Recording;
 
 constexpr const char* kSamplerLib = "libfieldprof-sampler.so";
 
-// A directory removed with what is in it when this goes out of scope.
+// A directory removed with what is in it when this goes out of scope,
+// unless kept (what it holds could not be made into a recording).
 struct ScratchDir {
   std::string path;
+  bool keep = false;
   ~ScratchDir() {
     std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
+    if (!path.empty() && !keep) fs::remove_all(path, ec);
   }
 };
+
+// What the samplers write while the command runs goes to OUTPUT.raw/,
+// beside the recording: a `fieldprof record` killed before it wrote the
+// recording leaves it there, and `record recover` (or the next `record
+// show` of OUTPUT) makes the recording from it. `kRawArgs` in it says how.
+constexpr const char* kRawSuffix = ".raw";
+constexpr const char* kRawArgs = "record.args";
 
 // What `fieldprof record` was asked, checked.
 struct RecordArgs {
@@ -82,6 +96,9 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
                 "  fieldprof record show sqlite3.fprec --from 1.5 --to 2 # seconds 1.5 to 2\n"
                 "  fieldprof record show sqlite3.fprec --collapsed > s.folded  # flamegraph.pl\n"
                 "  fieldprof record show sqlite3.fprec --idle            # where threads waited\n\n"
+                "While the command runs, the samples go to NAME.fprec.raw/ beside the recording;\n"
+                "if fieldprof record is killed, `record show NAME.fprec` (or `record recover\n"
+                "NAME.fprec.raw`) makes the recording from what was written.\n"
                 "The command's exit status is fieldprof record's.");
   t.AddString("output", &output, "the recording's file (-o; default NAME.fprec)");
   t.AddShort('o', "output");
@@ -162,6 +179,10 @@ int RunSampled(const RecordArgs& a, const local::PerfSamplerOptions& po, bool ou
       }
       sampler = std::move(*ps);
       sampler->Start();
+      // For a recovery: how the rings sample, before anything is in them.
+      if (sampler->kernel_time()) {
+        std::ofstream(raw_dir + "/" + kRawArgs, std::ios::app) << "kernel_time 1\n";
+      }
       return true;
     };
   }
@@ -249,34 +270,121 @@ void SayIdle(const Recording& r) {
   }
 }
 
+// How a raw directory is made into a recording: the time tree's
+// parameters, the command, and how the perf rings were sampled.
+struct RawArgs {
+  int64_t hz = 999, m = 100, n = 2;
+  double p = 0.95;
+  bool kernel_time = false;
+  std::string command;
+};
+
+Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r) {
+  char head[160];
+  std::snprintf(head, sizeof head,
+                "hz %lld\nleaf_samples %lld\nfanout %lld\nkeep %.17g\n"
+                "kernel_time %d\n",
+                static_cast<long long>(r.hz), static_cast<long long>(r.m),
+                static_cast<long long>(r.n), r.p, r.kernel_time ? 1 : 0);
+  return WriteFileDurably(raw_dir + "/" + kRawArgs, head + ("command " + r.command + "\n"),
+                          FileAccess::kPrivate);
+}
+
+StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {
+  StatusOr<std::string> text = ReadWholeFile(raw_dir + "/" + kRawArgs);
+  if (!text.ok()) {
+    return Status(text.status().code(), raw_dir + " is not what fieldprof record left (" +
+                                            kRawArgs + ": " + std::string(text.status().message()) +
+                                            ")");
+  }
+  RawArgs r;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t sp = line.find(' ');
+    const std::string key = line.substr(0, sp),
+                      value = sp == std::string::npos ? "" : line.substr(sp + 1);
+    char* end = nullptr;
+    if (key == "command")
+      r.command = value;
+    else if (key == "keep")
+      r.p = std::strtod(value.c_str(), &end);
+    else if (key == "hz")
+      r.hz = std::strtoll(value.c_str(), &end, 10);
+    else if (key == "leaf_samples")
+      r.m = std::strtoll(value.c_str(), &end, 10);
+    else if (key == "fanout")
+      r.n = std::strtoll(value.c_str(), &end, 10);
+    else if (key == "kernel_time")
+      r.kernel_time = value == "1";
+  }
+  if (r.hz < 1 || r.m < 1 || r.n < 2 || !(r.p > 0 && r.p <= 1)) {
+    return DataLoss(raw_dir + "/" + kRawArgs + " is damaged");
+  }
+  return r;
+}
+
+// What became of a raw directory.
+enum class Made { kWritten, kNothing, kNotWritten };
+
 // Builds the recording from what the samplers left in `raw_dir` and
-// writes it; the exit status stays the program's `code` whatever happens.
-int WriteRecording(const RecordArgs& a, const std::string& raw_dir, int code) {
+// writes it to `output`; kNothing when there is nothing to make one of,
+// kNotWritten when it could not be written (both said, with `context`).
+Made WriteRecording(const RawArgs& a, const std::string& raw_dir, const std::string& output,
+                    const std::string& context) {
   local::TimeTreeOptions o;
   o.leaf_samples = static_cast<uint32_t>(a.m);
   o.keep_fraction = a.p;
   o.fanout = static_cast<uint32_t>(a.n);
   StatusOr<Recording> r = local::RecordingFromRawDir(raw_dir, o);
   if (!r.ok()) {
-    // A message, not the program's failure: the exit status stays its own.
     std::cerr << "fieldprof record: " << r.status().message()
               << (r.status().code() == StatusCode::kNotFound
                       ? ": a statically linked program, or one that drops LD_PRELOAD, cannot "
                         "be sampled from inside"
                       : "")
-              << "; the exit status is the program's (" << code << ")\n";
-    return code;
+              << context << "\n";
+    return Made::kNothing;
   }
-  for (const std::string& arg : a.cmd) r->command += (r->command.empty() ? "" : " ") + arg;
-  if (Status w = WriteFileDurably(a.output, local::EncodeRecording(*r), FileAccess::kShared);
+  r->command = a.command;
+  if (Status w = WriteFileDurably(output, local::EncodeRecording(*r), FileAccess::kShared);
       !w.ok()) {
-    std::cerr << "fieldprof record: " << w.message() << "; the exit status is the program's ("
-              << code << ")\n";
-    return code;
+    std::cerr << "fieldprof record: " << w.message() << context << "\n";
+    return Made::kNotWritten;
   }
-  SayRecorded(*r, a.output);
+  SayRecorded(*r, output);
   SayIdle(*r);
-  return code;
+  return Made::kWritten;
+}
+
+// `fieldprof record recover DIR`, and `record show` of a recording whose
+// fieldprof record was killed: the perf rings copied so far are unwound
+// (when there are any left), the raw files made into the recording at
+// `output`, and DIR removed once it is written.
+bool Recover(const std::string& raw_dir, const std::string& output) {
+  StatusOr<RawArgs> a = ReadRawArgs(raw_dir);
+  if (!a.ok()) {
+    std::cerr << "fieldprof record: " << a.status().message() << "\n";
+    return false;
+  }
+  std::error_code ec;
+  bool rings = false;
+  for (const auto& e : fs::directory_iterator(raw_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    rings |= name.rfind("cpu", 0) == 0 && e.path().extension() == ".perf";
+  }
+  if (rings) {
+    StatusOr<local::PerfUnwindSummary> u =
+        local::UnwindPerfSamples(raw_dir, raw_dir, static_cast<uint32_t>(a->hz), a->kernel_time);
+    if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
+  }
+  if (WriteRecording(*a, raw_dir, output, " (" + raw_dir + " is kept)") != Made::kWritten) {
+    return false;
+  }
+  fs::remove_all(raw_dir, ec);
+  std::fprintf(stderr,
+               "fieldprof record: recovered %s from %s, which a killed fieldprof record left\n",
+               output.c_str(), raw_dir.c_str());
+  return true;
 }
 
 int Record(int argc, char** argv) {
@@ -311,12 +419,24 @@ int Record(int argc, char** argv) {
     dir = *d;
   }
   ScratchDir raw;
-  std::string tmpl = (fs::temp_directory_path() / "fieldprof-record-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    std::perror("fieldprof record: a temporary directory");
+  raw.path = a.output + kRawSuffix;
+  if (mkdir(raw.path.c_str(), 0700) != 0) {
+    const int e = errno;
+    std::cerr << "fieldprof record: " << raw.path << ": " << std::strerror(e)
+              << (e == EEXIST ? " (a recording a killed fieldprof record left: fieldprof record "
+                                "recover " +
+                                    raw.path + ", or remove it)"
+                              : "")
+              << "\n";
+    raw.path.clear();
     return 3;
   }
-  raw.path = tmpl;
+  RawArgs ra{a.hz, a.m, a.n, a.p, false, ""};
+  for (const std::string& arg : a.cmd) ra.command += (ra.command.empty() ? "" : " ") + arg;
+  if (Status w = WriteRawArgs(raw.path, ra); !w.ok()) {
+    std::cerr << "fieldprof record: " << w.message() << "\n";
+    return 3;
+  }
   if (preload) SetSamplerEnv(a, outside, dir, raw.path);
   std::unique_ptr<local::CpuWideSwitches> cpu;
   if (a.idle && a.cpu_wide != "off") {
@@ -339,7 +459,14 @@ int Record(int argc, char** argv) {
       std::cerr << "fieldprof record: " << w.message() << "\n";
     }
   }
-  return WriteRecording(a, raw.path, code);
+  // A message, not the program's failure: the exit status stays its own.
+  const std::string context = "; the exit status is the program's (" + std::to_string(code) + ")";
+  raw.keep = WriteRecording(ra, raw.path, a.output, context) == Made::kNotWritten;
+  if (raw.keep) {
+    std::cerr << "fieldprof record: what was sampled is kept in " << raw.path
+              << " (fieldprof record recover " << raw.path << ")\n";
+  }
+  return code;
 }
 
 // A call-tree node: children by frame, samples in it and below.
@@ -664,6 +791,10 @@ int Show(int argc, char** argv) {
   }
   if (!s.ok()) return UsageError(t, s);
   const std::string file = t.positional()[0];
+  // A recording its fieldprof record did not live to write: made now.
+  if (std::error_code ec; !fs::exists(file, ec) && fs::is_directory(file + kRawSuffix, ec)) {
+    if (!Recover(file + kRawSuffix, file)) return 1;
+  }
   StatusOr<std::string> bytes = ReadWholeFile(file);
   StatusOr<Recording> r =
       bytes.ok() ? local::DecodeRecording(*bytes) : StatusOr<Recording>(bytes.status());
@@ -716,8 +847,34 @@ int Show(int argc, char** argv) {
 
 }  // namespace
 
+int RecoverCommand(int argc, char** argv) {
+  std::string output;
+  OptionTable t("fieldprof record recover",
+                "Makes the recording that a killed fieldprof record did not: from the raw\n"
+                "directory it leaves beside the recording's file (NAME.fprec.raw), up to the\n"
+                "samplers' last writes. `record show NAME.fprec` does it too.\n\n"
+                "  fieldprof record recover sqlite3.fprec.raw   # writes sqlite3.fprec");
+  t.AddString("output", &output, "the recording's file (-o; default: DIR without .raw)");
+  t.AddShort('o', "output");
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give the raw directory");
+  if (!s.ok()) return UsageError(t, s);
+  std::string dir = t.positional()[0];
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (output.empty()) {
+    const std::string suffix = kRawSuffix;
+    output = dir.size() > suffix.size() &&
+                     dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) == 0
+                 ? dir.substr(0, dir.size() - suffix.size())
+                 : dir + ".fprec";
+  }
+  return Recover(dir, output) ? 0 : 1;
+}
+
 int CmdRecord(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "show") return Show(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "recover") return RecoverCommand(argc - 1, argv + 1);
   return Record(argc, argv);
 }
 

@@ -798,6 +798,45 @@ std::map<std::string, uint64_t> PathTotals(const std::string& file, uint64_t fro
   return by;
 }
 
+// fieldprof record killed while its command runs: what the samplers
+// wrote so far stays beside the recording (NAME.fprec.raw), and the next
+// `record show NAME.fprec` makes the recording from it; `record recover`
+// does the same by name. A raw directory already there is not written
+// over.
+TEST(RecordTest, AKilledRecordIsRecoveredByTheNextShow) {
+  TempDir dir;
+  for (const std::string clock : {"", " --clock task"}) {
+    SCOPED_TRACE(clock.empty() ? "perf" : clock);
+    std::string out;
+    // Killed once samples are on disk; the program runs on to its end.
+    const std::string script =
+        "cd " + dir.path() + " && rm -rf k.fprec k.fprec.raw out && (" + kCli + " record" + clock +
+        " -o k.fprec -- " + kPhases +
+        " >out 2>&1 & echo $! >rec.pid) && for i in $(seq 6000); do "
+        "[ -n \"$(find k.fprec.raw -type f \\( -name 'cpu*.perf' -o -name 'rec-*.raw' \\) "
+        "-size +16k 2>/dev/null)\" ] && break; sleep 0.01; done && "
+        "kill -9 $(cat rec.pid) && for i in $(seq 6000); do grep -q 'phases done' out && break; "
+        "sleep 0.01; done && grep -c 'phases done' out";
+    ASSERT_EQ(RunCommand(script, &out), 0) << out;
+    ASSERT_FALSE(std::filesystem::exists(dir.File("k.fprec")));
+    ASSERT_TRUE(std::filesystem::is_directory(dir.File("k.fprec.raw")));
+    ASSERT_EQ(RunCommand("cd " + dir.path() + " && " + kCli + " record show k.fprec 2>&1", &out), 0)
+        << out;
+    EXPECT_NE(out.find("recovered k.fprec from k.fprec.raw"), std::string::npos) << out;
+    EXPECT_NE(out.find(" phase_a\n"), std::string::npos) << out;
+    EXPECT_TRUE(std::filesystem::exists(dir.File("k.fprec")));
+    EXPECT_FALSE(std::filesystem::exists(dir.File("k.fprec.raw")));
+  }
+  // By name, into another file; and a raw directory in the way.
+  std::string out;
+  std::filesystem::create_directory(dir.File("x.fprec.raw"));
+  ASSERT_EQ(RunCommand(kCli + " record -o " + dir.File("x.fprec") + " -- true 2>&1", &out), 3);
+  EXPECT_NE(out.find("fieldprof record recover " + dir.File("x.fprec.raw")), std::string::npos)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " record recover " + dir.File("x.fprec.raw") + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("is not what fieldprof record left"), std::string::npos) << out;
+}
+
 // Each sample carries the time it stands for, measured where it was
 // taken: one program, one thread always on the CPU, gives the same total
 // time under every clock, within 3% of its own CPU time; with --wall, of
