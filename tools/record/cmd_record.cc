@@ -5,6 +5,7 @@
 //   fieldprof record show FILE [--from S] [--to S] [--thread TID]
 //                              [--collapsed] [--exact] [--bottom_up] [--idle]
 //                              [--html PAGE] [--pprof FILE] [--chrome_trace]
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -277,6 +278,7 @@ struct RawArgs {
   double p = 0.95;
   bool kernel_time = false;
   std::string command;
+  int64_t pid = 0;  // the fieldprof record writing it
 };
 
 Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r) {
@@ -286,7 +288,8 @@ Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r) {
                 "kernel_time %d\n",
                 static_cast<long long>(r.hz), static_cast<long long>(r.m),
                 static_cast<long long>(r.n), r.p, r.kernel_time ? 1 : 0);
-  return WriteFileDurably(raw_dir + "/" + kRawArgs, head + ("command " + r.command + "\n"),
+  return WriteFileDurably(raw_dir + "/" + kRawArgs,
+                          head + ("pid " + std::to_string(r.pid) + "\ncommand " + r.command + "\n"),
                           FileAccess::kPrivate);
 }
 
@@ -303,19 +306,22 @@ StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {
     const size_t sp = line.find(' ');
     const std::string key = line.substr(0, sp),
                       value = sp == std::string::npos ? "" : line.substr(sp + 1);
-    char* end = nullptr;
-    if (key == "command")
+    const long long number = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "command") {
       r.command = value;
-    else if (key == "keep")
-      r.p = std::strtod(value.c_str(), &end);
-    else if (key == "hz")
-      r.hz = std::strtoll(value.c_str(), &end, 10);
-    else if (key == "leaf_samples")
-      r.m = std::strtoll(value.c_str(), &end, 10);
-    else if (key == "fanout")
-      r.n = std::strtoll(value.c_str(), &end, 10);
-    else if (key == "kernel_time")
-      r.kernel_time = value == "1";
+    } else if (key == "keep") {
+      r.p = std::strtod(value.c_str(), nullptr);
+    } else if (key == "hz") {
+      r.hz = number;
+    } else if (key == "leaf_samples") {
+      r.m = number;
+    } else if (key == "fanout") {
+      r.n = number;
+    } else if (key == "kernel_time") {
+      r.kernel_time = number == 1;
+    } else if (key == "pid") {
+      r.pid = number;
+    }
   }
   if (r.hz < 1 || r.m < 1 || r.n < 2 || !(r.p > 0 && r.p <= 1)) {
     return DataLoss(raw_dir + "/" + kRawArgs + " is damaged");
@@ -387,6 +393,65 @@ bool Recover(const std::string& raw_dir, const std::string& output) {
   return true;
 }
 
+// Whether the fieldprof record that wrote `a` is still running (its
+// directory is then a live recording, not one to recover).
+bool WriterAlive(const RawArgs& a) {
+  if (a.pid <= 0 || (kill(static_cast<pid_t>(a.pid), 0) != 0 && errno != EPERM)) return false;
+  StatusOr<std::string> cmdline = ReadWholeFile("/proc/" + std::to_string(a.pid) + "/cmdline");
+  return cmdline.ok() && cmdline->find("record") != std::string::npos;
+}
+
+// A recording still being written, read up to the samplers' last writes:
+// its files copied as they are now into a directory of our own, the perf
+// rings' copies unwound there; `raw_dir` is left as it is.
+StatusOr<Recording> ReadLive(const std::string& raw_dir, const RawArgs& a) {
+  ScratchDir snap;
+  std::string tmpl = (fs::temp_directory_path() / "fieldprof-show-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) return Internal("cannot make a temporary directory");
+  snap.path = tmpl;
+  std::error_code ec;
+  bool rings = false;
+  // Copied first: the recording may end, and its directory go, meanwhile.
+  for (const auto& e : fs::directory_iterator(raw_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    fs::copy_file(e.path(), snap.path + "/" + name, ec);
+    rings |= name.rfind("cpu", 0) == 0 && e.path().extension() == ".perf";
+  }
+  if (rings) {
+    StatusOr<local::PerfUnwindSummary> u =
+        local::UnwindPerfSamples(snap.path, snap.path, static_cast<uint32_t>(a.hz), a.kernel_time);
+    if (!u.ok()) return u.status();
+  }
+  local::TimeTreeOptions o;
+  o.leaf_samples = static_cast<uint32_t>(a.m);
+  o.keep_fraction = a.p;
+  o.fanout = static_cast<uint32_t>(a.n);
+  StatusOr<Recording> r = local::RecordingFromRawDir(snap.path, o);
+  if (r.ok()) r->command = a.command;
+  return r;
+}
+
+// The recording `file` for show: the file; or, when there is none but its
+// raw directory, the live recording (its fieldprof record still runs) or
+// the one a killed fieldprof record left (made and written now).
+StatusOr<Recording> LoadForShow(const std::string& file) {
+  const std::string raw_dir = file + kRawSuffix;
+  if (std::error_code ec; !fs::exists(file, ec) && fs::is_directory(raw_dir, ec)) {
+    StatusOr<RawArgs> a = ReadRawArgs(raw_dir);
+    if (a.ok() && WriterAlive(*a)) {
+      std::fprintf(stderr,
+                   "fieldprof record show: %s is still being recorded (fieldprof record, pid "
+                   "%lld): shown up to the samplers' last writes\n",
+                   file.c_str(), static_cast<long long>(a->pid));
+      return ReadLive(raw_dir, *a);
+    }
+    if (!Recover(raw_dir, file)) return DataLoss("could not be recovered from " + raw_dir);
+  }
+  StatusOr<std::string> bytes = ReadWholeFile(file);
+  if (!bytes.ok()) return bytes.status();
+  return local::DecodeRecording(*bytes);
+}
+
 int Record(int argc, char** argv) {
   RecordArgs a;
   if (const int code = ParseRecordArgs(argc, argv, &a); code >= 0) return code;
@@ -431,7 +496,7 @@ int Record(int argc, char** argv) {
     raw.path.clear();
     return 3;
   }
-  RawArgs ra{a.hz, a.m, a.n, a.p, false, ""};
+  RawArgs ra{a.hz, a.m, a.n, a.p, false, "", getpid()};
   for (const std::string& arg : a.cmd) ra.command += (ra.command.empty() ? "" : " ") + arg;
   if (Status w = WriteRawArgs(raw.path, ra); !w.ok()) {
     std::cerr << "fieldprof record: " << w.message() << "\n";
@@ -791,13 +856,7 @@ int Show(int argc, char** argv) {
   }
   if (!s.ok()) return UsageError(t, s);
   const std::string file = t.positional()[0];
-  // A recording its fieldprof record did not live to write: made now.
-  if (std::error_code ec; !fs::exists(file, ec) && fs::is_directory(file + kRawSuffix, ec)) {
-    if (!Recover(file + kRawSuffix, file)) return 1;
-  }
-  StatusOr<std::string> bytes = ReadWholeFile(file);
-  StatusOr<Recording> r =
-      bytes.ok() ? local::DecodeRecording(*bytes) : StatusOr<Recording>(bytes.status());
+  StatusOr<Recording> r = LoadForShow(file);
   if (!r.ok()) {
     std::cerr << "fieldprof record show: " << file << ": " << r.status().message() << "\n";
     return 1;

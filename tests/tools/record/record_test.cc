@@ -801,8 +801,8 @@ std::map<std::string, uint64_t> PathTotals(const std::string& file, uint64_t fro
 // fieldprof record killed while its command runs: what the samplers
 // wrote so far stays beside the recording (NAME.fprec.raw), and the next
 // `record show NAME.fprec` makes the recording from it; `record recover`
-// does the same by name. A raw directory already there is not written
-// over.
+// does the same by name. While it runs, `record show` answers from what
+// was written so far. A raw directory already there is not written over.
 TEST(RecordTest, AKilledRecordIsRecoveredByTheNextShow) {
   TempDir dir;
   for (const std::string clock : {"", " --clock task"}) {
@@ -826,6 +826,25 @@ TEST(RecordTest, AKilledRecordIsRecoveredByTheNextShow) {
     EXPECT_NE(out.find(" phase_a\n"), std::string::npos) << out;
     EXPECT_TRUE(std::filesystem::exists(dir.File("k.fprec")));
     EXPECT_FALSE(std::filesystem::exists(dir.File("k.fprec.raw")));
+  }
+  // While it runs: shown up to the samplers' last writes, the recording
+  // left to finish. The program spins until it is killed.
+  {
+    std::string out;
+    const std::string script =
+        "cd " + dir.path() + " && rm -rf live.fprec live.fprec.raw && (" + kCli +
+        " record -o live.fprec -- " + kPhases +
+        " cpu 600 >/dev/null 2>&1 & echo $! >live.pid) && for i in $(seq 6000); do "
+        "[ -n \"$(find live.fprec.raw -type f -name 'cpu*.perf' -size +16k 2>/dev/null)\" ] && "
+        "break; sleep 0.01; done && " +
+        kCli +
+        " record show live.fprec 2>&1; pkill -KILL -P $(cat live.pid); for i in $(seq 6000); do "
+        "kill -0 $(cat live.pid) 2>/dev/null || break; sleep 0.01; done";
+    ASSERT_EQ(RunCommand(script, &out), 0) << out;
+    EXPECT_NE(out.find("live.fprec is still being recorded"), std::string::npos) << out;
+    EXPECT_NE(out.find(" spin_cpu("), std::string::npos) << out;
+    EXPECT_TRUE(std::filesystem::exists(dir.File("live.fprec")));
+    EXPECT_FALSE(std::filesystem::exists(dir.File("live.fprec.raw")));
   }
   // By name, into another file; and a raw directory in the way.
   std::string out;
