@@ -263,7 +263,7 @@ uint64_t SampleClockNs(uint64_t now_ns) {
 // one period).
 uint64_t SampleWeightNs(uint64_t now_ns) {
   const uint64_t clock = SampleClockNs(now_ns);
-  const uint64_t weight = !t_clock_seen        ? (g_wall ? g_period_ns : clock)
+  const uint64_t weight = !t_clock_seen              ? (g_wall ? g_period_ns : clock)
                           : clock >= t_last_clock_ns ? clock - t_last_clock_ns
                                                      : 0;
   t_last_clock_ns = clock;
