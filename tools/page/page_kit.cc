@@ -61,14 +61,48 @@ std::string ScriptJson(const json& data) {
   return safe;
 }
 
-std::string RenderPage(std::string_view html, const std::string& title, std::string_view js,
-                       const json& data) {
-  const std::string styles =
-      std::string(KitFile("kit.css")->body) + std::string(KitFile("page.css")->body);
+// The shell every page of the local toolkit shares.
+constexpr std::string_view kShell = R"(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{TITLE}}</title>
+<style>
+{{CSS}}
+</style>
+</head>
+<body>
+<header>
+  <span class="brand">{{BRAND}}</span>
+  <span id="command"></span>
+  <span id="facts" class="facts"></span>
+</header>
+<main>
+{{BODY}}
+</main>
+<div id="tip" class="tip" hidden></div>
+<script id="fp-data" type="application/json">{{DATA}}</script>
+<script>
+{{JS}}
+</script>
+</body>
+</html>
+)";
+
+std::string RenderPage(std::string_view brand, const std::string& title, std::string_view body,
+                       std::string_view css, std::string_view js, const json& data) {
+  const std::string styles = std::string(KitFile("kit.css")->body) +
+                             std::string(KitFile("page.css")->body) + std::string(css);
   const std::string scripts = std::string(KitFile("kit.js")->body) + std::string(js);
   const std::string escaped = tools::HtmlEscape(title);
   const std::string safe = ScriptJson(data);
-  return Fill(html, {{"TITLE", escaped}, {"CSS", styles}, {"JS", scripts}, {"DATA", safe}});
+  return Fill(kShell, {{"TITLE", escaped},
+                       {"CSS", styles},
+                       {"BRAND", brand},
+                       {"BODY", body},
+                       {"DATA", safe},
+                       {"JS", scripts}});
 }
 
 std::string KitStyleElement() {

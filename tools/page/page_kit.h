@@ -22,13 +22,14 @@ namespace fieldprof::page {
 // page layout), or nullptr.
 const EmbeddedFile* KitFile(std::string_view name);
 
-// A self-contained page of the local toolkit: `html` with {{TITLE}}
-// (`title`, escaped here), {{CSS}} (the kit's styles and page.css), {{JS}}
-// (the kit's script, then `js`) and {{DATA}} (`data`, safe inside
-// <script type="application/json">) filled in; what is put in is never
-// searched again.
-std::string RenderPage(std::string_view html, const std::string& title, std::string_view js,
-                       const nlohmann::json& data);
+// A self-contained page of the local toolkit, in the kit's one shell: the
+// head (`title`, escaped here; the kit's styles, page.css, then `css`), a
+// header bar (`brand`; #command and #facts for the page's script to
+// fill), `body` in <main>, the tooltip (#tip), `data` (safe inside
+// <script type="application/json" id="fp-data">), then the kit's script
+// and `js`. What is put in is never searched again.
+std::string RenderPage(std::string_view brand, const std::string& title, std::string_view body,
+                       std::string_view css, std::string_view js, const nlohmann::json& data);
 
 // For a page written in C++ without a script of its own (the vendor's
 // report): the kit's styles as a <style> element for its head, and the

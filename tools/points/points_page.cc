@@ -12,7 +12,8 @@ using json = nlohmann::json;
 std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
   const json data = json::parse(PointsJson(runs, tags));
   const std::string program = runs.empty() ? std::string("no runs") : runs[0].program;
-  return page::RenderPage(PointsPageFile("points.html")->body, "fieldprof points: " + program,
+  return page::RenderPage("fieldprof points", "fieldprof points: " + program,
+                          PointsPageFile("points.html")->body, PointsPageFile("points.css")->body,
                           PointsPageFile("points.js")->body, data);
 }
 
@@ -43,9 +44,10 @@ std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
                      {"values", values},
                      {"only_a", SegmentsOnlyIn(a.tags, b.tags)},
                      {"only_b", SegmentsOnlyIn(b.tags, a.tags)}};
-  return page::RenderPage(PointsPageFile("points_compare.html")->body,
-                          "fieldprof points compare: " + a.name + " vs " + b.name,
-                          PointsPageFile("points_compare.js")->body, data);
+  return page::RenderPage(
+      "fieldprof points compare", "fieldprof points compare: " + a.name + " vs " + b.name,
+      PointsPageFile("points_compare.html")->body, PointsPageFile("points_compare.css")->body,
+      PointsPageFile("points_compare.js")->body, data);
 }
 
 }  // namespace fieldprof::local

@@ -22,7 +22,7 @@ std::string PointsPage(const std::vector<PointsRun>& runs, const std::vector<Tag
 std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
                               const std::vector<SegmentChange>& rows, const CompareOptions& o);
 
-// points.html, points.js, points_compare.html and points_compare.js, built in.
+// points.{html,css,js} and points_compare.{html,css,js}, built in.
 const EmbeddedFile* PointsPageFile(std::string_view name);
 
 }  // namespace fieldprof::local

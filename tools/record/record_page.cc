@@ -89,7 +89,8 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
         {"to_ns", std::min(o.to_ns, r.duration_ns)},
         {"tid", o.tid}}},
   };
-  return page::RenderPage(RecordPageFile("record.html")->body, "fieldprof record: " + r.command,
+  return page::RenderPage("fieldprof record", "fieldprof record: " + r.command,
+                          RecordPageFile("record.html")->body, "",
                           RecordPageFile("record.js")->body, data);
 }
 

@@ -43,7 +43,8 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
     data["p"] = p;
     data["q"] = q;
   }
-  return page::RenderPage(TreePageFile("tree.html")->body, "fieldprof tree: " + t.description,
+  return page::RenderPage("fieldprof tree", "fieldprof tree: " + t.description,
+                          TreePageFile("tree.html")->body, TreePageFile("tree.css")->body,
                           TreePageFile("tree.js")->body, data);
 }
 

@@ -19,7 +19,7 @@ namespace fieldprof::local {
 // widths from the new runs' means; else widths and heat from `t`.
 std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChange>* changes);
 
-// tree.html and tree.js, built in.
+// tree.html, tree.css and tree.js, built in.
 const EmbeddedFile* TreePageFile(std::string_view name);
 
 }  // namespace fieldprof::local
