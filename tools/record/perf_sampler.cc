@@ -246,10 +246,12 @@ void PerfSampler::Drain(Ring& r) {
   }
   bytes_ += head - tail;
   __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
-  if (r.buffer.size() >= (1 << 20)) {
-    WriteAll(r.out, r.buffer);
-    r.buffer.clear();
-  }
+  // Written at once (a write every 10 ms a CPU at most): a live `record
+  // show` and a recovery after a kill see every ring up to the same
+  // moment. Held back, one ring's mmap records stayed in memory while
+  // another's samples were on disk, and the samples read unsymbolised.
+  WriteAll(r.out, r.buffer);
+  r.buffer.clear();
 }
 
 }  // namespace fieldprof::local
