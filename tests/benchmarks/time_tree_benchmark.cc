@@ -2,12 +2,14 @@
 // million samples. Prints, in one run:
 //   - building the tree from the samples (goal: <= 1 s);
 //   - the samples and the tree encoded, bytes per sample (goal: <= 8);
-//   - range reports over random ranges, p50/p99/max, approximate and
-//     --exact (goal: <= 5 ms p99), with their error bound;
+//   - range reports over random ranges, p50/p99/max: the top 1,000 types
+//     and "other" (what record show prints; goal: >= 100x the scan at p50
+//     and p99, p99 <= 1 ms), every type the tree lists, and --exact; with
+//     their error bound;
 //   - the same ranges answered by a scan of the samples in them (the peer:
-//     a profiler without a tree), and the ratio (goal: >= 100x).
+//     a profiler without a tree), and the ratios.
 //
-//   time_tree_benchmark [SAMPLES] [QUERIES] [TYPES]  (default 10000000 1000 20000)
+//   time_tree_benchmark [SAMPLES] [QUERIES] [TYPES] [TOP]  (default 10000000 1000 20000 1000)
 //
 // The samples: 999 Hz on 4 threads (a sample about every 250 us), TYPES
 // stack types over the threads, Zipf-popular with a long tail, the popular
@@ -25,6 +27,7 @@
 #include "tools/record/time_tree.h"
 
 using fieldprof::local::RangeCounts;
+using fieldprof::local::RangeQuery;
 using fieldprof::local::ScanRange;
 using fieldprof::local::TimeTree;
 using Clock = std::chrono::steady_clock;
@@ -47,6 +50,8 @@ Quantiles Of(std::vector<double> v) {
 int main(int argc, char** argv) {
   const size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 10000000;
   const size_t queries = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1000;
+  RangeQuery top;
+  top.top = argc > 4 ? static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 10)) : 1000;
   std::mt19937_64 rng(1);
   std::vector<uint64_t> times(n);
   std::vector<uint32_t> types(n);
@@ -79,12 +84,23 @@ int main(int argc, char** argv) {
               static_cast<double>(bytes.size()) / static_cast<double>(n));
 
   // Random ranges: uniform ends, so spans from tiny to nearly everything.
-  std::vector<double> tree_ms, exact_ms, scan_ms, bound_share;
-  uint64_t sink = 0, merged = 0, scanned = 0, listed = 0;
-  for (size_t q = 0; q < queries; ++q) {
-    uint64_t t1 = rng() % t, t2 = rng() % t;
+  std::vector<double> top_ms, tree_ms, exact_ms, scan_ms, bound_share, top_bound, top_other;
+  uint64_t sink = 0, merged = 0, scanned = 0, listed = 0, top_entries = 0, all_entries = 0;
+  uint64_t top_right = 0, top_listed = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges(queries);
+  for (auto& [t1, t2] : ranges) {
+    t1 = rng() % t, t2 = rng() % t;
     if (t1 > t2) std::swap(t1, t2);
+  }
+  // First each range by every method in turn (the tree's answers come
+  // after the previous range's scan has swept the caches), every answer
+  // checked against the scan.
+  for (size_t q = 0; q < queries; ++q) {
+    const auto [t1, t2] = ranges[q];
     auto a = Clock::now();
+    const RangeCounts k = tree.Range(t1, t2, top);
+    top_ms.push_back(Ms(Clock::now() - a));
+    a = Clock::now();
     const RangeCounts r = tree.Range(t1, t2);
     tree_ms.push_back(Ms(Clock::now() - a));
     a = Clock::now();
@@ -98,27 +114,86 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(t2));
       return 1;
     }
-    if (s.samples > 0) {
-      bound_share.push_back(static_cast<double>(r.other) / static_cast<double>(s.samples));
+    // The top answer against the truth: its counts within the bound, its
+    // "other" exact, and how many of the true top N it lists.
+    uint64_t in_list = 0;
+    std::vector<uint64_t> truth(kTypes);
+    for (const auto& [type, c] : s.by_type) truth[type] = c;
+    for (const auto& [type, c] : k.by_type) {
+      if (c > truth[type] || truth[type] > c + k.bound) {
+        std::fprintf(stderr, "top: type %u beyond its bound\n", type);
+        return 1;
+      }
+      in_list += c;
     }
-    sink += r.by_type.size() + e.by_type.size();
+    if (in_list + k.other != s.samples) {
+      std::fprintf(stderr, "top: other is not exact\n");
+      return 1;
+    }
+    std::vector<uint64_t> counts;
+    for (const auto& [type, c] : s.by_type) counts.push_back(c);
+    std::sort(counts.rbegin(), counts.rend());
+    if (counts.size() > top.top) counts.resize(top.top);
+    for (const auto& [type, c] : k.by_type) top_right += truth[type] >= counts.back();
+    top_listed += k.by_type.size();
+    if (s.samples > 0) {
+      const auto share = [&](uint64_t n) {
+        return static_cast<double>(n) / static_cast<double>(s.samples);
+      };
+      bound_share.push_back(share(r.bound));
+      top_bound.push_back(share(k.bound));
+      top_other.push_back(share(k.other));
+    }
+    sink += r.by_type.size() + e.by_type.size() + k.by_type.size();
     merged += r.nodes_merged;
     scanned += r.samples_scanned;
     listed += r.by_type.size();
+    top_entries += k.entries_merged;
+    all_entries += r.entries_merged;
   }
-  const Quantiles tq = Of(tree_ms), eq = Of(exact_ms), sq = Of(scan_ms), bq = Of(bound_share);
-  std::printf("%zu random ranges (every answer checked against the scan):\n", queries);
+  // Then as a person dragging a range asks: one range after another, by
+  // one method at a time.
+  std::vector<double> drag_top_ms, drag_scan_ms;
+  for (const auto& [t1, t2] : ranges) {
+    const auto a = Clock::now();
+    sink += tree.Range(t1, t2, top).by_type.size();
+    drag_top_ms.push_back(Ms(Clock::now() - a));
+  }
+  for (const auto& [t1, t2] : ranges) {
+    const auto a = Clock::now();
+    sink += ScanRange(times, types, t1, t2).by_type.size();
+    drag_scan_ms.push_back(Ms(Clock::now() - a));
+  }
+  const Quantiles kq = Of(top_ms), tq = Of(tree_ms), eq = Of(exact_ms), sq = Of(scan_ms);
+  const Quantiles dk = Of(drag_top_ms), ds = Of(drag_scan_ms);
+  const Quantiles bq = Of(bound_share), kb = Of(top_bound), ko = Of(top_other);
+  const auto per = [&](uint64_t n) { return static_cast<double>(n) / static_cast<double>(queries); };
+  std::printf("%zu random ranges, each by every method in turn (every answer checked):\n",
+              queries);
   std::printf(
-      "  tree:     p50 %.3f ms  p99 %.3f ms  max %.3f ms (goal p99 <= 5); bound: p50 %.1f%%, "
-      "p99 %.1f%% of the range's samples\n",
-      tq.p50, tq.p99, tq.max, 100 * bq.p50, 100 * bq.p99);
-  std::printf("  per answer: %.1f nodes merged, %.0f samples counted, %.0f types in it\n",
-              static_cast<double>(merged) / static_cast<double>(queries),
-              static_cast<double>(scanned) / static_cast<double>(queries),
-              static_cast<double>(listed) / static_cast<double>(queries));
+      "  top %u:   p50 %.3f ms  p99 %.3f ms  max %.3f ms (goal p99 <= 1); %.0f list entries read, "
+      "%.0f types listed,\n            %.2f%% of them in the true top %u; other: p50 %.1f%% of "
+      "the samples; bound: p50 %.3f%%, p99 %.3f%%\n",
+      top.top, kq.p50, kq.p99, kq.max, per(top_entries), per(top_listed),
+      100 * static_cast<double>(top_right) / static_cast<double>(std::max<uint64_t>(1, top_listed)),
+      top.top, 100 * ko.p50, 100 * kb.p50, 100 * kb.p99);
+  std::printf(
+      "  all:      p50 %.3f ms  p99 %.3f ms  max %.3f ms; %.0f list entries read, %.0f types "
+      "listed; bound: p50 %.3f%%, p99 %.3f%%\n",
+      tq.p50, tq.p99, tq.max, per(all_entries), per(listed), 100 * bq.p50, 100 * bq.p99);
+  std::printf("  per answer: %.1f nodes merged, %.0f samples counted\n", per(merged),
+              per(scanned));
   std::printf("  --exact:  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", eq.p50, eq.p99, eq.max);
   std::printf("  scan:     p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", sq.p50, sq.p99, sq.max);
-  std::printf("  ratio scan/tree: p50 %.0fx, p99 %.0fx (goal >= 100x); scan/exact: p50 %.1fx\n",
-              sq.p50 / tq.p50, sq.p99 / tq.p99, sq.p50 / eq.p50);
+  std::printf(
+      "  ratio scan/top: p50 %.0fx, p99 %.0fx (goal >= 100x); scan/all: p50 %.0fx, p99 %.0fx; "
+      "scan/exact: p50 %.1fx\n",
+      sq.p50 / kq.p50, sq.p99 / kq.p99, sq.p50 / tq.p50, sq.p99 / tq.p99, sq.p50 / eq.p50);
+  std::printf("the same ranges one after another, one method at a time (a drag):\n");
+  std::printf("  top %u:   p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", top.top, dk.p50, dk.p99,
+              dk.max);
+  std::printf("  scan:     p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", ds.p50, ds.p99, ds.max);
+  std::printf("  ratio scan/top: p50 %.0fx, p99 %.0fx (goal >= 100x)\n", ds.p50 / dk.p50,
+              ds.p99 / dk.p99);
   return sink == 0 ? 1 : 0;
 }

@@ -770,16 +770,16 @@ void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_sta
   PrintTree(r, root, all, min_share, "", paint);
   if (other > 0) {
     const double share = 100 * static_cast<double>(other) / static_cast<double>(all);
-    std::printf("%6.2f%% %6.2f%% [other: stacks the time tree did not list]\n", share, share);
+    std::printf("%6.2f%% %6.2f%% [other: stacks not listed]\n", share, share);
   }
 }
 
-// The range's header and, when the time tree's "other" holds samples, the
-// bound: what the shares below leave out. `in_range` counts the samples
+// The range's header and, when "other" holds samples, the bound: what the
+// shares below leave out (`top`: the most frequent stacks asked for). `in_range` counts the samples
 // the shares are over: every thread's, or `thread`'s alone (counted
 // exactly: "other" cannot be told apart by thread).
 void PrintRangeHeader(const std::string& file, const Recording& r, const RangeCounts& c,
-                      uint64_t in_range, double from, double to, int64_t thread) {
+                      uint64_t in_range, double from, double to, int64_t thread, uint32_t top) {
   const double end = to < 0 ? static_cast<double>(r.duration_ns) / 1e9 : to;
   const double duration = static_cast<double>(r.duration_ns) / 1e9;
   if (thread != 0) {
@@ -797,11 +797,14 @@ void PrintRangeHeader(const std::string& file, const Recording& r, const RangeCo
     const double points =
         100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples));
     std::printf(
-        "bound: %llu of these %llu samples (%.1f%%) are in the time tree's \"other\" (stacks too\n"
-        "       rare to be listed where the range merged whole nodes): each share below is exact\n"
-        "       or short of the true share by at most %.1f points (--exact counts every sample)\n",
+        "bound: %llu of these %llu samples (%.1f%%) are in \"other\", stacks left out by the\n"
+        "       time tree's lists%s (none with more than %llu samples). Each share\n"
+        "       below is exact or short of the true share by at most %.1f points; one\n"
+        "       stack's count, by at most %llu samples (--exact counts every sample)\n",
         static_cast<unsigned long long>(c.other), static_cast<unsigned long long>(c.samples),
-        points, points);
+        points, top > 0 ? (" and --top " + std::to_string(top)).c_str() : "",
+        static_cast<unsigned long long>(c.other_at_most), points,
+        static_cast<unsigned long long>(c.bound));
   }
 }
 
@@ -815,16 +818,17 @@ std::string IdleText(const Recording& r, local::IdleReportOptions io, const std:
 int Show(int argc, char** argv) {
   double from = 0, to = -1, min_share = 0.5;
   std::string color = "auto";
-  int64_t thread = 0;
+  int64_t thread = 0, top = 1000;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
   std::string pprof_out, html_out;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
                 "stacks for flamegraph.pl and speedscope. The range is answered from the time\n"
-                "tree; what its lists left out is counted as \"other\" and stated as the bound\n"
-                "(--exact counts it too). Shares are over every sample of the range; with\n"
-                "--thread, over that thread's, counted exactly.\n\n"
+                "tree, its most frequent stacks listed (--top); what the tree's lists and the\n"
+                "top left out is one \"other\" of exact size, stated as the bound (--exact counts\n"
+                "every stack). Shares are over every sample of the range; with --thread, over\n"
+                "that thread's, counted exactly.\n\n"
                 "  fieldprof record show prog.fprec --from 2 --to 3.5 --thread 4242");
   t.AddDouble("from", &from, "from this many seconds after the start", 0, 1e9);
   t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
@@ -839,7 +843,11 @@ int Show(int argc, char** argv) {
               "write a self-contained page to this file: a timeline of samples per thread, and "
               "a flame graph of the range dragged on it, answered from the time tree (opens at "
               "--from/--to/--thread)");
-  t.AddBool("exact", &exact, "count what the time tree's lists left out, exactly");
+  t.AddBool("exact", &exact, "every stack, counted exactly (--top is then not used)");
+  t.AddInt("top", &top,
+           "list the range's N most frequent stacks (a stack of each thread), the rest as "
+           "\"other\" (0: every stack the tree's lists hold)",
+           0, 1 << 24);
   t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
   t.AddString("color", &color,
@@ -882,7 +890,10 @@ int Show(int argc, char** argv) {
   }
   // One thread's range is counted exactly: the tree's "other" has no
   // thread, so its bound could not be stated over the thread's samples.
-  const RangeCounts c = r->tree.Range(t1, t2, exact || collapsed || thread != 0);
+  local::RangeQuery query;
+  query.exact = exact || collapsed || thread != 0;
+  query.top = static_cast<uint32_t>(top);
+  const RangeCounts c = r->tree.Range(t1, t2, query);
   uint64_t listed = 0;
   const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(*r, c, thread, &listed);
   if (collapsed) {
@@ -891,7 +902,9 @@ int Show(int argc, char** argv) {
   }
   // Shares are over the range's samples (the thread's), "other" included.
   const uint64_t in_range = thread != 0 ? listed : c.samples;
-  PrintRangeHeader(file, *r, c, in_range, from, to, thread);
+  // --top named only when it left stacks out.
+  const bool cut = !query.exact && query.top > 0 && c.by_type.size() >= query.top;
+  PrintRangeHeader(file, *r, c, in_range, from, to, thread, cut ? query.top : 0);
   if (in_range == 0) {
     std::printf("no samples in this range\n");
     return 0;

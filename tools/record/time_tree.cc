@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "common/encoding.h"
@@ -14,15 +15,15 @@ namespace {
 constexpr char kMagic[] = "FPTIMETREE1\n";
 constexpr size_t kMagicSize = sizeof kMagic - 1;
 
-// Per-query scratch: a count per type, and which were touched.
-struct Tally {
-  std::vector<uint64_t>* dense;
-  std::vector<uint32_t>* touched;
-  void Add(uint32_t type, uint64_t n) {
-    uint64_t& c = (*dense)[type];
-    if (c == 0) touched->push_back(type);
-    c += n;
-  }
+// A long list keeps this many of its most frequent types in order of
+// count (its head): a range asking for the top N < this reads N entries of
+// it rather than the whole list.
+constexpr uint32_t kHeadLength = 1024;
+
+// Most frequent first; ties in order of type.
+constexpr auto kByCount = [](const std::pair<uint32_t, uint32_t>& a,
+                             const std::pair<uint32_t, uint32_t>& b) {
+  return a.second != b.second ? a.second > b.second : a.first < b.first;
 };
 
 }  // namespace
@@ -66,6 +67,7 @@ StatusOr<TimeTree> TimeTree::Build(std::vector<uint64_t> times, std::vector<uint
       for (const auto& [type, c] : lists[i]) t.top_.emplace_back(type, static_cast<uint32_t>(c));
       nd.top_end = static_cast<uint32_t>(t.top_.size());
     }
+    t.MakeHeads();
   }
   return t;
 }
@@ -85,6 +87,10 @@ void TimeTree::Shape() {
       const uint64_t a = lo + uint64_t{n} * c / fan, b = lo + uint64_t{n} * (c + 1) / fan;
       nodes_.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(b)});
     }
+  }
+  for (Node& nd : nodes_) {  // kept on the node: a range reads no sample to skip it
+    nd.first = times_[nd.lo];
+    nd.last = times_[nd.hi - 1];
   }
 }
 
@@ -193,77 +199,213 @@ void TimeTree::Keep(uint32_t node, const Counts& all, Counts* list) {
   nd.other = total - covered;
 }
 
-RangeCounts TimeTree::Range(uint64_t t1, uint64_t t2, bool exact) const {
+void TimeTree::MakeHeads() {
+  heads_.clear();
+  std::vector<std::pair<uint32_t, uint32_t>> scratch;
+  for (Node& nd : nodes_) {
+    nd.head_begin = nd.head_end = static_cast<uint32_t>(heads_.size());
+    if (!nd.listed) continue;
+    // A type the list left out has at most its least count; an empty list
+    // bounds nothing below the node's size.
+    nd.least = nd.hi - nd.lo;
+    for (uint32_t i = nd.top_begin; i < nd.top_end; ++i) nd.least = std::min(nd.least, top_[i].second);
+    if (nd.top_end - nd.top_begin <= kHeadLength) continue;
+    scratch.assign(top_.begin() + nd.top_begin, top_.begin() + nd.top_end);
+    std::nth_element(scratch.begin(), scratch.begin() + kHeadLength, scratch.end(), kByCount);
+    scratch.resize(kHeadLength);
+    std::sort(scratch.begin(), scratch.end(), kByCount);
+    heads_.insert(heads_.end(), scratch.begin(), scratch.end());
+    nd.head_end = static_cast<uint32_t>(heads_.size());
+  }
+}
+
+// One range report's state: what is asked, the answer, and the per-query
+// scratch: a count per type (a range holds fewer than 2^32 samples), and
+// which were touched. Adding is branch-free, so that the loads of
+// scattered counts overlap.
+struct TimeTree::Query {
+  uint64_t t1 = 0, t2 = 0;
+  RangeQuery want;
+  RangeCounts* out = nullptr;
+  uint32_t* dense = nullptr;
+  uint32_t* touched = nullptr;  // room for every type, and one more
+  size_t ntouched = 0;
+  std::vector<uint32_t>* merged = nullptr;  // the nodes wholly inside, merged after the walk
+  // With top N: what a type needs in one merged node to be taken from its
+  // list. The N-th count of the merged node whose head has the largest
+  // one: its N types have at least that in the range, so none of the
+  // range's top N has less.
+  uint32_t floor = 0;
+  void Add(uint32_t type, uint32_t n) {
+    uint32_t& c = dense[type];
+    touched[ntouched] = type;
+    ntouched += c == 0;
+    c += n;
+  }
+};
+
+RangeCounts TimeTree::Range(uint64_t t1, uint64_t t2, const RangeQuery& want) const {
   RangeCounts out;
   if (nodes_.empty() || t1 > t2) return out;
-  thread_local std::vector<uint64_t> dense;
-  thread_local std::vector<uint32_t> touched;
-  if (dense.size() < size_t{max_type_} + 1) dense.resize(size_t{max_type_} + 1);
-  touched.clear();
-  Visit(0, t1, t2, exact, &out, &dense, &touched);
-  out.by_type.reserve(touched.size());
-  if (touched.size() * 16 > max_type_) {  // many: in order by walking them all
+  thread_local std::vector<uint32_t> dense_scratch, touched_scratch;
+  if (dense_scratch.size() < size_t{max_type_} + 1) {
+    dense_scratch.resize(size_t{max_type_} + 1);
+    touched_scratch.resize(size_t{max_type_} + 2);
+  }
+  thread_local std::vector<uint32_t> merged;
+  merged.clear();
+  Query q{t1, t2, want, &out, dense_scratch.data(), touched_scratch.data()};
+  q.merged = &merged;
+  if (q.want.exact) q.want.top = 0;
+  Visit(0, &q);
+  const uint32_t top = q.want.top;
+  for (uint32_t node : merged) {
+    const Node& nd = nodes_[node];
+    if (top > 0 && nd.head_end - nd.head_begin > top) {
+      q.floor = std::max(q.floor, heads_[nd.head_begin + top - 1].second);
+    }
+  }
+  for (uint32_t node : merged) Merge(nodes_[node], &q);
+  uint32_t* const dense = q.dense;
+  uint32_t* const touched = q.touched;
+  uint32_t* const touched_end = touched + q.ntouched;
+  if (q.want.top > 0) {
+    // The N most frequent, selected as keys that order by count, then by
+    // type (a count is below 2^32 samples, a type below 2^24); not sorted,
+    // which would cost as much again.
+    static_assert(kMaxTimeTreeTypes == 1u << 24);
+    // Only types at least as frequent as `floor` can be among them: a
+    // merged node that gave N types gave each at least its N-th count.
+    thread_local std::vector<uint64_t> keys;
+    if (keys.size() < q.ntouched) keys.resize(q.ntouched);
+    const bool cut = q.ntouched > q.want.top;
+    const uint32_t floor = cut ? q.floor : 0;
+    size_t k = 0;
+    for (const uint32_t* t = touched; t != touched_end; ++t) {  // branch-free
+      keys[k] = uint64_t{dense[*t]} << 24 | (kMaxTimeTreeTypes - 1 - *t);
+      k += dense[*t] >= floor;
+      dense[*t] = 0;
+    }
+    const auto end = keys.begin() + static_cast<ptrdiff_t>(std::min<size_t>(k, q.want.top));
+    if (k > q.want.top) {
+      std::nth_element(keys.begin(), end, keys.begin() + static_cast<ptrdiff_t>(k),
+                       std::greater<>());
+    }
+    uint64_t listed = 0, least = UINT64_MAX;
+    out.by_type.reserve(static_cast<size_t>(end - keys.begin()));
+    for (auto it = keys.begin(); it != end; ++it) {
+      const uint64_t count = *it >> 24;
+      out.by_type.emplace_back(kMaxTimeTreeTypes - 1 - (*it & (kMaxTimeTreeTypes - 1)), count);
+      listed += count;
+      least = std::min(least, count);
+    }
+    out.other = out.samples - listed;
+    // A type left out was seen at most as often as the least one listed
+    // (never, when every type seen is listed), and may be short by the bound.
+    out.other_at_most = std::min(out.other, (cut ? least : 0) + out.bound);
+    return out;
+  }
+  out.other_at_most = std::min(out.other, out.bound);
+  const size_t n = q.ntouched;
+  out.by_type.reserve(n);
+  if (n * 16 > max_type_) {  // many: in order by walking them all
     for (uint32_t t = 0; t <= max_type_; ++t) {
       if (dense[t] != 0) out.by_type.emplace_back(t, dense[t]);
     }
-    for (uint32_t t : touched) dense[t] = 0;
+    for (const uint32_t* t = touched; t != touched_end; ++t) dense[*t] = 0;
     return out;
   }
-  std::sort(touched.begin(), touched.end());
-  for (uint32_t t : touched) {
-    out.by_type.emplace_back(t, dense[t]);
-    dense[t] = 0;
+  std::sort(touched, touched_end);
+  for (const uint32_t* t = touched; t != touched_end; ++t) {
+    out.by_type.emplace_back(*t, dense[*t]);
+    dense[*t] = 0;
   }
   return out;
 }
 
-void TimeTree::Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeCounts* out,
-                     std::vector<uint64_t>* dense, std::vector<uint32_t>* touched) const {
+void TimeTree::Visit(uint32_t node, Query* q) const {
   const Node& nd = nodes_[node];
-  const uint64_t tmin = times_[nd.lo], tmax = times_[nd.hi - 1];
-  if (tmax < t1 || tmin > t2) return;
-  Tally tally{dense, touched};
-  const bool whole = t1 <= tmin && tmax <= t2;
+  if (nd.last < q->t1 || nd.first > q->t2) return;
+  const bool whole = q->t1 <= nd.first && nd.last <= q->t2;
   if (nd.leaf()) {
     uint32_t lo = nd.lo, hi = nd.hi;
     if (!whole) {
-      lo = static_cast<uint32_t>(std::lower_bound(times_.begin() + lo, times_.begin() + hi, t1) -
-                                 times_.begin());
-      hi = static_cast<uint32_t>(std::upper_bound(times_.begin() + lo, times_.begin() + hi, t2) -
-                                 times_.begin());
+      lo = static_cast<uint32_t>(
+          std::lower_bound(times_.begin() + lo, times_.begin() + hi, q->t1) - times_.begin());
+      hi = static_cast<uint32_t>(
+          std::upper_bound(times_.begin() + lo, times_.begin() + hi, q->t2) - times_.begin());
     }
-    for (uint32_t i = lo; i < hi; ++i) tally.Add(types_[i], 1);
-    out->samples += hi - lo;
-    out->samples_scanned += hi - lo;
-    ++out->leaves_scanned;
+    for (uint32_t i = lo; i < hi; ++i) q->Add(types_[i], 1);
+    q->out->samples += hi - lo;
+    q->out->samples_scanned += hi - lo;
+    ++q->out->leaves_scanned;
     return;
   }
   if (!whole || !nd.listed) {
-    for (uint32_t c = 0; c < options_.fanout; ++c) {
-      Visit(nd.first_child + c, t1, t2, exact, out, dense, touched);
-    }
+    for (uint32_t c = 0; c < options_.fanout; ++c) Visit(nd.first_child + c, q);
     return;
   }
-  ++out->nodes_merged;
-  out->samples += nd.hi - nd.lo;
+  q->merged->push_back(static_cast<uint32_t>(&nd - nodes_.data()));
+}
+
+void TimeTree::Merge(const Node& nd, Query* q) const {
+  RangeCounts& out = *q->out;
+  const uint64_t size = nd.hi - nd.lo;
+  ++out.nodes_merged;
+  out.samples += size;
+  const uint32_t top = q->want.top;
+  if (top > 0 && nd.head_end - nd.head_begin > top) {
+    // The head's types down to the floor, at most N; a type after them
+    // has at most the next one's count here (and at most what they leave
+    // of the node).
+    const auto* h = heads_.data() + nd.head_begin;
+    uint64_t taken = 0;
+    uint32_t i = 0;
+    for (; i < top && h[i].second >= q->floor; ++i) {
+      q->Add(h[i].first, h[i].second);
+      taken += h[i].second;
+    }
+    out.entries_merged += i;
+    out.bound += std::min<uint64_t>(h[i].second, size - taken);
+    return;
+  }
+  if (top > 0 && q->floor > 1) {
+    // A short list: its types down to the floor, read in order of type.
+    uint64_t taken = 0;
+    uint32_t skipped = nd.other > 0 ? nd.least : 0;  // the most a type left out has here
+    for (uint32_t i = nd.top_begin; i < nd.top_end; ++i) {
+      const auto [type, c] = top_[i];
+      if (c >= q->floor) {
+        q->Add(type, c);
+        taken += c;
+        ++out.entries_merged;
+      } else {
+        skipped = std::max(skipped, c);
+      }
+    }
+    out.bound += std::min<uint64_t>(skipped, size - taken);
+    return;
+  }
   const auto* begin = top_.data() + nd.top_begin;
   const auto* end = top_.data() + nd.top_end;
-  for (const auto* p = begin; p != end; ++p) tally.Add(p->first, p->second);
+  for (const auto* p = begin; p != end; ++p) q->Add(p->first, p->second);
+  out.entries_merged += nd.top_end - nd.top_begin;
   if (nd.other == 0) return;
-  if (!exact) {
-    out->other += nd.other;
+  if (!q->want.exact) {
+    out.other += nd.other;
+    out.bound += std::min<uint64_t>(nd.least, nd.other);
     return;
   }
   // The types the list left out, from the node's samples (the list's
   // types marked for the scan).
   thread_local std::vector<uint8_t> listed;
-  if (listed.size() < dense->size()) listed.resize(dense->size());
+  if (listed.size() < size_t{max_type_} + 1) listed.resize(size_t{max_type_} + 1);
   for (const auto* p = begin; p != end; ++p) listed[p->first] = 1;
   for (uint32_t i = nd.lo; i < nd.hi; ++i) {
-    if (!listed[types_[i]]) tally.Add(types_[i], 1);
+    if (!listed[types_[i]]) q->Add(types_[i], 1);
   }
   for (const auto* p = begin; p != end; ++p) listed[p->first] = 0;
-  out->samples_scanned += nd.hi - nd.lo;
+  out.samples_scanned += size;
 }
 
 std::vector<TimeTree::NodeView> TimeTree::NodeViews() const {
@@ -361,6 +503,7 @@ StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
     nd.other = (nd.hi - nd.lo) - covered;
   }
   if (!in.empty()) return DataLoss("time tree: trailing bytes");
+  t.MakeHeads();
   return t;
 }
 

@@ -16,10 +16,19 @@
 //
 // A range report [t1, t2] merges the counts of inner nodes wholly inside,
 // skips disjoint ones, recurses into partly covered inner nodes and scans
-// only the samples of partly covered leaves. Every type's true count lies
-// in [count, count + other]: `other` is the report's error bound. With
+// only the samples of partly covered leaves. A type a merged node's list
+// left out has at most as many samples there as the list's least count
+// (and as its "other"): summed over the merged nodes, that is the bound,
+// and every type's true count lies in [count, count + bound]. With
 // `exact`, the samples of the merged nodes that used "other" are scanned
 // for the types their lists left out, and the bound is 0.
+//
+// What a person reads is the top of that list. With `top` N, a merged
+// node gives only its N most frequent types (each long list keeps them in
+// order of count: its head), the N most frequent of the range are listed,
+// and everything else is one "other" of exact size; the bound still holds
+// for every type, listed or not. An answer then costs about N entries a
+// merged node however many types the range holds.
 #ifndef FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
 #define FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
 
@@ -45,12 +54,27 @@ struct TimeTreeOptions {
 
 [[nodiscard]] Status CheckTimeTreeOptions(const TimeTreeOptions& o);
 
+struct RangeQuery {
+  bool exact = false;  // every type, counted exactly (top is then ignored)
+  uint32_t top = 0;    // list the N most frequent types (0: every type seen)
+};
+
 struct RangeCounts {
-  std::vector<std::pair<uint32_t, uint64_t>> by_type;  // in order of type, no zeros
-  uint64_t samples = 0;                                // in the range, exact
-  uint64_t other = 0;  // of those, not attributed to a type: the error bound
+  // No zeros. In order of type; with `top`, the most frequent first (ties
+  // in order of type).
+  std::vector<std::pair<uint32_t, uint64_t>> by_type;
+  uint64_t samples = 0;  // in the range, exact
+  // Of those, the samples by_type does not count (listed + other ==
+  // samples, exactly).
+  uint64_t other = 0;
+  // Every type's true count, listed or not, lies in [count, count +
+  // bound] (a type not listed: count 0). 0 when exact.
+  uint64_t bound = 0;
+  // No type in "other" has more samples than this.
+  uint64_t other_at_most = 0;
   // What the answer took.
   uint64_t nodes_merged = 0, leaves_scanned = 0, samples_scanned = 0;
+  uint64_t entries_merged = 0;  // (type, count) pairs read from the nodes' lists
 };
 
 class TimeTree {
@@ -62,7 +86,12 @@ class TimeTree {
                                   const TimeTreeOptions& options = {});
 
   // The samples with t1 <= time <= t2.
-  RangeCounts Range(uint64_t t1, uint64_t t2, bool exact = false) const;
+  RangeCounts Range(uint64_t t1, uint64_t t2, const RangeQuery& q) const;
+  RangeCounts Range(uint64_t t1, uint64_t t2, bool exact = false) const {
+    RangeQuery q;
+    q.exact = exact;
+    return Range(t1, t2, q);
+  }
 
   size_t samples() const { return times_.size(); }
   size_t nodes() const { return nodes_.size(); }
@@ -92,13 +121,21 @@ class TimeTree {
  private:
   struct Node {
     uint32_t lo = 0, hi = 0;              // samples [lo, hi)
+    uint64_t first = 0, last = 0;         // times_[lo], times_[hi - 1]
     uint32_t first_child = 0;             // children [first_child, first_child + fanout); 0: a leaf
     uint32_t top_begin = 0, top_end = 0;  // its list in top_
+    uint32_t head_begin = 0, head_end = 0;  // a long list's head in heads_ (else empty)
+    uint32_t least = 0;                     // the least count in its list
     uint64_t other = 0;
     bool listed = false;  // an inner node with a list (else its children answer)
     bool leaf() const { return first_child == 0; }
   };
   using Counts = std::vector<std::pair<uint32_t, uint64_t>>;
+  struct Query;
+
+  // Each long list's head (its most frequent types, by count), and each
+  // list's least count: from the lists, after Build or Decode.
+  void MakeHeads();
 
   // Lays out the nodes over the samples (the shape alone).
   void Shape();
@@ -108,14 +145,17 @@ class TimeTree {
   // Node's list from its counts, into `list`.
   void Keep(uint32_t node, const Counts& all, Counts* list);
   static Counts MergeCounts(const Counts& a, const Counts& b);
-  void Visit(uint32_t node, uint64_t t1, uint64_t t2, bool exact, RangeCounts* out,
-             std::vector<uint64_t>* dense, std::vector<uint32_t>* touched) const;
+  void Visit(uint32_t node, Query* q) const;
+  // A merged node's list into the tally: its head's first `top` entries
+  // when that is shorter, else all of it; adds to the bound.
+  void Merge(const Node& nd, Query* q) const;
 
   TimeTreeOptions options_;
   std::vector<uint64_t> times_;
   std::vector<uint32_t> types_;
   std::vector<Node> nodes_;
   std::vector<std::pair<uint32_t, uint32_t>> top_;  // (type, count), per node in order of type
+  std::vector<std::pair<uint32_t, uint32_t>> heads_;  // the heads, each by count, descending
   uint32_t max_type_ = 0;
 };
 

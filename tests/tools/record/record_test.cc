@@ -921,18 +921,38 @@ TEST(RecordTest, SharesAndTheBoundAreOverTheRangesSamples) {
         << out;
     EXPECT_EQ(of, in_range);
     bound_points = 100.0 * static_cast<double>(other) / static_cast<double>(in_range);
-    EXPECT_NE(out.find("[other: stacks the time tree did not list]"), std::string::npos) << out;
+    EXPECT_NE(out.find("[other: stacks not listed]"), std::string::npos) << out;
   }
   // The top lines and "other" make the whole range: 100%.
-  double top_total = 0;
-  std::istringstream rows(out);
-  for (std::string row; std::getline(rows, row);) {
-    if (row.size() > 17 && row[row.size() - 1] != ' ' && row.find('%') == 6 &&
-        row.find('%', 7) == 14 && row[16] != ' ') {
-      top_total += std::stod(row.substr(0, 6));
+  const auto top_total = [](const std::string& text) {
+    double total = 0;
+    std::istringstream rows(text);
+    for (std::string row; std::getline(rows, row);) {
+      if (row.size() > 17 && row[row.size() - 1] != ' ' && row.find('%') == 6 &&
+          row.find('%', 7) == 14 && row[16] != ' ') {
+        total += std::stod(row.substr(0, 6));
+      }
     }
+    return total;
+  };
+  EXPECT_NEAR(top_total(out), 100.0, 0.1) << out;
+  // --top 2: two stacks listed (two lines with self time), the rest one
+  // "other" of exact size, and still 100%.
+  {
+    std::string top;
+    ASSERT_EQ(RunCommand(kCli + " record show " + file + range + " --min_percent 0 --top 2", &top),
+              0);
+    EXPECT_NE(top.find("lists and --top 2 (none with more than"), std::string::npos) << top;
+    EXPECT_NE(top.find("[other: stacks not listed]"), std::string::npos) << top;
+    EXPECT_NEAR(top_total(top), 100.0, 0.1) << top;
+    int with_self = 0;
+    std::istringstream rows(top);
+    for (std::string row; std::getline(rows, row);) {
+      with_self += row.size() > 17 && row.find('%') == 6 && row.find('%', 7) == 14 &&
+                   row.find("[other") == std::string::npos && std::stod(row.substr(8, 6)) > 0;
+    }
+    EXPECT_EQ(with_self, 2) << top;
   }
-  EXPECT_NEAR(top_total, 100.0, 0.1) << out;
   // The first phase's share against its true share.
   const size_t line = out.find(" phase_a\n");
   ASSERT_NE(line, std::string::npos) << out;

@@ -4,6 +4,7 @@
 // shape's promises; the encoding round trip and damage.
 #include "tools/record/time_tree.h"
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <vector>
@@ -72,8 +73,9 @@ TEST(TimeTreeTest, RangeReportsAreWithinTheirBoundAndExactIsExact) {
       }
       for (const auto& [type, c] : want) {
         const uint64_t lower = approx.count(type) ? approx.at(type) : 0;
-        ASSERT_LE(c, lower + got.other) << "type " << type << " beyond the bound";
+        ASSERT_LE(c, lower + got.bound) << "type " << type << " beyond the bound";
       }
+      ASSERT_LE(got.bound, got.other);
       ASSERT_EQ(attributed + got.other, truth.samples);
       ASSERT_EQ(exact.by_type, truth.by_type) << "round " << round;
       ASSERT_EQ(exact.other, 0u);
@@ -84,6 +86,79 @@ TEST(TimeTreeTest, RangeReportsAreWithinTheirBoundAndExactIsExact) {
     }
   }
   EXPECT_EQ(checked, 60 * 40);
+}
+
+// The top N of a range: at most N types, the rest one "other" of exact
+// size; every count within the bound, listed or not; no type left out has
+// more than other_at_most; with N at least the range's types, the answer
+// is the one without a top. Big trees (long lists, read from their heads)
+// and small ones (short lists, read in order of type).
+TEST(TimeTreeTest, TheTopOfARangeIsWithinItsBoundAndOtherIsExact) {
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  for (int round = 0; round < 12; ++round) {
+    const bool big = round % 3 == 0;
+    const size_t n = big ? 300000 : 1 + rng() % 30000;
+    const uint32_t ntypes = big ? 20000 : 1 + static_cast<uint32_t>(rng() % 3000);
+    Samples s = Make(rng, n, ntypes);
+    TimeTreeOptions o;
+    o.leaf_samples = 1 + static_cast<uint32_t>(rng() % 200);
+    o.keep_fraction = std::vector<double>{0.8, 0.95, 1.0}[rng() % 3];
+    o.fanout = 2 + static_cast<uint32_t>(rng() % 4);
+    StatusOr<TimeTree> tree = TimeTree::Build(s.times, s.types, o);
+    ASSERT_TRUE(tree.ok()) << tree.status().ToString();
+    for (int q = 0; q < 30; ++q) {
+      const uint64_t span = s.times.back() + 2000;
+      uint64_t t1 = rng() % span, t2 = rng() % span;
+      if (q == 0) t1 = 0, t2 = span;
+      if (t1 > t2) std::swap(t1, t2);
+      RangeQuery want;
+      want.top = std::vector<uint32_t>{1, 10, 100, 1000, 5000}[rng() % 5];
+      const RangeCounts truth = ScanRange(s.times, s.types, t1, t2);
+      const RangeCounts got = tree->Range(t1, t2, want);
+      const std::map<uint32_t, uint64_t> real = AsMap(truth), listed = AsMap(got);
+      SCOPED_TRACE("round " + std::to_string(round) + " top " + std::to_string(want.top));
+      ASSERT_EQ(got.samples, truth.samples);
+      ASSERT_LE(got.by_type.size(), want.top);
+      ASSERT_EQ(listed.size(), got.by_type.size()) << "a type listed twice";
+      uint64_t sum = 0;
+      for (const auto& [type, c] : got.by_type) {
+        ASSERT_GT(c, 0u);
+        ASSERT_TRUE(real.count(type)) << "type " << type << " is not in the range";
+        ASSERT_LE(c, real.at(type));
+        ASSERT_LE(real.at(type), c + got.bound) << "type " << type << " beyond the bound";
+        sum += c;
+      }
+      ASSERT_EQ(sum + got.other, truth.samples) << "other is not exact";
+      // A type left out has at most the least listed count and the bound
+      // (the bound alone when the list is not full).
+      uint64_t least = 0;
+      if (got.by_type.size() == want.top) {
+        least = UINT64_MAX;
+        for (const auto& [type, c] : got.by_type) least = std::min<uint64_t>(least, c);
+      }
+      ASSERT_LE(got.other_at_most, least + got.bound);
+      ASSERT_LE(got.other_at_most, got.other);
+      for (const auto& [type, c] : real) {
+        if (listed.count(type)) continue;
+        ASSERT_LE(c, got.other_at_most) << "type " << type << " left out with more";
+      }
+      if (real.size() <= want.top && o.keep_fraction == 1.0) {
+        ASSERT_EQ(listed, real) << "everything fits in the top and the lists are whole";
+      }
+      ++checked;
+    }
+    // The heads are what make the top cheap: the whole range from them,
+    // against every list entry.
+    if (big) {
+      RangeQuery ten;
+      ten.top = 10;
+      const RangeCounts a = tree->Range(0, UINT64_MAX, ten), b = tree->Range(0, UINT64_MAX);
+      EXPECT_LE(a.entries_merged, 10u * b.nodes_merged);
+      EXPECT_GT(b.entries_merged, 100u * b.nodes_merged);
+    }
+  }
+  EXPECT_EQ(checked, 12 * 30);
 }
 
 // Big nodes are filled on several threads: the lists must land on their
@@ -169,6 +244,12 @@ TEST(TimeTreeTest, TheEncodingRoundTripsAndRefusesDamage) {
     const RangeCounts a = tree->Range(t1, t2), b = back->Range(t1, t2);
     EXPECT_EQ(a.by_type, b.by_type);
     EXPECT_EQ(a.other, b.other);
+    EXPECT_EQ(a.bound, b.bound);
+    RangeQuery top;
+    top.top = 20;
+    const RangeCounts c = tree->Range(t1, t2, top), d = back->Range(t1, t2, top);
+    EXPECT_EQ(AsMap(c), AsMap(d));
+    EXPECT_EQ(c.bound, d.bound);
   }
   EXPECT_FALSE(TimeTree::Decode("not a tree").ok());
   EXPECT_FALSE(TimeTree::Decode(bytes.substr(0, bytes.size() / 2)).ok());
