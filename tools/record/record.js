@@ -9,7 +9,7 @@
   const data = JSON.parse(document.getElementById('fp-data').textContent);
   const $ = (id) => document.getElementById(id);
   const kit = fieldprofKit;
-  const NODE = 7;  // per node: lo, hi, first child (0: a leaf), listed, list begin, list end, other
+  const NODE = 8;  // per node: lo, hi, first child, children (0: a leaf), listed, list begin, list end, other
 
   function decode(s, Type) {
     const bin = atob(s);
@@ -22,7 +22,6 @@
     name: v.name,
     unit: v.unit,
     rate: v.rate || 0,  // samples a second of a thread always on the CPU (0: not a rate)
-    fanout: v.fanout,
     times: decode(v.times, Float64Array),
     types: decode(v.types, Uint32Array),
     nodes: decode(v.nodes, Uint32Array),
@@ -62,11 +61,11 @@
       dense[ty] += n;
     };
     const visit = (n) => {
-      const b = n * NODE, lo = N[b], hi = N[b + 1], first = N[b + 2];
+      const b = n * NODE, lo = N[b], hi = N[b + 1], first = N[b + 2], children = N[b + 3];
       const tmin = T[lo], tmax = T[hi - 1];
       if (tmax < t1 || tmin > t2) return;
       const whole = t1 <= tmin && tmax <= t2;
-      if (first === 0) {
+      if (children === 0) {
         let a = lo, z = hi;
         if (!whole) {
           a = lowerBound(T, lo, hi, t1);
@@ -78,13 +77,13 @@
         ++out.leaves;
         return;
       }
-      if (!whole || !N[b + 3]) {
-        for (let c = 0; c < v.fanout; ++c) visit(first + c);
+      if (!whole || !N[b + 4]) {
+        for (let c = 0; c < children; ++c) visit(first + c);
         return;
       }
       ++out.merged;
       out.samples += hi - lo;
-      const lb = N[b + 4], le = N[b + 5], other = N[b + 6];
+      const lb = N[b + 5], le = N[b + 6], other = N[b + 7];
       for (let p = lb; p < le; ++p) add(L[2 * p], L[2 * p + 1]);
       if (other === 0) return;
       if (!exact) {

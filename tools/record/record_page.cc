@@ -13,22 +13,21 @@ namespace {
 using json = nlohmann::json;
 
 // One time tree as the page answers ranges from it: the samples, the
-// nodes (seven numbers each, see record.js) and the lists.
+// nodes (eight numbers each, see record.js) and the lists.
 json TreeView(const TimeTree& tree, std::string name, std::string unit) {
   std::vector<double> times(tree.times().begin(), tree.times().end());
   std::vector<uint32_t> nodes;
   const std::vector<TimeTree::NodeView> views = tree.NodeViews();
-  nodes.reserve(views.size() * 7);
+  nodes.reserve(views.size() * 8);
   for (const TimeTree::NodeView& n : views) {
-    nodes.insert(nodes.end(), {n.lo, n.hi, n.first_child, n.listed ? 1u : 0u, n.list_begin,
-                               n.list_end, static_cast<uint32_t>(n.other)});
+    nodes.insert(nodes.end(), {n.lo, n.hi, n.first_child, n.children, n.listed ? 1u : 0u,
+                               n.list_begin, n.list_end, static_cast<uint32_t>(n.other)});
   }
   std::vector<uint32_t> lists;
   lists.reserve(tree.lists().size() * 2);
   for (const auto& [type, count] : tree.lists()) lists.insert(lists.end(), {type, count});
   return {{"name", std::move(name)},
           {"unit", std::move(unit)},
-          {"fanout", tree.options().fanout},
           {"times", page::Base64Of(times)},
           {"types", page::Base64Of(tree.types())},
           {"nodes", page::Base64Of(nodes)},

@@ -12,8 +12,12 @@ namespace fieldprof::local {
 
 namespace {
 
-constexpr char kMagic[] = "FPTIMETREE1\n";
+// Version 1 laid nodes out top down (each split into N of equal size);
+// version 2 bottom up (leaves of M, N to a parent). Both are read.
+constexpr char kMagic1[] = "FPTIMETREE1\n";
+constexpr char kMagic[] = "FPTIMETREE2\n";
 constexpr size_t kMagicSize = sizeof kMagic - 1;
+static_assert(sizeof kMagic1 == sizeof kMagic);
 
 // A long list keeps this many of its most frequent types in order of
 // count (its head): a range asking for the top N < this reads N entries of
@@ -25,6 +29,23 @@ constexpr auto kByCount = [](const std::pair<uint32_t, uint32_t>& a,
                              const std::pair<uint32_t, uint32_t>& b) {
   return a.second != b.second ? a.second > b.second : a.first < b.first;
 };
+
+// The bottom-up shape's nodes per level, leaves first, for n > 0 samples;
+// and where each level starts in the breadth-first layout (the root at 0).
+std::vector<uint64_t> LevelCounts(uint64_t n, uint64_t m, uint64_t fan) {
+  std::vector<uint64_t> count{(n + m - 1) / m};
+  while (count.back() > 1) count.push_back((count.back() + fan - 1) / fan);
+  return count;
+}
+std::vector<uint64_t> LevelStarts(const std::vector<uint64_t>& count) {
+  std::vector<uint64_t> start(count.size());
+  uint64_t at = 0;
+  for (size_t k = count.size(); k-- > 0;) {
+    start[k] = at;
+    at += count[k];
+  }
+  return start;
+}
 
 }  // namespace
 
@@ -75,17 +96,44 @@ StatusOr<TimeTree> TimeTree::Build(std::vector<uint64_t> times, std::vector<uint
 void TimeTree::Shape() {
   nodes_.clear();
   top_.clear();
+  heads_.clear();
   if (times_.empty()) return;
-  nodes_.push_back({0, static_cast<uint32_t>(times_.size())});
-  // Breadth first: each node's children are consecutive.
-  const uint32_t m = options_.leaf_samples, fan = options_.fanout;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const uint32_t lo = nodes_[i].lo, hi = nodes_[i].hi, n = hi - lo;
-    if (n < m || n < fan) continue;  // a leaf
-    nodes_[i].first_child = static_cast<uint32_t>(nodes_.size());
-    for (uint32_t c = 0; c < fan; ++c) {
-      const uint64_t a = lo + uint64_t{n} * c / fan, b = lo + uint64_t{n} * (c + 1) / fan;
-      nodes_.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(b)});
+  const uint64_t n = times_.size(), m = options_.leaf_samples, fan = options_.fanout;
+  if (version_ == 1) {
+    // Top down: a node of at least M samples splits into N of equal size.
+    nodes_.push_back({0, static_cast<uint32_t>(n)});
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const uint32_t lo = nodes_[i].lo, hi = nodes_[i].hi, k = hi - lo;
+      if (k < m || k < fan) continue;  // a leaf
+      nodes_[i].first_child = static_cast<uint32_t>(nodes_.size());
+      nodes_[i].children = static_cast<uint32_t>(fan);
+      for (uint32_t c = 0; c < fan; ++c) {
+        const uint64_t a = lo + uint64_t{k} * c / fan, b = lo + uint64_t{k} * (c + 1) / fan;
+        nodes_.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(b)});
+      }
+    }
+  } else {
+    // Bottom up: leaves of M samples in order, each N consecutive nodes of
+    // a level under one parent (the last with what is left), up to one
+    // root; laid out breadth first from the root. A node is complete, and
+    // its list final, once its samples are: what lets it be built as the
+    // samples arrive (TimeTreeBuilder).
+    const std::vector<uint64_t> count = LevelCounts(n, m, fan), start = LevelStarts(count);
+    nodes_.resize(start[0] + count[0]);
+    for (uint64_t j = 0; j < count[0]; ++j) {
+      Node& leaf = nodes_[start[0] + j];
+      leaf.lo = static_cast<uint32_t>(j * m);
+      leaf.hi = static_cast<uint32_t>(std::min(n, (j + 1) * m));
+    }
+    for (size_t k = 1; k < count.size(); ++k) {
+      for (uint64_t j = 0; j < count[k]; ++j) {
+        Node& nd = nodes_[start[k] + j];
+        const uint64_t c0 = j * fan, c1 = std::min(count[k - 1], c0 + fan);
+        nd.first_child = static_cast<uint32_t>(start[k - 1] + c0);
+        nd.children = static_cast<uint32_t>(c1 - c0);
+        nd.lo = nodes_[nd.first_child].lo;
+        nd.hi = nodes_[nd.first_child + nd.children - 1].hi;
+      }
     }
   }
   for (Node& nd : nodes_) {  // kept on the node: a range reads no sample to skip it
@@ -111,7 +159,7 @@ TimeTree::Counts TimeTree::Fill(uint32_t node, std::vector<Counts>* lists, unsig
   }
   // With threads to spare and enough samples to be worth one, the first
   // half of the children are filled on another thread.
-  const uint32_t fan = options_.fanout;
+  const uint32_t fan = nd.children;
   std::vector<Counts> early;
   std::thread helper;
   uint32_t first = 0;
@@ -145,7 +193,9 @@ TimeTree::Counts TimeTree::Fill(uint32_t node, std::vector<Counts>* lists, unsig
     }
     all = MergeCounts(all, child);
   }
-  Keep(node, all, &(*lists)[node]);
+  Node& filled = nodes_[node];
+  filled.listed = KeepList(all, filled.hi - filled.lo, options_.keep_fraction,
+                           &(*lists)[node], &filled.other);
   return all;
 }
 
@@ -166,10 +216,9 @@ TimeTree::Counts TimeTree::MergeCounts(const Counts& a, const Counts& b) {
   return merged;
 }
 
-void TimeTree::Keep(uint32_t node, const Counts& all, Counts* list) {
-  Node& nd = nodes_[node];
-  const uint64_t total = nd.hi - nd.lo;
-  const auto want = static_cast<uint64_t>(std::ceil(options_.keep_fraction * total - 1e-9));
+bool TimeTree::KeepList(const Counts& all, uint64_t total, double keep_fraction, Counts* list,
+                        uint64_t* other) {
+  const auto want = static_cast<uint64_t>(std::ceil(keep_fraction * total - 1e-9));
   // The most frequent types first until `want` is covered: the count at
   // which that happens (the threshold), found from how many types have
   // each count, without sorting the types. Ties at the threshold go to
@@ -188,15 +237,15 @@ void TimeTree::Keep(uint32_t node, const Counts& all, Counts* list) {
   size_t kept = 0;
   for (const auto& [type, c] : all) kept += c > threshold;
   kept += at_threshold;
-  if (kept * 4 > total) return;  // a list as long as the samples: the children answer
-  nd.listed = true;
+  if (kept * 4 > total) return false;  // a list as long as the samples: the children answer
   for (const auto& [type, c] : all) {  // already in order of type
     if (c > threshold || (c == threshold && at_threshold > 0)) {
       if (c == threshold) --at_threshold;
       list->emplace_back(type, c);
     }
   }
-  nd.other = total - covered;
+  *other = total - covered;
+  return true;
 }
 
 void TimeTree::MakeHeads() {
@@ -342,7 +391,7 @@ void TimeTree::Visit(uint32_t node, Query* q) const {
     return;
   }
   if (!whole || !nd.listed) {
-    for (uint32_t c = 0; c < options_.fanout; ++c) Visit(nd.first_child + c, q);
+    for (uint32_t c = 0; c < nd.children; ++c) Visit(nd.first_child + c, q);
     return;
   }
   q->merged->push_back(static_cast<uint32_t>(&nd - nodes_.data()));
@@ -412,13 +461,14 @@ std::vector<TimeTree::NodeView> TimeTree::NodeViews() const {
   std::vector<NodeView> out;
   out.reserve(nodes_.size());
   for (const Node& nd : nodes_) {
-    out.push_back({nd.lo, nd.hi, nd.first_child, nd.listed, nd.top_begin, nd.top_end, nd.other});
+    out.push_back(
+        {nd.lo, nd.hi, nd.first_child, nd.children, nd.listed, nd.top_begin, nd.top_end, nd.other});
   }
   return out;
 }
 
 std::string TimeTree::Encode() const {
-  std::string out(kMagic, kMagicSize);
+  std::string out(version_ == 1 ? kMagic1 : kMagic, kMagicSize);
   PutVarint(&out, times_.size());
   PutVarint(&out, options_.leaf_samples);
   PutVarint(&out, options_.fanout);
@@ -446,7 +496,10 @@ std::string TimeTree::Encode() const {
 }
 
 StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
-  if (in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
+  TimeTree t;
+  if (in.substr(0, kMagicSize) == std::string_view(kMagic1, kMagicSize)) {
+    t.version_ = 1;
+  } else if (in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
     return DataLoss("not a time tree (bad magic)");
   }
   in.remove_prefix(kMagicSize);
@@ -455,7 +508,6 @@ StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
       !GetVarint(&in, &p_bits)) {
     return DataLoss("time tree: truncated header");
   }
-  TimeTree t;
   t.options_.leaf_samples = static_cast<uint32_t>(std::min<uint64_t>(m, UINT32_MAX));
   t.options_.fanout = static_cast<uint32_t>(std::min<uint64_t>(fan, UINT32_MAX));
   std::memcpy(&t.options_.keep_fraction, &p_bits, sizeof p_bits);
@@ -503,6 +555,116 @@ StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
     nd.other = (nd.hi - nd.lo) - covered;
   }
   if (!in.empty()) return DataLoss("time tree: trailing bytes");
+  t.MakeHeads();
+  return t;
+}
+
+TimeTreeBuilder::Counts TimeTreeBuilder::CountsOf(const uint32_t* types, size_t n) {
+  std::vector<uint32_t> ts(types, types + n);
+  std::sort(ts.begin(), ts.end());
+  Counts all;
+  for (uint32_t t : ts) {
+    if (!all.empty() && all.back().first == t) {
+      ++all.back().second;
+    } else {
+      all.emplace_back(t, 1);
+    }
+  }
+  return all;
+}
+
+Status TimeTreeBuilder::Append(uint64_t time, uint32_t type) {
+  if (times_.empty()) FP_RETURN_IF_ERROR(CheckTimeTreeOptions(options_));
+  if (!times_.empty() && time < times_.back()) {
+    return InvalidArgument("samples must come in order of time");
+  }
+  if (type >= kMaxTimeTreeTypes) {
+    return InvalidArgument("sample type " + std::to_string(type) + " is not below " +
+                           std::to_string(kMaxTimeTreeTypes) + ": intern the types");
+  }
+  if (times_.size() + 1 >= (uint64_t{1} << 32)) return TooLarge("over 4G samples in one tree");
+  times_.push_back(time);
+  types_.push_back(type);
+  const uint32_t m = options_.leaf_samples;
+  if (times_.size() % m == 0) Completed(0, CountsOf(types_.data() + types_.size() - m, m));
+  return Status::Ok();
+}
+
+void TimeTreeBuilder::Completed(size_t level, Counts counts) {
+  if (waiting_.size() <= level + 1) {
+    waiting_.resize(level + 2);
+    done_.resize(level + 2);
+  }
+  waiting_[level].push_back(std::move(counts));
+  if (waiting_[level].size() < options_.fanout) return;
+  // Its parent is complete: its counts are its children's, its list final.
+  Counts all = std::move(waiting_[level].front());
+  for (size_t c = 1; c < waiting_[level].size(); ++c) {
+    all = TimeTree::MergeCounts(all, waiting_[level][c]);
+  }
+  waiting_[level].clear();
+  uint64_t total = 0;
+  for (const auto& [type, c] : all) total += c;
+  Done d;
+  d.listed = TimeTree::KeepList(all, total, options_.keep_fraction, &d.list, &d.other);
+  done_[level + 1].push_back(std::move(d));
+  Completed(level + 1, std::move(all));
+}
+
+size_t TimeTreeBuilder::complete_nodes() const {
+  size_t n = 0;
+  for (const auto& level : done_) n += level.size();
+  return n;
+}
+
+StatusOr<TimeTree> TimeTreeBuilder::Tree() const {
+  FP_RETURN_IF_ERROR(CheckTimeTreeOptions(options_));
+  TimeTree t;
+  t.options_ = options_;
+  t.times_ = times_;
+  t.types_ = types_;
+  for (uint32_t ty : t.types_) t.max_type_ = std::max(t.max_type_, ty);
+  t.Shape();
+  if (times_.empty()) return t;
+  const uint64_t n = times_.size(), m = options_.leaf_samples;
+  const std::vector<uint64_t> count = LevelCounts(n, m, options_.fanout);
+  const std::vector<uint64_t> start = LevelStarts(count);
+  // The last node of each level, when not complete: its counts are its
+  // complete children's and its own last child's (the partial leaf's at
+  // the bottom).
+  std::vector<Done> open(count.size());
+  Counts last;
+  bool partial = n % m != 0;
+  if (partial) last = CountsOf(types_.data() + (n - n % m), n % m);
+  for (size_t k = 1; k < count.size(); ++k) {
+    const size_t complete = k < done_.size() ? done_[k].size() : 0;
+    if (complete == count[k]) {
+      partial = false;
+      continue;
+    }
+    Counts all = partial ? std::move(last) : Counts{};
+    if (k - 1 < waiting_.size()) {
+      for (const Counts& c : waiting_[k - 1]) all = TimeTree::MergeCounts(all, c);
+    }
+    const TimeTree::Node& nd = t.nodes_[start[k] + count[k] - 1];
+    open[k].listed =
+        TimeTree::KeepList(all, nd.hi - nd.lo, options_.keep_fraction, &open[k].list, &open[k].other);
+    last = std::move(all);
+    partial = true;
+  }
+  // The lists in the order of the nodes (the root's level first).
+  for (size_t k = count.size(); k-- > 1;) {
+    for (uint64_t j = 0; j < count[k]; ++j) {
+      const size_t complete = k < done_.size() ? done_[k].size() : 0;
+      const Done& d = j < complete ? done_[k][j] : open[k];
+      TimeTree::Node& nd = t.nodes_[start[k] + j];
+      nd.listed = d.listed;
+      nd.other = d.other;
+      nd.top_begin = static_cast<uint32_t>(t.top_.size());
+      for (const auto& [type, c] : d.list) t.top_.emplace_back(type, static_cast<uint32_t>(c));
+      nd.top_end = static_cast<uint32_t>(t.top_.size());
+    }
+  }
   t.MakeHeads();
   return t;
 }

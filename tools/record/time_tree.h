@@ -3,10 +3,12 @@
 //
 // Samples are (time, type), sorted by time; a type is whatever the caller
 // interns (fieldprof record: a thread and a stack). The tree is implied by
-// the number of samples and its options: the root holds them all; a node
-// with fewer than M samples is a leaf and keeps its samples; any other
-// splits into N children of (nearly) equal sample counts, consecutive in
-// time. An inner node keeps the counts of its most frequent types that
+// the number of samples and its options, and built bottom up: every M
+// consecutive samples make a leaf, which keeps its samples; every N
+// consecutive nodes of a level make a parent (the last one with what is
+// left), up to one root. A node's samples never change once it is
+// complete, so the tree can grow as samples arrive (TimeTreeBuilder)
+// and is the same as one built from them all at once. An inner node keeps the counts of its most frequent types that
 // together cover at least P of its samples, in order of type, and the rest
 // as one "other" count; unless that list would take more than a quarter
 // of an entry per sample (near the leaves, where most types are seen
@@ -47,7 +49,7 @@ namespace fieldprof::local {
 inline constexpr uint32_t kMaxTimeTreeTypes = 1u << 24;
 
 struct TimeTreeOptions {
-  uint32_t leaf_samples = 100;  // M: fewer samples than this make a leaf
+  uint32_t leaf_samples = 100;  // M: samples in a leaf (the last may have fewer)
   double keep_fraction = 0.95;  // P: an inner node's types cover this much
   uint32_t fanout = 2;          // N: children of an inner node
 };
@@ -105,7 +107,8 @@ class TimeTree {
   // a recording answers ranges in the browser from them).
   struct NodeView {
     uint32_t lo = 0, hi = 0;                // samples [lo, hi)
-    uint32_t first_child = 0;               // children [first_child, + fanout); 0: a leaf
+    uint32_t first_child = 0;               // children [first_child, + children)
+    uint32_t children = 0;                  // 0: a leaf
     bool listed = false;                    // an inner node with a list
     uint32_t list_begin = 0, list_end = 0;  // its (type, count) pairs in lists()
     uint64_t other = 0;                     // its samples no pair counts
@@ -122,13 +125,14 @@ class TimeTree {
   struct Node {
     uint32_t lo = 0, hi = 0;              // samples [lo, hi)
     uint64_t first = 0, last = 0;         // times_[lo], times_[hi - 1]
-    uint32_t first_child = 0;             // children [first_child, first_child + fanout); 0: a leaf
+    uint32_t first_child = 0;             // children [first_child, first_child + children)
+    uint32_t children = 0;                // 0: a leaf
     uint32_t top_begin = 0, top_end = 0;  // its list in top_
     uint32_t head_begin = 0, head_end = 0;  // a long list's head in heads_ (else empty)
     uint32_t least = 0;                     // the least count in its list
     uint64_t other = 0;
     bool listed = false;  // an inner node with a list (else its children answer)
-    bool leaf() const { return first_child == 0; }
+    bool leaf() const { return children == 0; }
   };
   using Counts = std::vector<std::pair<uint32_t, uint64_t>>;
   struct Query;
@@ -142,14 +146,19 @@ class TimeTree {
   // Fills the inner nodes' lists (into `lists`, by node) from the samples,
   // on up to `spare` more threads; returns node's counts.
   Counts Fill(uint32_t node, std::vector<Counts>* lists, unsigned spare);
-  // Node's list from its counts, into `list`.
-  void Keep(uint32_t node, const Counts& all, Counts* list);
+  // A node's list from its counts `all` (in order of type) over `total`
+  // samples, into `list`, and its `other`; false when it keeps none.
+  static bool KeepList(const Counts& all, uint64_t total, double keep_fraction, Counts* list,
+                       uint64_t* other);
   static Counts MergeCounts(const Counts& a, const Counts& b);
   void Visit(uint32_t node, Query* q) const;
   // A merged node's list into the tally: its head's first `top` entries
   // when that is shorter, else all of it; adds to the bound.
   void Merge(const Node& nd, Query* q) const;
 
+  friend class TimeTreeBuilder;
+
+  int version_ = 2;  // the shape: 1 top down (files of before), 2 bottom up
   TimeTreeOptions options_;
   std::vector<uint64_t> times_;
   std::vector<uint32_t> types_;
@@ -157,6 +166,50 @@ class TimeTree {
   std::vector<std::pair<uint32_t, uint32_t>> top_;  // (type, count), per node in order of type
   std::vector<std::pair<uint32_t, uint32_t>> heads_;  // the heads, each by count, descending
   uint32_t max_type_ = 0;
+};
+
+// A time tree grown as samples arrive, in order of time: each leaf and
+// inner node gets its list the moment its last sample comes, and Tree()
+// gives, at any moment, the tree of the samples so far, the same as
+// TimeTree::Build of them.
+class TimeTreeBuilder {
+ public:
+  explicit TimeTreeBuilder(const TimeTreeOptions& options = {}) : options_(options) {}
+
+  // A sample no earlier than the one before it, of a type below
+  // kMaxTimeTreeTypes.
+  [[nodiscard]] Status Append(uint64_t time, uint32_t type);
+
+  size_t samples() const { return times_.size(); }
+  uint64_t last_time() const { return times_.empty() ? 0 : times_.back(); }
+  // Complete inner nodes, their lists made.
+  size_t complete_nodes() const;
+
+  // The tree of the samples so far; what is not complete yet (the last
+  // node of each level) gets its list now.
+  [[nodiscard]] StatusOr<TimeTree> Tree() const;
+
+ private:
+  using Counts = std::vector<std::pair<uint32_t, uint64_t>>;
+  // A complete inner node: its list and what it left out.
+  struct Done {
+    Counts list;
+    uint64_t other = 0;
+    bool listed = false;
+  };
+  // The counts of a run of samples (in order of type).
+  static Counts CountsOf(const uint32_t* types, size_t n);
+  // The level-`level` nodes complete so far have just gained one: its
+  // counts go to its parent's, which may be complete in turn.
+  void Completed(size_t level, Counts counts);
+
+  TimeTreeOptions options_;
+  std::vector<uint64_t> times_;
+  std::vector<uint32_t> types_;
+  // By level (0: leaves): each complete node's list (inner levels only),
+  // and the counts of the complete nodes whose parent is not yet.
+  std::vector<std::vector<Done>> done_;
+  std::vector<std::vector<Counts>> waiting_;
 };
 
 // The same report by scanning every sample: the reference, and the

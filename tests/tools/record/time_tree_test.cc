@@ -161,6 +161,104 @@ TEST(TimeTreeTest, TheTopOfARangeIsWithinItsBoundAndOtherIsExact) {
   EXPECT_EQ(checked, 12 * 30);
 }
 
+// Grown as samples arrive: at any moment the tree of the samples so far is
+// the one built from them at once, byte for byte, and answers the same;
+// nodes complete as their last sample comes, not at the end.
+TEST(TimeTreeTest, GrownAsSamplesArriveItIsTheTreeOfThem) {
+  std::mt19937_64 rng(9);
+  for (int round = 0; round < 8; ++round) {
+    const size_t n = 1 + rng() % 40000;
+    Samples s = Make(rng, n, 1 + static_cast<uint32_t>(rng() % 2000));
+    TimeTreeOptions o;
+    o.leaf_samples = 1 + static_cast<uint32_t>(rng() % 150);
+    o.keep_fraction = std::vector<double>{0.5, 0.9, 0.95, 1.0}[rng() % 4];
+    o.fanout = 2 + static_cast<uint32_t>(rng() % 6);
+    TimeTreeBuilder b(o);
+    std::vector<size_t> looks = {1, n / 3, n / 2, n};
+    for (int i = 0; i < 4; ++i) looks.push_back(1 + rng() % n);
+    std::sort(looks.begin(), looks.end());
+    size_t at = 0;
+    for (size_t look : looks) {
+      for (; at < look; ++at) ASSERT_TRUE(b.Append(s.times[at], s.types[at]).ok());
+      SCOPED_TRACE("round " + std::to_string(round) + " at " + std::to_string(at));
+      StatusOr<TimeTree> grown = b.Tree();
+      ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+      StatusOr<TimeTree> whole = TimeTree::Build(
+          std::vector<uint64_t>(s.times.begin(), s.times.begin() + static_cast<ptrdiff_t>(at)),
+          std::vector<uint32_t>(s.types.begin(), s.types.begin() + static_cast<ptrdiff_t>(at)), o);
+      ASSERT_TRUE(whole.ok());
+      ASSERT_EQ(grown->Encode(), whole->Encode());
+      const uint64_t span = s.times[at - 1] + 1;
+      uint64_t t1 = rng() % span, t2 = rng() % span;
+      if (t1 > t2) std::swap(t1, t2);
+      RangeQuery top;
+      top.top = 50;
+      EXPECT_EQ(AsMap(grown->Range(t1, t2, top)), AsMap(whole->Range(t1, t2, top)));
+      EXPECT_EQ(grown->Range(t1, t2).by_type, whole->Range(t1, t2).by_type);
+    }
+  }
+  // Every node whose samples have all come is complete: with M = 1 and
+  // N = 2, n samples complete n - popcount(n) inner nodes.
+  TimeTreeBuilder b({1, 1.0, 2});
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(b.Append(i, static_cast<uint32_t>(i % 7)).ok());
+  EXPECT_EQ(b.complete_nodes(), 1000u - 6);  // 1000 = 0b1111101000: six ones
+  // Out of order, or an id not interned: refused, and nothing added.
+  EXPECT_FALSE(b.Append(5, 0).ok());
+  EXPECT_FALSE(b.Append(2000, kMaxTimeTreeTypes).ok());
+  EXPECT_EQ(b.samples(), 1000u);
+  EXPECT_FALSE(TimeTreeBuilder({0, 0.95, 2}).Append(1, 1).ok());
+}
+
+// Recordings made before the tree was built bottom up hold a version-1
+// tree (split top down): it is still read, answers as the scan, and is
+// written back as it was.
+TEST(TimeTreeTest, AVersionOneTreeIsStillRead) {
+  std::vector<uint64_t> times;
+  std::vector<uint32_t> types;
+  for (uint32_t i = 0; i < 300; ++i) {  // what the tree below was built from, {8, 0.8, 3}
+    times.push_back(1000 + i * 7 + (i % 5 == 0 ? 3 : 0));
+    types.push_back((i * i + 3 * i) % 23);
+  }
+  const std::string hex =
+      "465054494d4554524545310aac0208039ab3e6cc99b3e6f43feb07040707070a040707070a040707070a040707070a04"
+      "0707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a04070707"
+      "0a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a0407"
+      "07070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a"
+      "040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707"
+      "070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a040707070a04"
+      "0707070a040707070a040707070a040707070a040707070a040707070a040707070a0407070700040a12051108011310"
+      "0f101301081105120a0400151500040a120511080113100f101301081105120a0400151500040a120511080113100f10"
+      "1301081105120a0400151500040a120511080113100f101301081105120a0400151500040a120511080113100f101301"
+      "081105120a0400151500040a120511080113100f101301081105120a0400151500040a120511080113100f1013010811"
+      "05120a0400151500040a120511080113100f101301081105120a0400151500040a120511080113100f10130108110512"
+      "0a0400151500040a120511080113100f101301081105120a0400151500040a120511080113100f101301081105120a04"
+      "00151500040a120511080113100f101301081105120a0400151500040a120511080113100f101301081105120a040015"
+      "15000b001b011a031a011a031a021a061a011a011a011a0a0009010903090109030902090608010901090b0008010903"
+      "08010803090208060a01090108010a0a000a0108030901090308020906080209030a0000000000000000000000000000"
+      "00000000000000000000000000000000000000000000";
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  ASSERT_EQ(bytes.substr(0, 12), "FPTIMETREE1\n");
+  StatusOr<TimeTree> old = TimeTree::Decode(bytes);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->times(), times);
+  EXPECT_EQ(old->Encode(), bytes);
+  for (uint64_t t1 = 990; t1 < 3200; t1 += 97) {
+    for (uint64_t t2 = t1; t2 < 3200; t2 += 211) {
+      const RangeCounts truth = ScanRange(times, types, t1, t2);
+      EXPECT_EQ(old->Range(t1, t2, /*exact=*/true).by_type, truth.by_type);
+      const RangeCounts got = old->Range(t1, t2);
+      EXPECT_EQ(got.samples, truth.samples);
+      for (const auto& [type, c] : truth.by_type) {
+        const std::map<uint32_t, uint64_t> m = AsMap(got);
+        EXPECT_LE(c, (m.count(type) ? m.at(type) : 0) + got.bound);
+      }
+    }
+  }
+}
+
 // Big nodes are filled on several threads: the lists must land on their
 // own nodes, in the order of the nodes, whatever the fanout.
 TEST(TimeTreeTest, ABigTreeFilledOnThreadsAnswersAsTheScan) {
@@ -196,19 +294,26 @@ TEST(TimeTreeTest, TheShapeKeepsItsPromises) {
   Samples s = Make(rng, 100000, 1000);
   StatusOr<TimeTree> tree = TimeTree::Build(s.times, s.types, {});
   ASSERT_TRUE(tree.ok());
-  // Leaves of fewer than 100 samples, halving: about 2 * 100000 / 64 nodes.
-  EXPECT_GT(tree->nodes(), 100000u / 100);
-  EXPECT_LT(tree->nodes(), 2 * 100000u / 50 + 1);
+  // Leaves of 100 samples, two to a parent: 1,000 leaves, 999 inner nodes
+  // (a level's last node may have one child).
+  EXPECT_GE(tree->nodes(), 2 * 1000u - 1);
+  EXPECT_LE(tree->nodes(), 2 * 1000u + 10);
+  uint32_t largest_unlisted = 100;  // a leaf, or an inner node with no list
+  for (const TimeTree::NodeView& n : tree->NodeViews()) {
+    EXPECT_LE(n.hi - n.lo, n.children == 0 ? 100u : 100000u);
+    if (n.children > 0 && !n.listed) largest_unlisted = std::max(largest_unlisted, n.hi - n.lo);
+  }
+  EXPECT_LT(largest_unlisted, 100000u / 16);
   // A range over the whole recording is the root alone.
   const RangeCounts all = tree->Range(0, UINT64_MAX);
   EXPECT_EQ(all.nodes_merged, 1u);
   EXPECT_EQ(all.samples_scanned, 0u);
   EXPECT_LE(all.other, 100000u * 5 / 100 + 1);  // P = 95%
   // A middle range merges a few nodes per level, and at each of its two
-  // ends counts the samples of at most N = 2 leaves (of < 100 samples).
+  // ends counts at most the samples of one node with no list (near the
+  // leaves, lists as long as the samples are not kept).
   const RangeCounts mid = tree->Range(s.times[12345], s.times[87654]);
-  EXPECT_LE(mid.leaves_scanned, 2u * 2);
-  EXPECT_LE(mid.samples_scanned, 2u * 2 * 100);
+  EXPECT_LE(mid.samples_scanned, 2u * largest_unlisted);
   EXPECT_LT(mid.nodes_merged, 2u * 20);
   // Bad options and inputs are refused.
   EXPECT_FALSE(TimeTree::Build({2, 1}, {0, 0}, {}).ok());
