@@ -189,9 +189,10 @@ int main(int argc, char** argv) {
   const Quantiles kq = Of(top_ms), tq = Of(tree_ms), eq = Of(exact_ms), sq = Of(scan_ms);
   const Quantiles dk = Of(drag_top_ms), ds = Of(drag_scan_ms);
   const Quantiles bq = Of(bound_share), kb = Of(top_bound), ko = Of(top_other);
-  const auto per = [&](uint64_t n) { return static_cast<double>(n) / static_cast<double>(queries); };
-  std::printf("%zu random ranges, each by every method in turn (every answer checked):\n",
-              queries);
+  const auto per = [&](uint64_t n) {
+    return static_cast<double>(n) / static_cast<double>(queries);
+  };
+  std::printf("%zu random ranges, each by every method in turn (every answer checked):\n", queries);
   std::printf(
       "  top %u:   p50 %.3f ms  p99 %.3f ms  max %.3f ms (goal p99 <= 1); %.0f list entries read, "
       "%.0f types listed,\n            %.2f%% of them in the true top %u; other: p50 %.1f%% of "
@@ -203,8 +204,7 @@ int main(int argc, char** argv) {
       "  all:      p50 %.3f ms  p99 %.3f ms  max %.3f ms; %.0f list entries read, %.0f types "
       "listed; bound: p50 %.3f%%, p99 %.3f%%\n",
       tq.p50, tq.p99, tq.max, per(all_entries), per(listed), 100 * bq.p50, 100 * bq.p99);
-  std::printf("  per answer: %.1f nodes merged, %.0f samples counted\n", per(merged),
-              per(scanned));
+  std::printf("  per answer: %.1f nodes merged, %.0f samples counted\n", per(merged), per(scanned));
   std::printf("  --exact:  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", eq.p50, eq.p99, eq.max);
   std::printf("  scan:     p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", sq.p50, sq.p99, sq.max);
   std::printf(

@@ -37,6 +37,7 @@
 #include "tools/record/idle_report.h"
 #include "tools/record/perf_sampler.h"
 #include "tools/record/pprof_export.h"
+#include "tools/record/raw_dir_reader.h"
 #include "tools/record/record_page.h"
 #include "tools/record/recording.h"
 

@@ -26,12 +26,9 @@ json TreeView(const TimeTree& tree, std::string name, std::string unit) {
   std::vector<uint32_t> lists;
   lists.reserve(tree.lists().size() * 2);
   for (const auto& [type, count] : tree.lists()) lists.insert(lists.end(), {type, count});
-  return {{"name", std::move(name)},
-          {"unit", std::move(unit)},
-          {"times", page::Base64Of(times)},
-          {"types", page::Base64Of(tree.types())},
-          {"nodes", page::Base64Of(nodes)},
-          {"lists", page::Base64Of(lists)}};
+  return {{"name", std::move(name)},        {"unit", std::move(unit)},
+          {"times", page::Base64Of(times)}, {"types", page::Base64Of(tree.types())},
+          {"nodes", page::Base64Of(nodes)}, {"lists", page::Base64Of(lists)}};
 }
 
 }  // namespace

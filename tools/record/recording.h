@@ -99,14 +99,6 @@ const char* SampleSourceName(uint32_t source);
 // The name of the one frame of waits that no wrapped call explains.
 inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
 
-// Reads every raw file in `dir` (and the CPU-wide idle log, if there is
-// one: cpu_switches.h) and makes the recording: stacks symbolised
-// from the modules' ELF symbol tables and installed debug info (elfutils),
-// names demangled. Processes cut short (no trailer) are read to their last
-// whole record and counted.
-[[nodiscard]] StatusOr<Recording> RecordingFromRawDir(const std::string& dir,
-                                                      const TimeTreeOptions& options);
-
 std::string EncodeRecording(const Recording& r);
 [[nodiscard]] StatusOr<Recording> DecodeRecording(std::string_view bytes);
 

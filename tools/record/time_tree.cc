@@ -194,8 +194,8 @@ TimeTree::Counts TimeTree::Fill(uint32_t node, std::vector<Counts>* lists, unsig
     all = MergeCounts(all, child);
   }
   Node& filled = nodes_[node];
-  filled.listed = KeepList(all, filled.hi - filled.lo, options_.keep_fraction,
-                           &(*lists)[node], &filled.other);
+  filled.listed =
+      KeepList(all, filled.hi - filled.lo, options_.keep_fraction, &(*lists)[node], &filled.other);
   return all;
 }
 
@@ -257,7 +257,8 @@ void TimeTree::MakeHeads() {
     // A type the list left out has at most its least count; an empty list
     // bounds nothing below the node's size.
     nd.least = nd.hi - nd.lo;
-    for (uint32_t i = nd.top_begin; i < nd.top_end; ++i) nd.least = std::min(nd.least, top_[i].second);
+    for (uint32_t i = nd.top_begin; i < nd.top_end; ++i)
+      nd.least = std::min(nd.least, top_[i].second);
     if (nd.top_end - nd.top_begin <= kHeadLength) continue;
     scratch.assign(top_.begin() + nd.top_begin, top_.begin() + nd.top_end);
     std::nth_element(scratch.begin(), scratch.begin() + kHeadLength, scratch.end(), kByCount);
@@ -379,10 +380,10 @@ void TimeTree::Visit(uint32_t node, Query* q) const {
   if (nd.leaf()) {
     uint32_t lo = nd.lo, hi = nd.hi;
     if (!whole) {
-      lo = static_cast<uint32_t>(
-          std::lower_bound(times_.begin() + lo, times_.begin() + hi, q->t1) - times_.begin());
-      hi = static_cast<uint32_t>(
-          std::upper_bound(times_.begin() + lo, times_.begin() + hi, q->t2) - times_.begin());
+      lo = static_cast<uint32_t>(std::lower_bound(times_.begin() + lo, times_.begin() + hi, q->t1) -
+                                 times_.begin());
+      hi = static_cast<uint32_t>(std::upper_bound(times_.begin() + lo, times_.begin() + hi, q->t2) -
+                                 times_.begin());
     }
     for (uint32_t i = lo; i < hi; ++i) q->Add(types_[i], 1);
     q->out->samples += hi - lo;
@@ -455,6 +456,15 @@ void TimeTree::Merge(const Node& nd, Query* q) const {
   }
   for (const auto* p = begin; p != end; ++p) listed[p->first] = 0;
   out.samples_scanned += size;
+}
+
+void TimeTree::MakeTimesRelative(uint64_t origin) {
+  const auto rel = [origin](uint64_t t) { return t >= origin ? t - origin : 0; };
+  for (uint64_t& t : times_) t = rel(t);
+  for (Node& nd : nodes_) {
+    nd.first = rel(nd.first);
+    nd.last = rel(nd.last);
+  }
 }
 
 std::vector<TimeTree::NodeView> TimeTree::NodeViews() const {
@@ -647,8 +657,8 @@ StatusOr<TimeTree> TimeTreeBuilder::Tree() const {
       for (const Counts& c : waiting_[k - 1]) all = TimeTree::MergeCounts(all, c);
     }
     const TimeTree::Node& nd = t.nodes_[start[k] + count[k] - 1];
-    open[k].listed =
-        TimeTree::KeepList(all, nd.hi - nd.lo, options_.keep_fraction, &open[k].list, &open[k].other);
+    open[k].listed = TimeTree::KeepList(all, nd.hi - nd.lo, options_.keep_fraction, &open[k].list,
+                                        &open[k].other);
     last = std::move(all);
     partial = true;
   }

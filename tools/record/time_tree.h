@@ -8,13 +8,12 @@
 // consecutive nodes of a level make a parent (the last one with what is
 // left), up to one root. A node's samples never change once it is
 // complete, so the tree can grow as samples arrive (TimeTreeBuilder)
-// and is the same as one built from them all at once. An inner node keeps the counts of its most frequent types that
-// together cover at least P of its samples, in order of type, and the rest
-// as one "other" count; unless that list would take more than a quarter
-// of an entry per sample (near the leaves, where most types are seen
-// once), when the node keeps none and a range wholly over it is answered
-// from its children, exactly. Such nodes are small, and dropping their
-// lists is what keeps the file near the samples' own size.
+// and is the same as one built from them all at once. An inner node keeps the counts of its most
+// frequent types that together cover at least P of its samples, in order of type, and the rest as
+// one "other" count; unless that list would take more than a quarter of an entry per sample (near
+// the leaves, where most types are seen once), when the node keeps none and a range wholly over it
+// is answered from its children, exactly. Such nodes are small, and dropping their lists is what
+// keeps the file near the samples' own size.
 //
 // A range report [t1, t2] merges the counts of inner nodes wholly inside,
 // skips disjoint ones, recurses into partly covered inner nodes and scans
@@ -103,6 +102,10 @@ class TimeTree {
   const std::vector<uint64_t>& times() const { return times_; }
   const std::vector<uint32_t>& types() const { return types_; }
 
+  // Times made relative to `origin` (those before it, 0): the order, the
+  // shape and the lists stay as they are.
+  void MakeTimesRelative(uint64_t origin);
+
   // The nodes in breadth-first order, for a reader elsewhere (the page of
   // a recording answers ranges in the browser from them).
   struct NodeView {
@@ -123,11 +126,11 @@ class TimeTree {
 
  private:
   struct Node {
-    uint32_t lo = 0, hi = 0;              // samples [lo, hi)
-    uint64_t first = 0, last = 0;         // times_[lo], times_[hi - 1]
-    uint32_t first_child = 0;             // children [first_child, first_child + children)
-    uint32_t children = 0;                // 0: a leaf
-    uint32_t top_begin = 0, top_end = 0;  // its list in top_
+    uint32_t lo = 0, hi = 0;                // samples [lo, hi)
+    uint64_t first = 0, last = 0;           // times_[lo], times_[hi - 1]
+    uint32_t first_child = 0;               // children [first_child, first_child + children)
+    uint32_t children = 0;                  // 0: a leaf
+    uint32_t top_begin = 0, top_end = 0;    // its list in top_
     uint32_t head_begin = 0, head_end = 0;  // a long list's head in heads_ (else empty)
     uint32_t least = 0;                     // the least count in its list
     uint64_t other = 0;
@@ -163,7 +166,7 @@ class TimeTree {
   std::vector<uint64_t> times_;
   std::vector<uint32_t> types_;
   std::vector<Node> nodes_;
-  std::vector<std::pair<uint32_t, uint32_t>> top_;  // (type, count), per node in order of type
+  std::vector<std::pair<uint32_t, uint32_t>> top_;    // (type, count), per node in order of type
   std::vector<std::pair<uint32_t, uint32_t>> heads_;  // the heads, each by count, descending
   uint32_t max_type_ = 0;
 };
@@ -182,6 +185,8 @@ class TimeTreeBuilder {
 
   size_t samples() const { return times_.size(); }
   uint64_t last_time() const { return times_.empty() ? 0 : times_.back(); }
+  const std::vector<uint64_t>& times() const { return times_; }
+  const std::vector<uint32_t>& types() const { return types_; }
   // Complete inner nodes, their lists made.
   size_t complete_nodes() const;
 

@@ -1,0 +1,77 @@
+// Reading the raw directory that fieldprof record's samplers write (a
+// file per process, common/sampler_format.h) into a recording: all at
+// once when the command has ended, or as the files grow while it runs.
+#ifndef FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_
+#define FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/record/recording.h"
+#include "tools/record/time_tree.h"
+
+namespace fieldprof::local {
+
+// A raw directory read as its files grow. Each Poll reads the whole
+// records the samplers appended since the last, names and interns the new
+// samples, and adds those taken up to a watermark to the time tree, in
+// order of time (TimeTreeBuilder): the tree grows as the samples arrive.
+// The others wait for a later Poll. A sample that comes when the tree is
+// already past its time (a writer that fell behind the watermark) is kept
+// apart, and the tree made again from all of them when a snapshot is
+// taken; so is a sample read before the module records that name it
+// (stale(): its recording is better made afresh from the whole files).
+class RawDirReader {
+ public:
+  RawDirReader(std::string dir, const TimeTreeOptions& options);
+  ~RawDirReader();
+  RawDirReader(const RawDirReader&) = delete;
+  RawDirReader& operator=(const RawDirReader&) = delete;
+
+  // `watermark_ns`: CLOCK_MONOTONIC, the samples' clock; UINT64_MAX to add
+  // everything read.
+  [[nodiscard]] Status Poll(uint64_t watermark_ns);
+
+  // The recording of what is in the tree so far, with every wait read.
+  [[nodiscard]] StatusOr<Recording> Snapshot();
+
+  size_t samples_in_tree() const { return builder_.samples(); }
+  size_t samples_waiting() const { return pending_.size(); }
+  size_t samples_late() const { return late_.size(); }
+  bool stale() const { return stale_; }
+
+ private:
+  struct File;
+  struct Interned;
+  struct Sample {
+    uint64_t time;
+    uint32_t type;
+    uint64_t weight;
+  };
+  [[nodiscard]] Status ReadMore(File& f);
+
+  std::string dir_;
+  TimeTreeOptions options_;
+  Recording r_;  // frames, stacks, threads, types as interned so far
+  std::vector<std::unique_ptr<File>> files_;
+  TimeTreeBuilder builder_;
+  std::vector<uint64_t> sample_ns_;  // per sample of builder_
+  std::vector<Sample> pending_, late_;
+  bool stale_ = false;
+  std::unique_ptr<Interned> in_;
+};
+
+// Reads every raw file in `dir` (and the CPU-wide idle log, if there is
+// one: cpu_switches.h) and makes the recording: stacks symbolised
+// from the modules' ELF symbol tables and installed debug info (elfutils),
+// names demangled. Processes cut short (no trailer) are read to their last
+// whole record and counted.
+[[nodiscard]] StatusOr<Recording> RecordingFromRawDir(const std::string& dir,
+                                                      const TimeTreeOptions& options);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_
