@@ -397,7 +397,7 @@ Status RawDirReader::Poll(uint64_t watermark_ns) {
   return Status::Ok();
 }
 
-StatusOr<Recording> RawDirReader::Snapshot() {
+StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
   std::vector<File*> procs;
   for (auto& f : files_) {
     if (f->header) procs.push_back(f.get());
@@ -454,12 +454,22 @@ StatusOr<Recording> RawDirReader::Snapshot() {
   Recording out = r;
   // The samples' tree: as grown; or, when a sample came late, made from
   // them all. Its times are after the start (those before it, 0).
-  if (late_.empty()) {
+  if (late_.empty() && (!with_waiting || pending_.empty())) {
     FP_ASSIGN_OR_RETURN(out.tree, builder_.Tree());
     out.tree.MakeTimesRelative(r.start_ns);
     out.sample_ns = sample_ns_;
+  } else if (late_.empty()) {
+    TimeTreeBuilder grown = builder_;  // pending_ is in order, and after it
+    out.sample_ns = sample_ns_;
+    for (const Sample& s : pending_) {
+      FP_RETURN_IF_ERROR(grown.Append(s.time, s.type));
+      out.sample_ns.push_back(s.weight);
+    }
+    FP_ASSIGN_OR_RETURN(out.tree, grown.Tree());
+    out.tree.MakeTimesRelative(r.start_ns);
   } else {
     std::vector<Sample> all = late_;
+    if (with_waiting) all.insert(all.end(), pending_.begin(), pending_.end());
     const std::vector<uint64_t>& times = builder_.times();
     const std::vector<uint32_t>& types = builder_.types();
     for (size_t i = 0; i < times.size(); ++i) all.push_back({times[i], types[i], sample_ns_[i]});

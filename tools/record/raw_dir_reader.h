@@ -35,8 +35,10 @@ class RawDirReader {
   // everything read.
   [[nodiscard]] Status Poll(uint64_t watermark_ns);
 
-  // The recording of what is in the tree so far, with every wait read.
-  [[nodiscard]] StatusOr<Recording> Snapshot();
+  // The recording of what is in the tree so far, with every wait read;
+  // `with_waiting`: and the samples still waiting for the watermark (they
+  // are all later than the tree's, and join a copy of it).
+  [[nodiscard]] StatusOr<Recording> Snapshot(bool with_waiting = false);
 
   size_t samples_in_tree() const { return builder_.samples(); }
   size_t samples_waiting() const { return pending_.size(); }

@@ -827,21 +827,28 @@ TEST(RecordTest, AKilledRecordIsRecoveredByTheNextShow) {
     EXPECT_TRUE(std::filesystem::exists(dir.File("k.fprec")));
     EXPECT_FALSE(std::filesystem::exists(dir.File("k.fprec.raw")));
   }
-  // While it runs: shown up to the samplers' last writes, the recording
-  // left to finish. The program spins until it is killed.
-  {
+  // While it runs: shown up to the samplers' last writes (from outside:
+  // the rings unwound as they are), or from the time tree its follower
+  // grows (sampled in the program), the recording left to finish. The
+  // program spins until it is killed.
+  for (const std::string clock : {"", " --clock task"}) {
+    SCOPED_TRACE(clock.empty() ? "perf" : clock);
     std::string out;
     const std::string script =
-        "cd " + dir.path() + " && rm -rf live.fprec live.fprec.raw && (" + kCli +
-        " record -o live.fprec -- " + kPhases +
+        "cd " + dir.path() + " && rm -rf live.fprec live.fprec.raw && (" + kCli + " record" +
+        clock + " -o live.fprec -- " + kPhases +
         " cpu 600 >/dev/null 2>&1 & echo $! >live.pid) && for i in $(seq 6000); do "
-        "[ -n \"$(find live.fprec.raw -type f -name 'cpu*.perf' -size +16k 2>/dev/null)\" ] && "
-        "break; sleep 0.01; done && " +
+        "[ -n \"$(find live.fprec.raw -type f \\( -name 'cpu*.perf' -o -name 'rec-*.raw' \\) "
+        "-size +16k 2>/dev/null)\" ] && break; sleep 0.01; done && " +
         kCli +
         " record show live.fprec 2>&1; pkill -KILL -P $(cat live.pid); for i in $(seq 6000); do "
         "kill -0 $(cat live.pid) 2>/dev/null || break; sleep 0.01; done";
     ASSERT_EQ(RunCommand(script, &out), 0) << out;
     EXPECT_NE(out.find("live.fprec is still being recorded"), std::string::npos) << out;
+    EXPECT_NE(out.find(clock.empty() ? "shown up to the samplers' last writes"
+                                     : "shown from its time tree as grown"),
+              std::string::npos)
+        << out;
     EXPECT_NE(out.find(" spin_cpu("), std::string::npos) << out;
     EXPECT_TRUE(std::filesystem::exists(dir.File("live.fprec")));
     EXPECT_FALSE(std::filesystem::exists(dir.File("live.fprec.raw")));

@@ -1,0 +1,413 @@
+#include "tools/record/record_show.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/options.h"
+#include "tools/cli/command_line.h"
+#include "tools/cli/format.h"
+#include "tools/record/idle_report.h"
+#include "tools/record/pprof_export.h"
+#include "tools/record/record_page.h"
+#include "tools/record/record_raw.h"
+#include "tools/record/recording.h"
+
+namespace fieldprof::tools {
+namespace {
+
+using local::RangeCounts;
+using local::Recording;
+
+// A call-tree node: children by frame, samples in it and below.
+struct TreeNode {
+  uint64_t total = 0, self = 0;
+  std::map<uint32_t, TreeNode> children;
+};
+
+// How lines are coloured: by self share of the hottest line.
+struct Paint {
+  bool color = false, truecolor = false;
+  uint64_t hottest = 1;
+  std::string operator()(const std::string& line, uint64_t self) const {
+    return HeatText(line, static_cast<double>(self) / static_cast<double>(hottest), color,
+                    truecolor);
+  }
+};
+
+uint64_t HottestSelf(const TreeNode& node) {
+  uint64_t most = node.self;
+  for (const auto& [f, c] : node.children) most = std::max(most, HottestSelf(c));
+  return most;
+}
+
+void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, double min_share,
+               const std::string& indent, const Paint& paint) {
+  std::vector<std::pair<uint32_t, const TreeNode*>> kids;
+  for (const auto& [f, c] : node.children) kids.emplace_back(f, &c);
+  std::sort(kids.begin(), kids.end(),
+            [](const auto& a, const auto& b) { return a.second->total > b.second->total; });
+  for (const auto& [f, c] : kids) {
+    const double share = static_cast<double>(c->total) / static_cast<double>(all);
+    if (share < min_share) continue;
+    char cols[32];
+    std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * share,
+                  100 * static_cast<double>(c->self) / static_cast<double>(all));
+    std::printf("%s\n", paint(cols + indent + r.frames[f], c->self).c_str());
+    PrintTree(r, *c, all, min_share, indent + "  ", paint);
+  }
+}
+
+// The range's samples as Chrome trace events (Perfetto UI,
+// chrome://tracing). Each sample of a thread stands for the time before
+// it since the thread's previous one (its weight: CPU time, or wall time
+// with --wall), so it covers [time - weight, time]. Per thread, a frame
+// begins where the first sample whose stack holds it at that depth
+// begins, and ends where the first that does not begins, or where the
+// last one ends when the next begins later (the thread was not running):
+// each frame's slices add up to the time its samples stand for.
+std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t thread) {
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+  struct Open {
+    std::vector<uint32_t> frames;
+    uint64_t end = 0;  // where the thread's last sample ended
+  };
+  std::map<uint32_t, Open> open;  // by thread index
+  nlohmann::json events = nlohmann::json::array();
+  auto event = [&](uint32_t th, uint32_t frame, const char* ph, uint64_t at) {
+    events.push_back({{"name", r.frames[frame]},
+                      {"ph", ph},
+                      {"ts", static_cast<double>(at) / 1000},
+                      {"pid", r.threads[th].pid},
+                      {"tid", r.threads[th].tid}});
+  };
+  auto close = [&](uint32_t th, Open& o, size_t keep, uint64_t at) {
+    for (; o.frames.size() > keep; o.frames.pop_back()) event(th, o.frames.back(), "E", at);
+  };
+  for (size_t i = lo; i < hi; ++i) {
+    const auto [th, stack] = r.types[types[i]];
+    if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    Open& o = open[th];
+    const uint64_t weight = local::SampleNs(r, i);
+    uint64_t begin = times[i] > weight ? times[i] - weight : 0;
+    begin = std::max(begin, o.end);
+    // Timers fire a little late or early: a gap under half the sample's
+    // weight (or 50 us) is the same stretch of running.
+    if (!o.frames.empty() && begin > o.end + std::max<uint64_t>(weight / 2, 50000)) {
+      close(th, o, 0, o.end);
+    } else if (!o.frames.empty()) {
+      begin = o.end;
+    }
+    const std::vector<uint32_t>& now = r.stacks[stack];
+    size_t same = 0;
+    while (same < o.frames.size() && same < now.size() && o.frames[same] == now[same]) ++same;
+    close(th, o, same, begin);
+    for (size_t d = same; d < now.size(); ++d) {
+      event(th, now[d], "B", begin);
+      o.frames.push_back(now[d]);
+    }
+    o.end = std::max(times[i], begin);
+  }
+  for (auto& [th, o] : open) close(th, o, 0, o.end);
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
+// The range as a pprof profile: samples (count, and CPU time at the
+// period), or with `idle` the waits (to-idle count, off-CPU time).
+int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool idle,
+               const std::string& path) {
+  local::PprofProfile p;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> by;  // (stack, tid)
+  if (idle) {
+    p.value_types = {{"waits", "count"}, {"off_cpu", "nanoseconds"}};
+    p.period_type = {"waits", "count"};
+    p.period = 1;
+    const auto& times = r.idle_tree.times();
+    const auto& types = r.idle_tree.types();
+    const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
+    const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
+    for (size_t i = lo; i < hi; ++i) {
+      const local::IdleType& t = r.idle_types[types[i]];
+      const uint32_t thread_tid = r.threads[t.thread].tid;
+      if (t.direction != local::IdleDirection::kToIdle || (tid != 0 && thread_tid != tid)) continue;
+      auto& v = by[{t.stack, thread_tid}];
+      v.resize(2);
+      v[0] += 1;
+      v[1] += static_cast<int64_t>(r.idle_off_ns[i]);
+    }
+  } else {
+    const int64_t period = r.hz > 0 ? 1000000000 / r.hz : 0;
+    p.value_types = {{"samples", "count"}, {r.wall ? "wall" : "cpu", "nanoseconds"}};
+    p.period_type = {r.wall ? "wall" : "cpu", "nanoseconds"};
+    p.period = period;
+    for (const auto& [type, total] : local::SampleTotalsByType(r, t1, t2)) {
+      const auto [th, stack] = r.types[type];
+      if (tid != 0 && r.threads[th].tid != tid) continue;
+      auto& v = by[{stack, r.threads[th].tid}];
+      v.resize(2);
+      v[0] += static_cast<int64_t>(total.samples);
+      v[1] += static_cast<int64_t>(total.ns);  // what each sample stood for
+    }
+  }
+  for (auto& [key, values] : by) p.samples.push_back({key.first, key.second, std::move(values)});
+  p.duration_ns =
+      static_cast<int64_t>(std::min<uint64_t>(t2, r.duration_ns) - std::min(t1, r.duration_ns));
+  p.comments.push_back("fieldprof record: " + r.command);
+  StatusOr<std::string> bytes = local::EncodePprof(r, p);
+  Status w = bytes.ok() ? WriteFileDurably(path, *bytes, FileAccess::kShared) : bytes.status();
+  if (!w.ok()) {
+    std::cerr << "fieldprof record show: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof record show: %s written: %zu stacks (go tool pprof -top %s)\n",
+               path.c_str(), p.samples.size(), path.c_str());
+  return 0;
+}
+
+int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, const std::string& path) {
+  local::PageOptions o;
+  o.from_ns = t1;
+  o.to_ns = t2;
+  o.tid = tid;
+  const std::string page = local::RecordingPage(r, o);
+  if (Status w = WriteFileDurably(path, page, FileAccess::kShared); !w.ok()) {
+    std::cerr << "fieldprof record show: " << w.message() << "\n";
+    return 1;
+  }
+  std::fprintf(stderr, "fieldprof record show: %s written (%s): open it in a browser\n",
+               path.c_str(), FormatBytes(static_cast<double>(page.size())).c_str());
+  return 0;
+}
+
+// Samples per stack in the range counted in `c`, of `thread` (0: all);
+// `all`: their sum.
+std::map<uint32_t, uint64_t> SamplesByStack(const Recording& r, const RangeCounts& c,
+                                            int64_t thread, uint64_t* all) {
+  std::map<uint32_t, uint64_t> by_stack;
+  *all = 0;
+  for (const auto& [type, count] : c.by_type) {
+    const auto [th, stack] = r.types[type];
+    if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
+    by_stack[stack] += count;
+    *all += count;
+  }
+  return by_stack;
+}
+
+// "a;b;c COUNT", a line per stack (flamegraph.pl, speedscope).
+void PrintCollapsed(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack) {
+  for (const auto& [stack, count] : by_stack) {
+    std::string line;
+    for (uint32_t f : r.stacks[stack]) line += (line.empty() ? "" : ";") + r.frames[f];
+    std::printf("%s %llu\n", line.c_str(), static_cast<unsigned long long>(count));
+  }
+}
+
+// The functions by self samples, with their total.
+void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
+                   double min_share, const std::string& color) {
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
+  for (const auto& [stack, count] : by_stack) {
+    const auto& frames = r.stacks[stack];
+    if (frames.empty()) continue;
+    fn[frames.back()].first += count;
+    std::vector<uint32_t> seen(frames.begin(), frames.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (uint32_t f : seen) fn[f].second += count;
+  }
+  std::vector<std::pair<uint32_t, std::pair<uint64_t, uint64_t>>> rows(fn.begin(), fn.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) {
+    return x.second != y.second ? x.second > y.second : x.first < y.first;
+  });
+  if (rows.empty()) return;
+  Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first)};
+  std::printf("  self   total  function\n");
+  for (const auto& [f, st] : rows) {
+    if (static_cast<double>(st.second) / static_cast<double>(all) < min_share) continue;
+    char cols[32];
+    std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * static_cast<double>(st.first) / all,
+                  100 * static_cast<double>(st.second) / all);
+    std::printf("%s\n", paint(cols + r.frames[f], st.first).c_str());
+  }
+}
+
+// The call tree, top-down, with total and self shares.
+// `other`: the range's samples in the time tree's "other", a line of their
+// own under the tree, so that the top lines and it make 100%.
+void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
+                  uint64_t other, double min_share, const std::string& color) {
+  TreeNode root;
+  for (const auto& [stack, count] : by_stack) {
+    TreeNode* node = &root;
+    node->total += count;
+    for (uint32_t f : r.stacks[stack]) {
+      node = &node->children[f];
+      node->total += count;
+    }
+    node->self += count;
+  }
+  std::printf(" total    self  call tree (top-down)\n");
+  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
+  PrintTree(r, root, all, min_share, "", paint);
+  if (other > 0) {
+    const double share = 100 * static_cast<double>(other) / static_cast<double>(all);
+    std::printf("%6.2f%% %6.2f%% [other: stacks not listed]\n", share, share);
+  }
+}
+
+// The range's header and, when "other" holds samples, the bound: what the
+// shares below leave out (`top`: the most frequent stacks asked for). `in_range` counts the samples
+// the shares are over: every thread's, or `thread`'s alone (counted
+// exactly: "other" cannot be told apart by thread).
+void PrintRangeHeader(const std::string& file, const Recording& r, const RangeCounts& c,
+                      uint64_t in_range, double from, double to, int64_t thread, uint32_t top) {
+  const double end = to < 0 ? static_cast<double>(r.duration_ns) / 1e9 : to;
+  const double duration = static_cast<double>(r.duration_ns) / 1e9;
+  if (thread != 0) {
+    std::printf(
+        "%s: %s, %llu samples of thread %lld in [%.3f s, %.3f s] of %.3f s (%llu of every "
+        "thread); counted exactly\n",
+        file.c_str(), r.command.c_str(), static_cast<unsigned long long>(in_range),
+        static_cast<long long>(thread), from, end, duration,
+        static_cast<unsigned long long>(c.samples));
+    return;
+  }
+  std::printf("%s: %s, %llu samples in [%.3f s, %.3f s] of %.3f s\n", file.c_str(),
+              r.command.c_str(), static_cast<unsigned long long>(c.samples), from, end, duration);
+  if (c.other > 0) {
+    const double points =
+        100 * static_cast<double>(c.other) / static_cast<double>(std::max<uint64_t>(1, c.samples));
+    std::printf(
+        "bound: %llu of these %llu samples (%.1f%%) are in \"other\", stacks left out by the\n"
+        "       time tree's lists%s (none with more than %llu samples). Each share\n"
+        "       below is exact or short of the true share by at most %.1f points; one\n"
+        "       stack's count, by at most %llu samples (--exact counts every sample)\n",
+        static_cast<unsigned long long>(c.other), static_cast<unsigned long long>(c.samples),
+        points, top > 0 ? (" and --top " + std::to_string(top)).c_str() : "",
+        static_cast<unsigned long long>(c.other_at_most), points,
+        static_cast<unsigned long long>(c.bound));
+  }
+}
+
+// Where threads waited, coloured as asked.
+std::string IdleText(const Recording& r, local::IdleReportOptions io, const std::string& color) {
+  io.color = ColorWanted(color);
+  io.truecolor = TrueColor();
+  return local::IdleReport(r, io);
+}
+
+}  // namespace
+
+int RecordShow(int argc, char** argv) {
+  double from = 0, to = -1, min_share = 0.5;
+  std::string color = "auto";
+  int64_t thread = 0, top = 1000;
+  bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
+  std::string pprof_out, html_out;
+  OptionTable t("fieldprof record show",
+                "A recording's samples in a time range as a call tree: total and self shares,\n"
+                "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
+                "stacks for flamegraph.pl and speedscope. The range is answered from the time\n"
+                "tree, its most frequent stacks listed (--top); what the tree's lists and the\n"
+                "top left out is one \"other\" of exact size, stated as the bound (--exact counts\n"
+                "every stack). Shares are over every sample of the range; with --thread, over\n"
+                "that thread's, counted exactly.\n\n"
+                "  fieldprof record show prog.fprec --from 2 --to 3.5 --thread 4242");
+  t.AddDouble("from", &from, "from this many seconds after the start", 0, 1e9);
+  t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
+  t.AddInt("thread", &thread, "only this thread id (0: all)", 0, INT32_MAX);
+  t.AddBool("collapsed", &collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
+  t.AddBool("chrome_trace", &chrome,
+            "Chrome trace event JSON, a slice per frame (Perfetto UI, chrome://tracing)");
+  t.AddString("pprof", &pprof_out,
+              "write the range as a gzipped pprof profile to this file, for go tool pprof "
+              "(with --idle: waits and off-CPU time)");
+  t.AddString("html", &html_out,
+              "write a self-contained page to this file: a timeline of samples per thread, and "
+              "a flame graph of the range dragged on it, answered from the time tree (opens at "
+              "--from/--to/--thread)");
+  t.AddBool("exact", &exact, "every stack, counted exactly (--top is then not used)");
+  t.AddInt("top", &top,
+           "list the range's N most frequent stacks (a stack of each thread), the rest as "
+           "\"other\" (0: every stack the tree's lists hold)",
+           0, 1 << 24);
+  t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
+  t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
+  t.AddString("color", &color,
+              "the lab's heat colours, by self share (blue cold .. red hot): auto, always, never");
+  t.AddBool("idle", &idle,
+            "where threads waited: to-idle and from-idle counts and off-CPU ms per call path "
+            "(with --collapsed: off-CPU microseconds)");
+  Status s;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
+  if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
+  if (s.ok() && to >= 0 && to < from) s = InvalidArgument("--to is before --from");
+  if (s.ok() && color != "auto" && color != "always" && color != "never") {
+    s = InvalidArgument("--color is auto, always or never, not \"" + color + "\"");
+  }
+  if (!s.ok()) return UsageError(t, s);
+  const std::string file = t.positional()[0];
+  StatusOr<Recording> r = LoadForShow(file);
+  if (!r.ok()) {
+    std::cerr << "fieldprof record show: " << file << ": " << r.status().message() << "\n";
+    return 1;
+  }
+  const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
+  const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
+  if (chrome) {
+    std::cout << ChromeTrace(*r, t1, t2, thread);
+    return 0;
+  }
+  if (!html_out.empty()) return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), html_out);
+  if (!pprof_out.empty())
+    return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, pprof_out);
+  if (idle) {
+    local::IdleReportOptions io;
+    io.from_ns = t1;
+    io.to_ns = t2;
+    io.tid = static_cast<uint32_t>(thread);
+    io.min_share = min_share / 100;
+    io.collapsed = collapsed;
+    std::cout << IdleText(*r, io, color);
+    return 0;
+  }
+  // One thread's range is counted exactly: the tree's "other" has no
+  // thread, so its bound could not be stated over the thread's samples.
+  local::RangeQuery query;
+  query.exact = exact || collapsed || thread != 0;
+  query.top = static_cast<uint32_t>(top);
+  const RangeCounts c = r->tree.Range(t1, t2, query);
+  uint64_t listed = 0;
+  const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(*r, c, thread, &listed);
+  if (collapsed) {
+    PrintCollapsed(*r, by_stack);
+    return 0;
+  }
+  // Shares are over the range's samples (the thread's), "other" included.
+  const uint64_t in_range = thread != 0 ? listed : c.samples;
+  // --top named only when it left stacks out.
+  const bool cut = !query.exact && query.top > 0 && c.by_type.size() >= query.top;
+  PrintRangeHeader(file, *r, c, in_range, from, to, thread, cut ? query.top : 0);
+  if (in_range == 0) {
+    std::printf("no samples in this range\n");
+    return 0;
+  }
+  if (bottom_up) {
+    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color);
+  } else {
+    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color);
+  }
+  return 0;
+}
+
+}  // namespace fieldprof::tools
