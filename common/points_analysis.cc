@@ -41,8 +41,9 @@ struct RunTag {
 std::string ScopeKey(const std::string& name) { return "\x1e" + name; }
 
 // Walks one run's events in time order: on_event(tag, t_ns) for each, and
-// on_segment(tag, key, ns) for each occurrence of a segment (key as in
-// RunTag) as it ends. `tag` is the tag's name, numbered from 0 in the run
+// on_segment(tag, key, ns, begin_tid, end) for each occurrence of a
+// segment (key as in RunTag) as it ends, with the thread it began on and
+// the event that ends it. `tag` is the tag's name, numbered from 0 in the run
 // (tag.number); a key is the same string object at every occurrence of
 // its segment in the walk, so callers may key caches by its address. Both
 // are worked out once a site (a pair of sites for a segment), not once an
@@ -79,7 +80,7 @@ void VisitSegments(const PointsRun& run, OnEvent&& on_event, OnSegment&& on_segm
       if (prev != nullptr) {
         auto [key, fresh] = point_key.try_emplace(uint64_t{prev->site} << 32 | e.site);
         if (fresh) key->second = run.sites[prev->site].name + "\x1f" + run.sites[e.site].name;
-        on_segment(VisitTag{tag, tags[tag]}, key->second, e.t_ns - prev->t_ns);
+        on_segment(VisitTag{tag, tags[tag]}, key->second, e.t_ns - prev->t_ns, prev->tid, e);
       }
       prev = &e;
     } else if (e.kind == PointKind::kBegin) {
@@ -90,7 +91,8 @@ void VisitSegments(const PointsRun& run, OnEvent&& on_event, OnSegment&& on_segm
       for (size_t i = stack.size(); i-- > 0;) {
         const uint32_t b = stack[i].first;
         if (b == e.site || (tag_of[b] == tag && run.sites[b].name == run.sites[e.site].name)) {
-          on_segment(VisitTag{tag, tags[tag]}, scope_key[e.site], e.t_ns - stack[i].second);
+          on_segment(VisitTag{tag, tags[tag]}, scope_key[e.site], e.t_ns - stack[i].second, e.tid,
+                     e);
           stack.erase(stack.begin() + static_cast<long>(i));
           break;
         }
@@ -116,7 +118,7 @@ std::map<std::string, RunTag> SegmentsOf(const PointsRun& run) {
         t.any = true;
         t.last = t_ns;
       },
-      [&](const VisitTag& tag, const std::string& key, int64_t ns) {
+      [&](const VisitTag& tag, const std::string& key, int64_t ns, uint32_t, const PointEvent&) {
         RunValue*& v = value_of[&key];
         if (v == nullptr) {
           RunTag& t = tag_of(tag);
@@ -150,7 +152,7 @@ void RecordEachOccurrence(const std::vector<PointsRun>& runs, std::vector<TagRep
     std::unordered_map<const std::string*, Histogram*> hist_of;
     VisitSegments(
         runs[i], [](const VisitTag&, int64_t) {},
-        [&](const VisitTag& tag, const std::string& key, int64_t ns) {
+        [&](const VisitTag& tag, const std::string& key, int64_t ns, uint32_t, const PointEvent&) {
           const auto [it, fresh] = hist_of.try_emplace(&key, nullptr);
           if (fresh && kept_tags[i].count(tag.name) != 0) {
             const auto each = each_of[tag.name].find(key);  // every key of a kept run is one
@@ -166,6 +168,28 @@ void RecordEachOccurrence(const std::vector<PointsRun>& runs, std::vector<TagRep
 }
 
 }  // namespace
+
+std::vector<SegmentOccurrence> OccurrencesOf(const PointsRun& run) {
+  std::vector<SegmentOccurrence> out;
+  std::unordered_map<const std::string*, std::string> name_of;  // by key's address
+  VisitSegments(
+      run, [](const VisitTag&, int64_t) {},
+      [&](const VisitTag& tag, const std::string& key, int64_t ns, uint32_t begin_tid,
+          const PointEvent& end) {
+        std::string& name = name_of[&key];
+        if (name.empty()) {
+          SegmentStats s;
+          s.scope = key[0] == '\x1e';
+          const size_t sep = key.find('\x1f');
+          s.from = s.scope ? key.substr(1) : key.substr(0, sep);
+          if (!s.scope) s.to = key.substr(sep + 1);
+          name = s.Name();
+        }
+        out.push_back(
+            {tag.name, name, key[0] == '\x1e', begin_tid, end.tid, end.t_ns - ns, end.t_ns});
+      });
+  return out;
+}
 
 std::string SegmentStats::Name() const { return scope ? from + " (scope)" : from + " -> " + to; }
 

@@ -74,6 +74,18 @@ struct PointsOptions {
 
 std::vector<TagReport> AnalyzePoints(const std::vector<PointsRun>& runs, const PointsOptions& o);
 
+// One occurrence of a segment or a scope in one run: where it began and
+// ended (ns since the run began) and on which threads.
+struct SegmentOccurrence {
+  std::string tag, segment;  // segment: SegmentStats::Name(), "a -> b" or "name (scope)"
+  bool scope = false;
+  uint32_t begin_tid = 0, end_tid = 0;
+  int64_t begin_ns = 0, end_ns = 0;
+};
+
+// Every occurrence of a run's segments and scopes, in the order they end.
+std::vector<SegmentOccurrence> OccurrencesOf(const PointsRun& run);
+
 // Modified Z-scores of `x` (see above); all 0 when they cannot be formed.
 std::vector<double> ModifiedZ(const std::vector<double>& x);
 

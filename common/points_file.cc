@@ -392,6 +392,7 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   // the command measured.
   const auto [tsc0, ns0] = clock.front();
   const auto [tsc1, ns1] = clock.back();
+  run.start_mono_ns = ns0;
   double ns_per_tick = tsc1 > tsc0 && ns1 > ns0
                            ? static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0)
                            : 0;

@@ -41,6 +41,9 @@ struct PointsRun {
   std::string program;
   uint32_t pid = 0;
   uint64_t start_unix_ns = 0;  // when the recording began (CLOCK_REALTIME)
+  // CLOCK_MONOTONIC at t_ns 0 (the first clock reading): an event's
+  // monotonic time is start_mono_ns + t_ns.
+  uint64_t start_mono_ns = 0;
   std::vector<PointSite> sites;
   std::vector<PointEvent> events;  // by time
   // Recorded with --stacks: each stack's return addresses, innermost first

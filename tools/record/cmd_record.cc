@@ -26,6 +26,7 @@
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/points_format.h"
 #include "common/sampler_format.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
@@ -57,7 +58,7 @@ struct RecordArgs {
   std::string output, lib_dir, clock = "perf", cpu_wide = "auto";
   int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
-  bool wall = false, idle = true, all_user = false;
+  bool wall = false, idle = true, all_user = false, points = true;
   std::vector<std::string> cmd;
 };
 
@@ -109,6 +110,10 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   t.AddBool("idle", &idle,
             "record idle transitions: each thread's switches off and onto the CPU (perf_event "
             "switch records) and the blocking call it waited in");
+  t.AddBool("points", &a->points,
+            "record the program's instrumentation points (FP_POINT, FP_SCOPE: "
+            "<fieldprof/points.h>) on the samples' timeline: record show --points lists their "
+            "segments and scopes, --during TAG:NAME gives the samples inside them");
   t.AddString("cpu_wide", &cpu_wide,
               "with idle transitions, also CPU-wide switch records, which tell when a CPU truly "
               "went idle after a thread and left idle for it: auto (when privileged: "
@@ -207,14 +212,17 @@ int Record(int argc, char** argv) {
       a.clock = "task";
     }
   }
-  // In the program: its samples unless taken from outside, and its idle
-  // transitions. With neither, nothing is preloaded at all.
+  // In the program: its samples unless taken from outside, its idle
+  // transitions, and the points recorder. With none, nothing is preloaded.
   const bool preload = !outside || a.idle;
   std::string dir;
-  if (preload) {
+  if (preload || a.points) {
     StatusOr<std::string> d = FindRuntime(a.lib_dir);
-    if (d.ok() && access((*d + "/" + kSamplerLib).c_str(), R_OK) != 0) {
-      d = NotFound(*d + " has no " + kSamplerLib);
+    for (const char* lib :
+         {preload ? kSamplerLib : nullptr, a.points ? local::points::kLibName : nullptr}) {
+      if (lib != nullptr && d.ok() && access((*d + "/" + lib).c_str(), R_OK) != 0) {
+        d = NotFound(*d + " has no " + lib);
+      }
     }
     if (!d.ok()) {
       std::cerr << "fieldprof record: " << d.status().message() << "\n";
@@ -247,6 +255,13 @@ int Record(int argc, char** argv) {
     return 3;
   }
   if (preload) SetSamplerEnv(a, outside, dir, raw.path);
+  if (a.points) {
+    // The points recorder writes its files beside the samplers' (a process
+    // whose modules have no points writes none), timed by the TSC.
+    SetTscRate();
+    setenv(local::points::kDirEnv, fs::absolute(raw.path).c_str(), 1);
+    PrependEnv("LD_PRELOAD", dir + "/" + local::points::kLibName);
+  }
   std::unique_ptr<local::CpuWideSwitches> cpu;
   if (a.idle && a.cpu_wide != "off") {
     StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();

@@ -11,6 +11,8 @@
 #include <unordered_map>
 
 #include "common/durable_file.h"
+#include "common/points_analysis.h"
+#include "common/points_file.h"
 #include "common/sampler_format.h"
 #include "tools/cli/symbolizer.h"
 #include "tools/record/cpu_switches.h"
@@ -397,6 +399,40 @@ Status RawDirReader::Poll(uint64_t watermark_ns) {
   return Status::Ok();
 }
 
+void RawDirReader::Points(Recording* r) {
+  r->span_names.clear();
+  r->spans.clear();
+  r->points_lost = 0;
+  StatusOr<std::vector<std::string>> files = PointsFiles({dir_});
+  if (!files.ok()) return;
+  std::map<std::tuple<std::string, std::string, bool>, uint32_t> name_ids;
+  const auto rel = [&](uint64_t t) { return t >= r->start_ns ? t - r->start_ns : 0; };
+  for (const std::string& file : *files) {
+    // A file cut before its second clock reading, or damaged: its points
+    // are left out; the samples stand.
+    StatusOr<PointsRun> run = ReadPointsRun(file);
+    if (!run.ok()) continue;
+    r->points_lost += run->lost;
+    for (const SegmentOccurrence& o : OccurrencesOf(*run)) {
+      const auto [it, fresh] = name_ids.try_emplace(std::make_tuple(o.tag, o.segment, o.scope),
+                                                    static_cast<uint32_t>(r->span_names.size()));
+      if (fresh) r->span_names.push_back({o.tag, o.segment, o.scope});
+      RecordedSpan sp;
+      sp.name = it->second;
+      sp.begin_thread = in_->Thread(run->pid, o.begin_tid);
+      sp.thread = in_->Thread(run->pid, o.end_tid);
+      sp.begin_ns =
+          rel(run->start_mono_ns + static_cast<uint64_t>(std::max<int64_t>(0, o.begin_ns)));
+      sp.end_ns = std::max(sp.begin_ns, rel(run->start_mono_ns +
+                                            static_cast<uint64_t>(std::max<int64_t>(0, o.end_ns))));
+      r->spans.push_back(sp);
+    }
+  }
+  std::stable_sort(
+      r->spans.begin(), r->spans.end(),
+      [](const RecordedSpan& a, const RecordedSpan& b) { return a.begin_ns < b.begin_ns; });
+}
+
 StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
   std::vector<File*> procs;
   for (auto& f : files_) {
@@ -451,6 +487,7 @@ StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
     r.cpu_switches_lost = log.lost;
     PairCpuIdle(log, r.start_ns, in_.get(), &r, &idle);
   }
+  Points(&r);
   Recording out = r;
   // The samples' tree: as grown; or, when a sample came late, made from
   // them all. Its times are after the start (those before it, 0).

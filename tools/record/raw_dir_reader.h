@@ -54,6 +54,8 @@ class RawDirReader {
     uint64_t weight;
   };
   [[nodiscard]] Status ReadMore(File& f);
+  // The points files' segments and scopes, as `r`'s spans (afresh).
+  void Points(Recording* r);
 
   std::string dir_;
   TimeTreeOptions options_;

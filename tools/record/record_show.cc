@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -306,6 +307,117 @@ std::string IdleText(const Recording& r, local::IdleReportOptions io, const std:
   return local::IdleReport(r, io);
 }
 
+// The points' segments and scopes with an occurrence beginning in [t1,
+// t2] (of `thread`, 0: all): per tag and segment, how many, and their
+// total, mean, least and most.
+void PrintPoints(const std::string& file, const Recording& r, uint64_t t1, uint64_t t2,
+                 int64_t thread) {
+  struct Row {
+    uint64_t count = 0, total = 0, least = UINT64_MAX, most = 0;
+    std::set<uint32_t> tids;
+  };
+  std::map<uint32_t, Row> rows;  // by name
+  for (const local::RecordedSpan& sp : r.spans) {
+    if (sp.begin_ns < t1 || sp.begin_ns > t2) continue;
+    const uint32_t tid = r.threads[sp.thread].tid;
+    if (thread != 0 && tid != static_cast<uint32_t>(thread)) continue;
+    Row& row = rows[sp.name];
+    const uint64_t ns = sp.end_ns - sp.begin_ns;
+    ++row.count;
+    row.total += ns;
+    row.least = std::min(row.least, ns);
+    row.most = std::max(row.most, ns);
+    row.tids.insert(tid);
+  }
+  std::printf(
+      "%s: %s, %zu segments and scopes of the program's points%s\n", file.c_str(),
+      r.command.c_str(), rows.size(),
+      r.points_lost > 0 ? (" (" + std::to_string(r.points_lost) + " events lost)").c_str() : "");
+  if (rows.empty()) {
+    std::printf(r.span_names.empty()
+                    ? "the program passed no points (<fieldprof/points.h>: FP_POINT, FP_SCOPE)\n"
+                    : "none begins in this range\n");
+    return;
+  }
+  std::printf("%-12s %-28s %7s %11s %11s %11s %11s  %s\n", "tag", "segment", "count", "total",
+              "mean", "min", "max", "threads");
+  for (const auto& [name, row] : rows) {
+    const local::SpanName& n = r.span_names[name];
+    std::string tids;
+    for (uint32_t tid : row.tids) tids += (tids.empty() ? "" : ",") + std::to_string(tid);
+    std::printf(
+        "%-12s %-28s %7llu %11s %11s %11s %11s  %s\n", n.tag.c_str(), n.segment.c_str(),
+        static_cast<unsigned long long>(row.count),
+        FormatNanos(static_cast<double>(row.total)).c_str(),
+        FormatNanos(static_cast<double>(row.total) / static_cast<double>(row.count)).c_str(),
+        FormatNanos(static_cast<double>(row.least)).c_str(),
+        FormatNanos(static_cast<double>(row.most)).c_str(), tids.c_str());
+  }
+  std::printf("(record show --during TAG:SEGMENT: the samples inside one)\n");
+}
+
+// The span names `during` (TAG:SEGMENT, a scope also by its bare name)
+// picks, or a usage error listing them.
+StatusOr<std::vector<uint32_t>> SpansNamed(const Recording& r, const std::string& during) {
+  const size_t colon = during.find(':');
+  if (colon == std::string::npos) {
+    return InvalidArgument(
+        "--during takes TAG:SEGMENT (work:parse, \"work:begin -> end\"), not \"" + during + "\"");
+  }
+  const std::string tag = during.substr(0, colon), seg = during.substr(colon + 1);
+  std::vector<uint32_t> out;
+  std::string known;
+  for (uint32_t i = 0; i < r.span_names.size(); ++i) {
+    const local::SpanName& n = r.span_names[i];
+    if (n.tag == tag && (n.segment == seg || (n.scope && n.segment == seg + " (scope)"))) {
+      out.push_back(i);
+    }
+    known += "\n  " + n.tag + ":" + n.segment;
+  }
+  if (out.empty()) {
+    return NotFound("no segment or scope " + during + " in the recording" +
+                    (known.empty() ? std::string(" (it has no points)") : "; it has:" + known));
+  }
+  return out;
+}
+
+// The samples inside every occurrence of `names`, as the call tree.
+int PrintDuring(const std::string& file, const Recording& r, const std::vector<uint32_t>& names,
+                bool collapsed, bool bottom_up, double min_share, const std::string& color) {
+  std::map<uint32_t, uint64_t> by_stack;
+  uint64_t all = 0, count = 0, ns = 0;
+  for (uint32_t name : names) {
+    for (const auto& [type, n] : local::SamplesDuring(r, name)) {
+      by_stack[r.types[type].second] += n;
+      all += n;
+    }
+    for (const local::RecordedSpan& sp : r.spans) {
+      if (sp.name != name) continue;
+      ++count;
+      ns += sp.end_ns - sp.begin_ns;
+    }
+  }
+  if (collapsed) {
+    PrintCollapsed(r, by_stack);
+    return 0;
+  }
+  const local::SpanName& n = r.span_names[names.front()];
+  std::printf("%s: %s, %llu samples during %s:%s: %llu occurrence%s, %s in all; counted exactly\n",
+              file.c_str(), r.command.c_str(), static_cast<unsigned long long>(all), n.tag.c_str(),
+              n.segment.c_str(), static_cast<unsigned long long>(count), count == 1 ? "" : "s",
+              FormatNanos(static_cast<double>(ns)).c_str());
+  if (all == 0) {
+    std::printf("no samples inside it\n");
+    return 0;
+  }
+  if (bottom_up) {
+    PrintBottomUp(r, by_stack, all, min_share / 100, color);
+  } else {
+    PrintTopDown(r, by_stack, all, 0, min_share / 100, color);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RecordShow(int argc, char** argv) {
@@ -313,6 +425,8 @@ int RecordShow(int argc, char** argv) {
   std::string color = "auto";
   int64_t thread = 0, top = 1000;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
+  bool points = false;
+  std::string during;
   std::string pprof_out, html_out;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
@@ -345,6 +459,12 @@ int RecordShow(int argc, char** argv) {
   t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
   t.AddString("color", &color,
               "the lab's heat colours, by self share (blue cold .. red hot): auto, always, never");
+  t.AddBool("points", &points,
+            "the program's points: per segment and scope, its occurrences and their times");
+  t.AddString("during", &during,
+              "the samples taken inside every occurrence of a segment or scope, TAG:SEGMENT "
+              "(work:parse, \"work:begin -> end\"): of its thread, or of its process's threads "
+              "when it began on another; counted exactly");
   t.AddBool("idle", &idle,
             "where threads waited: to-idle and from-idle counts and off-CPU ms per call path "
             "(with --collapsed: off-CPU microseconds)");
@@ -367,6 +487,18 @@ int RecordShow(int argc, char** argv) {
   if (chrome) {
     std::cout << ChromeTrace(*r, t1, t2, thread);
     return 0;
+  }
+  if (points) {
+    PrintPoints(file, *r, t1, t2, thread);
+    return 0;
+  }
+  if (!during.empty()) {
+    StatusOr<std::vector<uint32_t>> names = SpansNamed(*r, during);
+    if (!names.ok()) {
+      std::cerr << "fieldprof record show: " << names.status().message() << "\n";
+      return 2;
+    }
+    return PrintDuring(file, *r, *names, collapsed, bottom_up, min_share, color);
   }
   if (!html_out.empty()) return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), html_out);
   if (!pprof_out.empty())

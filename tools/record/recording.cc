@@ -11,9 +11,11 @@ namespace fieldprof::local {
 
 namespace {
 
-// Version 2 added idle transitions, version 3 CPU-wide idle; older files
-// are read without them.
-constexpr char kMagic[] = "FPRECORDING4\n";
+// Version 2 added idle transitions, version 3 CPU-wide idle, version 4
+// each sample's time, version 5 the program's points; older files are
+// read without them.
+constexpr char kMagic[] = "FPRECORDING5\n";
+constexpr char kMagic4[] = "FPRECORDING4\n";
 constexpr char kMagic3[] = "FPRECORDING3\n";
 constexpr char kMagic2[] = "FPRECORDING2\n";
 constexpr char kMagic1[] = "FPRECORDING1\n";
@@ -88,6 +90,23 @@ std::string EncodeRecording(const Recording& r) {
   PutString(&out, r.idle_tree.Encode());
   PutVarint(&out, r.sample_ns.size());
   for (uint64_t ns : r.sample_ns) PutVarint(&out, ns);
+  PutVarint(&out, r.points_lost);
+  PutVarint(&out, r.span_names.size());
+  for (const SpanName& n : r.span_names) {
+    PutString(&out, n.tag);
+    PutString(&out, n.segment);
+    PutVarint(&out, n.scope ? 1 : 0);
+  }
+  PutVarint(&out, r.spans.size());
+  uint64_t prev = 0;
+  for (const RecordedSpan& sp : r.spans) {  // by begin: begins as deltas
+    PutVarint(&out, sp.name);
+    PutVarint(&out, sp.begin_thread);
+    PutVarint(&out, sp.thread);
+    PutVarint(&out, sp.begin_ns - prev);
+    PutVarint(&out, sp.end_ns - sp.begin_ns);
+    prev = sp.begin_ns;
+  }
   out += r.tree.Encode();
   return out;
 }
@@ -144,7 +163,8 @@ Status DecodeIdle(std::string_view* in, Recording* r, int version) {
 
 StatusOr<Recording> DecodeRecording(std::string_view in) {
   const std::string_view magic = in.substr(0, kMagicSize);
-  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 4
+  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 5
+                      : magic == std::string_view(kMagic4, kMagicSize) ? 4
                       : magic == std::string_view(kMagic3, kMagicSize) ? 3
                       : magic == std::string_view(kMagic2, kMagicSize) ? 2
                       : magic == std::string_view(kMagic1, kMagicSize) ? 1
@@ -208,6 +228,34 @@ StatusOr<Recording> DecodeRecording(std::string_view in) {
       if (!GetVarint(&in, &ns)) return bad("sample times");
     }
   }
+  if (version >= 5) {
+    if (!GetVarint(&in, &r.points_lost) || !GetVarint(&in, &n) || n > in.size()) {
+      return bad("points");
+    }
+    r.span_names.resize(n);
+    for (SpanName& name : r.span_names) {
+      uint64_t scope = 0;
+      if (!GetString(&in, &name.tag) || !GetString(&in, &name.segment) || !GetVarint(&in, &scope)) {
+        return bad("points");
+      }
+      name.scope = scope != 0;
+    }
+    if (!GetVarint(&in, &n) || n > in.size()) return bad("spans");
+    r.spans.resize(n);
+    uint64_t at = 0;
+    for (RecordedSpan& sp : r.spans) {
+      uint64_t name = 0, begin_thread = 0, thread = 0, begin = 0, length = 0;
+      if (!GetVarint(&in, &name) || !GetVarint(&in, &begin_thread) || !GetVarint(&in, &thread) ||
+          !GetVarint(&in, &begin) || !GetVarint(&in, &length) || name >= r.span_names.size() ||
+          begin_thread >= r.threads.size() || thread >= r.threads.size() || at + begin < at ||
+          at + begin + length < at + begin) {
+        return bad("spans");
+      }
+      at += begin;
+      sp = {static_cast<uint32_t>(name), static_cast<uint32_t>(begin_thread),
+            static_cast<uint32_t>(thread), at, at + length};
+    }
+  }
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Decode(in));
   for (uint32_t t : r.tree.types()) {
     if (t >= r.types.size()) return bad("samples");
@@ -227,6 +275,47 @@ std::map<uint32_t, SampleTotals> SampleTotalsByType(const Recording& r, uint64_t
     SampleTotals& t = by[types[i]];
     ++t.samples;
     t.ns += SampleNs(r, i);
+  }
+  return by;
+}
+
+std::map<uint32_t, uint64_t> SamplesDuring(const Recording& r, uint32_t name) {
+  // Per thread, the spans' intervals merged: a sample is counted once.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> on;
+  for (const RecordedSpan& sp : r.spans) {
+    if (sp.name != name) continue;
+    if (sp.begin_thread == sp.thread) {
+      on[sp.thread].emplace_back(sp.begin_ns, sp.end_ns);
+      continue;
+    }
+    const uint32_t pid = r.threads[sp.thread].pid;
+    for (uint32_t t = 0; t < r.threads.size(); ++t) {
+      if (r.threads[t].pid == pid) on[t].emplace_back(sp.begin_ns, sp.end_ns);
+    }
+  }
+  for (auto& [thread, v] : on) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& iv : v) {
+      if (!merged.empty() && iv.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, iv.second);
+      } else {
+        merged.push_back(iv);
+      }
+    }
+    v = std::move(merged);
+  }
+  std::map<uint32_t, uint64_t> by;
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  for (const auto& [thread, v] : on) {
+    for (const auto& [b, e] : v) {
+      const size_t lo = std::lower_bound(times.begin(), times.end(), b) - times.begin();
+      const size_t hi = std::upper_bound(times.begin(), times.end(), e) - times.begin();
+      for (size_t i = lo; i < hi; ++i) {
+        if (r.types[types[i]].first == thread) ++by[types[i]];
+      }
+    }
   }
   return by;
 }

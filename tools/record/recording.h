@@ -43,6 +43,20 @@ struct IdleType {
   IdleDirection direction = IdleDirection::kToIdle;
 };
 
+// The program's points (FP_POINT, FP_SCOPE, FP_BEGIN/FP_END, and scopes
+// placed with --at), as the occurrences of their segments and scopes
+// (common/points_analysis.h) on the recording's timeline.
+struct SpanName {
+  std::string tag, segment;  // segment: "a -> b", or "name (scope)"
+  bool scope = false;
+};
+struct RecordedSpan {
+  uint32_t name = 0;                  // into span_names
+  uint32_t begin_thread = 0;          // where it began
+  uint32_t thread = 0;                // where it ended (a scope's own thread)
+  uint64_t begin_ns = 0, end_ns = 0;  // after start_ns
+};
+
 struct Recording {
   std::string command;
   uint32_t hz = 0;
@@ -80,7 +94,18 @@ struct Recording {
   TimeTree idle_tree;                 // events by time; types index idle_types
   std::vector<uint64_t> idle_off_ns;  // per event of idle_tree, in its order: the wait's length
                                       // (0 when it had not ended by the end of the recording)
+
+  // Points: off unless the program passed any.
+  std::vector<SpanName> span_names;
+  std::vector<RecordedSpan> spans;  // in order of begin
+  uint64_t points_lost = 0;         // events the points recorder could not keep
 };
+
+// The samples of `r.tree` inside the spans named `name` (its index),
+// counted once each however many spans hold them: a span's samples are
+// those of its thread (of every thread of its process when it began on
+// another), taken in [begin_ns, end_ns]. Exact, by type.
+std::map<uint32_t, uint64_t> SamplesDuring(const Recording& r, uint32_t name);
 
 // The time sample `i` of r.tree stands for (see Recording::sample_ns).
 uint64_t SampleNs(const Recording& r, size_t i);

@@ -27,6 +27,7 @@ using testing::TempDir;
 
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kPhases = FIELDPROF_PHASES;
+const std::string kPointWork = FIELDPROF_POINTWORK;
 const std::string kWaits = FIELDPROF_WAITS;
 
 // `record show FILE --collapsed` (and `more` options): each stack with a
@@ -1119,6 +1120,77 @@ TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
   EXPECT_EQ(RunCommand(kCli + " record show " + dir.File("none") + " 2>&1", &out), 1);
   EXPECT_EQ(RunCommand(kCli + " record 2>&1", &out), 2);
   EXPECT_NE(out.find("-- CMD"), std::string::npos) << out;
+}
+
+// The program's points on the samples' timeline, under the perf clock and
+// the task clock: record show --points lists its two scopes and its
+// segment with the durations the program's own clock read (within 1%);
+// --during gives the samples inside a scope, exactly, and they are where
+// its known work is: load's split 2:1 between load_hash and load_copy,
+// parse's all in parse_tokens, and none of idle_spin (outside both).
+TEST(RecordTest, ThePointsAreOnTheSamplesTimeline) {
+  TempDir dir;
+  for (const std::string clock : {"", " --clock task"}) {
+    SCOPED_TRACE(clock.empty() ? "perf" : clock);
+    const std::string file = dir.File("pw.fprec");
+    std::string out;
+    ASSERT_EQ(
+        RunCommand(kCli + " record" + clock + " -o " + file + " -- " + kPointWork + " 2>/dev/null",
+                   &out),
+        0)
+        << out;
+    long long load_ns = 0, parse_ns = 0, total_ns = 0;
+    ASSERT_EQ(
+        std::sscanf(out.c_str(), "load %lld parse %lld total %lld", &load_ns, &parse_ns, &total_ns),
+        3)
+        << out;
+    ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points", &out), 0) << out;
+    const auto ms_of = [&](const std::string& segment) {
+      const size_t at = out.find(segment);
+      if (at == std::string::npos) return -1.0;
+      double count = 0, total = 0;
+      char unit[8] = {};
+      std::sscanf(out.c_str() + at + segment.size(), " %lf %lf %7s", &count, &total, unit);
+      return std::string(unit) == "s" ? total * 1e3 : std::string(unit) == "ms" ? total : -1.0;
+    };
+    EXPECT_NEAR(ms_of("load (scope)"), load_ns / 1e6, 0.01 * load_ns / 1e6 + 0.05) << out;
+    EXPECT_NEAR(ms_of("parse (scope)"), parse_ns / 1e6, 0.01 * parse_ns / 1e6 + 0.05) << out;
+    EXPECT_GT(ms_of("begin -> end"), (load_ns + parse_ns) / 1e6) << out;
+    // Inside load: its two functions, 100 ms and 50 ms of CPU.
+    ASSERT_EQ(RunCommand(kCli + " record show " + file + " --during work:load --collapsed", &out),
+              0)
+        << out;
+    uint64_t hash = 0, copy = 0, other = 0;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      const uint64_t n = std::stoull(line.substr(line.rfind(' ') + 1));
+      (line.find(";load_hash") != std::string::npos   ? hash
+       : line.find(";load_copy") != std::string::npos ? copy
+                                                      : other) += n;
+    }
+    const double all = static_cast<double>(hash + copy + other);
+    EXPECT_GT(all, 0.8 * 0.150 * 999) << out;  // 150 ms of CPU at 999 Hz
+    EXPECT_LT(all, 1.2 * 0.150 * 999) << out;
+    EXPECT_NEAR(hash / all, 2.0 / 3, 0.12) << out;
+    EXPECT_LT(other / all, 0.05) << out;
+    ASSERT_EQ(RunCommand(kCli + " record show " + file + " --during work:parse --collapsed", &out),
+              0);
+    EXPECT_EQ(out.find("idle_spin"), std::string::npos) << out;
+    EXPECT_EQ(out.find("load_"), std::string::npos) << out;
+    EXPECT_NE(out.find(";parse_tokens"), std::string::npos) << out;
+    // A name it does not have: the ones it has.
+    ASSERT_EQ(RunCommand(kCli + " record show " + file + " --during work:nothing 2>&1", &out), 2);
+    EXPECT_NE(out.find("work:parse (scope)"), std::string::npos) << out;
+  }
+  // --points=false: no recorder, no points.
+  std::string out;
+  const std::string file = dir.File("none.fprec");
+  ASSERT_EQ(RunCommand(kCli + " record --points=false -o " + file + " -- " + kPointWork +
+                           " >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points", &out), 0);
+  EXPECT_NE(out.find("passed no points"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -57,6 +58,9 @@ Recording Sample(uint32_t seed) {
   std::vector<uint32_t> idle_kinds = {0, 1, 0, 1};
   r.idle_tree = *TimeTree::Build(idle_times, idle_kinds);
   r.idle_off_ns = {4000, 4000, 3000, 3000};
+  r.span_names = {{"startup", "load (scope)", true}, {"startup", "begin -> ready", false}};
+  r.spans = {{1, 0, 1, 500, 90000}, {0, 0, 0, 1000, 4000}, {0, 2, 2, 7000, 7000}};
+  r.points_lost = 4;
   return r;
 }
 
@@ -113,6 +117,20 @@ TEST(RecordingTest, WhatIsWrittenReadsBackFieldForField) {
     }
     ExpectSameRanges(back->idle_tree, r.idle_tree);
     EXPECT_EQ(back->idle_off_ns, r.idle_off_ns);
+    ASSERT_EQ(back->span_names.size(), r.span_names.size());
+    for (size_t i = 0; i < r.span_names.size(); ++i) {
+      EXPECT_EQ(back->span_names[i].tag, r.span_names[i].tag);
+      EXPECT_EQ(back->span_names[i].segment, r.span_names[i].segment);
+      EXPECT_EQ(back->span_names[i].scope, r.span_names[i].scope);
+    }
+    ASSERT_EQ(back->spans.size(), r.spans.size());
+    for (size_t i = 0; i < r.spans.size(); ++i) {
+      EXPECT_EQ(std::tie(back->spans[i].name, back->spans[i].begin_thread, back->spans[i].thread,
+                         back->spans[i].begin_ns, back->spans[i].end_ns),
+                std::tie(r.spans[i].name, r.spans[i].begin_thread, r.spans[i].thread,
+                         r.spans[i].begin_ns, r.spans[i].end_ns));
+    }
+    EXPECT_EQ(back->points_lost, r.points_lost);
   }
 }
 
