@@ -286,13 +286,6 @@ struct RawDirReader::File {
   size_t sym_modules = 0;   // the modules `sym` was made with
   std::unique_ptr<Symbolizer> sym;
 
-  Symbolizer& Sym() {
-    if (sym == nullptr || sym_modules != p.modules.size()) {
-      sym = std::make_unique<Symbolizer>(Loaded(p.modules), p.header.pid);
-      sym_modules = p.modules.size();
-    }
-    return *sym;
-  }
   bool Covered(const std::vector<uint64_t>& ips) const {
     for (uint64_t ip : ips) {
       bool in = false;
@@ -314,6 +307,26 @@ RawDirReader::RawDirReader(std::string dir, const TimeTreeOptions& options)
       in_(std::make_unique<Interned>(&r_)) {}
 
 RawDirReader::~RawDirReader() = default;
+
+Symbolizer& RawDirReader::SymOf(File& f) {
+  if (f.sym != nullptr && f.sym_modules == f.p.modules.size()) {
+    symbolized_.remove(&f);
+    symbolized_.push_front(&f);
+    return *f.sym;
+  }
+  // A symbolizer holds every module of its process open: a few are kept,
+  // the least recently used let go (Chromium under --clock task has a
+  // hundred processes of a hundred modules).
+  symbolized_.remove(&f);
+  while (symbolized_.size() >= kSymbolizersKept) {
+    symbolized_.back()->sym.reset();
+    symbolized_.pop_back();
+  }
+  f.sym = std::make_unique<Symbolizer>(Loaded(f.p.modules), f.p.header.pid);
+  f.sym_modules = f.p.modules.size();
+  symbolized_.push_front(&f);
+  return *f.sym;
+}
 
 Status RawDirReader::ReadMore(File& f) {
   const int fd = open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -352,7 +365,7 @@ Status RawDirReader::ReadMore(File& f) {
   for (const RawSample& s : samples) {
     f.unresolved |= !f.Covered(s.ips);
     const uint32_t type =
-        in_->Type(in_->Thread(f.p.header.pid, s.h.tid), in_->Stack(f.Sym(), s.ips, false));
+        in_->Type(in_->Thread(f.p.header.pid, s.h.tid), in_->Stack(SymOf(f), s.ips, false));
     pending_.push_back({s.h.time_ns, type, s.h.weight_ns != 0 ? s.h.weight_ns : period});
     f.last_time = std::max(f.last_time, s.h.time_ns);
   }
@@ -479,7 +492,7 @@ StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
   std::vector<IdleEvent> idle;
   for (File* f : procs) {
     r.idle |= f->p.header.idle != 0;
-    Waits(f->p, r.start_ns, f->Sym(), in_.get(), &idle);
+    Waits(f->p, r.start_ns, SymOf(*f), in_.get(), &idle);
   }
   if (StatusOr<std::string> cpu = ReadWholeFile(dir_ + "/" + kCpuIdleFile); cpu.ok()) {
     FP_ASSIGN_OR_RETURN(CpuIdleLog log, DecodeCpuIdleLog(*cpu));

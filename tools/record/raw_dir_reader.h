@@ -5,6 +5,7 @@
 #define FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "tools/record/time_tree.h"
 
 namespace fieldprof::local {
+
+class Symbolizer;
 
 // A raw directory read as its files grow. Each Poll reads the whole
 // records the samplers appended since the last, names and interns the new
@@ -54,6 +57,10 @@ class RawDirReader {
     uint64_t weight;
   };
   [[nodiscard]] Status ReadMore(File& f);
+  // `f`'s process's symbolizer, made with its modules as read so far.
+  Symbolizer& SymOf(File& f);
+  static constexpr size_t kSymbolizersKept = 8;
+  std::list<File*> symbolized_;  // files whose symbolizer is kept, the latest used first
   // The points files' segments and scopes, as `r`'s spans (afresh).
   void Points(Recording* r);
 

@@ -166,7 +166,63 @@
   // --- The timeline ---------------------------------------------------------
 
   const LABEL_W = 170, LANE_H = 26, AXIS_H = 20, MAX_LANES = 8;
-  const timeline = { lanes: [], slices: 0, counts: null, drag: null };
+  const SPAN_H = 16, MAX_SPAN_ROWS = 6;
+  const timeline = { lanes: [], slices: 0, counts: null, drag: null, spanRows: [], bandH: 0 };
+
+  // The program's points: each thread's spans (segments and scopes) in
+  // rows above the lanes, a nested one below the one holding it, as the
+  // Firefox Profiler draws markers and Tracy its zones. Clicking one
+  // selects its time range, on its thread.
+  const spans = (data.spans || []).map(([name, beginThread, thread, begin, end], i) =>
+    ({ i, name, beginThread, thread, begin, end }));
+  function layoutSpans() {
+    const byThread = new Map();
+    for (const sp of spans) {
+      if (!byThread.has(sp.thread)) byThread.set(sp.thread, []);
+      byThread.get(sp.thread).push(sp);
+    }
+    const rows = [];
+    for (const [thread, list] of byThread) {
+      const ends = [];  // per row: where its last span ends
+      const first = rows.length;
+      for (const sp of list) {  // in order of begin
+        let r = ends.findIndex((e) => e <= sp.begin);
+        if (r < 0) r = ends.length < MAX_SPAN_ROWS ? ends.length : MAX_SPAN_ROWS - 1;
+        ends[r] = Math.max(ends[r] || 0, sp.end);
+        sp.row = first + r;
+        if (!rows[first + r]) rows[first + r] = { thread, label: r === 0, spans: [] };
+        rows[first + r].spans.push(sp);
+      }
+    }
+    timeline.spanRows = rows;
+    timeline.bandH = rows.length * SPAN_H;
+  }
+  function spanName(sp) {
+    const [tag, segment] = data.span_names[sp.name];
+    return `${tag}:${segment}`;
+  }
+  function spanAt(x, y) {
+    const row = timeline.spanRows[Math.floor(y / SPAN_H)];
+    if (!row || y >= timeline.bandH) return null;
+    const t = (x - LABEL_W) / plotWidth() * duration;
+    const slack = 2 / plotWidth() * duration;  // two pixels: a short span can still be hit
+    let best = null;
+    for (const sp of row.spans) {
+      if (t >= sp.begin - slack && t <= sp.end + slack && (!best || sp.end - sp.begin < best.end - best.begin)) best = sp;
+    }
+    return best;
+  }
+  function selectSpan(sp) {
+    // On its thread, as record show --during counts it; a span that began
+    // on another thread covers its process's threads.
+    state.tid = sp.beginThread === sp.thread ? data.threads[sp.thread].tid : 0;
+    $('thread').value = String(state.tid);
+    if ($('thread').value !== String(state.tid)) {  // a thread without samples
+      $('thread').append(new Option(`${state.tid}`, state.tid));
+      $('thread').value = String(state.tid);
+    }
+    selectRange(sp.begin, sp.end);
+  }
 
   // Samples per slice and lane: the busiest threads get a lane each, the
   // rest share one. One pass over the samples when the view changes.
@@ -202,6 +258,7 @@
       counts[lane][s] += 1;
     }
     Object.assign(timeline, { lanes, slices, counts });
+    layoutSpans();
     drawTimeline();
   }
 
@@ -212,7 +269,8 @@
   function drawTimeline() {
     const c = $('timeline');
     const dpr = window.devicePixelRatio || 1;
-    const w = c.clientWidth || 1000, h = timeline.lanes.length * LANE_H + AXIS_H;
+    const band = timeline.bandH;
+    const w = c.clientWidth || 1000, h = band + timeline.lanes.length * LANE_H + AXIS_H;
     c.style.height = h + 'px';
     c.width = Math.round(w * dpr);
     c.height = Math.round(h * dpr);
@@ -221,8 +279,27 @@
     g.clearRect(0, 0, w, h);
     g.font = '12px system-ui, sans-serif';
     const pw = plotWidth(), sw = pw / timeline.slices;
+    timeline.spanRows.forEach((row, ri) => {
+      const y0 = ri * SPAN_H;
+      g.fillStyle = '#fbf8ef';
+      g.fillRect(0, y0, w, SPAN_H);
+      if (row.label) {
+        g.fillStyle = '#665';
+        g.fillText(`${data.threads[row.thread].tid} points`, 6, y0 + 12, LABEL_W - 10);
+      }
+      for (const sp of row.spans) {
+        const x0 = timeToX(sp.begin), x1 = Math.max(x0 + 2, timeToX(sp.end));
+        g.fillStyle = `hsl(${(sp.name * 67) % 360}, 55%, 72%)`;
+        g.fillRect(x0, y0 + 1, x1 - x0, SPAN_H - 2);
+        const label = spanName(sp);
+        if (x1 - x0 > 30) {
+          g.fillStyle = '#222';
+          g.fillText(label, x0 + 3, y0 + 12, x1 - x0 - 6);
+        }
+      }
+    });
     timeline.lanes.forEach((lane, li) => {
-      const y0 = li * LANE_H;
+      const y0 = band + li * LANE_H;
       g.fillStyle = li % 2 ? '#f6f6f8' : '#fff';
       g.fillRect(0, y0, w, LANE_H);
       g.fillStyle = '#333';
@@ -244,7 +321,7 @@
       }
     });
     // The axis.
-    const y = timeline.lanes.length * LANE_H;
+    const y = band + timeline.lanes.length * LANE_H;
     g.fillStyle = '#555';
     const ticks = 8;
     for (let i = 0; i <= ticks; ++i) {
@@ -268,10 +345,22 @@
   }
 
   function pointerX(e) { return e.clientX - $('timeline').getBoundingClientRect().left; }
+  function pointerY(e) { return e.clientY - $('timeline').getBoundingClientRect().top; }
   $('timeline').addEventListener('mousedown', (e) => {
+    const sp = spanAt(pointerX(e), pointerY(e));
+    if (sp) {
+      selectSpan(sp);
+      return;
+    }
     const t = xToTime(pointerX(e));
     timeline.drag = { a: t, b: t };
     drawTimeline();
+  });
+  $('timeline').addEventListener('mousemove', (e) => {
+    const sp = timeline.drag ? null : spanAt(pointerX(e), pointerY(e));
+    $('timeline').title = sp ? `${spanName(sp)} — ${kit.duration(sp.end - sp.begin)}, ` +
+        `[${fmtTime(sp.begin)}, ${fmtTime(sp.end)}] on thread ${data.threads[sp.thread].tid}: ` +
+        'click to see the samples inside it' : '';
   });
   window.addEventListener('mousemove', (e) => {
     if (!timeline.drag) return;
@@ -520,7 +609,13 @@
     samples: (view) => ({ times: views[view].times, types: views[view].types }),
     // Where time `ns` is on the screen (client coordinates) in the timeline.
     xOf: (ns) => $('timeline').getBoundingClientRect().left + timeToX(ns),
-    yOfLane: (lane) => $('timeline').getBoundingClientRect().top + lane * LANE_H + LANE_H / 2,
+    yOfLane: (lane) => $('timeline').getBoundingClientRect().top + timeline.bandH + lane * LANE_H + LANE_H / 2,
+    // The points' spans, and where each is drawn (client coordinates).
+    spans: () => spans.map((sp) => ({
+      name: spanName(sp), tid: data.threads[sp.thread].tid, begin_ns: sp.begin, end_ns: sp.end,
+      x: $('timeline').getBoundingClientRect().left + (timeToX(sp.begin) + Math.max(timeToX(sp.begin) + 2, timeToX(sp.end))) / 2,
+      y: $('timeline').getBoundingClientRect().top + sp.row * SPAN_H + SPAN_H / 2,
+    })),
   };
 
   buildTimeline();

@@ -70,8 +70,16 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
       add(IdleDirection::kCpuWokeInto, "a CPU left idle for (CPU-wide)", "CPU wake-ups");
     }
   }
+  // The points' spans: [name, begin thread, thread, begin ns, end ns].
+  json span_names = json::array(), spans = json::array();
+  for (const SpanName& n : r.span_names) span_names.push_back({n.tag, n.segment, n.scope});
+  for (const RecordedSpan& sp : r.spans) {
+    spans.push_back({sp.name, sp.begin_thread, sp.thread, sp.begin_ns, sp.end_ns});
+  }
   const json data = {
       {"command", r.command},
+      {"span_names", std::move(span_names)},
+      {"spans", std::move(spans)},
       {"duration_ns", r.duration_ns},
       {"hz", r.hz},
       {"source", SampleSourceName(r.source)},

@@ -1095,6 +1095,47 @@ TEST(RecordTest, ThePageAnswersARangeDraggedOnItsTimeline) {
   EXPECT_NE(out.find("&lt;/script&gt;&lt;b&gt;"), std::string::npos);
 }
 
+// The points on the page, in Debian's chromium: each occurrence drawn as
+// a span above its thread's lane; clicking one selects its time range on
+// its thread, and the flame graph then holds what `record show --during`
+// counts for it, frame for frame.
+TEST(RecordTest, APointsSpanClickedOnThePageShowsTheSamplesInsideIt) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand("command -v node && test -d " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/aggregator/ui/node_modules/playwright-core",
+                       &out),
+            0)
+      << "node and playwright-core: ./deploy/install-deps.sh process";
+  const std::string file = dir.File("pw.fprec");
+  ASSERT_EQ(
+      RunCommand(kCli + " record -o " + file + " -- " + kPointWork + " >/dev/null 2>&1", &out), 0);
+  ASSERT_EQ(
+      RunCommand(kCli + " record show " + file + " --html " + dir.File("pw.html") + " 2>&1", &out),
+      0)
+      << out;
+  ASSERT_EQ(RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/tools/record/record_points_page.mjs " + dir.File("pw.html") +
+                           " 'work:load (scope)' " + FIELDPROF_BUILD_DIR + "/ui-screenshots",
+                       &out),
+            0)
+      << out;
+  const nlohmann::json page = nlohmann::json::parse(out.substr(out.find('{')));
+  // Three spans: two scopes and the segment around them.
+  EXPECT_EQ(page["spans"].size(), 3u) << page["spans"].dump();
+  const nlohmann::json& span = page["span"];
+  EXPECT_NE(page["tooltip"].get<std::string>().find("work:load (scope)"), std::string::npos);
+  EXPECT_EQ(page["state"]["from_ns"], span["begin_ns"]);
+  EXPECT_EQ(page["state"]["to_ns"], span["end_ns"]);
+  EXPECT_EQ(page["state"]["tid"], span["tid"]);
+  EXPECT_EQ(page["thread_picked"].get<std::string>(), std::to_string(span["tid"].get<uint64_t>()));
+  const auto during = PathTotals(file, 0, 100e9, " --during work:load");
+  ASSERT_FALSE(during.empty());
+  std::map<std::string, uint64_t> drawn;
+  for (const auto& f : page["state"]["frames"]) drawn[f["path"]] = f["total"];
+  EXPECT_EQ(drawn, during);
+}
+
 TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
   TempDir dir;
   const std::string file = dir.File("killed.fprec");
