@@ -311,7 +311,7 @@ std::string IdleText(const Recording& r, local::IdleReportOptions io, const std:
 // t2] (of `thread`, 0: all): per tag and segment, how many, and their
 // total, mean, least and most.
 void PrintPoints(const std::string& file, const Recording& r, uint64_t t1, uint64_t t2,
-                 int64_t thread) {
+                 int64_t thread, bool json) {
   struct Row {
     uint64_t count = 0, total = 0, least = UINT64_MAX, most = 0;
     std::set<uint32_t> tids;
@@ -328,6 +328,31 @@ void PrintPoints(const std::string& file, const Recording& r, uint64_t t1, uint6
     row.least = std::min(row.least, ns);
     row.most = std::max(row.most, ns);
     row.tids.insert(tid);
+  }
+  if (json) {  // every occurrence, to the nanosecond
+    nlohmann::json out = nlohmann::json::array();
+    std::map<uint32_t, size_t> at;
+    for (const local::RecordedSpan& sp : r.spans) {
+      if (sp.begin_ns < t1 || sp.begin_ns > t2 || rows.count(sp.name) == 0) continue;
+      const uint32_t tid = r.threads[sp.thread].tid;
+      if (thread != 0 && tid != static_cast<uint32_t>(thread)) continue;
+      auto [it, fresh] = at.try_emplace(sp.name, out.size());
+      if (fresh) {
+        const local::SpanName& n = r.span_names[sp.name];
+        out.push_back({{"tag", n.tag},
+                       {"segment", n.segment},
+                       {"scope", n.scope},
+                       {"count", rows[sp.name].count},
+                       {"total_ns", rows[sp.name].total},
+                       {"occurrences", nlohmann::json::array()}});
+      }
+      out[it->second]["occurrences"].push_back({{"tid", tid},
+                                                {"begin_tid", r.threads[sp.begin_thread].tid},
+                                                {"begin_ns", sp.begin_ns},
+                                                {"end_ns", sp.end_ns}});
+    }
+    std::cout << out.dump(1) << "\n";
+    return;
   }
   std::printf(
       "%s: %s, %zu segments and scopes of the program's points%s\n", file.c_str(),
@@ -425,7 +450,7 @@ int RecordShow(int argc, char** argv) {
   std::string color = "auto";
   int64_t thread = 0, top = 1000;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
-  bool points = false;
+  bool points = false, json = false;
   std::string during;
   std::string pprof_out, html_out;
   OptionTable t("fieldprof record show",
@@ -461,6 +486,7 @@ int RecordShow(int argc, char** argv) {
               "the lab's heat colours, by self share (blue cold .. red hot): auto, always, never");
   t.AddBool("points", &points,
             "the program's points: per segment and scope, its occurrences and their times");
+  t.AddBool("json", &json, "with --points: every occurrence as JSON, times in ns");
   t.AddString("during", &during,
               "the samples taken inside every occurrence of a segment or scope, TAG:SEGMENT "
               "(work:parse, \"work:begin -> end\"): of its thread, or of its process's threads "
@@ -489,7 +515,7 @@ int RecordShow(int argc, char** argv) {
     return 0;
   }
   if (points) {
-    PrintPoints(file, *r, t1, t2, thread);
+    PrintPoints(file, *r, t1, t2, thread, json);
     return 0;
   }
   if (!during.empty()) {

@@ -19,6 +19,19 @@ CallTree CallTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_n
 // time. Empty when the recording has no idle transitions.
 CallTree OffCpuTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
 
+// Traced and sampled time in one tree (seed 002): the program's scopes
+// (FP_SCOPE, --at) give the structure, the calls and the exact durations;
+// the samples distribute each scope's self time (its duration less its
+// inner scopes') over the call paths they saw inside it. A scope is a node
+// "[TAG:NAME]" under the scope that holds it on its thread; under it, the
+// whole stacks of its samples (where in the stack the scope was entered is
+// not recorded). Its time is shared out in proportion to the
+// samples' own times, to the nanosecond, so its total is its traced
+// duration exactly; a scope without a sample of its own keeps its self
+// time. Samples outside every scope keep their sampled time under the
+// root. Scopes wholly in [t1_ns, t2_ns], of thread `tid` (0: all).
+CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
+
 }  // namespace fieldprof::local
 
 #endif  // FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_

@@ -47,7 +47,8 @@ constexpr const char* kUsage =
     "  fieldprof tree add a.fptree b.fptree -o ab.fptree  # exact sums\n"
     "  fieldprof tree mean r1 r2 r3                       # per-metric averages\n"
     "  fieldprof tree min r1 r2 r3                        # what every run has\n"
-    "  fieldprof tree sub new1 new2 new3 --base old1,old2,old3   # what changed\n";
+    "  fieldprof tree sub new1 new2 new3 --base old1,old2,old3   # what changed\n"
+    "  fieldprof tree merge run.fprec --metric time       # traced scopes and samples in one\n";
 
 struct Common {
   std::string metric_name, out, match = "exact", normalize = "none", color = "auto", pprof, html;
@@ -209,7 +210,7 @@ struct Invocation {
 int Parse(int argc, char** argv, Invocation* inv) {
   const std::string verb = argc >= 2 ? argv[1] : "";
   static const char* kVerbs[] = {"show",  "build", "top",  "callers", "paths", "subtree",
-                                 "leaks", "add",   "mean", "min",     "sub"};
+                                 "leaks", "add",   "mean", "min",     "sub",   "merge"};
   bool known = false;
   for (const char* v : kVerbs) known |= verb == v;
   Common& c = inv->c;
@@ -231,7 +232,7 @@ int Parse(int argc, char** argv, Invocation* inv) {
     }
     std::cerr << "fieldprof tree: \"" << verb
               << "\" is not a verb: show, build, top, callers, paths, subtree, leaks, add, "
-                 "mean, min, sub (see --help)\n";
+                 "mean, min, sub, merge (see --help)\n";
     return 2;
   }
   if (ParseOrShowHelp(t, argc - 1, argv + 1, &s)) return 0;
@@ -278,6 +279,7 @@ bool Load(const Invocation& inv, const std::vector<std::string>& paths,
   lo.collapsed_metric = inv.metric_given ? inv.metric : Metric::kSamples;
   lo.chrome.threads = c.threads;
   lo.off_cpu = c.off_cpu;
+  lo.merge = inv.verb == "merge";
   for (const std::string& p : paths) {
     StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
     if (!tree.ok()) {
@@ -348,7 +350,8 @@ int PrintLeaks(const CallTree& tree, const std::string& file) {
 int Query(const Invocation& inv, const CallTree& tree) {
   const std::string& verb = inv.verb;
   const Metric metric = inv.metric;
-  if (verb == "show" || verb == "build") return Emit(tree, inv.c, metric, nullptr);
+  if (verb == "show" || verb == "build" || verb == "merge")
+    return Emit(tree, inv.c, metric, nullptr);
   if (verb == "subtree") {
     StatusOr<CallTree> sub = local::Subtree(tree, inv.function);
     if (!sub.ok()) return Fail(sub.status().message());

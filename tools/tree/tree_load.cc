@@ -16,6 +16,12 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
   };
   const std::string_view b = *bytes;
   if (b.substr(0, 6) == "FPTREE") return named(DecodeCallTree(b));
+  if (o.merge && b.substr(0, 11) != "FPRECORDING") {
+    return Status(StatusCode::kInvalidArgument,
+                  path +
+                      ": tree merge takes a recording (fieldprof record) of a program with "
+                      "points: its traced scopes and its samples");
+  }
   if (b.substr(0, 11) == "FPRECORDING") {
     StatusOr<Recording> r = DecodeRecording(b);
     if (!r.ok()) return named(r.status());
@@ -23,8 +29,15 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
       return Status(StatusCode::kInvalidArgument,
                     path + ": recorded without idle transitions (record --idle)");
     }
-    CallTree t = o.off_cpu ? OffCpuTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid)
-                           : CallTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid);
+    if (o.merge && r->spans.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    path +
+                        ": the program passed no points (<fieldprof/points.h>): nothing "
+                        "traced to merge with its samples");
+    }
+    CallTree t = o.merge     ? MergedTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid)
+                 : o.off_cpu ? OffCpuTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid)
+                             : CallTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid);
     t.description = path + ": " + t.description;
     return t;
   }

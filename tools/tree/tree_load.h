@@ -18,6 +18,7 @@ struct LoadOptions {
   uint64_t from_ns = 0, to_ns = UINT64_MAX;
   uint32_t tid = 0;
   bool off_cpu = false;  // the waits and their off-CPU time instead of the samples
+  bool merge = false;    // its traced scopes with its samples (MergedTreeFromRecording)
   // For collapsed stacks: what the counts are.
   Metric collapsed_metric = Metric::kSamples;
   ChromeTraceOptions chrome;

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -1095,6 +1096,77 @@ TEST(RecordTest, ThePageAnswersARangeDraggedOnItsTimeline) {
   EXPECT_NE(out.find("&lt;/script&gt;&lt;b&gt;"), std::string::npos);
 }
 
+// Traced and sampled time in one tree (tree merge): each scope's node
+// totals its traced duration to the nanosecond, however its samples
+// fell; an inner scope's time is taken out of its outer one's; inside
+// each, the samples put the time where the known work is; the samples
+// outside every scope keep their own time; nothing is counted twice.
+TEST(RecordTest, TracedScopesAndSamplesMergeIntoOneTree) {
+  TempDir dir;
+  const std::string file = dir.File("pw.fprec");
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " record -o " + file + " -- " + kPointWork + " >/dev/null 2>&1", &out), 0);
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points --json", &out), 0) << out;
+  std::map<std::string, int64_t> traced;
+  for (const auto& seg : nlohmann::json::parse(out)) {
+    traced[seg["segment"].get<std::string>()] = seg["total_ns"].get<int64_t>();
+  }
+  ASSERT_EQ(traced.size(), 4u) << out;
+  ASSERT_EQ(RunCommand(kCli + " tree merge " + file + " --json 2>/dev/null", &out), 0) << out;
+  const nlohmann::json tree = nlohmann::json::parse(out);
+  const auto child = [](const nlohmann::json& node, const std::string& name) {
+    for (const auto& c : node["children"]) {
+      if (c["name"] == name) return c;
+    }
+    return nlohmann::json();
+  };
+  // The time under `node` whose path passes through `function`.
+  const std::function<int64_t(const nlohmann::json&, const std::string&)> under =
+      [&](const nlohmann::json& node, const std::string& function) -> int64_t {
+    if (node["name"] == function) return node["total"]["time_ns"].get<int64_t>();
+    int64_t sum = 0;
+    for (const auto& c : node["children"]) sum += under(c, function);
+    return sum;
+  };
+  const nlohmann::json& root = tree["root"];
+  const nlohmann::json load = child(root, "[work:load]"), parse = child(root, "[work:parse]");
+  ASSERT_FALSE(load.is_null()) << tree.dump(1);
+  ASSERT_FALSE(parse.is_null()) << tree.dump(1);
+  const nlohmann::json hash = child(load, "[work:hash]");
+  ASSERT_FALSE(hash.is_null()) << load.dump(1);
+  EXPECT_EQ(load["total"]["time_ns"].get<int64_t>(), traced["load (scope)"]);
+  EXPECT_EQ(hash["total"]["time_ns"].get<int64_t>(), traced["hash (scope)"]);
+  EXPECT_EQ(parse["total"]["time_ns"].get<int64_t>(), traced["parse (scope)"]);
+  EXPECT_EQ(load["total"]["calls"].get<int64_t>(), 2);  // itself and hash
+  EXPECT_EQ(parse["self"]["calls"].get<int64_t>(), 1);
+  // Inside: load's own time (less hash) is load_copy's, hash's is
+  // load_hash's, parse's is parse_tokens' (sampling puts a stray sample
+  // or two elsewhere: at least 90%).
+  const double own = static_cast<double>(traced["load (scope)"] - traced["hash (scope)"]);
+  EXPECT_GT(static_cast<double>(under(load, "load_copy")), 0.9 * own) << load.dump(1);
+  EXPECT_EQ(under(load, "load_hash"), under(hash, "load_hash"));
+  EXPECT_GT(static_cast<double>(under(hash, "load_hash")), 0.9 * traced["hash (scope)"]);
+  EXPECT_GT(static_cast<double>(under(parse, "parse_tokens")), 0.9 * traced["parse (scope)"]);
+  // Outside every scope: idle_spin, 50 ms of CPU, in its sampled time.
+  int64_t outside = 0;
+  for (const auto& c : root["children"]) {
+    if (c["name"].get<std::string>().rfind("[", 0) != 0) outside += under(c, "idle_spin");
+  }
+  EXPECT_NEAR(static_cast<double>(outside), 50e6, 10e6);
+  // Nothing twice: the root is the scopes' durations and the rest's samples.
+  int64_t sum = 0;
+  for (const auto& c : root["children"]) sum += c["total"]["time_ns"].get<int64_t>();
+  EXPECT_EQ(root["total"]["time_ns"].get<int64_t>(), sum);
+  // Not a recording, or one with no points: said.
+  ASSERT_EQ(RunCommand(kCli + " record --points=false -o " + dir.File("np.fprec") + " -- " +
+                           kPointWork + " >/dev/null 2>&1",
+                       &out),
+            0);
+  EXPECT_EQ(RunCommand(kCli + " tree merge " + dir.File("np.fprec") + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("passed no points"), std::string::npos) << out;
+}
+
 // The points on the page, in Debian's chromium: each occurrence drawn as
 // a span above its thread's lane; clicking one selects its time range on
 // its thread, and the flame graph then holds what `record show --during`
@@ -1121,8 +1193,8 @@ TEST(RecordTest, APointsSpanClickedOnThePageShowsTheSamplesInsideIt) {
             0)
       << out;
   const nlohmann::json page = nlohmann::json::parse(out.substr(out.find('{')));
-  // Three spans: two scopes and the segment around them.
-  EXPECT_EQ(page["spans"].size(), 3u) << page["spans"].dump();
+  // Four spans: three scopes and the segment around them.
+  EXPECT_EQ(page["spans"].size(), 4u) << page["spans"].dump();
   const nlohmann::json& span = page["span"];
   EXPECT_NE(page["tooltip"].get<std::string>().find("work:load (scope)"), std::string::npos);
   EXPECT_EQ(page["state"]["from_ns"], span["begin_ns"]);
