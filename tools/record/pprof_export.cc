@@ -98,6 +98,11 @@ StatusOr<std::string> EncodePprof(const Recording& r, const PprofProfile& in) {
     pprof::Label* label = sample->add_label();
     label->set_key(thread_key);
     label->set_num(in_sample.tid);
+    if (in_sample.stack < in.stack_labels.size() && !in.stack_labels[in_sample.stack].empty()) {
+      pprof::Label* over = sample->add_label();
+      over->set_key(s.Id("over_field"));
+      over->set_str(s.Id(in.stack_labels[in_sample.stack]));
+    }
   }
   std::string bytes;
   if (!p.SerializeToString(&bytes)) return Internal("pprof: the profile did not serialise");

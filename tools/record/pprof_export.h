@@ -29,6 +29,9 @@ struct PprofProfile {
   int64_t period = 0;
   int64_t duration_ns = 0;
   std::vector<std::string> comments;
+  // Per stack (by index; empty or missing: none): the APIs on it that cost
+  // more than the field, as the samples' string label "over_field".
+  std::vector<std::string> stack_labels;
 };
 
 // The profile, serialised and gzipped.

@@ -173,6 +173,8 @@
   // rows above the lanes, a nested one below the one holding it, as the
   // Firefox Profiler draws markers and Tracy its zones. Clicking one
   // selects its time range, on its thread.
+  // APIs that cost more than the field (record show --check): frame -> why.
+  const marked = new Map(data.marked || []);
   const spans = (data.spans || []).map(([name, beginThread, thread, begin, end], i) =>
     ({ i, name, beginThread, thread, begin, end }));
   function layoutSpans() {
@@ -501,10 +503,11 @@
       total: (n) => n.total,
       name: (n) => frameName(n.frame),
       fill: (n) => (n.frame < 0 ? '#bbb' : heat(n.self / maxSelf, 68)),
-      classes: (n) => (n.frame === -2 ? ['other'] : []),
+      classes: (n) => (n.frame === -2 ? ['other'] : marked.has(n.frame) ? ['over-field'] : []),
       match: (n) => matches(n.frame),
       tip: (n) => `${frameName(n.frame)} — ${fmtCount(n.total)} ${unit} (${pct(n.total, all)}), ` +
-          `self ${fmtCount(n.self)} (${pct(n.self, all)})`,
+          `self ${fmtCount(n.self)} (${pct(n.self, all)})` +
+          (marked.has(n.frame) ? ` · ${marked.get(n.frame)}` : ''),
       onClick: (n) => {
         state.focus = n.frame === -1 ? null : n;
         drawFlame();
@@ -541,6 +544,10 @@
       const name = tr.insertCell();
       name.className = 'name';
       name.textContent = data.frames[f];
+      if (marked.has(f)) {
+        tr.className = 'over-field';
+        name.title = marked.get(f);
+      }
       tr.cells[0].style.background = heat(self / Math.max(1, rows[0][1][0]), 85);
     }
   }
@@ -602,6 +609,9 @@
         for (let a = n; a && a.frame >= 0; a = a.parent) path.unshift(data.frames[a.frame]);
         return { path: path.join(';'), total: n.total, self: n.self };
       }),
+      // The frames drawn marked as costing more than the field, by name.
+      over_field: [...document.querySelectorAll('#flame g.over-field')].map((g) => g.textContent),
+      over_field_rows: [...document.querySelectorAll('#functions tr.over-field td.name')].map((td) => td.textContent),
     }),
     duration_ns: duration,
     // The tree's answer for any range, and the samples it answers from.

@@ -76,8 +76,11 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
   for (const RecordedSpan& sp : r.spans) {
     spans.push_back({sp.name, sp.begin_thread, sp.thread, sp.begin_ns, sp.end_ns});
   }
+  json marked = json::array();
+  for (const auto& [frame, why] : o.marked) marked.push_back({frame, why});
   const json data = {
       {"command", r.command},
+      {"marked", std::move(marked)},
       {"span_names", std::move(span_names)},
       {"spans", std::move(spans)},
       {"duration_ns", r.duration_ns},
@@ -93,8 +96,13 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
         {"to_ns", std::min(o.to_ns, r.duration_ns)},
         {"tid", o.tid}}},
   };
+  // An API that costs more than the field, marked where it sits.
+  static constexpr char kCss[] =
+      "#flame g.over-field rect { stroke: #c00; stroke-width: 2.5px; }\n"
+      "#flame g.over-field text { font-weight: bold; }\n"
+      "#functions tr.over-field td.name { color: #b00; font-weight: bold; }\n";
   return page::RenderPage("fieldprof record", "fieldprof record: " + r.command,
-                          RecordPageFile("record.html")->body, "",
+                          RecordPageFile("record.html")->body, kCss,
                           RecordPageFile("record.js")->body, data);
 }
 

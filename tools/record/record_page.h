@@ -7,6 +7,7 @@
 #define FIELDPROF_TOOLS_RECORD_RECORD_PAGE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,8 @@ struct PageOptions {
   // The range and thread selected when the page opens.
   uint64_t from_ns = 0, to_ns = UINT64_MAX;
   uint32_t tid = 0;
+  // Frames to mark as APIs that cost more than the field, with why.
+  std::map<uint32_t, std::string> marked;
 };
 
 std::string RecordingPage(const Recording& r, const PageOptions& o);

@@ -14,6 +14,7 @@
 #include "common/options.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
+#include "tools/record/field_marks.h"
 #include "tools/record/idle_report.h"
 #include "tools/record/pprof_export.h"
 #include "tools/record/record_page.h"
@@ -36,6 +37,16 @@ struct TreeNode {
 struct Paint {
   bool color = false, truecolor = false;
   uint64_t hottest = 1;
+  const std::map<uint32_t, local::FieldMark>* marks = nullptr;  // --check
+  // A frame `check` found costing more than the field: its note after
+  // the line, in red when coloured.
+  std::string Mark(uint32_t frame) const {
+    if (marks == nullptr) return "";
+    auto it = marks->find(frame);
+    if (it == marks->end()) return "";
+    const std::string note = "  <-- " + it->second.note;
+    return color ? "\033[1;31m" + note + "\033[0m" : note;
+  }
   std::string operator()(const std::string& line, uint64_t self) const {
     return HeatText(line, static_cast<double>(self) / static_cast<double>(hottest), color,
                     truecolor);
@@ -60,7 +71,8 @@ void PrintTree(const Recording& r, const TreeNode& node, uint64_t all, double mi
     char cols[32];
     std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * share,
                   100 * static_cast<double>(c->self) / static_cast<double>(all));
-    std::printf("%s\n", paint(cols + indent + r.frames[f], c->self).c_str());
+    std::printf("%s%s\n", paint(cols + indent + r.frames[f], c->self).c_str(),
+                paint.Mark(f).c_str());
     PrintTree(r, *c, all, min_share, indent + "  ", paint);
   }
 }
@@ -125,7 +137,7 @@ std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t th
 // The range as a pprof profile: samples (count, and CPU time at the
 // period), or with `idle` the waits (to-idle count, off-CPU time).
 int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool idle,
-               const std::string& path) {
+               const std::map<uint32_t, local::FieldMark>& marks, const std::string& path) {
   local::PprofProfile p;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> by;  // (stack, tid)
   if (idle) {
@@ -160,6 +172,20 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
     }
   }
   for (auto& [key, values] : by) p.samples.push_back({key.first, key.second, std::move(values)});
+  // Each stack through an API that costs more than the field: its label.
+  if (!marks.empty()) {
+    p.stack_labels.resize(r.stacks.size());
+    for (size_t s = 0; s < r.stacks.size(); ++s) {
+      for (uint32_t f : r.stacks[s]) {
+        auto it = marks.find(f);
+        if (it == marks.end()) continue;
+        std::string& l = p.stack_labels[s];
+        if (l.find(it->second.symbol) == std::string::npos) {
+          l += (l.empty() ? "" : ",") + it->second.symbol;
+        }
+      }
+    }
+  }
   p.duration_ns =
       static_cast<int64_t>(std::min<uint64_t>(t2, r.duration_ns) - std::min(t1, r.duration_ns));
   p.comments.push_back("fieldprof record: " + r.command);
@@ -174,11 +200,13 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
   return 0;
 }
 
-int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, const std::string& path) {
+int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid,
+              const std::map<uint32_t, local::FieldMark>& marks, const std::string& path) {
   local::PageOptions o;
   o.from_ns = t1;
   o.to_ns = t2;
   o.tid = tid;
+  for (const auto& [frame, m] : marks) o.marked[frame] = m.symbol + ": " + m.note;
   const std::string page = local::RecordingPage(r, o);
   if (Status w = WriteFileDurably(path, page, FileAccess::kShared); !w.ok()) {
     std::cerr << "fieldprof record show: " << w.message() << "\n";
@@ -215,7 +243,8 @@ void PrintCollapsed(const Recording& r, const std::map<uint32_t, uint64_t>& by_s
 
 // The functions by self samples, with their total.
 void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
-                   double min_share, const std::string& color) {
+                   double min_share, const std::string& color,
+                   const std::map<uint32_t, local::FieldMark>* marks) {
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
   for (const auto& [stack, count] : by_stack) {
     const auto& frames = r.stacks[stack];
@@ -231,14 +260,15 @@ void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_st
     return x.second != y.second ? x.second > y.second : x.first < y.first;
   });
   if (rows.empty()) return;
-  Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first)};
+  Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first),
+              marks};
   std::printf("  self   total  function\n");
   for (const auto& [f, st] : rows) {
     if (static_cast<double>(st.second) / static_cast<double>(all) < min_share) continue;
     char cols[32];
     std::snprintf(cols, sizeof cols, "%6.2f%% %6.2f%% ", 100 * static_cast<double>(st.first) / all,
                   100 * static_cast<double>(st.second) / all);
-    std::printf("%s\n", paint(cols + r.frames[f], st.first).c_str());
+    std::printf("%s%s\n", paint(cols + r.frames[f], st.first).c_str(), paint.Mark(f).c_str());
   }
 }
 
@@ -246,7 +276,8 @@ void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_st
 // `other`: the range's samples in the time tree's "other", a line of their
 // own under the tree, so that the top lines and it make 100%.
 void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
-                  uint64_t other, double min_share, const std::string& color) {
+                  uint64_t other, double min_share, const std::string& color,
+                  const std::map<uint32_t, local::FieldMark>* marks) {
   TreeNode root;
   for (const auto& [stack, count] : by_stack) {
     TreeNode* node = &root;
@@ -258,7 +289,8 @@ void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_sta
     node->self += count;
   }
   std::printf(" total    self  call tree (top-down)\n");
-  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root))};
+  const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root)),
+                    marks};
   PrintTree(r, root, all, min_share, "", paint);
   if (other > 0) {
     const double share = 100 * static_cast<double>(other) / static_cast<double>(all);
@@ -408,7 +440,8 @@ StatusOr<std::vector<uint32_t>> SpansNamed(const Recording& r, const std::string
 
 // The samples inside every occurrence of `names`, as the call tree.
 int PrintDuring(const std::string& file, const Recording& r, const std::vector<uint32_t>& names,
-                bool collapsed, bool bottom_up, double min_share, const std::string& color) {
+                const std::map<uint32_t, local::FieldMark>* marks, bool collapsed, bool bottom_up,
+                double min_share, const std::string& color) {
   std::map<uint32_t, uint64_t> by_stack;
   uint64_t all = 0, count = 0, ns = 0;
   for (uint32_t name : names) {
@@ -436,9 +469,9 @@ int PrintDuring(const std::string& file, const Recording& r, const std::vector<u
     return 0;
   }
   if (bottom_up) {
-    PrintBottomUp(r, by_stack, all, min_share / 100, color);
+    PrintBottomUp(r, by_stack, all, min_share / 100, color, marks);
   } else {
-    PrintTopDown(r, by_stack, all, 0, min_share / 100, color);
+    PrintTopDown(r, by_stack, all, 0, min_share / 100, color, marks);
   }
   return 0;
 }
@@ -451,7 +484,7 @@ int RecordShow(int argc, char** argv) {
   int64_t thread = 0, top = 1000;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
   bool points = false, json = false;
-  std::string during;
+  std::string during, check;
   std::string pprof_out, html_out;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
@@ -487,6 +520,10 @@ int RecordShow(int argc, char** argv) {
   t.AddBool("points", &points,
             "the program's points: per segment and scope, its occurrences and their times");
   t.AddBool("json", &json, "with --points: every occurrence as JSON, times in ns");
+  t.AddString("check", &check,
+              "mark the APIs this report of `fieldprof check --json` found costing more than the "
+              "field, where they sit in the stacks: in the tree, on the page (--html) and as the "
+              "pprof label over_field (--pprof)");
   t.AddString("during", &during,
               "the samples taken inside every occurrence of a segment or scope, TAG:SEGMENT "
               "(work:parse, \"work:begin -> end\"): of its thread, or of its process's threads "
@@ -508,6 +545,20 @@ int RecordShow(int argc, char** argv) {
     std::cerr << "fieldprof record show: " << file << ": " << r.status().message() << "\n";
     return 1;
   }
+  std::map<uint32_t, local::FieldMark> marks;
+  if (!check.empty()) {
+    StatusOr<std::map<uint32_t, local::FieldMark>> m = local::FieldMarksFromCheck(*r, check);
+    if (!m.ok()) {
+      std::cerr << "fieldprof record show: --check: " << m.status().message() << "\n";
+      return 2;
+    }
+    marks = std::move(*m);
+    std::fprintf(stderr,
+                 "fieldprof record show: %zu frame%s of APIs that cost more than the field%s\n",
+                 marks.size(), marks.size() == 1 ? "" : "s",
+                 marks.empty() ? " (none of the report's APIs is in the recording)" : "");
+  }
+  const std::map<uint32_t, local::FieldMark>* marked = check.empty() ? nullptr : &marks;
   const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
   const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
   if (chrome) {
@@ -524,11 +575,13 @@ int RecordShow(int argc, char** argv) {
       std::cerr << "fieldprof record show: " << names.status().message() << "\n";
       return 2;
     }
-    return PrintDuring(file, *r, *names, collapsed, bottom_up, min_share, color);
+    return PrintDuring(file, *r, *names, marked, collapsed, bottom_up, min_share, color);
   }
-  if (!html_out.empty()) return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), html_out);
+  if (!html_out.empty()) {
+    return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), marks, html_out);
+  }
   if (!pprof_out.empty())
-    return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, pprof_out);
+    return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, marks, pprof_out);
   if (idle) {
     local::IdleReportOptions io;
     io.from_ns = t1;
@@ -561,9 +614,9 @@ int RecordShow(int argc, char** argv) {
     return 0;
   }
   if (bottom_up) {
-    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color);
+    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color, marked);
   } else {
-    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color);
+    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color, marked);
   }
   return 0;
 }

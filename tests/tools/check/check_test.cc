@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -318,6 +319,102 @@ TEST(CheckCommandTest, ARealProgramSlowedIsFlaggedAndGated) {
   // --apis without a command is a usage error.
   EXPECT_EQ(RunCommand(cli + " check --apis strlen 2>&1", &out), 2);
   EXPECT_NE(out.find("--apis needs -- COMMAND"), std::string::npos) << out;
+}
+
+// The field on the profile: a program whose API costs it more than the
+// field (the field built from runs at 1.4 us a call, the program at 3 us),
+// recorded with fieldprof record; record show --check with the report of
+// `fieldprof check --json` marks that API where it sits in the stack, and
+// no other frame: in the tree's text, as pprof's label over_field (read
+// by go tool pprof), and on the page in chromium (its flame graph and its
+// functions table).
+TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
+  TempDir dir;
+  const std::string cli = FIELDPROF_CLI_BIN;
+  const std::string prog = std::string(FIELDPROF_TESTPROG) + " spin ";
+  std::filesystem::create_directories(dir.File("field-spool"));
+  std::string out;
+  for (int i = 0; i < 10; ++i) {
+    RunCommand(cli + " run --force fp_test_spin_ns --apis 1 --max_load 1000000 --budget 1000 " +
+                   "--slots 1000 --spool " + dir.File("field-spool") + " -- " + prog +
+                   "1400 2000 outer " + dir.File("truth") + " > /dev/null 2>&1",
+               &out);
+  }
+  const std::vector<wire::Record> field = SumSpool(dir.File("field-spool"));
+  ASSERT_FALSE(field.empty()) << "the field runs left no record";
+  Cache(dir.File("cache")).Write(1, field);
+  ASSERT_EQ(RunCommand(cli + " check --json --cache " + dir.File("cache") +
+                           " --apis fp_test_spin_ns --repeat 6 --statistic p50 --min_effect 0.2 "
+                           "-- " +
+                           prog + "3000 2000 outer " + dir.File("truth") + " > " +
+                           dir.File("check.json") + " 2>/dev/null",
+                       &out),
+            0);
+  std::ifstream in(dir.File("check.json"));
+  const json report = json::parse(in);
+  ASSERT_EQ(report["findings"].size(), 1u) << report.dump();
+  ASSERT_TRUE(report["findings"][0]["evidence"].get<bool>()) << report.dump();
+  // 100,000 calls of 3 us: some 300 samples, most of them in the API.
+  const std::string rec = dir.File("t.fprec");
+  ASSERT_EQ(RunCommand(cli + " record -o " + rec + " -- " + prog + "3000 100000 outer " +
+                           dir.File("truth") + " >/dev/null 2>&1",
+                       &out),
+            7)  // the test program's own exit status, passed on
+      << out;
+  ASSERT_EQ(RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") +
+                           " --min_percent 0 --color never 2>&1",
+                       &out),
+            0)
+      << out;
+  int marked = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("  <-- costs more than the field");
+    if (at == std::string::npos) continue;
+    ++marked;
+    EXPECT_NE(line.substr(0, at).find("fp_test_spin_ns"), std::string::npos) << line;
+  }
+  EXPECT_GE(marked, 1) << out;
+  EXPECT_NE(out.find("1 frame of APIs that cost more than the field"), std::string::npos) << out;
+  // pprof: the stacks through it carry the label.
+  if (RunCommand("command -v go", &out) == 0) {
+    ASSERT_EQ(RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") +
+                             " --pprof " + dir.File("t.pb.gz") + " 2>&1",
+                         &out),
+              0)
+        << out;
+    ASSERT_EQ(
+        RunCommand("HOME=" + dir.path() + " go tool pprof -tags " + dir.File("t.pb.gz") + " 2>&1",
+                   &out),
+        0)
+        << out;
+    EXPECT_NE(out.find("over_field"), std::string::npos) << out;
+    EXPECT_NE(out.find("fp_test_spin_ns"), std::string::npos) << out;
+  }
+  // The page, in chromium.
+  ASSERT_EQ(RunCommand("command -v node && test -d " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/aggregator/ui/node_modules/playwright-core",
+                       &out),
+            0)
+      << "node and playwright-core: ./deploy/install-deps.sh process";
+  ASSERT_EQ(RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") +
+                           " --html " + dir.File("t.html") + " 2>&1",
+                       &out),
+            0)
+      << out;
+  ASSERT_EQ(RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                           "/tests/tools/record/record_page_state.mjs " + dir.File("t.html") + " " +
+                           FIELDPROF_BUILD_DIR + "/ui-screenshots record-over-field.png",
+                       &out),
+            0)
+      << out;
+  const json page = json::parse(out.substr(out.find('{')));
+  ASSERT_FALSE(page["over_field"].empty()) << page.dump();
+  for (const auto& name : page["over_field"]) {
+    EXPECT_EQ(name.get<std::string>(), "fp_test_spin_ns") << page.dump();
+  }
+  ASSERT_EQ(page["over_field_rows"].size(), 1u) << page.dump();
+  EXPECT_EQ(page["over_field_rows"][0], "fp_test_spin_ns");
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+// The field on the profile (seed 003, third use): the APIs that
+// `fieldprof check --json` found costing this user more than the field,
+// found among a recording's frames, so that `record show` can mark them
+// where they sit in the call stacks: in the tree's text, on the page's
+// flame graph and functions table, and as a pprof label.
+#ifndef FIELDPROF_TOOLS_RECORD_FIELD_MARKS_H_
+#define FIELDPROF_TOOLS_RECORD_FIELD_MARKS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+#include "tools/record/recording.h"
+
+namespace fieldprof::local {
+
+struct FieldMark {
+  std::string module, symbol;
+  std::string note;  // "costs more than the field: p50 3.1 us here, 1.4 us in the field (q 0.0001)"
+};
+
+// Frames by index: those named as an API with evidence in the report (its
+// symbol, or the symbol demangled), each with its finding in words.
+// Errors for a file that is not such a report.
+[[nodiscard]] StatusOr<std::map<uint32_t, FieldMark>> FieldMarksFromCheck(
+    const Recording& r, const std::string& check_json_path);
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_RECORD_FIELD_MARKS_H_
