@@ -4,7 +4,10 @@
 
 #include "common/cxx_names.h"
 #include "common/durable_file.h"
+#include "common/snapshot_cache.h"
+#include "common/snapshot_index.h"
 #include "tools/cli/format.h"
+#include "tools/field/cost_lookup.h"
 
 namespace fieldprof::local {
 
@@ -42,6 +45,32 @@ StatusOr<std::map<uint32_t, FieldMark>> FieldMarksFromCheck(const Recording& r,
     if (it != by_name.end()) marks[i] = it->second;
   }
   return marks;
+}
+
+StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(const Recording& r,
+                                                             const std::string& cache_dir) {
+  const SnapshotCache cache(cache_dir);
+  if (!cache.Manifest().ok() || cache.Fragments().empty()) {
+    return NotFound("no snapshot in " + cache_dir + " (fieldprof pull --all)");
+  }
+  FP_ASSIGN_OR_RETURN(SnapshotIndex index, SnapshotIndex::Open(cache));
+  std::map<uint32_t, std::string> out;
+  for (uint32_t i = 0; i < r.frames.size(); ++i) {
+    const std::string& name = r.frames[i];
+    // A symbol: no offset, no bracket, no space, no call's parentheses.
+    if (name.empty() || name.find_first_of("+[( ") != std::string::npos) continue;
+    StatusOr<tools::CostMatch> m = tools::LookUpCost(index, "", name, wire::METRIC_WALL_TIME_NS);
+    if (!m.ok()) continue;
+    auto h = m->by_metric.find(wire::METRIC_WALL_TIME_NS);
+    if (h == m->by_metric.end() || h->second.empty()) continue;
+    const HistogramStats st = h->second.Stats();
+    const double per_run =
+        m->runs > 0 ? static_cast<double>(st.count) / static_cast<double>(m->runs) : 0;
+    out[i] = "field: p50 " + tools::FormatNanos(st.p50) + ", p99 " + tools::FormatNanos(st.p99) +
+             " a call; " + tools::FormatCount(static_cast<uint64_t>(per_run + 0.5)) +
+             " calls a run (" + tools::FormatCount(m->runs) + " runs)";
+  }
+  return out;
 }
 
 }  // namespace fieldprof::local

@@ -26,6 +26,15 @@ struct FieldMark {
 [[nodiscard]] StatusOr<std::map<uint32_t, FieldMark>> FieldMarksFromCheck(
     const Recording& r, const std::string& check_json_path);
 
+// What the field says an API frame costs, from the snapshot cache in
+// `cache_dir`: per frame whose name is an API the cache holds (wall time
+// a call, summed over its versions and platforms), "field: p50 1.46 us,
+// p99 2.10 us a call; 2,000 calls a run". Frames that are no symbol
+// ("libz.so.1+0x1a2b", "[...]") are not looked up. NotFound when the
+// cache holds no snapshot.
+[[nodiscard]] StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(
+    const Recording& r, const std::string& cache_dir);
+
 }  // namespace fieldprof::local
 
 #endif  // FIELDPROF_TOOLS_RECORD_FIELD_MARKS_H_

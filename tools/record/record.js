@@ -175,6 +175,8 @@
   // selects its time range, on its thread.
   // APIs that cost more than the field (record show --check): frame -> why.
   const marked = new Map(data.marked || []);
+  // What the field says each API frame costs (from the snapshot cache).
+  const fieldCost = new Map(data.field || []);
   const spans = (data.spans || []).map(([name, beginThread, thread, begin, end], i) =>
     ({ i, name, beginThread, thread, begin, end }));
   function layoutSpans() {
@@ -507,6 +509,7 @@
       match: (n) => matches(n.frame),
       tip: (n) => `${frameName(n.frame)} — ${fmtCount(n.total)} ${unit} (${pct(n.total, all)}), ` +
           `self ${fmtCount(n.self)} (${pct(n.self, all)})` +
+          (fieldCost.has(n.frame) ? ` · ${fieldCost.get(n.frame)}` : '') +
           (marked.has(n.frame) ? ` · ${marked.get(n.frame)}` : ''),
       onClick: (n) => {
         state.focus = n.frame === -1 ? null : n;
@@ -544,9 +547,10 @@
       const name = tr.insertCell();
       name.className = 'name';
       name.textContent = data.frames[f];
+      if (fieldCost.has(f)) name.title = fieldCost.get(f);
       if (marked.has(f)) {
         tr.className = 'over-field';
-        name.title = marked.get(f);
+        name.title = (name.title ? name.title + ' · ' : '') + marked.get(f);
       }
       tr.cells[0].style.background = heat(self / Math.max(1, rows[0][1][0]), 85);
     }
@@ -612,6 +616,9 @@
       // The frames drawn marked as costing more than the field, by name.
       over_field: [...document.querySelectorAll('#flame g.over-field')].map((g) => g.textContent),
       over_field_rows: [...document.querySelectorAll('#functions tr.over-field td.name')].map((td) => td.textContent),
+      // Each drawn frame's tooltip that carries the field's cost.
+      field_tips: state.drawn.filter((n) => fieldCost.has(n.frame)).map((n) => fieldCost.get(n.frame)),
+      field_rows: [...document.querySelectorAll('#functions td.name')].filter((td) => td.title.startsWith('field:')).map((td) => `${td.textContent}: ${td.title}`),
     }),
     duration_ns: duration,
     // The tree's answer for any range, and the samples it answers from.

@@ -78,9 +78,12 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
   }
   json marked = json::array();
   for (const auto& [frame, why] : o.marked) marked.push_back({frame, why});
+  json field = json::array();
+  for (const auto& [frame, cost] : o.field) field.push_back({frame, cost});
   const json data = {
       {"command", r.command},
       {"marked", std::move(marked)},
+      {"field", std::move(field)},
       {"span_names", std::move(span_names)},
       {"spans", std::move(spans)},
       {"duration_ns", r.duration_ns},

@@ -22,6 +22,8 @@ struct PageOptions {
   uint32_t tid = 0;
   // Frames to mark as APIs that cost more than the field, with why.
   std::map<uint32_t, std::string> marked;
+  // Frames of APIs the field knows: what it says they cost.
+  std::map<uint32_t, std::string> field;
 };
 
 std::string RecordingPage(const Recording& r, const PageOptions& o);

@@ -12,6 +12,7 @@
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/snapshot_cache.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/record/field_marks.h"
@@ -38,14 +39,21 @@ struct Paint {
   bool color = false, truecolor = false;
   uint64_t hottest = 1;
   const std::map<uint32_t, local::FieldMark>* marks = nullptr;  // --check
+  const std::map<uint32_t, std::string>* field = nullptr;       // --field
   // A frame `check` found costing more than the field: its note after
   // the line, in red when coloured.
   std::string Mark(uint32_t frame) const {
-    if (marks == nullptr) return "";
+    std::string out;
+    if (field != nullptr) {
+      if (auto it = field->find(frame); it != field->end()) {
+        out = color ? "  \033[2m[" + it->second + "]\033[0m" : "  [" + it->second + "]";
+      }
+    }
+    if (marks == nullptr) return out;
     auto it = marks->find(frame);
-    if (it == marks->end()) return "";
+    if (it == marks->end()) return out;
     const std::string note = "  <-- " + it->second.note;
-    return color ? "\033[1;31m" + note + "\033[0m" : note;
+    return out + (color ? "\033[1;31m" + note + "\033[0m" : note);
   }
   std::string operator()(const std::string& line, uint64_t self) const {
     return HeatText(line, static_cast<double>(self) / static_cast<double>(hottest), color,
@@ -201,12 +209,14 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
 }
 
 int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid,
-              const std::map<uint32_t, local::FieldMark>& marks, const std::string& path) {
+              const std::map<uint32_t, local::FieldMark>& marks,
+              const std::map<uint32_t, std::string>& costs, const std::string& path) {
   local::PageOptions o;
   o.from_ns = t1;
   o.to_ns = t2;
   o.tid = tid;
   for (const auto& [frame, m] : marks) o.marked[frame] = m.symbol + ": " + m.note;
+  o.field = costs;
   const std::string page = local::RecordingPage(r, o);
   if (Status w = WriteFileDurably(path, page, FileAccess::kShared); !w.ok()) {
     std::cerr << "fieldprof record show: " << w.message() << "\n";
@@ -244,7 +254,8 @@ void PrintCollapsed(const Recording& r, const std::map<uint32_t, uint64_t>& by_s
 // The functions by self samples, with their total.
 void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
                    double min_share, const std::string& color,
-                   const std::map<uint32_t, local::FieldMark>* marks) {
+                   const std::map<uint32_t, local::FieldMark>* marks,
+                   const std::map<uint32_t, std::string>* field) {
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
   for (const auto& [stack, count] : by_stack) {
     const auto& frames = r.stacks[stack];
@@ -261,7 +272,7 @@ void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_st
   });
   if (rows.empty()) return;
   Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, rows.front().second.first),
-              marks};
+              marks, field};
   std::printf("  self   total  function\n");
   for (const auto& [f, st] : rows) {
     if (static_cast<double>(st.second) / static_cast<double>(all) < min_share) continue;
@@ -277,7 +288,8 @@ void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_st
 // own under the tree, so that the top lines and it make 100%.
 void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
                   uint64_t other, double min_share, const std::string& color,
-                  const std::map<uint32_t, local::FieldMark>* marks) {
+                  const std::map<uint32_t, local::FieldMark>* marks,
+                  const std::map<uint32_t, std::string>* field) {
   TreeNode root;
   for (const auto& [stack, count] : by_stack) {
     TreeNode* node = &root;
@@ -290,7 +302,7 @@ void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_sta
   }
   std::printf(" total    self  call tree (top-down)\n");
   const Paint paint{ColorWanted(color), TrueColor(), std::max<uint64_t>(1, HottestSelf(root)),
-                    marks};
+                    marks, field};
   PrintTree(r, root, all, min_share, "", paint);
   if (other > 0) {
     const double share = 100 * static_cast<double>(other) / static_cast<double>(all);
@@ -440,7 +452,8 @@ StatusOr<std::vector<uint32_t>> SpansNamed(const Recording& r, const std::string
 
 // The samples inside every occurrence of `names`, as the call tree.
 int PrintDuring(const std::string& file, const Recording& r, const std::vector<uint32_t>& names,
-                const std::map<uint32_t, local::FieldMark>* marks, bool collapsed, bool bottom_up,
+                const std::map<uint32_t, local::FieldMark>* marks,
+                const std::map<uint32_t, std::string>* field, bool collapsed, bool bottom_up,
                 double min_share, const std::string& color) {
   std::map<uint32_t, uint64_t> by_stack;
   uint64_t all = 0, count = 0, ns = 0;
@@ -469,9 +482,9 @@ int PrintDuring(const std::string& file, const Recording& r, const std::vector<u
     return 0;
   }
   if (bottom_up) {
-    PrintBottomUp(r, by_stack, all, min_share / 100, color, marks);
+    PrintBottomUp(r, by_stack, all, min_share / 100, color, marks, field);
   } else {
-    PrintTopDown(r, by_stack, all, 0, min_share / 100, color, marks);
+    PrintTopDown(r, by_stack, all, 0, min_share / 100, color, marks, field);
   }
   return 0;
 }
@@ -483,8 +496,8 @@ int RecordShow(int argc, char** argv) {
   std::string color = "auto";
   int64_t thread = 0, top = 1000;
   bool collapsed = false, exact = false, bottom_up = false, chrome = false, idle = false;
-  bool points = false, json = false;
-  std::string during, check;
+  bool points = false, json = false, field = false;
+  std::string during, check, cache_dir = DefaultSnapshotCacheDir();
   std::string pprof_out, html_out;
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
@@ -520,6 +533,11 @@ int RecordShow(int argc, char** argv) {
   t.AddBool("points", &points,
             "the program's points: per segment and scope, its occurrences and their times");
   t.AddBool("json", &json, "with --points: every occurrence as JSON, times in ns");
+  t.AddBool("field", &field,
+            "after each API frame, what the field says it costs (p50 and p99 a call, calls a "
+            "run) from the snapshot cache; the page shows it in its tooltips whenever the cache "
+            "has a snapshot");
+  t.AddString("cache", &cache_dir, "the snapshot cache (fieldprof pull)");
   t.AddString("check", &check,
               "mark the APIs this report of `fieldprof check --json` found costing more than the "
               "field, where they sit in the stacks: in the tree, on the page (--html) and as the "
@@ -559,6 +577,17 @@ int RecordShow(int argc, char** argv) {
                  marks.empty() ? " (none of the report's APIs is in the recording)" : "");
   }
   const std::map<uint32_t, local::FieldMark>* marked = check.empty() ? nullptr : &marks;
+  // The field's costs: for the text when asked, for the page when there.
+  std::map<uint32_t, std::string> costs;
+  if (field || !html_out.empty()) {
+    StatusOr<std::map<uint32_t, std::string>> c = local::FieldCostsOfFrames(*r, cache_dir);
+    if (c.ok()) {
+      costs = std::move(*c);
+    } else if (field) {
+      std::cerr << "fieldprof record show: --field: " << c.status().message() << "\n";
+    }
+  }
+  const std::map<uint32_t, std::string>* field_shown = field ? &costs : nullptr;
   const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
   const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
   if (chrome) {
@@ -575,10 +604,11 @@ int RecordShow(int argc, char** argv) {
       std::cerr << "fieldprof record show: " << names.status().message() << "\n";
       return 2;
     }
-    return PrintDuring(file, *r, *names, marked, collapsed, bottom_up, min_share, color);
+    return PrintDuring(file, *r, *names, marked, field_shown, collapsed, bottom_up, min_share,
+                       color);
   }
   if (!html_out.empty()) {
-    return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), marks, html_out);
+    return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), marks, costs, html_out);
   }
   if (!pprof_out.empty())
     return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, marks, pprof_out);
@@ -614,9 +644,10 @@ int RecordShow(int argc, char** argv) {
     return 0;
   }
   if (bottom_up) {
-    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color, marked);
+    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color, marked, field_shown);
   } else {
-    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color, marked);
+    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color, marked,
+                 field_shown);
   }
   return 0;
 }

@@ -376,6 +376,22 @@ TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
   }
   EXPECT_GE(marked, 1) << out;
   EXPECT_NE(out.find("1 frame of APIs that cost more than the field"), std::string::npos) << out;
+  // --field: what the field says each API frame costs, after its line:
+  // fp_test_spin_ns's p50 within its 1.4 us bucket, and 2,000 calls a run.
+  ASSERT_EQ(RunCommand(cli + " record show " + rec + " --field --cache " + dir.File("cache") +
+                           " --min_percent 0 --color never 2>&1",
+                       &out),
+            0)
+      << out;
+  const size_t api = out.find(" fp_test_spin_ns  [field: p50 ");
+  ASSERT_NE(api, std::string::npos) << out;
+  double p50_us = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + api, " fp_test_spin_ns  [field: p50 %lf us", &p50_us), 1)
+      << out.substr(api, 120);
+  EXPECT_GE(p50_us, 1.024);
+  EXPECT_LT(p50_us, 2.048);
+  EXPECT_NE(out.find("2,000 calls a run", api), std::string::npos) << out.substr(api, 160);
+  EXPECT_EQ(out.find("[field:", api + 20), std::string::npos) << "one API frame: " << out;
   // pprof: the stacks through it carry the label.
   if (RunCommand("command -v go", &out) == 0) {
     ASSERT_EQ(RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") +
@@ -397,10 +413,11 @@ TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
                        &out),
             0)
       << "node and playwright-core: ./deploy/install-deps.sh process";
-  ASSERT_EQ(RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") +
-                           " --html " + dir.File("t.html") + " 2>&1",
-                       &out),
-            0)
+  ASSERT_EQ(
+      RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") + " --cache " +
+                     dir.File("cache") + " --html " + dir.File("t.html") + " 2>&1",
+                 &out),
+      0)
       << out;
   ASSERT_EQ(RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
                            "/tests/tools/record/record_page_state.mjs " + dir.File("t.html") + " " +
@@ -415,6 +432,11 @@ TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
   }
   ASSERT_EQ(page["over_field_rows"].size(), 1u) << page.dump();
   EXPECT_EQ(page["over_field_rows"][0], "fp_test_spin_ns");
+  // The field's cost in the API frame's tooltip, and in its row's.
+  ASSERT_FALSE(page["field_tips"].empty()) << page.dump();
+  EXPECT_EQ(page["field_tips"][0].get<std::string>().rfind("field: p50 1.", 0), 0u) << page.dump();
+  ASSERT_EQ(page["field_rows"].size(), 1u) << page.dump();
+  EXPECT_EQ(page["field_rows"][0].get<std::string>().rfind("fp_test_spin_ns: field: p50", 0), 0u);
 }
 
 }  // namespace
