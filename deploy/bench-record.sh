@@ -3,7 +3,8 @@
 # robin so that this VM's drift hits every variant alike:
 #   - the sqlite3 workload (deploy/workloads/sqlite-bench.sql): plain, under
 #     fieldprof record (the default: sampled from outside, 999 Hz, idle
-#     transitions on), the same with --idle=false (nothing preloaded), with
+#     transitions and the points recorder on), the same with --points=false,
+#     with --idle=false (only the points recorder preloaded), with
 #     --clock task (sampled in the program), and under
 #     perf record -F 999 --call-graph dwarf, the peer;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
@@ -38,6 +39,7 @@ declare -A cmd
 inner() { echo "sh -c 'a=\$(date +%s%N); sqlite3 :memory: < $sql; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
 cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
+cmd[sqlite:record-no-points]="$cli record --points=false -o $tmp/s.fprec -- $(inner sqlite_record-no-points)"
 cmd[sqlite:record-no-idle]="$cli record --idle=false -o $tmp/s.fprec -- $(inner sqlite_record-no-idle)"
 cmd[sqlite:record-task]="$cli record --clock task -o $tmp/s.fprec -- $(inner sqlite_record-task)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
@@ -50,7 +52,7 @@ cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits 
 cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
 cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
-order=(sqlite:plain sqlite:record sqlite:record-no-idle sqlite:record-task sqlite:perf-dwarf
+order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-task sqlite:perf-dwarf
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:default)
 
