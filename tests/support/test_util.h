@@ -47,6 +47,17 @@ class TempDir {
   std::string path_;
 };
 
+// The page tests' browser: node and npm's playwright-core under
+// tests/aggregator/ui (./deploy/install-deps.sh process installs both).
+// `source_dir`: the repository's root.
+inline bool BrowserInstalled(const std::string& source_dir) {
+  const std::string check = "command -v node >/dev/null && test -d " + source_dir +
+                            "/tests/aggregator/ui/node_modules/playwright-core";
+  return std::system(check.c_str()) == 0;
+}
+inline constexpr char kBrowserMissing[] =
+    "node and playwright-core: ./deploy/install-deps.sh process";
+
 // A loopback port free right now.
 inline uint16_t FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -1001,11 +1001,7 @@ TEST(RecordTest, SharesAndTheBoundAreOverTheRangesSamples) {
 TEST(RecordTest, ThePageAnswersARangeDraggedOnItsTimeline) {
   TempDir dir;
   std::string out;
-  ASSERT_EQ(RunCommand("command -v node && test -d " + std::string(FIELDPROF_SOURCE_DIR) +
-                           "/tests/aggregator/ui/node_modules/playwright-core",
-                       &out),
-            0)
-      << "node and playwright-core: ./deploy/install-deps.sh process";
+  ASSERT_TRUE(testing::BrowserInstalled(FIELDPROF_SOURCE_DIR)) << testing::kBrowserMissing;
   const std::string file = dir.File("ph.fprec");
   // Small leaves, so a range of the first phase spans whole inner nodes.
   ASSERT_EQ(RunCommand(kCli + " record --leaf_samples 16 -o " + file + " -- " + kPhases +
@@ -1174,11 +1170,7 @@ TEST(RecordTest, TracedScopesAndSamplesMergeIntoOneTree) {
 TEST(RecordTest, APointsSpanClickedOnThePageShowsTheSamplesInsideIt) {
   TempDir dir;
   std::string out;
-  ASSERT_EQ(RunCommand("command -v node && test -d " + std::string(FIELDPROF_SOURCE_DIR) +
-                           "/tests/aggregator/ui/node_modules/playwright-core",
-                       &out),
-            0)
-      << "node and playwright-core: ./deploy/install-deps.sh process";
+  ASSERT_TRUE(testing::BrowserInstalled(FIELDPROF_SOURCE_DIR)) << testing::kBrowserMissing;
   const std::string file = dir.File("pw.fprec");
   ASSERT_EQ(
       RunCommand(kCli + " record -o " + file + " -- " + kPointWork + " >/dev/null 2>&1", &out), 0);
