@@ -145,18 +145,7 @@ void TimeTree::Shape() {
 TimeTree::Counts TimeTree::Fill(uint32_t node, std::vector<Counts>* lists, unsigned spare) {
   const Node nd = nodes_[node];
   Counts all;
-  if (nd.leaf()) {
-    std::vector<uint32_t> ts(types_.begin() + nd.lo, types_.begin() + nd.hi);
-    std::sort(ts.begin(), ts.end());
-    for (uint32_t t : ts) {
-      if (!all.empty() && all.back().first == t) {
-        ++all.back().second;
-      } else {
-        all.emplace_back(t, 1);
-      }
-    }
-    return all;
-  }
+  if (nd.leaf()) return TimeTreeBuilder::CountsOf(types_.data() + nd.lo, nd.hi - nd.lo);
   // With threads to spare and enough samples to be worth one, the first
   // half of the children are filled on another thread.
   const uint32_t fan = nd.children;

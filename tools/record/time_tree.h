@@ -190,6 +190,9 @@ class TimeTreeBuilder {
   // Complete inner nodes, their lists made.
   size_t complete_nodes() const;
 
+  // The counts of a run of samples' types, in order of type (a leaf's).
+  static std::vector<std::pair<uint32_t, uint64_t>> CountsOf(const uint32_t* types, size_t n);
+
   // The tree of the samples so far; what is not complete yet (the last
   // node of each level) gets its list now.
   [[nodiscard]] StatusOr<TimeTree> Tree() const;
@@ -202,8 +205,6 @@ class TimeTreeBuilder {
     uint64_t other = 0;
     bool listed = false;
   };
-  // The counts of a run of samples (in order of type).
-  static Counts CountsOf(const uint32_t* types, size_t n);
   // The level-`level` nodes complete so far have just gained one: its
   // counts go to its parent's, which may be complete in turn.
   void Completed(size_t level, Counts counts);
