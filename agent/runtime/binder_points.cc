@@ -59,6 +59,45 @@ void RedirectPoint(const Object& ob, const ForcedApi& fa, int32_t ai, uintptr_t 
   Say(fa, what, said);
 }
 
+// Whether the entry of `fa`'s function in `ob` may be moved now (else
+// said why); `again` is set when its module was opened again after an
+// earlier move.
+bool MayMove(const Object& ob, const ForcedApi& fa, int32_t ai, const DetourLook& look,
+             const char** again) {
+  *again = nullptr;
+  const int stub = g_binder.apis[ai].stub;
+  // A library closed and opened again is a new object: its function's
+  // entry is moved too, and the slot runs the new copy's moved
+  // instructions, as long as the copy moved before is gone and is the
+  // same build (the slot's record keeps one build id).
+  if (g_binder.apis[ai].flags & (kApiDetoured | kApiRedirected)) {
+    const uint32_t before = g_binder.moved_in[stub] - 1u;
+    char build[sizeof api_names[0].build_id];
+    KeyBuildId(&ob, build, sizeof build);
+    if (before < g_binder.nobjects && g_binder.objects[before].alive) {
+      Say(fa, "calls from other modules only", "its entry is moved in another copy of the module");
+      return false;
+    }
+    if (strcmp(build, api_names[stub].build_id) != 0) {
+      Say(fa, "not measured", "another build of its module was loaded after the first closed");
+      return false;
+    }
+    *again = "moved again: its module was opened again";
+  } else if (g.bound[stub]) {
+    Say(fa, "calls from other modules only", "bound before its module was looked at");
+    return false;
+  }
+  if (!look.ready) {
+    Say(fa, "calls from other modules only", look.unready);
+    return false;
+  }
+  if (!key_rules::SymbolOk(fa.symbol, strlen(fa.symbol))) {
+    Say(fa, "not measured", "not a symbol name a key may hold");
+    return false;
+  }
+  return true;
+}
+
 // The `points` functions defined in `ob`, keyed as `module`.
 void DetourPoints(const Object& ob, const char* module, const DetourLook& look) {
   if (!ModuleAllowed(module)) return;
@@ -78,38 +117,9 @@ void DetourPoints(const Object& ob, const char* module, const DetourLook& look) 
     }
     const int32_t ai = FindApiIndex(fa.name_key);
     if (ai < 0 || !Choose(ai)) continue;
-    const int stub = g_binder.apis[ai].stub;
-    // A library closed and opened again is a new object: its function's
-    // entry is moved too, and the slot runs the new copy's moved
-    // instructions, as long as the copy moved before is gone and is the
-    // same build (the slot's record keeps one build id).
     const char* again = nullptr;
-    if (g_binder.apis[ai].flags & (kApiDetoured | kApiRedirected)) {
-      const uint32_t before = g_binder.moved_in[stub] - 1u;
-      char build[sizeof api_names[0].build_id];
-      KeyBuildId(&ob, build, sizeof build);
-      if (before < g_binder.nobjects && g_binder.objects[before].alive) {
-        Say(fa, "calls from other modules only",
-            "its entry is moved in another copy of the module");
-        continue;
-      }
-      if (strcmp(build, api_names[stub].build_id) != 0) {
-        Say(fa, "not measured", "another build of its module was loaded after the first closed");
-        continue;
-      }
-      again = "moved again: its module was opened again";
-    } else if (g.bound[stub]) {
-      Say(fa, "calls from other modules only", "bound before its module was looked at");
-      continue;
-    }
-    if (!look.ready) {
-      Say(fa, "calls from other modules only", look.unready);
-      continue;
-    }
-    if (!key_rules::SymbolOk(fa.symbol, strlen(fa.symbol))) {
-      Say(fa, "not measured", "not a symbol name a key may hold");
-      continue;
-    }
+    if (!MayMove(ob, fa, ai, look, &again)) continue;
+    const int stub = g_binder.apis[ai].stub;
     const char* why = nullptr;
     const bool threads = look.Threads();
     const uintptr_t moved =

@@ -112,76 +112,15 @@ void StopMeasuring(const char* why) {
   g.config.slot_fd = -1;
 }
 
-// Most runs end at the first look (first_look.h), having read one settings
-// file with three system calls; a measured run sets up everything else.
-// (glibc passes constructors argc, argv and the environment.)
-__attribute__((constructor(101))) void Start(int, char**, char** envp) {
-  const uint64_t t_start = Rdtsc();
-  SettingsText text;
-  if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
-  const uint64_t t_looked = Rdtsc();
-  // Loaded by the front, which decided already (front_handoff.h).
-  RunDecision d;
-  FrontHandoff* const front = FindFrontHandoff();
-  if (front != nullptr && front->ready) {
-    settings = front->settings;
-    d.verdict = Verdict::kMeasure;
-    d.slot_fd = front->slot_fd;
-  } else {
-    d = DecideRun(&settings, &text, envp);
-  }
-  if (d.verdict != Verdict::kMeasure) return;
-  // Loaded by the front (front.cc) rather than preloaded: point every
-  // import of our exports at us, as preloading would have.
-  const bool late = DetectLoadedLate();
-  const int interposed = late ? InterposeLate() : 0;
-  const uint64_t t_decided = Rdtsc();
-  g.config = FpRunConfig{1,
-                         d.slot_fd,
-                         settings.overhead_budget,
-                         settings.spool_dir,
-                         settings.spool_cap_bytes,
-                         settings.debug_log[0] ? settings.debug_log : nullptr};
-  g.active = 1;
-  owner_pid = sys::Getpid();
-  if (!MapMeasuringState(envp)) return StopMeasuring("no memory for the measuring state");
-  inproc::AtFork(dl_iterate_phdr, BeforeFork, ResetAfterFork);
-  // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
-  // and comparing the two).
-  if (!StartClock(envp, settings.tsc_hz))
-    return StopMeasuring("no invariant TSC and no vDSO clock");
-  const uint64_t t_mapped = Rdtsc();
-  CalibrateProbe();
-  LiveNoteClock();
-  // A lab pass (FIELDPROF_LAB) that cannot be set up measures nothing.
-  if (!LabStart(envp, g.config.debug_log)) return StopMeasuring("lab mode cannot start");
-  LabCalibrate();
-  // Capstone for detours (detour.h), loaded before the binder starts: a
-  // points pass, or a measured run whose `points` setting names functions.
-  if (g_lab_mode == kLabPoints || (g_lab_mode == kLabOff && settings.points[0] != 0)) {
-    const char* why = nullptr;
-    if (!DetourLoad(&why)) DebugLog("points: %s", why);
-  }
-  const uint64_t t_calibrated = Rdtsc();
-  BinderConfig bc;
-  bc.k = settings.k;
-  bc.seed = settings.seed;
-  bc.force = settings.force;
-  bc.points = settings.points;
-  bc.allow_modules = settings.allow_modules;
-  bc.deny_modules = settings.deny_modules;
-  bc.debug_log = g.config.debug_log;
-  bc.lab = g_lab_mode != kLabOff;
-  if (!BinderStart(bc)) StopMeasuring("cannot read the loaded objects");
-  DetourNewObjects();  // functions inside modules: a points pass's, `points`
-  // Modules built with fieldprof/points.h that come from now on are told
-  // of by their own constructors, through the front (front_handoff.h).
-  if (front != nullptr && g.active) {
-    __atomic_store_n(&front->point_module, &PointModuleComesOrGoes, __ATOMIC_RELEASE);
-  }
-  const uint64_t t_bound = Rdtsc();
-  // The debug log's own lines come after the timing: its first vsnprintf
-  // alone costs more than some of the parts.
+// Start's times, in TSC ticks, at the end of each part.
+struct StartTimes {
+  uint64_t start, looked, decided, mapped, calibrated, bound;
+};
+
+// What the run measures with and what starting cost, by part, into the
+// debug log (docs/benchmarks-history.md uses the ticks). Called after the
+// timing: the log's first vsnprintf alone costs more than some parts.
+void SayHowItStarted(const StartTimes& t, bool late, int interposed) {
   const RunSettings& s = settings;
   DebugLog(
       "measuring this run: k=%d, overhead budget %g, sample fraction %g, at most %lld runs a "
@@ -205,13 +144,88 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   DebugLog("probe: %llu ticks (taken off every duration), a measured call adds %llu ticks",
            static_cast<unsigned long long>(g.probe_ticks),
            static_cast<unsigned long long>(g.call_cost_ticks));
-  // What starting cost, by part, in TSC ticks (docs/benchmarks-history.md uses it).
   DebugLog("start, in ticks: first look %llu, decision %llu, memory %llu, probe %llu, binder %llu",
-           static_cast<unsigned long long>(t_looked - t_start),
-           static_cast<unsigned long long>(t_decided - t_looked),
-           static_cast<unsigned long long>(t_mapped - t_decided),
-           static_cast<unsigned long long>(t_calibrated - t_mapped),
-           static_cast<unsigned long long>(t_bound - t_calibrated));
+           static_cast<unsigned long long>(t.looked - t.start),
+           static_cast<unsigned long long>(t.decided - t.looked),
+           static_cast<unsigned long long>(t.mapped - t.decided),
+           static_cast<unsigned long long>(t.calibrated - t.mapped),
+           static_cast<unsigned long long>(t.bound - t.calibrated));
+}
+
+BinderConfig BinderConfigOf(const RunSettings& s) {
+  BinderConfig bc;
+  bc.k = s.k;
+  bc.seed = s.seed;
+  bc.force = s.force;
+  bc.points = s.points;
+  bc.allow_modules = s.allow_modules;
+  bc.deny_modules = s.deny_modules;
+  bc.debug_log = g.config.debug_log;
+  bc.lab = g_lab_mode != kLabOff;
+  return bc;
+}
+
+// Most runs end at the first look (first_look.h), having read one settings
+// file with three system calls; a measured run sets up everything else.
+// (glibc passes constructors argc, argv and the environment.)
+__attribute__((constructor(101))) void Start(int, char**, char** envp) {
+  StartTimes t{};
+  t.start = Rdtsc();
+  SettingsText text;
+  if (LookAtRun(envp, &text) != FirstLook::kGoOn) return;
+  t.looked = Rdtsc();
+  // Loaded by the front, which decided already (front_handoff.h).
+  RunDecision d;
+  FrontHandoff* const front = FindFrontHandoff();
+  if (front != nullptr && front->ready) {
+    settings = front->settings;
+    d.verdict = Verdict::kMeasure;
+    d.slot_fd = front->slot_fd;
+  } else {
+    d = DecideRun(&settings, &text, envp);
+  }
+  if (d.verdict != Verdict::kMeasure) return;
+  // Loaded by the front (front.cc) rather than preloaded: point every
+  // import of our exports at us, as preloading would have.
+  const bool late = DetectLoadedLate();
+  const int interposed = late ? InterposeLate() : 0;
+  t.decided = Rdtsc();
+  g.config = FpRunConfig{1,
+                         d.slot_fd,
+                         settings.overhead_budget,
+                         settings.spool_dir,
+                         settings.spool_cap_bytes,
+                         settings.debug_log[0] ? settings.debug_log : nullptr};
+  g.active = 1;
+  owner_pid = sys::Getpid();
+  if (!MapMeasuringState(envp)) return StopMeasuring("no memory for the measuring state");
+  inproc::AtFork(dl_iterate_phdr, BeforeFork, ResetAfterFork);
+  // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
+  // and comparing the two).
+  if (!StartClock(envp, settings.tsc_hz))
+    return StopMeasuring("no invariant TSC and no vDSO clock");
+  t.mapped = Rdtsc();
+  CalibrateProbe();
+  LiveNoteClock();
+  // A lab pass (FIELDPROF_LAB) that cannot be set up measures nothing.
+  if (!LabStart(envp, g.config.debug_log)) return StopMeasuring("lab mode cannot start");
+  LabCalibrate();
+  // Capstone for detours (detour.h), loaded before the binder starts: a
+  // points pass, or a measured run whose `points` setting names functions.
+  if (g_lab_mode == kLabPoints || (g_lab_mode == kLabOff && settings.points[0] != 0)) {
+    const char* why = nullptr;
+    if (!DetourLoad(&why)) DebugLog("points: %s", why);
+  }
+  t.calibrated = Rdtsc();
+  if (!BinderStart(BinderConfigOf(settings))) StopMeasuring("cannot read the loaded objects");
+  DetourNewObjects();  // functions inside modules: a points pass's, `points`
+  // Modules built with fieldprof/points.h that come from now on are told
+  // of by their own constructors, through the front (front_handoff.h).
+  if (front != nullptr && g.active) {
+    __atomic_store_n(&front->point_module, &PointModuleComesOrGoes, __ATOMIC_RELEASE);
+  }
+  t.bound = Rdtsc();
+  SayHowItStarted(t, late, interposed);
 }
 
 }  // namespace
