@@ -30,6 +30,52 @@ StatusOr<std::vector<UploadToken>> ReadTokens(const std::string& path) {
   return ParseTokens(text);
 }
 
+// What GET /v1/tokens says: this epoch, its length, how many tokens one
+// request may ask for, and the key they are signed with.
+struct TokenTerms {
+  int64_t epoch = 0, epoch_seconds = 0, max_per_request = 0;
+  std::string public_key;
+};
+
+// Any other shape, from whatever answers there, is refused, never thrown.
+std::optional<TokenTerms> ParseTokenTerms(const std::string& body) {
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+  TokenTerms t;
+  if (!j.is_object() || !j.contains("epoch") || !j.contains("public_key") ||
+      !j.contains("epoch_seconds") || !j.contains("max_per_request") ||
+      !j["epoch"].is_number_integer() || !j["epoch_seconds"].is_number_integer() ||
+      !j["max_per_request"].is_number_integer() || !j["public_key"].is_string() ||
+      !HexDecode(j["public_key"].get<std::string>(), &t.public_key)) {
+    return std::nullopt;
+  }
+  t.epoch = j["epoch"].get<int64_t>();
+  t.epoch_seconds = j["epoch_seconds"].get<int64_t>();
+  t.max_per_request = j["max_per_request"].get<int64_t>();
+  return t;
+}
+
+// `want` new tokens of `epoch`, blinded, signed by the server and proven
+// signed with `public_key`. An error's message is what the agent's state
+// says of it.
+StatusOr<std::vector<UploadToken>> IssueTokens(HttpsClient& client, int want, int64_t epoch,
+                                               const std::string& public_key) {
+  StatusOr<TokenRequestState> request = MakeTokenRequest(want);
+  if (!request.ok()) return Unavailable("cannot blind: " + request.status().message());
+  StatusOr<HttpReply> reply = client.Post("/v1/tokens", std::string(kBatchContentType),
+                                          request->request.SerializeAsString());
+  if (!reply.ok()) return Unavailable("unreachable: " + reply.status().message());
+  if (reply->status != 200) return Unavailable("HTTP " + std::to_string(reply->status));
+  wire::TokenResponse response;
+  if (!response.ParseFromString(reply->body) || response.epoch() != epoch) {
+    return DataLoss("refused: the token answer is not for epoch " + std::to_string(epoch));
+  }
+  StatusOr<std::vector<UploadToken>> fresh = FinishTokenRequest(*request, response, public_key);
+  // Another key than the published one, or a proof that does not hold:
+  // tokens that could tell this agent apart. None is kept.
+  if (!fresh.ok()) return DataLoss("refused: " + fresh.status().message());
+  return fresh;
+}
+
 }  // namespace
 
 void Agent::RefreshTokens(HttpsClient& client) {
@@ -47,18 +93,13 @@ void Agent::RefreshTokens(HttpsClient& client) {
     state_.tokens_result = "HTTP " + std::to_string(info->status);
     return;
   }
-  const nlohmann::json j = nlohmann::json::parse(info->body, nullptr, false);
-  std::string public_key;
-  // Any other shape, from whatever answers there, is refused, never thrown.
-  if (!j.is_object() || !j.contains("epoch") || !j.contains("public_key") ||
-      !j.contains("epoch_seconds") || !j.contains("max_per_request") ||
-      !j["epoch"].is_number_integer() || !j["epoch_seconds"].is_number_integer() ||
-      !j["max_per_request"].is_number_integer() || !j["public_key"].is_string() ||
-      !HexDecode(j["public_key"].get<std::string>(), &public_key)) {
+  const std::optional<TokenTerms> terms = ParseTokenTerms(info->body);
+  if (!terms) {
     state_.tokens_result = "refused: GET /v1/tokens answered no key";
     return;
   }
-  const int64_t epoch = j["epoch"].get<int64_t>();
+  const int64_t epoch = terms->epoch;
+  const std::string& public_key = terms->public_key;
   // The signed snapshot, when this agent keeps one, says which key every
   // agent must see for this epoch.
   std::optional<wire::Manifest> manifest;
@@ -72,10 +113,9 @@ void Agent::RefreshTokens(HttpsClient& client) {
     state_.tokens_result = "refused: " + trusted.status().message();
     return;
   }
-  const int want =
-      static_cast<int>(std::clamp<int64_t>(j["max_per_request"].get<int64_t>(), 1, 4096));
+  const int want = static_cast<int>(std::clamp<int64_t>(terms->max_per_request, 1, 4096));
   state_.tokens_required = 1;
-  state_.token_epoch_s = std::max<int64_t>(60, j["epoch_seconds"].get<int64_t>());
+  state_.token_epoch_s = std::max<int64_t>(60, terms->epoch_seconds);
   StatusOr<std::vector<UploadToken>> held = ReadTokens(TokensPath());
   std::vector<UploadToken> tokens = held.ok() ? *held : std::vector<UploadToken>{};
   std::erase_if(tokens, [&](const UploadToken& t) { return t.epoch < epoch - 1; });
@@ -87,28 +127,9 @@ void Agent::RefreshTokens(HttpsClient& client) {
     state_.tokens_result = "ok: " + std::to_string(usable) + " tokens";
     return;
   }
-  StatusOr<TokenRequestState> request = MakeTokenRequest(want);
-  if (!request.ok()) {
-    state_.tokens_result = "cannot blind: " + request.status().message();
-    return;
-  }
-  StatusOr<HttpReply> reply = client.Post("/v1/tokens", std::string(kBatchContentType),
-                                          request->request.SerializeAsString());
-  if (!reply.ok() || reply->status != 200) {
-    state_.tokens_result = !reply.ok() ? "unreachable: " + reply.status().message()
-                                       : "HTTP " + std::to_string(reply->status);
-    return;
-  }
-  wire::TokenResponse response;
-  if (!response.ParseFromString(reply->body) || response.epoch() != epoch) {
-    state_.tokens_result = "refused: the token answer is not for epoch " + std::to_string(epoch);
-    return;
-  }
-  StatusOr<std::vector<UploadToken>> fresh = FinishTokenRequest(*request, response, public_key);
+  StatusOr<std::vector<UploadToken>> fresh = IssueTokens(client, want, epoch, public_key);
   if (!fresh.ok()) {
-    // Another key than the published one, or a proof that does not hold:
-    // tokens that could tell this agent apart. None is kept.
-    state_.tokens_result = "refused: " + fresh.status().message();
+    state_.tokens_result = fresh.status().message();
     return;
   }
   tokens.insert(tokens.end(), fresh->begin(), fresh->end());

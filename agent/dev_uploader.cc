@@ -132,6 +132,21 @@ int64_t StartMs(const std::string& bytes) {
   return static_cast<int64_t>(ns / 1000000);
 }
 
+// One part of a run, sealed in the outbox as an upload; `consumed` (in
+// `spool`) goes with it. Sent in the outbox's (name) order: a part's name
+// sorts after its run's earlier parts, also when sealed in the same
+// millisecond.
+Status SealUpload(Outbox* outbox, const std::string& spool, wire::DevRun part,
+                  const std::vector<std::string>& consumed) {
+  wire::DevUpload up;
+  up.set_schema_version(1);
+  *up.add_runs() = std::move(part);
+  FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> sealed, outbox->List());
+  int64_t ms = NowMs();
+  if (!sealed.empty()) ms = std::max<int64_t>(ms, std::atoll(sealed.back().name.c_str()) + 1);
+  return outbox->Seal(OutboxName(ms, RandomId()), up.SerializeAsString(), spool, consumed);
+}
+
 }  // namespace
 
 int64_t DevSealDeadline(const std::string& spool_dir, int64_t max_age_ms) {
@@ -280,18 +295,9 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
     part.set_open(!close);
     sent.intent = cut;
     FP_RETURN_IF_ERROR(WriteSent(spool, name, sent));
-    wire::DevUpload up;
-    up.set_schema_version(1);
-    *up.add_runs() = std::move(part);
     std::vector<std::string> consumed;
     if (close) consumed = {name, name + ".sent"};
-    // Sent in the outbox's (name) order: a part's name must sort after
-    // its run's earlier parts, also when sealed in the same millisecond.
-    FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> sealed, outbox_.List());
-    int64_t ms = NowMs();
-    if (!sealed.empty()) ms = std::max<int64_t>(ms, std::atoll(sealed.back().name.c_str()) + 1);
-    FP_RETURN_IF_ERROR(
-        outbox_.Seal(OutboxName(ms, RandomId()), up.SerializeAsString(), spool, consumed));
+    FP_RETURN_IF_ERROR(SealUpload(&outbox_, spool, std::move(part), consumed));
     ++r->uploads_sealed;
     ++r->runs_sealed;
     sent.sealed = cut;

@@ -282,75 +282,24 @@ std::string PartName(const LiveHeader& hdr, const std::string& live_name, uint32
 
 enum class Outcome { kNothing, kPart, kEnded, kRetired, kUnreadable };
 
-// One live file: see live_harvest.h.
-Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now_ms,
-                   LiveHarvestResult* result) {
-  const std::string name = path.filename().string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Outcome::kNothing;  // gone meanwhile
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  LiveHeader hdr;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      static_cast<size_t>(st.st_size) != rt::kLiveFileBytes || !ReadAt(fd, &hdr, sizeof hdr, 0) ||
-      !LayoutOk(hdr)) {
-    return Outcome::kUnreadable;
-  }
-  // The alive lock free: the image has ended (we now hold it).
-  const bool ended = LockByte(fd, F_WRLCK, rt::kLiveAliveByte);
-  const std::string base_path = c.state_dir + "/live/" + name + ".base";
-  bool have_base = false;
-  StatusOr<wire::RunRecord> base = ReadBase(base_path, &have_base);
-  if (!base.ok()) {
-    // Damaged: as if lost (below), never a file looked at forever.
-    std::error_code ec;
-    fs::remove(base_path, ec);
-    base = wire::RunRecord();
-    have_base = false;
-  }
-  const int64_t last_ms = have_base ? base->ended_unix_ms() : hdr.start_unix_ms;
-  if (!ended && now_ms - last_ms < c.interval_s * 1000) return Outcome::kNothing;
-  if (!LockByte(fd, F_WRLCK, rt::kLiveReportByte)) return Outcome::kNothing;  // the runtime's now
-  if (!ReadAt(fd, &hdr, sizeof hdr, 0)) return Outcome::kUnreadable;
-  auto finish = [&](Outcome o) {
-    if (ended) {
-      std::error_code ec;
-      fs::remove(path, ec);
-      fs::remove(base_path, ec);
-    }
-    return o;
-  };
-  if (hdr.state == rt::kLiveRetired || hdr.rate_refuted) {
-    // The runtime reported it (or nothing is to be reported): nothing here.
-    if (ended) ++result->retired_removed;
-    return finish(Outcome::kRetired);
-  }
-  // Parts announced and what was reported not kept: part 1 written but not
-  // yet sealed (the pass died before keeping it) is written again under
-  // its name. Otherwise what was reported is unknown: what is counted now
-  // is taken as reported, unreported (counted as dropped), and parts go
-  // on from there; never a call in two parts.
-  const bool resync = !have_base && hdr.parts > 0 &&
-                      !(hdr.parts == 1 && fs::exists(c.spool_dir + "/" + PartName(hdr, name, 1)));
-  uint64_t q32 = hdr.calibrated ? hdr.ns_per_tick_q32 : 0;
-  if (q32 == 0 && c.tsc_hz > 0) {
-    q32 = static_cast<uint64_t>((static_cast<unsigned __int128>(1000000000) << 32) /
-                                static_cast<uint64_t>(c.tsc_hz));
-  }
-  Totals totals;
-  if (!ReadTotals(fd, hdr, q32, &totals)) return Outcome::kUnreadable;
-  wire::RunRecord next_base = *base;
-  // The part after the last one kept, so that a part written and not kept
-  // (the pass died) is written again under its own name, not a new one.
-  const uint32_t part = (have_base ? next_base.part() : resync ? uint32_t{hdr.parts} : 0) + 1;
-  wire::RunRecord rec;
-  rec.set_schema_version(kSchemaVersion);
-  PlatformToWire(c.platform, rec.mutable_platform());
-  uint64_t calls = 0, dropped = totals.dropped;
-  uint32_t truncated = 0;
+// The runtime's ns per TSC tick, in 32.32 fixed point: its own
+// calibration, else the machine's rate; 0 when neither is known.
+uint64_t NsPerTickQ32(const LiveHeader& hdr, int64_t tsc_hz) {
+  if (hdr.calibrated && hdr.ns_per_tick_q32 != 0) return hdr.ns_per_tick_q32;
+  if (tsc_hz <= 0) return 0;
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(1000000000) << 32) /
+                               static_cast<uint64_t>(tsc_hz));
+}
+
+// Into `rec`, a new part, each API's histograms since `next_base` (which
+// then holds them); the calls it counts. An ended run's last part takes everything
+// (HistogramPart).
+uint64_t AddParts(const LiveHarvestConfig& c, const LiveHeader& hdr, const Totals& totals,
+                  uint64_t q32, bool ended, wire::RunRecord* next_base, wire::RunRecord* rec,
+                  uint64_t* dropped, uint32_t* truncated) {
+  rec->set_schema_version(kSchemaVersion);
+  PlatformToWire(c.platform, rec->mutable_platform());
+  uint64_t calls = 0;
   const uint64_t resolution_ns =
       q32 == 0 ? 0
                : std::max<uint64_t>(
@@ -359,14 +308,14 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
   for (size_t k = 0; k < totals.slots.size(); ++k) {
     const int a = totals.slots[k];
     const Names n = NamesOf(hdr, a);
-    truncated += hdr.truncated[a] != 0;
+    *truncated += hdr.truncated[a] != 0;
     for (int m = 0; m < FP_NUM_METRICS; ++m) {
-      wire::Record* b = BaseRecord(&next_base, n, m + 1);
+      wire::Record* b = BaseRecord(next_base, n, m + 1);
       const bool counted_before = b->histogram().count() > 0;
       wire::Histogram piece;
-      HistogramPart(totals.h[k][m], b->mutable_histogram(), ended, &piece, &dropped);
+      HistogramPart(totals.h[k][m], b->mutable_histogram(), ended, &piece, dropped);
       if (piece.count() == 0) continue;
-      wire::Record* r = rec.add_records();
+      wire::Record* r = rec->add_records();
       *r->mutable_key() = b->key();
       PlatformToWire(c.platform, r->mutable_key()->mutable_platform());
       *r->mutable_histogram() = std::move(piece);
@@ -378,12 +327,146 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
       }
     }
   }
+  return calls;
+}
+
+// Announces part `part` in the live file, writes it to the spool and,
+// while the run lives, keeps what it reported (`next_base`). kPart when
+// all is written.
+Outcome WritePart(int fd, const LiveHarvestConfig& c, const std::string& part_path,
+                  const std::string& base_path, uint32_t part, const wire::RunRecord& rec,
+                  bool ended, int64_t now_ms, wire::RunRecord* next_base) {
+  // Announced before it is written: a runtime ending now leaves the rest
+  // to the agent instead of writing the whole run again.
+  const uint32_t announce = part;
+  if (::pwrite(fd, &announce, sizeof announce, offsetof(LiveHeader, parts)) !=
+      static_cast<ssize_t>(sizeof announce)) {
+    return Outcome::kUnreadable;
+  }
+  if (!MakeDirs(c.spool_dir).ok() || !WriteFileDurably(part_path, rec.SerializeAsString()).ok()) {
+    return Outcome::kNothing;  // tried again at the next look, under the same name
+  }
+  if (!ended) {
+    // What was reported, kept before the pass goes on to seal the part: a
+    // part sealed with this not kept would be reported again. If it cannot
+    // be kept, the part is taken back (and tried again at the next look).
+    next_base->set_ended_unix_ms(now_ms);
+    next_base->set_part(part);
+    if (!MakeDirs(c.state_dir + "/live").ok() ||
+        !WriteFileDurably(base_path, next_base->SerializeAsString()).ok()) {
+      std::error_code ec;
+      fs::remove(part_path, ec);
+      return Outcome::kNothing;
+    }
+  }
+  return Outcome::kPart;
+}
+
+// The live file's header, if the file is one: a regular file of ours, of
+// the live layout's size.
+bool ReadLiveHeader(int fd, LiveHeader* hdr) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+         static_cast<size_t>(st.st_size) == rt::kLiveFileBytes && ReadAt(fd, hdr, sizeof *hdr, 0) &&
+         LayoutOk(*hdr);
+}
+
+// What was reported of a live run so far (`found`: there was a record). A
+// damaged one is removed and taken as lost, never a file looked at forever.
+wire::RunRecord ReadBaseOrNone(const std::string& path, bool* found) {
+  StatusOr<wire::RunRecord> base = ReadBase(path, found);
+  if (base.ok()) return std::move(*base);
+  std::error_code ec;
+  fs::remove(path, ec);
+  *found = false;
+  return wire::RunRecord();
+}
+
+// A part's runtime counters.
+void SetCounters(const LiveHeader& hdr, uint64_t q32, uint32_t chosen, uint32_t truncated,
+                 uint64_t calls, uint64_t dropped, uint64_t run_ns, wire::RuntimeCounters* ctr) {
+  ctr->set_calls_measured(calls);
+  ctr->set_calls_dropped(dropped);
+  ctr->set_probe_ns(q32 == 0 ? 0
+                             : static_cast<uint64_t>(
+                                   (static_cast<unsigned __int128>(hdr.probe_ticks) * q32) >> 32));
+  ctr->set_apis_chosen(chosen);
+  ctr->set_apis_truncated(truncated);
+  ctr->set_run_ns(run_ns);
+}
+
+// What was reported of a live run, kept for the next look (best effort:
+// lost, it is taken as unknown then).
+void KeepBase(const LiveHarvestConfig& c, const std::string& base_path,
+              const wire::RunRecord& base) {
+  IgnoreError(MakeDirs(c.state_dir + "/live"));
+  IgnoreError(WriteFileDurably(base_path, base.SerializeAsString()));
+}
+
+// A live file that ended, and what was reported of it, removed.
+void RemoveEnded(const fs::path& path, const std::string& base_path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  fs::remove(base_path, ec);
+}
+
+// Whether parts were announced and what was reported not kept (no base).
+// Part 1 written but not yet sealed (the pass died before keeping it) is
+// written again under its name. Otherwise what was reported is unknown:
+// what is counted now is taken as reported, unreported (counted as
+// dropped), and parts go on from there; never a call in two parts.
+bool MustResync(const LiveHarvestConfig& c, const LiveHeader& hdr, const std::string& name,
+                bool have_base) {
+  return !have_base && hdr.parts > 0 &&
+         !(hdr.parts == 1 && fs::exists(c.spool_dir + "/" + PartName(hdr, name, 1)));
+}
+
+// One live file: see live_harvest.h.
+Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now_ms,
+                   LiveHarvestResult* result) {
+  const std::string name = path.filename().string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Outcome::kNothing;  // gone meanwhile
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  LiveHeader hdr;
+  if (!ReadLiveHeader(fd, &hdr)) return Outcome::kUnreadable;
+  // The alive lock free: the image has ended (we now hold it).
+  const bool ended = LockByte(fd, F_WRLCK, rt::kLiveAliveByte);
+  const std::string base_path = c.state_dir + "/live/" + name + ".base";
+  bool have_base = false;
+  const wire::RunRecord base = ReadBaseOrNone(base_path, &have_base);
+  const int64_t last_ms = have_base ? base.ended_unix_ms() : hdr.start_unix_ms;
+  if (!ended && now_ms - last_ms < c.interval_s * 1000) return Outcome::kNothing;
+  if (!LockByte(fd, F_WRLCK, rt::kLiveReportByte)) return Outcome::kNothing;  // the runtime's now
+  if (!ReadAt(fd, &hdr, sizeof hdr, 0)) return Outcome::kUnreadable;
+  auto finish = [&](Outcome o) {
+    if (ended) RemoveEnded(path, base_path);
+    return o;
+  };
+  if (hdr.state == rt::kLiveRetired || hdr.rate_refuted) {
+    // The runtime reported it (or nothing is to be reported): nothing here.
+    if (ended) ++result->retired_removed;
+    return finish(Outcome::kRetired);
+  }
+  const bool resync = MustResync(c, hdr, name, have_base);
+  const uint64_t q32 = NsPerTickQ32(hdr, c.tsc_hz);
+  Totals totals;
+  if (!ReadTotals(fd, hdr, q32, &totals)) return Outcome::kUnreadable;
+  wire::RunRecord next_base = base;
+  // The part after the last one kept, so that a part written and not kept
+  // (the pass died) is written again under its own name, not a new one.
+  const uint32_t part = (have_base ? next_base.part() : resync ? uint32_t{hdr.parts} : 0) + 1;
+  wire::RunRecord rec;
+  uint64_t dropped = totals.dropped;
+  uint32_t truncated = 0;
+  const uint64_t calls =
+      AddParts(c, hdr, totals, q32, ended, &next_base, &rec, &dropped, &truncated);
   result->calls_dropped += dropped;
   if (resync) {
-    for (const wire::Record& r : rec.records()) {
-      if (r.key().metric() == wire::METRIC_WALL_TIME_NS)
-        result->calls_dropped += r.histogram().count();
-    }
+    result->calls_dropped += calls;
     rec.clear_records();
   }
   if (rec.records_size() == 0) {
@@ -391,21 +474,14 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
     if (ended) return finish(Outcome::kEnded);
     next_base.set_ended_unix_ms(now_ms);
     next_base.set_part(part - 1);
-    IgnoreError(MakeDirs(c.state_dir + "/live"));
-    IgnoreError(WriteFileDurably(base_path, next_base.SerializeAsString()));
+    KeepBase(c, base_path, next_base);
     return Outcome::kNothing;
   }
-  wire::RuntimeCounters* ctr = rec.mutable_counters();
-  ctr->set_calls_measured(calls);
-  ctr->set_calls_dropped(dropped);
-  ctr->set_probe_ns(q32 == 0 ? 0
-                             : static_cast<uint64_t>(
-                                   (static_cast<unsigned __int128>(hdr.probe_ticks) * q32) >> 32));
-  ctr->set_apis_chosen(static_cast<uint32_t>(totals.slots.size()));
-  ctr->set_apis_truncated(truncated);
   // The span this part covers (since the last part, or the start): the
   // window its calls were made in (common/plausible.h).
-  ctr->set_run_ns(static_cast<uint64_t>(std::max<int64_t>(0, now_ms - last_ms)) * 1000000);
+  SetCounters(hdr, q32, static_cast<uint32_t>(totals.slots.size()), truncated, calls, dropped,
+              static_cast<uint64_t>(std::max<int64_t>(0, now_ms - last_ms)) * 1000000,
+              rec.mutable_counters());
   rec.set_ended_unix_ms(now_ms);
   rec.set_part(part);
   rec.set_last_part(ended);
@@ -414,29 +490,11 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
     result->calls_dropped += calls;
     return finish(Outcome::kUnreadable);
   }
-  // Announced before it is written: a runtime ending now leaves the rest
-  // to the agent instead of writing the whole run again.
-  const uint32_t announce = part;
-  if (::pwrite(fd, &announce, sizeof announce, offsetof(LiveHeader, parts)) !=
-      static_cast<ssize_t>(sizeof announce)) {
-    return Outcome::kUnreadable;
-  }
   const std::string part_path = c.spool_dir + "/" + PartName(hdr, name, part);
-  if (!MakeDirs(c.spool_dir).ok() || !WriteFileDurably(part_path, rec.SerializeAsString()).ok()) {
-    return Outcome::kNothing;  // tried again at the next look, under the same name
-  }
-  if (!ended) {
-    // What was reported, kept before the pass goes on to seal the part: a
-    // part sealed with this not kept would be reported again. If it cannot
-    // be kept, the part is taken back (and tried again at the next look).
-    next_base.set_ended_unix_ms(now_ms);
-    next_base.set_part(part);
-    if (!MakeDirs(c.state_dir + "/live").ok() ||
-        !WriteFileDurably(base_path, next_base.SerializeAsString()).ok()) {
-      std::error_code ec;
-      fs::remove(part_path, ec);
-      return Outcome::kNothing;
-    }
+  if (const Outcome w =
+          WritePart(fd, c, part_path, base_path, part, rec, ended, now_ms, &next_base);
+      w != Outcome::kPart) {
+    return w;
   }
   ++result->parts_written;
   return ended ? finish(Outcome::kEnded) : Outcome::kPart;

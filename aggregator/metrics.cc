@@ -64,19 +64,17 @@ void Metrics::AppendPrometheus(std::string* out) const {
           publish_bytes_.load());
   counter("fieldprof_snapshot_bytes_served_total", "Manifest and fragment bytes sent to clients.",
           snapshot_bytes_served_.load());
-  *out +=
-      "# HELP fieldprof_publish_last_seconds Duration of the last publish cycle.\n"
-      "# TYPE fieldprof_publish_last_seconds gauge\nfieldprof_publish_last_seconds " +
-      std::to_string(static_cast<double>(publish_last_ns_.load()) / 1e9) + "\n";
-  *out +=
-      "# HELP fieldprof_suspect_series Series the published snapshot marks suspect: their latest "
-      "day moved far from their history, its runs from few machines.\n"
-      "# TYPE fieldprof_suspect_series gauge\nfieldprof_suspect_series " +
-      std::to_string(suspect_series_.load()) + "\n";
-  *out +=
-      "# HELP fieldprof_snapshot_version Version of the snapshot being served.\n"
-      "# TYPE fieldprof_snapshot_version gauge\nfieldprof_snapshot_version " +
-      std::to_string(snapshot_version_.load()) + "\n";
+  auto gauge = [out](const char* name, const char* help, const std::string& v) {
+    AppendPrometheusSample(out, name, "gauge", help, v);
+  };
+  gauge("fieldprof_publish_last_seconds", "Duration of the last publish cycle.",
+        std::to_string(static_cast<double>(publish_last_ns_.load()) / 1e9));
+  gauge("fieldprof_suspect_series",
+        "Series the published snapshot marks suspect: their latest day moved far from their "
+        "history, its runs from few machines.",
+        std::to_string(suspect_series_.load()));
+  gauge("fieldprof_snapshot_version", "Version of the snapshot being served.",
+        std::to_string(snapshot_version_.load()));
   *out +=
       "# HELP fieldprof_batches_rejected_total Batches refused, by reason.\n"
       "# TYPE fieldprof_batches_rejected_total counter\n";
@@ -87,10 +85,7 @@ void Metrics::AppendPrometheus(std::string* out) const {
           "fieldprof_batches_rejected_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
     }
   }
-  *out +=
-      "# HELP fieldprof_connections Open client connections.\n"
-      "# TYPE fieldprof_connections gauge\nfieldprof_connections " +
-      std::to_string(connections_.load()) + "\n";
+  gauge("fieldprof_connections", "Open client connections.", std::to_string(connections_.load()));
   *out +=
       "# HELP fieldprof_request_duration_seconds Request handling time.\n"
       "# TYPE fieldprof_request_duration_seconds histogram\n";

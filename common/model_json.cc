@@ -4,6 +4,61 @@
 
 namespace fieldprof {
 
+namespace {
+
+// One API of a module's model: its names, counts, wall-time buckets and
+// each metric's statistics.
+void ApiCostJson(const ApiCost& a, JsonWriter* w) {
+  JsonWriter& j = *w;
+  j.BeginObject();
+  j.Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
+  j.Key("scopes").BeginArray();
+  for (const std::string& s : a.name.scopes) j.String(s);
+  j.EndArray();
+  j.Key("function").String(a.name.function);
+  j.Key("versions").BeginArray();
+  for (const std::string& v : a.versions) j.String(v);
+  j.EndArray();
+  j.Key("calls")
+      .Uint(a.calls())
+      .Key("runs")
+      .Uint(a.runs)
+      .Key("calls_per_run")
+      .DoubleExact(a.CallsPerRun());
+  if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
+  // The wall-time histogram's counts, for pictures: [[bucket, count], ...]
+  // (bucket -1: the zero bucket).
+  j.Key("wall_time_buckets").BeginArray();
+  if (a.metric[0].zero_count() > 0) {
+    j.BeginArray().Int(-1).Uint(a.metric[0].zero_count()).EndArray();
+  }
+  for (int b = 0; b < kNumBuckets; ++b) {
+    if (a.metric[0].bucket(b).count == 0) continue;
+    j.BeginArray().Int(b).Uint(a.metric[0].bucket(b).count).EndArray();
+  }
+  j.EndArray();
+  j.Key("metrics").BeginObject();
+  for (int i = 0; i < kModelMetrics; ++i) {
+    if (a.metric[i].count() == 0) continue;
+    const HistogramStats st = a.metric[i].Stats();
+    j.Key(ModelMetricName(i)).BeginObject();
+    j.Key("count")
+        .Uint(st.count)
+        .Key("share")
+        .DoubleExact(a.share[i])
+        .Key("total")
+        .DoubleExact(a.Total(i));
+    j.Key("mean").DoubleExact(st.mean).Key("sd").DoubleExact(st.stddev);
+    j.Key("p50").DoubleExact(st.p50).Key("p90").DoubleExact(st.p90).Key("p99").DoubleExact(st.p99);
+    j.Key("min").Uint(st.min).Key("max").Uint(st.max);
+    j.EndObject();
+  }
+  j.EndObject();
+  j.EndObject();
+}
+
+}  // namespace
+
 std::string ModuleModelJson(const ModuleModel& m, const std::string& source,
                             const std::string& range, const std::string& filters) {
   JsonWriter j;
@@ -21,54 +76,7 @@ std::string ModuleModelJson(const ModuleModel& m, const std::string& source,
   for (int i = 0; i < kModelMetrics; ++i) j.Key(ModelMetricName(i)).DoubleExact(m.total[i]);
   j.EndObject();
   j.Key("apis").BeginArray();
-  for (const ApiCost& a : m.apis) {
-    j.BeginObject();
-    j.Key("symbol").String(a.symbol).Key("demangled").String(a.demangled);
-    j.Key("scopes").BeginArray();
-    for (const std::string& s : a.name.scopes) j.String(s);
-    j.EndArray();
-    j.Key("function").String(a.name.function);
-    j.Key("versions").BeginArray();
-    for (const std::string& v : a.versions) j.String(v);
-    j.EndArray();
-    j.Key("calls")
-        .Uint(a.calls())
-        .Key("runs")
-        .Uint(a.runs)
-        .Key("calls_per_run")
-        .DoubleExact(a.CallsPerRun());
-    if (a.resolution_ns != 0) j.Key("resolution_ns").Uint(a.resolution_ns);
-    // The wall-time histogram's counts, for pictures: [[bucket, count], ...]
-    // (bucket -1: the zero bucket).
-    j.Key("wall_time_buckets").BeginArray();
-    if (a.metric[0].zero_count() > 0) {
-      j.BeginArray().Int(-1).Uint(a.metric[0].zero_count()).EndArray();
-    }
-    for (int b = 0; b < kNumBuckets; ++b) {
-      if (a.metric[0].bucket(b).count == 0) continue;
-      j.BeginArray().Int(b).Uint(a.metric[0].bucket(b).count).EndArray();
-    }
-    j.EndArray();
-    j.Key("metrics").BeginObject();
-    for (int i = 0; i < kModelMetrics; ++i) {
-      if (a.metric[i].count() == 0) continue;
-      const HistogramStats st = a.metric[i].Stats();
-      j.Key(ModelMetricName(i)).BeginObject();
-      j.Key("count")
-          .Uint(st.count)
-          .Key("share")
-          .DoubleExact(a.share[i])
-          .Key("total")
-          .DoubleExact(a.Total(i));
-      j.Key("mean").DoubleExact(st.mean).Key("sd").DoubleExact(st.stddev);
-      j.Key("p50").DoubleExact(st.p50).Key("p90").DoubleExact(st.p90).Key("p99").DoubleExact(
-          st.p99);
-      j.Key("min").Uint(st.min).Key("max").Uint(st.max);
-      j.EndObject();
-    }
-    j.EndObject();
-    j.EndObject();
-  }
+  for (const ApiCost& a : m.apis) ApiCostJson(a, &j);
   j.EndArray();
   j.Key("scopes").BeginArray();
   for (const ScopeCost& s : m.scopes) {

@@ -24,6 +24,37 @@ bool SeriesMatches(const SeriesSum& s, const ModelFilter& f) {
   return true;
 }
 
+namespace {
+
+// Each scope (namespace, class) of the model's APIs: its APIs' calls and
+// totals summed, by wall time.
+std::vector<ScopeCost> ScopeCosts(const ModuleModel& m) {
+  std::vector<ScopeCost> out;
+  std::map<std::string, ScopeCost> scopes;
+  for (const ApiCost& a : m.apis) {
+    for (size_t d = 1; d <= a.name.scopes.size(); ++d) {
+      const std::string prefix = ScopePrefix(a.name, d);
+      ScopeCost& s = scopes[prefix];
+      s.scope = prefix;
+      s.depth = static_cast<int>(d);
+      ++s.apis;
+      s.calls += a.calls();
+      for (int i = 0; i < kModelMetrics; ++i) s.total[i] += a.Total(i);
+    }
+  }
+  for (auto& [k, s] : scopes) {
+    for (int i = 0; i < kModelMetrics; ++i)
+      s.share[i] = m.total[i] > 0 ? s.total[i] / m.total[i] : 0;
+    out.push_back(s);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ScopeCost& x, const ScopeCost& y) {
+    return x.total[0] != y.total[0] ? x.total[0] > y.total[0] : x.scope < y.scope;
+  });
+  return out;
+}
+
+}  // namespace
+
 ModuleModel BuildModuleModel(const std::string& module, const std::vector<SeriesSum>& series,
                              const ModelFilter& filter) {
   ModuleModel m;
@@ -87,26 +118,7 @@ ModuleModel BuildModuleModel(const std::string& module, const std::vector<Series
   std::stable_sort(m.apis.begin(), m.apis.end(), [](const ApiCost& x, const ApiCost& y) {
     return x.Total(0) != y.Total(0) ? x.Total(0) > y.Total(0) : x.symbol < y.symbol;
   });
-  std::map<std::string, ScopeCost> scopes;
-  for (const ApiCost& a : m.apis) {
-    for (size_t d = 1; d <= a.name.scopes.size(); ++d) {
-      const std::string prefix = ScopePrefix(a.name, d);
-      ScopeCost& s = scopes[prefix];
-      s.scope = prefix;
-      s.depth = static_cast<int>(d);
-      ++s.apis;
-      s.calls += a.calls();
-      for (int i = 0; i < kModelMetrics; ++i) s.total[i] += a.Total(i);
-    }
-  }
-  for (auto& [k, s] : scopes) {
-    for (int i = 0; i < kModelMetrics; ++i)
-      s.share[i] = m.total[i] > 0 ? s.total[i] / m.total[i] : 0;
-    m.scopes.push_back(s);
-  }
-  std::stable_sort(m.scopes.begin(), m.scopes.end(), [](const ScopeCost& x, const ScopeCost& y) {
-    return x.total[0] != y.total[0] ? x.total[0] > y.total[0] : x.scope < y.scope;
-  });
+  m.scopes = ScopeCosts(m);
   m.versions.assign(versions.begin(), versions.end());
   for (auto& [symbol, p] : points) m.points.push_back(std::move(p));
   return m;

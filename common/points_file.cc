@@ -361,6 +361,48 @@ Status ScanPointsFile(const std::string& path, PointsScan* scan) {
   return s;
 }
 
+namespace {
+
+// Ticks to ns: the straight line through the first and last clock
+// readings, or, when they are less than 1 ms apart (a file cut early),
+// the rate the command measured; 0 when neither is known.
+double NsPerTick(std::pair<uint64_t, uint64_t> first, std::pair<uint64_t, uint64_t> last,
+                 uint64_t tsc_hz) {
+  const auto [tsc0, ns0] = first;
+  const auto [tsc1, ns1] = last;
+  double ns_per_tick = tsc1 > tsc0 && ns1 > ns0
+                           ? static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0)
+                           : 0;
+  if (tsc_hz > 0 && (ns1 < ns0 + 1000000 || ns_per_tick == 0)) {
+    ns_per_tick = 1e9 / static_cast<double>(tsc_hz);
+  }
+  return ns_per_tick;
+}
+
+// Per thread: each of its pauses' end, in order, and the ticks of the
+// pauses before each (one more: all of them).
+using PausesEnded = std::map<uint32_t, std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>;
+
+// The threads' pauses (sorted here) as PausesEnded; `ticks` sums them all.
+PausesEnded EndsOfPauses(decltype(RunSink::pauses_of)* pauses_of, uint64_t* ticks) {
+  PausesEnded ended_of;
+  for (auto& [tid, pauses] : *pauses_of) {
+    std::sort(pauses.begin(), pauses.end());
+    auto& [ends, before] = ended_of[tid];
+    uint64_t sum = 0;
+    for (const auto& [start, length] : pauses) {
+      ends.push_back(start + length);
+      before.push_back(sum);
+      sum += length;
+      *ticks += length;
+    }
+    before.push_back(sum);
+  }
+  return ended_of;
+}
+
+}  // namespace
+
 StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (bytes.substr(0, pf::kMagicSize) != std::string_view(pf::kMagic, pf::kMagicSize)) {
     return InvalidArgument("not a points file (no FPPOINTS1 line)");
@@ -387,37 +429,16 @@ StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   auto& site_of = sink.site_of;
   const uint64_t tsc_hz = sink.tsc_hz;
   if (clock.empty()) return InvalidArgument("a points file with no clock reading");
-  // Ticks to ns: the straight line through the first and last readings,
-  // or, when they are less than 1 ms apart (a file cut early), the rate
-  // the command measured.
   const auto [tsc0, ns0] = clock.front();
-  const auto [tsc1, ns1] = clock.back();
   run.start_mono_ns = ns0;
-  double ns_per_tick = tsc1 > tsc0 && ns1 > ns0
-                           ? static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0)
-                           : 0;
-  if (tsc_hz > 0 && (ns1 < ns0 + 1000000 || ns_per_tick == 0)) {
-    ns_per_tick = 1e9 / static_cast<double>(tsc_hz);
-  }
+  const double ns_per_tick = NsPerTick(clock.front(), clock.back(), tsc_hz);
   // Taking a stack (--stacks) paused the thread: each event is moved back
   // by the pauses its thread had ended before the event's time, so that
   // no segment or scope of one thread counts them. By time, not by place
   // in the ring: a placed function's begin is pushed as the call ends,
   // after the stacks taken inside it, with the TSC of the call's start.
   // (A point made during a pause, a signal handler's, is not moved by it.)
-  std::map<uint32_t, std::pair<std::vector<uint64_t>, std::vector<uint64_t>>> ended_of;
-  for (auto& [tid, pauses] : sink.pauses_of) {
-    std::sort(pauses.begin(), pauses.end());
-    auto& [ends, before] = ended_of[tid];  // each pause's end; the ticks of those before it
-    uint64_t sum = 0;
-    for (const auto& [start, ticks] : pauses) {
-      ends.push_back(start + ticks);
-      before.push_back(sum);
-      sum += ticks;
-      run.stack_ns += ticks;  // ticks until turned into ns below
-    }
-    before.push_back(sum);
-  }
+  const PausesEnded ended_of = EndsOfPauses(&sink.pauses_of, &run.stack_ns);  // ticks for now
   const std::map<uint32_t, uint32_t> stack_id = LeaveOutOwnFrames(&run);
   // In place: each event's TSC to ns, its site id to its index; those no
   // site names are left out, counted as lost.

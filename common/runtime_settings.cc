@@ -66,23 +66,20 @@ Status CheckRange(Setting setting, double v) {
                          FormatDouble(r.dhi));
 }
 
-// One `name = value` line's value into `s` by the setting's rule (the
-// runtime applies the same, agent/runtime/decide.cc); false when it does
-// not parse or is out of range.
-bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSettings* s) {
-  int64_t n = 0;
-  double d = 0;
+// Whether `v` parses by the rule and is in its range; the number into
+// `n` (integers) or `d` (decimals).
+bool ValueFits(const settings_rules::Rule& r, const std::string& v, int64_t* n, double* d) {
   switch (r.kind) {
     case Kind::kYesNo:
       if (v != "yes" && v != "no") return false;
       break;
     case Kind::kInt:
-      if (!ParseInt(v, r.lo, r.hi, &n)) return false;
+      if (!ParseInt(v, r.lo, r.hi, n)) return false;
       break;
     case Kind::kDouble: {
       const std::optional<double> x = ParseDecimalIn(v, r.dlo, r.dhi);
       if (!x) return false;
-      d = *x;
+      *d = *x;
       break;
     }
     case Kind::kU64: {
@@ -95,8 +92,13 @@ bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSe
       if (!settings_rules::TextFits(r, v.size())) return false;
       break;
   }
+  return true;
+}
+
+// A value that fits its rule (`v` as text, `n` or `d` as parsed) into `s`.
+void Store(Setting setting, const std::string& v, int64_t n, double d, RuntimeSettings* s) {
   FleetSettings& f = s->fleet;
-  switch (r.setting) {
+  switch (setting) {
     case Setting::kConsent:
       s->consent = v == "yes";
       break;
@@ -149,6 +151,16 @@ bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSe
       s->points = v;
       break;
   }
+}
+
+// One `name = value` line's value into `s` by the setting's rule (the
+// runtime applies the same, agent/runtime/decide.cc); false when it does
+// not parse or is out of range.
+bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSettings* s) {
+  int64_t n = 0;
+  double d = 0;
+  if (!ValueFits(r, v, &n, &d)) return false;
+  Store(r.setting, v, n, d, s);
   return true;
 }
 

@@ -1,6 +1,7 @@
 #include "aggregator/http/dev_handler.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "aggregator/http/http_status.h"
@@ -304,6 +305,22 @@ StatusOr<std::vector<DevRunInfo>> PickChosen(std::vector<DevRunInfo> listed,
   return picked;
 }
 
+// The runs chosen for groups A (runs=) and B (b_runs=), sorted; a run in
+// both is an error.
+StatusOr<std::array<std::vector<std::string>, 2>> ChosenGroups(const std::string& a,
+                                                               const std::string& b) {
+  StatusOr<std::vector<std::string>> chosen[2] = {ChosenRuns(a, "runs"), ChosenRuns(b, "b_runs")};
+  for (const auto& c : chosen) {
+    if (!c.ok()) return c.status();
+  }
+  for (const std::string& id : *chosen[0]) {
+    if (std::binary_search(chosen[1]->begin(), chosen[1]->end(), id)) {
+      return InvalidArgument("run " + id + " is in both groups: a run belongs to A or to B");
+    }
+  }
+  return std::array<std::vector<std::string>, 2>{std::move(*chosen[0]), std::move(*chosen[1])};
+}
+
 }  // namespace
 
 HttpResponse DevHandler::Compare(std::string_view authorization, std::string_view query) {
@@ -328,24 +345,16 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
         "unknown parameter " + params->front().first +
         " (tag, program, from, to, runs, b_program, b_from, b_to, b_runs, fdr, min_effect)"));
   }
-  StatusOr<std::vector<std::string>> chosen[2] = {ChosenRuns(runs_a, "runs"),
-                                                  ChosenRuns(runs_b, "b_runs")};
-  for (const auto& c : chosen) {
-    if (!c.ok()) return ErrorResponse(c.status());
-  }
-  for (const std::string& id : *chosen[0]) {
-    if (std::binary_search(chosen[1]->begin(), chosen[1]->end(), id)) {
-      return ErrorResponse(
-          InvalidArgument("run " + id + " is in both groups: a run belongs to A or to B"));
-    }
-  }
+  StatusOr<std::array<std::vector<std::string>, 2>> groups = ChosenGroups(runs_a, runs_b);
+  if (!groups.ok()) return ErrorResponse(groups.status());
+  const std::array<std::vector<std::string>, 2>& chosen = *groups;
   StatusOr<local::CompareOptions> thresholds = CompareThresholds(fdr, min_effect);
   if (!thresholds.ok()) return ErrorResponse(thresholds.status());
   const local::CompareOptions co = *thresholds;
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
   if (b_program.empty()) b_program = program;
-  if (b_program == program && b_from == from && b_to == to && chosen[0]->empty() &&
-      chosen[1]->empty()) {
+  if (b_program == program && b_from == from && b_to == to && chosen[0].empty() &&
+      chosen[1].empty()) {
     return ErrorResponse(InvalidArgument(
         "groups A and B are the same runs: give B other days (b_from=, b_to=), b_program=, or "
         "choose each group's runs (runs=, b_runs=)"));
@@ -361,7 +370,7 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
     StatusOr<std::vector<DevRunInfo>> listed =
         Select(*who, tag, *group[g][0], *group[g][1], *group[g][2]);
     if (!listed.ok()) return ErrorResponse(listed.status());
-    const std::vector<std::string>& ids = *chosen[g];
+    const std::vector<std::string>& ids = chosen[g];
     if (!ids.empty()) {
       const bool narrowed = !group[g][0]->empty() || !group[g][1]->empty() || !group[g][2]->empty();
       StatusOr<std::vector<DevRunInfo>> picked =

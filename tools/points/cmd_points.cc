@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -276,6 +277,25 @@ bool SayWhatWasRecorded(const std::string& out_dir, const std::string& output,
   return true;
 }
 
+// The folder holding the points recorder (`lib_dir`, else where the
+// runtime is found).
+StatusOr<std::string> RecorderDir(const std::string& lib_dir) {
+  StatusOr<std::string> dir = FindRuntime(lib_dir);
+  if (dir.ok() && access((*dir + "/" + local::points::kLibName).c_str(), R_OK) != 0) {
+    return NotFound(*dir + " has no " + local::points::kLibName);
+  }
+  return dir;
+}
+
+// The TSC's rate, in the files: what reads a file cut before its second
+// clock reading still has times.
+void SetTscRateForFiles() {
+  if (std::getenv("FIELDPROF_TSC_HZ") != nullptr) return;
+  if (std::optional<int64_t> hz = MeasureTscHz(); hz.has_value()) {
+    setenv("FIELDPROF_TSC_HZ", std::to_string(*hz).c_str(), 1);
+  }
+}
+
 int Record(int argc, char** argv) {
   std::string output, lib_dir, at;
   int64_t runs = 1;
@@ -303,28 +323,19 @@ int Record(int argc, char** argv) {
   }
   if (!s.ok()) return UsageError(t, s);
   if (output.empty()) output = fs::path(cmd[0]).filename().string() + ".points";
-  StatusOr<std::string> dir = FindRuntime(lib_dir);
-  const std::string lib = dir.ok() ? *dir + "/" + local::points::kLibName : "";
-  if (dir.ok() && access(lib.c_str(), R_OK) != 0) {
-    dir = NotFound(*dir + " has no " + local::points::kLibName);
-  }
+  const StatusOr<std::string> dir = RecorderDir(lib_dir);
   if (!dir.ok()) {
     Say(dir.status().message());
     return 3;
   }
+  const std::string lib = *dir + "/" + local::points::kLibName;
   std::error_code ec;
   const std::string out_dir = fs::absolute(output, ec).string();
   if (Status m = MakeDirs(out_dir, FileAccess::kShared); ec || !m.ok()) {
     Say("cannot make " + output + ": " + (ec ? ec.message() : m.message()));
     return 3;
   }
-  // The TSC's rate, in the files: what reads a file cut before its
-  // second clock reading still has times.
-  if (std::getenv("FIELDPROF_TSC_HZ") == nullptr) {
-    if (std::optional<int64_t> hz = MeasureTscHz(); hz.has_value()) {
-      setenv("FIELDPROF_TSC_HZ", std::to_string(*hz).c_str(), 1);
-    }
-  }
+  SetTscRateForFiles();
   setenv(local::points::kDirEnv, out_dir.c_str(), 1);
   if (stacks) setenv(local::points::kStacksEnv, "1", 1);
   std::string work;
@@ -479,24 +490,14 @@ int Show(const std::string& verb, int argc, char** argv) {
     Say("no run has tag \"" + tag + "\"");
     return 1;
   }
-  if (!chrome.empty()) {
-    if (Status w = WriteFileDurably(chrome, local::PointsChromeTrace(*runs), FileAccess::kShared);
-        !w.ok()) {
-      Say(w.message());
-      return 1;
-    }
-  }
-  if (!html.empty()) {
-    if (Status w = WriteFileDurably(html, local::PointsPage(*runs, tags), FileAccess::kShared);
-        !w.ok()) {
-      Say(w.message());
-      return 1;
-    }
-  }
-  if (!tree.empty()) {
-    if (Status w = WriteFileDurably(tree, local::EncodeCallTree(local::PointsCallTree(*runs)),
-                                    FileAccess::kShared);
-        !w.ok()) {
+  // The files asked for, each made only when asked.
+  const std::pair<const std::string*, std::function<std::string()>> files[] = {
+      {&chrome, [&] { return local::PointsChromeTrace(*runs); }},
+      {&html, [&] { return local::PointsPage(*runs, tags); }},
+      {&tree, [&] { return local::EncodeCallTree(local::PointsCallTree(*runs)); }}};
+  for (const auto& [path, make] : files) {
+    if (path->empty()) continue;
+    if (Status w = WriteFileDurably(*path, make(), FileAccess::kShared); !w.ok()) {
       Say(w.message());
       return 1;
     }

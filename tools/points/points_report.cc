@@ -31,10 +31,8 @@ std::string Dirty(const std::vector<PointsRun>& runs, const DirtyRun& d) {
   return buf;
 }
 
-}  // namespace
-
-std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
-                       bool per_run, bool calls) {
+// The first lines: how many runs of what, and what was lost or cut.
+std::string RunsHeader(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags) {
   std::string out;
   char buf[512];
   uint64_t lost = 0, waits = 0, wait_ns = 0;
@@ -68,6 +66,38 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
            " run(s) ended without closing their file (killed, or exec'd): read up to their last "
            "write\n";
   }
+  return out;
+}
+
+// Each occurrence of each segment: the field's histogram and quantiles,
+// so these read as `points field` and `fieldprof run --show` read the
+// field's.
+std::string EachOccurrence(const TagReport& t) {
+  std::string out;
+  char buf[512];
+  out += "  each occurrence, over the runs kept:\n";
+  for (const SegmentStats& s : t.segments) {
+    const Histogram& h = s.each;
+    std::snprintf(
+        buf, sizeof buf, "  %-40s %12s  mean %s  p50 %s  p90 %s  p99 %s  min %s  max %s\n",
+        s.Name().c_str(), tools::FormatCount(h.count()).c_str(),
+        tools::FormatNanos(h.Mean()).c_str(), tools::FormatNanos(h.Quantile(0.5)).c_str(),
+        tools::FormatNanos(h.Quantile(0.9)).c_str(), tools::FormatNanos(h.Quantile(0.99)).c_str(),
+        tools::FormatNanos(h.empty() ? 0.0 : static_cast<double>(h.min())).c_str(),
+        tools::FormatNanos(static_cast<double>(h.max())).c_str());
+    out += buf;
+    out += tools::HistogramBarsText(wire::METRIC_POINT_NS, h, 0);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
+                       bool per_run, bool calls) {
+  std::string out;
+  char buf[512];
+  out += RunsHeader(runs, tags);
   for (const TagReport& t : tags) {
     std::snprintf(buf, sizeof buf, "\ntag %s: %zu run%s", t.tag.c_str(), t.runs.size(),
                   t.runs.size() == 1 ? "" : "s");
@@ -96,24 +126,7 @@ std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<Tag
                     tools::FormatNanos(s.per_call).c_str());
       out += buf;
     }
-    if (calls) {
-      // Each occurrence: the field's histogram and quantiles, so these
-      // read as `points field` and `fieldprof run --show` read the field's.
-      out += "  each occurrence, over the runs kept:\n";
-      for (const SegmentStats& s : t.segments) {
-        const Histogram& h = s.each;
-        std::snprintf(
-            buf, sizeof buf, "  %-40s %12s  mean %s  p50 %s  p90 %s  p99 %s  min %s  max %s\n",
-            s.Name().c_str(), tools::FormatCount(h.count()).c_str(),
-            tools::FormatNanos(h.Mean()).c_str(), tools::FormatNanos(h.Quantile(0.5)).c_str(),
-            tools::FormatNanos(h.Quantile(0.9)).c_str(),
-            tools::FormatNanos(h.Quantile(0.99)).c_str(),
-            tools::FormatNanos(h.empty() ? 0.0 : static_cast<double>(h.min())).c_str(),
-            tools::FormatNanos(static_cast<double>(h.max())).c_str());
-        out += buf;
-        out += tools::HistogramBarsText(wire::METRIC_POINT_NS, h, 0);
-      }
-    }
+    if (calls) out += EachOccurrence(t);
     if (!per_run) continue;
     out += "  per run (ns):\n    run";
     for (size_t j = 0; j < t.segments.size(); ++j) out += "\t" + t.segments[j].Name();

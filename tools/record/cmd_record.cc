@@ -196,6 +196,51 @@ int RunSampled(const RecordArgs& a, const local::PerfSamplerOptions& po, bool ou
   return code;
 }
 
+// The folder of the libraries the command is to preload: the sampler
+// when `preload`, the points recorder with --points.
+StatusOr<std::string> PreloadDir(const RecordArgs& a, bool preload) {
+  StatusOr<std::string> d = FindRuntime(a.lib_dir);
+  for (const char* lib :
+       {preload ? kSamplerLib : nullptr, a.points ? local::points::kLibName : nullptr}) {
+    if (lib != nullptr && d.ok() && access((*d + "/" + lib).c_str(), R_OK) != 0) {
+      d = NotFound(*d + " has no " + lib);
+    }
+  }
+  return d;
+}
+
+// The raw directory the samplers write into, new (one a killed record
+// left is named, not reused); false when it cannot be made (said).
+bool MakeRawDir(const std::string& path, ScratchDir* raw) {
+  if (mkdir(path.c_str(), 0700) == 0) {
+    raw->path = path;
+    return true;
+  }
+  const int e = errno;
+  std::cerr << "fieldprof record: " << path << ": " << std::strerror(e)
+            << (e == EEXIST ? " (a recording a killed fieldprof record left: fieldprof record "
+                              "recover " +
+                                  path + ", or remove it)"
+                            : "")
+            << "\n";
+  return false;
+}
+
+// With --idle, every CPU's switches (cpu_switches.h) unless --cpu_wide
+// off; false when --cpu_wide on cannot have them (said).
+bool StartCpuWide(const RecordArgs& a, std::unique_ptr<local::CpuWideSwitches>* cpu) {
+  if (!a.idle || a.cpu_wide == "off") return true;
+  StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
+  if (c.ok()) {
+    *cpu = std::move(*c);
+    (*cpu)->Start();
+    return true;
+  }
+  if (a.cpu_wide != "on") return true;
+  std::cerr << "fieldprof record: --cpu_wide on: " << c.status().message() << "\n";
+  return false;
+}
+
 int Record(int argc, char** argv) {
   RecordArgs a;
   if (const int code = ParseRecordArgs(argc, argv, &a); code >= 0) return code;
@@ -217,13 +262,7 @@ int Record(int argc, char** argv) {
   const bool preload = !outside || a.idle;
   std::string dir;
   if (preload || a.points) {
-    StatusOr<std::string> d = FindRuntime(a.lib_dir);
-    for (const char* lib :
-         {preload ? kSamplerLib : nullptr, a.points ? local::points::kLibName : nullptr}) {
-      if (lib != nullptr && d.ok() && access((*d + "/" + lib).c_str(), R_OK) != 0) {
-        d = NotFound(*d + " has no " + lib);
-      }
-    }
+    StatusOr<std::string> d = PreloadDir(a, preload);
     if (!d.ok()) {
       std::cerr << "fieldprof record: " << d.status().message() << "\n";
       return 3;
@@ -231,18 +270,7 @@ int Record(int argc, char** argv) {
     dir = *d;
   }
   ScratchDir raw;
-  raw.path = a.output + kRawSuffix;
-  if (mkdir(raw.path.c_str(), 0700) != 0) {
-    const int e = errno;
-    std::cerr << "fieldprof record: " << raw.path << ": " << std::strerror(e)
-              << (e == EEXIST ? " (a recording a killed fieldprof record left: fieldprof record "
-                                "recover " +
-                                    raw.path + ", or remove it)"
-                              : "")
-              << "\n";
-    raw.path.clear();
-    return 3;
-  }
+  if (!MakeRawDir(a.output + kRawSuffix, &raw)) return 3;
   RawArgs ra{a.hz, a.m, a.n, a.p, false, "", getpid()};
   for (const std::string& arg : a.cmd) ra.command += (ra.command.empty() ? "" : " ") + arg;
   // Sampled in the program, the stacks arrive unwound: a follower grows
@@ -263,16 +291,7 @@ int Record(int argc, char** argv) {
     PrependEnv("LD_PRELOAD", dir + "/" + local::points::kLibName);
   }
   std::unique_ptr<local::CpuWideSwitches> cpu;
-  if (a.idle && a.cpu_wide != "off") {
-    StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
-    if (c.ok()) {
-      cpu = std::move(*c);
-      cpu->Start();
-    } else if (a.cpu_wide == "on") {
-      std::cerr << "fieldprof record: --cpu_wide on: " << c.status().message() << "\n";
-      return 3;
-    }
-  }
+  if (!StartCpuWide(a, &cpu)) return 3;
   std::unique_ptr<RawDirFollower> follower;
   if (ra.live) {
     follower = std::make_unique<RawDirFollower>(raw.path, ra);
@@ -282,9 +301,8 @@ int Record(int argc, char** argv) {
   if (code < 0) return 127;
   if (cpu != nullptr) {
     const std::string log = local::EncodeCpuIdleLog(cpu->Stop());
-    if (Status w =
-            WriteFileDurably(raw.path + "/" + local::kCpuIdleFile, log, FileAccess::kPrivate);
-        !w.ok()) {
+    const std::string path = raw.path + "/" + local::kCpuIdleFile;
+    if (Status w = WriteFileDurably(path, log, FileAccess::kPrivate); !w.ok()) {
       std::cerr << "fieldprof record: " << w.message() << "\n";
     }
   }

@@ -97,20 +97,16 @@ void Print(const Recording& r, const Node& node, uint64_t all, const IdleReportO
   }
 }
 
-}  // namespace
-
-std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
-  if (!r.idle) {
-    return "this recording has no idle transitions (recorded with --idle=false, or before "
-           "fieldprof recorded them)\n";
-  }
+// Per stack of the range (and of the thread, if one): counts from the
+// tree, off-CPU and CPU-idle time from the range's waits; `all` sums them.
+std::map<uint32_t, Weights> WeightsByStack(const Recording& r, const IdleReportOptions& o,
+                                           Weights* all_out) {
   const RangeCounts c = r.idle_tree.Range(o.from_ns, o.to_ns, /*exact=*/true);
   auto wanted = [&](uint32_t type) {
     return o.tid == 0 || r.threads[r.idle_types[type].thread].tid == o.tid;
   };
-  // Per stack: counts from the tree, off-CPU time from the range's waits.
   std::map<uint32_t, Weights> by_stack;
-  Weights all;
+  Weights& all = *all_out;
   for (const auto& [type, count] : c.by_type) {
     if (!wanted(type)) continue;
     const IdleType& t = r.idle_types[type];
@@ -134,16 +130,12 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
       all.cpu_idle_ns += r.idle_off_ns[i];
     }
   }
+  return by_stack;
+}
+
+// What the header says of the range and of the whole recording.
+std::string IdleHeader(const Recording& r, const Weights& all) {
   std::string out;
-  if (o.collapsed) {  // off-CPU microseconds, as offcputime's folded output
-    for (const auto& [stack, w] : by_stack) {
-      if (w.to_idle == 0) continue;
-      std::string line;
-      for (uint32_t f : r.stacks[stack]) line += (line.empty() ? "" : ";") + r.frames[f];
-      out += Line("%s %llu\n", line.c_str(), static_cast<unsigned long long>(w.off_ns / 1000));
-    }
-    return out;
-  }
   out += Line(
       "idle transitions: %llu to-idle (a thread began to wait), %llu from-idle (it woke), "
       "%.3f ms off CPU\n",
@@ -177,6 +169,29 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
         "this mode (CPU-wide records, which know, need CAP_PERFMON, root or "
         "kernel.perf_event_paranoid <= 0)\n";
   }
+  return out;
+}
+
+}  // namespace
+
+std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
+  if (!r.idle) {
+    return "this recording has no idle transitions (recorded with --idle=false, or before "
+           "fieldprof recorded them)\n";
+  }
+  Weights all;
+  const std::map<uint32_t, Weights> by_stack = WeightsByStack(r, o, &all);
+  std::string out;
+  if (o.collapsed) {  // off-CPU microseconds, as offcputime's folded output
+    for (const auto& [stack, w] : by_stack) {
+      if (w.to_idle == 0) continue;
+      std::string line;
+      for (uint32_t f : r.stacks[stack]) line += (line.empty() ? "" : ";") + r.frames[f];
+      out += Line("%s %llu\n", line.c_str(), static_cast<unsigned long long>(w.off_ns / 1000));
+    }
+    return out;
+  }
+  out += IdleHeader(r, all);
   if (all.to_idle + all.from_idle == 0) return out + "no waits in this range\n";
   Node root;
   for (const auto& [stack, w] : by_stack) {

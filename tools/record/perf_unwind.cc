@@ -279,21 +279,11 @@ struct Mapped {
   }
 };
 
-}  // namespace
-
-StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std::string& out_dir,
-                                              uint32_t hz, bool kernel_time) {
+// Every record of the .perf files in `dir`, mapped (into `files`), with
+// its time, in time order.
+Status ReadRecords(const std::string& dir, std::vector<std::unique_ptr<Mapped>>* files,
+                   std::vector<Entry>* entries) {
   namespace fs = std::filesystem;
-  // libdwfl holds each module of a live process image open: as many
-  // descriptors as the hard limit allows (the command has ended, so
-  // nothing inherits it).
-  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  std::vector<std::unique_ptr<Mapped>> files;
-  std::vector<Entry> entries;
-  PerfUnwindSummary sum;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() != ".perf") continue;
@@ -319,122 +309,146 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
       } else {
         t = TrailerTime(rec, h.size);
       }
-      entries.push_back({t, rec});
+      entries->push_back({t, rec});
       at += h.size;
     }
-    files.push_back(std::move(m));
+    files->push_back(std::move(m));
   }
   if (ec) return IOError("cannot read " + dir + ": " + ec.message());
-  std::stable_sort(entries.begin(), entries.end(),
+  if (ec) return IOError("cannot read " + dir + ": " + ec.message());
+  std::stable_sort(entries->begin(), entries->end(),
                    [](const Entry& a, const Entry& b) { return a.time < b.time; });
+  return Status();
+}
 
-  std::vector<std::unique_ptr<Image>> images;
+// The process images the records describe, in the order they began.
+struct Images {
+  std::vector<std::unique_ptr<Image>> all;
   std::unordered_map<uint32_t, Image*> live;  // by pid: its current image
-  auto begin_image = [&](uint32_t pid, uint64_t t, const Image* from, bool exec) {
+
+  // A new image of `pid` from `t`: a fork's copies `from`'s mappings; the
+  // image it replaces ends (by exec, when `exec`).
+  Image* Begin(uint32_t pid, uint64_t t, const Image* from, bool exec) {
     auto im = std::make_unique<Image>();
     im->pid = pid;
     im->start_ns = t;
-    if (from != nullptr) im->modules = from->modules;  // a fork: the parent's mappings
+    if (from != nullptr) im->modules = from->modules;
     Image* p = im.get();
-    images.push_back(std::move(im));
+    all.push_back(std::move(im));
     if (auto it = live.find(pid); it != live.end() && it->second != nullptr && !it->second->ended) {
       it->second->End(t);
       it->second->replaced = exec;
     }
     live[pid] = p;
     return p;
-  };
-  auto image_of = [&](uint32_t pid, uint64_t t) {
-    auto it = live.find(pid);
-    return it != live.end() ? it->second : begin_image(pid, t, nullptr, false);
-  };
-
-  std::vector<uint64_t> ips;
-  for (const Entry& e : entries) {
-    perf_event_header h;
-    std::memcpy(&h, e.rec, sizeof h);
-    const char* p = e.rec + sizeof h;
-    const char* end = e.rec + h.size;
-    switch (h.type) {
-      case PERF_RECORD_SAMPLE: {
-        SampleView s;
-        if (!ParseSample(e.rec, h.size, &s)) break;
-        Image* im = image_of(s.pid, s.time);
-        Unwind(*im, s, &ips);
-        ++sum.samples;
-        if (ips.size() > 1) ++sum.unwound;
-        raw::SampleHeader sh{};
-        sh.time_ns = s.time;
-        sh.tid = s.tid;
-        sh.cpu = static_cast<uint16_t>(s.cpu);
-        sh.depth = static_cast<uint16_t>(ips.size());
-        sh.weight_ns = s.period;  // the task clock's ns since the thread's previous sample
-        im->samples.push_back('S');
-        im->samples.append(reinterpret_cast<const char*>(&sh), sizeof sh);
-        im->samples.append(reinterpret_cast<const char*>(ips.data()),
-                           ips.size() * sizeof(uint64_t));
-        ++im->sample_count;
-        break;
-      }
-      case PERF_RECORD_MMAP:
-      case PERF_RECORD_MMAP2: {
-        uint32_t pid = 0, tid = 0;
-        uint64_t addr = 0, len = 0, pgoff = 0;
-        if (!Get(p, end, &pid) || !Get(p, end, &tid) || !Get(p, end, &addr) || !Get(p, end, &len) ||
-            !Get(p, end, &pgoff)) {
-          break;
-        }
-        if (h.type == PERF_RECORD_MMAP2) p += 4 + 4 + 8 + 8 + 4 + 4;  // maj min ino gen prot flags
-        if (p >= end) break;
-        const std::string path(p, strnlen(p, static_cast<size_t>(end - p)));
-        // JIT code and other anonymous memory ("//anon", "[anon:...]"):
-        // named from perf maps when symbolised, not a module.
-        if (path.empty() || path.rfind("//", 0) == 0 || (path[0] != '/' && !IsVdso(path))) break;
-        Image* im = image_of(pid, e.time);
-        const uint64_t bias = IsVdso(path) ? addr - pgoff : BiasOf(path, addr, pgoff);
-        bool known = false;
-        for (const LoadedModule& m : im->modules) known |= m.path == path && m.bias == bias;
-        if (!known) im->modules.push_back({path, bias, addr, addr + len});
-        break;
-      }
-      case PERF_RECORD_COMM: {
-        uint32_t pid = 0, tid = 0;
-        if (!Get(p, end, &pid) || !Get(p, end, &tid)) break;
-        if ((h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0) begin_image(pid, e.time, nullptr, true);
-        break;
-      }
-      case PERF_RECORD_FORK: {
-        uint32_t pid = 0, ppid = 0;
-        if (!Get(p, end, &pid) || !Get(p, end, &ppid)) break;
-        if (pid != ppid) {
-          auto parent = live.find(ppid);
-          begin_image(pid, e.time, parent != live.end() ? parent->second : nullptr, false);
-        }
-        break;
-      }
-      case PERF_RECORD_EXIT: {
-        uint32_t pid = 0, ppid = 0, tid = 0;
-        if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
-        if (pid == tid) {
-          if (auto it = live.find(pid); it != live.end() && !it->second->ended) {
-            it->second->End(e.time);
-          }
-        }
-        break;
-      }
-      case PERF_RECORD_LOST: {
-        uint64_t id = 0, lost = 0;
-        if (Get(p, end, &id) && Get(p, end, &lost)) sum.lost += lost;
-        break;
-      }
-      default:
-        break;
-    }
   }
+  Image* Of(uint32_t pid, uint64_t t) {
+    auto it = live.find(pid);
+    return it != live.end() ? it->second : Begin(pid, t, nullptr, false);
+  }
+};
 
+// A sample, unwound, onto its image's raw samples.
+void OnSample(const Entry& e, const perf_event_header& h, Images* images,
+              std::vector<uint64_t>* ips_out, PerfUnwindSummary* sum) {
+  std::vector<uint64_t>& ips = *ips_out;
+  SampleView s;
+  if (!ParseSample(e.rec, h.size, &s)) return;
+  Image* im = images->Of(s.pid, s.time);
+  Unwind(*im, s, &ips);
+  ++sum->samples;
+  if (ips.size() > 1) ++sum->unwound;
+  raw::SampleHeader sh{};
+  sh.time_ns = s.time;
+  sh.tid = s.tid;
+  sh.cpu = static_cast<uint16_t>(s.cpu);
+  sh.depth = static_cast<uint16_t>(ips.size());
+  sh.weight_ns = s.period;  // the task clock's ns since the thread's previous sample
+  im->samples.push_back('S');
+  im->samples.append(reinterpret_cast<const char*>(&sh), sizeof sh);
+  im->samples.append(reinterpret_cast<const char*>(ips.data()), ips.size() * sizeof(uint64_t));
+  ++im->sample_count;
+}
+
+// A mapping of a file (or the vDSO) into its image's modules.
+void OnMmap(const Entry& e, const perf_event_header& h, Images* images) {
+  const char* p = e.rec + sizeof h;
+  const char* end = e.rec + h.size;
+  uint32_t pid = 0, tid = 0;
+  uint64_t addr = 0, len = 0, pgoff = 0;
+  if (!Get(p, end, &pid) || !Get(p, end, &tid) || !Get(p, end, &addr) || !Get(p, end, &len) ||
+      !Get(p, end, &pgoff)) {
+    return;
+  }
+  if (h.type == PERF_RECORD_MMAP2) p += 4 + 4 + 8 + 8 + 4 + 4;  // maj min ino gen prot flags
+  if (p >= end) return;
+  const std::string path(p, strnlen(p, static_cast<size_t>(end - p)));
+  // JIT code and other anonymous memory ("//anon", "[anon:...]"):
+  // named from perf maps when symbolised, not a module.
+  if (path.empty() || path.rfind("//", 0) == 0 || (path[0] != '/' && !IsVdso(path))) return;
+  Image* im = images->Of(pid, e.time);
+  const uint64_t bias = IsVdso(path) ? addr - pgoff : BiasOf(path, addr, pgoff);
+  bool known = false;
+  for (const LoadedModule& m : im->modules) known |= m.path == path && m.bias == bias;
+  if (!known) im->modules.push_back({path, bias, addr, addr + len});
+}
+
+// One record replayed onto the images.
+void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwindSummary* sum) {
+  perf_event_header h;
+  std::memcpy(&h, e.rec, sizeof h);
+  const char* p = e.rec + sizeof h;
+  const char* end = e.rec + h.size;
+  switch (h.type) {
+    case PERF_RECORD_SAMPLE:
+      OnSample(e, h, images, ips, sum);
+      break;
+    case PERF_RECORD_MMAP:
+    case PERF_RECORD_MMAP2:
+      OnMmap(e, h, images);
+      break;
+    case PERF_RECORD_COMM: {
+      uint32_t pid = 0, tid = 0;
+      if (!Get(p, end, &pid) || !Get(p, end, &tid)) break;
+      if ((h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0) images->Begin(pid, e.time, nullptr, true);
+      break;
+    }
+    case PERF_RECORD_FORK: {
+      uint32_t pid = 0, ppid = 0;
+      if (!Get(p, end, &pid) || !Get(p, end, &ppid)) break;
+      if (pid != ppid) {
+        auto parent = images->live.find(ppid);
+        images->Begin(pid, e.time, parent != images->live.end() ? parent->second : nullptr, false);
+      }
+      break;
+    }
+    case PERF_RECORD_EXIT: {
+      uint32_t pid = 0, ppid = 0, tid = 0;
+      if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
+      if (pid == tid) {
+        if (auto it = images->live.find(pid); it != images->live.end() && !it->second->ended) {
+          it->second->End(e.time);
+        }
+      }
+      break;
+    }
+    case PERF_RECORD_LOST: {
+      uint64_t id = 0, lost = 0;
+      if (Get(p, end, &id) && Get(p, end, &lost)) sum->lost += lost;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// Each image as a raw file of the in-program sampler's format.
+Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz, bool kernel_time,
+                   PerfUnwindSummary* sum_out) {
+  PerfUnwindSummary& sum = *sum_out;
   std::map<uint32_t, int> generation;
   bool lost_told = false;
-  for (const auto& im : images) {
+  for (const auto& im : images.all) {
     const int n = generation[im->pid]++;
     // A process that ran and was never sampled (a short one, or one that
     // slept, with user time only) is recorded with no samples; the
@@ -477,6 +491,28 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
     }
     if (std::fclose(f) != 0) return IOError("cannot write " + path + ": " + std::strerror(errno));
   }
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std::string& out_dir,
+                                              uint32_t hz, bool kernel_time) {
+  // libdwfl holds each module of a live process image open: as many
+  // descriptors as the hard limit allows (the command has ended, so
+  // nothing inherits it).
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  std::vector<std::unique_ptr<Mapped>> files;
+  std::vector<Entry> entries;
+  FP_RETURN_IF_ERROR(ReadRecords(dir, &files, &entries));
+  PerfUnwindSummary sum;
+  Images images;
+  std::vector<uint64_t> ips;
+  for (const Entry& e : entries) Replay(e, &images, &ips, &sum);
+  FP_RETURN_IF_ERROR(WriteImages(images, out_dir, hz, kernel_time, &sum));
   return sum;
 }
 

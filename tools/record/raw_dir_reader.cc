@@ -446,19 +446,8 @@ void RawDirReader::Points(Recording* r) {
       [](const RecordedSpan& a, const RecordedSpan& b) { return a.begin_ns < b.begin_ns; });
 }
 
-StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
-  std::vector<File*> procs;
-  for (auto& f : files_) {
-    if (f->header) procs.push_back(f.get());
-  }
-  if (procs.empty()) return NotFound("no process was recorded (no raw files in " + dir_ + ")");
-  // What the files say so far; counted afresh at each snapshot.
+uint64_t RawDirReader::CountProcesses(const std::vector<File*>& procs) {
   Recording& r = r_;
-  r.start_ns = UINT64_MAX;
-  r.dropped = r.skipped = r.throttled = r.switches_lost = r.threads_unwatched = 0;
-  r.signal_taken = r.seccomp_aside = r.stepped_aside = r.processes = r.processes_cut_short = 0;
-  r.preemptions = r.waits_unattributed = r.cpu_idle_unmatched = r.cpu_switches_lost = 0;
-  r.idle = r.cpu_wide = false;
   uint64_t end = 0;
   // A recording sampled from outside has two files for a process: the
   // samples (perf-*.raw) and, from the program, its idle transitions
@@ -488,6 +477,59 @@ StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
     ++r.processes;
     if (!p.ended) ++r.processes_cut_short;
   }
+  return end;
+}
+
+StatusOr<TimeTree> RawDirReader::SamplesTree(bool with_waiting, std::vector<uint64_t>* sample_ns) {
+  if (late_.empty() && (!with_waiting || pending_.empty())) {
+    FP_ASSIGN_OR_RETURN(TimeTree tree, builder_.Tree());
+    tree.MakeTimesRelative(r_.start_ns);
+    *sample_ns = sample_ns_;
+    return tree;
+  }
+  if (late_.empty()) {
+    TimeTreeBuilder grown = builder_;  // pending_ is in order, and after it
+    *sample_ns = sample_ns_;
+    for (const Sample& s : pending_) {
+      FP_RETURN_IF_ERROR(grown.Append(s.time, s.type));
+      sample_ns->push_back(s.weight);
+    }
+    FP_ASSIGN_OR_RETURN(TimeTree tree, grown.Tree());
+    tree.MakeTimesRelative(r_.start_ns);
+    return tree;
+  }
+  std::vector<Sample> all = late_;
+  if (with_waiting) all.insert(all.end(), pending_.begin(), pending_.end());
+  const std::vector<uint64_t>& times = builder_.times();
+  const std::vector<uint32_t>& types = builder_.types();
+  for (size_t i = 0; i < times.size(); ++i) all.push_back({times[i], types[i], sample_ns_[i]});
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Sample& a, const Sample& b) { return a.time < b.time; });
+  std::vector<uint64_t> t(all.size());
+  std::vector<uint32_t> y(all.size());
+  sample_ns->resize(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    t[i] = all[i].time >= r_.start_ns ? all[i].time - r_.start_ns : 0;
+    y[i] = all[i].type;
+    (*sample_ns)[i] = all[i].weight;
+  }
+  return TimeTree::Build(std::move(t), std::move(y), options_);
+}
+
+StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
+  std::vector<File*> procs;
+  for (auto& f : files_) {
+    if (f->header) procs.push_back(f.get());
+  }
+  if (procs.empty()) return NotFound("no process was recorded (no raw files in " + dir_ + ")");
+  // What the files say so far; counted afresh at each snapshot.
+  Recording& r = r_;
+  r.start_ns = UINT64_MAX;
+  r.dropped = r.skipped = r.throttled = r.switches_lost = r.threads_unwatched = 0;
+  r.signal_taken = r.seccomp_aside = r.stepped_aside = r.processes = r.processes_cut_short = 0;
+  r.preemptions = r.waits_unattributed = r.cpu_idle_unmatched = r.cpu_switches_lost = 0;
+  r.idle = r.cpu_wide = false;
+  const uint64_t end = CountProcesses(procs);
   r.duration_ns = end > r.start_ns ? end - r.start_ns : 0;
   std::vector<IdleEvent> idle;
   for (File* f : procs) {
@@ -502,39 +544,7 @@ StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
   }
   Points(&r);
   Recording out = r;
-  // The samples' tree: as grown; or, when a sample came late, made from
-  // them all. Its times are after the start (those before it, 0).
-  if (late_.empty() && (!with_waiting || pending_.empty())) {
-    FP_ASSIGN_OR_RETURN(out.tree, builder_.Tree());
-    out.tree.MakeTimesRelative(r.start_ns);
-    out.sample_ns = sample_ns_;
-  } else if (late_.empty()) {
-    TimeTreeBuilder grown = builder_;  // pending_ is in order, and after it
-    out.sample_ns = sample_ns_;
-    for (const Sample& s : pending_) {
-      FP_RETURN_IF_ERROR(grown.Append(s.time, s.type));
-      out.sample_ns.push_back(s.weight);
-    }
-    FP_ASSIGN_OR_RETURN(out.tree, grown.Tree());
-    out.tree.MakeTimesRelative(r.start_ns);
-  } else {
-    std::vector<Sample> all = late_;
-    if (with_waiting) all.insert(all.end(), pending_.begin(), pending_.end());
-    const std::vector<uint64_t>& times = builder_.times();
-    const std::vector<uint32_t>& types = builder_.types();
-    for (size_t i = 0; i < times.size(); ++i) all.push_back({times[i], types[i], sample_ns_[i]});
-    std::stable_sort(all.begin(), all.end(),
-                     [](const Sample& a, const Sample& b) { return a.time < b.time; });
-    std::vector<uint64_t> t(all.size());
-    std::vector<uint32_t> y(all.size());
-    out.sample_ns.resize(all.size());
-    for (size_t i = 0; i < all.size(); ++i) {
-      t[i] = all[i].time >= r.start_ns ? all[i].time - r.start_ns : 0;
-      y[i] = all[i].type;
-      out.sample_ns[i] = all[i].weight;
-    }
-    FP_ASSIGN_OR_RETURN(out.tree, TimeTree::Build(std::move(t), std::move(y), options_));
-  }
+  FP_ASSIGN_OR_RETURN(out.tree, SamplesTree(with_waiting, &out.sample_ns));
   std::stable_sort(idle.begin(), idle.end(),
                    [](const IdleEvent& a, const IdleEvent& b) { return a.time < b.time; });
   std::vector<uint64_t> times(idle.size());

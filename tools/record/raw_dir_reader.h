@@ -63,6 +63,13 @@ class RawDirReader {
   std::list<File*> symbolized_;  // files whose symbolizer is kept, the latest used first
   // The points files' segments and scopes, as `r`'s spans (afresh).
   void Points(Recording* r);
+  // The header's counts in r_ from the processes' files, afresh; their
+  // last time.
+  uint64_t CountProcesses(const std::vector<File*>& procs);
+  // The samples' tree and each sample's weight (`sample_ns`): as grown,
+  // with the waiting samples when asked; or, when a sample came late, made
+  // from them all. Times are after r_.start_ns (those before it, 0).
+  [[nodiscard]] StatusOr<TimeTree> SamplesTree(bool with_waiting, std::vector<uint64_t>* sample_ns);
 
   std::string dir_;
   TimeTreeOptions options_;

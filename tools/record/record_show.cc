@@ -489,9 +489,9 @@ int PrintDuring(const std::string& file, const Recording& r, const std::vector<u
   return 0;
 }
 
-}  // namespace
-
-int RecordShow(int argc, char** argv) {
+// What `record show` was asked.
+struct ShowArgs {
+  std::string file;
   double from = 0, to = -1, min_share = 0.5;
   std::string color = "auto";
   int64_t thread = 0, top = 1000;
@@ -499,6 +499,15 @@ int RecordShow(int argc, char** argv) {
   bool points = false, json = false, field = false;
   std::string during, check, cache_dir = DefaultSnapshotCacheDir();
   std::string pprof_out, html_out;
+
+  uint64_t t1() const { return static_cast<uint64_t>(std::llround(from * 1e9)); }
+  uint64_t t2() const {
+    return to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
+  }
+};
+
+// -1 to go on; else the exit status (0 after --help, 2 on a usage error).
+int ParseShowArgs(int argc, char** argv, ShowArgs* a) {
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
@@ -508,148 +517,173 @@ int RecordShow(int argc, char** argv) {
                 "every stack). Shares are over every sample of the range; with --thread, over\n"
                 "that thread's, counted exactly.\n\n"
                 "  fieldprof record show prog.fprec --from 2 --to 3.5 --thread 4242");
-  t.AddDouble("from", &from, "from this many seconds after the start", 0, 1e9);
-  t.AddDouble("to", &to, "to this many seconds after the start (default: the end)", -1, 1e9);
-  t.AddInt("thread", &thread, "only this thread id (0: all)", 0, INT32_MAX);
-  t.AddBool("collapsed", &collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
-  t.AddBool("chrome_trace", &chrome,
+  t.AddDouble("from", &a->from, "from this many seconds after the start", 0, 1e9);
+  t.AddDouble("to", &a->to, "to this many seconds after the start (default: the end)", -1, 1e9);
+  t.AddInt("thread", &a->thread, "only this thread id (0: all)", 0, INT32_MAX);
+  t.AddBool("collapsed", &a->collapsed, "collapsed stacks, one \"a;b;c COUNT\" line each (exact)");
+  t.AddBool("chrome_trace", &a->chrome,
             "Chrome trace event JSON, a slice per frame (Perfetto UI, chrome://tracing)");
-  t.AddString("pprof", &pprof_out,
+  t.AddString("pprof", &a->pprof_out,
               "write the range as a gzipped pprof profile to this file, for go tool pprof "
               "(with --idle: waits and off-CPU time)");
-  t.AddString("html", &html_out,
+  t.AddString("html", &a->html_out,
               "write a self-contained page to this file: a timeline of samples per thread, and "
               "a flame graph of the range dragged on it, answered from the time tree (opens at "
               "--from/--to/--thread)");
-  t.AddBool("exact", &exact, "every stack, counted exactly (--top is then not used)");
-  t.AddInt("top", &top,
+  t.AddBool("exact", &a->exact, "every stack, counted exactly (--top is then not used)");
+  t.AddInt("top", &a->top,
            "list the range's N most frequent stacks (a stack of each thread), the rest as "
            "\"other\" (0: every stack the tree's lists hold)",
            0, 1 << 24);
-  t.AddBool("bottom_up", &bottom_up, "the functions by self samples, with their total");
-  t.AddDouble("min_percent", &min_share, "hide call-tree nodes under this share (%)", 0, 100);
-  t.AddString("color", &color,
+  t.AddBool("bottom_up", &a->bottom_up, "the functions by self samples, with their total");
+  t.AddDouble("min_percent", &a->min_share, "hide call-tree nodes under this share (%)", 0, 100);
+  t.AddString("color", &a->color,
               "the lab's heat colours, by self share (blue cold .. red hot): auto, always, never");
-  t.AddBool("points", &points,
+  t.AddBool("points", &a->points,
             "the program's points: per segment and scope, its occurrences and their times");
-  t.AddBool("json", &json, "with --points: every occurrence as JSON, times in ns");
-  t.AddBool("field", &field,
+  t.AddBool("json", &a->json, "with --points: every occurrence as JSON, times in ns");
+  t.AddBool("field", &a->field,
             "after each API frame, what the field says it costs (p50 and p99 a call, calls a "
             "run) from the snapshot cache; the page shows it in its tooltips whenever the cache "
             "has a snapshot");
-  t.AddString("cache", &cache_dir, "the snapshot cache (fieldprof pull)");
-  t.AddString("check", &check,
+  t.AddString("cache", &a->cache_dir, "the snapshot cache (fieldprof pull)");
+  t.AddString("check", &a->check,
               "mark the APIs this report of `fieldprof check --json` found costing more than the "
               "field, where they sit in the stacks: in the tree, on the page (--html) and as the "
               "pprof label over_field (--pprof)");
-  t.AddString("during", &during,
+  t.AddString("during", &a->during,
               "the samples taken inside every occurrence of a segment or scope, TAG:SEGMENT "
               "(work:parse, \"work:begin -> end\"): of its thread, or of its process's threads "
               "when it began on another; counted exactly");
-  t.AddBool("idle", &idle,
+  t.AddBool("idle", &a->idle,
             "where threads waited: to-idle and from-idle counts and off-CPU ms per call path "
             "(with --collapsed: off-CPU microseconds)");
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one recording file");
-  if (s.ok() && to >= 0 && to < from) s = InvalidArgument("--to is before --from");
-  if (s.ok() && color != "auto" && color != "always" && color != "never") {
-    s = InvalidArgument("--color is auto, always or never, not \"" + color + "\"");
+  if (s.ok() && a->to >= 0 && a->to < a->from) s = InvalidArgument("--to is before --from");
+  if (s.ok() && a->color != "auto" && a->color != "always" && a->color != "never") {
+    s = InvalidArgument("--color is auto, always or never, not \"" + a->color + "\"");
   }
   if (!s.ok()) return UsageError(t, s);
-  const std::string file = t.positional()[0];
-  StatusOr<Recording> r = LoadForShow(file);
-  if (!r.ok()) {
-    std::cerr << "fieldprof record show: " << file << ": " << r.status().message() << "\n";
-    return 1;
-  }
+  a->file = t.positional()[0];
+  return -1;
+}
+
+// The field on the profile: the APIs a check found costing more (--check),
+// and each API frame's field cost (for the text with --field, for the page
+// whenever the cache has a snapshot).
+struct FieldOnProfile {
   std::map<uint32_t, local::FieldMark> marks;
-  if (!check.empty()) {
-    StatusOr<std::map<uint32_t, local::FieldMark>> m = local::FieldMarksFromCheck(*r, check);
+  std::map<uint32_t, std::string> costs;
+  const std::map<uint32_t, local::FieldMark>* marked = nullptr;  // null: no --check
+  const std::map<uint32_t, std::string>* shown = nullptr;        // null: no --field
+};
+
+// -1 to go on; else the exit status.
+int LoadFieldOnProfile(const Recording& r, const ShowArgs& a, FieldOnProfile* f) {
+  if (!a.check.empty()) {
+    StatusOr<std::map<uint32_t, local::FieldMark>> m = local::FieldMarksFromCheck(r, a.check);
     if (!m.ok()) {
       std::cerr << "fieldprof record show: --check: " << m.status().message() << "\n";
       return 2;
     }
-    marks = std::move(*m);
+    f->marks = std::move(*m);
+    f->marked = &f->marks;
     std::fprintf(stderr,
                  "fieldprof record show: %zu frame%s of APIs that cost more than the field%s\n",
-                 marks.size(), marks.size() == 1 ? "" : "s",
-                 marks.empty() ? " (none of the report's APIs is in the recording)" : "");
+                 f->marks.size(), f->marks.size() == 1 ? "" : "s",
+                 f->marks.empty() ? " (none of the report's APIs is in the recording)" : "");
   }
-  const std::map<uint32_t, local::FieldMark>* marked = check.empty() ? nullptr : &marks;
-  // The field's costs: for the text when asked, for the page when there.
-  std::map<uint32_t, std::string> costs;
-  if (field || !html_out.empty()) {
-    StatusOr<std::map<uint32_t, std::string>> c = local::FieldCostsOfFrames(*r, cache_dir);
+  if (a.field || !a.html_out.empty()) {
+    StatusOr<std::map<uint32_t, std::string>> c = local::FieldCostsOfFrames(r, a.cache_dir);
     if (c.ok()) {
-      costs = std::move(*c);
-    } else if (field) {
+      f->costs = std::move(*c);
+    } else if (a.field) {
       std::cerr << "fieldprof record show: --field: " << c.status().message() << "\n";
     }
   }
-  const std::map<uint32_t, std::string>* field_shown = field ? &costs : nullptr;
-  const uint64_t t1 = static_cast<uint64_t>(std::llround(from * 1e9));
-  const uint64_t t2 = to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(to * 1e9));
-  if (chrome) {
-    std::cout << ChromeTrace(*r, t1, t2, thread);
-    return 0;
-  }
-  if (points) {
-    PrintPoints(file, *r, t1, t2, thread, json);
-    return 0;
-  }
-  if (!during.empty()) {
-    StatusOr<std::vector<uint32_t>> names = SpansNamed(*r, during);
-    if (!names.ok()) {
-      std::cerr << "fieldprof record show: " << names.status().message() << "\n";
-      return 2;
-    }
-    return PrintDuring(file, *r, *names, marked, field_shown, collapsed, bottom_up, min_share,
-                       color);
-  }
-  if (!html_out.empty()) {
-    return WritePage(*r, t1, t2, static_cast<uint32_t>(thread), marks, costs, html_out);
-  }
-  if (!pprof_out.empty())
-    return WritePprof(*r, t1, t2, static_cast<uint32_t>(thread), idle, marks, pprof_out);
-  if (idle) {
-    local::IdleReportOptions io;
-    io.from_ns = t1;
-    io.to_ns = t2;
-    io.tid = static_cast<uint32_t>(thread);
-    io.min_share = min_share / 100;
-    io.collapsed = collapsed;
-    std::cout << IdleText(*r, io, color);
-    return 0;
-  }
+  if (a.field) f->shown = &f->costs;
+  return -1;
+}
+
+// The range's samples as a call tree (or collapsed stacks).
+int PrintRange(const Recording& r, const ShowArgs& a, const FieldOnProfile& f) {
+  const uint64_t t1 = a.t1(), t2 = a.t2();
   // One thread's range is counted exactly: the tree's "other" has no
   // thread, so its bound could not be stated over the thread's samples.
   local::RangeQuery query;
-  query.exact = exact || collapsed || thread != 0;
-  query.top = static_cast<uint32_t>(top);
-  const RangeCounts c = r->tree.Range(t1, t2, query);
+  query.exact = a.exact || a.collapsed || a.thread != 0;
+  query.top = static_cast<uint32_t>(a.top);
+  const RangeCounts c = r.tree.Range(t1, t2, query);
   uint64_t listed = 0;
-  const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(*r, c, thread, &listed);
-  if (collapsed) {
-    PrintCollapsed(*r, by_stack);
+  const std::map<uint32_t, uint64_t> by_stack = SamplesByStack(r, c, a.thread, &listed);
+  if (a.collapsed) {
+    PrintCollapsed(r, by_stack);
     return 0;
   }
   // Shares are over the range's samples (the thread's), "other" included.
-  const uint64_t in_range = thread != 0 ? listed : c.samples;
+  const uint64_t in_range = a.thread != 0 ? listed : c.samples;
   // --top named only when it left stacks out.
   const bool cut = !query.exact && query.top > 0 && c.by_type.size() >= query.top;
-  PrintRangeHeader(file, *r, c, in_range, from, to, thread, cut ? query.top : 0);
+  PrintRangeHeader(a.file, r, c, in_range, a.from, a.to, a.thread, cut ? query.top : 0);
   if (in_range == 0) {
     std::printf("no samples in this range\n");
     return 0;
   }
-  if (bottom_up) {
-    PrintBottomUp(*r, by_stack, in_range, min_share / 100, color, marked, field_shown);
+  if (a.bottom_up) {
+    PrintBottomUp(r, by_stack, in_range, a.min_share / 100, a.color, f.marked, f.shown);
   } else {
-    PrintTopDown(*r, by_stack, in_range, thread != 0 ? 0 : c.other, min_share / 100, color, marked,
-                 field_shown);
+    PrintTopDown(r, by_stack, in_range, a.thread != 0 ? 0 : c.other, a.min_share / 100, a.color,
+                 f.marked, f.shown);
   }
   return 0;
+}
+
+}  // namespace
+
+int RecordShow(int argc, char** argv) {
+  ShowArgs a;
+  if (const int rc = ParseShowArgs(argc, argv, &a); rc >= 0) return rc;
+  StatusOr<Recording> r = LoadForShow(a.file);
+  if (!r.ok()) {
+    std::cerr << "fieldprof record show: " << a.file << ": " << r.status().message() << "\n";
+    return 1;
+  }
+  FieldOnProfile f;
+  if (const int rc = LoadFieldOnProfile(*r, a, &f); rc >= 0) return rc;
+  const uint64_t t1 = a.t1(), t2 = a.t2();
+  const uint32_t tid = static_cast<uint32_t>(a.thread);
+  if (a.chrome) {
+    std::cout << ChromeTrace(*r, t1, t2, a.thread);
+    return 0;
+  }
+  if (a.points) {
+    PrintPoints(a.file, *r, t1, t2, a.thread, a.json);
+    return 0;
+  }
+  if (!a.during.empty()) {
+    StatusOr<std::vector<uint32_t>> names = SpansNamed(*r, a.during);
+    if (!names.ok()) {
+      std::cerr << "fieldprof record show: " << names.status().message() << "\n";
+      return 2;
+    }
+    return PrintDuring(a.file, *r, *names, f.marked, f.shown, a.collapsed, a.bottom_up, a.min_share,
+                       a.color);
+  }
+  if (!a.html_out.empty()) return WritePage(*r, t1, t2, tid, f.marks, f.costs, a.html_out);
+  if (!a.pprof_out.empty()) return WritePprof(*r, t1, t2, tid, a.idle, f.marks, a.pprof_out);
+  if (a.idle) {
+    local::IdleReportOptions io;
+    io.from_ns = t1;
+    io.to_ns = t2;
+    io.tid = tid;
+    io.min_share = a.min_share / 100;
+    io.collapsed = a.collapsed;
+    std::cout << IdleText(*r, io, a.color);
+    return 0;
+  }
+  return PrintRange(*r, a, f);
 }
 
 }  // namespace fieldprof::tools

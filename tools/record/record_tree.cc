@@ -60,12 +60,104 @@ struct Scope {
   std::vector<std::pair<uint32_t, uint64_t>> samples;  // its own: (stack, weight ns)
 };
 
+// The thread's scopes in time order, each a node under the innermost that
+// holds it, with its traced duration; a parent's self time is less it.
+void NestScopes(const Recording& r, std::vector<Scope>* scopes, CallTree* t) {
+  std::stable_sort(scopes->begin(), scopes->end(), [](const Scope& a, const Scope& b) {
+    return a.span->begin_ns != b.span->begin_ns ? a.span->begin_ns < b.span->begin_ns
+                                                : a.span->end_ns > b.span->end_ns;
+  });
+  std::vector<int> open;
+  for (size_t i = 0; i < scopes->size(); ++i) {
+    Scope& sc = (*scopes)[i];
+    while (!open.empty() && (*scopes)[open.back()].span->end_ns < sc.span->begin_ns) {
+      open.pop_back();
+    }
+    sc.parent = open.empty() ? -1 : open.back();
+    const RecordedSpan& sp = *sc.span;
+    const SpanName& name = r.span_names[sp.name];
+    const std::string segment = name.segment.substr(0, name.segment.rfind(" (scope)"));
+    const uint32_t parent = sc.parent < 0 ? CallTree::kRoot : (*scopes)[sc.parent].node;
+    sc.node = t->Child(parent, "[" + name.tag + ":" + segment + "]");
+    const auto ns = static_cast<int64_t>(sp.end_ns - sp.begin_ns);
+    t->Add(sc.node, Metric::kCalls, 1);
+    t->Add(sc.node, Metric::kTimeNs, ns);
+    if (sc.parent >= 0) t->Add(parent, Metric::kTimeNs, -ns);
+    open.push_back(static_cast<int>(i));
+  }
+}
+
+// Each sample of `thread` to the innermost of its (nested) scopes holding
+// it; `in_scope` marks the samples so placed.
+void PlaceSamples(const Recording& r, uint32_t thread, std::vector<Scope>* scopes,
+                  std::vector<bool>* in_scope) {
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  std::vector<int> open;
+  size_t next = 0;
+  const uint64_t lo_t = scopes->empty() ? 0 : scopes->front().span->begin_ns;
+  for (size_t i = std::lower_bound(times.begin(), times.end(), lo_t) - times.begin();
+       i < times.size(); ++i) {
+    const auto [th, stack] = r.types[types[i]];
+    if (th != thread) continue;
+    while (next < scopes->size() && (*scopes)[next].span->begin_ns <= times[i]) {
+      open.push_back(static_cast<int>(next++));
+    }
+    while (!open.empty() && (*scopes)[open.back()].span->end_ns < times[i]) open.pop_back();
+    // A scope that ended before an inner one was popped: drop ended ones
+    // anywhere below the top too.
+    int inner = -1;
+    for (size_t k = open.size(); k-- > 0;) {
+      if ((*scopes)[open[k]].span->end_ns >= times[i]) {
+        inner = open[k];
+        break;
+      }
+    }
+    if (inner < 0) {
+      if (next >= scopes->size() && open.empty()) break;
+      continue;
+    }
+    (*scopes)[inner].samples.emplace_back(stack, SampleNs(r, i));
+    (*in_scope)[i] = true;
+  }
+}
+
+// The scope's self time, shared out over its samples' paths by their
+// weights, the remainders to the largest shares: the sum is exact.
+void ShareSelfTime(const Recording& r, const Scope& s, CallTree* t) {
+  if (s.samples.empty()) return;
+  const int64_t self = t->self(s.node, Metric::kTimeNs);
+  if (self <= 0) return;
+  uint64_t weight = 0;
+  for (const auto& [stack, w] : s.samples) weight += w;
+  if (weight == 0) return;
+  std::vector<std::pair<uint32_t, int64_t>> shares;  // node, ns
+  std::vector<std::pair<double, size_t>> remainders;
+  int64_t given = 0;
+  for (const auto& [stack, w] : s.samples) {
+    uint32_t n = s.node;
+    for (uint32_t f : r.stacks[stack]) n = t->Child(n, r.frames[f]);
+    const double exact =
+        static_cast<double>(self) * static_cast<double>(w) / static_cast<double>(weight);
+    const auto whole = static_cast<int64_t>(exact);
+    shares.emplace_back(n, whole);
+    remainders.emplace_back(exact - static_cast<double>(whole), shares.size() - 1);
+    given += whole;
+    t->Add(n, Metric::kSamples, 1);
+  }
+  std::sort(remainders.begin(), remainders.end(), std::greater<>());
+  for (size_t k = 0; given < self && k < remainders.size(); ++k, ++given) {
+    ++shares[remainders[k].second].second;
+  }
+  t->Add(s.node, Metric::kTimeNs, -self);
+  for (const auto& [n, ns] : shares) t->Add(n, Metric::kTimeNs, ns);
+}
+
 }  // namespace
 
 CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid) {
   CallTree t;
-  // Per thread, its scopes in the range, each under the innermost that
-  // holds it.
+  // Per thread, its scopes in the range.
   std::map<uint32_t, std::vector<Scope>> by_thread;
   for (const RecordedSpan& sp : r.spans) {
     if (!r.span_names[sp.name].scope || sp.begin_thread != sp.thread) continue;
@@ -77,89 +169,9 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
   const std::vector<uint32_t>& types = r.tree.types();
   std::vector<bool> in_scope(times.size(), false);
   for (auto& [thread, scopes] : by_thread) {
-    std::stable_sort(scopes.begin(), scopes.end(), [](const Scope& a, const Scope& b) {
-      return a.span->begin_ns != b.span->begin_ns ? a.span->begin_ns < b.span->begin_ns
-                                                  : a.span->end_ns > b.span->end_ns;
-    });
-    std::vector<int> open;
-    for (size_t i = 0; i < scopes.size(); ++i) {
-      while (!open.empty() && scopes[open.back()].span->end_ns < scopes[i].span->begin_ns) {
-        open.pop_back();
-      }
-      scopes[i].parent = open.empty() ? -1 : open.back();
-      const RecordedSpan& sp = *scopes[i].span;
-      const SpanName& name = r.span_names[sp.name];
-      const std::string segment = name.segment.substr(0, name.segment.rfind(" (scope)"));
-      scopes[i].node =
-          t.Child(scopes[i].parent < 0 ? CallTree::kRoot : scopes[scopes[i].parent].node,
-                  "[" + name.tag + ":" + segment + "]");
-      t.Add(scopes[i].node, Metric::kCalls, 1);
-      t.Add(scopes[i].node, Metric::kTimeNs, static_cast<int64_t>(sp.end_ns - sp.begin_ns));
-      if (scopes[i].parent >= 0) {  // the parent's self time is less this one
-        t.Add(scopes[scopes[i].parent].node, Metric::kTimeNs,
-              -static_cast<int64_t>(sp.end_ns - sp.begin_ns));
-      }
-      open.push_back(static_cast<int>(i));
-    }
-    // Each sample of the thread to the innermost scope holding it.
-    open.clear();
-    size_t next = 0;
-    const uint64_t lo_t = scopes.empty() ? 0 : scopes.front().span->begin_ns;
-    for (size_t i = std::lower_bound(times.begin(), times.end(), lo_t) - times.begin();
-         i < times.size(); ++i) {
-      const auto [th, stack] = r.types[types[i]];
-      if (th != thread) continue;
-      while (next < scopes.size() && scopes[next].span->begin_ns <= times[i]) {
-        open.push_back(static_cast<int>(next++));
-      }
-      while (!open.empty() && scopes[open.back()].span->end_ns < times[i]) open.pop_back();
-      // A scope that ended before an inner one was popped: drop ended ones
-      // anywhere below the top too.
-      int inner = -1;
-      for (size_t k = open.size(); k-- > 0;) {
-        if (scopes[open[k]].span->end_ns >= times[i]) {
-          inner = open[k];
-          break;
-        }
-      }
-      if (inner < 0) {
-        if (next >= scopes.size() && open.empty()) break;
-        continue;
-      }
-      scopes[inner].samples.emplace_back(stack, SampleNs(r, i));
-      in_scope[i] = true;
-    }
-    // Each scope's self time, shared out over its samples' paths by their
-    // weights, the remainders to the largest shares: the sum is exact.
-    for (Scope& s : scopes) {
-      if (s.samples.empty()) continue;
-      const int64_t self = t.self(s.node, Metric::kTimeNs);
-      if (self <= 0) continue;
-      uint64_t weight = 0;
-      for (const auto& [stack, w] : s.samples) weight += w;
-      if (weight == 0) continue;
-      std::vector<std::pair<uint32_t, int64_t>> shares;  // node, ns
-      std::vector<std::pair<double, size_t>> remainders;
-      int64_t given = 0;
-      for (const auto& [stack, w] : s.samples) {
-        uint32_t n = s.node;
-        const std::vector<uint32_t>& frames = r.stacks[stack];
-        for (uint32_t f : frames) n = t.Child(n, r.frames[f]);
-        const double exact =
-            static_cast<double>(self) * static_cast<double>(w) / static_cast<double>(weight);
-        const auto whole = static_cast<int64_t>(exact);
-        shares.emplace_back(n, whole);
-        remainders.emplace_back(exact - static_cast<double>(whole), shares.size() - 1);
-        given += whole;
-        t.Add(n, Metric::kSamples, 1);
-      }
-      std::sort(remainders.begin(), remainders.end(), std::greater<>());
-      for (size_t k = 0; given < self && k < remainders.size(); ++k, ++given) {
-        ++shares[remainders[k].second].second;
-      }
-      t.Add(s.node, Metric::kTimeNs, -self);
-      for (const auto& [n, ns] : shares) t.Add(n, Metric::kTimeNs, ns);
-    }
+    NestScopes(r, &scopes, &t);
+    PlaceSamples(r, thread, &scopes, &in_scope);
+    for (const Scope& s : scopes) ShareSelfTime(r, s, &t);
   }
   // The samples outside every scope, with their own time.
   const size_t lo = std::lower_bound(times.begin(), times.end(), t1_ns) - times.begin();

@@ -161,6 +161,102 @@ Status DecodeIdle(std::string_view* in, Recording* r, int version) {
 
 }  // namespace
 
+namespace {
+
+Status Bad(const char* what) { return DataLoss(std::string("recording: bad ") + what); }
+
+// The command, the clock and the counts of what was dropped.
+Status DecodeHeader(std::string_view* in, Recording* r) {
+  uint64_t hz = 0, wall = 0, procs = 0, cut = 0;
+  if (!GetString(in, &r->command) || !GetVarint(in, &hz) || !GetVarint(in, &wall) ||
+      !GetVarint(in, &r->start_ns) || !GetVarint(in, &r->duration_ns) ||
+      !GetVarint(in, &r->dropped) || !GetVarint(in, &r->skipped) || !GetVarint(in, &procs) ||
+      !GetVarint(in, &cut)) {
+    return DataLoss("recording: truncated header");
+  }
+  r->hz = static_cast<uint32_t>(hz);
+  r->wall = wall != 0;
+  r->processes = static_cast<uint32_t>(procs);
+  r->processes_cut_short = static_cast<uint32_t>(cut);
+  return Status();
+}
+
+// The frames, the stacks of them, the threads and the sample types.
+Status DecodeStacks(std::string_view* in, Recording* r) {
+  uint64_t n = 0;
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("frames");
+  r->frames.resize(n);
+  for (std::string& f : r->frames) {
+    if (!GetString(in, &f)) return Bad("frames");
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("stacks");
+  r->stacks.resize(n);
+  for (auto& s : r->stacks) {
+    uint64_t depth = 0;
+    if (!GetVarint(in, &depth) || depth > in->size()) return Bad("stacks");
+    s.resize(depth);
+    for (uint32_t& f : s) {
+      uint64_t v = 0;
+      if (!GetVarint(in, &v) || v >= r->frames.size()) return Bad("stacks");
+      f = static_cast<uint32_t>(v);
+    }
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("threads");
+  r->threads.resize(n);
+  for (RecordedThread& t : r->threads) {
+    uint64_t pid = 0, tid = 0;
+    if (!GetVarint(in, &pid) || !GetVarint(in, &tid)) return Bad("threads");
+    t.pid = static_cast<uint32_t>(pid);
+    t.tid = static_cast<uint32_t>(tid);
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("types");
+  r->types.resize(n);
+  for (auto& [thread, stack] : r->types) {
+    uint64_t a = 0, b = 0;
+    if (!GetVarint(in, &a) || !GetVarint(in, &b) || a >= r->threads.size() ||
+        b >= r->stacks.size()) {
+      return Bad("types");
+    }
+    thread = static_cast<uint32_t>(a);
+    stack = static_cast<uint32_t>(b);
+  }
+  return Status();
+}
+
+// The program's points: the span names and the spans (version 5).
+Status DecodeSpans(std::string_view* in, Recording* r) {
+  uint64_t n = 0;
+  if (!GetVarint(in, &r->points_lost) || !GetVarint(in, &n) || n > in->size()) {
+    return Bad("points");
+  }
+  r->span_names.resize(n);
+  for (SpanName& name : r->span_names) {
+    uint64_t scope = 0;
+    if (!GetString(in, &name.tag) || !GetString(in, &name.segment) || !GetVarint(in, &scope)) {
+      return Bad("points");
+    }
+    name.scope = scope != 0;
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("spans");
+  r->spans.resize(n);
+  uint64_t at = 0;
+  for (RecordedSpan& sp : r->spans) {
+    uint64_t name = 0, begin_thread = 0, thread = 0, begin = 0, length = 0;
+    if (!GetVarint(in, &name) || !GetVarint(in, &begin_thread) || !GetVarint(in, &thread) ||
+        !GetVarint(in, &begin) || !GetVarint(in, &length) || name >= r->span_names.size() ||
+        begin_thread >= r->threads.size() || thread >= r->threads.size() || at + begin < at ||
+        at + begin + length < at + begin) {
+      return Bad("spans");
+    }
+    at += begin;
+    sp = {static_cast<uint32_t>(name), static_cast<uint32_t>(begin_thread),
+          static_cast<uint32_t>(thread), at, at + length};
+  }
+  return Status();
+}
+
+}  // namespace
+
 StatusOr<Recording> DecodeRecording(std::string_view in) {
   const std::string_view magic = in.substr(0, kMagicSize);
   const int version = magic == std::string_view(kMagic, kMagicSize)    ? 5
@@ -172,95 +268,23 @@ StatusOr<Recording> DecodeRecording(std::string_view in) {
   if (version == 0) return DataLoss("not a fieldprof recording");
   in.remove_prefix(kMagicSize);
   Recording r;
-  uint64_t hz = 0, wall = 0, procs = 0, cut = 0, n = 0;
-  if (!GetString(&in, &r.command) || !GetVarint(&in, &hz) || !GetVarint(&in, &wall) ||
-      !GetVarint(&in, &r.start_ns) || !GetVarint(&in, &r.duration_ns) ||
-      !GetVarint(&in, &r.dropped) || !GetVarint(&in, &r.skipped) || !GetVarint(&in, &procs) ||
-      !GetVarint(&in, &cut)) {
-    return DataLoss("recording: truncated header");
-  }
-  r.hz = static_cast<uint32_t>(hz);
-  r.wall = wall != 0;
-  r.processes = static_cast<uint32_t>(procs);
-  r.processes_cut_short = static_cast<uint32_t>(cut);
-  auto bad = [](const char* what) { return DataLoss(std::string("recording: bad ") + what); };
-  if (!GetVarint(&in, &n) || n > in.size()) return bad("frames");
-  r.frames.resize(n);
-  for (std::string& f : r.frames) {
-    if (!GetString(&in, &f)) return bad("frames");
-  }
-  if (!GetVarint(&in, &n) || n > in.size()) return bad("stacks");
-  r.stacks.resize(n);
-  for (auto& s : r.stacks) {
-    uint64_t depth = 0;
-    if (!GetVarint(&in, &depth) || depth > in.size()) return bad("stacks");
-    s.resize(depth);
-    for (uint32_t& f : s) {
-      uint64_t v = 0;
-      if (!GetVarint(&in, &v) || v >= r.frames.size()) return bad("stacks");
-      f = static_cast<uint32_t>(v);
-    }
-  }
-  if (!GetVarint(&in, &n) || n > in.size()) return bad("threads");
-  r.threads.resize(n);
-  for (RecordedThread& t : r.threads) {
-    uint64_t pid = 0, tid = 0;
-    if (!GetVarint(&in, &pid) || !GetVarint(&in, &tid)) return bad("threads");
-    t.pid = static_cast<uint32_t>(pid);
-    t.tid = static_cast<uint32_t>(tid);
-  }
-  if (!GetVarint(&in, &n) || n > in.size()) return bad("types");
-  r.types.resize(n);
-  for (auto& [thread, stack] : r.types) {
-    uint64_t a = 0, b = 0;
-    if (!GetVarint(&in, &a) || !GetVarint(&in, &b) || a >= r.threads.size() ||
-        b >= r.stacks.size()) {
-      return bad("types");
-    }
-    thread = static_cast<uint32_t>(a);
-    stack = static_cast<uint32_t>(b);
-  }
+  FP_RETURN_IF_ERROR(DecodeHeader(&in, &r));
+  FP_RETURN_IF_ERROR(DecodeStacks(&in, &r));
   if (version >= 2) FP_RETURN_IF_ERROR(DecodeIdle(&in, &r, version));
   if (version >= 4) {
-    if (!GetVarint(&in, &n) || n > in.size()) return bad("sample times");
+    uint64_t n = 0;
+    if (!GetVarint(&in, &n) || n > in.size()) return Bad("sample times");
     r.sample_ns.resize(n);
     for (uint64_t& ns : r.sample_ns) {
-      if (!GetVarint(&in, &ns)) return bad("sample times");
+      if (!GetVarint(&in, &ns)) return Bad("sample times");
     }
   }
-  if (version >= 5) {
-    if (!GetVarint(&in, &r.points_lost) || !GetVarint(&in, &n) || n > in.size()) {
-      return bad("points");
-    }
-    r.span_names.resize(n);
-    for (SpanName& name : r.span_names) {
-      uint64_t scope = 0;
-      if (!GetString(&in, &name.tag) || !GetString(&in, &name.segment) || !GetVarint(&in, &scope)) {
-        return bad("points");
-      }
-      name.scope = scope != 0;
-    }
-    if (!GetVarint(&in, &n) || n > in.size()) return bad("spans");
-    r.spans.resize(n);
-    uint64_t at = 0;
-    for (RecordedSpan& sp : r.spans) {
-      uint64_t name = 0, begin_thread = 0, thread = 0, begin = 0, length = 0;
-      if (!GetVarint(&in, &name) || !GetVarint(&in, &begin_thread) || !GetVarint(&in, &thread) ||
-          !GetVarint(&in, &begin) || !GetVarint(&in, &length) || name >= r.span_names.size() ||
-          begin_thread >= r.threads.size() || thread >= r.threads.size() || at + begin < at ||
-          at + begin + length < at + begin) {
-        return bad("spans");
-      }
-      at += begin;
-      sp = {static_cast<uint32_t>(name), static_cast<uint32_t>(begin_thread),
-            static_cast<uint32_t>(thread), at, at + length};
-    }
-  }
+  if (version >= 5) FP_RETURN_IF_ERROR(DecodeSpans(&in, &r));
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Decode(in));
   for (uint32_t t : r.tree.types()) {
-    if (t >= r.types.size()) return bad("samples");
+    if (t >= r.types.size()) return Bad("samples");
   }
-  if (!r.sample_ns.empty() && r.sample_ns.size() != r.tree.samples()) return bad("sample times");
+  if (!r.sample_ns.empty() && r.sample_ns.size() != r.tree.samples()) return Bad("sample times");
   return r;
 }
 

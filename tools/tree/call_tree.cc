@@ -424,6 +424,60 @@ int64_t PerRunValue(const CallTree& t, uint32_t n, Metric m) {
   return std::llround(static_cast<double>(t.self(n, m)) / static_cast<double>(t.runs));
 }
 
+// Input `t` added into `out` through `map`, scaled by `f`, times `sign`:
+// each node's sum over its runs (`over_runs`), or its own value.
+void AddInto(const CallTree& t, const std::vector<uint32_t>& map,
+             const std::array<double, kMetricCount>& f, int64_t sign, bool over_runs,
+             CallTree* out) {
+  for (uint32_t v = 0; v < t.size(); ++v) {
+    for (int m = 0; m < kMetricCount; ++m) {
+      const auto metric = static_cast<Metric>(m);
+      const int64_t x = over_runs ? t.OverRuns(v, metric) : t.self(v, metric);
+      if (x != 0) out->Add(map[v], metric, sign * Scaled(x, f[m]));
+    }
+  }
+}
+
+// Input `i` of a min: each node every earlier input had keeps the least
+// of its values (one run's), and counts one more input that had it
+// (`seen_by`). With `shared_keys` (normalised matching) two nodes of the
+// input may share a node of `out`: their values are summed first.
+void MinInto(const CallTree& t, size_t i, const std::vector<uint32_t>& map,
+             const std::array<double, kMetricCount>& f, bool shared_keys,
+             std::vector<uint32_t>* seen_by, CallTree* out) {
+  seen_by->resize(out->size(), 0);
+  std::vector<std::array<int64_t, kMetricCount>> mine;
+  if (shared_keys) {
+    mine.assign(out->size(), {});
+    for (uint32_t v = 0; v < t.size(); ++v) {
+      if (map[v] == CallTree::kNone) continue;
+      for (int m = 0; m < kMetricCount; ++m) {
+        mine[map[v]][m] += Scaled(PerRunValue(t, v, static_cast<Metric>(m)), f[m]);
+      }
+    }
+  }
+  for (uint32_t v = 0; v < t.size(); ++v) {
+    const uint32_t to = map[v];
+    if (to == CallTree::kNone || (*seen_by)[to] != i) continue;  // missing before, or done
+    ++(*seen_by)[to];
+    for (int m = 0; m < kMetricCount; ++m) {
+      const auto metric = static_cast<Metric>(m);
+      const int64_t x = shared_keys ? mine[to][m] : Scaled(PerRunValue(t, v, metric), f[m]);
+      out->Set(to, metric, i == 0 ? x : std::min(out->self(to, metric), x));
+    }
+  }
+}
+
+// Every value of `t` divided by `k`, to nearest, halves away from zero.
+void DivideNearest(int64_t k, CallTree* t) {
+  for (uint32_t v = 0; v < t->size(); ++v) {
+    for (int m = 0; m < kMetricCount; ++m) {
+      const int64_t x = t->self(v, static_cast<Metric>(m));
+      t->Set(v, static_cast<Metric>(m), (x >= 0 ? x + k / 2 : x - k / 2) / k);
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const CombineOptions& o) {
@@ -445,7 +499,6 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
   // two nodes of one input may share a key, so an input's values are
   // summed per node (in `mine`) before the least is taken.
   std::vector<uint32_t> seen_by;
-  std::vector<std::array<int64_t, kMetricCount>> mine;
   for (size_t i = 0; i < in.size(); ++i) {
     const CallTree& t = *in[i];
     metrics |= t.metrics();
@@ -461,36 +514,9 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
       const int64_t sign = groups                    ? (i < o.sub_group ? runs_base : -runs_new)
                            : op == Op::kSub && i > 0 ? -1
                                                      : 1;
-      const bool over_runs = op != Op::kSub || groups;
-      for (uint32_t v = 0; v < t.size(); ++v) {
-        for (int m = 0; m < kMetricCount; ++m) {
-          const auto metric = static_cast<Metric>(m);
-          const int64_t x = over_runs ? t.OverRuns(v, metric) : t.self(v, metric);
-          if (x != 0) out.Add(map[v], metric, sign * Scaled(x, f[m]));
-        }
-      }
-      continue;
-    }
-    seen_by.resize(out.size(), 0);
-    const bool shared_keys = o.match != Match::kExact;
-    if (shared_keys) {
-      mine.assign(out.size(), {});
-      for (uint32_t v = 0; v < t.size(); ++v) {
-        if (map[v] == CallTree::kNone) continue;
-        for (int m = 0; m < kMetricCount; ++m) {
-          mine[map[v]][m] += Scaled(PerRunValue(t, v, static_cast<Metric>(m)), f[m]);
-        }
-      }
-    }
-    for (uint32_t v = 0; v < t.size(); ++v) {
-      const uint32_t to = map[v];
-      if (to == CallTree::kNone || seen_by[to] != i) continue;  // missing before, or done
-      ++seen_by[to];
-      for (int m = 0; m < kMetricCount; ++m) {
-        const auto metric = static_cast<Metric>(m);
-        const int64_t x = shared_keys ? mine[to][m] : Scaled(PerRunValue(t, v, metric), f[m]);
-        out.Set(to, metric, i == 0 ? x : std::min(out.self(to, metric), x));
-      }
+      AddInto(t, map, f, sign, /*over_runs=*/op != Op::kSub || groups, &out);
+    } else {
+      MinInto(t, i, map, f, o.match != Match::kExact, &seen_by, &out);
     }
   }
   const size_t n = out.size();
@@ -499,14 +525,7 @@ StatusOr<CallTree> Combine(const std::vector<const CallTree*>& in, Op op, const 
     seen_by.resize(n, 0);
     for (size_t v = 0; v < n; ++v) keep[v] = seen_by[v] == in.size();
   } else if (op == Op::kMean || groups) {
-    const int64_t k = op == Op::kMean ? static_cast<int64_t>(runs) : runs_new * runs_base;
-    for (uint32_t v = 0; v < n; ++v) {
-      for (int m = 0; m < kMetricCount; ++m) {
-        const int64_t x = out.self(v, static_cast<Metric>(m));
-        // Nearest, halves away from zero.
-        out.Set(v, static_cast<Metric>(m), (x >= 0 ? x + k / 2 : x - k / 2) / k);
-      }
-    }
+    DivideNearest(op == Op::kMean ? static_cast<int64_t>(runs) : runs_new * runs_base, &out);
   }
   out.set_metrics(metrics);
   static constexpr const char* kOpNames[] = {"add", "mean", "sub", "min"};

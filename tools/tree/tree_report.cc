@@ -273,6 +273,52 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
   return out;
 }
 
+namespace {
+
+// A node's columns in TreeText: each shown metric's total and self, then
+// the change's p and q when there are changes.
+std::string NodeColumns(const CallTree& t, const std::vector<Metric>& shown,
+                        const std::vector<std::vector<int64_t>>& totals, bool signed_values,
+                        const std::vector<NodeChange>* changes, uint32_t n) {
+  std::string line;
+  for (size_t i = 0; i < shown.size(); ++i) {
+    char col[64];
+    std::snprintf(col, sizeof col, "%12s %12s  ",
+                  FormatMetric(shown[i], totals[i][n], signed_values).c_str(),
+                  FormatMetric(shown[i], t.self(n, shown[i]), signed_values).c_str());
+    line += col;
+  }
+  if (changes != nullptr) {
+    const NodeChange& c = (*changes)[n];
+    char col[32];
+    if (c.tested) {
+      std::snprintf(col, sizeof col, "%6.4f %6.4f%s ", c.p, c.q, c.significant ? "*" : " ");
+    } else {
+      std::snprintf(col, sizeof col, "%6s %6s  ", "-", "-");
+    }
+    line += col;
+  }
+  return line;
+}
+
+// The line under a tree of changes: how many nodes were tested, found
+// significant, and left out of the count.
+std::string ChangesSummary(const std::vector<NodeChange>& changes) {
+  size_t tested = 0, significant = 0, hopeless = 0;
+  for (const NodeChange& c : changes) {
+    tested += c.tested, significant += c.significant;
+    hopeless += c.tested && !c.counted;
+  }
+  char tail[240];
+  std::snprintf(tail, sizeof tail,
+                "%zu nodes tested (over the effect floors), %zu significant (* : q <= FDR); "
+                "%zu seen in too few runs to be significant, not counted\n",
+                tested, significant, hopeless);
+  return tail;
+}
+
+}  // namespace
+
 std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
   std::vector<Metric> shown;
   for (Metric m : kShownOrder) {
@@ -325,24 +371,7 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
         !(o.changes != nullptr && (*o.changes)[n].significant)) {
       continue;
     }
-    std::string line;
-    for (size_t i = 0; i < shown.size(); ++i) {
-      char col[64];
-      std::snprintf(col, sizeof col, "%12s %12s  ",
-                    FormatMetric(shown[i], totals[i][n], signed_values).c_str(),
-                    FormatMetric(shown[i], t.self(n, shown[i]), signed_values).c_str());
-      line += col;
-    }
-    if (o.changes != nullptr) {
-      const NodeChange& c = (*o.changes)[n];
-      char col[32];
-      if (c.tested) {
-        std::snprintf(col, sizeof col, "%6.4f %6.4f%s ", c.p, c.q, c.significant ? "*" : " ");
-      } else {
-        std::snprintf(col, sizeof col, "%6s %6s  ", "-", "-");
-      }
-      line += col;
-    }
+    std::string line = NodeColumns(t, shown, totals, signed_values, o.changes, n);
     line += std::string(2 * static_cast<size_t>(depth), ' ') + t.name(n);
     const int64_t self = t.self(n, o.sort_by);
     // Heat: by self share of the hottest; a difference from blue (shrank)
@@ -353,19 +382,7 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
     out += tools::HeatText(line, position, o.color, o.truecolor) + "\n";
     push_children(n, depth + 1);
   }
-  if (o.changes != nullptr) {
-    size_t tested = 0, significant = 0, hopeless = 0;
-    for (const NodeChange& c : *o.changes) {
-      tested += c.tested, significant += c.significant;
-      hopeless += c.tested && !c.counted;
-    }
-    char tail[240];
-    std::snprintf(tail, sizeof tail,
-                  "%zu nodes tested (over the effect floors), %zu significant (* : q <= FDR); "
-                  "%zu seen in too few runs to be significant, not counted\n",
-                  tested, significant, hopeless);
-    out += tail;
-  }
+  if (o.changes != nullptr) out += ChangesSummary(*o.changes);
   return out;
 }
 
