@@ -280,68 +280,116 @@ int FindFunctions(const ElfObject& e, const char* symbol, uintptr_t* addr, size_
 
 namespace code {
 
-uintptr_t MoveEntry(uintptr_t fn, size_t size, size_t cover, uint32_t slot, int* moved_insns,
-                    const char** why) {
-  // The first instructions, whole, covering `cover` bytes.
+namespace {
+
+// A moved copy being made: a thunk to fp_detour_entry, the instructions
+// moved, a jump back; each rel32 in it is fixed once its page is known.
+struct MovedCode {
   uint8_t out[160];
-  size_t used = kThunk;  // the way to fp_detour_entry, below
+  size_t used = kThunk;  // the way to fp_detour_entry, first
   struct Fix {
     size_t at;   // a rel32 in out[] ...
     size_t end;  // ... relative to the end of its instruction there
     uintptr_t target;
   } fixes[16];
   int nfix = 0;
+};
+
+// The instruction at `at` (of the function `fn`, `size` bytes, whose
+// first `cover` bytes move) onto `m`; `next` is the one after it. False,
+// with why, for an instruction that cannot move.
+bool MoveInstruction(uintptr_t fn, size_t size, size_t cover, uintptr_t at, uintptr_t* next,
+                     MovedCode* m, const char** why) {
+  if (!Decode(at, fn + size - at, next)) {
+    *why = "its first instructions do not decode";
+    return false;
+  }
+  const cs_insn& i = Insn();
+  const cs_x86& x = i.detail->x86;
+  const Branch b = RelativeBranch(x);
+  if (b == Branch::kCall || HasGroup(i, X86_GRP_CALL)) {
+    *why = "a call among its first instructions (its return would land in moved code)";
+    return false;
+  }
+  if (b == Branch::kLoop) {
+    *why = "a loop instruction among its first instructions";
+    return false;
+  }
+  const bool leaves = HasGroup(i, X86_GRP_RET) || HasGroup(i, X86_GRP_INT) ||
+                      HasGroup(i, X86_GRP_IRET) || (HasGroup(i, X86_GRP_JUMP) && b != Branch::kJcc);
+  if (*next < fn + cover && leaves) {
+    *why = "its code leaves it before the jump's end";
+    return false;
+  }
+  if (m->nfix + 1 >= 16 || m->used + 16 + kJump > sizeof m->out) {
+    *why = "its first instructions are too many";
+    return false;
+  }
+  if (b == Branch::kJmp || b == Branch::kJcc) {
+    const uint8_t cc = x.opcode[0] == 0x0f ? (x.opcode[1] & 0x0f) : (x.opcode[0] & 0x0f);
+    if (b == Branch::kJmp) {
+      m->out[m->used++] = 0xe9;
+    } else {
+      m->out[m->used++] = 0x0f;
+      m->out[m->used++] = static_cast<uint8_t>(0x80 | cc);
+    }
+    m->fixes[m->nfix++] = {m->used, m->used + 4, static_cast<uintptr_t>(x.operands[0].imm)};
+    m->used += 4;
+    return true;
+  }
+  memcpy(m->out + m->used, reinterpret_cast<const void*>(at), i.size);
+  if (const uintptr_t t = RipTarget(x, *next); t != 0) {
+    if (x.encoding.disp_offset == 0 || x.encoding.disp_size != 4) {
+      *why = "a RIP-relative operand capstone gives no offset for";
+      return false;
+    }
+    m->fixes[m->nfix++] = {m->used + x.encoding.disp_offset, m->used + i.size, t};
+  }
+  m->used += i.size;
+  return true;
+}
+
+// `m` onto a page near `fn`, its rel32s fixed, executable: its address,
+// or 0 with why.
+uintptr_t PlaceMoved(uintptr_t fn, uint32_t slot, MovedCode* m, const char** why) {
+  uint8_t* page = NearPage(fn);
+  if (page == nullptr) {
+    *why = "no free page within reach of a 32-bit jump";
+    return 0;
+  }
+  const auto where = reinterpret_cast<uintptr_t>(page);
+  bool fits = true;
+  code::WriteThunk(m->out, slot);
+  for (int k = 0; k < m->nfix; ++k) {
+    const int64_t d = static_cast<int64_t>(m->fixes[k].target - (where + m->fixes[k].end));
+    fits = fits && FitsRel32(d);
+    PutRel32(m->out + m->fixes[k].at, d);
+  }
+  if (!fits) {
+    munmap(page, kPage);
+    *why = "what its first instructions address is out of a moved copy's reach";
+    return 0;
+  }
+  memcpy(page, m->out, m->used);
+  if (mprotect(page, kPage, PROT_READ | PROT_EXEC) != 0) {
+    munmap(page, kPage);
+    *why = "its moved copy could not be made executable";
+    return 0;
+  }
+  return where;
+}
+
+}  // namespace
+
+uintptr_t MoveEntry(uintptr_t fn, size_t size, size_t cover, uint32_t slot, int* moved_insns,
+                    const char** why) {
+  // The first instructions, whole, covering `cover` bytes.
+  MovedCode m;
   *moved_insns = 0;
   uintptr_t at = fn;
   while (at < fn + cover) {
     uintptr_t next = 0;
-    if (!Decode(at, fn + size - at, &next)) {
-      *why = "its first instructions do not decode";
-      return 0;
-    }
-    const cs_insn& i = Insn();
-    const cs_x86& x = i.detail->x86;
-    const Branch b = RelativeBranch(x);
-    if (b == Branch::kCall || HasGroup(i, X86_GRP_CALL)) {
-      *why = "a call among its first instructions (its return would land in moved code)";
-      return 0;
-    }
-    if (b == Branch::kLoop) {
-      *why = "a loop instruction among its first instructions";
-      return 0;
-    }
-    const bool leaves = HasGroup(i, X86_GRP_RET) || HasGroup(i, X86_GRP_INT) ||
-                        HasGroup(i, X86_GRP_IRET) ||
-                        (HasGroup(i, X86_GRP_JUMP) && b != Branch::kJcc);
-    if (next < fn + cover && leaves) {
-      *why = "its code leaves it before the jump's end";
-      return 0;
-    }
-    if (nfix + 1 >= 16 || used + 16 + kJump > sizeof out) {
-      *why = "its first instructions are too many";
-      return 0;
-    }
-    if (b == Branch::kJmp || b == Branch::kJcc) {
-      const uint8_t cc = x.opcode[0] == 0x0f ? (x.opcode[1] & 0x0f) : (x.opcode[0] & 0x0f);
-      if (b == Branch::kJmp) {
-        out[used++] = 0xe9;
-      } else {
-        out[used++] = 0x0f;
-        out[used++] = static_cast<uint8_t>(0x80 | cc);
-      }
-      fixes[nfix++] = {used, used + 4, static_cast<uintptr_t>(x.operands[0].imm)};
-      used += 4;
-    } else {
-      memcpy(out + used, reinterpret_cast<const void*>(at), i.size);
-      if (const uintptr_t t = RipTarget(x, next); t != 0) {
-        if (x.encoding.disp_offset == 0 || x.encoding.disp_size != 4) {
-          *why = "a RIP-relative operand capstone gives no offset for";
-          return 0;
-        }
-        fixes[nfix++] = {used + x.encoding.disp_offset, used + i.size, t};
-      }
-      used += i.size;
-    }
+    if (!MoveInstruction(fn, size, cover, at, &next, &m, why)) return 0;
     ++*moved_insns;
     at = next;
   }
@@ -350,34 +398,10 @@ uintptr_t MoveEntry(uintptr_t fn, size_t size, size_t cover, uint32_t slot, int*
     return 0;
   }
   // Then back behind what was moved.
-  out[used++] = 0xe9;
-  fixes[nfix++] = {used, used + 4, at};
-  used += 4;
-  uint8_t* page = NearPage(fn);
-  if (page == nullptr) {
-    *why = "no free page within reach of a 32-bit jump";
-    return 0;
-  }
-  const auto where = reinterpret_cast<uintptr_t>(page);
-  bool fits = true;
-  code::WriteThunk(out, slot);
-  for (int k = 0; k < nfix; ++k) {
-    const int64_t d = static_cast<int64_t>(fixes[k].target - (where + fixes[k].end));
-    fits = fits && FitsRel32(d);
-    PutRel32(out + fixes[k].at, d);
-  }
-  if (!fits) {
-    munmap(page, kPage);
-    *why = "what its first instructions address is out of a moved copy's reach";
-    return 0;
-  }
-  memcpy(page, out, used);
-  if (mprotect(page, kPage, PROT_READ | PROT_EXEC) != 0) {
-    munmap(page, kPage);
-    *why = "its moved copy could not be made executable";
-    return 0;
-  }
-  return where;
+  m.out[m.used++] = 0xe9;
+  m.fixes[m.nfix++] = {m.used, m.used + 4, at};
+  m.used += 4;
+  return PlaceMoved(fn, slot, &m, why);
 }
 
 }  // namespace code

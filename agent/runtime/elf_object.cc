@@ -40,6 +40,90 @@ uint32_t GnuHash(const char* name) {
   return h;
 }
 
+namespace {
+
+// The mapping, the text and RELRO ranges from the program headers into
+// `o`; the dynamic section, or null (also when nothing is loaded).
+const Elf64_Dyn* ReadProgramHeaders(uintptr_t base, const Elf64_Phdr* phdr, int phnum,
+                                    uintptr_t page_size, ElfObject* o) {
+  const Elf64_Dyn* dyn = nullptr;
+  bool first_load = true;
+  for (int i = 0; i < phnum; ++i) {
+    const Elf64_Phdr& p = phdr[i];
+    const uintptr_t lo = base + p.p_vaddr, hi = lo + p.p_memsz;
+    if (p.p_type == PT_LOAD) {
+      if (first_load || lo < o->map_lo) o->map_lo = lo;
+      if (first_load || hi > o->map_hi) o->map_hi = hi;
+      first_load = false;
+      if (p.p_flags & PF_X) {
+        if (o->text_hi == 0 || lo < o->text_lo) o->text_lo = lo;
+        if (hi > o->text_hi) o->text_hi = hi;
+      }
+    } else if (p.p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const Elf64_Dyn*>(lo);
+    } else if (p.p_type == PT_GNU_RELRO) {
+      o->relro_lo = lo & ~(page_size - 1);
+      o->relro_hi = hi & ~(page_size - 1);
+      if (o->relro_hi <= o->relro_lo) o->relro_lo = o->relro_hi = 0;
+    }
+  }
+  return first_load ? nullptr : dyn;
+}
+
+// The dynamic section's tables into `o`; the sizes and the soname's
+// offset (soname_set: there is one) for the caller to turn into counts.
+void ReadDynamic(const Elf64_Dyn* dyn, ElfObject* o, uintptr_t* pltrelsz, uintptr_t* relasz,
+                 uintptr_t* soname, bool* soname_set) {
+  for (const Elf64_Dyn* d = dyn; d->d_tag != DT_NULL; ++d) {
+    switch (d->d_tag) {
+      case DT_SYMTAB:
+        o->symtab = reinterpret_cast<const Elf64_Sym*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_STRTAB:
+        o->strtab = reinterpret_cast<const char*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_JMPREL:
+        o->jmprel = reinterpret_cast<const Elf64_Rela*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_PLTRELSZ:
+        *pltrelsz = d->d_un.d_val;
+        break;
+      case DT_RELA:
+        o->rela = reinterpret_cast<const Elf64_Rela*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_RELASZ:
+        *relasz = d->d_un.d_val;
+        break;
+      case DT_GNU_HASH:
+        o->gnu_hash = reinterpret_cast<const uint32_t*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_VERSYM:
+        o->versym = reinterpret_cast<const uint16_t*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_VERNEED:
+        o->verneed = reinterpret_cast<const Elf64_Verneed*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_VERNEEDNUM:
+        o->nverneed = d->d_un.d_val;
+        break;
+      case DT_VERDEF:
+        o->verdef = reinterpret_cast<const Elf64_Verdef*>(Ptr(*o, d->d_un.d_ptr));
+        break;
+      case DT_VERDEFNUM:
+        o->nverdef = d->d_un.d_val;
+        break;
+      case DT_SONAME:
+        *soname = d->d_un.d_val;
+        *soname_set = true;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
 bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, int phnum,
                     uintptr_t page_size, ElfObject* out) {
   ElfObject o;
@@ -47,76 +131,11 @@ bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, in
   o.path = path != nullptr ? path : "";
   o.phdr = phdr;
   o.phnum = phnum;
-  const Elf64_Dyn* dyn = nullptr;
-  bool first_load = true;
-  for (int i = 0; i < phnum; ++i) {
-    const Elf64_Phdr& p = phdr[i];
-    const uintptr_t lo = base + p.p_vaddr, hi = lo + p.p_memsz;
-    if (p.p_type == PT_LOAD) {
-      if (first_load || lo < o.map_lo) o.map_lo = lo;
-      if (first_load || hi > o.map_hi) o.map_hi = hi;
-      first_load = false;
-      if (p.p_flags & PF_X) {
-        if (o.text_hi == 0 || lo < o.text_lo) o.text_lo = lo;
-        if (hi > o.text_hi) o.text_hi = hi;
-      }
-    } else if (p.p_type == PT_DYNAMIC) {
-      dyn = reinterpret_cast<const Elf64_Dyn*>(lo);
-    } else if (p.p_type == PT_GNU_RELRO) {
-      o.relro_lo = lo & ~(page_size - 1);
-      o.relro_hi = hi & ~(page_size - 1);
-      if (o.relro_hi <= o.relro_lo) o.relro_lo = o.relro_hi = 0;
-    }
-  }
-  if (dyn == nullptr || first_load) return false;
+  const Elf64_Dyn* dyn = ReadProgramHeaders(base, phdr, phnum, page_size, &o);
+  if (dyn == nullptr) return false;
   uintptr_t soname = 0, pltrelsz = 0, relasz = 0;
   bool have_soname = false;
-  for (const Elf64_Dyn* d = dyn; d->d_tag != DT_NULL; ++d) {
-    switch (d->d_tag) {
-      case DT_SYMTAB:
-        o.symtab = reinterpret_cast<const Elf64_Sym*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_STRTAB:
-        o.strtab = reinterpret_cast<const char*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_JMPREL:
-        o.jmprel = reinterpret_cast<const Elf64_Rela*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_PLTRELSZ:
-        pltrelsz = d->d_un.d_val;
-        break;
-      case DT_RELA:
-        o.rela = reinterpret_cast<const Elf64_Rela*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_RELASZ:
-        relasz = d->d_un.d_val;
-        break;
-      case DT_GNU_HASH:
-        o.gnu_hash = reinterpret_cast<const uint32_t*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_VERSYM:
-        o.versym = reinterpret_cast<const uint16_t*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_VERNEED:
-        o.verneed = reinterpret_cast<const Elf64_Verneed*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_VERNEEDNUM:
-        o.nverneed = d->d_un.d_val;
-        break;
-      case DT_VERDEF:
-        o.verdef = reinterpret_cast<const Elf64_Verdef*>(Ptr(o, d->d_un.d_ptr));
-        break;
-      case DT_VERDEFNUM:
-        o.nverdef = d->d_un.d_val;
-        break;
-      case DT_SONAME:
-        soname = d->d_un.d_val;
-        have_soname = true;
-        break;
-      default:
-        break;
-    }
-  }
+  ReadDynamic(dyn, &o, &pltrelsz, &relasz, &soname, &have_soname);
   if (o.symtab == nullptr || o.strtab == nullptr) return false;
   if (o.jmprel != nullptr) o.njmprel = pltrelsz / sizeof(Elf64_Rela);
   if (o.rela != nullptr) o.nrela = relasz / sizeof(Elf64_Rela);
