@@ -335,49 +335,12 @@ void OnProf(int, siginfo_t*, void* uc) {
   errno = saved;
 }
 
-int OnModule(dl_phdr_info* info, size_t, void*) {
-  uint64_t lo = ~0ull, hi = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& p = info->dlpi_phdr[i];
-    if (p.p_type != PT_LOAD || (p.p_flags & PF_X) == 0) continue;
-    lo = std::min<uint64_t>(lo, info->dlpi_addr + p.p_vaddr);
-    hi = std::max<uint64_t>(hi, info->dlpi_addr + p.p_vaddr + p.p_memsz);
-  }
-  if (hi == 0) return 0;
-  char path[4096];
-  const char* name = info->dlpi_name;
-  if (name == nullptr || name[0] == 0) {  // the program itself
-    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    path[n > 0 ? n : 0] = 0;
-    name = path;
-  }
-  fieldprof::local::raw::ModuleHeader m{};
-  m.bias = info->dlpi_addr;
-  m.lo = lo;
-  m.hi = hi;
-  m.path_len = static_cast<uint16_t>(strnlen(name, 4095));
-  const char tag = 'M';
-  WriteAll(&tag, 1);
-  WriteAll(&m, sizeof m);
-  WriteAll(name, m.path_len);
-  return 0;
-}
-
 // The writer's modules, when anything was loaded since the last look. A
 // fork child whose parent had another thread in the dynamic linker at the
 // fork lists none until it execs (fork_hooks.h).
 void WriteModules() {
   if (inproc::LoaderStuck()) return;
-  unsigned long long adds = 0;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* a) {
-        *static_cast<unsigned long long*>(a) = info->dlpi_adds;
-        return 1;
-      },
-      &adds);
-  if (adds == g_modules_adds) return;
-  g_modules_adds = adds;
-  dl_iterate_phdr(OnModule, nullptr);
+  ListModulesIfChanged(&g_modules_adds, WriteAll);
 }
 
 // Returns whether a switch ring or the ring was filling up (drain again
@@ -422,7 +385,6 @@ void* WriterMain(void*) {
   return nullptr;
 }
 
-// The program starts its first thread: the writer takes over the drains
 // Whether the program has put its own handler on SIGPROF, the signal the
 // in-process clocks sample by, with the raw system call (past the wrapped
 // sigaction): its samples then went to the program, harmlessly, but none
@@ -440,6 +402,7 @@ bool SamplingSignalTaken() {
   return k.handler != reinterpret_cast<void*>(OnProf);
 }
 
+// The program starts its first thread: the writer takes over the drains
 // (no sample drains on this thread while it starts).
 void StartWriter() {
   if (g_writer_on || g_fd < 0) return;

@@ -102,6 +102,14 @@ bool OwnTrapSignal(void (*on_sample)(int, siginfo_t*, void*));
 // Puts the program's SIGTRAP disposition back (before an exec).
 void ReturnTrapSignal();
 
+// modules.cc
+
+// Writes (through `write`) a module record per loaded object with code,
+// when objects were loaded or unloaded since `*adds_seen` (the dynamic
+// linker's count of them, which it then holds). The caller makes sure no
+// walk of the loaded objects may hang (fork_hooks.h).
+void ListModulesIfChanged(unsigned long long* adds_seen, void (*write)(const void*, size_t));
+
 // switches.cc
 
 // Whether `fd` is still a perf_event: the program may have closed one of
