@@ -41,7 +41,8 @@ struct Waiting {
 };
 
 // The spool's run files, by when they were last written: those whose
-// process finished them, or left them unwritten for 10 s; in *open, those
+// process finished them (and whose stacks, if any, the command named:
+// points_names.h), or left them unwritten for 10 s; in *open, those
 // still being written. A recent file is read on from where `scans` last
 // stopped in it, to see whether its end mark has come.
 std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
@@ -57,8 +58,8 @@ std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
     if (now_ms - written < kKilledAfterMs) {
       local::PointsScan& scan = (*scans)[e.path().filename().string()];
-      if (!local::ScanPointsFile(e.path().string(), &scan).ok() || !scan.complete) {
-        // still being written
+      if (!local::ScanPointsFile(e.path().string(), &scan).ok() || !scan.Finished()) {
+        // still being written, or its stacks' names still to come
         open->push_back({e.path().filename().string(), written, static_cast<uint64_t>(st.st_size)});
         continue;
       }

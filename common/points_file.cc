@@ -77,7 +77,8 @@ struct RawEvent {
 };
 
 // The records after the header, each handed whole to `sink` (OnRate,
-// OnClock, OnSite, OnEvent, OnLost, OnStackless, OnEnd); stops at the end mark, or at a
+// OnClock, OnSite, OnEvent, OnStack, OnModule, OnLost, OnStackless, OnEnd,
+// OnNames); stops after the end mark and the names after it, or at a
 // record cut short or damaged, keeping those before. The events of a
 // batch cut short that read whole come too, marked so. Returns where the
 // last whole record ended, from the start of `r`'s bytes.
@@ -85,9 +86,10 @@ template <typename Sink>
 size_t ReadRecords(Reader& r, Sink& sink) {
   size_t whole = r.at();
   char type = 0;
+  bool ended = false;
   std::vector<RawEvent> batch;
   while (!r.done()) {
-    if (!r.Get(&type)) break;
+    if (!r.Get(&type) || (ended && type != pf::kNames)) break;
     bool ok = true;
     if (type == pf::kRate) {
       uint64_t tsc_hz = 0;
@@ -138,7 +140,18 @@ size_t ReadRecords(Reader& r, Sink& sink) {
       if (ok && type == pf::kStackless) sink.OnStackless(n);
     } else if (type == pf::kEnd) {
       sink.OnEnd();
-      return r.at();
+      ended = true;
+    } else if (type == pf::kNames) {
+      uint32_t n = 0;
+      ok = r.Get(&n);
+      std::map<uint64_t, std::string> names;
+      for (uint32_t i = 0; ok && i < n; ++i) {
+        uint64_t ip = 0;
+        std::string name;
+        ok = r.Get(&ip) && r.Str(&name);
+        if (ok) names.emplace(ip, std::move(name));
+      }
+      if (ok) sink.OnNames(std::move(names));
     } else {
       ok = false;
     }
@@ -224,6 +237,7 @@ struct RunSink {
   void OnLost(uint64_t n) { run->lost += n; }
   void OnStackless(uint64_t n) { run->stackless += n; }
   void OnEnd() { run->complete = true; }
+  void OnNames(std::map<uint64_t, std::string> names) { run->frame_names.merge(names); }
 };
 
 struct ScanSink {
@@ -234,11 +248,12 @@ struct ScanSink {
   void OnEvent(const RawEvent& e, bool whole) {
     if (e.kind <= 2) ++(whole ? scan->events_at : scan->cut_at)[e.site];
   }
-  void OnStack(uint32_t, std::vector<uint64_t>) {}
+  void OnStack(uint32_t, std::vector<uint64_t>) { scan->stacks = true; }
   void OnModule(PointsModule) {}
   void OnLost(uint64_t) {}
   void OnStackless(uint64_t) {}
   void OnEnd() { scan->complete = true; }
+  void OnNames(std::map<uint64_t, std::string>) { scan->named = true; }
 };
 
 // Takes the frames of fieldprof's own modules (pf::kOwnModules: the
@@ -335,7 +350,7 @@ std::set<std::string> PointsScan::Tags() const {
 }
 
 Status ScanPointsRun(std::string_view more, PointsScan* scan) {
-  if (scan->complete) return Status::Ok();
+  if (scan->Finished()) return Status::Ok();
   Reader r(more);
   if (scan->offset == 0) {
     if (more.size() < pf::kMagicSize) return Status::Ok();  // not yet written
@@ -353,7 +368,7 @@ Status ScanPointsRun(std::string_view more, PointsScan* scan) {
 }
 
 Status ScanPointsFile(const std::string& path, PointsScan* scan) {
-  if (scan->complete) return Status::Ok();
+  if (scan->Finished()) return Status::Ok();
   StatusOr<std::string> more = ReadFileFrom(path, scan->offset);
   if (!more.ok()) return more.status();
   const Status s = ScanPointsRun(*more, scan);

@@ -51,6 +51,9 @@ struct PointsRun {
   // frames of fieldprof's own modules (points_format.h) are left out.
   std::map<uint32_t, std::vector<uint64_t>> stacks;
   std::vector<PointsModule> modules;
+  // The stacks' frames named when the process ended, by return address
+  // ('N', points_format.h); empty when the file has no names.
+  std::map<uint64_t, std::string> frame_names;
   // The time taking those stacks paused the threads, taken out of their
   // events' times (each thread's later events are moved back by it).
   uint64_t stack_ns = 0;
@@ -76,12 +79,17 @@ struct PointsScan {
   uint64_t start_unix_ns = 0;
   bool clock = false;                      // a clock reading came
   bool complete = false;                   // the end mark came
+  bool stacks = false;                     // a stack came (recorded with --stacks)
+  bool named = false;                      // the stacks' names came, after the end
   std::map<uint64_t, std::string> tag_of;  // site id -> tag
   std::map<uint64_t, uint64_t> events_at;  // site id -> events (sites named later count then)
   std::map<uint64_t, uint64_t> cut_at;     // the same in a batch cut short at the end
 
   // The events of named sites, as DecodePointsRun would keep them.
   uint64_t Events() const;
+  // Nothing more is to come: the end, and the stacks' names if it has
+  // stacks (the command names them once the process has ended).
+  bool Finished() const { return complete && (!stacks || named); }
   std::set<std::string> Tags() const;
 };
 

@@ -39,8 +39,15 @@
 //   'T' stackless: u32 tid, u64 events of the thread recorded without the
 //                stack they would have had (--stacks): taking stacks had
 //                used up its share of the thread's time (kStackShare)
-//   'X' the end: nothing follows (missing when the process was killed or
-//                exec'd: the file is still read up to its last record)
+//   'X' the end: nothing follows but names (missing when the process was
+//                killed or exec'd: the file is still read up to its last
+//                record)
+//   'N' names:   u32 n, then n times: u64 a return address of the stacks,
+//                u16 len, its function's name (or module+offset). Written
+//                after the end by the command once the process has ended,
+//                while its modules are the ones it ran: the stacks then
+//                read the same where the modules are not (an aggregator
+//                in developer mode, another machine, a later build)
 // Times are TSC ticks, turned into ns by the clock pairs' straight line.
 #ifndef FIELDPROF_COMMON_POINTS_FORMAT_H_
 #define FIELDPROF_COMMON_POINTS_FORMAT_H_
@@ -53,7 +60,7 @@ inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
 inline constexpr char kHeader = 'H', kClock = 'C', kRate = 'R', kSite = 'S', kBatch = 'B',
                       kPackedBatch = 'P', kStack = 'K', kModule = 'M', kLost = 'L', kEnd = 'X',
-                      kStackless = 'T';
+                      kStackless = 'T', kNames = 'N';
 // The kind of the event that carries the stack of the one before it.
 inline constexpr uint32_t kStackKind = 3;
 inline constexpr uint16_t kMaxStackDepth = 64;  // frames kept of a point's stack

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
@@ -10,6 +11,7 @@
 #include "common/json_writer.h"
 #include "common/key_rules.h"
 #include "common/points_analysis.h"
+#include "common/points_stacks.h"
 #include "common/signing.h"
 #include "common/wire.h"
 
@@ -179,15 +181,21 @@ HttpResponse DevHandler::Tags(std::string_view authorization) {
 }
 
 StatusOr<std::vector<DevRunInfo>> DevHandler::Query(const Developer& who, std::string_view query,
-                                                    std::string* tag) {
+                                                    std::string* tag, bool* stacks) {
   StatusOr<QueryParams> params = ParseQuery(query);
   if (!params.ok()) return params.status();
   *tag = TakeParam(&*params, "tag");
   const std::string program = TakeParam(&*params, "program");
   const std::string from = TakeParam(&*params, "from"), to = TakeParam(&*params, "to");
+  if (stacks != nullptr) {
+    const std::string s = TakeParam(&*params, "stacks");
+    if (s != "" && s != "0" && s != "1") return InvalidArgument("stacks is 0 or 1");
+    *stacks = s == "1";
+  }
   if (!params->empty()) {
-    return InvalidArgument("unknown parameter " + params->front().first +
-                           " (tag, program, from, to)");
+    return InvalidArgument(
+        "unknown parameter " + params->front().first +
+        (stacks != nullptr ? " (tag, program, from, to, stacks)" : " (tag, program, from, to)"));
   }
   if (tag->empty()) return InvalidArgument("give the tag: tag=NAME");
   return Select(who, *tag, program, from, to);
@@ -250,13 +258,23 @@ HttpResponse DevHandler::Report(std::string_view authorization, std::string_view
   const Developer* who = Who(authorization);
   if (who == nullptr) return BearerRequired("developer runs need a developer's token");
   std::string tag;
-  StatusOr<std::vector<DevRunInfo>> listed = Query(*who, query, &tag);
+  bool stacks = false;
+  StatusOr<std::vector<DevRunInfo>> listed = Query(*who, query, &tag, &stacks);
   if (!listed.ok()) return ErrorResponse(listed.status());
   StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
   if (!runs.ok()) return ErrorResponse(runs.status());
   local::PointsOptions o;
   o.tag = tag;
-  return JsonResponse(local::PointsJson(*runs, local::AnalyzePoints(*runs, o)));
+  std::string report = local::PointsJson(*runs, local::AnalyzePoints(*runs, o));
+  if (!stacks) return JsonResponse(report);
+  // Where each point of the tag was passed, as `points show --stacks`:
+  // by the names the runs carry (this machine's files are not theirs:
+  // an unnamed frame is module+offset).
+  nlohmann::json j = nlohmann::json::parse(report);
+  std::vector<local::NamedStacks> named;
+  for (const local::PointsRun& r : *runs) named.push_back(local::NameStacksAsRecorded(r));
+  j["stacks"] = nlohmann::json::parse(local::StackedSitesJson(*runs, tag, named));
+  return JsonResponse(j.dump());
 }
 
 namespace {

@@ -59,9 +59,10 @@ class DevHandler {
  private:
   // The developer the header's token is, or null.
   const Developer* Who(std::string_view authorization) const;
-  // The runs a query names (tag=, program=, from=, to=), as listed.
+  // The runs a query names (tag=, program=, from=, to=), as listed; with
+  // `stacks`, the query may also ask for the stacks (stacks=1).
   StatusOr<std::vector<DevRunInfo>> Query(const Developer& who, std::string_view query,
-                                          std::string* tag);
+                                          std::string* tag, bool* stacks = nullptr);
   // The runs of `tag` and `program` ("": any) begun in the days [from, to]
   // (YYYY-MM-DD, UTC; "": unbounded).
   StatusOr<std::vector<DevRunInfo>> Select(const Developer& who, const std::string& tag,

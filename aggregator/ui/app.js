@@ -370,7 +370,7 @@ async function devTagPage(tag, q) {
     for (const k of ['from', 'to']) if (f.elements[k].value) p.set(k, f.elements[k].value);
     location.hash = '#dev/' + enc(tag) + (p.toString() ? '?' + p : '');
   });
-  const p = new URLSearchParams({tag});
+  const p = new URLSearchParams({tag, stacks: '1'});
   for (const k of ['program', 'from', 'to']) if (q.get(k)) p.set(k, q.get(k));
   const r = await getJson('../v1/dev/report?' + p);
   const h = el('h1', {}, 'Tag ' + tag + (q.get('program') ? ' of ' + q.get('program') : ''));
@@ -397,7 +397,8 @@ async function devTagPage(tag, q) {
            histogram(s.each.buckets, 420, 70, 'wall_time_ns', true, 0))
       : '';
   const charts = t.segments.map((s, k) => el('section', {class: 'segment'},
-      el('h2', {}, s.name), runBars(s.per_run_ns, ids, 'runs-' + k), each(s, k)));
+      el('h2', {}, s.name), runBars(s.per_run_ns, ids, 'runs-' + k), each(s, k),
+      segmentStacks(s.name, r.body.stacks, tag, k)));
   show(h, f, compareForm(tag, q),
        el('p', {class: 'note'}, fmtCount(t.runs.length) + ' runs, oldest first; a bar per run.'),
        table('dev-segments', ['segment', 'runs', 'mean', 'median', 'min', 'max', 'per call', 'p50 a call',
@@ -406,6 +407,42 @@ async function devTagPage(tag, q) {
                          el('ul', {}, ...dirty))
                     : el('p', {id: 'dev-clean'}, 'No run removed as dirty.'),
        ...charts, pickRuns(tag, q, r.body.runs, t));
+}
+
+// Where a segment's points were passed (runs recorded with --stacks): for
+// a scope its begins, for "a -> b" each end's point; per site its most
+// frequent stacks, innermost frame first, as `points show --stacks`.
+function segmentStacks(name, stacks, tag, k) {
+  if (!stacks || !stacks.runs_with_stacks) return '';
+  const scope = name.endsWith(' (scope)');
+  const wanted = scope ? [[name.slice(0, -' (scope)'.length), true]]
+                       : [...new Set(name.split(' -> '))].map(n => [n, false]);
+  const shownStacks = 5, shownFrames = 16;
+  const parts = [];
+  for (const [site, isScope] of wanted) {
+    const found = stacks.sites.find(x => x.tag === tag && x.name === site && x.scope === isScope);
+    if (!found || !found.stacks.length) continue;
+    const list = found.stacks.slice(0, shownStacks).map((st, i) => {
+      const frames = st.frames.slice().reverse();
+      const more = frames.length > shownFrames ? [el('li', {class: 'more'}, '... ' + (frames.length - shownFrames) + ' more')] : [];
+      return el('li', {class: 'stack', 'data-events': String(st.events)},
+          el('span', {class: 'share'}, (100 * st.events / found.events).toFixed(1) + '% ' + fmtCount(st.events) +
+             ' events in ' + st.runs + (st.runs === 1 ? ' run' : ' runs') + (st.ended ? ', mean ' + fmtNs(st.mean_ns) : '')),
+          el('ol', {class: 'frames'}, ...frames.slice(0, shownFrames).map(f => el('li', {class: 'frame'}, f)), ...more));
+    });
+    parts.push(el('div', {class: 'site', 'data-site': site},
+        el('p', {class: 'note'}, (scope ? 'Begun at' : 'Passed ' + site + ' at') + ': ' + fmtCount(found.events) + ' events' +
+           (found.without_stack ? ', ' + fmtCount(found.without_stack) + ' without a stack' : '') +
+           (found.stacks.length > shownStacks ? '; the ' + shownStacks + ' most frequent of ' + found.stacks.length + ' stacks' : '')),
+        el('ol', {class: 'stacks'}, ...list)));
+  }
+  if (!parts.length) return '';
+  const named = stacks.runs_named < stacks.runs_with_stacks
+      ? el('p', {class: 'note'}, (stacks.runs_with_stacks - stacks.runs_named) + ' of ' + stacks.runs_with_stacks +
+           ' runs with stacks went up unnamed: their frames read module+offset')
+      : '';
+  return el('details', {class: 'segment-stacks', id: 'stacks-' + k, open: ''},
+      el('summary', {}, 'Where it was passed'), named, ...parts);
 }
 
 // Groups of chosen runs (cold starts against warm ones, say): a row per

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/points_format.h"
+#include "common/points_stacks.h"
 #include "gtest/gtest.h"
 
 namespace fieldprof::local {
@@ -246,6 +248,67 @@ TEST(PointsFileTest, StacksGoToTheirEventsAndTheirPausesComeOut) {
   EXPECT_EQ(run->stack_ns, 840u);  // 500 + 300 + 40 ticks
   EXPECT_EQ(run->stackless, 3u);
   EXPECT_TRUE(run->complete);
+}
+
+// Names the command appends after the end ('N'): read back by return
+// address; the scan of a file with stacks is finished only once they
+// came, and a frame they do not name reads module+offset.
+TEST(PointsFileTest, TheStacksNamesAfterTheEndAreReadAndFinishTheScan) {
+  std::string b = Start(kSites);
+  b.push_back(pf::kModule);
+  Put(&b, uint64_t{0x1000});
+  Put(&b, uint64_t{0x2000});
+  Put(&b, uint64_t{0x3000});
+  Str(&b, "/usr/lib/libprog.so.1");
+  b.push_back(pf::kStack);
+  Put(&b, uint32_t{1});
+  Put(&b, uint16_t{2});
+  Put(&b, uint64_t{0x2101});
+  Put(&b, uint64_t{0x2201});
+  b += Batch(pf::kPackedBatch, {{2000, 0, 0, 0}, {2000, 1, pf::kStackKind, 1}});
+  b += End();
+  std::string names(1, pf::kNames);
+  Put(&names, uint32_t{1});
+  Put(&names, uint64_t{0x2101});
+  Str(&names, "parse_config");
+
+  // Before the names: complete, not finished.
+  PointsScan scan;
+  ASSERT_TRUE(ScanPointsRun(b, &scan).ok());
+  EXPECT_TRUE(scan.complete);
+  EXPECT_TRUE(scan.stacks);
+  EXPECT_FALSE(scan.Finished());
+  // Half the names record: still not (whole records only).
+  const size_t before = scan.offset;
+  ASSERT_TRUE(ScanPointsRun(names.substr(0, 7), &scan).ok());
+  EXPECT_FALSE(scan.Finished());
+  EXPECT_EQ(scan.offset, before);
+  ASSERT_TRUE(ScanPointsRun(names, &scan).ok());
+  EXPECT_TRUE(scan.Finished());
+
+  StatusOr<PointsRun> run = DecodePointsRun(b + names);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_TRUE(run->complete);
+  EXPECT_EQ(run->frame_names, (std::map<uint64_t, std::string>{{0x2101, "parse_config"}}));
+  const NamedStacks named = NameStacksAsRecorded(*run);
+  // Outermost first; 0x2201 is a return address: its call at 0x2200,
+  // 0x1200 into the module.
+  EXPECT_EQ(named.at(1), (std::vector<std::string>{"libprog.so.1+0x1200", "parse_config"}));
+
+  // Anything but names after the end is not read; a file with no stacks
+  // is finished at its end.
+  std::string junk = b + names;
+  junk.push_back(pf::kLost);
+  Put(&junk, uint32_t{7});
+  Put(&junk, uint64_t{5});
+  StatusOr<PointsRun> cut = DecodePointsRun(junk);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->lost, 0u);
+  PointsScan plain;
+  ASSERT_TRUE(
+      ScanPointsRun(Start(kSites) + Batch(pf::kPackedBatch, {{2000, 0, 0, 0}}) + End(), &plain)
+          .ok());
+  EXPECT_TRUE(plain.Finished());
 }
 
 // A function placed with --at: its begin and end go into the ring as the

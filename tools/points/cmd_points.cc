@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "tools/commands.h"
 #include "tools/points/at_names.h"
 #include "tools/points/points_field.h"
+#include "tools/points/points_names.h"
 #include "tools/points/points_page.h"
 #include "tools/points/points_remote.h"
 #include "tools/points/points_report.h"
@@ -216,13 +218,16 @@ void SayPlacements(const std::string& work) {
   }
 }
 
-// Runs `cmd` `runs` times; returns the last failing run's exit status
-// (the program's own; 0 when none failed), or -1 when it cannot run.
-int RunTimes(const std::vector<std::string>& cmd, int64_t runs) {
+// Runs `cmd` `runs` times, naming after each the stacks of the files it
+// left in `name_in` (none when empty); returns the last failing run's exit
+// status (the program's own; 0 when none failed), or -1 when it cannot run.
+int RunTimes(const std::vector<std::string>& cmd, int64_t runs, const std::string& name_in) {
   SpawnOptions so;
   so.interrupt_child_only = true;
   int failed_with = 0;
   for (int64_t r = 1; r <= runs; ++r) {
+    const std::set<std::string> before =
+        name_in.empty() ? std::set<std::string>() : local::PointsFilesIn(name_in);
     if (runs > 1) {
       std::fprintf(stderr, "%sfieldprof points: run %lld of %lld", isatty(2) ? "\r\033[K" : "",
                    static_cast<long long>(r), static_cast<long long>(runs));
@@ -239,6 +244,9 @@ int RunTimes(const std::vector<std::string>& cmd, int64_t runs) {
       std::fprintf(stderr, "%sfieldprof points: run %lld exited %d\n", isatty(2) ? "\r\033[K" : "",
                    static_cast<long long>(r), code);
     }
+    // Its stacks named now, while its modules are the ones it ran with
+    // (points_names.h), before the agent sends the files on.
+    if (!name_in.empty()) local::NameNewStacksIn(name_in, before);
   }
   if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
   return failed_with;
@@ -362,7 +370,7 @@ int Record(int argc, char** argv) {
       if (!dir.empty()) fs::remove_all(dir, e);
     }
   } cleanup{work};
-  const int failed_with = RunTimes(cmd, runs);
+  const int failed_with = RunTimes(cmd, runs, stacks ? out_dir : "");
   if (failed_with < 0) return 127;
   if (!work.empty()) SayPlacements(work);
   if (!SayWhatWasRecorded(out_dir, output, at)) return 1;

@@ -268,6 +268,10 @@ std::vector<NamedStacks> NamePointsStacks(const std::vector<PointsRun>& runs) {
   for (size_t i = 0; i < runs.size(); ++i) {
     const PointsRun& r = runs[i];
     if (r.stacks.empty()) continue;
+    if (!r.frame_names.empty()) {  // named when it ended: its modules may be gone since
+      out[i] = NameStacksAsRecorded(r);
+      continue;
+    }
     std::vector<LoadedModule> modules;
     for (const PointsModule& m : r.modules) modules.push_back({m.path, m.bias, m.lo, m.hi});
     Symbolizer sym(modules);
@@ -279,97 +283,14 @@ std::vector<NamedStacks> NamePointsStacks(const std::vector<PointsRun>& runs) {
   return out;
 }
 
-namespace {
-
-// Where one site (tag, name, a scope or not) was passed: events by stack
-// (frame names, outermost first), and in how many runs.
-struct StackedSite {
-  std::string tag, name;
-  bool scope = false;
-  uint64_t events = 0, without = 0;  // without: no stack recorded
-  struct Stack {
-    std::vector<std::string> frames;
-    uint64_t events = 0;
-    size_t runs = 0;
-    uint64_t ended = 0;  // a scope's: the begins of this stack matched by an end,
-    double ns = 0;       // and their durations' sum
-  };
-  std::vector<Stack> stacks;  // most events first
-};
-
-// The sites of `tag` (or all), and how many runs were recorded with stacks.
-std::vector<StackedSite> StackedSites(const std::vector<PointsRun>& runs, const std::string& tag,
-                                      size_t* with_stacks) {
-  const std::vector<NamedStacks> named = NamePointsStacks(runs);
-  struct ByStack {
-    uint64_t events = 0, ended = 0;
-    double ns = 0;
-    std::set<size_t> runs;
-  };
-  struct Tally {
-    uint64_t events = 0, without = 0;
-    std::map<std::vector<std::string>, ByStack> stacks;
-  };
-  std::map<std::tuple<std::string, std::string, bool>, Tally> sites;
-  *with_stacks = 0;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const PointsRun& r = runs[i];
-    *with_stacks += !r.stacks.empty();
-    // Open scopes per thread, as the analysis matches them: site, begin
-    // time, and the begin's stack (null: none).
-    std::map<uint32_t, std::vector<std::tuple<uint32_t, int64_t, ByStack*>>> open;
-    for (const PointEvent& e : r.events) {
-      const PointSite& s = r.sites[e.site];
-      if (!tag.empty() && s.tag != tag) continue;
-      if (e.kind == PointKind::kEnd) {
-        auto& on_thread = open[e.tid];
-        for (size_t k = on_thread.size(); k-- > 0;) {
-          const auto [site, t0, by] = on_thread[k];
-          if (r.sites[site].tag != s.tag || r.sites[site].name != s.name) continue;
-          if (by != nullptr) {
-            ++by->ended;
-            by->ns += static_cast<double>(e.t_ns - t0);
-          }
-          on_thread.erase(on_thread.begin() + static_cast<long>(k));
-          break;
-        }
-        continue;
-      }
-      Tally& t = sites[{s.tag, s.name, e.kind == PointKind::kBegin}];
-      ++t.events;
-      const auto st = named[i].find(e.stack);
-      ByStack* by = nullptr;
-      if (e.stack == 0 || st == named[i].end()) {
-        ++t.without;
-      } else {
-        by = &t.stacks[st->second];
-        ++by->events;
-        by->runs.insert(i);
-      }
-      if (e.kind == PointKind::kBegin) open[e.tid].emplace_back(e.site, e.t_ns, by);
-    }
-  }
-  std::vector<StackedSite> out;
-  for (auto& [key, t] : sites) {
-    StackedSite site;
-    std::tie(site.tag, site.name, site.scope) = key;
-    site.events = t.events;
-    site.without = t.without;
-    for (auto& [frames, by] : t.stacks) {
-      site.stacks.push_back({frames, by.events, by.runs.size(), by.ended, by.ns});
-    }
-    std::stable_sort(site.stacks.begin(), site.stacks.end(),
-                     [](const auto& x, const auto& y) { return x.events > y.events; });
-    out.push_back(std::move(site));
-  }
-  return out;
+std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::string& tag) {
+  return StackedSitesJson(runs, tag, NamePointsStacks(runs));
 }
-
-}  // namespace
 
 std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::string& tag) {
   size_t with_stacks = 0;
-  const std::vector<StackedSite> sites = StackedSites(runs, tag, &with_stacks);
+  const std::vector<StackedSite> sites =
+      StackedSites(runs, tag, NamePointsStacks(runs), &with_stacks);
   constexpr size_t kStacksShown = 5, kFramesShown = 16;
   uint64_t stack_ns = 0, stacks_taken = 0, stackless = 0;
   for (const PointsRun& r : runs) {
@@ -437,36 +358,6 @@ std::string PointsStacksText(const std::vector<PointsRun>& runs, const std::stri
     }
   }
   return out;
-}
-
-std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::string& tag) {
-  size_t with_stacks = 0;
-  json sites = json::array();
-  for (const StackedSite& site : StackedSites(runs, tag, &with_stacks)) {
-    json stacks = json::array();
-    for (const StackedSite::Stack& st : site.stacks) {
-      json one = {{"events", st.events}, {"runs", st.runs}, {"frames", st.frames}};
-      if (st.ended > 0) {  // a scope's: how many ended, and their mean duration
-        one["ended"] = st.ended;
-        one["mean_ns"] = st.ns / static_cast<double>(st.ended);
-      }
-      stacks.push_back(std::move(one));
-    }
-    sites.push_back({{"tag", site.tag},
-                     {"name", site.name},
-                     {"scope", site.scope},
-                     {"events", site.events},
-                     {"without_stack", site.without},
-                     {"stacks", std::move(stacks)}});
-  }
-  uint64_t stackless = 0;
-  for (const PointsRun& r : runs) stackless += r.stackless;
-  return json{{"runs", runs.size()},
-              {"runs_with_stacks", with_stacks},
-              {"stackless", stackless},
-              {"sites", std::move(sites)}}
-             .dump(1) +
-         "\n";
 }
 
 std::string PointsChromeTrace(const std::vector<PointsRun>& runs) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/points_analysis.h"
+#include "common/points_stacks.h"
 #include "tools/tree/call_tree.h"
 
 namespace fieldprof::local {
@@ -58,7 +59,8 @@ std::string PointsChromeTrace(const std::vector<PointsRun>& runs);
 
 // Each run's stacks (points record --stacks) by their key, as frame
 // names, outermost first: the last is the function that passed the point.
-using NamedStacks = std::map<uint32_t, std::vector<std::string>>;
+// Names written into the file when the run ended stand (points_names.h);
+// without them, the run's modules are read (the machine it ran on).
 std::vector<NamedStacks> NamePointsStacks(const std::vector<PointsRun>& runs);
 
 // Where each point and scope of the runs (of `tag` only, when given) was

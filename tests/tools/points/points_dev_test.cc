@@ -41,6 +41,8 @@ using testing::TempDir;
 
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kProg = FIELDPROF_POINTSPROG;  // tag "startup"
+// Tag "stacks": step passed from via_a and via_b (A and B times a run).
+const std::string kStacksProg = FIELDPROF_POINTSTACKS;
 const std::string kAgent = FIELDPROF_AGENT_BIN;
 const std::string kRuntime = FIELDPROF_RUNTIME_LIB;
 const std::string kAlice = "alice-token-0123456789", kBob = "bob-token-0123456789ab";
@@ -149,7 +151,9 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     const json got = json::parse(c->body);
     EXPECT_EQ(got["segments"], want_compare) << c->body;
     EXPECT_EQ(got["a"]["runs"], 3) << c->body;
-    EXPECT_EQ(got["b"]["runs"], 6) << c->body;
+    // Six runs in B: a run the machine's load made twice as long is
+    // removed as dirty (from five runs a group up), as the command does.
+    EXPECT_EQ(got["b"]["runs"].get<int>() + got["b"]["removed"].get<int>(), 6) << c->body;
     size_t significant = 0;
     for (const json& row : got["segments"]) significant += row["significant"].get<bool>() ? 1 : 0;
     EXPECT_GT(significant, 0u) << "ten times the rounds is a change: " << c->body;
@@ -725,6 +729,158 @@ TEST_F(PointsDevAgentTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
 
 // The field's side: a measured run's point sums go through the agent to
 // the aggregator like any key, and `points field` reads them back there.
+// The bytes of the names record at the end of a run file the command
+// named (points_format.h: 'N', a count, then address, length, name).
+size_t NamesRecordSize(const std::string& file) {
+  StatusOr<local::PointsRun> run = local::DecodePointsRun(file);
+  if (!run.ok() || run->frame_names.empty()) return 0;
+  size_t n = 1 + 4;
+  for (const auto& [ip, name] : run->frame_names) n += 8 + 2 + name.size();
+  return n;
+}
+
+// A run whose stacks the command names as it ends: the agent takes its
+// end mark for its end only once the names came (or the file went
+// unwritten for 10 s), so they go up with it. Without a server.
+TEST(PointsDevTest, TheAgentWaitsForTheStacksNames) {
+  TempDir dir;
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks -o " + dir.File("rec") + " -- " +
+                           kStacksProg + " 30 70 5 2>&1",
+                       &out),
+            0)
+      << out;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("rec"))) {
+    files.push_back(e.path().string());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0], std::ios::binary);
+  const std::string whole(std::istreambuf_iterator<char>(in), {});
+  const size_t names = NamesRecordSize(whole);
+  ASSERT_GT(names, 5u) << "the command named the stacks";
+  const std::string ended = whole.substr(0, whole.size() - names);
+  ASSERT_EQ(ended.back(), 'X') << "the names come after the end record";
+  std::filesystem::create_directories(dir.File("spool"));
+  const std::string path = dir.File("spool/points-1-stacks.fppoints");
+  std::ofstream(path, std::ios::binary) << ended;
+  agent::DevConfig c = DevConfigIn(dir);
+  HttpsClient unused(HttpsClientOptions{});
+  const auto pass = [&] {
+    agent::DevUploader d(c);
+    ASSERT_TRUE(d.Init().ok());
+    auto r = d.Pass(/*flush=*/true, /*upload=*/false, unused);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  };
+  const auto parts = [&] {
+    std::vector<std::pair<std::string, wire::DevRun>> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir.File("outbox"))) {
+      if (e.path().extension() != ".batch") continue;
+      std::ifstream f(e.path(), std::ios::binary);
+      wire::DevUpload up;
+      EXPECT_TRUE(up.ParseFromString(std::string(std::istreambuf_iterator<char>(f), {})));
+      for (const wire::DevRun& run : up.runs()) out.emplace_back(e.path().filename().string(), run);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return out;
+  };
+  // Ended, its names not yet written: flushed, it goes up as far as it
+  // is, still open, and stays.
+  pass();
+  auto sealed = parts();
+  ASSERT_FALSE(sealed.empty());
+  for (const auto& [file, part] : sealed) EXPECT_TRUE(part.open()) << file;
+  EXPECT_TRUE(std::filesystem::exists(path)) << "kept for its names";
+  // The names come: the rest goes, closing the run, and the file with it.
+  std::ofstream(path, std::ios::binary | std::ios::app) << whole.substr(ended.size());
+  pass();
+  sealed = parts();
+  std::string up;
+  for (const auto& [file, part] : sealed) {
+    EXPECT_EQ(part.offset(), up.size()) << file;
+    up += part.file();
+  }
+  EXPECT_FALSE(sealed.back().second.open());
+  EXPECT_EQ(up, whole) << "the run went up whole, its names with it";
+  EXPECT_FALSE(std::filesystem::exists(path)) << "consumed";
+}
+
+// Stacks on the aggregator: runs recorded with --stacks go up named, and
+// /v1/dev/report?stacks=1 gives, for the tag, where each point was passed
+// as `points show --stacks --json` does on the same runs, though the
+// program is gone and the aggregator never had it; the tag's page shows
+// each segment's stacks (Chromium).
+TEST(PointsDevTest, TheStacksGoUpNamedAndTheTagPageShowsThem) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  std::ofstream(dir.File("developers")) << "alice " << kAlice << " fieldprof_*\n";
+  testing::AggregatorProcess agg(dir, testing::FreePort(),
+                                 {"--developers_file", dir.File("developers")});
+  agg.Start();
+  const std::string prog = dir.File("fieldprof_pointstacks_copy");
+  std::filesystem::copy_file(kStacksProg, prog);
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --runs 2 -o " + dir.File("runs") + " -- " +
+                           prog + " 30 70 5 2>&1",
+                       &out),
+            0)
+      << out;
+  std::filesystem::remove(prog);
+  std::string local;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("runs") + " --stacks --json", &local), 0);
+  const json want = json::parse(local)["stacks"];
+  ASSERT_EQ(want["runs_named"], 2) << local;
+  ASSERT_EQ(RunCommand(kCli + " points upload " + dir.File("runs") +
+                           " --host 127.0.0.1:" + std::to_string(agg.port()) + " --ca " +
+                           dir.File("cert.pem") + " --token " + kAlice + " 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  HttpsClient http(agg.Options());
+  const HttpHeaders alice = {{"Authorization", "Bearer " + kAlice}};
+  StatusOr<HttpReply> r = http.Get("/v1/dev/report?tag=stacks&stacks=1", alice);
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  const json got = json::parse(r->body);
+  EXPECT_EQ(got["stacks"], want) << r->body;
+  EXPECT_EQ(got["tags"], json::parse(local)["report"]["tags"]);
+  // Without stacks=1 the report is as before; a bad value is refused.
+  r = http.Get("/v1/dev/report?tag=stacks", alice);
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  EXPECT_FALSE(json::parse(r->body).contains("stacks"));
+  r = http.Get("/v1/dev/report?tag=stacks&stacks=yes", alice);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 400) << r->body;
+
+  // The tag's page: the scope "inner" shows where it began, its most
+  // frequent stack first, innermost frame first.
+  const json* inner = nullptr;
+  for (const json& site : want["sites"]) {
+    if (site["name"] == "inner" && site["scope"] == true) inner = &site;
+  }
+  ASSERT_NE(inner, nullptr) << want.dump();
+  json page;
+  page["program"] = "fieldprof_pointstacks_copy";
+  page["segment"] = "inner (scope)";
+  page["site"] = "inner";
+  page["stacks"] = (*inner)["stacks"].size();
+  page["events"] = (*inner)["stacks"][0]["events"];
+  auto frames = (*inner)["stacks"][0]["frames"].get<std::vector<std::string>>();
+  std::reverse(frames.begin(), frames.end());
+  page["frames"] = frames;
+  std::ofstream(dir.File("stacks-want.json")) << page.dump(2);
+  std::string browser;
+  EXPECT_EQ(
+      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
+                     "/tests/aggregator/ui/dev_stacks.mjs https://127.0.0.1:" +
+                     std::to_string(agg.port()) + "/ui/ " + dir.File("stacks-want.json") + " " +
+                     kAlice + " " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
+                 &browser),
+      0)
+      << browser;
+  EXPECT_NE(browser.find("checks passed"), std::string::npos) << browser;
+}
+
 TEST(PointsDevTest, TheFieldsPointSumsAreReadBackByModule) {
   TempDir dir;
   ASSERT_TRUE(testing::MakeCert(dir.path()));

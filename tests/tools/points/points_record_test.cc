@@ -813,6 +813,39 @@ TEST(PointsRecordTest, ABareOutputNameIsADirectoryHere) {
 // means by caller make up its mean per call; the Chrome trace carries each
 // event's stack. Recorded without --stacks, there are none, and show says
 // so.
+// The command names each run's stacks as the run ends, in its file: they
+// read the same once the program is gone (another machine, a rebuild, an
+// aggregator), where its modules cannot be read.
+TEST(PointsRecordTest, StacksAreNamedAsEachRunEndsAndReadWithoutTheProgram) {
+  TempDir dir;
+  const std::string prog = dir.File("fieldprof_pointstacks_copy");
+  std::filesystem::copy_file(kStacksProg, prog);
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --stacks --runs 2 -o " + dir.File("s") + " -- " +
+                           prog + " 30 70 5 2>&1",
+                       &out),
+            0)
+      << out;
+  std::string named;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --stacks --json", &named), 0);
+  std::filesystem::remove(prog);
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("s") + " --stacks --json", &out), 0)
+      << out;
+  const json st = json::parse(out)["stacks"];
+  EXPECT_EQ(st["runs_named"], 2) << st.dump();
+  EXPECT_EQ(st, json::parse(named)["stacks"]);
+  uint64_t via_b = 0;
+  for (const json& site : st["sites"]) {
+    if (site["name"] != "step") continue;
+    for (const json& s : site["stacks"]) {
+      const auto frames = s["frames"].get<std::vector<std::string>>();
+      EXPECT_EQ(frames.back(), "step") << s.dump();
+      if (frames[frames.size() - 2] == "via_b") via_b += s["events"].get<uint64_t>();
+    }
+  }
+  EXPECT_EQ(via_b, 140u) << st.dump();
+}
+
 TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   TempDir dir;
   std::string out;
