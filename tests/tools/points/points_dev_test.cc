@@ -58,6 +58,20 @@ std::set<std::string> FileDigests(const std::string& dir) {
   return out;
 }
 
+// Runs a page check of tests/aggregator/ui/ (SCRIPT URL WANT TOKEN
+// SCREENSHOTS) against the aggregator on `port`, as Alice.
+void CheckInChromium(const std::string& script, int port, const std::string& want) {
+  std::string browser;
+  EXPECT_EQ(
+      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) + "/tests/aggregator/ui/" + script +
+                     " https://127.0.0.1:" + std::to_string(port) + "/ui/ " + want + " " + kAlice +
+                     " " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
+                 &browser),
+      0)
+      << browser;
+  EXPECT_NE(browser.find("checks passed"), std::string::npos) << browser;
+}
+
 TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   TempDir dir;
   ASSERT_TRUE(testing::MakeCert(dir.path()));
@@ -317,16 +331,7 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     want["pick"]["b"] = std::vector<std::string>(ids_b.begin(), ids_b.begin() + 3);
     want["pick"]["segments"] = json::parse(picked);
     std::ofstream(dir.File("dev-want.json")) << want.dump(2);
-    std::string browser;
-    EXPECT_EQ(
-        RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
-                       "/tests/aggregator/ui/dev_pages.mjs https://127.0.0.1:" +
-                       std::to_string(agg.port()) + "/ui/ " + dir.File("dev-want.json") + " " +
-                       kAlice + " " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
-                   &browser),
-        0)
-        << browser;
-    EXPECT_NE(browser.find("checks passed"), std::string::npos) << browser;
+    CheckInChromium("dev_pages.mjs", agg.port(), dir.File("dev-want.json"));
     report = http.Get("/v1/dev/report?tag=startup", {{"Authorization", "Bearer " + kBob}});
     ASSERT_TRUE(report.ok() && report->status == 200);
     EXPECT_TRUE(json::parse(report->body)["runs"].empty()) << report->body;
@@ -869,16 +874,7 @@ TEST(PointsDevTest, TheStacksGoUpNamedAndTheTagPageShowsThem) {
   std::reverse(frames.begin(), frames.end());
   page["frames"] = frames;
   std::ofstream(dir.File("stacks-want.json")) << page.dump(2);
-  std::string browser;
-  EXPECT_EQ(
-      RunCommand("node " + std::string(FIELDPROF_SOURCE_DIR) +
-                     "/tests/aggregator/ui/dev_stacks.mjs https://127.0.0.1:" +
-                     std::to_string(agg.port()) + "/ui/ " + dir.File("stacks-want.json") + " " +
-                     kAlice + " " + std::string(FIELDPROF_BUILD_DIR) + "/ui-screenshots 2>&1",
-                 &browser),
-      0)
-      << browser;
-  EXPECT_NE(browser.find("checks passed"), std::string::npos) << browser;
+  CheckInChromium("dev_stacks.mjs", agg.port(), dir.File("stacks-want.json"));
 }
 
 TEST(PointsDevTest, TheFieldsPointSumsAreReadBackByModule) {
