@@ -120,6 +120,7 @@ inline constexpr uint16_t kMaxString = 1024;  // longer tags and names are cut
 // Environment of the recorded processes.
 inline constexpr char kDirEnv[] = "FIELDPROF_POINTS_DIR";        // where each process writes
 inline constexpr char kStacksEnv[] = "FIELDPROF_POINTS_STACKS";  // "1": each event's stack too
+inline constexpr char kAutoEnv[] = "FIELDPROF_POINTS_AUTO";  // "1": points of the recorder's own
 inline constexpr char kLibName[] = "libfieldprof-points.so";
 // The runtime the front opens (agent/runtime/front.cc), and every module
 // of fieldprof's own a recorded process has loaded: their frames are no

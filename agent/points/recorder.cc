@@ -74,6 +74,7 @@
 #include "agent/inprocess/next_slots.h"
 #include "agent/inprocess/recorder_abi.h"
 #include "agent/points/arming.h"
+#include "agent/points/auto_points.h"
 #include "agent/points/drain.h"
 #include "agent/points/ring.h"
 #include "agent/points/stacks.h"
@@ -200,6 +201,7 @@ bool AnythingRecorded() {
 }
 
 void StartDrain() {
+  OwnWork own;  // not one of the program's threads (auto_points.cc's pthread_create)
   g_stop.store(0);
   // The drain thread takes no signal meant for the program.
   sigset_t all, old;
@@ -306,6 +308,7 @@ void AtForkChild() {
   g_began_ns = ClockNs(CLOCK_REALTIME);
   pf::ForgetSites(/*renumber=*/true);
   if (g_stacks) g_stacks = pf::RenewStacksAfterFork();  // the parent's lock may have been held
+  pf::AutoForked();
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   if (!had_file) return;  // a placed module not loaded yet: as in the parent (Arm)
@@ -385,6 +388,13 @@ __attribute__((constructor)) void Start() {
     pf::PlaceModulesOf(getenv("FIELDPROF_LAB_APIS"));
     Arm();
   }
+  // Points of the recorder's own (auto_points.h): every process has them,
+  // into its rings from here; its file is opened at its end, or by Begin.
+  pf::StartAutoPoints();
+  if (pf::AutoPointsOn()) {
+    Arm();
+    pf::AutoStart();
+  }
   if (ArmAll()) Begin();
 }
 
@@ -447,6 +457,7 @@ __attribute__((visibility("default"))) void fieldprof_point_module(volatile unsi
 namespace fieldprof::inproc {
 
 int BeforeExec() {
+  if (g_recording.load() && getpid() == g_pid) pf::AutoExec();  // not a vfork child's
   DrainBeforeImageEnds();
   return 0;
 }
@@ -457,7 +468,9 @@ void AfterFailedExec(int) {}
 // _exit runs no destructor, nor the atexit handler (Finish): the rings go
 // to the file now, as before an exec. Not from the recorder's own work.
 void BeforeExit() {
-  if (pf::t_own == 0) DrainBeforeImageEnds();
+  if (pf::t_own != 0) return;
+  if (g_recording.load() && getpid() == g_pid) pf::AutoExit();  // not a vfork child's
+  DrainBeforeImageEnds();
 }
 
 // The drain thread's writes are calls the program never makes: before a
@@ -473,11 +486,13 @@ void BeforeSeccomp() {
 int BeforeDlopen(const char* file) {
   const char* base = file != nullptr ? strrchr(file, '/') : nullptr;
   const bool runtime = base != nullptr && strcmp(base + 1, pf::kRuntimeLibName) == 0;
+  pf::AutoDlopenBegin(runtime ? nullptr : file);
   pf::t_own += runtime;
   return runtime;
 }
 void AfterDlopen(void* handle, int before_dlopen) {
   pf::t_own -= before_dlopen;
+  pf::AutoDlopenEnd();
   OwnWork own;
   if (handle != nullptr && ArmAll()) Begin();
 }

@@ -307,7 +307,7 @@ void SetTscRateForFiles() {
 int Record(int argc, char** argv) {
   std::string output, lib_dir, at;
   int64_t runs = 1;
-  bool stacks = false;
+  bool stacks = false, auto_points = false;
   OptionTable t("fieldprof points record", kUsage);
   t.AddString("output", &output, "directory the runs' files go to (-o; default CMD.points)");
   t.AddInt("runs", &runs, "run the command this many times", 1, 100000);
@@ -319,6 +319,10 @@ int Record(int argc, char** argv) {
             "also record the call stack of each point and scope begun, and of each call "
             "of an --at function from its caller (0.2 us a stack; more the first time "
             "through new code)");
+  t.AddBool("auto", &auto_points,
+            "also points nobody wrote, tag auto: each process's start, main entered, exec, "
+            "exit, fork, a scope around each dlopen (its constructors included) and around "
+            "each thread; every process of the command then has a file");
   t.AddString("lib_dir", &lib_dir, "directory holding libfieldprof-points.so");
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
@@ -346,6 +350,7 @@ int Record(int argc, char** argv) {
   SetTscRateForFiles();
   setenv(local::points::kDirEnv, out_dir.c_str(), 1);
   if (stacks) setenv(local::points::kStacksEnv, "1", 1);
+  if (auto_points) setenv(local::points::kAutoEnv, "1", 1);
   std::string work;
   if (!at.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "fieldprof-points-XXXXXX").string();

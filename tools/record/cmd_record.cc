@@ -58,7 +58,7 @@ struct RecordArgs {
   std::string output, lib_dir, clock = "perf", cpu_wide = "auto";
   int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
-  bool wall = false, idle = true, all_user = false, points = true;
+  bool wall = false, idle = true, all_user = false, points = true, auto_points = false;
   std::vector<std::string> cmd;
 };
 
@@ -114,6 +114,10 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
             "record the program's instrumentation points (FP_POINT, FP_SCOPE: "
             "<fieldprof/points.h>) on the samples' timeline: record show --points lists their "
             "segments and scopes, --during TAG:NAME gives the samples inside them");
+  t.AddBool("auto_points", &a->auto_points,
+            "also points nobody wrote, tag auto: each process's start, main entered, exec, "
+            "exit, fork, a scope around each dlopen (its constructors included) and around "
+            "each thread; a startup then reads as segments (record show --points)");
   t.AddString("cpu_wide", &cpu_wide,
               "with idle transitions, also CPU-wide switch records, which tell when a CPU truly "
               "went idle after a thread and left idle for it: auto (when privileged: "
@@ -133,6 +137,9 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   }
   if (s.ok() && cpu_wide != "auto" && cpu_wide != "on" && cpu_wide != "off") {
     s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
+  }
+  if (s.ok() && a->auto_points && !a->points) {
+    s = InvalidArgument("--auto_points are points: drop --points=false");
   }
   if (!s.ok()) return UsageError(t, s);
   if (output.empty()) output = fs::path(a->cmd[0]).filename().string() + ".fprec";
@@ -288,6 +295,7 @@ int Record(int argc, char** argv) {
     // whose modules have no points writes none), timed by the TSC.
     SetTscRate();
     setenv(local::points::kDirEnv, fs::absolute(raw.path).c_str(), 1);
+    if (a.auto_points) setenv(local::points::kAutoEnv, "1", 1);
     PrependEnv("LD_PRELOAD", dir + "/" + local::points::kLibName);
   }
   std::unique_ptr<local::CpuWideSwitches> cpu;

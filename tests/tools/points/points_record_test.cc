@@ -846,6 +846,70 @@ TEST(PointsRecordTest, StacksAreNamedAsEachRunEndsAndReadWithoutTheProgram) {
   EXPECT_EQ(via_b, 140u) << st.dump();
 }
 
+// Points nobody wrote (--auto): a shell that runs a program, which opens
+// a library twice with a thread running, and then execs /bin/true. Each
+// process has its start and main; the shell's image ends in an exec, the
+// others in an exit; each dlopen is a scope (its constructors inside it);
+// the second thread is a scope on its own thread. Without --auto none of
+// it is there, and the shell, with no point of its own, leaves no file.
+TEST(PointsRecordTest, AutoPointsReadAStartupWithoutTouchingTheCode) {
+  TempDir dir;
+  const std::string cmd = std::string(" -- sh -c '") + FIELDPROF_INMODULE + " --dlopen " +
+                          FIELDPROF_CTORPLUGIN + " 2 --thread >/dev/null; exec /bin/true'";
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --auto -o " + dir.File("a") + cmd + " 2>&1", &out), 0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  std::vector<std::string> programs;
+  for (const json& r : j["runs"]) programs.push_back(r["program"]);
+  std::sort(programs.begin(), programs.end());
+  EXPECT_EQ(programs, (std::vector<std::string>{"dash", "fieldprof_inmodule", "true"})) << out;
+  const json* tag = nullptr;
+  for (const json& t : j["tags"]) tag = t["tag"] == "auto" ? &t : tag;
+  ASSERT_NE(tag, nullptr) << out;
+  const auto runs_of = [&](const std::string& name) -> int {
+    const json* s = Segment(*tag, name);
+    return s == nullptr ? 0 : (*s)["runs"].get<int>();
+  };
+  EXPECT_EQ(runs_of("start -> main"), 3) << tag->dump();
+  EXPECT_EQ(runs_of("main -> exec"), 1) << tag->dump();
+  EXPECT_EQ(runs_of("main -> exit"), 2) << tag->dump();
+  EXPECT_EQ(runs_of("thread (scope)"), 1) << tag->dump();
+  const std::string dlopen =
+      "dlopen " + std::filesystem::path(FIELDPROF_CTORPLUGIN).filename().string();
+  const json* opened = Segment(*tag, dlopen + " (scope)");
+  ASSERT_NE(opened, nullptr) << tag->dump();
+  uint64_t opens = 0;
+  for (const json& c : (*opened)["count"]) opens += c.get<uint64_t>();
+  EXPECT_EQ(opens, 2u) << opened->dump();
+  // The library's constructor ran inside each dlopen's scope: its `load`
+  // scope begins and ends between the dlopen's begin and end.
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --chrome_trace " +
+                           dir.File("t.json") + " >/dev/null",
+                       &out),
+            0);
+  StatusOr<std::string> trace = ReadWholeFile(dir.File("t.json"));
+  ASSERT_TRUE(trace.ok());
+  bool inside = false;  // in the file's order, which is by time
+  int loads_inside = 0;
+  const json events = json::parse(*trace)["traceEvents"];
+  for (const json& e : events) {
+    const std::string name = e.value("name", ""), ph = e.value("ph", "");
+    if (name == dlopen) inside = ph == "B";
+    if (name == "load" && ph == "E" && inside) ++loads_inside;
+  }
+  EXPECT_EQ(loads_inside, 2) << *trace;
+
+  ASSERT_EQ(RunCommand(kCli + " points record -o " + dir.File("b") + cmd + " 2>&1", &out), 0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("b") + " --json", &out), 0) << out;
+  const json plain = json::parse(out);
+  ASSERT_EQ(plain["runs"].size(), 1u) << out;
+  EXPECT_EQ(plain["runs"][0]["program"], "fieldprof_inmodule");
+  for (const json& t : plain["tags"]) EXPECT_NE(t["tag"], "auto") << out;
+}
+
 TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   TempDir dir;
   std::string out;

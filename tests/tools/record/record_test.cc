@@ -1233,6 +1233,48 @@ TEST(RecordTest, AKilledProgramLeavesItsSamplesAndBadInputIsClear) {
 // --during gives the samples inside a scope, exactly, and they are where
 // its known work is: load's split 2:1 between load_hash and load_copy,
 // parse's all in parse_tokens, and none of idle_spin (outside both).
+// Points nobody wrote on the samples' timeline (--auto_points): the
+// process's start and main entered, and main to its exit, which holds the
+// program's samples; the program's own points beside them.
+TEST(RecordTest, AutoPointsSplitTheRunWithoutTouchingTheCode) {
+  TempDir dir;
+  const std::string file = dir.File("auto.fprec");
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " record --auto_points -o " + file + " -- " + kPointWork +
+                           " >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points --json", &out), 0) << out;
+  const nlohmann::json rows = nlohmann::json::parse(out);
+  std::map<std::string, uint64_t> auto_count;
+  bool own = false;
+  for (const nlohmann::json& row : rows) {
+    if (row["tag"] == "auto") auto_count[row["segment"]] = row["count"];
+    own = own || row["tag"] == "work";
+  }
+  EXPECT_TRUE(own) << out;
+  EXPECT_EQ(auto_count,
+            (std::map<std::string, uint64_t>{{"start -> main", 1}, {"main -> exit", 1}}))
+      << out;
+  // Main to exit holds nearly every sample: before main only the loader
+  // and the libraries' constructors ran.
+  uint64_t all = 0, in_main = 0;
+  for (const auto& [stack, n] : Collapsed(file)) all += n;
+  for (const auto& [stack, n] : Collapsed(file, " --during 'auto:main -> exit'")) in_main += n;
+  ASSERT_GT(all, 0u);
+  EXPECT_GE(static_cast<double>(in_main), 0.8 * static_cast<double>(all))
+      << in_main << " of " << all;
+  // Without the flag, no automatic point.
+  ASSERT_EQ(RunCommand(kCli + " record -o " + dir.File("own.fprec") + " -- " + kPointWork +
+                           " >/dev/null 2>&1",
+                       &out),
+            0);
+  ASSERT_EQ(RunCommand(kCli + " record show " + dir.File("own.fprec") + " --points --json", &out),
+            0);
+  const nlohmann::json plain = nlohmann::json::parse(out);
+  for (const nlohmann::json& row : plain) EXPECT_NE(row["tag"], "auto") << out;
+}
+
 TEST(RecordTest, ThePointsAreOnTheSamplesTimeline) {
   TempDir dir;
   for (const std::string clock : {"", " --clock task"}) {
