@@ -47,16 +47,16 @@ StatusOr<std::map<uint32_t, FieldMark>> FieldMarksFromCheck(const Recording& r,
   return marks;
 }
 
-StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(const Recording& r,
-                                                             const std::string& cache_dir) {
+StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(const std::vector<std::string>& names,
+                                                          const std::string& cache_dir) {
   const SnapshotCache cache(cache_dir);
   if (!cache.Manifest().ok() || cache.Fragments().empty()) {
     return NotFound("no snapshot in " + cache_dir + " (fieldprof pull --all)");
   }
   FP_ASSIGN_OR_RETURN(SnapshotIndex index, SnapshotIndex::Open(cache));
-  std::map<uint32_t, std::string> out;
-  for (uint32_t i = 0; i < r.frames.size(); ++i) {
-    const std::string& name = r.frames[i];
+  std::map<uint32_t, FieldCost> out;
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
     // A symbol: no offset, no bracket, no space, no call's parentheses.
     if (name.empty() || name.find_first_of("+[( ") != std::string::npos) continue;
     StatusOr<tools::CostMatch> m = tools::LookUpCost(index, "", name, wire::METRIC_WALL_TIME_NS);
@@ -64,12 +64,21 @@ StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(const Recording& r,
     auto h = m->by_metric.find(wire::METRIC_WALL_TIME_NS);
     if (h == m->by_metric.end() || h->second.empty()) continue;
     const HistogramStats st = h->second.Stats();
-    const double per_run =
-        m->runs > 0 ? static_cast<double>(st.count) / static_cast<double>(m->runs) : 0;
-    out[i] = "field: p50 " + tools::FormatNanos(st.p50) + ", p99 " + tools::FormatNanos(st.p99) +
-             " a call; " + tools::FormatCount(static_cast<uint64_t>(per_run + 0.5)) +
-             " calls a run (" + tools::FormatCount(m->runs) + " runs)";
+    FieldCost c;
+    c.p50_ns = st.p50;
+    c.p99_ns = st.p99;
+    c.runs = m->runs;
+    c.calls_a_run = m->runs > 0 ? static_cast<double>(st.count) / static_cast<double>(m->runs) : 0;
+    out[i] = c;
   }
+  return out;
+}
+
+StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(const Recording& r,
+                                                             const std::string& cache_dir) {
+  FP_ASSIGN_OR_RETURN(auto costs, FieldCostsOfNames(r.frames, cache_dir));
+  std::map<uint32_t, std::string> out;
+  for (const auto& [i, c] : costs) out[i] = FieldCostText(c);
   return out;
 }
 

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "tools/record/recording.h"
+#include "tools/tree/tree_report.h"
 
 namespace fieldprof::local {
 
@@ -34,6 +36,10 @@ struct FieldMark {
 // cache holds no snapshot.
 [[nodiscard]] StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(
     const Recording& r, const std::string& cache_dir);
+
+// The same for any names (a tree's nodes), by index, as numbers.
+[[nodiscard]] StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(
+    const std::vector<std::string>& names, const std::string& cache_dir);
 
 }  // namespace fieldprof::local
 

@@ -11,14 +11,17 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/durable_file.h"
 #include "common/options.h"
+#include "common/snapshot_cache.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
+#include "tools/record/field_marks.h"
 #include "tools/record/pprof_export.h"
 #include "tools/tree/call_tree.h"
 #include "tools/tree/tree_load.h"
@@ -55,8 +58,8 @@ struct Common {
   double from = 0, to = -1, min_percent = 0.5, fdr = 0.05, min_effect = 0.05, min_share = 0.5;
   int64_t thread = 0, limit = 30;
   bool json = false, collapsed = false, total = false, nodes = false, threads = false;
-  bool off_cpu = false;
-  std::string base;
+  bool off_cpu = false, field = false;
+  std::string base, cache = DefaultSnapshotCacheDir();
 };
 
 void AddFlags(OptionTable* t, Common* c) {
@@ -88,6 +91,10 @@ void AddFlags(OptionTable* t, Common* c) {
              "a recording: where threads waited instead of the samples (calls: waits, time: "
              "off-CPU time)");
   t->AddBool("json", &c->json, "print JSON");
+  t->AddBool("field", &c->field,
+             "after each library API node, what the field says it costs (p50 and p99 a call, "
+             "calls a run) from the snapshot cache; in --json, its \"field\" object");
+  t->AddString("cache", &c->cache, "the snapshot cache (fieldprof pull)");
   t->AddBool("collapsed", &c->collapsed,
              "print collapsed stacks of the metric (sub: two columns, base and new, as "
              "difffolded.pl writes them)");
@@ -177,8 +184,17 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
     std::fprintf(stderr, "fieldprof tree: %s written (%s): open it in a browser\n", c.html.c_str(),
                  FormatBytes(static_cast<double>(page.size())).c_str());
   }
+  // The field's costs of the API nodes, by node.
+  std::map<uint32_t, local::FieldCost> field;
+  if (c.field) {
+    std::vector<std::string> names(t.size());
+    for (uint32_t n = 1; n < t.size(); ++n) names[n] = t.name(n);
+    StatusOr<std::map<uint32_t, local::FieldCost>> costs = local::FieldCostsOfNames(names, c.cache);
+    if (!costs.ok()) return Fail("--field: " + costs.status().message());
+    field = std::move(*costs);
+  }
   if (c.json) {
-    std::cout << local::TreeJson(t, changes);
+    std::cout << local::TreeJson(t, changes, c.field ? &field : nullptr);
   } else if (c.collapsed) {
     std::cout << local::TreeCollapsed(t, metric);
   } else if (c.out.empty() && c.pprof.empty() && c.html.empty()) {
@@ -188,6 +204,7 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
     o.color = ColorWanted(c.color);
     o.truecolor = TrueColor();
     o.changes = changes;
+    o.field = c.field ? &field : nullptr;
     std::cout << local::TreeText(t, o);
   }
   return 0;

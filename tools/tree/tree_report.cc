@@ -373,6 +373,11 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
     }
     std::string line = NodeColumns(t, shown, totals, signed_values, o.changes, n);
     line += std::string(2 * static_cast<size_t>(depth), ' ') + t.name(n);
+    if (o.field != nullptr) {
+      if (const auto f = o.field->find(n); f != o.field->end()) {
+        line += "  [" + FieldCostText(f->second) + "]";
+      }
+    }
     const int64_t self = t.self(n, o.sort_by);
     // Heat: by self share of the hottest; a difference from blue (shrank)
     // through to red (grew).
@@ -386,7 +391,14 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
   return out;
 }
 
-std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes) {
+std::string FieldCostText(const FieldCost& c) {
+  return "field: p50 " + tools::FormatNanos(c.p50_ns) + ", p99 " + tools::FormatNanos(c.p99_ns) +
+         " a call; " + tools::FormatCount(static_cast<uint64_t>(c.calls_a_run + 0.5)) +
+         " calls a run (" + tools::FormatCount(c.runs) + " runs)";
+}
+
+std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes,
+                     const std::map<uint32_t, FieldCost>* field) {
   std::vector<std::vector<int64_t>> totals(kMetricCount);
   for (int m = 0; m < kMetricCount; ++m) {
     if (t.has(static_cast<Metric>(m))) totals[m] = t.Totals(static_cast<Metric>(m));
@@ -410,6 +422,14 @@ std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes) 
       j["change"] = {
           {"base_mean", c.base_mean},     {"new_mean", c.new_mean}, {"p", c.p}, {"q", c.q},
           {"significant", c.significant}, {"counted", c.counted}};
+    }
+    if (field != nullptr) {
+      if (const auto f = field->find(n); f != field->end()) {
+        j["field"] = {{"p50_ns", f->second.p50_ns},
+                      {"p99_ns", f->second.p99_ns},
+                      {"calls_a_run", f->second.calls_a_run},
+                      {"runs", f->second.runs}};
+      }
     }
     nlohmann::ordered_json children = nlohmann::ordered_json::array();
     for (uint32_t c : kids[n]) children.push_back(std::move(node[c]));

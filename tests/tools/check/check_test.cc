@@ -392,6 +392,40 @@ TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
   EXPECT_GE(p50_us, 1.024);  // 1.4 us spun, in the bucket from 1,024 ns up
   EXPECT_NE(out.find("2,000 calls a run", api), std::string::npos) << out.substr(api, 160);
   EXPECT_EQ(out.find("[field:", api + 20), std::string::npos) << "one API frame: " << out;
+  // The same in a tree of the recording: after the API's node in the
+  // text, and as numbers in --json; no other node has them.
+  ASSERT_EQ(RunCommand(cli + " tree show " + rec + " --field --cache " + dir.File("cache") +
+                           " --min_percent 0 --color never 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find(" fp_test_spin_ns  [field: p50 "), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(cli + " tree show " + rec + " --field --cache " + dir.File("cache") +
+                           " --json 2>/dev/null",
+                       &out),
+            0)
+      << out;
+  std::vector<const json*> with_field;
+  const json tree = json::parse(out);
+  std::vector<const json*> todo = {&tree["root"]};
+  while (!todo.empty()) {
+    const json* n = todo.back();
+    todo.pop_back();
+    if (n->contains("field")) with_field.push_back(n);
+    for (const json& c : (*n)["children"]) todo.push_back(&c);
+  }
+  ASSERT_FALSE(with_field.empty()) << out.substr(0, 2000);
+  for (const json* n : with_field) {
+    EXPECT_EQ((*n)["name"], "fp_test_spin_ns") << n->dump();
+    EXPECT_GE((*n)["field"]["p50_ns"].get<double>(), 1024) << n->dump();
+    EXPECT_NEAR((*n)["field"]["calls_a_run"].get<double>(), 2000, 1) << n->dump();
+  }
+  // Without a snapshot, --field says so.
+  EXPECT_NE(
+      RunCommand(cli + " tree show " + rec + " --field --cache " + dir.File("no-cache") + " 2>&1",
+                 &out),
+      0);
+  EXPECT_NE(out.find("no snapshot"), std::string::npos) << out;
   // pprof: the stacks through it carry the label.
   if (RunCommand("command -v go", &out) == 0) {
     ASSERT_EQ(RunCommand(cli + " record show " + rec + " --check " + dir.File("check.json") +
