@@ -1,6 +1,8 @@
 #include "tools/record/field_marks.h"
 
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
 
 #include "common/cxx_names.h"
 #include "common/durable_file.h"
@@ -54,11 +56,33 @@ StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(const std::vector<std:
     return NotFound("no snapshot in " + cache_dir + " (fieldprof pull --all)");
   }
   FP_ASSIGN_OR_RETURN(SnapshotIndex index, SnapshotIndex::Open(cache));
+  // The field keys C++ APIs by their mangled symbols; frames are named
+  // demangled. Each mangled symbol of the snapshot by its demangled name,
+  // made only when a name looks like C++.
+  std::unordered_map<std::string, std::string> mangled_of;
+  bool demangled = false;
   std::map<uint32_t, FieldCost> out;
   for (uint32_t i = 0; i < names.size(); ++i) {
-    const std::string& name = names[i];
-    // A symbol: no offset, no bracket, no space, no call's parentheses.
-    if (name.empty() || name.find_first_of("+[( ") != std::string::npos) continue;
+    std::string name = names[i];
+    // No name to look up: an offset in a module, an address, a bracket.
+    if (name.empty() || name[0] == '[' || name.rfind("0x", 0) == 0 ||
+        name.find("+0x") != std::string::npos) {
+      continue;
+    }
+    if (name.find_first_of("(: <") != std::string::npos) {
+      if (!demangled) {
+        index.ForEachSymbol([&](std::string_view sym) {
+          if (sym.rfind("_Z", 0) != 0) return;
+          const std::string mangled(sym);
+          std::string plain = Demangle(mangled);
+          if (plain != mangled) mangled_of.emplace(std::move(plain), mangled);
+        });
+        demangled = true;
+      }
+      const auto it = mangled_of.find(name);
+      if (it == mangled_of.end()) continue;
+      name = it->second;
+    }
     StatusOr<tools::CostMatch> m = tools::LookUpCost(index, "", name, wire::METRIC_WALL_TIME_NS);
     if (!m.ok()) continue;
     auto h = m->by_metric.find(wire::METRIC_WALL_TIME_NS);

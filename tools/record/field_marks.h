@@ -37,7 +37,9 @@ struct FieldMark {
 [[nodiscard]] StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(
     const Recording& r, const std::string& cache_dir);
 
-// The same for any names (a tree's nodes), by index, as numbers.
+// The same for any names (a tree's nodes), by index, as numbers. A C++
+// name, demangled as frames are, is matched to the mangled symbol the
+// field keys it by.
 [[nodiscard]] StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(
     const std::vector<std::string>& names, const std::string& cache_dir);
 
