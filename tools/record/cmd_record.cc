@@ -5,6 +5,7 @@
 //   fieldprof record show FILE [--from S] [--to S] [--thread TID]
 //                              [--collapsed] [--exact] [--bottom_up] [--idle]
 //                              [--html PAGE] [--pprof FILE] [--chrome_trace]
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "common/options.h"
 #include "common/points_format.h"
 #include "common/sampler_format.h"
+#include "common/snapshot_cache.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
@@ -59,6 +61,8 @@ struct RecordArgs {
   int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
   bool wall = false, idle = true, all_user = false, points = true, auto_points = false;
+  bool check = false;
+  std::string cache = DefaultSnapshotCacheDir();
   std::vector<std::string> cmd;
 };
 
@@ -114,6 +118,11 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
             "record the program's instrumentation points (FP_POINT, FP_SCOPE: "
             "<fieldprof/points.h>) on the samples' timeline: record show --points lists their "
             "segments and scopes, --during TAG:NAME gives the samples inside them");
+  t.AddBool("check", &a->check,
+            "then check the command against the field (fieldprof check --json -- CMD: a lab "
+            "profile of it, each API it calls against the field) into OUTPUT.check.json, which "
+            "record show then marks on the stacks");
+  t.AddString("cache", &a->cache, "with --check: the snapshot cache (the field)");
   t.AddBool("auto_points", &a->auto_points,
             "also points nobody wrote, tag auto: each process's start, main entered, exec, "
             "exit, fork, a scope around each dlopen (its constructors included) and around "
@@ -248,9 +257,59 @@ bool StartCpuWide(const RecordArgs& a, std::unique_ptr<local::CpuWideSwitches>* 
   return false;
 }
 
+// --check: the field's check of the command, run after the recording
+// (fieldprof check --json --cache C -- CMD) with none of the recording's
+// preloads, into OUTPUT.check.json beside it, which record show reads.
+void CheckAgainstField(const RecordArgs& a, const std::string& ld_preload) {
+  for (const char* name :
+       {"FIELDPROF_RECORD_DIR", "FIELDPROF_RECORD_HZ", "FIELDPROF_RECORD_WALL",
+        "FIELDPROF_RECORD_IDLE", "FIELDPROF_RECORD_CLOCK", "FIELDPROF_RECORD_SAMPLES",
+        local::points::kDirEnv, local::points::kAutoEnv}) {
+    unsetenv(name);
+  }
+  if (ld_preload.empty()) {
+    unsetenv("LD_PRELOAD");
+  } else {
+    setenv("LD_PRELOAD", ld_preload.c_str(), 1);
+  }
+  const std::string path = a.output + ".check.json";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::cerr << "fieldprof record: --check: " << path << ": " << std::strerror(errno) << "\n";
+    return;
+  }
+  std::vector<std::string> argv = {"/proc/self/exe", "check", "--json", "--cache", a.cache, "--"};
+  argv.insert(argv.end(), a.cmd.begin(), a.cmd.end());
+  SpawnOptions so;
+  so.out_fd = fd;
+  so.interrupt_child_only = true;
+  std::fprintf(stderr, "fieldprof record: checking the command against the field...\n");
+  std::string error;
+  const int code = SpawnAndWait(argv, so, &error);
+  close(fd);
+  StatusOr<std::string> text = ReadWholeFile(path);
+  const nlohmann::json j = nlohmann::json::parse(text.ok() ? *text : "", nullptr, false);
+  if (code < 0 || !j.is_object() || !j.contains("findings")) {
+    std::cerr << "fieldprof record: --check: fieldprof check "
+              << (code < 0 ? "could not run: " + error : "exited " + std::to_string(code))
+              << " (no report in " << path << ")\n";
+    std::remove(path.c_str());
+    return;
+  }
+  size_t found = 0;
+  for (const nlohmann::json& f : j["findings"]) found += f.value("evidence", false) ? 1 : 0;
+  std::fprintf(stderr,
+               "fieldprof record: %zu API%s cost%s more here than in the field (%s); record "
+               "show %s marks %s on the stacks\n",
+               found, found == 1 ? "" : "s", found == 1 ? "s" : "", path.c_str(), a.output.c_str(),
+               found == 1 ? "it" : "them");
+}
+
 int Record(int argc, char** argv) {
   RecordArgs a;
   if (const int code = ParseRecordArgs(argc, argv, &a); code >= 0) return code;
+  const char* preload_before = std::getenv("LD_PRELOAD");
+  const std::string ld_preload = preload_before != nullptr ? preload_before : "";
   local::PerfSamplerOptions po;
   po.hz = static_cast<uint32_t>(a.hz);
   po.stack_bytes = static_cast<uint32_t>(a.stack_bytes) & ~7u;
@@ -321,6 +380,8 @@ int Record(int argc, char** argv) {
   if (raw.keep) {
     std::cerr << "fieldprof record: what was sampled is kept in " << raw.path
               << " (fieldprof record recover " << raw.path << ")\n";
+  } else if (a.check) {
+    CheckAgainstField(a, ld_preload);
   }
   return code;
 }

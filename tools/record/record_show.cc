@@ -1,5 +1,7 @@
 #include "tools/record/record_show.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -649,6 +651,12 @@ int RecordShow(int argc, char** argv) {
   if (!r.ok()) {
     std::cerr << "fieldprof record show: " << a.file << ": " << r.status().message() << "\n";
     return 1;
+  }
+  // The report record --check left beside the recording, unless another
+  // is named.
+  if (const std::string beside = a.file + ".check.json";
+      a.check.empty() && access(beside.c_str(), R_OK) == 0) {
+    a.check = beside;
   }
   FieldOnProfile f;
   if (const int rc = LoadFieldOnProfile(*r, a, &f); rc >= 0) return rc;

@@ -420,6 +420,32 @@ TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
     EXPECT_GE((*n)["field"]["p50_ns"].get<double>(), 1024) << n->dump();
     EXPECT_NEAR((*n)["field"]["calls_a_run"].get<double>(), 2000, 1) << n->dump();
   }
+  // record --check: the check runs after the recording, into
+  // OUTPUT.check.json, and record show marks its findings without being
+  // told where the report is.
+  const std::string checked = dir.File("c.fprec");
+  ASSERT_EQ(
+      RunCommand(cli + " record --check --cache " + dir.File("cache") + " -o " + checked + " -- " +
+                     prog + "3000 100000 outer " + dir.File("truth") + " 2>&1 >/dev/null",
+                 &out),
+      7)
+      << out;
+  EXPECT_NE(out.find("more here than in the field (" + checked + ".check.json)"), std::string::npos)
+      << out;
+  std::ifstream beside(checked + ".check.json");
+  const json report_beside = json::parse(beside);
+  size_t found = 0;
+  for (const json& f : report_beside["findings"]) {
+    if (!f.value("evidence", false)) continue;
+    ++found;
+    EXPECT_EQ(f["symbol"], "fp_test_spin_ns") << report_beside.dump();
+  }
+  ASSERT_EQ(
+      RunCommand(cli + " record show " + checked + " --min_percent 0 --color never 2>&1", &out), 0)
+      << out;
+  const std::string said = std::to_string(found) + (found == 1 ? " frame of" : " frames of");
+  EXPECT_NE(out.find(said + " APIs that cost more than the field"), std::string::npos) << out;
+  EXPECT_EQ(out.find("  <-- costs more than the field") != std::string::npos, found > 0) << out;
   // Without a snapshot, --field says so.
   EXPECT_NE(
       RunCommand(cli + " tree show " + rec + " --field --cache " + dir.File("no-cache") + " 2>&1",
