@@ -256,6 +256,22 @@ struct ScanSink {
   void OnNames(std::map<uint64_t, std::string>) { scan->named = true; }
 };
 
+// The stacks, the modules and whether the run ended and was named: no
+// event is kept (StacksOfPointsRun).
+struct StacksSink {
+  PointsStacks* out;
+  void OnRate(uint64_t) {}
+  void OnClock(uint64_t, uint64_t) {}
+  void OnSite(uint32_t, PointSite) {}
+  void OnEvent(const RawEvent&, bool) {}
+  void OnStack(uint32_t id, std::vector<uint64_t> ips) { out->stacks.emplace(id, std::move(ips)); }
+  void OnModule(PointsModule m) { out->modules.push_back(std::move(m)); }
+  void OnLost(uint64_t) {}
+  void OnStackless(uint64_t) {}
+  void OnEnd() { out->complete = true; }
+  void OnNames(std::map<uint64_t, std::string>) { out->named = true; }
+};
+
 // Takes the frames of fieldprof's own modules (pf::kOwnModules: the
 // runtime's interposers, its detours, the recorder) out of the run's
 // stacks, so that each is the stack the program would have without them.
@@ -417,6 +433,23 @@ PausesEnded EndsOfPauses(decltype(RunSink::pauses_of)* pauses_of, uint64_t* tick
 }
 
 }  // namespace
+
+StatusOr<PointsStacks> StacksOfPointsRun(std::string_view bytes) {
+  if (bytes.substr(0, pf::kMagicSize) != std::string_view(pf::kMagic, pf::kMagicSize)) {
+    return InvalidArgument("not a points file (no FPPOINTS1 line)");
+  }
+  Reader r(bytes.substr(pf::kMagicSize));
+  uint32_t pid = 0;
+  uint64_t start = 0;
+  std::string program;
+  if (!ReadHeader(r, &pid, &start, &program)) {
+    return InvalidArgument("a points file with a damaged header");
+  }
+  PointsStacks out;
+  StacksSink sink{&out};
+  ReadRecords(r, sink);
+  return out;
+}
 
 StatusOr<PointsRun> DecodePointsRun(std::string_view bytes) {
   if (bytes.substr(0, pf::kMagicSize) != std::string_view(pf::kMagic, pf::kMagicSize)) {

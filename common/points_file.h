@@ -106,6 +106,16 @@ struct PointsScan {
 [[nodiscard]] StatusOr<PointsRun> DecodePointsRun(std::string_view bytes);
 [[nodiscard]] StatusOr<PointsRun> ReadPointsRun(const std::string& path);
 
+// Only a run file's stacks and modules (every frame, fieldprof's own
+// included), and whether it ended and carries names ('N'): what naming
+// its stacks needs, without its events.
+struct PointsStacks {
+  std::map<uint32_t, std::vector<uint64_t>> stacks;
+  std::vector<PointsModule> modules;
+  bool complete = false, named = false;
+};
+[[nodiscard]] StatusOr<PointsStacks> StacksOfPointsRun(std::string_view bytes);
+
 // The *.fppoints files under each of `paths` (a directory, searched one
 // level deep, or a file), by name. A path that is neither is an error.
 [[nodiscard]] StatusOr<std::vector<std::string>> PointsFiles(const std::vector<std::string>& paths);

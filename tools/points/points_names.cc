@@ -44,9 +44,9 @@ Status NameStacksOfFile(const std::string& path, size_t* names) {
   *names = 0;
   StatusOr<std::string> bytes = ReadWholeFile(path);
   if (!bytes.ok()) return bytes.status();
-  StatusOr<PointsRun> run = DecodePointsRun(*bytes);
+  StatusOr<PointsStacks> run = StacksOfPointsRun(*bytes);
   if (!run.ok()) return InvalidArgument(path + ": " + run.status().message());
-  if (run->stacks.empty() || !run->complete || !run->frame_names.empty()) return Status::Ok();
+  if (run->stacks.empty() || !run->complete || run->named) return Status::Ok();
   std::vector<LoadedModule> modules;
   for (const PointsModule& m : run->modules) modules.push_back({m.path, m.bias, m.lo, m.hi});
   Symbolizer sym(modules);
