@@ -407,12 +407,12 @@ TEST(CheckCommandTest, AnApiCostingMoreThanTheFieldIsMarkedOnItsStack) {
       << out;
   std::vector<const json*> with_field;
   const json tree = json::parse(out);
-  std::vector<const json*> todo = {&tree["root"]};
-  while (!todo.empty()) {
-    const json* n = todo.back();
-    todo.pop_back();
+  std::vector<const json*> unvisited = {&tree["root"]};
+  while (!unvisited.empty()) {
+    const json* n = unvisited.back();
+    unvisited.pop_back();
     if (n->contains("field")) with_field.push_back(n);
-    for (const json& c : (*n)["children"]) todo.push_back(&c);
+    for (const json& c : (*n)["children"]) unvisited.push_back(&c);
   }
   ASSERT_FALSE(with_field.empty()) << out.substr(0, 2000);
   for (const json* n : with_field) {
