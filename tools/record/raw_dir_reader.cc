@@ -380,18 +380,17 @@ Status RawDirReader::Poll(uint64_t watermark_ns) {
   }
   if (ec) return IOError("cannot read " + dir_ + ": " + ec.message());
   std::sort(found.begin(), found.end());
+  // files_ stays in path order: a file already known is found by halves,
+  // a new one goes in at its place.
   for (const std::string& path : found) {
-    auto it = std::find_if(files_.begin(), files_.end(),
-                           [&](const std::unique_ptr<File>& f) { return f->path == path; });
-    if (it == files_.end()) {
-      files_.push_back(std::make_unique<File>());
-      files_.back()->path = path;
-    }
+    const auto it = std::lower_bound(
+        files_.begin(), files_.end(), path,
+        [](const std::unique_ptr<File>& f, const std::string& p) { return f->path < p; });
+    if (it != files_.end() && (*it)->path == path) continue;
+    auto f = std::make_unique<File>();
+    f->path = path;
+    files_.insert(it, std::move(f));
   }
-  std::sort(files_.begin(), files_.end(),
-            [](const std::unique_ptr<File>& a, const std::unique_ptr<File>& b) {
-              return a->path < b->path;
-            });
   for (auto& f : files_) {
     if (!f->done) FP_RETURN_IF_ERROR(ReadMore(*f));
   }
