@@ -406,6 +406,32 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
   EXPECT_TRUE(json::parse(r->body)["apis"].empty()) << r->body;
 }
 
+// The one file under `dir` (a run just recorded there): its path, or ""
+// with a failure when there is not exactly one.
+std::string OnlyFile(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  EXPECT_EQ(files.size(), 1u) << dir;
+  return files.size() == 1 ? files[0] : "";
+}
+
+// The parts sealed in the developer outbox `outbox`, in its order, each
+// with the name of its upload; `one_run_each`: every upload holds one.
+std::vector<std::pair<std::string, wire::DevRun>> OutboxParts(const std::string& outbox,
+                                                              bool one_run_each) {
+  std::vector<std::pair<std::string, wire::DevRun>> out;
+  for (const auto& e : std::filesystem::directory_iterator(outbox)) {
+    if (e.path().extension() != ".batch") continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    wire::DevUpload up;
+    EXPECT_TRUE(up.ParseFromString(std::string(std::istreambuf_iterator<char>(f), {})));
+    if (one_run_each) EXPECT_EQ(up.runs_size(), 1) << e.path();
+    for (const wire::DevRun& run : up.runs()) out.emplace_back(e.path().filename().string(), run);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
 // Developer mode's settings with everything under `dir` (spool/, outbox/,
 // quarantine/, token) and a time threshold of an hour.
 agent::DevConfig DevConfigIn(TempDir& dir) {
@@ -492,12 +518,9 @@ TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
                  &out),
       0)
       << out;
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir.File("rec"))) {
-    files.push_back(e.path().string());
-  }
-  ASSERT_EQ(files.size(), 1u);
-  std::ifstream in(files[0], std::ios::binary);
+  const std::string recorded = OnlyFile(dir.File("rec"));
+  ASSERT_FALSE(recorded.empty());
+  std::ifstream in(recorded, std::ios::binary);
   const std::string whole(std::istreambuf_iterator<char>(in), {});
   ASSERT_EQ(whole.back(), 'X') << "the file's end record";
   ASSERT_GT(whole.size(), 3u * 64 * 1024) << "large enough for several parts";
@@ -509,20 +532,7 @@ TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
   c.max_bytes = 64 * 1024;
   HttpsClient unused(HttpsClientOptions{});
   // The parts sealed so far, in the outbox's order.
-  const auto parts = [&] {
-    std::vector<std::pair<std::string, wire::DevRun>> out;
-    for (const auto& e : std::filesystem::directory_iterator(dir.File("outbox"))) {
-      if (e.path().extension() != ".batch") continue;
-      std::ifstream f(e.path(), std::ios::binary);
-      wire::DevUpload up;
-      EXPECT_TRUE(up.ParseFromString(std::string(std::istreambuf_iterator<char>(f), {})));
-      EXPECT_EQ(up.runs_size(), 1);
-      out.emplace_back(e.path().filename().string(), up.runs(0));
-    }
-    std::sort(out.begin(), out.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    return out;
-  };
+  const auto parts = [&] { return OutboxParts(dir.File("outbox"), /*one_run_each=*/true); };
   {
     agent::DevUploader d(c);
     ASSERT_TRUE(d.Init().ok());
@@ -562,7 +572,7 @@ TEST(PointsDevTest, ARunStillGoingGoesInPartsOfTheSizeThreshold) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("spool/" + name + ".sent"))) << "consumed";
   // A finished run larger than an upload may be goes in parts too.
   std::filesystem::remove_all(dir.File("outbox"));
-  std::filesystem::copy_file(files[0], dir.File("spool/points-2-done.fppoints"));
+  std::filesystem::copy_file(recorded, dir.File("spool/points-2-done.fppoints"));
   {
     agent::DevUploader d(c);
     ASSERT_TRUE(d.Init().ok());
@@ -755,12 +765,9 @@ TEST(PointsDevTest, TheAgentWaitsForTheStacksNames) {
                        &out),
             0)
       << out;
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir.File("rec"))) {
-    files.push_back(e.path().string());
-  }
-  ASSERT_EQ(files.size(), 1u);
-  std::ifstream in(files[0], std::ios::binary);
+  const std::string recorded = OnlyFile(dir.File("rec"));
+  ASSERT_FALSE(recorded.empty());
+  std::ifstream in(recorded, std::ios::binary);
   const std::string whole(std::istreambuf_iterator<char>(in), {});
   const size_t names = NamesRecordSize(whole);
   ASSERT_GT(names, 5u) << "the command named the stacks";
@@ -777,19 +784,7 @@ TEST(PointsDevTest, TheAgentWaitsForTheStacksNames) {
     auto r = d.Pass(/*flush=*/true, /*upload=*/false, unused);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   };
-  const auto parts = [&] {
-    std::vector<std::pair<std::string, wire::DevRun>> out;
-    for (const auto& e : std::filesystem::directory_iterator(dir.File("outbox"))) {
-      if (e.path().extension() != ".batch") continue;
-      std::ifstream f(e.path(), std::ios::binary);
-      wire::DevUpload up;
-      EXPECT_TRUE(up.ParseFromString(std::string(std::istreambuf_iterator<char>(f), {})));
-      for (const wire::DevRun& run : up.runs()) out.emplace_back(e.path().filename().string(), run);
-    }
-    std::sort(out.begin(), out.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    return out;
-  };
+  const auto parts = [&] { return OutboxParts(dir.File("outbox"), /*one_run_each=*/false); };
   // Ended, its names not yet written: flushed, it goes up as far as it
   // is, still open, and stays.
   pass();
