@@ -173,6 +173,8 @@ void RegisterFleet(OptionTable& t, FleetSettings* f) {
               "agents: share of program runs measured at all", 0, 1);
   t.AddInt("fleet_max_runs_per_minute", &f->max_runs_per_minute,
            "agents: measured program runs a minute per machine at most (0: no cap)", 0, 1000000);
+  t.AddInt("fleet_stack_hz", &f->stack_hz,
+           "agents: stack samples a CPU second of a measured run (0: none)", 0, 1000);
   t.AddString("fleet_allow_modules", &f->allow_modules,
               "agents: only these sonames are measured (comma-separated; empty: all)");
   t.AddString("fleet_deny_modules", &f->deny_modules, "agents: these sonames are never measured");

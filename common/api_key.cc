@@ -120,6 +120,8 @@ std::string_view MetricName(wire::Metric m) {
       return "socket_io_bytes";
     case wire::METRIC_POINT_NS:
       return "point_ns";
+    case wire::METRIC_STACK_CPU_NS:
+      return "stack_cpu_ns";
     default:
       return "unspecified";
   }
@@ -132,7 +134,7 @@ StatusOr<wire::Metric> ParseMetric(std::string_view name) {
   }
   return InvalidArgument("unknown metric '" + std::string(name) +
                          "' (wall_time_ns, alloc_bytes_inclusive, alloc_bytes_exclusive, "
-                         "alloc_count, file_io_bytes, socket_io_bytes, point_ns)");
+                         "alloc_count, file_io_bytes, socket_io_bytes, point_ns, stack_cpu_ns)");
 }
 
 std::string_view OsName(wire::Os os) {

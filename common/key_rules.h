@@ -14,6 +14,8 @@
 //                   For an instrumentation point's series (metric
 //                   point_ns): "tag$from$to" or "tag$name", each part a
 //                   point name (below).
+//                   For a stack series (metric stack_cpu_ns): frames
+//                   joined by ';', outermost first (StackSymbolOk).
 //   point name      a tag or name of FP_POINT and its kin: an identifier,
 //                   a letter or _ and then letters, digits, _ and ., at most
 //                   64 bytes. No path, no space, no free text.
@@ -105,6 +107,48 @@ constexpr bool PointSymbolOk(const char* s, size_t n) {
     start = i + 1;
   }
   return parts == 2 || parts == 3;
+}
+
+// A stack series' symbol: at least one frame of the module, outermost
+// first, each an ELF symbol name or '+' and a lowercase hex offset of at
+// most 16 digits; then at most one bracketed frame, last, naming where the
+// time went next: another module ("[libc.so.6]"), or "[program]",
+// "[unpackaged]", "[deeper]" (the stack went on past kMaxSymbol). Nothing
+// else: no path, no name of the program's own.
+inline constexpr char kStackSeparator = ';';
+
+constexpr bool HexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+constexpr bool StackFrameOk(const char* s, size_t n) {
+  if (n == 0) return false;
+  if (s[0] == '+') {
+    if (n < 2 || n > 17) return false;
+    for (size_t i = 1; i < n; ++i) {
+      if (!HexDigit(s[i])) return false;
+    }
+    return true;
+  }
+  return FirstBadSymbolChar(s, n) == n;
+}
+
+constexpr bool StackMarkOk(const char* s, size_t n) {
+  if (n < 3 || s[0] != '[' || s[n - 1] != ']') return false;
+  return ModuleOk(s + 1, n - 2);  // "program", "unpackaged", "deeper" keep the rule too
+}
+
+constexpr bool StackSymbolOk(const char* s, size_t n) {
+  if (n == 0 || n > kMaxSymbol) return false;
+  size_t frames = 0, start = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    if (i < n && s[i] != kStackSeparator) continue;
+    const bool last = i == n;
+    if (!StackFrameOk(s + start, i - start) && !(last && frames > 0 && StackMarkOk(s + start, i - start))) {
+      return false;
+    }
+    ++frames;
+    start = i + 1;
+  }
+  return true;
 }
 
 }  // namespace fieldprof::key_rules

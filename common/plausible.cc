@@ -23,7 +23,8 @@ std::string Where(int i, const RecordView& r) {
 std::string Seconds(int64_t ms) { return std::to_string(ms / 1000) + " s"; }
 
 bool IsTime(int32_t metric) {
-  return metric == wire::METRIC_WALL_TIME_NS || metric == wire::METRIC_POINT_NS;
+  return metric == wire::METRIC_WALL_TIME_NS || metric == wire::METRIC_POINT_NS ||
+         metric == wire::METRIC_STACK_CPU_NS;
 }
 
 }  // namespace

@@ -150,6 +150,9 @@ void Store(Setting setting, const std::string& v, int64_t n, double d, RuntimeSe
     case Setting::kPoints:
       s->points = v;
       break;
+    case Setting::kStackHz:
+      f.stack_hz = n;
+      break;
   }
 }
 
@@ -185,6 +188,7 @@ Status FleetSettings::Validate() const {
   FP_RETURN_IF_ERROR(CheckRange(Setting::kOverheadBudget, overhead_budget));
   FP_RETURN_IF_ERROR(CheckRange(Setting::kSampleFraction, sample_fraction));
   FP_RETURN_IF_ERROR(CheckRange(Setting::kMaxRunsPerMinute, max_runs_per_minute, " (0: no cap)"));
+  FP_RETURN_IF_ERROR(CheckRange(Setting::kStackHz, stack_hz, " (0: none)"));
   const size_t list_max = static_cast<size_t>(RuleOf(Setting::kAllowModules).hi);
   if (!CleanText(allow_modules, list_max) || !CleanText(deny_modules, list_max)) {
     return InvalidArgument("allow_modules/deny_modules: at most " + std::to_string(list_max) +
@@ -249,6 +253,7 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   out += "overhead_budget = " + FormatDouble(f.overhead_budget) + "\n";
   out += "sample_fraction = " + FormatDouble(f.sample_fraction) + "\n";
   out += "max_runs_per_minute = " + std::to_string(f.max_runs_per_minute) + "\n";
+  out += "stack_hz = " + std::to_string(f.stack_hz) + "\n";
   if (!f.allow_modules.empty()) out += "allow_modules = " + f.allow_modules + "\n";
   if (!f.deny_modules.empty()) out += "deny_modules = " + f.deny_modules + "\n";
   if (!s.spool_dir.empty()) out += "spool_dir = " + s.spool_dir + "\n";
@@ -301,6 +306,7 @@ std::string FleetSettingsToJson(const FleetSettings& f, bool with_version) {
   j.Key("overhead_budget").Double(f.overhead_budget);
   j.Key("sample_fraction").Double(f.sample_fraction);
   j.Key("max_runs_per_minute").Int(f.max_runs_per_minute);
+  j.Key("stack_hz").Int(f.stack_hz);
   j.Key("allow_modules").String(f.allow_modules);
   j.Key("deny_modules").String(f.deny_modules);
   j.Key("batch_bytes").Int(f.batch_bytes);
@@ -320,6 +326,7 @@ StatusOr<FleetSettings> FleetSettingsFromJson(const std::string& json) {
     f.overhead_budget = j.at("overhead_budget").get<double>();
     f.sample_fraction = j.at("sample_fraction").get<double>();
     f.max_runs_per_minute = j.at("max_runs_per_minute").get<int64_t>();
+    f.stack_hz = j.value("stack_hz", int64_t{20});  // an aggregator before stack samples
     f.allow_modules = j.value("allow_modules", "");
     f.deny_modules = j.value("deny_modules", "");
     f.batch_bytes = j.at("batch_bytes").get<int64_t>();

@@ -36,6 +36,9 @@ struct FleetSettings {
   // run`) are exempt from both.
   double sample_fraction = 1.0 / 16;
   int64_t max_runs_per_minute = 120;
+  // Stack samples a second of a measured run's CPU time, folded to the
+  // frames of packaged libraries (docs/field-stacks.md); 0: none.
+  int64_t stack_hz = 20;
   std::string allow_modules;  // comma-separated sonames; empty: all
   std::string deny_modules;
   // For the agent itself.

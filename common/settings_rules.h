@@ -38,6 +38,7 @@ enum class Setting : uint8_t {
   kSeed,
   kPoints,
   kLiveDir,
+  kStackHz,
 };
 
 enum class Kind : uint8_t {
@@ -80,6 +81,9 @@ inline constexpr Rule kRules[] = {
     // agent/runtime/live_layout.h); empty: /dev/shm/fieldprof-<uid>; "off":
     // none (a killed run's counts are then lost).
     {"live_dir", Setting::kLiveDir, Kind::kText, 0, 511, 0, 0},
+    // Stack samples a second of a measured run's threads' CPU time
+    // (agent/runtime/stack_samples.h); 0: none.
+    {"stack_hz", Setting::kStackHz, Kind::kInt, 0, 1000, 0, 0},
 };
 
 // The rule of setting `name` (NUL-terminated), or nullptr for a name no

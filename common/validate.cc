@@ -87,7 +87,8 @@ std::string ShowByte(char c) {
 }
 
 // The key-string rules (common/key_rules.h), after CheckString passed.
-Status CheckKeyStrings(std::string_view module, std::string_view version, std::string_view symbol) {
+Status CheckKeyStrings(std::string_view module, std::string_view version, std::string_view symbol,
+                       bool stack = false) {
   namespace kr = key_rules;
   if (size_t i = kr::FirstBadModuleChar(module.data(), module.size()); i < module.size()) {
     return Fail("module_name", "module \"" + std::string(module) + "\" is not a file name: " +
@@ -103,6 +104,12 @@ Status CheckKeyStrings(std::string_view module, std::string_view version, std::s
                     "\" is neither a build id nor a version token: " + ShowByte(version[i]) +
                     " at " + std::to_string(i) +
                     " (a letter or digit first, then letters, digits and . _ + ~ - :)");
+  }
+  if (stack) {
+    if (kr::StackSymbolOk(symbol.data(), symbol.size())) return Status::Ok();
+    return Fail("stack_symbol",
+                "a stack series' symbol is not frames joined by ';' (ELF symbol names or "
+                "+hex offsets, then at most one [module], [program], [unpackaged] or [deeper])");
   }
   if (size_t i = kr::FirstBadSymbolChar(symbol.data(), symbol.size()); i < symbol.size()) {
     return Fail("symbol_name", "symbol \"" + std::string(symbol) +
@@ -336,7 +343,8 @@ Status ValidateRecordT(const R& r) {
   FP_RETURN_IF_ERROR(CheckString("module", k.module(), kMaxModuleBytes));
   FP_RETURN_IF_ERROR(CheckString("module_version", k.module_version(), kMaxVersionBytes));
   FP_RETURN_IF_ERROR(CheckString("symbol", k.symbol(), kMaxSymbolBytes));
-  FP_RETURN_IF_ERROR(CheckKeyStrings(k.module(), k.module_version(), k.symbol()));
+  FP_RETURN_IF_ERROR(CheckKeyStrings(k.module(), k.module_version(), k.symbol(),
+                                     k.metric() == wire::METRIC_STACK_CPU_NS));
   if (!wire::Metric_IsValid(k.metric()) || k.metric() == wire::METRIC_UNSPECIFIED) {
     return Fail("metric_unknown", "metric value " + std::to_string(k.metric()) + " is not known");
   }

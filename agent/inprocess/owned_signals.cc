@@ -88,6 +88,10 @@ void ReturnSignal(int sig) {
   RealSigaction()(sig, &g_owned[sig].program, nullptr);
 }
 
+void ReturnSignalBeforeExec(int sig) {
+  if (SignalOwned(sig) && g_owned[sig].program.sa_handler == SIG_IGN) ReturnSignal(sig);
+}
+
 bool SignalOwned(int sig) { return InRange(sig) && g_owned[sig].owned.load(); }
 
 }  // namespace fieldprof::inproc

@@ -34,6 +34,13 @@ bool OwnSignal(int sig, bool (*is_ours)(const siginfo_t*), SignalHandler on_ours
 // end); the signal is no longer owned.
 void ReturnSignal(int sig);
 
+// Before an exec (or the end of sampling, which may be followed by one): an
+// exec keeps an ignored disposition and resets a handled one to its
+// default. So only a program's SIG_IGN is put back; otherwise the handler
+// stays until the exec replaces it, and a signal of ours still on its way
+// to another thread meets it rather than the default action (death).
+void ReturnSignalBeforeExec(int sig);
+
 // Whether `sig` is owned now.
 bool SignalOwned(int sig);
 

@@ -136,6 +136,9 @@ const char* KeyModule(const Object* def);
 bool InList(const char* list, const char* module);
 // Whether `module` passes the allow and deny lists.
 bool ModuleAllowed(const char* module);
+// Whether the file at `path` belongs to the system: under a system
+// directory, root's and writable by nobody else, as its directory is.
+bool SystemFile(const char* path);
 // Copies `src` with its NUL into dst[cap]; false (nothing copied) when it
 // does not fit.
 bool CopyName(char* dst, size_t cap, const char* src);

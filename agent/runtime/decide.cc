@@ -103,6 +103,9 @@ bool Apply(RunSettings& s, const char* name, const char* v) {
       return Copy(s.points, sizeof s.points, v);
     case Setting::kLiveDir:
       return Copy(s.live_dir, sizeof s.live_dir, v);
+    case Setting::kStackHz:
+      s.stack_hz = static_cast<int>(n);
+      return true;
   }
   return false;
 }
@@ -240,7 +243,8 @@ bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
               {"FIELDPROF_LIVE_DIR", "live_dir"},
               {"FIELDPROF_MAX_LOAD", "max_load_per_cpu"},
               {"FIELDPROF_BUDGET", "overhead_budget"},
-              {"FIELDPROF_TSC_HZ", "tsc_hz"}};
+              {"FIELDPROF_TSC_HZ", "tsc_hz"},
+              {"FIELDPROF_STACK_HZ", "stack_hz"}};
   for (const auto& e : kEnv) {
     const char* v = sys::Env(envp, e.env);
     if (v != nullptr && !Apply(s, e.name, v)) {
@@ -382,6 +386,7 @@ void SetDefaults(RunSettings* s) {
   s->overhead_budget = 0.01;
   s->sample_fraction = 1.0 / 16;
   s->max_runs_per_minute = 120;
+  s->stack_hz = 20;
   s->spool_cap_bytes = 16ull << 20;
   Copy(s->slot_dir, sizeof s->slot_dir, "/tmp/fieldprof-slots");
 }

@@ -43,6 +43,7 @@ struct alignas(4096) RunSettings {
   double overhead_budget;
   double sample_fraction;       // for the debug log: first_look.h samples
   int64_t max_runs_per_minute;  // 0: no cap
+  int stack_hz;                 // stack samples a CPU second (stack_samples.h); 0: none
   uint64_t spool_cap_bytes;
   uint64_t seed;
   uint64_t tsc_hz;  // the machine's TSC rate (clock.h); 0: none

@@ -57,6 +57,14 @@ const char* MainModule() {
 
 }  // namespace
 
+bool SystemFile(const char* path) {
+  char copy[4096];
+  const size_t n = strlen(path);
+  if (n + 1 > sizeof copy) return false;
+  memcpy(copy, path, n + 1);
+  return SystemExecutable(copy, n);
+}
+
 // The module a key names for an API defined in `def` (nullptr: not known),
 // or nullptr when no name can be given that keeps the key rules.
 const char* KeyModule(const Object* def) {

@@ -21,6 +21,7 @@
 #include "agent/runtime/lab.h"
 #include "agent/runtime/live_file.h"
 #include "agent/runtime/points.h"
+#include "agent/runtime/stack_samples.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -154,6 +155,7 @@ void ResetAfterFork() {
   LabResetCounts();
   ForgetPoints(true);
   ResetRunClock();
+  StackSamplesAfterFork();
 }
 
 namespace {
@@ -236,6 +238,18 @@ void SumSlabs(Histogram (*totals)[FP_NUM_METRICS], bool in_place, int slabs, Spo
   }
 }
 
+// The stacks of a run whose counts the agent reports from its live file:
+// a record of their own, a later part of the run (spool_encode.h).
+void WriteStacksOnly() {
+  SpoolRun run;
+  AddStackRecords(&run);
+  if (run.nstacks == 0) return;
+  run.part = kStacksOnlyPart;
+  const char* err =
+      WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run, g_record->scratch);
+  if (err != nullptr) DebugLog("spool: %s", err);
+}
+
 // Writes the run's record, or leaves it to the agent (live_file.h): who
 // reports the run's counts, kRuntime also when nothing is to be reported
 // (a lab pass's own file, consent withdrawn, the clock refuted).
@@ -263,6 +277,7 @@ LiveReporter WriteRecord() {
   // to report, from the counts left whole in the live file.
   if (LiveBeforeRecord() == LiveReporter::kAgent) {
     DebugLog("record: parts of this run were reported; the agent reports the rest");
+    WriteStacksOnly();
     return LiveReporter::kAgent;
   }
   SpoolRun run;
@@ -288,8 +303,10 @@ LiveReporter WriteRecord() {
       static_cast<unsigned long long>(bs.evictions),
       static_cast<unsigned long long>(run.calls_measured));
   AddPointRecords(&run);
-  // A run that measured no call and no point leaves no record, only a count.
-  if (run.calls_measured == 0 && run.npoints == 0) {
+  AddStackRecords(&run);
+  // A run that measured no call, no point and no stack leaves no record,
+  // only a count.
+  if (run.calls_measured == 0 && run.npoints == 0 && run.nstacks == 0) {
     CountRun(g.config.spool_dir, kRunMeasuredNone);
     LiveRetire();
     return LiveReporter::kRuntime;
@@ -320,7 +337,7 @@ __attribute__((destructor)) void Finish() {
 // Returns who reports what the image counted (kNone: it had nothing).
 LiveReporter RecordBeforeImageEnds() {
   if (!HasRecord()) return LiveReporter::kNone;
-  if (CallsSinceReset() == 0) {
+  if (CallsSinceReset() == 0 && !StackSamplesTaken()) {
     // Nothing to report: the live file goes (an image that goes on after a
     // failed exec then counts into a mapping no file names, as after a
     // record: only its record at the end reports it).
@@ -359,7 +376,11 @@ void AfterFailedExec(LiveReporter who) {
 // what the runtime does at each:
 namespace fieldprof::inproc {
 
-int BeforeExec() { return static_cast<int>(rt::RecordBeforeImageEnds()); }
+int BeforeExec() {
+  const int who = static_cast<int>(rt::RecordBeforeImageEnds());
+  rt::StackSamplesQuiet();  // no sample of ours pending as the image goes
+  return who;
+}
 
 void AfterFailedExec(int before_exec) {
   const auto who = static_cast<rt::LiveReporter>(before_exec);

@@ -15,7 +15,8 @@
 
 namespace fieldprof::rt {
 
-constexpr uint64_t kMetricPointNs = 7;  // wire::METRIC_POINT_NS
+constexpr uint64_t kMetricPointNs = 7;     // wire::METRIC_POINT_NS
+constexpr uint64_t kMetricStackCpuNs = 8;  // wire::METRIC_STACK_CPU_NS
 
 void EncodePlatform(ProtoOut& o) {
   unsigned a, b, c, d;
@@ -67,6 +68,32 @@ void EncodeHistogram(const Histogram& h, ProtoOut& o) {
   o.U64(10, h.max());
 }
 
+namespace {
+
+// A record of one run (runs = 1) of a series that is not an API's: a
+// point's or a stack's. False when it did not fit.
+bool EncodeOtherRecord(const char* module, const char* build_id, const char* symbol,
+                       uint64_t metric, const Histogram& h, const ProtoOut& po,
+                       SpoolScratch& scratch, ProtoOut& o) {
+  ProtoOut ko{scratch.key, 0, sizeof scratch.key};
+  ko.Str(1, module);
+  ko.Str(2, build_id);
+  ko.Str(3, symbol);
+  ko.U64(4, metric);
+  ko.Bytes(5, po.p, po.n);
+  ProtoOut ho{scratch.hist, 0, sizeof scratch.hist};
+  EncodeHistogram(h, ho);
+  ProtoOut ro{scratch.rec, 0, sizeof scratch.rec};
+  ro.Bytes(1, scratch.key, ko.n);
+  ro.Bytes(2, scratch.hist, ho.n);
+  ro.U64(3, 1);  // runs
+  if (ko.bad || ho.bad || ro.bad) return false;
+  o.Bytes(3, scratch.rec, ro.n);
+  return true;
+}
+
+}  // namespace
+
 size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch& scratch, char* out,
                        size_t cap) {
   // Nested messages: encoded into scratch buffers, then copied as bytes.
@@ -105,20 +132,19 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch&
   }
   for (int i = 0; i < run.npoints; ++i) {
     const SpoolPoint& pt = run.points[i];
-    ProtoOut ko{key, 0, sizeof scratch.key};
-    ko.Str(1, pt.module);
-    ko.Str(2, pt.build_id);
-    ko.Str(3, pt.symbol);
-    ko.U64(4, kMetricPointNs);
-    ko.Bytes(5, plat, po.n);
-    ProtoOut ho{hist, 0, sizeof scratch.hist};
-    EncodeHistogram(*pt.h, ho);
-    ProtoOut ro{rec, 0, sizeof scratch.rec};
-    ro.Bytes(1, key, ko.n);
-    ro.Bytes(2, hist, ho.n);
-    ro.U64(3, 1);  // runs
-    if (ko.bad || ho.bad || ro.bad) return 0;
-    o.Bytes(3, rec, ro.n);
+    if (!EncodeOtherRecord(pt.module, pt.build_id, pt.symbol, kMetricPointNs, *pt.h, po, scratch,
+                           o)) {
+      return 0;
+    }
+  }
+  for (int i = 0; i < run.nstacks; ++i) {
+    const SpoolStack& st = run.stacks[i];
+    Histogram h;
+    h.Record(st.ns);
+    if (!EncodeOtherRecord(st.module, st.build_id, st.symbol, kMetricStackCpuNs, h, po, scratch,
+                           o)) {
+      return 0;
+    }
   }
   ProtoOut co{ctr, 0, sizeof scratch.ctr};
   co.U64(1, run.calls_measured);
@@ -131,6 +157,7 @@ size_t EncodeRunRecord(const SpoolRun& run, int64_t ended_unix_ms, SpoolScratch&
   co.U64(8, run.run_ns);
   o.Bytes(4, ctr, co.n);
   if (ended_unix_ms > 0) o.U64(5, static_cast<uint64_t>(ended_unix_ms));
+  o.U64(6, run.part);
   return o.bad ? 0 : o.n;
 }
 

@@ -64,6 +64,19 @@ struct SpoolPoint {
   const Histogram* h;
 };
 
+// One stack series of the run (stack_fold.h): metric stack_cpu_ns.
+struct SpoolStack {
+  const char* module;
+  char build_id[80];
+  char symbol[1024 + 1];  // common/key_rules.h kMaxSymbol
+  uint64_t ns;
+};
+
+// The part number of a record holding only a run's stacks, written when
+// the agent reported the run's counts from its live file (live_file.h): a
+// later part, so that the run is not counted twice.
+inline constexpr uint32_t kStacksOnlyPart = 0x7fffffff;
+
 struct SpoolRun {
   SpoolApi apis[FP_MAX_APIS];
   int napis = 0;
@@ -72,6 +85,9 @@ struct SpoolRun {
   uint64_t calls_measured = 0, abandoned = 0, dropped = 0, probe_ns = 0, run_ns = 0;
   uint64_t resolution_ns = 0;  // on each wall-time record (clock.h)
   uint32_t apis_chosen = 0, apis_truncated = 0, refused = 0;
+  const SpoolStack* stacks = nullptr;
+  int nstacks = 0;
+  uint32_t part = 0;  // RunRecord.part: 0, or kStacksOnlyPart
 };
 
 // Working memory of the encoder: mapped with the rest of a measured run's

@@ -23,6 +23,7 @@
 #include "agent/runtime/late_interpose.h"
 #include "agent/runtime/live_file.h"
 #include "agent/runtime/points.h"
+#include "agent/runtime/stack_samples.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -219,6 +220,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   t.calibrated = Rdtsc();
   if (!BinderStart(BinderConfigOf(settings))) StopMeasuring("cannot read the loaded objects");
   DetourNewObjects();  // functions inside modules: a points pass's, `points`
+  if (g.active) StackSamplesStart(settings.stack_hz);
   // Modules built with fieldprof/points.h that come from now on are told
   // of by their own constructors, through the front (front_handoff.h).
   if (front != nullptr && g.active) {

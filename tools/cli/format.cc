@@ -47,6 +47,7 @@ std::string FormatMetricValue(wire::Metric m, double v, uint64_t resolution_ns) 
       }
       return FormatNanos(v);
     case wire::METRIC_POINT_NS:
+    case wire::METRIC_STACK_CPU_NS:
       return FormatNanos(v);
     case wire::METRIC_ALLOC_COUNT: {
       char b[32];

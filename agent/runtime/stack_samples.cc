@@ -1,0 +1,306 @@
+// Stack samples of a measured run (stack_samples.h): the timers, the
+// handler and the table of distinct stacks.
+#include "agent/runtime/stack_samples.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "agent/inprocess/owned_signals.h"
+#include "agent/runtime/companion.h"
+#include "agent/runtime/lab.h"
+#include "agent/runtime/stack_fold.h"
+#include "agent/runtime/sys.h"
+
+namespace fieldprof::rt {
+namespace {
+
+using BacktraceFn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void*);
+using GetIpFn = _Unwind_Ptr (*)(_Unwind_Context*);
+
+FP_HOT_DATA BacktraceFn g_backtrace;
+FP_HOT_DATA GetIpFn g_get_ip;
+FP_HOT_DATA bool g_on;               // sampling in this process
+FP_HOT_DATA uint64_t g_period_ns;    // of a thread's CPU time
+FP_HOT_DATA StackTable* g_table;     // mapped at the first sample
+FP_HOT_DATA int g_marker;            // our timers' sigev_value: its address
+FP_HOT_DATA pid_t g_pid;             // the process sampling (a vfork child is not)
+
+// The timers of the process's threads, so that all of them can be stopped
+// at once (an exec, the end). 0 free, 1 being set up, 2 armed.
+constexpr int kMaxTimers = 1024;
+struct TimerSlot {
+  int state;
+  timer_t id;
+};
+FP_COLD_BSS TimerSlot g_timers[kMaxTimers];
+
+__thread int t_timer FP_TLS = -1;  // this thread's slot, or -1
+__thread int t_in_sample FP_TLS;
+
+bool IsOurs(const siginfo_t* si) {
+  return si != nullptr && si->si_code == SI_TIMER && si->si_value.sival_ptr == &g_marker;
+}
+
+// The return addresses from the interrupted instruction out: the walk
+// begins in the handler, and counts from the frame whose address is the
+// interrupted one (the signal frame's).
+struct Walk {
+  uintptr_t pc;
+  int n, before;
+  bool found;
+  uint64_t* ips;
+};
+
+_Unwind_Reason_Code Collect(_Unwind_Context* c, void* arg) {
+  Walk& w = *static_cast<Walk*>(arg);
+  const uintptr_t ip = g_get_ip(c);
+  if (!w.found) {
+    if (ip != w.pc) return ++w.before > 8 ? _URC_END_OF_STACK : _URC_NO_REASON;
+    w.found = true;
+  }
+  if (ip == 0) return _URC_END_OF_STACK;
+  w.ips[w.n++] = ip;
+  return w.n == kStackDepth ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+// The table, mapped by whichever thread samples first (a system call is
+// safe in a handler); a run shorter than one period maps nothing.
+StackTable* Table() {
+  StackTable* t = __atomic_load_n(&g_table, __ATOMIC_ACQUIRE);
+  if (t != nullptr) return t;
+  void* p = mmap(nullptr, sizeof(StackTable), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  StackTable* expected = nullptr;
+  if (!__atomic_compare_exchange_n(&g_table, &expected, static_cast<StackTable*>(p), false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    munmap(p, sizeof(StackTable));
+    return expected;
+  }
+  return static_cast<StackTable*>(p);
+}
+
+void OnSample(int, siginfo_t* si, void* uc) {
+  if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED) || t_in_sample != 0) return;
+  const int saved = errno;
+  t_in_sample = 1;
+  StackTable* t = Table();
+  if (t != nullptr) {
+    uint64_t ips[kStackDepth];
+    Walk w{static_cast<uintptr_t>(static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP]), 0, 0,
+           false, ips};
+    g_backtrace(Collect, &w);
+    if (!w.found) {  // no unwind information where it stopped: the instruction alone
+      ips[0] = w.pc;
+      w.n = 1;
+    }
+    const uint64_t periods = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
+    AddStack(t, ips, w.n, g_period_ns * periods);
+  }
+  t_in_sample = 0;
+  errno = saved;
+}
+
+void ArmThisThread() {
+  if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED) || t_timer >= 0) return;
+  int slot = -1;
+  for (int i = 0; i < kMaxTimers && slot < 0; ++i) {
+    int free = 0;
+    if (__atomic_compare_exchange_n(&g_timers[i].state, &free, 1, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+      slot = i;
+    }
+  }
+  if (slot < 0) return;  // a thousand threads sampled: the others are not
+  struct sigevent sev {};
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = SIGPROF;
+  sev.sigev_value.sival_ptr = &g_marker;
+  sev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+  timer_t id{};
+  if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &id) != 0) {
+    __atomic_store_n(&g_timers[slot].state, 0, __ATOMIC_RELEASE);
+    return;
+  }
+  struct itimerspec its {};
+  its.it_interval.tv_sec = static_cast<time_t>(g_period_ns / 1000000000);
+  its.it_interval.tv_nsec = static_cast<long>(g_period_ns % 1000000000);
+  its.it_value = its.it_interval;
+  g_timers[slot].id = id;
+  __atomic_store_n(&g_timers[slot].state, 2, __ATOMIC_RELEASE);
+  timer_settime(id, 0, &its, nullptr);
+  t_timer = slot;
+}
+
+// At the thread's end (also by pthread_exit): its timer goes.
+void ThreadEnds(void*) {
+  const int slot = t_timer;
+  if (slot < 0) return;
+  t_timer = -1;
+  int armed = 2;
+  if (__atomic_compare_exchange_n(&g_timers[slot].state, &armed, 1, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_RELAXED)) {
+    timer_delete(g_timers[slot].id);
+    __atomic_store_n(&g_timers[slot].state, 0, __ATOMIC_RELEASE);
+  }
+}
+
+// libgcc_s's unwinder: the program's own where it has one (every C++
+// program), else loaded beside the runtime (about 0.12 ms, in a measured
+// run only).
+bool FindUnwinder() {
+  void* h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (h == nullptr) h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  g_backtrace = reinterpret_cast<BacktraceFn>(dlsym(h, "_Unwind_Backtrace"));
+  g_get_ip = reinterpret_cast<GetIpFn>(dlsym(h, "_Unwind_GetIP"));
+  return g_backtrace != nullptr && g_get_ip != nullptr;
+}
+
+_Unwind_Reason_Code CountFrame(_Unwind_Context*, void* n) {
+  ++*static_cast<int*>(n);
+  return _URC_NO_REASON;
+}
+
+}  // namespace
+
+extern "C" int __cxa_thread_atexit_impl(void (*)(void*), void*, void*);
+extern "C" void* __dso_handle;
+
+void StackSamplesStart(int hz) {
+  if (hz <= 0 || g_lab_mode != kLabOff) return;  // a lab pass has its own census
+  if (!FindUnwinder()) {
+    DebugLog("stacks: no unwinder (libgcc_s.so.1): not sampled");
+    return;
+  }
+  // The unwinder initialises itself once, under a once-lock: here, and not
+  // in a handler that interrupted the program's first throw in the middle
+  // of it.
+  int frames = 0;
+  g_backtrace(CountFrame, &frames);
+  if (!inproc::OwnSignal(SIGPROF, IsOurs, OnSample)) {
+    DebugLog("stacks: SIGPROF cannot be handled: not sampled");
+    return;
+  }
+  g_period_ns = 1000000000ull / static_cast<uint64_t>(hz);
+  g_pid = sys::Getpid();
+  __atomic_store_n(&g_on, true, __ATOMIC_RELEASE);
+  ArmThisThread();
+  DebugLog("stacks: %d a CPU second", hz);
+}
+
+bool StackSamplesTaken() {
+  const StackTable* t = __atomic_load_n(&g_table, __ATOMIC_ACQUIRE);
+  return t != nullptr && __atomic_load_n(&t->samples, __ATOMIC_RELAXED) != 0;
+}
+
+bool StackSamplesOn() { return __atomic_load_n(&g_on, __ATOMIC_RELAXED); }
+
+void StackSamplesThreadBegins() {
+  if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED)) return;
+  ArmThisThread();
+  if (t_timer >= 0) __cxa_thread_atexit_impl(ThreadEnds, nullptr, &__dso_handle);
+}
+
+void StackSamplesQuiet() {
+  if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED) || sys::Getpid() != g_pid) return;
+  inproc::ReturnSignalBeforeExec(SIGPROF);
+  __atomic_store_n(&g_on, false, __ATOMIC_RELEASE);
+  struct itimerspec off {};
+  for (TimerSlot& s : g_timers) {
+    if (__atomic_load_n(&s.state, __ATOMIC_ACQUIRE) == 2) timer_settime(s.id, 0, &off, nullptr);
+  }
+  // A sample of ours still pending on this thread is taken now, so that no
+  // image after an exec receives it; one of the program's goes on to it.
+  sigset_t prof, old;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &prof, &old);
+  const struct timespec now {};
+  siginfo_t si;
+  bool theirs = false;
+  while (sigtimedwait(&prof, &si, &now) == SIGPROF) theirs = theirs || !IsOurs(&si);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (theirs) raise(SIGPROF);
+}
+
+void StackSamplesAfterFork() {
+  if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED)) return;
+  // The child has no timer; the parent's table is the parent's.
+  for (TimerSlot& s : g_timers) s.state = 0;
+  t_timer = -1;
+  if (StackTable* t = __atomic_exchange_n(&g_table, nullptr, __ATOMIC_ACQ_REL); t != nullptr) {
+    munmap(t, sizeof(StackTable));
+  }
+  g_pid = sys::Getpid();
+  ArmThisThread();
+}
+
+void AddStackRecords(SpoolRun* run) {
+  StackSamplesQuiet();
+  if (sys::Getpid() != g_pid) return;  // a vfork child: the table is its parent's
+  // Folded once: a program that goes on after a failed exec does not
+  // report these samples again.
+  StackTable* t = __atomic_exchange_n(&g_table, nullptr, __ATOMIC_ACQ_REL);
+  if (t == nullptr) return;
+  FoldStacks(*t, run);
+  munmap(t, sizeof(StackTable));
+}
+
+}  // namespace fieldprof::rt
+
+// ------------------------------------------------------- pthread_create
+
+namespace {
+
+using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+FP_HOT_DATA PthreadCreate next_pthread_create;
+FP_NEXT_SLOT(next_pthread_create, "pthread_create");
+
+// A thread's start routine and argument, between pthread_create and the
+// thread's start; a slot is free again once the thread has begun.
+struct Begin {
+  int used;
+  void* (*fn)(void*);
+  void* arg;
+};
+constexpr int kBegins = 256;
+FP_COLD_BSS Begin g_begins[kBegins];
+
+void* BeginThread(void* p) {
+  auto* b = static_cast<Begin*>(p);
+  void* (*const fn)(void*) = b->fn;
+  void* const arg = b->arg;
+  __atomic_store_n(&b->used, 0, __ATOMIC_RELEASE);
+  fieldprof::rt::StackSamplesThreadBegins();
+  return fn(arg);
+}
+
+}  // namespace
+
+// Each thread the program starts gets its sampling timer as it begins.
+extern "C" FP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
+                                        void* (*fn)(void*), void* arg) {
+  const PthreadCreate real = fieldprof::rt::Next(&next_pthread_create, "pthread_create");
+  if (!fieldprof::rt::StackSamplesOn()) return real(thread, attr, fn, arg);
+  for (Begin& b : g_begins) {
+    int free = 0;
+    if (!__atomic_compare_exchange_n(&b.used, &free, 1, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED)) {
+      continue;
+    }
+    b.fn = fn;
+    b.arg = arg;
+    const int rc = real(thread, attr, BeginThread, &b);
+    if (rc != 0) __atomic_store_n(&b.used, 0, __ATOMIC_RELEASE);
+    return rc;
+  }
+  return real(thread, attr, fn, arg);  // every slot taken: that thread is not sampled
+}
