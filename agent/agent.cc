@@ -386,7 +386,11 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
       continue;
     }
     ++result->runs_read;
-    if (!config_.dpkg_dir.empty()) versions_.Apply(&*run);
+    if (!config_.dpkg_dir.empty()) {
+      versions_.Apply(&*run);
+    } else {
+      DropStackRecords(&*run);
+    }
     if (!b.builder.TryAdd(*run)) {
       if (Status sealed = Seal(&b, result); !sealed.ok()) {
         if (sealed.code() != StatusCode::kUnavailable) return sealed;

@@ -142,7 +142,8 @@ constexpr bool StackSymbolOk(const char* s, size_t n) {
   for (size_t i = 0; i <= n; ++i) {
     if (i < n && s[i] != kStackSeparator) continue;
     const bool last = i == n;
-    if (!StackFrameOk(s + start, i - start) && !(last && frames > 0 && StackMarkOk(s + start, i - start))) {
+    if (!StackFrameOk(s + start, i - start) &&
+        !(last && frames > 0 && StackMarkOk(s + start, i - start))) {
       return false;
     }
     ++frames;

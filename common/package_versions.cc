@@ -141,7 +141,29 @@ void PackageVersions::ApplyToKey(wire::ApiKey* k) {
 }
 
 void PackageVersions::Apply(wire::RunRecord* run) {
-  for (wire::Record& r : *run->mutable_records()) ApplyToKey(r.mutable_key());
+  auto* records = run->mutable_records();
+  for (int i = 0; i < records->size();) {
+    wire::ApiKey* k = records->Mutable(i)->mutable_key();
+    const std::string before = k->module_version();
+    ApplyToKey(k);
+    // A stack's frames are kept only for a module a package holds.
+    if (k->metric() == wire::METRIC_STACK_CPU_NS && k->module_version() == before) {
+      records->DeleteSubrange(i, 1);
+      continue;
+    }
+    ++i;
+  }
+}
+
+void DropStackRecords(wire::RunRecord* run) {
+  auto* records = run->mutable_records();
+  for (int i = 0; i < records->size();) {
+    if (records->Get(i).key().metric() == wire::METRIC_STACK_CPU_NS) {
+      records->DeleteSubrange(i, 1);
+    } else {
+      ++i;
+    }
+  }
 }
 
 void PackageVersions::Apply(wire::LabProfile* profile) {

@@ -36,7 +36,9 @@ class PackageVersions {
   // that name with that build id; else `build_id` as it is.
   std::string KeyVersion(const std::string& module, const std::string& build_id);
 
-  // Rewrites the module_version of every key in `run` / `profile` so.
+  // Rewrites the module_version of every key in `run` / `profile` so. A
+  // run's stack series (metric stack_cpu_ns) of a module no package holds
+  // are removed: stacks leave only with a packaged module's frames.
   void Apply(wire::RunRecord* run);
   void Apply(wire::LabProfile* profile);
 
@@ -62,6 +64,10 @@ class PackageVersions {
 // The GNU build id of the ELF file at `path`, in hex; empty when it has
 // none or cannot be read.
 std::string FileBuildId(const std::string& path);
+
+// Removes every stack series from `run`: where no package database is read,
+// no module's frames can be known to be a package's.
+void DropStackRecords(wire::RunRecord* run);
 
 }  // namespace fieldprof
 

@@ -118,7 +118,9 @@ size_t FrameName(const Object& o, uintptr_t a, char* out, size_t cap) {
 
 // The last frame: where the time went from the module's innermost frame.
 size_t Mark(int32_t callee, char* out, size_t cap) {
-  const char* name = callee == kProgram ? "program" : callee == kUnpackaged ? "unpackaged" : nullptr;
+  const char* name = callee == kProgram      ? "program"
+                     : callee == kUnpackaged ? "unpackaged"
+                                             : nullptr;
   if (callee >= 0) name = ModuleName(g_binder.objects[callee].elf);
   if (name == nullptr) return 0;
   const size_t n = strlen(name);

@@ -26,11 +26,11 @@ using GetIpFn = _Unwind_Ptr (*)(_Unwind_Context*);
 
 FP_HOT_DATA BacktraceFn g_backtrace;
 FP_HOT_DATA GetIpFn g_get_ip;
-FP_HOT_DATA bool g_on;               // sampling in this process
-FP_HOT_DATA uint64_t g_period_ns;    // of a thread's CPU time
-FP_HOT_DATA StackTable* g_table;     // mapped at the first sample
-FP_HOT_DATA int g_marker;            // our timers' sigev_value: its address
-FP_HOT_DATA pid_t g_pid;             // the process sampling (a vfork child is not)
+FP_HOT_DATA bool g_on;             // sampling in this process
+FP_HOT_DATA uint64_t g_period_ns;  // of a thread's CPU time
+FP_HOT_DATA StackTable* g_table;   // mapped at the first sample
+FP_HOT_DATA int g_marker;          // our timers' sigev_value: its address
+FP_HOT_DATA pid_t g_pid;           // the process sampling (a vfork child is not)
 
 // The timers of the process's threads, so that all of them can be stopped
 // at once (an exec, the end). 0 free, 1 being set up, 2 armed.

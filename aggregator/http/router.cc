@@ -10,6 +10,7 @@ enum class Router::Endpoint {
   kModule,
   kReport,
   kDiff,
+  kStacks,
   kUiRoot,
   kUiFile,
   kModules,
@@ -45,6 +46,7 @@ constexpr RouteEntry kRoutes[] = {
     {{"GET", "/v1/module", "vendor"}, Router::Endpoint::kModule},
     {{"GET", "/v1/report", "vendor"}, Router::Endpoint::kReport},
     {{"GET", "/v1/diff", "vendor"}, Router::Endpoint::kDiff},
+    {{"GET", "/v1/stacks", "vendor"}, Router::Endpoint::kStacks},
     {{"GET", "/ui", "dashboard"}, Router::Endpoint::kUiRoot},
     {{"GET", "/ui/{file}", "dashboard"}, Router::Endpoint::kUiFile},
     {{"GET", "/v1/modules", "dashboard"}, Router::Endpoint::kModules},
@@ -150,6 +152,8 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
       return vendor_.GetReport(query, req.authorization);
     case Endpoint::kDiff:
       return vendor_.GetDiff(query, req.authorization);
+    case Endpoint::kStacks:
+      return vendor_.GetStacks(query, req.authorization);
     case Endpoint::kUiRoot:
       return dashboard_.UiAsset("/ui");
     case Endpoint::kUiFile:

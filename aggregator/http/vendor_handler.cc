@@ -6,6 +6,7 @@
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/series_json.h"
+#include "common/field_stacks.h"
 #include "common/json_writer.h"
 #include "common/model_json.h"
 #include "common/module_diff.h"
@@ -151,6 +152,38 @@ HttpResponse VendorHandler::GetModule(std::string_view query, std::string_view a
   j.Key("truncated").Bool(truncated);
   j.EndObject();
   return JsonResponse(j.Take());
+}
+
+HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view authorization) {
+  StatusOr<QueryParams> params = ParseQuery(query);
+  if (!params.ok()) return ErrorResponse(params.status());
+  const std::string format = TakeParam(&*params, "format");
+  if (!format.empty() && format != "json" && format != "folded") {
+    return ErrorResponse(InvalidArgument("format must be json or folded"));
+  }
+  SeriesQuery q;
+  q.limit = 10000;
+  if (Status s = ParseSeriesQuery(*params, &q); !s.ok()) return ErrorResponse(s);
+  if (q.filter.module.empty() || !q.filter.symbol_prefix.empty() || q.filter.metric) {
+    return ErrorResponse(
+        InvalidArgument("/v1/stacks needs module= (and takes no symbol or metric)"));
+  }
+  if (!vendors_->Allows(q.filter.module, authorization)) return Unauthorized();
+  const size_t limit = q.limit;
+  q.filter.metric = wire::METRIC_STACK_CPU_NS;
+  q.limit = 100000000;  // every stack is summed; the answer keeps `limit`
+  std::vector<SeriesSum> series;
+  bool truncated = false;
+  if (Status s = CollectSeries(store_, q, &series, &truncated); !s.ok()) return ErrorResponse(s);
+  const FieldStacks stacks = BuildFieldStacks(q.filter.module, series, {});
+  if (format == "folded") {
+    HttpResponse r;
+    r.status = 200;
+    r.content_type = "text/plain; charset=utf-8";
+    r.body = FieldStacksFolded(stacks);
+    return r;
+  }
+  return JsonResponse(FieldStacksJson(stacks, limit));
 }
 
 HttpResponse VendorHandler::GetReport(std::string_view query, std::string_view authorization) {

@@ -10,6 +10,12 @@
 //   GET /v1/diff    ?module=&a_version=&b_version=  or
 //                   ?module=&a_from=&a_to=&b_from=&b_to=  [&statistic=mean|pNN]
 //     which APIs got slower or faster (common/module_diff.h).
+//   GET /v1/stacks  ?module=[&version=][&os=][&arch=][&vendor=][&family=]
+//                   [&from=][&to=][&limit=][&format=json|folded]
+//     the module's field stacks (common/field_stacks.h): where its CPU time
+//     goes, summed over the versions asked for; `limit` (default 10,000)
+//     bounds the stacks in JSON, the dearest first; `folded` gives every
+//     stack as flame graph tools read it.
 #ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 
@@ -29,6 +35,7 @@ class VendorHandler {
   HttpResponse GetModule(std::string_view query, std::string_view authorization);
   HttpResponse GetReport(std::string_view query, std::string_view authorization);
   HttpResponse GetDiff(std::string_view query, std::string_view authorization);
+  HttpResponse GetStacks(std::string_view query, std::string_view authorization);
 
  private:
   Store* const store_;

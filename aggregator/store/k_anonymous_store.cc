@@ -5,6 +5,7 @@
 
 #include "aggregator/metrics.h"
 #include "aggregator/store/calendar_tree.h"
+#include "aggregator/store/stack_others.h"
 
 namespace fieldprof::aggregator {
 namespace {
@@ -22,7 +23,14 @@ bool KAnonymousStore::Published(const ApiAggregate& a) const {
 
 Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
                                    const std::function<bool(ApiAggregate&&)>& visit) {
+  return Walk(filter, visit, nullptr);
+}
+
+Status KAnonymousStore::Walk(const ApiFilter& filter,
+                             const std::function<bool(ApiAggregate&&)>& visit,
+                             std::map<std::string, std::string>* folded_into) {
   const bool whole = WholeStore(filter);
+  StackOthers others(k_);
   const auto started = std::chrono::steady_clock::now();
   int64_t series_withheld = 0;
   MachineSketch machines_withheld;
@@ -34,6 +42,7 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
     if (!published) {
       ++series_withheld;
       if (whole) machines_withheld.Merge(a.machines);
+      if (a.key.metric == wire::METRIC_STACK_CPU_NS) others.Add(a);
       return true;
     }
     if (!visit(std::move(a))) {
@@ -42,6 +51,18 @@ Status KAnonymousStore::ForEachApi(const ApiFilter& filter,
     }
     return true;
   });
+  // The rare stacks, folded under the frames enough machines share
+  // (stack_others.h), after the series the walk found.
+  if (s.ok() && !stopped && !others.empty()) {
+    for (ApiAggregate& a : others.Fold(folded_into)) {
+      if (!filter.Matches(a.key)) continue;
+      if (whole) modules[a.key.module] = true;
+      if (!visit(std::move(a))) {
+        stopped = true;
+        break;
+      }
+    }
+  }
   // A walk over every series that went to its end: what Totals answers.
   if (s.ok() && whole && !stopped) {
     WithheldTotals t;
@@ -99,18 +120,39 @@ Status KAnonymousStore::ForEachApiInRange(const ApiFilter& filter, int32_t first
   if (first_day == kUnboundedFirst && last_day == kUnboundedLast) {
     return ForEachApi(filter, visit);
   }
-  // Which series are published is an all-time question; the range's sums
-  // come from the store's own range walk.
+  // Which series are published, and which rare stacks fold where, is an
+  // all-time question; the range's sums come from the store's own range
+  // walk.
   std::set<std::string> published;
-  FP_RETURN_IF_ERROR(ForEachApi(filter, [&](ApiAggregate&& a) {
-    published.insert(EncodeApiKey(a.key));
-    return true;
-  }));
+  std::map<std::string, std::string> folded_into;
+  FP_RETURN_IF_ERROR(Walk(
+      filter,
+      [&](ApiAggregate&& a) {
+        published.insert(EncodeApiKey(a.key));
+        return true;
+      },
+      &folded_into));
   if (published.empty()) return Status::Ok();
-  return inner_->ForEachApiInRange(filter, first_day, last_day, [&](ApiAggregate&& a) {
-    if (!published.contains(EncodeApiKey(a.key))) return true;
-    return visit(std::move(a));
-  });
+  std::map<std::string, ApiAggregate> folded;
+  bool stopped = false;
+  FP_RETURN_IF_ERROR(inner_->ForEachApiInRange(filter, first_day, last_day, [&](ApiAggregate&& a) {
+    const std::string enc = EncodeApiKey(a.key);
+    if (auto f = folded_into.find(enc); f != folded_into.end()) {
+      MergeAggregate(a, &folded[f->second]);
+      return true;
+    }
+    if (!published.contains(enc)) return true;
+    if (!visit(std::move(a))) stopped = true;
+    return !stopped;
+  }));
+  for (auto& [enc, a] : folded) {
+    if (stopped) break;
+    StatusOr<ApiKey> key = DecodeApiKey(enc);
+    if (!key.ok()) return key.status();
+    a.key = std::move(*key);
+    if (!visit(std::move(a))) stopped = true;
+  }
+  return Status::Ok();
 }
 
 void KAnonymousStore::AppendMetrics(std::string* out) {

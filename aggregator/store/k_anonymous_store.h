@@ -15,7 +15,9 @@
 #define FIELDPROF_AGGREGATOR_STORE_K_ANONYMOUS_STORE_H_
 
 #include <chrono>
+#include <map>
 #include <mutex>
+#include <string>
 
 #include "aggregator/store/machine_sketch.h"
 #include "aggregator/store/store.h"
@@ -76,6 +78,10 @@ class KAnonymousStore : public Store {
   Status Close() override { return inner_->Close(); }
 
  private:
+  // ForEachApi, and where each rare stack folded to (stack_others.h).
+  Status Walk(const ApiFilter& filter, const std::function<bool(ApiAggregate&&)>& visit,
+              std::map<std::string, std::string>* folded_into);
+
   Store* const inner_;
   const int k_;
   std::mutex walk_mu_;  // held through a walk Totals makes

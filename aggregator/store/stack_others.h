@@ -1,0 +1,49 @@
+// Stack series (metric stack_cpu_ns) seen on fewer than k machines are not
+// dropped whole, as other series are: each is folded into "P;[other]",
+// where P is its longest proper prefix whose folded series reaches k
+// machines (the sketches of every stack folded into it, together). So a
+// flame graph keeps the time of rare stacks under the deepest frame that
+// enough machines share, and names none of the rare frames. A stack whose
+// every prefix stays under k is withheld.
+//
+//   StackOthers others(k);
+//   others.Add(withheld_stack);  ...
+//   for (ApiAggregate& a : others.Fold(&into)) publish(a);
+#ifndef FIELDPROF_AGGREGATOR_STORE_STACK_OTHERS_H_
+#define FIELDPROF_AGGREGATOR_STORE_STACK_OTHERS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "aggregator/store/store.h"
+
+namespace fieldprof::aggregator {
+
+// The last frame of a folded series.
+inline constexpr char kOtherFrame[] = "[other]";
+
+class StackOthers {
+ public:
+  explicit StackOthers(int k) : k_(k) {}
+
+  // A stack series under k machines (all time).
+  void Add(const ApiAggregate& a);
+  bool empty() const { return withheld_.empty(); }
+
+  // The folded series that reach k machines, by key. `into`, if given,
+  // maps each folded stack's EncodeApiKey to its folded series' (a range
+  // query folds the same way as the all-time decision).
+  std::vector<ApiAggregate> Fold(std::map<std::string, std::string>* into = nullptr) const;
+
+ private:
+  const int k_;
+  std::vector<ApiAggregate> withheld_;
+};
+
+// Merges `from` into `to` (histogram, runs, machines, flags).
+void MergeAggregate(const ApiAggregate& from, ApiAggregate* to);
+
+}  // namespace fieldprof::aggregator
+
+#endif  // FIELDPROF_AGGREGATOR_STORE_STACK_OTHERS_H_
