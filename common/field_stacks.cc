@@ -1,6 +1,8 @@
 #include "common/field_stacks.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -50,6 +52,160 @@ FieldStacks BuildFieldStacks(const std::string& module, const std::vector<Series
   }
   std::stable_sort(out.stacks.begin(), out.stacks.end(),
                    [](const FieldStack& a, const FieldStack& b) { return a.ns > b.ns; });
+  return out;
+}
+
+FieldStacks StacksUnder(const FieldStacks& s, const std::string& api) {
+  FieldStacks out;
+  out.module = s.module;
+  out.versions = s.versions;
+  out.machines = s.machines;
+  for (const FieldStack& st : s.stacks) {
+    if (st.frames.empty() || st.frames[0] != api) continue;
+    out.total_ns += st.ns;
+    out.stacks.push_back(st);
+  }
+  return out;
+}
+
+std::vector<FrameShare> TopFramesUnder(const FieldStacks& s, const std::string& api, size_t n) {
+  std::map<std::string, uint64_t> by_frame;
+  uint64_t total = 0;
+  for (const FieldStack& st : s.stacks) {
+    if (st.frames.empty() || st.frames[0] != api) continue;
+    total += st.ns;
+    const std::set<std::string> once(st.frames.begin() + 1, st.frames.end());
+    for (const std::string& f : once) by_frame[f] += st.ns;
+  }
+  std::vector<FrameShare> out;
+  for (const auto& [frame, ns] : by_frame) {
+    out.push_back(
+        {frame, ns, total > 0 ? static_cast<double>(ns) / static_cast<double>(total) : 0});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const FrameShare& a, const FrameShare& b) { return a.ns > b.ns; });
+  if (out.size() > n) out.resize(n);
+  return out;
+}
+
+namespace {
+
+struct TextNode {
+  uint64_t ns = 0;
+  std::map<std::string, TextNode> kids;
+};
+
+void TextLines(const TextNode& n, uint64_t total, int depth, size_t lines, double min_share,
+               std::string* out, size_t* written) {
+  std::vector<std::pair<const std::string*, const TextNode*>> kids;
+  for (const auto& [name, k] : n.kids) kids.push_back({&name, &k});
+  std::stable_sort(kids.begin(), kids.end(),
+                   [](const auto& a, const auto& b) { return a.second->ns > b.second->ns; });
+  for (const auto& [name, k] : kids) {
+    const double share = total > 0 ? static_cast<double>(k->ns) / static_cast<double>(total) : 0;
+    if (*written >= lines || share < min_share) return;
+    char head[64];
+    std::snprintf(head, sizeof head, "%6.1f%%  %10.3f ms  ", 100 * share,
+                  static_cast<double>(k->ns) / 1e6);
+    *out += head + std::string(2 * static_cast<size_t>(depth), ' ') + *name + "\n";
+    ++*written;
+    TextLines(*k, total, depth + 1, lines, min_share, out, written);
+  }
+}
+
+}  // namespace
+
+std::string FieldStacksText(const FieldStacks& s, size_t lines, double min_share) {
+  TextNode root;
+  for (const FieldStack& st : s.stacks) {
+    TextNode* n = &root;
+    for (const std::string& f : st.frames) {
+      n = &n->kids[f];
+      n->ns += st.ns;
+    }
+  }
+  std::string out;
+  size_t written = 0;
+  TextLines(root, s.total_ns, 0, lines, min_share, &out, &written);
+  return out;
+}
+
+namespace {
+
+std::string Joined(const std::vector<std::string>& frames) {
+  std::string s;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i != 0) s += key_rules::kStackSeparator;
+    s += frames[i];
+  }
+  return s;
+}
+
+}  // namespace
+
+FieldStacksDiff DiffFieldStacks(const FieldStacks& before, const FieldStacks& after,
+                                const DiffOptions& o) {
+  FieldStacksDiff d;
+  std::map<std::string, const FieldStack*> b;
+  for (const FieldStack& st : before.stacks) b[Joined(st.frames)] = &st;
+  std::set<std::string> seen;
+  for (const FieldStack& st : after.stacks) {
+    const std::string key = Joined(st.frames);
+    seen.insert(key);
+    auto it = b.find(key);
+    if (it == b.end()) {
+      ++d.only_after;
+      continue;
+    }
+    const FieldStack& was = *it->second;
+    if (was.per_run.count() < o.min_calls || st.per_run.count() < o.min_calls) {
+      ++d.too_few_runs;
+      continue;
+    }
+    StackDiff x;
+    x.frames = st.frames;
+    x.before = was.per_run;
+    x.after = st.per_run;
+    x.ns_before = was.ns;
+    x.ns_after = st.ns;
+    x.mean_before = was.per_run.Mean();
+    x.mean_after = st.per_run.Mean();
+    x.change = x.mean_before > 0 ? x.mean_after / x.mean_before - 1 : 0;
+    const double slower = GreaterCostTest(x.after, x.before, o.test).p_value;
+    const double faster = GreaterCostTest(x.before, x.after, o.test).p_value;
+    x.p = std::min(1.0, 2 * std::min(slower, faster));
+    d.stacks.push_back(std::move(x));
+  }
+  for (const auto& [key, st] : b) d.only_before += !seen.contains(key);
+  std::vector<double> p;
+  for (const StackDiff& x : d.stacks) p.push_back(x.p);
+  const std::vector<double> adj = BenjaminiHochberg(p, o.dependent);
+  for (size_t i = 0; i < d.stacks.size(); ++i) {
+    StackDiff& x = d.stacks[i];
+    x.adjusted = adj[i];
+    const bool large = std::fabs(x.change) >= o.min_effect;
+    if (x.adjusted <= o.fdr && large) {
+      x.verdict = x.mean_after > x.mean_before ? ApiDiff::kSlower : ApiDiff::kFaster;
+    }
+  }
+  std::stable_sort(d.stacks.begin(), d.stacks.end(), [](const StackDiff& x, const StackDiff& y) {
+    auto rank = [](const StackDiff& v) {
+      return v.verdict == ApiDiff::kSlower ? 0 : v.verdict == ApiDiff::kFaster ? 1 : 2;
+    };
+    if (rank(x) != rank(y)) return rank(x) < rank(y);
+    return std::fabs(x.change) > std::fabs(y.change);
+  });
+  return d;
+}
+
+std::string FieldStacksDiffFolded(const FieldStacks& before, const FieldStacks& after) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> both;
+  for (const FieldStack& st : before.stacks) both[Joined(st.frames)].first += st.ns;
+  for (const FieldStack& st : after.stacks) both[Joined(st.frames)].second += st.ns;
+  std::string out;
+  for (const auto& [key, ns] : both) {
+    out += key + " " + std::to_string(ns.first) + " " + std::to_string(ns.second) + "\n";
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "common/module_diff.h"
 #include "common/module_model.h"
 
 namespace fieldprof {
@@ -48,6 +49,25 @@ struct FieldStacks {
 FieldStacks BuildFieldStacks(const std::string& module, const std::vector<SeriesSum>& series,
                              const ModelFilter& filter);
 
+// Only the stacks whose outermost frame is `api` (what a call of that API
+// spends inside the module).
+FieldStacks StacksUnder(const FieldStacks& s, const std::string& api);
+
+// The frames under `api` that hold the most of its time, inclusive (a
+// frame counted once per stack it is on), the dearest first: what the
+// IDE's hover lists.
+struct FrameShare {
+  std::string frame;
+  uint64_t ns = 0;
+  double share = 0;  // of the API's sampled time
+};
+std::vector<FrameShare> TopFramesUnder(const FieldStacks& s, const std::string& api, size_t n);
+
+// The stacks as an indented tree, outermost frames first, children by
+// time: a line per frame with its share of the whole and its time, at
+// most `lines` lines, frames under `min_share` of the whole left out.
+std::string FieldStacksText(const FieldStacks& s, size_t lines, double min_share);
+
 // {"module", "versions", "total_ns", "machines", "stacks": [{"frames",
 // "ns", "runs", "machines"}], "stacks_total", "truncated"}: at most `limit`
 // stacks (the dearest), the rest counted.
@@ -56,6 +76,32 @@ std::string FieldStacksJson(const FieldStacks& s, size_t limit);
 // The folded format flame graph tools read (flamegraph.pl, speedscope,
 // inferno): "frame;frame;frame NS" per line, the dearest first.
 std::string FieldStacksFolded(const FieldStacks& s);
+
+// Which stacks got slower or faster between two sides (two versions): per
+// stack, its CPU time per run that had it, before against after, tested
+// as common/module_diff.h tests an API (a permutation test each way on the
+// runs' log2 buckets, Benjamini-Hochberg across stacks, floors on the
+// effect); `o.min_calls` is the least runs a stack needs on each side.
+// A function that got slower shows as the stacks it is the innermost
+// frame of: the time spent in it, not passed on.
+struct StackDiff {
+  std::vector<std::string> frames;
+  Histogram before, after;  // per run
+  uint64_t ns_before = 0, ns_after = 0;
+  double mean_before = 0, mean_after = 0, change = 0;
+  double p = 1, adjusted = 1;
+  ApiDiff::Verdict verdict = ApiDiff::kSame;
+};
+struct FieldStacksDiff {
+  std::vector<StackDiff> stacks;  // on both sides: slower first, then faster, then the rest
+  size_t only_before = 0, only_after = 0, too_few_runs = 0;
+};
+FieldStacksDiff DiffFieldStacks(const FieldStacks& before, const FieldStacks& after,
+                                const DiffOptions& o);
+
+// Both sides as difffolded.pl writes them ("frames BEFORE_NS AFTER_NS"),
+// for a differential flame graph (flamegraph.pl, `fieldprof tree`).
+std::string FieldStacksDiffFolded(const FieldStacks& before, const FieldStacks& after);
 
 }  // namespace fieldprof
 

@@ -19,6 +19,7 @@ std::span<const Command> Commands() {
       {"check", "do your runs pay more for an API than the field? (per-API test)", CmdCheck},
       {"lab", "profile one scenario completely (every API it calls); show, merge", CmdLab},
       {"report", "one module's field cost: APIs by share, namespaces (text, html, ...)", CmdReport},
+      {"stacks", "where a library's CPU time goes inside it in the field: flame graphs", CmdStacks},
       {"diff", "which APIs of a module got slower or faster: two versions or ranges", CmdDiff},
       {"docs", "per-API cost snippets (Markdown, HTML) for generated API references", CmdDocs},
       {"lsp", "a language server: field costs on hover and at call sites in editors", CmdLsp},

@@ -30,6 +30,7 @@ int CmdTree(int argc, char** argv);    // tools/tree/: call trees and their alge
 int CmdPoints(int argc, char** argv);  // tools/points/: instrumentation points per run
 // tools/vendor/: a module's reports, diffs and doc snippets.
 int CmdReport(int argc, char** argv);
+int CmdStacks(int argc, char** argv);
 int CmdDiff(int argc, char** argv);
 int CmdDocs(int argc, char** argv);
 // tools/ide/: the language server.

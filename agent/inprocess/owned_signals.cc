@@ -19,7 +19,10 @@ struct Owned {
   SignalHandler on_ours = nullptr;
   struct sigaction program {};  // what the program asked for (SIG_DFL at first)
 };
-Owned g_owned[NSIG];
+// Zero until a signal is owned: in .lbss, so that a library that links
+// this file but owns nothing (a measured run without stack samples) keeps
+// its .bss on the page it writes anyway (tests/agent/runtime RuntimeLayout).
+[[gnu::section(".lbss")]] Owned g_owned[NSIG];
 
 bool InRange(int sig) { return sig > 0 && sig < NSIG; }
 
@@ -74,7 +77,9 @@ bool OwnSignal(int sig, bool (*is_ours)(const siginfo_t*), SignalHandler on_ours
   struct sigaction sa {
   }, old{};
   sa.sa_sigaction = OnOwned;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  // On the thread's alternate stack where it has one: a thread on a small
+  // stack (a coroutine's, a green thread's) keeps its room.
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   if (RealSigaction()(sig, &sa, &old) != 0) return false;
   o.program = old;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "agent/inprocess/go_program.h"
 #include "agent/inprocess/owned_signals.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/lab.h"
@@ -20,6 +21,13 @@
 
 namespace fieldprof::rt {
 namespace {
+
+// SIGURG: a signal whose default action is to be ignored, so that a
+// program that resets it behind the wrapped sigaction() (by the raw
+// system call) is not killed by a sample still on its way; few programs
+// use it (out-of-band socket data), and those that set a handler through
+// sigaction() keep it, and never see ours.
+constexpr int kSampleSignal = SIGURG;
 
 using BacktraceFn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void*);
 using GetIpFn = _Unwind_Ptr (*)(_Unwind_Context*);
@@ -31,6 +39,11 @@ FP_HOT_DATA uint64_t g_period_ns;  // of a thread's CPU time
 FP_HOT_DATA StackTable* g_table;   // mapped at the first sample
 FP_HOT_DATA int g_marker;          // our timers' sigev_value: its address
 FP_HOT_DATA pid_t g_pid;           // the process sampling (a vfork child is not)
+// Its destructor deletes a thread's timer as the thread ends, also by
+// pthread_exit. (Not __cxa_thread_atexit_impl: it takes the dynamic
+// linker's lock, which a dlopen waiting for this thread may hold.)
+FP_HOT_DATA pthread_key_t g_thread_key;
+FP_HOT_DATA bool g_have_key;
 
 // The timers of the process's threads, so that all of them can be stopped
 // at once (an exec, the end). 0 free, 1 being set up, 2 armed.
@@ -121,7 +134,7 @@ void ArmThisThread() {
   if (slot < 0) return;  // a thousand threads sampled: the others are not
   struct sigevent sev {};
   sev.sigev_notify = SIGEV_THREAD_ID;
-  sev.sigev_signo = SIGPROF;
+  sev.sigev_signo = kSampleSignal;
   sev.sigev_value.sival_ptr = &g_marker;
   sev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
   timer_t id{};
@@ -171,11 +184,12 @@ _Unwind_Reason_Code CountFrame(_Unwind_Context*, void* n) {
 
 }  // namespace
 
-extern "C" int __cxa_thread_atexit_impl(void (*)(void*), void*, void*);
-extern "C" void* __dso_handle;
-
 void StackSamplesStart(int hz) {
   if (hz <= 0 || g_lab_mode != kLabOff) return;  // a lab pass has its own census
+  if (inproc::IsGoProgram()) {
+    DebugLog("stacks: a Go program (its runtime owns every signal): not sampled");
+    return;
+  }
   if (!FindUnwinder()) {
     DebugLog("stacks: no unwinder (libgcc_s.so.1): not sampled");
     return;
@@ -185,10 +199,11 @@ void StackSamplesStart(int hz) {
   // of it.
   int frames = 0;
   g_backtrace(CountFrame, &frames);
-  if (!inproc::OwnSignal(SIGPROF, IsOurs, OnSample)) {
-    DebugLog("stacks: SIGPROF cannot be handled: not sampled");
+  if (!inproc::OwnSignal(kSampleSignal, IsOurs, OnSample)) {
+    DebugLog("stacks: SIGURG cannot be handled: not sampled");
     return;
   }
+  g_have_key = pthread_key_create(&g_thread_key, ThreadEnds) == 0;
   g_period_ns = 1000000000ull / static_cast<uint64_t>(hz);
   g_pid = sys::Getpid();
   __atomic_store_n(&g_on, true, __ATOMIC_RELEASE);
@@ -206,12 +221,13 @@ bool StackSamplesOn() { return __atomic_load_n(&g_on, __ATOMIC_RELAXED); }
 void StackSamplesThreadBegins() {
   if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED)) return;
   ArmThisThread();
-  if (t_timer >= 0) __cxa_thread_atexit_impl(ThreadEnds, nullptr, &__dso_handle);
+  // A low key's value sits in the thread's own descriptor: no allocation.
+  if (t_timer >= 0 && g_have_key) pthread_setspecific(g_thread_key, &g_marker);
 }
 
 void StackSamplesQuiet() {
   if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED) || sys::Getpid() != g_pid) return;
-  inproc::ReturnSignalBeforeExec(SIGPROF);
+  inproc::ReturnSignalBeforeExec(kSampleSignal);
   __atomic_store_n(&g_on, false, __ATOMIC_RELEASE);
   struct itimerspec off {};
   for (TimerSlot& s : g_timers) {
@@ -221,14 +237,14 @@ void StackSamplesQuiet() {
   // image after an exec receives it; one of the program's goes on to it.
   sigset_t prof, old;
   sigemptyset(&prof);
-  sigaddset(&prof, SIGPROF);
+  sigaddset(&prof, kSampleSignal);
   pthread_sigmask(SIG_BLOCK, &prof, &old);
   const struct timespec now {};
   siginfo_t si;
   bool theirs = false;
-  while (sigtimedwait(&prof, &si, &now) == SIGPROF) theirs = theirs || !IsOurs(&si);
+  while (sigtimedwait(&prof, &si, &now) == kSampleSignal) theirs = theirs || !IsOurs(&si);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (theirs) raise(SIGPROF);
+  if (theirs) raise(kSampleSignal);
 }
 
 void StackSamplesAfterFork() {

@@ -4,9 +4,10 @@
 // Every thread of a measured run gets a timer on its own CPU time
 // (timer_create on CLOCK_THREAD_CPUTIME_ID, delivered to that thread),
 // stack_hz times a CPU second (default 20): a run that lives less CPU time
-// than one period is never interrupted. SIGPROF is owned through the
-// in-process base (agent/inprocess/owned_signals.h): the program keeps its
-// own disposition of it, and sees none of ours. The handler walks the
+// than one period is never interrupted. The signal is SIGURG, whose
+// default action is to ignore it, owned through the in-process base
+// (agent/inprocess/owned_signals.h): the program keeps its own disposition
+// of it, and sees none of ours. A Go program is not sampled. The handler walks the
 // stack with the C library's unwinder (libgcc_s's _Unwind_Backtrace, whose
 // lookups need no lock: _dl_find_object) and adds the return addresses to
 // a table of distinct stacks, with the CPU time each stands for. Nothing
@@ -40,7 +41,7 @@ bool StackSamplesOn();
 // A thread begins or ends (the pthread_create wrapper, stack_samples.cc).
 void StackSamplesThreadBegins();
 // Every timer stopped and no sample pending on this thread: before an exec
-// (whose image would take a pending SIGPROF's default action, death) and
+// (whose image would take a pending sample to its own handler) and
 // before the record is folded. After a failed exec sampling stays off.
 void StackSamplesQuiet();
 // In a fork child: the parent's samples are its own; this thread samples

@@ -232,6 +232,35 @@ async function modulePage(m, q) {
          cell(fmtCount(s.apis), s.apis), cell(fmtCount(s.calls), s.calls))));
   show(title, head, filtersForm(m, q, rep.versions), rep.versions.length > 1 ? compare : '', ranges, note,
        apis, el('h2', {}, 'By namespace and class'), scopes, ...points);
+  await fieldStacksSection(m, q);
+}
+
+// The module's field stacks (GET /v1/stacks): where its CPU time goes
+// inside, as a flame graph, for the version the filters name (every
+// version otherwise). Added under the page once they come.
+async function fieldStacksSection(m, q) {
+  const p = apiQuery(q);
+  p.set('module', m);
+  const r = await getJson('../v1/stacks?' + p);
+  if (r.status !== 200 || !r.body.stacks.length) return;
+  const s = r.body;
+  const started = performance.now();
+  const svg = el('svg:svg', {class: 'flame', id: 'stacks-flame', role: 'img',
+                             'aria-label': 'Flame graph of ' + m + "'s field stacks"});
+  const focusNote = el('p', {class: 'note', id: 'stacks-focus'});
+  const section = el('section', {id: 'stacks'}, el('h2', {}, 'Where its CPU time goes (field stacks)'),
+      el('p', {class: 'note'}, `${fmtCount(s.stacks_total)} stacks, ${fmtNs(s.total_ns)} of sampled CPU time` +
+         ` from up to ${fmtCount(s.machines)} machines` + (s.truncated ? `; the ${fmtCount(s.stacks.length)} dearest drawn` : '') +
+         '. Each frame is as wide as the time under it; click one to zoom. Frames in brackets are where the ' +
+         'time went on ([program]: the program\'s own code; [other]: stacks too rare to publish).'),
+      focusNote, svg);
+  document.getElementById('main').append(section);
+  kit.fieldFlame(svg, s.stacks, m, (focus) => {
+    focusNote.textContent = focus.parent ? 'Zoomed on ' + focus.name + ': ' + fmtNs(focus.total) +
+        '; click it again to go out.' : '';
+  });
+  section.dataset.drawMs = (performance.now() - started).toFixed(1);
+  section.dataset.ready = '1';
 }
 
 async function apiPage(m, sym, q) {

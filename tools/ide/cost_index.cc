@@ -90,6 +90,20 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
   });
   auto out = std::make_shared<std::vector<ApiCost>>();
   if (!s.ok()) return out;  // the cache changed under us: the next index has it
+  // The field stacks under it: "symbol;..." (a stack of the symbol alone
+  // came with the records above, and has no frame inside).
+  std::vector<SeriesSum> stacks;
+  s = records_->ForEachRecordWithPrefix(symbol + ";", [&](const wire::Record& r) {
+    if (r.key().metric() != wire::METRIC_STACK_CPU_NS) return true;
+    SeriesSum x;
+    x.key = r.key();
+    x.histogram = HistogramFromWire(r.histogram());
+    x.runs = r.runs();
+    x.machines = r.machine_count();
+    stacks.push_back(std::move(x));
+    return true;
+  });
+  if (!s.ok()) return out;
   for (auto& [module, a] : acc) {
     if (a.time.empty()) continue;  // no wall time
     const Histogram& time = a.time;
@@ -122,6 +136,9 @@ std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string
     c.alloc_count = mean(wire::METRIC_ALLOC_COUNT);
     c.file_io_bytes = mean(wire::METRIC_FILE_IO_BYTES);
     c.socket_io_bytes = mean(wire::METRIC_SOCKET_IO_BYTES);
+    const FieldStacks under = StacksUnder(BuildFieldStacks(module, stacks, {}), symbol);
+    c.inside_ns = under.total_ns;
+    c.inside = TopFramesUnder(under, symbol, 5);
     out->push_back(std::move(c));
   }
   std::sort(out->begin(), out->end(), [](const ApiCost& a, const ApiCost& b) {

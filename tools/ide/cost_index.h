@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/field_stacks.h"
 #include "common/histogram.h"
 #include "common/snapshot_cache.h"
 #include "common/snapshot_index.h"
@@ -48,6 +49,11 @@ struct ApiCost {
   std::vector<std::string> platforms;
   // Per call; negative when the cache has no data for the metric.
   double alloc_bytes = -1, alloc_count = -1, file_io_bytes = -1, socket_io_bytes = -1;
+  // Where its time goes inside the module, from the field stacks whose
+  // outermost frame it is (docs/field-stacks.md): the frames with the
+  // most of it, and the sampled CPU time they share.
+  std::vector<FrameShare> inside;
+  uint64_t inside_ns = 0;
 };
 
 // One series of an instrumentation point's durations (metric point_ns,

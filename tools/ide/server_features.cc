@@ -71,7 +71,18 @@ std::string Figures(const ApiCost& c) {
     s += ")";
   }
   if (c.truncated) s += " · some runs cut short by the overhead budget";
-  return s + "\n";
+  s += "\n";
+  if (!c.inside.empty()) {
+    s += "\nInside " + c.module + " (field stacks, " +
+         FormatNanos(static_cast<double>(c.inside_ns)) + " of sampled CPU): ";
+    for (size_t i = 0; i < c.inside.size(); ++i) {
+      char share[16];
+      std::snprintf(share, sizeof share, "%.0f%%", 100 * c.inside[i].share);
+      s += (i ? " · " : "") + std::string("`") + c.inside[i].frame + "` " + share;
+    }
+    s += "\n";
+  }
+  return s;
 }
 
 }  // namespace

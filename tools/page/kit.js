@@ -8,7 +8,8 @@
 //                     page's #tip follows the pointer; without one, the
 //                     element's own title), sortable (tables by column)
 //   pictures          histogram (one bar per log2 bucket, as the field
-//                     keeps values) and flame (a flame graph with a focus)
+//                     keeps values) and flame (a flame graph with a focus);
+//                     stackTree (the tree of field stacks flame draws)
 //   drawMarked        draws what a page without a script marked
 // Nothing here fetches anything: the pages are self-contained.
 const fieldprofKit = (function () {
@@ -246,6 +247,52 @@ const fieldprofKit = (function () {
     return drawn;
   }
 
+  // The tree of a module's field stacks (GET /v1/stacks: [{frames, ns}],
+  // outermost frame first) as flame reads it: {name, total, self, kids,
+  // parent}; a frame in brackets ("[libc.so.6]", "[program]", "[other]")
+  // is where the time went on, or what was folded, and is marked `mark`.
+  function stackTree(stacks, rootName) {
+    const node = (name, parent) => ({ name, total: 0, self: 0, kids: [], parent, index: new Map(),
+      mark: name.length > 2 && name[0] === '[' && name[name.length - 1] === ']' });
+    const root = node(rootName || 'all', null);
+    for (const s of stacks) {
+      let n = root;
+      n.total += s.ns;
+      for (const f of s.frames) {
+        let k = n.index.get(f);
+        if (!k) {
+          k = node(f, n);
+          n.index.set(f, k);
+          n.kids.push(k);
+        }
+        k.total += s.ns;
+        n = k;
+      }
+      n.self += s.ns;
+    }
+    return root;
+  }
+
+  // A field stacks' flame graph into `svg`, zoomed by a click on a frame
+  // (a click on the faded frames below goes back out); `onFocus(node)`
+  // after each drawing. Returns {root, draw(focus)}.
+  function fieldFlame(svg, stacks, rootName, onFocus) {
+    const root = stackTree(stacks, rootName);
+    const draw = (focus) => {
+      const drawn = flame(svg, { root, focus, showRoot: true, kids: (n) => n.kids, parent: (n) => n.parent,
+        total: (n) => n.total, name: (n) => n.name,
+        fill: (n) => (n.mark ? '#ccc' : heat(root.total ? n.self / n.total : 0, 66)),
+        classes: (n) => (n.mark ? ['other'] : []),
+        tip: (n) => `${n.name}\n${duration(n.total)} (${percent(n.total, root.total)} of the module's sampled CPU time)` +
+          (n.self ? `, ${duration(n.self)} in the frame itself` : ''),
+        onClick: (n) => draw(n === focus ? n.parent || root : n) });
+      if (onFocus) onFocus(focus, drawn);
+      return drawn;
+    };
+    draw(root);
+    return { root, draw };
+  }
+
   // A page written without a script of its own (the vendor's report, the
   // version diff) marks its pictures and leaves the drawing to the kit:
   // every svg element of class "hist" with data-buckets ("[[index, count],
@@ -269,5 +316,5 @@ const fieldprofKit = (function () {
   }
 
   return { duration, durationAtResolution, bytes, count, percent, heat, el, hover, sortable, histogram, flame,
-    drawMarked };
+    stackTree, fieldFlame, drawMarked };
 })();

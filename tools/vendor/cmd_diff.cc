@@ -3,11 +3,14 @@
 // common/module_diff.h, with the effect shown. Options -> the two sides'
 // series (tools/cli/module_source.h) -> the diff -> text, JSON or HTML
 // (diff_report.h).
+#include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "common/api_key.h"
+#include "common/field_stacks.h"
 #include "common/model_json.h"
 #include "common/module_diff.h"
 #include "common/module_version.h"
@@ -29,16 +32,20 @@ constexpr const char* kAbout =
     "buckets, Benjamini-Hochberg across APIs, and floors on the effect (as fieldprof\n"
     "check). Shows the APIs that got slower or faster, with the evidence and the size.\n\n"
     "  fieldprof diff --module libz.so.1 --versions 1.2.13,1.3\n"
+    "  fieldprof diff --module libz.so.1 --versions 1.2.13,1.3 --stacks   # inside it\n"
     "  fieldprof diff --module libfoo.so.2 --ranges "
     "2026-10-01..2026-10-31,2026-11-01..2026-11-20 \\\n"
     "      --host agg.example --token $TOKEN --format html -o diff.html\n\n"
+    "With --stacks the same test runs stack by stack on the module's field stacks\n"
+    "(the CPU time of each stack per run), so a vendor sees which internal function\n"
+    "got slower; --format folded gives both sides for a differential flame graph.\n\n"
     "Exit: 0 (or 1 with --fail_on_slower when an API got slower), 2 usage, 3 no data.";
 
 struct DiffCommandOptions {
   std::string module, versions, ranges, metric_name = "wall_time_ns", statistic = "mean";
   std::string format, output, platform;
   ModuleSource source;
-  bool all = false, fail_on_slower = false;
+  bool all = false, fail_on_slower = false, stacks = false;
   DiffOptions diff;
   // From --versions, or from --ranges.
   std::string version_a, version_b, a_from, a_to, b_from, b_to;
@@ -87,6 +94,9 @@ void AddDiffFlags(OptionTable& t, DiffCommandOptions* o, int64_t* min_calls, int
   t.AddInt("seed", seed, "the random seed", 0, int64_t{1} << 62);
   t.AddString("platform", &o->platform, "only this platform: ARCH[/VENDOR[/FAMILY]]");
   t.AddBool("all", &o->all, "show every API compared, not only those that changed");
+  t.AddBool("stacks", &o->stacks,
+            "compare the module's field stacks (where its CPU time goes inside), stack by stack, "
+            "per run; --min_calls is then the least runs (docs/field-stacks.md)");
   t.AddBool("fail_on_slower", &o->fail_on_slower, "exit 1 when an API got slower (CI)");
   t.AddString("format", &o->format, "text, json or html");
   t.AddString("output", &o->output, "write to this file (-o)");
@@ -113,9 +123,12 @@ Status SettleDiff(DiffCommandOptions* o) {
       return InvalidArgument("--ranges is FROM..TO,FROM..TO");
     }
   }
-  if (o->format != "text" && o->format != "json" && o->format != "html") {
-    return InvalidArgument("--format is text, json or html");
+  if (o->format != "text" && o->format != "json" && o->format != "html" &&
+      !(o->stacks && o->format == "folded")) {
+    return InvalidArgument(o->stacks ? "--format is text, json or folded with --stacks"
+                                     : "--format is text, json or html");
   }
+  if (o->stacks && o->format == "html") return InvalidArgument("--stacks: text, json or folded");
   FP_ASSIGN_OR_RETURN(o->metric, ParseMetric(o->metric_name));
   o->diff.metric = static_cast<int>(o->metric) - 1;
   o->query.module = o->module;
@@ -140,27 +153,124 @@ int ParseDiffOptions(int argc, char** argv, DiffCommandOptions* o) {
   return 0;
 }
 
-// Both sides' models: one load split by version, or two loads by range.
+// Both sides' series: one load (split by version later), or two by range.
+Status LoadSeries(const DiffCommandOptions& o, std::vector<SeriesSum>* sa,
+                  std::vector<SeriesSum>* sb) {
+  ModuleQuery q = o.query;
+  if (o.ranges.empty()) {
+    FP_ASSIGN_OR_RETURN(*sa, o.source.Load(q));
+    *sb = *sa;
+    return Status::Ok();
+  }
+  q.from = o.a_from;
+  q.to = o.a_to;
+  FP_ASSIGN_OR_RETURN(*sa, o.source.Load(q));
+  q.from = o.b_from;
+  q.to = o.b_to;
+  FP_ASSIGN_OR_RETURN(*sb, o.source.Load(q));
+  return Status::Ok();
+}
+
+// Both sides' models.
 Status LoadSides(const DiffCommandOptions& o, ModuleModel* before, ModuleModel* after) {
   ModelFilter fa = o.filter, fb = o.filter;
-  ModuleQuery q = o.query;
   fa.module_version = o.version_a;
   fb.module_version = o.version_b;
   std::vector<SeriesSum> sa, sb;
-  if (!o.ranges.empty()) {
-    q.from = o.a_from;
-    q.to = o.a_to;
-    FP_ASSIGN_OR_RETURN(sa, o.source.Load(q));
-    q.from = o.b_from;
-    q.to = o.b_to;
-    FP_ASSIGN_OR_RETURN(sb, o.source.Load(q));
-  } else {
-    FP_ASSIGN_OR_RETURN(sa, o.source.Load(q));
-    sb = sa;
-  }
+  FP_RETURN_IF_ERROR(LoadSeries(o, &sa, &sb));
   *before = BuildModuleModel(o.module, sa, fa);
   *after = BuildModuleModel(o.module, sb, fb);
   return Status::Ok();
+}
+
+const char* VerdictName(ApiDiff::Verdict v) {
+  return v == ApiDiff::kSlower ? "slower" : v == ApiDiff::kFaster ? "faster" : "same";
+}
+
+std::string StacksDiffText(const FieldStacksDiff& d, const DiffCommandOptions& o,
+                           const std::string& before, const std::string& after) {
+  size_t slower = 0, faster = 0;
+  for (const StackDiff& x : d.stacks) {
+    slower += x.verdict == ApiDiff::kSlower;
+    faster += x.verdict == ApiDiff::kFaster;
+  }
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%s field stacks, %s -> %s: %zu compared, %zu slower, %zu faster (FDR %.2f); "
+                "%zu with fewer than %llu runs a side, %zu only before, %zu only after\n\n",
+                o.module.c_str(), before.c_str(), after.c_str(), d.stacks.size(), slower, faster,
+                o.diff.fdr, d.too_few_runs, static_cast<unsigned long long>(o.diff.min_calls),
+                d.only_before, d.only_after);
+  std::string out = line;
+  for (const StackDiff& x : d.stacks) {
+    if (x.verdict == ApiDiff::kSame && !o.all) continue;
+    std::string frames;
+    for (const std::string& f : x.frames) frames += (frames.empty() ? "" : ";") + f;
+    std::snprintf(line, sizeof line,
+                  "  %-6s %+8.1f%%  %10.3f -> %10.3f ms a run  p %.2g (adjusted %.2g)  ",
+                  VerdictName(x.verdict), 100 * x.change, x.mean_before / 1e6, x.mean_after / 1e6,
+                  x.p, x.adjusted);
+    out += line + frames + "\n";
+  }
+  return out;
+}
+
+std::string StacksDiffJson(const FieldStacksDiff& d, const std::string& before,
+                           const std::string& after) {
+  nlohmann::json j = {{"before", before},
+                      {"after", after},
+                      {"too_few_runs", d.too_few_runs},
+                      {"only_before", d.only_before},
+                      {"only_after", d.only_after}};
+  nlohmann::json stacks = nlohmann::json::array();
+  for (const StackDiff& x : d.stacks) {
+    stacks.push_back({{"frames", x.frames},
+                      {"verdict", VerdictName(x.verdict)},
+                      {"ns_before", x.ns_before},
+                      {"ns_after", x.ns_after},
+                      {"runs_before", x.before.count()},
+                      {"runs_after", x.after.count()},
+                      {"mean_before_ns", x.mean_before},
+                      {"mean_after_ns", x.mean_after},
+                      {"change", x.change},
+                      {"p", x.p},
+                      {"adjusted", x.adjusted}});
+  }
+  j["stacks"] = std::move(stacks);
+  return j.dump(2) + "\n";
+}
+
+// fieldprof diff --stacks: the module's field stacks, side against side.
+int DiffStacks(const DiffCommandOptions& o) {
+  std::vector<SeriesSum> sa, sb;
+  if (Status s = LoadSeries(o, &sa, &sb); !s.ok()) {
+    std::cerr << "fieldprof diff: " << s.message() << "\n";
+    return 1;
+  }
+  ModelFilter fa = o.filter, fb = o.filter;
+  fa.module_version = o.version_a;
+  fb.module_version = o.version_b;
+  const FieldStacks before = BuildFieldStacks(o.module, sa, fa);
+  const FieldStacks after = BuildFieldStacks(o.module, sb, fb);
+  std::string a = o.ranges.empty() ? o.version_a : o.a_from + ".." + o.a_to;
+  std::string b = o.ranges.empty() ? o.version_b : o.b_from + ".." + o.b_to;
+  if (o.ranges.empty() && before.versions.size() == 1)
+    a = ReadableModuleVersion(before.versions[0]);
+  if (o.ranges.empty() && after.versions.size() == 1) b = ReadableModuleVersion(after.versions[0]);
+  if (before.stacks.empty() || after.stacks.empty()) {
+    std::cerr << "fieldprof diff: no field stacks of " << o.module << " at "
+              << (before.stacks.empty() ? a : b) << "\n";
+    return 3;
+  }
+  const FieldStacksDiff d = DiffFieldStacks(before, after, o.diff);
+  const std::string text = o.format == "folded" ? FieldStacksDiffFolded(before, after)
+                           : o.format == "json" ? StacksDiffJson(d, a, b)
+                                                : StacksDiffText(d, o, a, b);
+  if (int code = EmitOutput("fieldprof diff", text, o.output); code != 0) return code;
+  for (const StackDiff& x : d.stacks) {
+    if (o.fail_on_slower && x.verdict == ApiDiff::kSlower) return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -168,6 +278,7 @@ Status LoadSides(const DiffCommandOptions& o, ModuleModel* before, ModuleModel* 
 int CmdDiff(int argc, char** argv) {
   DiffCommandOptions o;
   if (int code = ParseDiffOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (o.stacks) return DiffStacks(o);
   DiffContext c{o.module, o.version_a, o.version_b, o.metric_name, o.statistic, o.metric, o.all};
   if (!o.ranges.empty()) {
     c.before = o.a_from + ".." + o.a_to;

@@ -684,6 +684,7 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
       {"seed", {"18446744073709551615", "18446744073709551616"}},
       {"points", {"libx.so:" + std::string(1015, 'x'), "libx.so:" + std::string(1016, 'x')}},
       {"live_dir", {dir_.path() + "/live", dir_.path() + "/" + std::string(511, 'x')}},
+      {"stack_hz", {"1000", "1001"}},
   };
   for (const settings_rules::Rule& rule : settings_rules::kRules) {
     EXPECT_EQ(cases.count(rule.name), 1u) << "no case for the setting " << rule.name;

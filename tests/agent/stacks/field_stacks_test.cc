@@ -18,12 +18,14 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "agent/agent.h"
 #include "common/https_client.h"
+#include "common/package_versions.h"
 #include "common/spool.h"
 #include "common/wire.h"
 #include "tests/support/aggregator_process.h"
@@ -74,8 +76,8 @@ class FieldStacksTest : public ::testing::Test {
   void RunProgram(int cpu_ms, int hz) const {
     const std::string cmd =
         "env FIELDPROF_STACK_HZ=" + std::to_string(hz) + " " + FIELDPROF_CLI_BIN +
-        " run --apis 1 --force libz.so.1:compress2 --spool " + dir_.File("spool") + " -- " +
-        FIELDPROF_STACK_PROG + " " + std::to_string(cpu_ms) + " > /dev/null";
+        " run --max_load 1000 --apis 1 --force libz.so.1:compress2 --spool " + dir_.File("spool") +
+        " -- " + FIELDPROF_STACK_PROG + " " + std::to_string(cpu_ms) + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
 
@@ -216,6 +218,146 @@ TEST_F(FieldStacksTest, NoPrivateFrameLeavesAndThePublishedSumsAreTheSpools) {
   std::set<std::string> roots;
   for (const auto& st : s["stacks"]) roots.insert(st["frames"][0].get<std::string>());
   EXPECT_TRUE(roots.contains("compress2")) << s.dump();
+}
+
+// ------------------------------------------------- a vendor's questions
+
+// Stack records of one simulated machine's runs, in a batch of its own
+// (its own day key, as 20 machines would send them).
+wire::Batch MachineBatch(int machine, const std::string& version,
+                         const std::vector<std::pair<std::string, double>>& stacks_ms, int runs,
+                         std::mt19937_64& rng) {
+  wire::Batch b =
+      testing::SimpleBatch(testing::IdOf(1000 * machine + (version[0] == '2')), "x", "x", 1);
+  b.clear_records();
+  b.set_created_unix_ms(1795000000000);
+  b.set_machine_key(std::string(15, 'm') + static_cast<char>(machine + (version[0] == '2') * 64));
+  std::uniform_real_distribution<double> jitter(0.7, 1.3);
+  for (const auto& [stack, ms] : stacks_ms) {
+    wire::Record* r = b.add_records();
+    r->mutable_key()->set_module("libfpslow.so.1");
+    r->mutable_key()->set_module_version(version);
+    r->mutable_key()->set_symbol(stack);
+    r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+    Histogram h;
+    for (int i = 0; i < runs; ++i) h.Record(static_cast<uint64_t>(ms * 1e6 * jitter(rng)));
+    HistogramToWire(h, r->mutable_histogram());
+    r->set_runs(static_cast<uint64_t>(runs));
+  }
+  return b;
+}
+
+// Two versions of a library, one with an internal function (+1200) made 3x
+// slower, each run on 20 simulated machines: `fieldprof diff --versions
+// --stacks` flags that function's stack and no other, through a real
+// aggregator; `fieldprof stacks` reads them, as text, folded stacks that
+// `fieldprof tree show` takes, and JSON.
+TEST_F(FieldStacksTest, DiffVersionsFlagsTheFunctionThatGotSlowerAndNoOther) {
+  AggregatorProcess agg(dir_, FreePort(), AggregatorArgs());
+  agg.Start();
+  const std::string v1 = "1.0-1_0123456789abcdef", v2 = "2.0-1_fedcba9876543210";
+  std::mt19937_64 rng(68);
+  HttpsClient c(agg.Options());
+  for (int m = 1; m <= 20; ++m) {
+    for (const auto& [version, slow_ms] : {std::pair{v1, 30.0}, std::pair{v2, 90.0}}) {
+      const wire::Batch b = MachineBatch(m, version,
+                                         {{"fpslow_api;+1100;+1200", slow_ms},
+                                          {"fpslow_api;+1100", 20},
+                                          {"fpslow_api;+1300;[libc.so.6]", 10},
+                                          {"fpslow_other;+1400", 5}},
+                                         /*runs=*/5, rng);
+      auto r = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+      ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+    }
+  }
+  agg.WaitApplied();
+  const std::string host = " --host 127.0.0.1:" + std::to_string(agg.port()) + " --ca " +
+                           dir_.File("cert.pem") + " --module libfpslow.so.1";
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " diff --stacks --format json" +
+                                    host + " --versions " + v1 + "," + v2 + " --min_calls 10",
+                                &out),
+            0)
+      << out;
+  const nlohmann::json d = nlohmann::json::parse(out);
+  ASSERT_EQ(d["stacks"].size(), 4u) << out;
+  for (const auto& st : d["stacks"]) {
+    const std::string frames = st["frames"].dump();
+    const bool slow = frames == R"(["fpslow_api","+1100","+1200"])";
+    EXPECT_EQ(st["verdict"], slow ? "slower" : "same") << frames << " " << st.dump();
+    if (slow) EXPECT_NEAR(st["change"].get<double>(), 2.0, 0.3);
+  }
+  // The text says so too, and exits 1 with --fail_on_slower.
+  EXPECT_EQ(
+      testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " diff --stacks" + host +
+                              " --versions " + v1 + "," + v2 + " --min_calls 10 --fail_on_slower",
+                          &out),
+      1);
+  EXPECT_NE(out.find("slower"), std::string::npos) << out;
+  EXPECT_NE(out.find("fpslow_api;+1100;+1200"), std::string::npos) << out;
+  // One version's stacks as a tree, and as folded stacks the tree command reads.
+  ASSERT_EQ(testing::RunCommand(
+                std::string(FIELDPROF_CLI_BIN) + " stacks" + host + " --version " + v2, &out),
+            0);
+  EXPECT_NE(out.find("fpslow_api"), std::string::npos) << out;
+  EXPECT_NE(out.find("+1200"), std::string::npos) << out;
+  const std::string folded = dir_.File("v2.folded");
+  ASSERT_EQ(testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " stacks" + host + " --version " +
+                                    v2 + " -o " + folded + " && " + FIELDPROF_CLI_BIN +
+                                    " tree show --json " + folded,
+                                &out),
+            0)
+      << out;
+  const nlohmann::json tree = nlohmann::json::parse(out);
+  EXPECT_NE(tree.dump().find("+1200"), std::string::npos);
+}
+
+// A vendor names the +offset frames from its own debug file, found by
+// build id under --debug_dir.
+TEST_F(FieldStacksTest, DebugFilesNameTheFramesTheFieldCouldNot) {
+  const std::string lib = fs::path(FIELDPROF_STACK_PROG).parent_path().string() + "/libfpsecret.so";
+  const std::string id = FileBuildId(lib);
+  ASSERT_EQ(id.size(), 40u);
+  std::string nm;
+  ASSERT_EQ(testing::RunCommand("nm " + lib + " | grep fp_zz_secret_lib_inner_mix", &nm), 0);
+  const std::string offset =
+      nm.substr(nm.find_first_not_of('0'), nm.find(' ') - nm.find_first_not_of('0'));
+  fs::create_directories(dir_.File("debug/.build-id/" + id.substr(0, 2)));
+  fs::copy_file(lib,
+                dir_.File("debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug"));
+  AggregatorProcess agg(dir_, FreePort(), AggregatorArgs());
+  agg.Start();
+  std::mt19937_64 rng(5);
+  wire::Batch b = MachineBatch(1, "1.0", {}, 1, rng);
+  wire::Record* r = b.add_records();
+  r->mutable_key()->set_module("libfpsecret.so");
+  r->mutable_key()->set_module_version("1.0-1_" + id.substr(0, 16));
+  r->mutable_key()->set_symbol("fp_zz_secret_lib_squeeze;+" + offset);
+  r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+  Histogram h;
+  h.Record(50000000);
+  HistogramToWire(h, r->mutable_histogram());
+  r->set_runs(1);
+  HttpsClient c(agg.Options());
+  auto posted = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+  ASSERT_TRUE(posted.ok() && posted->status == 200) << (posted.ok() ? posted->body : "");
+  agg.WaitApplied();
+  const std::string cmd = std::string(FIELDPROF_CLI_BIN) +
+                          " stacks --host 127.0.0.1:" + std::to_string(agg.port()) + " --ca " +
+                          dir_.File("cert.pem") + " --module libfpsecret.so --format folded";
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(cmd, &out), 0);
+  EXPECT_EQ(out, "fp_zz_secret_lib_squeeze;+" + offset + " 50000000\n");
+  ASSERT_EQ(testing::RunCommand(cmd + " --debug_dir " + dir_.File("debug"), &out), 0);
+  // A static C++ function: its name as the debug file's symbol table has
+  // it, demangled.
+  EXPECT_EQ(out.rfind("fp_zz_secret_lib_squeeze;", 0), 0u) << out;
+  EXPECT_NE(out.find("fp_zz_secret_lib_inner_mix"), std::string::npos) << out;
+  EXPECT_EQ(out.find("+" + offset), std::string::npos) << out;
+  EXPECT_TRUE(out.ends_with(" 50000000\n")) << out;
+  // Without the build's file it says so.
+  EXPECT_EQ(testing::RunCommand(cmd + " --debug_dir " + dir_.File("nothing") + " 2>&1", &out), 1);
+  EXPECT_NE(out.find("no debug file for build " + id.substr(0, 16)), std::string::npos) << out;
 }
 
 }  // namespace
