@@ -22,6 +22,8 @@
 namespace fieldprof::rt {
 namespace {
 
+// Everything here is zero until a measured run samples (FP_COLD_BSS: off
+// the page every process writes).
 // SIGURG: a signal whose default action is to be ignored, so that a
 // program that resets it behind the wrapped sigaction() (by the raw
 // system call) is not killed by a sample still on its way; few programs
@@ -32,18 +34,18 @@ constexpr int kSampleSignal = SIGURG;
 using BacktraceFn = _Unwind_Reason_Code (*)(_Unwind_Trace_Fn, void*);
 using GetIpFn = _Unwind_Ptr (*)(_Unwind_Context*);
 
-FP_HOT_DATA BacktraceFn g_backtrace;
-FP_HOT_DATA GetIpFn g_get_ip;
-FP_HOT_DATA bool g_on;             // sampling in this process
-FP_HOT_DATA uint64_t g_period_ns;  // of a thread's CPU time
-FP_HOT_DATA StackTable* g_table;   // mapped at the first sample
-FP_HOT_DATA int g_marker;          // our timers' sigev_value: its address
-FP_HOT_DATA pid_t g_pid;           // the process sampling (a vfork child is not)
+FP_COLD_BSS BacktraceFn g_backtrace;
+FP_COLD_BSS GetIpFn g_get_ip;
+FP_COLD_BSS bool g_on;             // sampling in this process
+FP_COLD_BSS uint64_t g_period_ns;  // of a thread's CPU time
+FP_COLD_BSS StackTable* g_table;   // mapped at the first sample
+FP_COLD_BSS int g_marker;          // our timers' sigev_value: its address
+FP_COLD_BSS pid_t g_pid;           // the process sampling (a vfork child is not)
 // Its destructor deletes a thread's timer as the thread ends, also by
 // pthread_exit. (Not __cxa_thread_atexit_impl: it takes the dynamic
 // linker's lock, which a dlopen waiting for this thread may hold.)
-FP_HOT_DATA pthread_key_t g_thread_key;
-FP_HOT_DATA bool g_have_key;
+FP_COLD_BSS pthread_key_t g_thread_key;
+FP_COLD_BSS bool g_have_key;
 
 // The timers of the process's threads, so that all of them can be stopped
 // at once (an exec, the end). 0 free, 1 being set up, 2 armed.
@@ -165,40 +167,36 @@ void ThreadEnds(void*) {
   }
 }
 
-// libgcc_s's unwinder: the program's own where it has one (every C++
-// program), else loaded beside the runtime (about 0.12 ms, in a measured
-// run only).
-bool FindUnwinder() {
-  void* h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  if (h == nullptr) h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) return false;
-  g_backtrace = reinterpret_cast<BacktraceFn>(dlsym(h, "_Unwind_Backtrace"));
-  g_get_ip = reinterpret_cast<GetIpFn>(dlsym(h, "_Unwind_GetIP"));
-  return g_backtrace != nullptr && g_get_ip != nullptr;
-}
+}  // namespace
 
-_Unwind_Reason_Code CountFrame(_Unwind_Context*, void* n) {
-  ++*static_cast<int*>(n);
-  return _URC_NO_REASON;
-}
+// GCC's unwinder, linked in under names of the runtime's own
+// (CMakeLists.txt: libfp_unwind.a).
+extern "C" _Unwind_Reason_Code fp__Unwind_Backtrace(_Unwind_Trace_Fn, void*);
+extern "C" _Unwind_Ptr fp__Unwind_GetIP(_Unwind_Context*);
+
+namespace {
+
+// The first frame is enough: the unwinder's one-time set-up runs before it.
+_Unwind_Reason_Code FirstFrameOnly(_Unwind_Context*, void*) { return _URC_END_OF_STACK; }
 
 }  // namespace
 
 void StackSamplesStart(int hz) {
   if (hz <= 0 || g_lab_mode != kLabOff) return;  // a lab pass has its own census
+  const uint64_t t0 = Rdtsc();
   if (inproc::IsGoProgram()) {
     DebugLog("stacks: a Go program (its runtime owns every signal): not sampled");
     return;
   }
-  if (!FindUnwinder()) {
-    DebugLog("stacks: no unwinder (libgcc_s.so.1): not sampled");
-    return;
-  }
+  const uint64_t t1 = Rdtsc();
+  g_backtrace = fp__Unwind_Backtrace;
+  g_get_ip = fp__Unwind_GetIP;
+  const uint64_t t2 = Rdtsc();
   // The unwinder initialises itself once, under a once-lock: here, and not
   // in a handler that interrupted the program's first throw in the middle
   // of it.
-  int frames = 0;
-  g_backtrace(CountFrame, &frames);
+  g_backtrace(FirstFrameOnly, nullptr);
+  const uint64_t t3 = Rdtsc();
   if (!inproc::OwnSignal(kSampleSignal, IsOurs, OnSample)) {
     DebugLog("stacks: SIGURG cannot be handled: not sampled");
     return;
@@ -208,7 +206,11 @@ void StackSamplesStart(int hz) {
   g_pid = sys::Getpid();
   __atomic_store_n(&g_on, true, __ATOMIC_RELEASE);
   ArmThisThread();
-  DebugLog("stacks: %d a CPU second", hz);
+  DebugLog(
+      "stacks: %d a CPU second; in ticks: go check %llu, unwinder set-up %llu, "
+      "signal and timer %llu",
+      hz, static_cast<unsigned long long>(t1 - t0), static_cast<unsigned long long>(t3 - t2),
+      static_cast<unsigned long long>(Rdtsc() - t3));
 }
 
 bool StackSamplesTaken() {

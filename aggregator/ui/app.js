@@ -207,8 +207,9 @@ async function modulePage(m, q) {
              cell(fmtNs(pt.p50_ns), pt.p50_ns), cell(fmtNs(pt.p90_ns), pt.p90_ns),
              cell(fmtNs(pt.p99_ns), pt.p99_ns))))] : [];
   if (!rep.apis.length) {
-    return show(title, filtersForm(m, q, rep.versions),
-                points.length ? '' : el('p', {id: 'no-data'}, 'No data for these filters.'), ...points);
+    show(title, filtersForm(m, q, rep.versions),
+         points.length ? '' : el('p', {id: 'no-data'}, 'No data for these filters.'), ...points);
+    return fieldStacksSection(m, q);
   }
   const rows = rep.apis.map(a => {
     const w = a.metrics.wall_time_ns || {};
@@ -241,6 +242,7 @@ async function modulePage(m, q) {
 async function fieldStacksSection(m, q) {
   const p = apiQuery(q);
   p.set('module', m);
+  p.set('limit', '100000');
   const r = await getJson('../v1/stacks?' + p);
   if (r.status !== 200 || !r.body.stacks.length) return;
   const s = r.body;

@@ -201,7 +201,7 @@ const fieldprofKit = (function () {
     const place = (n, x, w, depth, above) => {
       const name = o.name(n), match = o.match ? Boolean(o.match(n)) : false;
       const fill = o.fill ? o.fill(n) : '#bbb';
-      const g = el('svg:g', { 'data-i': drawn.length, 'data-total': o.total(n) });
+      const g = el('svg:g', { 'data-i': drawn.length, 'data-total': o.total(n), 'data-name': name });
       if (above) g.classList.add('above');
       if (match) g.classList.add('match');
       for (const c of (o.classes ? o.classes(n) : [])) g.classList.add(c);

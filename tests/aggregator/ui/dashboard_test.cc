@@ -242,5 +242,64 @@ TEST(DashboardBelowKTest, TheModulesPageSaysWhatIsHeldBack) {
   EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
 }
 
+// A module's field stacks on its page, behind k = 2: two machines send
+// the same stacks and each a stack of its own, which the graph shows only
+// folded together into [other] under the frame both share.
+TEST(DashboardStacksTest, TheModulePageDrawsItsFieldStacksAndFoldsTheRareOnes) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  testing::AggregatorProcess agg(dir, testing::FreePort(), {"--k_anonymity", "2"});
+  agg.Start();
+  HttpsClient http(agg.Options());
+  const std::vector<std::pair<std::string, uint64_t>> shared = {
+      {"flame_api;+10;+20", 600000000},
+      {"flame_api;+10", 300000000},
+      {"flame_api;+30;[libc.so.6]", 100000000}};
+  for (int m = 0; m < 2; ++m) {
+    wire::Batch b = testing::SimpleBatch(testing::IdOf(70 + m), "libflame.so.1", "flame_api", 1000);
+    b.set_machine_key(std::string(15, 'k') + static_cast<char>('0' + m));
+    auto stacks = shared;
+    // One machine each: published only as flame_api;+10;[other].
+    stacks.push_back(m == 0 ? std::pair<std::string, uint64_t>{"flame_api;+10;+98", 20000000}
+                            : std::pair<std::string, uint64_t>{"flame_api;+10;+99", 30000000});
+    for (const auto& [symbol, ns] : stacks) {
+      wire::Record* r = b.add_records();
+      *r = b.records(0);
+      r->mutable_key()->set_symbol(symbol);
+      r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+      Histogram h;
+      h.Record(ns);
+      HistogramToWire(h, r->mutable_histogram());
+    }
+    StatusOr<HttpReply> r =
+        http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+    ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  }
+  agg.WaitApplied();
+  StatusOr<HttpReply> r = http.Get("/v1/stacks?module=libflame.so.1");
+  ASSERT_TRUE(r.ok() && r->status == 200);
+  const json s = json::parse(r->body);
+  EXPECT_EQ(s["total_ns"], 2000000000u + 50000000u) << s.dump();  // nothing lost in the fold
+  EXPECT_EQ(s["stacks"].size(), 4u) << s.dump();
+  EXPECT_EQ(r->body.find("+99"), std::string::npos) << s.dump();
+  EXPECT_EQ(r->body.find("+98"), std::string::npos) << s.dump();
+  EXPECT_NE(r->body.find(R"(["flame_api","+10","[other]"])"), std::string::npos) << s.dump();
+  json want = {{"root", "flame_api"},
+               {"root_ns", 2050000000u},
+               {"frames", {"+10", "+20", "+30", "[libc.so.6]", "[other]"}},
+               {"absent", {"+98", "+99"}},
+               {"zoom", "+10"}};
+  std::ofstream(dir.File("want.json")) << want.dump();
+  std::string out;
+  const int rc = RunCommand(
+      "node " + std::string(FIELDPROF_SOURCE_DIR) +
+          "/tests/aggregator/ui/field_stacks.mjs https://127.0.0.1:" + std::to_string(agg.port()) +
+          "/ui/ libflame.so.1 " + dir.File("want.json") + " " + std::string(FIELDPROF_BUILD_DIR) +
+          "/ui-screenshots 2>&1",
+      &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fieldprof
