@@ -243,6 +243,7 @@ async function fieldStacksSection(m, q) {
   const p = apiQuery(q);
   p.set('module', m);
   p.set('limit', '100000');
+  const asked = performance.now();
   const r = await getJson('../v1/stacks?' + p);
   if (r.status !== 200 || !r.body.stacks.length) return;
   const s = r.body;
@@ -261,6 +262,7 @@ async function fieldStacksSection(m, q) {
     focusNote.textContent = focus.parent ? 'Zoomed on ' + focus.name + ': ' + fmtNs(focus.total) +
         '; click it again to go out.' : '';
   });
+  section.dataset.fetchMs = (started - asked).toFixed(1);
   section.dataset.drawMs = (performance.now() - started).toFixed(1);
   section.dataset.ready = '1';
 }

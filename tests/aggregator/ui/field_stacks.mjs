@@ -48,5 +48,7 @@ const note = await page.textContent('#stacks-focus');
 await check(note.includes('Zoomed on ' + want.zoom), `the note says so: ${note}`);
 await shot('zoomed');
 const ms = await page.getAttribute('#stacks', 'data-draw-ms');
-console.log(`draw: ${ms} ms for ${await page.$$eval('#stacks-flame g', (g) => g.length)} frames`);
+const fetchMs = await page.getAttribute('#stacks', 'data-fetch-ms');
+console.log(`draw: ${ms} ms (after ${fetchMs} ms fetching /v1/stacks) for ` +
+            `${await page.$$eval('#stacks-flame g', (g) => g.length)} frames`);
 await finish();

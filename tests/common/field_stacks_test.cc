@@ -1,0 +1,113 @@
+// The field stacks' model (common/field_stacks.h) and the key rule of a
+// stack series' symbol (common/key_rules.h StackSymbolOk).
+#include "common/field_stacks.h"
+
+#include <gtest/gtest.h>
+
+#include "common/key_rules.h"
+
+namespace fieldprof {
+namespace {
+
+bool Ok(const std::string& s) { return key_rules::StackSymbolOk(s.data(), s.size()); }
+
+TEST(StackSymbolTest, FramesAreSymbolsOrOffsetsWithOneMarkLast) {
+  for (const char* good : {"sqlite3_step", "sqlite3_step;sqlite3VdbeExec;+94a90",
+                           "deflate;+1a2b;[libc.so.6]", "qsort;[program]", "f;[unpackaged]",
+                           "f;+ffffffffffffffff", "_ZN3foo3barEv;[deeper]"}) {
+    EXPECT_TRUE(Ok(good)) << good;
+  }
+  for (const char* bad :
+       {"", "[program]", "f;[program];g", "f;;g", "f;+", "f;+12G", "f;+11111111111111111",
+        "f;+ABC", "f;[]", "f;[/home/alice/lib.so]", "/home/alice/x;f", "f g", "f;[a b]"}) {
+    EXPECT_FALSE(Ok(bad)) << bad;
+  }
+  EXPECT_TRUE(Ok(std::string(key_rules::kMaxSymbol, 'a')));
+  EXPECT_FALSE(Ok(std::string(key_rules::kMaxSymbol + 1, 'a')));
+}
+
+SeriesSum Stack(const std::string& version, const std::string& symbol,
+                std::vector<uint64_t> per_run, uint64_t machines = 1) {
+  SeriesSum s;
+  s.key.set_module("libx.so.1");
+  s.key.set_module_version(version);
+  s.key.set_symbol(symbol);
+  s.key.set_metric(wire::METRIC_STACK_CPU_NS);
+  for (uint64_t v : per_run) s.histogram.Record(v);
+  s.runs = per_run.size();
+  s.machines = machines;
+  return s;
+}
+
+TEST(FieldStacksTest, SumsPerStackOverVersionsAndFindsTheFramesUnderAnApi) {
+  const std::vector<SeriesSum> series = {
+      Stack("1", "api;+10;+20", {600, 400}, 3), Stack("2", "api;+10;+20", {1000}, 5),
+      Stack("1", "api;+10", {300}), Stack("1", "api;+30;[libc.so.6]", {200}),
+      Stack("1", "other;+40", {50})};
+  const FieldStacks s = BuildFieldStacks("libx.so.1", series, {});
+  EXPECT_EQ(s.total_ns, 2550u);
+  EXPECT_EQ(s.versions, (std::vector<std::string>{"1", "2"}));
+  ASSERT_EQ(s.stacks.size(), 4u);
+  EXPECT_EQ(s.stacks[0].frames, (std::vector<std::string>{"api", "+10", "+20"}));
+  EXPECT_EQ(s.stacks[0].ns, 2000u);
+  EXPECT_EQ(s.stacks[0].runs, 3u);
+  EXPECT_EQ(s.stacks[0].machines, 5u);
+  ModelFilter only1;
+  only1.module_version = "1";
+  EXPECT_EQ(BuildFieldStacks("libx.so.1", series, only1).total_ns, 1550u);
+  // Under api (2,500 ns): +10 on 2,300 of them, +20 on 2,000, +30 and the
+  // mark on 200.
+  const std::vector<FrameShare> top = TopFramesUnder(s, "api", 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].frame, "+10");
+  EXPECT_DOUBLE_EQ(top[0].share, 2300.0 / 2500);
+  EXPECT_EQ(top[1].frame, "+20");
+  EXPECT_EQ(StacksUnder(s, "api").total_ns, 2500u);
+  const std::string text = FieldStacksText(s, 100, 0);
+  EXPECT_NE(text.find("98.0%"), std::string::npos) << text;  // api: 2500 of 2550
+  EXPECT_NE(text.find("      +20"), std::string::npos) << text;
+  EXPECT_EQ(FieldStacksFolded(s).substr(0, 16), "api;+10;+20 2000");
+}
+
+Histogram HistogramOf(const std::vector<uint64_t>& v) {
+  Histogram h;
+  for (uint64_t x : v) h.Record(x);
+  return h;
+}
+
+TEST(FieldStacksTest, ADiffFlagsTheStackWhoseRunsGotSlower) {
+  std::vector<SeriesSum> series;
+  std::vector<uint64_t> a, b, same;
+  for (int i = 0; i < 40; ++i) {
+    a.push_back(10000 + 97 * i);
+    b.push_back(30000 + 291 * i);  // three times as much a run
+    same.push_back(5000 + 53 * i);
+  }
+  for (const auto& [version, slow] : {std::pair{"1", a}, std::pair{"2", b}}) {
+    series.push_back(Stack(version, "api;+10;+20", slow));
+    series.push_back(Stack(version, "api;+10", same));
+  }
+  ModelFilter f1, f2;
+  f1.module_version = "1";
+  f2.module_version = "2";
+  DiffOptions o;
+  o.min_calls = 10;
+  const FieldStacksDiff d = DiffFieldStacks(BuildFieldStacks("libx.so.1", series, f1),
+                                            BuildFieldStacks("libx.so.1", series, f2), o);
+  ASSERT_EQ(d.stacks.size(), 2u);
+  EXPECT_EQ(d.stacks[0].frames.back(), "+20");
+  EXPECT_EQ(d.stacks[0].verdict, ApiDiff::kSlower);
+  EXPECT_NEAR(d.stacks[0].change, 2.0, 0.1);
+  EXPECT_EQ(d.stacks[1].verdict, ApiDiff::kSame);
+  // Both sides' CPU time per stack, as difffolded.pl writes them.
+  const std::string folded = FieldStacksDiffFolded(BuildFieldStacks("libx.so.1", series, f1),
+                                                   BuildFieldStacks("libx.so.1", series, f2));
+  const uint64_t before = static_cast<uint64_t>(HistogramOf(a).sum());
+  const uint64_t after = static_cast<uint64_t>(HistogramOf(b).sum());
+  EXPECT_NE(folded.find("api;+10;+20 " + std::to_string(before) + " " + std::to_string(after) + "\n"),
+            std::string::npos)
+      << folded;
+}
+
+}  // namespace
+}  // namespace fieldprof
