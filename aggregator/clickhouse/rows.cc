@@ -37,7 +37,9 @@ void PutKey(std::string* o, const ApiKey& k) {
 }
 
 // The key-string rules (common/key_rules.h) that every stored key met.
-bool KeyStringsOk(const ApiKey& k) {
+// `metric` as read (the key's is set after): a stack series' symbol is
+// frames (key_rules.h StackSymbolOk).
+bool KeyStringsOk(const ApiKey& k, uint8_t metric) {
   namespace kr = key_rules;
   const std::string& m = k.module;
   const std::string& v = k.module_version;
@@ -45,7 +47,9 @@ bool KeyStringsOk(const ApiKey& k) {
   return !m.empty() && kr::FirstBadModuleChar(m.data(), m.size()) == m.size() &&
          !kr::IsDotName(m.data(), m.size()) &&
          kr::FirstBadVersionChar(v.data(), v.size()) == v.size() && !s.empty() &&
-         kr::FirstBadSymbolChar(s.data(), s.size()) == s.size();
+         (metric == wire::METRIC_STACK_CPU_NS
+              ? kr::StackSymbolOk(s.data(), s.size())
+              : kr::FirstBadSymbolChar(s.data(), s.size()) == s.size());
 }
 
 }  // namespace
@@ -162,7 +166,7 @@ int SumsReader::ReadRow() {
   // What ClickHouse holds was checked on the way in; a row that breaks the
   // key rules is not a row (an error message appended to the answer).
   if (!wire::Metric_IsValid(metric) || !wire::Os_IsValid(os) || !wire::Arch_IsValid(arch) ||
-      !wire::CpuVendor_IsValid(vendor) || !KeyStringsOk(k)) {
+      !wire::CpuVendor_IsValid(vendor) || !KeyStringsOk(k, metric)) {
     return -1;
   }
   k.metric = static_cast<wire::Metric>(metric);

@@ -16,6 +16,7 @@
 #include "aggregator/clickhouse/store_clickhouse.h"
 #include "aggregator/store/aggregate_value.h"
 #include "aggregator/store/calendar_tree.h"
+#include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/validate.h"
 #include "common/wire.h"
@@ -137,6 +138,62 @@ TEST_P(StoreTest, DuplicateIdChangesNothing) {
   ASSERT_TRUE(store->WaitApplied(std::chrono::seconds(10)).ok());
   auto all = store->QueryRange(KeyOf(a), kUnboundedFirst, kUnboundedLast);
   EXPECT_EQ(all->histogram.count(), 3u);
+}
+
+// Field stacks are series like any other (metric stack_cpu_ns): each sums
+// exactly once, a batch sent twice counts once, on either store; and
+// behind k = 2, the rare ones fold into the prefix two machines share
+// (k_anonymous_store.h, stack_others.h), over all time and a day range.
+TEST_P(StoreTest, StackSeriesSumOnceAndTheRareOnesFoldBehindK) {
+  auto store = Open([] { return 100; });
+  ASSERT_NE(store, nullptr);
+  auto batch = [](int id, const std::string& machine,
+                  const std::vector<std::pair<std::string, uint64_t>>& stacks) {
+    wire::Batch b = SimpleBatch(IdOf(id), "libz.so.1", "deflate", 1, 1);
+    b.clear_records();
+    b.set_machine_key(machine);
+    for (const auto& [symbol, ns] : stacks) {
+      wire::Record* r = b.add_records();
+      r->mutable_key()->set_module("libz.so.1");
+      r->mutable_key()->set_module_version("1.0");
+      r->mutable_key()->set_symbol(symbol);
+      r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+      Histogram h;
+      h.Record(ns);
+      HistogramToWire(h, r->mutable_histogram());
+      r->set_runs(1);
+    }
+    return b;
+  };
+  const std::string m1(16, '1'), m2(16, '2');
+  const wire::Batch a = batch(1, m1, {{"deflate;+10;+20", 700}, {"deflate;+10;+30", 11}});
+  const wire::Batch b = batch(2, m2, {{"deflate;+10;+20", 300}, {"deflate;+10;+40", 13}});
+  ASSERT_TRUE(Apply(*store, a, 100).ok());
+  ASSERT_TRUE(Apply(*store, b, 101).ok());
+  auto again = Apply(*store, a, 101);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate);
+  ASSERT_TRUE(store->WaitApplied(std::chrono::seconds(10)).ok());
+  ApiFilter stacks;
+  stacks.module = "libz.so.1";
+  stacks.metric = wire::METRIC_STACK_CPU_NS;
+  auto sums = [&](Store& s, int32_t from, int32_t to) {
+    std::map<std::string, uint64_t> out;
+    const Status st = s.ForEachApiInRange(stacks, from, to, [&](ApiAggregate&& x) {
+      out[x.key.symbol] += static_cast<uint64_t>(x.histogram.sum());
+      return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return out;
+  };
+  using Sums = std::map<std::string, uint64_t>;
+  EXPECT_EQ(sums(*store, kUnboundedFirst, kUnboundedLast),
+            (Sums{{"deflate;+10;+20", 1000}, {"deflate;+10;+30", 11}, {"deflate;+10;+40", 13}}));
+  KAnonymousStore k2(store.get(), 2);
+  EXPECT_EQ(sums(k2, kUnboundedFirst, kUnboundedLast),
+            (Sums{{"deflate;+10;+20", 1000}, {"deflate;+10;[other]", 24}}));
+  // Day 101 alone: machine 2's; +40 still folds as the all-time decision says.
+  EXPECT_EQ(sums(k2, 101, 101), (Sums{{"deflate;+10;+20", 300}, {"deflate;+10;[other]", 13}}));
 }
 
 // BatchAccepted knows an id once ApplyBatch took it, and not before.

@@ -196,6 +196,34 @@ TEST_F(LspTest, HoverShowsTheFieldFiguresOfTheRecordedValues) {
   EXPECT_EQ(HoverText(*c, "file:///nowhere.c", 0, 0), "");  // a document never opened
 }
 
+// Where an API's time goes inside its library, from the field stacks
+// rooted at it (docs/field-stacks.md): the frames with the most of it and
+// their shares, under the figures; none for an API without stacks.
+TEST_F(LspTest, HoverShowsWhereAnApisTimeGoesInsideTheLibrary) {
+  auto stack = [](const std::string& symbol, uint64_t ns) {
+    Histogram h;
+    h.Record(ns);
+    wire::Record r = MakeRecord("libsqlite3.so.0", symbol, wire::METRIC_STACK_CPU_NS, h, 1);
+    r.set_machine_count(3);
+    return r;
+  };
+  records_.push_back(stack("sqlite3_prepare_v2;sqlite3LockAndPrepare;+1a0;+2b0", 600));
+  records_.push_back(stack("sqlite3_prepare_v2;sqlite3LockAndPrepare;+1a0", 300));
+  records_.push_back(stack("sqlite3_prepare_v2;+3c0;[libc.so.6]", 100));
+  records_.push_back(stack("sqlite3_prepare_v2x;+999", 5000));  // another API, same start
+  cache_->Write(8, records_);
+  auto c = Start();
+  Open(*c, "file:///src/a.c", kSource);
+  const std::string md = HoverText(*c, "file:///src/a.c", 4, 14);
+  EXPECT_NE(md.find("Inside libsqlite3.so.0 (field stacks, 1.00 us of sampled CPU): "
+                    "`+1a0` 90% · `sqlite3LockAndPrepare` 90% · `+2b0` 60%"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("+999"), std::string::npos) << md;
+  const std::string d = HoverText(*c, "file:///src/a.c", 5, 10);  // deflate: no stacks
+  EXPECT_EQ(d.find("Inside"), std::string::npos) << d;
+}
+
 TEST_F(LspTest, TheIncludesDecideWhichModuleANameBelongsTo) {
   auto c = Start();
   Open(*c, "file:///src/a.c", kSource);
