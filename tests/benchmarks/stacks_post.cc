@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
     auto r = http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
     if (!r.ok() || r->status != 200) {
-      std::fprintf(stderr, "stacks_post: %s\n", r.ok() ? r->body.c_str() : r.status().ToString().c_str());
+      std::fprintf(stderr, "stacks_post: %s\n",
+                   r.ok() ? r->body.c_str() : r.status().ToString().c_str());
       return false;
     }
     b.Clear();

@@ -12,14 +12,14 @@ namespace {
 bool Ok(const std::string& s) { return key_rules::StackSymbolOk(s.data(), s.size()); }
 
 TEST(StackSymbolTest, FramesAreSymbolsOrOffsetsWithOneMarkLast) {
-  for (const char* good : {"sqlite3_step", "sqlite3_step;sqlite3VdbeExec;+94a90",
-                           "deflate;+1a2b;[libc.so.6]", "qsort;[program]", "f;[unpackaged]",
-                           "f;+ffffffffffffffff", "_ZN3foo3barEv;[deeper]"}) {
+  for (const char* good :
+       {"sqlite3_step", "sqlite3_step;sqlite3VdbeExec;+94a90", "deflate;+1a2b;[libc.so.6]",
+        "qsort;[program]", "f;[unpackaged]", "f;+ffffffffffffffff", "_ZN3foo3barEv;[deeper]"}) {
     EXPECT_TRUE(Ok(good)) << good;
   }
   for (const char* bad :
-       {"", "[program]", "f;[program];g", "f;;g", "f;+", "f;+12G", "f;+11111111111111111",
-        "f;+ABC", "f;[]", "f;[/home/alice/lib.so]", "/home/alice/x;f", "f g", "f;[a b]"}) {
+       {"", "[program]", "f;[program];g", "f;;g", "f;+", "f;+12G", "f;+11111111111111111", "f;+ABC",
+        "f;[]", "f;[/home/alice/lib.so]", "/home/alice/x;f", "f g", "f;[a b]"}) {
     EXPECT_FALSE(Ok(bad)) << bad;
   }
   EXPECT_TRUE(Ok(std::string(key_rules::kMaxSymbol, 'a')));
@@ -104,8 +104,9 @@ TEST(FieldStacksTest, ADiffFlagsTheStackWhoseRunsGotSlower) {
                                                    BuildFieldStacks("libx.so.1", series, f2));
   const uint64_t before = static_cast<uint64_t>(HistogramOf(a).sum());
   const uint64_t after = static_cast<uint64_t>(HistogramOf(b).sum());
-  EXPECT_NE(folded.find("api;+10;+20 " + std::to_string(before) + " " + std::to_string(after) + "\n"),
-            std::string::npos)
+  EXPECT_NE(
+      folded.find("api;+10;+20 " + std::to_string(before) + " " + std::to_string(after) + "\n"),
+      std::string::npos)
       << folded;
 }
 
