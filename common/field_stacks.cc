@@ -188,13 +188,7 @@ FieldStacksDiff DiffFieldStacks(const FieldStacks& before, const FieldStacks& af
       x.verdict = x.mean_after > x.mean_before ? ApiDiff::kSlower : ApiDiff::kFaster;
     }
   }
-  std::stable_sort(d.stacks.begin(), d.stacks.end(), [](const StackDiff& x, const StackDiff& y) {
-    auto rank = [](const StackDiff& v) {
-      return v.verdict == ApiDiff::kSlower ? 0 : v.verdict == ApiDiff::kFaster ? 1 : 2;
-    };
-    if (rank(x) != rank(y)) return rank(x) < rank(y);
-    return std::fabs(x.change) > std::fabs(y.change);
-  });
+  SortByVerdict(&d.stacks);
   return d;
 }
 

@@ -58,13 +58,7 @@ ModuleDiff DiffModules(const ModuleModel& before, const ModuleModel& after, cons
     const bool large = std::fabs(x.change) >= o.min_effect && std::fabs(diff) > floor_ns;
     if (x.adjusted <= o.fdr && large) x.verdict = diff > 0 ? ApiDiff::kSlower : ApiDiff::kFaster;
   }
-  std::stable_sort(d.apis.begin(), d.apis.end(), [](const ApiDiff& x, const ApiDiff& y) {
-    auto rank = [](const ApiDiff& v) {
-      return v.verdict == ApiDiff::kSlower ? 0 : v.verdict == ApiDiff::kFaster ? 1 : 2;
-    };
-    if (rank(x) != rank(y)) return rank(x) < rank(y);
-    return std::fabs(x.change) > std::fabs(y.change);
-  });
+  SortByVerdict(&d.apis);
   return d;
 }
 

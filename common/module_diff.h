@@ -8,6 +8,8 @@
 #ifndef FIELDPROF_COMMON_MODULE_DIFF_H_
 #define FIELDPROF_COMMON_MODULE_DIFF_H_
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,20 @@ struct ModuleDiff {
 };
 
 ModuleDiff DiffModules(const ModuleModel& before, const ModuleModel& after, const DiffOptions& o);
+
+// The order a diff lists its entries in (APIs, stacks: anything with a
+// `verdict` and a `change`): slower first, then faster, then the rest,
+// each by the size of the change.
+template <typename T>
+void SortByVerdict(std::vector<T>* v) {
+  auto rank = [](const T& x) {
+    return x.verdict == ApiDiff::kSlower ? 0 : x.verdict == ApiDiff::kFaster ? 1 : 2;
+  };
+  std::stable_sort(v->begin(), v->end(), [&](const T& x, const T& y) {
+    if (rank(x) != rank(y)) return rank(x) < rank(y);
+    return std::abs(x.change) > std::abs(y.change);
+  });
+}
 
 }  // namespace fieldprof
 

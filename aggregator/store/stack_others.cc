@@ -3,24 +3,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/field_stacks.h"
 #include "common/key_rules.h"
 
 namespace fieldprof::aggregator {
 namespace {
 
-// The frames of a stack series' symbol.
-std::vector<std::string_view> Frames(std::string_view symbol) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= symbol.size(); ++i) {
-    if (i < symbol.size() && symbol[i] != key_rules::kStackSeparator) continue;
-    out.push_back(symbol.substr(start, i - start));
-    start = i + 1;
-  }
-  return out;
-}
-
-std::string Prefix(const std::vector<std::string_view>& frames, size_t depth) {
+std::string Prefix(const std::vector<std::string>& frames, size_t depth) {
   std::string s;
   for (size_t i = 0; i < depth; ++i) {
     if (i != 0) s += key_rules::kStackSeparator;
@@ -31,7 +20,7 @@ std::string Prefix(const std::vector<std::string_view>& frames, size_t depth) {
 
 struct Pending {
   const ApiAggregate* stack;
-  std::vector<std::string_view> frames;
+  std::vector<std::string> frames;
   size_t depth;  // the prefix it is to fold into now
 };
 
@@ -51,7 +40,7 @@ std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* 
   std::vector<Pending> pending;
   size_t deepest = 0;
   for (const ApiAggregate& a : withheld_) {
-    std::vector<std::string_view> frames = Frames(a.key.symbol);
+    std::vector<std::string> frames = SplitStack(a.key.symbol);
     if (frames.size() < 2) continue;  // no proper prefix to fold into
     const size_t depth = frames.size() - 1;
     deepest = std::max(deepest, depth);
