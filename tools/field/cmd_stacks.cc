@@ -2,8 +2,6 @@
 // the snapshot cache or an aggregator, as a tree, folded stacks (for
 // `fieldprof tree`, flamegraph.pl, speedscope), JSON or a flame graph page;
 // `+offset` frames named from the vendor's debug files.
-#include <glob.h>
-
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -12,9 +10,9 @@
 #include "common/module_version.h"
 #include "common/options.h"
 #include "tools/cli/command_line.h"
+#include "tools/cli/debug_names.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/output.h"
-#include "tools/cli/symbolizer.h"
 #include "tools/commands.h"
 #include "tools/page/page_kit.h"
 
@@ -75,42 +73,6 @@ int ParseStacksOptions(int argc, char** argv, StacksOptions* o) {
   if (s.ok()) s = ParsePlatform(o->platform, &o->filter, &o->query);
   if (!s.ok()) return UsageError(t, s);
   return 0;
-}
-
-// The debug file of the build whose id begins with `id_prefix` (at least
-// 16 hex digits: what a field version keeps), under DIR/.build-id.
-std::string DebugFileOf(const std::string& dir, const std::string& id_prefix) {
-  if (id_prefix.size() < 16) return "";
-  const std::string pattern =
-      dir + "/.build-id/" + id_prefix.substr(0, 2) + "/" + id_prefix.substr(2) + "*.debug";
-  glob_t g{};
-  std::string found;
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc == 1) found = g.gl_pathv[0];
-  globfree(&g);
-  return found;
-}
-
-// Names every "+offset" frame it can from the version's debug file.
-Status NameOffsets(const std::string& debug_dir, FieldStacks* s) {
-  if (s->versions.size() != 1) {
-    return InvalidArgument("--debug_dir names the frames of one build: give --version (" +
-                           std::to_string(s->versions.size()) + " versions here)");
-  }
-  const std::string id(SplitModuleVersion(s->versions[0]).build_id);
-  const std::string file = DebugFileOf(debug_dir, id);
-  if (file.empty()) {
-    return NotFound("no debug file for build " + id + " under " + debug_dir + "/.build-id");
-  }
-  local::Symbolizer names({{file, 0, 0, ~uint64_t{0}}});
-  for (FieldStack& st : s->stacks) {
-    for (std::string& f : st.frames) {
-      if (f.size() < 2 || f[0] != '+') continue;
-      const uint64_t offset = std::stoull(f.substr(1), nullptr, 16);
-      std::string name = names.Name(offset, false);
-      if (!name.empty() && name.find("0x") != 0 && name.find('+') == std::string::npos) f = name;
-    }
-  }
-  return Status::Ok();
 }
 
 std::string Render(const FieldStacks& s, const StacksOptions& o) {

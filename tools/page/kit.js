@@ -312,6 +312,9 @@ const fieldprofKit = (function () {
       mark.replaceWith(histogram(JSON.parse(mark.dataset.buckets), { width: Number(mark.getAttribute('width')),
         height: Number(mark.getAttribute('height')), format, range, label: mark.getAttribute('aria-label') }));
     });
+    root.querySelectorAll('svg.field-flame[data-stacks]').forEach((svg) => {
+      fieldFlame(svg, JSON.parse(svg.dataset.stacks), svg.dataset.root);
+    });
     root.querySelectorAll('table').forEach(sortable);
   }
 

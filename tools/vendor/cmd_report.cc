@@ -5,16 +5,19 @@
 
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/api_key.h"
 #include "common/durable_file.h"
+#include "common/field_stacks.h"
 #include "common/model_json.h"
 #include "common/module_model.h"
 #include "common/options.h"
 #include "common/snapshot_cache.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
+#include "tools/cli/debug_names.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/output.h"
 #include "tools/commands.h"
@@ -38,7 +41,7 @@ constexpr const char* kAbout =
     "Formats: text (default), csv, json, md, html; -o FILE picks by its extension.";
 
 struct ReportOptions {
-  std::string module, scope, version, platform, from, to, format, output;
+  std::string module, scope, version, platform, from, to, format, output, debug_dir;
   int64_t top = 50;
   ModuleSource source;
   // From the flags: the model's filter and the source's query.
@@ -59,6 +62,9 @@ int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   t.AddString("format", &o->format, "text, csv, json, md or html");
   t.AddString("output", &o->output, "write to this file (-o) instead of stdout");
   t.AddInt("top", &o->top, "API and scope rows in text, md and html (0: all)", 0, 100000000);
+  t.AddString("debug_dir", &o->debug_dir,
+              "html: name the field stacks' +offset frames from the debug files under "
+              "DIR/.build-id (one version: --version)");
   o->source.Register(t);
   t.AddShort('o', "output");
   Status s;
@@ -117,8 +123,23 @@ int CmdReport(int argc, char** argv) {
     std::cerr << "fieldprof report: " << series.status().message() << "\n";
     return 1;
   }
-  const ReportContext c = Context(o);
+  ReportContext c = Context(o);
   const ModuleModel m = BuildModuleModel(o.module, *series, o.filter);
+  if (o.format == "html") {
+    FieldStacks stacks = BuildFieldStacks(o.module, *series, o.filter);
+    if (!stacks.stacks.empty() && !o.debug_dir.empty()) {
+      if (Status named = NameOffsets(o.debug_dir, &stacks); !named.ok()) {
+        std::cerr << "fieldprof report: " << named.message() << "\n";
+        return 1;
+      }
+    }
+    if (!stacks.stacks.empty()) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const FieldStack& st : stacks.stacks)
+        j.push_back({{"frames", st.frames}, {"ns", st.ns}});
+      c.stacks_json = j.dump();
+    }
+  }
   if (m.apis.empty() && m.points.empty()) {
     std::cerr << "fieldprof report: no data for " << o.module
               << (c.filters.empty() ? "" : " (" + c.filters + ")") << " in the " << c.source

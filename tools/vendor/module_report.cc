@@ -351,11 +351,23 @@ std::string PointTable(const ModuleModel& m) {
   return h + "</tbody>\n</table>\n";
 }
 
+// The field stacks' flame graph, drawn by the page kit (kit.js
+// drawMarked: an svg of class field-flame with data-stacks).
+std::string StacksFigure(const ModuleModel& m, const ReportContext& c) {
+  if (c.stacks_json.empty()) return "";
+  return "<h2>Where its CPU time goes (field stacks)</h2>\n<p class=\"note\">Sampled CPU time "
+         "inside the module in measured runs, each frame as wide as the time under it; click one "
+         "to zoom. Frames in brackets are where the time went on (docs/field-stacks.md).</p>\n"
+         "<svg class=\"flame field-flame\" id=\"field-flame\" data-root=\"" +
+         HtmlEscape(m.module) + "\" data-stacks=\"" + HtmlEscape(c.stacks_json) + "\"></svg>\n";
+}
+
 }  // namespace
 
 std::string ReportHtml(const ModuleModel& m, const ReportContext& c) {
-  // The kit draws the histograms and sorts the tables (click a header).
-  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + PointTable(m) +
+  // The kit draws the histograms and the flame graph, and sorts the tables
+  // (click a header).
+  return HtmlHead(m, c) + ApiTable(m, c) + ScopeTable(m, c) + PointTable(m) + StacksFigure(m, c) +
          page::KitScriptElement() + "</body>\n</html>\n";
 }
 

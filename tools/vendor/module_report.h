@@ -19,6 +19,9 @@ struct ReportContext {
   std::string range;    // "all time" or "2026-11-01 .. 2026-11-20"
   std::string filters;  // human-readable, "" for none
   size_t top = 50;      // API rows (scopes: the same number)
+  // The module's field stacks for the HTML page's flame graph
+  // (common/field_stacks.h), as a JSON array of {frames, ns}; "" none.
+  std::string stacks_json;
 };
 
 std::string ReportText(const ModuleModel& m, const ReportContext& c);

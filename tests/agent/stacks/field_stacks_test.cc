@@ -338,6 +338,11 @@ TEST_F(FieldStacksTest, DebugFilesNameTheFramesTheFieldCouldNot) {
   h.Record(50000000);
   HistogramToWire(h, r->mutable_histogram());
   r->set_runs(1);
+  // And the API's own figures, for the vendor's report.
+  wire::Record* api = b.add_records();
+  *api = *r;
+  api->mutable_key()->set_symbol("fp_zz_secret_lib_squeeze");
+  api->mutable_key()->set_metric(wire::METRIC_WALL_TIME_NS);
   HttpsClient c(agg.Options());
   auto posted = c.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
   ASSERT_TRUE(posted.ok() && posted->status == 200) << (posted.ok() ? posted->body : "");
@@ -355,6 +360,18 @@ TEST_F(FieldStacksTest, DebugFilesNameTheFramesTheFieldCouldNot) {
   EXPECT_NE(out.find("fp_zz_secret_lib_inner_mix"), std::string::npos) << out;
   EXPECT_EQ(out.find("+" + offset), std::string::npos) << out;
   EXPECT_TRUE(out.ends_with(" 50000000\n")) << out;
+  // The vendor's report page draws the same stacks, named the same way.
+  const std::string page = dir_.File("report.html");
+  ASSERT_EQ(testing::RunCommand(std::string(FIELDPROF_CLI_BIN) + " report --host 127.0.0.1:" +
+                                    std::to_string(agg.port()) + " --ca " + dir_.File("cert.pem") +
+                                    " --module libfpsecret.so -o " + page + " --debug_dir " +
+                                    dir_.File("debug"),
+                                &out),
+            0);
+  const std::string html = Slurp(page);
+  EXPECT_NE(html.find("class=\"flame field-flame\""), std::string::npos);
+  EXPECT_NE(html.find("fp_zz_secret_lib_inner_mix"), std::string::npos);
+  EXPECT_EQ(html.find("+" + offset), std::string::npos);
   // Without the build's file it says so.
   EXPECT_EQ(testing::RunCommand(cmd + " --debug_dir " + dir_.File("nothing") + " 2>&1", &out), 1);
   EXPECT_NE(out.find("no debug file for build " + id.substr(0, 16)), std::string::npos) << out;
