@@ -26,33 +26,51 @@ bool IsStackMark(std::string_view frame) {
   return frame.size() >= 3 && frame.front() == '[' && frame.back() == ']';
 }
 
+FieldStacksBuilder::FieldStacksBuilder(std::string module, bool keep_per_run)
+    : keep_per_run_(keep_per_run) {
+  out_.module = std::move(module);
+}
+
+void FieldStacksBuilder::Add(const std::string& symbol, const std::string& version,
+                             const Histogram& h, uint64_t runs, uint64_t machines) {
+  FieldStack& st = by_symbol_[symbol];
+  if (st.frames.empty()) st.frames = SplitStack(symbol);
+  st.ns += static_cast<uint64_t>(h.sum());
+  st.runs += runs;
+  st.machines = std::max(st.machines, machines);
+  if (keep_per_run_) {
+    if (!st.per_run) st.per_run = std::make_shared<Histogram>();
+    st.per_run->Merge(h);
+  }
+  if (versions_.insert(version).second) out_.versions.push_back(version);
+  out_.machines = std::max(out_.machines, machines);
+}
+
+FieldStacks FieldStacksBuilder::Finish() {
+  std::sort(out_.versions.begin(), out_.versions.end());
+  out_.stacks.reserve(by_symbol_.size());
+  for (auto& [symbol, st] : by_symbol_) {
+    out_.total_ns += st.ns;
+    out_.stacks.push_back(std::move(st));
+  }
+  by_symbol_.clear();
+  // The dearest first; equal ones by their frames, so the order is the
+  // same whatever order the series came in.
+  std::sort(out_.stacks.begin(), out_.stacks.end(), [](const FieldStack& a, const FieldStack& b) {
+    return a.ns != b.ns ? a.ns > b.ns : a.frames < b.frames;
+  });
+  return std::move(out_);
+}
+
 FieldStacks BuildFieldStacks(const std::string& module, const std::vector<SeriesSum>& series,
                              const ModelFilter& filter) {
-  FieldStacks out;
-  out.module = module;
-  std::map<std::string, FieldStack> by_symbol;
-  std::set<std::string> versions;
+  FieldStacksBuilder b(module, /*keep_per_run=*/true);
   for (const SeriesSum& s : series) {
     if (s.key.module() != module || s.key.metric() != wire::METRIC_STACK_CPU_NS) continue;
     if (!SeriesMatches(s, filter)) continue;
-    FieldStack& st = by_symbol[s.key.symbol()];
-    if (st.frames.empty()) st.frames = SplitStack(s.key.symbol());
-    st.ns += static_cast<uint64_t>(s.histogram.sum());
-    st.runs += s.runs;
-    st.machines = std::max(st.machines, s.machines);
-    st.per_run.Merge(s.histogram);
-    versions.insert(s.key.module_version());
-    out.machines = std::max(out.machines, s.machines);
+    b.Add(s.key.symbol(), s.key.module_version(), s.histogram, s.runs, s.machines);
   }
-  out.versions.assign(versions.begin(), versions.end());
-  out.stacks.reserve(by_symbol.size());
-  for (auto& [symbol, st] : by_symbol) {
-    out.total_ns += st.ns;
-    out.stacks.push_back(std::move(st));
-  }
-  std::stable_sort(out.stacks.begin(), out.stacks.end(),
-                   [](const FieldStack& a, const FieldStack& b) { return a.ns > b.ns; });
-  return out;
+  return b.Finish();
 }
 
 FieldStacks StacksUnder(const FieldStacks& s, const std::string& api) {
@@ -158,18 +176,19 @@ FieldStacksDiff DiffFieldStacks(const FieldStacks& before, const FieldStacks& af
       continue;
     }
     const FieldStack& was = *it->second;
-    if (was.per_run.count() < o.min_calls || st.per_run.count() < o.min_calls) {
+    if (!was.per_run || !st.per_run || was.per_run->count() < o.min_calls ||
+        st.per_run->count() < o.min_calls) {
       ++d.too_few_runs;
       continue;
     }
     StackDiff x;
     x.frames = st.frames;
-    x.before = was.per_run;
-    x.after = st.per_run;
+    x.before = *was.per_run;
+    x.after = *st.per_run;
     x.ns_before = was.ns;
     x.ns_after = st.ns;
-    x.mean_before = was.per_run.Mean();
-    x.mean_after = st.per_run.Mean();
+    x.mean_before = was.per_run->Mean();
+    x.mean_after = st.per_run->Mean();
     x.change = x.mean_before > 0 ? x.mean_after / x.mean_before - 1 : 0;
     const double slower = GreaterCostTest(x.after, x.before, o.test).p_value;
     const double faster = GreaterCostTest(x.before, x.after, o.test).p_value;

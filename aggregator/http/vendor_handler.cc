@@ -172,10 +172,18 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
   const size_t limit = q.limit;
   q.filter.metric = wire::METRIC_STACK_CPU_NS;
   q.limit = 100000000;  // every stack is summed; the answer keeps `limit`
-  std::vector<SeriesSum> series;
+  // Summed as the store streams them: no copy of a series' histogram kept.
+  FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false);
   bool truncated = false;
-  if (Status s = CollectSeries(store_, q, &series, &truncated); !s.ok()) return ErrorResponse(s);
-  const FieldStacks stacks = BuildFieldStacks(q.filter.module, series, {});
+  if (Status s = ForEachInRange(store_, q, &truncated,
+                                [&](ApiAggregate&& a) {
+                                  builder.Add(a.key.symbol, a.key.module_version, a.histogram,
+                                              a.runs, a.machines.Estimate());
+                                });
+      !s.ok()) {
+    return ErrorResponse(s);
+  }
+  const FieldStacks stacks = builder.Finish();
   if (format == "folded") {
     HttpResponse r;
     r.status = 200;
