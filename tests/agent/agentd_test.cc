@@ -33,6 +33,7 @@
 #include "common/upload_tokens.h"
 #include "common/validate.h"
 #include "common/wire.h"
+#include "tests/support/agent_config.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 #include "tests/support/tls_stub_server.h"
@@ -213,17 +214,7 @@ class AgentPassTest : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  AgentConfig Config(uint16_t port) const {
-    AgentConfig c;
-    c.server_host = "127.0.0.1";
-    c.server_port = port;
-    c.ca_file = dir_.File("cert.pem");
-    c.spool_dir = dir_.File("spool");
-    c.state_dir = dir_.File("state");
-    c.timeout_ms = 5000;
-    c.backoff_initial_ms = 10;
-    return c;
-  }
+  AgentConfig Config(uint16_t port) const { return testing::LoopbackAgentConfig(dir_, port); }
 
   // Writes `n` spool files over `symbols`, and returns what they sum to.
   std::map<std::string, std::pair<Histogram, uint64_t>> FillSpool(int n, int symbols,

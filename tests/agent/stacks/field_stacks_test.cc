@@ -28,6 +28,7 @@
 #include "common/package_versions.h"
 #include "common/spool.h"
 #include "common/wire.h"
+#include "tests/support/agent_config.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 
@@ -93,17 +94,7 @@ class FieldStacksTest : public ::testing::Test {
     return runs;
   }
 
-  AgentConfig Config(uint16_t port) const {
-    AgentConfig c;
-    c.server_host = "127.0.0.1";
-    c.server_port = port;
-    c.ca_file = dir_.File("cert.pem");
-    c.spool_dir = dir_.File("spool");
-    c.state_dir = dir_.File("state");
-    c.timeout_ms = 5000;
-    c.backoff_initial_ms = 10;
-    return c;  // dpkg_dir: this machine's
-  }
+  AgentConfig Config(uint16_t port) const { return testing::LoopbackAgentConfig(dir_, port); }
 
   std::vector<std::string> AggregatorArgs() const {
     return {"--signing_key",         dir_.File("keys/snapshot-signing.key"),
