@@ -196,12 +196,8 @@ FieldStacksDiff DiffFieldStacks(const FieldStacks& before, const FieldStacks& af
     d.stacks.push_back(std::move(x));
   }
   for (const auto& [key, st] : b) d.only_before += !seen.contains(key);
-  std::vector<double> p;
-  for (const StackDiff& x : d.stacks) p.push_back(x.p);
-  const std::vector<double> adj = BenjaminiHochberg(p, o.dependent);
-  for (size_t i = 0; i < d.stacks.size(); ++i) {
-    StackDiff& x = d.stacks[i];
-    x.adjusted = adj[i];
+  AdjustAcross(&d.stacks, o.dependent);
+  for (StackDiff& x : d.stacks) {
     const bool large = std::fabs(x.change) >= o.min_effect;
     if (x.adjusted <= o.fdr && large) {
       x.verdict = x.mean_after > x.mean_before ? ApiDiff::kSlower : ApiDiff::kFaster;

@@ -47,12 +47,8 @@ ModuleDiff DiffModules(const ModuleModel& before, const ModuleModel& after, cons
     x.resolution_ns = std::max(it->second->resolution_ns, y->resolution_ns);
     d.apis.push_back(std::move(x));
   }
-  std::vector<double> p;
-  for (const ApiDiff& x : d.apis) p.push_back(x.p);
-  const std::vector<double> adj = BenjaminiHochberg(p, o.dependent);
-  for (size_t i = 0; i < d.apis.size(); ++i) {
-    ApiDiff& x = d.apis[i];
-    x.adjusted = adj[i];
+  AdjustAcross(&d.apis, o.dependent);
+  for (ApiDiff& x : d.apis) {
     const double diff = x.stat_after - x.stat_before;
     const double floor_ns = DifferenceFloor(o.metric == 0, x.resolution_ns, o.min_diff_ns);
     const bool large = std::fabs(x.change) >= o.min_effect && std::fabs(diff) > floor_ns;

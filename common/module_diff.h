@@ -46,6 +46,17 @@ struct ModuleDiff {
 
 ModuleDiff DiffModules(const ModuleModel& before, const ModuleModel& after, const DiffOptions& o);
 
+// Sets each entry's `adjusted` from its `p` (Benjamini-Hochberg, or with
+// `dependent` Benjamini-Yekutieli), as every diff does across its entries.
+template <typename T>
+void AdjustAcross(std::vector<T>* v, bool dependent) {
+  std::vector<double> p;
+  p.reserve(v->size());
+  for (const T& x : *v) p.push_back(x.p);
+  const std::vector<double> adj = BenjaminiHochberg(p, dependent);
+  for (size_t i = 0; i < v->size(); ++i) (*v)[i].adjusted = adj[i];
+}
+
 // The order a diff lists its entries in (APIs, stacks: anything with a
 // `verdict` and a `change`): slower first, then faster, then the rest,
 // each by the size of the change.
