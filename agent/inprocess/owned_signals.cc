@@ -1,5 +1,8 @@
 #include "agent/inprocess/owned_signals.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 
 #include "agent/inprocess/next_slots.h"
@@ -77,9 +80,11 @@ bool OwnSignal(int sig, bool (*is_ours)(const siginfo_t*), SignalHandler on_ours
   struct sigaction sa {
   }, old{};
   sa.sa_sigaction = OnOwned;
-  // On the thread's alternate stack where it has one: a thread on a small
-  // stack (a coroutine's, a green thread's) keeps its room.
-  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  // Not SA_ONSTACK: a program's alternate stack is sized for its own rare
+  // crash handler (Chromium's 16 KiB), and a program may give several
+  // threads the same one; a sample every few milliseconds on it, with an
+  // unwinder's frames, is not what it was made for.
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   if (RealSigaction()(sig, &sa, &old) != 0) return false;
   o.program = old;
@@ -98,6 +103,19 @@ void ReturnSignalBeforeExec(int sig) {
 }
 
 bool SignalOwned(int sig) { return InRange(sig) && g_owned[sig].owned.load(); }
+
+bool HandlerStillOurs(int sig) {
+  if (!SignalOwned(sig)) return false;
+  // The kernel's own answer: a raw rt_sigaction may have replaced ours.
+  struct {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    unsigned long mask;
+  } k{};
+  if (syscall(SYS_rt_sigaction, sig, nullptr, &k, 8) != 0) return false;
+  return k.handler == reinterpret_cast<void*>(OnOwned);
+}
 
 }  // namespace fieldprof::inproc
 

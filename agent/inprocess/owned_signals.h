@@ -44,6 +44,11 @@ void ReturnSignalBeforeExec(int sig);
 // Whether `sig` is owned now.
 bool SignalOwned(int sig);
 
+// Whether `sig` is owned and the kernel still delivers it to us: false when
+// the program put its own handler on it with the raw system call, past the
+// wrapped sigaction().
+bool HandlerStillOurs(int sig);
+
 }  // namespace fieldprof::inproc
 
 #endif  // FIELDPROF_AGENT_INPROCESS_OWNED_SIGNALS_H_

@@ -8,14 +8,58 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "agent/inprocess/go_program.h"
+#include "agent/inprocess/owned_signals.h"
 #include "agent/sampler/sampler.h"
 #include "common/sampler_format.h"
 
 namespace fieldprof::local::sampler {
+namespace {
+
+// The descriptors of our task-clock events that signal by SIGPROF, marked
+// as they open and never unmarked: a sample still on its way after its
+// event closed is ours too. Descriptors past the table are taken as ours
+// when the code says a descriptor sent it (no program lets SIGPROF carry
+// its own descriptors' news).
+constexpr int kMarkedFds = 1 << 16;
+std::atomic<uint64_t> g_clock_fds[kMarkedFds / 64];
+
+void MarkClockFd(int fd) {
+  if (fd >= 0 && fd < kMarkedFds) {
+    g_clock_fds[fd / 64].fetch_or(uint64_t{1} << (fd % 64), std::memory_order_relaxed);
+  }
+}
+
+bool ClockFd(int fd) {
+  if (fd < 0) return false;
+  if (fd >= kMarkedFds) return true;
+  return (g_clock_fds[fd / 64].load(std::memory_order_relaxed) >> (fd % 64) & 1) != 0;
+}
+
+}  // namespace
+
+bool IsSampleProf(const siginfo_t* si) {
+  if (si == nullptr || si->si_signo != SIGPROF) return false;
+  if (si->si_code == SI_TIMER) {
+    return reinterpret_cast<uintptr_t>(si->si_value.sival_ptr) == kProfTimerValue;
+  }
+  return si->si_code >= POLL_IN && si->si_code <= POLL_HUP && ClockFd(si->si_fd);
+}
+
+bool OwnProfSignal(void (*on_sample)(int, siginfo_t*, void*)) {
+  return inproc::OwnSignal(SIGPROF, IsSampleProf, on_sample);
+}
+
+void ReturnProfSignal() { inproc::ReturnSignal(SIGPROF); }
+
+bool ProfSignalTaken() {
+  return inproc::SignalOwned(SIGPROF) && !inproc::HandlerStillOurs(SIGPROF);
+}
+
 int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap) {
   perf_event_attr a{};
   a.size = sizeof a;
@@ -41,6 +85,7 @@ int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap) {
     close(fd);
     return -1;
   }
+  MarkClockFd(fd);
   f_owner_ex owner{F_OWNER_TID, tid};
   if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
       fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {

@@ -149,6 +149,7 @@ void StartThreadTimer() {
   sigevent ev{};
   ev.sigev_notify = SIGEV_THREAD_ID;
   ev.sigev_signo = SIGPROF;
+  ev.sigev_value.sival_ptr = reinterpret_cast<void*>(kProfTimerValue);  // IsSampleProf
   ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
   if (timer_create(g_wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ev, &t_timer) != 0) return;
   itimerspec its{};
@@ -387,19 +388,12 @@ void* WriterMain(void*) {
 
 // Whether the program has put its own handler on SIGPROF, the signal the
 // in-process clocks sample by, with the raw system call (past the wrapped
-// sigaction): its samples then went to the program, harmlessly, but none
-// to us, and fieldprof record says so.
+// sigaction): its samples then went to the program, but none to us, and
+// fieldprof record says so.
 bool SamplingSignalTaken() {
   using fieldprof::local::raw::kNoSamples;
   if (g_trap || g_source == kNoSamples) return false;
-  struct {
-    void* handler;
-    unsigned long flags;
-    void* restorer;
-    unsigned long mask;
-  } k{};
-  if (syscall(SYS_rt_sigaction, SIGPROF, nullptr, &k, 8) != 0) return false;
-  return k.handler != reinterpret_cast<void*>(OnProf);
+  return ProfSignalTaken();
 }
 
 // The program starts its first thread: the writer takes over the drains
@@ -451,11 +445,7 @@ void Start() {
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   if (g_trap && !OwnTrapSignal(OnProf)) g_trap = false;
   if (!g_trap && g_source != fieldprof::local::raw::kNoSamples) {
-    struct sigaction sa {};
-    sa.sa_sigaction = OnProf;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, nullptr);
+    OwnProfSignal(OnProf);
   }
   g_stop = 0;
   g_last_drain_ns = start;
@@ -556,7 +546,7 @@ void* StartWithTimer(void* p) {
 // Before an exec: the process's recording ends here, whole (its last
 // samples and a trailer), and no sample's signal is left pending for the
 // new image, which gets the default action (death) until the sampler loads
-// in it again; SIGTRAP's disposition is the program's again. Returns
+// in it again; SIGTRAP's and SIGPROF's dispositions are the program's again. Returns
 // whether to Start() again if the exec fails.
 bool EndBeforeExec() {
   if (!g_on || getpid() != g_pid) return false;  // not recording, or a vfork child
@@ -567,12 +557,16 @@ bool EndBeforeExec() {
   sigaddset(&ours, SIGTRAP);
   pthread_sigmask(SIG_BLOCK, &ours, &old);
   const timespec now{0, 0};
-  bool program_trap = false;  // a SIGTRAP not ours, pending: it stays the program's
+  // A pending signal that is not ours stays the program's.
+  bool program_trap = false, program_prof = false;
   for (siginfo_t si; sigtimedwait(&ours, &si, &now) > 0;) {
     program_trap |= si.si_signo == SIGTRAP && !IsSampleTrap(&si);
+    program_prof |= si.si_signo == SIGPROF && !IsSampleProf(&si);
   }
   ReturnTrapSignal();
+  ReturnProfSignal();
   if (program_trap) raise(SIGTRAP);  // pending again, blocked until the mask is back
+  if (program_prof) raise(SIGPROF);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return true;
 }

@@ -102,6 +102,21 @@ bool OwnTrapSignal(void (*on_sample)(int, siginfo_t*, void*));
 // Puts the program's SIGTRAP disposition back (before an exec).
 void ReturnTrapSignal();
 
+// SIGPROF, the signal of the other clocks, is owned the same way: a
+// program's own handler on it (Chromium's crash reporter treats it as a
+// termination) never runs for one of our samples, and the program's own
+// SIGPROFs (its ITIMER_PROF, a raise) still reach it. A sample is a
+// SIGPROF from one of our timers (SI_TIMER carrying kProfTimerValue) or
+// from one of our task-clock events (a SIGPOLL code and one of their
+// descriptors, clocks.cc).
+inline constexpr uintptr_t kProfTimerValue = 0x6670726563707266;  // "fprecprf"
+bool IsSampleProf(const siginfo_t* si);
+bool OwnProfSignal(void (*on_sample)(int, siginfo_t*, void*));
+// Before an exec (the program's disposition back).
+void ReturnProfSignal();
+// Whether a program's raw rt_sigaction took SIGPROF from us.
+bool ProfSignalTaken();
+
 // modules.cc
 
 // Writes (through `write`) a module record per loaded object with code,

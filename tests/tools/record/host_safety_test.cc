@@ -10,7 +10,8 @@
 // Chromium headless (with and without its sandbox), a Go program both
 // linked against libc (cgo) and static, node with JIT code (named from
 // its perf map), python3 with threads, a C program that installs its
-// SIGTRAP and SIGPROF handlers by the raw system call, and a program under
+// SIGTRAP and SIGPROF handlers by the raw system call, one whose SIGPROF
+// handler ends it at a signal it did not cause, and a program under
 // a seccomp filter that kills it at any system call it did not expect, and
 // one that forks while another of its threads holds the dynamic linker's
 // lock.
@@ -272,6 +273,16 @@ TEST_F(HostSafetyTest, AProgramThatOwnsSigtrapAndSigprofByTheRawSystemCall) {
   // samples it.
   Check({"raw-signals", FIELDPROF_RAW_SIGNALS, "traps 3, profiling timer fired", false,
          "own SIGPROF handler", false});
+}
+
+// A program whose own SIGPROF handler ends it at any SIGPROF it did not
+// cause, as Chromium's crash reporter takes SIGPROF for a termination (a
+// sample's signal reaching it there, in the middle of a fork, once left
+// the reporter's handler waiting on its allocator's lock for good). The
+// samples' SIGPROFs never reach it; its own ITIMER_PROF and raise() do.
+TEST_F(HostSafetyTest, AProgramWhoseOwnSigprofHandlerEndsItAtAForeignOne) {
+  Check({"sigprof-own", FIELDPROF_SIGPROF_OWN, "raised 3, saw 3; profiling timer fired", true, "",
+         false});
 }
 
 // Chromium's browser forks while its other threads load and walk
