@@ -356,6 +356,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            "publish a series (snapshot, /v1 reads, dashboard, reports) only once this many "
            "distinct machines added to it (1: everything, e.g. one machine trying it out)",
            1, 1000000);
+  t.AddInt("answer_max_stale_s", &config->answer_max_stale_s,
+           "GET /v1/stacks answers are kept; while batches keep coming, a kept answer is served "
+           "this many seconds at most after it was built, a new one summed meanwhile (0: every "
+           "answer summed in its request)",
+           0, 3600);
   rocksdb.Register(t, &config->store);
   RegisterFleet(t, &config->fleet);
   publish.Register(t, config);

@@ -22,6 +22,10 @@ struct AggregatorConfig {
   // machines have added to them (aggregator/store/k_anonymous_store.h);
   // 1: everything.
   int64_t k_anonymity = 5;
+  // How far behind the sums a kept GET /v1/stacks answer may be served
+  // while batches keep coming (aggregator/http/answer_cache.h); 0: every
+  // answer built in its request.
+  int64_t answer_max_stale_s = 10;
   // Anonymous upload tokens (common/upload_tokens.h): on when a secret file
   // is given; every batch then needs one.
   std::string token_secret_file;

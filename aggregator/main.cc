@@ -292,6 +292,7 @@ int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
   parts.vendors = s.vendors;
   parts.dev = s.dev.get();
   parts.developers = s.developers;
+  parts.answer_max_stale = std::chrono::seconds(config.answer_max_stale_s);
   Router router(std::move(parts));
   Server server(server_options, &router, &s.metrics);
   if (Status st = server.Start(); !st.ok()) {

@@ -64,6 +64,19 @@ void Metrics::AppendPrometheus(std::string* out) const {
           publish_bytes_.load());
   counter("fieldprof_snapshot_bytes_served_total", "Manifest and fragment bytes sent to clients.",
           snapshot_bytes_served_.load());
+  counter("fieldprof_answers_kept_total",
+          "GET /v1/stacks answers served as kept, their sums unchanged since.",
+          answers_kept_.load());
+  counter("fieldprof_answers_stale_total",
+          "GET /v1/stacks answers served as kept while batches applied since were summed into "
+          "a new one (at most --answer_max_stale_s behind).",
+          answers_stale_.load());
+  counter("fieldprof_answers_built_total",
+          "GET /v1/stacks answers built in the request (none kept, or kept too long).",
+          answers_built_.load());
+  counter("fieldprof_answers_refreshed_total",
+          "Kept answers rebuilt in the background after batches were applied.",
+          answers_refreshed_.load());
   auto gauge = [out](const char* name, const char* help, const std::string& v) {
     AppendPrometheusSample(out, name, "gauge", help, v);
   };

@@ -50,6 +50,14 @@ class Metrics {
     publish_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
   void PublishFailed() { publish_failures_.fetch_add(1, std::memory_order_relaxed); }
+  // A walk's answer (answer_cache.h) served as kept (fresh, or `stale`
+  // while its refresh runs), built in the request, or rebuilt by the
+  // refresher.
+  void AnswerKept(bool stale) {
+    (stale ? answers_stale_ : answers_kept_).fetch_add(1, std::memory_order_relaxed);
+  }
+  void AnswerBuilt() { answers_built_.fetch_add(1, std::memory_order_relaxed); }
+  void AnswerRefreshed() { answers_refreshed_.fetch_add(1, std::memory_order_relaxed); }
   void SnapshotServed(uint64_t bytes) {
     snapshot_bytes_served_.fetch_add(bytes, std::memory_order_relaxed);
   }
@@ -81,6 +89,8 @@ class Metrics {
   std::atomic<uint64_t> publish_bytes_{0};
   std::atomic<uint64_t> snapshot_version_{0};
   std::atomic<uint64_t> snapshot_bytes_served_{0};
+  std::atomic<uint64_t> answers_kept_{0}, answers_stale_{0}, answers_built_{0},
+      answers_refreshed_{0};
   // Latency histogram: bucket i counts requests with floor(log2 ns) == i.
   std::array<std::atomic<uint64_t>, 64> latency_buckets_{};
   std::atomic<uint64_t> latency_count_{0};

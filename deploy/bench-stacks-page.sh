@@ -2,8 +2,10 @@
 # A module with many distinct field stacks (default 100,000) on a real
 # aggregator: GET /v1/stacks answered (as the dashboard asks: every stack,
 # limit=100000; and the default limit, 10,000), p50 and p99 of REQUESTS
-# requests, then the dashboard's module page in Chromium: the time from
-# the answer to the drawn flame graph (docs/field-stacks.md).
+# requests (kept answers: the first request summed it), the same while
+# another module's batches keep coming (kept answers served while the
+# refresher sums the next), then the dashboard's module page in Chromium:
+# the time from the answer to the drawn flame graph (docs/field-stacks.md).
 #
 #   deploy/bench-stacks-page.sh [STACKS] [REQUESTS]   (defaults 100000, 30)
 set -euo pipefail
@@ -48,6 +50,30 @@ print(f'   limit={$limit}: first byte p50 {p(first, .5):.1f} ms p99 {p(first, .9
       f' whole answer p50 {p(total, .5):.1f} ms p99 {p(total, .99):.1f} ms;'
       f' {$(wc -c <"$work/stacks.json")} bytes')"
 done
+
+echo "== the same while batches keep coming (another module's stacks, one batch at a time)"
+# Every applied batch moves the store's data version: the kept answer is
+# served (at most --answer_max_stale_s behind) while the refresher sums
+# the next one in the background.
+(for i in $(seq 0 59); do
+  ./build/tests/benchmarks/stacks_post "$port" "$work/tls/cert.pem" libother.so.1 2000 \
+    $((20000000 + i * 100)) >/dev/null
+done) &
+poster=$!
+pids+=($poster)
+url="https://127.0.0.1:$port/v1/stacks?module=$module&limit=100000"
+for _ in $(seq "$requests"); do
+  curl -sf --cacert "$work/tls/cert.pem" -o /dev/null -w '%{time_total}\n' "$url"
+  sleep 0.2
+done | python3 -c "
+import sys
+total = sorted(float(l) * 1e3 for l in sys.stdin)
+p = lambda v, q: v[min(len(v) - 1, int(q * len(v)))]
+print(f'   limit=100000: whole answer p50 {p(total, .5):.1f} ms p99 {p(total, .99):.1f} ms')"
+kill "$poster" 2>/dev/null || true
+wait "$poster" 2>/dev/null || true
+curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" |
+  grep -E '^fieldprof_answers_(kept|stale|built|refreshed)_total' | sed 's/^/   /'
 
 echo "== the module page in Chromium (draw: from the answer to the drawn graph)"
 total=$(python3 -c "import json; print(json.load(open('$work/stacks.json'))['total_ns'])")

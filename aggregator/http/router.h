@@ -86,6 +86,9 @@ struct RouterParts {
   PlausibleLimits plausible;
   // Per-source limits the server asks (server.h), reported in /metrics.
   std::vector<const SourceLimiter*> source_limits;
+  // How far behind the sums a kept /v1/stacks answer may be served
+  // (http/answer_cache.h); zero keeps none.
+  std::chrono::milliseconds answer_max_stale{10000};
 };
 
 class Router {

@@ -1,5 +1,6 @@
 #include "aggregator/http/vendor_handler.h"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -172,26 +173,33 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
   const size_t limit = q.limit;
   q.filter.metric = wire::METRIC_STACK_CPU_NS;
   q.limit = 100000000;  // every stack is summed; the answer keeps `limit`
-  // Summed as the store streams them: no copy of a series' histogram kept.
-  FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false);
-  bool truncated = false;
-  if (Status s = ForEachInRange(store_, q, &truncated,
-                                [&](ApiAggregate&& a) {
-                                  builder.Add(a.key.symbol, a.key.module_version, a.histogram,
-                                              a.runs, a.machines.Estimate());
-                                });
-      !s.ok()) {
-    return ErrorResponse(s);
-  }
-  const FieldStacks stacks = builder.Finish();
-  if (format == "folded") {
-    HttpResponse r;
-    r.status = 200;
-    r.content_type = "text/plain; charset=utf-8";
-    r.body = FieldStacksFolded(stacks);
-    return r;
-  }
-  return JsonResponse(FieldStacksJson(stacks, limit));
+  // The question, whatever order its parameters came in.
+  std::sort(params->begin(), params->end());
+  std::string key = "format=" + format;
+  for (const auto& [name, value] : *params) key += '&' + name + '=' + value;
+  Store* const store = store_;
+  return stacks_answers_.Get(key, [store, q, format, limit] {
+    // Summed as the store streams them: no copy of a series' histogram kept.
+    FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false);
+    bool truncated = false;
+    if (Status s = ForEachInRange(store, q, &truncated,
+                                  [&](ApiAggregate&& a) {
+                                    builder.Add(a.key.symbol, a.key.module_version, a.histogram,
+                                                a.runs, a.machines.Estimate());
+                                  });
+        !s.ok()) {
+      return ErrorResponse(s);
+    }
+    const FieldStacks stacks = builder.Finish();
+    if (format == "folded") {
+      HttpResponse r;
+      r.status = 200;
+      r.content_type = "text/plain; charset=utf-8";
+      r.body = FieldStacksFolded(stacks);
+      return r;
+    }
+    return JsonResponse(FieldStacksJson(stacks, limit));
+  });
 }
 
 HttpResponse VendorHandler::GetReport(std::string_view query, std::string_view authorization) {

@@ -15,12 +15,17 @@
 //     the module's field stacks (common/field_stacks.h): where its CPU time
 //     goes, summed over the versions asked for; `limit` (default 10,000)
 //     bounds the stacks in JSON, the dearest first; `folded` gives every
-//     stack as flame graph tools read it.
+//     stack as flame graph tools read it. Answers are kept between
+//     requests (answer_cache.h): at most `answer_max_stale` behind the
+//     sums while batches keep coming (the Age header says how long ago
+//     an answer was built), current otherwise.
 #ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 
+#include <chrono>
 #include <string_view>
 
+#include "aggregator/http/answer_cache.h"
 #include "aggregator/http/http_types.h"
 #include "aggregator/http/vendor_access.h"
 #include "aggregator/store/store.h"
@@ -29,8 +34,13 @@ namespace fieldprof::aggregator {
 
 class VendorHandler {
  public:
-  // Both must outlive the handler.
-  VendorHandler(Store* store, const VendorAccess* vendors) : store_(store), vendors_(vendors) {}
+  // The pointers must outlive the handler. `answer_max_stale` zero: every
+  // /v1/stacks answer is built in its request.
+  VendorHandler(Store* store, const VendorAccess* vendors, Metrics* metrics,
+                std::chrono::milliseconds answer_max_stale)
+      : store_(store),
+        vendors_(vendors),
+        stacks_answers_(store, answer_max_stale, kAnswerBytes, metrics) {}
 
   HttpResponse GetModule(std::string_view query, std::string_view authorization);
   HttpResponse GetReport(std::string_view query, std::string_view authorization);
@@ -38,8 +48,13 @@ class VendorHandler {
   HttpResponse GetStacks(std::string_view query, std::string_view authorization);
 
  private:
+  // What kept /v1/stacks answers may hold: a hundred answers of 100,000
+  // stacks (12 MB each) within 1.5 GB.
+  static constexpr size_t kAnswerBytes = size_t{1536} << 20;
+
   Store* const store_;
   const VendorAccess* const vendors_;
+  AnswerCache stacks_answers_;
 };
 
 }  // namespace fieldprof::aggregator

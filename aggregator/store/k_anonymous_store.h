@@ -61,6 +61,7 @@ class KAnonymousStore : public Store {
     return inner_->BatchAccepted(batch_id);
   }
   uint64_t pending_batches() override { return inner_->pending_batches(); }
+  uint64_t DataVersion() override { return inner_->DataVersion(); }
   Status WaitApplied(std::chrono::milliseconds timeout) override {
     return inner_->WaitApplied(timeout);
   }

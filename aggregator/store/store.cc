@@ -19,6 +19,13 @@ bool ApiFilter::Matches(const ApiKey& k) const {
   return true;
 }
 
+uint64_t Store::DataVersion() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count() /
+                               5);
+}
+
 Status Store::ForEachApiInRange(const ApiFilter& filter, int32_t first_day, int32_t last_day,
                                 const std::function<bool(ApiAggregate&&)>& visit) {
   if (first_day == kUnboundedFirst && last_day == kUnboundedLast) {

@@ -119,6 +119,12 @@ class Store {
                                                  int32_t last_day,
                                                  const std::function<bool(ApiAggregate&&)>& visit);
 
+  // A number that moves whenever the sums this store answers may have
+  // changed, so that an answer built at one number holds while it stays
+  // (http/answer_cache.h). The default moves every five seconds: a store
+  // that cannot tell (other aggregators write to it).
+  virtual uint64_t DataVersion();
+
   // Whether the store can take batches now: OK, or why not (NoSpace: the
   // disk is full or under its reserve; IOError or Unavailable: a write
   // failed or the store is being reopened). It recovers by itself.

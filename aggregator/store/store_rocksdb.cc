@@ -260,6 +260,7 @@ bool RocksDbStore::TryReopen() {
     pending_count_.store(0);
   }
   Status s = OpenDb();
+  data_version_.fetch_add(1);
   if (s.ok()) s = LoadRollupPoint();
   if (s.ok()) s = RecoverPending();
   if (!s.ok()) {

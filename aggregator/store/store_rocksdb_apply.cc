@@ -194,6 +194,7 @@ StatusOr<bool> RocksDbStore::RollupStep() {
   }
   rollup_ = std::move(next);
   rollup_next_day_.store(rollup_.next_day);
+  data_version_.fetch_add(1);
   rolled_series_.fetch_add(n);
   return !rollup_.cursor.empty() || rollup_.next_day < today;
 }
@@ -272,6 +273,7 @@ void RocksDbStore::ApplierLoop() {
       }
       pending_count_.fetch_sub(work.ids.size());
       applied_batches_.fetch_add(work.ids.size());
+      data_version_.fetch_add(1);
       folds_.fetch_add(1);
       applied_cv_.notify_all();
     }

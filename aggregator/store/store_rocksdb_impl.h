@@ -64,6 +64,8 @@ class RocksDbStore : public Store {
   Status Health() override;
 
   uint64_t pending_batches() override { return pending_count_.load(); }
+  // Moves with every fold applied, roll-up chunk written and reopening.
+  uint64_t DataVersion() override { return data_version_.load(); }
 
   Status WaitApplied(std::chrono::milliseconds timeout) override;
 
@@ -156,6 +158,7 @@ class RocksDbStore : public Store {
   std::chrono::steady_clock::time_point last_fold_start_;  // applier thread only
   std::atomic<uint64_t> pending_count_{0};
   std::atomic<uint64_t> applied_batches_{0};
+  std::atomic<uint64_t> data_version_{0};
   std::atomic<uint64_t> folds_{0};
   std::atomic<uint64_t> series_written_{0};
   std::atomic<uint64_t> apply_errors_{0};

@@ -17,8 +17,8 @@
 
 int main(int argc, char** argv) {
   using namespace fieldprof;
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: stacks_post PORT CA_FILE MODULE N\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: stacks_post PORT CA_FILE MODULE N [FIRST_BATCH]\n");
     return 2;
   }
   HttpsClientOptions o;
@@ -30,11 +30,14 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(68);
   std::set<std::string> seen;
   wire::Batch b;
+  // Batch ids count from FIRST_BATCH (default 10,000,000): a second
+  // poster into the same aggregator gives its own.
+  const long first_batch = argc == 6 ? std::atol(argv[5]) : 10000000;
   long batches = 0;
   auto post = [&]() {
     if (b.records_size() == 0) return true;
     b.set_schema_version(kSchemaVersion);
-    b.set_batch_id(std::string(8, 'S') + std::to_string(10000000 + batches++));
+    b.set_batch_id(std::string(8, 'S') + std::to_string(first_batch + batches++));
     b.set_created_unix_ms(1795000000000);
     b.set_machine_key(std::string(16, 'M'));
     b.mutable_client_platform()->set_os(wire::OS_LINUX);

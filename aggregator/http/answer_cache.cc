@@ -1,0 +1,157 @@
+#include "aggregator/http/answer_cache.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace fieldprof::aggregator {
+namespace {
+
+// An answer nobody asked for this long is dropped (and not refreshed).
+constexpr std::chrono::minutes kUnusedFor(10);
+
+size_t Bytes(const std::string& key, const HttpResponse& r) {
+  return key.size() + r.body.size() + r.content_type.size();
+}
+
+}  // namespace
+
+AnswerCache::AnswerCache(Store* store, std::chrono::milliseconds max_stale, size_t max_bytes,
+                         Metrics* metrics)
+    : store_(store), max_stale_(max_stale), max_bytes_(max_bytes), metrics_(metrics) {
+  if (max_stale_.count() > 0) refresher_ = std::thread([this] { RefreshLoop(); });
+}
+
+AnswerCache::~AnswerCache() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+}
+
+HttpResponse AnswerCache::Get(const std::string& key, const Build& build) {
+  if (max_stale_.count() == 0) {
+    metrics_->AnswerBuilt();
+    return build();
+  }
+  const uint64_t version = store_->DataVersion();
+  const Clock::time_point now = Clock::now();
+  std::shared_ptr<const HttpResponse> kept;
+  Clock::time_point built;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      Entry& e = it->second;
+      e.used = now;
+      if (e.version == version) {
+        kept = e.answer;
+        metrics_->AnswerKept(/*stale=*/false);
+      } else if (now - e.built < max_stale_) {
+        kept = e.answer;
+        metrics_->AnswerKept(/*stale=*/true);
+        if (!e.refreshing) wake_.notify_one();
+      }
+      built = e.built;
+    }
+  }
+  if (kept) {
+    HttpResponse r = *kept;
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - built);
+    r.headers.emplace_back("Age", std::to_string(age.count()));
+    return r;
+  }
+  metrics_->AnswerBuilt();
+  HttpResponse r = build();
+  if (r.status == 200) Keep(key, std::make_shared<const HttpResponse>(r), version, build);
+  return r;
+}
+
+void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer,
+                       uint64_t version, const Build& build) {
+  const Clock::time_point now = Clock::now();
+  const size_t bytes = Bytes(key, *answer);
+  if (bytes > max_bytes_) return;
+  std::lock_guard lock(mu_);
+  Entry& e = entries_[key];
+  if (e.answer) bytes_ -= Bytes(key, *e.answer);
+  e.answer = std::move(answer);
+  e.version = version;
+  e.built = now;
+  e.used = now;
+  e.build = build;
+  bytes_ += bytes;
+  DropUnusedLocked(now);
+}
+
+void AnswerCache::DropUnusedLocked(Clock::time_point now) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (!it->second.refreshing && now - it->second.used > kUnusedFor) {
+      bytes_ -= Bytes(it->first, *it->second.answer);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Over the bound: the least recently used go first.
+  while (bytes_ > max_bytes_ && !entries_.empty()) {
+    auto oldest = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (!it->second.refreshing &&
+          (oldest == entries_.end() || it->second.used < oldest->second.used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == entries_.end()) break;
+    bytes_ -= Bytes(oldest->first, *oldest->second.answer);
+    entries_.erase(oldest);
+  }
+}
+
+void AnswerCache::RefreshLoop() {
+  // Looks often enough that an answer is rebuilt well before it is too
+  // old to serve.
+  const auto every =
+      std::max<std::chrono::milliseconds>(max_stale_ / 4, std::chrono::milliseconds(50));
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, every);
+    if (stop_) break;
+    DropUnusedLocked(Clock::now());
+    // Every answer whose data moved, one at a time, outside the lock.
+    lock.unlock();
+    const uint64_t version = store_->DataVersion();
+    lock.lock();
+    std::vector<std::string> moved;
+    for (const auto& [key, e] : entries_) {
+      if (e.version != version && !e.refreshing) moved.push_back(key);
+    }
+    for (const std::string& key : moved) {
+      if (stop_) break;
+      auto it = entries_.find(key);
+      if (it == entries_.end() || it->second.refreshing) continue;
+      const Build build = it->second.build;
+      it->second.refreshing = true;
+      lock.unlock();
+      HttpResponse r = build();
+      lock.lock();
+      it = entries_.find(key);
+      if (it == entries_.end()) continue;
+      Entry& e = it->second;
+      e.refreshing = false;
+      // A failed build keeps the old answer (and its version: tried again
+      // at the next look).
+      if (r.status != 200) continue;
+      metrics_->AnswerRefreshed();
+      bytes_ -= Bytes(key, *e.answer);
+      e.answer = std::make_shared<const HttpResponse>(std::move(r));
+      e.version = version;
+      e.built = Clock::now();
+      bytes_ += Bytes(key, *e.answer);
+      DropUnusedLocked(e.built);
+    }
+  }
+}
+
+}  // namespace fieldprof::aggregator

@@ -1,0 +1,147 @@
+// Kept answers over a real RocksDB store: kept while the sums stand,
+// served at most max_stale behind them and refreshed in the background
+// while batches come, rebuilt in the request once older, never kept when
+// they failed, and none kept at all with max_stale zero.
+#include "aggregator/http/answer_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "aggregator/store/store_rocksdb.h"
+#include "common/batch_view.h"
+#include "tests/support/test_util.h"
+#include "tools/loadgen/batch_gen.h"
+
+namespace fieldprof::aggregator {
+namespace {
+
+using fieldprof::testing::IdOf;
+using fieldprof::testing::SimpleBatch;
+using fieldprof::testing::TempDir;
+using fieldprof::testing::WaitUntil;
+
+class AnswerCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = OpenRocksDbStore({.path = dir_.File("db")});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+
+  // A batch with one more series (its own symbol), applied and summed.
+  void AddSeries() {
+    ++series_;
+    const wire::Batch b = SimpleBatch(IdOf(static_cast<uint64_t>(series_)), "libz.so.1",
+                                      "api_" + std::to_string(series_), 1000, 2);
+    const std::string body = b.SerializeAsString();
+    BatchView view;
+    ASSERT_TRUE(DecodeBatchView(body, &view).ok());
+    ASSERT_TRUE(store_->ApplyBatch(view, body, 100).ok());
+    ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(60)).ok());
+  }
+
+  // The answer: how many series the store holds now; each call counted.
+  AnswerCache::Build CountSeries() {
+    return [this] {
+      ++builds_;
+      auto all = store_->ListApis(ApiFilter(), 1000);
+      if (!all.ok()) return HttpResponse{500, "text/plain", all.status().ToString(), {}};
+      return HttpResponse{200, "text/plain", std::to_string(all->size()), {}};
+    };
+  }
+
+  static bool HasAge(const HttpResponse& r) {
+    for (const auto& [name, value] : r.headers) {
+      if (name == "Age") return true;
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+  Metrics metrics_;
+  std::atomic<int> builds_{0};
+  int series_ = 0;
+};
+
+TEST_F(AnswerCacheTest, KeptWhileTheSumsStandAndPerQuestion) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::hours(1), 1 << 20, &metrics_);
+  const HttpResponse first = cache.Get("q", CountSeries());
+  EXPECT_EQ(first.body, "1");
+  EXPECT_FALSE(HasAge(first));
+  for (int i = 0; i < 5; ++i) {
+    const HttpResponse again = cache.Get("q", CountSeries());
+    EXPECT_EQ(again.body, "1");
+    EXPECT_TRUE(HasAge(again));
+  }
+  EXPECT_EQ(builds_.load(), 1);
+  // Another question is built for itself.
+  EXPECT_EQ(cache.Get("other", CountSeries()).body, "1");
+  EXPECT_EQ(builds_.load(), 2);
+}
+
+TEST_F(AnswerCacheTest, BehindTheSumsAtMostMaxStaleThenRefreshedInTheBackground) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::hours(1), 1 << 20, &metrics_);
+  EXPECT_EQ(cache.Get("q", CountSeries()).body, "1");
+  AddSeries();
+  // Within max_stale: the kept answer, at once; its refresh starts.
+  const HttpResponse stale = cache.Get("q", CountSeries());
+  EXPECT_EQ(stale.body, "1");
+  EXPECT_TRUE(HasAge(stale));
+  // The refresher sums the new answer; requests then get it, kept.
+  EXPECT_TRUE(WaitUntil([&] { return cache.Get("q", CountSeries()).body == "2"; }));
+  EXPECT_EQ(builds_.load(), 2);
+  std::string text;
+  metrics_.AppendPrometheus(&text);
+  EXPECT_NE(text.find("fieldprof_answers_refreshed_total 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("fieldprof_answers_built_total 1\n"), std::string::npos) << text;
+}
+
+TEST_F(AnswerCacheTest, OlderThanMaxStaleIsRebuiltInTheRequest) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::milliseconds(1), 1 << 20, &metrics_);
+  EXPECT_EQ(cache.Get("q", CountSeries()).body, "1");
+  AddSeries();  // takes longer than a millisecond: the kept answer is too old
+  EXPECT_EQ(cache.Get("q", CountSeries()).body, "2");
+  AddSeries();
+  EXPECT_EQ(cache.Get("q", CountSeries()).body, "3");
+}
+
+TEST_F(AnswerCacheTest, AFailedAnswerIsNotKept) {
+  AnswerCache cache(store_.get(), std::chrono::hours(1), 1 << 20, &metrics_);
+  int calls = 0;
+  const AnswerCache::Build failing = [&] {
+    ++calls;
+    return HttpResponse{503, "text/plain", "store reopening", {}};
+  };
+  EXPECT_EQ(cache.Get("q", failing).status, 503);
+  EXPECT_EQ(cache.Get("q", failing).status, 503);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(cache.Get("q", CountSeries()).status, 200);
+}
+
+TEST_F(AnswerCacheTest, MaxStaleZeroKeepsNothing) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::milliseconds(0), 1 << 20, &metrics_);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.Get("q", CountSeries()).body, "1");
+  EXPECT_EQ(builds_.load(), 3);
+}
+
+TEST_F(AnswerCacheTest, AnswersPastTheByteBoundAreNotKept) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::hours(1), /*max_bytes=*/8, &metrics_);
+  const AnswerCache::Build big = [&] {
+    ++builds_;
+    return HttpResponse{200, "text/plain", std::string(100, 'x'), {}};
+  };
+  cache.Get("q", big);
+  cache.Get("q", big);
+  EXPECT_EQ(builds_.load(), 2);
+}
+
+}  // namespace
+}  // namespace fieldprof::aggregator
