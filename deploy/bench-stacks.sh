@@ -11,13 +11,21 @@
 #      records, and the batch the agent seals from each spool (this
 #      machine's dpkg database, the aggregator unreachable: the batch waits
 #      in the outbox), so what stacks add to the uploads.
+#   3. With DAY_ROUNDS: a working day's mix (git, grep, sort, xz, openssl,
+#      cc, python3, sqlite3, ls: 11 measured processes a round), DAY_ROUNDS
+#      rounds with stack_hz = 0 and 20, and what the stacks add to the
+#      sealed batches per measured run; then that figure over the measured
+#      runs a busy volunteer's day has (the default samples 1 run in 16,
+#      at most 120 a minute).
 #
-#   deploy/bench-stacks.sh [ROUNDS] [RUNS]   (defaults 30 and 40)
+#   deploy/bench-stacks.sh [ROUNDS] [RUNS] [DAY_ROUNDS]   (defaults 30, 40, 0;
+#                                         0 skips a part)
 # Prints each table; everything stays in a temp dir and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-30}"
 runs="${2:-40}"
+day_rounds="${3:-0}"
 lib="$PWD/build/agent/runtime/libfieldprof-front.so"
 agent="$PWD/build/agent/fieldprof-agent"
 for f in "$lib" "$agent"; do
@@ -64,6 +72,7 @@ PY
 sqlite_cmd="/usr/bin/sqlite3 -init $work/sqlite.sql :memory: .quit"
 python_cmd="/usr/bin/python3 $work/work.py"
 
+if [[ "$rounds" -gt 0 ]]; then
 echo "== CPU time of a measured run, stack_hz 0 / 20 / 100 interleaved ($rounds rounds)"
 python3 - "$rounds" "$lib" "$work" "$sqlite_cmd" "$python_cmd" <<'PY'
 import os, statistics, sys
@@ -94,9 +103,11 @@ for name, argv in workloads.items():
         print(f"   {v:<6} cpu {statistics.mean(got[v]):8.2f} ms  added {m:+7.2f} ms ± {ci:5.2f}"
               f"  ({100 * m / statistics.mean(base):+5.2f}% ± {100 * ci / statistics.mean(base):4.2f})")
 PY
+fi
 
-echo "== bytes: $runs measured runs of each workload, stack_hz 0 against 20"
+[[ "$runs" -gt 0 ]] && echo "== bytes: $runs measured runs of each workload, stack_hz 0 against 20"
 for v in hz0 hz20; do
+  [[ "$runs" -gt 0 ]] || break
   for i in $(seq "$runs"); do
     FIELDPROF_SETTINGS="$work/$v.conf" LD_PRELOAD="$lib" $sqlite_cmd >/dev/null
     FIELDPROF_SETTINGS="$work/$v.conf" LD_PRELOAD="$lib" $python_cmd >/dev/null
@@ -112,3 +123,69 @@ for v in hz0 hz20; do
   echo "   stack_hz ${v#hz}: spool $spool_bytes bytes in $((2 * runs)) runs, stack records $stacks;" \
     "sealed batches $batch bytes"
 done
+
+[[ "$day_rounds" -gt 0 ]] || exit 0
+echo "== a working day's mix: $day_rounds rounds of 11 measured processes, stack_hz 0 against 20"
+conf day0 0
+conf day20 20
+src="$work/src"
+mkdir -p "$src"
+cp -r common "$src/"
+head -c 4000000 /usr/bin/python3 >"$work/blob"
+sort -R "$work/blob" 2>/dev/null | head -c 1000000 >"$work/lines" || true
+cat >"$work/small.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+struct item { char name[32]; int n; };
+static int cmp(const void* a, const void* b) { return strcmp(a, b); }
+int main(void) {
+  struct item v[64];
+  for (int i = 0; i < 64; ++i) { snprintf(v[i].name, sizeof v[i].name, "i%d", 63 - i); v[i].n = i; }
+  qsort(v, 64, sizeof v[0], cmp);
+  printf("%s %d\n", v[0].name, v[0].n);
+  return 0;
+}
+C
+cat >"$work/day.py" <<'PY'
+import json, re, zlib
+rows = [{"id": i, "name": "n%d" % i} for i in range(3000)]
+text = json.dumps(rows)
+print(len(zlib.compress(text.encode())), len(re.findall(r'"n1\d*"', text)))
+PY
+for v in day0 day20; do
+  for i in $(seq "$day_rounds"); do
+    env FIELDPROF_SETTINGS="$work/$v.conf" LD_PRELOAD="$lib" sh -c "
+      git -C '$PWD' log --oneline -300 >/dev/null
+      git -C '$PWD' status --short >/dev/null
+      grep -rc include '$src' >/dev/null
+      sort '$work/lines' >/dev/null 2>&1
+      xz -3 -c '$work/blob' >/dev/null
+      openssl dgst -sha256 '$work/blob' >/dev/null
+      cc -O2 -c -o '$work/small.o' '$work/small.c'
+      /usr/bin/python3 '$work/day.py' >/dev/null
+      /usr/bin/sqlite3 :memory: 'with recursive c(x) as (select 1 union all select x + 1 from c where x < 20000) select sum(x) from c;' >/dev/null
+      ls -l /usr/lib >/dev/null" || true
+  done
+  measured=$(ls "$work/spool-$v" | grep -c '\.fpr$' || true)
+  stacks=$("$PWD/build/tools/fieldprof" spool show --spool "$work/spool-$v" 2>/dev/null |
+    grep -c 'stack_cpu_ns' || true)
+  "$agent" --once --flush --server 127.0.0.1 --port 9 --ca_file /dev/null --spool "$work/spool-$v" \
+    --state_dir "$work/state-$v" --runtime_settings "$work/$v.conf" >/dev/null 2>&1 || true
+  batch=$(cat "$work/state-$v"/outbox/*.batch 2>/dev/null | wc -c)
+  echo "   stack_hz ${v#day}: $measured run records, stack records $stacks; sealed batches $batch bytes"
+  echo "$batch $measured" >"$work/$v.bytes"
+done
+read -r b0 n0 <"$work/day0.bytes"
+read -r b20 n20 <"$work/day20.bytes"
+python3 - "$b0" "$n0" "$b20" "$n20" <<'PY'
+import sys
+b0, n0, b20, n20 = map(int, sys.argv[1:])
+per_run = (b20 / max(n20, 1)) - (b0 / max(n0, 1))
+print(f"   stacks add {per_run:.0f} bytes of batch per measured run "
+      f"({b20 - b0:+d} bytes over {n20} runs)")
+for runs in (1000, 3000, 10000):
+    kib = per_run * runs / 1024
+    print(f"   a day of {runs} measured runs: about {kib:.0f} KiB "
+          f"({kib / 128:.2f} batches of 128 KiB), if stacks merged no better than in these runs")
+PY

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "common/wire.h"
@@ -101,6 +102,38 @@ ApiKey BatchGenerator::KeyFor(int rank, wire::Metric metric) const {
   return k;
 }
 
+ApiKey BatchGenerator::StackKeyFor(int rank, int variant) const {
+  ApiKey k = KeyFor(rank, wire::METRIC_STACK_CPU_NS);
+  // The API, then internal frames (one exported, the rest offsets), then
+  // where the time went: as the runtime folds a stack.
+  static constexpr const char* kMarks[] = {"[libc.so.6]", "[program]", "[deeper]", ""};
+  char offset[24];
+  std::snprintf(offset, sizeof offset, "+%x", 0x1000 + (rank * 131 + variant * 17) % 0xf000);
+  std::string stack = k.symbol + ";" + offset;
+  if (variant % 2 == 1) stack += ";" + k.symbol + "_inner";
+  if (variant >= 2) {
+    std::snprintf(offset, sizeof offset, ";+%x", 0x20 * (variant + 1));
+    stack += offset;
+  }
+  if (const char* mark = kMarks[variant % 4]; mark[0] != 0) stack += ";" + std::string(mark);
+  k.symbol = std::move(stack);
+  return k;
+}
+
+wire::Record BatchGenerator::MakeStackRecord(int rank) {
+  wire::Record rec;
+  const int variant = static_cast<int>(rng_() % 8);
+  ApiKeyToWire(StackKeyFor(rank, variant), rec.mutable_key());
+  rec.mutable_key()->clear_platform();
+  // One value per run: that run's CPU time in the stack (a sample is 50 ms).
+  const int runs = 1 + static_cast<int>(rng_() % 20);
+  Histogram h;
+  for (int i = 0; i < runs; ++i) h.Record(50000000ull * (1 + rng_() % 40));
+  HistogramToWire(h, rec.mutable_histogram());
+  rec.set_runs(static_cast<uint64_t>(runs));
+  return rec;
+}
+
 wire::Record BatchGenerator::MakeRecord(int rank, wire::Metric metric) {
   wire::Record rec;
   ApiKey key = KeyFor(rank, metric);
@@ -159,10 +192,15 @@ wire::Batch BatchGenerator::Next() {
   size_t bytes = b.ByteSizeLong();
   while (bytes < options_.target_bytes && b.records_size() < 30000) {
     const int rank = DrawRank();
-    // Time is always measured; each allocation/IO metric for some APIs only.
-    const wire::Metric metric = (rng_() % 3 == 0) ? kMetrics[1 + rank % 4] : kMetrics[0];
     wire::Record* r = b.add_records();
-    *r = MakeRecord(rank, metric);
+    if (options_.stack_share > 0 &&
+        std::uniform_real_distribution<double>(0, 1)(rng_) < options_.stack_share) {
+      *r = MakeStackRecord(rank);
+    } else {
+      // Time is always measured; each allocation/IO metric for some APIs only.
+      const wire::Metric metric = (rng_() % 3 == 0) ? kMetrics[1 + rank % 4] : kMetrics[0];
+      *r = MakeRecord(rank, metric);
+    }
     const size_t rb = r->ByteSizeLong();
     bytes += rb + 1 + (rb >= 128 ? 2 : 1);  // tag + length varint
   }

@@ -32,6 +32,11 @@ struct BatchGenOptions {
   size_t target_bytes = 128 * 1024;
   // Calls per record are drawn from 1..max_calls_per_record (log-uniform).
   int max_calls_per_record = 2000;
+  // The share of records that are field stacks (metric stack_cpu_ns, the
+  // symbol a stack under the API: docs/field-stacks.md), each API with a
+  // few stacks. 0 (the default) draws none, and a seed gives the batches
+  // it always gave.
+  double stack_share = 0;
 };
 
 class BatchGenerator {
@@ -45,11 +50,14 @@ class BatchGenerator {
 
   // The key of API number `rank` (0 = most popular) for `metric`.
   ApiKey KeyFor(int rank, wire::Metric metric) const;
+  // The key of stack `variant` (0..7) under API number `rank`.
+  ApiKey StackKeyFor(int rank, int variant) const;
   int api_count() const { return static_cast<int>(ranks_cdf_.size()); }
 
  private:
   int DrawRank();
   wire::Record MakeRecord(int rank, wire::Metric metric);
+  wire::Record MakeStackRecord(int rank);
 
   BatchGenOptions options_;
   std::mt19937_64 rng_;

@@ -112,8 +112,9 @@ std::string LoadReport::ToText() const {
       << " resends answered as new\n";
   }
   if (keys_verified > 0 || keys_mismatched > 0) {
-    o << "verify:  " << keys_verified << " series match the acknowledged sums, " << keys_mismatched
-      << " differ" << (first_mismatch.empty() ? "" : " (first: " + first_mismatch + ")") << "\n";
+    o << "verify:  " << keys_verified << " series match the acknowledged sums ("
+      << stack_keys_verified << " of them field stacks), " << keys_mismatched << " differ"
+      << (first_mismatch.empty() ? "" : " (first: " + first_mismatch + ")") << "\n";
   }
   if (!first_error.empty()) o << "first error: " << first_error << "\n";
   return o.str();
@@ -133,6 +134,7 @@ std::string LoadReport::ToJson() const {
   j.Key("latency_p50_ms").Double(latency_p50_ms).Key("latency_p90_ms").Double(latency_p90_ms);
   j.Key("latency_p99_ms").Double(latency_p99_ms).Key("latency_max_ms").Double(latency_max_ms);
   j.Key("keys_verified").Int(keys_verified).Key("keys_mismatched").Int(keys_mismatched);
+  j.Key("stack_keys_verified").Int(stack_keys_verified);
   j.EndObject();
   return j.Take();
 }
@@ -368,6 +370,7 @@ Status Verify(const LoadOptions& o, const SendState& st, const std::vector<ApiKe
     const std::string d = CompareDelta(before[i], (*after)[i], sent);
     if (d.empty()) {
       ++report->keys_verified;
+      if (keys[i].metric == wire::METRIC_STACK_CPU_NS) ++report->stack_keys_verified;
       continue;
     }
     ++report->keys_mismatched;

@@ -65,6 +65,7 @@ struct LoadReport {
   double seconds = 0;
   double latency_p50_ms = 0, latency_p90_ms = 0, latency_p99_ms = 0, latency_max_ms = 0;
   int64_t keys_verified = 0;
+  int64_t stack_keys_verified = 0;  // of them, field stack series
   int64_t keys_mismatched = 0;
   std::string first_mismatch;
   std::string first_error;

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   t.AddInt("symbols", &symbols, "symbols per module", 1, 100000);
   t.AddInt("batch_bytes", &batch_bytes, "target encoded batch size", 256, 1 << 20);
   t.AddInt("seed", &seed, "random seed for the batch contents", 0, INT64_MAX);
+  t.AddDouble("stack_share", &o.gen.stack_share,
+              "share of records that are field stacks (metric stack_cpu_ns, a few stacks per "
+              "API; 0: none)",
+              0, 1);
   t.AddBool("verify", &o.verify, "check the aggregator's sums against what was acknowledged");
   t.AddBool("duplicates", &o.resend_duplicates, "send every batch twice under the same id");
   int64_t attempts = o.max_attempts;

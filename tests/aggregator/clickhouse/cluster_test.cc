@@ -182,6 +182,9 @@ class ClusterTest : public ::testing::Test {
     o.pool = 12;
     o.gen.seed = ++seed_;
     o.gen.target_bytes = 64 * 1024;
+    // A fifth of the records are field stacks: their series take the same
+    // path, and are checked the same (docs/field-stacks.md).
+    o.gen.stack_share = 0.2;
     o.verify = true;
     o.resend_duplicates = twice;
     o.max_attempts = 1000;  // an outage is waited out, never given up on
@@ -221,6 +224,7 @@ class ClusterTest : public ::testing::Test {
     EXPECT_GT(r.batches_ok, 20) << "the stream went on";
     EXPECT_EQ(r.batches_failed, 0) << r.first_error;
     EXPECT_GT(r.keys_verified, 1000);
+    EXPECT_GT(r.stack_keys_verified, 100);
     EXPECT_EQ(r.keys_mismatched, 0) << r.first_mismatch;
     if (r.keys_mismatched > 0) Diagnose(r.first_mismatch);
   }
