@@ -33,7 +33,8 @@ using testing::TempDir;
 
 constexpr int kSharedSeries = 8;
 
-// Batch i: one marker series of its own plus contributions to shared series.
+// Batch i: one marker series of its own plus contributions to shared
+// series (half of them field stacks).
 wire::Batch CrashBatch(int i) {
   wire::Batch b = testing::SimpleBatch(IdOf(1000 + i), "libcrash.so.1",
                                        "marker_" + std::to_string(i), 1000 + i, 1);
@@ -41,8 +42,15 @@ wire::Batch CrashBatch(int i) {
     wire::Record* r = b.add_records();
     r->mutable_key()->set_module("libshared.so.1");
     r->mutable_key()->set_module_version("1.0");
-    r->mutable_key()->set_symbol("shared_" + std::to_string(j));
-    r->mutable_key()->set_metric(wire::METRIC_WALL_TIME_NS);
+    // Every other shared series is a field stack (docs/field-stacks.md):
+    // stack series take the same path through a kill.
+    if (j % 2 == 0) {
+      r->mutable_key()->set_symbol("shared_" + std::to_string(j));
+      r->mutable_key()->set_metric(wire::METRIC_WALL_TIME_NS);
+    } else {
+      r->mutable_key()->set_symbol("shared_" + std::to_string(j) + ";+1a0;[libc.so.6]");
+      r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+    }
     Histogram h;
     for (int k = 0; k <= (i + j) % 5; ++k) h.Record(100 + i * 7 + j);
     HistogramToWire(h, r->mutable_histogram());
