@@ -206,12 +206,19 @@ void FoldEntry(const StackEntry& e, FoldMemory& m) {
   int32_t obj[kStackDepth];
   uintptr_t addr[kStackDepth];
   int n = 0;
+  // Whether the walk stopped short of the thread's first frame: at the
+  // depth bound, or at the runtime's return point (a measured call's
+  // return address, which has no unwind information: the walk ends there).
+  bool cut = e.depth >= static_cast<uint32_t>(kStackDepth);
   for (uint32_t i = 0; i < e.depth && i < kStackDepth; ++i) {
     // A return address is the instruction after the call: the call's own
     // place is one byte before.
     const uintptr_t a = i == 0 ? e.ips[0] : e.ips[i] - 1;
     const int32_t c = FrameObject(a, m);
-    if (c == kOurs) continue;  // the runtime's own frames are not the program's
+    if (c == kOurs) {  // the runtime's own frames are not the program's
+      cut = cut || i + 1 == e.depth;
+      continue;
+    }
     obj[n] = c;
     addr[n++] = a;
   }
@@ -225,8 +232,10 @@ void FoldEntry(const StackEntry& e, FoldMemory& m) {
     // The outermost kept stretch handing on to the program (libc's
     // __libc_start_main under the program's _start, start_thread) is
     // where every program's time passes: it says nothing of the module,
-    // and is left out.
-    bool outermost = true;
+    // and is left out. Not in a walk cut short: its outermost stretch is
+    // where the walk stopped (qsort's, under a measured qsort, calling
+    // the program's comparator).
+    bool outermost = !cut;
     for (int k = j + 1; k < n && outermost; ++k) outermost = obj[k] < 0;
     const bool entry = outermost && i > 0 && obj[i - 1] < 0;
     if (obj[i] >= 0 && !again && !entry) {
