@@ -88,7 +88,12 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   }
   const Object* def = DefinerOf(s, target);
   const char* module = KeyModule(def);
-  if (module == nullptr || !ModuleAllowed(module)) {
+  // A random choice only among the system's modules (SystemModule: a
+  // stat or two, once per API; none once the run stopped measuring, as
+  // under a seccomp filter, which may kill at any system call).
+  if (module == nullptr || !ModuleAllowed(module) ||
+      ((a.flags & kApiForced) == 0 && g.active && !SystemModule(def) &&
+       !(g_binder.allow_modules[0] && InList(g_binder.allow_modules, module)))) {
     a.flags |= kApiExcluded;
     Unchoose(ai);
     return Direct(b, i);

@@ -139,6 +139,12 @@ bool ModuleAllowed(const char* module);
 // Whether the file at `path` belongs to the system: under a system
 // directory, root's and writable by nobody else, as its directory is.
 bool SystemFile(const char* path);
+// Whether an API defined in `def` may be chosen at random: a library file
+// of the system's (SystemFile: what a package can have installed), or the
+// program when its executable is one. A user's own library or program is
+// measured only where it is named (force, points, allow_modules): its API
+// names, like its frames (stack_fold.cc), stay on the machine.
+bool SystemModule(const Object* def);
 // Copies `src` with its NUL into dst[cap]; false (nothing copied) when it
 // does not fit.
 bool CopyName(char* dst, size_t cap, const char* src);

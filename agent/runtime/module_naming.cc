@@ -65,6 +65,15 @@ bool SystemFile(const char* path) {
   return SystemExecutable(copy, n);
 }
 
+bool SystemModule(const Object* def) {
+  if (def == nullptr || def->vdso) return false;
+  if (def->elf.path != nullptr && def->elf.path[0] == 0 && def->initial &&
+      (def->elf.soname == nullptr || def->elf.soname[0] == 0)) {
+    return strcmp(MainModule(), "main") != 0;  // the program: its executable's
+  }
+  return def->elf.path != nullptr && def->elf.path[0] == '/' && SystemFile(def->elf.path);
+}
+
 // The module a key names for an API defined in `def` (nullptr: not known),
 // or nullptr when no name can be given that keeps the key rules.
 const char* KeyModule(const Object* def) {
