@@ -94,6 +94,7 @@ struct Object {
   uint8_t vdso;
   uint8_t rtld;  // the dynamic linker: defines APIs (__tls_get_addr), its own calls untrapped
   uint8_t detours_looked;  // a points pass looked for its functions (lab.h)
+  uint8_t system;          // SystemModule, once looked at: 0 not yet, 1 yes, 2 no
 };
 inline constexpr int kMaxObjects = 4096;
 

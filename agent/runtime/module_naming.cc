@@ -67,11 +67,20 @@ bool SystemFile(const char* path) {
 
 bool SystemModule(const Object* def) {
   if (def == nullptr || def->vdso) return false;
-  if (def->elf.path != nullptr && def->elf.path[0] == 0 && def->initial &&
-      (def->elf.soname == nullptr || def->elf.soname[0] == 0)) {
-    return strcmp(MainModule(), "main") != 0;  // the program: its executable's
+  // Once per object (two stats): a program calls hundreds of APIs of a
+  // few libraries.
+  uint8_t& seen = g_binder.objects[def - g_binder.objects].system;
+  if (seen == 0) {
+    bool system;
+    if (def->elf.path != nullptr && def->elf.path[0] == 0 && def->initial &&
+        (def->elf.soname == nullptr || def->elf.soname[0] == 0)) {
+      system = strcmp(MainModule(), "main") != 0;  // the program: its executable's
+    } else {
+      system = def->elf.path != nullptr && def->elf.path[0] == '/' && SystemFile(def->elf.path);
+    }
+    seen = system ? 1 : 2;
   }
-  return def->elf.path != nullptr && def->elf.path[0] == '/' && SystemFile(def->elf.path);
+  return seen == 1;
 }
 
 // The module a key names for an API defined in `def` (nullptr: not known),

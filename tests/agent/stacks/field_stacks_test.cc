@@ -277,7 +277,9 @@ TEST_F(FieldStacksTest, DiffVersionsFlagsTheFunctionThatGotSlowerAndNoOther) {
     const std::string frames = st["frames"].dump();
     const bool slow = frames == R"(["fpslow_api","+1100","+1200"])";
     EXPECT_EQ(st["verdict"], slow ? "slower" : "same") << frames << " " << st.dump();
-    if (slow) EXPECT_NEAR(st["change"].get<double>(), 2.0, 0.3);
+    if (slow) {
+      EXPECT_NEAR(st["change"].get<double>(), 2.0, 0.3);
+    }
   }
   // The text says so too, and exits 1 with --fail_on_slower.
   EXPECT_EQ(
