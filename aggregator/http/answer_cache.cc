@@ -1,5 +1,9 @@
 #include "aggregator/http/answer_cache.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -110,6 +114,10 @@ void AnswerCache::DropUnusedLocked(Clock::time_point now) {
 }
 
 void AnswerCache::RefreshLoop() {
+  // Below the request and ingest threads: a refresh is work nobody waits
+  // for, and the kept answer is served meanwhile (nice 19, this thread
+  // only).
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
   // Looks often enough that an answer is rebuilt well before it is too
   // old to serve.
   const auto every =
