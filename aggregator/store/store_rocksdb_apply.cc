@@ -194,7 +194,6 @@ StatusOr<bool> RocksDbStore::RollupStep() {
   }
   rollup_ = std::move(next);
   rollup_next_day_.store(rollup_.next_day);
-  data_version_.fetch_add(1);
   rolled_series_.fetch_add(n);
   return !rollup_.cursor.empty() || rollup_.next_day < today;
 }

@@ -64,7 +64,8 @@ class RocksDbStore : public Store {
   Status Health() override;
 
   uint64_t pending_batches() override { return pending_count_.load(); }
-  // Moves with every fold applied, roll-up chunk written and reopening.
+  // Moves with every fold applied and every reopening (a roll-up moves
+  // sums between nodes, and every answer stays what it was).
   uint64_t DataVersion() override { return data_version_.load(); }
 
   Status WaitApplied(std::chrono::milliseconds timeout) override;
