@@ -48,9 +48,10 @@ class VendorHandler {
   HttpResponse GetStacks(std::string_view query, std::string_view authorization);
 
  private:
-  // What kept /v1/stacks answers may hold: a hundred answers of 100,000
-  // stacks (12 MB each) within 1.5 GB.
-  static constexpr size_t kAnswerBytes = size_t{1536} << 20;
+  // What kept /v1/stacks answers may hold: twenty answers of 100,000
+  // stacks (12.5 MB each). Bounded low: any client may ask questions that
+  // differ only in `limit`, each kept apart.
+  static constexpr size_t kAnswerBytes = size_t{256} << 20;
 
   Store* const store_;
   const VendorAccess* const vendors_;

@@ -12,7 +12,6 @@
 #include "aggregator/store/store_rocksdb.h"
 #include "common/batch_view.h"
 #include "tests/support/test_util.h"
-#include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {
 namespace {
