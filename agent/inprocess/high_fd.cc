@@ -6,7 +6,7 @@
 
 namespace fieldprof::inproc {
 
-int MoveFdHigh(int fd) {
+int DupFdHigh(int fd) {
   static int floor = 0;
   if (floor == 0) {
     rlimit rl{};
@@ -14,7 +14,11 @@ int MoveFdHigh(int fd) {
     const rlim_t limit = soft == RLIM_INFINITY || soft > 4096 ? 4096 : soft;
     floor = static_cast<int>(limit > 64 ? limit - limit / 4 : 10);
   }
-  const int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  return fcntl(fd, F_DUPFD_CLOEXEC, floor);
+}
+
+int MoveFdHigh(int fd) {
+  const int high = DupFdHigh(fd);
   if (high < 0) return fd;
   close(fd);
   return high;

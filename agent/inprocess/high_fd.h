@@ -11,6 +11,9 @@ namespace fieldprof::inproc {
 // or `fd` itself when it cannot move.
 int MoveFdHigh(int fd);
 
+// A high duplicate of `fd` (close-on-exec), or -1.
+int DupFdHigh(int fd);
+
 }  // namespace fieldprof::inproc
 
 #endif  // FIELDPROF_AGENT_INPROCESS_HIGH_FD_H_

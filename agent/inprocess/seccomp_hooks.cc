@@ -26,6 +26,10 @@ FP_NEXT_SLOT(next_syscall, "syscall");
 
 namespace fieldprof::inproc {
 SyscallFn NextSyscall() { return Next(&next_syscall, "syscall"); }
+// unwinder_io.h's, in the libraries that unwind with libunwind; absent
+// (null) in the runtime.
+__attribute__((weak, visibility("hidden"))) bool UnwinderSyscall(long number, const long* args,
+                                                                 long* result);
 }  // namespace fieldprof::inproc
 
 extern "C" __attribute__((visibility("default"))) int prctl(int option, ...) {
@@ -42,6 +46,10 @@ extern "C" __attribute__((visibility("default"))) long syscall(long number, ...)
   fieldprof::SyscallArgs args;
   FP_SYSCALL_ARGS(number, args);
   const long* a = args.a;
+  if (long r = 0; fieldprof::inproc::UnwinderSyscall != nullptr &&
+                  fieldprof::inproc::UnwinderSyscall(number, a, &r)) {
+    return r;  // libunwind's memory check, while its library unwinds
+  }
   if (fieldprof::SyscallInstallsSeccomp(number, a[0])) fieldprof::inproc::BeforeSeccomp();
   return fieldprof::inproc::NextSyscall()(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -16,6 +17,8 @@
 #include "agent/inprocess/fork_hooks.h"
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/loader_calls.h"
+#include "agent/inprocess/next_slots.h"
+#include "agent/inprocess/unwinder_io.h"
 #include "agent/points/arming.h"
 #include "agent/points/ring.h"
 #include "common/points_format.h"
@@ -105,6 +108,11 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   // The unwinder's first use on a thread allocates its thread-local data
   // (malloc, through ld.so): the recorder's own call, not the program's.
   static __thread bool unwinder_ready __attribute__((tls_model("initial-exec")));
+  // Its memory check on a pipe of ours, not the program's descriptors
+  // (unwinder_io.h); the program's errno kept.
+  const int saved_errno = errno;
+  fieldprof::inproc::UnwindScope unwinding;
+  errno = 0;  // libunwind's pipe read loops while errno is EINTR
   if (!unwinder_ready) {
     OwnWork own;
     void* ip[1];
@@ -113,6 +121,7 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   }
   void* ips[kMaxStackDepth + 8];
   const int n = g_unw_backtrace(ips, static_cast<int>(sizeof ips / sizeof ips[0]));
+  errno = saved_errno;
   // The frames of the unwinder and of this library come first.
   int from = 0;
   while (from < n && ips[from] != caller) ++from;
@@ -237,6 +246,7 @@ int ModulesGeneration(dl_phdr_info* info, size_t, void* arg) {
 
 bool StartStacks(uint64_t tsc_hz) {
   if (!OpenUnwinder()) return false;
+  fieldprof::inproc::OpenUnwinderPipe();
   fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
   g_stack_table = NewStackTable();
   g_stack_burst_ticks = (tsc_hz > 0 ? tsc_hz : 3'000'000'000ull) / 1000 * kStackBurstMs;
@@ -311,3 +321,16 @@ void TakeStacks(std::string* out) {
 }
 
 }  // namespace fieldprof::local::points
+
+// read(), wrapped for libunwind alone: while this library unwinds, its
+// memory-check pipe's reads go to ours (unwinder_io.h); otherwise straight
+// on.
+namespace {
+ssize_t (*g_next_read)(int, void*, size_t) = nullptr;
+FP_NEXT_SLOT(g_next_read, "read");
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) ssize_t read(int fd, void* b, size_t n) {
+  if (fieldprof::inproc::t_unwinding > 0) return fieldprof::inproc::UnwinderRead(b, n);
+  return fieldprof::inproc::Next(&g_next_read, "read")(fd, b, n);
+}

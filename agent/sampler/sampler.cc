@@ -67,6 +67,7 @@
 #include "agent/inprocess/image_end.h"
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/loader_calls.h"
+#include "agent/inprocess/unwinder_io.h"
 #include "common/sampler_format.h"
 
 namespace fieldprof::local::sampler {
@@ -230,6 +231,13 @@ uint16_t Unwind(unw_cursor_t* cursor, uint64_t* ips) {
 
 constexpr int kHandlerFrames = 8;  // at most this many above the interrupted one
 
+// Before every unwind errno is cleared: libunwind 1.6 reads its
+// memory-check pipe (unwinder_io.h) in `do read(...) while (errno ==
+// EINTR)` without clearing errno first, and a program's errno is EINTR
+// often when a sample comes (its blocking call, just interrupted by the
+// sample before: most of a sleeping thread's samples under --wall). errno
+// is the program's again when the handler returns.
+
 // libunwind's fast trace (unw_backtrace: each return address's frame rule
 // cached after its first walk) from the handler itself, through the
 // signal frame, into `ips`; returns where the interrupted instruction is in
@@ -314,16 +322,20 @@ void OnProf(int, siginfo_t*, void* uc) {
   h.cpu = static_cast<uint16_t>(cpu < 0 ? 0xffff : cpu);
   uint64_t ips[kMaxFrames + kHandlerFrames];
   int n = 0;
-  const int first = FastUnwind(static_cast<const ucontext_t*>(uc), ips, &n);
-  if (first >= 0) {
-    h.depth = static_cast<uint16_t>(std::min(n - first, kMaxFrames));
-    PutSample(h, ips + first);
-  } else {
-    unw_cursor_t cursor;
-    if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
-      h.depth = Unwind(&cursor, ips);
+  {
+    fieldprof::inproc::UnwindScope unwinding;  // its memory check off the program's descriptors
+    errno = 0;                                 // see kHandlerFrames
+    const int first = FastUnwind(static_cast<const ucontext_t*>(uc), ips, &n);
+    if (first >= 0) {
+      h.depth = static_cast<uint16_t>(std::min(n - first, kMaxFrames));
+      PutSample(h, ips + first);
+    } else {
+      unw_cursor_t cursor;
+      if (unw_init_local2(&cursor, static_cast<unw_context_t*>(uc), UNW_INIT_SIGNAL_FRAME) == 0) {
+        h.depth = Unwind(&cursor, ips);
+      }
+      PutSample(h, ips);
     }
-    PutSample(h, ips);
   }
   DrainIfDue();  // also when the ring was full
   if (const uint64_t end_ns = NowNs(); end_ns - now_ns > g_period_ns / 2) {
@@ -442,7 +454,12 @@ void Start() {
   fh.flags = g_stepped_aside ? fieldprof::local::raw::kSteppedAside : 0;
   WriteAll(&fh, sizeof fh);
   Flush();
-  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  {
+    // libunwind opens its memory-check pipe at its first use: ours.
+    fieldprof::inproc::OpenUnwinderPipe();
+    fieldprof::inproc::UnwindScope unwinding;
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  }
   if (g_trap && !OwnTrapSignal(OnProf)) g_trap = false;
   if (!g_trap && g_source != fieldprof::local::raw::kNoSamples) {
     OwnProfSignal(OnProf);
@@ -594,7 +611,12 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   // rule (a full unw_step walk cost ~10 us a wait); from the wrapper's
   // frame: this function's own is dropped.
   void* ips[kMaxFrames + 1];
-  const int n = unw_backtrace(ips, kMaxFrames + 1);
+  int n = 0;
+  {
+    fieldprof::inproc::UnwindScope unwinding;  // as in OnProf
+    errno = 0;                                 // as in OnProf; the wrapper puts the call's back
+    n = unw_backtrace(ips, kMaxFrames + 1);
+  }
   BlockedHeader b{};
   b.from = from;
   b.to = to;

@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/inprocess/unwinder_io.h"
 #include "agent/sampler/sampler.h"
 #include "common/sampler_format.h"
 
@@ -350,7 +351,19 @@ FP_BLOCKING(int, epoll_wait, (int e, epoll_event* v, int n, int t), (e, v, n, t)
 FP_BLOCKING(int, epoll_pwait, (int e, epoll_event* v, int n, int t, const sigset_t* s),
             (e, v, n, t, s))
 // Reads and writes (pipes, sockets, and files that wait on the disk).
-FP_BLOCKING(ssize_t, read, (int fd, void* b, size_t n), (fd, b, n))
+// read(), as the others, but while the sampler unwinds: libunwind's reads
+// of its memory-check pipe go to the sampler's pipe (unwinder_io.h).
+namespace fieldprof::local::sampler {
+ssize_t (*g_real_read)(int, void*, size_t) = nullptr;
+FP_NEXT_SLOT(g_real_read, "read");
+}  // namespace fieldprof::local::sampler
+extern "C" __attribute__((visibility("default"))) ssize_t read(int fd, void* b, size_t n) {
+  if (fieldprof::inproc::t_unwinding > 0) return fieldprof::inproc::UnwinderRead(b, n);
+  const auto real =
+      fieldprof::local::sampler::Next(&fieldprof::local::sampler::g_real_read, "read");
+  Watch fp_watch_;
+  return real(fd, b, n);
+}
 FP_BLOCKING(ssize_t, readv, (int fd, const iovec* v, int n), (fd, v, n))
 FP_BLOCKING(ssize_t, pread64, (int fd, void* b, size_t n, off64_t o), (fd, b, n, o))
 FP_BLOCKING(ssize_t, write, (int fd, const void* b, size_t n), (fd, b, n))

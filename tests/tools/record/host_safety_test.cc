@@ -285,6 +285,16 @@ TEST_F(HostSafetyTest, AProgramWhoseOwnSigprofHandlerEndsItAtAForeignOne) {
          false});
 }
 
+// libunwind checks that an address may be read by writing a byte of it
+// into a pipe it opened at the lowest free numbers. A program that closes
+// what it inherited and takes those numbers for its own pipes had bytes
+// taken from them and put into them by the samples (Chromium's network
+// service, restarted until the browser gave up): under every clock, before
+// the unwinder's pipe became the sampler's own, high (unwinder_io.h).
+TEST_F(HostSafetyTest, AProgramThatTakesTheLowDescriptorsForItsOwnPipes) {
+  Check({"fd-reuse", FIELDPROF_FD_REUSE, "", true, "", false});
+}
+
 // Chromium's browser forks while its other threads load and walk
 // libraries, and its child calls dup2 before exec. A child that looks a
 // definition up, or walks the loaded objects, waits on the dynamic
