@@ -20,11 +20,11 @@
 namespace fieldprof::local::sampler {
 namespace {
 
-// The descriptors of our task-clock events that signal by SIGPROF, marked
-// as they open and never unmarked: a sample still on its way after its
-// event closed is ours too. Descriptors past the table are taken as ours
-// when the code says a descriptor sent it (no program lets SIGPROF carry
-// its own descriptors' news).
+// The descriptors of our task-clock events that signal by kSampleSignal,
+// marked as they open and never unmarked: a sample still on its way after
+// its event closed is ours too. Descriptors past the table are taken as
+// ours when the code says a descriptor sent it (a program's own F_SETSIG
+// descriptors signal by a signal of their own).
 constexpr int kMarkedFds = 1 << 16;
 std::atomic<uint64_t> g_clock_fds[kMarkedFds / 64];
 
@@ -42,22 +42,22 @@ bool ClockFd(int fd) {
 
 }  // namespace
 
-bool IsSampleProf(const siginfo_t* si) {
-  if (si == nullptr || si->si_signo != SIGPROF) return false;
+bool IsSampleSignal(const siginfo_t* si) {
+  if (si == nullptr || si->si_signo != kSampleSignal) return false;
   if (si->si_code == SI_TIMER) {
     return reinterpret_cast<uintptr_t>(si->si_value.sival_ptr) == kProfTimerValue;
   }
   return si->si_code >= POLL_IN && si->si_code <= POLL_HUP && ClockFd(si->si_fd);
 }
 
-bool OwnProfSignal(void (*on_sample)(int, siginfo_t*, void*)) {
-  return inproc::OwnSignal(SIGPROF, IsSampleProf, on_sample);
+bool OwnSampleSignal(void (*on_sample)(int, siginfo_t*, void*)) {
+  return inproc::OwnSignal(kSampleSignal, IsSampleSignal, on_sample);
 }
 
-void ReturnProfSignal() { inproc::ReturnSignal(SIGPROF); }
+void ReturnSampleSignal() { inproc::ReturnSignal(kSampleSignal); }
 
-bool ProfSignalTaken() {
-  return inproc::SignalOwned(SIGPROF) && !inproc::HandlerStillOurs(SIGPROF);
+bool SampleSignalTaken() {
+  return inproc::SignalOwned(kSampleSignal) && !inproc::HandlerStillOurs(kSampleSignal);
 }
 
 int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap) {
@@ -87,7 +87,7 @@ int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap) {
   }
   MarkClockFd(fd);
   f_owner_ex owner{F_OWNER_TID, tid};
-  if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+  if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, kSampleSignal) != 0 ||
       fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
     close(fd);
     return -1;
@@ -104,8 +104,9 @@ SourceChoice ChooseSource(uint64_t period_ns, bool wall) {
     return c;
   }
   // A Go runtime installs its signal handlers with the raw system call,
-  // over ours: a sample's signal would reach it (SIGTRAP: a crash; SIGPROF:
-  // dropped). Step aside; fieldprof record says so.
+  // over ours: a sample's signal would reach it (SIGTRAP: a crash; SIGURG:
+  // taken for the runtime's own preemption). Step aside; fieldprof record
+  // says so.
   if (inproc::IsGoProgram()) {
     c.stepped_aside = true;
     c.source = kNoSamples;
@@ -123,7 +124,7 @@ SourceChoice ChooseSource(uint64_t period_ns, bool wall) {
     return c;
   }
   for (const bool user_only : {false, true}) {
-    // SIGPROF through O_ASYNC first: a synchronous SIGTRAP is cheaper
+    // kSampleSignal through O_ASYNC first: a synchronous SIGTRAP is cheaper
     // (about 5 us a sample here against 40), but programs reset SIGTRAP
     // behind the wrapped sigaction() (Chromium's children, by the raw
     // system call), and the next sample then kills them.

@@ -4,7 +4,7 @@
 // Every thread has its own sampling clock, which signals that thread about
 // `hz` times per second of its CPU time: a perf_event task-clock counter on
 // the thread, by synchronous SIGTRAP where the kernel can (sigtrap.cc),
-// else SIGPROF (an hrtimer either way, so the rate asked for;
+// else SIGURG (an hrtimer either way, so the rate asked for;
 // user time only where perf_event_paranoid is 2 and the kernel refuses
 // more), else a timer_create timer on CLOCK_THREAD_CPUTIME_ID, which fires
 // at most once per kernel tick (about 250 samples per CPU second here,
@@ -107,7 +107,7 @@ bool g_aside = false;          // a seccomp filter: nothing more in this process
 unsigned long long g_modules_adds = ~0ull;
 
 thread_local uint32_t t_tid = 0;
-// No sample on this thread before this time (see OnProf's throttle).
+// No sample on this thread before this time (see OnSample's throttle).
 thread_local uint64_t t_resume_ns = 0;
 thread_local timer_t t_timer{};
 thread_local bool t_timer_on = false;
@@ -149,8 +149,8 @@ void StartThreadTimer() {
   }
   sigevent ev{};
   ev.sigev_notify = SIGEV_THREAD_ID;
-  ev.sigev_signo = SIGPROF;
-  ev.sigev_value.sival_ptr = reinterpret_cast<void*>(kProfTimerValue);  // IsSampleProf
+  ev.sigev_signo = kSampleSignal;
+  ev.sigev_value.sival_ptr = reinterpret_cast<void*>(kProfTimerValue);  // IsSampleSignal
   ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
   if (timer_create(g_wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ev, &t_timer) != 0) return;
   itimerspec its{};
@@ -280,7 +280,7 @@ uint64_t SampleWeightNs(uint64_t now_ns) {
   return weight;
 }
 
-void OnProf(int, siginfo_t*, void* uc) {
+void OnSample(int, siginfo_t*, void* uc) {
   const int saved = errno;
   if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
@@ -340,7 +340,7 @@ void OnProf(int, siginfo_t*, void* uc) {
   DrainIfDue();  // also when the ring was full
   if (const uint64_t end_ns = NowNs(); end_ns - now_ns > g_period_ns / 2) {
     sigset_t pending;  // a system call, on slow samples only
-    if (sigpending(&pending) == 0 && sigismember(&pending, g_trap ? SIGTRAP : SIGPROF) == 1) {
+    if (sigpending(&pending) == 0 && sigismember(&pending, g_trap ? SIGTRAP : kSampleSignal) == 1) {
       t_resume_ns = end_ns + 3 * (end_ns - now_ns);
     }
   }
@@ -398,14 +398,14 @@ void* WriterMain(void*) {
   return nullptr;
 }
 
-// Whether the program has put its own handler on SIGPROF, the signal the
-// in-process clocks sample by, with the raw system call (past the wrapped
+// Whether the program has put its own handler on kSampleSignal, the signal
+// the in-process clocks sample by, with the raw system call (past the wrapped
 // sigaction): its samples then went to the program, but none to us, and
 // fieldprof record says so.
 bool SamplingSignalTaken() {
   using fieldprof::local::raw::kNoSamples;
   if (g_trap || g_source == kNoSamples) return false;
-  return ProfSignalTaken();
+  return SampleSignalTaken();
 }
 
 // The program starts its first thread: the writer takes over the drains
@@ -460,9 +460,9 @@ void Start() {
     fieldprof::inproc::UnwindScope unwinding;
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   }
-  if (g_trap && !OwnTrapSignal(OnProf)) g_trap = false;
+  if (g_trap && !OwnTrapSignal(OnSample)) g_trap = false;
   if (!g_trap && g_source != fieldprof::local::raw::kNoSamples) {
-    OwnProfSignal(OnProf);
+    OwnSampleSignal(OnSample);
   }
   g_stop = 0;
   g_last_drain_ns = start;
@@ -563,27 +563,27 @@ void* StartWithTimer(void* p) {
 // Before an exec: the process's recording ends here, whole (its last
 // samples and a trailer), and no sample's signal is left pending for the
 // new image, which gets the default action (death) until the sampler loads
-// in it again; SIGTRAP's and SIGPROF's dispositions are the program's again. Returns
+// in it again; SIGTRAP's and kSampleSignal's dispositions are the program's again. Returns
 // whether to Start() again if the exec fails.
 bool EndBeforeExec() {
   if (!g_on || getpid() != g_pid) return false;  // not recording, or a vfork child
   Stop();
   sigset_t ours, old;
   sigemptyset(&ours);
-  sigaddset(&ours, SIGPROF);
+  sigaddset(&ours, kSampleSignal);
   sigaddset(&ours, SIGTRAP);
   pthread_sigmask(SIG_BLOCK, &ours, &old);
   const timespec now{0, 0};
   // A pending signal that is not ours stays the program's.
-  bool program_trap = false, program_prof = false;
+  bool program_trap = false, program_sample = false;
   for (siginfo_t si; sigtimedwait(&ours, &si, &now) > 0;) {
     program_trap |= si.si_signo == SIGTRAP && !IsSampleTrap(&si);
-    program_prof |= si.si_signo == SIGPROF && !IsSampleProf(&si);
+    program_sample |= si.si_signo == kSampleSignal && !IsSampleSignal(&si);
   }
   ReturnTrapSignal();
-  ReturnProfSignal();
+  ReturnSampleSignal();
   if (program_trap) raise(SIGTRAP);  // pending again, blocked until the mask is back
-  if (program_prof) raise(SIGPROF);
+  if (program_sample) raise(kSampleSignal);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return true;
 }
@@ -603,7 +603,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  if (fieldprof::inproc::LoaderUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnProf
+  if (fieldprof::inproc::LoaderUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnSample
     t_in_handler = 0;
     return;
   }
@@ -613,8 +613,8 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   void* ips[kMaxFrames + 1];
   int n = 0;
   {
-    fieldprof::inproc::UnwindScope unwinding;  // as in OnProf
-    errno = 0;                                 // as in OnProf; the wrapper puts the call's back
+    fieldprof::inproc::UnwindScope unwinding;  // as in OnSample
+    errno = 0;                                 // as in OnSample; the wrapper puts the call's back
     n = unw_backtrace(ips, kMaxFrames + 1);
   }
   BlockedHeader b{};
@@ -659,7 +659,7 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
 // loader_calls.cc); what the sampler does at each:
 namespace fieldprof::inproc {
 
-// No sample unwinds inside the linker's calls (loader_calls.h, OnProf);
+// No sample unwinds inside the linker's calls (loader_calls.h, OnSample);
 // nothing else to do around them.
 int BeforeDlopen(const char*) { return 0; }
 void AfterDlopen(void*, int) {}

@@ -53,7 +53,7 @@ void WriteRecord(char tag, const void* p, size_t n);
 // A task-clock event on the calling thread that signals it every
 // `period_ns` of its CPU time; -1 when the kernel refuses. `user_only`:
 // what perf_event_paranoid 2 allows. `trap`: by synchronous SIGTRAP
-// (sigtrap.cc), else SIGPROF through O_ASYNC.
+// (sigtrap.cc), else kSampleSignal (SIGURG) through O_ASYNC.
 int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap);
 
 // What takes this process's samples (common/sampler_format.h's
@@ -102,20 +102,26 @@ bool OwnTrapSignal(void (*on_sample)(int, siginfo_t*, void*));
 // Puts the program's SIGTRAP disposition back (before an exec).
 void ReturnTrapSignal();
 
-// SIGPROF, the signal of the other clocks, is owned the same way: a
-// program's own handler on it (Chromium's crash reporter treats it as a
-// termination) never runs for one of our samples, and the program's own
-// SIGPROFs (its ITIMER_PROF, a raise) still reach it. A sample is a
-// SIGPROF from one of our timers (SI_TIMER carrying kProfTimerValue) or
-// from one of our task-clock events (a SIGPOLL code and one of their
-// descriptors, clocks.cc).
+// The other clocks signal by SIGURG, whose default action is to ignore it:
+// a process that puts every signal back to its default by the raw system
+// call and then still runs a while (Chromium's child of a fork, before its
+// exec) lets the samples on their way go by. With SIGPROF (until stop 78),
+// whose default action ends the process, every such child of a fork died
+// of a sample under every in-process clock. Few programs use SIGURG
+// (out-of-band socket data; Go's runtime, which the sampler steps aside
+// for), and it is owned the same way as SIGTRAP: a program's own handler on
+// it never runs for one of our samples, and the program's own SIGURGs still
+// reach it. A sample is a SIGURG from one of our timers (SI_TIMER carrying
+// kProfTimerValue) or from one of our task-clock events (a SIGPOLL code and
+// one of their descriptors, clocks.cc).
+inline constexpr int kSampleSignal = SIGURG;
 inline constexpr uintptr_t kProfTimerValue = 0x6670726563707266;  // "fprecprf"
-bool IsSampleProf(const siginfo_t* si);
-bool OwnProfSignal(void (*on_sample)(int, siginfo_t*, void*));
+bool IsSampleSignal(const siginfo_t* si);
+bool OwnSampleSignal(void (*on_sample)(int, siginfo_t*, void*));
 // Before an exec (the program's disposition back).
-void ReturnProfSignal();
-// Whether a program's raw rt_sigaction took SIGPROF from us.
-bool ProfSignalTaken();
+void ReturnSampleSignal();
+// Whether a program's raw rt_sigaction took the sample signal from us.
+bool SampleSignalTaken();
 
 // modules.cc
 

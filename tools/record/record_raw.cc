@@ -57,7 +57,7 @@ void SayRecorded(const Recording& r, const std::string& output) {
   }
   if (r.signal_taken > 0) {
     std::fprintf(stderr,
-                 "fieldprof record: %u process%s set its own SIGPROF handler by the raw system "
+                 "fieldprof record: %u process%s set its own SIGURG handler by the raw system "
                  "call: the sampler in the program lost its samples there (the program got the "
                  "signals, as it would under a profiler of its own); the default --clock perf "
                  "samples from outside\n",

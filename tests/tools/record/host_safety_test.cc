@@ -268,11 +268,11 @@ TEST_F(HostSafetyTest, Python3WithThreads) {
 }
 
 TEST_F(HostSafetyTest, AProgramThatOwnsSigtrapAndSigprofByTheRawSystemCall) {
-  // In the program, its raw SIGPROF handler takes the samples' signals
+  // In the program, its raw SIGURG handler takes the samples' signals
   // (harmlessly), which record says: only the default, from outside,
   // samples it.
   Check({"raw-signals", FIELDPROF_RAW_SIGNALS, "traps 3, profiling timer fired", false,
-         "own SIGPROF handler", false});
+         "own SIGURG handler", false});
 }
 
 // A program whose own SIGPROF handler ends it at any SIGPROF it did not
@@ -293,6 +293,17 @@ TEST_F(HostSafetyTest, AProgramWhoseOwnSigprofHandlerEndsItAtAForeignOne) {
 // the unwinder's pipe became the sampler's own, high (unwinder_io.h).
 TEST_F(HostSafetyTest, AProgramThatTakesTheLowDescriptorsForItsOwnPipes) {
   Check({"fd-reuse", FIELDPROF_FD_REUSE, "", true, "", false});
+}
+
+// Chromium's child of a fork puts every signal back to its default by the
+// raw system call before it execs. A sample's signal whose default action
+// ends the process (SIGPROF, until stop 78) killed every such child that
+// took a while to its exec, under every in-process clock (under --wall,
+// Chromium's network service, restarted until the browser gave up). The
+// samples' SIGURG is ignored by default.
+TEST_F(HostSafetyTest, ChildrenThatResetEverySignalBeforeTheirExec) {
+  Check({"reset-before-exec", std::string(FIELDPROF_RESET_BEFORE_EXEC) + " 12",
+         "12 children reset their signals and exec'ed", /*in_process=*/false, "", false});
 }
 
 // Chromium's browser forks while its other threads load and walk

@@ -1,6 +1,6 @@
-/* A program that owns SIGTRAP and SIGPROF and installs its handlers with
- * the raw rt_sigaction system call, as Go's runtime and sandboxes do, so
- * that no wrapped sigaction() sees them. It raises SIGTRAP itself and runs
+/* A program that owns SIGTRAP, SIGPROF and SIGURG and installs its
+ * handlers with the raw rt_sigaction system call, as Go's runtime and
+ * sandboxes do, so that no wrapped sigaction() sees them. It raises SIGTRAP itself and runs
  * its own ITIMER_PROF while it works, and prints what it can be sure of:
  * its three traps, that its profiling timer fired, and a checksum. For
  * tests/tools/record/host_safety_test.cc. */
@@ -16,6 +16,7 @@ static volatile sig_atomic_t traps, profs;
 
 static void OnTrap(int sig) { (void)sig; ++traps; }
 static void OnProf(int sig) { (void)sig; ++profs; }
+static void OnUrg(int sig) { (void)sig; }
 
 /* The kernel's struct sigaction on x86-64. */
 struct KernelSigaction {
@@ -43,6 +44,7 @@ int main(void) {
   syscall(SYS_rt_sigaction, SIGUSR2, NULL, &cur, 8);
   RawInstall(SIGTRAP, OnTrap, cur.restorer);
   RawInstall(SIGPROF, OnProf, cur.restorer);
+  RawInstall(SIGURG, OnUrg, cur.restorer);
   struct itimerval it = {{0, 2000}, {0, 2000}};
   setitimer(ITIMER_PROF, &it, NULL);
   volatile unsigned long sum = 0;
