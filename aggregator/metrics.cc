@@ -77,6 +77,10 @@ void Metrics::AppendPrometheus(std::string* out) const {
   counter("fieldprof_answers_refreshed_total",
           "Kept answers rebuilt in the background after batches were applied.",
           answers_refreshed_.load());
+  counter("fieldprof_answers_joined_total",
+          "GET /v1/stacks requests that waited for another request's build of the same answer "
+          "instead of building it too.",
+          answers_joined_.load());
   auto gauge = [out](const char* name, const char* help, const std::string& v) {
     AppendPrometheusSample(out, name, "gauge", help, v);
   };

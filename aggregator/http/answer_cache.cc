@@ -66,10 +66,49 @@ HttpResponse AnswerCache::Get(const std::string& key, const Build& build) {
     r.headers.emplace_back("Age", std::to_string(age.count()));
     return r;
   }
+  return BuildInRequest(key, build, version);
+}
+
+HttpResponse AnswerCache::BuildInRequest(const std::string& key, const Build& build,
+                                         uint64_t version) {
+  std::shared_ptr<Flight> flight;
+  {
+    std::unique_lock lock(mu_);
+    if (auto it = flights_.find(key); it != flights_.end()) {
+      // Another request builds this answer now: it is at least as new as
+      // one built here would be, give or take the batches applied since.
+      const std::shared_ptr<Flight> joined = it->second;
+      metrics_->AnswerJoined();
+      landed_.wait(lock, [&] { return joined->done; });
+      return *joined->answer;
+    }
+    flight = std::make_shared<Flight>();
+    flights_.emplace(key, flight);
+  }
   metrics_->AnswerBuilt();
-  HttpResponse r = build();
-  if (r.status == 200) Keep(key, std::make_shared<const HttpResponse>(r), version, build);
-  return r;
+  std::shared_ptr<const HttpResponse> answer;
+  // The flight lands however the build ends (a throw too): nobody who
+  // joined it waits for good.
+  auto land = [&] {
+    {
+      std::lock_guard lock(mu_);
+      flight->answer = answer ? answer
+                              : std::make_shared<const HttpResponse>(HttpResponse{
+                                    500, "text/plain", "the answer could not be built\n", {}});
+      flight->done = true;
+      flights_.erase(key);
+    }
+    landed_.notify_all();
+  };
+  try {
+    answer = std::make_shared<const HttpResponse>(build());
+  } catch (...) {
+    land();
+    throw;
+  }
+  if (answer->status == 200) Keep(key, answer, version, build);
+  land();
+  return *answer;
 }
 
 void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer,

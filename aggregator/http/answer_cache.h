@@ -14,6 +14,9 @@
 //    kept answer could have spared;
 //  - none kept (first ask, or unused for ten minutes and dropped): built
 //    in the request.
+// A question asked again while a request builds its answer waits for that
+// answer rather than building it too (one walk however many ask at once:
+// a page opened by many, a dashboard's refresh).
 // Only successful answers are kept; at most `max_bytes` of bodies, the
 // least recently used dropped first. A `max_stale` of zero keeps nothing:
 // every request builds its answer.
@@ -63,6 +66,13 @@ class AnswerCache {
     bool refreshing = false;
   };
 
+  // A build in a request, which others asking the same question join.
+  struct Flight {
+    bool done = false;
+    std::shared_ptr<const HttpResponse> answer;
+  };
+
+  HttpResponse BuildInRequest(const std::string& key, const Build& build, uint64_t version);
   void Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer, uint64_t version,
             const Build& build);
   void DropUnusedLocked(Clock::time_point now);
@@ -77,6 +87,8 @@ class AnswerCache {
   bool stop_ = false;
   size_t bytes_ = 0;
   std::map<std::string, Entry> entries_;
+  std::map<std::string, std::shared_ptr<Flight>> flights_;
+  std::condition_variable landed_;  // a flight is done
   std::thread refresher_;
 };
 

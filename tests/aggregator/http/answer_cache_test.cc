@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "aggregator/store/store_rocksdb.h"
 #include "common/batch_view.h"
@@ -127,6 +129,45 @@ TEST_F(AnswerCacheTest, MaxStaleZeroKeepsNothing) {
   AddSeries();
   AnswerCache cache(store_.get(), std::chrono::milliseconds(0), 1 << 20, &metrics_);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.Get("q", CountSeries()).body, "1");
+  EXPECT_EQ(builds_.load(), 3);
+}
+
+// Requests for an answer nobody kept, at once: one builds it, the others
+// wait for that build (the build below holds on until all of them are
+// waiting; were each building its own, it would never see them and give
+// up at the deadline, and the builds would count four).
+TEST_F(AnswerCacheTest, RequestsAtOnceWaitForOneBuild) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::hours(1), 1 << 20, &metrics_);
+  constexpr int kRequests = 4;
+  auto joined = [&] {
+    std::string text;
+    metrics_.AppendPrometheus(&text);
+    return text.find("fieldprof_answers_joined_total " + std::to_string(kRequests - 1) + "\n") !=
+           std::string::npos;
+  };
+  std::atomic<bool> all_joined{false};
+  const AnswerCache::Build slow = [&] {
+    ++builds_;
+    all_joined = WaitUntil(joined, std::chrono::seconds(20));
+    return HttpResponse{200, "text/plain", "the answer", {}};
+  };
+  std::vector<std::thread> requests;
+  std::vector<std::string> bodies(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    requests.emplace_back([&, i] { bodies[i] = cache.Get("q", slow).body; });
+  }
+  for (std::thread& t : requests) t.join();
+  EXPECT_TRUE(all_joined.load());
+  EXPECT_EQ(builds_.load(), 1);
+  for (const std::string& b : bodies) EXPECT_EQ(b, "the answer");
+  // A failed build is not kept, and those who joined it get its failure.
+  const AnswerCache::Build failing = [&] {
+    ++builds_;
+    return HttpResponse{503, "text/plain", "busy", {}};
+  };
+  EXPECT_EQ(cache.Get("r", failing).status, 503);
+  EXPECT_EQ(cache.Get("r", failing).status, 503);
   EXPECT_EQ(builds_.load(), 3);
 }
 
