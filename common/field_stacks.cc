@@ -11,14 +11,24 @@
 
 namespace fieldprof {
 
-std::vector<std::string> SplitStack(std::string_view symbol) {
-  std::vector<std::string> out;
+namespace {
+
+// Calls `f` with each frame of a stack series' symbol, outermost first.
+template <typename F>
+void ForEachFrame(std::string_view symbol, F&& f) {
   size_t start = 0;
   for (size_t i = 0; i <= symbol.size(); ++i) {
     if (i < symbol.size() && symbol[i] != key_rules::kStackSeparator) continue;
-    out.emplace_back(symbol.substr(start, i - start));
+    f(symbol.substr(start, i - start));
     start = i + 1;
   }
+}
+
+}  // namespace
+
+std::vector<std::string> SplitStack(std::string_view symbol) {
+  std::vector<std::string> out;
+  ForEachFrame(symbol, [&](std::string_view f) { out.emplace_back(f); });
   return out;
 }
 
@@ -26,21 +36,29 @@ bool IsStackMark(std::string_view frame) {
   return frame.size() >= 3 && frame.front() == '[' && frame.back() == ']';
 }
 
-FieldStacksBuilder::FieldStacksBuilder(std::string module, bool keep_per_run)
-    : keep_per_run_(keep_per_run) {
+FieldStacksBuilder::FieldStacksBuilder(std::string module, bool keep_per_run, bool split_frames)
+    : keep_per_run_(keep_per_run), split_frames_(split_frames) {
   out_.module = std::move(module);
+  by_symbol_.reserve(4096);
 }
 
 void FieldStacksBuilder::Add(const std::string& symbol, const std::string& version,
                              const Histogram& h, uint64_t runs, uint64_t machines) {
-  FieldStack& st = by_symbol_[symbol];
-  if (st.frames.empty()) st.frames = SplitStack(symbol);
-  st.ns += static_cast<uint64_t>(h.sum());
-  st.runs += runs;
-  st.machines = std::max(st.machines, machines);
+  FieldStack* st;
+  if (auto it = by_symbol_.find(symbol); it != by_symbol_.end()) {
+    st = it->second;
+  } else {
+    st = &stacks_.emplace_back();
+    st->symbol = symbol;
+    if (split_frames_) st->frames = SplitStack(symbol);
+    by_symbol_.emplace(st->symbol, st);
+  }
+  st->ns += static_cast<uint64_t>(h.sum());
+  st->runs += runs;
+  st->machines = std::max(st->machines, machines);
   if (keep_per_run_) {
-    if (!st.per_run) st.per_run = std::make_shared<Histogram>();
-    st.per_run->Merge(h);
+    if (!st->per_run) st->per_run = std::make_shared<Histogram>();
+    st->per_run->Merge(h);
   }
   if (versions_.insert(version).second) out_.versions.push_back(version);
   out_.machines = std::max(out_.machines, machines);
@@ -48,16 +66,18 @@ void FieldStacksBuilder::Add(const std::string& symbol, const std::string& versi
 
 FieldStacks FieldStacksBuilder::Finish() {
   std::sort(out_.versions.begin(), out_.versions.end());
-  out_.stacks.reserve(by_symbol_.size());
-  for (auto& [symbol, st] : by_symbol_) {
+  by_symbol_.clear();
+  out_.stacks.reserve(stacks_.size());
+  for (FieldStack& st : stacks_) {
     out_.total_ns += st.ns;
     out_.stacks.push_back(std::move(st));
   }
-  by_symbol_.clear();
-  // The dearest first; equal ones by their frames, so the order is the
-  // same whatever order the series came in.
+  stacks_.clear();
+  // The dearest first; equal ones by their frames (their symbol: the frames
+  // joined, which orders them alike but where a frame is a prefix of
+  // another's), so the order is the same whatever order the series came in.
   std::sort(out_.stacks.begin(), out_.stacks.end(), [](const FieldStack& a, const FieldStack& b) {
-    return a.ns != b.ns ? a.ns > b.ns : a.frames < b.frames;
+    return a.ns != b.ns ? a.ns > b.ns : a.symbol < b.symbol;
   });
   return std::move(out_);
 }
@@ -234,7 +254,11 @@ std::string FieldStacksJson(const FieldStacks& s, size_t limit) {
     const FieldStack& st = s.stacks[i];
     j.BeginObject();
     j.Key("frames").BeginArray();
-    for (const std::string& f : st.frames) j.String(f);
+    if (st.frames.empty()) {
+      ForEachFrame(st.symbol, [&](std::string_view f) { j.String(f); });
+    } else {
+      for (const std::string& f : st.frames) j.String(f);
+    }
     j.EndArray();
     j.Key("ns").Uint(st.ns);
     j.Key("runs").Uint(st.runs);
@@ -249,9 +273,16 @@ std::string FieldStacksJson(const FieldStacks& s, size_t limit) {
 std::string FieldStacksFolded(const FieldStacks& s) {
   std::string out;
   for (const FieldStack& st : s.stacks) {
-    for (size_t i = 0; i < st.frames.size(); ++i) {
-      if (i != 0) out += ';';
-      out += st.frames[i];
+    bool first = true;
+    auto frame = [&](std::string_view f) {
+      if (!first) out += ';';
+      out += f;
+      first = false;
+    };
+    if (st.frames.empty()) {
+      ForEachFrame(st.symbol, frame);
+    } else {
+      for (const std::string& f : st.frames) frame(f);
     }
     out += ' ';
     out += std::to_string(st.ns);

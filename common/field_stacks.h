@@ -11,6 +11,7 @@
 #define FIELDPROF_COMMON_FIELD_STACKS_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
@@ -32,7 +33,8 @@ std::vector<std::string> SplitStack(std::string_view symbol);
 bool IsStackMark(std::string_view frame);
 
 struct FieldStack {
-  std::vector<std::string> frames;  // outermost first
+  std::string symbol;               // the stack series' symbol: the frames joined
+  std::vector<std::string> frames;  // outermost first (empty: see split_frames)
   uint64_t ns = 0;                  // CPU time with this stack, all runs
   uint64_t runs = 0;                // runs that had it
   uint64_t machines = 0;            // the most of any series summed into it (estimate)
@@ -54,7 +56,10 @@ struct FieldStacks {
 // streaming a store's series uses, without a SeriesSum per series.
 class FieldStacksBuilder {
  public:
-  FieldStacksBuilder(std::string module, bool keep_per_run);
+  // `split_frames` false leaves each stack's frames empty (its symbol
+  // holds them): what FieldStacksJson and FieldStacksFolded need, without
+  // an allocation per frame (an answer of 100,000 stacks).
+  FieldStacksBuilder(std::string module, bool keep_per_run, bool split_frames = true);
   // One stack series of the module (the caller filtered it).
   void Add(const std::string& symbol, const std::string& version, const Histogram& h, uint64_t runs,
            uint64_t machines);
@@ -63,8 +68,9 @@ class FieldStacksBuilder {
 
  private:
   FieldStacks out_;
-  bool keep_per_run_;
-  std::unordered_map<std::string, FieldStack> by_symbol_;
+  bool keep_per_run_, split_frames_;
+  std::deque<FieldStack> stacks_;  // stable: by_symbol_ views their symbols
+  std::unordered_map<std::string_view, FieldStack*> by_symbol_;
   std::set<std::string> versions_;
 };
 

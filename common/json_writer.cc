@@ -8,7 +8,13 @@ namespace fieldprof {
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  for (unsigned char c : s) {
+  // Runs of characters that need no escape are appended whole.
+  size_t plain = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != 0x7f && c != '"' && c != '\\') continue;
+    out->append(s.data() + plain, i - plain);
+    plain = i + 1;
     switch (c) {
       case '"':
         *out += "\\\"";
@@ -26,15 +32,12 @@ void AppendJsonString(std::string* out, std::string_view s) {
         *out += "\\t";
         break;
       default:
-        if (c < 0x20 || c == 0x7f) {
-          *out += "\\u00";
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 15]);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+        *out += "\\u00";
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
     }
   }
+  out->append(s.data() + plain, s.size() - plain);
   out->push_back('"');
 }
 

@@ -180,7 +180,7 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
   Store* const store = store_;
   return stacks_answers_.Get(key, [store, q, format, limit] {
     // Summed as the store streams them: no copy of a series' histogram kept.
-    FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false);
+    FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false, /*split_frames=*/false);
     bool truncated = false;
     if (Status s = ForEachInRange(store, q, &truncated,
                                   [&](ApiAggregate&& a) {

@@ -69,6 +69,32 @@ TEST(FieldStacksTest, SumsPerStackOverVersionsAndFindsTheFramesUnderAnApi) {
   EXPECT_EQ(FieldStacksFolded(s).substr(0, 16), "api;+10;+20 2000");
 }
 
+// /v1/stacks's builder keeps each stack's frames in its symbol alone (no
+// allocation per frame): its JSON and folded answers are those of a builder
+// that splits them, and a frame with characters JSON escapes is escaped.
+TEST(FieldStacksTest, AnswersFromUnsplitStacksAreTheSame) {
+  const std::vector<SeriesSum> series = {Stack("1", "api;+10;+20", {600, 400}, 3),
+                                         Stack("2", "api;+10;+20", {1000}, 5),
+                                         Stack("1", "api;+10", {300}),
+                                         Stack("1", "api;+30;[libc.so.6]", {200}),
+                                         Stack("1", "op\"q\\r\x01;+40", {50}),
+                                         Stack("2", "b;+a", {300})};
+  FieldStacksBuilder split("libx.so.1", false), unsplit("libx.so.1", false, false);
+  for (const SeriesSum& x : series) {
+    split.Add(x.key.symbol(), x.key.module_version(), x.histogram, x.runs, x.machines);
+    unsplit.Add(x.key.symbol(), x.key.module_version(), x.histogram, x.runs, x.machines);
+  }
+  const FieldStacks a = split.Finish(), b = unsplit.Finish();
+  EXPECT_TRUE(b.stacks[0].frames.empty());
+  EXPECT_EQ(FieldStacksJson(a, 100), FieldStacksJson(b, 100));
+  EXPECT_EQ(FieldStacksFolded(a), FieldStacksFolded(b));
+  EXPECT_NE(FieldStacksJson(b, 100).find("[\"op\\\"q\\\\r\\u0001\",\"+40\"]"), std::string::npos)
+      << FieldStacksJson(b, 100);
+  // Equal times: by the stacks' symbols, whatever order the series came in.
+  EXPECT_EQ(b.stacks[1].symbol, "api;+10");
+  EXPECT_EQ(b.stacks[2].symbol, "b;+a");
+}
+
 Histogram HistogramOf(const std::vector<uint64_t>& v) {
   Histogram h;
   for (uint64_t x : v) h.Record(x);
