@@ -22,17 +22,34 @@
 
 #include <sys/types.h>
 
+#include <cerrno>
+
 namespace fieldprof::inproc {
 
 // How deep the calling thread is in its library's unwinding.
 extern thread_local int t_unwinding __attribute__((tls_model("initial-exec")));
 
+// Marks the calling thread's unwinding for as long as it lives. errno is
+// cleared meanwhile and the program's put back after: libunwind reads its
+// pipe in `do read(...) while (errno == EINTR)` without clearing errno
+// first, and a program's errno is often EINTR when a sample comes (its
+// blocking call, just interrupted by the sample before: most of a sleeping
+// thread's samples under --wall).
 class UnwindScope {
  public:
-  UnwindScope() { ++t_unwinding; }
-  ~UnwindScope() { --t_unwinding; }
+  UnwindScope() : saved_errno_(errno) {
+    ++t_unwinding;
+    errno = 0;
+  }
+  ~UnwindScope() {
+    --t_unwinding;
+    errno = saved_errno_;
+  }
   UnwindScope(const UnwindScope&) = delete;
   UnwindScope& operator=(const UnwindScope&) = delete;
+
+ private:
+  const int saved_errno_;
 };
 
 // Opens the pipe unless it is open: at the library's start, before its

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -108,20 +107,20 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   // The unwinder's first use on a thread allocates its thread-local data
   // (malloc, through ld.so): the recorder's own call, not the program's.
   static __thread bool unwinder_ready __attribute__((tls_model("initial-exec")));
-  // Its memory check on a pipe of ours, not the program's descriptors
-  // (unwinder_io.h); the program's errno kept.
-  const int saved_errno = errno;
-  fieldprof::inproc::UnwindScope unwinding;
-  errno = 0;  // libunwind's pipe read loops while errno is EINTR
-  if (!unwinder_ready) {
-    OwnWork own;
-    void* ip[1];
-    g_unw_backtrace(ip, 1);
-    unwinder_ready = true;
-  }
+  // libunwind's memory check on a pipe of ours, not the program's
+  // descriptors; the program's errno kept (unwinder_io.h).
+  int n = 0;
   void* ips[kMaxStackDepth + 8];
-  const int n = g_unw_backtrace(ips, static_cast<int>(sizeof ips / sizeof ips[0]));
-  errno = saved_errno;
+  {
+    fieldprof::inproc::UnwindScope unwinding;
+    if (!unwinder_ready) {
+      OwnWork own;
+      void* ip[1];
+      g_unw_backtrace(ip, 1);
+      unwinder_ready = true;
+    }
+    n = g_unw_backtrace(ips, static_cast<int>(sizeof ips / sizeof ips[0]));
+  }
   // The frames of the unwinder and of this library come first.
   int from = 0;
   while (from < n && ips[from] != caller) ++from;

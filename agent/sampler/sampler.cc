@@ -231,13 +231,6 @@ uint16_t Unwind(unw_cursor_t* cursor, uint64_t* ips) {
 
 constexpr int kHandlerFrames = 8;  // at most this many above the interrupted one
 
-// Before every unwind errno is cleared: libunwind 1.6 reads its
-// memory-check pipe (unwinder_io.h) in `do read(...) while (errno ==
-// EINTR)` without clearing errno first, and a program's errno is EINTR
-// often when a sample comes (its blocking call, just interrupted by the
-// sample before: most of a sleeping thread's samples under --wall). errno
-// is the program's again when the handler returns.
-
 // libunwind's fast trace (unw_backtrace: each return address's frame rule
 // cached after its first walk) from the handler itself, through the
 // signal frame, into `ips`; returns where the interrupted instruction is in
@@ -323,8 +316,8 @@ void OnSample(int, siginfo_t*, void* uc) {
   uint64_t ips[kMaxFrames + kHandlerFrames];
   int n = 0;
   {
-    fieldprof::inproc::UnwindScope unwinding;  // its memory check off the program's descriptors
-    errno = 0;                                 // see kHandlerFrames
+    // libunwind's memory check off the program's descriptors, errno clear.
+    fieldprof::inproc::UnwindScope unwinding;
     const int first = FastUnwind(static_cast<const ucontext_t*>(uc), ips, &n);
     if (first >= 0) {
       h.depth = static_cast<uint16_t>(std::min(n - first, kMaxFrames));
@@ -562,9 +555,9 @@ void* StartWithTimer(void* p) {
 
 // Before an exec: the process's recording ends here, whole (its last
 // samples and a trailer), and no sample's signal is left pending for the
-// new image, which gets the default action (death) until the sampler loads
-// in it again; SIGTRAP's and kSampleSignal's dispositions are the program's again. Returns
-// whether to Start() again if the exec fails.
+// new image, which gets the default action until the sampler loads in it
+// again (SIGTRAP's ends the process); SIGTRAP's and kSampleSignal's dispositions are the program's
+// again. Returns whether to Start() again if the exec fails.
 bool EndBeforeExec() {
   if (!g_on || getpid() != g_pid) return false;  // not recording, or a vfork child
   Stop();
@@ -614,7 +607,6 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   int n = 0;
   {
     fieldprof::inproc::UnwindScope unwinding;  // as in OnSample
-    errno = 0;                                 // as in OnSample; the wrapper puts the call's back
     n = unw_backtrace(ips, kMaxFrames + 1);
   }
   BlockedHeader b{};
