@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "agent/live_stacks.h"
 #include "agent/runtime/live_layout.h"
 #include "common/durable_file.h"
 #include "common/spool.h"
@@ -468,6 +469,14 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
   if (resync) {
     result->calls_dropped += calls;
     rec.clear_records();
+  }
+  // A run that ended without folding its stacks (killed): folded here,
+  // into its last part.
+  if (ended) {
+    LiveStacks stacks;
+    if (ReadLiveStacks(fd, &stacks) && !stacks.folded) {
+      result->stacks_folded += AddLiveStackRecords(stacks, c.platform, &rec);
+    }
   }
   if (rec.records_size() == 0) {
     // Nothing new: no part; a live run's clock starts again.

@@ -23,7 +23,9 @@
 // bucket read in the middle of an update (its count and sums disagree) is
 // left for the next look, or, at the last look of a killed run, dropped
 // and counted. Point series (docs/points.md) are not in live files: a
-// killed run loses them, and a run reported in parts reports none.
+// killed run loses them, and a run reported in parts reports none. A run
+// whose image ended without writing its stacks (killed) has them folded
+// here into its last part (live_stacks.h).
 #ifndef FIELDPROF_AGENT_LIVE_HARVEST_H_
 #define FIELDPROF_AGENT_LIVE_HARVEST_H_
 
@@ -55,6 +57,7 @@ struct LiveHarvestResult {
   int retired_removed = 0;     // files the runtime had reported itself
   int unreadable = 0;          // not this layout, not ours: left alone
   uint64_t calls_dropped = 0;  // read in the middle of an update at a last look
+  int stacks_folded = 0;       // stack series of killed runs (live_stacks.h)
 };
 
 // Whether `live_dir` holds a live file (a run going on, or one to report).

@@ -133,7 +133,8 @@ void Sync(uint32_t n, bool subs_changed) {
     // Its few PLT calls run inside dlopen with its locks held: not trapped.
     ob.rtld = rtld != 0 && e.base == rtld;
     if (!ob.ours && !ob.vdso && !ob.rtld) ArmPoints(ob.elf);
-    ++g_binder.nobjects;
+    // Published whole: a sample's handler reads the objects (stack_fold.h).
+    __atomic_store_n(&g_binder.nobjects, g_binder.nobjects + 1, __ATOMIC_RELEASE);
   }
   if (g_binder.nobjects > first_new) BuildTraps(first_new);
 }

@@ -231,6 +231,7 @@ void* LiveOpenInForkChild(const RunSettings& s, const char* debug_log) {
   // The parent's: its descriptor (whose locks are the parent's while it
   // lives) and its header, mapped shared, are not the child's to write.
   munmap(g_live, kLiveHeaderBytes);
+  munmap(LiveSamplesOf(g_live), sizeof(LiveSamples));  // the child samples into its own
   g_live = nullptr;
   if (live_fd >= 0 && LiveFdIsOurs()) sys::Close(live_fd);
   live_fd = -1;

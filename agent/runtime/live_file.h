@@ -108,6 +108,20 @@ inline void LiveNoteEvicted(int slot) {
 inline void LiveNoteSlabReady(int slab) {
   if (g_live != nullptr) __atomic_store_n(&g_live->slabs_ready[slab], 1, __ATOMIC_RELEASE);
 }
+// The live file's stack samples (live_layout.h), or nullptr when there is
+// no live file.
+inline LiveSamples* LiveSamplesOf(LiveHeader* live) {
+  return live == nullptr
+             ? nullptr
+             : reinterpret_cast<LiveSamples*>(reinterpret_cast<char*>(live) + kLiveSamplesOffset);
+}
+// The run's stacks are in a record the runtime wrote: not the agent's to fold.
+inline void LiveNoteStacksFolded() {
+  LiveHeader* live = __atomic_load_n(&g_live, __ATOMIC_ACQUIRE);
+  if (live != nullptr && LiveAllocate(kLiveSamplesOffset, sizeof(uint64_t))) {
+    __atomic_store_n(&LiveSamplesOf(live)->folded, 1u, __ATOMIC_RELEASE);
+  }
+}
 inline void LiveNoteStacks(int n) {
   if (g_live != nullptr) __atomic_store_n(&g_live->next_stack, n, __ATOMIC_RELEASE);
 }

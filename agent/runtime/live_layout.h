@@ -11,6 +11,7 @@
 // 0600, in a directory of mode 0700 that must be the user's own.
 //
 //   [LiveHeader, kLiveHeaderBytes] [kSlabs Slab] [kShadowStacks ShadowStack]
+//   [LiveSamples]
 //
 // The slabs and shadow stacks are the runtime's own measuring state
 // (hotpath.h), mapped shared from this file instead of from anonymous
@@ -18,6 +19,10 @@
 // what the record writer needs besides them (the clock, which slots are
 // bound to which API, which were dropped or stopped), updated where those
 // change, never on the per-call path.
+//
+// LiveSamples holds the run's stack samples (stack_samples.h) as the
+// sampler takes them, and the modules they may be in, so that the agent
+// can fold the stacks of a run that was killed (agent/live_stacks.h).
 //
 // Locks (fcntl open-file-description locks, released when the last
 // descriptor of the file's opening closes, so a killed process releases
@@ -46,11 +51,12 @@
 #include <cstdint>
 
 #include "agent/runtime/hotpath.h"
+#include "agent/runtime/stack_fold.h"
 
 namespace fieldprof::rt {
 
 inline constexpr char kLiveMagic[8] = {'F', 'P', 'L', 'I', 'V', 'E', '0', '1'};
-inline constexpr uint32_t kLiveLayout = 1;
+inline constexpr uint32_t kLiveLayout = 2;
 inline constexpr size_t kLiveHeaderBytes = 64 * 1024;
 inline constexpr off_t kLiveAliveByte = 0;
 inline constexpr off_t kLiveReportByte = 1;
@@ -99,7 +105,22 @@ static_assert(sizeof(LiveHeader) <= kLiveHeaderBytes);
 
 inline constexpr size_t kLiveSlabsOffset = kLiveHeaderBytes;
 inline constexpr size_t kLiveStacksOffset = kLiveSlabsOffset + sizeof(Slab) * kSlabs;
-inline constexpr size_t kLiveFileBytes = kLiveStacksOffset + sizeof(ShadowStack) * kShadowStacks;
+
+// A run's stack samples, written by the sampler's handler; each page is
+// allocated before it is first touched (live_file.h LiveAllocate).
+struct LiveSamples {
+  static constexpr uint32_t kModules = 512;
+  volatile uint32_t nmodules;  // entries of `modules` written whole
+  // The runtime folded these stacks into a record of its own (at exit,
+  // after the agent had reported parts): the agent folds them only if not.
+  volatile uint32_t folded;
+  LiveModule modules[kModules];
+  StackTable table;  // its `samples` and `lost` are backed with the header
+};
+
+inline constexpr size_t kLiveSamplesOffset =
+    (kLiveStacksOffset + sizeof(ShadowStack) * kShadowStacks + 4095) & ~size_t{4095};
+inline constexpr size_t kLiveFileBytes = kLiveSamplesOffset + sizeof(LiveSamples);
 
 }  // namespace fieldprof::rt
 

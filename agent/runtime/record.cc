@@ -243,11 +243,12 @@ void SumSlabs(Histogram (*totals)[FP_NUM_METRICS], bool in_place, int slabs, Spo
 void WriteStacksOnly() {
   SpoolRun run;
   AddStackRecords(&run);
-  if (run.nstacks == 0) return;
+  if (run.nstacks == 0) return;  // the agent's fold finds none either
   run.part = kStacksOnlyPart;
   const char* err =
       WriteSpoolRecord(g.config.spool_dir, g.config.spool_cap_bytes, run, g_record->scratch);
   if (err != nullptr) DebugLog("spool: %s", err);
+  LiveNoteStacksFolded();  // written, or lost as a full spool loses them: never twice
 }
 
 // Writes the run's record, or leaves it to the agent (live_file.h): who

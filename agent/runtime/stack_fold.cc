@@ -41,15 +41,15 @@ constexpr int kProbes = 32;
 constexpr int kMaxSeries = 256;
 constexpr int kSeriesIndex = 1024;  // a power of two, four times kMaxSeries
 
-// A frame's object: an index into the binder's objects when it belongs to
-// a module whose frames are kept, else one of these.
-enum : int32_t { kNone = -4, kOurs = -3, kUnpackaged = -2, kProgram = -1 };
+using stack_folding::kOurs;
+using stack_folding::kProgram;
+using stack_folding::kUnpackaged;
 
 struct FoldMemory {
   SpoolStack series[kMaxSeries];
   int16_t index[kSeriesIndex];  // series + 1, by hash
   uint64_t hash[kMaxSeries];
-  uint8_t kind[kMaxObjects];  // per object: 0 not looked at, 1 kept, 2 the program, 3 not kept
+  uint8_t kind[kMaxObjects];  // per object: 0 not looked at, else a LiveModule kind
   int nseries;
   uint64_t series_lost;
 };
@@ -64,39 +64,26 @@ bool IsProgram(const Object& o) {
 // package can have installed (root's, in a system directory; the agent
 // then keeps only modules a package holds), with a key's name and build id.
 uint8_t KindOf(const Object& o) {
-  if (IsProgram(o)) return 2;
-  if (o.vdso || o.elf.path == nullptr || o.elf.path[0] != '/') return 3;
+  if (o.ours) return kLiveModuleOurs;
+  if (IsProgram(o)) return kLiveModuleProgram;
+  if (o.vdso || o.elf.path == nullptr || o.elf.path[0] != '/') return kLiveModuleOther;
   const char* module = ModuleName(o.elf);
-  if (module == nullptr || !ModuleAllowed(module)) return 3;
+  if (module == nullptr || !ModuleAllowed(module)) return kLiveModuleOther;
   char id[80];
   KeyBuildId(&o, id, sizeof id);
-  if (strcmp(id, "unknown") == 0) return 3;
-  return SystemFile(o.elf.path) ? 1 : 3;
+  if (strcmp(id, "unknown") == 0) return kLiveModuleOther;
+  return SystemFile(o.elf.path) ? kLiveModuleKept : kLiveModuleOther;
 }
 
-int32_t FrameObject(uintptr_t a, FoldMemory& m) {
-  const Object* o = ObjectContaining(a);
-  if (o == nullptr) return kUnpackaged;
-  if (o->ours) return kOurs;
-  const auto i = static_cast<int32_t>(o - g_binder.objects);
-  if (m.kind[i] == 0) m.kind[i] = KindOf(*o);
-  if (m.kind[i] == 1) return i;
-  return m.kind[i] == 2 ? kProgram : kUnpackaged;
+int32_t CodeOf(uint8_t kind, int32_t index) {
+  return kind == kLiveModuleKept      ? index
+         : kind == kLiveModuleOurs    ? kOurs
+         : kind == kLiveModuleProgram ? kProgram
+                                      : kUnpackaged;
 }
 
-size_t Hex(uint64_t v, char* out) {
-  char d[16];
-  size_t n = 0;
-  do {
-    d[n++] = "0123456789abcdef"[v & 15];
-    v >>= 4;
-  } while (v != 0);
-  for (size_t i = 0; i < n; ++i) out[i] = d[n - 1 - i];
-  return n;
-}
-
-// The frame at `a` in `o`: the exported symbol whose extent covers it, else
-// "+offset" from the object's load bias (an address of its ELF file).
+// The exported symbol whose extent covers `a` in `o`, else "+offset" from
+// the object's load bias (an address of its ELF file).
 size_t FrameName(const Object& o, uintptr_t a, char* out, size_t cap) {
   Dl_info info{};
   void* entry = nullptr;
@@ -112,31 +99,33 @@ size_t FrameName(const Object& o, uintptr_t a, char* out, size_t cap) {
       return n;
     }
   }
-  out[0] = '+';
-  return 1 + Hex(a - o.elf.base, out + 1);
+  return stack_folding::OffsetName(a - o.elf.base, out);
 }
 
-// The last frame: where the time went from the module's innermost frame.
-size_t Mark(int32_t callee, char* out, size_t cap) {
-  const char* name = callee == kProgram      ? "program"
-                     : callee == kUnpackaged ? "unpackaged"
-                                             : nullptr;
-  if (callee >= 0) name = ModuleName(g_binder.objects[callee].elf);
-  if (name == nullptr) return 0;
-  const size_t n = strlen(name);
-  if (n + 2 > cap) return 0;
-  out[0] = '[';
-  memcpy(out + 1, name, n);
-  out[n + 1] = ']';
-  return n + 2;
-}
+// The run's modules as the binder knows them (stack_folding.h's Frames).
+struct BinderFrames {
+  FoldMemory& m;
 
-void AddSeries(FoldMemory& m, int32_t obj, const char* symbol, uint64_t ns) {
+  int32_t ObjectOf(uintptr_t a) {
+    const Object* o = ObjectContaining(a);
+    if (o == nullptr) return kUnpackaged;
+    const auto i = static_cast<int32_t>(o - g_binder.objects);
+    if (m.kind[i] == 0) m.kind[i] = KindOf(*o);
+    return CodeOf(m.kind[i], i);
+  }
+  size_t FrameName(int32_t obj, uintptr_t a, char* out, size_t cap) {
+    return rt::FrameName(g_binder.objects[obj], a, out, cap);
+  }
+  const char* ModuleOf(int32_t obj) { return ModuleName(g_binder.objects[obj].elf); }
+  void Add(int32_t obj, const char* stack, uint64_t ns);
+};
+
+void BinderFrames::Add(int32_t obj, const char* stack, uint64_t ns) {
   const Object& o = g_binder.objects[obj];
   char id[80];
   KeyBuildId(&o, id, sizeof id);
   const char* module = ModuleName(o.elf);
-  const uint64_t h = HashText(HashText(HashText(1469598103934665603ull, module), id), symbol);
+  const uint64_t h = HashText(HashText(HashText(1469598103934665603ull, module), id), stack);
   for (uint32_t i = static_cast<uint32_t>(h) & (kSeriesIndex - 1);;
        i = (i + 1) & (kSeriesIndex - 1)) {
     const int s = m.index[i] - 1;
@@ -148,7 +137,7 @@ void AddSeries(FoldMemory& m, int32_t obj, const char* symbol, uint64_t ns) {
       SpoolStack& n = m.series[m.nseries];
       n.module = module;
       CopyName(n.build_id, sizeof n.build_id, id);
-      CopyName(n.symbol, sizeof n.symbol, symbol);
+      CopyName(n.symbol, sizeof n.symbol, stack);
       n.ns = ns;
       m.hash[m.nseries] = h;
       m.index[i] = static_cast<int16_t>(++m.nseries);
@@ -156,104 +145,22 @@ void AddSeries(FoldMemory& m, int32_t obj, const char* symbol, uint64_t ns) {
     }
     SpoolStack& e = m.series[s];
     if (m.hash[s] == h && e.module == module && strcmp(e.build_id, id) == 0 &&
-        strcmp(e.symbol, symbol) == 0) {
+        strcmp(e.symbol, stack) == 0) {
       e.ns += ns;
       return;
     }
   }
 }
 
-// The stack of module `obj` from its frames addr[inner..outer], outermost
-// first, and the mark of `callee`, the object its innermost frame called.
-void AddModuleStack(FoldMemory& m, int32_t obj, const uintptr_t* addr, int inner, int outer,
-                    int32_t callee, uint64_t ns) {
-  constexpr size_t kMax = key_rules::kMaxSymbol;
-  constexpr char kDeeper[] = "[deeper]";
-  char symbol[kMax + 1];
-  size_t len = 0;
-  bool deeper = false;
-  for (int k = outer; k >= inner; --k) {
-    char name[kMax + 1];
-    const size_t n = FrameName(g_binder.objects[obj], addr[k], name, sizeof name);
-    if (len + (len != 0) + n + sizeof kDeeper > kMax) {
-      deeper = true;
-      break;
-    }
-    if (len != 0) symbol[len++] = key_rules::kStackSeparator;
-    memcpy(symbol + len, name, n);
-    len += n;
-  }
-  if (len == 0) return;
-  char mark[260];
-  size_t mark_len = 0;
-  if (deeper) {
-    memcpy(mark, kDeeper, sizeof kDeeper - 1);
-    mark_len = sizeof kDeeper - 1;
-  } else if (callee != kNone) {
-    mark_len = Mark(callee, mark, sizeof mark);
-  }
-  if (mark_len != 0 && len + 1 + mark_len <= kMax) {
-    symbol[len++] = key_rules::kStackSeparator;
-    memcpy(symbol + len, mark, mark_len);
-    len += mark_len;
-  }
-  symbol[len] = 0;
-  if (key_rules::StackSymbolOk(symbol, len)) AddSeries(m, obj, symbol, ns);
-}
-
-// One sampled stack: for each module kept, its innermost stretch of frames.
-void FoldEntry(const StackEntry& e, FoldMemory& m) {
-  int32_t obj[kStackDepth];
-  uintptr_t addr[kStackDepth];
-  int n = 0;
-  // Whether the walk stopped short of the thread's first frame: at the
-  // depth bound, or at the runtime's return point (a measured call's
-  // return address, which has no unwind information: the walk ends there).
-  bool cut = e.depth >= static_cast<uint32_t>(kStackDepth);
-  for (uint32_t i = 0; i < e.depth && i < kStackDepth; ++i) {
-    // A return address is the instruction after the call: the call's own
-    // place is one byte before.
-    const uintptr_t a = i == 0 ? e.ips[0] : e.ips[i] - 1;
-    const int32_t c = FrameObject(a, m);
-    if (c == kOurs) {  // the runtime's own frames are not the program's
-      cut = cut || i + 1 == e.depth;
-      continue;
-    }
-    obj[n] = c;
-    addr[n++] = a;
-  }
-  int32_t seen[kStackDepth];
-  int nseen = 0;
-  for (int i = 0; i < n;) {
-    int j = i;
-    while (j + 1 < n && obj[j + 1] == obj[i]) ++j;
-    bool again = false;
-    for (int s = 0; s < nseen; ++s) again = again || seen[s] == obj[i];
-    // The outermost kept stretch handing on to the program (libc's
-    // __libc_start_main under the program's _start, start_thread) is
-    // where every program's time passes: it says nothing of the module,
-    // and is left out. Not in a walk cut short: its outermost stretch is
-    // where the walk stopped (qsort's, under a measured qsort, calling
-    // the program's comparator).
-    bool outermost = !cut;
-    for (int k = j + 1; k < n && outermost; ++k) outermost = obj[k] < 0;
-    const bool entry = outermost && i > 0 && obj[i - 1] < 0;
-    if (obj[i] >= 0 && !again && !entry) {
-      seen[nseen++] = obj[i];
-      AddModuleStack(m, obj[i], addr, i, j, i > 0 ? obj[i - 1] : kNone, e.ns);
-    }
-    i = j + 1;
-  }
-}
-
 }  // namespace
 
-void AddStack(StackTable* t, const uint64_t* ips, int n, uint64_t ns) {
+void AddStack(StackTable* t, const uint64_t* ips, int n, uint64_t ns, BackFn back) {
   if (n <= 0) return;
   const uint64_t h = HashWords(ips, n);
   __atomic_add_fetch(&t->samples, 1, __ATOMIC_RELAXED);
   for (int p = 0; p < kProbes; ++p) {
     StackEntry& e = t->e[(h + static_cast<uint64_t>(p)) & (StackTable::kEntries - 1)];
+    if (back != nullptr && !back(&e, sizeof e)) break;
     uint32_t state = __atomic_load_n(&e.state, __ATOMIC_ACQUIRE);
     if (state == 0) {
       if (!__atomic_compare_exchange_n(&e.state, &state, 1, false, __ATOMIC_ACQ_REL,
@@ -275,6 +182,28 @@ void AddStack(StackTable* t, const uint64_t* ips, int n, uint64_t ns) {
   __atomic_add_fetch(&t->lost, 1, __ATOMIC_RELAXED);
 }
 
+uint32_t NoteModules(uint32_t from, LiveModule* out, uint32_t cap, uint32_t* n, BackFn back) {
+  const uint32_t objects = __atomic_load_n(&g_binder.nobjects, __ATOMIC_ACQUIRE);
+  for (; from < objects && *n < cap; ++from) {
+    const Object& o = g_binder.objects[from];
+    // Dead ones too (a look in progress clears `alive` for a moment): the
+    // agent takes the latest that holds an address.
+    if (o.vdso) continue;  // never a frame's (ObjectContaining)
+    LiveModule& m = out[*n];
+    if (!back(&m, sizeof m)) break;
+    m.lo = o.elf.map_lo;
+    m.hi = o.elf.map_hi;
+    m.base = o.elf.base;
+    m.kind = KindOf(o);
+    const char* module = ModuleName(o.elf);
+    CopyName(m.module, sizeof m.module, module != nullptr ? module : "");
+    KeyBuildId(&o, m.build_id, sizeof m.build_id);
+    if (m.kind != kLiveModuleKept || !CopyName(m.path, sizeof m.path, o.elf.path)) m.path[0] = 0;
+    __atomic_store_n(n, *n + 1, __ATOMIC_RELEASE);
+  }
+  return from;
+}
+
 void FoldStacks(const StackTable& t, SpoolRun* run) {
   if (g_fold == nullptr) {
     void* p = mmap(nullptr, sizeof(FoldMemory), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -288,10 +217,11 @@ void FoldStacks(const StackTable& t, SpoolRun* run) {
   m.nseries = 0;
   m.series_lost = 0;
   BinderNoticeNewObjects();  // libraries opened since the binder last looked
+  BinderFrames frames{m};
   uint32_t stacks = 0;
   for (const StackEntry& e : t.e) {
     if (__atomic_load_n(&e.state, __ATOMIC_ACQUIRE) != 2) continue;
-    FoldEntry(e, m);
+    stack_folding::FoldStack(frames, e.ips, e.depth, e.ns);
     ++stacks;
   }
   run->stacks = m.series;

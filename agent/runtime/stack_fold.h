@@ -3,15 +3,17 @@
 #ifndef FIELDPROF_AGENT_RUNTIME_STACK_FOLD_H_
 #define FIELDPROF_AGENT_RUNTIME_STACK_FOLD_H_
 
+#include <cstddef>
 #include <cstdint>
+
+#include "common/stack_folding.h"
 
 namespace fieldprof::rt {
 
 struct SpoolRun;
 
-// Return addresses kept per sample, innermost first; a deeper stack keeps
-// its innermost ones (the frames of the libraries it is in).
-inline constexpr int kStackDepth = 48;
+// Return addresses kept per sample, innermost first (stack_folding.h).
+inline constexpr int kStackDepth = stack_folding::kMaxDepth;
 
 struct StackEntry {
   uint32_t state;  // 0 free, 1 being written, 2 ready
@@ -28,9 +30,37 @@ struct StackTable {
   uint64_t samples, lost;  // lost: no free entry within the probes
 };
 
-// Adds a sample of `n` return addresses standing for `ns` of CPU time.
-// Async-signal-safe, lock-free: any thread, inside a signal handler.
-void AddStack(StackTable* t, const uint64_t* ips, int n, uint64_t ns);
+// Makes `bytes` at `p` writable for good (a live file's pages: live_file.h
+// LiveAllocate); false when they cannot be.
+using BackFn = bool (*)(const void* p, size_t bytes);
+
+// Adds a sample of `n` return addresses standing for `ns` of CPU time;
+// `back` (or nullptr: anonymous memory) is asked for each entry before it
+// is looked at. Async-signal-safe, lock-free: any thread, inside a signal
+// handler.
+void AddStack(StackTable* t, const uint64_t* ips, int n, uint64_t ns, BackFn back);
+
+// What a module's frames are to the fold (a live file's module table,
+// live_layout.h, holds them for the agent).
+inline constexpr uint32_t kLiveModuleKept = 1;     // a system library's: kept
+inline constexpr uint32_t kLiveModuleProgram = 2;  // the program's own
+inline constexpr uint32_t kLiveModuleOther = 3;    // any other file, none, the vdso
+inline constexpr uint32_t kLiveModuleOurs = 4;     // the runtime's own
+
+struct LiveModule {
+  uint64_t lo, hi;  // the addresses it is mapped at, [lo, hi)
+  uint64_t base;    // its load bias: "+offset" frames are a - base
+  uint32_t kind;
+  char module[256];   // its key name
+  char build_id[80];  // hex, as keys carry it
+  char path[512];     // where the agent reads its exported symbols ("" : too long)
+};
+
+// The binder's objects from `from` on into `out` (at most `cap`, each
+// backed by `back` first); returns how many objects it looked at (the
+// next `from`) and sets *n to the entries written. Async-signal-safe: it
+// reads the binder's published objects, and stats files by system call.
+uint32_t NoteModules(uint32_t from, LiveModule* out, uint32_t cap, uint32_t* n, BackFn back);
 
 // Names and folds every ready stack of `t` into run->stacks (memory of its
 // own, kept until the next fold).

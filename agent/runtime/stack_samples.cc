@@ -14,8 +14,10 @@
 
 #include "agent/inprocess/go_program.h"
 #include "agent/inprocess/owned_signals.h"
+#include "agent/runtime/binder_internal.h"
 #include "agent/runtime/companion.h"
 #include "agent/runtime/lab.h"
+#include "agent/runtime/live_file.h"
 #include "agent/runtime/stack_fold.h"
 #include "agent/runtime/sys.h"
 
@@ -85,21 +87,79 @@ _Unwind_Reason_Code Collect(_Unwind_Context* c, void* arg) {
   return w.n == kStackDepth ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
-// The table, mapped by whichever thread samples first (a system call is
-// safe in a handler); a run shorter than one period maps nothing.
+// The live file's samples the table is in (nullptr: anonymous memory),
+// which of their pages are allocated, and how many of the binder's
+// objects the module table has looked at.
+FP_COLD_BSS LiveSamples* g_samples;
+constexpr size_t kSamplePages = (sizeof(LiveSamples) + 4095) / 4096;
+FP_COLD_BSS uint64_t g_backed[(kSamplePages + 63) / 64];
+FP_COLD_BSS uint32_t g_noted_objects;
+FP_COLD_BSS int g_noting;
+
+// Allocates the live file's pages under [p, p + bytes) before they are
+// first touched: a full file system fails here, never a write (SIGBUS).
+// False also when the file is no longer this run's (sealed, a fork child).
+bool Back(const void* p, size_t bytes) {
+  LiveSamples* const s = g_samples;
+  if (s == nullptr || LiveSamplesOf(__atomic_load_n(&g_live, __ATOMIC_ACQUIRE)) != s) return false;
+  const size_t from =
+      static_cast<size_t>(static_cast<const char*>(p) - reinterpret_cast<const char*>(s));
+  for (size_t page = from / 4096; page <= (from + bytes - 1) / 4096; ++page) {
+    const uint64_t bit = uint64_t{1} << (page % 64);
+    if (__atomic_load_n(&g_backed[page / 64], __ATOMIC_RELAXED) & bit) continue;
+    if (!LiveAllocate(kLiveSamplesOffset + page * 4096, 4096)) return false;
+    __atomic_fetch_or(&g_backed[page / 64], bit, __ATOMIC_RELAXED);
+  }
+  return true;
+}
+
+// The table, by whichever thread samples first (a system call is safe in a
+// handler): in the live file when the run has one, so that the agent can
+// fold the stacks of a run that was killed; else mapped anonymous. A run
+// shorter than one period takes neither.
 StackTable* Table() {
   StackTable* t = __atomic_load_n(&g_table, __ATOMIC_ACQUIRE);
   if (t != nullptr) return t;
-  void* p = mmap(nullptr, sizeof(StackTable), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
+  LiveSamples* const live = LiveSamplesOf(__atomic_load_n(&g_live, __ATOMIC_ACQUIRE));
+  void* p = MAP_FAILED;
+  if (live != nullptr) {
+    LiveSamples* expected = nullptr;
+    __atomic_compare_exchange_n(&g_samples, &expected, live, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+    if (g_samples == live && Back(live, sizeof(uint64_t)) &&
+        Back(&live->table.samples, 2 * sizeof(uint64_t))) {
+      p = &live->table;
+    }
+  }
+  const bool anonymous = p == MAP_FAILED;
+  if (anonymous) {
+    p = mmap(nullptr, sizeof(StackTable), PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+  }
   StackTable* expected = nullptr;
   if (!__atomic_compare_exchange_n(&g_table, &expected, static_cast<StackTable*>(p), false,
                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    munmap(p, sizeof(StackTable));
+    if (anonymous) munmap(p, sizeof(StackTable));
     return expected;
   }
   return static_cast<StackTable*>(p);
+}
+
+// The modules the binder has found since the last look, into the live
+// file's table, by one thread at a time (another's sample goes on
+// without): before a sample's stack is kept, so that its frames' modules
+// are there for the agent.
+void NoteNewModules() {
+  LiveSamples* const s = g_samples;
+  if (s == nullptr || __atomic_load_n(&g_table, __ATOMIC_RELAXED) != &s->table ||
+      __atomic_load_n(&g_binder.nobjects, __ATOMIC_ACQUIRE) == g_noted_objects ||
+      __atomic_exchange_n(&g_noting, 1, __ATOMIC_ACQUIRE) != 0) {
+    return;
+  }
+  g_noted_objects = NoteModules(g_noted_objects, s->modules, LiveSamples::kModules,
+                                const_cast<uint32_t*>(&s->nmodules), Back);
+  __atomic_store_n(&g_noting, 0, __ATOMIC_RELEASE);
 }
 
 void OnSample(int, siginfo_t* si, void* uc) {
@@ -117,7 +177,9 @@ void OnSample(int, siginfo_t* si, void* uc) {
       w.n = 1;
     }
     const uint64_t periods = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
-    AddStack(t, ips, w.n, g_period_ns * periods);
+    NoteNewModules();
+    AddStack(t, ips, w.n, g_period_ns * periods,
+             g_samples != nullptr && t == &g_samples->table ? Back : nullptr);
   }
   t_in_sample = 0;
   errno = saved;
@@ -254,9 +316,15 @@ void StackSamplesAfterFork() {
   // The child has no timer; the parent's table is the parent's.
   for (TimerSlot& s : g_timers) s.state = 0;
   t_timer = -1;
-  if (StackTable* t = __atomic_exchange_n(&g_table, nullptr, __ATOMIC_ACQ_REL); t != nullptr) {
+  // (One in the parent's live file went with the parent's mapping of it:
+  // live_file.h LiveOpenInForkChild.)
+  if (StackTable* t = __atomic_exchange_n(&g_table, nullptr, __ATOMIC_ACQ_REL);
+      t != nullptr && (g_samples == nullptr || t != &g_samples->table)) {
     munmap(t, sizeof(StackTable));
   }
+  g_samples = nullptr;
+  for (uint64_t& w : g_backed) w = 0;
+  g_noted_objects = 0;
   g_pid = sys::Getpid();
   ArmThisThread();
 }
@@ -269,7 +337,7 @@ void AddStackRecords(SpoolRun* run) {
   StackTable* t = __atomic_exchange_n(&g_table, nullptr, __ATOMIC_ACQ_REL);
   if (t == nullptr) return;
   FoldStacks(*t, run);
-  munmap(t, sizeof(StackTable));
+  if (g_samples == nullptr || t != &g_samples->table) munmap(t, sizeof(StackTable));
 }
 
 }  // namespace fieldprof::rt

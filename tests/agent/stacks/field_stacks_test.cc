@@ -11,8 +11,16 @@
 // spool held.
 #include "common/field_stacks.h"
 
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,8 +32,11 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/live_harvest.h"
+#include "agent/live_stacks.h"
 #include "common/https_client.h"
 #include "common/package_versions.h"
+#include "common/platform.h"
 #include "common/spool.h"
 #include "common/wire.h"
 #include "tests/support/agent_config.h"
@@ -81,6 +92,39 @@ class FieldStacksTest : public ::testing::Test {
                             dir_.File("spool") + " -- " + FIELDPROF_STACK_PROG + " " +
                             std::to_string(cpu_ms) + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
+  }
+
+  // The program under `fieldprof run` as RunProgram runs it, its live file
+  // in this test's directory, ended as `how` says (stack_prog.cc); returns
+  // the pid of `fieldprof run`.
+  pid_t StartProgram(int cpu_ms, int hz, const std::string& how) const {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("FIELDPROF_STACK_HZ", std::to_string(hz).c_str(), 1);
+      setenv("FIELDPROF_LIVE_DIR", dir_.File("live").c_str(), 1);
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      const std::string ms = std::to_string(cpu_ms), go = dir_.File("go");
+      execl(FIELDPROF_CLI_BIN, "fieldprof", "run", "--max_load", "1000", "--apis", "8", "--seed",
+            "1", "--spool", dir_.File("spool").c_str(), "--", FIELDPROF_STACK_PROG, ms.c_str(),
+            how.c_str(), go.c_str(), nullptr);
+      _exit(127);
+    }
+    return pid;
+  }
+
+  // One look of the agent at the live files (every live run due).
+  LiveHarvestResult Harvest() const {
+    LiveHarvestConfig c;
+    c.live_dir = dir_.File("live");
+    c.spool_dir = dir_.File("spool");
+    c.state_dir = dir_.File("state");
+    c.interval_s = 0;
+    c.platform = DetectPlatform();
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    auto r = HarvestLive(c, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : LiveHarvestResult();
   }
 
   std::vector<wire::RunRecord> SpoolRuns() const {
@@ -210,6 +254,158 @@ TEST_F(FieldStacksTest, NoPrivateFrameLeavesAndThePublishedSumsAreTheSpools) {
   std::set<std::string> roots;
   for (const auto& st : s["stacks"]) roots.insert(st["frames"][0].get<std::string>());
   EXPECT_TRUE(roots.contains("compress2")) << s.dump();
+}
+
+// Every address of a library's code is named by the agent's reading of
+// its file (a killed run's frames) as the runtime names it in the process
+// (dladdr, stack_fold.cc FrameName): the exported symbol whose extent holds
+// it, or none (then both give "+offset").
+TEST(ExportedSymbolsTest, EveryAddressIsNamedAsTheRuntimeNamesIt) {
+  for (const char* lib : {"libz.so.1", "libc.so.6"}) {
+    void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) h = dlopen(lib, RTLD_NOW);
+    ASSERT_NE(h, nullptr) << lib;
+    link_map* map = nullptr;
+    ASSERT_EQ(dlinfo(h, RTLD_DI_LINKMAP, &map), 0);
+    const std::string path = map->l_name;
+    ExportedSymbols syms;
+    ASSERT_TRUE(syms.Load(path, FileBuildId(path))) << path;
+    EXPECT_FALSE(ExportedSymbols().Load(path, std::string(40, '0')));  // another build
+    // The executable segment's addresses, every 7th byte.
+    struct Text {
+      uintptr_t base = 0, lo = 0, hi = 0;
+    } text;
+    text.base = map->l_addr;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* arg) {
+          auto* t = static_cast<Text*>(arg);
+          if (info->dlpi_addr != t->base) return 0;
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+              t->lo = t->base + ph.p_vaddr;
+              t->hi = t->lo + ph.p_memsz;
+            }
+          }
+          return 1;
+        },
+        &text);
+    ASSERT_LT(text.lo, text.hi) << lib;
+    size_t named = 0, checked = 0;
+    for (uintptr_t a = text.lo; a < text.hi; a += 7) {
+      Dl_info info{};
+      void* entry = nullptr;
+      std::string want;
+      if (dladdr1(reinterpret_cast<void*>(a), &info, &entry, RTLD_DL_SYMENT) != 0 &&
+          info.dli_sname != nullptr && entry != nullptr) {
+        const auto* sym = static_cast<const ElfW(Sym)*>(entry);
+        const auto s = reinterpret_cast<uintptr_t>(info.dli_saddr);
+        if (sym->st_size > 0 && a >= s && a - s < sym->st_size) want = info.dli_sname;
+      }
+      const std::string* got = syms.At(a - text.base);
+      ASSERT_EQ(got != nullptr ? *got : "", want) << lib << " +" << std::hex << a - text.base;
+      named += !want.empty();
+      ++checked;
+    }
+    EXPECT_GT(named, checked / 10) << lib;  // most of a library's code is its exports'
+  }
+}
+
+// A run killed by a signal never writes its record: its stacks are folded
+// by the agent from the run's live file, as the runtime would have folded
+// them, with nothing private in them, and reach the aggregator exactly.
+TEST_F(FieldStacksTest, AKilledRunsStacksAreFoldedFromItsLiveFile) {
+  for (int i = 0; i < 2; ++i) {
+    int st = 0;
+    ASSERT_EQ(waitpid(StartProgram(/*cpu_ms=*/700, /*hz=*/200, "kill"), &st, 0) > 0, true);
+    ASSERT_FALSE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the program was to be killed";
+  }
+  EXPECT_TRUE(SpoolRuns().empty());  // no record: the runs were killed
+  const LiveHarvestResult h = Harvest();
+  EXPECT_EQ(h.runs_ended, 2);
+  EXPECT_GT(h.stacks_folded, 0);
+  const std::vector<wire::RunRecord> runs = SpoolRuns();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(FilesHolding(dir_.File("spool"), kSecret), std::vector<std::string>{});
+  EXPECT_EQ(FilesHolding(dir_.File("spool"), "fpsecret"), std::vector<std::string>{});
+  EXPECT_EQ(FilesHolding(dir_.File("state"), kSecret), std::vector<std::string>{});
+  std::set<std::string> modules;
+  bool program_marked = false;
+  for (const wire::RunRecord& run : runs) {
+    EXPECT_TRUE(run.last_part());
+    for (const wire::Record& r : run.records()) {
+      if (r.key().metric() != wire::METRIC_STACK_CPU_NS) continue;
+      modules.insert(r.key().module());
+      EXPECT_EQ(r.runs(), 1u);
+      const std::vector<std::string> frames = SplitStack(r.key().symbol());
+      program_marked = program_marked || frames.back() == "[program]";
+      for (size_t i = 0; i + 1 < frames.size(); ++i) EXPECT_FALSE(IsStackMark(frames[i]));
+    }
+  }
+  EXPECT_TRUE(modules.contains("libz.so.1"));
+  EXPECT_FALSE(modules.contains("libfpsecret.so"));
+  EXPECT_FALSE(modules.contains("main"));
+  for (const std::string& m : modules) {
+    EXPECT_TRUE(fs::exists("/lib/x86_64-linux-gnu/" + m) || fs::exists("/lib64/" + m)) << m;
+  }
+  EXPECT_TRUE(program_marked);  // qsort's comparator
+  std::set<std::string> libz_stacks;
+  const uint64_t libz_ns = SpoolStackNs(runs, "libz.so.1", &libz_stacks);
+  ASSERT_GT(libz_ns, 0u);
+
+  AggregatorProcess agg(dir_, FreePort(), AggregatorArgs());
+  agg.Start();
+  {
+    Agent agent(Config(agg.port()));
+    ASSERT_TRUE(agent.Init().ok());
+    auto r = agent.Pass(/*flush=*/true);
+    ASSERT_TRUE(r.ok() && r->upload_status.ok()) << r->upload_status.ToString();
+    ASSERT_EQ(r->batches_waiting, 0);
+  }
+  agg.WaitApplied();
+  const nlohmann::json s = nlohmann::json::parse(Get(agg, "/v1/stacks?module=libz.so.1"));
+  EXPECT_EQ(s["total_ns"].get<uint64_t>(), libz_ns);
+  EXPECT_EQ(s["stacks_total"].get<size_t>(), libz_stacks.size());
+  std::set<std::string> roots;
+  for (const auto& st : s["stacks"]) roots.insert(st["frames"][0].get<std::string>());
+  EXPECT_TRUE(roots.contains("compress2")) << s.dump();  // named from libz's file
+  const std::string answers = Get(agg, "/v1/stacks?module=libc.so.6&format=folded") + s.dump();
+  EXPECT_EQ(answers.find(kSecret), std::string::npos);
+}
+
+// A run the agent reported in parts while it went on, and which then
+// ended by itself: the runtime folds its stacks into a record of their own
+// and says so in the live file; the agent's last part holds none of them.
+TEST_F(FieldStacksTest, ARunReportedInPartsHasItsStacksCountedOnce) {
+  const pid_t pid = StartProgram(/*cpu_ms=*/500, /*hz=*/200, "wait");
+  struct Ender {  // a failed assertion leaves no program waiting
+    pid_t pid;
+    ~Ender() {
+      if (pid > 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    }
+  } ender{pid};
+  ASSERT_TRUE(testing::WaitUntil([&] { return fs::exists(dir_.File("go.ready")); },
+                                 std::chrono::seconds(120)));
+  const LiveHarvestResult first = Harvest();
+  ASSERT_EQ(first.parts_written, 1);  // its calls so far: part 1
+  std::ofstream(dir_.File("go")) << "go\n";
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ender.pid = 0;
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const LiveHarvestResult last = Harvest();
+  EXPECT_EQ(last.runs_ended, 1);
+  EXPECT_EQ(last.stacks_folded, 0);
+  int stack_records = 0, stacks_only = 0;
+  for (const wire::RunRecord& run : SpoolRuns()) {
+    for (const wire::Record& r : run.records()) {
+      if (r.key().metric() != wire::METRIC_STACK_CPU_NS) continue;
+      ++stack_records;
+      stacks_only += run.part() == 0x7fffffff;  // the runtime's (spool_encode.h kStacksOnlyPart)
+    }
+  }
+  EXPECT_GT(stack_records, 0);
+  EXPECT_EQ(stacks_only, stack_records);
 }
 
 // ------------------------------------------------- a vendor's questions

@@ -2,12 +2,21 @@
 // in zlib, called from functions whose names are secrets, in its own code
 // and in an unpackaged library's (secret_lib.cc), and sorts with libc's
 // qsort through a comparator of its own. Used by field_stacks_test.cc.
+//
+//   stack_prog MS            spends MS ms, prints a digit, exits
+//   stack_prog MS kill       ... then kills itself (SIGKILL)
+//   stack_prog MS wait FILE  ... then writes FILE.ready and exits once
+//                            FILE exists
+#include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 extern "C" uint64_t fp_zz_secret_lib_squeeze(const unsigned char* p, size_t n);
@@ -52,5 +61,14 @@ int main(int argc, char** argv) {
     qsort(keys.data(), keys.size(), sizeof keys[0], fp_zz_secret_program_compare);
   }
   std::printf("%llu\n", static_cast<unsigned long long>(sink % 10));
+  std::fflush(stdout);
+  const std::string how = argc > 2 ? argv[2] : "";
+  if (how == "kill") raise(SIGKILL);
+  if (how == "wait" && argc > 3) {
+    const std::string go = argv[3];
+    if (FILE* f = std::fopen((go + ".ready").c_str(), "w")) std::fclose(f);
+    struct stat st;
+    while (stat(go.c_str(), &st) != 0) usleep(10000);
+  }
   return 0;
 }

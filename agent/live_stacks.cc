@@ -1,0 +1,230 @@
+#include "agent/live_stacks.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+
+#include "agent/runtime/live_layout.h"
+#include "common/key_rules.h"
+#include "common/package_versions.h"
+#include "common/stack_folding.h"
+#include "common/wire.h"
+
+namespace fieldprof::agent {
+
+namespace {
+
+bool ReadAt(int fd, void* out, size_t n, size_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+std::string Field(const char* p, size_t cap) { return std::string(p, strnlen(p, cap)); }
+
+// A killed run's modules (stack_folding.h's Frames).
+class FileFrames {
+ public:
+  explicit FileFrames(std::vector<rt::LiveModule> modules) : modules_(std::move(modules)) {
+    symbols_.resize(modules_.size());
+  }
+
+  int32_t ObjectOf(uintptr_t a) const {
+    // The latest module mapped there: a range freed by dlclose may have
+    // been taken by another since.
+    for (size_t i = modules_.size(); i-- > 0;) {
+      const rt::LiveModule& m = modules_[i];
+      if (a < m.lo || a >= m.hi) continue;
+      switch (m.kind) {
+        case rt::kLiveModuleKept:
+          return static_cast<int32_t>(i);
+        case rt::kLiveModuleOurs:
+          return stack_folding::kOurs;
+        case rt::kLiveModuleProgram:
+          return stack_folding::kProgram;
+        default:
+          return stack_folding::kUnpackaged;
+      }
+    }
+    return stack_folding::kUnpackaged;
+  }
+
+  size_t FrameName(int32_t obj, uintptr_t a, char* out, size_t cap) {
+    const rt::LiveModule& m = modules_[static_cast<size_t>(obj)];
+    std::optional<ExportedSymbols>& syms = symbols_[static_cast<size_t>(obj)];
+    if (!syms.has_value()) {
+      syms.emplace();  // if it cannot be loaded (another build now): every frame by offset
+      syms->Load(Field(m.path, sizeof m.path), Field(m.build_id, sizeof m.build_id));
+    }
+    if (const std::string* name = syms->At(a - m.base);
+        name != nullptr && name->size() < cap &&
+        key_rules::SymbolOk(name->data(), name->size())) {
+      std::memcpy(out, name->data(), name->size());
+      return name->size();
+    }
+    return stack_folding::OffsetName(a - m.base, out);
+  }
+
+  const char* ModuleOf(int32_t obj) const { return modules_[static_cast<size_t>(obj)].module; }
+
+  void Add(int32_t obj, const char* stack, uint64_t ns) {
+    const rt::LiveModule& m = modules_[static_cast<size_t>(obj)];
+    sums_[{m.module, Field(m.build_id, sizeof m.build_id), stack}] += ns;
+  }
+
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t>& sums() { return sums_; }
+
+ private:
+  std::vector<rt::LiveModule> modules_;
+  std::vector<std::optional<ExportedSymbols>> symbols_;
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> sums_;
+};
+
+// A module entry as the fold may trust it: names that keep the key rules,
+// a known kind; anything else is taken as a file whose frames are not kept.
+rt::LiveModule Checked(const rt::LiveModule& in) {
+  rt::LiveModule m = in;
+  m.module[sizeof m.module - 1] = 0;
+  m.build_id[sizeof m.build_id - 1] = 0;
+  m.path[sizeof m.path - 1] = 0;
+  const bool kept = m.kind == rt::kLiveModuleKept &&
+                    key_rules::ModuleOk(m.module, strlen(m.module)) &&
+                    key_rules::ModuleVersionOk(m.build_id, strlen(m.build_id)) && m.lo < m.hi;
+  if (m.kind == rt::kLiveModuleKept && !kept) m.kind = rt::kLiveModuleOther;
+  if (m.kind < rt::kLiveModuleKept || m.kind > rt::kLiveModuleOurs) m.kind = rt::kLiveModuleOther;
+  return m;
+}
+
+}  // namespace
+
+bool ExportedSymbols::Load(const std::string& path, const std::string& build_id) {
+  syms_.clear();
+  max_size_ = 0;
+  if (path.empty() || build_id.empty() || FileBuildId(path) != build_id) return false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  bool found = false;
+  for (Elf_Scn* scn = elf != nullptr ? elf_nextscn(elf, nullptr) : nullptr; scn != nullptr;
+       scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0) {
+      continue;
+    }
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    found = true;
+    const size_t n = sh.sh_size / sh.sh_entsize;
+    for (size_t i = 1; i < n; ++i) {
+      GElf_Sym s;
+      if (gelf_getsym(data, static_cast<int>(i), &s) == nullptr) continue;
+      // dladdr's candidates: defined (or with an address), not absolute,
+      // not thread-local.
+      const bool undef = s.st_shndx == SHN_UNDEF;
+      if ((undef && s.st_value == 0) || s.st_shndx == SHN_ABS ||
+          GELF_ST_TYPE(s.st_info) == STT_TLS) {
+        continue;
+      }
+      const char* name = elf_strptr(elf, sh.sh_link, s.st_name);
+      if (name == nullptr || name[0] == 0) continue;
+      syms_.push_back({s.st_value, undef ? 0 : s.st_size, i, name});
+      max_size_ = std::max<uint64_t>(max_size_, syms_.back().size);
+    }
+  }
+  if (elf != nullptr) elf_end(elf);
+  ::close(fd);
+  std::sort(syms_.begin(), syms_.end(), [](const Sym& a, const Sym& b) {
+    return std::tie(a.value, a.index) < std::tie(b.value, b.index);
+  });
+  return found;
+}
+
+const std::string* ExportedSymbols::At(uint64_t offset) const {
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), offset,
+                             [](uint64_t v, const Sym& s) { return v < s.value; });
+  const Sym* best = nullptr;
+  while (it != syms_.begin()) {
+    const Sym& s = *--it;
+    if (best != nullptr && s.value < best->value) break;
+    if (best == nullptr && s.value < offset && s.value + max_size_ <= offset) break;
+    const bool covers = s.size == 0 ? offset == s.value : offset < s.value + s.size;
+    if (covers) best = &s;  // going down: an equal one found later has the lower index
+  }
+  if (best == nullptr || best->size == 0) return nullptr;
+  return &best->name;
+}
+
+
+bool ReadLiveStacks(int fd, LiveStacks* out) {
+  constexpr size_t kAt = rt::kLiveSamplesOffset;
+  uint32_t head[2];
+  if (!ReadAt(fd, head, sizeof head, kAt + offsetof(rt::LiveSamples, nmodules))) return false;
+  static_assert(offsetof(rt::LiveSamples, folded) == offsetof(rt::LiveSamples, nmodules) + 4);
+  out->folded = head[1] != 0;
+  if (out->folded) return true;
+  const uint32_t nmodules = std::min(head[0], rt::LiveSamples::kModules);
+  std::vector<rt::LiveModule> modules(nmodules);
+  if (nmodules > 0 && !ReadAt(fd, modules.data(), sizeof(rt::LiveModule) * nmodules,
+                              kAt + offsetof(rt::LiveSamples, modules))) {
+    return false;
+  }
+  for (rt::LiveModule& m : modules) m = Checked(m);
+  auto table = std::make_unique<rt::StackTable>();
+  if (!ReadAt(fd, table.get(), sizeof *table, kAt + offsetof(rt::LiveSamples, table))) {
+    return false;
+  }
+  out->samples = table->samples;
+  out->lost = table->lost;
+  FileFrames frames(std::move(modules));
+  for (const rt::StackEntry& e : table->e) {
+    // Ready entries only: one being written when the run was killed is
+    // not whole.
+    if (e.state != 2 || e.depth == 0 || e.depth > static_cast<uint32_t>(rt::kStackDepth)) continue;
+    stack_folding::FoldStack(frames, e.ips, e.depth, e.ns);
+  }
+  for (const auto& [key, ns] : frames.sums()) {
+    out->stacks.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), ns});
+  }
+  return true;
+}
+
+int AddLiveStackRecords(const LiveStacks& stacks, const Platform& platform, wire::RunRecord* rec) {
+  int n = 0;
+  for (const LiveStack& s : stacks.stacks) {
+    if (s.ns == 0) continue;
+    wire::Record* r = rec->add_records();
+    wire::ApiKey* k = r->mutable_key();
+    k->set_module(s.module);
+    k->set_module_version(s.build_id);
+    k->set_symbol(s.stack);
+    k->set_metric(wire::METRIC_STACK_CPU_NS);
+    PlatformToWire(platform, k->mutable_platform());
+    Histogram h;
+    h.Record(s.ns);
+    HistogramToWire(h, r->mutable_histogram());
+    r->set_runs(1);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace fieldprof::agent

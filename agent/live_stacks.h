@@ -1,0 +1,69 @@
+// The stack samples of a run that ended without folding them (killed by a
+// signal): read from its live file (agent/runtime/live_layout.h
+// LiveSamples) and folded by the runtime's own rule (common/stack_folding.h),
+// so that a run ended by Ctrl-C, SIGTERM or a crash still adds its stacks
+// to the field (docs/field-stacks.md).
+//
+// The runtime keeps raw return addresses and, for each module mapped, its
+// range, load bias, key name, build id, whether its frames may be kept,
+// and (for those) its path. Frames are named here as the runtime names
+// them: the exported symbol (.dynsym) that covers the address, as the
+// dynamic linker's dladdr finds it, read from the file at that path only
+// when its build id is the one the run mapped; else "+offset". A module's
+// frames the runtime would not keep are never named or kept here either.
+#ifndef FIELDPROF_AGENT_LIVE_STACKS_H_
+#define FIELDPROF_AGENT_LIVE_STACKS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/api_key.h"
+#include "common/proto/fieldprof.pb.h"
+
+namespace fieldprof::agent {
+
+struct LiveStack {
+  std::string module, build_id, stack;
+  uint64_t ns = 0;
+};
+
+struct LiveStacks {
+  bool folded = false;  // the runtime wrote them itself: nothing here
+  uint64_t samples = 0, lost = 0;
+  std::vector<LiveStack> stacks;  // by module, build id and stack
+};
+
+// The stacks of the live file open at `fd` (of the live layout: the caller
+// checked its header). False when it cannot be read.
+bool ReadLiveStacks(int fd, LiveStacks* out);
+
+// Adds them to `rec` as stack_cpu_ns records (runs 1: the run's own, as
+// the runtime writes them) under `platform`; returns how many.
+int AddLiveStackRecords(const LiveStacks& stacks, const Platform& platform, wire::RunRecord* rec);
+
+// An ELF file's exported symbols (.dynsym) as the dynamic linker's dladdr
+// searches them: the one it answers with for an address is the highest at
+// or below it whose extent holds it, the first in the table of equals.
+class ExportedSymbols {
+ public:
+  // Those of the file at `path`, if its build id is `build_id` (hex);
+  // false (and none) otherwise.
+  bool Load(const std::string& path, const std::string& build_id);
+  // The symbol the runtime names a frame at `offset` (from the load bias)
+  // by: dladdr's answer, with an extent that holds it; nullptr if none.
+  const std::string* At(uint64_t offset) const;
+
+ private:
+  struct Sym {
+    uint64_t value, size;
+    size_t index;
+    std::string name;
+  };
+  std::vector<Sym> syms_;  // by value, then index
+  uint64_t max_size_ = 0;
+};
+
+}  // namespace fieldprof::agent
+
+#endif  // FIELDPROF_AGENT_LIVE_STACKS_H_
