@@ -75,8 +75,7 @@ class FileFrames {
       syms->Load(Field(m.path, sizeof m.path), Field(m.build_id, sizeof m.build_id));
     }
     if (const std::string* name = syms->At(a - m.base);
-        name != nullptr && name->size() < cap &&
-        key_rules::SymbolOk(name->data(), name->size())) {
+        name != nullptr && name->size() < cap && key_rules::SymbolOk(name->data(), name->size())) {
       std::memcpy(out, name->data(), name->size());
       return name->size();
     }
@@ -102,6 +101,10 @@ class FileFrames {
 // a known kind; anything else is taken as a file whose frames are not kept.
 rt::LiveModule Checked(const rt::LiveModule& in) {
   rt::LiveModule m = in;
+  if (m.kind == 0) {  // being written when the run ended: holds no address
+    m.lo = m.hi = 0;
+    return m;
+  }
   m.module[sizeof m.module - 1] = 0;
   m.build_id[sizeof m.build_id - 1] = 0;
   m.path[sizeof m.path - 1] = 0;
@@ -172,7 +175,6 @@ const std::string* ExportedSymbols::At(uint64_t offset) const {
   if (best == nullptr || best->size == 0) return nullptr;
   return &best->name;
 }
-
 
 bool ReadLiveStacks(int fd, LiveStacks* out) {
   constexpr size_t kAt = rt::kLiveSamplesOffset;

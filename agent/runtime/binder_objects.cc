@@ -8,6 +8,7 @@
 #include "agent/inprocess/fork_hooks.h"
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/points.h"
+#include "agent/runtime/stack_samples.h"
 #include "agent/runtime/sys.h"
 
 namespace fieldprof::rt {
@@ -135,6 +136,7 @@ void Sync(uint32_t n, bool subs_changed) {
     if (!ob.ours && !ob.vdso && !ob.rtld) ArmPoints(ob.elf);
     // Published whole: a sample's handler reads the objects (stack_fold.h).
     __atomic_store_n(&g_binder.nobjects, g_binder.nobjects + 1, __ATOMIC_RELEASE);
+    if (!g_starting) StackSamplesNoteObject(g_binder.nobjects - 1);
   }
   if (g_binder.nobjects > first_new) BuildTraps(first_new);
 }

@@ -110,7 +110,7 @@ inline constexpr size_t kLiveStacksOffset = kLiveSlabsOffset + sizeof(Slab) * kS
 // allocated before it is first touched (live_file.h LiveAllocate).
 struct LiveSamples {
   static constexpr uint32_t kModules = 512;
-  volatile uint32_t nmodules;  // entries of `modules` written whole
+  volatile uint32_t nmodules;  // entries of `modules` taken (each whole once its kind is set)
   // The runtime folded these stacks into a record of its own (at exit,
   // after the agent had reported parts): the agent folds them only if not.
   volatile uint32_t folded;

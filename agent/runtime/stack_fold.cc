@@ -182,26 +182,23 @@ void AddStack(StackTable* t, const uint64_t* ips, int n, uint64_t ns, BackFn bac
   __atomic_add_fetch(&t->lost, 1, __ATOMIC_RELAXED);
 }
 
-uint32_t NoteModules(uint32_t from, LiveModule* out, uint32_t cap, uint32_t* n, BackFn back) {
-  const uint32_t objects = __atomic_load_n(&g_binder.nobjects, __ATOMIC_ACQUIRE);
-  for (; from < objects && *n < cap; ++from) {
-    const Object& o = g_binder.objects[from];
-    // Dead ones too (a look in progress clears `alive` for a moment): the
-    // agent takes the latest that holds an address.
-    if (o.vdso) continue;  // never a frame's (ObjectContaining)
-    LiveModule& m = out[*n];
-    if (!back(&m, sizeof m)) break;
-    m.lo = o.elf.map_lo;
-    m.hi = o.elf.map_hi;
-    m.base = o.elf.base;
-    m.kind = KindOf(o);
-    const char* module = ModuleName(o.elf);
-    CopyName(m.module, sizeof m.module, module != nullptr ? module : "");
-    KeyBuildId(&o, m.build_id, sizeof m.build_id);
-    if (m.kind != kLiveModuleKept || !CopyName(m.path, sizeof m.path, o.elf.path)) m.path[0] = 0;
-    __atomic_store_n(n, *n + 1, __ATOMIC_RELEASE);
-  }
-  return from;
+bool NoteModule(uint32_t i, LiveModule* table, uint32_t cap, uint32_t* claimed, BackFn back) {
+  const Object& o = g_binder.objects[i];
+  if (o.vdso) return true;  // never a frame's (ObjectContaining)
+  const uint32_t k = __atomic_fetch_add(claimed, 1, __ATOMIC_ACQ_REL);
+  if (k >= cap) return false;
+  LiveModule& m = table[k];
+  if (!back(&m, sizeof m)) return false;
+  m.lo = o.elf.map_lo;
+  m.hi = o.elf.map_hi;
+  m.base = o.elf.base;
+  const uint32_t kind = KindOf(o);
+  const char* module = ModuleName(o.elf);
+  CopyName(m.module, sizeof m.module, module != nullptr ? module : "");
+  KeyBuildId(&o, m.build_id, sizeof m.build_id);
+  if (kind != kLiveModuleKept || !CopyName(m.path, sizeof m.path, o.elf.path)) m.path[0] = 0;
+  __atomic_store_n(&m.kind, kind, __ATOMIC_RELEASE);
+  return true;
 }
 
 void FoldStacks(const StackTable& t, SpoolRun* run) {

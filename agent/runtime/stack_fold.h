@@ -48,19 +48,21 @@ inline constexpr uint32_t kLiveModuleOther = 3;    // any other file, none, the 
 inline constexpr uint32_t kLiveModuleOurs = 4;     // the runtime's own
 
 struct LiveModule {
-  uint64_t lo, hi;  // the addresses it is mapped at, [lo, hi)
-  uint64_t base;    // its load bias: "+offset" frames are a - base
-  uint32_t kind;
+  uint64_t lo, hi;    // the addresses it is mapped at, [lo, hi)
+  uint64_t base;      // its load bias: "+offset" frames are a - base
+  uint32_t kind;      // written last; 0: not yet
   char module[256];   // its key name
   char build_id[80];  // hex, as keys carry it
   char path[512];     // where the agent reads its exported symbols ("" : too long)
 };
 
-// The binder's objects from `from` on into `out` (at most `cap`, each
-// backed by `back` first); returns how many objects it looked at (the
-// next `from`) and sets *n to the entries written. Async-signal-safe: it
-// reads the binder's published objects, and stats files by system call.
-uint32_t NoteModules(uint32_t from, LiveModule* out, uint32_t cap, uint32_t* n, BackFn back);
+// Notes the binder's object `i` in a live file's module table of `cap`
+// entries, `*claimed` of them taken: takes an entry, backs it, writes it,
+// its kind last (0 until then: the agent skips it). False when the table
+// is full or cannot be backed. Reads the object's ELF headers in its
+// mapping: only for an object that cannot be unloaded meanwhile (loaded
+// at start; or under the dynamic linker's lock, as the binder looks).
+bool NoteModule(uint32_t i, LiveModule* table, uint32_t cap, uint32_t* claimed, BackFn back);
 
 // Names and folds every ready stack of `t` into run->stacks (memory of its
 // own, kept until the next fold).

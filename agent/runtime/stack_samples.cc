@@ -146,19 +146,26 @@ StackTable* Table() {
   return static_cast<StackTable*>(p);
 }
 
-// The modules the binder has found since the last look, into the live
-// file's table, by one thread at a time (another's sample goes on
-// without): before a sample's stack is kept, so that its frames' modules
-// are there for the agent.
-void NoteNewModules() {
+// The objects loaded at start (never unloaded: their headers may be read
+// in a handler) into the live file's module table, by one thread at a
+// time (another's sample goes on without), before a sample's stack is
+// kept, so that its frames' modules are there for the agent. Objects
+// loaded later are noted as the binder finds them (StackSamplesNoteObject).
+void NoteStartModules() {
   LiveSamples* const s = g_samples;
   if (s == nullptr || __atomic_load_n(&g_table, __ATOMIC_RELAXED) != &s->table ||
       __atomic_load_n(&g_binder.nobjects, __ATOMIC_ACQUIRE) == g_noted_objects ||
       __atomic_exchange_n(&g_noting, 1, __ATOMIC_ACQUIRE) != 0) {
     return;
   }
-  g_noted_objects = NoteModules(g_noted_objects, s->modules, LiveSamples::kModules,
-                                const_cast<uint32_t*>(&s->nmodules), Back);
+  const uint32_t objects = __atomic_load_n(&g_binder.nobjects, __ATOMIC_ACQUIRE);
+  for (; g_noted_objects < objects; ++g_noted_objects) {
+    if (!g_binder.objects[g_noted_objects].initial) continue;
+    if (!NoteModule(g_noted_objects, s->modules, LiveSamples::kModules,
+                    const_cast<uint32_t*>(&s->nmodules), Back)) {
+      break;
+    }
+  }
   __atomic_store_n(&g_noting, 0, __ATOMIC_RELEASE);
 }
 
@@ -177,7 +184,7 @@ void OnSample(int, siginfo_t* si, void* uc) {
       w.n = 1;
     }
     const uint64_t periods = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
-    NoteNewModules();
+    NoteStartModules();
     AddStack(t, ips, w.n, g_period_ns * periods,
              g_samples != nullptr && t == &g_samples->table ? Back : nullptr);
   }
@@ -281,6 +288,13 @@ bool StackSamplesTaken() {
 }
 
 bool StackSamplesOn() { return __atomic_load_n(&g_on, __ATOMIC_RELAXED); }
+
+void StackSamplesNoteObject(uint32_t i) {
+  if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED) || sys::Getpid() != g_pid) return;
+  LiveSamples* const s = LiveSamplesOf(__atomic_load_n(&g_live, __ATOMIC_ACQUIRE));
+  if (s == nullptr) return;
+  NoteModule(i, s->modules, LiveSamples::kModules, const_cast<uint32_t*>(&s->nmodules), Back);
+}
 
 void StackSamplesThreadBegins() {
   if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED)) return;

@@ -38,6 +38,10 @@ void StackSamplesStart(int hz);
 bool StackSamplesTaken();
 // Whether this process samples now.
 bool StackSamplesOn();
+// The binder has found object `i`, loaded after the start (binder_objects.cc,
+// under the dynamic linker's lock): noted in the live file for the agent
+// (live_layout.h LiveSamples), when this run samples stacks.
+void StackSamplesNoteObject(uint32_t i);
 // A thread begins or ends (the pthread_create wrapper, stack_samples.cc).
 void StackSamplesThreadBegins();
 // Every timer stopped and no sample pending on this thread: before an exec
