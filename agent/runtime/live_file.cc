@@ -87,6 +87,28 @@ void NoteBinder() {
   }
 }
 
+// The parent's module notes (live_layout.h LiveSamples) into the child's
+// file: the libraries the parent opened after its start are noted nowhere
+// else (stack_samples.h StackSamplesNoteObject). Read by the parent's
+// descriptor, where a page the parent never allocated reads as zeros (the
+// mapping would allocate it, or fault on a full tmpfs); an entry being
+// written at the fork keeps its kind 0 and is skipped.
+void CopyModuleNotes(int parent_fd) {
+  constexpr size_t kCount = kLiveSamplesOffset + offsetof(LiveSamples, nmodules);
+  constexpr size_t kModules = kLiveSamplesOffset + offsetof(LiveSamples, modules);
+  uint32_t n = 0;
+  if (sys::Pread(parent_fd, &n, sizeof n, static_cast<long>(kCount)) != sizeof n || n == 0) return;
+  if (n > LiveSamples::kModules) n = LiveSamples::kModules;
+  const size_t bytes = sizeof(LiveModule) * n;
+  LiveSamples* const mine = LiveSamplesOf(g_live);
+  if (!LiveAllocate(kCount, sizeof n) || !LiveAllocate(kModules, bytes) ||
+      sys::Pread(parent_fd, mine->modules, bytes, static_cast<long>(kModules)) !=
+          static_cast<long>(bytes)) {
+    return;  // nmodules stays 0: whatever was read is not counted
+  }
+  __atomic_store_n(&mine->nmodules, n, __ATOMIC_RELEASE);
+}
+
 void* Open(const RunSettings& s, const char* debug_log) {
   char dir[512];
   if (!LiveDir(s, dir, sizeof dir)) return nullptr;
@@ -233,13 +255,16 @@ void* LiveOpenInForkChild(const RunSettings& s, const char* debug_log) {
   munmap(g_live, kLiveHeaderBytes);
   munmap(LiveSamplesOf(g_live), sizeof(LiveSamples));  // the child samples into its own
   g_live = nullptr;
-  if (live_fd >= 0 && LiveFdIsOurs()) sys::Close(live_fd);
+  const int parent_fd = live_fd >= 0 && LiveFdIsOurs() ? live_fd : -1;
   live_fd = -1;
   for (uint32_t& b : g_live_metrics_backed) b = 0;
   void* m = Open(s, debug_log);
-  if (m == nullptr) return nullptr;
-  LiveNoteClock();
-  NoteBinder();
+  if (m != nullptr) {
+    LiveNoteClock();
+    NoteBinder();
+    if (parent_fd >= 0) CopyModuleNotes(parent_fd);
+  }
+  if (parent_fd >= 0) sys::Close(parent_fd);
   return m;
 }
 

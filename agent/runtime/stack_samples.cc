@@ -98,12 +98,14 @@ FP_COLD_BSS int g_noting;
 
 // Allocates the live file's pages under [p, p + bytes) before they are
 // first touched: a full file system fails here, never a write (SIGBUS).
-// False also when the file is no longer this run's (sealed, a fork child).
+// False also for memory that is not this image's live file (the file let
+// go of before a seccomp filter; a fork child's parent's).
 bool Back(const void* p, size_t bytes) {
-  LiveSamples* const s = g_samples;
-  if (s == nullptr || LiveSamplesOf(__atomic_load_n(&g_live, __ATOMIC_ACQUIRE)) != s) return false;
-  const size_t from =
-      static_cast<size_t>(static_cast<const char*>(p) - reinterpret_cast<const char*>(s));
+  const LiveSamples* const s = LiveSamplesOf(__atomic_load_n(&g_live, __ATOMIC_ACQUIRE));
+  const char* const at = static_cast<const char*>(p);
+  const char* const lo = reinterpret_cast<const char*>(s);
+  if (s == nullptr || at < lo || at + bytes > lo + sizeof(LiveSamples)) return false;
+  const size_t from = static_cast<size_t>(at - lo);
   for (size_t page = from / 4096; page <= (from + bytes - 1) / 4096; ++page) {
     const uint64_t bit = uint64_t{1} << (page % 64);
     if (__atomic_load_n(&g_backed[page / 64], __ATOMIC_RELAXED) & bit) continue;

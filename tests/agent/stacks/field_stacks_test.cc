@@ -322,23 +322,29 @@ TEST_F(FieldStacksTest, AKilledRunsStacksAreFoldedFromItsLiveFile) {
     ASSERT_FALSE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the program was to be killed";
   }
   // And python3 hashing through OpenSSL's libcrypto, which it loads with
-  // dlopen (its _hashlib module) after the run began.
+  // dlopen (its _hashlib module) after the run began, before its first
+  // sample at the default rate; then a child it forks hashes too (the
+  // parent's notes of its libraries are the child's).
   {
-    const std::string cmd = "env FIELDPROF_STACK_HZ=200 FIELDPROF_LIVE_DIR=" + dir_.File("live") +
+    const std::string cmd = "env FIELDPROF_STACK_HZ=20 FIELDPROF_LIVE_DIR=" + dir_.File("live") +
                             " " + FIELDPROF_CLI_BIN +
                             " run --max_load 1000 --apis 8 --seed 1 --spool " + dir_.File("spool") +
                             " -- /usr/bin/python3 -c 'import hashlib, os, time\n"
-                            "b = bytes(1 << 20)\nt = time.process_time()\n"
-                            "while time.process_time() - t < 0.7: hashlib.sha256(b).digest()\n"
-                            "os.kill(os.getpid(), 9)' > /dev/null 2>&1";
+                            "def spin(s):\n"
+                            "  b, t = bytes(1 << 20), time.process_time()\n"
+                            "  while time.process_time() - t < s: hashlib.sha256(b).digest()\n"
+                            "spin(0.4)\n"
+                            "pid = os.fork()\n"
+                            "if pid == 0:\n  spin(0.5)\n  os.kill(os.getpid(), 9)\n"
+                            "os.waitpid(pid, 0)\nos.kill(os.getpid(), 9)' > /dev/null 2>&1";
     EXPECT_NE(std::system(cmd.c_str()), 0);
   }
   EXPECT_TRUE(SpoolRuns().empty());  // no record: the runs were killed
   const LiveHarvestResult h = Harvest();
-  EXPECT_EQ(h.runs_ended, 3);
+  EXPECT_EQ(h.runs_ended, 4);
   EXPECT_GT(h.stacks_folded, 0);
   const std::vector<wire::RunRecord> runs = SpoolRuns();
-  ASSERT_EQ(runs.size(), 3u);
+  ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(FilesHolding(dir_.File("spool"), kSecret), std::vector<std::string>{});
   EXPECT_EQ(FilesHolding(dir_.File("spool"), "fpsecret"), std::vector<std::string>{});
   EXPECT_EQ(FilesHolding(dir_.File("state"), kSecret), std::vector<std::string>{});
@@ -372,6 +378,12 @@ TEST_F(FieldStacksTest, AKilledRunsStacksAreFoldedFromItsLiveFile) {
   bool crypto_named = false;  // an exported function, named from the file
   for (const std::string& st : crypto_stacks) crypto_named = crypto_named || st[0] != '+';
   EXPECT_TRUE(crypto_named);
+  int crypto_runs = 0;  // the parent's and the child's
+  for (const wire::RunRecord& run : runs) {
+    std::set<std::string> ignored;
+    crypto_runs += SpoolStackNs({run}, "libcrypto.so.3", &ignored) > 0;
+  }
+  EXPECT_EQ(crypto_runs, 2);
   std::set<std::string> libz_stacks;
   const uint64_t libz_ns = SpoolStackNs(runs, "libz.so.1", &libz_stacks);
   ASSERT_GT(libz_ns, 0u);
