@@ -201,7 +201,7 @@ bool NoteModule(uint32_t i, LiveModule* table, uint32_t cap, uint32_t* claimed, 
   return true;
 }
 
-void FoldStacks(const StackTable& t, SpoolRun* run) {
+void FoldStacks(const StackTable& t, SpoolRun* run, BackFn backed) {
   if (g_fold == nullptr) {
     void* p = mmap(nullptr, sizeof(FoldMemory), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
@@ -217,6 +217,7 @@ void FoldStacks(const StackTable& t, SpoolRun* run) {
   BinderFrames frames{m};
   uint32_t stacks = 0;
   for (const StackEntry& e : t.e) {
+    if (backed != nullptr && !backed(&e, sizeof e)) continue;
     if (__atomic_load_n(&e.state, __ATOMIC_ACQUIRE) != 2) continue;
     stack_folding::FoldStack(frames, e.ips, e.depth, e.ns);
     ++stacks;

@@ -65,8 +65,11 @@ struct LiveModule {
 bool NoteModule(uint32_t i, LiveModule* table, uint32_t cap, uint32_t* claimed, BackFn back);
 
 // Names and folds every ready stack of `t` into run->stacks (memory of its
-// own, kept until the next fold).
-void FoldStacks(const StackTable& t, SpoolRun* run);
+// own, kept until the next fold). `backed` (nullptr: all of `t` may be
+// read) says which entries may be read: a live file's page never written
+// is never read either (on tmpfs a read allocates it, or faults when the
+// file system is full).
+void FoldStacks(const StackTable& t, SpoolRun* run, BackFn backed);
 
 }  // namespace fieldprof::rt
 

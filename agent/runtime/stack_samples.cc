@@ -115,6 +115,21 @@ bool Back(const void* p, size_t bytes) {
   return true;
 }
 
+// Whether the live file's pages under [p, p + bytes) were allocated by
+// Back: only those are read when the table is folded.
+bool Backed(const void* p, size_t bytes) {
+  const char* const at = static_cast<const char*>(p);
+  const char* const lo = reinterpret_cast<const char*>(g_samples);
+  if (g_samples == nullptr || at < lo || at + bytes > lo + sizeof(LiveSamples)) return false;
+  const size_t from = static_cast<size_t>(at - lo);
+  for (size_t page = from / 4096; page <= (from + bytes - 1) / 4096; ++page) {
+    if (!(__atomic_load_n(&g_backed[page / 64], __ATOMIC_RELAXED) & (uint64_t{1} << (page % 64)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The table, by whichever thread samples first (a system call is safe in a
 // handler): in the live file when the run has one, so that the agent can
 // fold the stacks of a run that was killed; else mapped anonymous. A run
@@ -352,8 +367,9 @@ void AddStackRecords(SpoolRun* run) {
   // report these samples again.
   StackTable* t = __atomic_exchange_n(&g_table, nullptr, __ATOMIC_ACQ_REL);
   if (t == nullptr) return;
-  FoldStacks(*t, run);
-  if (g_samples == nullptr || t != &g_samples->table) munmap(t, sizeof(StackTable));
+  const bool live = g_samples != nullptr && t == &g_samples->table;
+  FoldStacks(*t, run, live ? Backed : nullptr);
+  if (!live) munmap(t, sizeof(StackTable));
 }
 
 }  // namespace fieldprof::rt

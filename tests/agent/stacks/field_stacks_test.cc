@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <link.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,15 @@ class FieldStacksTest : public ::testing::Test {
     const std::string cmd = std::string(FIELDPROF_SOURCE_DIR) + "/deploy/make-signing-key.sh " +
                             dir_.File("keys") + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
+    // Live files on tmpfs, as the runtime keeps them by default: a page
+    // read there is allocated (a test below counts them).
+    char shm[] = "/dev/shm/fieldprof-stacks-test-XXXXXX";
+    ASSERT_NE(mkdtemp(shm), nullptr);
+    live_dir_ = shm;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!live_dir_.empty()) fs::remove_all(live_dir_, ec);
   }
 
   // The program under `fieldprof run`, for about `cpu_ms` of CPU time,
@@ -101,7 +111,7 @@ class FieldStacksTest : public ::testing::Test {
     const pid_t pid = fork();
     if (pid == 0) {
       setenv("FIELDPROF_STACK_HZ", std::to_string(hz).c_str(), 1);
-      setenv("FIELDPROF_LIVE_DIR", dir_.File("live").c_str(), 1);
+      setenv("FIELDPROF_LIVE_DIR", live_dir_.c_str(), 1);
       const int null = open("/dev/null", O_WRONLY);
       dup2(null, 1);
       const std::string ms = std::to_string(cpu_ms), go = dir_.File("go");
@@ -116,7 +126,7 @@ class FieldStacksTest : public ::testing::Test {
   // One look of the agent at the live files (every live run due).
   LiveHarvestResult Harvest() const {
     LiveHarvestConfig c;
-    c.live_dir = dir_.File("live");
+    c.live_dir = live_dir_;
     c.spool_dir = dir_.File("spool");
     c.state_dir = dir_.File("state");
     c.interval_s = 0;
@@ -157,6 +167,7 @@ class FieldStacksTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string live_dir_;
 };
 
 // The CPU time of the spool's stack records of `module`, and their stacks.
@@ -326,9 +337,9 @@ TEST_F(FieldStacksTest, AKilledRunsStacksAreFoldedFromItsLiveFile) {
   // sample at the default rate; then a child it forks hashes too (the
   // parent's notes of its libraries are the child's).
   {
-    const std::string cmd = "env FIELDPROF_STACK_HZ=20 FIELDPROF_LIVE_DIR=" + dir_.File("live") +
-                            " " + FIELDPROF_CLI_BIN +
-                            " run --max_load 1000 --apis 8 --seed 1 --spool " + dir_.File("spool") +
+    const std::string cmd = "env FIELDPROF_STACK_HZ=20 FIELDPROF_LIVE_DIR=" + live_dir_ + " " +
+                            FIELDPROF_CLI_BIN + " run --max_load 1000 --apis 8 --seed 1 --spool " +
+                            dir_.File("spool") +
                             " -- /usr/bin/python3 -c 'import hashlib, os, time\n"
                             "def spin(s):\n"
                             "  b, t = bytes(1 << 20), time.process_time()\n"
@@ -428,6 +439,15 @@ TEST_F(FieldStacksTest, ARunReportedInPartsHasItsStacksCountedOnce) {
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   ender.pid = 0;
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  // Its live file, left for the agent: the runtime read back only the
+  // pages its samples wrote (a read of any other would have allocated
+  // it, or on a full tmpfs raised SIGBUS), not the whole table.
+  std::vector<fs::path> live;
+  for (const auto& e : fs::directory_iterator(live_dir_)) live.push_back(e.path());
+  ASSERT_EQ(live.size(), 1u);
+  struct stat lst {};
+  ASSERT_EQ(stat(live[0].c_str(), &lst), 0);
+  EXPECT_LT(static_cast<uint64_t>(lst.st_blocks) * 512, uint64_t{1} << 20);
   const LiveHarvestResult last = Harvest();
   EXPECT_EQ(last.runs_ended, 1);
   EXPECT_EQ(last.stacks_folded, 0);
