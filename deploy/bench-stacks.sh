@@ -20,6 +20,9 @@
 #
 #   deploy/bench-stacks.sh [ROUNDS] [RUNS] [DAY_ROUNDS]   (defaults 30, 40, 0;
 #                                         0 skips a part)
+#   BASE_LIB=<another build's libfieldprof-front.so>: part 1 also runs it
+#   (stack_hz 0 and 20) in the same rounds, its added time against its own
+#   stack_hz 0: before and after a change, in one run.
 # Prints each table; everything stays in a temp dir and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,13 +77,15 @@ python_cmd="/usr/bin/python3 $work/work.py"
 
 if [[ "$rounds" -gt 0 ]]; then
 echo "== CPU time of a measured run, stack_hz 0 / 20 / 100 interleaved ($rounds rounds)"
-python3 - "$rounds" "$lib" "$work" "$sqlite_cmd" "$python_cmd" <<'PY'
+python3 - "$rounds" "$lib" "$work" "$sqlite_cmd" "$python_cmd" "${BASE_LIB:-}" <<'PY'
 import os, statistics, sys
-rounds, lib, work = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+rounds, lib, work, base_lib = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[6]
 workloads = {"sqlite3": sys.argv[4].split(), "python3": sys.argv[5].split()}
-variants = ["hz0", "hz20", "hz100"]
-def cpu(argv, conf):
-    env = dict(os.environ, LD_PRELOAD=lib, FIELDPROF_SETTINGS=f"{work}/{conf}.conf")
+variants = ["hz0", "hz20", "hz100"] + (["BASE hz0", "BASE hz20"] if base_lib else [])
+def cpu(argv, variant):
+    conf = variant.split()[-1]
+    env = dict(os.environ, LD_PRELOAD=base_lib if variant.startswith("BASE") else lib,
+               FIELDPROF_SETTINGS=f"{work}/{conf}.conf")
     pid = os.fork()
     if pid == 0:
         fd = os.open("/dev/null", os.O_WRONLY)
@@ -95,12 +100,12 @@ for name, argv in workloads.items():
     got = {v: [] for v in variants}
     for _ in range(rounds):
         for v in variants: got[v].append(cpu(argv, v))
-    base = got["hz0"]
     print(f"-- {name}")
     for v in variants:
+        base = got["BASE hz0" if v.startswith("BASE") else "hz0"]
         d = [a - b for a, b in zip(got[v], base)]
         m = statistics.mean(d); ci = 1.96 * statistics.stdev(d) / len(d) ** 0.5
-        print(f"   {v:<6} cpu {statistics.mean(got[v]):8.2f} ms  added {m:+7.2f} ms ± {ci:5.2f}"
+        print(f"   {v:<9} cpu {statistics.mean(got[v]):8.2f} ms  added {m:+7.2f} ms ± {ci:5.2f}"
               f"  ({100 * m / statistics.mean(base):+5.2f}% ± {100 * ci / statistics.mean(base):4.2f})")
 PY
 fi
