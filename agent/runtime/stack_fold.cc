@@ -193,10 +193,14 @@ bool NoteModule(uint32_t i, LiveModule* table, uint32_t cap, uint32_t* claimed, 
   m.hi = o.elf.map_hi;
   m.base = o.elf.base;
   const uint32_t kind = KindOf(o);
-  const char* module = ModuleName(o.elf);
-  CopyName(m.module, sizeof m.module, module != nullptr ? module : "");
-  KeyBuildId(&o, m.build_id, sizeof m.build_id);
-  if (kind != kLiveModuleKept || !CopyName(m.path, sizeof m.path, o.elf.path)) m.path[0] = 0;
+  // Names only for a module whose frames are kept: of the others the fold
+  // needs nothing but where they are.
+  m.module[0] = m.build_id[0] = m.path[0] = 0;
+  if (kind == kLiveModuleKept) {
+    CopyName(m.module, sizeof m.module, ModuleName(o.elf));
+    KeyBuildId(&o, m.build_id, sizeof m.build_id);
+    if (!CopyName(m.path, sizeof m.path, o.elf.path)) m.path[0] = 0;
+  }
   __atomic_store_n(&m.kind, kind, __ATOMIC_RELEASE);
   return true;
 }

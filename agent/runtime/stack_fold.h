@@ -48,12 +48,14 @@ inline constexpr uint32_t kLiveModuleOther = 3;    // any other file, none, the 
 inline constexpr uint32_t kLiveModuleOurs = 4;     // the runtime's own
 
 struct LiveModule {
-  uint64_t lo, hi;    // the addresses it is mapped at, [lo, hi)
-  uint64_t base;      // its load bias: "+offset" frames are a - base
-  uint32_t kind;      // written last; 0: not yet
-  char module[256];   // its key name
-  char build_id[80];  // hex, as keys carry it
-  char path[512];     // where the agent reads its exported symbols ("" : too long)
+  uint64_t lo, hi;  // the addresses it is mapped at, [lo, hi)
+  uint64_t base;    // its load bias: "+offset" frames are a - base
+  uint32_t kind;    // written last; 0: not yet
+  // Of a kept module only (else ""): its key name, build id (hex, as keys
+  // carry it), and where the agent reads its exported symbols ("": too long).
+  char module[256];
+  char build_id[80];
+  char path[512];
 };
 
 // Notes the binder's object `i` in a live file's module table of `cap`

@@ -351,6 +351,9 @@ TEST_F(FieldStacksTest, AKilledRunsStacksAreFoldedFromItsLiveFile) {
     EXPECT_NE(std::system(cmd.c_str()), 0);
   }
   EXPECT_TRUE(SpoolRuns().empty());  // no record: the runs were killed
+  // The live files name no module whose frames are not kept (the
+  // unpackaged library is only a range of addresses there).
+  EXPECT_EQ(FilesHolding(live_dir_, "fpsecret"), std::vector<std::string>{});
   const LiveHarvestResult h = Harvest();
   EXPECT_EQ(h.runs_ended, 4);
   EXPECT_GT(h.stacks_folded, 0);
