@@ -90,9 +90,9 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
   if (r.live.parts_written > 0 || r.live.calls_dropped > 0) {
     std::fprintf(stderr,
                  "fieldprof-agent: live runs: %d parts written, %d runs ended and reported, %llu "
-                 "calls read mid-update and dropped\n",
+                 "calls read mid-update and dropped, %d stack series folded from killed runs\n",
                  r.live.parts_written, r.live.runs_ended,
-                 static_cast<unsigned long long>(r.live.calls_dropped));
+                 static_cast<unsigned long long>(r.live.calls_dropped), r.live.stacks_folded);
   }
   if (r.batches_restamped > 0) {
     std::fprintf(stderr,
