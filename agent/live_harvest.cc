@@ -118,19 +118,6 @@ bool LockByte(int fd, short type, off_t byte) {
   return ::fcntl(fd, F_OFD_SETLK, &l) == 0;
 }
 
-bool ReadAt(int fd, void* out, size_t n, size_t offset) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<size_t>(r);
-  }
-  return true;
-}
-
 bool LayoutOk(const LiveHeader& h) {
   return std::memcmp(h.magic, rt::kLiveMagic, sizeof h.magic) == 0 && h.layout == rt::kLiveLayout &&
          h.header_bytes == rt::kLiveHeaderBytes && h.slab_bytes == sizeof(Slab) &&

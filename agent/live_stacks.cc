@@ -25,19 +25,6 @@ namespace fieldprof::agent {
 
 namespace {
 
-bool ReadAt(int fd, void* out, size_t n, size_t offset) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += static_cast<size_t>(r);
-  }
-  return true;
-}
-
 std::string Field(const char* p, size_t cap) { return std::string(p, strnlen(p, cap)); }
 
 // A killed run's modules (stack_folding.h's Frames).
@@ -117,6 +104,19 @@ rt::LiveModule Checked(const rt::LiveModule& in) {
 }
 
 }  // namespace
+
+bool ReadAt(int fd, void* out, size_t n, size_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<size_t>(r);
+  }
+  return true;
+}
 
 bool ExportedSymbols::Load(const std::string& path, const std::string& build_id) {
   syms_.clear();

@@ -14,6 +14,7 @@
 #ifndef FIELDPROF_AGENT_LIVE_STACKS_H_
 #define FIELDPROF_AGENT_LIVE_STACKS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct LiveStacks {
   uint64_t samples = 0, lost = 0;
   std::vector<LiveStack> stacks;  // by module, build id and stack
 };
+
+// `n` bytes of the file at `offset` (a hole reads as zeros, where a
+// mapping of a tmpfs file would allocate it); false when short.
+bool ReadAt(int fd, void* out, size_t n, size_t offset);
 
 // The stacks of the live file open at `fd` (of the live layout: the caller
 // checked its header). False when it cannot be read.

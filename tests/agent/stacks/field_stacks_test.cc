@@ -159,6 +159,16 @@ class FieldStacksTest : public ::testing::Test {
             "--fragments_per_cycle", "4"};
   }
 
+  // One agent pass that seals and uploads everything the spool holds.
+  void UploadAll(AggregatorProcess& agg) const {
+    Agent agent(Config(agg.port()));
+    ASSERT_TRUE(agent.Init().ok());
+    auto r = agent.Pass(/*flush=*/true);
+    ASSERT_TRUE(r.ok() && r->upload_status.ok()) << r->upload_status.ToString();
+    ASSERT_EQ(r->batches_waiting, 0);
+    agg.WaitApplied();
+  }
+
   std::string Get(AggregatorProcess& agg, const std::string& path) const {
     HttpsClient c(agg.Options());
     auto r = c.Get(path);
@@ -228,14 +238,7 @@ TEST_F(FieldStacksTest, NoPrivateFrameLeavesAndThePublishedSumsAreTheSpools) {
 
   AggregatorProcess agg(dir_, FreePort(), AggregatorArgs());
   agg.Start();
-  {
-    Agent agent(Config(agg.port()));
-    ASSERT_TRUE(agent.Init().ok());
-    auto r = agent.Pass(/*flush=*/true);
-    ASSERT_TRUE(r.ok() && r->upload_status.ok()) << r->upload_status.ToString();
-    ASSERT_EQ(r->batches_waiting, 0);
-  }
-  agg.WaitApplied();
+  ASSERT_NO_FATAL_FAILURE(UploadAll(agg));
   {
     HttpsClient c(agg.Options());
     auto r = c.Request("POST", "/v1/admin/publish", "", "",
@@ -404,14 +407,7 @@ TEST_F(FieldStacksTest, AKilledRunsStacksAreFoldedFromItsLiveFile) {
 
   AggregatorProcess agg(dir_, FreePort(), AggregatorArgs());
   agg.Start();
-  {
-    Agent agent(Config(agg.port()));
-    ASSERT_TRUE(agent.Init().ok());
-    auto r = agent.Pass(/*flush=*/true);
-    ASSERT_TRUE(r.ok() && r->upload_status.ok()) << r->upload_status.ToString();
-    ASSERT_EQ(r->batches_waiting, 0);
-  }
-  agg.WaitApplied();
+  ASSERT_NO_FATAL_FAILURE(UploadAll(agg));
   const nlohmann::json s = nlohmann::json::parse(Get(agg, "/v1/stacks?module=libz.so.1"));
   EXPECT_EQ(s["total_ns"].get<uint64_t>(), libz_ns);
   EXPECT_EQ(s["stacks_total"].get<size_t>(), libz_stacks.size());
