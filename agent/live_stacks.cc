@@ -190,12 +190,19 @@ bool ReadLiveStacks(int fd, LiveStacks* out) {
     return false;
   }
   for (rt::LiveModule& m : modules) m = Checked(m);
+  uint64_t counts[2];  // samples, lost: a run never sampled has no table to read
+  static_assert(offsetof(rt::StackTable, lost) == offsetof(rt::StackTable, samples) + 8);
+  if (!ReadAt(fd, counts, sizeof counts,
+              kAt + offsetof(rt::LiveSamples, table) + offsetof(rt::StackTable, samples))) {
+    return false;
+  }
+  out->samples = counts[0];
+  out->lost = counts[1];
+  if (out->samples == 0) return true;
   auto table = std::make_unique<rt::StackTable>();
   if (!ReadAt(fd, table.get(), sizeof *table, kAt + offsetof(rt::LiveSamples, table))) {
     return false;
   }
-  out->samples = table->samples;
-  out->lost = table->lost;
   FileFrames frames(std::move(modules));
   for (const rt::StackEntry& e : table->e) {
     // Ready entries only: one being written when the run was killed is

@@ -96,11 +96,13 @@ FP_COLD_BSS uint64_t g_backed[(kSamplePages + 63) / 64];
 FP_COLD_BSS uint32_t g_noted_objects;
 FP_COLD_BSS int g_noting;
 
-// Allocates the live file's pages under [p, p + bytes) before they are
-// first touched: a full file system fails here, never a write (SIGBUS).
-// False also for memory that is not this image's live file (the file let
-// go of before a seccomp filter; a fork child's parent's).
-bool Back(const void* p, size_t bytes) {
+// Whether the live file's pages under [p, p + bytes) are allocated: with
+// `allocate`, allocating those not yet (before they are first touched: a
+// full file system fails here, never a write with SIGBUS); without, only
+// those are read (on tmpfs a read of any other would allocate it). False
+// for memory that is not this image's live file (let go of before a
+// seccomp filter; a fork child's parent's).
+bool Pages(const void* p, size_t bytes, bool allocate) {
   const LiveSamples* const s = LiveSamplesOf(__atomic_load_n(&g_live, __ATOMIC_ACQUIRE));
   const char* const at = static_cast<const char*>(p);
   const char* const lo = reinterpret_cast<const char*>(s);
@@ -109,26 +111,13 @@ bool Back(const void* p, size_t bytes) {
   for (size_t page = from / 4096; page <= (from + bytes - 1) / 4096; ++page) {
     const uint64_t bit = uint64_t{1} << (page % 64);
     if (__atomic_load_n(&g_backed[page / 64], __ATOMIC_RELAXED) & bit) continue;
-    if (!LiveAllocate(kLiveSamplesOffset + page * 4096, 4096)) return false;
+    if (!allocate || !LiveAllocate(kLiveSamplesOffset + page * 4096, 4096)) return false;
     __atomic_fetch_or(&g_backed[page / 64], bit, __ATOMIC_RELAXED);
   }
   return true;
 }
-
-// Whether the live file's pages under [p, p + bytes) were allocated by
-// Back: only those are read when the table is folded.
-bool Backed(const void* p, size_t bytes) {
-  const char* const at = static_cast<const char*>(p);
-  const char* const lo = reinterpret_cast<const char*>(g_samples);
-  if (g_samples == nullptr || at < lo || at + bytes > lo + sizeof(LiveSamples)) return false;
-  const size_t from = static_cast<size_t>(at - lo);
-  for (size_t page = from / 4096; page <= (from + bytes - 1) / 4096; ++page) {
-    if (!(__atomic_load_n(&g_backed[page / 64], __ATOMIC_RELAXED) & (uint64_t{1} << (page % 64)))) {
-      return false;
-    }
-  }
-  return true;
-}
+bool Back(const void* p, size_t bytes) { return Pages(p, bytes, true); }
+bool Backed(const void* p, size_t bytes) { return Pages(p, bytes, false); }
 
 // The table, by whichever thread samples first (a system call is safe in a
 // handler): in the live file when the run has one, so that the agent can
