@@ -213,6 +213,13 @@ bool ReadLiveStacks(int fd, LiveStacks* out) {
   for (const auto& [key, ns] : frames.sums()) {
     out->stacks.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), ns});
   }
+  // As many as a run's own record holds: the dearest.
+  if (out->stacks.size() > stack_folding::kMaxRunStacks) {
+    std::stable_sort(out->stacks.begin(), out->stacks.end(),
+                     [](const LiveStack& a, const LiveStack& b) { return a.ns > b.ns; });
+    out->not_kept = out->stacks.size() - stack_folding::kMaxRunStacks;
+    out->stacks.resize(stack_folding::kMaxRunStacks);
+  }
   return true;
 }
 

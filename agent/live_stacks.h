@@ -32,7 +32,8 @@ struct LiveStack {
 struct LiveStacks {
   bool folded = false;  // the runtime wrote them itself: nothing here
   uint64_t samples = 0, lost = 0;
-  std::vector<LiveStack> stacks;  // by module, build id and stack
+  std::vector<LiveStack> stacks;  // at most a run's (kMaxRunStacks), the dearest
+  size_t not_kept = 0;            // series beyond those
 };
 
 // `n` bytes of the file at `offset` (a hole reads as zeros, where a

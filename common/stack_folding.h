@@ -30,6 +30,10 @@ namespace fieldprof::stack_folding {
 // its innermost ones (the frames of the libraries it is in).
 inline constexpr int kMaxDepth = 48;
 
+// Stack series one run reports at most (a record's size stays that of a
+// run's, whoever folds it).
+inline constexpr int kMaxRunStacks = 256;
+
 // What a frame is in, when not a kept module.
 enum : int32_t { kNone = -4, kOurs = -3, kUnpackaged = -2, kProgram = -1 };
 

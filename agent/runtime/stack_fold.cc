@@ -38,7 +38,7 @@ bool SameStack(const StackEntry& e, const uint64_t* ips, int n) {
 }
 
 constexpr int kProbes = 32;
-constexpr int kMaxSeries = 256;
+constexpr int kMaxSeries = stack_folding::kMaxRunStacks;
 constexpr int kSeriesIndex = 1024;  // a power of two, four times kMaxSeries
 
 using stack_folding::kOurs;

@@ -21,11 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -35,7 +37,9 @@
 #include "agent/agent.h"
 #include "agent/live_harvest.h"
 #include "agent/live_stacks.h"
+#include "agent/runtime/live_layout.h"
 #include "common/https_client.h"
+#include "common/key_rules.h"
 #include "common/package_versions.h"
 #include "common/platform.h"
 #include "common/spool.h"
@@ -323,6 +327,78 @@ TEST(ExportedSymbolsTest, EveryAddressIsNamedAsTheRuntimeNamesIt) {
     }
     EXPECT_GT(named, checked / 10) << lib;  // most of a library's code is its exports'
   }
+}
+
+// A live file made by hand, as a killed run (or a damaged file) leaves it:
+// entries not whole, depths out of range and a module count past the
+// table are passed over; a run's stacks are capped at what its own record
+// would hold, the dearest kept.
+TEST(LiveStacksTest, AHandMadeLiveFileFoldsWithinARunsBounds) {
+  void* h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr);
+  link_map* map = nullptr;
+  ASSERT_EQ(dlinfo(h, RTLD_DI_LINKMAP, &map), 0);
+  auto samples = std::make_unique<rt::LiveSamples>();
+  rt::LiveModule& m = samples->modules[0];
+  m.base = map->l_addr;
+  m.lo = map->l_addr + 0x28000;  // libc's code, far enough from its headers
+  m.hi = m.lo + 0x150000;
+  m.kind = rt::kLiveModuleKept;
+  std::snprintf(m.module, sizeof m.module, "libc.so.6");
+  std::snprintf(m.build_id, sizeof m.build_id, "%s", FileBuildId(map->l_name).c_str());
+  // No path: every frame is "+offset", one stack per address.
+  samples->nmodules = 100000;   // beyond the table: read as its size
+  std::vector<uint64_t> whole;  // the entries' ns that count
+  for (uint32_t k = 0; k < 600; ++k) {
+    rt::StackEntry& e = samples->table.e[k];
+    e.state = k % 7 == 0 ? 1 : 2;    // being written: passed over
+    e.depth = k % 11 == 0 ? 99 : 1;  // out of range: passed over
+    e.ns = 1000 + k;
+    e.ips[0] = m.lo + 0x100 + 0x400 * uint64_t{k};  // inside the module
+    if (e.state == 2 && e.depth == 1) whole.push_back(e.ns);
+  }
+  samples->table.samples = 600;
+  TempDir dir;
+  const std::string path = dir.File("run.fplive");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(rt::kLiveSamplesOffset));
+    out.write(reinterpret_cast<const char*>(samples.get()), sizeof(rt::LiveSamples));
+  }
+  const int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  LiveStacks got;
+  ASSERT_TRUE(ReadLiveStacks(fd, &got));
+  close(fd);
+  EXPECT_FALSE(got.folded);
+  EXPECT_EQ(got.samples, 600u);
+  ASSERT_EQ(got.stacks.size(), static_cast<size_t>(stack_folding::kMaxRunStacks));
+  EXPECT_EQ(got.not_kept, whole.size() - got.stacks.size());
+  // The dearest, and nothing that was passed over.
+  std::sort(whole.rbegin(), whole.rend());
+  whole.resize(got.stacks.size());
+  std::vector<uint64_t> kept;
+  for (const LiveStack& st : got.stacks) {
+    EXPECT_EQ(st.module, "libc.so.6");
+    EXPECT_EQ(st.stack[0], '+') << st.stack;
+    EXPECT_TRUE(key_rules::StackSymbolOk(st.stack.data(), st.stack.size())) << st.stack;
+    kept.push_back(st.ns);
+  }
+  EXPECT_EQ(kept, whole);
+  // With the runtime's mark, nothing is read.
+  {
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t folded = 1;
+    io.seekp(
+        static_cast<std::streamoff>(rt::kLiveSamplesOffset + offsetof(rt::LiveSamples, folded)));
+    io.write(reinterpret_cast<const char*>(&folded), sizeof folded);
+  }
+  const int fd2 = open(path.c_str(), O_RDONLY);
+  LiveStacks none;
+  ASSERT_TRUE(ReadLiveStacks(fd2, &none));
+  close(fd2);
+  EXPECT_TRUE(none.folded);
+  EXPECT_TRUE(none.stacks.empty());
 }
 
 // A run killed by a signal never writes its record: its stacks are folded
