@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,8 +122,14 @@ bool ReadAt(int fd, void* out, size_t n, size_t offset) {
 bool ExportedSymbols::Load(const std::string& path, const std::string& build_id) {
   syms_.clear();
   max_size_ = 0;
-  if (path.empty() || build_id.empty() || FileBuildId(path) != build_id) return false;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A regular file only (a damaged live file's path could name a FIFO,
+  // whose opening would wait for a writer).
+  struct stat st {};
+  if (path.empty() || build_id.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      FileBuildId(path) != build_id) {
+    return false;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   elf_version(EV_CURRENT);
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);

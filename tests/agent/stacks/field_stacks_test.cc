@@ -289,6 +289,10 @@ TEST(ExportedSymbolsTest, EveryAddressIsNamedAsTheRuntimeNamesIt) {
     ExportedSymbols syms;
     ASSERT_TRUE(syms.Load(path, FileBuildId(path))) << path;
     EXPECT_FALSE(ExportedSymbols().Load(path, std::string(40, '0')));  // another build
+    // Not a regular file (a damaged note): refused, never waited on.
+    TempDir dir;
+    ASSERT_EQ(mkfifo(dir.File("fifo").c_str(), 0600), 0);
+    EXPECT_FALSE(ExportedSymbols().Load(dir.File("fifo"), FileBuildId(path)));
     // The executable segment's addresses, every 7th byte.
     struct Text {
       uintptr_t base = 0, lo = 0, hi = 0;
