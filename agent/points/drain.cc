@@ -217,7 +217,18 @@ uint64_t ClockNs(clockid_t clock) {
 }
 uint64_t MonoNs() { return ClockNs(CLOCK_MONOTONIC); }
 
-void StartSites() { g_sites = new std::unordered_map<uint64_t, uint32_t>(); }
+// The drain's buffer and its packing, made with the sites at load, before
+// any thread: a function-local static made at the first drain instead was
+// being made by the drain thread when the program forked, and the child's
+// drain at its _exit waited for good on the copied guard.
+std::vector<char>* g_batch;
+PackFn g_pack;
+
+void StartSites() {
+  g_sites = new std::unordered_map<uint64_t, uint32_t>();
+  g_batch = new std::vector<char>();  // never destroyed: the last drain runs at exit
+  g_pack = ChoosePacking();
+}
 
 void ForgetSites(bool renumber) {
   g_sites->clear();
@@ -230,9 +241,8 @@ void ForgetSites(bool renumber) {
 // any. `fullest`: the most events one ring held. `last`: the drain at exit
 // or before an exec, which counts the slots not yet whole as lost.
 bool DrainInto(Out& o, uint64_t* fullest, bool last) {
-  // Drain only; never destroyed: the last drain runs at exit.
-  static auto* batch = new std::vector<char>();
-  static const PackFn pack = ChoosePacking();
+  std::vector<char>* const batch = g_batch;
+  const PackFn pack = g_pack;
   {  // the stacks before the events that name them
     std::string stacks;
     TakeStacks(&stacks);

@@ -59,7 +59,8 @@ class Out {
 };
 
 // Sites by their address, numbered in the file as they are first seen.
-// StartSites at load; ForgetSites before a module is closed (its memory
+// StartSites at load (and the drain's buffer: DrainInto); ForgetSites
+// before a module is closed (its memory
 // goes, and another module may come to the same addresses: their numbers
 // are not used again in the file, whose reader keeps the first name of
 // each), and with `renumber` in a fork child, whose file starts afresh.
