@@ -41,16 +41,7 @@ class FileFrames {
     for (size_t i = modules_.size(); i-- > 0;) {
       const rt::LiveModule& m = modules_[i];
       if (a < m.lo || a >= m.hi) continue;
-      switch (m.kind) {
-        case rt::kLiveModuleKept:
-          return static_cast<int32_t>(i);
-        case rt::kLiveModuleOurs:
-          return stack_folding::kOurs;
-        case rt::kLiveModuleProgram:
-          return stack_folding::kProgram;
-        default:
-          return stack_folding::kUnpackaged;
-      }
+      return rt::FoldCode(m.kind, static_cast<int32_t>(i));
     }
     return stack_folding::kUnpackaged;
   }

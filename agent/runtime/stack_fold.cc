@@ -75,13 +75,6 @@ uint8_t KindOf(const Object& o) {
   return SystemFile(o.elf.path) ? kLiveModuleKept : kLiveModuleOther;
 }
 
-int32_t CodeOf(uint8_t kind, int32_t index) {
-  return kind == kLiveModuleKept      ? index
-         : kind == kLiveModuleOurs    ? kOurs
-         : kind == kLiveModuleProgram ? kProgram
-                                      : kUnpackaged;
-}
-
 // The exported symbol whose extent covers `a` in `o`, else "+offset" from
 // the object's load bias (an address of its ELF file).
 size_t FrameName(const Object& o, uintptr_t a, char* out, size_t cap) {
@@ -111,7 +104,7 @@ struct BinderFrames {
     if (o == nullptr) return kUnpackaged;
     const auto i = static_cast<int32_t>(o - g_binder.objects);
     if (m.kind[i] == 0) m.kind[i] = KindOf(*o);
-    return CodeOf(m.kind[i], i);
+    return FoldCode(m.kind[i], i);
   }
   size_t FrameName(int32_t obj, uintptr_t a, char* out, size_t cap) {
     return rt::FrameName(g_binder.objects[obj], a, out, cap);

@@ -47,6 +47,15 @@ inline constexpr uint32_t kLiveModuleProgram = 2;  // the program's own
 inline constexpr uint32_t kLiveModuleOther = 3;    // any other file, none, the vdso
 inline constexpr uint32_t kLiveModuleOurs = 4;     // the runtime's own
 
+// The fold's code (stack_folding.h) for a module of `kind` that is the
+// folder's module number `index`.
+inline int32_t FoldCode(uint32_t kind, int32_t index) {
+  return kind == kLiveModuleKept      ? index
+         : kind == kLiveModuleOurs    ? stack_folding::kOurs
+         : kind == kLiveModuleProgram ? stack_folding::kProgram
+                                      : stack_folding::kUnpackaged;
+}
+
 struct LiveModule {
   uint64_t lo, hi;  // the addresses it is mapped at, [lo, hi)
   uint64_t base;    // its load bias: "+offset" frames are a - base
