@@ -25,6 +25,7 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "common/spool_sealer.h"
 #include "common/tsc_rate.h"
 #include "common/wire.h"
 
@@ -48,7 +49,7 @@ std::string RandomBatchId() {
 
 Agent::Agent(AgentConfig config)
     : config_(std::move(config)),
-      outbox_(config_.outbox_dir(), config_.quarantine_dir()),
+      outbox_(config_.outbox_dir(), config_.quarantine_dir(), config_.held_dir()),
       versions_(config_.dpkg_dir),
       platform_(DetectPlatform()),
       rng_(std::random_device{}()) {}
@@ -343,19 +344,30 @@ Status Agent::Quarantine(const SpoolEntry& e, const Status& why) {
   return Status::Ok();
 }
 
-Status Agent::Seal(OpenBatch* b, PassResult* result) {
+Status Agent::QuarantineHeld(const std::string& name, const Status& why) {
+  ++state_.records_dropped;
+  const std::string to = config_.quarantine_dir() + "/" + name;
+  FP_RETURN_IF_ERROR(WriteFileDurably(to + ".reason", why.ToString() + "\n"));
+  const std::string from = config_.held_dir() + "/" + name;
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    return IOError("cannot move " + from + " to the quarantine: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status Agent::Seal(SealStep& step, PassResult* result) {
   FP_ASSIGN_OR_RETURN(std::optional<UploadToken> token, TakeToken());
-  const wire::AgentCounters counters = BatchCounters(b->runs, state_);
+  const wire::AgentCounters counters = BatchCounters(*step.runs, state_);
   // With a token, the batch id is the token's input (upload_tokens.h).
   const std::string id = token ? token->input : RandomBatchId();
   const int64_t now = NowMs();
-  wire::Batch batch = b->builder.Seal(id, now, counters, MachineKeyFor(now));
+  wire::Batch batch = step.batch->Seal(id, now, counters, MachineKeyFor(now));
   if (token) {
     batch.set_token(token->output);
     batch.set_token_epoch(token->epoch);
   }
-  FP_RETURN_IF_ERROR(
-      outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir, b->consumed));
+  FP_RETURN_IF_ERROR(outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir,
+                                  *step.consumed, step.held));
   // Reported in this batch. (A crash before the state is saved reports
   // them again in the next one: counters only, never records.)
   state_.records_dropped = 0;
@@ -365,9 +377,6 @@ Status Agent::Seal(OpenBatch* b, PassResult* result) {
   state_.runs_refused_rate_cap = 0;
   state_.runs_measured_nothing = 0;
   FP_RETURN_IF_ERROR(WriteFileDurably(config_.status_path(), FormatAgentState(state_)));
-  b->consumed.clear();
-  b->runs.Clear();
-  b->has_records = false;
   ++result->batches_sealed;
   return Status::Ok();
 }
@@ -375,8 +384,26 @@ Status Agent::Seal(OpenBatch* b, PassResult* result) {
 Status Agent::SealFromSpool(bool flush, PassResult* result) {
   result->stale_temporaries_removed = RemoveStaleTemporaries(config_.spool_dir);
   TakeCountedRuns(result);
+  SpoolSealer sealer(static_cast<size_t>(config_.batch_bytes), platform_,
+                     [this, result](SealStep& step) { return Seal(step, result); });
+  // The stack records held so far, then the spool.
+  FP_ASSIGN_OR_RETURN(const std::vector<std::string> held, ListHeld(config_.held_dir()));
+  // No token: the rest waits (nothing of the step was written).
+  auto stopped = [&](const Status& s) {
+    if (s.code() != StatusCode::kUnavailable) return s;
+    result->seal_status = s;
+    return Status::Ok();
+  };
+  for (const std::string& name : held) {
+    StatusOr<wire::Batch> h = ReadHeld(config_.held_dir() + "/" + name);
+    if (!h.ok()) {
+      if (h.status().code() == StatusCode::kNotFound) continue;
+      FP_RETURN_IF_ERROR(QuarantineHeld(name, h.status()));
+      continue;
+    }
+    if (Status s = sealer.AddHeld(name, *h); !s.ok()) return stopped(s);
+  }
   FP_ASSIGN_OR_RETURN(const std::vector<SpoolEntry> files, ListSpool(config_.spool_dir));
-  OpenBatch b{BatchBuilder(static_cast<size_t>(config_.batch_bytes), platform_), {}, {}, false};
   for (const SpoolEntry& e : files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
     if (!run.ok()) {
@@ -391,32 +418,15 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
     } else {
       DropStackRecords(&*run);
     }
-    if (!b.builder.TryAdd(*run)) {
-      if (Status sealed = Seal(&b, result); !sealed.ok()) {
-        if (sealed.code() != StatusCode::kUnavailable) return sealed;
-        result->seal_status = sealed;  // no token: the rest waits
-        return Status::Ok();
-      }
-      b.builder.TryAdd(*run);  // an empty builder takes any run
-    }
-    b.consumed.push_back(e.name);
-    CountRunInBatch(*run, &b.runs);
-    b.has_records = b.has_records || run->records_size() > 0;
+    if (Status s = sealer.Add(e.name, *run); !s.ok()) return stopped(s);
   }
-  // The rest waits for more unless flushing or its oldest record is due. A
-  // batch needs records: runs that left counters only wait for some.
-  const int64_t max_age_ms = config_.max_age_s * 1000;
-  state_.seal_deadline_unix_ms = 0;
-  if (b.has_records) {
-    if (flush || NowMs() - b.builder.oldest_unix_ms() >= max_age_ms) {
-      if (Status sealed = Seal(&b, result); !sealed.ok()) {
-        if (sealed.code() != StatusCode::kUnavailable) return sealed;
-        result->seal_status = sealed;
-      }
-    } else {
-      state_.seal_deadline_unix_ms = b.builder.oldest_unix_ms() + max_age_ms;
-    }
+  // The rest waits for more unless flushing or its oldest record is due.
+  if (Status s = sealer.Finish(flush, NowMs(), config_.max_age_s * 1000); !s.ok()) {
+    state_.seal_deadline_unix_ms = 0;
+    return stopped(s);
   }
+  state_.seal_deadline_unix_ms = sealer.deadline_unix_ms();
+  result->stacks_held = sealer.held_records();
   return Status::Ok();
 }
 
@@ -424,9 +434,17 @@ Status Agent::EnforceCap(PassResult* result) {
   if (config_.cap_bytes <= 0) return Status::Ok();
   FP_ASSIGN_OR_RETURN(std::vector<OutboxEntry> batches, outbox_.List());
   FP_ASSIGN_OR_RETURN(std::vector<SpoolEntry> runs, ListSpool(config_.spool_dir));
+  FP_ASSIGN_OR_RETURN(std::vector<std::string> held, ListHeld(config_.held_dir()));
+  std::vector<std::pair<std::string, uint64_t>> held_sizes;
   uint64_t total = 0;
   for (const OutboxEntry& e : batches) total += e.bytes;
   for (const SpoolEntry& e : runs) total += e.bytes;
+  for (const std::string& name : held) {
+    std::error_code ec;
+    const uint64_t n = std::filesystem::file_size(config_.held_dir() + "/" + name, ec);
+    held_sizes.emplace_back(name, ec ? 0 : n);
+    total += ec ? 0 : n;
+  }
   const uint64_t cap = static_cast<uint64_t>(config_.cap_bytes);
   // Oldest first: sealed batches are older than anything still in the spool.
   for (const OutboxEntry& e : batches) {
@@ -448,6 +466,17 @@ Status Agent::EnforceCap(PassResult* result) {
       state_.runs_refused_rate_cap += static_cast<int64_t>(b.counters().runs_refused_rate_cap());
       state_.runs_measured_nothing += static_cast<int64_t>(b.counters().runs_measured_nothing());
     }
+  }
+  // Then the held stack records (their oldest run is older than the spool's).
+  for (const auto& [name, bytes] : held_sizes) {
+    if (total <= cap) break;
+    const std::string path = config_.held_dir() + "/" + name;
+    StatusOr<wire::Batch> h = ReadHeld(path);
+    if (std::remove(path.c_str()) != 0 && errno != ENOENT) {
+      return IOError("cannot remove " + path + ": " + std::strerror(errno));
+    }
+    total -= bytes;
+    result->records_dropped += h.ok() ? h->records_size() : 1;
   }
   for (const SpoolEntry& e : runs) {
     if (total <= cap) break;

@@ -28,6 +28,7 @@
 #include "common/outbox.h"
 #include "common/package_versions.h"
 #include "common/spool.h"
+#include "common/spool_sealer.h"
 #include "common/status.h"
 #include "common/upload_tokens.h"
 
@@ -79,6 +80,7 @@ struct AgentConfig {
 
   std::string outbox_dir() const { return OutboxDirOf(state_dir); }
   std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
+  std::string held_dir() const { return HeldDirOf(state_dir); }
   std::string status_path() const { return StatusPathOf(state_dir); }
 };
 
@@ -88,6 +90,7 @@ struct PassResult {
   int runs_bad = 0;                   // spool files that were not valid records (quarantined)
   int stale_temporaries_removed = 0;  // unfinished record writes, over an hour old
   int batches_sealed = 0;
+  size_t stacks_held = 0;  // stack records held for a later batch (spool_sealer.h)
   int batches_uploaded = 0;
   int batches_quarantined = 0;
   int batches_restamped = 0;    // refused for their token, sent again with a fresh one
@@ -145,15 +148,11 @@ class Agent {
   Status SealFromSpool(bool flush, PassResult* result);
   void TakeCountedRuns(PassResult* result);
   Status Quarantine(const SpoolEntry& e, const Status& why);
-  // A batch being built from the spool: the builder, the spool files in it,
-  // the counters of its runs, whether any run left records.
-  struct OpenBatch {
-    BatchBuilder builder;
-    std::vector<std::string> consumed;
-    wire::AgentCounters runs;
-    bool has_records = false;
-  };
-  Status Seal(OpenBatch* b, PassResult* result);
+  // One step of the spool sealer (common/spool_sealer.h): a token, the
+  // batch, the outbox's seal, the counts it reports cleared.
+  Status Seal(SealStep& step, PassResult* result);
+  // A held file that does not read: set aside, never sent.
+  Status QuarantineHeld(const std::string& name, const Status& why);
   // GET /v1/config when due; failures are recorded in the state, not returned.
   void RefreshSettings(HttpsClient& client, bool force);
   // The machine's TSC rate into an existing runtime settings file (tsc_hz,

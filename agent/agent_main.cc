@@ -80,9 +80,10 @@ void Report(const Agent& agent, const PassResult& r, bool always) {
   }
   std::fprintf(stderr,
                "fieldprof-agent: %d runs read, %lld counted without a record, %d batches sealed, "
-               "%d uploaded, %d quarantined, %d waiting%s%s%s%s\n",
+               "%d uploaded, %d quarantined, %d waiting, %zu stack series held for the day's "
+               "batch%s%s%s%s\n",
                r.runs_read, static_cast<long long>(r.runs_counted), r.batches_sealed,
-               r.batches_uploaded, r.batches_quarantined, r.batches_waiting,
+               r.batches_uploaded, r.batches_quarantined, r.batches_waiting, r.stacks_held,
                r.runs_bad > 0 ? "; bad spool files set aside: " : "",
                r.runs_bad > 0 ? std::to_string(r.runs_bad).c_str() : "",
                r.records_dropped > 0 ? "; over the cap, oldest records dropped: " : "",

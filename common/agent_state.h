@@ -66,12 +66,14 @@ struct AgentState {
 
 // The agent's directory: $XDG_STATE_HOME/fieldprof, else
 // ~/.local/state/fieldprof; "" when neither variable is set. Inside it:
-// outbox/ (sealed batches, *.batch), quarantine/, the state file "status".
+// outbox/ (sealed batches, *.batch), quarantine/, held/, the state file "status".
 std::string DefaultAgentStateDir();
 inline std::string OutboxDirOf(const std::string& state_dir) { return state_dir + "/outbox"; }
 inline std::string QuarantineDirOf(const std::string& state_dir) {
   return state_dir + "/quarantine";
 }
+// Stack records held back for the day's batch (common/spool_sealer.h).
+inline std::string HeldDirOf(const std::string& state_dir) { return state_dir + "/held"; }
 inline std::string StatusPathOf(const std::string& state_dir) { return state_dir + "/status"; }
 
 std::string FormatAgentState(const AgentState& s);

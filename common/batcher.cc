@@ -87,12 +87,13 @@ size_t BatchBuilder::EncodedSize(const Series& s) const {
 
 size_t BatchBuilder::encoded_bytes() const { return HeaderReserve(platform_) + records_bytes_; }
 
-bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
-  // Merge into copies of the series this run touches; commit only if the
-  // batch still fits.
+std::map<std::string, BatchBuilder::Series> BatchBuilder::Merged(
+    const google::protobuf::RepeatedPtrField<wire::Record>& records, const wire::Platform& platform,
+    int64_t* delta) const {
+  // Merge into copies of the series these records touch.
   std::map<std::string, Series> touched;
-  for (const wire::Record& rec : run.records()) {
-    ApiKey key = ApiKeyFromWire(rec.key(), run.platform());
+  for (const wire::Record& rec : records) {
+    ApiKey key = ApiKeyFromWire(rec.key(), platform);
     std::string enc = EncodeApiKey(key);
     auto it = touched.find(enc);
     if (it == touched.end()) {
@@ -109,30 +110,79 @@ bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
     s.truncated = s.truncated || rec.truncated();
     s.resolution_ns = std::max(s.resolution_ns, rec.resolution_ns());
   }
-  int64_t delta = 0;
+  *delta = 0;
   for (auto& [enc, s] : touched) {
     const size_t old = s.encoded;  // 0 for a new series
     s.encoded = EncodedSize(s);
-    delta += static_cast<int64_t>(s.encoded) - static_cast<int64_t>(old);
+    *delta += static_cast<int64_t>(s.encoded) - static_cast<int64_t>(old);
   }
+  return touched;
+}
+
+bool BatchBuilder::Takes(int64_t delta) const {
   const size_t total = HeaderReserve(platform_) + records_bytes_ + static_cast<size_t>(delta);
-  if (!empty() && total > max_bytes_) return false;
+  return empty() || total <= max_bytes_;
+}
+
+void BatchBuilder::Commit(std::map<std::string, Series> touched, int64_t delta, int64_t ended,
+                          int64_t started) {
   for (auto& [enc, s] : touched) series_[enc] = std::move(s);
   records_bytes_ = static_cast<size_t>(static_cast<int64_t>(records_bytes_) + delta);
-  ++runs_;
-  const int64_t ended = run.ended_unix_ms();
+  ++adds_;
   if (oldest_ms_ == 0 || (ended > 0 && ended < oldest_ms_)) oldest_ms_ = ended;
-  if (ended > 0) {
-    const int64_t started = ended - static_cast<int64_t>(run.counters().run_ns() / 1000000) - 1;
-    if (window_start_ms_ == 0 || started < window_start_ms_) window_start_ms_ = started;
+  if (started > 0 && (window_start_ms_ == 0 || started < window_start_ms_)) {
+    window_start_ms_ = started;
   }
+}
+
+namespace {
+// When a run started, from its end and run time; 0 when it did not say.
+int64_t StartedMs(const wire::RunRecord& run) {
+  const int64_t ended = run.ended_unix_ms();
+  return ended > 0 ? ended - static_cast<int64_t>(run.counters().run_ns() / 1000000) - 1 : 0;
+}
+}  // namespace
+
+bool BatchBuilder::Fits(const wire::RunRecord& run) const {
+  int64_t delta = 0;
+  Merged(run.records(), run.platform(), &delta);
+  return Takes(delta);
+}
+
+bool BatchBuilder::TryAdd(const wire::RunRecord& run) {
+  int64_t delta = 0;
+  std::map<std::string, Series> touched = Merged(run.records(), run.platform(), &delta);
+  if (!Takes(delta)) return false;
+  Commit(std::move(touched), delta, run.ended_unix_ms(), StartedMs(run));
+  ++runs_;
   return true;
+}
+
+bool BatchBuilder::TryAddHeld(const wire::Batch& held) {
+  int64_t delta = 0;
+  std::map<std::string, Series> touched = Merged(held.records(), held.client_platform(), &delta);
+  if (!Takes(delta)) return false;
+  Commit(std::move(touched), delta, held.created_unix_ms(), held.window_start_unix_ms());
+  return true;
+}
+
+void BatchBuilder::Fill(wire::Batch* b) const {
+  b->set_schema_version(kSchemaVersion);
+  PlatformToWire(platform_, b->mutable_client_platform());
+  for (const auto& [enc, s] : series_) Encode(s, b->add_records());
+}
+
+wire::Batch BatchBuilder::Held() const {
+  wire::Batch b;
+  Fill(&b);
+  b.set_created_unix_ms(oldest_ms_);
+  if (window_start_ms_ > 0) b.set_window_start_unix_ms(window_start_ms_);
+  return b;
 }
 
 wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix_ms,
                                const wire::AgentCounters& counters, std::string_view machine_key) {
   wire::Batch b;
-  b.set_schema_version(kSchemaVersion);
   b.set_batch_id(batch_id);
   b.set_created_unix_ms(created_unix_ms);
   if (!machine_key.empty()) b.set_machine_key(std::string(machine_key));
@@ -142,12 +192,12 @@ wire::Batch BatchBuilder::Seal(const std::string& batch_id, int64_t created_unix
     b.set_window_start_unix_ms(created_unix_ms > 0 ? std::min(window_start_ms_, created_unix_ms)
                                                    : window_start_ms_);
   }
-  PlatformToWire(platform_, b.mutable_client_platform());
-  for (const auto& [enc, s] : series_) Encode(s, b.add_records());
+  Fill(&b);
   *b.mutable_counters() = counters;
   series_.clear();
   records_bytes_ = 0;
   runs_ = 0;
+  adds_ = 0;
   oldest_ms_ = 0;
   window_start_ms_ = 0;
   return b;

@@ -43,8 +43,19 @@ class BatchBuilder {
   // Adds every record of `run` if the batch stays within max_bytes (an empty
   // builder takes any run). Returns false, changing nothing, otherwise.
   bool TryAdd(const wire::RunRecord& run);
+  // Whether TryAdd(run) would take it (nothing changes).
+  bool Fits(const wire::RunRecord& run) const;
+  // Adds the records of a batch held back (`held`, as Held() made it: its
+  // records, the oldest run's end as created_unix_ms, its window start)
+  // if the batch stays within max_bytes; no run is counted.
+  bool TryAddHeld(const wire::Batch& held);
 
-  bool empty() const { return runs_ == 0; }
+  // The records so far as a held batch (no id, counters or key; the oldest
+  // run's end as created_unix_ms); the builder keeps them.
+  wire::Batch Held() const;
+
+  // Nothing added (no run, no held batch).
+  bool empty() const { return adds_ == 0; }
   size_t runs() const { return runs_; }
   size_t records() const { return series_.size(); }
   // Exact encoded size of the batch Seal would return now.
@@ -71,12 +82,22 @@ class BatchBuilder {
   };
   void Encode(const Series& s, wire::Record* out) const;
   size_t EncodedSize(const Series& s) const;
+  // The series `records` (of `platform`) touch, merged into copies, and
+  // the batch's size change; nothing changes.
+  std::map<std::string, Series> Merged(
+      const google::protobuf::RepeatedPtrField<wire::Record>& records,
+      const wire::Platform& platform, int64_t* delta) const;
+  bool Takes(int64_t delta) const;
+  void Commit(std::map<std::string, Series> touched, int64_t delta, int64_t ended_ms,
+              int64_t started_ms);
+  void Fill(wire::Batch* b) const;
 
   size_t max_bytes_;
   Platform platform_;
   std::map<std::string, Series> series_;  // by EncodeApiKey
   size_t records_bytes_ = 0;
   size_t runs_ = 0;
+  size_t adds_ = 0;  // runs and held batches
   int64_t oldest_ms_ = 0;
   int64_t window_start_ms_ = 0;
 };

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 #include "common/crash_point.h"
 #include "common/durable_file.h"
@@ -52,13 +53,29 @@ std::string OutboxName(int64_t created_unix_ms, const std::string& batch_id) {
   return ms + "-" + HexEncode(batch_id);
 }
 
-Outbox::Outbox(std::string dir, std::string quarantine_dir)
-    : dir_(std::move(dir)), quarantine_dir_(std::move(quarantine_dir)) {}
+Outbox::Outbox(std::string dir, std::string quarantine_dir, std::string held_dir)
+    : dir_(std::move(dir)),
+      quarantine_dir_(std::move(quarantine_dir)),
+      held_dir_(std::move(held_dir)) {}
 
 Status Outbox::Init() {
   FP_RETURN_IF_ERROR(MakeDirs(dir_));
+  if (!held_dir_.empty()) FP_RETURN_IF_ERROR(MakeDirs(held_dir_));
   return MakeDirs(quarantine_dir_);
 }
+
+namespace {
+
+// A .consumed file's lines: spool names, then "held-taken NAME" and
+// "held-made NAME" (spool and held names have no spaces or slashes).
+constexpr std::string_view kHeldTaken = "held-taken ";
+constexpr std::string_view kHeldMade = "held-made ";
+
+bool PlainName(std::string_view n) {
+  return !n.empty() && n.find('/') == std::string_view::npos && n != "." && n != "..";
+}
+
+}  // namespace
 
 Status Outbox::Recover(const std::string& spool_dir) {
   std::error_code ec;
@@ -73,19 +90,39 @@ Status Outbox::Recover(const std::string& spool_dir) {
     }
   }
   if (ec) return IOError("cannot read outbox " + dir_ + ": " + ec.message());
+  if (!held_dir_.empty()) {
+    for (const auto& e : fs::directory_iterator(held_dir_, ec)) {
+      if (e.path().filename().string().find(".tmp-") != std::string::npos) {
+        FP_RETURN_IF_ERROR(RemoveFile(e.path().string()));
+      }
+    }
+    ec.clear();
+  }
   for (const std::string& name : consumed_files) {
     const std::string list_path = dir_ + "/" + name + ".consumed";
-    if (fs::exists(dir_ + "/" + name + ".batch", ec)) {
-      // Sealed, but the spool files were not all deleted yet.
-      FP_ASSIGN_OR_RETURN(std::string list, ReadWhole(list_path));
-      std::istringstream lines(list);
-      std::string spool_name;
-      while (std::getline(lines, spool_name)) {
-        if (spool_name.empty() || spool_name.find('/') != std::string::npos) continue;
-        FP_RETURN_IF_ERROR(RemoveFile(spool_dir + "/" + spool_name));
+    const bool sealed = fs::exists(dir_ + "/" + name + ".batch", ec);
+    FP_ASSIGN_OR_RETURN(std::string list, ReadWhole(list_path));
+    std::istringstream lines(list);
+    std::string line;
+    bool held_changed = false;
+    while (std::getline(lines, line)) {
+      std::string_view l = line;
+      const bool made = l.substr(0, kHeldMade.size()) == kHeldMade;
+      if (made || l.substr(0, kHeldTaken.size()) == kHeldTaken) {
+        l.remove_prefix(made ? kHeldMade.size() : kHeldTaken.size());
+        // Sealed: the taken files are in the batch or the made one. Not
+        // sealed: the made file goes, the taken ones stay.
+        if (PlainName(l) && !held_dir_.empty() && made != sealed) {
+          FP_RETURN_IF_ERROR(RemoveFile(held_dir_ + "/" + std::string(l)));
+          held_changed = true;
+        }
+      } else if (sealed && PlainName(l)) {
+        // Sealed, but the spool files were not all deleted yet.
+        FP_RETURN_IF_ERROR(RemoveFile(spool_dir + "/" + line));
       }
-      FP_RETURN_IF_ERROR(SyncDir(spool_dir));
     }
+    if (sealed) FP_RETURN_IF_ERROR(SyncDir(spool_dir));
+    if (held_changed) FP_RETURN_IF_ERROR(SyncDir(held_dir_));
     FP_RETURN_IF_ERROR(RemoveFile(list_path));
   }
   if (!consumed_files.empty()) FP_RETURN_IF_ERROR(SyncDir(dir_));
@@ -93,12 +130,21 @@ Status Outbox::Recover(const std::string& spool_dir) {
 }
 
 Status Outbox::Seal(const std::string& name, const std::string& batch_bytes,
-                    const std::string& spool_dir, const std::vector<std::string>& consumed) {
+                    const std::string& spool_dir, const std::vector<std::string>& consumed,
+                    const HeldChange& held) {
+  const bool holds = !held.taken.empty() || !held.made_name.empty();
+  if (holds && held_dir_.empty()) return InvalidArgument("this outbox holds no records");
   std::string list;
   for (const std::string& c : consumed) list += c + "\n";
+  for (const std::string& t : held.taken) list += std::string(kHeldTaken) + t + "\n";
+  if (!held.made_name.empty()) list += std::string(kHeldMade) + held.made_name + "\n";
   const std::string list_path = dir_ + "/" + name + ".consumed";
   FP_RETURN_IF_ERROR(WriteFileDurably(list_path, list));
   CrashPoint("seal-listed");
+  if (!held.made_name.empty()) {
+    FP_RETURN_IF_ERROR(WriteFileDurably(held_dir_ + "/" + held.made_name, held.made_bytes));
+    CrashPoint("seal-held");
+  }
   FP_RETURN_IF_ERROR(WriteFileDurably(dir_ + "/" + name + ".batch", batch_bytes));
   CrashPoint("seal-batched");
   for (const std::string& c : consumed) {
@@ -106,6 +152,11 @@ Status Outbox::Seal(const std::string& name, const std::string& batch_bytes,
     CrashPoint("seal-spool-removing");
   }
   FP_RETURN_IF_ERROR(SyncDir(spool_dir));
+  for (const std::string& t : held.taken) FP_RETURN_IF_ERROR(RemoveFile(held_dir_ + "/" + t));
+  if (!held.taken.empty()) {
+    CrashPoint("seal-held-removed");
+    FP_RETURN_IF_ERROR(SyncDir(held_dir_));
+  }
   FP_RETURN_IF_ERROR(RemoveFile(list_path));
   return Status::Ok();
 }

@@ -6,10 +6,16 @@
 //   1. <name>.consumed  the spool files the batch was built from;
 //   2. <name>.batch     the encoded batch: from here on the batch exists;
 //   3. the consumed spool files are deleted, then <name>.consumed.
+// A seal may also move records held back across batches (HeldChange: the
+// agent holds stack records for a day's batch, common/spool_sealer.h): the
+// held files it takes are listed in step 1 and deleted in step 3, and the
+// held file it makes is listed in step 1 and written before step 2.
 // Recover() finishes or undoes an interrupted seal: a .consumed with its
-// .batch means step 3 was cut short (the spool files are deleted now, they
-// are in the batch); without its .batch the seal never happened (the .consumed
-// goes, the spool files stay and will be batched again). A batch keeps its
+// .batch means step 3 was cut short (the spool files and the held files
+// taken are deleted now, they are in the batch or the new held file);
+// without its .batch the seal never happened (the held file it made goes,
+// then the .consumed; the spool files and held files stay and will be
+// batched again). A batch keeps its
 // id until the aggregator acknowledges it, and the aggregator applies an id
 // once, so a batch uploaded twice (crash after the 200) counts once.
 //
@@ -32,11 +38,20 @@ struct OutboxEntry {
   uint64_t bytes = 0;
 };
 
+// What a seal does to the held records (files in the outbox's held_dir):
+// the files it takes, and the one it makes (none when made_name is empty).
+struct HeldChange {
+  std::vector<std::string> taken;
+  std::string made_name;
+  std::string made_bytes;
+};
+
 class Outbox {
  public:
   // `dir` holds the batches, `quarantine_dir` the ones the aggregator
-  // refused for good; both are created (mode 0700) when missing.
-  Outbox(std::string dir, std::string quarantine_dir);
+  // refused for good, `held_dir` records held back across batches (empty:
+  // none); all are created (mode 0700) when missing.
+  Outbox(std::string dir, std::string quarantine_dir, std::string held_dir = "");
 
   [[nodiscard]] Status Init();
   // Finishes or undoes interrupted seals (see above); spool file names in a
@@ -45,7 +60,8 @@ class Outbox {
 
   // Steps 1-3 above. `consumed` are spool file names in `spool_dir`.
   [[nodiscard]] Status Seal(const std::string& name, const std::string& batch_bytes,
-                            const std::string& spool_dir, const std::vector<std::string>& consumed);
+                            const std::string& spool_dir, const std::vector<std::string>& consumed,
+                            const HeldChange& held = {});
 
   // Sealed batches, oldest first.
   [[nodiscard]] StatusOr<std::vector<OutboxEntry>> List() const;
@@ -63,10 +79,12 @@ class Outbox {
 
   const std::string& dir() const { return dir_; }
   const std::string& quarantine_dir() const { return quarantine_dir_; }
+  const std::string& held_dir() const { return held_dir_; }
 
  private:
   std::string dir_;
   std::string quarantine_dir_;
+  std::string held_dir_;
 };
 
 // The outbox name of a batch sealed at `created_unix_ms` with `batch_id` (raw bytes).

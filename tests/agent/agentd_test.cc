@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
+#include "common/spool_sealer.h"
 #include "common/tsc_rate.h"
 #include "common/upload_tokens.h"
 #include "common/validate.h"
@@ -1492,7 +1494,7 @@ class AgentCrashTest : public AgentPassTest {
 
   // Runs the agent binary once (--once --flush, small batches so a pass
   // makes several). Returns the wait status.
-  int RunAgent(uint16_t port, const std::string& crash_at = "") {
+  int RunAgent(uint16_t port, const std::string& crash_at = "", bool flush = true) {
     const pid_t pid = fork();
     if (pid == 0) {
       if (!crash_at.empty()) setenv("FIELDPROF_AGENT_CRASH_AT", crash_at.c_str(), 1);
@@ -1501,10 +1503,14 @@ class AgentCrashTest : public AgentPassTest {
       const std::string p = std::to_string(port), spool = dir_.File("spool"),
                         state = dir_.File("state"), ca = dir_.File("cert.pem"),
                         settings = dir_.File("runtime.conf");
-      execl(FIELDPROF_AGENT_BIN, "fieldprof-agent", "--once", "--flush", "--batch_bytes", "8192",
-            "--server", "127.0.0.1", "--port", p.c_str(), "--ca_file", ca.c_str(), "--spool",
-            spool.c_str(), "--state_dir", state.c_str(), "--runtime_settings", settings.c_str(),
-            "--timeout_ms", "5000", nullptr);
+      std::vector<const char*> argv = {
+          "fieldprof-agent", "--once",       "--batch_bytes", "8192",        "--server",
+          "127.0.0.1",       "--port",       p.c_str(),       "--ca_file",   ca.c_str(),
+          "--spool",         spool.c_str(),  "--state_dir",   state.c_str(), "--runtime_settings",
+          settings.c_str(),  "--timeout_ms", "5000"};
+      if (flush) argv.push_back("--flush");
+      argv.push_back(nullptr);
+      execv(FIELDPROF_AGENT_BIN, const_cast<char* const*>(argv.data()));
       _exit(127);
     }
     int status = 0;
@@ -1550,6 +1556,88 @@ TEST_F(AgentCrashTest, KilledAtEveryStepCountsEveryRecordOnce) {
     EXPECT_EQ(SpoolFiles(), 0u) << point;
   }
   ExpectStored(agg, all);
+}
+
+// Stack records are held across batches for the day's batch (common/
+// spool_sealer.h); each seal moves them to a new held file. Killed at
+// every step of that, then drained: every stack is counted once, to the
+// ns, as every API record is.
+TEST_F(AgentCrashTest, KilledWhileItHoldsStacksCountsEveryStackOnce) {
+  AggregatorProcess agg(dir_, FreePort());
+  agg.Start();
+  // Stacks of zlib, whose package version dpkg gives (a module no package
+  // holds has its stacks dropped).
+  const std::string libz = fs::canonical("/lib/x86_64-linux-gnu/libz.so.1").string();
+  const std::string build_id = FileBuildId(libz);
+  ASSERT_EQ(build_id.size(), 40u);
+  std::map<std::string, std::pair<Histogram, uint64_t>> apis;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> stacks;  // ns, runs
+  std::mt19937_64 rng(77);
+  int next = 0;
+  auto fill = [&](int n) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    for (int i = next; i < next + n; ++i) {
+      // API records from 300 symbols fill 8 KiB batches in every round.
+      wire::RunRecord run = MakeRun({"s" + std::to_string(i % 300)}, rng, now);
+      for (const wire::Record& r : run.records()) {
+        auto& [h, runs] = apis[r.key().symbol() + "/" + std::to_string(r.key().metric())];
+        h.Merge(HistogramFromWire(r.histogram()));
+        ++runs;
+      }
+      for (int k = 0; k < 3; ++k) {
+        const std::string frames = "deflate;+" + std::to_string(1000 + (i * 7 + k) % 16);
+        wire::Record* r = run.add_records();
+        r->mutable_key()->set_module("libz.so.1");
+        r->mutable_key()->set_module_version(build_id);
+        r->mutable_key()->set_symbol(frames);
+        r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+        Histogram h;
+        h.Record(1000000 + rng() % 50000000);
+        HistogramToWire(h, r->mutable_histogram());
+        r->set_runs(1);
+        stacks[frames].first += h.sum();
+        ++stacks[frames].second;
+      }
+      WriteRun(dir_.File("spool"), run, i);
+    }
+    next += n;
+  };
+  const std::vector<std::string> points = {"seal-listed",         "seal-held",
+                                           "seal-batched",        "seal-held-removed",
+                                           "seal-held:2",         "seal-spool-removing:9",
+                                           "seal-held-removed:2", "upload-acked"};
+  for (const std::string& point : points) {
+    fill(80);
+    const int st = RunAgent(agg.port(), point, /*flush=*/false);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+        << point << ": the crash point was not reached (status " << st << ")\n"
+        << ReadLog();
+    // A pass that finishes, without flushing: the stacks stay held.
+    const int again = RunAgent(agg.port(), "", /*flush=*/false);
+    ASSERT_TRUE(WIFEXITED(again) && WEXITSTATUS(again) == 0) << point << "\n" << ReadLog();
+    auto held = ListHeld(dir_.File("state/held"));
+    ASSERT_TRUE(held.ok());
+    EXPECT_EQ(held->size(), 1u) << point;
+  }
+  DrainWithAgent(agg.port());
+  EXPECT_EQ(SpoolFiles(), 0u);
+  EXPECT_EQ(ListHeld(dir_.File("state/held"))->size(), 0u);
+  ExpectStored(agg, apis);
+  HttpsClient c(agg.Options());
+  auto r = c.Get("/v1/stacks?module=libz.so.1&limit=100000");
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  const nlohmann::json answer = nlohmann::json::parse(r->body);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> got;
+  for (const nlohmann::json& st : answer.at("stacks")) {
+    std::string frames;
+    for (const nlohmann::json& f : st.at("frames")) {
+      frames += (frames.empty() ? "" : ";") + f.get<std::string>();
+    }
+    got[frames] = {st.at("ns").get<uint64_t>(), st.at("runs").get<uint64_t>()};
+  }
+  EXPECT_EQ(got, stacks);
 }
 
 TEST_F(AgentCrashTest, KilledAtRandomMomentsCountsEveryRecordOnce) {

@@ -17,6 +17,7 @@
 #include "common/platform.h"
 #include "common/run_counters.h"
 #include "common/spool.h"
+#include "common/spool_sealer.h"
 #include "common/wire.h"
 #include "tools/cli/format.h"
 
@@ -98,9 +99,10 @@ AgentState HeldCounts(const StatusOr<AgentState>& state, const std::string& spoo
   return held;
 }
 
-// The spool: what the agent's batch builder makes of it, at the batch size
-// the agent uses (the fleet's, as the agent last applied it). Records that
-// do not read are counted in *unreadable: the agent sets them aside.
+// The spool and the held stack records: what the agent's sealer makes of
+// them, at the batch size the agent uses (the fleet's, as the agent last
+// applied it). Records that do not read are counted in *unreadable: the
+// agent sets them aside.
 StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
                                             const std::string& state_dir, size_t* unreadable) {
   StatusOr<AgentState> state = ReadAgentState(StatusPathOf(state_dir));
@@ -109,10 +111,7 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
                                  : kDefaultBatchBytes;
   StatusOr<std::vector<SpoolEntry>> files = ListSpool(spool_dir);
   if (!files.ok()) return files.status().WithContext("the spool");
-  BatchBuilder builder(batch_bytes, DetectPlatform());
   std::vector<Pending> pending;
-  size_t runs = 0;
-  wire::AgentCounters counters;
   const AgentState held = HeldCounts(state, spool_dir);
   // Today's key, when the agent has drawn it already (else it draws a new
   // one as it seals).
@@ -125,12 +124,23 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
       !HexDecode(state->machine_key, &machine_key)) {
     machine_key.clear();
   }
-  auto seal = [&] {
-    const wire::AgentCounters c = BatchCounters(counters, pending.empty() ? held : AgentState{});
-    pending.push_back({builder.Seal("", 0, c, machine_key), runs});
-    runs = 0;
-    counters.Clear();
-  };
+  // As the agent seals with --flush: the stack records it holds for the
+  // day's batch go with the last one.
+  SpoolSealer sealer(batch_bytes, DetectPlatform(), [&](SealStep& step) {
+    const wire::AgentCounters c = BatchCounters(*step.runs, pending.empty() ? held : AgentState{});
+    pending.push_back({step.batch->Seal("", 0, c, machine_key), step.consumed->size()});
+    return Status::Ok();
+  });
+  StatusOr<std::vector<std::string>> held_files = ListHeld(HeldDirOf(state_dir));
+  if (!held_files.ok()) return held_files.status().WithContext("the held stack records");
+  for (const std::string& name : *held_files) {
+    StatusOr<wire::Batch> h = ReadHeld(HeldDirOf(state_dir) + "/" + name);
+    if (!h.ok()) {
+      ++*unreadable;
+      continue;
+    }
+    FP_RETURN_IF_ERROR(sealer.AddHeld(name, *h));
+  }
   PackageVersions versions;  // the agent names package versions as it seals
   for (const SpoolEntry& e : *files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
@@ -139,14 +149,9 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
       continue;
     }
     versions.Apply(&*run);
-    if (!builder.TryAdd(*run)) {
-      seal();
-      builder.TryAdd(*run);
-    }
-    ++runs;
-    CountRunInBatch(*run, &counters);
+    FP_RETURN_IF_ERROR(sealer.Add(e.name, *run));
   }
-  if (!builder.empty()) seal();
+  FP_RETURN_IF_ERROR(sealer.Finish(/*flush=*/true, 0, 0));
   return pending;
 }
 
