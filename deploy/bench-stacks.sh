@@ -13,10 +13,11 @@
 #      in the outbox), so what stacks add to the uploads.
 #   3. With DAY_ROUNDS: a working day's mix (git, grep, sort, xz, openssl,
 #      cc, python3, sqlite3, ls: 11 measured processes a round), DAY_ROUNDS
-#      rounds with stack_hz = 0 and 20, and what the stacks add to the
-#      sealed batches per measured run; then that figure over the measured
-#      runs a busy volunteer's day has (the default samples 1 run in 16,
-#      at most 120 a minute).
+#      rounds with stack_hz = 0 and 20; then what the stacks add to the
+#      batches the agent seals from a quarter, half and all of those runs,
+#      and from all of them ten times over (a day ten times as busy with
+#      the same work), the stack records held across batches as the agent
+#      holds them.
 #
 #   deploy/bench-stacks.sh [ROUNDS] [RUNS] [DAY_ROUNDS]   (defaults 30, 40, 0;
 #                                         0 skips a part)
@@ -175,22 +176,65 @@ for v in day0 day20; do
   measured=$(ls "$work/spool-$v" | grep -c '\.fpr$' || true)
   stacks=$("$PWD/build/tools/fieldprof" spool show --spool "$work/spool-$v" 2>/dev/null |
     grep -c 'stack_cpu_ns' || true)
-  "$agent" --once --flush --server 127.0.0.1 --port 9 --ca_file /dev/null --spool "$work/spool-$v" \
-    --state_dir "$work/state-$v" --runtime_settings "$work/$v.conf" >/dev/null 2>&1 || true
-  batch=$(cat "$work/state-$v"/outbox/*.batch 2>/dev/null | wc -c)
-  echo "   stack_hz ${v#day}: $measured run records, stack records $stacks; sealed batches $batch bytes"
-  echo "$batch $measured" >"$work/$v.bytes"
+  echo "   stack_hz ${v#day}: $measured run records, stack records $stacks"
 done
-read -r b0 n0 <"$work/day0.bytes"
-read -r b20 n20 <"$work/day20.bytes"
-python3 - "$b0" "$n0" "$b20" "$n20" <<'PY'
+# The same day sealed as the agent seals it, at four sizes: the first
+# quarter and half of its runs, all of them, and all of them ten times over
+# (the same mix run ten times as often: 10x the runs, no new kind of work).
+# Each spool is sealed by one agent pass (--flush: its held stacks too);
+# the stack records' bytes are counted in the sealed batches themselves.
+cat >"$work/stack_bytes.py" <<'PY'
 import sys
-b0, n0, b20, n20 = map(int, sys.argv[1:])
-per_run = (b20 / max(n20, 1)) - (b0 / max(n0, 1))
-print(f"   stacks add {per_run:.0f} bytes of batch per measured run "
-      f"({b20 - b0:+d} bytes over {n20} runs)")
-for runs in (1000, 3000, 10000):
-    kib = per_run * runs / 1024
-    print(f"   a day of {runs} measured runs: about {kib:.0f} KiB "
-          f"({kib / 128:.2f} batches of 128 KiB), if stacks merged no better than in these runs")
+# Bytes of stack records (ApiKey.metric 8) in encoded wire::Batch files:
+# Batch.records = 5, Record.key = 1, ApiKey.metric = 4.
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7F) << s; s += 7
+        if c < 0x80: return v, i
+def fields(b):
+    i = 0
+    while i < len(b):
+        start = i; tag, i = varint(b, i); f, t = tag >> 3, tag & 7
+        if t == 0: v, i = varint(b, i)
+        elif t == 2: n, i = varint(b, i); v = b[i:i + n]; i += n
+        elif t == 1: v = b[i:i + 8]; i += 8
+        elif t == 5: v = b[i:i + 4]; i += 4
+        else: raise ValueError(t)
+        yield f, v, i - start
+stack = total = records = 0
+for path in sys.argv[1:]:
+    b = open(path, "rb").read(); total += len(b)
+    for f, v, n in fields(b):
+        if f != 5: continue
+        key = next((kv for kf, kv, _ in fields(v) if kf == 1), b"")
+        if any(kf == 4 and kv == 8 for kf, kv, _ in fields(key)):
+            stack += n; records += 1
+print(total, stack, records)
 PY
+seal_bytes() {  # seal_bytes SHARE_PERCENT COPIES -> runs, batches, bytes, stack bytes, stack records
+  local share="$1" copies="$2" d="$work/seal-$1-$2"
+  mkdir -p "$d/spool"
+  local files n
+  mapfile -t files < <(ls "$work/spool-day20" | grep '\.fpr$' | sort)
+  n=$(( ${#files[@]} * share / 100 ))
+  for c in $(seq "$copies"); do
+    for f in "${files[@]:0:$n}"; do cp "$work/spool-day20/$f" "$d/spool/${f%.fpr}-c$c.fpr"; done
+  done
+  "$agent" --once --flush --server 127.0.0.1 --port 9 --ca_file /dev/null --spool "$d/spool" \
+    --state_dir "$d/state" --runtime_settings "$work/day20.conf" >/dev/null 2>&1 || true
+  echo "$(( n * copies )) $(ls "$d/state"/outbox/ | grep -c '\.batch$' || true)" \
+    "$(python3 "$work/stack_bytes.py" "$d/state"/outbox/*.batch)"
+  rm -rf "$d"
+}
+echo "   sealed as the agent seals a day (stack records held across its batches):"
+for size in "25 1" "50 1" "100 1" "100 10"; do
+  read -r n k total stack records < <(seal_bytes $size)
+  python3 - "$n" "$k" "$total" "$stack" "$records" <<'PY'
+import sys
+n, k, total, stack, records = map(int, sys.argv[1:])
+print(f"   {n:6d} measured runs: {k} batches, {total} bytes; stack records {records}, {stack} bytes "
+      f"({stack / 1024:.1f} KiB, {stack / 131072:.2f} of a 128 KiB batch, "
+      f"{stack / max(n, 1):.1f} bytes a run)")
+PY
+done

@@ -1621,9 +1621,15 @@ TEST_F(AgentCrashTest, KilledWhileItHoldsStacksCountsEveryStackOnce) {
     ASSERT_TRUE(held.ok());
     EXPECT_EQ(held->size(), 1u) << point;
   }
+  // fieldprof status says what is held, and its --pending shows it in the
+  // batch a flush would seal.
+  const std::string status = StatusText();
+  EXPECT_NE(status.find("held stacks:    16 stack records"), std::string::npos) << status;
+  EXPECT_NE(StatusText("--pending").find("libz.so.1 deflate;+1000"), std::string::npos);
   DrainWithAgent(agg.port());
   EXPECT_EQ(SpoolFiles(), 0u);
   EXPECT_EQ(ListHeld(dir_.File("state/held"))->size(), 0u);
+  EXPECT_EQ(StatusText().find("held stacks:"), std::string::npos);
   ExpectStored(agg, apis);
   HttpsClient c(agg.Options());
   auto r = c.Get("/v1/stacks?module=libz.so.1&limit=100000");

@@ -18,6 +18,7 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "common/spool_sealer.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"
@@ -141,6 +142,10 @@ struct MachineStatus {
   StatusOr<std::vector<SpoolEntry>> spool = std::vector<SpoolEntry>();
   uint64_t spool_bytes = 0;
   DirCount outbox;
+  // Stack records the agent holds for the day's batch (spool_sealer.h).
+  size_t held_stacks = 0;
+  uint64_t held_bytes = 0;
+  int64_t held_oldest_ms = 0;
   DirCount live;  // measured runs' live files (runs going on, or ended unreported)
   std::string live_dir;
   SetAside quarantine;
@@ -174,6 +179,17 @@ MachineStatus GatherStatus(const StatusOptions& o) {
     for (const SpoolEntry& e : *m.spool) m.spool_bytes += e.bytes;
   }
   m.outbox = CountFiles(OutboxDirOf(o.state_dir), ".batch");
+  if (StatusOr<std::vector<std::string>> held = ListHeld(HeldDirOf(o.state_dir)); held.ok()) {
+    for (const std::string& name : *held) {
+      StatusOr<wire::Batch> h = ReadHeld(HeldDirOf(o.state_dir) + "/" + name);
+      if (!h.ok()) continue;  // the agent sets it aside
+      m.held_stacks += static_cast<size_t>(h->records_size());
+      m.held_bytes += h->ByteSizeLong();
+      if (m.held_oldest_ms == 0 || h->created_unix_ms() < m.held_oldest_ms) {
+        m.held_oldest_ms = h->created_unix_ms();
+      }
+    }
+  }
   m.live_dir = DefaultLiveDir(m.settings.ok() && m.settings->has_value() ? (*m.settings)->live_dir
                                                                          : std::string());
   if (!m.live_dir.empty()) m.live = CountFiles(m.live_dir, ".fplive");
@@ -233,6 +249,10 @@ std::string StatusJson(const MachineStatus& m, const StatusOptions& o) {
   j.EndObject();
   j.Key("outbox").BeginObject();
   j.Key("batches").Uint(m.outbox.files).Key("bytes").Uint(m.outbox.bytes);
+  j.EndObject();
+  j.Key("held_stacks").BeginObject();
+  j.Key("records").Uint(m.held_stacks).Key("bytes").Uint(m.held_bytes);
+  j.Key("oldest_unix_ms").Int(m.held_oldest_ms);
   j.EndObject();
   j.Key("live_runs").Uint(m.live.files);
   j.Key("quarantined").Uint(m.quarantine.batches + m.quarantine.records);
@@ -303,6 +323,13 @@ void PrintLocal(const MachineStatus& m, const StatusOptions& o) {
   std::printf("outbox:         %llu batches, %s waiting for the aggregator\n",
               static_cast<unsigned long long>(m.outbox.files),
               FormatBytes(static_cast<double>(m.outbox.bytes)).c_str());
+  if (m.held_stacks > 0) {
+    std::printf(
+        "held stacks:    %zu stack records, %s, of runs since %s; sealed with the day's "
+        "batch\n",
+        m.held_stacks, FormatBytes(static_cast<double>(m.held_bytes)).c_str(),
+        When(m.held_oldest_ms).c_str());
+  }
   if (m.quarantine.batches > 0) {
     std::printf(
         "set aside:      %llu batch%s the aggregator refused for what %s; never sent again, "
