@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/api_key.h"
+#include "common/exported_symbols.h"
 #include "common/proto/fieldprof.pb.h"
 
 namespace fieldprof::agent {
@@ -47,28 +48,6 @@ bool ReadLiveStacks(int fd, LiveStacks* out);
 // Adds them to `rec` as stack_cpu_ns records (runs 1: the run's own, as
 // the runtime writes them) under `platform`; returns how many.
 int AddLiveStackRecords(const LiveStacks& stacks, const Platform& platform, wire::RunRecord* rec);
-
-// An ELF file's exported symbols (.dynsym) as the dynamic linker's dladdr
-// searches them: the one it answers with for an address is the highest at
-// or below it whose extent holds it, the first in the table of equals.
-class ExportedSymbols {
- public:
-  // Those of the file at `path`, if its build id is `build_id` (hex);
-  // false (and none) otherwise.
-  bool Load(const std::string& path, const std::string& build_id);
-  // The symbol the runtime names a frame at `offset` (from the load bias)
-  // by: dladdr's answer, with an extent that holds it; nullptr if none.
-  const std::string* At(uint64_t offset) const;
-
- private:
-  struct Sym {
-    uint64_t value, size;
-    size_t index;
-    std::string name;
-  };
-  std::vector<Sym> syms_;  // by value, then index
-  uint64_t max_size_ = 0;
-};
 
 }  // namespace fieldprof::agent
 
