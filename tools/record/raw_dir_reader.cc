@@ -16,6 +16,7 @@
 #include "common/sampler_format.h"
 #include "tools/cli/symbolizer.h"
 #include "tools/record/cpu_switches.h"
+#include "tools/record/field_view.h"
 
 namespace fieldprof::local {
 
@@ -166,6 +167,21 @@ class Interner {
     if (fresh) r_->types.emplace_back(thread, stack);
     return it->second;
   }
+  // A sample's field stacks, as the set of their ids.
+  uint32_t FieldSet(const std::vector<FieldStackName>& stacks) {
+    std::vector<uint32_t> ids;
+    ids.reserve(stacks.size());
+    for (const FieldStackName& f : stacks) {
+      auto [it, fresh] = field_ids_.emplace(f, static_cast<uint32_t>(r_->field_stacks.size()));
+      if (fresh) r_->field_stacks.push_back(f);
+      ids.push_back(it->second);
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    auto [it, fresh] = field_set_ids_.emplace(ids, static_cast<uint32_t>(r_->field_sets.size()));
+    if (fresh) r_->field_sets.push_back(std::move(ids));
+    return it->second;
+  }
   void Preempted() { ++r_->preemptions; }
   void Unattributed() { ++r_->waits_unattributed; }
   uint32_t IdleTypeOf(uint32_t thread, uint32_t stack, IdleDirection d) {
@@ -178,6 +194,8 @@ class Interner {
  private:
   Recording* r_;
   std::unordered_map<std::string, uint32_t> frame_ids_;
+  std::map<FieldStackName, uint32_t> field_ids_;
+  std::map<std::vector<uint32_t>, uint32_t> field_set_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> thread_ids_, type_ids_;
   std::map<std::tuple<uint32_t, uint32_t, IdleDirection>, uint32_t> idle_ids_;
@@ -285,6 +303,9 @@ struct RawDirReader::File {
   bool unresolved = false;  // a sample had an address outside the modules known then
   size_t sym_modules = 0;   // the modules `sym` was made with
   std::unique_ptr<Symbolizer> sym;
+  // The field view's: the modules as loaded, and what the folder knows of them.
+  std::vector<LoadedModule> loaded;
+  std::vector<const FieldFolder::Module*> field_info;
 
   bool Covered(const std::vector<uint64_t>& ips) const {
     for (uint64_t ip : ips) {
@@ -304,6 +325,7 @@ RawDirReader::RawDirReader(std::string dir, const TimeTreeOptions& options)
     : dir_(std::move(dir)),
       options_(options),
       builder_(options),
+      folder_(std::make_unique<FieldFolder>()),
       in_(std::make_unique<Interned>(&r_)) {}
 
 RawDirReader::~RawDirReader() = default;
@@ -362,11 +384,16 @@ Status RawDirReader::ReadMore(File& f) {
   if (f.unresolved && f.p.modules.size() != modules_before) stale_ = true;
   // The chunk's samples are named with every module the chunk listed.
   const uint64_t period = f.p.header.hz > 0 ? 1000000000ull / f.p.header.hz : 0;
+  if (f.loaded.size() != f.p.modules.size()) {
+    f.loaded = Loaded(f.p.modules);
+    folder_->Describe(f.loaded, &f.field_info);
+  }
   for (const RawSample& s : samples) {
     f.unresolved |= !f.Covered(s.ips);
     const uint32_t type =
         in_->Type(in_->Thread(f.p.header.pid, s.h.tid), in_->Stack(SymOf(f), s.ips, false));
-    pending_.push_back({s.h.time_ns, type, s.h.weight_ns != 0 ? s.h.weight_ns : period});
+    const uint32_t field = in_->FieldSet(FieldFolder::Fold(f.loaded, f.field_info, s.ips));
+    pending_.push_back({s.h.time_ns, type, s.h.weight_ns != 0 ? s.h.weight_ns : period, field});
     f.last_time = std::max(f.last_time, s.h.time_ns);
   }
   return Status::Ok();
@@ -406,6 +433,7 @@ Status RawDirReader::Poll(uint64_t watermark_ns) {
     }
     FP_RETURN_IF_ERROR(builder_.Append(s.time, s.type));
     sample_ns_.push_back(s.weight);
+    sample_fields_.push_back(s.field);
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(joined));
   return Status::Ok();
@@ -479,19 +507,23 @@ uint64_t RawDirReader::CountProcesses(const std::vector<File*>& procs) {
   return end;
 }
 
-StatusOr<TimeTree> RawDirReader::SamplesTree(bool with_waiting, std::vector<uint64_t>* sample_ns) {
+StatusOr<TimeTree> RawDirReader::SamplesTree(bool with_waiting, std::vector<uint64_t>* sample_ns,
+                                             std::vector<uint32_t>* sample_fields) {
   if (late_.empty() && (!with_waiting || pending_.empty())) {
     FP_ASSIGN_OR_RETURN(TimeTree tree, builder_.Tree());
     tree.MakeTimesRelative(r_.start_ns);
     *sample_ns = sample_ns_;
+    *sample_fields = sample_fields_;
     return tree;
   }
   if (late_.empty()) {
     TimeTreeBuilder grown = builder_;  // pending_ is in order, and after it
     *sample_ns = sample_ns_;
+    *sample_fields = sample_fields_;
     for (const Sample& s : pending_) {
       FP_RETURN_IF_ERROR(grown.Append(s.time, s.type));
       sample_ns->push_back(s.weight);
+      sample_fields->push_back(s.field);
     }
     FP_ASSIGN_OR_RETURN(TimeTree tree, grown.Tree());
     tree.MakeTimesRelative(r_.start_ns);
@@ -501,16 +533,20 @@ StatusOr<TimeTree> RawDirReader::SamplesTree(bool with_waiting, std::vector<uint
   if (with_waiting) all.insert(all.end(), pending_.begin(), pending_.end());
   const std::vector<uint64_t>& times = builder_.times();
   const std::vector<uint32_t>& types = builder_.types();
-  for (size_t i = 0; i < times.size(); ++i) all.push_back({times[i], types[i], sample_ns_[i]});
+  for (size_t i = 0; i < times.size(); ++i) {
+    all.push_back({times[i], types[i], sample_ns_[i], sample_fields_[i]});
+  }
   std::stable_sort(all.begin(), all.end(),
                    [](const Sample& a, const Sample& b) { return a.time < b.time; });
   std::vector<uint64_t> t(all.size());
   std::vector<uint32_t> y(all.size());
   sample_ns->resize(all.size());
+  sample_fields->resize(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     t[i] = all[i].time >= r_.start_ns ? all[i].time - r_.start_ns : 0;
     y[i] = all[i].type;
     (*sample_ns)[i] = all[i].weight;
+    (*sample_fields)[i] = all[i].field;
   }
   return TimeTree::Build(std::move(t), std::move(y), options_);
 }
@@ -543,7 +579,7 @@ StatusOr<Recording> RawDirReader::Snapshot(bool with_waiting) {
   }
   Points(&r);
   Recording out = r;
-  FP_ASSIGN_OR_RETURN(out.tree, SamplesTree(with_waiting, &out.sample_ns));
+  FP_ASSIGN_OR_RETURN(out.tree, SamplesTree(with_waiting, &out.sample_ns, &out.sample_fields));
   std::stable_sort(idle.begin(), idle.end(),
                    [](const IdleEvent& a, const IdleEvent& b) { return a.time < b.time; });
   std::vector<uint64_t> times(idle.size());

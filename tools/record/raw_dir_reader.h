@@ -17,6 +17,7 @@
 namespace fieldprof::local {
 
 class Symbolizer;
+class FieldFolder;
 
 // A raw directory read as its files grow. Each Poll reads the whole
 // records the samplers appended since the last, names and interns the new
@@ -55,6 +56,7 @@ class RawDirReader {
     uint64_t time;
     uint32_t type;
     uint64_t weight;
+    uint32_t field;  // its set of field stacks (Recording::field_sets)
   };
   [[nodiscard]] Status ReadMore(File& f);
   // `f`'s process's symbolizer, made with its modules as read so far.
@@ -66,17 +68,21 @@ class RawDirReader {
   // The header's counts in r_ from the processes' files, afresh; their
   // last time.
   uint64_t CountProcesses(const std::vector<File*>& procs);
-  // The samples' tree and each sample's weight (`sample_ns`): as grown,
-  // with the waiting samples when asked; or, when a sample came late, made
-  // from them all. Times are after r_.start_ns (those before it, 0).
-  [[nodiscard]] StatusOr<TimeTree> SamplesTree(bool with_waiting, std::vector<uint64_t>* sample_ns);
+  // The samples' tree and each sample's weight (`sample_ns`) and field
+  // stacks (`sample_fields`): as grown, with the waiting samples when
+  // asked; or, when a sample came late, made from them all. Times are
+  // after r_.start_ns (those before it, 0).
+  [[nodiscard]] StatusOr<TimeTree> SamplesTree(bool with_waiting, std::vector<uint64_t>* sample_ns,
+                                               std::vector<uint32_t>* sample_fields);
 
   std::string dir_;
   TimeTreeOptions options_;
   Recording r_;  // frames, stacks, threads, types as interned so far
   std::vector<std::unique_ptr<File>> files_;
   TimeTreeBuilder builder_;
-  std::vector<uint64_t> sample_ns_;  // per sample of builder_
+  std::vector<uint64_t> sample_ns_;      // per sample of builder_
+  std::vector<uint32_t> sample_fields_;  // the same
+  std::unique_ptr<FieldFolder> folder_;
   std::vector<Sample> pending_, late_;
   bool stale_ = false;
   std::unique_ptr<Interned> in_;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -187,6 +189,59 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
   }
   t.set_metrics(Bit(Metric::kSamples) | Bit(Metric::kTimeNs) | Bit(Metric::kCalls));
   t.description = "traced scopes and samples of " + r.command;
+  return t;
+}
+
+StatusOr<CallTree> FieldTreeFromRecording(const Recording& r, const std::string& module,
+                                          uint64_t t1_ns, uint64_t t2_ns, uint32_t tid) {
+  if (r.sample_fields.empty() && r.tree.samples() > 0) {
+    return Unsupported(
+        "recorded before recordings kept the field's view of their stacks: record it again");
+  }
+  std::vector<bool> wanted(r.field_stacks.size());
+  std::set<std::string> modules;
+  std::string version;
+  for (size_t i = 0; i < r.field_stacks.size(); ++i) {
+    modules.insert(r.field_stacks[i].module);
+    wanted[i] = r.field_stacks[i].module == module;
+    if (wanted[i]) version = r.field_stacks[i].version;
+  }
+  if (std::find(wanted.begin(), wanted.end(), true) == wanted.end()) {
+    std::string have;
+    for (const std::string& m : modules) have += (have.empty() ? "" : ", ") + m;
+    return NotFound("no sample was in " + module + " (a module a package installed)" +
+                    (have.empty() ? std::string("; none was in any")
+                                  : "; the recording's packaged modules: " + have));
+  }
+  const std::vector<uint64_t>& times = r.tree.times();
+  const std::vector<uint32_t>& types = r.tree.types();
+  const size_t lo = std::lower_bound(times.begin(), times.end(), t1_ns) - times.begin();
+  const size_t hi = std::upper_bound(times.begin(), times.end(), t2_ns) - times.begin();
+  std::map<uint32_t, std::pair<int64_t, int64_t>> by_stack;  // samples, ns
+  for (size_t i = lo; i < hi; ++i) {
+    if (tid != 0 && r.threads[r.types[types[i]].first].tid != tid) continue;
+    for (uint32_t id : r.field_sets[r.sample_fields[i]]) {
+      if (!wanted[id]) continue;
+      auto& [samples, ns] = by_stack[id];
+      ++samples;
+      ns += static_cast<int64_t>(SampleNs(r, i));
+    }
+  }
+  CallTree t;
+  for (const auto& [id, w] : by_stack) {
+    uint32_t n = CallTree::kRoot;
+    std::string_view rest = r.field_stacks[id].stack;
+    while (!rest.empty()) {
+      const size_t semi = rest.find(';');
+      n = t.Child(n, std::string(rest.substr(0, semi)));
+      rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+    }
+    t.Add(n, Metric::kSamples, w.first);
+    t.Add(n, Metric::kTimeNs, w.second);
+  }
+  t.set_metrics(Bit(Metric::kSamples) | Bit(Metric::kTimeNs));
+  t.description =
+      module + " " + version + " as the field folds it, in the recording of " + r.command;
   return t;
 }
 

@@ -4,7 +4,9 @@
 #define FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_
 
 #include <cstdint>
+#include <string>
 
+#include "common/status.h"
 #include "tools/record/recording.h"
 #include "tools/tree/call_tree.h"
 
@@ -31,6 +33,17 @@ CallTree OffCpuTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
 // time. Samples outside every scope keep their sampled time under the
 // root. Scopes wholly in [t1_ns, t2_ns], of thread `tid` (0: all).
 CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
+
+// The samples of [t1_ns, t2_ns] of thread `tid` (0: all) as the field
+// sees them (field_view.h): the field stacks of `module` they fold into,
+// each sample's time under its stack; a tree like the one the field's
+// folded stacks of that module make (fieldprof stacks --format folded).
+// Unsupported for a recording made before the view was kept;
+// NotFound when no sample is in a packaged module of that name (the
+// message lists those that are).
+[[nodiscard]] StatusOr<CallTree> FieldTreeFromRecording(const Recording& r,
+                                                        const std::string& module, uint64_t t1_ns,
+                                                        uint64_t t2_ns, uint32_t tid);
 
 }  // namespace fieldprof::local
 

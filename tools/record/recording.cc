@@ -12,9 +12,10 @@ namespace fieldprof::local {
 namespace {
 
 // Version 2 added idle transitions, version 3 CPU-wide idle, version 4
-// each sample's time, version 5 the program's points; older files are
-// read without them.
-constexpr char kMagic[] = "FPRECORDING5\n";
+// each sample's time, version 5 the program's points, version 6 the
+// field's view; older files are read without them.
+constexpr char kMagic[] = "FPRECORDING6\n";
+constexpr char kMagic5[] = "FPRECORDING5\n";
 constexpr char kMagic4[] = "FPRECORDING4\n";
 constexpr char kMagic3[] = "FPRECORDING3\n";
 constexpr char kMagic2[] = "FPRECORDING2\n";
@@ -107,6 +108,19 @@ std::string EncodeRecording(const Recording& r) {
     PutVarint(&out, sp.end_ns - sp.begin_ns);
     prev = sp.begin_ns;
   }
+  PutVarint(&out, r.field_stacks.size());
+  for (const FieldStackName& f : r.field_stacks) {
+    PutString(&out, f.module);
+    PutString(&out, f.version);
+    PutString(&out, f.stack);
+  }
+  PutVarint(&out, r.field_sets.size());
+  for (const std::vector<uint32_t>& set : r.field_sets) {
+    PutVarint(&out, set.size());
+    for (uint32_t id : set) PutVarint(&out, id);
+  }
+  PutVarint(&out, r.sample_fields.size());
+  for (uint32_t set : r.sample_fields) PutVarint(&out, set);
   out += r.tree.Encode();
   return out;
 }
@@ -257,9 +271,46 @@ Status DecodeSpans(std::string_view* in, Recording* r) {
 
 }  // namespace
 
+namespace {
+
+// The field's view of a version 6 recording.
+Status DecodeFieldView(std::string_view* in, Recording* r) {
+  uint64_t n = 0;
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("field stacks");
+  r->field_stacks.resize(n);
+  for (FieldStackName& f : r->field_stacks) {
+    if (!GetString(in, &f.module) || !GetString(in, &f.version) || !GetString(in, &f.stack)) {
+      return Bad("field stacks");
+    }
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("field sets");
+  r->field_sets.resize(n);
+  for (std::vector<uint32_t>& set : r->field_sets) {
+    uint64_t size = 0;
+    if (!GetVarint(in, &size) || size > in->size()) return Bad("field sets");
+    set.resize(size);
+    for (uint32_t& id : set) {
+      uint64_t v = 0;
+      if (!GetVarint(in, &v) || v >= r->field_stacks.size()) return Bad("field sets");
+      id = static_cast<uint32_t>(v);
+    }
+  }
+  if (!GetVarint(in, &n) || n > in->size()) return Bad("field view");
+  r->sample_fields.resize(n);
+  for (uint32_t& set : r->sample_fields) {
+    uint64_t v = 0;
+    if (!GetVarint(in, &v) || v >= r->field_sets.size()) return Bad("field view");
+    set = static_cast<uint32_t>(v);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Recording> DecodeRecording(std::string_view in) {
   const std::string_view magic = in.substr(0, kMagicSize);
-  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 5
+  const int version = magic == std::string_view(kMagic, kMagicSize)    ? 6
+                      : magic == std::string_view(kMagic5, kMagicSize) ? 5
                       : magic == std::string_view(kMagic4, kMagicSize) ? 4
                       : magic == std::string_view(kMagic3, kMagicSize) ? 3
                       : magic == std::string_view(kMagic2, kMagicSize) ? 2
@@ -280,11 +331,15 @@ StatusOr<Recording> DecodeRecording(std::string_view in) {
     }
   }
   if (version >= 5) FP_RETURN_IF_ERROR(DecodeSpans(&in, &r));
+  if (version >= 6) FP_RETURN_IF_ERROR(DecodeFieldView(&in, &r));
   FP_ASSIGN_OR_RETURN(r.tree, TimeTree::Decode(in));
   for (uint32_t t : r.tree.types()) {
     if (t >= r.types.size()) return Bad("samples");
   }
   if (!r.sample_ns.empty() && r.sample_ns.size() != r.tree.samples()) return Bad("sample times");
+  if (!r.sample_fields.empty() && r.sample_fields.size() != r.tree.samples()) {
+    return Bad("field view");
+  }
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/status.h"
@@ -57,6 +58,16 @@ struct RecordedSpan {
   uint64_t begin_ns = 0, end_ns = 0;  // after start_ns
 };
 
+// One stack as the field folds it (tools/record/field_view.h): the module
+// (key name), its version as the field keys it, and the frames joined by
+// ';', outermost first.
+struct FieldStackName {
+  std::string module, version, stack;
+  bool operator<(const FieldStackName& o) const {
+    return std::tie(module, version, stack) < std::tie(o.module, o.version, o.stack);
+  }
+};
+
 struct Recording {
   std::string command;
   uint32_t hz = 0;
@@ -94,6 +105,14 @@ struct Recording {
   TimeTree idle_tree;                 // events by time; types index idle_types
   std::vector<uint64_t> idle_off_ns;  // per event of idle_tree, in its order: the wait's length
                                       // (0 when it had not ended by the end of the recording)
+
+  // The field's view of the samples (field_view.h): the field stacks they
+  // fold into, the distinct sets of them a sample makes (one stack per
+  // packaged module on its stack), and each sample's set, in the order of
+  // `tree` (empty in recordings made before it was kept).
+  std::vector<FieldStackName> field_stacks;
+  std::vector<std::vector<uint32_t>> field_sets;
+  std::vector<uint32_t> sample_fields;
 
   // Points: off unless the program passed any.
   std::vector<SpanName> span_names;

@@ -51,7 +51,9 @@ constexpr const char* kUsage =
     "  fieldprof tree mean r1 r2 r3                       # per-metric averages\n"
     "  fieldprof tree min r1 r2 r3                        # what every run has\n"
     "  fieldprof tree sub new1 new2 new3 --base old1,old2,old3   # what changed\n"
-    "  fieldprof tree merge run.fprec --metric time       # traced scopes and samples in one\n";
+    "  fieldprof tree merge run.fprec --metric time       # traced scopes and samples in one\n"
+    "  fieldprof tree sub run.fprec --base z.folded --field_module libz.so.1 --metric time \\\n"
+    "      --normalize total    # inside zlib: this run against the field (fieldprof stacks)\n";
 
 struct Common {
   std::string metric_name, out, match = "exact", normalize = "none", color = "auto", pprof, html;
@@ -59,7 +61,7 @@ struct Common {
   int64_t thread = 0, limit = 30;
   bool json = false, collapsed = false, total = false, nodes = false, threads = false;
   bool off_cpu = false, field = false;
-  std::string base, cache = DefaultSnapshotCacheDir();
+  std::string base, cache = DefaultSnapshotCacheDir(), field_module;
 };
 
 void AddFlags(OptionTable* t, Common* c) {
@@ -90,6 +92,10 @@ void AddFlags(OptionTable* t, Common* c) {
   t->AddBool("off_cpu", &c->off_cpu,
              "a recording: where threads waited instead of the samples (calls: waits, time: "
              "off-CPU time)");
+  t->AddString("field_module", &c->field_module,
+               "a recording: its samples as the field folds this module's stacks (exported "
+               "names or +offset, marks where the time left it; docs/field-stacks.md), to read "
+               "beside the field's (fieldprof stacks --format folded)");
   t->AddBool("json", &c->json, "print JSON");
   t->AddBool("field", &c->field,
              "after each library API node, what the field says it costs (p50 and p99 a call, "
@@ -297,6 +303,7 @@ bool Load(const Invocation& inv, const std::vector<std::string>& paths,
   lo.chrome.threads = c.threads;
   lo.off_cpu = c.off_cpu;
   lo.merge = inv.verb == "merge";
+  lo.field_module = c.field_module;
   for (const std::string& p : paths) {
     StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
     if (!tree.ok()) {

@@ -35,6 +35,16 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
                         ": the program passed no points (<fieldprof/points.h>): nothing "
                         "traced to merge with its samples");
     }
+    if (!o.field_module.empty()) {
+      if (o.merge || o.off_cpu) {
+        return Status(StatusCode::kInvalidArgument,
+                      "--field_module reads a recording's samples, not its scopes or waits");
+      }
+      StatusOr<CallTree> f = FieldTreeFromRecording(*r, o.field_module, o.from_ns, o.to_ns, o.tid);
+      if (!f.ok()) return named(f.status());
+      f->description = path + ": " + f->description;
+      return f;
+    }
     CallTree t = o.merge     ? MergedTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid)
                  : o.off_cpu ? OffCpuTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid)
                              : CallTreeFromRecording(*r, o.from_ns, o.to_ns, o.tid);

@@ -19,6 +19,9 @@ struct LoadOptions {
   uint32_t tid = 0;
   bool off_cpu = false;  // the waits and their off-CPU time instead of the samples
   bool merge = false;    // its traced scopes with its samples (MergedTreeFromRecording)
+  // Its samples as the field folds this module's stacks
+  // (FieldTreeFromRecording); other files are read as they are.
+  std::string field_module;
   // For collapsed stacks: what the counts are.
   Metric collapsed_metric = Metric::kSamples;
   ChromeTraceOptions chrome;

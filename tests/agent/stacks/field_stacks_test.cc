@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -272,6 +273,116 @@ TEST_F(FieldStacksTest, NoPrivateFrameLeavesAndThePublishedSumsAreTheSpools) {
   std::set<std::string> roots;
   for (const auto& st : s["stacks"]) roots.insert(st["frames"][0].get<std::string>());
   EXPECT_TRUE(roots.contains("compress2")) << s.dump();
+}
+
+// A local recording read beside the field's profile of the same library
+// (fieldprof tree ... --field_module): the recording's samples folded as
+// the field folds them name what the field names (zlib's exported
+// functions, "+offset", where the time left zlib) and nothing else: not
+// the program's functions the recording itself names, not an unpackaged
+// library's. The same program run in the field and recorded locally gives
+// the same zlib stacks, so `tree sub` of the two reads as one tree.
+TEST_F(FieldStacksTest, ALocalRecordingReadsBesideTheFieldsProfile) {
+  AggregatorProcess agg(dir_, FreePort(), AggregatorArgs());
+  agg.Start();
+  for (int i = 0; i < 3; ++i) RunProgram(300, 200);
+  ASSERT_NO_FATAL_FAILURE(UploadAll(agg));
+  std::ofstream(dir_.File("field.folded"))
+      << Get(agg, "/v1/stacks?module=libz.so.1&format=folded&limit=100000");
+  const std::string cli = FIELDPROF_CLI_BIN;
+  const std::string rec = dir_.File("local.fprec");
+  ASSERT_EQ(std::system((cli + " record -o " + rec + " -- " + FIELDPROF_STACK_PROG +
+                         " 300 > /dev/null 2> " + dir_.File("record.log"))
+                            .c_str()),
+            0)
+      << Slurp(dir_.File("record.log"));
+  auto run = [&](const std::string& args) {
+    const std::string out = dir_.File("tree.out");
+    const int rc = std::system((cli + " tree " + args + " > " + out + " 2>&1").c_str());
+    EXPECT_EQ(rc, 0) << args << "\n" << Slurp(out);
+    return Slurp(out);
+  };
+  // The recording names the program's own functions; its field view does not.
+  ASSERT_NE(run("show --collapsed " + rec).find(kSecret), std::string::npos);
+  const std::string view = run("show --collapsed --metric time --field_module libz.so.1 " + rec);
+  EXPECT_EQ(view.find(kSecret), std::string::npos) << view;
+  EXPECT_EQ(view.find("fpsecret"), std::string::npos) << view;
+  // Folded stacks, each frame one the field can send.
+  std::map<std::string, uint64_t> local, field;
+  auto parse = [](const std::string& text, std::map<std::string, uint64_t>* out) {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      const size_t sp = line.rfind(' ');
+      if (sp == std::string::npos || line.empty()) continue;
+      (*out)[line.substr(0, sp)] += std::stoull(line.substr(sp + 1));
+    }
+  };
+  parse(view, &local);
+  parse(Slurp(dir_.File("field.folded")), &field);
+  ASSERT_FALSE(local.empty()) << view;
+  ASSERT_FALSE(field.empty());
+  for (const auto& [stack, ns] : local) {
+    EXPECT_TRUE(key_rules::StackSymbolOk(stack.data(), stack.size())) << stack;
+  }
+  // Where zlib's time goes, by its named frames (the innermost "+offset" is
+  // an instruction, which two runs need not share): the local run's named
+  // paths are the field's, nearly all of its time in paths the field has.
+  auto named = [](const std::string& stack) {
+    std::string out;
+    std::istringstream frames(stack);
+    std::string f;
+    while (std::getline(frames, f, ';')) {
+      if (f[0] == '+') break;
+      out += (out.empty() ? "" : ";") + f;
+    }
+    return out;
+  };
+  std::set<std::string> field_paths;
+  for (const auto& [stack, ns] : field) field_paths.insert(named(stack));
+  uint64_t total = 0, shared = 0;
+  for (const auto& [stack, ns] : local) {
+    total += ns;
+    if (field_paths.contains(named(stack))) shared += ns;
+  }
+  EXPECT_GE(static_cast<double>(shared), 0.9 * static_cast<double>(total))
+      << shared << " of " << total << " ns\n"
+      << view;
+  EXPECT_TRUE(field_paths.contains("compress2;deflate")) << Slurp(dir_.File("field.folded"));
+  // The two read as one tree: the field's against the local run.
+  const std::string sub = run("sub " + rec + " --base " + dir_.File("field.folded") +
+                              " --field_module libz.so.1 --metric time --normalize total "
+                              "--min_percent 0");
+  EXPECT_NE(sub.find("compress2"), std::string::npos) << sub;
+  EXPECT_EQ(sub.find(kSecret), std::string::npos) << sub;
+  // Where libc's qsort calls the program's comparator, the program is a
+  // mark, never a name.
+  const std::string libc = run("show --collapsed --field_module libc.so.6 " + rec);
+  EXPECT_NE(libc.find(";[program] "), std::string::npos) << libc;
+  EXPECT_EQ(libc.find(kSecret), std::string::npos) << libc;
+  // A module the program never had, or one no package installed (the
+  // secret library): said, with the recording's packaged modules.
+  auto refused = [&](const std::string& module, const std::string& file) {
+    const std::string out = dir_.File("refused.out");
+    EXPECT_NE(std::system(
+                  (cli + " tree show --field_module " + module + " " + file + " > " + out + " 2>&1")
+                      .c_str()),
+              0)
+        << module;
+    return Slurp(out);
+  };
+  EXPECT_NE(refused("libcrypto.so.3", rec).find("libz.so.1"), std::string::npos);
+  EXPECT_NE(refused("libfpsecret.so", rec).find("libz.so.1"), std::string::npos);
+  // A packaged program (python3) is the program, never a kept module.
+  const std::string py = dir_.File("python.fprec");
+  ASSERT_EQ(std::system((cli + " record -o " + py +
+                         " -- /usr/bin/python3 -c 'import zlib\nfor i in range(40): "
+                         "zlib.compress(bytes(range(256)) * 4000, 9)' > /dev/null 2>&1")
+                            .c_str()),
+            0);
+  const std::string modules = refused("none.so", py);
+  EXPECT_NE(modules.find("libz.so.1"), std::string::npos) << modules;
+  EXPECT_EQ(modules.find("python3"), std::string::npos) << modules;
 }
 
 // Every address of a library's code is named by the agent's reading of

@@ -15,6 +15,7 @@
 #include "tools/record/idle_report.h"
 #include "tools/record/pprof_export.h"
 #include "tools/record/profile.pb.h"
+#include "tools/record/record_tree.h"
 
 namespace fieldprof::local {
 namespace {
@@ -61,6 +62,13 @@ Recording Sample(uint32_t seed) {
   r.span_names = {{"startup", "load (scope)", true}, {"startup", "begin -> ready", false}};
   r.spans = {{1, 0, 1, 500, 90000}, {0, 0, 0, 1000, 4000}, {0, 2, 2, 7000, 7000}};
   r.points_lost = 4;
+  r.field_stacks = {{"libsqlite3.so.0", "3.40.1-2_0123456789abcdef", "sqlite3_step;+1a2b"},
+                    {"libsqlite3.so.0", "3.40.1-2_0123456789abcdef", "sqlite3_step;[libc.so.6]"},
+                    {"libz.so.1", "1:1.2.13.dfsg-1_aa", "deflate;+4cb3"}};
+  r.field_sets = {{}, {0}, {1, 2}, {2}};
+  for (size_t i = 0; i < r.tree.samples(); ++i) {
+    r.sample_fields.push_back(static_cast<uint32_t>(rng() % r.field_sets.size()));
+  }
   return r;
 }
 
@@ -131,7 +139,51 @@ TEST(RecordingTest, WhatIsWrittenReadsBackFieldForField) {
                          r.spans[i].begin_ns, r.spans[i].end_ns));
     }
     EXPECT_EQ(back->points_lost, r.points_lost);
+    ASSERT_EQ(back->field_stacks.size(), r.field_stacks.size());
+    for (size_t i = 0; i < r.field_stacks.size(); ++i) {
+      EXPECT_FALSE(back->field_stacks[i] < r.field_stacks[i] ||
+                   r.field_stacks[i] < back->field_stacks[i]);
+    }
+    EXPECT_EQ(back->field_sets, r.field_sets);
+    EXPECT_EQ(back->sample_fields, r.sample_fields);
   }
+}
+
+// The field's view of a recording: a module's field stacks, each sample's
+// time under every stack of that module it folded into, within the range
+// and thread asked; counted as the samples are.
+TEST(RecordingTest, TheFieldsViewSumsASamplesTimeUnderItsModulesStacks) {
+  const Recording r = Sample(5);
+  const uint64_t last = r.tree.last_time();
+  for (const auto& [t1, t2, tid] : std::vector<std::tuple<uint64_t, uint64_t, uint32_t>>{
+           {0, UINT64_MAX, 0}, {last / 3, last / 2, 0}, {0, UINT64_MAX, 101}}) {
+    std::map<std::string, int64_t> want;  // stack -> samples
+    for (size_t i = 0; i < r.tree.samples(); ++i) {
+      if (r.tree.times()[i] < t1 || r.tree.times()[i] > t2) continue;
+      if (tid != 0 && r.threads[r.types[r.tree.types()[i]].first].tid != tid) continue;
+      for (uint32_t id : r.field_sets[r.sample_fields[i]]) {
+        if (r.field_stacks[id].module == "libsqlite3.so.0") ++want[r.field_stacks[id].stack];
+      }
+    }
+    StatusOr<CallTree> t = FieldTreeFromRecording(r, "libsqlite3.so.0", t1, t2, tid);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    std::map<std::string, int64_t> got;
+    for (uint32_t n = 1; n < t->size(); ++n) {
+      if (t->self(n, Metric::kSamples) == 0) continue;
+      std::string path;
+      for (const std::string& f : t->Path(n)) path += (path.empty() ? "" : ";") + f;
+      got[path] = t->self(n, Metric::kSamples);
+    }
+    EXPECT_EQ(got, want) << t1 << ".." << t2 << " tid " << tid;
+    EXPECT_GT(got.size(), 0u);
+  }
+  StatusOr<CallTree> none = FieldTreeFromRecording(r, "libcrypto.so.3", 0, UINT64_MAX, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("libsqlite3.so.0, libz.so.1"), std::string::npos)
+      << none.status().message();
+  Recording old = r;
+  old.sample_fields.clear();
+  EXPECT_FALSE(FieldTreeFromRecording(old, "libsqlite3.so.0", 0, UINT64_MAX, 0).ok());
 }
 
 TEST(RecordingTest, ACutOrDamagedFileIsAnErrorNeverACrash) {

@@ -1,0 +1,63 @@
+// The field's view of a recording: each sample's stack folded as the field
+// runtime folds a measured run's stacks (common/stack_folding.h,
+// docs/field-stacks.md), so that a local recording and a field profile of
+// the same library can be read side by side (`fieldprof tree show|sub
+// --field_module libz.so.1 my.fprec`).
+//
+// As in the field: only modules a Debian package installed are kept (this
+// machine's dpkg database says which, by file name and build id); a frame
+// is its module's exported symbol that covers it, else "+offset" of that
+// build; where the time went from the module's innermost frame is a mark
+// ("[libc.so.6]", "[program]", "[unpackaged]"). Local names (debug info,
+// the program's own functions) are not used: the view names what the
+// field can name, and nothing else.
+#ifndef FIELDPROF_TOOLS_RECORD_FIELD_VIEW_H_
+#define FIELDPROF_TOOLS_RECORD_FIELD_VIEW_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/cli/symbolizer.h"
+#include "tools/record/recording.h"
+
+namespace fieldprof {
+class PackageVersions;
+}
+
+namespace fieldprof::local {
+
+class FieldFolder {
+ public:
+  // `dpkg_dir`: the package database that says which modules are kept.
+  explicit FieldFolder(const std::string& dpkg_dir = "/var/lib/dpkg");
+  ~FieldFolder();
+  FieldFolder(const FieldFolder&) = delete;
+  FieldFolder& operator=(const FieldFolder&) = delete;
+
+  struct Module;  // what is known of a module's file (field_view.cc)
+
+  // What the folder knows of each of a process's `modules`, looked up
+  // once a file: `info` is extended to match them.
+  void Describe(const std::vector<LoadedModule>& modules, std::vector<const Module*>* info);
+
+  // The field stacks of one sample of a process that had `modules` loaded
+  // (`info` from Describe): `ips` innermost first, the innermost an
+  // interrupted instruction, the rest return addresses. One per module
+  // kept.
+  static std::vector<FieldStackName> Fold(const std::vector<LoadedModule>& modules,
+                                          const std::vector<const Module*>& info,
+                                          const std::vector<uint64_t>& ips);
+
+ private:
+  const Module& Of(const LoadedModule& m);
+
+  std::unique_ptr<PackageVersions> versions_;
+  std::map<std::string, std::unique_ptr<Module>> modules_;  // by path
+};
+
+}  // namespace fieldprof::local
+
+#endif  // FIELDPROF_TOOLS_RECORD_FIELD_VIEW_H_
