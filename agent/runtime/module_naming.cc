@@ -9,33 +9,15 @@
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/sys.h"
 #include "common/key_rules.h"
+#include "common/system_path.h"
 
 namespace fieldprof::rt {
 
 namespace {
 
-// Whether `path` is an executable that belongs to the system: under a
-// system directory, owned by root and writable by nobody else, as is the
-// directory that holds it.
+// Whether `path` belongs to the system (common/system_path.h).
 bool SystemExecutable(char* path, size_t len) {
-  static const char* const kDirs[] = {"/usr/bin/", "/usr/sbin/",    "/bin/",       "/sbin/",
-                                      "/usr/lib/", "/usr/libexec/", "/usr/games/", "/lib/"};
-  bool under = false;
-  for (const char* d : kDirs) {
-    const size_t n = strlen(d);
-    if (len > n && strncmp(path, d, n) == 0) under = true;
-  }
-  if (!under) return false;
-  constexpr unsigned kOthersWrite = S_IWGRP | S_IWOTH;
-  struct stat st;
-  if (sys::Stat(path, &st) != 0 || st.st_uid != 0 || (st.st_mode & kOthersWrite) != 0) {
-    return false;
-  }
-  char* slash = strrchr(path, '/');
-  *slash = 0;
-  const bool dir_ok = sys::Stat(path, &st) == 0 && st.st_uid == 0 && (st.st_mode & S_IWOTH) == 0;
-  *slash = '/';
-  return dir_ok;
+  return SystemPath(path, len, [](const char* p, struct stat* st) { return sys::Stat(p, st); });
 }
 
 // The module name of the program's own exports (python3's PyErr_Occurred):

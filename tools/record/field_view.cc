@@ -1,5 +1,7 @@
 #include "tools/record/field_view.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -7,13 +9,24 @@
 #include "common/key_rules.h"
 #include "common/package_versions.h"
 #include "common/stack_folding.h"
+#include "common/system_path.h"
 
 namespace fieldprof::local {
 
 struct FieldFolder::Module {
   int32_t kind = stack_folding::kUnpackaged;  // or kProgram, kOurs; kept: 0
-  std::string name, version;                  // a kept module's key name and version
-  ExportedSymbols symbols;
+  std::string name, build_id, path;           // a kept module's key name, build, file
+  // Its exported symbols, read when a frame of it is first named (most
+  // modules of a process never are).
+  const ExportedSymbols& Symbols() const {
+    if (!symbols_read) {
+      symbols.Load(path, build_id);
+      symbols_read = true;
+    }
+    return symbols;
+  }
+  mutable ExportedSymbols symbols;
+  mutable bool symbols_read = false;
 };
 
 namespace {
@@ -41,7 +54,7 @@ class SampleFrames {
   size_t FrameName(int32_t obj, uintptr_t a, char* out, size_t cap) const {
     const LoadedModule& m = modules_[static_cast<size_t>(obj)];
     const uint64_t offset = a - m.bias;
-    if (const std::string* s = info_[static_cast<size_t>(obj)]->symbols.At(offset);
+    if (const std::string* s = info_[static_cast<size_t>(obj)]->Symbols().At(offset);
         s != nullptr && s->size() <= cap) {
       std::memcpy(out, s->data(), s->size());
       return s->size();
@@ -51,7 +64,7 @@ class SampleFrames {
   const char* ModuleOf(int32_t obj) const { return info_[static_cast<size_t>(obj)]->name.c_str(); }
   void Add(int32_t obj, const char* stack, uint64_t) {
     const FieldFolder::Module& m = *info_[static_cast<size_t>(obj)];
-    out.push_back({m.name, m.version, stack});
+    out.push_back({m.name, m.build_id, stack});
   }
 
   std::vector<FieldStackName> out;
@@ -63,9 +76,7 @@ class SampleFrames {
 
 }  // namespace
 
-FieldFolder::FieldFolder(const std::string& dpkg_dir)
-    : versions_(std::make_unique<PackageVersions>(dpkg_dir)) {}
-
+FieldFolder::FieldFolder() = default;
 FieldFolder::~FieldFolder() = default;
 
 const FieldFolder::Module& FieldFolder::Of(const LoadedModule& lm) {
@@ -91,13 +102,18 @@ const FieldFolder::Module& FieldFolder::Of(const LoadedModule& lm) {
   if (!key_rules::ModuleOk(name.data(), name.size())) return m;
   const std::string build_id = FileBuildId(lm.path);
   if (build_id.empty()) return m;
-  // Kept only when a package installed it, as the agent keeps stacks.
-  const std::string version = versions_->KeyVersion(name, build_id);
-  if (version == build_id) return m;
+  // Kept, as the runtime keeps it, when it is a system file (a package
+  // can have installed it; which package, if any, is asked when the view
+  // is read, as the agent asks).
+  std::string path = lm.path;
+  if (!SystemPath(path.data(), path.size(),
+                  [](const char* p, struct stat* st) { return ::stat(p, st); })) {
+    return m;
+  }
   m.kind = 0;
   m.name = name;
-  m.version = version;
-  m.symbols.Load(lm.path, build_id);
+  m.build_id = build_id;
+  m.path = lm.path;
   return m;
 }
 

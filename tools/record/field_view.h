@@ -4,13 +4,15 @@
 // the same library can be read side by side (`fieldprof tree show|sub
 // --field_module libz.so.1 my.fprec`).
 //
-// As in the field: only modules a Debian package installed are kept (this
-// machine's dpkg database says which, by file name and build id); a frame
-// is its module's exported symbol that covers it, else "+offset" of that
-// build; where the time went from the module's innermost frame is a mark
-// ("[libc.so.6]", "[program]", "[unpackaged]"). Local names (debug info,
-// the program's own functions) are not used: the view names what the
-// field can name, and nothing else.
+// As the runtime does: the frames of a system file (common/system_path.h:
+// what a package can have installed) are kept, under the module's key name
+// and build id; when the view is read, only a module that a package holds
+// is shown, under the package's version, as the agent keeps stacks. A
+// frame is its module's exported symbol that covers it, else "+offset" of
+// that build; where the time went from the module's innermost frame is a
+// mark ("[libc.so.6]", "[program]", "[unpackaged]"). Local names (debug
+// info, the program's own functions) are not used: the view names what
+// the field can name, and nothing else.
 #ifndef FIELDPROF_TOOLS_RECORD_FIELD_VIEW_H_
 #define FIELDPROF_TOOLS_RECORD_FIELD_VIEW_H_
 
@@ -23,16 +25,11 @@
 #include "tools/cli/symbolizer.h"
 #include "tools/record/recording.h"
 
-namespace fieldprof {
-class PackageVersions;
-}
-
 namespace fieldprof::local {
 
 class FieldFolder {
  public:
-  // `dpkg_dir`: the package database that says which modules are kept.
-  explicit FieldFolder(const std::string& dpkg_dir = "/var/lib/dpkg");
+  FieldFolder();
   ~FieldFolder();
   FieldFolder(const FieldFolder&) = delete;
   FieldFolder& operator=(const FieldFolder&) = delete;
@@ -54,7 +51,6 @@ class FieldFolder {
  private:
   const Module& Of(const LoadedModule& m);
 
-  std::unique_ptr<PackageVersions> versions_;
   std::map<std::string, std::unique_ptr<Module>> modules_;  // by path
 };
 

@@ -193,18 +193,23 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
 }
 
 StatusOr<CallTree> FieldTreeFromRecording(const Recording& r, const std::string& module,
-                                          uint64_t t1_ns, uint64_t t2_ns, uint32_t tid) {
+                                          uint64_t t1_ns, uint64_t t2_ns, uint32_t tid,
+                                          const VersionOf& version_of) {
   if (r.sample_fields.empty() && r.tree.samples() > 0) {
     return Unsupported(
         "recorded before recordings kept the field's view of their stacks: record it again");
   }
   std::vector<bool> wanted(r.field_stacks.size());
-  std::set<std::string> modules;
-  std::string version;
+  std::set<std::string> modules, versions;
+  std::map<std::pair<std::string, std::string>, std::string> version_by_build;
   for (size_t i = 0; i < r.field_stacks.size(); ++i) {
-    modules.insert(r.field_stacks[i].module);
-    wanted[i] = r.field_stacks[i].module == module;
-    if (wanted[i]) version = r.field_stacks[i].version;
+    const FieldStackName& f = r.field_stacks[i];
+    auto [it, fresh] = version_by_build.try_emplace({f.module, f.build_id});
+    if (fresh) it->second = version_of(f.module, f.build_id);
+    if (it->second == f.build_id) continue;  // no package holds it: the field drops it
+    modules.insert(f.module);
+    wanted[i] = f.module == module;
+    if (wanted[i]) versions.insert(it->second);
   }
   if (std::find(wanted.begin(), wanted.end(), true) == wanted.end()) {
     std::string have;
@@ -240,6 +245,8 @@ StatusOr<CallTree> FieldTreeFromRecording(const Recording& r, const std::string&
     t.Add(n, Metric::kTimeNs, w.second);
   }
   t.set_metrics(Bit(Metric::kSamples) | Bit(Metric::kTimeNs));
+  std::string version;
+  for (const std::string& v : versions) version += (version.empty() ? "" : ", ") + v;
   t.description =
       module + " " + version + " as the field folds it, in the recording of " + r.command;
   return t;

@@ -4,6 +4,7 @@
 #define FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -38,12 +39,18 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
 // sees them (field_view.h): the field stacks of `module` they fold into,
 // each sample's time under its stack; a tree like the one the field's
 // folded stacks of that module make (fieldprof stacks --format folded).
-// Unsupported for a recording made before the view was kept;
-// NotFound when no sample is in a packaged module of that name (the
-// message lists those that are).
+// `version_of(module, build_id)` gives a build's version as the field keys
+// it, or the build id itself when no package holds that build: the field
+// drops such a module's stacks, and so does the view.
+// Unsupported for a recording made before the view was kept; NotFound
+// when no sample is in a packaged module of that name (the message lists
+// those that are).
+using VersionOf =
+    std::function<std::string(const std::string& module, const std::string& build_id)>;
 [[nodiscard]] StatusOr<CallTree> FieldTreeFromRecording(const Recording& r,
                                                         const std::string& module, uint64_t t1_ns,
-                                                        uint64_t t2_ns, uint32_t tid);
+                                                        uint64_t t2_ns, uint32_t tid,
+                                                        const VersionOf& version_of);
 
 }  // namespace fieldprof::local
 

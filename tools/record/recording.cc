@@ -111,7 +111,7 @@ std::string EncodeRecording(const Recording& r) {
   PutVarint(&out, r.field_stacks.size());
   for (const FieldStackName& f : r.field_stacks) {
     PutString(&out, f.module);
-    PutString(&out, f.version);
+    PutString(&out, f.build_id);
     PutString(&out, f.stack);
   }
   PutVarint(&out, r.field_sets.size());
@@ -279,7 +279,7 @@ Status DecodeFieldView(std::string_view* in, Recording* r) {
   if (!GetVarint(in, &n) || n > in->size()) return Bad("field stacks");
   r->field_stacks.resize(n);
   for (FieldStackName& f : r->field_stacks) {
-    if (!GetString(in, &f.module) || !GetString(in, &f.version) || !GetString(in, &f.stack)) {
+    if (!GetString(in, &f.module) || !GetString(in, &f.build_id) || !GetString(in, &f.stack)) {
       return Bad("field stacks");
     }
   }

@@ -59,12 +59,12 @@ struct RecordedSpan {
 };
 
 // One stack as the field folds it (tools/record/field_view.h): the module
-// (key name), its version as the field keys it, and the frames joined by
-// ';', outermost first.
+// (key name) and its build id (hex), and the frames joined by ';',
+// outermost first.
 struct FieldStackName {
-  std::string module, version, stack;
+  std::string module, build_id, stack;
   bool operator<(const FieldStackName& o) const {
-    return std::tie(module, version, stack) < std::tie(o.module, o.version, o.stack);
+    return std::tie(module, build_id, stack) < std::tie(o.module, o.build_id, o.stack);
   }
 };
 

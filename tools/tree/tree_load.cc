@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "common/durable_file.h"
+#include "common/package_versions.h"
 #include "tools/record/record_tree.h"
 
 namespace fieldprof::local {
@@ -40,7 +41,11 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
         return Status(StatusCode::kInvalidArgument,
                       "--field_module reads a recording's samples, not its scopes or waits");
       }
-      StatusOr<CallTree> f = FieldTreeFromRecording(*r, o.field_module, o.from_ns, o.to_ns, o.tid);
+      // Which builds a package holds, as the agent asks it.
+      PackageVersions versions(o.dpkg_dir);
+      StatusOr<CallTree> f = FieldTreeFromRecording(
+          *r, o.field_module, o.from_ns, o.to_ns, o.tid,
+          [&](const std::string& m, const std::string& id) { return versions.KeyVersion(m, id); });
       if (!f.ok()) return named(f.status());
       f->description = path + ": " + f->description;
       return f;

@@ -22,6 +22,7 @@ struct LoadOptions {
   // Its samples as the field folds this module's stacks
   // (FieldTreeFromRecording); other files are read as they are.
   std::string field_module;
+  std::string dpkg_dir = "/var/lib/dpkg";  // which builds a package holds
   // For collapsed stacks: what the counts are.
   Metric collapsed_metric = Metric::kSamples;
   ChromeTraceOptions chrome;

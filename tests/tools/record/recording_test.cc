@@ -62,9 +62,9 @@ Recording Sample(uint32_t seed) {
   r.span_names = {{"startup", "load (scope)", true}, {"startup", "begin -> ready", false}};
   r.spans = {{1, 0, 1, 500, 90000}, {0, 0, 0, 1000, 4000}, {0, 2, 2, 7000, 7000}};
   r.points_lost = 4;
-  r.field_stacks = {{"libsqlite3.so.0", "3.40.1-2_0123456789abcdef", "sqlite3_step;+1a2b"},
-                    {"libsqlite3.so.0", "3.40.1-2_0123456789abcdef", "sqlite3_step;[libc.so.6]"},
-                    {"libz.so.1", "1:1.2.13.dfsg-1_aa", "deflate;+4cb3"}};
+  r.field_stacks = {{"libsqlite3.so.0", "0123456789abcdef", "sqlite3_step;+1a2b"},
+                    {"libsqlite3.so.0", "0123456789abcdef", "sqlite3_step;[libc.so.6]"},
+                    {"libz.so.1", "aa", "deflate;+4cb3"}};
   r.field_sets = {{}, {0}, {1, 2}, {2}};
   for (size_t i = 0; i < r.tree.samples(); ++i) {
     r.sample_fields.push_back(static_cast<uint32_t>(rng() % r.field_sets.size()));
@@ -149,6 +149,9 @@ TEST(RecordingTest, WhatIsWrittenReadsBackFieldForField) {
   }
 }
 
+// Every build is a package's, named "<module>-pkg".
+std::string Packaged(const std::string& module, const std::string&) { return module + "-pkg"; }
+
 // The field's view of a recording: a module's field stacks, each sample's
 // time under every stack of that module it folded into, within the range
 // and thread asked; counted as the samples are.
@@ -165,7 +168,7 @@ TEST(RecordingTest, TheFieldsViewSumsASamplesTimeUnderItsModulesStacks) {
         if (r.field_stacks[id].module == "libsqlite3.so.0") ++want[r.field_stacks[id].stack];
       }
     }
-    StatusOr<CallTree> t = FieldTreeFromRecording(r, "libsqlite3.so.0", t1, t2, tid);
+    StatusOr<CallTree> t = FieldTreeFromRecording(r, "libsqlite3.so.0", t1, t2, tid, Packaged);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     std::map<std::string, int64_t> got;
     for (uint32_t n = 1; n < t->size(); ++n) {
@@ -177,13 +180,16 @@ TEST(RecordingTest, TheFieldsViewSumsASamplesTimeUnderItsModulesStacks) {
     EXPECT_EQ(got, want) << t1 << ".." << t2 << " tid " << tid;
     EXPECT_GT(got.size(), 0u);
   }
-  StatusOr<CallTree> none = FieldTreeFromRecording(r, "libcrypto.so.3", 0, UINT64_MAX, 0);
+  StatusOr<CallTree> none = FieldTreeFromRecording(r, "libcrypto.so.3", 0, UINT64_MAX, 0, Packaged);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("libsqlite3.so.0, libz.so.1"), std::string::npos)
       << none.status().message();
+  // A build no package holds: dropped, as the agent drops its stacks.
+  const VersionOf no_package = [](const std::string&, const std::string& id) { return id; };
+  EXPECT_FALSE(FieldTreeFromRecording(r, "libz.so.1", 0, UINT64_MAX, 0, no_package).ok());
   Recording old = r;
   old.sample_fields.clear();
-  EXPECT_FALSE(FieldTreeFromRecording(old, "libsqlite3.so.0", 0, UINT64_MAX, 0).ok());
+  EXPECT_FALSE(FieldTreeFromRecording(old, "libsqlite3.so.0", 0, UINT64_MAX, 0, Packaged).ok());
 }
 
 TEST(RecordingTest, ACutOrDamagedFileIsAnErrorNeverACrash) {
