@@ -381,11 +381,13 @@ class ClockTest : public RuntimeTest {
     for (const auto& bucket : h->buckets()) {
       if (bucket.index() == kBucket) b = &bucket;
     }
-    // Most calls are undisturbed even on a busy machine.
-    EXPECT_GE(truth_n * 10, static_cast<uint64_t>(calls) * 9);
-    EXPECT_NE(b, nullptr);
-    if (b == nullptr || truth_n == 0 || b->sum_hi() != 0) return std::nan("");
-    EXPECT_GE(b->count() * 10, static_cast<uint64_t>(calls) * 9);
+    // A run whose calls were mostly disturbed (preempted out of the
+    // bucket on a busy machine) says too little: NaN, and the caller runs
+    // it again. Half of them in the bucket on both sides is plenty.
+    const uint64_t enough = static_cast<uint64_t>(calls) / 2;
+    if (b == nullptr || b->sum_hi() != 0 || truth_n < enough || b->count() < enough) {
+      return std::nan("");
+    }
     const double recorded = static_cast<double>(b->sum_lo()) / static_cast<double>(b->count());
     return recorded / (truth_sum / static_cast<double>(truth_n)) - 1;
   }
@@ -422,18 +424,23 @@ TEST_F(ClockTest, DurationsAreRightFromTheFirstCall) {
                                              {130, "nested", 2},
                                              {100000, "outer", 1}}) {
       for (int i = 0; i < times; ++i) {
-        fs::remove(log);
-        double error = Error(calls, mode, c.env);
-        if (std::abs(error) >= c.within) {
-          // Once more: a neighbour on 2 cores can push one run past the
-          // bound (1.77% in a CI run); a wrong rate is off every time.
+        // Up to four runs, the best of them: a neighbour on 2 cores can
+        // push one run past the bound (1.77% in a CI run) or preempt most
+        // of its calls out of the bucket (76% undisturbed under a -j2
+        // test run); a wrong rate is off every time.
+        double error = std::nan("");
+        for (int attempt = 0; attempt < 4; ++attempt) {
           fs::remove(log);
-          const double again = Error(calls, mode, c.env);
-          if (std::abs(again) < std::abs(error)) error = again;
+          const double e = Error(calls, mode, c.env);
+          EXPECT_NE(ReadFile(log).find(c.says), std::string::npos) << ReadFile(log);
+          if (!std::isnan(e) && (std::isnan(error) || std::abs(e) < std::abs(error))) error = e;
+          if (!std::isnan(error) && std::abs(error) < c.within) break;
         }
+        EXPECT_FALSE(std::isnan(error))
+            << c.name << ", " << calls << " " << mode
+            << " calls: fewer than half of the calls undisturbed in four runs";
         EXPECT_LT(std::abs(error), c.within) << c.name << ", " << calls << " " << mode
                                              << " calls: recorded " << 100 * error << "% off";
-        EXPECT_NE(ReadFile(log).find(c.says), std::string::npos) << ReadFile(log);
       }
     }
   }
