@@ -2,6 +2,8 @@
 
 #include <glob.h>
 
+#include <vector>
+
 #include "common/module_version.h"
 #include "tools/cli/symbolizer.h"
 
@@ -23,23 +25,41 @@ std::string DebugFileOf(const std::string& dir, const std::string& id_prefix) {
 
 }  // namespace
 
+DebugNames::DebugNames(std::string debug_dir) : dir_(std::move(debug_dir)) {}
+DebugNames::~DebugNames() = default;
+
+StatusOr<std::string> DebugNames::Name(const std::string& build_id, std::string_view frame) {
+  if (frame.size() < 2 || frame[0] != '+' ||
+      frame.find_first_not_of("0123456789abcdef", 1) != std::string_view::npos ||
+      frame.size() > 17) {
+    return std::string(frame);
+  }
+  std::unique_ptr<local::Symbolizer>& names = files_[build_id];
+  if (names == nullptr) {
+    const std::string file = DebugFileOf(dir_, build_id);
+    if (file.empty()) {
+      files_.erase(build_id);
+      return NotFound("no debug file for build " + build_id + " under " + dir_ + "/.build-id");
+    }
+    names = std::make_unique<local::Symbolizer>(
+        std::vector<local::LoadedModule>{{file, 0, 0, ~uint64_t{0}}});
+  }
+  const uint64_t offset = std::stoull(std::string(frame.substr(1)), nullptr, 16);
+  std::string name = names->Name(offset, false);
+  if (!name.empty() && name.find("0x") != 0 && name.find('+') == std::string::npos) return name;
+  return std::string(frame);
+}
+
 Status NameOffsets(const std::string& debug_dir, FieldStacks* s) {
   if (s->versions.size() != 1) {
     return InvalidArgument("--debug_dir names the frames of one build: give --version (" +
                            std::to_string(s->versions.size()) + " versions here)");
   }
   const std::string id(SplitModuleVersion(s->versions[0]).build_id);
-  const std::string file = DebugFileOf(debug_dir, id);
-  if (file.empty()) {
-    return NotFound("no debug file for build " + id + " under " + debug_dir + "/.build-id");
-  }
-  local::Symbolizer names({{file, 0, 0, ~uint64_t{0}}});
+  DebugNames names(debug_dir);
   for (FieldStack& st : s->stacks) {
     for (std::string& f : st.frames) {
-      if (f.size() < 2 || f[0] != '+') continue;
-      const uint64_t offset = std::stoull(f.substr(1), nullptr, 16);
-      std::string name = names.Name(offset, false);
-      if (!name.empty() && name.find("0x") != 0 && name.find('+') == std::string::npos) f = name;
+      FP_ASSIGN_OR_RETURN(f, names.Name(id, f));
     }
   }
   return Status::Ok();

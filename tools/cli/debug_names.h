@@ -5,12 +5,39 @@
 #ifndef FIELDPROF_TOOLS_CLI_DEBUG_NAMES_H_
 #define FIELDPROF_TOOLS_CLI_DEBUG_NAMES_H_
 
+#include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/field_stacks.h"
 #include "common/status.h"
 
+namespace fieldprof::local {
+class Symbolizer;
+}
+
 namespace fieldprof::tools {
+
+// Names "+offset" frames of builds by their debug files under `debug_dir`,
+// each file read once.
+class DebugNames {
+ public:
+  explicit DebugNames(std::string debug_dir);
+  ~DebugNames();
+  DebugNames(const DebugNames&) = delete;
+  DebugNames& operator=(const DebugNames&) = delete;
+
+  // The function `frame` ("+1a2b") of the build whose id begins with
+  // `build_id` (16 hex digits or more) lies in; `frame` itself when it is
+  // no offset or the debug file does not name it. NotFound when no debug
+  // file of the build is under the directory.
+  [[nodiscard]] StatusOr<std::string> Name(const std::string& build_id, std::string_view frame);
+
+ private:
+  std::string dir_;
+  std::map<std::string, std::unique_ptr<local::Symbolizer>> files_;  // by build id
+};
 
 // Names every "+offset" frame of `s` it can from the debug file of its
 // one version's build. InvalidArgument when `s` holds several versions,

@@ -194,7 +194,8 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
 
 StatusOr<CallTree> FieldTreeFromRecording(const Recording& r, const std::string& module,
                                           uint64_t t1_ns, uint64_t t2_ns, uint32_t tid,
-                                          const VersionOf& version_of) {
+                                          const VersionOf& version_of,
+                                          const FrameNamer& name_frame) {
   if (r.sample_fields.empty() && r.tree.samples() > 0) {
     return Unsupported(
         "recorded before recordings kept the field's view of their stacks: record it again");
@@ -238,7 +239,14 @@ StatusOr<CallTree> FieldTreeFromRecording(const Recording& r, const std::string&
     std::string_view rest = r.field_stacks[id].stack;
     while (!rest.empty()) {
       const size_t semi = rest.find(';');
-      n = t.Child(n, std::string(rest.substr(0, semi)));
+      const std::string_view frame = rest.substr(0, semi);
+      if (name_frame) {
+        FP_ASSIGN_OR_RETURN(const std::string named,
+                            name_frame(r.field_stacks[id].build_id, frame));
+        n = t.Child(n, named);
+      } else {
+        n = t.Child(n, frame);
+      }
       rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
     }
     t.Add(n, Metric::kSamples, w.first);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "tools/record/recording.h"
@@ -44,13 +45,18 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
 // drops such a module's stacks, and so does the view.
 // Unsupported for a recording made before the view was kept; NotFound
 // when no sample is in a packaged module of that name (the message lists
-// those that are).
+// those that are). `name_frame`, when given, names a frame of a build (its
+// "+offset" by the build's debug file: tools/cli/debug_names.h); its
+// errors are the call's.
 using VersionOf =
     std::function<std::string(const std::string& module, const std::string& build_id)>;
+using FrameNamer =
+    std::function<StatusOr<std::string>(const std::string& build_id, std::string_view frame)>;
 [[nodiscard]] StatusOr<CallTree> FieldTreeFromRecording(const Recording& r,
                                                         const std::string& module, uint64_t t1_ns,
                                                         uint64_t t2_ns, uint32_t tid,
-                                                        const VersionOf& version_of);
+                                                        const VersionOf& version_of,
+                                                        const FrameNamer& name_frame = {});
 
 }  // namespace fieldprof::local
 

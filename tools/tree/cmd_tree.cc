@@ -61,7 +61,7 @@ struct Common {
   int64_t thread = 0, limit = 30;
   bool json = false, collapsed = false, total = false, nodes = false, threads = false;
   bool off_cpu = false, field = false;
-  std::string base, cache = DefaultSnapshotCacheDir(), field_module;
+  std::string base, cache = DefaultSnapshotCacheDir(), field_module, debug_dir;
 };
 
 void AddFlags(OptionTable* t, Common* c) {
@@ -96,6 +96,9 @@ void AddFlags(OptionTable* t, Common* c) {
                "a recording: its samples as the field folds this module's stacks (exported "
                "names or +offset, marks where the time left it; docs/field-stacks.md), to read "
                "beside the field's (fieldprof stacks --format folded)");
+  t->AddString("debug_dir", &c->debug_dir,
+               "with --field_module: name its +offset frames from the build's debug file under "
+               "this directory (.build-id layout, as fieldprof stacks --debug_dir)");
   t->AddBool("json", &c->json, "print JSON");
   t->AddBool("field", &c->field,
              "after each library API node, what the field says it costs (p50 and p99 a call, "
@@ -304,6 +307,7 @@ bool Load(const Invocation& inv, const std::vector<std::string>& paths,
   lo.off_cpu = c.off_cpu;
   lo.merge = inv.verb == "merge";
   lo.field_module = c.field_module;
+  lo.debug_dir = c.debug_dir;
   for (const std::string& p : paths) {
     StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
     if (!tree.ok()) {

@@ -4,6 +4,7 @@
 
 #include "common/durable_file.h"
 #include "common/package_versions.h"
+#include "tools/cli/debug_names.h"
 #include "tools/record/record_tree.h"
 
 namespace fieldprof::local {
@@ -43,9 +44,15 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
       }
       // Which builds a package holds, as the agent asks it.
       PackageVersions versions(o.dpkg_dir);
+      tools::DebugNames debug(o.debug_dir);
+      FrameNamer name_frame;
+      if (!o.debug_dir.empty()) {
+        name_frame = [&](const std::string& id, std::string_view f) { return debug.Name(id, f); };
+      }
       StatusOr<CallTree> f = FieldTreeFromRecording(
           *r, o.field_module, o.from_ns, o.to_ns, o.tid,
-          [&](const std::string& m, const std::string& id) { return versions.KeyVersion(m, id); });
+          [&](const std::string& m, const std::string& id) { return versions.KeyVersion(m, id); },
+          name_frame);
       if (!f.ok()) return named(f.status());
       f->description = path + ": " + f->description;
       return f;

@@ -23,6 +23,9 @@ struct LoadOptions {
   // (FieldTreeFromRecording); other files are read as they are.
   std::string field_module;
   std::string dpkg_dir = "/var/lib/dpkg";  // which builds a package holds
+  // Names its "+offset" frames from the builds' debug files under this
+  // directory (.build-id layout: tools/cli/debug_names.h); empty: not named.
+  std::string debug_dir;
   // For collapsed stacks: what the counts are.
   Metric collapsed_metric = Metric::kSamples;
   ChromeTraceOptions chrome;

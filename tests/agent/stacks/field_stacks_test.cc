@@ -372,6 +372,17 @@ TEST_F(FieldStacksTest, ALocalRecordingReadsBesideTheFieldsProfile) {
     return Slurp(out);
   };
   EXPECT_NE(refused("libcrypto.so.3", rec).find("libz.so.1"), std::string::npos);
+  // --debug_dir names the +offsets from the debug file of the build the
+  // program ran (zlib's, by its build id); without it, it says so.
+  const std::string libz_id =
+      FileBuildId(fs::canonical("/lib/x86_64-linux-gnu/libz.so.1").string());
+  const std::string no_debug = dir_.File("no-debug.out");
+  EXPECT_NE(std::system((cli + " tree show --field_module libz.so.1 --debug_dir " +
+                         dir_.File("nothing") + " " + rec + " > " + no_debug + " 2>&1")
+                            .c_str()),
+            0);
+  EXPECT_NE(Slurp(no_debug).find("no debug file for build " + libz_id), std::string::npos)
+      << Slurp(no_debug);
   EXPECT_NE(refused("libfpsecret.so", rec).find("libz.so.1"), std::string::npos);
   // A packaged program (python3) is the program, never a kept module.
   const std::string py = dir_.File("python.fprec");

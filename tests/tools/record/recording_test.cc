@@ -7,6 +7,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -190,6 +191,32 @@ TEST(RecordingTest, TheFieldsViewSumsASamplesTimeUnderItsModulesStacks) {
   Recording old = r;
   old.sample_fields.clear();
   EXPECT_FALSE(FieldTreeFromRecording(old, "libsqlite3.so.0", 0, UINT64_MAX, 0, Packaged).ok());
+
+  // Frames named by the build's debug file (here: every offset is one
+  // function): the stacks under an offset and under its mark stay apart,
+  // the offsets' become the function's; a namer's error is the call's.
+  const FrameNamer inner = [](const std::string& id, std::string_view f) -> StatusOr<std::string> {
+    if (id != "0123456789abcdef") return NotFound("no debug file for build " + id);
+    return f[0] == '+' ? std::string("sqlite3VdbeExec") : std::string(f);
+  };
+  StatusOr<CallTree> named =
+      FieldTreeFromRecording(r, "libsqlite3.so.0", 0, UINT64_MAX, 0, Packaged, inner);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  std::set<std::string> paths;
+  for (uint32_t n = 1; n < named->size(); ++n) {
+    std::string path;
+    for (const std::string& f : named->Path(n)) path += (path.empty() ? "" : ";") + f;
+    paths.insert(path);
+  }
+  EXPECT_EQ(paths, (std::set<std::string>{"sqlite3_step", "sqlite3_step;sqlite3VdbeExec",
+                                          "sqlite3_step;[libc.so.6]"}));
+  const FrameNamer missing = [](const std::string& id, std::string_view) -> StatusOr<std::string> {
+    return NotFound("no debug file for build " + id);
+  };
+  StatusOr<CallTree> failed =
+      FieldTreeFromRecording(r, "libsqlite3.so.0", 0, UINT64_MAX, 0, Packaged, missing);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("0123456789abcdef"), std::string::npos);
 }
 
 TEST(RecordingTest, ACutOrDamagedFileIsAnErrorNeverACrash) {
