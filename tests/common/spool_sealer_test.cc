@@ -103,7 +103,9 @@ class Machine {
       std::snprintf(id, sizeof id, "batch-%010d", next_id_++);
       const wire::Batch b = step.batch->Seal(id, now_ms, *step.runs);
       EXPECT_TRUE(ValidateBatch(b).ok()) << ValidateBatch(b).ToString();
-      if (!larger_held_) EXPECT_LE(b.ByteSizeLong(), batch_bytes);
+      if (!larger_held_) {
+        EXPECT_LE(b.ByteSizeLong(), batch_bytes);
+      }
       ++sealed;
       return outbox_.Seal(OutboxName(now_ms, id), b.SerializeAsString(), spool_, *step.consumed,
                           step.held);
@@ -182,7 +184,9 @@ TEST(SpoolSealerTest, ADaysStacksAreSummedOnceAcrossItsBatches) {
     sealed += m.Pass(/*flush=*/false, kT0 + i * 60000, 8192);
     // What was sealed left the spool; its stacks are in the one held file.
     EXPECT_LE(m.HeldFiles(), 1u) << pass;
-    if (pass > 0) EXPECT_EQ(m.HeldFiles(), 1u) << pass;
+    if (pass > 0) {
+      EXPECT_EQ(m.HeldFiles(), 1u) << pass;
+    }
   }
   ASSERT_GT(sealed, 12) << "the API records filled too few batches for the test to say much";
   std::map<std::string, int> in_batches;
