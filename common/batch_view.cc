@@ -351,6 +351,15 @@ bool ParseBatchViewFast(std::string_view bytes, BatchView* out) {
   return true;
 }
 
+bool ParseRecordViewFast(std::string_view bytes, RecordView* out,
+                         std::vector<BucketView>* buckets) {
+  *out = RecordView();
+  buckets->clear();
+  if (!ParseRecord(bytes, out, buckets)) return false;
+  out->histogram_.buckets_ = buckets->data();
+  return true;
+}
+
 void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
   out->Clear();
   out->schema_version_ = batch.schema_version();

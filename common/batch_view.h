@@ -169,6 +169,13 @@ std::string_view StorableBatchBody(std::string_view body, std::string* scratch);
 // not in the shape the fast path takes; the caller then parses with protobuf.
 [[nodiscard]] bool ParseBatchViewFast(std::string_view bytes, BatchView* out);
 
+// One record's wire bytes (a wire::Record on its own, as the aggregator
+// stores its sums) in one pass into `out`, its histogram's buckets in
+// *buckets (cleared first; `out` points into it and into `bytes`). Not
+// validated; false in the same cases as ParseBatchViewFast.
+[[nodiscard]] bool ParseRecordViewFast(std::string_view bytes, RecordView* out,
+                                       std::vector<BucketView>* buckets);
+
 // Views a parsed message; `batch` must outlive `out`.
 void ViewBatchMessage(const wire::Batch& batch, BatchView* out);
 

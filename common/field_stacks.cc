@@ -39,19 +39,31 @@ bool IsStackMark(std::string_view frame) {
 FieldStacksBuilder::FieldStacksBuilder(std::string module, bool keep_per_run, bool split_frames)
     : keep_per_run_(keep_per_run), split_frames_(split_frames) {
   out_.module = std::move(module);
-  by_symbol_.reserve(4096);
 }
 
 void FieldStacksBuilder::Add(const std::string& symbol, const std::string& version,
                              const Histogram& h, uint64_t runs, uint64_t machines) {
-  FieldStack* st;
-  if (auto it = by_symbol_.find(symbol); it != by_symbol_.end()) {
-    st = it->second;
+  // A store walks its series in key order, where a stack's versions and
+  // platforms are neighbours: while the symbols come in order, the last
+  // stack is the only one a series can add to, and no index is needed. The
+  // first one out of order (a folded "[other]" after the walk, a caller's
+  // own order) indexes every stack so far, and the index takes over.
+  FieldStack* st = nullptr;
+  if (!stacks_.empty() && stacks_.back().symbol == symbol) {
+    st = &stacks_.back();
+  } else if (in_order_ && (stacks_.empty() || stacks_.back().symbol < symbol)) {
+    st = NewStack(symbol, /*index=*/false);
   } else {
-    st = &stacks_.emplace_back();
-    st->symbol = symbol;
-    if (split_frames_) st->frames = SplitStack(symbol);
-    by_symbol_.emplace(st->symbol, st);
+    if (in_order_) {
+      in_order_ = false;
+      by_symbol_.reserve(stacks_.size() * 2);
+      for (FieldStack& known : stacks_) by_symbol_.emplace(known.symbol, &known);
+    }
+    if (auto it = by_symbol_.find(symbol); it != by_symbol_.end()) {
+      st = it->second;
+    } else {
+      st = NewStack(symbol, /*index=*/true);
+    }
   }
   st->ns += static_cast<uint64_t>(h.sum());
   st->runs += runs;
@@ -60,25 +72,46 @@ void FieldStacksBuilder::Add(const std::string& symbol, const std::string& versi
     if (!st->per_run) st->per_run = std::make_shared<Histogram>();
     st->per_run->Merge(h);
   }
-  if (versions_.insert(version).second) out_.versions.push_back(version);
+  if (versions_.empty() || version != last_version_) {
+    if (versions_.insert(version).second) out_.versions.push_back(version);
+    last_version_ = version;
+  }
   out_.machines = std::max(out_.machines, machines);
 }
 
-FieldStacks FieldStacksBuilder::Finish() {
+FieldStack* FieldStacksBuilder::NewStack(const std::string& symbol, bool index) {
+  FieldStack* st = &stacks_.emplace_back();
+  st->symbol = symbol;
+  if (split_frames_) st->frames = SplitStack(symbol);
+  if (index) by_symbol_.emplace(st->symbol, st);
+  return st;
+}
+
+FieldStacks FieldStacksBuilder::Finish(size_t dearest) {
   std::sort(out_.versions.begin(), out_.versions.end());
   by_symbol_.clear();
-  out_.stacks.reserve(stacks_.size());
-  for (FieldStack& st : stacks_) {
-    out_.total_ns += st.ns;
-    out_.stacks.push_back(std::move(st));
-  }
-  stacks_.clear();
   // The dearest first; equal ones by their frames (their symbol: the frames
   // joined, which orders them alike but where a frame is a prefix of
   // another's), so the order is the same whatever order the series came in.
-  std::sort(out_.stacks.begin(), out_.stacks.end(), [](const FieldStack& a, const FieldStack& b) {
-    return a.ns != b.ns ? a.ns > b.ns : a.symbol < b.symbol;
-  });
+  // Sorted as pointers, each stack moved once.
+  std::vector<FieldStack*> order;
+  order.reserve(stacks_.size());
+  for (FieldStack& st : stacks_) {
+    out_.total_ns += st.ns;
+    order.push_back(&st);
+  }
+  const auto dearer = [](const FieldStack* a, const FieldStack* b) {
+    return a->ns != b->ns ? a->ns > b->ns : a->symbol < b->symbol;
+  };
+  if (dearest < order.size()) {
+    std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(dearest), order.end(),
+                      dearer);
+  } else {
+    std::sort(order.begin(), order.end(), dearer);
+  }
+  out_.stacks.reserve(order.size());
+  for (FieldStack* st : order) out_.stacks.push_back(std::move(*st));
+  stacks_.clear();
   return std::move(out_);
 }
 
@@ -240,6 +273,13 @@ std::string FieldStacksDiffFolded(const FieldStacks& before, const FieldStacks& 
 
 std::string FieldStacksJson(const FieldStacks& s, size_t limit) {
   JsonWriter j;
+  // Frames are short: a stack's JSON is about twice its symbol, plus its
+  // numbers.
+  size_t estimate = 256;
+  for (size_t i = 0; i < s.stacks.size() && i < limit; ++i) {
+    estimate += 2 * s.stacks[i].symbol.size() + 64;
+  }
+  j.Reserve(estimate);
   j.BeginObject();
   j.Key("module").String(s.module);
   j.Key("versions").BeginArray();

@@ -47,7 +47,7 @@ struct FieldStack {
 struct FieldStacks {
   std::string module;
   std::vector<std::string> versions;  // that contributed, sorted
-  std::vector<FieldStack> stacks;     // the most CPU time first, then by frames
+  std::vector<FieldStack> stacks;     // the most CPU time first, then by frames (Finish)
   uint64_t total_ns = 0;
   uint64_t machines = 0;  // the most of any series
 };
@@ -63,15 +63,21 @@ class FieldStacksBuilder {
   // One stack series of the module (the caller filtered it).
   void Add(const std::string& symbol, const std::string& version, const Histogram& h, uint64_t runs,
            uint64_t machines);
-  // The stacks, the most CPU time first.
-  FieldStacks Finish();
+  // The stacks, the most CPU time first; past the `dearest` first (what an
+  // answer of at most that many shows) in no order.
+  FieldStacks Finish(size_t dearest = SIZE_MAX);
 
  private:
+  FieldStack* NewStack(const std::string& symbol, bool index);
+
   FieldStacks out_;
   bool keep_per_run_, split_frames_;
   std::deque<FieldStack> stacks_;  // stable: by_symbol_ views their symbols
+  bool in_order_ = true;           // every symbol so far after the one before
+  // Once a symbol came out of order: every stack by its symbol.
   std::unordered_map<std::string_view, FieldStack*> by_symbol_;
   std::set<std::string> versions_;
+  std::string last_version_;
 };
 
 // The module's stack series that `filter` matches (every version unless it

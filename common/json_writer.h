@@ -35,6 +35,8 @@ class JsonWriter {
 
   const std::string& str() const { return out_; }
   std::string Take() { return std::move(out_); }
+  // Room for `bytes` of output (a large document written without regrowing).
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
 
  private:
   void Separate();

@@ -190,7 +190,8 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
         !s.ok()) {
       return ErrorResponse(s);
     }
-    const FieldStacks stacks = builder.Finish();
+    // The answer orders (and shows) only the `limit` dearest.
+    const FieldStacks stacks = builder.Finish(format == "folded" ? SIZE_MAX : limit);
     if (format == "folded") {
       HttpResponse r;
       r.status = 200;

@@ -1,6 +1,7 @@
 #include "aggregator/store/aggregate_value.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/wire.h"
 
@@ -48,13 +49,45 @@ void SparseAggregate::AddRecord(const wire::Record& r) { AddRecordT(r); }
 void SparseAggregate::AddRecord(const RecordView& r) { AddRecordT(r); }
 
 bool SparseAggregate::AddEncoded(std::string_view encoded) {
-  wire::Record r;
-  if (!r.ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) return false;
-  MachineSketch machines;
-  if (!machines.Decode(r.machines())) return false;
-  AddRecord(r);
-  machines_.Merge(machines);
+  // Read in place (every stored value a walk or a merge reads passes
+  // here): no message, no allocation once this thread's bucket scratch has
+  // grown. Bytes that reader does not take go to protobuf, which decides.
+  thread_local std::vector<BucketView> buckets;
+  RecordView view;
+  std::optional<wire::Record> message;
+  std::string_view machines;
+  if (ParseRecordViewFast(encoded, &view, &buckets)) {
+    machines = view.machines();
+  } else {
+    message.emplace();
+    if (!message->ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) return false;
+    machines = message->machines();
+  }
+  // The first value's machines decoded in place, later ones merged.
+  if (machines_.empty()) {
+    if (!machines_.Decode(machines)) return false;
+  } else {
+    MachineSketch more;
+    if (!more.Decode(machines)) return false;
+    machines_.Merge(more);
+  }
+  if (message) {
+    AddRecord(*message);
+  } else {
+    AddRecord(view);
+  }
   return true;
+}
+
+void SparseAggregate::Clear() {
+  buckets_.clear();
+  zero_count_ = 0;
+  min_ = std::numeric_limits<uint64_t>::max();
+  max_ = 0;
+  runs_ = 0;
+  truncated_ = false;
+  resolution_ns_ = 0;
+  machines_ = MachineSketch();
 }
 
 void SparseAggregate::Merge(const SparseAggregate& other) {

@@ -43,11 +43,16 @@ class SparseAggregate {
   void Merge(const SparseAggregate& other);
   void Encode(std::string* out) const;
 
+  // Empty again, keeping what it allocated for buckets (a walk sums one
+  // series after another in one aggregate).
+  void Clear();
+
   Histogram ToHistogram() const;
   uint64_t runs() const { return runs_; }
   bool truncated() const { return truncated_; }
   uint64_t resolution_ns() const { return resolution_ns_; }  // the largest added
   const MachineSketch& machines() const { return machines_; }
+  MachineSketch TakeMachines() { return std::move(machines_); }
   bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
  private:

@@ -67,6 +67,8 @@ Status RocksDbStore::ForEachApi(const ApiFilter& filter,
          day == point.next_day ? std::string_view(point.cursor) : std::string_view()});
   }
   for (Source& src : sources) src.it->Seek(src.prefix);
+  std::string api;
+  SparseAggregate acc;  // one series after another
   for (;;) {
     std::string_view next;
     bool any = false;
@@ -77,8 +79,8 @@ Status RocksDbStore::ForEachApi(const ApiFilter& filter,
       }
     }
     if (!any) break;
-    const std::string api(next);
-    SparseAggregate acc;
+    api.assign(next);
+    acc.Clear();
     for (Source& src : sources) {
       if (!src.Valid() || src.Api() != api) continue;
       if (!acc.AddEncoded(std::string_view(src.it->value().data(), src.it->value().size()))) {
@@ -89,7 +91,7 @@ Status RocksDbStore::ForEachApi(const ApiFilter& filter,
     FP_ASSIGN_OR_RETURN(ApiKey key, DecodeApiKey(api));
     if (!filter.Matches(key)) continue;
     if (!visit({std::move(key), acc.ToHistogram(), acc.runs(), acc.truncated(), acc.resolution_ns(),
-                acc.machines()}))
+                acc.TakeMachines()}))
       break;
   }
   for (Source& src : sources) {

@@ -1,19 +1,15 @@
 // Posts a module's field stacks to an aggregator, for the flame graph and
-// /v1/stacks benchmarks (deploy/bench-stacks-page.sh): N distinct stacks of
-// 4 to 14 frames over a tree that branches like a library's (a few entry
-// points, internal functions called from many places), CPU times spread
-// over four orders of magnitude, in batches of at most 4,000 records.
+// /v1/stacks benchmarks (deploy/bench-stacks-page.sh): N distinct stacks
+// (stack_gen.h) in batches of at most 4,000 records.
 //
 //   stacks_post PORT CA_FILE MODULE N
 #include <cstdio>
 #include <cstdlib>
-#include <random>
-#include <set>
 #include <string>
 
-#include "common/histogram.h"
 #include "common/https_client.h"
 #include "common/wire.h"
+#include "tests/benchmarks/stack_gen.h"
 
 int main(int argc, char** argv) {
   using namespace fieldprof;
@@ -27,8 +23,6 @@ int main(int argc, char** argv) {
   const std::string module = argv[3];
   const long n = std::atol(argv[4]);
   HttpsClient http(o);
-  std::mt19937_64 rng(68);
-  std::set<std::string> seen;
   wire::Batch b;
   // Batch ids count from FIRST_BATCH (default 10,000,000): a second
   // poster into the same aggregator gives its own.
@@ -51,29 +45,12 @@ int main(int argc, char** argv) {
     b.Clear();
     return true;
   };
-  std::geometric_distribution<int> fanout(0.35);
-  std::lognormal_distribution<double> ms(1.0, 1.6);
-  while (static_cast<long>(seen.size()) < n) {
-    std::string stack = "api_" + std::to_string(fanout(rng) % 12);
-    const int depth = 3 + static_cast<int>(rng() % 11);
-    for (int d = 0; d < depth; ++d) {
-      char frame[24];
-      std::snprintf(frame, sizeof frame, ";+%x", 0x1000 + (fanout(rng) + 7 * d) * 0x40);
-      stack += frame;
-    }
-    if (!seen.insert(stack).second) continue;
-    wire::Record* r = b.add_records();
-    r->mutable_key()->set_module(module);
-    r->mutable_key()->set_module_version("1.0-1_0123456789abcdef");
-    r->mutable_key()->set_symbol(stack);
-    r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
-    Histogram h;
-    h.Record(static_cast<uint64_t>(ms(rng) * 1e6) + 1);
-    HistogramToWire(h, r->mutable_histogram());
-    r->set_runs(1);
+  StackGen gen(module);
+  while (static_cast<long>(gen.made()) < n) {
+    *b.add_records() = gen.Next();
     if (b.records_size() == 4000 && !post()) return 1;
   }
   if (!post()) return 1;
-  std::printf("%zu stacks in %ld batches\n", seen.size(), batches);
+  std::printf("%zu stacks in %ld batches\n", gen.made(), batches);
   return 0;
 }

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <tuple>
+
 #include "common/key_rules.h"
 
 namespace fieldprof {
@@ -93,6 +97,59 @@ TEST(FieldStacksTest, AnswersFromUnsplitStacksAreTheSame) {
   // Equal times: by the stacks' symbols, whatever order the series came in.
   EXPECT_EQ(b.stacks[1].symbol, "api;+10");
   EXPECT_EQ(b.stacks[2].symbol, "b;+a");
+}
+
+// A store walks its series in key order, where a stack's versions are
+// neighbours, and the builder then sums without an index; series in any
+// other order (reversed, shuffled, or a walk's folded "[other]" stacks
+// after it) must give the same stacks. Asked for the dearest few only,
+// those come in the same order as a full sort's.
+TEST(FieldStacksTest, TheOrderTheSeriesComeInChangesNothing) {
+  std::mt19937_64 rng(68);
+  std::vector<SeriesSum> walk;  // in key order: symbol, then version
+  for (int i = 0; i < 400; ++i) {
+    const std::string symbol = "api_" + std::to_string(i / 40) + ";+" + std::to_string(1000 + i);
+    for (const char* version : {"", "1.0", "2.0"}) {
+      if (rng() % 3 == 0) continue;
+      walk.push_back(Stack(version, symbol, {1 + rng() % 5000, 1 + rng() % 50}, 1 + rng() % 9));
+    }
+  }
+  auto build = [](const std::vector<SeriesSum>& series, size_t dearest = SIZE_MAX) {
+    FieldStacksBuilder b("libx.so.1", /*keep_per_run=*/false, /*split_frames=*/false);
+    for (const SeriesSum& x : series) {
+      b.Add(x.key.symbol(), x.key.module_version(), x.histogram, x.runs, x.machines);
+    }
+    return b.Finish(dearest);
+  };
+  const FieldStacks in_order = build(walk);
+  ASSERT_GT(in_order.stacks.size(), 300u);
+  EXPECT_EQ(in_order.versions, (std::vector<std::string>{"", "1.0", "2.0"}));
+  uint64_t total = 0;
+  for (const SeriesSum& x : walk) total += static_cast<uint64_t>(x.histogram.sum());
+  EXPECT_EQ(in_order.total_ns, total);
+  const std::string want = FieldStacksFolded(in_order);
+  std::vector<SeriesSum> reversed(walk.rbegin(), walk.rend());
+  EXPECT_EQ(FieldStacksFolded(build(reversed)), want);
+  std::vector<SeriesSum> shuffled = walk;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  EXPECT_EQ(FieldStacksFolded(build(shuffled)), want);
+  // A tail after the walk: series of stacks already seen, and new ones.
+  std::vector<SeriesSum> tail = walk;
+  const std::vector<SeriesSum> extra = {Stack("1.0", "api_3;+1130", {77}),
+                                        Stack("1.0", "api_0;[other]", {500}),
+                                        Stack("2.0", "api_0;[other]", {300})};
+  tail.insert(tail.end(), extra.begin(), extra.end());
+  std::vector<SeriesSum> sorted_tail = tail;
+  std::sort(sorted_tail.begin(), sorted_tail.end(), [](const SeriesSum& a, const SeriesSum& b) {
+    return std::tie(a.key.symbol(), a.key.module_version()) <
+           std::tie(b.key.symbol(), b.key.module_version());
+  });
+  EXPECT_EQ(FieldStacksFolded(build(tail)), FieldStacksFolded(build(sorted_tail)));
+  // The 25 dearest, ordered alike; the rest all there.
+  const FieldStacks top = build(shuffled, 25);
+  ASSERT_EQ(top.stacks.size(), in_order.stacks.size());
+  EXPECT_EQ(top.total_ns, in_order.total_ns);
+  EXPECT_EQ(FieldStacksJson(top, 25), FieldStacksJson(in_order, 25));
 }
 
 Histogram HistogramOf(const std::vector<uint64_t>& v) {

@@ -590,6 +590,66 @@ TEST(AggregateValueTest, MergeIsOrderIndependentBytes) {
   EXPECT_FALSE(bad.AddEncoded("\xff\xff\xff"));
 }
 
+// A stored value is read in place (no protobuf message): what it sums is
+// what the message says, machines included; bytes that reader leaves (a
+// field given twice, which protobuf merges) go to protobuf; damaged ones
+// are refused with nothing added.
+TEST(AggregateValueTest, StoredValuesReadInPlaceSumAsTheirMessages) {
+  tools::BatchGenerator gen(
+      {.seed = 7, .modules = 3, .symbols_per_module = 4, .target_bytes = 16 * 1024});
+  const wire::Batch b = gen.Next();
+  SparseAggregate read, want;
+  int n = 0;
+  for (const auto& r : b.records()) {
+    SparseAggregate one;
+    one.AddRecord(r);
+    one.AddMachine(MachineHash("machine " + std::to_string(n++ % 7)));
+    std::string value;
+    one.Encode(&value);
+    ASSERT_TRUE(read.AddEncoded(value));
+    wire::Record message;
+    ASSERT_TRUE(message.ParseFromString(value));
+    want.AddRecord(message);
+    MachineSketch machines;
+    ASSERT_TRUE(machines.Decode(message.machines()));
+    want.AddMachines(machines);
+  }
+  ASSERT_GT(n, 10);
+  std::string got_bytes, want_bytes;
+  read.Encode(&got_bytes);
+  want.Encode(&want_bytes);
+  EXPECT_EQ(got_bytes, want_bytes);
+  EXPECT_EQ(read.machines().Estimate(), 7u);
+  EXPECT_EQ(read.ToHistogram(), want.ToHistogram());
+
+  // The histogram field twice: protobuf merges the two.
+  SparseAggregate a, c;
+  a.AddRecord(b.records(0));
+  c.AddRecord(b.records(1));
+  std::string va, vc;
+  a.Encode(&va);
+  c.Encode(&vc);
+  wire::Record ra, rc;
+  ASSERT_TRUE(ra.ParseFromString(va) && rc.ParseFromString(vc));
+  wire::Record merged = ra;
+  merged.MergeFrom(rc);
+  std::string joined = va + vc;  // both records' fields, in one value
+  SparseAggregate from_joined, from_merged;
+  ASSERT_TRUE(from_joined.AddEncoded(joined));
+  from_merged.AddRecord(merged);
+  EXPECT_EQ(from_joined.ToHistogram(), from_merged.ToHistogram());
+  EXPECT_EQ(from_joined.runs(), merged.runs());
+
+  // Damaged machines: refused, nothing added.
+  wire::Record bad = ra;
+  bad.set_machines("\x07garbage");
+  SparseAggregate refuses;
+  EXPECT_FALSE(refuses.AddEncoded(bad.SerializeAsString()));
+  EXPECT_TRUE(refuses.empty());
+  EXPECT_EQ(refuses.runs(), 0u);
+  EXPECT_TRUE(read.AddEncoded(va));  // a good one still adds
+}
+
 // A batch accepted but not yet folded when the process dies is folded at
 // the next open with its machine: the pending log keeps the machine's
 // hash, never its key, nor the batch's token.
