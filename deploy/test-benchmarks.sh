@@ -21,11 +21,12 @@ declare -A small=(
   [runtime]="1"
   [scale-out]=""
   [stacks]="3 2"
+  [stacks-answer]="2000 2 2"
   [stacks-page]="2000 3"
 )
 names=("$@")
 ((${#names[@]})) || names=(agent clock coverage dev-upload ingest ingest-defences process publish
-  record runtime scale-out stacks stacks-page)
+  record runtime scale-out stacks stacks-answer stacks-page)
 failed=()
 for name in "${names[@]}"; do
   [[ -v "small[$name]" ]] || { echo "test-benchmarks: no benchmark named $name" >&2; exit 2; }
