@@ -63,12 +63,19 @@ class FieldStacksBuilder {
   // One stack series of the module (the caller filtered it).
   void Add(const std::string& symbol, const std::string& version, const Histogram& h, uint64_t runs,
            uint64_t machines);
+  // The same, keeping `symbol` itself for a new stack (a walk's key, not
+  // copied).
+  void Add(std::string&& symbol, const std::string& version, const Histogram& h, uint64_t runs,
+           uint64_t machines);
   // The stacks, the most CPU time first; past the `dearest` first (what an
   // answer of at most that many shows) in no order.
   FieldStacks Finish(size_t dearest = SIZE_MAX);
 
  private:
-  FieldStack* NewStack(const std::string& symbol, bool index);
+  // `take`, if given, is `symbol`, to be moved into a new stack.
+  void AddAs(const std::string& symbol, std::string* take, const std::string& version,
+             const Histogram& h, uint64_t runs, uint64_t machines);
+  FieldStack* NewStack(const std::string& symbol, std::string* take, bool index);
 
   FieldStacks out_;
   bool keep_per_run_, split_frames_;

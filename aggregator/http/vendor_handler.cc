@@ -184,8 +184,8 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
     bool truncated = false;
     if (Status s = ForEachInRange(store, q, &truncated,
                                   [&](ApiAggregate&& a) {
-                                    builder.Add(a.key.symbol, a.key.module_version, a.histogram,
-                                                a.runs, a.machines.Estimate());
+                                    builder.Add(std::move(a.key.symbol), a.key.module_version,
+                                                a.histogram, a.runs, a.machines.Estimate());
                                   });
         !s.ok()) {
       return ErrorResponse(s);

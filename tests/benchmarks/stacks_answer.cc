@@ -188,7 +188,8 @@ void Steps(Store* store, const std::string& module, int rounds) {
     t = Clock::now();
     FieldStacksBuilder builder(module, /*keep_per_run=*/false, /*split_frames=*/false);
     IgnoreError(store->ForEachApi(filter, [&](ApiAggregate&& a) {
-      builder.Add(a.key.symbol, a.key.module_version, a.histogram, a.runs, a.machines.Estimate());
+      builder.Add(std::move(a.key.symbol), a.key.module_version, a.histogram, a.runs,
+                  a.machines.Estimate());
       return true;
     }));
     sum.push_back(Ms(Clock::now() - t));

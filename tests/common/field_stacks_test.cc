@@ -114,10 +114,17 @@ TEST(FieldStacksTest, TheOrderTheSeriesComeInChangesNothing) {
       walk.push_back(Stack(version, symbol, {1 + rng() % 5000, 1 + rng() % 50}, 1 + rng() % 9));
     }
   }
-  auto build = [](const std::vector<SeriesSum>& series, size_t dearest = SIZE_MAX) {
+  // `take`: each symbol handed over (as a store's walk does), not copied.
+  auto build = [](const std::vector<SeriesSum>& series, size_t dearest = SIZE_MAX,
+                  bool take = false) {
     FieldStacksBuilder b("libx.so.1", /*keep_per_run=*/false, /*split_frames=*/false);
     for (const SeriesSum& x : series) {
-      b.Add(x.key.symbol(), x.key.module_version(), x.histogram, x.runs, x.machines);
+      if (take) {
+        std::string symbol = x.key.symbol();
+        b.Add(std::move(symbol), x.key.module_version(), x.histogram, x.runs, x.machines);
+      } else {
+        b.Add(x.key.symbol(), x.key.module_version(), x.histogram, x.runs, x.machines);
+      }
     }
     return b.Finish(dearest);
   };
@@ -133,6 +140,8 @@ TEST(FieldStacksTest, TheOrderTheSeriesComeInChangesNothing) {
   std::vector<SeriesSum> shuffled = walk;
   std::shuffle(shuffled.begin(), shuffled.end(), rng);
   EXPECT_EQ(FieldStacksFolded(build(shuffled)), want);
+  EXPECT_EQ(FieldStacksFolded(build(walk, SIZE_MAX, /*take=*/true)), want);
+  EXPECT_EQ(FieldStacksFolded(build(shuffled, SIZE_MAX, /*take=*/true)), want);
   // A tail after the walk: series of stacks already seen, and new ones.
   std::vector<SeriesSum> tail = walk;
   const std::vector<SeriesSum> extra = {Stack("1.0", "api_3;+1130", {77}),
