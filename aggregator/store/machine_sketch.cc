@@ -84,6 +84,18 @@ void MachineSketch::ToDense() {
 void MachineSketch::Merge(const MachineSketch& other) {
   if (other.empty()) return;
   if (!dense() && !other.dense()) {
+    // Nothing new (a fold merging the stacks of the same few machines): no
+    // allocation.
+    size_t at = 0;
+    bool adds = false;
+    for (uint32_t e : other.sparse_) {
+      while (at < sparse_.size() && IndexOf(sparse_[at]) < IndexOf(e)) ++at;
+      if (at == sparse_.size() || IndexOf(sparse_[at]) != IndexOf(e) || sparse_[at] < e) {
+        adds = true;
+        break;
+      }
+    }
+    if (!adds) return;
     std::vector<uint32_t> merged;
     merged.reserve(sparse_.size() + other.sparse_.size());
     size_t i = 0, j = 0;

@@ -12,8 +12,10 @@
 #ifndef FIELDPROF_AGGREGATOR_STORE_STACK_OTHERS_H_
 #define FIELDPROF_AGGREGATOR_STORE_STACK_OTHERS_H_
 
+#include <deque>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aggregator/store/store.h"
@@ -27,7 +29,8 @@ class StackOthers {
  public:
   explicit StackOthers(int k) : k_(k) {}
 
-  // A stack series under k machines (all time).
+  // A stack series under k machines (all time). Kept without its dense
+  // histogram (a walk may hold back most of a module's stacks).
   void Add(const ApiAggregate& a);
   bool empty() const { return withheld_.empty(); }
 
@@ -37,8 +40,19 @@ class StackOthers {
   std::vector<ApiAggregate> Fold(std::map<std::string, std::string>* into = nullptr) const;
 
  private:
+  struct Withheld {
+    ApiKey key;
+    std::vector<std::pair<int, HistogramBucket>> buckets;  // the non-empty ones
+    uint64_t zero_count, min, max;
+    bool sum_sq_saturated;
+    uint64_t runs;
+    bool truncated;
+    uint64_t resolution_ns;
+    MachineSketch machines;
+  };
+
   const int k_;
-  std::vector<ApiAggregate> withheld_;
+  std::deque<Withheld> withheld_;
 };
 
 // Merges `from` into `to` (histogram, runs, machines, flags).

@@ -43,8 +43,11 @@ Figures Summarize(std::vector<double> v) {
   return {v[v.size() / 2], v.back()};
 }
 
-// Posts every stack once from each of `machines` machines.
-bool Fill(Router* router, Store* store, const std::string& module, long n, int machines) {
+// Posts every stack once from each of `machines` machines, or (`mixed`)
+// stack i from 1 + i % machines of them, a different few for each: the
+// rarer ones under k, folded where their prefixes reach it.
+bool Fill(Router* router, Store* store, const std::string& module, long n, int machines,
+          bool mixed) {
   std::vector<wire::Record> records;
   StackGen gen(module);
   while (static_cast<long>(gen.made()) < n) records.push_back(gen.Next());
@@ -62,8 +65,16 @@ bool Fill(Router* router, Store* store, const std::string& module, long n, int m
       b.mutable_client_platform()->set_os(wire::OS_LINUX);
       b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
       for (size_t i = first; i < std::min(records.size(), first + 4000); ++i) {
+        // Stack i from machines i * 7, i * 7 + 1, ... (mod machines).
+        const size_t from = 1 + i % static_cast<size_t>(machines);
+        const size_t first_machine = i * 7 % static_cast<size_t>(machines);
+        const size_t offset =
+            (static_cast<size_t>(m) + static_cast<size_t>(machines) - first_machine) %
+            static_cast<size_t>(machines);
+        if (mixed && offset >= from) continue;
         *b.add_records() = records[i];
       }
+      if (b.records_size() == 0) continue;
       HttpResponse r =
           router->Handle("POST", "/v1/batches", kProtobufContentType, b.SerializeAsString());
       if (r.status == 503) {
@@ -234,7 +245,15 @@ int Run(long n, int rounds) {
   const std::string module = "libbench.so.1";
   std::printf("== GET /v1/stacks summed in its request, %ld distinct stacks, %d rounds\n", n,
               rounds);
-  for (int k : {1, 5}) {
+  struct Case {
+    int k, machines;
+    bool mixed;
+    const char* what;
+  };
+  for (const Case& c : {Case{1, 1, false, "every stack from 1 machine"},
+                        Case{5, 5, false, "every stack from 5 machines"},
+                        Case{5, 9, true, "stack i from 1 + i % 9 of 9 machines: 4 in 9 under k"}}) {
+    const int k = c.k;
     const std::string dir = std::filesystem::temp_directory_path() /
                             ("fieldprof-stacks-answer-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir);
@@ -247,9 +266,8 @@ int Run(long n, int rounds) {
       parts.metrics = &metrics;
       Router ingest(std::move(parts));
       const auto t0 = Clock::now();
-      if (!Fill(&ingest, store->get(), module, n, k)) return 1;
-      std::printf("-- k = %d (every stack from %d machine%s; %.1f s to ingest)\n", k, k,
-                  k == 1 ? "" : "s", Ms(Clock::now() - t0) / 1e3);
+      if (!Fill(&ingest, store->get(), module, n, c.machines, c.mixed)) return 1;
+      std::printf("-- k = %d (%s; %.1f s to ingest)\n", k, c.what, Ms(Clock::now() - t0) / 1e3);
       IgnoreError((*store)->Close());
     }
     std::printf("   just ingested (each value a merge to do when read):\n");
