@@ -1,7 +1,7 @@
 // Answers that cost a walk over many series, kept between requests.
 //
 // GET /v1/stacks sums every field stack of a module: 100,000 of them take
-// about 370 ms to walk, fold and write, and the answer of the same
+// 0.1 to 0.4 s to walk, fold and write, and the answer of the same
 // question is the same until the sums change. An answer is kept under its
 // question (`key`) with the store's data version it was built at
 // (Store::DataVersion):
