@@ -11,9 +11,9 @@ namespace fieldprof::aggregator {
 namespace {
 
 // A withheld stack on its way up: the prefix it is to fold into now.
-template <typename W>
 struct Pending {
-  const W* stack;
+  const ApiKey* key;
+  uint32_t withheld;  // its value: StackOthers::withheld_[withheld]
   // Each proper prefix of the symbol, by its number of frames d at
   // [d - 1]: where it ends, and a hash of it (a fold looks a stack up at
   // each depth it tries, without reading its strings again).
@@ -22,7 +22,7 @@ struct Pending {
   size_t depth;        // of the prefix it is looked up by now (a group's rep)
   uint32_t next;       // the next stack of its group
   std::string_view Prefix() const {
-    return std::string_view(stack->key.symbol).substr(0, prefixes[depth - 1].first);
+    return std::string_view(key->symbol).substr(0, prefixes[depth - 1].first);
   }
   uint64_t Hash() const { return prefixes[depth - 1].second ^ rest_hash; }
 };
@@ -30,13 +30,12 @@ struct Pending {
 // A folded series at one depth, named by a member (its key but the
 // symbol) and the prefix they share; no string is built to find it, and
 // strings are compared only where the hashes agree.
-template <typename W>
 struct GroupId {
-  const Pending<W>* p;
+  const Pending* p;
   bool operator==(const GroupId& o) const {
     if (p->Hash() != o.p->Hash()) return false;
-    const ApiKey& a = p->stack->key;
-    const ApiKey& b = o.p->stack->key;
+    const ApiKey& a = *p->key;
+    const ApiKey& b = *o.p->key;
     return p->Prefix() == o.p->Prefix() && a.module == b.module &&
            a.module_version == b.module_version && a.metric == b.metric && a.platform == b.platform;
   }
@@ -46,9 +45,8 @@ struct GroupId {
 // through Pending::next from `head` to `tail`, and their machines. One
 // that does not reach k moves up a depth whole: its stacks share the
 // shorter prefix too.
-template <typename W>
 struct Group {
-  Pending<W>* rep;
+  Pending* rep;
   MachineSketch machines;
   uint32_t head, tail;
 };
@@ -82,12 +80,12 @@ void StackOthers::Add(const ApiAggregate& a) {
 }
 
 std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* into) const {
-  using P = Pending<Withheld>;
-  std::vector<P> pending;
+  std::vector<Pending> pending;
   pending.reserve(withheld_.size());
   std::vector<std::vector<uint32_t>> by_depth;  // the stacks with d + 1 frames at [d]
-  for (const Withheld& w : withheld_) {
-    P p{&w, {}, 0, 0, kNoNext};
+  for (uint32_t at = 0; at < withheld_.size(); ++at) {
+    const Withheld& w = withheld_[at];
+    Pending p{&w.key, at, {}, 0, 0, kNoNext};
     const std::string& symbol = w.key.symbol;
     uint64_t h = 14695981039346656037ull;  // FNV-1a, prefix by prefix
     for (size_t i = 0; i < symbol.size(); ++i) {
@@ -110,27 +108,26 @@ std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* 
   // else they try the next prefix up, with the stacks that are that short
   // and the other groups that did not reach k below it. Each folded series
   // then sums its stacks' values once.
-  using G = Group<Withheld>;
   std::map<std::string, std::pair<ApiKey, uint32_t>> out;  // by EncodeApiKey: key, first stack
-  std::vector<G> below;         // groups that did not reach k at the depth below
-  std::vector<G> groups;        // this depth's
+  std::vector<Group> below;     // groups that did not reach k at the depth below
+  std::vector<Group> groups;    // this depth's
   std::vector<uint32_t> slots;  // open addressing into groups (index + 1; 0: free)
   for (size_t depth = by_depth.empty() ? 0 : by_depth.size() - 1; depth >= 1; --depth) {
     groups.clear();
     size_t size = 16;
     while (size < 2 * (by_depth[depth].size() + below.size())) size *= 2;
     slots.assign(size, 0);
-    auto join = [&](P* rep, MachineSketch&& machines, uint32_t head, uint32_t tail) {
+    auto join = [&](Pending* rep, MachineSketch&& machines, uint32_t head, uint32_t tail) {
       rep->depth = depth;
-      const GroupId<Withheld> id{rep};
+      const GroupId id{rep};
       for (size_t at = rep->Hash() & (size - 1);; at = (at + 1) & (size - 1)) {
         if (slots[at] == 0) {
           slots[at] = static_cast<uint32_t>(groups.size()) + 1;
-          groups.push_back(G{rep, std::move(machines), head, tail});
+          groups.push_back(Group{rep, std::move(machines), head, tail});
           return;
         }
-        G& g = groups[slots[at] - 1];
-        if (GroupId<Withheld>{g.rep} == id) {
+        Group& g = groups[slots[at] - 1];
+        if (GroupId{g.rep} == id) {
           g.machines.Merge(machines);
           pending[g.tail].next = head;
           g.tail = tail;
@@ -139,23 +136,23 @@ std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* 
       }
     };
     for (uint32_t i : by_depth[depth]) {
-      join(&pending[i], MachineSketch(pending[i].stack->machines), i, i);
+      join(&pending[i], MachineSketch(withheld_[pending[i].withheld].machines), i, i);
     }
-    for (G& g : below) join(g.rep, std::move(g.machines), g.head, g.tail);
+    for (Group& g : below) join(g.rep, std::move(g.machines), g.head, g.tail);
     below.clear();
-    for (G& g : groups) {
+    for (Group& g : groups) {
       if (g.machines.Estimate() < static_cast<uint64_t>(k_)) {
         if (depth > 1) below.push_back(std::move(g));  // else withheld
         continue;
       }
-      ApiKey key = g.rep->stack->key;
+      ApiKey key = *g.rep->key;
       key.symbol.assign(g.rep->Prefix());
       key.symbol += key_rules::kStackSeparator;
       key.symbol += kOtherFrame;
       std::string enc = EncodeApiKey(key);
       if (into != nullptr) {
         for (uint32_t i = g.head; i != kNoNext; i = pending[i].next) {
-          (*into)[EncodeApiKey(pending[i].stack->key)] = enc;
+          (*into)[EncodeApiKey(*pending[i].key)] = enc;
         }
       }
       // Its machines are summed again from its stacks, with their values.
@@ -169,7 +166,7 @@ std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* 
     ApiAggregate& a = result.emplace_back();
     a.key = std::move(folded.first);
     for (uint32_t i = folded.second; i != kNoNext; i = pending[i].next) {
-      const Withheld& w = *pending[i].stack;
+      const Withheld& w = withheld_[pending[i].withheld];
       one = Histogram();
       one.SetZeroCount(w.zero_count);
       for (const auto& [b, bucket] : w.buckets) one.SetBucket(b, bucket);
