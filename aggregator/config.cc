@@ -361,6 +361,11 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
            "this many seconds at most after it was built, a new one summed meanwhile (0: every "
            "answer summed in its request)",
            0, 3600);
+  t.AddInt("answer_warm_stacks", &config->answer_warm_stacks,
+           "a module with at least this many field stacks has its usual GET /v1/stacks "
+           "questions (every version: the default limit, and the dashboard's) answered before "
+           "anyone asks and kept current, so that none waits for a walk of its stacks (0: none)",
+           0, 100000000);
   rocksdb.Register(t, &config->store);
   RegisterFleet(t, &config->fleet);
   publish.Register(t, config);

@@ -26,6 +26,9 @@ struct AggregatorConfig {
   // while batches keep coming (aggregator/http/answer_cache.h); 0: every
   // answer built in its request.
   int64_t answer_max_stale_s = 10;
+  // A module with at least this many stack series has its usual GET
+  // /v1/stacks questions answered before anyone asks (0: none).
+  int64_t answer_warm_stacks = 5000;
   // Anonymous upload tokens (common/upload_tokens.h): on when a secret file
   // is given; every batch then needs one.
   std::string token_secret_file;

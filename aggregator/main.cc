@@ -293,6 +293,7 @@ int Serve(const AggregatorConfig& config, Service& s, const sigset_t& signals) {
   parts.dev = s.dev.get();
   parts.developers = s.developers;
   parts.answer_max_stale = std::chrono::seconds(config.answer_max_stale_s);
+  parts.answer_warm_stacks = static_cast<size_t>(config.answer_warm_stacks);
   Router router(std::move(parts));
   Server server(server_options, &router, &s.metrics);
   if (Status st = server.Start(); !st.ok()) {

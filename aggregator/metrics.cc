@@ -77,6 +77,10 @@ void Metrics::AppendPrometheus(std::string* out) const {
   counter("fieldprof_answers_refreshed_total",
           "Kept answers rebuilt in the background after batches were applied.",
           answers_refreshed_.load());
+  counter("fieldprof_answers_warmed_total",
+          "GET /v1/stacks answers built before anyone asked them: the big modules' usual "
+          "questions, kept ready.",
+          answers_warmed_.load());
   counter("fieldprof_answers_joined_total",
           "GET /v1/stacks requests that waited for another request's build of the same answer "
           "instead of building it too.",

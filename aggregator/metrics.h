@@ -58,6 +58,8 @@ class Metrics {
   }
   void AnswerBuilt() { answers_built_.fetch_add(1, std::memory_order_relaxed); }
   void AnswerRefreshed() { answers_refreshed_.fetch_add(1, std::memory_order_relaxed); }
+  // An answer built before anyone asked it (AnswerCache::Warm).
+  void AnswerWarmed() { answers_warmed_.fetch_add(1, std::memory_order_relaxed); }
   // A request that waited for another's build of the same answer.
   void AnswerJoined() { answers_joined_.fetch_add(1, std::memory_order_relaxed); }
   void SnapshotServed(uint64_t bytes) {
@@ -92,7 +94,7 @@ class Metrics {
   std::atomic<uint64_t> snapshot_version_{0};
   std::atomic<uint64_t> snapshot_bytes_served_{0};
   std::atomic<uint64_t> answers_kept_{0}, answers_stale_{0}, answers_built_{0},
-      answers_refreshed_{0}, answers_joined_{0};
+      answers_refreshed_{0}, answers_warmed_{0}, answers_joined_{0};
   // Latency histogram: bucket i counts requests with floor(log2 ns) == i.
   std::array<std::atomic<uint64_t>, 64> latency_buckets_{};
   std::atomic<uint64_t> latency_count_{0};

@@ -14,8 +14,9 @@ namespace {
 // An answer nobody asked for this long is dropped (and not refreshed).
 constexpr std::chrono::minutes kUnusedFor(10);
 
-size_t Bytes(const std::string& key, const HttpResponse& r) {
-  return key.size() + r.body.size() + r.content_type.size();
+// What an answer counts against the bound (none before its first build).
+size_t Bytes(const std::string& key, const std::shared_ptr<const HttpResponse>& r) {
+  return r ? key.size() + r->body.size() + r->content_type.size() : 0;
 }
 
 }  // namespace
@@ -49,13 +50,18 @@ HttpResponse AnswerCache::Get(const std::string& key, const Build& build) {
     if (auto it = entries_.find(key); it != entries_.end()) {
       Entry& e = it->second;
       e.used = now;
-      if (e.version == version) {
+      if (!e.answer) {
+        // Kept warm, its first build not landed yet: joined below.
+      } else if (e.version == version) {
         kept = e.answer;
         metrics_->AnswerKept(/*stale=*/false);
       } else if (now - e.built < max_stale_) {
         kept = e.answer;
         metrics_->AnswerKept(/*stale=*/true);
-        if (!e.refreshing) wake_.notify_one();
+        if (!e.refreshing) {
+          kicked_ = true;
+          wake_.notify_one();
+        }
       }
       built = e.built;
     }
@@ -114,11 +120,11 @@ HttpResponse AnswerCache::BuildInRequest(const std::string& key, const Build& bu
 void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer,
                        uint64_t version, const Build& build) {
   const Clock::time_point now = Clock::now();
-  const size_t bytes = Bytes(key, *answer);
+  const size_t bytes = Bytes(key, answer);
   if (bytes > max_bytes_) return;
   std::lock_guard lock(mu_);
   Entry& e = entries_[key];
-  if (e.answer) bytes_ -= Bytes(key, *e.answer);
+  if (e.answer) bytes_ -= Bytes(key, e.answer);
   e.answer = std::move(answer);
   e.version = version;
   e.built = now;
@@ -128,26 +134,56 @@ void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpRespons
   DropUnusedLocked(now);
 }
 
+void AnswerCache::KeepWarm(const std::map<std::string, Build>& questions) {
+  if (max_stale_.count() == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    const Clock::time_point now = Clock::now();
+    for (auto& [key, e] : entries_) e.warm = questions.count(key) != 0;
+    for (const auto& [key, build] : questions) {
+      auto [it, added] = entries_.try_emplace(key);
+      Entry& e = it->second;
+      e.warm = true;
+      if (!e.refreshing) e.build = build;
+      if (added) e.used = now;
+    }
+    kicked_ = true;
+    // Questions no longer warm that never got an answer.
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (!it->second.answer && !it->second.warm && !it->second.refreshing) {
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  wake_.notify_one();
+}
+
 void AnswerCache::DropUnusedLocked(Clock::time_point now) {
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (!it->second.refreshing && now - it->second.used > kUnusedFor) {
-      bytes_ -= Bytes(it->first, *it->second.answer);
+    const Entry& e = it->second;
+    if (!e.refreshing && !e.warm && now - e.used > kUnusedFor) {
+      bytes_ -= Bytes(it->first, it->second.answer);
       it = entries_.erase(it);
     } else {
       ++it;
     }
   }
-  // Over the bound: the least recently used go first.
+  // Over the bound: the least recently used go first, those kept warm
+  // after every other.
   while (bytes_ > max_bytes_ && !entries_.empty()) {
     auto oldest = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (!it->second.refreshing &&
-          (oldest == entries_.end() || it->second.used < oldest->second.used)) {
+      if (it->second.refreshing || !it->second.answer) continue;
+      if (oldest == entries_.end() ||
+          std::make_pair(it->second.warm, it->second.used) <
+              std::make_pair(oldest->second.warm, oldest->second.used)) {
         oldest = it;
       }
     }
     if (oldest == entries_.end()) break;
-    bytes_ -= Bytes(oldest->first, *oldest->second.answer);
+    bytes_ -= Bytes(oldest->first, oldest->second.answer);
     entries_.erase(oldest);
   }
 }
@@ -163,42 +199,82 @@ void AnswerCache::RefreshLoop() {
       std::max<std::chrono::milliseconds>(max_stale_ / 4, std::chrono::milliseconds(50));
   std::unique_lock lock(mu_);
   while (!stop_) {
-    wake_.wait_for(lock, every);
+    wake_.wait_for(lock, every, [this] { return stop_ || kicked_; });
+    kicked_ = false;
     if (stop_) break;
     DropUnusedLocked(Clock::now());
     // Every answer whose data moved, one at a time, outside the lock.
     lock.unlock();
     const uint64_t version = store_->DataVersion();
     lock.lock();
+    const Clock::time_point now = Clock::now();
     std::vector<std::string> moved;
     for (const auto& [key, e] : entries_) {
-      if (e.version != version && !e.refreshing) moved.push_back(key);
+      if (e.refreshing) continue;
+      if (!e.answer) {
+        // First builds of warm questions first: nobody has an answer yet.
+        moved.insert(moved.begin(), key);
+      } else if (e.version != version && (e.used > e.built || now - e.built >= max_stale_ / 2)) {
+        // An answer asked since it was built, at once; one nobody asked
+        // (kept warm) once half as old as it may be served: still in
+        // time for the next ask, at half the walks.
+        moved.push_back(key);
+      }
     }
     for (const std::string& key : moved) {
       if (stop_) break;
       auto it = entries_.find(key);
       if (it == entries_.end() || it->second.refreshing) continue;
-      const Build build = it->second.build;
+      const bool first = !it->second.answer;
+      // A request builds it now, and keeps it.
+      if (first && flights_.count(key) != 0) continue;
       it->second.refreshing = true;
-      lock.unlock();
-      HttpResponse r = build();
-      lock.lock();
-      it = entries_.find(key);
-      if (it == entries_.end()) continue;
-      Entry& e = it->second;
-      e.refreshing = false;
-      // A failed build keeps the old answer (and its version: tried again
-      // at the next look).
-      if (r.status != 200) continue;
-      metrics_->AnswerRefreshed();
-      bytes_ -= Bytes(key, *e.answer);
-      e.answer = std::make_shared<const HttpResponse>(std::move(r));
-      e.version = version;
-      e.built = Clock::now();
-      bytes_ += Bytes(key, *e.answer);
-      DropUnusedLocked(e.built);
+      Refresh(lock, key, first, version);
     }
   }
+}
+
+void AnswerCache::Refresh(std::unique_lock<std::mutex>& lock, const std::string& key, bool first,
+                          uint64_t version) {
+  const Build build = entries_.find(key)->second.build;
+  std::shared_ptr<Flight> flight;
+  if (first) {
+    flight = std::make_shared<Flight>();
+    flights_.emplace(key, flight);
+  }
+  lock.unlock();
+  std::shared_ptr<const HttpResponse> answer;
+  try {
+    answer = std::make_shared<const HttpResponse>(build());
+  } catch (...) {
+    answer = std::make_shared<const HttpResponse>(
+        HttpResponse{500, "text/plain", "the answer could not be built\n", {}});
+  }
+  lock.lock();
+  if (flight) {
+    flight->answer = answer;
+    flight->done = true;
+    flights_.erase(key);
+    landed_.notify_all();
+  }
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  e.refreshing = false;
+  // A failed build keeps the old answer (and its version: tried again at
+  // the next look).
+  if (answer->status != 200) return;
+  if (first) {
+    metrics_->AnswerWarmed();
+  } else {
+    metrics_->AnswerRefreshed();
+  }
+  bytes_ -= Bytes(key, e.answer);
+  e.answer = std::move(answer);
+  e.version = version;
+  e.built = Clock::now();
+  bytes_ += Bytes(key, e.answer);
+  DropUnusedLocked(e.built);
 }
 
 }  // namespace fieldprof::aggregator

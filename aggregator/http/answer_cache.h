@@ -17,9 +17,13 @@
 // A question asked again while a request builds its answer waits for that
 // answer rather than building it too (one walk however many ask at once:
 // a page opened by many, a dashboard's refresh).
+// Questions kept warm (KeepWarm: a big module's usual questions) are
+// built by the refresher before anyone asks them, and kept however long
+// nobody does; a request that comes while such a build runs waits for it.
 // Only successful answers are kept; at most `max_bytes` of bodies, the
-// least recently used dropped first. A `max_stale` of zero keeps nothing:
-// every request builds its answer.
+// least recently used dropped first (those not kept warm before those
+// that are). A `max_stale` of zero keeps nothing: every request builds its
+// answer.
 //
 //   AnswerCache cache(store, std::chrono::seconds(10), 256 << 20, &metrics);
 //   return cache.Get(key, [=] { return BuildAnswer(...); });
@@ -56,6 +60,11 @@ class AnswerCache {
   // same answer for the same key and data).
   HttpResponse Get(const std::string& key, const Build& build);
 
+  // The questions to keep warm, each with its build; a question kept warm
+  // before and not here becomes an ordinary kept answer (dropped once
+  // unasked for ten minutes). Nothing when `max_stale` is zero.
+  void KeepWarm(const std::map<std::string, Build>& questions);
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry {
@@ -64,6 +73,7 @@ class AnswerCache {
     Clock::time_point built, used;
     Build build;
     bool refreshing = false;
+    bool warm = false;  // KeepWarm; `answer` is null until its first build
   };
 
   // A build in a request, which others asking the same question join.
@@ -77,6 +87,11 @@ class AnswerCache {
             const Build& build);
   void DropUnusedLocked(Clock::time_point now);
   void RefreshLoop();
+  // The refresher's build of `key`, whose entry is marked refreshing; a
+  // first build (`first`) is a flight that requests join. Called and
+  // returns with `lock` held.
+  void Refresh(std::unique_lock<std::mutex>& lock, const std::string& key, bool first,
+               uint64_t version);
 
   Store* const store_;
   const std::chrono::milliseconds max_stale_;
@@ -85,6 +100,7 @@ class AnswerCache {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;
+  bool kicked_ = false;  // the refresher has work now (set with mu_ held)
   size_t bytes_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;

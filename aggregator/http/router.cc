@@ -109,7 +109,7 @@ Router::Router(RouterParts p)
       ingest_(p.store, p.metrics, &recent_, p.clock, p.tokens, p.plausible),
       tokens_(p.tokens, p.clock),
       query_(p.store, p.metrics, p.clock),
-      vendor_(p.store, &vendors_, p.metrics, p.answer_max_stale),
+      vendor_(p.store, &vendors_, p.metrics, p.answer_max_stale, p.answer_warm_stacks),
       dashboard_(p.store, &vendors_, &recent_),
       lab_(p.lab),
       dev_(p.dev, std::move(p.developers), p.clock),

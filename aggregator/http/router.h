@@ -89,6 +89,10 @@ struct RouterParts {
   // How far behind the sums a kept /v1/stacks answer may be served
   // (http/answer_cache.h); zero keeps none.
   std::chrono::milliseconds answer_max_stale{10000};
+  // A module with at least this many stack series has its usual
+  // /v1/stacks questions answered ahead and kept warm (vendor_handler.h);
+  // zero warms none.
+  size_t answer_warm_stacks = 5000;
 };
 
 class Router {

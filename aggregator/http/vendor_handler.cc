@@ -1,7 +1,12 @@
 #include "aggregator/http/vendor_handler.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "aggregator/http/http_status.h"
@@ -49,6 +54,69 @@ Status CollectSeries(Store* store, const SeriesQuery& q, std::vector<SeriesSum>*
     x.machines = a.machines.Estimate();
     out->push_back(std::move(x));
   });
+}
+
+// The default and the largest `limit` of a /v1/stacks answer in JSON (the
+// dashboard asks the largest).
+constexpr size_t kStacksLimit = 10000, kStacksMostLimit = 100000;
+
+// The modules the warmer keeps warm are looked up again at most this
+// often, and no more than one lookup per this many times its duration.
+constexpr std::chrono::seconds kWarmRelist(60);
+constexpr int kWarmRelistTimes = 50;
+
+// The /v1/stacks question `q` asks in `format`, however its parameters
+// were ordered and spelled: the key its answer is kept under.
+std::string StacksQuestion(const SeriesQuery& q, bool folded, size_t limit) {
+  std::string k = folded ? "folded" : "json&limit=" + std::to_string(limit);
+  auto add = [&k](std::string_view name, const std::string& v) {
+    k += '&';
+    k += name;
+    k += '=';
+    k += std::to_string(v.size());  // a value may hold any byte
+    k += ':';
+    k += v;
+  };
+  const ApiFilter& f = q.filter;
+  add("module", f.module);
+  add("version", f.module_version);
+  add("os", f.os ? std::to_string(*f.os) : "");
+  add("arch", f.arch ? std::to_string(*f.arch) : "");
+  add("vendor", f.cpu_vendor ? std::to_string(*f.cpu_vendor) : "");
+  add("family", q.family ? std::to_string(*q.family) : "");
+  add("from", std::to_string(q.from));
+  add("to", std::to_string(q.to));
+  return k;
+}
+
+// Builds the answer to the /v1/stacks question `q` (whose filter names
+// the module) in `format`, at most `limit` stacks in JSON.
+AnswerCache::Build StacksAnswer(Store* store, SeriesQuery q, bool folded, size_t limit) {
+  q.filter.metric = wire::METRIC_STACK_CPU_NS;
+  q.limit = 100000000;  // every stack is summed; the answer keeps `limit`
+  return [store, q, folded, limit] {
+    // Summed as the store streams them: no copy of a series' histogram kept.
+    FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false, /*split_frames=*/false);
+    bool truncated = false;
+    if (Status s = ForEachInRange(store, q, &truncated,
+                                  [&](ApiAggregate&& a) {
+                                    builder.Add(std::move(a.key.symbol), a.key.module_version,
+                                                a.histogram, a.runs, a.machines.Estimate());
+                                  });
+        !s.ok()) {
+      return ErrorResponse(s);
+    }
+    // The answer orders (and shows) only the `limit` dearest.
+    const FieldStacks stacks = builder.Finish(folded ? SIZE_MAX : limit);
+    if (folded) {
+      HttpResponse r;
+      r.status = 200;
+      r.content_type = "text/plain; charset=utf-8";
+      r.body = FieldStacksFolded(stacks);
+      return r;
+    }
+    return JsonResponse(FieldStacksJson(stacks, limit));
+  };
 }
 
 std::string RangeText(const SeriesQuery& q) {
@@ -123,6 +191,67 @@ Status DiffModels(Store* store, SeriesQuery q, const DiffSides& sides, ModuleMod
 
 }  // namespace
 
+VendorHandler::VendorHandler(Store* store, const VendorAccess* vendors, Metrics* metrics,
+                             std::chrono::milliseconds answer_max_stale, size_t answer_warm_stacks)
+    : store_(store),
+      vendors_(vendors),
+      warm_stacks_(answer_warm_stacks),
+      stacks_answers_(store, answer_max_stale, kAnswerBytes, metrics) {
+  if (warm_stacks_ > 0 && answer_max_stale.count() > 0)
+    warmer_ = std::thread([this] { WarmLoop(); });
+}
+
+VendorHandler::~VendorHandler() {
+  {
+    std::lock_guard lock(warm_mu_);
+    warm_stop_ = true;
+  }
+  warm_wake_.notify_all();
+  if (warmer_.joinable()) warmer_.join();
+}
+
+void VendorHandler::WarmLoop() {
+  // Work nobody waits for (nice 19, this thread only).
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  std::unique_lock lock(warm_mu_);
+  std::optional<uint64_t> listed;  // the data version of the last lookup
+  std::chrono::steady_clock::duration wait{0};
+  while (!warm_wake_.wait_for(lock, wait, [this] { return warm_stop_; })) {
+    wait = kWarmRelist;
+    const uint64_t version = store_->DataVersion();
+    if (listed == version) continue;
+    lock.unlock();
+    // Which modules have many stacks: a walk of every stack series (the
+    // rare ones folded as any answer folds them).
+    const auto started = std::chrono::steady_clock::now();
+    std::map<std::string, size_t> stacks;
+    ApiFilter all;
+    all.metric = wire::METRIC_STACK_CPU_NS;
+    const Status s = store_->ForEachApi(all, [&](ApiAggregate&& a) {
+      ++stacks[a.key.module];
+      std::lock_guard stopping(warm_mu_);
+      return !warm_stop_;
+    });
+    const auto took = std::chrono::steady_clock::now() - started;
+    if (s.ok()) {
+      std::map<std::string, AnswerCache::Build> questions;
+      for (const auto& [module, n] : stacks) {
+        if (n < warm_stacks_) continue;
+        SeriesQuery q;
+        q.filter.module = module;
+        for (const size_t limit : {kStacksLimit, kStacksMostLimit}) {
+          questions.emplace(StacksQuestion(q, /*folded=*/false, limit),
+                            StacksAnswer(store_, q, /*folded=*/false, limit));
+        }
+      }
+      stacks_answers_.KeepWarm(questions);
+      listed = version;
+    }
+    lock.lock();
+    wait = std::max<std::chrono::steady_clock::duration>(kWarmRelist, took * kWarmRelistTimes);
+  }
+}
+
 HttpResponse VendorHandler::GetModule(std::string_view query, std::string_view authorization) {
   StatusOr<QueryParams> params = ParseQuery(query);
   if (!params.ok()) return ErrorResponse(params.status());
@@ -163,44 +292,16 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
     return ErrorResponse(InvalidArgument("format must be json or folded"));
   }
   SeriesQuery q;
-  q.limit = 10000;
+  q.limit = kStacksLimit;
   if (Status s = ParseSeriesQuery(*params, &q); !s.ok()) return ErrorResponse(s);
   if (q.filter.module.empty() || !q.filter.symbol_prefix.empty() || q.filter.metric) {
     return ErrorResponse(
         InvalidArgument("/v1/stacks needs module= (and takes no symbol or metric)"));
   }
   if (!vendors_->Allows(q.filter.module, authorization)) return Unauthorized();
-  const size_t limit = q.limit;
-  q.filter.metric = wire::METRIC_STACK_CPU_NS;
-  q.limit = 100000000;  // every stack is summed; the answer keeps `limit`
-  // The question, whatever order its parameters came in.
-  std::sort(params->begin(), params->end());
-  std::string key = "format=" + format;
-  for (const auto& [name, value] : *params) key += '&' + name + '=' + value;
-  Store* const store = store_;
-  return stacks_answers_.Get(key, [store, q, format, limit] {
-    // Summed as the store streams them: no copy of a series' histogram kept.
-    FieldStacksBuilder builder(q.filter.module, /*keep_per_run=*/false, /*split_frames=*/false);
-    bool truncated = false;
-    if (Status s = ForEachInRange(store, q, &truncated,
-                                  [&](ApiAggregate&& a) {
-                                    builder.Add(std::move(a.key.symbol), a.key.module_version,
-                                                a.histogram, a.runs, a.machines.Estimate());
-                                  });
-        !s.ok()) {
-      return ErrorResponse(s);
-    }
-    // The answer orders (and shows) only the `limit` dearest.
-    const FieldStacks stacks = builder.Finish(format == "folded" ? SIZE_MAX : limit);
-    if (format == "folded") {
-      HttpResponse r;
-      r.status = 200;
-      r.content_type = "text/plain; charset=utf-8";
-      r.body = FieldStacksFolded(stacks);
-      return r;
-    }
-    return JsonResponse(FieldStacksJson(stacks, limit));
-  });
+  const bool folded = format == "folded";
+  return stacks_answers_.Get(StacksQuestion(q, folded, q.limit),
+                             StacksAnswer(store_, q, folded, q.limit));
 }
 
 HttpResponse VendorHandler::GetReport(std::string_view query, std::string_view authorization) {

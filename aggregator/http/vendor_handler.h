@@ -18,12 +18,21 @@
 //     stack as flame graph tools read it. Answers are kept between
 //     requests (answer_cache.h): at most `answer_max_stale` behind the
 //     sums while batches keep coming (the Age header says how long ago
-//     an answer was built), current otherwise.
+//     an answer was built), current otherwise. A module with at least
+//     `answer_warm_stacks` stacks (a walk of them takes more than a few
+//     tens of milliseconds) has its usual questions answered before
+//     anyone asks: every version, the default limit and the dashboard's
+//     (limit=100000). Which modules those are is looked up in the
+//     background at start and again once a minute or more while the sums
+//     move.
 #ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string_view>
+#include <thread>
 
 #include "aggregator/http/answer_cache.h"
 #include "aggregator/http/http_types.h"
@@ -35,12 +44,13 @@ namespace fieldprof::aggregator {
 class VendorHandler {
  public:
   // The pointers must outlive the handler. `answer_max_stale` zero: every
-  // /v1/stacks answer is built in its request.
+  // /v1/stacks answer is built in its request (and none is warmed);
+  // `answer_warm_stacks` zero: none is warmed.
   VendorHandler(Store* store, const VendorAccess* vendors, Metrics* metrics,
-                std::chrono::milliseconds answer_max_stale)
-      : store_(store),
-        vendors_(vendors),
-        stacks_answers_(store, answer_max_stale, kAnswerBytes, metrics) {}
+                std::chrono::milliseconds answer_max_stale, size_t answer_warm_stacks);
+  ~VendorHandler();  // stops the warmer
+  VendorHandler(const VendorHandler&) = delete;
+  VendorHandler& operator=(const VendorHandler&) = delete;
 
   HttpResponse GetModule(std::string_view query, std::string_view authorization);
   HttpResponse GetReport(std::string_view query, std::string_view authorization);
@@ -53,9 +63,18 @@ class VendorHandler {
   // differ only in `limit`, each kept apart.
   static constexpr size_t kAnswerBytes = size_t{256} << 20;
 
+  // Finds the modules with many stacks and keeps their usual questions
+  // warm, until the handler goes.
+  void WarmLoop();
+
   Store* const store_;
   const VendorAccess* const vendors_;
+  const size_t warm_stacks_;
   AnswerCache stacks_answers_;
+  std::mutex warm_mu_;
+  std::condition_variable warm_wake_;
+  bool warm_stop_ = false;
+  std::thread warmer_;
 };
 
 }  // namespace fieldprof::aggregator

@@ -183,5 +183,58 @@ TEST_F(AnswerCacheTest, AnswersPastTheByteBoundAreNotKept) {
   EXPECT_EQ(builds_.load(), 2);
 }
 
+// A question kept warm is built by the refresher before anyone asks it;
+// the first ask gets it kept. Nobody asking, it still follows the sums
+// (rebuilt once half max_stale old). Kept warm no more, it is an ordinary
+// kept answer.
+TEST_F(AnswerCacheTest, WarmQuestionsAreAnsweredBeforeAnyoneAsks) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::milliseconds(200), 1 << 20, &metrics_);
+  cache.KeepWarm({{"q", CountSeries()}});
+  ASSERT_TRUE(WaitUntil([&] { return builds_.load() == 1; }));
+  AddSeries();
+  // Asked by nobody, refreshed all the same.
+  ASSERT_TRUE(WaitUntil([&] { return builds_.load() == 2; }));
+  const HttpResponse r = cache.Get("q", CountSeries());
+  EXPECT_EQ(r.body, "2");
+  EXPECT_TRUE(HasAge(r));
+  std::string text;
+  metrics_.AppendPrometheus(&text);
+  EXPECT_NE(text.find("fieldprof_answers_warmed_total 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("fieldprof_answers_built_total 0\n"), std::string::npos) << text;
+  // A question no longer warm and never answered is forgotten: asked, it
+  // is built in the request.
+  cache.KeepWarm({{"other", [] { return HttpResponse{503, "text/plain", "busy", {}}; }}});
+  cache.KeepWarm({});
+  EXPECT_EQ(cache.Get("other", CountSeries()).body, "2");
+  text.clear();
+  metrics_.AppendPrometheus(&text);
+  EXPECT_NE(text.find("fieldprof_answers_built_total 1\n"), std::string::npos) << text;
+}
+
+// A request for a warm question whose first build runs waits for that
+// build rather than building it too.
+TEST_F(AnswerCacheTest, ARequestWaitsForTheWarmBuildUnderWay) {
+  AnswerCache cache(store_.get(), std::chrono::hours(1), 1 << 20, &metrics_);
+  std::atomic<bool> building{false}, joined{false};
+  const AnswerCache::Build slow = [&] {
+    ++builds_;
+    building = true;
+    joined = WaitUntil(
+        [&] {
+          std::string text;
+          metrics_.AppendPrometheus(&text);
+          return text.find("fieldprof_answers_joined_total 1\n") != std::string::npos;
+        },
+        std::chrono::seconds(20));
+    return HttpResponse{200, "text/plain", "the answer", {}};
+  };
+  cache.KeepWarm({{"q", slow}});
+  ASSERT_TRUE(WaitUntil([&] { return building.load(); }));
+  EXPECT_EQ(cache.Get("q", slow).body, "the answer");
+  EXPECT_TRUE(joined.load());
+  EXPECT_EQ(builds_.load(), 1);
+}
+
 }  // namespace
 }  // namespace fieldprof::aggregator

@@ -26,6 +26,7 @@ namespace {
 using fieldprof::testing::IdOf;
 using fieldprof::testing::SimpleBatch;
 using fieldprof::testing::TempDir;
+using fieldprof::testing::WaitUntil;
 
 std::string Header(const HttpResponse& r, const std::string& name) {
   for (const auto& [k, v] : r.headers) {
@@ -46,11 +47,12 @@ class RouterTest : public ::testing::Test {
     if (store_) IgnoreError(store_->Close());
   }
 
-  Router& MakeRouter(std::vector<Vendor> vendors = {}) {
+  Router& MakeRouter(std::vector<Vendor> vendors = {}, size_t answer_warm_stacks = 5000) {
     RouterParts parts;
     parts.store = store_.get();
     parts.metrics = &metrics_;
     parts.vendors = std::move(vendors);
+    parts.answer_warm_stacks = answer_warm_stacks;
     router_ = std::make_unique<Router>(std::move(parts));
     return *router_;
   }
@@ -292,6 +294,70 @@ TEST_F(RouterTest, VendorPagesNeedTheTokenAndTheModuleListSaysWhichAreOpen) {
   }
   EXPECT_EQ(seen["libacme.so.1"], std::make_pair(true, false));
   EXPECT_EQ(seen["libz.so.1"], std::make_pair(false, true));
+}
+
+// The /v1/stacks answers of a module with at least answer_warm_stacks
+// stacks (its usual questions: the default limit, and the dashboard's) are
+// built before anyone asks, whatever order or spelling a request gives
+// them; a module with fewer stacks, or another question, waits for its
+// first ask.
+TEST_F(RouterTest, ABigModulesUsualStacksQuestionsAreAnsweredAhead) {
+  MakeRouter({}, /*answer_warm_stacks=*/0);
+  auto post_stacks = [&](uint64_t id, const std::string& module, int stacks) {
+    wire::Batch b = SimpleBatch(IdOf(id), module, "api", 1000);
+    b.clear_records();
+    for (int i = 0; i < stacks; ++i) {
+      wire::Record* r = b.add_records();
+      r->mutable_key()->set_module(module);
+      r->mutable_key()->set_module_version("1.0");
+      r->mutable_key()->set_symbol("api;fn_" + std::to_string(i));
+      r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+      Histogram h;
+      h.Record(1000 * (i + 1));
+      HistogramToWire(h, r->mutable_histogram());
+      r->set_runs(1);
+    }
+    const HttpResponse posted =
+        router_->Handle("POST", "/v1/batches", kProtobufContentType, b.SerializeAsString());
+    ASSERT_EQ(posted.status, 200) << posted.body;
+    ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(30)).ok());
+  };
+  post_stacks(1, "libbig.so.1", 6);
+  post_stacks(2, "libsmall.so.1", 4);
+  // Nothing warmed without the mark.
+  auto count = [&](const std::string& name) {
+    std::string text;
+    metrics_.AppendPrometheus(&text);
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stol(text.substr(at + name.size() + 2));
+  };
+  EXPECT_EQ(count("fieldprof_answers_warmed_total"), 0);
+  // A router that warms modules of 5 stacks or more looks them up as it
+  // starts.
+  MakeRouter({}, /*answer_warm_stacks=*/5);
+  ASSERT_TRUE(WaitUntil([&] { return count("fieldprof_answers_warmed_total") == 2; }));
+  for (const char* target :
+       {"/v1/stacks?module=libbig.so.1", "/v1/stacks?limit=100000&module=libbig.so.1",
+        "/v1/stacks?format=json&limit=10000&module=libbig.so.1"}) {
+    const HttpResponse r = Get(target);
+    ASSERT_EQ(r.status, 200) << target << ": " << r.body;
+    EXPECT_NE(Header(r, "Age"), "") << target;  // kept, not built for it
+    const nlohmann::json j = nlohmann::json::parse(r.body);
+    EXPECT_EQ(j.at("stacks_total"), 6) << target;
+    EXPECT_EQ(j.at("stacks").at(0).at("frames"), nlohmann::json({"api", "fn_5"})) << target;
+  }
+  EXPECT_EQ(count("fieldprof_answers_built_total"), 0);
+  // The few-stacks module, and another question of the big one: built in
+  // their requests.
+  for (const char* target :
+       {"/v1/stacks?module=libsmall.so.1", "/v1/stacks?module=libbig.so.1&limit=3",
+        "/v1/stacks?module=libbig.so.1&format=folded"}) {
+    const HttpResponse r = Get(target);
+    ASSERT_EQ(r.status, 200) << target << ": " << r.body;
+    EXPECT_EQ(Header(r, "Age"), "") << target;
+  }
+  EXPECT_EQ(count("fieldprof_answers_built_total"), 3);
+  EXPECT_EQ(count("fieldprof_answers_warmed_total"), 2);
 }
 
 // -------------------------------------------------------------- Status -> HTTP
