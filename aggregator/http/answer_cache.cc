@@ -198,6 +198,7 @@ void AnswerCache::RefreshLoop() {
   const auto every =
       std::max<std::chrono::milliseconds>(max_stale_ / 4, std::chrono::milliseconds(50));
   std::unique_lock lock(mu_);
+  uint64_t looked_at = 0;  // the data version at the last look
   while (!stop_) {
     wake_.wait_for(lock, every, [this] { return stop_ || kicked_; });
     kicked_ = false;
@@ -208,16 +209,21 @@ void AnswerCache::RefreshLoop() {
     const uint64_t version = store_->DataVersion();
     lock.lock();
     const Clock::time_point now = Clock::now();
+    // No batch applied since the last look: the sums have settled.
+    const bool settled = version == looked_at;
+    looked_at = version;
     std::vector<std::string> moved;
     for (const auto& [key, e] : entries_) {
       if (e.refreshing) continue;
       if (!e.answer) {
         // First builds of warm questions first: nobody has an answer yet.
         moved.insert(moved.begin(), key);
-      } else if (e.version != version && (e.used > e.built || now - e.built >= max_stale_ / 2)) {
+      } else if (e.version != version &&
+                 (e.used > e.built || settled || now - e.built >= max_stale_ / 2)) {
         // An answer asked since it was built, at once; one nobody asked
-        // (kept warm) once half as old as it may be served: still in
-        // time for the next ask, at half the walks.
+        // (kept warm) once the sums settle, or half as old as it may be
+        // served while they keep moving: still in time for the next ask,
+        // at half the walks.
         moved.push_back(key);
       }
     }

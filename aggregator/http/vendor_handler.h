@@ -23,8 +23,8 @@
 //     tens of milliseconds) has its usual questions answered before
 //     anyone asks: every version, the default limit and the dashboard's
 //     (limit=100000). Which modules those are is looked up in the
-//     background at start and again once a minute or more while the sums
-//     move.
+//     background at start and again while the sums move, at most one
+//     fiftieth of the time.
 #ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 
