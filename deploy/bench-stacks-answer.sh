@@ -12,8 +12,9 @@
 #     batch of stacks every half second (the sums keep moving): the
 #     latency as the client sees it, p50/p99/max, until the answer's
 #     headers are in and until its whole body is (12.5 MB over loopback
-#     TLS for the dashboard's), and how many answers were built in a
-#     request.
+#     TLS for the dashboard's), asked plain and with Accept-Encoding: gzip
+#     as browsers ask (inflated by the client, in the time), and how many
+#     answers were built in a request.
 #  3. With BASE_AGG=<another build>/fieldprof-aggregator: two real
 #     aggregators over TLS on copies of one store, --answer_max_stale_s 0,
 #     requests alternated between them, REQUESTS each (the answers must be
@@ -87,33 +88,39 @@ echo "   its usual questions answered $(python3 -c "import sys; print(f'{(float(
 ) &
 poster=$!
 python3 - "$port" "$work/tls/cert.pem" "$((requests * 10))" <<'PY'
-import http.client, ssl, statistics, sys, time
+import http.client, ssl, statistics, sys, time, zlib
 port, ca, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 ctx = ssl.create_default_context(cafile=ca)
 conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx)
-def ask(target):
+def ask(target, gzip):
     t = time.perf_counter()
-    conn.request("GET", target)
+    conn.request("GET", target, headers={"Accept-Encoding": "gzip"} if gzip else {})
     r = conn.getresponse()  # its status line and headers: answered
     first = time.perf_counter()
     body = r.read()
+    sent = len(body)
+    if r.getheader("Content-Encoding") == "gzip":
+        body = zlib.decompress(body, 31)
     if r.status != 200:
         sys.exit(f"bench-stacks-answer: {target}: {r.status}")
-    return (first - t) * 1e3, (time.perf_counter() - t) * 1e3, len(body)
+    return (first - t) * 1e3, (time.perf_counter() - t) * 1e3, len(body), sent
 def summary(t):
     t = sorted(t)
     p99 = t[min(len(t) - 1, int(len(t) * 0.99))]
     return f"p50 {statistics.median(t):.1f}, p99 {p99:.1f}, max {t[-1]:.1f} ms"
 for limit in (10000, 100000):
-    target = f"/v1/stacks?module=libbench.so.1&limit={limit}"
-    ask(target)  # the connection's first use
-    first, whole = [], []
-    for _ in range(n):
-        f, w, size = ask(target)
-        first.append(f)
-        whole.append(w)
-    print(f"   limit={limit} ({size / 1e6:.1f} MB), {n} asks: answered (headers in) "
-          f"{summary(first)}; whole body in {summary(whole)}")
+    for gzip in (False, True):
+        target = f"/v1/stacks?module=libbench.so.1&limit={limit}"
+        ask(target, gzip)  # the connection's first use
+        first, whole, sent = [], [], []
+        for _ in range(n):
+            f, w, size, s = ask(target, gzip)
+            first.append(f)
+            whole.append(w)
+            sent.append(s)
+        how = f"gzip, {statistics.median(sent) / 1e6:.2f} MB sent" if gzip else "plain"
+        print(f"   limit={limit} ({size / 1e6:.1f} MB, {how}), {n} asks: answered (headers in) "
+              f"{summary(first)}; whole body in (inflated) {summary(whole)}")
 PY
 kill "$poster" 2>/dev/null || true
 wait "$poster" 2>/dev/null || true

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/gzip.h"
+
 namespace fieldprof::aggregator {
 namespace {
 
@@ -17,6 +19,20 @@ constexpr std::chrono::minutes kUnusedFor(10);
 // What an answer counts against the bound (none before its first build).
 size_t Bytes(const std::string& key, const std::shared_ptr<const HttpResponse>& r) {
   return r ? key.size() + r->body.size() + r->content_type.size() : 0;
+}
+
+// Smaller answers are sent as they are.
+constexpr size_t kGzipFrom = 1024;
+
+// `r` gzipped, or null when it is too small or not an answer to keep.
+std::shared_ptr<const HttpResponse> Gzipped(const HttpResponse& r) {
+  if (r.status != 200 || r.body.size() < kGzipFrom) return nullptr;
+  StatusOr<std::string> z = Gzip(r.body);
+  if (!z.ok()) return nullptr;
+  auto g = std::make_shared<HttpResponse>(r);
+  g->body = std::move(*z);
+  g->headers.emplace_back("Content-Encoding", "gzip");
+  return g;
 }
 
 }  // namespace
@@ -36,7 +52,7 @@ AnswerCache::~AnswerCache() {
   if (refresher_.joinable()) refresher_.join();
 }
 
-HttpResponse AnswerCache::Get(const std::string& key, const Build& build) {
+HttpResponse AnswerCache::Get(const std::string& key, const Build& build, bool gzip) {
   if (max_stale_.count() == 0) {
     metrics_->AnswerBuilt();
     return build();
@@ -53,10 +69,10 @@ HttpResponse AnswerCache::Get(const std::string& key, const Build& build) {
       if (!e.answer) {
         // Kept warm, its first build not landed yet: joined below.
       } else if (e.version == version) {
-        kept = e.answer;
+        kept = gzip && e.gzipped ? e.gzipped : e.answer;
         metrics_->AnswerKept(/*stale=*/false);
       } else if (now - e.built < max_stale_) {
-        kept = e.answer;
+        kept = gzip && e.gzipped ? e.gzipped : e.answer;
         metrics_->AnswerKept(/*stale=*/true);
         if (!e.refreshing) {
           kicked_ = true;
@@ -120,18 +136,49 @@ HttpResponse AnswerCache::BuildInRequest(const std::string& key, const Build& bu
 void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer,
                        uint64_t version, const Build& build) {
   const Clock::time_point now = Clock::now();
-  const size_t bytes = Bytes(key, answer);
-  if (bytes > max_bytes_) return;
+  if (Bytes(key, answer) > max_bytes_) return;
   std::lock_guard lock(mu_);
   Entry& e = entries_[key];
-  if (e.answer) bytes_ -= Bytes(key, e.answer);
-  e.answer = std::move(answer);
+  SetLocked(key, &e, std::move(answer), nullptr);
   e.version = version;
   e.built = now;
   e.used = now;
   e.build = build;
-  bytes_ += bytes;
   DropUnusedLocked(now);
+  // Its gzipped form comes from the refresher.
+  kicked_ = true;
+  wake_.notify_one();
+}
+
+void AnswerCache::SetLocked(const std::string& key, Entry* e,
+                            std::shared_ptr<const HttpResponse> answer,
+                            std::shared_ptr<const HttpResponse> gzipped) {
+  bytes_ -= e->bytes;
+  e->answer = std::move(answer);
+  e->gzipped = std::move(gzipped);
+  e->bytes = Bytes(key, e->answer) + (e->gzipped ? e->gzipped->body.size() : 0);
+  bytes_ += e->bytes;
+}
+
+void AnswerCache::GzipKept(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::string> plain;
+  for (const auto& [key, e] : entries_) {
+    if (e.answer && !e.gzipped && e.answer->body.size() >= kGzipFrom) plain.push_back(key);
+  }
+  for (const std::string& key : plain) {
+    if (stop_) return;
+    auto it = entries_.find(key);
+    if (it == entries_.end() || !it->second.answer || it->second.gzipped) continue;
+    const std::shared_ptr<const HttpResponse> answer = it->second.answer;
+    lock.unlock();
+    std::shared_ptr<const HttpResponse> gzipped = Gzipped(*answer);
+    lock.lock();
+    it = entries_.find(key);
+    // Kept the same meanwhile: the gzipped form is of these sums.
+    if (!gzipped || it == entries_.end() || it->second.answer != answer) continue;
+    SetLocked(key, &it->second, answer, std::move(gzipped));
+    DropUnusedLocked(Clock::now());
+  }
 }
 
 void AnswerCache::KeepWarm(const std::map<std::string, Build>& questions) {
@@ -164,7 +211,7 @@ void AnswerCache::DropUnusedLocked(Clock::time_point now) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     const Entry& e = it->second;
     if (!e.refreshing && !e.warm && now - e.used > kUnusedFor) {
-      bytes_ -= Bytes(it->first, it->second.answer);
+      bytes_ -= e.bytes;
       it = entries_.erase(it);
     } else {
       ++it;
@@ -183,7 +230,7 @@ void AnswerCache::DropUnusedLocked(Clock::time_point now) {
       }
     }
     if (oldest == entries_.end()) break;
-    bytes_ -= Bytes(oldest->first, oldest->second.answer);
+    bytes_ -= oldest->second.bytes;
     entries_.erase(oldest);
   }
 }
@@ -237,6 +284,7 @@ void AnswerCache::RefreshLoop() {
       it->second.refreshing = true;
       Refresh(lock, key, first, version);
     }
+    GzipKept(lock);
   }
 }
 
@@ -249,13 +297,16 @@ void AnswerCache::Refresh(std::unique_lock<std::mutex>& lock, const std::string&
     flights_.emplace(key, flight);
   }
   lock.unlock();
-  std::shared_ptr<const HttpResponse> answer;
+  std::shared_ptr<const HttpResponse> answer, gzipped;
   try {
     answer = std::make_shared<const HttpResponse>(build());
   } catch (...) {
     answer = std::make_shared<const HttpResponse>(
         HttpResponse{500, "text/plain", "the answer could not be built\n", {}});
   }
+  // A new answer replaces the old with its gzipped form; a first one is
+  // served at once, and compressed after (GzipKept).
+  if (!first) gzipped = Gzipped(*answer);
   lock.lock();
   if (flight) {
     flight->answer = answer;
@@ -275,11 +326,9 @@ void AnswerCache::Refresh(std::unique_lock<std::mutex>& lock, const std::string&
   } else {
     metrics_->AnswerRefreshed();
   }
-  bytes_ -= Bytes(key, e.answer);
-  e.answer = std::move(answer);
+  SetLocked(key, &e, std::move(answer), std::move(gzipped));
   e.version = version;
   e.built = Clock::now();
-  bytes_ += Bytes(key, e.answer);
   DropUnusedLocked(e.built);
 }
 

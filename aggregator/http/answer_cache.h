@@ -20,6 +20,8 @@
 // Questions kept warm (KeepWarm: a big module's usual questions) are
 // built by the refresher before anyone asks them, and kept however long
 // nobody does; a request that comes while such a build runs waits for it.
+// A kept answer of 1 KB or more is also kept gzipped (compressed by the
+// refresher, with the same sums), for requests that accept gzip.
 // Only successful answers are kept; at most `max_bytes` of bodies, the
 // least recently used dropped first (those not kept warm before those
 // that are). A `max_stale` of zero keeps nothing: every request builds its
@@ -57,8 +59,9 @@ class AnswerCache {
   AnswerCache& operator=(const AnswerCache&) = delete;
 
   // The answer to `key`, kept or built by `build` (which must give the
-  // same answer for the same key and data).
-  HttpResponse Get(const std::string& key, const Build& build);
+  // same answer for the same key and data); a kept one gzipped
+  // (Content-Encoding: gzip) when `gzip` and that is ready.
+  HttpResponse Get(const std::string& key, const Build& build, bool gzip = false);
 
   // The questions to keep warm, each with its build; a question kept warm
   // before and not here becomes an ordinary kept answer (dropped once
@@ -69,6 +72,9 @@ class AnswerCache {
   using Clock = std::chrono::steady_clock;
   struct Entry {
     std::shared_ptr<const HttpResponse> answer;
+    // The same gzipped, once compressed (null: not yet, or too small).
+    std::shared_ptr<const HttpResponse> gzipped;
+    size_t bytes = 0;  // what the entry counts against max_bytes
     uint64_t version = 0;
     Clock::time_point built, used;
     Build build;
@@ -85,7 +91,12 @@ class AnswerCache {
   HttpResponse BuildInRequest(const std::string& key, const Build& build, uint64_t version);
   void Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer, uint64_t version,
             const Build& build);
+  // Sets `e`'s answers and their bytes.
+  void SetLocked(const std::string& key, Entry* e, std::shared_ptr<const HttpResponse> answer,
+                 std::shared_ptr<const HttpResponse> gzipped);
   void DropUnusedLocked(Clock::time_point now);
+  // Compresses the kept answers not compressed yet; with `lock` held.
+  void GzipKept(std::unique_lock<std::mutex>& lock);
   void RefreshLoop();
   // The refresher's build of `key`, whose entry is marked refreshing; a
   // first build (`first`) is a flight that requests join. Called and

@@ -19,8 +19,9 @@ inline constexpr std::string_view kProtobufContentType = kBatchContentType;
 // as long as the call that gets them.
 struct HttpRequest {
   std::string_view method, target, content_type, body;
-  std::string_view if_none_match;  // the If-None-Match header, if any
-  std::string_view authorization;  // the Authorization header, if any
+  std::string_view if_none_match;    // the If-None-Match header, if any
+  std::string_view authorization;    // the Authorization header, if any
+  std::string_view accept_encoding;  // the Accept-Encoding header, if any
 };
 
 struct HttpResponse {

@@ -1,5 +1,7 @@
 #include "aggregator/http/router.h"
 
+#include "common/gzip.h"
+
 namespace fieldprof::aggregator {
 
 enum class Router::Endpoint {
@@ -153,7 +155,7 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
     case Endpoint::kDiff:
       return vendor_.GetDiff(query, req.authorization);
     case Endpoint::kStacks:
-      return vendor_.GetStacks(query, req.authorization);
+      return vendor_.GetStacks(query, req.authorization, AcceptsGzip(req.accept_encoding));
     case Endpoint::kUiRoot:
       return dashboard_.UiAsset("/ui");
     case Endpoint::kUiFile:

@@ -246,8 +246,8 @@ class Session : public std::enable_shared_from_this<Session> {
       auto view = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
       HttpResponse r = self->server_->router()->Handle(HttpRequest{
           view(req.method_string()), view(req.target()), view(req[http::field::content_type]),
-          req.body(), view(req[http::field::if_none_match]),
-          view(req[http::field::authorization])});
+          req.body(), view(req[http::field::if_none_match]), view(req[http::field::authorization]),
+          view(req[http::field::accept_encoding])});
       self->server_->ReleaseWork();
       net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
         self->Reply(std::move(r), 0, /*close=*/false);

@@ -110,14 +110,16 @@ AnswerCache::Build StacksAnswer(Store* store, SeriesQuery q, bool folded, size_t
     }
     // The answer orders (and shows) only the `limit` dearest.
     const FieldStacks stacks = builder.Finish(folded ? SIZE_MAX : limit);
+    HttpResponse r;
     if (folded) {
-      HttpResponse r;
-      r.status = 200;
       r.content_type = "text/plain; charset=utf-8";
       r.body = FieldStacksFolded(stacks);
-      return r;
+    } else {
+      r = JsonResponse(FieldStacksJson(stacks, limit));
     }
-    return JsonResponse(FieldStacksJson(stacks, limit));
+    // A kept answer may go gzipped (answer_cache.h) to whom accepts it.
+    r.headers.emplace_back("Vary", "Accept-Encoding");
+    return r;
   };
 }
 
@@ -286,7 +288,8 @@ HttpResponse VendorHandler::GetModule(std::string_view query, std::string_view a
   return JsonResponse(j.Take());
 }
 
-HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view authorization) {
+HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view authorization,
+                                      bool gzip) {
   StatusOr<QueryParams> params = ParseQuery(query);
   if (!params.ok()) return ErrorResponse(params.status());
   const std::string format = TakeParam(&*params, "format");
@@ -303,7 +306,7 @@ HttpResponse VendorHandler::GetStacks(std::string_view query, std::string_view a
   if (!vendors_->Allows(q.filter.module, authorization)) return Unauthorized();
   const bool folded = format == "folded";
   return stacks_answers_.Get(StacksQuestion(q, folded, q.limit),
-                             StacksAnswer(store_, q, folded, q.limit));
+                             StacksAnswer(store_, q, folded, q.limit), gzip);
 }
 
 HttpResponse VendorHandler::GetReport(std::string_view query, std::string_view authorization) {

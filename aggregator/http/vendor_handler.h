@@ -55,7 +55,8 @@ class VendorHandler {
   HttpResponse GetModule(std::string_view query, std::string_view authorization);
   HttpResponse GetReport(std::string_view query, std::string_view authorization);
   HttpResponse GetDiff(std::string_view query, std::string_view authorization);
-  HttpResponse GetStacks(std::string_view query, std::string_view authorization);
+  // `gzip`: the client takes a gzipped answer (Accept-Encoding).
+  HttpResponse GetStacks(std::string_view query, std::string_view authorization, bool gzip);
 
  private:
   // What kept /v1/stacks answers may hold: twenty answers of 100,000

@@ -1,9 +1,8 @@
 #include "tools/record/pprof_export.h"
 
-#include <zlib.h>
-
 #include <unordered_map>
 
+#include "common/gzip.h"
 #include "tools/record/profile.pb.h"
 
 namespace fieldprof::local {
@@ -49,23 +48,6 @@ class Locations {
   Strings* s_;
   std::unordered_map<uint32_t, uint64_t> ids_;
 };
-
-StatusOr<std::string> Gzip(const std::string& in) {
-  z_stream z{};
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    return Internal("gzip: deflateInit2 failed");
-  }
-  std::string out(deflateBound(&z, in.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) return Internal("gzip: deflate did not finish");
-  return out;
-}
 
 }  // namespace
 

@@ -13,11 +13,13 @@
 
 #include "aggregator/store/store_rocksdb.h"
 #include "common/batch_view.h"
+#include "tests/support/gunzip.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {
 namespace {
 
+using fieldprof::testing::Gunzip;
 using fieldprof::testing::IdOf;
 using fieldprof::testing::SimpleBatch;
 using fieldprof::testing::TempDir;
@@ -53,12 +55,13 @@ class AnswerCacheTest : public ::testing::Test {
     };
   }
 
-  static bool HasAge(const HttpResponse& r) {
-    for (const auto& [name, value] : r.headers) {
-      if (name == "Age") return true;
+  static std::string Header(const HttpResponse& r, const std::string& name) {
+    for (const auto& [k, value] : r.headers) {
+      if (k == name) return value;
     }
-    return false;
+    return "";
   }
+  static bool HasAge(const HttpResponse& r) { return !Header(r, "Age").empty(); }
 
   TempDir dir_;
   std::unique_ptr<Store> store_;
@@ -234,6 +237,51 @@ TEST_F(AnswerCacheTest, ARequestWaitsForTheWarmBuildUnderWay) {
   EXPECT_EQ(cache.Get("q", slow).body, "the answer");
   EXPECT_TRUE(joined.load());
   EXPECT_EQ(builds_.load(), 1);
+}
+
+// A kept answer of 1 KB or more goes gzipped, once the refresher has
+// compressed it, to a request that takes gzip; the same sums as the plain
+// one, which every other request gets. A small one goes as it is.
+TEST_F(AnswerCacheTest, AKeptAnswerGoesGzippedToWhomTakesIt) {
+  AddSeries();
+  AnswerCache cache(store_.get(), std::chrono::hours(1), 1 << 20, &metrics_);
+  const AnswerCache::Build big = [&] {
+    ++builds_;
+    std::string body;
+    for (int i = 0; i < 500; ++i) body += "frame_" + std::to_string(i % 7) + ";";
+    body += std::to_string(builds_.load());
+    return HttpResponse{200, "text/plain", body, {{"Vary", "Accept-Encoding"}}};
+  };
+  const HttpResponse first = cache.Get("q", big, /*gzip=*/true);  // built here: plain
+  EXPECT_EQ(Header(first, "Content-Encoding"), "");
+  HttpResponse z;
+  ASSERT_TRUE(WaitUntil([&] {
+    z = cache.Get("q", big, /*gzip=*/true);
+    return Header(z, "Content-Encoding") == "gzip";
+  }));
+  EXPECT_EQ(Gunzip(z.body, 1 << 20), first.body);
+  EXPECT_LT(z.body.size() * 5, first.body.size());
+  EXPECT_EQ(Header(z, "Vary"), "Accept-Encoding");
+  EXPECT_TRUE(HasAge(z));
+  const HttpResponse plain = cache.Get("q", big, /*gzip=*/false);
+  EXPECT_EQ(plain.body, first.body);
+  EXPECT_EQ(Header(plain, "Content-Encoding"), "");
+  // A refreshed answer replaces both forms at once.
+  AddSeries();
+  EXPECT_EQ(Header(cache.Get("q", big, true), "Content-Encoding"), "gzip");  // stale, kicks
+  ASSERT_TRUE(WaitUntil([&] { return builds_.load() == 2; }));
+  ASSERT_TRUE(WaitUntil([&] {
+    z = cache.Get("q", big, /*gzip=*/true);
+    return Gunzip(z.body, 1 << 20).ends_with(";2");
+  }));
+  EXPECT_EQ(cache.Get("q", big, false).body, Gunzip(z.body, 1 << 20));
+  // Small: never gzipped.
+  cache.Get("small", CountSeries(), true);
+  ASSERT_TRUE(WaitUntil([&] { return builds_.load() == 3; }));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Header(cache.Get("small", CountSeries(), true), "Content-Encoding"), "");
+  }
+  EXPECT_EQ(builds_.load(), 3);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
+#include "tests/support/gunzip.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 
@@ -28,6 +29,7 @@ using json = nlohmann::json;
 using testing::MakeRecord;
 using testing::RunCommand;
 using testing::TempDir;
+using testing::WaitUntil;
 
 class DashboardTest : public ::testing::Test {
  protected:
@@ -299,6 +301,65 @@ TEST(DashboardStacksTest, TheModulePageDrawsItsFieldStacksAndFoldsTheRareOnes) {
       &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+}
+
+// A big kept /v1/stacks answer goes gzipped to whom takes gzip (Chromium
+// does) through the real server: the same sums as the plain answer, and
+// the page draws it.
+TEST(DashboardStacksTest, AKeptStacksAnswerGoesGzippedAndThePageDrawsIt) {
+  TempDir dir;
+  ASSERT_TRUE(testing::MakeCert(dir.path()));
+  testing::AggregatorProcess agg(dir, testing::FreePort(), {"--k_anonymity", "1"});
+  agg.Start();
+  HttpsClient http(agg.Options());
+  wire::Batch b = testing::SimpleBatch(testing::IdOf(90), "libgz.so.1", "gz_api", 1000);
+  b.set_machine_key(std::string(16, 'g'));
+  uint64_t total = 0;
+  for (int i = 0; i < 300; ++i) {
+    wire::Record* r = b.add_records();
+    *r = b.records(0);
+    r->mutable_key()->set_symbol("gz_api;gz_fn_" + std::to_string(i));
+    r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
+    Histogram h;
+    h.Record(1000000 * (i + 1));
+    total += 1000000 * (i + 1);
+    HistogramToWire(h, r->mutable_histogram());
+  }
+  StatusOr<HttpReply> posted =
+      http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());
+  ASSERT_TRUE(posted.ok() && posted->status == 200);
+  agg.WaitApplied();
+  // The page's question (limit=100000), plain for a client that does not
+  // say it takes gzip.
+  const std::string target = "/v1/stacks?module=libgz.so.1&limit=100000";
+  StatusOr<HttpReply> plain = http.Get(target);
+  ASSERT_TRUE(plain.ok() && plain->status == 200);
+  ASSERT_EQ(plain->body.rfind("{", 0), 0u);
+  EXPECT_EQ(json::parse(plain->body)["stacks"].size(), 300u);
+  HttpReply z;
+  ASSERT_TRUE(WaitUntil([&] {
+    StatusOr<HttpReply> r = http.Get(target, {{"Accept-Encoding", "gzip, deflate, br"}});
+    if (!r.ok() || r->status != 200) return false;
+    z = *r;
+    return z.body.rfind("\x1f\x8b", 0) == 0;
+  }));
+  EXPECT_EQ(testing::Gunzip(z.body, 1 << 24), plain->body);
+  EXPECT_LT(z.body.size() * 3, plain->body.size());
+  // Chromium asks for gzip as every browser does.
+  json want = {
+      {"root", "gz_api"},        {"root_ns", total},    {"frames", {"gz_fn_299", "gz_fn_298"}},
+      {"absent", json::array()}, {"zoom", "gz_fn_299"}, {"gzip", true}};
+  std::ofstream(dir.File("want.json")) << want.dump();
+  std::string out;
+  const int rc = RunCommand(
+      "node " + std::string(FIELDPROF_SOURCE_DIR) +
+          "/tests/aggregator/ui/field_stacks.mjs https://127.0.0.1:" + std::to_string(agg.port()) +
+          "/ui/ libgz.so.1 " + dir.File("want.json") + " " + std::string(FIELDPROF_BUILD_DIR) +
+          "/ui-screenshots 2>&1",
+      &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Encoding \"gzip\""), std::string::npos) << out;
 }
 
 }  // namespace

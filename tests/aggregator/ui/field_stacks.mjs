@@ -5,7 +5,8 @@
 //
 // WANT_JSON: {"root": frame every stack begins with, "root_ns": its time,
 // "frames": frames that must be drawn, "absent": frames that must not,
-// "zoom": a frame to click}. Prints what it checked; exits 1 on the first
+// "zoom": a frame to click, "gzip" (optional): whether the answer must
+// come gzipped}. Prints what it checked; exits 1 on the first
 // failed check or on any JavaScript error. Also prints the time the page
 // took to draw the graph (data-draw-ms), for the benchmarks.
 import fs from 'node:fs';
@@ -15,9 +16,17 @@ const [url, module, wantFile, shots] = process.argv.slice(2);
 const want = JSON.parse(fs.readFileSync(wantFile, 'utf8'));
 const { page, check, shot, finish } = await openDashboard(shots, 'stacks-');
 
+const encodings = [];  // of each /v1/stacks answer
+page.on('response', async (r) => {
+  if (r.url().includes('/v1/stacks?')) encodings.push((await r.allHeaders())['content-encoding'] || '');
+});
 await page.goto(url + '#module/' + encodeURIComponent(module));
 const section = await page.waitForSelector('#stacks[data-ready]', { timeout: 60000 });
 await check(await section.isVisible(), 'the module page shows its field stacks');
+if (want.gzip !== undefined) {
+  const got = encodings.length ? encodings[encodings.length - 1] : '(none seen)';
+  await check(got === (want.gzip ? 'gzip' : ''), `the answer came with Content-Encoding "${got}"`);
+}
 const frames = () => page.$$eval('#stacks-flame g', (gs) => gs.map((g) => ({
   name: g.dataset.name,
   total: Number(g.dataset.total),
