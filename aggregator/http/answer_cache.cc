@@ -13,8 +13,10 @@
 namespace fieldprof::aggregator {
 namespace {
 
-// An answer nobody asked for this long is dropped (and not refreshed).
-constexpr std::chrono::minutes kUnusedFor(10);
+// A build this long or longer is slow: its answer is kept 144 times as
+// long unasked (a day rather than ten minutes).
+constexpr std::chrono::milliseconds kSlowBuild(50);
+constexpr int kSlowKeptTimes = 144;
 
 // What an answer counts against the bound (none before its first build).
 size_t Bytes(const std::string& key, const std::shared_ptr<const HttpResponse>& r) {
@@ -38,8 +40,12 @@ std::shared_ptr<const HttpResponse> Gzipped(const HttpResponse& r) {
 }  // namespace
 
 AnswerCache::AnswerCache(Store* store, std::chrono::milliseconds max_stale, size_t max_bytes,
-                         Metrics* metrics)
-    : store_(store), max_stale_(max_stale), max_bytes_(max_bytes), metrics_(metrics) {
+                         Metrics* metrics, std::chrono::milliseconds unused_for)
+    : store_(store),
+      max_stale_(max_stale),
+      max_bytes_(max_bytes),
+      unused_for_(unused_for),
+      metrics_(metrics) {
   if (max_stale_.count() > 0) refresher_ = std::thread([this] { RefreshLoop(); });
 }
 
@@ -122,19 +128,20 @@ HttpResponse AnswerCache::BuildInRequest(const std::string& key, const Build& bu
     }
     landed_.notify_all();
   };
+  const Clock::time_point started = Clock::now();
   try {
     answer = std::make_shared<const HttpResponse>(build());
   } catch (...) {
     land();
     throw;
   }
-  if (answer->status == 200) Keep(key, answer, version, build);
+  if (answer->status == 200) Keep(key, answer, version, build, Clock::now() - started);
   land();
   return *answer;
 }
 
 void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer,
-                       uint64_t version, const Build& build) {
+                       uint64_t version, const Build& build, Clock::duration took) {
   const Clock::time_point now = Clock::now();
   if (Bytes(key, answer) > max_bytes_) return;
   std::lock_guard lock(mu_);
@@ -144,6 +151,7 @@ void AnswerCache::Keep(const std::string& key, std::shared_ptr<const HttpRespons
   e.built = now;
   e.used = now;
   e.build = build;
+  e.slow = took >= kSlowBuild;
   DropUnusedLocked(now);
   // Its gzipped form comes from the refresher.
   kicked_ = true;
@@ -181,6 +189,13 @@ void AnswerCache::GzipKept(std::unique_lock<std::mutex>& lock) {
   }
 }
 
+size_t AnswerCache::KeptCount() {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [key, e] : entries_) n += e.answer != nullptr;
+  return n;
+}
+
 void AnswerCache::KeepWarm(const std::map<std::string, Build>& questions) {
   if (max_stale_.count() == 0) return;
   {
@@ -210,7 +225,8 @@ void AnswerCache::KeepWarm(const std::map<std::string, Build>& questions) {
 void AnswerCache::DropUnusedLocked(Clock::time_point now) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     const Entry& e = it->second;
-    if (!e.refreshing && !e.warm && now - e.used > kUnusedFor) {
+    if (!e.refreshing && !e.warm &&
+        now - e.used > (e.slow ? unused_for_ * kSlowKeptTimes : unused_for_)) {
       bytes_ -= e.bytes;
       it = entries_.erase(it);
     } else {
@@ -298,6 +314,7 @@ void AnswerCache::Refresh(std::unique_lock<std::mutex>& lock, const std::string&
   }
   lock.unlock();
   std::shared_ptr<const HttpResponse> answer, gzipped;
+  const Clock::time_point started = Clock::now();
   try {
     answer = std::make_shared<const HttpResponse>(build());
   } catch (...) {
@@ -306,6 +323,7 @@ void AnswerCache::Refresh(std::unique_lock<std::mutex>& lock, const std::string&
   }
   // A new answer replaces the old with its gzipped form; a first one is
   // served at once, and compressed after (GzipKept).
+  const Clock::duration took = Clock::now() - started;
   if (!first) gzipped = Gzipped(*answer);
   lock.lock();
   if (flight) {
@@ -327,6 +345,9 @@ void AnswerCache::Refresh(std::unique_lock<std::mutex>& lock, const std::string&
     metrics_->AnswerRefreshed();
   }
   SetLocked(key, &e, std::move(answer), std::move(gzipped));
+  // (At nice 19 a build may take longer than in a request: once slow, an
+  // answer stays so.)
+  e.slow = e.slow || took >= kSlowBuild;
   e.version = version;
   e.built = Clock::now();
   DropUnusedLocked(e.built);

@@ -13,7 +13,9 @@
 //    most `max_stale` behind, and no request waits for a walk that a
 //    kept answer could have spared;
 //  - none kept (first ask, or unused for ten minutes and dropped): built
-//    in the request.
+//    in the request. An answer whose build took 50 ms or more is kept a
+//    day unasked instead (and kept current meanwhile): a slow question
+//    asked again hours later is answered at once.
 // A question asked again while a request builds its answer waits for that
 // answer rather than building it too (one walk however many ask at once:
 // a page opened by many, a dashboard's refresh).
@@ -51,9 +53,10 @@ class AnswerCache {
  public:
   using Build = std::function<HttpResponse()>;
 
-  // `store` and `metrics` must outlive the cache.
-  AnswerCache(Store* store, std::chrono::milliseconds max_stale, size_t max_bytes,
-              Metrics* metrics);
+  // `store` and `metrics` must outlive the cache. `unused_for`: how long
+  // an answer nobody asks is kept (one slow to build: 144 times that).
+  AnswerCache(Store* store, std::chrono::milliseconds max_stale, size_t max_bytes, Metrics* metrics,
+              std::chrono::milliseconds unused_for = std::chrono::minutes(10));
   ~AnswerCache();  // stops the refresher
   AnswerCache(const AnswerCache&) = delete;
   AnswerCache& operator=(const AnswerCache&) = delete;
@@ -68,6 +71,9 @@ class AnswerCache {
   // unasked for ten minutes). Nothing when `max_stale` is zero.
   void KeepWarm(const std::map<std::string, Build>& questions);
 
+  // How many answers are kept now.
+  size_t KeptCount();
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry {
@@ -80,6 +86,7 @@ class AnswerCache {
     Build build;
     bool refreshing = false;
     bool warm = false;  // KeepWarm; `answer` is null until its first build
+    bool slow = false;  // its last build took kSlowBuild or more
   };
 
   // A build in a request, which others asking the same question join.
@@ -90,7 +97,7 @@ class AnswerCache {
 
   HttpResponse BuildInRequest(const std::string& key, const Build& build, uint64_t version);
   void Keep(const std::string& key, std::shared_ptr<const HttpResponse> answer, uint64_t version,
-            const Build& build);
+            const Build& build, Clock::duration took);
   // Sets `e`'s answers and their bytes.
   void SetLocked(const std::string& key, Entry* e, std::shared_ptr<const HttpResponse> answer,
                  std::shared_ptr<const HttpResponse> gzipped);
@@ -107,6 +114,7 @@ class AnswerCache {
   Store* const store_;
   const std::chrono::milliseconds max_stale_;
   const size_t max_bytes_;
+  const std::chrono::milliseconds unused_for_;
   Metrics* const metrics_;
   std::mutex mu_;
   std::condition_variable wake_;

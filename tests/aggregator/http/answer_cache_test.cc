@@ -284,5 +284,39 @@ TEST_F(AnswerCacheTest, AKeptAnswerGoesGzippedToWhomTakesIt) {
   EXPECT_EQ(builds_.load(), 3);
 }
 
+// An answer nobody asks is dropped after unused_for, unless its build
+// was slow (50 ms or more): that one is kept 144 times as long, current
+// meanwhile, so the slow question asked again is answered at once.
+TEST_F(AnswerCacheTest, ASlowAnswerIsKeptLongerUnasked) {
+  AddSeries();
+  // The refresher looks every 100 ms (a quarter of max_stale).
+  AnswerCache cache(store_.get(), std::chrono::milliseconds(400), 1 << 20, &metrics_,
+                    /*unused_for=*/std::chrono::milliseconds(300));
+  std::atomic<int> slow_builds{0};
+  const AnswerCache::Build slow = [&] {
+    ++slow_builds;
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // at least that: slow
+    return HttpResponse{200, "text/plain", "slow", {}};
+  };
+  EXPECT_FALSE(HasAge(cache.Get("slow", slow)));
+  // The fast one must be built quicker than 50 ms: tried again in case
+  // this machine stalled it.
+  bool fast = false;
+  for (int attempt = 0; attempt < 5 && !fast; ++attempt) {
+    const auto started = std::chrono::steady_clock::now();
+    cache.Get("fast", CountSeries());
+    fast = std::chrono::steady_clock::now() - started < std::chrono::milliseconds(50);
+  }
+  ASSERT_TRUE(fast);
+  EXPECT_EQ(cache.KeptCount(), 2u);
+  // Unasked past unused_for: the fast one is dropped, the slow one kept.
+  ASSERT_TRUE(WaitUntil([&] { return cache.KeptCount() == 1; }));
+  const int before = builds_.load();
+  EXPECT_FALSE(HasAge(cache.Get("fast", CountSeries())));
+  EXPECT_EQ(builds_.load(), before + 1);
+  EXPECT_TRUE(HasAge(cache.Get("slow", slow)));
+  EXPECT_EQ(slow_builds.load(), 1);
+}
+
 }  // namespace
 }  // namespace fieldprof::aggregator
