@@ -244,6 +244,24 @@ TEST(DashboardBelowKTest, TheModulesPageSaysWhatIsHeldBack) {
   EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
 }
 
+// Runs field_stacks.mjs (Chromium) on `module`'s page of `agg` against
+// `want` (its WANT_JSON); expects every check to pass, and gives what it
+// printed.
+std::string CheckStacksPage(const testing::AggregatorProcess& agg, const TempDir& dir,
+                            const std::string& module, const json& want) {
+  std::ofstream(dir.File("want.json")) << want.dump();
+  std::string out;
+  const int rc = RunCommand(
+      "node " + std::string(FIELDPROF_SOURCE_DIR) +
+          "/tests/aggregator/ui/field_stacks.mjs https://127.0.0.1:" + std::to_string(agg.port()) +
+          "/ui/ " + module + " " + dir.File("want.json") + " " + std::string(FIELDPROF_BUILD_DIR) +
+          "/ui-screenshots 2>&1",
+      &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  return out;
+}
+
 // A module's field stacks on its page, behind k = 2: two machines send
 // the same stacks and each a stack of its own, which the graph shows only
 // folded together into [other] under the frame both share.
@@ -291,16 +309,7 @@ TEST(DashboardStacksTest, TheModulePageDrawsItsFieldStacksAndFoldsTheRareOnes) {
                {"frames", {"+10", "+20", "+30", "[libc.so.6]", "[other]"}},
                {"absent", {"+98", "+99"}},
                {"zoom", "+10"}};
-  std::ofstream(dir.File("want.json")) << want.dump();
-  std::string out;
-  const int rc = RunCommand(
-      "node " + std::string(FIELDPROF_SOURCE_DIR) +
-          "/tests/aggregator/ui/field_stacks.mjs https://127.0.0.1:" + std::to_string(agg.port()) +
-          "/ui/ libflame.so.1 " + dir.File("want.json") + " " + std::string(FIELDPROF_BUILD_DIR) +
-          "/ui-screenshots 2>&1",
-      &out);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  CheckStacksPage(agg, dir, "libflame.so.1", want);
 }
 
 // A big kept /v1/stacks answer goes gzipped to whom takes gzip (Chromium
@@ -349,16 +358,7 @@ TEST(DashboardStacksTest, AKeptStacksAnswerGoesGzippedAndThePageDrawsIt) {
   json want = {
       {"root", "gz_api"},        {"root_ns", total},    {"frames", {"gz_fn_299", "gz_fn_298"}},
       {"absent", json::array()}, {"zoom", "gz_fn_299"}, {"gzip", true}};
-  std::ofstream(dir.File("want.json")) << want.dump();
-  std::string out;
-  const int rc = RunCommand(
-      "node " + std::string(FIELDPROF_SOURCE_DIR) +
-          "/tests/aggregator/ui/field_stacks.mjs https://127.0.0.1:" + std::to_string(agg.port()) +
-          "/ui/ libgz.so.1 " + dir.File("want.json") + " " + std::string(FIELDPROF_BUILD_DIR) +
-          "/ui-screenshots 2>&1",
-      &out);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  const std::string out = CheckStacksPage(agg, dir, "libgz.so.1", want);
   EXPECT_NE(out.find("Content-Encoding \"gzip\""), std::string::npos) << out;
 }
 
