@@ -66,6 +66,9 @@ constexpr size_t kStacksLimit = 10000, kStacksMostLimit = 100000;
 // 100,000 stacks here).
 constexpr std::chrono::seconds kWarmRelist(1);
 constexpr int kWarmRelistTimes = 50;
+// Of a big module with several versions, the dashboard's question of
+// each of its biggest versions (at most this many) is kept warm too.
+constexpr size_t kWarmVersions = 3;
 
 // The /v1/stacks question `q` asks in `format`, however its parameters
 // were ordered and spelled: the key its answer is kept under.
@@ -228,24 +231,39 @@ void VendorHandler::WarmLoop() {
     // Which modules have many stacks: a walk of every stack series (the
     // rare ones folded as any answer folds them).
     const auto started = std::chrono::steady_clock::now();
-    std::map<std::string, size_t> stacks;
+    std::map<std::string, std::map<std::string, size_t>> stacks;  // module -> version -> n
     ApiFilter all;
     all.metric = wire::METRIC_STACK_CPU_NS;
     const Status s = store_->ForEachApi(all, [&](ApiAggregate&& a) {
-      ++stacks[a.key.module];
+      ++stacks[a.key.module][a.key.module_version];
       std::lock_guard stopping(warm_mu_);
       return !warm_stop_;
     });
     const auto took = std::chrono::steady_clock::now() - started;
     if (s.ok()) {
       std::map<std::string, AnswerCache::Build> questions;
-      for (const auto& [module, n] : stacks) {
+      for (const auto& [module, versions] : stacks) {
+        std::vector<std::pair<size_t, std::string>> big;  // (stacks, version)
+        size_t n = 0;
+        for (const auto& [version, m] : versions) {
+          n += m;
+          if (m >= warm_stacks_) big.emplace_back(m, version);
+        }
         if (n < warm_stacks_) continue;
         SeriesQuery q;
         q.filter.module = module;
         for (const size_t limit : {kStacksLimit, kStacksMostLimit}) {
           questions.emplace(StacksQuestion(q, /*folded=*/false, limit),
                             StacksAnswer(store_, q, /*folded=*/false, limit));
+        }
+        // The module page with a version picked.
+        if (versions.size() < 2) continue;
+        std::sort(big.rbegin(), big.rend());
+        if (big.size() > kWarmVersions) big.resize(kWarmVersions);
+        for (const auto& [m, version] : big) {
+          q.filter.module_version = version;
+          questions.emplace(StacksQuestion(q, /*folded=*/false, kStacksMostLimit),
+                            StacksAnswer(store_, q, /*folded=*/false, kStacksMostLimit));
         }
       }
       stacks_answers_.KeepWarm(questions);

@@ -303,13 +303,14 @@ TEST_F(RouterTest, VendorPagesNeedTheTokenAndTheModuleListSaysWhichAreOpen) {
 // first ask.
 TEST_F(RouterTest, ABigModulesUsualStacksQuestionsAreAnsweredAhead) {
   MakeRouter({}, /*answer_warm_stacks=*/0);
-  auto post_stacks = [&](uint64_t id, const std::string& module, int stacks) {
+  auto post_stacks = [&](uint64_t id, const std::string& module, int stacks,
+                         const std::string& version = "1.0") {
     wire::Batch b = SimpleBatch(IdOf(id), module, "api", 1000);
     b.clear_records();
     for (int i = 0; i < stacks; ++i) {
       wire::Record* r = b.add_records();
       r->mutable_key()->set_module(module);
-      r->mutable_key()->set_module_version("1.0");
+      r->mutable_key()->set_module_version(version);
       r->mutable_key()->set_symbol("api;fn_" + std::to_string(i));
       r->mutable_key()->set_metric(wire::METRIC_STACK_CPU_NS);
       Histogram h;
@@ -324,6 +325,10 @@ TEST_F(RouterTest, ABigModulesUsualStacksQuestionsAreAnsweredAhead) {
   };
   post_stacks(1, "libbig.so.1", 6);
   post_stacks(2, "libsmall.so.1", 4);
+  // Two versions big enough, one not.
+  post_stacks(3, "libtwo.so.1", 5, "1.0");
+  post_stacks(4, "libtwo.so.1", 7, "2.0");
+  post_stacks(5, "libtwo.so.1", 2, "3.0");
   // Nothing warmed without the mark.
   auto count = [&](const std::string& name) {
     std::string text;
@@ -335,7 +340,8 @@ TEST_F(RouterTest, ABigModulesUsualStacksQuestionsAreAnsweredAhead) {
   // A router that warms modules of 5 stacks or more looks them up as it
   // starts.
   MakeRouter({}, /*answer_warm_stacks=*/5);
-  ASSERT_TRUE(WaitUntil([&] { return count("fieldprof_answers_warmed_total") == 2; }));
+  // libbig's two questions; libtwo's two and its dashboard's of 1.0 and 2.0.
+  ASSERT_TRUE(WaitUntil([&] { return count("fieldprof_answers_warmed_total") == 6; }));
   for (const char* target :
        {"/v1/stacks?module=libbig.so.1", "/v1/stacks?limit=100000&module=libbig.so.1",
         "/v1/stacks?format=json&limit=10000&module=libbig.so.1"}) {
@@ -346,18 +352,29 @@ TEST_F(RouterTest, ABigModulesUsualStacksQuestionsAreAnsweredAhead) {
     EXPECT_EQ(j.at("stacks_total"), 6) << target;
     EXPECT_EQ(j.at("stacks").at(0).at("frames"), nlohmann::json({"api", "fn_5"})) << target;
   }
+  for (const auto& [target, total] : std::vector<std::pair<std::string, int>>{
+           {"/v1/stacks?module=libtwo.so.1", 7},  // the same stacks in each version
+           {"/v1/stacks?module=libtwo.so.1&version=2.0&limit=100000", 7},
+           {"/v1/stacks?limit=100000&version=1.0&module=libtwo.so.1", 5}}) {
+    const HttpResponse r = Get(target);
+    ASSERT_EQ(r.status, 200) << target << ": " << r.body;
+    EXPECT_NE(Header(r, "Age"), "") << target;
+    EXPECT_EQ(nlohmann::json::parse(r.body).at("stacks_total"), total) << target;
+  }
   EXPECT_EQ(count("fieldprof_answers_built_total"), 0);
-  // The few-stacks module, and another question of the big one: built in
-  // their requests.
+  // The few-stacks module, other questions of the big ones, and a small
+  // version: built in their requests.
   for (const char* target :
        {"/v1/stacks?module=libsmall.so.1", "/v1/stacks?module=libbig.so.1&limit=3",
-        "/v1/stacks?module=libbig.so.1&format=folded"}) {
+        "/v1/stacks?module=libbig.so.1&format=folded",
+        "/v1/stacks?module=libtwo.so.1&version=3.0&limit=100000",
+        "/v1/stacks?module=libtwo.so.1&version=2.0"}) {
     const HttpResponse r = Get(target);
     ASSERT_EQ(r.status, 200) << target << ": " << r.body;
     EXPECT_EQ(Header(r, "Age"), "") << target;
   }
-  EXPECT_EQ(count("fieldprof_answers_built_total"), 3);
-  EXPECT_EQ(count("fieldprof_answers_warmed_total"), 2);
+  EXPECT_EQ(count("fieldprof_answers_built_total"), 5);
+  EXPECT_EQ(count("fieldprof_answers_warmed_total"), 6);
 }
 
 // -------------------------------------------------------------- Status -> HTTP
