@@ -104,7 +104,7 @@ class Router {
   HttpResponse Handle(const HttpRequest& request);
   HttpResponse Handle(std::string_view method, std::string_view target,
                       std::string_view content_type, std::string_view body) {
-    return Handle(HttpRequest{method, target, content_type, body, {}, {}});
+    return Handle(HttpRequest{method, target, content_type, body, {}, {}, {}});
   }
 
   // One route: the methods it takes ("GET", "POST", "GET, POST"), its path

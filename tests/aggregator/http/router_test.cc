@@ -67,7 +67,7 @@ class RouterTest : public ::testing::Test {
   }
 
   HttpResponse Get(const std::string& target, const std::string& authorization = "") {
-    return router_->Handle(HttpRequest{"GET", target, "", "", "", authorization});
+    return router_->Handle(HttpRequest{"GET", target, "", "", "", authorization, ""});
   }
 
   TempDir dir_;
