@@ -276,20 +276,23 @@ void AnswerCache::RefreshLoop() {
     const bool settled = version == looked_at;
     looked_at = version;
     std::vector<std::string> moved;
+    std::vector<std::string> unasked;  // after those asked since their build
     for (const auto& [key, e] : entries_) {
       if (e.refreshing) continue;
       if (!e.answer) {
         // First builds of warm questions first: nobody has an answer yet.
         moved.insert(moved.begin(), key);
-      } else if (e.version != version &&
-                 (e.used > e.built || settled || now - e.built >= max_stale_ / 2)) {
-        // An answer asked since it was built, at once; one nobody asked
-        // (kept warm) once the sums settle, or half as old as it may be
-        // served while they keep moving: still in time for the next ask,
-        // at half the walks.
+      } else if (e.version != version && e.used > e.built) {
+        // An answer asked since it was built: at once.
         moved.push_back(key);
+      } else if (e.version != version && (settled || now - e.built >= max_stale_ / 2)) {
+        // One nobody asked (kept warm) once the sums settle, or half as
+        // old as it may be served while they keep moving: still in time
+        // for the next ask, at half the walks.
+        unasked.push_back(key);
       }
     }
+    moved.insert(moved.end(), unasked.begin(), unasked.end());
     for (const std::string& key : moved) {
       if (stop_) break;
       auto it = entries_.find(key);

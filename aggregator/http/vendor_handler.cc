@@ -69,6 +69,10 @@ constexpr int kWarmRelistTimes = 50;
 // Of a big module with several versions, the dashboard's question of
 // each of its biggest versions (at most this many) is kept warm too.
 constexpr size_t kWarmVersions = 3;
+// What a kept answer holds a stack in, about (JSON 125 bytes, gzipped
+// 15, on the benchmark's stacks): what warm answers may take is
+// estimated before they are built.
+constexpr size_t kAnswerBytesPerStack = 140;
 
 // The /v1/stacks question `q` asks in `format`, however its parameters
 // were ordered and spelled: the key its answer is kept under.
@@ -241,15 +245,28 @@ void VendorHandler::WarmLoop() {
     });
     const auto took = std::chrono::steady_clock::now() - started;
     if (s.ok()) {
-      std::map<std::string, AnswerCache::Build> questions;
+      // The biggest modules first, while their answers take at most half
+      // of what kept answers may (the rest for questions off the list).
+      std::vector<std::pair<size_t, std::string>> modules;  // (stacks, module)
       for (const auto& [module, versions] : stacks) {
-        std::vector<std::pair<size_t, std::string>> big;  // (stacks, version)
         size_t n = 0;
+        for (const auto& [version, m] : versions) n += m;
+        if (n >= warm_stacks_) modules.emplace_back(n, module);
+      }
+      std::sort(modules.rbegin(), modules.rend());
+      std::map<std::string, AnswerCache::Build> questions;
+      size_t bytes = 0;
+      auto fits = [&](size_t stacks, size_t limit) {
+        bytes += std::min(stacks, limit) * kAnswerBytesPerStack;
+        return bytes <= kAnswerBytes / 2;
+      };
+      for (const auto& [n, module] : modules) {
+        if (!fits(n, kStacksLimit) || !fits(n, kStacksMostLimit)) break;
+        const std::map<std::string, size_t>& versions = stacks[module];
+        std::vector<std::pair<size_t, std::string>> big;  // (stacks, version)
         for (const auto& [version, m] : versions) {
-          n += m;
           if (m >= warm_stacks_) big.emplace_back(m, version);
         }
-        if (n < warm_stacks_) continue;
         SeriesQuery q;
         q.filter.module = module;
         for (const size_t limit : {kStacksLimit, kStacksMostLimit}) {
@@ -261,6 +278,7 @@ void VendorHandler::WarmLoop() {
         std::sort(big.rbegin(), big.rend());
         if (big.size() > kWarmVersions) big.resize(kWarmVersions);
         for (const auto& [m, version] : big) {
+          if (!fits(m, kStacksMostLimit)) break;
           q.filter.module_version = version;
           questions.emplace(StacksQuestion(q, /*folded=*/false, kStacksMostLimit),
                             StacksAnswer(store_, q, /*folded=*/false, kStacksMostLimit));

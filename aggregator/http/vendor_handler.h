@@ -23,9 +23,10 @@
 //     tens of milliseconds) has its usual questions answered before
 //     anyone asks: every version, the default limit and the dashboard's
 //     (limit=100000), and the dashboard's for each of its three biggest
-//     versions of that many stacks. Which modules those are is looked up in the
-//     background at start and again while the sums move, at most one
-//     fiftieth of the time.
+//     versions of that many stacks; the biggest such modules first, while
+//     their answers would take at most half the kept answers' bound. Which modules those are is
+//     looked up in the background at start and again while the sums move, at most one fiftieth of
+//     the time.
 #ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
 
