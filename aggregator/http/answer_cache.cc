@@ -261,7 +261,8 @@ void AnswerCache::RefreshLoop() {
   const auto every =
       std::max<std::chrono::milliseconds>(max_stale_ / 4, std::chrono::milliseconds(50));
   std::unique_lock lock(mu_);
-  uint64_t looked_at = 0;  // the data version at the last look
+  uint64_t looked_at = 0;                     // the data version at the last look
+  Clock::time_point moved_at = Clock::now();  // when a look last saw it move
   while (!stop_) {
     wake_.wait_for(lock, every, [this] { return stop_ || kicked_; });
     kicked_ = false;
@@ -272,9 +273,13 @@ void AnswerCache::RefreshLoop() {
     const uint64_t version = store_->DataVersion();
     lock.lock();
     const Clock::time_point now = Clock::now();
-    // No batch applied since the last look: the sums have settled.
-    const bool settled = version == looked_at;
-    looked_at = version;
+    // No batch applied for a whole look's interval: the sums have
+    // settled (looks come sooner when a request finds its answer stale).
+    if (version != looked_at) {
+      looked_at = version;
+      moved_at = now;
+    }
+    const bool settled = now - moved_at >= every;
     std::vector<std::string> moved;
     std::vector<std::string> unasked;  // after those asked since their build
     for (const auto& [key, e] : entries_) {
