@@ -69,10 +69,19 @@ stop_all
 cp -a "$work/db" "$work/db-warm"
 
 echo "== kept warm: a real aggregator with its defaults, while batches keep coming"
+# A module under the default mark (5,000 stacks, a small run) is warmed
+# all the same: the mark is lowered to its size.
+warm=()
+[[ "$stacks" -lt 5000 ]] && warm=(--answer_warm_stacks "$stacks")
 port="$(free_port)"
 started=$(date +%s.%N)
-start build/aggregator/fieldprof-aggregator "$work/db-warm" "$port"
-until get "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_answers_warmed_total 2$'; do
+start build/aggregator/fieldprof-aggregator "$work/db-warm" "$port" "${warm[@]}"
+for i in $(seq 1 3000); do
+  get "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_answers_warmed_total 2$' && break
+  if [[ $i -eq 3000 ]]; then
+    echo "bench-stacks-answer: the usual questions were not warmed within 60 s" >&2
+    exit 1
+  fi
   sleep 0.02
 done
 echo "   its usual questions answered $(python3 -c "import sys; print(f'{(float(sys.argv[2]) - float(sys.argv[1])) * 1e3:.0f}')" \
