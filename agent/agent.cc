@@ -19,6 +19,7 @@
 #include "common/batcher.h"
 #include "common/crash_point.h"
 #include "common/endpoint.h"
+#include "common/field_door.h"
 #include "common/https_client.h"
 #include "common/platform.h"
 #include "common/run_counters.h"
@@ -50,7 +51,10 @@ std::string RandomBatchId() {
 Agent::Agent(AgentConfig config)
     : config_(std::move(config)),
       outbox_(config_.outbox_dir(), config_.quarantine_dir(), config_.held_dir()),
-      versions_(config_.dpkg_dir),
+      system_code_(SystemCodeOptions{.dpkg_dir = config_.dpkg_dir,
+                                     .archives = config_.archives,
+                                     .indexes = config_.apt_indexes,
+                                     .cache_dir = config_.system_code_dir}),
       platform_(DetectPlatform()),
       rng_(std::random_device{}()) {}
 
@@ -273,6 +277,44 @@ void Agent::HarvestLiveRuns(PassResult* result) {
   if (r.ok()) result->live = *r;
 }
 
+void Agent::RefreshSystemCode() {
+  Status s = system_code_.Refresh();
+  system_code_ok_ = s.ok();
+  if (!s.ok()) {
+    // Nothing is the system's code until it succeeds: records are kept
+    // back (they wait in the spool), never sent unjudged.
+    state_.system_code_result = "not refreshed: " + s.message();
+    return;
+  }
+  state_.system_code_result =
+      "ok: " + std::to_string(system_code_.stats().shared) + " packaged modules may be named";
+  if (config_.runtime_settings.empty() || !std::filesystem::exists(config_.runtime_settings)) {
+    return;  // the file is the user's to create
+  }
+  const std::string list = system_code_.BuildIdListPath();
+  Status w = UpdateRuntimeSettings(
+      config_.runtime_settings,
+      [&list](const std::optional<RuntimeSettings>& now, RuntimeSettings* next) {
+        if (!now.has_value() || now->system_code == list) return false;
+        next->system_code = list;
+        return true;
+      });
+  if (!w.ok() && w.code() != StatusCode::kInvalidArgument) {
+    state_.settings_result = "not written: " + w.message();
+  }
+}
+
+std::string Agent::ShareModules() const {
+  std::string share = config_.share_modules;
+  if (!config_.runtime_settings.empty()) {
+    StatusOr<std::optional<RuntimeSettings>> s = ReadRuntimeSettings(config_.runtime_settings);
+    if (s.ok() && s->has_value() && !(*s)->share_modules.empty()) {
+      share += (share.empty() ? "" : ",") + (*s)->share_modules;
+    }
+  }
+  return share;
+}
+
 bool Agent::Consented() const {
   if (config_.runtime_settings.empty()) return true;
   StatusOr<std::optional<RuntimeSettings>> s = ReadRuntimeSettings(config_.runtime_settings);
@@ -298,6 +340,7 @@ StatusOr<PassResult> Agent::Pass(bool flush, bool upload, bool force_snapshot) {
   if (upload) RefreshSettings(Client(), /*force=*/false);
   if (upload) RefreshTokens(Client());
   RefreshClockRate();
+  RefreshSystemCode();
   if (upload || force_snapshot) RefreshSnapshotIfDue(force_snapshot, &r);
   // Before sealing: a part written here is in the spool the seal reads.
   HarvestLiveRuns(&r);
@@ -403,6 +446,10 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
     }
     if (Status s = sealer.AddHeld(name, *h); !s.ok()) return stopped(s);
   }
+  // Without the system's code judged, nothing is sealed: the records wait.
+  if (!system_code_ok_) return stopped(Unavailable(state_.system_code_result));
+  state_.share_modules = ShareModules();
+  FieldDoor door(&system_code_, state_.share_modules);
   FP_ASSIGN_OR_RETURN(const std::vector<SpoolEntry> files, ListSpool(config_.spool_dir));
   for (const SpoolEntry& e : files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
@@ -413,11 +460,7 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
       continue;
     }
     ++result->runs_read;
-    if (!config_.dpkg_dir.empty()) {
-      versions_.Apply(&*run);
-    } else {
-      DropStackRecords(&*run);
-    }
+    result->records_kept_home += static_cast<int64_t>(door.Apply(&*run));
     if (Status s = sealer.Add(e.name, *run); !s.ok()) return stopped(s);
   }
   // The rest waits for more unless flushing or its oldest record is due.

@@ -26,10 +26,10 @@
 #include "common/batcher.h"
 #include "common/https_client.h"
 #include "common/outbox.h"
-#include "common/package_versions.h"
 #include "common/spool.h"
 #include "common/spool_sealer.h"
 #include "common/status.h"
+#include "common/system_code.h"
 #include "common/upload_tokens.h"
 
 namespace fieldprof::agent {
@@ -66,9 +66,21 @@ struct AgentConfig {
   std::string snapshot_key;
   std::string snapshot_cache;
   int64_t snapshot_per_day = 4;
-  // dpkg's database: records name their modules' package versions
-  // (common/package_versions.h). Empty: build ids only.
+  // What may leave the machine (common/system_code.h, docs/privacy.md): a
+  // module's records leave only when it is the system's code, judged from
+  // dpkg's database (empty: none; nothing is then the system's), the
+  // archives whose packages count (apt's Origin), apt's package indexes
+  // (empty: apt's own list), with the facts kept in system_code_dir
+  // (empty: common/system_code.h DefaultSystemCodeDir). Kept records are
+  // named by their package's version.
   std::string dpkg_dir = "/var/lib/dpkg";
+  std::vector<std::string> archives = {"Debian"};
+  std::string apt_indexes;
+  std::string system_code_dir;
+  // Modules the volunteer shares by name although they are not the
+  // system's code (comma-separated), besides the settings file's
+  // `share_modules`.
+  std::string share_modules;
   // Developer mode (dev_uploader.h): spool_dir empty is off; its outbox
   // and quarantine are made under state_dir.
   DevConfig dev;
@@ -96,10 +108,13 @@ struct PassResult {
   int batches_restamped = 0;    // refused for their token, sent again with a fresh one
   int batches_waiting = 0;      // still in the outbox after the pass
   int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
-  Status upload_status;         // why uploading stopped early, if it did
-  Status counters_status;       // why the spool's run counters were not taken
-  Status seal_status;           // why sealing stopped early (no upload token), if it did
-  int snapshot_fetched = -1;    // fragments stored by a snapshot refresh (-1: none ran)
+  // Records of modules that are not the system's code (common/field_door.h):
+  // they never leave the machine.
+  int64_t records_kept_home = 0;
+  Status upload_status;       // why uploading stopped early, if it did
+  Status counters_status;     // why the spool's run counters were not taken
+  Status seal_status;         // why sealing stopped early (no upload token), if it did
+  int snapshot_fetched = -1;  // fragments stored by a snapshot refresh (-1: none ran)
   // False when the user's settings file does not say `consent = yes`: the
   // pass then sealed, sent and fetched nothing (Agent::Consented).
   bool consent = true;
@@ -168,6 +183,13 @@ class Agent {
   // The live files' runs into the spool (live_harvest.h); failures are
   // said in the result, never stop the pass.
   void HarvestLiveRuns(PassResult* result);
+  // The system's code brought up to date with dpkg and apt, and its list
+  // named in an existing runtime settings file (`system_code`), so that
+  // measured runs choose among it. Failures go into the state.
+  void RefreshSystemCode();
+  // The modules the volunteer shares by name: the config's and the
+  // settings file's.
+  std::string ShareModules() const;
   Status Upload(PassResult* result);
   // A sealed batch `e` (its `bytes`) that the aggregator refused for its
   // upload token (`rule`: token_missing, token_epoch, token_invalid) gets a
@@ -198,7 +220,8 @@ class Agent {
 
   AgentConfig config_;
   Outbox outbox_;
-  PackageVersions versions_;
+  SystemCode system_code_;
+  bool system_code_ok_ = false;  // the last refresh succeeded
   Platform platform_;
   AgentState state_;
   std::mt19937_64 rng_;

@@ -318,8 +318,16 @@ void AddSettingsFlags(fieldprof::OptionTable* t, AgentConfig* c) {
                "the runtime's settings file, kept up to date from the aggregator's GET /v1/config "
                "(empty: do not download settings)");
   t->AddString("dpkg_dir", &c->dpkg_dir,
-               "dpkg's database, where modules' package versions are read (empty: keys keep "
-               "build ids only)");
+               "dpkg's database: which installed package holds a module's file and what it "
+               "shipped (docs/privacy.md; empty: no module is the system's code)");
+  t->AddString("apt_indexes", &c->apt_indexes,
+               "apt's package indexes as lines PATH<TAB>ORIGIN<TAB>yes|no (empty: ask apt)");
+  t->AddString("system_code_dir", &c->system_code_dir,
+               "where what is known of the system's code is kept (empty: /var/cache/fieldprof/"
+               "system-code for root, else ~/.cache/fieldprof/system-code)");
+  t->AddString("share_modules", &c->share_modules,
+               "modules of your own whose records leave as the system's do (comma-separated "
+               "names; the settings file's share_modules too)");
   t->AddInt("settings_interval_s", &c->settings_interval_s,
             "download the settings at most this often (--once: every pass)", 0, int64_t{7} * 86400);
   t->AddString("snapshot_key", &c->snapshot_key,
@@ -372,8 +380,12 @@ int main(int argc, char** argv) {
       "Uploads the fieldprof runtime's run records (the spool) to the aggregator in batches, "
       "exactly once through crashes and outages.");
   int64_t cap_mib = c.cap_bytes >> 20;
+  std::string archives = "Debian";
   AddUploadFlags(&t, &c, &cap_mib);
   AddSettingsFlags(&t, &c);
+  t.AddString("archives", &archives,
+              "the apt archives (their Release files' Origin, comma-separated) whose packages' "
+              "modules may be named off this machine");
   AddDevAndLiveFlags(&t, &c);
   t.AddBool("once", &once, "one pass, then exit (3 if batches are left waiting)");
   t.AddBool("flush", &flush, "seal what the spool holds now, however small or young");
@@ -386,6 +398,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   c.cap_bytes = cap_mib << 20;
+  c.archives.clear();
+  for (size_t at = 0; at <= archives.size();) {
+    const size_t comma = std::min(archives.find(',', at), archives.size());
+    if (comma > at) c.archives.push_back(archives.substr(at, comma - at));
+    at = comma + 1;
+  }
   c.server_set_in = ServerSetIn(argc, argv, t.given("server"));
   c.batch_bytes_local = t.given("batch_bytes");
   c.max_age_local = t.given("max_age_s");

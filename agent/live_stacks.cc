@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "agent/runtime/live_layout.h"
+#include "common/exported_symbols.h"
 #include "common/key_rules.h"
-#include "common/package_versions.h"
 #include "common/stack_folding.h"
 #include "common/wire.h"
 

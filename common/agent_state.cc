@@ -36,6 +36,8 @@ constexpr Field kFields[] = {
     {"settings_version", nullptr, &AgentState::settings_version},
     {"settings_checked_unix_ms", &AgentState::settings_checked_unix_ms, nullptr},
     {"settings_result", nullptr, &AgentState::settings_result},
+    {"system_code_result", nullptr, &AgentState::system_code_result},
+    {"share_modules", nullptr, &AgentState::share_modules},
     {"fleet_batch_bytes", &AgentState::fleet_batch_bytes, nullptr},
     {"fleet_max_age_s", &AgentState::fleet_max_age_s, nullptr},
     {"seal_deadline_unix_ms", &AgentState::seal_deadline_unix_ms, nullptr},

@@ -31,6 +31,12 @@ struct AgentState {
   std::string settings_version;          // of the fleet settings last applied
   int64_t settings_checked_unix_ms = 0;  // last GET /v1/config attempt
   std::string settings_result;           // "ok", "unreachable: ...", "refused: ..."
+  // The system's code (common/system_code.h) as of the last pass: "ok: N
+  // packaged modules may be named", or why it could not be judged.
+  std::string system_code_result;
+  // The modules shared by name at the last pass (the agent's flag and the
+  // settings file's share_modules), for `fieldprof status --pending`.
+  std::string share_modules;
   // The agent's own thresholds from the last settings applied (0: none yet).
   int64_t fleet_batch_bytes = 0;
   int64_t fleet_max_age_s = 0;

@@ -1,6 +1,7 @@
 #include "common/exported_symbols.h"
 
 #include <elf.h>
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -10,9 +11,27 @@
 #include <algorithm>
 #include <tuple>
 
-#include "common/package_versions.h"
-
 namespace fieldprof {
+
+std::string FileBuildId(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  elf_version(EV_CURRENT);
+  std::string out;
+  if (Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr); elf != nullptr) {
+    const void* id = nullptr;
+    const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+    static const char kHex[] = "0123456789abcdef";
+    for (ssize_t i = 0; i < n; ++i) {
+      const auto b = static_cast<const unsigned char*>(id)[i];
+      out += kHex[b >> 4];
+      out += kHex[b & 15];
+    }
+    elf_end(elf);
+  }
+  close(fd);
+  return out;
+}
 
 bool ExportedSymbols::Load(const std::string& path, const std::string& build_id) {
   syms_.clear();
@@ -78,6 +97,27 @@ const std::string* ExportedSymbols::At(uint64_t offset) const {
   return &best->name;
 }
 
+namespace {
+
+// The defined global or weak functions of a .dynsym section.
+size_t CountExportedFunctions(Elf_Scn* scn, const GElf_Shdr& sh) {
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr) return 0;
+  size_t n = 0;
+  for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; ++i) {
+    GElf_Sym s;
+    if (gelf_getsym(data, static_cast<int>(i), &s) == nullptr) continue;
+    const int bind = GELF_ST_BIND(s.st_info);
+    if (s.st_shndx != SHN_UNDEF && GELF_ST_TYPE(s.st_info) == STT_FUNC &&
+        (bind == STB_GLOBAL || bind == STB_WEAK)) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 ElfFacts ReadElfFacts(const std::string& path) {
   ElfFacts f;
   struct stat st {};
@@ -101,9 +141,12 @@ ElfFacts ReadElfFacts(const std::string& path) {
     }
     for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
       GElf_Shdr sh;
-      if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_DYNAMIC || sh.sh_entsize == 0) {
+      if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_entsize == 0) continue;
+      if (sh.sh_type == SHT_DYNSYM) {
+        f.exported_functions += CountExportedFunctions(scn, sh);
         continue;
       }
+      if (sh.sh_type != SHT_DYNAMIC) continue;
       Elf_Data* data = elf_getdata(scn, nullptr);
       if (data == nullptr) continue;
       for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; ++i) {
@@ -115,6 +158,14 @@ ElfFacts ReadElfFacts(const std::string& path) {
       }
     }
     f.program = f.soname.empty() && (interp || eh.e_type == ET_EXEC);
+    const void* id = nullptr;
+    const ssize_t n = dwelf_elf_gnu_build_id(elf, &id);
+    static const char kHex[] = "0123456789abcdef";
+    for (ssize_t i = 0; i < n; ++i) {
+      const auto b = static_cast<const unsigned char*>(id)[i];
+      f.build_id += kHex[b >> 4];
+      f.build_id += kHex[b & 15];
+    }
   }
   if (elf != nullptr) elf_end(elf);
   ::close(fd);

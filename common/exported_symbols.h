@@ -40,8 +40,16 @@ struct ElfFacts {
   bool read = false;     // an ELF file that could be read
   std::string soname;    // DT_SONAME ("" when none)
   bool program = false;  // a program: no soname, and an interpreter or ET_EXEC
+  std::string build_id;  // the GNU build id, hex ("" when none)
+  // Functions it defines for other objects (.dynsym: global or weak,
+  // defined): the APIs another object can import from it.
+  size_t exported_functions = 0;
 };
 ElfFacts ReadElfFacts(const std::string& path);
+
+// The GNU build id of the ELF file at `path`, in hex; empty when it has
+// none or cannot be read.
+std::string FileBuildId(const std::string& path);
 
 }  // namespace fieldprof
 

@@ -153,6 +153,12 @@ void Store(Setting setting, const std::string& v, int64_t n, double d, RuntimeSe
     case Setting::kStackHz:
       f.stack_hz = n;
       break;
+    case Setting::kSystemCode:
+      s->system_code = v;
+      break;
+    case Setting::kShareModules:
+      s->share_modules = v;
+      break;
   }
 }
 
@@ -264,6 +270,8 @@ std::string FormatRuntimeSettings(const RuntimeSettings& s) {
   if (!s.seed.empty()) out += "seed = " + s.seed + "\n";
   if (!s.force.empty()) out += "force = " + s.force + "\n";
   if (!s.points.empty()) out += "points = " + s.points + "\n";
+  if (!s.system_code.empty()) out += "system_code = " + s.system_code + "\n";
+  if (!s.share_modules.empty()) out += "share_modules = " + s.share_modules + "\n";
   return out;
 }
 

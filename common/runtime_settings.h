@@ -8,8 +8,9 @@
 //
 // Fleet settings (from the aggregator): k, slots, max_load_per_cpu,
 // overhead_budget, sample_fraction, max_runs_per_minute, allow_modules,
-// deny_modules. Local ones (never taken
-// from the network): consent, spool_dir, spool_cap_mib, slot_dir, tsc_hz
+// deny_modules (which can only narrow what is measured). Local ones (never
+// taken from the network): consent, spool_dir, spool_cap_mib, slot_dir,
+// system_code, share_modules, tsc_hz
 // (this machine's TSC rate, measured by the agent: common/tsc_rate.h), and
 // the test knobs seed and force, and points (functions the runtime times as
 // instrumentation points in every measured run: docs/points.md).
@@ -39,7 +40,10 @@ struct FleetSettings {
   // Stack samples a second of a measured run's CPU time, folded to the
   // frames of packaged libraries (docs/field-stacks.md); 0: none.
   int64_t stack_hz = 20;
-  std::string allow_modules;  // comma-separated sonames; empty: all
+  // Comma-separated names; empty: all. Narrows the choice only: a module
+  // that is not the system's code is measured only when the volunteer
+  // shares it (RuntimeSettings::share_modules).
+  std::string allow_modules;
   std::string deny_modules;
   // For the agent itself.
   int64_t batch_bytes = 128 * 1024;
@@ -62,7 +66,13 @@ struct RuntimeSettings {
   int64_t tsc_hz = 0;       // 0: none (each run estimates the rate itself)
   std::string seed, force;  // test knobs, kept as found
   std::string points;       // "module:function", comma-separated; kept as found
-  std::string version;      // "# settings_version: ..." comment; empty if none
+  // The agent's list of the system's code (common/system_code.h); empty:
+  // none yet, and measured runs choose nothing at random.
+  std::string system_code;
+  // Modules the volunteer shares by name (comma-separated): chosen and
+  // sent although they are not the system's code.
+  std::string share_modules;
+  std::string version;  // "# settings_version: ..." comment; empty if none
 
   bool operator==(const RuntimeSettings&) const = default;
 };

@@ -39,6 +39,8 @@ enum class Setting : uint8_t {
   kPoints,
   kLiveDir,
   kStackHz,
+  kSystemCode,
+  kShareModules,
 };
 
 enum class Kind : uint8_t {
@@ -84,6 +86,14 @@ inline constexpr Rule kRules[] = {
     // Stack samples a second of a measured run's threads' CPU time
     // (agent/runtime/stack_samples.h); 0: none.
     {"stack_hz", Setting::kStackHz, Kind::kInt, 0, 1000, 0, 0},
+    // The list of the system's code (common/system_code_list.h) the agent
+    // keeps: measured runs choose APIs only among the modules it names;
+    // without it, none at random.
+    {"system_code", Setting::kSystemCode, Kind::kText, 0, 511, 0, 0},
+    // Modules the volunteer shares although they are not the system's code
+    // (comma-separated names): chosen and sent as the system's are. Never
+    // taken from the network.
+    {"share_modules", Setting::kShareModules, Kind::kText, 0, 1023, 0, 0},
 };
 
 // The rule of setting `name` (NUL-terminated), or nullptr for a name no

@@ -53,6 +53,8 @@ bool BinderStart(const BinderConfig& c) {
   g_binder.seed = c.seed;
   g_binder.allow_modules = c.allow_modules;
   g_binder.deny_modules = c.deny_modules;
+  g_binder.system_code = c.system_code;
+  g_binder.share_modules = c.share_modules;
   g_binder.debug_log = c.debug_log;
   g_binder.filters = c.allow_modules[0] != 0 || c.deny_modules[0] != 0;
   g_binder.lab = c.lab;

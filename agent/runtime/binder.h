@@ -62,6 +62,11 @@ struct BinderConfig {
   const char* points = "";
   const char* allow_modules = "";  // comma-separated sonames; "" = all
   const char* deny_modules = "";
+  // The list of the system's code (common/system_code_list.h; "": none,
+  // so nothing is chosen at random), and the modules the volunteer shares
+  // by name although they are not in it.
+  const char* system_code = "";
+  const char* share_modules = "";
   const char* debug_log = nullptr;
   // Lab mode (lab.h): every import is trapped, and bound to a lab stub when
   // the lab observes it; no field choice is made.

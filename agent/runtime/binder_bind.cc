@@ -89,11 +89,12 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   const Object* def = DefinerOf(s, target);
   const char* module = KeyModule(def);
   // A random choice only among the system's modules (SystemModule: a
-  // stat or two, once per API; none once the run stopped measuring, as
-  // under a seccomp filter, which may kill at any system call).
+  // stat or two and a look in the system's code, once per module; none
+  // once the run stopped measuring, as under a seccomp filter, which may
+  // kill at any system call), or those the volunteer shares by name.
   if (module == nullptr || !ModuleAllowed(module) ||
       ((a.flags & kApiForced) == 0 && g.active && !SystemModule(def) &&
-       !(g_binder.allow_modules[0] && InList(g_binder.allow_modules, module)))) {
+       !SharedByVolunteer(def, module))) {
     a.flags |= kApiExcluded;
     Unchoose(ai);
     return Direct(b, i);

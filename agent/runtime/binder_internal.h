@@ -139,11 +139,21 @@ bool ModuleAllowed(const char* module);
 // Whether the file at `path` belongs to the system: under a system
 // directory, root's and writable by nobody else, as its directory is.
 bool SystemFile(const char* path);
-// Whether an API defined in `def` may be chosen at random: a library file
-// of the system's (SystemFile: what a package can have installed), or the
-// program when its executable is one. A user's own library or program is
-// measured only where it is named (force, points, allow_modules): its API
-// names, like its frames (stack_fold.cc), stay on the machine.
+// Whether the object's build is in the agent's list of the system's code
+// (common/system_code.h: a file an installed package of a known archive
+// holds, as the package shipped it). The list is mapped at the first ask.
+bool InSystemCode(const ElfObject& e);
+// Whether the volunteer shares `module`, defined in `def`, by name
+// (share_modules): the module's key name, or for the program its file name.
+bool SharedByVolunteer(const Object* def, const char* module);
+// Whether an API defined in `def` may be chosen at random, and its module
+// named in stacks and points: a library file of the system's (SystemFile:
+// where a package installs, root's) whose build is the system's code
+// (InSystemCode), or the program when its executable is both. A user's own
+// library or program, an in-house package's, a private build over a
+// packaged file, are measured only where they are named (force, points,
+// share_modules): their names, like their frames (stack_fold.cc), stay on
+// the machine.
 bool SystemModule(const Object* def);
 // Copies `src` with its NUL into dst[cap]; false (nothing copied) when it
 // does not fit.

@@ -111,6 +111,13 @@ struct BinderState {
   uint64_t seed;
   const char* allow_modules;
   const char* deny_modules;
+  const char* system_code;    // the list's path (binder.h)
+  const char* share_modules;  // the volunteer's shared modules
+  // The list, mapped at its first use (module_naming.cc): its sorted
+  // entries, how many; read once (1), or not there (2).
+  const unsigned char* system_ids;
+  uint32_t nsystem_ids;
+  uint8_t system_ids_read;
   const char* debug_log;
   bool filters;  // allow or deny list set
   bool lab;      // lab mode (binder.h)

@@ -106,6 +106,10 @@ bool Apply(RunSettings& s, const char* name, const char* v) {
     case Setting::kStackHz:
       s.stack_hz = static_cast<int>(n);
       return true;
+    case Setting::kSystemCode:
+      return Copy(s.system_code, sizeof s.system_code, v);
+    case Setting::kShareModules:
+      return Copy(s.share_modules, sizeof s.share_modules, v);
   }
   return false;
 }
@@ -244,7 +248,9 @@ bool LoadSettings(RunSettings& s, SettingsText* first, char** envp) {
               {"FIELDPROF_MAX_LOAD", "max_load_per_cpu"},
               {"FIELDPROF_BUDGET", "overhead_budget"},
               {"FIELDPROF_TSC_HZ", "tsc_hz"},
-              {"FIELDPROF_STACK_HZ", "stack_hz"}};
+              {"FIELDPROF_STACK_HZ", "stack_hz"},
+              {"FIELDPROF_SYSTEM_CODE", "system_code"},
+              {"FIELDPROF_SHARE_MODULES", "share_modules"}};
   for (const auto& e : kEnv) {
     const char* v = sys::Env(envp, e.env);
     if (v != nullptr && !Apply(s, e.name, v)) {

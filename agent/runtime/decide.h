@@ -55,6 +55,10 @@ struct alignas(4096) RunSettings {
   char deny_modules[1024];
   char force[1024];   // "sym" or "module:sym", comma-separated
   char points[1024];  // "module:function", comma-separated (docs/points.md)
+  // The agent's list of the system's code (common/system_code_list.h):
+  // APIs are chosen at random only in the modules it names.
+  char system_code[512];
+  char share_modules[1024];  // the volunteer's own modules shared by name
 };
 
 // The defaults common/runtime_settings.h documents.

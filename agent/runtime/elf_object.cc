@@ -171,9 +171,7 @@ const char* ModuleName(const ElfObject& o) {
   return key_rules::ModuleOk(base, n) ? base : nullptr;
 }
 
-void BuildIdHex(const ElfObject& o, char* out, size_t cap) {
-  static const char kUnknown[] = "unknown";
-  static const char kHex[] = "0123456789abcdef";
+const unsigned char* BuildIdBytes(const ElfObject& o, size_t* size) {
   for (int i = 0; i < o.phnum; ++i) {
     const Elf64_Phdr& ph = o.phdr[i];
     if (ph.p_type != PT_NOTE) continue;
@@ -184,17 +182,28 @@ void BuildIdHex(const ElfObject& o, char* out, size_t cap) {
       const char* name = p + sizeof(Elf64_Nhdr);
       const char* desc = name + ((n->n_namesz + 3) & ~3u);
       if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && name[0] == 'G' && name[1] == 'N' &&
-          name[2] == 'U' && name[3] == 0 && 2 * size_t{n->n_descsz} + 1 <= cap) {
-        for (uint32_t j = 0; j < n->n_descsz; ++j) {
-          const auto b = static_cast<unsigned char>(desc[j]);
-          out[2 * j] = kHex[b >> 4];
-          out[2 * j + 1] = kHex[b & 15];
-        }
-        out[2 * n->n_descsz] = 0;
-        return;
+          name[2] == 'U' && name[3] == 0 && desc + n->n_descsz <= end && n->n_descsz > 0) {
+        *size = n->n_descsz;
+        return reinterpret_cast<const unsigned char*>(desc);
       }
       p = desc + ((n->n_descsz + 3) & ~3u);
     }
+  }
+  *size = 0;
+  return nullptr;
+}
+
+void BuildIdHex(const ElfObject& o, char* out, size_t cap) {
+  static const char kUnknown[] = "unknown";
+  static const char kHex[] = "0123456789abcdef";
+  size_t n = 0;
+  if (const unsigned char* id = BuildIdBytes(o, &n); id != nullptr && 2 * n + 1 <= cap) {
+    for (size_t j = 0; j < n; ++j) {
+      out[2 * j] = kHex[id[j] >> 4];
+      out[2 * j + 1] = kHex[id[j] & 15];
+    }
+    out[2 * n] = 0;
+    return;
   }
   size_t i = 0;
   for (; i + 1 < cap && kUnknown[i]; ++i) out[i] = kUnknown[i];

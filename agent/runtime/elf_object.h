@@ -65,6 +65,9 @@ const char* ModuleName(const ElfObject& o);
 // Writes the object's GNU build id in hex into out[0..cap) ("unknown" when it
 // has none, or when it does not fit).
 void BuildIdHex(const ElfObject& o, char* out, size_t cap);
+// The object's GNU build id, as it is in its note: its bytes (in the
+// mapped object) and their number; nullptr when it has none.
+const unsigned char* BuildIdBytes(const ElfObject& o, size_t* n);
 
 uint32_t GnuHash(const char* name);
 bool StrEq(const char* a, const char* b);

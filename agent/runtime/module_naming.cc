@@ -1,14 +1,16 @@
-// The module name a key may carry: nothing that identifies a person or a
-// machine leaves it (DESIGN: privacy at every door). A library is named by
-// its soname or file name (elf_object.h ModuleName); the program's own
-// exports by its executable's file name only when the executable belongs
-// to the system, else "main".
+// The module name a key may carry, and whether a module is the system's
+// code (docs/privacy.md): nothing that identifies a person or a machine
+// leaves. A library is named by its soname or file name (elf_object.h
+// ModuleName); the program's own exports by its executable's file name
+// only when the executable belongs to the system, else "main".
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/sys.h"
 #include "common/key_rules.h"
+#include "common/system_code_list.h"
 #include "common/system_path.h"
 
 namespace fieldprof::rt {
@@ -22,7 +24,8 @@ bool SystemExecutable(char* path, size_t len) {
 
 // The module name of the program's own exports (python3's PyErr_Occurred):
 // its executable's file name when the executable belongs to the system
-// (python3.11), else "main": the name of a user's own program stays home.
+// (python3.11) or the volunteer shares it by that name, else "main": the
+// name of a user's own program stays home.
 const char* MainModule() {
   static char name[256];
   if (name[0] != 0) return name;
@@ -31,13 +34,63 @@ const char* MainModule() {
   const long n = sys::Readlink("/proc/self/exe", path, sizeof path - 1);
   if (n <= 0) return name;
   path[n] = 0;
-  if (!SystemExecutable(path, static_cast<size_t>(n))) return name;
   const char* base = strrchr(path, '/') + 1;
+  const char* share = g_binder.share_modules;
+  const bool shared = share != nullptr && share[0] != 0 && InList(share, base);
+  if (!shared && !SystemExecutable(path, static_cast<size_t>(n))) return name;
   if (key_rules::ModuleOk(base, strlen(base))) CopyName(name, sizeof name, base);
   return name;
 }
 
+// The agent's list of the system's code, mapped at the first ask (in a
+// measured run, at the first call of an API or the first stack folded):
+// an open, an fstat and a mapping of ~80 KB, read where a binary search
+// lands. Not there, or not a list: nothing is the system's code.
+void MapSystemCode() {
+  g_binder.system_ids_read = 2;
+  const char* path = g_binder.system_code;
+  if (path == nullptr || path[0] != '/') return;
+  const int fd = sys::OpenAt(AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  struct stat st;
+  void* map = MAP_FAILED;
+  if (sys::Fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  sys::Close(fd);
+  if (map == MAP_FAILED) return;
+  uint32_t n = 0;
+  const unsigned char* entries =
+      system_code_list::Entries(map, static_cast<size_t>(st.st_size), &n);
+  if (entries == nullptr) {
+    munmap(map, static_cast<size_t>(st.st_size));
+    return;
+  }
+  g_binder.system_ids = entries;
+  g_binder.nsystem_ids = n;
+  g_binder.system_ids_read = 1;
+}
+
 }  // namespace
+
+bool InSystemCode(const ElfObject& e) {
+  if (g_binder.system_ids_read == 0) MapSystemCode();
+  if (g_binder.system_ids_read != 1) return false;
+  size_t n = 0;
+  const unsigned char* id = BuildIdBytes(e, &n);
+  if (id == nullptr) return false;
+  unsigned char entry[system_code_list::kEntryBytes];
+  system_code_list::EntryOf(id, n, entry);
+  return system_code_list::Contains(g_binder.system_ids, g_binder.nsystem_ids, entry);
+}
+
+bool SharedByVolunteer(const Object* def, const char* module) {
+  const char* list = g_binder.share_modules;
+  if (list == nullptr || list[0] == 0) return false;
+  if (module != nullptr && InList(list, module)) return true;
+  return def != nullptr && def->elf.path != nullptr && def->elf.path[0] == 0 && def->initial &&
+         InList(list, ProgramFileName());
+}
 
 bool SystemFile(const char* path) {
   char copy[4096];
@@ -60,6 +113,7 @@ bool SystemModule(const Object* def) {
     } else {
       system = def->elf.path != nullptr && def->elf.path[0] == '/' && SystemFile(def->elf.path);
     }
+    system = system && InSystemCode(def->elf);
     seen = system ? 1 : 2;
   }
   return seen == 1;

@@ -467,6 +467,11 @@ void NameSeries(void* arg) {
     if (s.module[0] != 0) continue;
     const Object* def = ObjectContaining(s.site);
     const char* module = def != nullptr ? KeyModule(def) : nullptr;
+    // Only the system's code names its points in the field (a user's own
+    // program built with points.h keeps its tags at home), or a module
+    // the volunteer shares.
+    if (module != nullptr && !SystemModule(def) && !SharedByVolunteer(def, module))
+      module = nullptr;
     if (module == nullptr || !CopyName(s.module, sizeof s.module, module)) {
       s.module[0] = 0;
       continue;

@@ -60,9 +60,11 @@ bool IsProgram(const Object& o) {
          (o.elf.soname == nullptr || o.elf.soname[0] == 0);
 }
 
-// Whether a module's frames may be kept: a library file that a system
-// package can have installed (root's, in a system directory; the agent
-// then keeps only modules a package holds), with a key's name and build id.
+// Whether a module's frames may be kept: a library whose file is the
+// system's code (SystemFile and InSystemCode: a file an installed package
+// of a known archive holds, unchanged; the agent checks again), or one the
+// volunteer shares, with a key's name and build id. Any other module's
+// frames are [unpackaged], and no mark names it.
 uint8_t KindOf(const Object& o) {
   if (o.ours) return kLiveModuleOurs;
   if (IsProgram(o)) return kLiveModuleProgram;
@@ -72,7 +74,8 @@ uint8_t KindOf(const Object& o) {
   char id[80];
   KeyBuildId(&o, id, sizeof id);
   if (strcmp(id, "unknown") == 0) return kLiveModuleOther;
-  return SystemFile(o.elf.path) ? kLiveModuleKept : kLiveModuleOther;
+  if (SharedByVolunteer(&o, module)) return kLiveModuleKept;
+  return SystemFile(o.elf.path) && InSystemCode(o.elf) ? kLiveModuleKept : kLiveModuleOther;
 }
 
 // The exported symbol whose extent covers `a` in `o`, else "+offset" from

@@ -161,6 +161,8 @@ BinderConfig BinderConfigOf(const RunSettings& s) {
   bc.points = s.points;
   bc.allow_modules = s.allow_modules;
   bc.deny_modules = s.deny_modules;
+  bc.system_code = s.system_code;
+  bc.share_modules = s.share_modules;
   bc.debug_log = g.config.debug_log;
   bc.lab = g_lab_mode != kLabOff;
   return bc;

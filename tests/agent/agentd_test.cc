@@ -25,12 +25,13 @@
 #include "agent/agent.h"
 #include "common/batcher.h"
 #include "common/durable_file.h"
+#include "common/exported_symbols.h"
 #include "common/outbox.h"
-#include "common/package_versions.h"
 #include "common/run_counters.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/spool_sealer.h"
+#include "common/system_code.h"
 #include "common/tsc_rate.h"
 #include "common/upload_tokens.h"
 #include "common/validate.h"
@@ -420,6 +421,16 @@ TEST_F(AgentPassTest, StatusPendingShowsExactlyWhatIsSentNext) {
   EXPECT_NE(StatusText("--pending").find("nothing: the outbox and the spool are empty"),
             std::string::npos);
   FillSpool(30, 4);
+  AgentConfig c = Config(FreePort());
+  {
+    // A pass that seals nothing (the records are young): the agent's
+    // state now says which modules it shares, as status reads it.
+    c.max_age_s = 365 * 86400;
+    Agent young(c);
+    ASSERT_TRUE(young.Init().ok());
+    ASSERT_TRUE(young.Pass(/*flush=*/false, /*upload=*/false).ok());
+    c.max_age_s = Config(0).max_age_s;
+  }
   const auto before = batches(StatusText("--pending --json"));
   ASSERT_EQ(before.size(), 1u);
   EXPECT_EQ(before[0].first, "spool");
@@ -427,7 +438,6 @@ TEST_F(AgentPassTest, StatusPendingShowsExactlyWhatIsSentNext) {
   EXPECT_EQ(SpoolFiles(), 30u) << "status must not consume the spool";
 
   // The agent seals the spool (no aggregator: nothing leaves).
-  AgentConfig c = Config(FreePort());
   Agent agent(c);
   ASSERT_TRUE(agent.Init().ok());
   ASSERT_TRUE(agent.Pass(/*flush=*/true, /*upload=*/false).ok());
@@ -482,7 +492,7 @@ TEST_F(AgentPassTest, RoundTripStoresExactlyTheSumsOfTheRecords) {
 
 // A module installed by a Debian package is uploaded under that package's
 // version (with its build id's first 16 digits), as dpkg-query tells it;
-// one no package holds keeps its build id. The sums are the same.
+// one no package holds stays on the machine (docs/privacy.md).
 TEST_F(AgentPassTest, ModulesFromPackagesAreUploadedUnderTheirVersions) {
   AggregatorProcess agg(dir_, FreePort());
   agg.Start();
@@ -514,19 +524,24 @@ TEST_F(AgentPassTest, ModulesFromPackagesAreUploadedUnderTheirVersions) {
   }
   ASSERT_FALSE(version.empty());
   HttpsClient c(agg.Options());
-  for (const auto& [module, want_version] :
-       {std::pair<std::string, std::string>{"libz.so.1", version + "_" + build_id.substr(0, 16)},
-        {"libmine.so.1", build_id}}) {
-    ApiKey key;
-    key.module = module;
-    key.module_version = want_version;
-    key.symbol = "deflate";
-    key.metric = wire::METRIC_WALL_TIME_NS;
-    key.platform = ThisPlatformOfAgent();
-    auto got = tools::FetchSeries(c, key);
-    ASSERT_TRUE(got.ok()) << module << " " << want_version << ": " << got.status().ToString();
-    EXPECT_EQ(got->count, run.records(0).histogram().count()) << module;
-  }
+  ApiKey key;
+  key.module = "libz.so.1";
+  key.module_version = version + "_" + build_id.substr(0, 16);
+  key.symbol = "deflate";
+  key.metric = wire::METRIC_WALL_TIME_NS;
+  key.platform = ThisPlatformOfAgent();
+  auto got = tools::FetchSeries(c, key);
+  ASSERT_TRUE(got.ok()) << key.module_version << ": " << got.status().ToString();
+  EXPECT_EQ(got->count, run.records(0).histogram().count());
+  // libz's build under another name is not what the package holds: it
+  // stayed on the machine, under any version.
+  EXPECT_EQ(r->records_kept_home, own.records_size());
+  auto list = c.Get("/v1/apis?module=libmine.so.1");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->body.find("libmine"), std::string::npos) << list->body;
+  auto all = c.Get("/v1/apis");
+  ASSERT_TRUE(all.ok());
+  EXPECT_NE(all->body.find("libz.so.1"), std::string::npos) << all->body;
 }
 
 TEST_F(AgentPassTest, YoungSmallBatchesWaitUnlessFlushed) {
@@ -913,11 +928,13 @@ TEST_F(AgentPassTest, TheMachinesClockRateReachesTheRuntime) {
 }
 
 TEST_F(AgentPassTest, ADamagedSettingsAnswerIsIgnored) {
-  // With this machine's rate in it, the agent has nothing of its own to
-  // write either (TheMachinesClockRateReachesTheRuntime).
+  // With this machine's rate and its list of the system's code in it, the
+  // agent has nothing of its own to write either
+  // (TheMachinesClockRateReachesTheRuntime).
   const std::optional<int64_t> hz = MeasureTscHz();
-  const std::string good_conf =
-      "consent = yes\nk = 3\n" + (hz ? "tsc_hz = " + std::to_string(*hz) + "\n" : "");
+  const std::string good_conf = "consent = yes\nk = 3\n" +
+                                (hz ? "tsc_hz = " + std::to_string(*hz) + "\n" : "") +
+                                "system_code = " + SystemCode().BuildIdListPath() + "\n";
   for (const std::string& body :
        {std::string("{not json"), std::string(R"({"k": 99, "slots": 6})"),
         FleetSettingsToJson(FleetSettings{}, true).replace(12, 4, "dead")}) {
@@ -1486,10 +1503,11 @@ TEST_F(AgentPassTest, RunCountersReachTheNextBatchExactlyOnce) {
 
 class AgentCrashTest : public AgentPassTest {
  protected:
-  // The daemon's runs use this settings file: the user consented.
+  // The daemon's runs use this settings file: the user consented, and
+  // shares the tests' synthetic module (LoopbackAgentConfig).
   void SetUp() override {
     AgentPassTest::SetUp();
-    std::ofstream(dir_.File("runtime.conf")) << "consent = yes\n";
+    std::ofstream(dir_.File("runtime.conf")) << "consent = yes\nshare_modules = libtest.so.1\n";
   }
 
   // Runs the agent binary once (--once --flush, small batches so a pass

@@ -64,11 +64,12 @@ class LiveTest : public ::testing::Test {
   // One agent pass (upload, flush; every live run due).
   std::string Agent(uint16_t port) {
     std::string out;
-    const std::string cmd =
-        std::string(FIELDPROF_AGENT_BIN) + " --once --flush --server 127.0.0.1 --port " +
-        std::to_string(port) + " --ca_file " + dir_.File("cert.pem") + " --spool " +
-        dir_.File("spool") + " --state_dir " + dir_.File("state") +
-        " --runtime_settings '' --live_dir " + dir_.File("live") + " --live_interval_s 0 2>&1";
+    const std::string cmd = std::string(FIELDPROF_AGENT_BIN) +
+                            " --once --flush --server 127.0.0.1 --port " + std::to_string(port) +
+                            " --ca_file " + dir_.File("cert.pem") + " --spool " +
+                            dir_.File("spool") + " --state_dir " + dir_.File("state") +
+                            " --runtime_settings '' --live_dir " + dir_.File("live") +
+                            " --live_interval_s 0 --share_modules libfieldprof_testlib.so 2>&1";
     const int rc = testing::RunCommand(cmd, &out);
     EXPECT_EQ(rc, 0) << out;
     return out;

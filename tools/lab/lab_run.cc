@@ -22,7 +22,7 @@
 #include "common/durable_file.h"
 #include "common/histogram.h"
 #include "common/options.h"
-#include "common/package_versions.h"
+#include "common/system_code.h"
 #include "common/wire.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
@@ -351,8 +351,17 @@ int LabSession::WriteProfile() {
   profile_.set_apis_untimed(untimed);
   for (auto& [k, r] : records) *profile_.add_records() = std::move(r);
   graph_.ToProfile(&profile_);
-  // Keys as the agent uploads them: package versions where dpkg knows them.
-  PackageVersions().Apply(&profile_);
+  // Keys as the agent uploads them: package versions where the module is
+  // the system's code (the profile keeps every module; `lab upload` sends
+  // only those). Without an answer, build ids stay.
+  SystemCode code;
+  if (code.Refresh().ok()) {
+    auto name = [&](wire::ApiKey* k) {
+      k->set_module_version(code.KeyVersion(k->module(), k->module_version()));
+    };
+    for (wire::Record& r : *profile_.mutable_records()) name(r.mutable_key());
+    for (wire::ApiKey& k : *profile_.mutable_apis()) name(&k);
+  }
   if (Status w = WriteLabProfile(o_.output, profile_); !w.ok()) {
     std::cerr << "fieldprof lab: " << w.message() << "\n";
     return 1;

@@ -7,7 +7,6 @@
 
 #include "common/exported_symbols.h"
 #include "common/key_rules.h"
-#include "common/package_versions.h"
 #include "common/stack_folding.h"
 #include "common/system_path.h"
 

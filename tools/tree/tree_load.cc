@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "common/durable_file.h"
-#include "common/package_versions.h"
+#include "common/system_code.h"
 #include "tools/cli/debug_names.h"
 #include "tools/record/record_tree.h"
 
@@ -42,8 +42,12 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
         return Status(StatusCode::kInvalidArgument,
                       "--field_module reads a recording's samples, not its scopes or waits");
       }
-      // Which builds a package holds, as the agent asks it.
-      PackageVersions versions(o.dpkg_dir);
+      // Which builds a package holds, as the agent asks it (without an
+      // answer, every build keeps its build id).
+      SystemCodeOptions options;
+      options.dpkg_dir = o.dpkg_dir;
+      SystemCode versions(options);
+      IgnoreError(versions.Refresh());
       tools::DebugNames debug(o.debug_dir);
       FrameNamer name_frame;
       if (!o.debug_dir.empty()) {

@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "common/runtime_settings.h"
 #include "common/spool.h"
+#include "common/system_code.h"
 #include "common/tsc_rate.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_record_text.h"
@@ -43,7 +44,7 @@ std::set<std::string> SpoolNames(const std::string& dir) {
 
 struct RunOptions {
   int64_t apis = 0, slots = 0;
-  std::string seed, force, points, spool, max_load, budget, debug, lib_dir;
+  std::string seed, force, points, spool, max_load, budget, debug, lib_dir, share;
   bool show = false;
   char** cmd = nullptr;  // the command and its arguments, NULL-terminated
   std::string runtime_dir;
@@ -109,6 +110,9 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
               "1-minute load per CPU above which the run is not measured");
   t.AddString("budget", &o->budget,
               "overhead budget, fraction of run time (default 0.01; above 1: no cap)");
+  t.AddString("share", &o->share,
+              "modules of your own whose APIs may be chosen and named like the system's "
+              "(comma-separated names, e.g. libmine.so.1; the settings' share_modules too)");
   t.AddString("debug", &o->debug, "write the runtime's diagnostics to this file");
   t.AddString("lib_dir", &o->lib_dir, "directory holding libfieldprof.so");
   t.AddBool("show", &o->show, "when the command ends, print its record to stderr");
@@ -130,6 +134,32 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
   return 0;
 }
 
+// The system's code as of now (common/system_code.h): the runtime chooses
+// APIs at random only in the modules it lists. The first time on a
+// machine this reads every packaged library once (seconds); after that a
+// few stats. Unless FIELDPROF_SYSTEM_CODE names a list already.
+void SetSystemCode() {
+  if (std::getenv("FIELDPROF_SYSTEM_CODE") != nullptr) return;
+  SystemCode code;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  bool said = false;
+  Status s = code.Refresh([&](size_t done, size_t total) {
+    if (!tty || total < 4096) return;
+    if (!said)
+      std::cerr << "fieldprof run: checking the installed packages' libraries against "
+                   "dpkg's checksums (once per machine)...\n";
+    said = true;
+    std::cerr << "\r  " << done << " of " << total << " files" << (done == total ? "\n" : "")
+              << std::flush;
+  });
+  if (!s.ok()) {
+    std::cerr << "fieldprof run: " << s.message()
+              << ": no API will be chosen at random (only --force and --points)\n";
+    return;
+  }
+  setenv("FIELDPROF_SYSTEM_CODE", code.BuildIdListPath().c_str(), 1);
+}
+
 // The runtime's settings for this explicit run, on top of the local ones.
 void SetRunEnvironment(const RunOptions& o) {
   setenv("FIELDPROF_RUN", "1", 1);
@@ -144,7 +174,9 @@ void SetRunEnvironment(const RunOptions& o) {
   if (!o.max_load.empty()) setenv("FIELDPROF_MAX_LOAD", o.max_load.c_str(), 1);
   if (!o.budget.empty()) setenv("FIELDPROF_BUDGET", o.budget.c_str(), 1);
   if (!o.debug.empty()) setenv("FIELDPROF_DEBUG", std::filesystem::absolute(o.debug).c_str(), 1);
+  if (!o.share.empty()) setenv("FIELDPROF_SHARE_MODULES", o.share.c_str(), 1);
   SetTscRate();
+  SetSystemCode();
   PrependEnv("LD_PRELOAD", o.runtime_dir + "/" + kFrontLib);
 }
 

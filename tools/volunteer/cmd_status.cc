@@ -442,7 +442,7 @@ void PrintSnapshot(const MachineStatus& m, const StatusOptions& o) {
 int CmdStatus(int argc, char** argv) {
   StatusOptions o;
   if (int code = ParseStatusOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
-  if (o.pending_only) return PrintPending(o.spool, o.state_dir, o.json);
+  if (o.pending_only) return PrintPending(o.spool, o.state_dir, o.settings_path, o.json);
   const MachineStatus m = GatherStatus(o);
   if (o.json) {
     std::cout << StatusJson(m, o) << "\n";

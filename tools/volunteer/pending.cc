@@ -11,11 +11,13 @@
 #include "common/api_key.h"
 #include "common/batcher.h"
 #include "common/durable_file.h"
+#include "common/field_door.h"
 #include "common/histogram.h"
+#include "common/json_writer.h"
 #include "common/outbox.h"
-#include "common/package_versions.h"
 #include "common/platform.h"
 #include "common/run_counters.h"
+#include "common/runtime_settings.h"
 #include "common/spool.h"
 #include "common/spool_sealer.h"
 #include "common/wire.h"
@@ -104,7 +106,8 @@ AgentState HeldCounts(const StatusOr<AgentState>& state, const std::string& spoo
 // applied it). Records that do not read are counted in *unreadable: the
 // agent sets them aside.
 StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
-                                            const std::string& state_dir, size_t* unreadable) {
+                                            const std::string& state_dir, FieldDoor* door,
+                                            size_t* unreadable) {
   StatusOr<AgentState> state = ReadAgentState(StatusPathOf(state_dir));
   const size_t batch_bytes = state.ok() && state->fleet_batch_bytes > 0
                                  ? static_cast<size_t>(state->fleet_batch_bytes)
@@ -141,22 +144,57 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
     }
     FP_RETURN_IF_ERROR(sealer.AddHeld(name, *h));
   }
-  PackageVersions versions;  // the agent names package versions as it seals
   for (const SpoolEntry& e : *files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);
     if (!run.ok()) {
       ++*unreadable;
       continue;
     }
-    versions.Apply(&*run);
+    door->Apply(&*run);  // as the agent does when it seals
     FP_RETURN_IF_ERROR(sealer.Add(e.name, *run));
   }
   FP_RETURN_IF_ERROR(sealer.Finish(/*flush=*/true, 0, 0));
   return pending;
 }
 
-std::string PendingJson(const std::vector<Pending>& pending, size_t unreadable) {
-  std::string out = "{\"batches\":[";
+// Per module, kept or left at home, and why.
+void PrintModules(const FieldDoor& door) {
+  if (door.kept().empty() && door.dropped().empty()) return;
+  std::printf("Modules in the spool, and whether their records leave this machine:\n");
+  for (const auto& [module, why] : door.kept()) {
+    std::printf("  kept     %-32s %s\n", module.c_str(), why.c_str());
+  }
+  for (const auto& [module, d] : door.dropped()) {
+    std::printf("  dropped  %-32s %s: %llu records stay here\n", module.c_str(), d.why.c_str(),
+                static_cast<unsigned long long>(d.records));
+  }
+  if (door.marks_rewritten() > 0) {
+    std::printf("  %llu stack marks naming such a module read [unpackaged]\n",
+                static_cast<unsigned long long>(door.marks_rewritten()));
+  }
+}
+
+std::string ModulesJson(const FieldDoor& door) {
+  std::string out = "[";
+  bool first = true;
+  auto add = [&](const std::string& module, const char* verdict, const std::string& why,
+                 uint64_t records) {
+    out += first ? "{\"module\":" : ",{\"module\":";
+    AppendJsonString(&out, module);
+    out += ",\"verdict\":\"" + std::string(verdict) + "\",\"why\":";
+    AppendJsonString(&out, why);
+    if (records > 0) out += ",\"records\":" + std::to_string(records);
+    out += "}";
+    first = false;
+  };
+  for (const auto& [module, why] : door.kept()) add(module, "kept", why, 0);
+  for (const auto& [module, d] : door.dropped()) add(module, "dropped", d.why, d.records);
+  return out + "]";
+}
+
+std::string PendingJson(const std::vector<Pending>& pending, const FieldDoor& door,
+                        size_t unreadable) {
+  std::string out = "{\"modules\":" + ModulesJson(door) + ",\"batches\":[";
   for (size_t i = 0; i < pending.size(); ++i) {
     std::string b;
     google::protobuf::util::JsonPrintOptions o;
@@ -171,23 +209,46 @@ std::string PendingJson(const std::vector<Pending>& pending, size_t unreadable) 
 
 }  // namespace
 
-int PrintPending(const std::string& spool_dir, const std::string& state_dir, bool json) {
+int PrintPending(const std::string& spool_dir, const std::string& state_dir,
+                 const std::string& settings_path, bool json) {
+  // The agent's door (common/field_door.h): the system's code as of now,
+  // and the modules the volunteer shares in the settings file.
+  SystemCode code;
+  if (Status s = code.Refresh(); !s.ok()) {
+    std::cerr << "fieldprof status: cannot tell the system's code: " << s.message()
+              << " (the agent seals nothing until it can)\n";
+    return 1;
+  }
+  // What the agent shared at its last pass (its flags and the settings
+  // file then), and what the settings file shares now.
+  std::string share;
+  if (StatusOr<AgentState> st = ReadAgentState(StatusPathOf(state_dir)); st.ok()) {
+    share = st->share_modules;
+  }
+  if (!settings_path.empty()) {
+    StatusOr<std::optional<RuntimeSettings>> s = ReadRuntimeSettings(settings_path);
+    if (s.ok() && s->has_value() && !(*s)->share_modules.empty()) {
+      share += (share.empty() ? "" : ",") + (*s)->share_modules;
+    }
+  }
+  FieldDoor door(&code, share);
   StatusOr<std::vector<Pending>> pending = SealedBatches(state_dir);
   size_t unreadable = 0;
   StatusOr<std::vector<Pending>> from_spool =
-      pending.ok() ? SpoolBatches(spool_dir, state_dir, &unreadable) : pending.status();
+      pending.ok() ? SpoolBatches(spool_dir, state_dir, &door, &unreadable) : pending.status();
   if (!from_spool.ok()) {
     std::cerr << "fieldprof status: " << from_spool.status().message() << "\n";
     return 1;
   }
   for (Pending& p : *from_spool) pending->push_back(std::move(p));
   if (json) {
-    std::cout << PendingJson(*pending, unreadable) << "\n";
+    std::cout << PendingJson(*pending, door, unreadable) << "\n";
     return 0;
   }
   std::printf("What would be sent next (nothing is sent by this command):\n");
   if (pending->empty()) std::printf("  nothing: the outbox and the spool are empty\n");
   for (const Pending& p : *pending) PrintBatch(p);
+  PrintModules(door);
   if (unreadable > 0) {
     std::printf("  %zu spool records are not valid: the agent sets them aside, unsent\n",
                 unreadable);

@@ -11,7 +11,8 @@ namespace fieldprof::tools {
 
 // Prints the pending batches (text, or JSON with every field of every
 // record); returns the command's exit code.
-int PrintPending(const std::string& spool_dir, const std::string& state_dir, bool json);
+int PrintPending(const std::string& spool_dir, const std::string& state_dir,
+                 const std::string& settings_path, bool json);
 
 }  // namespace fieldprof::tools
 

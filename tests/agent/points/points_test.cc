@@ -22,9 +22,11 @@
 #include <map>
 #include <string>
 
+#include "common/durable_file.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/spool.h"
 #include "gtest/gtest.h"
+#include "tests/support/system_code.h"
 
 namespace fieldprof {
 namespace {
@@ -101,11 +103,23 @@ TEST(PointsTest, UnderTheFieldRuntimeProgramsRunUnchanged) {
 }
 
 // Writes measured-run settings under `dir`; returns the file.
-std::string MeasuredSettings(const std::string& dir) {
-  const std::string path = dir + "/measured.conf";
+// The test's own programs and libraries are nobody's package: shared by
+// the volunteer (share_modules), their points and APIs are named in the
+// field as the system's code is (`share`: false, none of them is).
+std::string MeasuredSettings(const std::string& dir, bool share = true) {
+  const std::string path = dir + (share ? "/measured.conf" : "/unshared.conf");
+  std::string shared;
+  for (const std::string& f :
+       {kProg, kProgC, kLabProg, kInModule, kTestLib2, kBusyLib, kPlugin, kCtorPlugin,
+        std::string("libfieldprof_labb.so"), std::string("p_cc"), std::string("p_c_gcc"),
+        std::string("p_c_clang")}) {
+    shared += (shared.empty() ? "" : ",") + std::filesystem::path(f).filename().string();
+  }
   std::ofstream(path)
       << "consent = yes\nsample_fraction = 1\nmax_runs_per_minute = 0\nmax_load_per_cpu = 1000\n"
-      << "spool_dir = " << dir << "/spool\nslot_dir = " << dir << "/slots\n";
+      << "spool_dir = " << dir << "/spool\nslot_dir = " << dir << "/slots\n"
+      << "system_code = " << testing::SystemCodeList() << "\n"
+      << (share ? "share_modules = " + shared + "\n" : "");
   return path;
 }
 
@@ -188,8 +202,25 @@ TEST(PointsTest, AMeasuredRunSumsItsPointsIntoTheRecord) {
   EXPECT_EQ(series["startup$parsed$load"].count, 999u);
   EXPECT_EQ(series["startup$parse"].count, 1000u);
   for (const auto& [symbol, s] : series) {
-    EXPECT_EQ(s.module, "main") << symbol;  // a user's own program is named "main"
+    // A user's own program, shared by its file name, is named by it.
+    EXPECT_EQ(s.module, std::filesystem::path(kProg).filename().string()) << symbol;
     EXPECT_EQ(s.runs, 1u) << symbol;
+  }
+  // Not shared, its points stay on the machine: the run measures, and its
+  // record holds none of them (the tags are the program's own words).
+  std::filesystem::remove_all(d + "/spool");
+  const std::string unshared = MeasuredSettings(d, /*share=*/false);
+  ASSERT_EQ(Shell("FIELDPROF_SETTINGS=" + unshared + " LD_PRELOAD=" + kRuntime + " " + kProg +
+                      " 1000 --bad",
+                  &out),
+            0);
+  std::filesystem::create_directories(d + "/spool");
+  EXPECT_TRUE(PointRecords(d + "/spool").empty());
+  for (const auto& e : std::filesystem::directory_iterator(d + "/spool")) {
+    if (e.path().extension() != ".fpr") continue;
+    StatusOr<std::string> bytes = ReadWholeFile(e.path().string());
+    ASSERT_TRUE(bytes.ok());
+    EXPECT_EQ(bytes->find("startup"), std::string::npos) << e.path();
   }
   // C: begin/end pairs and a point.
   std::filesystem::remove_all(d + "/spool");
@@ -483,11 +514,11 @@ TEST(PointsTest, FunctionsTheSettingsNameAreTimedAsPoints) {
   std::string plain, out;
   ASSERT_EQ(Shell(kLabProg + " 400", &plain), 0);
   // As `fieldprof run` sets it: no load cap (a busy machine would refuse).
-  const std::string run_explicit =
-      "FIELDPROF_RUN=1 FIELDPROF_MAX_LOAD=1000000 FIELDPROF_K=1 FIELDPROF_SPOOL=" + d +
-      "/spool FIELDPROF_SLOT_DIR=" + d +
-      "/slots FIELDPROF_POINTS=libfieldprof_labb.so:labb_checksum,"
-      "libfieldprof_labb.so:labb_hash ";
+  const std::string run_explicit = "FIELDPROF_RUN=1 FIELDPROF_MAX_LOAD=1000000 FIELDPROF_K=1 " +
+                                   testing::SystemCodeEnv() + " FIELDPROF_SPOOL=" + d +
+                                   "/spool FIELDPROF_SLOT_DIR=" + d +
+                                   "/slots FIELDPROF_POINTS=libfieldprof_labb.so:labb_checksum,"
+                                   "libfieldprof_labb.so:labb_hash ";
   for (const std::string& how :
        {"FIELDPROF_DEBUG=" + d + "/debug.log FIELDPROF_SETTINGS=" + settings + " ",
         "FIELDPROF_SETTINGS=/nonexistent " + run_explicit}) {
@@ -524,7 +555,8 @@ TEST(PointsTest, FunctionsTheSettingsNameAreTimedAsPoints) {
 TEST(PointsTest, FunctionsInsideTheProgramTheSettingsNameSeeEveryCall) {
   char dir[] = "/tmp/fieldprof-points-test-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir, settings = MeasuredSettings(d);
+  // Not shared: the program is "main" in its keys (they stay on the machine).
+  const std::string d = dir, settings = MeasuredSettings(d, /*share=*/false);
   std::ofstream(settings, std::ios::app)
       << "k = 1\noverhead_budget = 1000\npoints = fieldprof_inmodule:load_config, main:fib, "
          "fieldprof_inmodule:bump, fieldprof_inmodule:tiny\n";

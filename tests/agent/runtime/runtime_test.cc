@@ -31,6 +31,7 @@
 #include "common/settings_rules.h"
 #include "common/spool.h"
 #include "common/tsc_rate.h"
+#include "tests/support/system_code.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof {
@@ -80,7 +81,8 @@ class RuntimeTest : public ::testing::Test {
     std::vector<std::string> env = extra_env_;
     env.insert(env.end(),
                {"FIELDPROF_RUN=1", "FIELDPROF_K=" + std::to_string(k), "FIELDPROF_FORCE=" + force,
-                "FIELDPROF_SPOOL=" + spool(), "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
+                testing::SystemCodeEnv(), "FIELDPROF_SPOOL=" + spool(),
+                "FIELDPROF_SLOT_DIR=" + dir_.path() + "/slots",
                 "FIELDPROF_LIVE_DIR=" + dir_.path() + "/live", "FIELDPROF_MAX_LOAD=1000",
                 "LD_PRELOAD=" + std::string(FIELDPROF_PRELOAD_LIB)});
     return env;
@@ -611,7 +613,12 @@ TEST_F(RuntimeTest, ACountersFileWithADamagedTailIsCutToTheCounts) {
 // 24.32 (scipy.stats.chi2.isf(0.001, 7)).
 TEST_F(RuntimeTest, TheChoiceIsUniformAmongTheApisCalled) {
   const std::string conf = dir_.path() + "/runtime.conf";
-  { std::ofstream(conf) << "allow_modules = libfieldprof_testlib.so\n"; }
+  // The test library is nobody's package: shared by the volunteer, it is
+  // chosen at random like the system's code.
+  {
+    std::ofstream(conf) << "allow_modules = libfieldprof_testlib.so\n"
+                        << "share_modules = libfieldprof_testlib.so\n";
+  }
   const std::set<std::string> called = {"fp_test_alloc", "fp_test_sleep_us", "fp_test_fsum",
                                         "fp_test_lmul",  "fp_test_vsum",     "fp_test_many",
                                         "fp_test_big",   "fp_test_pair"};
@@ -692,6 +699,8 @@ TEST_F(RuntimeTest, TheAgentAndTheRuntimeApplyTheSameSettingsRules) {
       {"points", {"libx.so:" + std::string(1015, 'x'), "libx.so:" + std::string(1016, 'x')}},
       {"live_dir", {dir_.path() + "/live", dir_.path() + "/" + std::string(511, 'x')}},
       {"stack_hz", {"1000", "1001"}},
+      {"system_code", {testing::SystemCodeList(), "/" + std::string(511, 'x')}},
+      {"share_modules", {std::string(1023, 'x'), std::string(1024, 'x')}},
   };
   for (const settings_rules::Rule& rule : settings_rules::kRules) {
     EXPECT_EQ(cases.count(rule.name), 1u) << "no case for the setting " << rule.name;

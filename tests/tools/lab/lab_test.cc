@@ -26,9 +26,10 @@
 #include <vector>
 
 #include "common/durable_file.h"
+#include "common/field_door.h"
 #include "common/histogram.h"
 #include "common/https_client.h"
-#include "common/package_versions.h"
+#include "common/system_code.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
@@ -596,12 +597,14 @@ TEST(LabRealProgramTest, Sqlite3ProfileHasTheFieldsKeys) {
   // sqlite3 named by its package version.
   std::vector<wire::Record> field = SumSpool(spool);
   ASSERT_FALSE(field.empty());
-  PackageVersions versions;
+  SystemCode code;
+  ASSERT_TRUE(code.Refresh().ok());
+  FieldDoor door(&code, "");
   wire::RunRecord as_sent;
   for (const wire::Record& r : field) *as_sent.add_records() = r;
-  versions.Apply(&as_sent);
+  door.Apply(&as_sent);
   field.assign(as_sent.records().begin(), as_sent.records().end());
-  EXPECT_GT(versions.found(), 0u) << "libsqlite3 has a package version";
+  EXPECT_EQ(door.kept().count("libsqlite3.so.0"), 1u) << "libsqlite3 has a package version";
   int matched = 0;
   for (const wire::Record& r : field) {
     EXPECT_TRUE(lab_keys.count(r.key().SerializeAsString()))
