@@ -5,27 +5,59 @@
 #include <string>
 
 #include "common/durable_file.h"
+#include "common/field_door.h"
 #include "common/https_client.h"
 #include "common/lab_format.h"
 #include "common/options.h"
+#include "common/system_code.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 #include "tools/lab/lab_commands.h"
 
 namespace fieldprof::tools {
 
+namespace {
+
+// A profile as it may leave: the door the agent applies (the system's
+// code, and the modules the user shares), its scenarios unnamed unless
+// kept. What was left out is said on stderr.
+StatusOr<std::string> AsItMayLeave(const std::string& file, const wire::LabProfile& profile,
+                                   SystemCode& code, const std::string& share, bool keep_names) {
+  FP_RETURN_IF_ERROR(code.Refresh());
+  FieldDoor door(&code, share);
+  wire::LabProfile p = profile;
+  door.Apply(&p, keep_names);
+  for (const auto& [module, d] : door.dropped()) {
+    std::fprintf(stderr, "fieldprof lab upload: %s: %s left out: %s\n", file.c_str(),
+                 module.c_str(), d.why.c_str());
+  }
+  if (p.records_size() == 0) {
+    return InvalidArgument(file + ": nothing in it is the system's code (see --share)");
+  }
+  return EncodeLabProfile(p);
+}
+
+}  // namespace
+
 int LabRemote(const std::string& verb, int argc, char** argv) {
   ClientFlags client;
-  std::string output;
+  std::string output, share;
+  bool keep_names = false;
   OptionTable t("fieldprof lab " + verb,
                 "Lab profiles on an aggregator, kept apart from the field sums:\n"
                 "  fieldprof lab upload PROFILE... --host H    prints each profile's id\n"
                 "  fieldprof lab list --host H\n"
                 "  fieldprof lab fetch ID -o FILE --host H\n"
                 "An upload is exactly once: the id is the profile's content hash, and the same\n"
-                "profile sent again is recognised.");
+                "profile sent again is recognised. Only the system's code goes up (modules of\n"
+                "installed Debian packages, unchanged: docs/privacy.md), and the scenarios\n"
+                "unnamed; --share and --keep_scenario_names widen that.");
   client.Register(t);
   t.AddString("output", &output, "fetch: the file to write (-o)");
+  t.AddString("share", &share,
+              "upload: your own modules to send too (comma-separated names, e.g. libmine.so.1)");
+  t.AddBool("keep_scenario_names", &keep_names,
+            "upload: keep the scenarios' names (by default the command's name: scenario-1, ...)");
   t.AddShort('o', "output");
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
@@ -38,13 +70,16 @@ int LabRemote(const std::string& verb, int argc, char** argv) {
   HttpsClient http(client.Resolve());
   if (verb == "upload") {
     int failed = 0;
+    SystemCode code;
     for (const std::string& f : t.positional()) {
       StatusOr<std::string> bytes = ReadWholeFile(f);
       StatusOr<wire::LabProfile> p =
           bytes.ok() ? ParseLabProfile(*bytes, f) : StatusOr<wire::LabProfile>(bytes.status());
+      StatusOr<std::string> leaving =
+          p.ok() ? AsItMayLeave(f, *p, code, share, keep_names) : StatusOr<std::string>(p.status());
       StatusOr<HttpReply> r =
-          p.ok() ? http.Post("/v1/lab/profiles", "application/octet-stream", *bytes)
-                 : StatusOr<HttpReply>(p.status());
+          leaving.ok() ? http.Post("/v1/lab/profiles", "application/octet-stream", *leaving)
+                       : StatusOr<HttpReply>(leaving.status());
       if (!r.ok() || r->status != 200) {
         std::fprintf(stderr, "fieldprof lab upload: %s: %s\n", f.c_str(),
                      r.ok() ? (std::to_string(r->status) + " " + r->body).c_str()

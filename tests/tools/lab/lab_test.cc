@@ -466,8 +466,10 @@ TEST_F(LabTest, CheckFlagsTheSlowedApiAloneAndGates) {
 }
 
 // Uploaded to the real aggregator: kept exactly once, listed, fetched back
-// byte for byte, and never in the field sums; a lab profile posted as a
-// batch, or one that breaks the key rules, is refused.
+// byte for byte as it left, and never in the field sums; a lab profile
+// posted as a batch, or one that breaks the key rules, is refused. What
+// leaves is what the door lets through (docs/privacy.md): the test's own
+// libraries and the program's name only when the user shares them.
 TEST_F(LabTest, UploadKeepsProfilesApartFromTheFieldSums) {
   ASSERT_TRUE(testing::MakeCert(dir_->path()));
   testing::AggregatorProcess agg(*dir_, testing::FreePort());
@@ -475,11 +477,15 @@ TEST_F(LabTest, UploadKeepsProfilesApartFromTheFieldSums) {
   const std::string flags =
       " --host 127.0.0.1 --port " + std::to_string(agg.port()) + " --ca " + dir_->File("cert.pem");
   const std::string profile = dir_->File("lab.labprofile");
+  const std::string shared = "libfieldprof_laba.so,libfieldprof_labb.so";
+  const std::string share = " --share " + shared + " --keep_scenario_names";
   std::string out, again;
-  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + " 2>&1", &out), 0) << out;
+  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + share + " 2>/dev/null", &out), 0)
+      << out;
   const json first = json::parse(out.substr(out.find('\t') + 1));
   EXPECT_EQ(first["duplicate"], false);
-  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + " 2>&1", &again), 0) << again;
+  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + share + " 2>/dev/null", &again), 0)
+      << again;
   const json second = json::parse(again.substr(again.find('\t') + 1));
   EXPECT_EQ(second["duplicate"], true);
   EXPECT_EQ(second["id"], first["id"]);
@@ -493,9 +499,28 @@ TEST_F(LabTest, UploadKeepsProfilesApartFromTheFieldSums) {
                        &out),
             0)
       << out;
-  std::ifstream a(profile, std::ios::binary), b(fetched, std::ios::binary);
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}),
-            std::string(std::istreambuf_iterator<char>(b), {}));
+  SystemCode code;
+  ASSERT_TRUE(code.Refresh().ok());
+  wire::LabProfile sent = *profile_;
+  FieldDoor(&code, shared).Apply(&sent, /*keep_scenario_names=*/true);
+  std::ifstream b(fetched, std::ios::binary);
+  EXPECT_EQ(EncodeLabProfile(sent), std::string(std::istreambuf_iterator<char>(b), {}));
+  EXPECT_GT(sent.apis_size(), 4);
+  // Not shared: the test's libraries and the program's name stay here.
+  ASSERT_EQ(RunCommand(kCli + " lab upload " + profile + flags + " 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("libfieldprof_laba.so left out: unpackaged"), std::string::npos) << out;
+  const json plain = json::parse(out.substr(out.rfind('\t') + 1));
+  ASSERT_EQ(RunCommand(kCli + " lab fetch " + plain["id"].get<std::string>() + " -o " +
+                           dir_->File("plain.labprofile") + flags + " 2>&1",
+                       &out),
+            0)
+      << out;
+  StatusOr<std::string> plain_bytes = ReadWholeFile(dir_->File("plain.labprofile"));
+  ASSERT_TRUE(plain_bytes.ok());
+  EXPECT_EQ(plain_bytes->find("libfieldprof_lab"), std::string::npos);
+  EXPECT_EQ(plain_bytes->find("fieldprof_labprog"), std::string::npos);
+  EXPECT_NE(plain_bytes->find("scenario-1"), std::string::npos);
+  EXPECT_NE(plain_bytes->find("libc.so.6"), std::string::npos);
   // The field sums hold none of it.
   HttpsClient http(agg.Options());
   StatusOr<HttpReply> apis = http.Get("/v1/apis?limit=1000");
@@ -515,7 +540,7 @@ TEST_F(LabTest, UploadKeepsProfilesApartFromTheFieldSums) {
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->status, 400) << refused->body;
   ASSERT_EQ(RunCommand(kCli + " lab list" + flags, &out), 0);
-  EXPECT_EQ(json::parse(out)["profiles"].size(), 1u) << out;
+  EXPECT_EQ(json::parse(out)["profiles"].size(), 2u) << out;
 }
 
 TEST(LabFailureTest, ARunThatFailsInOnePassIsReported) {
