@@ -55,6 +55,7 @@ Agent::Agent(AgentConfig config)
                                      .archives = config_.archives,
                                      .indexes = config_.apt_indexes,
                                      .cache_dir = config_.system_code_dir}),
+      counted_(config_.counted_path()),
       platform_(DetectPlatform()),
       rng_(std::random_device{}()) {}
 
@@ -91,6 +92,8 @@ Status Agent::Init() {
 }
 
 Status Agent::ReloadState() {
+  // The series counted so far: a pass in a child process counted more.
+  FP_RETURN_IF_ERROR(counted_.Load());
   StatusOr<AgentState> s = ReadAgentState(config_.status_path());
   if (s.ok()) {
     state_ = *s;
@@ -103,6 +106,7 @@ Status Agent::ReloadState() {
   } else {
     return s.status();
   }
+  if (!counted_.reset().empty()) state_.counted_result = counted_.reset();
   ApplyFleetThresholds();
   return Status::Ok();
 }
@@ -409,6 +413,14 @@ Status Agent::Seal(SealStep& step, PassResult* result) {
     batch.set_token(token->output);
     batch.set_token_epoch(token->epoch);
   }
+  // The series this machine sends for the first time: counted in them once
+  // (counted_series.h). Remembered before the batch is sealed: a crash in
+  // between can only leave a series uncounted, never counted twice.
+  std::vector<uint64_t> fresh;
+  for (wire::Record& r : *batch.mutable_records()) {
+    if (counted_.MarkFirst(SeriesHash(r.key(), platform_), &fresh)) r.set_first_from_machine(true);
+  }
+  FP_RETURN_IF_ERROR(counted_.Commit(fresh));
   FP_RETURN_IF_ERROR(outbox_.Seal(OutboxName(now, id), batch.SerializeAsString(), config_.spool_dir,
                                   *step.consumed, step.held));
   // Reported in this batch. (A crash before the state is saved reports

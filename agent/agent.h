@@ -24,6 +24,7 @@
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/batcher.h"
+#include "common/counted_series.h"
 #include "common/https_client.h"
 #include "common/outbox.h"
 #include "common/spool.h"
@@ -93,6 +94,7 @@ struct AgentConfig {
   std::string outbox_dir() const { return OutboxDirOf(state_dir); }
   std::string quarantine_dir() const { return QuarantineDirOf(state_dir); }
   std::string held_dir() const { return HeldDirOf(state_dir); }
+  std::string counted_path() const { return CountedPathOf(state_dir); }
   std::string status_path() const { return StatusPathOf(state_dir); }
 };
 
@@ -221,6 +223,7 @@ class Agent {
   AgentConfig config_;
   Outbox outbox_;
   SystemCode system_code_;
+  CountedSeries counted_;        // the series this machine was counted in (counted_series.h)
   bool system_code_ok_ = false;  // the last refresh succeeded
   Platform platform_;
   AgentState state_;

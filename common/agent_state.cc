@@ -38,6 +38,7 @@ constexpr Field kFields[] = {
     {"settings_result", nullptr, &AgentState::settings_result},
     {"system_code_result", nullptr, &AgentState::system_code_result},
     {"share_modules", nullptr, &AgentState::share_modules},
+    {"counted_result", nullptr, &AgentState::counted_result},
     {"fleet_batch_bytes", &AgentState::fleet_batch_bytes, nullptr},
     {"fleet_max_age_s", &AgentState::fleet_max_age_s, nullptr},
     {"seal_deadline_unix_ms", &AgentState::seal_deadline_unix_ms, nullptr},

@@ -37,6 +37,10 @@ struct AgentState {
   // The modules shared by name at the last pass (the agent's flag and the
   // settings file's share_modules), for `fieldprof status --pending`.
   std::string share_modules;
+  // Why the series this machine was counted in were started afresh
+  // (common/counted_series.h): it may be counted again in those it sent
+  // before. Empty when they read.
+  std::string counted_result;
   // The agent's own thresholds from the last settings applied (0: none yet).
   int64_t fleet_batch_bytes = 0;
   int64_t fleet_max_age_s = 0;
@@ -81,6 +85,8 @@ inline std::string QuarantineDirOf(const std::string& state_dir) {
 // Stack records held back for the day's batch (common/spool_sealer.h).
 inline std::string HeldDirOf(const std::string& state_dir) { return state_dir + "/held"; }
 inline std::string StatusPathOf(const std::string& state_dir) { return state_dir + "/status"; }
+// The series this machine was counted in (common/counted_series.h).
+inline std::string CountedPathOf(const std::string& state_dir) { return state_dir + "/counted"; }
 
 std::string FormatAgentState(const AgentState& s);
 // Unknown names are skipped (a newer agent may write more); malformed

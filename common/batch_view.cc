@@ -261,6 +261,10 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
         return ReadVarintField(r, wt, &rec->machine_count_);
       case 8:
         return ReadString(r, wt, &rec->suspect_);
+      case 9:
+        return ReadVarintField(r, wt, &rec->first_from_machine_);
+      case 10:
+        return ReadMessage(r, wt, &rec->day_machines_);
       default:
         return r.Skip(wt);
     }
@@ -404,6 +408,8 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     v.machines_ = r.machines();
     v.machine_count_ = r.machine_count();
     v.suspect_ = r.suspect();
+    v.first_from_machine_ = r.first_from_machine();
+    v.day_machines_ = r.day_machines();
     out->records_.push_back(v);
   }
   out->LinkBuckets();

@@ -107,6 +107,8 @@ struct RecordView {
   std::string_view machines_;
   uint64_t machine_count_ = 0;
   std::string_view suspect_;
+  bool first_from_machine_ = false;
+  std::string_view day_machines_;
 
   bool has_key() const { return has_key_; }
   const ApiKeyView& key() const { return key_; }
@@ -118,6 +120,8 @@ struct RecordView {
   std::string_view machines() const { return machines_; }
   uint64_t machine_count() const { return machine_count_; }
   std::string_view suspect() const { return suspect_; }
+  bool first_from_machine() const { return first_from_machine_; }
+  std::string_view day_machines() const { return day_machines_; }
 };
 
 class BatchView {

@@ -335,7 +335,8 @@ Status ValidateHistogramT(const H& h) {
 template <typename R>
 Status ValidateRecordT(const R& r) {
   if (!r.has_key()) return Fail("key_missing", "record has no key");
-  if (!r.machines().empty() || r.machine_count() != 0 || !r.suspect().empty()) {
+  if (!r.machines().empty() || r.machine_count() != 0 || !r.suspect().empty() ||
+      !r.day_machines().empty()) {
     return Fail("record_machines",
                 "machines are counted and suspects judged by the aggregator, never sent");
   }

@@ -12,10 +12,6 @@ namespace {
 
 const pthread_mutex_t* g_lock;  // null: not found
 
-// How long LinkerLockUnsafe waits for an owner to be named: a few
-// microseconds of pause.
-constexpr int kOwnerWaitSpins = 256;
-
 struct Search {
   const char* base;
   size_t size;
@@ -69,35 +65,31 @@ bool FindLinkerLock(DlIteratePhdrFn real) {
 
 bool LinkerLockKnown() { return g_lock != nullptr; }
 
+// The word set and no owner is a moment of some thread's lock or unlock.
+// Another thread's lasts a few instructions; this thread's own, when a
+// handler cut in there, never ends while the handler runs: the handler
+// cannot tell the two apart (libc's own loading takes the lock through no
+// call a wrapper sees), and waiting for an owner to be named outlasted
+// the next timer signal on a machine where `pause` is slow, so that the
+// interrupted thread never moved again (a livelock). No wait, then: the
+// moment counts as unsafe at once, and the sample goes without its stack
+// (about 1 in 10,000 met one when they were waited out).
 bool LinkerLockUnsafe(int tid, int whole) {
   const pthread_mutex_t* m = g_lock;
   if (m == nullptr) return false;
-  // The word set and no owner is a moment of some thread's lock or unlock:
-  // another thread's lasts a few instructions, so wait it out (about 1 in
-  // 10,000 stacks met one, and went without). This thread's own (a handler
-  // that cut in there) never ends: after the wait it counts as unsafe.
-  for (int spins = 0; spins < kOwnerWaitSpins; ++spins) {
-    if (__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;
-    const int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
-    if (owner != 0) {
-      return owner == tid &&
-             __atomic_load_n(&m->__data.__count, __ATOMIC_RELAXED) != static_cast<unsigned>(whole);
-    }
-    __builtin_ia32_pause();
-  }
-  return true;
+  if (__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;
+  const int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+  if (owner == 0) return true;
+  return owner == tid &&
+         __atomic_load_n(&m->__data.__count, __ATOMIC_RELAXED) != static_cast<unsigned>(whole);
 }
 
 bool LinkerLockHeldByAnother(int tid) {
   const pthread_mutex_t* m = g_lock;
   if (m == nullptr) return false;
-  for (int spins = 0; spins < kOwnerWaitSpins; ++spins) {
-    if (__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;
-    const int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
-    if (owner != 0) return owner != tid;
-    __builtin_ia32_pause();
-  }
-  return true;
+  if (__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;
+  const int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+  return owner == 0 || owner != tid;
 }
 
 }  // namespace fieldprof::inproc

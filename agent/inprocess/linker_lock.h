@@ -34,14 +34,15 @@ bool FindLinkerLock(DlIteratePhdrFn real);
 bool LinkerLockKnown();
 
 // Whether the thread `tid` may be taking the lock (its word set and no
-// owner named for a few microseconds: another thread's moment of taking or
-// giving it is waited out) or holds it other than `whole` times
-// (dl_iterate_phdr callbacks it is in, where the list is whole). Unwinding
-// then is not safe. Async-signal-safe: loads only.
+// owner named: this thread's moment or another's, told apart by no wait)
+// or holds it other than `whole` times (dl_iterate_phdr callbacks it is
+// in, where the list is whole). Unwinding then is not safe.
+// Async-signal-safe: three loads, no wait.
 bool LinkerLockUnsafe(int tid, int whole);
 
-// Whether a thread other than `tid` holds the lock (or is taking it, for
-// longer than a moment). In a fork child, whose one thread is `tid`, such
+// Whether a thread other than `tid` holds the lock (or is taking it: the
+// word set and no owner, which in a fork child lasts). In a fork child,
+// whose one thread is `tid`, such
 // a lock is held for good: the thread that held it at the fork is not
 // there to give it back, so nothing may walk the loaded objects until
 // exec. False when the lock was not found.

@@ -1,8 +1,10 @@
 #include "aggregator/clickhouse/rows.h"
 
 #include <cstring>
+#include <optional>
 
 #include "aggregator/clickhouse/row_binary.h"
+#include "common/api_key.h"
 #include "common/key_rules.h"
 #include "common/validate.h"
 #include "common/wire.h"
@@ -76,8 +78,9 @@ std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* 
   const PlatformView& bp = batch.client_platform();
   uint32_t seq = 0;
   std::string value;
-  const bool has_machine = !batch.machine_key().empty();
-  const uint64_t machine = has_machine ? MachineHash(batch.machine_key()) : 0;
+  std::optional<MachineSecret> machine;
+  if (!batch.machine_key().empty()) machine = MachineSecretOf(batch.machine_key());
+  std::string series;
   for (const RecordView& r : batch.records()) {
     const ApiKeyView& k = r.key();
     PutId16(&o, batch.batch_id());
@@ -86,7 +89,11 @@ std::string BatchRows(const BatchView& batch, int32_t day, std::vector<size_t>* 
     PutKey(&o, k, k.has_platform() ? k.platform() : bp);
     SparseAggregate one;
     one.AddRecord(r);
-    if (has_machine) one.AddMachine(machine);
+    if (machine) {
+      series.clear();
+      AppendWireApiKey(k, bp, &series);
+      one.AddMachineOf(&*machine, r, series);
+    }
     value.clear();
     one.Encode(&value);
     PutString(&o, value);
@@ -120,6 +127,7 @@ std::string EncodeValue(const ApiAggregate& a) {
   SparseAggregate sum;
   sum.AddRecord(r);
   sum.AddMachines(a.machines);
+  sum.AddDayMachines(a.day_machines);
   std::string out;
   sum.Encode(&out);
   return out;
@@ -197,6 +205,7 @@ void SumsReader::Flush() {
   a.truncated = sum_.truncated();
   a.resolution_ns = sum_.resolution_ns();
   a.machines = sum_.machines();
+  a.day_machines = sum_.day_machines();
   if (!visit_(std::move(a))) stopped_ = true;
 }
 

@@ -72,7 +72,8 @@ StatusOr<std::string> ApiListJson(Store* store, const std::vector<ApiAggregate>&
 // One API summed over every series that matches, in one pass of the store.
 struct ApiSum {
   Histogram total;
-  MachineSketch machines;
+  MachineSketch machines;      // the most of any series (machine_sketch.h)
+  MachineSketch day_machines;  // a machine once a day and series
   uint64_t runs = 0, resolution_ns = 0;
   size_t series = 0;
   bool truncated = false;
@@ -83,7 +84,8 @@ Status SumApi(Store* store, const SeriesQuery& q, ApiSum* sum) {
     if (!q.FamilyMatches(a.key)) return true;
     sum->total.Merge(a.histogram);
     sum->runs += a.runs;
-    sum->machines.Merge(a.machines);
+    sum->machines.KeepLarger(a.machines);
+    sum->day_machines.Merge(a.day_machines);
     sum->truncated = sum->truncated || a.truncated;
     sum->resolution_ns = std::max(sum->resolution_ns, a.resolution_ns);
     return ++sum->series < q.limit;
@@ -118,8 +120,9 @@ StatusOr<Suspicion> Judge(Store* store, SeriesQuery q, int32_t today) {
   q.to = latest - 1;
   Status s = SumApi(store, q, &history);
   if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
-  return JudgeLatestDay({day.total.Mean(), day.runs, day.machines.Estimate()},
-                        {history.total.Mean(), history.runs, history.machines.Estimate()}, latest);
+  return JudgeLatestDay({day.total.Mean(), day.runs, day.day_machines.Estimate()},
+                        {history.total.Mean(), history.runs, history.day_machines.Estimate()},
+                        latest);
 }
 
 }  // namespace

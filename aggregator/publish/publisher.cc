@@ -105,10 +105,12 @@ Status ScanSeries(Store* store, const std::vector<bool>& rebuild, int32_t today,
     if (a.resolution_ns != 0) r.set_resolution_ns(a.resolution_ns);
     const uint64_t machines = a.machines.Estimate();
     if (machines != 0) r.set_machine_count(machines);
+    // Judged on machine-days, as the judge counts a day's machines.
+    const uint64_t machine_days = a.day_machines.Estimate();
     if (a.runs >= kSuspectMinHistoryRuns + kSuspectMinDayRuns &&
-        machines >= kSuspectMinHistoryMachines) {
+        machine_days >= kSuspectMinHistoryMachines) {
       candidates.push_back(
-          {f, (*records)[f].size(), a.key, {a.histogram.Mean(), a.runs, machines}});
+          {f, (*records)[f].size(), a.key, {a.histogram.Mean(), a.runs, machine_days}});
     }
     (*records)[f].push_back(EncodeRecord(r));
     return true;

@@ -55,21 +55,25 @@ bool SparseAggregate::AddEncoded(std::string_view encoded) {
   thread_local std::vector<BucketView> buckets;
   RecordView view;
   std::optional<wire::Record> message;
-  std::string_view machines;
+  std::string_view machines, day_machines;
   if (ParseRecordViewFast(encoded, &view, &buckets)) {
     machines = view.machines();
+    day_machines = view.day_machines();
   } else {
     message.emplace();
     if (!message->ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) return false;
     machines = message->machines();
+    day_machines = message->day_machines();
   }
-  // The first value's machines decoded in place, later ones merged.
-  if (machines_.empty()) {
-    if (!machines_.Decode(machines)) return false;
-  } else {
-    MachineSketch more;
-    if (!more.Decode(machines)) return false;
-    machines_.Merge(more);
+  // The first value's sketches decoded in place, later ones merged.
+  for (auto [sketch, bytes] : {std::pair{&machines_, machines}, {&day_machines_, day_machines}}) {
+    if (sketch->empty()) {
+      if (!sketch->Decode(bytes)) return false;
+    } else {
+      MachineSketch more;
+      if (!more.Decode(bytes)) return false;
+      sketch->Merge(more);
+    }
   }
   if (message) {
     AddRecord(*message);
@@ -88,6 +92,7 @@ void SparseAggregate::Clear() {
   truncated_ = false;
   resolution_ns_ = 0;
   machines_ = MachineSketch();
+  day_machines_ = MachineSketch();
 }
 
 void SparseAggregate::Merge(const SparseAggregate& other) {
@@ -119,6 +124,7 @@ void SparseAggregate::Merge(const SparseAggregate& other) {
   truncated_ = truncated_ || other.truncated_;
   resolution_ns_ = std::max(resolution_ns_, other.resolution_ns_);
   machines_.Merge(other.machines_);
+  day_machines_.Merge(other.day_machines_);
 }
 
 Histogram SparseAggregate::ToHistogram() const {
@@ -141,6 +147,7 @@ void SparseAggregate::Encode(std::string* out) const {
   r.set_truncated(truncated_);
   if (resolution_ns_ != 0) r.set_resolution_ns(resolution_ns_);
   machines_.Encode(r.mutable_machines());
+  day_machines_.Encode(r.mutable_day_machines());
   out->clear();
   r.SerializeToString(out);
 }

@@ -1,7 +1,8 @@
 // The stored value of one series at one time node, and how values add up.
 //
 // A value is a wire::Record without its key (histogram, runs, truncated,
-// resolution_ns, and the sketch of distinct machines in `machines`),
+// resolution_ns, and the sketches of distinct machines in `machines` and
+// `day_machines`: machine_sketch.h),
 // serialized with protobuf. SparseAggregate adds values exactly (the same
 // rules as common/histogram.h) while holding only the non-empty buckets, so
 // a fold over tens of thousands of series stays small in memory; the same
@@ -29,15 +30,21 @@ class SparseAggregate {
   // Adds a record (its key is ignored); it must have passed validation.
   void AddRecord(const wire::Record& r);
   void AddRecord(const RecordView& r);  // the same, from a view of the wire bytes
-  // Counts a machine (MachineHash of a batch's machine key) as one that
-  // added to this value; the same machine again changes nothing.
-  void AddMachine(uint64_t machine_hash) { machines_.Add(machine_hash); }
-  // Each machine of the batch `batch`'s records came from (none for a
-  // batch without a machine key).
-  void AddMachineOf(const BatchView& batch) {
-    if (!batch.machine_key().empty()) AddMachine(MachineHash(batch.machine_key()));
+  // Counts a machine (its SeriesEntry of kind kFirst) as one that sent the
+  // series; the same entry again changes nothing.
+  void AddMachine(uint64_t entry) { machines_.Add(entry); }
+  // Counts a machine on a day (its SeriesEntry of kind kDay).
+  void AddDayMachine(uint64_t entry) { day_machines_.Add(entry); }
+  // The entries of `r`'s machine (`secret`, nullptr for a batch without a
+  // machine key) in the series `series_key`: its day's, and, where the
+  // agent marked the record its first of the series, its own.
+  void AddMachineOf(const MachineSecret* secret, const RecordView& r, std::string_view series_key) {
+    if (secret == nullptr) return;
+    AddDayMachine(SeriesEntry(*secret, EntryKind::kDay, series_key));
+    if (r.first_from_machine()) AddMachine(SeriesEntry(*secret, EntryKind::kFirst, series_key));
   }
   void AddMachines(const MachineSketch& machines) { machines_.Merge(machines); }
+  void AddDayMachines(const MachineSketch& machines) { day_machines_.Merge(machines); }
   // Adds an encoded value. False (and nothing added) when it does not parse.
   [[nodiscard]] bool AddEncoded(std::string_view encoded);
   void Merge(const SparseAggregate& other);
@@ -53,6 +60,8 @@ class SparseAggregate {
   uint64_t resolution_ns() const { return resolution_ns_; }  // the largest added
   const MachineSketch& machines() const { return machines_; }
   MachineSketch TakeMachines() { return std::move(machines_); }
+  const MachineSketch& day_machines() const { return day_machines_; }
+  MachineSketch TakeDayMachines() { return std::move(day_machines_); }
   bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
  private:
@@ -75,6 +84,7 @@ class SparseAggregate {
   bool truncated_ = false;
   uint64_t resolution_ns_ = 0;
   MachineSketch machines_;
+  MachineSketch day_machines_;
 };
 
 }  // namespace fieldprof::aggregator

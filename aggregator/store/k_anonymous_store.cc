@@ -41,7 +41,7 @@ Status KAnonymousStore::Walk(const ApiFilter& filter,
     if (whole) modules[a.key.module] |= published;
     if (!published) {
       ++series_withheld;
-      if (whole) machines_withheld.Merge(a.machines);
+      if (whole) machines_withheld.KeepLarger(a.machines);
       if (a.key.metric == wire::METRIC_STACK_CPU_NS) others.Add(a);
       return true;
     }

@@ -26,8 +26,9 @@ namespace fieldprof::aggregator {
 
 // What the whole store holds back until k machines have sent it, as of one
 // walk over every series: the series, the modules none of whose series is
-// published, and the machines that sent the held-back series (a sketch of
-// the agents' day keys, so a machine counts once a day it sent;
+// published, and the most machines any held-back series has (below k by
+// definition; how many distinct machines sent held-back series together
+// is not known: each series counts its machines with entries of its own,
 // machine_sketch.h). Counts only, never which series. -1 before the first
 // walk.
 struct WithheldTotals {

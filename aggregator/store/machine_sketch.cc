@@ -1,6 +1,7 @@
 #include "aggregator/store/machine_sketch.h"
 
 #include <openssl/sha.h>
+#include <sodium.h>
 
 #include <algorithm>
 #include <bit>
@@ -32,6 +33,38 @@ void DenseOf(uint32_t entry, uint32_t* index, uint8_t* rank) {
 }
 
 }  // namespace
+
+MachineSecret MachineSecretOf(std::string_view machine_key) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(machine_key.data()), machine_key.size(), digest);
+  MachineSecret s;
+  std::copy(digest, digest + s.size(), s.begin());
+  return s;
+}
+
+uint64_t SeriesEntry(const MachineSecret& secret, EntryKind kind, std::string_view series_key) {
+  static_assert(crypto_shorthash_siphash24_KEYBYTES == sizeof(MachineSecret));
+  // One call over kind and key, without copying a long key: SipHash's
+  // state is not exposed, so the kind goes in front in a small buffer.
+  unsigned char buf[512];
+  std::string big;
+  const unsigned char* in = buf;
+  const size_t n = series_key.size() + 1;
+  if (n <= sizeof buf) {
+    buf[0] = static_cast<unsigned char>(kind);
+    std::copy(series_key.begin(), series_key.end(), buf + 1);
+  } else {
+    big.reserve(n);
+    big.push_back(static_cast<char>(kind));
+    big.append(series_key);
+    in = reinterpret_cast<const unsigned char*>(big.data());
+  }
+  unsigned char out[crypto_shorthash_siphash24_BYTES];
+  crypto_shorthash_siphash24(out, in, n, secret.data());
+  uint64_t h = 0;
+  for (unsigned char b : out) h = h << 8 | b;
+  return h;
+}
 
 uint64_t MachineHash(std::string_view machine_key) {
   unsigned char digest[SHA256_DIGEST_LENGTH];

@@ -60,7 +60,8 @@ void MergeAggregate(const ApiAggregate& from, ApiAggregate* to) {
   to->runs += from.runs;
   to->truncated = to->truncated || from.truncated;
   to->resolution_ns = std::max(to->resolution_ns, from.resolution_ns);
-  to->machines.Merge(from.machines);
+  to->machines.KeepLarger(from.machines);  // series of their own: no union (machine_sketch.h)
+  to->day_machines.KeepLarger(from.day_machines);
 }
 
 void StackOthers::Add(const ApiAggregate& a) {
@@ -128,7 +129,7 @@ std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* 
         }
         Group& g = groups[slots[at] - 1];
         if (GroupId{g.rep} == id) {
-          g.machines.Merge(machines);
+          g.machines.KeepLarger(machines);
           pending[g.tail].next = head;
           g.tail = tail;
           return;
@@ -176,7 +177,7 @@ std::vector<ApiAggregate> StackOthers::Fold(std::map<std::string, std::string>* 
       a.runs += w.runs;
       a.truncated = a.truncated || w.truncated;
       a.resolution_ns = std::max(a.resolution_ns, w.resolution_ns);
-      a.machines.Merge(w.machines);
+      a.machines.KeepLarger(w.machines);
     }
   }
   return result;

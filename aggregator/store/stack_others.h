@@ -1,10 +1,17 @@
 // Stack series (metric stack_cpu_ns) seen on fewer than k machines are not
 // dropped whole, as other series are: each is folded into "P;[other]",
 // where P is its longest proper prefix whose folded series reaches k
-// machines (the sketches of every stack folded into it, together). So a
-// flame graph keeps the time of rare stacks under the deepest frame that
-// enough machines share, and names none of the rare frames. A stack whose
-// every prefix stays under k is withheld.
+// machines. So a flame graph keeps the time of rare stacks under the
+// deepest frame that enough machines share, and names none of the rare
+// frames. A stack whose every prefix stays under k is withheld.
+//
+// How many machines a folded series has is the most any of its stacks
+// has (MachineSketch::KeepLarger), never their union: a machine's entries
+// differ from stack to stack (machine_sketch.h), so a union would count a
+// machine once per rare stack it sent, and one machine could publish a
+// fold. With every stack under k, a fold therefore reaches k only once
+// the agents count machines per prefix too, which they do not yet: today
+// rare stacks are withheld whole (docs/privacy.md).
 //
 //   StackOthers others(k);
 //   others.Add(withheld_stack);  ...

@@ -67,8 +67,14 @@ struct ApiAggregate {
   uint64_t runs = 0;
   bool truncated = false;
   uint64_t resolution_ns = 0;  // wall time: the coarsest run's (wire::Record)
-  // The distinct machines that added to it (machines.Estimate()).
+  // The distinct machines that sent it (machines.Estimate(): what k
+  // compares), and the machines of each day it covers (a machine counted
+  // once a day: the suspect judge's runs per machine). Two series' or
+  // two aggregates' sketches never add up to distinct machines
+  // (machine_sketch.h): where several are summed, `machines` keeps the
+  // largest (MergeAggregate).
   MachineSketch machines;
+  MachineSketch day_machines;
 };
 
 class Store {

@@ -40,14 +40,14 @@ StatusOr<ApplyResult> RocksDbStore::ApplyBatch(const BatchView& batch, std::stri
   // The pending value is day [+ machine] + body, given in two parts so
   // the 128 KiB body is not copied once more just to prepend a few
   // bytes. The body is kept without the machine key and the token (no
-  // store keeps them); the machine is kept as its hash, all the sketch
-  // needs.
+  // store keeps them); the machine is kept as its secret, all its series'
+  // entries need, until the batch is applied and this value deleted.
   std::string prefix;
   PutOrdered32(&prefix, day);
-  const std::optional<uint64_t> machine = MachineOf(batch);
+  const std::optional<MachineSecret> machine = MachineOf(batch);
   if (machine) {
     prefix.append(kPendingMachineMark, 2);
-    PutBigEndian64(&prefix, *machine);
+    prefix.append(reinterpret_cast<const char*>(machine->data()), machine->size());
   }
   std::string scratch;
   const std::string_view kept = StorableBatchBody(body, &scratch);
@@ -79,16 +79,17 @@ void RocksDbStore::DayKey(int32_t day, const RecordView& r, const PlatformView& 
   AppendWireApiKey(r.key(), p, k);
 }
 
-std::optional<uint64_t> RocksDbStore::MachineOf(const BatchView& batch) {
+std::optional<MachineSecret> RocksDbStore::MachineOf(const BatchView& batch) {
   if (batch.machine_key().empty()) return std::nullopt;
-  return MachineHash(batch.machine_key());
+  return MachineSecretOf(batch.machine_key());
 }
 
 void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView& batch,
-                             std::optional<uint64_t> machine) {
+                             const std::optional<MachineSecret>& machine) {
   // Straight into the open fold: one hash lookup and one in-place add per
-  // record. The lock is held for the batch (~0.3 ms), far less than the
-  // synced write before it.
+  // record (and a SipHash or two of its key for its machine's entries).
+  // The lock is held for the batch (~0.3 ms), far less than the synced
+  // write before it.
   std::string key;
   {
     std::lock_guard lock(fold_mutex_);
@@ -96,7 +97,7 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
       DayKey(day, r, batch.client_platform(), &key);
       SparseAggregate& sum = fold_.sums[key];
       sum.AddRecord(r);
-      if (machine) sum.AddMachine(*machine);
+      if (machine) sum.AddMachineOf(&*machine, r, std::string_view(key).substr(4));
     }
     fold_.ids.push_back(id);
     pending_count_.fetch_add(1);
@@ -205,9 +206,16 @@ Status RocksDbStore::RecoverPending() {
     if (v.size() < 4) return DataLoss("pending batch entry too short");
     const int32_t day = GetOrdered32(v.data());
     std::string_view body(v.data() + 4, v.size() - 4);
-    std::optional<uint64_t> machine;
-    if (body.size() >= 10 && body.substr(0, 2) == std::string_view(kPendingMachineMark, 2)) {
-      machine = GetBigEndian64(body.data() + 2);
+    std::optional<MachineSecret> machine;
+    if (body.size() >= 18 && body.substr(0, 2) == std::string_view(kPendingMachineMark, 2)) {
+      machine.emplace();
+      std::copy(body.data() + 2, body.data() + 18, machine->begin());
+      body.remove_prefix(18);
+    } else if (body.size() >= 10 &&
+               body.substr(0, 2) == std::string_view(kPendingMachineHashMark, 2)) {
+      machine.emplace();  // the hash as the secret: this batch's entries are its own
+      machine->fill(0);
+      std::copy(body.data() + 2, body.data() + 10, machine->begin());
       body.remove_prefix(10);
     }
     BatchView batch;

@@ -94,15 +94,17 @@ class RocksDbStore : public Store {
 
   static void DayKey(int32_t day, const RecordView& r, const PlatformView& p, std::string* k);
 
-  // A pending value's mark before the machine's hash: "\xfe\x01" starts
-  // no protobuf message (field 31 with wire type 6), so a value without
-  // it (no machine, or written before the mark) is day + body.
-  static constexpr char kPendingMachineMark[] = "\xfe\x01";
+  // A pending value's mark before the machine's secret (16 bytes):
+  // "\xfe\x02" starts no protobuf message (field 31 with wire type 6), so
+  // a value without it (no machine) is day + body. "\xfe\x01" and an
+  // 8-byte hash: a value of an aggregator before the series' entries.
+  static constexpr char kPendingMachineMark[] = "\xfe\x02";
+  static constexpr char kPendingMachineHashMark[] = "\xfe\x01";
 
-  static std::optional<uint64_t> MachineOf(const BatchView& batch);
+  static std::optional<MachineSecret> MachineOf(const BatchView& batch);
 
   void AddToFold(const std::string& id, int32_t day, const BatchView& batch,
-                 std::optional<uint64_t> machine);
+                 const std::optional<MachineSecret>& machine);
 
   int32_t Today() const;
 

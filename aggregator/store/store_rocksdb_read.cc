@@ -91,7 +91,7 @@ Status RocksDbStore::ForEachApi(const ApiFilter& filter,
     FP_ASSIGN_OR_RETURN(ApiKey key, DecodeApiKey(api));
     if (!filter.Matches(key)) continue;
     if (!visit({std::move(key), acc.ToHistogram(), acc.runs(), acc.truncated(), acc.resolution_ns(),
-                acc.TakeMachines()}))
+                acc.TakeMachines(), acc.TakeDayMachines()}))
       break;
   }
   for (Source& src : sources) {
@@ -128,8 +128,13 @@ StatusOr<ApiAggregate> RocksDbStore::QueryRange(const ApiKey& key, int32_t first
     if (!st[i].ok()) return FromRocks(st[i], "reading range");
     if (!acc.AddEncoded(values[i])) return DataLoss("corrupt stored value");
   }
-  return ApiAggregate{
-      key, acc.ToHistogram(), acc.runs(), acc.truncated(), acc.resolution_ns(), acc.machines()};
+  return ApiAggregate{key,
+                      acc.ToHistogram(),
+                      acc.runs(),
+                      acc.truncated(),
+                      acc.resolution_ns(),
+                      acc.machines(),
+                      acc.day_machines()};
 }
 
 }  // namespace fieldprof::aggregator

@@ -36,8 +36,9 @@ Suspicion JudgeLatestDay(const DayFigures& day, const DayFigures& history, int32
 
 namespace {
 
+// Machines counted once a day: runs per machine-day, today's and before.
 DayFigures FiguresOf(const ApiAggregate& a) {
-  return {a.histogram.Mean(), a.runs, a.machines.Estimate()};
+  return {a.histogram.Mean(), a.runs, a.day_machines.Estimate()};
 }
 
 }  // namespace

@@ -1044,6 +1044,63 @@ TEST_F(AgentPassTest, A429FromTheSourceLimitIsWaitedOut) {
 
 // Batches sealed on one day carry one machine key, kept in the state
 // across agent restarts; once the day is over a new random key is drawn.
+// k means k machines (docs/privacy.md): one machine that sends a series
+// every day for 30 days (a new day key each day, as the agent draws them)
+// is one machine, and at k = 5 the series stays unpublished; five machines
+// that send it on one day publish it, counted as five. Before, each day key
+// counted: the first machine alone published at its fifth day.
+TEST_F(AgentPassTest, OneMachineForThirtyDaysIsOneAndFiveMachinesOnOneDayAreFive) {
+  AggregatorProcess agg(dir_, FreePort(), {"--k_anonymity", "5"});
+  agg.Start();
+  auto pass = [&](AgentConfig c) {
+    Agent agent(c);
+    ASSERT_TRUE(agent.Init().ok());
+    auto r = agent.Pass(/*flush=*/true);
+    ASSERT_TRUE(r.ok() && r->upload_status.ok()) << r->upload_status.ToString();
+  };
+  AgentConfig one = Config(agg.port());
+  std::set<std::string> keys;
+  for (int day = 0; day < 30; ++day) {
+    FillSpool(2, 1, 2 * day);
+    if (day > 0) {  // the state says the key is yesterday's: a new one
+      StatusOr<AgentState> state = ReadAgentState(StatusPathOf(one.state_dir));
+      ASSERT_TRUE(state.ok());
+      keys.insert(state->machine_key);
+      state->machine_key_day -= 1;
+      ASSERT_TRUE(WriteFileDurably(StatusPathOf(one.state_dir), FormatAgentState(*state)).ok());
+    }
+    pass(one);
+  }
+  EXPECT_EQ(keys.size(), 29u) << "a day key a day";
+  agg.WaitApplied();
+  HttpsClient c(agg.Options());
+  auto listed = [&] {
+    StatusOr<HttpReply> r = c.Get("/v1/apis?module=libtest.so.1");
+    EXPECT_TRUE(r.ok() && r->status == 200);
+    return nlohmann::json::parse(r.ok() ? r->body : "{}");
+  };
+  nlohmann::json apis = listed();
+  EXPECT_TRUE(apis["apis"].empty()) << apis.dump().substr(0, 500);
+  EXPECT_EQ(apis["withheld"]["series"], 2) << apis.dump().substr(0, 500);  // s0's two metrics
+  EXPECT_EQ(apis["withheld"]["machines"], 1) << apis.dump().substr(0, 500);
+  // Four more machines, on one day: five in all.
+  for (int m = 1; m <= 4; ++m) {
+    AgentConfig other = one;
+    other.spool_dir = dir_.File("spool-" + std::to_string(m));
+    other.state_dir = dir_.File("state-" + std::to_string(m));
+    std::mt19937_64 rng(m);
+    WriteRun(other.spool_dir, MakeRun({"s0"}, rng), 1);
+    pass(other);
+  }
+  agg.WaitApplied();
+  apis = listed();
+  ASSERT_EQ(apis["apis"].size(), 2u) << apis.dump().substr(0, 500);
+  for (const nlohmann::json& a : apis["apis"]) {
+    EXPECT_EQ(a["machines"], 5) << a.dump();
+    EXPECT_EQ(a["runs"], 64) << a.dump();  // two runs a day for 30 days, one of each other
+  }
+}
+
 TEST_F(AgentPassTest, OneMachineKeyADayAndANewOneTheNextDay) {
   AgentConfig c = Config(FreePort());
   auto seal = [&](int first) {

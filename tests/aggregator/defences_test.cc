@@ -62,6 +62,7 @@ wire::Batch VictimBatch(const std::string& id, const std::string& machine, uint6
   b.set_created_unix_ms(NowMs());
   b.set_window_start_unix_ms(b.created_unix_ms() - 60000);
   b.set_machine_key(machine);
+  b.mutable_records(0)->set_first_from_machine(true);
   return b;
 }
 

@@ -75,6 +75,8 @@ bool Fill(Router* router, Store* store, const std::string& module, long n, int m
         *b.add_records() = records[i];
       }
       if (b.records_size() == 0) continue;
+      // Each machine's first of each stack, as its agent marks it.
+      for (wire::Record& r : *b.mutable_records()) r.set_first_from_machine(true);
       HttpResponse r =
           router->Handle("POST", "/v1/batches", kProtobufContentType, b.SerializeAsString());
       if (r.status == 503) {

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     b.set_batch_id(std::string(8, 'S') + std::to_string(first_batch + batches++));
     b.set_created_unix_ms(1795000000000);
     b.set_machine_key(std::string(16, 'M'));
+    for (wire::Record& r : *b.mutable_records()) r.set_first_from_machine(true);
     b.mutable_client_platform()->set_os(wire::OS_LINUX);
     b.mutable_client_platform()->set_arch(wire::ARCH_X86_64);
     auto r = http.Post("/v1/batches", "application/x-protobuf", b.SerializeAsString());

@@ -225,6 +225,8 @@ void WriteAgentJson(JsonWriter& j, const AgentState& a) {
   j.Key("next_attempt_unix_ms").Int(a.next_attempt_unix_ms);
   j.Key("batches_uploaded").Int(a.batches_uploaded);
   j.Key("settings_result").String(a.settings_result);
+  j.Key("system_code_result").String(a.system_code_result);
+  j.Key("counted_result").String(a.counted_result);
   j.Key("snapshot_checked_unix_ms").Int(a.snapshot_checked_unix_ms);
   j.Key("snapshot_result").String(a.snapshot_result);
   j.Key("snapshot_next_unix_ms").Int(a.snapshot_next_unix_ms);
@@ -404,6 +406,13 @@ void PrintAgent(const AgentState& a, const DirCount& outbox) {
     std::printf("tokens:         %s%s\n",
                 a.tokens_required != 0 ? "one spent a batch (anonymous); " : "",
                 a.tokens_result.c_str());
+  }
+  if (!a.system_code_result.empty()) {
+    std::printf("system's code:  %s (docs/privacy.md; --pending says per module)\n",
+                a.system_code_result.c_str());
+  }
+  if (!a.counted_result.empty()) {
+    std::printf("machine count:  %s\n", a.counted_result.c_str());
   }
 }
 

@@ -10,6 +10,7 @@
 #include "common/agent_state.h"
 #include "common/api_key.h"
 #include "common/batcher.h"
+#include "common/counted_series.h"
 #include "common/durable_file.h"
 #include "common/field_door.h"
 #include "common/histogram.h"
@@ -52,11 +53,12 @@ void PrintBatch(const Pending& p) {
   for (const wire::Record& r : b.records()) {
     const wire::ApiKey& k = r.key();
     const HistogramStats s = HistogramFromWire(r.histogram()).Stats();
-    std::printf("    %s %s (%s) %s: %llu calls, %llu runs, mean %s\n", k.module().c_str(),
+    std::printf("    %s %s (%s) %s: %llu calls, %llu runs, mean %s%s\n", k.module().c_str(),
                 k.symbol().c_str(), k.module_version().c_str(),
                 std::string(MetricName(k.metric())).c_str(),
                 static_cast<unsigned long long>(s.count), static_cast<unsigned long long>(r.runs()),
-                FormatMetricValue(k.metric(), s.mean, r.resolution_ns()).c_str());
+                FormatMetricValue(k.metric(), s.mean, r.resolution_ns()).c_str(),
+                r.first_from_machine() ? " (this machine's first: counted in it once)" : "");
   }
   const wire::AgentCounters& c = b.counters();
   std::printf(
@@ -128,10 +130,19 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
     machine_key.clear();
   }
   // As the agent seals with --flush: the stack records it holds for the
-  // day's batch go with the last one.
-  SpoolSealer sealer(batch_bytes, DetectPlatform(), [&](SealStep& step) {
+  // day's batch go with the last one; a series this machine never sent
+  // before marked as its first (common/counted_series.h).
+  CountedSeries counted(CountedPathOf(state_dir));
+  FP_RETURN_IF_ERROR(counted.Load());
+  std::vector<uint64_t> fresh;
+  const Platform platform = DetectPlatform();
+  SpoolSealer sealer(batch_bytes, platform, [&](SealStep& step) {
     const wire::AgentCounters c = BatchCounters(*step.runs, pending.empty() ? held : AgentState{});
-    pending.push_back({step.batch->Seal("", 0, c, machine_key), step.consumed->size()});
+    Pending p{step.batch->Seal("", 0, c, machine_key), step.consumed->size()};
+    for (wire::Record& r : *p.batch.mutable_records()) {
+      if (counted.MarkFirst(SeriesHash(r.key(), platform), &fresh)) r.set_first_from_machine(true);
+    }
+    pending.push_back(std::move(p));
     return Status::Ok();
   });
   StatusOr<std::vector<std::string>> held_files = ListHeld(HeldDirOf(state_dir));
@@ -254,8 +265,10 @@ int PrintPending(const std::string& spool_dir, const std::string& state_dir,
                 unreadable);
   }
   std::printf(
-      "Each batch also carries a random key drawn anew each day, so that the server can count "
-      "distinct machines; it links nothing across days.\n"
+      "Each batch also carries a random key drawn anew each day. From it the server derives, "
+      "per series, an entry it\ncannot match to this machine's other series or days, and "
+      "counts this machine in a series once: from the\nrecord marked as the first of that "
+      "series it ever sends (docs/privacy.md).\n"
       "Nothing else leaves this machine: no paths, arguments, file contents, user or "
       "host names, addresses.\n");
   return 0;

@@ -687,6 +687,7 @@ wire::Batch MachineBatch(int machine, const std::string& version,
     for (int i = 0; i < runs; ++i) h.Record(static_cast<uint64_t>(ms * 1e6 * jitter(rng)));
     HistogramToWire(h, r->mutable_histogram());
     r->set_runs(static_cast<uint64_t>(runs));
+    r->set_first_from_machine(true);  // the machine's first of each stack
   }
   return b;
 }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 
 namespace fieldprof::aggregator {
@@ -104,6 +105,43 @@ TEST(MachineSketchTest, EncodingRoundTripsAndRefusesDamage) {
   // Sizes: sparse a few bytes a machine, dense 4 KiB.
   EXPECT_LT(Bytes(Of(0, 5)).size(), 30u);
   EXPECT_EQ(Bytes(Of(0, 5000)).size(), 4097u);
+}
+
+// A machine's entries (SeriesEntry): the same machine in one series on one
+// key is one entry, however often; in two series, or on two days' keys,
+// entries that share nothing, so the sketches of a machine's series
+// cannot be matched (docs/privacy.md). 200 machines, 2 series: no entry of
+// one series is in the other's sketch.
+TEST(MachineSketchTest, AMachinesEntriesAreItsOwnInEachSeriesAndEachDay) {
+  const std::string a = "series a's key", b = "series b's key";
+  MachineSketch in_a, in_b, a_again;
+  std::set<uint64_t> entries_a, entries_b;
+  for (uint64_t m = 0; m < 200; ++m) {
+    const MachineSecret secret = MachineSecretOf(Key(m));
+    const uint64_t ea = SeriesEntry(secret, EntryKind::kFirst, a);
+    const uint64_t eb = SeriesEntry(secret, EntryKind::kFirst, b);
+    EXPECT_EQ(ea, SeriesEntry(secret, EntryKind::kFirst, a)) << "the same entry again";
+    EXPECT_NE(ea, SeriesEntry(secret, EntryKind::kDay, a)) << "the day's is another";
+    in_a.Add(ea);
+    a_again.Add(ea);
+    a_again.Add(SeriesEntry(secret, EntryKind::kFirst, a));
+    in_b.Add(eb);
+    entries_a.insert(ea);
+    entries_b.insert(eb);
+    // The next day's key: another entry.
+    EXPECT_NE(ea, SeriesEntry(MachineSecretOf(Key(m + 1000)), EntryKind::kFirst, a));
+  }
+  EXPECT_EQ(in_a.Estimate(), 200u);
+  EXPECT_EQ(Bytes(a_again), Bytes(in_a));
+  for (uint64_t e : entries_a) EXPECT_EQ(entries_b.count(e), 0u);
+  // Their union counts each machine twice: why several series' sketches
+  // are never added up into a count of machines (KeepLarger instead).
+  MachineSketch both = in_a;
+  both.Merge(in_b);
+  EXPECT_EQ(both.Estimate(), 400u);
+  MachineSketch larger = in_a;
+  larger.KeepLarger(in_b);
+  EXPECT_EQ(larger.Estimate(), 200u);
 }
 
 }  // namespace

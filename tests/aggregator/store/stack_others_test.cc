@@ -1,5 +1,5 @@
 // Rare stacks folded under the frames k machines share
-// (aggregator/store/stack_others.h).
+// (aggregator/store/stack_others.h), never counting a machine twice.
 #include "aggregator/store/stack_others.h"
 
 #include <gtest/gtest.h>
@@ -25,11 +25,27 @@ ApiAggregate Stack(const std::string& symbol, uint64_t ns, std::vector<std::stri
   return a;
 }
 
-TEST(StackOthersTest, ARareStackFoldsUnderTheDeepestPrefixKMachinesShare) {
+// One machine's rare stacks never fold into a series of k machines: a
+// machine's entries differ from stack to stack (machine_sketch.h), so
+// their union would count it once per stack. Five stacks of one machine
+// under api;+10, at k = 5: withheld whole (the union published them as
+// api;+10;[other] "of 5 machines").
+TEST(StackOthersTest, OneMachinesRareStacksNeverFold) {
+  StackOthers others(/*k=*/5);
+  for (int i = 0; i < 5; ++i) {
+    others.Add(Stack("api;+10;+2" + std::to_string(i), 100, {"a-stack-" + std::to_string(i)}));
+  }
+  std::map<std::string, std::string> into;
+  EXPECT_TRUE(others.Fold(&into).empty());
+  EXPECT_TRUE(into.empty());
+}
+
+// Where its stacks have machines enough (here, as the fold sees them), a
+// group folds under its deepest prefix, deeper stacks before shallower
+// ones, and its machines are the most any of its stacks has.
+TEST(StackOthersTest, AGroupFoldsUnderTheDeepestPrefixItsStacksReachKAt) {
   StackOthers others(/*k=*/2);
-  // Two one-machine stacks under api;+10 reach k together; a third under
-  // api;+30 does not, nor does api;[other] with it alone: withheld whole.
-  others.Add(Stack("api;+10;+20", 100, {"a"}));
+  others.Add(Stack("api;+10;+20", 100, {"a", "b"}));
   others.Add(Stack("api;+10;+21;+22", 200, {"b"}));
   others.Add(Stack("solo;+30", 400, {"c"}));
   std::map<std::string, std::string> into;
@@ -40,10 +56,8 @@ TEST(StackOthersTest, ARareStackFoldsUnderTheDeepestPrefixKMachinesShare) {
   EXPECT_EQ(out[0].runs, 2u);
   EXPECT_EQ(out[0].machines.Estimate(), 2u);
   EXPECT_EQ(into.size(), 2u);
-  // Deeper stacks are folded before shallower ones: +21;+22 first tries
-  // api;+10;+21;[other] (one machine), then api;+10;[other] with +20.
   StackOthers deeper(2);
-  deeper.Add(Stack("api;+10;+21;+22", 1, {"a"}));
+  deeper.Add(Stack("api;+10;+21;+22", 1, {"a", "b"}));
   deeper.Add(Stack("api;+10;+21;+23", 2, {"b"}));
   deeper.Add(Stack("api;+10;+24", 4, {"c"}));
   const std::vector<ApiAggregate> d = deeper.Fold();
@@ -94,7 +108,7 @@ std::vector<ApiAggregate> FoldByDefinition(const std::vector<ApiAggregate>& with
   return result;
 }
 
-// Random rare stacks over a library-like tree, two versions, 1 to 3 of 12
+// Random stacks over a library-like tree, two versions, 1 to 6 of 12
 // machines each: the fold gives exactly the definition's series, sums and
 // machines, and maps each folded stack to its series.
 TEST(StackOthersTest, TheFoldIsTheDefinitions) {
@@ -111,7 +125,7 @@ TEST(StackOthersTest, TheFoldIsTheDefinitions) {
       const std::string version = rng() % 2 ? "1.0" : "2.0";
       if (!seen.insert(version + " " + symbol).second) continue;
       std::vector<std::string> machines;
-      for (uint64_t m = 0, n = 1 + rng() % 3; m < n; ++m)
+      for (uint64_t m = 0, n = 1 + rng() % 6; m < n; ++m)
         machines.push_back(std::to_string(rng() % 12));
       ApiAggregate a = Stack(symbol, 1 + rng() % 100000, machines);
       a.key.module_version = version;
