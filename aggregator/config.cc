@@ -76,7 +76,8 @@ struct ServerFlags {
 };
 
 struct RocksDbFlags {
-  int64_t retention_days, merges, max_pending, fold_ms, memtable_mib, cache_mib, min_free_mib;
+  int64_t retention_days, merges, max_pending, fold_ms, memtable_mib, cache_mib, min_free_mib,
+      unpublished_days;
   bool sync;
 
   explicit RocksDbFlags(const RocksDbStoreOptions& st)
@@ -87,6 +88,7 @@ struct RocksDbFlags {
         memtable_mib(static_cast<int64_t>(st.write_buffer_bytes >> 20)),
         cache_mib(static_cast<int64_t>(st.block_cache_bytes >> 20)),
         min_free_mib(static_cast<int64_t>(st.min_free_bytes >> 20)),
+        unpublished_days(st.unpublished_retention_days),
         sync(st.sync) {}
 
   void Register(OptionTable& t, RocksDbStoreOptions* st) {
@@ -107,6 +109,10 @@ struct RocksDbFlags {
              "free MiB under the database below which uploads get 507 + Retry-After instead of "
              "being written (0: none)",
              0, int64_t{1} << 30);
+    t.AddInt("unpublished_days", &unpublished_days,
+             "a series still below --k_anonymity this many days after its first record is "
+             "deleted, its sketches with it (0: kept for ever; docs/privacy.md)",
+             0, 36500);
   }
 
   void ApplyTo(RocksDbStoreOptions* st) const {
@@ -118,6 +124,7 @@ struct RocksDbFlags {
     st->write_buffer_bytes = static_cast<size_t>(memtable_mib) << 20;
     st->block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
     st->min_free_bytes = static_cast<uint64_t>(min_free_mib) << 20;
+    st->unpublished_retention_days = static_cast<int>(unpublished_days);
   }
 };
 
@@ -382,6 +389,7 @@ Status ParseAggregatorConfig(int argc, const char* const* argv, AggregatorConfig
   limits.ApplyTo(&config->batch_limits);
   plausible.ApplyTo(&config->plausible);
   rocksdb.ApplyTo(&config->store);
+  config->store.unpublished_k = static_cast<int>(config->k_anonymity);
   publish.ApplyTo(&config->publish);
   clickhouse.ApplyTo(&config->clickhouse, rocksdb.retention_days);
   return Settle(config);

@@ -265,6 +265,8 @@ bool ParseRecord(std::string_view bytes, RecordView* rec, std::vector<BucketView
         return ReadVarintField(r, wt, &rec->first_from_machine_);
       case 10:
         return ReadMessage(r, wt, &rec->day_machines_);
+      case 11:
+        return ReadVarintField(r, wt, &rec->first_day_);
       default:
         return r.Skip(wt);
     }
@@ -410,6 +412,7 @@ void ViewBatchMessage(const wire::Batch& batch, BatchView* out) {
     v.suspect_ = r.suspect();
     v.first_from_machine_ = r.first_from_machine();
     v.day_machines_ = r.day_machines();
+    v.first_day_ = r.first_day();
     out->records_.push_back(v);
   }
   out->LinkBuckets();

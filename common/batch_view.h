@@ -109,6 +109,7 @@ struct RecordView {
   std::string_view suspect_;
   bool first_from_machine_ = false;
   std::string_view day_machines_;
+  int32_t first_day_ = 0;
 
   bool has_key() const { return has_key_; }
   const ApiKeyView& key() const { return key_; }
@@ -122,6 +123,7 @@ struct RecordView {
   std::string_view suspect() const { return suspect_; }
   bool first_from_machine() const { return first_from_machine_; }
   std::string_view day_machines() const { return day_machines_; }
+  int32_t first_day() const { return first_day_; }
 };
 
 class BatchView {

@@ -336,7 +336,7 @@ template <typename R>
 Status ValidateRecordT(const R& r) {
   if (!r.has_key()) return Fail("key_missing", "record has no key");
   if (!r.machines().empty() || r.machine_count() != 0 || !r.suspect().empty() ||
-      !r.day_machines().empty()) {
+      !r.day_machines().empty() || r.first_day() != 0) {
     return Fail("record_machines",
                 "machines are counted and suspects judged by the aggregator, never sent");
   }

@@ -15,6 +15,7 @@ declare -A small=(
   [dev-upload]="1000 2 100000"
   [ingest]="2 4 16"
   [ingest-defences]="100 1 4"
+  [k-fleet]="50 3 2"
   [process]="2"
   [publish]="1000"
   [record]="1 200"
@@ -25,8 +26,8 @@ declare -A small=(
   [stacks-page]="2000 3"
 )
 names=("$@")
-((${#names[@]})) || names=(agent clock coverage dev-upload ingest ingest-defences process publish
-  record runtime scale-out stacks stacks-answer stacks-page)
+((${#names[@]})) || names=(agent clock coverage dev-upload ingest ingest-defences k-fleet process
+  publish record runtime scale-out stacks stacks-answer stacks-page)
 failed=()
 for name in "${names[@]}"; do
   [[ -v "small[$name]" ]] || { echo "test-benchmarks: no benchmark named $name" >&2; exit 2; }

@@ -56,14 +56,17 @@ bool SparseAggregate::AddEncoded(std::string_view encoded) {
   RecordView view;
   std::optional<wire::Record> message;
   std::string_view machines, day_machines;
+  int32_t first_day = 0;
   if (ParseRecordViewFast(encoded, &view, &buckets)) {
     machines = view.machines();
     day_machines = view.day_machines();
+    first_day = view.first_day();
   } else {
     message.emplace();
     if (!message->ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) return false;
     machines = message->machines();
     day_machines = message->day_machines();
+    first_day = message->first_day();
   }
   // The first value's sketches decoded in place, later ones merged.
   for (auto [sketch, bytes] : {std::pair{&machines_, machines}, {&day_machines_, day_machines}}) {
@@ -80,6 +83,7 @@ bool SparseAggregate::AddEncoded(std::string_view encoded) {
   } else {
     AddRecord(view);
   }
+  NoteDay(first_day);
   return true;
 }
 
@@ -93,6 +97,7 @@ void SparseAggregate::Clear() {
   resolution_ns_ = 0;
   machines_ = MachineSketch();
   day_machines_ = MachineSketch();
+  first_day_ = 0;
 }
 
 void SparseAggregate::Merge(const SparseAggregate& other) {
@@ -125,6 +130,7 @@ void SparseAggregate::Merge(const SparseAggregate& other) {
   resolution_ns_ = std::max(resolution_ns_, other.resolution_ns_);
   machines_.Merge(other.machines_);
   day_machines_.Merge(other.day_machines_);
+  NoteDay(other.first_day_);
 }
 
 Histogram SparseAggregate::ToHistogram() const {
@@ -148,6 +154,7 @@ void SparseAggregate::Encode(std::string* out) const {
   if (resolution_ns_ != 0) r.set_resolution_ns(resolution_ns_);
   machines_.Encode(r.mutable_machines());
   day_machines_.Encode(r.mutable_day_machines());
+  if (first_day_ != 0) r.set_first_day(first_day_);
   out->clear();
   r.SerializeToString(out);
 }

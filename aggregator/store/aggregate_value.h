@@ -45,6 +45,10 @@ class SparseAggregate {
   }
   void AddMachines(const MachineSketch& machines) { machines_.Merge(machines); }
   void AddDayMachines(const MachineSketch& machines) { day_machines_.Merge(machines); }
+  // A record of `day` was added: the first day is the earliest.
+  void NoteDay(int32_t day) {
+    if (day > 0 && (first_day_ == 0 || day < first_day_)) first_day_ = day;
+  }
   // Adds an encoded value. False (and nothing added) when it does not parse.
   [[nodiscard]] bool AddEncoded(std::string_view encoded);
   void Merge(const SparseAggregate& other);
@@ -61,6 +65,7 @@ class SparseAggregate {
   const MachineSketch& machines() const { return machines_; }
   MachineSketch TakeMachines() { return std::move(machines_); }
   const MachineSketch& day_machines() const { return day_machines_; }
+  int32_t first_day() const { return first_day_; }  // 0: unknown
   MachineSketch TakeDayMachines() { return std::move(day_machines_); }
   bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
@@ -85,6 +90,7 @@ class SparseAggregate {
   uint64_t resolution_ns_ = 0;
   MachineSketch machines_;
   MachineSketch day_machines_;
+  int32_t first_day_ = 0;
 };
 
 }  // namespace fieldprof::aggregator

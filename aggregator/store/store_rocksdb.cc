@@ -127,6 +127,10 @@ void RocksDbStore::AppendMetrics(std::string* out) {
   AppendPrometheusSample(out, "fieldprof_store_reopens_total", "counter",
                          "Times the database was reopened after a failed write.",
                          std::to_string(reopens_.load()));
+  AppendPrometheusSample(out, "fieldprof_series_expired_total", "counter",
+                         "Series below k deleted after the retention of what is never published "
+                         "(--unpublished_days).",
+                         std::to_string(series_expired_.load()));
   std::shared_lock open_lock(close_mutex_);
   if (!db_) return;
   static const std::pair<const char*, const char*> kProps[] = {

@@ -85,6 +85,13 @@ struct RocksDbStoreOptions {
   // Today's day number; days before it are rolled up. Default: the UTC day
   // of the system clock. Tests move it.
   std::function<int32_t()> today = nullptr;
+  // Series sent from fewer than `unpublished_k` machines (the aggregator's
+  // k) whose first record is more than this many days old are deleted,
+  // every node of them, once a day after the roll-up: what no reader ever
+  // saw is not kept for ever (docs/privacy.md). The machines that sent
+  // them are not counted in them again. 0: kept for ever. Default: 90.
+  int unpublished_retention_days = 90;
+  int unpublished_k = 1;  // <= 1: every series is published, none expires
 };
 
 [[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbStoreOptions& options);

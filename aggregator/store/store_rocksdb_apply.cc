@@ -97,6 +97,7 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
       DayKey(day, r, batch.client_platform(), &key);
       SparseAggregate& sum = fold_.sums[key];
       sum.AddRecord(r);
+      sum.NoteDay(day);
       if (machine) sum.AddMachineOf(&*machine, r, std::string_view(key).substr(4));
     }
     fold_.ids.push_back(id);
@@ -292,7 +293,79 @@ void RocksDbStore::ApplierLoop() {
     } else {
       rollup_left = *more;
     }
+    // Once a day, when the roll-up has reached it: what stayed below k
+    // past the retention goes.
+    if (!rollup_left && options_.unpublished_retention_days > 0 && options_.unpublished_k > 1 &&
+        expired_through_ < Today()) {
+      const int32_t today = Today();
+      StatusOr<size_t> n = ExpireUnpublished(today);
+      if (n.ok()) {
+        expired_through_ = today;
+        series_expired_.fetch_add(*n);
+        if (*n > 0) data_version_.fetch_add(1);
+      } else {
+        apply_errors_.fetch_add(1);
+      }
+    }
   }
+}
+
+StatusOr<size_t> RocksDbStore::ExpireUnpublished(int32_t today) {
+  std::shared_lock open_lock(close_mutex_);
+  if (!db_) return Unavailable("store is closed");
+  if (broken_.load()) return Unavailable("the store is being reopened");
+  const int32_t oldest = today - options_.unpublished_retention_days;
+  struct Expired {
+    std::string api;
+    int32_t first_day;
+  };
+  std::vector<Expired> expired;
+  {
+    SnapshotReader view(db_.get());
+    std::unique_ptr<rocksdb::Iterator> it = view.NewIterator(data_cf_);
+    SparseAggregate v;
+    std::string today_value;
+    for (it->Seek("A"); it->Valid() && it->key().starts_with("A"); it->Next()) {
+      v.Clear();
+      if (!v.AddEncoded(std::string_view(it->value().data(), it->value().size()))) {
+        return DataLoss("corrupt stored value while expiring");
+      }
+      if (v.first_day() == 0 || v.first_day() >= oldest) continue;
+      const std::string api(it->key().data() + 1, it->key().size() - 1);
+      // Today's machines, not rolled up yet, count too.
+      rocksdb::Status g =
+          db_->Get(view.options(), data_cf_, NodeKey({TimeLevel::kDay, today}, api), &today_value);
+      if (g.ok() && !v.AddEncoded(today_value)) return DataLoss("corrupt stored value");
+      if (!g.ok() && !g.IsNotFound()) return FromRocks(g, "reading today's node");
+      if (v.machines().Estimate() >= static_cast<uint64_t>(options_.unpublished_k)) continue;
+      expired.push_back({api, v.first_day()});
+    }
+    FP_RETURN_IF_ERROR(FromRocks(it->status(), "walking series to expire"));
+  }
+  // Every node of each: all time, its months, its days (a delete of a
+  // node that holds nothing is a tombstone, no harm).
+  rocksdb::WriteBatch wb;
+  for (const Expired& e : expired) {
+    wb.Delete(data_cf_, NodeKey({TimeLevel::kAllTime, 0}, e.api));
+    for (int32_t m = MonthOfDay(e.first_day); m <= MonthOfDay(today); ++m) {
+      wb.Delete(data_cf_, NodeKey({TimeLevel::kMonth, m}, e.api));
+    }
+    for (int32_t d = e.first_day; d <= today; ++d) {
+      wb.Delete(data_cf_, NodeKey({TimeLevel::kDay, d}, e.api));
+    }
+    if (wb.Count() > 100000) {
+      rocksdb::WriteOptions wo;
+      wo.sync = options_.sync;
+      FP_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &wb), "deleting expired series"));
+      wb.Clear();
+    }
+  }
+  if (wb.Count() > 0) {
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    FP_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &wb), "deleting expired series"));
+  }
+  return expired.size();
 }
 
 Status RocksDbStore::WriteFold(const Fold& work) {

@@ -115,6 +115,10 @@ class RocksDbStore : public Store {
   // nodes and moves the roll-up point past them, in one atomic write.
   // Returns whether more is left to do. Applier thread only.
   StatusOr<bool> RollupStep();
+  // Deletes the series below k whose first day is older than the
+  // retention (RocksDbStoreOptions::unpublished_retention_days), as of
+  // `today`; once the roll-up reached today. Returns how many.
+  StatusOr<size_t> ExpireUnpublished(int32_t today);
 
   // Batches accepted before a crash or shutdown but not yet applied.
   Status RecoverPending();
@@ -165,6 +169,8 @@ class RocksDbStore : public Store {
   std::atomic<uint64_t> folds_{0};
   std::atomic<uint64_t> series_written_{0};
   std::atomic<uint64_t> apply_errors_{0};
+  std::atomic<uint64_t> series_expired_{0};
+  int32_t expired_through_ = 0;  // the applier's: the day expiry last ran
   // Whether writes may go on (Health): a failed write stops them until the
   // applier reopens the database; the reserve's free space is checked.
   std::atomic<bool> broken_{false};

@@ -708,3 +708,57 @@ TEST(RocksDbStoreTest, PendingBatchesKeepTheirMachinesButNotTheirKeysAcrossACras
 
 }  // namespace
 }  // namespace fieldprof::aggregator
+
+namespace fieldprof::aggregator {
+namespace {
+
+// What no reader ever saw is not kept for ever (docs/privacy.md): a series
+// still below k 90 days after its first record goes, every node of it, the
+// day the roll-up reaches; a published one, and a young one, stay.
+TEST(RocksDbStoreTest, ASeriesBelowKIsDeletedAfterTheRetention) {
+  TempDir dir;
+  std::atomic<int32_t> today{960};  // day 900 is 60 days old: kept
+  RocksDbStoreOptions o{.path = dir.path()};
+  o.today = [&today] { return today.load(); };
+  o.unpublished_k = 3;
+  o.unpublished_retention_days = 90;
+  auto store = OpenRocksDbStore(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto send = [&](uint64_t id, const std::string& symbol, int machine, int32_t day) {
+    wire::Batch b = SimpleBatch(IdOf(id), "libz.so.1", symbol, 1000);
+    b.set_machine_key(std::string(15, 'm') + static_cast<char>('0' + machine));
+    b.mutable_records(0)->set_first_from_machine(true);
+    ASSERT_TRUE(Apply(**store, b, day).ok());
+  };
+  send(1, "rare_old", 1, 900);
+  send(2, "rare_old", 2, 950);
+  for (int m = 0; m < 3; ++m) send(10 + m, "common_old", m, 900);
+  send(20, "rare_young", 1, 990);
+  ASSERT_TRUE((*store)->WaitApplied(std::chrono::seconds(30)).ok());
+  auto runs = [&](const std::string& symbol) {
+    const wire::Batch b = SimpleBatch(IdOf(99), "libz.so.1", symbol, 1);
+    StatusOr<ApiAggregate> a = (*store)->QueryRange(KeyOf(b), kUnboundedFirst, kUnboundedLast);
+    EXPECT_TRUE(a.ok());
+    return a.ok() ? a->runs : 0;
+  };
+  EXPECT_EQ(runs("rare_old"), 2u);
+  // Day 1000: rare_old's first record (day 900) is 100 days old.
+  today = 1000;
+  ASSERT_TRUE(testing::WaitUntil([&] { return runs("rare_old") == 0; })) << "rare_old still there";
+  EXPECT_EQ(runs("common_old"), 3u);
+  EXPECT_EQ(runs("rare_young"), 1u);
+  // Not a node of it is left: its days and months too.
+  const wire::Batch b = SimpleBatch(IdOf(99), "libz.so.1", "rare_old", 1);
+  for (int32_t d : {900, 950}) {
+    StatusOr<ApiAggregate> day = (*store)->QueryRange(KeyOf(b), d, d);
+    ASSERT_TRUE(day.ok());
+    EXPECT_EQ(day->runs, 0u) << d;
+  }
+  std::string metrics;
+  (*store)->AppendMetrics(&metrics);
+  EXPECT_EQ(testing::MetricValue(metrics, "fieldprof_series_expired_total").value_or(-1), 1);
+  ASSERT_TRUE((*store)->Close().ok());
+}
+
+}  // namespace
+}  // namespace fieldprof::aggregator
