@@ -32,11 +32,19 @@ source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 runs="${1:-200}"
 ./deploy/install-deps.sh build bench >/dev/null
-./deploy/build.sh fieldprof_runtime fieldprof_front spawn_bench rt_bench_prog >/dev/null
+./deploy/build.sh fieldprof_runtime fieldprof_front fieldprof spawn_bench rt_bench_prog >/dev/null
 work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 lib="$PWD/build/agent/runtime/libfieldprof-front.so"
 
+# The runtime chooses only among the system's code: its list, brought up
+# to date as fieldprof run does (docs/privacy.md).
+./build/tools/fieldprof run --spool "$work/spool-warm" -- /bin/true
+if [[ $(id -u) == 0 ]]; then
+  system_code=/var/cache/fieldprof/system-code/build-ids
+else
+  system_code="${XDG_CACHE_HOME:-$HOME/.cache}/fieldprof/system-code/build-ids"
+fi
 conf() {  # conf NAME CONSENT FRACTION MAX_RUNS
   cat >"$work/$1.conf" <<CONF
 consent = $2
@@ -47,6 +55,10 @@ max_load_per_cpu = 1000
 spool_dir = $work/spool-$1
 slot_dir = $work/slots
 CONF
+  # An older runtime (BASE_LIB) takes no system_code line (it would read
+  # the file as corrupt and measure nothing): its own copy has none.
+  cp "$work/$1.conf" "$work/$1-base.conf"
+  echo "system_code = $system_code" >>"$work/$1.conf"
 }
 conf idle no 1 0
 echo 'int fieldprof_bench_empty;' >"$work/empty.c"
@@ -129,8 +141,8 @@ interleaved() {  # interleaved ROUNDS COMMAND...
   local n="$1"; shift
   local extra=()
   if [[ -n "$base" ]]; then
-    extra=("FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$base $*"
-      "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$base $*")
+    extra=("FIELDPROF_SETTINGS=$work/idle-base.conf LD_PRELOAD=$base $*"
+      "FIELDPROF_SETTINGS=$work/measured-base.conf LD_PRELOAD=$base $*")
   fi
   "$spawn" "$n" "$*" "LD_PRELOAD=$work/empty.so $*" \
     "FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $*" \

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     if (m.ok() && m->body.find("\nfieldprof_pending_batches 0\n") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  auto apis = http.Get("/v1/apis?limit=10000000");
+  auto apis = http.Get("/v1/apis?limit=100000");
   if (!apis.ok() || apis->status != 200) {
     std::fprintf(stderr, "k_fleet: GET /v1/apis failed\n");
     return 1;
