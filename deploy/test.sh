@@ -2,36 +2,71 @@
 # The test command: installs what is needed, checks the C++ formatting,
 # builds, runs the batch fuzzer for a bounded time (clang + libFuzzer), then
 # the whole CTest suite (real RocksDB in temp dirs, real TLS on loopback,
-# real programs, packages, a ClickHouse cluster).
+# real programs, packages, a ClickHouse cluster), a label at a time. At the
+# end it prints how long each phase took, so that a phase that grows is
+# seen the day it does.
 #
 #   deploy/test.sh
 #   FIELDPROF_FUZZ_SECONDS=300 deploy/test.sh   # fuzz longer (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./deploy/install-deps.sh
+phases=()
+failed=()
+phase() {  # phase NAME COMMAND...: runs it, times it; a failure is kept for the end
+  local name="$1" start rc=0
+  shift
+  start=$(date +%s)
+  "$@" || rc=$?
+  phases+=("$(printf '%-22s %5d s%s' "$name" "$(($(date +%s) - start))" \
+    "$( ((rc == 0)) || echo "  FAILED ($rc)")")")
+  ((rc == 0)) || failed+=("$name")
+  return 0
+}
+report() {
+  echo "== time of each phase"
+  printf '   %s\n' "${phases[@]}"
+  if ((${#failed[@]})); then
+    echo "test: failed: ${failed[*]}" >&2
+    exit 1
+  fi
+}
+trap report EXIT
+
+phase installs ./deploy/install-deps.sh
 
 # Every C++ file as clang-format (the checked-in .clang-format) writes it.
-echo "== format: clang-format --dry-run --Werror"
-git ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run --Werror
+format() {
+  echo "== format: clang-format --dry-run --Werror"
+  git ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run --Werror
+}
+phase format format
 
-./deploy/build.sh
+phase build ./deploy/build.sh
+((${#failed[@]} == 0)) || exit 1  # nothing to test without a build
 
-fuzz_seconds="${FIELDPROF_FUZZ_SECONDS:-60}"
-if [[ "$fuzz_seconds" != "0" ]]; then
-  echo "== fuzz: batch decoding + validation for ${fuzz_seconds}s (libFuzzer, ASan, UBSan)"
+fuzz() {
+  local seconds="$1"
+  echo "== fuzz: batch decoding + validation for ${seconds}s (libFuzzer, ASan, UBSan)"
   cmake -S . -B build-fuzz -DFIELDPROF_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFIELDPROF_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build build-fuzz -j"$(nproc)" --target batch_fuzz >/dev/null
-  work="build-fuzz/corpus"
+  local work="build-fuzz/corpus"
   mkdir -p "$work"
   cp tests/fuzz/corpus/* "$work/"
-  ./build-fuzz/tests/fuzz/batch_fuzz -max_total_time="$fuzz_seconds" -max_len=262144 \
+  ./build-fuzz/tests/fuzz/batch_fuzz -max_total_time="$seconds" -max_len=262144 \
     -print_final_stats=1 "$work" 2>build-fuzz/fuzz.log || {
-      tail -50 build-fuzz/fuzz.log; echo "fuzz: FAILED (crash input saved in the current dir)"; exit 1; }
+    tail -50 build-fuzz/fuzz.log
+    echo "fuzz: FAILED (crash input saved in the current dir)"
+    return 1
+  }
   grep -E "stat::number_of_executed_units|Done" build-fuzz/fuzz.log | tail -2
-fi
+}
+fuzz_seconds="${FIELDPROF_FUZZ_SECONDS:-60}"
+if [[ "$fuzz_seconds" != "0" ]]; then phase fuzz fuzz "$fuzz_seconds"; fi
 
-echo "== ctest"
-cd build
-ctest --output-on-failure -j2 --timeout 900
+# CTest a label at a time (every test has one: tests/CMakeLists.txt).
+for label in unit process package cluster bench; do
+  echo "== ctest -L $label"
+  phase "ctest $label" bash -c "cd build && ctest -L '^$label\$' --output-on-failure -j2 --timeout 900"
+done

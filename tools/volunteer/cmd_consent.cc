@@ -20,6 +20,7 @@
 #include "common/runtime_settings.h"
 #include "common/snapshot_cache.h"
 #include "common/spool.h"
+#include "common/system_code.h"
 #include "tools/cli/command_line.h"
 #include "tools/commands.h"
 
@@ -208,6 +209,19 @@ int Consent(int argc, char** argv, bool in) {
       return 1;
     }
   }
+  // Opting in: the system's code, so that measured runs choose among it
+  // from the first (the agent keeps it current afterwards; docs/privacy.md).
+  // The first time on a machine this reads its packaged libraries once.
+  std::string system_code;
+  if (in) {
+    SystemCode code;
+    if (Status s = code.Refresh(); s.ok()) {
+      system_code = code.BuildIdListPath();
+    } else {
+      std::cerr << name << ": the system's code is not known yet (" << s.message()
+                << "); the agent's next pass finds it, and runs measure nothing till then\n";
+    }
+  }
   bool was_in = false;
   std::string spool_dir, live_dir;
   Status w = UpdateRuntimeSettings(
@@ -216,6 +230,7 @@ int Consent(int argc, char** argv, bool in) {
         spool_dir = next->spool_dir;
         live_dir = next->live_dir;
         next->consent = in;
+        if (!system_code.empty()) next->system_code = system_code;
         return true;
       });
   if (!w.ok()) {

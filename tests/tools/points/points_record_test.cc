@@ -19,6 +19,7 @@
 #include "common/durable_file.h"
 #include "common/points_file.h"
 #include "gtest/gtest.h"
+#include "tests/support/progress_watch.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
 #include "tools/tree/call_tree.h"
@@ -1262,16 +1263,25 @@ TEST(PointsRecordTest, AHandlerWhoseStacksAreSlowStillLetsTheProgramRun) {
 // the test's own: the work is bounded (`times` calls); how long it takes
 // is the machine's (one machine of this kind took 18.4 s for 40,000
 // dl_iterate_phdr calls, this one 11).
+// `times` calls at most, or 20 s of the machine's time, whichever first
+// (tests/support/progress_watch.h): a machine several times slower makes
+// fewer calls and passes; a program that stops making progress (waits on
+// itself, or is livelocked by its own handler) fails.
 void ExpectAHandlersPointInALinkerCallTakesNoStack(const std::string& how, int times) {
   SCOPED_TRACE(how);
   TempDir dir;
-  std::string out;
-  ASSERT_EQ(RunCommand(kCli + " points record --stacks --at fieldprof_pointstacks:on_signal -o " +
-                           dir.File("d") + " -- " + kStacksProg + " " + std::to_string(times) +
-                           " 0 0 " + how + " 2>&1",
-                       &out),
-            0)
-      << out;
+  const testing::WatchedRun run = testing::RunWatchingProgress(
+      kCli + " points record --stacks --at fieldprof_pointstacks:on_signal -o " + dir.File("d") +
+          " -- " + kStacksProg + " " + std::to_string(times) + " 0 0 " + how,
+      dir.File("progress"), /*span_ms=*/20000);
+  ASSERT_FALSE(run.stalled) << "no progress past " << run.progress << " calls for 2 minutes\n"
+                            << run.out;
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const std::string& out = run.out;
+  const size_t at = out.find("iterations ");
+  ASSERT_NE(at, std::string::npos) << out;
+  times = std::atoi(out.c_str() + at + 11);
+  EXPECT_GT(times, 0) << out;
   EXPECT_NE(out.find("found " + std::to_string(times) + "\ndone\n"), std::string::npos) << out;
   StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("d")});
   ASSERT_TRUE(runs.ok() && runs->size() == 1u) << runs.status().ToString();

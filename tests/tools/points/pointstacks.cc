@@ -15,7 +15,12 @@
 // dynamic linker's lock for a while), and with "iconv", iconv_open and
 // iconv_close, whose converter modules libc loads and unloads itself.
 //   fieldprof_pointstacks A 0 0 dlsym|dliterate|dlopen|iconv
+// In those modes the loop ends after A iterations or, with
+// FIELDPROF_TEST_SPAN_MS, that many milliseconds, whichever first, and
+// writes how many it made to FIELDPROF_TEST_PROGRESS now and then
+// (tests/support/progress_watch.h); it prints "iterations I".
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fieldprof/points.h>
 #include <iconv.h>
 #include <link.h>
@@ -104,15 +109,40 @@ long LinkerCall(const char* how) {
 int main(int argc, char** argv) {
   if (argc == 5 && (std::strcmp(argv[4], "dlsym") == 0 || std::strcmp(argv[4], "dliterate") == 0 ||
                     std::strcmp(argv[4], "dlopen") == 0 || std::strcmp(argv[4], "iconv") == 0)) {
+    const char* progress_file = std::getenv("FIELDPROF_TEST_PROGRESS");
+    const int progress =
+        progress_file != nullptr ? open(progress_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    const char* span = std::getenv("FIELDPROF_TEST_SPAN_MS");
+    timespec start{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    auto past_span = [&] {
+      if (span == nullptr) return false;
+      timespec now{};
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >=
+             std::atol(span);
+    };
     timer_t timer{};
     if (!StartSigprofEvery20us(on_signal, SA_RESTART, &timer)) return 1;
-    long found = 0;
-    for (int i = std::atoi(argv[1]); i > 0; --i) {
+    long found = 0, done = 0;
+    for (long i = std::atol(argv[1]); i > 0; --i, ++done) {
       FP_POINT("stacks", "lookup");
       found += LinkerCall(argv[4]);
+      if ((done & 255) == 255) {
+        if (progress >= 0) {
+          char text[32];
+          const int n = std::snprintf(text, sizeof text, "%ld\n", done + 1);
+          if (pwrite(progress, text, static_cast<size_t>(n), 0) < 0) return 3;
+        }
+        if (past_span()) {
+          ++done;
+          break;
+        }
+      }
     }
     timer_delete(timer);
-    std::printf("found %ld\ndone\n", found);
+    if (progress >= 0) close(progress);
+    std::printf("iterations %ld\nfound %ld\ndone\n", done, found);
     return 0;
   }
   if (argc != 4 && !(argc == 5 && std::strcmp(argv[4], "signals") == 0)) {
