@@ -37,14 +37,8 @@ work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 lib="$PWD/build/agent/runtime/libfieldprof-front.so"
 
-# The runtime chooses only among the system's code: its list, brought up
-# to date as fieldprof run does (docs/privacy.md).
-./build/tools/fieldprof run --spool "$work/spool-warm" -- /bin/true
-if [[ $(id -u) == 0 ]]; then
-  system_code=/var/cache/fieldprof/system-code/build-ids
-else
-  system_code="${XDG_CACHE_HOME:-$HOME/.cache}/fieldprof/system-code/build-ids"
-fi
+# The runtime chooses only among the system's code (bench-lib.sh).
+system_code="$(system_code_list)"
 conf() {  # conf NAME CONSENT FRACTION MAX_RUNS
   cat >"$work/$1.conf" <<CONF
 consent = $2

@@ -25,11 +25,15 @@ cd "$(dirname "$0")/.."
 runs="${1:-30}"
 ./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh rt_bench_prog fieldprof_runtime fieldprof >/dev/null
+# Every measured run here (overhead.py's too) chooses among the system's code.
+export FIELDPROF_SYSTEM_CODE="$(system_code_list)"
+system_code="$FIELDPROF_SYSTEM_CODE"
 work="$(mktemp -d /tmp/fieldprof-rtbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 lib="$PWD/build/agent/runtime"
 prog="$PWD/build/tests/benchmarks/rt_bench_prog"
 rt=(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool" "FIELDPROF_SLOT_DIR=$work/slots"
+    "FIELDPROF_SYSTEM_CODE=$system_code"
     FIELDPROF_SLOTS=64 FIELDPROF_MAX_LOAD=1000
     "LD_PRELOAD=$lib/libfieldprof.so")
 ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }

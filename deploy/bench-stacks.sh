@@ -25,7 +25,7 @@
 #   (stack_hz 0 and 20) in the same rounds, its added time against its own
 #   stack_hz 0: before and after a change, in one run.
 # Prints each table; everything stays in a temp dir and stops by itself.
-set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 rounds="${1:-30}"
 runs="${2:-40}"
@@ -38,9 +38,11 @@ done
 work="$(mktemp -d /tmp/fieldprof-stacksbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
+system_code="$(system_code_list)"
 conf() {  # conf NAME STACK_HZ
   cat >"$work/$1.conf" <<CONF
 consent = yes
+system_code = $system_code
 sample_fraction = 1
 max_runs_per_minute = 0
 slots = 64
