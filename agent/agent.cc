@@ -441,14 +441,19 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
   TakeCountedRuns(result);
   SpoolSealer sealer(static_cast<size_t>(config_.batch_bytes), platform_,
                      [this, result](SealStep& step) { return Seal(step, result); });
-  // The stack records held so far, then the spool.
-  FP_ASSIGN_OR_RETURN(const std::vector<std::string> held, ListHeld(config_.held_dir()));
   // No token: the rest waits (nothing of the step was written).
   auto stopped = [&](const Status& s) {
     if (s.code() != StatusCode::kUnavailable) return s;
     result->seal_status = s;
     return Status::Ok();
   };
+  // Without the system's code judged, nothing is sealed: the records wait.
+  if (!system_code_ok_) return stopped(Unavailable(state_.system_code_result));
+  state_.share_modules = ShareModules();
+  FieldDoor door(&system_code_, state_.share_modules);
+  // The stack records held so far (through the door again: held by an
+  // older agent, or before a module's package changed), then the spool.
+  FP_ASSIGN_OR_RETURN(const std::vector<std::string> held, ListHeld(config_.held_dir()));
   for (const std::string& name : held) {
     StatusOr<wire::Batch> h = ReadHeld(config_.held_dir() + "/" + name);
     if (!h.ok()) {
@@ -456,12 +461,9 @@ Status Agent::SealFromSpool(bool flush, PassResult* result) {
       FP_RETURN_IF_ERROR(QuarantineHeld(name, h.status()));
       continue;
     }
+    result->records_kept_home += static_cast<int64_t>(door.Apply(&*h));
     if (Status s = sealer.AddHeld(name, *h); !s.ok()) return stopped(s);
   }
-  // Without the system's code judged, nothing is sealed: the records wait.
-  if (!system_code_ok_) return stopped(Unavailable(state_.system_code_result));
-  state_.share_modules = ShareModules();
-  FieldDoor door(&system_code_, state_.share_modules);
   FP_ASSIGN_OR_RETURN(const std::vector<SpoolEntry> files, ListSpool(config_.spool_dir));
   for (const SpoolEntry& e : files) {
     StatusOr<wire::RunRecord> run = ReadRunRecord(e.path);

@@ -38,18 +38,18 @@ bool FieldDoor::Pass(wire::ApiKey* key) {
   const std::string& module = key->module();
   if (Shared(module)) {
     kept_.emplace(module, "shared by you (share_modules)");
-    return true;
+  } else {
+    const SystemCode::Judgement j = code_->Judge(module, key->module_version());
+    if (j.verdict != SystemCode::kShared) {
+      Dropped& d = dropped_[module];
+      if (d.records == 0) d.why = j.Why();
+      ++d.records;
+      return false;
+    }
+    kept_.emplace(module, "package " + j.package + " " + j.version + " from a known archive");
+    const std::string version = code_->KeyVersion(module, key->module_version());
+    if (version != key->module_version()) key->set_module_version(version);
   }
-  const SystemCode::Judgement j = code_->Judge(module, key->module_version());
-  if (j.verdict != SystemCode::kShared) {
-    Dropped& d = dropped_[module];
-    if (d.records == 0) d.why = j.Why();
-    ++d.records;
-    return false;
-  }
-  kept_.emplace(module, "package " + j.package + " " + j.version + " from a known archive");
-  const std::string version = code_->KeyVersion(module, key->module_version());
-  if (version != key->module_version()) key->set_module_version(version);
   if (key->metric() != wire::METRIC_STACK_CPU_NS) return true;
   // A stack's frames are the module's own (its exports, or offsets in
   // it); its marks may name another module, which must be the system's too.
@@ -87,6 +87,8 @@ size_t FieldDoor::Pass(google::protobuf::RepeatedPtrField<wire::Record>* records
 }
 
 size_t FieldDoor::Apply(wire::RunRecord* run) { return Pass(run->mutable_records()); }
+
+size_t FieldDoor::Apply(wire::Batch* held) { return Pass(held->mutable_records()); }
 
 size_t FieldDoor::Apply(wire::LabProfile* profile, bool keep_scenario_names) {
   const size_t removed = Pass(profile->mutable_records());

@@ -35,6 +35,8 @@ class FieldDoor {
   // Removes from `run` every record whose module may not leave, names the
   // rest's package versions, rewrites marks. Returns the records removed.
   size_t Apply(wire::RunRecord* run);
+  // The same for a batch of stack records the agent held for the day.
+  size_t Apply(wire::Batch* held);
   // The same for a lab profile: its records, and the APIs and edges of
   // its call graph. Scenario names (by default the command's name, which
   // may be the user's own program) become "scenario-1", ... unless

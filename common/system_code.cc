@@ -115,7 +115,7 @@ std::string FileMd5(const std::string& path, uint64_t* bytes) {
 }
 
 struct Installed {
-  std::string name, arch, version;
+  std::string name, arch, version, size;  // size: Installed-Size (KiB), as dpkg has it
 };
 
 // dpkg's status file: the packages installed (paragraphs of "Field: value").
@@ -138,6 +138,8 @@ std::vector<Installed> ReadInstalled(const std::string& dpkg_dir) {
       p.arch = line.substr(14);
     } else if (line.starts_with("Version: ")) {
       p.version = line.substr(9);
+    } else if (line.starts_with("Installed-Size: ")) {
+      p.size = line.substr(16);
     } else if (line.starts_with("Status: ")) {
       state = line.substr(8);
     }
@@ -146,26 +148,55 @@ std::vector<Installed> ReadInstalled(const std::string& dpkg_dir) {
   return out;
 }
 
-std::string KnownKey(std::string_view name, std::string_view version, std::string_view arch) {
+// A package as an archive published it: its name, version, architecture
+// and installed size (a rebuild under the archive's name and version most
+// often has another size).
+std::string KnownKey(std::string_view name, std::string_view version, std::string_view arch,
+                     std::string_view size) {
   std::string k(name);
   k += ' ';
   k += version;
   k += ' ';
   k += arch;
+  k += ' ';
+  k += size.empty() ? "-" : size;
   return k;
 }
 
-// The package indexes of apt's known archives: (path, origin, trusted).
+// The package indexes of apt's known archives: (path, origin, trusted,
+// and the Release file apt verified them by; "" in an indexes file given).
 struct AptIndex {
   std::string path, origin;
   bool trusted = false;
+  std::string release;
 };
+
+// apt's name in its lists directory for a URI (its URItoFileName): the
+// scheme dropped, some characters quoted as %xx, '/' as '_'.
+std::string AptListName(std::string_view uri) {
+  if (const size_t s = uri.find("://"); s != std::string_view::npos) uri.remove_prefix(s + 3);
+  static constexpr std::string_view kQuoted = "\\|{}[]<>\"^~_=!@#$%^&*";
+  std::string out;
+  for (char c : uri) {
+    if (c == '/') {
+      out += '_';
+    } else if (kQuoted.find(c) != std::string_view::npos || c <= ' ' || c >= 0x7f) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02x", static_cast<unsigned char>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 std::vector<AptIndex> ListIndexes(const std::string& indexes_file) {
   std::string text;
-  if (indexes_file.empty()) {
+  const bool from_apt = indexes_file.empty();
+  if (from_apt) {
     text = CommandOutput(
-        "apt-get indextargets --format '$(FILENAME)\t$(ORIGIN)\t$(TRUSTED)' "
+        "apt-get indextargets --format '$(FILENAME)\t$(ORIGIN)\t$(TRUSTED)\t$(BASE_URI)' "
         "'Created-By: Packages'");
   } else {
     StatusOr<std::string> t = ReadWholeFile(indexes_file);
@@ -174,12 +205,40 @@ std::vector<AptIndex> ListIndexes(const std::string& indexes_file) {
   std::vector<AptIndex> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    const size_t a = line.find('\t');
-    const size_t b = a == std::string::npos ? a : line.find('\t', a + 1);
-    if (b == std::string::npos) continue;
-    out.push_back({line.substr(0, a), line.substr(a + 1, b - a - 1), line.substr(b + 1) == "yes"});
+    std::vector<std::string> f;
+    for (size_t at = 0; at <= line.size();) {
+      const size_t tab = std::min(line.find('\t', at), line.size());
+      f.push_back(line.substr(at, tab - at));
+      at = tab + 1;
+    }
+    if (f.size() < 3) continue;
+    AptIndex idx{f[0], f[1], f[2] == "yes", ""};
+    if (from_apt && f.size() >= 4 && !f[3].empty()) {
+      const size_t slash = f[0].rfind('/');
+      if (slash != std::string::npos) {
+        idx.release = f[0].substr(0, slash + 1) + AptListName(f[3]) + "InRelease";
+      }
+    }
+    out.push_back(std::move(idx));
   }
   return out;
+}
+
+// Whether an index of Origin "Debian" that apt lists is Debian's: its
+// InRelease signed by a key of Debian's archive keyring. The Origin is
+// whatever a repository's Release says (a company's mirror may say
+// Debian), and apt's trust is any key the machine added.
+bool SignedByDebian(const std::string& release, std::map<std::string, bool>* checked) {
+  if (release.empty()) return false;
+  auto [it, fresh] = checked->emplace(release, false);
+  if (fresh) {
+    constexpr char kKeyring[] = "/usr/share/keyrings/debian-archive-keyring.gpg";
+    it->second = ::access(kKeyring, R_OK) == 0 && ::access(release.c_str(), R_OK) == 0 &&
+                 std::system(("gpgv --keyring " + std::string(kKeyring) + " " +
+                              ShellQuoted(release) + " > /dev/null 2>&1")
+                                 .c_str()) == 0;
+  }
+  return it->second;
 }
 
 // An index's text: compressed ones through apt's own reader.
@@ -337,7 +396,7 @@ SystemCode::SystemCode(SystemCodeOptions options)
       cache_dir_(options_.cache_dir.empty() ? DefaultSystemCodeDir() : options_.cache_dir) {}
 
 std::string SystemCode::Stamp() const {
-  std::string s = "v2 dpkg=" + StatStamp(options_.dpkg_dir + "/status");
+  std::string s = "v3 dpkg=" + StatStamp(options_.dpkg_dir + "/status");
   s += " apt=" + StatStamp(options_.indexes.empty() ? kAptLists : options_.indexes);
   s += " archives=";
   for (const std::string& a : options_.archives) s += a + ",";
@@ -353,6 +412,13 @@ Status SystemCode::Refresh(const Progress& progress) {
   }
   const bool machines = cache_dir_ == kRootCache;
   FP_RETURN_IF_ERROR(MakeDirs(cache_dir_, machines ? FileAccess::kShared : FileAccess::kPrivate));
+  if (machines) {
+    for (const char* d : {"/var/cache/fieldprof", kRootCache}) {
+      if (::chmod(d, 0755) != 0) {
+        return IOError(std::string("cannot set the mode of ") + d + ": " + std::strerror(errno));
+      }
+    }
+  }
   // One refresh at a time per cache: a second one waits, then finds the
   // work done.
   const std::string lock_path = cache_dir_ + "/lock";
@@ -435,20 +501,27 @@ void SystemCode::Rebuild(const Progress& progress) {
   // The versions apt's known archives hold now, added to those they held
   // at earlier refreshes (a package not upgraded since its archive moved
   // on is still the archive's build).
+  std::map<std::string, bool> signed_by_debian;
   for (const AptIndex& idx : ListIndexes(options_.indexes)) {
     if (!idx.trusted || std::find(options_.archives.begin(), options_.archives.end(), idx.origin) ==
                             options_.archives.end()) {
       continue;
     }
+    // An index apt lists as Debian's must be signed by Debian's archive
+    // keyring; one given in an indexes file is taken as it says.
+    if (options_.indexes.empty() && idx.origin == "Debian" &&
+        !SignedByDebian(idx.release, &signed_by_debian)) {
+      continue;
+    }
     std::istringstream in(ReadIndex(idx.path));
-    std::string name, version, arch;
+    std::string name, version, arch, size;
     auto flush = [&] {
       if (names.count(name) != 0 && !version.empty()) {
-        known_.insert(KnownKey(name, version, arch));
+        known_.insert(KnownKey(name, version, arch, size));
         std::string& newest = newest_[name + " " + arch];
         if (newest.empty() || CompareDebianVersions(version, newest) > 0) newest = version;
       }
-      name.clear(), version.clear(), arch.clear();
+      name.clear(), version.clear(), arch.clear(), size.clear();
     };
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) {
@@ -459,6 +532,8 @@ void SystemCode::Rebuild(const Progress& progress) {
         version = line.substr(9);
       } else if (line.starts_with("Architecture: ")) {
         arch = line.substr(14);
+      } else if (line.starts_with("Installed-Size: ")) {
+        size = line.substr(16);
       }
     }
     flush();
@@ -472,7 +547,7 @@ void SystemCode::Rebuild(const Progress& progress) {
   std::vector<Todo> todo;
   std::set<std::string> still_known;
   for (const Installed& p : installed) {
-    const std::string key = KnownKey(p.name, p.version, p.arch);
+    const std::string key = KnownKey(p.name, p.version, p.arch, p.size);
     auto newest = newest_.find(p.name + " " + p.arch);
     const bool known =
         known_.count(key) != 0 ||
@@ -609,11 +684,20 @@ Status SystemCode::Save(const std::string& stamp) {
   list.append(reinterpret_cast<const char*>(head), sizeof head);
   for (const std::string& e : entries) list += e;
   // Root's cache serves every user of the machine: readable by all (it
-  // says which packages are installed, as dpkg's database does).
-  const FileAccess access = cache_dir_ == kRootCache ? FileAccess::kShared : FileAccess::kPrivate;
-  FP_RETURN_IF_ERROR(WriteFileDurably(BuildIdListPath(), list, access));
+  // says which packages are installed, as dpkg's database does), writable
+  // by root alone whatever the umask (another user who could write it could
+  // have a build of theirs judged the system's).
+  FP_RETURN_IF_ERROR(WriteFileDurably(BuildIdListPath(), list, FileAccess::kPrivate));
   // The memo last: its stamp says the list is current.
-  return WriteFileDurably(cache_dir_ + "/files", memo, access);
+  FP_RETURN_IF_ERROR(WriteFileDurably(cache_dir_ + "/files", memo, FileAccess::kPrivate));
+  if (cache_dir_ == kRootCache) {
+    for (const std::string& f : {BuildIdListPath(), cache_dir_ + "/files"}) {
+      if (::chmod(f.c_str(), 0644) != 0) {
+        return IOError("cannot make " + f + " readable: " + std::strerror(errno));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 SystemCode::Judgement SystemCode::Judge(std::string_view module,
@@ -625,8 +709,11 @@ SystemCode::Judgement SystemCode::Judge(std::string_view module,
   if (id.size() < kKeyBuildIdDigits || (parts.version.empty() && !IsBuildId(id))) {
     return {kNotAModule, "", ""};
   }
+  // A raw build id is the whole of one; a named version carries its first
+  // kKeyBuildIdDigits, and its package version must be the same too.
   auto same_build = [&](const Held& h) {
-    return h.build_id.starts_with(id) && (parts.version.empty() || h.version == parts.version);
+    return parts.version.empty() ? h.build_id == id
+                                 : h.build_id.starts_with(id) && h.version == parts.version;
   };
   auto named = [&](const Held& h) { return h.soname == module || BaseName(h.path) == module; };
   for (auto it = shared_.lower_bound(std::string(id));

@@ -12,8 +12,15 @@
 namespace fieldprof::aggregator {
 namespace {
 
-constexpr uint8_t kSparseTag = 1;
-constexpr uint8_t kDenseTag = 2;
+// Sketches of entries derived per series (SeriesEntry). Tags 1 and 2 were
+// sketches of day keys' hashes, the same in every series a machine sent
+// that day: they counted machine-days, and joined a machine's series. A
+// store written before reads them as empty (the agents, upgraded, count
+// their machine in each series once more, from scratch).
+constexpr uint8_t kSparseTag = 3;
+constexpr uint8_t kDenseTag = 4;
+constexpr uint8_t kDayKeySparseTag = 1;
+constexpr uint8_t kDayKeyDenseTag = 2;
 constexpr uint32_t kDenseRegisters = 1u << MachineSketch::kDenseBits;
 constexpr int kSparseMaxRank = 64 - MachineSketch::kSparseBits + 1;  // 40
 constexpr int kDenseMaxRank = 64 - MachineSketch::kDenseBits + 1;    // 53
@@ -204,6 +211,7 @@ bool MachineSketch::Decode(std::string_view bytes) {
   if (bytes.empty()) return true;
   const uint8_t tag = static_cast<uint8_t>(bytes.front());
   bytes.remove_prefix(1);
+  if (tag == kDayKeySparseTag || tag == kDayKeyDenseTag) return true;  // dropped (above)
   if (tag == kDenseTag) {
     if (bytes.size() != kDenseRegisters) return false;
     for (char c : bytes) {

@@ -72,7 +72,8 @@ class MachineSketch {
   // A compact, canonical encoding (the same set gives the same bytes);
   // empty for an empty sketch.
   void Encode(std::string* out) const;
-  // False (and the sketch left empty) when `bytes` is not an encoding.
+  // False (and the sketch left empty) when `bytes` is not an encoding. A
+  // sketch of day keys (stores before per-series entries) reads as empty.
   [[nodiscard]] bool Decode(std::string_view bytes);
 
  private:

@@ -45,6 +45,11 @@ std::string LoadedPath(const char* soname) {
   return m != nullptr ? fs::canonical(m->l_name).string() : std::string();
 }
 
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 std::string Md5Of(const std::string& path) {
   std::string out;
   testing::RunCommand("md5sum '" + path + "'", &out);
@@ -318,6 +323,28 @@ TEST_F(MadeMachine, AnOlderVersionOfAnArchivesPackageIsTheArchivesANewerOneIsNot
   ASSERT_TRUE(code.Refresh().ok());
   EXPECT_EQ(code.Judge("liba.so.1", FileBuildId(a)).verdict, SystemCode::kShared);
   EXPECT_EQ(code.Judge("libb.so.1", FileBuildId(b)).verdict, SystemCode::kOtherArchive);
+}
+
+// A rebuild under an archive package's name and version (a company's own
+// patched libsqlite3, say) most often has another installed size than
+// the archive's package: not the archive's.
+TEST_F(MadeMachine, ARebuildUnderTheArchivesNameAndVersionIsNotTheArchives) {
+  const std::string a = Build("liba.so.1", "int a(void) { return 1; }\n");
+  Install({{"a", "1.0-1", {a}}});
+  std::ofstream(dir_.File("apt/Packages"))
+      << "Package: a\nVersion: 1.0-1\nArchitecture: amd64\nInstalled-Size: 120\n\n";
+  std::string status = Slurp(dir_.File("dpkg/status"));
+  status.insert(status.find("Version:"), "Installed-Size: 96\n");
+  std::ofstream(dir_.File("dpkg/status")) << status;
+  SystemCode code(Options());
+  ASSERT_TRUE(code.Refresh().ok());
+  EXPECT_EQ(code.Judge("liba.so.1", FileBuildId(a)).verdict, SystemCode::kOtherArchive);
+  // The archive's own, of the size it published: the archive's.
+  status.replace(status.find("Installed-Size: 96"), 18, "Installed-Size: 120");
+  std::ofstream(dir_.File("dpkg/status")) << status << "\n";
+  SystemCode again(Options());
+  ASSERT_TRUE(again.Refresh().ok());
+  EXPECT_EQ(again.Judge("liba.so.1", FileBuildId(a)).verdict, SystemCode::kShared);
 }
 
 TEST_F(MadeMachine, ADamagedCacheIsMadeAgain) {

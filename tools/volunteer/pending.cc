@@ -153,6 +153,7 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
       ++*unreadable;
       continue;
     }
+    door->Apply(&*h);  // as the agent does
     FP_RETURN_IF_ERROR(sealer.AddHeld(name, *h));
   }
   for (const SpoolEntry& e : *files) {

@@ -99,9 +99,15 @@ TEST(MachineSketchTest, EncodingRoundTripsAndRefusesDamage) {
   }
   // A sparse entry out of order, or with rank 0, is refused.
   MachineSketch s;
-  EXPECT_FALSE(s.Decode(std::string("\x01\x02\x41\x00", 4)));  // second delta 0: same index
-  EXPECT_FALSE(s.Decode(std::string("\x01\x01\x40", 3)));      // rank 0
-  EXPECT_FALSE(s.Decode(std::string("\x02", 1) + std::string(4096, '\x40')));  // rank 64
+  EXPECT_FALSE(s.Decode(std::string("\x03\x02\x41\x00", 4)));  // second delta 0: same index
+  EXPECT_FALSE(s.Decode(std::string("\x03\x01\x40", 3)));      // rank 0
+  EXPECT_FALSE(s.Decode(std::string("\x04", 1) + std::string(4096, '\x40')));  // rank 64
+  // A sketch of day keys, from a store before per-series entries: read as
+  // empty (it counted machine-days, and joined a machine's series).
+  EXPECT_TRUE(s.Decode(std::string("\x01\x01\x41", 3)));
+  EXPECT_TRUE(s.empty());
+  EXPECT_TRUE(s.Decode(std::string("\x02", 1) + std::string(4096, '\x01')));
+  EXPECT_TRUE(s.empty());
   // Sizes: sparse a few bytes a machine, dense 4 KiB.
   EXPECT_LT(Bytes(Of(0, 5)).size(), 30u);
   EXPECT_EQ(Bytes(Of(0, 5000)).size(), 4097u);
