@@ -69,8 +69,12 @@ inline constexpr uint64_t kMaxStackBack = 255;  // how far back a stack's event 
 // a first kStackBurstMs of it: past that, events go without their stacks
 // (counted, 'T'), and a program whose stacks are slow to take (a signal
 // handler's, every few us, in code libunwind must walk the slow way)
-// still runs.
-inline constexpr uint64_t kStackShare = 2, kStackBurstMs = 50;
+// still runs. A quarter, as perf's own default cap on the time its
+// samples take (kernel.perf_cpu_time_max_percent = 25): at a half, a
+// handler every 20 us left its thread about a tenth of its time on this
+// VM (signal delivery takes about a third by itself), and none when the
+// machine was busy.
+inline constexpr uint64_t kStackShare = 4, kStackBurstMs = 50;
 
 // The bytes that hold `v` little-endian, 1-8 (0 takes one).
 inline uint32_t BytesFor(uint64_t v) {

@@ -84,6 +84,12 @@ bool LinkerLockUnsafe(int tid, int whole) {
          __atomic_load_n(&m->__data.__count, __ATOMIC_RELAXED) != static_cast<unsigned>(whole);
 }
 
+bool LinkerLockMoment() {
+  const pthread_mutex_t* m = g_lock;
+  return m != nullptr && __atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) != 0 &&
+         __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == 0;
+}
+
 bool LinkerLockHeldByAnother(int tid) {
   const pthread_mutex_t* m = g_lock;
   if (m == nullptr) return false;

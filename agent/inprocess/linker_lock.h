@@ -40,6 +40,15 @@ bool LinkerLockKnown();
 // Async-signal-safe: three loads, no wait.
 bool LinkerLockUnsafe(int tid, int whole);
 
+// Whether the lock's word is set and no owner is named: a moment of some
+// thread's lock or unlock. Another thread's lasts a few instructions;
+// this thread's own, when a handler cut in there, lasts as long as the
+// handler. A caller that waits one out must bound the wait by something
+// that stops it for good (points' stack budget, stacks.cc), never by a
+// count of spins alone: a handler that spins on its own thread's moment
+// until the next timer signal is a livelock. Async-signal-safe: two loads.
+bool LinkerLockMoment();
+
 // Whether a thread other than `tid` holds the lock (or is taking it: the
 // word set and no owner, which in a fork child lasts). In a fork child,
 // whose one thread is `tid`, such

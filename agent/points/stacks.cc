@@ -182,6 +182,31 @@ bool MayTakeStack(uint64_t now) {
   return b.ticks > 0;
 }
 
+// Whether this thread may walk the loaded objects now (fork_hooks.h's
+// LoaderUnsafe). A moment of some thread's taking or giving the dynamic
+// linker's lock (LinkerLockMoment) is waited out: another thread's lasts a
+// few instructions, and the recorder's own drain takes the lock often
+// enough that, unwaited, about 1 event in 10,000 went without its stack.
+// This thread's own moment (a handler's point cut in there) never ends
+// while the handler runs, and the handler cannot tell it from another's:
+// the wait is paid from the thread's stack budget, so a handler that
+// spends it all on waiting lets its thread run for the time that budget
+// takes to grow back (a wait bounded by spins alone outlasted the next
+// timer signal where `pause` is slow, and the thread never moved again).
+bool LoaderSafe(int tid, uint64_t since) {
+  if (fieldprof::inproc::LoaderStuck()) return false;
+  for (;;) {
+    if (!fieldprof::inproc::LinkerLockUnsafe(tid, 0)) return true;
+    if (!fieldprof::inproc::LinkerLockMoment()) return false;  // held: this thread's
+    const uint64_t spent = __rdtsc() - since;
+    if (static_cast<int64_t>(spent) >= t_stack_budget.ticks) {
+      t_stack_budget.ticks -= static_cast<int64_t>(spent);
+      return false;
+    }
+    __builtin_ia32_pause();
+  }
+}
+
 // The stack of the calling thread's event at `pushed` (Push's return; 0:
 // the event was lost, and takes none), from `caller` (the return address
 // into the code that made it) outwards, and how long taking it paused
@@ -201,7 +226,7 @@ void PushStackOf(uint64_t pushed, const void* caller) {
   Ring* r = t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
   if (fieldprof::inproc::InLinkerCall() || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
-      fieldprof::inproc::LoaderUnsafe(static_cast<int>(r->tid), 0) || !MayTakeStack(tsc)) {
+      !MayTakeStack(tsc) || !LoaderSafe(static_cast<int>(r->tid), tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
   }

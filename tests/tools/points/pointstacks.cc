@@ -115,30 +115,31 @@ int main(int argc, char** argv) {
     const char* span = std::getenv("FIELDPROF_TEST_SPAN_MS");
     timespec start{};
     clock_gettime(CLOCK_MONOTONIC, &start);
-    auto past_span = [&] {
-      if (span == nullptr) return false;
+    auto ms_since_start = [&] {
       timespec now{};
       clock_gettime(CLOCK_MONOTONIC, &now);
-      return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >=
-             std::atol(span);
+      return (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     };
+    const long span_ms = span != nullptr ? std::atol(span) : -1;
     timer_t timer{};
     if (!StartSigprofEvery20us(on_signal, SA_RESTART, &timer)) return 1;
-    long found = 0, done = 0;
-    for (long i = std::atol(argv[1]); i > 0; --i, ++done) {
+    // The count is written at most every 100 ms, and at each call when
+    // calls are slower: under a signal every 20 us, a call that loads a
+    // module can take seconds, and a watch that saw only every 256th
+    // would take a slow machine for a hung one.
+    long found = 0, done = 0, written_at = -1;
+    for (long i = std::atol(argv[1]); i > 0; --i) {
       FP_POINT("stacks", "lookup");
       found += LinkerCall(argv[4]);
-      if ((done & 255) == 255) {
-        if (progress >= 0) {
-          char text[32];
-          const int n = std::snprintf(text, sizeof text, "%ld\n", done + 1);
-          if (pwrite(progress, text, static_cast<size_t>(n), 0) < 0) return 3;
-        }
-        if (past_span()) {
-          ++done;
-          break;
-        }
+      ++done;
+      const long ms = ms_since_start();
+      if (progress >= 0 && ms - written_at >= 100) {
+        written_at = ms;
+        char text[32];
+        const int n = std::snprintf(text, sizeof text, "%ld\n", done);
+        if (pwrite(progress, text, static_cast<size_t>(n), 0) < 0) return 3;
       }
+      if (span_ms >= 0 && ms >= span_ms) break;
     }
     timer_delete(timer);
     if (progress >= 0) close(progress);

@@ -35,7 +35,9 @@ struct Switches {
 };
 
 // The calling thread's context switches so far, as the kernel counts them.
-Switches ReadSwitches() {
+// Not inlined: its own waits (opening and reading /proc, while the other
+// player exits) are told apart from the turns' by its frame.
+__attribute__((noinline)) Switches ReadSwitches() {
   std::ifstream in("/proc/thread-self/status");
   std::string line, tid, vol, invol;
   while (std::getline(in, line)) {
@@ -71,6 +73,12 @@ __attribute__((noinline)) void WaitForTurn(long parity) {
   pthread_mutex_unlock(&g_mu);
 }
 
+// Both players begin their turns once both exist: the second's creation
+// (its stack mapped, the recorder's rings opened for it) can make the
+// first wait on the process's memory map at a page fault, a wait at no
+// lock call.
+pthread_barrier_t g_start;
+
 Switches g_players[2];
 bool g_rings = false;  // pingpong-rings
 
@@ -104,6 +112,7 @@ void* Player(void* arg) {
     std::fprintf(stderr, "waits: perf_event_open refused a switch ring\n");
     std::exit(1);
   }
+  pthread_barrier_wait(&g_start);
   for (long i = 0; i < g_rounds; ++i) {
     WaitForTurn(parity);
     if (ring != nullptr) {  // consumed unread
@@ -154,6 +163,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "pingpong") == 0 || g_rings) {
     g_rounds = n;
     pthread_t a, b;
+    pthread_barrier_init(&g_start, nullptr, 2);
     pthread_create(&a, nullptr, Player, reinterpret_cast<void*>(0L));
     pthread_create(&b, nullptr, Player, reinterpret_cast<void*>(1L));
     pthread_join(a, nullptr);
