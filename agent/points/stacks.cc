@@ -182,24 +182,31 @@ bool MayTakeStack(uint64_t now) {
   return b.ticks > 0;
 }
 
+// The longest wait for a moment of the linker's lock (LoaderSafe), in
+// TSC ticks: kMomentWaitUs.
+uint64_t g_moment_wait_ticks;
+constexpr uint64_t kMomentWaitUs = 5;
+
 // Whether this thread may walk the loaded objects now (fork_hooks.h's
 // LoaderUnsafe). A moment of some thread's taking or giving the dynamic
 // linker's lock (LinkerLockMoment) is waited out: another thread's lasts a
 // few instructions, and the recorder's own drain takes the lock often
 // enough that, unwaited, about 1 event in 10,000 went without its stack.
 // This thread's own moment (a handler's point cut in there) never ends
-// while the handler runs, and the handler cannot tell it from another's:
-// the wait is paid from the thread's stack budget, so a handler that
-// spends it all on waiting lets its thread run for the time that budget
-// takes to grow back (a wait bounded by spins alone outlasted the next
-// timer signal where `pause` is slow, and the thread never moved again).
+// while the handler runs, and the handler cannot tell it from another's
+// (libc's own loading passes no wrapper that could mark it). So the wait
+// is bounded twice by time, never by a count of spins (whose length is
+// the machine's `pause`: 256 of them outlasted the next 20 us timer
+// signal on a machine of our kind, and the thread never moved again): at
+// most kMomentWaitUs, and paid from the thread's stack budget, so that a
+// handler cutting in every few us still leaves its thread the rest.
 bool LoaderSafe(int tid, uint64_t since) {
   if (fieldprof::inproc::LoaderStuck()) return false;
   for (;;) {
     if (!fieldprof::inproc::LinkerLockUnsafe(tid, 0)) return true;
     if (!fieldprof::inproc::LinkerLockMoment()) return false;  // held: this thread's
     const uint64_t spent = __rdtsc() - since;
-    if (static_cast<int64_t>(spent) >= t_stack_budget.ticks) {
+    if (spent >= g_moment_wait_ticks || static_cast<int64_t>(spent) >= t_stack_budget.ticks) {
       t_stack_budget.ticks -= static_cast<int64_t>(spent);
       return false;
     }
@@ -273,7 +280,9 @@ bool StartStacks(uint64_t tsc_hz) {
   fieldprof::inproc::OpenUnwinderPipe();
   fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
   g_stack_table = NewStackTable();
-  g_stack_burst_ticks = (tsc_hz > 0 ? tsc_hz : 3'000'000'000ull) / 1000 * kStackBurstMs;
+  const uint64_t hz = tsc_hz > 0 ? tsc_hz : 3'000'000'000ull;
+  g_stack_burst_ticks = hz / 1000 * kStackBurstMs;
+  g_moment_wait_ticks = hz / 1'000'000 * kMomentWaitUs;
   return g_stack_table != nullptr;
 }
 
