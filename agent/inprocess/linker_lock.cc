@@ -65,29 +65,14 @@ bool FindLinkerLock(DlIteratePhdrFn real) {
 
 bool LinkerLockKnown() { return g_lock != nullptr; }
 
-// The word set and no owner is a moment of some thread's lock or unlock.
-// Another thread's lasts a few instructions; this thread's own, when a
-// handler cut in there, never ends while the handler runs: the handler
-// cannot tell the two apart (libc's own loading takes the lock through no
-// call a wrapper sees), and waiting for an owner to be named outlasted
-// the next timer signal on a machine where `pause` is slow, so that the
-// interrupted thread never moved again (a livelock). No wait, then: the
-// moment counts as unsafe at once, and the sample goes without its stack
-// (about 1 in 10,000 met one when they were waited out).
-bool LinkerLockUnsafe(int tid, int whole) {
+LinkerLockLook LookAtLinkerLock(int tid, int whole) {
   const pthread_mutex_t* m = g_lock;
-  if (m == nullptr) return false;
-  if (__atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) == 0) return false;
+  if (m == nullptr) return LinkerLockLook::kSafe;
+  const int word = __atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE);
+  if (word == 0) return LinkerLockLook::kSafe;
   const int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
-  if (owner == 0) return true;
-  return owner == tid &&
-         __atomic_load_n(&m->__data.__count, __ATOMIC_RELAXED) != static_cast<unsigned>(whole);
-}
-
-bool LinkerLockMoment() {
-  const pthread_mutex_t* m = g_lock;
-  return m != nullptr && __atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) != 0 &&
-         __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == 0;
+  const unsigned count = __atomic_load_n(&m->__data.__count, __ATOMIC_RELAXED);
+  return LinkerLockLookOf(word, owner, count, tid, whole);
 }
 
 bool LinkerLockHeldByAnother(int tid) {

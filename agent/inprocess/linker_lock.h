@@ -33,21 +33,44 @@ bool FindLinkerLock(DlIteratePhdrFn real);
 // stretch under the lock, the wrapped calls' and libc's own.
 bool LinkerLockKnown();
 
-// Whether the thread `tid` may be taking the lock (its word set and no
-// owner named: this thread's moment or another's, told apart by no wait)
-// or holds it other than `whole` times (dl_iterate_phdr callbacks it is
-// in, where the list is whole). Unwinding then is not safe.
+// What the lock says about unwinding on the thread `tid` now, from one
+// look at its words:
+//   kSafe    free, held by another thread (the walk waits for it), or held
+//            by `tid` exactly `whole` times (dl_iterate_phdr callbacks it
+//            is in, where the list is whole)
+//   kUnsafe  held by `tid` otherwise; with `whole` 0, any hold of `tid`'s,
+//            the last unlock's count already 0 included (a walk then would
+//            release the lock under the unlock that is under way)
+//   kMoment  its word set and no owner named: a moment of some thread's
+//            taking or giving it. Another thread's lasts a few
+//            instructions; this thread's own, when a handler cut in there,
+//            lasts as long as the handler, and nothing tells the two
+//            apart (libc's own loading passes no wrapper that could mark
+//            it). A caller may wait one out only for a time on the clock,
+//            once per moment of its thread's, never for a count of spins:
+//            256 `pause`s in a handler outlasted the next 20 us timer
+//            signal on a machine of our kind, and the thread never moved
+//            again (points/stacks.cc's LoaderSafe).
 // Async-signal-safe: three loads, no wait.
-bool LinkerLockUnsafe(int tid, int whole);
+enum class LinkerLockLook { kSafe, kUnsafe, kMoment };
+LinkerLockLook LookAtLinkerLock(int tid, int whole);
 
-// Whether the lock's word is set and no owner is named: a moment of some
-// thread's lock or unlock. Another thread's lasts a few instructions;
-// this thread's own, when a handler cut in there, lasts as long as the
-// handler. A caller that waits one out must bound the wait by something
-// that stops it for good (points' stack budget, stacks.cc), never by a
-// count of spins alone: a handler that spins on its own thread's moment
-// until the next timer signal is a livelock. Async-signal-safe: two loads.
-bool LinkerLockMoment();
+// The look from the lock's three words as read (its word, owner, count):
+// glibc's recursive mutex sets the word, then the count, then the owner
+// to take it; to give it back, lowers the count, at 0 clears the owner,
+// then the word. A thread re-taking a lock it owns only raises the count.
+inline LinkerLockLook LinkerLockLookOf(int word, int owner, unsigned count, int tid, int whole) {
+  if (word == 0) return LinkerLockLook::kSafe;
+  if (owner == 0) return LinkerLockLook::kMoment;
+  if (owner != tid) return LinkerLockLook::kSafe;
+  if (whole == 0) return LinkerLockLook::kUnsafe;
+  return count == static_cast<unsigned>(whole) ? LinkerLockLook::kSafe : LinkerLockLook::kUnsafe;
+}
+
+// LookAtLinkerLock other than kSafe: a moment counts as unsafe at once.
+inline bool LinkerLockUnsafe(int tid, int whole) {
+  return LookAtLinkerLock(tid, whole) != LinkerLockLook::kSafe;
+}
 
 // Whether a thread other than `tid` holds the lock (or is taking it: the
 // word set and no owner, which in a fork child lasts). In a fork child,

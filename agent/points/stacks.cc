@@ -166,6 +166,7 @@ uint64_t g_stack_burst_ticks;  // the first allowance, and the most saved
 struct StackBudget {
   uint64_t last_tsc = 0;
   int64_t ticks = 0;
+  bool gave_up = false;  // LoaderSafe's wait for a lock moment, until it is over
 };
 __thread StackBudget t_stack_budget __attribute__((tls_model("initial-exec")));
 
@@ -189,25 +190,35 @@ constexpr uint64_t kMomentWaitUs = 5;
 
 // Whether this thread may walk the loaded objects now (fork_hooks.h's
 // LoaderUnsafe). A moment of some thread's taking or giving the dynamic
-// linker's lock (LinkerLockMoment) is waited out: another thread's lasts a
-// few instructions, and the recorder's own drain takes the lock often
-// enough that, unwaited, about 1 event in 10,000 went without its stack.
-// This thread's own moment (a handler's point cut in there) never ends
-// while the handler runs, and the handler cannot tell it from another's
-// (libc's own loading passes no wrapper that could mark it). So the wait
-// is bounded twice by time, never by a count of spins (whose length is
-// the machine's `pause`: 256 of them outlasted the next 20 us timer
-// signal on a machine of our kind, and the thread never moved again): at
-// most kMomentWaitUs, and paid from the thread's stack budget, so that a
-// handler cutting in every few us still leaves its thread the rest.
+// linker's lock (linker_lock.h's kMoment) is waited out: another thread's
+// lasts a few instructions, and the recorder's own drain takes the lock
+// often enough that, unwaited, about 1 event in 10,000 went without its
+// stack. This thread's own moment (a handler's point cut in there) never
+// ends while the handler runs, and nothing tells it from another's. So
+// the wait is on the clock, at most kMomentWaitUs and no more than the
+// thread's stack budget has, and once per moment: after a wait that gave
+// up, the thread's events take no stack, unwaited, until a look finds the
+// moment over (`gave_up`). A handler cutting into its own thread's moment
+// again and again then costs the thread one wait, not one a signal.
 bool LoaderSafe(int tid, uint64_t since) {
   if (fieldprof::inproc::LoaderStuck()) return false;
+  StackBudget& b = t_stack_budget;
   for (;;) {
-    if (!fieldprof::inproc::LinkerLockUnsafe(tid, 0)) return true;
-    if (!fieldprof::inproc::LinkerLockMoment()) return false;  // held: this thread's
+    switch (fieldprof::inproc::LookAtLinkerLock(tid, 0)) {
+      case fieldprof::inproc::LinkerLockLook::kSafe:
+        b.gave_up = false;
+        return true;
+      case fieldprof::inproc::LinkerLockLook::kUnsafe:
+        b.gave_up = false;
+        return false;
+      case fieldprof::inproc::LinkerLockLook::kMoment:
+        break;
+    }
+    if (b.gave_up) return false;
     const uint64_t spent = __rdtsc() - since;
-    if (spent >= g_moment_wait_ticks || static_cast<int64_t>(spent) >= t_stack_budget.ticks) {
-      t_stack_budget.ticks -= static_cast<int64_t>(spent);
+    if (spent >= g_moment_wait_ticks || static_cast<int64_t>(spent) >= b.ticks) {
+      b.ticks -= static_cast<int64_t>(spent);
+      b.gave_up = true;
       return false;
     }
     __builtin_ia32_pause();

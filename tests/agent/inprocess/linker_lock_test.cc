@@ -93,5 +93,31 @@ TEST_F(LinkerLockTest, AnotherThreadInsideACallbackHoldsIt) {
   EXPECT_FALSE(LinkerLockHeldByAnother(tid));
 }
 
+// Each moment of glibc's taking and giving back a recursive mutex, as the
+// three words read then (the word; the count, then the owner, on taking;
+// the count to 0, then the owner cleared, then the word, on giving back).
+TEST(LinkerLockLookTest, EveryMomentOfTakingAndGivingReadsAsItShould) {
+  constexpr int kMe = 100, kOther = 200;
+  using L = LinkerLockLook;
+  // Free.
+  EXPECT_EQ(LinkerLockLookOf(0, 0, 0, kMe, 0), L::kSafe);
+  // Someone's taking it: word set, count maybe set, no owner yet. Whose
+  // is unknown: a moment.
+  EXPECT_EQ(LinkerLockLookOf(1, 0, 0, kMe, 0), L::kMoment);
+  EXPECT_EQ(LinkerLockLookOf(1, 0, 1, kMe, 0), L::kMoment);
+  EXPECT_EQ(LinkerLockLookOf(2, 0, 1, kMe, 1), L::kMoment);  // with waiters
+  // Another thread's: a walk waits its turn.
+  EXPECT_EQ(LinkerLockLookOf(1, kOther, 1, kMe, 0), L::kSafe);
+  EXPECT_EQ(LinkerLockLookOf(2, kOther, 3, kMe, 1), L::kSafe);
+  // This thread's, outside any callback: never safe, the last unlock's
+  // count already 0 included (a walk would give the lock back under it).
+  EXPECT_EQ(LinkerLockLookOf(1, kMe, 1, kMe, 0), L::kUnsafe);
+  EXPECT_EQ(LinkerLockLookOf(1, kMe, 0, kMe, 0), L::kUnsafe);
+  // This thread's, inside `whole` callbacks: safe only when held exactly so.
+  EXPECT_EQ(LinkerLockLookOf(1, kMe, 1, kMe, 1), L::kSafe);
+  EXPECT_EQ(LinkerLockLookOf(1, kMe, 2, kMe, 1), L::kUnsafe);
+  EXPECT_EQ(LinkerLockLookOf(1, kMe, 2, kMe, 2), L::kSafe);
+}
+
 }  // namespace
 }  // namespace fieldprof::inproc
