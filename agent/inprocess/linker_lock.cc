@@ -75,6 +75,14 @@ LinkerLockLook LookAtLinkerLock(int tid, int whole) {
   return LinkerLockLookOf(word, owner, count, tid, whole);
 }
 
+LinkerLockTry TryLinkerLock() {
+  if (g_lock == nullptr) return LinkerLockTry::kUnknown;
+  return pthread_mutex_trylock(const_cast<pthread_mutex_t*>(g_lock)) == 0 ? LinkerLockTry::kTaken
+                                                                           : LinkerLockTry::kBusy;
+}
+
+void GiveLinkerLock() { pthread_mutex_unlock(const_cast<pthread_mutex_t*>(g_lock)); }
+
 bool LinkerLockHeldByAnother(int tid) {
   const pthread_mutex_t* m = g_lock;
   if (m == nullptr) return false;

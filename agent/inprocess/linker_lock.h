@@ -72,6 +72,17 @@ inline bool LinkerLockUnsafe(int tid, int whole) {
   return LookAtLinkerLock(tid, whole) != LinkerLockLook::kSafe;
 }
 
+// For a walk of the loaded objects inside an unwind (loader_calls.cc):
+// takes the lock when it is free or already this thread's (it is
+// recursive), without waiting. kTaken: taken, give it back with
+// GiveLinkerLock; kBusy: another thread holds it or is taking it; kUnknown:
+// the lock was not found, nothing was taken. Async-signal-safe as the walk
+// itself (glibc's trylock and unlock of the same mutex dl_iterate_phdr
+// takes).
+enum class LinkerLockTry { kTaken, kBusy, kUnknown };
+LinkerLockTry TryLinkerLock();
+void GiveLinkerLock();
+
 // Whether a thread other than `tid` holds the lock (or is taking it: the
 // word set and no owner, which in a fork child lasts). In a fork child,
 // whose one thread is `tid`, such

@@ -3,9 +3,11 @@
 #include "agent/inprocess/loader_calls.h"
 
 #include <dlfcn.h>
+#include <time.h>
 
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/next_slots.h"
+#include "agent/inprocess/unwinder_io.h"
 
 namespace fieldprof::inproc {
 
@@ -96,10 +98,44 @@ extern "C" __attribute__((visibility("default"))) void* dlmopen(Lmid_t lmid, con
 
 // The program's, its libraries' (libunwind's, at each new return address)
 // and the library's own walks.
+//
+// A walk inside the library's own unwinding (UnwindScope: a sample's or a
+// point's, often in a signal handler) never sleeps on the dynamic linker's
+// lock. libunwind walks while holding its own cache lock, and glibc hands
+// a released lock to one sleeping waiter: when that waiter is a thread
+// whose signal handler then waits for libunwind's lock, the unwinding
+// thread that holds it sleeps on a free linker lock for good, and so does
+// every thread behind it (seen under `record --wall`, a thread opening a
+// library while another looked names up: 1 run in about 120). So the walk
+// tries the lock for at most kWalkWaitNs on the clock, holding it across
+// the C library's own walk (which takes it again, recursively, without a
+// wait); busy past that, it walks nothing, and the unwind ends at that
+// frame. Once one walk gave up, the rest of the same unwinding do not wait.
 extern "C" __attribute__((visibility("default"))) int dl_iterate_phdr(
     int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
   const auto real = fp::Next(&fp::next_dl_iterate_phdr, "dl_iterate_phdr");
   fp::InLinker in_linker;
   fp::IterateCall call{callback, data};
-  return real(fp::IteratedCall, &call);
+  if (fp::t_unwinding <= 0) return real(fp::IteratedCall, &call);
+  constexpr long kWalkWaitNs = 5000;
+  timespec start{};
+  for (;;) {
+    const fp::LinkerLockTry got = fp::TryLinkerLock();
+    if (got == fp::LinkerLockTry::kUnknown) return real(fp::IteratedCall, &call);
+    if (got == fp::LinkerLockTry::kTaken) {
+      const int r = real(fp::IteratedCall, &call);
+      fp::GiveLinkerLock();
+      return r;
+    }
+    if (fp::t_walk_gave_up) return 0;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (start.tv_sec == 0 && start.tv_nsec == 0) start = now;
+    if ((now.tv_sec - start.tv_sec) * 1'000'000'000L + (now.tv_nsec - start.tv_nsec) >=
+        kWalkWaitNs) {
+      fp::t_walk_gave_up = true;
+      return 0;
+    }
+    __builtin_ia32_pause();
+  }
 }

@@ -14,6 +14,7 @@
 namespace fieldprof::inproc {
 
 thread_local int t_unwinding __attribute__((tls_model("initial-exec"))) = 0;
+thread_local bool t_walk_gave_up __attribute__((tls_model("initial-exec"))) = false;
 
 using Pipe2Fn = int (*)(int*, int);
 Pipe2Fn g_next_pipe2 = nullptr;

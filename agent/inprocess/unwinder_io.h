@@ -28,6 +28,10 @@ namespace fieldprof::inproc {
 
 // How deep the calling thread is in its library's unwinding.
 extern thread_local int t_unwinding __attribute__((tls_model("initial-exec")));
+// Set when, in this unwinding, a walk of the loaded objects found the
+// dynamic linker's lock busy past its wait (loader_calls.cc): the later
+// walks of the same unwinding do not wait again.
+extern thread_local bool t_walk_gave_up __attribute__((tls_model("initial-exec")));
 
 // Marks the calling thread's unwinding for as long as it lives. errno is
 // cleared meanwhile and the program's put back after: libunwind reads its
@@ -38,7 +42,7 @@ extern thread_local int t_unwinding __attribute__((tls_model("initial-exec")));
 class UnwindScope {
  public:
   UnwindScope() : saved_errno_(errno) {
-    ++t_unwinding;
+    if (t_unwinding++ == 0) t_walk_gave_up = false;
     errno = 0;
   }
   ~UnwindScope() {
