@@ -78,7 +78,7 @@ LinkerLockLook LookAtLinkerLock(int tid, int whole) {
 LinkerLockTry TryLinkerLock() {
   if (g_lock == nullptr) return LinkerLockTry::kUnknown;
   return pthread_mutex_trylock(const_cast<pthread_mutex_t*>(g_lock)) == 0 ? LinkerLockTry::kTaken
-                                                                           : LinkerLockTry::kBusy;
+                                                                          : LinkerLockTry::kBusy;
 }
 
 void GiveLinkerLock() { pthread_mutex_unlock(const_cast<pthread_mutex_t*>(g_lock)); }
