@@ -49,10 +49,15 @@ max_load_per_cpu = 1000
 spool_dir = $work/spool-$1
 slot_dir = $work/slots
 CONF
-  # An older runtime (BASE_LIB) takes no system_code line (it would read
-  # the file as corrupt and measure nothing): its own copy has none.
+  # A runtime older than the system's code (BASE_LIB) takes no
+  # system_code line (it would read the file as corrupt and measure
+  # nothing): its own copy has none. A newer one gets it too, or it would
+  # choose among nothing and look cheaper than it is.
   cp "$work/$1.conf" "$work/$1-base.conf"
   echo "system_code = $system_code" >>"$work/$1.conf"
+  if [[ -n "${BASE_LIB:-}" ]] && grep -q system_code "$(dirname "$BASE_LIB")/libfieldprof.so"; then
+    echo "system_code = $system_code" >>"$work/$1-base.conf"
+  fi
 }
 conf idle no 1 0
 echo 'int fieldprof_bench_empty;' >"$work/empty.c"
