@@ -1,5 +1,5 @@
-// What the agent's files (agent.cc, agent_tokens.cc, agent_upload.cc)
-// share beyond agent.h.
+// What the agent's files (agent.cc, agent_tokens.cc, agent_upload.cc,
+// dev_uploader.cc) share beyond their own headers.
 #ifndef FIELDPROF_AGENT_AGENT_INTERNAL_H_
 #define FIELDPROF_AGENT_AGENT_INTERNAL_H_
 

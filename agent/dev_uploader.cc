@@ -12,6 +12,7 @@
 #include <map>
 #include <vector>
 
+#include "agent/agent_internal.h"
 #include "common/dev_run.h"
 #include "common/durable_file.h"
 #include "common/options.h"
@@ -27,12 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kKilledAfterMs = 10000;  // an unfinished run, unwritten this long
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 struct Waiting {
   std::string name;  // in the spool

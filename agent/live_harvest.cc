@@ -127,9 +127,6 @@ bool LayoutOk(const LiveHeader& h) {
          h.histogram_bytes == sizeof(Histogram);
 }
 
-// A C string from a fixed field (never trusting its terminator).
-std::string Field(const char* p, size_t cap) { return std::string(p, strnlen(p, cap)); }
-
 // Every kept slot's cumulative counts: what the runtime's record writer
 // would sum now (agent/runtime/record.cc SumSlabs): the slabs' histograms,
 // their tick tables converted once a value, zeros for quiet calls, then
@@ -229,8 +226,8 @@ struct Names {
 
 Names NamesOf(const LiveHeader& hdr, int a) {
   const rt::LiveApi& api = hdr.apis[a];
-  return {Field(api.module, sizeof api.module), Field(api.build_id, sizeof api.build_id),
-          Field(api.symbol, sizeof api.symbol)};
+  return {FixedField(api.module, sizeof api.module), FixedField(api.build_id, sizeof api.build_id),
+          FixedField(api.symbol, sizeof api.symbol)};
 }
 
 // The reported series of `base` matching this slot and metric, added if new.

@@ -22,8 +22,6 @@ namespace fieldprof::agent {
 
 namespace {
 
-std::string Field(const char* p, size_t cap) { return std::string(p, strnlen(p, cap)); }
-
 // A killed run's modules (stack_folding.h's Frames).
 class FileFrames {
  public:
@@ -47,7 +45,7 @@ class FileFrames {
     std::optional<ExportedSymbols>& syms = symbols_[static_cast<size_t>(obj)];
     if (!syms.has_value()) {
       syms.emplace();  // if it cannot be loaded (another build now): every frame by offset
-      syms->Load(Field(m.path, sizeof m.path), Field(m.build_id, sizeof m.build_id));
+      syms->Load(FixedField(m.path, sizeof m.path), FixedField(m.build_id, sizeof m.build_id));
     }
     if (const std::string* name = syms->At(a - m.base);
         name != nullptr && name->size() < cap && key_rules::SymbolOk(name->data(), name->size())) {
@@ -61,7 +59,7 @@ class FileFrames {
 
   void Add(int32_t obj, const char* stack, uint64_t ns) {
     const rt::LiveModule& m = modules_[static_cast<size_t>(obj)];
-    sums_[{m.module, Field(m.build_id, sizeof m.build_id), stack}] += ns;
+    sums_[{m.module, FixedField(m.build_id, sizeof m.build_id), stack}] += ns;
   }
 
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t>& sums() { return sums_; }
@@ -92,6 +90,8 @@ rt::LiveModule Checked(const rt::LiveModule& in) {
 }
 
 }  // namespace
+
+std::string FixedField(const char* p, size_t cap) { return std::string(p, strnlen(p, cap)); }
 
 bool ReadAt(int fd, void* out, size_t n, size_t offset) {
   auto* p = static_cast<char*>(out);

@@ -41,6 +41,10 @@ struct LiveStacks {
 // mapping of a tmpfs file would allocate it); false when short.
 bool ReadAt(int fd, void* out, size_t n, size_t offset);
 
+// A C string from a fixed field of the live file, never trusting its
+// terminator.
+std::string FixedField(const char* p, size_t cap);
+
 // The stacks of the live file open at `fd` (of the live layout: the caller
 // checked its header). False when it cannot be read.
 bool ReadLiveStacks(int fd, LiveStacks* out);

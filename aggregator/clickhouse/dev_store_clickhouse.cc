@@ -25,9 +25,9 @@ StatusOr<std::vector<std::string>> Strings(const std::string& body) {
   return out;
 }
 
-class InClickHouse final : public DevStore {
+class DevStoreInClickHouse final : public DevStore {
  public:
-  InClickHouse(const ClickHouseStoreOptions& o, std::vector<HttpsClientOptions> servers)
+  DevStoreInClickHouse(const ClickHouseStoreOptions& o, std::vector<HttpsClientOptions> servers)
       : tables_(o.database, o.cluster, o.zookeeper_path), servers_(std::move(servers)) {}
 
   Status Put(const std::string& user, const wire::DevRun& run, int64_t, bool* duplicate) override {
@@ -239,7 +239,8 @@ StatusOr<std::unique_ptr<DevStore>> ClickHouseDevStore(const ClickHouseStoreOpti
       if (tables.clustered()) break;
     }
   }
-  return std::unique_ptr<DevStore>(std::make_unique<InClickHouse>(options, std::move(servers)));
+  return std::unique_ptr<DevStore>(
+      std::make_unique<DevStoreInClickHouse>(options, std::move(servers)));
 }
 
 }  // namespace fieldprof::aggregator

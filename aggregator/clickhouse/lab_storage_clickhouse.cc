@@ -13,9 +13,9 @@
 namespace fieldprof::aggregator {
 namespace {
 
-class InClickHouse : public LabStorage {
+class LabStorageInClickHouse : public LabStorage {
  public:
-  InClickHouse(const ClickHouseStoreOptions& o, std::vector<HttpsClientOptions> servers)
+  LabStorageInClickHouse(const ClickHouseStoreOptions& o, std::vector<HttpsClientOptions> servers)
       : tables_(o.database, o.cluster, o.zookeeper_path), servers_(std::move(servers)) {}
 
   Status Put(const std::string& id, const std::string& bytes, bool* duplicate) override {
@@ -93,7 +93,8 @@ class InClickHouse : public LabStorage {
 StatusOr<std::unique_ptr<LabStorage>> ClickHouseLabStorage(const ClickHouseStoreOptions& options) {
   FP_ASSIGN_OR_RETURN(std::vector<HttpsClientOptions> servers,
                       ParseClickHouseServers(options.url, options.query_timeout));
-  return std::unique_ptr<LabStorage>(std::make_unique<InClickHouse>(options, std::move(servers)));
+  return std::unique_ptr<LabStorage>(
+      std::make_unique<LabStorageInClickHouse>(options, std::move(servers)));
 }
 
 }  // namespace fieldprof::aggregator

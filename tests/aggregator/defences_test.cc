@@ -120,7 +120,7 @@ Posted Post(HttpsClient& c, const wire::Batch& b) {
   return p;
 }
 
-std::string MachineKey(int m) {
+std::string MachineKeyOf(int m) {
   std::string k(16, 'm');
   k[0] = static_cast<char>(m);
   k[1] = static_cast<char>(m >> 8);
@@ -177,7 +177,7 @@ class DefencesTest : public ::testing::Test {
       }
       HttpsClient c(o);
       for (int i = 0; i < 8; ++i) {
-        wire::Batch b = VictimBatch(IdOf(1000 * m + i), MachineKey(m), 1000);
+        wire::Batch b = VictimBatch(IdOf(1000 * m + i), MachineKeyOf(m), 1000);
         if (tokens) Spend(&b, t[i]);
         const Posted p = Post(c, b);
         ASSERT_EQ(p.status, 200) << "machine " << m << " batch " << i << ": " << p.rule;
@@ -216,18 +216,18 @@ void DefencesTest::Flood(const std::function<std::vector<std::string>()>& store_
   std::map<std::string, int> outcomes;  // by status and rule
   // A batch claiming more runs than a machine makes in its minute is
   // refused, and its token is not spent by it.
-  wire::Batch heavy = VictimBatch("", MachineKey(999), 50000, 2000000, 2000000);
+  wire::Batch heavy = VictimBatch("", MachineKeyOf(999), 50000, 2000000, 2000000);
   Spend(&heavy, t[0]);
   const Posted refused = Post(c, heavy);
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(refused.rule, "runs_per_window");
   // A forged token.
-  wire::Batch forged = VictimBatch(IdOf(77), MachineKey(998), 50000);
+  wire::Batch forged = VictimBatch(IdOf(77), MachineKeyOf(998), 50000);
   forged.set_token(std::string(64, 'f'));
   forged.set_token_epoch(t[0].epoch);
   EXPECT_EQ(Post(c, forged).rule, "token_invalid");
   for (int i = 0; i < 60; ++i) {
-    wire::Batch b = VictimBatch(IdOf(500000 + i), MachineKey(300 + i), 50000);
+    wire::Batch b = VictimBatch(IdOf(500000 + i), MachineKeyOf(300 + i), 50000);
     if (i < 16) Spend(&b, t[static_cast<size_t>(i % 8)]);  // each token twice
     const Posted p = Post(c, b);
     ++outcomes[std::to_string(p.status) + (p.duplicate ? " duplicate" : "") +
@@ -256,7 +256,7 @@ void DefencesTest::Flood(const std::function<std::vector<std::string>()>& store_
   EXPECT_DOUBLE_EQ(open_before.p50, before.p50) << "the same honest data";
   HttpsClient oc(From(open, "127.0.200.1"));
   for (int i = 0; i < 400; ++i) {
-    ASSERT_EQ(Post(oc, VictimBatch(IdOf(500000 + i), MachineKey(300 + i), 50000)).status, 200);
+    ASSERT_EQ(Post(oc, VictimBatch(IdOf(500000 + i), MachineKeyOf(300 + i), 50000)).status, 200);
   }
   const Published flooded = Read(open);
   const double open_moved = std::abs(flooded.p50 - open_before.p50) / open_before.p50;
@@ -296,7 +296,7 @@ TEST_F(DefencesTest, TokensAreSpentOnceAndLeaveNoTraceOfWhoSpentThem) {
   std::vector<UploadToken> t = TakeTokens(From(agg, source), 4, &status);
   ASSERT_EQ(t.size(), 4u);
   HttpsClient c(From(agg, source));
-  const std::string machine = MachineKey(4242);
+  const std::string machine = MachineKeyOf(4242);
 
   wire::Batch none = VictimBatch(IdOf(1), machine, 1000);
   EXPECT_EQ(Post(c, none).rule, "token_missing");

@@ -20,7 +20,7 @@
 namespace fieldprof::tools {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kFieldUsage =
     "The field's sums of a module's instrumentation points: per tag, the time\n"
     "from each point to the next and of each scope, over volunteers' measured\n"
     "runs (a user's own program is the module \"main\").\n"
@@ -33,7 +33,7 @@ int PointsField(int argc, char** argv) {
   ModuleSource source;
   std::string module, from, to;
   bool json = false;
-  OptionTable t("fieldprof points field", kUsage);
+  OptionTable t("fieldprof points field", kFieldUsage);
   source.Register(t);
   t.AddString("module", &module, "the module whose points to show (\"main\": users' own programs)");
   t.AddString("from", &from, "with --host: from this day (YYYY-MM-DD)");

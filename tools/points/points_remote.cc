@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 // An upload stays under the aggregator's 1 MiB, with room for the framing.
 constexpr size_t kMaxUpload = 1000 * 1000;
 
-constexpr const char* kUsage =
+constexpr const char* kDeveloperUsage =
     "Developer mode: your program's runs, kept by an aggregator for you alone.\n"
     "  fieldprof points upload startup.d --host agg.example --token $TOKEN\n"
     "  fieldprof points tags --host agg.example --token $TOKEN\n"
@@ -204,7 +204,7 @@ int RemoteTags(HttpsClient& http, const HttpHeaders& auth) {
 int PointsRemote(const std::string& verb, int argc, char** argv) {
   ClientFlags client;
   std::string token, tag, program, from, to, output;
-  OptionTable t("fieldprof points " + verb, kUsage);
+  OptionTable t("fieldprof points " + verb, kDeveloperUsage);
   client.Register(t);
   t.AddString("token", &token, "your developer token (default: $FIELDPROF_DEV_TOKEN)");
   t.AddString("tag", &tag, "pull: the runs with this tag");

@@ -19,7 +19,7 @@ namespace fieldprof::local {
 namespace {
 
 constexpr size_t kDataPages = 256;  // 1 MiB a CPU: some 25,000 switch records
-constexpr char kMagic[] = "FPCPUIDLE1\n";
+constexpr char kIdleMagic[] = "FPCPUIDLE1\n";
 
 // PERF_RECORD_SWITCH_CPU_WIDE with sample_id_all (TID, TIME, CPU).
 struct SwitchRecord {
@@ -158,7 +158,7 @@ CpuIdleLog CpuWideSwitches::Stop() {
 }
 
 std::string EncodeCpuIdleLog(const CpuIdleLog& log) {
-  std::string out(kMagic, sizeof kMagic - 1);
+  std::string out(kIdleMagic, sizeof kIdleMagic - 1);
   PutVarint(&out, log.lost);
   PutVarint(&out, log.records.size());
   for (const CpuIdleRecord& r : log.records) {
@@ -171,10 +171,10 @@ std::string EncodeCpuIdleLog(const CpuIdleLog& log) {
 }
 
 StatusOr<CpuIdleLog> DecodeCpuIdleLog(std::string_view in) {
-  if (in.substr(0, sizeof kMagic - 1) != std::string_view(kMagic, sizeof kMagic - 1)) {
+  if (in.substr(0, sizeof kIdleMagic - 1) != std::string_view(kIdleMagic, sizeof kIdleMagic - 1)) {
     return DataLoss("not a CPU-wide idle log");
   }
-  in.remove_prefix(sizeof kMagic - 1);
+  in.remove_prefix(sizeof kIdleMagic - 1);
   CpuIdleLog log;
   uint64_t n = 0;
   if (!GetVarint(&in, &log.lost) || !GetVarint(&in, &n) || n > in.size()) {

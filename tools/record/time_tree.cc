@@ -14,10 +14,10 @@ namespace {
 
 // Version 1 laid nodes out top down (each split into N of equal size);
 // version 2 bottom up (leaves of M, N to a parent). Both are read.
-constexpr char kMagic1[] = "FPTIMETREE1\n";
-constexpr char kMagic[] = "FPTIMETREE2\n";
-constexpr size_t kMagicSize = sizeof kMagic - 1;
-static_assert(sizeof kMagic1 == sizeof kMagic);
+constexpr char kTreeMagic1[] = "FPTIMETREE1\n";
+constexpr char kTreeMagic[] = "FPTIMETREE2\n";
+constexpr size_t kTreeMagicSize = sizeof kTreeMagic - 1;
+static_assert(sizeof kTreeMagic1 == sizeof kTreeMagic);
 
 // A long list keeps this many of its most frequent types in order of
 // count (its head): a range asking for the top N < this reads N entries of
@@ -467,7 +467,7 @@ std::vector<TimeTree::NodeView> TimeTree::NodeViews() const {
 }
 
 std::string TimeTree::Encode() const {
-  std::string out(version_ == 1 ? kMagic1 : kMagic, kMagicSize);
+  std::string out(version_ == 1 ? kTreeMagic1 : kTreeMagic, kTreeMagicSize);
   PutVarint(&out, times_.size());
   PutVarint(&out, options_.leaf_samples);
   PutVarint(&out, options_.fanout);
@@ -496,12 +496,12 @@ std::string TimeTree::Encode() const {
 
 StatusOr<TimeTree> TimeTree::Decode(std::string_view in) {
   TimeTree t;
-  if (in.substr(0, kMagicSize) == std::string_view(kMagic1, kMagicSize)) {
+  if (in.substr(0, kTreeMagicSize) == std::string_view(kTreeMagic1, kTreeMagicSize)) {
     t.version_ = 1;
-  } else if (in.substr(0, kMagicSize) != std::string_view(kMagic, kMagicSize)) {
+  } else if (in.substr(0, kTreeMagicSize) != std::string_view(kTreeMagic, kTreeMagicSize)) {
     return DataLoss("not a time tree (bad magic)");
   }
-  in.remove_prefix(kMagicSize);
+  in.remove_prefix(kTreeMagicSize);
   uint64_t n = 0, m = 0, fan = 0, p_bits = 0;
   if (!GetVarint(&in, &n) || !GetVarint(&in, &m) || !GetVarint(&in, &fan) ||
       !GetVarint(&in, &p_bits)) {

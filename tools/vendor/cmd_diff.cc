@@ -24,7 +24,7 @@
 namespace fieldprof::tools {
 namespace {
 
-constexpr const char* kAbout =
+constexpr const char* kDiffAbout =
     "Did a release make a library better or worse in the field? Compares one module\n"
     "at two versions (a package version such as 3.40.1-2, a build id's first 8+ hex\n"
     "digits, or a vendor's version string), or over two date\n"
@@ -139,7 +139,7 @@ Status SettleDiff(DiffCommandOptions* o) {
 // 0 to go on; -1 after --help; else the exit code of a usage error.
 int ParseDiffOptions(int argc, char** argv, DiffCommandOptions* o) {
   int64_t min_calls = 30, resamples = 9999, seed = 1;
-  OptionTable t("fieldprof diff", kAbout);
+  OptionTable t("fieldprof diff", kDiffAbout);
   AddDiffFlags(t, o, &min_calls, &resamples, &seed);
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return -1;

@@ -26,7 +26,7 @@
 namespace fieldprof::tools {
 namespace {
 
-constexpr const char* kAbout =
+constexpr const char* kReportAbout =
     "Where the time in one library goes on real machines: its APIs ranked by their\n"
     "share of the module's field cost (calls x mean, per metric), broken down by C++\n"
     "namespace and class, each with p50/p90/p99, mean +- sd, calls, runs, calls per\n"
@@ -51,7 +51,7 @@ struct ReportOptions {
 
 // 0 to go on; -1 after --help; else the exit code of a usage error.
 int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
-  OptionTable t("fieldprof report", kAbout);
+  OptionTable t("fieldprof report", kReportAbout);
   t.AddString("module", &o->module, "the module (soname), e.g. libsqlite3.so.0");
   t.AddString("namespace", &o->scope, "only APIs in this C++ namespace or class, e.g. std::vector");
   t.AddString("version", &o->version, "only this module version (build id or version string)");
