@@ -31,7 +31,8 @@ trap cleanup EXIT
 
 # This tree's runtime copied aside: a rebuild meanwhile must not change it.
 mkdir -p "$work/lib"
-cp "$root/build/agent/runtime/libfieldprof.so" "$work/lib/"
+cp "$root/build/agent/runtime/libfieldprof.so" "$root/build/agent/runtime/libfieldprof-front.so" \
+  "$work/lib/"
 builds=("current:$root/build/tools/fieldprof:--lib_dir=$work/lib")
 if [[ -n "${BASELINE_FIELDPROF:-}" ]]; then
   builds+=("baseline:$BASELINE_FIELDPROF:")
@@ -113,5 +114,7 @@ print(f"-- {name}: {runs} runs, {with_data} with calls measured "
       f"without a call; {nothing} images counted as measuring nothing (no file)")
 print(f"   distinct APIs with data {len(calls)}, with >= 100 calls "
       f"{sum(1 for v in calls.values() if v >= 100)}")
+if files == 0:
+    sys.exit(f"bench-coverage: the {name} build's runs left no record at all")
 PY
 done

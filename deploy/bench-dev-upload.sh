@@ -64,6 +64,8 @@ start=$(date +%s%N)
 mv "$work"/recorded/*.fppoints "$work/dev/"
 stored=0
 for _ in $(seq 1 1200); do
+  kill -0 "$agent_pid" 2>/dev/null ||
+    { cat "$work/agent.log"; echo "bench-dev-upload: the agent stopped"; exit 1; }
   stored=$(curl -sf --cacert "$work/tls/cert.pem" -H "Authorization: Bearer $token" \
     "https://127.0.0.1:$port/v1/dev/runs?tag=startup" | python3 -c \
     'import json, sys; r = json.load(sys.stdin)["runs"]; print(len(r), sum(x["events"] for x in r))')

@@ -94,7 +94,7 @@ MK
 bench() {  # bench RUNS COMMAND...
   local n="$1"; shift
   local cmd="$*"
-  hyperfine -N --runs "$n" --warmup 5 --style basic \
+  hyperfine -N --runs "$n" --warmup "$warmup" --style basic \
     -n plain "env $cmd" \
     -n floor "env LD_PRELOAD=$work/empty.so $cmd" \
     -n idle "env FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $cmd" \
@@ -113,15 +113,18 @@ for x in r:
 PY
 }
 
-few=$((runs / 10 > 5 ? runs / 10 : 5))
+# Below 5 RUNS (the smoke run of deploy/test-benchmarks.sh) every workload
+# runs RUNS times after one warm-up: figures without meaning, quickly.
+few=$((runs / 10 > 5 ? runs / 10 : (runs < 5 ? runs : 5)))
+warmup=$((runs < 5 ? 1 : 5))
 # Each workload with its share of RUNS.
 workloads() {  # workloads FN: calls FN ROUNDS COMMAND... per workload
   "$1" "$runs" /bin/true
   "$1" "$runs" /bin/ls /usr/lib
-  "$1" "$((runs / 4 > 5 ? runs / 4 : 5))" /usr/bin/python3 -c pass
+  "$1" "$((runs / 4 > few ? runs / 4 : few))" /usr/bin/python3 -c pass
   "$1" "$few" /bin/bash "$work/procs.sh"
   "$1" "$few" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
-  "$1" "$((runs / 4 > 5 ? runs / 4 : 5))" /usr/bin/git -C "$PWD" status --short
+  "$1" "$((runs / 4 > few ? runs / 4 : few))" /usr/bin/git -C "$PWD" status --short
   "$1" "$few" /usr/bin/make -s -B -j2 -C "$work/cproj"
 }
 

@@ -95,8 +95,10 @@ echo "physical floor: one TSC read costs $tsc ns here; a timed call needs two = 
 echo "  added cost = $(calc "$added / (2 * $tsc)" 2)x that floor"
 
 echo "== peers on the same calls"
-lt_ns=$(ltrace -e fp_bench_empty -o /dev/null "$prog" empty 20000 3 | ns)
-ut_ns=$(uftrace record --force --no-pager -d "$work/uftrace.data" "$prog" empty 1000000 3 | ns)
+shrink=$((smoke == 1 ? 100 : 1))
+lt_ns=$(ltrace -e fp_bench_empty -o /dev/null "$prog" empty $((20000 / shrink)) 3 | ns)
+ut_ns=$(uftrace record --force --no-pager -d "$work/uftrace.data" "$prog" empty \
+  $((1000000 / shrink)) 3 | ns)
 ut_events=$(uftrace report -d "$work/uftrace.data" --no-pager 2>/dev/null | awk '/fp_bench_empty/ {print $(NF-1)}')
 lt_added=$(calc "$lt_ns - $plain" 0); ut_added=$(calc "$ut_ns - $plain" 0)
 echo "ltrace -e fp_bench_empty:        $lt_ns ns/call   added $lt_added = $(calc "$lt_added / max($added, 0.1)" 0)x fieldprof's added cost"
@@ -142,7 +144,9 @@ echo "== 4. the sqlite3 overhead expected from what its runs measured"
 # workload's allocations times what the interposers add to each (counted
 # once by valgrind): a figure with a far narrower spread than timing whole
 # runs on a shared machine, which section 2 checks it against.
-allocs=$(valgrind --tool=memcheck --leak-check=no sqlite3 :memory: < "$sql" 2>&1 >/dev/null \
+counted="$sql"
+[[ "$smoke" == 1 ]] && counted="$work/select1.sql"  # valgrind's count of a token run
+allocs=$(valgrind --tool=memcheck --leak-check=no sqlite3 :memory: < "$counted" 2>&1 >/dev/null \
   | sed -n 's/.*total heap usage: \([0-9,]*\) allocs.*/\1/p' | tr -d ,) || true
 python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" "$allocs" "$alloc_added" <<'PY'
 import re, statistics, sys

@@ -1,9 +1,10 @@
 // Whole-process cost, variants interleaved: runs each command line once per
-// round, ROUNDS rounds (after 5 warm-up rounds), and prints each variant's
-// mean and median and its mean difference from the first, with a 95%
-// confidence interval. Interleaving puts every variant under the same
-// moment of a shared machine, which back-to-back runs (hyperfine's) do not:
-// on a noisy VM their spread hides a 0.1 ms difference.
+// round, ROUNDS rounds (after 5 warm-up rounds, or ROUNDS when fewer: a
+// smoke run), and prints each variant's mean and median and its mean
+// difference from the first, with a 95% confidence interval. Interleaving
+// puts every variant under the same moment of a shared machine, which
+// back-to-back runs (hyperfine's) do not: on a noisy VM their spread hides
+// a 0.1 ms difference.
 //
 //   spawn_bench ROUNDS "CMD ARGS..." ["VAR=VALUE ... CMD ARGS..."]...
 //
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  for (int r = 0; r < rounds + 5; ++r) {
+  const int warmup = rounds < 5 ? rounds : 5;
+  for (int r = 0; r < rounds + warmup; ++r) {
     for (Variant& v : vs) {
       std::vector<char*> args, env;
       for (std::string& a : v.args) args.push_back(a.data());
@@ -92,7 +94,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "spawn_bench: '%s' failed (status %d)\n", v.text.c_str(), st);
         return 1;
       }
-      if (r >= 5) v.ms.push_back(dt);
+      if (r >= warmup) v.ms.push_back(dt);
     }
   }
   for (Variant& v : vs) {
