@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,8 +27,14 @@
 #include <string>
 #include <vector>
 
+#include "common/agent_state.h"
+#include "common/batcher.h"
 #include "common/exported_symbols.h"
 #include "common/https_client.h"
+#include "common/platform.h"
+#include "common/spool.h"
+#include "common/validate.h"
+#include "common/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
@@ -358,6 +365,49 @@ TEST_F(PrivacyTest, ALibraryUnderUsrLocalIsNeverNamed) {
   Seal();
   ExpectNone(Left(),
              {"zq_secret", "fieldprof-privacy", FileBuildId(lib.path() + "/libzq_secret.so.1")});
+}
+
+// Stack records wait in the agent's held file to be summed over a day. A
+// module the volunteer shared while its stacks were held, and no longer
+// shares when they are sealed, is dropped from them at that seal: held
+// records pass the door again every time (the same path as a module whose
+// package changed, or a file an older agent held).
+TEST_F(PrivacyTest, AStackHeldWhileAModuleWasSharedPassesTheDoorAgain) {
+  fs::create_directories(dir_.File("lib"));
+  ASSERT_NO_FATAL_FAILURE(BuildLibAndProgram(dir_.File("lib")));
+  for (int seed = 1; seed <= 3; ++seed) {
+    const std::string run = RunLine(Prog() + " 40", seed, "", "--share libzq_secret.so.1");
+    ASSERT_EQ(RunCommand(run + " 2>&1", &log_), 0) << log_;
+  }
+  // Their stacks held as a pass made them while the module was shared (its
+  // API records went up then, and the runs left the spool).
+  BatchBuilder held(kMaxBatchBytes, DetectPlatform());
+  StatusOr<std::vector<SpoolEntry>> runs = ListSpool(dir_.File("spool"));
+  ASSERT_TRUE(runs.ok() && !runs->empty());
+  for (const SpoolEntry& e : *runs) {
+    StatusOr<wire::RunRecord> r = ReadRunRecord(e.path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto* records = r->mutable_records();
+    records->erase(std::remove_if(records->begin(), records->end(),
+                                  [](const wire::Record& x) {
+                                    return x.key().metric() != wire::METRIC_STACK_CPU_NS;
+                                  }),
+                   records->end());
+    ASSERT_TRUE(held.TryAdd(*r));
+    fs::remove(e.path);
+  }
+  const std::string bytes = held.Held().SerializeAsString();
+  ASSERT_NE(bytes.find("zq_secret"), std::string::npos)
+      << "the held stacks name the shared module: the case holds what it tests";
+  fs::create_directories(HeldDirOf(dir_.File("state")));
+  std::ofstream(HeldDirOf(dir_.File("state")) + "/stacks-1000-0123abcd.held", std::ios::binary)
+      << bytes;
+  // Sharing withdrawn; one more run, then everything is sealed.
+  ASSERT_EQ(RunCommand(RunLine(Prog() + " 40", 4) + " 2>&1", &log_), 0) << log_;
+  Seal();
+  EXPECT_TRUE(AllBytes(HeldDirOf(dir_.File("state"))).empty()) << "flushed: nothing is held";
+  EXPECT_TRUE(AllBytes(dir_.File("state/quarantine")).empty()) << "the held file was read";
+  ExpectNone(Left(), {"zq_secret", FileBuildId(dir_.File("lib/libzq_secret.so.1"))});
 }
 
 // The program's own code, linked -rdynamic so that its functions are
