@@ -52,6 +52,15 @@ StatusOr<std::vector<std::string>> ListHeld(const std::string& dir) {
   return out;
 }
 
+wire::RunRecord SplitRun(const wire::RunRecord& run, bool stacks) {
+  wire::RunRecord part = run;
+  auto* records = part.mutable_records();
+  records->erase(std::remove_if(records->begin(), records->end(),
+                                [&](const wire::Record& x) { return IsStack(x) != stacks; }),
+                 records->end());
+  return part;
+}
+
 StatusOr<wire::Batch> ReadHeld(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return NotFound(path + ": no such file");
@@ -96,15 +105,7 @@ Status SpoolSealer::AddHeld(const std::string& name, const wire::Batch& held) {
 }
 
 Status SpoolSealer::Add(const std::string& name, const wire::RunRecord& run) {
-  wire::RunRecord api = run, stacks = run;
-  auto keep = [](wire::RunRecord* r, bool want_stacks) {
-    auto* records = r->mutable_records();
-    records->erase(std::remove_if(records->begin(), records->end(),
-                                  [&](const wire::Record& x) { return IsStack(x) != want_stacks; }),
-                   records->end());
-  };
-  keep(&api, false);
-  keep(&stacks, true);
+  const wire::RunRecord api = SplitRun(run, false), stacks = SplitRun(run, true);
   // Neither builder takes a part of this run before both can: a seal in
   // between must find the run wholly in (consumed) or wholly out.
   if (!batch_.Fits(api)) FP_RETURN_IF_ERROR(SealBatch());

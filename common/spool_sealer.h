@@ -50,6 +50,10 @@ struct SealStep {
 // The held files in `dir` (names "stacks-<oldest ms>-<hex>.held"), oldest
 // first; a missing directory has none.
 [[nodiscard]] StatusOr<std::vector<std::string>> ListHeld(const std::string& dir);
+// `run` with only its stack records (`stacks`), or only the others: the
+// two parts the sealer routes apart.
+wire::RunRecord SplitRun(const wire::RunRecord& run, bool stacks);
+
 // Reads and validates a held file: a batch of stack records, as
 // BatchBuilder::Held() makes it. Errors name the file.
 [[nodiscard]] StatusOr<wire::Batch> ReadHeld(const std::string& path);

@@ -113,18 +113,20 @@ for x in r:
 PY
 }
 
-# Below 5 RUNS (the smoke run of deploy/test-benchmarks.sh) every workload
-# runs RUNS times after one warm-up: figures without meaning, quickly.
-few=$((runs / 10 > 5 ? runs / 10 : (runs < 5 ? runs : 5)))
-warmup=$((runs < 5 ? 1 : 5))
+# Each workload at least 5 times after 5 warm-ups; a smoke run (bench-lib.sh)
+# 2, the fewest spawn_bench and the tables' deviations take.
+least=$((smoke == 1 ? 2 : 5))
+few=$((runs / 10 > least ? runs / 10 : least))
+quarter=$((runs / 4 > least ? runs / 4 : least))
+warmup=$least
 # Each workload with its share of RUNS.
 workloads() {  # workloads FN: calls FN ROUNDS COMMAND... per workload
   "$1" "$runs" /bin/true
   "$1" "$runs" /bin/ls /usr/lib
-  "$1" "$((runs / 4 > few ? runs / 4 : few))" /usr/bin/python3 -c pass
+  "$1" "$quarter" /usr/bin/python3 -c pass
   "$1" "$few" /bin/bash "$work/procs.sh"
   "$1" "$few" /usr/bin/sqlite3 -init "$work/sqlite-bench.sql" :memory: .quit
-  "$1" "$((runs / 4 > few ? runs / 4 : few))" /usr/bin/git -C "$PWD" status --short
+  "$1" "$quarter" /usr/bin/git -C "$PWD" status --short
   "$1" "$few" /usr/bin/make -s -B -j2 -C "$work/cproj"
 }
 

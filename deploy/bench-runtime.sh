@@ -145,7 +145,7 @@ echo "== 4. the sqlite3 overhead expected from what its runs measured"
 # once by valgrind): a figure with a far narrower spread than timing whole
 # runs on a shared machine, which section 2 checks it against.
 counted="$sql"
-[[ "$smoke" == 1 ]] && counted="$work/select1.sql"  # valgrind's count of a token run
+if ((smoke == 1)); then counted="$work/select1.sql"; fi  # valgrind's count of a token run
 allocs=$(valgrind --tool=memcheck --leak-check=no sqlite3 :memory: < "$counted" 2>&1 >/dev/null \
   | sed -n 's/.*total heap usage: \([0-9,]*\) allocs.*/\1/p' | tr -d ,) || true
 python3 - "$work/ls.txt" "$work/s2.txt" "$work/s3.txt" "$added" "$allocs" "$alloc_added" <<'PY'

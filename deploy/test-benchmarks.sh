@@ -41,8 +41,8 @@ for name in "${names[@]}"; do
   start=$(date +%s)
   log=$(mktemp)
   # shellcheck disable=SC2086
-  if env FIELDPROF_BENCH_SMOKE=1 SERIES=0 BATCHES=100 CONNECTIONS=8 ${env_of[$name]:-} "./deploy/bench-$name.sh" \
-    ${small[$name]} >"$log" 2>&1; then
+  if env FIELDPROF_BENCH_SMOKE=1 SERIES=0 BATCHES=100 CONNECTIONS=8 ${env_of[$name]:-} \
+    "./deploy/bench-$name.sh" ${small[$name]} >"$log" 2>&1; then
     echo "bench-$name ${small[$name]}: ok ($(($(date +%s) - start)) s)"
   else
     echo "bench-$name ${small[$name]}: FAILED ($(($(date +%s) - start)) s); its last lines:"

@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +32,7 @@
 #include "common/https_client.h"
 #include "common/platform.h"
 #include "common/spool.h"
+#include "common/spool_sealer.h"
 #include "common/validate.h"
 #include "common/wire.h"
 #include "gtest/gtest.h"
@@ -387,13 +387,7 @@ TEST_F(PrivacyTest, AStackHeldWhileAModuleWasSharedPassesTheDoorAgain) {
   for (const SpoolEntry& e : *runs) {
     StatusOr<wire::RunRecord> r = ReadRunRecord(e.path);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    auto* records = r->mutable_records();
-    records->erase(std::remove_if(records->begin(), records->end(),
-                                  [](const wire::Record& x) {
-                                    return x.key().metric() != wire::METRIC_STACK_CPU_NS;
-                                  }),
-                   records->end());
-    ASSERT_TRUE(held.TryAdd(*r));
+    ASSERT_TRUE(held.TryAdd(SplitRun(*r, /*stacks=*/true)));
     fs::remove(e.path);
   }
   const std::string bytes = held.Held().SerializeAsString();
