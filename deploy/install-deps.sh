@@ -23,6 +23,9 @@ PROFILE_build=(
   # JSON (the language server, reports); ELF build ids and symbols
   # (readable versions, fieldprof record); DWARF unwinding (its sampler)
   nlohmann-json3-dev libdw-dev libunwind-dev
+  # libclang's C header: the language server loads libclang at run time to
+  # tell which C++ function a call is (tools/ide/cxx_calls.h)
+  libclang-14-dev
   # USDT probes in the points SDK (fieldprof/points.h)
   systemtap-sdt-dev
   # x86-64 decoding: points placed on a function inside a module move its

@@ -24,7 +24,8 @@ int CmdLsp(int argc, char** argv) {
                 "the local snapshot cache. Editors start it beside their C/C++ server; see\n"
                 "docs/ide.md for Neovim and VS Code. Editor settings (initializationOptions or\n"
                 "the \"fieldprof\" settings section) override these flags: cacheDir, minCalls,\n"
-                "minRuns, minP50Ns, codeLens, inlayHints.");
+                "minRuns, minP50Ns, codeLens, inlayHints, cxx. In C++ files a call's API is\n"
+                "the function Clang resolves it to, with the project's compile_commands.json.");
   t.AddString("cache", &o.cache_dir, "the snapshot cache");
   t.AddInt("min_calls", &min_calls, "lenses and hints only for APIs with this many calls", 0,
            int64_t{1} << 62);
@@ -35,6 +36,10 @@ int CmdLsp(int argc, char** argv) {
   t.AddInt("load_wait_ms", &load_wait_ms,
            "a request that comes before the cache is first loaded waits this long for it (ms)", 0,
            60 * 1000);
+  t.AddBool("cxx", &o.cxx,
+            "resolve C++ calls with libclang (the exact member, overload, constructor or "
+            "operator); off: by name, as in C");
+  t.AddString("libclang", &o.libclang, "libclang to load (default: Debian's newest)");
   t.AddBool("stdio", &stdio, "talk on stdin/stdout (the only transport; editors pass it)");
   Status s;
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;

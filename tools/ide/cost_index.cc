@@ -52,6 +52,21 @@ StatusOr<CostIndex> CostIndex::Build(const SnapshotCache& cache, bool* rebuilt) 
   return ix;
 }
 
+std::vector<std::string> CostIndex::SymbolsWithPrefix(const std::string& prefix,
+                                                      size_t limit) const {
+  std::vector<std::string> out;
+  if (!records_ || prefix.empty()) return out;
+  (void)records_->ForEachRecordWithPrefix(prefix, [&](const wire::Record& r) {
+    const std::string& sym = r.key().symbol();
+    if (r.key().metric() != wire::METRIC_WALL_TIME_NS || sym.find(';') != std::string::npos) {
+      return true;  // another metric, or a field stack under it
+    }
+    if (out.empty() || out.back() != sym) out.push_back(sym);
+    return out.size() < limit;
+  });
+  return out;
+}
+
 std::shared_ptr<const std::vector<ApiCost>> CostIndex::Compute(const std::string& symbol) const {
   std::vector<std::pair<std::string, Acc>> acc;  // by module
   Status s = records_->ForEachRecordOf(symbol, [&](const wire::Record& r) {

@@ -88,6 +88,11 @@ class CostIndex {
   // symbol: one prefix read of the index ("tag$"), remembered like Find's.
   std::shared_ptr<const std::vector<PointSeries>> FindPoints(const std::string& tag) const;
 
+  // Symbols that start with `prefix` and have wall-time data, in order, at
+  // most `limit` (the other overloads of a C++ function: its mangled name
+  // up to the function's own name).
+  std::vector<std::string> SymbolsWithPrefix(const std::string& prefix, size_t limit) const;
+
   uint64_t symbols() const { return records_ ? records_->symbols() : 0; }
   uint64_t snapshot_version() const { return snapshot_version_; }
   int64_t created_unix_ms() const { return created_unix_ms_; }

@@ -188,12 +188,22 @@ void Server::Handle(const json& msg) {
       Reply(id, nullptr);
     } else if (method == "textDocument/didOpen") {
       const json& d = params.at("textDocument");
-      docs_[d.at("uri").get<std::string>()] = {d.at("text").get<std::string>(),
-                                               d.value("version", int64_t{0})};
+      const std::string uri = d.at("uri").get<std::string>();
+      Document& doc = docs_[uri];
+      if (cxx_ && !doc.path.empty()) cxx_->Close(doc.path);  // opened again
+      doc = Document();
+      doc.text = d.at("text").get<std::string>();
+      doc.version = d.value("version", int64_t{0});
+      doc.language = d.value("languageId", "");
+      doc.path = PathOfUri(uri);
     } else if (method == "textDocument/didChange") {
       DidChange(params);
     } else if (method == "textDocument/didClose") {
-      docs_.erase(params.at("textDocument").at("uri").get<std::string>());
+      auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
+      if (it != docs_.end()) {
+        if (cxx_) cxx_->Close(it->second.path);
+        docs_.erase(it);
+      }
     } else if (method == "workspace/didChangeConfiguration") {
       if (params.contains("settings") && params["settings"].is_object() &&
           params["settings"].contains("fieldprof")) {
@@ -240,6 +250,7 @@ void Server::Configure(const json& o) {
   number("minP50Ns", &opt_.min_p50_ns);
   if (o.contains("codeLens") && o["codeLens"].is_boolean()) opt_.code_lens = o["codeLens"];
   if (o.contains("inlayHints") && o["inlayHints"].is_boolean()) opt_.inlay_hints = o["inlayHints"];
+  if (o.contains("cxx") && o["cxx"].is_boolean()) opt_.cxx = o["cxx"];
 }
 
 void Server::Initialize(const json& id, const json& params) {
@@ -288,6 +299,7 @@ void Server::DidChange(const json& params) {
                    c.at("text").get<std::string>());
   }
   d.version = params["textDocument"].value("version", d.version);
+  ++d.edits;
 }
 
 }  // namespace lsp

@@ -103,24 +103,35 @@ Server::Choice Server::Choose(const std::vector<ApiCost>& all,
 }
 
 json Server::Hover(const json& params) {
-  const std::string uri = params.at("textDocument").at("uri");
-  auto it = docs_.find(uri);
-  if (it == docs_.end()) return nullptr;
-  const std::string& text = it->second.text;
+  Document* d = Doc(params);
+  if (d == nullptr) return nullptr;
+  const std::string& text = d->text;
   const size_t at =
       OffsetOf(text, params.at("position").at("line"), params.at("position").at("character"));
   for (const PointMark& m : PointMarks(text)) {
     if (m.begin <= at && at <= m.end) return PointHover(text, m);
+  }
+  if (const CxxUnit* u = CxxUnitOf(*d)) {
+    // Clang's answer is the call's own: a name it resolved to a function
+    // of the program's is not taken for a library's of the same name.
+    const std::vector<const CxxCall*> calls = u->At(at);
+    if (!calls.empty()) return CxxHover(text, calls);
   }
   const Word w = IdentifierAt(text, at);
   if (w.name.empty()) return nullptr;
   std::shared_ptr<const CostIndex> ix = Index("textDocument/hover");
   if (!ix) return nullptr;
   const std::shared_ptr<const std::vector<ApiCost>> found = ix->Find(w.name);
-  const std::vector<ApiCost>& all = *found;
-  if (all.empty()) return nullptr;
+  if (found->empty()) return nullptr;
+  std::string md = "### " + w.name + " — field cost\n\n" + Cards(*found, text);
+  md += "\n---\n\n" + SnapshotLine(*ix);
+  json range = {{"start", PositionOf(text, w.begin)}, {"end", PositionOf(text, w.end)}};
+  return {{"contents", {{"kind", "markdown"}, {"value", md}}}, {"range", range}};
+}
+
+std::string Server::Cards(const std::vector<ApiCost>& all, const std::string& text) {
   const Choice ch = Choose(all, IncludedHeaders(text));
-  std::string md = "### " + w.name + " — field cost\n\n";
+  std::string md;
   if (ch.shown.size() > 1) {
     md += "Found in " + std::to_string(ch.shown.size()) +
           " modules; this source's includes do not tell which one it calls.\n\n";
@@ -140,9 +151,7 @@ json Server::Hover(const json& params) {
     }
     md += "\n";
   }
-  md += "\n---\n\n" + SnapshotLine(*ix);
-  json range = {{"start", PositionOf(text, w.begin)}, {"end", PositionOf(text, w.end)}};
-  return {{"contents", {{"kind", "markdown"}, {"value", md}}}, {"range", range}};
+  return md;
 }
 
 json Server::PointHover(const std::string& text, const PointMark& m) {
@@ -225,20 +234,22 @@ std::string Server::SnapshotLine(const CostIndex& ix) {
   return s + "\n";
 }
 
-std::vector<Server::Site> Server::SolidSites(const std::string& text, const char* method) {
+std::vector<Server::Site> Server::SolidSites(Document& d, const char* method) {
   std::vector<Site> out;
+  const CxxUnit* u = CxxUnitOf(d);
   std::shared_ptr<const CostIndex> ix = Index(method);
   if (!ix) return out;
-  const std::vector<std::string> includes = IncludedHeaders(text);
-  for (const CallSite& cs : CallSites(text)) {
+  if (u != nullptr) {
+    CxxSites(*u, *ix, &out);
+    return out;
+  }
+  const std::vector<std::string> includes = IncludedHeaders(d.text);
+  for (const CallSite& cs : CallSites(d.text)) {
     std::shared_ptr<const std::vector<ApiCost>> found = ix->Find(cs.name);
     if (found->empty()) continue;
     const Choice ch = Choose(*found, includes);
     const ApiCost* c = ch.shown.front();  // the most called of those shown
-    if (c->time.count < opt_.min_calls || c->runs < opt_.min_runs ||
-        c->time.p50 < opt_.min_p50_ns) {
-      continue;
-    }
+    if (!Solid(*c)) continue;
     out.push_back({cs, c, ch.shown.size() > 1, std::move(found)});
   }
   return out;
@@ -270,18 +281,18 @@ std::string Server::PointTime(const PointSeries& p, double ns) {
   return FormatMetricValue(wire::METRIC_POINT_NS, ns, p.resolution_ns);
 }
 
-const std::string* Server::Text(const json& params) const {
+Document* Server::Doc(const json& params) {
   auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
-  return it == docs_.end() ? nullptr : &it->second.text;
+  return it == docs_.end() ? nullptr : &it->second;
 }
 
 json Server::CodeLenses(const json& params) {
   json out = json::array();
-  const std::string* doc = opt_.code_lens ? Text(params) : nullptr;
+  Document* doc = opt_.code_lens ? Doc(params) : nullptr;
   if (doc == nullptr) return out;
-  const std::string& text = *doc;
+  const std::string& text = doc->text;
   const Positions pos(text);
-  for (const Site& s : SolidSites(text, "textDocument/codeLens")) {
+  for (const Site& s : SolidSites(*doc, "textDocument/codeLens")) {
     std::string title = s.call.name + " ≈ " + Time(*s.cost, s.cost->time.p50) + " p50, p99 " +
                         Time(*s.cost, s.cost->time.p99) + " (field";
     title += s.ambiguous ? ", " + s.cost->module + " of several)" : ")";
@@ -301,9 +312,9 @@ json Server::CodeLenses(const json& params) {
 
 json Server::InlayHints(const json& params) {
   json out = json::array();
-  const std::string* doc = opt_.inlay_hints ? Text(params) : nullptr;
+  Document* doc = opt_.inlay_hints ? Doc(params) : nullptr;
   if (doc == nullptr) return out;
-  const std::string& text = *doc;
+  const std::string& text = doc->text;
   size_t from = 0, to = text.size();
   if (params.contains("range")) {
     const json& r = params["range"];
@@ -311,7 +322,7 @@ json Server::InlayHints(const json& params) {
     to = OffsetOf(text, r.at("end").at("line"), r.at("end").at("character"));
   }
   const Positions pos(text);
-  for (const Site& s : SolidSites(text, "textDocument/inlayHint")) {
+  for (const Site& s : SolidSites(*doc, "textDocument/inlayHint")) {
     if (s.call.after < from || s.call.after > to) continue;
     out.push_back({{"position", pos.At(s.call.after)},
                    {"label", "≈ " + Time(*s.cost, s.cost->time.p50) + " p50" +

@@ -1,8 +1,9 @@
-// The language server's class, whose parts live in three files:
+// The language server's class, whose parts live in four files:
 // server.cc (the loop, JSON-RPC framing, dispatch and configuration),
 // server_index.cc (the thread that keeps the cost index from the snapshot
-// cache) and server_features.cc (hover, code lenses, inlay hints,
-// diagnostics). Only those files include it.
+// cache), server_features.cc (hover, code lenses, inlay hints) and
+// server_cxx.cc (C++ documents: the calls Clang resolves, their hover).
+// Only those files include it.
 #ifndef FIELDPROF_TOOLS_IDE_SERVER_IMPL_H_
 #define FIELDPROF_TOOLS_IDE_SERVER_IMPL_H_
 
@@ -28,6 +29,7 @@
 #include "common/snapshot_cache.h"
 #include "tools/cli/format.h"
 #include "tools/ide/cost_index.h"
+#include "tools/ide/cxx_calls.h"
 #include "tools/ide/server.h"
 #include "tools/ide/source.h"
 
@@ -55,9 +57,17 @@ inline std::string DateOf(int64_t unix_ms) {
   return out;
 }
 
+// The file a `file://` URI names, %-escapes decoded; for another scheme
+// (an unsaved buffer), a name that no file has, under the current folder.
+std::string PathOfUri(const std::string& uri);
+
 struct Document {
   std::string text;
   int64_t version = 0;
+  uint64_t edits = 0;    // changes since opened: what a C++ parse is keyed by
+  std::string language;  // the client's languageId: "c", "cpp", ...
+  std::string path;      // the file's, from its URI
+  std::string told;      // the last parse problem logged for it
 };
 
 class Server {
@@ -122,6 +132,24 @@ class Server {
 
   json Hover(const json& params);
 
+  // The figures of every module's entry for an API, as a hover shows them.
+  std::string Cards(const std::vector<ApiCost>& all, const std::string& text);
+
+  // ------------------------------------------------------------ C++
+
+  // The document's calls as Clang resolves them (server_cxx.cc); null for
+  // a C document, or when libclang is off or missing (logged once).
+  const CxxUnit* CxxUnitOf(Document& d);
+
+  // The hover of the calls at one place: each callee's exact API, its
+  // field figures, or why there are none.
+  json CxxHover(const std::string& text, const std::vector<const CxxCall*>& calls);
+
+  // Call sites of a C++ document with their APIs' entries, for lenses and
+  // hints: Clang's, and by name those Clang left unresolved.
+  struct Site;
+  void CxxSites(const CxxUnit& u, const CostIndex& ix, std::vector<Site>* out);
+
   // An instrumentation point's field durations (docs/points.md): the
   // segments that start or end at it and its scope, per module, then the
   // tag's other segments in brief.
@@ -136,7 +164,11 @@ class Server {
     bool ambiguous;
     std::shared_ptr<const std::vector<ApiCost>> entries;
   };
-  std::vector<Site> SolidSites(const std::string& text, const char* method);
+  std::vector<Site> SolidSites(Document& d, const char* method);
+  bool Solid(const ApiCost& c) const {
+    return c.time.count >= opt_.min_calls && c.runs >= opt_.min_runs &&
+           c.time.p50 >= opt_.min_p50_ns;
+  }
 
   // Instrumentation points whose field series has solid data above the
   // threshold: a scope's own duration (FP_SCOPE, FP_BEGIN, FP_END), or
@@ -149,8 +181,8 @@ class Server {
   std::vector<PointSite> SolidPoints(const std::string& text, const char* method);
   static std::string PointTime(const PointSeries& p, double ns);
 
-  // The text of the request's document; nullptr when it was never opened.
-  const std::string* Text(const json& params) const;
+  // The request's document; nullptr when it was never opened.
+  Document* Doc(const json& params);
 
   json CodeLenses(const json& params);
 
@@ -179,6 +211,8 @@ class Server {
   // The handler thread's own.
   bool shutdown_ = false;
   std::map<std::string, Document> docs_;
+  std::unique_ptr<CxxCalls> cxx_;
+  bool cxx_tried_ = false;  // libclang was looked for
 };
 
 }  // namespace fieldprof::tools::lsp
