@@ -76,14 +76,22 @@ client=(--host "127.0.0.1:$port" --ca "$state/tls/cert.pem")
 curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null
 echo "healthz: ok"
 
-step "real programs under the runtime: $rounds rounds x 7 programs, $apis random APIs each"
+step "real programs under the runtime: $rounds rounds x 8 programs, $apis random APIs each"
 spool="$state/spool"
 rm -rf "$spool" "$state/agent" "$state/cache"
 work="$state/work"
 rm -rf "$work" && mkdir -p "$work"
 seq 1 200000 | sed 's/$/ fieldprof quickstart line/' > "$work/data.txt"
+# A C++ program of libstdc++ calls; two of its APIs are always among those
+# measured, so the field and the editor steps below have a C++ API to show.
+cxx_demo=deploy/workloads/cxx-demo.cc
+g++ -O2 -o "$work/cxx-demo" "$cxx_demo"
+cxx_find='_ZNKSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE4findEPKcm'
+cxx_apis="libstdc++.so.6:$cxx_find,libstdc++.so.6:_ZNSo5writeEPKcl"
 run() { ./build/tools/fieldprof run --apis "$apis" --spool "$spool" -- "$@"; }
 for i in $(seq 1 "$rounds"); do
+  ./build/tools/fieldprof run --apis "$apis" --force "$cxx_apis" --spool "$spool" -- \
+    "$work/cxx-demo" "$work" > /dev/null
   run sqlite3 :memory: < deploy/workloads/sqlite-bench.sql > /dev/null
   run /usr/bin/python3 -c 'import json, re, zlib
 d = [{"id": i, "name": "item%d" % i, "tags": ["a", "b"][: i % 3]} for i in range(20000)]
@@ -148,6 +156,14 @@ curl -sf --cacert "$state/tls/cert.pem" -X POST \
 # shellcheck disable=SC2086
 set -- $top_api
 ./build/tools/fieldprof cost --cache "$state/cache" "$1:$2"
+
+step "C++: the field's libstdc++ APIs, and a call's cost as the editor shows it"
+./build/tools/fieldprof top "${client[@]}" --limit 5 --module libstdc++.so.6
+# The hover an editor gets over text.find("quick") in the demo's source
+# (docs/ide.md sets up Neovim and VS Code): Clang tells which find it is.
+at="$(grep -n 'text.find("quick")' "$cxx_demo" | head -1 | cut -d: -f1)"
+col="$(sed -n "${at}p" "$cxx_demo" | awk '{ print index($0, "text.find(\"quick\")") + 5 }')"
+./build/tools/fieldprof lsp --cache "$state/cache" --hover "$cxx_demo:$at:$col" | sed -n 1,12p
 
 step "a few metrics (GET /metrics)"
 curl -sf --cacert "$state/tls/cert.pem" "https://127.0.0.1:$port/metrics" |

@@ -3,9 +3,12 @@
 #include <clang-c/CXCompilationDatabase.h>
 #include <clang-c/Index.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 namespace fieldprof::tools {
@@ -106,8 +109,34 @@ bool IsIdent(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
+// `arg` with a relative path in it made absolute against the command's
+// directory: an include path's (-I, -isystem, ...) attached or in the
+// argument before. (-working-directory would do it, but libclang then
+// changes the whole process's current directory.)
+std::string Absolute(const std::string& arg, const std::string& dir,
+                     const std::vector<std::string>& argv, size_t i) {
+  static const char* const kPathFlags[] = {
+      "-I",        "-isystem",   "-iquote",      "-idirafter",   "-include", "-imacros",
+      "-isysroot", "--sysroot=", "-iwithprefix", "-cxx-isystem", "-F"};
+  auto absolute = [&](const std::string& path) {
+    return path.empty() || path[0] == '/' ? path : (std::filesystem::path(dir) / path).string();
+  };
+  if (i > 0) {
+    for (const char* f : kPathFlags) {
+      if (argv[i - 1] == f) return absolute(arg);
+    }
+  }
+  for (const char* f : kPathFlags) {
+    const std::string flag = f;
+    if (arg.size() > flag.size() && arg.compare(0, flag.size(), flag) == 0) {
+      return flag + absolute(arg.substr(flag.size()));
+    }
+  }
+  return arg;
+}
+
 // A compile command's arguments as the parser takes them: no compiler, no
-// output or dependency files, no source file, no -c.
+// output or dependency files, no source file, no -c; paths absolute.
 std::vector<std::string> ParserArgs(const std::vector<std::string>& argv, const std::string& source,
                                     const std::string& dir) {
   std::vector<std::string> out;
@@ -130,9 +159,8 @@ std::vector<std::string> ParserArgs(const std::vector<std::string>& argv, const 
         continue;
       }
     }
-    out.push_back(a);
+    out.push_back(Absolute(a, dir, argv, i));
   }
-  out.push_back("-working-directory=" + dir);
   return out;
 }
 
@@ -490,6 +518,15 @@ const CxxUnit* CxxCalls::Parse(const std::string& path, const std::string& text,
   Doc& d = *slot;
   if (d.tu != nullptr && d.unit.version_ == version) return &d.unit;
   const auto t0 = std::chrono::steady_clock::now();
+  // Nothing of the parse may move this process's current directory, which
+  // relative paths of the server's (its cache) are read against.
+  struct KeepCwd {
+    int fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ~KeepCwd() {
+      if (fd >= 0 && fchdir(fd) != 0) std::perror("fieldprof lsp: fchdir");
+      if (fd >= 0) close(fd);
+    }
+  } keep_cwd;
   CXUnsavedFile unsaved{path.c_str(), text.data(), static_cast<unsigned long>(text.size())};
   CxxUnit unit;
   unit.version_ = version;

@@ -34,7 +34,8 @@ using testing::Spread;
 using testing::TempDir;
 
 // Every call form of the issue, one a line. FP_FROM_DB is defined only by
-// the compile_commands.json the test writes: the flags are the project's.
+// the compile_commands.json the test writes, and FP_FROM_INC by a header
+// found only through its relative -I: the flags are the project's.
 const char kCxxSource[] = R"(#include <chrono>
 #include <cstring>
 #include <exception>
@@ -45,6 +46,8 @@ const char kCxxSource[] = R"(#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "fp_flags.h"
 
 namespace fs = std::filesystem;
 using Str = std::string;
@@ -76,7 +79,7 @@ int Calls(const fs::path& p, std::exception& e) {
   delete new std::runtime_error("x");
   size_t n = strlen(w);
   int z = compress(9);
-#ifdef FP_FROM_DB
+#if defined(FP_FROM_DB) && defined(FP_FROM_INC)
   fs::path here = fs::current_path();
 #endif
   return int(a + b + c + d + f() + g + n) + z + int(fs::file_size(p));
@@ -168,8 +171,11 @@ class LspCxxTest : public ::testing::Test {
     const json db = json::array(
         {{{"directory", dir_.path()},
           {"file", src_},
-          {"arguments", {"g++", "-std=c++17", "-DFP_FROM_DB=1", "-c", "-o", "forms.o", src_}}}});
+          {"arguments",
+           {"g++", "-std=c++17", "-DFP_FROM_DB=1", "-Iinc", "-c", "-o", "forms.o", src_}}}});
     std::ofstream(dir_.File("compile_commands.json")) << db.dump(2);
+    std::filesystem::create_directories(dir_.File("inc"));
+    std::ofstream(dir_.File("inc/fp_flags.h")) << "#define FP_FROM_INC 1\n";
   }
 
   LspClient* Start(std::vector<std::string> extra = {}) {
