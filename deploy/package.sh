@@ -152,7 +152,7 @@ install -d "$root/DEBIAN"
 printf '/etc/profile.d/fieldprof.sh\n' > "$root/DEBIAN/conffiles"
 install -m 0755 "$src/config" "$src/postinst" "$src/prerm" "$src/postrm" "$root/DEBIAN/"
 install -m 0644 "$src/templates" "$root/DEBIAN/templates"
-RECOMMENDS="libcapstone4" build_deb "$root" fieldprof "$(shlib_depends "$root"), debconf (>= 0.5) | debconf-2.0" devel \
+RECOMMENDS="libcapstone4, libclang1-14" build_deb "$root" fieldprof "$(shlib_depends "$root"), debconf (>= 0.5) | debconf-2.0" devel \
   "field profiling of shared-library APIs (volunteer side)" <<'EOF'
  fieldprof measures what library APIs such as sqlite3_prepare_v2, deflate or
  getaddrinfo cost on real machines. This package holds the runtime that

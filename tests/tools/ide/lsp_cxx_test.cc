@@ -6,6 +6,7 @@
 // libstdc++'s own exports (dlsym), so the table below is the library's
 // truth, not this test's. Each is asked over the protocol, and from Neovim.
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -297,6 +298,34 @@ TEST_F(LspCxxTest, AMissingHeaderIsSaidAndTheRestResolves) {
                                       {"contentChanges", {{{"text", text}}}}});
   Check(CxxCases()[0], HoverText(c, PositionOfNeedle(text, CxxCases()[0].needle)));
   EXPECT_TRUE(c.AwaitLog("no_such_header.h"));
+}
+
+// `fieldprof lsp --hover FILE:LINE:COL` from the file's folder, both paths
+// relative (lines and columns from 1): the card an editor would show; a
+// place with no call says so; a malformed place is a usage error.
+TEST_F(LspCxxTest, OneHoverFromTheCommandLine) {
+  const json at = PositionOfNeedle(kCxxSource, "write(\"x\", 1)");
+  auto run = [&](const std::string& where, int* status) {
+    const std::string out = dir_.File("hover.out");
+    const std::string cmd = "cd " + dir_.path() + " && " + FIELDPROF_CLI_BIN +
+                            " lsp --cache cache --hover '" + where + "' > " + out + " 2>&1";
+    *status = WEXITSTATUS(std::system(cmd.c_str()));
+    std::ifstream in(out);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  int status = -1;
+  const std::string card = run("forms.cc:" + std::to_string(at["line"].get<int>() + 1) + ":" +
+                                   std::to_string(at["character"].get<int>() + 1),
+                               &status);
+  EXPECT_EQ(status, 0) << card;
+  EXPECT_NE(card.find("`_ZNSo5writeEPKcl`"), std::string::npos) << card;
+  EXPECT_NE(card.find("— field cost"), std::string::npos) << card;
+  EXPECT_NE(card.find(tools::FormatNanos(p50_["_ZNSo5writeEPKcl"])), std::string::npos) << card;
+  const std::string none = run("forms.cc:1:1", &status);
+  EXPECT_EQ(status, 0) << none;
+  EXPECT_NE(none.find("No field cost at forms.cc:1:1"), std::string::npos) << none;
+  EXPECT_EQ((run("forms.cc:x:1", &status), status), 2);
+  EXPECT_EQ((run("no-such.cc:1:1", &status), status), 1);
 }
 
 // Debian's Neovim as the editor: each form's hover, as its client asks.
