@@ -88,6 +88,7 @@ struct CxxCalls::Doc {
   CXTranslationUnit tu = nullptr;
   std::vector<std::string> args;
   CxxUnit unit;
+  uint64_t used = 0;  // when last asked for, in Parse calls
 };
 
 namespace {
@@ -516,7 +517,23 @@ const CxxUnit* CxxCalls::Parse(const std::string& path, const std::string& text,
   std::unique_ptr<Doc>& slot = docs_[path];
   if (!slot) slot = std::make_unique<Doc>();
   Doc& d = *slot;
+  d.used = ++uses_;
   if (d.tu != nullptr && d.unit.version_ == version) return &d.unit;
+  // A parsed unit holds 50-200 MB: past kMaxUnits, the one asked for
+  // least recently is dropped (its calls too; asked again, it is parsed).
+  size_t parsed = 0;
+  Doc* oldest = nullptr;
+  for (auto& [p, other] : docs_) {
+    if (other->tu == nullptr || other.get() == &d) continue;
+    ++parsed;
+    if (oldest == nullptr || other->used < oldest->used) oldest = other.get();
+  }
+  if (parsed >= kMaxUnits && oldest != nullptr) {
+    a.clang_disposeTranslationUnit(oldest->tu);
+    oldest->tu = nullptr;
+    oldest->unit = CxxUnit();
+  }
+  ++parses_;
   const auto t0 = std::chrono::steady_clock::now();
   // Nothing of the parse may move this process's current directory, which
   // relative paths of the server's (its cache) are read against.

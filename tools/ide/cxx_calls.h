@@ -15,7 +15,8 @@
 // file the database does not list borrows the flags of one in the same
 // folder (else any); without a database, C++17 with the file's folder on the
 // include path. A unit is parsed once per document version; edits reparse it
-// with its precompiled preamble (the #include block), which is kept.
+// with its precompiled preamble (the #include block), which is kept. At
+// most kMaxUnits units are kept parsed, the most recently used.
 #ifndef FIELDPROF_TOOLS_IDE_CXX_CALLS_H_
 #define FIELDPROF_TOOLS_IDE_CXX_CALLS_H_
 
@@ -89,6 +90,10 @@ class CxxCalls {
   void Close(const std::string& path);
 
   const std::string& library() const { return library_; }
+  uint64_t parses() const { return parses_; }  // parses and reparses so far
+
+  // Parsed units kept at once (the documents asked for most recently).
+  static constexpr size_t kMaxUnits = 8;
 
  private:
   struct Api;
@@ -107,6 +112,7 @@ class CxxCalls {
   std::string library_;
   std::map<std::string, std::unique_ptr<Doc>> docs_;
   std::map<std::string, void*> databases_;  // by directory; null: none there
+  uint64_t uses_ = 0, parses_ = 0;
 };
 
 }  // namespace fieldprof::tools

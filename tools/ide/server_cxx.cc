@@ -88,7 +88,14 @@ const CxxUnit* Server::CxxUnitOf(Document& d) {
                                             : "C++ calls are found by name only, as in C: " + why);
   }
   if (!cxx_) return nullptr;
+  const uint64_t parses = cxx_->parses();
   const CxxUnit* u = cxx_->Parse(d.path, d.text, static_cast<int64_t>(d.edits));
+  if (cxx_->parses() != parses) {
+    char line[128];
+    std::snprintf(line, sizeof line, ": %zu calls in %.0f ms (flags: ", u->calls().size(),
+                  u->parse_ms());
+    Log(kLogInfo, "C++ parse of " + d.path + line + u->flags_from() + ")");
+  }
   // What a parse could not see is said once per document and problem.
   std::string problem;
   if (u->errors() > 0) {

@@ -278,6 +278,41 @@ TEST_F(LspCxxTest, AnEditIsParsedAgain) {
         HoverText(c, PositionOfNeedle(text, "strlen(w)")));
 }
 
+// More C++ files open than units kept parsed: each still answers, the
+// first, dropped meanwhile, parsed again.
+TEST_F(LspCxxTest, MoreOpenFilesThanUnitsKeptAllAnswer) {
+  LspClient& c = *Start();
+  const int files = 10;  // over CxxCalls::kMaxUnits (8)
+  auto uri = [&](int i) { return "file://" + dir_.File("f" + std::to_string(i) + ".cc"); };
+  const std::string text =
+      "#include <cstring>\nunsigned long F(const char* s) { return strlen(s); }\n";
+  const json at = PositionOfNeedle(text, "strlen(s)");
+  auto hover = [&](int i) {
+    json r = c.Call("textDocument/hover", {{"textDocument", {{"uri", uri(i)}}}, {"position", at}});
+    return r.contains("result") && r["result"].is_object()
+               ? r["result"]["contents"]["value"].get<std::string>()
+               : "";
+  };
+  for (int i = 0; i < files; ++i) {
+    c.Notify("textDocument/didOpen",
+             {{"textDocument",
+               {{"uri", uri(i)}, {"languageId", "cpp"}, {"version", 1}, {"text", text}}}});
+    EXPECT_NE(hover(i).find("`strlen`"), std::string::npos) << i;
+  }
+  EXPECT_NE(hover(0).find("`strlen`"), std::string::npos);
+  // f0.cc was parsed when opened and again after it was dropped (each
+  // parse is logged before the answer that needed it).
+  int parses = 0;
+  for (const json& m : c.seen) {
+    if (m.value("method", "") == "window/logMessage" &&
+        m["params"]["message"].get<std::string>().find("C++ parse of " + dir_.File("f0.cc") +
+                                                       ":") != std::string::npos) {
+      ++parses;
+    }
+  }
+  EXPECT_EQ(parses, 2);
+}
+
 // Without libclang: one message says what would resolve C++ calls, and
 // names are looked up as in C.
 TEST_F(LspCxxTest, WithoutLibclangNamesAreLookedUpAsInC) {
