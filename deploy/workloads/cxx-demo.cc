@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
     ++hits;
   }
   size_t found = 0;
-  for (int i = 0; i < 200; ++i) found += std::filesystem::exists(dir + "/f" + std::to_string(i % 7));
+  for (int i = 0; i < 200; ++i)
+    found += std::filesystem::exists(dir + "/f" + std::to_string(i % 7));
   std::ofstream out(dir + "/cxx-demo.txt");
   for (int i = 0; i < 500; ++i) out.write(text.data() + i, 64);
   out.close();
