@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -57,13 +58,43 @@ int OneHover(const std::string& where, LspOptions o) {
   std::error_code ec;
   const std::string path = std::filesystem::absolute(file, ec).lexically_normal().string();
   const std::string ext = std::filesystem::path(path).extension().string();
-  const std::string uri = "file://" + path;
+  // The URI as editors write it: every byte but the unreserved ones and
+  // '/' %-escaped.
+  std::string uri = "file://";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      char esc[4];
+      std::snprintf(esc, sizeof esc, "%%%02X", c);
+      uri += esc;
+    }
+  }
+  // The column counts bytes, as compilers print it; LSP counts UTF-16
+  // units: the line's bytes before it are counted again.
+  const std::string body = text.str();
+  size_t line_start = 0;
+  for (int64_t l = 1; l < line && line_start != std::string::npos; ++l) {
+    line_start = body.find('\n', line_start);
+    if (line_start != std::string::npos) ++line_start;
+  }
+  int64_t character = col - 1;
+  if (line_start != std::string::npos) {
+    character = 0;
+    for (size_t i = line_start;
+         i < body.size() && i < line_start + static_cast<size_t>(col - 1) && body[i] != '\n'; ++i) {
+      const unsigned char c = static_cast<unsigned char>(body[i]);
+      if ((c & 0xC0) == 0x80) continue;         // a continuation byte
+      character += (c & 0xF8) == 0xF0 ? 2 : 1;  // 4 bytes: a surrogate pair
+    }
+  }
   int to_server[2], from_server[2];
   if (pipe(to_server) != 0 || pipe(from_server) != 0) {
     std::cerr << "fieldprof lsp: pipe: " << std::strerror(errno) << "\n";
     return 1;
   }
   o.load_wait_ms = 60 * 1000;  // one question: wait for the cache however long it takes
+  o.join_reader = true;        // its input ends right after `exit`
   std::thread server([&] {
     RunLspServer(to_server[0], from_server[1], o);
     close(from_server[1]);
@@ -82,13 +113,13 @@ int OneHover(const std::string& where, LspOptions o) {
                      {{"uri", uri},
                       {"languageId", ext == ".c" ? "c" : "cpp"},
                       {"version", 1},
-                      {"text", text.str()}}}}}});
+                      {"text", body}}}}}});
     out += Frame({{"jsonrpc", "2.0"},
                   {"id", 2},
                   {"method", "textDocument/hover"},
                   {"params",
                    {{"textDocument", {{"uri", uri}}},
-                    {"position", {{"line", line - 1}, {"character", col - 1}}}}}});
+                    {"position", {{"line", line - 1}, {"character", character}}}}}});
     out += Frame({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "shutdown"}});
     out += Frame({{"jsonrpc", "2.0"}, {"method", "exit"}});
     for (size_t done = 0; done < out.size();) {
@@ -111,11 +142,15 @@ int OneHover(const std::string& where, LspOptions o) {
   close(to_server[0]);
   close(from_server[0]);
   json hover;
-  for (size_t at = got.find("\r\n\r\n"); at != std::string::npos; at = got.find("\r\n\r\n", at)) {
-    const size_t len_at = got.rfind("Content-Length: ", at);
-    const size_t len = std::stoul(got.substr(len_at + 16, at - len_at - 16));
-    const json msg = json::parse(got.substr(at + 4, len), nullptr, false);
-    at += 4 + len;
+  // The server's frames, one after another.
+  for (size_t at = 0; at < got.size();) {
+    const size_t head = got.find("\r\n\r\n", at);
+    if (head == std::string::npos || got.compare(at, 16, "Content-Length: ") != 0) break;
+    size_t len = 0;
+    const auto [end, ec] = std::from_chars(got.data() + at + 16, got.data() + head, len);
+    if (ec != std::errc() || end != got.data() + head || head + 4 + len > got.size()) break;
+    const json msg = json::parse(got.substr(head + 4, len), nullptr, false);
+    at = head + 4 + len;
     if (msg.is_discarded()) continue;
     if (msg.value("method", "") == "window/logMessage") {
       std::cerr << msg["params"].value("message", "") << "\n";

@@ -4,6 +4,7 @@
 #include <clang-c/Index.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,7 +89,8 @@ struct CxxCalls::Doc {
   CXTranslationUnit tu = nullptr;
   std::vector<std::string> args;
   CxxUnit unit;
-  uint64_t used = 0;  // when last asked for, in Parse calls
+  uint64_t used = 0;    // when last asked for, in Parse calls
+  bool failed = false;  // libclang could not parse unit.version_
 };
 
 namespace {
@@ -110,57 +112,74 @@ bool IsIdent(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-// `arg` with a relative path in it made absolute against the command's
-// directory: an include path's (-I, -isystem, ...) attached or in the
-// argument before. (-working-directory would do it, but libclang then
-// changes the whole process's current directory.)
-std::string Absolute(const std::string& arg, const std::string& dir,
-                     const std::vector<std::string>& argv, size_t i) {
-  static const char* const kPathFlags[] = {
-      "-I",        "-isystem",   "-iquote",      "-idirafter",   "-include", "-imacros",
-      "-isysroot", "--sysroot=", "-iwithprefix", "-cxx-isystem", "-F"};
+// A compile command's arguments as the parser takes them: only what
+// changes how the source reads (include paths, macros, the language and
+// its standard, the target, -f/-m/-W/-O options), include paths made
+// absolute against the command's directory. Everything else is dropped:
+// the compiler, the sources, outputs and dependency files (-o, -MF, -MJ,
+// -Wp,...), and whatever loads code or reads more flags (-Xclang,
+// -fplugin=, --config, @file). A database is a file anyone may hand you.
+// (-working-directory is dropped too: libclang would change the whole
+// process's current directory with it.)
+std::vector<std::string> ParserArgs(const std::vector<std::string>& argv, const std::string& dir) {
+  // Flags whose value may come in the next argument, and whether it is a
+  // path.
+  static const std::pair<const char*, bool> kWithValue[] = {
+      {"-I", true},         {"-isystem", true},   {"-iquote", true},      {"-idirafter", true},
+      {"-include", true},   {"-imacros", true},   {"-isysroot", true},    {"-cxx-isystem", true},
+      {"--sysroot=", true}, {"-F", true},         {"-iwithprefix", true}, {"-D", false},
+      {"-U", false},        {"-x", false},        {"-std=", false},       {"--std=", false},
+      {"-stdlib=", false},  {"--target=", false}, {"-target", false}};
+  static const char* const kPrefixes[] = {"-f", "-m", "-W", "-O"};
+  static const char* const kNever[] = {"-fplugin",
+                                       "-fpass-plugin",
+                                       "-Wp,",
+                                       "-Wl,",
+                                       "-Wa,",
+                                       "-fprofile",
+                                       "-fcrash-diagnostics",
+                                       "-fmodules-cache-path",
+                                       "-fmodule-file",
+                                       "-fdiagnostics-format",
+                                       "-ftime-trace",
+                                       "-fsave-optimization-record",
+                                       "-fdump",
+                                       "-fcoverage"};
+  static const char* const kAlone[] = {"-pthread",    "-ansi",        "-pedantic", "-nostdinc",
+                                       "-nostdinc++", "-nostdlibinc", "-trigraphs"};
   auto absolute = [&](const std::string& path) {
     return path.empty() || path[0] == '/' ? path : (std::filesystem::path(dir) / path).string();
   };
-  if (i > 0) {
-    for (const char* f : kPathFlags) {
-      if (argv[i - 1] == f) return absolute(arg);
-    }
-  }
-  for (const char* f : kPathFlags) {
-    const std::string flag = f;
-    if (arg.size() > flag.size() && arg.compare(0, flag.size(), flag) == 0) {
-      return flag + absolute(arg.substr(flag.size()));
-    }
-  }
-  return arg;
-}
-
-// A compile command's arguments as the parser takes them: no compiler, no
-// output or dependency files, no source file, no -c; paths absolute.
-std::vector<std::string> ParserArgs(const std::vector<std::string>& argv, const std::string& source,
-                                    const std::string& dir) {
+  auto starts = [](const std::string& a, const char* p) { return a.rfind(p, 0) == 0; };
   std::vector<std::string> out;
   for (size_t i = 1; i < argv.size(); ++i) {
     const std::string& a = argv[i];
-    if (a == "-o" || a == "-MF" || a == "-MT" || a == "-MQ") {
-      ++i;
-      continue;
-    }
-    if (a == "-c" || a == "-MD" || a == "-MMD" || a == "-MP" || a == "-M" || a == "-MM" ||
-        a.rfind("-o", 0) == 0 || a == "--") {
-      continue;
-    }
-    if (!a.empty() && a[0] != '-') {
-      std::filesystem::path p(a);
-      if (p.is_relative()) p = std::filesystem::path(dir) / p;
-      std::error_code ec;
-      if (p.lexically_normal() == std::filesystem::path(source).lexically_normal() ||
-          std::filesystem::equivalent(p, source, ec)) {
-        continue;
+    bool taken = false;
+    for (const auto& [flag, is_path] : kWithValue) {
+      const std::string f = flag;
+      if (a == f && f.back() != '=') {  // the value is the next argument
+        if (i + 1 < argv.size()) {
+          out.push_back(a);
+          out.push_back(is_path ? absolute(argv[i + 1]) : argv[i + 1]);
+        }
+        ++i;
+        taken = true;
+        break;
+      }
+      if (a.size() > f.size() && starts(a, flag)) {
+        out.push_back(f + (is_path ? absolute(a.substr(f.size())) : a.substr(f.size())));
+        taken = true;
+        break;
       }
     }
-    out.push_back(Absolute(a, dir, argv, i));
+    if (taken) continue;
+    bool never = false;
+    for (const char* n : kNever) never = never || starts(a, n);
+    if (never) continue;
+    bool keep = false;
+    for (const char* p : kPrefixes) keep = keep || (starts(a, p) && a.size() > 2);
+    for (const char* p : kAlone) keep = keep || a == p;
+    if (keep) out.push_back(a);
   }
   return out;
 }
@@ -219,11 +238,32 @@ CxxCalls::~CxxCalls() {
       if (d->tu != nullptr) api_->clang_disposeTranslationUnit(d->tu);
     }
     for (auto& [dir, db] : databases_) {
-      if (db != nullptr) api_->clang_CompilationDatabase_dispose(db);
+      if (db.db != nullptr) api_->clang_CompilationDatabase_dispose(db.db);
     }
     if (index_ != nullptr) api_->clang_disposeIndex(index_);
   }
   if (handle_ != nullptr) dlclose(handle_);
+}
+
+void* CxxCalls::DatabaseIn(const std::string& dir) {
+  const Api& a = *api_;
+  const std::string file = dir + "/compile_commands.json";
+  Database& e = databases_[dir];
+  struct stat st;
+  // Only the user's own (or root's) database, not one anybody may write:
+  // a file under /tmp is not the project's word on its flags.
+  const bool usable = stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                      (st.st_uid == getuid() || st.st_uid == 0) && (st.st_mode & S_IWOTH) == 0;
+  const int64_t mtime_ns = usable ? st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec : -1;
+  if (e.db != nullptr && e.mtime_ns == mtime_ns) return e.db;
+  if (e.db != nullptr) a.clang_CompilationDatabase_dispose(e.db);  // changed or gone
+  e = Database();
+  if (!usable) return nullptr;
+  CXCompilationDatabase_Error err;
+  e.db = a.clang_CompilationDatabase_fromDirectory(dir.c_str(), &err);
+  if (err != CXCompilationDatabase_NoError) e.db = nullptr;
+  e.mtime_ns = mtime_ns;
+  return e.db;
 }
 
 CxxCalls::Flags CxxCalls::FlagsFor(const std::string& path) {
@@ -234,19 +274,15 @@ CxxCalls::Flags CxxCalls::FlagsFor(const std::string& path) {
     for (unsigned i = 0; i < a.clang_CompileCommand_getNumArgs(cmd); ++i) {
       argv.push_back(a.Take(a.clang_CompileCommand_getArg(cmd, i)));
     }
-    return ParserArgs(argv, path, a.Take(a.clang_CompileCommand_getDirectory(cmd)));
+    return ParserArgs(argv, a.Take(a.clang_CompileCommand_getDirectory(cmd)));
   };
+  // The nearest database, as clangd finds it: the file's folder and each
+  // parent, and their build/ folders.
   for (fs::path dir = fs::path(path).parent_path(), up; !dir.empty(); dir = up) {
     up = dir.parent_path();
     if (up == dir) up.clear();  // "/" is its own parent
     for (const fs::path& d : {dir, dir / "build"}) {
-      auto [it, fresh] = databases_.try_emplace(d.string(), nullptr);
-      if (fresh && fs::exists(d / "compile_commands.json")) {
-        CXCompilationDatabase_Error err;
-        it->second = a.clang_CompilationDatabase_fromDirectory(d.c_str(), &err);
-        if (err != CXCompilationDatabase_NoError) it->second = nullptr;
-      }
-      CXCompilationDatabase db = it->second;
+      CXCompilationDatabase db = DatabaseIn(d.string());
       if (db == nullptr) continue;
       const std::string from = (d / "compile_commands.json").string();
       CXCompileCommands cmds = a.clang_CompilationDatabase_getCompileCommands(db, path.c_str());
@@ -256,9 +292,8 @@ CxxCalls::Flags CxxCalls::FlagsFor(const std::string& path) {
         return f;
       }
       if (cmds != nullptr) a.clang_CompileCommands_dispose(cmds);
-      // Not listed (a header, a new file): the flags of a file of the same
-      // folder, else of the first file. The source file itself is dropped
-      // by name, so the borrowed one's is taken out here.
+      // Not listed (a header, a new file): the flags of a C++ file in the
+      // same folder, else of the first C++ file listed.
       CXCompileCommands all = a.clang_CompilationDatabase_getAllCompileCommands(db);
       const unsigned n = all != nullptr ? a.clang_CompileCommands_getSize(all) : 0;
       int pick = -1;
@@ -272,23 +307,20 @@ CxxCalls::Flags CxxCalls::FlagsFor(const std::string& path) {
           break;
         }
       }
-      Flags f;
+      Flags f{{"-xc++", "-std=c++17"}, from + " (lists no C++ file: defaults)"};
       if (pick >= 0) {
         CXCompileCommand c = a.clang_CompileCommands_getCommand(all, static_cast<unsigned>(pick));
         const std::string other = a.Take(a.clang_CompileCommand_getFilename(c));
-        std::vector<std::string> argv;
-        for (unsigned i = 0; i < a.clang_CompileCommand_getNumArgs(c); ++i) {
-          argv.push_back(a.Take(a.clang_CompileCommand_getArg(c, i)));
-        }
-        const std::string cdir = a.Take(a.clang_CompileCommand_getDirectory(c));
-        f.args = ParserArgs(argv, (fs::path(cdir) / other).lexically_normal().string(), cdir);
+        f.args = read(c);
         f.from = from + " (the flags of " + fs::path(other).filename().string() + ")";
       }
       if (all != nullptr) a.clang_CompileCommands_dispose(all);
-      if (pick >= 0) return f;
+      return f;  // the nearest database decides, as in clangd
     }
   }
-  return Flags{{"-xc++", "-std=c++17", "-I" + fs::path(path).parent_path().string()}, "defaults"};
+  Flags f{{"-xc++", "-std=c++17"}, "defaults"};
+  if (fs::path(path).is_absolute()) f.args.push_back("-I" + fs::path(path).parent_path().string());
+  return f;
 }
 
 // Every call the main file makes, found by one walk of its AST: call
@@ -512,13 +544,17 @@ class CxxCalls::Walker {
   std::vector<CxxCall> calls_;
 };
 
-const CxxUnit* CxxCalls::Parse(const std::string& path, const std::string& text, int64_t version) {
+const CxxUnit* CxxCalls::Parse(const std::string& key, const std::string& path,
+                               const std::string& text, int64_t version) {
   const Api& a = *api_;
-  std::unique_ptr<Doc>& slot = docs_[path];
+  std::unique_ptr<Doc>& slot = docs_[key];
   if (!slot) slot = std::make_unique<Doc>();
   Doc& d = *slot;
   d.used = ++uses_;
-  if (d.tu != nullptr && d.unit.version_ == version) return &d.unit;
+  // The same text again, parsed or not parsable: the same answer (a parse
+  // that failed is not tried again until the text changes).
+  if (d.unit.version_ == version && (d.tu != nullptr || d.failed)) return &d.unit;
+  d.failed = false;
   // A parsed unit holds 50-200 MB: past kMaxUnits, the one asked for
   // least recently is dropped (its calls too; asked again, it is parsed).
   size_t parsed = 0;
@@ -568,6 +604,7 @@ const CxxUnit* CxxCalls::Parse(const std::string& path, const std::string& text,
                                       static_cast<int>(argv.size()), &unsaved, 1, options, &d.tu);
     if (e != CXError_Success) {
       d.tu = nullptr;
+      d.failed = true;
       unit.errors_ = 1;
       unit.first_error_ = "libclang could not parse it (error " + std::to_string(e) + ")";
     }
@@ -589,20 +626,23 @@ const CxxUnit* CxxCalls::Parse(const std::string& path, const std::string& text,
   return &d.unit;
 }
 
-void CxxCalls::Close(const std::string& path) {
-  auto it = docs_.find(path);
+void CxxCalls::Close(const std::string& key) {
+  auto it = docs_.find(key);
   if (it == docs_.end()) return;
   if (it->second->tu != nullptr) api_->clang_disposeTranslationUnit(it->second->tu);
   docs_.erase(it);
 }
 
 std::vector<const CxxCall*> CxxUnit::At(size_t offset) const {
-  std::vector<const CxxCall*> out;
+  // The calls whose name holds the offset; else those whose name ends just
+  // before it (a cursor right after a name), as a word is found in C.
+  std::vector<const CxxCall*> in, just_after;
   for (const CxxCall& c : calls_) {
     if (c.begin > offset) break;
-    if (offset <= c.end) out.push_back(&c);
+    if (offset < c.end) in.push_back(&c);
+    if (offset == c.end) just_after.push_back(&c);
   }
-  return out;
+  return in.empty() ? just_after : in;
 }
 
 }  // namespace fieldprof::tools

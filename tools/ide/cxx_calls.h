@@ -49,8 +49,9 @@ struct CxxCall {
 // One parsed document.
 class CxxUnit {
  public:
-  // The calls whose name range holds `offset` (several for a macro whose
-  // body calls more than one API), in the order written.
+  // The calls whose name holds `offset` (several for a macro whose body
+  // calls more than one API), else those whose name ends at it; in the
+  // order written.
   std::vector<const CxxCall*> At(size_t offset) const;
   const std::vector<CxxCall>& calls() const { return calls_; }
   int64_t version() const { return version_; }
@@ -58,9 +59,8 @@ class CxxUnit {
   // first's text.
   int errors() const { return errors_; }
   const std::string& first_error() const { return first_error_; }
-  const std::string& flags_from() const {
-    return flags_from_;
-  }  // compile_commands.json or "defaults"
+  // Where the flags came from: a compile_commands.json, or "defaults".
+  const std::string& flags_from() const { return flags_from_; }
   double parse_ms() const { return parse_ms_; }
 
  private:
@@ -82,12 +82,15 @@ class CxxCalls {
   CxxCalls(const CxxCalls&) = delete;
   CxxCalls& operator=(const CxxCalls&) = delete;
 
-  // The unit of `path` (absolute) with `text` as its contents, parsed again
-  // only when `version` differs from the last parse. Never null: a unit
-  // Clang could not parse at all has no calls and says why.
-  const CxxUnit* Parse(const std::string& path, const std::string& text, int64_t version);
+  // The unit of the document `key` (its URI): the file `path` with `text`
+  // as its contents, parsed again only when `version` differs from the last
+  // parse. Never null: a unit Clang could not parse at all has no calls and
+  // says why (and is not tried again at the same version). The pointer
+  // holds until the next Parse.
+  const CxxUnit* Parse(const std::string& key, const std::string& path, const std::string& text,
+                       int64_t version);
   // Forgets a closed document.
-  void Close(const std::string& path);
+  void Close(const std::string& key);
 
   const std::string& library() const { return library_; }
   uint64_t parses() const { return parses_; }  // parses and reparses so far
@@ -105,13 +108,20 @@ class CxxCalls {
   };
   CxxCalls() = default;
   Flags FlagsFor(const std::string& path);
+  // The compile_commands.json of `dir`, opened again when the file changed;
+  // null when there is none usable.
+  void* DatabaseIn(const std::string& dir);
 
   std::unique_ptr<Api> api_;
   void* handle_ = nullptr;
   void* index_ = nullptr;
   std::string library_;
   std::map<std::string, std::unique_ptr<Doc>> docs_;
-  std::map<std::string, void*> databases_;  // by directory; null: none there
+  struct Database {
+    void* db = nullptr;
+    int64_t mtime_ns = -1;  // of the file it was read from
+  };
+  std::map<std::string, Database> databases_;  // by directory
   uint64_t uses_ = 0, parses_ = 0;
 };
 

@@ -2,6 +2,8 @@
 // stdin and stdout, dispatch and configuration.
 #include "tools/ide/server.h"
 
+#include <filesystem>
+
 #include "tools/ide/server_impl.h"
 
 namespace fieldprof::tools {
@@ -34,7 +36,7 @@ int Server::Run() {
   index_cv_.notify_all();
   indexer.join();
   // The reader may be blocked in read(2) on an input that stays open.
-  if (input_done_) {
+  if (input_done_ || opt_.join_reader) {
     reader.join();
   } else {
     reader.detach();
@@ -190,8 +192,9 @@ void Server::Handle(const json& msg) {
       const json& d = params.at("textDocument");
       const std::string uri = d.at("uri").get<std::string>();
       Document& doc = docs_[uri];
-      if (cxx_ && !doc.path.empty()) cxx_->Close(doc.path);  // opened again
+      if (cxx_) cxx_->Close(uri);  // opened again: parsed anew
       doc = Document();
+      doc.uri = uri;
       doc.text = d.at("text").get<std::string>();
       doc.version = d.value("version", int64_t{0});
       doc.language = d.value("languageId", "");
@@ -201,7 +204,7 @@ void Server::Handle(const json& msg) {
     } else if (method == "textDocument/didClose") {
       auto it = docs_.find(params.at("textDocument").at("uri").get<std::string>());
       if (it != docs_.end()) {
-        if (cxx_) cxx_->Close(it->second.path);
+        if (cxx_) cxx_->Close(it->first);
         docs_.erase(it);
       }
     } else if (method == "workspace/didChangeConfiguration") {
@@ -232,7 +235,11 @@ void Server::Configure(const json& o) {
   if (!o.is_object()) return;
   std::lock_guard<std::mutex> l(index_mu_);
   if (o.contains("cacheDir") && o["cacheDir"].is_string()) {
-    opt_.cache_dir = o["cacheDir"].get<std::string>();
+    // Absolute: nothing the server runs may make it name another folder.
+    std::error_code ec;
+    const std::filesystem::path dir =
+        std::filesystem::absolute(o["cacheDir"].get<std::string>(), ec);
+    opt_.cache_dir = ec ? o["cacheDir"].get<std::string>() : dir.lexically_normal().string();
     looked_ = false;  // requests wait for the new cache's first look
     std::lock_guard<std::mutex> l2(mu_);
     reindex_ = true;
@@ -250,7 +257,13 @@ void Server::Configure(const json& o) {
   number("minP50Ns", &opt_.min_p50_ns);
   if (o.contains("codeLens") && o["codeLens"].is_boolean()) opt_.code_lens = o["codeLens"];
   if (o.contains("inlayHints") && o["inlayHints"].is_boolean()) opt_.inlay_hints = o["inlayHints"];
-  if (o.contains("cxx") && o["cxx"].is_boolean()) opt_.cxx = o["cxx"];
+  if (o.contains("cxx") && o["cxx"].is_boolean()) {
+    opt_.cxx = o["cxx"];
+    if (!opt_.cxx) {  // the parsed units' memory back (Configure runs on the handler thread)
+      cxx_.reset();
+      cxx_tried_ = false;
+    }
+  }
 }
 
 void Server::Initialize(const json& id, const json& params) {
@@ -287,6 +300,7 @@ void Server::DidChange(const json& params) {
     return;
   }
   Document& d = it->second;
+  ++d.edits;  // before the text changes: a change that fails half-way still counts
   for (const json& c : params.at("contentChanges")) {
     if (!c.contains("range")) {
       d.text = c.at("text").get<std::string>();
@@ -299,7 +313,6 @@ void Server::DidChange(const json& params) {
                    c.at("text").get<std::string>());
   }
   d.version = params["textDocument"].value("version", d.version);
-  ++d.edits;
 }
 
 }  // namespace lsp

@@ -44,7 +44,11 @@ struct LspOptions {
   // C++ calls resolved by libclang (tools/ide/cxx_calls.h); off, or when no
   // libclang loads, C++ calls are found by name as C calls are.
   bool cxx = true;
-  std::string libclang;                  // where libclang is; empty: Debian's newest
+  std::string libclang;  // where libclang is; empty: Debian's newest
+  // After `exit`, wait for the input to end rather than leave the reader
+  // thread behind: for a server run in a process that goes on (--hover),
+  // whose input is closed right after `exit`.
+  bool join_reader = false;
   int refresh_ms = 5000;                 // how often the cache is looked at for changes
   int load_wait_ms = 2000;               // a request waits this long for the first load
   size_t max_message_bytes = 64u << 20;  // a bigger message is read and dropped

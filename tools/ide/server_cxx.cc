@@ -2,6 +2,11 @@
 // function each call resolves to (cxx_calls.h); the hover shows that exact
 // API's field cost, or why the field has none, and lenses and hints come
 // from the same calls.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <filesystem>
+
 #include "common/cxx_names.h"
 #include "tools/ide/server_impl.h"
 
@@ -41,19 +46,39 @@ std::string Readable(std::string name) {
 }
 
 // The mangled name up to and including the function's own name, so that
-// every overload of it shares it ("..._ZNKSt7__cxx11...4find"); empty for
-// operators, constructors and names not found in it.
+// its overloads share it: "_ZNKSt7__cxx11...4find" (nested: the name is
+// followed by E, I for template arguments, or B for an ABI tag), "_Z6strlen"
+// and "_ZSt4sort" (unscoped: parameter types follow at once). Empty for
+// operators, constructors and destructors, and a name not found. Overloads
+// that differ in const-ness do not share it.
 std::string OverloadPrefix(const std::string& symbol, const std::string& spelling) {
   if (spelling.empty() || spelling.rfind("operator", 0) == 0 || spelling[0] == '~') return "";
   const std::string token = std::to_string(spelling.size()) + spelling;
-  for (size_t at = symbol.rfind(token); at != std::string::npos && at > 0;
-       at = at == 0 ? std::string::npos : symbol.rfind(token, at - 1)) {
+  for (const char* unscoped : {"_Z", "_ZSt"}) {
+    if (symbol.compare(0, std::strlen(unscoped) + token.size(), unscoped + token) == 0) {
+      return std::string(unscoped) + token;
+    }
+  }
+  if (symbol.rfind("_ZN", 0) != 0) return "";
+  // The first place where the whole name ends a nested name's last part.
+  for (size_t at = symbol.find(token); at != std::string::npos; at = symbol.find(token, at + 1)) {
     const size_t next = at + token.size();
     const bool whole = !std::isdigit(static_cast<unsigned char>(symbol[at - 1])) &&
-                       (next == symbol.size() || symbol[next] == 'E' || symbol[next] == 'I');
+                       next < symbol.size() &&
+                       (symbol[next] == 'E' || symbol[next] == 'I' || symbol[next] == 'B');
     if (whole) return symbol.substr(0, next);
   }
   return "";
+}
+
+// The module that exports `symbol` among those this process has loaded
+// (libstdc++ and libc are: the server is a C++ program), or "".
+std::string LoadedExporter(const std::string& symbol) {
+  void* at = dlsym(RTLD_DEFAULT, symbol.c_str());
+  Dl_info info;
+  if (at == nullptr || dladdr(at, &info) == 0 || info.dli_fname == nullptr) return "";
+  const std::string file = info.dli_fname;
+  return file.substr(file.rfind('/') + 1);
 }
 
 }  // namespace
@@ -62,10 +87,12 @@ std::string PathOfUri(const std::string& uri) {
   if (uri.rfind("file://", 0) != 0) {
     std::string name;
     for (char c : uri) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-    return "fieldprof-unsaved-" + name;
+    std::error_code ec;
+    return (std::filesystem::current_path(ec) / ("fieldprof-unsaved-" + name)).string();
   }
   std::string out;
-  for (size_t i = 7; i < uri.size(); ++i) {
+  const size_t path = uri.find('/', 7);  // past a host: file://host/p
+  for (size_t i = path == std::string::npos ? uri.size() : path; i < uri.size(); ++i) {
     if (uri[i] == '%' && i + 2 < uri.size() &&
         std::isxdigit(static_cast<unsigned char>(uri[i + 1])) &&
         std::isxdigit(static_cast<unsigned char>(uri[i + 2]))) {
@@ -89,7 +116,7 @@ const CxxUnit* Server::CxxUnitOf(Document& d) {
   }
   if (!cxx_) return nullptr;
   const uint64_t parses = cxx_->parses();
-  const CxxUnit* u = cxx_->Parse(d.path, d.text, static_cast<int64_t>(d.edits));
+  const CxxUnit* u = cxx_->Parse(d.uri, d.path, d.text, static_cast<int64_t>(d.edits));
   if (cxx_->parses() != parses) {
     char line[128];
     std::snprintf(line, sizeof line, ": %zu calls in %.0f ms (flags: ", u->calls().size(),
@@ -130,8 +157,9 @@ json Server::CxxHover(const std::string& text, const std::vector<const CxxCall*>
     const std::string name = Readable(Demangle(symbol));
     md += "### " + name + (found ? " — field cost" : " — no field data") + "\n\n";
     md += "`" + symbol + "`";
-    if (c->in_macro)
+    if (c->in_macro && c->end <= text.size()) {
       md += " · called in the body of the macro `" + text.substr(c->begin, c->end - c->begin) + "`";
+    }
     md += "\n\n";
     if (c->is_virtual) {
       md += "Virtual: this is the static type's function; the call may run an override.\n\n";
@@ -140,7 +168,16 @@ json Server::CxxHover(const std::string& text, const std::vector<const CxxCall*>
       md += Cards(*found, text);
       continue;
     }
-    if (c->header_code) {
+    const std::string exporter = LoadedExporter(symbol);
+    if (!exporter.empty()) {
+      md += "`" + exporter + "` exports it; the field has no data for it in this snapshot yet.";
+      if (c->header_code) {
+        md +=
+            " It is also defined in a header (inline or template code), so an optimizing "
+            "build may compile it into the caller instead of calling the library.";
+      }
+      md += "\n";
+    } else if (c->header_code) {
       md +=
           "Defined in a header (inline or template code): a build that inlines it "
           "compiles it into the caller and calls no library function here, and the field has "

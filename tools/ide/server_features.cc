@@ -116,6 +116,10 @@ json Server::Hover(const json& params) {
     // of the program's is not taken for a library's of the same name.
     const std::vector<const CxxCall*> calls = u->At(at);
     if (!calls.empty()) return CxxHover(text, calls);
+    // Clang read the whole file and found no call here: the name is not a
+    // call (a definition, `&f`), and no library's. Where it could not read
+    // everything, names are looked up as in C.
+    if (u->errors() == 0) return nullptr;
   }
   const Word w = IdentifierAt(text, at);
   if (w.name.empty()) return nullptr;
@@ -239,12 +243,16 @@ std::vector<Server::Site> Server::SolidSites(Document& d, const char* method) {
   const CxxUnit* u = CxxUnitOf(d);
   std::shared_ptr<const CostIndex> ix = Index(method);
   if (!ix) return out;
+  std::vector<size_t> resolved;  // where Clang's calls begin
   if (u != nullptr) {
     CxxSites(*u, *ix, &out);
-    return out;
+    if (u->errors() == 0) return out;
+    // What Clang could not resolve (a header missing) is looked up by name.
+    for (const CxxCall& c : u->calls()) resolved.push_back(c.begin);
   }
   const std::vector<std::string> includes = IncludedHeaders(d.text);
   for (const CallSite& cs : CallSites(d.text)) {
+    if (std::binary_search(resolved.begin(), resolved.end(), cs.begin)) continue;
     std::shared_ptr<const std::vector<ApiCost>> found = ix->Find(cs.name);
     if (found->empty()) continue;
     const Choice ch = Choose(*found, includes);

@@ -57,13 +57,15 @@ inline std::string DateOf(int64_t unix_ms) {
   return out;
 }
 
-// The file a `file://` URI names, %-escapes decoded; for another scheme
-// (an unsaved buffer), a name that no file has, under the current folder.
+// The file a `file://` URI names, %-escapes decoded (a host, if any,
+// ignored); for another scheme (an unsaved buffer), a name that no file
+// has, in the current folder.
 std::string PathOfUri(const std::string& uri);
 
 struct Document {
   std::string text;
   int64_t version = 0;
+  std::string uri;
   uint64_t edits = 0;    // changes since opened: what a C++ parse is keyed by
   std::string language;  // the client's languageId: "c", "cpp", ...
   std::string path;      // the file's, from its URI
@@ -146,7 +148,8 @@ class Server {
   json CxxHover(const std::string& text, const std::vector<const CxxCall*>& calls);
 
   // Call sites of a C++ document with their APIs' entries, for lenses and
-  // hints: Clang's, and by name those Clang left unresolved.
+  // hints, from Clang's calls (SolidSites adds, by name, those of a file
+  // Clang could not read whole).
   struct Site;
   void CxxSites(const CxxUnit& u, const CostIndex& ix, std::vector<Site>* out);
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -102,14 +103,14 @@ std::vector<CxxCase> CxxCases() {
       {"member function", "find(\"wor\", 0, 3)", kStdString + "4findEPKcmm", true, ""},
       {"overload (char)", "find('o')", kStdString + "4findEcm", true, ""},
       {"overload without data, inline", "find(\"wor\");", kStdString + "4findEPKcm", false,
-       "other overloads of `find`"},
+       "`libstdc++.so.6` exports it"},
       {"constructor", "out(\"/tmp/x\")",
        "_ZNSt14basic_ofstreamIcSt11char_traitsIcEEC1EPKcSt13_Ios_Openmode", true, ""},
       {"through auto", "write(\"x\", 1)", "_ZNSo5writeEPKcl", true, ""},
       {"member operator", "<< 42", "_ZNSolsEi", true, ""},
       {"free operator template", "+ s;",
        "_ZStplIcSt11char_traitsIcESaIcEENSt7__cxx1112basic_stringIT_T0_T1_EERKS8_SA_", false,
-       "Defined in a header"},
+       "`libstdc++.so.6` exports it"},
       {"through a typedef", "find('b')", kStdString + "4findEcm", true, ""},
       {"through a namespace alias", "status(p)", "_ZNSt10filesystem6statusERKNS_7__cxx114pathE",
        true, ""},
@@ -197,9 +198,10 @@ class LspCxxTest : public ::testing::Test {
     clients_.emplace_back(c);
     return c;
   }
-  std::string HoverText(LspClient& c, const json& pos) {
-    json r = c.Call("textDocument/hover",
-                    {{"textDocument", {{"uri", "file://" + src_}}}, {"position", pos}});
+  std::string HoverText(LspClient& c, const json& pos, const std::string& uri = "") {
+    json r = c.Call(
+        "textDocument/hover",
+        {{"textDocument", {{"uri", uri.empty() ? "file://" + src_ : uri}}}, {"position", pos}});
     EXPECT_TRUE(r.contains("result")) << r.dump();
     if (!r.contains("result") || r["result"].is_null()) return "";
     return r["result"]["contents"]["value"];
@@ -235,6 +237,7 @@ TEST_F(LspCxxTest, EveryCallFormAnswersItsExactApi) {
   EXPECT_NE(inline_find.find("std::string::find(char const*, unsigned long, unsigned long) const"),
             std::string::npos)
       << inline_find;
+  EXPECT_NE(inline_find.find("other overloads of `find`"), std::string::npos) << inline_find;
   // The program's own compress() is not libz's, though the name is.
   EXPECT_EQ(HoverText(c, PositionOfNeedle(kCxxSource, "compress(9)")), "");
   EXPECT_TRUE(c.AwaitLog("C++ calls are resolved by libclang"));
@@ -260,6 +263,17 @@ TEST_F(LspCxxTest, LensesAndHintsSitOnTheCallsWithData) {
   std::set<int> hint_lines;
   for (const json& x : h["result"]) hint_lines.insert(x["position"]["line"].get<int>());
   EXPECT_EQ(hint_lines, want) << h.dump();
+  // A hint sits just past its call's closing parenthesis.
+  const std::string call = "find(\"wor\", 0, 3)";
+  const json at = PositionOfNeedle(kCxxSource, call);
+  bool seen = false;
+  for (const json& x : h["result"]) {
+    if (x["position"]["line"] != at["line"]) continue;
+    EXPECT_EQ(x["position"]["character"].get<int>(),
+              at["character"].get<int>() + static_cast<int>(call.size()));
+    seen = true;
+  }
+  EXPECT_TRUE(seen) << h.dump();
 }
 
 // An edit reparses: a call added is found at its new place.
@@ -276,6 +290,97 @@ TEST_F(LspCxxTest, AnEditIsParsedAgain) {
         HoverText(c, PositionOfNeedle(text, "write(w, 1)")));
   Check({"moved by an edit", "strlen(w)", "strlen", true, ""},
         HoverText(c, PositionOfNeedle(text, "strlen(w)")));
+}
+
+// A compile_commands.json is a file anyone may hand over: flags that would
+// write files (-MF, -MD), print on the server's stdout (--version), load
+// code (-Xclang -load, -fplugin=) or move its directory (-working-directory)
+// are dropped; the ones that change how the source reads still count.
+TEST_F(LspCxxTest, AHostileCompileDatabaseWritesNothingAndBreaksNothing) {
+  const std::string dep = dir_.File("written.d");
+  const json db = json::array({{{"directory", dir_.path()},
+                                {"file", src_},
+                                {"arguments",
+                                 {"g++",
+                                  "--version",
+                                  "-MD",
+                                  "-MF",
+                                  dep,
+                                  "-MF" + dep + "2",
+                                  "-Wp,-MD," + dep + "3",
+                                  "-Xclang",
+                                  "-load",
+                                  "-Xclang",
+                                  dir_.File("no-such-plugin.so"),
+                                  "-fplugin=" + dir_.File("no-such-plugin.so"),
+                                  "-working-directory=/",
+                                  "--help",
+                                  "-std=c++17",
+                                  "-DFP_FROM_DB=1",
+                                  "-Iinc",
+                                  "-c",
+                                  "-o",
+                                  "forms.o",
+                                  src_}}}});
+  std::ofstream(dir_.File("compile_commands.json")) << db.dump(2);
+  LspClient& c = *Start();
+  for (const CxxCase& k : CxxCases())
+    Check(k, HoverText(c, PositionOfNeedle(kCxxSource, k.needle)));
+  for (const std::string& f : {dep, dep + "2", dep + "3"}) {
+    EXPECT_FALSE(std::filesystem::exists(f)) << f;
+  }
+  // Nothing but frames on stdout, the server still there: TearDown checks.
+}
+
+// A URI with escapes names the file it escapes: the database that lists
+// "my forms.cc" gives its flags to file:///.../my%20forms.cc.
+TEST_F(LspCxxTest, AnEscapedUriFindsItsFilesFlags) {
+  const std::string spaced = dir_.File("my forms.cc");
+  std::ofstream(spaced) << kCxxSource;
+  const json db = json::array(
+      {{{"directory", dir_.path()},
+        {"file", spaced},
+        {"arguments", {"g++", "-std=c++17", "-DFP_FROM_DB=1", "-Iinc", "-c", spaced}}}});
+  std::ofstream(dir_.File("compile_commands.json")) << db.dump(2);
+  LspClient& c = *Start();
+  std::string uri = "file://" + dir_.File("my%20forms.cc");
+  c.Notify(
+      "textDocument/didOpen",
+      {{"textDocument",
+        {{"uri", uri}, {"languageId", "cpp"}, {"version", 1}, {"text", std::string(kCxxSource)}}}});
+  const CxxCase only_with_flags = CxxCases().back();
+  Check(only_with_flags, HoverText(c, PositionOfNeedle(kCxxSource, only_with_flags.needle), uri));
+}
+
+// Positions count UTF-16 units, libclang bytes: a call after non-ASCII
+// text on its line is still found where the editor says.
+TEST_F(LspCxxTest, TextBeforeACallInAnyScriptKeepsItsPlace) {
+  LspClient& c = *Start();
+  std::string text = kCxxSource;
+  const std::string line = "  size_t n = strlen(w);";
+  const std::string wide = "  /* h\u00e9llo \u4e16\u754c \U0001F642 */ size_t n = strlen(w);";
+  text.replace(text.find(line), line.size(), wide);
+  c.Notify("textDocument/didChange", {{"textDocument", {{"uri", "file://" + src_}, {"version", 2}}},
+                                      {"contentChanges", {{{"text", text}}}}});
+  json at = PositionOfNeedle(text, "strlen(w)");
+  // The bytes before it on its line, counted as UTF-16: é 2 bytes 1 unit,
+  // each CJK 3 bytes 1 unit, the emoji 4 bytes 2 units.
+  at["character"] = at["character"].get<int>() - 1 - 2 * 2 - 2;
+  Check({"after non-ASCII text", "strlen(w)", "strlen", true, ""}, HoverText(c, at));
+}
+
+// cxx turned off from the editor: names as in C; on again: Clang's.
+TEST_F(LspCxxTest, TheCxxSettingTurnsResolutionOffAndOn) {
+  LspClient& c = *Start();
+  const json at = PositionOfNeedle(kCxxSource, "find('o')");
+  Check(CxxCases()[1], HoverText(c, at));
+  auto set = [&](bool on) {
+    c.Notify("workspace/didChangeConfiguration", {{"settings", {{"fieldprof", {{"cxx", on}}}}}});
+  };
+  set(false);
+  EXPECT_EQ(HoverText(c, at), "");  // "find" by name: no such API
+  set(true);
+  Check(CxxCases()[1], HoverText(c, at));
 }
 
 // More C++ files open than units kept parsed: each still answers, the
