@@ -16,19 +16,19 @@
 #include <utility>
 
 #include "agent/agent_internal.h"
-#include "common/batcher.h"
-#include "common/crash_point.h"
-#include "common/endpoint.h"
-#include "common/field_door.h"
-#include "common/https_client.h"
-#include "common/platform.h"
-#include "common/run_counters.h"
-#include "common/runtime_settings.h"
-#include "common/snapshot_cache.h"
-#include "common/spool.h"
-#include "common/spool_sealer.h"
-#include "common/tsc_rate.h"
-#include "common/wire.h"
+#include "common/base/crash_point.h"
+#include "common/net/endpoint.h"
+#include "common/net/https_client.h"
+#include "common/settings/runtime_settings.h"
+#include "common/settings/tsc_rate.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/spool/batcher.h"
+#include "common/spool/run_counters.h"
+#include "common/spool/spool.h"
+#include "common/spool/spool_sealer.h"
+#include "common/system/field_door.h"
+#include "common/wire/platform.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::agent {
 

@@ -21,17 +21,17 @@
 
 #include "agent/dev_uploader.h"
 #include "agent/live_harvest.h"
-#include "common/agent_state.h"
-#include "common/api_key.h"
-#include "common/batcher.h"
-#include "common/counted_series.h"
-#include "common/https_client.h"
-#include "common/outbox.h"
-#include "common/spool.h"
-#include "common/spool_sealer.h"
-#include "common/status.h"
-#include "common/system_code.h"
-#include "common/upload_tokens.h"
+#include "common/base/status.h"
+#include "common/crypto/upload_tokens.h"
+#include "common/net/https_client.h"
+#include "common/settings/agent_state.h"
+#include "common/spool/batcher.h"
+#include "common/spool/counted_series.h"
+#include "common/spool/outbox.h"
+#include "common/spool/spool.h"
+#include "common/spool/spool_sealer.h"
+#include "common/system/system_code.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::agent {
 
@@ -67,12 +67,12 @@ struct AgentConfig {
   std::string snapshot_key;
   std::string snapshot_cache;
   int64_t snapshot_per_day = 4;
-  // What may leave the machine (common/system_code.h, docs/privacy.md): a
+  // What may leave the machine (common/system/system_code.h, docs/privacy.md): a
   // module's records leave only when it is the system's code, judged from
   // dpkg's database (empty: none; nothing is then the system's), the
   // archives whose packages count (apt's Origin), apt's package indexes
   // (empty: apt's own list), with the facts kept in system_code_dir
-  // (empty: common/system_code.h DefaultSystemCodeDir). Kept records are
+  // (empty: common/system/system_code.h DefaultSystemCodeDir). Kept records are
   // named by their package's version.
   std::string dpkg_dir = "/var/lib/dpkg";
   std::vector<std::string> archives = {"Debian"};
@@ -86,7 +86,7 @@ struct AgentConfig {
   // and quarantine are made under state_dir.
   DevConfig dev;
   // Live files of measured runs (live_harvest.h): where they are (empty:
-  // the runtime settings' live_dir, else common/spool.h DefaultLiveDir),
+  // the runtime settings' live_dir, else common/spool/spool.h DefaultLiveDir),
   // and how often a run that goes on is reported in a part.
   std::string live_dir;
   int64_t live_interval_s = 300;
@@ -110,7 +110,7 @@ struct PassResult {
   int batches_restamped = 0;    // refused for their token, sent again with a fresh one
   int batches_waiting = 0;      // still in the outbox after the pass
   int64_t records_dropped = 0;  // to stay under the cap (cap_bytes)
-  // Records of modules that are not the system's code (common/field_door.h):
+  // Records of modules that are not the system's code (common/system/field_door.h):
   // they never leave the machine.
   int64_t records_kept_home = 0;
   Status upload_status;       // why uploading stopped early, if it did
@@ -165,7 +165,7 @@ class Agent {
   Status SealFromSpool(bool flush, PassResult* result);
   void TakeCountedRuns(PassResult* result);
   Status Quarantine(const SpoolEntry& e, const Status& why);
-  // One step of the spool sealer (common/spool_sealer.h): a token, the
+  // One step of the spool sealer (common/spool/spool_sealer.h): a token, the
   // batch, the outbox's seal, the counts it reports cleared.
   Status Seal(SealStep& step, PassResult* result);
   // A held file that does not read: set aside, never sent.
@@ -206,7 +206,7 @@ class Agent {
   // into the state; nothing here fails the pass.
   void RefreshSnapshotIfDue(bool force, PassResult* result);
   void ApplyFleetThresholds();
-  // Anonymous upload tokens (common/upload_tokens.h): asks the aggregator
+  // Anonymous upload tokens (common/crypto/upload_tokens.h): asks the aggregator
   // whether it wants them and, when it does and fewer than a quarter of a
   // request's worth are left, gets a request's worth (proof checked).
   void RefreshTokens(HttpsClient& client);

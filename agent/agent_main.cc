@@ -19,12 +19,12 @@
 #include <string>
 
 #include "agent/agent.h"
-#include "common/endpoint.h"
-#include "common/options.h"
-#include "common/outbox.h"
-#include "common/runtime_settings.h"
-#include "common/snapshot_cache.h"
-#include "common/spool.h"
+#include "common/net/endpoint.h"
+#include "common/settings/options.h"
+#include "common/settings/runtime_settings.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/spool/outbox.h"
+#include "common/spool/spool.h"
 
 namespace {
 

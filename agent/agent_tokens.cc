@@ -13,11 +13,11 @@
 
 #include "agent/agent.h"
 #include "agent/agent_internal.h"
-#include "common/crash_point.h"
-#include "common/endpoint.h"
-#include "common/https_client.h"
-#include "common/snapshot_cache.h"
-#include "common/wire.h"
+#include "common/base/crash_point.h"
+#include "common/net/endpoint.h"
+#include "common/net/https_client.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::agent {
 

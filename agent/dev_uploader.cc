@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "agent/agent_internal.h"
-#include "common/dev_run.h"
-#include "common/durable_file.h"
-#include "common/options.h"
-#include "common/points_file.h"
-#include "common/points_format.h"
+#include "common/base/durable_file.h"
+#include "common/crypto/signing.h"
+#include "common/points/dev_run.h"
+#include "common/points/points_file.h"
+#include "common/points/points_format.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/signing.h"
-#include "common/wire.h"
+#include "common/settings/options.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::agent {
 namespace {

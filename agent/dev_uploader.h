@@ -8,7 +8,7 @@
 // that goes in parts). A run is waiting once its process finished writing
 // it (its file says so), or 10 s after its last write (a killed process).
 // A run still being written goes in parts as its bytes meet a threshold.
-// Uploads are sealed in an outbox of their own first (common/outbox.h),
+// Uploads are sealed in an outbox of their own first (common/spool/outbox.h),
 // with the run files they consumed, so a crash loses nothing and sends
 // nothing twice (the aggregator keeps a run once by its content hash).
 // 2xx removes an upload; 400/403 sets it aside for good; 401 and anything
@@ -21,10 +21,10 @@
 #include <map>
 #include <string>
 
-#include "common/https_client.h"
-#include "common/outbox.h"
-#include "common/points_file.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/https_client.h"
+#include "common/points/points_file.h"
+#include "common/spool/outbox.h"
 
 namespace fieldprof::agent {
 

@@ -16,9 +16,9 @@
 
 #include "agent/live_stacks.h"
 #include "agent/runtime/live_layout.h"
-#include "common/durable_file.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/base/durable_file.h"
+#include "common/spool/spool.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::agent {
 
@@ -35,7 +35,7 @@ namespace {
 // ---------------------------------------------------------------- one bucket
 
 // Whether `count` values of bucket `i` (the zero bucket: i < 0) can add up
-// to `sum` and `sum_sq`: the wire rules' bucket checks (common/validate.cc).
+// to `sum` and `sum_sq`: the wire rules' bucket checks (common/wire/validate.cc).
 bool BucketHolds(int i, uint64_t count, uint128 sum, uint128 sum_sq) {
   if (count == 0) return sum == 0 && sum_sq == 0;
   const uint128 lo = BucketLow(i), hi = BucketHigh(i);
@@ -471,7 +471,7 @@ Outcome HarvestOne(const LiveHarvestConfig& c, const fs::path& path, int64_t now
     return Outcome::kNothing;
   }
   // The span this part covers (since the last part, or the start): the
-  // window its calls were made in (common/plausible.h).
+  // window its calls were made in (common/wire/plausible.h).
   SetCounters(hdr, q32, static_cast<uint32_t>(totals.slots.size()), truncated, calls, dropped,
               static_cast<uint64_t>(std::max<int64_t>(0, now_ms - last_ms)) * 1000000,
               rec.mutable_counters());

@@ -32,19 +32,19 @@
 #include <cstdint>
 #include <string>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
+#include "common/base/status.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/status.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::agent {
 
 struct LiveHarvestConfig {
-  std::string live_dir;      // the runtime's (common/spool.h DefaultLiveDir)
+  std::string live_dir;      // the runtime's (common/spool/spool.h DefaultLiveDir)
   std::string spool_dir;     // where parts go
   std::string state_dir;     // what was reported: <state_dir>/live/
   int64_t interval_s = 300;  // a live run's parts at most this often
-  // The machine's TSC rate (common/tsc_rate.h), for a run killed before it
+  // The machine's TSC rate (common/settings/tsc_rate.h), for a run killed before it
   // calibrated its clock; 0: such a run's short calls are dropped.
   int64_t tsc_hz = 0;
   Platform platform;

@@ -13,10 +13,10 @@
 #include <tuple>
 
 #include "agent/runtime/live_layout.h"
-#include "common/exported_symbols.h"
-#include "common/key_rules.h"
-#include "common/stack_folding.h"
-#include "common/wire.h"
+#include "common/stacks/stack_folding.h"
+#include "common/system/exported_symbols.h"
+#include "common/wire/key_rules.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::agent {
 

@@ -1,6 +1,6 @@
 // The stack samples of a run that ended without folding them (killed by a
 // signal): read from its live file (agent/runtime/live_layout.h
-// LiveSamples) and folded by the runtime's own rule (common/stack_folding.h),
+// LiveSamples) and folded by the runtime's own rule (common/stacks/stack_folding.h),
 // so that a run ended by Ctrl-C, SIGTERM or a crash still adds its stacks
 // to the field (docs/field-stacks.md).
 //
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "common/api_key.h"
-#include "common/exported_symbols.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/system/exported_symbols.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::agent {
 

@@ -1,6 +1,6 @@
 #include "aggregator/config.h"
 
-#include "common/options.h"
+#include "common/settings/options.h"
 
 namespace fieldprof::aggregator {
 namespace {

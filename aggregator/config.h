@@ -7,10 +7,10 @@
 #include "aggregator/http/server.h"
 #include "aggregator/publish/publisher.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/plausible.h"
-#include "common/runtime_settings.h"
-#include "common/status.h"
-#include "common/upload_tokens.h"
+#include "common/base/status.h"
+#include "common/crypto/upload_tokens.h"
+#include "common/settings/runtime_settings.h"
+#include "common/wire/plausible.h"
 
 namespace fieldprof::aggregator {
 
@@ -29,14 +29,14 @@ struct AggregatorConfig {
   // A module with at least this many stack series has its usual GET
   // /v1/stacks questions answered before anyone asks (0: none).
   int64_t answer_warm_stacks = 5000;
-  // Anonymous upload tokens (common/upload_tokens.h): on when a secret file
+  // Anonymous upload tokens (common/crypto/upload_tokens.h): on when a secret file
   // is given; every batch then needs one.
   std::string token_secret_file;
   TokenIssuerOptions tokens;  // epoch_s from --token_epoch_s
   int64_t tokens_per_request = 64;
   // POST /v1/tokens a day per source (address prefix, as batch_limits).
   double token_requests_per_day = 24;
-  // What one machine's batch can hold (common/plausible.h).
+  // What one machine's batch can hold (common/wire/plausible.h).
   PlausibleLimits plausible;
   RocksDbStoreOptions store;
   // Served to agents at GET /v1/config (fleet_* options).

@@ -29,8 +29,8 @@
 #include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/store/lab_storage.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/options.h"
-#include "common/signing.h"
+#include "common/crypto/signing.h"
+#include "common/settings/options.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "common/histogram.h"
+#include "common/statistics/histogram.h"
 
 namespace fieldprof::aggregator {
 

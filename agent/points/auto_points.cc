@@ -12,7 +12,7 @@
 #include "agent/inprocess/next_slots.h"
 #include "agent/inprocess/recorder_abi.h"
 #include "agent/points/ring.h"
-#include "common/points_format.h"
+#include "common/points/points_format.h"
 
 namespace fieldprof::local::points {
 namespace {

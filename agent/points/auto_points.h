@@ -14,7 +14,7 @@
 //                  end (pthread_create is wrapped; a return or pthread_exit)
 // Points are taken in time order whatever thread made them, so one
 // process reads "start -> main", "main -> exit" (or "-> exec"); the
-// scopes read as their durations (common/points_analysis.h).
+// scopes read as their durations (common/points/points_analysis.h).
 #ifndef FIELDPROF_AGENT_POINTS_AUTO_POINTS_H_
 #define FIELDPROF_AGENT_POINTS_AUTO_POINTS_H_
 

@@ -1,5 +1,5 @@
 // What the drain writes into a process's points file
-// (common/points_format.h): each ring's whole events as packed batches,
+// (common/points/points_format.h): each ring's whole events as packed batches,
 // each site named the first time it is seen, the stacks before the events
 // that name them (stacks.h). Drain only: one drain at a time.
 #ifndef FIELDPROF_AGENT_POINTS_DRAIN_H_
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "agent/points/ring.h"
-#include "common/points_format.h"
+#include "common/points/points_format.h"
 
 namespace fieldprof::local::points {
 

@@ -78,7 +78,7 @@
 #include "agent/points/drain.h"
 #include "agent/points/ring.h"
 #include "agent/points/stacks.h"
-#include "common/points_format.h"
+#include "common/points/points_format.h"
 
 namespace {
 

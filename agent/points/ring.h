@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/points_format.h"
+#include "common/points/points_format.h"
 
 namespace fieldprof::local::points {
 

@@ -20,7 +20,7 @@
 #include "agent/inprocess/unwinder_io.h"
 #include "agent/points/arming.h"
 #include "agent/points/ring.h"
-#include "common/points_format.h"
+#include "common/points/points_format.h"
 
 namespace fieldprof::local::points {
 namespace {

@@ -62,7 +62,7 @@ struct BinderConfig {
   const char* points = "";
   const char* allow_modules = "";  // comma-separated sonames; "" = all
   const char* deny_modules = "";
-  // The list of the system's code (common/system_code_list.h; "": none,
+  // The list of the system's code (common/system/system_code_list.h; "": none,
   // so nothing is chosen at random), and the modules the volunteer shares
   // by name although they are not in it.
   const char* system_code = "";

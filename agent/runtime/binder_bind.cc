@@ -6,7 +6,7 @@
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/live_file.h"
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 
@@ -14,7 +14,7 @@ namespace fieldprof::rt {
 bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, bool point) {
   ApiNames& n = api_names[stub];
   const char* module = KeyModule(def);
-  // Only names that keep the key rules are recorded (common/key_rules.h).
+  // Only names that keep the key rules are recorded (common/wire/key_rules.h).
   if (module == nullptr || !key_rules::SymbolOk(symbol, strlen(symbol)) ||
       !CopyName(n.module, sizeof n.module, module) ||
       !CopyName(n.symbol, sizeof n.symbol, symbol)) {

@@ -140,7 +140,7 @@ bool ModuleAllowed(const char* module);
 // directory, root's and writable by nobody else, as its directory is.
 bool SystemFile(const char* path);
 // Whether the object's build is in the agent's list of the system's code
-// (common/system_code.h: a file an installed package of a known archive
+// (common/system/system_code.h: a file an installed package of a known archive
 // holds, as the package shipped it). The list is mapped at the first ask.
 bool InSystemCode(const ElfObject& e);
 // Whether the volunteer shares `module`, defined in `def`, by name

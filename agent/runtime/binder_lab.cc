@@ -7,7 +7,7 @@
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/detour.h"
 #include "agent/runtime/lab.h"
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 

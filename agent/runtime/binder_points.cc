@@ -14,7 +14,7 @@
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/decide.h"
 #include "agent/runtime/detour.h"
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 

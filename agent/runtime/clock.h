@@ -6,7 +6,7 @@
 // one of two sources:
 //   - the machine's TSC rate, `tsc_hz` in the settings: the agent (and
 //     `fieldprof run`) measure it against CLOCK_MONOTONIC over tens of
-//     milliseconds (common/tsc_rate.h), so a run converts right from its
+//     milliseconds (common/settings/tsc_rate.h), so a run converts right from its
 //     first call. The run's own clock checks it (CalibrateNow); a rate the
 //     run refutes (a settings file copied from another machine) stops the
 //     run's measuring and its record is not written.

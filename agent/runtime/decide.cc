@@ -13,7 +13,7 @@
 #include "agent/runtime/runtime.h"
 #include "agent/runtime/sys.h"
 #include "agent/runtime/text.h"
-#include "common/settings_rules.h"
+#include "common/settings/settings_rules.h"
 
 namespace fieldprof::rt {
 namespace {
@@ -31,7 +31,7 @@ bool ParseInt(const char* v, int64_t lo, int64_t hi, int64_t* out) {
 }
 
 // One `name = value` setting; false for an unknown name or a bad value.
-// The names and ranges are common/settings_rules.h's, as the agent's.
+// The names and ranges are common/settings/settings_rules.h's, as the agent's.
 bool Apply(RunSettings& s, const char* name, const char* v) {
   using settings_rules::Kind;
   using settings_rules::Setting;

@@ -12,7 +12,7 @@
 //   5. a free machine-wide slot (<slot_dir>/slot-N, flock'ed for the life
 //      of the process).
 // Explicit runs skip 2 and 3. Refusals at 3-5 add one to the spool's run
-// counters (common/run_counters.h); nothing else is written.
+// counters (common/spool/run_counters.h); nothing else is written.
 //
 // DecideRun runs in the constructor; it makes its system calls itself
 // (sys.h), calls no libc but for the debug log, and never prints.
@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "agent/runtime/first_look.h"
-#include "common/run_counters.h"
+#include "common/spool/run_counters.h"
 
 namespace fieldprof::rt {
 
@@ -55,13 +55,13 @@ struct alignas(4096) RunSettings {
   char deny_modules[1024];
   char force[1024];   // "sym" or "module:sym", comma-separated
   char points[1024];  // "module:function", comma-separated (docs/points.md)
-  // The agent's list of the system's code (common/system_code_list.h):
+  // The agent's list of the system's code (common/system/system_code_list.h):
   // APIs are chosen at random only in the modules it names.
   char system_code[512];
   char share_modules[1024];  // the volunteer's own modules shared by name
 };
 
-// The defaults common/runtime_settings.h documents.
+// The defaults common/settings/runtime_settings.h documents.
 void SetDefaults(RunSettings* s);
 
 enum class Verdict { kOff, kNotSampled, kRefusedRate, kRefusedSlot, kRefusedLoad, kMeasure };

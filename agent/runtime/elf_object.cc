@@ -1,6 +1,6 @@
 #include "agent/runtime/elf_object.h"
 
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 namespace {

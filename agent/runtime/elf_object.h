@@ -58,7 +58,7 @@ bool ParseElfObject(uintptr_t base, const char* path, const Elf64_Phdr* phdr, in
                     uintptr_t page_size, ElfObject* out);
 
 // The module name used in keys: the soname's base name, else the file's
-// base name, whichever keeps common/key_rules.h's module rule; nullptr when
+// base name, whichever keeps common/wire/key_rules.h's module rule; nullptr when
 // neither does (the program itself has neither: binder.cc names it).
 const char* ModuleName(const ElfObject& o);
 

@@ -37,7 +37,7 @@ FirstLook LookAtRun(char** envp, SettingsText* text = nullptr);
 // numbers in [0, 1]; false for anything else. Shared with the tests.
 bool ParseFractionQ32(const char* s, const char* end, uint64_t* q32);
 
-// The default sample_fraction (common/runtime_settings.h says the same).
+// The default sample_fraction (common/settings/runtime_settings.h says the same).
 inline constexpr uint64_t kDefaultSampleQ32 = uint64_t{1} << 28;  // 1/16
 
 }  // namespace fieldprof::rt

@@ -64,7 +64,7 @@ template <typename F>
     return nullptr;
   }
   // The storage is zero-filled and never handed out twice, and zero bytes
-  // are an empty slab (common/histogram.h): nothing to construct, so pages
+  // are an empty slab (common/statistics/histogram.h): nothing to construct, so pages
   // of histograms this thread never records into are never touched.
   Slab* slab = &SlabAt(s);
   __atomic_store_n(&g.slabs_ready[s], 1, __ATOMIC_SEQ_CST);

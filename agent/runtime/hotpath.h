@@ -12,7 +12,7 @@
 
 #include "agent/runtime/hotpath_layout.h"
 #include "agent/runtime/runtime.h"
-#include "common/histogram.h"
+#include "common/statistics/histogram.h"
 
 #define FP_HIDDEN __attribute__((visibility("hidden")))
 // Process-wide variables that every run reads or writes (the interposers'

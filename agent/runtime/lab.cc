@@ -24,7 +24,7 @@
 #include "agent/runtime/points.h"
 #include "agent/runtime/spool_encode.h"
 #include "agent/runtime/sys.h"
-#include "common/points_format.h"
+#include "common/points/points_format.h"
 
 extern "C" void fp_empty_function();
 

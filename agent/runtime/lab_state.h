@@ -7,7 +7,7 @@
 #include "agent/inprocess/recorder_abi.h"
 #include "agent/runtime/lab.h"
 #include "agent/runtime/runtime.h"
-#include "common/histogram.h"
+#include "common/statistics/histogram.h"
 
 extern "C" FP_HIDDEN void fp_lab_entry();  // stubs_x86_64.S
 
@@ -27,7 +27,7 @@ struct LabName {
 // the points recorder's fieldprof_point_span (agent/inprocess/recorder_abi.h).
 using LabPointSite = fieldprof_point_site;
 FP_HIDDEN extern recorder_abi::SpanFn g_lab_span;
-// Set in a points pass whose recorder takes stacks (common/points_format.h's
+// Set in a points pass whose recorder takes stacks (common/points/points_format.h's
 // kStacksEnv): the measured calls' return slots are lent to its unwinder
 // (LendReturnAddresses).
 FP_HIDDEN extern bool g_lab_stacks;

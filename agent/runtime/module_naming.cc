@@ -9,15 +9,15 @@
 
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/sys.h"
-#include "common/key_rules.h"
-#include "common/system_code_list.h"
-#include "common/system_path.h"
+#include "common/system/system_code_list.h"
+#include "common/system/system_path.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 
 namespace {
 
-// Whether `path` belongs to the system (common/system_path.h).
+// Whether `path` belongs to the system (common/system/system_path.h).
 bool SystemExecutable(char* path, size_t len) {
   return SystemPath(path, len, [](const char* p, struct stat* st) { return sys::Stat(p, st); });
 }

@@ -12,7 +12,7 @@
 // ones first ("tag$name"). Integer values are not kept.
 //
 // Privacy: tags and names are held to the key rules' point names
-// (common/key_rules.h) when a site is first seen; a point that breaks them
+// (common/wire/key_rules.h) when a site is first seen; a point that breaks them
 // is counted and dropped, and never written.
 //
 // Cost: nothing in a run that is not measured (no module is armed). In a
@@ -45,7 +45,7 @@
 #include "agent/runtime/lab.h"
 #include "agent/runtime/lab_state.h"
 #include "agent/runtime/sys.h"
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "agent/runtime/runtime.h"
-#include "common/histogram.h"
+#include "common/statistics/histogram.h"
 
 namespace fieldprof::rt {
 
@@ -68,7 +68,7 @@ struct SpoolPoint {
 struct SpoolStack {
   const char* module;
   char build_id[80];
-  char symbol[1024 + 1];  // common/key_rules.h kMaxSymbol
+  char symbol[1024 + 1];  // common/wire/key_rules.h kMaxSymbol
   uint64_t ns;
 };
 

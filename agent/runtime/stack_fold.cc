@@ -10,7 +10,7 @@
 #include "agent/runtime/binder.h"
 #include "agent/runtime/binder_internal.h"
 #include "agent/runtime/companion.h"
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::rt {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/stack_folding.h"
+#include "common/stacks/stack_folding.h"
 
 namespace fieldprof::rt {
 

@@ -20,7 +20,7 @@
 // the exported symbol that covers it or "+offset" of that build, and one
 // last frame for where the time went on to: another module, "[program]"
 // or "[unpackaged]". The program's own frames, and those of any other
-// file, never leave the run: not even their addresses (common/key_rules.h
+// file, never leave the run: not even their addresses (common/wire/key_rules.h
 // StackSymbolOk). Each (module, build, stack) becomes a record of metric
 // stack_cpu_ns with the run's CPU time in it.
 #ifndef FIELDPROF_AGENT_RUNTIME_STACK_SAMPLES_H_

@@ -15,7 +15,7 @@
 #include "agent/inprocess/go_program.h"
 #include "agent/inprocess/owned_signals.h"
 #include "agent/sampler/sampler.h"
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 namespace {

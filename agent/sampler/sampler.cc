@@ -68,7 +68,7 @@
 #include "agent/inprocess/linker_lock.h"
 #include "agent/inprocess/loader_calls.h"
 #include "agent/inprocess/unwinder_io.h"
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 thread_local int t_in_loader = 0;

@@ -56,7 +56,7 @@ void WriteRecord(char tag, const void* p, size_t n);
 // (sigtrap.cc), else kSampleSignal (SIGURG) through O_ASYNC.
 int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap);
 
-// What takes this process's samples (common/sampler_format.h's
+// What takes this process's samples (common/stacks/sampler_format.h's
 // SampleSource): for CPU time a task-clock event if the kernel gives one
 // (with kernel time if allowed), else the tick-bound timers, tried on the
 // calling thread; none when fieldprof record samples from outside, or when

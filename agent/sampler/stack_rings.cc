@@ -20,7 +20,7 @@
 #include <cstring>
 
 #include "agent/sampler/sampler.h"
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 namespace {

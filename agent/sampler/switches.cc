@@ -40,7 +40,7 @@
 
 #include "agent/inprocess/unwinder_io.h"
 #include "agent/sampler/sampler.h"
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 
 namespace fieldprof::local::sampler {
 namespace {

@@ -1,6 +1,6 @@
 #include "aggregator/clickhouse/client.h"
 
-#include "common/options.h"
+#include "common/settings/options.h"
 
 namespace fieldprof::aggregator {
 namespace {

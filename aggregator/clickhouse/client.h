@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/https_client.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/https_client.h"
 
 namespace fieldprof::aggregator {
 

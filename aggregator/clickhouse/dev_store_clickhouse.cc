@@ -9,7 +9,7 @@
 #include "aggregator/clickhouse/row_binary.h"
 #include "aggregator/clickhouse/schema.h"
 #include "aggregator/clickhouse/servers.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {

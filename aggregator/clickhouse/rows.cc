@@ -4,10 +4,10 @@
 #include <optional>
 
 #include "aggregator/clickhouse/row_binary.h"
-#include "common/api_key.h"
-#include "common/key_rules.h"
-#include "common/validate.h"
-#include "common/wire.h"
+#include "common/wire/api_key.h"
+#include "common/wire/key_rules.h"
+#include "common/wire/validate.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {
@@ -38,7 +38,7 @@ void PutKey(std::string* o, const ApiKey& k) {
   PutFixed<uint8_t>(o, k.platform.cpu_family);
 }
 
-// The key-string rules (common/key_rules.h) that every stored key met.
+// The key-string rules (common/wire/key_rules.h) that every stored key met.
 // `metric` as read (the key's is set after): a stack series' symbol is
 // frames (key_rules.h StackSymbolOk).
 bool KeyStringsOk(const ApiKey& k, uint8_t metric) {

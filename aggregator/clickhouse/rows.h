@@ -19,12 +19,12 @@
 
 #include "aggregator/store/aggregate_value.h"
 #include "aggregator/store/store.h"
-#include "common/batch_view.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/wire/batch_view.h"
 
 namespace fieldprof::aggregator {
 
-// The key columns in key order (common/api_key.h EncodeApiKey's order),
+// The key columns in key order (common/wire/api_key.h EncodeApiKey's order),
 // and their definitions for CREATE TABLE.
 inline constexpr const char* kChKeyColumns =
     "module, symbol, module_version, metric, os, arch, cpu_vendor, cpu_family";

@@ -26,7 +26,7 @@
 
 #include "aggregator/clickhouse/client.h"
 #include "aggregator/clickhouse/rows.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

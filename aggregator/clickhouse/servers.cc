@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "common/options.h"
+#include "common/settings/options.h"
 
 namespace fieldprof::aggregator {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "aggregator/clickhouse/client.h"
-#include "common/https_client.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/https_client.h"
 
 namespace fieldprof::aggregator {
 

@@ -8,7 +8,7 @@
 
 #include "aggregator/clickhouse/store_clickhouse.h"
 #include "aggregator/publish/snapshot_storage.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -25,7 +25,7 @@
 #include "aggregator/clickhouse/servers.h"
 #include "aggregator/clickhouse/store_clickhouse.h"
 #include "aggregator/store/calendar_tree.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator::ch {
 

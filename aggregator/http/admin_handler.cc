@@ -4,7 +4,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
-#include "common/json_writer.h"
+#include "common/base/json_writer.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/gzip.h"
+#include "common/net/gzip.h"
 
 namespace fieldprof::aggregator {
 namespace {

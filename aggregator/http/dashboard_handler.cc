@@ -10,7 +10,7 @@
 #include "aggregator/http/series_json.h"
 #include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/ui/ui_assets.h"
-#include "common/json_writer.h"
+#include "common/base/json_writer.h"
 
 namespace fieldprof::aggregator {
 

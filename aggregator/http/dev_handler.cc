@@ -8,12 +8,12 @@
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
 #include "aggregator/store/calendar_tree.h"
-#include "common/json_writer.h"
-#include "common/key_rules.h"
-#include "common/points_analysis.h"
-#include "common/points_stacks.h"
-#include "common/signing.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/crypto/signing.h"
+#include "common/points/points_analysis.h"
+#include "common/points/points_stacks.h"
+#include "common/wire/key_rules.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -14,7 +14,7 @@
 //                            wrote it
 //   GET  /v1/dev/report?tag=T[&program=P][&from=DAY&to=DAY]
 //                            those runs analysed as `fieldprof points show
-//                            --json` does (common/points_analysis.h): per
+//                            --json` does (common/points/points_analysis.h): per
 //                            segment, each run's value, dirty runs removed;
 //                            each run's "file" is its id. At most 5,000 runs
 //                            and 256 MiB of run files.
@@ -34,7 +34,7 @@
 #include "aggregator/http/ingest_handler.h"
 #include "aggregator/http/vendor_access.h"
 #include "aggregator/store/dev_store.h"
-#include "common/points_file.h"
+#include "common/points/points_file.h"
 
 namespace fieldprof::aggregator {
 

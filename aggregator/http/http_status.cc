@@ -1,7 +1,7 @@
 #include "aggregator/http/http_status.h"
 
-#include "common/json_writer.h"
-#include "common/validate.h"
+#include "common/base/json_writer.h"
+#include "common/wire/validate.h"
 
 namespace fieldprof::aggregator {
 

@@ -5,7 +5,7 @@
 //   ResourceExhausted / Unavailable / IOError 503 (Retry-After: 2),
 //   NoSpace 507 (Retry-After: 10), DataLoss / Internal 500.
 // The body is JSON: {"error":"InvalidArgument","rule":"...","message":"..."}
-// ("rule": the validation rule broken, for batches; common/validate.h).
+// ("rule": the validation rule broken, for batches; common/wire/validate.h).
 #ifndef FIELDPROF_AGGREGATOR_HTTP_HTTP_STATUS_H_
 #define FIELDPROF_AGGREGATOR_HTTP_HTTP_STATUS_H_
 
@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "aggregator/http/http_types.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 

@@ -2,10 +2,10 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/store/calendar_tree.h"
-#include "common/batch_view.h"
-#include "common/json_writer.h"
-#include "common/validate.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/wire/batch_view.h"
+#include "common/wire/validate.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 

@@ -3,7 +3,7 @@
 // is durable; a batch id seen before answers 200 with duplicate true and
 // changes nothing; a malformed batch 400 with the rule it broke and
 // nothing applied; 415 for another content type; 503/507 with Retry-After
-// when the store cannot take it now (common/validate.h has the rules).
+// when the store cannot take it now (common/wire/validate.h has the rules).
 #ifndef FIELDPROF_AGGREGATOR_HTTP_INGEST_HANDLER_H_
 #define FIELDPROF_AGGREGATOR_HTTP_INGEST_HANDLER_H_
 
@@ -15,9 +15,9 @@
 #include "aggregator/http/recent_apis.h"
 #include "aggregator/metrics.h"
 #include "aggregator/store/store.h"
-#include "common/plausible.h"
-#include "common/status.h"
-#include "common/upload_tokens.h"
+#include "common/base/status.h"
+#include "common/crypto/upload_tokens.h"
+#include "common/wire/plausible.h"
 
 namespace fieldprof::aggregator {
 
@@ -32,10 +32,10 @@ class IngestHandler {
  public:
   // The pointers must outlive the handler. `clock` picks the day records
   // are added to (tests inject one).
-  // With `tokens`, a batch must carry a valid token (common/upload_tokens.h),
+  // With `tokens`, a batch must carry a valid token (common/crypto/upload_tokens.h),
   // or be one the store already counted (answered as a duplicate, so that
   // an agent never sends a counted batch again under a fresh token).
-  // Every batch must be plausible for one machine (common/plausible.h).
+  // Every batch must be plausible for one machine (common/wire/plausible.h).
   IngestHandler(Store* store, Metrics* metrics, RecentApis* recent, WallClock clock,
                 const TokenIssuer* tokens = nullptr, PlausibleLimits plausible = {})
       : store_(store),

@@ -1,10 +1,10 @@
 #include "aggregator/http/lab_handler.h"
 
 #include "aggregator/http/http_status.h"
-#include "common/json_writer.h"
-#include "common/lab_format.h"
-#include "common/signing.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/crypto/signing.h"
+#include "common/model/lab_format.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -11,8 +11,8 @@
 #include "aggregator/http/series_json.h"
 #include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/suspect.h"
-#include "common/json_writer.h"
-#include "common/resolution.h"
+#include "common/base/json_writer.h"
+#include "common/statistics/resolution.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "common/api_key.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::aggregator {
 namespace {

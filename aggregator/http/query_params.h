@@ -17,8 +17,8 @@
 
 #include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/store.h"
-#include "common/decimal.h"
-#include "common/status.h"
+#include "common/base/decimal.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 
@@ -33,7 +33,7 @@ std::string TakeParam(QueryParams* params, std::string_view name);
 
 // The whole of `v` as a decimal integer ("10abc" and "" are not numbers).
 std::optional<int64_t> ParseWholeNumber(std::string_view v);
-// ParseDecimalIn (a decimal number in [lo, hi]) is common/decimal.h's.
+// ParseDecimalIn (a decimal number in [lo, hi]) is common/base/decimal.h's.
 
 // Which series a read is about, over which days, and how many at most.
 struct SeriesQuery {

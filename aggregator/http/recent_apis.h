@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/batch_view.h"
+#include "common/wire/batch_view.h"
 
 namespace fieldprof::aggregator {
 

@@ -1,6 +1,6 @@
 #include "aggregator/http/router.h"
 
-#include "common/gzip.h"
+#include "common/net/gzip.h"
 
 namespace fieldprof::aggregator {
 

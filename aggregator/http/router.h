@@ -53,7 +53,7 @@
 #include "aggregator/publish/publisher.h"
 #include "aggregator/store/lab_storage.h"
 #include "aggregator/store/store.h"
-#include "common/runtime_settings.h"
+#include "common/settings/runtime_settings.h"
 
 namespace fieldprof::aggregator {
 
@@ -82,7 +82,7 @@ struct RouterParts {
   WallClock clock = std::chrono::system_clock::now;
   // The token issuer; null: batches need no token, /v1/tokens answers 404.
   const TokenIssuer* tokens = nullptr;
-  // What one machine's batch can hold (common/plausible.h).
+  // What one machine's batch can hold (common/wire/plausible.h).
   PlausibleLimits plausible;
   // Per-source limits the server asks (server.h), reported in /metrics.
   std::vector<const SourceLimiter*> source_limits;

@@ -5,9 +5,9 @@
 #define FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
 
 #include "aggregator/store/store.h"
-#include "common/api_key.h"
-#include "common/histogram.h"
-#include "common/json_writer.h"
+#include "common/base/json_writer.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::aggregator {
 

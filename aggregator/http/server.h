@@ -32,7 +32,7 @@
 #include "aggregator/http/router.h"
 #include "aggregator/http/source_limits.h"
 #include "aggregator/metrics.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -1,6 +1,6 @@
 // What agents and clients download (docs/snapshot.md):
 //   GET /v1/config                      the fleet settings agents apply
-//                                       (common/runtime_settings.h)
+//                                       (common/settings/runtime_settings.h)
 //   GET /v1/snapshot/manifest           the signed manifest (protobuf);
 //                                       ETag, If-None-Match -> 304
 //   GET /v1/snapshot/fragments/{i}      fragment i as the current manifest
@@ -15,7 +15,7 @@
 #include "aggregator/http/http_types.h"
 #include "aggregator/metrics.h"
 #include "aggregator/publish/publisher.h"
-#include "common/runtime_settings.h"
+#include "common/settings/runtime_settings.h"
 
 namespace fieldprof::aggregator {
 

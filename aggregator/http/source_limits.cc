@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "common/json_writer.h"
+#include "common/base/json_writer.h"
 
 namespace fieldprof::aggregator {
 

@@ -1,8 +1,8 @@
 #include "aggregator/http/token_handler.h"
 
 #include "aggregator/http/http_status.h"
-#include "common/json_writer.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {

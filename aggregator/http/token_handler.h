@@ -1,4 +1,4 @@
-// Anonymous upload tokens (common/upload_tokens.h):
+// Anonymous upload tokens (common/crypto/upload_tokens.h):
 //   GET  /v1/tokens   {"epoch","epoch_seconds","public_key","max_per_request"}:
 //                     the issuer's key of the current epoch, which agents
 //                     check the issuer's proofs against
@@ -15,7 +15,7 @@
 
 #include "aggregator/http/http_types.h"
 #include "aggregator/http/ingest_handler.h"
-#include "common/upload_tokens.h"
+#include "common/crypto/upload_tokens.h"
 
 namespace fieldprof::aggregator {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/signing.h"
+#include "common/crypto/signing.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -12,11 +12,11 @@
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
 #include "aggregator/http/series_json.h"
-#include "common/field_stacks.h"
-#include "common/json_writer.h"
-#include "common/model_json.h"
-#include "common/module_diff.h"
-#include "common/module_model.h"
+#include "common/base/json_writer.h"
+#include "common/model/model_json.h"
+#include "common/model/module_diff.h"
+#include "common/model/module_model.h"
+#include "common/stacks/field_stacks.h"
 
 namespace fieldprof::aggregator {
 namespace {

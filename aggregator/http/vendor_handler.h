@@ -6,13 +6,13 @@
 //     every series of the module over the day range, with histograms (the
 //     input of `fieldprof report|diff|docs --host`).
 //   GET /v1/report  ?module=[&namespace=]... : the module's model
-//     (common/model_json.h), as `fieldprof report --format json` prints it.
+//     (common/model/model_json.h), as `fieldprof report --format json` prints it.
 //   GET /v1/diff    ?module=&a_version=&b_version=  or
 //                   ?module=&a_from=&a_to=&b_from=&b_to=  [&statistic=mean|pNN]
-//     which APIs got slower or faster (common/module_diff.h).
+//     which APIs got slower or faster (common/model/module_diff.h).
 //   GET /v1/stacks  ?module=[&version=][&os=][&arch=][&vendor=][&family=]
 //                   [&from=][&to=][&limit=][&format=json|folded]
-//     the module's field stacks (common/field_stacks.h): where its CPU time
+//     the module's field stacks (common/stacks/field_stacks.h): where its CPU time
 //     goes, summed over the versions asked for; `limit` (default 10,000)
 //     bounds the stacks in JSON, the dearest first; `folded` gives every
 //     stack as flame graph tools read it. Answers are kept between

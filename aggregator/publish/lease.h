@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -12,8 +12,8 @@
 #include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/store/suspect.h"
-#include "common/durable_file.h"
-#include "common/wire.h"
+#include "common/base/durable_file.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 

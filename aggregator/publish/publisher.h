@@ -1,7 +1,7 @@
 // The snapshot publisher: the all-time sums split into
 // fragment_count fragments by FragmentOf, rebuilt a few at a time in
 // rotation, each cycle from one consistent store snapshot, and listed in a
-// manifest signed with Ed25519 (common/snapshot.h has the formats and the
+// manifest signed with Ed25519 (common/snapshot/snapshot.h has the formats and the
 // client's checks).
 //
 // Fragments and manifest are kept in a SnapshotStorage (snapshot_storage.h):
@@ -31,9 +31,9 @@
 #include "aggregator/publish/lease.h"
 #include "aggregator/publish/snapshot_storage.h"
 #include "aggregator/store/store.h"
-#include "common/signing.h"
-#include "common/snapshot.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/crypto/signing.h"
+#include "common/snapshot/snapshot.h"
 
 namespace fieldprof::aggregator {
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "common/durable_file.h"
+#include "common/base/durable_file.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <utility>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 

@@ -4,7 +4,7 @@
 // resolution_ns, and the sketches of distinct machines in `machines` and
 // `day_machines`: machine_sketch.h),
 // serialized with protobuf. SparseAggregate adds values exactly (the same
-// rules as common/histogram.h) while holding only the non-empty buckets, so
+// rules as common/statistics/histogram.h) while holding only the non-empty buckets, so
 // a fold over tens of thousands of series stays small in memory; the same
 // inputs in any order give the same bytes. Kept free of RocksDB so it can be
 // tested and benchmarked on its own; store_rocksdb.cc wraps it in a
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "aggregator/store/machine_sketch.h"
-#include "common/batch_view.h"
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/batch_view.h"
 
 namespace fieldprof::aggregator {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -14,15 +14,15 @@
 
 #include "aggregator/store/dev_store.h"
 #include "aggregator/store/rocks_status.h"
-#include "common/encoding.h"
-#include "common/wire.h"
+#include "common/base/encoding.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 namespace {
 
 std::string Prefix(const std::string& user) { return user + std::string(1, '\0'); }
 
-// Signed times ordered as unsigned bytes (common/encoding.h).
+// Signed times ordered as unsigned bytes (common/base/encoding.h).
 std::string BigEndian(int64_t v) {
   std::string out;
   PutOrdered64(&out, v);

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

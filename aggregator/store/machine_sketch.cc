@@ -7,7 +7,7 @@
 #include <bit>
 #include <cmath>
 
-#include "common/encoding.h"
+#include "common/base/encoding.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/rocks_status.h"
-#include "common/encoding.h"
-#include "common/status.h"
+#include "common/base/encoding.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <utility>
 
-#include "common/key_rules.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -33,11 +33,11 @@
 #include <vector>
 
 #include "aggregator/store/machine_sketch.h"
-#include "common/api_key.h"
-#include "common/batch_view.h"
-#include "common/histogram.h"
+#include "common/base/status.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/status.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
+#include "common/wire/batch_view.h"
 
 namespace fieldprof::aggregator {
 

@@ -37,8 +37,8 @@
 #include "aggregator/store/rocks_merge.h"
 #include "aggregator/store/rocks_status.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/encoding.h"
-#include "common/wire.h"
+#include "common/base/encoding.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::aggregator {
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "aggregator/store/store.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::aggregator {
 

@@ -25,9 +25,9 @@ function fmtMetric(metric, v, res) {
   return fmtBytes(v);
 }
 // A duration under the series' timing resolution cannot be told from 0
-// (common/resolution.h): "< 10 ns", as the command line and hovers say.
+// (common/statistics/resolution.h): "< 10 ns", as the command line and hovers say.
 const fmtNsRes = kit.durationAtResolution;
-// A key's module version as people read it (common/module_version.h):
+// A key's module version as people read it (common/wire/module_version.h):
 // "3.40.1-2_5221b80bd99650e3" is package 3.40.1-2, build 5221b80b.
 function fmtVersion(v) {
   const m = /^(.+)_([0-9a-f]{16})$/.exec(v);

@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "common/embedded_file.h"
+#include "common/base/embedded_file.h"
 
 namespace fieldprof::aggregator {
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "agent/live_harvest.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/spool/spool.h"
+#include "common/wire/wire.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 

@@ -1,6 +1,6 @@
 // The published snapshot end to end: the real aggregator binary publishes
 // (key from deploy/make-signing-key.sh, cycles through the admin call), and
-// the client refresh of common/snapshot_cache.h fetches over TLS on
+// the client refresh of common/snapshot/snapshot_cache.h fetches over TLS on
 // loopback into a cache in a temp dir.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -15,10 +15,10 @@
 #include <sstream>
 
 #include "agent/agent.h"
-#include "common/histogram.h"
-#include "common/snapshot.h"
-#include "common/snapshot_cache.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 

@@ -17,8 +17,8 @@
 #include <random>
 #include <thread>
 
-#include "common/https_client.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/wire/wire.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 #include "tools/loadgen/api_query.h"

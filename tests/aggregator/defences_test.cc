@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "common/https_client.h"
-#include "common/upload_tokens.h"
-#include "common/wire.h"
+#include "common/crypto/upload_tokens.h"
+#include "common/net/https_client.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/clickhouse_process.h"

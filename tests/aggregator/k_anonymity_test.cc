@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/api_key.h"
-#include "common/https_client.h"
-#include "common/snapshot.h"
+#include "common/net/https_client.h"
+#include "common/snapshot/snapshot.h"
+#include "common/wire/api_key.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
@@ -38,7 +38,7 @@ class KAnonymityTest : public ::testing::Test {
   // One batch of one call of `symbol` in libacme-internal.so.1 from
   // `machine` (0: no machine key, as agents before the key sent), marked
   // as that machine's first of the series unless `again`, as the agent
-  // marks it (common/counted_series.h).
+  // marks it (common/spool/counted_series.h).
   void Send(AggregatorProcess& agg, uint64_t id, const std::string& symbol, int machine,
             uint64_t value = 1000, bool again = false) {
     wire::Batch b = SimpleBatch(IdOf(id), "libacme-internal.so.1", symbol, value);

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/snapshot_cache.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 
 using namespace fieldprof;
 using Clock = std::chrono::steady_clock;

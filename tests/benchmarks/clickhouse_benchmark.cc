@@ -29,9 +29,9 @@
 #include "aggregator/publish/publisher.h"
 #include "aggregator/publish/snapshot_storage.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/batch_view.h"
-#include "common/signing.h"
-#include "common/wire.h"
+#include "common/crypto/signing.h"
+#include "common/wire/batch_view.h"
+#include "common/wire/wire.h"
 #include "tests/benchmarks/series_gen.h"
 #include "tests/support/test_util.h"
 

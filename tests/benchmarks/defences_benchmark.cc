@@ -11,7 +11,7 @@
 
 #include "aggregator/http/source_limits.h"
 #include "aggregator/store/machine_sketch.h"
-#include "common/upload_tokens.h"
+#include "common/crypto/upload_tokens.h"
 
 namespace fieldprof {
 namespace {

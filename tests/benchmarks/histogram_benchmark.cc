@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "aggregator/store/aggregate_value.h"
-#include "common/batch_view.h"
-#include "common/histogram.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/batch_view.h"
+#include "common/wire/wire.h"
 #include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof {

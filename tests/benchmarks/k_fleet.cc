@@ -33,9 +33,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/https_client.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 
 namespace {
 
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
       for (int s : sends) {
         wire::Record* r = b.add_records();
         FillRecord(s, r);
-        // As the agent marks it (common/counted_series.h).
+        // As the agent marks it (common/spool/counted_series.h).
         if (sent_by[static_cast<size_t>(m)].insert(s).second) r->set_first_from_machine(true);
         machines[static_cast<size_t>(s)].insert(m);
         ++machine_days[static_cast<size_t>(s)];

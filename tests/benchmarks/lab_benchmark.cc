@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/spool/spool.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "tools/cli/lab_profile.h"
 
 namespace {

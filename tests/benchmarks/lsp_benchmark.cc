@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/snapshot_cache.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "tests/tools/ide/lsp_client.h"
 #include "tools/ide/cost_index.h"
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "tests/tools/ide/lsp_client.h"
 #include "tests/tools/snapshot_fixture.h"
 

@@ -15,9 +15,9 @@
 #include <random>
 #include <string>
 
-#include "common/api_key.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/wire.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 
 int main(int argc, char** argv) {
   using namespace fieldprof;

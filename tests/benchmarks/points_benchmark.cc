@@ -57,7 +57,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/points_file.h"
+#include "common/points/points_file.h"
 
 #ifdef FIELDPROF_HAVE_LTTNG_UST
 #include "fieldprof_bench_tp.h"

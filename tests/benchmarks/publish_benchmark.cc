@@ -23,8 +23,8 @@
 
 #include "aggregator/publish/publisher.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/batch_view.h"
-#include "common/wire.h"
+#include "common/wire/batch_view.h"
+#include "common/wire/wire.h"
 
 using namespace fieldprof;
 using namespace fieldprof::aggregator;

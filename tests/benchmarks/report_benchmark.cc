@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/https_client.h"
-#include "common/snapshot_cache.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "tests/benchmarks/series_gen.h"
 #include "tests/support/aggregator_process.h"
 

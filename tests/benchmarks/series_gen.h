@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof {
 

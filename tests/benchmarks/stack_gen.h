@@ -11,9 +11,9 @@
 #include <set>
 #include <string>
 
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof {
 

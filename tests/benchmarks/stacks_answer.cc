@@ -23,8 +23,8 @@
 #include "aggregator/store/rocks_merge.h"
 #include "aggregator/store/rocks_status.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/field_stacks.h"
-#include "common/wire.h"
+#include "common/stacks/field_stacks.h"
+#include "common/wire/wire.h"
 #include "tests/benchmarks/stack_gen.h"
 
 namespace fieldprof::aggregator {

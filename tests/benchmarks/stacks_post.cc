@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/https_client.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/wire/wire.h"
 #include "tests/benchmarks/stack_gen.h"
 
 int main(int argc, char** argv) {

@@ -10,7 +10,7 @@
 #include "aggregator/http/router.h"
 #include "aggregator/metrics.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::aggregator {

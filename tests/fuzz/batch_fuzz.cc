@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/api_key.h"
-#include "common/batch_view.h"
-#include "common/histogram.h"
-#include "common/validate.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
+#include "common/wire/batch_view.h"
+#include "common/wire/validate.h"
+#include "common/wire/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fieldprof;

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/https_client.h"
+#include "common/net/https_client.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::testing {

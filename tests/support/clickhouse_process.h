@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "common/https_client.h"
+#include "common/net/https_client.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::testing {

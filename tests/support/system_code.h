@@ -1,4 +1,4 @@
-// This machine's list of the system's code (common/system_code.h), for
+// This machine's list of the system's code (common/system/system_code.h), for
 // tests that start programs under the runtime themselves: without it a
 // measured run chooses nothing at random, as a volunteer's would before
 // the agent made it. Refreshed once per test process (the first on a
@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "common/system_code.h"
+#include "common/system/system_code.h"
 
 namespace fieldprof::testing {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <thread>
 
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::testing {
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/snapshot_cache.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/spool/spool.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 

@@ -6,7 +6,7 @@
 // Per API with enough local calls: the field at the closest platform level
 // that has data (the same class, else widened to the same CPU vendor, the
 // same architecture, any platform), a one-sided permutation test of the
-// local cost against it (common/permutation_test.h), then
+// local cost against it (common/statistics/permutation_test.h), then
 // Benjamini-Hochberg (or -Yekutieli) across the APIs compared. An API has
 // evidence when its adjusted p-value is within the false discovery rate and
 // its difference passes both floors: the timing resolution (DifferenceFloor)
@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/permutation_test.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/statistics/histogram.h"
+#include "common/statistics/permutation_test.h"
 
 namespace fieldprof::tools {
 

@@ -9,10 +9,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "common/api_key.h"
-#include "common/snapshot_cache.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/spool/spool.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/spawn.h"

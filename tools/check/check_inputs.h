@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "common/https_client.h"
+#include "common/base/status.h"
+#include "common/net/https_client.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/snapshot_index.h"
-#include "common/status.h"
+#include "common/snapshot/snapshot_index.h"
 #include "tools/check/check_analysis.h"
 #include "tools/check/check_options.h"
 

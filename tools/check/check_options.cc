@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <iostream>
 
-#include "common/api_key.h"
-#include "common/options.h"
-#include "common/snapshot_cache.h"
-#include "common/spool.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/spool/spool.h"
+#include "common/wire/api_key.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/json_writer.h"
+#include "common/base/json_writer.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
 #include "tools/cli/lab_profile.h"

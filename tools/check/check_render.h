@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/base/status.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/status.h"
 #include "tools/check/check_analysis.h"
 #include "tools/check/check_options.h"
 

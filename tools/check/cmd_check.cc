@@ -12,8 +12,8 @@
 #include <iostream>
 #include <memory>
 
-#include "common/durable_file.h"
-#include "common/spool.h"
+#include "common/base/durable_file.h"
+#include "common/spool/spool.h"
 #include "tools/check/check_analysis.h"
 #include "tools/check/check_inputs.h"
 #include "tools/check/check_options.h"

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/endpoint.h"
-#include "common/https_client.h"
-#include "common/options.h"
+#include "common/net/endpoint.h"
+#include "common/net/https_client.h"
+#include "common/settings/options.h"
 
 namespace fieldprof::tools {
 

@@ -10,8 +10,8 @@
 #ifndef FIELDPROF_TOOLS_CLI_COMMAND_LINE_H_
 #define FIELDPROF_TOOLS_CLI_COMMAND_LINE_H_
 
-#include "common/options.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/settings/options.h"
 
 namespace fieldprof::tools {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "common/module_version.h"
+#include "common/wire/module_version.h"
 #include "tools/cli/symbolizer.h"
 
 namespace fieldprof::tools {

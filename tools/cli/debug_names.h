@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/field_stacks.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/stacks/field_stacks.h"
 
 namespace fieldprof::local {
 class Symbolizer;

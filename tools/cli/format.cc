@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/resolution.h"
+#include "common/statistics/resolution.h"
 
 namespace fieldprof::tools {
 

@@ -7,10 +7,10 @@
 #include <functional>
 #include <set>
 
-#include "common/cxx_names.h"
-#include "common/durable_file.h"
-#include "common/histogram.h"
-#include "common/wire.h"
+#include "common/base/durable_file.h"
+#include "common/stacks/cxx_names.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::tools {
 namespace {

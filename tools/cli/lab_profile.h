@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/lab_format.h"
+#include "common/base/status.h"
+#include "common/model/lab_format.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/status.h"
 
 namespace fieldprof::tools {
 

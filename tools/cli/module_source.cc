@@ -1,10 +1,10 @@
 #include "tools/cli/module_source.h"
 
-#include "common/api_key.h"
-#include "common/options.h"
-#include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
-#include "common/wire.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::tools {
 

@@ -1,6 +1,6 @@
 // Where a module's series come from: the local snapshot cache
 // (all-time sums, offline) or an aggregator's GET /v1/module (any day range,
-// a vendor's token for its modules). Both give common/module_model.h's
+// a vendor's token for its modules). Both give common/model/module_model.h's
 // SeriesSum, so every output is computed the same way whatever the source.
 #ifndef FIELDPROF_TOOLS_CLI_MODULE_SOURCE_H_
 #define FIELDPROF_TOOLS_CLI_MODULE_SOURCE_H_
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "common/https_client.h"
-#include "common/module_model.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/model/module_model.h"
+#include "common/net/https_client.h"
 #include "tools/cli/client_flags.h"
 
 namespace fieldprof::tools {

@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "common/durable_file.h"
+#include "common/base/durable_file.h"
 
 namespace fieldprof::tools {
 

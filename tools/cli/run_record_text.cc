@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 #include "tools/cli/format.h"
 
 namespace fieldprof::tools {

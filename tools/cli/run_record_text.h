@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/statistics/histogram.h"
 
 namespace fieldprof::tools {
 

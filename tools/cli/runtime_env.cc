@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "common/runtime_settings.h"
-#include "common/tsc_rate.h"
+#include "common/settings/runtime_settings.h"
+#include "common/settings/tsc_rate.h"
 
 namespace fieldprof::tools {
 namespace {

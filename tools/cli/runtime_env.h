@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::tools {
 

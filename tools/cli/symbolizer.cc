@@ -14,7 +14,7 @@
 #include <map>
 #include <set>
 
-#include "common/cxx_names.h"
+#include "common/stacks/cxx_names.h"
 
 namespace fieldprof::local {
 

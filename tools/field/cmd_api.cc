@@ -4,7 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "common/api_key.h"
+#include "common/wire/api_key.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
-#include "common/json_writer.h"
-#include "common/options.h"
-#include "common/resolution.h"
-#include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/statistics/histogram.h"
+#include "common/statistics/resolution.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/snapshot/snapshot_index.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"

@@ -6,9 +6,9 @@
 #include <iostream>
 #include <string>
 
-#include "common/field_stacks.h"
-#include "common/module_version.h"
-#include "common/options.h"
+#include "common/settings/options.h"
+#include "common/stacks/field_stacks.h"
+#include "common/wire/module_version.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/debug_names.h"
 #include "tools/cli/module_source.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "common/histogram.h"
+#include "common/base/status.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/snapshot_index.h"
-#include "common/status.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/statistics/histogram.h"
 
 namespace fieldprof::tools {
 

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "common/options.h"
-#include "common/snapshot_cache.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
 #include "tools/cli/command_line.h"
 #include "tools/commands.h"
 #include "tools/ide/server.h"

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "common/api_key.h"
-#include "common/snapshot_index.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::tools {
 

@@ -1,5 +1,5 @@
 // An API's field cost by symbol name, for the language server:
-// the cache's symbol index (common/snapshot_index.h, the one fieldprof cost
+// the cache's symbol index (common/snapshot/snapshot_index.h, the one fieldprof cost
 // reads through) finds a symbol's records; they are summed per module on
 // first use and remembered. Opening costs a map of the index file; the
 // server opens a new CostIndex when the cache's files change.
@@ -20,11 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/field_stacks.h"
-#include "common/histogram.h"
-#include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/stacks/field_stacks.h"
+#include "common/statistics/histogram.h"
 
 namespace fieldprof::tools {
 
@@ -73,7 +73,7 @@ struct PointSeries {
 
 class CostIndex {
  public:
-  // Opens the cache's symbol index (common/snapshot_index.h), building it
+  // Opens the cache's symbol index (common/snapshot/snapshot_index.h), building it
   // when the cache changed since (`rebuilt` says so). NotFound: no snapshot
   // in the cache.
   [[nodiscard]] static StatusOr<CostIndex> Build(const SnapshotCache& cache,

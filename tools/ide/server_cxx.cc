@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "common/cxx_names.h"
+#include "common/stacks/cxx_names.h"
 #include "tools/ide/server_impl.h"
 
 namespace fieldprof::tools::lsp {

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/snapshot_cache.h"
+#include "common/snapshot/snapshot_cache.h"
 #include "tools/cli/format.h"
 #include "tools/ide/cost_index.h"
 #include "tools/ide/cxx_calls.h"

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/options.h"
+#include "common/settings/options.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/lab_profile.h"
 #include "tools/lab/lab_commands.h"

@@ -4,12 +4,12 @@
 #include <iostream>
 #include <string>
 
-#include "common/durable_file.h"
-#include "common/field_door.h"
-#include "common/https_client.h"
-#include "common/lab_format.h"
-#include "common/options.h"
-#include "common/system_code.h"
+#include "common/base/durable_file.h"
+#include "common/model/lab_format.h"
+#include "common/net/https_client.h"
+#include "common/settings/options.h"
+#include "common/system/field_door.h"
+#include "common/system/system_code.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 #include "tools/lab/lab_commands.h"

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/histogram.h"
-#include "common/options.h"
-#include "common/system_code.h"
-#include "common/wire.h"
+#include "common/base/durable_file.h"
+#include "common/settings/options.h"
+#include "common/statistics/histogram.h"
+#include "common/system/system_code.h"
+#include "common/wire/wire.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"

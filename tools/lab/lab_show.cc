@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "common/cxx_names.h"
-#include "common/histogram.h"
-#include "common/json_writer.h"
-#include "common/options.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/settings/options.h"
+#include "common/stacks/cxx_names.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/lab_profile.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "common/cxx_names.h"
+#include "common/stacks/cxx_names.h"
 
 namespace fieldprof::tools {
 

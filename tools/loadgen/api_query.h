@@ -6,9 +6,9 @@
 #include <map>
 #include <string>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
-#include "common/https_client.h"
+#include "common/net/https_client.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::tools {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
 
 namespace fieldprof::tools {
 

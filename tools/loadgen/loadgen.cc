@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/json_writer.h"
-#include "common/upload_tokens.h"
-#include "common/wire.h"
+#include "common/base/json_writer.h"
+#include "common/crypto/upload_tokens.h"
+#include "common/wire/wire.h"
 #include "tools/loadgen/api_query.h"
 
 namespace fieldprof::tools {
@@ -197,7 +197,7 @@ Pool MakePool(const LoadOptions& o, BatchGenerator& gen, std::vector<UploadToken
       const uint64_t m = i % static_cast<size_t>(o.machines) + o.gen.seed * 1000003;
       std::memcpy(key.data(), &m, sizeof m);
       p.batches[i].set_machine_key(key);
-      // As agents mark them (common/counted_series.h): with one key per
+      // As agents mark them (common/spool/counted_series.h): with one key per
       // machine for the whole load, every record may say so; its entry is
       // the same however often the machine sends the series.
       for (wire::Record& r : *p.batches[i].mutable_records()) r.set_first_from_machine(true);

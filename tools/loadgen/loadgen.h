@@ -12,8 +12,8 @@
 #include <ostream>
 #include <string>
 
-#include "common/https_client.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/https_client.h"
 #include "tools/loadgen/batch_gen.h"
 
 namespace fieldprof::tools {

@@ -1,8 +1,8 @@
 // fieldprof-loadgen: drives an aggregator with realistic batches.
 #include <iostream>
 
-#include "common/endpoint.h"
-#include "common/options.h"
+#include "common/net/endpoint.h"
+#include "common/settings/options.h"
 #include "tools/cli/command_line.h"
 #include "tools/loadgen/loadgen.h"
 

@@ -34,7 +34,7 @@ const fieldprofKit = (function () {
   }
 
   // A duration under a series' timing resolution cannot be told from 0
-  // (common/resolution.h): "< 10 ns", as the command line says.
+  // (common/statistics/resolution.h): "< 10 ns", as the command line says.
   function durationAtResolution(ns, resolution) {
     if (resolution && !missing(ns) && ns < resolution) return '< ' + duration(resolution);
     return duration(ns);

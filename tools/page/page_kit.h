@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/embedded_file.h"
+#include "common/base/embedded_file.h"
 
 namespace fieldprof::page {
 

@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/cxx_names.h"
-#include "common/durable_file.h"
+#include "common/base/durable_file.h"
+#include "common/stacks/cxx_names.h"
 #include "tools/cli/spawn.h"
 
 namespace fieldprof::local {

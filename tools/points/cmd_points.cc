@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/options.h"
-#include "common/points_file.h"
-#include "common/points_format.h"
-#include "common/tsc_rate.h"
+#include "common/base/durable_file.h"
+#include "common/points/points_file.h"
+#include "common/points/points_format.h"
+#include "common/settings/options.h"
+#include "common/settings/tsc_rate.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/runtime_env.h"

@@ -9,10 +9,10 @@
 #include <map>
 #include <string>
 
-#include "common/histogram.h"
-#include "common/json_writer.h"
-#include "common/module_model.h"
-#include "common/options.h"
+#include "common/base/json_writer.h"
+#include "common/model/module_model.h"
+#include "common/settings/options.h"
+#include "common/statistics/histogram.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/module_source.h"

@@ -10,9 +10,9 @@
 #include <map>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/points_file.h"
-#include "common/points_format.h"
+#include "common/base/durable_file.h"
+#include "common/points/points_file.h"
+#include "common/points/points_format.h"
 #include "tools/cli/symbolizer.h"
 
 namespace fieldprof::local {

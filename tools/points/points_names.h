@@ -1,5 +1,5 @@
 // Names for the stacks of points files, written into the files themselves
-// ('N', common/points_format.h) by the command once a run has ended: its
+// ('N', common/points/points_format.h) by the command once a run has ended: its
 // modules are then the ones it ran with. A file so named reads the same
 // wherever it goes, where those modules are not (a developer's aggregator,
 // another machine) or have been rebuilt since.
@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::local {
 

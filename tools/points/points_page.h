@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/embedded_file.h"
+#include "common/base/embedded_file.h"
 #include "tools/points/points_report.h"
 
 namespace fieldprof::local {

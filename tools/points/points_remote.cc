@@ -15,15 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "common/dev_run.h"
-#include "common/durable_file.h"
-#include "common/https_client.h"
-#include "common/key_rules.h"
-#include "common/options.h"
-#include "common/points_file.h"
+#include "common/base/durable_file.h"
+#include "common/crypto/signing.h"
+#include "common/net/https_client.h"
+#include "common/points/dev_run.h"
+#include "common/points/points_file.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/signing.h"
-#include "common/wire.h"
+#include "common/settings/options.h"
+#include "common/wire/key_rules.h"
+#include "common/wire/wire.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 

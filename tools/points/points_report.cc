@@ -8,8 +8,8 @@
 #include <set>
 #include <tuple>
 
-#include "common/permutation_test.h"
-#include "common/points_format.h"
+#include "common/points/points_format.h"
+#include "common/statistics/permutation_test.h"
 #include "tools/cli/format.h"
 #include "tools/cli/run_record_text.h"
 #include "tools/cli/symbolizer.h"

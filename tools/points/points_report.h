@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/points_analysis.h"
-#include "common/points_stacks.h"
+#include "common/points/points_analysis.h"
+#include "common/points/points_stacks.h"
 #include "tools/tree/call_tree.h"
 
 namespace fieldprof::local {
@@ -21,7 +21,7 @@ namespace fieldprof::local {
 // Text tables (per tag; with `per_run`, one row per run and a column per
 // segment; with `calls`, each segment's occurrences over the runs kept: the
 // count, mean, p50, p90, p99, min and max from the field's log2 histogram,
-// and its buckets drawn); the JSON is PointsJson (common/points_analysis.h).
+// and its buckets drawn); the JSON is PointsJson (common/points/points_analysis.h).
 std::string PointsText(const std::vector<PointsRun>& runs, const std::vector<TagReport>& tags,
                        bool per_run, bool calls = false);
 
@@ -41,9 +41,10 @@ std::vector<std::string> SegmentsOnlyIn(const std::vector<TagReport>& of,
                                         const std::vector<TagReport>& in);
 
 // Group B against group A (`rows`: ComparePoints of their tags,
-// common/points_analysis.h) as a table, or its JSON: first each group (its runs, programs and the
-// runs removed as dirty), then a row per segment in both; where the calls a run differ, what a call
-// costs and the calls a run below it; the segments in one group only; the verdict's rule.
+// common/points/points_analysis.h) as a table, or its JSON: first each group (its runs, programs
+// and the runs removed as dirty), then a row per segment in both; where the calls a run differ,
+// what a call costs and the calls a run below it; the segments in one group only; the verdict's
+// rule.
 std::string PointsCompareText(const PointsGroup& a, const PointsGroup& b,
                               const std::vector<SegmentChange>& rows, const CompareOptions& o,
                               bool json);

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/options.h"
-#include "common/points_format.h"
-#include "common/sampler_format.h"
-#include "common/snapshot_cache.h"
+#include "common/base/durable_file.h"
+#include "common/points/points_format.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/stacks/sampler_format.h"
 #include "tools/cli/command_args.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <map>
 
-#include "common/encoding.h"
+#include "common/base/encoding.h"
 
 namespace fieldprof::local {
 

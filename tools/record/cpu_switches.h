@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::local {
 

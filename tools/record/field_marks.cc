@@ -4,10 +4,10 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "common/cxx_names.h"
-#include "common/durable_file.h"
-#include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
+#include "common/base/durable_file.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/stacks/cxx_names.h"
 #include "tools/cli/format.h"
 #include "tools/field/cost_lookup.h"
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/exported_symbols.h"
-#include "common/key_rules.h"
-#include "common/stack_folding.h"
-#include "common/system_path.h"
+#include "common/stacks/stack_folding.h"
+#include "common/system/exported_symbols.h"
+#include "common/system/system_path.h"
+#include "common/wire/key_rules.h"
 
 namespace fieldprof::local {
 

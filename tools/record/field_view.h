@@ -1,10 +1,10 @@
 // The field's view of a recording: each sample's stack folded as the field
-// runtime folds a measured run's stacks (common/stack_folding.h,
+// runtime folds a measured run's stacks (common/stacks/stack_folding.h,
 // docs/field-stacks.md), so that a local recording and a field profile of
 // the same library can be read side by side (`fieldprof tree show|sub
 // --field_module libz.so.1 my.fprec`).
 //
-// As the runtime does: the frames of a system file (common/system_path.h:
+// As the runtime does: the frames of a system file (common/system/system_path.h:
 // what a package can have installed) are kept, under the module's key name
 // and build id; when the view is read, only a module that a package holds
 // is shown, under the package's version, as the agent keeps stacks. A

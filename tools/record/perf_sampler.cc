@@ -12,7 +12,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 
 namespace fieldprof::local {
 

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::local {
 

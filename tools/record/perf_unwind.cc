@@ -20,7 +20,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 #include "tools/cli/symbolizer.h"
 #include "tools/record/perf_sampler.h"
 

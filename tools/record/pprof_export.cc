@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "common/gzip.h"
+#include "common/net/gzip.h"
 #include "tools/record/profile.pb.h"
 
 namespace fieldprof::local {

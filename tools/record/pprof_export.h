@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/record/recording.h"
 #include "tools/tree/call_tree.h"
 

@@ -10,10 +10,10 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "common/durable_file.h"
-#include "common/points_analysis.h"
-#include "common/points_file.h"
-#include "common/sampler_format.h"
+#include "common/base/durable_file.h"
+#include "common/points/points_analysis.h"
+#include "common/points/points_file.h"
+#include "common/stacks/sampler_format.h"
 #include "tools/cli/symbolizer.h"
 #include "tools/record/cpu_switches.h"
 #include "tools/record/field_view.h"

@@ -1,5 +1,5 @@
 // Reading the raw directory that fieldprof record's samplers write (a
-// file per process, common/sampler_format.h) into a recording: all at
+// file per process, common/stacks/sampler_format.h) into a recording: all at
 // once when the command has ended, or as the files grow while it runs.
 #ifndef FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_
 #define FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/record/recording.h"
 #include "tools/record/time_tree.h"
 

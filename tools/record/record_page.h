@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/embedded_file.h"
+#include "common/base/embedded_file.h"
 #include "tools/record/recording.h"
 
 namespace fieldprof::local {

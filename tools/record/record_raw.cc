@@ -12,8 +12,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/durable_file.h"
-#include "common/sampler_format.h"
+#include "common/base/durable_file.h"
+#include "common/stacks/sampler_format.h"
 #include "tools/record/perf_sampler.h"
 
 namespace fieldprof::tools {

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/record/raw_dir_reader.h"
 #include "tools/record/recording.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/record/recording.h"
 #include "tools/tree/call_tree.h"
 

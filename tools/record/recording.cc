@@ -4,8 +4,8 @@
 #include <cstring>
 #include <map>
 
-#include "common/encoding.h"
-#include "common/sampler_format.h"
+#include "common/base/encoding.h"
+#include "common/stacks/sampler_format.h"
 
 namespace fieldprof::local {
 

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/record/time_tree.h"
 
 namespace fieldprof::local {
@@ -46,7 +46,7 @@ struct IdleType {
 
 // The program's points (FP_POINT, FP_SCOPE, FP_BEGIN/FP_END, and scopes
 // placed with --at), as the occurrences of their segments and scopes
-// (common/points_analysis.h) on the recording's timeline.
+// (common/points/points_analysis.h) on the recording's timeline.
 struct SpanName {
   std::string tag, segment;  // segment: "a -> b", or "name (scope)"
   bool scope = false;

@@ -6,7 +6,7 @@
 #include <functional>
 #include <thread>
 
-#include "common/encoding.h"
+#include "common/base/encoding.h"
 
 namespace fieldprof::local {
 

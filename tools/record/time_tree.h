@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::local {
 

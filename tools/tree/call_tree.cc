@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cmath>
 
-#include "common/encoding.h"
+#include "common/base/encoding.h"
 
 namespace fieldprof::local {
 

@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace fieldprof::local {
 

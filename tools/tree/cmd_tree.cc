@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/options.h"
-#include "common/snapshot_cache.h"
+#include "common/base/durable_file.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/commands.h"

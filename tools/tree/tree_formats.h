@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/tree/call_tree.h"
 
 namespace fieldprof::local {

@@ -2,8 +2,8 @@
 
 #include <string_view>
 
-#include "common/durable_file.h"
-#include "common/system_code.h"
+#include "common/base/durable_file.h"
+#include "common/system/system_code.h"
 #include "tools/cli/debug_names.h"
 #include "tools/record/record_tree.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/tree/call_tree.h"
 #include "tools/tree/tree_formats.h"
 

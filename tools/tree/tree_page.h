@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/embedded_file.h"
+#include "common/base/embedded_file.h"
 #include "tools/tree/call_tree.h"
 #include "tools/tree/tree_report.h"
 

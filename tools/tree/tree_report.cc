@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "common/permutation_test.h"
+#include "common/statistics/permutation_test.h"
 #include "tools/cli/format.h"
 
 namespace fieldprof::local {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 #include "tools/tree/call_tree.h"
 
 namespace fieldprof::local {

@@ -1,6 +1,6 @@
 // fieldprof diff: which APIs of a module got slower or faster between two
 // versions or two date ranges, on the evidence of
-// common/module_diff.h, with the effect shown. Options -> the two sides'
+// common/model/module_diff.h, with the effect shown. Options -> the two sides'
 // series (tools/cli/module_source.h) -> the diff -> text, JSON or HTML
 // (diff_report.h).
 #include <cstdio>
@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "common/api_key.h"
-#include "common/field_stacks.h"
-#include "common/model_json.h"
-#include "common/module_diff.h"
-#include "common/module_version.h"
-#include "common/options.h"
+#include "common/model/model_json.h"
+#include "common/model/module_diff.h"
+#include "common/settings/options.h"
+#include "common/stacks/field_stacks.h"
+#include "common/wire/api_key.h"
+#include "common/wire/module_version.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/module_source.h"
 #include "tools/cli/output.h"

@@ -9,11 +9,11 @@
 #include <iostream>
 #include <string>
 
-#include "common/durable_file.h"
-#include "common/json_writer.h"
-#include "common/module_model.h"
-#include "common/options.h"
-#include "common/snapshot_cache.h"
+#include "common/base/durable_file.h"
+#include "common/base/json_writer.h"
+#include "common/model/module_model.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/escape.h"

@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/api_key.h"
-#include "common/durable_file.h"
-#include "common/field_stacks.h"
-#include "common/model_json.h"
-#include "common/module_model.h"
-#include "common/options.h"
-#include "common/snapshot_cache.h"
+#include "common/base/durable_file.h"
+#include "common/model/model_json.h"
+#include "common/model/module_model.h"
+#include "common/settings/options.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/stacks/field_stacks.h"
+#include "common/wire/api_key.h"
 #include "tools/cli/client_flags.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/debug_names.h"

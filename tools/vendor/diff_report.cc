@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "common/model_json.h"
+#include "common/model/model_json.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
 #include "tools/page/page_kit.h"

@@ -1,5 +1,5 @@
-// Renderers of a module diff (common/module_diff.h) for `fieldprof diff`:
-// text and a self-contained HTML page (JSON: common/model_json.h,
+// Renderers of a module diff (common/model/module_diff.h) for `fieldprof diff`:
+// text and a self-contained HTML page (JSON: common/model/model_json.h,
 // shared with the aggregator's /v1/diff).
 #ifndef FIELDPROF_TOOLS_VENDOR_DIFF_REPORT_H_
 #define FIELDPROF_TOOLS_VENDOR_DIFF_REPORT_H_
@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "common/module_diff.h"
+#include "common/model/module_diff.h"
 #include "common/proto/fieldprof.pb.h"
 
 namespace fieldprof::tools {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/json_writer.h"
-#include "common/model_json.h"
-#include "common/module_version.h"
+#include "common/base/json_writer.h"
+#include "common/model/model_json.h"
+#include "common/wire/module_version.h"
 #include "tools/cli/escape.h"
 #include "tools/cli/format.h"
 #include "tools/page/page_kit.h"

@@ -1,6 +1,6 @@
-// Renderers of a module's field cost (common/module_model.h) for
+// Renderers of a module's field cost (common/model/module_model.h) for
 // `fieldprof report` and `fieldprof docs`: text, CSV (JSON:
-// common/model_json.h, shared with the aggregator),
+// common/model/model_json.h, shared with the aggregator),
 // Markdown, and a self-contained HTML page with inline SVG histograms in
 // the heat spectrum (cheap buckets cool, expensive ones hot, intensity by
 // count) and sortable tables. Every string from the data is escaped for
@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "common/module_model.h"
+#include "common/model/module_model.h"
 
 namespace fieldprof::tools {
 
@@ -20,7 +20,7 @@ struct ReportContext {
   std::string filters;  // human-readable, "" for none
   size_t top = 50;      // API rows (scopes: the same number)
   // The module's field stacks for the HTML page's flame graph
-  // (common/field_stacks.h), as a JSON array of {frames, ns}; "" none.
+  // (common/stacks/field_stacks.h), as a JSON array of {frames, ns}; "" none.
   std::string stacks_json;
 };
 

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "common/agent_state.h"
-#include "common/options.h"
-#include "common/runtime_settings.h"
-#include "common/snapshot_cache.h"
-#include "common/spool.h"
-#include "common/system_code.h"
+#include "common/settings/agent_state.h"
+#include "common/settings/options.h"
+#include "common/settings/runtime_settings.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/spool/spool.h"
+#include "common/system/system_code.h"
 #include "tools/cli/command_line.h"
 #include "tools/commands.h"
 
@@ -40,7 +40,7 @@ std::string DefaultMachineConf() {
 }
 
 // The machine's answer: "yes", "no", or why there is none. The file is a
-// "name = value" file like every other (common/options.h reads it).
+// "name = value" file like every other (common/settings/options.h reads it).
 std::string MachineAnswer(const std::string& path) {
   if (!fs::exists(path)) return "none (no " + path + ")";
   std::string participate;

@@ -14,12 +14,12 @@
 #include <optional>
 #include <set>
 
-#include "common/decimal.h"
-#include "common/options.h"
-#include "common/runtime_settings.h"
-#include "common/spool.h"
-#include "common/system_code.h"
-#include "common/tsc_rate.h"
+#include "common/base/decimal.h"
+#include "common/settings/options.h"
+#include "common/settings/runtime_settings.h"
+#include "common/settings/tsc_rate.h"
+#include "common/spool/spool.h"
+#include "common/system/system_code.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/run_record_text.h"
 #include "tools/cli/runtime_env.h"
@@ -134,7 +134,7 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
   return 0;
 }
 
-// The system's code as of now (common/system_code.h): the runtime chooses
+// The system's code as of now (common/system/system_code.h): the runtime chooses
 // APIs at random only in the modules it lists. The first time on a
 // machine this reads every packaged library once (seconds); after that a
 // few stats. Unless FIELDPROF_SYSTEM_CODE names a list already.

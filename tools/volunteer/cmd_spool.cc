@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <iostream>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
-#include "common/options.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/settings/options.h"
+#include "common/spool/spool.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 #include "tools/cli/command_line.h"
 #include "tools/cli/format.h"
 #include "tools/cli/run_record_text.h"

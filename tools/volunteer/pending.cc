@@ -7,21 +7,21 @@
 #include <iostream>
 #include <vector>
 
-#include "common/agent_state.h"
-#include "common/api_key.h"
-#include "common/batcher.h"
-#include "common/counted_series.h"
-#include "common/durable_file.h"
-#include "common/field_door.h"
-#include "common/histogram.h"
-#include "common/json_writer.h"
-#include "common/outbox.h"
-#include "common/platform.h"
-#include "common/run_counters.h"
-#include "common/runtime_settings.h"
-#include "common/spool.h"
-#include "common/spool_sealer.h"
-#include "common/wire.h"
+#include "common/base/durable_file.h"
+#include "common/base/json_writer.h"
+#include "common/settings/agent_state.h"
+#include "common/settings/runtime_settings.h"
+#include "common/spool/batcher.h"
+#include "common/spool/counted_series.h"
+#include "common/spool/outbox.h"
+#include "common/spool/run_counters.h"
+#include "common/spool/spool.h"
+#include "common/spool/spool_sealer.h"
+#include "common/statistics/histogram.h"
+#include "common/system/field_door.h"
+#include "common/wire/api_key.h"
+#include "common/wire/platform.h"
+#include "common/wire/wire.h"
 #include "tools/cli/format.h"
 
 namespace fieldprof::tools {
@@ -131,7 +131,7 @@ StatusOr<std::vector<Pending>> SpoolBatches(const std::string& spool_dir,
   }
   // As the agent seals with --flush: the stack records it holds for the
   // day's batch go with the last one; a series this machine never sent
-  // before marked as its first (common/counted_series.h).
+  // before marked as its first (common/spool/counted_series.h).
   CountedSeries counted(CountedPathOf(state_dir));
   FP_RETURN_IF_ERROR(counted.Load());
   std::vector<uint64_t> fresh;
@@ -223,7 +223,7 @@ std::string PendingJson(const std::vector<Pending>& pending, const FieldDoor& do
 
 int PrintPending(const std::string& spool_dir, const std::string& state_dir,
                  const std::string& settings_path, bool json) {
-  // The agent's door (common/field_door.h): the system's code as of now,
+  // The agent's door (common/system/field_door.h): the system's code as of now,
   // and the modules the volunteer shares in the settings file.
   SystemCode code;
   if (Status s = code.Refresh(); !s.ok()) {

@@ -1,7 +1,7 @@
 // fieldprof status --pending: exactly what the agent would send next, before
 // anything is sent. The outbox's sealed batches as they will go, then what
 // the spool's runs would become at the agent's next pass, summed by the
-// agent's own batch builder (common/batcher.h). Reads local files only.
+// agent's own batch builder (common/spool/batcher.h). Reads local files only.
 #ifndef FIELDPROF_TOOLS_VOLUNTEER_PENDING_H_
 #define FIELDPROF_TOOLS_VOLUNTEER_PENDING_H_
 

@@ -22,9 +22,9 @@
 #include <map>
 #include <string>
 
-#include "common/durable_file.h"
+#include "common/base/durable_file.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/spool.h"
+#include "common/spool/spool.h"
 #include "gtest/gtest.h"
 #include "tests/support/system_code.h"
 

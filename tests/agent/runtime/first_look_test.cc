@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/runtime_settings.h"
+#include "common/settings/runtime_settings.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::rt {

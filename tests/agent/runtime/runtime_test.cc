@@ -24,13 +24,13 @@
 #include <tuple>
 #include <vector>
 
-#include "common/histogram.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/run_counters.h"
-#include "common/runtime_settings.h"
-#include "common/settings_rules.h"
-#include "common/spool.h"
-#include "common/tsc_rate.h"
+#include "common/settings/runtime_settings.h"
+#include "common/settings/settings_rules.h"
+#include "common/settings/tsc_rate.h"
+#include "common/spool/run_counters.h"
+#include "common/spool/spool.h"
+#include "common/statistics/histogram.h"
 #include "tests/support/system_code.h"
 #include "tests/support/test_util.h"
 
@@ -659,7 +659,7 @@ TEST_F(RuntimeTest, TheChoiceIsUniformAmongTheApisCalled) {
   EXPECT_LT(chi2, 24.32) << table;
 }
 
-// The agent's parser (common/runtime_settings.cc) and the runtime's
+// The agent's parser (common/settings/runtime_settings.cc) and the runtime's
 // (agent/runtime/decide.cc) take their names and ranges from one table,
 // common/settings_rules.h. For every setting, the last value it takes is
 // taken by both (the run is measured) and the first it does not is refused
@@ -1374,7 +1374,7 @@ TEST_F(HazardTest, ADlopenInOneThreadWhileAnotherLooksUp) {
   }
 }
 
-// Module names in keys are file names (common/key_rules.h): a library
+// Module names in keys are file names (common/wire/key_rules.h): a library
 // loaded from a deep path with no soname is named by its file name only;
 // a soname that is a path by its last part; a file name no key may hold
 // leaves the library unmeasured, and the program runs on unharmed.

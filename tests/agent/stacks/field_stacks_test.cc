@@ -9,7 +9,7 @@
 // published fragments or any answer; and every stack that leaves is a
 // packaged module's. Then exactness: what /v1/stacks answers is what the
 // spool held.
-#include "common/field_stacks.h"
+#include "common/stacks/field_stacks.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -39,12 +39,12 @@
 #include "agent/live_harvest.h"
 #include "agent/live_stacks.h"
 #include "agent/runtime/live_layout.h"
-#include "common/exported_symbols.h"
-#include "common/https_client.h"
-#include "common/key_rules.h"
-#include "common/platform.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/spool/spool.h"
+#include "common/system/exported_symbols.h"
+#include "common/wire/key_rules.h"
+#include "common/wire/platform.h"
+#include "common/wire/wire.h"
 #include "tests/support/agent_config.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"

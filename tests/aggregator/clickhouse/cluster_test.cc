@@ -26,9 +26,9 @@
 #include <string>
 #include <thread>
 
-#include "common/histogram.h"
-#include "common/https_client.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 #include "tools/loadgen/loadgen.h"

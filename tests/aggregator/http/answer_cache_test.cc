@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "aggregator/store/store_rocksdb.h"
-#include "common/batch_view.h"
+#include "common/wire/batch_view.h"
 #include "tests/support/gunzip.h"
 #include "tests/support/test_util.h"
 

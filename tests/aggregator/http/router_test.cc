@@ -17,7 +17,7 @@
 #include "aggregator/http/vendor_access.h"
 #include "aggregator/publish/publisher.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/signing.h"
+#include "common/crypto/signing.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {

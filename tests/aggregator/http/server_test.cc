@@ -18,7 +18,7 @@
 #include "aggregator/http/router.h"
 #include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/store_rocksdb.h"
-#include "common/https_client.h"
+#include "common/net/https_client.h"
 #include "tests/support/malformed_corpus.h"
 #include "tests/support/test_util.h"
 #include "tools/loadgen/loadgen.h"

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "aggregator/store/store_rocksdb.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {

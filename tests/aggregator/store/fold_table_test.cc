@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::aggregator {

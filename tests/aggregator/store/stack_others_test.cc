@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "common/field_stacks.h"
+#include "common/stacks/field_stacks.h"
 
 namespace fieldprof::aggregator {
 namespace {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/https_client.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/gunzip.h"

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/https_client.h"
-#include "common/spool.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/spool/spool.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/https_client.h"
-#include "common/wire.h"
+#include "common/net/https_client.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"

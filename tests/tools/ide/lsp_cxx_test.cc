@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "common/histogram.h"
-#include "common/wire.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/ide/lsp_client.h"

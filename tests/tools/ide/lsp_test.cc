@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "common/api_key.h"
-#include "common/histogram.h"
-#include "common/snapshot_cache.h"
-#include "common/snapshot_index.h"
-#include "common/wire.h"
+#include "common/snapshot/snapshot_cache.h"
+#include "common/snapshot/snapshot_index.h"
+#include "common/statistics/histogram.h"
+#include "common/wire/api_key.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/ide/lsp_client.h"
@@ -643,7 +643,7 @@ TEST_F(LspTest, APointsHoverShowsTheFieldDurationsOfItsSegments) {
       << lenses.dump();
 }
 
-// The symbol index fieldprof cost reads through (common/snapshot_index.h):
+// The symbol index fieldprof cost reads through (common/snapshot/snapshot_index.h):
 // every record of a symbol, none of another; rebuilt when the cache changes
 // or its file is damaged, kept in memory when the cache cannot be written.
 TEST_F(LspTest, TheSymbolIndexFindsEveryRecordAndFollowsTheCache) {

@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/field_door.h"
-#include "common/histogram.h"
-#include "common/https_client.h"
-#include "common/system_code.h"
-#include "common/wire.h"
+#include "common/base/durable_file.h"
+#include "common/net/https_client.h"
+#include "common/statistics/histogram.h"
+#include "common/system/field_door.h"
+#include "common/system/system_code.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "common/validate.h"
+#include "common/wire/validate.h"
 
 namespace fieldprof::tools {
 namespace {

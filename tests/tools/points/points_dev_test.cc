@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "agent/dev_uploader.h"
-#include "common/https_client.h"
-#include "common/points_file.h"
+#include "common/crypto/signing.h"
+#include "common/net/https_client.h"
+#include "common/points/points_file.h"
 #include "common/proto/fieldprof.pb.h"
-#include "common/signing.h"
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "gtest/gtest.h"
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
@@ -173,7 +173,7 @@ TEST(PointsDevTest, RunsGoUpOnceAndComeBackToTheirDeveloperOnly) {
     EXPECT_GT(significant, 0u) << "ten times the rounds is a change: " << c->body;
     // Ten times the calls a run: a call's time is the runs' time over
     // their calls, in each group. (How a call's change is judged is
-    // tests/common/points_analysis_test.cc's; runs of 200 calls, 17 us,
+    // tests/common/points/points_analysis_test.cc's; runs of 200 calls, 17 us,
     // are too short here to hold a call's time to a bound: one preemption
     // in one of A's three runs can double it.)
     bool parse_seen = false;

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "common/durable_file.h"
-#include "common/points_file.h"
+#include "common/base/durable_file.h"
+#include "common/points/points_file.h"
 #include "gtest/gtest.h"
 #include "tests/support/progress_watch.h"
 #include "tests/support/test_util.h"

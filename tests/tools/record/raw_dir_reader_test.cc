@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/sampler_format.h"
+#include "common/stacks/sampler_format.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 
