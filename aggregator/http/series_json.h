@@ -1,6 +1,6 @@
 // The JSON of the read endpoints' series: a key, a histogram with its exact
 // sums (128-bit values as decimal strings), and the statistics of one.
-// Clients read them back with tools/cli/module_source.h HistogramFromJson.
+// Clients read them back with tools/shared/module_source.h HistogramFromJson.
 #ifndef FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
 #define FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
 

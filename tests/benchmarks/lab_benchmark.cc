@@ -24,7 +24,7 @@
 #include "common/spool/spool.h"
 #include "common/statistics/histogram.h"
 #include "common/wire/wire.h"
-#include "tools/cli/lab_profile.h"
+#include "tools/shared/lab_profile.h"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include "common/spool/spool.h"
 #include "common/wire/api_key.h"
 #include "common/wire/wire.h"
-#include "tools/cli/lab_profile.h"
-#include "tools/cli/module_source.h"
-#include "tools/cli/spawn.h"
+#include "tools/shared/lab_profile.h"
+#include "tools/shared/module_source.h"
+#include "tools/shared/spawn.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -7,8 +7,8 @@
 #include "common/snapshot/snapshot_cache.h"
 #include "common/spool/spool.h"
 #include "common/wire/api_key.h"
-#include "tools/cli/command_args.h"
-#include "tools/cli/command_line.h"
+#include "tools/shared/command_args.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 namespace {

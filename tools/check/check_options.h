@@ -9,7 +9,7 @@
 
 #include "common/proto/fieldprof.pb.h"
 #include "tools/check/check_analysis.h"
-#include "tools/cli/client_flags.h"
+#include "tools/shared/client_flags.h"
 
 namespace fieldprof::tools {
 

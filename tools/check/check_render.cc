@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/base/json_writer.h"
-#include "tools/cli/escape.h"
-#include "tools/cli/format.h"
-#include "tools/cli/lab_profile.h"
+#include "tools/shared/escape.h"
+#include "tools/shared/format.h"
+#include "tools/shared/lab_profile.h"
 
 namespace fieldprof::tools {
 namespace {

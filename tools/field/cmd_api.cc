@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/wire/api_key.h"
-#include "tools/cli/client_flags.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
 #include "tools/commands.h"
+#include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -19,10 +19,10 @@
 #include "common/statistics/resolution.h"
 #include "common/wire/api_key.h"
 #include "common/wire/wire.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
 #include "tools/commands.h"
 #include "tools/field/cost_lookup.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 namespace {

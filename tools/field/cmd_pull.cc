@@ -9,10 +9,10 @@
 
 #include "common/snapshot/snapshot_cache.h"
 #include "common/snapshot/snapshot_index.h"
-#include "tools/cli/client_flags.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
 #include "tools/commands.h"
+#include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 

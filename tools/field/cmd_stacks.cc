@@ -9,12 +9,12 @@
 #include "common/settings/options.h"
 #include "common/stacks/field_stacks.h"
 #include "common/wire/module_version.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/debug_names.h"
-#include "tools/cli/module_source.h"
-#include "tools/cli/output.h"
 #include "tools/commands.h"
 #include "tools/page/page_kit.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/debug_names.h"
+#include "tools/shared/module_source.h"
+#include "tools/shared/output.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -15,9 +15,9 @@
 
 #include "common/settings/options.h"
 #include "common/snapshot/snapshot_cache.h"
-#include "tools/cli/command_line.h"
 #include "tools/commands.h"
 #include "tools/ide/server.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "common/snapshot/snapshot_cache.h"
-#include "tools/cli/format.h"
 #include "tools/ide/cost_index.h"
 #include "tools/ide/cxx_calls.h"
 #include "tools/ide/server.h"
 #include "tools/ide/source.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools::lsp {
 

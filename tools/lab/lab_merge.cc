@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "common/settings/options.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/lab_profile.h"
 #include "tools/lab/lab_commands.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/lab_profile.h"
 
 namespace fieldprof::tools {
 

@@ -10,9 +10,9 @@
 #include "common/settings/options.h"
 #include "common/system/field_door.h"
 #include "common/system/system_code.h"
-#include "tools/cli/client_flags.h"
-#include "tools/cli/command_line.h"
 #include "tools/lab/lab_commands.h"
+#include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 

@@ -1,5 +1,5 @@
 // fieldprof lab -- COMMAND: a complete profile of one scenario (see
-// tools/cli/lab_profile.h for the pipeline and agent/runtime/lab.h for what
+// tools/shared/lab_profile.h for the pipeline and agent/runtime/lab.h for what
 // the runtime does in each pass). In stages: options -> the census ->
 // the timing plan (timing_plan.h) -> the timing passes -> the profile.
 #include <fcntl.h>
@@ -24,15 +24,15 @@
 #include "common/statistics/histogram.h"
 #include "common/system/system_code.h"
 #include "common/wire/wire.h"
-#include "tools/cli/command_args.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
-#include "tools/cli/lab_profile.h"
-#include "tools/cli/runtime_env.h"
 #include "tools/lab/lab_commands.h"
 #include "tools/lab/lab_tree.h"
 #include "tools/lab/passes.h"
 #include "tools/lab/timing_plan.h"
+#include "tools/shared/command_args.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
+#include "tools/shared/lab_profile.h"
+#include "tools/shared/runtime_env.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -15,10 +15,10 @@
 #include "common/stacks/cxx_names.h"
 #include "common/statistics/histogram.h"
 #include "common/wire/wire.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
-#include "tools/cli/lab_profile.h"
 #include "tools/lab/lab_commands.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
+#include "tools/shared/lab_profile.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tools/cli/lab_profile.h"
-#include "tools/cli/spawn.h"
+#include "tools/shared/lab_profile.h"
+#include "tools/shared/spawn.h"
 
 namespace fieldprof::tools {
 

@@ -1,13 +1,13 @@
 // The lab's timing plan: which APIs are timed together in one pass. Two APIs
 // that were ever on one stack are never in one set, so no probe's own cost
-// lands inside a timed call (tools/cli/lab_profile.h has the pipeline).
+// lands inside a timed call (tools/shared/lab_profile.h has the pipeline).
 #ifndef FIELDPROF_TOOLS_LAB_TIMING_PLAN_H_
 #define FIELDPROF_TOOLS_LAB_TIMING_PLAN_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "tools/cli/lab_profile.h"
+#include "tools/shared/lab_profile.h"
 
 namespace fieldprof::tools {
 

@@ -3,8 +3,8 @@
 
 #include "common/net/endpoint.h"
 #include "common/settings/options.h"
-#include "tools/cli/command_line.h"
 #include "tools/loadgen/loadgen.h"
+#include "tools/shared/command_line.h"
 
 using namespace fieldprof;
 using namespace fieldprof::tools;

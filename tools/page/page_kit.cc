@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "tools/cli/escape.h"
+#include "tools/shared/escape.h"
 
 namespace fieldprof::page {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "common/base/durable_file.h"
 #include "common/stacks/cxx_names.h"
-#include "tools/cli/spawn.h"
+#include "tools/shared/spawn.h"
 
 namespace fieldprof::local {
 namespace {

@@ -31,10 +31,6 @@
 #include "common/points/points_format.h"
 #include "common/settings/options.h"
 #include "common/settings/tsc_rate.h"
-#include "tools/cli/command_args.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/runtime_env.h"
-#include "tools/cli/spawn.h"
 #include "tools/commands.h"
 #include "tools/points/at_names.h"
 #include "tools/points/points_field.h"
@@ -42,6 +38,10 @@
 #include "tools/points/points_page.h"
 #include "tools/points/points_remote.h"
 #include "tools/points/points_report.h"
+#include "tools/shared/command_args.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/runtime_env.h"
+#include "tools/shared/spawn.h"
 
 namespace fieldprof::tools {
 namespace {

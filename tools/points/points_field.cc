@@ -13,9 +13,9 @@
 #include "common/model/module_model.h"
 #include "common/settings/options.h"
 #include "common/statistics/histogram.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
-#include "tools/cli/module_source.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
+#include "tools/shared/module_source.h"
 
 namespace fieldprof::tools {
 namespace {

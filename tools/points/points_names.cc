@@ -13,7 +13,7 @@
 #include "common/base/durable_file.h"
 #include "common/points/points_file.h"
 #include "common/points/points_format.h"
-#include "tools/cli/symbolizer.h"
+#include "tools/shared/symbolizer.h"
 
 namespace fieldprof::local {
 namespace {

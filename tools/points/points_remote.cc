@@ -24,8 +24,8 @@
 #include "common/settings/options.h"
 #include "common/wire/key_rules.h"
 #include "common/wire/wire.h"
-#include "tools/cli/client_flags.h"
-#include "tools/cli/command_line.h"
+#include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 namespace {

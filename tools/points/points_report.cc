@@ -10,9 +10,9 @@
 
 #include "common/points/points_format.h"
 #include "common/statistics/permutation_test.h"
-#include "tools/cli/format.h"
-#include "tools/cli/run_record_text.h"
-#include "tools/cli/symbolizer.h"
+#include "tools/shared/format.h"
+#include "tools/shared/run_record_text.h"
+#include "tools/shared/symbolizer.h"
 
 namespace fieldprof::local {
 

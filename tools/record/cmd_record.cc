@@ -30,11 +30,6 @@
 #include "common/settings/options.h"
 #include "common/snapshot/snapshot_cache.h"
 #include "common/stacks/sampler_format.h"
-#include "tools/cli/command_args.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
-#include "tools/cli/runtime_env.h"
-#include "tools/cli/spawn.h"
 #include "tools/commands.h"
 #include "tools/record/cpu_switches.h"
 #include "tools/record/idle_report.h"
@@ -45,6 +40,11 @@
 #include "tools/record/record_raw.h"
 #include "tools/record/record_show.h"
 #include "tools/record/recording.h"
+#include "tools/shared/command_args.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
+#include "tools/shared/runtime_env.h"
+#include "tools/shared/spawn.h"
 
 namespace fieldprof::tools {
 namespace {

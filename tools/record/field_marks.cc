@@ -8,8 +8,8 @@
 #include "common/snapshot/snapshot_cache.h"
 #include "common/snapshot/snapshot_index.h"
 #include "common/stacks/cxx_names.h"
-#include "tools/cli/format.h"
 #include "tools/field/cost_lookup.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::local {
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/cli/symbolizer.h"
 #include "tools/record/recording.h"
+#include "tools/shared/symbolizer.h"
 
 namespace fieldprof::local {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::local {
 

@@ -21,8 +21,8 @@
 #include <unordered_map>
 
 #include "common/stacks/sampler_format.h"
-#include "tools/cli/symbolizer.h"
 #include "tools/record/perf_sampler.h"
+#include "tools/shared/symbolizer.h"
 
 namespace fieldprof::local {
 

@@ -14,9 +14,9 @@
 #include "common/points/points_analysis.h"
 #include "common/points/points_file.h"
 #include "common/stacks/sampler_format.h"
-#include "tools/cli/symbolizer.h"
 #include "tools/record/cpu_switches.h"
 #include "tools/record/field_view.h"
+#include "tools/shared/symbolizer.h"
 
 namespace fieldprof::local {
 

@@ -15,14 +15,14 @@
 #include "common/base/durable_file.h"
 #include "common/settings/options.h"
 #include "common/snapshot/snapshot_cache.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
 #include "tools/record/field_marks.h"
 #include "tools/record/idle_report.h"
 #include "tools/record/pprof_export.h"
 #include "tools/record/record_page.h"
 #include "tools/record/record_raw.h"
 #include "tools/record/recording.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -46,7 +46,7 @@ CallTree MergedTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2
 // Unsupported for a recording made before the view was kept; NotFound
 // when no sample is in a packaged module of that name (the message lists
 // those that are). `name_frame`, when given, names a frame of a build (its
-// "+offset" by the build's debug file: tools/cli/debug_names.h); its
+// "+offset" by the build's debug file: tools/shared/debug_names.h); its
 // errors are the call's.
 using VersionOf =
     std::function<std::string(const std::string& module, const std::string& build_id)>;

@@ -4,8 +4,8 @@
 
 #include "common/base/durable_file.h"
 #include "common/system/system_code.h"
-#include "tools/cli/debug_names.h"
 #include "tools/record/record_tree.h"
+#include "tools/shared/debug_names.h"
 
 namespace fieldprof::local {
 

@@ -24,7 +24,7 @@ struct LoadOptions {
   std::string field_module;
   std::string dpkg_dir = "/var/lib/dpkg";  // which builds a package holds
   // Names its "+offset" frames from the builds' debug files under this
-  // directory (.build-id layout: tools/cli/debug_names.h); empty: not named.
+  // directory (.build-id layout: tools/shared/debug_names.h); empty: not named.
   std::string debug_dir;
   // For collapsed stacks: what the counts are.
   Metric collapsed_metric = Metric::kSamples;

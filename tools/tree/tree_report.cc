@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "common/statistics/permutation_test.h"
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::local {
 

@@ -1,7 +1,7 @@
 // fieldprof diff: which APIs of a module got slower or faster between two
 // versions or two date ranges, on the evidence of
 // common/model/module_diff.h, with the effect shown. Options -> the two sides'
-// series (tools/cli/module_source.h) -> the diff -> text, JSON or HTML
+// series (tools/shared/module_source.h) -> the diff -> text, JSON or HTML
 // (diff_report.h).
 #include <cstdio>
 #include <iostream>
@@ -15,10 +15,10 @@
 #include "common/stacks/field_stacks.h"
 #include "common/wire/api_key.h"
 #include "common/wire/module_version.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/module_source.h"
-#include "tools/cli/output.h"
 #include "tools/commands.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/module_source.h"
+#include "tools/shared/output.h"
 #include "tools/vendor/diff_report.h"
 
 namespace fieldprof::tools {

@@ -14,12 +14,12 @@
 #include "common/model/module_model.h"
 #include "common/settings/options.h"
 #include "common/snapshot/snapshot_cache.h"
-#include "tools/cli/client_flags.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/escape.h"
-#include "tools/cli/format.h"
-#include "tools/cli/module_source.h"
 #include "tools/commands.h"
+#include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/escape.h"
+#include "tools/shared/format.h"
+#include "tools/shared/module_source.h"
 #include "tools/vendor/module_report.h"
 
 namespace fieldprof::tools {

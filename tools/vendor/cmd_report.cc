@@ -15,12 +15,12 @@
 #include "common/snapshot/snapshot_cache.h"
 #include "common/stacks/field_stacks.h"
 #include "common/wire/api_key.h"
-#include "tools/cli/client_flags.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/debug_names.h"
-#include "tools/cli/module_source.h"
-#include "tools/cli/output.h"
 #include "tools/commands.h"
+#include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/debug_names.h"
+#include "tools/shared/module_source.h"
+#include "tools/shared/output.h"
 #include "tools/vendor/module_report.h"
 
 namespace fieldprof::tools {

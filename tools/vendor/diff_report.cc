@@ -3,9 +3,9 @@
 #include <cstdio>
 
 #include "common/model/model_json.h"
-#include "tools/cli/escape.h"
-#include "tools/cli/format.h"
 #include "tools/page/page_kit.h"
+#include "tools/shared/escape.h"
+#include "tools/shared/format.h"
 #include "tools/vendor/module_report.h"
 
 namespace fieldprof::tools {

@@ -7,9 +7,9 @@
 #include "common/base/json_writer.h"
 #include "common/model/model_json.h"
 #include "common/wire/module_version.h"
-#include "tools/cli/escape.h"
-#include "tools/cli/format.h"
 #include "tools/page/page_kit.h"
+#include "tools/shared/escape.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -21,8 +21,8 @@
 #include "common/snapshot/snapshot_cache.h"
 #include "common/spool/spool.h"
 #include "common/system/system_code.h"
-#include "tools/cli/command_line.h"
 #include "tools/commands.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 namespace {

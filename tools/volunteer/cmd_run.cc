@@ -20,10 +20,10 @@
 #include "common/settings/tsc_rate.h"
 #include "common/spool/spool.h"
 #include "common/system/system_code.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/run_record_text.h"
-#include "tools/cli/runtime_env.h"
 #include "tools/commands.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/run_record_text.h"
+#include "tools/shared/runtime_env.h"
 
 namespace fieldprof::tools {
 

@@ -13,10 +13,10 @@
 #include "common/statistics/histogram.h"
 #include "common/wire/api_key.h"
 #include "common/wire/wire.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
-#include "tools/cli/run_record_text.h"
 #include "tools/commands.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
+#include "tools/shared/run_record_text.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -19,9 +19,9 @@
 #include "common/spool/run_counters.h"
 #include "common/spool/spool.h"
 #include "common/spool/spool_sealer.h"
-#include "tools/cli/command_line.h"
-#include "tools/cli/format.h"
 #include "tools/commands.h"
+#include "tools/shared/command_line.h"
+#include "tools/shared/format.h"
 #include "tools/volunteer/pending.h"
 
 namespace fieldprof::tools {

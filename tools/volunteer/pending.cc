@@ -22,7 +22,7 @@
 #include "common/wire/api_key.h"
 #include "common/wire/platform.h"
 #include "common/wire/wire.h"
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -23,7 +23,7 @@
 #include "tests/support/test_util.h"
 #include "tests/tools/ide/lsp_client.h"
 #include "tests/tools/snapshot_fixture.h"
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof {
 namespace {

@@ -35,7 +35,7 @@
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
-#include "tools/cli/lab_profile.h"
+#include "tools/shared/lab_profile.h"
 #include "tools/tree/call_tree.h"
 
 namespace fieldprof {

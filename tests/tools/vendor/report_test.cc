@@ -20,7 +20,7 @@
 #include "tests/support/aggregator_process.h"
 #include "tests/support/test_util.h"
 #include "tests/tools/snapshot_fixture.h"
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/cli/runtime_env.h"
+#include "tools/shared/runtime_env.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "tools/cli/client_flags.h"
+#include "tools/shared/client_flags.h"
 
 namespace fieldprof::tools {
 

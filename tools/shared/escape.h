@@ -1,8 +1,8 @@
 // Escaping text from the data (module and symbol names, paths, messages)
 // for the formats the commands write: every string that reaches a report,
 // a page or a CI file goes through one of these.
-#ifndef FIELDPROF_TOOLS_CLI_ESCAPE_H_
-#define FIELDPROF_TOOLS_CLI_ESCAPE_H_
+#ifndef FIELDPROF_TOOLS_SHARED_ESCAPE_H_
+#define FIELDPROF_TOOLS_SHARED_ESCAPE_H_
 
 #include <string>
 
@@ -22,4 +22,4 @@ std::string MarkdownCell(const std::string& s);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_ESCAPE_H_
+#endif  // FIELDPROF_TOOLS_SHARED_ESCAPE_H_

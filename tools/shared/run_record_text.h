@@ -1,7 +1,7 @@
 // One run record (a spool file the runtime wrote), readably: what
 // `fieldprof spool show` prints, and `fieldprof run --show` after a run.
-#ifndef FIELDPROF_TOOLS_CLI_RUN_RECORD_TEXT_H_
-#define FIELDPROF_TOOLS_CLI_RUN_RECORD_TEXT_H_
+#ifndef FIELDPROF_TOOLS_SHARED_RUN_RECORD_TEXT_H_
+#define FIELDPROF_TOOLS_SHARED_RUN_RECORD_TEXT_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -28,4 +28,4 @@ void PrintRunRecord(std::FILE* out, const std::string& name, const wire::RunReco
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_RUN_RECORD_TEXT_H_
+#endif  // FIELDPROF_TOOLS_SHARED_RUN_RECORD_TEXT_H_

@@ -8,8 +8,8 @@
 //                     ▼
 //   wire::LabProfile: Records in the field's format, time from the timing
 //   passes, allocation and I/O from the census; the graph; the passes.
-#ifndef FIELDPROF_TOOLS_CLI_LAB_PROFILE_H_
-#define FIELDPROF_TOOLS_CLI_LAB_PROFILE_H_
+#ifndef FIELDPROF_TOOLS_SHARED_LAB_PROFILE_H_
+#define FIELDPROF_TOOLS_SHARED_LAB_PROFILE_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -78,4 +78,4 @@ void PrintLabStacks(std::FILE* out, const wire::LabProfile& p, const std::string
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_LAB_PROFILE_H_
+#endif  // FIELDPROF_TOOLS_SHARED_LAB_PROFILE_H_

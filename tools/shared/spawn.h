@@ -1,7 +1,7 @@
 // Running a program and waiting for it: what lab, check and record do with
 // the command they are given (and check with fieldprof itself).
-#ifndef FIELDPROF_TOOLS_CLI_SPAWN_H_
-#define FIELDPROF_TOOLS_CLI_SPAWN_H_
+#ifndef FIELDPROF_TOOLS_SHARED_SPAWN_H_
+#define FIELDPROF_TOOLS_SHARED_SPAWN_H_
 
 #include <sys/types.h>
 
@@ -34,4 +34,4 @@ int SpawnAndWait(const std::vector<std::string>& argv, const SpawnOptions& optio
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_SPAWN_H_
+#endif  // FIELDPROF_TOOLS_SHARED_SPAWN_H_

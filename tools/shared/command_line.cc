@@ -1,4 +1,4 @@
-#include "tools/cli/command_line.h"
+#include "tools/shared/command_line.h"
 
 #include <iostream>
 

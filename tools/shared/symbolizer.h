@@ -1,8 +1,8 @@
 // Names for the code addresses of one process, from its modules' ELF
 // symbol tables and installed debug info (elfutils), C++ names demangled.
 // Shared by fieldprof record's recordings and the stacks of points.
-#ifndef FIELDPROF_TOOLS_CLI_SYMBOLIZER_H_
-#define FIELDPROF_TOOLS_CLI_SYMBOLIZER_H_
+#ifndef FIELDPROF_TOOLS_SHARED_SYMBOLIZER_H_
+#define FIELDPROF_TOOLS_SHARED_SYMBOLIZER_H_
 
 #include <cstdint>
 #include <string>
@@ -61,4 +61,4 @@ class Symbolizer {
 
 }  // namespace fieldprof::local
 
-#endif  // FIELDPROF_TOOLS_CLI_SYMBOLIZER_H_
+#endif  // FIELDPROF_TOOLS_SHARED_SYMBOLIZER_H_

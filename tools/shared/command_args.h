@@ -1,7 +1,7 @@
 // The argv of a command that runs a program (fieldprof run, lab, check --):
 // its own options, then "--", then the program and its arguments.
-#ifndef FIELDPROF_TOOLS_CLI_COMMAND_ARGS_H_
-#define FIELDPROF_TOOLS_CLI_COMMAND_ARGS_H_
+#ifndef FIELDPROF_TOOLS_SHARED_COMMAND_ARGS_H_
+#define FIELDPROF_TOOLS_SHARED_COMMAND_ARGS_H_
 
 #include <algorithm>
 #include <string>
@@ -25,4 +25,4 @@ inline std::vector<std::string> ProgramArgs(int argc, char** argv, int at) {
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_COMMAND_ARGS_H_
+#endif  // FIELDPROF_TOOLS_SHARED_COMMAND_ARGS_H_

@@ -1,4 +1,4 @@
-#include "tools/cli/module_source.h"
+#include "tools/shared/module_source.h"
 
 #include "common/settings/options.h"
 #include "common/snapshot/snapshot_cache.h"

@@ -1,4 +1,4 @@
-#include "tools/cli/run_record_text.h"
+#include "tools/shared/run_record_text.h"
 
 #include <algorithm>
 #include <ctime>
@@ -8,7 +8,7 @@
 #include "common/statistics/histogram.h"
 #include "common/wire/api_key.h"
 #include "common/wire/wire.h"
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 namespace fieldprof::tools {
 std::string HistogramBarsText(wire::Metric m, const Histogram& h, uint64_t resolution_ns) {

@@ -2,8 +2,8 @@
 // from a vendor's debug files, found by build id under DIR/.build-id (the
 // layout of Debian's -dbgsym packages and of `eu-strip -f`): what
 // `fieldprof stacks` and `fieldprof report` do with --debug_dir.
-#ifndef FIELDPROF_TOOLS_CLI_DEBUG_NAMES_H_
-#define FIELDPROF_TOOLS_CLI_DEBUG_NAMES_H_
+#ifndef FIELDPROF_TOOLS_SHARED_DEBUG_NAMES_H_
+#define FIELDPROF_TOOLS_SHARED_DEBUG_NAMES_H_
 
 #include <map>
 #include <memory>
@@ -46,4 +46,4 @@ class DebugNames {
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_DEBUG_NAMES_H_
+#endif  // FIELDPROF_TOOLS_SHARED_DEBUG_NAMES_H_

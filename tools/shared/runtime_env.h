@@ -1,8 +1,8 @@
 // The environment a command sets up for the programs it starts under the
 // runtime (fieldprof run, lab, check -- COMMAND): where libfieldprof.so is,
 // the machine's TSC rate, and variables prepended to.
-#ifndef FIELDPROF_TOOLS_CLI_RUNTIME_ENV_H_
-#define FIELDPROF_TOOLS_CLI_RUNTIME_ENV_H_
+#ifndef FIELDPROF_TOOLS_SHARED_RUNTIME_ENV_H_
+#define FIELDPROF_TOOLS_SHARED_RUNTIME_ENV_H_
 
 #include <string>
 
@@ -40,4 +40,4 @@ void PrependEnv(const char* var, const std::string& value);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_RUNTIME_ENV_H_
+#endif  // FIELDPROF_TOOLS_SHARED_RUNTIME_ENV_H_

@@ -7,8 +7,8 @@
 //   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;   // --help printed
 //   if (s.ok() && t.positional().empty()) s = InvalidArgument("give a profile");
 //   if (!s.ok()) return UsageError(t, s);                // exit code 2
-#ifndef FIELDPROF_TOOLS_CLI_COMMAND_LINE_H_
-#define FIELDPROF_TOOLS_CLI_COMMAND_LINE_H_
+#ifndef FIELDPROF_TOOLS_SHARED_COMMAND_LINE_H_
+#define FIELDPROF_TOOLS_SHARED_COMMAND_LINE_H_
 
 #include "common/base/status.h"
 #include "common/settings/options.h"
@@ -26,4 +26,4 @@ int UsageError(const OptionTable& t, const Status& s);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_COMMAND_LINE_H_
+#endif  // FIELDPROF_TOOLS_SHARED_COMMAND_LINE_H_

@@ -1,4 +1,4 @@
-#include "tools/cli/escape.h"
+#include "tools/shared/escape.h"
 
 namespace fieldprof::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/cli/format.h"
+#include "tools/shared/format.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // Human-readable figures for the command line: durations and byte counts.
-#ifndef FIELDPROF_TOOLS_CLI_FORMAT_H_
-#define FIELDPROF_TOOLS_CLI_FORMAT_H_
+#ifndef FIELDPROF_TOOLS_SHARED_FORMAT_H_
+#define FIELDPROF_TOOLS_SHARED_FORMAT_H_
 
 #include <string>
 
@@ -47,4 +47,4 @@ bool TrueColor();
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_FORMAT_H_
+#endif  // FIELDPROF_TOOLS_SHARED_FORMAT_H_

@@ -1,4 +1,4 @@
-#include "tools/cli/output.h"
+#include "tools/shared/output.h"
 
 #include <iostream>
 

@@ -2,8 +2,8 @@
 // (all-time sums, offline) or an aggregator's GET /v1/module (any day range,
 // a vendor's token for its modules). Both give common/model/module_model.h's
 // SeriesSum, so every output is computed the same way whatever the source.
-#ifndef FIELDPROF_TOOLS_CLI_MODULE_SOURCE_H_
-#define FIELDPROF_TOOLS_CLI_MODULE_SOURCE_H_
+#ifndef FIELDPROF_TOOLS_SHARED_MODULE_SOURCE_H_
+#define FIELDPROF_TOOLS_SHARED_MODULE_SOURCE_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,7 +12,7 @@
 #include "common/base/status.h"
 #include "common/model/module_model.h"
 #include "common/net/https_client.h"
-#include "tools/cli/client_flags.h"
+#include "tools/shared/client_flags.h"
 
 namespace fieldprof::tools {
 
@@ -60,4 +60,4 @@ struct ModuleSource {
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_MODULE_SOURCE_H_
+#endif  // FIELDPROF_TOOLS_SHARED_MODULE_SOURCE_H_

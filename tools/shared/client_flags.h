@@ -1,6 +1,6 @@
 // The flags every command that talks to an aggregator shares.
-#ifndef FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
-#define FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
+#ifndef FIELDPROF_TOOLS_SHARED_CLIENT_FLAGS_H_
+#define FIELDPROF_TOOLS_SHARED_CLIENT_FLAGS_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -48,4 +48,4 @@ struct ClientFlags {
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_CLIENT_FLAGS_H_
+#endif  // FIELDPROF_TOOLS_SHARED_CLIENT_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "tools/cli/symbolizer.h"
+#include "tools/shared/symbolizer.h"
 
 #include <elfutils/libdwfl.h>
 #include <link.h>

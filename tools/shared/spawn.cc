@@ -1,4 +1,4 @@
-#include "tools/cli/spawn.h"
+#include "tools/shared/spawn.h"
 
 #include <fcntl.h>
 #include <signal.h>

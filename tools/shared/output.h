@@ -1,6 +1,6 @@
 // Where a command's report goes: stdout, or the file -o names.
-#ifndef FIELDPROF_TOOLS_CLI_OUTPUT_H_
-#define FIELDPROF_TOOLS_CLI_OUTPUT_H_
+#ifndef FIELDPROF_TOOLS_SHARED_OUTPUT_H_
+#define FIELDPROF_TOOLS_SHARED_OUTPUT_H_
 
 #include <string>
 
@@ -13,4 +13,4 @@ int EmitOutput(const std::string& command, const std::string& text, const std::s
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_CLI_OUTPUT_H_
+#endif  // FIELDPROF_TOOLS_SHARED_OUTPUT_H_

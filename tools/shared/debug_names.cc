@@ -1,11 +1,11 @@
-#include "tools/cli/debug_names.h"
+#include "tools/shared/debug_names.h"
 
 #include <glob.h>
 
 #include <vector>
 
 #include "common/wire/module_version.h"
-#include "tools/cli/symbolizer.h"
+#include "tools/shared/symbolizer.h"
 
 namespace fieldprof::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/cli/lab_profile.h"
+#include "tools/shared/lab_profile.h"
 
 #include <algorithm>
 #include <cstdio>
