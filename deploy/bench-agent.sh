@@ -36,7 +36,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [[ -n "$port" ]] || { cat "$work/agg.log"; echo "bench-agent: the aggregator did not start"; exit 1; }
-agent=(./build/agent/fieldprof-agent --server 127.0.0.1 --port "$port" --ca_file "$work/tls/cert.pem"
+agent=(./build/agent/daemon/fieldprof-agent --server 127.0.0.1 --port "$port" --ca_file "$work/tls/cert.pem"
        --spool "$work/spool" --runtime_settings "$work/runtime.conf")
 ticks=$(getconf CLK_TCK)
 cpu_ms() { awk -v t="$ticks" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }

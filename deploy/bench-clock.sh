@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How right the runtime's durations are, in short runs and long ones: a test function spins for 1.5 us of CLOCK_MONOTONIC
-# (tests/agent/runtime/testlib.cc fp_test_spin_ns) and is measured in runs of 300
+# (tests/agent/preload/runtime/testlib.cc fp_test_spin_ns) and is measured in runs of 300
 # calls (~0.5 ms), 130 calls nested inside another measured call, and
 # 100,000 calls; with the machine's TSC rate handed over (FIELDPROF_TSC_HZ,
 # as fieldprof run and the agent's settings do), with the run's own
@@ -22,7 +22,7 @@ work="$(mktemp -d /tmp/fieldprof-clock-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 cli="$PWD/build/tools/fieldprof"
 prog="$PWD/build/tests/fieldprof_testprog"
-libs=("$PWD/build/agent/runtime/libfieldprof.so")
+libs=("$PWD/build/lib/fieldprof/libfieldprof.so")
 [[ -n "${BASELINE_LIB:-}" ]] && libs+=("$BASELINE_LIB/libfieldprof.so")
 
 # The machine's rate, as fieldprof run measures it (its debug log says it).

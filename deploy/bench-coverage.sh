@@ -31,7 +31,7 @@ trap cleanup EXIT
 
 # This tree's runtime copied aside: a rebuild meanwhile must not change it.
 mkdir -p "$work/lib"
-cp "$root/build/agent/runtime/libfieldprof.so" "$root/build/agent/runtime/libfieldprof-front.so" \
+cp "$root/build/lib/fieldprof/libfieldprof.so" "$root/build/lib/fieldprof/libfieldprof-front.so" \
   "$work/lib/"
 builds=("current:$root/build/tools/fieldprof:--lib_dir=$work/lib")
 if [[ -n "${BASELINE_FIELDPROF:-}" ]]; then

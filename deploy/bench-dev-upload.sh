@@ -54,7 +54,7 @@ read -r file_events file_lost < <(./build/tools/fieldprof points show "$work/rec
   python3 -c 'import json, sys; r = json.load(sys.stdin)["runs"]
 print(sum(x["events"] for x in r), sum(x["lost"] for x in r))')
 mkdir -p "$work/dev"
-./build/agent/fieldprof-agent --server 127.0.0.1 --port "$port" --ca_file "$work/tls/cert.pem" \
+./build/agent/daemon/fieldprof-agent --server 127.0.0.1 --port "$port" --ca_file "$work/tls/cert.pem" \
   --spool "$work/spool" --state_dir "$work/state" --runtime_settings "" --snapshot_key "" \
   --dev_spool "$work/dev" --dev_token_file "$work/token" --dev_max_age_ms 60000 \
   --dev_max_bytes "$max_bytes" 2>"$work/agent.log" &

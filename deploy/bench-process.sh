@@ -4,7 +4,7 @@
 #   plain      no runtime at all
 #   floor      an empty shared object preloaded: what any LD_PRELOAD costs
 #              here (mapping, relocation), the floor under "idle"
-#   idle       the front preloaded, as sessions do (agent/runtime/front.cc),
+#   idle       the front preloaded, as sessions do (agent/preload/runtime/front/front.cc),
 #              no consent: every run a volunteer's machine does not
 #              measure costs about this (not sampled: the front alone;
 #              refused by the rate cap or a slot: the front and the runtime)
@@ -35,7 +35,7 @@ runs="${1:-200}"
 ./deploy/build.sh fieldprof_runtime fieldprof_front fieldprof spawn_bench rt_bench_prog >/dev/null
 work="$(mktemp -d /tmp/fieldprof-procbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-lib="$PWD/build/agent/runtime/libfieldprof-front.so"
+lib="$PWD/build/lib/fieldprof/libfieldprof-front.so"
 
 # The runtime chooses only among the system's code (bench-lib.sh).
 system_code="$(system_code_list)"

@@ -26,8 +26,10 @@ trap cleanup EXIT
 git worktree add -q --detach "$work/tree" "$rev"
 (cmake -S "$work/tree" -B "$work/tree/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
    cmake --build "$work/tree/build" -j"$(nproc)" --target fieldprof_runtime >/dev/null)
-old="$work/tree/build/agent/runtime/libfieldprof.so"
-new="$PWD/build/agent/runtime/libfieldprof.so"
+old="$work/tree/build/lib/fieldprof/libfieldprof.so"
+# (before agent/preload/, the build kept the preloaded libraries here)
+[[ -f "$old" ]] || old="$work/tree/build/agent/runtime/libfieldprof.so"
+new="$PWD/build/lib/fieldprof/libfieldprof.so"
 prog="$PWD/build/tests/benchmarks/rt_bench_prog"
 py=/usr/bin/python3
 ns() { sed -n 's/.*"ns_per_call":\([0-9.]*\).*/\1/p'; }

@@ -30,7 +30,7 @@ export FIELDPROF_SYSTEM_CODE="$(system_code_list)"
 system_code="$FIELDPROF_SYSTEM_CODE"
 work="$(mktemp -d /tmp/fieldprof-rtbench-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-lib="$PWD/build/agent/runtime"
+lib="$PWD/build/lib/fieldprof"
 prog="$PWD/build/tests/benchmarks/rt_bench_prog"
 rt=(env FIELDPROF_RUN=1 "FIELDPROF_SPOOL=$work/spool" "FIELDPROF_SLOT_DIR=$work/slots"
     "FIELDPROF_SYSTEM_CODE=$system_code"

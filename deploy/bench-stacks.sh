@@ -30,8 +30,8 @@ cd "$(dirname "$0")/.."
 rounds="${1:-30}"
 runs="${2:-40}"
 day_rounds="${3:-0}"
-lib="$PWD/build/agent/runtime/libfieldprof-front.so"
-agent="$PWD/build/agent/fieldprof-agent"
+lib="$PWD/build/lib/fieldprof/libfieldprof-front.so"
+agent="$PWD/build/agent/daemon/fieldprof-agent"
 for f in "$lib" "$agent"; do
   [[ -e "$f" ]] || { echo "bench-stacks: $f missing (build first)" >&2; exit 2; }
 done

@@ -43,7 +43,7 @@ arch="$(dpkg --print-architecture)"
 mkdir -p dist
 stage="$(mktemp -d /tmp/fieldprof-pkg-XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
-export FIELDPROF_LIB_DIR="$PWD/build/agent/runtime"
+export FIELDPROF_LIB_DIR="$PWD/build/lib/fieldprof"
 
 # The packages (and versions) that ship the libraries the ELF files under
 # ROOT link, as a Depends list.
@@ -120,17 +120,17 @@ build_deb() {
 src=deploy/debian/fieldprof
 root="$stage/fieldprof"
 install -D -m 0755 build/tools/fieldprof "$root/usr/bin/fieldprof"
-install -D -m 0755 build/agent/fieldprof-agent "$root/usr/bin/fieldprof-agent"
-install -D -m 0644 build/agent/runtime/libfieldprof.so "$root/usr/lib/fieldprof/libfieldprof.so"
-install -D -m 0644 build/agent/runtime/libfieldprof-front.so "$root/usr/lib/fieldprof/libfieldprof-front.so"
-install -D -m 0644 build/agent/runtime/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
-install -D -m 0644 build/agent/runtime/libfieldprof-points.so \
+install -D -m 0755 build/agent/daemon/fieldprof-agent "$root/usr/bin/fieldprof-agent"
+install -D -m 0644 build/lib/fieldprof/libfieldprof.so "$root/usr/lib/fieldprof/libfieldprof.so"
+install -D -m 0644 build/lib/fieldprof/libfieldprof-front.so "$root/usr/lib/fieldprof/libfieldprof-front.so"
+install -D -m 0644 build/lib/fieldprof/libfieldprof-inert.so "$root/usr/lib/fieldprof/libfieldprof-inert.so"
+install -D -m 0644 build/lib/fieldprof/libfieldprof-points.so \
   "$root/usr/lib/fieldprof/libfieldprof-points.so"
-install -D -m 0644 build/agent/runtime/libfieldprof-sampler.so \
+install -D -m 0644 build/lib/fieldprof/libfieldprof-sampler.so \
   "$root/usr/lib/fieldprof/libfieldprof-sampler.so"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$root/usr/bin/fieldprof" "$root/usr/bin/fieldprof-agent"
-# The runtime keeps its .note.gnu.build-id and its loaded layout (tests/agent/runtime
+# The runtime keeps its .note.gnu.build-id and its loaded layout (tests/agent/preload/runtime
 # checks which page .data shares): only sections that are not loaded go.
 strip --strip-unneeded --remove-section=.comment "$root/usr/lib/fieldprof/libfieldprof.so" \
   "$root/usr/lib/fieldprof/libfieldprof-front.so" \
@@ -147,7 +147,7 @@ install -D -m 0644 "$src/fieldprof-agent.service" \
   "$root/usr/lib/systemd/user/fieldprof-agent.service"
 docs "$root" fieldprof \
   "build/tools/fieldprof:1:field profiling: measure library APIs, see their field cost" \
-  "build/agent/fieldprof-agent:1:uploads the runtime's records, exactly once"
+  "build/agent/daemon/fieldprof-agent:1:uploads the runtime's records, exactly once"
 install -d "$root/DEBIAN"
 printf '/etc/profile.d/fieldprof.sh\n' > "$root/DEBIAN/conffiles"
 install -m 0755 "$src/config" "$src/postinst" "$src/prerm" "$src/postrm" "$root/DEBIAN/"

@@ -115,7 +115,7 @@ step "fieldprof-agent --once --flush: spool -> batches -> aggregator"
 # The agent sends nothing without the user's consent (fieldprof optin does
 # this for a volunteer): running this demo is yours.
 mkdir -p "$state" && printf 'consent = yes\n' > "$state/runtime.conf"
-./build/agent/fieldprof-agent --once --flush --server 127.0.0.1 --port "$port" \
+./build/agent/daemon/fieldprof-agent --once --flush --server 127.0.0.1 --port "$port" \
   --ca_file "$state/tls/cert.pem" --spool "$spool" --state_dir "$state/agent" \
   --runtime_settings "$state/runtime.conf" \
   --snapshot_key "$state/keys/snapshot-signing.pub" --snapshot_cache "$state/cache"

@@ -11,7 +11,7 @@ first="${1:-1}"
 last="${2:-200}"
 ./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof_runtime >/dev/null
-lib="$PWD/build/agent/runtime"
+lib="$PWD/build/lib/fieldprof"
 work="$(mktemp -d /tmp/fieldprof-soak-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"

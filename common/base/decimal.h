@@ -1,7 +1,7 @@
 // A decimal number as settings, flags and query strings give it: the whole
 // text a number ("0.05", "+1", "1e-3"; no blank, no hex), within [lo, hi].
 // The same reading in every locale (std::from_chars), and the runtime's
-// own (agent/runtime/text.h: ScanDecimal takes a sign too).
+// own (agent/preload/runtime/text.h: ScanDecimal takes a sign too).
 #ifndef FIELDPROF_COMMON_BASE_DECIMAL_H_
 #define FIELDPROF_COMMON_BASE_DECIMAL_H_
 

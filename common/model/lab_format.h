@@ -14,7 +14,7 @@
 
 namespace fieldprof {
 
-inline constexpr char kLabRunMagic[] = "FPLABRUN1\n";  // agent/runtime/lab.h
+inline constexpr char kLabRunMagic[] = "FPLABRUN1\n";  // agent/preload/runtime/lab/lab.h
 inline constexpr char kLabProfileMagic[] = "FPLABPROFILE1\n";
 
 // The profile in `bytes` (magic, then a wire.LabProfile); `what` names it

@@ -1,5 +1,5 @@
 // The file that `fieldprof points record`'s recorder
-// (agent/points/recorder.cc) writes for each process, and that
+// (agent/preload/points/recorder.cc) writes for each process, and that
 // common/points/points_file.h reads (the CLI, and the agent in developer mode):
 // "FPPOINTS1\n", then records, each a type byte and a fixed or length-prefixed body, all
 // little-endian:
@@ -126,7 +126,7 @@ inline constexpr char kDirEnv[] = "FIELDPROF_POINTS_DIR";        // where each p
 inline constexpr char kStacksEnv[] = "FIELDPROF_POINTS_STACKS";  // "1": each event's stack too
 inline constexpr char kAutoEnv[] = "FIELDPROF_POINTS_AUTO";  // "1": points of the recorder's own
 inline constexpr char kLibName[] = "libfieldprof-points.so";
-// The runtime the front opens (agent/runtime/front.cc), and every module
+// The runtime the front opens (agent/preload/runtime/front/front.cc), and every module
 // of fieldprof's own a recorded process has loaded: their frames are no
 // part of the program's stacks.
 inline constexpr char kRuntimeLibName[] = "libfieldprof.so";

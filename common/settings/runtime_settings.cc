@@ -163,7 +163,7 @@ void Store(Setting setting, const std::string& v, int64_t n, double d, RuntimeSe
 }
 
 // One `name = value` line's value into `s` by the setting's rule (the
-// runtime applies the same, agent/runtime/decide.cc); false when it does
+// runtime applies the same, agent/preload/runtime/front/decide.cc); false when it does
 // not parse or is out of range.
 bool ApplySetting(const settings_rules::Rule& r, const std::string& v, RuntimeSettings* s) {
   int64_t n = 0;

@@ -1,5 +1,5 @@
 // The runtime's settings file ("name = value" lines, '#' comments), read by
-// the runtime at every program start (agent/runtime/decide.cc) and written by
+// the runtime at every program start (agent/preload/runtime/front/decide.cc) and written by
 // the agent from the aggregator's GET /v1/config. The runtime treats an
 // unknown name or a bad value as a corrupt file and measures nothing, so
 // this parser applies exactly its rules, and the writer emits only names it
@@ -32,7 +32,7 @@ struct FleetSettings {
   double max_load_per_cpu = 1.5;
   double overhead_budget = 0.01;
   // The share of program runs measured at all (the runtime's first look,
-  // agent/runtime/first_look.h, decides with a coin), and the machine-wide
+  // agent/preload/runtime/front/first_look.h, decides with a coin), and the machine-wide
   // cap on measured runs a minute (0: none). Explicit runs (`fieldprof
   // run`) are exempt from both.
   double sample_fraction = 1.0 / 16;

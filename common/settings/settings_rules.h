@@ -1,7 +1,7 @@
 // The names and ranges of the runtime's settings file ("name = value"
 // lines, '#' comments; common/settings/runtime_settings.h describes each setting).
 // Two parsers read that file: the runtime's at every program start
-// (agent/runtime/decide.cc, no C++ library), and common/settings/runtime_settings.cc
+// (agent/preload/runtime/front/decide.cc, no C++ library), and common/settings/runtime_settings.cc
 // for the agent and the command line. Both look each name up here, so a
 // name or a range can only change in one place, and the runtime never
 // refuses a file the agent wrote (it would measure nothing).
@@ -17,7 +17,7 @@
 
 namespace fieldprof::settings_rules {
 
-// APIs a run may measure at most (FP_MAX_APIS in agent/runtime/runtime.h).
+// APIs a run may measure at most (FP_MAX_APIS in agent/preload/runtime/runtime.h).
 inline constexpr int64_t kMaxApis = 8;
 
 enum class Setting : uint8_t {
@@ -80,11 +80,11 @@ inline constexpr Rule kRules[] = {
     // Points placed by configuration: "module:function", comma-separated.
     {"points", Setting::kPoints, Kind::kText, 0, 1023, 0, 0},
     // Where measured runs keep their counts while they run (live files,
-    // agent/runtime/live_layout.h); empty: /dev/shm/fieldprof-<uid>; "off":
+    // agent/preload/runtime/records/live_layout.h); empty: /dev/shm/fieldprof-<uid>; "off":
     // none (a killed run's counts are then lost).
     {"live_dir", Setting::kLiveDir, Kind::kText, 0, 511, 0, 0},
     // Stack samples a second of a measured run's threads' CPU time
-    // (agent/runtime/stack_samples.h); 0: none.
+    // (agent/preload/runtime/stacks/stack_samples.h); 0: none.
     {"stack_hz", Setting::kStackHz, Kind::kInt, 0, 1000, 0, 0},
     // The list of the system's code (common/system/system_code_list.h) the agent
     // keeps: measured runs choose APIs only among the modules it names;

@@ -1,5 +1,5 @@
 // The machine's TSC rate, which the runtime converts its ticks with
-// (agent/runtime/clock.h): measured here by the agent and by `fieldprof
+// (agent/preload/runtime/hotpath/clock.h): measured here by the agent and by `fieldprof
 // run`, and handed over as the settings' tsc_hz.
 //
 // The rate is taken against CLOCK_MONOTONIC over `span`. Each end is a

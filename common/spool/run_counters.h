@@ -4,7 +4,7 @@
 // the runtime). The agent takes the counts from there into its batches'
 // counters (AgentCounters) and zeroes them under the same lock.
 //
-// Shared spelling: the runtime (agent/runtime/decide.cc) writes these names,
+// Shared spelling: the runtime (agent/preload/runtime/front/decide.cc) writes these names,
 // the agent and `fieldprof status` read them.
 #ifndef FIELDPROF_COMMON_SPOOL_RUN_COUNTERS_H_
 #define FIELDPROF_COMMON_SPOOL_RUN_COUNTERS_H_

@@ -1,5 +1,5 @@
 // The spool: where the runtime leaves one RunRecord file per measured run
-// (agent/runtime/spool_encode.h writes them) until the agent batches them.
+// (agent/preload/runtime/records/spool_encode.h writes them) until the agent batches them.
 // Reading side, shared by the agent and `fieldprof spool`.
 //
 //   StatusOr<std::vector<SpoolEntry>> files = ListSpool(DefaultSpoolDir());
@@ -21,7 +21,7 @@ namespace fieldprof {
 std::string DefaultSpoolDir();
 
 // Where measured runs keep their counts while they run (live files,
-// agent/runtime/live_layout.h): `live_dir` in the runtime's settings, else
+// agent/preload/runtime/records/live_layout.h): `live_dir` in the runtime's settings, else
 // /dev/shm/fieldprof-<uid>, a tmpfs of this user's, as the runtime makes it.
 // "" when `setting` is "off".
 std::string DefaultLiveDir(const std::string& setting = "");

@@ -18,7 +18,7 @@
 //   for (each spool run) s.Add(name, run);
 //   s.Finish(flush, now_ms, max_age_ms);
 //
-// The agent seals through it (agent/agent.cc), and `fieldprof status
+// The agent seals through it (agent/daemon/agent.cc), and `fieldprof status
 // --pending` shows what it would seal (tools/volunteer/pending.cc).
 #ifndef FIELDPROF_COMMON_SPOOL_SPOOL_SEALER_H_
 #define FIELDPROF_COMMON_SPOOL_SPOOL_SEALER_H_

@@ -1,5 +1,5 @@
 // The raw files `fieldprof record`'s sampler writes, one per process
-// (agent/sampler/), read back by the command line
+// (agent/preload/sampler/), read back by the command line
 // (tools/record/recording.h). Native byte order: written and read on the
 // same machine. A file: FileHeader, then tagged records until the end:
 //   'S' SampleHeader, then `depth` return addresses, innermost first;

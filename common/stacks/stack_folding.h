@@ -1,7 +1,7 @@
 // How one sampled stack becomes the stacks of packaged modules
 // (docs/field-stacks.md): the rule, written once for the two places that
-// fold: the runtime, at the end of a run (agent/runtime/stack_fold.cc),
-// and the agent, for a run killed before it could (agent/live_stacks.cc).
+// fold: the runtime, at the end of a run (agent/preload/runtime/stacks/stack_fold.cc),
+// and the agent, for a run killed before it could (agent/daemon/live_stacks.cc).
 // Header-only and allocation-free: the runtime is built without the C++
 // library.
 //

@@ -1,7 +1,7 @@
 // What fieldprof reads of a module's ELF file to name its frames as the
 // field names them (docs/field-stacks.md): its exported symbols as the
 // dynamic linker's dladdr searches them, its soname, whether it is a
-// program. Used by the agent (a killed run's stacks, agent/live_stacks.h)
+// program. Used by the agent (a killed run's stacks, agent/daemon/live_stacks.h)
 // and by recordings' field view (tools/record/field_view.h).
 #ifndef FIELDPROF_COMMON_SYSTEM_EXPORTED_SYMBOLS_H_
 #define FIELDPROF_COMMON_SYSTEM_EXPORTED_SYMBOLS_H_

@@ -138,7 +138,7 @@ class SystemCode {
   // only such a module ("[libc.so.6]").
   bool SharedModuleName(std::string_view module) const;
 
-  // The runtime's list of verified build ids (agent/runtime reads it in
+  // The runtime's list of verified build ids (agent/preload/runtime reads it in
   // measured runs: the `system_code` setting, FIELDPROF_SYSTEM_CODE).
   std::string BuildIdListPath() const { return cache_dir_ + "/build-ids"; }
   const std::string& cache_dir() const { return cache_dir_; }

@@ -5,7 +5,7 @@
 // names a program's own exports only when its executable is one.
 //
 // Header only, without the C++ library: the runtime applies it in the
-// process with its raw stat (agent/runtime/module_naming.cc), the
+// process with its raw stat (agent/preload/runtime/binder/module_naming.cc), the
 // recorder to the modules of a recording (tools/record/field_view.cc).
 #ifndef FIELDPROF_COMMON_SYSTEM_SYSTEM_PATH_H_
 #define FIELDPROF_COMMON_SYSTEM_SYSTEM_PATH_H_

@@ -20,7 +20,7 @@
 //                   a letter or _ and then letters, digits, _ and ., at most
 //                   64 bytes. No path, no space, no free text.
 //
-// Header only and without the C++ library: the runtime (agent/runtime/)
+// Header only and without the C++ library: the runtime (agent/preload/runtime/)
 // checks what it is about to record with the same functions that
 // common/wire/validate.cc applies on the agent and the aggregator.
 #ifndef FIELDPROF_COMMON_WIRE_KEY_RULES_H_

@@ -32,9 +32,9 @@
 //
 //   points_benchmark [ITERATIONS] [ROUNDS] [--recorder LIB] [--base-recorder LIB]
 //                    [--field RUNTIME] [--base-field RUNTIME]
-//                    (default 100000000 15; LIB: build/agent/runtime/libfieldprof-points.so;
+//                    (default 100000000 15; LIB: build/lib/fieldprof/libfieldprof-points.so;
 //                    the base: another build's recorder, in the same 2-thread rounds;
-//                    RUNTIME: build/agent/runtime/libfieldprof.so)
+//                    RUNTIME: build/lib/fieldprof/libfieldprof.so)
 //
 // The disarmed loops are the same dependent multiply-add, interleaved
 // round by round so the machine's drift lands on all of them; with
@@ -638,13 +638,13 @@ int main(int argc, char** argv) {
     std::printf("(no lttng-ust anchor: liblttng-ust-dev was not installed at build time)\n");
 #endif
   } else {
-    std::printf("(armed figures: --recorder build/agent/runtime/libfieldprof-points.so)\n");
+    std::printf("(armed figures: --recorder build/lib/fieldprof/libfieldprof-points.so)\n");
   }
   if (!field.empty()) {
     std::fflush(stdout);
     Field("/proc/self/exe", field, base_field, rounds);
   } else {
-    std::printf("(field figures: --field build/agent/runtime/libfieldprof.so)\n");
+    std::printf("(field figures: --field build/lib/fieldprof/libfieldprof.so)\n");
   }
   return 0;
 }

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "agent/agent.h"
+#include "agent/daemon/agent.h"
 #include "tests/support/test_util.h"
 
 namespace fieldprof::testing {

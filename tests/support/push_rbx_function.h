@@ -1,6 +1,6 @@
 // A function written in assembly whose first instruction is one byte
 // (push %rbx), for tests of code changed while threads run
-// (agent/runtime/call_sites.cc): no thread may be stopped inside a jump
+// (agent/preload/runtime/points/call_sites.cc): no thread may be stopped inside a jump
 // written over it, so its entry is never moved under running threads.
 // Assembly, so that no compiler changes the prologue.
 //

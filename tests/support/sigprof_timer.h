@@ -1,6 +1,6 @@
 // SIGPROF every 20 us, from a CLOCK_MONOTONIC timer (high resolution), for
 // the test programs whose points a signal handler cuts into
-// (tests/tools/points/pointstacks.cc, tests/agent/points/pointsprog.cc).
+// (tests/tools/points/pointstacks.cc, tests/agent/preload/points/pointsprog.cc).
 #ifndef FIELDPROF_TESTS_SUPPORT_SIGPROF_TIMER_H_
 #define FIELDPROF_TESTS_SUPPORT_SIGPROF_TIMER_H_
 

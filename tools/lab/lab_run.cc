@@ -1,5 +1,5 @@
 // fieldprof lab -- COMMAND: a complete profile of one scenario (see
-// tools/shared/lab_profile.h for the pipeline and agent/runtime/lab.h for what
+// tools/shared/lab_profile.h for the pipeline and agent/preload/runtime/lab/lab.h for what
 // the runtime does in each pass). In stages: options -> the census ->
 // the timing plan (timing_plan.h) -> the timing passes -> the profile.
 #include <fcntl.h>

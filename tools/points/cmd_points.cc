@@ -160,7 +160,7 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
 
 // What the runtime made of each --at function, over every process of
 // every run: its lines "MODULE:FUNCTION<TAB>WHAT[: WHY]" in placed-<pid>
-// files (agent/runtime/lab.h), the best outcome of each kept.
+// files (agent/preload/runtime/lab/lab.h), the best outcome of each kept.
 void SayPlacements(const std::string& work) {
   const auto rank = [](const std::string& what) {
     if (what.rfind("every call", 0) == 0) return 4;

@@ -36,7 +36,7 @@ StatusOr<std::string> FindRuntime(const std::string& flag) {
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const std::filesystem::path dir = exe.parent_path();
-    for (const auto& candidate : {dir / "../agent/runtime", dir / "../lib/fieldprof", dir}) {
+    for (const auto& candidate : {dir / "../lib/fieldprof", dir}) {
       const std::string c = std::filesystem::weakly_canonical(candidate, ec).string();
       if (!ec && HasRuntime(c)) return c;
     }
@@ -45,7 +45,7 @@ StatusOr<std::string> FindRuntime(const std::string& flag) {
 }
 
 // The machine's TSC rate, so durations are right from the command's first
-// call (agent/runtime/clock.h): the settings file's, where the agent keeps
+// call (agent/preload/runtime/hotpath/clock.h): the settings file's, where the agent keeps
 // it, else measured here (20 ms).
 void SetTscRate() {
   if (std::getenv("FIELDPROF_TSC_HZ") != nullptr) return;

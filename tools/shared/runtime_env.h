@@ -11,21 +11,21 @@
 namespace fieldprof::tools {
 
 // The file name of the runtime, and of the front the commands preload
-// (agent/runtime/front.cc: it loads the runtime beside it in a run that
+// (agent/preload/runtime/front/front.cc: it loads the runtime beside it in a run that
 // may be measured).
 inline constexpr const char* kRuntimeLib = "libfieldprof.so";
 inline constexpr const char* kFrontLib = "libfieldprof-front.so";
 
 // The directory holding libfieldprof.so: `lib_dir_flag` (--lib_dir), else
 // $FIELDPROF_LIB_DIR, else next to this program: the build tree
-// (build/tools/fieldprof -> build/agent/runtime) or an installed layout
+// (build/tools/fieldprof -> build/lib/fieldprof) or an installed layout
 // (bin/fieldprof -> lib/fieldprof). NotFound says which was looked at.
 [[nodiscard]] StatusOr<std::string> FindRuntime(const std::string& lib_dir_flag);
 
 // Sets FIELDPROF_TSC_HZ for the runs this process starts, unless already
 // known (the environment, or the settings file where the agent keeps it):
 // measured here (20 ms), so durations are right from a run's first call
-// (agent/runtime/clock.h).
+// (agent/preload/runtime/hotpath/clock.h).
 void SetTscRate();
 
 // The settings of a lab pass, for the runs this process starts: every run

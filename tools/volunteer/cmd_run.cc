@@ -1,5 +1,5 @@
 // fieldprof run: runs one command with the runtime loaded (LD_PRELOAD, see
-// agent/runtime/runtime.h), as an explicit request: the run
+// agent/preload/runtime/runtime.h), as an explicit request: the run
 // is measured whatever the consent setting says, with this command's options
 // on top of the local settings.
 #include <signal.h>

@@ -35,10 +35,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
-#include "agent/live_harvest.h"
-#include "agent/live_stacks.h"
-#include "agent/runtime/live_layout.h"
+#include "agent/daemon/agent.h"
+#include "agent/daemon/live_harvest.h"
+#include "agent/daemon/live_stacks.h"
+#include "agent/preload/runtime/records/live_layout.h"
 #include "common/net/https_client.h"
 #include "common/spool/spool.h"
 #include "common/system/exported_symbols.h"

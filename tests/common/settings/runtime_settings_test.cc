@@ -37,7 +37,7 @@ TEST(RuntimeSettingsTest, FormatThenParseGivesTheSameSettings) {
 }
 
 TEST(RuntimeSettingsTest, TheRuntimesRulesApply) {
-  // What the runtime refuses (agent/runtime/decide.cc Apply) is refused here.
+  // What the runtime refuses (agent/preload/runtime/front/decide.cc Apply) is refused here.
   for (const char* bad : {"k = 0", "k = 9", "slots = 0", "consent = maybe", "overhead_budget = -1",
                           "max_load_per_cpu = x", "colour = blue", "seed = 12ab", "no equals",
                           "sample_fraction = 1.5", "sample_fraction = -0.1",

@@ -45,7 +45,7 @@ struct Sum {
   bool operator==(const Sum&) const = default;
 };
 
-// An agent's directories and the passes it makes, as agent/agent.cc does.
+// An agent's directories and the passes it makes, as agent/daemon/agent.cc does.
 class Machine {
  public:
   Machine()

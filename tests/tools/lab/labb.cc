@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tests/agent/runtime/spin.h"
+#include "tests/agent/preload/runtime/spin.h"
 
 #define LAB_API extern "C" __attribute__((visibility("default")))
 

@@ -16,12 +16,12 @@
 //   cfg::Parser::Parse  two C++ overloads, named as written in the code
 //
 //   fieldprof_inmodule --busy LIB N
-// opens LIB (tests/agent/points/busylib.cc), whose thread already calls
+// opens LIB (tests/agent/preload/points/busylib.cc), whose thread already calls
 // its function in a loop, asks it for busy_join (the runtime looks at the
 // library then, while that thread runs), lets the loop run N more rounds
 // and prints "busy wrong W" (rounds whose result was not the first one's).
 //   fieldprof_inmodule --dlopen LIB N [--thread | --once]
-// opens LIB (tests/agent/runtime/testlib2.cc), calls its fp_test2_outer(N),
+// opens LIB (tests/agent/preload/runtime/testlib2.cc), calls its fp_test2_outer(N),
 // which calls the library's static fp_test2_inner N times, closes it, and
 // does all that twice (once with --once); prints "dlopen SUM". With
 // --thread a second thread runs meanwhile (it wakes every millisecond), as

@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "agent/dev_uploader.h"
+#include "agent/daemon/dev_uploader.h"
 #include "common/crypto/signing.h"
 #include "common/net/https_client.h"
 #include "common/points/points_file.h"
