@@ -41,7 +41,7 @@ struct Waiting {
 // still being written. A recent file is read on from where `scans` last
 // stopped in it, to see whether its end mark has come.
 std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
-                                 std::map<std::string, local::PointsScan>* scans,
+                                 std::map<std::string, fieldprof::PointsScan>* scans,
                                  std::vector<Waiting>* open) {
   std::vector<Waiting> out;
   std::error_code ec;
@@ -52,8 +52,8 @@ std::vector<Waiting> WaitingRuns(const std::string& spool_dir, int64_t now_ms,
     const int64_t written =
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
     if (now_ms - written < kKilledAfterMs) {
-      local::PointsScan& scan = (*scans)[e.path().filename().string()];
-      if (!local::ScanPointsFile(e.path().string(), &scan).ok() || !scan.Finished()) {
+      fieldprof::PointsScan& scan = (*scans)[e.path().filename().string()];
+      if (!fieldprof::ScanPointsFile(e.path().string(), &scan).ok() || !scan.Finished()) {
         // still being written, or its stacks' names still to come
         open->push_back({e.path().filename().string(), written, static_cast<uint64_t>(st.st_size)});
         continue;
@@ -120,10 +120,9 @@ Status WriteSent(const std::string& spool_dir, const std::string& name, const Se
 
 // The run's start (ms since the epoch) from its header, 0 when unread.
 int64_t StartMs(const std::string& bytes) {
-  constexpr size_t kAt = local::points::kMagicSize + 1 + 4;  // 'H', pid
+  constexpr size_t kAt = points::kMagicSize + 1 + 4;  // 'H', pid
   uint64_t ns = 0;
-  if (bytes.size() < kAt + 8 || bytes[local::points::kMagicSize] != local::points::kHeader)
-    return 0;
+  if (bytes.size() < kAt + 8 || bytes[points::kMagicSize] != points::kHeader) return 0;
   std::memcpy(&ns, bytes.data() + kAt, 8);
   return static_cast<int64_t>(ns / 1000000);
 }
@@ -267,8 +266,8 @@ Status DevUploader::SealParts(const std::string& name, int64_t now, bool flush, 
   const uint64_t base = sent.sealed > 0 ? sent.sealed - 1 : 0;
   FP_ASSIGN_OR_RETURN(const std::string tail, ReadFileFrom(path, base));
   const uint64_t size = base + tail.size();
-  local::PointsScan& scan = scans_[name];
-  const Status scanned = local::ScanPointsFile(path, &scan);
+  fieldprof::PointsScan& scan = scans_[name];
+  const Status scanned = fieldprof::ScanPointsFile(path, &scan);
   StatusOr<wire::DevRun> as_read =
       scanned.ok() ? DevRunOfScan(scan, name) : StatusOr<wire::DevRun>(scanned);
   if (!as_read.ok()) {

@@ -66,7 +66,7 @@ class DevUploader {
   Outbox outbox_;
   // How far each run file in the spool has been read (by name), so that a
   // run still being written is read once, not again at every pass.
-  std::map<std::string, local::PointsScan> scans_;
+  std::map<std::string, fieldprof::PointsScan> scans_;
 };
 
 }  // namespace fieldprof::agent

@@ -213,8 +213,8 @@ StatusOr<std::vector<DevRunInfo>> DevHandler::Select(const Developer& who, const
   return store_->Runs(who.name, tag, program, *from_ns, *to_ns);
 }
 
-StatusOr<std::vector<local::PointsRun>> DevHandler::Load(const Developer& who,
-                                                         const std::vector<DevRunInfo>& listed) {
+StatusOr<std::vector<fieldprof::PointsRun>> DevHandler::Load(
+    const Developer& who, const std::vector<DevRunInfo>& listed) {
   // Every run is read into memory: bounded in runs and in bytes.
   constexpr size_t kMaxReportRuns = 5000;
   constexpr uint64_t kMaxReportBytes = uint64_t{256} << 20;
@@ -224,11 +224,11 @@ StatusOr<std::vector<local::PointsRun>> DevHandler::Load(const Developer& who,
     return InvalidArgument(std::to_string(listed.size()) + " runs, " + std::to_string(bytes >> 20) +
                            " MiB: at most 5000 runs and 256 MiB in one report; narrow the days");
   }
-  std::vector<local::PointsRun> runs;
+  std::vector<fieldprof::PointsRun> runs;
   for (const DevRunInfo& info : listed) {
     StatusOr<wire::DevRun> r = store_->Get(who.name, info.id);
     if (!r.ok()) return r.status();
-    StatusOr<local::PointsRun> run = local::DecodePointsRun(r->file());
+    StatusOr<fieldprof::PointsRun> run = fieldprof::DecodePointsRun(r->file());
     if (!run.ok()) continue;  // checked when kept; a file that no longer reads is left out
     run->file = info.id;
     runs.push_back(std::move(*run));
@@ -261,19 +261,19 @@ HttpResponse DevHandler::Report(std::string_view authorization, std::string_view
   bool stacks = false;
   StatusOr<std::vector<DevRunInfo>> listed = Query(*who, query, &tag, &stacks);
   if (!listed.ok()) return ErrorResponse(listed.status());
-  StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = Load(*who, *listed);
   if (!runs.ok()) return ErrorResponse(runs.status());
-  local::PointsOptions o;
+  fieldprof::PointsOptions o;
   o.tag = tag;
-  std::string report = local::PointsJson(*runs, local::AnalyzePoints(*runs, o));
+  std::string report = fieldprof::PointsJson(*runs, fieldprof::AnalyzePoints(*runs, o));
   if (!stacks) return JsonResponse(report);
   // Where each point of the tag was passed, as `points show --stacks`:
   // by the names the runs carry (this machine's files are not theirs:
   // an unnamed frame is module+offset).
   nlohmann::json j = nlohmann::json::parse(report);
-  std::vector<local::NamedStacks> named;
-  for (const local::PointsRun& r : *runs) named.push_back(local::NameStacksAsRecorded(r));
-  j["stacks"] = nlohmann::json::parse(local::StackedSitesJson(*runs, tag, named));
+  std::vector<fieldprof::NamedStacks> named;
+  for (const fieldprof::PointsRun& r : *runs) named.push_back(fieldprof::NameStacksAsRecorded(r));
+  j["stacks"] = nlohmann::json::parse(fieldprof::StackedSitesJson(*runs, tag, named));
   return JsonResponse(j.dump());
 }
 
@@ -281,9 +281,9 @@ namespace {
 
 // The thresholds of a comparison, in the ranges `fieldprof points
 // compare` takes; empty: the defaults.
-StatusOr<local::CompareOptions> CompareThresholds(const std::string& fdr,
-                                                  const std::string& min_effect) {
-  local::CompareOptions co;
+StatusOr<fieldprof::CompareOptions> CompareThresholds(const std::string& fdr,
+                                                      const std::string& min_effect) {
+  fieldprof::CompareOptions co;
   if (!fdr.empty()) {
     const std::optional<double> x = ParseDecimalIn(fdr, 0.0001, 0.5);
     if (!x) return InvalidArgument("fdr is a false discovery rate, 0.0001 to 0.5");
@@ -366,9 +366,9 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   StatusOr<std::array<std::vector<std::string>, 2>> groups = ChosenGroups(runs_a, runs_b);
   if (!groups.ok()) return ErrorResponse(groups.status());
   const std::array<std::vector<std::string>, 2>& chosen = *groups;
-  StatusOr<local::CompareOptions> thresholds = CompareThresholds(fdr, min_effect);
+  StatusOr<fieldprof::CompareOptions> thresholds = CompareThresholds(fdr, min_effect);
   if (!thresholds.ok()) return ErrorResponse(thresholds.status());
-  const local::CompareOptions co = *thresholds;
+  const fieldprof::CompareOptions co = *thresholds;
   if (tag.empty()) return ErrorResponse(InvalidArgument("give the tag: tag=NAME"));
   if (b_program.empty()) b_program = program;
   if (b_program == program && b_from == from && b_to == to && chosen[0].empty() &&
@@ -377,12 +377,12 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
         "groups A and B are the same runs: give B other days (b_from=, b_to=), b_program=, or "
         "choose each group's runs (runs=, b_runs=)"));
   }
-  local::PointsOptions o;
+  fieldprof::PointsOptions o;
   o.tag = tag;
   JsonWriter j;
   j.BeginObject();
   j.Key("tag").String(tag);
-  std::vector<local::TagReport> reports[2];
+  std::vector<fieldprof::TagReport> reports[2];
   const std::string* group[2][3] = {{&program, &from, &to}, {&b_program, &b_from, &b_to}};
   for (int g = 0; g < 2; ++g) {
     StatusOr<std::vector<DevRunInfo>> listed =
@@ -396,9 +396,9 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
       if (!picked.ok()) return ErrorResponse(picked.status());
       *listed = std::move(*picked);
     }
-    StatusOr<std::vector<local::PointsRun>> runs = Load(*who, *listed);
+    StatusOr<std::vector<fieldprof::PointsRun>> runs = Load(*who, *listed);
     if (!runs.ok()) return ErrorResponse(runs.status());
-    reports[g] = local::AnalyzePoints(*runs, o);
+    reports[g] = fieldprof::AnalyzePoints(*runs, o);
     j.Key(g == 0 ? "a" : "b").BeginObject();
     j.Key("program").String(*group[g][0]);
     j.Key("from").String(*group[g][1]);
@@ -410,7 +410,8 @@ HttpResponse DevHandler::Compare(std::string_view authorization, std::string_vie
   }
   j.Key("fdr").Double(co.fdr);
   j.Key("min_effect").Double(co.min_effect);
-  j.Key("segments").Raw(local::CompareJson(local::ComparePoints(reports[0], reports[1], co)));
+  j.Key("segments")
+      .Raw(fieldprof::CompareJson(fieldprof::ComparePoints(reports[0], reports[1], co)));
   j.EndObject();
   return JsonResponse(j.Take());
 }

@@ -69,8 +69,8 @@ class DevHandler {
                                            const std::string& program, const std::string& from,
                                            const std::string& to);
   // The listed runs read and decoded; bounded in runs and bytes.
-  StatusOr<std::vector<local::PointsRun>> Load(const Developer& who,
-                                               const std::vector<DevRunInfo>& listed);
+  StatusOr<std::vector<fieldprof::PointsRun>> Load(const Developer& who,
+                                                   const std::vector<DevRunInfo>& listed);
 
   DevStore* const store_;
   const std::vector<Developer> developers_;

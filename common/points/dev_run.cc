@@ -16,7 +16,7 @@ StatusOr<wire::DevRun> DevRunOf(const std::string& path) {
   return DevRunOfBytes(std::move(*bytes), path);
 }
 
-StatusOr<wire::DevRun> DevRunOfScan(const local::PointsScan& scan, const std::string& what) {
+StatusOr<wire::DevRun> DevRunOfScan(const fieldprof::PointsScan& scan, const std::string& what) {
   if (scan.offset == 0) return InvalidArgument(what + ": a points file with a damaged header");
   if (!scan.clock) return InvalidArgument(what + ": a points file with no clock reading");
   const std::set<std::string> tags = scan.Tags();
@@ -31,8 +31,8 @@ StatusOr<wire::DevRun> DevRunOfScan(const local::PointsScan& scan, const std::st
 }
 
 StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes, const std::string& what) {
-  local::PointsScan scan;
-  const Status read = local::ScanPointsRun(bytes, &scan);
+  fieldprof::PointsScan scan;
+  const Status read = fieldprof::ScanPointsRun(bytes, &scan);
   if (!read.ok()) return InvalidArgument(what + ": " + read.message());
   StatusOr<wire::DevRun> r = DevRunOfScan(scan, what);
   if (!r.ok()) return r.status();

@@ -22,7 +22,7 @@ namespace fieldprof {
 [[nodiscard]] StatusOr<wire::DevRun> DevRunOfBytes(std::string bytes, const std::string& what);
 // All but the id and the file, from a file read so far (a run still being
 // written, read on at each look).
-[[nodiscard]] StatusOr<wire::DevRun> DevRunOfScan(const local::PointsScan& scan,
+[[nodiscard]] StatusOr<wire::DevRun> DevRunOfScan(const fieldprof::PointsScan& scan,
                                                   const std::string& what);
 
 }  // namespace fieldprof

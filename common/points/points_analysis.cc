@@ -10,7 +10,7 @@
 
 #include "common/statistics/permutation_test.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 
 namespace {
 
@@ -526,4 +526,4 @@ std::string PointsJson(const std::vector<PointsRun>& runs, const std::vector<Tag
   return j.dump(2) + "\n";
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof

@@ -28,7 +28,7 @@
 #include "common/points/points_file.h"
 #include "common/statistics/histogram.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 
 struct SegmentStats {
   std::string from, to;  // a scope: its name in `from`, `to` empty
@@ -127,6 +127,6 @@ std::vector<SegmentChange> ComparePoints(const std::vector<TagReport>& a,
 // The rows as a JSON array.
 std::string CompareJson(const std::vector<SegmentChange>& rows);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof
 
 #endif  // FIELDPROF_COMMON_POINTS_POINTS_ANALYSIS_H_

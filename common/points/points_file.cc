@@ -12,7 +12,7 @@
 #include "common/points/points_format.h"
 #include "common/stacks/cxx_names.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 
 namespace {
 
@@ -568,4 +568,4 @@ StatusOr<std::vector<PointsRun>> ReadPointsRuns(const std::vector<std::string>& 
   return runs;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof

@@ -13,7 +13,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 
 enum class PointKind : uint8_t { kPoint = 0, kBegin = 1, kEnd = 2 };
 
@@ -125,6 +125,6 @@ struct PointsStacks {
 [[nodiscard]] StatusOr<std::vector<PointsRun>> ReadPointsRuns(
     const std::vector<std::string>& paths);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof
 
 #endif  // FIELDPROF_COMMON_POINTS_POINTS_FILE_H_

@@ -54,7 +54,7 @@
 
 #include <cstdint>
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 inline constexpr char kMagic[] = "FPPOINTS1\n";  // 10 bytes
 inline constexpr size_t kMagicSize = sizeof kMagic - 1;
@@ -133,6 +133,6 @@ inline constexpr char kRuntimeLibName[] = "libfieldprof.so";
 inline constexpr const char* kOwnModules[] = {kLibName, kRuntimeLibName, "libfieldprof-front.so",
                                               "libfieldprof-inert.so"};
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 #endif  // FIELDPROF_COMMON_POINTS_POINTS_FORMAT_H_

@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-namespace fieldprof::local {
+namespace fieldprof {
 
 using json = nlohmann::json;
 
@@ -135,4 +135,4 @@ std::string StackedSitesJson(const std::vector<PointsRun>& runs, const std::stri
          "\n";
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof

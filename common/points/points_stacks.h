@@ -14,7 +14,7 @@
 
 #include "common/points/points_file.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 
 // A run's stacks by their key, as frame names, outermost first: the last
 // is the function that passed the point.
@@ -52,6 +52,6 @@ std::vector<StackedSite> StackedSites(const std::vector<PointsRun>& runs, const 
 std::string StackedSitesJson(const std::vector<PointsRun>& runs, const std::string& tag,
                              const std::vector<NamedStacks>& named);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof
 
 #endif  // FIELDPROF_COMMON_POINTS_POINTS_STACKS_H_

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-namespace fieldprof::local::raw {
+namespace fieldprof::raw {
 
 inline constexpr char kMagic[8] = {'F', 'P', 'R', 'A', 'W', '3', '\n', 0};
 inline constexpr int kMaxFrames = 128;
@@ -106,6 +106,6 @@ struct Trailer {
   uint64_t seccomp_aside;      // 1: the file ended as the program installed a seccomp filter
 };
 
-}  // namespace fieldprof::local::raw
+}  // namespace fieldprof::raw
 
 #endif  // FIELDPROF_COMMON_STACKS_SAMPLER_FORMAT_H_

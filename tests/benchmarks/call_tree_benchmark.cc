@@ -54,11 +54,11 @@ void operator delete(void* p) noexcept {
 }
 void operator delete(void* p, size_t) noexcept { operator delete(p); }
 
-using fieldprof::local::CallTree;
-using fieldprof::local::CallTreeBuilder;
-using fieldprof::local::Combine;
-using fieldprof::local::Metric;
-using fieldprof::local::Op;
+using fieldprof::tools::CallTree;
+using fieldprof::tools::CallTreeBuilder;
+using fieldprof::tools::Combine;
+using fieldprof::tools::Metric;
+using fieldprof::tools::Op;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -140,7 +140,7 @@ double QueryMs(F f) {
 }
 
 void Queries(const CallTree& t, const std::string& fn, const char* label) {
-  using namespace fieldprof::local;  // NOLINT: the queries
+  using namespace fieldprof::tools;  // NOLINT: the queries
   const Metric m = t.PrimaryMetric();
   std::printf("queries on the %s (%zu nodes), median of 5 (goal <= 10 ms):\n", label, t.size());
   std::printf("  top functions            %7.2f ms\n",
@@ -185,12 +185,12 @@ int main(int argc, char** argv) {
   Timed("sub, 5 against 5, with significance", largest, [&] {
     std::vector<const CallTree*> both(second);
     both.insert(both.end(), first.begin(), first.end());
-    fieldprof::local::CombineOptions co;
+    fieldprof::tools::CombineOptions co;
     co.sub_group = second.size();
     const CallTree d = *Combine(both, Op::kSub, co);
-    fieldprof::local::SignificanceOptions o;
+    fieldprof::tools::SignificanceOptions o;
     o.metric = Metric::kSamples;
-    const auto changes = fieldprof::local::Significance(d, second, first, o);
+    const auto changes = fieldprof::tools::Significance(d, second, first, o);
     size_t tested = 0;
     for (const auto& c : changes) tested += c.tested;
     std::printf("  (sub: %zu nodes, %zu over the floors and tested)\n", d.size(), tested);
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   }
   builder.Finish(now);
   const double build_ms = Ms(Clock::now() - t0);
-  const std::string file = fieldprof::local::EncodeCallTree(traced);
+  const std::string file = fieldprof::tools::EncodeCallTree(traced);
   const double binary = 16.0 * static_cast<double>(events);
   std::printf(
       "a trace of %lld entry/exit events built as they came in %.0f ms: %zu nodes, the tree's "

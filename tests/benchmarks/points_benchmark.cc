@@ -279,7 +279,7 @@ std::string RunSelf(const char* self, const std::vector<std::string>& args, cons
 
 // Events and losses in the files under `dir`.
 void SayRecorded(const std::string& dir) {
-  auto runs = fieldprof::local::ReadPointsRuns({dir});
+  auto runs = fieldprof::ReadPointsRuns({dir});
   if (!runs.ok()) {
     std::printf("  (cannot read %s: %s)\n", dir.c_str(), runs.status().message().c_str());
     return;

@@ -27,10 +27,10 @@
 
 #include "tools/record/time_tree.h"
 
-using fieldprof::local::RangeCounts;
-using fieldprof::local::RangeQuery;
-using fieldprof::local::ScanRange;
-using fieldprof::local::TimeTree;
+using fieldprof::tools::RangeCounts;
+using fieldprof::tools::RangeQuery;
+using fieldprof::tools::ScanRange;
+using fieldprof::tools::TimeTree;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   // The same tree grown as samples arrive (what a recording does while it
   // runs): each sample appended, then the tree of them all taken.
   {
-    fieldprof::local::TimeTreeBuilder grow;
+    fieldprof::tools::TimeTreeBuilder grow;
     const auto g0 = Clock::now();
     for (size_t i = 0; i < n; ++i) {
       if (!grow.Append(times[i], types[i]).ok()) return 1;

@@ -233,9 +233,9 @@ bool LabSession::WriteTree() {
     if (tc.second > 0) mean_ns[key] = tc.first / tc.second;
   }
   uint64_t lost = 0;
-  local::CallTree t = LabCallTree(census_.runs, mean_ns, &lost);
+  tools::CallTree t = LabCallTree(census_.runs, mean_ns, &lost);
   t.description = "lab census of " + o_.name;
-  if (Status w = WriteFileDurably(o_.tree, local::EncodeCallTree(t), FileAccess::kShared);
+  if (Status w = WriteFileDurably(o_.tree, tools::EncodeCallTree(t), FileAccess::kShared);
       !w.ok()) {
     std::cerr << "fieldprof lab: " << w.message() << "\n";
     return false;

@@ -8,9 +8,6 @@
 
 namespace fieldprof::tools {
 
-using local::CallTree;
-using local::Metric;
-
 namespace {
 
 std::string Key(const wire::ApiKey& k) { return k.module() + ":" + k.symbol(); }
@@ -38,7 +35,7 @@ bool Nested(const wire::LabRunRecord& r, int k) {
 
 }  // namespace
 
-local::CallTree LabCallTree(const std::vector<wire::LabRunRecord>& runs,
+tools::CallTree LabCallTree(const std::vector<wire::LabRunRecord>& runs,
                             const std::map<std::string, double>& mean_ns, uint64_t* lost) {
   // Each API's census calls and census time (its outermost calls'), for
   // the share of the timing passes' time each of its paths gets.
@@ -95,9 +92,9 @@ local::CallTree LabCallTree(const std::vector<wire::LabRunRecord>& runs,
       }
     }
   }
-  t.set_metrics(local::Bit(Metric::kTimeNs) | local::Bit(Metric::kCalls) |
-                local::Bit(Metric::kAllocBytes) | local::Bit(Metric::kFreedBytes) |
-                local::Bit(Metric::kAllocs));
+  t.set_metrics(tools::Bit(Metric::kTimeNs) | tools::Bit(Metric::kCalls) |
+                tools::Bit(Metric::kAllocBytes) | tools::Bit(Metric::kFreedBytes) |
+                tools::Bit(Metric::kAllocs));
   return t;
 }
 

@@ -26,7 +26,7 @@ namespace fieldprof::tools {
 // proportion to their census times. An API the timing passes did not see
 // keeps its census time. Self time is a path's total less its callees'.
 // `lost`: calls whose path the runtime's table had no room for.
-local::CallTree LabCallTree(const std::vector<wire::LabRunRecord>& runs,
+tools::CallTree LabCallTree(const std::vector<wire::LabRunRecord>& runs,
                             const std::map<std::string, double>& mean_ns, uint64_t* lost);
 
 }  // namespace fieldprof::tools

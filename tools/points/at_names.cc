@@ -17,7 +17,7 @@
 #include "common/stacks/cxx_names.h"
 #include "tools/shared/spawn.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 // `d` without the clone suffixes GCC adds to copies it made
@@ -153,4 +153,4 @@ std::string ModuleFile(const std::string& program, const std::string& module) {
   return path;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -13,7 +13,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // A symbol as written: a C identifier (or a mangled name) goes to the
 // runtime as it is; anything else ("Config::load", "ns::f(int)",
@@ -40,6 +40,6 @@ struct CxxMatch {
 // ldconfig's cache. "" when none is found.
 std::string ModuleFile(const std::string& program, const std::string& module);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_AT_NAMES_H_

@@ -95,14 +95,14 @@ std::string ProgramPath(const std::string& cmd) {
 Status PlanCxxName(const std::string& entry, size_t colon, const std::string& program,
                    std::string* plan, std::string* names) {
   const std::string module = entry.substr(0, colon), name = entry.substr(colon + 1);
-  const std::string file = local::ModuleFile(program, module);
+  const std::string file = tools::ModuleFile(program, module);
   if (file.empty()) {
     return InvalidArgument("--at " + entry + ": " + name +
                            " is a C++ name, and no file of module " + module +
                            " was found to look it up in (give the mangled name, as nm shows it)");
   }
   std::vector<std::string> near;
-  StatusOr<std::vector<local::CxxMatch>> found = local::FunctionsNamed(file, name, &near);
+  StatusOr<std::vector<tools::CxxMatch>> found = tools::FunctionsNamed(file, name, &near);
   if (!found.ok()) return InvalidArgument("--at " + entry + ": " + found.status().message());
   if (found->empty()) {
     std::string hint;
@@ -110,7 +110,7 @@ Status PlanCxxName(const std::string& entry, size_t colon, const std::string& pr
     return InvalidArgument("--at " + entry + ": no function of that name in " + file +
                            (near.empty() ? " (its symbol table may have been stripped)" : hint));
   }
-  for (const local::CxxMatch& m : *found) {
+  for (const tools::CxxMatch& m : *found) {
     *plan += module + ":" + m.symbol + "\n";
     *names += module + ":" + m.symbol + "\t" + module + ":" + m.demangled + "\n";
   }
@@ -139,7 +139,7 @@ Status PlaceByConfiguration(const std::string& at, const std::string& runtime_di
       return InvalidArgument("--at takes MODULE:FUNCTION (libsqlite3.so.0:sqlite3_step), not \"" +
                              f + "\"");
     }
-    if (local::IsPlainSymbol(f.substr(colon + 1))) {
+    if (tools::IsPlainSymbol(f.substr(colon + 1))) {
       plan += f + "\n";
     } else if (Status c = PlanCxxName(f, colon, program, &plan, &names); !c.ok()) {
       return c;
@@ -227,7 +227,7 @@ int RunTimes(const std::vector<std::string>& cmd, int64_t runs, const std::strin
   int failed_with = 0;
   for (int64_t r = 1; r <= runs; ++r) {
     const std::set<std::string> before =
-        name_in.empty() ? std::set<std::string>() : local::PointsFilesIn(name_in);
+        name_in.empty() ? std::set<std::string>() : tools::PointsFilesIn(name_in);
     if (runs > 1) {
       std::fprintf(stderr, "%sfieldprof points: run %lld of %lld", isatty(2) ? "\r\033[K" : "",
                    static_cast<long long>(r), static_cast<long long>(runs));
@@ -246,7 +246,7 @@ int RunTimes(const std::vector<std::string>& cmd, int64_t runs, const std::strin
     }
     // Its stacks named now, while its modules are the ones it ran with
     // (points_names.h), before the agent sends the files on.
-    if (!name_in.empty()) local::NameNewStacksIn(name_in, before);
+    if (!name_in.empty()) tools::NameNewStacksIn(name_in, before);
   }
   if (runs > 1 && isatty(2)) std::fprintf(stderr, "\r\033[K");
   return failed_with;
@@ -258,15 +258,15 @@ int RunTimes(const std::vector<std::string>& cmd, int64_t runs, const std::strin
 // seconds and GB. False when a file cannot be read (said).
 bool SayWhatWasRecorded(const std::string& out_dir, const std::string& output,
                         const std::string& at) {
-  StatusOr<std::vector<std::string>> all = local::PointsFiles({out_dir});
+  StatusOr<std::vector<std::string>> all = fieldprof::PointsFiles({out_dir});
   if (!all.ok()) {
     Say(all.status().message());
     return false;
   }
   uint64_t events = 0;
   for (const std::string& f : *all) {
-    local::PointsScan scan;
-    if (Status s = local::ScanPointsFile(f, &scan); !s.ok()) {
+    fieldprof::PointsScan scan;
+    if (Status s = fieldprof::ScanPointsFile(f, &scan); !s.ok()) {
       Say(s.message());
       return false;
     }
@@ -289,8 +289,8 @@ bool SayWhatWasRecorded(const std::string& out_dir, const std::string& output,
 // runtime is found).
 StatusOr<std::string> RecorderDir(const std::string& lib_dir) {
   StatusOr<std::string> dir = FindRuntime(lib_dir);
-  if (dir.ok() && access((*dir + "/" + local::points::kLibName).c_str(), R_OK) != 0) {
-    return NotFound(*dir + " has no " + local::points::kLibName);
+  if (dir.ok() && access((*dir + "/" + points::kLibName).c_str(), R_OK) != 0) {
+    return NotFound(*dir + " has no " + points::kLibName);
   }
   return dir;
 }
@@ -340,7 +340,7 @@ int Record(int argc, char** argv) {
     Say(dir.status().message());
     return 3;
   }
-  const std::string lib = *dir + "/" + local::points::kLibName;
+  const std::string lib = *dir + "/" + points::kLibName;
   std::error_code ec;
   const std::string out_dir = fs::absolute(output, ec).string();
   if (Status m = MakeDirs(out_dir, FileAccess::kShared); ec || !m.ok()) {
@@ -348,9 +348,9 @@ int Record(int argc, char** argv) {
     return 3;
   }
   SetTscRateForFiles();
-  setenv(local::points::kDirEnv, out_dir.c_str(), 1);
-  if (stacks) setenv(local::points::kStacksEnv, "1", 1);
-  if (auto_points) setenv(local::points::kAutoEnv, "1", 1);
+  setenv(points::kDirEnv, out_dir.c_str(), 1);
+  if (stacks) setenv(points::kStacksEnv, "1", 1);
+  if (auto_points) setenv(points::kAutoEnv, "1", 1);
   std::string work;
   if (!at.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "fieldprof-points-XXXXXX").string();
@@ -424,13 +424,13 @@ void AddRange(OptionTable* t, DateRange* r) {
   t->AddString("to", &r->to, "only runs begun up to this day (all of it) or time (UTC)");
 }
 
-StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& paths,
-                                             const DateRange& range) {
+StatusOr<std::vector<fieldprof::PointsRun>> Load(const std::vector<std::string>& paths,
+                                                 const DateRange& range) {
   if (paths.empty()) return InvalidArgument("give a directory of recorded runs (or files)");
   // Reading takes some 0.1 s and 36 MB a million events: a large
   // recording says so while it is read (on a terminal).
   uint64_t bytes = 0;
-  if (StatusOr<std::vector<std::string>> files = local::PointsFiles(paths); files.ok()) {
+  if (StatusOr<std::vector<std::string>> files = fieldprof::PointsFiles(paths); files.ok()) {
     std::error_code ec;
     for (const std::string& f : *files) bytes += std::filesystem::file_size(f, ec);
   }
@@ -439,7 +439,7 @@ StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& pat
     std::fprintf(stderr, "fieldprof points: reading %llu MB of runs...",
                  static_cast<unsigned long long>(bytes >> 20));
   }
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns(paths);
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns(paths);
   if (say) std::fprintf(stderr, "\r\033[K");
   if (!runs.ok()) return runs;
   if (runs->empty()) {  // a wrong directory, not a table of nothing
@@ -449,8 +449,8 @@ StatusOr<std::vector<local::PointsRun>> Load(const std::vector<std::string>& pat
                     ": no recorded runs here (fieldprof points record leaves a .fppoints file "
                     "per process)");
   }
-  std::vector<local::PointsRun> kept;
-  for (local::PointsRun& r : *runs) {
+  std::vector<fieldprof::PointsRun> kept;
+  for (fieldprof::PointsRun& r : *runs) {
     const auto at = static_cast<int64_t>(r.start_unix_ns);
     if (at >= range.from_ns && at <= range.to_ns) kept.push_back(std::move(r));
   }
@@ -482,7 +482,7 @@ int Show(const std::string& verb, int argc, char** argv) {
   if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok()) s = CheckRange(&range);
   if (!s.ok()) return UsageError(t, s);
-  StatusOr<std::vector<local::PointsRun>> runs = Load(t.positional(), range);
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = Load(t.positional(), range);
   if (!runs.ok()) {
     if (runs.status().code() == StatusCode::kInvalidArgument && t.positional().empty()) {
       return UsageError(t, runs.status());
@@ -495,19 +495,19 @@ int Show(const std::string& verb, int argc, char** argv) {
         (range.to.empty() ? "-" : range.to) + ", UTC)");
     return 1;
   }
-  local::PointsOptions o;
+  fieldprof::PointsOptions o;
   o.tag = tag;
   o.remove_dirty = !keep_dirty;
-  const std::vector<local::TagReport> tags = local::AnalyzePoints(*runs, o);
+  const std::vector<fieldprof::TagReport> tags = fieldprof::AnalyzePoints(*runs, o);
   if (!tag.empty() && tags.empty()) {
     Say("no run has tag \"" + tag + "\"");
     return 1;
   }
   // The files asked for, each made only when asked.
   const std::pair<const std::string*, std::function<std::string()>> files[] = {
-      {&chrome, [&] { return local::PointsChromeTrace(*runs); }},
-      {&html, [&] { return local::PointsPage(*runs, tags); }},
-      {&tree, [&] { return local::EncodeCallTree(local::PointsCallTree(*runs)); }}};
+      {&chrome, [&] { return tools::PointsChromeTrace(*runs); }},
+      {&html, [&] { return tools::PointsPage(*runs, tags); }},
+      {&tree, [&] { return tools::EncodeCallTree(tools::PointsCallTree(*runs)); }}};
   for (const auto& [path, make] : files) {
     if (path->empty()) continue;
     if (Status w = WriteFileDurably(*path, make(), FileAccess::kShared); !w.ok()) {
@@ -516,16 +516,16 @@ int Show(const std::string& verb, int argc, char** argv) {
     }
   }
   if (verb == "tags") {
-    std::cout << (json ? local::PointsJson(*runs, tags) : local::TagsText(tags));
+    std::cout << (json ? fieldprof::PointsJson(*runs, tags) : tools::TagsText(tags));
   } else {
     if (json && stacks) {  // the report and the stacks, one object
-      std::cout << "{\"report\": " << local::PointsJson(*runs, tags)
-                << ", \"stacks\": " << local::PointsStacksJson(*runs, tag) << "}\n";
+      std::cout << "{\"report\": " << fieldprof::PointsJson(*runs, tags)
+                << ", \"stacks\": " << tools::PointsStacksJson(*runs, tag) << "}\n";
     } else if (json) {
-      std::cout << local::PointsJson(*runs, tags);
+      std::cout << fieldprof::PointsJson(*runs, tags);
     } else {
-      std::cout << local::PointsText(*runs, tags, per_run, calls);
-      if (stacks) std::cout << "\n" << local::PointsStacksText(*runs, tag);
+      std::cout << tools::PointsText(*runs, tags, per_run, calls);
+      if (stacks) std::cout << "\n" << tools::PointsStacksText(*runs, tag);
     }
   }
   return 0;
@@ -534,7 +534,7 @@ int Show(const std::string& verb, int argc, char** argv) {
 int Compare(int argc, char** argv) {
   std::string tag, html;
   bool json = false;
-  local::CompareOptions co;
+  fieldprof::CompareOptions co;
   OptionTable t("fieldprof points compare", kUsage);
   t.AddString("tag", &tag, "only this tag");
   t.AddBool("json", &json, "print JSON");
@@ -553,32 +553,32 @@ int Compare(int argc, char** argv) {
     s = InvalidArgument("give two groups of runs: fieldprof points compare A B");
   }
   if (!s.ok()) return UsageError(t, s);
-  local::PointsOptions o;
+  fieldprof::PointsOptions o;
   o.tag = tag;
-  std::vector<local::PointsGroup> groups;
+  std::vector<tools::PointsGroup> groups;
   for (const std::string& g : t.positional()) {
-    StatusOr<std::vector<local::PointsRun>> runs = Load({g}, range);
+    StatusOr<std::vector<fieldprof::PointsRun>> runs = Load({g}, range);
     if (!runs.ok()) {
       Say(runs.status().message());
       return 1;
     }
-    local::PointsGroup group{g, std::move(*runs), {}};
-    group.tags = local::AnalyzePoints(group.runs, o);
+    tools::PointsGroup group{g, std::move(*runs), {}};
+    group.tags = fieldprof::AnalyzePoints(group.runs, o);
     groups.push_back(std::move(group));
   }
   // Worked out once for the text and the page: each row's permutation
   // tests draw 9,999 relabellings.
-  const std::vector<local::SegmentChange> rows =
-      local::ComparePoints(groups[0].tags, groups[1].tags, co);
+  const std::vector<fieldprof::SegmentChange> rows =
+      fieldprof::ComparePoints(groups[0].tags, groups[1].tags, co);
   if (!html.empty()) {
-    if (Status w = WriteFileDurably(html, local::PointsComparePage(groups[0], groups[1], rows, co),
+    if (Status w = WriteFileDurably(html, tools::PointsComparePage(groups[0], groups[1], rows, co),
                                     FileAccess::kShared);
         !w.ok()) {
       Say(w.message());
       return 1;
     }
   }
-  std::cout << local::PointsCompareText(groups[0], groups[1], rows, co, json);
+  std::cout << tools::PointsCompareText(groups[0], groups[1], rows, co, json);
   return 0;
 }
 

@@ -15,7 +15,7 @@
 #include "common/points/points_format.h"
 #include "tools/shared/symbolizer.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 namespace fs = std::filesystem;
@@ -90,4 +90,4 @@ size_t NameNewStacksIn(const std::string& dir, const std::set<std::string>& befo
   return files;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -12,7 +12,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // Appends the names of every return address in the stacks of the points
 // file at `path`, if it has stacks, has ended (its end mark: a process
@@ -28,6 +28,6 @@ std::set<std::string> PointsFilesIn(const std::string& dir);
 // files were named.
 size_t NameNewStacksIn(const std::string& dir, const std::set<std::string>& before);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_POINTS_POINTS_NAMES_H_

@@ -5,7 +5,7 @@
 
 #include "tools/page/page_kit.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 using json = nlohmann::json;
 
@@ -50,4 +50,4 @@ std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
       PointsPageFile("points_compare.js")->body, data);
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

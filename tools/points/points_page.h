@@ -9,7 +9,7 @@
 #include "common/base/embedded_file.h"
 #include "tools/points/points_report.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // The page of recorded points (fieldprof points show --html): per tag the
 // segments' table and, per segment, a bar chart with a bar per run, the
@@ -25,6 +25,6 @@ std::string PointsComparePage(const PointsGroup& a, const PointsGroup& b,
 // points.{html,css,js} and points_compare.{html,css,js}, built in.
 const EmbeddedFile* PointsPageFile(std::string_view name);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_POINTS_POINTS_PAGE_H_

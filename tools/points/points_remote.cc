@@ -72,7 +72,7 @@ std::string Reply(const StatusOr<HttpReply>& r) {
 }
 
 int Upload(const std::vector<std::string>& paths, HttpsClient& http, const HttpHeaders& auth) {
-  StatusOr<std::vector<std::string>> found = local::PointsFiles(paths);
+  StatusOr<std::vector<std::string>> found = fieldprof::PointsFiles(paths);
   if (!found.ok()) {
     Say("upload", found.status().message());
     return 1;

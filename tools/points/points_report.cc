@@ -14,7 +14,7 @@
 #include "tools/shared/run_record_text.h"
 #include "tools/shared/symbolizer.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 using json = nlohmann::json;
 
@@ -428,4 +428,4 @@ CallTree PointsCallTree(const std::vector<PointsRun>& runs) {
   return t;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

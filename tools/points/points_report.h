@@ -16,7 +16,7 @@
 #include "common/points/points_stacks.h"
 #include "tools/tree/call_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // Text tables (per tag; with `per_run`, one row per run and a column per
 // segment; with `calls`, each segment's occurrences over the runs kept: the
@@ -81,6 +81,6 @@ std::string PointsStacksJson(const std::vector<PointsRun>& runs, const std::stri
 // self time is still less the scopes inside it.
 CallTree PointsCallTree(const std::vector<PointsRun>& runs);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_

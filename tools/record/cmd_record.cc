@@ -50,8 +50,6 @@ namespace fieldprof::tools {
 namespace {
 
 namespace fs = std::filesystem;
-using local::RangeCounts;
-using local::Recording;
 
 constexpr const char* kSamplerLib = "libfieldprof-sampler.so";
 
@@ -170,15 +168,15 @@ void SetSamplerEnv(const RecordArgs& a, bool outside, const std::string& lib_dir
 // Runs the command, sampled from outside when `outside`; the samples are
 // unwound into `raw_dir` when it ends. Returns its exit status, or -1
 // when it could not be run (said).
-int RunSampled(const RecordArgs& a, const local::PerfSamplerOptions& po, bool outside,
+int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool outside,
                const std::string& raw_dir) {
   // Ctrl-C stops the program; its recording is still written.
   SpawnOptions so;
   so.interrupt_child_only = true;
-  std::unique_ptr<local::PerfSampler> sampler;
+  std::unique_ptr<tools::PerfSampler> sampler;
   if (outside) {
     so.before_exec = [&](pid_t pid, std::string* why) {
-      StatusOr<std::unique_ptr<local::PerfSampler>> ps = local::PerfSampler::Open(pid, po, raw_dir);
+      StatusOr<std::unique_ptr<tools::PerfSampler>> ps = tools::PerfSampler::Open(pid, po, raw_dir);
       if (!ps.ok()) {
         *why = "sampling from outside: " + std::string(ps.status().message()) +
                " (--clock task samples in the program)";
@@ -205,7 +203,7 @@ int RunSampled(const RecordArgs& a, const local::PerfSamplerOptions& po, bool ou
       std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
                    static_cast<double>(sampler->bytes_copied()) / 1e6);
     }
-    StatusOr<local::PerfUnwindSummary> u = local::UnwindPerfSamples(
+    StatusOr<tools::PerfUnwindSummary> u = tools::UnwindPerfSamples(
         raw_dir, raw_dir, static_cast<uint32_t>(a.hz), sampler->kernel_time());
     if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
   }
@@ -216,8 +214,7 @@ int RunSampled(const RecordArgs& a, const local::PerfSamplerOptions& po, bool ou
 // when `preload`, the points recorder with --points.
 StatusOr<std::string> PreloadDir(const RecordArgs& a, bool preload) {
   StatusOr<std::string> d = FindRuntime(a.lib_dir);
-  for (const char* lib :
-       {preload ? kSamplerLib : nullptr, a.points ? local::points::kLibName : nullptr}) {
+  for (const char* lib : {preload ? kSamplerLib : nullptr, a.points ? points::kLibName : nullptr}) {
     if (lib != nullptr && d.ok() && access((*d + "/" + lib).c_str(), R_OK) != 0) {
       d = NotFound(*d + " has no " + lib);
     }
@@ -244,9 +241,9 @@ bool MakeRawDir(const std::string& path, ScratchDir* raw) {
 
 // With --idle, every CPU's switches (cpu_switches.h) unless --cpu_wide
 // off; false when --cpu_wide on cannot have them (said).
-bool StartCpuWide(const RecordArgs& a, std::unique_ptr<local::CpuWideSwitches>* cpu) {
+bool StartCpuWide(const RecordArgs& a, std::unique_ptr<tools::CpuWideSwitches>* cpu) {
   if (!a.idle || a.cpu_wide == "off") return true;
-  StatusOr<std::unique_ptr<local::CpuWideSwitches>> c = local::CpuWideSwitches::Open();
+  StatusOr<std::unique_ptr<tools::CpuWideSwitches>> c = tools::CpuWideSwitches::Open();
   if (c.ok()) {
     *cpu = std::move(*c);
     (*cpu)->Start();
@@ -261,10 +258,9 @@ bool StartCpuWide(const RecordArgs& a, std::unique_ptr<local::CpuWideSwitches>* 
 // (fieldprof check --json --cache C -- CMD) with none of the recording's
 // preloads, into OUTPUT.check.json beside it, which record show reads.
 void CheckAgainstField(const RecordArgs& a, const std::string& ld_preload) {
-  for (const char* name :
-       {"FIELDPROF_RECORD_DIR", "FIELDPROF_RECORD_HZ", "FIELDPROF_RECORD_WALL",
-        "FIELDPROF_RECORD_IDLE", "FIELDPROF_RECORD_CLOCK", "FIELDPROF_RECORD_SAMPLES",
-        local::points::kDirEnv, local::points::kAutoEnv}) {
+  for (const char* name : {"FIELDPROF_RECORD_DIR", "FIELDPROF_RECORD_HZ", "FIELDPROF_RECORD_WALL",
+                           "FIELDPROF_RECORD_IDLE", "FIELDPROF_RECORD_CLOCK",
+                           "FIELDPROF_RECORD_SAMPLES", points::kDirEnv, points::kAutoEnv}) {
     unsetenv(name);
   }
   if (ld_preload.empty()) {
@@ -310,13 +306,13 @@ int Record(int argc, char** argv) {
   if (const int code = ParseRecordArgs(argc, argv, &a); code >= 0) return code;
   const char* preload_before = std::getenv("LD_PRELOAD");
   const std::string ld_preload = preload_before != nullptr ? preload_before : "";
-  local::PerfSamplerOptions po;
+  tools::PerfSamplerOptions po;
   po.hz = static_cast<uint32_t>(a.hz);
   po.stack_bytes = static_cast<uint32_t>(a.stack_bytes) & ~7u;
   po.all_user = a.all_user;
   bool outside = a.clock == "perf" && !a.wall;
   if (outside) {
-    if (Status av = local::PerfSamplerAvailable(po); !av.ok()) {
+    if (Status av = tools::PerfSamplerAvailable(po); !av.ok()) {
       std::cerr << "fieldprof record: sampling from outside is not available here (" << av.message()
                 << "); sampling in the program instead (--clock task)\n";
       outside = false;
@@ -353,11 +349,11 @@ int Record(int argc, char** argv) {
     // The points recorder writes its files beside the samplers' (a process
     // whose modules have no points writes none), timed by the TSC.
     SetTscRate();
-    setenv(local::points::kDirEnv, fs::absolute(raw.path).c_str(), 1);
-    if (a.auto_points) setenv(local::points::kAutoEnv, "1", 1);
-    PrependEnv("LD_PRELOAD", dir + "/" + local::points::kLibName);
+    setenv(points::kDirEnv, fs::absolute(raw.path).c_str(), 1);
+    if (a.auto_points) setenv(points::kAutoEnv, "1", 1);
+    PrependEnv("LD_PRELOAD", dir + "/" + points::kLibName);
   }
-  std::unique_ptr<local::CpuWideSwitches> cpu;
+  std::unique_ptr<tools::CpuWideSwitches> cpu;
   if (!StartCpuWide(a, &cpu)) return 3;
   std::unique_ptr<RawDirFollower> follower;
   if (ra.live) {
@@ -367,8 +363,8 @@ int Record(int argc, char** argv) {
   const int code = RunSampled(a, po, outside, raw.path);
   if (code < 0) return 127;
   if (cpu != nullptr) {
-    const std::string log = local::EncodeCpuIdleLog(cpu->Stop());
-    const std::string path = raw.path + "/" + local::kCpuIdleFile;
+    const std::string log = tools::EncodeCpuIdleLog(cpu->Stop());
+    const std::string path = raw.path + "/" + tools::kCpuIdleFile;
     if (Status w = WriteFileDurably(path, log, FileAccess::kPrivate); !w.ok()) {
       std::cerr << "fieldprof record: " << w.message() << "\n";
     }

@@ -14,7 +14,7 @@
 
 #include "common/base/encoding.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -196,4 +196,4 @@ StatusOr<CpuIdleLog> DecodeCpuIdleLog(std::string_view in) {
   return log;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -18,7 +18,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // A thread next to the idle task on a CPU.
 struct CpuIdleRecord {
@@ -71,6 +71,6 @@ inline constexpr const char* kCpuIdleFile = "cpu-wide.idle";
 std::string EncodeCpuIdleLog(const CpuIdleLog& log);
 [[nodiscard]] StatusOr<CpuIdleLog> DecodeCpuIdleLog(std::string_view bytes);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_CPU_SWITCHES_H_

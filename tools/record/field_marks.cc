@@ -11,7 +11,7 @@
 #include "tools/field/cost_lookup.h"
 #include "tools/shared/format.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 StatusOr<std::map<uint32_t, FieldMark>> FieldMarksFromCheck(const Recording& r,
                                                             const std::string& check_json_path) {
@@ -49,8 +49,8 @@ StatusOr<std::map<uint32_t, FieldMark>> FieldMarksFromCheck(const Recording& r,
   return marks;
 }
 
-StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(const std::vector<std::string>& names,
-                                                          const std::string& cache_dir) {
+StatusOr<std::map<uint32_t, FieldCostOfName>> FieldCostsOfNames(
+    const std::vector<std::string>& names, const std::string& cache_dir) {
   const SnapshotCache cache(cache_dir);
   if (!cache.Manifest().ok() || cache.Fragments().empty()) {
     return NotFound("no snapshot in " + cache_dir + " (fieldprof pull --all)");
@@ -61,7 +61,7 @@ StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(const std::vector<std:
   // made only when a name looks like C++.
   std::unordered_map<std::string, std::string> mangled_of;
   bool demangled = false;
-  std::map<uint32_t, FieldCost> out;
+  std::map<uint32_t, FieldCostOfName> out;
   for (uint32_t i = 0; i < names.size(); ++i) {
     std::string name = names[i];
     // No name to look up: an offset in a module, an address, a bracket.
@@ -88,7 +88,7 @@ StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(const std::vector<std:
     auto h = m->by_metric.find(wire::METRIC_WALL_TIME_NS);
     if (h == m->by_metric.end() || h->second.empty()) continue;
     const HistogramStats st = h->second.Stats();
-    FieldCost c;
+    FieldCostOfName c;
     c.p50_ns = st.p50;
     c.p99_ns = st.p99;
     c.runs = m->runs;
@@ -106,4 +106,4 @@ StatusOr<std::map<uint32_t, std::string>> FieldCostsOfFrames(const Recording& r,
   return out;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

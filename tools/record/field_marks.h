@@ -15,7 +15,7 @@
 #include "tools/record/recording.h"
 #include "tools/tree/tree_report.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct FieldMark {
   std::string module, symbol;
@@ -40,9 +40,9 @@ struct FieldMark {
 // The same for any names (a tree's nodes), by index, as numbers. A C++
 // name, demangled as frames are, is matched to the mangled symbol the
 // field keys it by.
-[[nodiscard]] StatusOr<std::map<uint32_t, FieldCost>> FieldCostsOfNames(
+[[nodiscard]] StatusOr<std::map<uint32_t, FieldCostOfName>> FieldCostsOfNames(
     const std::vector<std::string>& names, const std::string& cache_dir);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_RECORD_FIELD_MARKS_H_

@@ -10,7 +10,7 @@
 #include "common/system/system_path.h"
 #include "common/wire/key_rules.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct FieldFolder::Module {
   int32_t kind = stack_folding::kUnpackaged;  // or kProgram, kOurs; kept: 0
@@ -130,4 +130,4 @@ std::vector<FieldStackName> FieldFolder::Fold(const std::vector<LoadedModule>& m
   return std::move(frames.out);
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -25,7 +25,7 @@
 #include "tools/record/recording.h"
 #include "tools/shared/symbolizer.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 class FieldFolder {
  public:
@@ -54,6 +54,6 @@ class FieldFolder {
   std::map<std::string, std::unique_ptr<Module>> modules_;  // by path
 };
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_RECORD_FIELD_VIEW_H_

@@ -8,7 +8,7 @@
 
 #include "tools/shared/format.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -209,4 +209,4 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o) {
   return out;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

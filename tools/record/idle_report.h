@@ -9,7 +9,7 @@
 
 #include "tools/record/recording.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct IdleReportOptions {
   uint64_t from_ns = 0, to_ns = UINT64_MAX;  // after the recording's start
@@ -24,6 +24,6 @@ struct IdleReportOptions {
 // range's waits.
 std::string IdleReport(const Recording& r, const IdleReportOptions& o);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_IDLE_REPORT_H_

@@ -14,7 +14,7 @@
 
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -254,4 +254,4 @@ void PerfSampler::Drain(Ring& r) {
   r.buffer.clear();
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -26,7 +26,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct PerfSamplerOptions {
   uint32_t hz = 999;             // samples per second of CPU time
@@ -101,6 +101,6 @@ uint32_t PerfSampleSource(bool kernel_time);
                                                             const std::string& out_dir, uint32_t hz,
                                                             bool kernel_time);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_

@@ -24,7 +24,7 @@
 #include "tools/record/perf_sampler.h"
 #include "tools/shared/symbolizer.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -516,4 +516,4 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
   return sum;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

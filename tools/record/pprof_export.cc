@@ -5,7 +5,7 @@
 #include "common/net/gzip.h"
 #include "tools/record/profile.pb.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -126,4 +126,4 @@ StatusOr<std::string> EncodePprofTree(const CallTree& t) {
   return Gzip(bytes);
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

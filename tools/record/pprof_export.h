@@ -14,7 +14,7 @@
 #include "tools/record/recording.h"
 #include "tools/tree/call_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct PprofSample {
   uint32_t stack = 0;  // into Recording::stacks
@@ -42,6 +42,6 @@ struct PprofProfile {
 // difference, as pprof's -diff_base makes them).
 [[nodiscard]] StatusOr<std::string> EncodePprofTree(const CallTree& t);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_PPROF_EXPORT_H_

@@ -18,7 +18,7 @@
 #include "tools/record/field_view.h"
 #include "tools/shared/symbolizer.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -601,4 +601,4 @@ StatusOr<Recording> RecordingFromRawDir(const std::string& dir, const TimeTreeOp
   return reader.Snapshot();
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

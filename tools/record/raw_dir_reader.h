@@ -14,7 +14,7 @@
 #include "tools/record/recording.h"
 #include "tools/record/time_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 class Symbolizer;
 class FieldFolder;
@@ -96,6 +96,6 @@ class RawDirReader {
 [[nodiscard]] StatusOr<Recording> RecordingFromRawDir(const std::string& dir,
                                                       const TimeTreeOptions& options);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_RECORD_RAW_DIR_READER_H_

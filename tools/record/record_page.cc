@@ -7,7 +7,7 @@
 
 #include "tools/page/page_kit.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 using json = nlohmann::json;
@@ -109,4 +109,4 @@ std::string RecordingPage(const Recording& r, const PageOptions& o) {
                           RecordPageFile("record.js")->body, data);
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

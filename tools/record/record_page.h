@@ -14,7 +14,7 @@
 #include "common/base/embedded_file.h"
 #include "tools/record/recording.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct PageOptions {
   // The range and thread selected when the page opens.
@@ -31,6 +31,6 @@ std::string RecordingPage(const Recording& r, const PageOptions& o);
 // record.html and record.js, built in.
 const EmbeddedFile* RecordPageFile(std::string_view name);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_RECORD_RECORD_PAGE_H_

@@ -19,7 +19,6 @@
 namespace fieldprof::tools {
 
 namespace fs = std::filesystem;
-using local::Recording;
 
 namespace {
 
@@ -28,7 +27,7 @@ void SayRecorded(const Recording& r, const std::string& output) {
   std::fprintf(stderr,
                "fieldprof record: %s written: %zu samples (%s, %u Hz) over %.2f s, %u process%s, "
                "%zu threads, %zu stacks%s\n",
-               output.c_str(), r.tree.samples(), local::SampleSourceName(r.source), r.hz,
+               output.c_str(), r.tree.samples(), tools::SampleSourceName(r.source), r.hz,
                static_cast<double>(r.duration_ns) / 1e9, r.processes, r.processes == 1 ? "" : "es",
                r.threads.size(), r.stacks.size(),
                r.processes_cut_short > 0 ? " (some processes ended without a last flush)" : "");
@@ -51,9 +50,9 @@ void SayRecorded(const Recording& r, const std::string& output) {
                  "fieldprof record: %u process%s installed a seccomp filter: the sampler in the "
                  "program stopped there, before a system call the filter did not expect%s\n",
                  r.seccomp_aside, r.seccomp_aside == 1 ? "" : "es",
-                 local::raw::IsPerfSource(r.source) ? ""
-                                                    : "; the default --clock perf samples on "
-                                                      "from outside");
+                 raw::IsPerfSource(r.source) ? ""
+                                             : "; the default --clock perf samples on "
+                                               "from outside");
   }
   if (r.signal_taken > 0) {
     std::fprintf(stderr,
@@ -79,8 +78,7 @@ void SayIdle(const Recording& r) {
                r.switches_lost + r.threads_unwatched > 0 ? "; some switches were not seen" : "");
   const double per_s = static_cast<double>(r.idle_tree.samples() / 2 + r.preemptions) /
                        std::max(1e-3, static_cast<double>(r.duration_ns) / 1e9);
-  if (per_s > 5000 &&
-      (r.source == local::raw::kTaskClock || r.source == local::raw::kTaskClockUser)) {
+  if (per_s > 5000 && (r.source == raw::kTaskClock || r.source == raw::kTaskClockUser)) {
     std::fprintf(stderr,
                  "fieldprof record: %.0f context switches a second: the task clock adds to "
                  "each; --clock timer does not\n",
@@ -113,11 +111,11 @@ StatusOr<Recording> ReadLive(const std::string& raw_dir, const RawArgs& a) {
     rings |= name.rfind("cpu", 0) == 0 && e.path().extension() == ".perf";
   }
   if (rings) {
-    StatusOr<local::PerfUnwindSummary> u =
-        local::UnwindPerfSamples(snap.path, snap.path, static_cast<uint32_t>(a.hz), a.kernel_time);
+    StatusOr<tools::PerfUnwindSummary> u =
+        tools::UnwindPerfSamples(snap.path, snap.path, static_cast<uint32_t>(a.hz), a.kernel_time);
     if (!u.ok()) return u.status();
   }
-  StatusOr<Recording> r = local::RecordingFromRawDir(snap.path, TreeOptions(a));
+  StatusOr<Recording> r = tools::RecordingFromRawDir(snap.path, TreeOptions(a));
   if (r.ok()) r->command = a.command;
   return r;
 }
@@ -142,7 +140,7 @@ StatusOr<Recording> AskFollower(const std::string& raw_dir, const RawArgs& a) {
   }
   StatusOr<std::string> bytes = ReadWholeFile(raw_dir + "/" + kLiveFile);
   if (!bytes.ok()) return bytes.status();
-  return local::DecodeRecording(*bytes);
+  return tools::DecodeRecording(*bytes);
 }
 
 }  // namespace
@@ -198,8 +196,8 @@ StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {
   return r;
 }
 
-local::TimeTreeOptions TreeOptions(const RawArgs& a) {
-  local::TimeTreeOptions o;
+tools::TimeTreeOptions TreeOptions(const RawArgs& a) {
+  tools::TimeTreeOptions o;
   o.leaf_samples = static_cast<uint32_t>(a.m);
   o.keep_fraction = a.p;
   o.fanout = static_cast<uint32_t>(a.n);
@@ -207,14 +205,14 @@ local::TimeTreeOptions TreeOptions(const RawArgs& a) {
 }
 
 Made WriteRecording(const RawArgs& a, const std::string& raw_dir, const std::string& output,
-                    const std::string& context, local::RawDirReader* followed) {
+                    const std::string& context, tools::RawDirReader* followed) {
   StatusOr<Recording> r = NotFound("");
   if (followed != nullptr) {
     Status s = followed->Poll(UINT64_MAX);  // the rest, up to the end
     r = s.ok() ? followed->Snapshot() : StatusOr<Recording>(s);
   }
   if (followed == nullptr || followed->stale() || !r.ok()) {
-    r = local::RecordingFromRawDir(raw_dir, TreeOptions(a));
+    r = tools::RecordingFromRawDir(raw_dir, TreeOptions(a));
   }
   if (!r.ok()) {
     std::cerr << "fieldprof record: " << r.status().message()
@@ -226,7 +224,7 @@ Made WriteRecording(const RawArgs& a, const std::string& raw_dir, const std::str
     return Made::kNothing;
   }
   r->command = a.command;
-  if (Status w = WriteFileDurably(output, local::EncodeRecording(*r), FileAccess::kShared);
+  if (Status w = WriteFileDurably(output, tools::EncodeRecording(*r), FileAccess::kShared);
       !w.ok()) {
     std::cerr << "fieldprof record: " << w.message() << context << "\n";
     return Made::kNotWritten;
@@ -249,8 +247,8 @@ bool Recover(const std::string& raw_dir, const std::string& output) {
     rings |= name.rfind("cpu", 0) == 0 && e.path().extension() == ".perf";
   }
   if (rings) {
-    StatusOr<local::PerfUnwindSummary> u =
-        local::UnwindPerfSamples(raw_dir, raw_dir, static_cast<uint32_t>(a->hz), a->kernel_time);
+    StatusOr<tools::PerfUnwindSummary> u =
+        tools::UnwindPerfSamples(raw_dir, raw_dir, static_cast<uint32_t>(a->hz), a->kernel_time);
     if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
   }
   if (WriteRecording(*a, raw_dir, output, " (" + raw_dir + " is kept)") != Made::kWritten) {
@@ -289,7 +287,7 @@ StatusOr<Recording> LoadForShow(const std::string& file) {
   }
   StatusOr<std::string> bytes = ReadWholeFile(file);
   if (!bytes.ok()) return bytes.status();
-  return local::DecodeRecording(*bytes);
+  return tools::DecodeRecording(*bytes);
 }
 
 RawDirFollower::RawDirFollower(std::string raw_dir, const RawArgs& args)
@@ -301,7 +299,7 @@ void RawDirFollower::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-local::RawDirReader& RawDirFollower::Stop() {
+tools::RawDirReader& RawDirFollower::Stop() {
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -336,7 +334,7 @@ void RawDirFollower::Answer() {
   std::error_code ec;
   if (r.ok()) {
     r->command = args_.command;
-    if (!WriteFileDurably(dir_ + "/" + kLiveFile, local::EncodeRecording(*r), FileAccess::kPrivate)
+    if (!WriteFileDurably(dir_ + "/" + kLiveFile, tools::EncodeRecording(*r), FileAccess::kPrivate)
              .ok()) {
       fs::remove(dir_ + "/" + kLiveFile, ec);
     }

@@ -55,7 +55,7 @@ struct RawArgs {
 [[nodiscard]] Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r);
 [[nodiscard]] StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir);
 
-local::TimeTreeOptions TreeOptions(const RawArgs& a);
+tools::TimeTreeOptions TreeOptions(const RawArgs& a);
 
 // What became of a raw directory.
 enum class Made { kWritten, kNothing, kNotWritten };
@@ -66,7 +66,7 @@ enum class Made { kWritten, kNothing, kNotWritten };
 // from the files. kNothing when there is nothing to make one of,
 // kNotWritten when it could not be written (both said, with `context`).
 Made WriteRecording(const RawArgs& a, const std::string& raw_dir, const std::string& output,
-                    const std::string& context, local::RawDirReader* followed = nullptr);
+                    const std::string& context, tools::RawDirReader* followed = nullptr);
 
 // `fieldprof record recover DIR`, and `record show` of a recording whose
 // fieldprof record was killed: the perf rings copied so far are unwound
@@ -77,7 +77,7 @@ bool Recover(const std::string& raw_dir, const std::string& output);
 // The recording `file` for show: the file; or, when there is none but its
 // raw directory, the live recording (its fieldprof record still runs) or
 // the one a killed fieldprof record left (made and written now).
-[[nodiscard]] StatusOr<local::Recording> LoadForShow(const std::string& file);
+[[nodiscard]] StatusOr<tools::Recording> LoadForShow(const std::string& file);
 
 // Follows a raw directory while the command runs, on a thread of its own:
 // every 200 ms its reader takes what the samplers wrote, and the time tree
@@ -93,7 +93,7 @@ class RawDirFollower {
   RawDirFollower& operator=(const RawDirFollower&) = delete;
 
   void Start();
-  local::RawDirReader& Stop();
+  tools::RawDirReader& Stop();
 
  private:
   void Loop();
@@ -101,7 +101,7 @@ class RawDirFollower {
 
   std::string dir_;
   RawArgs args_;
-  local::RawDirReader reader_;
+  tools::RawDirReader reader_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable wake_;

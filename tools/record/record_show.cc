@@ -27,9 +27,6 @@
 namespace fieldprof::tools {
 namespace {
 
-using local::RangeCounts;
-using local::Recording;
-
 // A call-tree node: children by frame, samples in it and below.
 struct TreeNode {
   uint64_t total = 0, self = 0;
@@ -40,7 +37,7 @@ struct TreeNode {
 struct Paint {
   bool color = false, truecolor = false;
   uint64_t hottest = 1;
-  const std::map<uint32_t, local::FieldMark>* marks = nullptr;  // --check
+  const std::map<uint32_t, tools::FieldMark>* marks = nullptr;  // --check
   const std::map<uint32_t, std::string>* field = nullptr;       // --field
   // A frame `check` found costing more than the field: its note after
   // the line, in red when coloured.
@@ -120,7 +117,7 @@ std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t th
     const auto [th, stack] = r.types[types[i]];
     if (thread != 0 && r.threads[th].tid != static_cast<uint32_t>(thread)) continue;
     Open& o = open[th];
-    const uint64_t weight = local::SampleNs(r, i);
+    const uint64_t weight = tools::SampleNs(r, i);
     uint64_t begin = times[i] > weight ? times[i] - weight : 0;
     begin = std::max(begin, o.end);
     // Timers fire a little late or early: a gap under half the sample's
@@ -147,8 +144,8 @@ std::string ChromeTrace(const Recording& r, uint64_t t1, uint64_t t2, int64_t th
 // The range as a pprof profile: samples (count, and CPU time at the
 // period), or with `idle` the waits (to-idle count, off-CPU time).
 int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool idle,
-               const std::map<uint32_t, local::FieldMark>& marks, const std::string& path) {
-  local::PprofProfile p;
+               const std::map<uint32_t, tools::FieldMark>& marks, const std::string& path) {
+  tools::PprofProfile p;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<int64_t>> by;  // (stack, tid)
   if (idle) {
     p.value_types = {{"waits", "count"}, {"off_cpu", "nanoseconds"}};
@@ -159,9 +156,9 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
     const size_t lo = std::lower_bound(times.begin(), times.end(), t1) - times.begin();
     const size_t hi = std::upper_bound(times.begin(), times.end(), t2) - times.begin();
     for (size_t i = lo; i < hi; ++i) {
-      const local::IdleType& t = r.idle_types[types[i]];
+      const tools::IdleType& t = r.idle_types[types[i]];
       const uint32_t thread_tid = r.threads[t.thread].tid;
-      if (t.direction != local::IdleDirection::kToIdle || (tid != 0 && thread_tid != tid)) continue;
+      if (t.direction != tools::IdleDirection::kToIdle || (tid != 0 && thread_tid != tid)) continue;
       auto& v = by[{t.stack, thread_tid}];
       v.resize(2);
       v[0] += 1;
@@ -172,7 +169,7 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
     p.value_types = {{"samples", "count"}, {r.wall ? "wall" : "cpu", "nanoseconds"}};
     p.period_type = {r.wall ? "wall" : "cpu", "nanoseconds"};
     p.period = period;
-    for (const auto& [type, total] : local::SampleTotalsByType(r, t1, t2)) {
+    for (const auto& [type, total] : tools::SampleTotalsByType(r, t1, t2)) {
       const auto [th, stack] = r.types[type];
       if (tid != 0 && r.threads[th].tid != tid) continue;
       auto& v = by[{stack, r.threads[th].tid}];
@@ -199,7 +196,7 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
   p.duration_ns =
       static_cast<int64_t>(std::min<uint64_t>(t2, r.duration_ns) - std::min(t1, r.duration_ns));
   p.comments.push_back("fieldprof record: " + r.command);
-  StatusOr<std::string> bytes = local::EncodePprof(r, p);
+  StatusOr<std::string> bytes = tools::EncodePprof(r, p);
   Status w = bytes.ok() ? WriteFileDurably(path, *bytes, FileAccess::kShared) : bytes.status();
   if (!w.ok()) {
     std::cerr << "fieldprof record show: " << w.message() << "\n";
@@ -211,15 +208,15 @@ int WritePprof(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid, bool 
 }
 
 int WritePage(const Recording& r, uint64_t t1, uint64_t t2, uint32_t tid,
-              const std::map<uint32_t, local::FieldMark>& marks,
+              const std::map<uint32_t, tools::FieldMark>& marks,
               const std::map<uint32_t, std::string>& costs, const std::string& path) {
-  local::PageOptions o;
+  tools::PageOptions o;
   o.from_ns = t1;
   o.to_ns = t2;
   o.tid = tid;
   for (const auto& [frame, m] : marks) o.marked[frame] = m.symbol + ": " + m.note;
   o.field = costs;
-  const std::string page = local::RecordingPage(r, o);
+  const std::string page = tools::RecordingPage(r, o);
   if (Status w = WriteFileDurably(path, page, FileAccess::kShared); !w.ok()) {
     std::cerr << "fieldprof record show: " << w.message() << "\n";
     return 1;
@@ -256,7 +253,7 @@ void PrintCollapsed(const Recording& r, const std::map<uint32_t, uint64_t>& by_s
 // The functions by self samples, with their total.
 void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
                    double min_share, const std::string& color,
-                   const std::map<uint32_t, local::FieldMark>* marks,
+                   const std::map<uint32_t, tools::FieldMark>* marks,
                    const std::map<uint32_t, std::string>* field) {
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> fn;  // frame -> (self, total)
   for (const auto& [stack, count] : by_stack) {
@@ -290,7 +287,7 @@ void PrintBottomUp(const Recording& r, const std::map<uint32_t, uint64_t>& by_st
 // own under the tree, so that the top lines and it make 100%.
 void PrintTopDown(const Recording& r, const std::map<uint32_t, uint64_t>& by_stack, uint64_t all,
                   uint64_t other, double min_share, const std::string& color,
-                  const std::map<uint32_t, local::FieldMark>* marks,
+                  const std::map<uint32_t, tools::FieldMark>* marks,
                   const std::map<uint32_t, std::string>* field) {
   TreeNode root;
   for (const auto& [stack, count] : by_stack) {
@@ -347,10 +344,10 @@ void PrintRangeHeader(const std::string& file, const Recording& r, const RangeCo
 }
 
 // Where threads waited, coloured as asked.
-std::string IdleText(const Recording& r, local::IdleReportOptions io, const std::string& color) {
+std::string IdleText(const Recording& r, tools::IdleReportOptions io, const std::string& color) {
   io.color = ColorWanted(color);
   io.truecolor = TrueColor();
-  return local::IdleReport(r, io);
+  return tools::IdleReport(r, io);
 }
 
 // The points' segments and scopes with an occurrence beginning in [t1,
@@ -363,7 +360,7 @@ void PrintPoints(const std::string& file, const Recording& r, uint64_t t1, uint6
     std::set<uint32_t> tids;
   };
   std::map<uint32_t, Row> rows;  // by name
-  for (const local::RecordedSpan& sp : r.spans) {
+  for (const tools::RecordedSpan& sp : r.spans) {
     if (sp.begin_ns < t1 || sp.begin_ns > t2) continue;
     const uint32_t tid = r.threads[sp.thread].tid;
     if (thread != 0 && tid != static_cast<uint32_t>(thread)) continue;
@@ -378,13 +375,13 @@ void PrintPoints(const std::string& file, const Recording& r, uint64_t t1, uint6
   if (json) {  // every occurrence, to the nanosecond
     nlohmann::json out = nlohmann::json::array();
     std::map<uint32_t, size_t> at;
-    for (const local::RecordedSpan& sp : r.spans) {
+    for (const tools::RecordedSpan& sp : r.spans) {
       if (sp.begin_ns < t1 || sp.begin_ns > t2 || rows.count(sp.name) == 0) continue;
       const uint32_t tid = r.threads[sp.thread].tid;
       if (thread != 0 && tid != static_cast<uint32_t>(thread)) continue;
       auto [it, fresh] = at.try_emplace(sp.name, out.size());
       if (fresh) {
-        const local::SpanName& n = r.span_names[sp.name];
+        const tools::SpanName& n = r.span_names[sp.name];
         out.push_back({{"tag", n.tag},
                        {"segment", n.segment},
                        {"scope", n.scope},
@@ -413,7 +410,7 @@ void PrintPoints(const std::string& file, const Recording& r, uint64_t t1, uint6
   std::printf("%-12s %-28s %7s %11s %11s %11s %11s  %s\n", "tag", "segment", "count", "total",
               "mean", "min", "max", "threads");
   for (const auto& [name, row] : rows) {
-    const local::SpanName& n = r.span_names[name];
+    const tools::SpanName& n = r.span_names[name];
     std::string tids;
     for (uint32_t tid : row.tids) tids += (tids.empty() ? "" : ",") + std::to_string(tid);
     std::printf(
@@ -439,7 +436,7 @@ StatusOr<std::vector<uint32_t>> SpansNamed(const Recording& r, const std::string
   std::vector<uint32_t> out;
   std::string known;
   for (uint32_t i = 0; i < r.span_names.size(); ++i) {
-    const local::SpanName& n = r.span_names[i];
+    const tools::SpanName& n = r.span_names[i];
     if (n.tag == tag && (n.segment == seg || (n.scope && n.segment == seg + " (scope)"))) {
       out.push_back(i);
     }
@@ -454,17 +451,17 @@ StatusOr<std::vector<uint32_t>> SpansNamed(const Recording& r, const std::string
 
 // The samples inside every occurrence of `names`, as the call tree.
 int PrintDuring(const std::string& file, const Recording& r, const std::vector<uint32_t>& names,
-                const std::map<uint32_t, local::FieldMark>* marks,
+                const std::map<uint32_t, tools::FieldMark>* marks,
                 const std::map<uint32_t, std::string>* field, bool collapsed, bool bottom_up,
                 double min_share, const std::string& color) {
   std::map<uint32_t, uint64_t> by_stack;
   uint64_t all = 0, count = 0, ns = 0;
   for (uint32_t name : names) {
-    for (const auto& [type, n] : local::SamplesDuring(r, name)) {
+    for (const auto& [type, n] : tools::SamplesDuring(r, name)) {
       by_stack[r.types[type].second] += n;
       all += n;
     }
-    for (const local::RecordedSpan& sp : r.spans) {
+    for (const tools::RecordedSpan& sp : r.spans) {
       if (sp.name != name) continue;
       ++count;
       ns += sp.end_ns - sp.begin_ns;
@@ -474,7 +471,7 @@ int PrintDuring(const std::string& file, const Recording& r, const std::vector<u
     PrintCollapsed(r, by_stack);
     return 0;
   }
-  const local::SpanName& n = r.span_names[names.front()];
+  const tools::SpanName& n = r.span_names[names.front()];
   std::printf("%s: %s, %llu samples during %s:%s: %llu occurrence%s, %s in all; counted exactly\n",
               file.c_str(), r.command.c_str(), static_cast<unsigned long long>(all), n.tag.c_str(),
               n.segment.c_str(), static_cast<unsigned long long>(count), count == 1 ? "" : "s",
@@ -576,16 +573,16 @@ int ParseShowArgs(int argc, char** argv, ShowArgs* a) {
 // and each API frame's field cost (for the text with --field, for the page
 // whenever the cache has a snapshot).
 struct FieldOnProfile {
-  std::map<uint32_t, local::FieldMark> marks;
+  std::map<uint32_t, tools::FieldMark> marks;
   std::map<uint32_t, std::string> costs;
-  const std::map<uint32_t, local::FieldMark>* marked = nullptr;  // null: no --check
+  const std::map<uint32_t, tools::FieldMark>* marked = nullptr;  // null: no --check
   const std::map<uint32_t, std::string>* shown = nullptr;        // null: no --field
 };
 
 // -1 to go on; else the exit status.
 int LoadFieldOnProfile(const Recording& r, const ShowArgs& a, FieldOnProfile* f) {
   if (!a.check.empty()) {
-    StatusOr<std::map<uint32_t, local::FieldMark>> m = local::FieldMarksFromCheck(r, a.check);
+    StatusOr<std::map<uint32_t, tools::FieldMark>> m = tools::FieldMarksFromCheck(r, a.check);
     if (!m.ok()) {
       std::cerr << "fieldprof record show: --check: " << m.status().message() << "\n";
       return 2;
@@ -598,7 +595,7 @@ int LoadFieldOnProfile(const Recording& r, const ShowArgs& a, FieldOnProfile* f)
                  f->marks.empty() ? " (none of the report's APIs is in the recording)" : "");
   }
   if (a.field || !a.html_out.empty()) {
-    StatusOr<std::map<uint32_t, std::string>> c = local::FieldCostsOfFrames(r, a.cache_dir);
+    StatusOr<std::map<uint32_t, std::string>> c = tools::FieldCostsOfFrames(r, a.cache_dir);
     if (c.ok()) {
       f->costs = std::move(*c);
     } else if (a.field) {
@@ -614,7 +611,7 @@ int PrintRange(const Recording& r, const ShowArgs& a, const FieldOnProfile& f) {
   const uint64_t t1 = a.t1(), t2 = a.t2();
   // One thread's range is counted exactly: the tree's "other" has no
   // thread, so its bound could not be stated over the thread's samples.
-  local::RangeQuery query;
+  tools::RangeQuery query;
   query.exact = a.exact || a.collapsed || a.thread != 0;
   query.top = static_cast<uint32_t>(a.top);
   const RangeCounts c = r.tree.Range(t1, t2, query);
@@ -682,7 +679,7 @@ int RecordShow(int argc, char** argv) {
   if (!a.html_out.empty()) return WritePage(*r, t1, t2, tid, f.marks, f.costs, a.html_out);
   if (!a.pprof_out.empty()) return WritePprof(*r, t1, t2, tid, a.idle, f.marks, a.pprof_out);
   if (a.idle) {
-    local::IdleReportOptions io;
+    tools::IdleReportOptions io;
     io.from_ns = t1;
     io.to_ns = t2;
     io.tid = tid;

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 CallTree CallTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid) {
   CallTree t;
@@ -260,4 +260,4 @@ StatusOr<CallTree> FieldTreeFromRecording(const Recording& r, const std::string&
   return t;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

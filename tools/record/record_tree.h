@@ -12,7 +12,7 @@
 #include "tools/record/recording.h"
 #include "tools/tree/call_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 // The samples of [t1_ns, t2_ns) (relative to the recording's start) of
 // thread `tid` (0: all), counted exactly: samples, and time as samples
 // times the sampling period.
@@ -58,6 +58,6 @@ using FrameNamer =
                                                         const VersionOf& version_of,
                                                         const FrameNamer& name_frame = {});
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_RECORD_RECORD_TREE_H_

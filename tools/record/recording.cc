@@ -7,7 +7,7 @@
 #include "common/base/encoding.h"
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -404,4 +404,4 @@ uint64_t SampleNs(const Recording& r, size_t i) {
   return r.hz > 0 ? 1000000000ull / r.hz : 0;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -15,7 +15,7 @@
 #include "common/base/status.h"
 #include "tools/record/time_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 struct RecordedThread {
   uint32_t pid = 0, tid = 0;
@@ -146,6 +146,6 @@ inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
 std::string EncodeRecording(const Recording& r);
 [[nodiscard]] StatusOr<Recording> DecodeRecording(std::string_view bytes);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_RECORDING_H_

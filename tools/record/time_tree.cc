@@ -8,7 +8,7 @@
 
 #include "common/base/encoding.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -690,4 +690,4 @@ RangeCounts ScanRange(const std::vector<uint64_t>& times, const std::vector<uint
   return out;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -41,7 +41,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // Sample types are interned ids: a range report counts them in an array
 // indexed by type, so they stay below this.
@@ -223,6 +223,6 @@ class TimeTreeBuilder {
 RangeCounts ScanRange(const std::vector<uint64_t>& times, const std::vector<uint32_t>& types,
                       uint64_t t1, uint64_t t2);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_

@@ -34,15 +34,15 @@ StatusOr<std::string> DebugNames::Name(const std::string& build_id, std::string_
       frame.size() > 17) {
     return std::string(frame);
   }
-  std::unique_ptr<local::Symbolizer>& names = files_[build_id];
+  std::unique_ptr<tools::Symbolizer>& names = files_[build_id];
   if (names == nullptr) {
     const std::string file = DebugFileOf(dir_, build_id);
     if (file.empty()) {
       files_.erase(build_id);
       return NotFound("no debug file for build " + build_id + " under " + dir_ + "/.build-id");
     }
-    names = std::make_unique<local::Symbolizer>(
-        std::vector<local::LoadedModule>{{file, 0, 0, ~uint64_t{0}}});
+    names = std::make_unique<tools::Symbolizer>(
+        std::vector<tools::LoadedModule>{{file, 0, 0, ~uint64_t{0}}});
   }
   const uint64_t offset = std::stoull(std::string(frame.substr(1)), nullptr, 16);
   std::string name = names->Name(offset, false);

@@ -13,7 +13,7 @@
 #include "common/base/status.h"
 #include "common/stacks/field_stacks.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 class Symbolizer;
 }
 
@@ -36,7 +36,7 @@ class DebugNames {
 
  private:
   std::string dir_;
-  std::map<std::string, std::unique_ptr<local::Symbolizer>> files_;  // by build id
+  std::map<std::string, std::unique_ptr<tools::Symbolizer>> files_;  // by build id
 };
 
 // Names every "+offset" frame of `s` it can from the debug file of its

@@ -16,7 +16,7 @@
 
 #include "common/stacks/cxx_names.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // The vDSO has no file. The kernel maps the same image into every process,
 // so this process's own copy, in a memory file, stands in for the recorded
@@ -171,4 +171,4 @@ const Symbolizer::JitSymbol* Symbolizer::FindJit(uint64_t at) {
   return nullptr;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -11,7 +11,7 @@
 
 struct Dwfl;
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // A module as the process had it loaded.
 struct LoadedModule {
@@ -59,6 +59,6 @@ class Symbolizer {
   std::unordered_map<uint64_t, std::string> memo_;
 };
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_SHARED_SYMBOLIZER_H_

@@ -8,7 +8,7 @@
 
 #include "common/base/encoding.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -580,4 +580,4 @@ std::vector<std::pair<std::string, std::array<int64_t, kMetricCount>>> Canonical
   return out;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

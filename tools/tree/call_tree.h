@@ -33,7 +33,7 @@
 
 #include "common/base/status.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 enum class Metric : uint8_t {
   kSamples = 0,  // stack samples
@@ -202,6 +202,6 @@ std::vector<uint32_t> MapNodes(const CallTree& of, const CallTree& t, Match rule
 // Trees as sorted (path, values) lists, for comparing two node for node.
 std::vector<std::pair<std::string, std::array<int64_t, kMetricCount>>> Canonical(const CallTree& t);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_

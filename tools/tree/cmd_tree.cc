@@ -32,9 +32,6 @@ namespace fieldprof::tools {
 
 namespace {
 
-using local::CallTree;
-using local::Metric;
-
 constexpr const char* kUsage =
     "Call trees: each node a call path with several metrics (samples, time, calls,\n"
     "bytes allocated and freed, allocations), self and total; and their algebra.\n"
@@ -118,27 +115,27 @@ void AddFlags(OptionTable* t, Common* c) {
   t->AddString("color", &c->color, "heat colours: auto, always, never");
 }
 
-Status Check(const Common& c, local::CombineOptions* co, Metric* metric, bool* metric_given) {
+Status Check(const Common& c, tools::CombineOptions* co, Metric* metric, bool* metric_given) {
   *metric_given = !c.metric_name.empty();
-  if (*metric_given && !local::MetricByName(c.metric_name, metric)) {
+  if (*metric_given && !tools::MetricByName(c.metric_name, metric)) {
     return InvalidArgument(
         "--metric is samples, time, calls, alloc_bytes, freed_bytes or "
         "allocs, not \"" +
         c.metric_name + "\"");
   }
   if (c.match == "exact") {
-    co->match = local::Match::kExact;
+    co->match = tools::Match::kExact;
   } else if (c.match == "normalised" || c.match == "normalized") {
-    co->match = local::Match::kNormalised;
+    co->match = tools::Match::kNormalised;
   } else {
     return InvalidArgument("--match is exact or normalised, not \"" + c.match + "\"");
   }
   if (c.normalize == "none") {
-    co->normalize = local::Normalize::kNone;
+    co->normalize = tools::Normalize::kNone;
   } else if (c.normalize == "total") {
-    co->normalize = local::Normalize::kTotal;
+    co->normalize = tools::Normalize::kTotal;
   } else if (c.normalize == "calls") {
-    co->normalize = local::Normalize::kCalls;
+    co->normalize = tools::Normalize::kCalls;
   } else {
     return InvalidArgument("--normalize is none, total or calls, not \"" + c.normalize + "\"");
   }
@@ -168,10 +165,10 @@ int Fail(const std::string& what) {
 // `changes`: a difference's significance for text and JSON (when tested);
 // `page_changes`: its per-run means for the page (a sub, tested or not).
 int Emit(const CallTree& t, const Common& c, Metric metric,
-         const std::vector<local::NodeChange>* changes,
-         const std::vector<local::NodeChange>* page_changes = nullptr) {
+         const std::vector<tools::NodeChange>* changes,
+         const std::vector<tools::NodeChange>* page_changes = nullptr) {
   if (!c.out.empty()) {
-    if (Status w = WriteFileDurably(c.out, local::EncodeCallTree(t), FileAccess::kShared);
+    if (Status w = WriteFileDurably(c.out, tools::EncodeCallTree(t), FileAccess::kShared);
         !w.ok()) {
       return Fail(w.message());
     }
@@ -179,14 +176,14 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
                  t.description.c_str());
   }
   if (!c.pprof.empty()) {
-    StatusOr<std::string> bytes = local::EncodePprofTree(t);
+    StatusOr<std::string> bytes = tools::EncodePprofTree(t);
     Status w = bytes.ok() ? WriteFileDurably(c.pprof, *bytes, FileAccess::kShared) : bytes.status();
     if (!w.ok()) return Fail(w.message());
     std::fprintf(stderr, "fieldprof tree: %s written (go tool pprof -top %s)\n", c.pprof.c_str(),
                  c.pprof.c_str());
   }
   if (!c.html.empty()) {
-    const std::string page = local::CallTreePage(t, metric, page_changes);
+    const std::string page = tools::CallTreePage(t, metric, page_changes);
     if (Status w = WriteFileDurably(c.html, page, FileAccess::kShared); !w.ok()) {
       return Fail(w.message());
     }
@@ -194,27 +191,28 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
                  FormatBytes(static_cast<double>(page.size())).c_str());
   }
   // The field's costs of the API nodes, by node.
-  std::map<uint32_t, local::FieldCost> field;
+  std::map<uint32_t, tools::FieldCostOfName> field;
   if (c.field) {
     std::vector<std::string> names(t.size());
     for (uint32_t n = 1; n < t.size(); ++n) names[n] = t.name(n);
-    StatusOr<std::map<uint32_t, local::FieldCost>> costs = local::FieldCostsOfNames(names, c.cache);
+    StatusOr<std::map<uint32_t, tools::FieldCostOfName>> costs =
+        tools::FieldCostsOfNames(names, c.cache);
     if (!costs.ok()) return Fail("--field: " + costs.status().message());
     field = std::move(*costs);
   }
   if (c.json) {
-    std::cout << local::TreeJson(t, changes, c.field ? &field : nullptr);
+    std::cout << tools::TreeJson(t, changes, c.field ? &field : nullptr);
   } else if (c.collapsed) {
-    std::cout << local::TreeCollapsed(t, metric);
+    std::cout << tools::TreeCollapsed(t, metric);
   } else if (c.out.empty() && c.pprof.empty() && c.html.empty()) {
-    local::TreeTextOptions o;
+    tools::TreeTextOptions o;
     o.sort_by = metric;
     o.min_share = c.min_percent / 100;
     o.color = ColorWanted(c.color);
     o.truecolor = TrueColor();
     o.changes = changes;
     o.field = c.field ? &field : nullptr;
-    std::cout << local::TreeText(t, o);
+    std::cout << tools::TreeText(t, o);
   }
   return 0;
 }
@@ -223,7 +221,7 @@ int Emit(const CallTree& t, const Common& c, Metric metric,
 struct Invocation {
   std::string verb;
   Common c;
-  local::CombineOptions co;
+  tools::CombineOptions co;
   Metric metric = Metric::kSamples;
   bool metric_given = false;
   std::vector<std::string> files, base;
@@ -298,7 +296,7 @@ int Parse(int argc, char** argv, Invocation* inv) {
 bool Load(const Invocation& inv, const std::vector<std::string>& paths,
           std::vector<CallTree>* out) {
   const Common& c = inv.c;
-  local::LoadOptions lo;
+  tools::TreeLoadOptions lo;
   lo.from_ns = static_cast<uint64_t>(std::llround(c.from * 1e9));
   lo.to_ns = c.to < 0 ? UINT64_MAX : static_cast<uint64_t>(std::llround(c.to * 1e9));
   lo.tid = static_cast<uint32_t>(c.thread);
@@ -309,7 +307,7 @@ bool Load(const Invocation& inv, const std::vector<std::string>& paths,
   lo.field_module = c.field_module;
   lo.debug_dir = c.debug_dir;
   for (const std::string& p : paths) {
-    StatusOr<CallTree> tree = local::LoadCallTree(p, lo);
+    StatusOr<CallTree> tree = tools::LoadCallTree(p, lo);
     if (!tree.ok()) {
       std::cerr << "fieldprof tree: " << tree.status().message() << "\n";
       return false;
@@ -320,41 +318,41 @@ bool Load(const Invocation& inv, const std::vector<std::string>& paths,
 }
 
 int PrintTop(const CallTree& tree, const Common& c, Metric metric) {
-  const auto rows = c.nodes ? local::TopNodes(tree, metric, c.total, static_cast<size_t>(c.limit))
-                            : local::TopFunctions(tree, metric, c.total);
+  const auto rows = c.nodes ? tools::TopNodes(tree, metric, c.total, static_cast<size_t>(c.limit))
+                            : tools::TopFunctions(tree, metric, c.total);
   std::printf("%12s %12s  %s (%s, by %s)\n", "self", "total", c.nodes ? "call path" : "function",
-              local::MetricName(metric), c.total ? "total" : "self");
+              tools::MetricName(metric), c.total ? "total" : "self");
   for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
-    std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].self).c_str(),
-                local::FormatMetric(metric, rows[i].total).c_str(), rows[i].name.c_str());
+    std::printf("%12s %12s  %s\n", tools::FormatMetric(metric, rows[i].self).c_str(),
+                tools::FormatMetric(metric, rows[i].total).c_str(), rows[i].name.c_str());
   }
   return 0;
 }
 
 int PrintCallers(const CallTree& tree, const std::string& function, Metric metric) {
-  StatusOr<local::Butterfly> b = local::ButterflyOf(tree, function, metric);
+  StatusOr<tools::Butterfly> b = tools::ButterflyOf(tree, function, metric);
   if (!b.ok()) return Fail(b.status().message());
   std::printf("%s: self %s, total %s (%s)\ncallers (its total under each):\n", function.c_str(),
-              local::FormatMetric(metric, b->self).c_str(),
-              local::FormatMetric(metric, b->total).c_str(), local::MetricName(metric));
+              tools::FormatMetric(metric, b->self).c_str(),
+              tools::FormatMetric(metric, b->total).c_str(), tools::MetricName(metric));
   for (const auto& r : b->callers) {
-    std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
+    std::printf("  %12s  %s\n", tools::FormatMetric(metric, r.total).c_str(), r.name.c_str());
   }
   std::printf("callees (their totals under it):\n");
   for (const auto& r : b->callees) {
-    std::printf("  %12s  %s\n", local::FormatMetric(metric, r.total).c_str(), r.name.c_str());
+    std::printf("  %12s  %s\n", tools::FormatMetric(metric, r.total).c_str(), r.name.c_str());
   }
   return 0;
 }
 
 int PrintPaths(const CallTree& tree, const std::string& function, const Common& c, Metric metric) {
-  const auto rows = local::PathsTo(tree, function, metric);
+  const auto rows = tools::PathsTo(tree, function, metric);
   if (rows.empty()) return Fail("no call path holds \"" + function + "\"");
   std::printf("%12s %12s  path to %s (%s)\n", "total", "self", function.c_str(),
-              local::MetricName(metric));
+              tools::MetricName(metric));
   for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(c.limit); ++i) {
-    std::printf("%12s %12s  %s\n", local::FormatMetric(metric, rows[i].total).c_str(),
-                local::FormatMetric(metric, rows[i].self).c_str(), rows[i].name.c_str());
+    std::printf("%12s %12s  %s\n", tools::FormatMetric(metric, rows[i].total).c_str(),
+                tools::FormatMetric(metric, rows[i].self).c_str(), rows[i].name.c_str());
   }
   return 0;
 }
@@ -364,12 +362,12 @@ int PrintLeaks(const CallTree& tree, const std::string& file) {
     return Fail(file + " has no allocation metrics (a lab tree has them)");
   }
   std::printf("%12s %12s %12s %10s  function\n", "kept", "allocated", "freed", "allocs");
-  for (const auto& r : local::AllocatedNotFreed(tree)) {
+  for (const auto& r : tools::AllocatedNotFreed(tree)) {
     std::printf("%12s %12s %12s %10s  %s\n",
-                local::FormatMetric(Metric::kAllocBytes, r.allocated - r.freed, true).c_str(),
-                local::FormatMetric(Metric::kAllocBytes, r.allocated).c_str(),
-                local::FormatMetric(Metric::kFreedBytes, r.freed).c_str(),
-                local::FormatMetric(Metric::kAllocs, r.allocs).c_str(), r.name.c_str());
+                tools::FormatMetric(Metric::kAllocBytes, r.allocated - r.freed, true).c_str(),
+                tools::FormatMetric(Metric::kAllocBytes, r.allocated).c_str(),
+                tools::FormatMetric(Metric::kFreedBytes, r.freed).c_str(),
+                tools::FormatMetric(Metric::kAllocs, r.allocs).c_str(), r.name.c_str());
   }
   return 0;
 }
@@ -381,7 +379,7 @@ int Query(const Invocation& inv, const CallTree& tree) {
   if (verb == "show" || verb == "build" || verb == "merge")
     return Emit(tree, inv.c, metric, nullptr);
   if (verb == "subtree") {
-    StatusOr<CallTree> sub = local::Subtree(tree, inv.function);
+    StatusOr<CallTree> sub = tools::Subtree(tree, inv.function);
     if (!sub.ok()) return Fail(sub.status().message());
     return Emit(*sub, inv.c, metric, nullptr);
   }
@@ -400,17 +398,17 @@ int Sub(const Invocation& inv, const std::vector<CallTree>& trees,
   for (const CallTree& tree : trees) in.push_back(&tree);
   for (const CallTree& tree : bases) old.push_back(&tree);
   if (c.collapsed) {  // difffolded.pl's two columns: base, then new
-    StatusOr<CallTree> now_mean = local::Combine(in, local::Op::kMean, inv.co);
-    StatusOr<CallTree> old_mean = local::Combine(old, local::Op::kMean, inv.co);
+    StatusOr<CallTree> now_mean = tools::Combine(in, tools::Op::kMean, inv.co);
+    StatusOr<CallTree> old_mean = tools::Combine(old, tools::Op::kMean, inv.co);
     if (!now_mean.ok() || !old_mean.ok()) return Fail("the runs did not combine");
-    std::cout << local::TreeCollapsedDiff(*old_mean, *now_mean, inv.metric, inv.co.match);
+    std::cout << tools::TreeCollapsedDiff(*old_mean, *now_mean, inv.metric, inv.co.match);
     return 0;
   }
   std::vector<const CallTree*> both(in);
   both.insert(both.end(), old.begin(), old.end());
-  local::CombineOptions sub_o = inv.co;
+  tools::CombineOptions sub_o = inv.co;
   sub_o.sub_group = in.size();
-  StatusOr<CallTree> diff = local::Combine(both, local::Op::kSub, sub_o);
+  StatusOr<CallTree> diff = tools::Combine(both, tools::Op::kSub, sub_o);
   if (!diff.ok()) return Fail(diff.status().message());
   // A difference of per-run means: not runs to add up again.
   diff->runs = 1;
@@ -420,13 +418,13 @@ int Sub(const Invocation& inv, const std::vector<CallTree>& trees,
   for (const CallTree* t : old) base_runs += t->runs;
   diff->description = "sub: " + std::to_string(new_runs) + " new run(s) less " +
                       std::to_string(base_runs) + " base run(s), per-run means";
-  local::SignificanceOptions so;
+  tools::SignificanceOptions so;
   so.metric = inv.metric;
   so.match = inv.co.match;
   so.fdr = c.fdr;
   so.min_effect = c.min_effect;
   so.min_share = c.min_share / 100;
-  const std::vector<local::NodeChange> changes = local::Significance(*diff, in, old, so);
+  const std::vector<tools::NodeChange> changes = tools::Significance(*diff, in, old, so);
   const bool tested = trees.size() >= 2 && bases.size() >= 2;
   if (!tested) {
     std::fprintf(stderr,
@@ -435,7 +433,7 @@ int Sub(const Invocation& inv, const std::vector<CallTree>& trees,
     std::fprintf(stderr,
                  "fieldprof tree sub: significance of %s self values: permutation test per node, "
                  "Benjamini-Hochberg at FDR %.2g, floors %.3g%% change and %.3g%% of the base\n",
-                 local::MetricName(inv.metric), c.fdr, c.min_effect * 100, c.min_share);
+                 tools::MetricName(inv.metric), c.fdr, c.min_effect * 100, c.min_share);
   }
   return Emit(*diff, c, inv.metric, tested ? &changes : nullptr, &changes);
 }
@@ -450,10 +448,10 @@ int Algebra(const Invocation& inv, const std::vector<CallTree>& trees,
   if (inv.verb == "sub") return Sub(inv, trees, bases);
   std::vector<const CallTree*> in;
   for (const CallTree& tree : trees) in.push_back(&tree);
-  const local::Op op = inv.verb == "add"    ? local::Op::kAdd
-                       : inv.verb == "mean" ? local::Op::kMean
-                                            : local::Op::kMin;
-  StatusOr<CallTree> out = local::Combine(in, op, inv.co);
+  const tools::Op op = inv.verb == "add"    ? tools::Op::kAdd
+                       : inv.verb == "mean" ? tools::Op::kMean
+                                            : tools::Op::kMin;
+  StatusOr<CallTree> out = tools::Combine(in, op, inv.co);
   if (!out.ok()) return Fail(out.status().message());
   return Emit(*out, inv.c, inv.metric, nullptr);
 }

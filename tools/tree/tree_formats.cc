@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 StatusOr<CallTree> CallTreeFromCollapsed(std::string_view text, Metric m) {
   CallTree t;
@@ -214,4 +214,4 @@ StatusOr<CallTree> CallTreeFromChromeTrace(std::string_view json, const ChromeTr
   return t;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -11,7 +11,7 @@
 #include "common/base/status.h"
 #include "tools/tree/call_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // "a;b;c 12" lines, the count (an integer) after the last space, into
 // metric `m`. Blank lines and "#" comments are skipped; anything else is
@@ -32,6 +32,6 @@ struct ChromeTraceOptions {
                                                          const ChromeTraceOptions& o,
                                                          uint64_t* unended = nullptr);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_TREE_TREE_FORMATS_H_

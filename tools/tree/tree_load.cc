@@ -7,9 +7,9 @@
 #include "tools/record/record_tree.h"
 #include "tools/shared/debug_names.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
-StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
+StatusOr<CallTree> LoadCallTree(const std::string& path, const TreeLoadOptions& o) {
   StatusOr<std::string> bytes = ReadWholeFile(path);
   if (!bytes.ok()) return Status(bytes.status().code(), path + ": " + bytes.status().message());
   auto named = [&](StatusOr<CallTree> t) -> StatusOr<CallTree> {
@@ -74,4 +74,4 @@ StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o) {
   return named(CallTreeFromCollapsed(b, o.collapsed_metric));
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -11,9 +11,9 @@
 #include "tools/tree/call_tree.h"
 #include "tools/tree/tree_formats.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
-struct LoadOptions {
+struct TreeLoadOptions {
   // For a recording: the range and thread.
   uint64_t from_ns = 0, to_ns = UINT64_MAX;
   uint32_t tid = 0;
@@ -32,8 +32,8 @@ struct LoadOptions {
 };
 
 // Errors name the file.
-[[nodiscard]] StatusOr<CallTree> LoadCallTree(const std::string& path, const LoadOptions& o);
+[[nodiscard]] StatusOr<CallTree> LoadCallTree(const std::string& path, const TreeLoadOptions& o);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_TREE_TREE_LOAD_H_

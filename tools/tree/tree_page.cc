@@ -5,7 +5,7 @@
 
 #include "tools/page/page_kit.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 using json = nlohmann::json;
 
@@ -48,4 +48,4 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
                           TreePageFile("tree.js")->body, data);
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

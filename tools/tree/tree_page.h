@@ -13,7 +13,7 @@
 #include "tools/tree/call_tree.h"
 #include "tools/tree/tree_report.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // `changes` (from Significance, of metric `m`): a differential flame graph,
 // widths from the new runs' means; else widths and heat from `t`.
@@ -22,6 +22,6 @@ std::string CallTreePage(const CallTree& t, Metric m, const std::vector<NodeChan
 // tree.html, tree.css and tree.js, built in.
 const EmbeddedFile* TreePageFile(std::string_view name);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_TREE_TREE_PAGE_H_

@@ -11,7 +11,7 @@
 #include "common/statistics/permutation_test.h"
 #include "tools/shared/format.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 namespace {
 
@@ -391,14 +391,14 @@ std::string TreeText(const CallTree& t, const TreeTextOptions& o) {
   return out;
 }
 
-std::string FieldCostText(const FieldCost& c) {
+std::string FieldCostText(const FieldCostOfName& c) {
   return "field: p50 " + tools::FormatNanos(c.p50_ns) + ", p99 " + tools::FormatNanos(c.p99_ns) +
          " a call; " + tools::FormatCount(static_cast<uint64_t>(c.calls_a_run + 0.5)) +
          " calls a run (" + tools::FormatCount(c.runs) + " runs)";
 }
 
 std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes,
-                     const std::map<uint32_t, FieldCost>* field) {
+                     const std::map<uint32_t, FieldCostOfName>* field) {
   std::vector<std::vector<int64_t>> totals(kMetricCount);
   for (int m = 0; m < kMetricCount; ++m) {
     if (t.has(static_cast<Metric>(m))) totals[m] = t.Totals(static_cast<Metric>(m));
@@ -478,4 +478,4 @@ std::string TreeCollapsedDiff(const CallTree& base, const CallTree& now, Metric 
   return out;
 }
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -15,7 +15,7 @@
 #include "common/base/status.h"
 #include "tools/tree/call_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 
 // "12.3 ms", "1.5 MiB", "1,234"; signed values get a sign.
 std::string FormatMetric(Metric m, int64_t v, bool sign = false);
@@ -77,30 +77,30 @@ std::vector<NodeChange> Significance(const CallTree& diff, const std::vector<con
 // What the field says a function costs (a library API the snapshot cache
 // holds): wall time a call, and calls a run, over its versions and
 // platforms.
-struct FieldCost {
+struct FieldCostOfName {
   double p50_ns = 0, p99_ns = 0, calls_a_run = 0;
   uint64_t runs = 0;  // the runs behind it
 };
 // "field: p50 1.46 us, p99 2.10 us a call; 2,000 calls a run (40 runs)".
-std::string FieldCostText(const FieldCost& c);
+std::string FieldCostText(const FieldCostOfName& c);
 
 struct TreeTextOptions {
   Metric sort_by = Metric::kSamples;  // children by its total; filter and heat by it
   double min_share = 0.005;           // hide nodes under this share of the tree's sum
   bool color = false, truecolor = false;
-  const std::vector<NodeChange>* changes = nullptr;      // adds p, q and a mark
-  const std::map<uint32_t, FieldCost>* field = nullptr;  // by node: after its name
+  const std::vector<NodeChange>* changes = nullptr;            // adds p, q and a mark
+  const std::map<uint32_t, FieldCostOfName>* field = nullptr;  // by node: after its name
 };
 std::string TreeText(const CallTree& t, const TreeTextOptions& o);
 // `field`, by node: each API node's "field" object (p50_ns, p99_ns,
 // calls_a_run, runs).
 std::string TreeJson(const CallTree& t, const std::vector<NodeChange>* changes,
-                     const std::map<uint32_t, FieldCost>* field = nullptr);
+                     const std::map<uint32_t, FieldCostOfName>* field = nullptr);
 // "a;b;c VALUE" for every node with a self value of `m`.
 std::string TreeCollapsed(const CallTree& t, Metric m);
 // "a;b;c BASE NOW" over both trees' paths (difffolded.pl's format).
 std::string TreeCollapsedDiff(const CallTree& base, const CallTree& now, Metric m, Match rule);
 
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools
 
 #endif  // FIELDPROF_TOOLS_LOCAL_TREE_REPORT_H_

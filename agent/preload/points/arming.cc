@@ -15,7 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 namespace {
 
 std::mutex g_arm_mu;  // arming (load, dlopen)
@@ -213,4 +213,4 @@ void ForgetClosedModules() {
   std::erase_if(*g_armed, [&](const auto& armed) { return loaded.count(armed.second) == 0; });
 }
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points

@@ -9,7 +9,7 @@
 
 #include <string>
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 // At load, in a process that records: before any other call here.
 void StartArming();
@@ -33,6 +33,6 @@ void ForgetClosedModules();
 std::string ProgramPath();
 std::string ProgramName();
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 #endif  // FIELDPROF_AGENT_PRELOAD_POINTS_ARMING_H_

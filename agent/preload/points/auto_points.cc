@@ -14,7 +14,7 @@
 #include "agent/preload/points/ring.h"
 #include "common/points/points_format.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 namespace {
 
 using fieldprof::inproc::Next;
@@ -131,9 +131,9 @@ void AutoDlopenEnd() {
   if (site != nullptr) Hit(site, FP_POINT_KIND_END);
 }
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
-namespace pf = fieldprof::local::points;
+namespace pf = fieldprof::points;
 
 extern "C" {
 

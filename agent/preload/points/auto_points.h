@@ -18,7 +18,7 @@
 #ifndef FIELDPROF_AGENT_PRELOAD_POINTS_AUTO_POINTS_H_
 #define FIELDPROF_AGENT_PRELOAD_POINTS_AUTO_POINTS_H_
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 // Whether this process passes automatic points (read at start).
 bool AutoPointsOn();
@@ -40,6 +40,6 @@ void AutoExit();
 void AutoDlopenBegin(const char* file);
 void AutoDlopenEnd();
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 #endif  // FIELDPROF_AGENT_PRELOAD_POINTS_AUTO_POINTS_H_

@@ -15,7 +15,7 @@
 #include "agent/include/fieldprof/points.h"
 #include "agent/preload/points/stacks.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 namespace {
 
 // Sites by their address, numbered in the file as they are first seen
@@ -283,4 +283,4 @@ bool DrainInto(Out& o, uint64_t* fullest, bool last) {
   return any;
 }
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points

@@ -17,7 +17,7 @@
 #include "agent/preload/points/ring.h"
 #include "common/points/points_format.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 uint64_t ClockNs(clockid_t clock);
 uint64_t MonoNs();
@@ -73,6 +73,6 @@ void ForgetSites(bool renumber = false);
 // which counts the slots not yet whole as lost.
 bool DrainInto(Out& o, uint64_t* fullest = nullptr, bool last = false);
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 #endif  // FIELDPROF_AGENT_PRELOAD_POINTS_DRAIN_H_

@@ -82,7 +82,7 @@
 
 namespace {
 
-namespace pf = fieldprof::local::points;
+namespace pf = fieldprof::points;
 
 // The drain sleeps so that the fullest ring is about a quarter full when
 // it wakes, between these: each wake takes a CPU from the program.

@@ -15,7 +15,7 @@
 
 #include "agent/preload/base/recorder_abi.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_recording{false};
@@ -247,7 +247,7 @@ void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot) {
     Push(tsc, uint64_t{id} << 3, static_cast<int64_t>(pause << 8 | back), kStackKind);
 }
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 // A call of a function placed by configuration (`fieldprof points record
 // --at`): the runtime hands its entry and exit ticks (the TSC), its site
@@ -256,7 +256,7 @@ void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot) {
 // FP_SCOPE makes; with --stacks, the begin's stack too.
 extern "C" __attribute__((visibility("default"))) void fieldprof_point_span(
     const fieldprof_point_site* site, uint64_t tsc_begin, uint64_t tsc_end, const void* caller) {
-  namespace pf = fieldprof::local::points;
+  namespace pf = fieldprof::points;
   if (!pf::g_recording.load(std::memory_order_relaxed) || pf::t_own != 0) return;
   const auto id = reinterpret_cast<uint64_t>(site);
   if (pf::g_span_with_stack != nullptr && caller != nullptr) {

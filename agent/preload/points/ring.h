@@ -11,7 +11,7 @@
 
 #include "common/points/points_format.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 // 65,536 events a ring, 1.5 MiB (touched as used).
 inline constexpr uint32_t kRingShift = 16;
@@ -138,6 +138,6 @@ extern void (*g_span_with_stack)(uint64_t site, uint64_t tsc_begin, uint64_t tsc
 // kind 3); nothing when other events pushed since leave it too far back.
 void PushStack(uint64_t tsc, uint32_t id, uint64_t pause, uint64_t event_slot);
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 #endif  // FIELDPROF_AGENT_PRELOAD_POINTS_RING_H_

@@ -22,7 +22,7 @@
 #include "agent/preload/points/ring.h"
 #include "common/points/points_format.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 namespace {
 
 // Every distinct stack the points were passed at, numbered from 1, in
@@ -364,7 +364,7 @@ void TakeStacks(std::string* out) {
   t->written = count;
 }
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 // read(), wrapped for libunwind alone: while this library unwinds, its
 // memory-check pipe's reads go to ours (unwinder_io.h); otherwise straight

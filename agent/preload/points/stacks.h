@@ -15,7 +15,7 @@
 
 #include "agent/preload/base/recorder_abi.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 
 // At load, with --stacks: opens libunwind (said on stderr, once, when it
 // cannot) and the table. `tsc_hz`: the TSC's rate (0: a guess), for each
@@ -42,6 +42,6 @@ void SpanWithStack(uint64_t site, uint64_t tsc_begin, uint64_t tsc_end, const vo
 // when they changed (the drain's).
 void TakeStacks(std::string* out);
 
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
 
 #endif  // FIELDPROF_AGENT_PRELOAD_POINTS_STACKS_H_

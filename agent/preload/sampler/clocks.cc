@@ -17,7 +17,7 @@
 #include "agent/preload/sampler/sampler.h"
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 namespace {
 
 // The descriptors of our task-clock events that signal by kSampleSignal,
@@ -96,7 +96,7 @@ int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap) {
 }
 
 SourceChoice ChooseSource(uint64_t period_ns, bool wall) {
-  using namespace fieldprof::local::raw;  // NOLINT: the SampleSource names
+  using namespace fieldprof::raw;  // NOLINT: the SampleSource names
   SourceChoice c;
   // fieldprof record samples from outside: here only idle transitions.
   if (const char* s = getenv("FIELDPROF_RECORD_SAMPLES"); s != nullptr && s[0] == '0') {
@@ -141,4 +141,4 @@ SourceChoice ChooseSource(uint64_t period_ns, bool wall) {
   return c;
 }
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler

@@ -9,7 +9,7 @@
 #include "agent/preload/sampler/sampler.h"
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 namespace {
 
 using Write = void (*)(const void*, size_t);
@@ -60,4 +60,4 @@ void ListModulesIfChanged(unsigned long long* adds_seen, void (*write)(const voi
   dl_iterate_phdr(OnModule, reinterpret_cast<void*>(write));
 }
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler

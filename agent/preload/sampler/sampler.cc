@@ -70,17 +70,17 @@
 #include "agent/preload/base/unwinder_io.h"
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 thread_local int t_in_loader = 0;
 thread_local int t_in_handler = 0;
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler
 
 namespace {
 
-using fieldprof::local::raw::BlockedHeader;
-using fieldprof::local::raw::kMaxFrames;
-using fieldprof::local::raw::SampleHeader;
-using namespace fieldprof::local::sampler;  // NOLINT: this library's own parts
+using fieldprof::raw::BlockedHeader;
+using fieldprof::raw::kMaxFrames;
+using fieldprof::raw::SampleHeader;
+using namespace fieldprof::sampler;  // NOLINT: this library's own parts
 
 std::atomic<uint64_t> g_skipped{0}, g_throttled{0};
 // Records committed since the last drain, counted only while the process
@@ -100,7 +100,7 @@ uint64_t g_period_ns = 0;
 bool g_wall = false;
 bool g_idle = false;  // watch switches off and onto the CPU
 pid_t g_pid = 0;      // the process recording (a vfork child shares our memory, not our pid)
-uint32_t g_source = fieldprof::local::raw::kThreadTimers;
+uint32_t g_source = fieldprof::raw::kThreadTimers;
 bool g_trap = false;           // task-clock events signal by SIGTRAP (sigtrap.cc)
 bool g_stepped_aside = false;  // no samples: the program owns their signals
 bool g_aside = false;          // a seccomp filter: nothing more in this process
@@ -139,9 +139,9 @@ void StartThreadTimer() {
   t_end.armed = true;
   OpenStackRing();
   if (g_idle) WatchThreadSwitches();
-  using fieldprof::local::raw::kNoSamples;
-  using fieldprof::local::raw::kTaskClock;
-  using fieldprof::local::raw::kTaskClockUser;
+  using fieldprof::raw::kNoSamples;
+  using fieldprof::raw::kTaskClock;
+  using fieldprof::raw::kTaskClockUser;
   if (g_source == kNoSamples) return;  // sampled from outside, or stepped aside
   if (g_source == kTaskClock || g_source == kTaskClockUser) {
     t_clock_fd = OpenTaskClock(g_period_ns, g_source == kTaskClockUser, g_trap);
@@ -396,7 +396,7 @@ void* WriterMain(void*) {
 // sigaction): its samples then went to the program, but none to us, and
 // fieldprof record says so.
 bool SamplingSignalTaken() {
-  using fieldprof::local::raw::kNoSamples;
+  using fieldprof::raw::kNoSamples;
   if (g_trap || g_source == kNoSamples) return false;
   return SampleSignalTaken();
 }
@@ -435,8 +435,8 @@ void Start() {
   g_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (g_fd < 0) return;
   g_fd = MoveFdHigh(g_fd);
-  fieldprof::local::raw::FileHeader fh{};
-  memcpy(fh.magic, fieldprof::local::raw::kMagic, sizeof fh.magic);
+  fieldprof::raw::FileHeader fh{};
+  memcpy(fh.magic, fieldprof::raw::kMagic, sizeof fh.magic);
   g_pid = getpid();
   fh.pid = static_cast<uint32_t>(g_pid);
   fh.start_ns = start;
@@ -444,7 +444,7 @@ void Start() {
   fh.wall = g_wall ? 1 : 0;
   fh.source = g_source;
   fh.idle = g_idle ? 1 : 0;
-  fh.flags = g_stepped_aside ? fieldprof::local::raw::kSteppedAside : 0;
+  fh.flags = g_stepped_aside ? fieldprof::raw::kSteppedAside : 0;
   WriteAll(&fh, sizeof fh);
   Flush();
   {
@@ -454,7 +454,7 @@ void Start() {
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   }
   if (g_trap && !OwnTrapSignal(OnSample)) g_trap = false;
-  if (!g_trap && g_source != fieldprof::local::raw::kNoSamples) {
+  if (!g_trap && g_source != fieldprof::raw::kNoSamples) {
     OwnSampleSignal(OnSample);
   }
   g_stop = 0;
@@ -476,7 +476,7 @@ void Stop() {
   }
   if (g_fd >= 0) {
     Drain();
-    fieldprof::local::raw::Trailer t{};
+    fieldprof::raw::Trailer t{};
     t.end_ns = NowNs();
     t.dropped = StackRecordsDropped();
     t.skipped = g_skipped.load();
@@ -583,7 +583,7 @@ bool EndBeforeExec() {
 
 }  // namespace
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 
 bool On() { return g_on; }
 
@@ -623,7 +623,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   t_in_handler = 0;
 }
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler
 
 extern "C" {
 

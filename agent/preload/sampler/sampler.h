@@ -18,7 +18,7 @@
 #include "agent/preload/base/high_fd.h"
 #include "agent/preload/base/next_slots.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 namespace inproc = ::fieldprof::inproc;
 
 // Whether this process is being recorded (set up by the constructor).
@@ -153,6 +153,6 @@ void StopWatchingSwitches();
 uint64_t SwitchesLost();
 uint64_t ThreadsUnwatched();
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler
 
 #endif  // FIELDPROF_AGENT_PRELOAD_SAMPLER_SAMPLER_H_

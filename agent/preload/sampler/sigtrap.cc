@@ -19,7 +19,7 @@
 #include "agent/preload/base/owned_signals.h"
 #include "agent/preload/sampler/sampler.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 namespace {
 
 constexpr int kTrapPerf = 6;  // TRAP_PERF, <asm-generic/siginfo.h>; glibc 2.36 lacks the name
@@ -45,4 +45,4 @@ bool OwnTrapSignal(void (*on_sample)(int, siginfo_t*, void*)) {
 
 void ReturnTrapSignal() { inproc::ReturnSignal(SIGTRAP); }
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler

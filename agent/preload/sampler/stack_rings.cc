@@ -22,7 +22,7 @@
 #include "agent/preload/sampler/sampler.h"
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 namespace {
 
 // 256 KiB a thread: at 40,000 blocked calls a second (a ping-pong on this
@@ -166,4 +166,4 @@ void ForgetStackRingsAfterFork() {
 
 uint64_t StackRecordsDropped() { return g_dropped.load(); }
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler

@@ -42,7 +42,7 @@
 #include "agent/preload/sampler/sampler.h"
 #include "common/stacks/sampler_format.h"
 
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 namespace {
 
 constexpr size_t kDataPages = 32;  // 128 KiB a thread: 4,000 switch records
@@ -281,20 +281,19 @@ void StopWatchingSwitches() {
 uint64_t SwitchesLost() { return g_lost.load(); }
 uint64_t ThreadsUnwatched() { return g_unwatched.load(); }
 
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler
 
 // The blocking calls, wrapped. Each forwards to the next definition (the C
 // library's) inside a Watch.
-using fieldprof::local::sampler::Watch;
+using fieldprof::sampler::Watch;
 
 #define FP_BLOCKING(ret, name, params, args)                                               \
-  namespace fieldprof::local::sampler {                                                    \
+  namespace fieldprof::sampler {                                                           \
   ret(*g_real_##name) params = nullptr;                                                    \
   FP_NEXT_SLOT(g_real_##name, #name);                                                      \
   }                                                                                        \
   extern "C" __attribute__((visibility("default"))) ret name params {                      \
-    const auto real =                                                                      \
-        fieldprof::local::sampler::Next(&fieldprof::local::sampler::g_real_##name, #name); \
+    const auto real = fieldprof::sampler::Next(&fieldprof::sampler::g_real_##name, #name); \
     Watch fp_watch_;                                                                       \
     return real args;                                                                      \
   }
@@ -304,13 +303,12 @@ using fieldprof::local::sampler::Watch;
 // straight on: sqlite3 takes millions. `private_lock`: the lock is not
 // process-shared (glibc's own field; the layout is its ABI).
 #define FP_LOCK(name, params, args, private_lock)                                          \
-  namespace fieldprof::local::sampler {                                                    \
+  namespace fieldprof::sampler {                                                           \
   int(*g_real_##name) params = nullptr;                                                    \
   FP_NEXT_SLOT(g_real_##name, #name);                                                      \
   }                                                                                        \
   extern "C" __attribute__((visibility("default"))) int name params {                      \
-    const auto real =                                                                      \
-        fieldprof::local::sampler::Next(&fieldprof::local::sampler::g_real_##name, #name); \
+    const auto real = fieldprof::sampler::Next(&fieldprof::sampler::g_real_##name, #name); \
     if (__libc_single_threaded != 0 && (private_lock)) return real args;                   \
     Watch fp_watch_;                                                                       \
     return real args;                                                                      \
@@ -353,14 +351,13 @@ FP_BLOCKING(int, epoll_pwait, (int e, epoll_event* v, int n, int t, const sigset
 // Reads and writes (pipes, sockets, and files that wait on the disk).
 // read(), as the others, but while the sampler unwinds: libunwind's reads
 // of its memory-check pipe go to the sampler's pipe (unwinder_io.h).
-namespace fieldprof::local::sampler {
+namespace fieldprof::sampler {
 ssize_t (*g_real_read)(int, void*, size_t) = nullptr;
 FP_NEXT_SLOT(g_real_read, "read");
-}  // namespace fieldprof::local::sampler
+}  // namespace fieldprof::sampler
 extern "C" __attribute__((visibility("default"))) ssize_t read(int fd, void* b, size_t n) {
   if (fieldprof::inproc::t_unwinding > 0) return fieldprof::inproc::UnwinderRead(b, n);
-  const auto real =
-      fieldprof::local::sampler::Next(&fieldprof::local::sampler::g_real_read, "read");
+  const auto real = fieldprof::sampler::Next(&fieldprof::sampler::g_real_read, "read");
   Watch fp_watch_;
   return real(fd, b, n);
 }

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 namespace {
 
 // One run: a "load -> ready" segment of `segment_ns`, and `calls` scopes
@@ -162,4 +162,4 @@ TEST(PointsAnalysisTest, CompareJsonCarriesThePerCallFigures) {
 }
 
 }  // namespace
-}  // namespace fieldprof::local
+}  // namespace fieldprof

@@ -17,7 +17,7 @@
 #include "common/points/points_stacks.h"
 #include "gtest/gtest.h"
 
-namespace fieldprof::local {
+namespace fieldprof {
 namespace {
 
 namespace pf = points;
@@ -489,4 +489,4 @@ TEST(PointsFileTest, ManyThreadsEventsComeByTimeTiesInFileOrder) { ExpectStableO
 TEST(PointsFileTest, EventsOverlappingEverywhereStillComeByTime) { ExpectStableOrderByTime(true); }
 
 }  // namespace
-}  // namespace fieldprof::local
+}  // namespace fieldprof

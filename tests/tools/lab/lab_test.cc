@@ -206,11 +206,11 @@ int64_t Usable(size_t n) {
 }
 
 TEST_F(LabTest, TheTreeHoldsEveryCallPathWithItsTimeAndAllocations) {
-  using local::CallTree;
-  using M = local::Metric;
+  using tools::CallTree;
+  using M = tools::Metric;
   StatusOr<std::string> bytes = ReadWholeFile(dir_->File("lab.fptree"));
   ASSERT_TRUE(bytes.ok()) << stderr_;
-  StatusOr<CallTree> t = local::DecodeCallTree(*bytes);
+  StatusOr<CallTree> t = tools::DecodeCallTree(*bytes);
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_NE(stderr_.find("lab.fptree written"), std::string::npos) << stderr_;
   const auto node = [&](const std::vector<std::string>& path) {

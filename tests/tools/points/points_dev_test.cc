@@ -749,7 +749,7 @@ TEST_F(PointsDevAgentTest, ARunStillGoingGoesUpInPartsAndEndsWhole) {
 // The bytes of the names record at the end of a run file the command
 // named (points_format.h: 'N', a count, then address, length, name).
 size_t NamesRecordSize(const std::string& file) {
-  StatusOr<local::PointsRun> run = local::DecodePointsRun(file);
+  StatusOr<fieldprof::PointsRun> run = fieldprof::DecodePointsRun(file);
   if (!run.ok() || run->frame_names.empty()) return 0;
   size_t n = 1 + 4;
   for (const auto& [ip, name] : run->frame_names) n += 8 + 2 + name.size();

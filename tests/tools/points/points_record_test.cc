@@ -247,12 +247,12 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
   EXPECT_EQ(phases["i"], 24);
   StatusOr<std::string> bytes = ReadWholeFile(dir.File("t.fptree"));
   ASSERT_TRUE(bytes.ok());
-  StatusOr<local::CallTree> t = local::DecodeCallTree(*bytes);
+  StatusOr<tools::CallTree> t = tools::DecodeCallTree(*bytes);
   ASSERT_TRUE(t.ok()) << t.status().message();
-  const uint32_t parse = t->Find(local::CallTree::kRoot, "startup:parse");
-  ASSERT_NE(parse, local::CallTree::kNone);
-  EXPECT_EQ(t->self(parse, local::Metric::kCalls), 8);
-  EXPECT_GT(t->self(parse, local::Metric::kTimeNs), 8 * 3000000);
+  const uint32_t parse = t->Find(tools::CallTree::kRoot, "startup:parse");
+  ASSERT_NE(parse, tools::CallTree::kNone);
+  EXPECT_EQ(t->self(parse, tools::Metric::kCalls), 8);
+  EXPECT_GT(t->self(parse, tools::Metric::kTimeNs), 8 * 3000000);
 }
 
 // The table `points compare` prints: both groups named with their runs;
@@ -495,10 +495,10 @@ TEST(PointsRecordTest, EdgeValuesGapsAndManySitesReadBackExactly) {
                        &out),
             0)
       << out;
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("edge")});
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns({dir.File("edge")});
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   ASSERT_EQ(runs->size(), 1u);
-  const local::PointsRun& r = (*runs)[0];
+  const fieldprof::PointsRun& r = (*runs)[0];
   EXPECT_TRUE(r.complete);
   EXPECT_EQ(r.lost, 0u);
   // What the program says it made; among them both ends of int64_t and a
@@ -519,8 +519,8 @@ TEST(PointsRecordTest, EdgeValuesGapsAndManySitesReadBackExactly) {
   std::vector<int64_t> values;
   std::vector<int64_t> times;
   std::vector<std::string> many;
-  for (const local::PointEvent& e : r.events) {
-    const local::PointSite& site = r.sites.at(e.site);
+  for (const fieldprof::PointEvent& e : r.events) {
+    const fieldprof::PointSite& site = r.sites.at(e.site);
     if (site.tag == "edge" && site.name == "v") {
       values.push_back(e.value);
       times.push_back(e.t_ns);
@@ -559,10 +559,10 @@ TEST(PointsRecordTest, AThreadWhoseRingIsFullWaitsForTheDrain) {
                  &out),
       0)
       << out;
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("full")});
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns({dir.File("full")});
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   ASSERT_EQ(runs->size(), 1u);
-  const local::PointsRun& r = (*runs)[0];
+  const fieldprof::PointsRun& r = (*runs)[0];
   EXPECT_TRUE(r.complete);
   constexpr uint64_t kEvents = uint64_t{kThreads} * (2 + 3 * kRounds);
   EXPECT_EQ(r.events.size() + r.lost, kEvents);
@@ -593,10 +593,10 @@ TEST(PointsRecordTest, ThreadsEndingOneAfterAnotherLeaveNoRingBehind) {
                        &out),
             0)
       << out;
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("turns")});
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns({dir.File("turns")});
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   ASSERT_EQ(runs->size(), 1u);
-  const local::PointsRun& r = (*runs)[0];
+  const fieldprof::PointsRun& r = (*runs)[0];
   EXPECT_TRUE(r.complete);
   EXPECT_EQ(r.lost, 0u);
   // Per thread: its scope's begin and end, and a work scope and a step
@@ -615,15 +615,15 @@ TEST(PointsRecordTest, ThreadsEndingOneAfterAnotherLeaveNoRingBehind) {
   // In time order, thread after thread: each one's events, all under its
   // own id, from its scope's begin to its end.
   size_t k = 0, in_block = 0;
-  for (const local::PointEvent& e : r.events) {
-    const local::PointSite& site = r.sites.at(e.site);
+  for (const fieldprof::PointEvent& e : r.events) {
+    const fieldprof::PointSite& site = r.sites.at(e.site);
     ASSERT_LT(k, tids.size());
     ASSERT_EQ(e.tid, tids[k]) << "thread " << k << ", its event " << in_block;
     if (in_block == 0) {
-      EXPECT_TRUE(site.name == "thread" && e.kind == local::PointKind::kBegin) << k;
+      EXPECT_TRUE(site.name == "thread" && e.kind == fieldprof::PointKind::kBegin) << k;
     }
     if (++in_block == 2 + 3 * kRounds) {
-      EXPECT_TRUE(site.name == "thread" && e.kind == local::PointKind::kEnd) << k;
+      EXPECT_TRUE(site.name == "thread" && e.kind == fieldprof::PointKind::kEnd) << k;
       ++k;
       in_block = 0;
     }
@@ -1056,36 +1056,36 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
             0);
   StatusOr<std::string> tree_bytes = ReadWholeFile(dir.File("at.fptree"));
   ASSERT_TRUE(tree_bytes.ok());
-  StatusOr<local::CallTree> tree = local::DecodeCallTree(*tree_bytes);
+  StatusOr<tools::CallTree> tree = tools::DecodeCallTree(*tree_bytes);
   ASSERT_TRUE(tree.ok()) << tree.status().message();
-  uint32_t main_node = local::CallTree::kNone;
-  for (uint32_t i = 0; i < tree->size() && main_node == local::CallTree::kNone; ++i) {
+  uint32_t main_node = tools::CallTree::kNone;
+  for (uint32_t i = 0; i < tree->size() && main_node == tools::CallTree::kNone; ++i) {
     if (tree->name(i) == "main") main_node = i;
   }
-  ASSERT_NE(main_node, local::CallTree::kNone);
+  ASSERT_NE(main_node, tools::CallTree::kNone);
   const auto calls = [&](const std::vector<std::string>& path) {
     uint32_t n = main_node;
-    for (const std::string& f : path) n = n == local::CallTree::kNone ? n : tree->Find(n, f);
-    return n == local::CallTree::kNone ? -1 : tree->self(n, local::Metric::kCalls);
+    for (const std::string& f : path) n = n == tools::CallTree::kNone ? n : tree->Find(n, f);
+    return n == tools::CallTree::kNone ? -1 : tree->self(n, tools::Metric::kCalls);
   };
   EXPECT_EQ(calls({"via_b", "fieldprof_pointstacks:placed"}), 210);
   EXPECT_EQ(calls({"via_a", "fieldprof_pointstacks:placed"}), 90);
   EXPECT_EQ(calls({"via_b", "libc.so.6:rand"}), 210);
   EXPECT_EQ(calls({"via_b", "step", "stacks:inner"}), 210);
   EXPECT_EQ(calls({"fieldprof_pointstacks:via_b"}), 3);
-  StatusOr<std::vector<local::PointsRun>> at_runs = local::ReadPointsRuns({dir.File("at")});
+  StatusOr<std::vector<fieldprof::PointsRun>> at_runs = fieldprof::ReadPointsRuns({dir.File("at")});
   ASSERT_TRUE(at_runs.ok()) << at_runs.status().ToString();
   int64_t outer_ns = 0;
-  for (const local::PointsRun& r : *at_runs) {
+  for (const fieldprof::PointsRun& r : *at_runs) {
     int64_t begun = 0;
-    for (const local::PointEvent& e : r.events) {
-      const local::PointSite& site = r.sites[e.site];
+    for (const fieldprof::PointEvent& e : r.events) {
+      const fieldprof::PointSite& site = r.sites[e.site];
       if (site.name != "via_a" && site.name != "via_b") continue;
-      if (e.kind == local::PointKind::kBegin) begun = e.t_ns;
-      if (e.kind == local::PointKind::kEnd) outer_ns += e.t_ns - begun;
+      if (e.kind == fieldprof::PointKind::kBegin) begun = e.t_ns;
+      if (e.kind == fieldprof::PointKind::kEnd) outer_ns += e.t_ns - begun;
     }
   }
-  const int64_t under_main = tree->Totals(local::Metric::kTimeNs)[main_node];
+  const int64_t under_main = tree->Totals(tools::Metric::kTimeNs)[main_node];
   EXPECT_GT(outer_ns, 0);
   EXPECT_NEAR(static_cast<double>(under_main), static_cast<double>(outer_ns), outer_ns * 0.01);
 
@@ -1098,15 +1098,15 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
                        &out),
             0)
       << out;
-  StatusOr<std::vector<local::PointsRun>> busy = local::ReadPointsRuns({dir.File("busy")});
+  StatusOr<std::vector<fieldprof::PointsRun>> busy = fieldprof::ReadPointsRuns({dir.File("busy")});
   ASSERT_TRUE(busy.ok() && busy->size() == 1u) << busy.status().ToString();
-  const local::PointsRun& one = (*busy)[0];
+  const fieldprof::PointsRun& one = (*busy)[0];
   EXPECT_EQ(one.events.size() + one.lost, 600000u) << one.lost << " lost";
   size_t with_stacks = 0, points = 0, begins = 0;
-  for (const local::PointEvent& e : one.events) {
+  for (const fieldprof::PointEvent& e : one.events) {
     with_stacks += e.stack != 0;
-    points += e.kind == local::PointKind::kPoint;
-    begins += e.kind == local::PointKind::kBegin;
+    points += e.kind == fieldprof::PointKind::kPoint;
+    begins += e.kind == fieldprof::PointKind::kBegin;
   }
   EXPECT_GT(with_stacks, 0u);
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("busy") + " --stacks --json", &out), 0);
@@ -1133,7 +1133,7 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
                        &out),
             0)
       << out;
-  StatusOr<std::vector<local::PointsRun>> sig = local::ReadPointsRuns({dir.File("sig")});
+  StatusOr<std::vector<fieldprof::PointsRun>> sig = fieldprof::ReadPointsRuns({dir.File("sig")});
   ASSERT_TRUE(sig.ok() && sig->size() == 1u) << sig.status().ToString();
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("sig") + " --stacks --json", &out), 0);
   const json sig_sites = json::parse(out)["stacks"]["sites"];
@@ -1158,13 +1158,13 @@ TEST(PointsRecordTest, StacksTellWhereEachPointWasPassedFrom) {
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("plain") + " --stacks", &out), 0) << out;
   EXPECT_NE(out.find("no stacks: these runs were recorded without --stacks"), std::string::npos)
       << out;
-  StatusOr<std::vector<std::string>> files = local::PointsFiles({dir.File("plain")});
+  StatusOr<std::vector<std::string>> files = fieldprof::PointsFiles({dir.File("plain")});
   ASSERT_TRUE(files.ok() && files->size() == 1u);
-  StatusOr<local::PointsRun> run = local::ReadPointsRun((*files)[0]);
+  StatusOr<fieldprof::PointsRun> run = fieldprof::ReadPointsRun((*files)[0]);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_TRUE(run->stacks.empty());
   EXPECT_EQ(run->events.size(), 23u);  // 7 points, 7 + 1 scopes
-  for (const local::PointEvent& e : run->events) EXPECT_EQ(e.stack, 0u);
+  for (const fieldprof::PointEvent& e : run->events) EXPECT_EQ(e.stack, 0u);
 }
 
 // malloc placed with --at, inside a placed main, with --stacks: only the
@@ -1183,18 +1183,18 @@ TEST(PointsRecordTest, APlacedMallocSeesTheProgramsCallsAndNoFrameOfOurs) {
                        &out),
             0)
       << out;
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("m")});
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns({dir.File("m")});
   ASSERT_TRUE(runs.ok() && runs->size() == 1u) << runs.status().ToString();
-  const local::PointsRun& run = (*runs)[0];
+  const fieldprof::PointsRun& run = (*runs)[0];
   EXPECT_EQ(run.lost, 0u);
   std::set<uint32_t> program_threads{run.pid};
-  for (const local::PointEvent& e : run.events) {
+  for (const fieldprof::PointEvent& e : run.events) {
     if (run.sites[e.site].name == "work") program_threads.insert(e.tid);
   }
   EXPECT_EQ(program_threads.size(), 2u);  // main's and worker_loop's
   int mallocs = 0;
-  for (const local::PointEvent& e : run.events) {
-    if (run.sites[e.site].name != "malloc" || e.kind != local::PointKind::kBegin) continue;
+  for (const fieldprof::PointEvent& e : run.events) {
+    if (run.sites[e.site].name != "malloc" || e.kind != fieldprof::PointKind::kBegin) continue;
     ++mallocs;
     EXPECT_EQ(program_threads.count(e.tid), 1u) << "a malloc on thread " << e.tid;
   }
@@ -1239,7 +1239,7 @@ TEST(PointsRecordTest, AHandlerWhoseStacksAreSlowStillLetsTheProgramRun) {
       0)
       << out;
   EXPECT_NE(out.find("done\n"), std::string::npos) << out;
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("h")});
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns({dir.File("h")});
   ASSERT_TRUE(runs.ok() && runs->size() == 1u) << runs.status().ToString();
   ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("h") + " --stacks --json", &out), 0)
       << out;
@@ -1283,13 +1283,13 @@ void ExpectAHandlersPointInALinkerCallTakesNoStack(const std::string& how, int t
   times = std::atoi(out.c_str() + at + 11);
   EXPECT_GT(times, 0) << out;
   EXPECT_NE(out.find("found " + std::to_string(times) + "\ndone\n"), std::string::npos) << out;
-  StatusOr<std::vector<local::PointsRun>> runs = local::ReadPointsRuns({dir.File("d")});
+  StatusOr<std::vector<fieldprof::PointsRun>> runs = fieldprof::ReadPointsRuns({dir.File("d")});
   ASSERT_TRUE(runs.ok() && runs->size() == 1u) << runs.status().ToString();
-  const local::PointsRun& r = (*runs)[0];
+  const fieldprof::PointsRun& r = (*runs)[0];
   EXPECT_TRUE(r.complete);
   uint64_t lookups = 0, in_handler = 0, in_callback = 0, in_callback_stacks = 0;
-  for (const local::PointEvent& e : r.events) {
-    const local::PointSite& site = r.sites.at(e.site);
+  for (const fieldprof::PointEvent& e : r.events) {
+    const fieldprof::PointSite& site = r.sites.at(e.site);
     lookups += site.name == "lookup";
     in_handler += site.name == "in_handler";
     in_callback += site.name == "in_callback";
@@ -1642,17 +1642,17 @@ TEST(PointsRecordTest, AFileReadOnAsItGrowsCountsAsReadWhole) {
   StatusOr<std::string> bytes = ReadWholeFile(dir.File("grow") + "/" + name);
   ASSERT_TRUE(bytes.ok());
   std::mt19937_64 rng(7);
-  local::PointsScan scan;
+  fieldprof::PointsScan scan;
   size_t have = 0, looks = 0;
   while (have < bytes->size()) {
     have = std::min(bytes->size(), have + 1 + rng() % 3000);
-    ASSERT_TRUE(local::ScanPointsRun(
+    ASSERT_TRUE(fieldprof::ScanPointsRun(
                     std::string_view(*bytes).substr(scan.offset, have - scan.offset), &scan)
                     .ok());
     ++looks;
     EXPECT_LE(scan.offset, have);
-    StatusOr<local::PointsRun> whole =
-        local::DecodePointsRun(std::string_view(*bytes).substr(0, have));
+    StatusOr<fieldprof::PointsRun> whole =
+        fieldprof::DecodePointsRun(std::string_view(*bytes).substr(0, have));
     if (!whole.ok()) {  // before the first clock reading
       EXPECT_FALSE(scan.clock) << have;
       continue;
@@ -1660,17 +1660,17 @@ TEST(PointsRecordTest, AFileReadOnAsItGrowsCountsAsReadWhole) {
     ASSERT_EQ(scan.Events(), whole->events.size()) << "at byte " << have;
     EXPECT_EQ(scan.complete, whole->complete) << have;
     std::set<std::string> tags;
-    for (const local::PointSite& site : whole->sites) tags.insert(site.tag);
+    for (const fieldprof::PointSite& site : whole->sites) tags.insert(site.tag);
     EXPECT_EQ(scan.Tags(), tags) << have;
   }
   EXPECT_TRUE(scan.complete);
-  StatusOr<local::PointsRun> run = local::DecodePointsRun(*bytes);
+  StatusOr<fieldprof::PointsRun> run = fieldprof::DecodePointsRun(*bytes);
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(scan.Events() + run->lost, 4u * 20000) << "every event, or counted as lost";
   EXPECT_GT(looks, 20u);
   // From the file, as the agent reads it: the same.
-  local::PointsScan from_file;
-  ASSERT_TRUE(local::ScanPointsFile(dir.File("grow") + "/" + name, &from_file).ok());
+  fieldprof::PointsScan from_file;
+  ASSERT_TRUE(fieldprof::ScanPointsFile(dir.File("grow") + "/" + name, &from_file).ok());
   EXPECT_EQ(from_file.Events(), scan.Events());
   EXPECT_EQ(from_file.offset, bytes->size());
 }

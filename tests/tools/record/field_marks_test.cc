@@ -28,23 +28,23 @@ TEST(FieldMarksTest, FramesFindTheirApisCxxNamesTheirMangledSymbols) {
                                           "[unknown]",
                                           "sqx::Parser::other(int)",
                                           "0x7f0012345678"};
-  StatusOr<std::map<uint32_t, local::FieldCost>> costs =
-      local::FieldCostsOfNames(names, cache.dir());
+  StatusOr<std::map<uint32_t, tools::FieldCostOfName>> costs =
+      tools::FieldCostsOfNames(names, cache.dir());
   ASSERT_TRUE(costs.ok()) << costs.status().ToString();
   ASSERT_EQ(costs->size(), 2u);
-  const local::FieldCost& c = costs->at(1);
+  const tools::FieldCostOfName& c = costs->at(1);
   EXPECT_EQ(c.runs, 4u);
   EXPECT_DOUBLE_EQ(c.calls_a_run, 100);
   EXPECT_GE(c.p50_ns, 1024);
   EXPECT_LT(c.p99_ns, 2048);
-  const local::FieldCost& cxx = costs->at(2);
+  const tools::FieldCostOfName& cxx = costs->at(2);
   EXPECT_EQ(cxx.runs, 10u);
   EXPECT_DOUBLE_EQ(cxx.calls_a_run, 10);
   EXPECT_GE(cxx.p50_ns, 32768);
-  EXPECT_EQ(local::FieldCostText(c).rfind("field: p50 ", 0), 0u);
+  EXPECT_EQ(tools::FieldCostText(c).rfind("field: p50 ", 0), 0u);
   // No snapshot: said.
-  StatusOr<std::map<uint32_t, local::FieldCost>> none =
-      local::FieldCostsOfNames(names, dir.File("empty"));
+  StatusOr<std::map<uint32_t, tools::FieldCostOfName>> none =
+      tools::FieldCostsOfNames(names, dir.File("empty"));
   EXPECT_FALSE(none.ok());
 }
 

@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 using testing::TempDir;
@@ -194,4 +194,4 @@ TEST(RawDirReaderTest, FollowedAsWrittenItMakesTheRecordingTheFilesMake) {
 }
 
 }  // namespace
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

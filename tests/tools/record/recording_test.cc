@@ -18,7 +18,7 @@
 #include "tools/record/profile.pb.h"
 #include "tools/record/record_tree.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 Recording Sample(uint32_t seed) {
@@ -324,4 +324,4 @@ TEST(IdleReportTest, EachWaitCountsOnceAtItsStack) {
 }
 
 }  // namespace
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

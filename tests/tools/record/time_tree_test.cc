@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 struct Samples {
@@ -394,4 +394,4 @@ TEST(TimeTreeTest, TheEncodingRoundTripsAndRefusesDamage) {
 }
 
 }  // namespace
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

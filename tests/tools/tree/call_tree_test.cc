@@ -18,7 +18,7 @@
 #include "tools/tree/tree_formats.h"
 #include "tools/tree/tree_report.h"
 
-namespace fieldprof::local {
+namespace fieldprof::tools {
 namespace {
 
 // A random tree: paths over a small alphabet (so that runs share paths),
@@ -387,4 +387,4 @@ TEST(CallTreeTest, SignificanceFindsTheNodeThatChanged) {
 }
 
 }  // namespace
-}  // namespace fieldprof::local
+}  // namespace fieldprof::tools

@@ -197,7 +197,7 @@ bool LabStart(char** envp, const char* debug_log) {
       return false;
     }
     g_lab_span = reinterpret_cast<recorder_abi::SpanFn>(span[0]);
-    const char* stacks = sys::Env(envp, local::points::kStacksEnv);
+    const char* stacks = sys::Env(envp, points::kStacksEnv);
     g_lab_stacks = stacks != nullptr && strcmp(stacks, "1") == 0 && span[2] != 0;
     // The program's own points go to the recorder too (points.cc).
     SetPointsForward(reinterpret_cast<void*>(span[1]),

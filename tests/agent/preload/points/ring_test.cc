@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace fieldprof::local::points {
+namespace fieldprof::points {
 namespace {
 
 constexpr uint64_t kSite = 0x1000;  // 8-aligned, as a point's site is
@@ -101,4 +101,4 @@ TEST(PointsRingTest, WithoutADrainAFullRingLosesWhatDoesNotFitAndCountsIt) {
 }
 
 }  // namespace
-}  // namespace fieldprof::local::points
+}  // namespace fieldprof::points
