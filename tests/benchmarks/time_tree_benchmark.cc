@@ -1,4 +1,4 @@
-// The time tree (seed 000) at the size the goal names: 10
+// The time tree (tools/record/time_tree.h) at the size its goal names: 10
 // million samples. Prints, in one run:
 //   - building the tree from the samples (goal: <= 1 s), and growing it
 //     as they arrive, a sample at a time;

@@ -114,8 +114,7 @@ Status Settle(const TestFlags& tf, CheckOptions* o) {
 
 }  // namespace
 
-int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done) {
-  *done = false;
+ExitCode ParseCheckOptions(int argc, char** argv, CheckOptions* o) {
   o->cache_dir = DefaultSnapshotCacheDir();
   o->spool_dir = DefaultSpoolDir();
   o->client.options.host = "";
@@ -128,19 +127,13 @@ int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done) {
   // Options and record files end at "--"; the command follows.
   const int cmd_at = DoubleDashAt(argc, argv);
   Status s;
-  if (ParseOrShowHelp(t, cmd_at, argv, &s)) {
-    *done = true;
-    return 0;
-  }
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
   o->command = ProgramArgs(argc, argv, cmd_at);
   o->files = t.positional();
   if (!t.given("repeat")) o->repeat = o->apis.empty() ? 3 : 5;
   if (s.ok()) s = Settle(tf, o);
-  if (!s.ok()) {
-    *done = true;
-    return UsageError(t, s);
-  }
-  return 0;
+  if (!s.ok()) return UsageError(t, s);
+  return std::nullopt;
 }
 
 }  // namespace fieldprof::tools

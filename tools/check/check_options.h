@@ -10,6 +10,7 @@
 #include "common/proto/fieldprof.pb.h"
 #include "tools/check/check_analysis.h"
 #include "tools/shared/client_flags.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 
@@ -36,9 +37,9 @@ struct CheckOptions {
   bool remote() const { return !client.options.host.empty(); }
 };
 
-// Parses argv into `o`. Returns 0 to go on; else the exit code: 0 after
-// --help (*done set), 2 after a usage error said on stderr.
-int ParseCheckOptions(int argc, char** argv, CheckOptions* o, bool* done);
+// Parses argv into `o`: nothing to go on, else the exit code (ExitCode:
+// 0 after --help, 2 after a usage error said on stderr).
+ExitCode ParseCheckOptions(int argc, char** argv, CheckOptions* o);
 
 }  // namespace fieldprof::tools
 

@@ -115,8 +115,7 @@ int WriteReports(const CheckResult& r, const CheckOptions& o) {
 
 int CmdCheck(int argc, char** argv) {
   CheckOptions o;
-  bool done = false;
-  if (int code = ParseCheckOptions(argc, argv, &o, &done); done) return code;
+  if (const ExitCode done = ParseCheckOptions(argc, argv, &o)) return *done;
   TempDir measured;
   std::vector<std::string> files;
   if (int code = RecordFiles(o, &measured, &files); code != 0) return code;

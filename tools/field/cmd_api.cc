@@ -20,8 +20,8 @@ struct ApiOptions {
   wire::Metric metric = wire::METRIC_WALL_TIME_NS;
 };
 
-// 0 to go on, -1 help printed, else the exit code of a usage error.
-int ParseApiOptions(int argc, char** argv, ApiOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseApiOptions(int argc, char** argv, ApiOptions* o) {
   OptionTable t("fieldprof api",
                 "Shows one API's field cost: statistics over every version and platform that\n"
                 "matches, and its log2 histogram.\n\n"
@@ -32,14 +32,14 @@ int ParseApiOptions(int argc, char** argv, ApiOptions* o) {
   t.AddString("to", &o->to, "last day YYYY-MM-DD");
   t.AddBool("json", &o->json, "print the aggregator's JSON as is");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && t.positional().size() != 2) s = InvalidArgument("expected MODULE SYMBOL");
   StatusOr<wire::Metric> m = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
   if (!m.ok()) return UsageError(t, m.status());
   o->metric = *m;
   o->module = t.positional()[0];
   o->symbol = t.positional()[1];
-  return 0;
+  return std::nullopt;
 }
 
 // The answer: statistics, then the histogram as bars.
@@ -77,7 +77,7 @@ void PrintApi(const nlohmann::json& a, const ApiOptions& o) {
 
 int CmdApi(int argc, char** argv) {
   ApiOptions o;
-  if (int code = ParseApiOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseApiOptions(argc, argv, &o)) return *done;
   std::string target = "/v1/api?module=" + UrlEncode(o.module) + "&symbol=" + UrlEncode(o.symbol) +
                        "&metric=" + o.metric_name;
   if (!o.from.empty()) target += "&from=" + UrlEncode(o.from);

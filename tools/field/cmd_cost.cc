@@ -36,8 +36,8 @@ struct CostOptions {
   std::string Shown() const { return module.empty() ? symbol : module + ":" + symbol; }
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseCostOptions(int argc, char** argv, CostOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseCostOptions(int argc, char** argv, CostOptions* o) {
   o->cache_dir = DefaultSnapshotCacheDir();
   OptionTable t("fieldprof cost",
                 "What an API costs in the field, from the local snapshot cache (no network):\n"
@@ -54,7 +54,7 @@ int ParseCostOptions(int argc, char** argv, CostOptions* o) {
   t.AddBool("json", &o->json, "print as JSON");
   t.AddString("color", &o->color, "heat colours in the histogram: auto, always, never");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   const auto& p = t.positional();
   if (s.ok() && p.size() == 2) {
     o->module = p[0];
@@ -70,7 +70,7 @@ int ParseCostOptions(int argc, char** argv, CostOptions* o) {
   StatusOr<wire::Metric> metric = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
   if (!metric.ok()) return UsageError(t, metric.status());
   o->metric = *metric;
-  return 0;
+  return std::nullopt;
 }
 
 // Nothing of the metric asked for: what the cache has instead, or the
@@ -220,7 +220,7 @@ void PrintSnapshotLine(const wire::Manifest& manifest, size_t held) {
 
 int CmdCost(int argc, char** argv) {
   CostOptions o;
-  if (int code = ParseCostOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseCostOptions(argc, argv, &o)) return *done;
   const SnapshotCache cache(o.cache_dir);
   StatusOr<wire::Manifest> manifest = cache.Manifest();
   const size_t held = cache.Fragments().size();

@@ -21,8 +21,8 @@ struct TopOptions {
   wire::Metric metric = wire::METRIC_WALL_TIME_NS;
 };
 
-// 0 to go on, else the exit code (help printed, or a usage error said).
-int ParseTopOptions(int argc, char** argv, TopOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseTopOptions(int argc, char** argv, TopOptions* o) {
   OptionTable t("fieldprof top",
                 "Lists the most called APIs the aggregator holds (all-time sums), with calls,\n"
                 "runs and cost percentiles, most called first (or costliest per call first).");
@@ -36,14 +36,14 @@ int ParseTopOptions(int argc, char** argv, TopOptions* o) {
               "calls (most called first) or mean (highest mean per call first)");
   t.AddBool("json", &o->json, "print the aggregator's JSON as is");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   StatusOr<wire::Metric> m = s.ok() ? ParseMetric(o->metric_name) : StatusOr<wire::Metric>(s);
   if (!m.ok()) return UsageError(t, m.status());
   o->metric = *m;
   if (o->order != "calls" && o->order != "mean") {
     return UsageError(t, InvalidArgument("--order must be calls or mean"));
   }
-  return 0;
+  return std::nullopt;
 }
 
 // The answer as a table, most called (or dearest) first.
@@ -78,7 +78,7 @@ void PrintTop(const nlohmann::json& answer, const TopOptions& o) {
 
 int CmdTop(int argc, char** argv) {
   TopOptions o;
-  if (int code = ParseTopOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseTopOptions(argc, argv, &o)) return *done;
   HttpsClient c(o.client.Resolve());
   std::string target = "/v1/apis?order=" + o.order + "&limit=" + std::to_string(o.limit) +
                        "&metric=" + o.metric_name;

@@ -7,16 +7,22 @@
 
 #include "tools/commands.h"
 #include "tools/lab/lab_commands.h"
+#include "tools/shared/command_line.h"
 
 namespace fieldprof::tools {
 
-int CmdLab(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "show") return LabShow(argc - 1, argv + 1);
-  if (argc >= 2 && std::string(argv[1]) == "merge") return LabMerge(argc - 1, argv + 1);
-  for (const char* verb : {"upload", "list", "fetch"}) {
-    if (argc >= 2 && std::string(argv[1]) == verb) return LabRemote(verb, argc - 1, argv + 1);
-  }
-  return LabRun(argc, argv);
-}
+namespace {
+
+// Profiles kept by an aggregator: upload, list, fetch.
+int Remote(int argc, char** argv) { return LabRemote(argv[0], argc, argv); }
+
+constexpr Verb kVerbs[] = {
+    {"show", LabShow}, {"merge", LabMerge}, {"upload", Remote}, {"list", Remote}, {"fetch", Remote},
+};
+
+}  // namespace
+
+// Without a verb, the lab's own job: a profile of the command.
+int CmdLab(int argc, char** argv) { return RunVerb(kVerbs, argc, argv, LabRun); }
 
 }  // namespace fieldprof::tools

@@ -73,8 +73,8 @@ struct LabOptions {
   std::string runtime_dir;  // where libfieldprof.so is
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseLabOptions(int argc, char** argv, LabOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseLabOptions(int argc, char** argv, LabOptions* o) {
   OptionTable t("fieldprof lab", kAbout);
   t.AddString("output", &o->output, "the profile's file (-o; default NAME.labprofile)");
   t.AddString("name", &o->name, "the scenario's name in the profile (default: the command's name)");
@@ -89,7 +89,7 @@ int ParseLabOptions(int argc, char** argv, LabOptions* o) {
   t.AddShort('o', "output");
   const int cmd_at = DoubleDashAt(argc, argv);
   Status s;
-  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, cmd_at, argv, &s)) return 0;
   o->cmd = ProgramArgs(argc, argv, cmd_at);
   if (s.ok() && o->cmd.empty()) s = InvalidArgument("give the scenario: fieldprof lab -- COMMAND");
   if (s.ok() && !t.positional().empty()) {
@@ -100,7 +100,7 @@ int ParseLabOptions(int argc, char** argv, LabOptions* o) {
   o->runtime_dir = *runtime;
   if (o->name.empty()) o->name = fs::path(o->cmd[0]).filename().string();
   if (o->output.empty()) o->output = o->name + ".labprofile";
-  return 0;
+  return std::nullopt;
 }
 
 // The work directory: --keep, or a temporary one removed at the end.
@@ -382,7 +382,7 @@ int LabSession::WriteProfile() {
 
 int LabRun(int argc, char** argv) {
   LabOptions o;
-  if (int code = ParseLabOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseLabOptions(argc, argv, &o)) return *done;
   WorkDir work;
   if (!work.Make(o.keep_dir)) {
     std::cerr << "fieldprof lab: cannot make a work directory: " << std::strerror(errno) << "\n";

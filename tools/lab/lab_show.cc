@@ -130,8 +130,8 @@ struct ShowOptions {
   std::string file;
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseShowOptions(int argc, char** argv, ShowOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseShowOptions(int argc, char** argv, ShowOptions* o) {
   OptionTable t("fieldprof lab show",
                 "Prints a lab profile: per API its calls, time (p50, p90, mean, total) and\n"
                 "allocation per call, with its time histogram in the heat colours (each\n"
@@ -145,7 +145,7 @@ int ParseShowOptions(int argc, char** argv, ShowOptions* o) {
   t.AddBool("json", &o->json, "print as JSON");
   t.AddString("color", &o->color, "auto, always or never");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && t.positional().size() != 1) s = InvalidArgument("give one lab profile");
   const std::string& sort = o->sort;
   if (s.ok() && sort != "total" && sort != "calls" && sort != "p50" && sort != "mean" &&
@@ -154,7 +154,7 @@ int ParseShowOptions(int argc, char** argv, ShowOptions* o) {
   }
   if (!s.ok()) return UsageError(t, s);
   o->file = t.positional()[0];
-  return 0;
+  return std::nullopt;
 }
 
 // The rows --match keeps, sorted by --sort, largest first.
@@ -264,7 +264,7 @@ void ShowText(const wire::LabProfile& p, size_t apis, const std::vector<const Ro
 
 int LabShow(int argc, char** argv) {
   ShowOptions o;
-  if (int code = ParseShowOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseShowOptions(argc, argv, &o)) return *done;
   StatusOr<wire::LabProfile> p = ReadLabProfile(o.file);
   if (!p.ok()) {
     std::cerr << "fieldprof lab show: " << p.status().message() << "\n";

@@ -582,35 +582,27 @@ int Compare(int argc, char** argv) {
   return 0;
 }
 
+// The verbs that run on an aggregator (developer mode); tags are its
+// when --host names one.
+int Remote(int argc, char** argv) { return PointsRemote(argv[0], argc, argv); }
+int Tags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--host", 6) == 0) return Remote(argc, argv);
+  }
+  return Show("tags", argc, argv);
+}
+int ShowVerb(int argc, char** argv) { return Show("show", argc, argv); }
+
+constexpr Verb kVerbs[] = {
+    {"record", Record}, {"show", ShowVerb}, {"tags", Tags},         {"compare", Compare},
+    {"upload", Remote}, {"pull", Remote},   {"field", PointsField},
+};
+
 }  // namespace
 
 int CmdPoints(int argc, char** argv) {
-  const std::string verb = argc >= 2 ? argv[1] : "";
-  if (verb == "record") return Record(argc - 1, argv + 1);
-  if (verb == "field") return PointsField(argc - 1, argv + 1);
-  // Developer mode: runs on an aggregator (tags with --host are its).
-  bool remote = verb == "upload" || verb == "pull";
-  for (int i = 2; i < argc && verb == "tags"; ++i) {
-    remote = remote || std::strncmp(argv[i], "--host", 6) == 0;
-  }
-  if (remote) return PointsRemote(verb, argc - 1, argv + 1);
-  if (verb == "show" || verb == "tags") return Show(verb, argc - 1, argv + 1);
-  if (verb == "compare") return Compare(argc - 1, argv + 1);
-  OptionTable t("fieldprof points VERB", kUsage);
-  Status s;
-  if (verb == "--help" || verb == "-h" || verb.empty()) {
-    if (ParseOrShowHelp(t, 2, std::vector<const char*>{"points", "--help"}.data(), &s)) {
-      return verb.empty() ? 2 : 0;
-    }
-  }
-  if (verb.rfind("-", 0) == 0) {  // a flag before any verb: say what is wrong with it
-    OptionTable bare("fieldprof points", kUsage);
-    if (ParseOrShowHelp(bare, argc, argv, &s)) return 0;
-    if (!s.ok()) return UsageError(bare, s);
-  }
-  std::cerr << "fieldprof points: \"" << verb
-            << "\" is not a verb: record, show, tags, compare, upload, pull, field (see --help)\n";
-  return 2;
+  OptionTable help("fieldprof points VERB", kUsage);
+  return RunVerb("fieldprof points", kVerbs, help, argc, argv);
 }
 
 }  // namespace fieldprof::tools

@@ -64,9 +64,9 @@ struct RecordArgs {
   std::vector<std::string> cmd;
 };
 
-// Reads the flags and the command into `a`; -1 to go on, else the exit
-// code (help shown, or a usage error said).
-int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
+// Reads the flags and the command into `a`: nothing to go on, else the
+// exit code (ExitCode).
+ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   std::string& output = a->output;
   int64_t &hz = a->hz, &m = a->m, &n = a->n, &stack_bytes = a->stack_bytes;
   double& p = a->p;
@@ -150,7 +150,7 @@ int ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   }
   if (!s.ok()) return UsageError(t, s);
   if (output.empty()) output = fs::path(a->cmd[0]).filename().string() + ".fprec";
-  return -1;
+  return std::nullopt;
 }
 
 // Tells the preloaded sampler what to do, through its environment.
@@ -303,7 +303,7 @@ void CheckAgainstField(const RecordArgs& a, const std::string& ld_preload) {
 
 int Record(int argc, char** argv) {
   RecordArgs a;
-  if (const int code = ParseRecordArgs(argc, argv, &a); code >= 0) return code;
+  if (const ExitCode done = ParseRecordArgs(argc, argv, &a)) return *done;
   const char* preload_before = std::getenv("LD_PRELOAD");
   const std::string ld_preload = preload_before != nullptr ? preload_before : "";
   tools::PerfSamplerOptions po;
@@ -409,10 +409,9 @@ int RecoverCommand(int argc, char** argv) {
   return Recover(dir, output) ? 0 : 1;
 }
 
-int CmdRecord(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "show") return RecordShow(argc - 1, argv + 1);
-  if (argc >= 2 && std::string(argv[1]) == "recover") return RecoverCommand(argc - 1, argv + 1);
-  return Record(argc, argv);
-}
+constexpr Verb kVerbs[] = {{"show", RecordShow}, {"recover", RecoverCommand}};
+
+// Without a verb, the recording itself: fieldprof record -- CMD.
+int CmdRecord(int argc, char** argv) { return RunVerb(kVerbs, argc, argv, Record); }
 
 }  // namespace fieldprof::tools

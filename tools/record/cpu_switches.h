@@ -1,4 +1,4 @@
-// CPU-wide switch records (seed 001 with privileges: CAP_PERFMON, root,
+// CPU-wide switch records (idle transitions with privileges: CAP_PERFMON, root,
 // or perf_event_paranoid <= 0). One perf_event per online CPU with
 // context_switch set sees every switch on that CPU, with the task on the
 // other side: so it tells when a CPU truly went idle (the next task is the

@@ -1,4 +1,4 @@
-// The field on the profile (seed 003, third use): the APIs that
+// The field on the profile: the APIs that
 // `fieldprof check --json` found costing this user more than the field,
 // found among a recording's frames, so that `record show` can mark them
 // where they sit in the call stacks: in the tree's text, on the page's

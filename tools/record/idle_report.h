@@ -1,4 +1,4 @@
-// `fieldprof record show --idle` (seed 001): where a
+// `fieldprof record show --idle`: where a
 // recording's threads waited, as a call tree of to-idle and from-idle
 // counts and off-CPU time over any time range.
 #ifndef FIELDPROF_TOOLS_LOCAL_IDLE_REPORT_H_

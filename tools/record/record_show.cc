@@ -505,8 +505,8 @@ struct ShowArgs {
   }
 };
 
-// -1 to go on; else the exit status (0 after --help, 2 on a usage error).
-int ParseShowArgs(int argc, char** argv, ShowArgs* a) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseShowArgs(int argc, char** argv, ShowArgs* a) {
   OptionTable t("fieldprof record show",
                 "A recording's samples in a time range as a call tree: total and self shares,\n"
                 "top-down (or the functions by self time with --bottom_up), or as collapsed\n"
@@ -566,7 +566,7 @@ int ParseShowArgs(int argc, char** argv, ShowArgs* a) {
   }
   if (!s.ok()) return UsageError(t, s);
   a->file = t.positional()[0];
-  return -1;
+  return std::nullopt;
 }
 
 // The field on the profile: the APIs a check found costing more (--check),
@@ -579,14 +579,12 @@ struct FieldOnProfile {
   const std::map<uint32_t, std::string>* shown = nullptr;        // null: no --field
 };
 
-// -1 to go on; else the exit status.
-int LoadFieldOnProfile(const Recording& r, const ShowArgs& a, FieldOnProfile* f) {
+// The field's marks and costs for `r` as `a` asks; an error of --check's
+// report (the field's costs are shown when they can be, and said otherwise).
+Status LoadFieldOnProfile(const Recording& r, const ShowArgs& a, FieldOnProfile* f) {
   if (!a.check.empty()) {
     StatusOr<std::map<uint32_t, tools::FieldMark>> m = tools::FieldMarksFromCheck(r, a.check);
-    if (!m.ok()) {
-      std::cerr << "fieldprof record show: --check: " << m.status().message() << "\n";
-      return 2;
-    }
+    if (!m.ok()) return m.status().WithContext("--check");
     f->marks = std::move(*m);
     f->marked = &f->marks;
     std::fprintf(stderr,
@@ -603,7 +601,7 @@ int LoadFieldOnProfile(const Recording& r, const ShowArgs& a, FieldOnProfile* f)
     }
   }
   if (a.field) f->shown = &f->costs;
-  return -1;
+  return Status::Ok();
 }
 
 // The range's samples as a call tree (or collapsed stacks).
@@ -643,7 +641,7 @@ int PrintRange(const Recording& r, const ShowArgs& a, const FieldOnProfile& f) {
 
 int RecordShow(int argc, char** argv) {
   ShowArgs a;
-  if (const int rc = ParseShowArgs(argc, argv, &a); rc >= 0) return rc;
+  if (const ExitCode done = ParseShowArgs(argc, argv, &a)) return *done;
   StatusOr<Recording> r = LoadForShow(a.file);
   if (!r.ok()) {
     std::cerr << "fieldprof record show: " << a.file << ": " << r.status().message() << "\n";
@@ -656,7 +654,10 @@ int RecordShow(int argc, char** argv) {
     a.check = beside;
   }
   FieldOnProfile f;
-  if (const int rc = LoadFieldOnProfile(*r, a, &f); rc >= 0) return rc;
+  if (Status s = LoadFieldOnProfile(*r, a, &f); !s.ok()) {
+    std::cerr << "fieldprof record show: " << s.message() << "\n";
+    return 2;
+  }
   const uint64_t t1 = a.t1(), t2 = a.t2();
   const uint32_t tid = static_cast<uint32_t>(a.thread);
   if (a.chrome) {

@@ -23,7 +23,7 @@ CallTree CallTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_n
 // time. Empty when the recording has no idle transitions.
 CallTree OffCpuTreeFromRecording(const Recording& r, uint64_t t1_ns, uint64_t t2_ns, uint32_t tid);
 
-// Traced and sampled time in one tree (seed 002): the program's scopes
+// Traced and sampled time in one tree (tools/tree/call_tree.h): the program's scopes
 // (FP_SCOPE, --at) give the structure, the calls and the exact durations;
 // the samples distribute each scope's self time (its duration less its
 // inner scopes') over the call paths they saw inside it. A scope is a node

@@ -21,7 +21,7 @@ struct RecordedThread {
   uint32_t pid = 0, tid = 0;
 };
 
-// Idle transitions (seed 001): a thread's wait, from the switch records
+// Idle transitions: a thread's wait, from the switch records
 // of its own threads. A to-idle event is a switch out while not runnable
 // (the thread began to wait); its from-idle event is the switch back in.
 // Both carry the stack the thread waited at (the blocking call it was in,

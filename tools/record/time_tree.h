@@ -1,4 +1,4 @@
-// The time tree of a recording (seed 000): any time range of millions of
+// The time tree of a recording: any time range of millions of
 // call-stack samples answered at once, without a scan.
 //
 // Samples are (time, type), sorted by time; a type is whatever the caller

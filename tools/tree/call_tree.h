@@ -1,4 +1,4 @@
-// Call trees (seed 002): a program's events reduced to one tree
+// Call trees (docs/tree.md): a program's events reduced to one tree
 // whose nodes are call paths, each with several metrics, and the algebra
 // over such trees that compares runs.
 //

@@ -229,37 +229,15 @@ struct Invocation {
   bool algebra = false;  // add, mean, min, sub
 };
 
-// Reads the verb and flags into `inv`; returns -1 to go on, else the
-// command's exit code (help shown, or a usage error said).
-int Parse(int argc, char** argv, Invocation* inv) {
-  const std::string verb = argc >= 2 ? argv[1] : "";
-  static const char* kVerbs[] = {"show",  "build", "top",  "callers", "paths", "subtree",
-                                 "leaks", "add",   "mean", "min",     "sub",   "merge"};
-  bool known = false;
-  for (const char* v : kVerbs) known |= verb == v;
+// Reads a verb's flags and operands into `inv` (argv[0] is the verb):
+// nothing to go on, else the exit code (ExitCode).
+ExitCode Parse(int argc, char** argv, Invocation* inv) {
+  const std::string verb = argv[0];
   Common& c = inv->c;
-  OptionTable t("fieldprof tree " + (known ? verb : std::string("VERB")), kUsage);
+  OptionTable t("fieldprof tree " + verb, kUsage);
   AddFlags(&t, &c);
   Status s;
-  if (!known) {
-    if (verb == "--help" || verb == "-h" || verb.empty()) {
-      if (ParseOrShowHelp(t, 2, std::vector<const char*>{"tree", "--help"}.data(), &s)) {
-        return verb.empty() ? 2 : 0;
-      }
-    }
-    if (verb.rfind("-", 0) == 0) {  // a flag before any verb: say what is wrong with it
-      OptionTable bare("fieldprof tree", kUsage);
-      Common unused;
-      AddFlags(&bare, &unused);
-      if (ParseOrShowHelp(bare, argc, argv, &s)) return 0;
-      if (!s.ok()) return UsageError(bare, s);
-    }
-    std::cerr << "fieldprof tree: \"" << verb
-              << "\" is not a verb: show, build, top, callers, paths, subtree, leaks, add, "
-                 "mean, min, sub, merge (see --help)\n";
-    return 2;
-  }
-  if (ParseOrShowHelp(t, argc - 1, argv + 1, &s)) return 0;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   inv->verb = verb;
   if (s.ok()) s = Check(c, &inv->co, &inv->metric, &inv->metric_given);
   std::vector<std::string>& files = inv->files;
@@ -289,7 +267,7 @@ int Parse(int argc, char** argv, Invocation* inv) {
   if (s.ok() && !inv->algebra && files.size() != 1) s = InvalidArgument("give one tree");
   if (s.ok() && verb == "build" && c.out.empty()) s = InvalidArgument("build writes -o FILE");
   if (!s.ok()) return UsageError(t, s);
-  return -1;
+  return std::nullopt;
 }
 
 // Reads each of `paths` as a tree (a recording, points, a trace, ...).
@@ -456,15 +434,31 @@ int Algebra(const Invocation& inv, const std::vector<CallTree>& trees,
   return Emit(*out, inv.c, inv.metric, nullptr);
 }
 
-}  // namespace
-
-int CmdTree(int argc, char** argv) {
+// One verb: every verb reads the same flags, loads its trees and queries
+// or combines them.
+int RunTreeVerb(int argc, char** argv) {
   Invocation inv;
-  if (const int code = Parse(argc, argv, &inv); code >= 0) return code;
+  if (const ExitCode done = Parse(argc, argv, &inv)) return *done;
   std::vector<CallTree> trees, bases;
   if (!Load(inv, inv.files, &trees) || !Load(inv, inv.base, &bases)) return 1;
   if (!inv.metric_given) inv.metric = trees[0].PrimaryMetric();
   return inv.algebra ? Algebra(inv, trees, bases) : Query(inv, trees[0]);
+}
+
+constexpr Verb kVerbs[] = {
+    {"show", RunTreeVerb},    {"build", RunTreeVerb}, {"top", RunTreeVerb},
+    {"callers", RunTreeVerb}, {"paths", RunTreeVerb}, {"subtree", RunTreeVerb},
+    {"leaks", RunTreeVerb},   {"add", RunTreeVerb},   {"mean", RunTreeVerb},
+    {"min", RunTreeVerb},     {"sub", RunTreeVerb},   {"merge", RunTreeVerb},
+};
+
+}  // namespace
+
+int CmdTree(int argc, char** argv) {
+  Common flags;
+  OptionTable help("fieldprof tree VERB", kUsage);
+  AddFlags(&help, &flags);
+  return RunVerb("fieldprof tree", kVerbs, help, argc, argv);
 }
 
 }  // namespace fieldprof::tools

@@ -136,13 +136,13 @@ Status SettleDiff(DiffCommandOptions* o) {
   return ParseStatistic(o->statistic, &o->diff.test).WithContext("--statistic");
 }
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseDiffOptions(int argc, char** argv, DiffCommandOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseDiffOptions(int argc, char** argv, DiffCommandOptions* o) {
   int64_t min_calls = 30, resamples = 9999, seed = 1;
   OptionTable t("fieldprof diff", kDiffAbout);
   AddDiffFlags(t, o, &min_calls, &resamples, &seed);
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   o->format = OutputFormat(o->format, o->output);
   o->diff.min_calls = static_cast<uint64_t>(min_calls);
   o->diff.test.resamples = static_cast<int>(resamples);
@@ -150,7 +150,7 @@ int ParseDiffOptions(int argc, char** argv, DiffCommandOptions* o) {
   o->diff.test.stop_after = 20;
   if (s.ok()) s = SettleDiff(o);
   if (!s.ok()) return UsageError(t, s);
-  return 0;
+  return std::nullopt;
 }
 
 // Both sides' series: one load (split by version later), or two by range.
@@ -277,7 +277,7 @@ int DiffStacks(const DiffCommandOptions& o) {
 
 int CmdDiff(int argc, char** argv) {
   DiffCommandOptions o;
-  if (int code = ParseDiffOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseDiffOptions(argc, argv, &o)) return *done;
   if (o.stacks) return DiffStacks(o);
   DiffContext c{o.module, o.version_a, o.version_b, o.metric_name, o.statistic, o.metric, o.all};
   if (!o.ranges.empty()) {

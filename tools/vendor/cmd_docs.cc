@@ -64,8 +64,8 @@ struct DocsOptions {
   ModuleSource source;
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseDocsOptions(int argc, char** argv, DocsOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseDocsOptions(int argc, char** argv, DocsOptions* o) {
   OptionTable t("fieldprof docs",
                 "Writes one snippet per API of a module, in Markdown and HTML, summarising its\n"
                 "field cost (a badge with its p50, calls and runs, p90/p99 and allocation per\n"
@@ -80,12 +80,12 @@ int ParseDocsOptions(int argc, char** argv, DocsOptions* o) {
   o->source.Register(t);
   t.AddShort('o', "output");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && (o->module.empty() || o->output.empty())) {
     s = InvalidArgument("--module and -o are needed");
   }
   if (!s.ok()) return UsageError(t, s);
-  return 0;
+  return std::nullopt;
 }
 
 // Each API's wall-time p50 ranked among the module's, 0 (cheapest) .. 1:
@@ -161,7 +161,7 @@ Status WriteSnippets(const ModuleModel& m, const DocsOptions& o) {
 
 int CmdDocs(int argc, char** argv) {
   DocsOptions o;
-  if (int code = ParseDocsOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseDocsOptions(argc, argv, &o)) return *done;
   ModuleQuery q;
   q.module = o.module;
   q.version = o.version;

@@ -49,8 +49,8 @@ struct ReportOptions {
   ModuleQuery query;
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   OptionTable t("fieldprof report", kReportAbout);
   t.AddString("module", &o->module, "the module (soname), e.g. libsqlite3.so.0");
   t.AddString("namespace", &o->scope, "only APIs in this C++ namespace or class, e.g. std::vector");
@@ -68,7 +68,7 @@ int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   o->source.Register(t);
   t.AddShort('o', "output");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   o->format = OutputFormat(o->format, o->output);
   const std::string& f = o->format;
   if (s.ok() && o->module.empty()) s = InvalidArgument("--module is needed");
@@ -86,7 +86,7 @@ int ParseReportOptions(int argc, char** argv, ReportOptions* o) {
   o->query.to = o->to;
   if (s.ok()) s = ParsePlatform(o->platform, &o->filter, &o->query);
   if (!s.ok()) return UsageError(t, s);
-  return 0;
+  return std::nullopt;
 }
 
 // Where the report says it comes from, its range and its filters.
@@ -117,7 +117,7 @@ std::string Render(const ModuleModel& m, const ReportContext& c, const std::stri
 
 int CmdReport(int argc, char** argv) {
   ReportOptions o;
-  if (int code = ParseReportOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseReportOptions(argc, argv, &o)) return *done;
   const StatusOr<std::vector<SeriesSum>> series = o.source.Load(o.query);
   if (!series.ok()) {
     std::cerr << "fieldprof report: " << series.status().message() << "\n";

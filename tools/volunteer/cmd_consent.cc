@@ -126,8 +126,8 @@ void WithoutRuntime(int argc, char** argv) {
   // Could not: carry on; the record this process leaves waits unsent.
 }
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseConsentOptions(int argc, char** argv, bool in, const std::string& name, Paths* p) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseConsentOptions(int argc, char** argv, bool in, const std::string& name, Paths* p) {
   OptionTable t(name, in ? "Take part in fieldprof: programs you start measure a few library APIs "
                            "each\n(1 run in 16 by default, under a machine-wide cap) and the "
                            "agent uploads the\nsums. The machine's administrator must have said "
@@ -141,11 +141,11 @@ int ParseConsentOptions(int argc, char** argv, bool in, const std::string& name,
   t.AddString("state_dir", &p->state_dir, "the agent's state directory");
   t.AddString("cache", &p->cache, "the snapshot cache");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
   if (s.ok() && p->settings.empty()) s = InvalidArgument("no settings file: set HOME");
   if (!s.ok()) return UsageError(t, s);
-  return 0;
+  return std::nullopt;
 }
 
 void SayOptedIn(const Paths& p) {
@@ -197,9 +197,7 @@ int Consent(int argc, char** argv, bool in) {
   if (!in) WithoutRuntime(argc, argv);
   Paths p;
   const std::string name = in ? "fieldprof optin" : "fieldprof optout";
-  if (int code = ParseConsentOptions(argc, argv, in, name, &p); code != 0) {
-    return code < 0 ? 0 : code;
-  }
+  if (const ExitCode done = ParseConsentOptions(argc, argv, in, name, &p)) return *done;
   if (in) {
     const std::string machine = MachineAnswer(p.machine);
     if (machine != "yes") {

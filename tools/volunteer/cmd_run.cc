@@ -86,8 +86,8 @@ Status CheckRunValues(const RunOptions& o) {
   return Status::Ok();
 }
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseRunOptions(int argc, char** argv, RunOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseRunOptions(int argc, char** argv, RunOptions* o) {
   OptionTable t("fieldprof run",
                 "Runs a command with the fieldprof runtime: a few randomly chosen library APIs\n"
                 "are measured and the run's record is left in the spool. The command's\n"
@@ -119,7 +119,7 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
   int opt_end = argc;
   const int cmd_at = CommandAt(argc, argv, &opt_end);
   Status s;
-  if (ParseOrShowHelp(t, std::min(opt_end, argc), argv, &s)) return -1;
+  if (ParseOrShowHelp(t, std::min(opt_end, argc), argv, &s)) return 0;
   if (s.ok()) s = CheckRunValues(*o);
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("unexpected " + t.positional()[0]);
   if (s.ok() && cmd_at >= argc) s = InvalidArgument("no command to run");
@@ -131,7 +131,7 @@ int ParseRunOptions(int argc, char** argv, RunOptions* o) {
   }
   o->runtime_dir = *libs;
   o->cmd = argv + cmd_at;
-  return 0;
+  return std::nullopt;
 }
 
 // The system's code as of now (common/system/system_code.h): the runtime chooses
@@ -237,7 +237,7 @@ int RunAndShow(const RunOptions& o) {
 
 int CmdRun(int argc, char** argv) {
   RunOptions o;
-  if (int code = ParseRunOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseRunOptions(argc, argv, &o)) return *done;
   SetRunEnvironment(o);
   if (o.show) return RunAndShow(o);
   // Become the command: its exit status and signals are the caller's.

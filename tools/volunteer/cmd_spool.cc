@@ -40,8 +40,8 @@ struct SpoolOptions {
   std::vector<std::string> files;  // show: the records (or spools) named
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
   o->dir = DefaultSpoolDir();
   OptionTable t("fieldprof spool",
                 "Shows the run records the runtime left in the spool, not yet uploaded.\n\n"
@@ -51,7 +51,7 @@ int ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
   t.AddBool("json", &o->json, "show: print each record as JSON");
   t.AddBool("histograms", &o->histograms, "show: draw each metric's log2 histogram");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   const std::vector<std::string>& pos = t.positional();
   if (s.ok() && (pos.empty() || (pos[0] != "ls" && pos[0] != "show"))) {
     s = InvalidArgument("expected 'ls' or 'show'");
@@ -63,7 +63,7 @@ int ParseSpoolOptions(int argc, char** argv, SpoolOptions* o) {
   if (!s.ok()) return UsageError(t, s);
   o->ls = pos[0] == "ls";
   o->files.assign(pos.begin() + 1, pos.end());
-  return 0;
+  return std::nullopt;
 }
 
 // The records to read: the spool's, or the files named (a directory among
@@ -109,7 +109,7 @@ void PrintRecord(const SpoolEntry& e, const wire::RunRecord& r, const SpoolOptio
 
 int CmdSpool(int argc, char** argv) {
   SpoolOptions o;
-  if (int code = ParseSpoolOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseSpoolOptions(argc, argv, &o)) return *done;
   StatusOr<std::vector<SpoolEntry>> entries = Entries(o);
   if (!entries.ok()) {
     std::cerr << "fieldprof spool: " << entries.status().message() << "\n";

@@ -112,8 +112,8 @@ struct StatusOptions {
   bool json = false, pending_only = false;
 };
 
-// 0 to go on; -1 after --help; else the exit code of a usage error.
-int ParseStatusOptions(int argc, char** argv, StatusOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseStatusOptions(int argc, char** argv, StatusOptions* o) {
   o->spool = DefaultSpoolDir();
   o->state_dir = DefaultAgentStateDir();
   o->settings_path = DefaultRuntimeSettingsPath();
@@ -129,10 +129,10 @@ int ParseStatusOptions(int argc, char** argv, StatusOptions* o) {
   t.AddBool("pending", &o->pending_only,
             "show exactly what would be sent next, record by record (nothing is sent)");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (s.ok() && !t.positional().empty()) s = InvalidArgument("status takes no arguments");
   if (!s.ok()) return UsageError(t, s);
-  return 0;
+  return std::nullopt;
 }
 
 // Everything the status shows, read from the local files.
@@ -450,7 +450,7 @@ void PrintSnapshot(const MachineStatus& m, const StatusOptions& o) {
 
 int CmdStatus(int argc, char** argv) {
   StatusOptions o;
-  if (int code = ParseStatusOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseStatusOptions(argc, argv, &o)) return *done;
   if (o.pending_only) return PrintPending(o.spool, o.state_dir, o.settings_path, o.json);
   const MachineStatus m = GatherStatus(o);
   if (o.json) {

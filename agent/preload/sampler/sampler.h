@@ -105,7 +105,7 @@ void ReturnTrapSignal();
 // The other clocks signal by SIGURG, whose default action is to ignore it:
 // a process that puts every signal back to its default by the raw system
 // call and then still runs a while (Chromium's child of a fork, before its
-// exec) lets the samples on their way go by. With SIGPROF (until stop 78),
+// exec) lets the samples on their way go by. With SIGPROF (the signal it used before),
 // whose default action ends the process, every such child of a fork died
 // of a sample under every in-process clock. Few programs use SIGURG
 // (out-of-band socket data; Go's runtime, which the sampler steps aside

@@ -1,4 +1,4 @@
-// Idle transitions for fieldprof record (seed 001): where each
+// Idle transitions for fieldprof record (docs/record.md): where each
 // thread stood when it left the CPU to wait and when it came back.
 //
 // The kernel tells exactly when: each thread gets a perf_event ring with

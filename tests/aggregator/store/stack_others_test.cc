@@ -66,7 +66,7 @@ TEST(StackOthersTest, AGroupFoldsUnderTheDeepestPrefixItsStacksReachKAt) {
   EXPECT_EQ(static_cast<uint64_t>(d[0].histogram.sum()), 3u);  // +24 alone: withheld
 }
 
-// The fold as first written (stop 76): every withheld stack's whole value
+// The fold as first written: every withheld stack's whole value
 // merged into its group at each depth it tries. Kept here as the
 // definition the faster fold must meet.
 std::vector<ApiAggregate> FoldByDefinition(const std::vector<ApiAggregate>& withheld, int k) {

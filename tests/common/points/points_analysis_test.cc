@@ -63,7 +63,7 @@ std::vector<PointsRun> SpanRuns(const std::vector<int64_t>& spans_ns) {
   return runs;
 }
 
-// Seed 004's own case: a handful of runs, one of them disturbed. With 7
+// The case the analysis was built for: a handful of runs, one of them disturbed. With 7
 // runs and one 10x slower, that run is removed and named; so is one 3x
 // slower among 5. Below 5 runs none is, and the report says why.
 TEST(PointsAnalysisTest, ASmallSetLosesItsOneDisturbedRun) {

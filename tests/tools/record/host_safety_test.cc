@@ -297,7 +297,7 @@ TEST_F(HostSafetyTest, AProgramThatTakesTheLowDescriptorsForItsOwnPipes) {
 
 // Chromium's child of a fork puts every signal back to its default by the
 // raw system call before it execs. A sample's signal whose default action
-// ends the process (SIGPROF, until stop 78) killed every such child that
+// ends the process (SIGPROF, which the sampler used before) killed every such child that
 // took a while to its exec, under every in-process clock (under --wall,
 // Chromium's network service, restarted until the browser gave up). The
 // samples' SIGURG is ignored by default.

@@ -415,7 +415,7 @@ long long OffCpuAt(const std::map<std::string, long long>& stacks, const std::st
   return us;
 }
 
-// Idle transitions (seed 001), without privileges: a sleeper waits in
+// Idle transitions, without privileges: a sleeper waits in
 // nanosleep, a pipe reader in read; each wait is counted once, with its
 // off-CPU time.
 TEST(RecordTest, IdleTransitionsShowTheCallThatWaited) {

@@ -1,4 +1,4 @@
-// The time tree (seed 000): range reports against counts from the raw
+// The time tree (tools/record/time_tree.h): range reports against counts from the raw
 // samples, for random samples, ranges, M, P and N (a property test): every
 // type's true count within [count, count + other], `exact` equal; the
 // shape's promises; the encoding round trip and damage.

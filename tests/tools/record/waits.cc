@@ -1,5 +1,5 @@
 // Programs that wait in known places, for fieldprof record's idle
-// transitions (seed 001):
+// transitions:
 //   waits pingpong N  two threads hand a turn back and forth N times over a
 //                     mutex and condition variable (2N waits)
 //   waits pingpong-rings N

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -81,3 +83,41 @@ TEST(HelpTest, AnUnknownFlagIsOneUsageLineNamingTheCommand) {
 }
 
 }  // namespace
+
+// Every command with verbs finds them one way (RunVerb): each verb answers
+// --help under its own name; a word that is no verb, or a flag before any
+// verb, is a usage error naming the command; a command with a job of its
+// own without a verb (record, lab) runs it instead.
+TEST(HelpTest, EveryCommandWithVerbsAnswersTheSameWay) {
+  const std::string cli = FIELDPROF_CLI_BIN;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"points", {"record", "show", "tags", "compare", "upload", "pull", "field"}},
+      {"tree",
+       {"show", "build", "top", "callers", "paths", "subtree", "leaks", "add", "mean", "min", "sub",
+        "merge"}},
+      {"record", {"show", "recover"}},
+      {"lab", {"show", "merge", "upload", "list", "fetch"}},
+  };
+  std::string out;
+  for (const auto& [command, verbs] : commands) {
+    for (const std::string& verb : verbs) {
+      EXPECT_EQ(RunCli(cli + " " + command + " " + verb + " --help", &out), 0) << command << verb;
+      EXPECT_NE(out.find("Usage: fieldprof " + command + " " + verb), std::string::npos)
+          << command << " " << verb << ": " << out;
+    }
+    const bool own_job = command == "record" || command == "lab";
+    // A word that is no verb: the usage error, or (record, lab) the command
+    // run without a verb, which then names what is wrong.
+    EXPECT_EQ(RunCli(cli + " " + command + " frobnicate", &out, true), 2) << command;
+    if (!own_job) {
+      EXPECT_NE(out.find("fieldprof " + command + ": \"frobnicate\" is not a verb: " + verbs[0]),
+                std::string::npos)
+          << out;
+    }
+    EXPECT_EQ(RunCli(cli + " " + command + " --frobnicate", &out, true), 2) << command;
+    EXPECT_NE(out.find("fieldprof " + command + ": unknown flag --frobnicate"), std::string::npos)
+        << out;
+    EXPECT_EQ(RunCli(cli + " " + command + " --help", &out), 0) << command;
+    EXPECT_NE(out.find("Usage: fieldprof " + command), std::string::npos) << out;
+  }
+}
