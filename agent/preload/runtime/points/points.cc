@@ -3,7 +3,7 @@
 // point's time goes into a log2 histogram per (module, tag, from, to),
 // which the run's record carries as metric point_ns beside its APIs.
 //
-// Arming: point_arming.cc.
+// Arming (each module's switch raised from its notes): arming.cc.
 //
 // What is summed, as `fieldprof points` reads a recorded run
 // (tools/points/points_report.h): within a tag, the time from each point
