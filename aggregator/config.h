@@ -23,7 +23,7 @@ struct AggregatorConfig {
   // 1: everything.
   int64_t k_anonymity = 5;
   // How far behind the sums a kept GET /v1/stacks answer may be served
-  // while batches keep coming (aggregator/http/answer_cache.h); 0: every
+  // while batches keep coming (aggregator/reads/answer_cache.h); 0: every
   // answer built in its request.
   int64_t answer_max_stale_s = 10;
   // A module with at least this many stack series has its usual GET

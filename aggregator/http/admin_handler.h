@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/source_limits.h"
+#include "aggregator/ingest/source_limits.h"
 #include "aggregator/metrics.h"
 #include "aggregator/publish/lease.h"
 #include "aggregator/publish/publisher.h"

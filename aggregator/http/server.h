@@ -30,7 +30,7 @@
 #include <string>
 
 #include "aggregator/http/router.h"
-#include "aggregator/http/source_limits.h"
+#include "aggregator/ingest/source_limits.h"
 #include "aggregator/metrics.h"
 #include "common/base/status.h"
 

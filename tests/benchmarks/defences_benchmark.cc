@@ -9,7 +9,7 @@
 
 #include <boost/asio/ip/address.hpp>
 
-#include "aggregator/http/source_limits.h"
+#include "aggregator/ingest/source_limits.h"
 #include "aggregator/store/machine_sketch.h"
 #include "common/crypto/upload_tokens.h"
 

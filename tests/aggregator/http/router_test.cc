@@ -14,8 +14,8 @@
 #include <tuple>
 
 #include "aggregator/http/query_params.h"
-#include "aggregator/http/vendor_access.h"
 #include "aggregator/publish/publisher.h"
+#include "aggregator/reads/vendor_access.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/crypto/signing.h"
 #include "tests/support/test_util.h"

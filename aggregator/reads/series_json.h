@@ -1,8 +1,8 @@
 // The JSON of the read endpoints' series: a key, a histogram with its exact
 // sums (128-bit values as decimal strings), and the statistics of one.
 // Clients read them back with tools/shared/module_source.h HistogramFromJson.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
-#define FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_SERIES_JSON_H_
+#define FIELDPROF_AGGREGATOR_READS_SERIES_JSON_H_
 
 #include "aggregator/store/store.h"
 #include "common/base/json_writer.h"
@@ -29,4 +29,4 @@ void WriteHistogram(JsonWriter& j, const Histogram& h);
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_SERIES_JSON_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_SERIES_JSON_H_

@@ -1,4 +1,4 @@
-#include "aggregator/http/series_json.h"
+#include "aggregator/reads/series_json.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "aggregator/http/dev_handler.h"
+#include "aggregator/dev/dev_handler.h"
 
 #include <algorithm>
 #include <array>

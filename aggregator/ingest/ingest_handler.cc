@@ -1,4 +1,4 @@
-#include "aggregator/http/ingest_handler.h"
+#include "aggregator/ingest/ingest_handler.h"
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/store/calendar_tree.h"

@@ -1,4 +1,4 @@
-#include "aggregator/http/token_handler.h"
+#include "aggregator/ingest/token_handler.h"
 
 #include "aggregator/http/http_status.h"
 #include "common/base/json_writer.h"

@@ -24,15 +24,15 @@
 // developers file (--developers_file), NAME TOKEN PROGRAM[,PROGRAM...]
 // with '*' globs, apart from the vendors; only the tokens' SHA-256 digests
 // are kept. Without a dev store every endpoint answers 404.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_DEV_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_DEV_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_DEV_DEV_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_DEV_DEV_HANDLER_H_
 
 #include <string_view>
 #include <vector>
 
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/ingest_handler.h"
-#include "aggregator/http/vendor_access.h"
+#include "aggregator/ingest/ingest_handler.h"
+#include "aggregator/reads/vendor_access.h"
 #include "aggregator/store/dev_store.h"
 #include "common/points/points_file.h"
 
@@ -79,4 +79,4 @@ class DevHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_DEV_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_DEV_DEV_HANDLER_H_

@@ -1,6 +1,6 @@
-// The per-source token buckets (aggregator/http/source_limits.h): prefixes,
+// The per-source token buckets (aggregator/ingest/source_limits.h): prefixes,
 // refill, Retry-After and the memory bound.
-#include "aggregator/http/source_limits.h"
+#include "aggregator/ingest/source_limits.h"
 
 #include <gtest/gtest.h>
 

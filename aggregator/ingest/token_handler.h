@@ -8,13 +8,13 @@
 //                     the server (ServerOptions::token_limits).
 // Without tokens (no --token_secret_file) both answer 404, which agents
 // read as "batches need no token".
-#ifndef FIELDPROF_AGGREGATOR_HTTP_TOKEN_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_TOKEN_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_INGEST_TOKEN_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_INGEST_TOKEN_HANDLER_H_
 
 #include <string_view>
 
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/ingest_handler.h"
+#include "aggregator/ingest/ingest_handler.h"
 #include "common/crypto/upload_tokens.h"
 
 namespace fieldprof::aggregator {
@@ -37,4 +37,4 @@ class TokenHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_TOKEN_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_INGEST_TOKEN_HANDLER_H_

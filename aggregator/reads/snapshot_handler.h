@@ -7,8 +7,8 @@
 //       [?version=HEX]                  lists it, or that version (immutable;
 //                                       replaced versions stay keep_old)
 // Without a publisher the snapshot endpoints answer 404.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_SNAPSHOT_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_SNAPSHOT_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_SNAPSHOT_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_READS_SNAPSHOT_HANDLER_H_
 
 #include <string_view>
 
@@ -39,4 +39,4 @@ class SnapshotHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_SNAPSHOT_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_SNAPSHOT_HANDLER_H_

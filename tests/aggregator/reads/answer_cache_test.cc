@@ -2,7 +2,7 @@
 // served at most max_stale behind them and refreshed in the background
 // while batches come, rebuilt in the request once older, never kept when
 // they failed, and none kept at all with max_stale zero.
-#include "aggregator/http/answer_cache.h"
+#include "aggregator/reads/answer_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // ingest handler adds a few keys of every batch it applies, /v1/recent
 // reads them. A ring of the last kCapacity keys, so the ingest path pays
 // O(1) per key. Thread-safe.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_RECENT_APIS_H_
-#define FIELDPROF_AGGREGATOR_HTTP_RECENT_APIS_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_RECENT_APIS_H_
+#define FIELDPROF_AGGREGATOR_READS_RECENT_APIS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -40,4 +40,4 @@ class RecentApis {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_RECENT_APIS_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_RECENT_APIS_H_

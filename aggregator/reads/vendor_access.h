@@ -7,8 +7,8 @@
 //   NAME TOKEN PATTERN[,PATTERN...]      e.g.  acme s3cret-s3cret-1 libacme*.so*
 // '#' starts a comment line. Only the tokens' SHA-256 digests are kept, and
 // they are compared in constant time; a token is 16 characters or more.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_ACCESS_H_
-#define FIELDPROF_AGGREGATOR_HTTP_VENDOR_ACCESS_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_VENDOR_ACCESS_H_
+#define FIELDPROF_AGGREGATOR_READS_VENDOR_ACCESS_H_
 
 #include <string>
 #include <string_view>
@@ -61,4 +61,4 @@ class VendorAccess {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_VENDOR_ACCESS_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_VENDOR_ACCESS_H_

@@ -1,4 +1,4 @@
-#include "aggregator/http/recent_apis.h"
+#include "aggregator/reads/recent_apis.h"
 
 #include <algorithm>
 #include <set>

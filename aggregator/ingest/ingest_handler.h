@@ -4,16 +4,16 @@
 // changes nothing; a malformed batch 400 with the rule it broke and
 // nothing applied; 415 for another content type; 503/507 with Retry-After
 // when the store cannot take it now (common/wire/validate.h has the rules).
-#ifndef FIELDPROF_AGGREGATOR_HTTP_INGEST_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_INGEST_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_INGEST_INGEST_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_INGEST_INGEST_HANDLER_H_
 
 #include <chrono>
 #include <functional>
 #include <string_view>
 
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/recent_apis.h"
 #include "aggregator/metrics.h"
+#include "aggregator/reads/recent_apis.h"
 #include "aggregator/store/store.h"
 #include "common/base/status.h"
 #include "common/crypto/upload_tokens.h"
@@ -58,4 +58,4 @@ class IngestHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_INGEST_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_INGEST_INGEST_HANDLER_H_

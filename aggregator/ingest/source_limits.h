@@ -12,8 +12,8 @@
 //   SourceLimiter limits(options);
 //   SourceLimiter::Decision d = limits.Take(remote_address, now);
 //   if (!d.allowed) answer 429 with Retry-After d.retry_after_seconds
-#ifndef FIELDPROF_AGGREGATOR_HTTP_SOURCE_LIMITS_H_
-#define FIELDPROF_AGGREGATOR_HTTP_SOURCE_LIMITS_H_
+#ifndef FIELDPROF_AGGREGATOR_INGEST_SOURCE_LIMITS_H_
+#define FIELDPROF_AGGREGATOR_INGEST_SOURCE_LIMITS_H_
 
 #include <array>
 #include <atomic>
@@ -88,4 +88,4 @@ void AppendSourceLimitMetrics(const std::vector<const SourceLimiter*>& limits, s
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_SOURCE_LIMITS_H_
+#endif  // FIELDPROF_AGGREGATOR_INGEST_SOURCE_LIMITS_H_

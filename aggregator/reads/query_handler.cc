@@ -1,4 +1,4 @@
-#include "aggregator/http/query_handler.h"
+#include "aggregator/reads/query_handler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
-#include "aggregator/http/series_json.h"
+#include "aggregator/reads/series_json.h"
 #include "aggregator/store/calendar_tree.h"
 #include "aggregator/store/suspect.h"
 #include "common/base/json_writer.h"

@@ -1,4 +1,4 @@
-#include "aggregator/http/source_limits.h"
+#include "aggregator/ingest/source_limits.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "aggregator/http/answer_cache.h"
+#include "aggregator/reads/answer_cache.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "aggregator/http/vendor_access.h"
+#include "aggregator/reads/vendor_access.h"
 
 #include <cerrno>
 #include <cstring>

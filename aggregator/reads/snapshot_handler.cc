@@ -1,4 +1,4 @@
-#include "aggregator/http/snapshot_handler.h"
+#include "aggregator/reads/snapshot_handler.h"
 
 #include <charconv>
 #include <cinttypes>

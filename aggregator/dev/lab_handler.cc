@@ -1,4 +1,4 @@
-#include "aggregator/http/lab_handler.h"
+#include "aggregator/dev/lab_handler.h"
 
 #include "aggregator/http/http_status.h"
 #include "common/base/json_writer.h"

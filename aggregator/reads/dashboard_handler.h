@@ -9,8 +9,8 @@
 //                           Behind k-anonymity, "withheld": what is held
 //                           back until k machines sent it (series_json.h).
 //   GET /v1/recent[?limit=] the APIs seen most recently (recent_apis.h)
-#ifndef FIELDPROF_AGGREGATOR_HTTP_DASHBOARD_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_DASHBOARD_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_DASHBOARD_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_READS_DASHBOARD_HANDLER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/recent_apis.h"
-#include "aggregator/http/vendor_access.h"
+#include "aggregator/reads/recent_apis.h"
+#include "aggregator/reads/vendor_access.h"
 #include "aggregator/store/store.h"
 
 namespace fieldprof::aggregator {
@@ -59,4 +59,4 @@ class DashboardHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_DASHBOARD_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_DASHBOARD_HANDLER_H_

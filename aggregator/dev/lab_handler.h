@@ -6,8 +6,8 @@
 // A profile's id is the first 128 bits of its SHA-256, so the same profile
 // uploaded twice is kept once (a retry after a lost answer changes
 // nothing). Without lab storage every lab endpoint answers 404.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_LAB_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_LAB_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_DEV_LAB_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_DEV_LAB_HANDLER_H_
 
 #include <string_view>
 
@@ -31,4 +31,4 @@ class LabHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_LAB_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_DEV_LAB_HANDLER_H_

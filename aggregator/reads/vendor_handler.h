@@ -27,8 +27,8 @@
 //     their answers would take at most half the kept answers' bound. Which modules those are is
 //     looked up in the background at start and again while the sums move, at most one fiftieth of
 //     the time.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_VENDOR_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_READS_VENDOR_HANDLER_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -36,9 +36,9 @@
 #include <string_view>
 #include <thread>
 
-#include "aggregator/http/answer_cache.h"
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/vendor_access.h"
+#include "aggregator/reads/answer_cache.h"
+#include "aggregator/reads/vendor_access.h"
 #include "aggregator/store/store.h"
 
 namespace fieldprof::aggregator {
@@ -82,4 +82,4 @@ class VendorHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_VENDOR_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_VENDOR_HANDLER_H_

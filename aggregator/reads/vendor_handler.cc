@@ -1,4 +1,4 @@
-#include "aggregator/http/vendor_handler.h"
+#include "aggregator/reads/vendor_handler.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -11,7 +11,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
-#include "aggregator/http/series_json.h"
+#include "aggregator/reads/series_json.h"
 #include "common/base/json_writer.h"
 #include "common/model/model_json.h"
 #include "common/model/module_diff.h"

@@ -1,4 +1,4 @@
-#include "aggregator/http/dashboard_handler.h"
+#include "aggregator/reads/dashboard_handler.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "aggregator/http/http_status.h"
 #include "aggregator/http/query_params.h"
-#include "aggregator/http/series_json.h"
+#include "aggregator/reads/series_json.h"
 #include "aggregator/store/k_anonymous_store.h"
 #include "aggregator/ui/ui_assets.h"
 #include "common/base/json_writer.h"

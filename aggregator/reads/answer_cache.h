@@ -31,8 +31,8 @@
 //
 //   AnswerCache cache(store, std::chrono::seconds(10), 256 << 20, &metrics);
 //   return cache.Get(key, [=] { return BuildAnswer(...); });
-#ifndef FIELDPROF_AGGREGATOR_HTTP_ANSWER_CACHE_H_
-#define FIELDPROF_AGGREGATOR_HTTP_ANSWER_CACHE_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_ANSWER_CACHE_H_
+#define FIELDPROF_AGGREGATOR_READS_ANSWER_CACHE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -129,4 +129,4 @@ class AnswerCache {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_ANSWER_CACHE_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_ANSWER_CACHE_H_

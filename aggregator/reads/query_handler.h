@@ -13,13 +13,13 @@
 //     (wall time by default): statistics and the histogram with exact sums.
 //     404 when the API is unknown; a known API with nothing in the range is
 //     an empty answer.
-#ifndef FIELDPROF_AGGREGATOR_HTTP_QUERY_HANDLER_H_
-#define FIELDPROF_AGGREGATOR_HTTP_QUERY_HANDLER_H_
+#ifndef FIELDPROF_AGGREGATOR_READS_QUERY_HANDLER_H_
+#define FIELDPROF_AGGREGATOR_READS_QUERY_HANDLER_H_
 
 #include <string_view>
 
 #include "aggregator/http/http_types.h"
-#include "aggregator/http/ingest_handler.h"
+#include "aggregator/ingest/ingest_handler.h"
 #include "aggregator/metrics.h"
 #include "aggregator/store/store.h"
 
@@ -43,4 +43,4 @@ class QueryHandler {
 
 }  // namespace fieldprof::aggregator
 
-#endif  // FIELDPROF_AGGREGATOR_HTTP_QUERY_HANDLER_H_
+#endif  // FIELDPROF_AGGREGATOR_READS_QUERY_HANDLER_H_
