@@ -87,7 +87,7 @@ struct RouterParts {
   // Per-source limits the server asks (server.h), reported in /metrics.
   std::vector<const SourceLimiter*> source_limits;
   // How far behind the sums a kept /v1/stacks answer may be served
-  // (http/answer_cache.h); zero keeps none.
+  // (reads/answer_cache.h); zero keeps none.
   std::chrono::milliseconds answer_max_stale{10000};
   // A module with at least this many stack series has its usual
   // /v1/stacks questions answered ahead and kept warm (vendor_handler.h);

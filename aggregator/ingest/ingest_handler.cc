@@ -39,7 +39,7 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
     return ErrorResponse(s);
   }
   // Decoded straight from the body (one pass, no protobuf messages) unless
-  // the body is unusual; see common/batch_view.h.
+  // the body is unusual; see common/wire/batch_view.h.
   BatchView batch;
   if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
     const std::string_view rule = ValidationRule(s);

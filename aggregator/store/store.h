@@ -127,7 +127,7 @@ class Store {
 
   // A number that moves whenever the sums this store answers may have
   // changed, so that an answer built at one number holds while it stays
-  // (http/answer_cache.h). The default moves every five seconds: a store
+  // (aggregator/reads/answer_cache.h). The default moves every five seconds: a store
   // that cannot tell (other aggregators write to it).
   virtual uint64_t DataVersion();
 

@@ -64,7 +64,7 @@ class SnapshotCache {
   // `fn` returns false to stop. A fragment that does not parse is an error.
   [[nodiscard]] Status ForEachRecord(const std::function<bool(const wire::Record&)>& fn) const;
 
-  // Writers; the caller has run the checks of common/snapshot.h. A manifest
+  // Writers; the caller has run the checks of common/snapshot/snapshot.h. A manifest
   // with another fragment count drops every fragment held.
   [[nodiscard]] Status StoreManifest(const std::string& signed_bytes, const wire::Manifest& m,
                                      const std::string& etag);

@@ -2,7 +2,7 @@
 //
 // The runtime keys a module by its GNU build id (40 hex digits). Where the
 // agent can tell which Debian package the module came from
-// (common/package_versions.h), the key carries that package's version
+// (common/system/system_code.h), the key carries that package's version
 // instead, with the build id's first 16 hex digits after '_' so one build
 // stays one key:
 //

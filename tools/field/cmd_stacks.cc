@@ -42,7 +42,8 @@ struct StacksOptions {
   ModuleQuery query;
 };
 
-int ParseStacksOptions(int argc, char** argv, StacksOptions* o) {
+// Reads the arguments: nothing to go on, else the exit code (ExitCode).
+ExitCode ParseStacksOptions(int argc, char** argv, StacksOptions* o) {
   OptionTable t("fieldprof stacks", kAbout);
   t.AddString("module", &o->module, "the module (soname), e.g. libsqlite3.so.0");
   t.AddString("version", &o->version, "only this module version (default: every version)");
@@ -59,7 +60,7 @@ int ParseStacksOptions(int argc, char** argv, StacksOptions* o) {
   o->source.Register(t);
   t.AddShort('o', "output");
   Status s;
-  if (ParseOrShowHelp(t, argc, argv, &s)) return -1;
+  if (ParseOrShowHelp(t, argc, argv, &s)) return 0;
   if (o->format.empty() && o->output.ends_with(".folded")) o->format = "folded";
   o->format = OutputFormat(o->format, o->output);
   const std::string& f = o->format;
@@ -72,7 +73,7 @@ int ParseStacksOptions(int argc, char** argv, StacksOptions* o) {
   o->query.version = o->version;
   if (s.ok()) s = ParsePlatform(o->platform, &o->filter, &o->query);
   if (!s.ok()) return UsageError(t, s);
-  return 0;
+  return std::nullopt;
 }
 
 std::string Render(const FieldStacks& s, const StacksOptions& o) {
@@ -106,7 +107,7 @@ std::string Render(const FieldStacks& s, const StacksOptions& o) {
 
 int CmdStacks(int argc, char** argv) {
   StacksOptions o;
-  if (int code = ParseStacksOptions(argc, argv, &o); code != 0) return code < 0 ? 0 : code;
+  if (const ExitCode done = ParseStacksOptions(argc, argv, &o)) return *done;
   const StatusOr<std::vector<SeriesSum>> series = o.source.Load(o.query);
   if (!series.ok()) {
     std::cerr << "fieldprof stacks: " << series.status().message() << "\n";

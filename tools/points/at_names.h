@@ -5,8 +5,8 @@
 // in the module's file first: every function whose demangled name is that
 // name, or that name followed by its parameter list (all overloads), and
 // hands the runtime their symbols.
-#ifndef FIELDPROF_TOOLS_LOCAL_AT_NAMES_H_
-#define FIELDPROF_TOOLS_LOCAL_AT_NAMES_H_
+#ifndef FIELDPROF_TOOLS_POINTS_AT_NAMES_H_
+#define FIELDPROF_TOOLS_POINTS_AT_NAMES_H_
 
 #include <string>
 #include <vector>
@@ -42,4 +42,4 @@ std::string ModuleFile(const std::string& program, const std::string& module);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_AT_NAMES_H_
+#endif  // FIELDPROF_TOOLS_POINTS_AT_NAMES_H_

@@ -1,7 +1,7 @@
 // fieldprof points field (points_field.cc): the field's sums of a module's
 // instrumentation points.
-#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_FIELD_H_
-#define FIELDPROF_TOOLS_LOCAL_POINTS_FIELD_H_
+#ifndef FIELDPROF_TOOLS_POINTS_POINTS_FIELD_H_
+#define FIELDPROF_TOOLS_POINTS_POINTS_FIELD_H_
 
 namespace fieldprof::tools {
 
@@ -10,4 +10,4 @@ int PointsField(int argc, char** argv);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_FIELD_H_
+#endif  // FIELDPROF_TOOLS_POINTS_POINTS_FIELD_H_

@@ -1,7 +1,7 @@
 // fieldprof points upload|pull|tags --host (points_remote.cc): developer
 // mode's runs on an aggregator.
-#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_REMOTE_H_
-#define FIELDPROF_TOOLS_LOCAL_POINTS_REMOTE_H_
+#ifndef FIELDPROF_TOOLS_POINTS_POINTS_REMOTE_H_
+#define FIELDPROF_TOOLS_POINTS_POINTS_REMOTE_H_
 
 #include <string>
 
@@ -12,4 +12,4 @@ int PointsRemote(const std::string& verb, int argc, char** argv);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_REMOTE_H_
+#endif  // FIELDPROF_TOOLS_POINTS_POINTS_REMOTE_H_

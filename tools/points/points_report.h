@@ -3,9 +3,9 @@
 // duration, per run and across runs, with dirty runs removed; two groups
 // of runs compared; the runs as a Chrome trace or a call tree.
 //
-// The analysis itself (segments, scopes, dirty runs) is common/points_analysis.h.
-#ifndef FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_
-#define FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_
+// The analysis itself (segments, scopes, dirty runs) is common/points/points_analysis.h.
+#ifndef FIELDPROF_TOOLS_POINTS_POINTS_REPORT_H_
+#define FIELDPROF_TOOLS_POINTS_POINTS_REPORT_H_
 
 #include <cstdint>
 #include <map>
@@ -83,4 +83,4 @@ CallTree PointsCallTree(const std::vector<PointsRun>& runs);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_POINTS_REPORT_H_
+#endif  // FIELDPROF_TOOLS_POINTS_POINTS_REPORT_H_

@@ -5,8 +5,8 @@
 // idle task, pid 0) and which thread it left idle for. fieldprof record
 // collects them from its own process while the command runs and pairs
 // them with the recorded threads' waits (recording.h).
-#ifndef FIELDPROF_TOOLS_LOCAL_CPU_SWITCHES_H_
-#define FIELDPROF_TOOLS_LOCAL_CPU_SWITCHES_H_
+#ifndef FIELDPROF_TOOLS_RECORD_CPU_SWITCHES_H_
+#define FIELDPROF_TOOLS_RECORD_CPU_SWITCHES_H_
 
 #include <atomic>
 #include <cstdint>
@@ -73,4 +73,4 @@ std::string EncodeCpuIdleLog(const CpuIdleLog& log);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_CPU_SWITCHES_H_
+#endif  // FIELDPROF_TOOLS_RECORD_CPU_SWITCHES_H_

@@ -1,8 +1,8 @@
 // `fieldprof record show --idle`: where a
 // recording's threads waited, as a call tree of to-idle and from-idle
 // counts and off-CPU time over any time range.
-#ifndef FIELDPROF_TOOLS_LOCAL_IDLE_REPORT_H_
-#define FIELDPROF_TOOLS_LOCAL_IDLE_REPORT_H_
+#ifndef FIELDPROF_TOOLS_RECORD_IDLE_REPORT_H_
+#define FIELDPROF_TOOLS_RECORD_IDLE_REPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -26,4 +26,4 @@ std::string IdleReport(const Recording& r, const IdleReportOptions& o);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_IDLE_REPORT_H_
+#endif  // FIELDPROF_TOOLS_RECORD_IDLE_REPORT_H_

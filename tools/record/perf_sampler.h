@@ -12,8 +12,8 @@
 // one file per CPU; UnwindPerfSamples() then turns those files into the
 // raw files the in-process sampler writes (raw_format.h), one per process
 // image, so the recording is made the same way from either.
-#ifndef FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_
-#define FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_
+#ifndef FIELDPROF_TOOLS_RECORD_PERF_SAMPLER_H_
+#define FIELDPROF_TOOLS_RECORD_PERF_SAMPLER_H_
 
 #include <sys/types.h>
 
@@ -103,4 +103,4 @@ uint32_t PerfSampleSource(bool kernel_time);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_PERF_SAMPLER_H_
+#endif  // FIELDPROF_TOOLS_RECORD_PERF_SAMPLER_H_

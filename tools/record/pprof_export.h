@@ -2,8 +2,8 @@
 // profile.proto, which `go tool pprof` (and speedscope, and Perfetto)
 // read. One location per frame name (the recording keeps names, not
 // addresses), the thread as a numeric label on each sample.
-#ifndef FIELDPROF_TOOLS_LOCAL_PPROF_EXPORT_H_
-#define FIELDPROF_TOOLS_LOCAL_PPROF_EXPORT_H_
+#ifndef FIELDPROF_TOOLS_RECORD_PPROF_EXPORT_H_
+#define FIELDPROF_TOOLS_RECORD_PPROF_EXPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -44,4 +44,4 @@ struct PprofProfile {
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_PPROF_EXPORT_H_
+#endif  // FIELDPROF_TOOLS_RECORD_PPROF_EXPORT_H_

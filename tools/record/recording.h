@@ -3,8 +3,8 @@
 // time tree (tools/record/time_tree.h) whose sample types are (thread,
 // stack) pairs. Made from the sampler's raw files (raw_format.h); saved as
 // one file (.fprec).
-#ifndef FIELDPROF_TOOLS_LOCAL_RECORDING_H_
-#define FIELDPROF_TOOLS_LOCAL_RECORDING_H_
+#ifndef FIELDPROF_TOOLS_RECORD_RECORDING_H_
+#define FIELDPROF_TOOLS_RECORD_RECORDING_H_
 
 #include <cstdint>
 #include <map>
@@ -148,4 +148,4 @@ std::string EncodeRecording(const Recording& r);
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_RECORDING_H_
+#endif  // FIELDPROF_TOOLS_RECORD_RECORDING_H_

@@ -30,8 +30,8 @@
 // and everything else is one "other" of exact size; the bound still holds
 // for every type, listed or not. An answer then costs about N entries a
 // merged node however many types the range holds.
-#ifndef FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
-#define FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
+#ifndef FIELDPROF_TOOLS_RECORD_TIME_TREE_H_
+#define FIELDPROF_TOOLS_RECORD_TIME_TREE_H_
 
 #include <cstdint>
 #include <string>
@@ -225,4 +225,4 @@ RangeCounts ScanRange(const std::vector<uint64_t>& times, const std::vector<uint
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_TIME_TREE_H_
+#endif  // FIELDPROF_TOOLS_RECORD_TIME_TREE_H_

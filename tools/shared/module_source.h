@@ -55,7 +55,7 @@ struct ModuleSource {
 [[nodiscard]] StatusOr<std::vector<SeriesSum>> SeriesFromAggregator(HttpsClient& http,
                                                                     const ModuleQuery& q);
 
-// The query API's histogram object (aggregator/http/router.cc WriteHistogram).
+// The query API's histogram object (aggregator/reads/series_json.cc).
 [[nodiscard]] StatusOr<Histogram> HistogramFromJson(const nlohmann::json& h);
 
 }  // namespace fieldprof::tools

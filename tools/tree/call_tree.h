@@ -21,8 +21,8 @@
 // name without what a compiler or a loader chooses per build (normalised):
 // " [clone .constprop.N]" and ".isra.N"/".part.N"/".cold" suffixes, lambda
 // and unnamed-type numbering, "module+0xADDR" offsets, build ids.
-#ifndef FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_
-#define FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_
+#ifndef FIELDPROF_TOOLS_TREE_CALL_TREE_H_
+#define FIELDPROF_TOOLS_TREE_CALL_TREE_H_
 
 #include <array>
 #include <cstdint>
@@ -204,4 +204,4 @@ std::vector<std::pair<std::string, std::array<int64_t, kMetricCount>>> Canonical
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_CALL_TREE_H_
+#endif  // FIELDPROF_TOOLS_TREE_CALL_TREE_H_

@@ -4,8 +4,8 @@
 // groups of runs, and the renderings: an indented text tree with metric
 // columns and heat colours, JSON, and collapsed stacks (one column, or two
 // for a difference as difffolded.pl writes them).
-#ifndef FIELDPROF_TOOLS_LOCAL_TREE_REPORT_H_
-#define FIELDPROF_TOOLS_LOCAL_TREE_REPORT_H_
+#ifndef FIELDPROF_TOOLS_TREE_TREE_REPORT_H_
+#define FIELDPROF_TOOLS_TREE_TREE_REPORT_H_
 
 #include <cstdint>
 #include <map>
@@ -103,4 +103,4 @@ std::string TreeCollapsedDiff(const CallTree& base, const CallTree& now, Metric 
 
 }  // namespace fieldprof::tools
 
-#endif  // FIELDPROF_TOOLS_LOCAL_TREE_REPORT_H_
+#endif  // FIELDPROF_TOOLS_TREE_TREE_REPORT_H_

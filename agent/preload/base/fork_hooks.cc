@@ -4,7 +4,7 @@
 
 #include "agent/preload/base/next_slots.h"
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 namespace {
 
 DlIteratePhdrFn g_walk = nullptr;
@@ -36,4 +36,4 @@ void AtFork(DlIteratePhdrFn walk, void (*before)(), void (*child)()) {
 
 bool LoaderStuck() { return g_loader_stuck; }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

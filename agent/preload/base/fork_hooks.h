@@ -15,7 +15,7 @@
 
 #include "agent/preload/base/linker_lock.h"
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // Registers the handlers above, around `before` and `child` (either may be
 // null); `walk` is the C library's dl_iterate_phdr, for FindLinkerLock.
@@ -33,6 +33,6 @@ inline bool LoaderUnsafe(int tid, int whole) {
   return LoaderStuck() || LinkerLockUnsafe(tid, whole);
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_FORK_HOOKS_H_

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 bool IsGoProgram() {
   const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -39,4 +39,4 @@ bool IsGoProgram() {
   return go;
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

@@ -5,13 +5,13 @@
 #ifndef FIELDPROF_AGENT_PRELOAD_BASE_GO_PROGRAM_H_
 #define FIELDPROF_AGENT_PRELOAD_BASE_GO_PROGRAM_H_
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // Its ELF has a .go.buildinfo or .note.go.buildid section (read from
 // /proc/self/exe: the header, the section headers, their names). From a
 // constructor: one thread, no lock.
 bool IsGoProgram();
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_GO_PROGRAM_H_

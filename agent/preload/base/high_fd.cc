@@ -4,7 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 int DupFdHigh(int fd) {
   static int floor = 0;
@@ -24,4 +24,4 @@ int MoveFdHigh(int fd) {
   return high;
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

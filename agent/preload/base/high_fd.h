@@ -5,7 +5,7 @@
 #ifndef FIELDPROF_AGENT_PRELOAD_BASE_HIGH_FD_H_
 #define FIELDPROF_AGENT_PRELOAD_BASE_HIGH_FD_H_
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // Moves `fd` up and closes it; returns the new descriptor (close-on-exec),
 // or `fd` itself when it cannot move.
@@ -14,6 +14,6 @@ int MoveFdHigh(int fd);
 // A high duplicate of `fd` (close-on-exec), or -1.
 int DupFdHigh(int fd);
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_HIGH_FD_H_

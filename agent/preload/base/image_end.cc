@@ -27,14 +27,14 @@
 
 namespace {
 
-using fieldprof::inproc::Next;
+using fieldprof::preload::Next;
 
 template <typename Exec>
 int AroundExec(Exec exec) {
-  const int before = fieldprof::inproc::BeforeExec();
+  const int before = fieldprof::preload::BeforeExec();
   const int r = exec();
   const int saved = errno;
-  fieldprof::inproc::AfterFailedExec(before);
+  fieldprof::preload::AfterFailedExec(before);
   errno = saved;
   return r;
 }
@@ -117,12 +117,12 @@ FP_IMAGE_END_EXPORT int execle(const char* path, const char* arg, ...) {
 #undef FP_COLLECT_ARGS
 
 FP_IMAGE_END_EXPORT [[noreturn]] void _exit(int status) {
-  fieldprof::inproc::BeforeExit();
+  fieldprof::preload::BeforeExit();
   Next(&next_exit, "_exit")(status);
   __builtin_unreachable();
 }
 FP_IMAGE_END_EXPORT [[noreturn]] void _Exit(int status) {
-  fieldprof::inproc::BeforeExit();
+  fieldprof::preload::BeforeExit();
   Next(&next_Exit, "_Exit")(status);
   __builtin_unreachable();
 }

@@ -13,7 +13,7 @@
 #ifndef FIELDPROF_AGENT_PRELOAD_BASE_IMAGE_END_H_
 #define FIELDPROF_AGENT_PRELOAD_BASE_IMAGE_END_H_
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // Defined by the library. Before an exec that may replace the image:
 // what the library keeps goes to its file now. The answer comes back to
@@ -34,6 +34,6 @@ void BeforeSeccomp();
 using SyscallFn = long (*)(long, long, long, long, long, long, long);
 SyscallFn NextSyscall();
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_IMAGE_END_H_

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 namespace {
 
 const pthread_mutex_t* g_lock;  // null: not found
@@ -91,4 +91,4 @@ bool LinkerLockHeldByAnother(int tid) {
   return owner == 0 || owner != tid;
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

@@ -16,7 +16,7 @@
 
 #include <link.h>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 
@@ -91,6 +91,6 @@ void GiveLinkerLock();
 // exec. False when the lock was not found.
 bool LinkerLockHeldByAnother(int tid);
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_LINKER_LOCK_H_

@@ -9,7 +9,7 @@
 #include "agent/preload/base/next_slots.h"
 #include "agent/preload/base/unwinder_io.h"
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 __thread int t_in_linker __attribute__((tls_model("initial-exec")));
 __thread int t_iterating __attribute__((tls_model("initial-exec")));
@@ -59,9 +59,9 @@ int RealDlIteratePhdr(int (*callback)(dl_phdr_info*, size_t, void*), void* data)
   return Next(&next_dl_iterate_phdr, "dl_iterate_phdr")(callback, data);
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
-namespace fp = fieldprof::inproc;
+namespace fp = fieldprof::preload;
 
 extern "C" __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
   const auto real = fp::Next(&fp::next_dlopen, "dlopen");

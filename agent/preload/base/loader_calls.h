@@ -14,7 +14,7 @@
 
 #include <link.h>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // Non-zero while this thread is inside one of the calls above and the
 // lock was not found; 0 inside a dl_iterate_phdr callback (t_iterating
@@ -47,6 +47,6 @@ void AfterDlopen(void* handle, int before_dlopen);
 void BeforeDlclose();
 void AfterDlclose();
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_LOADER_CALLS_H_

@@ -16,7 +16,7 @@
 //   FP_HOT_DATA int (*next_dup2)(int, int);
 //   FP_NEXT_SLOT(next_dup2, "dup2");
 //   ...
-//   fieldprof::inproc::FillEveryNext();  // in a pre-fork handler
+//   fieldprof::preload::FillEveryNext();  // in a pre-fork handler
 //
 // The section's bounds are hidden symbols: each library sees its own.
 #ifndef FIELDPROF_AGENT_PRELOAD_BASE_NEXT_SLOTS_H_
@@ -24,28 +24,27 @@
 
 #include <cstdint>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 struct NextSlot {
   const char* name;
   void* cache;  // a function pointer (or an atomic one), null until found
 };
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 // Registers `var`, a function pointer (or std::atomic of one) of static
 // storage, as the cache of `name`'s next definition.
-#define FP_NEXT_SLOT(var, name)                                                                    \
-  [[gnu::used,                                                                                     \
-    gnu::section("fp_next_slots")]] static const ::fieldprof::inproc::NextSlot var##_next_slot = { \
-      name, &var}
+#define FP_NEXT_SLOT(var, name)                                                            \
+  [[gnu::used, gnu::section("fp_next_slots")]] static const ::fieldprof::preload::NextSlot \
+      var##_next_slot = {name, &var}
 
-extern "C" const fieldprof::inproc::NextSlot __start_fp_next_slots[]
+extern "C" const fieldprof::preload::NextSlot __start_fp_next_slots[]
     __attribute__((weak, visibility("hidden")));
-extern "C" const fieldprof::inproc::NextSlot __stop_fp_next_slots[]
+extern "C" const fieldprof::preload::NextSlot __stop_fp_next_slots[]
     __attribute__((weak, visibility("hidden")));
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // Fills this library's empty caches: `resolve(names, out, n)` sets out[i]
 // to names[i]'s next definition, or leaves it 0 when there is none (an
@@ -120,6 +119,6 @@ F Next(F* cache, const char* name) {
   return f;
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_NEXT_SLOTS_H_

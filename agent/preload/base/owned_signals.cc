@@ -7,7 +7,7 @@
 
 #include "agent/preload/base/next_slots.h"
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 namespace {
 
 using Sigaction = int (*)(int, const struct sigaction*, struct sigaction*);
@@ -24,7 +24,7 @@ struct Owned {
 };
 // Zero until a signal is owned: in .lbss, so that a library that links
 // this file but owns nothing (a measured run without stack samples) keeps
-// its .bss on the page it writes anyway (tests/agent/runtime RuntimeLayout).
+// its .bss on the page it writes anyway (tests/agent/preload/runtime, RuntimeLayoutTest).
 [[gnu::section(".lbss")]] Owned g_owned[NSIG];
 
 bool InRange(int sig) { return sig > 0 && sig < NSIG; }
@@ -117,7 +117,7 @@ bool HandlerStillOurs(int sig) {
   return k.handler == reinterpret_cast<void*>(OnOwned);
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 extern "C" {
 
@@ -125,9 +125,9 @@ extern "C" {
 // signal's goes through.
 __attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction* act,
                                                      struct sigaction* old) {
-  using fieldprof::inproc::g_owned;
-  if (!fieldprof::inproc::SignalOwned(sig)) {
-    return fieldprof::inproc::RealSigaction()(sig, act, old);
+  using fieldprof::preload::g_owned;
+  if (!fieldprof::preload::SignalOwned(sig)) {
+    return fieldprof::preload::RealSigaction()(sig, act, old);
   }
   if (old != nullptr) *old = g_owned[sig].program;
   if (act != nullptr) g_owned[sig].program = *act;

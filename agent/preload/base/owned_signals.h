@@ -19,7 +19,7 @@
 
 #include <signal.h>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 using SignalHandler = void (*)(int, siginfo_t*, void*);
 
@@ -49,6 +49,6 @@ bool SignalOwned(int sig);
 // wrapped sigaction().
 bool HandlerStillOurs(int sig);
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_OWNED_SIGNALS_H_

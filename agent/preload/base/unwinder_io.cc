@@ -11,7 +11,7 @@
 #include "agent/preload/base/image_end.h"
 #include "agent/preload/base/next_slots.h"
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 thread_local int t_unwinding __attribute__((tls_model("initial-exec"))) = 0;
 thread_local bool t_walk_gave_up __attribute__((tls_model("initial-exec"))) = false;
@@ -74,10 +74,10 @@ bool UnwinderPipe(int fds[2]) {
   return false;
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 // pipe2(), wrapped: the pipe libunwind opens while unwinding is ours.
 extern "C" __attribute__((visibility("default"))) int pipe2(int fds[2], int flags) {
-  if (fieldprof::inproc::t_unwinding > 0 && fieldprof::inproc::UnwinderPipe(fds)) return 0;
-  return fieldprof::inproc::Next(&fieldprof::inproc::g_next_pipe2, "pipe2")(fds, flags);
+  if (fieldprof::preload::t_unwinding > 0 && fieldprof::preload::UnwinderPipe(fds)) return 0;
+  return fieldprof::preload::Next(&fieldprof::preload::g_next_pipe2, "pipe2")(fds, flags);
 }

@@ -24,7 +24,7 @@
 
 #include <cerrno>
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // How deep the calling thread is in its library's unwinding.
 extern thread_local int t_unwinding __attribute__((tls_model("initial-exec")));
@@ -69,6 +69,6 @@ ssize_t UnwinderRead(void* buf, size_t n);
 // `*result` is what the call returns; false for any other call.
 bool UnwinderSyscall(long number, const long* args, long* result);
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload
 
 #endif  // FIELDPROF_AGENT_PRELOAD_BASE_UNWINDER_IO_H_

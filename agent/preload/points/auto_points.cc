@@ -17,7 +17,7 @@
 namespace fieldprof::points {
 namespace {
 
-using fieldprof::inproc::Next;
+using fieldprof::preload::Next;
 
 bool g_auto = false;
 

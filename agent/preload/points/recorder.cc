@@ -108,7 +108,7 @@ using pf::OwnWork;
 // The dynamic linker's calls are agent/preload/base/loader_calls.h's: a
 // point's stack is not taken while the thread is inside one, nor while it
 // may hold the linker's lock (stacks.cc).
-using fieldprof::inproc::Next;
+using fieldprof::preload::Next;
 
 // 1: the drain stops; its sleep is a futex wait on this word, so that
 // stopping never waits out a sleep, and a thread filling its ring fast
@@ -363,9 +363,9 @@ __attribute__((constructor)) void Start() {
   static bool started = false;  // constructors run one at a time
   if (started) return;
   started = true;
-  fieldprof::inproc::FillEveryNextIfStale();
+  fieldprof::preload::FillEveryNextIfStale();
   // AtForkChild does nothing until armed.
-  fieldprof::inproc::AtFork(fieldprof::inproc::RealDlIteratePhdr, nullptr, AtForkChild);
+  fieldprof::preload::AtFork(fieldprof::preload::RealDlIteratePhdr, nullptr, AtForkChild);
   const char* dir = getenv(pf::kDirEnv);
   if (dir == nullptr || dir[0] == 0) return;
   OwnWork own;
@@ -454,7 +454,7 @@ __attribute__((visibility("default"))) void fieldprof_point_module(volatile unsi
 // The exec family, _exit, prctl and syscall, and the dynamic linker's
 // calls, are agent/preload/base/'s (image_end.cc, seccomp_hooks.cc,
 // loader_calls.cc); what the recorder does at each:
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 int BeforeExec() {
   if (g_recording.load() && getpid() == g_pid) pf::AutoExec();  // not a vfork child's
@@ -513,4 +513,4 @@ void FindNext(const char* const* names, uintptr_t* out, int n) {
   }
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

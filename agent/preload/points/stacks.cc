@@ -112,7 +112,7 @@ __attribute__((noinline)) uint32_t StackId(const void* caller) {
   int n = 0;
   void* ips[kMaxStackDepth + 8];
   {
-    fieldprof::inproc::UnwindScope unwinding;
+    fieldprof::preload::UnwindScope unwinding;
     if (!unwinder_ready) {
       OwnWork own;
       void* ip[1];
@@ -201,17 +201,17 @@ constexpr uint64_t kMomentWaitUs = 5;
 // moment over (`gave_up`). A handler cutting into its own thread's moment
 // again and again then costs the thread one wait, not one a signal.
 bool LoaderSafe(int tid, uint64_t since) {
-  if (fieldprof::inproc::LoaderStuck()) return false;
+  if (fieldprof::preload::LoaderStuck()) return false;
   StackBudget& b = t_stack_budget;
   for (;;) {
-    switch (fieldprof::inproc::LookAtLinkerLock(tid, 0)) {
-      case fieldprof::inproc::LinkerLockLook::kSafe:
+    switch (fieldprof::preload::LookAtLinkerLock(tid, 0)) {
+      case fieldprof::preload::LinkerLockLook::kSafe:
         b.gave_up = false;
         return true;
-      case fieldprof::inproc::LinkerLockLook::kUnsafe:
+      case fieldprof::preload::LinkerLockLook::kUnsafe:
         b.gave_up = false;
         return false;
-      case fieldprof::inproc::LinkerLockLook::kMoment:
+      case fieldprof::preload::LinkerLockLook::kMoment:
         break;
     }
     if (b.gave_up) return false;
@@ -243,7 +243,7 @@ void PushStackOf(uint64_t pushed, const void* caller) {
   // event goes without a stack, counted.
   Ring* r = t_ring;  // made: the event is in it
   int (*const busy)() = g_rt_busy.load(std::memory_order_relaxed);
-  if (fieldprof::inproc::InLinkerCall() || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
+  if (fieldprof::preload::InLinkerCall() || t_at_table != 0 || (busy != nullptr && busy() != 0) ||
       !MayTakeStack(tsc) || !LoaderSafe(static_cast<int>(r->tid), tsc)) {
     r->stackless.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -288,8 +288,8 @@ int ModulesGeneration(dl_phdr_info* info, size_t, void* arg) {
 
 bool StartStacks(uint64_t tsc_hz) {
   if (!OpenUnwinder()) return false;
-  fieldprof::inproc::OpenUnwinderPipe();
-  fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
+  fieldprof::preload::OpenUnwinderPipe();
+  fieldprof::preload::FindLinkerLock(fieldprof::preload::RealDlIteratePhdr);
   g_stack_table = NewStackTable();
   const uint64_t hz = tsc_hz > 0 ? tsc_hz : 3'000'000'000ull;
   g_stack_burst_ticks = hz / 1000 * kStackBurstMs;
@@ -375,6 +375,6 @@ FP_NEXT_SLOT(g_next_read, "read");
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) ssize_t read(int fd, void* b, size_t n) {
-  if (fieldprof::inproc::t_unwinding > 0) return fieldprof::inproc::UnwinderRead(b, n);
-  return fieldprof::inproc::Next(&g_next_read, "read")(fd, b, n);
+  if (fieldprof::preload::t_unwinding > 0) return fieldprof::preload::UnwinderRead(b, n);
+  return fieldprof::preload::Next(&g_next_read, "read")(fd, b, n);
 }

@@ -68,7 +68,7 @@ inline bool Counting() { return InMeasuredCall(t_state); }
 
 // The next definition of `name` (agent/preload/base/next_slots.h; the
 // runtime finds it with ResolveNext, next_symbol.h).
-using inproc::Next;
+using preload::Next;
 
 }  // namespace fieldprof::rt
 

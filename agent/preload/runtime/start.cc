@@ -202,7 +202,7 @@ __attribute__((constructor(101))) void Start(int, char**, char** envp) {
   g.active = 1;
   owner_pid = sys::Getpid();
   if (!MapMeasuringState(envp)) return StopMeasuring("no memory for the measuring state");
-  inproc::AtFork(dl_iterate_phdr, BeforeFork, ResetAfterFork);
+  preload::AtFork(dl_iterate_phdr, BeforeFork, ResetAfterFork);
   // FIELDPROF_CLOCK=vdso: the vDSO clock even with an invariant TSC (tests,
   // and comparing the two).
   if (!StartClock(envp, settings.tsc_hz))

@@ -51,13 +51,13 @@ bool IsSampleSignal(const siginfo_t* si) {
 }
 
 bool OwnSampleSignal(void (*on_sample)(int, siginfo_t*, void*)) {
-  return inproc::OwnSignal(kSampleSignal, IsSampleSignal, on_sample);
+  return preload::OwnSignal(kSampleSignal, IsSampleSignal, on_sample);
 }
 
-void ReturnSampleSignal() { inproc::ReturnSignal(kSampleSignal); }
+void ReturnSampleSignal() { preload::ReturnSignal(kSampleSignal); }
 
 bool SampleSignalTaken() {
-  return inproc::SignalOwned(kSampleSignal) && !inproc::HandlerStillOurs(kSampleSignal);
+  return preload::SignalOwned(kSampleSignal) && !preload::HandlerStillOurs(kSampleSignal);
 }
 
 int OpenTaskClock(uint64_t period_ns, bool user_only, bool trap) {
@@ -107,7 +107,7 @@ SourceChoice ChooseSource(uint64_t period_ns, bool wall) {
   // over ours: a sample's signal would reach it (SIGTRAP: a crash; SIGURG:
   // taken for the runtime's own preemption). Step aside; fieldprof record
   // says so.
-  if (inproc::IsGoProgram()) {
+  if (preload::IsGoProgram()) {
     c.stepped_aside = true;
     c.source = kNoSamples;
     return c;

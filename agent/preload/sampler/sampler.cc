@@ -115,7 +115,7 @@ thread_local int t_clock_fd = -1;  // the thread's task-clock event
 // The thread's sampling clock at its previous sample (SampleClockNs).
 thread_local uint64_t t_last_clock_ns = 0;
 thread_local bool t_clock_seen = false;
-using inproc::InLinkerCall;
+using preload::InLinkerCall;
 
 using PthreadCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 PthreadCreate g_real_pthread_create = nullptr;
@@ -301,7 +301,7 @@ void OnSample(int, siginfo_t*, void* uc) {
   // Inside libc's own loading (iconv, NSS), which passes no wrapper: the
   // thread may hold the dynamic linker's lock, or be taking it; in a fork
   // child, a thread that did not come along may hold it for good.
-  if (fieldprof::inproc::LoaderUnsafe(static_cast<int>(t_tid), 0)) {
+  if (fieldprof::preload::LoaderUnsafe(static_cast<int>(t_tid), 0)) {
     g_skipped.fetch_add(1, std::memory_order_relaxed);
     t_in_handler = 0;
     errno = saved;
@@ -317,7 +317,7 @@ void OnSample(int, siginfo_t*, void* uc) {
   int n = 0;
   {
     // libunwind's memory check off the program's descriptors, errno clear.
-    fieldprof::inproc::UnwindScope unwinding;
+    fieldprof::preload::UnwindScope unwinding;
     const int first = FastUnwind(static_cast<const ucontext_t*>(uc), ips, &n);
     if (first >= 0) {
       h.depth = static_cast<uint16_t>(std::min(n - first, kMaxFrames));
@@ -345,7 +345,7 @@ void OnSample(int, siginfo_t*, void* uc) {
 // fork child whose parent had another thread in the dynamic linker at the
 // fork lists none until it execs (fork_hooks.h).
 void WriteModules() {
-  if (inproc::LoaderStuck()) return;
+  if (preload::LoaderStuck()) return;
   ListModulesIfChanged(&g_modules_adds, WriteAll);
 }
 
@@ -449,8 +449,8 @@ void Start() {
   Flush();
   {
     // libunwind opens its memory-check pipe at its first use: ours.
-    fieldprof::inproc::OpenUnwinderPipe();
-    fieldprof::inproc::UnwindScope unwinding;
+    fieldprof::preload::OpenUnwinderPipe();
+    fieldprof::preload::UnwindScope unwinding;
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
   }
   if (g_trap && !OwnTrapSignal(OnSample)) g_trap = false;
@@ -522,16 +522,16 @@ void AfterForkInChild() {
 }
 
 __attribute__((constructor)) void Init() {
-  inproc::FillEveryNextIfStale();
-  fieldprof::inproc::FindLinkerLock(fieldprof::inproc::RealDlIteratePhdr);
+  preload::FillEveryNextIfStale();
+  fieldprof::preload::FindLinkerLock(fieldprof::preload::RealDlIteratePhdr);
   Start();
-  inproc::AtFork(inproc::RealDlIteratePhdr, nullptr, AfterForkInChild);
+  preload::AtFork(preload::RealDlIteratePhdr, nullptr, AfterForkInChild);
 }
 
 __attribute__((destructor)) void Fini() { Stop(); }
 
 // A wrapper's next definition: filled at start and before a fork
-// (inproc::FillEveryNextIfStale); looked up at its first call only if
+// (preload::FillEveryNextIfStale); looked up at its first call only if
 // missing then.
 #define FP_NEXT(name, ...)       \
   using RealFn = __VA_ARGS__;    \
@@ -596,7 +596,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   if (t_in_loader > 0 || InLinkerCall() || t_in_handler > 0 || !g_on) return;
   t_in_handler = 1;  // no sample while this unwinds
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  if (fieldprof::inproc::LoaderUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnSample
+  if (fieldprof::preload::LoaderUnsafe(static_cast<int>(t_tid), 0)) {  // as in OnSample
     t_in_handler = 0;
     return;
   }
@@ -606,7 +606,7 @@ __attribute__((noinline)) void RecordBlockedCall(uint32_t ring, uint64_t from, u
   void* ips[kMaxFrames + 1];
   int n = 0;
   {
-    fieldprof::inproc::UnwindScope unwinding;  // as in OnSample
+    fieldprof::preload::UnwindScope unwinding;  // as in OnSample
     n = unw_backtrace(ips, kMaxFrames + 1);
   }
   BlockedHeader b{};
@@ -649,7 +649,7 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
 // The exec family, _exit, prctl and syscall, and the dynamic linker's
 // calls, are agent/preload/base/'s (image_end.cc, seccomp_hooks.cc,
 // loader_calls.cc); what the sampler does at each:
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 // No sample unwinds inside the linker's calls (loader_calls.h, OnSample);
 // nothing else to do around them.
@@ -692,4 +692,4 @@ void FindNext(const char* const* names, uintptr_t* out, int n) {
   --t_in_loader;
 }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

@@ -19,7 +19,10 @@
 #include "agent/preload/base/next_slots.h"
 
 namespace fieldprof::sampler {
-namespace inproc = ::fieldprof::inproc;
+
+// The preloaded libraries' shared base, by its short name for the
+// sampler's code outside this namespace (sampler.cc's wrappers).
+namespace preload = ::fieldprof::preload;
 
 // Whether this process is being recorded (set up by the constructor).
 bool On();
@@ -33,10 +36,10 @@ extern thread_local int t_in_handler;
 // calls): agent/preload/base/next_slots.h's, every cache filled at start and
 // before a fork. The sampler's lookup (FindNext) counts as being in the
 // loader, so no sample unwinds during it.
-using inproc::Next;
+using preload::Next;
 
 // The sampler's own descriptors live high (agent/preload/base/high_fd.h).
-using inproc::MoveFdHigh;
+using preload::MoveFdHigh;
 
 // Records the stack of the calling thread, as it stands in the caller of
 // the blocking-call wrapper that calls this, for a call during which the

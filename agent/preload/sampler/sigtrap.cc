@@ -40,9 +40,9 @@ bool IsSampleTrap(const siginfo_t* si) {
 }
 
 bool OwnTrapSignal(void (*on_sample)(int, siginfo_t*, void*)) {
-  return inproc::OwnSignal(SIGTRAP, IsSampleTrap, on_sample);
+  return preload::OwnSignal(SIGTRAP, IsSampleTrap, on_sample);
 }
 
-void ReturnTrapSignal() { inproc::ReturnSignal(SIGTRAP); }
+void ReturnTrapSignal() { preload::ReturnSignal(SIGTRAP); }
 
 }  // namespace fieldprof::sampler

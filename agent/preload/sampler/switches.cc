@@ -356,7 +356,7 @@ ssize_t (*g_real_read)(int, void*, size_t) = nullptr;
 FP_NEXT_SLOT(g_real_read, "read");
 }  // namespace fieldprof::sampler
 extern "C" __attribute__((visibility("default"))) ssize_t read(int fd, void* b, size_t n) {
-  if (fieldprof::inproc::t_unwinding > 0) return fieldprof::inproc::UnwinderRead(b, n);
+  if (fieldprof::preload::t_unwinding > 0) return fieldprof::preload::UnwinderRead(b, n);
   const auto real = fieldprof::sampler::Next(&fieldprof::sampler::g_real_read, "read");
   Watch fp_watch_;
   return real(fd, b, n);

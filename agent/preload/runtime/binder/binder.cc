@@ -87,7 +87,7 @@ bool BinderStart(const BinderConfig& c) {
 }
 
 void BinderNoticeNewObjects() {
-  inproc::NextSlotsMayResolve();
+  preload::NextSlotsMayResolve();
   if (!fp_binder_on || t_in_binder) return;
   t_in_binder = 1;
   InterposeLateOnNewObjects();  // before the traps: they skip entries bound to us

@@ -199,7 +199,7 @@ bool WithObjects(void (*fn)(void*), void* arg) {
   // A fork child whose parent had another thread in the dynamic linker:
   // the walk would wait for good. The work is not done (a trapped call
   // passes on unmeasured, fp_trap_slow).
-  if (inproc::LoaderStuck()) return false;
+  if (preload::LoaderStuck()) return false;
   Walk w;
   w.fn = fn;
   w.arg = arg;

@@ -21,13 +21,14 @@
 // of .got.plt has made private already, so using them costs no page fault.
 // (Zero-initialized variables would go to .bss, pages of their own; each
 // first touch of one is a fault, ~10 us on a VM.) All of .data must stay
-// within that one page: tests/runtime checks it.
+// within that one page: RuntimeLayoutTest (tests/agent/preload/runtime)
+// checks it.
 #define FP_HOT_DATA __attribute__((section(".data.fp_hot")))
 // Big zero-initialized tables that only a measured run touches (settings,
 // the fd table). .lbss follows .bss in the same writable segment; keeping
 // them out of .bss keeps .bss (crtbegin's `completed` flag, which every
 // exit writes) small enough to share the page above too, with no fault of
-// its own. tests/runtime checks that as well.
+// its own. RuntimeLayoutTest checks that as well.
 #define FP_COLD_BSS __attribute__((section(".lbss")))
 #define FP_TLS __attribute__((tls_model("initial-exec")))
 

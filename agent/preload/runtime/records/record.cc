@@ -375,7 +375,7 @@ void AfterFailedExec(LiveReporter who) {
 
 // The wrappers are agent/preload/base/'s (image_end.cc, seccomp_hooks.cc);
 // what the runtime does at each:
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 
 int BeforeExec() {
   const int who = static_cast<int>(rt::RecordBeforeImageEnds());
@@ -400,4 +400,4 @@ void BeforeSeccomp() { rt::EndBeforeSeccomp(); }
 
 void FindNext(const char* const* names, uintptr_t* out, int n) { rt::ResolveNext(names, out, n); }
 
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

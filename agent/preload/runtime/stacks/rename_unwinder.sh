@@ -6,5 +6,5 @@ in="$1"
 out="$2"
 nm --defined-only -g "$in" 2>/dev/null | awk 'NF == 3 { print $3 " fp_" $3 }' | sort -u >"$out.syms"
 # Its zero-initialised data to .lbss, with the runtime's other cold data,
-# off the page of .bss every process writes (tests/agent/runtime RuntimeLayout).
+# off the page of .bss every process writes (tests/agent/preload/runtime, RuntimeLayoutTest).
 objcopy --redefine-syms="$out.syms" --rename-section .bss=.lbss "$in" "$out"

@@ -259,7 +259,7 @@ _Unwind_Reason_Code FirstFrameOnly(_Unwind_Context*, void*) { return _URC_END_OF
 void StackSamplesStart(int hz) {
   if (hz <= 0 || g_lab_mode != kLabOff) return;  // a lab pass has its own census
   const uint64_t t0 = Rdtsc();
-  if (inproc::IsGoProgram()) {
+  if (preload::IsGoProgram()) {
     DebugLog("stacks: a Go program (its runtime owns every signal): not sampled");
     return;
   }
@@ -272,7 +272,7 @@ void StackSamplesStart(int hz) {
   // of it.
   g_backtrace(FirstFrameOnly, nullptr);
   const uint64_t t3 = Rdtsc();
-  if (!inproc::OwnSignal(kSampleSignal, IsOurs, OnSample)) {
+  if (!preload::OwnSignal(kSampleSignal, IsOurs, OnSample)) {
     DebugLog("stacks: SIGURG cannot be handled: not sampled");
     return;
   }
@@ -311,7 +311,7 @@ void StackSamplesThreadBegins() {
 
 void StackSamplesQuiet() {
   if (!__atomic_load_n(&g_on, __ATOMIC_RELAXED) || sys::Getpid() != g_pid) return;
-  inproc::ReturnSignalBeforeExec(kSampleSignal);
+  preload::ReturnSignalBeforeExec(kSampleSignal);
   __atomic_store_n(&g_on, false, __ATOMIC_RELEASE);
   struct itimerspec off {};
   for (TimerSlot& s : g_timers) {

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 
-namespace fieldprof::inproc {
+namespace fieldprof::preload {
 namespace {
 
 int Tid() { return static_cast<int>(syscall(SYS_gettid)); }
@@ -120,4 +120,4 @@ TEST(LinkerLockLookTest, EveryMomentOfTakingAndGivingReadsAsItShould) {
 }
 
 }  // namespace
-}  // namespace fieldprof::inproc
+}  // namespace fieldprof::preload

@@ -33,7 +33,7 @@ TEST(NextSlotsTest, OneFillFindsEveryEmptyCache) {
       if (std::strcmp(names[i], "missing") != 0) out[i] = reinterpret_cast<uintptr_t>(&Strlen);
     }
   };
-  EXPECT_EQ(fieldprof::inproc::FillNextSlots(resolve), 1) << "\"missing\" stays empty";
+  EXPECT_EQ(fieldprof::preload::FillNextSlots(resolve), 1) << "\"missing\" stays empty";
   std::sort(asked.begin(), asked.end());  // in the section's order, which the linker picks
   EXPECT_EQ(asked, (std::vector<std::string>{"missing", "one", "two"}));
   EXPECT_EQ(next_one, &Strlen);
@@ -42,7 +42,7 @@ TEST(NextSlotsTest, OneFillFindsEveryEmptyCache) {
   EXPECT_EQ(next_missing, nullptr);
   EXPECT_EQ(next_one("four"), 4);
   asked.clear();
-  EXPECT_EQ(fieldprof::inproc::FillNextSlots(resolve), 1);
+  EXPECT_EQ(fieldprof::preload::FillNextSlots(resolve), 1);
   EXPECT_EQ(asked, (std::vector<std::string>{"missing"})) << "only what is still empty";
 }
 

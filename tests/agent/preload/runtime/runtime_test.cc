@@ -661,7 +661,7 @@ TEST_F(RuntimeTest, TheChoiceIsUniformAmongTheApisCalled) {
 
 // The agent's parser (common/settings/runtime_settings.cc) and the runtime's
 // (agent/preload/runtime/front/decide.cc) take their names and ranges from one table,
-// common/settings_rules.h. For every setting, the last value it takes is
+// common/settings/settings_rules.h. For every setting, the last value it takes is
 // taken by both (the run is measured) and the first it does not is refused
 // by both (the run is not measured, and nothing else changes for it). The
 // run forces fp_test_alloc, so a run that takes its settings measures it
