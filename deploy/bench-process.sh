@@ -27,6 +27,10 @@
 #       part also run an older build's preloaded object (the runtime itself
 #       before the front, or an older front) beside this one, as "idle
 #       (base)" and "measured (base)"
+# Each added cost is also printed as a share of the workload's plain run
+# and in "spawns": units of a plain spawn of /bin/true measured in the same
+# run (machines of this kind differ twofold in that spawn; the goals in
+# docs/benchmarks.md are stated in it).
 # Prints each table; everything stays in a temp dir and stops by itself.
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
@@ -101,15 +105,19 @@ bench() {  # bench RUNS COMMAND...
     -n default "env FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $cmd" \
     -n measured "env FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $cmd" \
     --export-json "$work/h.json" >/dev/null
-  python3 - "$work/h.json" "$cmd" <<'PY'
-import json, sys
+  python3 - "$work/h.json" "$cmd" "$work/unit" <<'PY'
+import json, os, sys
 r = json.load(open(sys.argv[1]))["results"]
 base = r[0]["mean"]
+# The first workload is /bin/true: its plain mean is the unit after it.
+if not os.path.exists(sys.argv[3]):
+    open(sys.argv[3], "w").write(str(base))
+unit = float(open(sys.argv[3]).read())
 print(f"-- {sys.argv[2]}")
 for x in r:
     d = x["mean"] - base
     print(f"   {x['command']:<9} {x['mean']*1e3:9.3f} ms ± {x['stddev']*1e3:6.3f}"
-          f"   added {d*1e3:+8.3f} ms ({d/base*100:+6.1f}%)")
+          f"   added {d*1e3:+8.3f} ms ({d/base*100:+6.1f}%, {d/unit:+8.3f} spawns)")
 PY
 }
 
@@ -133,6 +141,7 @@ workloads() {  # workloads FN: calls FN ROUNDS COMMAND... per workload
 # env(1) itself costs an exec: the plain side runs through env too, so the
 # columns differ by the runtime alone.
 echo "== whole processes, mean of hyperfine runs (plain, floor, idle, default, measured side by side)"
+echo "   a spawn: the plain /bin/true's mean below"
 workloads bench
 echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -c '\.fpr$' || true)," \
   "by the 'measured' runs: $(ls "$work/spool-measured" | grep -c '\.fpr$' || true)"
@@ -148,7 +157,7 @@ interleaved() {  # interleaved ROUNDS COMMAND...
     extra=("FIELDPROF_SETTINGS=$work/idle-base.conf LD_PRELOAD=$base $*"
       "FIELDPROF_SETTINGS=$work/measured-base.conf LD_PRELOAD=$base $*")
   fi
-  "$spawn" "$n" "$*" "LD_PRELOAD=$work/empty.so $*" \
+  "$spawn" --unit /bin/true "$n" "$*" "LD_PRELOAD=$work/empty.so $*" \
     "FIELDPROF_SETTINGS=$work/idle.conf LD_PRELOAD=$lib $*" \
     "FIELDPROF_SETTINGS=$work/default.conf LD_PRELOAD=$lib $*" \
     "FIELDPROF_SETTINGS=$work/measured.conf LD_PRELOAD=$lib $*" "${extra[@]}" |
@@ -156,6 +165,7 @@ interleaved() {  # interleaved ROUNDS COMMAND...
     sed "s|$work|WORK|g; s|$lib|LIB|g"
 }
 echo "== interleaved (spawn_bench): plain, floor (empty preload), idle, default, measured${base:+, idle and measured with BASE}"
+echo "   each added cost also as a share of the plain run and in spawns of a plain /bin/true, in the same rounds"
 workloads interleaved
 
 echo "== a measured /bin/true's start, by part (TSC ticks, median of 50)"

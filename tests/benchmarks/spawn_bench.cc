@@ -6,10 +6,14 @@
 // back-to-back runs (hyperfine's) do not: on a noisy VM their spread hides
 // a 0.1 ms difference.
 //
-//   spawn_bench ROUNDS "CMD ARGS..." ["VAR=VALUE ... CMD ARGS..."]...
+//   spawn_bench [--unit "CMD ARGS..."] ROUNDS "CMD ARGS..." ["VAR=VALUE ... CMD ARGS..."]...
 //
 // Leading VAR=VALUE words are added to the environment; stdout goes to
-// /dev/null. Commands are split at spaces (no quoting).
+// /dev/null. Commands are split at spaces (no quoting). Each difference is
+// also printed as a share of the first variant's mean, and with --unit,
+// in units of that command's mean (run once each round, in the same
+// rounds): a plain `true` makes "spawns", a figure that carries from one
+// machine to another, where milliseconds differ twofold.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -42,19 +46,27 @@ struct Variant {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: spawn_bench ROUNDS \"CMD ARGS...\" [\"VAR=VALUE CMD ARGS...\"]...\n");
+  int first = 1;
+  const char* unit = nullptr;
+  if (argc > 2 && std::string(argv[1]) == "--unit") {
+    unit = argv[2];
+    first = 3;
+  }
+  if (argc < first + 2) {
+    fprintf(stderr,
+            "usage: spawn_bench [--unit \"CMD ARGS...\"] ROUNDS \"CMD ARGS...\" "
+            "[\"VAR=VALUE CMD ARGS...\"]...\n");
     return 2;
   }
-  const int rounds = atoi(argv[1]);
+  const int rounds = atoi(argv[first]);
   if (rounds < 2) {
     fprintf(stderr, "spawn_bench: ROUNDS must be at least 2\n");
     return 2;
   }
   std::vector<Variant> vs;
-  for (int i = 2; i < argc; ++i) {
+  auto add = [&vs](const char* text) {
     Variant v;
-    v.text = argv[i];
+    v.text = text;
     std::istringstream words(v.text);
     for (std::string w; words >> w;) {
       if (v.args.empty() && w.find('=') != std::string::npos) {
@@ -64,11 +76,18 @@ int main(int argc, char** argv) {
       }
     }
     if (v.args.empty()) {
-      fprintf(stderr, "spawn_bench: no command in '%s'\n", argv[i]);
-      return 2;
+      fprintf(stderr, "spawn_bench: no command in '%s'\n", text);
+      return false;
     }
     vs.push_back(v);
+    return true;
+  };
+  for (int i = first + 1; i < argc; ++i) {
+    if (!add(argv[i])) return 2;
   }
+  // The unit runs last in each round, as one more variant, not printed.
+  const size_t shown = vs.size();
+  if (unit != nullptr && !add(unit)) return 2;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
@@ -97,19 +116,32 @@ int main(int argc, char** argv) {
       if (r >= warmup) v.ms.push_back(dt);
     }
   }
-  for (Variant& v : vs) {
-    double sum = 0, d = 0, dd = 0;
+  auto mean = [rounds](const Variant& v) {
+    double sum = 0;
+    for (int r = 0; r < rounds; ++r) sum += v.ms[r];
+    return sum / rounds;
+  };
+  const double first_mean = mean(vs[0]);
+  const double unit_mean = unit != nullptr ? mean(vs.back()) : 0;
+  if (unit != nullptr) {
+    printf("unit: a spawn of '%s', mean %.3f ms\n", unit, unit_mean);
+  }
+  for (size_t i = 0; i < shown; ++i) {
+    const Variant& v = vs[i];
+    double d = 0, dd = 0;
     for (int r = 0; r < rounds; ++r) {
-      sum += v.ms[r];
       const double x = v.ms[r] - vs[0].ms[r];
       d += x;
       dd += x * x;
     }
     const double md = d / rounds;
-    const double sd = std::sqrt(std::max(0.0, (dd - rounds * md * md) / (rounds - 1)));
+    const double ci =
+        1.96 * std::sqrt(std::max(0.0, (dd - rounds * md * md) / (rounds - 1))) / std::sqrt(rounds);
     std::vector<double> sorted = v.ms;
     std::sort(sorted.begin(), sorted.end());
-    printf("mean %8.3f ms  median %8.3f  added %+7.3f ms ± %.3f (95%%)  | %s\n", sum / rounds,
-           sorted[rounds / 2], md, 1.96 * sd / std::sqrt(rounds), v.text.c_str());
+    printf("mean %8.3f ms  median %8.3f  added %+7.3f ms ± %.3f (95%%) %+6.1f%%", mean(v),
+           sorted[rounds / 2], md, ci, 100 * md / first_mean);
+    if (unit != nullptr) printf(" %+7.3f ± %.3f spawns", md / unit_mean, ci / unit_mean);
+    printf("  | %s\n", v.text.c_str());
   }
 }
