@@ -3,9 +3,12 @@
 # robin so that this VM's drift hits every variant alike:
 #   - the sqlite3 workload (deploy/workloads/sqlite-bench.sql): plain, under
 #     fieldprof record (the default: sampled from outside, 999 Hz, idle
-#     transitions and the points recorder on), the same with --points=false,
-#     with --idle=false (only the points recorder preloaded), with
-#     --clock task (sampled in the program), and under
+#     transitions and the points recorder on), then each part of that
+#     default switched off alone: --points=false (no points recorder
+#     preloaded), --idle=false (no sampler preloaded, no switch records),
+#     --cpu_wide off (no CPU-wide switch records), --stack_bytes 8192
+#     (perf's stack copy, not 12 KiB); all of them off at once (what perf
+#     itself does), --clock task (sampled in the program), and
 #     perf record -F 999 --call-graph dwarf, the peer;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
@@ -41,6 +44,9 @@ cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
 cmd[sqlite:record-no-points]="$cli record --points=false -o $tmp/s.fprec -- $(inner sqlite_record-no-points)"
 cmd[sqlite:record-no-idle]="$cli record --idle=false -o $tmp/s.fprec -- $(inner sqlite_record-no-idle)"
+cmd[sqlite:record-no-cpu-wide]="$cli record --cpu_wide off -o $tmp/s.fprec -- $(inner sqlite_record-no-cpu-wide)"
+cmd[sqlite:record-stack-8k]="$cli record --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-stack-8k)"
+cmd[sqlite:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-as-perf)"
 cmd[sqlite:record-task]="$cli record --clock task -o $tmp/s.fprec -- $(inner sqlite_record-task)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
 # The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
@@ -52,7 +58,8 @@ cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits 
 cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
 cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
-order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-task sqlite:perf-dwarf
+order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-no-cpu-wide
+  sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:default)
 
