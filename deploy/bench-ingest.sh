@@ -8,12 +8,16 @@
 #   3. the network-side reference: Debian's nginx over TLS discarding the
 #      bodies, driven by the same loadgen.
 # Prints each rate and the ratios. Everything binds to 127.0.0.1 and stops.
+# CONNECTIONS may be a list (1,4,16): the aggregator and the RocksDB
+# reference then run at each count in turn, a fresh database each, and the
+# summary gives the ratio at each. The reference has the machine to
+# itself; the aggregator shares its cores with the load generator.
 #
-#   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 16, 256)
+#   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 1,4,16, 256)
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
-conns="${2:-16}"
+conn_list="${2:-1,4,16}"
 pool="${3:-256}"   # distinct bodies; more = fewer repeated series per fold
 ./deploy/install-deps.sh build bench >/dev/null
 ./deploy/build.sh fieldprof-aggregator fieldprof-loadgen rocksdb_reference >/dev/null
@@ -27,11 +31,15 @@ mkdir -p "$work/bodies"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
 
+declare -A agg_bps agg_rps ref_bps
+IFS=, read -r -a counts <<<"$conn_list"
+for conns in "${counts[@]}"; do
 echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
 port="$(free_port)"
-./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db" --source_batches_per_minute 0 \
+./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db-$conns" --source_batches_per_minute 0 \
   --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
-pids+=($!)
+agg_pid=$!
+pids+=($agg_pid)
 for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
 agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
   --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
@@ -40,14 +48,15 @@ pending_wait_start=$(date +%s.%N)
 until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
 drain=$(echo "$(date +%s.%N) - $pending_wait_start" | bc)
 echo "applied backlog drained ${drain}s after the load stopped"
-kill -TERM "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true
-agg_bps="$(echo "$agg_json" | field batches_per_second)"
-agg_rps="$(echo "$agg_json" | field records_per_second)"
+kill -TERM "$agg_pid"; wait "$agg_pid" 2>/dev/null || true
+agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
+agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
 
 echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
-ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb" "$work/bodies" "$conns" "$seconds")"
+ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
 echo "$ref_json"
-ref_bps="$(echo "$ref_json" | field batches_per_second)"
+ref_bps[$conns]="$(echo "$ref_json" | field batches_per_second)"
+done
 
 echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
 nport="$(free_port)"
@@ -81,9 +90,11 @@ echo "$ngx_json"
 ngx_bps="$(echo "$ngx_json" | field batches_per_second)"
 
 echo
-echo "== summary ($(nproc) cores, ${conns} connections, ~128 KiB bodies)"
-printf "aggregator ingest:          %8.1f batches/s  %10.0f records/s\n" "$agg_bps" "$agg_rps"
-printf "RocksDB synced-write ref:   %8.1f batches/s   ratio ingest/ref   = %.2f (target >= 0.60)\n" \
-  "$ref_bps" "$(echo "$agg_bps / $ref_bps" | bc -l)"
-printf "nginx TLS sink ref:         %8.1f batches/s   ratio ingest/nginx = %.2f\n" \
-  "$ngx_bps" "$(echo "$agg_bps / $ngx_bps" | bc -l)"
+echo "== summary ($(nproc) cores, ~128 KiB bodies)"
+for conns in "${counts[@]}"; do
+  printf "%3d connections: aggregator %8.1f batches/s (%9.0f records/s), RocksDB synced-Put ref %8.1f: ratio %.2f (goal >= 1.0)\n" \
+    "$conns" "${agg_bps[$conns]}" "${agg_rps[$conns]}" "${ref_bps[$conns]}" \
+    "$(echo "${agg_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)"
+done
+printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
+  "$conns" "$ngx_bps" "$(echo "${agg_bps[$conns]} / $ngx_bps" | bc -l)"
