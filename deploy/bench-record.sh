@@ -10,6 +10,9 @@
 #     (perf's stack copy, not 12 KiB); all of them off at once (what perf
 #     itself does), --clock task (sampled in the program), and
 #     perf record -F 999 --call-graph dwarf, the peer;
+#   - many short processes: make -B -j2 rebuilding a 7-file C program
+#     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
+#     preloaded into it): plain, record, --idle=false, all parts off, perf;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions; CPU-wide records too when privileged), the
@@ -49,6 +52,21 @@ cmd[sqlite:record-stack-8k]="$cli record --stack_bytes 8192 -o $tmp/s.fprec -- $
 cmd[sqlite:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-as-perf)"
 cmd[sqlite:record-task]="$cli record --clock task -o $tmp/s.fprec -- $(inner sqlite_record-task)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
+# The C project rebuilt whole, timed inside as sqlite3 is.
+mkdir -p "$tmp/cproj"
+for i in 1 2 3 4 5 6; do
+  printf '#include <string.h>\nint f%d(const char *s) { return (int)strlen(s) + %d; }\n' "$i" "$i" \
+    >"$tmp/cproj/f$i.c"
+done
+printf 'int f1(const char *);\nint main(void) { return f1("x") == 2 ? 0 : 1; }\n' >"$tmp/cproj/main.c"
+printf 'OBJS = main.o f1.o f2.o f3.o f4.o f5.o f6.o\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n%%.o: %%.c\n\t$(CC) -O1 -c $< -o $@\n' \
+  >"$tmp/cproj/Makefile"
+minner() { echo "sh -c 'a=\$(date +%s%N); make -s -B -j2 -C $tmp/cproj >/dev/null; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
+cmd[make:plain]="$(minner make_plain)"
+cmd[make:record]="$cli record -o $tmp/m.fprec -- $(minner make_record)"
+cmd[make:record-no-idle]="$cli record --idle=false -o $tmp/m.fprec -- $(minner make_record-no-idle)"
+cmd[make:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/m.fprec -- $(minner make_record-as-perf)"
+cmd[make:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(minner make_perf-dwarf)"
 # The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
 own() { echo "set -o pipefail; $1 2>&1 >/dev/null | awk '/^elapsed/ {printf \"%d\\n\", \$2 * 1000}' >>$tmp/inner_$2"; }
 cmd[pingpong:plain]="$(own "$waits pingpong $pp" pingpong_plain)"
@@ -60,6 +78,7 @@ cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pi
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
 order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-no-cpu-wide
   sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
+  make:plain make:record make:record-no-idle make:record-as-perf make:perf-dwarf
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:default)
 
