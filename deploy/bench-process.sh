@@ -109,7 +109,8 @@ bench() {  # bench RUNS COMMAND...
 import json, os, sys
 r = json.load(open(sys.argv[1]))["results"]
 base = r[0]["mean"]
-# The first workload is /bin/true: its plain mean is the unit after it.
+# The first workload is /bin/true (through env): its plain mean is the
+# unit after it.
 if not os.path.exists(sys.argv[3]):
     open(sys.argv[3], "w").write(str(base))
 unit = float(open(sys.argv[3]).read())
@@ -141,7 +142,7 @@ workloads() {  # workloads FN: calls FN ROUNDS COMMAND... per workload
 # env(1) itself costs an exec: the plain side runs through env too, so the
 # columns differ by the runtime alone.
 echo "== whole processes, mean of hyperfine runs (plain, floor, idle, default, measured side by side)"
-echo "   a spawn: the plain /bin/true's mean below"
+echo "   a spawn here: the plain \"env /bin/true\"'s mean below (two execs; the interleaved part times one)"
 workloads bench
 echo "   records left by the 'default' runs: $(ls "$work/spool-default" | grep -c '\.fpr$' || true)," \
   "by the 'measured' runs: $(ls "$work/spool-measured" | grep -c '\.fpr$' || true)"

@@ -17,7 +17,7 @@ set -euo pipefail
 PROFILE_build=(
   build-essential cmake pkg-config git
   # Ninja schedules the whole build at once; lld links the test and
-  # benchmark programs in a fifth of ld's time (README, Development)
+  # benchmark programs in a sixth of ld's time (README, Development)
   ninja-build lld
   libboost-dev libboost-system-dev libboost-program-options-dev
   librocksdb-dev libprotobuf-dev protobuf-compiler libssl-dev

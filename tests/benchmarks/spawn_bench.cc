@@ -128,20 +128,31 @@ int main(int argc, char** argv) {
   }
   for (size_t i = 0; i < shown; ++i) {
     const Variant& v = vs[i];
-    double d = 0, dd = 0;
+    // The difference from the first variant, and in units: each round's
+    // difference over that round's unit, so the unit's own spread is in
+    // the interval.
+    double d = 0, dd = 0, u = 0, uu = 0;
     for (int r = 0; r < rounds; ++r) {
       const double x = v.ms[r] - vs[0].ms[r];
       d += x;
       dd += x * x;
+      if (unit != nullptr) {
+        const double y = x / vs.back().ms[r];
+        u += y;
+        uu += y * y;
+      }
     }
+    const auto interval = [rounds](double sum, double squares) {
+      const double m = sum / rounds;
+      return 1.96 * std::sqrt(std::max(0.0, (squares - rounds * m * m) / (rounds - 1))) /
+             std::sqrt(rounds);
+    };
     const double md = d / rounds;
-    const double ci =
-        1.96 * std::sqrt(std::max(0.0, (dd - rounds * md * md) / (rounds - 1))) / std::sqrt(rounds);
     std::vector<double> sorted = v.ms;
     std::sort(sorted.begin(), sorted.end());
     printf("mean %8.3f ms  median %8.3f  added %+7.3f ms ± %.3f (95%%) %+6.1f%%", mean(v),
-           sorted[rounds / 2], md, ci, 100 * md / first_mean);
-    if (unit != nullptr) printf(" %+7.3f ± %.3f spawns", md / unit_mean, ci / unit_mean);
+           sorted[rounds / 2], md, interval(d, dd), 100 * md / first_mean);
+    if (unit != nullptr) printf(" %+7.3f ± %.3f spawns", u / rounds, interval(u, uu));
     printf("  | %s\n", v.text.c_str());
   }
 }

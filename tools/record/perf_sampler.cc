@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -57,7 +58,7 @@ int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel) {
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;  // the in-process sampler's clock: one timeline
   // No wakeup watermark of our own: the kernel wakes the copier when a
-  // ring is half full, and it looks every 10 ms anyway. A wakeup is paid
+  // ring is half full, and it looks before that anyway (Open). A wakeup is paid
   // in the sampled program, on its CPU, at the sample that crosses the
   // mark: at 16 KiB (every sample or two) the sqlite3 workload ran 3%
   // slower for it (docs/benchmarks.md, fieldprof record).
@@ -164,6 +165,14 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
     return Unavailable("cannot map perf_event rings: " + std::string(std::strerror(errno)) +
                        " (locked memory: ulimit -l, /proc/sys/kernel/perf_event_mlock_kb)");
   }
+  // The copier looks at least twice before a ring is half full (the
+  // kernel's wakeup), at most every 10 ms: 1 MiB rings and 12 KiB stacks
+  // at 999 Hz fill half a ring in about 40 ms; 64 KiB stacks, or the small
+  // rings of a user's locked-memory allowance, in a few.
+  const double bytes_per_ms =
+      (static_cast<double>(o.stack_bytes) + 512) * static_cast<double>(o.hz) / 1000;
+  const double half_ms = static_cast<double>(s->rings_.front().size) / 2 / bytes_per_ms;
+  s->poll_ms_ = static_cast<int>(std::clamp(half_ms / 2, 1.0, 10.0));
   for (size_t i = 0; i < s->rings_.size(); ++i) {
     Ring& r = s->rings_[i];
     const std::string path = dir + "/cpu" + std::to_string(i) + ".perf";
@@ -214,9 +223,9 @@ void PerfSampler::Loop() {
   std::vector<pollfd> fds;
   for (const Ring& r : rings_) fds.push_back({r.fd, POLLIN, 0});
   while (!stop_.load(std::memory_order_relaxed)) {
-    // The rings fill at up to ~10 MB a CPU-second (8 KiB a sample at
-    // 999 Hz): look at least every 10 ms.
-    (void)poll(fds.data(), fds.size(), 10);
+    // The rings fill at up to ~12 MB a CPU-second (12 KiB a sample at
+    // 999 Hz): look every poll_ms_ (Open), at most 10 ms.
+    (void)poll(fds.data(), fds.size(), poll_ms_);
     DrainAll();
   }
 }

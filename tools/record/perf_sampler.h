@@ -74,6 +74,7 @@ class PerfSampler {
 
   std::vector<Ring> rings_;
   size_t page_ = 4096;
+  int poll_ms_ = 10;  // how often the copier looks at the rings
   bool kernel_time_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -55,22 +55,23 @@ const fieldprof_point_site* DlopenSite(const char* file) {
 }
 
 // What a wrapped thread runs: its scope around the program's routine, ended
-// also by pthread_exit (its forced unwinding runs the end's destructor).
+// also by pthread_exit and cancellation. The library is built without C++
+// exceptions (no destructor runs in a forced unwinding), so the end is a
+// cancellation cleanup, which the unwinding runs.
 struct ThreadStart {
   void* (*fn)(void*);
   void* arg;
 };
-struct ThreadScope {
-  ThreadScope() { Hit(&kThread, FP_POINT_KIND_BEGIN); }
-  ~ThreadScope() { Hit(&kThread, FP_POINT_KIND_END); }
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
-};
+void EndThreadScope(void*) { Hit(&kThread, FP_POINT_KIND_END); }
 void* ThreadMain(void* p) {
   const ThreadStart s = *static_cast<ThreadStart*>(p);
   free(p);
-  ThreadScope scope;
-  return s.fn(s.arg);
+  void* result;
+  Hit(&kThread, FP_POINT_KIND_BEGIN);
+  pthread_cleanup_push(EndThreadScope, nullptr);
+  result = s.fn(s.arg);
+  pthread_cleanup_pop(1);
+  return result;
 }
 
 using MainFn = int (*)(int, char**, char**);

@@ -6,6 +6,8 @@
 #ifndef FIELDPROF_AGENT_PRELOAD_POINTS_RING_H_
 #define FIELDPROF_AGENT_PRELOAD_POINTS_RING_H_
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -91,10 +93,19 @@ extern __thread Ring* t_ring __attribute__((tls_model("initial-exec")));
 extern __thread int t_own __attribute__((tls_model("initial-exec")));
 // The recorder's own work on a thread of the program, for its span: the
 // functions placed with --at that it calls (malloc, say) are not recorded
-// as the program's.
+// as the program's. Nor is it cancelled halfway: the library is built
+// without C++ exceptions, so a cancellation inside it (a write to the file
+// is a cancellation point) would leave its locks held.
 struct OwnWork {
-  OwnWork() { ++t_own; }
-  ~OwnWork() { --t_own; }
+  OwnWork() {
+    ++t_own;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+  }
+  ~OwnWork() {
+    pthread_setcancelstate(cancel_state, nullptr);
+    --t_own;
+  }
+  int cancel_state = 0;
   OwnWork(const OwnWork&) = delete;
   OwnWork& operator=(const OwnWork&) = delete;
 };

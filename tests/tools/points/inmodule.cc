@@ -20,13 +20,15 @@
 // its function in a loop, asks it for busy_join (the runtime looks at the
 // library then, while that thread runs), lets the loop run N more rounds
 // and prints "busy wrong W" (rounds whose result was not the first one's).
-//   fieldprof_inmodule --dlopen LIB N [--thread | --once]
+//   fieldprof_inmodule --dlopen LIB N [--thread | --thread_exit | --once]
 // opens LIB (tests/agent/preload/runtime/testlib2.cc), calls its fp_test2_outer(N),
 // which calls the library's static fp_test2_inner N times, closes it, and
 // does all that twice (once with --once); prints "dlopen SUM". With
 // --thread a second thread runs meanwhile (it wakes every millisecond), as
-// in a program that has started its threads before it opens a library.
+// in a program that has started its threads before it opens a library;
+// with --thread_exit it ends by pthread_exit, not by returning.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -126,15 +128,16 @@ class Parser {
 };
 }  // namespace cfg
 
-int OpenAndClose(const char* lib, long n, int times, bool thread) {
+int OpenAndClose(const char* lib, long n, int times, bool thread, bool thread_exit) {
   std::atomic<bool> stop{false};
   std::thread other;
-  if (thread) {
-    other = std::thread([&stop] {
+  if (thread || thread_exit) {
+    other = std::thread([&stop, thread_exit] {
       while (!stop.load()) {
         const timespec ms{0, 1000000};
         nanosleep(&ms, nullptr);
       }
+      if (thread_exit) pthread_exit(nullptr);
     });
   }
   long sum = 0;
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
   if (argc >= 4 && !std::strcmp(argv[1], "--dlopen")) {
     const char* option = argc > 4 ? argv[4] : "";
     return OpenAndClose(argv[2], std::atol(argv[3]), std::strcmp(option, "--once") == 0 ? 1 : 2,
-                        std::strcmp(option, "--thread") == 0);
+                        std::strcmp(option, "--thread") == 0,
+                        std::strcmp(option, "--thread_exit") == 0);
   }
   const long n = std::atol(argv[1]);
   std::vector<long> own;

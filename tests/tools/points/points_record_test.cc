@@ -722,7 +722,7 @@ TEST(PointsRecordTest, APluginsConstructorAndDestructorPointsAreRecordedWithStac
         };
         // The program's function that opens and closes it (main's own,
         // inlined), outside.
-        const char* const opener = "OpenAndClose(char const*, long, int, bool)";
+        const char* const opener = "OpenAndClose(char const*, long, int, bool, bool)";
         if (site["name"] == "load") {
           EXPECT_EQ(frames.back(), "plugin_start") << s.dump();
           EXPECT_TRUE(has("dlopen") && has(opener)) << s.dump();
@@ -848,6 +848,29 @@ TEST(PointsRecordTest, StacksAreNamedAsEachRunEndsAndReadWithoutTheProgram) {
     }
   }
   EXPECT_EQ(via_b, 140u) << st.dump();
+}
+
+// A thread that ends by pthread_exit, not by returning, still ends its
+// scope: the recorder is built without C++ exceptions, so the scope's end
+// is a cancellation cleanup, which the forced unwinding runs.
+TEST(PointsRecordTest, AutoPointsEndAThreadThatEndsByPthreadExit) {
+  TempDir dir;
+  const std::string cmd = std::string(" -- ") + FIELDPROF_INMODULE + " --dlopen " +
+                          FIELDPROF_CTORPLUGIN + " 2 --thread_exit";
+  std::string out;
+  ASSERT_EQ(RunCommand(kCli + " points record --auto -o " + dir.File("a") + cmd + " 2>&1", &out), 0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --json", &out), 0) << out;
+  const json j = json::parse(out);
+  const json* tag = nullptr;
+  for (const json& t : j["tags"]) tag = t["tag"] == "auto" ? &t : tag;
+  ASSERT_NE(tag, nullptr) << out;
+  const json* thread = Segment(*tag, "thread (scope)");
+  ASSERT_NE(thread, nullptr) << tag->dump();
+  EXPECT_EQ((*thread)["runs"].get<int>(), 1) << tag->dump();
+  uint64_t ended = 0;
+  for (const json& c : (*thread)["count"]) ended += c.get<uint64_t>();
+  EXPECT_EQ(ended, 1u) << thread->dump();
 }
 
 // Points nobody wrote (--auto): a shell that runs a program, which opens
