@@ -84,7 +84,8 @@ http {
 CONF
 nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
-sleep 0.5
+for _ in $(seq 1 100); do curl -sk "https://127.0.0.1:$nport/" >/dev/null && break; sleep 0.1; done
+curl -sk "https://127.0.0.1:$nport/" >/dev/null || { echo "bench-ingest: nginx did not start" >&2; exit 1; }
 ngx_json="$(./build/tools/fieldprof-loadgen --port "$nport" --ca "$work/tls/cert.pem" \
   --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
 echo "$ngx_json"
