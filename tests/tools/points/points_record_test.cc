@@ -850,21 +850,35 @@ TEST(PointsRecordTest, StacksAreNamedAsEachRunEndsAndReadWithoutTheProgram) {
   EXPECT_EQ(via_b, 140u) << st.dump();
 }
 
+// Records CMD under `points record --auto` into DIR and gives what
+// `points show --json` shows of it, and its tag "auto".
+void RecordAutoPoints(const std::string& cmd, const TempDir& dir, json* shown) {
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " points record --auto -o " + dir.File("a") + " -- " + cmd + " 2>&1", &out),
+      0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --json", &out), 0) << out;
+  *shown = json::parse(out);
+}
+
+const json* AutoTag(const json& shown) {
+  const json* tag = nullptr;
+  for (const json& t : shown["tags"]) tag = t["tag"] == "auto" ? &t : tag;
+  return tag;
+}
+
 // A thread that ends by pthread_exit, not by returning, still ends its
 // scope: the recorder is built without C++ exceptions, so the scope's end
 // is a cancellation cleanup, which the forced unwinding runs.
 TEST(PointsRecordTest, AutoPointsEndAThreadThatEndsByPthreadExit) {
   TempDir dir;
-  const std::string cmd = std::string(" -- ") + FIELDPROF_INMODULE + " --dlopen " +
-                          FIELDPROF_CTORPLUGIN + " 2 --thread_exit";
-  std::string out;
-  ASSERT_EQ(RunCommand(kCli + " points record --auto -o " + dir.File("a") + cmd + " 2>&1", &out), 0)
-      << out;
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --json", &out), 0) << out;
-  const json j = json::parse(out);
-  const json* tag = nullptr;
-  for (const json& t : j["tags"]) tag = t["tag"] == "auto" ? &t : tag;
-  ASSERT_NE(tag, nullptr) << out;
+  json j;
+  ASSERT_NO_FATAL_FAILURE(RecordAutoPoints(
+      std::string(FIELDPROF_INMODULE) + " --dlopen " + FIELDPROF_CTORPLUGIN + " 2 --thread_exit",
+      dir, &j));
+  const json* tag = AutoTag(j);
+  ASSERT_NE(tag, nullptr) << j.dump();
   const json* thread = Segment(*tag, "thread (scope)");
   ASSERT_NE(thread, nullptr) << tag->dump();
   EXPECT_EQ((*thread)["runs"].get<int>(), 1) << tag->dump();
@@ -881,20 +895,18 @@ TEST(PointsRecordTest, AutoPointsEndAThreadThatEndsByPthreadExit) {
 // it is there, and the shell, with no point of its own, leaves no file.
 TEST(PointsRecordTest, AutoPointsReadAStartupWithoutTouchingTheCode) {
   TempDir dir;
-  const std::string cmd = std::string(" -- sh -c '") + FIELDPROF_INMODULE + " --dlopen " +
-                          FIELDPROF_CTORPLUGIN + " 2 --thread >/dev/null; exec /bin/true'";
+  const std::string program = std::string("sh -c '") + FIELDPROF_INMODULE + " --dlopen " +
+                              FIELDPROF_CTORPLUGIN + " 2 --thread >/dev/null; exec /bin/true'";
+  const std::string cmd = " -- " + program;
   std::string out;
-  ASSERT_EQ(RunCommand(kCli + " points record --auto -o " + dir.File("a") + cmd + " 2>&1", &out), 0)
-      << out;
-  ASSERT_EQ(RunCommand(kCli + " points show " + dir.File("a") + " --json", &out), 0) << out;
-  const json j = json::parse(out);
+  json j;
+  ASSERT_NO_FATAL_FAILURE(RecordAutoPoints(program, dir, &j));
   std::vector<std::string> programs;
   for (const json& r : j["runs"]) programs.push_back(r["program"]);
   std::sort(programs.begin(), programs.end());
-  EXPECT_EQ(programs, (std::vector<std::string>{"dash", "fieldprof_inmodule", "true"})) << out;
-  const json* tag = nullptr;
-  for (const json& t : j["tags"]) tag = t["tag"] == "auto" ? &t : tag;
-  ASSERT_NE(tag, nullptr) << out;
+  EXPECT_EQ(programs, (std::vector<std::string>{"dash", "fieldprof_inmodule", "true"})) << j.dump();
+  const json* tag = AutoTag(j);
+  ASSERT_NE(tag, nullptr) << j.dump();
   const auto runs_of = [&](const std::string& name) -> int {
     const json* s = Segment(*tag, name);
     return s == nullptr ? 0 : (*s)["runs"].get<int>();
