@@ -7,7 +7,11 @@
 #      as many threads, no TLS, parsing or merging (tests/benchmarks/rocksdb_reference);
 #   3. the network-side reference: Debian's nginx over TLS discarding the
 #      bodies, driven by the same loadgen.
-# Prints each rate and the ratios. Everything binds to 127.0.0.1 and stops.
+# Prints each rate and the ratios, and the CPU each side spent a batch (the
+# aggregator's for the whole load and the fold of its backlog, the load
+# generator's beside it, the reference's with RocksDB's background work): on
+# a machine whose cores the load keeps busy, what a batch costs in CPU sets
+# the rate. Everything binds to 127.0.0.1 and stops.
 # CONNECTIONS may be a list (1,4,16): the aggregator and the RocksDB
 # reference then run at each count in turn, a fresh database each, and the
 # summary gives the ratio at each. The reference has the machine to
@@ -30,8 +34,11 @@ mkdir -p "$work/bodies"
 ./build/tools/fieldprof-loadgen --dump "$work/bodies" --pool "$pool" 2>/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
+# CPU seconds a running process has used (all its threads): utime + stime.
+tck="$(getconf CLK_TCK)"
+cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.2f", ($12 + $13) / t}'; }
 
-declare -A agg_bps agg_rps ref_bps
+declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
 echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
@@ -41,6 +48,7 @@ port="$(free_port)"
 agg_pid=$!
 pids+=($agg_pid)
 for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+cpu_before="$(cpu_of "$agg_pid")"
 agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
   --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
 echo "$agg_json"
@@ -48,14 +56,20 @@ pending_wait_start=$(date +%s.%N)
 until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
 drain=$(echo "$(date +%s.%N) - $pending_wait_start" | bc)
 echo "applied backlog drained ${drain}s after the load stopped"
+# The aggregator's CPU for the whole load, the fold of its backlog included.
+cpu_after="$(cpu_of "$agg_pid")"
 kill -TERM "$agg_pid"; wait "$agg_pid" 2>/dev/null || true
 agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
 agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
+batches="$(echo "$agg_json" | field batches_ok)"
+agg_cpu[$conns]="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
+gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $batches" | bc -l)"
 
 echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
 ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
 echo "$ref_json"
 ref_bps[$conns]="$(echo "$ref_json" | field batches_per_second)"
+ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $(echo "$ref_json" | field batches)" | bc -l)"
 rm -rf "$work/db-$conns" "$work/refdb-$conns"  # gigabytes at 20 s
 done
 
@@ -97,6 +111,12 @@ for conns in "${counts[@]}"; do
   printf "%3d connections: aggregator %8.1f batches/s (%9.0f records/s), RocksDB synced-Put ref %8.1f: ratio %.2f (goal >= 1.0)\n" \
     "$conns" "${agg_bps[$conns]}" "${agg_rps[$conns]}" "${ref_bps[$conns]}" \
     "$(echo "${agg_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)"
+done
+echo "CPU a batch (ms, all threads; the machine's rate limit when the cores are busy):"
+for conns in "${counts[@]}"; do
+  printf "%3d connections: aggregator %.3f ms (load generator beside it %.3f ms), RocksDB synced-Put ref %.3f ms: ref/aggregator %.2f\n" \
+    "$conns" "${agg_cpu[$conns]}" "${gen_cpu[$conns]}" "${ref_cpu[$conns]}" \
+    "$(echo "${ref_cpu[$conns]} / ${agg_cpu[$conns]}" | bc -l)"
 done
 printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
   "$conns" "$ngx_bps" "$(echo "${agg_bps[$conns]} / $ngx_bps" | bc -l)"

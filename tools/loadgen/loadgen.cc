@@ -1,5 +1,7 @@
 #include "tools/loadgen/loadgen.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -129,6 +131,7 @@ std::string LoadReport::ToJson() const {
   j.Key("connections_opened").Int(connections_opened);
   j.Key("duplicates_missed").Int(duplicates_missed);
   j.Key("records_ok").Int(records_ok).Key("bytes_ok").Int(bytes_ok).Key("seconds").Double(seconds);
+  j.Key("cpu_seconds").Double(cpu_seconds);
   j.Key("batches_per_second").Double(batches_per_second());
   j.Key("records_per_second").Double(records_per_second());
   j.Key("latency_p50_ms").Double(latency_p50_ms).Key("latency_p90_ms").Double(latency_p90_ms);
@@ -140,6 +143,13 @@ std::string LoadReport::ToJson() const {
 }
 
 namespace {
+
+// CPU time of the whole process (every thread), in seconds.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 // The pool of distinct batches sent round robin, and their encodings with
 // where each one's batch id sits (patched per send).
@@ -430,6 +440,7 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
     before = std::move(*b);
   }
   SendState st(o, pool);
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = Clock::now();
   st.deadline =
       o.duration_s > 0 ? start + std::chrono::seconds(o.duration_s) : Clock::time_point::max();
@@ -444,6 +455,7 @@ StatusOr<LoadReport> RunLoad(const LoadOptions& o, std::ostream* progress) {
   for (auto& t : threads) t.join();
   LoadReport report;
   report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  report.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   stop = true;
   if (reporter.joinable()) reporter.join();
   std::vector<double> latencies_ms;

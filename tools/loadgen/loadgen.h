@@ -63,6 +63,9 @@ struct LoadReport {
   int64_t records_ok = 0;
   int64_t bytes_ok = 0;
   double seconds = 0;
+  // The load generator's own CPU (all its threads) while it sent: on a
+  // machine it shares with the server, what the server did not get.
+  double cpu_seconds = 0;
   double latency_p50_ms = 0, latency_p90_ms = 0, latency_p99_ms = 0, latency_max_ms = 0;
   int64_t keys_verified = 0;
   int64_t stack_keys_verified = 0;  // of them, field stack series
