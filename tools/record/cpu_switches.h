@@ -43,7 +43,8 @@ class CpuWideSwitches {
   CpuWideSwitches(const CpuWideSwitches&) = delete;
   CpuWideSwitches& operator=(const CpuWideSwitches&) = delete;
 
-  // Enables the events and drains them every few milliseconds.
+  // Enables the events and drains them every 50 ms, or when a CPU's ring
+  // is half full (the kernel's wakeup: 12,500 records).
   void Start();
   // Stops, drains the rest, and pairs each CPU's went-idle with its next
   // came-from-idle for the idle times.
@@ -63,6 +64,7 @@ class CpuWideSwitches {
   std::vector<CpuIdleRecord> records_;
   uint64_t lost_ = 0;
   std::atomic<bool> running_{false};
+  int wake_fd_ = -1;  // an eventfd: Stop() ends the drainer's wait at once
   std::thread drainer_;
 };
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -165,14 +166,18 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
     return Unavailable("cannot map perf_event rings: " + std::string(std::strerror(errno)) +
                        " (locked memory: ulimit -l, /proc/sys/kernel/perf_event_mlock_kb)");
   }
-  // The copier looks at least twice before a ring is half full (the
-  // kernel's wakeup), at most every 10 ms: 1 MiB rings and 12 KiB stacks
-  // at 999 Hz fill half a ring in about 40 ms; 64 KiB stacks, or the small
-  // rings of a user's locked-memory allowance, in a few.
+  // The kernel wakes the copier when a ring is half full; besides that it
+  // looks once in the time a busy CPU takes to fill half a ring, at most
+  // every 50 ms (the live view's files stay that fresh): 1 MiB rings and
+  // 12 KiB stacks at 999 Hz fill half a ring in about 40 ms; 64 KiB
+  // stacks, or the small rings of a user's locked-memory allowance, in a
+  // few. Each look is a wakeup on some CPU, perhaps the program's: at
+  // every 10 ms the sqlite3 workload ran 1-1.5% slower than at 40
+  // (docs/benchmarks.md, fieldprof record).
   const double bytes_per_ms =
       (static_cast<double>(o.stack_bytes) + 512) * static_cast<double>(o.hz) / 1000;
   const double half_ms = static_cast<double>(s->rings_.front().size) / 2 / bytes_per_ms;
-  s->poll_ms_ = static_cast<int>(std::clamp(half_ms / 2, 1.0, 10.0));
+  s->poll_ms_ = static_cast<int>(std::clamp(half_ms, 1.0, 50.0));
   for (size_t i = 0; i < s->rings_.size(); ++i) {
     Ring& r = s->rings_[i];
     const std::string path = dir + "/cpu" + std::to_string(i) + ".perf";
@@ -192,17 +197,20 @@ PerfSampler::~PerfSampler() {
     if (r.fd >= 0) close(r.fd);
     if (r.out >= 0) close(r.out);
   }
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void PerfSampler::Start() {
   if (started_) return;
   started_ = true;
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   thread_ = std::thread([this] { Loop(); });
 }
 
 void PerfSampler::Stop() {
   if (started_) {
     stop_ = true;
+    if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
     thread_.join();
     started_ = false;
   }
@@ -222,9 +230,10 @@ void PerfSampler::Stop() {
 void PerfSampler::Loop() {
   std::vector<pollfd> fds;
   for (const Ring& r : rings_) fds.push_back({r.fd, POLLIN, 0});
+  if (wake_fd_ >= 0) fds.push_back({wake_fd_, POLLIN, 0});
   while (!stop_.load(std::memory_order_relaxed)) {
     // The rings fill at up to ~12 MB a CPU-second (12 KiB a sample at
-    // 999 Hz): look every poll_ms_ (Open), at most 10 ms.
+    // 999 Hz): the kernel's wakeup at half a ring, or every poll_ms_ (Open).
     (void)poll(fds.data(), fds.size(), poll_ms_);
     DrainAll();
   }

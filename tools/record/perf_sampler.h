@@ -74,7 +74,8 @@ class PerfSampler {
 
   std::vector<Ring> rings_;
   size_t page_ = 4096;
-  int poll_ms_ = 10;  // how often the copier looks at the rings
+  int poll_ms_ = 50;  // how often the copier looks at the rings (Open)
+  int wake_fd_ = -1;  // an eventfd: Stop() ends the copier's wait at once
   bool kernel_time_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;
