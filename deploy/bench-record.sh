@@ -9,7 +9,8 @@
 #     --cpu_wide off (no CPU-wide switch records), --stack_bytes 8192
 #     (perf's stack copy, not 12 KiB); all of them off at once (what perf
 #     itself does), --clock task (sampled in the program), and
-#     perf record -F 999 --call-graph dwarf, the peer;
+#     perf record -F 999 --call-graph dwarf, the peer, with its own 8 KiB
+#     stacks and with record's 12 KiB (the same rate and depth);
 #   - many short processes: make -B -j2 rebuilding a 7-file C program
 #     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
 #     preloaded into it): plain, record, --idle=false, all parts off, perf;
@@ -19,7 +20,10 @@
 #     same with --cpu_wide off (what an unprivileged user gets), the
 #     default task clock, and the program alone with a context-switch ring
 #     per thread that it discards (the kernel's switch records by
-#     themselves, the mechanism's floor).
+#     themselves, the mechanism's floor);
+#   - 20 million locks of a mutex on one thread, none of which can wait:
+#     plain, under record with --idle=false and under record (the
+#     sampler's wrapper of pthread_mutex_lock, per lock).
 # Prints each variant's median wall time and its ratio to plain: of the
 # whole command, and also of the program alone: the sqlite3 run timed by
 # the shell that runs it, the ping-pong's waits timed by itself (so neither
@@ -52,6 +56,9 @@ cmd[sqlite:record-stack-8k]="$cli record --stack_bytes 8192 -o $tmp/s.fprec -- $
 cmd[sqlite:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-as-perf)"
 cmd[sqlite:record-task]="$cli record --clock task -o $tmp/s.fprec -- $(inner sqlite_record-task)"
 cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(inner sqlite_perf-dwarf)"
+# perf at record's own stack depth (12 KiB a sample, perf's default is 8):
+# the peer of the default at the same rate and depth.
+cmd[sqlite:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(inner sqlite_perf-dwarf-12k)"
 # The C project rebuilt whole, timed inside as sqlite3 is.
 mkdir -p "$tmp/cproj"
 for i in 1 2 3 4 5 6; do
@@ -76,11 +83,17 @@ cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits 
 cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
 cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
+# A single thread's locks, none of which can wait: what the sampler's
+# wrapper of pthread_mutex_lock adds to each, where a program takes many.
+locks=20000000
+cmd[locks:plain]="$(own "$waits locks $locks" locks_plain)"
+cmd[locks:record-no-idle]="$(own "$cli record --idle=false -o $tmp/l.fprec -- $waits locks $locks" locks_record-no-idle)"
+cmd[locks:record]="$(own "$cli record -o $tmp/l.fprec -- $waits locks $locks" locks_record)"
 order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-no-cpu-wide
-  sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
+  sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf sqlite:perf-dwarf-12k
   make:plain make:record make:record-no-idle make:record-as-perf make:perf-dwarf
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
-  pingpong:task pingpong:default)
+  pingpong:task pingpong:default locks:plain locks:record-no-idle locks:record)
 
 for ((i = 1; i <= rounds; i++)); do
   for v in "${order[@]}"; do
@@ -116,3 +129,6 @@ done
 per() { echo "($(median "$tmp/inner_pingpong_$1") - $(median "$tmp/inner_pingpong_$2")) / (4 * $pp)" | bc -l; }
 printf 'per idle transition: kernel switch records %.2f us; record, unprivileged %.2f us; record %.2f us\n' \
   "$(per kernel-rings plain)" "$(per timer-unpriv timer-no-idle)" "$(per timer timer-no-idle)"
+printf 'a lock that cannot wait: %.2f ns plain, %.2f ns more under record (the wrapper)\n' \
+  "$(echo "$(median "$tmp/inner_locks_plain") * 1000 / $locks" | bc -l)" \
+  "$(echo "($(median "$tmp/inner_locks_record") - $(median "$tmp/inner_locks_record-no-idle")) * 1000 / $locks" | bc -l)"
