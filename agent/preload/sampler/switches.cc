@@ -301,23 +301,17 @@ using fieldprof::sampler::Watch;
 // A lock, wrapped: in a process of one thread a lock that is not shared
 // with other processes cannot wait (there is nobody to hold it), so it goes
 // straight on: sqlite3 takes millions. `private_lock`: the lock is not
-// process-shared (glibc's own field; the layout is its ABI). The watched
-// call is a function of its own, so that the straight path saves no
-// registers: a few loads and a jump (with the Watch inline, every call
-// pushed and popped six registers first; 0.65% of sqlite3's time).
+// process-shared (glibc's own field; the layout is its ABI).
 #define FP_LOCK(name, params, args, private_lock)                                          \
   namespace fieldprof::sampler {                                                           \
   int(*g_real_##name) params = nullptr;                                                    \
   FP_NEXT_SLOT(g_real_##name, #name);                                                      \
-  __attribute__((noinline)) int Watched_##name params {                                    \
-    Watch fp_watch_;                                                                       \
-    return g_real_##name args;                                                             \
-  }                                                                                        \
   }                                                                                        \
   extern "C" __attribute__((visibility("default"))) int name params {                      \
     const auto real = fieldprof::sampler::Next(&fieldprof::sampler::g_real_##name, #name); \
     if (__libc_single_threaded != 0 && (private_lock)) return real args;                   \
-    return fieldprof::sampler::Watched_##name args;                                        \
+    Watch fp_watch_;                                                                       \
+    return real args;                                                                      \
   }
 
 // Locks and waits of threads (std::mutex, std::condition_variable and
