@@ -62,6 +62,7 @@ kill -TERM "$agg_pid"; wait "$agg_pid" 2>/dev/null || true
 agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
 agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
 batches="$(echo "$agg_json" | field batches_ok)"
+[[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator stored no batch at $conns connections" >&2; exit 1; }
 agg_cpu[$conns]="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
 gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $batches" | bc -l)"
 
@@ -69,7 +70,9 @@ echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, 
 ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
 echo "$ref_json"
 ref_bps[$conns]="$(echo "$ref_json" | field batches_per_second)"
-ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $(echo "$ref_json" | field batches)" | bc -l)"
+ref_batches="$(echo "$ref_json" | field batches)"
+[[ "${ref_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
+ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $ref_batches" | bc -l)"
 rm -rf "$work/db-$conns" "$work/refdb-$conns"  # gigabytes at 20 s
 done
 

@@ -22,8 +22,8 @@
 #     per thread that it discards (the kernel's switch records by
 #     themselves, the mechanism's floor);
 #   - 20 million locks of a mutex on one thread, none of which can wait:
-#     plain, under record with --idle=false and under record (the
-#     sampler's wrapper of pthread_mutex_lock, per lock).
+#     plain, under record with --idle=false and under record (what the
+#     sampler adds to each: its wrapper of pthread_mutex_lock, mostly).
 # Prints each variant's median wall time and its ratio to plain: of the
 # whole command, and also of the program alone: the sqlite3 run timed by
 # the shell that runs it, the ping-pong's waits timed by itself (so neither
@@ -129,6 +129,6 @@ done
 per() { echo "($(median "$tmp/inner_pingpong_$1") - $(median "$tmp/inner_pingpong_$2")) / (4 * $pp)" | bc -l; }
 printf 'per idle transition: kernel switch records %.2f us; record, unprivileged %.2f us; record %.2f us\n' \
   "$(per kernel-rings plain)" "$(per timer-unpriv timer-no-idle)" "$(per timer timer-no-idle)"
-printf 'a lock that cannot wait: %.2f ns plain, %.2f ns more under record (the wrapper)\n' \
+printf 'a lock and unlock that cannot wait: %.2f ns plain, %.2f ns more under record than with --idle=false (the sampler: its wrapper, the thread'"'"'s switch ring)\n' \
   "$(echo "$(median "$tmp/inner_locks_plain") * 1000 / $locks" | bc -l)" \
   "$(echo "($(median "$tmp/inner_locks_record") - $(median "$tmp/inner_locks_record-no-idle")) * 1000 / $locks" | bc -l)"

@@ -59,7 +59,7 @@ int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel) {
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;  // the in-process sampler's clock: one timeline
   // No wakeup watermark of our own: the kernel wakes the copier when a
-  // ring is half full, and it looks before that anyway (Open). A wakeup is paid
+  // ring is half full, and it looks at a quarter anyway (Open). A wakeup is paid
   // in the sampled program, on its CPU, at the sample that crosses the
   // mark: at 16 KiB (every sample or two) the sqlite3 workload ran 3%
   // slower for it (docs/benchmarks.md, fieldprof record).
@@ -167,17 +167,17 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
                        " (locked memory: ulimit -l, /proc/sys/kernel/perf_event_mlock_kb)");
   }
   // The kernel wakes the copier when a ring is half full; besides that it
-  // looks once in the time a busy CPU takes to fill half a ring, at most
-  // every 50 ms (the live view's files stay that fresh): 1 MiB rings and
-  // 12 KiB stacks at 999 Hz fill half a ring in about 40 ms; 64 KiB
-  // stacks, or the small rings of a user's locked-memory allowance, in a
-  // few. Each look is a wakeup on some CPU, perhaps the program's: at
-  // every 10 ms the sqlite3 workload ran 1-1.5% slower than at 40
-  // (docs/benchmarks.md, fieldprof record).
+  // looks twice in the time a busy CPU takes to fill half a ring, so that
+  // a ring is drained a quarter full and three quarters stay for a copier
+  // the machine keeps waiting. At most every 50 ms (it was 10): 1 MiB
+  // rings and 12 KiB stacks at 999 Hz fill half a ring in about 40 ms, so
+  // it looks every 20; 64 KiB stacks, or the small rings of a user's
+  // locked-memory allowance, every few. Each look is a wakeup on some CPU,
+  // perhaps the program's (docs/benchmarks.md, fieldprof record).
   const double bytes_per_ms =
       (static_cast<double>(o.stack_bytes) + 512) * static_cast<double>(o.hz) / 1000;
   const double half_ms = static_cast<double>(s->rings_.front().size) / 2 / bytes_per_ms;
-  s->poll_ms_ = static_cast<int>(std::clamp(half_ms, 1.0, 50.0));
+  s->poll_ms_ = static_cast<int>(std::clamp(half_ms / 2, 1.0, 50.0));
   for (size_t i = 0; i < s->rings_.size(); ++i) {
     Ring& r = s->rings_[i];
     const std::string path = dir + "/cpu" + std::to_string(i) + ".perf";
@@ -267,7 +267,7 @@ void PerfSampler::Drain(Ring& r) {
   }
   bytes_ += head - tail;
   __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
-  // Written at once (a write every 10 ms a CPU at most): a live `record
+  // Written at once (a write a look a CPU at most, Open): a live `record
   // show` and a recovery after a kill see every ring up to the same
   // moment. Held back, one ring's mmap records stayed in memory while
   // another's samples were on disk, and the samples read unsymbolised.
