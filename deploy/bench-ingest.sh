@@ -110,15 +110,14 @@ ngx_bps="$(echo "$ngx_json" | field batches_per_second)"
 
 echo
 echo "== summary ($(nproc) cores, ~128 KiB bodies)"
+# Per count: the rates, then the CPU a batch (ms, all threads: what sets
+# the rate when the cores are busy).
 for conns in "${counts[@]}"; do
   printf "%3d connections: aggregator %8.1f batches/s (%9.0f records/s), RocksDB synced-Put ref %8.1f: ratio %.2f (goal >= 1.0)\n" \
     "$conns" "${agg_bps[$conns]}" "${agg_rps[$conns]}" "${ref_bps[$conns]}" \
     "$(echo "${agg_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)"
-done
-echo "CPU a batch (ms, all threads; the machine's rate limit when the cores are busy):"
-for conns in "${counts[@]}"; do
-  printf "%3d connections: aggregator %.3f ms (load generator beside it %.3f ms), RocksDB synced-Put ref %.3f ms: ref/aggregator %.2f\n" \
-    "$conns" "${agg_cpu[$conns]}" "${gen_cpu[$conns]}" "${ref_cpu[$conns]}" \
+  printf "    CPU a batch: aggregator %.3f ms (load generator beside it %.3f ms), ref %.3f ms: ref/aggregator %.2f\n" \
+    "${agg_cpu[$conns]}" "${gen_cpu[$conns]}" "${ref_cpu[$conns]}" \
     "$(echo "${ref_cpu[$conns]} / ${agg_cpu[$conns]}" | bc -l)"
 done
 printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
