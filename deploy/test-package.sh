@@ -158,9 +158,14 @@ echo "installed $(in_root dpkg-query -W -f='${Version}' fieldprof-aggregator); u
 # systemd in a chroot. Arguments after the config: for the upgrade's
 # comparison only, never in the scenario of 2a and 2c.
 start_aggregator() {
+  # Emptied here, before the start: the background shell's own truncation
+  # may come after the first look below, which then found the last
+  # start's "listening" line and a fieldprof top was refused (a loaded
+  # machine, the cluster tests beside it).
+  : > "$work/agg.log"
   in_ns chroot "$root" su -s /bin/sh fieldprof -c \
     "exec /usr/sbin/fieldprof-aggregator --config /etc/fieldprof/aggregator.conf $*" \
-    > "$work/agg.log" 2>&1 &
+    >> "$work/agg.log" 2>&1 &
   agg_pid=$!
   for _ in $(seq 100); do
     grep -q 'listening on https://127.0.0.1:8443' "$work/agg.log" && return 0
