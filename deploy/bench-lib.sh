@@ -22,3 +22,22 @@ system_code_list() {
     echo "${XDG_CACHE_HOME:-$HOME/.cache}/fieldprof/system-code/build-ids"
   fi
 }
+
+# A small C project in DIR, for make -s -B -j2 -C DIR to rebuild whole: gcc,
+# cc1, as, collect2 and ld for each of its seven files, the process-heavy
+# side of a build (bench-process.sh, bench-record.sh).
+small_c_project() {
+  mkdir -p "$1"
+  for i in 1 2 3 4 5 6; do
+    printf '#include <stdio.h>\n#include <string.h>\nint f%d(const char *s) { return (int)strlen(s) + %d; }\n' \
+      "$i" "$i" >"$1/f$i.c"
+  done
+  printf 'int f1(const char *);\nint main(void) { return f1("x") == 2 ? 0 : 1; }\n' >"$1/main.c"
+  cat >"$1/Makefile" <<'MK'
+OBJS = main.o f1.o f2.o f3.o f4.o f5.o f6.o
+prog: $(OBJS)
+	$(CC) -o $@ $(OBJS)
+%.o: %.c
+	$(CC) -O1 -c $< -o $@
+MK
+}

@@ -79,21 +79,7 @@ done
 SH
 cp deploy/workloads/sqlite-bench.sql "$work/"
 
-# A small C project, rebuilt whole by make -j2 (-B): gcc, cc1, as, collect2
-# and ld for each of its files, the process-heavy side of a build.
-mkdir -p "$work/cproj"
-for i in 1 2 3 4 5 6; do
-  printf '#include <stdio.h>\n#include <string.h>\nint f%d(const char *s) { return (int)strlen(s) + %d; }\n' \
-    "$i" "$i" >"$work/cproj/f$i.c"
-done
-printf 'int f1(const char *);\nint main(void) { return f1("x") == 2 ? 0 : 1; }\n' >"$work/cproj/main.c"
-cat >"$work/cproj/Makefile" <<'MK'
-OBJS = main.o f1.o f2.o f3.o f4.o f5.o f6.o
-prog: $(OBJS)
-	$(CC) -o $@ $(OBJS)
-%.o: %.c
-	$(CC) -O1 -c $< -o $@
-MK
+small_c_project "$work/cproj"
 
 bench() {  # bench RUNS COMMAND...
   local n="$1"; shift

@@ -60,14 +60,7 @@ cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.da
 # the peer of the default at the same rate and depth.
 cmd[sqlite:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(inner sqlite_perf-dwarf-12k)"
 # The C project rebuilt whole, timed inside as sqlite3 is.
-mkdir -p "$tmp/cproj"
-for i in 1 2 3 4 5 6; do
-  printf '#include <string.h>\nint f%d(const char *s) { return (int)strlen(s) + %d; }\n' "$i" "$i" \
-    >"$tmp/cproj/f$i.c"
-done
-printf 'int f1(const char *);\nint main(void) { return f1("x") == 2 ? 0 : 1; }\n' >"$tmp/cproj/main.c"
-printf 'OBJS = main.o f1.o f2.o f3.o f4.o f5.o f6.o\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n%%.o: %%.c\n\t$(CC) -O1 -c $< -o $@\n' \
-  >"$tmp/cproj/Makefile"
+small_c_project "$tmp/cproj"
 minner() { echo "sh -c 'a=\$(date +%s%N); make -s -B -j2 -C $tmp/cproj >/dev/null; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
 cmd[make:plain]="$(minner make_plain)"
 cmd[make:record]="$cli record -o $tmp/m.fprec -- $(minner make_record)"
