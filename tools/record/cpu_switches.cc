@@ -1,8 +1,6 @@
 #include "tools/record/cpu_switches.h"
 
 #include <linux/perf_event.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -81,23 +79,19 @@ CpuWideSwitches::~CpuWideSwitches() {
     munmap(r.map, r.map_size);
     close(r.fd);
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void CpuWideSwitches::Start() {
   for (Ring& r : rings_) ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0);
   running_ = true;
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  for (const Ring& r : rings_) wait_.Add(r.fd);
   // Every 50 ms, or at the kernel's wakeup when a ring is half full. Each
   // look of the drainer is a switch of its own on some CPU, so a tighter
   // cadence (it was 5 ms) showed in the recorded program's time.
   drainer_ = std::thread([this] {
-    std::vector<pollfd> fds;
-    for (const Ring& r : rings_) fds.push_back({r.fd, POLLIN, 0});
-    if (wake_fd_ >= 0) fds.push_back({wake_fd_, POLLIN, 0});
     while (running_.load(std::memory_order_relaxed)) {
       Drain();
-      (void)poll(fds.data(), fds.size(), 50);
+      wait_.Wait(50);
     }
   });
 }
@@ -138,7 +132,7 @@ void CpuWideSwitches::Drain() {
 
 CpuIdleLog CpuWideSwitches::Stop() {
   if (running_.exchange(false)) {
-    if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
+    wait_.Wake();
     drainer_.join();
     for (Ring& r : rings_) ioctl(r.fd, PERF_EVENT_IOC_DISABLE, 0);
     Drain();

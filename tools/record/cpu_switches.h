@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/base/status.h"
+#include "tools/record/ring_wait.h"
 
 namespace fieldprof::tools {
 
@@ -64,7 +65,7 @@ class CpuWideSwitches {
   std::vector<CpuIdleRecord> records_;
   uint64_t lost_ = 0;
   std::atomic<bool> running_{false};
-  int wake_fd_ = -1;  // an eventfd: Stop() ends the drainer's wait at once
+  RingWait wait_;  // the drainer's, between looks
   std::thread drainer_;
 };
 

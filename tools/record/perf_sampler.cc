@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/perf_event.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -197,20 +195,19 @@ PerfSampler::~PerfSampler() {
     if (r.fd >= 0) close(r.fd);
     if (r.out >= 0) close(r.out);
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void PerfSampler::Start() {
   if (started_) return;
   started_ = true;
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  for (const Ring& r : rings_) wait_.Add(r.fd);
   thread_ = std::thread([this] { Loop(); });
 }
 
 void PerfSampler::Stop() {
   if (started_) {
     stop_ = true;
-    if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
+    wait_.Wake();
     thread_.join();
     started_ = false;
   }
@@ -228,13 +225,10 @@ void PerfSampler::Stop() {
 }
 
 void PerfSampler::Loop() {
-  std::vector<pollfd> fds;
-  for (const Ring& r : rings_) fds.push_back({r.fd, POLLIN, 0});
-  if (wake_fd_ >= 0) fds.push_back({wake_fd_, POLLIN, 0});
   while (!stop_.load(std::memory_order_relaxed)) {
     // The rings fill at up to ~12 MB a CPU-second (12 KiB a sample at
     // 999 Hz): the kernel's wakeup at half a ring, or every poll_ms_ (Open).
-    (void)poll(fds.data(), fds.size(), poll_ms_);
+    wait_.Wait(poll_ms_);
     DrainAll();
   }
 }

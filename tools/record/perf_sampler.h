@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/base/status.h"
+#include "tools/record/ring_wait.h"
 
 namespace fieldprof::tools {
 
@@ -75,7 +76,7 @@ class PerfSampler {
   std::vector<Ring> rings_;
   size_t page_ = 4096;
   int poll_ms_ = 50;  // how often the copier looks at the rings (Open)
-  int wake_fd_ = -1;  // an eventfd: Stop() ends the copier's wait at once
+  RingWait wait_;     // the copier's, between looks
   bool kernel_time_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;
