@@ -41,39 +41,41 @@ cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.2f", ($1
 declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
-echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
-port="$(free_port)"
-./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db-$conns" --source_batches_per_minute 0 \
-  --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
-agg_pid=$!
-pids+=($agg_pid)
-for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-cpu_before="$(cpu_of "$agg_pid")"
-agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
-  --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
-echo "$agg_json"
-pending_wait_start=$(date +%s.%N)
-until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
-drain=$(echo "$(date +%s.%N) - $pending_wait_start" | bc)
-echo "applied backlog drained ${drain}s after the load stopped"
-# The aggregator's CPU for the whole load, the fold of its backlog included.
-cpu_after="$(cpu_of "$agg_pid")"
-kill -TERM "$agg_pid"; wait "$agg_pid" 2>/dev/null || true
-agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
-agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
-batches="$(echo "$agg_json" | field batches_ok)"
-[[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator stored no batch at $conns connections" >&2; exit 1; }
-agg_cpu[$conns]="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
-gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $batches" | bc -l)"
+  echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
+  port="$(free_port)"
+  ./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db-$conns" --source_batches_per_minute 0 \
+    --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
+  agg_pid=$!
+  pids+=($agg_pid)
+  for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null ||
+    { cat "$work/agg.log" >&2; echo "bench-ingest: the aggregator did not start" >&2; exit 1; }
+  cpu_before="$(cpu_of "$agg_pid")"
+  agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
+    --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
+  echo "$agg_json"
+  pending_wait_start=$(date +%s.%N)
+  until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
+  drain=$(echo "$(date +%s.%N) - $pending_wait_start" | bc)
+  echo "applied backlog drained ${drain}s after the load stopped"
+  # The aggregator's CPU for the whole load, the fold of its backlog included.
+  cpu_after="$(cpu_of "$agg_pid")"
+  kill -TERM "$agg_pid"; wait "$agg_pid" 2>/dev/null || true
+  agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
+  agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
+  batches="$(echo "$agg_json" | field batches_ok)"
+  [[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator stored no batch at $conns connections" >&2; exit 1; }
+  agg_cpu[$conns]="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
+  gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $batches" | bc -l)"
 
-echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
-ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
-echo "$ref_json"
-ref_bps[$conns]="$(echo "$ref_json" | field batches_per_second)"
-ref_batches="$(echo "$ref_json" | field batches)"
-[[ "${ref_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
-ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $ref_batches" | bc -l)"
-rm -rf "$work/db-$conns" "$work/refdb-$conns"  # gigabytes at 20 s
+  echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
+  ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
+  echo "$ref_json"
+  ref_bps[$conns]="$(echo "$ref_json" | field batches_per_second)"
+  ref_batches="$(echo "$ref_json" | field batches)"
+  [[ "${ref_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
+  ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $ref_batches" | bc -l)"
+  rm -rf "$work/db-$conns" "$work/refdb-$conns"  # gigabytes at 20 s
 done
 
 echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
