@@ -217,30 +217,31 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
   EXPECT_EQ(page["state"]["rows"], rows.size()) << out;
   // A dot per run the comparison kept: 8 a side, less the runs it removed
   // as dirty (a run a busy machine stretched to twice the median), which
-  // its text names per group and tag ("removed as dirty: 1 of startup").
-  std::string text;
-  ASSERT_EQ(RunCommand(kCli + " points compare " + dir.File("a") + " " + dir.File("b"), &text), 0);
-  std::map<std::string, std::map<std::string, size_t>> removed;  // group -> tag -> runs
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t at = line.find("removed as dirty: ");
-    if (at == std::string::npos || (line[0] != 'A' && line[0] != 'B')) continue;
-    std::istringstream list(line.substr(at + 18));
-    size_t n;
-    std::string of, tag;
-    while (list >> n >> of >> tag) removed[line.substr(0, 1)][tag.substr(0, tag.find(','))] = n;
-  }
+  // the page's data names per group and tag ({"a": {"removed": {"startup":
+  // 1}}, ...}).
+  StatusOr<std::string> html = ReadWholeFile(dir.File("c.html"));
+  ASSERT_TRUE(html.ok());
+  const std::string open = "<script id=\"fp-data\" type=\"application/json\">";
+  const size_t at = html->find(open);
+  ASSERT_NE(at, std::string::npos) << "no page data";
+  const size_t from = at + open.size();
+  const json data = json::parse(html->substr(from, html->find("</script>", from) - from));
+  const auto removed = [&](const char* group, const json& row) -> size_t {
+    return data[group]["removed"].value(row["tag"].get<std::string>(), size_t{0});
+  };
   // From 8 runs the rule removes at most one a tag (points compare --help).
-  for (const auto& [group, tags] : removed) {
-    for (const auto& [tag, n] : tags) EXPECT_LE(n, 1u) << group << " " << tag << "\n" << text;
+  for (const char* group : {"a", "b"}) {
+    for (const auto& [tag, n] : data[group]["removed"].items()) {
+      EXPECT_LE(n.get<size_t>(), 1u) << group << " " << tag;
+    }
   }
   size_t dots_a = 0, dots_b = 0;
   for (const json& r : rows) {
-    dots_a += 8 - removed["A"][r["tag"].get<std::string>()];
-    dots_b += 8 - removed["B"][r["tag"].get<std::string>()];
+    dots_a += 8 - removed("a", r);
+    dots_b += 8 - removed("b", r);
   }
-  EXPECT_EQ(page["state"]["dots_a"], dots_a) << out << text;
-  EXPECT_EQ(page["state"]["dots_b"], dots_b) << out << text;
+  EXPECT_EQ(page["state"]["dots_a"], dots_a) << out << data["a"].dump() << data["b"].dump();
+  EXPECT_EQ(page["state"]["dots_b"], dots_b) << out << data["a"].dump() << data["b"].dump();
   for (const json& r : rows) {
     const std::string shown = page["state"]["verdicts"][r["tag"].get<std::string>() + ": " +
                                                         r["segment"].get<std::string>()];
@@ -251,7 +252,7 @@ TEST(PointsRecordTest, TagsCompareAndTheExportsRead) {
     }
   }
   // The tip of B's last dot: its last kept run.
-  const size_t last_b = 8 - removed["B"][rows.back()["tag"].get<std::string>()];
+  const size_t last_b = 8 - removed("b", rows.back());
   EXPECT_NE(page["tip"].get<std::string>().find("B, run " + std::to_string(last_b) + ": "),
             std::string::npos)
       << out;
