@@ -47,6 +47,9 @@ struct ApiNames {
   char build_id[96];
   char symbol[1025];
   bool point;  // named in the `points` setting (binder.h): also a point series
+  // The object table's entry of the definition it is bound to: a dlopen
+  // after a dlclose gets a new entry, even at the same or an overlapping place.
+  uint32_t object;
 };
 // One object as dl_iterate_phdr reports it.
 struct Seen {

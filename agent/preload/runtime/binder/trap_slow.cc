@@ -24,6 +24,7 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
   g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
   n.point = point;
+  n.object = static_cast<uint32_t>(def - g_binder.objects);
   __atomic_store_n(&g.bound[stub], 1, __ATOMIC_SEQ_CST);
   // In a live file (live_file.h): the slot's tables in every slab taken so
   // far are allocated before the first call may write them (a slab taken

@@ -1374,6 +1374,42 @@ TEST_F(HazardTest, ADlopenInOneThreadWhileAnotherLooksUp) {
   }
 }
 
+// A library opened, closed and opened again, its new load one page below
+// the old one (a page held at the old top pushes it down): the old place
+// is covered by the new load, and the API reached through dlsym is
+// measured in both. Another build of the module under the same name,
+// opened the same way, is not: the slot's key names one build.
+TEST_F(HazardTest, AReopenedLibraryOverItsOldPlaceIsMeasured) {
+  Result r =
+      Run({"reopenover", FIELDPROF_TESTLIB_RELRO}, "libfieldprof_testlib_relro.so:fp_relro_len");
+  EXPECT_EQ(r.out, "reopen 34\ndone reopenover\n");
+  auto recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "fp_relro_len"), 4u);
+
+  // The same library with one byte of its build id changed.
+  const std::string other =
+      dir_.path() + "/other/" + fs::path(FIELDPROF_TESTLIB_RELRO).filename().string();
+  fs::create_directories(fs::path(other).parent_path());
+  std::string bytes = ReadFile(FIELDPROF_TESTLIB_RELRO);
+  const std::string note("\x04\0\0\0\x14\0\0\0\x03\0\0\0GNU\0", 16);
+  const size_t at = bytes.find(note);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + note.size()] ^= 1;
+  std::ofstream(other, std::ios::binary) << bytes;
+  fs::permissions(other, fs::perms::owner_all);
+  fs::remove_all(spool());
+  r = Run({"reopenover", FIELDPROF_TESTLIB_RELRO, other},
+          "libfieldprof_testlib_relro.so:fp_relro_len");
+  EXPECT_EQ(r.out, "reopen 34\ndone reopenover\n");
+  recs = Records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(Calls(recs, "fp_relro_len"), 2u);
+  for (const auto& rec : recs[0].records()) {
+    EXPECT_EQ(rec.key().module(), "libfieldprof_testlib_relro.so");
+  }
+}
+
 // Module names in keys are file names (common/wire/key_rules.h): a library
 // loaded from a deep path with no soname is named by its file name only;
 // a soname that is a path by its last part; a file name no key may hold
