@@ -47,22 +47,7 @@ void DoDlsymWork(void* arg) {
   if ((a.flags & kApiForcedModule) && strcmp(module, g_binder.forced[a.force].module) != 0) return;
   if (a.stub >= 0 && g.bound[a.stub]) {
     const int stub = a.stub;
-    if (fp_real[stub] != w.addr) {
-      // Bound before to a definition that is gone (dlclose, then dlopen
-      // again): the same API, somewhere else now. The new load may cover
-      // the old place: what counts is whether the object bound to is still
-      // loaded, not whether anything is at its address. Another definition
-      // while that one lives, or another build of the module, stays
-      // unmeasured: the slot measures one.
-      ApiNames& n = api_names[stub];
-      if (g_binder.objects[n.object].alive) return;
-      char build_id[sizeof n.build_id];
-      KeyBuildId(def, build_id, sizeof build_id);
-      if (strcmp(module, n.module) != 0 || strcmp(build_id, n.build_id) != 0) return;
-      n.object = static_cast<uint32_t>(def - g_binder.objects);
-      __atomic_store_n(&fp_real[stub], w.addr, __ATOMIC_RELEASE);
-      g.apis[stub].real = w.addr;
-    }
+    if (fp_real[stub] != w.addr && !FollowReload(stub, w.addr, def, module)) return;
     if (fp_measuring[stub]) w.result = StubAddress(stub);
     return;
   }

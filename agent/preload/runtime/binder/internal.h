@@ -173,6 +173,13 @@ uintptr_t Direct(TrampBlock& b, uint32_t i);
 // bound) when the names break the key rules.
 // `point`: its durations also make a point series (kApiPoint).
 bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, bool point);
+// A stub bound to a definition in an object since unloaded (dlclose, then
+// dlopen again: the same API elsewhere, maybe over its old place) follows
+// it to `real` in `def`, if `def` is the same module and build. False: the
+// stub stays with its definition (that object still loaded: `real` is
+// another definition of the name; or another build), its callers here
+// unmeasured.
+bool FollowReload(int stub, uintptr_t real, const Object* def, const char* module);
 // Callers bound to the stubs in pending_rebind go straight to the API.
 int RebindPending();
 // The first call of a slot that needs more than fp_trap_fast could do.

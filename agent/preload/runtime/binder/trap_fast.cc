@@ -74,7 +74,9 @@ Result FirstCall(TrampBlock& b, uint32_t i) {
   const int stub = a.stub;
   // The stub's first caller, or an import still to be resolved: slow path.
   if (!g.bound[stub] || s.lazy) return {0, 1};
-  if (s.orig != fp_real[stub]) return Direct(b, i);  // another definition of the name
+  // Another definition of the name, or the same one loaded again since
+  // (FollowReload): the slow path tells them apart.
+  if (s.orig != fp_real[stub]) return {0, 1};
   s.target = s.orig;
   s.state = kBound;
   s.stub = static_cast<int8_t>(stub);

@@ -45,6 +45,18 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
   return true;
 }
 
+bool FollowReload(int stub, uintptr_t real, const Object* def, const char* module) {
+  ApiNames& n = api_names[stub];
+  if (g_binder.objects[n.object].alive) return false;
+  char build_id[sizeof n.build_id];
+  KeyBuildId(def, build_id, sizeof build_id);
+  if (strcmp(module, n.module) != 0 || strcmp(build_id, n.build_id) != 0) return false;
+  n.object = static_cast<uint32_t>(def - g_binder.objects);
+  __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
+  g.apis[stub].real = real;
+  return true;
+}
+
 // Callers bound to the stubs in pending_rebind go straight to the API.
 int RebindPending() {
   const uint32_t pending = g_binder.pending_rebind;
@@ -113,7 +125,7 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
       a.flags |= kApiExcluded;
       return Direct(b, i);
     }
-  } else if (fp_real[stub] != target) {
+  } else if (fp_real[stub] != target && !FollowReload(stub, target, def, module)) {
     return Direct(b, i);  // another definition of the name
   }
   s.target = target;

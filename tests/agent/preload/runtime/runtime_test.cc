@@ -1376,16 +1376,21 @@ TEST_F(HazardTest, ADlopenInOneThreadWhileAnotherLooksUp) {
 
 // A library opened, closed and opened again, its new load one page below
 // the old one (a page held at the old top pushes it down): the old place
-// is covered by the new load, and the API reached through dlsym is
-// measured in both. Another build of the module under the same name,
-// opened the same way, is not: the slot's key names one build.
+// is covered by the new load. Its API is measured in both loads, reached
+// through dlsym or through the PLT of a plugin that brought the library
+// with it. Another build of the module under the same name, opened the
+// same way, is not: the slot's key names one build.
 TEST_F(HazardTest, AReopenedLibraryOverItsOldPlaceIsMeasured) {
-  Result r =
-      Run({"reopenover", FIELDPROF_TESTLIB_RELRO}, "libfieldprof_testlib_relro.so:fp_relro_len");
-  EXPECT_EQ(r.out, "reopen 34\ndone reopenover\n");
-  auto recs = Records();
-  ASSERT_EQ(recs.size(), 1u);
-  EXPECT_EQ(Calls(recs, "fp_relro_len"), 4u);
+  const std::string force = "libfieldprof_testlib_relro.so:fp_relro_len";
+  for (const auto& [lib, fn] : {std::pair{FIELDPROF_TESTLIB_RELRO, "fp_relro_len"},
+                                std::pair{FIELDPROF_TESTLIB_PLUGIN, "fp_plugin_len"}}) {
+    fs::remove_all(spool());
+    Result r = Run({"reopenover", lib, fn}, force);
+    EXPECT_EQ(r.out, "reopen 34\ndone reopenover\n") << fn;
+    auto recs = Records();
+    ASSERT_EQ(recs.size(), 1u) << fn;
+    EXPECT_EQ(Calls(recs, "fp_relro_len"), 4u) << fn;
+  }
 
   // The same library with one byte of its build id changed.
   const std::string other =
@@ -1399,10 +1404,9 @@ TEST_F(HazardTest, AReopenedLibraryOverItsOldPlaceIsMeasured) {
   std::ofstream(other, std::ios::binary) << bytes;
   fs::permissions(other, fs::perms::owner_all);
   fs::remove_all(spool());
-  r = Run({"reopenover", FIELDPROF_TESTLIB_RELRO, other},
-          "libfieldprof_testlib_relro.so:fp_relro_len");
+  Result r = Run({"reopenover", FIELDPROF_TESTLIB_RELRO, "fp_relro_len", other}, force);
   EXPECT_EQ(r.out, "reopen 34\ndone reopenover\n");
-  recs = Records();
+  auto recs = Records();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(Calls(recs, "fp_relro_len"), 2u);
   for (const auto& rec : recs[0].records()) {
