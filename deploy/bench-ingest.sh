@@ -17,7 +17,13 @@
 # summary gives the ratio at each. The reference has the machine to
 # itself; the aggregator shares its cores with the load generator.
 #
+# With BASE_AGG=<another build's fieldprof-aggregator>, a last part runs
+# that build and this one in turn, ROUNDS times (default 3), at the largest
+# count: the CPU a batch and batches/s of each, interleaved, and their
+# medians, to tell a change from the drift between runs.
+#
 #   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 1,4,16, 256)
+#   BASE_AGG=old/fieldprof-aggregator ROUNDS=3 deploy/bench-ingest.sh 15 16
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
@@ -38,35 +44,45 @@ field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
 tck="$(getconf CLK_TCK)"
 cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.2f", ($12 + $13) / t}'; }
 
+# Runs aggregator build $1 at $2 connections for the load's length, its
+# database in $3; sets run_json (the load generator's JSON) and run_cpu
+# (the aggregator's CPU ms a batch, the fold of its backlog included).
+run_aggregator() {
+  local bin="$1" conns="$2" db="$3" port pid cpu_before cpu_after batches drain_start
+  port="$(free_port)"
+  "$bin" --port "$port" --db "$db" --source_batches_per_minute 0 \
+    --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
+  pid=$!
+  pids+=($pid)
+  for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null ||
+    { cat "$work/agg.log" >&2; echo "bench-ingest: the aggregator ($bin) did not start" >&2; exit 1; }
+  cpu_before="$(cpu_of "$pid")"
+  run_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
+    --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
+  drain_start=$(date +%s.%N)
+  until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
+  run_drain=$(echo "$(date +%s.%N) - $drain_start" | bc)
+  cpu_after="$(cpu_of "$pid")"
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+  batches="$(echo "$run_json" | field batches_ok)"
+  [[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator ($bin) stored no batch at $conns connections" >&2; exit 1; }
+  run_cpu="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
+  rm -rf "$db"  # gigabytes at 20 s
+}
+
 declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
   echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
-  port="$(free_port)"
-  ./build/aggregator/fieldprof-aggregator --port "$port" --db "$work/db-$conns" --source_batches_per_minute 0 \
-    --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
-  agg_pid=$!
-  pids+=($agg_pid)
-  for _ in $(seq 1 50); do curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/healthz" >/dev/null ||
-    { cat "$work/agg.log" >&2; echo "bench-ingest: the aggregator did not start" >&2; exit 1; }
-  cpu_before="$(cpu_of "$agg_pid")"
-  agg_json="$(./build/tools/fieldprof-loadgen --port "$port" --ca "$work/tls/cert.pem" \
-    --connections "$conns" --batches 0 --duration_s "$seconds" --pool "$pool" --json 2>/dev/null)"
+  run_aggregator ./build/aggregator/fieldprof-aggregator "$conns" "$work/db-$conns"
+  agg_json="$run_json"
   echo "$agg_json"
-  pending_wait_start=$(date +%s.%N)
-  until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
-  drain=$(echo "$(date +%s.%N) - $pending_wait_start" | bc)
-  echo "applied backlog drained ${drain}s after the load stopped"
-  # The aggregator's CPU for the whole load, the fold of its backlog included.
-  cpu_after="$(cpu_of "$agg_pid")"
-  kill -TERM "$agg_pid"; wait "$agg_pid" 2>/dev/null || true
+  echo "applied backlog drained ${run_drain}s after the load stopped"
   agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
   agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
-  batches="$(echo "$agg_json" | field batches_ok)"
-  [[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator stored no batch at $conns connections" >&2; exit 1; }
-  agg_cpu[$conns]="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
-  gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $batches" | bc -l)"
+  agg_cpu[$conns]="$run_cpu"
+  gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $(echo "$agg_json" | field batches_ok)" | bc -l)"
 
   echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
   ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
@@ -75,7 +91,7 @@ for conns in "${counts[@]}"; do
   ref_batches="$(echo "$ref_json" | field batches)"
   [[ "${ref_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
   ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $ref_batches" | bc -l)"
-  rm -rf "$work/db-$conns" "$work/refdb-$conns"  # gigabytes at 20 s
+  rm -rf "$work/refdb-$conns"
 done
 
 echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
@@ -124,3 +140,25 @@ for conns in "${counts[@]}"; do
 done
 printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
   "$conns" "$ngx_bps" "$(echo "${agg_bps[$conns]} / $ngx_bps" | bc -l)"
+
+if [[ -n "${BASE_AGG:-}" ]]; then
+  [[ -x "$BASE_AGG" ]] || { echo "bench-ingest: BASE_AGG=$BASE_AGG is not an executable" >&2; exit 1; }
+  rounds="${ROUNDS:-3}"
+  echo
+  echo "== 4. this build against BASE_AGG, in turn, $rounds rounds, $conns connections, ${seconds}s each"
+  base_cpus=() new_cpus=() base_rates=() new_rates=()
+  for round in $(seq 1 "$rounds"); do
+    run_aggregator "$BASE_AGG" "$conns" "$work/db-base"
+    base_cpus+=("$run_cpu") base_rates+=("$(echo "$run_json" | field batches_per_second)")
+    run_aggregator ./build/aggregator/fieldprof-aggregator "$conns" "$work/db-new"
+    new_cpus+=("$run_cpu") new_rates+=("$(echo "$run_json" | field batches_per_second)")
+    printf "  round %d: CPU a batch BASE %.3f ms, this %.3f ms; batches/s BASE %.1f, this %.1f\n" \
+      "$round" "${base_cpus[-1]}" "${new_cpus[-1]}" "${base_rates[-1]}" "${new_rates[-1]}"
+  done
+  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+  printf "  medians: CPU a batch BASE %.3f ms, this %.3f ms (%+.1f%%); batches/s BASE %.1f, this %.1f (%+.1f%%)\n" \
+    "$(median "${base_cpus[@]}")" "$(median "${new_cpus[@]}")" \
+    "$(echo "($(median "${new_cpus[@]}") / $(median "${base_cpus[@]}") - 1) * 100" | bc -l)" \
+    "$(median "${base_rates[@]}")" "$(median "${new_rates[@]}")" \
+    "$(echo "($(median "${new_rates[@]}") / $(median "${base_rates[@]}") - 1) * 100" | bc -l)"
+fi
