@@ -47,10 +47,12 @@ struct ApiNames {
   char build_id[96];
   char symbol[1025];
   bool point;  // named in the `points` setting (binder.h): also a point series
-  // The object table's entry of the definition it is bound to: a dlopen
-  // after a dlclose gets a new entry, even at the same or an overlapping place.
+  // The object table's entry of the definition it is bound to (kNoObject:
+  // none known): a dlopen after a dlclose gets a new entry, even at the
+  // same or an overlapping place.
   uint32_t object;
 };
+inline constexpr uint32_t kNoObject = ~uint32_t{0};
 // One object as dl_iterate_phdr reports it.
 struct Seen {
   uintptr_t base;
@@ -177,8 +179,8 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
 // dlopen again: the same API elsewhere, maybe over its old place) follows
 // it to `real` in `def`, if `def` is the same module and build. False: the
 // stub stays with its definition (that object still loaded: `real` is
-// another definition of the name; or another build), its callers here
-// unmeasured.
+// another definition of the name; another build, or one without a build
+// id; another place in the build), its callers here unmeasured.
 bool FollowReload(int stub, uintptr_t real, const Object* def, const char* module);
 // Callers bound to the stubs in pending_rebind go straight to the API.
 int RebindPending();

@@ -16,21 +16,30 @@ namespace fieldprof::rt {
 namespace {
 
 // Whether an object seen again at the same place is another load of it (a
-// dlclose and dlopen in between): none of its trapped entries is ours any
-// more.
+// dlclose and dlopen in between): none of the entries we wrote is ours any
+// more. Ours: a trapped entry points at its trampoline, and so does a bound
+// one in RELRO pages (its stub is in the trampolines' table); another
+// bound one at its stub. An entry sent straight to its API (or never
+// trapped) holds what a new load's would: it tells nothing.
 bool Reloaded(const Object& ob) {
   if (ob.block < 0 || ob.nslots == 0) return false;
   const TrampBlock& b = g_binder.blocks[ob.block];
-  bool any_trapped = false;
+  bool any = false;
   for (uint32_t j = ob.first_slot; j < ob.first_slot + ob.nslots; ++j) {
     const ImportSlot& s = b.slots[j];
-    if (s.state != kTrapped) continue;
-    any_trapped = true;
-    const uintptr_t ours =
-        reinterpret_cast<uintptr_t>(b.code + kTrampSize * j + (s.relro ? 0 : kTrampCallOffset));
+    const uintptr_t tramp = reinterpret_cast<uintptr_t>(b.code + kTrampSize * j);
+    uintptr_t ours;
+    if (s.state == kTrapped || (s.state == kBound && s.relro)) {
+      ours = tramp + (s.relro ? 0 : kTrampCallOffset);
+    } else if (s.state == kBound) {
+      ours = StubAddress(s.stub);
+    } else {
+      continue;
+    }
+    any = true;
     if (__atomic_load_n(s.got, __ATOMIC_RELAXED) == ours) return false;
   }
-  return any_trapped;
+  return any;
 }
 
 // Whether the dynamic linker is done relocating an object that appeared

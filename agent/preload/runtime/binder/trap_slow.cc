@@ -24,7 +24,7 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
   g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
   n.point = point;
-  n.object = static_cast<uint32_t>(def - g_binder.objects);
+  n.object = def != nullptr ? static_cast<uint32_t>(def - g_binder.objects) : kNoObject;
   __atomic_store_n(&g.bound[stub], 1, __ATOMIC_SEQ_CST);
   // In a live file (live_file.h): the slot's tables in every slab taken so
   // far are allocated before the first call may write them (a slab taken
@@ -47,10 +47,18 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
 
 bool FollowReload(int stub, uintptr_t real, const Object* def, const char* module) {
   ApiNames& n = api_names[stub];
-  if (g_binder.objects[n.object].alive) return false;
+  if (def == nullptr || n.object >= g_binder.nobjects) return false;
+  const Object& was = g_binder.objects[n.object];
+  if (was.alive) return false;
+  // The same function: the same module and build (a build known by its
+  // id, never "unknown"), at the same place in it (not another version of
+  // the name, as dlvsym may give).
   char build_id[sizeof n.build_id];
   KeyBuildId(def, build_id, sizeof build_id);
-  if (strcmp(module, n.module) != 0 || strcmp(build_id, n.build_id) != 0) return false;
+  if (strcmp(module, n.module) != 0 || strcmp(build_id, n.build_id) != 0 ||
+      strcmp(build_id, "unknown") == 0 || real - def->elf.base != fp_real[stub] - was.elf.base) {
+    return false;
+  }
   n.object = static_cast<uint32_t>(def - g_binder.objects);
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
   g.apis[stub].real = real;
@@ -85,6 +93,20 @@ uintptr_t Direct(TrampBlock& b, uint32_t i) {
   return DirectTarget(s);
 }
 
+namespace {
+
+// Slot i's callers go through `stub`, bound to `target`.
+uintptr_t BindSlot(TrampBlock& b, uint32_t i, int stub, uintptr_t target) {
+  ImportSlot& s = b.slots[i];
+  s.target = target;
+  s.state = kBound;
+  s.stub = static_cast<int8_t>(stub);
+  WriteEntry(b, i, StubAddress(stub));
+  return StubAddress(stub);
+}
+
+}  // namespace
+
 // The first call of a slot that needs more than fp_trap_fast could do.
 uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   ImportSlot& s = b.slots[i];
@@ -101,6 +123,18 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   }
   const Object* def = DefinerOf(s, target);
   const char* module = KeyModule(def);
+  // Bound already: the slot joins the stub when it leads to the same
+  // definition, or to the same one loaded again (FollowReload). Another
+  // definition of the name goes straight to it, and the API stays
+  // measured where it was chosen.
+  if (a.stub >= 0 && g.bound[a.stub]) {
+    const int stub = a.stub;
+    if (fp_real[stub] != target &&
+        (module == nullptr || !FollowReload(stub, target, def, module))) {
+      return Direct(b, i);
+    }
+    return BindSlot(b, i, stub, target);
+  }
   // A random choice only among the system's modules (SystemModule: a
   // stat or two and a look in the system's code, once per module; none
   // once the run stopped measuring, as under a seccomp filter, which may
@@ -117,22 +151,14 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   }
   if (!Choose(ai)) return Direct(b, i);
   const int stub = a.stub;
-  if (!g.bound[stub]) {
-    const ElfObject& e = g_binder.objects[s.object].elf;
-    if (!BindStub(stub, target, def, e.strtab + e.symtab[s.symidx].st_name,
-                  (a.flags & kApiPoint) != 0)) {
-      Unchoose(ai);
-      a.flags |= kApiExcluded;
-      return Direct(b, i);
-    }
-  } else if (fp_real[stub] != target && !FollowReload(stub, target, def, module)) {
-    return Direct(b, i);  // another definition of the name
+  const ElfObject& e = g_binder.objects[s.object].elf;
+  if (!BindStub(stub, target, def, e.strtab + e.symtab[s.symidx].st_name,
+                (a.flags & kApiPoint) != 0)) {
+    Unchoose(ai);
+    a.flags |= kApiExcluded;
+    return Direct(b, i);
   }
-  s.target = target;
-  s.state = kBound;
-  s.stub = static_cast<int8_t>(stub);
-  WriteEntry(b, i, StubAddress(stub));
-  return StubAddress(stub);
+  return BindSlot(b, i, stub, target);
 }
 
 namespace {

@@ -360,6 +360,7 @@ int Hazard(int argc, char** argv) {
     // one page down (mappings are placed top-down). Stderr says where each
     // load was.
     long total = 0;
+    uintptr_t old_lo = 0, old_hi = 0;
     for (int round = 0; round < 2; ++round) {
       void* h = dlopen(argv[round == 1 && argc == 5 ? 4 : 2], RTLD_NOW | RTLD_LOCAL);
       if (h == nullptr) return 8;
@@ -393,6 +394,11 @@ int Hazard(int argc, char** argv) {
       fprintf(stderr, "load %d: %s at %#lx-%#lx\n", round, span.name,
               static_cast<unsigned long>(span.lo), static_cast<unsigned long>(span.hi));
       dlclose(h);
+      if (round == 1 && (span.lo == old_lo || span.lo >= old_hi || span.hi <= old_lo)) {
+        fprintf(stderr, "reopenover: the second load is not over the first\n");
+        return 9;  // the layout this case needs was not had
+      }
+      old_lo = span.lo, old_hi = span.hi;
       if (round == 0) {
         const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
         const uintptr_t top = (span.hi + page - 1) / page * page - page;
