@@ -3,7 +3,7 @@
 //   testprog alloc N CALLS | sleep US CALLS | write FILE N CALLS | fsum | fpmany N | throw
 //            | recurse N | nested N | varargs | structs | threads T N | signal | longjmp
 //            | fork | forkin | vfork | exec | execfail | execfail5 | _exit | many N | dlopen LIB
-//            | dlrace LIB N | reopenover LIB FN [AGAIN]
+//            | dlrace LIB N | reopenover|reopenmoved LIB FN [AGAIN]
 //            | sigtrap handler|signal|ignore|default
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -352,21 +352,47 @@ int Hazard(int argc, char** argv) {
     stop = true;
     looker.join();
     printf("dlrace %ld\n", total);
-  } else if (!strcmp(what, "reopenover") && (argc == 4 || argc == 5)) {
+  } else if ((!strcmp(what, "reopenover") || !strcmp(what, "reopenmoved")) &&
+             (argc == 4 || argc == 5)) {
     // LIB opened, its FN (long (const char*)) called, LIB closed and opened
     // again (or AGAIN, a file of the same size). The RELRO test library
-    // (LIB or one it brought) comes back over most of its old
+    // (LIB or one it brought) comes back elsewhere, over most of its old
     // place: a page held at the top of where it was pushes its next load
-    // one page down (mappings are placed top-down). Stderr says where each
-    // load was.
+    // one page down (mappings are placed top-down). Exit 9 when the
+    // second load is not over the first (reopenover) or not elsewhere
+    // (reopenmoved): the layout the case needs was not had. Stderr says
+    // where each load was.
+    const bool over = !strcmp(what, "reopenover");
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     long total = 0;
     uintptr_t old_lo = 0, old_hi = 0;
     for (int round = 0; round < 2; ++round) {
+      // First load: room above the library for what a runtime maps when it
+      // looks at the new objects and binds their calls (trampolines, its
+      // live file's slots), held during the dlopen so the library goes
+      // below it, given back for the dlsym and the calls so those mappings
+      // go there, then taken again where they left it free, so that the
+      // library's next load has no room above and goes below its old top.
+      // (Not at the second load: the room could take the old place.)
+      void* room = MAP_FAILED;
+      if (round == 0) {
+        room = mmap(nullptr, 256 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (room == MAP_FAILED) return 8;
+      }
       void* h = dlopen(argv[round == 1 && argc == 5 ? 4 : 2], RTLD_NOW | RTLD_LOCAL);
+      if (room != MAP_FAILED) munmap(room, 256 * page);
       if (h == nullptr) return 8;
       auto* len = reinterpret_cast<long (*)(const char*)>(dlsym(h, argv[3]));
       if (len == nullptr) return 8;
       total += len("fieldprof") + len("reopened");
+      if (room != MAP_FAILED) {
+        for (uintptr_t p = reinterpret_cast<uintptr_t>(room);
+             p < reinterpret_cast<uintptr_t>(room) + 256 * page; p += page) {
+          // A page a runtime took meanwhile stays its.
+          mmap(reinterpret_cast<void*>(p), page, PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        }
+      }
       // Found by its file name: dlsym may answer with a measuring stub.
       struct Span {
         const char* name = nullptr;
@@ -394,13 +420,13 @@ int Hazard(int argc, char** argv) {
       fprintf(stderr, "load %d: %s at %#lx-%#lx\n", round, span.name,
               static_cast<unsigned long>(span.lo), static_cast<unsigned long>(span.hi));
       dlclose(h);
-      if (round == 1 && (span.lo == old_lo || span.lo >= old_hi || span.hi <= old_lo)) {
-        fprintf(stderr, "reopenover: the second load is not over the first\n");
-        return 9;  // the layout this case needs was not had
+      if (round == 1 && (span.lo == old_lo || (over && (span.lo >= old_hi || span.hi <= old_lo)))) {
+        fprintf(stderr, "%s: the second load is not %s the first\n", what,
+                over ? "over" : "elsewhere than");
+        return 9;
       }
       old_lo = span.lo, old_hi = span.hi;
       if (round == 0) {
-        const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
         const uintptr_t top = (span.hi + page - 1) / page * page - page;
         if (mmap(reinterpret_cast<void*>(top), page, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == MAP_FAILED) {
