@@ -204,7 +204,7 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
                    static_cast<double>(sampler->bytes_copied()) / 1e6);
     }
     StatusOr<tools::PerfUnwindSummary> u = tools::UnwindPerfSamples(
-        raw_dir, raw_dir, static_cast<uint32_t>(a.hz), sampler->kernel_time());
+        raw_dir, raw_dir, static_cast<uint32_t>(a.hz), sampler->kernel_time(), a.idle);
     if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
   }
   return code;
@@ -340,6 +340,7 @@ int Record(int argc, char** argv) {
   // command has ended, as perf report does, to leave the program's CPUs
   // to it; the tree is made then.
   ra.live = !outside;
+  ra.idle = a.idle;
   if (Status w = WriteRawArgs(raw.path, ra); !w.ok()) {
     std::cerr << "fieldprof record: " << w.message() << "\n";
     return 3;

@@ -99,10 +99,12 @@ uint32_t PerfSampleSource(bool kernel_time);
 // one raw file per process image (`perf-<pid>-<n>.raw`): its modules (from
 // the kernel's mmap records) and its samples, each unwound from the copied
 // registers and stack through the modules' CFI (elfutils; frame pointers
-// where there is none, as in JIT code). `hz` is the rate asked.
+// where there is none, as in JIT code). `hz` is the rate asked; `idle`:
+// whether the sampler in the programs recorded idle transitions (each file
+// says so: the sampler leaves none for a process that never waited).
 [[nodiscard]] StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir,
                                                             const std::string& out_dir, uint32_t hz,
-                                                            bool kernel_time);
+                                                            bool kernel_time, bool idle);
 
 }  // namespace fieldprof::tools
 

@@ -444,7 +444,7 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
 
 // Each image as a raw file of the in-program sampler's format.
 Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz, bool kernel_time,
-                   PerfUnwindSummary* sum_out) {
+                   bool idle, PerfUnwindSummary* sum_out) {
   PerfUnwindSummary& sum = *sum_out;
   std::map<uint32_t, int> generation;
   bool lost_told = false;
@@ -461,6 +461,7 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     fh.hz = hz;
     fh.start_ns = im->start_ns;
     fh.source = PerfSampleSource(kernel_time);
+    fh.idle = idle ? 1 : 0;
     std::string out(reinterpret_cast<const char*>(&fh), sizeof fh);
     for (const LoadedModule& m : im->modules) {
       raw::ModuleHeader mh{};
@@ -497,7 +498,7 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
 }  // namespace
 
 StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std::string& out_dir,
-                                              uint32_t hz, bool kernel_time) {
+                                              uint32_t hz, bool kernel_time, bool idle) {
   // libdwfl holds each module of a live process image open: as many
   // descriptors as the hard limit allows (the command has ended, so
   // nothing inherits it).
@@ -512,7 +513,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
   Images images;
   std::vector<uint64_t> ips;
   for (const Entry& e : entries) Replay(e, &images, &ips, &sum);
-  FP_RETURN_IF_ERROR(WriteImages(images, out_dir, hz, kernel_time, &sum));
+  FP_RETURN_IF_ERROR(WriteImages(images, out_dir, hz, kernel_time, idle, &sum));
   return sum;
 }
 

@@ -111,8 +111,8 @@ StatusOr<Recording> ReadLive(const std::string& raw_dir, const RawArgs& a) {
     rings |= name.rfind("cpu", 0) == 0 && e.path().extension() == ".perf";
   }
   if (rings) {
-    StatusOr<tools::PerfUnwindSummary> u =
-        tools::UnwindPerfSamples(snap.path, snap.path, static_cast<uint32_t>(a.hz), a.kernel_time);
+    StatusOr<tools::PerfUnwindSummary> u = tools::UnwindPerfSamples(
+        snap.path, snap.path, static_cast<uint32_t>(a.hz), a.kernel_time, a.idle);
     if (!u.ok()) return u.status();
   }
   StatusOr<Recording> r = tools::RecordingFromRawDir(snap.path, TreeOptions(a));
@@ -152,10 +152,11 @@ Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r) {
                 "kernel_time %d\n",
                 static_cast<long long>(r.hz), static_cast<long long>(r.m),
                 static_cast<long long>(r.n), r.p, r.kernel_time ? 1 : 0);
-  return WriteFileDurably(raw_dir + "/" + kRawArgs,
-                          head + ("pid " + std::to_string(r.pid) + "\nlive " +
-                                  std::to_string(r.live ? 1 : 0) + "\ncommand " + r.command + "\n"),
-                          FileAccess::kPrivate);
+  return WriteFileDurably(
+      raw_dir + "/" + kRawArgs,
+      head + ("pid " + std::to_string(r.pid) + "\nlive " + std::to_string(r.live ? 1 : 0) +
+              "\nidle " + std::to_string(r.idle ? 1 : 0) + "\ncommand " + r.command + "\n"),
+      FileAccess::kPrivate);
 }
 
 StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {
@@ -188,6 +189,8 @@ StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {
       r.pid = number;
     } else if (key == "live") {
       r.live = number == 1;
+    } else if (key == "idle") {
+      r.idle = number == 1;
     }
   }
   if (r.hz < 1 || r.m < 1 || r.n < 2 || !(r.p > 0 && r.p <= 1)) {
@@ -247,8 +250,8 @@ bool Recover(const std::string& raw_dir, const std::string& output) {
     rings |= name.rfind("cpu", 0) == 0 && e.path().extension() == ".perf";
   }
   if (rings) {
-    StatusOr<tools::PerfUnwindSummary> u =
-        tools::UnwindPerfSamples(raw_dir, raw_dir, static_cast<uint32_t>(a->hz), a->kernel_time);
+    StatusOr<tools::PerfUnwindSummary> u = tools::UnwindPerfSamples(
+        raw_dir, raw_dir, static_cast<uint32_t>(a->hz), a->kernel_time, a->idle);
     if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
   }
   if (WriteRecording(*a, raw_dir, output, " (" + raw_dir + " is kept)") != Made::kWritten) {

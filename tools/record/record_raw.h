@@ -50,6 +50,9 @@ struct RawArgs {
   std::string command;
   int64_t pid = 0;    // the fieldprof record writing it
   bool live = false;  // its follower answers kLiveWant
+  // Idle transitions recorded: said in the processes' files of samples
+  // too, since the sampler makes no file for a process that never waited.
+  bool idle = false;
 };
 
 [[nodiscard]] Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r);

@@ -31,6 +31,7 @@ const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kPhases = FIELDPROF_PHASES;
 const std::string kPointWork = FIELDPROF_POINTWORK;
 const std::string kWaits = FIELDPROF_WAITS;
+const std::string kSampler = FIELDPROF_SAMPLER_LIB;
 
 // `record show FILE --collapsed` (and `more` options): each stack with a
 // ';' at both ends (";_start;...;spin;"), so that a frame is found whole
@@ -328,6 +329,51 @@ TEST(RecordTest, AProcessNeverSampledIsStillRecorded) {
   EXPECT_NE(out.find("/bin/sleep 0.01"), std::string::npos) << out;
   ASSERT_EQ(testing::RunCommand(kCli + " tree show " + file + " --off_cpu 2>&1", &out), 1) << out;
   EXPECT_NE(out.find("recorded without idle transitions"), std::string::npos) << out;
+}
+
+// Sampled from outside, a process's own file holds only its idle
+// transitions: the sampler makes it when the process first waits, and a
+// process that never does (most of a build's) leaves none; making a file
+// was most of what the sampler cost a short process. Sampled in the
+// program, every process has its file. The recording still says idle
+// transitions were recorded when no process waited, or none could.
+TEST(RecordTest, AProcessThatNeverWaitsLeavesNoFileOfItsOwn) {
+  TempDir dir;
+  const auto raw_files = [&](const std::string& env, const std::string& cmd) {
+    std::filesystem::remove_all(dir.File("raw"));
+    std::filesystem::create_directory(dir.File("raw"));
+    std::string out;
+    EXPECT_EQ(RunCommand("env FIELDPROF_RECORD_DIR=" + dir.File("raw") + " " + env +
+                             " LD_PRELOAD=" + kSampler + " " + cmd + " 2>&1",
+                         &out),
+              0)
+        << out;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir.File("raw"))) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  };
+  // Outside: /bin/true leaves nothing; sh's child that execs it neither.
+  EXPECT_TRUE(raw_files("FIELDPROF_RECORD_SAMPLES=0", "/bin/true").empty());
+  EXPECT_TRUE(raw_files("FIELDPROF_RECORD_SAMPLES=0", "sh -c '/bin/true; /bin/true'").size() <= 1);
+  // A process that waits has its file, and its waits are in it.
+  std::vector<std::string> files =
+      raw_files("FIELDPROF_RECORD_SAMPLES=0", kWaits + " sleeper 5 >/dev/null");
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].rfind("rec-", 0), 0u) << files[0];
+  // In the program: a file for every process, waits or not.
+  EXPECT_EQ(raw_files("FIELDPROF_RECORD_SAMPLES=1", "/bin/true").size(), 1u);
+  // Through record, a static program (nothing is preloaded into it, so it
+  // never has a file of its own): the idle report says there was no wait
+  // to show, not that waits were not recorded.
+  const std::string file = dir.File("static.fprec");
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " record -o " + file + " -- " + FIELDPROF_STATICPROG + " 0 2>&1", &out), 0)
+      << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle 2>&1", &out), 0) << out;
+  EXPECT_EQ(out.find("no idle transitions"), std::string::npos) << out;
 }
 
 // Ctrl-C at a terminal (SIGINT to the foreground group) stops the program;
