@@ -156,7 +156,9 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
 // Tells the preloaded sampler what to do, through its environment.
 void SetSamplerEnv(const RecordArgs& a, bool outside, const std::string& lib_dir,
                    const std::string& raw_dir) {
-  setenv("FIELDPROF_RECORD_DIR", raw_dir.c_str(), 1);
+  // Absolute: a program that changes its directory (make -C) and then
+  // starts others still writes beside the rest.
+  setenv("FIELDPROF_RECORD_DIR", fs::absolute(raw_dir).c_str(), 1);
   setenv("FIELDPROF_RECORD_HZ", std::to_string(a.hz).c_str(), 1);
   setenv("FIELDPROF_RECORD_WALL", a.wall ? "1" : "0", 1);
   setenv("FIELDPROF_RECORD_IDLE", a.idle ? "1" : "0", 1);

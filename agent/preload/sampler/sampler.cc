@@ -93,13 +93,16 @@ uint64_t g_pending_records = 0;
 // first flush with a record in it (g_has_records), or at the end if the
 // trailer counts anything, and a process with nothing to say leaves none.
 // Making a file took 0.6-1 ms of the program's system time on this VM's
-// ext4 (reading one took 3 us), twice for a fork and exec.
+// ext4 (reading one took 3 us), twice for a fork and exec. It is made in
+// the directory held open since the start (g_dir_fd), so a program that
+// changes its directory or root first (make -C, a chroot) still makes it.
 int g_fd = -1;
+int g_dir_fd = -1;
 bool g_recording = false;  // a file is written, or to be made when needed
 bool g_file_lazy = false;
 bool g_has_records = false;  // a record past the header and the modules
-char g_path[4096];
-bool g_on = false;  // sampling in this process
+char g_name[64];             // rec-PID-START.raw
+bool g_on = false;           // sampling in this process
 // 1: the writer stops. A futex word, so that Stop() wakes the writer at
 // once instead of waiting out its sleep (each process's exit did: up to
 // 20 ms on the program's wall time).
@@ -201,8 +204,12 @@ uint64_t NowNs() {
 char g_buf[1 << 16];
 size_t g_buf_len = 0;
 
+// Not in a vfork child, which shares our memory but not our descriptors.
 bool MakeFile() {
-  const int fd = open(g_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (g_dir_fd < 0 || getpid() != g_pid) return false;
+  const int fd = openat(g_dir_fd, g_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  close(g_dir_fd);
+  g_dir_fd = -1;
   if (fd < 0) return false;
   g_fd = MoveFdHigh(fd);
   return true;
@@ -457,15 +464,18 @@ void Start() {
   g_trap = choice.trap;
   g_stepped_aside = choice.stepped_aside;
   const uint64_t start = NowNs();
-  snprintf(g_path, sizeof g_path, "%s/rec-%d-%llu.raw", dir, static_cast<int>(getpid()),
+  g_pid = getpid();
+  snprintf(g_name, sizeof g_name, "rec-%d-%llu.raw", static_cast<int>(g_pid),
            static_cast<unsigned long long>(start));
+  const int dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return;
+  g_dir_fd = MoveFdHigh(dir_fd);
   g_file_lazy = g_source == fieldprof::raw::kNoSamples && !g_stepped_aside;
   g_has_records = false;
   if (!g_file_lazy && !MakeFile()) return;
   g_recording = true;
   fieldprof::raw::FileHeader fh{};
   memcpy(fh.magic, fieldprof::raw::kMagic, sizeof fh.magic);
-  g_pid = getpid();
   fh.pid = static_cast<uint32_t>(g_pid);
   fh.start_ns = start;
   fh.hz = static_cast<uint32_t>(hz);
@@ -492,7 +502,10 @@ void Start() {
 }
 
 void Stop() {
-  if (g_aside && !g_recording) return;  // under a seccomp filter: not a call more
+  // Under a seccomp filter, once stopped: not a call more. (A file that
+  // could not be made when first needed leaves the sampler on, and its
+  // writer running, until then.)
+  if (g_aside && !g_on) return;
   ++t_in_handler;  // a signal's handler that calls _exit meanwhile leaves the file to us
   StopThreadTimer();
   g_on = false;  // other threads' timers fire into a handler that takes nothing
@@ -523,6 +536,8 @@ void Stop() {
     g_buf_len = 0;  // a file not made: the process had nothing to say
     g_recording = false;
   }
+  if (g_dir_fd >= 0) close(g_dir_fd);
+  g_dir_fd = -1;
   // Other threads' switch rings stay mapped: they may be in a wrapped call
   // as the process ends (or the exec fails), and exit or exec frees them.
   --t_in_handler;
@@ -540,6 +555,8 @@ void AfterForkInChild() {
   g_writer_on = false;
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  if (g_dir_fd >= 0) close(g_dir_fd);
+  g_dir_fd = -1;
   g_recording = false;
   g_buf_len = 0;  // the parent's, not yet written
   ForgetStackRingsAfterFork();
