@@ -39,7 +39,12 @@ trap cleanup EXIT
 mkdir -p "$work/bodies"
 ./build/tools/fieldprof-loadgen --dump "$work/bodies" --pool "$pool" 2>/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
+# A number of loadgen's JSON, written out for bash and bc (which read no
+# exponent: 1e-05 is 0.000010000; a whole number stays whole).
+field() {
+  sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" |
+    awk '{ if ($1 == int($1)) printf "%d\n", $1; else printf "%.9f\n", $1 }'
+}
 # CPU seconds a running process has used (all its threads): utime + stime.
 tck="$(getconf CLK_TCK)"
 cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.2f", ($12 + $13) / t}'; }

@@ -31,7 +31,12 @@
 # sampler's start in the program is). Then what an idle transition adds
 # (4 x N of them), from the ping-pong's own times.
 #
+# With BASE_CLI=<another build>/tools/fieldprof, also that build's record
+# (its own preloaded libraries) on sqlite3 and make, in the same rounds:
+# a change is told from the drift.
+#
 #   ./deploy/bench-record.sh [ROUNDS=15] [PINGPONG_ROUNDS=20000]
+#   BASE_CLI=<old build>/tools/fieldprof ./deploy/bench-record.sh 15
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
@@ -78,6 +83,11 @@ cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pi
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
 # A single thread's locks, none of which can wait: what the sampler's
 # wrapper of pthread_mutex_lock adds to each, where a program takes many.
+if [[ -n "${BASE_CLI:-}" ]]; then
+  [[ -x "$BASE_CLI" ]] || { echo "bench-record: BASE_CLI $BASE_CLI is not a program" >&2; exit 2; }
+  cmd[sqlite:record-base]="$BASE_CLI record -o $tmp/s.fprec -- $(inner sqlite_record-base)"
+  cmd[make:record-base]="$BASE_CLI record -o $tmp/m.fprec -- $(minner make_record-base)"
+fi
 locks=20000000
 cmd[locks:plain]="$(own "$waits locks $locks" locks_plain)"
 cmd[locks:record-no-idle]="$(own "$cli record --idle=false -o $tmp/l.fprec -- $waits locks $locks" locks_record-no-idle)"
@@ -87,6 +97,7 @@ order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle 
   make:plain make:record make:record-no-idle make:record-as-perf make:perf-dwarf
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:default locks:plain locks:record-no-idle locks:record)
+if [[ -n "${BASE_CLI:-}" ]]; then order+=(sqlite:record-base make:record-base); fi
 
 for ((i = 1; i <= rounds; i++)); do
   for v in "${order[@]}"; do
