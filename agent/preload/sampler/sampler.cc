@@ -94,16 +94,17 @@ uint64_t g_pending_records = 0;
 // trailer counts anything, and a process with nothing to say leaves none.
 // Making a file took 0.6-1 ms of the program's system time on a fresh VM
 // whose ext4 still initialised its inode tables, 11-25 us once settled
-// (reading one: 3 us). It is made in
-// the directory held open since the start (g_dir_fd), so a program that
-// changes its directory or root first (make -C, a chroot) still makes it.
+// (reading one: 3 us). Its path is absolute, so a program that changes
+// its directory first (make -C) still makes it. (Not a directory
+// descriptor held from the start: a program that closes the descriptors
+// it did not open, closefrom(3), would take it, or have its own number
+// closed by us.)
 int g_fd = -1;
-int g_dir_fd = -1;
 bool g_recording = false;  // a file is written, or to be made when needed
 bool g_file_lazy = false;
 bool g_has_records = false;  // a record past the header and the modules
-char g_name[64];             // rec-PID-START.raw
-bool g_on = false;           // sampling in this process
+char g_path[4096];
+bool g_on = false;  // sampling in this process
 // 1: the writer stops. A futex word, so that Stop() wakes the writer at
 // once instead of waiting out its sleep (each process's exit did: up to
 // 20 ms on the program's wall time).
@@ -205,12 +206,8 @@ uint64_t NowNs() {
 char g_buf[1 << 16];
 size_t g_buf_len = 0;
 
-// Not in a vfork child, which shares our memory but not our descriptors.
 bool MakeFile() {
-  if (g_dir_fd < 0 || getpid() != g_pid) return false;
-  const int fd = openat(g_dir_fd, g_name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  close(g_dir_fd);
-  g_dir_fd = -1;
+  const int fd = open(g_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   g_fd = MoveFdHigh(fd);
   return true;
@@ -220,6 +217,9 @@ bool MakeFile() {
 void Flush(bool must = false) {
   if (g_fd < 0) {
     if (g_recording && !g_has_records && !must) return;  // kept: not worth a file yet
+    // A vfork child (our memory, not our descriptors) leaves the file to
+    // the parent, and the buffer and the state as they are.
+    if (g_recording && getpid() != g_pid) return;
     if (!g_recording || !MakeFile()) {
       g_recording = false;
       g_buf_len = 0;
@@ -241,7 +241,8 @@ void Flush(bool must = false) {
 
 void WriteAll(const void* p, size_t n) {
   if (n > sizeof g_buf - g_buf_len) Flush(true);
-  if (n > sizeof g_buf) return;  // no record is this large
+  // Not flushed (in a vfork child), or no record is this large.
+  if (n > sizeof g_buf - g_buf_len) return;
   memcpy(g_buf + g_buf_len, p, n);
   g_buf_len += n;
 }
@@ -466,11 +467,14 @@ void Start() {
   g_stepped_aside = choice.stepped_aside;
   const uint64_t start = NowNs();
   g_pid = getpid();
-  snprintf(g_name, sizeof g_name, "rec-%d-%llu.raw", static_cast<int>(g_pid),
-           static_cast<unsigned long long>(start));
-  const int dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return;
-  g_dir_fd = MoveFdHigh(dir_fd);
+  // fieldprof record passes it absolute; one set by hand is taken from
+  // where the process starts.
+  char cwd[2048] = "";
+  if (dir[0] != '/' && getcwd(cwd, sizeof cwd) == nullptr) return;
+  const int len =
+      snprintf(g_path, sizeof g_path, "%s%s%s/rec-%d-%llu.raw", cwd, cwd[0] != 0 ? "/" : "", dir,
+               static_cast<int>(g_pid), static_cast<unsigned long long>(start));
+  if (len < 0 || static_cast<size_t>(len) >= sizeof g_path) return;
   g_file_lazy = g_source == fieldprof::raw::kNoSamples && !g_stepped_aside;
   g_has_records = false;
   if (!g_file_lazy && !MakeFile()) return;
@@ -537,8 +541,6 @@ void Stop() {
     g_buf_len = 0;  // a file not made: the process had nothing to say
     g_recording = false;
   }
-  if (g_dir_fd >= 0) close(g_dir_fd);
-  g_dir_fd = -1;
   // Other threads' switch rings stay mapped: they may be in a wrapped call
   // as the process ends (or the exec fails), and exit or exec frees them.
   --t_in_handler;
@@ -556,8 +558,6 @@ void AfterForkInChild() {
   g_writer_on = false;
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
-  if (g_dir_fd >= 0) close(g_dir_fd);
-  g_dir_fd = -1;
   g_recording = false;
   g_buf_len = 0;  // the parent's, not yet written
   ForgetStackRingsAfterFork();
