@@ -45,12 +45,11 @@ struct FpRunConfig {
   const char* debug_log; /* FIELDPROF_DEBUG: diagnostics file, or 0 */
 };
 
-/* One chosen API, bound to the stub of its slot. */
+/* One chosen API, bound to the stub of its slot (its function: fp_real). */
 struct FpApi {
   const char* module;   /* soname of the defining object */
   const char* build_id; /* hex GNU build id, or "unknown" */
   const char* symbol;
-  uintptr_t real; /* the function */
 };
 
 #ifdef __cplusplus

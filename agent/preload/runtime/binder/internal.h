@@ -177,7 +177,8 @@ uintptr_t Direct(TrampBlock& b, uint32_t i);
 bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, bool point);
 // A stub bound to a definition in an object since unloaded (dlclose, then
 // dlopen again: the same API elsewhere, maybe over its old place) follows
-// it to `real` in `def`, if `def` is the same module and build. False: the
+// it to `real` in `def`, if `def` is the same known module (`module` not
+// null) and build. False: the
 // stub stays with its definition (that object still loaded: `real` is
 // another definition of the name; another build, or one without a build
 // id; another place in the build), its callers here unmeasured.

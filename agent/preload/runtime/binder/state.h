@@ -208,6 +208,8 @@ ImportSlot* SlotOfMarker(uintptr_t marker, TrampBlock** block, uint32_t* index);
 uintptr_t CurrentTarget(const ImportSlot& s);
 // Points the slot's entry (or its table entry) at `to`.
 void WriteEntry(TrampBlock& b, uint32_t i, uintptr_t to);
+// Slot i's callers go through `stub`, bound to `target`; returns the stub.
+uintptr_t BindSlot(TrampBlock& b, uint32_t i, int stub, uintptr_t target);
 uintptr_t DirectTarget(const ImportSlot& s);
 // The choice for API `a` (see binder.h); may drop a chosen API (then its
 // stub is in pending_rebind). True: `a` is chosen and has a stub.

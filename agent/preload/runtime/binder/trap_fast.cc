@@ -77,14 +77,19 @@ Result FirstCall(TrampBlock& b, uint32_t i) {
   // Another definition of the name, or the same one loaded again since
   // (FollowReload): the slow path tells them apart.
   if (s.orig != fp_real[stub]) return {0, 1};
-  s.target = s.orig;
-  s.state = kBound;
-  s.stub = static_cast<int8_t>(stub);
-  WriteEntry(b, i, StubAddress(stub));
-  return {StubAddress(stub), g_binder.pending_rebind != 0};
+  return {BindSlot(b, i, stub, s.orig), g_binder.pending_rebind != 0};
 }
 
 }  // namespace
+
+uintptr_t BindSlot(TrampBlock& b, uint32_t i, int stub, uintptr_t target) {
+  ImportSlot& s = b.slots[i];
+  s.target = target;
+  s.state = kBound;
+  s.stub = static_cast<int8_t>(stub);
+  WriteEntry(b, i, StubAddress(stub));
+  return StubAddress(stub);
+}
 
 ImportSlot* SlotOfMarker(uintptr_t marker, TrampBlock** block, uint32_t* index) {
   for (int n = 0; n < g_binder.nblocks; ++n) {

@@ -21,7 +21,7 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
     return false;  // left unmeasured
   }
   KeyBuildId(def, n.build_id, sizeof n.build_id);
-  g.apis[stub] = FpApi{n.module, n.build_id, n.symbol, real};
+  g.apis[stub] = FpApi{n.module, n.build_id, n.symbol};
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
   n.point = point;
   n.object = def != nullptr ? static_cast<uint32_t>(def - g_binder.objects) : kNoObject;
@@ -47,7 +47,7 @@ bool BindStub(int stub, uintptr_t real, const Object* def, const char* symbol, b
 
 bool FollowReload(int stub, uintptr_t real, const Object* def, const char* module) {
   ApiNames& n = api_names[stub];
-  if (def == nullptr || n.object >= g_binder.nobjects) return false;
+  if (def == nullptr || module == nullptr || n.object >= g_binder.nobjects) return false;
   const Object& was = g_binder.objects[n.object];
   if (was.alive) return false;
   // The same function: the same module and build (a build known by its
@@ -61,7 +61,6 @@ bool FollowReload(int stub, uintptr_t real, const Object* def, const char* modul
   }
   n.object = static_cast<uint32_t>(def - g_binder.objects);
   __atomic_store_n(&fp_real[stub], real, __ATOMIC_RELEASE);
-  g.apis[stub].real = real;
   return true;
 }
 
@@ -93,20 +92,6 @@ uintptr_t Direct(TrampBlock& b, uint32_t i) {
   return DirectTarget(s);
 }
 
-namespace {
-
-// Slot i's callers go through `stub`, bound to `target`.
-uintptr_t BindSlot(TrampBlock& b, uint32_t i, int stub, uintptr_t target) {
-  ImportSlot& s = b.slots[i];
-  s.target = target;
-  s.state = kBound;
-  s.stub = static_cast<int8_t>(stub);
-  WriteEntry(b, i, StubAddress(stub));
-  return StubAddress(stub);
-}
-
-}  // namespace
-
 // The first call of a slot that needs more than fp_trap_fast could do.
 uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   ImportSlot& s = b.slots[i];
@@ -129,10 +114,7 @@ uintptr_t FirstCallSlow(TrampBlock& b, uint32_t i) {
   // measured where it was chosen.
   if (a.stub >= 0 && g.bound[a.stub]) {
     const int stub = a.stub;
-    if (fp_real[stub] != target &&
-        (module == nullptr || !FollowReload(stub, target, def, module))) {
-      return Direct(b, i);
-    }
+    if (fp_real[stub] != target && !FollowReload(stub, target, def, module)) return Direct(b, i);
     return BindSlot(b, i, stub, target);
   }
   // A random choice only among the system's modules (SystemModule: a
