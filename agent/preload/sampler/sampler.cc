@@ -100,8 +100,7 @@ uint64_t g_pending_records = 0;
 // it did not open, closefrom(3), would take it, or have its own number
 // closed by us.)
 int g_fd = -1;
-bool g_recording = false;  // a file is written, or to be made when needed
-bool g_file_lazy = false;
+bool g_recording = false;    // a file is written, or to be made when needed
 bool g_has_records = false;  // a record past the header and the modules
 char g_path[4096];
 bool g_on = false;  // sampling in this process
@@ -475,9 +474,9 @@ void Start() {
       snprintf(g_path, sizeof g_path, "%s%s%s/rec-%d-%llu.raw", cwd, cwd[0] != 0 ? "/" : "", dir,
                static_cast<int>(g_pid), static_cast<unsigned long long>(start));
   if (len < 0 || static_cast<size_t>(len) >= sizeof g_path) return;
-  g_file_lazy = g_source == fieldprof::raw::kNoSamples && !g_stepped_aside;
+  const bool lazy = g_source == fieldprof::raw::kNoSamples && !g_stepped_aside;
   g_has_records = false;
-  if (!g_file_lazy && !MakeFile()) return;
+  if (!lazy && !MakeFile()) return;
   g_recording = true;
   fieldprof::raw::FileHeader fh{};
   memcpy(fh.magic, fieldprof::raw::kMagic, sizeof fh.magic);
