@@ -26,7 +26,6 @@ trap cleanup EXIT
 ./deploy/make-cert.sh "$work/tls" ec >/dev/null
 head -c 32 /dev/urandom >"$work/token.secret"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-field() { sed -n "s/.*\"$1\":\([0-9.e+]*\).*/\1/p"; }
 start() {  # name port args...
   local name="$1" port="$2"
   shift 2
@@ -65,7 +64,6 @@ for t in $(seq 1 "$turns"); do
   defended+=("$(echo "$j" | field batches_per_second)")
   echo "turn $t: plain ${plain[-1]} batches/s, defended ${defended[-1]} batches/s"
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mp="$(median "${plain[@]}")"
 md="$(median "${defended[@]}")"
 echo "median: plain $mp batches/s, defended $md batches/s, ratio $(echo "scale=3; $md / $mp" | bc)" \

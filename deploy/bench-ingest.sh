@@ -39,21 +39,16 @@ trap cleanup EXIT
 mkdir -p "$work/bodies"
 ./build/tools/fieldprof-loadgen --dump "$work/bodies" --pool "$pool" 2>/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# A number of loadgen's JSON, written out for bash and bc (which read no
-# exponent: 1e-05 is 0.000010000; a whole number stays whole).
-field() {
-  sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" |
-    awk '{ if ($1 == int($1)) printf "%d\n", $1; else printf "%.9f\n", $1 }'
-}
 # CPU seconds a running process has used (all its threads): utime + stime.
 tck="$(getconf CLK_TCK)"
 cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.2f", ($12 + $13) / t}'; }
 
 # Runs aggregator build $1 at $2 connections for the load's length, its
-# database in $3; sets run_json (the load generator's JSON) and run_cpu
-# (the aggregator's CPU ms a batch, the fold of its backlog included).
+# database in $3; sets run_json (the load generator's JSON), run_batches
+# (the batches it stored) and run_cpu (the aggregator's CPU ms a batch, the
+# fold of its backlog included).
 run_aggregator() {
-  local bin="$1" conns="$2" db="$3" port pid cpu_before cpu_after batches drain_start
+  local bin="$1" conns="$2" db="$3" port pid cpu_before cpu_after drain_start
   port="$(free_port)"
   "$bin" --port "$port" --db "$db" --source_batches_per_minute 0 \
     --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
@@ -70,9 +65,9 @@ run_aggregator() {
   run_drain=$(echo "$(date +%s.%N) - $drain_start" | bc)
   cpu_after="$(cpu_of "$pid")"
   kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
-  batches="$(echo "$run_json" | field batches_ok)"
-  [[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator ($bin) stored no batch at $conns connections" >&2; exit 1; }
-  run_cpu="$(echo "($cpu_after - $cpu_before) * 1000 / $batches" | bc -l)"
+  run_batches="$(echo "$run_json" | field batches_ok)"
+  [[ "${run_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator ($bin) stored no batch at $conns connections" >&2; exit 1; }
+  run_cpu="$(echo "($cpu_after - $cpu_before) * 1000 / $run_batches" | bc -l)"
   rm -rf "$db"  # gigabytes at 20 s
 }
 
@@ -87,7 +82,7 @@ for conns in "${counts[@]}"; do
   agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
   agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
   agg_cpu[$conns]="$run_cpu"
-  gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $(echo "$agg_json" | field batches_ok)" | bc -l)"
+  gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $run_batches" | bc -l)"
 
   echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
   ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
@@ -160,7 +155,6 @@ if [[ -n "${BASE_AGG:-}" ]]; then
     printf "  round %d: CPU a batch BASE %.3f ms, this %.3f ms; batches/s BASE %.1f, this %.1f\n" \
       "$round" "${base_cpus[-1]}" "${new_cpus[-1]}" "${base_rates[-1]}" "${new_rates[-1]}"
   done
-  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
   printf "  medians: CPU a batch BASE %.3f ms, this %.3f ms (%+.1f%%); batches/s BASE %.1f, this %.1f (%+.1f%%)\n" \
     "$(median "${base_cpus[@]}")" "$(median "${new_cpus[@]}")" \
     "$(echo "($(median "${new_cpus[@]}") / $(median "${base_cpus[@]}") - 1) * 100" | bc -l)" \

@@ -23,6 +23,18 @@ system_code_list() {
   fi
 }
 
+# The number under key $1 of a one-line JSON object on stdin (loadgen's,
+# the references'), written out for bash and bc, which read no exponent:
+# 1e-05 is 0.000010000; a whole number stays whole.
+field() {
+  sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" |
+    awk '{ if ($1 == int($1)) printf "%d\n", $1; else printf "%.9f\n", $1 }'
+}
+
+# The median of its arguments (numbers; the mean of the middle two of an
+# even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+
 # A small C project in DIR, for make -s -B -j2 -C DIR to rebuild whole: gcc,
 # cc1, as, collect2 and ld for each of its seven files, the process-heavy
 # side of a build (bench-process.sh, bench-record.sh).

@@ -14,6 +14,10 @@
 #   - many short processes: make -B -j2 rebuilding a 7-file C program
 #     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
 #     preloaded into it): plain, record, --idle=false, all parts off, perf;
+#   - 200 runs of /bin/true from sh, timed by that sh: what each process
+#     pays alone (loading and starting what is preloaded, its raw file if
+#     it makes one): plain, record, --idle=false --points=false, perf at
+#     record's depth;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions; CPU-wide records too when privileged), the
@@ -81,13 +85,20 @@ cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits 
 cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
 cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
-# A single thread's locks, none of which can wait: what the sampler's
-# wrapper of pthread_mutex_lock adds to each, where a program takes many.
+# 200 short processes, timed inside as sqlite3 is.
+tinner() { echo "sh -c 'a=\$(date +%s%N); i=0; while [ \$i -lt 200 ]; do /bin/true; i=\$((i + 1)); done; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
+cmd[trues:plain]="$(tinner trues_plain)"
+cmd[trues:record]="$cli record -o $tmp/t.fprec -- $(tinner trues_record)"
+cmd[trues:record-as-perf]="$cli record --idle=false --points=false -o $tmp/t.fprec -- $(tinner trues_record-as-perf)"
+cmd[trues:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(tinner trues_perf-dwarf-12k)"
 if [[ -n "${BASE_CLI:-}" ]]; then
   [[ -x "$BASE_CLI" ]] || { echo "bench-record: BASE_CLI $BASE_CLI is not a program" >&2; exit 2; }
   cmd[sqlite:record-base]="$BASE_CLI record -o $tmp/s.fprec -- $(inner sqlite_record-base)"
   cmd[make:record-base]="$BASE_CLI record -o $tmp/m.fprec -- $(minner make_record-base)"
+  cmd[trues:record-base]="$BASE_CLI record -o $tmp/t.fprec -- $(tinner trues_record-base)"
 fi
+# A single thread's locks, none of which can wait: what the sampler's
+# wrapper of pthread_mutex_lock adds to each, where a program takes many.
 locks=20000000
 cmd[locks:plain]="$(own "$waits locks $locks" locks_plain)"
 cmd[locks:record-no-idle]="$(own "$cli record --idle=false -o $tmp/l.fprec -- $waits locks $locks" locks_record-no-idle)"
@@ -95,9 +106,10 @@ cmd[locks:record]="$(own "$cli record -o $tmp/l.fprec -- $waits locks $locks" lo
 order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-no-cpu-wide
   sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf sqlite:perf-dwarf-12k
   make:plain make:record make:record-no-idle make:record-as-perf make:perf-dwarf
+  trues:plain trues:record trues:record-as-perf trues:perf-dwarf-12k
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:default locks:plain locks:record-no-idle locks:record)
-if [[ -n "${BASE_CLI:-}" ]]; then order+=(sqlite:record-base make:record-base); fi
+if [[ -n "${BASE_CLI:-}" ]]; then order+=(sqlite:record-base make:record-base trues:record-base); fi
 
 for ((i = 1; i <= rounds; i++)); do
   for v in "${order[@]}"; do
