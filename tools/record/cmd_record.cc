@@ -55,7 +55,7 @@ constexpr const char* kSamplerLib = "libfieldprof-sampler.so";
 
 // What `fieldprof record` was asked, checked.
 struct RecordArgs {
-  std::string output, lib_dir, clock = "perf", cpu_wide = "auto";
+  std::string output, lib_dir, clock = "perf", cpu_wide = "auto", idle_from = "auto";
   int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
   bool wall = false, idle = true, all_user = false, points = true, auto_points = false;
@@ -112,6 +112,14 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   t.AddBool("idle", &idle,
             "record idle transitions: each thread's switches off and onto the CPU (perf_event "
             "switch records) and the blocking call it waited in");
+  t.AddString("idle_from", &a->idle_from,
+              "where idle transitions are taken: perf (from outside, with --clock perf: the "
+              "kernel's switch records and, at each switch off the CPU, a copy of the user "
+              "stack, as perf record -e cs --switch-events --call-graph dwarf; nothing runs in "
+              "the program for them, so static programs' waits are recorded too; needs "
+              "CAP_PERFMON, root or perf_event_paranoid <= 1), program (a sampler preloaded "
+              "into each process unwinds the blocking call at once; costs each process about "
+              "0.4 ms to start) or auto (perf where allowed, else program)");
   t.AddBool("points", &a->points,
             "record the program's instrumentation points (FP_POINT, FP_SCOPE: "
             "<fieldprof/points.h>) on the samples' timeline: record show --points lists their "
@@ -144,6 +152,14 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   }
   if (s.ok() && cpu_wide != "auto" && cpu_wide != "on" && cpu_wide != "off") {
     s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
+  }
+  if (s.ok() && a->idle_from != "auto" && a->idle_from != "perf" && a->idle_from != "program") {
+    s = InvalidArgument("--idle_from is auto, perf or program, not \"" + a->idle_from + "\"");
+  }
+  if (s.ok() && a->idle_from == "perf" && (clock != "perf" || wall)) {
+    s = InvalidArgument(
+        "--idle_from perf takes the waits beside the samples from outside: it "
+        "needs --clock perf, without --wall");
   }
   if (s.ok() && a->auto_points && !a->points) {
     s = InvalidArgument("--auto_points are points: drop --points=false");
@@ -205,8 +221,10 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
       std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
                    static_cast<double>(sampler->bytes_copied()) / 1e6);
     }
+    // Waits asked from outside and refused at the start: none recorded.
+    const bool idle = a.idle && (!po.waits || sampler->waits());
     StatusOr<tools::PerfUnwindSummary> u = tools::UnwindPerfSamples(
-        raw_dir, raw_dir, static_cast<uint32_t>(a.hz), sampler->kernel_time(), a.idle);
+        raw_dir, raw_dir, static_cast<uint32_t>(a.hz), sampler->kernel_time(), idle);
     if (!u.ok()) std::cerr << "fieldprof record: " << u.status().message() << "\n";
   }
   return code;
@@ -321,9 +339,26 @@ int Record(int argc, char** argv) {
       a.clock = "task";
     }
   }
+  // The waits from outside, beside the samples, where the kernel allows it:
+  // then no sampler is preloaded into every process (docs/benchmarks.md,
+  // fieldprof record: what a process pays for it).
+  if (outside && a.idle && a.idle_from != "program") {
+    if (Status w = tools::PerfWaitsAvailable(); w.ok()) {
+      po.waits = true;
+    } else if (a.idle_from == "perf") {
+      std::cerr << "fieldprof record: --idle_from perf: " << w.message()
+                << " (--idle_from program takes them in the program)\n";
+      return 3;
+    }
+  } else if (a.idle_from == "perf" && a.idle && !outside) {
+    std::cerr << "fieldprof record: --idle_from perf: sampling from outside is not available "
+                 "here\n";
+    return 3;
+  }
   // In the program: its samples unless taken from outside, its idle
-  // transitions, and the points recorder. With none, nothing is preloaded.
-  const bool preload = !outside || a.idle;
+  // transitions unless taken from outside, and the points recorder. With
+  // none, nothing is preloaded.
+  const bool preload = !outside || (a.idle && !po.waits);
   std::string dir;
   if (preload || a.points) {
     StatusOr<std::string> d = PreloadDir(a, preload);

@@ -32,12 +32,19 @@ void WriteAll(int fd, const std::string& bytes) {
 // can name.
 constexpr uint64_t kRegsMask = 0xff01ffull;  // ax..ip (0-8), r8..r15 (16-23)
 
-int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel) {
+// The sampling event of one CPU: the task clock, or with `switches` the
+// context switches (period 1: a sample at each switch off the CPU, taken
+// in the scheduler, so only with kernel events). With `switch_records`,
+// the task clock's ring also gets the threads' switch records.
+int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel, bool switches,
+            bool switch_records = false) {
   perf_event_attr a{};
   a.size = sizeof a;
   a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_TASK_CLOCK;
-  a.sample_period = 1000000000ull / o.hz;
+  a.config = switches ? PERF_COUNT_SW_CONTEXT_SWITCHES : PERF_COUNT_SW_TASK_CLOCK;
+  // A switch sample's period is 1; a task-clock sample's, its nanoseconds
+  // (at least 100,000): perf_unwind.cc tells them apart so.
+  a.sample_period = switches ? 1 : 1000000000ull / o.hz;
   a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
                   PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
   a.sample_regs_user = kRegsMask;
@@ -48,11 +55,14 @@ int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel) {
   a.exclude_kernel = kernel ? 0 : 1;
   a.exclude_hv = 1;
   a.exclude_callchain_kernel = 1;
-  a.mmap = 1;
-  a.mmap2 = 1;
-  a.comm = 1;
-  a.comm_exec = 1;
-  a.task = 1;
+  if (!switches) {  // the side records once, on the task clock's event
+    a.mmap = 1;
+    a.mmap2 = 1;
+    a.comm = 1;
+    a.comm_exec = 1;
+    a.task = 1;
+    a.context_switch = switch_records ? 1 : 0;
+  }
   a.sample_id_all = 1;
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;  // the in-process sampler's clock: one timeline
@@ -88,7 +98,7 @@ std::vector<int> OnlineCpus() {
 }  // namespace
 
 Status PerfSamplerAvailable(const PerfSamplerOptions& o) {
-  int fd = OpenOne(0, -1, o, false);
+  int fd = OpenOne(0, -1, o, /*kernel=*/false, /*switches=*/false);
   if (fd < 0) {
     const int e = errno;
     return Unavailable(std::string("perf_event_open: ") + std::strerror(e) +
@@ -96,6 +106,19 @@ Status PerfSamplerAvailable(const PerfSamplerOptions& o) {
                             ? " (/proc/sys/kernel/perf_event_paranoid is above 2, or perf_event "
                               "is not allowed here)"
                             : ""));
+  }
+  close(fd);
+  return Status();
+}
+
+Status PerfWaitsAvailable() {
+  const int fd = OpenOne(0, -1, PerfSamplerOptions{}, /*kernel=*/true, /*switches=*/true);
+  if (fd < 0) {
+    const int e = errno;
+    return Unavailable(
+        std::string("a context-switch perf_event with kernel events: ") + std::strerror(e) +
+        (e == EACCES || e == EPERM ? " (needs CAP_PERFMON, root, or perf_event_paranoid <= 1)"
+                                   : ""));
   }
   close(fd);
   return Status();
@@ -110,13 +133,27 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
   std::unique_ptr<PerfSampler> s(new PerfSampler);
   s->page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const std::vector<int> cpus = OnlineCpus();
+  // The waits first, a context-switch event for each CPU: refused (they
+  // need kernel events), the recording has no idle transitions, and says
+  // so (fh.idle), and the task clocks carry no switch records.
+  std::vector<int> switch_fds;
+  bool waits = o.waits;
+  for (size_t i = 0; waits && i < cpus.size(); ++i) {
+    const int fd = OpenOne(pid, cpus[i], o, /*kernel=*/true, /*switches=*/true);
+    if (fd >= 0) switch_fds.push_back(fd);
+    waits = fd >= 0;
+  }
+  if (!waits) {
+    for (int fd : switch_fds) close(fd);
+    switch_fds.clear();
+  }
   // Kernel time if allowed: a sample in a system call then stands for the
   // user stack that made it, as the in-process task clock counts it.
   int first_error = 0;
   for (const bool kernel : {true, false}) {
     if (kernel && o.all_user) continue;
     for (int cpu : cpus) {
-      const int fd = OpenOne(pid, cpu, o, kernel);
+      const int fd = OpenOne(pid, cpu, o, kernel, /*switches=*/false, /*switch_records=*/waits);
       if (fd < 0) {
         first_error = errno;
         break;
@@ -131,6 +168,15 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
     for (Ring& r : s->rings_) close(r.fd);
     s->rings_.clear();
   }
+  // Each CPU's switch samples go into its one ring (SET_OUTPUT, once the
+  // rings are mapped), in time order with the rest.
+  for (size_t i = 0; i < switch_fds.size() && i < s->rings_.size(); ++i) {
+    s->rings_[i].switch_fd = switch_fds[i];
+  }
+  if (s->rings_.empty()) {
+    for (int fd : switch_fds) close(fd);
+  }
+  s->waits_ = waits && !s->rings_.empty();
   if (s->rings_.empty()) {
     return Unavailable(std::string("the kernel refused perf_event sampling of the command (") +
                        std::strerror(first_error) +
@@ -142,7 +188,10 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
   }
   // Rings as large as the locked-memory allowance gives (root: 1 MiB a
   // CPU; a user's perf_event_mlock_kb is 516 KiB over all of them).
-  for (size_t pages = 256; pages >= 8; pages /= 2) {
+  // With the waits, a stack copy at every switch too (a ping-pong of two
+  // threads switches 100,000 times a second, half of them preemptions):
+  // 4 MiB a CPU where allowed.
+  for (size_t pages = s->waits_ ? 1024 : 256; pages >= 8; pages /= 2) {
     bool all = true;
     for (Ring& r : s->rings_) {
       void* p = mmap(nullptr, (pages + 1) * s->page_, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
@@ -172,6 +221,12 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
   // it looks every 20; 64 KiB stacks, or the small rings of a user's
   // locked-memory allowance, every few. Each look is a wakeup on some CPU,
   // perhaps the program's (docs/benchmarks.md, fieldprof record).
+  for (Ring& r : s->rings_) {
+    if (r.switch_fd >= 0 && ioctl(r.switch_fd, PERF_EVENT_IOC_SET_OUTPUT, r.fd) != 0) {
+      return Unavailable("cannot send the context-switch samples to their CPU's ring: " +
+                         std::string(std::strerror(errno)));
+    }
+  }
   const double bytes_per_ms =
       (static_cast<double>(o.stack_bytes) + 512) * static_cast<double>(o.hz) / 1000;
   const double half_ms = static_cast<double>(s->rings_.front().size) / 2 / bytes_per_ms;
@@ -192,6 +247,7 @@ PerfSampler::~PerfSampler() {
   Stop();
   for (Ring& r : rings_) {
     if (r.base != nullptr) munmap(r.base, r.size + page_);
+    if (r.switch_fd >= 0) close(r.switch_fd);
     if (r.fd >= 0) close(r.fd);
     if (r.out >= 0) close(r.out);
   }

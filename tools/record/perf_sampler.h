@@ -33,11 +33,22 @@ struct PerfSamplerOptions {
   uint32_t hz = 999;             // samples per second of CPU time
   uint32_t stack_bytes = 12288;  // of user stack copied with each sample
   bool all_user = false;         // user time only, even where kernel time is allowed
+  // Also each thread's idle transitions from outside: its switch records
+  // (PERF_RECORD_SWITCH) and, at each switch off the CPU, its registers
+  // and user stack (a context-switch event of period 1), as `perf record
+  // -e cs --switch-events --call-graph dwarf` takes them. Needs kernel
+  // events (root, CAP_PERFMON, perf_event_paranoid <= 1): the kernel takes
+  // the sample in the scheduler.
+  bool waits = false;
 };
 
 // Whether the kernel lets this process sample its own children so (a
 // probe on itself): perf_event_paranoid, seccomp, containers.
 [[nodiscard]] Status PerfSamplerAvailable(const PerfSamplerOptions& options);
+
+// Whether the kernel lets this process take the waits from outside
+// (PerfSamplerOptions::waits): a context-switch event with kernel events.
+[[nodiscard]] Status PerfWaitsAvailable();
 
 class PerfSampler {
  public:
@@ -58,11 +69,14 @@ class PerfSampler {
   void Stop();
 
   bool kernel_time() const { return kernel_time_; }
+  // Whether the rings carry the threads' waits (options.waits, allowed).
+  bool waits() const { return waits_; }
   uint64_t bytes_copied() const { return bytes_; }
 
  private:
   struct Ring {
     int fd = -1;
+    int switch_fd = -1;  // the CPU's context-switch event, into this ring
     void* base = nullptr;
     size_t size = 0;  // data part, a power of two
     int out = -1;     // the CPU's file
@@ -78,6 +92,7 @@ class PerfSampler {
   int poll_ms_ = 50;  // how often the copier looks at the rings (Open)
   RingWait wait_;     // the copier's, between looks
   bool kernel_time_ = false;
+  bool waits_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   bool started_ = false;
@@ -90,6 +105,7 @@ struct PerfUnwindSummary {
   uint64_t lost = 0;       // records the kernel could not write (a full ring)
   uint64_t unwound = 0;    // samples with more than their own frame
   uint64_t processes = 0;  // process images (a process's exec starts another)
+  uint64_t waits = 0;      // switches off the CPU that were not preemptions, with a stack
 };
 
 // The sample source the raw files carry for samples taken from outside.
@@ -99,9 +115,13 @@ uint32_t PerfSampleSource(bool kernel_time);
 // one raw file per process image (`perf-<pid>-<n>.raw`): its modules (from
 // the kernel's mmap records) and its samples, each unwound from the copied
 // registers and stack through the modules' CFI (elfutils; frame pointers
-// where there is none, as in JIT code). `hz` is the rate asked; `idle`:
-// whether the sampler in the programs recorded idle transitions (each file
-// says so: the sampler leaves none for a process that never waited).
+// where there is none, as in JIT code). With the waits taken from outside
+// (PerfSamplerOptions::waits), each file also holds its threads' switch
+// records and, for each switch off the CPU that was a wait, the stack it
+// waited at, as the in-program sampler writes them. `hz` is the rate
+// asked; `idle`: whether idle transitions were recorded, from outside or
+// by the sampler in the programs (each file says so: the sampler leaves
+// none for a process that never waited).
 [[nodiscard]] StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir,
                                                             const std::string& out_dir, uint32_t hz,
                                                             bool kernel_time, bool idle);

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/stacks/sampler_format.h"
 #include "tools/record/perf_sampler.h"
@@ -136,8 +137,36 @@ struct Image {
   bool ended = false;
   bool replaced = false;  // the same process exec'd: the next image goes on
   std::vector<LoadedModule> modules;
-  std::string samples;  // its 'S' records
+  std::string samples;  // its 'S' records, and with the waits its 'W' and 'B'
   uint64_t sample_count = 0;
+  uint64_t switch_count = 0;
+  // Each thread's next switch record's position: one stream per thread,
+  // numbered by its id (the in-program sampler numbers a ring per thread).
+  std::unordered_map<uint32_t, uint64_t> switch_pos;
+  // Each thread's last switch off the CPU ('W', and 'B' with its stack),
+  // held until it comes back: a thread's last switch, as it exits, is no
+  // wait (OnExit drops it).
+  std::unordered_map<uint32_t, std::string> open_wait;
+  std::unordered_set<uint32_t> exited;  // threads whose exit was seen
+
+  void AddSwitchRecords(uint32_t tid, const std::string& records, bool out) {
+    auto held = open_wait.find(tid);
+    if (held != open_wait.end()) {  // an earlier switch off, whatever follows
+      samples += held->second;
+      open_wait.erase(held);
+    }
+    if (out) {
+      open_wait[tid] = records;
+    } else {
+      samples += records;
+    }
+  }
+  // What is still held: switches off the CPU of threads still waiting
+  // when the recording ended.
+  void ReleaseOpenWaits() {
+    for (const auto& [tid, records] : open_wait) samples += records;
+    open_wait.clear();
+  }
 
   Dwfl* dwfl = nullptr;
   bool attach_failed = false;
@@ -325,6 +354,9 @@ Status ReadRecords(const std::string& dir, std::vector<std::unique_ptr<Mapped>>*
 struct Images {
   std::vector<std::unique_ptr<Image>> all;
   std::unordered_map<uint32_t, Image*> live;  // by pid: its current image
+  // By thread: its last context-switch sample, until the switch record
+  // that follows it says whether the thread left to wait.
+  std::unordered_map<uint32_t, const char*> switch_sample;
 
   // A new image of `pid` from `t`: a fork's copies `from`'s mappings; the
   // image it replaces ends (by exec, when `exec`).
@@ -354,6 +386,10 @@ void OnSample(const Entry& e, const perf_event_header& h, Images* images,
   std::vector<uint64_t>& ips = *ips_out;
   SampleView s;
   if (!ParseSample(e.rec, h.size, &s)) return;
+  if (s.period == 1) {  // a context switch's (perf_sampler.cc), not CPU time
+    images->switch_sample[s.tid] = e.rec;
+    return;
+  }
   Image* im = images->Of(s.pid, s.time);
   Unwind(*im, s, &ips);
   ++sum->samples;
@@ -368,6 +404,57 @@ void OnSample(const Entry& e, const perf_event_header& h, Images* images,
   im->samples.append(reinterpret_cast<const char*>(&sh), sizeof sh);
   im->samples.append(reinterpret_cast<const char*>(ips.data()), ips.size() * sizeof(uint64_t));
   ++im->sample_count;
+}
+
+// A thread's switch off or onto a CPU (with the waits from outside): a
+// 'W' record in its image's file, and for a switch off that was no
+// preemption a 'B' record with the stack it waited at, unwound from the
+// context-switch sample the kernel wrote just before.
+void OnSwitch(const Entry& e, const perf_event_header& h, Images* images,
+              std::vector<uint64_t>* ips, PerfUnwindSummary* sum) {
+  if (h.size < sizeof h + 24) return;
+  uint32_t pid = 0, tid = 0, cpu = 0;
+  std::memcpy(&pid, e.rec + h.size - 24, 4);  // sample_id_all: pid, tid, time, cpu
+  std::memcpy(&tid, e.rec + h.size - 20, 4);
+  std::memcpy(&cpu, e.rec + h.size - 8, 4);
+  Image* im = images->Of(pid, e.time);
+  const auto pending = images->switch_sample.find(tid);
+  const char* sample = nullptr;
+  if (pending != images->switch_sample.end()) {
+    sample = pending->second;
+    images->switch_sample.erase(pending);
+  }
+  if (im->exited.count(tid) != 0) return;  // its last switch, as it ends
+  raw::Switch w{};
+  w.time_ns = e.time;
+  w.pos = im->switch_pos[tid]++;
+  w.ring = tid;
+  w.tid = tid;
+  w.cpu = static_cast<uint16_t>(cpu);
+  w.out = (h.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0 ? 1 : 0;
+  w.preempt = (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0 ? 1 : 0;
+  std::string records(1, 'W');
+  records.append(reinterpret_cast<const char*>(&w), sizeof w);
+  ++im->switch_count;
+  SampleView s;
+  if (w.out != 0 && w.preempt == 0 && sample != nullptr) {
+    perf_event_header sh;
+    std::memcpy(&sh, sample, sizeof sh);
+    if (ParseSample(sample, sh.size, &s)) {
+      Unwind(*im, s, ips);
+      raw::BlockedHeader b{};
+      b.from = w.pos;
+      b.to = w.pos + 1;
+      b.ring = tid;
+      b.tid = tid;
+      b.depth = static_cast<uint16_t>(ips->size());
+      records.push_back('B');
+      records.append(reinterpret_cast<const char*>(&b), sizeof b);
+      records.append(reinterpret_cast<const char*>(ips->data()), ips->size() * sizeof(uint64_t));
+      ++sum->waits;
+    }
+  }
+  im->AddSwitchRecords(tid, records, w.out != 0);
 }
 
 // A mapping of a file (or the vDSO) into its image's modules.
@@ -407,6 +494,9 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
     case PERF_RECORD_MMAP2:
       OnMmap(e, h, images);
       break;
+    case PERF_RECORD_SWITCH:
+      OnSwitch(e, h, images, ips, sum);
+      break;
     case PERF_RECORD_COMM: {
       uint32_t pid = 0, tid = 0;
       if (!Get(p, end, &pid) || !Get(p, end, &tid)) break;
@@ -425,6 +515,11 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
     case PERF_RECORD_EXIT: {
       uint32_t pid = 0, ppid = 0, tid = 0;
       if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
+      if (auto it = images->live.find(pid); it != images->live.end()) {
+        // A thread's switch off the CPU as it exits is not a wait.
+        it->second->open_wait.erase(tid);
+        it->second->exited.insert(tid);
+      }
       if (pid == tid) {
         if (auto it = images->live.find(pid); it != images->live.end() && !it->second->ended) {
           it->second->End(e.time);
@@ -453,7 +548,9 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     // A process that ran and was never sampled (a short one, or one that
     // slept, with user time only) is recorded with no samples; the
     // image a process left by exec'ing without a sample is not a process.
-    if (im->sample_count == 0 && (im->replaced || im->modules.empty())) continue;
+    if (im->sample_count == 0 && im->switch_count == 0 && (im->replaced || im->modules.empty())) {
+      continue;
+    }
     ++sum.processes;
     raw::FileHeader fh{};
     std::memcpy(fh.magic, raw::kMagic, sizeof fh.magic);
@@ -473,6 +570,7 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
       out.append(reinterpret_cast<const char*>(&mh), sizeof mh);
       out.append(m.path.data(), mh.path_len);
     }
+    im->ReleaseOpenWaits();
     out += im->samples;
     if (im->ended) {
       raw::Trailer t{};
