@@ -125,11 +125,49 @@ std::string ModuleKey(const dl_phdr_info* info) {
   return std::string(ModulePath(info)) + "@" + std::to_string(info->dlpi_addr);
 }
 
+// Whether the loaded module's dynamic symbols name fieldprof_point_hit,
+// read in memory: a module with points refers to it (points.h), and one
+// that does not can call no recorder, armed or not. Only such modules'
+// files are read for their notes, and a process whose modules have none
+// (every shell, compiler pass and coreutil under record) opens no file:
+// that was most of what the recorder cost a short process. True when the
+// module has no dynamic string table to look in; false for the recorder's
+// own module.
+bool NamesPointHit(const dl_phdr_info* info) {
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  if (dyn == nullptr) return true;
+  // The recorder itself defines it, and has no points.
+  const auto self = reinterpret_cast<uintptr_t>(&NamesPointHit);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && self >= lo && self - lo < ph.p_memsz) return false;
+  }
+  uintptr_t strtab = 0;
+  size_t strsz = 0;
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_STRTAB) strtab = d->d_un.d_ptr;
+    if (d->d_tag == DT_STRSZ) strsz = d->d_un.d_val;
+  }
+  if (strtab == 0 || strsz == 0) return true;
+  // The dynamic linker has made DT_STRTAB an address in most modules; the
+  // vDSO's stays an offset from its base.
+  if (strtab < info->dlpi_addr) strtab += info->dlpi_addr;
+  static constexpr char kName[] = "\0fieldprof_point_hit";  // with the NUL that ends it
+  return memmem(reinterpret_cast<const void*>(strtab), strsz, kName, sizeof kName) != nullptr;
+}
+
 int ArmModule(dl_phdr_info* info, size_t, void*) {
   const char* path = ModulePath(info);
   const std::string key = ModuleKey(info);
   if (!g_scanned->insert(key).second) return 0;
   const bool placing = g_placed_modules != nullptr && !g_placed_loaded;
+  if (!placing && !NamesPointHit(info)) return 0;
   std::string soname;
   for (uint64_t sem : PointSemaphores(path, placing ? &soname : nullptr)) {
     const uintptr_t at = info->dlpi_addr + sem;
