@@ -1,7 +1,7 @@
 // The drain's batches (drain.h).
 #include "agent/preload/points/drain.h"
 
-#include <cpuid.h>
+#include <sys/platform/x86.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -176,9 +176,9 @@ __attribute__((target("lzcnt"))) char* PackEventsLzcnt(Out& o, const Event* ev, 
 
 using PackFn = char* (*)(Out&, const Event*, uint64_t, uint32_t*, char*);
 PackFn ChoosePacking() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & bit_LZCNT) != 0 ? PackEventsLzcnt
-                                                                         : PackEventsBsr;
+  // As glibc read the CPU's features at its start: the cpuid instruction
+  // is a VM exit, 8 us here, in every process the recorder is loaded into.
+  return CPU_FEATURE_ACTIVE(LZCNT) ? PackEventsLzcnt : PackEventsBsr;
 }
 
 // How long the drain waits on a slot claimed and not yet whole before it

@@ -36,7 +36,6 @@
 // rings into the file's batches; stacks.cc takes and keeps the stacks.
 // The wrappers of exec, _exit, seccomp and the dynamic linker's calls are
 // agent/preload/base/'s; this library's hooks are at the end.
-#include <cpuid.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
