@@ -143,7 +143,8 @@ std::string IdleHeader(const Recording& r, const Weights& all) {
       static_cast<double>(all.off_ns) / 1e6);
   out += Line(
       "whole recording: %llu preemptions (switched out while runnable, not waits); %llu waits "
-      "outside a wrapped blocking call (shown as %s)\n",
+      "without their stack (in the program: outside a wrapped blocking call; from outside: lost "
+      "to a full ring), shown as %s\n",
       static_cast<unsigned long long>(r.preemptions),
       static_cast<unsigned long long>(r.waits_unattributed), kUnattributedWait);
   if (r.switches_lost > 0 || r.threads_unwatched > 0) {

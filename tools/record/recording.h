@@ -25,7 +25,7 @@ struct RecordedThread {
 // of its own threads. A to-idle event is a switch out while not runnable
 // (the thread began to wait); its from-idle event is the switch back in.
 // Both carry the stack the thread waited at (the blocking call it was in,
-// or a one-frame "[outside a wrapped call]") and the wait's off-CPU time.
+// or a one-frame "[wait without its stack]") and the wait's off-CPU time.
 //
 // With CPU-wide switch records (privileged; cpu_switches.h), two more: a
 // CPU went idle as the thread began to wait (kCpuIdleAfter: the next task
@@ -93,10 +93,12 @@ struct Recording {
 
   // Idle transitions: off unless recorded with them.
   bool idle = false;
-  uint64_t switches_lost = 0;       // switch records the kernel dropped (a full ring)
-  uint64_t threads_unwatched = 0;   // threads whose switches could not be watched
-  uint64_t preemptions = 0;         // switches out while runnable: not waits, not in the tree
-  uint64_t waits_unattributed = 0;  // waits outside any wrapped blocking call
+  uint64_t switches_lost = 0;      // switch records the kernel dropped (a full ring)
+  uint64_t threads_unwatched = 0;  // threads whose switches could not be watched
+  uint64_t preemptions = 0;        // switches out while runnable: not waits, not in the tree
+  // Waits without their stack: in the program, outside any wrapped
+  // blocking call; from outside, a stack the kernel could not write.
+  uint64_t waits_unattributed = 0;
   // CPU-wide: off unless recorded with the privileges it needs.
   bool cpu_wide = false;
   uint64_t cpu_switches_lost = 0;   // CPU-wide records the kernel dropped
@@ -141,7 +143,7 @@ std::map<uint32_t, SampleTotals> SampleTotalsByType(const Recording& r, uint64_t
 const char* SampleSourceName(uint32_t source);
 
 // The name of the one frame of waits that no wrapped call explains.
-inline constexpr const char* kUnattributedWait = "[outside a wrapped call]";
+inline constexpr const char* kUnattributedWait = "[wait without its stack]";
 
 std::string EncodeRecording(const Recording& r);
 [[nodiscard]] StatusOr<Recording> DecodeRecording(std::string_view bytes);

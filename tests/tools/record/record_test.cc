@@ -743,7 +743,9 @@ void PingPongWaitsMatch(const std::string& as, const std::string& flags) {
         << report;
     EXPECT_LE(waits, voluntary + after) << report;
     EXPECT_GE(waits, voluntary - NumberAfter(report, "whole recording: ") - lost) << report;
-    EXPECT_GE(voluntary, 1000) << "the players took turns by waiting";
+    // (Most turns wait; on a loaded machine a player finds its turn
+    // already come now and then.)
+    EXPECT_GE(voluntary, 300) << "the players took turns by waiting";
   }
   // The players' waits at the lock calls: the innermost frames in the
   // program, libc's own under them from outside.
