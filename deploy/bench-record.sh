@@ -5,7 +5,10 @@
 #     fieldprof record (the default: sampled from outside, 999 Hz, idle
 #     transitions and the points recorder on), then each part of that
 #     default switched off alone: --points=false (no points recorder
-#     preloaded), --idle=false (no sampler preloaded, no switch records),
+#     preloaded), --idle=false (no switch records, no waits' stacks),
+#     --idle_from program (the waits taken by the sampler preloaded into
+#     each process, not from outside: what a user without kernel events
+#     gets),
 #     --cpu_wide off (no CPU-wide switch records), --stack_bytes 8192
 #     (perf's stack copy, not 12 KiB); all of them off at once (what perf
 #     itself does), --clock task (sampled in the program), and
@@ -13,21 +16,25 @@
 #     stacks and with record's 12 KiB (the same rate and depth);
 #   - many short processes: make -B -j2 rebuilding a 7-file C program
 #     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
-#     preloaded into it): plain, record, --idle=false, all parts off, perf;
+#     preloaded into it): plain, record, --idle=false, --idle_from program,
+#     all parts off, perf;
 #   - 200 runs of /bin/true from sh, timed by that sh: what each process
 #     pays alone (loading and starting what is preloaded, its raw file if
-#     it makes one): plain, record, --idle=false --points=false, perf at
-#     record's depth;
+#     it makes one): plain, record, --points=false, --idle_from program,
+#     --idle=false --points=false, perf at record's depth;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions; CPU-wide records too when privileged), the
 #     same with --cpu_wide off (what an unprivileged user gets), the
 #     default task clock, and the program alone with a context-switch ring
 #     per thread that it discards (the kernel's switch records by
-#     themselves, the mechanism's floor);
+#     themselves, the mechanism's floor); and with the perf clock, the
+#     default (the waits from outside where privileged: a stack copied at
+#     each switch), --idle_from program and --idle=false;
 #   - 20 million locks of a mutex on one thread, none of which can wait:
-#     plain, under record with --idle=false and under record (what the
-#     sampler adds to each: its wrapper of pthread_mutex_lock, mostly).
+#     plain, under record with --idle=false, under record, and with
+#     --idle_from program (what the sampler adds to each: its wrapper of
+#     pthread_mutex_lock, mostly).
 # Prints each variant's median wall time and its ratio to plain: of the
 # whole command, and also of the program alone: the sqlite3 run timed by
 # the shell that runs it, the ping-pong's waits timed by itself (so neither
@@ -60,6 +67,7 @@ cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
 cmd[sqlite:record-no-points]="$cli record --points=false -o $tmp/s.fprec -- $(inner sqlite_record-no-points)"
 cmd[sqlite:record-no-idle]="$cli record --idle=false -o $tmp/s.fprec -- $(inner sqlite_record-no-idle)"
+cmd[sqlite:record-idle-program]="$cli record --idle_from program -o $tmp/s.fprec -- $(inner sqlite_record-idle-program)"
 cmd[sqlite:record-no-cpu-wide]="$cli record --cpu_wide off -o $tmp/s.fprec -- $(inner sqlite_record-no-cpu-wide)"
 cmd[sqlite:record-stack-8k]="$cli record --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-stack-8k)"
 cmd[sqlite:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-as-perf)"
@@ -74,6 +82,7 @@ minner() { echo "sh -c 'a=\$(date +%s%N); make -s -B -j2 -C $tmp/cproj >/dev/nul
 cmd[make:plain]="$(minner make_plain)"
 cmd[make:record]="$cli record -o $tmp/m.fprec -- $(minner make_record)"
 cmd[make:record-no-idle]="$cli record --idle=false -o $tmp/m.fprec -- $(minner make_record-no-idle)"
+cmd[make:record-idle-program]="$cli record --idle_from program -o $tmp/m.fprec -- $(minner make_record-idle-program)"
 cmd[make:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/m.fprec -- $(minner make_record-as-perf)"
 cmd[make:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(minner make_perf-dwarf)"
 # The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
@@ -85,10 +94,14 @@ cmd[pingpong:timer]="$(own "$cli record --clock timer -o $tmp/p.fprec -- $waits 
 cmd[pingpong:timer-unpriv]="$(own "$cli record --clock timer --cpu_wide off -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_timer-unpriv)"
 cmd[pingpong:task]="$(own "$cli record --clock task -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_task)"
 cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_default)"
+cmd[pingpong:idle-program]="$(own "$cli record --idle_from program -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_idle-program)"
+cmd[pingpong:no-idle]="$(own "$cli record --idle=false -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_no-idle)"
 # 200 short processes, timed inside as sqlite3 is.
 tinner() { echo "sh -c 'a=\$(date +%s%N); i=0; while [ \$i -lt 200 ]; do /bin/true; i=\$((i + 1)); done; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
 cmd[trues:plain]="$(tinner trues_plain)"
 cmd[trues:record]="$cli record -o $tmp/t.fprec -- $(tinner trues_record)"
+cmd[trues:record-no-points]="$cli record --points=false -o $tmp/t.fprec -- $(tinner trues_record-no-points)"
+cmd[trues:record-idle-program]="$cli record --idle_from program -o $tmp/t.fprec -- $(tinner trues_record-idle-program)"
 cmd[trues:record-as-perf]="$cli record --idle=false --points=false -o $tmp/t.fprec -- $(tinner trues_record-as-perf)"
 cmd[trues:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(tinner trues_perf-dwarf-12k)"
 if [[ -n "${BASE_CLI:-}" ]]; then
@@ -103,12 +116,16 @@ locks=20000000
 cmd[locks:plain]="$(own "$waits locks $locks" locks_plain)"
 cmd[locks:record-no-idle]="$(own "$cli record --idle=false -o $tmp/l.fprec -- $waits locks $locks" locks_record-no-idle)"
 cmd[locks:record]="$(own "$cli record -o $tmp/l.fprec -- $waits locks $locks" locks_record)"
-order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-no-cpu-wide
-  sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf sqlite:perf-dwarf-12k
-  make:plain make:record make:record-no-idle make:record-as-perf make:perf-dwarf
-  trues:plain trues:record trues:record-as-perf trues:perf-dwarf-12k
+cmd[locks:record-idle-program]="$(own "$cli record --idle_from program -o $tmp/l.fprec -- $waits locks $locks" locks_record-idle-program)"
+order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-idle-program
+  sqlite:record-no-cpu-wide sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
+  sqlite:perf-dwarf-12k
+  make:plain make:record make:record-no-idle make:record-idle-program make:record-as-perf make:perf-dwarf
+  trues:plain trues:record trues:record-no-points trues:record-idle-program trues:record-as-perf
+  trues:perf-dwarf-12k
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
-  pingpong:task pingpong:default locks:plain locks:record-no-idle locks:record)
+  pingpong:task pingpong:no-idle pingpong:default pingpong:idle-program
+  locks:plain locks:record-no-idle locks:record locks:record-idle-program)
 if [[ -n "${BASE_CLI:-}" ]]; then order+=(sqlite:record-base make:record-base trues:record-base); fi
 
 for ((i = 1; i <= rounds; i++)); do
@@ -143,8 +160,10 @@ done
 # kernel's switch records alone (against plain), and fieldprof record's
 # whole mechanism (against sampling alone).
 per() { echo "($(median "$tmp/inner_pingpong_$1") - $(median "$tmp/inner_pingpong_$2")) / (4 * $pp)" | bc -l; }
-printf 'per idle transition: kernel switch records %.2f us; record, unprivileged %.2f us; record %.2f us\n' \
-  "$(per kernel-rings plain)" "$(per timer-unpriv timer-no-idle)" "$(per timer timer-no-idle)"
-printf 'a lock and unlock that cannot wait: %.2f ns plain, %.2f ns more under record than with --idle=false (the sampler: its wrapper, the thread'"'"'s switch ring)\n' \
+printf 'per idle transition: kernel switch records %.2f us; in the program (timer clock): unprivileged %.2f us, with CPU-wide records %.2f us; perf clock: in the program %.2f us, the default %.2f us\n' \
+  "$(per kernel-rings plain)" "$(per timer-unpriv timer-no-idle)" "$(per timer timer-no-idle)" \
+  "$(per idle-program no-idle)" "$(per default no-idle)"
+lock_more() { echo "($(median "$tmp/inner_locks_$1") - $(median "$tmp/inner_locks_record-no-idle")) * 1000 / $locks" | bc -l; }
+printf 'a lock and unlock that cannot wait: %.2f ns plain; more than under record --idle=false: %.2f ns under record, %.2f ns with --idle_from program (the sampler: its wrapper, the thread'"'"'s switch ring)\n' \
   "$(echo "$(median "$tmp/inner_locks_plain") * 1000 / $locks" | bc -l)" \
-  "$(echo "($(median "$tmp/inner_locks_record") - $(median "$tmp/inner_locks_record-no-idle")) * 1000 / $locks" | bc -l)"
+  "$(lock_more record)" "$(lock_more record-idle-program)"
