@@ -17,7 +17,7 @@
 #   - many short processes: make -B -j2 rebuilding a 7-file C program
 #     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
 #     preloaded into it): plain, record, --idle=false, --idle_from program,
-#     all parts off, perf;
+#     all parts off, perf with its 8 KiB stacks and with record's 12;
 #   - 200 runs of /bin/true from sh, timed by that sh: what each process
 #     pays alone (loading and starting what is preloaded, its raw file if
 #     it makes one): plain, record, --points=false, --idle_from program,
@@ -85,6 +85,7 @@ cmd[make:record-no-idle]="$cli record --idle=false -o $tmp/m.fprec -- $(minner m
 cmd[make:record-idle-program]="$cli record --idle_from program -o $tmp/m.fprec -- $(minner make_record-idle-program)"
 cmd[make:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/m.fprec -- $(minner make_record-as-perf)"
 cmd[make:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(minner make_perf-dwarf)"
+cmd[make:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(minner make_perf-dwarf-12k)"
 # The ping-pong's own time: microseconds appended to $tmp/inner_NAME.
 own() { echo "set -o pipefail; $1 2>&1 >/dev/null | awk '/^elapsed/ {printf \"%d\\n\", \$2 * 1000}' >>$tmp/inner_$2"; }
 cmd[pingpong:plain]="$(own "$waits pingpong $pp" pingpong_plain)"
@@ -121,6 +122,7 @@ order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle 
   sqlite:record-no-cpu-wide sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
   sqlite:perf-dwarf-12k
   make:plain make:record make:record-no-idle make:record-idle-program make:record-as-perf make:perf-dwarf
+  make:perf-dwarf-12k
   trues:plain trues:record trues:record-no-points trues:record-idle-program trues:record-as-perf
   trues:perf-dwarf-12k
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
