@@ -269,6 +269,7 @@ void PerfSampler::Stop() {
   }
   DrainAll();
   for (Ring& r : rings_) {
+    Filter(r, /*last=*/true);  // a switch sample held back, whatever follows
     if (r.out >= 0 && !r.buffer.empty()) {
       WriteAll(r.out, r.buffer);
       r.buffer.clear();
@@ -299,6 +300,84 @@ bool PerfSampler::DrainAll() {
   return any;
 }
 
+namespace {
+
+// Where a sample's fields lie (the sample_type OpenOne asks: IP, TID,
+// TIME, CPU, PERIOD, REGS_USER, STACK_USER).
+constexpr size_t kPeriodAt = sizeof(perf_event_header) + 32;
+constexpr size_t kRegsAbiAt = kPeriodAt + 8;
+
+uint64_t U64At(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// The sample `rec` of `size` bytes onto `out`, its stack copy cut to the
+// bytes that held stack (dyn_size, rounded up to 8): most of a 12 KiB copy
+// is past the top of a shallow stack.
+void AppendTrimmed(const char* rec, uint16_t size, std::string* out) {
+  // The stack's size field: after the registers' ABI word and, unless it
+  // is NONE, the 17 registers.
+  size_t at = kRegsAbiAt;
+  if (at + 8 <= size) at += U64At(rec + at) != PERF_SAMPLE_REGS_ABI_NONE ? 8 + 17 * 8 : 8;
+  const uint64_t copied = at + 8 <= size ? U64At(rec + at) : 0;
+  if (copied == 0 || at + 8 + copied + 8 > size) {  // nothing to cut
+    out->append(rec, size);
+    return;
+  }
+  const uint64_t dyn = U64At(rec + at + 8 + copied);
+  const uint64_t kept = std::min(copied, (dyn + 7) & ~uint64_t{7});
+  perf_event_header h;
+  std::memcpy(&h, rec, sizeof h);
+  h.size = static_cast<uint16_t>(size - (copied - kept));
+  out->append(reinterpret_cast<const char*>(&h), sizeof h);
+  out->append(rec + sizeof h, at - sizeof h);
+  out->append(reinterpret_cast<const char*>(&kept), 8);
+  out->append(rec + at + 8, kept);
+  out->append(rec + at + 8 + copied, size - (at + 8 + copied));
+}
+
+}  // namespace
+
+void PerfSampler::Filter(Ring& r, bool last) {
+  std::string in = std::move(r.held);
+  in += r.buffer;
+  r.held.clear();
+  r.buffer.clear();
+  size_t at = 0;
+  while (at + sizeof(perf_event_header) <= in.size()) {
+    perf_event_header h;
+    std::memcpy(&h, in.data() + at, sizeof h);
+    if (h.size < sizeof h || at + h.size > in.size()) break;  // the kernel writes whole records
+    const char* rec = in.data() + at;
+    if (h.type != PERF_RECORD_SAMPLE) {
+      r.buffer.append(rec, h.size);
+      at += h.size;
+      continue;
+    }
+    // A switch sample (period 1) is written by the scheduler just before
+    // the switch record that says whether it was a wait.
+    if (waits_ && h.size >= kPeriodAt + 8 && U64At(rec + kPeriodAt) == 1) {
+      const size_t next = at + h.size;
+      perf_event_header nh{};
+      if (next + sizeof nh > in.size()) {
+        if (!last) break;  // held for the next look
+      } else {
+        std::memcpy(&nh, in.data() + next, sizeof nh);
+        if (nh.type == PERF_RECORD_SWITCH && (nh.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0 &&
+            (nh.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0) {
+          at = next;  // a preemption: no wait, no stack to keep
+          continue;
+        }
+      }
+    }
+    AppendTrimmed(rec, h.size, &r.buffer);
+    at += h.size;
+  }
+  r.held.assign(in, at, std::string::npos);
+}
+
 void PerfSampler::Drain(Ring& r) {
   if (r.base == nullptr) return;
   auto* meta = static_cast<perf_event_mmap_page*>(r.base);
@@ -315,8 +394,9 @@ void PerfSampler::Drain(Ring& r) {
     r.buffer.append(data + off, n);
     at += n;
   }
-  bytes_ += head - tail;
   __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
+  Filter(r, /*last=*/false);
+  bytes_ += r.buffer.size();
   // Written at once (a write a look a CPU at most, Open): a live `record
   // show` and a recovery after a kill see every ring up to the same
   // moment. Held back, one ring's mmap records stayed in memory while

@@ -71,6 +71,7 @@ class PerfSampler {
   bool kernel_time() const { return kernel_time_; }
   // Whether the rings carry the threads' waits (options.waits, allowed).
   bool waits() const { return waits_; }
+  // Bytes written to the files.
   uint64_t bytes_copied() const { return bytes_; }
 
  private:
@@ -81,10 +82,17 @@ class PerfSampler {
     size_t size = 0;  // data part, a power of two
     int out = -1;     // the CPU's file
     std::string buffer;
+    std::string held;  // a switch sample whose switch record is not in yet
   };
   PerfSampler() = default;
   bool DrainAll();  // whether any ring had records
   void Drain(Ring& r);
+  // The ring's records in `r.buffer` (after `r.held`) as they go to its
+  // file: each sample's stack copy cut to the bytes the kernel found on
+  // the stack, and a switch sample dropped when the switch record after
+  // it says the thread was preempted (no wait). At the end (`last`),
+  // nothing is held back.
+  void Filter(Ring& r, bool last);
   void Loop();
 
   std::vector<Ring> rings_;

@@ -547,8 +547,9 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     const int n = generation[im->pid]++;
     // A process that ran and was never sampled (a short one, or one that
     // slept, with user time only) is recorded with no samples; the
-    // image a process left by exec'ing without a sample is not a process.
-    if (im->sample_count == 0 && im->switch_count == 0 && (im->replaced || im->modules.empty())) {
+    // image a process left by exec'ing without a sample is not a process
+    // (a fork child on its way to exec: its switches, if any, go with it).
+    if (im->sample_count == 0 && (im->replaced || (im->modules.empty() && im->switch_count == 0))) {
       continue;
     }
     ++sum.processes;
