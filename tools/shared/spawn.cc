@@ -42,7 +42,11 @@ int ForkAndExec(char* const* argv, const SpawnOptions& o, pid_t* pid, std::strin
     return e;
   }
   if (child == 0) {
-    // Only async-signal-safe calls from here.
+    // Only async-signal-safe calls from here. The parent's ends of the
+    // pipes are not the child's: holding the go pipe's write end, it would
+    // wait for good on a parent whose hook refused.
+    close(go[1]);
+    close(failed[0]);
     if (o.interrupt_child_only) {
       signal(SIGINT, SIG_DFL);
       signal(SIGQUIT, SIG_DFL);
