@@ -201,6 +201,18 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
         return false;
       }
       sampler = std::move(*ps);
+      if (po.waits && !sampler->waits()) {
+        // Allowed to fieldprof record a moment ago, refused for the
+        // command (out of descriptors, say): no sampler was preloaded.
+        if (a.idle_from == "perf") {
+          *why = "--idle_from perf: the kernel refused the context-switch events for the command";
+          return false;
+        }
+        std::cerr << "fieldprof record: the kernel refused the context-switch events for the "
+                     "command: no idle transitions are recorded (--idle_from program takes them "
+                     "in the program)\n";
+        std::ofstream(raw_dir + "/" + kRawArgs, std::ios::app) << "idle 0\n";
+      }
       sampler->Start();
       // For a recovery: how the rings sample, before anything is in them.
       if (sampler->kernel_time()) {
@@ -333,6 +345,12 @@ int Record(int argc, char** argv) {
   bool outside = a.clock == "perf" && !a.wall;
   if (outside) {
     if (Status av = tools::PerfSamplerAvailable(po); !av.ok()) {
+      if (a.idle_from == "perf" && a.idle) {
+        std::cerr << "fieldprof record: --idle_from perf: sampling from outside is not available "
+                     "here ("
+                  << av.message() << ")\n";
+        return 3;
+      }
       std::cerr << "fieldprof record: sampling from outside is not available here (" << av.message()
                 << "); sampling in the program instead (--clock task)\n";
       outside = false;
@@ -350,10 +368,6 @@ int Record(int argc, char** argv) {
                 << " (--idle_from program takes them in the program)\n";
       return 3;
     }
-  } else if (a.idle_from == "perf" && a.idle && !outside) {
-    std::cerr << "fieldprof record: --idle_from perf: sampling from outside is not available "
-                 "here\n";
-    return 3;
   }
   // In the program: its samples unless taken from outside, its idle
   // transitions unless taken from outside, and the points recorder. With

@@ -137,44 +137,51 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
   // need kernel events), the recording has no idle transitions, and says
   // so (fh.idle), and the task clocks carry no switch records.
   std::vector<int> switch_fds;
+  const auto drop_waits = [&switch_fds] {
+    for (int fd : switch_fds) close(fd);
+    switch_fds.clear();
+  };
   bool waits = o.waits;
   for (size_t i = 0; waits && i < cpus.size(); ++i) {
     const int fd = OpenOne(pid, cpus[i], o, /*kernel=*/true, /*switches=*/true);
     if (fd >= 0) switch_fds.push_back(fd);
     waits = fd >= 0;
   }
-  if (!waits) {
-    for (int fd : switch_fds) close(fd);
-    switch_fds.clear();
-  }
+  if (!waits) drop_waits();
   // Kernel time if allowed: a sample in a system call then stands for the
-  // user stack that made it, as the in-process task clock counts it.
+  // user stack that made it, as the in-process task clock counts it. The
+  // samples come before the waits: task clocks refused beside the
+  // context-switch events (out of descriptors, say) are tried again
+  // without them.
   int first_error = 0;
-  for (const bool kernel : {true, false}) {
-    if (kernel && o.all_user) continue;
-    for (int cpu : cpus) {
-      const int fd = OpenOne(pid, cpu, o, kernel, /*switches=*/false, /*switch_records=*/waits);
-      if (fd < 0) {
-        first_error = errno;
+  for (const bool with_waits : {true, false}) {
+    if (with_waits != waits) continue;
+    for (const bool kernel : {true, false}) {
+      if (kernel && o.all_user) continue;
+      for (int cpu : cpus) {
+        const int fd = OpenOne(pid, cpu, o, kernel, /*switches=*/false, with_waits);
+        if (fd < 0) {
+          first_error = errno;
+          break;
+        }
+        s->rings_.push_back(Ring{});
+        s->rings_.back().fd = fd;
+      }
+      if (s->rings_.size() == cpus.size()) {
+        s->kernel_time_ = kernel;
         break;
       }
-      s->rings_.push_back(Ring{});
-      s->rings_.back().fd = fd;
+      for (Ring& r : s->rings_) close(r.fd);
+      s->rings_.clear();
     }
-    if (s->rings_.size() == cpus.size()) {
-      s->kernel_time_ = kernel;
-      break;
-    }
-    for (Ring& r : s->rings_) close(r.fd);
-    s->rings_.clear();
+    if (!s->rings_.empty()) break;
+    drop_waits();
+    waits = false;
   }
   // Each CPU's switch samples go into its one ring (SET_OUTPUT, once the
   // rings are mapped), in time order with the rest.
   for (size_t i = 0; i < switch_fds.size() && i < s->rings_.size(); ++i) {
     s->rings_[i].switch_fd = switch_fds[i];
-  }
-  if (s->rings_.empty()) {
-    for (int fd : switch_fds) close(fd);
   }
   s->waits_ = waits && !s->rings_.empty();
   if (s->rings_.empty()) {
@@ -190,7 +197,7 @@ StatusOr<std::unique_ptr<PerfSampler>> PerfSampler::Open(pid_t pid, const PerfSa
   // CPU; a user's perf_event_mlock_kb is 516 KiB over all of them).
   // With the waits, a stack copy at every switch too (a ping-pong of two
   // threads switches 100,000 times a second, half of them preemptions):
-  // 4 MiB a CPU where allowed.
+  // up to 4 MiB a CPU, as the allowance gives.
   for (size_t pages = s->waits_ ? 1024 : 256; pages >= 8; pages /= 2) {
     bool all = true;
     for (Ring& r : s->rings_) {
@@ -330,10 +337,17 @@ void AppendTrimmed(const char* rec, uint16_t size, std::string* out) {
   const uint64_t kept = std::min(copied, (dyn + 7) & ~uint64_t{7});
   perf_event_header h;
   std::memcpy(&h, rec, sizeof h);
-  h.size = static_cast<uint16_t>(size - (copied - kept));
+  // With nothing kept, the size word alone, as the kernel writes an empty
+  // copy (no dyn_size after it).
+  const uint64_t cut = kept == 0 ? copied + 8 : copied - kept;
+  h.size = static_cast<uint16_t>(size - cut);
   out->append(reinterpret_cast<const char*>(&h), sizeof h);
   out->append(rec + sizeof h, at - sizeof h);
   out->append(reinterpret_cast<const char*>(&kept), 8);
+  if (kept == 0) {
+    out->append(rec + at + 8 + copied + 8, size - (at + 8 + copied + 8));
+    return;
+  }
   out->append(rec + at + 8, kept);
   out->append(rec + at + 8 + copied, size - (at + 8 + copied));
 }

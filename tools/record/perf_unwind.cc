@@ -140,14 +140,18 @@ struct Image {
   std::string samples;  // its 'S' records, and with the waits its 'W' and 'B'
   uint64_t sample_count = 0;
   uint64_t switch_count = 0;
+  uint64_t wait_count = 0;  // switches off the CPU that were no preemption
   // Each thread's next switch record's position: one stream per thread,
   // numbered by its id (the in-program sampler numbers a ring per thread).
   std::unordered_map<uint32_t, uint64_t> switch_pos;
   // Each thread's last switch off the CPU ('W', and 'B' with its stack),
-  // held until it comes back: a thread's last switch, as it exits, is no
-  // wait (OnExit drops it).
+  // held until it comes back: one that has not when the thread's exit is
+  // recorded is no wait of the program's (the exit record drops it), nor
+  // is a switch recorded after its exit (the thread's last, as it ends:
+  // seen under load, where it left the two counts of a ping-pong player
+  // one apart). A thread made again with the same id is watched again.
   std::unordered_map<uint32_t, std::string> open_wait;
-  std::unordered_set<uint32_t> exited;  // threads whose exit was seen
+  std::unordered_set<uint32_t> exited;
 
   void AddSwitchRecords(uint32_t tid, const std::string& records, bool out) {
     auto held = open_wait.find(tid);
@@ -424,7 +428,7 @@ void OnSwitch(const Entry& e, const perf_event_header& h, Images* images,
     sample = pending->second;
     images->switch_sample.erase(pending);
   }
-  if (im->exited.count(tid) != 0) return;  // its last switch, as it ends
+  if (im->exited.count(tid) != 0) return;
   raw::Switch w{};
   w.time_ns = e.time;
   w.pos = im->switch_pos[tid]++;
@@ -436,11 +440,15 @@ void OnSwitch(const Entry& e, const perf_event_header& h, Images* images,
   std::string records(1, 'W');
   records.append(reinterpret_cast<const char*>(&w), sizeof w);
   ++im->switch_count;
+  if (w.out != 0 && w.preempt == 0) ++im->wait_count;
   SampleView s;
   if (w.out != 0 && w.preempt == 0 && sample != nullptr) {
     perf_event_header sh;
     std::memcpy(&sh, sample, sizeof sh);
-    if (ParseSample(sample, sh.size, &s)) {
+    // The scheduler writes the sample and then this record, on one CPU: a
+    // sample from elsewhere or later is an earlier switch's whose record
+    // was lost, not this wait's stack.
+    if (ParseSample(sample, sh.size, &s) && s.cpu == cpu && s.time <= e.time) {
       Unwind(*im, s, ips);
       raw::BlockedHeader b{};
       b.from = w.pos;
@@ -504,11 +512,13 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
       break;
     }
     case PERF_RECORD_FORK: {
-      uint32_t pid = 0, ppid = 0;
-      if (!Get(p, end, &pid) || !Get(p, end, &ppid)) break;
+      uint32_t pid = 0, ppid = 0, tid = 0;
+      if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
       if (pid != ppid) {
         auto parent = images->live.find(ppid);
         images->Begin(pid, e.time, parent != images->live.end() ? parent->second : nullptr, false);
+      } else if (auto it = images->live.find(pid); it != images->live.end()) {
+        it->second->exited.erase(tid);  // a new thread, perhaps with an old one's id
       }
       break;
     }
@@ -516,7 +526,6 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
       uint32_t pid = 0, ppid = 0, tid = 0;
       if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
       if (auto it = images->live.find(pid); it != images->live.end()) {
-        // A thread's switch off the CPU as it exits is not a wait.
         it->second->open_wait.erase(tid);
         it->second->exited.insert(tid);
       }
@@ -547,9 +556,10 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     const int n = generation[im->pid]++;
     // A process that ran and was never sampled (a short one, or one that
     // slept, with user time only) is recorded with no samples; the
-    // image a process left by exec'ing without a sample is not a process
-    // (a fork child on its way to exec: its switches, if any, go with it).
-    if (im->sample_count == 0 && (im->replaced || (im->modules.empty() && im->switch_count == 0))) {
+    // image a process left by exec'ing without a sample or a wait is not
+    // a process (a fork child on its way to exec, preempted perhaps).
+    if (im->sample_count == 0 && im->wait_count == 0 &&
+        (im->replaced || (im->modules.empty() && im->switch_count == 0))) {
       continue;
     }
     ++sum.processes;

@@ -156,9 +156,24 @@ bool NamesPointHit(const dl_phdr_info* info) {
   }
   if (strtab == 0 || strsz == 0) return true;
   // The dynamic linker has made DT_STRTAB an address in most modules; the
-  // vDSO's stays an offset from its base.
-  if (strtab < info->dlpi_addr) strtab += info->dlpi_addr;
-  static constexpr char kName[] = "\0fieldprof_point_hit";  // with the NUL that ends it
+  // vDSO's stays an offset from its base. Whichever lies in one of the
+  // module's loaded segments, whole; neither: its file is read.
+  const auto loaded = [info, strsz](uintptr_t at) {
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+      const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+      const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+      if (ph.p_type == PT_LOAD && at >= lo && at - lo <= ph.p_memsz &&
+          strsz <= ph.p_memsz - (at - lo)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!loaded(strtab)) strtab += info->dlpi_addr;
+  if (!loaded(strtab)) return true;
+  // The name with the NUL that ends it: a longer name may end in it (a
+  // linker merges such tails), which only costs a read of the file.
+  static constexpr char kName[] = "fieldprof_point_hit";
   return memmem(reinterpret_cast<const void*>(strtab), strsz, kName, sizeof kName) != nullptr;
 }
 
