@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "common/stacks/sampler_format.h"
+#include "tools/record/perf_records.h"
 
 namespace fieldprof::tools {
 
@@ -43,7 +44,7 @@ int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel, bool s
   a.type = PERF_TYPE_SOFTWARE;
   a.config = switches ? PERF_COUNT_SW_CONTEXT_SWITCHES : PERF_COUNT_SW_TASK_CLOCK;
   // A switch sample's period is 1; a task-clock sample's, its nanoseconds
-  // (at least 100,000): perf_unwind.cc tells them apart so.
+  // (at least 100,000): perf_records.h tells them apart so.
   a.sample_period = switches ? 1 : 1000000000ull / o.hz;
   a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
                   PERF_SAMPLE_PERIOD | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
@@ -309,70 +310,47 @@ bool PerfSampler::DrainAll() {
 
 namespace {
 
-// Where a sample's fields lie (the sample_type OpenOne asks: IP, TID,
-// TIME, CPU, PERIOD, REGS_USER, STACK_USER).
-constexpr size_t kPeriodAt = sizeof(perf_event_header) + 32;
-constexpr size_t kRegsAbiAt = kPeriodAt + 8;
-
-uint64_t U64At(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-// The sample `rec` of `size` bytes onto `out`, its stack copy cut to the
+// The sample `rec` (parsed: `s`) onto `out`, its stack copy cut to the
 // bytes that held stack (dyn_size, rounded up to 8): most of a 12 KiB copy
-// is past the top of a shallow stack.
-void AppendTrimmed(const char* rec, uint16_t size, std::string* out) {
-  // The stack's size field: after the registers' ABI word and, unless it
-  // is NONE, the 17 registers.
-  size_t at = kRegsAbiAt;
-  if (at + 8 <= size) at += U64At(rec + at) != PERF_SAMPLE_REGS_ABI_NONE ? 8 + 17 * 8 : 8;
-  const uint64_t copied = at + 8 <= size ? U64At(rec + at) : 0;
-  if (copied == 0 || at + 8 + copied + 8 > size) {  // nothing to cut
+// is past the top of a shallow stack. Cut to nothing, the size word alone
+// stays, as the kernel writes an empty copy (no dyn_size after it).
+void AppendTrimmed(const char* rec, uint16_t size, const SampleView& s, std::string* out) {
+  const uint64_t kept = std::min(s.copied, (s.stack_size + 7) & ~uint64_t{7});
+  if (s.stack == nullptr || kept == s.copied) {
     out->append(rec, size);
     return;
   }
-  const uint64_t dyn = U64At(rec + at + 8 + copied);
-  const uint64_t kept = std::min(copied, (dyn + 7) & ~uint64_t{7});
+  const char* copy_end = s.stack + s.copied + 8;  // past the dyn_size word
   perf_event_header h;
   std::memcpy(&h, rec, sizeof h);
-  // With nothing kept, the size word alone, as the kernel writes an empty
-  // copy (no dyn_size after it).
-  const uint64_t cut = kept == 0 ? copied + 8 : copied - kept;
-  h.size = static_cast<uint16_t>(size - cut);
+  h.size = static_cast<uint16_t>(size - (s.copied - kept) - (kept == 0 ? 8 : 0));
   out->append(reinterpret_cast<const char*>(&h), sizeof h);
-  out->append(rec + sizeof h, at - sizeof h);
+  out->append(rec + sizeof h, static_cast<size_t>(s.stack - 8 - (rec + sizeof h)));
   out->append(reinterpret_cast<const char*>(&kept), 8);
-  if (kept == 0) {
-    out->append(rec + at + 8 + copied + 8, size - (at + 8 + copied + 8));
-    return;
-  }
-  out->append(rec + at + 8, kept);
-  out->append(rec + at + 8 + copied, size - (at + 8 + copied));
+  out->append(s.stack, kept);
+  if (kept != 0) out->append(s.stack + s.copied, 8);  // dyn_size
+  out->append(copy_end, static_cast<size_t>(rec + size - copy_end));
 }
 
 }  // namespace
 
 void PerfSampler::Filter(Ring& r, bool last) {
-  std::string in = std::move(r.held);
-  in += r.buffer;
-  r.held.clear();
-  r.buffer.clear();
+  const std::string& in = r.held;
   size_t at = 0;
   while (at + sizeof(perf_event_header) <= in.size()) {
     perf_event_header h;
     std::memcpy(&h, in.data() + at, sizeof h);
     if (h.size < sizeof h || at + h.size > in.size()) break;  // the kernel writes whole records
     const char* rec = in.data() + at;
-    if (h.type != PERF_RECORD_SAMPLE) {
+    SampleView s;
+    if (h.type != PERF_RECORD_SAMPLE || !ParseSample(rec, h.size, &s)) {
       r.buffer.append(rec, h.size);
       at += h.size;
       continue;
     }
-    // A switch sample (period 1) is written by the scheduler just before
-    // the switch record that says whether it was a wait.
-    if (waits_ && h.size >= kPeriodAt + 8 && U64At(rec + kPeriodAt) == 1) {
+    // A switch sample is written by the scheduler just before the switch
+    // record that says whether it was a wait.
+    if (waits_ && s.period == 1) {
       const size_t next = at + h.size;
       perf_event_header nh{};
       if (next + sizeof nh > in.size()) {
@@ -386,10 +364,10 @@ void PerfSampler::Filter(Ring& r, bool last) {
         }
       }
     }
-    AppendTrimmed(rec, h.size, &r.buffer);
+    AppendTrimmed(rec, h.size, s, &r.buffer);
     at += h.size;
   }
-  r.held.assign(in, at, std::string::npos);
+  r.held.erase(0, at);
 }
 
 void PerfSampler::Drain(Ring& r) {
@@ -405,7 +383,7 @@ void PerfSampler::Drain(Ring& r) {
   for (uint64_t at = tail; at < head;) {
     const uint64_t off = at & mask;
     const uint64_t n = std::min<uint64_t>(head - at, r.size - off);
-    r.buffer.append(data + off, n);
+    r.held.append(data + off, n);
     at += n;
   }
   __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);

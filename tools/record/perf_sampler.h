@@ -79,19 +79,19 @@ class PerfSampler {
     int fd = -1;
     int switch_fd = -1;  // the CPU's context-switch event, into this ring
     void* base = nullptr;
-    size_t size = 0;  // data part, a power of two
-    int out = -1;     // the CPU's file
-    std::string buffer;
-    std::string held;  // a switch sample whose switch record is not in yet
+    size_t size = 0;     // data part, a power of two
+    int out = -1;        // the CPU's file
+    std::string held;    // copied from the ring, not yet filtered (Filter)
+    std::string buffer;  // filtered, for the file
   };
   PerfSampler() = default;
   bool DrainAll();  // whether any ring had records
   void Drain(Ring& r);
-  // The ring's records in `r.buffer` (after `r.held`) as they go to its
+  // The ring's records in `r.held` onto `r.buffer`, as they go to its
   // file: each sample's stack copy cut to the bytes the kernel found on
   // the stack, and a switch sample dropped when the switch record after
-  // it says the thread was preempted (no wait). At the end (`last`),
-  // nothing is held back.
+  // it says the thread was preempted (no wait). A switch sample whose
+  // record is not in yet stays held, unless it is the end (`last`).
   void Filter(Ring& r, bool last);
   void Loop();
 
@@ -113,7 +113,6 @@ struct PerfUnwindSummary {
   uint64_t lost = 0;       // records the kernel could not write (a full ring)
   uint64_t unwound = 0;    // samples with more than their own frame
   uint64_t processes = 0;  // process images (a process's exec starts another)
-  uint64_t waits = 0;      // switches off the CPU that were not preemptions, with a stack
 };
 
 // The sample source the raw files carry for samples taken from outside.

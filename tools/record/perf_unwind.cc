@@ -22,68 +22,13 @@
 #include <unordered_set>
 
 #include "common/stacks/sampler_format.h"
+#include "tools/record/perf_records.h"
 #include "tools/record/perf_sampler.h"
 #include "tools/shared/symbolizer.h"
 
 namespace fieldprof::tools {
 
 namespace {
-
-constexpr int kDwarfRegs = 17;  // x86-64: rax rdx rcx rbx rsi rdi rbp rsp r8-r15, rip
-
-// A sample as the kernel wrote it (the sample_type perf_sampler.cc asks).
-struct SampleView {
-  uint64_t ip = 0, time = 0, period = 0;
-  uint32_t pid = 0, tid = 0, cpu = 0;
-  bool has_regs = false;
-  uint64_t dwarf[kDwarfRegs] = {};
-  const char* stack = nullptr;
-  uint64_t stack_size = 0;
-};
-
-template <typename T>
-bool Get(const char*& p, const char* end, T* out) {
-  if (end - p < static_cast<ptrdiff_t>(sizeof(T))) return false;
-  std::memcpy(out, p, sizeof(T));
-  p += sizeof(T);
-  return true;
-}
-
-bool ParseSample(const char* rec, uint16_t size, SampleView* s) {
-  const char* p = rec + sizeof(perf_event_header);
-  const char* end = rec + size;
-  uint32_t res = 0;
-  if (!Get(p, end, &s->ip) || !Get(p, end, &s->pid) || !Get(p, end, &s->tid) ||
-      !Get(p, end, &s->time) || !Get(p, end, &s->cpu) || !Get(p, end, &res) ||
-      !Get(p, end, &s->period)) {
-    return false;
-  }
-  uint64_t abi = 0;
-  if (!Get(p, end, &abi)) return false;
-  if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
-    uint64_t regs[17];  // perf_regs order: ax bx cx dx si di bp sp ip r8..r15
-    for (uint64_t& r : regs) {
-      if (!Get(p, end, &r)) return false;
-    }
-    // DWARF order.
-    static constexpr int kFrom[kDwarfRegs] = {0,  3,  2,  1,  4,  5,  6,  7, 9,
-                                              10, 11, 12, 13, 14, 15, 16, 8};
-    for (int i = 0; i < kDwarfRegs; ++i) s->dwarf[i] = regs[kFrom[i]];
-    s->has_regs = true;
-  }
-  uint64_t stack_size = 0;
-  if (!Get(p, end, &stack_size)) return false;
-  if (stack_size > 0) {
-    if (end - p < static_cast<ptrdiff_t>(stack_size + 8)) return false;
-    const char* data = p;
-    p += stack_size;
-    uint64_t dyn = 0;
-    Get(p, end, &dyn);
-    s->stack = data;
-    s->stack_size = std::min(dyn, stack_size);
-  }
-  return true;
-}
 
 // The time a non-sample record carries at its end (sample_id_all with
 // TID, TIME and CPU: pid, tid, time, cpu, reserved).
@@ -139,7 +84,6 @@ struct Image {
   std::vector<LoadedModule> modules;
   std::string samples;  // its 'S' records, and with the waits its 'W' and 'B'
   uint64_t sample_count = 0;
-  uint64_t switch_count = 0;
   uint64_t wait_count = 0;  // switches off the CPU that were no preemption
   // Each thread's next switch record's position: one stream per thread,
   // numbered by its id (the in-program sampler numbers a ring per thread).
@@ -360,7 +304,7 @@ struct Images {
   std::unordered_map<uint32_t, Image*> live;  // by pid: its current image
   // By thread: its last context-switch sample, until the switch record
   // that follows it says whether the thread left to wait.
-  std::unordered_map<uint32_t, const char*> switch_sample;
+  std::unordered_map<uint32_t, SampleView> switch_sample;
 
   // A new image of `pid` from `t`: a fork's copies `from`'s mappings; the
   // image it replaces ends (by exec, when `exec`).
@@ -390,8 +334,8 @@ void OnSample(const Entry& e, const perf_event_header& h, Images* images,
   std::vector<uint64_t>& ips = *ips_out;
   SampleView s;
   if (!ParseSample(e.rec, h.size, &s)) return;
-  if (s.period == 1) {  // a context switch's (perf_sampler.cc), not CPU time
-    images->switch_sample[s.tid] = e.rec;
+  if (s.period == 1) {  // a context switch's (perf_records.h), not CPU time
+    images->switch_sample[s.tid] = s;
     return;
   }
   Image* im = images->Of(s.pid, s.time);
@@ -415,17 +359,22 @@ void OnSample(const Entry& e, const perf_event_header& h, Images* images,
 // preemption a 'B' record with the stack it waited at, unwound from the
 // context-switch sample the kernel wrote just before.
 void OnSwitch(const Entry& e, const perf_event_header& h, Images* images,
-              std::vector<uint64_t>* ips, PerfUnwindSummary* sum) {
+              std::vector<uint64_t>* ips) {
   if (h.size < sizeof h + 24) return;
   uint32_t pid = 0, tid = 0, cpu = 0;
   std::memcpy(&pid, e.rec + h.size - 24, 4);  // sample_id_all: pid, tid, time, cpu
   std::memcpy(&tid, e.rec + h.size - 20, 4);
   std::memcpy(&cpu, e.rec + h.size - 8, 4);
   Image* im = images->Of(pid, e.time);
-  const auto pending = images->switch_sample.find(tid);
-  const char* sample = nullptr;
-  if (pending != images->switch_sample.end()) {
-    sample = pending->second;
+  // The scheduler writes a switch's sample and then its record, on one
+  // CPU: a sample from elsewhere or later is an earlier switch's whose
+  // record was lost, not this one's.
+  SampleView s;
+  bool sampled = false;
+  if (const auto pending = images->switch_sample.find(tid);
+      pending != images->switch_sample.end()) {
+    s = pending->second;
+    sampled = s.cpu == cpu && s.time <= e.time;
     images->switch_sample.erase(pending);
   }
   if (im->exited.count(tid) != 0) return;
@@ -439,28 +388,19 @@ void OnSwitch(const Entry& e, const perf_event_header& h, Images* images,
   w.preempt = (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0 ? 1 : 0;
   std::string records(1, 'W');
   records.append(reinterpret_cast<const char*>(&w), sizeof w);
-  ++im->switch_count;
-  if (w.out != 0 && w.preempt == 0) ++im->wait_count;
-  SampleView s;
-  if (w.out != 0 && w.preempt == 0 && sample != nullptr) {
-    perf_event_header sh;
-    std::memcpy(&sh, sample, sizeof sh);
-    // The scheduler writes the sample and then this record, on one CPU: a
-    // sample from elsewhere or later is an earlier switch's whose record
-    // was lost, not this wait's stack.
-    if (ParseSample(sample, sh.size, &s) && s.cpu == cpu && s.time <= e.time) {
-      Unwind(*im, s, ips);
-      raw::BlockedHeader b{};
-      b.from = w.pos;
-      b.to = w.pos + 1;
-      b.ring = tid;
-      b.tid = tid;
-      b.depth = static_cast<uint16_t>(ips->size());
-      records.push_back('B');
-      records.append(reinterpret_cast<const char*>(&b), sizeof b);
-      records.append(reinterpret_cast<const char*>(ips->data()), ips->size() * sizeof(uint64_t));
-      ++sum->waits;
-    }
+  const bool wait = w.out != 0 && w.preempt == 0;
+  if (wait) ++im->wait_count;
+  if (wait && sampled) {
+    Unwind(*im, s, ips);
+    raw::BlockedHeader b{};
+    b.from = w.pos;
+    b.to = w.pos + 1;
+    b.ring = tid;
+    b.tid = tid;
+    b.depth = static_cast<uint16_t>(ips->size());
+    records.push_back('B');
+    records.append(reinterpret_cast<const char*>(&b), sizeof b);
+    records.append(reinterpret_cast<const char*>(ips->data()), ips->size() * sizeof(uint64_t));
   }
   im->AddSwitchRecords(tid, records, w.out != 0);
 }
@@ -471,8 +411,8 @@ void OnMmap(const Entry& e, const perf_event_header& h, Images* images) {
   const char* end = e.rec + h.size;
   uint32_t pid = 0, tid = 0;
   uint64_t addr = 0, len = 0, pgoff = 0;
-  if (!Get(p, end, &pid) || !Get(p, end, &tid) || !Get(p, end, &addr) || !Get(p, end, &len) ||
-      !Get(p, end, &pgoff)) {
+  if (!ReadField(p, end, &pid) || !ReadField(p, end, &tid) || !ReadField(p, end, &addr) ||
+      !ReadField(p, end, &len) || !ReadField(p, end, &pgoff)) {
     return;
   }
   if (h.type == PERF_RECORD_MMAP2) p += 4 + 4 + 8 + 8 + 4 + 4;  // maj min ino gen prot flags
@@ -503,17 +443,17 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
       OnMmap(e, h, images);
       break;
     case PERF_RECORD_SWITCH:
-      OnSwitch(e, h, images, ips, sum);
+      OnSwitch(e, h, images, ips);
       break;
     case PERF_RECORD_COMM: {
       uint32_t pid = 0, tid = 0;
-      if (!Get(p, end, &pid) || !Get(p, end, &tid)) break;
+      if (!ReadField(p, end, &pid) || !ReadField(p, end, &tid)) break;
       if ((h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0) images->Begin(pid, e.time, nullptr, true);
       break;
     }
     case PERF_RECORD_FORK: {
       uint32_t pid = 0, ppid = 0, tid = 0;
-      if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
+      if (!ReadField(p, end, &pid) || !ReadField(p, end, &ppid) || !ReadField(p, end, &tid)) break;
       if (pid != ppid) {
         auto parent = images->live.find(ppid);
         images->Begin(pid, e.time, parent != images->live.end() ? parent->second : nullptr, false);
@@ -524,7 +464,7 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
     }
     case PERF_RECORD_EXIT: {
       uint32_t pid = 0, ppid = 0, tid = 0;
-      if (!Get(p, end, &pid) || !Get(p, end, &ppid) || !Get(p, end, &tid)) break;
+      if (!ReadField(p, end, &pid) || !ReadField(p, end, &ppid) || !ReadField(p, end, &tid)) break;
       if (auto it = images->live.find(pid); it != images->live.end()) {
         it->second->open_wait.erase(tid);
         it->second->exited.insert(tid);
@@ -538,7 +478,7 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
     }
     case PERF_RECORD_LOST: {
       uint64_t id = 0, lost = 0;
-      if (Get(p, end, &id) && Get(p, end, &lost)) sum->lost += lost;
+      if (ReadField(p, end, &id) && ReadField(p, end, &lost)) sum->lost += lost;
       break;
     }
     default:
@@ -558,8 +498,7 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     // slept, with user time only) is recorded with no samples; the
     // image a process left by exec'ing without a sample or a wait is not
     // a process (a fork child on its way to exec, preempted perhaps).
-    if (im->sample_count == 0 && im->wait_count == 0 &&
-        (im->replaced || (im->modules.empty() && im->switch_count == 0))) {
+    if (im->sample_count == 0 && im->wait_count == 0 && (im->replaced || im->modules.empty())) {
       continue;
     }
     ++sum.processes;
@@ -581,7 +520,6 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
       out.append(reinterpret_cast<const char*>(&mh), sizeof mh);
       out.append(m.path.data(), mh.path_len);
     }
-    im->ReleaseOpenWaits();
     out += im->samples;
     if (im->ended) {
       raw::Trailer t{};
@@ -622,6 +560,7 @@ StatusOr<PerfUnwindSummary> UnwindPerfSamples(const std::string& dir, const std:
   Images images;
   std::vector<uint64_t> ips;
   for (const Entry& e : entries) Replay(e, &images, &ips, &sum);
+  for (const auto& im : images.all) im->ReleaseOpenWaits();
   FP_RETURN_IF_ERROR(WriteImages(images, out_dir, hz, kernel_time, idle, &sum));
   return sum;
 }
