@@ -61,8 +61,10 @@ trap 'rm -rf "$tmp"' EXIT
 command -v perf >/dev/null || { echo "bench-record: perf is not installed (linux-perf)" >&2; exit 2; }
 
 declare -A cmd
-# The program alone, timed inside: microseconds appended to $tmp/inner_NAME.
-inner() { echo "sh -c 'a=\$(date +%s%N); sqlite3 :memory: < $sql; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
+# The program alone, timed by the shell that runs it: the work's microseconds
+# appended to $tmp/inner_NAME.
+timed() { echo "sh -c 'a=\$(date +%s%N); $1; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$2'"; }
+inner() { timed "sqlite3 :memory: < $sql" "$1"; }
 cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
 cmd[sqlite:record-no-points]="$cli record --points=false -o $tmp/s.fprec -- $(inner sqlite_record-no-points)"
@@ -78,7 +80,7 @@ cmd[sqlite:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.da
 cmd[sqlite:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(inner sqlite_perf-dwarf-12k)"
 # The C project rebuilt whole, timed inside as sqlite3 is.
 small_c_project "$tmp/cproj"
-minner() { echo "sh -c 'a=\$(date +%s%N); make -s -B -j2 -C $tmp/cproj >/dev/null; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
+minner() { timed "make -s -B -j2 -C $tmp/cproj >/dev/null" "$1"; }
 cmd[make:plain]="$(minner make_plain)"
 cmd[make:record]="$cli record -o $tmp/m.fprec -- $(minner make_record)"
 cmd[make:record-no-idle]="$cli record --idle=false -o $tmp/m.fprec -- $(minner make_record-no-idle)"
@@ -98,7 +100,7 @@ cmd[pingpong:default]="$(own "$cli record -o $tmp/p.fprec -- $waits pingpong $pp
 cmd[pingpong:idle-program]="$(own "$cli record --idle_from program -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_idle-program)"
 cmd[pingpong:no-idle]="$(own "$cli record --idle=false -o $tmp/p.fprec -- $waits pingpong $pp" pingpong_no-idle)"
 # 200 short processes, timed inside as sqlite3 is.
-tinner() { echo "sh -c 'a=\$(date +%s%N); i=0; while [ \$i -lt 200 ]; do /bin/true; i=\$((i + 1)); done; b=\$(date +%s%N); echo \$(((b - a) / 1000)) >>$tmp/inner_$1'"; }
+tinner() { timed 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i + 1)); done' "$1"; }
 cmd[trues:plain]="$(tinner trues_plain)"
 cmd[trues:record]="$cli record -o $tmp/t.fprec -- $(tinner trues_record)"
 cmd[trues:record-no-points]="$cli record --points=false -o $tmp/t.fprec -- $(tinner trues_record-no-points)"
