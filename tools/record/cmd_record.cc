@@ -211,12 +211,12 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
         std::cerr << "fieldprof record: the kernel refused the context-switch events for the "
                      "command: no idle transitions are recorded (--idle_from program takes them "
                      "in the program)\n";
-        std::ofstream(raw_dir + "/" + kRawArgs, std::ios::app) << "idle 0\n";
+        AppendRawArg(raw_dir, "idle", 0);
       }
       sampler->Start();
       // For a recovery: how the rings sample, before anything is in them.
       if (sampler->kernel_time()) {
-        std::ofstream(raw_dir + "/" + kRawArgs, std::ios::app) << "kernel_time 1\n";
+        AppendRawArg(raw_dir, "kernel_time", 1);
       }
       return true;
     };

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -157,6 +158,10 @@ Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r) {
       head + ("pid " + std::to_string(r.pid) + "\nlive " + std::to_string(r.live ? 1 : 0) +
               "\nidle " + std::to_string(r.idle ? 1 : 0) + "\ncommand " + r.command + "\n"),
       FileAccess::kPrivate);
+}
+
+void AppendRawArg(const std::string& raw_dir, const char* key, int64_t value) {
+  std::ofstream(raw_dir + "/" + kRawArgs, std::ios::app) << key << " " << value << "\n";
 }
 
 StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {

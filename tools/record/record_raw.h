@@ -57,6 +57,9 @@ struct RawArgs {
 
 [[nodiscard]] Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r);
 [[nodiscard]] StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir);
+// What the command's start decided, after WriteRawArgs: a later line of a
+// key is the one ReadRawArgs takes.
+void AppendRawArg(const std::string& raw_dir, const char* key, int64_t value);
 
 tools::TimeTreeOptions TreeOptions(const RawArgs& a);
 
