@@ -31,7 +31,11 @@ using tcp = boost::asio::ip::tcp;
 // allocations and indirect calls (~4% of the CPU of ingest, perf).
 using SessionExecutor = net::strand<net::io_context::executor_type>;
 using SessionSocket = tcp::socket::rebind_executor<SessionExecutor>::other;
-using SessionStream = beast::basic_stream<tcp, SessionExecutor, beast::unlimited_rate_policy>;
+// TLS straight over the socket. Each step's time limit is one timer per
+// session (Session::Deadline), armed once per step: beast::basic_stream
+// armed and cancelled a timer around every socket read, three more trips
+// through the scheduler for each 16 KiB TLS record of a body.
+using SessionStream = SessionSocket;
 
 class Session;
 
@@ -108,9 +112,9 @@ class Server::Impl {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(SessionSocket&& socket, ssl::context& tls, Server::Impl* server)
-      : stream_(std::move(socket), tls), server_(server) {
+      : stream_(std::move(socket), tls), server_(server), deadline_(stream_.get_executor()) {
     beast::error_code ec;
-    source_ = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec).address();
+    source_ = beast::get_lowest_layer(stream_).remote_endpoint(ec).address();
     server_->metrics()->ConnectionOpened();
   }
   ~Session() {
@@ -128,9 +132,7 @@ class Session : public std::enable_shared_from_this<Session> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
       if (self->idle_ && self->buffer_.size() == 0) {
         beast::error_code ignored;
-        beast::get_lowest_layer(self->stream_)
-            .socket()
-            .shutdown(tcp::socket::shutdown_both, ignored);
+        beast::get_lowest_layer(self->stream_).shutdown(tcp::socket::shutdown_both, ignored);
         beast::get_lowest_layer(self->stream_).cancel();
       }
     });
@@ -139,8 +141,26 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   const ServerOptions& opts() const { return server_->options(); }
 
+  // The step about to start (a handshake, a header, a body, a write, a
+  // close) must end within `limit`, or the socket is closed under it: its
+  // operation then ends in an error and Fail counts a timeout. The timer's
+  // handler holds the session weakly, so an armed deadline keeps no
+  // finished connection alive.
+  void Deadline(std::chrono::steady_clock::duration limit) {
+    deadline_.expires_after(limit);
+    deadline_.async_wait([weak = weak_from_this()](beast::error_code ec) {
+      if (ec) return;  // re-armed or cancelled
+      auto self = weak.lock();
+      // A wait that ended as the deadline was moved on is not this step's.
+      if (!self || self->deadline_.expiry() > std::chrono::steady_clock::now()) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      beast::get_lowest_layer(self->stream_).close(ignored);
+    });
+  }
+
   void DoHandshake() {
-    beast::get_lowest_layer(stream_).expires_after(opts().handshake_timeout);
+    Deadline(opts().handshake_timeout);
     stream_.async_handshake(ssl::stream_base::server,
                             beast::bind_front_handler(&Session::OnHandshake, shared_from_this()));
   }
@@ -156,7 +176,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(opts().max_header_bytes);
     parser_->body_limit(opts().max_body_bytes);
     idle_ = true;
-    beast::get_lowest_layer(stream_).expires_after(opts().header_timeout);
+    Deadline(opts().header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::OnReadHeader, shared_from_this()));
   }
@@ -216,7 +236,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (beast::iequals(req[http::field::expect], "100-continue")) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                      req.version());
-      beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
+      Deadline(opts().write_timeout);
       http::async_write(stream_, *cont,
                         [self = shared_from_this(), cont](beast::error_code ec, size_t) {
                           if (ec) return self->Fail(ec);
@@ -228,7 +248,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void DoReadBody() {
-    beast::get_lowest_layer(stream_).expires_after(opts().body_timeout);
+    Deadline(opts().body_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
   }
@@ -247,6 +267,7 @@ class Session : public std::enable_shared_from_this<Session> {
                    /*close=*/false);
     }
     request_ = parser_->release();
+    NoDeadline();  // the handler's time is not the client's
     // Handlers may block (fsync): run them off the I/O threads.
     net::post(server_->workers(), [self = shared_from_this()] {
       const auto& req = self->request_;
@@ -288,7 +309,7 @@ class Session : public std::enable_shared_from_this<Session> {
     response_.prepare_payload();
     server_->metrics()->RequestLatency(std::chrono::steady_clock::now() - started_);
     request_ = {};
-    beast::get_lowest_layer(stream_).expires_after(opts().write_timeout);
+    Deadline(opts().write_timeout);
     http::async_write(
         stream_, response_,
         beast::bind_front_handler(&Session::OnWrite, shared_from_this(), !keep_alive, drain));
@@ -301,7 +322,7 @@ class Session : public std::enable_shared_from_this<Session> {
       // reset instead of our answer if we closed at once. Discard a bounded
       // amount for a bounded time, then close.
       drained_ = 0;
-      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+      Deadline(std::chrono::seconds(2));
       return DoDrain();
     }
     if (close) return DoClose();
@@ -321,14 +342,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void DoClose() {
-    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(5));
+    Deadline(std::chrono::seconds(5));
     stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
       // The peer may not answer close_notify; the socket closes with us either way.
     });
   }
 
+  // No step under way (the handler runs, the connection ends): no limit.
+  void NoDeadline() { deadline_.expires_at(std::chrono::steady_clock::time_point::max()); }
+
   void Fail(beast::error_code ec) {
-    if (ec == beast::error::timeout) {
+    NoDeadline();
+    if (timed_out_) {
       server_->metrics()->Timeout();
     } else if (ec.category() == net::error::get_ssl_category() ||
                ec == net::ssl::error::stream_truncated) {
@@ -347,6 +372,10 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point started_;
   net::ip::address source_;  // the peer's address, for per-source limits
   bool idle_ = false;        // waiting for the first byte of a new request
+  net::basic_waitable_timer<std::chrono::steady_clock, net::wait_traits<std::chrono::steady_clock>,
+                            SessionExecutor>
+      deadline_;            // the current step's time limit (Deadline)
+  bool timed_out_ = false;  // the deadline closed the socket
   std::vector<char> drain_buffer_;
   size_t drained_ = 0;
 };

@@ -361,6 +361,71 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   EXPECT_GE(*timeouts, 1) << "no timeout counted";
 }
 
+// A body sent slower than the body's time limit allows is cut off too, and
+// the timeout counted.
+TEST_F(ServerTest, SlowBodyIsCutOff) {
+  ServerOptions o;
+  o.header_timeout = std::chrono::seconds(120);  // longer than the whole trickle
+  o.body_timeout = std::chrono::milliseconds(1000);
+  StartServer(o);
+  RawTls raw(server_->port());
+  ASSERT_FALSE(raw.Handshake());
+  const std::string body = SimpleBatch(IdOf(7), "libz.so.1", "deflate", 9).SerializeAsString();
+  ASSERT_FALSE(
+      raw.Write("POST /v1/batches HTTP/1.1\r\nHost: localhost\r\n"
+                "Content-Type: application/x-protobuf\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n"));
+  // One byte every 200 ms: the whole body would take > 10 s.
+  bool cut = false;
+  for (char ch : body) {
+    if (raw.Write(std::string(1, ch))) {
+      cut = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!cut) {
+    beast::error_code ec;
+    auto res = raw.Read(ec);
+    cut = static_cast<bool>(ec);
+  }
+  EXPECT_TRUE(cut);
+  EXPECT_TRUE(WaitUntil([&] { return metrics_.connections() == 0; }));
+  HttpsClient c(ClientOptions());
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_GE(fieldprof::testing::MetricValue(m->body, "fieldprof_timeouts_total").value_or(0), 1);
+  EXPECT_EQ(store_->pending_batches(), 0u);
+}
+
+// The time limits are the client's: a handler slower than the body's (and
+// the header's) limit still gets its answer to the client, and no timeout
+// is counted.
+TEST_F(ServerTest, AHandlersTimeIsNotTheClients) {
+  ServerOptions o;
+  o.header_timeout = std::chrono::milliseconds(300);
+  o.body_timeout = std::chrono::milliseconds(300);
+  StartServer(o);
+  store_->Close_gate();
+  auto held = std::async(std::launch::async, [&] {
+    HttpsClient c(ClientOptions());
+    return Post(c, SimpleBatch(IdOf(3), "libz.so.1", "deflate", 9).SerializeAsString());
+  });
+  ASSERT_TRUE(WaitUntil([&] { return store_->waiting() > 0; }));
+  // Held for three times the limits (the time is what is tested): a limit
+  // still running would close the socket meanwhile, and the answer would
+  // not arrive.
+  std::this_thread::sleep_for(3 * o.body_timeout);
+  store_->Open_gate();
+  auto r = held.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  HttpsClient c(ClientOptions());
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(fieldprof::testing::MetricValue(m->body, "fieldprof_timeouts_total").value_or(-1), 0);
+}
+
 TEST_F(ServerTest, ConcurrentUploadsMatchGroundTruth) {
   StartServer();
   tools::LoadOptions lo;
