@@ -115,6 +115,9 @@ class Session : public std::enable_shared_from_this<Session> {
       : stream_(std::move(socket), tls), server_(server), deadline_(stream_.get_executor()) {
     beast::error_code ec;
     source_ = beast::get_lowest_layer(stream_).remote_endpoint(ec).address();
+    // For ReadAsItArrives: a synchronous read returns would_block
+    // instead of blocking. Asynchronous operations are not affected.
+    beast::get_lowest_layer(stream_).non_blocking(true, ec);
     server_->metrics()->ConnectionOpened();
   }
   ~Session() {
@@ -177,8 +180,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(opts().max_body_bytes);
     idle_ = true;
     Deadline(opts().header_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&Session::OnReadHeader, shared_from_this()));
+    ReadAsItArrives(Until::kHeader);
   }
 
   void OnReadHeader(beast::error_code ec, size_t) {
@@ -249,8 +251,35 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void DoReadBody() {
     Deadline(opts().body_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     beast::bind_front_handler(&Session::OnReadBody, shared_from_this()));
+    ReadAsItArrives(Until::kBody);
+  }
+
+  // Reads and parses what the socket holds now, TLS record after record,
+  // up to the end of the header or of the body, and waits for the socket
+  // to hold more only when it is empty; then OnReadHeader or OnReadBody.
+  // An asynchronous read (http::async_read) cost each 16 KiB record of a
+  // 128 KiB body two or three trips through the scheduler, each with a poll
+  // of epoll: 13% of the CPU of ingest, against 3% for TLS itself (perf).
+  // A synchronous read of the socket in non-blocking mode costs the recv
+  // alone. Only reads: a write cut short would lose TLS output.
+  enum class Until { kHeader, kBody };
+  void ReadAsItArrives(Until until) {
+    beast::error_code ec;
+    while (until == Until::kHeader ? !parser_->is_header_done() : !parser_->is_done()) {
+      http::read_some(stream_, buffer_, *parser_, ec);
+      if (ec) break;
+    }
+    if (ec == net::error::would_block || ec == net::error::try_again) {
+      beast::get_lowest_layer(stream_).async_wait(
+          tcp::socket::wait_read, [self = shared_from_this(), until](beast::error_code ec) {
+            if (!ec) return self->ReadAsItArrives(until);
+            if (until == Until::kHeader) return self->OnReadHeader(ec, 0);
+            self->OnReadBody(ec, 0);
+          });
+      return;
+    }
+    if (until == Until::kHeader) return OnReadHeader(ec, 0);
+    OnReadBody(ec, 0);
   }
 
   void OnReadBody(beast::error_code ec, size_t) {

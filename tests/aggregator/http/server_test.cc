@@ -361,6 +361,50 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   EXPECT_GE(*timeouts, 1) << "no timeout counted";
 }
 
+// A body of many TLS records that arrives in pieces, with pauses between
+// them, is read whole and counted, and the connection then serves the next
+// request: the server reads what the socket holds and waits for more.
+TEST_F(ServerTest, ABodyInPiecesIsReadWhole) {
+  StartServer();
+  wire::Batch b = SimpleBatch(IdOf(11), "libz.so.1", "deflate", 9);
+  const wire::Record first = b.records(0);
+  for (int i = 1; i < 2000; ++i) {
+    wire::Record* r = b.add_records();
+    *r = first;
+    r->mutable_key()->set_symbol("deflate_" + std::to_string(i));
+  }
+  const std::string body = b.SerializeAsString();
+  ASSERT_GT(body.size(), 64u * 1024);
+  RawTls raw(server_->port());
+  ASSERT_FALSE(raw.Handshake());
+  auto post = [](const std::string& body) {
+    return "POST /v1/batches HTTP/1.1\r\nHost: localhost\r\n"
+           "Content-Type: application/x-protobuf\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n";
+  };
+  ASSERT_FALSE(raw.Write(post(body)));
+  for (size_t at = 0; at < body.size(); at += 7000) {
+    ASSERT_FALSE(raw.Write(body.substr(at, 7000)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // arrives in pieces
+  }
+  beast::error_code ec;
+  auto res = raw.Read(ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_NE(res.body().find("\"records\":2000"), std::string::npos) << res.body();
+  const std::string second = SimpleBatch(IdOf(12), "libz.so.1", "inflate", 9).SerializeAsString();
+  ASSERT_FALSE(raw.Write(post(second) + second));
+  res = raw.Read(ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 200) << res.body();
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(10)).ok());
+  EXPECT_EQ(metrics_.batches_accepted(), 2u);
+  HttpsClient c(ClientOptions());
+  auto q = c.Get("/v1/api?module=libz.so.1&symbol=deflate_1999");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->status, 200) << q->body;
+}
+
 // A body sent slower than the body's time limit allows is cut off too, and
 // the timeout counted.
 TEST_F(ServerTest, SlowBodyIsCutOff) {
