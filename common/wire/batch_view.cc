@@ -28,14 +28,36 @@ class Reader {
   bool done() const { return p_ == end_; }
   const char* pos() const { return reinterpret_cast<const char*>(p_); }
 
-  bool Varint(uint64_t* v) {
+  // The readers below are inlined into each message's field loop: called,
+  // they were a third of a batch's decoding (perf of BM_DecodeBatchView).
+  [[gnu::always_inline]] bool Varint(uint64_t* v) {
     // One byte is the common case (small counts, indexes, tags).
     if (p_ < end_ && *p_ < 0x80) {
       *v = *p_++;
       return true;
     }
-    // With ten bytes left no bounds check is needed per byte.
-    const size_t limit = std::min<size_t>(10, static_cast<size_t>(end_ - p_));
+    return LongVarint(v);
+  }
+
+  [[gnu::noinline]] bool LongVarint(uint64_t* v) {
+    // With ten bytes left no bounds check is needed per byte, and the loop
+    // unrolls (sums take five to ten bytes).
+    if (end_ - p_ >= 10) {
+      uint64_t result = 0;
+#pragma GCC unroll 10
+      for (size_t i = 0; i < 10; ++i) {
+        const uint64_t b = p_[i];
+        result |= (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
+          if (i == 9 && b > 1) return false;  // the tenth byte may only carry bit 63
+          p_ += i + 1;
+          *v = result;
+          return true;
+        }
+      }
+      return false;
+    }
+    const size_t limit = static_cast<size_t>(end_ - p_);
     uint64_t result = 0;
     for (size_t i = 0; i < limit; ++i) {
       const uint64_t b = p_[i];
@@ -53,7 +75,7 @@ class Reader {
 
   // The next tag; false at a malformed tag, field 0, or a group (wire types
   // 3 and 4: the fast path takes none).
-  bool Tag(uint32_t* field, int* wire_type) {
+  [[gnu::always_inline]] bool Tag(uint32_t* field, int* wire_type) {
     uint64_t t;
     const uint8_t* start = p_;
     // protobuf reads a tag in at most 5 bytes and refuses a longer one, even
@@ -66,7 +88,7 @@ class Reader {
            *wire_type == kFixed32;
   }
 
-  bool Bytes(std::string_view* out) {
+  [[gnu::always_inline]] bool Bytes(std::string_view* out) {
     uint64_t n;
     if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
     *out = std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(n));
@@ -106,7 +128,7 @@ class Reader {
 // Reads a varint field into `*out` (truncated to T like protobuf does), or
 // refuses a known varint field sent with another wire type.
 template <typename T>
-bool ReadVarintField(Reader& r, int wire_type, T* out) {
+[[gnu::always_inline]] inline bool ReadVarintField(Reader& r, int wire_type, T* out) {
   if (wire_type != kVarint) return false;
   uint64_t v;
   if (!r.Varint(&v)) return false;
@@ -118,7 +140,7 @@ bool ReadVarintField(Reader& r, int wire_type, T* out) {
   return true;
 }
 
-bool ReadMessage(Reader& r, int wire_type, std::string_view* out) {
+[[gnu::always_inline]] inline bool ReadMessage(Reader& r, int wire_type, std::string_view* out) {
   return wire_type == kLengthDelimited && r.Bytes(out);
 }
 
