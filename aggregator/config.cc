@@ -76,8 +76,8 @@ struct ServerFlags {
 };
 
 struct RocksDbFlags {
-  int64_t retention_days, merges, max_pending, fold_ms, memtable_mib, cache_mib, min_free_mib,
-      unpublished_days;
+  int64_t retention_days, merges, max_pending, fold_ms, memtable_mib, pending_mib, cache_mib,
+      min_free_mib, unpublished_days;
   bool sync;
 
   explicit RocksDbFlags(const RocksDbStoreOptions& st)
@@ -86,6 +86,7 @@ struct RocksDbFlags {
         max_pending(st.max_pending_batches),
         fold_ms(st.fold_interval.count()),
         memtable_mib(static_cast<int64_t>(st.write_buffer_bytes >> 20)),
+        pending_mib(static_cast<int64_t>(st.pending_write_buffer_bytes >> 20)),
         cache_mib(static_cast<int64_t>(st.block_cache_bytes >> 20)),
         min_free_mib(static_cast<int64_t>(st.min_free_bytes >> 20)),
         unpublished_days(st.unpublished_retention_days),
@@ -104,6 +105,10 @@ struct RocksDbFlags {
     t.AddInt("fold_interval_ms", &fold_ms,
              "longest time accepted batches wait to be folded into the sums", 0, 60000);
     t.AddInt("memtable_mib", &memtable_mib, "memtable size of the sums in MiB", 1, 4096);
+    t.AddInt("pending_memtable_mib", &pending_mib,
+             "memtable size of accepted batches' bodies in MiB: bodies applied before it is "
+             "full are never written to a table (less CPU and disk under load, more memory)",
+             8, 16384);
     t.AddInt("block_cache_mib", &cache_mib, "RocksDB block cache size in MiB", 1, 1 << 20);
     t.AddInt("min_free_mib", &min_free_mib,
              "free MiB under the database below which uploads get 507 + Retry-After instead of "
@@ -122,6 +127,7 @@ struct RocksDbFlags {
     st->max_pending_batches = static_cast<int>(max_pending);
     st->fold_interval = std::chrono::milliseconds(fold_ms);
     st->write_buffer_bytes = static_cast<size_t>(memtable_mib) << 20;
+    st->pending_write_buffer_bytes = static_cast<size_t>(pending_mib) << 20;
     st->block_cache_bytes = static_cast<size_t>(cache_mib) << 20;
     st->min_free_bytes = static_cast<uint64_t>(min_free_mib) << 20;
     st->unpublished_retention_days = static_cast<int>(unpublished_days);

@@ -77,9 +77,12 @@ struct RocksDbStoreOptions {
   uint64_t min_free_bytes = uint64_t{256} << 20;
   // Block cache size. Default: 64 MiB.
   size_t block_cache_bytes = 64 << 20;
-  // Memtable size of the pending log. Big enough that most bodies are
-  // deleted (applied) before their memtable is flushed. Default: 64 MiB.
-  size_t pending_write_buffer_bytes = 64 << 20;
+  // Memtable size of the pending log. A body deleted (applied) before its
+  // memtable is flushed is never written to a table; one flushed is
+  // written, then compacted away. At ~1,400 batches a second of 128 KiB a
+  // fold's second of bodies is ~180 MB, so at 64 MiB most were flushed
+  // (docs/benchmarks-history.md). Used as bodies arrive. Default: 256 MiB.
+  size_t pending_write_buffer_bytes = size_t{256} << 20;
   // Series rolled up per atomic write. Default: 20000.
   int rollup_chunk_series = 20000;
   // Today's day number; days before it are rolled up. Default: the UTC day

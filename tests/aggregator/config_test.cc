@@ -25,7 +25,7 @@ TEST(AggregatorConfigTest, FileAndFlags) {
   {
     std::ofstream f(dir.File("agg.conf"));
     f << "tls_cert = /etc/c.pem\ntls_key = /etc/k.pem\ndb = /var/db\nport = 9443\n"
-         "fold_interval_ms = 50\nsync = true\n";
+         "fold_interval_ms = 50\nsync = true\npending_memtable_mib = 32\n";
   }
   std::string conf = dir.File("agg.conf");
   auto c = Parse({"--config", conf.c_str(), "--port=9555", "--workers", "3"});
@@ -35,7 +35,11 @@ TEST(AggregatorConfigTest, FileAndFlags) {
   EXPECT_EQ(c->server.tls_cert_file, "/etc/c.pem");
   EXPECT_EQ(c->store.path, "/var/db");
   EXPECT_EQ(c->store.fold_interval.count(), 50);
+  EXPECT_EQ(c->store.pending_write_buffer_bytes, size_t{32} << 20);
   EXPECT_TRUE(c->store.sync);
+  auto d = Parse({"--tls_cert", "c", "--tls_key", "k", "--db", "d"});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->store.pending_write_buffer_bytes, size_t{256} << 20);
 }
 
 TEST(AggregatorConfigTest, MissingRequiredAndBadValuesAreClearErrors) {
