@@ -69,6 +69,10 @@ class SparseAggregate {
   MachineSketch TakeDayMachines() { return std::move(day_machines_); }
   bool empty() const { return buckets_.empty() && zero_count_ == 0; }
 
+  // Where the buckets are (nullptr while none): FoldTable asks the cache
+  // for them a few records before adding to this sum.
+  const void* buckets_data() const { return buckets_.data(); }
+
  private:
   struct Bucket {
     int index;

@@ -86,19 +86,37 @@ std::optional<MachineSecret> RocksDbStore::MachineOf(const BatchView& batch) {
 
 void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView& batch,
                              const std::optional<MachineSecret>& machine) {
-  // Straight into the open fold: one hash lookup and one in-place add per
-  // record (and a SipHash or two of its key for its machine's entries).
-  // The lock is held for the batch (~0.3 ms), far less than the synced
-  // write before it.
+  // The records' series keys and their hashes first, outside the lock.
+  const std::vector<RecordView>& records = batch.records();
+  const size_t n = records.size();
+  std::string keys;
+  std::vector<size_t> key_end(n);  // record i's key is keys[key_end[i - 1], key_end[i])
+  std::vector<uint64_t> hashes(n);
   std::string key;
+  for (size_t i = 0; i < n; ++i) {
+    DayKey(day, records[i], batch.client_platform(), &key);
+    hashes[i] = FoldTable::Hash(key);
+    keys.append(key);
+    key_end[i] = keys.size();
+  }
+  // Then straight into the open fold: one lookup and one in-place add per
+  // record (and a SipHash or two of its key for its machine's entries),
+  // the memory each lookup reads asked for a few records ahead, in the
+  // order it is read (FoldTable::PrefetchSlot). The lock is held for the
+  // batch (~0.2 ms), far less than the synced write before it.
+  constexpr size_t kAhead = 4;  // records between prefetch steps
   {
     std::lock_guard lock(fold_mutex_);
-    for (const RecordView& r : batch.records()) {
-      DayKey(day, r, batch.client_platform(), &key);
-      SparseAggregate& sum = fold_.sums[key];
-      sum.AddRecord(r);
+    for (size_t i = 0; i < n; ++i) {
+      if (i + 3 * kAhead < n) fold_.sums.PrefetchSlot(hashes[i + 3 * kAhead]);
+      if (i + 2 * kAhead < n) fold_.sums.PrefetchEntry(hashes[i + 2 * kAhead]);
+      if (i + kAhead < n) fold_.sums.PrefetchKeyAndSum(hashes[i + kAhead]);
+      const size_t begin = i == 0 ? 0 : key_end[i - 1];
+      const std::string_view series(keys.data() + begin, key_end[i] - begin);
+      SparseAggregate& sum = fold_.sums.Find(series, hashes[i]);
+      sum.AddRecord(records[i]);
       sum.NoteDay(day);
-      if (machine) sum.AddMachineOf(&*machine, r, std::string_view(key).substr(4));
+      if (machine) sum.AddMachineOf(&*machine, records[i], series.substr(4));
     }
     fold_.ids.push_back(id);
     pending_count_.fetch_add(1);
