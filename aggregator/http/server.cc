@@ -3,6 +3,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -31,11 +33,39 @@ using tcp = boost::asio::ip::tcp;
 // allocations and indirect calls (~4% of the CPU of ingest, perf).
 using SessionExecutor = net::strand<net::io_context::executor_type>;
 using SessionSocket = tcp::socket::rebind_executor<SessionExecutor>::other;
-// TLS straight over the socket. Each step's time limit is one timer per
-// session (Session::Deadline), armed once per step: beast::basic_stream
-// armed and cancelled a timer around every socket read, three more trips
-// through the scheduler for each 16 KiB TLS record of a body.
-using SessionStream = SessionSocket;
+
+// The socket under a session's TLS, straight (each step's time limit is one
+// timer per session, Session::Deadline: beast::basic_stream armed and
+// cancelled a timer around every socket read, three more trips through the
+// scheduler for each 16 KiB TLS record of a body). Its synchronous reads
+// (Session::ReadAsItArrives) stop at a budget of bytes a turn: one read
+// goes on while the socket holds bytes that give the parser nothing (OpenSSL
+// answers a refused renegotiation itself and reads on), and meanwhile it
+// holds its I/O thread and the strand, where the deadline's handler waits.
+class SessionStream : public SessionSocket {
+ public:
+  explicit SessionStream(SessionSocket&& socket) : SessionSocket(std::move(socket)) {}
+
+  void SetReadBudget(size_t bytes) { budget_ = bytes; }
+  // Bytes its synchronous reads returned, all turns together.
+  uint64_t bytes_read() const { return bytes_read_; }
+
+  template <typename MutableBuffers>
+  size_t read_some(const MutableBuffers& buffers, boost::system::error_code& ec) {
+    if (budget_ == 0) {
+      ec = net::error::would_block;
+      return 0;
+    }
+    const size_t n = SessionSocket::read_some(buffers, ec);
+    budget_ -= std::min(budget_, n);
+    bytes_read_ += n;
+    return n;
+  }
+
+ private:
+  size_t budget_ = std::numeric_limits<size_t>::max();
+  uint64_t bytes_read_ = 0;
+};
 
 class Session;
 
@@ -112,12 +142,16 @@ class Server::Impl {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(SessionSocket&& socket, ssl::context& tls, Server::Impl* server)
-      : stream_(std::move(socket), tls), server_(server), deadline_(stream_.get_executor()) {
+      : stream_(SessionStream(std::move(socket)), tls),
+        server_(server),
+        deadline_(stream_.get_executor()) {
     beast::error_code ec;
     source_ = beast::get_lowest_layer(stream_).remote_endpoint(ec).address();
-    // For ReadAsItArrives: a synchronous read returns would_block
-    // instead of blocking. Asynchronous operations are not affected.
+    // For ReadAsItArrives: a synchronous read returns would_block instead
+    // of blocking. Asynchronous operations are not affected. A socket that
+    // cannot be made so is closed: its handshake then fails.
     beast::get_lowest_layer(stream_).non_blocking(true, ec);
+    if (ec) beast::get_lowest_layer(stream_).close(ec);
     server_->metrics()->ConnectionOpened();
   }
   ~Session() {
@@ -146,9 +180,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The step about to start (a handshake, a header, a body, a write, a
   // close) must end within `limit`, or the socket is closed under it: its
-  // operation then ends in an error and Fail counts a timeout. The timer's
-  // handler holds the session weakly, so an armed deadline keeps no
-  // finished connection alive.
+  // operation then ends in an error, and Fail counts a timeout (a drain's
+  // or a close's end is not counted). The handler runs on the strand, so
+  // between two of the session's turns, never inside a read (see
+  // SessionStream). It holds the session weakly, so an armed deadline
+  // keeps no finished connection alive.
   void Deadline(std::chrono::steady_clock::duration limit) {
     deadline_.expires_after(limit);
     deadline_.async_wait([weak = weak_from_this()](beast::error_code ec) {
@@ -261,13 +297,32 @@ class Session : public std::enable_shared_from_this<Session> {
   // 128 KiB body two or three trips through the scheduler, each with a poll
   // of epoll: 13% of the CPU of ingest, against 3% for TLS itself (perf).
   // A synchronous read of the socket in non-blocking mode costs the recv
-  // alone. Only reads: a write cut short would lose TLS output.
+  // alone. A turn reads at most kReadBudget bytes off the socket, then
+  // waits (at once ready) so that other work and the deadline get the
+  // strand. The answers are written asynchronously: a synchronous write cut
+  // short by a full socket buffer would lose TLS output. (A read can write
+  // too, an alert or a KeyUpdate OpenSSL answers; only a client that does
+  // not read its answers can fill the buffer, and only its own connection
+  // breaks.)
+  static constexpr size_t kReadBudget = 512 * 1024;
   enum class Until { kHeader, kBody };
   void ReadAsItArrives(Until until) {
+    SessionStream& socket = beast::get_lowest_layer(stream_);
+    socket.SetReadBudget(kReadBudget);
     beast::error_code ec;
     while (until == Until::kHeader ? !parser_->is_header_done() : !parser_->is_done()) {
+      const uint64_t read_before = socket.bytes_read();
       http::read_some(stream_, buffer_, *parser_, ec);
-      if (ec) break;
+      if (!ec) continue;
+      // The socket gave bytes before it ran dry: if they completed a record
+      // that came back with the error (OpenSSL's own output cut short in
+      // the same read), Beast kept it unparsed. One more read parses what
+      // it holds before the session waits.
+      if (ec == net::error::would_block && socket.bytes_read() > read_before) {
+        ec = {};
+        continue;
+      }
+      break;
     }
     if (ec == net::error::would_block || ec == net::error::try_again) {
       beast::get_lowest_layer(stream_).async_wait(

@@ -81,7 +81,8 @@ struct RocksDbStoreOptions {
   // memtable is flushed is never written to a table; one flushed is
   // written, then compacted away. At ~1,400 batches a second of 128 KiB a
   // fold's second of bodies is ~180 MB, so at 64 MiB most were flushed
-  // (docs/benchmarks-history.md). Used as bodies arrive. Default: 256 MiB.
+  // (docs/benchmarks-history.md). Used as bodies arrive, up to twice this
+  // while a full one is flushed. Default: 256 MiB.
   size_t pending_write_buffer_bytes = size_t{256} << 20;
   // Series rolled up per atomic write. Default: 20000.
   int rollup_chunk_series = 20000;
