@@ -158,6 +158,17 @@ class RawTlsOver {
     net::write(s_, net::buffer(data), ec);
     return ec;
   }
+  // Sends `bytes` one every 200 ms; true if the server closed the
+  // connection before answering (a write failed, or the answer's read).
+  bool TrickleUntilCut(const std::string& bytes) {
+    for (char ch : bytes) {
+      if (Write(std::string(1, ch))) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    beast::error_code ec;
+    Read(ec);
+    return static_cast<bool>(ec);
+  }
   // Reads one response; ec set if the server closed instead.
   http::response<http::string_body> Read(beast::error_code& ec) {
     http::response<http::string_body> res;
@@ -348,21 +359,7 @@ TEST_F(ServerTest, SlowClientIsCutOff) {
   ASSERT_FALSE(raw.Handshake());
   const std::string req =
       "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: " + std::string(40, 'a') + "\r\n\r\n";
-  // One byte every 200 ms: the whole header would take > 12 s.
-  bool cut = false;
-  for (char ch : req) {
-    if (raw.Write(std::string(1, ch))) {
-      cut = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  if (!cut) {
-    beast::error_code ec;
-    auto res = raw.Read(ec);
-    cut = static_cast<bool>(ec);  // closed instead of answering
-  }
-  EXPECT_TRUE(cut);
+  EXPECT_TRUE(raw.TrickleUntilCut(req));  // the whole header would take > 12 s
   // The timeout is counted; the server serves others.
   EXPECT_TRUE(WaitUntil([&] { return metrics_.connections() == 0; }));
   HttpsClient c(ClientOptions());
@@ -430,21 +427,7 @@ TEST_F(ServerTest, SlowBodyIsCutOff) {
       raw.Write("POST /v1/batches HTTP/1.1\r\nHost: localhost\r\n"
                 "Content-Type: application/x-protobuf\r\nContent-Length: " +
                 std::to_string(body.size()) + "\r\n\r\n"));
-  // One byte every 200 ms: the whole body would take > 10 s.
-  bool cut = false;
-  for (char ch : body) {
-    if (raw.Write(std::string(1, ch))) {
-      cut = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  if (!cut) {
-    beast::error_code ec;
-    auto res = raw.Read(ec);
-    cut = static_cast<bool>(ec);
-  }
-  EXPECT_TRUE(cut);
+  EXPECT_TRUE(raw.TrickleUntilCut(body));  // the whole body would take > 10 s
   EXPECT_TRUE(WaitUntil([&] { return metrics_.connections() == 0; }));
   HttpsClient c(ClientOptions());
   auto m = c.Get("/metrics");
