@@ -48,18 +48,22 @@ bool FindLinkerLock(DlIteratePhdrFn real) {
   const size_t size = static_cast<const ElfW(Sym)*>(sym)->st_size;
   Search s{static_cast<const char*>(global), size, static_cast<int>(syscall(SYS_gettid)), 0, {}};
   real(HeldMutexes, &s);
-  // Held inside, free outside: dlopen's own lock, held here too when this
-  // library is loaded by one, is held outside as well.
+  // Held by this thread inside, not outside: dlopen's own lock, held here
+  // too when this library is loaded by one, is this thread's outside as
+  // well. Not "free outside": another thread that walks the objects in a
+  // loop takes the lock again the moment it is given back, and the lock
+  // went unfound (a fork child then walked into it: a hang, seen once in
+  // HostSafetyTest's fork-in-loader program under points record --stacks).
   const pthread_mutex_t* lock = nullptr;
-  int free_outside = 0;
+  int given_back = 0;
   for (int i = 0; i < s.found; ++i) {
     const auto* m = reinterpret_cast<const pthread_mutex_t*>(s.base + s.offsets[i]);
-    if (m->__data.__lock == 0 && m->__data.__owner == 0) {
+    if (__atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) != s.tid) {
       lock = m;
-      ++free_outside;
+      ++given_back;
     }
   }
-  g_lock = free_outside == 1 ? lock : nullptr;
+  g_lock = given_back == 1 ? lock : nullptr;
   return g_lock != nullptr;
 }
 

@@ -22,11 +22,11 @@ using DlIteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 
 // Finds the lock, with the C library's own dl_iterate_phdr (`real`, not a
 // wrapper): the one recursive mutex inside ld.so's _rtld_global that the
-// calling thread holds once inside a dl_iterate_phdr callback and that
-// nobody holds outside it. True when found; when not (another C library,
-// its layout changed, another thread held it then), LinkerLockUnsafe is
-// always false, and only the wrapped calls are known. Call it at load,
-// before any handler can run.
+// calling thread holds once inside a dl_iterate_phdr callback and no
+// longer holds outside it (another thread may have taken it since). True
+// when found; when not (another C library, its layout changed),
+// LinkerLockUnsafe is always false, and only the wrapped calls are known.
+// Call it at load, before any handler can run.
 bool FindLinkerLock(DlIteratePhdrFn real);
 
 // Whether FindLinkerLock found it: LinkerLockUnsafe then sees every
