@@ -3,9 +3,10 @@
 # robin so that this VM's drift hits every variant alike:
 #   - the sqlite3 workload (deploy/workloads/sqlite-bench.sql): plain, under
 #     fieldprof record (the default: sampled from outside, 999 Hz, idle
-#     transitions and the points recorder on), then each part of that
-#     default switched off alone: --points=false (no points recorder
-#     preloaded), --idle=false (no switch records, no waits' stacks),
+#     transitions on; the points recorder only where the command has
+#     points, so not here), --points (the recorder preloaded all the
+#     same, the default before), then each part of the default switched
+#     off alone: --idle=false (no switch records, no waits' stacks),
 #     --idle_from program (the waits taken by the sampler preloaded into
 #     each process, not from outside: what a user without kernel events
 #     gets),
@@ -16,12 +17,13 @@
 #     stacks and with record's 12 KiB (the same rate and depth);
 #   - many short processes: make -B -j2 rebuilding a 7-file C program
 #     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
-#     preloaded into it): plain, record, --idle=false, --idle_from program,
-#     all parts off, perf with its 8 KiB stacks and with record's 12;
+#     preloaded into it): plain, record, --points, --idle=false,
+#     --idle_from program, all parts off, perf with its 8 KiB stacks and
+#     with record's 12;
 #   - 200 runs of /bin/true from sh, timed by that sh: what each process
 #     pays alone (loading and starting what is preloaded, its raw file if
-#     it makes one): plain, record, --points=false, --idle_from program,
-#     --idle=false --points=false, perf at record's depth;
+#     it makes one): plain, record, --points, --idle_from program,
+#     --idle=false, perf at record's depth;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions; CPU-wide records too when privileged), the
@@ -67,7 +69,7 @@ timed() { echo "sh -c 'a=\$(date +%s%N); $1; b=\$(date +%s%N); echo \$(((b - a) 
 inner() { timed "sqlite3 :memory: < $sql" "$1"; }
 cmd[sqlite:plain]="$(inner sqlite_plain)"
 cmd[sqlite:record]="$cli record -o $tmp/s.fprec -- $(inner sqlite_record)"
-cmd[sqlite:record-no-points]="$cli record --points=false -o $tmp/s.fprec -- $(inner sqlite_record-no-points)"
+cmd[sqlite:record-points]="$cli record --points -o $tmp/s.fprec -- $(inner sqlite_record-points)"
 cmd[sqlite:record-no-idle]="$cli record --idle=false -o $tmp/s.fprec -- $(inner sqlite_record-no-idle)"
 cmd[sqlite:record-idle-program]="$cli record --idle_from program -o $tmp/s.fprec -- $(inner sqlite_record-idle-program)"
 cmd[sqlite:record-no-cpu-wide]="$cli record --cpu_wide off -o $tmp/s.fprec -- $(inner sqlite_record-no-cpu-wide)"
@@ -83,6 +85,7 @@ small_c_project "$tmp/cproj"
 minner() { timed "make -s -B -j2 -C $tmp/cproj >/dev/null" "$1"; }
 cmd[make:plain]="$(minner make_plain)"
 cmd[make:record]="$cli record -o $tmp/m.fprec -- $(minner make_record)"
+cmd[make:record-points]="$cli record --points -o $tmp/m.fprec -- $(minner make_record-points)"
 cmd[make:record-no-idle]="$cli record --idle=false -o $tmp/m.fprec -- $(minner make_record-no-idle)"
 cmd[make:record-idle-program]="$cli record --idle_from program -o $tmp/m.fprec -- $(minner make_record-idle-program)"
 cmd[make:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/m.fprec -- $(minner make_record-as-perf)"
@@ -103,7 +106,7 @@ cmd[pingpong:no-idle]="$(own "$cli record --idle=false -o $tmp/p.fprec -- $waits
 tinner() { timed 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i + 1)); done' "$1"; }
 cmd[trues:plain]="$(tinner trues_plain)"
 cmd[trues:record]="$cli record -o $tmp/t.fprec -- $(tinner trues_record)"
-cmd[trues:record-no-points]="$cli record --points=false -o $tmp/t.fprec -- $(tinner trues_record-no-points)"
+cmd[trues:record-points]="$cli record --points -o $tmp/t.fprec -- $(tinner trues_record-points)"
 cmd[trues:record-idle-program]="$cli record --idle_from program -o $tmp/t.fprec -- $(tinner trues_record-idle-program)"
 cmd[trues:record-as-perf]="$cli record --idle=false --points=false -o $tmp/t.fprec -- $(tinner trues_record-as-perf)"
 cmd[trues:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(tinner trues_perf-dwarf-12k)"
@@ -120,12 +123,12 @@ cmd[locks:plain]="$(own "$waits locks $locks" locks_plain)"
 cmd[locks:record-no-idle]="$(own "$cli record --idle=false -o $tmp/l.fprec -- $waits locks $locks" locks_record-no-idle)"
 cmd[locks:record]="$(own "$cli record -o $tmp/l.fprec -- $waits locks $locks" locks_record)"
 cmd[locks:record-idle-program]="$(own "$cli record --idle_from program -o $tmp/l.fprec -- $waits locks $locks" locks_record-idle-program)"
-order=(sqlite:plain sqlite:record sqlite:record-no-points sqlite:record-no-idle sqlite:record-idle-program
+order=(sqlite:plain sqlite:record sqlite:record-points sqlite:record-no-idle sqlite:record-idle-program
   sqlite:record-no-cpu-wide sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
   sqlite:perf-dwarf-12k
-  make:plain make:record make:record-no-idle make:record-idle-program make:record-as-perf make:perf-dwarf
+  make:plain make:record make:record-points make:record-no-idle make:record-idle-program make:record-as-perf make:perf-dwarf
   make:perf-dwarf-12k
-  trues:plain trues:record trues:record-no-points trues:record-idle-program trues:record-as-perf
+  trues:plain trues:record trues:record-points trues:record-idle-program trues:record-as-perf
   trues:perf-dwarf-12k
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:no-idle pingpong:default pingpong:idle-program

@@ -31,6 +31,7 @@
 #include "common/snapshot/snapshot_cache.h"
 #include "common/stacks/sampler_format.h"
 #include "tools/commands.h"
+#include "tools/record/command_points.h"
 #include "tools/record/cpu_switches.h"
 #include "tools/record/idle_report.h"
 #include "tools/record/perf_sampler.h"
@@ -59,6 +60,7 @@ struct RecordArgs {
   int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
   bool wall = false, idle = true, all_user = false, points = true, auto_points = false;
+  bool points_given = false;  // --points or --points=false, not the default
   bool check = false;
   std::string cache = DefaultSnapshotCacheDir();
   std::vector<std::string> cmd;
@@ -123,7 +125,11 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   t.AddBool("points", &a->points,
             "record the program's instrumentation points (FP_POINT, FP_SCOPE: "
             "<fieldprof/points.h>) on the samples' timeline: record show --points lists their "
-            "segments and scopes, --during TAG:NAME gives the samples inside them");
+            "segments and scopes, --during TAG:NAME gives the samples inside them. Unless "
+            "given, on when the command's program or a library it loads at start has points: "
+            "the recorder is then loaded into every process the command starts, which costs "
+            "each about 0.05 ms; --points loads it for points in programs the command starts "
+            "(a script, make), and record says when it saw such points unrecorded");
   t.AddBool("check", &a->check,
             "then check the command against the field (fieldprof check --json -- CMD: a lab "
             "profile of it, each API it calls against the field) into OUTPUT.check.json, which "
@@ -161,6 +167,7 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
         "--idle_from perf takes the waits beside the samples from outside: it "
         "needs --clock perf, without --wall");
   }
+  a->points_given = t.given("points");
   if (s.ok() && a->auto_points && !a->points) {
     s = InvalidArgument("--auto_points are points: drop --points=false");
   }
@@ -373,6 +380,12 @@ int Record(int argc, char** argv) {
   // transitions unless taken from outside, and the points recorder. With
   // none, nothing is preloaded.
   const bool preload = !outside || (a.idle && !po.waits);
+  // Points by default only where the command has them (command_points.h).
+  bool points_unasked = false;
+  if (a.points && !a.points_given && !a.auto_points && CommandModuleWithPoints(a.cmd).empty()) {
+    a.points = false;
+    points_unasked = true;
+  }
   std::string dir;
   if (preload || a.points) {
     StatusOr<std::string> d = PreloadDir(a, preload);
@@ -392,6 +405,7 @@ int Record(int argc, char** argv) {
   // to it; the tree is made then.
   ra.live = !outside;
   ra.idle = a.idle;
+  ra.points_unasked = points_unasked;
   if (Status w = WriteRawArgs(raw.path, ra); !w.ok()) {
     std::cerr << "fieldprof record: " << w.message() << "\n";
     return 3;

@@ -378,6 +378,11 @@ Status RawDirReader::ReadMore(File& f) {
   const size_t modules_before = f.p.modules.size();
   f.offset += ParseRecords(in, &f.p, &samples, &damaged);
   f.done |= damaged;
+  for (size_t i = modules_before; i < f.p.modules.size(); ++i) {
+    if (module_files_seen_.insert(f.p.modules[i].path).second) {
+      r_.module_files.push_back(f.p.modules[i].path);
+    }
+  }
   for (const raw::Switch& w : f.p.switches) f.last_time = std::max(f.last_time, w.time_ns);
   // A sample read before the modules that name it: the tree is made again
   // at the end, from the whole files.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,7 @@ class RawDirReader {
   std::unique_ptr<FieldFolder> folder_;
   std::vector<Sample> pending_, late_;
   bool stale_ = false;
+  std::set<std::string> module_files_seen_;  // r_.module_files, to look up
   std::unique_ptr<Interned> in_;
 };
 

@@ -15,6 +15,7 @@
 
 #include "common/base/durable_file.h"
 #include "common/stacks/sampler_format.h"
+#include "tools/record/command_points.h"
 #include "tools/record/perf_sampler.h"
 
 namespace fieldprof::tools {
@@ -87,6 +88,22 @@ void SayIdle(const Recording& r) {
   }
 }
 
+// Points in the modules the processes loaded, when the points recorder
+// was not preloaded (RawArgs::points_unasked): a program the command
+// started, or a library loaded later, that has them.
+void SayUnrecordedPoints(const Recording& r) {
+  const std::vector<std::string> with = ModulesWithPoints(r.module_files);
+  if (with.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < with.size() && i < 3; ++i) names += (i > 0 ? ", " : "") + with[i];
+  if (with.size() > 3) names += " and " + std::to_string(with.size() - 3) + " more";
+  std::fprintf(stderr,
+               "fieldprof record: %s %s instrumentation points that were not recorded: the "
+               "command's own program and libraries have none, so the points recorder was not "
+               "loaded into its processes; --points records them in every program it starts\n",
+               names.c_str(), with.size() == 1 ? "has" : "have");
+}
+
 // Whether the fieldprof record that wrote `a` is still running (its
 // directory is then a live recording, not one to recover).
 bool WriterAlive(const RawArgs& a) {
@@ -156,7 +173,8 @@ Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r) {
   return WriteFileDurably(
       raw_dir + "/" + kRawArgs,
       head + ("pid " + std::to_string(r.pid) + "\nlive " + std::to_string(r.live ? 1 : 0) +
-              "\nidle " + std::to_string(r.idle ? 1 : 0) + "\ncommand " + r.command + "\n"),
+              "\nidle " + std::to_string(r.idle ? 1 : 0) + "\npoints_unasked " +
+              std::to_string(r.points_unasked ? 1 : 0) + "\ncommand " + r.command + "\n"),
       FileAccess::kPrivate);
 }
 
@@ -196,6 +214,8 @@ StatusOr<RawArgs> ReadRawArgs(const std::string& raw_dir) {
       r.live = number == 1;
     } else if (key == "idle") {
       r.idle = number == 1;
+    } else if (key == "points_unasked") {
+      r.points_unasked = number == 1;
     }
   }
   if (r.hz < 1 || r.m < 1 || r.n < 2 || !(r.p > 0 && r.p <= 1)) {
@@ -239,6 +259,7 @@ Made WriteRecording(const RawArgs& a, const std::string& raw_dir, const std::str
   }
   SayRecorded(*r, output);
   SayIdle(*r);
+  if (a.points_unasked) SayUnrecordedPoints(*r);
   return Made::kWritten;
 }
 

@@ -53,6 +53,10 @@ struct RawArgs {
   // Idle transitions recorded: said in the processes' files of samples
   // too, since the sampler makes no file for a process that never waited.
   bool idle = false;
+  // The points recorder was not preloaded: --points not given, and the
+  // command's program and start libraries had none (command_points.h).
+  // The recording's modules are then looked at for points, and any said.
+  bool points_unasked = false;
 };
 
 [[nodiscard]] Status WriteRawArgs(const std::string& raw_dir, const RawArgs& r);

@@ -81,6 +81,9 @@ struct Recording {
   uint32_t signal_taken = 0;   // processes that took its sampling signal for themselves (the same)
   uint32_t seccomp_aside = 0;  // processes it stopped in at a seccomp filter (the same)
   uint32_t processes = 0, processes_cut_short = 0;
+  // The files of the modules the processes loaded, each once, as read
+  // (the same): record tells points it was not asked to record from them.
+  std::vector<std::string> module_files;
   std::vector<std::string> frames;            // names: "sqlite3_step", "libz.so.1+0x1a2b"
   std::vector<std::vector<uint32_t>> stacks;  // frame ids, outermost first
   std::vector<RecordedThread> threads;

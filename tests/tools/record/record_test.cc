@@ -30,6 +30,7 @@ using testing::TempDir;
 const std::string kCli = FIELDPROF_CLI_BIN;
 const std::string kPhases = FIELDPROF_PHASES;
 const std::string kPointWork = FIELDPROF_POINTWORK;
+const std::string kPointsPlugin = FIELDPROF_POINTSPLUGIN;
 const std::string kWaits = FIELDPROF_WAITS;
 const std::string kSampler = FIELDPROF_SAMPLER_LIB;
 
@@ -1547,6 +1548,55 @@ TEST(RecordTest, ThePointsAreOnTheSamplesTimeline) {
             0);
   ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points", &out), 0);
   EXPECT_NE(out.find("passed no points"), std::string::npos) << out;
+}
+
+// The points recorder goes into the command's processes by default only
+// when the command has points: its program (fieldprof_pointwork), or a
+// library loaded with it at start (here a preloaded one). A shell around
+// the program gets none, and record names the program whose points it
+// saw unrecorded; --points loads it into every process, as before.
+TEST(RecordTest, PointsAreRecordedWhereTheCommandHasThem) {
+  TempDir dir;
+  // Whether the recorder was loaded into a process the command started:
+  // cat reads its own mappings.
+  const auto loaded = [&](const std::string& flags, const std::string& env = "") {
+    std::string out;
+    EXPECT_EQ(RunCommand(env + kCli + " record" + flags + " -o " + dir.File("maps.fprec") +
+                             " -- sh -c 'cat /proc/self/maps' 2>/dev/null",
+                         &out),
+              0)
+        << out;
+    return out.find("libfieldprof-points.so") != std::string::npos;
+  };
+  EXPECT_FALSE(loaded(""));
+  EXPECT_TRUE(loaded(" --points"));
+  EXPECT_FALSE(loaded(" --points=false", "LD_PRELOAD=" + kPointsPlugin + " "));
+  EXPECT_TRUE(loaded("", "LD_PRELOAD=" + kPointsPlugin + " "));
+
+  // The program's points behind a shell: not recorded, and said.
+  const std::string file = dir.File("sh.fprec");
+  std::string out;
+  ASSERT_EQ(
+      RunCommand(kCli + " record -o " + file + " -- sh -c '" + kPointWork + " >/dev/null' 2>&1",
+                 &out),
+      0);
+  EXPECT_NE(out.find("fieldprof_pointwork has instrumentation points that were not recorded"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("--points records them"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points", &out), 0);
+  EXPECT_NE(out.find("passed no points"), std::string::npos) << out;
+  // With --points they are, and nothing is said.
+  ASSERT_EQ(RunCommand(kCli + " record --points -o " + file + " -- sh -c '" + kPointWork +
+                           " >/dev/null' 2>&1",
+                       &out),
+            0);
+  EXPECT_EQ(out.find("not recorded"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points", &out), 0);
+  EXPECT_NE(out.find("load (scope)"), std::string::npos) << out;
+  // Nothing to say of a command whose processes have no points.
+  ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- sh -c 'ls >/dev/null' 2>&1", &out), 0);
+  EXPECT_EQ(out.find("instrumentation points"), std::string::npos) << out;
 }
 
 }  // namespace
