@@ -91,6 +91,16 @@ std::string FindProgram(const std::string& name) {
   return "";
 }
 
+// Whether `path` names a dynamic linker, which takes --list: an absolute
+// path whose file is ld-*.so* or ld64.so* (glibc's and musl's). Any other
+// interpreter a program names is not run with arguments of ours.
+bool IsDynamicLinker(const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  const std::string name = path.substr(path.rfind('/') + 1);
+  return (name.rfind("ld-", 0) == 0 || name.rfind("ld64.so", 0) == 0) &&
+         name.find(".so") != std::string::npos;
+}
+
 // The files of the libraries the dynamic linker `interpreter` loads with
 // `program` at start, as its --list prints them (what ldd runs): lines
 // "\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x...)" and
@@ -99,7 +109,7 @@ std::string FindProgram(const std::string& name) {
 std::vector<std::string> StartLibraries(const std::string& interpreter,
                                         const std::string& program) {
   std::vector<std::string> out;
-  if (interpreter.empty() || interpreter[0] != '/') return out;
+  if (!IsDynamicLinker(interpreter)) return out;
   const int fd = memfd_create("fieldprof-list", MFD_CLOEXEC);
   if (fd < 0) return out;
   SpawnOptions so;
