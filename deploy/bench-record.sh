@@ -23,7 +23,7 @@
 #   - 200 runs of /bin/true from sh, timed by that sh: what each process
 #     pays alone (loading and starting what is preloaded, its raw file if
 #     it makes one): plain, record, --points, --idle_from program,
-#     --idle=false, perf at record's depth;
+#     --idle=false, perf at record's depth, and perf taking the waits too;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
 #     (with idle transitions; CPU-wide records too when privileged), the
@@ -110,6 +110,10 @@ cmd[trues:record-points]="$cli record --points -o $tmp/t.fprec -- $(tinner trues
 cmd[trues:record-idle-program]="$cli record --idle_from program -o $tmp/t.fprec -- $(tinner trues_record-idle-program)"
 cmd[trues:record-as-perf]="$cli record --idle=false --points=false -o $tmp/t.fprec -- $(tinner trues_record-as-perf)"
 cmd[trues:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(tinner trues_perf-dwarf-12k)"
+# perf taking the waits as record does from outside (a context-switch
+# event of period 1 with the user stack, the switch records): what they
+# cost perf a process.
+cmd[trues:perf-waits-12k]="perf record -q -e task-clock/period=1001001/ -e cs/period=1/ --switch-events --call-graph dwarf,12288 -o $tmp/perf.data -- $(tinner trues_perf-waits-12k)"
 if [[ -n "${BASE_CLI:-}" ]]; then
   [[ -x "$BASE_CLI" ]] || { echo "bench-record: BASE_CLI $BASE_CLI is not a program" >&2; exit 2; }
   cmd[sqlite:record-base]="$BASE_CLI record -o $tmp/s.fprec -- $(inner sqlite_record-base)"
@@ -129,7 +133,7 @@ order=(sqlite:plain sqlite:record sqlite:record-points sqlite:record-no-idle sql
   make:plain make:record make:record-points make:record-no-idle make:record-idle-program make:record-as-perf make:perf-dwarf
   make:perf-dwarf-12k
   trues:plain trues:record trues:record-points trues:record-idle-program trues:record-as-perf
-  trues:perf-dwarf-12k
+  trues:perf-dwarf-12k trues:perf-waits-12k
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:no-idle pingpong:default pingpong:idle-program
   locks:plain locks:record-no-idle locks:record locks:record-idle-program)
