@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 namespace fieldprof {
@@ -116,6 +117,21 @@ size_t CountExportedFunctions(Elf_Scn* scn, const GElf_Shdr& sh) {
   return n;
 }
 
+// Whether a .dynsym section has an undefined symbol named `name`.
+bool ImportsSymbol(Elf* elf, Elf_Scn* scn, const GElf_Shdr& sh, const char* name) {
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr) return false;
+  for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; ++i) {
+    GElf_Sym s;
+    if (gelf_getsym(data, static_cast<int>(i), &s) == nullptr || s.st_shndx != SHN_UNDEF) {
+      continue;
+    }
+    const char* n = elf_strptr(elf, sh.sh_link, s.st_name);
+    if (n != nullptr && std::strcmp(n, name) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 ElfFacts ReadElfFacts(const std::string& path) {
@@ -134,8 +150,15 @@ ElfFacts ReadElfFacts(const std::string& path) {
     if (elf_getphdrnum(elf, &nph) == 0) {
       for (size_t i = 0; i < nph; ++i) {
         GElf_Phdr ph;
-        if (gelf_getphdr(elf, static_cast<int>(i), &ph) != nullptr && ph.p_type == PT_INTERP) {
-          interp = true;
+        if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_INTERP) {
+          continue;
+        }
+        interp = true;
+        size_t size = 0;
+        const char* image = elf_rawfile(elf, &size);
+        if (image != nullptr && ph.p_offset < size && ph.p_filesz <= size - ph.p_offset) {
+          const char* at = image + ph.p_offset;
+          f.interpreter.assign(at, strnlen(at, ph.p_filesz));
         }
       }
     }
@@ -144,6 +167,7 @@ ElfFacts ReadElfFacts(const std::string& path) {
       if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_entsize == 0) continue;
       if (sh.sh_type == SHT_DYNSYM) {
         f.exported_functions += CountExportedFunctions(scn, sh);
+        f.imports_point_hit |= ImportsSymbol(elf, scn, sh, "fieldprof_point_hit");
         continue;
       }
       if (sh.sh_type != SHT_DYNAMIC) continue;

@@ -44,6 +44,12 @@ struct ElfFacts {
   // Functions it defines for other objects (.dynsym: global or weak,
   // defined): the APIs another object can import from it.
   size_t exported_functions = 0;
+  std::string interpreter;  // PT_INTERP, the program's dynamic linker ("" when none)
+  // Whether it refers to fieldprof_point_hit without defining it (.dynsym:
+  // an undefined symbol of that name): the weak reference
+  // <fieldprof/points.h> leaves in every module with points. The points
+  // recorder and the runtime define it, and have none.
+  bool imports_point_hit = false;
 };
 ElfFacts ReadElfFacts(const std::string& path);
 

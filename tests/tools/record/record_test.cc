@@ -1594,8 +1594,17 @@ TEST(RecordTest, PointsAreRecordedWhereTheCommandHasThem) {
   EXPECT_EQ(out.find("not recorded"), std::string::npos) << out;
   ASSERT_EQ(RunCommand(kCli + " record show " + file + " --points", &out), 0);
   EXPECT_NE(out.find("load (scope)"), std::string::npos) << out;
-  // Nothing to say of a command whose processes have no points.
+  // Nothing to say of a command whose processes have no points, nor of
+  // one that loads the points recorder, which defines the name the modules
+  // with points refer to.
   ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- sh -c 'ls >/dev/null' 2>&1", &out), 0);
+  EXPECT_EQ(out.find("instrumentation points"), std::string::npos) << out;
+  const std::string recorder =
+      std::filesystem::path(kSampler).parent_path() / "libfieldprof-points.so";
+  ASSERT_EQ(RunCommand(kCli + " record -o " + file + " -- sh -c 'LD_PRELOAD=" + recorder +
+                           " /bin/true' 2>&1",
+                       &out),
+            0);
   EXPECT_EQ(out.find("instrumentation points"), std::string::npos) << out;
 }
 
