@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <limits>
 
@@ -101,7 +102,9 @@ class Reader {
     return false;
   }
 
-  // The low seven bits of each byte of `w`, packed: byte i's at bit 7i.
+  // The low seven bits of each byte of `w`, packed: byte i's at bit 7i
+  // (`w` read from memory in a little-endian machine's order).
+  static_assert(std::endian::native == std::endian::little, "LongVarint reads words little-endian");
   static uint64_t Pack7(uint64_t w) {
     w &= 0x7f7f7f7f7f7f7f7full;
     w = (w & 0x007f007f007f007full) | ((w & 0x7f007f007f007f00ull) >> 1);

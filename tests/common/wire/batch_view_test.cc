@@ -6,7 +6,11 @@
 #include "common/wire/batch_view.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -67,8 +71,37 @@ std::string Diff(const BatchView& a, const BatchView& b) {
   return "";
 }
 
-// Checks that both decoders agree on `bytes`; returns whether it was valid.
-bool ExpectSameAnswer(const std::string& bytes, const std::string& what) {
+// `input` copied to end where an inaccessible page begins: a decoder that
+// reads a byte past it crashes the test, with or without ASan (a
+// std::string's terminating NUL and spare capacity would hide such a read).
+class GuardedBytes {
+ public:
+  explicit GuardedBytes(const std::string& input) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = (input.size() + page - 1) / page * page + page;
+    void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) std::abort();
+    base_ = static_cast<char*>(m);
+    if (mprotect(base_ + size_ - page, page, PROT_NONE) != 0) std::abort();
+    char* at = base_ + size_ - page - input.size();
+    std::memcpy(at, input.data(), input.size());
+    bytes_ = std::string_view(at, input.size());
+  }
+  ~GuardedBytes() { munmap(base_, size_); }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  std::string_view bytes() const { return bytes_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t size_ = 0;
+  std::string_view bytes_;
+};
+
+// Checks that both decoders agree on `input`; returns whether it was valid.
+bool ExpectSameAnswer(const std::string& input, const std::string& what) {
+  const GuardedBytes guarded(input);
+  const std::string_view bytes = guarded.bytes();
   BatchView fast;
   Status fs = DecodeBatchView(bytes, &fast);
   StatusOr<wire::Batch> slow = DecodeBatch(bytes);
@@ -96,6 +129,69 @@ TEST(BatchViewTest, GeneratedBatchesTakeTheFastPathAndMatchProtobuf) {
     EXPECT_TRUE(ExpectSameAnswer(body, "generated batch " + std::to_string(i)));
     EXPECT_EQ(BatchViewFallbacks(), before) << "a generated batch needed the protobuf fallback";
     ASSERT_GT(fast.records_size(), 100);
+  }
+}
+
+std::string Varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>(v | 0x80);
+  return out + static_cast<char>(v);
+}
+
+// A length-delimited field: its tag, its length less `cut`, its bytes.
+std::string Message(int field, const std::string& bytes, size_t cut = 0) {
+  return static_cast<char>(field << 3 | 2) + Varint(bytes.size() - cut) + bytes;
+}
+
+// A bucket's sums of squares of eight, nine and ten bytes, its last field
+// (its high half is 0 and not written), read where the bucket ends: the
+// decoder reads a long varint as a word, past a small message's end when
+// the body goes on. Each with the body going on after the bucket and with
+// the bucket the body's last bytes; whole, with the bucket's length one
+// short (its last varint ends past it), and with the varint's last byte
+// missing (it does not end): both decoders refuse the last two, and none
+// reads past the body (GuardedBytes).
+TEST(BatchViewTest, LongVarintsAtAMessagesEndAreReadWithinIt) {
+  for (const uint64_t value : {uint64_t{1} << 26, uint64_t{1} << 29, uint64_t{3500000000}}) {
+    const wire::Batch batch = SimpleBatch(IdOf(1), "libz.so.1", "deflate", value);
+    const wire::Record& record = batch.records(0);
+    ASSERT_EQ(record.histogram().buckets_size(), 1);
+    const wire::Bucket& bucket = record.histogram().buckets(0);
+    const uint64_t sum_sq_lo = value * value;
+    ASSERT_EQ(bucket.sum_sq_lo(), sum_sq_lo);
+    ASSERT_EQ(bucket.sum_sq_hi(), 0u);
+    const std::string bucket_bytes = bucket.SerializeAsString();
+    ASSERT_EQ(bucket_bytes.substr(bucket_bytes.size() - Varint(sum_sq_lo).size()),
+              Varint(sum_sq_lo));
+    wire::Histogram no_buckets = record.histogram();
+    no_buckets.clear_buckets();
+    wire::Record no_histogram = record;
+    no_histogram.clear_histogram();
+    wire::Batch no_records = batch;
+    no_records.clear_records();
+    for (const bool bucket_last : {false, true}) {
+      for (const int cut : {0, 1, 2}) {
+        const std::string bucket_field =
+            cut == 2 ? Message(2, bucket_bytes.substr(0, bucket_bytes.size() - 1))
+                     : Message(2, bucket_bytes, cut);
+        const std::string histogram = bucket_last ? no_buckets.SerializeAsString() + bucket_field
+                                                  : bucket_field + no_buckets.SerializeAsString();
+        const std::string body =
+            no_records.SerializeAsString() +
+            Message(5, no_histogram.SerializeAsString() + Message(2, histogram));
+        const std::string what = std::to_string(Varint(sum_sq_lo).size()) + " bytes, " +
+                                 (bucket_last ? "at the body's end" : "the body going on") +
+                                 (cut == 1 ? ", length one short" : "") +
+                                 (cut == 2 ? ", last byte missing" : "");
+        EXPECT_EQ(ExpectSameAnswer(body, what), cut == 0) << what;
+        const GuardedBytes guarded(body);
+        BatchView fast;
+        EXPECT_EQ(ParseBatchViewFast(guarded.bytes(), &fast), cut == 0) << what;
+        if (cut == 0) {
+          EXPECT_EQ(fast.records(0).histogram().buckets(0).sum_sq_lo(), sum_sq_lo) << what;
+        }
+      }
+    }
   }
 }
 
