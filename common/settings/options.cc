@@ -228,6 +228,12 @@ void OptionTable::AddShort(char letter, const std::string& name) {
   shorts_.emplace_back(letter, name);
 }
 
+void OptionTable::SayDefault(const std::string& name, std::string text) {
+  for (Option& o : options_) {
+    if (o.name == name) o.default_text = std::move(text);
+  }
+}
+
 std::string OptionTable::Help() const {
   std::ostringstream out;
   out << "Usage: " << program_ << " [--config FILE] [--name=value ...]\n\n" << summary_ << "\n\n";

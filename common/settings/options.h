@@ -42,6 +42,9 @@ class OptionTable {
   void AddBool(std::string name, bool* target, std::string help);
   // "-X" stands for "--name" (added with one of the above first): -o FILE.
   void AddShort(char letter, const std::string& name);
+  // What the help says an option's default is, when its initial value
+  // does not say it (a default decided later, from what is given).
+  void SayDefault(const std::string& name, std::string text);
   // A flag that was renamed: given (flag or config file), it is refused
   // with `says` (what to write instead), not as an unknown one.
   void AddRenamed(std::string old_name, std::string says);

@@ -130,6 +130,7 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
             "the recorder is then loaded into every process the command starts, which costs "
             "each about 0.05 ms; --points loads it for points in programs the command starts "
             "(a script, make), and record says when it saw such points unrecorded");
+  t.SayDefault("points", "when the command has points");
   t.AddBool("check", &a->check,
             "then check the command against the field (fieldprof check --json -- CMD: a lab "
             "profile of it, each API it calls against the field) into OUTPUT.check.json, which "

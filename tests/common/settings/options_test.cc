@@ -100,6 +100,14 @@ TEST(OptionsTest, HelpListsOptionsWithDefaults) {
   EXPECT_TRUE(t.help_requested());
   EXPECT_NE(t.Help().find("--port=VALUE"), std::string::npos);
   EXPECT_NE(t.Help().find("default: 8443"), std::string::npos);
+  // A default decided later is said as given.
+  bool points = true;
+  t.AddBool("points", &points, "record points");
+  t.SayDefault("points", "when the command has points");
+  EXPECT_NE(t.Help().find("record points (default: when the command has points)"),
+            std::string::npos)
+      << t.Help();
+  EXPECT_EQ(t.Help().find("default: true"), std::string::npos) << t.Help();
 }
 
 TEST(JsonWriterTest, EscapesAndSeparates) {
