@@ -15,6 +15,7 @@
 
 #include "common/base/durable_file.h"
 #include "common/stacks/cxx_names.h"
+#include "tools/shared/program_files.h"
 #include "tools/shared/spawn.h"
 
 namespace fieldprof::tools {
@@ -45,30 +46,8 @@ std::string LastPart(const std::string& name) {
   return colons == std::string::npos ? s : s.substr(colons + 2);
 }
 
-// Standard output of argv, run to its end ("" when it could not run).
-std::string OutputOf(const std::vector<std::string>& argv) {
-  const int fd = memfd_create("fieldprof-at", MFD_CLOEXEC);
-  if (fd < 0) return "";
-  tools::SpawnOptions o;
-  o.out_fd = fd;
-  o.err_fd = tools::kDevNull;
-  std::string error, out;
-  if (tools::SpawnAndWait(argv, o, &error) >= 0) {
-    char buf[8192];
-    for (off_t at = 0;;) {
-      const ssize_t n = pread(fd, buf, sizeof buf, at);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      at += n;
-    }
-  }
-  close(fd);
-  return out;
-}
-
-// "\tlibfoo.so.1 => /usr/lib/x86_64-linux-gnu/libfoo.so.1 (0x...)" lines
-// (ldd) and " libfoo.so.1 (libc6,x86-64) => /path" lines (ldconfig -p):
-// the path after "=> " on the line whose first word is `soname`.
+// " libfoo.so.1 (libc6,x86-64) => /path" lines (ldconfig -p): the path
+// after "=> " on the line whose first word is `soname`.
 std::string PathAfterArrow(const std::string& listing, const std::string& soname) {
   std::istringstream in(listing);
   for (std::string line; std::getline(in, line);) {
@@ -148,9 +127,10 @@ StatusOr<std::vector<CxxMatch>> FunctionsNamed(const std::string& path, const st
 std::string ModuleFile(const std::string& program, const std::string& module) {
   namespace fs = std::filesystem;
   if (fs::path(program).filename() == module) return program;
-  std::string path = PathAfterArrow(OutputOf({"ldd", program}), module);
-  if (path.empty()) path = PathAfterArrow(OutputOf({"/sbin/ldconfig", "-p"}), module);
-  return path;
+  for (const StartLibrary& lib : StartLibraries(program)) {
+    if (lib.name == module) return lib.file;
+  }
+  return PathAfterArrow(OutputOf({"/sbin/ldconfig", "-p"}).value_or(""), module);
 }
 
 }  // namespace fieldprof::tools

@@ -40,6 +40,7 @@
 #include "tools/points/points_report.h"
 #include "tools/shared/command_args.h"
 #include "tools/shared/command_line.h"
+#include "tools/shared/program_files.h"
 #include "tools/shared/runtime_env.h"
 #include "tools/shared/spawn.h"
 
@@ -76,18 +77,6 @@ constexpr const char* kUsage =
     "points record's exit status is the program's (of the last run that failed).";
 
 void Say(const std::string& what) { std::cerr << "fieldprof points: " << what << "\n"; }
-
-// The file `cmd` runs: itself with a '/', else the first in PATH.
-std::string ProgramPath(const std::string& cmd) {
-  if (cmd.find('/') != std::string::npos) return cmd;
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string f = (dir.empty() ? "." : dir) + "/" + cmd;
-    if (access(f.c_str(), X_OK) == 0) return f;
-  }
-  return cmd;
-}
 
 // One --at entry with a C++ name (myprog:Config::load): the plan lines of
 // the functions it names in the module's file, by their symbols; in
@@ -359,7 +348,9 @@ int Record(int argc, char** argv) {
       return 3;
     }
     work = tmpl;
-    if (Status p = PlaceByConfiguration(at, *dir, work, ProgramPath(cmd[0])); !p.ok()) {
+    const std::string program = ProgramFile(cmd[0]);
+    if (Status p = PlaceByConfiguration(at, *dir, work, program.empty() ? cmd[0] : program);
+        !p.ok()) {
       fs::remove_all(work, ec);
       return UsageError(t, p);
     }

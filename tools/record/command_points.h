@@ -9,7 +9,7 @@
 // dynamic symbols: the weak reference the header leaves in it (the
 // recorder and the runtime define it, and have none). The command's
 // program is read so, and the libraries the dynamic linker loads with it
-// (its --list, as ldd runs it). Modules loaded later (dlopen) and programs
+// (as ldd lists them: tools/shared/program_files.h). Modules loaded later (dlopen) and programs
 // the command starts (through sh -c, env, time, make) are not known
 // before they run: the recording's own module list tells afterwards
 // (ModulesWithPoints), and record says so.

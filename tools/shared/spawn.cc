@@ -1,8 +1,11 @@
 #include "tools/shared/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,6 +140,51 @@ int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, st
     return -1;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::optional<std::string> OutputOf(const std::vector<std::string>& args, int deadline_ms) {
+  const int out = memfd_create("fieldprof-output", MFD_CLOEXEC);
+  if (out < 0) return std::nullopt;
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) {
+    close(out);
+    return std::nullopt;
+  }
+  // A pidfd is readable when the child ends: the deadline without a sleep.
+  bool ended = true;
+  if (deadline_ms >= 0) {
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      int r;
+      while ((r = poll(&p, 1, deadline_ms)) < 0 && errno == EINTR) {
+      }
+      ended = r > 0;
+      close(pidfd);
+    }
+    if (!ended) kill(pid, SIGKILL);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string text;
+  char buf[8192];
+  for (ssize_t n; (n = pread(out, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0;) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(out);
+  if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return text;
 }
 
 }  // namespace fieldprof::tools

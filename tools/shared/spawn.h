@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ inline constexpr int kDevNull = -1;
 // start, with the reason in *error.
 int SpawnAndWait(const std::vector<std::string>& argv, const SpawnOptions& options,
                  std::string* error);
+
+// The standard output of argv (argv[0] searched in PATH), run to its end
+// with stdin and stderr on /dev/null; killed after `deadline_ms` when it is
+// not negative. nullopt when it could not run, did not exit 0, or ran out
+// of time.
+std::optional<std::string> OutputOf(const std::vector<std::string>& argv, int deadline_ms = -1);
 
 }  // namespace fieldprof::tools
 
