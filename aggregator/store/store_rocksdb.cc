@@ -2,6 +2,7 @@
 // after a failed write, health and metrics.
 #include "aggregator/store/store_rocksdb.h"
 
+#include "aggregator/store/rocks_crc32c.h"
 #include "aggregator/store/store_rocksdb_impl.h"
 
 namespace fieldprof::aggregator {
@@ -131,6 +132,10 @@ void RocksDbStore::AppendMetrics(std::string* out) {
                          "Series below k deleted after the retention of what is never published "
                          "(--unpublished_days).",
                          std::to_string(series_expired_.load()));
+  *out +=
+      "# HELP fieldprof_rocksdb_crc32c_info Which code computes RocksDB's CRC32C.\n"
+      "# TYPE fieldprof_rocksdb_crc32c_info gauge\nfieldprof_rocksdb_crc32c_info{code=\"" +
+      std::string(RocksCrc32cCode()) + "\"} 1\n";
   std::shared_lock open_lock(close_mutex_);
   if (!db_) return;
   static const std::pair<const char*, const char*> kProps[] = {

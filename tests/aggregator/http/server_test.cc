@@ -17,6 +17,7 @@
 
 #include "aggregator/http/router.h"
 #include "aggregator/store/calendar_tree.h"
+#include "aggregator/store/rocks_crc32c.h"
 #include "aggregator/store/store_rocksdb.h"
 #include "common/net/https_client.h"
 #include "tests/support/malformed_corpus.h"
@@ -207,6 +208,9 @@ TEST_F(ServerTest, HealthAndMetrics) {
   EXPECT_EQ(m->status, 200);
   EXPECT_NE(m->body.find("fieldprof_batches_accepted_total 0"), std::string::npos);
   EXPECT_NE(m->body.find("fieldprof_rocksdb_estimate_num_keys"), std::string::npos);
+  EXPECT_NE(m->body.find("fieldprof_rocksdb_crc32c_info{code=\"" + std::string(RocksCrc32cCode()) +
+                         "\"} 1"),
+            std::string::npos);
   auto nf = c.Get("/nope");
   EXPECT_EQ(nf->status, 404);
 }
