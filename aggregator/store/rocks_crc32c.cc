@@ -1,8 +1,10 @@
 #include "aggregator/store/rocks_crc32c.h"
 
-#include <nmmintrin.h>
-
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 // RocksDB's function and the name the link gives each side of it: with
 // `--wrap=S`, every reference to S outside its own object file reaches
@@ -14,6 +16,7 @@ uint32_t WrapRocksExtend(uint32_t crc, const char* data, size_t n) asm("__wrap_"
 namespace fieldprof::aggregator {
 namespace {
 
+#if defined(__x86_64__)
 // CRC32C (Castagnoli), conditioned as RocksDB's Extend is: the running
 // value is inverted on the way in and out, so Extend(Extend(0, a), b) is
 // the CRC of a then b.
@@ -32,11 +35,17 @@ __attribute__((target("sse4.2"))) uint32_t Sse42Extend(uint32_t crc, const char*
   return ~static_cast<uint32_t>(c);
 }
 
+#endif
+
 using ExtendFn = uint32_t (*)(uint32_t, const char*, size_t);
 
 ExtendFn Chosen() {
+#if defined(__x86_64__)
   static const ExtendFn chosen = __builtin_cpu_supports("sse4.2") ? Sse42Extend : RealRocksExtend;
   return chosen;
+#else
+  return RealRocksExtend;  // another architecture: RocksDB's own
+#endif
 }
 
 }  // namespace

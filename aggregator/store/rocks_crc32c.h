@@ -9,7 +9,9 @@
 // aggregator/CMakeLists.txt): SSE 4.2's crc32 instruction when the CPU has
 // it, RocksDB's own code otherwise. The checksums are the same either way
 // (rocks_crc32c_test compares them), so files written by either read with
-// the other.
+// the other. A RocksDB whose function has another name or signature fails
+// the link (no __real_ symbol), never the checksums; on another
+// architecture RocksDB's own code runs.
 #ifndef FIELDPROF_AGGREGATOR_STORE_ROCKS_CRC32C_H_
 #define FIELDPROF_AGGREGATOR_STORE_ROCKS_CRC32C_H_
 
