@@ -148,6 +148,10 @@ class RocksDbStore : public Store {
 
   Status WriteFold(const Fold& work);
 
+  // After a fold is written (close_mutex_ held shared): flushes the
+  // pending memtable while its bodies are deleted, once it is half full.
+  void FlushFoldedBodies();
+
   const RocksDbStoreOptions options_;
   std::unique_ptr<BatchIdExpiry> expiry_;  // must outlive db_
   // Readers and writers hold it shared; Close() holds it exclusively.

@@ -712,6 +712,45 @@ TEST(RocksDbStoreTest, PendingBatchesKeepTheirMachinesButNotTheirKeysAcrossACras
 namespace fieldprof::aggregator {
 namespace {
 
+// Once a fold is written, a pending memtable at least half full is
+// flushed while its bodies sit beside their deletes: the bodies are
+// dropped on the way and never written to a table (at full load, left to
+// fill up, it was flushed with up to a fold of live bodies).
+TEST(RocksDbStoreTest, FoldedBodiesAreNotWrittenToTables) {
+  TempDir dir;
+  RocksDbStoreOptions o{.path = dir.path()};
+  o.pending_write_buffer_bytes = size_t{2} << 20;
+  auto store = OpenRocksDbStore(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  tools::BatchGenerator gen({.seed = 3, .target_bytes = 100 * 1024});
+  size_t bytes = 0;
+  int batches = 0;
+  while (bytes < o.pending_write_buffer_bytes * 3 / 4) {  // half full, not full
+    const wire::Batch b = gen.Next();
+    bytes += b.ByteSizeLong();
+    ASSERT_TRUE(Apply(**store, b, 1).ok());
+    ++batches;
+  }
+  ASSERT_TRUE((*store)->WaitApplied(std::chrono::seconds(30)).ok());
+  auto metric = [&](const std::string& name) {
+    std::string text;
+    (*store)->AppendMetrics(&text);
+    return testing::MetricValue(text, name + "{cf=\"pending\"}").value_or(-1);
+  };
+  // The flush runs in the background: its memtable goes, and a table of
+  // deletes is left.
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    return metric("fieldprof_rocksdb_memtable_bytes") < 64 * 1024 &&
+           metric("fieldprof_rocksdb_running_flushes") <= 0;
+  })) << "the pending memtable was not flushed: "
+      << metric("fieldprof_rocksdb_memtable_bytes") << " bytes after " << batches << " batches of "
+      << bytes;
+  EXPECT_GT(metric("fieldprof_rocksdb_live_sst_bytes"), 0) << "no table was written";
+  EXPECT_LT(metric("fieldprof_rocksdb_live_sst_bytes"), 32 * 1024)
+      << "bodies were written to a table";
+  ASSERT_TRUE((*store)->Close().ok());
+}
+
 // What no reader ever saw is not kept for ever (docs/privacy.md): a series
 // still below k 90 days after its first record goes, every node of it, the
 // day the roll-up reaches; a published one, and a young one, stay.
