@@ -4,7 +4,9 @@
 #   1. fieldprof-aggregator (TLS, parse, validate, dedupe, synced WAL write,
 #      background fold into the sums), driven by fieldprof-loadgen;
 #   2. the physical reference: RocksDB synced writes of the same bodies from
-#      as many threads, no TLS, parsing or merging (tests/benchmarks/rocksdb_reference);
+#      as many threads, no TLS, parsing or merging (tests/benchmarks/rocksdb_reference),
+#      with the aggregator's CRC32C (SSE 4.2) and then with Debian's build
+#      as it is (a table-driven CRC32C), the reference of stops before 97;
 #   3. the network-side reference: Debian's nginx over TLS discarding the
 #      bodies, driven by the same loadgen.
 # Prints each rate and the ratios, and the CPU each side spent a batch (the
@@ -71,7 +73,7 @@ run_aggregator() {
   rm -rf "$db"  # gigabytes at 20 s
 }
 
-declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu
+declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
   echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
@@ -91,6 +93,16 @@ for conns in "${counts[@]}"; do
   ref_batches="$(echo "$ref_json" | field batches)"
   [[ "${ref_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
   ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $ref_batches" | bc -l)"
+  rm -rf "$work/refdb-$conns"
+
+  echo "== 2b. the same reference with Debian's RocksDB as built (table-driven CRC32C)"
+  deb_json="$(FIELDPROF_ROCKS_CRC32C=rocksdb ./build/tests/benchmarks/rocksdb_reference \
+    "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
+  echo "$deb_json"
+  deb_bps[$conns]="$(echo "$deb_json" | field batches_per_second)"
+  deb_batches="$(echo "$deb_json" | field batches)"
+  [[ "${deb_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
+  deb_cpu[$conns]="$(echo "$(echo "$deb_json" | field cpu_seconds) * 1000 / $deb_batches" | bc -l)"
   rm -rf "$work/refdb-$conns"
 done
 
@@ -134,9 +146,11 @@ for conns in "${counts[@]}"; do
   printf "%3d connections: aggregator %8.1f batches/s (%9.0f records/s), RocksDB synced-Put ref %8.1f: ratio %.2f (goal >= 1.0)\n" \
     "$conns" "${agg_bps[$conns]}" "${agg_rps[$conns]}" "${ref_bps[$conns]}" \
     "$(echo "${agg_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)"
-  printf "    CPU a batch: aggregator %.3f ms (load generator beside it %.3f ms), ref %.3f ms: ref/aggregator %.2f\n" \
+  printf "    Debian's RocksDB as built (table-driven CRC32C) %8.1f: ratio %.2f\n" \
+    "${deb_bps[$conns]}" "$(echo "${agg_bps[$conns]} / ${deb_bps[$conns]}" | bc -l)"
+  printf "    CPU a batch: aggregator %.3f ms (load generator beside it %.3f ms), ref %.3f ms: ref/aggregator %.2f; as built %.3f ms\n" \
     "${agg_cpu[$conns]}" "${gen_cpu[$conns]}" "${ref_cpu[$conns]}" \
-    "$(echo "${ref_cpu[$conns]} / ${agg_cpu[$conns]}" | bc -l)"
+    "$(echo "${ref_cpu[$conns]} / ${agg_cpu[$conns]}" | bc -l)" "${deb_cpu[$conns]}"
 done
 printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
   "$conns" "$ngx_bps" "$(echo "${agg_bps[$conns]} / $ngx_bps" | bc -l)"

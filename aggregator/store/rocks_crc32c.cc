@@ -1,5 +1,7 @@
 #include "aggregator/store/rocks_crc32c.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -39,18 +41,27 @@ __attribute__((target("sse4.2"))) uint32_t Sse42Extend(uint32_t crc, const char*
 
 using ExtendFn = uint32_t (*)(uint32_t, const char*, size_t);
 
-ExtendFn Chosen() {
+ExtendFn Choose() {
+  const char* asked = std::getenv("FIELDPROF_ROCKS_CRC32C");
+  if (asked != nullptr && std::string_view(asked) == "rocksdb") return RealRocksExtend;
 #if defined(__x86_64__)
-  static const ExtendFn chosen = __builtin_cpu_supports("sse4.2") ? Sse42Extend : RealRocksExtend;
-  return chosen;
-#else
-  return RealRocksExtend;  // another architecture: RocksDB's own
+  if (__builtin_cpu_supports("sse4.2")) return Sse42Extend;
 #endif
+  return RealRocksExtend;
 }
+
+ExtendFn Chosen() {
+  static const ExtendFn chosen = Choose();
+  return chosen;
+}
+
+std::atomic<uint64_t> g_calls{0};
 
 }  // namespace
 
 std::string_view RocksCrc32cCode() { return Chosen() == RealRocksExtend ? "rocksdb" : "sse4.2"; }
+
+uint64_t RocksCrc32cCalls() { return g_calls.load(std::memory_order_relaxed); }
 
 uint32_t RocksOwnCrc32c(uint32_t crc, const char* data, size_t n) {
   return RealRocksExtend(crc, data, n);
@@ -61,5 +72,6 @@ uint32_t RocksCrc32c(uint32_t crc, const char* data, size_t n) { return Chosen()
 }  // namespace fieldprof::aggregator
 
 uint32_t WrapRocksExtend(uint32_t crc, const char* data, size_t n) {
+  fieldprof::aggregator::g_calls.fetch_add(1, std::memory_order_relaxed);
   return fieldprof::aggregator::RocksCrc32c(crc, data, n);
 }

@@ -44,7 +44,7 @@ Status RocksDbStore::OpenDb() {
   data.compression = rocksdb::kNoCompression;
   data.bottommost_compression = rocksdb::kZSTD;
   rocksdb::BlockBasedTableOptions table;
-  table.checksum = rocksdb::kXXH3;  // Debian's RocksDB has only the software CRC32C
+  table.checksum = rocksdb::kXXH3;  // 7.8's default; faster than any CRC32C here
   table.block_cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
   data.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 
