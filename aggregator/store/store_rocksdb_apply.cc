@@ -105,6 +105,7 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
   // order it is read (FoldTable::PrefetchSlot). The lock is held for the
   // batch (~0.2 ms), far less than the synced write before it.
   constexpr size_t kAhead = 4;  // records between prefetch steps
+  bool wake_applier;
   {
     std::lock_guard lock(fold_mutex_);
     for (size_t i = 0; i < n; ++i) {
@@ -119,9 +120,15 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
       if (machine) sum.AddMachineOf(&*machine, records[i], series.substr(4));
     }
     fold_.ids.push_back(id);
-    pending_count_.fetch_add(1);
+    const uint64_t pending = pending_count_.fetch_add(1) + 1;
+    // The applier waits for a fold's first batch, then for its interval
+    // unless half the pending budget fills first (ApplierLoop): woken for
+    // every batch, it would only go back to sleep, two context switches a
+    // batch for nothing.
+    wake_applier = fold_.ids.size() == 1 ||
+                   pending * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
   }
-  fold_cv_.notify_one();
+  if (wake_applier) fold_cv_.notify_one();
 }
 
 int32_t RocksDbStore::Today() const {
