@@ -125,8 +125,8 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
     // unless half the pending budget fills first (ApplierLoop): woken for
     // every batch, it would only go back to sleep, two context switches a
     // batch for nothing.
-    wake_applier = fold_.ids.size() == 1 ||
-                   pending * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
+    wake_applier =
+        fold_.ids.size() == 1 || pending * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
   }
   if (wake_applier) fold_cv_.notify_one();
 }
