@@ -73,6 +73,22 @@ run_aggregator() {
   rm -rf "$db"  # gigabytes at 20 s
 }
 
+# Runs the RocksDB reference at $1 threads, with the environment
+# assignments after it; prints its JSON and sets run_ref_bps and
+# run_ref_cpu (its CPU ms a batch).
+run_reference() {
+  local conns="$1" json batches
+  shift
+  json="$(env "$@" ./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" \
+    "$conns" "$seconds")"
+  echo "$json"
+  batches="$(echo "$json" | field batches)"
+  [[ "${batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
+  run_ref_bps="$(echo "$json" | field batches_per_second)"
+  run_ref_cpu="$(echo "$(echo "$json" | field cpu_seconds) * 1000 / $batches" | bc -l)"
+  rm -rf "$work/refdb-$conns"
+}
+
 declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
@@ -87,23 +103,11 @@ for conns in "${counts[@]}"; do
   gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $run_batches" | bc -l)"
 
   echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
-  ref_json="$(./build/tests/benchmarks/rocksdb_reference "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
-  echo "$ref_json"
-  ref_bps[$conns]="$(echo "$ref_json" | field batches_per_second)"
-  ref_batches="$(echo "$ref_json" | field batches)"
-  [[ "${ref_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
-  ref_cpu[$conns]="$(echo "$(echo "$ref_json" | field cpu_seconds) * 1000 / $ref_batches" | bc -l)"
-  rm -rf "$work/refdb-$conns"
-
+  run_reference "$conns"
+  ref_bps[$conns]="$run_ref_bps" ref_cpu[$conns]="$run_ref_cpu"
   echo "== 2b. the same reference with Debian's RocksDB as built (table-driven CRC32C)"
-  deb_json="$(FIELDPROF_ROCKS_CRC32C=rocksdb ./build/tests/benchmarks/rocksdb_reference \
-    "$work/refdb-$conns" "$work/bodies" "$conns" "$seconds")"
-  echo "$deb_json"
-  deb_bps[$conns]="$(echo "$deb_json" | field batches_per_second)"
-  deb_batches="$(echo "$deb_json" | field batches)"
-  [[ "${deb_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the reference wrote no batch at $conns threads" >&2; exit 1; }
-  deb_cpu[$conns]="$(echo "$(echo "$deb_json" | field cpu_seconds) * 1000 / $deb_batches" | bc -l)"
-  rm -rf "$work/refdb-$conns"
+  run_reference "$conns" FIELDPROF_ROCKS_CRC32C=rocksdb
+  deb_bps[$conns]="$run_ref_bps" deb_cpu[$conns]="$run_ref_cpu"
 done
 
 echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
