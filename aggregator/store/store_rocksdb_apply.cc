@@ -123,8 +123,8 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
     const uint64_t pending = pending_count_.fetch_add(1) + 1;
     // The applier waits for a fold's first batch, then for its interval
     // unless half the pending budget fills first (ApplierLoop): woken for
-    // every batch, it would only go back to sleep, two context switches a
-    // batch for nothing.
+    // every batch, it would only go back to sleep (0.9 voluntary context
+    // switches a batch at 16 connections).
     wake_applier =
         fold_.ids.size() == 1 || pending * 2 >= static_cast<uint64_t>(options_.max_pending_batches);
   }
@@ -447,24 +447,37 @@ void RocksDbStore::FlushFoldedBodies() {
   // deletes and those few. Left until it is full, it is flushed at
   // whatever moment that is, with up to a fold's worth of bodies not yet
   // deleted: each written to a table and compacted away later (at 1,500
-  // batches/s, 70-110 MB of tables in 8 s; docs/benchmarks-history.md).
-  // Only while no memtable of it is being flushed: a second one waiting
-  // would stall ingest's writes.
-  uint64_t active = 0, flushing = 1;
-  if (!db_->GetIntProperty(pending_cf_, "rocksdb.cur-size-active-mem-table", &active) ||
+  // batches/s, 37-112 MB of tables in 8 s; docs/benchmarks-history.md).
+  //
+  // Only when the flush can neither stall nor wait: no memtable of the
+  // pending log is being flushed (a second one waiting would stall
+  // ingest's writes) and its level 0 is below the compaction trigger
+  // (RocksDB's write-stall limits are far above). And not after a failed
+  // write: switching the memtable writes the WAL's buffer, which RocksDB
+  // 7.8 aborts on once a write to it failed (CloseDb). A write that fails
+  // marks the store broken and sets RocksDB's background error before its
+  // write group ends; one failing in the microseconds between this check
+  // and the switch is not caught.
+  uint64_t active = 0, flushing = 1, errors = 1;
+  std::string level0;  // a string property
+  if (broken_.load() || !db_->GetIntProperty("rocksdb.background-errors", &errors) || errors != 0 ||
+      !db_->GetIntProperty(pending_cf_, "rocksdb.cur-size-active-mem-table", &active) ||
       !db_->GetIntProperty(pending_cf_, "rocksdb.num-immutable-mem-table", &flushing) ||
-      active < options_.pending_write_buffer_bytes / 2 || flushing != 0) {
+      !db_->GetProperty(pending_cf_, "rocksdb.num-files-at-level0", &level0) ||
+      active < options_.pending_write_buffer_bytes / 2 || flushing != 0 ||
+      std::strtoull(level0.c_str(), nullptr, 10) >= 4) {
     return;
   }
   rocksdb::FlushOptions fo;
   fo.wait = false;
-  fo.allow_write_stall = false;
+  fo.allow_write_stall = true;  // checked above, without waiting
   const rocksdb::Status s = db_->Flush(fo, pending_cf_);
   // A failed flush loses nothing (the memtable stays, its WAL too) and
   // RocksDB flushes it when it is full, as before; a failure that matters
   // shows in the next write.
-  if (!s.ok())
+  if (!s.ok()) {
     std::cerr << "fieldprof-aggregator: flushing the pending log: " << s.ToString() << "\n";
+  }
 }
 
 }  // namespace fieldprof::aggregator
