@@ -454,10 +454,11 @@ void RocksDbStore::FlushFoldedBodies() {
   // ingest's writes) and its level 0 is below the compaction trigger
   // (RocksDB's write-stall limits are far above). And not after a failed
   // write: switching the memtable writes the WAL's buffer, which RocksDB
-  // 7.8 aborts on once a write to it failed (CloseDb). A write that fails
-  // marks the store broken and sets RocksDB's background error before its
-  // write group ends; one failing in the microseconds between this check
-  // and the switch is not caught.
+  // 7.8 aborts on once a write to it failed (CloseDb). A failed write
+  // marks the store broken as it returns, and RocksDB's count of background
+  // errors is asked too; a write failing after these checks and before the
+  // switch (the fold's own write succeeded, an ingest write beside it did
+  // not) is not caught.
   uint64_t active = 0, flushing = 1, errors = 1;
   std::string level0;  // a string property
   if (broken_.load() || !db_->GetIntProperty("rocksdb.background-errors", &errors) || errors != 0 ||
