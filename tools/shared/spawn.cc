@@ -20,10 +20,32 @@ namespace {
 
 void Route(posix_spawn_file_actions_t* fa, int from, int to) {
   if (from == kDevNull) {
-    posix_spawn_file_actions_addopen(fa, to, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(fa, to, "/dev/null", to == STDIN_FILENO ? O_RDONLY : O_WRONLY,
+                                     0);
   } else if (from != to) {
     posix_spawn_file_actions_adddup2(fa, from, to);
   }
+}
+
+// Waits for `pid`, killing it once `deadline_ms` (when not negative) has
+// passed; its wait status.
+int WaitFor(pid_t pid, int deadline_ms) {
+  if (deadline_ms >= 0) {
+    // A pidfd is readable when the child ends: the deadline without a sleep.
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      int r;
+      while ((r = poll(&p, 1, deadline_ms)) < 0 && errno == EINTR) {
+      }
+      close(pidfd);
+      if (r == 0) kill(pid, SIGKILL);
+    }
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
 }
 
 // fork, the parent's before_exec, then exec: what posix_spawn cannot
@@ -56,7 +78,7 @@ int ForkAndExec(char* const* argv, const SpawnOptions& o, pid_t* pid, std::strin
     }
     auto route = [](int from, int to) {
       if (from == kDevNull) {
-        const int fd = open("/dev/null", O_WRONLY);
+        const int fd = open("/dev/null", to == STDIN_FILENO ? O_RDONLY : O_WRONLY);
         if (fd >= 0 && fd != to) {
           dup2(fd, to);
           close(fd);
@@ -65,6 +87,7 @@ int ForkAndExec(char* const* argv, const SpawnOptions& o, pid_t* pid, std::strin
         dup2(from, to);
       }
     };
+    route(o.in_fd, STDIN_FILENO);
     route(o.out_fd, STDOUT_FILENO);
     route(o.err_fd, STDERR_FILENO);
     char c = 0;
@@ -101,6 +124,7 @@ int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, st
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  Route(&fa, o.in_fd, STDIN_FILENO);
   Route(&fa, o.out_fd, STDOUT_FILENO);
   Route(&fa, o.err_fd, STDERR_FILENO);
   posix_spawnattr_t attr;
@@ -128,8 +152,7 @@ int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, st
   posix_spawnattr_destroy(&attr);
   int status = 0;
   if (err == 0 || (o.before_exec && pid > 0)) {  // a child that did not exec is reaped too
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    status = WaitFor(pid, o.deadline_ms);
   }
   if (o.interrupt_child_only) {
     sigaction(SIGINT, &old_int, nullptr);
@@ -145,45 +168,19 @@ int SpawnAndWait(const std::vector<std::string>& args, const SpawnOptions& o, st
 std::optional<std::string> OutputOf(const std::vector<std::string>& args, int deadline_ms) {
   const int out = memfd_create("fieldprof-output", MFD_CLOEXEC);
   if (out < 0) return std::nullopt;
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int err = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) {
-    close(out);
-    return std::nullopt;
-  }
-  // A pidfd is readable when the child ends: the deadline without a sleep.
-  bool ended = true;
-  if (deadline_ms >= 0) {
-    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd >= 0) {
-      pollfd p{pidfd, POLLIN, 0};
-      int r;
-      while ((r = poll(&p, 1, deadline_ms)) < 0 && errno == EINTR) {
-      }
-      ended = r > 0;
-      close(pidfd);
-    }
-    if (!ended) kill(pid, SIGKILL);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  SpawnOptions o;
+  o.in_fd = kDevNull;
+  o.out_fd = out;
+  o.err_fd = kDevNull;
+  o.deadline_ms = deadline_ms;
+  const int code = SpawnAndWait(args, o, nullptr);
   std::string text;
   char buf[8192];
   for (ssize_t n; (n = pread(out, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0;) {
     text.append(buf, static_cast<size_t>(n));
   }
   close(out);
-  if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  if (code != 0) return std::nullopt;
   return text;
 }
 

@@ -13,8 +13,11 @@
 namespace fieldprof::tools {
 
 struct SpawnOptions {
-  // Where the program's stdout and stderr go; kDevNull: nowhere.
-  int out_fd = 1, err_fd = 2;
+  // Where the program's stdin comes from and its stdout and stderr go;
+  // kDevNull: /dev/null.
+  int in_fd = 0, out_fd = 1, err_fd = 2;
+  // Killed (SIGKILL) when it runs longer, unless negative.
+  int deadline_ms = -1;
   // Ctrl-C (SIGINT, SIGQUIT) stops the program, not this process, which
   // goes on once the program is gone (fieldprof record writes the
   // recording of a program stopped so).
@@ -28,8 +31,9 @@ struct SpawnOptions {
 inline constexpr int kDevNull = -1;
 
 // Runs argv (argv[0] searched in PATH unless it holds a '/') and waits.
-// Its exit code, or 128 + N when signal N ended it; -1 when it could not
-// start, with the reason in *error.
+// Its exit code, or 128 + N when signal N ended it (128 + SIGKILL when
+// killed at its deadline); -1 when it could not start, with the reason in
+// *error.
 int SpawnAndWait(const std::vector<std::string>& argv, const SpawnOptions& options,
                  std::string* error);
 
