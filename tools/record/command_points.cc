@@ -1,5 +1,6 @@
 #include "tools/record/command_points.h"
 
+#include <iostream>
 #include <set>
 
 #include "common/system/exported_symbols.h"
@@ -16,7 +17,15 @@ std::string CommandModuleWithPoints(const std::vector<std::string>& argv) {
   const ElfFacts facts = ReadElfFacts(program);
   if (facts.imports_point_hit) return program;
   if (facts.interpreter.empty()) return "";  // static, or not a program: no libraries to load
-  for (const StartLibrary& lib : StartLibraries(program)) {
+  const std::vector<StartLibrary> libs = StartLibraries(program);
+  if (libs.empty()) {
+    // A dynamic program loads at least the C library: ldd failed or took
+    // too long.
+    std::cerr << "fieldprof record: ldd " << program
+              << " did not answer: the libraries it loads were not looked at for points "
+                 "(--points records them anyway)\n";
+  }
+  for (const StartLibrary& lib : libs) {
     if (ModuleHasPoints(lib.file)) return lib.file;
   }
   return "";

@@ -1611,6 +1611,23 @@ TEST(RecordTest, PointsAreRecordedWhereTheCommandHasThem) {
                        &out),
             0);
   EXPECT_EQ(out.find("instrumentation points"), std::string::npos) << out;
+  // An ldd that never answers, asked of a program without points of its
+  // own, is given up on at its deadline, and said: the program still runs
+  // and is recorded.
+  const std::string bin = dir.File("bin");
+  std::filesystem::create_directory(bin);
+  {
+    std::ofstream ldd(bin + "/ldd");
+    ldd << "#!/bin/sh\nexec sleep 600\n";
+  }
+  std::filesystem::permissions(bin + "/ldd", std::filesystem::perms::owner_all);
+  ASSERT_EQ(RunCommand(
+                "PATH=" + bin + ":$PATH " + kCli + " record -o " + file + " -- " + "/bin/true 2>&1",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("ldd /bin/true did not answer"), std::string::npos) << out;
+  EXPECT_NE(out.find(" written: "), std::string::npos) << out;
 }
 
 }  // namespace
