@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "aggregator/store/aggregate_value.h"
+#include "aggregator/store/rocks_crc32c.h"
 #include "common/statistics/histogram.h"
 #include "common/wire/batch_view.h"
 #include "common/wire/wire.h"
@@ -166,6 +167,23 @@ void BM_DecodeBatchView(benchmark::State& state) {
   state.counters["fallbacks"] = static_cast<double>(BatchViewFallbacks());
 }
 BENCHMARK(BM_DecodeBatchView);
+
+// RocksDB's CRC32C of one WAL record (a 128 KiB body): Arg 0 what RocksDB's
+// calls reach in the aggregator (aggregator/store/rocks_crc32c.h), Arg 1
+// the code Debian's RocksDB has (its peer).
+void BM_RocksCrc32c(benchmark::State& state) {
+  std::string body(128 * 1024, '\0');
+  std::mt19937_64 rng(3);
+  for (char& c : body) c = static_cast<char>(rng());
+  const auto crc = state.range(0) == 0 ? aggregator::RocksCrc32c : aggregator::RocksOwnCrc32c;
+  for (auto _ : state) {
+    uint32_t c = crc(0, body.data(), body.size());
+    benchmark::DoNotOptimize(c);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  state.SetLabel(state.range(0) == 0 ? std::string(aggregator::RocksCrc32cCode()) : "rocksdb");
+}
+BENCHMARK(BM_RocksCrc32c)->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace fieldprof
