@@ -11,18 +11,21 @@
 #     each process, not from outside: what a user without kernel events
 #     gets),
 #     --cpu_wide off (no CPU-wide switch records), --stack_bytes 8192
-#     (perf's stack copy, not 12 KiB); all of them off at once (what perf
+#     (perf's stack copy, not 12 KiB), --cgroup off (events each process
+#     inherits, as perf record -- CMD, not one a CPU on the command's own
+#     cgroup; the default as root); all of them off at once (what perf
 #     itself does), --clock task (sampled in the program), and
 #     perf record -F 999 --call-graph dwarf, the peer, with its own 8 KiB
 #     stacks and with record's 12 KiB (the same rate and depth);
 #   - many short processes: make -B -j2 rebuilding a 7-file C program
 #     (make, sh, gcc, cc1, as, collect2, ld: each process pays what is
-#     preloaded into it): plain, record, --points, --idle=false,
+#     preloaded into it): plain, record, --points, --idle=false, --cgroup off,
 #     --idle_from program, all parts off, perf with its 8 KiB stacks and
 #     with record's 12;
 #   - 200 runs of /bin/true from sh, timed by that sh: what each process
 #     pays alone (loading and starting what is preloaded, its raw file if
-#     it makes one): plain, record, --points, --idle_from program,
+#     it makes one, the events copied into it): plain, record, --points,
+#     --idle_from program, --idle=false, --cgroup off, --cgroup off
 #     --idle=false, perf at record's depth, and perf taking the waits too;
 #   - a two-thread ping-pong of 2 x N waits (tests/tools/record/waits.cc):
 #     plain, --clock timer with --idle=false (sampling only), --clock timer
@@ -73,6 +76,7 @@ cmd[sqlite:record-points]="$cli record --points -o $tmp/s.fprec -- $(inner sqlit
 cmd[sqlite:record-no-idle]="$cli record --idle=false -o $tmp/s.fprec -- $(inner sqlite_record-no-idle)"
 cmd[sqlite:record-idle-program]="$cli record --idle_from program -o $tmp/s.fprec -- $(inner sqlite_record-idle-program)"
 cmd[sqlite:record-no-cpu-wide]="$cli record --cpu_wide off -o $tmp/s.fprec -- $(inner sqlite_record-no-cpu-wide)"
+cmd[sqlite:record-inherit]="$cli record --cgroup off -o $tmp/s.fprec -- $(inner sqlite_record-inherit)"
 cmd[sqlite:record-stack-8k]="$cli record --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-stack-8k)"
 cmd[sqlite:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/s.fprec -- $(inner sqlite_record-as-perf)"
 cmd[sqlite:record-task]="$cli record --clock task -o $tmp/s.fprec -- $(inner sqlite_record-task)"
@@ -87,6 +91,7 @@ cmd[make:plain]="$(minner make_plain)"
 cmd[make:record]="$cli record -o $tmp/m.fprec -- $(minner make_record)"
 cmd[make:record-points]="$cli record --points -o $tmp/m.fprec -- $(minner make_record-points)"
 cmd[make:record-no-idle]="$cli record --idle=false -o $tmp/m.fprec -- $(minner make_record-no-idle)"
+cmd[make:record-inherit]="$cli record --cgroup off -o $tmp/m.fprec -- $(minner make_record-inherit)"
 cmd[make:record-idle-program]="$cli record --idle_from program -o $tmp/m.fprec -- $(minner make_record-idle-program)"
 cmd[make:record-as-perf]="$cli record --idle=false --points=false --stack_bytes 8192 -o $tmp/m.fprec -- $(minner make_record-as-perf)"
 cmd[make:perf-dwarf]="perf record -q -F 999 --call-graph dwarf -o $tmp/perf.data -- $(minner make_perf-dwarf)"
@@ -108,6 +113,8 @@ cmd[trues:plain]="$(tinner trues_plain)"
 cmd[trues:record]="$cli record -o $tmp/t.fprec -- $(tinner trues_record)"
 cmd[trues:record-points]="$cli record --points -o $tmp/t.fprec -- $(tinner trues_record-points)"
 cmd[trues:record-idle-program]="$cli record --idle_from program -o $tmp/t.fprec -- $(tinner trues_record-idle-program)"
+cmd[trues:record-inherit]="$cli record --cgroup off -o $tmp/t.fprec -- $(tinner trues_record-inherit)"
+cmd[trues:record-inherit-no-idle]="$cli record --cgroup off --idle=false --points=false -o $tmp/t.fprec -- $(tinner trues_record-inherit-no-idle)"
 cmd[trues:record-as-perf]="$cli record --idle=false --points=false -o $tmp/t.fprec -- $(tinner trues_record-as-perf)"
 cmd[trues:perf-dwarf-12k]="perf record -q -F 999 --call-graph dwarf,12288 -o $tmp/perf.data -- $(tinner trues_perf-dwarf-12k)"
 # perf taking the waits as record does from outside (a context-switch
@@ -128,11 +135,12 @@ cmd[locks:record-no-idle]="$(own "$cli record --idle=false -o $tmp/l.fprec -- $w
 cmd[locks:record]="$(own "$cli record -o $tmp/l.fprec -- $waits locks $locks" locks_record)"
 cmd[locks:record-idle-program]="$(own "$cli record --idle_from program -o $tmp/l.fprec -- $waits locks $locks" locks_record-idle-program)"
 order=(sqlite:plain sqlite:record sqlite:record-points sqlite:record-no-idle sqlite:record-idle-program
-  sqlite:record-no-cpu-wide sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
+  sqlite:record-no-cpu-wide sqlite:record-inherit sqlite:record-stack-8k sqlite:record-as-perf sqlite:record-task sqlite:perf-dwarf
   sqlite:perf-dwarf-12k
-  make:plain make:record make:record-points make:record-no-idle make:record-idle-program make:record-as-perf make:perf-dwarf
+  make:plain make:record make:record-points make:record-no-idle make:record-idle-program make:record-inherit make:record-as-perf make:perf-dwarf
   make:perf-dwarf-12k
-  trues:plain trues:record trues:record-points trues:record-idle-program trues:record-as-perf
+  trues:plain trues:record trues:record-points trues:record-idle-program trues:record-inherit
+  trues:record-inherit-no-idle trues:record-as-perf
   trues:perf-dwarf-12k trues:perf-waits-12k
   pingpong:plain pingpong:kernel-rings pingpong:timer-no-idle pingpong:timer pingpong:timer-unpriv
   pingpong:task pingpong:no-idle pingpong:default pingpong:idle-program

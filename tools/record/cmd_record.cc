@@ -31,6 +31,7 @@
 #include "common/snapshot/snapshot_cache.h"
 #include "common/stacks/sampler_format.h"
 #include "tools/commands.h"
+#include "tools/record/command_cgroup.h"
 #include "tools/record/command_points.h"
 #include "tools/record/cpu_switches.h"
 #include "tools/record/idle_report.h"
@@ -57,6 +58,7 @@ constexpr const char* kSamplerLib = "libfieldprof-sampler.so";
 // What `fieldprof record` was asked, checked.
 struct RecordArgs {
   std::string output, lib_dir, clock = "perf", cpu_wide = "auto", idle_from = "auto";
+  std::string cgroup = "auto";
   int64_t hz = 999, m = 100, n = 2, stack_bytes = 12288;
   double p = 0.95;
   bool wall = false, idle = true, all_user = false, points = true, auto_points = false;
@@ -144,6 +146,14 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
               "with idle transitions, also CPU-wide switch records, which tell when a CPU truly "
               "went idle after a thread and left idle for it: auto (when privileged: "
               "CAP_PERFMON, root, or perf_event_paranoid <= 0), on, off");
+  t.AddString("cgroup", &a->cgroup,
+              "with --clock perf: the command in a cgroup of its own (cgroup v2, beside fieldprof "
+              "record's), sampled by one perf_event per CPU on the group: none is copied into "
+              "each process it starts, which halves what a short process pays (perf record -a "
+              "-G does so; without, as perf record -- CMD, every fork copies an event per CPU). "
+              "A process the command moves to another group (systemd-run, a container) is not "
+              "followed there. auto (where fieldprof record may make the group and sample it: "
+              "root), on, off");
   t.AddInt("leaf_samples", &m, "the time tree's M: a node with fewer samples is a leaf", 1,
            1 << 30);
   t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
@@ -159,6 +169,12 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
   }
   if (s.ok() && cpu_wide != "auto" && cpu_wide != "on" && cpu_wide != "off") {
     s = InvalidArgument("--cpu_wide is auto, on or off, not \"" + cpu_wide + "\"");
+  }
+  if (s.ok() && a->cgroup != "auto" && a->cgroup != "on" && a->cgroup != "off") {
+    s = InvalidArgument("--cgroup is auto, on or off, not \"" + a->cgroup + "\"");
+  }
+  if (s.ok() && a->cgroup == "on" && (clock != "perf" || wall)) {  // --wall samples inside
+    s = InvalidArgument("--cgroup on is for the sampler from outside: --clock perf, no --wall");
   }
   if (s.ok() && a->idle_from != "auto" && a->idle_from != "perf" && a->idle_from != "program") {
     s = InvalidArgument("--idle_from is auto, perf or program, not \"" + a->idle_from + "\"");
@@ -200,9 +216,34 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
   SpawnOptions so;
   so.interrupt_child_only = true;
   std::unique_ptr<tools::PerfSampler> sampler;
+  std::unique_ptr<tools::CommandCgroup> group;  // outlives the sampler's last look
   if (outside) {
     so.before_exec = [&](pid_t pid, std::string* why) {
-      StatusOr<std::unique_ptr<tools::PerfSampler>> ps = tools::PerfSampler::Open(pid, po, raw_dir);
+      StatusOr<std::unique_ptr<tools::PerfSampler>> ps = Unavailable("");
+      if (a.cgroup != "off") {
+        // The command in its own group, sampled there; where the group or
+        // its events are refused, by events it inherits (said with
+        // --cgroup on, which then stops).
+        StatusOr<std::unique_ptr<tools::CommandCgroup>> g = tools::CommandCgroup::Make();
+        Status added = g.ok() ? (*g)->Add(pid) : g.status();
+        if (added.ok()) {
+          tools::PerfSamplerOptions on_group = po;
+          on_group.cgroup_fd = (*g)->fd();
+          ps = tools::PerfSampler::Open(pid, on_group, raw_dir);
+          if (ps.ok()) {
+            group = std::move(*g);
+          } else {
+            (*g)->Remove(pid);
+            added = ps.status();
+          }
+        }
+        if (!added.ok() && a.cgroup == "on") {
+          *why = "--cgroup on: " + std::string(added.message()) +
+                 " (--cgroup off samples the command by events each of its processes inherits)";
+          return false;
+        }
+      }
+      if (group == nullptr) ps = tools::PerfSampler::Open(pid, po, raw_dir);
       if (!ps.ok()) {
         *why = "sampling from outside: " + std::string(ps.status().message()) +
                " (--clock task samples in the program)";
@@ -237,6 +278,7 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
   }
   if (sampler != nullptr) {
     sampler->Stop();
+    group.reset();
     if (sampler->bytes_copied() > (64u << 20)) {
       std::fprintf(stderr, "fieldprof record: unwinding %.0f MB of samples...\n",
                    static_cast<double>(sampler->bytes_copied()) / 1e6);

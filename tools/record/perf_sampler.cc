@@ -72,8 +72,18 @@ int OpenOne(pid_t pid, int cpu, const PerfSamplerOptions& o, bool kernel, bool s
   // in the sampled program, on its CPU, at the sample that crosses the
   // mark: at 16 KiB (every sample or two) the sqlite3 workload ran 3%
   // slower for it (docs/benchmarks.md, fieldprof record).
-  return static_cast<int>(syscall(SYS_perf_event_open, &a, pid, cpu, -1,
-                                  static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+  unsigned long flags = PERF_FLAG_FD_CLOEXEC;
+  if (o.cgroup_fd >= 0 && cpu >= 0) {
+    // On the command's group: the CPU's event sees each of its processes
+    // as it runs there, from now on (the command is still before its
+    // exec); nothing is inherited. Switch records come as CPU-wide ones.
+    pid = o.cgroup_fd;
+    flags |= PERF_FLAG_PID_CGROUP;
+    a.inherit = 0;
+    a.enable_on_exec = 0;
+    a.disabled = 0;
+  }
+  return static_cast<int>(syscall(SYS_perf_event_open, &a, pid, cpu, -1, flags));
 }
 
 // The CPUs the kernel may run the command on.
@@ -357,7 +367,8 @@ void PerfSampler::Filter(Ring& r, bool last) {
         if (!last) break;  // held for the next look
       } else {
         std::memcpy(&nh, in.data() + next, sizeof nh);
-        if (nh.type == PERF_RECORD_SWITCH && (nh.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0 &&
+        if ((nh.type == PERF_RECORD_SWITCH || nh.type == PERF_RECORD_SWITCH_CPU_WIDE) &&
+            (nh.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0 &&
             (nh.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0) {
           at = next;  // a preemption: no wait, no stack to keep
           continue;

@@ -40,6 +40,10 @@ struct PerfSamplerOptions {
   // events (root, CAP_PERFMON, perf_event_paranoid <= 1): the kernel takes
   // the sample in the scheduler.
   bool waits = false;
+  // The command's own cgroup (command_cgroup.h), open, or -1: then one
+  // event per CPU on the group, copied into none of its processes,
+  // instead of events on the command that each process inherits.
+  int cgroup_fd = -1;
 };
 
 // Whether the kernel lets this process sample its own children so (a
@@ -53,7 +57,8 @@ struct PerfSamplerOptions {
 class PerfSampler {
  public:
   // Opens a sampling event on `pid` for each online CPU, to start at its
-  // next exec, and the files in `dir` the rings are copied to. With
+  // next exec (on options.cgroup_fd instead, where `pid` is, from now
+  // on), and the files in `dir` the rings are copied to. With
   // kernel time where the kernel allows it (root, CAP_PERFMON,
   // perf_event_paranoid <= 1), else user time only.
   [[nodiscard]] static StatusOr<std::unique_ptr<PerfSampler>> Open(

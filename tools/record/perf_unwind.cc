@@ -443,6 +443,7 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
       OnMmap(e, h, images);
       break;
     case PERF_RECORD_SWITCH:
+    case PERF_RECORD_SWITCH_CPU_WIDE:  // sampled on the command's cgroup (command_cgroup.h)
       OnSwitch(e, h, images, ips);
       break;
     case PERF_RECORD_COMM: {
@@ -497,8 +498,12 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     // A process that ran and was never sampled (a short one, or one that
     // slept, with user time only) is recorded with no samples; the
     // image a process left by exec'ing without a sample or a wait is not
-    // a process (a fork child on its way to exec, preempted perhaps).
-    if (im->sample_count == 0 && im->wait_count == 0 && (im->replaced || im->modules.empty())) {
+    // a process (a fork child on its way to exec, preempted perhaps), nor
+    // is one that exec'd with no module known: the command before its
+    // exec, sampled on its cgroup (command_cgroup.h) as fieldprof record
+    // lets it go, with nothing to name its code by.
+    if ((im->sample_count == 0 && im->wait_count == 0 && (im->replaced || im->modules.empty())) ||
+        (im->replaced && im->modules.empty())) {
       continue;
     }
     ++sum.processes;

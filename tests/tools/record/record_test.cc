@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -590,6 +592,98 @@ TEST(RecordTest, WithPrivilegesWaitsAreTakenFromOutside) {
   EXPECT_NE(out.find("needs --clock perf"), std::string::npos) << out;
   EXPECT_NE(RunCommand(kCli + " record --idle_from kernel -- /bin/true 2>&1", &out), 0);
   EXPECT_NE(out.find("--idle_from is auto, perf or program"), std::string::npos) << out;
+}
+
+// This process's cgroup2 group's directory (the cgroup2 mount joined with
+// the "0::" line of /proc/self/cgroup), or "" without one.
+std::string OwnCgroup2Dir() {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string mount;
+  for (std::string line; mount.empty() && std::getline(mounts, line);) {
+    const size_t dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream f(line.substr(0, dash));
+    std::string skip;
+    f >> skip >> skip >> skip >> skip >> mount;
+  }
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; !mount.empty() && std::getline(groups, line);) {
+    if (line.rfind("0::", 0) != 0) continue;
+    std::string path = line.substr(3);
+    while (!path.empty() && path.back() == '/') path.pop_back();
+    return mount + path;
+  }
+  return "";
+}
+
+// The command in a cgroup of its own (command_cgroup.h): sampled and its
+// waits taken there, the group gone afterwards, what it left running
+// moved back out, a group a killed record left removed, and the events
+// each process inherits with --cgroup off.
+TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
+  if (geteuid() != 0) GTEST_SKIP() << "making a cgroup needs root here";
+  const std::string own = OwnCgroup2Dir();
+  if (own.empty() || access(own.c_str(), W_OK) != 0) GTEST_SKIP() << "no writable cgroup2 group";
+  TempDir dir;
+  // A group a killed record left (its pid gone), with nothing in it.
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = own + "/fieldprof-record-" + std::to_string(dead);
+  ASSERT_EQ(mkdir(stale.c_str(), 0755), 0) << stale << ": " << std::strerror(errno);
+  const std::string file = dir.File("group.fprec");
+  const std::string left = dir.File("left.pid");
+  std::string out;
+  // The static program's 20 sleeps of 1 ms, short processes, and a
+  // process left running when the command ends.
+  ASSERT_EQ(RunCommand(kCli + " record --cgroup on -o " + file +
+                           " -- sh -c 'grep ^0:: " + "/proc/self/cgroup; " + FIELDPROF_STATICPROG +
+                           " 0 20; for i in 1 2 3 4 5 6 7 8; do /bin/true; done; " +
+                           "sleep 60 >/dev/null 2>&1 & echo $! > " + left + "' 2>&1",
+                       &out),
+            0)
+      << out;
+  const std::regex group_line("0::(/[^\n]*)?/fieldprof-record-([0-9]+)\n");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, group_line)) << out;
+  const std::string group = own + "/fieldprof-record-" + m[2].str();
+  EXPECT_NE(access(group.c_str(), F_OK), 0) << group << " was not removed";
+  EXPECT_NE(access(stale.c_str(), F_OK), 0) << stale << " was not removed";
+  std::ifstream pid_file(left);
+  pid_t sleeper = 0;
+  pid_file >> sleeper;
+  ASSERT_GT(sleeper, 0);
+  std::ifstream sleeper_group("/proc/" + std::to_string(sleeper) + "/cgroup");
+  std::string groups((std::istreambuf_iterator<char>(sleeper_group)), {});
+  kill(sleeper, SIGKILL);
+  EXPECT_NE(groups.find("0::"), std::string::npos) << "the process left behind is gone";
+  EXPECT_EQ(groups.find("fieldprof-record-"), std::string::npos) << groups;
+  // Every wait with its stack, as with inherited events.
+  long long sleeping_us = 0;
+  for (const auto& [stack, us] : IdleStacks(file)) {
+    if (stack.find("main;SleepOneMs;") != std::string::npos) sleeping_us += us;
+  }
+  EXPECT_GE(sleeping_us, 20 * 1000) << out;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --min_percent 0", &out), 0);
+  EXPECT_GE(NumberAfter(out, "to-idle (a thread began to wait), "), 20) << out;
+  EXPECT_EQ(NumberAfter(out, "not waits); "), 0) << out;
+  // The short processes are there: sh, the static program, eight trues and
+  // sleep, each its own image with the records of its exec.
+  ASSERT_EQ(RunCommand(kCli + " record -o " + file + " --cgroup on -- sh -c 'for i in 1 2 3 4 " +
+                           "5 6 7 8; do /bin/true; done' 2>&1",
+                       &out),
+            0)
+      << out;
+  std::smatch n;
+  ASSERT_TRUE(std::regex_search(out, n, std::regex(" over [0-9.]+ s, ([0-9]+) process"))) << out;
+  EXPECT_GE(std::stoi(n[1].str()), 9) << out;
+  // Without: the command stays in fieldprof record's own group.
+  ASSERT_EQ(RunCommand(kCli + " record --cgroup off -o " + file + " -- grep ^0:: /proc/self/cgroup",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(out.find("fieldprof-record-"), std::string::npos) << out;
+  EXPECT_NE(out.find("0::"), std::string::npos) << out;
 }
 
 // Out of descriptors at any step of the start (a low `ulimit -n`), record
