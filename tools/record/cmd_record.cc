@@ -401,6 +401,11 @@ int Record(int argc, char** argv) {
                   << av.message() << ")\n";
         return 3;
       }
+      if (a.cgroup == "on") {
+        std::cerr << "fieldprof record: --cgroup on: sampling from outside is not available here ("
+                  << av.message() << ")\n";
+        return 3;
+      }
       std::cerr << "fieldprof record: sampling from outside is not available here (" << av.message()
                 << "); sampling in the program instead (--clock task)\n";
       outside = false;

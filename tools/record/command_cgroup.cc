@@ -2,11 +2,15 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -37,20 +41,57 @@ Status WriteControl(const std::string& path, const std::string& text) {
   return Status();
 }
 
-// Every process in group `dir` moved to group `to`, the group removed.
-// A process forking as it is moved leaves a child behind: a few passes.
-bool Empty(const std::string& dir, const std::string& to) {
-  for (int pass = 0; pass < 16; ++pass) {
-    for (const std::string& pid : Lines(dir + "/cgroup.procs")) {
-      if (!pid.empty()) (void)WriteControl(to + "/cgroup.procs", pid);
+// Whether a process is in group `dir` or below it (cgroup.events).
+bool Populated(const std::string& dir) {
+  for (const std::string& line : Lines(dir + "/cgroup.events")) {
+    if (line.rfind("populated ", 0) == 0) return line != "populated 0";
+  }
+  return true;  // unreadable: assume someone is there
+}
+
+std::vector<std::string> SubGroups(const std::string& dir) {
+  std::vector<std::string> subs;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 &&
+          std::strcmp(e->d_name, "..") != 0) {
+        subs.push_back(dir + "/" + e->d_name);
+      }
     }
-    if (rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
+    closedir(d);
+  }
+  return subs;
+}
+
+// Group `dir` and the groups the command made below it removed, deepest
+// first; with `to`, their processes moved there first.
+bool RemoveTree(const std::string& dir, const std::string* to) {
+  for (const std::string& sub : SubGroups(dir)) (void)RemoveTree(sub, to);
+  if (to != nullptr) {
+    for (const std::string& pid : Lines(dir + "/cgroup.procs")) {
+      if (!pid.empty()) (void)WriteControl(*to + "/cgroup.procs", pid);
+    }
+  }
+  return rmdir(dir.c_str()) == 0 || errno == ENOENT;
+}
+
+// Every process in group `dir` (and below) moved to group `to`, the groups
+// removed. A process forking as it is moved leaves a child behind, an
+// exiting one holds the group a moment longer: passes 20 ms apart, for
+// up to a second.
+bool Empty(const std::string& dir, const std::string& to) {
+  for (int pass = 0; pass < 50; ++pass) {
+    if (RemoveTree(dir, &to)) return true;
     if (errno != EBUSY) return false;
+    usleep(20000);
   }
   return false;
 }
 
-// The groups that killed fieldprof records left in `parent`.
+// The groups killed fieldprof records left in `parent` (their pid gone)
+// with no process in them any more; one whose command still runs is
+// left as it is, and so is another record's, live or not, while
+// anything runs in it.
 void RemoveStale(const std::string& parent) {
   DIR* d = opendir(parent.c_str());
   if (d == nullptr) return;
@@ -62,19 +103,58 @@ void RemoveStale(const std::string& parent) {
     if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(name);
   }
   closedir(d);
-  for (const std::string& name : stale) (void)Empty(parent + "/" + name, parent);
+  for (const std::string& name : stale) {
+    const std::string dir = parent + "/" + name;
+    if (!Populated(dir)) (void)RemoveTree(dir, nullptr);
+  }
+}
+
+// Whether perf_events may be opened on a cgroup2 group here: the
+// perf_event controller on the cgroup2 hierarchy (hierarchy 0 in
+// /proc/cgroups; a hybrid system may bind it to a v1 one), and a
+// CPU-wide event allowed (CAP_PERFMON, root, perf_event_paranoid <= 0),
+// which an event on a group is.
+Status CgroupEventsAllowed() {
+  bool v2 = false;
+  for (const std::string& line : Lines("/proc/cgroups")) {
+    std::istringstream f(line);
+    std::string name;
+    int hierarchy = -1, groups = 0, enabled = 0;
+    if (f >> name >> hierarchy >> groups >> enabled && name == "perf_event") {
+      v2 = hierarchy == 0 && enabled == 1;
+    }
+  }
+  if (!v2) {
+    return Unavailable("the kernel's perf_event controller is not on the cgroup2 hierarchy");
+  }
+  perf_event_attr a{};
+  a.size = sizeof a;
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_DUMMY;
+  a.disabled = 1;
+  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, -1, 0, -1,
+                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+  if (fd < 0) {
+    const int e = errno;
+    return Unavailable(std::string("perf_events on a whole CPU are refused: ") + std::strerror(e) +
+                       (e == EACCES || e == EPERM
+                            ? " (they need CAP_PERFMON, root, or perf_event_paranoid <= 0)"
+                            : ""));
+  }
+  close(fd);
+  return Status();
 }
 
 }  // namespace
 
 StatusOr<std::string> OwnCgroup2Dir() {
-  std::string mount;
+  std::string mount, root;
   for (const std::string& line : Lines("/proc/self/mountinfo")) {
     // ID PARENT MAJ:MIN ROOT MOUNT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
     const size_t dash = line.find(" - ");
     if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
     std::istringstream f(line.substr(0, dash));
-    std::string id, parent, dev, root;
+    std::string id, parent, dev;
     f >> id >> parent >> dev >> root >> mount;
     break;
   }
@@ -82,6 +162,16 @@ StatusOr<std::string> OwnCgroup2Dir() {
   for (const std::string& line : Lines("/proc/self/cgroup")) {
     if (line.rfind("0::", 0) != 0) continue;
     std::string path = line.substr(3);
+    // A mount of part of the hierarchy (ROOT not "/": a container's view
+    // without a cgroup namespace) shows this group from its root on.
+    if (root != "/") {
+      if (path.compare(0, root.size(), root) != 0 ||
+          (path.size() > root.size() && path[root.size()] != '/')) {
+        return NotFound("this process's cgroup2 group " + path + " is not under the mount of " +
+                        root);
+      }
+      path.erase(0, root.size());
+    }
     if (path.find("/..") != std::string::npos || path.find(" (deleted)") != std::string::npos) {
       return NotFound("this process's cgroup2 group is not under the mount: " + path);
     }
@@ -94,15 +184,21 @@ StatusOr<std::string> OwnCgroup2Dir() {
 StatusOr<std::unique_ptr<CommandCgroup>> CommandCgroup::Make() {
   StatusOr<std::string> own = OwnCgroup2Dir();
   if (!own.ok()) return own.status();
+  if (Status allowed = CgroupEventsAllowed(); !allowed.ok()) return allowed;
   std::unique_ptr<CommandCgroup> g(new CommandCgroup);
   g->parent_ = *own;
   RemoveStale(g->parent_);
-  g->path_ = g->parent_ + "/" + kPrefix + std::to_string(getpid());
-  if (mkdir(g->path_.c_str(), 0755) != 0) {
-    const int e = errno;
-    g->path_.clear();
-    return IOError("cannot make a cgroup in " + *own + ": " + std::strerror(e));
+  const std::string path = g->parent_ + "/" + kPrefix + std::to_string(getpid());
+  int made = mkdir(path.c_str(), 0755);
+  // A killed record of the same pid (in another pid namespace, or long
+  // ago) left it: taken over once nothing runs in it.
+  if (made != 0 && errno == EEXIST && !Populated(path) && RemoveTree(path, nullptr)) {
+    made = mkdir(path.c_str(), 0755);
   }
+  if (made != 0) {
+    return IOError("cannot make a cgroup in " + *own + ": " + std::strerror(errno));
+  }
+  g->path_ = path;
   g->fd_ = open(g->path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (g->fd_ < 0) return IOError(g->path_ + ": " + std::strerror(errno));
   return g;
@@ -110,7 +206,12 @@ StatusOr<std::unique_ptr<CommandCgroup>> CommandCgroup::Make() {
 
 CommandCgroup::~CommandCgroup() {
   if (fd_ >= 0) close(fd_);
-  if (!path_.empty()) (void)Empty(path_, parent_);
+  if (!path_.empty() && !Empty(path_, parent_)) {
+    std::fprintf(stderr,
+                 "fieldprof record: the command's cgroup %s could not be removed (%s); the next "
+                 "fieldprof record removes it once nothing runs in it\n",
+                 path_.c_str(), std::strerror(errno));
+  }
 }
 
 Status CommandCgroup::Add(pid_t pid) {

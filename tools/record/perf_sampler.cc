@@ -355,6 +355,11 @@ void PerfSampler::Filter(Ring& r, bool last) {
     SampleView s;
     if (h.type != PERF_RECORD_SAMPLE || !ParseSample(rec, h.size, &s)) {
       r.buffer.append(rec, h.size);
+      if (h.type == PERF_RECORD_SWITCH_CPU_WIDE && h.size >= sizeof h + 8) {
+        // Sampled on the command's cgroup: the task on the other side of
+        // the switch may be anyone's, and is nobody's business here.
+        std::memset(r.buffer.data() + r.buffer.size() - h.size + sizeof h, 0, 8);
+      }
       at += h.size;
       continue;
     }

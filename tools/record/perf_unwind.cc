@@ -74,6 +74,11 @@ uint64_t BiasOf(const std::string& path, uint64_t addr, uint64_t pgoff) {
   return addr - pgoff;
 }
 
+// The pid the kernel gives a record of a task already dead: the last
+// switch off its CPU, which the events on a cgroup (command_cgroup.h) see
+// and the task's own events, gone with it, do not.
+constexpr uint32_t kDeadTask = 0xffffffffu;
+
 // One process image: a process from its start or exec to its exit or next
 // exec.
 struct Image {
@@ -334,6 +339,7 @@ void OnSample(const Entry& e, const perf_event_header& h, Images* images,
   std::vector<uint64_t>& ips = *ips_out;
   SampleView s;
   if (!ParseSample(e.rec, h.size, &s)) return;
+  if (s.pid == kDeadTask) return;
   if (s.period == 1) {  // a context switch's (perf_records.h), not CPU time
     images->switch_sample[s.tid] = s;
     return;
@@ -347,7 +353,9 @@ void OnSample(const Entry& e, const perf_event_header& h, Images* images,
   sh.tid = s.tid;
   sh.cpu = static_cast<uint16_t>(s.cpu);
   sh.depth = static_cast<uint16_t>(ips.size());
-  sh.weight_ns = s.period;  // the task clock's ns since the thread's previous sample
+  // The task clock's ns since the thread's previous sample (on the
+  // command's cgroup: since the CPU's previous one for any of its threads).
+  sh.weight_ns = s.period;
   im->samples.push_back('S');
   im->samples.append(reinterpret_cast<const char*>(&sh), sizeof sh);
   im->samples.append(reinterpret_cast<const char*>(ips.data()), ips.size() * sizeof(uint64_t));
@@ -365,6 +373,7 @@ void OnSwitch(const Entry& e, const perf_event_header& h, Images* images,
   std::memcpy(&pid, e.rec + h.size - 24, 4);  // sample_id_all: pid, tid, time, cpu
   std::memcpy(&tid, e.rec + h.size - 20, 4);
   std::memcpy(&cpu, e.rec + h.size - 8, 4);
+  if (pid == kDeadTask) return;
   Image* im = images->Of(pid, e.time);
   // The scheduler writes a switch's sample and then its record, on one
   // CPU: a sample from elsewhere or later is an earlier switch's whose
@@ -502,8 +511,11 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
     // is one that exec'd with no module known: the command before its
     // exec, sampled on its cgroup (command_cgroup.h) as fieldprof record
     // lets it go, with nothing to name its code by.
-    if ((im->sample_count == 0 && im->wait_count == 0 && (im->replaced || im->modules.empty())) ||
-        (im->replaced && im->modules.empty())) {
+    if (im->sample_count == 0 && im->wait_count == 0 && (im->replaced || im->modules.empty())) {
+      continue;
+    }
+    if (im->replaced && im->modules.empty()) {
+      sum.samples -= std::min<uint64_t>(sum.samples, im->sample_count);
       continue;
     }
     ++sum.processes;

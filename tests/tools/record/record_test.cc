@@ -624,6 +624,17 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
   if (geteuid() != 0) GTEST_SKIP() << "making a cgroup needs root here";
   const std::string own = OwnCgroup2Dir();
   if (own.empty() || access(own.c_str(), W_OK) != 0) GTEST_SKIP() << "no writable cgroup2 group";
+  // The kernel's perf_event controller on the cgroup2 hierarchy (a hybrid
+  // system may bind it to a v1 one): hierarchy 0 in /proc/cgroups.
+  std::ifstream controllers("/proc/cgroups");
+  bool perf_on_v2 = false;
+  for (std::string line; std::getline(controllers, line);) {
+    std::istringstream f(line);
+    std::string name;
+    int hierarchy = -1;
+    if (f >> name >> hierarchy && name == "perf_event") perf_on_v2 = hierarchy == 0;
+  }
+  if (!perf_on_v2) GTEST_SKIP() << "perf_event is not on the cgroup2 hierarchy";
   TempDir dir;
   // A group a killed record left (its pid gone), with nothing in it.
   const pid_t dead = fork();
@@ -667,16 +678,22 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
   ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --min_percent 0", &out), 0);
   EXPECT_GE(NumberAfter(out, "to-idle (a thread began to wait), "), 20) << out;
   EXPECT_EQ(NumberAfter(out, "not waits); "), 0) << out;
-  // The short processes are there: sh, the static program, eight trues and
-  // sleep, each its own image with the records of its exec.
+  // The short processes are there (sh and eight trues, each its own
+  // image with the records of its exec), and the CPU time of a loop in
+  // the shell: 20,000 rounds, sampled on the group as it runs.
   ASSERT_EQ(RunCommand(kCli + " record -o " + file + " --cgroup on -- sh -c 'for i in 1 2 3 4 " +
-                           "5 6 7 8; do /bin/true; done' 2>&1",
+                           "5 6 7 8; do /bin/true; done; i=0; while [ $i -lt 20000 ]; do " +
+                           "i=$((i + 1)); done' 2>&1",
                        &out),
             0)
       << out;
   std::smatch n;
-  ASSERT_TRUE(std::regex_search(out, n, std::regex(" over [0-9.]+ s, ([0-9]+) process"))) << out;
-  EXPECT_GE(std::stoi(n[1].str()), 9) << out;
+  ASSERT_TRUE(std::regex_search(
+      out, n, std::regex("written: ([0-9]+) samples .* over [0-9.]+ s, ([0-9]+) process")))
+      << out;
+  EXPECT_GE(std::stoi(n[1].str()), 5) << out;
+  EXPECT_GE(std::stoi(n[2].str()), 9) << out;
+  EXPECT_EQ(out.find("without a last flush"), std::string::npos) << out;  // no dead task's switch
   // Without: the command stays in fieldprof record's own group.
   ASSERT_EQ(RunCommand(kCli + " record --cgroup off -o " + file + " -- grep ^0:: /proc/self/cgroup",
                        &out),
