@@ -175,9 +175,23 @@ const Dwfl_Thread_Callbacks kThreadCallbacks = {
     .thread_detach = nullptr,
 };
 
+// The unwinder looks for no separate debug file. libdwfl asks for one's
+// CFI (.debug_frame) wherever a module's .eh_frame has none, which is at
+// the end of nearly every stack, and opening one inflates all of its
+// compressed DWARF (Debian's libc6-dbg: megabytes) once per process
+// image: 73% of record's work after the 200 short processes of
+// bench-record.sh, with every stack the same without it (docs/record.md).
+// A module's own .debug_frame is still read, and frame pointers where
+// there is no CFI at all; the names of the frames still come from the
+// installed debug info (Symbolizer, which reads its symbol tables).
+int NoSeparateDebugFile(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*,
+                        GElf_Word, char**) {
+  return -1;
+}
+
 const Dwfl_Callbacks kOfflineCallbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = NoSeparateDebugFile,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = nullptr,
 };
