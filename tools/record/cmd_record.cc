@@ -152,8 +152,9 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
               "each process it starts, which halves what a short process pays (perf record -a "
               "-G does so; without, as perf record -- CMD, every fork copies an event per CPU). "
               "A process the command moves to another group (systemd-run, a container) is not "
-              "followed there. auto (where fieldprof record may make the group and sample it: "
-              "root), on, off");
+              "followed there. auto (where fieldprof record may make the group, root or a "
+              "delegated subtree, and sample whole CPUs: CAP_PERFMON, root or "
+              "perf_event_paranoid <= 0), on, off");
   t.AddInt("leaf_samples", &m, "the time tree's M: a node with fewer samples is a leaf", 1,
            1 << 30);
   t.AddDouble("keep", &p, "the time tree's P: an inner node's stacks cover this share", 0.01, 1);
