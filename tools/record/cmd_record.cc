@@ -147,9 +147,10 @@ ExitCode ParseRecordArgs(int argc, char** argv, RecordArgs* a) {
               "went idle after a thread and left idle for it: auto (when privileged: "
               "CAP_PERFMON, root, or perf_event_paranoid <= 0), on, off");
   t.AddString("cgroup", &a->cgroup,
-              "with --clock perf: the command in a cgroup of its own (cgroup v2, beside fieldprof "
+              "with --clock perf: the command in a cgroup of its own (cgroup v2, inside fieldprof "
               "record's), sampled by one perf_event per CPU on the group: none is copied into "
-              "each process it starts, which halves what a short process pays (perf record -a "
+              "each process it starts, which cuts what a short process pays by a third or more "
+              "(perf record -a "
               "-G does so; without, as perf record -- CMD, every fork copies an event per CPU). "
               "A process the command moves to another group (systemd-run, a container) is not "
               "followed there. auto (where fieldprof record may make the group, root or a "

@@ -3,12 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +31,23 @@ std::vector<std::string> Lines(const std::string& path) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+// A mountinfo field with its octal escapes ("\\040" for a space) undone.
+std::string Unescaped(const std::string& field) {
+  const auto octal = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && octal(field[i + 1]) && octal(field[i + 2]) &&
+        octal(field[i + 3])) {
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                               (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
 }
 
 // Writes `text` to a cgroup control file in one write, as the kernel
@@ -92,14 +113,21 @@ bool Empty(const std::string& dir, const std::string& to) {
 // with no process in them any more; one whose command still runs is
 // left as it is, and so is another record's, live or not, while
 // anything runs in it.
-void RemoveStale(const std::string& parent) {
+void RemoveStale(const std::string& parent, const std::string& pid_ns) {
   DIR* d = opendir(parent.c_str());
   if (d == nullptr) return;
   std::vector<std::string> stale;
   while (const dirent* e = readdir(d)) {
+    // fieldprof-record-PID-PIDNS-RANDOM: a pid means something only in
+    // its own pid namespace, so only ours are looked at.
     const std::string name = e->d_name;
     if (name.rfind(kPrefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + sizeof kPrefix - 1, nullptr, 10);
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + sizeof kPrefix - 1, &end, 10);
+    if (end == nullptr || *end != '-' ||
+        name.compare(end + 1 - name.c_str(), pid_ns.size() + 1, pid_ns + "-") != 0) {
+      continue;
+    }
     if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(name);
   }
   closedir(d);
@@ -115,24 +143,30 @@ void RemoveStale(const std::string& parent) {
 // CPU-wide event allowed (CAP_PERFMON, root, perf_event_paranoid <= 0),
 // which an event on a group is.
 Status CgroupEventsAllowed() {
-  bool v2 = false;
+  // A kernel that lists no perf_event line may still have it on cgroup2
+  // (the events' own refusal then says otherwise).
   for (const std::string& line : Lines("/proc/cgroups")) {
     std::istringstream f(line);
     std::string name;
     int hierarchy = -1, groups = 0, enabled = 0;
-    if (f >> name >> hierarchy >> groups >> enabled && name == "perf_event") {
-      v2 = hierarchy == 0 && enabled == 1;
+    if (f >> name >> hierarchy >> groups >> enabled && name == "perf_event" &&
+        (hierarchy != 0 || enabled != 1)) {
+      return Unavailable(
+          "the kernel's perf_event controller is on a cgroup v1 hierarchy, not cgroup2");
     }
-  }
-  if (!v2) {
-    return Unavailable("the kernel's perf_event controller is not on the cgroup2 hierarchy");
   }
   perf_event_attr a{};
   a.size = sizeof a;
   a.type = PERF_TYPE_SOFTWARE;
   a.config = PERF_COUNT_SW_DUMMY;
   a.disabled = 1;
-  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, -1, 0, -1,
+  // On a CPU this process may run on (CPU 0 may be offline or not ours).
+  int cpu = 0;
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) {
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &cpus)) ++cpu;
+  }
+  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, -1, cpu, -1,
                                           static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
   if (fd < 0) {
     const int e = errno;
@@ -148,37 +182,42 @@ Status CgroupEventsAllowed() {
 }  // namespace
 
 StatusOr<std::string> OwnCgroup2Dir() {
-  std::string mount, root;
+  std::string path;
+  bool in_group = false;
+  for (const std::string& line : Lines("/proc/self/cgroup")) {
+    if (line.rfind("0::", 0) != 0) continue;
+    path = line.substr(3);
+    in_group = true;
+  }
+  if (!in_group) return NotFound("this process is in no cgroup2 group (/proc/self/cgroup)");
+  if (path.find("/..") != std::string::npos || path.find(" (deleted)") != std::string::npos) {
+    return NotFound("this process's cgroup2 group is not under a mount: " + path);
+  }
+  bool any = false;
   for (const std::string& line : Lines("/proc/self/mountinfo")) {
     // ID PARENT MAJ:MIN ROOT MOUNT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
     const size_t dash = line.find(" - ");
     if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    any = true;
     std::istringstream f(line.substr(0, dash));
-    std::string id, parent, dev;
+    std::string id, parent, dev, root, mount;
     f >> id >> parent >> dev >> root >> mount;
-    break;
-  }
-  if (mount.empty()) return NotFound("no cgroup2 hierarchy is mounted");
-  for (const std::string& line : Lines("/proc/self/cgroup")) {
-    if (line.rfind("0::", 0) != 0) continue;
-    std::string path = line.substr(3);
+    root = Unescaped(root);
     // A mount of part of the hierarchy (ROOT not "/": a container's view
-    // without a cgroup namespace) shows this group from its root on.
+    // without a cgroup namespace) shows the groups from its root on.
+    std::string rest = path;
     if (root != "/") {
       if (path.compare(0, root.size(), root) != 0 ||
           (path.size() > root.size() && path[root.size()] != '/')) {
-        return NotFound("this process's cgroup2 group " + path + " is not under the mount of " +
-                        root);
+        continue;
       }
-      path.erase(0, root.size());
+      rest.erase(0, root.size());
     }
-    if (path.find("/..") != std::string::npos || path.find(" (deleted)") != std::string::npos) {
-      return NotFound("this process's cgroup2 group is not under the mount: " + path);
-    }
-    while (!path.empty() && path.back() == '/') path.pop_back();
-    return mount + path;
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    return Unescaped(mount) + rest;
   }
-  return NotFound("this process is in no cgroup2 group (/proc/self/cgroup)");
+  if (!any) return NotFound("no cgroup2 hierarchy is mounted");
+  return NotFound("this process's cgroup2 group " + path + " is under no cgroup2 mount");
 }
 
 StatusOr<std::unique_ptr<CommandCgroup>> CommandCgroup::Make() {
@@ -187,15 +226,26 @@ StatusOr<std::unique_ptr<CommandCgroup>> CommandCgroup::Make() {
   if (Status allowed = CgroupEventsAllowed(); !allowed.ok()) return allowed;
   std::unique_ptr<CommandCgroup> g(new CommandCgroup);
   g->parent_ = *own;
-  RemoveStale(g->parent_);
-  const std::string path = g->parent_ + "/" + kPrefix + std::to_string(getpid());
-  int made = mkdir(path.c_str(), 0755);
-  // A killed record of the same pid (in another pid namespace, or long
-  // ago) left it: taken over once nothing runs in it.
-  if (made != 0 && errno == EEXIST && !Populated(path) && RemoveTree(path, nullptr)) {
-    made = mkdir(path.c_str(), 0755);
+  // The pid namespace's inode ("pid:[4026531836]"), and a random part:
+  // two records of one pid in two namespaces never share a name, and one
+  // never takes over a group another left.
+  char ns[64] = {};
+  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  std::string pid_ns;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (ns[i] >= '0' && ns[i] <= '9') pid_ns += ns[i];
   }
-  if (made != 0) {
+  if (pid_ns.empty()) pid_ns = "0";
+  RemoveStale(g->parent_, pid_ns);
+  uint32_t nonce = 0;
+  if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) {
+    nonce = static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", nonce);
+  const std::string path =
+      g->parent_ + "/" + kPrefix + std::to_string(getpid()) + "-" + pid_ns + "-" + suffix;
+  if (mkdir(path.c_str(), 0755) != 0) {
     return IOError("cannot make a cgroup in " + *own + ": " + std::strerror(errno));
   }
   g->path_ = path;
@@ -215,7 +265,18 @@ CommandCgroup::~CommandCgroup() {
 }
 
 Status CommandCgroup::Add(pid_t pid) {
-  return WriteControl(path_ + "/cgroup.procs", std::to_string(pid));
+  // Through the group's own descriptor: the group made, whatever its path
+  // names by now.
+  const int fd = openat(fd_, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return IOError(path_ + "/cgroup.procs: " + std::strerror(errno));
+  const std::string text = std::to_string(pid);
+  const ssize_t w = write(fd, text.data(), text.size());
+  const int e = errno;
+  close(fd);
+  if (w != static_cast<ssize_t>(text.size())) {
+    return IOError(path_ + "/cgroup.procs: " + std::strerror(e));
+  }
+  return Status();
 }
 
 void CommandCgroup::Remove(pid_t pid) {

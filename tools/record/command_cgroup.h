@@ -11,10 +11,11 @@
 // perf record -a -G) sees every process the command starts and copies
 // nothing into any of them: docs/benchmarks.md, fieldprof record.
 //
-// The group is made beside fieldprof record's own group, where the
-// cgroup2 hierarchy lets it (root, or a delegated subtree), and removed
-// when the recording ends; what the command left running there (a
-// daemon) is moved back to fieldprof record's group first. A process that
+// The group is made inside fieldprof record's own group, where the
+// cgroup2 hierarchy lets it (root, or a delegated subtree) and whole CPUs
+// may be sampled, and removed when the recording ends; what the command
+// left running there (a daemon) is moved back to fieldprof record's group
+// first. A process that
 // the command moves to another group itself (systemd-run, a container) is
 // not followed there.
 #ifndef FIELDPROF_TOOLS_RECORD_COMMAND_CGROUP_H_
@@ -31,10 +32,12 @@ namespace fieldprof::tools {
 
 class CommandCgroup {
  public:
-  // Makes `fieldprof-record-<pid>` in this process's cgroup2 group, after
-  // removing those that killed fieldprof records left there (their
-  // processes moved back first). An error says why not: no cgroup2
-  // hierarchy mounted, not allowed to write it.
+  // Makes `fieldprof-record-<pid>-<pid namespace>-<random>` in this
+  // process's cgroup2 group, after removing the empty ones killed
+  // fieldprof records of this pid namespace left there. An error says why
+  // not: no cgroup2 hierarchy mounted, perf_event bound to a v1 one,
+  // whole CPUs not to be sampled (CAP_PERFMON, root, perf_event_paranoid
+  // <= 0), the group not to be made.
   [[nodiscard]] static StatusOr<std::unique_ptr<CommandCgroup>> Make();
   // Moves what is left in the group to fieldprof record's and removes it.
   ~CommandCgroup();

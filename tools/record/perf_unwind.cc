@@ -15,9 +15,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -175,23 +178,76 @@ const Dwfl_Thread_Callbacks kThreadCallbacks = {
     .thread_detach = nullptr,
 };
 
-// The unwinder looks for no separate debug file. libdwfl asks for one's
-// CFI (.debug_frame) wherever a module's .eh_frame has none, which is at
-// the end of nearly every stack, and opening one inflates all of its
-// compressed DWARF (Debian's libc6-dbg: megabytes) once per process
-// image: 73% of record's work after the 200 short processes of
-// bench-record.sh, with every stack the same without it (docs/record.md).
-// A module's own .debug_frame is still read, and frame pointers where
-// there is no CFI at all; the names of the frames still come from the
-// installed debug info (Symbolizer, which reads its symbol tables).
-int NoSeparateDebugFile(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*,
-                        GElf_Word, char**) {
-  return -1;
+// Whether the ELF file open at `fd` holds CFI of its own (a .debug_frame
+// with contents): section headers only, nothing inflated.
+bool HasDebugFrame(int fd) {
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) return false;
+  size_t names = 0;
+  bool found = false;
+  if (elf_getshdrstrndx(elf, &names) == 0) {
+    for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr && !found;
+         scn = elf_nextscn(elf, scn)) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type == SHT_NOBITS || sh.sh_size == 0)
+        continue;
+      const char* name = elf_strptr(elf, names, sh.sh_name);
+      found = name != nullptr && std::strcmp(name, ".debug_frame") == 0;
+    }
+  }
+  elf_end(elf);
+  return found;
+}
+
+// A separate debug file only where it has CFI of its own. libdwfl asks
+// for one's .debug_frame wherever a module's .eh_frame has nothing for a
+// frame, which is at the end of nearly every stack, and opening one
+// inflates all of its compressed DWARF (Debian's libc6-dbg: 4 MB) once
+// per process image: 73% of record's work after the 200 short processes
+// of bench-record.sh, for no frame (docs/record.md). Debian's debug files
+// (/usr/lib/debug/.build-id/) have no .debug_frame as a rule, their
+// code's CFI being in .eh_frame: such a file is let go unopened (asking
+// libdwfl's own search would open it into the module whatever this
+// answered). One with a .debug_frame, or one found otherwise (a
+// .gnu_debuglink), is used. The names of the frames come from the debug
+// files all the same (Symbolizer). Which files have CFI is kept by path.
+int DebugFileWithCfi(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base,
+                     const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                     char** debuginfo_file_name) {
+  const unsigned char* id = nullptr;
+  GElf_Addr id_vaddr = 0;
+  const int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+  if (id_len > 1) {
+    static const char kHex[] = "0123456789abcdef";
+    std::string path = "/usr/lib/debug/.build-id/";
+    for (int i = 0; i < id_len; ++i) {
+      path += kHex[id[i] >> 4];
+      path += kHex[id[i] & 15];
+      if (i == 0) path += '/';
+    }
+    path += ".debug";
+    static std::mutex mu;
+    static std::unordered_map<std::string, bool> has_cfi;
+    std::lock_guard lock(mu);
+    auto it = has_cfi.find(path);
+    if (it == has_cfi.end()) {
+      const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      // No file by its build id: whatever libdwfl finds (below).
+      if (fd >= 0) {
+        it = has_cfi.emplace(path, HasDebugFrame(fd)).first;
+        close(fd);
+      }
+    }
+    if (it != has_cfi.end() && !it->second) return -1;
+  }
+  return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                      debuglink_crc, debuginfo_file_name);
 }
 
 const Dwfl_Callbacks kOfflineCallbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = NoSeparateDebugFile,
+    .find_debuginfo = DebugFileWithCfi,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = nullptr,
 };

@@ -2,8 +2,11 @@
 // a program with known phases, each time range naming its phase; stacks
 // whole through Debian's sqlite3 (no frame pointers); a killed program
 // still leaves its samples; the command's output and status unchanged.
+#include <linux/perf_event.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -635,13 +638,41 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
     if (f >> name >> hierarchy && name == "perf_event") perf_on_v2 = hierarchy == 0;
   }
   if (!perf_on_v2) GTEST_SKIP() << "perf_event is not on the cgroup2 hierarchy";
+  // Whole CPUs to be sampled (an event on a group is one): not in a
+  // container that keeps them from root.
+  perf_event_attr probe{};
+  probe.size = sizeof probe;
+  probe.type = PERF_TYPE_SOFTWARE;
+  probe.config = PERF_COUNT_SW_DUMMY;
+  probe.disabled = 1;
+  const int probe_fd = static_cast<int>(
+      syscall(SYS_perf_event_open, &probe, -1, sched_getcpu(), -1, static_cast<unsigned long>(0)));
+  if (probe_fd < 0) GTEST_SKIP() << "CPU-wide perf_events refused: " << std::strerror(errno);
+  close(probe_fd);
   TempDir dir;
-  // A group a killed record left (its pid gone), with nothing in it.
+  // Groups killed records left (their pids gone, nothing in them): one of
+  // this pid namespace, removed by the next record; one of another,
+  // whose pids say nothing here, left alone.
   const pid_t dead = fork();
   if (dead == 0) _exit(0);
   waitpid(dead, nullptr, 0);
-  const std::string stale = own + "/fieldprof-record-" + std::to_string(dead);
+  char ns[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/pid", ns, sizeof ns - 1), 0);
+  std::string pid_ns;
+  for (const char* c = ns; *c != 0; ++c) {
+    if (*c >= '0' && *c <= '9') pid_ns += *c;
+  }
+  const std::string stale =
+      own + "/fieldprof-record-" + std::to_string(dead) + "-" + pid_ns + "-00000000";
+  const std::string foreign = own + "/fieldprof-record-" + std::to_string(dead) + "-1-00000000";
   ASSERT_EQ(mkdir(stale.c_str(), 0755), 0) << stale << ": " << std::strerror(errno);
+  ASSERT_EQ(mkdir(foreign.c_str(), 0755), 0) << foreign << ": " << std::strerror(errno);
+  struct Removed {
+    std::vector<std::string> dirs;
+    ~Removed() {
+      for (const std::string& d : dirs) rmdir(d.c_str());
+    }
+  } cleanup{{stale, foreign}};
   const std::string file = dir.File("group.fprec");
   const std::string left = dir.File("left.pid");
   std::string out;
@@ -654,12 +685,14 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
                        &out),
             0)
       << out;
-  const std::regex group_line("0::(/[^\n]*)?/fieldprof-record-([0-9]+)\n");
+  const std::regex group_line("0::(/[^\n]*)?/(fieldprof-record-[0-9]+-" + pid_ns +
+                              "-[0-9a-f]{8})\n");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, group_line)) << out;
-  const std::string group = own + "/fieldprof-record-" + m[2].str();
+  const std::string group = own + "/" + m[2].str();
   EXPECT_NE(access(group.c_str(), F_OK), 0) << group << " was not removed";
   EXPECT_NE(access(stale.c_str(), F_OK), 0) << stale << " was not removed";
+  EXPECT_EQ(access(foreign.c_str(), F_OK), 0) << foreign << " was removed";
   std::ifstream pid_file(left);
   pid_t sleeper = 0;
   pid_file >> sleeper;
