@@ -417,6 +417,21 @@ std::map<std::string, long long> IdleStacks(const std::string& file) {
   return by;
 }
 
+// The static program's 20 sleeps of 1 ms (FIELDPROF_STATICPROG 0 20),
+// recorded in `file`: each a wait at main;SleepOneMs, each with its stack.
+// `out`: what recorded it, for the messages.
+void ExpectTwentySleepsEachAWait(const std::string& file, const std::string& out) {
+  long long sleeping_us = 0;
+  for (const auto& [stack, us] : IdleStacks(file)) {
+    if (stack.find("main;SleepOneMs;") != std::string::npos) sleeping_us += us;
+  }
+  EXPECT_GE(sleeping_us, 20 * 1000) << out;
+  std::string shown;
+  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --min_percent 0", &shown), 0);
+  EXPECT_GE(NumberAfter(shown, "to-idle (a thread began to wait), "), 20) << shown;
+  EXPECT_EQ(NumberAfter(shown, "not waits); "), 0) << shown;  // each with its stack
+}
+
 // The off-CPU time of the stacks that end in `leaf` under `caller`.
 long long OffCpuAt(const std::map<std::string, long long>& stacks, const std::string& caller,
                    const std::string& leaf) {
@@ -565,14 +580,7 @@ TEST(RecordTest, WithPrivilegesWaitsAreTakenFromOutside) {
       RunCommand(kCli + " record -o " + file + " -- " + FIELDPROF_STATICPROG + " 0 20 2>&1", &out),
       0)
       << out;
-  long long sleeping_us = 0;
-  for (const auto& [stack, us] : IdleStacks(file)) {
-    if (stack.find("main;SleepOneMs;") != std::string::npos) sleeping_us += us;
-  }
-  EXPECT_GE(sleeping_us, 20 * 1000) << out;
-  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --min_percent 0", &out), 0);
-  EXPECT_GE(NumberAfter(out, "to-idle (a thread began to wait), "), 20) << out;
-  EXPECT_EQ(NumberAfter(out, "not waits); "), 0) << out;  // each with its stack
+  ExpectTwentySleepsEachAWait(file, out);
   // Asked for where it cannot be had (unprivileged, perf_event_paranoid
   // above 1: kernel events refused, or all of perf_event at 3, Debian's
   // default), or with what cannot carry it.
@@ -703,14 +711,7 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
   EXPECT_NE(groups.find("0::"), std::string::npos) << "the process left behind is gone";
   EXPECT_EQ(groups.find("fieldprof-record-"), std::string::npos) << groups;
   // Every wait with its stack, as with inherited events.
-  long long sleeping_us = 0;
-  for (const auto& [stack, us] : IdleStacks(file)) {
-    if (stack.find("main;SleepOneMs;") != std::string::npos) sleeping_us += us;
-  }
-  EXPECT_GE(sleeping_us, 20 * 1000) << out;
-  ASSERT_EQ(RunCommand(kCli + " record show " + file + " --idle --min_percent 0", &out), 0);
-  EXPECT_GE(NumberAfter(out, "to-idle (a thread began to wait), "), 20) << out;
-  EXPECT_EQ(NumberAfter(out, "not waits); "), 0) << out;
+  ExpectTwentySleepsEachAWait(file, out);
   // The short processes are there (sh and eight trues, each its own
   // image with the records of its exec), and the CPU time of a loop in
   // the shell: 20,000 rounds, sampled on the group as it runs.
