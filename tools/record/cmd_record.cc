@@ -226,7 +226,10 @@ int RunSampled(const RecordArgs& a, const tools::PerfSamplerOptions& po, bool ou
         // The command in its own group, sampled there; where the group or
         // its events are refused, by events it inherits (said with
         // --cgroup on, which then stops).
-        StatusOr<std::unique_ptr<tools::CommandCgroup>> g = tools::CommandCgroup::Make();
+        Status allowed = tools::PerfOnCgroupAvailable();
+        StatusOr<std::unique_ptr<tools::CommandCgroup>> g =
+            allowed.ok() ? tools::CommandCgroup::Make()
+                         : StatusOr<std::unique_ptr<tools::CommandCgroup>>(allowed);
         Status added = g.ok() ? (*g)->Add(pid) : g.status();
         if (added.ok()) {
           tools::PerfSamplerOptions on_group = po;

@@ -2,12 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/perf_event.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,9 +48,9 @@ std::string Unescaped(const std::string& field) {
 }
 
 // Writes `text` to a cgroup control file in one write, as the kernel
-// takes it.
-Status WriteControl(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+// takes it: `path`, or with `dir_fd` a name in that open directory.
+Status WriteControl(const std::string& path, const std::string& text, int dir_fd = AT_FDCWD) {
+  const int fd = openat(dir_fd, path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return IOError(path + ": " + std::strerror(errno));
   const ssize_t w = write(fd, text.data(), text.size());
   const int e = errno;
@@ -137,48 +134,6 @@ void RemoveStale(const std::string& parent, const std::string& pid_ns) {
   }
 }
 
-// Whether perf_events may be opened on a cgroup2 group here: the
-// perf_event controller on the cgroup2 hierarchy (hierarchy 0 in
-// /proc/cgroups; a hybrid system may bind it to a v1 one), and a
-// CPU-wide event allowed (CAP_PERFMON, root, perf_event_paranoid <= 0),
-// which an event on a group is.
-Status CgroupEventsAllowed() {
-  // A kernel that lists no perf_event line may still have it on cgroup2
-  // (the events' own refusal then says otherwise).
-  for (const std::string& line : Lines("/proc/cgroups")) {
-    std::istringstream f(line);
-    std::string name;
-    int hierarchy = -1, groups = 0, enabled = 0;
-    if (f >> name >> hierarchy >> groups >> enabled && name == "perf_event" &&
-        (hierarchy != 0 || enabled != 1)) {
-      return Unavailable(
-          "the kernel's perf_event controller is on a cgroup v1 hierarchy, not cgroup2");
-    }
-  }
-  perf_event_attr a{};
-  a.size = sizeof a;
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_DUMMY;
-  a.disabled = 1;
-  // On a CPU this process may run on (CPU 0 may be offline or not ours).
-  int cpu = 0;
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) {
-    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &cpus)) ++cpu;
-  }
-  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, -1, cpu, -1,
-                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
-  if (fd < 0) {
-    const int e = errno;
-    return Unavailable(std::string("perf_events on a whole CPU are refused: ") + std::strerror(e) +
-                       (e == EACCES || e == EPERM
-                            ? " (they need CAP_PERFMON, root, or perf_event_paranoid <= 0)"
-                            : ""));
-  }
-  close(fd);
-  return Status();
-}
-
 }  // namespace
 
 StatusOr<std::string> OwnCgroup2Dir() {
@@ -223,7 +178,6 @@ StatusOr<std::string> OwnCgroup2Dir() {
 StatusOr<std::unique_ptr<CommandCgroup>> CommandCgroup::Make() {
   StatusOr<std::string> own = OwnCgroup2Dir();
   if (!own.ok()) return own.status();
-  if (Status allowed = CgroupEventsAllowed(); !allowed.ok()) return allowed;
   std::unique_ptr<CommandCgroup> g(new CommandCgroup);
   g->parent_ = *own;
   // The pid namespace's inode ("pid:[4026531836]"), and a random part:
@@ -267,16 +221,7 @@ CommandCgroup::~CommandCgroup() {
 Status CommandCgroup::Add(pid_t pid) {
   // Through the group's own descriptor: the group made, whatever its path
   // names by now.
-  const int fd = openat(fd_, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return IOError(path_ + "/cgroup.procs: " + std::strerror(errno));
-  const std::string text = std::to_string(pid);
-  const ssize_t w = write(fd, text.data(), text.size());
-  const int e = errno;
-  close(fd);
-  if (w != static_cast<ssize_t>(text.size())) {
-    return IOError(path_ + "/cgroup.procs: " + std::strerror(e));
-  }
-  return Status();
+  return WriteControl("cgroup.procs", std::to_string(pid), fd_);
 }
 
 void CommandCgroup::Remove(pid_t pid) {

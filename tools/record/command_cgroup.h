@@ -35,9 +35,8 @@ class CommandCgroup {
   // Makes `fieldprof-record-<pid>-<pid namespace>-<random>` in this
   // process's cgroup2 group, after removing the empty ones killed
   // fieldprof records of this pid namespace left there. An error says why
-  // not: no cgroup2 hierarchy mounted, perf_event bound to a v1 one,
-  // whole CPUs not to be sampled (CAP_PERFMON, root, perf_event_paranoid
-  // <= 0), the group not to be made.
+  // not: no cgroup2 hierarchy mounted, the group not to be made. Whether
+  // the group may then be sampled is PerfOnCgroupAvailable's (perf_sampler.h).
   [[nodiscard]] static StatusOr<std::unique_ptr<CommandCgroup>> Make();
   // Moves what is left in the group to fieldprof record's and removes it.
   ~CommandCgroup();

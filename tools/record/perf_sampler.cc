@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 
 #include "common/stacks/sampler_format.h"
 #include "tools/record/perf_records.h"
@@ -130,6 +133,39 @@ Status PerfWaitsAvailable() {
         std::string("a context-switch perf_event with kernel events: ") + std::strerror(e) +
         (e == EACCES || e == EPERM ? " (needs CAP_PERFMON, root, or perf_event_paranoid <= 1)"
                                    : ""));
+  }
+  close(fd);
+  return Status();
+}
+
+Status PerfOnCgroupAvailable() {
+  // A kernel that lists no perf_event line may still have it on cgroup2
+  // (the events' own refusal then says otherwise).
+  std::ifstream controllers("/proc/cgroups");
+  for (std::string line; std::getline(controllers, line);) {
+    std::istringstream f(line);
+    std::string name;
+    int hierarchy = -1, groups = 0, enabled = 0;
+    if (f >> name >> hierarchy >> groups >> enabled && name == "perf_event" &&
+        (hierarchy != 0 || enabled != 1)) {
+      return Unavailable(
+          "the kernel's perf_event controller is on a cgroup v1 hierarchy, not cgroup2");
+    }
+  }
+  // The sampling event itself, on a CPU this process may run on (CPU 0 may
+  // be offline or not ours), user time only.
+  cpu_set_t cpus;
+  int cpu = 0;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) {
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &cpus)) ++cpu;
+  }
+  const int fd = OpenOne(-1, cpu, PerfSamplerOptions{}, /*kernel=*/false, /*switches=*/false);
+  if (fd < 0) {
+    const int e = errno;
+    return Unavailable(std::string("perf_events on a whole CPU are refused: ") + std::strerror(e) +
+                       (e == EACCES || e == EPERM
+                            ? " (they need CAP_PERFMON, root, or perf_event_paranoid <= 0)"
+                            : ""));
   }
   close(fd);
   return Status();

@@ -54,6 +54,13 @@ struct PerfSamplerOptions {
 // (PerfSamplerOptions::waits): a context-switch event with kernel events.
 [[nodiscard]] Status PerfWaitsAvailable();
 
+// Whether the kernel lets this process sample a cgroup's processes
+// (PerfSamplerOptions::cgroup_fd): the perf_event controller on the
+// cgroup2 hierarchy (not bound to a v1 one, as /proc/cgroups tells), and
+// events on a whole CPU allowed (CAP_PERFMON, root, perf_event_paranoid
+// <= 0), which an event on a group is.
+[[nodiscard]] Status PerfOnCgroupAvailable();
+
 class PerfSampler {
  public:
   // Opens a sampling event on `pid` for each online CPU, to start at its

@@ -25,6 +25,7 @@
 #include <unordered_set>
 
 #include "common/stacks/sampler_format.h"
+#include "common/wire/wire.h"
 #include "tools/record/perf_records.h"
 #include "tools/record/perf_sampler.h"
 #include "tools/shared/symbolizer.h"
@@ -219,14 +220,10 @@ int DebugFileWithCfi(Dwfl_Module* mod, void** userdata, const char* modname, Dwa
   GElf_Addr id_vaddr = 0;
   const int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
   if (id_len > 1) {
-    static const char kHex[] = "0123456789abcdef";
-    std::string path = "/usr/lib/debug/.build-id/";
-    for (int i = 0; i < id_len; ++i) {
-      path += kHex[id[i] >> 4];
-      path += kHex[id[i] & 15];
-      if (i == 0) path += '/';
-    }
-    path += ".debug";
+    const std::string hex =
+        HexEncode(std::string_view(reinterpret_cast<const char*>(id), static_cast<size_t>(id_len)));
+    const std::string path =
+        "/usr/lib/debug/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
     static std::mutex mu;
     static std::unordered_map<std::string, bool> has_cfi;
     std::lock_guard lock(mu);
