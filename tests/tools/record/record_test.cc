@@ -728,6 +728,46 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
   EXPECT_GE(std::stoi(n[1].str()), 5) << out;
   EXPECT_GE(std::stoi(n[2].str()), 9) << out;
   EXPECT_EQ(out.find("without a last flush"), std::string::npos) << out;  // no dead task's switch
+  // The CPU-wide switch records a group's events get name the task on the
+  // other side of each switch, anyone's: none of it reaches the raw
+  // files. Copied while the command waits for a file to appear.
+  const std::string stop = dir.File("stop");
+  const std::string copies = dir.File("copies");
+  ASSERT_EQ(mkdir(copies.c_str(), 0700), 0);
+  ASSERT_EQ(RunCommand("cd " + dir.path() + " && (" + kCli +
+                           " record --cgroup on -o z.fprec -- sh -c 'for i in $(seq 50); do "
+                           "/bin/true; done; while [ ! -e " +
+                           stop +
+                           " ]; do sleep 0.01; done' >z.out 2>&1 &) && for i in $(seq 6000); do "
+                           "[ -n \"$(find z.fprec.raw -name 'cpu*.perf' -size +8k 2>/dev/null)\" ] "
+                           "&& break; sleep 0.01; done && cp z.fprec.raw/cpu*.perf " +
+                           copies + " && touch " + stop +
+                           " && for i in $(seq 6000); do [ -e z.fprec ] && break; sleep 0.01; done "
+                           "&& [ -e z.fprec ]",
+                       &out),
+            0)
+      << out;
+  size_t cpu_wide = 0, named = 0;
+  for (const auto& f : std::filesystem::directory_iterator(copies)) {
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    for (size_t at = 0; at + 8 <= bytes.size();) {
+      uint32_t type = 0;
+      uint16_t size = 0;
+      std::memcpy(&type, bytes.data() + at, 4);
+      std::memcpy(&size, bytes.data() + at + 6, 2);
+      if (size < 8 || at + size > bytes.size()) break;  // the copy's last record, cut
+      if (type == PERF_RECORD_SWITCH_CPU_WIDE && size >= 16) {
+        ++cpu_wide;
+        uint64_t other = 0;  // next_prev_pid, next_prev_tid
+        std::memcpy(&other, bytes.data() + at + 8, 8);
+        named += other != 0 ? 1 : 0;
+      }
+      at += size;
+    }
+  }
+  EXPECT_GT(cpu_wide, 0u);
+  EXPECT_EQ(named, 0u) << "of " << cpu_wide << " CPU-wide switch records";
   // Without: the command stays in fieldprof record's own group.
   ASSERT_EQ(RunCommand(kCli + " record --cgroup off -o " + file + " -- grep ^0:: /proc/self/cgroup",
                        &out),
