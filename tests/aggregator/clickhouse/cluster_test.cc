@@ -271,12 +271,16 @@ uint64_t ClusterTest::seed_ = 100;
 TEST_F(ClusterTest, AnAggregatorKilledMidStream) {
   tools::LoadReport r = Stream(14, Outage("kill", "agg-2", 5));
   ExpectExact(r);
-  // The kill was met: the connections it held were opened again (through
-  // haproxy, to the others) and their uploads sent on them. The HTTPS
-  // client resends a request whose kept-alive connection died, so few of
-  // those show as retried batches (from 0 to 15 in runs), and that count
-  // is no evidence either way.
-  EXPECT_GT(r.connections_opened, kConnections) << "no connection to it was lost";
+  // The kill was met, one way or another: haproxy closed the clients'
+  // connections whose requests agg-2 held (opened again, to the others;
+  // the HTTPS client resends on the new one unseen by the counts), or
+  // answered them with an error on a connection it kept (retried; and a
+  // batch agg-2 had stored before it died then answers duplicate:
+  // recovered). Seen in runs: connections opened again and 0 to 15
+  // retried; and once none opened again, 16 retried, 10 recovered.
+  EXPECT_TRUE(r.connections_opened > kConnections || r.batches_retried > 0 ||
+              r.batches_recovered > 0)
+      << "the kill met no request: no connection opened again, no batch retried";
 }
 
 TEST_F(ClusterTest, AClickHouseReplicaKilledMidStream) {
