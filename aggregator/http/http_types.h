@@ -4,6 +4,8 @@
 #ifndef FIELDPROF_AGGREGATOR_HTTP_HTTP_TYPES_H_
 #define FIELDPROF_AGGREGATOR_HTTP_HTTP_TYPES_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +24,31 @@ struct HttpRequest {
   std::string_view if_none_match;    // the If-None-Match header, if any
   std::string_view authorization;    // the Authorization header, if any
   std::string_view accept_encoding;  // the Accept-Encoding header, if any
+  // The string `body` views, where the caller (the server) lets a handler
+  // take it (move from it) and leave work for after its answer
+  // (HttpResponse::after); null: a handler does all its work before it
+  // returns.
+  std::string* body_storage = nullptr;
+};
+
+// Work a handler leaves for after its answer (an accepted batch's fold
+// into the sums in memory): the server runs it once the answer is on its
+// way, so the client does not wait for it. It runs once, when Run() is
+// called or else when the last response holding it goes, on that thread.
+// Only for requests whose caller offered it (HttpRequest::body_storage).
+class AfterAnswer {
+ public:
+  explicit AfterAnswer(std::function<void()> work) : work_(std::move(work)) {}
+  AfterAnswer(const AfterAnswer&) = delete;
+  AfterAnswer& operator=(const AfterAnswer&) = delete;
+  ~AfterAnswer() { Run(); }
+
+  void Run() {
+    if (work_) std::exchange(work_, nullptr)();
+  }
+
+ private:
+  std::function<void()> work_;
 };
 
 struct HttpResponse {
@@ -29,6 +56,7 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  std::shared_ptr<AfterAnswer> after = nullptr;              // null: nothing left
 };
 
 // 200, application/json, `json` and a newline.

@@ -141,7 +141,7 @@ HttpResponse Router::Call(Endpoint e, const HttpRequest& req, std::string_view q
                           std::string_view param) {
   switch (e) {
     case Endpoint::kIngest:
-      return ingest_.Ingest(req.content_type, req.body);
+      return ingest_.Ingest(req.content_type, req.body, req.body_storage);
     case Endpoint::kTokens:
       return req.method == "POST" ? tokens_.Issue(req.content_type, req.body) : tokens_.Info();
     case Endpoint::kApis:

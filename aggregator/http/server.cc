@@ -356,14 +356,20 @@ class Session : public std::enable_shared_from_this<Session> {
     net::post(server_->workers(), [self = shared_from_this()] {
       const auto& req = self->request_;
       auto view = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
+      // The handler may keep the body past its answer (HttpRequest); the
+      // session's request is cleared when the answer is sent.
+      std::string body = std::move(self->request_.body());
       HttpResponse r = self->server_->router()->Handle(HttpRequest{
-          view(req.method_string()), view(req.target()), view(req[http::field::content_type]),
-          req.body(), view(req[http::field::if_none_match]), view(req[http::field::authorization]),
-          view(req[http::field::accept_encoding])});
+          view(req.method_string()), view(req.target()), view(req[http::field::content_type]), body,
+          view(req[http::field::if_none_match]), view(req[http::field::authorization]),
+          view(req[http::field::accept_encoding]), &body});
       self->server_->ReleaseWork();
+      std::shared_ptr<AfterAnswer> after = std::move(r.after);
       net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
         self->Reply(std::move(r), 0, /*close=*/false);
       });
+      // What the handler left runs here, while the answer goes out.
+      if (after) after->Run();
     });
   }
 

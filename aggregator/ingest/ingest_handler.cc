@@ -33,14 +33,24 @@ HttpResponse AcceptedResponse(std::string_view batch_id, bool duplicate, size_t 
 
 }  // namespace
 
-HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_view body) {
+HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_view body_view,
+                                   std::string* body_storage) {
   if (Status s = CheckBatchContentType(content_type); !s.ok()) {
     metrics_->BatchRejected("content_type");
     return ErrorResponse(s);
   }
+  // The body and its view, kept together for the fold after the answer
+  // where the caller takes that (else the body is only viewed).
+  struct Held {
+    std::string body;
+    BatchView batch;
+  };
+  auto held = std::make_shared<Held>();
+  if (body_storage != nullptr) held->body = std::move(*body_storage);
+  const std::string_view body = body_storage != nullptr ? held->body : body_view;
+  BatchView& batch = held->batch;
   // Decoded straight from the body (one pass, no protobuf messages) unless
   // the body is unusual; see common/wire/batch_view.h.
-  BatchView batch;
   if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
     const std::string_view rule = ValidationRule(s);
     metrics_->BatchRejected(rule.empty() ? "invalid" : std::string(rule));
@@ -75,18 +85,31 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
   }
   const int32_t day =
       DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
-  StatusOr<ApplyResult> applied = store_->ApplyBatch(batch, body, day);
+  std::function<void()> fold;
+  StatusOr<ApplyResult> applied = body_storage != nullptr
+                                      ? store_->ApplyBatchFoldLater(batch, body, day, &fold)
+                                      : store_->ApplyBatch(batch, body, day);
   if (!applied.ok()) {
     metrics_->StoreError();
     return ErrorResponse(applied.status());
   }
+  HttpResponse r = AcceptedResponse(batch.batch_id(), applied->duplicate, applied->records, day);
   if (applied->duplicate) {
     metrics_->BatchDuplicate();
-  } else {
-    metrics_->BatchAccepted(applied->records, body.size());
-    recent_->Add(batch, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    return r;
   }
-  return AcceptedResponse(batch.batch_id(), applied->duplicate, applied->records, day);
+  metrics_->BatchAccepted(applied->records, body.size());
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  if (body_storage == nullptr) {
+    recent_->Add(batch, now_ms);
+    return r;
+  }
+  // Durable and counted: the rest need not keep the client waiting.
+  r.after = std::make_shared<AfterAnswer>([this, held, fold = std::move(fold), now_ms] {
+    if (fold) fold();
+    recent_->Add(held->batch, now_ms);
+  });
+  return r;
 }
 
 }  // namespace fieldprof::aggregator

@@ -45,7 +45,11 @@ class IngestHandler {
         tokens_(tokens),
         plausible_(plausible) {}
 
-  HttpResponse Ingest(std::string_view content_type, std::string_view body);
+  // With `body_storage` (the string `body` views, which the handler then
+  // takes), the batch's fold into the sums is left in the response's
+  // `after` (store.h, ApplyBatchFoldLater); without, it is done here.
+  HttpResponse Ingest(std::string_view content_type, std::string_view body,
+                      std::string* body_storage = nullptr);
 
  private:
   Store* const store_;

@@ -58,6 +58,10 @@ class KAnonymousStore : public Store {
                                    int32_t day) override {
     return inner_->ApplyBatch(batch, body, day);
   }
+  StatusOr<ApplyResult> ApplyBatchFoldLater(const BatchView& batch, std::string_view body,
+                                            int32_t day, std::function<void()>* fold) override {
+    return inner_->ApplyBatchFoldLater(batch, body, day, fold);
+  }
   StatusOr<bool> BatchAccepted(std::string_view batch_id) override {
     return inner_->BatchAccepted(batch_id);
   }

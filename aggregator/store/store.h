@@ -88,6 +88,21 @@ class Store {
   [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatch(const BatchView& batch,
                                                          std::string_view body, int32_t day) = 0;
 
+  // ApplyBatch, leaving in *fold what may wait until the client has its
+  // answer: the batch is durable and will be counted when this returns OK;
+  // *fold adds it to the sums in memory (the RocksDB store's fold). The
+  // caller runs it once, on the same thread, while `batch` and `body`
+  // live; until it has run, the batch counts as pending (pending_batches,
+  // WaitApplied) and the store is not closed or reopened. A store with
+  // nothing to leave does all of it here and leaves *fold empty.
+  [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatchFoldLater(const BatchView& batch,
+                                                                  std::string_view body,
+                                                                  int32_t day,
+                                                                  std::function<void()>* fold) {
+    *fold = nullptr;
+    return ApplyBatch(batch, body, day);
+  }
+
   // Whether a batch with this id was accepted and is counted (sending it
   // again answers duplicate), once it is applied (as its sums: see
   // WaitApplied). Asked where a batch is about to be refused for its

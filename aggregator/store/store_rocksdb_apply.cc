@@ -8,7 +8,19 @@ namespace fieldprof::aggregator {
 
 StatusOr<ApplyResult> RocksDbStore::ApplyBatch(const BatchView& batch, std::string_view body,
                                                int32_t day) {
-  std::shared_lock open_lock(close_mutex_);
+  std::function<void()> fold;
+  StatusOr<ApplyResult> r = ApplyBatchFoldLater(batch, body, day, &fold);
+  if (fold) fold();
+  return r;
+}
+
+StatusOr<ApplyResult> RocksDbStore::ApplyBatchFoldLater(const BatchView& batch,
+                                                        std::string_view body, int32_t day,
+                                                        std::function<void()>* fold) {
+  *fold = nullptr;
+  // Held until the batch is in the fold: a reopening (TryReopen) folds the
+  // pending log afresh and must not see a batch that is about to be added.
+  auto open_lock = std::make_shared<std::shared_lock<std::shared_mutex>>(close_mutex_);
   if (Status h = Health(); !h.ok()) {
     if (h.code() == StatusCode::kNoSpace) refused_no_space_.fetch_add(1);
     return h;
@@ -69,7 +81,11 @@ StatusOr<ApplyResult> RocksDbStore::ApplyBatch(const BatchView& batch, std::stri
     MarkBroken(s, "writing a batch");
     return FromRocks(s, "writing the batch");
   }
-  AddToFold(id, day, batch, machine);
+  // Pending from here (WaitApplied waits for its fold too).
+  pending_count_.fetch_add(1);
+  *fold = [this, id, day, &batch, machine, open_lock = std::move(open_lock)] {
+    AddToFold(id, day, batch, machine);
+  };
   return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
 }
 
@@ -120,7 +136,7 @@ void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView
       if (machine) sum.AddMachineOf(&*machine, records[i], series.substr(4));
     }
     fold_.ids.push_back(id);
-    const uint64_t pending = pending_count_.fetch_add(1) + 1;
+    const uint64_t pending = pending_count_.load();
     // The applier waits for a fold's first batch, then for its interval
     // unless half the pending budget fills first (ApplierLoop): woken for
     // every batch, it would only go back to sleep (0.9 voluntary context
@@ -251,6 +267,7 @@ Status RocksDbStore::RecoverPending() {
     }
     // A value from before the mark may still hold the key itself.
     if (!machine) machine = MachineOf(batch);
+    pending_count_.fetch_add(1);
     AddToFold(it->key().ToString(), day, batch, machine);
   }
   return FromRocks(it->status(), "reading pending batches");

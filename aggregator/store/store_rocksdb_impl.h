@@ -58,6 +58,8 @@ class RocksDbStore : public Store {
 
   StatusOr<ApplyResult> ApplyBatch(const BatchView& batch, std::string_view body,
                                    int32_t day) override;
+  StatusOr<ApplyResult> ApplyBatchFoldLater(const BatchView& batch, std::string_view body,
+                                            int32_t day, std::function<void()>* fold) override;
 
   StatusOr<bool> BatchAccepted(std::string_view batch_id) override;
 
@@ -103,6 +105,7 @@ class RocksDbStore : public Store {
 
   static std::optional<MachineSecret> MachineOf(const BatchView& batch);
 
+  // Adds a durable batch to the open fold; pending_count_ already counts it.
   void AddToFold(const std::string& id, int32_t day, const BatchView& batch,
                  const std::optional<MachineSecret>& machine);
 

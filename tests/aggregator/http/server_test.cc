@@ -66,6 +66,40 @@ class GatedStore : public Store {
     }
     return real_->ApplyBatch(b, body, day);
   }
+  // Gated as ApplyBatch; the fold it leaves waits at its own gate.
+  StatusOr<ApplyResult> ApplyBatchFoldLater(const BatchView& b, std::string_view body, int32_t day,
+                                            std::function<void()>* fold) override {
+    {
+      std::unique_lock l(m_);
+      ++waiting_;
+      cv_.wait(l, [this] { return open_; });
+      --waiting_;
+    }
+    StatusOr<ApplyResult> r = real_->ApplyBatchFoldLater(b, body, day, fold);
+    if (*fold) {
+      *fold = [this, real = std::move(*fold)] {
+        {
+          std::unique_lock l(m_);
+          ++folds_waiting_;
+          cv_.wait(l, [this] { return folds_open_; });
+          --folds_waiting_;
+        }
+        real();
+      };
+    }
+    return r;
+  }
+  void HoldFolds(bool hold) {
+    {
+      std::lock_guard l(m_);
+      folds_open_ = !hold;
+    }
+    cv_.notify_all();
+  }
+  int folds_waiting() {
+    std::lock_guard l(m_);
+    return folds_waiting_;
+  }
   StatusOr<std::vector<ApiAggregate>> ListApis(const ApiFilter& f, size_t limit) override {
     return real_->ListApis(f, limit);
   }
@@ -88,6 +122,8 @@ class GatedStore : public Store {
   std::condition_variable cv_;
   bool open_ = true;
   int waiting_ = 0;
+  bool folds_open_ = true;
+  int folds_waiting_ = 0;
 };
 
 class ServerTest : public ::testing::Test {
@@ -110,6 +146,7 @@ class ServerTest : public ::testing::Test {
   }
   void TearDown() override {
     if (store_) store_->Open_gate();
+    if (store_) store_->HoldFolds(false);
     if (server_) {
       server_->Shutdown();
       server_->Wait();
@@ -536,6 +573,32 @@ TEST_F(ServerTest, OverloadAnswers503WithRetryAfter) {
   // After the queue drained, the retry succeeds.
   EXPECT_EQ(Post(c, SimpleBatch(IdOf(2), "libz.so.1", "deflate", 9).SerializeAsString())->status,
             200);
+}
+
+// The answer goes out once the batch is durable; its fold into the sums
+// runs after it (on the worker), so the client does not wait for it. Held
+// here: the client has its 200 while the batch is still pending.
+TEST_F(ServerTest, TheAnswerDoesNotWaitForTheFold) {
+  StartServer();
+  store_->HoldFolds(true);
+  auto answered = std::async(std::launch::async, [&] {
+    HttpsClient c(ClientOptions());
+    return Post(c, SimpleBatch(IdOf(1), "libz.so.1", "deflate", 9).SerializeAsString());
+  });
+  ASSERT_TRUE(WaitUntil([&] {
+    return answered.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  })) << "no answer while the fold is held";
+  auto r = answered.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(WaitUntil([&] { return store_->folds_waiting() == 1; }));
+  EXPECT_EQ(store_->pending_batches(), 1u);
+  store_->HoldFolds(false);
+  ASSERT_TRUE(store_->WaitApplied(std::chrono::seconds(30)).ok());
+  auto apis = store_->ListApis({}, 10);
+  ASSERT_TRUE(apis.ok());
+  ASSERT_EQ(apis->size(), 1u);
+  EXPECT_EQ((*apis)[0].key.symbol, "deflate");
 }
 
 // Over its source's rate a batch gets 429 with the Retry-After of its

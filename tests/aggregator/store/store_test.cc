@@ -140,6 +140,38 @@ TEST_P(StoreTest, DuplicateIdChangesNothing) {
   EXPECT_EQ(all->histogram.count(), 3u);
 }
 
+// ApplyBatchFoldLater (the ingest path's): the batch is durable and known
+// by its id when the call returns; what it leaves (the RocksDB store's fold
+// into the sums in memory) keeps it pending until it has run, so
+// WaitApplied waits for it too; then its sums are there, once.
+TEST_P(StoreTest, ABatchLeftToFoldLaterIsPendingUntilFolded) {
+  auto store = Open([] { return 100; });
+  ASSERT_NE(store, nullptr);
+  wire::Batch a = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 1000, 3);
+  const std::string body = a.SerializeAsString();
+  BatchView view;
+  ASSERT_TRUE(DecodeBatchView(body, &view).ok());
+  std::function<void()> fold;
+  auto r = store->ApplyBatchFoldLater(view, body, 100, &fold);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->duplicate);
+  // Durable and counted already: the same id again is a duplicate.
+  auto again = Apply(*store, a, 100);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->duplicate);
+  if (GetParam() == Kind::kRocksDb) {
+    ASSERT_TRUE(fold) << "the RocksDB store leaves its fold";
+    EXPECT_EQ(store->pending_batches(), 1u);
+    EXPECT_FALSE(store->WaitApplied(std::chrono::milliseconds(0)).ok());
+  }
+  if (fold) fold();
+  ASSERT_TRUE(store->WaitApplied(std::chrono::seconds(10)).ok());
+  auto all = store->QueryRange(KeyOf(a), kUnboundedFirst, kUnboundedLast);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->histogram.count(), 3u);
+  EXPECT_EQ(all->histogram.sum(), 3u * 1000);
+}
+
 // Field stacks are series like any other (metric stack_cpu_ns): each sums
 // exactly once, a batch sent twice counts once, on either store; and
 // behind k = 2, the rare ones fold into the prefix two machines share
