@@ -4,10 +4,12 @@
 #ifndef FIELDPROF_AGGREGATOR_HTTP_HTTP_TYPES_H_
 #define FIELDPROF_AGGREGATOR_HTTP_HTTP_TYPES_H_
 
+#include <cassert>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -34,8 +36,10 @@ struct HttpRequest {
 // Work a handler leaves for after its answer (an accepted batch's fold
 // into the sums in memory): the server runs it once the answer is on its
 // way, so the client does not wait for it. It runs once, when Run() is
-// called or else when the last response holding it goes, on that thread.
-// Only for requests whose caller offered it (HttpRequest::body_storage).
+// called or else when the last response holding it goes, and on the thread
+// that made it (it may hold a lock of the store's): take it out of the
+// response before the response goes to another thread. Only for requests
+// whose caller offered it (HttpRequest::body_storage).
 class AfterAnswer {
  public:
   explicit AfterAnswer(std::function<void()> work) : work_(std::move(work)) {}
@@ -44,11 +48,13 @@ class AfterAnswer {
   ~AfterAnswer() { Run(); }
 
   void Run() {
+    assert(std::this_thread::get_id() == maker_);
     if (work_) std::exchange(work_, nullptr)();
   }
 
  private:
   std::function<void()> work_;
+  [[maybe_unused]] const std::thread::id maker_ = std::this_thread::get_id();
 };
 
 struct HttpResponse {

@@ -89,6 +89,14 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
   StatusOr<ApplyResult> applied = body_storage != nullptr
                                       ? store_->ApplyBatchFoldLater(batch, body, day, &fold)
                                       : store_->ApplyBatch(batch, body, day);
+  // What the store left (the batch is durable and counted) runs once,
+  // whatever happens below: after the answer, or when `after` goes.
+  std::shared_ptr<AfterAnswer> after;
+  if (fold) {
+    after = std::make_shared<AfterAnswer>([held, fold = std::move(fold)]() mutable {
+      std::exchange(fold, nullptr)();  // and the store's lock with it
+    });
+  }
   if (!applied.ok()) {
     metrics_->StoreError();
     return ErrorResponse(applied.status());
@@ -99,16 +107,8 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
     return r;
   }
   metrics_->BatchAccepted(applied->records, body.size());
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-  if (body_storage == nullptr) {
-    recent_->Add(batch, now_ms);
-    return r;
-  }
-  // Durable and counted: the rest need not keep the client waiting.
-  r.after = std::make_shared<AfterAnswer>([this, held, fold = std::move(fold), now_ms] {
-    if (fold) fold();
-    recent_->Add(held->batch, now_ms);
-  });
+  recent_->Add(batch, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  r.after = std::move(after);
   return r;
 }
 

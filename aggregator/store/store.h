@@ -93,8 +93,10 @@ class Store {
   // *fold adds it to the sums in memory (the RocksDB store's fold). The
   // caller runs it once, on the same thread, while `batch` and `body`
   // live; until it has run, the batch counts as pending (pending_batches,
-  // WaitApplied) and the store is not closed or reopened. A store with
-  // nothing to leave does all of it here and leaves *fold empty.
+  // WaitApplied), and Close() (and the RocksDB store's reopening after a
+  // failed write) wait for it: a thread holding a fold it has not run
+  // must not call them. A store with nothing to leave does all of it here
+  // and leaves *fold empty.
   [[nodiscard]] virtual StatusOr<ApplyResult> ApplyBatchFoldLater(const BatchView& batch,
                                                                   std::string_view body,
                                                                   int32_t day,
