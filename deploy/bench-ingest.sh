@@ -15,16 +15,18 @@
 # a machine whose cores the load keeps busy, what a batch costs in CPU sets
 # the rate. Everything binds to 127.0.0.1 and stops.
 # CONNECTIONS may be a list (1,4,16): the aggregator and the RocksDB
-# reference then run at each count in turn, a fresh database each, and the
-# summary gives the ratio at each. The reference has the machine to
-# itself; the aggregator shares its cores with the load generator.
+# references then run at each count, ROUNDS times (default 3) in turn, a
+# fresh database each, and the summary gives the medians and their ratio
+# at each. The reference has the machine to itself; the aggregator shares
+# its cores with the load generator.
 #
 # With BASE_AGG=<another build's fieldprof-aggregator>, a last part runs
-# that build and this one in turn, ROUNDS times (default 3), at the largest
-# count: the CPU a batch and batches/s of each, interleaved, and their
-# medians, to tell a change from the drift between runs.
+# that build and this one in turn, ROUNDS times, at the largest count: the
+# CPU a batch and batches/s of each, interleaved, and their medians, to
+# tell a change from the drift between runs.
 #
 #   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 1,4,16, 256)
+#   ROUNDS=5 deploy/bench-ingest.sh 15 4
 #   BASE_AGG=old/fieldprof-aggregator ROUNDS=3 deploy/bench-ingest.sh 15 16
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
@@ -89,25 +91,42 @@ run_reference() {
   rm -rf "$work/refdb-$conns"
 }
 
+# At each count, ROUNDS rounds of the aggregator and the two references in
+# turn: the machine's speed drifts between runs by more than the
+# differences looked for (the reference alone moved 1,450 -> 1,690
+# batches/s between two runs an hour apart), so each figure is the median
+# of its rounds, each ratio the medians'.
+rounds="${ROUNDS:-3}"
 declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
-  echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
-  run_aggregator ./build/aggregator/fieldprof-aggregator "$conns" "$work/db-$conns"
-  agg_json="$run_json"
-  echo "$agg_json"
-  echo "applied backlog drained ${run_drain}s after the load stopped"
-  agg_bps[$conns]="$(echo "$agg_json" | field batches_per_second)"
-  agg_rps[$conns]="$(echo "$agg_json" | field records_per_second)"
-  agg_cpu[$conns]="$run_cpu"
-  gen_cpu[$conns]="$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $run_batches" | bc -l)"
+  a_bps=() a_rps=() a_cpu=() g_cpu=() r_bps=() r_cpu=() d_bps=() d_cpu=()
+  for round in $(seq 1 "$rounds"); do
+    echo "== ${conns} connections, round ${round} of ${rounds}"
+    echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
+    run_aggregator ./build/aggregator/fieldprof-aggregator "$conns" "$work/db-$conns"
+    agg_json="$run_json"
+    echo "$agg_json"
+    echo "applied backlog drained ${run_drain}s after the load stopped"
+    a_bps+=("$(echo "$agg_json" | field batches_per_second)")
+    a_rps+=("$(echo "$agg_json" | field records_per_second)")
+    a_cpu+=("$run_cpu")
+    g_cpu+=("$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $run_batches" | bc -l)")
 
-  echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
-  run_reference "$conns"
-  ref_bps[$conns]="$run_ref_bps" ref_cpu[$conns]="$run_ref_cpu"
-  echo "== 2b. the same reference with Debian's RocksDB as built (table-driven CRC32C)"
-  run_reference "$conns" FIELDPROF_ROCKS_CRC32C=rocksdb
-  deb_bps[$conns]="$run_ref_bps" deb_cpu[$conns]="$run_ref_cpu"
+    echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
+    run_reference "$conns"
+    r_bps+=("$run_ref_bps") r_cpu+=("$run_ref_cpu")
+    echo "== 2b. the same reference with Debian's RocksDB as built (table-driven CRC32C)"
+    run_reference "$conns" FIELDPROF_ROCKS_CRC32C=rocksdb
+    d_bps+=("$run_ref_bps") d_cpu+=("$run_ref_cpu")
+    printf "  round %d: aggregator %.1f batches/s, reference %.1f (ratio %.2f), as built %.1f (%.2f)\n" \
+      "$round" "${a_bps[-1]}" "${r_bps[-1]}" "$(echo "${a_bps[-1]} / ${r_bps[-1]}" | bc -l)" \
+      "${d_bps[-1]}" "$(echo "${a_bps[-1]} / ${d_bps[-1]}" | bc -l)"
+  done
+  agg_bps[$conns]="$(median "${a_bps[@]}")" agg_rps[$conns]="$(median "${a_rps[@]}")"
+  agg_cpu[$conns]="$(median "${a_cpu[@]}")" gen_cpu[$conns]="$(median "${g_cpu[@]}")"
+  ref_bps[$conns]="$(median "${r_bps[@]}")" ref_cpu[$conns]="$(median "${r_cpu[@]}")"
+  deb_bps[$conns]="$(median "${d_bps[@]}")" deb_cpu[$conns]="$(median "${d_cpu[@]}")"
 done
 
 echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
@@ -143,7 +162,7 @@ echo "$ngx_json"
 ngx_bps="$(echo "$ngx_json" | field batches_per_second)"
 
 echo
-echo "== summary ($(nproc) cores, ~128 KiB bodies)"
+echo "== summary ($(nproc) cores, ~128 KiB bodies; medians of $rounds rounds in turn)"
 # Per count: the rates, then the CPU a batch (ms, all threads: what sets
 # the rate when the cores are busy).
 for conns in "${counts[@]}"; do
