@@ -30,6 +30,7 @@ declare -A small=(
 # What a benchmark's smallest run needs beyond its arguments.
 declare -A env_of=(
   [coverage]="BASELINE="
+  [ingest]="ROUNDS=1"
   [scale-out]="SHARDS=1"
 )
 names=("$@")
