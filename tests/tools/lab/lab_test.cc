@@ -377,11 +377,11 @@ TEST_F(LabTest, PointsPlacedByConfigurationTimeAsTheLabDoes) {
   };
   const double hash_ns = MedianOf(lab_runs["labb_hash"]);
   // labb_hash: the same function's time, roughly (the points' calls read
-  // ~5% longer here, the recorder's span between them; a slower stretch of
-  // the CPU can still move more than half the runs).
+  // ~5% longer here, for a reason not looked into; a slower stretch of the
+  // CPU can still move more than half the runs).
   EXPECT_NEAR(MedianOf(points_runs["labb_hash"]), hash_ns, hash_ns * 0.1 + 15) << says("labb_hash");
   // labb_checksum spins 2000 ns of the clock, the same ns on any machine and
-  // at any load: the probe's cost shows in it. Left in, it reads 12-19 ns
+  // at any load: the probe's cost shows in it. Left in, it reads 11-19 ns
   // longer here (a few dozen instructions: ~10% of labb_hash's 200
   // multiply-adds, and slower with them on a slower CPU); taken off, the
   // two agree within 3 ns, also beside two busy loops.
