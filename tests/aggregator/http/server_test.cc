@@ -58,32 +58,17 @@ class GatedStore : public Store {
   }
   StatusOr<ApplyResult> ApplyBatch(const BatchView& b, std::string_view body,
                                    int32_t day) override {
-    {
-      std::unique_lock l(m_);
-      ++waiting_;
-      cv_.wait(l, [this] { return open_; });
-      --waiting_;
-    }
+    Pass(open_, &waiting_);
     return real_->ApplyBatch(b, body, day);
   }
   // Gated as ApplyBatch; the fold it leaves waits at its own gate.
   StatusOr<ApplyResult> ApplyBatchFoldLater(const BatchView& b, std::string_view body, int32_t day,
                                             std::function<void()>* fold) override {
-    {
-      std::unique_lock l(m_);
-      ++waiting_;
-      cv_.wait(l, [this] { return open_; });
-      --waiting_;
-    }
+    Pass(open_, &waiting_);
     StatusOr<ApplyResult> r = real_->ApplyBatchFoldLater(b, body, day, fold);
     if (*fold) {
       *fold = [this, real = std::move(*fold)] {
-        {
-          std::unique_lock l(m_);
-          ++folds_waiting_;
-          cv_.wait(l, [this] { return folds_open_; });
-          --folds_waiting_;
-        }
+        Pass(folds_open_, &folds_waiting_);
         real();
       };
     }
@@ -117,6 +102,14 @@ class GatedStore : public Store {
   Status Close() override { return real_->Close(); }
 
  private:
+  // Waits until `open` (a gate of this class's) is, counted in *waiting.
+  void Pass(const bool& open, int* waiting) {
+    std::unique_lock l(m_);
+    ++*waiting;
+    cv_.wait(l, [&open] { return open; });
+    --*waiting;
+  }
+
   std::unique_ptr<Store> real_;
   std::mutex m_;
   std::condition_variable cv_;
