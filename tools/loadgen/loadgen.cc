@@ -299,7 +299,7 @@ void SendBatch(HttpsClient& client, BatchGenerator& ids, size_t idx, const std::
 }
 
 // One connection's loop: the next pool batch, with a fresh id, until the
-// count or the time is reached.
+// count or the time is reached or the caller says stop.
 SenderTally SendLoop(SendState& st, int t) {
   HttpsClient client(st.o.client);
   // Ids fresh in every run (the contents repeat with the seed): a run must
@@ -307,7 +307,7 @@ SenderTally SendLoop(SendState& st, int t) {
   BatchGenerator ids({.seed = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) +
                               static_cast<uint64_t>(t)});
   SenderTally mine;
-  while (Clock::now() < st.deadline) {
+  while (Clock::now() < st.deadline && (st.o.stop == nullptr || !st.o.stop->load())) {
     const int64_t n = st.next++;
     if (st.o.batches > 0 && n >= st.o.batches) break;
     const size_t idx = static_cast<size_t>(n) % st.pool.batches.size();

@@ -8,6 +8,7 @@
 #ifndef FIELDPROF_TOOLS_LOADGEN_LOADGEN_H_
 #define FIELDPROF_TOOLS_LOADGEN_LOADGEN_H_
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -27,6 +28,10 @@ struct LoadOptions {
   int64_t batches = 1000;
   // Stop after this many seconds (0 = no limit). Default: 0.
   int64_t duration_s = 0;
+  // Stop once this is set (the requests in flight finish), whatever the
+  // count and time say; not owned, may be null. A caller that injects
+  // faults ends the load a while after its fault, not at a fixed time.
+  const std::atomic<bool>* stop = nullptr;
   // Distinct batch bodies generated up front and re-sent under fresh ids.
   int pool = 32;
   // Compare the aggregator's sums before/after with what was acknowledged.

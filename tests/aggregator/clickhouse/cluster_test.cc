@@ -15,6 +15,7 @@
 // snapshot it published.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -170,15 +171,25 @@ class ClusterTest : public ::testing::Test {
   // 127.0.0.1, which is exempt).
   static constexpr int kPerMinute = 20;
   static constexpr int kConnections = 48;
+  // How long a stream goes on after its fault is over (the part back),
+  // so the retries and recoveries it caused are met.
+  static constexpr auto kAfterFault = std::chrono::seconds(5);
 
-  // A stream of uploads through haproxy for `secs`, verified at the end;
-  // `fault` runs alongside it, after a few seconds of it.
+  // A stream of uploads through haproxy, verified at the end; `fault`
+  // runs alongside it, after a few seconds of it. The stream goes on until
+  // `secs` seconds after the call (reading the pool's series before
+  // sending included) and at least kAfterFault after `fault` returns. A fault held back on a loaded
+  // machine (it waits for every aggregator to take part) used to come
+  // when a fixed-length stream was nearly over, and met nothing.
   tools::LoadReport Stream(int secs, const std::function<void()>& fault, bool twice = false) {
+    const auto begun = std::chrono::steady_clock::now();
+    std::atomic<bool> stop{false};
     tools::LoadOptions o;
     o.client = Client(LbPort());
     o.connections = kConnections;
     o.batches = 0;
-    o.duration_s = secs;
+    o.duration_s = 0;  // until `stop`
+    o.stop = &stop;
     o.pool = 12;
     o.gen.seed = ++seed_;
     o.gen.target_bytes = 64 * 1024;
@@ -214,6 +225,9 @@ class ClusterTest : public ::testing::Test {
       return true;
     })) << "an aggregator took no upload of the stream within 30 s";
     fault();
+    std::this_thread::sleep_until(
+        std::max(begun + seconds(secs), std::chrono::steady_clock::now() + kAfterFault));
+    stop = true;
     load.join();
     EXPECT_TRUE(error.ok()) << error.ToString();
     std::fprintf(stderr, "%s", report.ToText().c_str());

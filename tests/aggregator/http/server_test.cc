@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
@@ -514,6 +515,41 @@ TEST_F(ServerTest, ConcurrentUploadsMatchGroundTruth) {
   EXPECT_EQ(r->batches_duplicate, 64);
   EXPECT_EQ(r->batches_failed, 0) << r->first_error;
   EXPECT_GT(r->keys_verified, 100);
+  EXPECT_EQ(r->keys_mismatched, 0) << r->first_mismatch;
+}
+
+// A load with neither a count nor a time runs until its caller says stop
+// (the cluster tests end their streams a while after a fault); what it
+// sent until then is acknowledged and verified as usual.
+TEST_F(ServerTest, ALoadWithoutCountOrTimeEndsWhenStopped) {
+  StartServer();
+  std::atomic<bool> stop{false};
+  tools::LoadOptions lo;
+  lo.client = ClientOptions();
+  lo.gen = {.seed = 4, .modules = 20, .symbols_per_module = 10, .target_bytes = 16 * 1024};
+  lo.connections = 4;
+  lo.batches = 0;
+  lo.duration_s = 0;
+  lo.pool = 8;
+  lo.verify = true;
+  lo.stop = &stop;
+  auto run = std::async(std::launch::async, [&] { return tools::RunLoad(lo, nullptr); });
+  HttpsClient c(ClientOptions());
+  EXPECT_TRUE(fieldprof::testing::WaitUntil([&] {
+    auto m = c.Get("/metrics");
+    return m.ok() && fieldprof::testing::MetricValue(m->body, "fieldprof_batches_accepted_total")
+                             .value_or(0) >= 16;
+  })) << "the load sent nothing";
+  stop = true;
+  // Only in-flight requests are left once stopped: a load that ignored the
+  // flag would run on for ever.
+  ASSERT_EQ(run.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "the load did not stop";
+  auto r = run.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GE(r->batches_ok, 16);
+  EXPECT_EQ(r->batches_failed, 0) << r->first_error;
+  EXPECT_GT(r->keys_verified, 10);
   EXPECT_EQ(r->keys_mismatched, 0) << r->first_mismatch;
 }
 
