@@ -178,9 +178,11 @@ class ClusterTest : public ::testing::Test {
   // A stream of uploads through haproxy, verified at the end; `fault`
   // runs alongside it, after a few seconds of it. The stream goes on until
   // `secs` seconds after the call (reading the pool's series before
-  // sending included) and at least kAfterFault after `fault` returns. A fault held back on a loaded
-  // machine (it waits for every aggregator to take part) used to come
-  // when a fixed-length stream was nearly over, and met nothing.
+  // sending included) and at least kAfterFault after `fault` returns: the
+  // fault waits for every aggregator to take part, which on a loaded
+  // machine can take long enough that a stream of fixed length would be
+  // nearly over, and the fault meet nothing (the likely cause of one CI
+  // run's "no insert met the dead replica").
   tools::LoadReport Stream(int secs, const std::function<void()>& fault, bool twice = false) {
     const auto begun = std::chrono::steady_clock::now();
     std::atomic<bool> stop{false};
