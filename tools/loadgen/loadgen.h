@@ -28,9 +28,11 @@ struct LoadOptions {
   int64_t batches = 1000;
   // Stop after this many seconds (0 = no limit). Default: 0.
   int64_t duration_s = 0;
-  // Stop once this is set (the requests in flight finish), whatever the
-  // count and time say; not owned, may be null. A caller that injects
-  // faults ends the load a while after its fault, not at a fixed time.
+  // Stop sending new batches once this is set, whatever the count and
+  // time say: a batch already on its way still gets all its attempts
+  // (and, with resend_duplicates, its second send), as at the deadline.
+  // Not owned; may be null. A caller that injects faults ends the load a
+  // while after its fault, not at a fixed time.
   const std::atomic<bool>* stop = nullptr;
   // Distinct batch bodies generated up front and re-sent under fresh ids.
   int pool = 32;

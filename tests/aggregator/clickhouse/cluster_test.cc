@@ -171,8 +171,8 @@ class ClusterTest : public ::testing::Test {
   // 127.0.0.1, which is exempt).
   static constexpr int kPerMinute = 20;
   static constexpr int kConnections = 48;
-  // How long a stream goes on after its fault is over (the part back),
-  // so the retries and recoveries it caused are met.
+  // How long a stream goes on sending after its fault is over (the part
+  // started again, not necessarily serving yet).
   static constexpr auto kAfterFault = std::chrono::seconds(5);
 
   // A stream of uploads through haproxy, verified at the end; `fault`
