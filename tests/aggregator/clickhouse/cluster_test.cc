@@ -201,7 +201,6 @@ class ClusterTest : public ::testing::Test {
     o.verify = true;
     o.resend_duplicates = twice;
     o.max_attempts = 1000;  // an outage is waited out, never given up on
-    std::atomic<bool> done{false};
     tools::LoadReport report;
     Status error;
     std::thread load([&] {
@@ -211,7 +210,6 @@ class ClusterTest : public ::testing::Test {
       } else {
         error = r.status();
       }
-      done = true;
     });
     // The fault comes once every aggregator takes part in the stream (a
     // loaded machine can leave one out of haproxy's rotation for a while,
