@@ -145,7 +145,11 @@ Histogram SparseAggregate::ToHistogram() const {
 }
 
 void SparseAggregate::Encode(std::string* out) const {
-  wire::Record r;
+  // One message a thread, cleared for each value: its cleared buckets are
+  // used again instead of allocated (the applier encodes every series of
+  // a fold, RocksDB's merges every value they write).
+  thread_local wire::Record r;
+  r.Clear();
   WireHistogramBuilder w(r.mutable_histogram(), zero_count_);
   for (const Bucket& b : buckets_) w.AddBucket(b.index, b.count, b.sum, b.sum_sq);
   w.Finish(min_, max_, /*saturated=*/false);

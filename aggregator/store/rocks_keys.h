@@ -18,12 +18,17 @@
 
 namespace fieldprof::aggregator {
 
+// Appends the key of `node`'s sum of the series `api_key` to `*k`.
+inline void AppendNodeKey(const TimeNode& node, std::string_view api_key, std::string* k) {
+  k->push_back(static_cast<char>(node.level));
+  if (node.level != TimeLevel::kAllTime) PutOrdered32(k, node.period);
+  k->append(api_key);
+}
+
 inline std::string NodeKey(const TimeNode& node, std::string_view api_key) {
   std::string k;
   k.reserve(api_key.size() + 5);
-  k.push_back(static_cast<char>(node.level));
-  if (node.level != TimeLevel::kAllTime) PutOrdered32(&k, node.period);
-  k.append(api_key);
+  AppendNodeKey(node, api_key, &k);
   return k;
 }
 

@@ -89,12 +89,6 @@ StatusOr<ApplyResult> RocksDbStore::ApplyBatchFoldLater(const BatchView& batch,
   return ApplyResult{.duplicate = false, .records = static_cast<size_t>(batch.records_size())};
 }
 
-void RocksDbStore::DayKey(int32_t day, const RecordView& r, const PlatformView& p, std::string* k) {
-  k->clear();
-  PutOrdered32(k, day);
-  AppendWireApiKey(r.key(), p, k);
-}
-
 std::optional<MachineSecret> RocksDbStore::MachineOf(const BatchView& batch) {
   if (batch.machine_key().empty()) return std::nullopt;
   return MachineSecretOf(batch.machine_key());
@@ -102,18 +96,22 @@ std::optional<MachineSecret> RocksDbStore::MachineOf(const BatchView& batch) {
 
 void RocksDbStore::AddToFold(const std::string& id, int32_t day, const BatchView& batch,
                              const std::optional<MachineSecret>& machine) {
-  // The records' series keys and their hashes first, outside the lock.
+  // The records' series keys (day, then the wire API key) and their
+  // hashes first, outside the lock, each key written once, in place.
   const std::vector<RecordView>& records = batch.records();
   const size_t n = records.size();
+  std::string day_prefix;
+  PutOrdered32(&day_prefix, day);
   std::string keys;
+  keys.reserve(n * 80);            // about a key's size; grows if not
   std::vector<size_t> key_end(n);  // record i's key is keys[key_end[i - 1], key_end[i])
   std::vector<uint64_t> hashes(n);
-  std::string key;
   for (size_t i = 0; i < n; ++i) {
-    DayKey(day, records[i], batch.client_platform(), &key);
-    hashes[i] = FoldTable::Hash(key);
-    keys.append(key);
+    const size_t begin = keys.size();
+    keys.append(day_prefix);
+    AppendWireApiKey(records[i].key(), batch.client_platform(), &keys);
     key_end[i] = keys.size();
+    hashes[i] = FoldTable::Hash(std::string_view(keys.data() + begin, key_end[i] - begin));
   }
   // Then straight into the open fold: one lookup and one in-place add per
   // record (and a SipHash or two of its key for its machine's entries),
@@ -416,27 +414,50 @@ Status RocksDbStore::WriteFold(const Fold& work) {
   if (broken_.load()) return Unavailable("the store is being reopened");
   // Merges go in key order: the memtable's skip list then finds each
   // insert position next to the previous one instead of from the top.
-  std::vector<std::pair<std::string, const std::string*>> merges;
-  std::vector<std::string> values;
-  values.reserve(work.sums.size());
-  merges.reserve(work.sums.size() * 3);
+  // Every merge's key is in one buffer and every series' encoded sum in
+  // another, the merges sorted as offsets into them: no allocation a
+  // series (a fold holds ~40,000 at 1,500 batches/s).
+  struct Merge {
+    size_t key_at;
+    size_t key_size;
+    size_t value;  // index into value_end
+  };
+  std::string keys, values, value;
+  std::vector<size_t> value_end;  // series i's value is values[value_end[i - 1], value_end[i])
+  std::vector<Merge> merges;
+  value_end.reserve(work.sums.size());
+  merges.reserve(work.sums.size());
+  const auto add_merge = [&](const TimeNode& node, std::string_view api) {
+    const size_t at = keys.size();
+    AppendNodeKey(node, api, &keys);
+    merges.push_back({at, keys.size() - at, value_end.size() - 1});
+  };
   work.sums.ForEach([&](std::string_view dk, const SparseAggregate& sum) {
     const int32_t day = GetOrdered32(dk.data());
     const std::string_view api(dk.data() + 4, dk.size() - 4);
-    values.emplace_back();
-    sum.Encode(&values.back());
+    sum.Encode(&value);
+    values.append(value);
+    value_end.push_back(values.size());
     if (rollup_.Rolled(day, api)) {
-      for (const TimeNode& n : NodesForDay(day))
-        merges.emplace_back(NodeKey(n, api), &values.back());
+      for (const TimeNode& n : NodesForDay(day)) add_merge(n, api);
     } else {
-      merges.emplace_back(NodeKey({TimeLevel::kDay, day}, api), &values.back());
+      add_merge({TimeLevel::kDay, day}, api);
     }
   });
-  std::sort(merges.begin(), merges.end());
-  rocksdb::WriteBatch wb;
+  const auto key_of = [&keys](const Merge& m) {
+    return std::string_view(keys.data() + m.key_at, m.key_size);
+  };
+  std::sort(merges.begin(), merges.end(),
+            [&key_of](const Merge& a, const Merge& b) { return key_of(a) < key_of(b); });
+  // Room for the whole write: the batch's buffer is not copied as it grows.
+  rocksdb::WriteBatch wb(keys.size() + values.size() + 16 * merges.size() + 64 * work.ids.size() +
+                         64);
   rocksdb::Status s;
-  for (const auto& [key, value] : merges) {
-    s = wb.Merge(data_cf_, key, *value);
+  for (const Merge& m : merges) {
+    const size_t begin = m.value == 0 ? 0 : value_end[m.value - 1];
+    const std::string_view k = key_of(m);
+    s = wb.Merge(data_cf_, rocksdb::Slice(k.data(), k.size()),
+                 rocksdb::Slice(values.data() + begin, value_end[m.value] - begin));
     if (!s.ok()) return FromRocks(s, "building fold");
   }
   for (const std::string& id : work.ids) {

@@ -94,8 +94,6 @@ class RocksDbStore : public Store {
     std::vector<std::string> ids;  // batch ids to delete from the pending log
   };
 
-  static void DayKey(int32_t day, const RecordView& r, const PlatformView& p, std::string* k);
-
   // A pending value's mark before the machine's secret (16 bytes):
   // "\xfe\x02" starts no protobuf message (field 31 with wire type 6), so
   // a value without it (no machine) is day + body. "\xfe\x01" and an

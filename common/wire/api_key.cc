@@ -1,5 +1,7 @@
 #include "common/wire/api_key.h"
 
+#include <cstring>
+
 namespace fieldprof {
 
 Platform PlatformFromWire(const wire::Platform& p) {
@@ -58,17 +60,22 @@ namespace {
 template <typename K, typename P>
 void AppendWireApiKeyT(const K& k, const P& batch_platform, std::string* out) {
   const P& p = k.has_platform() ? k.platform() : batch_platform;
-  out->append(k.module());
-  out->push_back('\0');
-  out->append(k.symbol());
-  out->push_back('\0');
-  out->append(k.module_version());
-  out->push_back('\0');
-  out->push_back(static_cast<char>(k.metric()));
-  out->push_back(static_cast<char>(p.os()));
-  out->push_back(static_cast<char>(p.arch()));
-  out->push_back(static_cast<char>(p.cpu_vendor()));
-  out->push_back(static_cast<char>(static_cast<uint8_t>(p.cpu_family())));
+  // Sized once and written in place: the aggregator builds one key per
+  // record it folds (about 900 a batch), where a push_back a byte showed.
+  const std::string_view module = k.module(), symbol = k.symbol(), version = k.module_version();
+  const size_t at = out->size();
+  out->resize(at + module.size() + symbol.size() + version.size() + 8);
+  char* o = out->data() + at;
+  for (std::string_view part : {module, symbol, version}) {
+    std::memcpy(o, part.data(), part.size());
+    o += part.size();
+    *o++ = '\0';
+  }
+  *o++ = static_cast<char>(k.metric());
+  *o++ = static_cast<char>(p.os());
+  *o++ = static_cast<char>(p.arch());
+  *o++ = static_cast<char>(p.cpu_vendor());
+  *o = static_cast<char>(static_cast<uint8_t>(p.cpu_family()));
 }
 
 }  // namespace
