@@ -307,6 +307,7 @@ SenderTally SendLoop(SendState& st, int t) {
   BatchGenerator ids({.seed = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) +
                               static_cast<uint64_t>(t)});
   SenderTally mine;
+  std::string body;  // each batch is copied into the same room
   while (Clock::now() < st.deadline && (st.o.stop == nullptr || !st.o.stop->load())) {
     const int64_t n = st.next++;
     if (st.o.batches > 0 && n >= st.o.batches) break;
@@ -314,7 +315,7 @@ SenderTally SendLoop(SendState& st, int t) {
     // Patch a fresh id into the pre-encoded body: copying and re-encoding
     // the batch per send would take CPU from the server being measured on
     // the same machine.
-    std::string body = st.pool.bodies[idx];
+    body.assign(st.pool.bodies[idx]);
     if (st.o.tokens) {
       // The token's input is the batch id.
       const UploadToken& token = st.pool.tokens[static_cast<size_t>(n)];
