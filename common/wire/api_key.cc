@@ -1,6 +1,6 @@
 #include "common/wire/api_key.h"
 
-#include <cstring>
+#include <algorithm>
 
 namespace fieldprof {
 
@@ -67,8 +67,7 @@ void AppendWireApiKeyT(const K& k, const P& batch_platform, std::string* out) {
   out->resize(at + module.size() + symbol.size() + version.size() + 8);
   char* o = out->data() + at;
   for (std::string_view part : {module, symbol, version}) {
-    std::memcpy(o, part.data(), part.size());
-    o += part.size();
+    o = std::copy(part.begin(), part.end(), o);  // an empty view's data may be null
     *o++ = '\0';
   }
   *o++ = static_cast<char>(k.metric());
