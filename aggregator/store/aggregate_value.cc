@@ -145,11 +145,15 @@ Histogram SparseAggregate::ToHistogram() const {
 }
 
 void SparseAggregate::Encode(std::string* out) const {
-  // One message a thread, cleared for each value: its cleared buckets are
-  // used again instead of allocated (the applier encodes every series of
-  // a fold, RocksDB's merges every value they write).
+  // One message a thread for every value, its histogram kept through the
+  // Clear (which would delete it): the histogram's own Clear keeps its
+  // buckets for the next value instead of allocating them again (the
+  // applier encodes every series of a fold, RocksDB's merges every value
+  // they write).
   thread_local wire::Record r;
+  wire::Histogram* histogram = r.release_histogram();
   r.Clear();
+  r.set_allocated_histogram(histogram != nullptr ? histogram : new wire::Histogram);
   WireHistogramBuilder w(r.mutable_histogram(), zero_count_);
   for (const Bucket& b : buckets_) w.AddBucket(b.index, b.count, b.sum, b.sum_sq);
   w.Finish(min_, max_, /*saturated=*/false);

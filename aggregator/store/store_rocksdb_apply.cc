@@ -415,8 +415,11 @@ Status RocksDbStore::WriteFold(const Fold& work) {
   // Merges go in key order: the memtable's skip list then finds each
   // insert position next to the previous one instead of from the top.
   // Every merge's key is in one buffer and every series' encoded sum in
-  // another, the merges sorted as offsets into them: no allocation a
-  // series (a fold holds ~40,000 at 1,500 batches/s).
+  // another, the merges sorted as offsets into them: no allocation for a
+  // series of a day not rolled up yet (a fold holds ~40,000 at 1,500
+  // batches/s; a rolled day's series, rare, adds its month's and all
+  // time's merges). Equal keys (two rolled days' month) keep the fold's
+  // order.
   struct Merge {
     size_t key_at;
     size_t key_size;
@@ -447,9 +450,12 @@ Status RocksDbStore::WriteFold(const Fold& work) {
   const auto key_of = [&keys](const Merge& m) {
     return std::string_view(keys.data() + m.key_at, m.key_size);
   };
-  std::sort(merges.begin(), merges.end(),
-            [&key_of](const Merge& a, const Merge& b) { return key_of(a) < key_of(b); });
-  // Room for the whole write: the batch's buffer is not copied as it grows.
+  std::sort(merges.begin(), merges.end(), [&key_of](const Merge& a, const Merge& b) {
+    const int c = key_of(a).compare(key_of(b));
+    return c < 0 || (c == 0 && a.value < b.value);
+  });
+  // Room for about the whole write (a rolled series' value goes in more
+  // than once): the batch's buffer is not copied over and over as it grows.
   rocksdb::WriteBatch wb(keys.size() + values.size() + 16 * merges.size() + 64 * work.ids.size() +
                          64);
   rocksdb::Status s;
