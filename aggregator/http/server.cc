@@ -212,7 +212,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void DoReadHeader() {
     if (server_->draining()) return DoClose();
     // A keep-alive connection waiting for its next request holds no body
-    // room (DoReadBody); a pipelined request's bytes already read stay.
+    // room (DoReadBody): freed, unless a pipelined request's bytes are
+    // already in it (then it stays as it is).
     if (buffer_.size() == 0 && buffer_.capacity() > kHeaderReadBytes) buffer_.shrink_to_fit();
     parser_.emplace();
     parser_->header_limit(opts().max_header_bytes);
@@ -294,8 +295,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // room for (at least 512 bytes), and the buffer only grows to what one
     // read needed. Left at the ~1 KiB the header grew it to, a 128 KiB body
     // took 115 SSL_read calls, each clearing OpenSSL's error queue and
-    // passing through the parser: 8% of ingest's CPU (perf, 4
-    // connections). Given back when the connection goes idle (DoReadHeader).
+    // passing through the parser: about 4% of ingest's CPU (perf, 4
+    // connections). Freed when the connection goes idle (DoReadHeader).
     buffer_.reserve(kBodyReadBytes);
     ReadAsItArrives(Until::kBody);
   }
@@ -318,7 +319,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // The buffer's room while a body is read: two TLS records' plaintext
   // (16 KiB each), so one read takes a whole record wherever it starts.
   static constexpr size_t kBodyReadBytes = 32 * 1024;
-  // What the buffer may keep between requests: about what a header needs.
+  // Between requests a larger buffer is freed (a header's grows it less).
   static constexpr size_t kHeaderReadBytes = 4 * 1024;
   enum class Until { kHeader, kBody };
   void ReadAsItArrives(Until until) {
