@@ -202,6 +202,21 @@ TEST(ValidateTest, ErrorNamesTheRecord) {
       << s.message();
 }
 
+// Three values of one bucket whose count times sum of squares is over
+// 2^128 while their sum is below 2^64: the product saturates (MulSat), and
+// the histogram, a real one, passes. A product that wrapped would refuse it
+// (bucket_sum_sq_range).
+TEST(ValidateTest, AProductOver128BitsSaturates) {
+  wire::Batch b = GoodBatch();
+  Histogram h;
+  for (uint64_t v : {(uint64_t{1} << 63) - 1, uint64_t{1} << 62, uint64_t{1} << 62}) h.Record(v);
+  HistogramToWire(h, H(&b));
+  b.mutable_records(0)->set_runs(1);
+  ASSERT_EQ(H(&b)->buckets_size(), 1);
+  const Status s = ValidateBatch(b);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 // A later part of a run reported in parts counts no run of its own.
 TEST(ValidateTest, ARecordMayCountNoRun) {
   wire::Batch b = GoodBatch();
