@@ -145,6 +145,11 @@ Histogram SparseAggregate::ToHistogram() const {
 }
 
 void SparseAggregate::Encode(std::string* out) const {
+  out->clear();
+  AppendEncoded(out);
+}
+
+void SparseAggregate::AppendEncoded(std::string* out) const {
   // One message a thread for every value, its histogram kept through the
   // Clear (which would delete it): the histogram's own Clear keeps its
   // buckets for the next value instead of allocating them again (the
@@ -163,8 +168,7 @@ void SparseAggregate::Encode(std::string* out) const {
   machines_.Encode(r.mutable_machines());
   day_machines_.Encode(r.mutable_day_machines());
   if (first_day_ != 0) r.set_first_day(first_day_);
-  out->clear();
-  r.SerializeToString(out);
+  r.AppendToString(out);
 }
 
 }  // namespace fieldprof::aggregator

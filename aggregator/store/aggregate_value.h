@@ -53,6 +53,8 @@ class SparseAggregate {
   [[nodiscard]] bool AddEncoded(std::string_view encoded);
   void Merge(const SparseAggregate& other);
   void Encode(std::string* out) const;
+  // The same bytes appended to `*out` (a fold's values go into one buffer).
+  void AppendEncoded(std::string* out) const;
 
   // Empty again, keeping what it allocated for buckets (a walk sums one
   // series after another in one aggregate).

@@ -425,7 +425,7 @@ Status RocksDbStore::WriteFold(const Fold& work) {
     size_t key_size;
     size_t value;  // index into value_end
   };
-  std::string keys, values, value;
+  std::string keys, values;
   std::vector<size_t> value_end;  // series i's value is values[value_end[i - 1], value_end[i])
   std::vector<Merge> merges;
   value_end.reserve(work.sums.size());
@@ -438,8 +438,7 @@ Status RocksDbStore::WriteFold(const Fold& work) {
   work.sums.ForEach([&](std::string_view dk, const SparseAggregate& sum) {
     const int32_t day = GetOrdered32(dk.data());
     const std::string_view api(dk.data() + 4, dk.size() - 4);
-    sum.Encode(&value);
-    values.append(value);
+    sum.AppendEncoded(&values);
     value_end.push_back(values.size());
     if (rollup_.Rolled(day, api)) {
       for (const TimeNode& n : NodesForDay(day)) add_merge(n, api);
