@@ -124,5 +124,8 @@ echo "install-deps: ${profiles[*]}: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The downloaded .debs (about 1.5 GB for every profile) are not needed once
+# installed, and the test command needs the disk (deploy/test.sh).
+$SUDO apt-get clean
 npm_deps
 echo "install-deps: done"

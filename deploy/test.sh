@@ -13,8 +13,10 @@ cd "$(dirname "$0")/.."
 
 phases=()
 failed=()
-record() {  # record NAME SECONDS STATUS: one line of the final table
-  phases+=("$(printf '%-22s %5d s%s' "$1" "$2" "$( (($3 == 0)) || echo "  FAILED ($3)")")")
+free_mib() { df -P -m "$1" | awk 'NR == 2 {print $4}'; }
+record() {  # record NAME SECONDS STATUS: one line of the final table, with the disk's free space
+  phases+=("$(printf '%-22s %5d s  %6d MiB free%s' "$1" "$2" "$(free_mib .)" \
+    "$( (($3 == 0)) || echo "  FAILED ($3)")")")
   (($3 == 0)) || failed+=("$1")
 }
 phase() {  # phase NAME COMMAND...: runs it, times it; a failure is kept for the end
@@ -34,6 +36,19 @@ report() {
   fi
 }
 trap report EXIT
+
+# The run's own disk: the build tree (~1.3 GB), the fuzz build (0.1 GB), the
+# tests' temporary databases, package roots and cluster (up to ~1.8 GB at
+# once, in /tmp), and the aggregator's reserve (--min_free_mib, 256 MiB),
+# under which its tests are refused with NoSpace. Said up front: a full disk
+# otherwise shows as tests failing one by one.
+need_mib=4096
+for dir in . /tmp; do
+  if (($(free_mib "$dir") < need_mib)); then
+    echo "test: warning: $(free_mib "$dir") MiB free on the disk holding $dir; the run needs" \
+      "about $need_mib MiB, and tests that write will fail for want of space" >&2
+  fi
+done
 
 phase installs ./deploy/install-deps.sh
 
