@@ -13,6 +13,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/wire/validate.h"
 #include "common/wire/wire.h"
@@ -192,6 +194,59 @@ TEST(BatchViewTest, LongVarintsAtAMessagesEndAreReadWithinIt) {
         }
       }
     }
+  }
+}
+
+// A bucket's fields written otherwise than in number order once each
+// (reversed, repeated with the last one right, interleaved with unknown
+// fields, over-long): each encoding means the same bucket, so the batch
+// stays valid and both decoders must give the same values.
+TEST(BatchViewTest, ABucketsFieldsInAnyOrderMatchProtobuf) {
+  const wire::Batch batch = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 1500, 3);
+  const wire::Record& record = batch.records(0);
+  ASSERT_EQ(record.histogram().buckets_size(), 1);
+  const wire::Bucket& b = record.histogram().buckets(0);
+  ASSERT_GT(b.index(), 0u);
+  const auto field = [](int number, uint64_t v) {
+    return static_cast<char>(number << 3) + Varint(v);
+  };
+  const std::string index = field(1, b.index()), count = field(2, b.count()),
+                    sum = field(3, b.sum_lo()), sum_sq = field(5, b.sum_sq_lo());
+  const std::string unknown_varint = field(15, 7);
+  const std::string unknown_bytes = Message(14, "xy");
+  const std::vector<std::pair<std::string, std::string>> encodings = {
+      {"in order", index + count + sum + sum_sq},
+      {"reversed", sum_sq + sum + count + index},
+      {"a field twice, the last right", field(2, b.count() + 5) + index + count + sum + sum_sq},
+      {"zeros written", index + count + sum + field(4, 0) + sum_sq + field(6, 0)},
+      {"an unknown varint first", unknown_varint + index + count + sum + sum_sq},
+      {"an unknown varint between", index + count + unknown_varint + sum + sum_sq},
+      {"unknown bytes last", index + count + sum + sum_sq + unknown_bytes},
+      {"a field twice after an unknown one",
+       index + field(3, b.sum_lo() + 9) + unknown_bytes + count + sum + sum_sq},
+      {"the index over 32 bits (truncated)",
+       field(1, b.index() + (uint64_t{1} << 32)) + count + sum + sum_sq},
+      {"a two-byte tag for a known field",
+       std::string("\x88\x00", 2) + Varint(b.index()) + count + sum + sum_sq},
+  };
+  wire::Histogram no_buckets = record.histogram();
+  no_buckets.clear_buckets();
+  wire::Record no_histogram = record;
+  no_histogram.clear_histogram();
+  wire::Batch no_records = batch;
+  no_records.clear_records();
+  for (const auto& [what, bucket] : encodings) {
+    const std::string histogram = Message(2, bucket) + no_buckets.SerializeAsString();
+    const std::string body = no_records.SerializeAsString() +
+                             Message(5, no_histogram.SerializeAsString() + Message(2, histogram));
+    EXPECT_TRUE(ExpectSameAnswer(body, what)) << what;
+    BatchView fast;
+    ASSERT_TRUE(ParseBatchViewFast(body, &fast)) << what;
+    const BucketView& got = fast.records(0).histogram().buckets(0);
+    EXPECT_EQ(got.index(), b.index()) << what;
+    EXPECT_EQ(got.count(), b.count()) << what;
+    EXPECT_EQ(got.sum_lo(), b.sum_lo()) << what;
+    EXPECT_EQ(got.sum_sq_lo(), b.sum_sq_lo()) << what;
   }
 }
 
