@@ -126,6 +126,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The downloaded .debs (about 1.5 GB for every profile) are not needed once
 # installed, and the test command needs the disk (deploy/test.sh).
-$SUDO apt-get clean
+$SUDO apt-get clean || true
 npm_deps
 echo "install-deps: done"

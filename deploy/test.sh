@@ -13,9 +13,42 @@ cd "$(dirname "$0")/.."
 
 phases=()
 failed=()
-free_mib() { df -P -m "$1" | awk 'NR == 2 {print $4}'; }
-record() {  # record NAME SECONDS STATUS: one line of the final table, with the disk's free space
-  phases+=("$(printf '%-22s %5d s  %6d MiB free%s' "$1" "$2" "$(free_mib .)" \
+
+# The disks the run writes: the checkout's (the builds) and the tests'
+# temporary one (their databases, package roots, the cluster), when that
+# is another. Each phase's row in the closing table gives the lowest free
+# space seen on them while it ran (sampled every 2 s): a run that fails
+# for want of space shows where.
+tmp_dir="${TMPDIR:-/tmp}"
+disk_of() { df -P "$1" 2>/dev/null | awk 'NR == 2 {print $1}'; }
+disks=("$PWD")
+if [[ -d "$tmp_dir" && "$(disk_of "$tmp_dir")" != "$(disk_of .)" ]]; then disks+=("$tmp_dir"); fi
+free_mib() { df -P -m "$1" 2>/dev/null | awk 'NR == 2 {print $4}'; }
+lowest_free() {  # the least free MiB over the disks now (nothing if df answers nothing)
+  local d n low=""
+  for d in "${disks[@]}"; do
+    n="$(free_mib "$d")"
+    [[ "$n" =~ ^[0-9]+$ ]] || continue
+    if [[ -z "$low" ]] || ((n < low)); then low="$n"; fi
+  done
+  echo "$low"
+}
+low_file="$(mktemp 2>/dev/null || mktemp -p /tmp)"
+watch_pid=""
+watch_start() {
+  lowest_free >"$low_file"
+  (while sleep 2; do lowest_free >>"$low_file"; done) &
+  watch_pid=$!
+}
+watch_stop() {  # sets phase_low
+  if [[ -n "$watch_pid" ]]; then kill "$watch_pid" 2>/dev/null || true; fi
+  wait "$watch_pid" 2>/dev/null || true
+  watch_pid=""
+  lowest_free >>"$low_file"
+  phase_low="$(awk '/^[0-9]+$/ && (low == "" || $1 + 0 < low) {low = $1 + 0} END {print low}' "$low_file")"
+}
+record() {  # record NAME SECONDS STATUS: one line of the final table
+  phases+=("$(printf '%-22s %5d s  lowest free %8s MiB%s' "$1" "$2" "${phase_low:-?}" \
     "$( (($3 == 0)) || echo "  FAILED ($3)")")")
   (($3 == 0)) || failed+=("$1")
 }
@@ -23,12 +56,18 @@ phase() {  # phase NAME COMMAND...: runs it, times it; a failure is kept for the
   local name="$1" start rc=0
   shift
   start=$(date +%s)
+  watch_start
   "$@" || rc=$?
+  watch_stop
   record "$name" "$(($(date +%s) - start))" "$rc"
   return 0
 }
 report() {
-  echo "== time of each phase"
+  # A subshell (the sampler, killed before it ran a command) has the trap too.
+  [[ "$BASHPID" == "$$" ]] || exit 0
+  if [[ -n "$watch_pid" ]]; then kill "$watch_pid" 2>/dev/null || true; fi
+  rm -f "$low_file"
+  echo "== time of each phase (free space: the least on ${disks[*]})"
   printf '   %s\n' "${phases[@]}"
   if ((${#failed[@]})); then
     echo "test: failed: ${failed[*]}" >&2
@@ -37,20 +76,21 @@ report() {
 }
 trap report EXIT
 
-# The run's own disk: the build tree (~1.3 GB), the fuzz build (0.1 GB), the
-# tests' temporary databases, package roots and cluster (up to ~1.8 GB at
-# once, in /tmp), and the aggregator's reserve (--min_free_mib, 256 MiB),
-# under which its tests are refused with NoSpace. Said up front: a full disk
-# otherwise shows as tests failing one by one.
-need_mib=4096
-for dir in . /tmp; do
-  if (($(free_mib "$dir") < need_mib)); then
-    echo "test: warning: $(free_mib "$dir") MiB free on the disk holding $dir; the run needs" \
-      "about $need_mib MiB, and tests that write will fail for want of space" >&2
+phase installs ./deploy/install-deps.sh
+
+# What the run needs once the packages are in: the build tree (~1.2 GB),
+# the fuzz build (0.1 GB), the tests' temporary files (up to ~1.5 GB at
+# once, measured), and the aggregator's reserve (--min_free_mib, 256 MiB),
+# under which its tests are refused with NoSpace. Said up front: a full
+# disk otherwise shows as tests failing one by one.
+need_mib=3072
+for dir in "${disks[@]}"; do
+  free="$(free_mib "$dir")"
+  if [[ "$free" =~ ^[0-9]+$ ]] && ((free < need_mib)); then
+    echo "test: warning: $free MiB free on the disk holding $dir; the run needs about" \
+      "$need_mib MiB, and tests that write will fail for want of space" >&2
   fi
 done
-
-phase installs ./deploy/install-deps.sh
 
 # Every C++ file as clang-format (the checked-in .clang-format) writes it.
 format() {
@@ -104,6 +144,7 @@ side_by_side() {
     pids+=($!)
   done
   wait "${pids[@]}" || true
+  watch_stop  # one lowest free space for the labels side by side
   for label in "$@"; do
     echo "== ctest -L $label (beside: $*)"
     cat "build/ctest-$label.log"
@@ -113,6 +154,7 @@ side_by_side() {
 }
 echo "== ctest -L package and -L cluster, side by side"
 start=$(date +%s)
+watch_start
 side_by_side package cluster
 record "  (the two, wall)" "$(($(date +%s) - start))" 0
 

@@ -198,9 +198,10 @@ TEST(BatchViewTest, LongVarintsAtAMessagesEndAreReadWithinIt) {
 }
 
 // A bucket's fields written otherwise than in number order once each
-// (reversed, repeated with the last one right, interleaved with unknown
-// fields, over-long): each encoding means the same bucket, so the batch
-// stays valid and both decoders must give the same values.
+// (reversed, repeated with the last one right, among unknown fields, an
+// index over 32 bits, a tag in more bytes than it needs): each encoding
+// means the same bucket, so the batch stays valid and both decoders must
+// give the same values.
 TEST(BatchViewTest, ABucketsFieldsInAnyOrderMatchProtobuf) {
   const wire::Batch batch = SimpleBatch(IdOf(1), "libz.so.1", "deflate", 1500, 3);
   const wire::Record& record = batch.records(0);
@@ -222,6 +223,8 @@ TEST(BatchViewTest, ABucketsFieldsInAnyOrderMatchProtobuf) {
       {"an unknown varint first", unknown_varint + index + count + sum + sum_sq},
       {"an unknown varint between", index + count + unknown_varint + sum + sum_sq},
       {"unknown bytes last", index + count + sum + sum_sq + unknown_bytes},
+      {"an unknown field 16 (a two-byte tag)",
+       index + std::string("\x80\x01", 2) + Varint(7) + count + sum + sum_sq},
       {"a field twice after an unknown one",
        index + field(3, b.sum_lo() + 9) + unknown_bytes + count + sum + sum_sq},
       {"the index over 32 bits (truncated)",
