@@ -145,6 +145,24 @@ std::string Message(int field, const std::string& bytes, size_t cut = 0) {
   return static_cast<char>(field << 3 | 2) + Varint(bytes.size() - cut) + bytes;
 }
 
+// `batch` (one record of one bucket) with the bucket written as
+// `bucket_field` (a whole field: tag, length, bytes), before the
+// histogram's other fields or after them.
+std::string WithBucketField(const wire::Batch& batch, const std::string& bucket_field,
+                            bool bucket_last) {
+  const wire::Record& record = batch.records(0);
+  wire::Histogram no_buckets = record.histogram();
+  no_buckets.clear_buckets();
+  wire::Record no_histogram = record;
+  no_histogram.clear_histogram();
+  wire::Batch no_records = batch;
+  no_records.clear_records();
+  const std::string histogram = bucket_last ? no_buckets.SerializeAsString() + bucket_field
+                                            : bucket_field + no_buckets.SerializeAsString();
+  return no_records.SerializeAsString() +
+         Message(5, no_histogram.SerializeAsString() + Message(2, histogram));
+}
+
 // A bucket's sums of squares of eight, nine and ten bytes, its last field
 // (its high half is 0 and not written), read where the bucket ends: the
 // decoder reads a long varint as a word, past a small message's end when
@@ -165,22 +183,12 @@ TEST(BatchViewTest, LongVarintsAtAMessagesEndAreReadWithinIt) {
     const std::string bucket_bytes = bucket.SerializeAsString();
     ASSERT_EQ(bucket_bytes.substr(bucket_bytes.size() - Varint(sum_sq_lo).size()),
               Varint(sum_sq_lo));
-    wire::Histogram no_buckets = record.histogram();
-    no_buckets.clear_buckets();
-    wire::Record no_histogram = record;
-    no_histogram.clear_histogram();
-    wire::Batch no_records = batch;
-    no_records.clear_records();
     for (const bool bucket_last : {false, true}) {
       for (const int cut : {0, 1, 2}) {
         const std::string bucket_field =
             cut == 2 ? Message(2, bucket_bytes.substr(0, bucket_bytes.size() - 1))
                      : Message(2, bucket_bytes, cut);
-        const std::string histogram = bucket_last ? no_buckets.SerializeAsString() + bucket_field
-                                                  : bucket_field + no_buckets.SerializeAsString();
-        const std::string body =
-            no_records.SerializeAsString() +
-            Message(5, no_histogram.SerializeAsString() + Message(2, histogram));
+        const std::string body = WithBucketField(batch, bucket_field, bucket_last);
         const std::string what = std::to_string(Varint(sum_sq_lo).size()) + " bytes, " +
                                  (bucket_last ? "at the body's end" : "the body going on") +
                                  (cut == 1 ? ", length one short" : "") +
@@ -232,16 +240,8 @@ TEST(BatchViewTest, ABucketsFieldsInAnyOrderMatchProtobuf) {
       {"a two-byte tag for a known field",
        std::string("\x88\x00", 2) + Varint(b.index()) + count + sum + sum_sq},
   };
-  wire::Histogram no_buckets = record.histogram();
-  no_buckets.clear_buckets();
-  wire::Record no_histogram = record;
-  no_histogram.clear_histogram();
-  wire::Batch no_records = batch;
-  no_records.clear_records();
   for (const auto& [what, bucket] : encodings) {
-    const std::string histogram = Message(2, bucket) + no_buckets.SerializeAsString();
-    const std::string body = no_records.SerializeAsString() +
-                             Message(5, no_histogram.SerializeAsString() + Message(2, histogram));
+    const std::string body = WithBucketField(batch, Message(2, bucket), /*bucket_last=*/false);
     EXPECT_TRUE(ExpectSameAnswer(body, what)) << what;
     BatchView fast;
     ASSERT_TRUE(ParseBatchViewFast(body, &fast)) << what;
