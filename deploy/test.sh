@@ -78,7 +78,7 @@ trap report EXIT
 
 phase installs ./deploy/install-deps.sh
 
-# What the run needs once the packages are in: the build tree (~1.2 GB),
+# What the run needs once the packages are in: the build tree (~1.1 GB),
 # the fuzz build (0.1 GB), the tests' temporary files (up to ~1.5 GB at
 # once, measured), and the aggregator's reserve (--min_free_mib, 256 MiB),
 # under which its tests are refused with NoSpace. Said up front: a full
