@@ -1,6 +1,8 @@
 #include "aggregator/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 #include "common/statistics/histogram.h"
 
@@ -17,11 +19,35 @@ uint64_t Metrics::rejected(const std::string& reason) const {
   return it == rejected_.end() ? 0 : it->second;
 }
 
-void Metrics::RequestLatency(std::chrono::nanoseconds d) {
+void DurationHistogram::Add(std::chrono::nanoseconds d) {
   const uint64_t ns = d.count() <= 0 ? 1 : static_cast<uint64_t>(d.count());
-  latency_buckets_[BucketIndex(ns)].fetch_add(1, std::memory_order_relaxed);
-  latency_count_.fetch_add(1, std::memory_order_relaxed);
-  latency_sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+  buckets_[BucketIndex(ns)].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void DurationHistogram::AppendPrometheus(std::string* out, const std::string& name,
+                                         const std::string& labels) const {
+  const std::string before_le = labels.empty() ? "{" : "{" + labels + ",";
+  const std::string braced = labels.empty() ? "" : "{" + labels + "}";
+  // Requests go on while this is read: the buckets are held to the count
+  // read first, so none passes +Inf (the count).
+  const uint64_t count = count_.load(std::memory_order_relaxed);
+  uint64_t cumulative = 0;
+  for (int i = 0; i < 64; ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    if (i < 9 || i > 35) continue;  // 1 us .. 64 s in powers of two
+    char le[32];
+    std::snprintf(le, sizeof le, "%.9g", static_cast<double>(uint64_t{1} << (i + 1)) / 1e9);
+    *out += name + "_bucket" + before_le + "le=\"" + le + "\"} " +
+            std::to_string(std::min(cumulative, count)) + "\n";
+  }
+  *out += name + "_bucket" + before_le + "le=\"+Inf\"} " + std::to_string(count) + "\n";
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "%.9g",
+                static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9);
+  *out += name + "_sum" + braced + " " + sum + "\n";
+  *out += name + "_count" + braced + " " + std::to_string(count) + "\n";
 }
 
 void AppendPrometheusSample(std::string* out, const char* name, const char* type, const char* help,
@@ -110,22 +136,29 @@ void Metrics::AppendPrometheus(std::string* out) const {
   *out +=
       "# HELP fieldprof_request_duration_seconds Request handling time.\n"
       "# TYPE fieldprof_request_duration_seconds histogram\n";
-  uint64_t cumulative = 0;
-  for (int i = 0; i < 64; ++i) {
-    cumulative += latency_buckets_[i].load(std::memory_order_relaxed);
-    if (i < 9 || i > 35) continue;  // 1 us .. 64 s in powers of two
-    char le[32];
-    std::snprintf(le, sizeof le, "%.9g", static_cast<double>(uint64_t{1} << (i + 1)) / 1e9);
-    *out += "fieldprof_request_duration_seconds_bucket{le=\"" + std::string(le) + "\"} " +
-            std::to_string(cumulative) + "\n";
-  }
-  *out += "fieldprof_request_duration_seconds_bucket{le=\"+Inf\"} " +
-          std::to_string(latency_count_.load()) + "\n";
-  char sum[32];
-  std::snprintf(sum, sizeof sum, "%.9g", static_cast<double>(latency_sum_ns_.load()) / 1e9);
-  *out += "fieldprof_request_duration_seconds_sum " + std::string(sum) + "\n";
+  latency_.AppendPrometheus(out, "fieldprof_request_duration_seconds", "");
   *out +=
-      "fieldprof_request_duration_seconds_count " + std::to_string(latency_count_.load()) + "\n";
+      "# HELP fieldprof_request_stage_seconds Where a request handed to a worker spent its "
+      "time: body (read after the header), queue (waiting for a worker), handler, answer (the "
+      "hop back to the connection).\n"
+      "# TYPE fieldprof_request_stage_seconds histogram\n";
+  static constexpr const char* kRequestStages[] = {"body", "queue", "handler", "answer"};
+  static_assert(std::size(kRequestStages) == static_cast<size_t>(RequestStage::kCount));
+  for (size_t i = 0; i < request_stages_.size(); ++i) {
+    request_stages_[i].AppendPrometheus(out, "fieldprof_request_stage_seconds",
+                                        std::string("stage=\"") + kRequestStages[i] + "\"");
+  }
+  *out +=
+      "# HELP fieldprof_ingest_stage_seconds Where a batch's handling spent its time: decode "
+      "(decoding and checks), write (the id's lookup and the synced write), fold (into the open "
+      "sums, after the answer).\n"
+      "# TYPE fieldprof_ingest_stage_seconds histogram\n";
+  static constexpr const char* kIngestStages[] = {"decode", "write", "fold"};
+  static_assert(std::size(kIngestStages) == static_cast<size_t>(IngestStage::kCount));
+  for (size_t i = 0; i < ingest_stages_.size(); ++i) {
+    ingest_stages_[i].AppendPrometheus(out, "fieldprof_ingest_stage_seconds",
+                                       std::string("stage=\"") + kIngestStages[i] + "\"");
+  }
 }
 
 }  // namespace fieldprof::aggregator

@@ -18,6 +18,21 @@ namespace fieldprof::aggregator {
 void AppendPrometheusSample(std::string* out, const char* name, const char* type, const char* help,
                             const std::string& value);
 
+// Durations counted in powers of two (bucket i: floor(log2 ns) == i),
+// exported as a Prometheus histogram with buckets from 1 us to 64 s.
+class DurationHistogram {
+ public:
+  void Add(std::chrono::nanoseconds d);
+  // The histogram's _bucket, _sum and _count lines (no HELP or TYPE), each
+  // with `labels` ("stage=\"decode\"", or empty) before its own.
+  void AppendPrometheus(std::string* out, const std::string& name, const std::string& labels) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, 64> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
 class Metrics {
  public:
   void BatchAccepted(uint64_t records, uint64_t bytes) {
@@ -41,7 +56,23 @@ class Metrics {
   void TlsError() { tls_errors_.fetch_add(1, std::memory_order_relaxed); }
   // Time from a request's complete header to its response being handed to
   // TLS (body read, queueing and handling included).
-  void RequestLatency(std::chrono::nanoseconds d);
+  void RequestLatency(std::chrono::nanoseconds d) { latency_.Add(d); }
+  // Where that time went, for a request handed to a worker thread
+  // (http/server.cc): the rest of the request read after its header, the
+  // wait for a worker, the handler, and the hop back to the connection's
+  // thread with the answer.
+  enum class RequestStage { kBody, kQueue, kHandler, kAnswer, kCount };
+  void RequestStageTime(RequestStage stage, std::chrono::nanoseconds d) {
+    request_stages_[static_cast<size_t>(stage)].Add(d);
+  }
+  // For each batch that passed its checks (ingest/ingest_handler.cc): decoding and the
+  // checks; the store's durable write (the id's lookup and the synced
+  // write, with the wait for the write group before it); and, after the
+  // answer, the fold into the open sums.
+  enum class IngestStage { kDecode, kWrite, kFold, kCount };
+  void IngestStageTime(IngestStage stage, std::chrono::nanoseconds d) {
+    ingest_stages_[static_cast<size_t>(stage)].Add(d);
+  }
   // One snapshot publish cycle (aggregator/publish/publisher.h).
   void PublishCycle(std::chrono::nanoseconds d, uint64_t snapshot_version, uint64_t bytes) {
     publish_cycles_.fetch_add(1, std::memory_order_relaxed);
@@ -95,10 +126,9 @@ class Metrics {
   std::atomic<uint64_t> snapshot_bytes_served_{0};
   std::atomic<uint64_t> answers_kept_{0}, answers_stale_{0}, answers_built_{0},
       answers_refreshed_{0}, answers_warmed_{0}, answers_joined_{0};
-  // Latency histogram: bucket i counts requests with floor(log2 ns) == i.
-  std::array<std::atomic<uint64_t>, 64> latency_buckets_{};
-  std::atomic<uint64_t> latency_count_{0};
-  std::atomic<uint64_t> latency_sum_ns_{0};
+  DurationHistogram latency_;
+  std::array<DurationHistogram, static_cast<size_t>(RequestStage::kCount)> request_stages_;
+  std::array<DurationHistogram, static_cast<size_t>(IngestStage::kCount)> ingest_stages_;
   mutable std::mutex rejected_mutex_;
   std::map<std::string, uint64_t> rejected_;  // GUARDED_BY(rejected_mutex_)
 };

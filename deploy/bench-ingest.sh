@@ -47,6 +47,37 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 tck="$(getconf CLK_TCK)"
 cpu_of() { sed 's/.*) //' "/proc/$1/stat" | awk -v t="$tck" '{printf "%.2f", ($12 + $13) / t}'; }
 
+# Prints where a batch's time went in the aggregator on port $1, from its
+# /metrics: the mean ms a request spent in each stage (the body read after
+# its header, the wait for a worker, decoding and checks, the synced write
+# with its wait for the write group, the hop back with the answer), the
+# fold after the answer, and the share of writes over 8 ms (held up behind
+# something, such as an applier's fold write). An older build without the
+# stages prints nothing.
+stage_report() {
+  curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$1/metrics" | python3 -c '
+import re, sys
+sums, counts, write = {}, {}, {}
+for line in sys.stdin:
+    m = re.match(r"fieldprof_(?:request|ingest)_stage_seconds_(sum|count)\{stage=\"(\w+)\"\} (\S+)", line)
+    if m:
+        (sums if m.group(1) == "sum" else counts)[m.group(2)] = float(m.group(3))
+    m = re.match(r"fieldprof_ingest_stage_seconds_bucket\{stage=\"write\",le=\"([^\"]+)\"\} (\S+)", line)
+    if m:
+        write[m.group(1)] = float(m.group(2))
+if not counts.get("write"):
+    sys.exit(0)
+def mean(s):
+    return 1000 * sums.get(s, 0) / counts[s] if counts.get(s) else float("nan")
+n = write.get("+Inf", 0)
+slow = n - write.get("0.008388608", n)
+print("  a batch, mean ms: body %.2f, queue %.2f, decode %.2f, write %.2f, answer %.2f;"
+      " fold after the answer %.2f; writes over 8 ms %.1f%%" % (
+          mean("body"), mean("queue"), mean("decode"), mean("write"), mean("answer"),
+          mean("fold"), 100 * slow / n if n else 0))
+' || true
+}
+
 # Runs aggregator build $1 at $2 connections for the load's length, its
 # database in $3; sets run_json (the load generator's JSON), run_batches
 # (the batches it stored) and run_cpu (the aggregator's CPU ms a batch, the
@@ -68,6 +99,7 @@ run_aggregator() {
   until curl -sf --cacert "$work/tls/cert.pem" "https://127.0.0.1:$port/metrics" | grep -q '^fieldprof_pending_batches 0$'; do sleep 0.1; done
   run_drain=$(echo "$(date +%s.%N) - $drain_start" | bc)
   cpu_after="$(cpu_of "$pid")"
+  stage_report "$port"
   kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
   run_batches="$(echo "$run_json" | field batches_ok)"
   [[ "${run_batches:-0}" -gt 0 ]] || { echo "bench-ingest: the aggregator ($bin) stored no batch at $conns connections" >&2; exit 1; }

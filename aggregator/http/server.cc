@@ -368,8 +368,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     request_ = parser_->release();
     NoDeadline();  // the handler's time is not the client's
+    using Stage = Metrics::RequestStage;
+    const auto posted = std::chrono::steady_clock::now();
+    server_->metrics()->RequestStageTime(Stage::kBody, posted - started_);
     // Handlers may block (fsync): run them off the I/O threads.
-    net::post(server_->workers(), [self = shared_from_this()] {
+    net::post(server_->workers(), [self = shared_from_this(), posted] {
+      Metrics* metrics = self->server_->metrics();
+      const auto handler_start = std::chrono::steady_clock::now();
+      metrics->RequestStageTime(Stage::kQueue, handler_start - posted);
       const auto& req = self->request_;
       auto view = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
       // The handler may keep the body past its answer (HttpRequest); the
@@ -380,8 +386,12 @@ class Session : public std::enable_shared_from_this<Session> {
           view(req[http::field::if_none_match]), view(req[http::field::authorization]),
           view(req[http::field::accept_encoding]), &body});
       self->server_->ReleaseWork();
+      const auto handler_end = std::chrono::steady_clock::now();
+      metrics->RequestStageTime(Stage::kHandler, handler_end - handler_start);
       std::shared_ptr<AfterAnswer> after = std::move(r.after);
-      net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
+      net::post(self->stream_.get_executor(), [self, r = std::move(r), handler_end]() mutable {
+        self->server_->metrics()->RequestStageTime(Stage::kAnswer,
+                                                   std::chrono::steady_clock::now() - handler_end);
         self->Reply(std::move(r), 0, /*close=*/false);
       });
       // What the handler left runs here, while the answer goes out.

@@ -49,6 +49,9 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
   if (body_storage != nullptr) held->body = std::move(*body_storage);
   const std::string_view body = body_storage != nullptr ? held->body : body_view;
   BatchView& batch = held->batch;
+  using Stage = Metrics::IngestStage;
+  using std::chrono::steady_clock;
+  const steady_clock::time_point decode_start = steady_clock::now();
   // Decoded straight from the body (one pass, no protobuf messages) unless
   // the body is unusual; see common/wire/batch_view.h.
   if (Status s = DecodeBatchView(body, &batch); !s.ok()) {
@@ -85,17 +88,23 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
   }
   const int32_t day =
       DayFromUnixSeconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  const steady_clock::time_point write_start = steady_clock::now();
+  metrics_->IngestStageTime(Stage::kDecode, write_start - decode_start);
   std::function<void()> fold;
   StatusOr<ApplyResult> applied = body_storage != nullptr
                                       ? store_->ApplyBatchFoldLater(batch, body, day, &fold)
-                                      : store_->ApplyBatch(batch, body, day);
+                                      : store_->ApplyBatch(batch, body, day);  // folds too
+  metrics_->IngestStageTime(Stage::kWrite, steady_clock::now() - write_start);
   // What the store left (the batch is durable and counted) runs once,
   // whatever happens below: after the answer, or when `after` goes.
   std::shared_ptr<AfterAnswer> after;
   if (fold) {
-    after = std::make_shared<AfterAnswer>([held, fold = std::move(fold)]() mutable {
-      std::exchange(fold, nullptr)();  // and the store's lock with it
-    });
+    after =
+        std::make_shared<AfterAnswer>([held, fold = std::move(fold), metrics = metrics_]() mutable {
+          const steady_clock::time_point fold_start = steady_clock::now();
+          std::exchange(fold, nullptr)();  // and the store's lock with it
+          metrics->IngestStageTime(Stage::kFold, steady_clock::now() - fold_start);
+        });
   }
   if (!applied.ok()) {
     metrics_->StoreError();

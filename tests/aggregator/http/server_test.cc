@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -15,6 +16,7 @@
 #include <future>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "aggregator/http/router.h"
 #include "aggregator/store/calendar_tree.h"
@@ -270,6 +272,73 @@ TEST_F(ServerTest, IngestIsExactlyOnceAndQueryable) {
   EXPECT_EQ(c.Get("/v1/apis?limit=2")->status, 200);
   EXPECT_EQ(metrics_.batches_accepted(), 1u);
   EXPECT_EQ(metrics_.batches_duplicate(), 1u);
+}
+
+// /metrics says where a batch's time went: each stage of the request
+// (the body after the header, the wait for a worker, the handler, the hop
+// back) and of the batch's handling (decoding and checks, the synced
+// write, the fold after the answer), as Prometheus histograms.
+TEST_F(ServerTest, MetricsTellWhereABatchsTimeWent) {
+  StartServer();
+  HttpsClient c(ClientOptions());
+  const std::string fold_count = "fieldprof_ingest_stage_seconds_count{stage=\"fold\"}";
+  auto before = c.Get("/metrics");
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ(fieldprof::testing::MetricValue(before->body, fold_count), 0.0) << before->body;
+  auto r = Post(c, SimpleBatch(IdOf(7), "libz.so.1", "deflate", 900, 3).SerializeAsString());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->status, 200) << r->body;
+  // The fold runs after the answer: its time is counted once it is done.
+  std::string text;
+  ASSERT_TRUE(WaitUntil([&] {
+    auto m = c.Get("/metrics");
+    if (!m.ok()) return false;
+    text = m->body;
+    return fieldprof::testing::MetricValue(text, fold_count) == 1.0;
+  })) << text;
+  for (const char* stage : {"decode", "write", "fold"}) {
+    const std::string labels = std::string("{stage=\"") + stage + "\"}";
+    EXPECT_EQ(
+        fieldprof::testing::MetricValue(text, "fieldprof_ingest_stage_seconds_count" + labels), 1.0)
+        << stage;
+    const std::optional<double> sum =
+        fieldprof::testing::MetricValue(text, "fieldprof_ingest_stage_seconds_sum" + labels);
+    ASSERT_TRUE(sum.has_value()) << stage;
+    EXPECT_GT(*sum, 0) << stage;
+    EXPECT_EQ(fieldprof::testing::MetricValue(
+                  text, std::string("fieldprof_ingest_stage_seconds_bucket{stage=\"") + stage +
+                            "\",le=\"+Inf\"}"),
+              1.0)
+        << stage;
+  }
+  // Every request handed to a worker counts each of its stages: the POST
+  // and the /metrics requests before this one; this one, still in its
+  // handler, has counted its body and its wait for a worker.
+  const std::optional<double> handled = fieldprof::testing::MetricValue(
+      text, "fieldprof_request_stage_seconds_count{stage=\"handler\"}");
+  ASSERT_TRUE(handled.has_value()) << text;
+  EXPECT_GE(*handled, 2.0);
+  auto request_stage = [&](const char* stage) {
+    return fieldprof::testing::MetricValue(
+        text, std::string("fieldprof_request_stage_seconds_count{stage=\"") + stage + "\"}");
+  };
+  EXPECT_EQ(request_stage("body"), *handled + 1);
+  EXPECT_EQ(request_stage("queue"), *handled + 1);
+  EXPECT_EQ(request_stage("answer"), *handled);
+  // The write's one sample in its buckets: 27 of them (1 us .. 64 s),
+  // cumulative, ending at 1 before +Inf.
+  const std::string write_bucket = "fieldprof_ingest_stage_seconds_bucket{stage=\"write\",le=\"";
+  std::vector<double> cumulative;
+  for (size_t at = text.find(write_bucket); at != std::string::npos;
+       at = text.find(write_bucket, at + 1)) {
+    const size_t value = text.find("} ", at);
+    ASSERT_NE(value, std::string::npos);
+    if (text.compare(at + write_bucket.size(), 4, "+Inf") == 0) continue;
+    cumulative.push_back(std::strtod(text.c_str() + value + 2, nullptr));
+  }
+  ASSERT_EQ(cumulative.size(), 27u) << text;
+  EXPECT_TRUE(std::is_sorted(cumulative.begin(), cumulative.end())) << text;
+  EXPECT_EQ(cumulative.back(), 1.0) << text;
 }
 
 TEST_F(ServerTest, ListingOrdersByCallsOrByMean) {
