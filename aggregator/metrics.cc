@@ -36,7 +36,7 @@ void DurationHistogram::AppendPrometheus(std::string* out, const std::string& na
   uint64_t cumulative = 0;
   for (int i = 0; i < 64; ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
-    if (i < 9 || i > 35) continue;  // 1 us .. 64 s in powers of two
+    if (i < 9 || i > 35) continue;  // le 2^10 ns (~1 us) .. 2^36 ns (~69 s)
     char le[32];
     std::snprintf(le, sizeof le, "%.9g", static_cast<double>(uint64_t{1} << (i + 1)) / 1e9);
     *out += name + "_bucket" + before_le + "le=\"" + le + "\"} " +

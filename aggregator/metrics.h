@@ -19,7 +19,8 @@ void AppendPrometheusSample(std::string* out, const char* name, const char* type
                             const std::string& value);
 
 // Durations counted in powers of two (bucket i: floor(log2 ns) == i),
-// exported as a Prometheus histogram with buckets from 1 us to 64 s.
+// exported as a Prometheus histogram with buckets from 2^10 ns (~1 us)
+// to 2^36 ns (~69 s).
 class DurationHistogram {
  public:
   void Add(std::chrono::nanoseconds d);
@@ -58,17 +59,20 @@ class Metrics {
   // TLS (body read, queueing and handling included).
   void RequestLatency(std::chrono::nanoseconds d) { latency_.Add(d); }
   // Where that time went, for a request handed to a worker thread
-  // (http/server.cc): the rest of the request read after its header, the
-  // wait for a worker, the handler, and the hop back to the connection's
-  // thread with the answer.
+  // (http/server.cc): from the end of its header (with any 100 Continue
+  // exchange) until it is handed to the worker pool, the wait for a
+  // worker, the handler, and the hop back to the connection's thread with
+  // the answer (its TLS write not included).
   enum class RequestStage { kBody, kQueue, kHandler, kAnswer, kCount };
   void RequestStageTime(RequestStage stage, std::chrono::nanoseconds d) {
     request_stages_[static_cast<size_t>(stage)].Add(d);
   }
-  // For each batch that passed its checks (ingest/ingest_handler.cc): decoding and the
-  // checks; the store's durable write (the id's lookup and the synced
-  // write, with the wait for the write group before it); and, after the
-  // answer, the fold into the open sums.
+  // A batch's handling (ingest/ingest_handler.cc): decoding and the checks
+  // of a batch that passed them; the store's write of an accepted batch
+  // (the id's lookup and the synced write, with the waits for its id's
+  // lock and the write group before it); and, after the answer, its fold
+  // into the open sums (RocksDB; the ClickHouse store has none, its write
+  // is all of it).
   enum class IngestStage { kDecode, kWrite, kFold, kCount };
   void IngestStageTime(IngestStage stage, std::chrono::nanoseconds d) {
     ingest_stages_[static_cast<size_t>(stage)].Add(d);

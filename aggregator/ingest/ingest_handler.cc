@@ -94,7 +94,10 @@ HttpResponse IngestHandler::Ingest(std::string_view content_type, std::string_vi
   StatusOr<ApplyResult> applied = body_storage != nullptr
                                       ? store_->ApplyBatchFoldLater(batch, body, day, &fold)
                                       : store_->ApplyBatch(batch, body, day);  // folds too
-  metrics_->IngestStageTime(Stage::kWrite, steady_clock::now() - write_start);
+  // A write's time: a duplicate's lookup or a refusal would pull it down.
+  if (applied.ok() && !applied->duplicate) {
+    metrics_->IngestStageTime(Stage::kWrite, steady_clock::now() - write_start);
+  }
   // What the store left (the batch is durable and counted) runs once,
   // whatever happens below: after the answer, or when `after` goes.
   std::shared_ptr<AfterAnswer> after;

@@ -150,9 +150,10 @@ bool WaitUntil(Condition condition, std::chrono::milliseconds deadline = std::ch
   }
 }
 
-// The value of the sample `name` (a metric without labels, "name VALUE" on
-// a line of its own) in Prometheus text, or nullopt when the text has no
-// such line: a test that a counter stayed 0 must tell 0 from missing.
+// The value of the sample `name` ("name VALUE" on a line of its own; a
+// labelled sample's name with its labels as printed, name{a="b"}) in
+// Prometheus text, or nullopt when the text has no such line: a test that
+// a counter stayed 0 must tell 0 from missing.
 inline std::optional<double> MetricValue(const std::string& text, const std::string& name) {
   const std::string at_start = name + " ";
   size_t pos = text.rfind("\n" + at_start);
