@@ -13,7 +13,9 @@
 # aggregator's for the whole load and the fold of its backlog, the load
 # generator's beside it, the reference's with RocksDB's background work): on
 # a machine whose cores the load keeps busy, what a batch costs in CPU sets
-# the rate. Everything binds to 127.0.0.1 and stops.
+# the rate. After each aggregator run, a line says where a request's time
+# went (the stages its /metrics times). Everything binds to 127.0.0.1 and
+# stops.
 # CONNECTIONS may be a list (1,4,16): the aggregator and the RocksDB
 # references then run at each count, ROUNDS times (default 3) in turn, a
 # fresh database each, and the summary gives the medians and their ratio
