@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iterator>
 
 #include "common/statistics/histogram.h"
 
@@ -49,6 +48,23 @@ void DurationHistogram::AppendPrometheus(std::string* out, const std::string& na
   *out += name + "_sum" + braced + " " + sum + "\n";
   *out += name + "_count" + braced + " " + std::to_string(count) + "\n";
 }
+
+namespace {
+
+// A histogram family by stage: its HELP and TYPE, then one histogram for
+// each of `stages` (its label values, as many as histograms: checked by
+// the compiler).
+template <size_t N>
+void AppendStages(std::string* out, const char* name, const char* help,
+                  const char* const (&stages)[N],
+                  const std::array<DurationHistogram, N>& histograms) {
+  *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  for (size_t i = 0; i < N; ++i) {
+    histograms[i].AppendPrometheus(out, name, std::string("stage=\"") + stages[i] + "\"");
+  }
+}
+
+}  // namespace
 
 void AppendPrometheusSample(std::string* out, const char* name, const char* type, const char* help,
                             const std::string& value) {
@@ -137,28 +153,16 @@ void Metrics::AppendPrometheus(std::string* out) const {
       "# HELP fieldprof_request_duration_seconds Request handling time.\n"
       "# TYPE fieldprof_request_duration_seconds histogram\n";
   latency_.AppendPrometheus(out, "fieldprof_request_duration_seconds", "");
-  *out +=
-      "# HELP fieldprof_request_stage_seconds Where a request handed to a worker spent its "
-      "time: body (read after the header), queue (waiting for a worker), handler, answer (the "
-      "hop back to the connection).\n"
-      "# TYPE fieldprof_request_stage_seconds histogram\n";
-  static constexpr const char* kRequestStages[] = {"body", "queue", "handler", "answer"};
-  static_assert(std::size(kRequestStages) == static_cast<size_t>(RequestStage::kCount));
-  for (size_t i = 0; i < request_stages_.size(); ++i) {
-    request_stages_[i].AppendPrometheus(out, "fieldprof_request_stage_seconds",
-                                        std::string("stage=\"") + kRequestStages[i] + "\"");
-  }
-  *out +=
-      "# HELP fieldprof_ingest_stage_seconds Where a batch's handling spent its time: decode "
-      "(decoding and checks), write (the id's lookup and the synced write), fold (into the open "
-      "sums, after the answer).\n"
-      "# TYPE fieldprof_ingest_stage_seconds histogram\n";
-  static constexpr const char* kIngestStages[] = {"decode", "write", "fold"};
-  static_assert(std::size(kIngestStages) == static_cast<size_t>(IngestStage::kCount));
-  for (size_t i = 0; i < ingest_stages_.size(); ++i) {
-    ingest_stages_[i].AppendPrometheus(out, "fieldprof_ingest_stage_seconds",
-                                       std::string("stage=\"") + kIngestStages[i] + "\"");
-  }
+  AppendStages(out, "fieldprof_request_stage_seconds",
+               "Where a request handed to a worker spent its time: body (from the end of its "
+               "header until handed to the workers), queue (waiting for a worker), handler, "
+               "answer (the hop back to the connection).",
+               {"body", "queue", "handler", "answer"}, request_stages_);
+  AppendStages(out, "fieldprof_ingest_stage_seconds",
+               "Where a batch's handling spent its time: decode (decoding and the checks, of "
+               "batches that pass them), write (an accepted batch's id lookup and synced write), "
+               "fold (into the open sums, after the answer).",
+               {"decode", "write", "fold"}, ingest_stages_);
 }
 
 }  // namespace fieldprof::aggregator

@@ -201,7 +201,11 @@ class PrivacyTest : public ::testing::Test {
     EXPECT_TRUE(p.ok() && p->status == 200) << (p.ok() ? p->body : p.status().ToString());
     const std::string apis = get("/v1/apis?limit=100000");
     EXPECT_NE(apis.find("libc.so.6"), std::string::npos) << "nothing of the system's published";
-    left += apis + get("/v1/modules") + get("/v1/recent") + get("/metrics");
+    const std::string metrics = get("/metrics");
+    EXPECT_NE(metrics.find("fieldprof_ingest_stage_seconds_count{stage=\"write\"}"),
+              std::string::npos)
+        << "the batches' stage times were not in the /metrics answer grepped";
+    left += apis + get("/v1/modules") + get("/v1/recent") + metrics;
     std::set<std::string> modules;
     const nlohmann::json j = nlohmann::json::parse(apis, nullptr, false);
     if (j.is_object()) {
