@@ -3,6 +3,7 @@
 #ifndef FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_
 #define FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -173,6 +174,21 @@ inline std::string IdOf(uint64_t n) {
   for (int i = 0; i < 8; ++i) id[i] = static_cast<char>(n >> (8 * i));
   id[15] = 'T';
   return id;
+}
+
+// The whole of /proc/<pid>/<name>, or "" when the process is gone. Another
+// process's file can fail between open and read (ESRCH once it has ended),
+// and std::ifstream's buffer turns that failure into an exception.
+inline std::string ProcFile(pid_t pid, const std::string& name) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return n < 0 ? "" : text;
 }
 
 // Runs a shell command; its stdout in `out`, its exit code returned (-1 if

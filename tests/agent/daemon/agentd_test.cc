@@ -1834,8 +1834,7 @@ TEST_F(AgentCrashTest, ASigtermDuringAPassStopsTheDaemonWhenThePassEnds) {
     ASSERT_EQ(waitpid(daemon, &st, WNOHANG), 0) << "the daemon ended early\n" << ReadLog();
     pid_t child = 0;
     if (!(std::ifstream(children) >> child)) continue;
-    std::ifstream in("/proc/" + std::to_string(child) + "/stat");
-    const std::string stat(std::istreambuf_iterator<char>(in), {});
+    const std::string stat = testing::ProcFile(child, "stat");
     const size_t paren = stat.rfind(')');
     if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') {
       pass = child;

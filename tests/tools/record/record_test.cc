@@ -257,8 +257,7 @@ pid_t FindInGroup(pid_t pgid, const std::string& exe) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string pid = e.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const std::string stat = testing::ProcFile(std::stoi(pid), "stat");
     const size_t open = stat.find('('), close = stat.rfind(')');
     if (open == std::string::npos || close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));
@@ -270,10 +269,10 @@ pid_t FindInGroup(pid_t pgid, const std::string& exe) {
   return 0;
 }
 
-// CPU time (user + system, in clock ticks) of `pid` so far.
+// CPU time (user + system, in clock ticks) of `pid` so far; 0 once it has
+// ended and been reaped.
 long CpuTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const std::string stat = testing::ProcFile(pid, "stat");
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream rest(stat.substr(close + 2));
@@ -705,8 +704,7 @@ TEST(RecordTest, WithPrivilegesTheCommandIsRecordedInACgroupOfItsOwn) {
   pid_t sleeper = 0;
   pid_file >> sleeper;
   ASSERT_GT(sleeper, 0);
-  std::ifstream sleeper_group("/proc/" + std::to_string(sleeper) + "/cgroup");
-  std::string groups((std::istreambuf_iterator<char>(sleeper_group)), {});
+  const std::string groups = testing::ProcFile(sleeper, "cgroup");
   kill(sleeper, SIGKILL);
   EXPECT_NE(groups.find("0::"), std::string::npos) << "the process left behind is gone";
   EXPECT_EQ(groups.find("fieldprof-record-"), std::string::npos) << groups;
