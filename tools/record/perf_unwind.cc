@@ -105,8 +105,18 @@ struct Image {
   // one apart). A thread made again with the same id is watched again.
   std::unordered_map<uint32_t, std::string> open_wait;
   std::unordered_set<uint32_t> exited;
+  // Each thread's last switch: off the CPU (true) or onto it. Two in the
+  // same direction mean the kernel's record of the switch between them is
+  // missing: a full ring whose loss was never told (its count comes with
+  // the ring's next record, and under load a thread can end first), seen
+  // as a wait that never ended. They are counted as switch records lost.
+  std::unordered_map<uint32_t, bool> last_out;
+  uint64_t switches_lost = 0;
 
   void AddSwitchRecords(uint32_t tid, const std::string& records, bool out) {
+    auto [last, fresh] = last_out.try_emplace(tid, out);
+    if (!fresh && last->second == out) ++switches_lost;
+    last->second = out;
     auto held = open_wait.find(tid);
     if (held != open_wait.end()) {  // an earlier switch off, whatever follows
       samples += held->second;
@@ -364,7 +374,6 @@ Status ReadRecords(const std::string& dir, std::vector<std::unique_ptr<Mapped>>*
     files->push_back(std::move(m));
   }
   if (ec) return IOError("cannot read " + dir + ": " + ec.message());
-  if (ec) return IOError("cannot read " + dir + ": " + ec.message());
   std::stable_sort(entries->begin(), entries->end(),
                    [](const Entry& a, const Entry& b) { return a.time < b.time; });
   return Status();
@@ -536,6 +545,7 @@ void Replay(const Entry& e, Images* images, std::vector<uint64_t>* ips, PerfUnwi
         images->Begin(pid, e.time, parent != images->live.end() ? parent->second : nullptr, false);
       } else if (auto it = images->live.find(pid); it != images->live.end()) {
         it->second->exited.erase(tid);  // a new thread, perhaps with an old one's id
+        it->second->last_out.erase(tid);
       }
       break;
     }
@@ -609,6 +619,7 @@ Status WriteImages(const Images& images, const std::string& out_dir, uint32_t hz
       raw::Trailer t{};
       t.end_ns = im->end_ns;
       if (!lost_told) t.dropped = sum.lost;
+      t.switches_lost = im->switches_lost;
       lost_told = true;
       out.push_back('E');
       out.append(reinterpret_cast<const char*>(&t), sizeof t);

@@ -17,7 +17,9 @@
 // Each prints what it did and exits 0. On stderr: how long the waits took,
 // and each thread's voluntary and involuntary context switches as the
 // kernel counts them (/proc/thread-self/status), to check a recording's
-// switch counts against.
+// switch counts against; for the players also as their own code began
+// ("started TID VOLUNTARY INVOLUNTARY"): a switch before then may come
+// before a sampler in the program watches the thread.
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -84,7 +86,8 @@ __attribute__((noinline)) void WaitForTurn(long parity) {
 pthread_barrier_t g_start;
 
 Switches g_players[2];
-bool g_rings = false;  // pingpong-rings
+Switches g_started[2];  // each player's count as its own code began
+bool g_rings = false;   // pingpong-rings
 
 // This thread's context-switch ring, as the sampler opens it (switches.cc);
 // null when the kernel refuses.
@@ -111,6 +114,7 @@ perf_event_mmap_page* OpenSwitchRing() {
 // printing could wait on stdio's lock after the count was read.
 void* Player(void* arg) {
   const long parity = reinterpret_cast<long>(arg);
+  g_started[parity] = ReadSwitches();
   perf_event_mmap_page* ring = g_rings ? OpenSwitchRing() : nullptr;
   if (g_rings && ring == nullptr) {
     std::fprintf(stderr, "waits: perf_event_open refused a switch ring\n");
@@ -173,6 +177,9 @@ int main(int argc, char** argv) {
     pthread_join(a, nullptr);
     pthread_join(b, nullptr);
     std::printf("pingpong: %ld turns\n", g_turn);
+    for (const Switches& s : g_started) {
+      std::fprintf(stderr, "started %ld %ld %ld\n", s.tid, s.voluntary, s.involuntary);
+    }
     Print(g_players[0]);
     Print(g_players[1]);
   } else if (std::strcmp(argv[1], "sleeper") == 0) {
