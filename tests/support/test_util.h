@@ -181,14 +181,19 @@ inline std::string IdOf(uint64_t n) {
 // and std::ifstream's buffer turns that failure into an exception.
 inline std::string ProcFile(pid_t pid, const std::string& name) {
   const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   std::string text;
   char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return n < 0 ? "" : text;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return n < 0 ? "" : text;
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
 }
 
 // Runs a shell command; its stdout in `out`, its exit code returned (-1 if

@@ -61,18 +61,21 @@ std::string SwitchRecord(uint32_t tid, uint64_t time, Switch s) {
   return out;
 }
 
-// The process's exit (its main thread's): its image ends there.
-std::string ExitRecord(uint64_t time) {
+// A thread's start (FORK) or end (EXIT) in the process: pid, ppid, tid,
+// ptid, time. The main thread's exit ends the process's image.
+std::string TaskRecord(uint32_t type, uint32_t tid, uint64_t time) {
   std::string out;
-  PutHeader(&out, PERF_RECORD_EXIT, 0, 4 * 4 + 8);
-  PutBytes(&out, kPid);  // pid, ppid, tid, ptid, time
-  PutBytes(&out, uint32_t{1});
+  PutHeader(&out, type, 0, 4 * 4 + 8);
   PutBytes(&out, kPid);
-  PutBytes(&out, uint32_t{1});
+  PutBytes(&out, tid == kPid ? uint32_t{1} : kPid);
+  PutBytes(&out, tid);
+  PutBytes(&out, tid == kPid ? uint32_t{1} : kPid);
   PutBytes(&out, time);
-  PutTrailer(&out, kPid, time);
+  PutTrailer(&out, tid, time);
   return out;
 }
+
+std::string ExitRecord(uint64_t time) { return TaskRecord(PERF_RECORD_EXIT, kPid, time); }
 
 struct Told {
   uint64_t to_idle = 0, from_idle = 0, switches_lost = 0, preemptions = 0;
@@ -143,6 +146,23 @@ TEST(PerfUnwindTest, TheSwitchOffBeforeTheExitIsNoWait) {
                ExitRecord(5000), SwitchRecord(kPid, 6000, Switch::kWait)});
   EXPECT_EQ(t.to_idle, 1u);
   EXPECT_EQ(t.from_idle, 1u);
+  EXPECT_EQ(t.switches_lost, 0u);
+}
+
+// A thread that ends on the CPU, and a new one given its id: the new
+// thread's first switch onto a CPU follows the old one's last, and is no
+// gap.
+TEST(PerfUnwindTest, AThreadIdUsedAgainStartsAfresh) {
+  constexpr uint32_t kTid = kPid + 1;
+  const Told t =
+      Unwound({SwitchRecord(kPid, 500, Switch::kIn), TaskRecord(PERF_RECORD_FORK, kTid, 900),
+               SwitchRecord(kTid, 1000, Switch::kIn), SwitchRecord(kTid, 2000, Switch::kWait),
+               SwitchRecord(kTid, 3000, Switch::kIn), TaskRecord(PERF_RECORD_EXIT, kTid, 4000),
+               TaskRecord(PERF_RECORD_FORK, kTid, 5000), SwitchRecord(kTid, 6000, Switch::kIn),
+               SwitchRecord(kTid, 7000, Switch::kWait), SwitchRecord(kTid, 8000, Switch::kIn),
+               ExitRecord(9000)});
+  EXPECT_EQ(t.to_idle, 2u);
+  EXPECT_EQ(t.from_idle, 2u);
   EXPECT_EQ(t.switches_lost, 0u);
 }
 
