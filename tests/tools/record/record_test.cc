@@ -1030,10 +1030,11 @@ TEST(RecordTest, PingPongWaitsMatchTheKernelsSwitchCounts) {
 TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
   TempDir dir;
   const std::string as = Unprivileged(dir);
-  // The phases take about 0.8 s of CPU (0.2 + 0.2 + 2 x 0.2) when they have
-  // the CPUs to themselves; they spin by the wall clock, so on a machine
-  // running tests side by side they get less. Bash's `times` says what
-  // they had, and the samples are held to that.
+  // The program spins until its thread has had 0.4 s of CPU: the work is
+  // the same on a machine running tests side by side (the phases, which
+  // spin by the wall clock, got under 0.1 s of CPU beside a crowd of 16
+  // spinning threads). Bash's `times` says what it had, start and exit
+  // included, and the samples are held to that.
   struct Run {
     std::string out;
     double cpu = 0;
@@ -1041,11 +1042,11 @@ TEST(RecordTest, TheTaskClockSamplesAtTheRateAsked) {
   };
   auto record = [&](const std::string& options, const std::string& name) {
     Run run;
-    EXPECT_EQ(
-        RunCommand(as + kCli + " record " + options + " -o " + dir.File(name) + " -- bash -c '" +
-                       kPhases + " >/dev/null; s=$?; times >&2; exit $s'" + " 2>&1 >/dev/null",
-                   &run.out),
-        3)
+    EXPECT_EQ(RunCommand(as + kCli + " record " + options + " -o " + dir.File(name) +
+                             " -- bash -c '" + kPhases +
+                             " cpu 0.4 >/dev/null; s=$?; times >&2; exit $s'" + " 2>&1 >/dev/null",
+                         &run.out),
+              0)
         << run.out;
     // The second line of `times`: the children's user and system time.
     std::smatch m;
