@@ -3,7 +3,6 @@
 #ifndef FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_
 #define FIELDPROF_TESTS_SUPPORT_TEST_UTIL_H_
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -20,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "common/base/durable_file.h"
 #include "common/proto/fieldprof.pb.h"
 #include "common/statistics/histogram.h"
 #include "common/wire/wire.h"
@@ -180,20 +180,8 @@ inline std::string IdOf(uint64_t n) {
 // process's file can fail between open and read (ESRCH once it has ended),
 // and std::ifstream's buffer turns that failure into an exception.
 inline std::string ProcFile(pid_t pid, const std::string& name) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return n < 0 ? "" : text;
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
+  StatusOr<std::string> text = ReadWholeFile("/proc/" + std::to_string(pid) + "/" + name);
+  return text.ok() ? std::move(text).value() : std::string();
 }
 
 // Runs a shell command; its stdout in `out`, its exit code returned (-1 if

@@ -107,9 +107,9 @@ struct Image {
   std::unordered_set<uint32_t> exited;
   // Each thread's last switch: off the CPU (true) or onto it. Two in the
   // same direction mean the kernel's record of the switch between them is
-  // missing: a full ring whose loss was never told (its count comes with
-  // the ring's next record, and under load a thread can end first), seen
-  // as a wait that never ended. They are counted as switch records lost.
+  // missing, lost to a full ring; a loss it never told (it tells one with
+  // the ring's next record, and a CPU's ring may get none after) shows
+  // only so. Counted as switch records lost, one a gap.
   std::unordered_map<uint32_t, bool> last_out;
   uint64_t switches_lost = 0;
 

@@ -8,9 +8,10 @@
 #include <linux/perf_event.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
-#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
@@ -75,17 +76,35 @@ std::string TaskRecord(uint32_t type, uint32_t tid, uint64_t time) {
   return out;
 }
 
-std::string ExitRecord(uint64_t time) { return TaskRecord(PERF_RECORD_EXIT, kPid, time); }
-
 struct Told {
   uint64_t to_idle = 0, from_idle = 0, switches_lost = 0, preemptions = 0;
 };
 
-// The recording made of one CPU's ring holding `records`.
-Told Unwound(const std::vector<std::string>& records) {
-  TempDir dir;
+// The recording made of one CPU's ring written from `script`: records in
+// its order, a microsecond apart, each a word: `in`, `wait` or `preempt`
+// (a switch), `fork` or `exit` (a thread's start or end), of the main
+// thread, or with `:N` of thread kPid + N ("in:1").
+Told Unwound(const std::string& script) {
   std::string ring;
-  for (const std::string& r : records) ring += r;
+  uint64_t time = 0;
+  std::istringstream words(script);
+  for (std::string word; words >> word;) {
+    time += 1000;
+    const size_t colon = word.find(':');
+    const uint32_t tid =
+        kPid + (colon == std::string::npos ? 0 : std::stoul(word.substr(colon + 1)));
+    const std::string what = word.substr(0, colon);
+    if (what == "in" || what == "wait" || what == "preempt") {
+      ring += SwitchRecord(tid, time,
+                           what == "in"     ? Switch::kIn
+                           : what == "wait" ? Switch::kWait
+                                            : Switch::kPreempt);
+    } else {
+      EXPECT_TRUE(what == "fork" || what == "exit") << word;
+      ring += TaskRecord(what == "fork" ? PERF_RECORD_FORK : PERF_RECORD_EXIT, tid, time);
+    }
+  }
+  TempDir dir;
   std::ofstream(dir.File("cpu0.perf"), std::ios::binary) << ring;
   std::filesystem::create_directory(dir.File("raw"));
   EXPECT_TRUE(UnwindPerfSamples(dir.path(), dir.File("raw"), 999, false, /*idle=*/true).ok());
@@ -104,46 +123,31 @@ Told Unwound(const std::vector<std::string>& records) {
 }
 
 TEST(PerfUnwindTest, EachWaitEndsAtTheThreadsNextSwitchIn) {
-  const Told t =
-      Unwound({SwitchRecord(kPid, 1000, Switch::kIn), SwitchRecord(kPid, 2000, Switch::kWait),
-               SwitchRecord(kPid, 3000, Switch::kIn), SwitchRecord(kPid, 4000, Switch::kPreempt),
-               SwitchRecord(kPid, 5000, Switch::kIn), SwitchRecord(kPid, 6000, Switch::kWait),
-               SwitchRecord(kPid, 7000, Switch::kIn), ExitRecord(8000)});
+  const Told t = Unwound("in wait in preempt in wait in exit");
   EXPECT_EQ(t.to_idle, 2u);
   EXPECT_EQ(t.from_idle, 2u);
   EXPECT_EQ(t.preemptions, 1u);
   EXPECT_EQ(t.switches_lost, 0u);
 }
 
-// The switch in at about 5000 is missing: the wait at 4000 has no end, and
-// the recording says a record was lost. So too a missing switch off
-// (two switches in a row onto the CPU).
+// A switch in missing after the second wait: that wait has no end, and
+// the recording says a record was lost. So too a missing switch off (two
+// switches in a row onto the CPU), which loses a wait instead.
 TEST(PerfUnwindTest, AMissingSwitchIsCountedAsLost) {
-  const Told in_missing =
-      Unwound({SwitchRecord(kPid, 1000, Switch::kIn), SwitchRecord(kPid, 2000, Switch::kWait),
-               SwitchRecord(kPid, 3000, Switch::kIn), SwitchRecord(kPid, 4000, Switch::kWait),
-               SwitchRecord(kPid, 6000, Switch::kWait), SwitchRecord(kPid, 7000, Switch::kIn),
-               ExitRecord(8000)});
+  const Told in_missing = Unwound("in wait in wait wait in exit");
   EXPECT_EQ(in_missing.to_idle, 3u);
   EXPECT_EQ(in_missing.from_idle, 2u);
   EXPECT_EQ(in_missing.switches_lost, 1u);
-  const Told out_missing =
-      Unwound({SwitchRecord(kPid, 1000, Switch::kIn), SwitchRecord(kPid, 2000, Switch::kWait),
-               SwitchRecord(kPid, 3000, Switch::kIn), SwitchRecord(kPid, 5000, Switch::kIn),
-               SwitchRecord(kPid, 6000, Switch::kWait), SwitchRecord(kPid, 7000, Switch::kIn),
-               ExitRecord(8000)});
+  const Told out_missing = Unwound("in wait in in wait in exit");
   EXPECT_EQ(out_missing.to_idle, 2u);
   EXPECT_EQ(out_missing.from_idle, 2u);
   EXPECT_EQ(out_missing.switches_lost, 1u);
 }
 
 // A switch off that the thread's exit follows is its last, as it ends: no
-// wait, and nothing lost.
+// wait, and nothing lost; nor is one recorded after the exit.
 TEST(PerfUnwindTest, TheSwitchOffBeforeTheExitIsNoWait) {
-  const Told t =
-      Unwound({SwitchRecord(kPid, 1000, Switch::kIn), SwitchRecord(kPid, 2000, Switch::kWait),
-               SwitchRecord(kPid, 3000, Switch::kIn), SwitchRecord(kPid, 4000, Switch::kWait),
-               ExitRecord(5000), SwitchRecord(kPid, 6000, Switch::kWait)});
+  const Told t = Unwound("in wait in wait exit wait");
   EXPECT_EQ(t.to_idle, 1u);
   EXPECT_EQ(t.from_idle, 1u);
   EXPECT_EQ(t.switches_lost, 0u);
@@ -153,14 +157,7 @@ TEST(PerfUnwindTest, TheSwitchOffBeforeTheExitIsNoWait) {
 // thread's first switch onto a CPU follows the old one's last, and is no
 // gap.
 TEST(PerfUnwindTest, AThreadIdUsedAgainStartsAfresh) {
-  constexpr uint32_t kTid = kPid + 1;
-  const Told t =
-      Unwound({SwitchRecord(kPid, 500, Switch::kIn), TaskRecord(PERF_RECORD_FORK, kTid, 900),
-               SwitchRecord(kTid, 1000, Switch::kIn), SwitchRecord(kTid, 2000, Switch::kWait),
-               SwitchRecord(kTid, 3000, Switch::kIn), TaskRecord(PERF_RECORD_EXIT, kTid, 4000),
-               TaskRecord(PERF_RECORD_FORK, kTid, 5000), SwitchRecord(kTid, 6000, Switch::kIn),
-               SwitchRecord(kTid, 7000, Switch::kWait), SwitchRecord(kTid, 8000, Switch::kIn),
-               ExitRecord(9000)});
+  const Told t = Unwound("in fork:1 in:1 wait:1 in:1 exit:1 fork:1 in:1 wait:1 in:1 exit");
   EXPECT_EQ(t.to_idle, 2u);
   EXPECT_EQ(t.from_idle, 2u);
   EXPECT_EQ(t.switches_lost, 0u);

@@ -966,15 +966,15 @@ void PingPongWaitsMatch(const std::string& as, const std::string& flags) {
     // creation). More only by a wait after the thread read its count:
     // outside any wrapped call in the program (its exit, once in a while);
     // from outside, where every wait has its stack, a wait or two on the
-    // way to its end (storing its count, returning). A switch record
-    // missing between two of the thread's others (which the report counts
-    // as lost) leaves a wait without its end.
+    // way to its end (storing its count, returning).
     const long long waits = NumberAfter(report, "idle transitions: ");
     const long long after = flags.empty() ? std::max(0LL, NumberAfter(report, "not waits); ")) : 3;
-    // From outside such gaps are what the report counts as lost; they come
-    // with the kernel's losses: those it told, and at most one a CPU's
-    // ring it never got to tell, at the end. (In the program the count is
-    // the losses the kernel told of the threads' own rings.)
+    // A switch record missing between two of the thread's others leaves
+    // a wait without its end (or loses one), and the report counts it as
+    // lost. From outside such gaps come with the kernel's losses: those it
+    // told, and at most one a CPU's ring it never got to tell, at the end.
+    // (In the program the count is the losses the kernel told of the
+    // threads' own rings.)
     const long long missing = std::max(0LL, NumberAfter(report, "incomplete: "));
     if (!flags.empty()) {
       EXPECT_LE(missing, lost + std::thread::hardware_concurrency()) << report;
