@@ -22,6 +22,11 @@
 # at each. The reference has the machine to itself; the aggregator shares
 # its cores with the load generator.
 #
+# Each round also runs the aggregator without its sync (--sync=false, a
+# switch for benchmarks only): what its CPU alone allows at that count, the
+# most any change to the synced write could reach on this machine in this
+# hour. CEILING=0 leaves that run out.
+#
 # With BASE_AGG=<another build's fieldprof-aggregator>, a last part runs
 # that build and this one in turn, ROUNDS times, at the largest count: the
 # CPU a batch and batches/s of each, interleaved, and their medians, to
@@ -29,6 +34,7 @@
 #
 #   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 1,4,16, 256)
 #   ROUNDS=5 deploy/bench-ingest.sh 15 4
+#   CEILING=0 deploy/bench-ingest.sh 15 16      (no run without the sync)
 #   BASE_AGG=old/fieldprof-aggregator ROUNDS=3 deploy/bench-ingest.sh 15 16
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
@@ -86,13 +92,14 @@ print("  a batch, mean ms: body %.2f, queue %.2f, decode %.2f, write %.2f, answe
 }
 
 # Runs aggregator build $1 at $2 connections for the load's length, its
-# database in $3; sets run_json (the load generator's JSON), run_batches
-# (the batches it stored) and run_cpu (the aggregator's CPU ms a batch, the
-# fold of its backlog included).
+# database in $3, any further arguments given to it; sets run_json (the
+# load generator's JSON), run_batches (the batches it stored) and run_cpu
+# (the aggregator's CPU ms a batch, the fold of its backlog included).
 run_aggregator() {
   local bin="$1" conns="$2" db="$3" port pid cpu_before cpu_after drain_start
+  shift 3
   port="$(free_port)"
-  "$bin" --port "$port" --db "$db" --source_batches_per_minute 0 \
+  "$bin" "$@" --port "$port" --db "$db" --source_batches_per_minute 0 \
     --tls_cert "$work/tls/cert.pem" --tls_key "$work/tls/key.pem" 2>"$work/agg.log" &
   pid=$!
   pids+=($pid)
@@ -136,10 +143,11 @@ run_reference() {
 # batches/s between two runs an hour apart), so each figure is the median
 # of its rounds, each ratio the medians'.
 rounds="${ROUNDS:-3}"
-declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu
+ceiling="${CEILING:-1}"
+declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu cei_bps cei_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
-  a_bps=() a_rps=() a_cpu=() g_cpu=() r_bps=() r_cpu=() d_bps=() d_cpu=()
+  a_bps=() a_rps=() a_cpu=() g_cpu=() r_bps=() r_cpu=() d_bps=() d_cpu=() c_bps=() c_cpu=()
   for round in $(seq 1 "$rounds"); do
     echo "== ${conns} connections, round ${round} of ${rounds}"
     echo "== 1. fieldprof-aggregator, ${conns} connections, ${seconds}s, synced writes"
@@ -151,6 +159,12 @@ for conns in "${counts[@]}"; do
     a_rps+=("$(echo "$agg_json" | field records_per_second)")
     a_cpu+=("$run_cpu")
     g_cpu+=("$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $run_batches" | bc -l)")
+    if [[ "$ceiling" != 0 ]]; then
+      echo "== 1b. the same aggregator without the sync (--sync=false): what its CPU allows"
+      run_aggregator ./build/aggregator/fieldprof-aggregator "$conns" "$work/db-$conns" --sync=false
+      echo "$run_json"
+      c_bps+=("$(echo "$run_json" | field batches_per_second)") c_cpu+=("$run_cpu")
+    fi
 
     echo "== 2. reference: RocksDB synced Put of the same bodies, ${conns} threads, ${seconds}s"
     run_reference "$conns"
@@ -161,11 +175,17 @@ for conns in "${counts[@]}"; do
     printf "  round %d: aggregator %.1f batches/s, reference %.1f (ratio %.2f), as built %.1f (%.2f)\n" \
       "$round" "${a_bps[-1]}" "${r_bps[-1]}" "$(echo "${a_bps[-1]} / ${r_bps[-1]}" | bc -l)" \
       "${d_bps[-1]}" "$(echo "${a_bps[-1]} / ${d_bps[-1]}" | bc -l)"
+    if [[ "$ceiling" != 0 ]]; then
+      printf "           without the sync %.1f (ratio %.2f)\n" "${c_bps[-1]}" "$(echo "${c_bps[-1]} / ${r_bps[-1]}" | bc -l)"
+    fi
   done
   agg_bps[$conns]="$(median "${a_bps[@]}")" agg_rps[$conns]="$(median "${a_rps[@]}")"
   agg_cpu[$conns]="$(median "${a_cpu[@]}")" gen_cpu[$conns]="$(median "${g_cpu[@]}")"
   ref_bps[$conns]="$(median "${r_bps[@]}")" ref_cpu[$conns]="$(median "${r_cpu[@]}")"
   deb_bps[$conns]="$(median "${d_bps[@]}")" deb_cpu[$conns]="$(median "${d_cpu[@]}")"
+  if [[ "$ceiling" != 0 ]]; then
+    cei_bps[$conns]="$(median "${c_bps[@]}")" cei_cpu[$conns]="$(median "${c_cpu[@]}")"
+  fi
 done
 
 echo "== 3. reference: nginx TLS sink discarding the bodies, ${conns} connections, ${seconds}s"
@@ -213,6 +233,12 @@ for conns in "${counts[@]}"; do
   printf "    CPU a batch: aggregator %.3f ms (load generator beside it %.3f ms), ref %.3f ms: ref/aggregator %.2f; as built %.3f ms\n" \
     "${agg_cpu[$conns]}" "${gen_cpu[$conns]}" "${ref_cpu[$conns]}" \
     "$(echo "${ref_cpu[$conns]} / ${agg_cpu[$conns]}" | bc -l)" "${deb_cpu[$conns]}"
+  if [[ "$ceiling" != 0 ]]; then
+    # Below 1.0, no change to the synced write alone reaches the reference
+    # here: the CPU a batch has to fall first.
+    printf "    without the sync (what the CPU allows) %8.1f: ratio %.2f to the reference; CPU a batch %.3f ms\n" \
+      "${cei_bps[$conns]}" "$(echo "${cei_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)" "${cei_cpu[$conns]}"
+  fi
 done
 printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
   "$conns" "$ngx_bps" "$(echo "${agg_bps[$conns]} / $ngx_bps" | bc -l)"
