@@ -28,7 +28,7 @@
 # fold and the applier. Below the reference, making the sync cheaper cannot
 # reach it at that count in that hour; the CPU a batch or the waits left in
 # the write (such as behind the applier's fold write) have to shrink too.
-# CEILING=0 leaves that run out.
+# NOSYNC=0 leaves that run out.
 #
 # With BASE_AGG=<another build's fieldprof-aggregator>, a last part runs
 # that build and this one in turn, ROUNDS times, at the largest count: the
@@ -37,7 +37,7 @@
 #
 #   deploy/bench-ingest.sh [SECONDS] [CONNECTIONS] [POOL]   (default 20 s, 1,4,16, 256)
 #   ROUNDS=5 deploy/bench-ingest.sh 15 4
-#   CEILING=0 deploy/bench-ingest.sh 15 16      (no run without the sync)
+#   NOSYNC=0 deploy/bench-ingest.sh 15 16      (no run without the sync)
 #   BASE_AGG=old/fieldprof-aggregator ROUNDS=3 deploy/bench-ingest.sh 15 16
 source "$(dirname "$0")/bench-lib.sh"
 cd "$(dirname "$0")/.."
@@ -146,8 +146,8 @@ run_reference() {
 # batches/s between two runs an hour apart), so each figure is the median
 # of its rounds, each ratio the medians'.
 rounds="${ROUNDS:-3}"
-ceiling="${CEILING:-1}"
-declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu cei_bps cei_cpu
+nosync="${NOSYNC:-1}"
+declare -A agg_bps agg_rps ref_bps agg_cpu gen_cpu ref_cpu deb_bps deb_cpu nosync_bps nosync_cpu
 IFS=, read -r -a counts <<<"$conn_list"
 for conns in "${counts[@]}"; do
   a_bps=() a_rps=() a_cpu=() g_cpu=() r_bps=() r_cpu=() d_bps=() d_cpu=() c_bps=() c_cpu=()
@@ -162,7 +162,7 @@ for conns in "${counts[@]}"; do
     a_rps+=("$(echo "$agg_json" | field records_per_second)")
     a_cpu+=("$run_cpu")
     g_cpu+=("$(echo "$(echo "$agg_json" | field cpu_seconds) * 1000 / $run_batches" | bc -l)")
-    if [[ "$ceiling" != 0 ]]; then
+    if [[ "$nosync" != 0 ]]; then
       echo "== 1b. the same aggregator without the sync (--sync=false): the sync's cost taken out"
       run_aggregator ./build/aggregator/fieldprof-aggregator "$conns" "$work/db-$conns" --sync=false
       echo "$run_json"
@@ -179,7 +179,7 @@ for conns in "${counts[@]}"; do
     printf "  round %d: aggregator %.1f batches/s, reference %.1f (ratio %.2f), as built %.1f (%.2f)\n" \
       "$round" "${a_bps[-1]}" "${r_bps[-1]}" "$(echo "${a_bps[-1]} / ${r_bps[-1]}" | bc -l)" \
       "${d_bps[-1]}" "$(echo "${a_bps[-1]} / ${d_bps[-1]}" | bc -l)"
-    if [[ "$ceiling" != 0 ]]; then
+    if [[ "$nosync" != 0 ]]; then
       printf "           without the sync %.1f (ratio %.2f)\n" "${c_bps[-1]}" "$(echo "${c_bps[-1]} / ${r_bps[-1]}" | bc -l)"
     fi
   done
@@ -187,8 +187,8 @@ for conns in "${counts[@]}"; do
   agg_cpu[$conns]="$(median "${a_cpu[@]}")" gen_cpu[$conns]="$(median "${g_cpu[@]}")"
   ref_bps[$conns]="$(median "${r_bps[@]}")" ref_cpu[$conns]="$(median "${r_cpu[@]}")"
   deb_bps[$conns]="$(median "${d_bps[@]}")" deb_cpu[$conns]="$(median "${d_cpu[@]}")"
-  if [[ "$ceiling" != 0 ]]; then
-    cei_bps[$conns]="$(median "${c_bps[@]}")" cei_cpu[$conns]="$(median "${c_cpu[@]}")"
+  if [[ "$nosync" != 0 ]]; then
+    nosync_bps[$conns]="$(median "${c_bps[@]}")" nosync_cpu[$conns]="$(median "${c_cpu[@]}")"
   fi
 done
 
@@ -237,10 +237,10 @@ for conns in "${counts[@]}"; do
   printf "    CPU a batch: aggregator %.3f ms (load generator beside it %.3f ms), ref %.3f ms: ref/aggregator %.2f; as built %.3f ms\n" \
     "${agg_cpu[$conns]}" "${gen_cpu[$conns]}" "${ref_cpu[$conns]}" \
     "$(echo "${ref_cpu[$conns]} / ${agg_cpu[$conns]}" | bc -l)" "${deb_cpu[$conns]}"
-  if [[ "$ceiling" != 0 ]]; then
+  if [[ "$nosync" != 0 ]]; then
     # Below 1.0, a cheaper sync alone does not reach the reference here.
     printf "    without the sync (its cost taken out) %8.1f: ratio %.2f to the reference; CPU a batch %.3f ms\n" \
-      "${cei_bps[$conns]}" "$(echo "${cei_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)" "${cei_cpu[$conns]}"
+      "${nosync_bps[$conns]}" "$(echo "${nosync_bps[$conns]} / ${ref_bps[$conns]}" | bc -l)" "${nosync_cpu[$conns]}"
   fi
 done
 printf "nginx TLS sink ref, %d connections: %8.1f batches/s; aggregator/nginx = %.2f\n" \
